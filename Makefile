@@ -1,0 +1,66 @@
+# Thin wrapper over CMake: `make`, `make test`, `make demo`, `make bench`.
+# On a fresh Debian bookworm machine these install what they need (as root), so the two
+# commands in the README are the whole set-up.
+
+BUILD     ?= build
+SAN_BUILD ?= build-sanitize
+JOBS      ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+# Everything the build and the tests need, from Debian's packages.
+DEBIAN_PACKAGES := build-essential cmake pkg-config libcmocka-dev python3 valgrind \
+	procps
+
+.PHONY: all deps test sanitize demo bench fuzz format check-format clean
+
+all: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS)
+
+deps:
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
+	done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "installing: $$missing"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+				apt-get install -y --no-install-recommends $$missing; \
+		else \
+			echo "missing packages; run as root:"; \
+			echo "  apt-get install -y --no-install-recommends $$missing"; \
+			exit 1; \
+		fi; \
+	fi
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+test: all
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) --timeout 600
+
+# ASan+UBSan for everything, UBSan alone for what is loaded with LD_PRELOAD.
+sanitize: deps
+	cmake -S . -B $(SAN_BUILD) -DVGPU_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug
+	cmake --build $(SAN_BUILD) -j$(JOBS)
+	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --output-on-failure -j$(JOBS) --timeout 900 -LE nosan
+
+demo: all
+	./demo/run.sh $(BUILD)
+
+bench: all
+	./bench/run.sh $(BUILD)
+
+# libFuzzer builds of every fuzz target (clang); their corpora also run under `make test`.
+fuzz:
+	./tests/fuzz/build.sh
+
+format:
+	find src tests bench -name '*.[ch]' | xargs clang-format -i
+
+check-format:
+	find src tests bench -name '*.[ch]' | xargs clang-format --dry-run --Werror
+
+clean:
+	rm -rf $(BUILD) $(SAN_BUILD)

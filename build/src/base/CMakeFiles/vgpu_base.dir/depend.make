@@ -1,0 +1,2 @@
+# Empty dependencies file for vgpu_base.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,120 @@
+/* fakegpu's shared state: the simulated GPUs that every process using the same
+ * FAKEGPU_STATE_DIR sees, and the device timeline that runs their work.
+ *
+ * Ownership and processes. The state lives in one file under FAKEGPU_STATE_DIR, mapped
+ * MAP_SHARED by every process and guarded by one process-shared robust mutex. The first
+ * process creates and sizes it from FAKEGPU_DEVICES (later processes use what is there).
+ * Each process owns one slot (pid + start time + generation); a slot whose process has
+ * died (kill(pid, 0) fails, or the pid now belongs to another process) is reclaimed with
+ * all its memory, streams and pending work, and a mutex left locked by a dead holder is
+ * recovered through EOWNERDEAD. Nothing here ever waits forever on another process.
+ *
+ * Timeline. There is no device thread: the timeline is advanced lazily to "now" (the
+ * monotonic clock, the same in every process) by whichever process takes the lock. Work
+ * is a queue of kernels (durations in ns) and markers per stream; streams of one context
+ * run concurrently, kernels of one stream in order. When several contexts (one per process
+ * and device) have pending work, the device round-robins between them in time slices of
+ * FAKEGPU_TIMESLICE_US, preempting at the slice end as the real driver does without MPS.
+ * Busy time is recorded per device and per process in 10 ms buckets for NVML.
+ *
+ * Thread model: every function may be called from any thread; a process-local mutex
+ * serialises this process's callers, the shared robust mutex serialises processes.
+ *
+ * Errors: 0 or a negative errno (-ENOMEM: device memory exhausted, -EINVAL: bad handle
+ * or argument, -ENOSPC: a fixed table is full, -EIO: state file unusable). */
+#ifndef VGPU_FAKEGPU_STATE_H
+#define VGPU_FAKEGPU_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define FG_MAX_DEVICES       16
+#define FG_MAX_PROCS         128 /* processes attached at once */
+#define FG_MAX_STREAMS       128 /* per process, all devices together */
+#define FG_STREAM_DEPTH      256 /* queued items per stream before a launch blocks */
+#define FG_MAX_EVENTS        1024 /* per process */
+#define FG_NAME_MAX          96
+#define FG_UTIL_BUCKET_NS    10000000ULL /* 10 ms */
+#define FG_UTIL_BUCKETS      200         /* 2 s of history */
+
+struct fg_device_info {
+    char name[FG_NAME_MAX];
+    char uuid[41];     /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", stable per index+name */
+    uint8_t uuid_bytes[16];
+    char pci_bus_id[16]; /* "00000000:1B:00.0" style */
+    uint64_t total_bytes;
+    int sm_count;
+    int cc_major, cc_minor; /* compute capability, derived from the name (H100: 9.0) */
+};
+
+struct fg_proc_usage {
+    pid_t pid;
+    uint64_t used_bytes; /* allocations + context overhead on that device */
+    uint64_t busy_ns;    /* device time used in the queried window */
+};
+
+struct fg_state;
+
+/* Attaches this process to the state named by the environment (creating it if needed).
+ * Idempotent per process: later calls return the same handle. Environment errors (bad
+ * FAKEGPU_DEVICES, ...) are returned as -EINVAL with one line on stderr. */
+int fg_state_get(struct fg_state **out);
+
+/* Opens a state explicitly, for tests: dir and devices as the environment variables
+ * would give them, now_ns a clock override (NULL: CLOCK_MONOTONIC). */
+int fg_state_open(struct fg_state **out, const char *dir, const char *devices,
+                  uint64_t (*now_ns)(void));
+void fg_state_close(struct fg_state *st);
+
+int fg_state_device_count(struct fg_state *st);
+/* Copy of device i's fixed description; -EINVAL for a bad index. */
+int fg_state_device_info(struct fg_state *st, int dev, struct fg_device_info *out);
+
+/* Contexts: each costs FAKEGPU_CONTEXT_MIB of device memory, charged to this process. */
+int fg_ctx_attach(struct fg_state *st, int dev);
+int fg_ctx_detach(struct fg_state *st, int dev);
+
+/* Device memory, charged to this process; -ENOMEM past the card's capacity. */
+int fg_mem_reserve(struct fg_state *st, int dev, uint64_t bytes);
+int fg_mem_release(struct fg_state *st, int dev, uint64_t bytes);
+int fg_mem_info(struct fg_state *st, int dev, uint64_t *used, uint64_t *total);
+
+/* Streams: a shared id for an in-order queue on device dev. Closing a stream lets its
+ * queued work finish (the slot is reused once it drains). */
+int fg_stream_open(struct fg_state *st, int dev, int *stream_id);
+int fg_stream_close(struct fg_state *st, int stream_id);
+
+/* Queues a kernel of duration_ns; blocks (in real time) while the stream is full.
+ * *seq receives the item's sequence number on that stream. */
+int fg_stream_launch(struct fg_state *st, int stream_id, uint64_t duration_ns, uint64_t *seq);
+/* True when every item up to seq on the stream has completed. */
+int fg_stream_done(struct fg_state *st, int stream_id, uint64_t seq, bool *done);
+/* Blocks until the stream's queue is empty. */
+int fg_stream_wait(struct fg_state *st, int stream_id);
+/* Blocks until all streams of this process on device dev are empty. */
+int fg_device_wait(struct fg_state *st, int dev);
+
+/* Events: a per-process slot. Recording queues a marker; when the device reaches it the
+ * event completes with that simulated timestamp (ns, same clock as now_ns). An event
+ * recorded on an idle stream completes at the time of recording. */
+int fg_event_create(struct fg_state *st, int *event_id);
+int fg_event_destroy(struct fg_state *st, int event_id);
+int fg_event_record(struct fg_state *st, int event_id, int stream_id);
+/* -EAGAIN while pending (*time_ns untouched); -EINVAL if never recorded. */
+int fg_event_query(struct fg_state *st, int event_id, uint64_t *time_ns);
+int fg_event_wait(struct fg_state *st, int event_id);
+/* Makes stream_id wait for event_id's completion before running later work. */
+int fg_stream_wait_event(struct fg_state *st, int stream_id, int event_id);
+
+/* NVML's views. Utilization: percent of the window (ending now) the device was busy. */
+int fg_util_device(struct fg_state *st, int dev, uint64_t window_ns, unsigned *gpu_percent);
+/* Processes holding a context on dev: fills up to *count entries, sets *count to the
+ * number there are (-ENOSPC if more than given). busy_ns covers the last window_ns. */
+int fg_procs_on_device(struct fg_state *st, int dev, uint64_t window_ns,
+                       struct fg_proc_usage *out, unsigned *count);
+
+/* Current time on the state's clock. */
+uint64_t fg_now_ns(struct fg_state *st);
+
+#endif

@@ -1,0 +1,299 @@
+/* Unit tests for src/base: errors, number and quantity parsing, the PRNG, logging. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "base/parse.h"
+#include "base/prng.h"
+#include "base/str.h"
+
+static void test_err_set_and_wrap(void **state)
+{
+    (void)state;
+    struct vg_err err = {0};
+    assert_int_equal(vg_err_set(&err, EINVAL, "bad port '%s'", "x"), -EINVAL);
+    assert_int_equal(err.code, -EINVAL);
+    assert_string_equal(err.msg, "bad port 'x'");
+    assert_int_equal(vg_err_wrap(&err, "reading %s", "config.yaml"), -EINVAL);
+    assert_string_equal(err.msg, "reading config.yaml: bad port 'x'");
+    assert_int_equal(vg_err_set(NULL, -ENOENT, "ignored"), -ENOENT);
+    vg_err_clear(&err);
+    assert_int_equal(err.code, 0);
+    assert_string_equal(err.msg, "");
+}
+
+static void test_err_truncation_is_marked(void **state)
+{
+    (void)state;
+    struct vg_err err;
+    char big[600];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    vg_err_set(&err, -E2BIG, "%s", big);
+    assert_int_equal(strlen(err.msg), VG_ERR_MSG_MAX - 1);
+    assert_string_equal(err.msg + VG_ERR_MSG_MAX - 4, "...");
+    vg_err_wrap(&err, "context");
+    assert_memory_equal(err.msg, "context: aaa", 12);
+    assert_string_equal(err.msg + VG_ERR_MSG_MAX - 4, "...");
+}
+
+static void test_parse_u64(void **state)
+{
+    (void)state;
+    struct vg_err err;
+    uint64_t v = 7;
+    assert_int_equal(vg_parse_u64("0", 0, 10, &v, &err), 0);
+    assert_int_equal(v, 0);
+    assert_int_equal(vg_parse_u64("18446744073709551615", 0, UINT64_MAX, &v, &err), 0);
+    assert_true(v == UINT64_MAX);
+    assert_int_equal(vg_parse_u64("007", 0, 10, &v, &err), 0);
+    assert_int_equal(v, 7);
+    const char *bad[] = {"", " 1", "1 ", "-1", "+1", "1x", "0x10", "1.0", "1e3", "١"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        v = 99;
+        assert_int_equal(vg_parse_u64(bad[i], 0, 100, &v, &err), -EINVAL);
+        assert_int_equal(v, 99); /* output untouched on error */
+    }
+    assert_int_equal(vg_parse_u64(NULL, 0, 1, &v, &err), -EINVAL);
+    assert_int_equal(vg_parse_u64("18446744073709551616", 0, UINT64_MAX, &v, &err), -ERANGE);
+    assert_int_equal(vg_parse_u64("101", 1, 100, &v, &err), -ERANGE);
+    assert_string_equal(err.msg, "101 is outside 1..100");
+    assert_int_equal(vg_parse_u64("0", 1, 100, &v, &err), -ERANGE);
+}
+
+static void test_parse_i64(void **state)
+{
+    (void)state;
+    struct vg_err err;
+    int64_t v;
+    assert_int_equal(vg_parse_i64("-9223372036854775808", INT64_MIN, INT64_MAX, &v, &err), 0);
+    assert_true(v == INT64_MIN);
+    assert_int_equal(vg_parse_i64("9223372036854775807", INT64_MIN, INT64_MAX, &v, &err), 0);
+    assert_true(v == INT64_MAX);
+    assert_int_equal(vg_parse_i64("9223372036854775808", INT64_MIN, INT64_MAX, &v, &err),
+                     -ERANGE);
+    assert_int_equal(vg_parse_i64("-9223372036854775809", INT64_MIN, INT64_MAX, &v, &err),
+                     -ERANGE);
+    assert_int_equal(vg_parse_i64("-", INT64_MIN, INT64_MAX, &v, &err), -EINVAL);
+    assert_int_equal(vg_parse_i64("--1", INT64_MIN, INT64_MAX, &v, &err), -EINVAL);
+    assert_int_equal(vg_parse_i64("-5", -4, 4, &v, &err), -ERANGE);
+    assert_int_equal(vg_parse_i64("-4", -4, 4, &v, &err), 0);
+    assert_int_equal(v, -4);
+}
+
+static void test_parse_bytes_units(void **state)
+{
+    (void)state;
+    struct {
+        const char *text;
+        uint64_t bytes;
+    } good[] = {
+        {"0", 0},
+        {"4096", 4096},
+        {"4096b", 4096},
+        {"4096B", 4096},
+        {"1k", 1024},
+        {"1K", 1024},
+        {"1KB", 1024},
+        {"1KiB", 1024},
+        {"4096m", 4096ULL << 20},
+        {"4096M", 4096ULL << 20},
+        {"4g", 4ULL << 30},
+        {"4G", 4ULL << 30},
+        {"80GiB", 80ULL << 30},
+        {"80gib", 80ULL << 30},
+        {"81559MiB", 81559ULL << 20},
+        {"2t", 2ULL << 40},
+        {"2TiB", 2ULL << 40},
+        {"1.5GiB", 3ULL << 29},
+        {"0.5k", 512},
+        {"1.0", 1},
+        {"16777215TiB", 16777215ULL << 40},
+        {"18446744073709551615", UINT64_MAX},
+    };
+    struct vg_err err;
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint64_t v = 0;
+        int rc = vg_parse_bytes(good[i].text, &v, &err);
+        if (rc != 0)
+            fail_msg("'%s' rejected: %s", good[i].text, err.msg);
+        if (v != good[i].bytes)
+            fail_msg("'%s' -> %llu", good[i].text, (unsigned long long)v);
+    }
+}
+
+static void test_parse_bytes_malformed(void **state)
+{
+    (void)state;
+    const char *bad[] = {
+        "",       " ",      "m",       "g4",     "4 g",    " 4g",     "4g ",    "4gg",
+        "4gi",    "4GiBs",  "4x",      "-4g",    "+4g",    "4.g",     ".5g",    "4..5g",
+        "1.5",    "0.1k",   "1.0000000001g", "4,096", "0x10", "1e9", "4\n",  "4g\t",
+        "4096mb ", "Mi",    "4 096",   "4-",     "4pb",    "4P",      "NaN",    "inf",
+    };
+    struct vg_err err;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t v = 12345;
+        int rc = vg_parse_bytes(bad[i], &v, &err);
+        if (rc != -EINVAL)
+            fail_msg("'%s' gave %d, want -EINVAL", bad[i], rc);
+        assert_int_equal(v, 12345);
+        assert_true(strlen(err.msg) > 0);
+    }
+    uint64_t v;
+    assert_int_equal(vg_parse_bytes(NULL, &v, &err), -EINVAL);
+    const char *huge[] = {"18446744073709551616", "16777216TiB", "17179869184g",
+                          "99999999999999999999999k", "16777215.9999TiB"};
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        int rc = vg_parse_bytes(huge[i], &v, &err);
+        if (rc != -ERANGE && rc != -EINVAL)
+            fail_msg("'%s' gave %d, want an error", huge[i], rc);
+    }
+    assert_int_equal(vg_parse_bytes("18446744073709551616", &v, &err), -ERANGE);
+    assert_int_equal(vg_parse_bytes("16777216TiB", &v, &err), -ERANGE);
+    assert_non_null(strstr(err.msg, "64 bits"));
+}
+
+static void test_parse_mib_default(void **state)
+{
+    (void)state;
+    struct vg_err err;
+    uint64_t v;
+    assert_int_equal(vg_parse_mib_default("81559", &v, &err), 0);
+    assert_true(v == 81559ULL << 20);
+    assert_int_equal(vg_parse_mib_default("80GiB", &v, &err), 0);
+    assert_true(v == 80ULL << 30);
+    assert_int_equal(vg_parse_mib_default("512b", &v, &err), 0);
+    assert_int_equal(v, 512);
+    assert_int_equal(vg_parse_mib_default("17592186044416", &v, &err), -ERANGE);
+}
+
+static void test_prng_reference_vectors(void **state)
+{
+    (void)state;
+    /* splitmix64 from seed 1234567: the published reference outputs. */
+    uint64_t sm = 1234567;
+    const uint64_t want[] = {6457827717110365317ULL, 3203168211198807973ULL,
+                             9817491932198370423ULL, 4593380528125082431ULL,
+                             16408922859458223821ULL};
+    for (size_t i = 0; i < 5; i++)
+        assert_true(vg_splitmix64(&sm) == want[i]);
+    /* xoshiro256** with state {1, 2, 3, 4}: 11520, 0, 1509978240, 1215971899390074240. */
+    struct vg_prng rng = {{1, 2, 3, 4}};
+    assert_true(vg_prng_next(&rng) == 11520ULL);
+    assert_true(vg_prng_next(&rng) == 0ULL);
+    assert_true(vg_prng_next(&rng) == 1509978240ULL);
+    assert_true(vg_prng_next(&rng) == 1215971899390074240ULL);
+}
+
+static void test_prng_determinism_and_ranges(void **state)
+{
+    (void)state;
+    struct vg_prng a, b, c;
+    vg_prng_seed(&a, 42);
+    vg_prng_seed(&b, 42);
+    vg_prng_seed(&c, 43);
+    int same_as_other_seed = 0;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t x = vg_prng_next(&a);
+        assert_true(x == vg_prng_next(&b));
+        same_as_other_seed += x == vg_prng_next(&c);
+    }
+    assert_true(same_as_other_seed < 2);
+    /* below(): in range, and every value of a small range shows up about equally. */
+    int counts[7] = {0};
+    for (int i = 0; i < 70000; i++) {
+        uint64_t x = vg_prng_below(&a, 7);
+        assert_true(x < 7);
+        counts[x]++;
+    }
+    for (int i = 0; i < 7; i++)
+        assert_true(counts[i] > 9000 && counts[i] < 11000);
+    assert_int_equal(vg_prng_below(&a, 0), 0);
+    assert_int_equal(vg_prng_below(&a, 1), 0);
+    for (int i = 0; i < 1000; i++) {
+        double u = vg_prng_unit(&a);
+        assert_true(u >= 0.0 && u < 1.0);
+    }
+}
+
+static void test_log_format_text_and_json(void **state)
+{
+    (void)state;
+    char buf[512];
+    long long ts = 1763769600123LL; /* 2025-11-22T00:00:00.123Z */
+    int n = vg_log_format(buf, sizeof buf, false, VG_LOG_WARN, ts, "/x/src/base/log.c", 12,
+                          "listening", "addr=0.0.0.0 port=8080");
+    buf[n] = '\0';
+    assert_string_equal(buf,
+                        "warn 2025-11-22T00:00:00.123Z src/base/log.c:12 listening "
+                        "addr=0.0.0.0 port=8080\n");
+    n = vg_log_format(buf, sizeof buf, true, VG_LOG_ERROR, ts, "a.c", 3, "bad \"x\"",
+                      "path=\"/a b\" code=-2");
+    buf[n] = '\0';
+    assert_string_equal(buf, "{\"level\":\"error\",\"ts\":\"2025-11-22T00:00:00.123Z\","
+                             "\"src\":\"a.c:3\",\"msg\":\"bad \\\"x\\\"\",\"path\":\"/a b\","
+                             "\"code\":\"-2\"}\n");
+    /* A line longer than the buffer is cut but still ends in a newline. */
+    char small[32];
+    n = vg_log_format(small, sizeof small, false, VG_LOG_INFO, ts, "a.c", 1, "m", "");
+    assert_int_equal(n, 32);
+    assert_int_equal(small[31], '\n');
+    assert_int_equal(vg_log_level_from_name("debug"), VG_LOG_DEBUG);
+    assert_int_equal(vg_log_level_from_name("loud"), -1);
+}
+
+static int evaluated;
+static int side_effect(void)
+{
+    return ++evaluated;
+}
+
+static void test_log_disabled_level_skips_arguments(void **state)
+{
+    (void)state;
+    vg_log_max_level = VG_LOG_WARN;
+    evaluated = 0;
+    vg_log(VG_LOG_DEBUG, "never", "n=%d", side_effect());
+    assert_int_equal(evaluated, 0);
+    vg_log_max_level = VG_LOG_INFO;
+}
+
+static void test_checked_strings(void **state)
+{
+    (void)state;
+    char buf[8];
+    assert_int_equal(vg_snprintf(buf, sizeof buf, "%s", "1234567"), 7);
+    assert_int_equal(vg_snprintf(buf, sizeof buf, "%s", "12345678"), -ENOSPC);
+    assert_string_equal(buf, "1234567");
+    assert_int_equal(vg_strlcpy(buf, "abc", sizeof buf), 3);
+    assert_string_equal(buf, "abc");
+    assert_int_equal(vg_strlcpy(buf, "abcdefghij", sizeof buf), -ENOSPC);
+    assert_string_equal(buf, "abcdefg");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_err_set_and_wrap),
+        cmocka_unit_test(test_err_truncation_is_marked),
+        cmocka_unit_test(test_parse_u64),
+        cmocka_unit_test(test_parse_i64),
+        cmocka_unit_test(test_parse_bytes_units),
+        cmocka_unit_test(test_parse_bytes_malformed),
+        cmocka_unit_test(test_parse_mib_default),
+        cmocka_unit_test(test_prng_reference_vectors),
+        cmocka_unit_test(test_prng_determinism_and_ranges),
+        cmocka_unit_test(test_log_format_text_and_json),
+        cmocka_unit_test(test_log_disabled_level_skips_arguments),
+        cmocka_unit_test(test_checked_strings),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
