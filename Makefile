@@ -8,7 +8,7 @@ JOBS      ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
 # Everything the build and the tests need, from Debian's packages.
-DEBIAN_PACKAGES := build-essential cmake pkg-config libcmocka-dev python3 valgrind \
+DEBIAN_PACKAGES := build-essential cmake pkg-config libcmocka-dev python3 valgrind clang-format \
 	procps
 
 .PHONY: all deps test sanitize demo bench fuzz format check-format clean

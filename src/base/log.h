@@ -23,10 +23,10 @@ extern int vg_log_max_level; /* default VG_LOG_INFO */
 extern bool vg_log_json;     /* default false */
 extern int vg_log_fd;        /* default 2 */
 
-#define vg_log(level, ...)                                                                     \
-    do {                                                                                       \
-        if ((int)(level) <= vg_log_max_level)                                                  \
-            vg_log_emit((level), __FILE__, __LINE__, __VA_ARGS__);                             \
+#define vg_log(level, ...)                                                                         \
+    do {                                                                                           \
+        if ((int)(level) <= vg_log_max_level)                                                      \
+            vg_log_emit((level), __FILE__, __LINE__, __VA_ARGS__);                                 \
     } while (0)
 
 void vg_log_emit(enum vg_log_level level, const char *file, int line, const char *msg,

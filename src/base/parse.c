@@ -60,8 +60,8 @@ int vg_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out, struct v
         return vg_err_set(err, rc, "'%.*s' is not a whole number", MAX_SHOWN, s);
     int64_t v = negative ? (int64_t)(0 - magnitude) : (int64_t)magnitude;
     if (v < min || v > max)
-        return vg_err_set(err, -ERANGE, "%lld is outside %lld..%lld", (long long)v,
-                          (long long)min, (long long)max);
+        return vg_err_set(err, -ERANGE, "%lld is outside %lld..%lld", (long long)v, (long long)min,
+                          (long long)max);
     *out = v;
     return 0;
 }
@@ -72,13 +72,11 @@ struct unit {
 };
 
 static const struct unit units[] = {
-    {"", 0},     {"b", 0},     {"k", 10},  {"kb", 10}, {"kib", 10}, {"m", 20},
-    {"mb", 20},  {"mib", 20},  {"g", 30},  {"gb", 30}, {"gib", 30}, {"t", 40},
-    {"tb", 40},  {"tib", 40},
+    {"", 0},     {"b", 0},  {"k", 10},  {"kb", 10},  {"kib", 10}, {"m", 20},  {"mb", 20},
+    {"mib", 20}, {"g", 30}, {"gb", 30}, {"gib", 30}, {"t", 40},   {"tb", 40}, {"tib", 40},
 };
 
-static int parse_quantity(const char *s, unsigned default_shift, uint64_t *out,
-                          struct vg_err *err)
+static int parse_quantity(const char *s, unsigned default_shift, uint64_t *out, struct vg_err *err)
 {
     if (s == NULL || *s == '\0')
         return vg_err_set(err, -EINVAL, "empty quantity");
@@ -90,15 +88,15 @@ static int parse_quantity(const char *s, unsigned default_shift, uint64_t *out,
     if (*p == '.') {
         p++;
         if (!take_digits(&p, &frac, &nfrac) || nfrac > 9)
-            return vg_err_set(err, -EINVAL, "quantity '%.*s' has more than 9 decimals",
-                              MAX_SHOWN, s);
+            return vg_err_set(err, -EINVAL, "quantity '%.*s' has more than 9 decimals", MAX_SHOWN,
+                              s);
         if (nfrac == 0)
-            return vg_err_set(err, -EINVAL, "quantity '%.*s' has no digits after '.'",
-                              MAX_SHOWN, s);
+            return vg_err_set(err, -EINVAL, "quantity '%.*s' has no digits after '.'", MAX_SHOWN,
+                              s);
     }
     if (nwhole == 0)
-        return vg_err_set(err, -EINVAL, "quantity '%.*s' does not start with a digit",
-                          MAX_SHOWN, s);
+        return vg_err_set(err, -EINVAL, "quantity '%.*s' does not start with a digit", MAX_SHOWN,
+                          s);
     const struct unit *unit = NULL;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         if (strcasecmp(p, units[i].name) == 0) {
@@ -129,8 +127,8 @@ static int parse_quantity(const char *s, unsigned default_shift, uint64_t *out,
                               MAX_SHOWN, s);
         uint64_t part = part_whole + rem / scale;
         if (bytes > UINT64_MAX - part)
-            return vg_err_set(err, -ERANGE, "quantity '%.*s' does not fit in 64 bits",
-                              MAX_SHOWN, s);
+            return vg_err_set(err, -ERANGE, "quantity '%.*s' does not fit in 64 bits", MAX_SHOWN,
+                              s);
         bytes += part;
     }
     *out = bytes;

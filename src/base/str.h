@@ -6,8 +6,7 @@
 
 /* snprintf that returns the length written, or -ENOSPC when the result did not fit
  * (buf then holds a truncated, NUL-terminated string) and -EINVAL on a format error. */
-int vg_snprintf(char *buf, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int vg_snprintf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Copies src into dst[size]; -ENOSPC (and a truncated copy) when it does not fit. */
 int vg_strlcpy(char *dst, const char *src, size_t size);

@@ -77,10 +77,8 @@ static void test_parse_i64(void **state)
     assert_true(v == INT64_MIN);
     assert_int_equal(vg_parse_i64("9223372036854775807", INT64_MIN, INT64_MAX, &v, &err), 0);
     assert_true(v == INT64_MAX);
-    assert_int_equal(vg_parse_i64("9223372036854775808", INT64_MIN, INT64_MAX, &v, &err),
-                     -ERANGE);
-    assert_int_equal(vg_parse_i64("-9223372036854775809", INT64_MIN, INT64_MAX, &v, &err),
-                     -ERANGE);
+    assert_int_equal(vg_parse_i64("9223372036854775808", INT64_MIN, INT64_MAX, &v, &err), -ERANGE);
+    assert_int_equal(vg_parse_i64("-9223372036854775809", INT64_MIN, INT64_MAX, &v, &err), -ERANGE);
     assert_int_equal(vg_parse_i64("-", INT64_MIN, INT64_MAX, &v, &err), -EINVAL);
     assert_int_equal(vg_parse_i64("--1", INT64_MIN, INT64_MAX, &v, &err), -EINVAL);
     assert_int_equal(vg_parse_i64("-5", -4, 4, &v, &err), -ERANGE);
@@ -133,10 +131,10 @@ static void test_parse_bytes_malformed(void **state)
 {
     (void)state;
     const char *bad[] = {
-        "",       " ",      "m",       "g4",     "4 g",    " 4g",     "4g ",    "4gg",
-        "4gi",    "4GiBs",  "4x",      "-4g",    "+4g",    "4.g",     ".5g",    "4..5g",
-        "1.5",    "0.1k",   "1.0000000001g", "4,096", "0x10", "1e9", "4\n",  "4g\t",
-        "4096mb ", "Mi",    "4 096",   "4-",     "4pb",    "4P",      "NaN",    "inf",
+        "",     " ",   "m",   "g4",   "4 g",     " 4g",   "4g ",   "4gg",  "4gi",           "4GiBs",
+        "4x",   "-4g", "+4g", "4.g",  ".5g",     "4..5g", "1.5",   "0.1k", "1.0000000001g", "4,096",
+        "0x10", "1e9", "4\n", "4g\t", "4096mb ", "Mi",    "4 096", "4-",   "4pb",           "4P",
+        "NaN",  "inf",
     };
     struct vg_err err;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -180,9 +178,8 @@ static void test_prng_reference_vectors(void **state)
     (void)state;
     /* splitmix64 from seed 1234567: the published reference outputs. */
     uint64_t sm = 1234567;
-    const uint64_t want[] = {6457827717110365317ULL, 3203168211198807973ULL,
-                             9817491932198370423ULL, 4593380528125082431ULL,
-                             16408922859458223821ULL};
+    const uint64_t want[] = {6457827717110365317ULL, 3203168211198807973ULL, 9817491932198370423ULL,
+                             4593380528125082431ULL, 16408922859458223821ULL};
     for (size_t i = 0; i < 5; i++)
         assert_true(vg_splitmix64(&sm) == want[i]);
     /* xoshiro256** with state {1, 2, 3, 4}: 11520, 0, 1509978240, 1215971899390074240. */
@@ -232,9 +229,8 @@ static void test_log_format_text_and_json(void **state)
     int n = vg_log_format(buf, sizeof buf, false, VG_LOG_WARN, ts, "/x/src/base/log.c", 12,
                           "listening", "addr=0.0.0.0 port=8080");
     buf[n] = '\0';
-    assert_string_equal(buf,
-                        "warn 2025-11-22T00:00:00.123Z src/base/log.c:12 listening "
-                        "addr=0.0.0.0 port=8080\n");
+    assert_string_equal(buf, "warn 2025-11-22T00:00:00.123Z src/base/log.c:12 listening "
+                             "addr=0.0.0.0 port=8080\n");
     n = vg_log_format(buf, sizeof buf, true, VG_LOG_ERROR, ts, "a.c", 3, "bad \"x\"",
                       "path=\"/a b\" code=-2");
     buf[n] = '\0';

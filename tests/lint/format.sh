@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Formatting is the machine's job: every C file matches .clang-format.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+command -v clang-format >/dev/null || { echo "clang-format not installed"; exit 77; }
+files=$(find src tests bench demo -name '*.[ch]' 2>/dev/null)
+[ -n "$files" ] || exit 0
+clang-format --dry-run --Werror $files
+echo "formatting ok"
