@@ -42,10 +42,12 @@ struct fg_device_info {
     char name[FG_NAME_MAX];
     char uuid[41];     /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", stable per index+name */
     uint8_t uuid_bytes[16];
-    char pci_bus_id[16]; /* "00000000:1B:00.0" style */
+    char pci_bus_id[16]; /* "0000:1B:00.0" (CUDA's form; NVML's 8-digit domain form is
+                            built from the numbers below) */
     uint64_t total_bytes;
     int sm_count;
     int cc_major, cc_minor; /* compute capability, derived from the name (H100: 9.0) */
+    unsigned pci_domain, pci_bus, pci_device; /* distinct bus per device */
 };
 
 struct fg_proc_usage {
@@ -116,5 +118,16 @@ int fg_procs_on_device(struct fg_state *st, int dev, uint64_t window_ns,
 
 /* Current time on the state's clock. */
 uint64_t fg_now_ns(struct fg_state *st);
+
+/* FAKEGPU_KERNEL_NS of this process (duration of kernels other than vgpu_spin), checked
+ * when the state was opened. */
+uint64_t fg_kernel_ns(struct fg_state *st);
+
+struct vg_err;
+/* Parses a FAKEGPU_DEVICES value into out[0..max) (name, memory, SMs, and the derived
+ * UUID, PCI id and compute capability); *count receives the number of devices. -EINVAL
+ * with the bad part named in err for any malformed value. */
+int fg_parse_devices(const char *spec, struct fg_device_info *out, int max, int *count,
+                     struct vg_err *err);
 
 #endif
