@@ -1,0 +1,252 @@
+/* Placement core: the cluster model, GPU requests, feasibility and the scoring policies
+ * shared by vgpu-scheduler and vgpu-sim.
+ *
+ * Pure C: no I/O, no clock, no globals. Randomness (the `random` policy) comes in through
+ * a caller-owned struct vg_prng, and the task-type mix used by the fragmentation-aware
+ * policies is a caller-owned struct place_mix. The caller owns the cluster; the core
+ * keeps per-node summaries (free GPU share, fully free GPUs, pod classes, fragmentation)
+ * up to date on every allocate and release, so a decision reads summaries instead of
+ * rescanning allocations, and a release restores the state bit for bit.
+ *
+ * Units: CPU in milli-cores, memory in MiB, GPU compute in milli-GPU (1000 = a whole
+ * card; HAMi's `nvidia.com/gpucores: 30` is 300), GPU memory in MiB. */
+#ifndef VGPU_PLACEMENT_PLACEMENT_H
+#define VGPU_PLACEMENT_PLACEMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/prng.h"
+
+#define PLACE_GPU_MILLI   1000 /* compute capacity of one GPU */
+#define PLACE_MAX_GPUS    16   /* GPUs on one node */
+#define PLACE_MAX_MODELS  64   /* distinct GPU models in one cluster (bitmask width) */
+#define PLACE_NAME_MAX    64   /* node names, GPU UUIDs, labels */
+#define PLACE_MODEL_MAX   48   /* GPU model names */
+#define PLACE_MAX_LABELS  8    /* labels per node, selector terms per request */
+#define PLACE_MAX_LIST    8    /* entries in a type or UUID include/exclude list */
+#define PLACE_CLASS_COUNT 5    /* pod classes of the GPU Clustering policy */
+
+/* ---- Cluster model ---------------------------------------------------------------- */
+
+struct place_gpu {
+    char uuid[PLACE_NAME_MAX];
+    uint16_t model;         /* index into place_cluster.models */
+    uint8_t numa;           /* NUMA node of the card */
+    bool healthy;           /* unhealthy cards take no new tenants */
+    uint16_t slots;         /* most tenants at once; 0 = unlimited */
+    uint16_t tenants;       /* containers placed on this card */
+    uint64_t mem_total_mib; /* 0 = memory not modelled (the openb trace) */
+    uint64_t mem_used_mib;
+    uint32_t milli_used; /* compute handed out, 0..1000 */
+    uint32_t exclusive;  /* tenants holding the card exclusively (0 or 1) */
+};
+
+struct place_label {
+    char key[PLACE_NAME_MAX];
+    char value[PLACE_NAME_MAX];
+};
+
+struct place_node {
+    char name[PLACE_NAME_MAX];
+    uint64_t cpu_total, cpu_used; /* milli-cores */
+    uint64_t mem_total, mem_used; /* MiB */
+    uint32_t rank;                /* tie-break: on equal scores the lowest rank wins */
+    uint16_t gpu_count;
+    uint16_t model; /* model of the node's GPUs (first GPU), for fragmentation */
+    struct place_gpu gpus[PLACE_MAX_GPUS];
+    uint8_t label_count;
+    struct place_label labels[PLACE_MAX_LABELS];
+
+    /* Summaries kept by place_allocate/place_release; never written by callers. */
+    uint32_t free_milli;                    /* Σ unallocated compute over the GPUs */
+    uint16_t free_gpus;                     /* GPUs with no tenant */
+    uint32_t class_pods[PLACE_CLASS_COUNT]; /* GPU pods hosted, by class */
+    uint64_t frag;                          /* F_n(M) under the cluster's metric mix */
+};
+
+struct place_mix;
+
+struct place_cluster {
+    struct place_node *nodes; /* owned */
+    size_t node_count, node_cap;
+    char models[PLACE_MAX_MODELS][PLACE_MODEL_MAX];
+    size_t model_count;
+    const struct place_mix *metric_mix; /* borrowed; may be NULL (frag stays 0) */
+    /* Cluster-wide summaries. */
+    uint64_t gpu_count;
+    uint64_t milli_total, milli_used;
+    uint64_t frag_total; /* Σ node frag, in weight·milli */
+};
+
+/* Allocates an empty cluster; place_cluster_free(NULL) is a no-op. */
+struct place_cluster *place_cluster_new(void);
+void place_cluster_free(struct place_cluster *c);
+
+/* Index of a model name, adding it when new; -ENOSPC past PLACE_MAX_MODELS. */
+int place_cluster_model(struct place_cluster *c, const char *name, struct vg_err *err);
+
+/* Appends a node with gpu_count identical cards of one model (the common case; edit the
+ * returned node's gpus[] for UUIDs, NUMA, memory or mixed models, then call
+ * place_cluster_refresh). The node's rank is its index. Returns the node index. */
+int place_cluster_add_node(struct place_cluster *c, const char *name, uint64_t cpu_milli,
+                           uint64_t mem_mib, uint16_t gpu_count, const char *model,
+                           uint64_t gpu_mem_mib, struct vg_err *err);
+
+/* Recomputes every summary from the per-GPU state (after editing nodes by hand or
+ * changing the metric mix). */
+void place_cluster_refresh(struct place_cluster *c);
+void place_cluster_set_metric_mix(struct place_cluster *c, const struct place_mix *mix);
+
+/* ---- Requests --------------------------------------------------------------------- */
+
+/* One container's request. Zero-initialise, fill what applies, then place_request_resolve.
+ * gpu_count 0 is a CPU-only request. */
+struct place_request {
+    uint64_t cpu_milli, mem_mib;
+    uint32_t gpu_count;
+    uint32_t gpu_milli;   /* compute per GPU, 0..1000 */
+    uint64_t gpu_mem_mib; /* memory per GPU in MiB; 0 = none asked */
+    uint32_t gpu_mem_pct; /* memory per GPU as % of the card (1..100); 0 = unset */
+    bool exclusive;       /* whole cards: no co-tenant before or after */
+    bool numa_bind;       /* all GPUs on one NUMA node */
+    bool type_exact;      /* type lists match model names exactly (trace gpu_spec) rather
+                             than HAMi's case-insensitive substring */
+    uint8_t type_include_count, type_exclude_count, uuid_include_count, uuid_exclude_count;
+    char type_include[PLACE_MAX_LIST][PLACE_MODEL_MAX];
+    char type_exclude[PLACE_MAX_LIST][PLACE_MODEL_MAX];
+    char uuid_include[PLACE_MAX_LIST][PLACE_NAME_MAX];
+    char uuid_exclude[PLACE_MAX_LIST][PLACE_NAME_MAX];
+    uint8_t selector_count; /* node labels that must all match */
+    struct place_label selector[PLACE_MAX_LABELS];
+
+    /* Filled by place_request_resolve. */
+    uint64_t model_mask; /* bit m set: model m allowed */
+    uint8_t pod_class;   /* GPU Clustering class */
+};
+
+/* HAMi's container resources as written in a pod spec; negative = absent. */
+struct place_hami_resources {
+    int64_t gpu;            /* nvidia.com/gpu */
+    int64_t gpumem;         /* nvidia.com/gpumem, MiB */
+    int64_t gpumem_percent; /* nvidia.com/gpumem-percentage */
+    int64_t gpucores;       /* nvidia.com/gpucores, percent */
+};
+
+struct place_hami_defaults {
+    int64_t default_memory;  /* defaultMemory (MiB), chart default 0 */
+    int64_t default_cores;   /* defaultCores, chart default 0 */
+    int64_t default_gpu_num; /* defaultGPUNum, chart default 1 */
+};
+
+/* Applies HAMi's webhook and request defaulting (research/k8s-side.md §1.2-1.3) to the
+ * GPU fields of out: a memory or cores key without nvidia.com/gpu adds defaultGPUNum
+ * cards; no memory key means 100 % of the card; nvidia.com/gpu with neither cores nor a
+ * partial memory share is an exclusive card; cores above 100 are clamped. -EINVAL with a
+ * message for values HAMi rejects (percentage outside 0..100, negative values). */
+int place_request_from_hami(const struct place_hami_resources *res,
+                            const struct place_hami_defaults *defaults, struct place_request *out,
+                            struct vg_err *err);
+
+/* Checks the request's ranges and computes model_mask and pod_class for cluster c.
+ * -EINVAL for impossible requests (gpu_milli > 1000, more GPUs than PLACE_MAX_GPUS,
+ * a fractional multi-GPU request is allowed). */
+int place_request_resolve(const struct place_cluster *c, struct place_request *r,
+                          struct vg_err *err);
+
+/* ---- Decisions -------------------------------------------------------------------- */
+
+enum place_policy {
+    PLACE_POLICY_RANDOM = 0,
+    PLACE_POLICY_DOTPROD,
+    PLACE_POLICY_CLUSTERING,
+    PLACE_POLICY_PACKING,
+    PLACE_POLICY_BESTFIT,
+    PLACE_POLICY_FGD,
+    PLACE_POLICY_BINPACK, /* HAMi node binpack (request counted) */
+    PLACE_POLICY_SPREAD,  /* HAMi node spread (request counted) */
+    PLACE_POLICY_DEFAULT, /* vgpu's own policy */
+    PLACE_POLICY_COUNT,
+};
+
+/* How the GPUs inside the chosen node are picked. */
+enum place_gpu_order {
+    PLACE_GPU_POLICY = 0, /* the policy's own rule */
+    PLACE_GPU_BINPACK,    /* HAMi binpack: most used card first */
+    PLACE_GPU_SPREAD,     /* HAMi spread: least used card first */
+};
+
+const char *place_policy_name(enum place_policy p);
+/* -1 for an unknown name. */
+int place_policy_from_name(const char *name);
+
+struct place_context {
+    struct vg_prng *rng;         /* required by PLACE_POLICY_RANDOM */
+    const struct place_mix *mix; /* required by FGD and DEFAULT: the task types to keep
+                                    room for */
+    enum place_gpu_order gpu_order;
+};
+
+struct place_decision {
+    int32_t node; /* -1: nothing fits */
+    uint16_t gpu_count;
+    uint8_t gpus[PLACE_MAX_GPUS];
+    uint32_t milli;                   /* compute charged on each GPU */
+    uint64_t mem_mib[PLACE_MAX_GPUS]; /* memory charged on each GPU */
+    bool exclusive;
+    uint8_t pod_class;
+    int64_t score; /* the winning node's score (policy units) */
+};
+
+/* Whether the node can host the request at all, and if so the GPUs the policy-neutral
+ * "best fit" rule would take. Exposed for tests and for the extender's filter. */
+bool place_node_feasible(const struct place_cluster *c, size_t node, const struct place_request *r);
+
+/* Picks the node and the GPUs. 0 and a decision, -ENOSPC (decision.node = -1) when no
+ * node fits, -EINVAL for a missing context field. Never modifies the cluster. */
+int place_decide(const struct place_cluster *c, const struct place_request *r,
+                 enum place_policy policy, const struct place_context *ctx,
+                 struct place_decision *out, struct vg_err *err);
+
+/* Charges / returns the decision's resources and updates the summaries. -EINVAL when the
+ * decision does not fit the current state (allocate) or was not allocated (release). */
+int place_allocate(struct place_cluster *c, const struct place_request *r,
+                   const struct place_decision *d, struct vg_err *err);
+int place_release(struct place_cluster *c, const struct place_request *r,
+                  const struct place_decision *d, struct vg_err *err);
+
+/* ---- Task-type mix and fragmentation (FGD, research/fgd-benchmark.md §5) ----------- */
+
+struct place_mix_type {
+    uint64_t cpu_milli;
+    uint32_t gpu_count;
+    uint32_t gpu_milli;  /* per GPU; 1000 for whole GPUs */
+    uint64_t model_mask; /* allowed models; all ones = any */
+    uint64_t weight;     /* popularity (a count); p_m = weight / total_weight */
+};
+
+struct place_mix {
+    struct place_mix_type *types; /* owned */
+    size_t count, cap;
+    uint64_t total_weight;
+};
+
+void place_mix_init(struct place_mix *m);
+void place_mix_clear(struct place_mix *m);
+/* Adds weight to the type with these fields, creating it when new. -ENOMEM. */
+int place_mix_add(struct place_mix *m, const struct place_mix_type *t);
+/* Adds one observation of a resolved request (a learned mix from pods seen so far). */
+int place_mix_observe(struct place_mix *m, const struct place_request *r);
+/* Keeps the most popular types covering at least pct % of the weight, ordered as FGD's
+ * GetTypicalPods does (count desc, then cpu, gpu_milli, gpu_count desc). */
+void place_mix_keep_typical(struct place_mix *m, unsigned pct);
+
+/* F_n(M) of a node in a hypothetical state: cpu_free milli-cores and per-GPU free milli.
+ * Result in weight·milli (divide by total_weight·1000 for GPUs). */
+uint64_t place_frag_state(const struct place_mix *m, uint16_t model, uint64_t cpu_free,
+                          const uint32_t *gpu_free, uint16_t gpu_count);
+uint64_t place_frag_node(const struct place_mix *m, const struct place_node *n);
+
+#endif

@@ -1,0 +1,352 @@
+/* Scoring policies and the decision (research/fgd-benchmark.md §4, k8s-side.md §3.3).
+ *
+ * A decision filters every node, picks the GPUs a policy would take on it, scores it as
+ * an int64 (keeping each policy's integer truncations, which decide ties), and keeps the
+ * highest score; equal scores go to the lowest node rank. The simulator sets ranks to a
+ * per-run random permutation, as the FGD artifact's patched kube-scheduler does. */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "placement/internal.h"
+
+#define MAX_SPEC_CPU 128000.0 /* normalisers of the paper's simulator */
+#define MAX_SPEC_GPU 8000.0
+
+static const char *const policy_names[PLACE_POLICY_COUNT] = {
+    [PLACE_POLICY_RANDOM] = "random",         [PLACE_POLICY_DOTPROD] = "dotprod",
+    [PLACE_POLICY_CLUSTERING] = "clustering", [PLACE_POLICY_PACKING] = "packing",
+    [PLACE_POLICY_BESTFIT] = "bestfit",       [PLACE_POLICY_FGD] = "fgd",
+    [PLACE_POLICY_BINPACK] = "binpack",       [PLACE_POLICY_SPREAD] = "spread",
+    [PLACE_POLICY_DEFAULT] = "default",
+};
+
+const char *place_policy_name(enum place_policy p)
+{
+    return (unsigned)p < PLACE_POLICY_COUNT ? policy_names[p] : "unknown";
+}
+
+int place_policy_from_name(const char *name)
+{
+    for (int p = 0; p < PLACE_POLICY_COUNT; p++)
+        if (strcmp(policy_names[p], name) == 0)
+            return p;
+    return -1;
+}
+
+static bool is_sharing(const struct place_request *r)
+{
+    return r->gpu_count == 1 && r->gpu_milli < PLACE_GPU_MILLI;
+}
+
+/* HAMi's device score with the request counted (k8s-side.md §3.3). */
+static double hami_gpu_score(const struct place_gpu *g, const struct place_request *r)
+{
+    double s = (g->milli_used + r->gpu_milli) / (double)PLACE_GPU_MILLI;
+    if (g->slots > 0)
+        s += (g->tenants + 1.0) / g->slots;
+    if (g->mem_total_mib > 0)
+        s += (double)(g->mem_used_mib + place_gpu_mem_need(g, r)) / (double)g->mem_total_mib;
+    return 10.0 * s;
+}
+
+/* Sort key of a usable card under an order; lower comes first. */
+static double gpu_key(const struct place_gpu *g, const struct place_request *r,
+                      enum place_gpu_order order)
+{
+    switch (order) {
+    case PLACE_GPU_BINPACK:
+        return -hami_gpu_score(g, r);
+    case PLACE_GPU_SPREAD:
+        return hami_gpu_score(g, r);
+    case PLACE_GPU_POLICY:
+        break;
+    }
+    return PLACE_GPU_MILLI - g->milli_used; /* best fit: the smallest sufficient share */
+}
+
+/* Chooses r->gpu_count usable cards of node n in the given order, keeping them on one
+ * NUMA node when one can hold them all (required when numa_bind). Returns false when the
+ * node cannot host the request. */
+static bool select_gpus(const struct place_node *n, const struct place_request *r,
+                        enum place_gpu_order order, uint8_t *out)
+{
+    uint8_t idx[PLACE_MAX_GPUS];
+    double key[PLACE_MAX_GPUS];
+    uint16_t count = 0;
+    for (uint16_t g = 0; g < n->gpu_count; g++) {
+        if (!place_gpu_usable(&n->gpus[g], r))
+            continue;
+        double k = gpu_key(&n->gpus[g], r, order);
+        uint16_t j = count++;
+        while (j > 0 && key[j - 1] > k) { /* stable: equal keys keep index order */
+            key[j] = key[j - 1];
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        key[j] = k;
+        idx[j] = (uint8_t)g;
+    }
+    if (count < r->gpu_count)
+        return false;
+    if (r->gpu_count > 1 || r->numa_bind) {
+        /* The NUMA group that holds enough cards and whose best card comes first. */
+        for (uint16_t i = 0; i < count; i++) {
+            uint8_t numa = n->gpus[idx[i]].numa;
+            uint16_t taken = 0;
+            for (uint16_t j = i; j < count && taken < r->gpu_count; j++)
+                if (n->gpus[idx[j]].numa == numa)
+                    out[taken++] = idx[j];
+            if (taken == r->gpu_count)
+                return true;
+        }
+        if (r->numa_bind)
+            return false;
+    }
+    memcpy(out, idx, r->gpu_count);
+    return true;
+}
+
+bool place_node_feasible(const struct place_cluster *c, size_t node, const struct place_request *r)
+{
+    uint8_t gpus[PLACE_MAX_GPUS];
+    return node < c->node_count && place_node_resources_fit(&c->nodes[node], r) &&
+           select_gpus(&c->nodes[node], r, PLACE_GPU_POLICY, gpus);
+}
+
+static uint64_t node_frag(const struct place_cluster *c, const struct place_mix *mix,
+                          const struct place_node *n)
+{
+    return mix == c->metric_mix ? n->frag : place_frag_node(mix, n);
+}
+
+/* F_n' for the node after placing r on the given cards. */
+static uint64_t frag_after(const struct place_mix *mix, const struct place_node *n,
+                           const struct place_request *r, const uint8_t *gpus)
+{
+    uint32_t free_milli[PLACE_MAX_GPUS];
+    for (uint16_t g = 0; g < n->gpu_count; g++)
+        free_milli[g] = PLACE_GPU_MILLI - n->gpus[g].milli_used;
+    for (uint32_t i = 0; i < r->gpu_count; i++)
+        free_milli[gpus[i]] -= r->gpu_milli;
+    return place_frag_state(mix, n->model, n->cpu_total - n->cpu_used - r->cpu_milli, free_milli,
+                            n->gpu_count);
+}
+
+/* ΔF in GPUs (negative: fragmentation shrinks). */
+static double frag_delta(const struct place_mix *mix, uint64_t before, uint64_t after)
+{
+    if (mix->total_weight == 0)
+        return 0;
+    return ((double)after - (double)before) / ((double)mix->total_weight * PLACE_GPU_MILLI);
+}
+
+static int64_t fgd_score(double delta)
+{
+    return (int64_t)floor(100.0 / (1.0 + exp(delta)));
+}
+
+/* FGD: the GPU choice is part of the score for sharing pods; each distinct free share is
+ * tried once (cards with equal free shares give equal results; the lowest index wins). */
+static int64_t score_fgd(const struct place_cluster *c, const struct place_mix *mix,
+                         const struct place_node *n, const struct place_request *r,
+                         bool real_valued, uint8_t *gpus)
+{
+    uint64_t before = node_frag(c, mix, n);
+    if (!is_sharing(r)) {
+        double delta = frag_delta(mix, before, frag_after(mix, n, r, gpus));
+        return real_valued ? (int64_t)llround(-delta * 1e6) : fgd_score(delta);
+    }
+    int64_t best = INT64_MIN;
+    uint32_t tried[PLACE_MAX_GPUS];
+    uint16_t tried_count = 0;
+    for (uint16_t g = 0; g < n->gpu_count; g++) {
+        if (!place_gpu_usable(&n->gpus[g], r))
+            continue;
+        uint32_t free_milli = PLACE_GPU_MILLI - n->gpus[g].milli_used;
+        bool seen = false;
+        for (uint16_t i = 0; i < tried_count && !seen; i++)
+            seen = tried[i] == free_milli;
+        if (seen)
+            continue;
+        tried[tried_count++] = free_milli;
+        uint8_t one = (uint8_t)g;
+        double delta = frag_delta(mix, before, frag_after(mix, n, r, &one));
+        int64_t s = real_valued ? (int64_t)llround(-delta * 1e6) : fgd_score(delta);
+        if (s > best) {
+            best = s;
+            gpus[0] = (uint8_t)g;
+        }
+    }
+    return best;
+}
+
+static int64_t score_packing(const struct place_node *n, const struct place_request *r,
+                             const uint8_t *gpus)
+{
+    if (r->gpu_count == 0)
+        return 0;
+    if (n->free_gpus == n->gpu_count) {
+        int64_t g = n->gpu_count;
+        return 33 - g > g ? 33 - g : g;
+    }
+    int64_t free_used = 0, partial = 0;
+    for (uint32_t i = 0; i < r->gpu_count; i++) {
+        const struct place_gpu *g = &n->gpus[gpus[i]];
+        if (g->tenants == 0)
+            free_used++;
+        else
+            partial += (PLACE_GPU_MILLI - g->milli_used) * 100 / PLACE_GPU_MILLI;
+    }
+    if (free_used > 0)
+        return 50 - free_used > 33 ? 50 - free_used : 33;
+    int64_t s = 100 - partial / 10;
+    return s > 50 ? s : 50;
+}
+
+static int64_t score_clustering(const struct place_node *n, const struct place_request *r)
+{
+    if (r->gpu_count == 0)
+        return 0;
+    int64_t b = 25 * ((int64_t)MAX_SPEC_GPU - (int64_t)n->free_milli) / (int64_t)MAX_SPEC_GPU;
+    uint32_t hosted = 0;
+    for (int k = 0; k < PLACE_CLASS_COUNT; k++)
+        hosted += n->class_pods[k];
+    uint32_t same = n->class_pods[r->pod_class];
+    if (hosted == 0)
+        return 25 + b;
+    if (same == hosted)
+        return 75 + b;
+    if (same > 0)
+        return 50 + b;
+    return b;
+}
+
+static int64_t score_hami_node(const struct place_node *n, const struct place_request *r,
+                               bool binpack)
+{
+    /* 10·(Σ slots used / Σ slots + Σ compute used / Σ compute + Σ memory used / Σ memory),
+     * with this request counted. Scaled by 1000 and truncated. */
+    double slots = 0, slots_used = r->gpu_count, mem = 0, mem_used = 0;
+    double compute = (double)n->gpu_count * PLACE_GPU_MILLI;
+    double compute_used = (double)r->gpu_count * r->gpu_milli;
+    for (uint16_t g = 0; g < n->gpu_count; g++) {
+        const struct place_gpu *gpu = &n->gpus[g];
+        slots += gpu->slots;
+        slots_used += gpu->tenants;
+        compute_used += gpu->milli_used;
+        mem += (double)gpu->mem_total_mib;
+        mem_used += (double)gpu->mem_used_mib;
+    }
+    if (r->gpu_count > 0 && n->gpu_count > 0)
+        mem_used += (double)r->gpu_count * (double)place_gpu_mem_need(&n->gpus[0], r);
+    double s = 0;
+    if (slots > 0)
+        s += slots_used / slots;
+    if (compute > 0)
+        s += compute_used / compute;
+    if (mem > 0)
+        s += mem_used / mem;
+    int64_t v = (int64_t)floor(10000.0 * s);
+    return binpack ? v : -v;
+}
+
+int place_decide(const struct place_cluster *c, const struct place_request *r,
+                 enum place_policy policy, const struct place_context *ctx,
+                 struct place_decision *out, struct vg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->node = -1;
+    if ((unsigned)policy >= PLACE_POLICY_COUNT)
+        return vg_err_set(err, -EINVAL, "unknown policy %d", (int)policy);
+    if (policy == PLACE_POLICY_RANDOM && (ctx == NULL || ctx->rng == NULL))
+        return vg_err_set(err, -EINVAL, "policy random needs a random generator");
+    if ((policy == PLACE_POLICY_FGD || policy == PLACE_POLICY_DEFAULT) &&
+        (ctx == NULL || ctx->mix == NULL))
+        return vg_err_set(err, -EINVAL, "policy %s needs a task-type mix",
+                          place_policy_name(policy));
+    enum place_gpu_order order = ctx != NULL ? ctx->gpu_order : PLACE_GPU_POLICY;
+    if (order == PLACE_GPU_POLICY && policy == PLACE_POLICY_BINPACK)
+        order = PLACE_GPU_BINPACK;
+    if (order == PLACE_GPU_POLICY && policy == PLACE_POLICY_SPREAD)
+        order = PLACE_GPU_SPREAD;
+
+    int64_t best = INT64_MIN;
+    uint32_t best_rank = UINT32_MAX;
+    uint64_t feasible = 0;
+    uint8_t gpus[PLACE_MAX_GPUS];
+    for (size_t i = 0; i < c->node_count; i++) {
+        const struct place_node *n = &c->nodes[i];
+        if (!place_node_resources_fit(n, r))
+            continue;
+        if (!select_gpus(n, r, order, gpus))
+            continue;
+        int64_t s = 0;
+        switch (policy) {
+        case PLACE_POLICY_RANDOM:
+            /* Uniform over feasible nodes, one pass (reservoir of size one). */
+            feasible++;
+            if (vg_prng_below(ctx->rng, feasible) != 0)
+                continue;
+            if (is_sharing(r)) {
+                uint64_t seen = 0;
+                for (uint16_t g = 0; g < n->gpu_count; g++)
+                    if (place_gpu_usable(&n->gpus[g], r) && vg_prng_below(ctx->rng, ++seen) == 0)
+                        gpus[0] = (uint8_t)g;
+            }
+            s = 100;
+            best = INT64_MIN; /* the newest sample always replaces */
+            break;
+        case PLACE_POLICY_DOTPROD: {
+            double dot =
+                (double)(n->cpu_total - n->cpu_used) / MAX_SPEC_CPU *
+                    ((double)r->cpu_milli / MAX_SPEC_CPU) +
+                n->free_milli / MAX_SPEC_GPU * ((double)r->gpu_count * r->gpu_milli / MAX_SPEC_GPU);
+            s = (int64_t)floor(100.0 * (1.0 - dot / 2.0));
+            break;
+        }
+        case PLACE_POLICY_CLUSTERING:
+            s = score_clustering(n, r);
+            break;
+        case PLACE_POLICY_PACKING:
+            s = score_packing(n, r, gpus);
+            break;
+        case PLACE_POLICY_BESTFIT: {
+            double left =
+                0.5 * (double)(n->cpu_total - n->cpu_used - r->cpu_milli) / MAX_SPEC_CPU +
+                0.5 * ((double)n->free_milli - (double)r->gpu_count * r->gpu_milli) / MAX_SPEC_GPU;
+            s = (int64_t)floor(100.0 * (1.0 - left));
+            break;
+        }
+        case PLACE_POLICY_FGD:
+            s = score_fgd(c, ctx->mix, n, r, false, gpus);
+            break;
+        case PLACE_POLICY_DEFAULT:
+            s = score_fgd(c, ctx->mix, n, r, true, gpus);
+            break;
+        case PLACE_POLICY_BINPACK:
+        case PLACE_POLICY_SPREAD:
+            s = score_hami_node(n, r, policy == PLACE_POLICY_BINPACK);
+            break;
+        case PLACE_POLICY_COUNT:
+            break;
+        }
+        if (s > best || (s == best && n->rank < best_rank)) {
+            best = s;
+            best_rank = n->rank;
+            out->node = (int32_t)i;
+            memcpy(out->gpus, gpus, r->gpu_count);
+        }
+    }
+    if (out->node < 0)
+        return -ENOSPC;
+    const struct place_node *n = &c->nodes[out->node];
+    out->score = best;
+    out->gpu_count = (uint16_t)r->gpu_count;
+    out->milli = r->gpu_milli;
+    out->exclusive = r->exclusive;
+    out->pod_class = r->pod_class;
+    for (uint16_t i = 0; i < out->gpu_count; i++)
+        out->mem_mib[i] = place_gpu_mem_need(&n->gpus[out->gpus[i]], r);
+    return 0;
+}

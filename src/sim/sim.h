@@ -1,0 +1,104 @@
+/* vgpu-sim's engine: loading a cluster and a pod list (the openb CSV schema, see
+ * docs/placement.md), replaying the FGD paper's fill-up procedure
+ * (research/fgd-benchmark.md §7) through the placement core, and writing the results.
+ *
+ * I/O and threads live here, never in src/placement. Each run owns a private copy of
+ * the cluster, so runs for different seeds and policies execute in parallel and still
+ * give byte-identical results for a given seed. */
+#ifndef VGPU_SIM_SIM_H
+#define VGPU_SIM_SIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/err.h"
+#include "placement/placement.h"
+
+#define SIM_LINE_MAX     4096                 /* longest accepted CSV line, bytes */
+#define SIM_FILE_MAX     (256u * 1024 * 1024) /* largest accepted CSV file */
+#define SIM_CURVE_POINTS 131                  /* arrival 0..130 % */
+#define SIM_TUNE_PCT     130                  /* fill-up target, % of GPU capacity */
+
+struct sim_pod {
+    char name[PLACE_NAME_MAX];
+    uint64_t cpu_milli, mem_mib;
+    uint32_t gpu_count, gpu_milli;
+    uint64_t model_mask; /* resolved gpu_spec; all ones when empty */
+    bool has_spec;
+    uint8_t pod_class;
+};
+
+struct sim_trace {
+    struct place_cluster *cluster; /* owned; nodes in name order */
+    struct sim_pod *pods;          /* owned; sorted by name */
+    size_t pod_count;
+    struct place_mix typical; /* FGD's typical task set from the whole pod list (oracle) */
+    char workload[PLACE_NAME_MAX];
+};
+
+/* Parsers over a buffer (the fuzz targets call these); filename is used in messages
+ * ("file:line: ..."). Nodes are appended to c. */
+int sim_parse_nodes(const char *text, size_t len, const char *filename, struct place_cluster *c,
+                    struct vg_err *err);
+int sim_parse_pods(const char *text, size_t len, const char *filename,
+                   const struct place_cluster *c, struct sim_pod **pods, size_t *count,
+                   struct vg_err *err);
+
+/* Loads both files, sorts by name, and builds the typical mix. */
+int sim_trace_load(struct sim_trace *t, const char *nodes_path, const char *pods_path,
+                   struct vg_err *err);
+void sim_trace_free(struct sim_trace *t);
+
+/* Builds FGD's typical task set (types covering 95 % of pods, §3 step 2). */
+int sim_build_typical(const struct sim_pod *pods, size_t count, struct place_mix *mix);
+
+/* Which task-type mix the fragmentation-aware policies use. */
+enum sim_mix_source {
+    SIM_MIX_ORACLE = 0, /* the whole trace's typical set, known in advance (the paper's FGD) */
+    SIM_MIX_LEARNED,    /* learned online from the pods that arrived so far */
+};
+
+struct sim_run_result {
+    enum place_policy policy;
+    uint64_t seed;
+    double alloc_pct[SIM_CURVE_POINTS];     /* allocated GPU share vs arrival */
+    double frag_pct[SIM_CURVE_POINTS];      /* F(M) as % of cluster GPUs */
+    double frag_rate_pct[SIM_CURVE_POINTS]; /* F(M) / unallocated */
+    double unallocated_pct_100;
+    double alloc_pct_130;
+    uint64_t pods, failed_pods;
+    double seconds; /* wall time of this run (filled by the runner, not part of identity) */
+    uint64_t decision_ns_p99;
+};
+
+struct sim_options {
+    enum sim_mix_source fgd_mix;     /* for fgd (paper: oracle) */
+    enum sim_mix_source default_mix; /* for default (production-fair: learned) */
+    bool time_decisions;             /* measure each decision's latency */
+};
+
+/* One run: shuffle, tune to 130 %, rank nodes, place every pod in order. */
+int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
+            const struct sim_options *opt, struct sim_run_result *out, struct vg_err *err);
+
+/* Runs every (policy, seed) pair on `jobs` threads; results[p * seed_count + s]. */
+int sim_run_many(const struct sim_trace *t, const enum place_policy *policies, size_t policy_count,
+                 const uint64_t *seeds, size_t seed_count, unsigned jobs,
+                 const struct sim_options *opt, struct sim_run_result *results, struct vg_err *err);
+
+struct sim_stats {
+    double mean, sd, min, max;
+};
+void sim_stats(const double *values, size_t n, struct sim_stats *out);
+
+/* Writes one JSON object (one line) for one policy's runs. seconds < 0 omits it. */
+int sim_write_json(FILE *f, const struct sim_trace *t, const struct sim_run_result *runs,
+                   size_t run_count, double seconds);
+/* Self-contained HTML page with SVG curves and the table at 100 % arrival. */
+int sim_write_html(const char *path, const struct sim_trace *t,
+                   const struct sim_run_result *results, size_t policy_count, size_t seed_count,
+                   struct vg_err *err);
+
+#endif
