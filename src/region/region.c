@@ -1,0 +1,561 @@
+#define _GNU_SOURCE /* F_OFD_SETLK */
+#include "region/region.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/str.h"
+
+/* The file's layout, version 1. Little-endian x86-64/aarch64; docs/protocol.md. */
+struct shared_device {
+    char uuid[REGION_UUID_MAX];
+    uint64_t memory_limit;
+    uint32_t sm_limit_percent;
+    uint32_t reserved0;
+    _Atomic uint64_t used; /* bytes held by live processes; bit 63: frozen for a recount */
+    uint64_t reserved[13]; /* room for the compute budget, zero in version 1 */
+};
+
+enum { SLOT_FREE = 0, SLOT_LIVE = 1 };
+
+struct shared_proc {
+    _Atomic uint32_t state;
+    _Atomic uint32_t generation;
+    _Atomic int32_t pid;
+    uint32_t reserved0;
+    _Atomic uint64_t used[REGION_MAX_DEVICES];
+    /* Non-zero while this process is between its counter update and its slot update. */
+    _Atomic int64_t inflight[REGION_MAX_DEVICES];
+};
+
+struct shared_region {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t device_count;
+    uint64_t file_size;
+    uint32_t proc_count;
+    uint32_t reserved0;
+    uint64_t reserved[4];
+    struct shared_device devices[REGION_MAX_DEVICES];
+    struct shared_proc procs[REGION_MAX_PROCS];
+};
+
+_Static_assert(sizeof(struct shared_device) == 192, "region device layout");
+_Static_assert(sizeof(struct shared_proc) == 272, "region process layout");
+_Static_assert(offsetof(struct shared_region, devices) == 64, "region header layout");
+_Static_assert(sizeof(struct shared_region) == 64 + 16 * 192 + 1024 * 272, "region size");
+
+#define FROZEN           (UINT64_C(1) << 63)
+#define LOCK_BYTE_REGION 0
+#define RECOUNT_WAIT_NS  (200 * 1000 * 1000LL)
+
+struct region {
+    int fd;
+    struct shared_region *sh;
+    int slot; /* -1 when not attached */
+    pthread_mutex_t mutex;
+    char path[PATH_MAX];
+};
+
+/* --- OFD locks: released by the kernel when the last descriptor of the file goes --- */
+
+static int ofd_lock(int fd, short type, off_t byte, bool wait)
+{
+    struct flock fl = {.l_type = type, .l_whence = SEEK_SET, .l_start = byte, .l_len = 1};
+    int rc;
+    do
+        rc = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl);
+    while (rc != 0 && errno == EINTR);
+    return rc == 0 ? 0 : -errno;
+}
+
+/* True when some other open file description holds the slot's liveness lock. */
+static bool slot_held_by_other(int fd, unsigned slot)
+{
+    struct flock fl = {
+        .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 1 + (off_t)slot, .l_len = 1};
+    if (fcntl(fd, F_OFD_GETLK, &fl) != 0)
+        return true; /* cannot tell: never reclaim on doubt */
+    return fl.l_type != F_UNLCK;
+}
+
+static void region_lock(struct region *r)
+{
+    pthread_mutex_lock(&r->mutex);
+    (void)ofd_lock(r->fd, F_WRLCK, LOCK_BYTE_REGION, true);
+}
+
+static void region_unlock(struct region *r)
+{
+    (void)ofd_lock(r->fd, F_UNLCK, LOCK_BYTE_REGION, false);
+    pthread_mutex_unlock(&r->mutex);
+}
+
+/* --- validation --- */
+
+int region_validate(const void *buf, size_t len, struct vg_err *err)
+{
+    const struct shared_region *sh = buf;
+    if (len < sizeof sh->magic + sizeof sh->version)
+        return vg_err_set(err, -EPROTO, "region is %zu bytes, too small for a header", len);
+    if (sh->magic != REGION_MAGIC)
+        return vg_err_set(err, -EPROTO, "not a vgpu region (bad magic)");
+    if (sh->version != REGION_VERSION)
+        return vg_err_set(err, -EPROTO, "region version %u, this build reads version %u",
+                          sh->version, REGION_VERSION);
+    if (len != sizeof *sh || sh->file_size != sizeof *sh)
+        return vg_err_set(err, -EPROTO, "region is %zu bytes (header says %llu), expected %zu", len,
+                          (unsigned long long)sh->file_size, sizeof *sh);
+    if (sh->device_count == 0 || sh->device_count > REGION_MAX_DEVICES)
+        return vg_err_set(err, -EPROTO, "region has %u devices, expected 1..%d", sh->device_count,
+                          REGION_MAX_DEVICES);
+    if (sh->proc_count != REGION_MAX_PROCS)
+        return vg_err_set(err, -EPROTO, "region has %u process slots, expected %d", sh->proc_count,
+                          REGION_MAX_PROCS);
+    for (unsigned i = 0; i < sh->device_count; i++) {
+        const struct shared_device *d = &sh->devices[i];
+        if (memchr(d->uuid, '\0', sizeof d->uuid) == NULL)
+            return vg_err_set(err, -EPROTO, "region device %u has an unterminated UUID", i);
+        if (d->sm_limit_percent > 100)
+            return vg_err_set(err, -EPROTO, "region device %u has SM limit %u%%", i,
+                              d->sm_limit_percent);
+    }
+    return 0;
+}
+
+/* --- create and open --- */
+
+static int fill_new_region(struct shared_region *sh, const struct region_config *config,
+                           struct vg_err *err)
+{
+    if (config->device_count == 0 || config->device_count > REGION_MAX_DEVICES)
+        return vg_err_set(err, -EINVAL, "a region needs 1..%d devices, not %u", REGION_MAX_DEVICES,
+                          config->device_count);
+    sh->version = REGION_VERSION;
+    sh->device_count = config->device_count;
+    sh->file_size = sizeof *sh;
+    sh->proc_count = REGION_MAX_PROCS;
+    for (unsigned i = 0; i < config->device_count; i++) {
+        const struct region_device_config *c = &config->devices[i];
+        if (memchr(c->uuid, '\0', sizeof c->uuid) == NULL)
+            return vg_err_set(err, -EINVAL, "device %u: UUID too long", i);
+        if (c->sm_limit_percent > 100)
+            return vg_err_set(err, -EINVAL, "device %u: SM limit %u%% is over 100", i,
+                              c->sm_limit_percent);
+        memcpy(sh->devices[i].uuid, c->uuid, sizeof c->uuid);
+        sh->devices[i].memory_limit = c->memory_limit;
+        sh->devices[i].sm_limit_percent = c->sm_limit_percent;
+    }
+    /* The magic goes last: a reader never sees a half-filled region as valid. */
+    atomic_thread_fence(memory_order_release);
+    sh->magic = REGION_MAGIC;
+    return 0;
+}
+
+int region_create(const char *path, const struct region_config *config, struct vg_err *err)
+{
+    static _Atomic unsigned counter;
+    char tmp[PATH_MAX];
+    if (vg_snprintf(tmp, sizeof tmp, "%s.tmp.%d.%u", path, (int)getpid(),
+                    atomic_fetch_add(&counter, 1)) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "region path too long: %s", path);
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0)
+        return vg_err_set(err, -errno, "creating region %s: %s", tmp, strerror(errno));
+    int rc = 0;
+    /* Every process of the container, whatever its user, must be able to open it; the
+     * application's umask is left alone. */
+    if (fchmod(fd, 0666) != 0 || ftruncate(fd, (off_t)sizeof(struct shared_region)) != 0) {
+        rc = vg_err_set(err, -errno, "sizing region %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    struct shared_region *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (sh == MAP_FAILED) {
+        rc = vg_err_set(err, -errno, "mapping region %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    rc = fill_new_region(sh, config, err);
+    munmap(sh, sizeof *sh);
+    if (rc != 0)
+        goto out;
+    /* link() publishes the complete file atomically and fails if another process won. */
+    if (link(tmp, path) != 0) {
+        if (errno == EEXIST)
+            rc = 1;
+        else
+            rc = vg_err_set(err, -errno, "publishing region %s: %s", path, strerror(errno));
+    }
+out:
+    unlink(tmp);
+    close(fd);
+    return rc;
+}
+
+int region_open(const char *path, struct region **out, struct vg_err *err)
+{
+    struct region *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return vg_err_set(err, -ENOMEM, "out of memory opening region");
+    r->slot = -1;
+    if (vg_strlcpy(r->path, path, sizeof r->path) < 0) {
+        free(r);
+        return vg_err_set(err, -ENAMETOOLONG, "region path too long: %s", path);
+    }
+    r->fd = open(path, O_RDWR | O_CLOEXEC);
+    if (r->fd < 0) {
+        int e = errno;
+        free(r);
+        return vg_err_set(err, -e, "opening region %s: %s", path, strerror(e));
+    }
+    struct stat st;
+    int rc = 0;
+    if (fstat(r->fd, &st) != 0) {
+        rc = vg_err_set(err, -errno, "region %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if ((size_t)st.st_size != sizeof *r->sh) {
+        rc = vg_err_set(err, -EPROTO, "region %s is %lld bytes, expected %zu (another version?)",
+                        path, (long long)st.st_size, sizeof *r->sh);
+        goto fail;
+    }
+    r->sh = mmap(NULL, sizeof *r->sh, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+    if (r->sh == MAP_FAILED) {
+        r->sh = NULL;
+        rc = vg_err_set(err, -errno, "mapping region %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    rc = region_validate(r->sh, sizeof *r->sh, err);
+    if (rc != 0) {
+        vg_err_wrap(err, "region %s", path);
+        goto fail;
+    }
+    pthread_mutex_init(&r->mutex, NULL);
+    *out = r;
+    return 0;
+fail:
+    if (r->sh != NULL)
+        munmap(r->sh, sizeof *r->sh);
+    close(r->fd);
+    free(r);
+    return rc;
+}
+
+void region_close(struct region *r)
+{
+    if (r == NULL)
+        return;
+    region_detach(r);
+    munmap(r->sh, sizeof *r->sh);
+    close(r->fd);
+    pthread_mutex_destroy(&r->mutex);
+    free(r);
+}
+
+unsigned region_device_count(const struct region *r)
+{
+    return r->sh->device_count;
+}
+
+const struct region_device_config *region_device(const struct region *r, unsigned dev)
+{
+    /* The shared layout starts with the same three fields as the config. */
+    _Static_assert(offsetof(struct shared_device, memory_limit) ==
+                       offsetof(struct region_device_config, memory_limit),
+                   "config prefix");
+    _Static_assert(offsetof(struct shared_device, sm_limit_percent) ==
+                       offsetof(struct region_device_config, sm_limit_percent),
+                   "config prefix");
+    if (dev >= r->sh->device_count)
+        return NULL;
+    return (const struct region_device_config *)(const void *)&r->sh->devices[dev];
+}
+
+int region_find_device(const struct region *r, const char *uuid)
+{
+    for (unsigned i = 0; i < r->sh->device_count; i++)
+        if (strcmp(r->sh->devices[i].uuid, uuid) == 0)
+            return (int)i;
+    return -ENOENT;
+}
+
+/* --- reclaiming dead processes --- */
+
+static bool slot_is_live(struct region *r, unsigned slot)
+{
+    if (atomic_load(&r->sh->procs[slot].state) != SLOT_LIVE)
+        return false;
+    return (int)slot == r->slot || slot_held_by_other(r->fd, slot);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits until no live process is between its counter and slot updates. */
+static bool wait_inflight(struct region *r, const bool *dead)
+{
+    uint64_t deadline = now_ns() + RECOUNT_WAIT_NS;
+    for (unsigned s = 0; s < REGION_MAX_PROCS; s++) {
+        if (dead[s] || atomic_load(&r->sh->procs[s].state) != SLOT_LIVE)
+            continue;
+        for (unsigned d = 0; d < r->sh->device_count; d++) {
+            while (atomic_load(&r->sh->procs[s].inflight[d]) != 0) {
+                if (now_ns() > deadline)
+                    return false;
+                struct timespec pause = {0, 50000};
+                nanosleep(&pause, NULL);
+            }
+        }
+    }
+    return true;
+}
+
+/* With the region lock held: frees dead slots and recounts every device from the live
+ * ones. Also completes a recount left half-done by a reclaimer that died. */
+static int recount_locked(struct region *r, unsigned *count)
+{
+    struct shared_region *sh = r->sh;
+    bool dead[REGION_MAX_PROCS] = {false};
+    unsigned ndead = 0;
+    bool frozen = false;
+    for (unsigned s = 0; s < REGION_MAX_PROCS; s++) {
+        if (atomic_load(&sh->procs[s].state) == SLOT_LIVE && !slot_is_live(r, s)) {
+            dead[s] = true;
+            ndead++;
+        }
+    }
+    for (unsigned d = 0; d < sh->device_count; d++)
+        frozen |= (atomic_load(&sh->devices[d].used) & FROZEN) != 0;
+    *count = 0;
+    if (ndead == 0 && !frozen)
+        return 0;
+
+    uint64_t before[REGION_MAX_DEVICES];
+    for (unsigned d = 0; d < sh->device_count; d++)
+        before[d] = atomic_fetch_or(&sh->devices[d].used, FROZEN) & ~FROZEN;
+    if (!wait_inflight(r, dead)) {
+        /* Nothing could change while frozen, so the old counts are still exact. */
+        for (unsigned d = 0; d < sh->device_count; d++)
+            atomic_store(&sh->devices[d].used, before[d]);
+        return -EAGAIN;
+    }
+    for (unsigned s = 0; s < REGION_MAX_PROCS; s++) {
+        if (!dead[s])
+            continue;
+        struct shared_proc *p = &sh->procs[s];
+        for (unsigned d = 0; d < REGION_MAX_DEVICES; d++) {
+            atomic_store(&p->used[d], 0);
+            atomic_store(&p->inflight[d], 0);
+        }
+        atomic_store(&p->pid, 0);
+        atomic_store(&p->state, SLOT_FREE);
+    }
+    for (unsigned d = 0; d < sh->device_count; d++) {
+        uint64_t sum = 0;
+        for (unsigned s = 0; s < REGION_MAX_PROCS; s++)
+            if (atomic_load(&sh->procs[s].state) == SLOT_LIVE)
+                sum += atomic_load(&sh->procs[s].used[d]);
+        atomic_store(&sh->devices[d].used, sum);
+    }
+    *count = ndead;
+    return 0;
+}
+
+int region_reclaim(struct region *r, unsigned *count)
+{
+    unsigned n = 0;
+    region_lock(r);
+    int rc = recount_locked(r, &n);
+    region_unlock(r);
+    if (count != NULL)
+        *count = n;
+    return rc;
+}
+
+/* A counter is frozen while someone recounts: wait for them by taking the region lock,
+ * and finish the recount if they died before unfreezing. */
+static void wait_unfrozen(struct region *r, unsigned dev)
+{
+    region_lock(r);
+    unsigned n;
+    if (atomic_load(&r->sh->devices[dev].used) & FROZEN)
+        (void)recount_locked(r, &n);
+    region_unlock(r);
+}
+
+/* --- slots --- */
+
+int region_attach(struct region *r, struct vg_err *err)
+{
+    if (r->slot >= 0)
+        return 0;
+    region_lock(r);
+    int rc = -ENOSPC;
+    for (int pass = 0; pass < 2 && rc == -ENOSPC; pass++) {
+        if (pass == 1) {
+            unsigned n;
+            (void)recount_locked(r, &n);
+        }
+        for (unsigned s = 0; s < REGION_MAX_PROCS; s++) {
+            struct shared_proc *p = &r->sh->procs[s];
+            if (atomic_load(&p->state) != SLOT_FREE)
+                continue;
+            if (ofd_lock(r->fd, F_WRLCK, 1 + (off_t)s, false) != 0)
+                continue; /* a process that is still leaving holds it */
+            for (unsigned d = 0; d < REGION_MAX_DEVICES; d++) {
+                atomic_store(&p->used[d], 0);
+                atomic_store(&p->inflight[d], 0);
+            }
+            atomic_fetch_add(&p->generation, 1);
+            atomic_store(&p->pid, (int32_t)getpid());
+            atomic_store(&p->state, SLOT_LIVE);
+            r->slot = (int)s;
+            rc = 0;
+            break;
+        }
+    }
+    region_unlock(r);
+    if (rc != 0)
+        return vg_err_set(err, rc, "region %s: all %d process slots are in use", r->path,
+                          REGION_MAX_PROCS);
+    return 0;
+}
+
+void region_detach(struct region *r)
+{
+    if (r->slot < 0)
+        return;
+    struct shared_proc *p = &r->sh->procs[r->slot];
+    for (unsigned d = 0; d < r->sh->device_count; d++) {
+        uint64_t held = atomic_load(&p->used[d]);
+        if (held > 0)
+            region_release(r, d, held);
+    }
+    region_lock(r);
+    atomic_store(&p->pid, 0);
+    atomic_store(&p->state, SLOT_FREE);
+    (void)ofd_lock(r->fd, F_UNLCK, 1 + (off_t)r->slot, false);
+    r->slot = -1;
+    region_unlock(r);
+}
+
+void region_after_fork(struct region *r)
+{
+    /* The inherited descriptor shares the parent's open file description and so its
+     * locks; closing it here leaves the parent's locks alone (the parent still has its
+     * own descriptor) and the child opens its own. */
+    pthread_mutex_init(&r->mutex, NULL);
+    int fd = open(r->path, O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+        close(r->fd);
+        r->fd = fd;
+    }
+    r->slot = -1;
+}
+
+/* --- the allocation path --- */
+
+/* Applies delta to the device counter and this process's slot; for a positive delta the
+ * counter must stay within limit (0: none). Lock-free unless a recount is running. */
+static int apply(struct region *r, unsigned dev, uint64_t bytes, bool add, uint64_t limit)
+{
+    struct shared_proc *p = &r->sh->procs[r->slot];
+    _Atomic uint64_t *counter = &r->sh->devices[dev].used;
+    for (;;) {
+        atomic_store(&p->inflight[dev], add ? (int64_t)bytes : -(int64_t)bytes);
+        uint64_t old = atomic_load(counter);
+        for (;;) {
+            if (old & FROZEN)
+                break;
+            uint64_t next;
+            if (add) {
+                if (bytes > FROZEN - 1 - old || (limit != 0 && old + bytes > limit)) {
+                    atomic_store(&p->inflight[dev], 0);
+                    return -ENOMEM;
+                }
+                next = old + bytes;
+            } else {
+                next = old > bytes ? old - bytes : 0;
+            }
+            if (atomic_compare_exchange_weak(counter, &old, next)) {
+                if (add) {
+                    atomic_fetch_add(&p->used[dev], bytes);
+                } else {
+                    uint64_t mine = atomic_load(&p->used[dev]);
+                    atomic_store(&p->used[dev], mine > bytes ? mine - bytes : 0);
+                }
+                atomic_store(&p->inflight[dev], 0);
+                return 0;
+            }
+        }
+        atomic_store(&p->inflight[dev], 0);
+        wait_unfrozen(r, dev);
+    }
+}
+
+int region_reserve(struct region *r, unsigned dev, uint64_t bytes)
+{
+    if (r->slot < 0 || dev >= r->sh->device_count)
+        return -EINVAL;
+    uint64_t limit = r->sh->devices[dev].memory_limit;
+    int rc = apply(r, dev, bytes, true, limit);
+    if (rc == -ENOMEM) {
+        unsigned reclaimed = 0;
+        if (region_reclaim(r, &reclaimed) == 0 && reclaimed > 0)
+            rc = apply(r, dev, bytes, true, limit);
+    }
+    return rc;
+}
+
+void region_release(struct region *r, unsigned dev, uint64_t bytes)
+{
+    if (r->slot < 0 || dev >= r->sh->device_count || bytes == 0)
+        return;
+    (void)apply(r, dev, bytes, false, 0);
+}
+
+int region_usage(const struct region *r, unsigned dev, uint64_t *used, uint64_t *limit)
+{
+    if (dev >= r->sh->device_count)
+        return -EINVAL;
+    if (used != NULL)
+        *used = atomic_load(&r->sh->devices[dev].used) & ~FROZEN;
+    if (limit != NULL)
+        *limit = r->sh->devices[dev].memory_limit;
+    return 0;
+}
+
+int region_list_procs(struct region *r, struct region_proc_info *out, unsigned max)
+{
+    unsigned n = 0;
+    for (unsigned s = 0; s < REGION_MAX_PROCS; s++) {
+        if (!slot_is_live(r, s))
+            continue;
+        if (n < max) {
+            const struct shared_proc *p = &r->sh->procs[s];
+            struct region_proc_info *info = &out[n];
+            memset(info, 0, sizeof *info);
+            info->slot = s;
+            info->generation = atomic_load(&p->generation);
+            info->pid = atomic_load(&p->pid);
+            for (unsigned d = 0; d < r->sh->device_count; d++)
+                info->used[d] = atomic_load(&p->used[d]);
+        }
+        n++;
+    }
+    return (int)n;
+}

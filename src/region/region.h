@@ -1,0 +1,107 @@
+/* The container's shared region: one small file per container that every CUDA process in
+ * it maps (libvgpu), that the device plugin creates and the monitor reads. It holds each
+ * device's limits and what the container's live processes hold on it.
+ *
+ * Why it is built this way (docs/protocol.md has the byte layout):
+ * - Memory is reserved with one compare-and-swap on the container's per-device counter
+ *   before the driver is called, and rolled back if the driver fails: no check-then-act
+ *   window between processes, and no scan over process slots on the allocation path.
+ * - Each process owns a stable slot (never moved, reused with a new generation) and holds
+ *   an OFD lock on the slot's byte for its whole life. The kernel drops that lock when the
+ *   process dies, however it dies, so liveness needs no pids: it works across pid
+ *   namespaces (the monitor on the host sees the same truth) and survives pid reuse.
+ * - A dead process's usage is taken back by a recount: the reclaimer freezes the device
+ *   counters (bit 63), waits for live processes' in-flight updates to land, and sets each
+ *   counter to the sum of live slots. That is exact even for a process killed between its
+ *   counter update and its slot update, which a plain subtraction could not tell apart.
+ * - The region lock is an OFD lock on byte 0, also released by the kernel on death, so a
+ *   process killed inside it never blocks the others.
+ *
+ * Thread model: a struct region is shared by the threads of one process; reserve and
+ * release are lock-free, the rest serialise on a process-local mutex plus the region lock.
+ * Nothing here allocates after region_open, and nothing aborts: this runs inside
+ * other people's programs. */
+#ifndef VGPU_REGION_REGION_H
+#define VGPU_REGION_REGION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+#define REGION_MAGIC       UINT64_C(0x3130676572757067) /* "gpuregv1", little-endian */
+#define REGION_VERSION     1
+#define REGION_MAX_DEVICES 16
+#define REGION_MAX_PROCS   1024
+#define REGION_UUID_MAX    64
+
+/* What the creator puts in a new region; read-only afterwards. */
+struct region_device_config {
+    char uuid[REGION_UUID_MAX]; /* "GPU-..." as NVML reports it */
+    uint64_t memory_limit;      /* bytes; 0 = no limit */
+    uint32_t sm_limit_percent;  /* 1..100; 0 = no limit */
+};
+
+struct region_config {
+    unsigned device_count; /* 1..REGION_MAX_DEVICES */
+    struct region_device_config devices[REGION_MAX_DEVICES];
+};
+
+/* One process as the monitor sees it. */
+struct region_proc_info {
+    unsigned slot;
+    uint32_t generation;
+    int32_t pid; /* in the container's pid namespace */
+    uint64_t used[REGION_MAX_DEVICES];
+};
+
+struct region;
+
+/* Creates the region file at path if it does not exist (atomically: a complete file
+ * appears under that name or none does). Returns 0 when created, 1 when a region was
+ * already there (it is validated by region_open, not overwritten). */
+int region_create(const char *path, const struct region_config *config, struct vg_err *err);
+
+/* Maps an existing region after checking magic, version and size: a file of another
+ * version or size is refused with a clear message, never trusted. */
+int region_open(const char *path, struct region **out, struct vg_err *err);
+void region_close(struct region *r);
+
+/* The region's device table. */
+unsigned region_device_count(const struct region *r);
+const struct region_device_config *region_device(const struct region *r, unsigned dev);
+/* Index of the device with this UUID, or -ENOENT. */
+int region_find_device(const struct region *r, const char *uuid);
+
+/* Claims a slot for the calling process (idempotent; a forked child must call
+ * region_after_fork first). Reclaims dead slots when the table is full. */
+int region_attach(struct region *r, struct vg_err *err);
+/* Drops the calling process's slot and everything it holds (clean exit). */
+void region_detach(struct region *r);
+/* In a forked child: forget the parent's slot and lock (the child attaches anew). */
+void region_after_fork(struct region *r);
+
+/* Reserves bytes on dev against the limit: 0, or -ENOMEM when the container's usage would
+ * pass the limit (after reclaiming dead processes once), -EINVAL for a bad device or a
+ * process that is not attached. */
+int region_reserve(struct region *r, unsigned dev, uint64_t bytes);
+/* Returns bytes reserved earlier by this process. */
+void region_release(struct region *r, unsigned dev, uint64_t bytes);
+
+/* Container usage and limit of dev (limit 0: none). */
+int region_usage(const struct region *r, unsigned dev, uint64_t *used, uint64_t *limit);
+
+/* Takes back what dead processes held; *count = slots reclaimed. Cheap when nobody died:
+ * one lock probe per live slot. -EAGAIN if a live process was stopped in the middle of an
+ * update for too long (nothing is changed then; try again later). */
+int region_reclaim(struct region *r, unsigned *count);
+
+/* Checks a region image (magic, version, size, tables) before anything trusts it; used by
+ * region_open and the fuzz target. -EPROTO with the reason. */
+int region_validate(const void *buf, size_t len, struct vg_err *err);
+
+/* Live processes (up to max); returns how many there are. */
+int region_list_procs(struct region *r, struct region_proc_info *out, unsigned max);
+
+#endif
