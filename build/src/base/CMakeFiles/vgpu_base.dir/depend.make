@@ -1,2 +1,0 @@
-# Empty dependencies file for vgpu_base.
-# This may be replaced when dependencies are built.

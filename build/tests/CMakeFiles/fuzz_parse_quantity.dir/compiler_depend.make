@@ -1,2 +1,0 @@
-# Empty compiler generated dependencies file for fuzz_parse_quantity.
-# This may be replaced when dependencies are built.
