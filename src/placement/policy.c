@@ -251,6 +251,37 @@ static int64_t score_hami_node(const struct place_node *n, const struct place_re
     return binpack ? v : -v;
 }
 
+#ifndef DEFAULT_VARIANT
+#define DEFAULT_VARIANT 3
+#endif
+static int64_t score_default(const struct place_cluster *c, const struct place_mix *mix,
+                             const struct place_node *n, const struct place_request *r,
+                             uint8_t *gpus)
+{
+    int64_t f = score_fgd(c, mix, n, r, false, gpus);
+    double left =
+        0.5 * (double)(n->cpu_total - n->cpu_used - r->cpu_milli) / MAX_SPEC_CPU +
+        0.5 * ((double)n->free_milli - (double)r->gpu_count * r->gpu_milli) / MAX_SPEC_GPU;
+    int64_t bf = (int64_t)floor(100.0 * (1.0 - left));
+    bf = bf < 0 ? 0 : bf > 100 ? 100 : bf;
+    switch (DEFAULT_VARIANT) {
+    case 1:
+        return f * 1000 + bf;
+    case 2:
+        return f * 1000 + score_packing(n, r, gpus);
+    case 3:
+        return f * 1000 + (n->free_gpus < n->gpu_count ? 500 : 0) + bf;
+    case 4:
+        return f * 1000 + (n->free_gpus < n->gpu_count ? 500 : 0);
+    case 5:
+        return (n->free_gpus < n->gpu_count ? 1000000 : 0) + f * 1000 + bf;
+    case 6:
+        return (f / 2) * 1000 + (n->free_gpus < n->gpu_count ? 500 : 0) + bf;
+    default:
+        return f;
+    }
+}
+
 int place_decide(const struct place_cluster *c, const struct place_request *r,
                  enum place_policy policy, const struct place_context *ctx,
                  struct place_decision *out, struct vg_err *err)
@@ -322,7 +353,7 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
             s = score_fgd(c, ctx->mix, n, r, false, gpus);
             break;
         case PLACE_POLICY_DEFAULT:
-            s = score_fgd(c, ctx->mix, n, r, true, gpus);
+            s = score_default(c, ctx->mix, n, r, gpus);
             break;
         case PLACE_POLICY_BINPACK:
         case PLACE_POLICY_SPREAD:

@@ -1,0 +1,629 @@
+/* Unit tests for src/placement: every feasibility rule at its boundary, each policy's
+ * score on small clusters computed by hand, determinism, and exact allocate/release
+ * round trips. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/str.h"
+#include "placement/placement.h"
+
+static struct place_cluster *cluster_of(int nodes, uint16_t gpus, uint64_t cpu, uint64_t mem)
+{
+    struct place_cluster *c = place_cluster_new();
+    assert_non_null(c);
+    for (int i = 0; i < nodes; i++) {
+        char name[32];
+        assert_true(vg_snprintf(name, sizeof name, "node-%d", i) > 0);
+        assert_int_equal(place_cluster_add_node(c, name, cpu, mem, gpus, "V100", 16384, NULL), i);
+    }
+    return c;
+}
+
+static struct place_request gpu_request(uint64_t cpu, uint32_t count, uint32_t milli)
+{
+    struct place_request r = {
+        .cpu_milli = cpu, .mem_mib = 1024, .gpu_count = count, .gpu_milli = milli};
+    return r;
+}
+
+static void resolve(const struct place_cluster *c, struct place_request *r)
+{
+    struct vg_err err = {0};
+    assert_int_equal(place_request_resolve(c, r, &err), 0);
+}
+
+/* Decides and allocates; returns the node index, -1 when nothing fits. */
+static int place(struct place_cluster *c, struct place_request *r, enum place_policy p,
+                 const struct place_context *ctx, struct place_decision *d)
+{
+    struct vg_err err = {0};
+    resolve(c, r);
+    int rc = place_decide(c, r, p, ctx, d, &err);
+    if (rc == -ENOSPC)
+        return -1;
+    assert_int_equal(rc, 0);
+    assert_int_equal(place_allocate(c, r, d, &err), 0);
+    return d->node;
+}
+
+static void test_feasibility_cpu_memory_boundaries(void **state)
+{
+    (void)state;
+    struct place_cluster *c = cluster_of(1, 2, 8000, 4096);
+    struct place_request r = gpu_request(8000, 1, 500);
+    r.mem_mib = 4096;
+    resolve(c, &r);
+    assert_true(place_node_feasible(c, 0, &r)); /* exactly the node's capacity */
+    r.cpu_milli = 8001;
+    assert_false(place_node_feasible(c, 0, &r));
+    r.cpu_milli = 8000;
+    r.mem_mib = 4097;
+    assert_false(place_node_feasible(c, 0, &r));
+    r.mem_mib = 1;
+    r.gpu_count = 3; /* more GPUs than the node has */
+    assert_false(place_node_feasible(c, 0, &r));
+    assert_false(place_node_feasible(c, 5, &r)); /* no such node */
+    place_cluster_free(c);
+}
+
+static void test_feasibility_gpu_share_boundary(void **state)
+{
+    (void)state;
+    struct place_cluster *c = cluster_of(1, 1, 64000, 65536);
+    struct place_decision d;
+    struct place_request a = gpu_request(1000, 1, 700);
+    assert_int_equal(place(c, &a, PLACE_POLICY_BESTFIT, NULL, &d), 0);
+    struct place_request b = gpu_request(1000, 1, 300); /* exactly the 300 left */
+    resolve(c, &b);
+    assert_true(place_node_feasible(c, 0, &b));
+    b.gpu_milli = 301;
+    assert_false(place_node_feasible(c, 0, &b));
+    b.gpu_milli = 1000; /* a whole card needs a free card */
+    assert_false(place_node_feasible(c, 0, &b));
+    /* A full card takes no zero-compute tenant either (HAMi's Usedcores == Totalcore). */
+    struct place_request fill = gpu_request(1000, 1, 300);
+    assert_int_equal(place(c, &fill, PLACE_POLICY_BESTFIT, NULL, &d), 0);
+    struct place_request zero = gpu_request(1000, 1, 0);
+    resolve(c, &zero);
+    assert_false(place_node_feasible(c, 0, &zero));
+    place_cluster_free(c);
+}
+
+static void test_feasibility_gpu_memory_boundary(void **state)
+{
+    (void)state;
+    struct place_cluster *c = cluster_of(1, 1, 64000, 65536); /* 16384 MiB cards */
+    struct place_request r = gpu_request(1000, 1, 100);
+    r.gpu_mem_mib = 16384;
+    resolve(c, &r);
+    assert_true(place_node_feasible(c, 0, &r));
+    r.gpu_mem_mib = 16385;
+    assert_false(place_node_feasible(c, 0, &r));
+    r.gpu_mem_mib = 0;
+    r.gpu_mem_pct = 100;
+    assert_true(place_node_feasible(c, 0, &r));
+    struct place_decision d;
+    struct place_request half = gpu_request(1000, 1, 100);
+    half.gpu_mem_pct = 50;
+    assert_int_equal(place(c, &half, PLACE_POLICY_BESTFIT, NULL, &d), 0);
+    assert_int_equal(d.mem_mib[0], 8192);
+    assert_false(place_node_feasible(c, 0, &r)); /* 100 % no longer fits */
+    r.gpu_mem_pct = 50;
+    assert_true(place_node_feasible(c, 0, &r)); /* exactly the other half */
+    r.gpu_mem_pct = 51;
+    assert_false(place_node_feasible(c, 0, &r));
+    place_cluster_free(c);
+}
+
+static void test_feasibility_types_and_uuids(void **state)
+{
+    (void)state;
+    struct place_cluster *c = place_cluster_new();
+    assert_int_equal(
+        place_cluster_add_node(c, "a", 64000, 65536, 1, "Tesla V100-SXM2-16GB", 0, NULL), 0);
+    assert_int_equal(place_cluster_add_node(c, "b", 64000, 65536, 1, "NVIDIA A100", 0, NULL), 1);
+    struct place_request r = gpu_request(1000, 1, 100);
+    r.type_include_count = 1;
+    assert_true(vg_strlcpy(r.type_include[0], "v100", sizeof r.type_include[0]) >=
+                0); /* HAMi: case-insensitive substring */
+    resolve(c, &r);
+    assert_true(place_node_feasible(c, 0, &r));
+    assert_false(place_node_feasible(c, 1, &r));
+    r.type_exact = true; /* the trace's gpu_spec: exact names */
+    resolve(c, &r);
+    assert_false(place_node_feasible(c, 0, &r));
+    assert_true(vg_strlcpy(r.type_include[0], "NVIDIA A100", sizeof r.type_include[0]) >= 0);
+    resolve(c, &r);
+    assert_true(place_node_feasible(c, 1, &r));
+    struct place_request x = gpu_request(1000, 1, 100);
+    x.type_exclude_count = 1;
+    assert_true(vg_strlcpy(x.type_exclude[0], "A100", sizeof x.type_exclude[0]) >= 0);
+    resolve(c, &x);
+    assert_true(place_node_feasible(c, 0, &x));
+    assert_false(place_node_feasible(c, 1, &x));
+    struct place_request u = gpu_request(1000, 1, 100);
+    u.uuid_include_count = 1;
+    assert_true(vg_strlcpy(u.uuid_include[0], c->nodes[1].gpus[0].uuid, sizeof u.uuid_include[0]) >=
+                0);
+    resolve(c, &u);
+    assert_false(place_node_feasible(c, 0, &u));
+    assert_true(place_node_feasible(c, 1, &u));
+    u.uuid_exclude_count = 1;
+    assert_true(vg_strlcpy(u.uuid_exclude[0], c->nodes[1].gpus[0].uuid, sizeof u.uuid_exclude[0]) >=
+                0);
+    assert_false(place_node_feasible(c, 1, &u));
+    place_cluster_free(c);
+}
+
+static void test_feasibility_health_slots_exclusive(void **state)
+{
+    (void)state;
+    struct place_cluster *c = cluster_of(1, 1, 64000, 65536);
+    struct place_request r = gpu_request(1000, 1, 100);
+    resolve(c, &r);
+    c->nodes[0].gpus[0].healthy = false;
+    assert_false(place_node_feasible(c, 0, &r));
+    c->nodes[0].gpus[0].healthy = true;
+    c->nodes[0].gpus[0].slots = 2;
+    struct place_decision d1, d2;
+    struct place_request a = r, b = r;
+    assert_int_equal(place(c, &a, PLACE_POLICY_BESTFIT, NULL, &d1), 0);
+    assert_true(place_node_feasible(c, 0, &r)); /* one slot left */
+    assert_int_equal(place(c, &b, PLACE_POLICY_BESTFIT, NULL, &d2), 0);
+    assert_false(place_node_feasible(c, 0, &r)); /* slots exhausted */
+    struct vg_err err = {0};
+    assert_int_equal(place_release(c, &b, &d2, &err), 0);
+    /* An exclusive request needs an unused card ... */
+    struct place_request ex = gpu_request(1000, 1, 100);
+    ex.exclusive = true;
+    resolve(c, &ex);
+    assert_false(place_node_feasible(c, 0, &ex));
+    assert_int_equal(place_release(c, &a, &d1, &err), 0);
+    assert_true(place_node_feasible(c, 0, &ex));
+    /* ... and keeps it to itself. */
+    struct place_decision de;
+    assert_int_equal(place(c, &ex, PLACE_POLICY_BESTFIT, NULL, &de), 0);
+    assert_false(place_node_feasible(c, 0, &r));
+    place_cluster_free(c);
+}
+
+static void test_feasibility_labels(void **state)
+{
+    (void)state;
+    struct place_cluster *c = cluster_of(2, 1, 64000, 65536);
+    c->nodes[1].label_count = 1;
+    assert_true(vg_strlcpy(c->nodes[1].labels[0].key, "zone", sizeof c->nodes[1].labels[0].key) >=
+                0);
+    assert_true(vg_strlcpy(c->nodes[1].labels[0].value, "b", sizeof c->nodes[1].labels[0].value) >=
+                0);
+    struct place_request r = gpu_request(1000, 1, 100);
+    r.selector_count = 1;
+    assert_true(vg_strlcpy(r.selector[0].key, "zone", sizeof r.selector[0].key) >= 0);
+    assert_true(vg_strlcpy(r.selector[0].value, "b", sizeof r.selector[0].value) >= 0);
+    struct place_decision d;
+    assert_int_equal(place(c, &r, PLACE_POLICY_BESTFIT, NULL, &d), 1);
+    assert_true(vg_strlcpy(r.selector[0].value, "c", sizeof r.selector[0].value) >= 0);
+    assert_int_equal(place(c, &r, PLACE_POLICY_BESTFIT, NULL, &d), -1);
+    place_cluster_free(c);
+}
+
+static void test_numa_preference_and_binding(void **state)
+{
+    (void)state;
+    struct place_cluster *c = cluster_of(1, 4, 64000, 65536);
+    for (int g = 0; g < 4; g++)
+        c->nodes[0].gpus[g].numa = (uint8_t)(g / 2);
+    struct place_decision d;
+    struct place_request one = gpu_request(1000, 1, 1000);
+    assert_int_equal(place(c, &one, PLACE_POLICY_BESTFIT, NULL, &d), 0);
+    assert_int_equal(d.gpus[0], 0);
+    /* GPUs 1, 2, 3 are free; two on one NUMA node means 2 and 3, not 1 and 2. */
+    struct place_request two = gpu_request(1000, 2, 1000);
+    assert_int_equal(place(c, &two, PLACE_POLICY_BESTFIT, NULL, &d), 0);
+    assert_int_equal(d.gpus[0], 2);
+    assert_int_equal(d.gpus[1], 3);
+    struct vg_err err = {0};
+    assert_int_equal(place_release(c, &two, &d, &err), 0);
+    /* With GPU 2 taken too, only a cross-NUMA pair is left: allowed unless bound. */
+    struct place_request other = gpu_request(1000, 1, 1000);
+    c->nodes[0].gpus[1].healthy = false; /* steer the single GPU to 2 */
+    assert_int_equal(place(c, &other, PLACE_POLICY_BESTFIT, NULL, &d), 0);
+    assert_int_equal(d.gpus[0], 2);
+    c->nodes[0].gpus[1].healthy = true;
+    struct place_request pair = gpu_request(1000, 2, 1000);
+    resolve(c, &pair);
+    assert_true(place_node_feasible(c, 0, &pair));
+    pair.numa_bind = true;
+    assert_false(place_node_feasible(c, 0, &pair));
+    place_cluster_free(c);
+}
+
+static void test_hami_defaults(void **state)
+{
+    (void)state;
+    struct vg_err err = {0};
+    struct place_request r;
+    /* nvidia.com/gpu: 1 alone: the whole card, exclusively. */
+    memset(&r, 0, sizeof r);
+    struct place_hami_resources res = {
+        .gpu = 1, .gpumem = -1, .gpumem_percent = -1, .gpucores = -1};
+    assert_int_equal(place_request_from_hami(&res, NULL, &r, &err), 0);
+    assert_int_equal(r.gpu_count, 1);
+    assert_int_equal(r.gpu_mem_pct, 100);
+    assert_int_equal(r.gpu_milli, 1000);
+    assert_true(r.exclusive);
+    /* gpumem without cores: defaultCores (0), shared. */
+    res = (struct place_hami_resources){
+        .gpu = 2, .gpumem = 4096, .gpumem_percent = -1, .gpucores = -1};
+    assert_int_equal(place_request_from_hami(&res, NULL, &r, &err), 0);
+    assert_int_equal(r.gpu_count, 2);
+    assert_int_equal(r.gpu_mem_mib, 4096);
+    assert_int_equal(r.gpu_milli, 0);
+    assert_false(r.exclusive);
+    /* gpumem-percentage 100 without cores is exclusive too; 50 is not. */
+    res = (struct place_hami_resources){
+        .gpu = 1, .gpumem = -1, .gpumem_percent = 100, .gpucores = -1};
+    assert_int_equal(place_request_from_hami(&res, NULL, &r, &err), 0);
+    assert_true(r.exclusive);
+    res.gpumem_percent = 50;
+    assert_int_equal(place_request_from_hami(&res, NULL, &r, &err), 0);
+    assert_false(r.exclusive);
+    assert_int_equal(r.gpu_mem_pct, 50);
+    /* Cores alone add defaultGPUNum cards; cores above 100 are clamped. */
+    res = (struct place_hami_resources){
+        .gpu = -1, .gpumem = -1, .gpumem_percent = -1, .gpucores = 30};
+    assert_int_equal(place_request_from_hami(&res, NULL, &r, &err), 0);
+    assert_int_equal(r.gpu_count, 1);
+    assert_int_equal(r.gpu_milli, 300);
+    assert_int_equal(r.gpu_mem_pct, 100);
+    assert_false(r.exclusive);
+    res.gpucores = 150;
+    assert_int_equal(place_request_from_hami(&res, NULL, &r, &err), 0);
+    assert_int_equal(r.gpu_milli, 1000);
+    /* defaultMemory replaces the whole-card default but not the exclusive rule. */
+    struct place_hami_defaults def = {
+        .default_memory = 2048, .default_cores = 10, .default_gpu_num = 1};
+    res =
+        (struct place_hami_resources){.gpu = 1, .gpumem = -1, .gpumem_percent = -1, .gpucores = -1};
+    assert_int_equal(place_request_from_hami(&res, &def, &r, &err), 0);
+    assert_int_equal(r.gpu_mem_mib, 2048);
+    assert_true(r.exclusive);
+    /* Rejections. */
+    res.gpumem_percent = 101;
+    assert_int_equal(place_request_from_hami(&res, NULL, &r, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "gpumem-percentage"));
+    res = (struct place_hami_resources){
+        .gpu = 17, .gpumem = -1, .gpumem_percent = -1, .gpucores = -1};
+    assert_int_equal(place_request_from_hami(&res, NULL, &r, &err), -EINVAL);
+    res = (struct place_hami_resources){
+        .gpu = -1, .gpumem = 100, .gpumem_percent = -1, .gpucores = -1};
+    def.default_gpu_num = 0;
+    assert_int_equal(place_request_from_hami(&res, &def, &r, &err), -EINVAL);
+    /* No GPU key at all: no GPU request. */
+    res = (struct place_hami_resources){
+        .gpu = -1, .gpumem = -1, .gpumem_percent = -1, .gpucores = -1};
+    assert_int_equal(place_request_from_hami(&res, NULL, &r, &err), 0);
+    assert_int_equal(r.gpu_count, 0);
+}
+
+static void test_request_resolve_rejects(void **state)
+{
+    (void)state;
+    struct place_cluster *c = cluster_of(1, 1, 1000, 1000);
+    struct vg_err err = {0};
+    struct place_request r = gpu_request(0, 1, 1001);
+    assert_int_equal(place_request_resolve(c, &r, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "1001"));
+    r = gpu_request(0, 17, 1000);
+    assert_int_equal(place_request_resolve(c, &r, &err), -EINVAL);
+    r = gpu_request(0, 1, 100);
+    r.gpu_mem_pct = 101;
+    assert_int_equal(place_request_resolve(c, &r, &err), -EINVAL);
+    assert_int_equal(place_cluster_add_node(c, "big", 1, 1, 17, "X", 0, &err), -EINVAL);
+    assert_int_equal(place_cluster_add_node(c, "nomodel", 1, 1, 1, "", 0, &err), 1);
+    place_cluster_free(c);
+}
+
+/* Two nodes: node 0 with GPU 0 at 400 milli used, node 1 empty; both 64 cores, 2 GPUs. */
+static struct place_cluster *scoring_cluster(void)
+{
+    struct place_cluster *c = cluster_of(2, 2, 64000, 262144);
+    struct place_decision d;
+    struct place_request r = gpu_request(8000, 1, 400);
+    c->nodes[1].rank = 5; /* node 0 wins ties */
+    assert_int_equal(place(c, &r, PLACE_POLICY_BESTFIT, NULL, &d), 0);
+    return c;
+}
+
+static void test_scores_by_hand(void **state)
+{
+    (void)state;
+    struct place_cluster *c = scoring_cluster();
+    struct vg_err err = {0};
+    struct place_decision d;
+    struct place_request r = gpu_request(8000, 1, 500);
+    resolve(c, &r);
+    /* DotProd, node 0: C = 56000, L = 1600: dot = 0.4375·0.0625 + 0.2·0.0625 = 0.0398;
+     * ⌊100·(1 − 0.0199)⌋ = 98. Node 1: C = 64000, L = 2000: dot = 0.046875 -> 97. */
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_DOTPROD, NULL, &d, &err), 0);
+    assert_int_equal(d.node, 0);
+    assert_int_equal(d.score, 98);
+    /* BestFit, node 0: left = 0.5·48000/128000 + 0.5·1100/8000 = 0.25625 -> 74; it takes
+     * the GPU with the smallest sufficient share (GPU 0: 600 free). */
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_BESTFIT, NULL, &d, &err), 0);
+    assert_int_equal(d.node, 0);
+    assert_int_equal(d.score, 74);
+    assert_int_equal(d.gpus[0], 0);
+    /* Packing: a partly used card: 100 − ⌊⌊600·100/1000⌋/10⌋ = 94. */
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_PACKING, NULL, &d, &err), 0);
+    assert_int_equal(d.node, 0);
+    assert_int_equal(d.score, 94);
+    /* A whole GPU: node 0 uses a free card on a used node: 50 − 1 = 49; node 1 (empty,
+     * G = 2) would score max(31, 2) = 31. */
+    struct place_request whole = gpu_request(8000, 1, 1000);
+    resolve(c, &whole);
+    assert_int_equal(place_decide(c, &whole, PLACE_POLICY_PACKING, NULL, &d, &err), 0);
+    assert_int_equal(d.node, 0);
+    assert_int_equal(d.score, 49);
+    assert_int_equal(d.gpus[0], 1);
+    /* Clustering: node 0 hosts only share-gpu pods: 75 + ⌊25·(8000 − 1600)/8000⌋ = 95. For
+     * a whole-GPU pod node 0 hosts only another class (20) and node 1 none (25 + 18). */
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_CLUSTERING, NULL, &d, &err), 0);
+    assert_int_equal(d.score, 95);
+    assert_int_equal(place_decide(c, &whole, PLACE_POLICY_CLUSTERING, NULL, &d, &err), 0);
+    assert_int_equal(d.node, 1);
+    assert_int_equal(d.score, 43);
+    /* CPU-only pods score 0 everywhere under Clustering: the rank decides. */
+    struct place_request cpu = {.cpu_milli = 1000, .mem_mib = 1};
+    resolve(c, &cpu);
+    c->nodes[0].rank = 9;
+    assert_int_equal(place_decide(c, &cpu, PLACE_POLICY_CLUSTERING, NULL, &d, &err), 0);
+    assert_int_equal(d.node, 1);
+    assert_int_equal(d.score, 0);
+    place_cluster_free(c);
+}
+
+static void test_hami_binpack_spread(void **state)
+{
+    (void)state;
+    struct place_cluster *c = scoring_cluster();
+    struct vg_err err = {0};
+    struct place_decision d;
+    struct place_request r = gpu_request(1000, 1, 200);
+    resolve(c, &r);
+    /* binpack: the fuller node (0) and on it the fuller card (GPU 0). */
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_BINPACK, NULL, &d, &err), 0);
+    assert_int_equal(d.node, 0);
+    assert_int_equal(d.gpus[0], 0);
+    /* Node score, request counted: compute (400 + 200) / 2000 = 0.3; memory
+     * (0 + 16384 card... none asked) = 0 -> 10·0.3·1000 = 3000. */
+    assert_int_equal(d.score, 3000);
+    /* spread: the emptier node. */
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_SPREAD, NULL, &d, &err), 0);
+    assert_int_equal(d.node, 1);
+    /* GPU order can be set separately: binpack nodes, spread cards. */
+    struct place_context ctx = {.gpu_order = PLACE_GPU_SPREAD};
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_BINPACK, &ctx, &d, &err), 0);
+    assert_int_equal(d.node, 0);
+    assert_int_equal(d.gpus[0], 1);
+    place_cluster_free(c);
+}
+
+static void test_fragmentation_measure(void **state)
+{
+    (void)state;
+    struct place_mix m;
+    place_mix_init(&m);
+    /* Types: a 500-milli sharing pod (weight 3), a whole GPU (1), a CPU-only pod (1),
+     * a 2-GPU pod limited to model 1 (1). */
+    struct place_mix_type share = {
+        .cpu_milli = 1000, .gpu_count = 1, .gpu_milli = 500, .model_mask = UINT64_MAX, .weight = 3};
+    struct place_mix_type whole = {.cpu_milli = 1000,
+                                   .gpu_count = 1,
+                                   .gpu_milli = 1000,
+                                   .model_mask = UINT64_MAX,
+                                   .weight = 1};
+    struct place_mix_type cpu = {.cpu_milli = 1000, .model_mask = UINT64_MAX, .weight = 1};
+    struct place_mix_type pair = {
+        .cpu_milli = 1000, .gpu_count = 2, .gpu_milli = 1000, .model_mask = 2, .weight = 1};
+    assert_int_equal(place_mix_add(&m, &share), 0);
+    assert_int_equal(place_mix_add(&m, &whole), 0);
+    assert_int_equal(place_mix_add(&m, &cpu), 0);
+    assert_int_equal(place_mix_add(&m, &pair), 0);
+    assert_int_equal(place_mix_add(&m, &share), 0); /* same type: weight adds up */
+    assert_int_equal(m.count, 4);
+    assert_int_equal(m.total_weight, 9);
+    /* Node of model 0, free shares 300 and 1000, plenty of CPU:
+     * share (w6): fits, 300 is a fragment -> 300; whole (w1): fits, 300 -> 300;
+     * cpu (w1): all 1300; pair (w1): wrong model -> 1300. Σ = 1800+300+1300+1300. */
+    uint32_t free_milli[2] = {300, 1000};
+    assert_int_equal(place_frag_state(&m, 0, 64000, free_milli, 2), 1800 + 300 + 1300 + 1300);
+    /* Without CPU no type fits: everything is a fragment for every type. */
+    assert_int_equal(place_frag_state(&m, 0, 999, free_milli, 2), 9 * 1300);
+    /* Model 1 with two free cards: the pair fits too; nothing is a fragment except for
+     * the CPU-only type. */
+    uint32_t empty[2] = {1000, 1000};
+    assert_int_equal(place_frag_state(&m, 1, 64000, empty, 2), 2000);
+    /* Typical set: sorted by weight; 95 % of 9 needs all but... 6+1+1 = 8 < 8.55. */
+    place_mix_keep_typical(&m, 95);
+    assert_int_equal(m.count, 4);
+    assert_int_equal(m.types[0].weight, 6);
+    place_mix_keep_typical(&m, 60);
+    assert_int_equal(m.count, 1);
+    assert_int_equal(m.total_weight, 6);
+    place_mix_clear(&m);
+}
+
+static void test_fgd_picks_gpu_by_fragmentation(void **state)
+{
+    (void)state;
+    struct place_cluster *c = cluster_of(1, 2, 64000, 262144);
+    struct place_mix m;
+    place_mix_init(&m);
+    struct place_mix_type share = {
+        .gpu_count = 1, .gpu_milli = 500, .model_mask = UINT64_MAX, .weight = 1};
+    assert_int_equal(place_mix_add(&m, &share), 0);
+    place_cluster_set_metric_mix(c, &m);
+    struct place_decision d;
+    struct place_request first = gpu_request(0, 1, 300); /* GPU 0: 700 free */
+    assert_int_equal(place(c, &first, PLACE_POLICY_BESTFIT, NULL, &d), 0);
+    /* A 500 pod: on GPU 0 it leaves 200 (a fragment: ΔF = 0.2 GPU, score
+     * ⌊100·σ(−0.2)⌋ = 45); on GPU 1 it leaves 700 and 500, both usable (ΔF = 0, 50).
+     * BestFit takes GPU 0, FGD GPU 1. */
+    struct place_request r = gpu_request(0, 1, 500);
+    struct vg_err err = {0};
+    resolve(c, &r);
+    struct place_context ctx = {.mix = &m};
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_FGD, &ctx, &d, &err), 0);
+    assert_int_equal(d.gpus[0], 1);
+    assert_int_equal(d.score, 50);
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_BESTFIT, NULL, &d, &err), 0);
+    assert_int_equal(d.gpus[0], 0);
+    /* The cluster's fragmentation summary follows allocations. */
+    assert_int_equal(c->frag_total, 0);
+    struct place_request tiny = gpu_request(0, 1, 600); /* GPU 0 -> 100 free */
+    assert_int_equal(place(c, &tiny, PLACE_POLICY_BESTFIT, NULL, &d), 0);
+    assert_int_equal(c->frag_total, 100);
+    /* Missing mix is an error, not a crash. */
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_FGD, NULL, &d, &err), -EINVAL);
+    place_cluster_free(c);
+    place_mix_clear(&m);
+}
+
+static void test_random_is_deterministic_per_seed(void **state)
+{
+    (void)state;
+    int picks[2][64];
+    for (int run = 0; run < 2; run++) {
+        struct place_cluster *c = cluster_of(8, 2, 64000, 262144);
+        struct vg_prng rng;
+        vg_prng_seed(&rng, 42);
+        struct place_context ctx = {.rng = &rng};
+        for (int i = 0; i < 16; i++) {
+            struct place_request r = gpu_request(1000, 1, 250);
+            struct place_decision d;
+            picks[run][i] = place(c, &r, PLACE_POLICY_RANDOM, &ctx, &d);
+            assert_true(picks[run][i] >= 0);
+        }
+        place_cluster_free(c);
+    }
+    assert_memory_equal(picks[0], picks[1], 16 * sizeof(int));
+    /* It does spread: 16 picks over 8 nodes are not all the same node. */
+    int distinct = 0;
+    for (int i = 1; i < 16; i++)
+        distinct += picks[0][i] != picks[0][0];
+    assert_true(distinct > 0);
+    struct place_cluster *c = cluster_of(1, 1, 1000, 1000);
+    struct place_request r = gpu_request(0, 1, 100);
+    struct place_decision d;
+    struct vg_err err = {0};
+    resolve(c, &r);
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_RANDOM, NULL, &d, &err), -EINVAL);
+    place_cluster_free(c);
+}
+
+static void test_ties_go_to_lowest_rank(void **state)
+{
+    (void)state;
+    struct place_cluster *c = cluster_of(3, 8, 96000, 393216);
+    c->nodes[0].rank = 2;
+    c->nodes[1].rank = 0;
+    c->nodes[2].rank = 1;
+    struct place_request r = gpu_request(1000, 1, 1000);
+    struct place_decision d;
+    assert_int_equal(place(c, &r, PLACE_POLICY_PACKING, NULL, &d), 1);
+    place_cluster_free(c);
+}
+
+static void test_allocate_release_round_trip(void **state)
+{
+    (void)state;
+    struct place_cluster *c = cluster_of(4, 4, 32000, 131072);
+    struct place_mix m;
+    place_mix_init(&m);
+    struct place_mix_type t = {
+        .cpu_milli = 4000, .gpu_count = 1, .gpu_milli = 300, .model_mask = UINT64_MAX, .weight = 2};
+    assert_int_equal(place_mix_add(&m, &t), 0);
+    place_cluster_set_metric_mix(c, &m);
+    size_t bytes = c->node_count * sizeof *c->nodes;
+    struct place_node *before = malloc(bytes);
+    assert_non_null(before);
+    memcpy(before, c->nodes, bytes);
+    struct place_cluster summary = *c;
+    struct place_request reqs[12];
+    struct place_decision ds[12];
+    struct place_context ctx = {.mix = &m};
+    for (int i = 0; i < 12; i++) {
+        reqs[i] = gpu_request(2000 + 500 * (uint64_t)i, (uint32_t)(i % 3 == 0 ? 2 : 1),
+                              i % 3 == 0 ? 1000 : 150 + 70 * (uint32_t)i);
+        reqs[i].gpu_mem_mib = 1000;
+        assert_true(place(c, &reqs[i], PLACE_POLICY_FGD, &ctx, &ds[i]) >= 0);
+    }
+    assert_true(c->milli_used > 0);
+    struct vg_err err = {0};
+    /* Release in a different order than allocation. */
+    for (int i = 0; i < 12; i += 2)
+        assert_int_equal(place_release(c, &reqs[i], &ds[i], &err), 0);
+    for (int i = 11; i > 0; i -= 2)
+        assert_int_equal(place_release(c, &reqs[i], &ds[i], &err), 0);
+    assert_memory_equal(before, c->nodes, bytes);
+    assert_int_equal(c->milli_used, summary.milli_used);
+    assert_int_equal(c->frag_total, summary.frag_total);
+    /* Releasing what is not allocated is refused and changes nothing. */
+    assert_int_equal(place_release(c, &reqs[0], &ds[0], &err), -EINVAL);
+    assert_memory_equal(before, c->nodes, bytes);
+    struct place_decision bogus = ds[1];
+    bogus.node = 99;
+    assert_int_equal(place_allocate(c, &reqs[1], &bogus, &err), -EINVAL);
+    free(before);
+    place_cluster_free(c);
+    place_mix_clear(&m);
+}
+
+static void test_no_fit_and_policy_names(void **state)
+{
+    (void)state;
+    struct place_cluster *c = cluster_of(1, 1, 1000, 1000);
+    struct place_request r = gpu_request(1000, 1, 1000);
+    r.mem_mib = 1000;
+    struct place_decision d;
+    assert_int_equal(place(c, &r, PLACE_POLICY_BESTFIT, NULL, &d), 0);
+    struct place_request again = r;
+    assert_int_equal(place(c, &again, PLACE_POLICY_BESTFIT, NULL, &d), -1);
+    assert_int_equal(d.node, -1);
+    for (int p = 0; p < PLACE_POLICY_COUNT; p++)
+        assert_int_equal(place_policy_from_name(place_policy_name((enum place_policy)p)), p);
+    assert_int_equal(place_policy_from_name("nope"), -1);
+    place_cluster_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_feasibility_cpu_memory_boundaries),
+        cmocka_unit_test(test_feasibility_gpu_share_boundary),
+        cmocka_unit_test(test_feasibility_gpu_memory_boundary),
+        cmocka_unit_test(test_feasibility_types_and_uuids),
+        cmocka_unit_test(test_feasibility_health_slots_exclusive),
+        cmocka_unit_test(test_feasibility_labels),
+        cmocka_unit_test(test_numa_preference_and_binding),
+        cmocka_unit_test(test_hami_defaults),
+        cmocka_unit_test(test_request_resolve_rejects),
+        cmocka_unit_test(test_scores_by_hand),
+        cmocka_unit_test(test_hami_binpack_spread),
+        cmocka_unit_test(test_fragmentation_measure),
+        cmocka_unit_test(test_fgd_picks_gpu_by_fragmentation),
+        cmocka_unit_test(test_random_is_deterministic_per_seed),
+        cmocka_unit_test(test_ties_go_to_lowest_rank),
+        cmocka_unit_test(test_allocate_release_round_trip),
+        cmocka_unit_test(test_no_fit_and_policy_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
