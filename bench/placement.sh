@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Placement benchmark: the FGD paper's procedure on the openb trace (docs/placement.md).
+# Usage: bench/placement.sh BUILD_DIR. Prints markdown tables. The trace is read from
+# $VGPU_OPENB_DIR, else ../shared/data/openb next to the repository.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+sim=$build/bin/vgpu-sim
+data=${VGPU_OPENB_DIR:-../shared/data/openb}
+if [ ! -r "$data/openb_node_list_gpu_node.csv" ]; then
+    echo "openb trace not found in $data (set VGPU_OPENB_DIR): placement benchmark skipped"
+    exit 0
+fi
+nodes=$data/openb_node_list_gpu_node.csv
+jobs=${VGPU_SIM_JOBS:-2}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# Paper figures (research/fgd-benchmark.md §6): mean unallocated GPU % at 100 % arrival.
+declare -A paper=(
+  [default]="13.70 9.38 8.35 8.22 7.14 4.77" [gpushare40]="15.14 10.70 10.24 10.23 8.56 6.04"
+  [gpushare60]="17.19 13.18 13.10 12.85 10.94 8.75" [multigpu20]="13.08 8.15 6.66 6.50 6.27 4.47"
+  [multigpu30]="13.37 6.89 5.45 5.30 5.43 3.64" [gpuspec10]="13.74 9.83 8.04 7.76 6.90 5.34"
+  [cpu050]="10.98 6.97 6.48 6.54 6.44 5.00" [cpu100]="12.57 8.27 7.58 7.50 6.74 4.79")
+
+start=$(date +%s.%N)
+"$sim" --nodes "$nodes" --pods "$data/openb_pod_list_default.csv" --policy all --seeds 42-51 \
+    --jobs "$jobs" --json > "$tmp/default.json"
+end=$(date +%s.%N)
+"$sim" --nodes "$nodes" --pods "$data/openb_pod_list_default.csv" --policy all --seeds 42 \
+    --jobs 1 --latency > "$tmp/latency.txt"
+
+python3 - "$tmp/default.json" "$tmp/latency.txt" "$start" "$end" "$jobs" ${paper[default]} <<'PY'
+import json, sys, re
+rows = [json.loads(l) for l in open(sys.argv[1])]
+lat = {l.split()[0]: re.search(r"p99 decision ([0-9.]+) ms", l).group(1)
+       for l in open(sys.argv[2]) if "p99" in l}
+wall = float(sys.argv[4]) - float(sys.argv[3]); jobs = sys.argv[5]
+paper = dict(zip(["random", "dotprod", "clustering", "packing", "bestfit", "fgd"], sys.argv[6:]))
+print("Default workload (openb_pod_list_default.csv), seeds 42-51, unallocated GPU % at 100 % arrival:\n")
+print("| policy | mean | SD | min-max | GPUs | paper mean | alloc % at 130 % | p99 decision (ms) |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for o in rows:
+    u = o["unallocated_gpu_pct_at_arrival_100"]; a = o["allocation_pct_at_arrival_130"]
+    print(f"| {o['policy']} | {u['mean']:.2f} | {u['sd']:.2f} | {u['min']:.2f}-{u['max']:.2f} | "
+          f"{o['unallocated_gpus_at_arrival_100']['mean']:.0f} | {paper.get(o['policy'], '-')} | "
+          f"{a['mean']:.2f} | {lat.get(o['policy'], '-')} |")
+print(f"\nAll {len(rows)} policies x 10 seeds: {wall:.1f} s wall on {jobs} threads.")
+PY
+
+echo
+echo "Paper workloads present in the data directory, mean unallocated GPU % at 100 % arrival (seeds 42-51):"
+echo
+echo "| workload | paper FGD | fgd (oracle mix) | default (learned mix) | default vs fgd |"
+echo "| --- | ---: | ---: | ---: | ---: |"
+for w in default gpushare40 gpushare60 multigpu20 multigpu30 gpuspec10 cpu050 cpu100; do
+    f=$data/openb_pod_list_$w.csv
+    [ -r "$f" ] || continue
+    "$sim" --nodes "$nodes" --pods "$f" --policy fgd,default --seeds 42-51 --jobs "$jobs" \
+        --json > "$tmp/$w.json"
+    python3 - "$tmp/$w.json" "$w" $(echo "${paper[$w]}" | awk '{print $6}') <<'PY'
+import json, sys
+r = {o["policy"]: o["unallocated_gpu_pct_at_arrival_100"]["mean"]
+     for o in map(json.loads, open(sys.argv[1]))}
+f, d = r["fgd"], r["default"]
+print(f"| {sys.argv[2]} | {sys.argv[3]} | {f:.2f} | {d:.2f} | {100 * (d - f) / f:+.1f} % |")
+PY
+done

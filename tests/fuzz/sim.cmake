@@ -1,0 +1,3 @@
+vgpu_fuzz_target(sim_csv
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_sim_csv.c
+  LIBS vgpu_sim)

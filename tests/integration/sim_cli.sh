@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# vgpu-sim end to end: JSON contract fields, byte-identical output for a seed (except
+# "seconds"), the HTML report, and clear errors for bad input. Needs the openb trace
+# ($VGPU_OPENB_DIR or ../shared/data/openb); exits 77 (skipped) without it.
+set -euo pipefail
+sim=$1
+data=${VGPU_OPENB_DIR:-$2}
+nodes=$data/openb_node_list_gpu_node.csv
+pods=$data/openb_pod_list_default.csv
+if [ ! -r "$nodes" ] || [ ! -r "$pods" ]; then
+    echo "openb trace not found in $data: skipping"
+    exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$sim" --nodes "$nodes" --pods "$pods" --policy bestfit,fgd --seeds 42-43 --json \
+    --report "$tmp/report.html" > "$tmp/a.json"
+"$sim" --nodes "$nodes" --pods "$pods" --policy bestfit,fgd --seeds 42-43 --json --jobs 1 > "$tmp/b.json"
+sed 's/,"seconds":[0-9.]*//' "$tmp/a.json" > "$tmp/a.stripped"
+sed 's/,"seconds":[0-9.]*//' "$tmp/b.json" > "$tmp/b.stripped"
+cmp "$tmp/a.stripped" "$tmp/b.stripped" || { echo "output differs between runs"; exit 1; }
+python3 - "$tmp/a.json" <<'PY'
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+assert len(lines) == 2, lines
+for line in lines:
+    o = json.loads(line)
+    for k in ("policy", "workload", "seeds", "unallocated_gpu_pct_at_arrival_100",
+              "allocation_pct_at_arrival_130", "seconds"):
+        assert k in o, k
+    for k in ("unallocated_gpu_pct_at_arrival_100", "allocation_pct_at_arrival_130"):
+        assert set(o[k]) >= {"mean", "sd", "min", "max"}, o[k]
+    assert o["workload"] == "default" and o["seeds"] == [42, 43]
+    u = o["unallocated_gpu_pct_at_arrival_100"]["mean"]
+    # Loose sanity bounds around the paper's figures (BestFit 7.14 %, FGD 4.77 %).
+    assert (6.0 < u < 8.5) if o["policy"] == "bestfit" else (4.0 < u < 5.6), (o["policy"], u)
+print("json ok")
+PY
+grep -q '<svg' "$tmp/report.html"
+grep -q 'bestfit' "$tmp/report.html"
+! grep -q '<script' "$tmp/report.html"
+
+# Bad input: exit status and a message that names the file and line.
+printf 'name,cpu_milli,memory_mib,num_gpu,gpu_milli\np,12x,1,0,0\n' > "$tmp/bad.csv"
+if "$sim" --nodes "$nodes" --pods "$tmp/bad.csv" 2> "$tmp/err"; then exit 1; fi
+grep -q "bad.csv:2: cpu_milli" "$tmp/err"
+if "$sim" --nodes "$nodes" --pods "$pods" --policy nope 2> "$tmp/err"; then exit 1; fi
+grep -q "unknown policy 'nope'" "$tmp/err"
+if "$sim" --nodes "$nodes" --pods "$pods" --seeds 9-3 2> "$tmp/err"; then exit 1; fi
+grep -q "bad range" "$tmp/err"
+if "$sim" --nodes "$tmp/missing.csv" --pods "$pods" 2> "$tmp/err"; then exit 1; fi
+grep -q "missing.csv" "$tmp/err"
+echo "sim cli ok"
