@@ -1,0 +1,202 @@
+/* fakegpu's libcuda.so.1: what its source files share.
+ *
+ * Every handle the library gives out (context, stream, event, module, function, graph,
+ * executable graph, memory pool, array, VMM allocation) is a heap object registered in
+ * one process-local table, and every handle a caller passes in is looked up there before
+ * it is used: a stale or garbage handle gets CUDA_ERROR_INVALID_HANDLE (or the context
+ * codes), never a crash. Device memory is host memory (mmap MAP_NORESERVE) charged to the
+ * shared state, so copies move real bytes and an 80 GiB card needs no 80 GiB of RAM.
+ *
+ * Locking: cu_lock() guards the table and every object's fields; it is never held across
+ * a call that can block in real time (fg_stream_wait, fg_event_wait, a launch into a full
+ * stream). The current context is per thread. */
+#ifndef VGPU_FAKEGPU_CUDA_INTERNAL_H
+#define VGPU_FAKEGPU_CUDA_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "abi/cuda.h"
+#include "fakegpu/state.h"
+
+#define FG_API __attribute__((visibility("default")))
+
+#define CU_DRIVER_VERSION 13000
+#define CU_GRANULARITY    (2ULL << 20) /* VMM allocation granularity: 2 MiB */
+#define CU_SPIN_NAME      "vgpu_spin"
+
+enum cu_kind {
+    CU_K_CTX = 1,
+    CU_K_STREAM,
+    CU_K_EVENT,
+    CU_K_MODULE,
+    CU_K_FUNC,
+    CU_K_GRAPH,
+    CU_K_EXEC,
+    CU_K_POOL,
+    CU_K_ARRAY,
+    CU_K_MIPMAP,
+    CU_K_VMM,
+    /* address-keyed entries */
+    CU_K_DEVMEM,  /* cuMemAlloc*, pitch, managed, async: base -> struct cu_alloc */
+    CU_K_HOSTMEM, /* cuMemAllocHost / cuMemHostAlloc / cuMemHostRegister */
+    CU_K_RESERVE, /* cuMemAddressReserve range */
+    CU_K_MAPPING, /* cuMemMap range */
+};
+
+struct cu_ctx {
+    int dev;
+    bool primary;
+    bool destroyed; /* regular: destroyed; primary: not retained (inactive) */
+    unsigned flags;
+    int default_sid; /* the context's legacy default stream in the shared state */
+};
+
+struct cu_graph;
+
+struct cu_stream {
+    struct cu_ctx *ctx;
+    int sid;
+    unsigned flags;
+    int priority;
+    CUstreamCaptureStatus capture;
+    CUstreamCaptureMode capture_mode;
+    struct cu_graph *graph; /* being captured into */
+    uint64_t capture_id;
+};
+
+struct cu_event {
+    struct cu_ctx *ctx;
+    int eid;
+    unsigned flags;
+    bool recorded;
+};
+
+struct cu_func;
+struct cu_module {
+    struct cu_func *funcs; /* unloading invalidates them */
+};
+
+struct cu_func {
+    struct cu_module *mod;
+    struct cu_func *next;
+    bool spin; /* vgpu_spin: duration is the first parameter */
+    char name[64];
+};
+
+enum cu_node_type { CU_NODE_KERNEL, CU_NODE_COPY, CU_NODE_SET };
+
+struct cu_node {
+    enum cu_node_type type;
+    uint64_t ns;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    uint32_t value;
+    unsigned elem; /* memset element size: 1, 2 or 4 */
+};
+
+struct cu_graph {
+    struct cu_node *nodes;
+    size_t count, cap;
+};
+
+struct cu_exec {
+    struct cu_node *nodes;
+    size_t count;
+};
+
+struct cu_pool {
+    int dev;
+    bool is_default;
+    uint64_t threshold;
+    uint64_t used, cached; /* bytes handed out / freed but still held (charged) */
+    uint64_t used_high, reserved_high;
+    int reuse[3];
+    struct cu_pool *next;
+};
+
+struct cu_alloc {
+    uintptr_t base;
+    size_t size;     /* what the caller may touch */
+    size_t map_size; /* what was mapped (0: not ours to unmap) */
+    uint64_t charged;
+    int dev;
+    bool managed;
+    struct cu_pool *pool; /* async allocations */
+    struct cu_vmm *vmm;   /* CU_K_MAPPING */
+};
+
+struct cu_array {
+    void *data;
+    size_t bytes;
+    int dev;
+};
+
+struct cu_vmm {
+    int dev;
+    size_t size;
+    int fd;
+    bool released;
+    int maps;
+};
+
+struct cu_global {
+    pthread_mutex_t lock;
+    bool inited;
+    struct fg_state *st;
+    int ndev;
+    struct fg_device_info info[FG_MAX_DEVICES];
+    struct cu_ctx *primary[FG_MAX_DEVICES];
+    unsigned primary_refs[FG_MAX_DEVICES];
+    unsigned primary_flags[FG_MAX_DEVICES];
+    struct cu_pool *default_pool[FG_MAX_DEVICES];
+    struct cu_pool *pools;
+    uint64_t kernel_ns;
+};
+
+extern struct cu_global cu_g;
+
+void cu_lock(void);
+void cu_unlock(void);
+
+/* The handle table: (key, kind) -> value. cu_reg_add returns false when out of memory. */
+bool cu_reg_add(uintptr_t key, enum cu_kind kind, void *value);
+void *cu_reg_get(uintptr_t key, enum cu_kind kind);
+void cu_reg_del(uintptr_t key, enum cu_kind kind);
+/* Calls fn for every entry of kind until it returns true; returns that entry's value. */
+void *cu_reg_find(enum cu_kind kind, bool (*fn)(void *value, const void *arg), const void *arg);
+
+/* The sequence number of the last item this process queued on shared stream sid
+ * (reset to 0 when the stream is opened). */
+void cu_seq_note(int sid, uint64_t seq);
+uint64_t cu_seq_last(int sid);
+
+/* Negative errno from the state -> driver code. */
+CUresult cu_from_errno(int rc);
+
+/* The calling thread's current context, checked: NOT_INITIALIZED, INVALID_CONTEXT,
+ * CONTEXT_IS_DESTROYED. Call without the lock. */
+CUresult cu_current(struct cu_ctx **out);
+CUresult cu_check_init(void);
+CUresult cu_check_device(CUdevice dev);
+
+/* Resolves a stream argument for a call on the current context (under the lock).
+ * per_thread: the _ptsz/_ptds entry point (NULL means the per-thread default stream).
+ * *obj is NULL for the default streams. */
+CUresult cu_stream_resolve(struct cu_ctx *ctx, CUstream h, bool per_thread, int *sid,
+                           struct cu_stream **obj);
+
+/* Releases cached pool memory above each pool's threshold (at synchronisation). */
+void cu_pools_trim_all(int dev);
+
+/* Appends a node to a graph being captured (under the lock). */
+CUresult cu_graph_add(struct cu_graph *g, const struct cu_node *node);
+
+/* Device memory lookups (under the lock): the allocation or mapping that holds
+ * [p, p + n), or NULL. */
+bool cu_range_known(uintptr_t p, size_t n);
+
+#endif

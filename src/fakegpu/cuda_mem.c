@@ -1,0 +1,1457 @@
+/* fakegpu libcuda: device, pool, array, VMM and host memory; memset and memcpy.
+ *
+ * Device memory is anonymous host memory mapped MAP_NORESERVE (pages appear only when
+ * touched), its address used as the CUdeviceptr, so copies in every direction are plain
+ * memmove and a whole simulated card fits in address space alone. Every allocation is
+ * charged to the shared state first: past the card's capacity the state says -ENOMEM and
+ * the caller gets CUDA_ERROR_OUT_OF_MEMORY. The charge is the size asked for (pitch x
+ * height for pitched memory, element size x extent for arrays), so "total minus context
+ * cost" is exactly what fits.
+ *
+ * Pools: a block freed with cuMemFreeAsync goes back to its pool and stays charged; at
+ * each synchronisation a pool gives back to the device whatever it holds above its
+ * release threshold (default 0: everything). VMM: cuMemCreate makes a memfd of the
+ * size, cuMemAddressReserve a PROT_NONE range, and cuMemMap maps the memfd into it. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "fakegpu/cuda_internal.h"
+
+static void *map_anon(size_t size, bool low32)
+{
+    int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+    if (low32)
+        flags |= MAP_32BIT; /* the 32-bit (v1) entry points need addresses below 4 GiB */
+    void *p = mmap(NULL, size ? size : 1, PROT_READ | PROT_WRITE, flags, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* ---- device allocations ---- */
+
+/* Charges and maps; registers the allocation (takes the lock). */
+static CUresult dev_alloc(int dev, size_t size, uint64_t charge, bool managed, struct cu_pool *pool,
+                          bool low32, CUdeviceptr *out)
+{
+    struct cu_alloc *a = calloc(1, sizeof *a);
+    if (!a)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    void *p = map_anon(size, low32);
+    if (!p) {
+        free(a);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    a->base = (uintptr_t)p;
+    a->size = size;
+    a->map_size = size ? size : 1;
+    a->dev = dev;
+    a->managed = managed;
+    a->pool = pool;
+    cu_lock();
+    CUresult r = CUDA_SUCCESS;
+    if (pool && pool->cached >= charge) {
+        pool->cached -= charge; /* reuse what the pool still holds */
+    } else {
+        r = cu_from_errno(fg_mem_reserve(cu_g.st, dev, charge));
+    }
+    if (r == CUDA_SUCCESS) {
+        a->charged = charge;
+        if (pool) {
+            pool->used += charge;
+            if (pool->used > pool->used_high)
+                pool->used_high = pool->used;
+            if (pool->used + pool->cached > pool->reserved_high)
+                pool->reserved_high = pool->used + pool->cached;
+        }
+        if (!cu_reg_add(a->base, CU_K_DEVMEM, a)) {
+            fg_mem_release(cu_g.st, dev, charge);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    cu_unlock();
+    if (r != CUDA_SUCCESS) {
+        munmap(p, a->map_size);
+        free(a);
+        return r;
+    }
+    *out = (CUdeviceptr)a->base;
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    struct cu_ctx *c;
+    CUresult r = cu_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return dev_alloc(c->dev, bytesize, bytesize, false, NULL, false, dptr);
+}
+
+FG_API CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    struct cu_ctx *c;
+    CUresult r = cu_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUdeviceptr p;
+    r = dev_alloc(c->dev, bytesize, bytesize, false, NULL, true, &p);
+    if (r == CUDA_SUCCESS)
+        *dptr = (CUdeviceptr_v1)p;
+    return r;
+}
+
+FG_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                   size_t Height, unsigned int ElementSizeBytes)
+{
+    struct cu_ctx *c;
+    CUresult r = cu_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t pitch = (WidthInBytes + 511) & ~(size_t)511; /* rows aligned to 512 bytes */
+    if (pitch < WidthInBytes || Height > SIZE_MAX / pitch)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    r = dev_alloc(c->dev, pitch * Height, pitch * Height, false, NULL, false, dptr);
+    if (r == CUDA_SUCCESS)
+        *pPitch = pitch;
+    return r;
+}
+
+FG_API CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
+                                unsigned int WidthInBytes, unsigned int Height,
+                                unsigned int ElementSizeBytes)
+{
+    CUdeviceptr p;
+    size_t pitch;
+    if (!dptr || !pPitch)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuMemAllocPitch_v2(&p, &pitch, WidthInBytes, Height, ElementSizeBytes);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (p > UINT32_MAX) {
+        cuMemFree_v2(p);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    *dptr = (CUdeviceptr_v1)p;
+    *pPitch = (unsigned int)pitch;
+    return r;
+}
+
+FG_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    struct cu_ctx *c;
+    CUresult r = cu_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+        return CUDA_ERROR_INVALID_VALUE;
+    return dev_alloc(c->dev, bytesize, bytesize, true, NULL, false, dptr);
+}
+
+/* Removes a device allocation and gives its charge back (or to its pool). */
+static CUresult dev_free(uintptr_t p, bool async)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (p == 0)
+        return CUDA_SUCCESS;
+    cu_lock();
+    struct cu_alloc *a = cu_reg_get(p, CU_K_DEVMEM);
+    if (!a) {
+        cu_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    cu_reg_del(p, CU_K_DEVMEM);
+    if (a->pool) {
+        a->pool->used -= a->charged;
+        a->pool->cached += a->charged; /* stays charged until the pool releases it */
+    } else {
+        fg_mem_release(cu_g.st, a->dev, a->charged);
+    }
+    cu_unlock();
+    (void)async;
+    munmap((void *)a->base, a->map_size);
+    free(a);
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    return dev_free((uintptr_t)dptr, false);
+}
+
+FG_API CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    return dev_free((uintptr_t)dptr, false);
+}
+
+static bool alloc_holds(void *value, const void *arg)
+{
+    const struct cu_alloc *a = value;
+    const uintptr_t *range = arg; /* [p, p + n) */
+    return range[0] >= a->base && range[0] - a->base < (a->size ? a->size : 1) &&
+           range[1] <= a->size - (range[0] - a->base);
+}
+
+static struct cu_alloc *find_alloc(uintptr_t p, size_t n, enum cu_kind kind)
+{
+    struct cu_alloc *a = cu_reg_get(p, kind);
+    if (a && n <= a->size)
+        return a;
+    uintptr_t range[2] = {p, n};
+    return cu_reg_find(kind, alloc_holds, range);
+}
+
+bool cu_range_known(uintptr_t p, size_t n)
+{
+    return find_alloc(p, n, CU_K_DEVMEM) || find_alloc(p, n, CU_K_MAPPING) ||
+           find_alloc(p, n, CU_K_HOSTMEM);
+}
+
+FG_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    cu_lock();
+    struct cu_alloc *a = find_alloc((uintptr_t)dptr, 0, CU_K_DEVMEM);
+    if (!a)
+        a = find_alloc((uintptr_t)dptr, 0, CU_K_MAPPING);
+    if (a) {
+        if (pbase)
+            *pbase = (CUdeviceptr)a->base;
+        if (psize)
+            *psize = a->size;
+    }
+    cu_unlock();
+    return a ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+FG_API CUresult cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize,
+                                     CUdeviceptr_v1 dptr)
+{
+    CUdeviceptr base;
+    size_t size;
+    CUresult r = cuMemGetAddressRange_v2(&base, &size, dptr);
+    if (r == CUDA_SUCCESS) {
+        if (pbase)
+            *pbase = (CUdeviceptr_v1)base;
+        if (psize)
+            *psize = (unsigned int)size;
+    }
+    return r;
+}
+
+FG_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    struct cu_ctx *c;
+    CUresult r = cu_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t used, tot;
+    r = cu_from_errno(fg_mem_info(cu_g.st, c->dev, &used, &tot));
+    if (r == CUDA_SUCCESS) {
+        *free_bytes = (size_t)(used < tot ? tot - used : 0);
+        *total = (size_t)tot;
+    }
+    return r;
+}
+
+FG_API CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
+{
+    size_t f, t;
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuMemGetInfo_v2(&f, &t);
+    if (r == CUDA_SUCCESS) {
+        *free_bytes = f > UINT32_MAX ? UINT32_MAX : (unsigned int)f;
+        *total = t > UINT32_MAX ? UINT32_MAX : (unsigned int)t;
+    }
+    return r;
+}
+
+/* ---- pools ---- */
+
+static void pool_release(struct cu_pool *p, uint64_t keep)
+{
+    uint64_t held = p->used + p->cached;
+    if (held <= keep || p->cached == 0)
+        return;
+    uint64_t give = held - keep < p->cached ? held - keep : p->cached;
+    fg_mem_release(cu_g.st, p->dev, give);
+    p->cached -= give;
+}
+
+void cu_pools_trim_all(int dev)
+{
+    if (!cu_g.inited)
+        return;
+    cu_lock();
+    for (struct cu_pool *p = cu_g.pools; p; p = p->next)
+        if (dev < 0 || p->dev == dev)
+            pool_release(p, p->threshold);
+    cu_unlock();
+}
+
+static struct cu_pool *pool_new(int dev, bool is_default)
+{
+    struct cu_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->dev = dev;
+    p->is_default = is_default;
+    p->reuse[0] = p->reuse[1] = p->reuse[2] = 1;
+    if (!cu_reg_add((uintptr_t)p, CU_K_POOL, p)) {
+        free(p);
+        return NULL;
+    }
+    p->next = cu_g.pools;
+    cu_g.pools = p;
+    return p;
+}
+
+static struct cu_pool *default_pool(int dev)
+{
+    if (!cu_g.default_pool[dev])
+        cu_g.default_pool[dev] = pool_new(dev, true);
+    return cu_g.default_pool[dev];
+}
+
+FG_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    CUresult r = cu_check_device(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pool_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    cu_lock();
+    struct cu_pool *p = default_pool(dev);
+    cu_unlock();
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *pool_out = (CUmemoryPool)p;
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pool || !poolProps || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    r = cu_check_device(poolProps->location.id);
+    if (r != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    cu_lock();
+    struct cu_pool *p = pool_new(poolProps->location.id, false);
+    cu_unlock();
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *pool = (CUmemoryPool)p;
+    return CUDA_SUCCESS;
+}
+
+static bool alloc_in_pool(void *value, const void *arg)
+{
+    return ((struct cu_alloc *)value)->pool == arg;
+}
+
+FG_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    cu_lock();
+    struct cu_pool *p = cu_reg_get((uintptr_t)pool, CU_K_POOL);
+    if (!p || p->is_default) {
+        cu_unlock();
+        return p ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
+    }
+    pool_release(p, 0);
+    /* Blocks still out are charged on their own from now on. */
+    struct cu_alloc *a;
+    while ((a = cu_reg_find(CU_K_DEVMEM, alloc_in_pool, p)) != NULL)
+        a->pool = NULL;
+    cu_reg_del((uintptr_t)p, CU_K_POOL);
+    for (struct cu_pool **pp = &cu_g.pools; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    cu_unlock();
+    free(p);
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    cu_lock();
+    struct cu_pool *p = cu_reg_get((uintptr_t)pool, CU_K_POOL);
+    if (p)
+        pool_release(p, minBytesToKeep);
+    cu_unlock();
+    return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *value, bool set)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    cu_lock();
+    struct cu_pool *p = cu_reg_get((uintptr_t)pool, CU_K_POOL);
+    if (!p) {
+        cu_unlock();
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    cuuint64_t *u64 = value;
+    int *i32 = value;
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        if (set)
+            p->reuse[attr - 1] = *i32 != 0;
+        else
+            *i32 = p->reuse[attr - 1];
+        break;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        if (set)
+            p->threshold = *u64;
+        else
+            *u64 = p->threshold;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+        if (set)
+            r = CUDA_ERROR_INVALID_VALUE;
+        else
+            *u64 = attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT ? p->used : p->used + p->cached;
+        break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: {
+        uint64_t *high = attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH ? &p->used_high : &p->reserved_high;
+        if (set && *u64 != 0)
+            r = CUDA_ERROR_INVALID_VALUE; /* may only be reset to 0 */
+        else if (set)
+            *high = attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH ? p->used : p->used + p->cached;
+        else
+            *u64 = *high;
+        break;
+    }
+    default:
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    cu_unlock();
+    return r;
+}
+
+FG_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    return pool_attr(pool, attr, value, true);
+}
+
+FG_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    return pool_attr(pool, attr, value, false);
+}
+
+static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream h,
+                            bool pt)
+{
+    struct cu_ctx *c;
+    CUresult r = cu_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct cu_stream *s;
+    int sid;
+    cu_lock();
+    r = cu_stream_resolve(c, h, pt, &sid, &s);
+    struct cu_pool *p = NULL;
+    if (r == CUDA_SUCCESS) {
+        p = pool ? cu_reg_get((uintptr_t)pool, CU_K_POOL) : default_pool(c->dev);
+        if (!p)
+            r = pool ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    cu_unlock();
+    if (r != CUDA_SUCCESS)
+        return r;
+    return dev_alloc(p->dev, bytesize, bytesize, false, p, false, dptr);
+}
+
+FG_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, NULL, hStream, false);
+}
+
+FG_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, NULL, hStream, true);
+}
+
+FG_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                        CUstream hStream)
+{
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc_async(dptr, bytesize, pool, hStream, false);
+}
+
+FG_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                             CUstream hStream)
+{
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc_async(dptr, bytesize, pool, hStream, true);
+}
+
+static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
+{
+    struct cu_ctx *c;
+    CUresult r = cu_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct cu_stream *s;
+    int sid;
+    cu_lock();
+    r = cu_stream_resolve(c, h, pt, &sid, &s);
+    cu_unlock();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dptr == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return dev_free((uintptr_t)dptr, true);
+}
+
+FG_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_async(dptr, hStream, false);
+}
+
+FG_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_async(dptr, hStream, true);
+}
+
+/* ---- arrays ---- */
+
+static size_t format_bytes(CUarray_format f)
+{
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+        return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+        return 4;
+    default:
+        return 0;
+    }
+}
+
+/* Bytes of a w x h x d array of `channels` elements of format f; 0 when invalid. */
+static size_t array_bytes(size_t w, size_t h, size_t d, CUarray_format f, unsigned channels)
+{
+    size_t elem = format_bytes(f);
+    if (!elem || w == 0 || (channels != 1 && channels != 2 && channels != 4))
+        return 0;
+    size_t n = elem * channels;
+    size_t dims[3] = {w, h ? h : 1, d ? d : 1};
+    for (int i = 0; i < 3; i++) {
+        if (dims[i] > SIZE_MAX / n)
+            return 0;
+        n *= dims[i];
+    }
+    return n;
+}
+
+static CUresult array_new(size_t bytes, enum cu_kind kind, void **out)
+{
+    struct cu_ctx *c;
+    CUresult r = cu_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!out || bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct cu_array *a = calloc(1, sizeof *a);
+    void *data = map_anon(bytes, false);
+    if (!a || !data) {
+        free(a);
+        if (data)
+            munmap(data, bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    a->data = data;
+    a->bytes = bytes;
+    a->dev = c->dev;
+    cu_lock();
+    r = cu_from_errno(fg_mem_reserve(cu_g.st, c->dev, bytes));
+    if (r == CUDA_SUCCESS && !cu_reg_add((uintptr_t)a, kind, a)) {
+        fg_mem_release(cu_g.st, c->dev, bytes);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    cu_unlock();
+    if (r != CUDA_SUCCESS) {
+        munmap(data, bytes);
+        free(a);
+        return r;
+    }
+    *out = a;
+    return CUDA_SUCCESS;
+}
+
+static CUresult array_free(uintptr_t h, enum cu_kind kind)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    cu_lock();
+    struct cu_array *a = cu_reg_get(h, kind);
+    if (a) {
+        cu_reg_del(h, kind);
+        fg_mem_release(cu_g.st, a->dev, a->bytes);
+    }
+    cu_unlock();
+    if (!a)
+        return CUDA_ERROR_INVALID_HANDLE;
+    munmap(a->data, a->bytes);
+    free(a);
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+    if (!pHandle || !d)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t bytes = array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels);
+    return array_new(bytes, CU_K_ARRAY, (void **)pHandle);
+}
+
+FG_API CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
+{
+    if (!d)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_ARRAY_DESCRIPTOR d2 = {d->Width, d->Height, d->Format, d->NumChannels};
+    return cuArrayCreate_v2(pHandle, &d2);
+}
+
+FG_API CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    if (!pHandle || !d)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t bytes = array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels);
+    return array_new(bytes, CU_K_ARRAY, (void **)pHandle);
+}
+
+FG_API CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
+{
+    if (!d)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_ARRAY3D_DESCRIPTOR d2 = {d->Width,  d->Height,      d->Depth,
+                                  d->Format, d->NumChannels, d->Flags};
+    return cuArray3DCreate_v2(pHandle, &d2);
+}
+
+FG_API CUresult cuArrayDestroy(CUarray hArray)
+{
+    return array_free((uintptr_t)hArray, CU_K_ARRAY);
+}
+
+FG_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                       unsigned int levels)
+{
+    if (!pHandle || !d || levels == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t total = 0, w = d->Width, h = d->Height, z = d->Depth;
+    for (unsigned i = 0; i < levels; i++) {
+        size_t b = array_bytes(w, h, z, d->Format, d->NumChannels);
+        if (b == 0 || total + b < total)
+            return CUDA_ERROR_INVALID_VALUE;
+        total += b;
+        w = w > 1 ? w / 2 : 1;
+        h = h > 1 ? h / 2 : h;
+        z = z > 1 ? z / 2 : z;
+    }
+    return array_new(total, CU_K_MIPMAP, (void **)pHandle);
+}
+
+FG_API CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
+    return array_free((uintptr_t)hMipmappedArray, CU_K_MIPMAP);
+}
+
+/* ---- virtual memory management ---- */
+
+static CUresult check_prop(const CUmemAllocationProp *prop)
+{
+    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (cu_check_device(prop->location.id) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                              CUmemAllocationGranularity_flags option)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!granularity || (unsigned)option > CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+        return CUDA_ERROR_INVALID_VALUE;
+    r = check_prop(prop);
+    if (r == CUDA_SUCCESS)
+        *granularity = (size_t)CU_GRANULARITY;
+    return r;
+}
+
+FG_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                            const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!handle || size == 0 || size % CU_GRANULARITY != 0 || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    r = check_prop(prop);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct cu_vmm *v = calloc(1, sizeof *v);
+    if (!v)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    v->dev = prop->location.id;
+    v->size = size;
+    v->fd = memfd_create("fakegpu-vmm", MFD_CLOEXEC);
+    if (v->fd < 0 || ftruncate(v->fd, (off_t)size) != 0) {
+        if (v->fd >= 0)
+            close(v->fd);
+        free(v);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    cu_lock();
+    r = cu_from_errno(fg_mem_reserve(cu_g.st, v->dev, size));
+    if (r == CUDA_SUCCESS && !cu_reg_add((uintptr_t)v, CU_K_VMM, v)) {
+        fg_mem_release(cu_g.st, v->dev, size);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    cu_unlock();
+    if (r != CUDA_SUCCESS) {
+        close(v->fd);
+        free(v);
+        return r;
+    }
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)v;
+    return CUDA_SUCCESS;
+}
+
+/* Frees the memory once released and unmapped everywhere (under the lock). */
+static void vmm_maybe_free(struct cu_vmm *v)
+{
+    if (!v->released || v->maps > 0)
+        return;
+    fg_mem_release(cu_g.st, v->dev, v->size);
+    close(v->fd);
+    free(v);
+}
+
+FG_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    cu_lock();
+    struct cu_vmm *v = cu_reg_get((uintptr_t)handle, CU_K_VMM);
+    if (v) {
+        cu_reg_del((uintptr_t)v, CU_K_VMM);
+        v->released = true;
+        vmm_maybe_free(v);
+    }
+    cu_unlock();
+    return v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+FG_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+                                    CUdeviceptr addr, unsigned long long flags)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!ptr || size == 0 || size % CU_GRANULARITY != 0 || flags != 0 ||
+        (alignment & (alignment - 1)) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t align = alignment > CU_GRANULARITY ? alignment : (size_t)CU_GRANULARITY;
+    if (size > SIZE_MAX - align)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Over-reserve, then trim to an aligned window; addr is only a hint. */
+    (void)addr;
+    void *raw =
+        mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (raw == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uintptr_t start = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
+    if (start > (uintptr_t)raw)
+        munmap(raw, start - (uintptr_t)raw);
+    uintptr_t end = (uintptr_t)raw + size + align;
+    if (end > start + size)
+        munmap((void *)(start + size), end - (start + size));
+    struct cu_alloc *a = calloc(1, sizeof *a);
+    if (!a) {
+        munmap((void *)start, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    a->base = start;
+    a->size = size;
+    a->map_size = size;
+    cu_lock();
+    bool ok = cu_reg_add(start, CU_K_RESERVE, a);
+    cu_unlock();
+    if (!ok) {
+        munmap((void *)start, size);
+        free(a);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *ptr = (CUdeviceptr)start;
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    cu_lock();
+    struct cu_alloc *a = cu_reg_get((uintptr_t)ptr, CU_K_RESERVE);
+    if (!a || a->size != size) {
+        cu_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    cu_reg_del((uintptr_t)ptr, CU_K_RESERVE);
+    cu_unlock();
+    munmap((void *)a->base, a->size);
+    free(a);
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                         CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (size == 0 || flags != 0 || size % CU_GRANULARITY || offset % CU_GRANULARITY ||
+        ptr % CU_GRANULARITY)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct cu_alloc *m = calloc(1, sizeof *m);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    cu_lock();
+    struct cu_vmm *v = cu_reg_get((uintptr_t)handle, CU_K_VMM);
+    if (!v)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    else if (offset > v->size || size > v->size - offset || !find_alloc(ptr, size, CU_K_RESERVE))
+        r = CUDA_ERROR_INVALID_VALUE;
+    else if (find_alloc(ptr, 1, CU_K_MAPPING) || find_alloc(ptr + size - 1, 1, CU_K_MAPPING))
+        r = CUDA_ERROR_ALREADY_MAPPED;
+    if (r == CUDA_SUCCESS) {
+        void *p = mmap((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                       v->fd, (off_t)offset);
+        if (p == MAP_FAILED) {
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            m->base = (uintptr_t)ptr;
+            m->size = size;
+            m->dev = v->dev;
+            m->vmm = v;
+            if (!cu_reg_add(m->base, CU_K_MAPPING, m)) {
+                mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+                     -1, 0);
+                r = CUDA_ERROR_OUT_OF_MEMORY;
+            } else {
+                v->maps++;
+            }
+        }
+    }
+    cu_unlock();
+    if (r != CUDA_SUCCESS)
+        free(m);
+    return r;
+}
+
+FG_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    cu_lock();
+    struct cu_alloc *m = cu_reg_get((uintptr_t)ptr, CU_K_MAPPING);
+    if (!m || m->size != size) {
+        cu_unlock();
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    cu_reg_del(m->base, CU_K_MAPPING);
+    /* Put the reservation's PROT_NONE placeholder back. */
+    mmap((void *)m->base, m->size, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    m->vmm->maps--;
+    vmm_maybe_free(m->vmm);
+    cu_unlock();
+    free(m);
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                               size_t count)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!desc || count == 0 || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++) {
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+            cu_check_device(desc[i].location.id) != CUDA_SUCCESS)
+            return CUDA_ERROR_INVALID_DEVICE;
+        if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
+            desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+            desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    cu_lock();
+    bool mapped = find_alloc((uintptr_t)ptr, size, CU_K_MAPPING) != NULL;
+    cu_unlock();
+    return mapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- host memory ---- */
+
+static CUresult host_add(void *p, size_t size, size_t map_size)
+{
+    struct cu_alloc *a = calloc(1, sizeof *a);
+    if (!a)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    a->base = (uintptr_t)p;
+    a->size = size;
+    a->map_size = map_size;
+    a->dev = -1;
+    cu_lock();
+    CUresult r = CUDA_SUCCESS;
+    if (find_alloc(a->base, size, CU_K_HOSTMEM))
+        r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    else if (!cu_reg_add(a->base, CU_K_HOSTMEM, a))
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    cu_unlock();
+    if (r != CUDA_SUCCESS)
+        free(a);
+    return r;
+}
+
+FG_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+    struct cu_ctx *c;
+    CUresult r = cu_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pp || bytesize == 0 || (Flags & ~0x7U))
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = map_anon(bytesize, false);
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    r = host_add(p, bytesize, bytesize);
+    if (r != CUDA_SUCCESS) {
+        munmap(p, bytesize);
+        return r;
+    }
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+FG_API CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
+{
+    return cuMemHostAlloc(pp, bytesize, 0);
+}
+
+FG_API CUresult cuMemFreeHost(void *p)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    cu_lock();
+    struct cu_alloc *a = cu_reg_get((uintptr_t)p, CU_K_HOSTMEM);
+    if (a && a->map_size == 0)
+        a = NULL; /* registered memory is the caller's, not ours to free */
+    if (a)
+        cu_reg_del((uintptr_t)p, CU_K_HOSTMEM);
+    cu_unlock();
+    if (!a)
+        return CUDA_ERROR_INVALID_VALUE;
+    munmap(p, a->map_size);
+    free(a);
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+    struct cu_ctx *c;
+    CUresult r = cu_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!p || bytesize == 0 || (Flags & ~0xfU))
+        return CUDA_ERROR_INVALID_VALUE;
+    return host_add(p, bytesize, 0);
+}
+
+FG_API CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
+{
+    return cuMemHostRegister_v2(p, bytesize, Flags);
+}
+
+FG_API CUresult cuMemHostUnregister(void *p)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    cu_lock();
+    struct cu_alloc *a = cu_reg_get((uintptr_t)p, CU_K_HOSTMEM);
+    if (a && a->map_size != 0)
+        a = NULL;
+    if (a)
+        cu_reg_del((uintptr_t)p, CU_K_HOSTMEM);
+    cu_unlock();
+    if (!a)
+        return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    free(a);
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+    CUresult r = cu_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pdptr || Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    cu_lock();
+    bool known = find_alloc((uintptr_t)p, 1, CU_K_HOSTMEM) != NULL;
+    cu_unlock();
+    if (!known)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pdptr = (CUdeviceptr)(uintptr_t)p; /* unified addressing: the same address */
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemHostGetDevicePointer(CUdeviceptr_v1 *pdptr, void *p, unsigned int Flags)
+{
+    CUdeviceptr d;
+    if (!pdptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = cuMemHostGetDevicePointer_v2(&d, p, Flags);
+    if (r == CUDA_SUCCESS && d > UINT32_MAX)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (r == CUDA_SUCCESS)
+        *pdptr = (CUdeviceptr_v1)d;
+    return r;
+}
+
+/* ---- memset and memcpy ---- */
+
+enum cu_sync { CU_SYNC, CU_ASYNC };
+
+/* Checks context, stream and the device range; for a synchronous call waits for the
+ * default stream first, as the legacy stream orders it after earlier work. When the
+ * stream is capturing, *graph is where the node goes. */
+static CUresult copy_prepare(CUstream h, bool pt, enum cu_sync sync, uintptr_t dev_a,
+                             uintptr_t dev_b, size_t n, struct cu_graph **graph)
+{
+    struct cu_ctx *c;
+    CUresult r = cu_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct cu_stream *s;
+    int sid;
+    cu_lock();
+    r = cu_stream_resolve(c, h, pt, &sid, &s);
+    if (r == CUDA_SUCCESS &&
+        ((dev_a && !cu_range_known(dev_a, n)) || (dev_b && !cu_range_known(dev_b, n))))
+        r = CUDA_ERROR_INVALID_VALUE;
+    *graph =
+        r == CUDA_SUCCESS && s && s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE ? s->graph : NULL;
+    cu_unlock();
+    if (r == CUDA_SUCCESS && sync == CU_SYNC && !*graph)
+        r = cu_from_errno(fg_stream_wait(cu_g.st, sid));
+    return r;
+}
+
+static CUresult do_copy(void *dst, const void *src, size_t n, struct cu_graph *g)
+{
+    if (g) {
+        struct cu_node node = {.type = CU_NODE_COPY, .dst = dst, .src = src, .bytes = n};
+        cu_lock();
+        CUresult r = cu_graph_add(g, &node);
+        cu_unlock();
+        return r;
+    }
+    if (n)
+        memmove(dst, src, n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult memset_any(uintptr_t dst, uint32_t value, unsigned elem, size_t count, CUstream h,
+                           bool pt, enum cu_sync sync)
+{
+    struct cu_graph *g;
+    if (count > SIZE_MAX / elem)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dst % elem)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = copy_prepare(h, pt, sync, dst, 0, count * elem, &g);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct cu_node node = {.type = CU_NODE_SET,
+                           .dst = (void *)dst,
+                           .bytes = count * elem,
+                           .value = value,
+                           .elem = elem};
+    if (g) {
+        cu_lock();
+        r = cu_graph_add(g, &node);
+        cu_unlock();
+        return r;
+    }
+    if (elem == 1) {
+        memset((void *)dst, (int)(value & 0xff), count);
+    } else {
+        unsigned char *d = (unsigned char *)dst;
+        for (size_t i = 0; i < count; i++)
+            memcpy(d + i * elem, &value, elem);
+    }
+    return CUDA_SUCCESS;
+}
+
+#define CU_NULL_STREAM ((CUstream)0)
+
+FG_API CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char uc, size_t N)
+{
+    return memset_any((uintptr_t)d, uc, 1, N, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char uc, size_t N)
+{
+    return memset_any((uintptr_t)d, uc, 1, N, CU_NULL_STREAM, true, CU_SYNC);
+}
+FG_API CUresult cuMemsetD8(CUdeviceptr_v1 d, unsigned char uc, unsigned int N)
+{
+    return memset_any((uintptr_t)d, uc, 1, N, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short us, size_t N)
+{
+    return memset_any((uintptr_t)d, us, 2, N, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemsetD16_v2_ptds(CUdeviceptr d, unsigned short us, size_t N)
+{
+    return memset_any((uintptr_t)d, us, 2, N, CU_NULL_STREAM, true, CU_SYNC);
+}
+FG_API CUresult cuMemsetD16(CUdeviceptr_v1 d, unsigned short us, unsigned int N)
+{
+    return memset_any((uintptr_t)d, us, 2, N, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int ui, size_t N)
+{
+    return memset_any((uintptr_t)d, ui, 4, N, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int ui, size_t N)
+{
+    return memset_any((uintptr_t)d, ui, 4, N, CU_NULL_STREAM, true, CU_SYNC);
+}
+FG_API CUresult cuMemsetD32(CUdeviceptr_v1 d, unsigned int ui, unsigned int N)
+{
+    return memset_any((uintptr_t)d, ui, 4, N, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char uc, size_t N, CUstream h)
+{
+    return memset_any((uintptr_t)d, uc, 1, N, h, false, CU_ASYNC);
+}
+FG_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char uc, size_t N, CUstream h)
+{
+    return memset_any((uintptr_t)d, uc, 1, N, h, true, CU_ASYNC);
+}
+FG_API CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short us, size_t N, CUstream h)
+{
+    return memset_any((uintptr_t)d, us, 2, N, h, false, CU_ASYNC);
+}
+FG_API CUresult cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short us, size_t N, CUstream h)
+{
+    return memset_any((uintptr_t)d, us, 2, N, h, true, CU_ASYNC);
+}
+FG_API CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int ui, size_t N, CUstream h)
+{
+    return memset_any((uintptr_t)d, ui, 4, N, h, false, CU_ASYNC);
+}
+FG_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int ui, size_t N, CUstream h)
+{
+    return memset_any((uintptr_t)d, ui, 4, N, h, true, CU_ASYNC);
+}
+
+/* One copy: dev_dst/dev_src are the device sides to validate (0: host side). */
+static CUresult copy1(uintptr_t dst, uintptr_t src, size_t n, bool dev_dst, bool dev_src,
+                      CUstream h, bool pt, enum cu_sync sync)
+{
+    struct cu_graph *g;
+    if (!dst || !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = copy_prepare(h, pt, sync, dev_dst ? dst : 0, dev_src ? src : 0, n, &g);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return do_copy((void *)dst, (const void *)src, n, g);
+}
+
+#define HTOD(d, s, n, h, pt, sy) copy1((uintptr_t)(d), (uintptr_t)(s), n, true, false, h, pt, sy)
+#define DTOH(d, s, n, h, pt, sy) copy1((uintptr_t)(d), (uintptr_t)(s), n, false, true, h, pt, sy)
+#define DTOD(d, s, n, h, pt, sy) copy1((uintptr_t)(d), (uintptr_t)(s), n, true, true, h, pt, sy)
+#define ANY(d, s, n, h, pt, sy)  copy1((uintptr_t)(d), (uintptr_t)(s), n, false, false, h, pt, sy)
+
+FG_API CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n)
+{
+    return HTOD(d, s, n, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n)
+{
+    return HTOD(d, s, n, CU_NULL_STREAM, true, CU_SYNC);
+}
+FG_API CUresult cuMemcpyHtoD(CUdeviceptr_v1 d, const void *s, unsigned int n)
+{
+    return HTOD(d, s, n, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n)
+{
+    return DTOH(d, s, n, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n)
+{
+    return DTOH(d, s, n, CU_NULL_STREAM, true, CU_SYNC);
+}
+FG_API CUresult cuMemcpyDtoH(void *d, CUdeviceptr_v1 s, unsigned int n)
+{
+    return DTOH(d, s, n, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n)
+{
+    return DTOD(d, s, n, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr d, CUdeviceptr s, size_t n)
+{
+    return DTOD(d, s, n, CU_NULL_STREAM, true, CU_SYNC);
+}
+FG_API CUresult cuMemcpyDtoD(CUdeviceptr_v1 d, CUdeviceptr_v1 s, unsigned int n)
+{
+    return DTOD(d, s, n, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream h)
+{
+    return HTOD(d, s, n, h, false, CU_ASYNC);
+}
+FG_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream h)
+{
+    return HTOD(d, s, n, h, true, CU_ASYNC);
+}
+FG_API CUresult cuMemcpyHtoDAsync(CUdeviceptr_v1 d, const void *s, unsigned int n, CUstream h)
+{
+    return HTOD(d, s, n, h, false, CU_ASYNC);
+}
+FG_API CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream h)
+{
+    return DTOH(d, s, n, h, false, CU_ASYNC);
+}
+FG_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *d, CUdeviceptr s, size_t n, CUstream h)
+{
+    return DTOH(d, s, n, h, true, CU_ASYNC);
+}
+FG_API CUresult cuMemcpyDtoHAsync(void *d, CUdeviceptr_v1 s, unsigned int n, CUstream h)
+{
+    return DTOH(d, s, n, h, false, CU_ASYNC);
+}
+FG_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
+{
+    return DTOD(d, s, n, h, false, CU_ASYNC);
+}
+FG_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
+{
+    return DTOD(d, s, n, h, true, CU_ASYNC);
+}
+FG_API CUresult cuMemcpyDtoDAsync(CUdeviceptr_v1 d, CUdeviceptr_v1 s, unsigned int n, CUstream h)
+{
+    return DTOD(d, s, n, h, false, CU_ASYNC);
+}
+/* Unified addressing: either side may be host or device memory. */
+FG_API CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n)
+{
+    return ANY(d, s, n, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemcpy_ptds(CUdeviceptr d, CUdeviceptr s, size_t n)
+{
+    return ANY(d, s, n, CU_NULL_STREAM, true, CU_SYNC);
+}
+FG_API CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
+{
+    return ANY(d, s, n, h, false, CU_ASYNC);
+}
+FG_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
+{
+    return ANY(d, s, n, h, true, CU_ASYNC);
+}
+
+/* 2D: one side's start address from its memory type (under the lock for arrays). */
+static CUresult side_addr(CUmemorytype type, const void *host, CUdeviceptr dev, CUarray arr,
+                          uintptr_t *out)
+{
+    switch (type) {
+    case CU_MEMORYTYPE_HOST:
+        *out = (uintptr_t)host;
+        return host ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_MEMORYTYPE_DEVICE:
+    case CU_MEMORYTYPE_UNIFIED:
+        *out = (uintptr_t)dev;
+        return dev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_MEMORYTYPE_ARRAY: {
+        cu_lock();
+        struct cu_array *a = cu_reg_get((uintptr_t)arr, CU_K_ARRAY);
+        *out = a ? (uintptr_t)a->data : 0;
+        cu_unlock();
+        return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    }
+    default:
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream h, bool pt, enum cu_sync sync)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    uintptr_t src, dst;
+    CUresult r = side_addr(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, &src);
+    if (r == CUDA_SUCCESS)
+        r = side_addr(p->dstMemoryType, p->dstHost, p->dstDevice, p->dstArray, &dst);
+    if (r != CUDA_SUCCESS)
+        return r;
+    size_t spitch = p->srcMemoryType == CU_MEMORYTYPE_ARRAY ? p->WidthInBytes : p->srcPitch;
+    size_t dpitch = p->dstMemoryType == CU_MEMORYTYPE_ARRAY ? p->WidthInBytes : p->dstPitch;
+    if (p->Height == 0 || p->WidthInBytes == 0)
+        return CUDA_SUCCESS;
+    if ((p->Height > 1 && (spitch < p->WidthInBytes || dpitch < p->WidthInBytes)))
+        return CUDA_ERROR_INVALID_VALUE;
+    src += p->srcXInBytes + p->srcY * spitch;
+    dst += p->dstXInBytes + p->dstY * dpitch;
+    bool dev_src = p->srcMemoryType == CU_MEMORYTYPE_DEVICE;
+    bool dev_dst = p->dstMemoryType == CU_MEMORYTYPE_DEVICE;
+    size_t span_s = (p->Height - 1) * spitch + p->WidthInBytes;
+    size_t span_d = (p->Height - 1) * dpitch + p->WidthInBytes;
+    struct cu_graph *g;
+    r = copy_prepare(h, pt, sync, dev_dst ? dst : 0, 0, span_d, &g);
+    if (r == CUDA_SUCCESS && dev_src) {
+        cu_lock();
+        if (!cu_range_known(src, span_s))
+            r = CUDA_ERROR_INVALID_VALUE;
+        cu_unlock();
+    }
+    for (size_t row = 0; row < p->Height && r == CUDA_SUCCESS; row++)
+        r = do_copy((void *)(dst + row * dpitch), (const void *)(src + row * spitch),
+                    p->WidthInBytes, g);
+    return r;
+}
+
+static CUDA_MEMCPY2D copy2d_from_v1(const CUDA_MEMCPY2D_v1 *p)
+{
+    CUDA_MEMCPY2D q = {
+        .srcXInBytes = p->srcXInBytes,
+        .srcY = p->srcY,
+        .srcMemoryType = p->srcMemoryType,
+        .srcHost = p->srcHost,
+        .srcDevice = p->srcDevice,
+        .srcArray = p->srcArray,
+        .srcPitch = p->srcPitch,
+        .dstXInBytes = p->dstXInBytes,
+        .dstY = p->dstY,
+        .dstMemoryType = p->dstMemoryType,
+        .dstHost = p->dstHost,
+        .dstDevice = p->dstDevice,
+        .dstArray = p->dstArray,
+        .dstPitch = p->dstPitch,
+        .WidthInBytes = p->WidthInBytes,
+        .Height = p->Height,
+    };
+    return q;
+}
+
+FG_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p)
+{
+    return copy2d(p, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *p)
+{
+    return copy2d(p, CU_NULL_STREAM, true, CU_SYNC);
+}
+FG_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p)
+{
+    return copy2d(p, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *p)
+{
+    return copy2d(p, CU_NULL_STREAM, true, CU_SYNC);
+}
+FG_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream h)
+{
+    return copy2d(p, h, false, CU_ASYNC);
+}
+FG_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream h)
+{
+    return copy2d(p, h, true, CU_ASYNC);
+}
+FG_API CUresult cuMemcpy2D(const CUDA_MEMCPY2D_v1 *p)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_MEMCPY2D q = copy2d_from_v1(p);
+    return copy2d(&q, CU_NULL_STREAM, false, CU_SYNC);
+}
+FG_API CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D_v1 *p)
+{
+    return cuMemcpy2D(p);
+}
+FG_API CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D_v1 *p, CUstream h)
+{
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUDA_MEMCPY2D q = copy2d_from_v1(p);
+    return copy2d(&q, h, false, CU_ASYNC);
+}
