@@ -54,10 +54,8 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The learned mix is refreshed at arrivals 1, 2, 4, ..., 256 and every 256 after. */
-#ifndef LEARNED_PCT
-#define LEARNED_PCT 100
-#endif
+/* The learned mix (every shape seen so far, not cut to a typical set: cutting to 95 %
+ * cost 0.2 points on openb) is refreshed at arrivals 1, 2, 4, ..., 256 and every 256 after. */
 static bool refresh_due(size_t arrivals)
 {
     return arrivals % 256 == 0 || (arrivals < 256 && (arrivals & (arrivals - 1)) == 0);
@@ -156,7 +154,6 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
                 place_mix_clear(&learned);
                 for (size_t i = 0; i < seen.count; i++)
                     (void)place_mix_add(&learned, &seen.types[i]);
-                place_mix_keep_typical(&learned, LEARNED_PCT);
             }
         }
         struct place_decision d;
