@@ -1,0 +1,284 @@
+/* libvgpu configuration: one key table drives the environment parser, the limits-file
+ * parser and the user guide's table (docs/libvgpu.md). See config.h for the rules. */
+#define _GNU_SOURCE
+#include "libvgpu/config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/parse.h"
+#include "base/str.h"
+
+const struct vgpu_key vgpu_config_keys[] = {
+    {"CUDA_DEVICE_MEMORY_LIMIT", VGPU_KEY_BYTES, true, true, "none",
+     "memory limit of every visible GPU (bytes, or k/m/g binary suffix); 0 = none; "
+     "_<n> sets it for the n-th visible GPU"},
+    {"CUDA_DEVICE_SM_LIMIT", VGPU_KEY_PERCENT, true, true, "none",
+     "compute share in percent, 1..100; 0 = none; _<n> for the n-th visible GPU"},
+    {"CUDA_DEVICE_MEMORY_SHARED_CACHE", VGPU_KEY_PATH, false, true, VGPU_DEFAULT_REGION_PATH,
+     "absolute path of the container's shared region (created if absent)"},
+    {"VGPU_CONTEXT_MIB", VGPU_KEY_MIB, false, true, "256",
+     "device memory charged per CUDA context (MiB), 0..65536"},
+    {"VGPU_LOG_LEVEL", VGPU_KEY_LOGLEVEL, false, false, "silent",
+     "error, warn, info or debug; stderr, one line per event, rate-limited"},
+    {"VGPU_LIMITS_FILE", VGPU_KEY_PATH, false, false, "unset",
+     "read-only limits file; when set, its keys replace every key above in the environment"},
+};
+const unsigned vgpu_config_key_count = sizeof vgpu_config_keys / sizeof vgpu_config_keys[0];
+
+#define KEY_LIMITS_FILE (vgpu_config_key_count - 1)
+
+void vgpu_config_init(struct vgpu_config *c)
+{
+    memset(c, 0, sizeof *c);
+    (void)vg_strlcpy(c->region_path, VGPU_DEFAULT_REGION_PATH, sizeof c->region_path);
+    c->context_bytes = (uint64_t)VGPU_DEFAULT_CONTEXT_MIB << 20;
+    c->log_level = -1;
+}
+
+/* Which key a variable name is, and its device index (-1: the all-devices form). */
+static int match_key(const char *name, size_t len, int *index, struct vg_err *err)
+{
+    for (unsigned k = 0; k < vgpu_config_key_count; k++) {
+        const struct vgpu_key *key = &vgpu_config_keys[k];
+        size_t kl = strlen(key->name);
+        if (len < kl || memcmp(name, key->name, kl) != 0)
+            continue;
+        if (len == kl) {
+            *index = -1;
+            return (int)k;
+        }
+        if (!key->per_device || name[kl] != '_')
+            continue;
+        char digits[8];
+        size_t dl = len - kl - 1;
+        if (dl == 0 || dl >= sizeof digits)
+            return vg_err_set(err, -EINVAL, "%.*s: device index must be 0..%d", (int)len, name,
+                              VGPU_CONFIG_MAX_DEVICES - 1);
+        memcpy(digits, name + kl + 1, dl);
+        digits[dl] = '\0';
+        uint64_t n;
+        if (vg_parse_u64(digits, 0, VGPU_CONFIG_MAX_DEVICES - 1, &n, err) != 0 ||
+            (dl > 1 && digits[0] == '0'))
+            return vg_err_set(err, -EINVAL, "%.*s: device index must be 0..%d", (int)len, name,
+                              VGPU_CONFIG_MAX_DEVICES - 1);
+        *index = (int)n;
+        return (int)k;
+    }
+    return -ENOENT;
+}
+
+int vgpu_config_apply(struct vgpu_config *c, const char *name, size_t name_len, const char *value,
+                      bool from_file, struct vg_err *err)
+{
+    int index = -1;
+    int k = match_key(name, name_len, &index, err);
+    if (k == -ENOENT)
+        return 1;
+    if (k < 0)
+        return k;
+    const struct vgpu_key *key = &vgpu_config_keys[k];
+    if (from_file && !key->in_file)
+        return vg_err_set(err, -EINVAL, "%s is not allowed in a limits file", key->name);
+    struct vg_err sub = {0};
+    switch (key->kind) {
+    case VGPU_KEY_BYTES: {
+        uint64_t bytes;
+        if (vg_parse_bytes(value, &bytes, &sub) != 0)
+            return vg_err_set(err, -EINVAL, "%.*s=\"%s\": %s", (int)name_len, name, value, sub.msg);
+        c->memory_limit_set = c->memory_limit_set || bytes != 0;
+        if (index < 0) {
+            c->memory_limit_all = bytes;
+        } else {
+            c->memory_limit[index] = bytes;
+            c->memory_limit_given[index] = true;
+        }
+        return 0;
+    }
+    case VGPU_KEY_PERCENT: {
+        uint64_t pct;
+        if (vg_parse_u64(value, 0, 100, &pct, &sub) != 0)
+            return vg_err_set(err, -EINVAL, "%.*s=\"%s\": want a percentage 0..100 (%s)",
+                              (int)name_len, name, value, sub.msg);
+        if (index < 0) {
+            c->sm_limit_all = (uint32_t)pct;
+        } else {
+            c->sm_limit[index] = (uint32_t)pct;
+            c->sm_limit_given[index] = true;
+        }
+        return 0;
+    }
+    case VGPU_KEY_PATH:
+        if (value[0] != '/')
+            return vg_err_set(err, -EINVAL, "%s=\"%s\": want an absolute path", key->name, value);
+        if ((unsigned)k == KEY_LIMITS_FILE)
+            return 0; /* read by vgpu_config_load */
+        if (vg_strlcpy(c->region_path, value, sizeof c->region_path) < 0)
+            return vg_err_set(err, -EINVAL, "%s: path longer than %d bytes", key->name,
+                              VGPU_CONFIG_PATH_MAX - 1);
+        c->region_path_given = true;
+        return 0;
+    case VGPU_KEY_MIB: {
+        uint64_t mib;
+        if (vg_parse_u64(value, 0, 65536, &mib, &sub) != 0)
+            return vg_err_set(err, -EINVAL, "%s=\"%s\": want MiB 0..65536 (%s)", key->name, value,
+                              sub.msg);
+        c->context_bytes = mib << 20;
+        return 0;
+    }
+    case VGPU_KEY_LOGLEVEL: {
+        int level = vg_log_level_from_name(value);
+        if (level < 0)
+            return vg_err_set(err, -EINVAL, "%s=\"%s\": want error, warn, info or debug", key->name,
+                              value);
+        c->log_level = level;
+        return 0;
+    }
+    }
+    return vg_err_set(err, -EINVAL, "%s: unhandled key kind", key->name);
+}
+
+int vgpu_config_parse_file(struct vgpu_config *c, const char *text, size_t len, struct vg_err *err)
+{
+    if (len > VGPU_LIMITS_FILE_MAX)
+        return vg_err_set(err, -EFBIG, "limits file larger than %d bytes", VGPU_LIMITS_FILE_MAX);
+    bool header = false;
+    bool seen[sizeof vgpu_config_keys / sizeof vgpu_config_keys[0]][VGPU_CONFIG_MAX_DEVICES + 1];
+    memset(seen, 0, sizeof seen);
+    size_t pos = 0;
+    unsigned lineno = 0;
+    while (pos < len) {
+        lineno++;
+        const char *line = text + pos;
+        const char *nl = memchr(line, '\n', len - pos);
+        size_t ll = nl != NULL ? (size_t)(nl - line) : len - pos;
+        pos += ll + (nl != NULL ? 1 : 0);
+        if (ll >= VGPU_LIMITS_LINE_MAX)
+            return vg_err_set(err, -EINVAL, "limits file line %u: longer than %d bytes", lineno,
+                              VGPU_LIMITS_LINE_MAX - 1);
+        char buf[VGPU_LIMITS_LINE_MAX];
+        memcpy(buf, line, ll);
+        buf[ll] = '\0';
+        if (ll > 0 && buf[ll - 1] == '\r')
+            buf[--ll] = '\0';
+        if (memchr(buf, '\0', ll) != NULL)
+            return vg_err_set(err, -EINVAL, "limits file line %u: NUL byte", lineno);
+        if (ll == 0 || buf[0] == '#')
+            continue;
+        if (!header) {
+            if (strcmp(buf, VGPU_LIMITS_FILE_HEADER) != 0)
+                return vg_err_set(err, -EPROTO,
+                                  "limits file line %u: expected \"%s\" (format version 1)", lineno,
+                                  VGPU_LIMITS_FILE_HEADER);
+            header = true;
+            continue;
+        }
+        char *eq = strchr(buf, '=');
+        if (eq == NULL || eq == buf)
+            return vg_err_set(err, -EINVAL, "limits file line %u: expected KEY=VALUE", lineno);
+        size_t nl_len = (size_t)(eq - buf);
+        int index = -1;
+        struct vg_err sub = {0};
+        int k = match_key(buf, nl_len, &index, &sub);
+        if (k == -ENOENT)
+            return vg_err_set(err, -EINVAL, "limits file line %u: unknown key \"%.*s\"", lineno,
+                              (int)nl_len, buf);
+        if (k < 0)
+            return vg_err_set(err, k, "limits file line %u: %s", lineno, sub.msg);
+        bool *was = &seen[k][index + 1];
+        if (*was)
+            return vg_err_set(err, -EINVAL, "limits file line %u: \"%.*s\" given twice", lineno,
+                              (int)nl_len, buf);
+        *was = true;
+        int rc = vgpu_config_apply(c, buf, nl_len, eq + 1, true, &sub);
+        if (rc < 0)
+            return vg_err_set(err, rc, "limits file line %u: %s", lineno, sub.msg);
+    }
+    if (!header)
+        return vg_err_set(err, -EPROTO, "limits file: missing \"%s\" header",
+                          VGPU_LIMITS_FILE_HEADER);
+    c->from_file = true;
+    return 0;
+}
+
+static int read_limits_file(struct vgpu_config *c, const char *path, struct vg_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return vg_err_set(err, -errno, "VGPU_LIMITS_FILE %s: %s", path, strerror(errno));
+    char buf[VGPU_LIMITS_FILE_MAX + 1];
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + len, sizeof buf - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int e = errno;
+            close(fd);
+            return vg_err_set(err, -e, "VGPU_LIMITS_FILE %s: %s", path, strerror(e));
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (len == sizeof buf)
+            break;
+    }
+    close(fd);
+    int rc = vgpu_config_parse_file(c, buf, len, err);
+    if (rc < 0)
+        return vg_err_wrap(err, "VGPU_LIMITS_FILE %s", path);
+    return 0;
+}
+
+int vgpu_config_load(struct vgpu_config *c, char *const *envp, struct vg_err *err)
+{
+    vgpu_config_init(c);
+    const char *limits_file = NULL;
+    for (char *const *e = envp; e != NULL && *e != NULL; e++)
+        if (strncmp(*e, "VGPU_LIMITS_FILE=", 17) == 0)
+            limits_file = *e + 17;
+    if (limits_file != NULL) {
+        if (limits_file[0] != '/')
+            return vg_err_set(err, -EINVAL, "VGPU_LIMITS_FILE=\"%s\": want an absolute path",
+                              limits_file);
+        int rc = read_limits_file(c, limits_file, err);
+        if (rc < 0)
+            return rc;
+    }
+    for (char *const *e = envp; e != NULL && *e != NULL; e++) {
+        const char *eq = strchr(*e, '=');
+        if (eq == NULL)
+            continue;
+        size_t nl = (size_t)(eq - *e);
+        int index;
+        struct vg_err sub = {0};
+        int k = match_key(*e, nl, &index, &sub);
+        if (k == -ENOENT)
+            continue;
+        /* The file replaces every key it may hold, whether or not it sets it. */
+        if (k >= 0 && c->from_file && vgpu_config_keys[k].in_file)
+            continue;
+        int rc = k < 0 ? vg_err_set(err, k, "%s", sub.msg)
+                       : vgpu_config_apply(c, *e, nl, eq + 1, false, err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+uint64_t vgpu_config_memory_limit(const struct vgpu_config *c, unsigned n)
+{
+    if (n < VGPU_CONFIG_MAX_DEVICES && c->memory_limit_given[n])
+        return c->memory_limit[n];
+    return c->memory_limit_all;
+}
+
+uint32_t vgpu_config_sm_limit(const struct vgpu_config *c, unsigned n)
+{
+    if (n < VGPU_CONFIG_MAX_DEVICES && c->sm_limit_given[n])
+        return c->sm_limit[n];
+    return c->sm_limit_all;
+}

@@ -1,0 +1,82 @@
+/* libvgpu's configuration: HAMi's environment variables plus the read-only limits file
+ * the device plugin writes (VGPU_LIMITS_FILE), which takes precedence so that a process
+ * cannot raise its own limit by changing its environment.
+ *
+ * One table (config.c, vgpu_config_keys) lists every key with its kind, bounds and doc
+ * line; the environment parser, the file parser and docs/libvgpu.md follow it. An invalid
+ * value is an error with a message naming the key and the value: it is never read as
+ * "no limit". Nothing here allocates; the file is read into a bounded stack buffer. */
+#ifndef VGPU_LIBVGPU_CONFIG_H
+#define VGPU_LIBVGPU_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+#define VGPU_CONFIG_MAX_DEVICES  16    /* CUDA_DEVICE_*_LIMIT_<n>: n in 0..15 */
+#define VGPU_CONFIG_PATH_MAX     256   /* CUDA_DEVICE_MEMORY_SHARED_CACHE */
+#define VGPU_LIMITS_FILE_MAX     16384 /* bytes in a limits file */
+#define VGPU_LIMITS_LINE_MAX     512   /* bytes in one line of it */
+#define VGPU_LIMITS_FILE_HEADER  "vgpu-limits 1"
+#define VGPU_DEFAULT_REGION_PATH "/tmp/vgpu.region"
+#define VGPU_DEFAULT_CONTEXT_MIB 256
+
+enum vgpu_key_kind {
+    VGPU_KEY_BYTES,   /* "<number>" bytes or with k/m/g (binary); 0 = no limit */
+    VGPU_KEY_PERCENT, /* 0 (no limit) or 1..100 */
+    VGPU_KEY_PATH,    /* absolute path, at most VGPU_CONFIG_PATH_MAX - 1 bytes */
+    VGPU_KEY_MIB,     /* a number of MiB, 0..65536 */
+    VGPU_KEY_LOGLEVEL /* error | warn | info | debug */
+};
+
+struct vgpu_key {
+    const char *name;
+    enum vgpu_key_kind kind;
+    bool per_device; /* also NAME_<n>, n = CUDA device index 0..15 */
+    bool in_file;    /* allowed in the limits file */
+    const char *default_text;
+    const char *doc;
+};
+
+extern const struct vgpu_key vgpu_config_keys[];
+extern const unsigned vgpu_config_key_count;
+
+struct vgpu_config {
+    bool memory_limit_set;     /* any memory limit configured */
+    uint64_t memory_limit_all; /* CUDA_DEVICE_MEMORY_LIMIT (0: none) */
+    uint64_t memory_limit[VGPU_CONFIG_MAX_DEVICES];
+    bool memory_limit_given[VGPU_CONFIG_MAX_DEVICES];
+    uint32_t sm_limit_all; /* percent, 0 none */
+    uint32_t sm_limit[VGPU_CONFIG_MAX_DEVICES];
+    bool sm_limit_given[VGPU_CONFIG_MAX_DEVICES];
+    bool region_path_given;
+    char region_path[VGPU_CONFIG_PATH_MAX];
+    uint64_t context_bytes; /* VGPU_CONTEXT_MIB in bytes */
+    int log_level;          /* -1: silent */
+    bool from_file;         /* limits came from VGPU_LIMITS_FILE */
+};
+
+/* Defaults: no limits, default region path, silent. */
+void vgpu_config_init(struct vgpu_config *c);
+
+/* Applies one NAME=VALUE pair (name may carry a _<n> suffix). from_file: the pair came
+ * from the limits file (keys not allowed there are refused). Unknown names starting with
+ * a configuration prefix are refused; other names return 1 (not ours, ignored). */
+int vgpu_config_apply(struct vgpu_config *c, const char *name, size_t name_len, const char *value,
+                      bool from_file, struct vg_err *err);
+
+/* Parses the text of a limits file (len bytes, need not be NUL-terminated). */
+int vgpu_config_parse_file(struct vgpu_config *c, const char *text, size_t len, struct vg_err *err);
+
+/* The whole configuration from an environ-style array: VGPU_LIMITS_FILE (when set) is read
+ * and its limits replace every limit variable of the environment. */
+int vgpu_config_load(struct vgpu_config *c, char *const *envp, struct vg_err *err);
+
+/* The memory limit (bytes, 0: none) and compute limit (percent, 0: none) of the n-th
+ * visible CUDA device. */
+uint64_t vgpu_config_memory_limit(const struct vgpu_config *c, unsigned n);
+uint32_t vgpu_config_sm_limit(const struct vgpu_config *c, unsigned n);
+
+#endif

@@ -1,0 +1,510 @@
+/* libvgpu core: loading the real driver, setup from the configuration, the container's
+ * region, charging and releasing bytes, pools, contexts, fork and exit.
+ *
+ * Setup runs once the real driver is initialised (from the cuInit wrapper, from nvmlInit,
+ * or lazily from the first intercepted call of a program that initialised the driver
+ * some other way). Devices are always named by UUID, taken from the driver for each
+ * CUdevice ordinal, so CUDA_VISIBLE_DEVICES in any form (indices, UUIDs) maps the n-th
+ * visible device to CUDA_DEVICE_MEMORY_LIMIT_<n> and to the right region entry without
+ * libvgpu parsing it. */
+#define _GNU_SOURCE
+#include "libvgpu/vgpu.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/str.h"
+
+extern char **environ;
+
+struct vg_global vg_g = {
+    .setup_lock = PTHREAD_MUTEX_INITIALIZER,
+    .attach_lock = PTHREAD_MUTEX_INITIALIZER,
+    .ctx_lock = PTHREAD_MUTEX_INITIALIZER,
+    .pool_lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static bool load_ok;
+
+/* What a missing real entry point answers (driver too old, or no driver at all). */
+static CUresult missing_cuda(void)
+{
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+static vg_nvmlReturn_t missing_nvml(void)
+{
+    return VG_NVML_ERROR_UNINITIALIZED;
+}
+
+static void self_marker(void)
+{
+}
+
+/* True when handle is libvgpu itself (someone named it libcuda.so.1). */
+static bool is_self(void *sym)
+{
+    Dl_info a, b;
+    if (sym == NULL || dladdr(sym, &a) == 0 || dladdr((void *)self_marker, &b) == 0)
+        return false;
+    return a.dli_fbase == b.dli_fbase;
+}
+
+static void load_real_once(void)
+{
+    vg_g.cuda_handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    vg_g.nvml_handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
+#define VG_RESOLVE_CUDA(name)                                                                      \
+    vg_g.real.name = vg_g.cuda_handle ? vg_real_dlsym(vg_g.cuda_handle, #name) : NULL;             \
+    if (vg_g.real.name == NULL || is_self((void *)vg_g.real.name))                                 \
+        vg_g.real.name = (__typeof__(vg_g.real.name))(void (*)(void))missing_cuda;
+#define VG_RESOLVE_NVML(name)                                                                      \
+    vg_g.real.name = vg_g.nvml_handle ? vg_real_dlsym(vg_g.nvml_handle, #name) : NULL;             \
+    if (vg_g.real.name == NULL || is_self((void *)vg_g.real.name))                                 \
+        vg_g.real.name = (__typeof__(vg_g.real.name))(void (*)(void))missing_nvml;
+    VG_CUDA_HOOKS(VG_RESOLVE_CUDA)
+    VG_CUDA_CALLS(VG_RESOLVE_CUDA)
+    VG_NVML_HOOKS(VG_RESOLVE_NVML)
+    VG_NVML_CALLS(VG_RESOLVE_NVML)
+    void *init = vg_g.cuda_handle ? vg_real_dlsym(vg_g.cuda_handle, "cuInit") : NULL;
+    if (init != NULL && is_self(init)) {
+        (void)!write(2, "vgpu: libcuda.so.1 resolves to libvgpu itself; refusing to recurse\n", 68);
+        init = NULL;
+    }
+    load_ok = init != NULL;
+}
+
+bool vg_load_real(void)
+{
+    pthread_once(&load_once, load_real_once);
+    return load_ok;
+}
+
+/* ---- setup ---- */
+
+static void format_uuid(const CUuuid *u, char *out, size_t size)
+{
+    const unsigned char *b = (const unsigned char *)u->bytes;
+    (void)vg_snprintf(out, size,
+                      "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+                      b[12], b[13], b[14], b[15]);
+}
+
+static CUresult device_uuid(CUdevice d, char *out, size_t size)
+{
+    CUuuid u;
+    CUresult r = vg_g.real.cuDeviceGetUuid_v2(&u, d);
+    if (r != CUDA_SUCCESS)
+        r = vg_g.real.cuDeviceGetUuid(&u, d);
+    if (r == CUDA_SUCCESS)
+        format_uuid(&u, out, size);
+    return r;
+}
+
+static void refuse(const char *msg)
+{
+    char line[VG_ERR_MSG_MAX + 64];
+    int n = vg_snprintf(line, sizeof line, "vgpu: %s; CUDA initialisation refused\n", msg);
+    if (n < 0)
+        n = (int)strlen(line);
+    (void)!write(2, line, (size_t)n);
+}
+
+static int setup_region(struct vg_err *err)
+{
+    int count = 0;
+    CUresult r = vg_g.real.cuDeviceGetCount(&count);
+    if (r != CUDA_SUCCESS)
+        return vg_err_set(err, -EIO, "cuDeviceGetCount failed (%d)", (int)r);
+    if (count > REGION_MAX_DEVICES)
+        count = REGION_MAX_DEVICES;
+    struct region_config rc;
+    memset(&rc, 0, sizeof rc);
+    CUdevice devs[REGION_MAX_DEVICES];
+    for (int i = 0; i < count; i++) {
+        if (vg_g.real.cuDeviceGet(&devs[i], i) != CUDA_SUCCESS ||
+            device_uuid(devs[i], rc.devices[i].uuid, sizeof rc.devices[i].uuid) != CUDA_SUCCESS)
+            return vg_err_set(err, -EIO, "cannot read the UUID of CUDA device %d", i);
+        rc.devices[i].memory_limit = vgpu_config_memory_limit(&vg_g.config, (unsigned)i);
+        rc.devices[i].sm_limit_percent = vgpu_config_sm_limit(&vg_g.config, (unsigned)i);
+    }
+    if (count == 0)
+        return 1; /* no device: nothing to limit */
+    rc.device_count = (unsigned)count;
+    const char *path = vg_g.config.region_path;
+    if (region_create(path, &rc, err) < 0)
+        return vg_err_wrap(err, "creating region %s", path);
+    if (region_open(path, &vg_g.region, err) < 0)
+        return vg_err_wrap(err, "opening region %s", path);
+    for (int i = 0; i < count; i++) {
+        int d = region_find_device(vg_g.region, rc.devices[i].uuid);
+        if (devs[i] >= 0 && devs[i] < VG_MAX_CUDEVICES)
+            vg_g.dev_of[devs[i]] = d >= 0 ? d : -1;
+        if (d < 0)
+            vg_log(VG_LOG_WARN, "device not in the container's region; not limited", "uuid=%s",
+                   rc.devices[i].uuid);
+        else if (region_device(vg_g.region, (unsigned)d)->memory_limit !=
+                 rc.devices[i].memory_limit)
+            vg_log(VG_LOG_INFO, "region limit differs from this process's configuration",
+                   "uuid=%s region=%llu env=%llu", rc.devices[i].uuid,
+                   (unsigned long long)region_device(vg_g.region, (unsigned)d)->memory_limit,
+                   (unsigned long long)rc.devices[i].memory_limit);
+    }
+    return 0;
+}
+
+static int setup_slow(void)
+{
+    pthread_mutex_lock(&vg_g.setup_lock);
+    int s = atomic_load(&vg_g.setup);
+    if (s != VG_SETUP_NONE)
+        goto out;
+    if (!vg_load_real())
+        goto out; /* no driver: stay pass-through, try again later */
+    int count;
+    if (vg_g.real.cuDeviceGetCount(&count) == CUDA_ERROR_NOT_INITIALIZED)
+        goto out; /* the program has not called cuInit yet */
+    struct vg_err err = {0};
+    if (vgpu_config_load(&vg_g.config, environ, &err) < 0) {
+        refuse(err.msg);
+        s = VG_SETUP_FAILED;
+        goto done;
+    }
+    vg_log_max_level = vg_g.config.log_level;
+    for (int i = 0; i < VG_MAX_CUDEVICES; i++)
+        vg_g.dev_of[i] = -1;
+    bool need_region =
+        vg_g.config.memory_limit_set || vg_g.config.region_path_given || vg_g.config.from_file;
+    if (!need_region) {
+        s = VG_SETUP_PASS;
+        goto done;
+    }
+    int rc = setup_region(&err);
+    if (rc < 0) {
+        refuse(err.msg);
+        s = VG_SETUP_FAILED;
+    } else {
+        s = rc == 0 ? VG_SETUP_REGION : VG_SETUP_PASS;
+    }
+done:
+    atomic_store_explicit(&vg_g.setup, s, memory_order_release);
+out:
+    pthread_mutex_unlock(&vg_g.setup_lock);
+    return s;
+}
+
+int vg_ensure_setup(void)
+{
+    int s = atomic_load_explicit(&vg_g.setup, memory_order_acquire);
+    if (VG_LIKELY(s != VG_SETUP_NONE))
+        return s;
+    return setup_slow();
+}
+
+CUresult vg_setup_result(void)
+{
+    return vg_ensure_setup() == VG_SETUP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+/* ---- devices and contexts ---- */
+
+int vg_regdev_of_cudevice(CUdevice dev)
+{
+    if (dev < 0 || dev >= VG_MAX_CUDEVICES)
+        return -1;
+    return vg_g.dev_of[dev];
+}
+
+static __thread struct {
+    CUcontext ctx;
+    uint32_t epoch;
+    int regdev;
+    CUdevice cudev;
+} current_cache;
+
+CUresult vg_current(CUcontext *ctx, int *regdev, CUdevice *cudev)
+{
+    CUcontext c = NULL;
+    CUresult r = vg_g.real.cuCtxGetCurrent(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (c == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    uint32_t epoch = atomic_load_explicit(&vg_g.ctx_epoch, memory_order_acquire);
+    if (current_cache.ctx != c || current_cache.epoch != epoch) {
+        CUdevice d;
+        r = vg_g.real.cuCtxGetDevice(&d);
+        if (r != CUDA_SUCCESS)
+            return r;
+        current_cache.ctx = c;
+        current_cache.epoch = epoch;
+        current_cache.cudev = d;
+        current_cache.regdev = vg_regdev_of_cudevice(d);
+    }
+    *ctx = c;
+    *regdev = current_cache.regdev;
+    if (cudev != NULL)
+        *cudev = current_cache.cudev;
+    return CUDA_SUCCESS;
+}
+
+/* ---- charging ---- */
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void vg_log_oom(int dev, uint64_t bytes)
+{
+    if (vg_log_max_level < VG_LOG_WARN || dev < 0 || dev >= REGION_MAX_DEVICES)
+        return;
+    /* First refusal per device, then at most one line every 10 s. */
+    int64_t now = now_ns(), last = atomic_load(&vg_g.oom_logged_ns[dev]);
+    if (last != 0 && now - last < INT64_C(10000000000))
+        return;
+    if (!atomic_compare_exchange_strong(&vg_g.oom_logged_ns[dev], &last, now))
+        return;
+    uint64_t used = 0, limit = 0;
+    (void)region_usage(vg_g.region, (unsigned)dev, &used, &limit);
+    vg_log(VG_LOG_WARN, "allocation refused: container memory limit reached",
+           "uuid=%s request=%llu used=%llu limit=%llu",
+           region_device(vg_g.region, (unsigned)dev)->uuid, (unsigned long long)bytes,
+           (unsigned long long)used, (unsigned long long)limit);
+}
+
+static bool ensure_attached(void)
+{
+    if (VG_LIKELY(atomic_load_explicit(&vg_g.attached, memory_order_acquire)))
+        return true;
+    pthread_mutex_lock(&vg_g.attach_lock);
+    bool ok = atomic_load(&vg_g.attached);
+    if (!ok) {
+        struct vg_err err = {0};
+        ok = region_attach(vg_g.region, &err) == 0;
+        if (ok)
+            atomic_store_explicit(&vg_g.attached, true, memory_order_release);
+        else
+            vg_log(VG_LOG_ERROR, "cannot attach to the container's region", "error=\"%s\"",
+                   err.msg);
+    }
+    pthread_mutex_unlock(&vg_g.attach_lock);
+    return ok;
+}
+
+CUresult vg_charge(int dev, uint64_t bytes)
+{
+    if (bytes == 0)
+        return CUDA_SUCCESS;
+    if (!ensure_attached())
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    int rc = region_reserve(vg_g.region, (unsigned)dev, bytes);
+    if (rc == -ENOMEM) {
+        /* Pools may have given memory back at a synchronisation we did not see. */
+        vg_pool_resync_all();
+        rc = region_reserve(vg_g.region, (unsigned)dev, bytes);
+    }
+    if (rc == 0)
+        return CUDA_SUCCESS;
+    vg_log_oom(dev, bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void vg_uncharge(int dev, uint64_t bytes)
+{
+    if (bytes != 0 && atomic_load_explicit(&vg_g.attached, memory_order_relaxed))
+        region_release(vg_g.region, (unsigned)dev, bytes);
+}
+
+CUresult vg_record(enum track_space space, uint64_t key, int dev, uint64_t bytes, CUcontext ctx,
+                   CUmemoryPool pool)
+{
+    struct track_entry e = {
+        .key = key,
+        .space = (uint8_t)space,
+        .async = pool != NULL,
+        .dev = (uint16_t)dev,
+        .bytes = bytes,
+        .ctx = (uintptr_t)ctx,
+        .pool = (uintptr_t)pool,
+    };
+    struct track_entry old;
+    int rc = track_insert(&vg_g.track, &e, &old);
+    if (rc < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == 1) {
+        /* The driver reused an address whose free we never saw (freed with its context). */
+        if (old.async)
+            vg_pool_freed((CUmemoryPool)old.pool, old.dev, old.bytes);
+        else
+            vg_uncharge(old.dev, old.bytes);
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---- pools ---- */
+
+static struct vg_pool *pool_find(CUmemoryPool pool, bool create, int dev)
+{
+    struct vg_pool *free_slot = NULL;
+    for (unsigned i = 0; i < VG_MAX_POOLS; i++) {
+        struct vg_pool *p = &vg_g.pools[i];
+        if (p->pool == pool)
+            return p;
+        if (p->pool == NULL && free_slot == NULL)
+            free_slot = p;
+    }
+    if (!create || free_slot == NULL)
+        return NULL;
+    free_slot->pool = pool;
+    free_slot->dev = dev;
+    free_slot->charged = 0;
+    free_slot->live = 0;
+    return free_slot;
+}
+
+uint64_t vg_pool_cached(CUmemoryPool pool)
+{
+    pthread_mutex_lock(&vg_g.pool_lock);
+    struct vg_pool *p = pool_find(pool, false, 0);
+    uint64_t cached = p != NULL && p->charged > p->live ? p->charged - p->live : 0;
+    pthread_mutex_unlock(&vg_g.pool_lock);
+    return cached;
+}
+
+void vg_pool_add(CUmemoryPool pool, int dev, uint64_t charged, uint64_t live)
+{
+    pthread_mutex_lock(&vg_g.pool_lock);
+    struct vg_pool *p = pool_find(pool, true, dev);
+    if (p != NULL) {
+        p->charged += charged;
+        p->live += live;
+    }
+    pthread_mutex_unlock(&vg_g.pool_lock);
+    if (p == NULL)
+        vg_uncharge(dev, charged); /* table full: counted as plain allocations instead */
+}
+
+/* Brings the pool's charge to what the driver says the pool holds. Lock held. */
+static void pool_resync_locked(struct vg_pool *p)
+{
+    cuuint64_t reserved = 0;
+    if (vg_g.real.cuMemPoolGetAttribute(p->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) !=
+        CUDA_SUCCESS)
+        reserved = p->live; /* no answer: at least what is allocated from it */
+    if (reserved < p->charged) {
+        vg_uncharge(p->dev, p->charged - reserved);
+        p->charged = reserved;
+    } else if (reserved > p->charged) {
+        /* The pool grew past our up-front charge (rounding, or a concurrent allocation
+         * served from a cache we both counted on); count what the driver holds. */
+        if (region_reserve(vg_g.region, (unsigned)p->dev, reserved - p->charged) == 0)
+            p->charged = reserved;
+    }
+    if (p->charged == 0 && p->live == 0)
+        p->pool = NULL;
+}
+
+void vg_pool_freed(CUmemoryPool pool, int dev, uint64_t bytes)
+{
+    pthread_mutex_lock(&vg_g.pool_lock);
+    struct vg_pool *p = pool_find(pool, false, 0);
+    if (p != NULL) {
+        p->live = p->live > bytes ? p->live - bytes : 0;
+        pool_resync_locked(p);
+    }
+    pthread_mutex_unlock(&vg_g.pool_lock);
+    if (p == NULL)
+        vg_uncharge(dev, bytes);
+}
+
+void vg_pool_resync(CUmemoryPool pool)
+{
+    pthread_mutex_lock(&vg_g.pool_lock);
+    struct vg_pool *p = pool_find(pool, false, 0);
+    if (p != NULL)
+        pool_resync_locked(p);
+    pthread_mutex_unlock(&vg_g.pool_lock);
+}
+
+void vg_pool_resync_all(void)
+{
+    pthread_mutex_lock(&vg_g.pool_lock);
+    for (unsigned i = 0; i < VG_MAX_POOLS; i++)
+        if (vg_g.pools[i].pool != NULL)
+            pool_resync_locked(&vg_g.pools[i]);
+    pthread_mutex_unlock(&vg_g.pool_lock);
+}
+
+void vg_pool_forget(CUmemoryPool pool)
+{
+    pthread_mutex_lock(&vg_g.pool_lock);
+    struct vg_pool *p = pool_find(pool, false, 0);
+    if (p != NULL) {
+        /* The destroyed pool's cache went back to the device; blocks still out are
+         * charged on their own from now on (their free finds no pool). */
+        if (p->charged > p->live)
+            vg_uncharge(p->dev, p->charged - p->live);
+        p->pool = NULL;
+    }
+    pthread_mutex_unlock(&vg_g.pool_lock);
+}
+
+/* ---- contexts ---- */
+
+static void release_entry(const struct track_entry *e, void *arg)
+{
+    (void)arg;
+    if (e->async)
+        vg_pool_freed((CUmemoryPool)e->pool, e->dev, e->bytes);
+    else
+        vg_uncharge(e->dev, e->bytes);
+}
+
+void vg_context_gone(CUcontext ctx)
+{
+    atomic_fetch_add(&vg_g.ctx_epoch, 1);
+    (void)track_remove_context(&vg_g.track, (uintptr_t)ctx, release_entry, NULL);
+    vg_pool_resync_all();
+}
+
+/* ---- process life ---- */
+
+static void after_fork_child(void)
+{
+    /* The parent's slot, locks and allocations are not the child's; a child that uses
+     * CUDA attaches anew at its first charge. */
+    pthread_mutex_init(&vg_g.attach_lock, NULL);
+    pthread_mutex_init(&vg_g.ctx_lock, NULL);
+    pthread_mutex_init(&vg_g.pool_lock, NULL);
+    pthread_mutex_init(&vg_g.setup_lock, NULL);
+    if (vg_g.region != NULL)
+        region_after_fork(vg_g.region);
+    atomic_store(&vg_g.attached, false);
+    track_reset_after_fork(&vg_g.track);
+    memset(vg_g.pools, 0, sizeof vg_g.pools);
+    memset(vg_g.primary_refs, 0, sizeof vg_g.primary_refs);
+    memset(vg_g.primary_charged, 0, sizeof vg_g.primary_charged);
+    atomic_fetch_add(&vg_g.ctx_epoch, 1);
+}
+
+__attribute__((constructor)) static void vg_constructor(void)
+{
+    vg_log_max_level = -1; /* silent until the configuration asks */
+    track_init(&vg_g.track);
+    pthread_atfork(NULL, NULL, after_fork_child);
+}
+
+__attribute__((destructor)) static void vg_destructor(void)
+{
+    if (vg_g.region != NULL && atomic_load(&vg_g.attached))
+        region_detach(vg_g.region);
+}

@@ -1,0 +1,167 @@
+/* NVML wrappers: the container's view of memory and processes (what nvidia-smi and
+ * pynvml show inside it). Memory: the limit as total, the container's usage as used, and
+ * free = total - used, clamped to [0, what the card really has free]. Processes: the
+ * container's live processes from its region, with what each holds on that device
+ * (context overhead included) and the pid as the container sees it. With no limit (or no
+ * region) every call is forwarded untouched. */
+#define _GNU_SOURCE
+#include <string.h>
+
+#include "libvgpu/vgpu.h"
+
+#define REAL vg_g.real
+
+/* nvmlInit* sets up libvgpu as cuInit does; NVML-only programs initialise the CUDA
+ * driver for it (no context is created), so the region is keyed by UUID the same way. */
+static vg_nvmlReturn_t after_init(vg_nvmlReturn_t r)
+{
+    if (r != VG_NVML_SUCCESS)
+        return r;
+    if (atomic_load(&vg_g.setup) == VG_SETUP_NONE)
+        (void)REAL.cuInit(0);
+    return vg_ensure_setup() == VG_SETUP_FAILED ? VG_NVML_ERROR_UNKNOWN : r;
+}
+
+VG_EXPORT vg_nvmlReturn_t nvmlInit_v2(void)
+{
+    if (!vg_load_real())
+        return VG_NVML_ERROR_UNINITIALIZED;
+    return after_init(REAL.nvmlInit_v2());
+}
+
+VG_EXPORT vg_nvmlReturn_t nvmlInit(void)
+{
+    if (!vg_load_real())
+        return VG_NVML_ERROR_UNINITIALIZED;
+    return after_init(REAL.nvmlInit());
+}
+
+VG_EXPORT vg_nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+    if (!vg_load_real())
+        return VG_NVML_ERROR_UNINITIALIZED;
+    return after_init(REAL.nvmlInitWithFlags(flags));
+}
+
+static int region_dev_of(vg_nvmlDevice_t device)
+{
+    if (vg_ensure_setup() != VG_SETUP_REGION)
+        return -1;
+    char uuid[VG_NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    if (REAL.nvmlDeviceGetUUID(device, uuid, sizeof uuid) != VG_NVML_SUCCESS)
+        return -1;
+    return region_find_device(vg_g.region, uuid);
+}
+
+/* The container's (total, free, used) on dev, given the card's real values; false when
+ * the device has no limit (real values stand). */
+static bool container_view(int dev, unsigned long long *total, unsigned long long *free_b,
+                           unsigned long long *used_b)
+{
+    uint64_t used = 0, limit = 0;
+    if (dev < 0 || region_usage(vg_g.region, (unsigned)dev, &used, &limit) != 0 || limit == 0)
+        return false;
+    uint64_t t = limit < *total ? limit : *total;
+    uint64_t u = used < t ? used : t;
+    uint64_t f = t - u;
+    if (f > *free_b)
+        f = *free_b;
+    *total = t;
+    *used_b = u;
+    *free_b = f;
+    return true;
+}
+
+VG_EXPORT vg_nvmlReturn_t nvmlDeviceGetMemoryInfo(vg_nvmlDevice_t device, vg_nvmlMemory_t *memory)
+{
+    if (!vg_load_real())
+        return VG_NVML_ERROR_UNINITIALIZED;
+    vg_nvmlReturn_t r = REAL.nvmlDeviceGetMemoryInfo(device, memory);
+    if (r == VG_NVML_SUCCESS && memory != NULL)
+        (void)container_view(region_dev_of(device), &memory->total, &memory->free, &memory->used);
+    return r;
+}
+
+VG_EXPORT vg_nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(vg_nvmlDevice_t device,
+                                                     vg_nvmlMemory_v2_t *memory)
+{
+    if (!vg_load_real())
+        return VG_NVML_ERROR_UNINITIALIZED;
+    vg_nvmlReturn_t r = REAL.nvmlDeviceGetMemoryInfo_v2(device, memory);
+    if (r == VG_NVML_SUCCESS && memory != NULL &&
+        container_view(region_dev_of(device), &memory->total, &memory->free, &memory->used))
+        memory->reserved = 0; /* the driver's reservation is outside the container's slice */
+    return r;
+}
+
+/* Fills the container's processes on dev into v1 or v2/v3 records. */
+static pthread_mutex_t procs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct region_proc_info procs[REGION_MAX_PROCS];
+
+static vg_nvmlReturn_t container_procs(int dev, unsigned int *count, void *infos, bool v1)
+{
+    if (count == NULL)
+        return VG_NVML_ERROR_INVALID_ARGUMENT;
+    pthread_mutex_lock(&procs_lock);
+    int n = region_list_procs(vg_g.region, procs, REGION_MAX_PROCS);
+    unsigned have = 0;
+    for (int i = 0; i < n && i < REGION_MAX_PROCS; i++)
+        if (procs[i].used[dev] > 0)
+            have++;
+    vg_nvmlReturn_t r = VG_NVML_SUCCESS;
+    if (infos == NULL || *count < have) {
+        r = have == 0 && infos == NULL ? VG_NVML_SUCCESS : VG_NVML_ERROR_INSUFFICIENT_SIZE;
+    } else {
+        unsigned k = 0;
+        for (int i = 0; i < n && i < REGION_MAX_PROCS; i++) {
+            if (procs[i].used[dev] == 0)
+                continue;
+            if (v1) {
+                vg_nvmlProcessInfo_v1_t *o = (vg_nvmlProcessInfo_v1_t *)infos + k;
+                o->pid = (unsigned)procs[i].pid;
+                o->usedGpuMemory = procs[i].used[dev];
+            } else {
+                vg_nvmlProcessInfo_t *o = (vg_nvmlProcessInfo_t *)infos + k;
+                o->pid = (unsigned)procs[i].pid;
+                o->usedGpuMemory = procs[i].used[dev];
+                o->gpuInstanceId = 0xFFFFFFFFu; /* not a MIG instance */
+                o->computeInstanceId = 0xFFFFFFFFu;
+            }
+            k++;
+        }
+    }
+    *count = have;
+    pthread_mutex_unlock(&procs_lock);
+    return r;
+}
+
+#define VG_PROCS(fn, v1)                                                                           \
+    do {                                                                                           \
+        if (!vg_load_real())                                                                       \
+            return VG_NVML_ERROR_UNINITIALIZED;                                                    \
+        int dev_ = region_dev_of(device);                                                          \
+        if (dev_ < 0)                                                                              \
+            return REAL.fn(device, infoCount, infos);                                              \
+        return container_procs(dev_, infoCount, infos, v1);                                        \
+    } while (0)
+
+VG_EXPORT vg_nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(vg_nvmlDevice_t device,
+                                                               unsigned int *infoCount,
+                                                               vg_nvmlProcessInfo_v1_t *infos)
+{
+    VG_PROCS(nvmlDeviceGetComputeRunningProcesses, true);
+}
+
+VG_EXPORT vg_nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(vg_nvmlDevice_t device,
+                                                                  unsigned int *infoCount,
+                                                                  vg_nvmlProcessInfo_t *infos)
+{
+    VG_PROCS(nvmlDeviceGetComputeRunningProcesses_v2, false);
+}
+
+VG_EXPORT vg_nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(vg_nvmlDevice_t device,
+                                                                  unsigned int *infoCount,
+                                                                  vg_nvmlProcessInfo_t *infos)
+{
+    VG_PROCS(nvmlDeviceGetComputeRunningProcesses_v3, false);
+}

@@ -1,0 +1,160 @@
+/* Allocation table: see track.h. */
+#include "libvgpu/track.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRACK_MIN_CAPACITY 256
+
+void track_init(struct track *t)
+{
+    memset(t, 0, sizeof *t);
+    pthread_mutex_init(&t->lock, NULL);
+}
+
+void track_free(struct track *t)
+{
+    free(t->slots);
+    t->slots = NULL;
+    t->capacity = 0;
+    t->count = 0;
+}
+
+static size_t slot_of(uint64_t key, uint8_t space, size_t capacity)
+{
+    /* splitmix64 finaliser: device addresses share their low and high bits. */
+    uint64_t x = key ^ ((uint64_t)space << 56);
+    x ^= x >> 30;
+    x *= UINT64_C(0xbf58476d1ce4e5b9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94d049bb133111eb);
+    x ^= x >> 31;
+    return (size_t)x & (capacity - 1);
+}
+
+static struct track_entry *lookup(struct track *t, uint8_t space, uint64_t key)
+{
+    if (t->capacity == 0)
+        return NULL;
+    for (size_t i = slot_of(key, space, t->capacity);; i = (i + 1) & (t->capacity - 1)) {
+        struct track_entry *s = &t->slots[i];
+        if (s->space == TRACK_FREE)
+            return NULL;
+        if (s->key == key && s->space == space)
+            return s;
+    }
+}
+
+static void place(struct track_entry *slots, size_t capacity, const struct track_entry *e)
+{
+    size_t i = slot_of(e->key, e->space, capacity);
+    while (slots[i].space != TRACK_FREE)
+        i = (i + 1) & (capacity - 1);
+    slots[i] = *e;
+}
+
+static int grow(struct track *t)
+{
+    size_t cap = t->capacity == 0 ? TRACK_MIN_CAPACITY : t->capacity * 2;
+    struct track_entry *slots = calloc(cap, sizeof *slots);
+    if (slots == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < t->capacity; i++)
+        if (t->slots[i].space != TRACK_FREE)
+            place(slots, cap, &t->slots[i]);
+    free(t->slots);
+    t->slots = slots;
+    t->capacity = cap;
+    return 0;
+}
+
+/* Backward-shift deletion: moves later members of the probe chain into the hole. */
+static void erase(struct track *t, struct track_entry *s)
+{
+    size_t mask = t->capacity - 1;
+    size_t hole = (size_t)(s - t->slots);
+    for (size_t j = (hole + 1) & mask; t->slots[j].space != TRACK_FREE; j = (j + 1) & mask) {
+        size_t home = slot_of(t->slots[j].key, t->slots[j].space, t->capacity);
+        /* j's entry may move to hole if hole lies on its probe path home..j. */
+        if (((j - home) & mask) >= ((j - hole) & mask)) {
+            t->slots[hole] = t->slots[j];
+            hole = j;
+        }
+    }
+    memset(&t->slots[hole], 0, sizeof t->slots[hole]);
+    t->count--;
+}
+
+int track_insert(struct track *t, const struct track_entry *e, struct track_entry *replaced)
+{
+    pthread_mutex_lock(&t->lock);
+    struct track_entry *old = lookup(t, e->space, e->key);
+    if (old != NULL) {
+        if (replaced != NULL)
+            *replaced = *old;
+        *old = *e;
+        pthread_mutex_unlock(&t->lock);
+        return 1;
+    }
+    if ((t->count + 1) * 2 > t->capacity && grow(t) != 0) {
+        pthread_mutex_unlock(&t->lock);
+        return -ENOMEM;
+    }
+    place(t->slots, t->capacity, e);
+    t->count++;
+    pthread_mutex_unlock(&t->lock);
+    return 0;
+}
+
+bool track_remove(struct track *t, enum track_space space, uint64_t key, struct track_entry *out)
+{
+    pthread_mutex_lock(&t->lock);
+    struct track_entry *s = lookup(t, (uint8_t)space, key);
+    if (s != NULL) {
+        if (out != NULL)
+            *out = *s;
+        erase(t, s);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return s != NULL;
+}
+
+bool track_find(struct track *t, enum track_space space, uint64_t key, struct track_entry *out)
+{
+    pthread_mutex_lock(&t->lock);
+    struct track_entry *s = lookup(t, (uint8_t)space, key);
+    if (s != NULL && out != NULL)
+        *out = *s;
+    pthread_mutex_unlock(&t->lock);
+    return s != NULL;
+}
+
+size_t track_remove_context(struct track *t, uintptr_t ctx,
+                            void (*fn)(const struct track_entry *e, void *arg), void *arg)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < t->capacity;) {
+        struct track_entry *s = &t->slots[i];
+        if (s->space != TRACK_FREE && s->ctx == ctx) {
+            struct track_entry copy = *s;
+            erase(t, s);
+            if (fn != NULL)
+                fn(&copy, arg);
+            n++;
+            continue; /* slot i now holds a shifted entry (or is free) */
+        }
+        i++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}
+
+void track_reset_after_fork(struct track *t)
+{
+    pthread_mutex_init(&t->lock, NULL);
+    if (t->slots != NULL)
+        memset(t->slots, 0, t->capacity * sizeof *t->slots);
+    t->count = 0;
+}

@@ -1,0 +1,66 @@
+/* What this process holds on its GPUs: an open-addressing hash table from (kind of
+ * handle, handle) to (device, bytes charged, owning context, pool). Every allocation
+ * wrapper inserts after the driver succeeds and every free removes before releasing the
+ * charge, so a free of a pointer the table does not know (allocated before libvgpu was
+ * loaded, or garbage) is forwarded to the driver untouched and releases nothing.
+ *
+ * Linear probing with backward-shift deletion (no tombstones), so a long-running process
+ * that allocates and frees millions of times keeps short probe chains. The table grows by
+ * doubling at 50 % load; growth failure is reported and the caller undoes the allocation.
+ * One mutex per table: the critical sections are a few dozen instructions. */
+#ifndef VGPU_LIBVGPU_TRACK_H
+#define VGPU_LIBVGPU_TRACK_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum track_space {
+    TRACK_FREE = 0, /* empty slot */
+    TRACK_DEVPTR,   /* cuMemAlloc*, pitch, managed, async: device address */
+    TRACK_VMM,      /* cuMemCreate handle */
+    TRACK_ARRAY,    /* CUarray */
+    TRACK_MIPMAP,   /* CUmipmappedArray */
+    TRACK_CONTEXT,  /* a context's own overhead, keyed by CUcontext */
+};
+
+struct track_entry {
+    uint64_t key;
+    uint8_t space; /* enum track_space */
+    uint8_t async; /* allocated from a memory pool (stream-ordered) */
+    uint16_t dev;  /* region device index */
+    uint32_t reserved;
+    uint64_t bytes; /* charged to the region */
+    uintptr_t ctx;  /* context it belongs to (0: not tied to one) */
+    uintptr_t pool; /* memory pool for stream-ordered allocations */
+};
+
+struct track {
+    pthread_mutex_t lock;
+    struct track_entry *slots;
+    size_t capacity; /* power of two, or 0 before the first insert */
+    size_t count;
+};
+
+void track_init(struct track *t);
+void track_free(struct track *t);
+
+/* Inserts e. If an entry with the same key was there (its free was never seen, e.g. the
+ * driver freed it with its context), it is replaced and copied to *replaced and 1 is
+ * returned; 0 otherwise; -ENOMEM when the table cannot grow. */
+int track_insert(struct track *t, const struct track_entry *e, struct track_entry *replaced);
+/* Removes (space, key) and copies it to *out; false if absent. */
+bool track_remove(struct track *t, enum track_space space, uint64_t key, struct track_entry *out);
+bool track_find(struct track *t, enum track_space space, uint64_t key, struct track_entry *out);
+
+/* Removes every entry of context ctx, calling fn for each (with the lock held: fn must not
+ * call back into the table). Returns how many were removed. */
+size_t track_remove_context(struct track *t, uintptr_t ctx,
+                            void (*fn)(const struct track_entry *e, void *arg), void *arg);
+
+/* In a forked child: the parent's allocations are not the child's. Empties the table
+ * (keeping its memory) and re-initialises the lock. */
+void track_reset_after_fork(struct track *t);
+
+#endif

@@ -1,0 +1,194 @@
+/* libvgpu internals shared by its source files.
+ *
+ * libvgpu sits between a CUDA program and the real driver (LD_PRELOAD or
+ * /etc/ld.so.preload). It reaches the real libcuda.so.1 / libnvidia-ml.so.1 by SONAME with
+ * dlopen (libvgpu.so is never named libcuda.so.1, and load checks that the library found
+ * is not libvgpu itself), and calls them through typed pointers: __typeof__ of the
+ * prototype in src/abi/cuda.h, so a wrapper and its real function cannot disagree.
+ *
+ * Modes. With no memory limit configured and no region file present, every wrapper is a
+ * pure forward (one predictable branch). Otherwise the container's shared region (src/
+ * region) holds the limits and what the container's processes hold, and every allocation
+ * reserves its bytes there with one compare-and-swap before the driver is called, rolled
+ * back if the driver fails. An invalid configuration fails CUDA initialisation with
+ * CUDA_ERROR_INVALID_VALUE and one line on stderr. */
+#ifndef VGPU_LIBVGPU_VGPU_H
+#define VGPU_LIBVGPU_VGPU_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "abi/cuda.h"
+#include "libvgpu/config.h"
+#include "libvgpu/nvml_abi.h"
+#include "libvgpu/track.h"
+#include "region/region.h"
+
+#define VG_EXPORT      __attribute__((visibility("default")))
+#define VG_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define VG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#define VG_MAX_CUDEVICES 64 /* CUdevice ordinals we map to region devices */
+#define VG_MAX_POOLS     64
+
+/* Every CUDA function libvgpu intercepts (exported, in the cuGetProcAddress table). */
+#define VG_CUDA_HOOKS(X)                                                                           \
+    X(cuInit)                                                                                      \
+    X(cuGetProcAddress)                                                                            \
+    X(cuGetProcAddress_v2)                                                                         \
+    X(cuDeviceTotalMem)                                                                            \
+    X(cuDeviceTotalMem_v2)                                                                         \
+    X(cuDevicePrimaryCtxRetain)                                                                    \
+    X(cuDevicePrimaryCtxRelease)                                                                   \
+    X(cuDevicePrimaryCtxRelease_v2)                                                                \
+    X(cuDevicePrimaryCtxReset)                                                                     \
+    X(cuDevicePrimaryCtxReset_v2)                                                                  \
+    X(cuCtxCreate)                                                                                 \
+    X(cuCtxCreate_v2)                                                                              \
+    X(cuCtxCreate_v3)                                                                              \
+    X(cuCtxCreate_v4)                                                                              \
+    X(cuCtxDestroy)                                                                                \
+    X(cuCtxDestroy_v2)                                                                             \
+    X(cuMemGetInfo)                                                                                \
+    X(cuMemGetInfo_v2)                                                                             \
+    X(cuMemAlloc)                                                                                  \
+    X(cuMemAlloc_v2)                                                                               \
+    X(cuMemAllocPitch)                                                                             \
+    X(cuMemAllocPitch_v2)                                                                          \
+    X(cuMemAllocManaged)                                                                           \
+    X(cuMemFree)                                                                                   \
+    X(cuMemFree_v2)                                                                                \
+    X(cuMemAllocAsync)                                                                             \
+    X(cuMemAllocAsync_ptsz)                                                                        \
+    X(cuMemAllocFromPoolAsync)                                                                     \
+    X(cuMemAllocFromPoolAsync_ptsz)                                                                \
+    X(cuMemFreeAsync)                                                                              \
+    X(cuMemFreeAsync_ptsz)                                                                         \
+    X(cuMemPoolTrimTo)                                                                             \
+    X(cuMemPoolDestroy)                                                                            \
+    X(cuArrayCreate)                                                                               \
+    X(cuArrayCreate_v2)                                                                            \
+    X(cuArray3DCreate)                                                                             \
+    X(cuArray3DCreate_v2)                                                                          \
+    X(cuArrayDestroy)                                                                              \
+    X(cuMipmappedArrayCreate)                                                                      \
+    X(cuMipmappedArrayDestroy)                                                                     \
+    X(cuMemCreate)                                                                                 \
+    X(cuMemRelease)                                                                                \
+    X(cuLaunchKernel)                                                                              \
+    X(cuLaunchKernel_ptsz)
+
+/* Real functions libvgpu calls but does not intercept. */
+#define VG_CUDA_CALLS(X)                                                                           \
+    X(cuCtxGetCurrent)                                                                             \
+    X(cuCtxGetDevice)                                                                              \
+    X(cuDeviceGet)                                                                                 \
+    X(cuDeviceGetCount)                                                                            \
+    X(cuDeviceGetUuid)                                                                             \
+    X(cuDeviceGetUuid_v2)                                                                          \
+    X(cuDeviceGetDefaultMemPool)                                                                   \
+    X(cuMemPoolGetAttribute)
+
+#define VG_NVML_HOOKS(X)                                                                           \
+    X(nvmlInit)                                                                                    \
+    X(nvmlInit_v2)                                                                                 \
+    X(nvmlInitWithFlags)                                                                           \
+    X(nvmlDeviceGetMemoryInfo)                                                                     \
+    X(nvmlDeviceGetMemoryInfo_v2)                                                                  \
+    X(nvmlDeviceGetComputeRunningProcesses)                                                        \
+    X(nvmlDeviceGetComputeRunningProcesses_v2)                                                     \
+    X(nvmlDeviceGetComputeRunningProcesses_v3)
+
+#define VG_NVML_CALLS(X) X(nvmlDeviceGetUUID)
+
+#define VG_DECLARE_REAL(name) __typeof__(name) *name;
+struct vg_real {
+    VG_CUDA_HOOKS(VG_DECLARE_REAL)
+    VG_CUDA_CALLS(VG_DECLARE_REAL)
+    VG_NVML_HOOKS(VG_DECLARE_REAL)
+    VG_NVML_CALLS(VG_DECLARE_REAL)
+};
+
+struct vg_pool {
+    CUmemoryPool pool; /* NULL: free entry */
+    int dev;           /* region device */
+    uint64_t charged;  /* bytes of the region charged for this pool */
+    uint64_t live;     /* bytes of live allocations from it (ours) */
+};
+
+enum vg_setup_state {
+    VG_SETUP_NONE = 0,   /* not tried yet (or the driver was not initialised) */
+    VG_SETUP_PASS = 1,   /* no limit, no region: pure pass-through */
+    VG_SETUP_REGION = 2, /* enforcing with the region */
+    VG_SETUP_FAILED = 3  /* invalid configuration: CUDA initialisation refused */
+};
+
+struct vg_global {
+    struct vg_real real;
+    void *cuda_handle;
+    void *nvml_handle;
+    _Atomic int setup; /* enum vg_setup_state */
+    pthread_mutex_t setup_lock;
+    struct vgpu_config config;
+    struct region *region;
+    _Atomic bool attached;
+    pthread_mutex_t attach_lock;
+    int dev_of[VG_MAX_CUDEVICES]; /* CUdevice ordinal -> region device, -1 none */
+    int primary_refs[VG_MAX_CUDEVICES];
+    CUcontext primary_ctx[VG_MAX_CUDEVICES];
+    bool primary_charged[VG_MAX_CUDEVICES];
+    pthread_mutex_t ctx_lock;
+    _Atomic uint32_t ctx_epoch; /* bumped when a context goes away (thread caches) */
+    struct track track;
+    pthread_mutex_t pool_lock;
+    struct vg_pool pools[VG_MAX_POOLS];
+    _Atomic int64_t oom_logged_ns[REGION_MAX_DEVICES];
+};
+
+extern struct vg_global vg_g;
+
+/* Loads the real libraries' entry points (once). false if libcuda is missing. */
+bool vg_load_real(void);
+/* Runs setup if not done and the driver is initialised; returns the state. */
+int vg_ensure_setup(void);
+/* The CUDA result setup failed with (CUDA_SUCCESS unless the configuration is invalid). */
+CUresult vg_setup_result(void);
+
+/* Region device of the calling thread's current context (-1: not limited or none), and
+ * that context; CUDA error when there is no current context. */
+CUresult vg_current(CUcontext *ctx, int *regdev, CUdevice *cudev);
+int vg_regdev_of_cudevice(CUdevice dev);
+
+/* Charges bytes on region device dev: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY (logged,
+ * rate-limited). Reclaims dead processes and re-reads this process's pools before
+ * refusing. */
+CUresult vg_charge(int dev, uint64_t bytes);
+void vg_uncharge(int dev, uint64_t bytes);
+
+/* Records an allocation just made; on failure to record, the caller frees it. */
+CUresult vg_record(enum track_space space, uint64_t key, int dev, uint64_t bytes, CUcontext ctx,
+                   CUmemoryPool pool);
+
+/* Pool bookkeeping for stream-ordered allocations. */
+uint64_t vg_pool_cached(CUmemoryPool pool);
+void vg_pool_add(CUmemoryPool pool, int dev, uint64_t charged, uint64_t live);
+void vg_pool_freed(CUmemoryPool pool, int dev, uint64_t bytes);
+void vg_pool_resync(CUmemoryPool pool);
+void vg_pool_resync_all(void);
+void vg_pool_forget(CUmemoryPool pool);
+
+/* A context went away: release its overhead and everything allocated in it. */
+void vg_context_gone(CUcontext ctx);
+
+/* Wrapper for an intercepted CUDA symbol name (exact exported name), or NULL. */
+void *vg_cuda_wrapper(const char *name);
+void *vg_nvml_wrapper(const char *name);
+
+/* Real dlsym (glibc's), resolved without going through libvgpu's own dlsym. */
+void *vg_real_dlsym(void *handle, const char *name);
+
+void vg_log_oom(int dev, uint64_t bytes);
+
+#endif
