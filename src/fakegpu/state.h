@@ -29,18 +29,18 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define FG_MAX_DEVICES       16
-#define FG_MAX_PROCS         128 /* processes attached at once */
-#define FG_MAX_STREAMS       128 /* per process, all devices together */
-#define FG_STREAM_DEPTH      256 /* queued items per stream before a launch blocks */
-#define FG_MAX_EVENTS        1024 /* per process */
-#define FG_NAME_MAX          96
-#define FG_UTIL_BUCKET_NS    10000000ULL /* 10 ms */
-#define FG_UTIL_BUCKETS      200         /* 2 s of history */
+#define FG_MAX_DEVICES    16
+#define FG_MAX_PROCS      128  /* processes attached at once */
+#define FG_MAX_STREAMS    128  /* per process, all devices together */
+#define FG_STREAM_DEPTH   256  /* queued items per stream before a launch blocks */
+#define FG_MAX_EVENTS     1024 /* per process */
+#define FG_NAME_MAX       96
+#define FG_UTIL_BUCKET_NS 10000000ULL /* 10 ms */
+#define FG_UTIL_BUCKETS   200         /* 2 s of history */
 
 struct fg_device_info {
     char name[FG_NAME_MAX];
-    char uuid[41];     /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", stable per index+name */
+    char uuid[41]; /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", stable per index+name */
     uint8_t uuid_bytes[16];
     char pci_bus_id[16]; /* "0000:1B:00.0" (CUDA's form; NVML's 8-digit domain form is
                             built from the numbers below) */
@@ -113,8 +113,8 @@ int fg_stream_wait_event(struct fg_state *st, int stream_id, int event_id);
 int fg_util_device(struct fg_state *st, int dev, uint64_t window_ns, unsigned *gpu_percent);
 /* Processes holding a context on dev: fills up to *count entries, sets *count to the
  * number there are (-ENOSPC if more than given). busy_ns covers the last window_ns. */
-int fg_procs_on_device(struct fg_state *st, int dev, uint64_t window_ns,
-                       struct fg_proc_usage *out, unsigned *count);
+int fg_procs_on_device(struct fg_state *st, int dev, uint64_t window_ns, struct fg_proc_usage *out,
+                       unsigned *count);
 
 /* Current time on the state's clock. */
 uint64_t fg_now_ns(struct fg_state *st);
