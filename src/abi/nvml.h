@@ -1,0 +1,184 @@
+/* vgpu's own declarations of the NVML ABI: the part of libnvidia-ml.so.1 that vgpu
+ * implements (fakegpu), intercepts (libvgpu) or calls (vgpu-monitor).
+ *
+ * Types, enum values and struct layouts are those of NVIDIA's nvml.h, so a program
+ * built against either header works with either library. As in the real header, the
+ * plain names are macros for the versioned entry points a current nvml.h selects
+ * (nvmlInit -> nvmlInit_v2, ...); define NVML_NO_UNVERSIONED_FUNC_DEFS to get the old
+ * unversioned entry points instead, as a library that exports both must. */
+#ifndef VGPU_ABI_NVML_H
+#define VGPU_ABI_NVML_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum nvmlReturn_enum {
+    NVML_SUCCESS = 0,
+    NVML_ERROR_UNINITIALIZED = 1,
+    NVML_ERROR_INVALID_ARGUMENT = 2,
+    NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NO_PERMISSION = 4,
+    NVML_ERROR_ALREADY_INITIALIZED = 5,
+    NVML_ERROR_NOT_FOUND = 6,
+    NVML_ERROR_INSUFFICIENT_SIZE = 7,
+    NVML_ERROR_INSUFFICIENT_POWER = 8,
+    NVML_ERROR_DRIVER_NOT_LOADED = 9,
+    NVML_ERROR_TIMEOUT = 10,
+    NVML_ERROR_IRQ_ISSUE = 11,
+    NVML_ERROR_LIBRARY_NOT_FOUND = 12,
+    NVML_ERROR_FUNCTION_NOT_FOUND = 13,
+    NVML_ERROR_CORRUPTED_INFOROM = 14,
+    NVML_ERROR_GPU_IS_LOST = 15,
+    NVML_ERROR_RESET_REQUIRED = 16,
+    NVML_ERROR_OPERATING_SYSTEM = 17,
+    NVML_ERROR_LIB_RM_VERSION_MISMATCH = 18,
+    NVML_ERROR_IN_USE = 19,
+    NVML_ERROR_MEMORY = 20,
+    NVML_ERROR_NO_DATA = 21,
+    NVML_ERROR_VGPU_ECC_NOT_SUPPORTED = 22,
+    NVML_ERROR_INSUFFICIENT_RESOURCES = 23,
+    NVML_ERROR_FREQ_NOT_SUPPORTED = 24,
+    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
+    NVML_ERROR_DEPRECATED = 26,
+    NVML_ERROR_NOT_READY = 27,
+    NVML_ERROR_GPU_NOT_FOUND = 28,
+    NVML_ERROR_INVALID_STATE = 29,
+    NVML_ERROR_UNKNOWN = 999,
+} nvmlReturn_t;
+
+typedef struct nvmlDevice_st *nvmlDevice_t;
+
+#define NVML_DEVICE_NAME_BUFFER_SIZE           64
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE        96
+#define NVML_DEVICE_UUID_BUFFER_SIZE           80
+#define NVML_DEVICE_UUID_V2_BUFFER_SIZE        96
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE     32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE  16
+#define NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE 80
+#define NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE   80
+
+#define NVML_INIT_FLAG_NO_GPUS   1
+#define NVML_INIT_FLAG_NO_ATTACH 2
+
+/* usedGpuMemory when the driver cannot tell (compare as unsigned long long). */
+#define NVML_VALUE_NOT_AVAILABLE (-1)
+
+#define NVML_DEVICE_MIG_DISABLE 0x0
+#define NVML_DEVICE_MIG_ENABLE  0x1
+
+/* Versioned structs carry their size and version in their first field. */
+#define NVML_STRUCT_VERSION(data, ver)                                                             \
+    (unsigned int)(sizeof(nvml##data##_v##ver##_t) | (ver << 24U))
+
+typedef struct nvmlMemory_st {
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_t;
+
+typedef struct nvmlMemory_v2_st {
+    unsigned int version; /* nvmlMemory_v2 */
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_v2_t;
+
+#define nvmlMemory_v2 NVML_STRUCT_VERSION(Memory, 2)
+
+typedef struct nvmlUtilization_st {
+    unsigned int gpu;    /* percent of the sample period a kernel was running */
+    unsigned int memory; /* percent of the sample period memory was read or written */
+} nvmlUtilization_t;
+
+typedef struct nvmlProcessInfo_v1_st {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
+typedef struct nvmlProcessInfo_v2_st {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;     /* 0xFFFFFFFF outside MIG */
+    unsigned int computeInstanceId; /* 0xFFFFFFFF outside MIG */
+} nvmlProcessInfo_v2_t;
+
+typedef nvmlProcessInfo_v2_t nvmlProcessInfo_t;
+
+typedef struct nvmlProcessUtilizationSample_st {
+    unsigned int pid;
+    unsigned long long timeStamp; /* CPU time of the sample, microseconds since the epoch */
+    unsigned int smUtil;
+    unsigned int memUtil;
+    unsigned int encUtil;
+    unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
+typedef struct nvmlPciInfo_st {
+    char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE]; /* "0000:18:00.0" */
+    unsigned int domain;
+    unsigned int bus;
+    unsigned int device;
+    unsigned int pciDeviceId;                       /* device id << 16 | vendor id */
+    unsigned int pciSubSystemId;                    /* subsystem id << 16 | subsystem vendor id */
+    char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE]; /* "00000000:18:00.0" */
+} nvmlPciInfo_t;
+
+/* Versioned entry points (what a current nvml.h makes the plain names call). */
+nvmlReturn_t nvmlInit_v2(void);
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags);
+nvmlReturn_t nvmlShutdown(void);
+const char *nvmlErrorString(nvmlReturn_t result);
+nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length);
+nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length);
+nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion);
+nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion);
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount);
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length);
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length);
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci);
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                     nvmlProcessInfo_t *infos);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                     nvmlProcessInfo_v2_t *infos);
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                             nvmlProcessUtilizationSample_t *utilization,
+                                             unsigned int *processSamplesCount,
+                                             unsigned long long lastSeenTimeStamp);
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major, int *minor);
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index);
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
+                                  unsigned int *pendingMode);
+nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber);
+
+#ifdef NVML_NO_UNVERSIONED_FUNC_DEFS
+/* The original entry points, still exported for programs built against old headers. */
+nvmlReturn_t nvmlInit(void);
+nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount);
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci);
+nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci);
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                  nvmlProcessInfo_v1_t *infos);
+#else
+#define nvmlInit                             nvmlInit_v2
+#define nvmlDeviceGetCount                   nvmlDeviceGetCount_v2
+#define nvmlDeviceGetHandleByIndex           nvmlDeviceGetHandleByIndex_v2
+#define nvmlDeviceGetHandleByPciBusId        nvmlDeviceGetHandleByPciBusId_v2
+#define nvmlDeviceGetPciInfo                 nvmlDeviceGetPciInfo_v3
+#define nvmlDeviceGetComputeRunningProcesses nvmlDeviceGetComputeRunningProcesses_v3
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,585 @@
+/* fakegpu's libnvidia-ml.so.1: NVML over the shared state, the view a monitor, the
+ * device plugin or nvidia-smi-like tools get of the simulated GPUs.
+ *
+ * NVML only reads: it never claims a process slot, so a monitor never shows up as a GPU
+ * process. Handles are pointers into a fixed table, checked on every call, so a stale or
+ * made-up handle gets NVML_ERROR_INVALID_ARGUMENT instead of a crash. */
+#define NVML_NO_UNVERSIONED_FUNC_DEFS
+#include "abi/nvml.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "base/str.h"
+#include "fakegpu/state.h"
+
+#define NVML_API __attribute__((visibility("default")))
+
+/* Matches fakegpu's cuDriverGetVersion (CUDA 13.0) and an R580 driver. */
+#define FAKE_DRIVER_VERSION "580.65.06"
+#define FAKE_NVML_VERSION   "13.580.65.06"
+#define FAKE_CUDA_VERSION   13000
+#define UTIL_WINDOW_NS      1000000000ULL /* nvmlDeviceGetUtilizationRates: last ~1 s */
+#define NOT_MIG             0xFFFFFFFFu
+#define PCI_DEVICE_ID       0x233010DEu /* H100 SXM5 device 0x2330, vendor NVIDIA 0x10DE */
+#define PCI_SUBSYSTEM_ID    0x16C110DEu
+
+struct nvmlDevice_st {
+    unsigned index;
+};
+
+static struct nvmlDevice_st handles[FG_MAX_DEVICES] = {
+    {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15},
+};
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned init_count; /* nvmlInit minus nvmlShutdown; read atomically */
+static struct fg_state *state;
+
+static bool initialised(void)
+{
+    return __atomic_load_n(&init_count, __ATOMIC_ACQUIRE) > 0;
+}
+
+static nvmlReturn_t from_errno(int rc)
+{
+    switch (rc) {
+    case 0:
+        return NVML_SUCCESS;
+    case -EINVAL:
+        return NVML_ERROR_INVALID_ARGUMENT;
+    case -ENOSPC:
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    case -ENOMEM:
+        return NVML_ERROR_MEMORY;
+    case -EIO:
+        return NVML_ERROR_DRIVER_NOT_LOADED;
+    default:
+        return NVML_ERROR_UNKNOWN;
+    }
+}
+
+/* The device behind a handle, or -1 (with *ret set) for no init or a bad handle. */
+static int device_index(nvmlDevice_t device, nvmlReturn_t *ret)
+{
+    if (!initialised()) {
+        *ret = NVML_ERROR_UNINITIALIZED;
+        return -1;
+    }
+    uintptr_t p = (uintptr_t)device, base = (uintptr_t)&handles[0];
+    if (p < base || p >= base + sizeof handles || (p - base) % sizeof handles[0] != 0 ||
+        device->index >= (unsigned)fg_state_device_count(state)) {
+        *ret = NVML_ERROR_INVALID_ARGUMENT;
+        return -1;
+    }
+    *ret = NVML_SUCCESS;
+    return (int)device->index;
+}
+
+static nvmlReturn_t copy_string(char *dst, unsigned length, const char *src)
+{
+    if (dst == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (strlen(src) + 1 > length)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    memcpy(dst, src, strlen(src) + 1);
+    return NVML_SUCCESS;
+}
+
+/* ---- init ------------------------------------------------------------------------- */
+
+NVML_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+{
+    (void)flags;
+    pthread_mutex_lock(&init_lock);
+    nvmlReturn_t ret = NVML_SUCCESS;
+    if (state == NULL) {
+        int rc = fg_state_get(&state);
+        if (rc != 0) {
+            state = NULL;
+            ret = rc == -EINVAL ? NVML_ERROR_UNKNOWN : from_errno(rc);
+        }
+    }
+    if (ret == NVML_SUCCESS)
+        __atomic_add_fetch(&init_count, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&init_lock);
+    return ret;
+}
+
+NVML_API nvmlReturn_t nvmlInit_v2(void)
+{
+    return nvmlInitWithFlags(0);
+}
+
+NVML_API nvmlReturn_t nvmlInit(void)
+{
+    return nvmlInitWithFlags(0);
+}
+
+NVML_API nvmlReturn_t nvmlShutdown(void)
+{
+    pthread_mutex_lock(&init_lock);
+    nvmlReturn_t ret = NVML_ERROR_UNINITIALIZED;
+    if (init_count > 0) {
+        __atomic_sub_fetch(&init_count, 1, __ATOMIC_RELEASE);
+        ret = NVML_SUCCESS;
+    }
+    pthread_mutex_unlock(&init_lock);
+    return ret;
+}
+
+NVML_API const char *nvmlErrorString(nvmlReturn_t result)
+{
+    switch (result) {
+    case NVML_SUCCESS:
+        return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+        return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+        return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+        return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+        return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED:
+        return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND:
+        return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+        return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+        return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT:
+        return "Timeout";
+    case NVML_ERROR_FUNCTION_NOT_FOUND:
+        return "Function Not Found";
+    case NVML_ERROR_GPU_IS_LOST:
+        return "GPU is lost";
+    case NVML_ERROR_MEMORY:
+        return "Insufficient Memory";
+    case NVML_ERROR_NO_DATA:
+        return "No data";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+        return "Argument version mismatch";
+    default:
+        return "Unknown Error";
+    }
+}
+
+/* ---- system ----------------------------------------------------------------------- */
+
+NVML_API nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)
+{
+    if (!initialised())
+        return NVML_ERROR_UNINITIALIZED;
+    return copy_string(version, length, FAKE_DRIVER_VERSION);
+}
+
+NVML_API nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
+{
+    if (!initialised())
+        return NVML_ERROR_UNINITIALIZED;
+    return copy_string(version, length, FAKE_NVML_VERSION);
+}
+
+NVML_API nvmlReturn_t nvmlSystemGetCudaDriverVersion(int *cudaDriverVersion)
+{
+    if (!initialised())
+        return NVML_ERROR_UNINITIALIZED;
+    if (cudaDriverVersion == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *cudaDriverVersion = FAKE_CUDA_VERSION;
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *cudaDriverVersion)
+{
+    return nvmlSystemGetCudaDriverVersion(cudaDriverVersion);
+}
+
+/* ---- devices ---------------------------------------------------------------------- */
+
+NVML_API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
+{
+    if (!initialised())
+        return NVML_ERROR_UNINITIALIZED;
+    if (deviceCount == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *deviceCount = (unsigned)fg_state_device_count(state);
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetCount(unsigned int *deviceCount)
+{
+    return nvmlDeviceGetCount_v2(deviceCount);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)
+{
+    if (!initialised())
+        return NVML_ERROR_UNINITIALIZED;
+    if (device == NULL || index >= (unsigned)fg_state_device_count(state))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *device = &handles[index];
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t *device)
+{
+    return nvmlDeviceGetHandleByIndex_v2(index, device);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
+{
+    if (!initialised())
+        return NVML_ERROR_UNINITIALIZED;
+    if (uuid == NULL || device == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    int count = fg_state_device_count(state);
+    for (int i = 0; i < count; i++) {
+        struct fg_device_info info;
+        if (fg_state_device_info(state, i, &info) == 0 && strcasecmp(info.uuid, uuid) == 0) {
+            *device = &handles[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+static void format_bus_ids(const struct fg_device_info *info, char *legacy, size_t legacy_size,
+                           char *full, size_t full_size)
+{
+    (void)vg_snprintf(legacy, legacy_size, "%04X:%02X:%02X.0", info->pci_domain, info->pci_bus,
+                      info->pci_device);
+    (void)vg_snprintf(full, full_size, "%08X:%02X:%02X.0", info->pci_domain, info->pci_bus,
+                      info->pci_device);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device)
+{
+    if (!initialised())
+        return NVML_ERROR_UNINITIALIZED;
+    if (pciBusId == NULL || device == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    int count = fg_state_device_count(state);
+    for (int i = 0; i < count; i++) {
+        struct fg_device_info info;
+        char legacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE],
+            full[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+        if (fg_state_device_info(state, i, &info) != 0)
+            continue;
+        format_bus_ids(&info, legacy, sizeof legacy, full, sizeof full);
+        if (strcasecmp(pciBusId, legacy) == 0 || strcasecmp(pciBusId, full) == 0) {
+            *device = &handles[i];
+            return NVML_SUCCESS;
+        }
+    }
+    return NVML_ERROR_NOT_FOUND;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDevice_t *device)
+{
+    return nvmlDeviceGetHandleByPciBusId_v2(pciBusId, device);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
+{
+    nvmlReturn_t ret;
+    int dev = device_index(device, &ret);
+    struct fg_device_info info;
+    if (dev < 0)
+        return ret;
+    if (fg_state_device_info(state, dev, &info) != 0)
+        return NVML_ERROR_UNKNOWN;
+    return copy_string(name, length, info.name);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
+{
+    nvmlReturn_t ret;
+    int dev = device_index(device, &ret);
+    struct fg_device_info info;
+    if (dev < 0)
+        return ret;
+    if (fg_state_device_info(state, dev, &info) != 0)
+        return NVML_ERROR_UNKNOWN;
+    return copy_string(uuid, length, info.uuid);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    nvmlReturn_t ret;
+    int dev = device_index(device, &ret);
+    struct fg_device_info info;
+    if (dev < 0)
+        return ret;
+    if (pci == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (fg_state_device_info(state, dev, &info) != 0)
+        return NVML_ERROR_UNKNOWN;
+    memset(pci, 0, sizeof *pci);
+    format_bus_ids(&info, pci->busIdLegacy, sizeof pci->busIdLegacy, pci->busId, sizeof pci->busId);
+    pci->domain = info.pci_domain;
+    pci->bus = info.pci_bus;
+    pci->device = info.pci_device;
+    pci->pciDeviceId = PCI_DEVICE_ID;
+    pci->pciSubSystemId = PCI_SUBSYSTEM_ID;
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    return nvmlDeviceGetPciInfo_v3(device, pci);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci)
+{
+    return nvmlDeviceGetPciInfo_v3(device, pci);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
+                                                         int *minor)
+{
+    nvmlReturn_t ret;
+    int dev = device_index(device, &ret);
+    struct fg_device_info info;
+    if (dev < 0)
+        return ret;
+    if (major == NULL || minor == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (fg_state_device_info(state, dev, &info) != 0)
+        return NVML_ERROR_UNKNOWN;
+    *major = info.cc_major;
+    *minor = info.cc_minor;
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
+{
+    nvmlReturn_t ret;
+    int dev = device_index(device, &ret);
+    if (dev < 0)
+        return ret;
+    if (index == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *index = (unsigned)dev;
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber)
+{
+    return nvmlDeviceGetIndex(device, minorNumber); /* /dev/nvidia<index> */
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
+                                           unsigned int *pendingMode)
+{
+    nvmlReturn_t ret;
+    int dev = device_index(device, &ret);
+    if (dev < 0)
+        return ret;
+    if (currentMode == NULL || pendingMode == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *currentMode = NVML_DEVICE_MIG_DISABLE;
+    *pendingMode = NVML_DEVICE_MIG_DISABLE;
+    return NVML_SUCCESS;
+}
+
+/* ---- memory and utilization ------------------------------------------------------- */
+
+static nvmlReturn_t memory_info(nvmlDevice_t device, unsigned long long *total,
+                                unsigned long long *used)
+{
+    nvmlReturn_t ret;
+    int dev = device_index(device, &ret);
+    if (dev < 0)
+        return ret;
+    uint64_t u = 0, t = 0;
+    int rc = fg_mem_info(state, dev, &u, &t);
+    if (rc != 0)
+        return from_errno(rc);
+    *total = t;
+    *used = u;
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    if (memory == NULL)
+        return initialised() ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED;
+    unsigned long long total, used;
+    nvmlReturn_t ret = memory_info(device, &total, &used);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    memory->total = total;
+    memory->used = used;
+    memory->free = total - used;
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    if (memory == NULL)
+        return initialised() ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED;
+    unsigned long long total, used;
+    nvmlReturn_t ret = memory_info(device, &total, &used);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (memory->version != nvmlMemory_v2)
+        return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+    memory->total = total;
+    memory->reserved = 0;
+    memory->used = used;
+    memory->free = total - used;
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
+                                                    nvmlUtilization_t *utilization)
+{
+    nvmlReturn_t ret;
+    int dev = device_index(device, &ret);
+    if (dev < 0)
+        return ret;
+    if (utilization == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    unsigned pct = 0;
+    int rc = fg_util_device(state, dev, UTIL_WINDOW_NS, &pct);
+    if (rc != 0)
+        return from_errno(rc);
+    utilization->gpu = pct;
+    utilization->memory = 0; /* the simulation has no memory traffic */
+    return NVML_SUCCESS;
+}
+
+/* ---- processes -------------------------------------------------------------------- */
+
+/* The processes on a device, with busy time over window_ns. */
+static nvmlReturn_t list_procs(nvmlDevice_t device, uint64_t window_ns, struct fg_proc_usage *procs,
+                               unsigned *count)
+{
+    nvmlReturn_t ret;
+    int dev = device_index(device, &ret);
+    if (dev < 0)
+        return ret;
+    *count = FG_MAX_PROCS;
+    int rc = fg_procs_on_device(state, dev, window_ns, procs, count);
+    return rc == 0 ? NVML_SUCCESS : from_errno(rc);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                              unsigned int *infoCount,
+                                                              nvmlProcessInfo_t *infos)
+{
+    struct fg_proc_usage procs[FG_MAX_PROCS];
+    unsigned n;
+    if (infoCount == NULL)
+        return initialised() ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t ret = list_procs(device, UTIL_WINDOW_NS, procs, &n);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (n > *infoCount || (n > 0 && infos == NULL)) {
+        *infoCount = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        infos[i].pid = (unsigned)procs[i].pid;
+        infos[i].usedGpuMemory = procs[i].used_bytes;
+        infos[i].gpuInstanceId = NOT_MIG;
+        infos[i].computeInstanceId = NOT_MIG;
+    }
+    *infoCount = n;
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
+                                                              unsigned int *infoCount,
+                                                              nvmlProcessInfo_v2_t *infos)
+{
+    return nvmlDeviceGetComputeRunningProcesses_v3(device, infoCount, infos);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
+                                                           unsigned int *infoCount,
+                                                           nvmlProcessInfo_v1_t *infos)
+{
+    struct fg_proc_usage procs[FG_MAX_PROCS];
+    unsigned n;
+    if (infoCount == NULL)
+        return initialised() ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t ret = list_procs(device, UTIL_WINDOW_NS, procs, &n);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (n > *infoCount || (n > 0 && infos == NULL)) {
+        *infoCount = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        infos[i].pid = (unsigned)procs[i].pid;
+        infos[i].usedGpuMemory = procs[i].used_bytes;
+    }
+    *infoCount = n;
+    return NVML_SUCCESS;
+}
+
+static unsigned long long realtime_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                      nvmlProcessUtilizationSample_t *utilization,
+                                                      unsigned int *processSamplesCount,
+                                                      unsigned long long lastSeenTimeStamp)
+{
+    if (processSamplesCount == NULL)
+        return initialised() ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED;
+    /* Samples are stamped with CPU time in microseconds, like the real driver's; the
+     * window is what has passed since the caller's last sample, at most the last 1 s. */
+    unsigned long long now_us = realtime_us();
+    if (lastSeenTimeStamp >= now_us)
+        return initialised() ? NVML_ERROR_NOT_FOUND : NVML_ERROR_UNINITIALIZED;
+    uint64_t window_ns = (now_us - lastSeenTimeStamp) * 1000ULL;
+    if (lastSeenTimeStamp == 0 || window_ns > UTIL_WINDOW_NS)
+        window_ns = UTIL_WINDOW_NS;
+    if (window_ns < FG_UTIL_BUCKET_NS)
+        window_ns = FG_UTIL_BUCKET_NS;
+    struct fg_proc_usage procs[FG_MAX_PROCS];
+    unsigned n;
+    nvmlReturn_t ret = list_procs(device, window_ns, procs, &n);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    /* The span the buckets cover (see fg_util_sum): from the first bucket boundary at or
+     * after the window's start. */
+    uint64_t now = fg_now_ns(state);
+    uint64_t start = now > window_ns ? now - window_ns : 0;
+    uint64_t first = (start + FG_UTIL_BUCKET_NS - 1) / FG_UTIL_BUCKET_NS * FG_UTIL_BUCKET_NS;
+    uint64_t span = now > first ? now - first : 1;
+    unsigned active = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (procs[i].busy_ns > 0)
+            procs[active++] = procs[i];
+    }
+    if (active == 0)
+        return NVML_ERROR_NOT_FOUND;
+    if (utilization == NULL || *processSamplesCount < active) {
+        *processSamplesCount = active;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned i = 0; i < active; i++) {
+        uint64_t pct = (procs[i].busy_ns * 100 + span / 2) / span;
+        memset(&utilization[i], 0, sizeof utilization[i]);
+        utilization[i].pid = (unsigned)procs[i].pid;
+        utilization[i].timeStamp = now_us;
+        utilization[i].smUtil = (unsigned)(pct > 100 ? 100 : pct);
+    }
+    *processSamplesCount = active;
+    return NVML_SUCCESS;
+}
