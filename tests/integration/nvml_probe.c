@@ -1,0 +1,282 @@
+/* NVML client for the integration tests: dlopens libnvidia-ml.so.1 by its SONAME (the
+ * test puts build/fakegpu first on LD_LIBRARY_PATH), calls it through typed pointers as
+ * a monitor would, and checks what a user of NVML would see. Exits 0 when every check
+ * holds, 1 with one line per failed check otherwise.
+ *
+ *   nvml_probe before-init
+ *   nvml_probe discovery
+ *   nvml_probe processes DEV PID BYTES    (PID holds exactly BYTES on DEV)
+ *   nvml_probe utilization DEV PID PID    (both saturate DEV: ~50 % each, ~100 % device) */
+#define NVML_NO_UNVERSIONED_FUNC_DEFS
+#include "abi/nvml.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/err.h"
+#include "base/parse.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "nvml_probe:%d: check failed: %s: ", __LINE__, #cond);                 \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static void *lib;
+
+#define SYM(name) ((__typeof__(&name))sym(#name))
+
+static void *sym(const char *name)
+{
+    void *p = dlsym(lib, name);
+    if (p == NULL) {
+        fprintf(stderr, "nvml_probe: libnvidia-ml.so.1 does not export %s\n", name);
+        exit(1);
+    }
+    return p;
+}
+
+static unsigned long long arg_u64(const char *s)
+{
+    uint64_t v;
+    struct vg_err err;
+    if (vg_parse_u64(s, 0, UINT64_MAX, &v, &err) != 0) {
+        fprintf(stderr, "nvml_probe: bad number '%s': %s\n", s, err.msg);
+        exit(2);
+    }
+    return v;
+}
+
+static int before_init(void)
+{
+    unsigned count = 7;
+    nvmlDevice_t dev = NULL;
+    char buf[96];
+    nvmlMemory_t mem;
+    CHECK(SYM(nvmlDeviceGetCount_v2)(&count) == NVML_ERROR_UNINITIALIZED, "count");
+    CHECK(count == 7, "count written before init: %u", count);
+    CHECK(SYM(nvmlDeviceGetHandleByIndex_v2)(0, &dev) == NVML_ERROR_UNINITIALIZED, "handle");
+    CHECK(SYM(nvmlSystemGetDriverVersion)(buf, sizeof buf) == NVML_ERROR_UNINITIALIZED,
+          "driver version");
+    CHECK(SYM(nvmlDeviceGetMemoryInfo)(dev, &mem) == NVML_ERROR_UNINITIALIZED, "memory");
+    CHECK(SYM(nvmlShutdown)() == NVML_ERROR_UNINITIALIZED, "shutdown without init");
+    CHECK(strcmp(SYM(nvmlErrorString)(NVML_ERROR_UNINITIALIZED), "Uninitialized") == 0,
+          "error string");
+    CHECK(strcmp(SYM(nvmlErrorString)((nvmlReturn_t)12345), "Unknown Error") == 0,
+          "unknown error string");
+    /* After a balanced init/shutdown, calls are refused again. */
+    CHECK(SYM(nvmlInit_v2)() == NVML_SUCCESS, "init");
+    CHECK(SYM(nvmlShutdown)() == NVML_SUCCESS, "shutdown");
+    CHECK(SYM(nvmlDeviceGetCount_v2)(&count) == NVML_ERROR_UNINITIALIZED, "count after shutdown");
+    return failures;
+}
+
+static int discovery(void)
+{
+    CHECK(SYM(nvmlInit_v2)() == NVML_SUCCESS, "init");
+    CHECK(SYM(nvmlInitWithFlags)(0) == NVML_SUCCESS, "second init");
+    unsigned count = 0;
+    CHECK(SYM(nvmlDeviceGetCount_v2)(&count) == NVML_SUCCESS && count == 2, "count %u", count);
+    CHECK(SYM(nvmlDeviceGetCount)(&count) == NVML_SUCCESS && count == 2, "v1 count %u", count);
+
+    static const char *names[] = {"NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-40GB"};
+    static const unsigned long long totals[] = {81559ULL << 20, 40ULL << 30};
+    static const int majors[] = {9, 8};
+    char uuids[2][NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    char buses[2][NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE];
+    for (unsigned i = 0; i < 2; i++) {
+        nvmlDevice_t dev = NULL, again = NULL;
+        CHECK(SYM(nvmlDeviceGetHandleByIndex_v2)(i, &dev) == NVML_SUCCESS, "handle %u", i);
+        CHECK(SYM(nvmlDeviceGetHandleByIndex)(i, &again) == NVML_SUCCESS && again == dev,
+              "v1 handle %u", i);
+        char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+        CHECK(SYM(nvmlDeviceGetName)(dev, name, sizeof name) == NVML_SUCCESS &&
+                  strcmp(name, names[i]) == 0,
+              "name '%s'", name);
+        CHECK(SYM(nvmlDeviceGetName)(dev, name, 5) == NVML_ERROR_INSUFFICIENT_SIZE, "short name");
+        CHECK(SYM(nvmlDeviceGetUUID)(dev, uuids[i], sizeof uuids[i]) == NVML_SUCCESS &&
+                  strncmp(uuids[i], "GPU-", 4) == 0 && strlen(uuids[i]) == 40,
+              "uuid '%s'", uuids[i]);
+        nvmlPciInfo_t pci;
+        CHECK(SYM(nvmlDeviceGetPciInfo_v3)(dev, &pci) == NVML_SUCCESS, "pci");
+        memcpy(buses[i], pci.busId, sizeof buses[i]);
+        CHECK(strlen(pci.busId) == 16 && strncmp(pci.busId, "00000000:", 9) == 0, "busId '%s'",
+              pci.busId);
+        CHECK(strlen(pci.busIdLegacy) == 12, "busIdLegacy '%s'", pci.busIdLegacy);
+        CHECK((pci.pciDeviceId & 0xFFFF) == 0x10DE, "vendor %x", pci.pciDeviceId);
+        nvmlMemory_t mem;
+        CHECK(SYM(nvmlDeviceGetMemoryInfo)(dev, &mem) == NVML_SUCCESS, "memory");
+        CHECK(mem.total == totals[i] && mem.used == 0 && mem.free == totals[i],
+              "memory %llu/%llu/%llu", mem.total, mem.used, mem.free);
+        nvmlMemory_v2_t mem2 = {.version = nvmlMemory_v2};
+        CHECK(SYM(nvmlDeviceGetMemoryInfo_v2)(dev, &mem2) == NVML_SUCCESS &&
+                  mem2.total == totals[i] && mem2.free + mem2.used == mem2.total,
+              "memory v2");
+        mem2.version = 1;
+        CHECK(SYM(nvmlDeviceGetMemoryInfo_v2)(dev, &mem2) == NVML_ERROR_ARGUMENT_VERSION_MISMATCH,
+              "memory v2 with a wrong version");
+        int major = 0, minor = -1;
+        CHECK(SYM(nvmlDeviceGetCudaComputeCapability)(dev, &major, &minor) == NVML_SUCCESS &&
+                  major == majors[i] && minor == 0,
+              "compute capability %d.%d", major, minor);
+        unsigned idx = 99, minor_number = 99, mig = 9, pending = 9;
+        CHECK(SYM(nvmlDeviceGetIndex)(dev, &idx) == NVML_SUCCESS && idx == i, "index %u", idx);
+        CHECK(SYM(nvmlDeviceGetMinorNumber)(dev, &minor_number) == NVML_SUCCESS, "minor");
+        CHECK(SYM(nvmlDeviceGetMigMode)(dev, &mig, &pending) == NVML_SUCCESS &&
+                  mig == NVML_DEVICE_MIG_DISABLE && pending == NVML_DEVICE_MIG_DISABLE,
+              "mig %u/%u", mig, pending);
+        nvmlUtilization_t util = {99, 99};
+        CHECK(SYM(nvmlDeviceGetUtilizationRates)(dev, &util) == NVML_SUCCESS && util.gpu == 0,
+              "idle utilization %u", util.gpu);
+        /* Lookups by UUID and bus id find the same handle. */
+        CHECK(SYM(nvmlDeviceGetHandleByUUID)(uuids[i], &again) == NVML_SUCCESS && again == dev,
+              "by uuid");
+        CHECK(SYM(nvmlDeviceGetHandleByPciBusId_v2)(pci.busId, &again) == NVML_SUCCESS &&
+                  again == dev,
+              "by bus id");
+        CHECK(SYM(nvmlDeviceGetHandleByPciBusId)(pci.busIdLegacy, &again) == NVML_SUCCESS &&
+                  again == dev,
+              "by legacy bus id");
+    }
+    CHECK(strcmp(uuids[0], uuids[1]) != 0, "uuids differ");
+    CHECK(strcmp(buses[0], buses[1]) != 0, "bus ids differ");
+
+    nvmlDevice_t dev = NULL;
+    CHECK(SYM(nvmlDeviceGetHandleByIndex_v2)(2, &dev) == NVML_ERROR_INVALID_ARGUMENT,
+          "index past the end");
+    CHECK(SYM(nvmlDeviceGetHandleByUUID)("GPU-00000000-0000-0000-0000-000000000000", &dev) ==
+              NVML_ERROR_NOT_FOUND,
+          "unknown uuid");
+    /* Made-up handles are refused, not dereferenced. */
+    nvmlMemory_t mem;
+    char name[64];
+    CHECK(SYM(nvmlDeviceGetMemoryInfo)(NULL, &mem) == NVML_ERROR_INVALID_ARGUMENT, "NULL handle");
+    CHECK(SYM(nvmlDeviceGetName)((nvmlDevice_t)&mem, name, sizeof name) ==
+              NVML_ERROR_INVALID_ARGUMENT,
+          "bogus handle");
+    char version[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+    int cuda = 0;
+    CHECK(SYM(nvmlSystemGetDriverVersion)(version, sizeof version) == NVML_SUCCESS, "driver");
+    CHECK(SYM(nvmlSystemGetNVMLVersion)(version, sizeof version) == NVML_SUCCESS, "nvml version");
+    CHECK(SYM(nvmlSystemGetCudaDriverVersion_v2)(&cuda) == NVML_SUCCESS && cuda >= 12000,
+          "cuda version %d", cuda);
+    /* Reference counted: one shutdown of two inits keeps NVML usable. */
+    CHECK(SYM(nvmlShutdown)() == NVML_SUCCESS, "first shutdown");
+    CHECK(SYM(nvmlDeviceGetCount_v2)(&count) == NVML_SUCCESS, "count after one shutdown");
+    CHECK(SYM(nvmlShutdown)() == NVML_SUCCESS, "second shutdown");
+    CHECK(SYM(nvmlDeviceGetCount_v2)(&count) == NVML_ERROR_UNINITIALIZED, "count after both");
+    return failures;
+}
+
+static int processes(unsigned dev_index, unsigned pid, unsigned long long bytes)
+{
+    CHECK(SYM(nvmlInit_v2)() == NVML_SUCCESS, "init");
+    nvmlDevice_t dev = NULL;
+    CHECK(SYM(nvmlDeviceGetHandleByIndex_v2)(dev_index, &dev) == NVML_SUCCESS, "handle");
+    unsigned n = 0;
+    CHECK(SYM(nvmlDeviceGetComputeRunningProcesses_v3)(dev, &n, NULL) ==
+                  NVML_ERROR_INSUFFICIENT_SIZE &&
+              n == 1,
+          "count query gives %u", n);
+    nvmlProcessInfo_t infos[8];
+    n = 8;
+    CHECK(SYM(nvmlDeviceGetComputeRunningProcesses_v3)(dev, &n, infos) == NVML_SUCCESS && n == 1,
+          "v3 list has %u entries", n);
+    if (n >= 1) {
+        CHECK(infos[0].pid == pid, "pid %u, expected %u", infos[0].pid, pid);
+        CHECK(infos[0].usedGpuMemory == bytes, "used %llu, expected %llu", infos[0].usedGpuMemory,
+              bytes);
+        CHECK(infos[0].pid != (unsigned)getpid(), "the NVML reader is listed");
+    }
+    nvmlProcessInfo_v1_t v1[8];
+    n = 8;
+    CHECK(SYM(nvmlDeviceGetComputeRunningProcesses)(dev, &n, v1) == NVML_SUCCESS && n == 1 &&
+              v1[0].pid == pid && v1[0].usedGpuMemory == bytes,
+          "v1 list");
+    nvmlMemory_t mem;
+    CHECK(SYM(nvmlDeviceGetMemoryInfo)(dev, &mem) == NVML_SUCCESS && mem.used == bytes &&
+              mem.free == mem.total - bytes,
+          "device memory used %llu", mem.used);
+    /* The other device has nobody. */
+    nvmlDevice_t other = NULL;
+    n = 8;
+    CHECK(SYM(nvmlDeviceGetHandleByIndex_v2)(1 - dev_index, &other) == NVML_SUCCESS &&
+              SYM(nvmlDeviceGetComputeRunningProcesses_v3)(other, &n, infos) == NVML_SUCCESS &&
+              n == 0,
+          "other device lists %u", n);
+    SYM(nvmlShutdown)();
+    return failures;
+}
+
+static int utilization(unsigned dev_index, unsigned pid_a, unsigned pid_b)
+{
+    CHECK(SYM(nvmlInit_v2)() == NVML_SUCCESS, "init");
+    nvmlDevice_t dev = NULL;
+    CHECK(SYM(nvmlDeviceGetHandleByIndex_v2)(dev_index, &dev) == NVML_SUCCESS, "handle");
+    nvmlUtilization_t util = {0, 0};
+    CHECK(SYM(nvmlDeviceGetUtilizationRates)(dev, &util) == NVML_SUCCESS && util.gpu >= 95,
+          "device utilization %u", util.gpu);
+    nvmlProcessUtilizationSample_t samples[8];
+    unsigned n = 0;
+    CHECK(SYM(nvmlDeviceGetProcessUtilization)(dev, NULL, &n, 0) == NVML_ERROR_INSUFFICIENT_SIZE &&
+              n == 2,
+          "sample count %u", n);
+    n = 8;
+    nvmlReturn_t ret = SYM(nvmlDeviceGetProcessUtilization)(dev, samples, &n, 0);
+    CHECK(ret == NVML_SUCCESS && n == 2, "samples: ret %d, %u", ret, n);
+    for (unsigned i = 0; ret == NVML_SUCCESS && i < n; i++) {
+        CHECK(samples[i].pid == pid_a || samples[i].pid == pid_b, "pid %u", samples[i].pid);
+        /* Round-robin slices give each about half of the device. */
+        CHECK(samples[i].smUtil >= 40 && samples[i].smUtil <= 60, "pid %u smUtil %u",
+              samples[i].pid, samples[i].smUtil);
+        CHECK(samples[i].timeStamp > 0, "timestamp");
+    }
+    /* Nothing newer than "now" yet. */
+    if (n > 0) {
+        unsigned m = 8;
+        CHECK(SYM(nvmlDeviceGetProcessUtilization)(
+                  dev, samples, &m, samples[0].timeStamp + 60000000ULL) == NVML_ERROR_NOT_FOUND,
+              "samples from the future");
+    }
+    SYM(nvmlShutdown)();
+    return failures;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: nvml_probe before-init|discovery|processes|utilization ...\n");
+        return 2;
+    }
+    lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        fprintf(stderr, "nvml_probe: %s\n", dlerror());
+        return 1;
+    }
+    int rc;
+    if (strcmp(argv[1], "before-init") == 0)
+        rc = before_init();
+    else if (strcmp(argv[1], "discovery") == 0)
+        rc = discovery();
+    else if (strcmp(argv[1], "processes") == 0 && argc == 5)
+        rc = processes((unsigned)arg_u64(argv[2]), (unsigned)arg_u64(argv[3]), arg_u64(argv[4]));
+    else if (strcmp(argv[1], "utilization") == 0 && argc == 5)
+        rc = utilization((unsigned)arg_u64(argv[2]), (unsigned)arg_u64(argv[3]),
+                         (unsigned)arg_u64(argv[4]));
+    else {
+        fprintf(stderr, "nvml_probe: bad arguments\n");
+        return 2;
+    }
+    if (rc == 0)
+        printf("nvml_probe %s: ok\n", argv[1]);
+    return rc == 0 ? 0 : 1;
+}
