@@ -300,6 +300,19 @@ static bool ensure_attached(void)
     return ok;
 }
 
+void vg_reclaim_for_view(void)
+{
+    /* At most every 50 ms per process: a probe per live slot is a syscall each. */
+    static _Atomic int64_t last;
+    int64_t now = now_ns(), prev = atomic_load_explicit(&last, memory_order_relaxed);
+    if (prev != 0 && now - prev < 50000000)
+        return;
+    if (!atomic_compare_exchange_strong(&last, &prev, now))
+        return;
+    unsigned n = 0;
+    (void)region_reclaim(vg_g.region, &n);
+}
+
 CUresult vg_charge(int dev, uint64_t bytes)
 {
     if (bytes == 0)

@@ -40,7 +40,10 @@ VG_EXPORT CUresult cuInit(unsigned int Flags)
 static void virtual_view(int dev, size_t *free_bytes, size_t *total)
 {
     uint64_t used = 0, limit = 0;
-    if (dev < 0 || region_usage(vg_g.region, (unsigned)dev, &used, &limit) != 0 || limit == 0)
+    if (dev < 0)
+        return;
+    vg_reclaim_for_view();
+    if (region_usage(vg_g.region, (unsigned)dev, &used, &limit) != 0 || limit == 0)
         return;
     uint64_t t = limit < *total ? limit : *total;
     uint64_t f = t > used ? t - used : 0;

@@ -59,7 +59,10 @@ static bool container_view(int dev, unsigned long long *total, unsigned long lon
                            unsigned long long *used_b)
 {
     uint64_t used = 0, limit = 0;
-    if (dev < 0 || region_usage(vg_g.region, (unsigned)dev, &used, &limit) != 0 || limit == 0)
+    if (dev < 0)
+        return false;
+    vg_reclaim_for_view();
+    if (region_usage(vg_g.region, (unsigned)dev, &used, &limit) != 0 || limit == 0)
         return false;
     uint64_t t = limit < *total ? limit : *total;
     uint64_t u = used < t ? used : t;
@@ -102,6 +105,7 @@ static vg_nvmlReturn_t container_procs(int dev, unsigned int *count, void *infos
 {
     if (count == NULL)
         return VG_NVML_ERROR_INVALID_ARGUMENT;
+    vg_reclaim_for_view();
     pthread_mutex_lock(&procs_lock);
     int n = region_list_procs(vg_g.region, procs, REGION_MAX_PROCS);
     unsigned have = 0;

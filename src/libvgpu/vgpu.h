@@ -166,6 +166,8 @@ int vg_regdev_of_cudevice(CUdevice dev);
  * refusing. */
 CUresult vg_charge(int dev, uint64_t bytes);
 void vg_uncharge(int dev, uint64_t bytes);
+/* Before reporting usage: takes back what dead processes held (rate-limited). */
+void vg_reclaim_for_view(void);
 
 /* Records an allocation just made; on failure to record, the caller frees it. */
 CUresult vg_record(enum track_space space, uint64_t key, int dev, uint64_t bytes, CUcontext ctx,

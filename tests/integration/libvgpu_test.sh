@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# libvgpu integration tests against fakegpu: libvgpu_test.sh BUILD_DIR CASE.
+# Each run gets a fresh FAKEGPU_STATE_DIR and region (mktemp -d), so cases run in parallel.
+# On a real GPU: VGPU_TEST_REAL=1 and no FAKEGPU_* (see docs/libvgpu.md, "Testing").
+set -uo pipefail
+B=$(cd "$1" && pwd)
+CASE=$2
+T=$(mktemp -d /tmp/vgpu-libvgpu-XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+MiB=$((1 << 20))
+GiB=$((1 << 30))
+export FAKEGPU_STATE_DIR=$T/state FAKEGPU_DEVICES="Test GPU:8GiB:16" FAKEGPU_CONTEXT_MIB=256
+export VGPU_CONTEXT_MIB=256 LD_LIBRARY_PATH=$B/fakegpu
+export CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/region CUDA_DEVICE_MEMORY_LIMIT=2g
+unset VGPU_LIMITS_FILE VGPU_LOG_LEVEL CUDA_DEVICE_SM_LIMIT
+LIB=$B/lib/libvgpu.so
+PROBE=$B/bin/libvgpu_probe
+PROBE_LINK=$B/bin/libvgpu_probe_link
+TRUTH=$B/bin/libvgpu_truth
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pre() { LD_PRELOAD=$LIB "$@"; }
+field() { sed -n "s/.*\b$1=\([0-9]*\).*/\1/p" <<<"$2"; }
+
+# Starts `probe hold BYTES` in the background; waits for its "ready" (or "oom").
+hold() {
+    local out=$T/hold.$RANDOM
+    LD_PRELOAD=$LIB "$PROBE" dlsym hold "$1" >"$out" 2>&1 &
+    local pid=$!
+    pids+=("$pid")
+    for _ in $(seq 1 400); do
+        [ -s "$out" ] && break
+        sleep 0.025
+    done
+    HOLD_PID=$pid
+    HOLD_OUT=$(cat "$out")
+}
+
+case $CASE in
+paths_link) pre "$PROBE_LINK" link paths || fail "allocation paths (linked)" ;;
+paths_dlsym) pre "$PROBE" dlsym paths || fail "allocation paths (dlopen + dlsym)" ;;
+paths_procaddr) pre "$PROBE" procaddr paths || fail "allocation paths (cuGetProcAddress)" ;;
+
+view)
+    out=$(pre "$PROBE" dlsym info) || fail "info: $out"
+    [ "$(field total "$out")" = $((2 * GiB)) ] || fail "cuMemGetInfo total: $out"
+    [ "$(field devtotal "$out")" = $((2 * GiB)) ] || fail "cuDeviceTotalMem: $out"
+    [ "$(field free "$out")" = $((2 * GiB - 256 * MiB)) ] || fail "free with one context: $out"
+    # Another process of the container holds 512 MiB + its context: this one sees it.
+    hold $((512 * MiB))
+    [ "$HOLD_OUT" = ready ] || fail "hold: $HOLD_OUT"
+    out=$(pre "$PROBE" dlsym info)
+    [ "$(field free "$out")" = $((2 * GiB - 1024 * MiB)) ] || fail "free with a neighbour: $out"
+    # It dies by SIGKILL: its bytes come back at once to the next reader/allocation.
+    kill -9 "$HOLD_PID"
+    wait "$HOLD_PID" 2>/dev/null
+    out=$(pre "$PROBE" dlsym fill) || fail "fill after a SIGKILL: $out"
+    [ "$(field filled "${out/filled /filled=}")" = $((2 * GiB - 256 * MiB)) ] || fail "$out"
+    ;;
+
+passthrough)
+    unset CUDA_DEVICE_MEMORY_LIMIT CUDA_DEVICE_MEMORY_SHARED_CACHE
+    out=$(pre "$PROBE" dlsym info) || fail "info: $out"
+    [ "$(field total "$out")" = $((8 * GiB)) ] || fail "no limit: real total expected: $out"
+    [ "$(field free "$out")" = $((8 * GiB - 256 * MiB)) ] || fail "no limit: real free: $out"
+    [ ! -e "$T/region" ] || fail "a region was created without a limit"
+    pre "$PROBE" dlsym fill >/dev/null || fail "fill the real card"
+    # CUDA_DEVICE_MEMORY_LIMIT=0 is HAMi's explicit "no limit".
+    out=$(CUDA_DEVICE_MEMORY_LIMIT=0 pre "$PROBE" dlsym info)
+    [ "$(field total "$out")" = $((8 * GiB)) ] || fail "limit 0: $out"
+    ;;
+
+config)
+    # Every malformed value refuses CUDA initialisation with one line naming it.
+    for kv in CUDA_DEVICE_MEMORY_LIMIT=abc CUDA_DEVICE_MEMORY_LIMIT=-1 CUDA_DEVICE_MEMORY_LIMIT= \
+        CUDA_DEVICE_MEMORY_LIMIT=4x CUDA_DEVICE_MEMORY_LIMIT_16=1g CUDA_DEVICE_MEMORY_LIMIT_a=1g \
+        CUDA_DEVICE_SM_LIMIT=101 CUDA_DEVICE_SM_LIMIT=abc CUDA_DEVICE_MEMORY_SHARED_CACHE=rel \
+        VGPU_CONTEXT_MIB=x VGPU_LOG_LEVEL=loud VGPU_LIMITS_FILE=/nonexistent; do
+        out=$(env "$kv" LD_PRELOAD="$LIB" "$PROBE" dlsym info 2>"$T/err")
+        rc=$?
+        [ $rc = 3 ] && grep -q "cuInit=1" <<<"$out" || fail "$kv: rc=$rc out=$out"
+        [ "$(wc -l <"$T/err")" = 1 ] || fail "$kv: want one stderr line, got: $(cat "$T/err")"
+        grep -q "^vgpu: .*${kv%%=*}" "$T/err" || fail "$kv: message: $(cat "$T/err")"
+    done
+    # The limits file wins over the environment.
+    printf 'vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT=1g\n' >"$T/limits"
+    out=$(VGPU_LIMITS_FILE=$T/limits CUDA_DEVICE_MEMORY_LIMIT=6g \
+        CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/region2 pre "$PROBE" dlsym info) || fail "$out"
+    [ "$(field total "$out")" = $((1 * GiB)) ] || fail "limits file precedence: $out"
+    printf 'vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT=lots\n' >"$T/limits"
+    out=$(VGPU_LIMITS_FILE=$T/limits pre "$PROBE" dlsym info 2>&1)
+    grep -q "cuInit=1" <<<"$out" || fail "malformed limits file accepted: $out"
+    ;;
+
+region)
+    # A region file that is not a version-1 region of the right size is refused, loudly.
+    pre "$PROBE" dlsym info >/dev/null || fail "creating the region"
+    size=$(stat -c %s "$T/region")
+    for variant in garbage truncated version; do
+        cp "$T/region" "$T/r.$variant"
+        case $variant in
+        garbage) head -c "$size" /dev/urandom >"$T/r.$variant" ;;
+        truncated) truncate -s $((size / 2)) "$T/r.$variant" ;;
+        version) printf '\x07' | dd of="$T/r.$variant" bs=1 seek=8 conv=notrunc 2>/dev/null ;;
+        esac
+        out=$(CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/r.$variant LD_PRELOAD=$LIB "$PROBE" dlsym info \
+            2>"$T/err")
+        grep -q "cuInit=1" <<<"$out" || fail "$variant region accepted: $out"
+        grep -q "^vgpu: .*region" "$T/err" || fail "$variant: message: $(cat "$T/err")"
+    done
+    ;;
+
+stress)
+    export FAKEGPU_CONTEXT_MIB=64 VGPU_CONTEXT_MIB=64 CUDA_DEVICE_MEMORY_LIMIT=3g
+    # 16 processes allocate and free random sizes for 6 s; fakegpu's per-process truth
+    # (allocations + contexts) never passes the limit.
+    for i in $(seq 1 16); do
+        PROBE_BARRIER=$T/go pre "$PROBE" dlsym random 6 "$i" >"$T/rand.$i" 2>&1 &
+        pids+=($!)
+    done
+    for _ in $(seq 1 1200); do
+        [ "$(cat "$T"/rand.* | grep -c '^context')" = 16 ] && break
+        sleep 0.05
+    done
+    "$TRUTH" 0 8 >"$T/truth" &
+    tpid=$!
+    touch "$T/go"
+    for p in "${pids[@]}"; do wait "$p" || fail "a random allocator failed: $(cat "$T"/rand.*)"; done
+    pids=()
+    wait $tpid
+    max=$(field max "$(cat "$T/truth")")
+    echo "truth max=$max limit=$((3 * GiB)); $(grep -h ok= "$T"/rand.* | tr '\n' ' ')"
+    [ -n "$max" ] && [ "$max" -le $((3 * GiB)) ] || fail "container went past its limit: $max"
+    [ "$max" -gt $((GiB)) ] || fail "the allocators never came near the limit: $max"
+    grep -q "oom=0" "$T"/rand.* && ! grep -qv "oom=0" "$T"/rand.* && fail "no allocation refused"
+    # The last allocation fills the limit to within one granule (2 MiB).
+    out=$(pre "$PROBE" dlsym fill) || fail "fill after the stress: $out"
+    [ "${out#filled }" = $((3 * GiB - 64 * MiB)) ] || fail "leaked or lost bytes: $out"
+    ;;
+
+kill)
+    # Hundreds of SIGKILLs at random moments (in start-up, attach, allocation, free),
+    # then one process must get the whole limit at once.
+    end=$((SECONDS + 25))
+    n=0
+    while [ $n -lt 300 ] && [ $SECONDS -lt $end ]; do
+        for _ in 1 2 3 4; do
+            LD_PRELOAD=$LIB "$PROBE" dlsym random 5 $((n + RANDOM)) >/dev/null 2>&1 &
+            pids+=($!)
+        done
+        sleep "0.0$((RANDOM % 9 + 1))"
+        for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+        wait 2>/dev/null
+        pids=()
+        n=$((n + 4))
+    done
+    echo "killed $n processes"
+    [ $n -ge 100 ] || fail "only $n kills in the time box"
+    out=$(pre "$PROBE" dlsym fill) || fail "full-limit allocation after the kill storm: $out"
+    [ "${out#filled }" = $((2 * GiB - 256 * MiB)) ] || fail "leaked bytes: $out"
+    ;;
+
+two_containers)
+    # Two containers share the card, each with its own region and limit.
+    CUDA_DEVICE_MEMORY_LIMIT=1g CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/a hold $((400 * MiB))
+    [ "$HOLD_OUT" = ready ] || fail "A: 400 MiB under 1 GiB: $HOLD_OUT"
+    a=$HOLD_PID
+    CUDA_DEVICE_MEMORY_LIMIT=1g CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/a hold $((200 * MiB))
+    [ "$HOLD_OUT" = oom ] || fail "A: a second process past A's limit: $HOLD_OUT"
+    kill -9 "$HOLD_PID"
+    CUDA_DEVICE_MEMORY_LIMIT=3g CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/b hold $((2 * GiB))
+    [ "$HOLD_OUT" = ready ] || fail "B: 2 GiB under 3 GiB: $HOLD_OUT"
+    b=$HOLD_PID
+    ta=$(field last "$("$TRUTH" 0 0 "$a")")
+    tb=$(field last "$("$TRUTH" 0 0 "$b")")
+    [ "$ta" -le $((GiB)) ] && [ "$tb" -le $((3 * GiB)) ] || fail "truth A=$ta B=$tb"
+    out=$(CUDA_DEVICE_MEMORY_LIMIT=3g CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/b pre "$PROBE" dlsym info)
+    [ "$(field free "$out")" = $((3 * GiB - 2 * GiB - 512 * MiB)) ] || fail "B's view: $out"
+    out=$(CUDA_DEVICE_MEMORY_LIMIT=1g CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/a pre "$PROBE" dlsym info)
+    [ "$(field free "$out")" = $((GiB - 400 * MiB - 512 * MiB)) ] || fail "A's view: $out"
+    ;;
+
+fork) pre "$PROBE" dlsym fork || fail "fork" ;;
+
+multidevice)
+    export FAKEGPU_DEVICES="Test GPU:8GiB:16,Test GPU:8GiB:16"
+    export CUDA_DEVICE_MEMORY_LIMIT_0=1g CUDA_DEVICE_MEMORY_LIMIT_1=3g
+    out0=$(pre "$PROBE" dlsym info) || fail "$out0"
+    out1=$(PROBE_DEVICE=1 pre "$PROBE" dlsym info) || fail "$out1"
+    [ "$(field total "$out0")" = $((GiB)) ] || fail "device 0: $out0"
+    [ "$(field total "$out1")" = $((3 * GiB)) ] || fail "device 1: $out1"
+    PROBE_DEVICE=1 pre "$PROBE" dlsym paths >/dev/null || fail "paths on device 1"
+    out=$(PROBE_DEVICE=1 pre "$PROBE" dlsym fill) || fail "fill device 1: $out"
+    [ "${out#filled }" = $((3 * GiB - 256 * MiB)) ] || fail "device 1 fill: $out"
+    ;;
+
+*) fail "unknown case $CASE" ;;
+esac
+echo "ok: $CASE"

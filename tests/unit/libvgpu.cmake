@@ -1,0 +1,3 @@
+vgpu_unit_test(test_libvgpu_config
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_libvgpu_config.c
+  LIBS vgpu_libvgpu_core vgpu_base)

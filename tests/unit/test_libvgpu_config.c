@@ -1,0 +1,292 @@
+/* Unit tests for libvgpu's configuration and allocation table: every value a user can
+ * write is either read exactly or refused with a message naming it (never "no limit"),
+ * the limits file wins over the environment, and the table never loses or invents an
+ * allocation. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/prng.h"
+#include "libvgpu/config.h"
+#include "libvgpu/track.h"
+
+#define MiB (UINT64_C(1) << 20)
+#define GiB (UINT64_C(1) << 30)
+
+static int load(struct vgpu_config *c, struct vg_err *err, ...)
+{
+    char *env[32];
+    int n = 0;
+    va_list ap;
+    va_start(ap, err);
+    for (char *s; (s = va_arg(ap, char *)) != NULL && n < 31;)
+        env[n++] = s;
+    va_end(ap);
+    env[n] = NULL;
+    return vgpu_config_load(c, env, err);
+}
+
+static void test_hami_values(void **state)
+{
+    (void)state;
+    struct vgpu_config c;
+    struct vg_err err = {0};
+    assert_int_equal(load(&c, &err, "PATH=/bin", "CUDA_DEVICE_MEMORY_LIMIT=4g",
+                          "CUDA_DEVICE_MEMORY_LIMIT_1=4096m", "CUDA_DEVICE_MEMORY_LIMIT_2=1024k",
+                          "CUDA_DEVICE_MEMORY_LIMIT_3=123", "CUDA_DEVICE_SM_LIMIT=50",
+                          "CUDA_DEVICE_SM_LIMIT_1=0", "CUDA_DEVICE_MEMORY_SHARED_CACHE=/r/x", NULL),
+                     0);
+    assert_true(c.memory_limit_set);
+    assert_int_equal(vgpu_config_memory_limit(&c, 0), 4 * GiB);
+    assert_int_equal(vgpu_config_memory_limit(&c, 1), 4096 * MiB);
+    assert_int_equal(vgpu_config_memory_limit(&c, 2), 1024 * 1024);
+    assert_int_equal(vgpu_config_memory_limit(&c, 3), 123);
+    assert_int_equal(vgpu_config_memory_limit(&c, 15), 4 * GiB);
+    assert_int_equal(vgpu_config_sm_limit(&c, 0), 50);
+    assert_int_equal(vgpu_config_sm_limit(&c, 1), 0);
+    assert_string_equal(c.region_path, "/r/x");
+    assert_true(c.region_path_given);
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    struct vgpu_config c;
+    struct vg_err err = {0};
+    assert_int_equal(load(&c, &err, "HOME=/root", NULL), 0);
+    assert_false(c.memory_limit_set);
+    assert_int_equal(vgpu_config_memory_limit(&c, 0), 0);
+    assert_string_equal(c.region_path, VGPU_DEFAULT_REGION_PATH);
+    assert_int_equal(c.context_bytes, 256 * MiB);
+    assert_int_equal(c.log_level, -1);
+    /* 0 is HAMi's explicit "no limit". */
+    assert_int_equal(load(&c, &err, "CUDA_DEVICE_MEMORY_LIMIT=0", NULL), 0);
+    assert_false(c.memory_limit_set);
+}
+
+static void test_invalid_env(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "CUDA_DEVICE_MEMORY_LIMIT=abc",
+        "CUDA_DEVICE_MEMORY_LIMIT=-1",
+        "CUDA_DEVICE_MEMORY_LIMIT=",
+        "CUDA_DEVICE_MEMORY_LIMIT=4x",
+        "CUDA_DEVICE_MEMORY_LIMIT= 4g",
+        "CUDA_DEVICE_MEMORY_LIMIT=99999999999999999999",
+        "CUDA_DEVICE_MEMORY_LIMIT_16=1g",
+        "CUDA_DEVICE_MEMORY_LIMIT_01=1g",
+        "CUDA_DEVICE_MEMORY_LIMIT_x=1g",
+        "CUDA_DEVICE_MEMORY_LIMIT_=1g",
+        "CUDA_DEVICE_SM_LIMIT=101",
+        "CUDA_DEVICE_SM_LIMIT=50%",
+        "CUDA_DEVICE_SM_LIMIT=-5",
+        "CUDA_DEVICE_SM_LIMIT_3=abc",
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE=relative/path",
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE=",
+        "VGPU_CONTEXT_MIB=70000",
+        "VGPU_CONTEXT_MIB=12m",
+        "VGPU_LOG_LEVEL=loud",
+        "VGPU_LIMITS_FILE=relative",
+        "VGPU_LIMITS_FILE=/nonexistent/vgpu-limits",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct vgpu_config c;
+        struct vg_err err = {0};
+        char *copy = strdup(bad[i]);
+        int rc = load(&c, &err, copy, NULL);
+        if (rc == 0)
+            fail_msg("accepted %s", bad[i]);
+        /* The message names the variable, so the user knows what to fix. */
+        char name[64];
+        size_t nl = strcspn(bad[i], "=");
+        snprintf(name, sizeof name, "%.*s", (int)nl, bad[i]);
+        if (strstr(err.msg, name) == NULL && strstr(err.msg, "VGPU_LIMITS_FILE") == NULL)
+            fail_msg("message for %s does not name it: %s", bad[i], err.msg);
+        free(copy);
+    }
+}
+
+static void test_file(void **state)
+{
+    (void)state;
+    struct vgpu_config c;
+    struct vg_err err = {0};
+    const char *ok = "# written by vgpu-device-plugin\nvgpu-limits 1\n"
+                     "CUDA_DEVICE_MEMORY_LIMIT_0=2g\r\nCUDA_DEVICE_SM_LIMIT=30\n\n"
+                     "CUDA_DEVICE_MEMORY_SHARED_CACHE=/var/run/vgpu/region\n";
+    vgpu_config_init(&c);
+    assert_int_equal(vgpu_config_parse_file(&c, ok, strlen(ok), &err), 0);
+    assert_int_equal(vgpu_config_memory_limit(&c, 0), 2 * GiB);
+    assert_int_equal(vgpu_config_memory_limit(&c, 1), 0);
+    assert_int_equal(vgpu_config_sm_limit(&c, 4), 30);
+    assert_true(c.from_file);
+
+    static const char *const bad[] = {
+        "",
+        "CUDA_DEVICE_MEMORY_LIMIT=1g\n",
+        "vgpu-limits 2\nCUDA_DEVICE_MEMORY_LIMIT=1g\n",
+        "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT=1g\nCUDA_DEVICE_MEMORY_LIMIT=2g\n",
+        "vgpu-limits 1\nUNKNOWN_KEY=1\n",
+        "vgpu-limits 1\nVGPU_LOG_LEVEL=debug\n",
+        "vgpu-limits 1\nno equals sign\n",
+        "vgpu-limits 1\n=1g\n",
+        "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT=lots\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        vgpu_config_init(&c);
+        err.msg[0] = '\0';
+        if (vgpu_config_parse_file(&c, bad[i], strlen(bad[i]), &err) == 0)
+            fail_msg("accepted file %zu", i);
+        assert_true(err.msg[0] != '\0');
+    }
+    /* NUL byte, over-long line, oversized file. */
+    const char nul[] = "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT=1g\0\n";
+    vgpu_config_init(&c);
+    assert_true(vgpu_config_parse_file(&c, nul, sizeof nul - 1, &err) < 0);
+    char *big = malloc(VGPU_LIMITS_FILE_MAX + 2);
+    memset(big, '#', VGPU_LIMITS_FILE_MAX + 1);
+    vgpu_config_init(&c);
+    assert_true(vgpu_config_parse_file(&c, big, VGPU_LIMITS_FILE_MAX + 1, &err) < 0);
+    memcpy(big, "vgpu-limits 1\n", 14);
+    vgpu_config_init(&c);
+    assert_true(vgpu_config_parse_file(&c, big, VGPU_LIMITS_LINE_MAX + 20, &err) < 0);
+    assert_non_null(strstr(err.msg, "longer"));
+    free(big);
+}
+
+static void test_file_precedence(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vgpu-cfg-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[64], env[96];
+    snprintf(path, sizeof path, "%s/limits", dir);
+    FILE *f = fopen(path, "w");
+    fputs("vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT=1g\n", f);
+    fclose(f);
+    snprintf(env, sizeof env, "VGPU_LIMITS_FILE=%s", path);
+    struct vgpu_config c;
+    struct vg_err err = {0};
+    /* The environment cannot raise the limit, set a per-device one, or move the region. */
+    assert_int_equal(load(&c, &err, "CUDA_DEVICE_MEMORY_LIMIT=8g", env,
+                          "CUDA_DEVICE_MEMORY_LIMIT_0=16g", "CUDA_DEVICE_MEMORY_SHARED_CACHE=/x",
+                          "VGPU_LOG_LEVEL=warn", NULL),
+                     0);
+    assert_int_equal(vgpu_config_memory_limit(&c, 0), GiB);
+    assert_string_equal(c.region_path, VGPU_DEFAULT_REGION_PATH);
+    assert_int_equal(c.log_level, 1);
+    /* ...but a malformed file is an error, never "no limit". */
+    f = fopen(path, "w");
+    fputs("vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT=much\n", f);
+    fclose(f);
+    assert_true(load(&c, &err, env, NULL) < 0);
+    assert_non_null(strstr(err.msg, path));
+    unlink(path);
+    rmdir(dir);
+}
+
+/* ---- track ---- */
+
+static void test_track_random(void **state)
+{
+    (void)state;
+    struct track t;
+    track_init(&t);
+    enum { N = 20000 };
+    static uint64_t keys[N];
+    static bool live[N];
+    struct vg_prng rng;
+    vg_prng_seed(&rng, 42);
+    for (int i = 0; i < N; i++) /* distinct, scattered like device addresses */
+        keys[i] = 0x7f0000000000ull + ((uint64_t)i * 2654435761u % (1u << 31)) * 512;
+    for (int round = 0; round < 200000; round++) {
+        int i = (int)vg_prng_below(&rng, N);
+        struct track_entry out;
+        if (live[i]) {
+            assert_true(track_remove(&t, TRACK_DEVPTR, keys[i], &out));
+            assert_int_equal(out.bytes, (uint64_t)i);
+            assert_false(track_find(&t, TRACK_DEVPTR, keys[i], NULL));
+        } else {
+            struct track_entry e = {.key = keys[i], .space = TRACK_DEVPTR, .bytes = (uint64_t)i};
+            assert_int_equal(track_insert(&t, &e, NULL), 0);
+        }
+        live[i] = !live[i];
+    }
+    size_t count = 0;
+    for (int i = 0; i < N; i++) {
+        struct track_entry out;
+        bool found = track_find(&t, TRACK_DEVPTR, keys[i], &out);
+        if (live[i]) {
+            assert_true(found);
+            assert_int_equal(out.bytes, (uint64_t)i);
+            count++;
+        }
+        /* Same value in another space is another handle. */
+        assert_false(track_find(&t, TRACK_VMM, keys[i], NULL));
+    }
+    assert_int_equal(t.count, count);
+    track_free(&t);
+}
+
+static uint64_t swept;
+static void sweep_cb(const struct track_entry *e, void *arg)
+{
+    (void)arg;
+    swept += e->bytes;
+}
+
+static void test_track_context_and_replace(void **state)
+{
+    (void)state;
+    struct track t;
+    track_init(&t);
+    for (uint64_t i = 1; i <= 3000; i++) {
+        struct track_entry e = {
+            .key = i * 4096, .space = TRACK_DEVPTR, .bytes = i, .ctx = (i % 3) + 1};
+        assert_int_equal(track_insert(&t, &e, NULL), 0);
+    }
+    struct track_entry again = {.key = 4096, .space = TRACK_DEVPTR, .bytes = 7, .ctx = 9};
+    struct track_entry old;
+    assert_int_equal(track_insert(&t, &again, &old), 1);
+    assert_int_equal(old.bytes, 1);
+    swept = 0;
+    size_t n = track_remove_context(&t, 2, sweep_cb, NULL);
+    uint64_t want = 0;
+    size_t want_n = 0;
+    for (uint64_t i = 2; i <= 3000; i++)
+        if ((i % 3) + 1 == 2) {
+            want += i;
+            want_n++;
+        }
+    assert_int_equal(n, want_n);
+    assert_int_equal(swept, want);
+    for (uint64_t i = 2; i <= 3000; i++)
+        assert_int_equal(track_find(&t, TRACK_DEVPTR, i * 4096, NULL), (i % 3) + 1 != 2);
+    track_reset_after_fork(&t);
+    assert_false(track_find(&t, TRACK_DEVPTR, 4096 * 3, NULL));
+    assert_int_equal(t.count, 0);
+    track_free(&t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hami_values),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_invalid_env),
+        cmocka_unit_test(test_file),
+        cmocka_unit_test(test_file_precedence),
+        cmocka_unit_test(test_track_random),
+        cmocka_unit_test(test_track_context_and_replace),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
