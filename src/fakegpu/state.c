@@ -46,10 +46,26 @@ struct fg_state {
     bool shared_held;      /* under local: whether this handle holds the shared lock */
     int slot;              /* FG_NO_SLOT until claimed */
     uint64_t slot_gen;
-    pid_t pid; /* the process the slot belongs to: a fork child claims its own */
+    pid_t pid;           /* the process the slot belongs to */
+    unsigned fork_epoch; /* fork_count when the slot was claimed: a fork child claims its own */
     uint64_t context_bytes;
     uint64_t kernel_ns;
 };
+
+/* Counts forks in this process's lineage so that the launch path can tell a fork child
+ * without a getpid() system call. */
+static unsigned fork_count;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void count_fork(void)
+{
+    __atomic_add_fetch(&fork_count, 1, __ATOMIC_RELAXED);
+}
+
+static void register_atfork(void)
+{
+    pthread_atfork(NULL, NULL, count_fork);
+}
 
 static uint64_t monotonic_ns(void)
 {
@@ -225,7 +241,7 @@ static int own_slot(struct fg_state *st)
 {
     if (st->slot == FG_NO_SLOT)
         return FG_NO_SLOT;
-    if (st->pid != getpid()) {
+    if (st->fork_epoch != __atomic_load_n(&fork_count, __ATOMIC_RELAXED)) {
         st->slot = FG_NO_SLOT;
         return FG_NO_SLOT;
     }
@@ -262,6 +278,7 @@ static int claim_slot(struct fg_state *st)
         st->slot = i;
         st->slot_gen = s->gen;
         st->pid = pid;
+        st->fork_epoch = __atomic_load_n(&fork_count, __ATOMIC_RELAXED);
         return i;
     }
     return -ENOSPC;
@@ -417,6 +434,7 @@ int fg_state_open(struct fg_state **out, const char *dir, const char *devices,
         fprintf(stderr, "fakegpu: FAKEGPU_STATE_DIR is empty\n");
         return -EINVAL;
     }
+    pthread_once(&atfork_once, register_atfork);
     struct fg_state *st = calloc(1, sizeof *st);
     if (st == NULL)
         return -ENOMEM;
