@@ -50,7 +50,7 @@ uint64_t fg_stream_pending_ns(const struct fg_stream_shared *s)
     for (uint64_t n = s->completed; n < s->submitted; n++) {
         const struct fg_item *it = &s->ring[n % FG_STREAM_DEPTH];
         if (it->kind == FG_ITEM_KERNEL)
-            sum += it->remaining_ns;
+            sum = it->remaining_ns > UINT64_MAX - sum ? UINT64_MAX : sum + it->remaining_ns;
     }
     return sum;
 }
@@ -204,8 +204,9 @@ static void advance_device(struct fg_shared *sh, int dev, uint64_t now)
             if (!on_device(s, dev) || s->owner != cur)
                 continue;
             struct fg_item *it = head(s);
+            /* Compared as a difference: a huge duration must not wrap around. */
             if (it != NULL && it->kind == FG_ITEM_KERNEL && it->submit_ns <= t &&
-                t + it->remaining_ns < end)
+                it->remaining_ns < end - t)
                 end = t + it->remaining_ns;
         }
         bool ran = false;

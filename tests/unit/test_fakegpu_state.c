@@ -458,6 +458,25 @@ static void test_late_competitor_gets_a_slice(void **state)
     fg_state_close(b);
 }
 
+static void test_endless_kernel_does_not_wrap_time(void **state)
+{
+    struct fixture *f = *state;
+    struct fg_state *a = open_fake(f, ONE_GPU);
+    struct fg_state *b = open_fake(f, ONE_GPU);
+    int sa, sb;
+    uint64_t qa, qb;
+    assert_int_equal(fg_stream_open(a, 0, &sa), 0);
+    assert_int_equal(fg_stream_open(b, 0, &sb), 0);
+    assert_int_equal(fg_stream_launch(a, sa, UINT64_MAX, &qa), 0);
+    assert_int_equal(fg_stream_launch(b, sb, 1 * MS, &qb), 0);
+    fake_now = T0 + 3 * MS; /* A 0-2, B 2-3 */
+    assert_true(stream_done(b, sb, qb));
+    fake_now = T0 + 1000 * MS;
+    assert_false(stream_done(a, sa, qa));
+    fg_state_close(a);
+    fg_state_close(b);
+}
+
 static void test_streams_of_one_context_overlap(void **state)
 {
     struct fixture *f = *state;
@@ -745,6 +764,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stream_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_contexts_round_robin, setup, teardown),
         cmocka_unit_test_setup_teardown(test_late_competitor_gets_a_slice, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_endless_kernel_does_not_wrap_time, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streams_of_one_context_overlap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_wait_event, setup, teardown),
