@@ -516,8 +516,8 @@ __attribute__((constructor)) static void vg_constructor(void)
     pthread_atfork(NULL, NULL, after_fork_child);
 }
 
-__attribute__((destructor)) static void vg_destructor(void)
-{
-    if (vg_g.region != NULL && atomic_load(&vg_g.attached))
-        region_detach(vg_g.region);
-}
+/* No detach at exit: the bytes are given back when the kernel drops the slot's lock as the
+ * process's files close, which is after its destructors and next to the driver freeing
+ * its memory. Releasing them in a destructor would let another process allocate while
+ * the driver still holds the exiting one's memory, briefly putting the container past
+ * its limit. The next allocation that needs them (or the next memory query) recounts. */

@@ -20,6 +20,8 @@ export FAKEGPU_STATE_DIR=$T/state FAKEGPU_DEVICES="Test GPU:8GiB:16" FAKEGPU_CON
 export VGPU_CONTEXT_MIB=256 LD_LIBRARY_PATH=$B/fakegpu
 export CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/region CUDA_DEVICE_MEMORY_LIMIT=2g
 unset VGPU_LIMITS_FILE VGPU_LOG_LEVEL CUDA_DEVICE_SM_LIMIT
+# Sanitizer builds: the test programs carry ASan, libvgpu (UBSan only) is preloaded ahead.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 LIB=$B/lib/libvgpu.so
 PROBE=$B/bin/libvgpu_probe
 PROBE_LINK=$B/bin/libvgpu_probe_link

@@ -3,6 +3,7 @@
  *   libvgpu_truth <dev> <seconds> [pid...]
  * samples every millisecond for that long and prints "max=<bytes> last=<bytes>", the
  * largest and the final sum over the given pids (all processes when none are given). */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,23 @@
 
 #include "base/parse.h"
 #include "fakegpu/state.h"
+
+/* fakegpu gives a process's memory back when it notices the process is gone, which for
+ * a zombie (exited, not yet reaped) is later than a real driver, which frees it as the
+ * process's files close. Zombies are therefore not counted. */
+static bool exited(pid_t pid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return true;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *paren = strrchr(buf, ')');
+    return paren == NULL || paren[1] != ' ' || paren[2] == 'Z' || paren[2] == 'X';
+}
 
 static uint64_t sum(struct fg_state *st, int dev, int npids, char **pids)
 {
@@ -25,7 +43,7 @@ static uint64_t sum(struct fg_state *st, int dev, int npids, char **pids)
             mine =
                 vg_parse_u64(pids[k], 1, INT32_MAX, &pid, NULL) == 0 && (pid_t)pid == procs[i].pid;
         }
-        if (mine)
+        if (mine && !exited(procs[i].pid))
             total += procs[i].used_bytes;
     }
     return total;
