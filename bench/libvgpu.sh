@@ -11,31 +11,50 @@ export LD_LIBRARY_PATH=$B/fakegpu
 BIN=$B/bin/libvgpu_bench
 LIB=$B/lib/libvgpu.so
 
-instr() { # instr MODE N [preload]
-    local out=$T/cg.$RANDOM
+# Inclusive instructions of FN in OBJECT (libvgpu.so or libcuda.so.1) in a callgrind file.
+incl() {
+    callgrind_annotate --inclusive=yes "$1" 2>/dev/null |
+        awk -v fn=":$2 " -v obj="$3" 'index($0, fn) && index($0, obj) && /^ *[0-9,]+ \(/ {
+            gsub(",", "", $1); print $1; exit }'
+}
+run_cg() { # run_cg MODE N [preload] -> callgrind file
+    local out=$T/cg.$1.$2.${3:-0}
     env ${3:+LD_PRELOAD=$LIB} valgrind --tool=callgrind --callgrind-out-file="$out" \
         "$BIN" "$1" "$2" >/dev/null 2>&1
-    sed -n 's/^summary: *//p' "$out"
+    echo "$out"
 }
-per_call() { # per_call MODE [preload]
-    local a b
-    a=$(instr "$1" 1000 "${2:-}")
-    b=$(instr "$1" 2000 "${2:-}")
-    echo $(((b - a) / 1000))
+# Per call, N=2000 minus N=1000 (start-up and first-call set-up cancel):
+#   base  = the driver's own instructions (real function, inclusive)
+#   added = libvgpu's wrapper inclusive minus the real function it calls, same run
+measure() { # measure MODE FN... -> "base added"
+    local mode=$1
+    shift
+    local a1 a2 w1 w2 base=0 added=0
+    a1=$(run_cg "$mode" 1000 1)
+    a2=$(run_cg "$mode" 2000 1)
+    for fn in "$@"; do
+        local r1 r2 o1 o2
+        r1=$(incl "$a1" "$fn" libcuda.so.1)
+        r2=$(incl "$a2" "$fn" libcuda.so.1)
+        o1=$(incl "$a1" "$fn" libvgpu.so)
+        o2=$(incl "$a2" "$fn" libvgpu.so)
+        base=$((base + (r2 - r1) / 1000))
+        added=$((added + ((o2 - r2) - (o1 - r1)) / 1000))
+    done
+    echo "$base $added"
 }
 
-echo "Instructions per call (callgrind, fakegpu, N=2000 minus N=1000):"
+echo "Instructions per call (callgrind against fakegpu; N=2000 minus N=1000 calls; the"
+echo "wrapper's inclusive count minus the real function's, measured in the same run):"
 echo
-echo "| call | without libvgpu | with libvgpu | added | target |"
-echo "| --- | ---: | ---: | ---: | ---: |"
+echo "| call | driver (fakegpu) | added by libvgpu | target |"
+echo "| --- | ---: | ---: | ---: |"
 unset CUDA_DEVICE_MEMORY_LIMIT CUDA_DEVICE_MEMORY_SHARED_CACHE
-l0=$(per_call launch)
-l1=$(per_call launch 1)
-echo "| cuLaunchKernel, no compute limit | $l0 | $l1 | $((l1 - l0)) | 30 |"
+read -r lb la <<<"$(measure launch cuLaunchKernel)"
+echo "| cuLaunchKernel, no compute limit | $lb | $la | 30 |"
 export CUDA_DEVICE_MEMORY_LIMIT=40g CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/region
-a0=$(per_call alloc)
-a1=$(per_call alloc 1)
-echo "| cuMemAlloc + cuMemFree, 40 GiB limit | $a0 | $a1 | $((a1 - a0)) | 400 |"
+read -r ab aa <<<"$(measure alloc cuMemAlloc_v2 cuMemFree_v2)"
+echo "| cuMemAlloc_v2 + cuMemFree_v2, 40 GiB limit | $ab | $aa | 400 |"
 
 rate() { # rate [preload] -> total pairs of 16 processes in 3 s
     local total=0

@@ -159,7 +159,7 @@ static int setup_region(struct vg_err *err)
     return 0;
 }
 
-static int setup_slow(void)
+int vg_setup_slow(void)
 {
     pthread_mutex_lock(&vg_g.setup_lock);
     int s = atomic_load(&vg_g.setup);
@@ -199,14 +199,6 @@ out:
     return s;
 }
 
-int vg_ensure_setup(void)
-{
-    int s = atomic_load_explicit(&vg_g.setup, memory_order_acquire);
-    if (VG_LIKELY(s != VG_SETUP_NONE))
-        return s;
-    return setup_slow();
-}
-
 CUresult vg_setup_result(void)
 {
     return vg_ensure_setup() == VG_SETUP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
@@ -221,7 +213,9 @@ int vg_regdev_of_cudevice(CUdevice dev)
     return vg_g.dev_of[dev];
 }
 
-static __thread struct {
+/* initial-exec: libvgpu is loaded at start-up (LD_PRELOAD, /etc/ld.so.preload), so its TLS
+ * is static and reads cost one instruction instead of a __tls_get_addr call. */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
     CUcontext ctx;
     uint32_t epoch;
     int regdev;
@@ -313,7 +307,8 @@ void vg_reclaim_for_view(void)
     (void)region_reclaim(vg_g.region, &n);
 }
 
-CUresult vg_charge(int dev, uint64_t bytes)
+/* vg_charge's slow path: attach first, or a refusal (maybe after reclaiming). */
+CUresult vg_charge_slow(int dev, uint64_t bytes)
 {
     if (bytes == 0)
         return CUDA_SUCCESS;
@@ -329,12 +324,6 @@ CUresult vg_charge(int dev, uint64_t bytes)
         return CUDA_SUCCESS;
     vg_log_oom(dev, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
-}
-
-void vg_uncharge(int dev, uint64_t bytes)
-{
-    if (bytes != 0 && atomic_load_explicit(&vg_g.attached, memory_order_relaxed))
-        region_release(vg_g.region, (unsigned)dev, bytes);
 }
 
 CUresult vg_record(enum track_space space, uint64_t key, int dev, uint64_t bytes, CUcontext ctx,

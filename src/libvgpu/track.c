@@ -2,15 +2,27 @@
 #include "libvgpu/track.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+
+static void lock(struct track *t)
+{
+    while (atomic_flag_test_and_set_explicit(&t->lock, memory_order_acquire))
+        sched_yield();
+}
+
+static void unlock(struct track *t)
+{
+    atomic_flag_clear_explicit(&t->lock, memory_order_release);
+}
 
 #define TRACK_MIN_CAPACITY 256
 
 void track_init(struct track *t)
 {
     memset(t, 0, sizeof *t);
-    pthread_mutex_init(&t->lock, NULL);
+    atomic_flag_clear(&t->lock);
 }
 
 void track_free(struct track *t)
@@ -82,51 +94,56 @@ static void erase(struct track *t, struct track_entry *s)
             hole = j;
         }
     }
-    memset(&t->slots[hole], 0, sizeof t->slots[hole]);
+    t->slots[hole].space = TRACK_FREE;
     t->count--;
 }
 
 int track_insert(struct track *t, const struct track_entry *e, struct track_entry *replaced)
 {
-    pthread_mutex_lock(&t->lock);
-    struct track_entry *old = lookup(t, e->space, e->key);
-    if (old != NULL) {
-        if (replaced != NULL)
-            *replaced = *old;
-        *old = *e;
-        pthread_mutex_unlock(&t->lock);
-        return 1;
-    }
+    lock(t);
     if ((t->count + 1) * 2 > t->capacity && grow(t) != 0) {
-        pthread_mutex_unlock(&t->lock);
+        unlock(t);
         return -ENOMEM;
     }
-    place(t->slots, t->capacity, e);
-    t->count++;
-    pthread_mutex_unlock(&t->lock);
-    return 0;
+    /* One probe: the entry with this key, or the first free slot of its chain. */
+    size_t mask = t->capacity - 1;
+    size_t i = slot_of(e->key, e->space, t->capacity);
+    while (t->slots[i].space != TRACK_FREE &&
+           (t->slots[i].key != e->key || t->slots[i].space != e->space))
+        i = (i + 1) & mask;
+    int rc = 0;
+    if (t->slots[i].space != TRACK_FREE) {
+        if (replaced != NULL)
+            *replaced = t->slots[i];
+        rc = 1;
+    } else {
+        t->count++;
+    }
+    t->slots[i] = *e;
+    unlock(t);
+    return rc;
 }
 
 bool track_remove(struct track *t, enum track_space space, uint64_t key, struct track_entry *out)
 {
-    pthread_mutex_lock(&t->lock);
+    lock(t);
     struct track_entry *s = lookup(t, (uint8_t)space, key);
     if (s != NULL) {
         if (out != NULL)
             *out = *s;
         erase(t, s);
     }
-    pthread_mutex_unlock(&t->lock);
+    unlock(t);
     return s != NULL;
 }
 
 bool track_find(struct track *t, enum track_space space, uint64_t key, struct track_entry *out)
 {
-    pthread_mutex_lock(&t->lock);
+    lock(t);
     struct track_entry *s = lookup(t, (uint8_t)space, key);
     if (s != NULL && out != NULL)
         *out = *s;
-    pthread_mutex_unlock(&t->lock);
+    unlock(t);
     return s != NULL;
 }
 
@@ -134,7 +151,7 @@ size_t track_remove_context(struct track *t, uintptr_t ctx,
                             void (*fn)(const struct track_entry *e, void *arg), void *arg)
 {
     size_t n = 0;
-    pthread_mutex_lock(&t->lock);
+    lock(t);
     for (size_t i = 0; i < t->capacity;) {
         struct track_entry *s = &t->slots[i];
         if (s->space != TRACK_FREE && s->ctx == ctx) {
@@ -147,13 +164,13 @@ size_t track_remove_context(struct track *t, uintptr_t ctx,
         }
         i++;
     }
-    pthread_mutex_unlock(&t->lock);
+    unlock(t);
     return n;
 }
 
 void track_reset_after_fork(struct track *t)
 {
-    pthread_mutex_init(&t->lock, NULL);
+    atomic_flag_clear(&t->lock);
     if (t->slots != NULL)
         memset(t->slots, 0, t->capacity * sizeof *t->slots);
     t->count = 0;

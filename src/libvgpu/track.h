@@ -7,11 +7,12 @@
  * Linear probing with backward-shift deletion (no tombstones), so a long-running process
  * that allocates and frees millions of times keeps short probe chains. The table grows by
  * doubling at 50 % load; growth failure is reported and the caller undoes the allocation.
- * One mutex per table: the critical sections are a few dozen instructions. */
+ * One spinlock per table: the critical sections are a few dozen instructions, and a
+ * pthread mutex would double the cost of an allocation; a waiter yields the CPU. */
 #ifndef VGPU_LIBVGPU_TRACK_H
 #define VGPU_LIBVGPU_TRACK_H
 
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,7 +38,7 @@ struct track_entry {
 };
 
 struct track {
-    pthread_mutex_t lock;
+    atomic_flag lock;
     struct track_entry *slots;
     size_t capacity; /* power of two, or 0 before the first insert */
     size_t count;
@@ -60,7 +61,7 @@ size_t track_remove_context(struct track *t, uintptr_t ctx,
                             void (*fn)(const struct track_entry *e, void *arg), void *arg);
 
 /* In a forked child: the parent's allocations are not the child's. Empties the table
- * (keeping its memory) and re-initialises the lock. */
+ * (keeping its memory) and releases the lock (a parent thread may have held it). */
 void track_reset_after_fork(struct track *t);
 
 #endif

@@ -152,7 +152,14 @@ extern struct vg_global vg_g;
 /* Loads the real libraries' entry points (once). false if libcuda is missing. */
 bool vg_load_real(void);
 /* Runs setup if not done and the driver is initialised; returns the state. */
-int vg_ensure_setup(void);
+int vg_setup_slow(void);
+static inline int vg_ensure_setup(void)
+{
+    int s = atomic_load_explicit(&vg_g.setup, memory_order_acquire);
+    if (VG_LIKELY(s != VG_SETUP_NONE))
+        return s;
+    return vg_setup_slow();
+}
 /* The CUDA result setup failed with (CUDA_SUCCESS unless the configuration is invalid). */
 CUresult vg_setup_result(void);
 
@@ -164,8 +171,19 @@ int vg_regdev_of_cudevice(CUdevice dev);
 /* Charges bytes on region device dev: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY (logged,
  * rate-limited). Reclaims dead processes and re-reads this process's pools before
  * refusing. */
-CUresult vg_charge(int dev, uint64_t bytes);
-void vg_uncharge(int dev, uint64_t bytes);
+CUresult vg_charge_slow(int dev, uint64_t bytes);
+static inline CUresult vg_charge(int dev, uint64_t bytes)
+{
+    if (VG_LIKELY(atomic_load_explicit(&vg_g.attached, memory_order_acquire)) &&
+        region_reserve(vg_g.region, (unsigned)dev, bytes) == 0)
+        return CUDA_SUCCESS;
+    return vg_charge_slow(dev, bytes);
+}
+static inline void vg_uncharge(int dev, uint64_t bytes)
+{
+    if (bytes != 0 && atomic_load_explicit(&vg_g.attached, memory_order_relaxed))
+        region_release(vg_g.region, (unsigned)dev, bytes);
+}
 /* Before reporting usage: takes back what dead processes held (rate-limited). */
 void vg_reclaim_for_view(void);
 
