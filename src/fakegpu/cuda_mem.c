@@ -32,6 +32,16 @@ static void *map_anon(size_t size, bool low32)
 
 /* ---- device allocations ---- */
 
+/* Charges bytes to the device. Before answering out of memory, asks the state for the
+ * device's usage once: that reclaims what processes that died still held. */
+static int reserve(int dev, uint64_t bytes)
+{
+    int rc = fg_mem_reserve(cu_g.st, dev, bytes);
+    if (rc == -ENOMEM && fg_mem_info(cu_g.st, dev, NULL, NULL) == 0)
+        rc = fg_mem_reserve(cu_g.st, dev, bytes);
+    return rc;
+}
+
 /* Charges and maps; registers the allocation (takes the lock). */
 static CUresult dev_alloc(int dev, size_t size, uint64_t charge, bool managed, struct cu_pool *pool,
                           bool low32, CUdeviceptr *out)
@@ -55,7 +65,7 @@ static CUresult dev_alloc(int dev, size_t size, uint64_t charge, bool managed, s
     if (pool && pool->cached >= charge) {
         pool->cached -= charge; /* reuse what the pool still holds */
     } else {
-        r = cu_from_errno(fg_mem_reserve(cu_g.st, dev, charge));
+        r = cu_from_errno(reserve(dev, charge));
     }
     if (r == CUDA_SUCCESS) {
         a->charged = charge;
@@ -611,7 +621,7 @@ static CUresult array_new(size_t bytes, enum cu_kind kind, void **out)
     a->bytes = bytes;
     a->dev = c->dev;
     cu_lock();
-    r = cu_from_errno(fg_mem_reserve(cu_g.st, c->dev, bytes));
+    r = cu_from_errno(reserve(c->dev, bytes));
     if (r == CUDA_SUCCESS && !cu_reg_add((uintptr_t)a, kind, a)) {
         fg_mem_release(cu_g.st, c->dev, bytes);
         r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -756,7 +766,7 @@ FG_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     cu_lock();
-    r = cu_from_errno(fg_mem_reserve(cu_g.st, v->dev, size));
+    r = cu_from_errno(reserve(v->dev, size));
     if (r == CUDA_SUCCESS && !cu_reg_add((uintptr_t)v, CU_K_VMM, v)) {
         fg_mem_release(cu_g.st, v->dev, size);
         r = CUDA_ERROR_OUT_OF_MEMORY;
