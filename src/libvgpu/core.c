@@ -37,9 +37,9 @@ static CUresult missing_cuda(void)
 {
     return CUDA_ERROR_NOT_SUPPORTED;
 }
-static vg_nvmlReturn_t missing_nvml(void)
+static nvmlReturn_t missing_nvml(void)
 {
-    return VG_NVML_ERROR_UNINITIALIZED;
+    return NVML_ERROR_UNINITIALIZED;
 }
 
 static void self_marker(void)

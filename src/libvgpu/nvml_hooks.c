@@ -13,42 +13,42 @@
 
 /* nvmlInit* sets up libvgpu as cuInit does; NVML-only programs initialise the CUDA
  * driver for it (no context is created), so the region is keyed by UUID the same way. */
-static vg_nvmlReturn_t after_init(vg_nvmlReturn_t r)
+static nvmlReturn_t after_init(nvmlReturn_t r)
 {
-    if (r != VG_NVML_SUCCESS)
+    if (r != NVML_SUCCESS)
         return r;
     if (atomic_load(&vg_g.setup) == VG_SETUP_NONE)
         (void)REAL.cuInit(0);
-    return vg_ensure_setup() == VG_SETUP_FAILED ? VG_NVML_ERROR_UNKNOWN : r;
+    return vg_ensure_setup() == VG_SETUP_FAILED ? NVML_ERROR_UNKNOWN : r;
 }
 
-VG_EXPORT vg_nvmlReturn_t nvmlInit_v2(void)
+VG_EXPORT nvmlReturn_t nvmlInit_v2(void)
 {
     if (!vg_load_real())
-        return VG_NVML_ERROR_UNINITIALIZED;
+        return NVML_ERROR_UNINITIALIZED;
     return after_init(REAL.nvmlInit_v2());
 }
 
-VG_EXPORT vg_nvmlReturn_t nvmlInit(void)
+VG_EXPORT nvmlReturn_t nvmlInit(void)
 {
     if (!vg_load_real())
-        return VG_NVML_ERROR_UNINITIALIZED;
+        return NVML_ERROR_UNINITIALIZED;
     return after_init(REAL.nvmlInit());
 }
 
-VG_EXPORT vg_nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+VG_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
 {
     if (!vg_load_real())
-        return VG_NVML_ERROR_UNINITIALIZED;
+        return NVML_ERROR_UNINITIALIZED;
     return after_init(REAL.nvmlInitWithFlags(flags));
 }
 
-static int region_dev_of(vg_nvmlDevice_t device)
+static int region_dev_of(nvmlDevice_t device)
 {
     if (vg_ensure_setup() != VG_SETUP_REGION)
         return -1;
-    char uuid[VG_NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-    if (REAL.nvmlDeviceGetUUID(device, uuid, sizeof uuid) != VG_NVML_SUCCESS)
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    if (REAL.nvmlDeviceGetUUID(device, uuid, sizeof uuid) != NVML_SUCCESS)
         return -1;
     return region_find_device(vg_g.region, uuid);
 }
@@ -75,23 +75,22 @@ static bool container_view(int dev, unsigned long long *total, unsigned long lon
     return true;
 }
 
-VG_EXPORT vg_nvmlReturn_t nvmlDeviceGetMemoryInfo(vg_nvmlDevice_t device, vg_nvmlMemory_t *memory)
+VG_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     if (!vg_load_real())
-        return VG_NVML_ERROR_UNINITIALIZED;
-    vg_nvmlReturn_t r = REAL.nvmlDeviceGetMemoryInfo(device, memory);
-    if (r == VG_NVML_SUCCESS && memory != NULL)
+        return NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t r = REAL.nvmlDeviceGetMemoryInfo(device, memory);
+    if (r == NVML_SUCCESS && memory != NULL)
         (void)container_view(region_dev_of(device), &memory->total, &memory->free, &memory->used);
     return r;
 }
 
-VG_EXPORT vg_nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(vg_nvmlDevice_t device,
-                                                     vg_nvmlMemory_v2_t *memory)
+VG_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
     if (!vg_load_real())
-        return VG_NVML_ERROR_UNINITIALIZED;
-    vg_nvmlReturn_t r = REAL.nvmlDeviceGetMemoryInfo_v2(device, memory);
-    if (r == VG_NVML_SUCCESS && memory != NULL &&
+        return NVML_ERROR_UNINITIALIZED;
+    nvmlReturn_t r = REAL.nvmlDeviceGetMemoryInfo_v2(device, memory);
+    if (r == NVML_SUCCESS && memory != NULL &&
         container_view(region_dev_of(device), &memory->total, &memory->free, &memory->used))
         memory->reserved = 0; /* the driver's reservation is outside the container's slice */
     return r;
@@ -101,10 +100,10 @@ VG_EXPORT vg_nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(vg_nvmlDevice_t device,
 static pthread_mutex_t procs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct region_proc_info procs[REGION_MAX_PROCS];
 
-static vg_nvmlReturn_t container_procs(int dev, unsigned int *count, void *infos, bool v1)
+static nvmlReturn_t container_procs(int dev, unsigned int *count, void *infos, bool v1)
 {
     if (count == NULL)
-        return VG_NVML_ERROR_INVALID_ARGUMENT;
+        return NVML_ERROR_INVALID_ARGUMENT;
     vg_reclaim_for_view();
     pthread_mutex_lock(&procs_lock);
     int n = region_list_procs(vg_g.region, procs, REGION_MAX_PROCS);
@@ -112,20 +111,20 @@ static vg_nvmlReturn_t container_procs(int dev, unsigned int *count, void *infos
     for (int i = 0; i < n && i < REGION_MAX_PROCS; i++)
         if (procs[i].used[dev] > 0)
             have++;
-    vg_nvmlReturn_t r = VG_NVML_SUCCESS;
+    nvmlReturn_t r = NVML_SUCCESS;
     if (infos == NULL || *count < have) {
-        r = have == 0 && infos == NULL ? VG_NVML_SUCCESS : VG_NVML_ERROR_INSUFFICIENT_SIZE;
+        r = have == 0 && infos == NULL ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
     } else {
         unsigned k = 0;
         for (int i = 0; i < n && i < REGION_MAX_PROCS; i++) {
             if (procs[i].used[dev] == 0)
                 continue;
             if (v1) {
-                vg_nvmlProcessInfo_v1_t *o = (vg_nvmlProcessInfo_v1_t *)infos + k;
+                nvmlProcessInfo_v1_t *o = (nvmlProcessInfo_v1_t *)infos + k;
                 o->pid = (unsigned)procs[i].pid;
                 o->usedGpuMemory = procs[i].used[dev];
             } else {
-                vg_nvmlProcessInfo_t *o = (vg_nvmlProcessInfo_t *)infos + k;
+                nvmlProcessInfo_v2_t *o = (nvmlProcessInfo_v2_t *)infos + k;
                 o->pid = (unsigned)procs[i].pid;
                 o->usedGpuMemory = procs[i].used[dev];
                 o->gpuInstanceId = 0xFFFFFFFFu; /* not a MIG instance */
@@ -142,30 +141,30 @@ static vg_nvmlReturn_t container_procs(int dev, unsigned int *count, void *infos
 #define VG_PROCS(fn, v1)                                                                           \
     do {                                                                                           \
         if (!vg_load_real())                                                                       \
-            return VG_NVML_ERROR_UNINITIALIZED;                                                    \
+            return NVML_ERROR_UNINITIALIZED;                                                       \
         int dev_ = region_dev_of(device);                                                          \
         if (dev_ < 0)                                                                              \
             return REAL.fn(device, infoCount, infos);                                              \
         return container_procs(dev_, infoCount, infos, v1);                                        \
     } while (0)
 
-VG_EXPORT vg_nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(vg_nvmlDevice_t device,
-                                                               unsigned int *infoCount,
-                                                               vg_nvmlProcessInfo_v1_t *infos)
+VG_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
+                                                            unsigned int *infoCount,
+                                                            nvmlProcessInfo_v1_t *infos)
 {
     VG_PROCS(nvmlDeviceGetComputeRunningProcesses, true);
 }
 
-VG_EXPORT vg_nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(vg_nvmlDevice_t device,
-                                                                  unsigned int *infoCount,
-                                                                  vg_nvmlProcessInfo_t *infos)
+VG_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
+                                                               unsigned int *infoCount,
+                                                               nvmlProcessInfo_v2_t *infos)
 {
     VG_PROCS(nvmlDeviceGetComputeRunningProcesses_v2, false);
 }
 
-VG_EXPORT vg_nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(vg_nvmlDevice_t device,
-                                                                  unsigned int *infoCount,
-                                                                  vg_nvmlProcessInfo_t *infos)
+VG_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+                                                               unsigned int *infoCount,
+                                                               nvmlProcessInfo_v2_t *infos)
 {
     VG_PROCS(nvmlDeviceGetComputeRunningProcesses_v3, false);
 }

@@ -22,7 +22,8 @@
 
 #include "abi/cuda.h"
 #include "libvgpu/config.h"
-#include "libvgpu/nvml_abi.h"
+#define NVML_NO_UNVERSIONED_FUNC_DEFS /* libvgpu wraps the old entry points too */
+#include "abi/nvml.h"
 #include "libvgpu/track.h"
 #include "region/region.h"
 

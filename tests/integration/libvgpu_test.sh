@@ -191,6 +191,28 @@ two_containers)
 
 fork) pre "$PROBE" dlsym fork || fail "fork" ;;
 
+nvml)
+    # nvidia-smi / pynvml inside the container: the limit as total, the container's usage,
+    # its processes; linked and dlopened alike.
+    hold $((512 * MiB))
+    [ "$HOLD_OUT" = ready ] || fail "hold: $HOLD_OUT"
+    for mode in link dlsym; do
+        bin=$B/bin/libvgpu_nvml
+        [ $mode = link ] && bin=$B/bin/libvgpu_nvml_link
+        out=$(pre "$bin" $mode) || fail "$mode: $out"
+        echo "$mode: $out"
+        [ "$(field total "$out")" = $((2 * GiB)) ] || fail "$mode total: $out"
+        [ "$(field used "$out")" = $((768 * MiB)) ] || fail "$mode used: $out"
+        [ "$(field free "$out")" = $((2 * GiB - 768 * MiB)) ] || fail "$mode free: $out"
+        [ "$(field total2 "$out")" = $((2 * GiB)) ] || fail "$mode v2 total: $out"
+        grep -q "pids=$HOLD_PID:$((768 * MiB))\b" <<<"$out" || fail "$mode processes: $out"
+    done
+    # No limit: NVML's own values.
+    out=$(env -u CUDA_DEVICE_MEMORY_LIMIT -u CUDA_DEVICE_MEMORY_SHARED_CACHE \
+        LD_PRELOAD="$LIB" "$B/bin/libvgpu_nvml" dlsym) || fail "$out"
+    [ "$(field total "$out")" = $((8 * GiB)) ] || fail "no limit: $out"
+    ;;
+
 multidevice)
     export FAKEGPU_DEVICES="Test GPU:8GiB:16,Test GPU:8GiB:16"
     export CUDA_DEVICE_MEMORY_LIMIT_0=1g CUDA_DEVICE_MEMORY_LIMIT_1=3g
