@@ -14,7 +14,11 @@
  *   hold <bytes>            allocate, print "ready", sleep until killed
  *   random <sec> <seed>     allocate/free random sizes; prints "ok=<n> oom=<n>"
  *   fill                    allocate what cuMemGetInfo says is free, in one piece
- *   fork                    allocate, fork a child that uses CUDA itself, check both */
+ *   fork                    allocate, fork; the child's exit leaves the parent's usage alone
+ *   forkfresh <n> <bytes>   never initialise CUDA; fork n children that each do, allocate
+ *                           and report (the multiprocessing pattern)
+ *   dlnext                  never initialise CUDA; dlsym(RTLD_NEXT) still resolves relative
+ *                           to this program, not to libvgpu */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -460,6 +464,50 @@ int main(int argc, char **argv)
     }
     real_gpu = getenv("VGPU_TEST_REAL") != NULL && strcmp(getenv("VGPU_TEST_REAL"), "1") == 0;
     load(argv[1]);
+    if (strcmp(argv[2], "dlnext") == 0) {
+        /* The object after this program in lookup order defines cuInit: libvgpu when it is
+         * preloaded. Resolved relative to libvgpu instead, it would be the real driver. */
+        void *next = dlsym(RTLD_NEXT, "cuInit");
+        void *first = dlsym(RTLD_DEFAULT, "cuInit");
+        Dl_info info;
+        const char *where = next != NULL && dladdr(next, &info) ? info.dli_fname : "none";
+        printf("next=%s\n", where);
+        return next == first ? 0 : 1;
+    }
+    if (strcmp(argv[2], "forkfresh") == 0 && argc > 4) {
+        int n = (int)strtol(argv[3], NULL, 10);
+        size_t bytes = (size_t)strtoull(argv[4], NULL, 10);
+        int results[2], release[2];
+        if (pipe(results) != 0 || pipe(release) != 0)
+            return 2;
+        for (int i = 0; i < n; i++) {
+            if (fork() == 0) {
+                close(release[1]);
+                char c = '3';
+                CUdeviceptr p;
+                if (setup() == 0)
+                    c = cu.cuMemAlloc_v2(&p, bytes) == CUDA_SUCCESS ? '0' : '1';
+                if (write(results[1], &c, 1) != 1)
+                    _exit(2);
+                /* Hold everything until every worker has tried. */
+                while (read(release[0], &c, 1) > 0)
+                    ;
+                _exit(0);
+            }
+        }
+        close(release[0]);
+        int bad = 0;
+        for (int i = 0; i < n; i++) {
+            char c;
+            if (read(results[0], &c, 1) != 1 || c != '0')
+                bad++;
+        }
+        close(release[1]);
+        while (wait(NULL) > 0)
+            ;
+        printf("children failed=%d\n", bad);
+        return 0;
+    }
     int rc = setup();
     if (rc != 0)
         return 3;

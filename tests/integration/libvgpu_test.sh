@@ -189,7 +189,21 @@ two_containers)
     [ "$(field free "$out")" = $((GiB - 400 * MiB - 512 * MiB)) ] || fail "A's view: $out"
     ;;
 
-fork) pre "$PROBE" dlsym fork || fail "fork" ;;
+fork)
+    pre "$PROBE" dlsym fork || fail "fork"
+    # A parent that never touches CUDA forks workers that do: each attaches on its own.
+    out=$(pre "$PROBE" dlsym forkfresh 2 $((600 * MiB)))
+    grep -q "children failed=0" <<<"$out" || fail "two workers within the limit: $out"
+    out=$(pre "$PROBE" dlsym forkfresh 3 $((600 * MiB)))
+    grep -q "children failed=1" <<<"$out" || fail "third worker past the limit: $out"
+    ;;
+
+noncuda)
+    # Programs that never call cuInit are untouched: shells, tools, dlsym(RTLD_NEXT).
+    [ "$(pre sh -c 'echo $((6 * 7))')" = 42 ] || fail "a shell under libvgpu"
+    pre "$PROBE_LINK" link dlnext || fail "dlsym(RTLD_NEXT) resolved relative to libvgpu"
+    [ ! -e "$T/region" ] || fail "a region appeared for a program that never used CUDA"
+    ;;
 
 nvml)
     # nvidia-smi / pynvml inside the container: the limit as total, the container's usage,
