@@ -56,6 +56,15 @@ static void *swap_for_wrapper(void *fn)
     for (size_t i = 0; i < N_CUDA; i++)
         if (*cuda_hooks[i].real == fn)
             return cuda_hooks[i].wrapper;
+    /* A driver may hand out an alias of an exported entry point; the dynamic symbol
+     * that starts exactly there names its ABI. */
+    Dl_info info;
+    if (dladdr(fn, &info) != 0 && info.dli_saddr == fn && info.dli_sname != NULL &&
+        vg_g.cuda_handle != NULL && info.dli_fbase != NULL) {
+        void *w = vg_cuda_wrapper(info.dli_sname);
+        if (w != NULL && w != fn)
+            return w;
+    }
     return fn;
 }
 
