@@ -135,3 +135,45 @@ uint64_t place_frag_node(const struct place_mix *m, const struct place_node *n)
         free_milli[g] = PLACE_GPU_MILLI - n->gpus[g].milli_used;
     return place_frag_state(m, n->model, n->cpu_total - n->cpu_used, free_milli, n->gpu_count);
 }
+
+int place_frag_cache_init(struct place_frag_cache *fc, size_t node_count)
+{
+    memset(fc, 0, sizeof *fc);
+    fc->entries = calloc(node_count > 0 ? node_count : 1, sizeof *fc->entries);
+    if (fc->entries == NULL)
+        return -ENOMEM;
+    fc->count = node_count;
+    return 0;
+}
+
+void place_frag_cache_reset(struct place_frag_cache *fc)
+{
+    for (size_t i = 0; i < fc->count; i++)
+        fc->entries[i].valid = false;
+}
+
+void place_frag_cache_free(struct place_frag_cache *fc)
+{
+    free(fc->entries);
+    memset(fc, 0, sizeof *fc);
+}
+
+uint64_t place_frag_cached(struct place_frag_cache *fc, size_t index, const struct place_mix *m,
+                           const struct place_node *n)
+{
+    if (fc == NULL || index >= fc->count)
+        return place_frag_node(m, n);
+    struct place_frag_entry key = {.cpu_free = n->cpu_total - n->cpu_used, .valid = true};
+    for (uint16_t g = 0; g < n->gpu_count; g++)
+        key.milli_used[g] = (uint16_t)n->gpus[g].milli_used;
+    struct place_frag_entry *e = &fc->entries[index];
+    if (e->valid && e->cpu_free == key.cpu_free &&
+        memcmp(e->milli_used, key.milli_used, sizeof key.milli_used) == 0) {
+        fc->hits++;
+        return e->frag;
+    }
+    fc->misses++;
+    key.frag = place_frag_node(m, n);
+    *e = key;
+    return key.frag;
+}

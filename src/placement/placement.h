@@ -182,11 +182,35 @@ const char *place_policy_name(enum place_policy p);
 /* -1 for an unknown name. */
 int place_policy_from_name(const char *name);
 
+/* Memoised F_n(M) for a mix other than the cluster's metric mix (a learned one): one
+ * entry per node index, holding the node state it was computed for (free CPU and each
+ * card's used compute) and reused while that state is unchanged. The caller owns it and
+ * calls place_frag_cache_reset whenever it changes the mix or the cluster's nodes.
+ * Decisions are identical with and without a cache. */
+struct place_frag_entry {
+    uint64_t cpu_free;
+    uint16_t milli_used[PLACE_MAX_GPUS];
+    uint64_t frag;
+    bool valid;
+};
+
+struct place_frag_cache {
+    struct place_frag_entry *entries;
+    size_t count;
+    uint64_t hits, misses; /* statistics, for tests and tuning */
+};
+
+/* -ENOMEM; place_frag_cache_free on a zeroed or initialised cache is safe. */
+int place_frag_cache_init(struct place_frag_cache *fc, size_t node_count);
+void place_frag_cache_reset(struct place_frag_cache *fc);
+void place_frag_cache_free(struct place_frag_cache *fc);
+
 struct place_context {
     struct vg_prng *rng;         /* required by PLACE_POLICY_RANDOM */
     const struct place_mix *mix; /* required by FGD and DEFAULT: the task types to keep
                                     room for */
     enum place_gpu_order gpu_order;
+    struct place_frag_cache *frag_cache; /* optional: memo of F_n(mix) per node */
 };
 
 struct place_decision {
@@ -248,5 +272,8 @@ void place_mix_keep_typical(struct place_mix *m, unsigned pct);
 uint64_t place_frag_state(const struct place_mix *m, uint16_t model, uint64_t cpu_free,
                           const uint32_t *gpu_free, uint16_t gpu_count);
 uint64_t place_frag_node(const struct place_mix *m, const struct place_node *n);
+/* place_frag_node through the memo (entry `index`); fc may be NULL. */
+uint64_t place_frag_cached(struct place_frag_cache *fc, size_t index, const struct place_mix *m,
+                           const struct place_node *n);
 
 #endif

@@ -114,10 +114,13 @@ bool place_node_feasible(const struct place_cluster *c, size_t node, const struc
            select_gpus(&c->nodes[node], r, PLACE_GPU_POLICY, gpus);
 }
 
+/* F_n(mix): the node's summary for the metric mix, else the caller's memo when given. */
 static uint64_t node_frag(const struct place_cluster *c, const struct place_mix *mix,
-                          const struct place_node *n)
+                          struct place_frag_cache *fc, const struct place_node *n)
 {
-    return mix == c->metric_mix ? n->frag : place_frag_node(mix, n);
+    if (mix == c->metric_mix)
+        return n->frag;
+    return place_frag_cached(fc, (size_t)(n - c->nodes), mix, n);
 }
 
 /* F_n' for the node after placing r on the given cards. */
@@ -149,10 +152,10 @@ static int64_t fgd_score(double delta)
 /* FGD: the GPU choice is part of the score for sharing pods; each distinct free share is
  * tried once (cards with equal free shares give equal results; the lowest index wins). */
 static int64_t score_fgd(const struct place_cluster *c, const struct place_mix *mix,
-                         const struct place_node *n, const struct place_request *r,
-                         bool real_valued, uint8_t *gpus)
+                         struct place_frag_cache *fc, const struct place_node *n,
+                         const struct place_request *r, bool real_valued, uint8_t *gpus)
 {
-    uint64_t before = node_frag(c, mix, n);
+    uint64_t before = node_frag(c, mix, fc, n);
     if (!is_sharing(r)) {
         double delta = frag_delta(mix, before, frag_after(mix, n, r, gpus));
         return real_valued ? (int64_t)llround(-delta * 1e6) : fgd_score(delta);
@@ -258,10 +261,10 @@ static int64_t score_hami_node(const struct place_node *n, const struct place_re
  * ties, and sending them to the same nodes consolidates. Tried variants and results are
  * in docs/placement.md. */
 static int64_t score_default(const struct place_cluster *c, const struct place_mix *mix,
-                             const struct place_node *n, const struct place_request *r,
-                             uint8_t *gpus)
+                             struct place_frag_cache *fc, const struct place_node *n,
+                             const struct place_request *r, uint8_t *gpus)
 {
-    int64_t f = score_fgd(c, mix, n, r, false, gpus);
+    int64_t f = score_fgd(c, mix, fc, n, r, false, gpus);
     double left =
         0.5 * (double)(n->cpu_total - n->cpu_used - r->cpu_milli) / MAX_SPEC_CPU +
         0.5 * ((double)n->free_milli - (double)r->gpu_count * r->gpu_milli) / MAX_SPEC_GPU;
@@ -338,10 +341,10 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
             break;
         }
         case PLACE_POLICY_FGD:
-            s = score_fgd(c, ctx->mix, n, r, false, gpus);
+            s = score_fgd(c, ctx->mix, ctx->frag_cache, n, r, false, gpus);
             break;
         case PLACE_POLICY_DEFAULT:
-            s = score_default(c, ctx->mix, n, r, gpus);
+            s = score_default(c, ctx->mix, ctx->frag_cache, n, r, gpus);
             break;
         case PLACE_POLICY_BINPACK:
         case PLACE_POLICY_SPREAD:

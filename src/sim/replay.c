@@ -20,6 +20,27 @@ static uint64_t pod_request_milli(const struct sim_pod *p)
     return (uint64_t)p->gpu_count * p->gpu_milli;
 }
 
+static const char *const shape_names[SIM_SHAPE_COUNT] = {
+    [SIM_SHAPE_CPU] = "cpu",   [SIM_SHAPE_SHARE] = "share", [SIM_SHAPE_GPU1] = "gpu1",
+    [SIM_SHAPE_GPU2] = "gpu2", [SIM_SHAPE_GPU4] = "gpu4",   [SIM_SHAPE_GPU8] = "gpu8",
+};
+
+const char *sim_shape_name(enum sim_shape s)
+{
+    return (unsigned)s < SIM_SHAPE_COUNT ? shape_names[s] : "unknown";
+}
+
+enum sim_shape sim_pod_shape(const struct sim_pod *p)
+{
+    if (p->gpu_count == 0)
+        return SIM_SHAPE_CPU;
+    if (p->gpu_count == 1)
+        return p->gpu_milli < PLACE_GPU_MILLI ? SIM_SHAPE_SHARE : SIM_SHAPE_GPU1;
+    if (p->gpu_count == 2)
+        return SIM_SHAPE_GPU2;
+    return p->gpu_count <= 4 ? SIM_SHAPE_GPU4 : SIM_SHAPE_GPU8;
+}
+
 static struct place_cluster *clone_cluster(const struct place_cluster *src)
 {
     struct place_cluster *c = xmalloc(sizeof *c);
@@ -130,8 +151,15 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
     struct place_mix seen, learned;
     place_mix_init(&seen);
     place_mix_init(&learned);
+    struct place_frag_cache cache;
+    if (place_frag_cache_init(&cache, c->node_count) < 0) {
+        place_cluster_free(c);
+        free(order);
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    }
     struct place_context ctx = {.rng = &rng,
-                                .mix = source == SIM_MIX_ORACLE ? &t->typical : &learned};
+                                .mix = source == SIM_MIX_ORACLE ? &t->typical : &learned,
+                                .frag_cache = &cache};
 
     double sum_alloc[SIM_CURVE_POINTS] = {0}, sum_frag[SIM_CURVE_POINTS] = {0},
            sum_rate[SIM_CURVE_POINTS] = {0};
@@ -154,6 +182,7 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
                 place_mix_clear(&learned);
                 for (size_t i = 0; i < seen.count; i++)
                     (void)place_mix_add(&learned, &seen.types[i]);
+                place_frag_cache_reset(&cache);
             }
         }
         struct place_decision d;
@@ -163,13 +192,18 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
             lat[k] = now_ns() - t0;
         if (rc == 0)
             rc = place_allocate(c, &r, &d, err);
+        uint64_t x = (arrived * 200 + milli_total) / (2 * milli_total);
         if (rc == -ENOSPC) {
             out->failed_pods++;
+            if (x <= 100) {
+                enum sim_shape shape = sim_pod_shape(p);
+                out->failed_100[shape]++;
+                out->failed_100_milli[shape] += pod_request_milli(p);
+            }
             rc = 0;
         }
         if (rc < 0)
             break;
-        uint64_t x = (arrived * 200 + milli_total) / (2 * milli_total);
         if (x < SIM_CURVE_POINTS) {
             double idle = (double)(milli_total - c->milli_used);
             double frag_milli = weight > 0 ? (double)c->frag_total / weight : 0;
@@ -187,6 +221,7 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
     free(lat);
     free(order);
     place_cluster_free(c);
+    place_frag_cache_free(&cache);
     place_mix_clear(&seen);
     place_mix_clear(&learned);
     if (rc < 0)

@@ -86,6 +86,19 @@ int sim_write_json(FILE *f, const struct sim_trace *t, const struct sim_run_resu
     for (size_t i = 0; i < n; i++)
         v[i] = (double)runs[i].failed_pods;
     json_stats(f, "failed_pods", v, n);
+    /* Rejected pods up to 100 % arrival by shape: mean count and mean GPUs over seeds. */
+    fputs(",\"failed_at_arrival_100_by_shape\":{", f);
+    for (int k = 0; k < SIM_SHAPE_COUNT; k++) {
+        double pods = 0, gpus = 0;
+        for (size_t i = 0; i < n; i++) {
+            pods += (double)runs[i].failed_100[k];
+            gpus += (double)runs[i].failed_100_milli[k] / PLACE_GPU_MILLI;
+        }
+        fprintf(f, "%s\"%s\":{\"pods\":%.1f,\"gpus\":%.2f}", k ? "," : "",
+                sim_shape_name((enum sim_shape)k), n > 0 ? pods / (double)n : 0,
+                n > 0 ? gpus / (double)n : 0);
+    }
+    fputc('}', f);
     fputs(",\"runs\":[", f);
     for (size_t i = 0; i < n; i++)
         fprintf(f,

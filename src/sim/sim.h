@@ -60,6 +60,19 @@ enum sim_mix_source {
     SIM_MIX_LEARNED,    /* learned online from the pods that arrived so far */
 };
 
+/* Pod shapes of the rejected-pods breakdown. */
+enum sim_shape {
+    SIM_SHAPE_CPU = 0, /* no GPU */
+    SIM_SHAPE_SHARE,   /* one GPU, fractional share */
+    SIM_SHAPE_GPU1,    /* one whole GPU */
+    SIM_SHAPE_GPU2,    /* 2 whole GPUs */
+    SIM_SHAPE_GPU4,    /* 3-4 whole GPUs */
+    SIM_SHAPE_GPU8,    /* 5 or more GPUs */
+    SIM_SHAPE_COUNT,
+};
+const char *sim_shape_name(enum sim_shape s);
+enum sim_shape sim_pod_shape(const struct sim_pod *p);
+
 struct sim_run_result {
     enum place_policy policy;
     uint64_t seed;
@@ -69,6 +82,10 @@ struct sim_run_result {
     double unallocated_pct_100;
     double alloc_pct_130;
     uint64_t pods, failed_pods;
+    /* Pods rejected up to 100 % arrival (x <= 100), by shape: count and GPU request in
+     * milli-GPU. Their request is what "unallocated at 100 %" is made of. */
+    uint64_t failed_100[SIM_SHAPE_COUNT];
+    uint64_t failed_100_milli[SIM_SHAPE_COUNT];
     double seconds; /* wall time of this run (filled by the runner, not part of identity) */
     uint64_t decision_ns_p99;
 };

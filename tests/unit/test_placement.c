@@ -587,6 +587,73 @@ static void test_allocate_release_round_trip(void **state)
     place_mix_clear(&m);
 }
 
+/* The F_n memo for a mix that is not the cluster's metric mix: hand-computed values,
+ * reuse while the node is unchanged, recomputation after a change or a reset, and
+ * decisions identical to those made without it. */
+static void test_frag_cache(void **state)
+{
+    (void)state;
+    struct place_cluster *c = cluster_of(3, 2, 8000, 262144);
+    struct place_mix m;
+    place_mix_init(&m);
+    /* One type: a 500-milli sharing pod needing 2 cores (weight 2). */
+    struct place_mix_type share = {
+        .cpu_milli = 2000, .gpu_count = 1, .gpu_milli = 500, .model_mask = UINT64_MAX, .weight = 2};
+    assert_int_equal(place_mix_add(&m, &share), 0);
+    struct place_frag_cache fc;
+    assert_int_equal(place_frag_cache_init(&fc, c->node_count), 0);
+    /* Empty node: the type fits and every card is usable: F = 0, a miss then a hit. */
+    assert_int_equal(place_frag_cached(&fc, 0, &m, &c->nodes[0]), 0);
+    assert_int_equal(place_frag_cached(&fc, 0, &m, &c->nodes[0]), 0);
+    assert_int_equal(fc.misses, 1);
+    assert_int_equal(fc.hits, 1);
+    /* 700 milli and 1 core on node 0, GPU 0: 300 left there is a fragment (w 2 -> 600). */
+    struct place_decision d;
+    struct place_request r = gpu_request(1000, 1, 700);
+    assert_int_equal(place(c, &r, PLACE_POLICY_BESTFIT, NULL, &d), 0);
+    assert_int_equal(place_frag_cached(&fc, 0, &m, &c->nodes[0]), 2 * 300);
+    assert_int_equal(fc.misses, 2);
+    /* 1.5 cores left: the type no longer fits, all 1300 free milli are fragments. */
+    struct place_request cpu = {.cpu_milli = 5500, .mem_mib = 1};
+    assert_int_equal(place(c, &cpu, PLACE_POLICY_BESTFIT, NULL, &d), 0);
+    assert_int_equal(place_frag_cached(&fc, 0, &m, &c->nodes[0]), 2 * 1300);
+    assert_int_equal(place_frag_cached(&fc, 0, &m, &c->nodes[0]), 2 * 1300);
+    assert_int_equal(fc.misses, 3);
+    assert_int_equal(fc.hits, 2);
+    /* A reset forgets everything; out-of-range indices and a NULL cache compute directly. */
+    place_frag_cache_reset(&fc);
+    assert_int_equal(place_frag_cached(&fc, 0, &m, &c->nodes[0]), 2 * 1300);
+    assert_int_equal(fc.misses, 4);
+    assert_int_equal(place_frag_cached(&fc, 99, &m, &c->nodes[0]), 2 * 1300);
+    assert_int_equal(place_frag_cached(NULL, 0, &m, &c->nodes[0]), 2 * 1300);
+    assert_int_equal(fc.misses, 4);
+    place_frag_cache_free(&fc);
+    place_cluster_free(c);
+
+    /* Same pod sequence on two copies, FGD and default with the mix not installed as
+     * the metric mix: with and without the memo, identical decisions. */
+    struct place_cluster *a = cluster_of(6, 4, 32000, 262144);
+    struct place_cluster *b = cluster_of(6, 4, 32000, 262144);
+    assert_int_equal(place_frag_cache_init(&fc, a->node_count), 0);
+    struct place_context with = {.mix = &m, .frag_cache = &fc}, without = {.mix = &m};
+    for (int i = 0; i < 60; i++) {
+        enum place_policy p = i % 2 ? PLACE_POLICY_FGD : PLACE_POLICY_DEFAULT;
+        struct place_request ra = gpu_request(1000 + 700 * (uint64_t)(i % 4), i % 7 == 0 ? 2 : 1,
+                                              i % 7 == 0 ? 1000 : 100 + 90 * (uint32_t)(i % 9));
+        struct place_request rb = ra;
+        struct place_decision da, db;
+        assert_int_equal(place(a, &ra, p, &with, &da), place(b, &rb, p, &without, &db));
+        assert_int_equal(da.score, db.score);
+        assert_memory_equal(da.gpus, db.gpus, da.gpu_count);
+    }
+    assert_true(fc.hits > 0);
+    place_frag_cache_free(&fc);
+    place_frag_cache_free(&fc); /* freeing twice is safe */
+    place_cluster_free(a);
+    place_cluster_free(b);
+    place_mix_clear(&m);
+}
+
 static void test_no_fit_and_policy_names(void **state)
 {
     (void)state;
@@ -623,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_random_is_deterministic_per_seed),
         cmocka_unit_test(test_ties_go_to_lowest_rank),
         cmocka_unit_test(test_allocate_release_round_trip),
+        cmocka_unit_test(test_frag_cache),
         cmocka_unit_test(test_no_fit_and_policy_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

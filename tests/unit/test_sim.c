@@ -239,6 +239,64 @@ static void test_json_writer(void **state)
     sim_trace_free(&t);
 }
 
+/* Shapes of the rejected-pods breakdown, and a run where the failures are known: one
+ * node with 2 GPUs and pods that cannot all fit. */
+static void test_failed_by_shape(void **state)
+{
+    (void)state;
+    struct sim_pod p = {.gpu_count = 0};
+    assert_int_equal(sim_pod_shape(&p), SIM_SHAPE_CPU);
+    p.gpu_count = 1;
+    p.gpu_milli = 999;
+    assert_int_equal(sim_pod_shape(&p), SIM_SHAPE_SHARE);
+    p.gpu_milli = 1000;
+    assert_int_equal(sim_pod_shape(&p), SIM_SHAPE_GPU1);
+    p.gpu_count = 2;
+    assert_int_equal(sim_pod_shape(&p), SIM_SHAPE_GPU2);
+    p.gpu_count = 3;
+    assert_int_equal(sim_pod_shape(&p), SIM_SHAPE_GPU4);
+    p.gpu_count = 8;
+    assert_int_equal(sim_pod_shape(&p), SIM_SHAPE_GPU8);
+    assert_string_equal(sim_shape_name(SIM_SHAPE_SHARE), "share");
+    assert_string_equal(sim_shape_name(SIM_SHAPE_COUNT), "unknown");
+
+    /* One node, 2 GPUs, 64 cores; two whole-GPU pods of 60 cores each. 2000 milli of
+     * requests against a 2600 target: a clone would pass it, so none is added. The first
+     * pod fits, the second lacks CPU and fails at arrival 2000 milli = 100 %. */
+    assert_int_equal(write_file("test_sim_n2.csv", "sn,cpu_milli,memory_mib,gpu,model\n"
+                                                   "n0,64000,262144,2,T4\n"),
+                     0);
+    assert_int_equal(write_file("test_sim_p2.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+                                                   "a,60000,1024,1,1000\n"
+                                                   "b,60000,1024,1,1000\n"),
+                     0);
+    struct sim_trace t;
+    struct vg_err err = {0};
+    assert_int_equal(sim_trace_load(&t, "test_sim_n2.csv", "test_sim_p2.csv", &err), 0);
+    unlink("test_sim_n2.csv");
+    unlink("test_sim_p2.csv");
+    struct sim_options opt = {.fgd_mix = SIM_MIX_ORACLE, .default_mix = SIM_MIX_LEARNED};
+    struct sim_run_result r;
+    assert_int_equal(sim_run(&t, PLACE_POLICY_DEFAULT, 42, &opt, &r, &err), 0);
+    assert_int_equal(r.pods, 2);
+    assert_int_equal(r.failed_pods, 1);
+    assert_int_equal(r.failed_100[SIM_SHAPE_GPU1], 1);
+    assert_int_equal(r.failed_100_milli[SIM_SHAPE_GPU1], 1000);
+    uint64_t counted = 0, milli = 0;
+    for (int k = 0; k < SIM_SHAPE_COUNT; k++) {
+        counted += r.failed_100[k];
+        milli += r.failed_100_milli[k];
+    }
+    assert_int_equal(counted, 1);
+    assert_int_equal(milli, 1000);
+    /* The JSON carries the breakdown as mean pods and GPUs per shape. */
+    char *j = json_of(&t, &r, 1);
+    assert_non_null(strstr(j, "\"failed_at_arrival_100_by_shape\":{\"cpu\":{\"pods\":0.0,"
+                              "\"gpus\":0.00},\"share\":"));
+    free(j);
+    sim_trace_free(&t);
+}
+
 static const char *openb_dir(void)
 {
     const char *dir = getenv("VGPU_OPENB_DIR");
@@ -279,6 +337,7 @@ int main(void)
         cmocka_unit_test(test_typical_set),
         cmocka_unit_test(test_replay_is_deterministic),
         cmocka_unit_test(test_json_writer),
+        cmocka_unit_test(test_failed_by_shape),
         cmocka_unit_test(test_openb_trace_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
