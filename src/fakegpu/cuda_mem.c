@@ -32,14 +32,11 @@ static void *map_anon(size_t size, bool low32)
 
 /* ---- device allocations ---- */
 
-/* Charges bytes to the device. Before answering out of memory, asks the state for the
- * device's usage once: that reclaims what processes that died still held. */
+/* Charges bytes to the device (the state reclaims dead processes' memory first when the
+ * card looks full). */
 static int reserve(int dev, uint64_t bytes)
 {
-    int rc = fg_mem_reserve(cu_g.st, dev, bytes);
-    if (rc == -ENOMEM && fg_mem_info(cu_g.st, dev, NULL, NULL) == 0)
-        rc = fg_mem_reserve(cu_g.st, dev, bytes);
-    return rc;
+    return fg_mem_reserve(cu_g.st, dev, bytes);
 }
 
 /* Charges and maps; registers the allocation (takes the lock). */

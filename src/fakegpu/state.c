@@ -519,10 +519,16 @@ int fg_state_device_info(struct fg_state *st, int dev, struct fg_device_info *ou
 /* ---- contexts and memory ---------------------------------------------------------- */
 
 /* Charges bytes to this process on dev, exactly within capacity (locks held). */
+/* With the lock held. A card that looks full is checked once more after reaping dead
+ * processes, so memory a killed process held is never refused to the living. */
 static int charge(struct fg_state *st, int slot, int dev, uint64_t bytes)
 {
-    uint64_t used = device_used(st->sh, dev);
     uint64_t total = st->sh->info[dev].total_bytes;
+    uint64_t used = device_used(st->sh, dev);
+    if (bytes <= total && used > total - bytes) {
+        reap(st->sh, st->now());
+        used = device_used(st->sh, dev);
+    }
     if (bytes > total || used > total - bytes)
         return -ENOMEM;
     st->sh->slots[slot].used_bytes[dev] += bytes;

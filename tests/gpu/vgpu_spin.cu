@@ -3,6 +3,7 @@
 // same test programs measure the same thing on a real GPU and on fakegpu.
 // Regenerate the PTX with:
 //   nvcc -arch=compute_80 -ptx tests/gpu/vgpu_spin.cu -o tests/gpu/vgpu_spin.ptx
+// then set `.version 7.0` so that older drivers can JIT it (nothing newer is used).
 extern "C" __global__ void vgpu_spin(unsigned long long ns)
 {
     unsigned long long start, now;

@@ -208,10 +208,16 @@ static void test_concurrent_processes_never_pass_limit(void **state)
     assert_int_equal(region_create(f->path, &c, &err), 0);
     enum { CHILDREN = 8, ROUNDS = 20000 };
     pid_t pids[CHILDREN];
+    int start[2]; /* closed by the parent once all children exist: they start together */
+    assert_int_equal(pipe(start), 0);
     for (int i = 0; i < CHILDREN; i++) {
         pids[i] = fork();
         assert_true(pids[i] >= 0);
         if (pids[i] == 0) {
+            close(start[1]);
+            char go;
+            if (read(start[0], &go, 1) != 0)
+                _exit(4);
             struct region *r = open_attached(f->path);
             struct vg_prng rng;
             vg_prng_seed(&rng, (uint64_t)i);
@@ -223,7 +229,7 @@ static void test_concurrent_processes_never_pass_limit(void **state)
                     region_release(r, 0, held[j]);
                     held[j] = 0;
                 } else {
-                    uint64_t size = (1 + vg_prng_below(&rng, 512)) * MiB;
+                    uint64_t size = (1 + vg_prng_below(&rng, 1024)) * MiB;
                     if (region_reserve(r, 0, size) == 0)
                         held[j] = size;
                     else
@@ -238,6 +244,8 @@ static void test_concurrent_processes_never_pass_limit(void **state)
             _exit(refused);
         }
     }
+    close(start[0]);
+    close(start[1]);
     struct region *watcher = NULL;
     assert_int_equal(region_open(f->path, &watcher, &err), 0);
     int running = CHILDREN, refused = 0;
