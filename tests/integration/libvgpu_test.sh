@@ -47,7 +47,13 @@ hold() {
 
 case $CASE in
 paths_link) pre "$PROBE_LINK" link paths || fail "allocation paths (linked)" ;;
-paths_dlsym) pre "$PROBE" dlsym paths || fail "allocation paths (dlopen + dlsym)" ;;
+paths_dlsym)
+    pre "$PROBE" dlsym paths 2>"$T/err" || fail "allocation paths (dlopen + dlsym)"
+    # Silent unless asked; when asked, refusals are logged once (then every 10 s at most).
+    [ ! -s "$T/err" ] || fail "libvgpu wrote to stderr unasked: $(cat "$T/err")"
+    VGPU_LOG_LEVEL=warn pre "$PROBE" dlsym paths >/dev/null 2>"$T/err" || fail "paths, logging"
+    [ "$(grep -c 'memory limit reached' "$T/err")" = 1 ] || fail "OOM log lines: $(cat "$T/err")"
+    ;;
 paths_procaddr) pre "$PROBE" procaddr paths || fail "allocation paths (cuGetProcAddress)" ;;
 
 view)
