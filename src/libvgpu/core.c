@@ -492,6 +492,7 @@ static void after_fork_child(void)
         region_after_fork(vg_g.region);
     atomic_store(&vg_g.attached, false);
     track_reset_after_fork(&vg_g.track);
+    vg_nvml_after_fork();
     memset(vg_g.pools, 0, sizeof vg_g.pools);
     memset(vg_g.primary_refs, 0, sizeof vg_g.primary_refs);
     memset(vg_g.primary_charged, 0, sizeof vg_g.primary_charged);

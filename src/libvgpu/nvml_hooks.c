@@ -100,6 +100,11 @@ VG_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
 static pthread_mutex_t procs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct region_proc_info procs[REGION_MAX_PROCS];
 
+void vg_nvml_after_fork(void)
+{
+    pthread_mutex_init(&procs_lock, NULL); /* a parent thread may have held it */
+}
+
 static nvmlReturn_t container_procs(int dev, unsigned int *count, void *infos, bool v1)
 {
     if (count == NULL)

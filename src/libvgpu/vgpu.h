@@ -211,5 +211,6 @@ void *vg_nvml_wrapper(const char *name);
 void *vg_real_dlsym(void *handle, const char *name);
 
 void vg_log_oom(int dev, uint64_t bytes);
+void vg_nvml_after_fork(void);
 
 #endif
