@@ -164,3 +164,4 @@ fi
 
 echo "results in $OUT"
 cat "$summary"
+! grep -q 'FAILED' "$summary"
