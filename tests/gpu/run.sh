@@ -162,6 +162,17 @@ if [ -z "${VGPU_DRIVER_DIR:-}" ] || [ -n "${VGPU_GPU_SUITE_LIBVGPU:-}" ]; then
     note ""
 fi
 
+# --- 5. compute shares (libvgpu's limiter), when present ------------------------------
+if [ -x tests/gpu/compute.sh ] && [ -x "$bin/libvgpu.so" ]; then
+    note "## Compute shares"
+    note ""
+    if tests/gpu/compute.sh "$OUT" "$bin" "$driver_dir" >> "$summary"; then
+        :
+    else
+        note "- compute.sh FAILED (log.txt)"
+    fi
+fi
+
 echo "results in $OUT"
 cat "$summary"
 ! grep -q 'FAILED' "$summary"
