@@ -46,6 +46,14 @@ for o in rows:
           f"{o['unallocated_gpus_at_arrival_100']['mean']:.0f} | {paper.get(o['policy'], '-')} | "
           f"{a['mean']:.2f} | {lat.get(o['policy'], '-')} |")
 print(f"\nAll {len(rows)} policies x 10 seeds: {wall:.1f} s wall on {jobs} threads.")
+print("\nRejected pods up to 100 % arrival by shape, default workload (mean per seed: pods / GPUs):\n")
+shapes = ["cpu", "share", "gpu1", "gpu2", "gpu4", "gpu8"]
+print("| policy | " + " | ".join(shapes) + " | total GPUs |")
+print("| --- | " + " | ".join("---:" for _ in shapes) + " | ---: |")
+for o in rows:
+    b = o["failed_at_arrival_100_by_shape"]
+    print(f"| {o['policy']} | " + " | ".join(f"{b[k]['pods']:.1f} / {b[k]['gpus']:.1f}" for k in shapes)
+          + f" | {sum(b[k]['gpus'] for k in shapes):.1f} |")
 PY
 
 echo

@@ -269,6 +269,29 @@ int sim_write_html(const char *path, const struct sim_trace *t,
     }
     free(v);
     fputs("</table>\n", f);
+    /* What "unallocated at 100 %" is made of: the requests rejected up to then. */
+    fputs("<h2>Rejected pods up to 100 % arrival, by shape (mean per seed: pods / GPUs)</h2>\n"
+          "<table><tr><th>policy</th>",
+          f);
+    for (int k = 0; k < SIM_SHAPE_COUNT; k++)
+        fprintf(f, "<th>%s</th>", sim_shape_name((enum sim_shape)k));
+    fputs("</tr>\n", f);
+    for (size_t p = 0; p < policies; p++) {
+        const struct sim_run_result *runs = &results[p * seeds];
+        fprintf(f, "<tr><td style='text-align:left'>%s</td>", place_policy_name(runs[0].policy));
+        for (int k = 0; k < SIM_SHAPE_COUNT; k++) {
+            double pods = 0, gpus = 0;
+            for (size_t s = 0; s < seeds; s++) {
+                pods += (double)runs[s].failed_100[k];
+                gpus += (double)runs[s].failed_100_milli[k] / PLACE_GPU_MILLI;
+            }
+            fprintf(f, "<td>%.1f / %.1f</td>", pods / (double)seeds, gpus / (double)seeds);
+        }
+        fputs("</tr>\n", f);
+    }
+    fputs("</table>\n<p>Shapes: cpu = no GPU; share = one fractional GPU; gpu1, gpu2 = one or "
+          "two whole GPUs; gpu4 = 3&ndash;4; gpu8 = 5 or more.</p>\n",
+          f);
     svg_chart(f, "GPU allocation vs arrival", "allocated GPU (% of capacity)", CURVE_ALLOC, 100,
               results, policies, seeds);
     svg_chart(f, "Fragmentation amount", "F(M) (% of cluster GPUs)", CURVE_FRAG, 40, results,

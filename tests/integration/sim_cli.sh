@@ -27,11 +27,17 @@ assert len(lines) == 2, lines
 for line in lines:
     o = json.loads(line)
     for k in ("policy", "workload", "seeds", "unallocated_gpu_pct_at_arrival_100",
-              "allocation_pct_at_arrival_130", "seconds"):
+              "allocation_pct_at_arrival_130", "seconds", "failed_at_arrival_100_by_shape"):
         assert k in o, k
     for k in ("unallocated_gpu_pct_at_arrival_100", "allocation_pct_at_arrival_130"):
         assert set(o[k]) >= {"mean", "sd", "min", "max"}, o[k]
     assert o["workload"] == "default" and o["seeds"] == [42, 43]
+    shapes = o["failed_at_arrival_100_by_shape"]
+    assert set(shapes) == {"cpu", "share", "gpu1", "gpu2", "gpu4", "gpu8"}, shapes
+    # The rejected requests up to 100 % are what is unallocated there (within the
+    # +-1 % discretisation window).
+    g = sum(s["gpus"] for s in shapes.values())
+    assert abs(g - o["unallocated_gpus_at_arrival_100"]["mean"]) < 0.02 * o["gpus"], g
     u = o["unallocated_gpu_pct_at_arrival_100"]["mean"]
     # Loose sanity bounds around the paper's figures (BestFit 7.14 %, FGD 4.77 %).
     assert (6.0 < u < 8.5) if o["policy"] == "bestfit" else (4.0 < u < 5.6), (o["policy"], u)
@@ -39,6 +45,7 @@ print("json ok")
 PY
 grep -q '<svg' "$tmp/report.html"
 grep -q 'bestfit' "$tmp/report.html"
+grep -q 'Rejected pods up to 100 % arrival, by shape' "$tmp/report.html"
 ! grep -q '<script' "$tmp/report.html"
 
 # Bad input: exit status and a message that names the file and line.
