@@ -296,14 +296,24 @@ FG_API CUresult cuInit(unsigned int Flags)
             res = rc == -EINVAL ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NO_DEVICE;
         } else {
             int n = fg_state_device_count(st);
-            if (n <= 0)
+            if (n <= 0 || n > FG_MAX_DEVICES)
                 res = CUDA_ERROR_NO_DEVICE;
-            for (int i = 0; i < n && i < FG_MAX_DEVICES && res == CUDA_SUCCESS; i++)
-                if (fg_state_device_info(st, i, &cu_g.info[i]) != 0)
+            struct fg_device_info all[FG_MAX_DEVICES];
+            for (int i = 0; i < n && res == CUDA_SUCCESS; i++)
+                if (fg_state_device_info(st, i, &all[i]) != 0)
                     res = CUDA_ERROR_NO_DEVICE;
+            /* As the driver: read once, at initialisation; no visible device fails it. */
+            int visible = 0;
+            if (res == CUDA_SUCCESS) {
+                visible = cu_visible_parse(getenv("CUDA_VISIBLE_DEVICES"), all, n, cu_g.phys);
+                if (visible == 0)
+                    res = CUDA_ERROR_NO_DEVICE;
+            }
+            for (int i = 0; i < visible && res == CUDA_SUCCESS; i++)
+                cu_g.info[i] = all[cu_g.phys[i]];
             if (res == CUDA_SUCCESS) {
                 cu_g.st = st;
-                cu_g.ndev = n;
+                cu_g.ndev = visible;
                 cu_g.kernel_ns = fg_kernel_ns(st);
                 cu_g.inited = true;
             }
@@ -570,12 +580,12 @@ CUresult cu_current(struct cu_ctx **out)
 /* Charges the context and opens its default stream (under the lock). */
 static CUresult ctx_activate(struct cu_ctx *c)
 {
-    int rc = fg_ctx_attach(cu_g.st, c->dev);
+    int rc = fg_ctx_attach(cu_g.st, cu_phys(c->dev));
     if (rc != 0)
         return cu_from_errno(rc);
-    rc = fg_stream_open(cu_g.st, c->dev, &c->default_sid);
+    rc = fg_stream_open(cu_g.st, cu_phys(c->dev), &c->default_sid);
     if (rc != 0) {
-        fg_ctx_detach(cu_g.st, c->dev);
+        fg_ctx_detach(cu_g.st, cu_phys(c->dev));
         return cu_from_errno(rc);
     }
     cu_seq_note(c->default_sid, 0);
@@ -586,7 +596,7 @@ static CUresult ctx_activate(struct cu_ctx *c)
 static void ctx_deactivate(struct cu_ctx *c)
 {
     fg_stream_close(cu_g.st, c->default_sid);
-    fg_ctx_detach(cu_g.st, c->dev);
+    fg_ctx_detach(cu_g.st, cu_phys(c->dev));
     c->default_sid = -1;
     c->destroyed = true;
 }
@@ -923,7 +933,7 @@ FG_API CUresult cuCtxSynchronize(void)
     CUresult r = cu_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
-    r = cu_from_errno(fg_device_wait(cu_g.st, c->dev));
+    r = cu_from_errno(fg_device_wait(cu_g.st, cu_phys(c->dev)));
     cu_pools_trim_all(c->dev);
     return r;
 }

@@ -147,8 +147,9 @@ struct cu_global {
     pthread_mutex_t lock;
     bool inited;
     struct fg_state *st;
-    int ndev;
-    struct fg_device_info info[FG_MAX_DEVICES];
+    int ndev;                                   /* visible devices (CUDA ordinals) */
+    int phys[FG_MAX_DEVICES];                   /* ordinal -> physical index in the state */
+    struct fg_device_info info[FG_MAX_DEVICES]; /* by ordinal: the physical device's */
     struct cu_ctx *primary[FG_MAX_DEVICES];
     unsigned primary_refs[FG_MAX_DEVICES];
     unsigned primary_flags[FG_MAX_DEVICES];
@@ -158,6 +159,19 @@ struct cu_global {
 };
 
 extern struct cu_global cu_g;
+
+/* CUDA_VISIBLE_DEVICES (spec; NULL when unset) over the count physical devices devs:
+ * fills phys[0..n) with the physical index of each CUDA ordinal and returns n (0: no
+ * device visible). phys has room for count entries. Rules in cuda_visible.c. */
+int cu_visible_parse(const char *spec, const struct fg_device_info *devs, int count, int *phys);
+
+/* The physical device behind a CUDA ordinal, for calls into the shared state (-1 for an
+ * ordinal that is not visible, which the state refuses). Everything else in libcuda
+ * works on ordinals. */
+static inline int cu_phys(int ordinal)
+{
+    return ordinal >= 0 && ordinal < cu_g.ndev ? cu_g.phys[ordinal] : -1;
+}
 
 void cu_lock(void);
 void cu_unlock(void);

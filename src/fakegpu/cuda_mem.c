@@ -36,7 +36,7 @@ static void *map_anon(size_t size, bool low32)
  * card looks full). */
 static int reserve(int dev, uint64_t bytes)
 {
-    return fg_mem_reserve(cu_g.st, dev, bytes);
+    return fg_mem_reserve(cu_g.st, cu_phys(dev), bytes);
 }
 
 /* Charges and maps; registers the allocation (takes the lock). */
@@ -74,7 +74,7 @@ static CUresult dev_alloc(int dev, size_t size, uint64_t charge, bool managed, s
                 pool->reserved_high = pool->used + pool->cached;
         }
         if (!cu_reg_add(a->base, CU_K_DEVMEM, a)) {
-            fg_mem_release(cu_g.st, dev, charge);
+            fg_mem_release(cu_g.st, cu_phys(dev), charge);
             r = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
@@ -183,7 +183,7 @@ static CUresult dev_free(uintptr_t p, bool async)
         a->pool->used -= a->charged;
         a->pool->cached += a->charged; /* stays charged until the pool releases it */
     } else {
-        fg_mem_release(cu_g.st, a->dev, a->charged);
+        fg_mem_release(cu_g.st, cu_phys(a->dev), a->charged);
     }
     cu_unlock();
     (void)async;
@@ -268,7 +268,7 @@ FG_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     if (!free_bytes || !total)
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t used, tot;
-    r = cu_from_errno(fg_mem_info(cu_g.st, c->dev, &used, &tot));
+    r = cu_from_errno(fg_mem_info(cu_g.st, cu_phys(c->dev), &used, &tot));
     if (r == CUDA_SUCCESS) {
         *free_bytes = (size_t)(used < tot ? tot - used : 0);
         *total = (size_t)tot;
@@ -297,7 +297,7 @@ static void pool_release(struct cu_pool *p, uint64_t keep)
     if (held <= keep || p->cached == 0)
         return;
     uint64_t give = held - keep < p->cached ? held - keep : p->cached;
-    fg_mem_release(cu_g.st, p->dev, give);
+    fg_mem_release(cu_g.st, cu_phys(p->dev), give);
     p->cached -= give;
 }
 
@@ -620,7 +620,7 @@ static CUresult array_new(size_t bytes, enum cu_kind kind, void **out)
     cu_lock();
     r = cu_from_errno(reserve(c->dev, bytes));
     if (r == CUDA_SUCCESS && !cu_reg_add((uintptr_t)a, kind, a)) {
-        fg_mem_release(cu_g.st, c->dev, bytes);
+        fg_mem_release(cu_g.st, cu_phys(c->dev), bytes);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     }
     cu_unlock();
@@ -642,7 +642,7 @@ static CUresult array_free(uintptr_t h, enum cu_kind kind)
     struct cu_array *a = cu_reg_get(h, kind);
     if (a) {
         cu_reg_del(h, kind);
-        fg_mem_release(cu_g.st, a->dev, a->bytes);
+        fg_mem_release(cu_g.st, cu_phys(a->dev), a->bytes);
     }
     cu_unlock();
     if (!a)
@@ -765,7 +765,7 @@ FG_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     cu_lock();
     r = cu_from_errno(reserve(v->dev, size));
     if (r == CUDA_SUCCESS && !cu_reg_add((uintptr_t)v, CU_K_VMM, v)) {
-        fg_mem_release(cu_g.st, v->dev, size);
+        fg_mem_release(cu_g.st, cu_phys(v->dev), size);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     }
     cu_unlock();
@@ -783,7 +783,7 @@ static void vmm_maybe_free(struct cu_vmm *v)
 {
     if (!v->released || v->maps > 0)
         return;
-    fg_mem_release(cu_g.st, v->dev, v->size);
+    fg_mem_release(cu_g.st, cu_phys(v->dev), v->size);
     close(v->fd);
     free(v);
 }

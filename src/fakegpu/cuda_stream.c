@@ -54,7 +54,7 @@ static CUresult pt_stream(struct cu_ctx *ctx, int *sid)
         return CUDA_SUCCESS;
     }
     pthread_once(&pt_once, pt_key_init);
-    int rc = fg_stream_open(cu_g.st, ctx->dev, sid);
+    int rc = fg_stream_open(cu_g.st, cu_phys(ctx->dev), sid);
     if (rc != 0)
         return cu_from_errno(rc);
     cu_seq_note(*sid, 0);
@@ -115,7 +115,7 @@ FG_API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flag
     s->flags = flags;
     s->priority = priority > 0 ? 0 : priority < -5 ? -5 : priority; /* clamped, as the driver */
     cu_lock();
-    int rc = fg_stream_open(cu_g.st, c->dev, &s->sid);
+    int rc = fg_stream_open(cu_g.st, cu_phys(c->dev), &s->sid);
     r = cu_from_errno(rc);
     if (r == CUDA_SUCCESS)
         cu_seq_note(s->sid, 0);

@@ -2,16 +2,19 @@
  * libcuda.so.1 by SONAME, and cuda_run.sh gives every run a fresh FAKEGPU_STATE_DIR.
  * `cuda_api <case>` runs one case; each failed check prints one line and the program
  * exits 1. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "abi/cuda.h"
+#include "abi/nvml.h"
 
 static int failures;
 
@@ -673,6 +676,259 @@ static void test_share(int nproc)
         CHECK((double)counts[i] >= 0.60 * mean && (double)counts[i] <= 1.40 * mean);
 }
 
+/* ---- CUDA_VISIBLE_DEVICES ----
+ * FAKEGPU_DEVICES="Test GPU A:1GiB:10,Test GPU B:2GiB:20,Test GPU C:3GiB:30". Every value is
+ * tried in a fresh child (the driver reads the variable once, in cuInit); the first child,
+ * with the variable unset, records what each physical device looks like. */
+
+struct phys_dev {
+    char name[64];
+    char uuid[48];
+    char bus[32];
+    size_t total;
+};
+static struct phys_dev *phys; /* shared with the children (MAP_SHARED) */
+static int want[3], want_n;   /* the physical device expected behind each ordinal */
+
+static void uuid_text(const CUuuid *u, char *out, size_t size)
+{
+    const unsigned char *b = (const unsigned char *)u->bytes;
+    snprintf(out, size, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+}
+
+/* Runs fn in a child with CUDA_VISIBLE_DEVICES=value (NULL: unset). */
+static void with_visible(const char *value, void (*fn)(void))
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (value)
+            setenv("CUDA_VISIBLE_DEVICES", value, 1);
+        else
+            unsetenv("CUDA_VISIBLE_DEVICES");
+        failures = 0;
+        fn();
+        _exit(failures ? 1 : 0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "  ... with CUDA_VISIBLE_DEVICES=%s%s%s\n", value ? "'" : "",
+                value ? value : "(unset)", value ? "'" : "");
+        failures++;
+    }
+}
+
+static void record_physical(void)
+{
+    int n = 0;
+    CU_OK(cuInit(0));
+    CU_OK(cuDeviceGetCount(&n));
+    CHECK(n == 3);
+    for (int i = 0; i < 3 && i < n; i++) {
+        CUuuid u;
+        CU_OK(cuDeviceGetName(phys[i].name, sizeof phys[i].name, i));
+        CU_OK(cuDeviceGetUuid(&u, i));
+        uuid_text(&u, phys[i].uuid, sizeof phys[i].uuid);
+        CU_OK(cuDeviceGetPCIBusId(phys[i].bus, sizeof phys[i].bus, i));
+        CU_OK(cuDeviceTotalMem_v2(&phys[i].total, i));
+    }
+    CHECK(strcmp(phys[0].name, "Test GPU A") == 0 && strcmp(phys[2].name, "Test GPU C") == 0);
+    CHECK(phys[1].total == 2048 * MIB);
+}
+
+/* The ordinals are exactly want[0..want_n), each reporting its physical device. */
+static void expect_visible(void)
+{
+    int n = -1;
+    CU_OK(cuInit(0));
+    CU_OK(cuDeviceGetCount(&n));
+    CHECK(n == want_n);
+    for (int i = 0; i < want_n && i < n; i++) {
+        const struct phys_dev *p = &phys[want[i]];
+        CUdevice d = -1;
+        CUuuid u;
+        char name[64], uuid[48], bus[32];
+        size_t total = 0;
+        int sms = 0;
+        CU_OK(cuDeviceGet(&d, i));
+        CHECK(d == i);
+        CU_OK(cuDeviceGetName(name, sizeof name, d));
+        CHECK(strcmp(name, p->name) == 0);
+        CU_OK(cuDeviceGetUuid_v2(&u, d));
+        uuid_text(&u, uuid, sizeof uuid);
+        CHECK(strcmp(uuid, p->uuid) == 0);
+        CU_OK(cuDeviceGetPCIBusId(bus, sizeof bus, d));
+        CHECK(strcmp(bus, p->bus) == 0);
+        CU_OK(cuDeviceTotalMem_v2(&total, d));
+        CHECK(total == p->total);
+        CU_OK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d));
+        CHECK(sms == 10 * (want[i] + 1));
+    }
+    CUdevice d;
+    CU_EQ(cuDeviceGet(&d, want_n), CUDA_ERROR_INVALID_DEVICE);
+    /* A hidden device cannot be reached by its PCI address either. */
+    for (int k = 0; k < 3; k++) {
+        int ordinal = -1;
+        for (int i = 0; i < want_n; i++)
+            if (want[i] == k)
+                ordinal = i;
+        d = -1;
+        CU_EQ(cuDeviceGetByPCIBusId(&d, phys[k].bus),
+              ordinal >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE);
+        CHECK(ordinal < 0 || d == ordinal);
+    }
+}
+
+/* No device visible: cuInit fails with NO_DEVICE, as the real driver does, and the driver
+ * stays uninitialised. */
+static void expect_none(void)
+{
+    int n = -1;
+    CU_EQ(cuInit(0), CUDA_ERROR_NO_DEVICE);
+    CU_EQ(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+    CUdevice d;
+    CU_EQ(cuDeviceGet(&d, 0), CUDA_ERROR_NOT_INITIALIZED);
+    CU_EQ(cuInit(0), CUDA_ERROR_NO_DEVICE);
+}
+
+#define NV_API(X)                                                                                  \
+    X(nvmlInit_v2)                                                                                 \
+    X(nvmlDeviceGetCount_v2)                                                                       \
+    X(nvmlDeviceGetHandleByIndex_v2)                                                               \
+    X(nvmlDeviceGetUUID)                                                                           \
+    X(nvmlDeviceGetMemoryInfo)
+
+/* CUDA_VISIBLE_DEVICES="2,0": memory, contexts and NVML land on the physical devices, and
+ * NVML still numbers every device physically. */
+static void visible_memory(void)
+{
+    struct {
+#define NV_FIELD(name) __typeof__(name) *name;
+        NV_API(NV_FIELD)
+    } nv;
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    CHECK(h != NULL);
+    if (h == NULL)
+        return;
+#define NV_SYM(name) nv.name = (__typeof__(nv.name))dlsym(h, #name);
+    NV_API(NV_SYM)
+    CHECK(nv.nvmlInit_v2 && nv.nvmlDeviceGetCount_v2 && nv.nvmlDeviceGetHandleByIndex_v2 &&
+          nv.nvmlDeviceGetUUID && nv.nvmlDeviceGetMemoryInfo);
+    if (failures)
+        return;
+
+    CUcontext c0, c1;
+    CU_OK(cuInit(0));
+    CU_OK(cuDevicePrimaryCtxRetain(&c0, 0)); /* physical 2: 3 GiB */
+    CU_OK(cuCtxSetCurrent(c0));
+    size_t free_b = 0, total = 0;
+    CU_OK(cuMemGetInfo_v2(&free_b, &total));
+    CHECK(total == 3072 * MIB && free_b == total - 256 * MIB);
+    CUdeviceptr big = 0, small = 0, extra = 0;
+    CU_OK(cuMemAlloc_v2(&big, 2560 * MIB)); /* fits on no other device */
+    CU_OK(cuCtxCreate_v2(&c1, 0, 1));       /* physical 0: 1 GiB, made current */
+    CUdevice d = -1;
+    CU_OK(cuCtxGetDevice(&d));
+    CHECK(d == 1);
+    CU_OK(cuMemGetInfo_v2(&free_b, &total));
+    CHECK(total == 1024 * MIB && free_b == total - 256 * MIB);
+    CU_OK(cuMemAlloc_v2(&small, 512 * MIB));
+    CU_EQ(cuMemAlloc_v2(&extra, 512 * MIB), CUDA_ERROR_OUT_OF_MEMORY); /* 1 GiB card full */
+
+    CHECK(nv.nvmlInit_v2() == NVML_SUCCESS);
+    unsigned count = 0;
+    CHECK(nv.nvmlDeviceGetCount_v2(&count) == NVML_SUCCESS && count == 3);
+    const unsigned long long used[3] = {768 * MIB, 0, 2816 * MIB};
+    for (unsigned i = 0; i < 3 && i < count; i++) {
+        nvmlDevice_t dev;
+        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        nvmlMemory_t m;
+        CHECK(nv.nvmlDeviceGetHandleByIndex_v2(i, &dev) == NVML_SUCCESS);
+        CHECK(nv.nvmlDeviceGetUUID(dev, uuid, sizeof uuid) == NVML_SUCCESS);
+        CHECK(strcmp(uuid, phys[i].uuid) == 0);
+        CHECK(nv.nvmlDeviceGetMemoryInfo(dev, &m) == NVML_SUCCESS);
+        CHECK(m.total == phys[i].total && m.used == used[i]);
+        if (m.used != used[i])
+            fprintf(stderr, "  NVML device %u: used %llu, want %llu\n", i, m.used, used[i]);
+    }
+    CU_OK(cuMemFree_v2(small));
+    CU_OK(cuCtxDestroy_v2(c1));
+    CU_OK(cuMemFree_v2(big));
+}
+
+static void test_visible(void)
+{
+    phys = mmap(NULL, 3 * sizeof *phys, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(phys != MAP_FAILED);
+    if (phys == MAP_FAILED)
+        return;
+    memset(phys, 0, 3 * sizeof *phys);
+    with_visible(NULL, record_physical);
+    if (failures)
+        return;
+
+    /* The shortest prefix of device 2's UUID that names it alone. */
+    char prefix[48] = "";
+    for (size_t len = 5; len <= strlen(phys[2].uuid) && prefix[0] == '\0'; len++)
+        if (strncmp(phys[2].uuid, phys[0].uuid, len) != 0 &&
+            strncmp(phys[2].uuid, phys[1].uuid, len) != 0)
+            snprintf(prefix, sizeof prefix, "%.*s", (int)len, phys[2].uuid);
+    CHECK(prefix[0] != '\0');
+
+    static const struct {
+        const char *value; /* NULL: built below from UUIDs */
+        int n, phys[3];
+    } cases[] = {
+        {"1,0", 2, {1, 0}},
+        {"2", 1, {2}},
+        {"2,0,1", 3, {2, 0, 1}},
+        {"0,2,-1,1", 2, {0, 2}}, /* the list ends at the first invalid entry */
+        {"1,7,0", 1, {1}},
+        {"0,MIG-GPU-1/0/0,1", 1, {0}},
+        {"2,,0", 1, {2}},
+        {"1,GPU-,0", 1, {1}},   /* "GPU-" is a prefix of every UUID: ambiguous */
+        {" 2 ,\t1", 2, {2, 1}}, /* blanks around an entry are skipped */
+        {"1gpu,0", 2, {1, 0}},  /* an index is read like strtoul: "1gpu" is 1 */
+        {"0,", 1, {0}},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        want_n = cases[i].n;
+        memcpy(want, cases[i].phys, sizeof want);
+        with_visible(cases[i].value, expect_visible);
+    }
+
+    char value[160];
+    /* A full UUID, a unique prefix, UUIDs and indices mixed. */
+    want_n = 1;
+    want[0] = 1;
+    with_visible(phys[1].uuid, expect_visible);
+    want[0] = 2;
+    with_visible(prefix, expect_visible);
+    snprintf(value, sizeof value, "%s,0,%s", prefix, phys[1].uuid);
+    want_n = 3;
+    want[0] = 2, want[1] = 0, want[2] = 1;
+    with_visible(value, expect_visible);
+    snprintf(value, sizeof value, "1,%sf00d,0", phys[2].uuid); /* no such UUID: stops */
+    want_n = 1;
+    want[0] = 1;
+    with_visible(value, expect_visible);
+
+    /* Nothing visible: empty, first entry invalid, ambiguous or unknown UUID, a device
+     * named twice (by index or by index and UUID). */
+    const char *none[] = {"",    "-1",   "3", "x", ",0", "GPU-", "GPU-zz", "MIG-GPU-1/0/0",
+                          "0,0", "1,0,1"};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+        with_visible(none[i], expect_none);
+    snprintf(value, sizeof value, "%s,2", prefix);
+    with_visible(value, expect_none);
+
+    with_visible("2,0", visible_memory);
+}
+
 /* A process killed while holding memory gives it back. One 2 GiB device. */
 static void test_sigkill(void)
 {
@@ -709,7 +965,7 @@ int main(int argc, char **argv)
 {
     if (argc != 2) {
         fprintf(stderr, "usage: cuda_api devices|capacity|memcpy|spin|graph|bad_use|"
-                        "proc_address|share2|share4|sigkill\n");
+                        "proc_address|share2|share4|sigkill|visible\n");
         return 2;
     }
     const char *t = argv[1];
@@ -733,6 +989,8 @@ int main(int argc, char **argv)
         test_share(4);
     else if (strcmp(t, "sigkill") == 0)
         test_sigkill();
+    else if (strcmp(t, "visible") == 0)
+        test_visible();
     else {
         fprintf(stderr, "cuda_api: unknown case '%s'\n", t);
         return 2;

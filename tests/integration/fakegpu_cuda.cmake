@@ -1,9 +1,10 @@
 # fakegpu's libcuda.so.1 through the real ABI: cuda_api links it by SONAME; every case
-# runs under cuda_run.sh with its own FAKEGPU_STATE_DIR.
+# runs under cuda_run.sh with its own FAKEGPU_STATE_DIR, and with CUDA_VISIBLE_DEVICES
+# unset (the visible case sets it itself) so that the caller's value changes nothing.
 if(TARGET fakegpu_cuda)
   vgpu_program(cuda_api ${CMAKE_CURRENT_LIST_DIR}/cuda_api.c)
   set_target_properties(cuda_api PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
-  target_link_libraries(cuda_api PRIVATE fakegpu_cuda)
+  target_link_libraries(cuda_api PRIVATE fakegpu_cuda ${CMAKE_DL_LIBS})
 
   set(one_gib "FAKEGPU_DEVICES=Test GPU:1GiB:8|FAKEGPU_CONTEXT_MIB=256")
   set(cuda_cases
@@ -16,13 +17,15 @@ if(TARGET fakegpu_cuda)
       "proc_address|${one_gib}"
       "share2|${one_gib}"
       "share4|${one_gib}"
-      "sigkill|FAKEGPU_DEVICES=Test GPU:2GiB:8|FAKEGPU_CONTEXT_MIB=256")
+      "sigkill|FAKEGPU_DEVICES=Test GPU:2GiB:8|FAKEGPU_CONTEXT_MIB=256"
+      "visible|FAKEGPU_DEVICES=Test GPU A:1GiB:10,Test GPU B:2GiB:20,Test GPU C:3GiB:30|FAKEGPU_CONTEXT_MIB=256")
   foreach(entry ${cuda_cases})
     string(REPLACE "|" ";" parts "${entry}")
     list(GET parts 0 case_name)
     list(SUBLIST parts 1 -1 case_env)
     add_test(NAME integration.fakegpu_cuda_${case_name}
-             COMMAND ${CMAKE_CURRENT_LIST_DIR}/cuda_run.sh ${VGPU_FAKEGPU_DIR}
+             COMMAND ${CMAKE_COMMAND} -E env --unset=CUDA_VISIBLE_DEVICES
+                     ${CMAKE_CURRENT_LIST_DIR}/cuda_run.sh ${VGPU_FAKEGPU_DIR}
                      $<TARGET_FILE:cuda_api> ${case_name} ${case_env})
     set_tests_properties(integration.fakegpu_cuda_${case_name} PROPERTIES
                          LABELS "integration;fakegpu" TIMEOUT 120)
