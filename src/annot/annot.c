@@ -1,0 +1,331 @@
+#include "annot/annot.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "base/str.h"
+
+static const char *const mode_names[] = {"vgpu", "timeSlicing", "mps", "mig"};
+
+const char *annot_mode_name(enum annot_mode mode)
+{
+    return (unsigned)mode < 4 ? mode_names[mode] : "unknown";
+}
+
+/* ---- decoding helpers: each names the field it refuses ---- */
+
+static json_t *parse(const char *text, size_t len, const char *what, struct vg_err *err)
+{
+    if (len > ANNOT_MAX_BYTES) {
+        vg_err_set(err, -E2BIG, "%s is %zu bytes, more than the %d allowed", what, len,
+                   ANNOT_MAX_BYTES);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        vg_err_set(err, -EINVAL, "%s is not JSON: %s at column %d", what, jerr.text, jerr.column);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        vg_err_set(err, -EINVAL, "%s is not a JSON object", what);
+        return NULL;
+    }
+    json_t *version = json_object_get(root, "version");
+    if (!json_is_integer(version)) {
+        json_decref(root);
+        vg_err_set(err, -EPROTO, "%s.version: missing or not an integer", what);
+        return NULL;
+    }
+    if (json_integer_value(version) != ANNOT_VERSION) {
+        vg_err_set(err, -EPROTO, "%s has version %lld, this build reads version %d", what,
+                   (long long)json_integer_value(version), ANNOT_VERSION);
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+static int get_uint(json_t *obj, const char *where, const char *key, uint64_t min, uint64_t max,
+                    bool required, uint64_t *out, struct vg_err *err)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL && !required)
+        return 0;
+    if (!json_is_integer(v))
+        return vg_err_set(err, -EINVAL, "%s.%s: %s", where, key,
+                          v == NULL ? "missing" : "not an integer");
+    json_int_t i = json_integer_value(v);
+    if (i < 0 || (uint64_t)i < min || (uint64_t)i > max)
+        return vg_err_set(err, -ERANGE, "%s.%s: %lld is outside %llu..%llu", where, key,
+                          (long long)i, (unsigned long long)min, (unsigned long long)max);
+    *out = (uint64_t)i;
+    return 0;
+}
+
+static int get_string(json_t *obj, const char *where, const char *key, char *out, size_t size,
+                      bool required, struct vg_err *err)
+{
+    json_t *v = json_object_get(obj, key);
+    if (v == NULL && !required)
+        return 0;
+    if (!json_is_string(v))
+        return vg_err_set(err, -EINVAL, "%s.%s: %s", where, key,
+                          v == NULL ? "missing" : "not a string");
+    const char *s = json_string_value(v);
+    size_t n = json_string_length(v);
+    if (n == 0 || memchr(s, '\0', n) != NULL)
+        return vg_err_set(err, -EINVAL, "%s.%s: empty or contains NUL", where, key);
+    if (vg_strlcpy(out, s, size) < 0)
+        return vg_err_set(err, -E2BIG, "%s.%s: longer than %zu bytes", where, key, size - 1);
+    return 0;
+}
+
+static int get_array(json_t *obj, const char *where, const char *key, size_t max, json_t **out,
+                     struct vg_err *err)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!json_is_array(v))
+        return vg_err_set(err, -EINVAL, "%s.%s: %s", where, key,
+                          v == NULL ? "missing" : "not an array");
+    if (json_array_size(v) > max)
+        return vg_err_set(err, -E2BIG, "%s.%s: %zu entries, at most %zu", where, key,
+                          json_array_size(v), max);
+    *out = v;
+    return 0;
+}
+
+static int decode_gpu(json_t *g, unsigned i, struct annot_gpu *out, struct vg_err *err)
+{
+    char where[32];
+    snprintf(where, sizeof where, "gpus[%u]", i);
+    if (!json_is_object(g))
+        return vg_err_set(err, -EINVAL, "%s: not an object", where);
+    uint64_t index = 0, memory = 0, cores = 100, slots = 1, numa_plus_one = 0;
+    int rc;
+    if ((rc = get_string(g, where, "uuid", out->uuid, sizeof out->uuid, true, err)) ||
+        (rc = get_string(g, where, "model", out->model, sizeof out->model, true, err)) ||
+        (rc = get_uint(g, where, "index", 0, 1023, true, &index, err)) ||
+        (rc = get_uint(g, where, "memoryMiB", 1, UINT64_C(1) << 40, true, &memory, err)) ||
+        (rc = get_uint(g, where, "cores", 1, 100, true, &cores, err)) ||
+        (rc = get_uint(g, where, "slots", 1, 1024, true, &slots, err)))
+        return rc;
+    json_t *numa = json_object_get(g, "numa");
+    if (numa != NULL) {
+        if (!json_is_integer(numa) || json_integer_value(numa) < -1 ||
+            json_integer_value(numa) > 255)
+            return vg_err_set(err, -EINVAL, "%s.numa: not an integer in -1..255", where);
+        numa_plus_one = (uint64_t)(json_integer_value(numa) + 1);
+    }
+    json_t *healthy = json_object_get(g, "healthy");
+    if (!json_is_boolean(healthy))
+        return vg_err_set(err, -EINVAL, "%s.healthy: %s", where,
+                          healthy == NULL ? "missing" : "not true or false");
+    out->index = (unsigned)index;
+    out->memory_mib = memory;
+    out->cores = (unsigned)cores;
+    out->slots = (unsigned)slots;
+    out->numa = (int)numa_plus_one - 1;
+    out->healthy = json_is_true(healthy);
+    return 0;
+}
+
+int annot_inventory_decode(const char *text, size_t len, struct annot_inventory *out,
+                           struct vg_err *err)
+{
+    json_t *root = parse(text, len, ANNOT_KEY_GPUS, err);
+    if (root == NULL)
+        return err != NULL ? err->code : -EINVAL;
+    memset(out, 0, sizeof *out);
+    int rc;
+    uint64_t heartbeat = 0;
+    char mode[16] = "";
+    json_t *gpus = NULL;
+    if ((rc = get_uint(root, ANNOT_KEY_GPUS, "heartbeat", 0, INT64_MAX, true, &heartbeat, err)) ||
+        (rc = get_string(root, ANNOT_KEY_GPUS, "mode", mode, sizeof mode, true, err)) ||
+        (rc = get_array(root, ANNOT_KEY_GPUS, "gpus", ANNOT_MAX_GPUS, &gpus, err)))
+        goto out;
+    rc = -EINVAL;
+    for (unsigned m = 0; m < 4; m++)
+        if (strcmp(mode, mode_names[m]) == 0) {
+            out->mode = (enum annot_mode)m;
+            rc = 0;
+        }
+    if (rc != 0) {
+        vg_err_set(err, rc, "%s.mode: '%s' is not vgpu, timeSlicing, mps or mig", ANNOT_KEY_GPUS,
+                   mode);
+        goto out;
+    }
+    out->heartbeat = (int64_t)heartbeat;
+    for (size_t i = 0; i < json_array_size(gpus); i++) {
+        rc = decode_gpu(json_array_get(gpus, i), (unsigned)i, &out->gpus[i], err);
+        if (rc != 0)
+            goto out;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(out->gpus[j].uuid, out->gpus[i].uuid) == 0) {
+                rc = vg_err_set(err, -EINVAL, "gpus[%zu].uuid: %s is listed twice", i,
+                                out->gpus[i].uuid);
+                goto out;
+            }
+        out->gpu_count++;
+    }
+out:
+    json_decref(root);
+    return rc;
+}
+
+static int decode_share(json_t *s, const char *where, struct annot_share *out, struct vg_err *err)
+{
+    if (!json_is_object(s))
+        return vg_err_set(err, -EINVAL, "%s: not an object", where);
+    uint64_t memory = 0, cores = 0;
+    int rc;
+    if ((rc = get_string(s, where, "uuid", out->uuid, sizeof out->uuid, true, err)) ||
+        (rc = get_uint(s, where, "memoryMiB", 1, UINT64_C(1) << 40, true, &memory, err)) ||
+        (rc = get_uint(s, where, "cores", 0, 100, true, &cores, err)))
+        return rc;
+    out->memory_mib = memory;
+    out->cores = (unsigned)cores;
+    return 0;
+}
+
+int annot_decision_decode(const char *text, size_t len, struct annot_decision *out,
+                          struct vg_err *err)
+{
+    json_t *root = parse(text, len, ANNOT_KEY_DECISION, err);
+    if (root == NULL)
+        return err != NULL ? err->code : -EINVAL;
+    memset(out, 0, sizeof *out);
+    int rc;
+    uint64_t time = 0;
+    json_t *containers = NULL;
+    if ((rc = get_string(root, ANNOT_KEY_DECISION, "node", out->node, sizeof out->node, true,
+                         err)) ||
+        (rc = get_uint(root, ANNOT_KEY_DECISION, "time", 0, INT64_MAX, true, &time, err)) ||
+        (rc = get_array(root, ANNOT_KEY_DECISION, "containers", ANNOT_MAX_CONTAINERS, &containers,
+                        err)))
+        goto out;
+    out->time = (int64_t)time;
+    for (size_t i = 0; i < json_array_size(containers); i++) {
+        json_t *c = json_array_get(containers, i);
+        struct annot_container *oc = &out->containers[i];
+        char where[48];
+        snprintf(where, sizeof where, "containers[%zu]", i);
+        json_t *gpus = NULL;
+        if (!json_is_object(c)) {
+            rc = vg_err_set(err, -EINVAL, "%s: not an object", where);
+            goto out;
+        }
+        if ((rc = get_string(c, where, "name", oc->name, sizeof oc->name, true, err)) ||
+            (rc = get_array(c, where, "gpus", ANNOT_MAX_GPUS, &gpus, err)))
+            goto out;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(out->containers[j].name, oc->name) == 0) {
+                rc = vg_err_set(err, -EINVAL, "%s.name: '%s' is listed twice", where, oc->name);
+                goto out;
+            }
+        for (size_t k = 0; k < json_array_size(gpus); k++) {
+            char gwhere[96];
+            snprintf(gwhere, sizeof gwhere, "%s.gpus[%zu]", where, k);
+            rc = decode_share(json_array_get(gpus, k), gwhere, &oc->gpus[k], err);
+            if (rc != 0)
+                goto out;
+            oc->gpu_count++;
+        }
+        out->container_count++;
+    }
+out:
+    json_decref(root);
+    return rc;
+}
+
+/* ---- encoding ---- */
+
+/* json_object_set_new that remembers a failure, so building stays a flat list. */
+static void put(json_t *obj, const char *key, json_t *value, bool *ok)
+{
+    if (value == NULL || json_object_set_new(obj, key, value) != 0)
+        *ok = false;
+}
+
+static char *finish(json_t *root, bool ok, struct vg_err *err)
+{
+    char *text = ok ? json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(root);
+    if (text == NULL)
+        vg_err_set(err, -EINVAL,
+                   "cannot encode the annotation (a string is not UTF-8, or "
+                   "out of memory)");
+    else if (strlen(text) > ANNOT_MAX_BYTES) {
+        vg_err_set(err, -E2BIG, "annotation would be %zu bytes, more than %d", strlen(text),
+                   ANNOT_MAX_BYTES);
+        free(text);
+        text = NULL;
+    }
+    return text;
+}
+
+char *annot_inventory_encode(const struct annot_inventory *in, struct vg_err *err)
+{
+    if (in->gpu_count > ANNOT_MAX_GPUS || (unsigned)in->mode > ANNOT_MODE_MIG) {
+        vg_err_set(err, -EINVAL, "inventory has %u GPUs or an unknown mode", in->gpu_count);
+        return NULL;
+    }
+    bool ok = true;
+    json_t *root = json_object(), *gpus = json_array();
+    put(root, "version", json_integer(ANNOT_VERSION), &ok);
+    put(root, "heartbeat", json_integer(in->heartbeat), &ok);
+    put(root, "mode", json_string(annot_mode_name(in->mode)), &ok);
+    for (unsigned i = 0; i < in->gpu_count && ok; i++) {
+        const struct annot_gpu *g = &in->gpus[i];
+        json_t *o = json_object();
+        put(o, "uuid", json_string(g->uuid), &ok);
+        put(o, "index", json_integer(g->index), &ok);
+        put(o, "model", json_string(g->model), &ok);
+        put(o, "memoryMiB", json_integer((json_int_t)g->memory_mib), &ok);
+        put(o, "cores", json_integer(g->cores), &ok);
+        put(o, "slots", json_integer(g->slots), &ok);
+        put(o, "numa", json_integer(g->numa), &ok);
+        put(o, "healthy", json_boolean(g->healthy), &ok);
+        if (o == NULL || json_array_append_new(gpus, o) != 0)
+            ok = false;
+    }
+    put(root, "gpus", gpus, &ok);
+    return finish(root, ok && root != NULL, err);
+}
+
+char *annot_decision_encode(const struct annot_decision *in, struct vg_err *err)
+{
+    if (in->container_count > ANNOT_MAX_CONTAINERS) {
+        vg_err_set(err, -EINVAL, "decision has %u containers", in->container_count);
+        return NULL;
+    }
+    bool ok = true;
+    json_t *root = json_object(), *containers = json_array();
+    put(root, "version", json_integer(ANNOT_VERSION), &ok);
+    put(root, "node", json_string(in->node), &ok);
+    put(root, "time", json_integer(in->time), &ok);
+    for (unsigned i = 0; i < in->container_count && ok; i++) {
+        const struct annot_container *c = &in->containers[i];
+        json_t *o = json_object(), *gpus = json_array();
+        put(o, "name", json_string(c->name), &ok);
+        for (unsigned k = 0; k < c->gpu_count && k < ANNOT_MAX_GPUS && ok; k++) {
+            json_t *s = json_object();
+            put(s, "uuid", json_string(c->gpus[k].uuid), &ok);
+            put(s, "memoryMiB", json_integer((json_int_t)c->gpus[k].memory_mib), &ok);
+            put(s, "cores", json_integer(c->gpus[k].cores), &ok);
+            if (s == NULL || json_array_append_new(gpus, s) != 0)
+                ok = false;
+        }
+        put(o, "gpus", gpus, &ok);
+        if (o == NULL || json_array_append_new(containers, o) != 0)
+            ok = false;
+    }
+    put(root, "containers", containers, &ok);
+    return finish(root, ok && root != NULL, err);
+}

@@ -1,0 +1,83 @@
+/* The annotations vgpu's daemons exchange through the Kubernetes API (docs/protocol.md):
+ *
+ *   node  vgpu.io/gpus      the GPU inventory the device plugin publishes, with a heartbeat
+ *   pod   vgpu.io/decision  which GPUs and what share of each the scheduler gave each
+ *                           container, keyed by container name (never by position)
+ *
+ * Both are versioned JSON. A decoder accepts its own version, ignores fields it does not
+ * know (additions do not bump the version), and refuses anything malformed with a message
+ * that names the field, so a garbled annotation is skipped with a reason, never half-read.
+ * Values are bounded: ANNOT_MAX_BYTES of text, ANNOT_MAX_GPUS GPUs per node or container,
+ * ANNOT_MAX_CONTAINERS containers per pod. Encoders return malloc'ed text (sorted keys,
+ * compact) that the caller frees. */
+#ifndef VGPU_ANNOT_ANNOT_H
+#define VGPU_ANNOT_ANNOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+#define ANNOT_KEY_GPUS       "vgpu.io/gpus"
+#define ANNOT_KEY_DECISION   "vgpu.io/decision"
+#define ANNOT_VERSION        1
+#define ANNOT_MAX_BYTES      (64 * 1024)
+#define ANNOT_MAX_GPUS       16
+#define ANNOT_MAX_CONTAINERS 32
+#define ANNOT_UUID_MAX       64
+#define ANNOT_MODEL_MAX      64
+#define ANNOT_NAME_MAX       254 /* DNS subdomain: node and container names */
+
+enum annot_mode { ANNOT_MODE_VGPU, ANNOT_MODE_TIME_SLICING, ANNOT_MODE_MPS, ANNOT_MODE_MIG };
+
+struct annot_gpu {
+    char uuid[ANNOT_UUID_MAX];
+    unsigned index; /* NVML index on the node */
+    char model[ANNOT_MODEL_MAX];
+    uint64_t memory_mib; /* what may be handed out (after memory scaling) */
+    unsigned cores;      /* compute capacity in percent of one GPU, 1..100 */
+    unsigned slots;      /* most tenants at once, >= 1 */
+    int numa;            /* NUMA node, -1 when unknown */
+    bool healthy;
+};
+
+struct annot_inventory {
+    int64_t heartbeat; /* Unix seconds when the device plugin last wrote it */
+    enum annot_mode mode;
+    unsigned gpu_count;
+    struct annot_gpu gpus[ANNOT_MAX_GPUS];
+};
+
+struct annot_share {
+    char uuid[ANNOT_UUID_MAX];
+    uint64_t memory_mib;
+    unsigned cores; /* percent, 0..100 (0: no compute limit) */
+};
+
+struct annot_container {
+    char name[ANNOT_NAME_MAX];
+    unsigned gpu_count;
+    struct annot_share gpus[ANNOT_MAX_GPUS];
+};
+
+struct annot_decision {
+    char node[ANNOT_NAME_MAX];
+    int64_t time; /* Unix seconds of the decision */
+    unsigned container_count;
+    struct annot_container containers[ANNOT_MAX_CONTAINERS];
+};
+
+int annot_inventory_decode(const char *text, size_t len, struct annot_inventory *out,
+                           struct vg_err *err);
+/* NULL on a value that cannot be encoded (err says why) or out of memory. */
+char *annot_inventory_encode(const struct annot_inventory *in, struct vg_err *err);
+
+int annot_decision_decode(const char *text, size_t len, struct annot_decision *out,
+                          struct vg_err *err);
+char *annot_decision_encode(const struct annot_decision *in, struct vg_err *err);
+
+/* "vgpu", "timeSlicing", "mps", "mig". */
+const char *annot_mode_name(enum annot_mode mode);
+
+#endif

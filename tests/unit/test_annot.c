@@ -1,0 +1,200 @@
+/* Unit tests for src/annot: the node inventory and pod decision annotations. Every
+ * malformed form is refused with a message naming the field; good ones round-trip. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "annot/annot.h"
+
+static const char *inventory_json =
+    "{\"version\":1,\"heartbeat\":1763780000,\"mode\":\"vgpu\",\"gpus\":["
+    "{\"uuid\":\"GPU-a\",\"index\":0,\"model\":\"NVIDIA H100 80GB HBM3\",\"memoryMiB\":81559,"
+    "\"cores\":100,\"slots\":10,\"numa\":0,\"healthy\":true},"
+    "{\"uuid\":\"GPU-b\",\"index\":1,\"model\":\"NVIDIA H100 80GB HBM3\",\"memoryMiB\":81559,"
+    "\"cores\":100,\"slots\":10,\"healthy\":false,\"future\":{\"x\":1}}]}";
+
+static void test_inventory_decode(void **state)
+{
+    (void)state;
+    struct annot_inventory inv;
+    struct vg_err err = {0};
+    int rc = annot_inventory_decode(inventory_json, strlen(inventory_json), &inv, &err);
+    if (rc != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(inv.gpu_count, 2);
+    assert_true(inv.heartbeat == 1763780000);
+    assert_int_equal(inv.mode, ANNOT_MODE_VGPU);
+    assert_string_equal(inv.gpus[0].model, "NVIDIA H100 80GB HBM3");
+    assert_true(inv.gpus[1].memory_mib == 81559);
+    assert_int_equal(inv.gpus[1].slots, 10);
+    assert_int_equal(inv.gpus[0].numa, 0);
+    assert_int_equal(inv.gpus[1].numa, -1); /* absent: unknown */
+    assert_true(inv.gpus[0].healthy);
+    assert_false(inv.gpus[1].healthy);
+}
+
+static void test_inventory_round_trip(void **state)
+{
+    (void)state;
+    struct annot_inventory a, b;
+    struct vg_err err;
+    assert_int_equal(annot_inventory_decode(inventory_json, strlen(inventory_json), &a, &err), 0);
+    a.mode = ANNOT_MODE_MIG;
+    char *text = annot_inventory_encode(&a, &err);
+    assert_non_null(text);
+    assert_int_equal(annot_inventory_decode(text, strlen(text), &b, &err), 0);
+    assert_memory_equal(&a, &b, sizeof a);
+    /* Encoding is deterministic: sorted keys, compact. */
+    char *again = annot_inventory_encode(&b, &err);
+    assert_string_equal(text, again);
+    assert_non_null(strstr(text, "\"mode\":\"mig\""));
+    free(text);
+    free(again);
+}
+
+/* Replaces the first occurrence of from with to in the good inventory and expects a
+ * refusal whose message contains needle. */
+static void expect_inventory_refused(const char *from, const char *to, const char *needle)
+{
+    char buf[4096];
+    const char *at = strstr(inventory_json, from);
+    assert_non_null(at);
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - inventory_json), inventory_json, to,
+             at + strlen(from));
+    struct annot_inventory inv;
+    struct vg_err err = {0};
+    int rc = annot_inventory_decode(buf, strlen(buf), &inv, &err);
+    if (rc == 0)
+        fail_msg("accepted: %s", buf);
+    if (strstr(err.msg, needle) == NULL)
+        fail_msg("message '%s' lacks '%s' for %s", err.msg, needle, buf);
+}
+
+static void test_inventory_malformed(void **state)
+{
+    (void)state;
+    expect_inventory_refused("\"version\":1", "\"version\":2", "version 2");
+    expect_inventory_refused("\"version\":1", "\"version\":\"1\"", "version");
+    expect_inventory_refused("\"heartbeat\":1763780000", "\"heartbeat\":-5", "heartbeat");
+    expect_inventory_refused("\"mode\":\"vgpu\"", "\"mode\":\"turbo\"", "turbo");
+    expect_inventory_refused("\"memoryMiB\":81559", "\"memoryMiB\":0", "gpus[0].memoryMiB");
+    expect_inventory_refused("\"memoryMiB\":81559", "\"memoryMiB\":1.5", "not an integer");
+    expect_inventory_refused("\"cores\":100", "\"cores\":101", "gpus[0].cores");
+    expect_inventory_refused("\"slots\":10", "\"slots\":0", "slots");
+    expect_inventory_refused("\"numa\":0", "\"numa\":\"zero\"", "numa");
+    expect_inventory_refused("\"healthy\":true", "\"healthy\":1", "healthy");
+    expect_inventory_refused("\"uuid\":\"GPU-b\"", "\"uuid\":\"GPU-a\"", "listed twice");
+    expect_inventory_refused("\"uuid\":\"GPU-a\"", "\"uuid\":\"\"", "uuid");
+    expect_inventory_refused("\"uuid\":\"GPU-a\"", "\"uuid\":\"GPU-a\",\"uuid\":\"GPU-z\"",
+                             "not JSON");
+    expect_inventory_refused("\"gpus\":[", "\"gpus\":{\"a\":[", "not JSON");
+    expect_inventory_refused("{\"version\"", "[{\"version\"", "not JSON");
+    const char *bad[] = {"", "null", "[]", "{}", "{\"version\":1}", "\"x\"", "{\"version\":1,"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct annot_inventory inv;
+        struct vg_err err = {0};
+        assert_true(annot_inventory_decode(bad[i], strlen(bad[i]), &inv, &err) < 0);
+        assert_true(err.msg[0] != '\0');
+    }
+}
+
+static void test_inventory_bounds(void **state)
+{
+    (void)state;
+    /* 17 GPUs: one more than a node may have. */
+    char buf[8192];
+    int n =
+        snprintf(buf, sizeof buf, "{\"version\":1,\"heartbeat\":1,\"mode\":\"vgpu\",\"gpus\":[");
+    for (int i = 0; i < ANNOT_MAX_GPUS + 1; i++)
+        n += snprintf(buf + n, sizeof buf - (size_t)n,
+                      "%s{\"uuid\":\"GPU-%d\",\"index\":%d,\"model\":\"m\",\"memoryMiB\":1,"
+                      "\"cores\":100,\"slots\":1,\"healthy\":true}",
+                      i ? "," : "", i, i);
+    snprintf(buf + n, sizeof buf - (size_t)n, "]}");
+    struct annot_inventory inv;
+    struct vg_err err;
+    assert_int_equal(annot_inventory_decode(buf, strlen(buf), &inv, &err), -E2BIG);
+    assert_non_null(strstr(err.msg, "at most 16"));
+    /* Oversized text is refused before it is parsed. */
+    size_t big = ANNOT_MAX_BYTES + 1;
+    char *huge = calloc(1, big + 1);
+    memset(huge, ' ', big);
+    assert_int_equal(annot_inventory_decode(huge, big, &inv, &err), -E2BIG);
+    free(huge);
+}
+
+static const char *decision_json =
+    "{\"version\":1,\"node\":\"node-a\",\"time\":1763780001,\"containers\":["
+    "{\"name\":\"init\",\"gpus\":[]},"
+    "{\"name\":\"main\",\"gpus\":[{\"uuid\":\"GPU-a\",\"memoryMiB\":3000,\"cores\":30},"
+    "{\"uuid\":\"GPU-b\",\"memoryMiB\":3000,\"cores\":0}]}]}";
+
+static void test_decision_round_trip(void **state)
+{
+    (void)state;
+    struct annot_decision *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    struct vg_err err = {0};
+    int rc = annot_decision_decode(decision_json, strlen(decision_json), a, &err);
+    if (rc != 0)
+        fail_msg("%s", err.msg);
+    assert_string_equal(a->node, "node-a");
+    assert_int_equal(a->container_count, 2);
+    assert_string_equal(a->containers[1].name, "main");
+    assert_int_equal(a->containers[0].gpu_count, 0);
+    assert_int_equal(a->containers[1].gpu_count, 2);
+    assert_int_equal(a->containers[1].gpus[0].cores, 30);
+    char *text = annot_decision_encode(a, &err);
+    assert_non_null(text);
+    assert_int_equal(annot_decision_decode(text, strlen(text), b, &err), 0);
+    assert_memory_equal(a, b, sizeof *a);
+    free(text);
+    free(a);
+    free(b);
+}
+
+static void expect_decision_refused(const char *from, const char *to, const char *needle)
+{
+    char buf[4096];
+    const char *at = strstr(decision_json, from);
+    assert_non_null(at);
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - decision_json), decision_json, to,
+             at + strlen(from));
+    struct annot_decision *d = calloc(1, sizeof *d);
+    struct vg_err err = {0};
+    int rc = annot_decision_decode(buf, strlen(buf), d, &err);
+    free(d);
+    if (rc == 0)
+        fail_msg("accepted: %s", buf);
+    if (strstr(err.msg, needle) == NULL)
+        fail_msg("message '%s' lacks '%s'", err.msg, needle);
+}
+
+static void test_decision_malformed(void **state)
+{
+    (void)state;
+    expect_decision_refused("\"name\":\"init\"", "\"name\":\"main\"", "listed twice");
+    expect_decision_refused("\"name\":\"init\"", "\"nom\":\"init\"", "containers[0].name");
+    expect_decision_refused("\"cores\":30", "\"cores\":300", "containers[1].gpus[0].cores");
+    expect_decision_refused("\"memoryMiB\":3000", "\"memoryMiB\":-1", "memoryMiB");
+    expect_decision_refused("\"node\":\"node-a\"", "\"node\":7", "node");
+    expect_decision_refused("\"time\":1763780001", "\"time\":null", "time");
+    expect_decision_refused("\"containers\":[", "\"containers\":7,\"x\":[", "not an array");
+    expect_decision_refused("{\"name\":\"init\",\"gpus\":[]}", "\"init\"", "not an object");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_inventory_decode),    cmocka_unit_test(test_inventory_round_trip),
+        cmocka_unit_test(test_inventory_malformed), cmocka_unit_test(test_inventory_bounds),
+        cmocka_unit_test(test_decision_round_trip), cmocka_unit_test(test_decision_malformed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
