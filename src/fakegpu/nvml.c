@@ -412,7 +412,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t 
 {
     if (memory == NULL)
         return initialised() ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED;
-    unsigned long long total, used;
+    unsigned long long total = 0, used = 0;
     nvmlReturn_t ret = memory_info(device, &total, &used);
     if (ret != NVML_SUCCESS)
         return ret;
@@ -426,7 +426,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory
 {
     if (memory == NULL)
         return initialised() ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED;
-    unsigned long long total, used;
+    unsigned long long total = 0, used = 0;
     nvmlReturn_t ret = memory_info(device, &total, &used);
     if (ret != NVML_SUCCESS)
         return ret;
