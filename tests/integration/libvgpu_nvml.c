@@ -2,8 +2,9 @@
  * tests. Built twice like libvgpu_probe: libvgpu_nvml_link (linked against
  * libnvidia-ml.so.1) and libvgpu_nvml (dlopen + dlsym, as pynvml does).
  *   libvgpu_nvml link|dlsym [DEVICE]
- * prints "total=<b> used=<b> free=<b> total2=<b> used2=<b> free2=<b> procs=<n> pids=<p>:<b>,..."
- * from nvmlDeviceGetMemoryInfo, _v2 and nvmlDeviceGetComputeRunningProcesses_v3, and
+ * prints "total=<b> used=<b> free=<b> total2=<b> used2=<b> free2=<b> procs=<n> pids=<p>:<b>,...
+ * uuid=GPU-..." from nvmlDeviceGetMemoryInfo, _v2, nvmlDeviceGetComputeRunningProcesses_v3
+ * and nvmlDeviceGetUUID (DEVICE is NVML's index, which CUDA_VISIBLE_DEVICES leaves alone), and
  * checks the three agree with each other. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -18,6 +19,7 @@
     X(nvmlDeviceGetHandleByIndex_v2)                                                               \
     X(nvmlDeviceGetMemoryInfo)                                                                     \
     X(nvmlDeviceGetMemoryInfo_v2)                                                                  \
+    X(nvmlDeviceGetUUID)                                                                           \
     X(nvmlDeviceGetComputeRunningProcesses_v3)
 
 #define FIELD(name) __typeof__(name) *name;
@@ -73,7 +75,10 @@ int main(int argc, char **argv)
            m1.total, m1.used, m1.free, m2.total, m2.used, m2.free, count);
     for (unsigned i = 0; i < count; i++)
         printf("%s%u:%llu", i ? "," : "", procs[i].pid, procs[i].usedGpuMemory);
-    printf("\n");
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    if (nv.nvmlDeviceGetUUID(dev, uuid, sizeof uuid) != NVML_SUCCESS)
+        return 2;
+    printf(" uuid=%s\n", uuid);
     int bad = 0;
     if (m1.free > m1.total || m1.used > m1.total || m2.total != m1.total || m2.used != m1.used) {
         fprintf(stderr, "FAIL: inconsistent memory views\n");

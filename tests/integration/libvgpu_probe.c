@@ -9,7 +9,8 @@
  * exact charges (the real driver pads arrays and rounds allocations).
  *
  * Commands (each prints what it saw and exits 0 when everything held):
- *   info                    limit view: "total=<bytes> free=<bytes> devtotal=<bytes>"
+ *   info                    limit view: "total=<bytes> free=<bytes> devtotal=<bytes>
+ *                           uuid=GPU-..." (the UUID of the device the probe uses)
  *   paths                   every allocation path at and just over the limit
  *   hold <bytes>            allocate, print "ready", sleep until killed
  *   random <sec> <seed>     allocate/free random sizes; prints "ok=<n> oom=<n>"
@@ -18,10 +19,16 @@
  *   forkfresh <n> <bytes>   never initialise CUDA; fork n children that each do, allocate
  *                           and report (the multiprocessing pattern)
  *   dlnext                  never initialise CUDA; dlsym(RTLD_NEXT) still resolves relative
- *                           to this program, not to libvgpu */
+ *                           to this program, not to libvgpu
+ *   threads <n> <sec> <seed>  n threads initialise CUDA at the same moment, then allocate and
+ *                           free random sizes against one limit while another thread keeps
+ *                           calling cuInit and cuMemGetInfo; then everything must be back
+ *                           and one allocation of all that is free must succeed exactly.
+ *                           Prints "threads ok=<n> oom=<n> filled=<bytes>" */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +44,7 @@
 #define API(X)                                                                                     \
     X(cuInit, "cuInit", 12000)                                                                     \
     X(cuDeviceGet, "cuDeviceGet", 12000)                                                           \
+    X(cuDeviceGetUuid, "cuDeviceGetUuid", 12000)                                                   \
     X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 12000)                                 \
     X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 12000)                            \
     X(cuCtxSetCurrent, "cuCtxSetCurrent", 12000)                                                   \
@@ -201,9 +209,15 @@ static size_t free_now(void)
 static int cmd_info(void)
 {
     size_t f = 0, t = 0, dt = 0;
+    CUuuid u = {{0}};
     CHECK(cu.cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS, "cuMemGetInfo");
     CHECK(cu.cuDeviceTotalMem_v2(&dt, dev) == CUDA_SUCCESS, "cuDeviceTotalMem");
-    printf("total=%zu free=%zu devtotal=%zu\n", t, f, dt);
+    CHECK(cu.cuDeviceGetUuid(&u, dev) == CUDA_SUCCESS, "cuDeviceGetUuid");
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    printf("total=%zu free=%zu devtotal=%zu uuid=GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+           "%02x%02x%02x%02x%02x%02x\n",
+           t, f, dt, b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+           b[12], b[13], b[14], b[15]);
     return failures != 0;
 }
 
@@ -456,6 +470,149 @@ static int cmd_fork(void)
     return failures != 0;
 }
 
+/* ---- threads: one process, many threads, one limit ---- */
+
+struct worker {
+    pthread_t tid;
+    unsigned seed;
+    unsigned long ok, oom, errors;
+};
+
+static pthread_barrier_t init_barrier, run_barrier;
+static double run_seconds;
+static size_t budget;         /* free bytes before any allocation: the limit less the context */
+static size_t counted;        /* bytes the workers hold (added after, removed before the driver) */
+static volatile int run_done; /* set by the main thread when the workers have stopped */
+
+static double seconds_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static unsigned next_random(unsigned *state)
+{
+    unsigned x = *state;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return *state = x;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    CUcontext c;
+    CUdevice d;
+    /* Every thread initialises the driver (and libvgpu) at the same moment. */
+    pthread_barrier_wait(&init_barrier);
+    if (cu.cuInit(0) != CUDA_SUCCESS || cu.cuDeviceGet(&d, 0) != CUDA_SUCCESS ||
+        cu.cuDevicePrimaryCtxRetain(&c, d) != CUDA_SUCCESS || cu.cuCtxSetCurrent(c) != CUDA_SUCCESS)
+        w->errors++;
+    pthread_barrier_wait(&run_barrier); /* the main thread measures the budget meanwhile */
+    pthread_barrier_wait(&run_barrier);
+    enum { SLOTS = 4 };
+    CUdeviceptr held[SLOTS] = {0};
+    size_t sizes[SLOTS] = {0};
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (seconds_since(&t0) < run_seconds) {
+        unsigned i = next_random(&w->seed) % SLOTS;
+        if (held[i] != 0) {
+            __atomic_fetch_sub(&counted, sizes[i], __ATOMIC_SEQ_CST);
+            if (cu.cuMemFree_v2(held[i]) != CUDA_SUCCESS)
+                w->errors++;
+            held[i] = 0;
+            continue;
+        }
+        size_t n = (size_t)(next_random(&w->seed) % (96 * 1024)) * 1024 + 1;
+        CUresult r = cu.cuMemAlloc_v2(&held[i], n);
+        if (r == CUDA_SUCCESS) {
+            w->ok++;
+            sizes[i] = n;
+            /* What the threads hold never passes what the limit leaves them. */
+            if (__atomic_add_fetch(&counted, n, __ATOMIC_SEQ_CST) > budget)
+                w->errors++;
+        } else {
+            held[i] = 0;
+            if (r == CUDA_ERROR_OUT_OF_MEMORY)
+                w->oom++;
+            else
+                w->errors++;
+        }
+    }
+    for (unsigned i = 0; i < SLOTS; i++)
+        if (held[i] != 0) {
+            __atomic_fetch_sub(&counted, sizes[i], __ATOMIC_SEQ_CST);
+            if (cu.cuMemFree_v2(held[i]) != CUDA_SUCCESS)
+                w->errors++;
+        }
+    return NULL;
+}
+
+/* Calls cuInit and cuMemGetInfo over and over while the workers allocate. */
+static void *initer_main(void *arg)
+{
+    unsigned long *errors = arg;
+    CUcontext c;
+    CUdevice d;
+    if (cu.cuInit(0) != CUDA_SUCCESS || cu.cuDeviceGet(&d, 0) != CUDA_SUCCESS ||
+        cu.cuDevicePrimaryCtxRetain(&c, d) != CUDA_SUCCESS || cu.cuCtxSetCurrent(c) != CUDA_SUCCESS)
+        (*errors)++;
+    while (!__atomic_load_n(&run_done, __ATOMIC_ACQUIRE)) {
+        size_t f = 0, t = 0;
+        if (cu.cuInit(0) != CUDA_SUCCESS || cu.cuMemGetInfo_v2(&f, &t) != CUDA_SUCCESS || f > t)
+            (*errors)++;
+        usleep(200);
+    }
+    return NULL;
+}
+
+static int cmd_threads(int n, double seconds, unsigned seed)
+{
+    if (n < 1 || n > 64)
+        return 2;
+    struct worker workers[64];
+    memset(workers, 0, sizeof workers);
+    run_seconds = seconds;
+    pthread_barrier_init(&init_barrier, NULL, (unsigned)n + 1);
+    pthread_barrier_init(&run_barrier, NULL, (unsigned)n + 1);
+    for (int i = 0; i < n; i++) {
+        workers[i].seed = seed * 2654435761u + (unsigned)i * 40503u + 1u;
+        if (pthread_create(&workers[i].tid, NULL, worker_main, &workers[i]) != 0)
+            return 2;
+    }
+    pthread_barrier_wait(&init_barrier);
+    CHECK(setup() == 0, "setup alongside the workers");
+    budget = free_now();
+    pthread_barrier_wait(&run_barrier);
+    unsigned long initer_errors = 0;
+    pthread_t initer;
+    if (pthread_create(&initer, NULL, initer_main, &initer_errors) != 0)
+        return 2;
+    pthread_barrier_wait(&run_barrier);
+    unsigned long ok = 0, oom = 0, errors = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(workers[i].tid, NULL);
+        ok += workers[i].ok;
+        oom += workers[i].oom;
+        errors += workers[i].errors;
+    }
+    __atomic_store_n(&run_done, 1, __ATOMIC_RELEASE);
+    pthread_join(initer, NULL);
+    CHECK(errors == 0, "%lu worker errors (failed calls, or held bytes past the limit)", errors);
+    CHECK(initer_errors == 0, "%lu failed cuInit/cuMemGetInfo calls during the run", initer_errors);
+    /* Everything came back: all that the limit leaves is free, and takes one allocation. */
+    size_t f = free_now();
+    CHECK(f == budget, "free after the threads: %zu, want %zu", f, budget);
+    CUdeviceptr p, q;
+    CHECK(cu.cuMemAlloc_v2(&p, f) == CUDA_SUCCESS, "allocating all %zu free bytes", f);
+    CHECK(cu.cuMemAlloc_v2(&q, 2 * MiB) == CUDA_ERROR_OUT_OF_MEMORY, "past a full limit");
+    printf("threads ok=%lu oom=%lu filled=%zu\n", ok, oom, f);
+    return failures != 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -474,6 +631,9 @@ int main(int argc, char **argv)
         printf("next=%s\n", where);
         return next == first ? 0 : 1;
     }
+    if (strcmp(argv[2], "threads") == 0 && argc > 5)
+        return cmd_threads((int)strtol(argv[3], NULL, 10), strtod(argv[4], NULL),
+                           (unsigned)strtoul(argv[5], NULL, 10));
     if (strcmp(argv[2], "forkfresh") == 0 && argc > 4) {
         int n = (int)strtol(argv[3], NULL, 10);
         size_t bytes = (size_t)strtoull(argv[4], NULL, 10);

@@ -19,7 +19,7 @@ GiB=$((1 << 30))
 export FAKEGPU_STATE_DIR=$T/state FAKEGPU_DEVICES="Test GPU:8GiB:16" FAKEGPU_CONTEXT_MIB=256
 export VGPU_CONTEXT_MIB=256 LD_LIBRARY_PATH=$B/fakegpu
 export CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/region CUDA_DEVICE_MEMORY_LIMIT=2g
-unset VGPU_LIMITS_FILE VGPU_LOG_LEVEL CUDA_DEVICE_SM_LIMIT
+unset VGPU_LIMITS_FILE VGPU_LOG_LEVEL CUDA_DEVICE_SM_LIMIT CUDA_VISIBLE_DEVICES
 # Sanitizer builds: the test programs carry ASan, libvgpu (UBSan only) is preloaded ahead.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 LIB=$B/lib/libvgpu.so
@@ -30,6 +30,9 @@ TRUTH=$B/bin/libvgpu_truth
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pre() { LD_PRELOAD=$LIB "$@"; }
 field() { sed -n "s/.*\b$1=\([0-9]*\).*/\1/p" <<<"$2"; }
+uuid_of() { sed -n 's/.*\buuid=\(GPU-[0-9a-f-]*\).*/\1/p' <<<"$1"; }
+# NVML's view of physical device $1 (NVML ignores CUDA_VISIBLE_DEVICES), through libvgpu.
+nvml_view() { LD_PRELOAD=$LIB "$B/bin/libvgpu_nvml" dlsym "$1"; }
 
 # Starts `probe hold BYTES` in the background; waits for its "ready" (or "oom").
 hold() {
@@ -243,6 +246,106 @@ multidevice)
     PROBE_DEVICE=1 pre "$PROBE" dlsym paths >/dev/null || fail "paths on device 1"
     out=$(PROBE_DEVICE=1 pre "$PROBE" dlsym fill) || fail "fill device 1: $out"
     [ "${out#filled }" = $((3 * GiB - 256 * MiB)) ] || fail "device 1 fill: $out"
+    ;;
+
+visible)
+    # Three 8 GiB cards; CUDA_DEVICE_MEMORY_LIMIT_<n> is the n-th device CUDA_VISIBLE_DEVICES
+    # shows, whichever physical card that is, and the limit stays with that card (by UUID)
+    # for every process of the container, NVML's physical numbering included.
+    export FAKEGPU_DEVICES="Test GPU:8GiB:16,Test GPU:8GiB:16,Test GPU:8GiB:16"
+    unset CUDA_DEVICE_MEMORY_LIMIT
+    uuid=()
+    for d in 0 1 2; do
+        out=$("$B/bin/libvgpu_nvml" dlsym $d) || fail "NVML device $d: $out"
+        uuid[d]=$(uuid_of "$out")
+    done
+    [ -n "${uuid[2]}" ] && [ "${uuid[0]}" != "${uuid[1]}" ] && [ "${uuid[1]}" != "${uuid[2]}" ] ||
+        fail "UUIDs: ${uuid[*]}"
+    # The shortest prefix of device 2's UUID that names it alone.
+    for len in $(seq 5 40); do
+        prefix=${uuid[2]:0:$len}
+        [[ ${uuid[0]} == "$prefix"* || ${uuid[1]} == "$prefix"* ]] || break
+    done
+    # check TOTAL UUID OUTPUT: the probe sees a device of that total and UUID.
+    check() {
+        [ "$(field total "$3")" = "$1" ] && [ "$(uuid_of "$3")" = "$2" ] || fail "want total=$1 uuid=$2: $3"
+    }
+
+    # "1,0": ordinal 0 is card 1 (2 GiB), ordinal 1 is card 0 (3 GiB).
+    export CUDA_VISIBLE_DEVICES=1,0 CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/r1
+    export CUDA_DEVICE_MEMORY_LIMIT_0=2g CUDA_DEVICE_MEMORY_LIMIT_1=3g
+    check $((2 * GiB)) "${uuid[1]}" "$(pre "$PROBE" dlsym info)"
+    check $((3 * GiB)) "${uuid[0]}" "$(PROBE_DEVICE=1 pre "$PROBE" dlsym info)"
+    hold $((512 * MiB)) # on ordinal 0: card 1
+    [ "$HOLD_OUT" = ready ] || fail "hold: $HOLD_OUT"
+    out=$(nvml_view 1) || fail "NVML 1: $out"
+    [ "$(field total "$out")" = $((2 * GiB)) ] && [ "$(field used "$out")" = $((768 * MiB)) ] &&
+        grep -q "pids=$HOLD_PID:$((768 * MiB))\b" <<<"$out" || fail "NVML card 1: $out"
+    out=$(nvml_view 0) || fail "NVML 0: $out"
+    [ "$(field total "$out")" = $((3 * GiB)) ] && [ "$(field used "$out")" = 0 ] ||
+        fail "NVML card 0: $out"
+    out=$(nvml_view 2) || fail "NVML 2: $out"
+    [ "$(field total "$out")" = $((8 * GiB)) ] || fail "card 2 is not the container's: $out"
+    [ "$(field last "$("$TRUTH" 1 0 "$HOLD_PID")")" = $((768 * MiB)) ] || fail "driver: card 1"
+    [ "$(field last "$("$TRUTH" 0 0 "$HOLD_PID")")" = 0 ] || fail "driver: card 0"
+    out=$(pre "$PROBE" dlsym fill) || fail "fill card 1 beside the holder: $out"
+    [ "${out#filled }" = $((2 * GiB - 768 * MiB - 256 * MiB)) ] || fail "fill card 1: $out"
+    kill -9 "$HOLD_PID"
+    wait "$HOLD_PID" 2>/dev/null
+    # Other processes of the container name the cards differently; the limits follow the
+    # cards, whatever their own CUDA_DEVICE_MEMORY_LIMIT_<n> says.
+    check $((3 * GiB)) "${uuid[0]}" "$(CUDA_VISIBLE_DEVICES=0 pre "$PROBE" dlsym info)"
+    check $((2 * GiB)) "${uuid[1]}" "$(CUDA_VISIBLE_DEVICES=${uuid[1]} pre "$PROBE" dlsym info)"
+    check $((8 * GiB)) "${uuid[2]}" "$(CUDA_VISIBLE_DEVICES=2 pre "$PROBE" dlsym info)"
+    CUDA_VISIBLE_DEVICES=0,1 PROBE_DEVICE=1 pre "$PROBE" dlsym paths >/dev/null ||
+        fail "every path at card 1's limit as ordinal 1"
+
+    # A full UUID: its only device is ordinal 0.
+    export CUDA_VISIBLE_DEVICES=${uuid[2]} CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/r2
+    export CUDA_DEVICE_MEMORY_LIMIT_0=1536m
+    unset CUDA_DEVICE_MEMORY_LIMIT_1
+    check $((1536 * MiB)) "${uuid[2]}" "$(pre "$PROBE" dlsym info)"
+    for d in 0 1 2; do
+        out=$(nvml_view $d) || fail "NVML $d: $out"
+        want=$((8 * GiB))
+        [ $d = 2 ] && want=$((1536 * MiB))
+        [ "$(field total "$out")" = $want ] || fail "UUID list, NVML card $d: $out"
+    done
+    out=$(pre "$PROBE" dlsym fill) || fail "fill card 2: $out"
+    [ "${out#filled }" = $((1536 * MiB - 256 * MiB)) ] || fail "fill card 2: $out"
+
+    # "2", then a UUID prefix and an index mixed.
+    export CUDA_VISIBLE_DEVICES=2 CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/r3 CUDA_DEVICE_MEMORY_LIMIT_0=1g
+    check $((GiB)) "${uuid[2]}" "$(pre "$PROBE" dlsym info)"
+    [ "$(field total "$(nvml_view 2)")" = $((GiB)) ] || fail "\"2\": NVML card 2"
+    [ "$(field total "$(nvml_view 0)")" = $((8 * GiB)) ] || fail "\"2\": NVML card 0"
+    check $((GiB)) "${uuid[2]}" "$(CUDA_VISIBLE_DEVICES=$prefix pre "$PROBE" dlsym info)"
+    export CUDA_VISIBLE_DEVICES=$prefix,1 CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/r4
+    export CUDA_DEVICE_MEMORY_LIMIT_0=1g CUDA_DEVICE_MEMORY_LIMIT_1=2g
+    check $((GiB)) "${uuid[2]}" "$(pre "$PROBE" dlsym info)"
+    check $((2 * GiB)) "${uuid[1]}" "$(PROBE_DEVICE=1 pre "$PROBE" dlsym info)"
+    [ "$(field total "$(nvml_view 2)")" = $((GiB)) ] || fail "prefix list: NVML card 2"
+    [ "$(field total "$(nvml_view 1)")" = $((2 * GiB)) ] || fail "prefix list: NVML card 1"
+    [ "$(field total "$(nvml_view 0)")" = $((8 * GiB)) ] || fail "prefix list: NVML card 0"
+    ;;
+
+threads)
+    # Eight threads of one process initialise CUDA at once, then allocate and free against
+    # one 1 GiB limit while a ninth keeps calling cuInit; the driver's truth never passes
+    # the limit, and afterwards one allocation takes exactly what the limit leaves.
+    export FAKEGPU_CONTEXT_MIB=64 VGPU_CONTEXT_MIB=64 CUDA_DEVICE_MEMORY_LIMIT=1g
+    "$TRUTH" 0 7 >"$T/truth" &
+    tpid=$!
+    out=$(pre "$PROBE" dlsym threads 8 4 7) || fail "threads: $out"
+    wait $tpid
+    max=$(field max "$(cat "$T/truth")")
+    echo "$out; truth max=$max limit=$((GiB))"
+    [ -n "$max" ] && [ "$max" -le $((GiB)) ] || fail "the process went past its limit: $max"
+    [ "$max" -gt $((GiB / 2)) ] || fail "the threads never came near the limit: $max"
+    [ "$(field oom "$out")" -gt 0 ] || fail "no allocation refused: $out"
+    [ "$(field filled "$out")" = $((GiB - 64 * MiB)) ] || fail "leaked or lost bytes: $out"
+    out=$(pre "$PROBE_LINK" link threads 4 1 11) || fail "threads, linked: $out"
+    [ "$(field filled "$out")" = $((GiB - 64 * MiB)) ] || fail "linked: $out"
     ;;
 
 *) fail "unknown case $CASE" ;;
