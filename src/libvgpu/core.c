@@ -199,6 +199,46 @@ out:
     return s;
 }
 
+/* NVML in a process that sees no CUDA device (CUDA_VISIBLE_DEVICES empty, "-1", or naming
+ * nothing): cuInit fails there, so nothing can be allocated, but NVML still shows every
+ * card. The container's region, when it exists, is keyed by UUID and needs no CUDA
+ * ordinal, so it still gives those cards the container's view. A missing region leaves
+ * setup undone (the next nvmlInit looks again); a malformed one is refused as in CUDA. */
+int vg_setup_without_cuda(void)
+{
+    pthread_mutex_lock(&vg_g.setup_lock);
+    int s = atomic_load(&vg_g.setup);
+    if (s != VG_SETUP_NONE)
+        goto out;
+    struct vg_err err = {0};
+    if (vgpu_config_load(&vg_g.config, environ, &err) < 0) {
+        refuse(err.msg);
+        s = VG_SETUP_FAILED;
+        goto done;
+    }
+    vg_log_max_level = vg_g.config.log_level;
+    for (int i = 0; i < VG_MAX_CUDEVICES; i++)
+        vg_g.dev_of[i] = -1;
+    if (!vg_g.config.memory_limit_set && !vg_g.config.region_path_given && !vg_g.config.from_file) {
+        s = VG_SETUP_PASS;
+        goto done;
+    }
+    int rc = region_open(vg_g.config.region_path, &vg_g.region, &err);
+    if (rc == -ENOENT)
+        goto out;
+    if (rc < 0) {
+        refuse(err.msg);
+        s = VG_SETUP_FAILED;
+    } else {
+        s = VG_SETUP_REGION;
+    }
+done:
+    atomic_store_explicit(&vg_g.setup, s, memory_order_release);
+out:
+    pthread_mutex_unlock(&vg_g.setup_lock);
+    return s;
+}
+
 CUresult vg_setup_result(void)
 {
     return vg_ensure_setup() == VG_SETUP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;

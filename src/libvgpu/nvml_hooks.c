@@ -12,13 +12,15 @@
 #define REAL vg_g.real
 
 /* nvmlInit* sets up libvgpu as cuInit does; NVML-only programs initialise the CUDA
- * driver for it (no context is created), so the region is keyed by UUID the same way. */
+ * driver for it (no context is created), so the region is keyed by UUID the same way.
+ * Where CUDA sees no device at all (CUDA_VISIBLE_DEVICES), the existing region alone
+ * still gives NVML's cards the container's view. */
 static nvmlReturn_t after_init(nvmlReturn_t r)
 {
     if (r != NVML_SUCCESS)
         return r;
-    if (atomic_load(&vg_g.setup) == VG_SETUP_NONE)
-        (void)REAL.cuInit(0);
+    if (atomic_load(&vg_g.setup) == VG_SETUP_NONE && REAL.cuInit(0) == CUDA_ERROR_NO_DEVICE)
+        (void)vg_setup_without_cuda();
     return vg_ensure_setup() == VG_SETUP_FAILED ? NVML_ERROR_UNKNOWN : r;
 }
 

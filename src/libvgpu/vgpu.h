@@ -161,6 +161,9 @@ static inline int vg_ensure_setup(void)
         return s;
     return vg_setup_slow();
 }
+/* Setup for NVML when cuInit found no visible device: the existing region only (no CUDA
+ * ordinals); returns the state (VG_SETUP_NONE while there is no region yet). */
+int vg_setup_without_cuda(void);
 /* The CUDA result setup failed with (CUDA_SUCCESS unless the configuration is invalid). */
 CUresult vg_setup_result(void);
 

@@ -299,6 +299,21 @@ visible)
     check $((8 * GiB)) "${uuid[2]}" "$(CUDA_VISIBLE_DEVICES=2 pre "$PROBE" dlsym info)"
     CUDA_VISIBLE_DEVICES=0,1 PROBE_DEVICE=1 pre "$PROBE" dlsym paths >/dev/null ||
         fail "every path at card 1's limit as ordinal 1"
+    # No CUDA device visible: cuInit's CUDA_ERROR_NO_DEVICE reaches the program unchanged,
+    # and NVML (which shows every card) still shows the container's cards limited.
+    for none in "" -1; do
+        out=$(CUDA_VISIBLE_DEVICES=$none pre "$PROBE" dlsym info)
+        [ "$out" = "cuInit=100" ] || fail "CUDA_VISIBLE_DEVICES='$none': $out"
+        out=$(CUDA_VISIBLE_DEVICES=$none nvml_view 1) || fail "NVML without CUDA: $out"
+        [ "$(field total "$out")" = $((2 * GiB)) ] || fail "no CUDA device, NVML card 1: $out"
+        out=$(CUDA_VISIBLE_DEVICES=$none nvml_view 0) || fail "NVML without CUDA: $out"
+        [ "$(field total "$out")" = $((3 * GiB)) ] || fail "no CUDA device, NVML card 0: $out"
+        out=$(CUDA_VISIBLE_DEVICES=$none nvml_view 2) || fail "NVML without CUDA: $out"
+        [ "$(field total "$out")" = $((8 * GiB)) ] || fail "no CUDA device, NVML card 2: $out"
+    done
+    # ... and without a region there is nothing to show: NVML's values, no region made.
+    out=$(CUDA_VISIBLE_DEVICES= CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/none nvml_view 0) || fail "$out"
+    [ "$(field total "$out")" = $((8 * GiB)) ] && [ ! -e "$T/none" ] || fail "no region: $out"
 
     # A full UUID: its only device is ordinal 0.
     export CUDA_VISIBLE_DEVICES=${uuid[2]} CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/r2
