@@ -1,0 +1,17 @@
+# cmake -DIN=api.proto -DOUT=messages.proto -P strip_services.cmake
+# Copies a .proto without its `service` blocks (see api.proto for why).
+file(STRINGS ${IN} lines)
+set(out "")
+set(skip FALSE)
+foreach(line IN LISTS lines)
+  if(line MATCHES "^service ")
+    set(skip TRUE)
+  endif()
+  if(NOT skip)
+    string(APPEND out "${line}\n")
+  endif()
+  if(skip AND line MATCHES "^}")
+    set(skip FALSE)
+  endif()
+endforeach()
+file(WRITE ${OUT} "${out}")
