@@ -1,0 +1,687 @@
+#!/usr/bin/env python3
+"""A small in-memory Kubernetes API server for testing vgpu's API client (src/kube/).
+
+Python 3 standard library only. It serves the part of the core/v1 API that vgpu's
+daemons use, with the wire formats of the real kube-apiserver:
+
+  GET    /api/v1/nodes, /api/v1/pods, /api/v1/namespaces/NS/pods    list (limit/continue)
+         ... ?watch=1&resourceVersion=RV&allowWatchBookmarks=true&timeoutSeconds=S
+             chunked stream, one JSON event per line: {"type": ADDED|MODIFIED|DELETED|
+             BOOKMARK|ERROR, "object": {...}}; a compacted RV gets an ERROR event with
+             a 410 "Expired" Status (or HTTP 410 with --watch-410-http)
+  GET    /api/v1/nodes/N, /api/v1/namespaces/NS/pods/P
+  POST   /api/v1/nodes, /api/v1/namespaces/NS/pods                   create (409 if exists)
+  PATCH  the object paths: application/merge-patch+json and
+         application/strategic-merge-patch+json (applied as a JSON merge patch; enough for
+         metadata.annotations/labels); metadata.resourceVersion in the patch is a
+         precondition: 409 Conflict when the object has changed
+  DELETE the object paths
+  POST   /api/v1/namespaces/NS/pods/P/binding                       sets spec.nodeName;
+         409 if the pod is already bound
+
+Failure injection, through CLI flags or the admin endpoints:
+  POST /admin/faults {"fail_next": N, "fail_status": 500, "delay_ms": D, "delay_next": N,
+                      "drop_after_events": N, "watch_410_http": bool}
+       fail_next: the next N API requests answer fail_status with a Status body;
+       delay_ms: the next delay_next API requests (all if 0) wait D ms before answering;
+       drop_after_events: every watch is cut (no final chunk) after sending N events.
+  POST /admin/inject {"action": "drop"|"expire"|"malformed"|"oversized"|"error",
+                      "bytes": N}     once, on every watch open now
+  POST /admin/compact                 forget every event so far: old RVs get 410
+  POST /admin/reset                   clear all faults
+  GET  /admin/stats                   request counters, open watches, current RV
+
+Objects come from --fixture FILE ({"nodes": [...], "pods": [...]}) and/or are generated
+with --nodes N --gpus-per-node G --pods P (issue 6's benchmark: 5000 nodes, 8 GPUs).
+--port 0 picks a free port; --port-file writes it once the server listens.
+"""
+import argparse
+import collections
+import copy
+import json
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+KINDS = {"nodes": "Node", "pods": "Pod"}
+
+
+def status_body(code, reason, message, status="Failure"):
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": status,
+            "message": message, "reason": reason, "code": code}
+
+
+class ApiError(Exception):
+    def __init__(self, code, reason, message):
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+
+def merge_patch(target, patch):
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def field_value(obj, path):
+    for part in path.split("."):
+        if not isinstance(obj, dict):
+            return ""
+        obj = obj.get(part)
+    return "" if obj is None else str(obj)
+
+
+def parse_selector(text):
+    """Equality selectors only: 'a=b,c!=d' -> [(key, op, value)]."""
+    out = []
+    for term in filter(None, (text or "").split(",")):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            out.append((key.strip(), "!=", value.strip()))
+        elif "==" in term:
+            key, value = term.split("==", 1)
+            out.append((key.strip(), "=", value.strip()))
+        elif "=" in term:
+            key, value = term.split("=", 1)
+            out.append((key.strip(), "=", value.strip()))
+        else:
+            raise ApiError(400, "BadRequest", "unsupported selector term %r" % term)
+    return out
+
+
+class Filter:
+    def __init__(self, kind, namespace, query):
+        self.kind, self.namespace = kind, namespace
+        self.fields = parse_selector(query.get("fieldSelector", [""])[0])
+        self.labels = parse_selector(query.get("labelSelector", [""])[0])
+
+    def match(self, obj):
+        meta = obj.get("metadata", {})
+        if self.namespace is not None and meta.get("namespace") != self.namespace:
+            return False
+        for key, op, value in self.fields:
+            if (field_value(obj, key) == value) != (op == "="):
+                return False
+        labels = meta.get("labels") or {}
+        for key, op, value in self.labels:
+            if (labels.get(key) == value) != (op == "="):
+                return False
+        return True
+
+
+class Store:
+    def __init__(self, event_window):
+        self.cond = threading.Condition()
+        self.rv = 1
+        self.objects = {"nodes": {}, "pods": {}}
+        self.events = collections.deque()  # (rv, kind, obj, type)
+        self.compacted = 0  # events with rv <= compacted are gone
+        self.event_window = event_window
+        self.faults = {"fail_next": 0, "fail_status": 500, "delay_ms": 0, "delay_next": 0,
+                       "drop_after_events": 0, "watch_410_http": False}
+        self.inject_gen = 0
+        self.inject = None
+        self.stats = collections.Counter()
+        self.active_watches = 0
+
+    # Called with the lock held.
+    def _record(self, kind, etype, obj):
+        self.events.append((self.rv, kind, obj, etype))
+        while len(self.events) > self.event_window:
+            old = self.events.popleft()
+            self.compacted = old[0]
+        self.cond.notify_all()
+
+    def _bump(self, obj):
+        self.rv += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.rv)
+
+    @staticmethod
+    def key(kind, obj):
+        meta = obj.get("metadata", {})
+        if kind == "pods":
+            return "%s/%s" % (meta.get("namespace", "default"), meta.get("name", ""))
+        return meta.get("name", "")
+
+    def create(self, kind, obj, record=True):
+        with self.cond:
+            meta = obj.setdefault("metadata", {})
+            if not meta.get("name"):
+                raise ApiError(422, "Invalid", "metadata.name: Required value")
+            if kind == "pods":
+                meta.setdefault("namespace", "default")
+            key = self.key(kind, obj)
+            if key in self.objects[kind]:
+                raise ApiError(409, "AlreadyExists",
+                               '%s "%s" already exists' % (kind, meta["name"]))
+            meta.setdefault("uid", "uid-%s-%d" % (kind, self.rv + 1))
+            self._bump(obj)
+            self.objects[kind][key] = obj
+            if record:
+                self._record(kind, "ADDED", obj)
+            return obj
+
+    def get(self, kind, key):
+        obj = self.objects[kind].get(key)
+        if obj is None:
+            raise ApiError(404, "NotFound", '%s "%s" not found' % (kind, key.split("/")[-1]))
+        return obj
+
+    def patch(self, kind, key, patch):
+        with self.cond:
+            old = self.get(kind, key)
+            want = (patch.get("metadata") or {}).get("resourceVersion") \
+                if isinstance(patch, dict) else None
+            if want is not None and want != old["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict",
+                               'Operation cannot be fulfilled on %s "%s": the object has been '
+                               "modified; please apply your changes to the latest version and "
+                               "try again" % (kind, key.split("/")[-1]))
+            new = merge_patch(copy.deepcopy(old), patch)
+            new.setdefault("metadata", {})
+            for fixed in ("name", "namespace", "uid"):
+                if fixed in old["metadata"]:
+                    new["metadata"][fixed] = old["metadata"][fixed]
+            self._bump(new)
+            self.objects[kind][key] = new
+            self._record(kind, "MODIFIED", new)
+            return new
+
+    def bind(self, ns, name, binding):
+        with self.cond:
+            key = "%s/%s" % (ns, name)
+            pod = self.get("pods", key)
+            target = binding.get("target") if isinstance(binding, dict) else None
+            if not isinstance(target, dict) or target.get("kind") != "Node" \
+                    or not target.get("name"):
+                raise ApiError(400, "BadRequest", "binding target must be a Node with a name")
+            bound = (pod.get("spec") or {}).get("nodeName")
+            if bound:
+                raise ApiError(409, "Conflict", 'pod %s is already assigned to node "%s"'
+                               % (name, bound))
+            new = copy.deepcopy(pod)
+            new.setdefault("spec", {})["nodeName"] = target["name"]
+            self._bump(new)
+            self.objects["pods"][key] = new
+            self._record("pods", "MODIFIED", new)
+
+    def delete(self, kind, key):
+        with self.cond:
+            old = self.get(kind, key)
+            gone = copy.deepcopy(old)
+            del self.objects[kind][key]
+            self._bump(gone)
+            self._record(kind, "DELETED", gone)
+            return gone
+
+    def compact(self):
+        with self.cond:
+            self.compacted = self.rv
+            self.events.clear()
+
+
+def generate(store, nodes, gpus, pods):
+    for i in range(nodes):
+        devices = [{"id": "GPU-%08d-%02d" % (i, g), "index": g, "count": 10, "devmem": 81559,
+                    "devcore": 100, "type": "NVIDIA H100 80GB HBM3", "mode": "hami-core",
+                    "health": True} for g in range(gpus)]
+        store.create("nodes", {
+            "metadata": {"name": "node-%05d" % i,
+                         "labels": {"kubernetes.io/hostname": "node-%05d" % i, "gpu": "on"},
+                         "annotations": {"hami.io/node-nvidia-register": json.dumps(devices)}},
+            "status": {"capacity": {"nvidia.com/gpu": str(gpus * 10), "cpu": "64"},
+                       "allocatable": {"nvidia.com/gpu": str(gpus * 10), "cpu": "64"}}},
+            record=False)
+    for i in range(pods):
+        store.create("pods", {
+            "metadata": {"name": "pod-%05d" % i, "namespace": "default"},
+            "spec": {"schedulerName": "vgpu-scheduler", "containers": [
+                {"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+            "status": {"phase": "Pending"}}, record=False)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "vgpu-test-apiserver/1"
+
+    def log_message(self, fmt, *args):
+        if self.server.verbose:
+            sys.stderr.write("kube_api_server: " + (fmt % args) + "\n")
+
+    # ---- plumbing ---------------------------------------------------------------
+
+    def send_json(self, code, body):
+        data = json.dumps(body, separators=(",", ":")).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_error_status(self, code, reason, message):
+        self.send_json(code, status_body(code, reason, message))
+
+    def read_body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > 16 << 20:
+            raise ApiError(413, "RequestEntityTooLarge", "body too large")
+        data = self.rfile.read(length) if length else b""
+        try:
+            return json.loads(data) if data else None
+        except ValueError as e:
+            raise ApiError(400, "BadRequest", "body is not JSON: %s" % e)
+
+    def chunk(self, data):
+        self.wfile.write(b"%x\r\n" % len(data) + data + b"\r\n")
+
+    def drop(self):
+        """Cuts the connection in the middle of a chunked body."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def do_GET(self):
+        self.dispatch("GET")
+
+    def do_POST(self):
+        self.dispatch("POST")
+
+    def do_PATCH(self):
+        self.dispatch("PATCH")
+
+    def do_DELETE(self):
+        self.dispatch("DELETE")
+
+    def dispatch(self, method):
+        url = urlsplit(self.path)
+        query = parse_qs(url.query)
+        parts = [p for p in url.path.split("/") if p]
+        store = self.server.store
+        try:
+            if parts[:1] == ["admin"]:
+                return self.admin(method, parts[1:])
+            if url.path == "/healthz":
+                return self.send_json(200, {"ok": True})
+            self.apply_faults(store)
+            if parts[:2] != ["api", "v1"]:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            rest = parts[2:]
+            namespace = None
+            if len(rest) >= 2 and rest[0] == "namespaces":
+                namespace, rest = rest[1], rest[2:]
+            if not rest or rest[0] not in KINDS or (rest[0] == "nodes" and namespace):
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            kind = rest[0]
+            if len(rest) == 1:
+                if method == "GET":
+                    if query.get("watch", ["0"])[0] in ("1", "true"):
+                        return self.watch(kind, namespace, query)
+                    return self.list(kind, namespace, query)
+                if method == "POST":
+                    obj = self.read_body()
+                    if not isinstance(obj, dict):
+                        raise ApiError(400, "BadRequest", "body must be an object")
+                    if namespace is not None:
+                        obj.setdefault("metadata", {})["namespace"] = namespace
+                    return self.send_json(201, store.create(kind, obj))
+                raise ApiError(405, "MethodNotAllowed", "method not allowed")
+            name = rest[1]
+            key = "%s/%s" % (namespace or "default", name) if kind == "pods" else name
+            if len(rest) == 3 and kind == "pods" and rest[2] == "binding" and method == "POST":
+                store.bind(namespace or "default", name, self.read_body())
+                return self.send_json(201, status_body(201, "", "", status="Success"))
+            if len(rest) != 2:
+                raise ApiError(404, "NotFound", "the server could not find the requested resource")
+            if method == "GET":
+                with store.cond:
+                    return self.send_json(200, store.get(kind, key))
+            if method == "PATCH":
+                ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+                if ctype not in ("application/merge-patch+json",
+                                 "application/strategic-merge-patch+json"):
+                    raise ApiError(415, "UnsupportedMediaType",
+                                   "the body of the request was in an unknown format - "
+                                   "accepted media types include: "
+                                   "application/merge-patch+json, "
+                                   "application/strategic-merge-patch+json")
+                patch = self.read_body()
+                if not isinstance(patch, dict):
+                    raise ApiError(400, "BadRequest", "patch must be an object")
+                store.stats["patches"] += 1
+                return self.send_json(200, store.patch(kind, key, patch))
+            if method == "DELETE":
+                return self.send_json(200, store.delete(kind, key))
+            raise ApiError(405, "MethodNotAllowed", "method not allowed")
+        except ApiError as e:
+            self.read_rest_of_body()
+            self.send_error_status(e.code, e.reason, e.message)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def read_rest_of_body(self):
+        pass  # bodies are read before any error can be raised after them
+
+    def apply_faults(self, store):
+        with store.cond:
+            store.stats["requests"] += 1
+            faults = store.faults
+            delay = 0
+            if faults["delay_ms"] > 0:
+                delay = faults["delay_ms"]
+                if faults["delay_next"] > 0:
+                    faults["delay_next"] -= 1
+                    if faults["delay_next"] == 0:
+                        faults["delay_ms"] = 0
+            fail = faults["fail_next"] > 0
+            if fail:
+                faults["fail_next"] -= 1
+                store.stats["failed"] += 1
+                code = faults["fail_status"]
+        if delay:
+            time.sleep(delay / 1000.0)
+        if fail:
+            # Drain a request body so the connection stays usable.
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            raise ApiError(code, "InternalError", "injected failure (HTTP %d)" % code)
+
+    # ---- list and watch -----------------------------------------------------------
+
+    def list(self, kind, namespace, query):
+        store = self.server.store
+        flt = Filter(kind, namespace, query)
+        limit = int(query.get("limit", ["0"])[0] or 0)
+        token = query.get("continue", [""])[0]
+        with store.cond:
+            store.stats["lists"] += 1
+            if token:
+                try:
+                    list_rv, after = token.split(":", 1)
+                    list_rv = int(list_rv)
+                except ValueError:
+                    raise ApiError(400, "BadRequest", "invalid continue token")
+                if list_rv < store.compacted:
+                    raise ApiError(410, "Expired",
+                                   "The provided continue parameter is too old to display a "
+                                   "consistent list result. You can start a new list without "
+                                   "the continue parameter.")
+            else:
+                list_rv, after = store.rv, ""
+            keys = sorted(k for k in store.objects[kind] if k > after)
+            items, next_token = [], ""
+            for k in keys:
+                obj = store.objects[kind][k]
+                if not flt.match(obj):
+                    continue
+                if limit and len(items) == limit:
+                    next_token = "%d:%s" % (list_rv, items[-1][0])
+                    break
+                items.append((k, obj))
+            body = {"kind": KINDS[kind] + "List", "apiVersion": "v1",
+                    "metadata": {"resourceVersion": str(list_rv)},
+                    "items": [obj for _, obj in items]}
+            if next_token:
+                body["metadata"]["continue"] = next_token
+            data = json.dumps(body, separators=(",", ":")).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def watch(self, kind, namespace, query):
+        store = self.server.store
+        flt = Filter(kind, namespace, query)
+        rv_text = query.get("resourceVersion", [""])[0]
+        bookmarks = query.get("allowWatchBookmarks", ["false"])[0] == "true"
+        timeout = float(query.get("timeoutSeconds", ["1800"])[0] or 1800)
+        deadline = time.monotonic() + timeout
+        try:
+            start_rv = int(rv_text) if rv_text not in ("", "0") else None
+        except ValueError:
+            raise ApiError(400, "BadRequest", "invalid resourceVersion %r" % rv_text)
+        with store.cond:
+            store.stats["watches"] += 1
+            expired = start_rv is not None and start_rv < store.compacted
+            if expired and store.faults["watch_410_http"]:
+                raise ApiError(410, "Expired", "too old resource version: %d (%d)"
+                               % (start_rv, store.compacted))
+            inject_seen = store.inject_gen
+            drop_after = store.faults["drop_after_events"]
+            if start_rv is None:
+                # No version: synthetic ADDED for everything, then changes from now.
+                pending = [("ADDED", o) for o in store.objects[kind].values() if flt.match(o)]
+                position = store.rv
+            else:
+                pending = []
+                position = start_rv
+            store.active_watches += 1
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        sent_events = 0
+        last_send = time.monotonic()
+        interval = self.server.bookmark_interval
+
+        def line(etype, obj):
+            return json.dumps({"type": etype, "object": obj}, separators=(",", ":")).encode() \
+                + b"\n"
+
+        try:
+            if expired:
+                self.chunk(line("ERROR", status_body(
+                    410, "Expired", "too old resource version: %d (%d)"
+                    % (start_rv, store.compacted))))
+                self.chunk(b"")
+                return
+            while True:
+                out = []
+                action = None
+                with store.cond:
+                    if not pending:
+                        now = time.monotonic()
+                        wait = min(deadline - now, 0.25)
+                        if interval > 0:
+                            wait = min(wait, last_send + interval - now)
+                        if (not store.events or store.events[-1][0] <= position) and \
+                                store.inject_gen == inject_seen and wait > 0:
+                            store.cond.wait(wait)
+                    if store.inject_gen != inject_seen:
+                        inject_seen = store.inject_gen
+                        action = dict(store.inject)
+                    if position < store.compacted and not pending:
+                        action = {"action": "expire"}
+                    fresh = []
+                    for rv, ekind, obj, etype in reversed(store.events):
+                        if rv <= position:
+                            break
+                        fresh.append((rv, ekind, obj, etype))
+                    for rv, ekind, obj, etype in reversed(fresh):
+                        if ekind == kind and flt.match(obj):
+                            pending.append((etype, obj))
+                        position = rv
+                    current_rv = store.rv
+                    drop_after = store.faults["drop_after_events"]
+                if action is not None:
+                    if self.inject(action, store, kind):
+                        return
+                while pending:
+                    if drop_after and sent_events >= drop_after:
+                        store.stats["dropped"] += 1
+                        self.drop()
+                        return
+                    etype, obj = pending.pop(0)
+                    out.append(line(etype, obj))
+                    sent_events += 1
+                    if len(out) >= 64:
+                        break
+                now = time.monotonic()
+                if out:
+                    self.chunk(b"".join(out))
+                    last_send = now
+                elif bookmarks and interval > 0 and now - last_send >= interval:
+                    self.chunk(line("BOOKMARK", {
+                        "kind": KINDS[kind], "apiVersion": "v1",
+                        "metadata": {"resourceVersion": str(current_rv)}}))
+                    store.stats["bookmarks"] += 1
+                    last_send = now
+                if now >= deadline and not pending:
+                    self.chunk(b"")
+                    return
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True
+        finally:
+            with store.cond:
+                store.active_watches -= 1
+
+    def inject(self, action, store, kind):
+        """Performs one injected watch fault; True when the stream is over."""
+        name = action.get("action")
+        store.stats["inject_" + str(name)] += 1
+        if name == "drop":
+            self.drop()
+            return True
+        if name == "expire":
+            self.chunk(json.dumps({"type": "ERROR", "object": status_body(
+                410, "Expired", "too old resource version")}).encode() + b"\n")
+            self.chunk(b"")
+            return True
+        if name == "error":
+            self.chunk(json.dumps({"type": "ERROR", "object": status_body(
+                500, "InternalError", "injected watch error")}).encode() + b"\n")
+            self.chunk(b"")
+            return True
+        if name == "malformed":
+            self.chunk(b'{"type":"ADDED","object":{"metadata":\n')
+            return False
+        if name == "oversized":
+            size = int(action.get("bytes", 17 << 20))
+            head = b'{"type":"ADDED","object":{"kind":"%s","metadata":{"resourceVersion":"1"},' \
+                b'"pad":"' % KINDS[kind].encode()
+            self.chunk(head)
+            left = size
+            block = b"x" * 65536
+            while left > 0:
+                n = min(left, len(block))
+                self.chunk(block[:n])
+                left -= n
+            self.chunk(b'"}}\n')
+            return False
+        return False
+
+    # ---- admin --------------------------------------------------------------------
+
+    def admin(self, method, parts):
+        store = self.server.store
+        body = self.read_body() if method == "POST" else None
+        what = parts[0] if parts else ""
+        if method == "GET" and what == "stats":
+            with store.cond:
+                stats = dict(store.stats)
+                stats.update({"active_watches": store.active_watches, "rv": store.rv,
+                              "compacted": store.compacted,
+                              "nodes": len(store.objects["nodes"]),
+                              "pods": len(store.objects["pods"])})
+            return self.send_json(200, stats)
+        if method != "POST":
+            return self.send_error_status(405, "MethodNotAllowed", "admin: POST only")
+        with store.cond:
+            if what == "faults":
+                for key, value in (body or {}).items():
+                    if key not in store.faults:
+                        return self.send_error_status(400, "BadRequest",
+                                                      "unknown fault %r" % key)
+                    store.faults[key] = value
+            elif what == "inject":
+                if not isinstance(body, dict) or body.get("action") not in (
+                        "drop", "expire", "malformed", "oversized", "error"):
+                    return self.send_error_status(400, "BadRequest", "unknown inject action")
+                store.inject = body
+                store.inject_gen += 1
+                store.cond.notify_all()
+            elif what == "compact":
+                store.compacted = store.rv
+                store.events.clear()
+                store.cond.notify_all()
+            elif what == "reset":
+                store.faults.update({"fail_next": 0, "delay_ms": 0, "delay_next": 0,
+                                     "drop_after_events": 0, "watch_410_http": False})
+            else:
+                return self.send_error_status(404, "NotFound", "unknown admin endpoint")
+            faults = dict(store.faults)
+        return self.send_json(200, {"ok": True, "faults": faults})
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--port-file", help="write the listening port here")
+    ap.add_argument("--fixture", help="JSON file {nodes: [...], pods: [...]}")
+    ap.add_argument("--nodes", type=int, default=0, help="generate this many GPU nodes")
+    ap.add_argument("--gpus-per-node", type=int, default=8)
+    ap.add_argument("--pods", type=int, default=0, help="generate this many pending pods")
+    ap.add_argument("--bookmark-interval", type=float, default=60.0,
+                    help="seconds between bookmarks on an idle watch (0: none)")
+    ap.add_argument("--event-window", type=int, default=100000,
+                    help="events kept for watches; older versions get 410")
+    ap.add_argument("--fail-next", type=int, default=0)
+    ap.add_argument("--fail-status", type=int, default=500)
+    ap.add_argument("--delay-ms", type=int, default=0)
+    ap.add_argument("--drop-after-events", type=int, default=0)
+    ap.add_argument("--watch-410-http", action="store_true")
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+
+    store = Store(args.event_window)
+    if args.fixture:
+        with open(args.fixture) as f:
+            fixture = json.load(f)
+        for kind in ("nodes", "pods"):
+            for obj in fixture.get(kind, []):
+                store.create(kind, obj, record=False)
+    generate(store, args.nodes, args.gpus_per_node, args.pods)
+    store.faults.update({"fail_next": args.fail_next, "fail_status": args.fail_status,
+                         "delay_ms": args.delay_ms, "drop_after_events": args.drop_after_events,
+                         "watch_410_http": args.watch_410_http})
+
+    server = Server((args.host, args.port), Handler)
+    server.store = store
+    server.bookmark_interval = args.bookmark_interval
+    server.verbose = args.verbose
+    port = server.server_address[1]
+    if args.port_file:
+        tmp = args.port_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("%d\n" % port)
+        import os
+        os.rename(tmp, args.port_file)
+    sys.stderr.write("kube_api_server: listening on http://%s:%d\n" % (args.host, port))
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
