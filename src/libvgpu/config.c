@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -22,6 +23,17 @@ const struct vgpu_key vgpu_config_keys[] = {
      "absolute path of the container's shared region (created if absent)"},
     {"VGPU_CONTEXT_MIB", VGPU_KEY_MIB, false, true, "256",
      "device memory charged per CUDA context (MiB), 0..65536"},
+    {"GPU_CORE_UTILIZATION_POLICY", VGPU_KEY_POLICY, false, true, "default",
+     "HAMi's policy: default or force (the share is enforced as VGPU_COMPUTE_MODE says), "
+     "disable (no compute limit); case-insensitive"},
+    {"VGPU_COMPUTE_MODE", VGPU_KEY_MODE, false, true, "hard",
+     "hard (never above the share, even alone), burst (may use idle GPU time up to "
+     "VGPU_COMPUTE_BURST_LIMIT, handed back within ~100 ms) or disable"},
+    {"VGPU_COMPUTE_BURST_LIMIT", VGPU_KEY_BURST, false, true, "100",
+     "burst mode's ceiling in percent, 1..100 (below the share: the share)"},
+    {"VGPU_COMPUTE_BOARD", VGPU_KEY_DIR, false, true, VGPU_DEFAULT_BOARD_DIR,
+     "absolute path of the node-wide directory where the containers sharing a GPU publish "
+     "when they have work pending (created if absent)"},
     {"VGPU_LOG_LEVEL", VGPU_KEY_LOGLEVEL, false, false, "silent",
      "error, warn, info or debug; stderr, one line per event, rate-limited"},
     {"VGPU_LIMITS_FILE", VGPU_KEY_PATH, false, false, "unset",
@@ -37,6 +49,9 @@ void vgpu_config_init(struct vgpu_config *c)
     (void)vg_strlcpy(c->region_path, VGPU_DEFAULT_REGION_PATH, sizeof c->region_path);
     c->context_bytes = (uint64_t)VGPU_DEFAULT_CONTEXT_MIB << 20;
     c->log_level = -1;
+    c->compute_mode = VGPU_COMPUTE_HARD;
+    c->burst_limit = 100;
+    (void)vg_strlcpy(c->board_dir, VGPU_DEFAULT_BOARD_DIR, sizeof c->board_dir);
 }
 
 /* Which key a variable name is, and its device index (-1: the all-devices form). */
@@ -137,6 +152,44 @@ int vgpu_config_apply(struct vgpu_config *c, const char *name, size_t name_len, 
         c->log_level = level;
         return 0;
     }
+    case VGPU_KEY_POLICY:
+        if (strcasecmp(value, "default") == 0 || strcasecmp(value, "force") == 0) {
+            c->policy_disable = false;
+            return 0;
+        }
+        if (strcasecmp(value, "disable") == 0) {
+            c->policy_disable = true;
+            return 0;
+        }
+        return vg_err_set(err, -EINVAL, "%s=\"%s\": want default, force or disable", key->name,
+                          value);
+    case VGPU_KEY_MODE:
+        if (strcmp(value, "hard") == 0)
+            c->compute_mode = VGPU_COMPUTE_HARD;
+        else if (strcmp(value, "burst") == 0)
+            c->compute_mode = VGPU_COMPUTE_BURST;
+        else if (strcmp(value, "disable") == 0)
+            c->compute_mode = VGPU_COMPUTE_OFF;
+        else
+            return vg_err_set(err, -EINVAL, "%s=\"%s\": want hard, burst or disable", key->name,
+                              value);
+        return 0;
+    case VGPU_KEY_BURST: {
+        uint64_t pct;
+        if (vg_parse_u64(value, 1, 100, &pct, &sub) != 0)
+            return vg_err_set(err, -EINVAL, "%s=\"%s\": want a percentage 1..100 (%s)", key->name,
+                              value, sub.msg);
+        c->burst_limit = (uint32_t)pct;
+        return 0;
+    }
+    case VGPU_KEY_DIR:
+        if (value[0] != '/')
+            return vg_err_set(err, -EINVAL, "%s=\"%s\": want an absolute path", key->name, value);
+        if (vg_strlcpy(c->board_dir, value, sizeof c->board_dir) < 0 ||
+            strlen(value) > VGPU_CONFIG_PATH_MAX - 32)
+            return vg_err_set(err, -EINVAL, "%s: path longer than %d bytes", key->name,
+                              VGPU_CONFIG_PATH_MAX - 32);
+        return 0;
     }
     return vg_err_set(err, -EINVAL, "%s: unhandled key kind", key->name);
 }
@@ -281,4 +334,21 @@ uint32_t vgpu_config_sm_limit(const struct vgpu_config *c, unsigned n)
     if (n < VGPU_CONFIG_MAX_DEVICES && c->sm_limit_given[n])
         return c->sm_limit[n];
     return c->sm_limit_all;
+}
+
+enum vgpu_compute_mode vgpu_config_compute_mode(const struct vgpu_config *c)
+{
+    return c->policy_disable ? VGPU_COMPUTE_OFF : c->compute_mode;
+}
+
+bool vgpu_config_compute_limited(const struct vgpu_config *c)
+{
+    if (vgpu_config_compute_mode(c) == VGPU_COMPUTE_OFF)
+        return false;
+    for (unsigned n = 0; n < VGPU_CONFIG_MAX_DEVICES; n++) {
+        uint32_t s = vgpu_config_sm_limit(c, n);
+        if (s != 0 && s < 100)
+            return true;
+    }
+    return false;
 }

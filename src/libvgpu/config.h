@@ -22,13 +22,25 @@
 #define VGPU_LIMITS_FILE_HEADER  "vgpu-limits 1"
 #define VGPU_DEFAULT_REGION_PATH "/tmp/vgpu.region"
 #define VGPU_DEFAULT_CONTEXT_MIB 256
+#define VGPU_DEFAULT_BOARD_DIR   "/tmp/vgpu-compute"
 
 enum vgpu_key_kind {
-    VGPU_KEY_BYTES,   /* "<number>" bytes or with k/m/g (binary); 0 = no limit */
-    VGPU_KEY_PERCENT, /* 0 (no limit) or 1..100 */
-    VGPU_KEY_PATH,    /* absolute path, at most VGPU_CONFIG_PATH_MAX - 1 bytes */
-    VGPU_KEY_MIB,     /* a number of MiB, 0..65536 */
-    VGPU_KEY_LOGLEVEL /* error | warn | info | debug */
+    VGPU_KEY_BYTES,    /* "<number>" bytes or with k/m/g (binary); 0 = no limit */
+    VGPU_KEY_PERCENT,  /* 0 (no limit) or 1..100 */
+    VGPU_KEY_PATH,     /* absolute path, at most VGPU_CONFIG_PATH_MAX - 1 bytes */
+    VGPU_KEY_MIB,      /* a number of MiB, 0..65536 */
+    VGPU_KEY_LOGLEVEL, /* error | warn | info | debug */
+    VGPU_KEY_POLICY,   /* GPU_CORE_UTILIZATION_POLICY: default | force | disable */
+    VGPU_KEY_MODE,     /* VGPU_COMPUTE_MODE: hard | burst | disable */
+    VGPU_KEY_BURST,    /* VGPU_COMPUTE_BURST_LIMIT: percent 1..100 */
+    VGPU_KEY_DIR       /* VGPU_COMPUTE_BOARD: absolute directory path */
+};
+
+/* How the compute share is enforced (docs/compute.md). */
+enum vgpu_compute_mode {
+    VGPU_COMPUTE_HARD = 0,  /* never above the share, even alone on the GPU */
+    VGPU_COMPUTE_BURST = 1, /* may use idle GPU time up to the burst limit */
+    VGPU_COMPUTE_OFF = 2    /* not limited */
 };
 
 struct vgpu_key {
@@ -53,9 +65,13 @@ struct vgpu_config {
     bool sm_limit_given[VGPU_CONFIG_MAX_DEVICES];
     bool region_path_given;
     char region_path[VGPU_CONFIG_PATH_MAX];
-    uint64_t context_bytes; /* VGPU_CONTEXT_MIB in bytes */
-    int log_level;          /* -1: silent */
-    bool from_file;         /* limits came from VGPU_LIMITS_FILE */
+    uint64_t context_bytes;               /* VGPU_CONTEXT_MIB in bytes */
+    int log_level;                        /* -1: silent */
+    enum vgpu_compute_mode compute_mode;  /* VGPU_COMPUTE_MODE, default hard */
+    bool policy_disable;                  /* GPU_CORE_UTILIZATION_POLICY=disable */
+    uint32_t burst_limit;                 /* VGPU_COMPUTE_BURST_LIMIT percent, default 100 */
+    char board_dir[VGPU_CONFIG_PATH_MAX]; /* VGPU_COMPUTE_BOARD */
+    bool from_file;                       /* limits came from VGPU_LIMITS_FILE */
 };
 
 /* Defaults: no limits, default region path, silent. */
@@ -78,5 +94,11 @@ int vgpu_config_load(struct vgpu_config *c, char *const *envp, struct vg_err *er
  * visible CUDA device. */
 uint64_t vgpu_config_memory_limit(const struct vgpu_config *c, unsigned n);
 uint32_t vgpu_config_sm_limit(const struct vgpu_config *c, unsigned n);
+
+/* The enforcement mode after GPU_CORE_UTILIZATION_POLICY (disable wins). */
+enum vgpu_compute_mode vgpu_config_compute_mode(const struct vgpu_config *c);
+
+/* True when some device has a compute share below 100 % that is enforced. */
+bool vgpu_config_compute_limited(const struct vgpu_config *c);
 
 #endif

@@ -8,6 +8,7 @@
  * visible device to CUDA_DEVICE_MEMORY_LIMIT_<n> and to the right region entry without
  * libvgpu parsing it. */
 #define _GNU_SOURCE
+#include "libvgpu/compute.h"
 #include "libvgpu/vgpu.h"
 
 #include <dlfcn.h>
@@ -156,6 +157,7 @@ static int setup_region(struct vg_err *err)
                    (unsigned long long)region_device(vg_g.region, (unsigned)d)->memory_limit,
                    (unsigned long long)rc.devices[i].memory_limit);
     }
+    vgc_setup(&vg_g.config, vg_g.region, path);
     return 0;
 }
 
@@ -179,8 +181,8 @@ int vg_setup_slow(void)
     vg_log_max_level = vg_g.config.log_level;
     for (int i = 0; i < VG_MAX_CUDEVICES; i++)
         vg_g.dev_of[i] = -1;
-    bool need_region =
-        vg_g.config.memory_limit_set || vg_g.config.region_path_given || vg_g.config.from_file;
+    bool need_region = vg_g.config.memory_limit_set || vg_g.config.region_path_given ||
+                       vg_g.config.from_file || vgpu_config_compute_limited(&vg_g.config);
     if (!need_region) {
         s = VG_SETUP_PASS;
         goto done;
@@ -533,6 +535,7 @@ static void after_fork_child(void)
     atomic_store(&vg_g.attached, false);
     track_reset_after_fork(&vg_g.track);
     vg_nvml_after_fork();
+    vgc_after_fork();
     memset(vg_g.pools, 0, sizeof vg_g.pools);
     memset(vg_g.primary_refs, 0, sizeof vg_g.primary_refs);
     memset(vg_g.primary_charged, 0, sizeof vg_g.primary_charged);

@@ -696,28 +696,4 @@ VG_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     VG_HANDLE_FREE(TRACK_VMM, REAL.cuMemRelease(handle), handle);
 }
 
-/* ---- launches: forwarded; the hook point of the compute limiter ---- */
-
-VG_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                  unsigned int gridDimZ, unsigned int blockDimX,
-                                  unsigned int blockDimY, unsigned int blockDimZ,
-                                  unsigned int sharedMemBytes, CUstream hStream,
-                                  void **kernelParams, void **extra)
-{
-    if (VG_UNLIKELY(REAL.cuLaunchKernel == NULL))
-        (void)vg_load_real();
-    return REAL.cuLaunchKernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                               sharedMemBytes, hStream, kernelParams, extra);
-}
-
-VG_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                       unsigned int gridDimZ, unsigned int blockDimX,
-                                       unsigned int blockDimY, unsigned int blockDimZ,
-                                       unsigned int sharedMemBytes, CUstream hStream,
-                                       void **kernelParams, void **extra)
-{
-    if (VG_UNLIKELY(REAL.cuLaunchKernel_ptsz == NULL))
-        (void)vg_load_real();
-    return REAL.cuLaunchKernel_ptsz(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
-                                    blockDimZ, sharedMemBytes, hStream, kernelParams, extra);
-}
+/* Launches: compute.c (the compute limiter). */

@@ -79,7 +79,13 @@
     X(cuMemCreate)                                                                                 \
     X(cuMemRelease)                                                                                \
     X(cuLaunchKernel)                                                                              \
-    X(cuLaunchKernel_ptsz)
+    X(cuLaunchKernel_ptsz)                                                                         \
+    X(cuLaunchKernelEx)                                                                            \
+    X(cuLaunchKernelEx_ptsz)                                                                       \
+    X(cuLaunchCooperativeKernel)                                                                   \
+    X(cuLaunchCooperativeKernel_ptsz)                                                              \
+    X(cuGraphLaunch)                                                                               \
+    X(cuGraphLaunch_ptsz)
 
 /* Real functions libvgpu calls but does not intercept. */
 #define VG_CUDA_CALLS(X)                                                                           \
@@ -90,7 +96,16 @@
     X(cuDeviceGetUuid)                                                                             \
     X(cuDeviceGetUuid_v2)                                                                          \
     X(cuDeviceGetDefaultMemPool)                                                                   \
-    X(cuMemPoolGetAttribute)
+    X(cuMemPoolGetAttribute)                                                                       \
+    X(cuStreamIsCapturing)                                                                         \
+    X(cuStreamIsCapturing_ptsz)                                                                    \
+    X(cuThreadExchangeStreamCaptureMode)                                                           \
+    X(cuEventCreate)                                                                               \
+    X(cuEventRecord)                                                                               \
+    X(cuEventRecord_ptsz)                                                                          \
+    X(cuEventSynchronize)                                                                          \
+    X(cuEventElapsedTime)                                                                          \
+    X(cuEventDestroy_v2)
 
 #define VG_NVML_HOOKS(X)                                                                           \
     X(nvmlInit)                                                                                    \

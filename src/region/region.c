@@ -24,7 +24,10 @@ struct shared_device {
     uint32_t sm_limit_percent;
     uint32_t reserved0;
     _Atomic uint64_t used; /* bytes held by live processes; bit 63: frozen for a recount */
-    uint64_t reserved[13]; /* room for the compute budget, zero in version 1 */
+    union {
+        uint64_t reserved[13]; /* zero in a new region */
+        struct region_compute compute;
+    };
 };
 
 enum { SLOT_FREE = 0, SLOT_LIVE = 1 };
@@ -52,6 +55,7 @@ struct shared_region {
 };
 
 _Static_assert(sizeof(struct shared_device) == 192, "region device layout");
+_Static_assert(sizeof(struct region_compute) == 13 * sizeof(uint64_t), "region compute layout");
 _Static_assert(sizeof(struct shared_proc) == 272, "region process layout");
 _Static_assert(offsetof(struct shared_region, devices) == 64, "region header layout");
 _Static_assert(sizeof(struct shared_region) == 64 + 16 * 192 + 1024 * 272, "region size");
@@ -526,6 +530,13 @@ void region_release(struct region *r, unsigned dev, uint64_t bytes)
     if (r->slot < 0 || dev >= r->sh->device_count || bytes == 0)
         return;
     (void)apply(r, dev, bytes, false, 0);
+}
+
+struct region_compute *region_compute(struct region *r, unsigned dev)
+{
+    if (dev >= r->sh->device_count)
+        return NULL;
+    return &r->sh->devices[dev].compute;
 }
 
 int region_usage(const struct region *r, unsigned dev, uint64_t *used, uint64_t *limit)

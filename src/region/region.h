@@ -24,6 +24,7 @@
 #ifndef VGPU_REGION_REGION_H
 #define VGPU_REGION_REGION_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -54,6 +55,23 @@ struct region_proc_info {
     uint32_t generation;
     int32_t pid; /* in the container's pid namespace */
     uint64_t used[REGION_MAX_DEVICES];
+};
+
+/* The container's compute budget on one device (docs/compute.md, docs/protocol.md): 13
+ * 64-bit atomics inside the device record, zero in a new region, shared by every process
+ * of the container. Times are CLOCK_MONOTONIC nanoseconds (one clock for the whole host). */
+struct region_compute {
+    _Atomic int64_t credit_ns;    /* GPU time the container may still start; < 0: debt */
+    _Atomic int64_t refill_at;    /* time the credit was refilled up to; 0: never */
+    _Atomic int64_t busy_ns;      /* settled GPU time of the container, only grows */
+    _Atomic int64_t waited_ns;    /* time launches spent throttled, only grows */
+    _Atomic int64_t rate_ppm;     /* refill rate (share x trim, or burst rate); 0: the share */
+    _Atomic int64_t tick_at;      /* time of the last control tick (claimed by CAS) */
+    _Atomic int64_t tick_busy;    /* busy_ns at that tick */
+    _Atomic int64_t tick_waited;  /* waited_ns at that tick */
+    _Atomic int64_t integral_ppm; /* PI trim integrator (ppm of the share) */
+    _Atomic int64_t achieved_ppm; /* achieved share, ~1 s moving average */
+    _Atomic int64_t spare[3];     /* zero */
 };
 
 struct region;
@@ -88,6 +106,9 @@ void region_after_fork(struct region *r);
 int region_reserve(struct region *r, unsigned dev, uint64_t bytes);
 /* Returns bytes reserved earlier by this process. */
 void region_release(struct region *r, unsigned dev, uint64_t bytes);
+
+/* The compute budget of dev (NULL for a bad device). */
+struct region_compute *region_compute(struct region *r, unsigned dev);
 
 /* Container usage and limit of dev (limit 0: none). */
 int region_usage(const struct region *r, unsigned dev, uint64_t *used, uint64_t *limit);

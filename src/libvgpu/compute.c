@@ -1,0 +1,547 @@
+/* The compute limiter's runtime: launch wrappers, timing events and the poller thread.
+ *
+ * A limited launch (docs/compute.md):
+ *  1. passes through untouched while its stream is capturing (nothing is charged, slept
+ *     or recorded, so a capture is never broken);
+ *  2. waits while this process already has about one time slice of predicted work in
+ *     flight on the device (VGC_DEPTH_NS), so throttling acts within a slice;
+ *  3. sleeps once, to the exact moment the container's shared credit is back at zero;
+ *  4. charges its predicted cost and is bracketed by two timing events.
+ * The poller thread waits for each launch's end event, measures start-to-end device time,
+ * decides from the board whether another context had work pending meanwhile, and settles
+ * the true cost against the prediction.
+ *
+ * With no compute limit in force, the wrappers cost one relaxed load of vgc_active. */
+#define _GNU_SOURCE
+#include "libvgpu/compute.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "libvgpu/vgpu.h"
+
+#define REAL vg_g.real
+
+_Atomic int vgc_active;
+
+#define VGC_RING       (VGC_MAX_INFLIGHT * 2)
+#define VGC_POOL       (VGC_MAX_INFLIGHT * 4)
+#define VGC_SHARE_WIN  INT64_C(20000000) /* the board's share figure: 20 ms windows */
+#define VGC_IDLE_CHECK INT64_C(50000000) /* poller heartbeat while idle */
+
+struct cdev {
+    bool on;
+    struct region_compute *b;
+    struct vgc_params p;
+    struct vgc_board *board; /* NULL: no node-wide board (every interval counts as alone) */
+    uint64_t container;
+    /* Under rt.lock: */
+    int slot;
+    int64_t inflight_ns;
+    unsigned inflight_n;
+    int64_t win_start, win_busy;
+};
+
+struct mark {
+    CUevent start, end;
+    CUcontext ctx;
+    int dev;
+    int64_t pred;
+    uint64_t key;
+    bool alone;
+    uint64_t flips;
+};
+
+struct pooled {
+    CUevent ev;
+    CUcontext ctx;
+};
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t work; /* poller: a launch was queued */
+    pthread_cond_t room; /* launchers: work in flight completed */
+    struct mark ring[VGC_RING];
+    unsigned head, count;
+    bool poller_running;
+    struct pooled pool[VGC_POOL];
+    unsigned npool;
+    uint64_t owner;
+    struct vgc_pred pred;
+    struct cdev dev[REGION_MAX_DEVICES];
+} rt = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_until(int64_t t)
+{
+    struct timespec ts = {.tv_sec = (time_t)(t / 1000000000), .tv_nsec = (long)(t % 1000000000)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+/* ---- setup ---- */
+
+static void init_conds(void)
+{
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&rt.work, &a);
+    pthread_cond_init(&rt.room, &a);
+    pthread_condattr_destroy(&a);
+}
+
+void vgc_setup(const struct vgpu_config *c, struct region *r, const char *region_path)
+{
+    enum vgpu_compute_mode mode = vgpu_config_compute_mode(c);
+    if (mode == VGPU_COMPUTE_OFF)
+        return;
+    struct stat st;
+    uint64_t container = 1;
+    if (stat(region_path, &st) == 0)
+        container = ((uint64_t)st.st_dev << 40 ^ (uint64_t)st.st_ino) | 1;
+    init_conds();
+    vgc_pred_init(&rt.pred);
+    rt.owner = ((uint64_t)(uint32_t)getpid() << 32 ^ (uint64_t)now_ns()) | 1;
+    bool any = false;
+    for (unsigned d = 0; d < region_device_count(r) && d < REGION_MAX_DEVICES; d++) {
+        const struct region_device_config *dc = region_device(r, d);
+        uint32_t pct = dc->sm_limit_percent;
+        struct cdev *cd = &rt.dev[d];
+        cd->slot = -1;
+        if (pct == 0 || pct >= 100)
+            continue;
+        cd->b = region_compute(r, d);
+        cd->p.mode = mode;
+        cd->p.share_ppm = (int64_t)pct * 10000;
+        cd->p.burst_ppm = mode == VGPU_COMPUTE_BURST && c->burst_limit > pct
+                              ? (int64_t)c->burst_limit * 10000
+                              : cd->p.share_ppm;
+        cd->container = container;
+        struct vg_err err = {0};
+        cd->board = vgc_board_open(c->board_dir, dc->uuid, &err);
+        if (cd->board == NULL)
+            vg_log(VG_LOG_WARN,
+                   "compute board unavailable; overlap with other containers "
+                   "is not split",
+                   "error=\"%s\"", err.msg);
+        cd->on = true;
+        any = true;
+        vg_log(VG_LOG_INFO, "compute share enforced", "uuid=%s share=%u%% mode=%s burst=%u%%",
+               dc->uuid, pct, mode == VGPU_COMPUTE_BURST ? "burst" : "hard",
+               (unsigned)(cd->p.burst_ppm / 10000));
+    }
+    if (any)
+        atomic_store_explicit(&vgc_active, 1, memory_order_release);
+}
+
+void vgc_after_fork(void)
+{
+    /* Only the forking thread survives: no poller, nothing in flight here. */
+    pthread_mutex_init(&rt.lock, NULL);
+    init_conds();
+    rt.head = rt.count = 0;
+    rt.poller_running = false;
+    rt.npool = 0;
+    rt.owner = ((uint64_t)(uint32_t)getpid() << 32 ^ (uint64_t)now_ns()) | 1;
+    for (int d = 0; d < REGION_MAX_DEVICES; d++) {
+        rt.dev[d].slot = -1;
+        rt.dev[d].inflight_n = 0;
+        rt.dev[d].inflight_ns = 0;
+    }
+}
+
+/* ---- events ---- */
+
+static CUevent event_get_locked(CUcontext ctx)
+{
+    for (unsigned i = rt.npool; i-- > 0;)
+        if (rt.pool[i].ctx == ctx) {
+            CUevent ev = rt.pool[i].ev;
+            rt.pool[i] = rt.pool[--rt.npool];
+            return ev;
+        }
+    return NULL;
+}
+
+static void event_put_locked(CUevent ev, CUcontext ctx)
+{
+    if (ev == NULL)
+        return;
+    if (rt.npool < VGC_POOL)
+        rt.pool[rt.npool++] = (struct pooled){ev, ctx};
+    else
+        (void)REAL.cuEventDestroy_v2(ev);
+}
+
+static CUevent event_new(void)
+{
+    CUevent ev = NULL;
+    if (REAL.cuEventCreate(&ev, 0) != CUDA_SUCCESS)
+        return NULL;
+    return ev;
+}
+
+/* ---- poller ---- */
+
+static void share_sample_locked(struct cdev *d, int64_t now, int64_t busy)
+{
+    d->win_busy += busy;
+    if (d->win_start == 0)
+        d->win_start = now;
+    if (now - d->win_start < VGC_SHARE_WIN)
+        return;
+    int64_t share = d->win_busy * (VGC_PPM / 1000) / ((now - d->win_start) / 1000 + 1);
+    if (d->board != NULL && d->slot >= 0)
+        vgc_board_heartbeat(d->board, d->slot, share, now);
+    d->win_start = now;
+    d->win_busy = 0;
+}
+
+static void settle_locked(const struct mark *m, CUresult r, float ms, int64_t t)
+{
+    struct cdev *d = &rt.dev[m->dev];
+    bool alone = m->alone;
+    if (alone && d->board != NULL && d->slot >= 0)
+        alone = vgc_board_view(d->board, d->slot, t).others_flips == m->flips;
+    int64_t actual = m->pred;
+    if (r == CUDA_SUCCESS)
+        actual = vgc_observe(&rt.pred, m->key, (int64_t)((double)ms * 1e6), alone);
+    vgc_settle(d->b, m->pred, actual);
+    d->inflight_n--;
+    d->inflight_ns -= m->pred;
+    if (d->inflight_n == 0 && d->board != NULL && d->slot >= 0)
+        vgc_board_set_pending(d->board, d->slot, false, t);
+    share_sample_locked(d, t, actual);
+}
+
+static void *poller(void *arg)
+{
+    (void)arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    /* Never break another thread's global-mode capture. */
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    (void)REAL.cuThreadExchangeStreamCaptureMode(&mode);
+    pthread_mutex_lock(&rt.lock);
+    for (;;) {
+        while (rt.count == 0) {
+            int64_t t = now_ns() + VGC_IDLE_CHECK;
+            struct timespec ts = {.tv_sec = (time_t)(t / 1000000000),
+                                  .tv_nsec = (long)(t % 1000000000)};
+            if (pthread_cond_timedwait(&rt.work, &rt.lock, &ts) == ETIMEDOUT)
+                for (int d = 0; d < REGION_MAX_DEVICES; d++)
+                    if (rt.dev[d].on)
+                        share_sample_locked(&rt.dev[d], now_ns(), 0);
+        }
+        struct mark m = rt.ring[rt.head];
+        pthread_mutex_unlock(&rt.lock);
+        CUresult r = REAL.cuEventSynchronize(m.end);
+        float ms = 0;
+        if (r == CUDA_SUCCESS)
+            r = REAL.cuEventElapsedTime(&ms, m.start, m.end);
+        int64_t t = now_ns();
+        pthread_mutex_lock(&rt.lock);
+        rt.head = (rt.head + 1) % VGC_RING;
+        rt.count--;
+        settle_locked(&m, r, ms, t);
+        pthread_cond_broadcast(&rt.room);
+        if (r == CUDA_SUCCESS) {
+            event_put_locked(m.start, m.ctx);
+            event_put_locked(m.end, m.ctx);
+        } else {
+            /* Their context may be gone: not reused. */
+            (void)REAL.cuEventDestroy_v2(m.start);
+            (void)REAL.cuEventDestroy_v2(m.end);
+        }
+    }
+    return NULL;
+}
+
+/* ---- launches ---- */
+
+struct vgc_launch {
+    int dev;
+    int64_t pred;
+    uint64_t key;
+    CUcontext ctx;
+    CUevent start, end;
+    bool alone;
+    uint64_t flips;
+};
+
+static void throttle(struct cdev *d)
+{
+    int64_t t0 = now_ns(), t = t0;
+    for (;;) {
+        int64_t period = d->p.mode == VGPU_COMPUTE_BURST ? VGC_BURST_TICK_NS : VGC_TICK_NS;
+        if (t - atomic_load_explicit(&d->b->tick_at, memory_order_relaxed) >= period) {
+            int64_t others = d->board != NULL && d->p.mode == VGPU_COMPUTE_BURST
+                                 ? vgc_board_others_share(d->board, d->container, t)
+                                 : 0;
+            vgc_tick(d->b, &d->p, t, others);
+        }
+        vgc_refill(d->b, &d->p, t);
+        int64_t w = vgc_wait_ns(d->b, &d->p);
+        if (w == 0)
+            break;
+        sleep_until(t + w);
+        t = now_ns();
+    }
+    if (t > t0)
+        atomic_fetch_add_explicit(&d->b->waited_ns, t - t0, memory_order_relaxed);
+}
+
+static CUresult record(CUevent ev, CUstream s, bool ptsz)
+{
+    return ptsz ? REAL.cuEventRecord_ptsz(ev, s) : REAL.cuEventRecord(ev, s);
+}
+
+/* Gates a launch; false: forward it untouched (not limited, capturing, or no events). */
+static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
+{
+    CUcontext ctx;
+    int regdev;
+    if (vg_current(&ctx, &regdev, NULL) != CUDA_SUCCESS || regdev < 0 ||
+        regdev >= REGION_MAX_DEVICES || !rt.dev[regdev].on)
+        return false;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult cr = ptsz ? REAL.cuStreamIsCapturing_ptsz(s, &cs) : REAL.cuStreamIsCapturing(s, &cs);
+    if (cr != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE)
+        return false;
+    struct cdev *d = &rt.dev[regdev];
+
+    pthread_mutex_lock(&rt.lock);
+    if (!rt.poller_running) {
+        pthread_t th;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        rt.poller_running = pthread_create(&th, &a, poller, NULL) == 0;
+        pthread_attr_destroy(&a);
+        if (!rt.poller_running) {
+            pthread_mutex_unlock(&rt.lock);
+            return false;
+        }
+    }
+    if (d->board != NULL && d->slot < 0)
+        d->slot = vgc_board_claim(d->board, rt.owner, d->container, now_ns());
+    int64_t pred = vgc_predict(&rt.pred, key);
+    while (d->inflight_n > 0 &&
+           (d->inflight_ns + pred > VGC_DEPTH_NS || rt.count >= VGC_MAX_INFLIGHT))
+        pthread_cond_wait(&rt.room, &rt.lock);
+    CUevent e0 = event_get_locked(ctx), e1 = event_get_locked(ctx);
+    pthread_mutex_unlock(&rt.lock);
+    if (e0 == NULL)
+        e0 = event_new();
+    if (e1 == NULL)
+        e1 = event_new();
+    if (e0 == NULL || e1 == NULL) {
+        pthread_mutex_lock(&rt.lock);
+        event_put_locked(e0, ctx);
+        event_put_locked(e1, ctx);
+        pthread_mutex_unlock(&rt.lock);
+        return false;
+    }
+
+    throttle(d);
+    vgc_charge(d->b, pred);
+
+    pthread_mutex_lock(&rt.lock);
+    int64_t t = now_ns();
+    if (d->inflight_n++ == 0 && d->board != NULL && d->slot >= 0)
+        vgc_board_set_pending(d->board, d->slot, true, t);
+    d->inflight_ns += pred;
+    struct vgc_view v = {false, 0};
+    if (d->board != NULL && d->slot >= 0)
+        v = vgc_board_view(d->board, d->slot, t);
+    pthread_mutex_unlock(&rt.lock);
+
+    *L = (struct vgc_launch){regdev, pred, key, ctx, e0, e1, !v.others_pending, v.others_flips};
+    if (record(e0, s, ptsz) == CUDA_SUCCESS)
+        return true;
+    /* Not tracked after all: refund and forward. */
+    pthread_mutex_lock(&rt.lock);
+    vgc_settle(d->b, pred, 0);
+    d->inflight_ns -= pred;
+    if (--d->inflight_n == 0 && d->board != NULL && d->slot >= 0)
+        vgc_board_set_pending(d->board, d->slot, false, now_ns());
+    pthread_cond_broadcast(&rt.room);
+    pthread_mutex_unlock(&rt.lock);
+    (void)REAL.cuEventDestroy_v2(e0);
+    (void)REAL.cuEventDestroy_v2(e1);
+    return false;
+}
+
+static CUresult vgc_end(struct vgc_launch *L, CUstream s, bool ptsz, CUresult r)
+{
+    struct cdev *d = &rt.dev[L->dev];
+    bool tracked = r == CUDA_SUCCESS && record(L->end, s, ptsz) == CUDA_SUCCESS;
+    pthread_mutex_lock(&rt.lock);
+    if (tracked) {
+        rt.ring[(rt.head + rt.count) % VGC_RING] =
+            (struct mark){L->start, L->end, L->ctx, L->dev, L->pred, L->key, L->alone, L->flips};
+        rt.count++;
+        pthread_cond_signal(&rt.work);
+    } else {
+        /* Failed launch: nothing ran, nothing is owed. Untracked: the prediction stands. */
+        vgc_settle(d->b, L->pred, r == CUDA_SUCCESS ? L->pred : 0);
+        d->inflight_ns -= L->pred;
+        if (--d->inflight_n == 0 && d->board != NULL && d->slot >= 0)
+            vgc_board_set_pending(d->board, d->slot, false, now_ns());
+        event_put_locked(L->start, L->ctx);
+        event_put_locked(L->end, L->ctx);
+        pthread_cond_broadcast(&rt.room);
+    }
+    pthread_mutex_unlock(&rt.lock);
+    return r;
+}
+
+/* ---- the wrappers ---- */
+
+#define VGC_FAST(name, ...)                                                                        \
+    do {                                                                                           \
+        if (VG_LIKELY(atomic_load_explicit(&vgc_active, memory_order_relaxed) == 0)) {             \
+            if (VG_UNLIKELY(REAL.name == NULL))                                                    \
+                (void)vg_load_real();                                                              \
+            return REAL.name(__VA_ARGS__);                                                         \
+        }                                                                                          \
+    } while (0)
+
+static CUresult launch_grid(bool ptsz, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                            unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s,
+                            void **params, void **extra)
+{
+    unsigned dims[6] = {gx, gy, gz, bx, by, bz};
+    struct vgc_launch L;
+    bool on = vgc_begin(&L, s, ptsz, vgc_key(f, dims));
+    CUresult r = ptsz ? REAL.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shm, s, params, extra)
+                      : REAL.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+    return on ? vgc_end(&L, s, ptsz, r) : r;
+}
+
+VG_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                  unsigned int gridDimZ, unsigned int blockDimX,
+                                  unsigned int blockDimY, unsigned int blockDimZ,
+                                  unsigned int sharedMemBytes, CUstream hStream,
+                                  void **kernelParams, void **extra)
+{
+    VGC_FAST(cuLaunchKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+             sharedMemBytes, hStream, kernelParams, extra);
+    return launch_grid(false, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                       sharedMemBytes, hStream, kernelParams, extra);
+}
+
+VG_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                       unsigned int gridDimZ, unsigned int blockDimX,
+                                       unsigned int blockDimY, unsigned int blockDimZ,
+                                       unsigned int sharedMemBytes, CUstream hStream,
+                                       void **kernelParams, void **extra)
+{
+    VGC_FAST(cuLaunchKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+             sharedMemBytes, hStream, kernelParams, extra);
+    return launch_grid(true, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                       sharedMemBytes, hStream, kernelParams, extra);
+}
+
+static CUresult launch_ex(bool ptsz, const CUlaunchConfig *config, CUfunction f, void **params,
+                          void **extra)
+{
+    if (config == NULL)
+        return ptsz ? REAL.cuLaunchKernelEx_ptsz(config, f, params, extra)
+                    : REAL.cuLaunchKernelEx(config, f, params, extra);
+    unsigned dims[6] = {config->gridDimX,  config->gridDimY,  config->gridDimZ,
+                        config->blockDimX, config->blockDimY, config->blockDimZ};
+    struct vgc_launch L;
+    bool on = vgc_begin(&L, config->hStream, ptsz, vgc_key(f, dims));
+    CUresult r = ptsz ? REAL.cuLaunchKernelEx_ptsz(config, f, params, extra)
+                      : REAL.cuLaunchKernelEx(config, f, params, extra);
+    return on ? vgc_end(&L, config->hStream, ptsz, r) : r;
+}
+
+VG_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                                    void **extra)
+{
+    VGC_FAST(cuLaunchKernelEx, config, f, kernelParams, extra);
+    return launch_ex(false, config, f, kernelParams, extra);
+}
+
+VG_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+                                         void **kernelParams, void **extra)
+{
+    VGC_FAST(cuLaunchKernelEx_ptsz, config, f, kernelParams, extra);
+    return launch_ex(true, config, f, kernelParams, extra);
+}
+
+static CUresult launch_coop(bool ptsz, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                            unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s,
+                            void **params)
+{
+    unsigned dims[6] = {gx, gy, gz, bx, by, bz};
+    struct vgc_launch L;
+    bool on = vgc_begin(&L, s, ptsz, vgc_key(f, dims));
+    CUresult r =
+        ptsz ? REAL.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shm, s, params)
+             : REAL.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shm, s, params);
+    return on ? vgc_end(&L, s, ptsz, r) : r;
+}
+
+VG_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
+                                             unsigned int gridDimY, unsigned int gridDimZ,
+                                             unsigned int blockDimX, unsigned int blockDimY,
+                                             unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                             CUstream hStream, void **kernelParams)
+{
+    VGC_FAST(cuLaunchCooperativeKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+             blockDimZ, sharedMemBytes, hStream, kernelParams);
+    return launch_coop(false, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                       sharedMemBytes, hStream, kernelParams);
+}
+
+VG_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
+                                                  unsigned int gridDimY, unsigned int gridDimZ,
+                                                  unsigned int blockDimX, unsigned int blockDimY,
+                                                  unsigned int blockDimZ,
+                                                  unsigned int sharedMemBytes, CUstream hStream,
+                                                  void **kernelParams)
+{
+    VGC_FAST(cuLaunchCooperativeKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
+             blockDimZ, sharedMemBytes, hStream, kernelParams);
+    return launch_coop(true, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                       sharedMemBytes, hStream, kernelParams);
+}
+
+/* A graph exec's cost is learned per exec, like a kernel's per (function, shape). */
+static CUresult launch_graph(bool ptsz, CUgraphExec g, CUstream s)
+{
+    static const unsigned graph_dims[6] = {~0u, ~0u, ~0u, 0, 0, 0};
+    struct vgc_launch L;
+    bool on = vgc_begin(&L, s, ptsz, vgc_key(g, graph_dims));
+    CUresult r = ptsz ? REAL.cuGraphLaunch_ptsz(g, s) : REAL.cuGraphLaunch(g, s);
+    return on ? vgc_end(&L, s, ptsz, r) : r;
+}
+
+VG_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    VGC_FAST(cuGraphLaunch, hGraphExec, hStream);
+    return launch_graph(false, hGraphExec, hStream);
+}
+
+VG_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    VGC_FAST(cuGraphLaunch_ptsz, hGraphExec, hStream);
+    return launch_graph(true, hGraphExec, hStream);
+}

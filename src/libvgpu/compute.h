@@ -1,0 +1,156 @@
+/* libvgpu's compute-share limiter (docs/compute.md has the algorithm and its limits).
+ *
+ * Two halves:
+ * - The controller core (compute_core.c): pure functions over the container's budget
+ *   (struct region_compute, in the shared region), a cost predictor and the node-wide
+ *   board, with the time passed in. Unit tests drive it in virtual time.
+ * - The runtime (compute.c): the launch wrappers, timing events around each limited
+ *   launch, and one poller thread per process that settles completed launches.
+ *
+ * Units: times and costs in nanoseconds of CLOCK_MONOTONIC (one clock for the whole
+ * host, so processes of different containers compare them directly); rates and shares in
+ * parts per million of the GPU's time. */
+#ifndef VGPU_LIBVGPU_COMPUTE_H
+#define VGPU_LIBVGPU_COMPUTE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "libvgpu/config.h"
+#include "region/region.h"
+
+#define VGC_PPM           INT64_C(1000000)
+#define VGC_DEPTH_NS      INT64_C(2000000)    /* predicted work in flight per process */
+#define VGC_MAX_INFLIGHT  128                 /* launches in flight per process */
+#define VGC_CAP_NS        INT64_C(50000000)   /* credit ceiling: 50 ms x share ... */
+#define VGC_CAP_MIN_NS    INT64_C(4000000)    /* ... but at least 4 ms */
+#define VGC_TICK_NS       INT64_C(100000000)  /* PI trim period */
+#define VGC_BURST_TICK_NS INT64_C(20000000)   /* burst-rate period */
+#define VGC_WINDOW_NS     INT64_C(1000000000) /* achieved-share averaging window */
+#define VGC_TRIM_MIN_PPM  700000              /* refill rate within [0.7, 1.3] x share */
+#define VGC_TRIM_MAX_PPM  1300000
+#define VGC_BURST_MARGIN  20000           /* burst leaves 2 % of the GPU unclaimed */
+#define VGC_DEFAULT_COST  INT64_C(100000) /* prediction for a launch never seen */
+
+/* ---- the budget (one per container per device, in the region) ---- */
+
+struct vgc_params {
+    int64_t share_ppm; /* the container's share, 1..1e6 */
+    int64_t burst_ppm; /* burst ceiling (>= share); = share in hard mode */
+    enum vgpu_compute_mode mode;
+};
+
+/* Credit ceiling for a share: idle time banks at most this much. */
+int64_t vgc_cap_ns(int64_t share_ppm);
+
+/* The refill rate in force (ppm). */
+int64_t vgc_rate(struct region_compute *b, const struct vgc_params *p);
+
+/* Adds rate x (now - last refill) to the credit, up to the ceiling. */
+void vgc_refill(struct region_compute *b, const struct vgc_params *p, int64_t now);
+
+/* Charges a predicted cost at launch (debt allowed). */
+static inline void vgc_charge(struct region_compute *b, int64_t cost_ns)
+{
+    atomic_fetch_sub_explicit(&b->credit_ns, cost_ns, memory_order_relaxed);
+}
+
+/* Settles a completed launch: gives back predicted - actual and counts actual as busy. */
+void vgc_settle(struct region_compute *b, int64_t predicted_ns, int64_t actual_ns);
+
+/* How long a launch must wait for the credit to be back at zero (0: go now). */
+int64_t vgc_wait_ns(struct region_compute *b, const struct vgc_params *p);
+
+/* The control tick, at most every VGC_TICK_NS (VGC_BURST_TICK_NS in burst mode), run by
+ * whichever process claims it: updates the achieved share, the PI trim (hard mode, frozen
+ * while the container did not wait: demand-limited) and, in burst mode, the rate from the
+ * share the other containers used (others_ppm). Returns true when this call ran it. */
+bool vgc_tick(struct region_compute *b, const struct vgc_params *p, int64_t now,
+              int64_t others_ppm);
+
+/* ---- the cost predictor (per process) ---- */
+
+#define VGC_PRED_SLOTS 1024
+
+struct vgc_pred_entry {
+    uint64_t key; /* 0: free */
+    int64_t mean_ns;
+    uint32_t alone; /* samples measured with no other context pending */
+    uint32_t seen;
+};
+
+struct vgc_pred {
+    struct vgc_pred_entry e[VGC_PRED_SLOTS];
+    int64_t recent_ns; /* mean of recent launches of any key: the guess for a new key */
+};
+
+void vgc_pred_init(struct vgc_pred *p);
+/* Key of a kernel launch (function and shape) or a graph exec. Never 0. */
+uint64_t vgc_key(const void *fn, const unsigned dims[6]);
+/* Predicted cost of one launch of key. */
+int64_t vgc_predict(const struct vgc_pred *p, uint64_t key);
+
+/* What a completed launch really cost. measured: its start-to-end time from the
+ * limiter's events. alone: no other context had work pending meanwhile, so measured is
+ * this context's GPU time; otherwise measured also covers other contexts' time slices and
+ * the context's own learned cost is charged (capped by measured). Updates the predictor. */
+int64_t vgc_observe(struct vgc_pred *p, uint64_t key, int64_t measured_ns, bool alone);
+
+/* ---- the board: one small file per GPU for the whole node ---- */
+
+#define VGC_BOARD_MAGIC UINT64_C(0x3164726f62636776) /* "vgcbord1" */
+#define VGC_BOARD_SLOTS 64
+#define VGC_STALE_NS    INT64_C(1000000000) /* a slot not heard from for 1 s is ignored */
+#define VGC_RECLAIM_NS  INT64_C(5000000000) /* ... and taken over after 5 s */
+
+struct vgc_board_slot {
+    _Atomic uint64_t owner;     /* 0: free */
+    _Atomic uint64_t container; /* the container's region file identity */
+    _Atomic int64_t heartbeat;  /* last time the owner wrote */
+    _Atomic uint64_t flips;     /* pending changes so far */
+    _Atomic uint32_t pending;   /* the owner has work queued on the GPU */
+    uint32_t pad;
+    _Atomic int64_t share_ppm; /* the owner's recent share of the GPU */
+    uint64_t spare[2];
+};
+
+struct vgc_board {
+    _Atomic uint64_t magic;
+    uint64_t spare[7];
+    struct vgc_board_slot slots[VGC_BOARD_SLOTS];
+};
+
+_Static_assert(sizeof(struct vgc_board_slot) == 64, "board slot layout");
+
+/* What the other slots look like now. */
+struct vgc_view {
+    bool others_pending;
+    uint64_t others_flips;
+};
+
+/* Claims a free or abandoned slot; its index, or -1 when all are live. */
+int vgc_board_claim(struct vgc_board *b, uint64_t owner, uint64_t container, int64_t now);
+void vgc_board_release(struct vgc_board *b, int slot, uint64_t owner);
+/* Marks the slot pending or not (counts a flip, refreshes the heartbeat). */
+void vgc_board_set_pending(struct vgc_board *b, int slot, bool pending, int64_t now);
+void vgc_board_heartbeat(struct vgc_board *b, int slot, int64_t share_ppm, int64_t now);
+struct vgc_view vgc_board_view(const struct vgc_board *b, int slot, int64_t now);
+/* Sum of the recent shares of live slots of other containers (ppm). */
+int64_t vgc_board_others_share(const struct vgc_board *b, uint64_t container, int64_t now);
+
+/* Opens (creating if needed) dir/<uuid>.board; NULL on failure (err set). */
+struct vgc_board *vgc_board_open(const char *dir, const char *uuid, struct vg_err *err);
+
+/* ---- the runtime (compute.c) ---- */
+
+/* Non-zero when some launch of this process may be limited: the one load the launch
+ * wrappers make before forwarding. */
+extern _Atomic int vgc_active;
+
+/* Called by setup once the region is open: arms the limiter for limited devices. */
+void vgc_setup(const struct vgpu_config *c, struct region *r, const char *region_path);
+/* In a forked child: the parent's poller and in-flight work are not the child's. */
+void vgc_after_fork(void);
+
+#endif

@@ -1,0 +1,336 @@
+/* The compute limiter's controller core: budget, predictor, control tick and the board.
+ * Pure functions of their arguments and the memory they are given (no clock, no CUDA),
+ * so the unit tests run them in virtual time. See compute.h and docs/compute.md. */
+#define _GNU_SOURCE
+#include "libvgpu/compute.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/str.h"
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+static int64_t max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* ---- budget ---- */
+
+int64_t vgc_cap_ns(int64_t share_ppm)
+{
+    return max64(VGC_CAP_MIN_NS, VGC_CAP_NS / VGC_PPM * share_ppm);
+}
+
+int64_t vgc_rate(struct region_compute *b, const struct vgc_params *p)
+{
+    int64_t r = atomic_load_explicit(&b->rate_ppm, memory_order_relaxed);
+    if (r <= 0)
+        r = p->share_ppm;
+    return clamp64(r, 1, VGC_PPM);
+}
+
+void vgc_refill(struct region_compute *b, const struct vgc_params *p, int64_t now)
+{
+    int64_t last = atomic_load_explicit(&b->refill_at, memory_order_relaxed);
+    if (last == 0) {
+        /* First use: the budget starts empty, at zero. */
+        atomic_compare_exchange_strong(&b->refill_at, &last, now);
+        return;
+    }
+    if (now <= last || !atomic_compare_exchange_strong(&b->refill_at, &last, now))
+        return; /* another launch refilled up to (about) now */
+    int64_t dt = min64(now - last, 10 * VGC_WINDOW_NS); /* the ceiling is far below */
+    int64_t add = dt * vgc_rate(b, p) / VGC_PPM;
+    int64_t c = atomic_fetch_add(&b->credit_ns, add) + add;
+    int64_t cap = vgc_cap_ns(p->mode == VGPU_COMPUTE_BURST ? p->burst_ppm : p->share_ppm);
+    while (c > cap && !atomic_compare_exchange_weak(&b->credit_ns, &c, cap))
+        ;
+}
+
+void vgc_settle(struct region_compute *b, int64_t predicted_ns, int64_t actual_ns)
+{
+    if (predicted_ns != actual_ns)
+        atomic_fetch_add_explicit(&b->credit_ns, predicted_ns - actual_ns, memory_order_relaxed);
+    if (actual_ns > 0)
+        atomic_fetch_add_explicit(&b->busy_ns, actual_ns, memory_order_relaxed);
+}
+
+int64_t vgc_wait_ns(struct region_compute *b, const struct vgc_params *p)
+{
+    int64_t c = atomic_load_explicit(&b->credit_ns, memory_order_relaxed);
+    if (c >= 0)
+        return 0;
+    int64_t rate = vgc_rate(b, p);
+    return (-c * VGC_PPM + rate - 1) / rate;
+}
+
+/* PI gains: rate = share + KP x error + integral, integral += KI x error x dt. */
+#define VGC_KP_PERMILLE 200
+#define VGC_KI_PER_S    2
+
+bool vgc_tick(struct region_compute *b, const struct vgc_params *p, int64_t now, int64_t others_ppm)
+{
+    int64_t period = p->mode == VGPU_COMPUTE_BURST ? VGC_BURST_TICK_NS : VGC_TICK_NS;
+    int64_t at = atomic_load_explicit(&b->tick_at, memory_order_relaxed);
+    if (at != 0 && now - at < period)
+        return false;
+    if (!atomic_compare_exchange_strong(&b->tick_at, &at, now))
+        return false;
+    int64_t busy = atomic_load(&b->busy_ns);
+    int64_t waited = atomic_load(&b->waited_ns);
+    int64_t busy0 = atomic_exchange(&b->tick_busy, busy);
+    int64_t waited0 = atomic_exchange(&b->tick_waited, waited);
+    if (at == 0 || now - at > VGC_WINDOW_NS)
+        return true; /* first tick, or the container slept: start a new window */
+    int64_t dt = now - at;
+    int64_t inst = clamp64((busy - busy0) * (VGC_PPM / 1000) / (dt / 1000 + 1), 0, VGC_PPM);
+    int64_t ach = atomic_load(&b->achieved_ppm);
+    ach += (inst - ach) * dt / VGC_WINDOW_NS;
+    atomic_store(&b->achieved_ppm, ach);
+
+    int64_t rate;
+    if (p->mode == VGPU_COMPUTE_BURST) {
+        rate = clamp64(VGC_PPM - others_ppm - VGC_BURST_MARGIN, p->share_ppm, p->burst_ppm);
+    } else {
+        int64_t lo = p->share_ppm * VGC_TRIM_MIN_PPM / VGC_PPM - p->share_ppm;
+        int64_t hi = p->share_ppm * VGC_TRIM_MAX_PPM / VGC_PPM - p->share_ppm;
+        int64_t integral = atomic_load(&b->integral_ppm);
+        int64_t corr = integral;
+        if (waited - waited0 > 0) {
+            /* The container wanted more than its share in this window: the error is
+             * bias to trim. Otherwise it was demand-limited and the loop holds still. */
+            int64_t err = p->share_ppm - inst;
+            integral = clamp64(integral + err * VGC_KI_PER_S * dt / VGC_WINDOW_NS, lo, hi);
+            atomic_store(&b->integral_ppm, integral);
+            corr = integral + err * VGC_KP_PERMILLE / 1000;
+        }
+        rate = p->share_ppm + clamp64(corr, lo, hi);
+    }
+    atomic_store(&b->rate_ppm, clamp64(rate, 1, VGC_PPM));
+    /* A lower rate also lowers what may be banked. */
+    int64_t cap =
+        vgc_cap_ns(min64(rate, p->mode == VGPU_COMPUTE_BURST ? p->burst_ppm : p->share_ppm));
+    int64_t c = atomic_load(&b->credit_ns);
+    while (c > cap && !atomic_compare_exchange_weak(&b->credit_ns, &c, cap))
+        ;
+    return true;
+}
+
+/* ---- predictor ---- */
+
+void vgc_pred_init(struct vgc_pred *p)
+{
+    memset(p, 0, sizeof *p);
+}
+
+uint64_t vgc_key(const void *fn, const unsigned dims[6])
+{
+    uint64_t h = (uint64_t)(uintptr_t)fn * UINT64_C(0x9e3779b97f4a7c15);
+    for (int i = 0; i < 6; i++) {
+        h ^= dims[i] + UINT64_C(0x632be59bd9b4e019) + (h << 6) + (h >> 2);
+        h *= UINT64_C(0xff51afd7ed558ccd);
+    }
+    return h | 1;
+}
+
+#define VGC_PROBE 16
+
+static unsigned home(uint64_t key)
+{
+    return (unsigned)((key * UINT64_C(0x9e3779b97f4a7c15)) >> 54) % VGC_PRED_SLOTS;
+}
+
+static const struct vgc_pred_entry *find(const struct vgc_pred *p, uint64_t key)
+{
+    unsigned h = home(key);
+    for (unsigned i = 0; i < VGC_PROBE; i++) {
+        const struct vgc_pred_entry *e = &p->e[(h + i) % VGC_PRED_SLOTS];
+        if (e->key == key)
+            return e;
+        if (e->key == 0)
+            return NULL;
+    }
+    return NULL;
+}
+
+int64_t vgc_predict(const struct vgc_pred *p, uint64_t key)
+{
+    const struct vgc_pred_entry *e = find(p, key);
+    if (e != NULL)
+        return e->mean_ns;
+    return p->recent_ns > 0 ? p->recent_ns : VGC_DEFAULT_COST;
+}
+
+static struct vgc_pred_entry *find_or_add(struct vgc_pred *p, uint64_t key)
+{
+    unsigned h = home(key);
+    for (unsigned i = 0; i < VGC_PROBE; i++) {
+        struct vgc_pred_entry *e = &p->e[(h + i) % VGC_PRED_SLOTS];
+        if (e->key == key)
+            return e;
+        if (e->key == 0) {
+            memset(e, 0, sizeof *e);
+            e->key = key;
+            return e;
+        }
+    }
+    /* Neighbourhood full: the home slot is recycled (the table is a cache). */
+    struct vgc_pred_entry *e = &p->e[h];
+    memset(e, 0, sizeof *e);
+    e->key = key;
+    return e;
+}
+
+int64_t vgc_observe(struct vgc_pred *p, uint64_t key, int64_t measured_ns, bool alone)
+{
+    measured_ns = max64(measured_ns, 0);
+    struct vgc_pred_entry *e = find_or_add(p, key);
+    int64_t actual = measured_ns;
+    if (alone) {
+        e->mean_ns = e->alone == 0 ? measured_ns : e->mean_ns + (measured_ns - e->mean_ns) / 4;
+        e->alone++;
+    } else if (e->alone > 0) {
+        actual = min64(measured_ns, e->mean_ns);
+    } else {
+        /* Never seen alone: the measurement is an upper bound; learn from it until a
+         * clean sample arrives. */
+        e->mean_ns = e->seen == 0 ? measured_ns : e->mean_ns + (measured_ns - e->mean_ns) / 4;
+    }
+    e->seen++;
+    p->recent_ns = p->recent_ns == 0 ? actual : p->recent_ns + (actual - p->recent_ns) / 8;
+    return actual;
+}
+
+/* ---- board ---- */
+
+static bool fresh(const struct vgc_board_slot *s, int64_t now, int64_t limit)
+{
+    return now - atomic_load_explicit(&s->heartbeat, memory_order_relaxed) < limit;
+}
+
+int vgc_board_claim(struct vgc_board *b, uint64_t owner, uint64_t container, int64_t now)
+{
+    for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
+        struct vgc_board_slot *s = &b->slots[i];
+        uint64_t cur = atomic_load(&s->owner);
+        if (cur != 0 && fresh(s, now, VGC_RECLAIM_NS))
+            continue;
+        if (!atomic_compare_exchange_strong(&s->owner, &cur, owner))
+            continue;
+        atomic_store(&s->heartbeat, now);
+        atomic_store(&s->container, container);
+        atomic_store(&s->share_ppm, 0);
+        atomic_store(&s->pending, 0);
+        atomic_fetch_add(&s->flips, 1);
+        return i;
+    }
+    return -1;
+}
+
+void vgc_board_release(struct vgc_board *b, int slot, uint64_t owner)
+{
+    if (slot < 0 || slot >= VGC_BOARD_SLOTS)
+        return;
+    struct vgc_board_slot *s = &b->slots[slot];
+    atomic_store(&s->pending, 0);
+    atomic_store(&s->share_ppm, 0);
+    atomic_fetch_add(&s->flips, 1);
+    atomic_compare_exchange_strong(&s->owner, &owner, 0);
+}
+
+void vgc_board_set_pending(struct vgc_board *b, int slot, bool pending, int64_t now)
+{
+    struct vgc_board_slot *s = &b->slots[slot];
+    atomic_store(&s->heartbeat, now);
+    atomic_store(&s->pending, pending ? 1u : 0u);
+    atomic_fetch_add(&s->flips, 1);
+}
+
+void vgc_board_heartbeat(struct vgc_board *b, int slot, int64_t share_ppm, int64_t now)
+{
+    struct vgc_board_slot *s = &b->slots[slot];
+    atomic_store(&s->share_ppm, share_ppm);
+    atomic_store(&s->heartbeat, now);
+}
+
+struct vgc_view vgc_board_view(const struct vgc_board *b, int slot, int64_t now)
+{
+    struct vgc_view v = {false, 0};
+    for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
+        if (i == slot)
+            continue;
+        const struct vgc_board_slot *s = &b->slots[i];
+        if (atomic_load_explicit(&s->owner, memory_order_acquire) == 0 ||
+            !fresh(s, now, VGC_STALE_NS))
+            continue;
+        v.others_flips += atomic_load(&s->flips);
+        if (atomic_load(&s->pending) != 0)
+            v.others_pending = true;
+    }
+    return v;
+}
+
+int64_t vgc_board_others_share(const struct vgc_board *b, uint64_t container, int64_t now)
+{
+    int64_t sum = 0;
+    for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
+        const struct vgc_board_slot *s = &b->slots[i];
+        if (atomic_load(&s->owner) == 0 || !fresh(s, now, VGC_STALE_NS) ||
+            atomic_load(&s->container) == container)
+            continue;
+        sum += clamp64(atomic_load(&s->share_ppm), 0, VGC_PPM);
+    }
+    return min64(sum, VGC_PPM);
+}
+
+struct vgc_board *vgc_board_open(const char *dir, const char *uuid, struct vg_err *err)
+{
+    if (mkdir(dir, 01777) == 0)
+        (void)chmod(dir, 01777); /* shared by every container's uid; umask aside */
+    else if (errno != EEXIST)
+        return vg_err_set(err, -errno, "board directory %s: %s", dir, strerror(errno)), NULL;
+    char path[VGPU_CONFIG_PATH_MAX + REGION_UUID_MAX + 16];
+    if (vg_snprintf(path, sizeof path, "%s/%s.board", dir, uuid) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "board path too long"), NULL;
+    for (const char *c = uuid; *c != '\0'; c++)
+        if (*c == '/')
+            return vg_err_set(err, -EINVAL, "bad GPU UUID \"%s\"", uuid), NULL;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd < 0)
+        return vg_err_set(err, -errno, "board %s: %s", path, strerror(errno)), NULL;
+    (void)fchmod(fd, 0666);
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (st.st_size != 0 && st.st_size != (off_t)sizeof(struct vgc_board))) {
+        close(fd);
+        return vg_err_set(err, -EPROTO, "board %s: not a board file of this version", path), NULL;
+    }
+    if (st.st_size == 0 && ftruncate(fd, (off_t)sizeof(struct vgc_board)) != 0) {
+        int e = errno;
+        close(fd);
+        return vg_err_set(err, -e, "board %s: %s", path, strerror(e)), NULL;
+    }
+    void *m = mmap(NULL, sizeof(struct vgc_board), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return vg_err_set(err, -errno, "board %s: mmap: %s", path, strerror(errno)), NULL;
+    struct vgc_board *b = m;
+    uint64_t magic = 0;
+    if (!atomic_compare_exchange_strong(&b->magic, &magic, VGC_BOARD_MAGIC) &&
+        magic != VGC_BOARD_MAGIC) {
+        munmap(m, sizeof(struct vgc_board));
+        return vg_err_set(err, -EPROTO, "board %s: bad magic", path), NULL;
+    }
+    return b;
+}

@@ -1,0 +1,133 @@
+/* A compute tenant for libvgpu's share tests: launches vgpu_spin kernels as fast as it is
+ * let, on fakegpu or a real GPU (the same binary; set COMPUTE_PTX to tests/gpu/
+ * vgpu_spin.ptx on a real GPU).
+ *
+ *   compute_tenant KERNEL_NS MILLISECONDS [steady|graph|bursty|ex|coop] [SEED]
+ *
+ * steady: cuLaunchKernel back to back. graph: a 4-kernel graph captured once (the
+ * launches made during capture must pass through libvgpu untouched) and replayed with
+ * cuGraphLaunch. bursty: random on/off periods of 50..300 ms. ex: cuLaunchKernelEx.
+ * coop: cuLaunchCooperativeKernel. Prints "launches=<n> gpu_ns=<n>" at the end, where
+ * gpu_ns is the kernel time it asked for. Exits non-zero on any CUDA error. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "abi/cuda.h"
+#include "base/parse.h"
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#define CHECK(call)                                                                                \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            fprintf(stderr, "compute_tenant: %s failed: %d\n", #call, (int)r_);                    \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static char *read_ptx(void)
+{
+    const char *path = getenv("COMPUTE_PTX");
+    if (path == NULL || path[0] == '\0')
+        return strdup("// vgpu_spin (fakegpu accepts any image)\n");
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        perror(path);
+        exit(2);
+    }
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strdup(buf);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: compute_tenant KERNEL_NS MILLISECONDS "
+                        "[steady|graph|bursty|ex|coop] [SEED]\n");
+        return 2;
+    }
+    uint64_t ns, ms, seed64 = 1;
+    const char *mode = argc > 3 ? argv[3] : "steady";
+    if (vg_parse_u64(argv[1], 1, UINT64_C(10000000000), &ns, NULL) != 0 ||
+        vg_parse_u64(argv[2], 1, UINT64_C(3600000), &ms, NULL) != 0 ||
+        (argc > 4 && vg_parse_u64(argv[4], 0, UINT32_MAX, &seed64, NULL) != 0)) {
+        fprintf(stderr, "compute_tenant: bad KERNEL_NS, MILLISECONDS or SEED\n");
+        return 2;
+    }
+    unsigned seed = (unsigned)seed64;
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction fn;
+    CUstream s;
+    CHECK(cuInit(0));
+    CHECK(cuDeviceGet(&dev, 0));
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK(cuCtxSetCurrent(ctx));
+    char *ptx = read_ptx();
+    CHECK(cuModuleLoadData(&mod, ptx));
+    CHECK(cuModuleGetFunction(&fn, mod, "vgpu_spin"));
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+
+    unsigned long long arg = (unsigned long long)ns;
+    void *params[] = {&arg};
+    CUgraphExec exec = NULL;
+    if (strcmp(mode, "graph") == 0) {
+        unsigned long long part = (unsigned long long)ns / 4;
+        void *pp[] = {&part};
+        CUgraph g;
+        CHECK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        for (int i = 0; i < 4; i++)
+            CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, pp, NULL));
+        CHECK(cuStreamEndCapture(s, &g));
+        CHECK(cuGraphInstantiateWithFlags(&exec, g, 0));
+    }
+    CUlaunchConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
+    cfg.blockDimX = cfg.blockDimY = cfg.blockDimZ = 1;
+    cfg.hStream = s;
+
+    int64_t t0 = now_ns(), stop = t0 + (int64_t)ms * 1000000;
+    int64_t phase_end = t0;
+    int on = 1;
+    unsigned long long launches = 0;
+    for (int64_t t = t0; t < stop; t = now_ns()) {
+        if (strcmp(mode, "bursty") == 0 && t >= phase_end) {
+            on = !on;
+            phase_end = t + (50 + (int64_t)(rand_r(&seed) % 251)) * 1000000;
+            if (!on) {
+                CHECK(cuStreamSynchronize(s));
+                struct timespec d = {0, (long)(phase_end - now_ns())};
+                if (d.tv_nsec > 0)
+                    nanosleep(&d, NULL);
+                continue;
+            }
+        }
+        if (exec != NULL)
+            CHECK(cuGraphLaunch(exec, s));
+        else if (strcmp(mode, "ex") == 0)
+            CHECK(cuLaunchKernelEx(&cfg, fn, params, NULL));
+        else if (strcmp(mode, "coop") == 0)
+            CHECK(cuLaunchCooperativeKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, params));
+        else
+            CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
+        launches++;
+    }
+    CHECK(cuStreamSynchronize(s));
+    printf("launches=%llu gpu_ns=%llu\n", launches, launches * (unsigned long long)ns);
+    return 0;
+}

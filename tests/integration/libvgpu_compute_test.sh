@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# libvgpu compute-share tests against fakegpu: libvgpu_compute_test.sh BUILD_DIR CASE.
+# Every tenant is a container of its own (its own region file) running compute_tenant
+# under LD_PRELOAD; fakegpu's timeline is the truth (libvgpu_compute_truth). Tolerances
+# are loose (±8 points) so they hold on a loaded 2-core machine; the benchmark
+# (bench/libvgpu_compute.sh) reports the real errors.
+set -uo pipefail
+B=$(cd "$1" && pwd)
+CASE=$2
+T=$(mktemp -d /tmp/vgpu-compute-XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+export FAKEGPU_STATE_DIR=$T/state FAKEGPU_DEVICES="Test GPU:8GiB:16"
+export LD_LIBRARY_PATH=$B/fakegpu VGPU_COMPUTE_BOARD=$T/board
+unset VGPU_LIMITS_FILE VGPU_LOG_LEVEL CUDA_DEVICE_SM_LIMIT CUDA_DEVICE_MEMORY_LIMIT \
+    CUDA_VISIBLE_DEVICES VGPU_COMPUTE_MODE VGPU_COMPUTE_BURST_LIMIT GPU_CORE_UTILIZATION_POLICY
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+LIB=$B/lib/libvgpu.so
+TENANT=$B/bin/compute_tenant
+TRUTH=$B/bin/libvgpu_compute_truth
+TOL=${VGPU_COMPUTE_TOL:-8}
+WINDOWS=${VGPU_COMPUTE_WINDOWS:-3}
+RUN_MS=$(((WINDOWS + 1) * 1000 + 700))
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# tenant NAME SHARE [ENV...] -- ARGS: starts one container's process in the background;
+# its pid is appended to the variable group_NAME.
+tenant() {
+    local name=$1 share=$2
+    shift 2
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    env CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/region.$name" CUDA_DEVICE_SM_LIMIT="$share" \
+        "${envs[@]}" LD_PRELOAD="$LIB" "$TENANT" "$@" >"$T/out.$name.$RANDOM" 2>&1 &
+    pids+=($!)
+    local var=group_$name
+    printf -v "$var" '%s' "${!var:+${!var},}$!"
+}
+
+# truth GROUP...: mean share per group after a 1 s warm-up, one line per group.
+truth() { "$TRUTH" 0 1 "$WINDOWS" "$@"; }
+mean_of() { sed -n "s/^group=$1 mean=\([0-9.]*\).*/\1/p" <<<"$2"; }
+# within ACTUAL WANT TOL
+within() { awk -v a="$1" -v w="$2" -v t="$3" 'BEGIN { d = a - w; if (d < 0) d = -d; exit !(d <= t) }'; }
+atleast() { awk -v a="$1" -v w="$2" 'BEGIN { exit !(a >= w) }'; }
+
+wait_tenants() {
+    local rc=0
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    pids=()
+    [ $rc -eq 0 ] || { cat "$T"/out.* >&2; fail "a tenant failed"; }
+}
+
+check() { # check LABEL ACTUAL WANT
+    echo "$1: achieved $2 % (want $3 ± $TOL)"
+    within "$2" "$3" "$TOL" || fail "$1: achieved $2 %, want $3 ± $TOL"
+}
+
+case $CASE in
+split) # two containers 30/70, both saturating with 1 ms kernels
+    tenant a 30 -- 1000000 $RUN_MS
+    tenant b 70 -- 1000000 $RUN_MS
+    out=$(truth "$group_a" "$group_b")
+    wait_tenants
+    check "30 % tenant" "$(mean_of 0 "$out")" 30
+    check "70 % tenant" "$(mean_of 1 "$out")" 70
+    ;;
+alone) # hard mode: never above the share, even alone on the GPU
+    tenant a 30 -- 1000000 $RUN_MS
+    out=$(truth "$group_a")
+    wait_tenants
+    check "30 % tenant alone (hard)" "$(mean_of 0 "$out")" 30
+    ;;
+burst) # burst mode alone takes idle time; a returning owner gets its share back
+    tenant a 30 VGPU_COMPUTE_MODE=burst VGPU_COMPUTE_BURST_LIMIT=100 -- 1000000 $RUN_MS
+    out=$(truth "$group_a")
+    wait_tenants
+    got=$(mean_of 0 "$out")
+    echo "30 % tenant alone (burst, limit 100): achieved $got %"
+    atleast "$got" 75 || fail "burst alone: $got %, want >= 75"
+    tenant a 50 VGPU_COMPUTE_MODE=burst -- 1000000 $RUN_MS
+    tenant b 50 -- 1000000 $RUN_MS
+    out=$(truth "$group_a" "$group_b")
+    wait_tenants
+    check "burst tenant with its neighbour back" "$(mean_of 0 "$out")" 50
+    check "hard 50 % neighbour" "$(mean_of 1 "$out")" 50
+    ;;
+graph) # CUDA graphs (captured through libvgpu, replayed with cuGraphLaunch)
+    tenant a 30 -- 1000000 $RUN_MS graph
+    tenant b 70 -- 1000000 $RUN_MS graph
+    out=$(truth "$group_a" "$group_b")
+    wait_tenants
+    check "30 % graph tenant" "$(mean_of 0 "$out")" 30
+    check "70 % graph tenant" "$(mean_of 1 "$out")" 70
+    ;;
+paths) # cuLaunchKernelEx and cooperative launches are limited too
+    tenant a 20 -- 1000000 $RUN_MS ex
+    tenant b 40 -- 1000000 $RUN_MS coop
+    out=$(truth "$group_a" "$group_b")
+    wait_tenants
+    check "20 % cuLaunchKernelEx tenant" "$(mean_of 0 "$out")" 20
+    check "40 % cooperative tenant" "$(mean_of 1 "$out")" 40
+    ;;
+procs) # one container, 3 processes, one 40 % budget
+    for _ in 1 2 3; do tenant a 40 -- 1000000 $RUN_MS; done
+    out=$(truth "$group_a")
+    wait_tenants
+    check "container of 3 processes at 40 %" "$(mean_of 0 "$out")" 40
+    ;;
+config) # bad values refuse CUDA; disable turns the limit off
+    for bad in VGPU_COMPUTE_MODE=soft VGPU_COMPUTE_BURST_LIMIT=0 VGPU_COMPUTE_BURST_LIMIT=101 \
+        GPU_CORE_UTILIZATION_POLICY=sometimes VGPU_COMPUTE_BOARD=relative/dir; do
+        if err=$(env CUDA_DEVICE_SM_LIMIT=30 CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/region.bad" \
+            "$bad" LD_PRELOAD="$LIB" "$TENANT" 1000000 100 2>&1); then
+            fail "$bad was accepted"
+        fi
+        grep -q "${bad%%=*}" <<<"$err" || fail "$bad: error does not name the key: $err"
+        echo "$bad refused: $(head -1 <<<"$err")"
+    done
+    tenant a 30 GPU_CORE_UTILIZATION_POLICY=disable -- 1000000 $RUN_MS
+    out=$(truth "$group_a")
+    wait_tenants
+    got=$(mean_of 0 "$out")
+    echo "policy disable: achieved $got %"
+    atleast "$got" 90 || fail "GPU_CORE_UTILIZATION_POLICY=disable still limited: $got %"
+    ;;
+*)
+    fail "unknown case $CASE"
+    ;;
+esac
+echo "PASS: $CASE"
