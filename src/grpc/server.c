@@ -446,7 +446,7 @@ static void stream_close(struct grpc_stream *st, enum grpc_status_code status)
     st->closed = true;
     stream_cancel_deadline(st);
     if (st->live) {
-        sc->server->streams--;
+        sc->server->streams--; /* already gone from the count inside the callback */
         if (st->on_closed != NULL)
             st->on_closed(st->on_closed_arg, st, status);
     }
