@@ -1,0 +1,226 @@
+/* The compute limiter's controller core in virtual time (compute_core.c): credit,
+ * prediction, settlement, the PI trim, the burst rate and the board's overlap signals. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "libvgpu/compute.h"
+
+#define MS INT64_C(1000000)
+#define S  INT64_C(1000000000)
+
+static struct vgc_params hard(int pct)
+{
+    return (struct vgc_params){pct * 10000, pct * 10000, VGPU_COMPUTE_HARD};
+}
+
+static void test_credit_and_deadline(void **state)
+{
+    (void)state;
+    struct region_compute b;
+    memset(&b, 0, sizeof b);
+    struct vgc_params p = hard(30);
+    vgc_refill(&b, &p, 1 * S); /* first use: starts at zero */
+    assert_int_equal(vgc_wait_ns(&b, &p), 0);
+    vgc_charge(&b, 1 * MS);
+    /* 1 ms of debt at 30 % is repaid in 3.333 ms: one exact deadline. */
+    int64_t w = vgc_wait_ns(&b, &p);
+    assert_true(w >= 3333333 && w <= 3333334);
+    vgc_refill(&b, &p, 1 * S + w);
+    assert_int_equal(vgc_wait_ns(&b, &p), 0);
+    /* Idle time banks no more than the ceiling. */
+    vgc_refill(&b, &p, 100 * S);
+    assert_int_equal(atomic_load(&b.credit_ns), vgc_cap_ns(p.share_ppm));
+    assert_int_equal(vgc_cap_ns(300000), 15 * MS);
+    assert_int_equal(vgc_cap_ns(10000), VGC_CAP_MIN_NS);
+}
+
+static void test_settle(void **state)
+{
+    (void)state;
+    struct region_compute b;
+    memset(&b, 0, sizeof b);
+    vgc_charge(&b, 1 * MS);
+    vgc_settle(&b, 1 * MS, 3 * MS); /* it really took 3 ms: 2 ms more debt */
+    assert_int_equal(atomic_load(&b.credit_ns), -3 * MS);
+    assert_int_equal(atomic_load(&b.busy_ns), 3 * MS);
+    vgc_settle(&b, 2 * MS, 0); /* a failed launch is refunded whole */
+    assert_int_equal(atomic_load(&b.credit_ns), -1 * MS);
+}
+
+static void test_predictor(void **state)
+{
+    (void)state;
+    struct vgc_pred *p = calloc(1, sizeof *p);
+    vgc_pred_init(p);
+    unsigned d1[6] = {1, 1, 1, 32, 1, 1}, d2[6] = {2, 1, 1, 32, 1, 1};
+    uint64_t k1 = vgc_key((void *)0x1000, d1), k2 = vgc_key((void *)0x1000, d2);
+    assert_int_not_equal(k1, k2);
+    assert_int_equal(vgc_predict(p, k1), VGC_DEFAULT_COST);
+    /* Contended before ever seen alone: the measurement is charged as is. */
+    assert_int_equal(vgc_observe(p, k1, 3 * MS, false), 3 * MS);
+    /* Alone: the measurement is the truth and replaces the guess. */
+    assert_int_equal(vgc_observe(p, k1, 1 * MS, true), 1 * MS);
+    assert_int_equal(vgc_predict(p, k1), 1 * MS);
+    /* Contended afterwards: other contexts' slices are not charged. */
+    assert_int_equal(vgc_observe(p, k1, 4 * MS, false), 1 * MS);
+    /* ...but never more than was measured. */
+    assert_int_equal(vgc_observe(p, k1, MS / 2, false), MS / 2);
+    /* A new key is guessed from recent launches. */
+    int64_t g = vgc_predict(p, k2);
+    assert_true(g > 0 && g <= 3 * MS);
+    /* The table is a cache: thousands of keys never fail. */
+    for (unsigned i = 0; i < 5000; i++) {
+        unsigned d[6] = {i, 1, 1, 1, 1, 1};
+        (void)vgc_observe(p, vgc_key((void *)0x2000, d), 10000, true);
+    }
+    free(p);
+}
+
+static void test_pi_trim(void **state)
+{
+    (void)state;
+    struct region_compute b;
+    memset(&b, 0, sizeof b);
+    struct vgc_params p = hard(30);
+    int64_t t = 10 * S;
+    assert_true(vgc_tick(&b, &p, t, 0));
+    assert_false(vgc_tick(&b, &p, t + 50 * MS, 0)); /* not due yet */
+    /* The container waited (wanted more) but achieved only 27 %: the rate goes up. */
+    for (int i = 1; i <= 20; i++) {
+        atomic_fetch_add(&b.busy_ns, 27 * MS);
+        atomic_fetch_add(&b.waited_ns, 1 * MS);
+        assert_true(vgc_tick(&b, &p, t + i * 100 * MS, 0));
+    }
+    int64_t r = vgc_rate(&b, &p);
+    assert_true(r > 300000);
+    assert_true(r <= 390000); /* never above 1.3 x the share */
+    /* Demand-limited (never waited): the loop holds still. */
+    int64_t integral = atomic_load(&b.integral_ppm);
+    for (int i = 21; i <= 30; i++) {
+        atomic_fetch_add(&b.busy_ns, 5 * MS);
+        assert_true(vgc_tick(&b, &p, t + i * 100 * MS, 0));
+    }
+    assert_int_equal(atomic_load(&b.integral_ppm), integral);
+}
+
+static void test_burst_rate(void **state)
+{
+    (void)state;
+    struct region_compute b;
+    memset(&b, 0, sizeof b);
+    struct vgc_params p = {300000, 1000000, VGPU_COMPUTE_BURST};
+    assert_true(vgc_tick(&b, &p, 1 * S, 0));
+    assert_true(vgc_tick(&b, &p, 1 * S + VGC_BURST_TICK_NS, 0));
+    assert_int_equal(vgc_rate(&b, &p), 1000000 - VGC_BURST_MARGIN); /* alone: the idle GPU */
+    assert_true(vgc_tick(&b, &p, 1 * S + 2 * VGC_BURST_TICK_NS, 500000));
+    assert_int_equal(vgc_rate(&b, &p), 500000 - VGC_BURST_MARGIN); /* an owner came back */
+    assert_true(vgc_tick(&b, &p, 1 * S + 3 * VGC_BURST_TICK_NS, 900000));
+    assert_int_equal(vgc_rate(&b, &p), 300000); /* never below the share */
+    /* The lower rate also lowers what was banked. */
+    atomic_store(&b.credit_ns, 100 * MS);
+    assert_true(vgc_tick(&b, &p, 1 * S + 4 * VGC_BURST_TICK_NS, 900000));
+    assert_int_equal(atomic_load(&b.credit_ns), vgc_cap_ns(300000));
+}
+
+static void test_board(void **state)
+{
+    (void)state;
+    struct vgc_board *b = calloc(1, sizeof *b);
+    int64_t t = 100 * S;
+    int a = vgc_board_claim(b, 11, 1, t), c = vgc_board_claim(b, 22, 2, t);
+    assert_true(a >= 0 && c >= 0 && a != c);
+    struct vgc_view v0 = vgc_board_view(b, a, t);
+    assert_false(v0.others_pending);
+    vgc_board_set_pending(b, c, true, t + 1);
+    struct vgc_view v1 = vgc_board_view(b, a, t + 2);
+    assert_true(v1.others_pending);
+    assert_int_not_equal(v1.others_flips, v0.others_flips);
+    vgc_board_set_pending(b, c, false, t + 3);
+    struct vgc_view v2 = vgc_board_view(b, a, t + 4);
+    assert_false(v2.others_pending);
+    assert_int_not_equal(v2.others_flips, v1.others_flips); /* the interval was shared */
+    /* Shares of other containers only, and only while fresh. */
+    vgc_board_heartbeat(b, c, 400000, t + 5);
+    vgc_board_heartbeat(b, a, 300000, t + 5);
+    assert_int_equal(vgc_board_others_share(b, 1, t + 6), 400000);
+    assert_int_equal(vgc_board_others_share(b, 2, t + 6), 300000);
+    vgc_board_set_pending(b, c, true, t + 7);
+    assert_false(vgc_board_view(b, a, t + 7 + VGC_STALE_NS).others_pending); /* dead owner */
+    /* An abandoned slot is taken over; a live one never is. */
+    for (int i = 0; i < VGC_BOARD_SLOTS - 2; i++)
+        assert_true(vgc_board_claim(b, (uint64_t)(100 + i), 3, t + 8) >= 0);
+    assert_int_equal(vgc_board_claim(b, 999, 3, t + 9), -1);
+    assert_true(vgc_board_claim(b, 999, 3, t + 7 + VGC_RECLAIM_NS) >= 0);
+    free(b);
+}
+
+static void test_board_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vgc-board-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct vg_err err = {0};
+    struct vgc_board *b1 = vgc_board_open(dir, "GPU-1234", &err);
+    struct vgc_board *b2 = vgc_board_open(dir, "GPU-1234", &err);
+    assert_non_null(b1);
+    assert_non_null(b2);
+    int s = vgc_board_claim(b1, 5, 1, 1 * S);
+    assert_int_equal(atomic_load(&b2->slots[s].owner), 5); /* one shared file */
+    assert_null(vgc_board_open(dir, "GPU-../x", &err));
+    char path[128];
+    snprintf(path, sizeof path, "%s/GPU-1234.board", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* A saturating tenant in virtual time: launches 1 ms kernels whenever the credit allows,
+ * each settled at completion. Over 10 s it gets its share within 0.2 points. */
+static void test_virtual_tenant(void **state)
+{
+    (void)state;
+    int shares[] = {10, 30, 50, 90};
+    for (unsigned k = 0; k < sizeof shares / sizeof shares[0]; k++) {
+        struct region_compute b;
+        memset(&b, 0, sizeof b);
+        struct vgc_params p = hard(shares[k]);
+        int64_t t = 1 * S, end = 11 * S, busy = 0, gpu_free = t;
+        vgc_refill(&b, &p, t);
+        while (t < end) {
+            vgc_tick(&b, &p, t, 0);
+            vgc_refill(&b, &p, t);
+            int64_t w = vgc_wait_ns(&b, &p);
+            if (w > 0) {
+                atomic_fetch_add(&b.waited_ns, w);
+                t += w;
+                continue;
+            }
+            vgc_charge(&b, 1 * MS);
+            int64_t start = t > gpu_free ? t : gpu_free;
+            gpu_free = start + 1 * MS;
+            vgc_settle(&b, 1 * MS, 1 * MS);
+            busy += 1 * MS;
+            t += 20000; /* launch overhead */
+        }
+        double got = 100.0 * (double)busy / (double)(end - 1 * S);
+        assert_true(got > shares[k] - 0.2 && got < shares[k] + 0.2);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_credit_and_deadline), cmocka_unit_test(test_settle),
+        cmocka_unit_test(test_predictor),           cmocka_unit_test(test_pi_trim),
+        cmocka_unit_test(test_burst_rate),          cmocka_unit_test(test_board),
+        cmocka_unit_test(test_board_file),          cmocka_unit_test(test_virtual_tenant),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
