@@ -116,16 +116,15 @@ else
 fi
 
 # --- 4. libvgpu against the real driver ------------------------------------------------
-libvgpu_sources="src/libvgpu/config.c src/libvgpu/track.c src/libvgpu/core.c
-    src/libvgpu/cuda_hooks.c src/libvgpu/nvml_hooks.c src/libvgpu/dispatch.c src/region/region.c"
+libvgpu_sources="$(ls src/libvgpu/*.c) src/region/region.c"
 if [ -z "${VGPU_DRIVER_DIR:-}" ] || [ -n "${VGPU_GPU_SUITE_LIBVGPU:-}" ]; then
     note "## libvgpu on this driver (4 GiB limit)"
     note ""
     build libvgpu.so -shared -fPIC -fvisibility=hidden \
         -Wl,--version-script=src/libvgpu/libvgpu.map $libvgpu_sources $base -ldl -lpthread
-    build libvgpu_probe tests/integration/libvgpu_probe.c -ldl
+    build libvgpu_probe tests/integration/libvgpu_probe.c -ldl -lpthread
     build libvgpu_probe_link -DPROBE_LINKED tests/integration/libvgpu_probe.c $link \
-        -l:libcuda.so.1 -ldl
+        -l:libcuda.so.1 -ldl -lpthread
     build libvgpu_nvml tests/integration/libvgpu_nvml.c -ldl
     build libvgpu_nvml_link -DPROBE_LINKED tests/integration/libvgpu_nvml.c $link \
         -l:libnvidia-ml.so.1 -ldl
