@@ -234,7 +234,7 @@ void grpc_timeout_format(uint64_t ms, char buf[GRPC_TIMEOUT_TEXT_MAX + 1])
         char unit;
     } units[] = {{1, 'm'}, {1000, 'S'}, {60000, 'M'}, {3600000, 'H'}};
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-        uint64_t v = (ms + units[i].per - 1) / units[i].per;
+        uint64_t v = ms / units[i].per + (ms % units[i].per != 0); /* no overflow */
         if (v <= 99999999u) {
             vg_snprintf(buf, GRPC_TIMEOUT_TEXT_MAX + 1, "%llu%c", (unsigned long long)v,
                         units[i].unit);

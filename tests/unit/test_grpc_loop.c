@@ -1,0 +1,386 @@
+/* C server and C client of src/grpc/ in one process on one event loop, over a unix
+ * socket in a temporary folder: calls, streams, deadlines, vanishing peers, graceful
+ * shutdown, and the errors the API returns for bad use. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <event2/event.h>
+
+#include "base/str.h"
+#include "grpc/grpc.h"
+
+struct fixture {
+    char dir[64];
+    char sock[96];
+    struct event_base *base;
+    struct grpc_server *server;
+    struct grpc_client *client;
+    struct grpc_stream *stream; /* the open server stream, if any */
+    int closed_calls;
+    enum grpc_status_code closed_status;
+    bool shutdown_done;
+    /* client side */
+    int done_calls;
+    enum grpc_status_code status;
+    char message[GRPC_STATUS_MESSAGE_MAX];
+    size_t response_len;
+    uint8_t response[16];
+    int messages;
+    int stop_after_messages;
+};
+
+static enum grpc_status_code echo(void *arg, const uint8_t *req, size_t len,
+                                  struct grpc_reply *reply)
+{
+    (void)arg;
+    if (len == 4 && memcmp(req, "fail", 4) == 0) {
+        vg_strlcpy(reply->message, "asked to fail: 100%", sizeof reply->message);
+        return GRPC_STATUS_FAILED_PRECONDITION;
+    }
+    reply->data = malloc(len ? len : 1);
+    memcpy(reply->data, req, len);
+    reply->len = len;
+    return GRPC_STATUS_OK;
+}
+
+static void stream_closed(void *arg, struct grpc_stream *st, enum grpc_status_code status)
+{
+    struct fixture *f = arg;
+    assert_ptr_equal(st, f->stream);
+    f->stream = NULL;
+    f->closed_calls++;
+    f->closed_status = status;
+}
+
+/* Sends as many messages as the request's first byte says, then finishes when that is
+ * non-zero; with 0 it keeps the stream open and silent. */
+static enum grpc_status_code counter(void *arg, struct grpc_stream *st, const uint8_t *req,
+                                     size_t len, char message[GRPC_STATUS_MESSAGE_MAX])
+{
+    struct fixture *f = arg;
+    if (len != 1) {
+        vg_strlcpy(message, "want one byte", GRPC_STATUS_MESSAGE_MAX);
+        return GRPC_STATUS_INVALID_ARGUMENT;
+    }
+    f->stream = st;
+    grpc_stream_on_close(st, stream_closed, f);
+    for (uint8_t i = 0; i < req[0]; i++)
+        assert_int_equal(grpc_stream_send(st, &i, 1, NULL), 0);
+    if (req[0] > 0)
+        grpc_stream_finish(st, GRPC_STATUS_OK, NULL);
+    return GRPC_STATUS_OK;
+}
+
+static void call_done(void *arg, enum grpc_status_code status, const char *message,
+                      const uint8_t *response, size_t len)
+{
+    struct fixture *f = arg;
+    f->done_calls++;
+    f->status = status;
+    vg_strlcpy(f->message, message, sizeof f->message);
+    f->response_len = len;
+    if (response != NULL && len <= sizeof f->response)
+        memcpy(f->response, response, len);
+}
+
+static bool call_message(void *arg, const uint8_t *msg, size_t len)
+{
+    struct fixture *f = arg;
+    assert_int_equal(len, 1);
+    assert_int_equal(msg[0], f->messages);
+    f->messages++;
+    return f->stop_after_messages == 0 || f->messages < f->stop_after_messages;
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    vg_strlcpy(f->dir, "/tmp/vgpu-grpc-XXXXXX", sizeof f->dir);
+    assert_non_null(mkdtemp(f->dir));
+    vg_snprintf(f->sock, sizeof f->sock, "%s/plugin.sock", f->dir);
+    f->base = event_base_new();
+    struct vg_err err = {0};
+    struct grpc_server_options opt = {.shutdown_grace_ms = 1000};
+    f->server = grpc_server_new(f->base, &opt, &err);
+    assert_non_null(f->server);
+    assert_int_equal(grpc_server_add_unary(f->server, "/t.T/Echo", echo, f, &err), 0);
+    assert_int_equal(grpc_server_add_stream(f->server, "/t.T/Count", counter, f, &err), 0);
+    assert_int_equal(grpc_server_listen(f->server, f->sock, &err), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    grpc_client_free(f->client);
+    grpc_server_free(f->server);
+    event_base_free(f->base);
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static void client_connect(struct fixture *f, const char *authority)
+{
+    struct vg_err err = {0};
+    struct grpc_client_options opt = {.authority = authority};
+    f->client = grpc_client_new(f->base, f->sock, &opt, &err);
+    assert_non_null(f->client);
+}
+
+/* Runs the loop until cond(f) holds; fails after 5 s. */
+static void run_until(struct fixture *f, bool (*cond)(const struct fixture *f))
+{
+    for (int i = 0; i < 500 && !cond(f); i++) {
+        struct timeval tv = {0, 10000};
+        event_base_loopexit(f->base, &tv);
+        event_base_dispatch(f->base);
+    }
+    assert_true(cond(f));
+}
+
+static bool one_done(const struct fixture *f)
+{
+    return f->done_calls >= 1;
+}
+
+static bool stream_open(const struct fixture *f)
+{
+    return f->stream != NULL;
+}
+
+static bool stream_closed_once(const struct fixture *f)
+{
+    return f->closed_calls >= 1;
+}
+
+static void test_unary_ok_error_unknown_without_authority(void **state)
+{
+    struct fixture *f = *state;
+    struct vg_err err = {0};
+    client_connect(f, NULL); /* no :authority at all, as some grpc-go clients */
+    assert_int_equal(grpc_client_unary(f->client, "/t.T/Echo", (const uint8_t *)"hi", 2, 5000,
+                                       call_done, f, &err),
+                     0);
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_OK);
+    assert_int_equal(f->response_len, 2);
+    assert_memory_equal(f->response, "hi", 2);
+
+    f->done_calls = 0;
+    grpc_client_unary(f->client, "/t.T/Echo", (const uint8_t *)"fail", 4, 0, call_done, f, &err);
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_FAILED_PRECONDITION);
+    assert_string_equal(f->message, "asked to fail: 100%");
+
+    f->done_calls = 0;
+    grpc_client_unary(f->client, "/t.T/Nope", NULL, 0, 0, call_done, f, &err);
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_UNIMPLEMENTED);
+    assert_string_equal(f->message, "unknown method /t.T/Nope");
+
+    f->done_calls = 0; /* zero-length request and response */
+    grpc_client_unary(f->client, "/t.T/Echo", NULL, 0, 0, call_done, f, &err);
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_OK);
+    assert_int_equal(f->response_len, 0);
+    assert_int_equal(grpc_server_connections(f->server), 1);
+}
+
+static void test_stream_messages_then_ok(void **state)
+{
+    struct fixture *f = *state;
+    client_connect(f, "localhost");
+    uint8_t n = 3;
+    assert_int_equal(
+        grpc_client_stream(f->client, "/t.T/Count", &n, 1, 0, call_message, call_done, f, NULL), 0);
+    run_until(f, one_done);
+    assert_int_equal(f->messages, 3);
+    assert_int_equal(f->status, GRPC_STATUS_OK);
+    run_until(f, stream_closed_once);
+    assert_int_equal(f->closed_status, GRPC_STATUS_OK);
+    assert_int_equal(grpc_server_streams(f->server), 0);
+
+    /* A handler's refusal arrives as the call's status. */
+    f->done_calls = 0;
+    grpc_client_stream(f->client, "/t.T/Count", NULL, 0, 0, call_message, call_done, f, NULL);
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_INVALID_ARGUMENT);
+    assert_string_equal(f->message, "want one byte");
+}
+
+static void test_client_cancel_and_vanish_free_the_server_stream(void **state)
+{
+    struct fixture *f = *state;
+    client_connect(f, "localhost");
+    uint8_t silent = 0;
+    grpc_client_stream(f->client, "/t.T/Count", &silent, 1, 0, call_message, call_done, f, NULL);
+    run_until(f, stream_open);
+    assert_int_equal(grpc_server_streams(f->server), 1);
+    /* Later messages reach the client; the client stops after the second. */
+    f->stop_after_messages = 2;
+    for (uint8_t i = 0; i < 2; i++)
+        assert_int_equal(grpc_stream_send(f->stream, &i, 1, NULL), 0);
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_CANCELLED);
+    run_until(f, stream_closed_once);
+    assert_int_equal(f->closed_status, GRPC_STATUS_CANCELLED);
+    assert_int_equal(grpc_server_streams(f->server), 0);
+
+    /* Now the client process "vanishes": its connection just closes. */
+    f->closed_calls = 0;
+    f->done_calls = 0;
+    grpc_client_stream(f->client, "/t.T/Count", &silent, 1, 0, call_message, call_done, f, NULL);
+    run_until(f, stream_open);
+    grpc_client_free(f->client);
+    f->client = NULL;
+    assert_int_equal(f->done_calls, 1); /* completed inside free */
+    assert_int_equal(f->status, GRPC_STATUS_CANCELLED);
+    run_until(f, stream_closed_once);
+    assert_int_equal(f->closed_status, GRPC_STATUS_CANCELLED);
+    assert_int_equal(grpc_server_streams(f->server), 0);
+}
+
+static void test_deadline_ends_silent_stream(void **state)
+{
+    struct fixture *f = *state;
+    client_connect(f, "localhost");
+    uint8_t silent = 0;
+    grpc_client_stream(f->client, "/t.T/Count", &silent, 1, 150, call_message, call_done, f, NULL);
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_DEADLINE_EXCEEDED);
+    run_until(f, stream_closed_once);
+    /* Whichever timer ran first: the server's sends DEADLINE_EXCEEDED, the client's
+     * resets the stream. */
+    assert_true(f->closed_status == GRPC_STATUS_DEADLINE_EXCEEDED ||
+                f->closed_status == GRPC_STATUS_CANCELLED);
+}
+
+static bool shutdown_complete(const struct fixture *f)
+{
+    return f->shutdown_done && f->done_calls >= 1;
+}
+
+static void on_shutdown(void *arg)
+{
+    ((struct fixture *)arg)->shutdown_done = true;
+}
+
+static void test_graceful_shutdown(void **state)
+{
+    struct fixture *f = *state;
+    client_connect(f, "localhost");
+    uint8_t silent = 0;
+    grpc_client_stream(f->client, "/t.T/Count", &silent, 1, 0, call_message, call_done, f, NULL);
+    run_until(f, stream_open);
+    grpc_server_shutdown(f->server, on_shutdown, f);
+    assert_int_equal(access(f->sock, F_OK), -1); /* no new connections */
+    run_until(f, shutdown_complete);
+    assert_int_equal(f->status, GRPC_STATUS_UNAVAILABLE);
+    assert_string_equal(f->message, "server shutting down");
+    assert_int_equal(f->closed_status, GRPC_STATUS_UNAVAILABLE);
+    assert_int_equal(grpc_server_connections(f->server), 0);
+    assert_false(grpc_client_usable(f->client));
+    assert_int_equal(grpc_client_unary(f->client, "/t.T/Echo", NULL, 0, 0, call_done, f, NULL),
+                     -ENOTCONN);
+}
+
+static void test_server_freed_under_a_call(void **state)
+{
+    struct fixture *f = *state;
+    client_connect(f, "localhost");
+    uint8_t silent = 0;
+    grpc_client_stream(f->client, "/t.T/Count", &silent, 1, 0, call_message, call_done, f, NULL);
+    run_until(f, stream_open);
+    grpc_server_free(f->server);
+    f->server = NULL;
+    assert_int_equal(f->closed_calls, 1);
+    assert_int_equal(f->closed_status, GRPC_STATUS_UNAVAILABLE);
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_UNAVAILABLE);
+}
+
+static void test_stream_send_errors(void **state)
+{
+    struct fixture *f = *state;
+    struct vg_err err = {0};
+    client_connect(f, "localhost");
+    uint8_t silent = 0;
+    grpc_client_stream(f->client, "/t.T/Count", &silent, 1, 0, call_message, call_done, f, NULL);
+    run_until(f, stream_open);
+    uint8_t *big = calloc(1, GRPC_MESSAGE_MAX + 1);
+    assert_int_equal(grpc_stream_send(f->stream, big, GRPC_MESSAGE_MAX + 1, &err), -EMSGSIZE);
+    assert_non_null(strstr(err.msg, "4194305"));
+    struct grpc_stream *st = f->stream;
+    grpc_stream_finish(st, GRPC_STATUS_ABORTED, "done here");
+    assert_int_equal(grpc_stream_send(st, big, 1, &err), -EPIPE);
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_ABORTED);
+    assert_string_equal(f->message, "done here");
+    free(big);
+    /* The client refuses to send over the ceiling. */
+    big = calloc(1, GRPC_MESSAGE_MAX + 1);
+    assert_int_equal(
+        grpc_client_unary(f->client, "/t.T/Echo", big, GRPC_MESSAGE_MAX + 1, 0, call_done, f, &err),
+        -EMSGSIZE);
+    free(big);
+}
+
+static void test_setup_errors(void **state)
+{
+    struct fixture *f = *state;
+    struct vg_err err = {0};
+    assert_int_equal(grpc_server_add_unary(f->server, "/t.T/Echo", echo, f, &err), -EEXIST);
+    assert_int_equal(grpc_server_add_unary(f->server, "noslash", echo, f, &err), -EINVAL);
+    assert_int_equal(grpc_server_add_unary(f->server, "/t.T/X", NULL, f, &err), -EINVAL);
+    assert_int_equal(grpc_server_listen(f->server, f->sock, &err), -EALREADY);
+
+    struct grpc_server *s2 = grpc_server_new(f->base, NULL, &err);
+    char path[200];
+    memset(path, 'a', sizeof path - 1);
+    path[sizeof path - 1] = '\0';
+    assert_int_equal(grpc_server_listen(s2, path, &err), -ENAMETOOLONG);
+    char file[128];
+    vg_snprintf(file, sizeof file, "%s/regular", f->dir);
+    int fd = open(file, O_CREAT | O_WRONLY, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(grpc_server_listen(s2, file, &err), -EEXIST);
+    assert_non_null(strstr(err.msg, "not a socket"));
+    unlink(file);
+    grpc_server_free(s2);
+
+    char missing[128];
+    vg_snprintf(missing, sizeof missing, "%s/missing.sock", f->dir);
+    assert_null(grpc_client_new(f->base, missing, NULL, &err));
+    assert_int_equal(err.code, -ENOENT);
+    assert_non_null(strstr(err.msg, "missing.sock"));
+    assert_null(grpc_server_new(NULL, NULL, &err));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_unary_ok_error_unknown_without_authority, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_stream_messages_then_ok, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_client_cancel_and_vanish_free_the_server_stream, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_deadline_ends_silent_stream, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_graceful_shutdown, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_freed_under_a_call, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stream_send_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_setup_errors, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
