@@ -1,0 +1,37 @@
+/* Fuzz target for fakegpu's CUDA_VISIBLE_DEVICES parser: any value yields a list of
+ * distinct physical devices in range, never more than there are. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakegpu/cuda_internal.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static struct fg_device_info devs[3];
+    static const char *const uuids[] = {"GPU-0a1b2c3d-0000-4000-8000-000000000001",
+                                        "GPU-0a1b2c3d-0000-4000-8000-000000000002",
+                                        "GPU-9f8e7d6c-0000-4000-8000-000000000003"};
+    for (int i = 0; i < 3; i++)
+        memcpy(devs[i].uuid, uuids[i], strlen(uuids[i]) + 1);
+    char *spec = malloc(size + 1);
+    if (spec == NULL)
+        return 0;
+    memcpy(spec, data, size);
+    spec[size] = '\0';
+    int phys[FG_MAX_DEVICES];
+    int n = cu_visible_parse(spec, devs, 3, phys);
+    if (n < 0 || n > 3)
+        abort();
+    for (int i = 0; i < n; i++) {
+        if (phys[i] < 0 || phys[i] >= 3)
+            abort();
+        for (int j = 0; j < i; j++)
+            if (phys[i] == phys[j])
+                abort();
+    }
+    free(spec);
+    return 0;
+}
