@@ -55,6 +55,7 @@ struct mark {
     int64_t pred;
     uint64_t key;
     bool alone;
+    unsigned others;
     uint64_t flips;
 };
 
@@ -214,11 +215,15 @@ static void settle_locked(const struct mark *m, CUresult r, float ms, int64_t t)
 {
     struct cdev *d = &rt.dev[m->dev];
     bool alone = m->alone;
-    if (alone && d->board != NULL && d->slot >= 0)
-        alone = vgc_board_view(d->board, d->slot, t).others_flips == m->flips;
+    unsigned others = m->others;
+    if (d->board != NULL && d->slot >= 0) {
+        struct vgc_view v = vgc_board_view(d->board, d->slot, t);
+        alone = alone && v.others_flips == m->flips;
+        others = v.others_pending_n > others ? v.others_pending_n : others;
+    }
     int64_t actual = m->pred;
     if (r == CUDA_SUCCESS)
-        actual = vgc_observe(&rt.pred, m->key, (int64_t)((double)ms * 1e6), alone);
+        actual = vgc_observe(&rt.pred, m->key, (int64_t)((double)ms * 1e6), alone, others);
     vgc_settle(d->b, m->pred, actual);
     d->inflight_n--;
     d->inflight_ns -= m->pred;
@@ -280,6 +285,7 @@ struct vgc_launch {
     CUcontext ctx;
     CUevent start, end;
     bool alone;
+    unsigned others;
     uint64_t flips;
 };
 
@@ -365,12 +371,13 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     if (d->inflight_n++ == 0 && d->board != NULL && d->slot >= 0)
         vgc_board_set_pending(d->board, d->slot, true, t);
     d->inflight_ns += pred;
-    struct vgc_view v = {false, 0};
+    struct vgc_view v = {false, 0, 0};
     if (d->board != NULL && d->slot >= 0)
         v = vgc_board_view(d->board, d->slot, t);
     pthread_mutex_unlock(&rt.lock);
 
-    *L = (struct vgc_launch){regdev, pred, key, ctx, e0, e1, !v.others_pending, v.others_flips};
+    *L = (struct vgc_launch){
+        regdev, pred, key, ctx, e0, e1, !v.others_pending, v.others_pending_n, v.others_flips};
     if (record(e0, s, ptsz) == CUDA_SUCCESS)
         return true;
     /* Not tracked after all: refund and forward. */
@@ -392,8 +399,8 @@ static CUresult vgc_end(struct vgc_launch *L, CUstream s, bool ptsz, CUresult r)
     bool tracked = r == CUDA_SUCCESS && record(L->end, s, ptsz) == CUDA_SUCCESS;
     pthread_mutex_lock(&rt.lock);
     if (tracked) {
-        rt.ring[(rt.head + rt.count) % VGC_RING] =
-            (struct mark){L->start, L->end, L->ctx, L->dev, L->pred, L->key, L->alone, L->flips};
+        rt.ring[(rt.head + rt.count) % VGC_RING] = (struct mark){
+            L->start, L->end, L->ctx, L->dev, L->pred, L->key, L->alone, L->others, L->flips};
         rt.count++;
         pthread_cond_signal(&rt.work);
     } else {

@@ -93,9 +93,12 @@ int64_t vgc_predict(const struct vgc_pred *p, uint64_t key);
 
 /* What a completed launch really cost. measured: its start-to-end time from the
  * limiter's events. alone: no other context had work pending meanwhile, so measured is
- * this context's GPU time; otherwise measured also covers other contexts' time slices and
- * the context's own learned cost is charged (capped by measured). Updates the predictor. */
-int64_t vgc_observe(struct vgc_pred *p, uint64_t key, int64_t measured_ns, bool alone);
+ * this context's GPU time. Otherwise measured also covers other contexts' time slices:
+ * the launch's learned cost is charged (capped by measured), or, before any clean sample,
+ * measured split evenly between the 1 + others contexts that had work pending (the
+ * driver's round robin). Updates the predictor. */
+int64_t vgc_observe(struct vgc_pred *p, uint64_t key, int64_t measured_ns, bool alone,
+                    unsigned others);
 
 /* ---- the board: one small file per GPU for the whole node ---- */
 
@@ -126,6 +129,7 @@ _Static_assert(sizeof(struct vgc_board_slot) == 64, "board slot layout");
 /* What the other slots look like now. */
 struct vgc_view {
     bool others_pending;
+    unsigned others_pending_n; /* how many other contexts have work pending */
     uint64_t others_flips;
 };
 

@@ -193,7 +193,8 @@ static struct vgc_pred_entry *find_or_add(struct vgc_pred *p, uint64_t key)
     return e;
 }
 
-int64_t vgc_observe(struct vgc_pred *p, uint64_t key, int64_t measured_ns, bool alone)
+int64_t vgc_observe(struct vgc_pred *p, uint64_t key, int64_t measured_ns, bool alone,
+                    unsigned others)
 {
     measured_ns = max64(measured_ns, 0);
     struct vgc_pred_entry *e = find_or_add(p, key);
@@ -204,9 +205,10 @@ int64_t vgc_observe(struct vgc_pred *p, uint64_t key, int64_t measured_ns, bool 
     } else if (e->alone > 0) {
         actual = min64(measured_ns, e->mean_ns);
     } else {
-        /* Never seen alone: the measurement is an upper bound; learn from it until a
-         * clean sample arrives. */
-        e->mean_ns = e->seen == 0 ? measured_ns : e->mean_ns + (measured_ns - e->mean_ns) / 4;
+        /* Never seen alone: split the interval between the contexts that had work
+         * pending, and learn from that until a clean sample arrives. */
+        actual = measured_ns / (int64_t)(1 + (others == 0 ? 1 : others));
+        e->mean_ns = e->seen == 0 ? actual : e->mean_ns + (actual - e->mean_ns) / 4;
     }
     e->seen++;
     p->recent_ns = p->recent_ns == 0 ? actual : p->recent_ns + (actual - p->recent_ns) / 8;
@@ -267,7 +269,7 @@ void vgc_board_heartbeat(struct vgc_board *b, int slot, int64_t share_ppm, int64
 
 struct vgc_view vgc_board_view(const struct vgc_board *b, int slot, int64_t now)
 {
-    struct vgc_view v = {false, 0};
+    struct vgc_view v = {false, 0, 0};
     for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
         if (i == slot)
             continue;
@@ -276,8 +278,10 @@ struct vgc_view vgc_board_view(const struct vgc_board *b, int slot, int64_t now)
             !fresh(s, now, VGC_STALE_NS))
             continue;
         v.others_flips += atomic_load(&s->flips);
-        if (atomic_load(&s->pending) != 0)
+        if (atomic_load(&s->pending) != 0) {
             v.others_pending = true;
+            v.others_pending_n++;
+        }
     }
     return v;
 }

@@ -79,6 +79,7 @@ int main(int argc, char **argv)
     CHECK(cuCtxSetCurrent(ctx));
     char *ptx = read_ptx();
     CHECK(cuModuleLoadData(&mod, ptx));
+    free(ptx);
     CHECK(cuModuleGetFunction(&fn, mod, "vgpu_spin"));
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
 

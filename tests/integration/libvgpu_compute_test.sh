@@ -115,6 +115,29 @@ procs) # one container, 3 processes, one 40 % budget
     wait_tenants
     check "container of 3 processes at 40 %" "$(mean_of 0 "$out")" 40
     ;;
+four) # four containers 10/20/30/40 (benchmark scenario)
+    for s in 10 20 30 40; do tenant "t$s" "$s" -- 1000000 $RUN_MS; done
+    out=$(truth "$group_t10" "$group_t20" "$group_t30" "$group_t40")
+    wait_tenants
+    i=0
+    for s in 10 20 30 40; do check "$s % tenant of four" "$(mean_of $i "$out")" "$s"; i=$((i + 1)); done
+    ;;
+bursty) # a tenant with random on/off periods next to a saturating one (benchmark scenario)
+    tenant a 30 -- 1000000 $RUN_MS bursty 7
+    tenant b 70 -- 1000000 $RUN_MS
+    out=$(truth "$group_a" "$group_b")
+    wait_tenants
+    echo "bursty 30 % tenant (on about half the time): achieved $(mean_of 0 "$out") %"
+    check "70 % tenant next to a bursty one" "$(mean_of 1 "$out")" 70
+    ;;
+long) # 20 ms kernels: one kernel is 2 % of a window
+    tenant a 30 -- 20000000 $RUN_MS
+    tenant b 70 -- 20000000 $RUN_MS
+    out=$(truth "$group_a" "$group_b")
+    wait_tenants
+    check "30 % tenant, 20 ms kernels" "$(mean_of 0 "$out")" 30
+    check "70 % tenant, 20 ms kernels" "$(mean_of 1 "$out")" 70
+    ;;
 config) # bad values refuse CUDA; disable turns the limit off
     for bad in VGPU_COMPUTE_MODE=soft VGPU_COMPUTE_BURST_LIMIT=0 VGPU_COMPUTE_BURST_LIMIT=101 \
         GPU_CORE_UTILIZATION_POLICY=sometimes VGPU_COMPUTE_BOARD=relative/dir; do

@@ -64,22 +64,22 @@ static void test_predictor(void **state)
     uint64_t k1 = vgc_key((void *)0x1000, d1), k2 = vgc_key((void *)0x1000, d2);
     assert_int_not_equal(k1, k2);
     assert_int_equal(vgc_predict(p, k1), VGC_DEFAULT_COST);
-    /* Contended before ever seen alone: the measurement is charged as is. */
-    assert_int_equal(vgc_observe(p, k1, 3 * MS, false), 3 * MS);
+    /* Contended before ever seen alone: split between the contexts with work pending. */
+    assert_int_equal(vgc_observe(p, k1, 3 * MS, false, 2), 1 * MS);
     /* Alone: the measurement is the truth and replaces the guess. */
-    assert_int_equal(vgc_observe(p, k1, 1 * MS, true), 1 * MS);
+    assert_int_equal(vgc_observe(p, k1, 1 * MS, true, 0), 1 * MS);
     assert_int_equal(vgc_predict(p, k1), 1 * MS);
     /* Contended afterwards: other contexts' slices are not charged. */
-    assert_int_equal(vgc_observe(p, k1, 4 * MS, false), 1 * MS);
+    assert_int_equal(vgc_observe(p, k1, 4 * MS, false, 1), 1 * MS);
     /* ...but never more than was measured. */
-    assert_int_equal(vgc_observe(p, k1, MS / 2, false), MS / 2);
+    assert_int_equal(vgc_observe(p, k1, MS / 2, false, 1), MS / 2);
     /* A new key is guessed from recent launches. */
     int64_t g = vgc_predict(p, k2);
     assert_true(g > 0 && g <= 3 * MS);
     /* The table is a cache: thousands of keys never fail. */
     for (unsigned i = 0; i < 5000; i++) {
         unsigned d[6] = {i, 1, 1, 1, 1, 1};
-        (void)vgc_observe(p, vgc_key((void *)0x2000, d), 10000, true);
+        (void)vgc_observe(p, vgc_key((void *)0x2000, d), 10000, true, 0);
     }
     free(p);
 }
