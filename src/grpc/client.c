@@ -39,7 +39,7 @@ struct call {
     int http_status;
     bool content_type_ok;
     bool have_status;
-    int status;
+    enum grpc_status_code status;
     char message[GRPC_STATUS_MESSAGE_MAX];
     uint8_t *response;
     size_t response_len;
@@ -70,14 +70,14 @@ static void call_unlink(struct call *c)
 }
 
 /* Runs the completion callback and frees the call. */
-static void call_complete(struct call *c, int status, const char *message)
+static void call_complete(struct call *c, enum grpc_status_code status, const char *message)
 {
     call_unlink(c);
     if (c->deadline_ev)
         event_free(c->deadline_ev);
     bool ok = status == GRPC_STATUS_OK;
-    c->done(c->arg, (enum grpc_status_code)status, message ? message : "",
-            ok && !c->streaming ? c->response : NULL, ok && !c->streaming ? c->response_len : 0);
+    c->done(c->arg, status, message ? message : "", ok && !c->streaming ? c->response : NULL,
+            ok && !c->streaming ? c->response_len : 0);
     grpc_reader_release(&c->reader);
     evbuffer_free(c->out);
     free(c->response);
@@ -92,7 +92,7 @@ static void call_fail(struct call *c, enum grpc_status_code status, const char *
     if (c->local_status)
         return;
     c->local_status = true;
-    c->status = (int)status;
+    c->status = status;
     vg_strlcpy(c->message, message, sizeof c->message);
     if (c->client->io.session != NULL && c->id > 0) {
         nghttp2_submit_rst_stream(c->client->io.session, NGHTTP2_FLAG_NONE, c->id, h2_error);
@@ -188,7 +188,8 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         }
         c->have_status = true;
         /* An unparsable status is the peer's bug: report it as UNKNOWN. */
-        c->status = parse_small(text, &v) && v <= 16 ? (int)v : GRPC_STATUS_UNKNOWN;
+        c->status =
+            parse_small(text, &v) && v <= 16 ? (enum grpc_status_code)v : GRPC_STATUS_UNKNOWN;
     } else if (header_is(name, namelen, "grpc-message")) {
         grpc_percent_decode((const char *)value, valuelen, c->message, sizeof c->message);
     }
