@@ -1,0 +1,2198 @@
+/* The device plugin's configuration, driven by one table of keys.
+ *
+ * Why a table: decoding, validation, the environment and command-line overrides,
+ * `--help` and docs/config.md all read the same rows, so a key cannot be documented
+ * with one default and decoded with another.
+ *
+ * Why our own scalar typing: NVIDIA's plugin loads the file with sigs.k8s.io/yaml
+ * (go-yaml v2, then encoding/json), which types a plain `yes` as a boolean and a plain
+ * `4` as an integer, keeps a quoted "4" a string (and then refuses it for an integer
+ * field), and turns any scalar into text for a string field. libfyaml gives us each
+ * scalar's text and style (plain or quoted); resolve_scalar() below reproduces that
+ * typing, so a file means the same thing to us as to NVIDIA's plugin.
+ *
+ * Anchors and aliases are refused rather than expanded: no ConfigMap in the wild needs
+ * them, and expanding them is how a 1 MiB file becomes gigabytes. */
+#include "dpconfig/dpconfig.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libfyaml.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/mem.h"
+#include "base/parse.h"
+#include "base/str.h"
+
+/* ---- the key table ------------------------------------------------------------------ */
+
+enum key_type {
+    T_SECTION,       /* a mapping of further keys */
+    T_BOOL,          /* bool */
+    T_STRING,        /* char * */
+    T_ENUM,          /* int, index into values */
+    T_UINT,          /* uint64_t in [min, max] */
+    T_FLOAT,         /* double in [fmin, fmax] */
+    T_DURATION,      /* uint64_t nanoseconds; Go syntax "60s", "1m30s", or an integer ns */
+    T_MIB,           /* uint64_t MiB; an integer (MiB) or a quantity "4GiB" */
+    T_ENUM_SET,      /* unsigned bitmask; a string or a list of strings from values */
+    T_UINT_LIST,     /* struct dp_uint_list */
+    T_XIDS,          /* struct dp_xids: "all" or a list of integers */
+    T_RESOURCE_NAME, /* char *, normalised to nvidia.com/<name> */
+    T_DEVICES,       /* struct dp_devices: "all", a count, or a list */
+    T_LIST,          /* a list of mappings, each decoded with the key's item table */
+};
+
+enum {
+    K_CLI_ONLY = 1u << 0,      /* command line / environment only, never in the file */
+    K_REQUIRED = 1u << 1,      /* must be present in a list item */
+    K_EMPTY_DEFAULT = 1u << 2, /* an empty string means the default (version) */
+    K_EMPTY_KEEPS = 1u << 3,   /* an empty list leaves the default (NVIDIA's merge) */
+    K_LINE = 1u << 4,          /* T_SECTION: store the key's line at offset */
+};
+
+struct key {
+    const char *path; /* dotted, from the top; relative to the item in item tables */
+    enum key_type type;
+    size_t offset;
+    const char *def; /* default, written as on the command line; NULL: none */
+    const char *const *values;
+    uint64_t min, max;
+    double fmin, fmax;
+    const char *env;
+    const char *flag;
+    unsigned flags;
+    const char *doc;
+    /* T_LIST */
+    const struct key *items;
+    size_t item_count;
+    size_t count_offset;
+    size_t elem_size;
+    size_t elem_line_offset;
+};
+
+static const char *const mig_values[] = {"none", "single", "mixed", NULL};
+static const char *const discovery_values[] = {"auto", "nvml", "tegra", NULL};
+static const char *const list_values[] = {"envvar", "volume-mounts", "cdi-annotations", "cdi-cri",
+                                          NULL};
+static const char *const id_values[] = {"uuid", "index", NULL};
+static const char *const policy_values[] = {"distributed", "packed", NULL};
+static const char *const event_values[] = {
+    "EventTypeXidCriticalError", "EventTypeDoubleBitEccError", "EventTypeSingleBitEccError", NULL};
+static const char *const version_values[] = {"v1", NULL};
+static const char *const sharing_names[] = {"none", "time-slicing", "mps", NULL};
+
+#define OFF(field)  offsetof(struct dp_config, field)
+#define ROFF(field) offsetof(struct dp_replicated_resource, field)
+#define POFF(field) offsetof(struct dp_resource_pattern, field)
+
+static const struct key replicated_items[] = {
+    {.path = "name",
+     .type = T_RESOURCE_NAME,
+     .offset = ROFF(name),
+     .flags = K_REQUIRED,
+     .doc = "resource to share; `nvidia.com/` is added when missing (at most 63 characters "
+            "in all)"},
+    {.path = "rename",
+     .type = T_RESOURCE_NAME,
+     .offset = ROFF(rename),
+     .doc = "advertise the replicas under this name instead"},
+    {.path = "devices",
+     .type = T_DEVICES,
+     .offset = ROFF(devices),
+     .def = "all",
+     .doc = "`all`, a count, or a list of GPU indices, MIG indices (`0:1`) and GPU-/MIG- "
+            "UUIDs"},
+    {.path = "replicas",
+     .type = T_UINT,
+     .offset = ROFF(replicas),
+     .min = 2,
+     .max = 10000,
+     .flags = K_REQUIRED,
+     .doc = "how many replicas each device is advertised as"},
+};
+
+static const struct key pattern_items[] = {
+    {.path = "pattern",
+     .type = T_STRING,
+     .offset = POFF(pattern),
+     .flags = K_REQUIRED,
+     .doc = "glob over the device's product name (`*` matches anything)"},
+    {.path = "name",
+     .type = T_RESOURCE_NAME,
+     .offset = POFF(name),
+     .flags = K_REQUIRED,
+     .doc = "resource name for matching devices"},
+};
+
+#define ITEMS(table) .items = (table), .item_count = sizeof(table) / sizeof((table)[0])
+
+#define REPLICATED(prefix, field, fail_default, what)                                              \
+    {.path = prefix, .type = T_SECTION, .offset = OFF(field.line), .flags = K_LINE, .doc = what},  \
+        {.path = prefix ".renameByDefault",                                                        \
+         .type = T_BOOL,                                                                           \
+         .offset = OFF(field.rename_by_default),                                                   \
+         .def = "false",                                                                           \
+         .doc = "advertise replicas as `<name>.shared` unless `rename` is given"},                 \
+        {.path = prefix ".failRequestsGreaterThanOne",                                             \
+         .type = T_BOOL,                                                                           \
+         .offset = OFF(field.fail_requests_greater_than_one),                                      \
+         .def = fail_default,                                                                      \
+         .doc = "refuse a container that asks for more than one replica"},                         \
+    {                                                                                              \
+        .path = prefix ".resources", .type = T_LIST, .offset = OFF(field.resources.items),         \
+        .count_offset = OFF(field.resources.count),                                                \
+        .elem_size = sizeof(struct dp_replicated_resource), .elem_line_offset = ROFF(line),        \
+        ITEMS(replicated_items), .doc = "resources to replicate"                                   \
+    }
+
+#define PATTERNS(prefix, field, what)                                                              \
+    {                                                                                              \
+        .path = prefix, .type = T_LIST, .offset = OFF(field.items),                                \
+        .count_offset = OFF(field.count), .elem_size = sizeof(struct dp_resource_pattern),         \
+        .elem_line_offset = POFF(line), ITEMS(pattern_items), .doc = what                          \
+    }
+
+static const struct key keys[] = {
+    {.path = "version",
+     .type = T_ENUM,
+     .offset = OFF(version),
+     .def = "v1",
+     .values = version_values,
+     .flags = K_EMPTY_DEFAULT,
+     .doc = "format version; only `v1` (an empty or missing version means `v1`)"},
+
+    {.path = "flags", .type = T_SECTION, .doc = "settings shared with NVIDIA's plugin"},
+    {.path = "flags.migStrategy",
+     .type = T_ENUM,
+     .offset = OFF(flags.mig_strategy),
+     .def = "none",
+     .values = mig_values,
+     .env = "MIG_STRATEGY",
+     .flag = "mig-strategy",
+     .doc = "how MIG devices are advertised: whole GPUs only, one MIG type as "
+            "`nvidia.com/gpu`, or each profile as `nvidia.com/mig-<profile>`"},
+    {.path = "flags.failOnInitError",
+     .type = T_BOOL,
+     .offset = OFF(flags.fail_on_init_error),
+     .def = "true",
+     .env = "FAIL_ON_INIT_ERROR",
+     .flag = "fail-on-init-error",
+     .doc = "exit on an initialisation error instead of waiting forever"},
+    {.path = "flags.restartOnDeviceUnhealthy",
+     .type = T_BOOL,
+     .offset = OFF(flags.restart_on_device_unhealthy),
+     .def = "false",
+     .env = "RESTART_ON_DEVICE_UNHEALTHY",
+     .flag = "restart-on-device-unhealthy",
+     .doc = "restart the plugin when a device turns unhealthy"},
+    {.path = "flags.mpsRoot",
+     .type = T_STRING,
+     .offset = OFF(flags.mps_root),
+     .def = "/run/nvidia/mps",
+     .env = "MPS_ROOT",
+     .flag = "mps-root",
+     .doc = "host directory of the MPS control daemons' pipes and logs (needed by "
+            "`sharing.mps`)"},
+    {.path = "flags.nvidiaDriverRoot",
+     .type = T_STRING,
+     .offset = OFF(flags.nvidia_driver_root),
+     .def = "/",
+     .env = "NVIDIA_DRIVER_ROOT",
+     .flag = "nvidia-driver-root",
+     .doc = "root of the driver installation (`/` or `/run/nvidia/driver`)"},
+    {.path = "flags.nvidiaDevRoot",
+     .type = T_STRING,
+     .offset = OFF(flags.nvidia_dev_root),
+     .env = "NVIDIA_DEV_ROOT",
+     .flag = "nvidia-dev-root",
+     .doc = "root of the `/dev/nvidia*` nodes; unset: the driver root"},
+    {.path = "flags.gdsEnabled",
+     .type = T_BOOL,
+     .offset = OFF(flags.gds_enabled),
+     .def = "false",
+     .env = "GDS_ENABLED",
+     .flag = "gds-enabled",
+     .doc = "start containers with `NVIDIA_GDS=enabled`"},
+    {.path = "flags.mofedEnabled",
+     .type = T_BOOL,
+     .offset = OFF(flags.mofed_enabled),
+     .def = "false",
+     .env = "MOFED_ENABLED",
+     .flag = "mofed-enabled",
+     .doc = "start containers with `NVIDIA_MOFED=enabled`"},
+    {.path = "flags.gdrcopyEnabled",
+     .type = T_BOOL,
+     .offset = OFF(flags.gdrcopy_enabled),
+     .def = "false",
+     .env = "GDRCOPY_ENABLED",
+     .flag = "gdrcopy-enabled",
+     .doc = "start containers with `NVIDIA_GDRCOPY=enabled`"},
+    {.path = "flags.useNodeFeatureAPI",
+     .type = T_BOOL,
+     .offset = OFF(flags.use_node_feature_api),
+     .def = "false",
+     .doc = "GPU feature discovery setting; read and kept, unused here"},
+    {.path = "flags.deviceDiscoveryStrategy",
+     .type = T_ENUM,
+     .offset = OFF(flags.device_discovery_strategy),
+     .def = "auto",
+     .values = discovery_values,
+     .env = "DEVICE_DISCOVERY_STRATEGY",
+     .flag = "device-discovery-strategy",
+     .doc = "how devices are found"},
+
+    {.path = "flags.plugin", .type = T_SECTION, .doc = "settings of the device plugin proper"},
+    {.path = "flags.plugin.passDeviceSpecs",
+     .type = T_BOOL,
+     .offset = OFF(flags.plugin.pass_device_specs),
+     .def = "false",
+     .env = "PASS_DEVICE_SPECS",
+     .flag = "pass-device-specs",
+     .doc = "return the `/dev/nvidia*` device specs in Allocate"},
+    {.path = "flags.plugin.deviceListStrategy",
+     .type = T_ENUM_SET,
+     .offset = OFF(flags.plugin.device_list_strategy),
+     .def = "envvar",
+     .values = list_values,
+     .env = "DEVICE_LIST_STRATEGY",
+     .flag = "device-list-strategy",
+     .doc = "how the device list reaches the container runtime; a string or a list "
+            "(comma-separated on the command line)"},
+    {.path = "flags.plugin.deviceIDStrategy",
+     .type = T_ENUM,
+     .offset = OFF(flags.plugin.device_id_strategy),
+     .def = "uuid",
+     .values = id_values,
+     .env = "DEVICE_ID_STRATEGY",
+     .flag = "device-id-strategy",
+     .doc = "name devices by UUID or by index"},
+    {.path = "flags.plugin.cdiAnnotationPrefix",
+     .type = T_STRING,
+     .offset = OFF(flags.plugin.cdi_annotation_prefix),
+     .def = "cdi.k8s.io/",
+     .env = "CDI_ANNOTATION_PREFIX",
+     .flag = "cdi-annotation-prefix",
+     .doc = "prefix of CDI annotation keys"},
+    {.path = "flags.plugin.nvidiaCTKPath",
+     .type = T_STRING,
+     .offset = OFF(flags.plugin.nvidia_ctk_path),
+     .def = "/usr/bin/nvidia-ctk",
+     .env = "NVIDIA_CTK_PATH",
+     .flag = "nvidia-ctk-path",
+     .doc = "nvidia-ctk named in generated CDI specifications"},
+    {.path = "flags.plugin.containerDriverRoot",
+     .type = T_STRING,
+     .offset = OFF(flags.plugin.container_driver_root),
+     .def = "/driver-root",
+     .env = "CONTAINER_DRIVER_ROOT",
+     .flag = "container-driver-root",
+     .doc = "where the driver root is mounted in the plugin's container"},
+    {.path = "flags.plugin.sharedDevicesAllocationPolicy",
+     .type = T_ENUM,
+     .offset = OFF(flags.plugin.shared_devices_allocation_policy),
+     .def = "distributed",
+     .values = policy_values,
+     .env = "SHARED_DEVICES_ALLOCATION_POLICY",
+     .flag = "shared-devices-allocation-policy",
+     .doc = "pick replicas from the least used GPU (`distributed`) or the most used "
+            "(`packed`)"},
+
+    {.path = "flags.gfd",
+     .type = T_SECTION,
+     .doc = "GPU feature discovery settings; read and kept so shared files load, unused here"},
+    {.path = "flags.gfd.oneshot",
+     .type = T_BOOL,
+     .offset = OFF(flags.gfd.oneshot),
+     .def = "false",
+     .doc = "label once and exit"},
+    {.path = "flags.gfd.noTimestamp",
+     .type = T_BOOL,
+     .offset = OFF(flags.gfd.no_timestamp),
+     .def = "false",
+     .doc = "leave the timestamp label out"},
+    {.path = "flags.gfd.sleepInterval",
+     .type = T_DURATION,
+     .offset = OFF(flags.gfd.sleep_interval_ns),
+     .def = "60s",
+     .max = UINT64_MAX,
+     .doc = "time between labelling passes (Go duration: `60s`, `1m30s`)"},
+    {.path = "flags.gfd.outputFile",
+     .type = T_STRING,
+     .offset = OFF(flags.gfd.output_file),
+     .def = "/etc/kubernetes/node-feature-discovery/features.d/gfd",
+     .doc = "where labels are written"},
+    {.path = "flags.gfd.machineTypeFile",
+     .type = T_STRING,
+     .offset = OFF(flags.gfd.machine_type_file),
+     .def = "/sys/class/dmi/id/product_name",
+     .doc = "where the machine type is read"},
+
+    {.path = "resources",
+     .type = T_SECTION,
+     .doc = "resource names by product-name pattern (NVIDIA's plugin ignores these too)"},
+    PATTERNS("resources.gpus", resources.gpus, "names for full GPUs"),
+    PATTERNS("resources.mig", resources.mig, "names for MIG devices"),
+
+    {.path = "sharing", .type = T_SECTION, .doc = "advertising each GPU several times"},
+    REPLICATED("sharing.timeSlicing", sharing.time_slicing, "false",
+               "replicas share the GPU by time slicing (no isolation)"),
+    REPLICATED("sharing.mps", sharing.mps, "true",
+               "replicas share the GPU through an MPS control daemon"),
+
+    {.path = "imex",
+     .type = T_SECTION,
+     .offset = OFF(imex.line),
+     .flags = K_LINE,
+     .doc = "IMEX channels for fabric-attached GPUs"},
+    {.path = "imex.channelIDs",
+     .type = T_UINT_LIST,
+     .offset = OFF(imex.channel_ids),
+     .max = UINT32_MAX,
+     .env = "IMEX_CHANNEL_IDS",
+     .flag = "imex-channel-ids",
+     .doc = "channels given to containers: `[]` or `[0]`"},
+    {.path = "imex.required",
+     .type = T_BOOL,
+     .offset = OFF(imex.required),
+     .def = "false",
+     .env = "IMEX_REQUIRED",
+     .flag = "imex-required",
+     .doc = "fail when a requested channel does not exist"},
+
+    {.path = "health",
+     .type = T_SECTION,
+     .offset = OFF(health.line),
+     .flags = K_LINE,
+     .doc = "device health checks"},
+    {.path = "health.disabled",
+     .type = T_BOOL,
+     .offset = OFF(health.disabled),
+     .def = "false",
+     .doc = "turn health checks off"},
+    {.path = "health.eventTypes",
+     .type = T_ENUM_SET,
+     .offset = OFF(health.event_types),
+     .def = "EventTypeXidCriticalError,EventTypeDoubleBitEccError,EventTypeSingleBitEccError",
+     .values = event_values,
+     .doc = "NVML events watched"},
+    {.path = "health.ignoredXIDs",
+     .type = T_UINT_LIST,
+     .offset = OFF(health.ignored_xids),
+     .def = "13,31,43,45,68,109",
+     .max = UINT64_MAX,
+     .flags = K_EMPTY_KEEPS,
+     .doc = "XIDs that never mark a device unhealthy (an empty list keeps the default)"},
+    {.path = "health.criticalXIDs",
+     .type = T_XIDS,
+     .offset = OFF(health.critical_xids),
+     .def = "all",
+     .max = UINT64_MAX,
+     .doc = "XIDs that mark a device unhealthy: `all` or a list"},
+
+    {.path = "vgpu", .type = T_SECTION, .doc = "vgpu's own settings (HAMi-compatible sharing)"},
+    {.path = "vgpu.deviceSplitCount",
+     .type = T_UINT,
+     .offset = OFF(vgpu.device_split_count),
+     .def = "10",
+     .min = 1,
+     .max = 1024,
+     .env = "DEVICE_SPLIT_COUNT",
+     .flag = "device-split-count",
+     .doc = "how many containers may share one GPU"},
+    {.path = "vgpu.deviceMemoryScaling",
+     .type = T_FLOAT,
+     .offset = OFF(vgpu.device_memory_scaling),
+     .def = "1",
+     .fmin = 0.01,
+     .fmax = 100,
+     .env = "DEVICE_MEMORY_SCALING",
+     .flag = "device-memory-scaling",
+     .doc = "memory advertised per GPU as a multiple of the real memory (above 1: "
+            "oversubscription)"},
+    {.path = "vgpu.deviceCoreScaling",
+     .type = T_FLOAT,
+     .offset = OFF(vgpu.device_core_scaling),
+     .def = "1",
+     .fmin = 0.01,
+     .fmax = 100,
+     .env = "DEVICE_CORE_SCALING",
+     .flag = "device-cores-scaling",
+     .doc = "compute advertised per GPU as a multiple of 100 %"},
+    {.path = "vgpu.defaultCores",
+     .type = T_UINT,
+     .offset = OFF(vgpu.default_cores),
+     .def = "0",
+     .min = 0,
+     .max = 100,
+     .env = "DEFAULT_CORES",
+     .flag = "default-cores",
+     .doc = "compute share (percent) for a container that asks for none; 0: no limit"},
+    {.path = "vgpu.defaultMemory",
+     .type = T_MIB,
+     .offset = OFF(vgpu.default_memory_mib),
+     .def = "0",
+     .max = UINT64_MAX,
+     .env = "DEFAULT_MEMORY",
+     .flag = "default-memory",
+     .doc = "memory for a container that asks for none: MiB or a quantity (`4GiB`); 0: the "
+            "whole GPU"},
+    {.path = "vgpu.disableCoreLimit",
+     .type = T_BOOL,
+     .offset = OFF(vgpu.disable_core_limit),
+     .def = "false",
+     .env = "DISABLE_CORE_LIMIT",
+     .flag = "disable-core-limit",
+     .doc = "never limit compute, only memory"},
+    {.path = "vgpu.libvgpuPath",
+     .type = T_STRING,
+     .offset = OFF(vgpu.libvgpu_path),
+     .def = "/usr/local/vgpu/libvgpu.so",
+     .env = "VGPU_LIBVGPU_PATH",
+     .flag = "libvgpu-path",
+     .doc = "host path of libvgpu.so, mounted into containers"},
+    {.path = "vgpu.ldSoPreloadPath",
+     .type = T_STRING,
+     .offset = OFF(vgpu.ld_so_preload_path),
+     .def = "/usr/local/vgpu/ld.so.preload",
+     .env = "VGPU_LD_SO_PRELOAD_PATH",
+     .flag = "ld-so-preload-path",
+     .doc = "host file mounted as the container's `/etc/ld.so.preload`"},
+    {.path = "vgpu.regionDir",
+     .type = T_STRING,
+     .offset = OFF(vgpu.region_dir),
+     .def = "/usr/local/vgpu/containers",
+     .env = "VGPU_REGION_DIR",
+     .flag = "region-dir",
+     .doc = "host directory holding one directory per container (limits file, shared region)"},
+
+    {.path = "nodeName",
+     .type = T_STRING,
+     .offset = OFF(cli.node_name),
+     .env = "NODE_NAME",
+     .flag = "node-name",
+     .flags = K_CLI_ONLY,
+     .doc = "this node's name in Kubernetes"},
+    {.path = "kubeletDir",
+     .type = T_STRING,
+     .offset = OFF(cli.kubelet_dir),
+     .def = "/var/lib/kubelet/device-plugins",
+     .flag = "kubelet-dir",
+     .flags = K_CLI_ONLY,
+     .doc = "the kubelet's device-plugin directory (kubelet.sock and our sockets)"},
+    {.path = "kubeconfig",
+     .type = T_STRING,
+     .offset = OFF(cli.kubeconfig),
+     .flag = "kubeconfig",
+     .flags = K_CLI_ONLY,
+     .doc = "kubeconfig file; unset: in-cluster credentials"},
+    {.path = "config",
+     .type = T_STRING,
+     .offset = OFF(cli.config_file),
+     .env = "CONFIG_FILE",
+     .flag = "config",
+     .flags = K_CLI_ONLY,
+     .doc = "this configuration file"},
+};
+
+#define KEY_COUNT (sizeof keys / sizeof keys[0])
+
+/* ---- small helpers ------------------------------------------------------------------ */
+
+#define AT(base, off, type) ((type *)(void *)((char *)(base) + (off)))
+
+static void *list_items(void *base, const struct key *k)
+{
+    void *items;
+    memcpy(&items, (char *)base + k->offset, sizeof items);
+    return items;
+}
+
+static void set_list_items(void *base, const struct key *k, void *items)
+{
+    memcpy((char *)base + k->offset, &items, sizeof items);
+}
+
+static size_t value_list(const char *const *values, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; values[i] != NULL; i++) {
+        int n = vg_snprintf(buf + used, size - used, "%s%s", i ? ", " : "", values[i]);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+    return used;
+}
+
+static int enum_index(const char *const *values, const char *s)
+{
+    for (int i = 0; values[i] != NULL; i++)
+        if (strcmp(values[i], s) == 0)
+            return i;
+    return -1;
+}
+
+/* A "why" buffer for value errors; the caller adds where. */
+struct why {
+    char msg[VG_ERR_MSG_MAX];
+};
+
+__attribute__((format(printf, 2, 3))) static int why_set(struct why *why, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(why->msg, sizeof why->msg, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        why->msg[0] = '\0';
+    return -EINVAL;
+}
+
+/* Quotes a value for a message, shortened so the message keeps its key and place. */
+static const char *shown(const char *s, char *buf, size_t size)
+{
+    size_t len = strlen(s);
+    if (len + 1 <= size)
+        return s;
+    memcpy(buf, s, size - 4);
+    memcpy(buf + size - 4, "...", 4);
+    return buf;
+}
+
+/* Checked strtod: the whole string, finite, no range error. */
+static int parse_double(const char *s, double *out)
+{
+    if (s[0] == '\0' || s[0] == ' ' || s[0] == '\t')
+        return -EINVAL;
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || errno != 0 || !isfinite(v))
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+/* Go's time.ParseDuration for non-negative values: one or more <number><unit>, where
+ * number may have a fraction and unit is ns, us, µs, ms, s, m or h; "0" alone too. */
+static int parse_duration(const char *s, uint64_t *out)
+{
+    static const struct {
+        const char *unit;
+        uint64_t ns;
+    } units[] = {{"ns", 1},
+                 {"us", 1000},
+                 {"\xc2\xb5s", 1000},
+                 {"ms", 1000000},
+                 {"s", 1000000000ull},
+                 {"m", 60000000000ull},
+                 {"h", 3600000000000ull}};
+    if (strcmp(s, "0") == 0) {
+        *out = 0;
+        return 0;
+    }
+    if (*s == '+')
+        s++;
+    if (*s == '\0')
+        return -EINVAL;
+    double total = 0;
+    while (*s != '\0') {
+        const char *start = s;
+        double whole = 0, frac = 0, scale = 1;
+        bool digits = false;
+        while (*s >= '0' && *s <= '9') {
+            whole = whole * 10 + (*s++ - '0');
+            digits = true;
+        }
+        if (*s == '.') {
+            s++;
+            while (*s >= '0' && *s <= '9') {
+                scale /= 10;
+                frac += (*s++ - '0') * scale;
+                digits = true;
+            }
+        }
+        if (!digits || s == start)
+            return -EINVAL;
+        size_t best = 0;
+        uint64_t mult = 0;
+        for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+            size_t n = strlen(units[i].unit);
+            if (strncmp(s, units[i].unit, n) == 0 && n > best) {
+                best = n;
+                mult = units[i].ns;
+            }
+        }
+        if (best == 0)
+            return -EINVAL;
+        s += best;
+        total += (whole + frac) * (double)mult;
+    }
+    if (total >= 18446744073709551615.0)
+        return -ERANGE;
+    *out = (uint64_t)total;
+    return 0;
+}
+
+/* ---- values from text (defaults, environment, command line, YAML scalars) ----------- */
+
+static bool text_bool(const char *s, bool *out)
+{
+    /* strconv.ParseBool, which NVIDIA's flags use for the environment and flags. */
+    static const char *const yes[] = {"1", "t", "T", "TRUE", "true", "True", NULL};
+    static const char *const no[] = {"0", "f", "F", "FALSE", "false", "False", NULL};
+    if (enum_index(yes, s) >= 0)
+        *out = true;
+    else if (enum_index(no, s) >= 0)
+        *out = false;
+    else
+        return false;
+    return true;
+}
+
+static int set_enum_member(const struct key *k, const char *s, unsigned *set, struct why *why)
+{
+    char list[200], b[64];
+    int i = enum_index(k->values, s);
+    if (i < 0) {
+        value_list(k->values, list, sizeof list);
+        return why_set(why, "'%s' is not one of %s", shown(s, b, sizeof b), list);
+    }
+    *set |= 1u << i;
+    return 0;
+}
+
+static void uint_list_clear(struct dp_uint_list *l)
+{
+    free(l->items);
+    l->items = NULL;
+    l->count = 0;
+}
+
+static void uint_list_push(struct dp_uint_list *l, uint64_t v)
+{
+    l->items = xrealloc(l->items, (l->count + 1) * sizeof l->items[0]);
+    l->items[l->count++] = v;
+}
+
+static int text_uint(const struct key *k, const char *s, uint64_t *out, struct why *why)
+{
+    struct vg_err e = {0};
+    char b[64];
+    if (vg_parse_u64(s, k->min, k->max ? k->max : UINT64_MAX, out, &e) < 0) {
+        if (k->max != 0 && k->max != UINT64_MAX)
+            return why_set(why, "'%s' is not a whole number from %llu to %llu",
+                           shown(s, b, sizeof b), (unsigned long long)k->min,
+                           (unsigned long long)k->max);
+        return why_set(why, "'%s' is not a whole number", shown(s, b, sizeof b));
+    }
+    return 0;
+}
+
+/* Comma-separated lists on the command line and in defaults; "" is the empty list. */
+static int text_uint_list(const struct key *k, const char *s, struct dp_uint_list *out,
+                          struct why *why)
+{
+    struct dp_uint_list l = {0};
+    while (*s != '\0') {
+        const char *comma = strchr(s, ',');
+        size_t n = comma ? (size_t)(comma - s) : strlen(s);
+        char item[32];
+        uint64_t v;
+        if (n >= sizeof item) {
+            uint_list_clear(&l);
+            return why_set(why, "list item too long");
+        }
+        memcpy(item, s, n);
+        item[n] = '\0';
+        if (text_uint(k, item, &v, why) < 0) {
+            uint_list_clear(&l);
+            return -EINVAL;
+        }
+        uint_list_push(&l, v);
+        s += n + (comma ? 1 : 0);
+    }
+    uint_list_clear(out);
+    *out = l;
+    return 0;
+}
+
+static void devices_clear(struct dp_devices *d)
+{
+    for (size_t i = 0; i < d->list_count; i++)
+        free(d->list[i]);
+    free(d->list);
+    memset(d, 0, sizeof *d);
+}
+
+static void free_fields(const struct key *table, size_t n, void *base);
+
+/* Parses text into the key's field. Used for defaults, the environment and the command
+ * line, and for YAML scalars once their YAML type has been checked. */
+static int parse_text(const struct key *k, const char *s, void *base, struct why *why)
+{
+    char b[64], list[200];
+    switch (k->type) {
+    case T_BOOL:
+        if (!text_bool(s, AT(base, k->offset, bool)))
+            return why_set(why, "'%s' is not a boolean (true or false)", shown(s, b, sizeof b));
+        return 0;
+    case T_STRING:
+    case T_RESOURCE_NAME: {
+        char **field = AT(base, k->offset, char *);
+        free(*field);
+        *field = xstrdup(s);
+        return 0;
+    }
+    case T_ENUM: {
+        int i = enum_index(k->values, s);
+        if (i < 0 && s[0] == '\0' && (k->flags & K_EMPTY_DEFAULT))
+            i = enum_index(k->values, k->def);
+        if (i < 0) {
+            value_list(k->values, list, sizeof list);
+            return why_set(why, "'%s' is not one of %s", shown(s, b, sizeof b), list);
+        }
+        if (k->offset == OFF(version)) {
+            char **field = AT(base, k->offset, char *);
+            free(*field);
+            *field = xstrdup(k->values[i]);
+        } else {
+            *AT(base, k->offset, int) = i;
+        }
+        return 0;
+    }
+    case T_UINT:
+        return text_uint(k, s, AT(base, k->offset, uint64_t), why);
+    case T_FLOAT: {
+        double v;
+        if (parse_double(s, &v) < 0 || v < k->fmin || v > k->fmax)
+            return why_set(why, "'%s' is not a number from %g to %g", shown(s, b, sizeof b),
+                           k->fmin, k->fmax);
+        *AT(base, k->offset, double) = v;
+        return 0;
+    }
+    case T_DURATION:
+        if (parse_duration(s, AT(base, k->offset, uint64_t)) < 0)
+            return why_set(why, "'%s' is not a duration such as 60s or 1m30s",
+                           shown(s, b, sizeof b));
+        return 0;
+    case T_MIB: {
+        /* vg_parse_mib_default reads a bare number as MiB and answers in bytes. */
+        struct vg_err e = {0};
+        uint64_t bytes;
+        if (vg_parse_mib_default(s, &bytes, &e) < 0 || bytes % (1024 * 1024) != 0)
+            return why_set(why, "'%s' is not a whole number of MiB or a quantity such as 4GiB",
+                           shown(s, b, sizeof b));
+        *AT(base, k->offset, uint64_t) = bytes / (1024 * 1024);
+        return 0;
+    }
+    case T_ENUM_SET: {
+        unsigned set = 0;
+        const char *p = s;
+        while (*p != '\0') {
+            const char *comma = strchr(p, ',');
+            size_t n = comma ? (size_t)(comma - p) : strlen(p);
+            char item[64];
+            if (n >= sizeof item)
+                return why_set(why, "list item too long");
+            memcpy(item, p, n);
+            item[n] = '\0';
+            if (set_enum_member(k, item, &set, why) < 0)
+                return -EINVAL;
+            p += n + (comma ? 1 : 0);
+        }
+        if (set == 0) {
+            value_list(k->values, list, sizeof list);
+            return why_set(why, "needs at least one of %s", list);
+        }
+        *AT(base, k->offset, unsigned) = set;
+        return 0;
+    }
+    case T_UINT_LIST:
+        return text_uint_list(k, s, AT(base, k->offset, struct dp_uint_list), why);
+    case T_XIDS: {
+        struct dp_xids *x = AT(base, k->offset, struct dp_xids);
+        if (strcasecmp(s, "all") == 0) {
+            uint_list_clear(&x->list);
+            x->all = true;
+            return 0;
+        }
+        if (text_uint_list(k, s, &x->list, why) < 0)
+            return -EINVAL;
+        x->all = false;
+        return 0;
+    }
+    case T_DEVICES: {
+        struct dp_devices *d = AT(base, k->offset, struct dp_devices);
+        if (strcmp(s, "all") != 0)
+            return why_set(why, "devices set as '%s' but the only valid string is 'all'",
+                           shown(s, b, sizeof b));
+        devices_clear(d);
+        d->kind = DP_DEVICES_ALL;
+        return 0;
+    }
+    case T_SECTION:
+    case T_LIST:
+        break;
+    }
+    return why_set(why, "cannot be given as text");
+}
+
+/* ---- defaults and freeing ----------------------------------------------------------- */
+
+static void apply_defaults(const struct key *table, size_t n, void *base)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct key *k = &table[i];
+        if (k->def == NULL)
+            continue;
+        struct why why;
+        if (parse_text(k, k->def, base, &why) < 0)
+            abort(); /* a bad default is a bug in the table; the unit tests catch it */
+    }
+}
+
+static void free_fields(const struct key *table, size_t n, void *base)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct key *k = &table[i];
+        switch (k->type) {
+        case T_STRING:
+        case T_RESOURCE_NAME:
+            free(*AT(base, k->offset, char *));
+            *AT(base, k->offset, char *) = NULL;
+            break;
+        case T_ENUM:
+            if (k->offset == OFF(version)) {
+                free(*AT(base, k->offset, char *));
+                *AT(base, k->offset, char *) = NULL;
+            }
+            break;
+        case T_UINT_LIST:
+            uint_list_clear(AT(base, k->offset, struct dp_uint_list));
+            break;
+        case T_XIDS:
+            uint_list_clear(&AT(base, k->offset, struct dp_xids)->list);
+            break;
+        case T_DEVICES:
+            devices_clear(AT(base, k->offset, struct dp_devices));
+            break;
+        case T_LIST: {
+            char *items = list_items(base, k);
+            size_t count = *AT(base, k->count_offset, size_t);
+            for (size_t j = 0; j < count; j++)
+                free_fields(k->items, k->item_count, items + j * k->elem_size);
+            free(items);
+            set_list_items(base, k, NULL);
+            *AT(base, k->count_offset, size_t) = 0;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+}
+
+void dp_config_defaults(struct dp_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    apply_defaults(keys, KEY_COUNT, cfg);
+}
+
+void dp_config_free(struct dp_config *cfg)
+{
+    if (cfg == NULL)
+        return;
+    free_fields(keys, KEY_COUNT, cfg);
+    free(cfg->source);
+    memset(cfg, 0, sizeof *cfg);
+}
+
+/* ---- YAML decoding ------------------------------------------------------------------ */
+
+struct loader {
+    const char *name;
+    struct vg_err *err;
+};
+
+__attribute__((format(printf, 5, 6))) static int fail(struct loader *ld, int line, const char *path,
+                                                      int code, const char *fmt, ...)
+{
+    char msg[VG_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        msg[0] = '\0';
+    if (line > 0)
+        return vg_err_set(ld->err, code, "%s:%d: key '%s': %s", ld->name, line, path, msg);
+    return vg_err_set(ld->err, code, "%s: key '%s': %s", ld->name, path, msg);
+}
+
+static int node_line(struct fy_node *n)
+{
+    if (n == NULL)
+        return 0;
+    struct fy_token *t = fy_node_get_scalar_token(n);
+    if (t == NULL)
+        return 0;
+    const struct fy_mark *m = fy_token_start_mark(t);
+    return m != NULL ? m->line + 1 : 0;
+}
+
+/* The line a node starts on: its own for scalars, its first key or item for collections
+ * (libfyaml 0.7 exposes marks on tokens only), or fallback. */
+static int start_line(struct fy_node *n, int fallback)
+{
+    if (n == NULL)
+        return fallback;
+    if (fy_node_get_type(n) == FYNT_SCALAR) {
+        int l = node_line(n);
+        return l > 0 ? l : fallback;
+    }
+    void *iter = NULL;
+    if (fy_node_get_type(n) == FYNT_MAPPING) {
+        struct fy_node_pair *p = fy_node_mapping_iterate(n, &iter);
+        return p != NULL ? start_line(fy_node_pair_key(p), fallback) : fallback;
+    }
+    struct fy_node *item = fy_node_sequence_iterate(n, &iter);
+    return item != NULL ? start_line(item, fallback) : fallback;
+}
+
+enum ykind { Y_NULL, Y_BOOL, Y_INT, Y_FLOAT, Y_STRING };
+
+struct scalar {
+    enum ykind kind;
+    const char *text; /* NUL-terminated, owned by the document */
+    bool boolean;
+    bool quoted;
+};
+
+static bool all_digits(const char *s)
+{
+    if (*s == '\0')
+        return false;
+    for (; *s != '\0'; s++)
+        if (*s < '0' || *s > '9')
+            return false;
+    return true;
+}
+
+static bool looks_float(const char *s)
+{
+    if (*s == '+' || *s == '-')
+        s++;
+    static const char *const special[] = {".inf", ".Inf", ".INF", ".nan", ".NaN", ".NAN", NULL};
+    if (enum_index(special, s) >= 0)
+        return true;
+    bool digits = false, dot = false;
+    while ((*s >= '0' && *s <= '9') || *s == '.') {
+        if (*s == '.') {
+            if (dot)
+                return false;
+            dot = true;
+        } else {
+            digits = true;
+        }
+        s++;
+    }
+    if (!digits)
+        return false;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (!all_digits(s))
+            return false;
+        return true;
+    }
+    return *s == '\0' && dot;
+}
+
+/* go-yaml v2's resolution of a plain scalar, which is what NVIDIA's loader sees. */
+static int resolve_scalar(struct loader *ld, struct fy_node *n, const char *path, int line,
+                          struct scalar *out)
+{
+    static const char *const yes[] = {"y",    "Y",    "yes", "Yes", "YES", "true",
+                                      "True", "TRUE", "on",  "On",  "ON",  NULL};
+    static const char *const no[] = {"n",     "N",     "no",  "No",  "NO",  "false",
+                                     "False", "FALSE", "off", "Off", "OFF", NULL};
+    static const char *const nulls[] = {"", "~", "null", "Null", "NULL", NULL};
+    memset(out, 0, sizeof *out);
+    if (n == NULL) {
+        out->kind = Y_NULL;
+        out->text = "";
+        return 0;
+    }
+    enum fy_node_style style = fy_node_get_style(n);
+    if (style == FYNS_ALIAS)
+        return fail(ld, line, path, -EINVAL, "anchors and aliases are not supported");
+    size_t len = 0;
+    const char *raw = fy_node_get_scalar(n, &len);
+    const char *text = fy_node_get_scalar0(n);
+    if (raw == NULL || text == NULL)
+        return fail(ld, line, path, -ENOMEM, "cannot read the value");
+    if (strlen(text) != len)
+        return fail(ld, line, path, -EINVAL, "the value contains a NUL character");
+    out->text = text;
+    if (style != FYNS_PLAIN) {
+        out->kind = Y_STRING;
+        out->quoted = style == FYNS_SINGLE_QUOTED || style == FYNS_DOUBLE_QUOTED;
+        return 0;
+    }
+    if (enum_index(nulls, text) >= 0) {
+        out->kind = Y_NULL;
+    } else if (enum_index(yes, text) >= 0) {
+        out->kind = Y_BOOL;
+        out->boolean = true;
+    } else if (enum_index(no, text) >= 0) {
+        out->kind = Y_BOOL;
+        out->boolean = false;
+    } else if (all_digits(text[0] == '-' || text[0] == '+' ? text + 1 : text)) {
+        out->kind = Y_INT;
+    } else if (looks_float(text)) {
+        out->kind = Y_FLOAT;
+    } else {
+        out->kind = Y_STRING;
+    }
+    return 0;
+}
+
+static const char *kind_name(const struct scalar *s)
+{
+    switch (s->kind) {
+    case Y_NULL:
+        return "null";
+    case Y_BOOL:
+        return "a boolean";
+    case Y_INT:
+        return "an integer";
+    case Y_FLOAT:
+        return "a number";
+    case Y_STRING:
+        return s->quoted ? "a quoted string" : "a string";
+    }
+    return "?";
+}
+
+static const char *node_kind(struct fy_node *n)
+{
+    switch (fy_node_get_type(n)) {
+    case FYNT_MAPPING:
+        return "a mapping";
+    case FYNT_SEQUENCE:
+        return "a list";
+    default:
+        return "a scalar";
+    }
+}
+
+static int wrong_type(struct loader *ld, int line, const char *path, const char *want,
+                      const struct scalar *s)
+{
+    char b[64];
+    return fail(ld, line, path, -EINVAL, "expected %s, got %s '%s'", want, kind_name(s),
+                shown(s->text, b, sizeof b));
+}
+
+static int why_fail(struct loader *ld, int line, const char *path, const struct why *why)
+{
+    return fail(ld, line, path, -EINVAL, "%s", why->msg);
+}
+
+/* One scalar into one key; sequences only for the list-valued types. */
+static int decode_scalar_key(struct loader *ld, const struct key *k, struct fy_node *v,
+                             const char *path, int line, void *base)
+{
+    struct scalar s;
+    struct why why;
+    int rc = resolve_scalar(ld, v, path, line, &s);
+    if (rc < 0)
+        return rc;
+    if (s.kind == Y_NULL)
+        return 0; /* as in Go: null leaves the field as it was */
+    bool ok;
+    switch (k->type) {
+    case T_BOOL:
+        if (s.kind != Y_BOOL)
+            return wrong_type(ld, line, path, "a boolean (true or false)", &s);
+        *AT(base, k->offset, bool) = s.boolean;
+        return 0;
+    case T_UINT:
+        if (s.kind != Y_INT)
+            return wrong_type(ld, line, path, "an integer", &s);
+        break;
+    case T_FLOAT:
+        if (s.kind != Y_INT && s.kind != Y_FLOAT)
+            return wrong_type(ld, line, path, "a number", &s);
+        break;
+    case T_DURATION:
+        if (s.kind == Y_INT) {
+            uint64_t ns;
+            struct vg_err e = {0};
+            if (vg_parse_u64(s.text, 0, UINT64_MAX, &ns, &e) < 0)
+                return fail(ld, line, path, -EINVAL, "'%s' is not a duration", s.text);
+            *AT(base, k->offset, uint64_t) = ns;
+            return 0;
+        }
+        if (s.kind != Y_STRING)
+            return wrong_type(ld, line, path, "a duration such as 60s", &s);
+        break;
+    case T_MIB:
+        ok = s.kind == Y_INT || s.kind == Y_STRING;
+        if (!ok)
+            return wrong_type(ld, line, path, "MiB or a quantity such as 4GiB", &s);
+        break;
+    case T_STRING:
+    case T_ENUM:
+    case T_ENUM_SET:
+    case T_XIDS:
+    case T_RESOURCE_NAME:
+        /* sigs.k8s.io/yaml turns any scalar into text for a string field. */
+        if (k->type == T_XIDS && strcasecmp(s.text, "all") != 0)
+            return fail(ld, line, path, -EINVAL, "expected 'all' or a list of XIDs, got '%s'",
+                        s.text);
+        break;
+    case T_UINT_LIST:
+        return wrong_type(ld, line, path, "a list of integers", &s);
+    case T_DEVICES: {
+        struct dp_devices *d = AT(base, k->offset, struct dp_devices);
+        if (s.kind == Y_INT) {
+            uint64_t count;
+            struct vg_err e = {0};
+            if (vg_parse_u64(s.text, 1, 1024, &count, &e) < 0)
+                return fail(ld, line, path, -EINVAL,
+                            "devices set as '%s' but a count of devices must be from 1 to 1024",
+                            s.text);
+            devices_clear(d);
+            d->kind = DP_DEVICES_COUNT;
+            d->count = count;
+            return 0;
+        }
+        if (s.kind != Y_STRING)
+            return wrong_type(ld, line, path, "'all', a count or a list of devices", &s);
+        break;
+    }
+    case T_SECTION:
+    case T_LIST:
+        return fail(ld, line, path, -EINVAL, "expected %s, got %s '%s'",
+                    k->type == T_LIST ? "a list" : "a mapping", kind_name(&s), s.text);
+    }
+    if (parse_text(k, s.text, base, &why) < 0)
+        return why_fail(ld, line, path, &why);
+    return 0;
+}
+
+static bool is_uuid(const char *s)
+{
+    /* 8-4-4-4-12 hex digits, or 32 hex digits. */
+    size_t len = strlen(s);
+    if (len == 36) {
+        for (size_t i = 0; i < len; i++) {
+            bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+            if (dash ? s[i] != '-'
+                     : !((s[i] >= '0' && s[i] <= '9') ||
+                         ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'f')))
+                return false;
+        }
+        return true;
+    }
+    if (len != 32)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'f')))
+            return false;
+    return true;
+}
+
+static bool is_mig_index(const char *s)
+{
+    const char *colon = strchr(s, ':');
+    if (colon == NULL || colon == s || strchr(colon + 1, ':') != NULL)
+        return false;
+    for (const char *p = s; p < colon; p++)
+        if (*p < '0' || *p > '9')
+            return false;
+    return all_digits(colon + 1);
+}
+
+static bool is_device_ref(const char *s)
+{
+    if (all_digits(s) || is_mig_index(s))
+        return true;
+    if (strncmp(s, "GPU-", 4) == 0)
+        return is_uuid(s + 4);
+    if (strncmp(s, "MIG-", 4) != 0)
+        return false;
+    s += 4;
+    if (is_uuid(s))
+        return true;
+    /* MIG-GPU-<uuid>/<gi>/<ci> */
+    if (strncmp(s, "GPU-", 4) != 0 || strlen(s) < 4 + 36 + 4)
+        return false;
+    char uuid[37];
+    memcpy(uuid, s + 4, 36);
+    uuid[36] = '\0';
+    if (!is_uuid(uuid) || s[40] != '/')
+        return false;
+    const char *rest = s + 41;
+    const char *slash = strchr(rest, '/');
+    if (slash == NULL || slash == rest)
+        return false;
+    for (const char *p = rest; p < slash; p++)
+        if (*p < '0' || *p > '9')
+            return false;
+    return all_digits(slash + 1);
+}
+
+static int decode_sequence_key(struct loader *ld, const struct key *k, struct fy_node *v,
+                               const char *path, int line, void *base)
+{
+    char item_path[160];
+    void *iter = NULL;
+    struct fy_node *item;
+    size_t index = 0;
+    struct dp_uint_list uints = {0};
+    struct dp_devices devices = {.kind = DP_DEVICES_LIST};
+    unsigned set = 0;
+    int rc = 0;
+    if (k->type != T_ENUM_SET && k->type != T_UINT_LIST && k->type != T_XIDS &&
+        k->type != T_DEVICES)
+        return fail(ld, line, path, -EINVAL, "expected %s, got a list",
+                    k->type == T_SECTION ? "a mapping" : "a single value");
+    while ((item = fy_node_sequence_iterate(v, &iter)) != NULL) {
+        vg_snprintf(item_path, sizeof item_path, "%s[%zu]", path, index++);
+        int item_line = start_line(item, line);
+        struct scalar s;
+        struct why why;
+        if (fy_node_get_type(item) != FYNT_SCALAR) {
+            rc = fail(ld, item_line, item_path, -EINVAL, "expected a single value, got %s",
+                      node_kind(item));
+            break;
+        }
+        if ((rc = resolve_scalar(ld, item, item_path, item_line, &s)) < 0)
+            break;
+        if (k->type == T_ENUM_SET) {
+            if (s.kind == Y_NULL || s.kind == Y_BOOL) {
+                rc = wrong_type(ld, item_line, item_path, "a string", &s);
+                break;
+            }
+            if (set_enum_member(k, s.text, &set, &why) < 0) {
+                rc = why_fail(ld, item_line, item_path, &why);
+                break;
+            }
+        } else if (k->type == T_DEVICES) {
+            bool ok = (s.kind == Y_INT && all_digits(s.text)) ||
+                      (s.kind != Y_NULL && s.kind != Y_BOOL && is_device_ref(s.text));
+            if (!ok) {
+                rc = fail(ld, item_line, item_path, -EINVAL,
+                          "'%s' is not a GPU index, MIG index (0:1) or GPU-/MIG- UUID", s.text);
+                break;
+            }
+            devices.list = xrealloc(devices.list, (devices.list_count + 1) * sizeof(char *));
+            devices.list[devices.list_count++] = xstrdup(s.text);
+        } else {
+            uint64_t u;
+            if (s.kind != Y_INT) {
+                rc = wrong_type(ld, item_line, item_path, "an integer", &s);
+                break;
+            }
+            if (text_uint(k, s.text, &u, &why) < 0) {
+                rc = why_fail(ld, item_line, item_path, &why);
+                break;
+            }
+            uint_list_push(&uints, u);
+        }
+    }
+    if (rc == 0) {
+        char list[200];
+        switch (k->type) {
+        case T_ENUM_SET:
+            if (set == 0) {
+                value_list(k->values, list, sizeof list);
+                rc = fail(ld, line, path, -EINVAL, "needs at least one of %s", list);
+                break;
+            }
+            *AT(base, k->offset, unsigned) = set;
+            break;
+        case T_DEVICES:
+            if (devices.list_count == 0) {
+                rc = fail(ld, line, path, -EINVAL, "an empty list of devices shares nothing");
+                break;
+            }
+            devices_clear(AT(base, k->offset, struct dp_devices));
+            *AT(base, k->offset, struct dp_devices) = devices;
+            devices.list = NULL;
+            devices.list_count = 0;
+            break;
+        case T_XIDS: {
+            struct dp_xids *x = AT(base, k->offset, struct dp_xids);
+            uint_list_clear(&x->list);
+            x->all = false;
+            x->list = uints;
+            uints.items = NULL;
+            break;
+        }
+        default:
+            if (uints.count == 0 && (k->flags & K_EMPTY_KEEPS))
+                break;
+            uint_list_clear(AT(base, k->offset, struct dp_uint_list));
+            *AT(base, k->offset, struct dp_uint_list) = uints;
+            uints.items = NULL;
+            break;
+        }
+    }
+    uint_list_clear(&uints);
+    devices_clear(&devices);
+    return rc;
+}
+
+static int decode_mapping(struct loader *ld, struct fy_node *map, const struct key *table, size_t n,
+                          const char *prefix, const char *shown_prefix, void *base,
+                          unsigned *seen_required);
+
+static int decode_list(struct loader *ld, const struct key *k, struct fy_node *v, const char *path,
+                       int line, void *base)
+{
+    if (fy_node_get_type(v) != FYNT_SEQUENCE)
+        return fail(ld, line, path, -EINVAL, "expected a list, got %s", node_kind(v));
+    int total = fy_node_sequence_item_count(v);
+    if (total < 0)
+        return fail(ld, line, path, -EINVAL, "cannot read the list");
+    /* Decode into a fresh array; the old one is replaced only when all items are good. */
+    size_t count = (size_t)total;
+    char *items = xcalloc(count ? count : 1, k->elem_size);
+    void *iter = NULL;
+    struct fy_node *item;
+    size_t done = 0;
+    int rc = 0;
+    char item_path[160];
+    while ((item = fy_node_sequence_iterate(v, &iter)) != NULL && done < count) {
+        void *elem = items + done * k->elem_size;
+        vg_snprintf(item_path, sizeof item_path, "%s[%zu]", path, done);
+        int item_line = start_line(item, line);
+        apply_defaults(k->items, k->item_count, elem);
+        *AT(elem, k->elem_line_offset, int) = item_line;
+        done++;
+        if (fy_node_get_type(item) != FYNT_MAPPING) {
+            rc = fail(ld, item_line, item_path, -EINVAL, "expected a mapping, got %s",
+                      node_kind(item));
+            break;
+        }
+        unsigned seen = 0;
+        rc = decode_mapping(ld, item, k->items, k->item_count, "", item_path, elem, &seen);
+        if (rc < 0)
+            break;
+        for (size_t j = 0; j < k->item_count; j++) {
+            if ((k->items[j].flags & K_REQUIRED) && !(seen & (1u << j))) {
+                rc = fail(ld, item_line, item_path, -EINVAL, "'%s' is required", k->items[j].path);
+                break;
+            }
+        }
+        if (rc < 0)
+            break;
+    }
+    if (rc < 0) {
+        for (size_t j = 0; j < done; j++)
+            free_fields(k->items, k->item_count, items + j * k->elem_size);
+        free(items);
+        return rc;
+    }
+    /* Replace the previous list. */
+    char *old = list_items(base, k);
+    size_t old_count = *AT(base, k->count_offset, size_t);
+    for (size_t j = 0; j < old_count; j++)
+        free_fields(k->items, k->item_count, old + j * k->elem_size);
+    free(old);
+    if (done == 0) {
+        free(items);
+        items = NULL;
+    }
+    set_list_items(base, k, items);
+    *AT(base, k->count_offset, size_t) = done;
+    return 0;
+}
+
+static const struct key *find_key(const struct key *table, size_t n, const char *path, bool fold)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (table[i].flags & K_CLI_ONLY)
+            continue;
+        if (fold ? strcasecmp(table[i].path, path) == 0 : strcmp(table[i].path, path) == 0)
+            return &table[i];
+    }
+    return NULL;
+}
+
+static int decode_mapping(struct loader *ld, struct fy_node *map, const struct key *table, size_t n,
+                          const char *prefix, const char *shown_prefix, void *base,
+                          unsigned *seen_required)
+{
+    void *iter = NULL;
+    struct fy_node_pair *pair;
+    /* Lines where each key of this mapping was first seen, to refuse a second one. */
+    int first_line[KEY_COUNT] = {0};
+    bool seen[KEY_COUNT] = {false};
+    while ((pair = fy_node_mapping_iterate(map, &iter)) != NULL) {
+        struct fy_node *kn = fy_node_pair_key(pair);
+        struct fy_node *v = fy_node_pair_value(pair);
+        int line = start_line(kn, start_line(v, 0));
+        char lookup[160], path[200], b[64];
+        if (kn == NULL || fy_node_get_type(kn) != FYNT_SCALAR ||
+            fy_node_get_style(kn) == FYNS_ALIAS)
+            return fail(ld, line, shown_prefix[0] ? shown_prefix : "(top level)", -EINVAL,
+                        "keys must be plain strings");
+        size_t klen = 0;
+        const char *kraw = fy_node_get_scalar(kn, &klen);
+        const char *key = fy_node_get_scalar0(kn);
+        if (kraw == NULL || key == NULL)
+            return fail(ld, line, shown_prefix, -ENOMEM, "cannot read a key");
+        int r1 = vg_snprintf(lookup, sizeof lookup, "%s%s%s", prefix, prefix[0] ? "." : "", key);
+        int r2 =
+            vg_snprintf(path, sizeof path, "%s%s%s", shown_prefix, shown_prefix[0] ? "." : "", key);
+        if (r1 < 0 || r2 < 0 || strlen(key) != klen)
+            return fail(ld, line, shown(path, b, sizeof b), -EINVAL, "unknown key");
+        const struct key *k =
+            strpbrk(key, ".[]") == NULL ? find_key(table, n, lookup, false) : NULL;
+        if (k == NULL) {
+            const struct key *near =
+                strpbrk(key, ".[]") == NULL ? find_key(table, n, lookup, true) : NULL;
+            if (near != NULL) {
+                const char *dot = strrchr(near->path, '.');
+                return fail(ld, line, path, -EINVAL, "unknown key (did you mean '%s'?)",
+                            dot ? dot + 1 : near->path);
+            }
+            return fail(ld, line, path, -EINVAL, "unknown key");
+        }
+        size_t index = (size_t)(k - table);
+        if (seen[index])
+            return fail(ld, line, path, -EINVAL, "given twice (first on line %d)",
+                        first_line[index]);
+        seen[index] = true;
+        first_line[index] = line;
+        if (seen_required != NULL)
+            *seen_required |= 1u << index;
+        int rc;
+        if (v != NULL && fy_node_get_style(v) == FYNS_ALIAS)
+            return fail(ld, line, path, -EINVAL, "anchors and aliases are not supported");
+        enum fy_node_type vt = v != NULL ? fy_node_get_type(v) : FYNT_SCALAR;
+        if (k->type == T_SECTION) {
+            if (k->flags & K_LINE)
+                *AT(base, k->offset, int) = line;
+            if (vt == FYNT_MAPPING)
+                rc = decode_mapping(ld, v, table, n, lookup, path, base, NULL);
+            else if (vt == FYNT_SEQUENCE && fy_node_sequence_item_count(v) == 0)
+                rc = 0; /* `resources: []` is in files users copy; it says nothing */
+            else if (vt == FYNT_SCALAR) {
+                struct scalar s;
+                rc = resolve_scalar(ld, v, path, line, &s);
+                if (rc == 0 && s.kind != Y_NULL)
+                    rc = fail(ld, line, path, -EINVAL, "expected a mapping, got %s '%s'",
+                              kind_name(&s), shown(s.text, b, sizeof b));
+            } else
+                rc = fail(ld, line, path, -EINVAL, "expected a mapping, got %s", node_kind(v));
+        } else if (k->type == T_LIST) {
+            if (vt == FYNT_SCALAR) {
+                struct scalar s;
+                rc = resolve_scalar(ld, v, path, line, &s);
+                if (rc == 0 && s.kind != Y_NULL)
+                    rc = fail(ld, line, path, -EINVAL, "expected a list, got %s '%s'",
+                              kind_name(&s), shown(s.text, b, sizeof b));
+            } else
+                rc = decode_list(ld, k, v, path, line, base);
+        } else if (vt == FYNT_SEQUENCE) {
+            rc = decode_sequence_key(ld, k, v, path, line, base);
+        } else if (vt == FYNT_MAPPING) {
+            rc = fail(ld, line, path, -EINVAL, "expected a single value, got a mapping");
+        } else {
+            rc = decode_scalar_key(ld, k, v, path, line, base);
+        }
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* libfyaml's diagnostics, kept instead of printed: the first error with its place. */
+struct diag_capture {
+    char first[200];
+};
+
+static void diag_output(struct fy_diag *diag, void *user, const char *buf, size_t len)
+{
+    (void)diag;
+    struct diag_capture *capture = user;
+    if (capture->first[0] != '\0')
+        return;
+    size_t n = len < sizeof capture->first - 1 ? len : sizeof capture->first - 1;
+    memcpy(capture->first, buf, n);
+    capture->first[n] = '\0';
+    char *nl = strchr(capture->first, '\n');
+    if (nl != NULL)
+        *nl = '\0';
+}
+
+static bool blank_document(const char *text, size_t len)
+{
+    bool comment = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (c == '\n')
+            comment = false;
+        else if (c == '#')
+            comment = true;
+        else if (!comment && c != ' ' && c != '\t' && c != '\r')
+            return false;
+    }
+    return true;
+}
+
+/* Moves src's contents into dst (freeing dst's first). */
+static void move_config(struct dp_config *dst, struct dp_config *src)
+{
+    dp_config_free(dst);
+    *dst = *src;
+    memset(src, 0, sizeof *src);
+}
+
+int dp_config_load_buffer(const char *name, const char *text, size_t len, struct dp_config *cfg,
+                          struct vg_err *err)
+{
+    if (name == NULL)
+        name = "(config)";
+    if (len > DP_CONFIG_MAX_BYTES)
+        return vg_err_set(err, -EFBIG, "%s: larger than %d bytes", name, DP_CONFIG_MAX_BYTES);
+    if (len > 0 && memchr(text, '\0', len) != NULL)
+        return vg_err_set(err, -EINVAL, "%s: contains a NUL byte", name);
+
+    struct dp_config work;
+    dp_config_defaults(&work);
+    work.source = xstrdup(name);
+    if (len == 0 || blank_document(text, len)) {
+        /* As NVIDIA's loader: an empty file is all defaults. */
+        int rc = dp_config_validate(&work, err);
+        if (rc == 0)
+            move_config(cfg, &work);
+        dp_config_free(&work);
+        return rc;
+    }
+
+    struct diag_capture capture = {{0}};
+    struct fy_diag_cfg diag_cfg;
+    fy_diag_cfg_default(&diag_cfg);
+    diag_cfg.fp = NULL;
+    diag_cfg.output_fn = diag_output;
+    diag_cfg.user = &capture;
+    diag_cfg.level = FYET_ERROR;
+    diag_cfg.colorize = false;
+    diag_cfg.show_source = false;
+    diag_cfg.show_type = false;
+    diag_cfg.show_module = false;
+    diag_cfg.show_position = true;
+    struct fy_diag *diag = fy_diag_create(&diag_cfg);
+    if (diag == NULL) {
+        dp_config_free(&work);
+        return vg_err_set(err, -ENOMEM, "%s: cannot create a YAML diagnostic object", name);
+    }
+    struct fy_parse_cfg parse_cfg = {
+        /* Duplicate keys are allowed here and refused by decode_mapping(), whose message
+         * names the key. */
+        .flags = FYPCF_DEFAULT_VERSION_AUTO | FYPCF_DISABLE_RECYCLING | FYPCF_QUIET |
+                 FYPCF_ALLOW_DUPLICATE_KEYS,
+        .diag = diag,
+    };
+    struct fy_document *doc = fy_document_build_from_string(&parse_cfg, text, len);
+    if (doc == NULL) {
+        fy_diag_destroy(diag);
+        dp_config_free(&work);
+        if (capture.first[0] == '\0')
+            return vg_err_set(err, -EINVAL, "%s: not valid YAML", name);
+        /* libfyaml writes "<memory-@...>:<line>:<column>: error: <message>". */
+        const char *msg = capture.first;
+        if (strncmp(msg, "<memory-", 8) == 0 && strstr(msg, ">:") != NULL)
+            msg = strstr(msg, ">:") + 2;
+        return vg_err_set(err, -EINVAL, "%s:%s", name, msg);
+    }
+    struct loader ld = {.name = name, .err = err};
+    struct fy_node *root = fy_document_root(doc);
+    int rc = 0;
+    if (root != NULL) {
+        if (fy_node_get_type(root) != FYNT_MAPPING) {
+            struct scalar s;
+            int line = start_line(root, 1);
+            if (fy_node_get_type(root) == FYNT_SCALAR &&
+                resolve_scalar(&ld, root, "", line, &s) == 0 && s.kind == Y_NULL)
+                rc = 0;
+            else
+                rc = vg_err_set(err, -EINVAL, "%s:%d: the top level must be a mapping of keys",
+                                name, line);
+        } else {
+            rc = decode_mapping(&ld, root, keys, KEY_COUNT, "", "", &work, NULL);
+        }
+    }
+    fy_document_destroy(doc);
+    fy_diag_destroy(diag);
+    if (rc == 0)
+        rc = dp_config_validate(&work, err);
+    if (rc == 0)
+        move_config(cfg, &work);
+    dp_config_free(&work);
+    return rc;
+}
+
+int dp_config_load_file(const char *path, struct dp_config *cfg, struct vg_err *err)
+{
+    VG_AUTOCLOSE int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return vg_err_set(err, -errno, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return vg_err_set(err, -errno, "%s: cannot stat: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return vg_err_set(err, -EISDIR, "%s: is a directory", path);
+    /* Read one byte past the ceiling, so a file that grew is still caught. */
+    size_t cap = DP_CONFIG_MAX_BYTES + 1;
+    VG_AUTOFREE char *buf = xmalloc(cap);
+    size_t len = 0;
+    while (len < cap) {
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return vg_err_set(err, -errno, "%s: cannot read: %s", path, strerror(errno));
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    return dp_config_load_buffer(path, buf, len, cfg, err);
+}
+
+/* ---- validation --------------------------------------------------------------------- */
+
+static int where_fail(const struct dp_config *cfg, struct vg_err *err, int line, const char *path,
+                      const char *msg)
+{
+    const char *src = cfg->source != NULL ? cfg->source : "configuration";
+    if (line > 0)
+        return vg_err_set(err, -EINVAL, "%s:%d: key '%s': %s", src, line, path, msg);
+    return vg_err_set(err, -EINVAL, "%s: key '%s': %s", src, path, msg);
+}
+
+static bool dns_label_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* NVIDIA's NewResourceName: add the prefix, at most 63 characters, and the part after
+ * the slash a DNS-1123 subdomain. */
+static int normalise_name(char **name, struct why *why)
+{
+    char b[64];
+    const char *in = *name;
+    size_t plen = strlen(DP_RESOURCE_PREFIX);
+    char *full;
+    if (strncmp(in, DP_RESOURCE_PREFIX, plen) == 0) {
+        full = xstrdup(in);
+    } else {
+        size_t len = plen + strlen(in) + 1;
+        full = xmalloc(len);
+        vg_snprintf(full, len, "%s%s", DP_RESOURCE_PREFIX, in);
+    }
+    if (strlen(full) > DP_RESOURCE_NAME_MAX) {
+        why_set(why, "fully-qualified resource name '%s' is longer than %d characters",
+                shown(full, b, sizeof b), DP_RESOURCE_NAME_MAX);
+        free(full);
+        return -EINVAL;
+    }
+    const char *p = full + plen;
+    bool ok = *p != '\0';
+    for (const char *label = p; ok && *label != '\0';) {
+        const char *end = strchr(label, '.');
+        size_t n = end ? (size_t)(end - label) : strlen(label);
+        ok = n > 0 && dns_label_char(label[0]) && dns_label_char(label[n - 1]);
+        for (size_t i = 0; ok && i < n; i++)
+            ok = dns_label_char(label[i]) || label[i] == '-';
+        label += n + (end ? 1 : 0);
+        if (end != NULL && *label == '\0')
+            ok = false;
+    }
+    if (!ok) {
+        why_set(why, "'%s' is not a valid resource name (lower-case letters, digits, '-' and '.')",
+                shown(full, b, sizeof b));
+        free(full);
+        return -EINVAL;
+    }
+    free(*name);
+    *name = full;
+    return 0;
+}
+
+static int validate_replicated(struct dp_config *cfg, struct dp_replicated *r, const char *path,
+                               struct vg_err *err)
+{
+    char item[200];
+    struct why why;
+    for (size_t i = 0; i < r->resources.count; i++) {
+        struct dp_replicated_resource *res = &r->resources.items[i];
+        vg_snprintf(item, sizeof item, "%s.resources[%zu].name", path, i);
+        if (normalise_name(&res->name, &why) < 0)
+            return where_fail(cfg, err, res->line, item, why.msg);
+        vg_snprintf(item, sizeof item, "%s.resources[%zu].rename", path, i);
+        if (res->rename != NULL && res->rename[0] == '\0') {
+            free(res->rename);
+            res->rename = NULL;
+        }
+        if (res->rename == NULL && r->rename_by_default) {
+            size_t len = strlen(res->name) + sizeof ".shared";
+            res->rename = xmalloc(len);
+            vg_snprintf(res->rename, len, "%s.shared", res->name);
+        }
+        if (res->rename != NULL && normalise_name(&res->rename, &why) < 0)
+            return where_fail(cfg, err, res->line, item, why.msg);
+        for (size_t j = 0; j < i; j++) {
+            if (strcmp(r->resources.items[j].name, res->name) == 0) {
+                char msg[VG_ERR_MSG_MAX];
+                vg_snprintf(item, sizeof item, "%s.resources[%zu].name", path, i);
+                vg_snprintf(msg, sizeof msg, "'%s' is listed twice (also item %zu)", res->name, j);
+                return where_fail(cfg, err, res->line, item, msg);
+            }
+        }
+    }
+    return 0;
+}
+
+static bool replicated(const struct dp_replicated *r)
+{
+    for (size_t i = 0; i < r->resources.count; i++)
+        if (r->resources.items[i].replicas > 1)
+            return true;
+    return false;
+}
+
+int dp_config_validate(struct dp_config *cfg, struct vg_err *err)
+{
+    struct why why;
+    int rc = validate_replicated(cfg, &cfg->sharing.time_slicing, "sharing.timeSlicing", err);
+    if (rc == 0)
+        rc = validate_replicated(cfg, &cfg->sharing.mps, "sharing.mps", err);
+    if (rc < 0)
+        return rc;
+    for (int g = 0; g < 2; g++) {
+        struct dp_resource_pattern *items =
+            g == 0 ? cfg->resources.gpus.items : cfg->resources.mig.items;
+        size_t count = g == 0 ? cfg->resources.gpus.count : cfg->resources.mig.count;
+        for (size_t i = 0; i < count; i++) {
+            char item[80];
+            vg_snprintf(item, sizeof item, "resources.%s[%zu].name", g == 0 ? "gpus" : "mig", i);
+            if (normalise_name(&items[i].name, &why) < 0)
+                return where_fail(cfg, err, items[i].line, item, why.msg);
+        }
+    }
+    bool mps = replicated(&cfg->sharing.mps);
+    if (mps && cfg->flags.mig_strategy == DP_MIG_MIXED)
+        return where_fail(cfg, err, cfg->sharing.mps.line, "sharing.mps",
+                          "MPS sharing cannot be combined with flags.migStrategy 'mixed'");
+    if (mps && (cfg->flags.mps_root == NULL || cfg->flags.mps_root[0] == '\0'))
+        return where_fail(cfg, err, cfg->sharing.mps.line, "flags.mpsRoot",
+                          "must be set when sharing.mps is used");
+    const struct dp_uint_list *ch = &cfg->imex.channel_ids;
+    if (ch->count > 1 || (ch->count == 1 && ch->items[0] != 0))
+        return where_fail(cfg, err, cfg->imex.line, "imex.channelIDs", "must be [] or [0]");
+    if (!cfg->health.critical_xids.all) {
+        const struct dp_uint_list *c = &cfg->health.critical_xids.list;
+        const struct dp_uint_list *ig = &cfg->health.ignored_xids;
+        for (size_t i = 0; i < c->count; i++)
+            for (size_t j = 0; j < ig->count; j++)
+                if (c->items[i] == ig->items[j]) {
+                    char msg[120];
+                    vg_snprintf(msg, sizeof msg,
+                                "XID %llu is in both health.ignoredXIDs and health.criticalXIDs",
+                                (unsigned long long)c->items[i]);
+                    return where_fail(cfg, err, cfg->health.line, "health.criticalXIDs", msg);
+                }
+    }
+    if (mps)
+        cfg->sharing_strategy = DP_SHARING_MPS;
+    else if (replicated(&cfg->sharing.time_slicing))
+        cfg->sharing_strategy = DP_SHARING_TIME_SLICING;
+    else
+        cfg->sharing_strategy = DP_SHARING_NONE;
+    return 0;
+}
+
+const char *dp_sharing_strategy_name(enum dp_sharing_strategy s)
+{
+    return (unsigned)s < 3 ? sharing_names[s] : "?";
+}
+
+/* ---- environment and command line --------------------------------------------------- */
+
+static const struct key *find_flag(const char *name, size_t len)
+{
+    for (size_t i = 0; i < KEY_COUNT; i++)
+        if (keys[i].flag != NULL && strlen(keys[i].flag) == len &&
+            strncmp(keys[i].flag, name, len) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+int dp_config_apply_overrides(struct dp_config *cfg, int argc, char *const argv[],
+                              dp_getenv_fn getenv_fn, void *getenv_user, struct vg_err *err)
+{
+    struct why why;
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return 1;
+    if (getenv_fn != NULL) {
+        for (size_t i = 0; i < KEY_COUNT; i++) {
+            const struct key *k = &keys[i];
+            if (k->env == NULL)
+                continue;
+            const char *v = getenv_fn(k->env, getenv_user);
+            if (v == NULL || v[0] == '\0')
+                continue;
+            if (strlen(v) > 4096)
+                return vg_err_set(err, -EINVAL, "environment %s: key '%s': longer than 4096 bytes",
+                                  k->env, k->path);
+            if (parse_text(k, v, cfg, &why) < 0)
+                return vg_err_set(err, -EINVAL, "environment %s: key '%s': %s", k->env, k->path,
+                                  why.msg);
+        }
+    }
+    for (int i = 0; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0')
+            return vg_err_set(err, -EINVAL, "unexpected argument '%s' (see --help)", arg);
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        const struct key *k = find_flag(name, nlen);
+        if (k == NULL)
+            return vg_err_set(err, -EINVAL, "unknown option '--%.*s' (see --help)", (int)nlen,
+                              name);
+        const char *value;
+        if (eq != NULL)
+            value = eq + 1;
+        else if (k->type == T_BOOL)
+            value = "true";
+        else if (i + 1 < argc)
+            value = argv[++i];
+        else
+            return vg_err_set(err, -EINVAL, "option '--%s' needs a value", k->flag);
+        if (strlen(value) > 4096)
+            return vg_err_set(err, -EINVAL, "option '--%s': longer than 4096 bytes", k->flag);
+        if (parse_text(k, value, cfg, &why) < 0)
+            return vg_err_set(err, -EINVAL, "option '--%s': key '%s': %s", k->flag, k->path,
+                              why.msg);
+    }
+    return dp_config_validate(cfg, err);
+}
+
+int dp_config_from_args(int argc, char *const argv[], dp_getenv_fn getenv_fn, void *getenv_user,
+                        struct dp_config *cfg, struct vg_err *err)
+{
+    const char *path = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return 1;
+        if (strncmp(argv[i], "--config=", 9) == 0)
+            path = argv[i] + 9;
+        else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            path = argv[i + 1];
+    }
+    if (path == NULL && getenv_fn != NULL) {
+        path = getenv_fn("CONFIG_FILE", getenv_user);
+        if (path != NULL && path[0] == '\0')
+            path = NULL;
+    }
+    struct dp_config work;
+    dp_config_defaults(&work);
+    if (path != NULL && dp_config_load_file(path, &work, err) < 0) {
+        dp_config_free(&work);
+        return err != NULL ? err->code : -EINVAL;
+    }
+    int rc = dp_config_apply_overrides(&work, argc, argv, getenv_fn, getenv_user, err);
+    if (rc == 0)
+        move_config(cfg, &work);
+    dp_config_free(&work);
+    return rc;
+}
+
+/* ---- dump, help, docs --------------------------------------------------------------- */
+
+static void print_set(FILE *out, const char *const *values, unsigned set)
+{
+    fputc('[', out);
+    bool first = true;
+    for (int i = 0; values[i] != NULL; i++) {
+        if (set & (1u << i)) {
+            fprintf(out, "%s%s", first ? "" : ", ", values[i]);
+            first = false;
+        }
+    }
+    fputc(']', out);
+}
+
+static void print_uints(FILE *out, const struct dp_uint_list *l)
+{
+    fputc('[', out);
+    for (size_t i = 0; i < l->count; i++)
+        fprintf(out, "%s%llu", i ? ", " : "", (unsigned long long)l->items[i]);
+    fputc(']', out);
+}
+
+static void dump_fields(FILE *out, const struct key *table, size_t n, const void *cbase,
+                        const char *prefix)
+{
+    void *base = (void *)(uintptr_t)cbase;
+    for (size_t i = 0; i < n; i++) {
+        const struct key *k = &table[i];
+        if (k->type == T_SECTION)
+            continue;
+        if (k->type == T_LIST) {
+            char *items = list_items(base, k);
+            size_t count = *AT(base, k->count_offset, size_t);
+            fprintf(out, "%s%s.count = %zu\n", prefix, k->path, count);
+            for (size_t j = 0; j < count; j++) {
+                char p[200];
+                vg_snprintf(p, sizeof p, "%s%s[%zu].", prefix, k->path, j);
+                dump_fields(out, k->items, k->item_count, items + j * k->elem_size, p);
+            }
+            continue;
+        }
+        fprintf(out, "%s%s = ", prefix, k->path);
+        switch (k->type) {
+        case T_BOOL:
+            fputs(*AT(base, k->offset, bool) ? "true" : "false", out);
+            break;
+        case T_STRING:
+        case T_RESOURCE_NAME: {
+            const char *s = *AT(base, k->offset, char *);
+            if (s == NULL)
+                fputs("null", out);
+            else
+                fprintf(out, "\"%s\"", s);
+            break;
+        }
+        case T_ENUM:
+            if (k->offset == OFF(version) && table == keys)
+                fprintf(out, "%s", *AT(base, k->offset, char *));
+            else
+                fputs(k->values[*AT(base, k->offset, int)], out);
+            break;
+        case T_UINT:
+        case T_MIB:
+            fprintf(out, "%llu", (unsigned long long)*AT(base, k->offset, uint64_t));
+            break;
+        case T_DURATION:
+            fprintf(out, "%lluns", (unsigned long long)*AT(base, k->offset, uint64_t));
+            break;
+        case T_FLOAT:
+            fprintf(out, "%g", *AT(base, k->offset, double));
+            break;
+        case T_ENUM_SET:
+            print_set(out, k->values, *AT(base, k->offset, unsigned));
+            break;
+        case T_UINT_LIST:
+            print_uints(out, AT(base, k->offset, struct dp_uint_list));
+            break;
+        case T_XIDS: {
+            const struct dp_xids *x = AT(base, k->offset, struct dp_xids);
+            if (x->all)
+                fputs("all", out);
+            else
+                print_uints(out, &x->list);
+            break;
+        }
+        case T_DEVICES: {
+            const struct dp_devices *d = AT(base, k->offset, struct dp_devices);
+            if (d->kind == DP_DEVICES_ALL)
+                fputs("all", out);
+            else if (d->kind == DP_DEVICES_COUNT)
+                fprintf(out, "%llu", (unsigned long long)d->count);
+            else {
+                fputc('[', out);
+                for (size_t j = 0; j < d->list_count; j++)
+                    fprintf(out, "%s\"%s\"", j ? ", " : "", d->list[j]);
+                fputc(']', out);
+            }
+            break;
+        }
+        default:
+            break;
+        }
+        fputc('\n', out);
+    }
+}
+
+void dp_config_dump(const struct dp_config *cfg, FILE *out)
+{
+    dump_fields(out, keys, KEY_COUNT, cfg, "");
+    fprintf(out, "sharingStrategy = %s\n", dp_sharing_strategy_name(cfg->sharing_strategy));
+}
+
+static const char *type_name(const struct key *k)
+{
+    switch (k->type) {
+    case T_SECTION:
+        return "section";
+    case T_BOOL:
+        return "bool";
+    case T_STRING:
+        return "string";
+    case T_ENUM:
+        return "enum";
+    case T_UINT:
+        return "integer";
+    case T_FLOAT:
+        return "number";
+    case T_DURATION:
+        return "duration";
+    case T_MIB:
+        return "MiB or quantity";
+    case T_ENUM_SET:
+        return "string or list";
+    case T_UINT_LIST:
+        return "list of integers";
+    case T_XIDS:
+        return "`all` or list";
+    case T_RESOURCE_NAME:
+        return "resource name";
+    case T_DEVICES:
+        return "`all`, count or list";
+    case T_LIST:
+        return "list of mappings";
+    }
+    return "?";
+}
+
+static void print_allowed(FILE *out, const struct key *k)
+{
+    char list[200];
+    if (k->values != NULL) {
+        value_list(k->values, list, sizeof list);
+        fprintf(out, "one of %s", list);
+    } else if (k->type == T_UINT && k->max != 0) {
+        fprintf(out, "%llu to %llu", (unsigned long long)k->min, (unsigned long long)k->max);
+    } else if (k->type == T_FLOAT) {
+        fprintf(out, "%g to %g", k->fmin, k->fmax);
+    }
+}
+
+void dp_config_print_help(FILE *out, const char *program)
+{
+    fprintf(out, "usage: %s [--config FILE] [options]\n\n", program);
+    fputs("Options override the environment, which overrides the config file "
+          "(docs/config.md).\n\n",
+          out);
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        const struct key *k = &keys[i];
+        if (k->flag == NULL)
+            continue;
+        char left[64];
+        vg_snprintf(left, sizeof left, "--%s%s", k->flag, k->type == T_BOOL ? "[=BOOL]" : " VALUE");
+        fprintf(out, "  %-44s %s", left, k->doc);
+        fputs("\n  ", out);
+        fprintf(out, "%-44s [", "");
+        if (k->values != NULL || k->type == T_UINT || k->type == T_FLOAT) {
+            print_allowed(out, k);
+            fputs("; ", out);
+        }
+        fprintf(out, "default: %s", k->def != NULL ? k->def : "none");
+        if (k->env != NULL)
+            fprintf(out, "; env %s", k->env);
+        if (!(k->flags & K_CLI_ONLY))
+            fprintf(out, "; file %s", k->path);
+        fputs("]\n", out);
+    }
+    fputs("  --help                                       this text\n", out);
+}
+
+static void doc_row(FILE *out, const struct key *k, const char *path)
+{
+    fprintf(out, "| `%s` | %s | %s%s%s | ", path, type_name(k), k->def ? "`" : "",
+            k->def ? k->def : (k->flags & K_REQUIRED ? "required" : "unset"), k->def ? "`" : "");
+    print_allowed(out, k);
+    fprintf(out, " | %s%s%s | %s%s%s | %s |\n", k->env ? "`" : "", k->env ? k->env : "",
+            k->env ? "`" : "", k->flag ? "`--" : "", k->flag ? k->flag : "", k->flag ? "`" : "",
+            k->doc);
+}
+
+void dp_config_print_doc(FILE *out)
+{
+    fputs("# vgpu-device-plugin configuration\n\n"
+          "<!-- Generated by build/tests/dpconfig_doc from the key table in "
+          "src/dpconfig/dpconfig.c; edit the table, then run it. A test fails when this "
+          "file and the table disagree. -->\n\n"
+          "`vgpu-device-plugin --config FILE` reads the NVIDIA device plugin's configuration "
+          "file (`version: v1`) as it is, plus a `vgpu` section of vgpu's own. The file is "
+          "YAML 1.2 or JSON, at most 1 MiB. Command-line options override environment "
+          "variables, which override the file, which overrides the defaults below.\n\n"
+          "Scalars are typed as NVIDIA's loader types them: a plain `true`, `yes` or `on` is "
+          "a boolean, a plain `4` an integer, a quoted `\"4\"` a string (and refused where an "
+          "integer is expected). `null` or an empty value leaves the default. Unknown keys, "
+          "wrong types, values out of range, duplicate keys, anchors and aliases are errors "
+          "that name the file, the line and the key:\n\n"
+          "```\nconfig.yaml:3: key 'flags.migStrategy': 'maybe' is not one of none, single, "
+          "mixed\n```\n\n"
+          "## Rules across keys\n\n"
+          "- `name` and `rename` get the prefix `nvidia.com/` when they lack it; the full "
+          "name is at most 63 characters and the part after the slash a DNS subdomain.\n"
+          "- `replicas` is required and at least 2; a name may appear once per section.\n"
+          "- `renameByDefault: true` advertises `<name>.shared` for items without "
+          "`rename`.\n"
+          "- The sharing strategy is `mps` when any `sharing.mps` resource has replicas, "
+          "else `time-slicing` when any `sharing.timeSlicing` resource has, else `none` "
+          "(vgpu's own sharing, by `vgpu.deviceSplitCount`).\n"
+          "- MPS cannot be combined with `flags.migStrategy: mixed` and needs "
+          "`flags.mpsRoot`.\n"
+          "- `imex.channelIDs` is `[]` or `[0]`; an XID may not be both ignored and "
+          "critical.\n\n"
+          "## Keys\n\n"
+          "| key | type | default | allowed | env | flag | meaning |\n"
+          "| --- | --- | --- | --- | --- | --- | --- |\n",
+          out);
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        const struct key *k = &keys[i];
+        if (k->flags & K_CLI_ONLY)
+            continue;
+        doc_row(out, k, k->path);
+        if (k->type == T_LIST) {
+            for (size_t j = 0; j < k->item_count; j++) {
+                char path[160];
+                vg_snprintf(path, sizeof path, "%s[].%s", k->path, k->items[j].path);
+                doc_row(out, &k->items[j], path);
+            }
+        }
+    }
+    fputs("\n## Command line only\n\n"
+          "| flag | type | default | env | meaning |\n"
+          "| --- | --- | --- | --- | --- |\n",
+          out);
+    for (size_t i = 0; i < KEY_COUNT; i++) {
+        const struct key *k = &keys[i];
+        if (!(k->flags & K_CLI_ONLY))
+            continue;
+        fprintf(out, "| `--%s` | %s | %s%s%s | %s%s%s | %s |\n", k->flag, type_name(k),
+                k->def ? "`" : "", k->def ? k->def : "unset", k->def ? "`" : "", k->env ? "`" : "",
+                k->env ? k->env : "", k->env ? "`" : "", k->doc);
+    }
+    fputs("\n## Examples\n\n"
+          "Time slicing, four replicas per GPU (NVIDIA's GPU operator example):\n\n"
+          "```yaml\nversion: v1\nflags:\n  migStrategy: none\nsharing:\n  timeSlicing:\n"
+          "    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n```\n\n"
+          "vgpu's own sharing, ten containers per GPU with memory oversubscription:\n\n"
+          "```yaml\nversion: v1\nvgpu:\n  deviceSplitCount: 10\n  deviceMemoryScaling: 1.5\n"
+          "  defaultCores: 20\n```\n",
+          out);
+}
