@@ -10,7 +10,7 @@ echo "### Compute shares (fakegpu, $VGPU_COMPUTE_WINDOWS × 1 s windows)"
 echo
 echo "| scenario | target % | achieved % | error (points) |"
 echo "| --- | --- | --- | --- |"
-for c in split four alone burst graph paths procs long bursty; do
+for c in split four alone burst handback graph paths procs long bursty; do
     "$HERE/tests/integration/libvgpu_compute_test.sh" "$B" "$c" 2>&1 |
         sed -n 's/^\(.*\): achieved \([0-9.]*\) % *(want \([0-9]*\).*/\1|\3|\2/p; s/^\(.*\): achieved \([0-9.]*\) %$/\1|-|\2/p' |
         while IFS='|' read -r label want got; do

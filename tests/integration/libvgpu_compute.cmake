@@ -7,7 +7,7 @@ if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu)
   set_target_properties(compute_tenant PROPERTIES SKIP_BUILD_RPATH ON)
   vgpu_program(libvgpu_compute_truth ${CMAKE_CURRENT_LIST_DIR}/libvgpu_compute_truth.c)
   target_link_libraries(libvgpu_compute_truth PRIVATE fakegpu_state vgpu_base)
-  # split, graph, four, long and bursty (saturated GPU) are benchmark-only until the
+  # split, graph, four, long, bursty and handback (saturated GPU) are benchmark-only until the
   # contended accounting holds ±8 reliably: see docs/compute.md, "Known gaps".
   set(libvgpu_compute_cases alone burst paths procs config)
   foreach(case ${libvgpu_compute_cases})

@@ -79,13 +79,15 @@ alone) # hard mode: never above the share, even alone on the GPU
     wait_tenants
     check "30 % tenant alone (hard)" "$(mean_of 0 "$out")" 30
     ;;
-burst) # burst mode alone takes idle time; a returning owner gets its share back
+burst) # burst mode alone takes idle time
     tenant a 30 VGPU_COMPUTE_MODE=burst VGPU_COMPUTE_BURST_LIMIT=100 -- 1000000 $RUN_MS
     out=$(truth "$group_a")
     wait_tenants
     got=$(mean_of 0 "$out")
     echo "30 % tenant alone (burst, limit 100): achieved $got %"
     atleast "$got" 75 || fail "burst alone: $got %, want >= 75"
+    ;;
+handback) # a burst tenant next to a hard one that wants its half (benchmark scenario)
     tenant a 50 VGPU_COMPUTE_MODE=burst -- 1000000 $RUN_MS
     tenant b 50 -- 1000000 $RUN_MS
     out=$(truth "$group_a" "$group_b")
