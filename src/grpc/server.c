@@ -234,6 +234,8 @@ static void stream_headers_done(struct grpc_stream *st)
         stream_end(st, 415, GRPC_STATUS_INTERNAL, "content-type must be application/grpc");
         return;
     }
+    if (st->path[0] == '\0')
+        st->path_bad = true; /* no :path at all */
     st->method = st->path_bad ? NULL : find_method(s, st->path);
     if (st->method == NULL) {
         vg_snprintf(msg, sizeof msg, "unknown method %s", st->path_bad ? "(bad path)" : st->path);

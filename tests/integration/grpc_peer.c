@@ -25,7 +25,7 @@
 #include "base/parse.h"
 #include "base/str.h"
 #include "grpc/grpc.h"
-#include "grpc/kubelet/api.pb-c.h"
+#include "grpc/kubelet/api.h"
 
 #define WATCH_MAX 8
 
@@ -159,7 +159,8 @@ static enum grpc_status_code on_echo(void *arg, const uint8_t *req, size_t len,
 
 static void send_devices(struct plugin *p, struct grpc_stream *st)
 {
-    char id0[] = "gpu-0", id1[] = "gpu-1", healthy[] = "Healthy", unhealthy[] = "Unhealthy";
+    char id0[] = "gpu-0", id1[] = "gpu-1", healthy[] = GRPC_KUBELET_HEALTHY,
+         unhealthy[] = GRPC_KUBELET_UNHEALTHY;
     V1beta1__Device d0 = V1BETA1__DEVICE__INIT, d1 = V1BETA1__DEVICE__INIT;
     d0.id = id0;
     d0.health = healthy;
@@ -244,17 +245,12 @@ static int serve(const char *socket_path)
     struct grpc_server_options opt = {.shutdown_grace_ms = 2000};
     p.server = grpc_server_new(p.base, &opt, &err);
     if (p.server == NULL ||
-        grpc_server_add_unary(p.server, "/v1beta1.DevicePlugin/GetDevicePluginOptions", on_options,
-                              &p, &err) < 0 ||
-        grpc_server_add_unary(p.server, "/v1beta1.DevicePlugin/Allocate", on_allocate, &p, &err) <
-            0 ||
-        grpc_server_add_unary(p.server, "/v1beta1.DevicePlugin/GetPreferredAllocation",
-                              on_preferred, &p, &err) < 0 ||
-        grpc_server_add_unary(p.server, "/v1beta1.DevicePlugin/PreStartContainer", on_prestart, &p,
-                              &err) < 0 ||
+        grpc_server_add_unary(p.server, GRPC_KUBELET_GET_OPTIONS, on_options, &p, &err) < 0 ||
+        grpc_server_add_unary(p.server, GRPC_KUBELET_ALLOCATE, on_allocate, &p, &err) < 0 ||
+        grpc_server_add_unary(p.server, GRPC_KUBELET_PREFERRED_ALLOC, on_preferred, &p, &err) < 0 ||
+        grpc_server_add_unary(p.server, GRPC_KUBELET_PRESTART, on_prestart, &p, &err) < 0 ||
         grpc_server_add_unary(p.server, "/test.Test/Echo", on_echo, &p, &err) < 0 ||
-        grpc_server_add_stream(p.server, "/v1beta1.DevicePlugin/ListAndWatch", on_watch, &p, &err) <
-            0 ||
+        grpc_server_add_stream(p.server, GRPC_KUBELET_LIST_AND_WATCH, on_watch, &p, &err) < 0 ||
         grpc_server_add_stream(p.server, "/test.Test/Silent", on_watch, &p, &err) < 0 ||
         grpc_server_listen(p.server, socket_path, &err) < 0) {
         fprintf(stderr, "grpc_peer: %s\n", err.msg);
@@ -326,7 +322,7 @@ static int run_client(int argc, char **argv)
     int rc = 0;
     uint8_t *buf = NULL;
     if (strcmp(mode, "register") == 0 && argc == 5) {
-        char version[] = "v1beta1", resource[] = "vgpu.io/gpu";
+        char version[] = GRPC_KUBELET_API_VERSION, resource[] = "vgpu.io/gpu";
         V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
         o.get_preferred_allocation_available = 1;
         V1beta1__RegisterRequest req = V1BETA1__REGISTER_REQUEST__INIT;
@@ -336,14 +332,13 @@ static int run_client(int argc, char **argv)
         req.options = &o;
         size_t len;
         buf = pack(&req.base, &len);
-        rc = grpc_client_unary(cl, "/v1beta1.Registration/Register", buf, len, 5000, on_done, &r,
-                               &err);
+        rc = grpc_client_unary(cl, GRPC_KUBELET_REGISTER, buf, len, 5000, on_done, &r, &err);
     } else if (strcmp(mode, "watch") == 0 && argc == 4) {
         V1beta1__Empty e = V1BETA1__EMPTY__INIT;
         size_t len;
         buf = pack(&e.base, &len);
-        rc = grpc_client_stream(cl, "/v1beta1.DevicePlugin/ListAndWatch", buf, len, 0, on_devices,
-                                on_done, &r, &err);
+        rc = grpc_client_stream(cl, GRPC_KUBELET_LIST_AND_WATCH, buf, len, 0, on_devices, on_done,
+                                &r, &err);
     } else if (strcmp(mode, "call") == 0 && argc == 7) {
         uint64_t timeout_ms, size;
         if (vg_parse_u64(argv[5], 0, 600000, &timeout_ms, &err) < 0 ||
