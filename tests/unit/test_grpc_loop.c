@@ -14,7 +14,11 @@
 
 #include <cmocka.h>
 #include <event2/event.h>
+#include <nghttp2/nghttp2.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
+#include "base/parse.h"
 #include "base/str.h"
 #include "grpc/grpc.h"
 
@@ -368,6 +372,153 @@ static void test_setup_errors(void **state)
     assert_null(grpc_server_new(NULL, NULL, &err));
 }
 
+/* --- a raw HTTP/2 client (nghttp2 directly) for requests our own client never sends --- */
+
+struct raw {
+    int fd;
+    nghttp2_session *session;
+    int http_status;
+    int grpc_status; /* -1 until seen */
+    bool closed;
+};
+
+static int raw_on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
+                         size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                         void *user)
+{
+    (void)session;
+    (void)frame;
+    (void)flags;
+    struct raw *r = user;
+    char v[16] = "";
+    uint64_t number = 0;
+    if (valuelen < sizeof v)
+        memcpy(v, value, valuelen);
+    bool parsed = vg_parse_u64(v, 0, 999, &number, NULL) == 0;
+    if (namelen == 7 && memcmp(name, ":status", 7) == 0)
+        r->http_status = parsed ? (int)number : -2;
+    if (namelen == 11 && memcmp(name, "grpc-status", 11) == 0)
+        r->grpc_status = parsed ? (int)number : -2;
+    return 0;
+}
+
+static int raw_on_close(nghttp2_session *session, int32_t id, uint32_t code, void *user)
+{
+    (void)session;
+    (void)id;
+    (void)code;
+    ((struct raw *)user)->closed = true;
+    return 0;
+}
+
+static ssize_t raw_body(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length,
+                        uint32_t *flags, nghttp2_data_source *source, void *user)
+{
+    (void)session;
+    (void)id;
+    (void)user;
+    const uint8_t *body = source->ptr;
+    size_t n = body[0]; /* first byte: length of what follows */
+    assert_true(n <= length);
+    memcpy(buf, body + 1, n);
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+/* Sends one request with the given headers and body (body[0] = length, NULL = none) and
+ * runs the loop until the stream closes. */
+static void raw_request(struct fixture *f, struct raw *r, const nghttp2_nv *nv, size_t n,
+                        const uint8_t *body)
+{
+    nghttp2_session_callbacks *cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_on_header_callback(cb, raw_on_header);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, raw_on_close);
+    memset(r, 0, sizeof *r);
+    r->grpc_status = -1;
+    nghttp2_session_client_new(&r->session, cb, r);
+    nghttp2_session_callbacks_del(cb);
+    r->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    vg_strlcpy(sa.sun_path, f->sock, sizeof sa.sun_path);
+    assert_int_equal(connect(r->fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    nghttp2_submit_settings(r->session, NGHTTP2_FLAG_NONE, NULL, 0);
+    nghttp2_data_provider provider = {.source.ptr = (void *)(uintptr_t)body,
+                                      .read_callback = raw_body};
+    assert_true(nghttp2_submit_request(r->session, NULL, nv, n, body ? &provider : NULL, NULL) > 0);
+    for (int i = 0; i < 500 && !r->closed; i++) {
+        const uint8_t *out;
+        ssize_t len;
+        while ((len = nghttp2_session_mem_send(r->session, &out)) > 0)
+            assert_int_equal(write(r->fd, out, (size_t)len), len);
+        struct timeval tv = {0, 10000};
+        event_base_loopexit(f->base, &tv);
+        event_base_dispatch(f->base);
+        uint8_t in[4096];
+        ssize_t got;
+        while ((got = read(r->fd, in, sizeof in)) > 0)
+            assert_true(nghttp2_session_mem_recv(r->session, in, (size_t)got) >= 0);
+    }
+    assert_true(r->closed);
+    nghttp2_session_del(r->session);
+    close(r->fd);
+}
+
+#define NV(n, v)                                                                                   \
+    {                                                                                              \
+        (uint8_t *)(uintptr_t)(n), (uint8_t *)(uintptr_t)(v), sizeof(n) - 1, sizeof(v) - 1,        \
+            NGHTTP2_NV_FLAG_NONE                                                                   \
+    }
+
+static void test_bad_requests_get_clear_statuses(void **state)
+{
+    struct fixture *f = *state;
+    struct raw r;
+    const uint8_t one_msg[] = {6, 0, 0, 0, 0, 1, 'x'};
+
+    const nghttp2_nv get[] = {NV(":method", "GET"), NV(":scheme", "http"), NV(":path", "/t.T/Echo"),
+                              NV("content-type", "application/grpc")};
+    raw_request(f, &r, get, 4, NULL);
+    assert_int_equal(r.http_status, 405);
+    assert_int_equal(r.grpc_status, GRPC_STATUS_INTERNAL);
+
+    const nghttp2_nv json[] = {NV(":method", "POST"), NV(":scheme", "http"),
+                               NV(":path", "/t.T/Echo"), NV("content-type", "application/json")};
+    raw_request(f, &r, json, 4, one_msg);
+    assert_int_equal(r.http_status, 415);
+
+    const nghttp2_nv no_path[] = {NV(":method", "POST"), NV(":scheme", "http"),
+                                  NV("content-type", "application/grpc")};
+    raw_request(f, &r, no_path, 3, one_msg);
+    assert_int_equal(r.http_status, 200);
+    assert_int_equal(r.grpc_status, GRPC_STATUS_UNIMPLEMENTED);
+
+    const nghttp2_nv bad_timeout[] = {
+        NV(":method", "POST"), NV(":scheme", "http"), NV(":path", "/t.T/Echo"),
+        NV("content-type", "application/grpc+proto"), NV("grpc-timeout", "soon")};
+    raw_request(f, &r, bad_timeout, 5, one_msg);
+    assert_int_equal(r.grpc_status, GRPC_STATUS_INTERNAL);
+
+    const nghttp2_nv ok[] = {NV(":method", "POST"), NV(":scheme", "http"), NV(":path", "/t.T/Echo"),
+                             NV("content-type", "application/grpc"), NV("grpc-timeout", "5S")};
+    raw_request(f, &r, ok, 5, one_msg); /* the control: this one works */
+    assert_int_equal(r.http_status, 200);
+    assert_int_equal(r.grpc_status, GRPC_STATUS_OK);
+
+    raw_request(f, &r, ok, 4, NULL); /* no request message */
+    assert_int_equal(r.grpc_status, GRPC_STATUS_INTERNAL);
+    const uint8_t two[] = {12, 0, 0, 0, 0, 1, 'x', 0, 0, 0, 0, 1, 'y'};
+    raw_request(f, &r, ok, 4, two);
+    assert_int_equal(r.grpc_status, GRPC_STATUS_INTERNAL);
+    const uint8_t compressed[] = {6, 1, 0, 0, 0, 1, 'x'};
+    raw_request(f, &r, ok, 4, compressed);
+    assert_int_equal(r.grpc_status, GRPC_STATUS_UNIMPLEMENTED);
+    const uint8_t cut[] = {4, 0, 0, 0, 9};
+    raw_request(f, &r, ok, 4, cut);
+    assert_int_equal(r.grpc_status, GRPC_STATUS_INTERNAL);
+    assert_int_equal(grpc_server_streams(f->server), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -381,6 +532,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_server_freed_under_a_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_send_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_setup_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_requests_get_clear_statuses, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
