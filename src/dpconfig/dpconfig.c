@@ -2121,7 +2121,11 @@ void dp_config_print_help(FILE *out, const char *program)
 static void doc_row(FILE *out, const struct key *k, const char *path)
 {
     fprintf(out, "| `%s` | %s | %s%s%s | ", path, type_name(k), k->def ? "`" : "",
-            k->def ? k->def : (k->flags & K_REQUIRED ? "required" : "unset"), k->def ? "`" : "");
+            k->def                                        ? k->def
+            : (k->flags & K_REQUIRED)                     ? "required"
+            : (k->type == T_SECTION || k->type == T_LIST) ? ""
+                                                          : "unset",
+            k->def ? "`" : "");
     print_allowed(out, k);
     fprintf(out, " | %s%s%s | %s%s%s | %s |\n", k->env ? "`" : "", k->env ? k->env : "",
             k->env ? "`" : "", k->flag ? "`--" : "", k->flag ? k->flag : "", k->flag ? "`" : "",
