@@ -399,9 +399,15 @@ int kube_config_load_text(const char *text, size_t len, const char *source, cons
     struct fy_document *doc = fy_document_build_from_string(&parse_cfg, text, len);
     if (doc == NULL) {
         fy_diag_destroy(diag);
-        if (capture.first[0] == '\0')
+        /* libfyaml names in-memory input "<memory-@ADDR-ADDR>:LINE:COL: ..."; keep the
+         * position and the message. */
+        const char *detail = capture.first;
+        const char *end = strstr(detail, ">:");
+        if (strncmp(detail, "<memory-", 8) == 0 && end != NULL)
+            detail = end + 2;
+        if (detail[0] == '\0' || strstr(detail, "fy_parse_load_document") != NULL)
             return LOAD_FAIL(&ld, -EINVAL, "not valid YAML (or empty)");
-        return LOAD_FAIL(&ld, -EINVAL, "not valid YAML: %s", capture.first);
+        return LOAD_FAIL(&ld, -EINVAL, "not valid YAML: line %s", detail);
     }
     struct kube_config *config = xcalloc(1, sizeof *config);
     config->source = xstrdup(ld.source);
