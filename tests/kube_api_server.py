@@ -33,7 +33,8 @@ Failure injection, through CLI flags or the admin endpoints:
 
 Objects come from --fixture FILE ({"nodes": [...], "pods": [...]}) and/or are generated
 with --nodes N --gpus-per-node G --pods P (issue 6's benchmark: 5000 nodes, 8 GPUs).
---port 0 picks a free port; --port-file writes it once the server listens.
+--port 0 picks a free port; --port-file writes it once the server listens. --tls-cert,
+--tls-key and --tls-client-ca serve https and can require client certificates.
 """
 import argparse
 import collections
@@ -650,6 +651,9 @@ def main():
     ap.add_argument("--delay-ms", type=int, default=0)
     ap.add_argument("--drop-after-events", type=int, default=0)
     ap.add_argument("--watch-410-http", action="store_true")
+    ap.add_argument("--tls-cert", help="serve https with this PEM certificate chain")
+    ap.add_argument("--tls-key", help="PEM private key for --tls-cert")
+    ap.add_argument("--tls-client-ca", help="require client certificates signed by this CA")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
 
@@ -669,6 +673,14 @@ def main():
     server.store = store
     server.bookmark_interval = args.bookmark_interval
     server.verbose = args.verbose
+    if args.tls_cert:
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.tls_client_ca:
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.load_verify_locations(args.tls_client_ca)
+        server.socket = ctx.wrap_socket(server.socket, server_side=True)
     port = server.server_address[1]
     if args.port_file:
         tmp = args.port_file + ".tmp"

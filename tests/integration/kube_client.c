@@ -665,27 +665,130 @@ static void test_watch_freed_from_its_callback(void **state)
     json_decref(m.objects);
 }
 
-/* ---- server process ------------------------------------------------------------- */
+static int spawn_server(pid_t *pid, const char *pfile, const char *const *extra);
 
-static int start_server(void **state)
+/* TLS with a private CA and client certificates, from kubeconfig data fields (in-memory
+ * blobs) and from files. Certificates come from the openssl command. */
+static void test_tls_with_client_certificates(void **state)
 {
     (void)state;
-    vg_snprintf(port_file, sizeof port_file, "/tmp/vgpu-kube-port-%d", (int)getpid());
-    unlink(port_file);
-    server_pid = fork();
-    assert_true(server_pid >= 0);
-    if (server_pid == 0) {
+    if (system("command -v openssl >/dev/null 2>&1") != 0)
+        skip();
+    char dir[128];
+    vg_snprintf(dir, sizeof dir, "/tmp/vgpu-kube-tls-%d", (int)getpid());
+    char cmd[2048];
+    vg_snprintf(cmd, sizeof cmd,
+                "set -e; rm -rf %s; mkdir -p %s; cd %s; "
+                "for n in server client; do openssl req -x509 -newkey ec -pkeyopt "
+                "ec_paramgen_curve:prime256v1 -nodes -keyout $n.key -out $n.crt -days 2 "
+                "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null; done; "
+                "for n in server.crt client.crt client.key; do openssl base64 -A -in $n > $n.b64; "
+                "done",
+                dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    char cert[192], key[192], client_ca[192], pfile[192];
+    vg_snprintf(cert, sizeof cert, "%s/server.crt", dir);
+    vg_snprintf(key, sizeof key, "%s/server.key", dir);
+    vg_snprintf(client_ca, sizeof client_ca, "%s/client.crt", dir);
+    vg_snprintf(pfile, sizeof pfile, "%s/port", dir);
+    const char *extra[] = {"--tls-cert",      cert,      "--tls-key", key,
+                           "--tls-client-ca", client_ca, NULL};
+    pid_t pid;
+    int port = spawn_server(&pid, pfile, extra);
+
+    /* Reads a base64 file written above. */
+    char b64[3][4096];
+    const char *names[] = {"server.crt", "client.crt", "client.key"};
+    for (int i = 0; i < 3; i++) {
+        char path[256];
+        vg_snprintf(path, sizeof path, "%s/%s.b64", dir, names[i]);
+        FILE *f = fopen(path, "r");
+        assert_non_null(f);
+        size_t n = fread(b64[i], 1, sizeof b64[i] - 1, f);
+        fclose(f);
+        b64[i][n] = '\0';
+    }
+    static const struct {
+        const char *user; /* the users[u].user mapping; NULL: certificate and key as data */
+        bool with_ca;
+        int want; /* 0: HTTP 200; -1: any transport error; else that error */
+    } cases[] = {
+        {NULL, true, 0},
+        {"{client-certificate: client.crt, client-key: client.key}", true, 0},
+        {"{token: only-a-token}", true, -1}, /* the server requires a client certificate */
+        {NULL, false, -EPROTO},              /* the server's CA is unknown */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char user[8192], text[16384];
+        if (cases[c].user == NULL)
+            vg_snprintf(user, sizeof user, "{client-certificate-data: %s, client-key-data: %s}",
+                        b64[1], b64[2]);
+        else
+            vg_snprintf(user, sizeof user, "%s", cases[c].user);
+        vg_snprintf(text, sizeof text,
+                    "current-context: c\n"
+                    "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+                    "clusters: [{name: k, cluster: {server: 'https://127.0.0.1:%d'%s%s}}]\n"
+                    "users: [{name: u, user: %s}]\n",
+                    port, cases[c].with_ca ? ", certificate-authority-data: " : "",
+                    cases[c].with_ca ? b64[0] : "", user);
+        struct kube_config *config = NULL;
+        struct vg_err err = {0};
+        assert_int_equal(kube_config_load_text(text, strlen(text), "tls", dir, NULL, &config, &err),
+                         0);
+        struct kube_client *tls = NULL;
+        assert_int_equal(kube_client_new(base, config, NULL, &tls, &err), 0);
+        kube_config_free(config);
+        struct reply r = {0};
+        assert_int_equal(kube_get(tls, "/api/v1/nodes?limit=2", reply_cb, &r, &err), 0);
+        reply_wait(&r);
+        if (cases[c].want == 0) {
+            if (r.status != 200)
+                fail_msg("case %zu: %ld %s", c, r.status, r.err.msg);
+            assert_int_equal(json_array_size(json_object_get(r.body, "items")), 2);
+        } else {
+            assert_int_equal(r.status, 0);
+            if (cases[c].want != -1)
+                assert_int_equal(r.err.code, cases[c].want);
+            else
+                assert_true(r.err.code < 0);
+        }
+        reply_clear(&r);
+        kube_client_free(tls);
+    }
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+    vg_snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* ---- server process ------------------------------------------------------------- */
+
+/* Starts the test server with extra arguments (NULL-terminated list, at most 8); returns
+ * its port. */
+static int spawn_server(pid_t *pid, const char *pfile, const char *const *extra)
+{
+    unlink(pfile);
+    *pid = fork();
+    assert_true(*pid >= 0);
+    if (*pid == 0) {
         int null = open("/dev/null", O_WRONLY);
         if (null >= 0)
             dup2(null, 2);
-        execlp("python3", "python3", server_script, "--port", "0", "--port-file", port_file,
-               "--nodes", "20", "--gpus-per-node", "2", "--bookmark-interval", "0.2", (char *)NULL);
+        const char *argv[24] = {
+            "python3", server_script, "--port",          "0", "--port-file",         pfile,
+            "--nodes", "20",          "--gpus-per-node", "2", "--bookmark-interval", "0.2"};
+        int n = 12;
+        for (int i = 0; extra != NULL && extra[i] != NULL && n < 22; i++)
+            argv[n++] = extra[i];
+        argv[n] = NULL;
+        execvp("python3", (char *const *)(uintptr_t)argv);
         _exit(127);
     }
     double deadline = now_s() + 20;
     int port = 0;
     while (now_s() < deadline) {
-        FILE *f = fopen(port_file, "r");
+        FILE *f = fopen(pfile, "r");
         if (f != NULL) {
             if (fscanf(f, "%d", &port) != 1)
                 port = 0;
@@ -697,6 +800,14 @@ static int start_server(void **state)
     }
     if (port <= 0)
         fail_msg("test API server did not start (python3 %s)", server_script);
+    return port;
+}
+
+static int start_server(void **state)
+{
+    (void)state;
+    vg_snprintf(port_file, sizeof port_file, "/tmp/vgpu-kube-port-%d", (int)getpid());
+    int port = spawn_server(&server_pid, port_file, NULL);
     vg_snprintf(server_url, sizeof server_url, "http://127.0.0.1:%d", port);
 
     base = event_base_new();
@@ -746,6 +857,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_oversized_and_malformed_lines_relist, reset_faults),
         cmocka_unit_test_teardown(test_body_ceiling_and_transport_errors, reset_faults),
         cmocka_unit_test_teardown(test_watch_freed_from_its_callback, reset_faults),
+        cmocka_unit_test_teardown(test_tls_with_client_certificates, reset_faults),
     };
     return cmocka_run_group_tests(tests, start_server, stop_server);
 }
