@@ -28,6 +28,17 @@
 
 #define REAL vg_g.real
 
+#ifdef VGC_TRACE
+/* Debug builds (-DVGC_TRACE): VGC_TRACE=PREFIX writes one line per settled launch to
+ * PREFIX.<pid>: the prediction, the measured interval, alone or not, what was charged. */
+#include <stdio.h>
+#include <stdlib.h>
+static FILE *trace_f;
+#define TRACE(...) (trace_f != NULL ? (void)fprintf(trace_f, __VA_ARGS__) : (void)0)
+#else
+#define TRACE(...) ((void)0)
+#endif
+
 _Atomic int vgc_active;
 
 #define VGC_RING       (VGC_MAX_INFLIGHT * 2)
@@ -46,6 +57,7 @@ struct cdev {
     int64_t inflight_ns;
     unsigned inflight_n;
     int64_t win_start, win_busy;
+    bool win_wanted; /* a launch waited on the credit or the depth bound in this window */
 };
 
 struct mark {
@@ -53,10 +65,10 @@ struct mark {
     CUcontext ctx;
     int dev;
     int64_t pred;
+    int64_t depth; /* what it counts against VGC_DEPTH_NS */
     uint64_t key;
     bool alone;
-    unsigned others;
-    uint64_t flips;
+    struct vgc_view before; /* the board at the launch */
 };
 
 struct pooled {
@@ -114,6 +126,13 @@ void vgc_setup(const struct vgpu_config *c, struct region *r, const char *region
     if (stat(region_path, &st) == 0)
         container = ((uint64_t)st.st_dev << 40 ^ (uint64_t)st.st_ino) | 1;
     init_conds();
+#ifdef VGC_TRACE
+    if (getenv("VGC_TRACE") != NULL) {
+        char tp[256];
+        if (snprintf(tp, sizeof tp, "%s.%d", getenv("VGC_TRACE"), (int)getpid()) < (int)sizeof tp)
+            trace_f = fopen(tp, "w");
+    }
+#endif
     vgc_pred_init(&rt.pred);
     rt.owner = ((uint64_t)(uint32_t)getpid() << 32 ^ (uint64_t)now_ns()) | 1;
     bool any = false;
@@ -206,27 +225,33 @@ static void share_sample_locked(struct cdev *d, int64_t now, int64_t busy)
         return;
     int64_t share = d->win_busy * (VGC_PPM / 1000) / ((now - d->win_start) / 1000 + 1);
     if (d->board != NULL && d->slot >= 0)
-        vgc_board_heartbeat(d->board, d->slot, share, now);
+        vgc_board_heartbeat(d->board, d->slot, share, d->win_wanted ? d->p.share_ppm : 0, now);
     d->win_start = now;
     d->win_busy = 0;
+    d->win_wanted = false;
 }
 
 static void settle_locked(const struct mark *m, CUresult r, float ms, int64_t t)
 {
     struct cdev *d = &rt.dev[m->dev];
     bool alone = m->alone;
-    unsigned others = m->others;
+    int64_t measured = (int64_t)((double)ms * 1e6), split = -1;
     if (d->board != NULL && d->slot >= 0) {
-        struct vgc_view v = vgc_board_view(d->board, d->slot, t);
-        alone = alone && v.others_flips == m->flips;
-        others = v.others_pending_n > others ? v.others_pending_n : others;
+        static struct vgc_view after; /* under rt.lock */
+        vgc_board_view(d->board, d->slot, t, &after);
+        alone = alone && after.others_flips == m->before.others_flips;
+        if (!alone && measured > VGC_LONG_NS)
+            split = vgc_board_split(&m->before, &after, measured);
     }
     int64_t actual = m->pred;
     if (r == CUDA_SUCCESS)
-        actual = vgc_observe(&rt.pred, m->key, (int64_t)((double)ms * 1e6), alone, others);
+        actual = vgc_observe(&rt.pred, m->key, measured, alone, split);
     vgc_settle(d->b, m->pred, actual);
+    TRACE("t=%lld r=%d pred=%lld meas=%lld alone=%d split=%lld act=%lld credit=%lld\n",
+          (long long)t, (int)r, (long long)m->pred, (long long)measured, (int)alone,
+          (long long)split, (long long)actual, (long long)atomic_load(&d->b->credit_ns));
     d->inflight_n--;
-    d->inflight_ns -= m->pred;
+    d->inflight_ns -= m->depth;
     if (d->inflight_n == 0 && d->board != NULL && d->slot >= 0)
         vgc_board_set_pending(d->board, d->slot, false, t);
     share_sample_locked(d, t, actual);
@@ -252,25 +277,27 @@ static void *poller(void *arg)
                     if (rt.dev[d].on)
                         share_sample_locked(&rt.dev[d], now_ns(), 0);
         }
-        struct mark m = rt.ring[rt.head];
+        struct mark *m = &rt.ring[rt.head]; /* stays put until head moves on */
+        CUevent start = m->start, end = m->end;
         pthread_mutex_unlock(&rt.lock);
-        CUresult r = REAL.cuEventSynchronize(m.end);
+        CUresult r = REAL.cuEventSynchronize(end);
         float ms = 0;
         if (r == CUDA_SUCCESS)
-            r = REAL.cuEventElapsedTime(&ms, m.start, m.end);
+            r = REAL.cuEventElapsedTime(&ms, start, end);
         int64_t t = now_ns();
         pthread_mutex_lock(&rt.lock);
+        settle_locked(m, r, ms, t);
+        CUcontext ctx = m->ctx;
         rt.head = (rt.head + 1) % VGC_RING;
         rt.count--;
-        settle_locked(&m, r, ms, t);
         pthread_cond_broadcast(&rt.room);
         if (r == CUDA_SUCCESS) {
-            event_put_locked(m.start, m.ctx);
-            event_put_locked(m.end, m.ctx);
+            event_put_locked(start, ctx);
+            event_put_locked(end, ctx);
         } else {
             /* Their context may be gone: not reused. */
-            (void)REAL.cuEventDestroy_v2(m.start);
-            (void)REAL.cuEventDestroy_v2(m.end);
+            (void)REAL.cuEventDestroy_v2(start);
+            (void)REAL.cuEventDestroy_v2(end);
         }
     }
     return NULL;
@@ -280,16 +307,16 @@ static void *poller(void *arg)
 
 struct vgc_launch {
     int dev;
-    int64_t pred;
+    int64_t pred, depth;
     uint64_t key;
     CUcontext ctx;
     CUevent start, end;
     bool alone;
-    unsigned others;
-    uint64_t flips;
+    struct vgc_view before;
 };
 
-static void throttle(struct cdev *d)
+/* Sleeps until the container's credit allows a launch; true if it had to. */
+static bool throttle(struct cdev *d)
 {
     int64_t t0 = now_ns(), t = t0;
     for (;;) {
@@ -309,6 +336,7 @@ static void throttle(struct cdev *d)
     }
     if (t > t0)
         atomic_fetch_add_explicit(&d->b->waited_ns, t - t0, memory_order_relaxed);
+    return t > t0;
 }
 
 static CUresult record(CUevent ev, CUstream s, bool ptsz)
@@ -345,10 +373,16 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     }
     if (d->board != NULL && d->slot < 0)
         d->slot = vgc_board_claim(d->board, rt.owner, d->container, now_ns());
-    int64_t pred = vgc_predict(&rt.pred, key);
+    bool known;
+    int64_t pred = vgc_predict(&rt.pred, key, &known);
+    /* A launch of unknown cost counts as a whole time slice until it is measured: a long
+     * kernel never seen before must not be queued many deep on a guess. */
+    int64_t depth = known ? pred : VGC_DEPTH_NS;
     while (d->inflight_n > 0 &&
-           (d->inflight_ns + pred > VGC_DEPTH_NS || rt.count >= VGC_MAX_INFLIGHT))
+           (d->inflight_ns + depth > VGC_DEPTH_NS || rt.count >= VGC_MAX_INFLIGHT)) {
+        d->win_wanted = true;
         pthread_cond_wait(&rt.room, &rt.lock);
+    }
     CUevent e0 = event_get_locked(ctx), e1 = event_get_locked(ctx);
     pthread_mutex_unlock(&rt.lock);
     if (e0 == NULL)
@@ -363,27 +397,37 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
         return false;
     }
 
-    throttle(d);
+    bool waited = throttle(d);
     vgc_charge(d->b, pred);
 
     pthread_mutex_lock(&rt.lock);
+    d->win_wanted = d->win_wanted || waited;
     int64_t t = now_ns();
     if (d->inflight_n++ == 0 && d->board != NULL && d->slot >= 0)
         vgc_board_set_pending(d->board, d->slot, true, t);
-    d->inflight_ns += pred;
-    struct vgc_view v = {false, 0, 0};
-    if (d->board != NULL && d->slot >= 0)
-        v = vgc_board_view(d->board, d->slot, t);
+    d->inflight_ns += depth;
+    struct vgc_view *v = &L->before;
+    if (d->board != NULL && d->slot >= 0) {
+        vgc_board_view(d->board, d->slot, t, v);
+    } else {
+        memset(v, 0, sizeof *v);
+    }
     pthread_mutex_unlock(&rt.lock);
 
-    *L = (struct vgc_launch){
-        regdev, pred, key, ctx, e0, e1, !v.others_pending, v.others_pending_n, v.others_flips};
+    L->dev = regdev;
+    L->pred = pred;
+    L->depth = depth;
+    L->key = key;
+    L->ctx = ctx;
+    L->start = e0;
+    L->end = e1;
+    L->alone = !v->others_pending;
     if (record(e0, s, ptsz) == CUDA_SUCCESS)
         return true;
     /* Not tracked after all: refund and forward. */
     pthread_mutex_lock(&rt.lock);
     vgc_settle(d->b, pred, 0);
-    d->inflight_ns -= pred;
+    d->inflight_ns -= depth;
     if (--d->inflight_n == 0 && d->board != NULL && d->slot >= 0)
         vgc_board_set_pending(d->board, d->slot, false, now_ns());
     pthread_cond_broadcast(&rt.room);
@@ -399,14 +443,22 @@ static CUresult vgc_end(struct vgc_launch *L, CUstream s, bool ptsz, CUresult r)
     bool tracked = r == CUDA_SUCCESS && record(L->end, s, ptsz) == CUDA_SUCCESS;
     pthread_mutex_lock(&rt.lock);
     if (tracked) {
-        rt.ring[(rt.head + rt.count) % VGC_RING] = (struct mark){
-            L->start, L->end, L->ctx, L->dev, L->pred, L->key, L->alone, L->others, L->flips};
+        struct mark *m = &rt.ring[(rt.head + rt.count) % VGC_RING];
+        m->start = L->start;
+        m->end = L->end;
+        m->ctx = L->ctx;
+        m->dev = L->dev;
+        m->pred = L->pred;
+        m->depth = L->depth;
+        m->key = L->key;
+        m->alone = L->alone;
+        m->before = L->before;
         rt.count++;
         pthread_cond_signal(&rt.work);
     } else {
         /* Failed launch: nothing ran, nothing is owed. Untracked: the prediction stands. */
         vgc_settle(d->b, L->pred, r == CUDA_SUCCESS ? L->pred : 0);
-        d->inflight_ns -= L->pred;
+        d->inflight_ns -= L->depth;
         if (--d->inflight_n == 0 && d->board != NULL && d->slot >= 0)
             vgc_board_set_pending(d->board, d->slot, false, now_ns());
         event_put_locked(L->start, L->ctx);

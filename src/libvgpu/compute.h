@@ -21,7 +21,7 @@
 #include "region/region.h"
 
 #define VGC_PPM           INT64_C(1000000)
-#define VGC_DEPTH_NS      INT64_C(2000000)    /* predicted work in flight per process */
+#define VGC_DEPTH_NS      INT64_C(4000000)    /* predicted work in flight per process */
 #define VGC_MAX_INFLIGHT  128                 /* launches in flight per process */
 #define VGC_CAP_NS        INT64_C(50000000)   /* credit ceiling: 50 ms x share ... */
 #define VGC_CAP_MIN_NS    INT64_C(4000000)    /* ... but at least 4 ms */
@@ -73,10 +73,14 @@ bool vgc_tick(struct region_compute *b, const struct vgc_params *p, int64_t now,
 
 #define VGC_PRED_SLOTS 1024
 
+#define VGC_LONG_NS     INT64_C(8000000) /* a contended interval this long is split */
+#define VGC_PRED_WINDOW 32               /* contended launches per upward step of the estimate */
+
 struct vgc_pred_entry {
-    uint64_t key; /* 0: free */
-    int64_t mean_ns;
-    uint32_t alone; /* samples measured with no other context pending */
+    uint64_t key;    /* 0: free */
+    int64_t est_ns;  /* the cost estimate */
+    int64_t win_min; /* the least contended interval of the current window */
+    uint32_t win_n;  /* contended launches longer than the estimate, in a row */
     uint32_t seen;
 };
 
@@ -88,21 +92,27 @@ struct vgc_pred {
 void vgc_pred_init(struct vgc_pred *p);
 /* Key of a kernel launch (function and shape) or a graph exec. Never 0. */
 uint64_t vgc_key(const void *fn, const unsigned dims[6]);
-/* Predicted cost of one launch of key. */
-int64_t vgc_predict(const struct vgc_pred *p, uint64_t key);
+/* Predicted cost of one launch of key; *known: key was measured before (otherwise the
+ * prediction is a guess from recent launches). */
+int64_t vgc_predict(const struct vgc_pred *p, uint64_t key, bool *known);
 
 /* What a completed launch really cost. measured: its start-to-end time from the
  * limiter's events. alone: no other context had work pending meanwhile, so measured is
- * this context's GPU time. Otherwise measured also covers other contexts' time slices:
- * the launch's learned cost is charged (capped by measured), or, before any clean sample,
- * measured split evenly between the 1 + others contexts that had work pending (the
- * driver's round robin). Updates the predictor. */
+ * this context's GPU time and is charged as it is. Otherwise measured may also cover
+ * other contexts' time slices. Contention only ever lengthens an interval, so the key's
+ * cost estimate tracks the least interval seen: a shorter one replaces it at once, an
+ * alone one moves it halfway up, and contended ones can raise it only slowly (by at most
+ * 1/16 after VGC_PRED_WINDOW of them in a row, none shorter, so a genuinely slower kernel
+ * is learned but a run of inflated intervals barely moves it). A contended launch is
+ * charged the estimate (never more than measured). A contended launch longer than
+ * VGC_LONG_NS is always inflated by other contexts' slices, so there split_ns (>= 0, from
+ * vgc_board_split) is charged instead and the estimate follows it. Updates the predictor. */
 int64_t vgc_observe(struct vgc_pred *p, uint64_t key, int64_t measured_ns, bool alone,
-                    unsigned others);
+                    int64_t split_ns);
 
 /* ---- the board: one small file per GPU for the whole node ---- */
 
-#define VGC_BOARD_MAGIC UINT64_C(0x3164726f62636776) /* "vgcbord1" */
+#define VGC_BOARD_MAGIC UINT64_C(0x3264726f62636776) /* "vgcbord2" */
 #define VGC_BOARD_SLOTS 64
 #define VGC_STALE_NS    INT64_C(1000000000) /* a slot not heard from for 1 s is ignored */
 #define VGC_RECLAIM_NS  INT64_C(5000000000) /* ... and taken over after 5 s */
@@ -113,9 +123,10 @@ struct vgc_board_slot {
     _Atomic int64_t heartbeat;  /* last time the owner wrote */
     _Atomic uint64_t flips;     /* pending changes so far */
     _Atomic uint32_t pending;   /* the owner has work queued on the GPU */
-    uint32_t pad;
-    _Atomic int64_t share_ppm; /* the owner's recent share of the GPU */
-    uint64_t spare[2];
+    _Atomic uint32_t claim_ppm; /* its container's share while the owner wants more */
+    _Atomic int64_t share_ppm;  /* the owner's recent share of the GPU */
+    _Atomic int64_t pend_ns;    /* time pending so far, up to the last clear */
+    _Atomic int64_t pend_since; /* when pending was last set */
 };
 
 struct vgc_board {
@@ -131,6 +142,7 @@ struct vgc_view {
     bool others_pending;
     unsigned others_pending_n; /* how many other contexts have work pending */
     uint64_t others_flips;
+    int64_t pend[VGC_BOARD_SLOTS]; /* each slot's pending time so far (vgc_board_pend) */
 };
 
 /* Claims a free or abandoned slot; its index, or -1 when all are live. */
@@ -138,9 +150,25 @@ int vgc_board_claim(struct vgc_board *b, uint64_t owner, uint64_t container, int
 void vgc_board_release(struct vgc_board *b, int slot, uint64_t owner);
 /* Marks the slot pending or not (counts a flip, refreshes the heartbeat). */
 void vgc_board_set_pending(struct vgc_board *b, int slot, bool pending, int64_t now);
-void vgc_board_heartbeat(struct vgc_board *b, int slot, int64_t share_ppm, int64_t now);
-struct vgc_view vgc_board_view(const struct vgc_board *b, int slot, int64_t now);
-/* Sum of the recent shares of live slots of other containers (ppm). */
+/* Publishes the owner's recent share and its claim: its container's share when it wanted
+ * more than it got in the last window (work waiting on the credit or the depth bound),
+ * else 0. */
+void vgc_board_heartbeat(struct vgc_board *b, int slot, int64_t share_ppm, int64_t claim_ppm,
+                         int64_t now);
+void vgc_board_view(const struct vgc_board *b, int slot, int64_t now, struct vgc_view *v);
+/* A slot's total pending time up to now. */
+int64_t vgc_board_pend(const struct vgc_board_slot *s, int64_t now);
+/* The GPU time of a launch of this slot that took measured_ns while the board went from
+ * view `before` to view `after` (taken at the launch and at its settlement): in a round
+ * robin, time in which the other contexts j were pending a fraction f_j of it is shared,
+ * and this context gets measured x E[1 / (1 + X)], X the number of others pending, each
+ * independently with probability f_j. Exact for one other context; for kernels longer
+ * than a few time slices (a short one is charged by vgc_observe's estimate instead). */
+int64_t vgc_board_split(const struct vgc_view *before, const struct vgc_view *after,
+                        int64_t measured_ns);
+/* What the other containers take or claim (ppm): per container, the larger of its
+ * processes' recent shares summed and its claim. A returning owner's claim shows at once,
+ * whatever a borrower leaves it. */
 int64_t vgc_board_others_share(const struct vgc_board *b, uint64_t container, int64_t now);
 
 /* Opens (creating if needed) dir/<uuid>.board; NULL on failure (err set). */

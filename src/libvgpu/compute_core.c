@@ -165,11 +165,12 @@ static const struct vgc_pred_entry *find(const struct vgc_pred *p, uint64_t key)
     return NULL;
 }
 
-int64_t vgc_predict(const struct vgc_pred *p, uint64_t key)
+int64_t vgc_predict(const struct vgc_pred *p, uint64_t key, bool *known)
 {
     const struct vgc_pred_entry *e = find(p, key);
+    *known = e != NULL;
     if (e != NULL)
-        return e->mean_ns;
+        return e->est_ns;
     return p->recent_ns > 0 ? p->recent_ns : VGC_DEFAULT_COST;
 }
 
@@ -194,23 +195,38 @@ static struct vgc_pred_entry *find_or_add(struct vgc_pred *p, uint64_t key)
 }
 
 int64_t vgc_observe(struct vgc_pred *p, uint64_t key, int64_t measured_ns, bool alone,
-                    unsigned others)
+                    int64_t split_ns)
 {
     measured_ns = max64(measured_ns, 0);
     struct vgc_pred_entry *e = find_or_add(p, key);
-    int64_t actual = measured_ns;
-    if (alone) {
-        e->mean_ns = e->alone == 0 ? measured_ns : e->mean_ns + (measured_ns - e->mean_ns) / 4;
-        e->alone++;
-    } else if (e->alone > 0) {
-        actual = min64(measured_ns, e->mean_ns);
+    int64_t actual;
+    if (!alone && measured_ns > VGC_LONG_NS && split_ns >= 0) {
+        /* Long and contended: always inflated, so the split of the interval is the
+         * measurement, and the estimate follows it (an average, not a minimum). */
+        actual = min64(split_ns, measured_ns);
+        e->est_ns = e->seen++ == 0 ? actual : e->est_ns + (actual - e->est_ns) / 4;
+        e->win_n = 0;
+    } else if (e->seen++ == 0 || measured_ns <= e->est_ns) {
+        /* A shorter interval is always closer to the truth. */
+        e->est_ns = measured_ns;
+        actual = measured_ns;
+    } else if (alone) {
+        /* Nobody else ran: the truth, and a kernel that became slower is learned fast. */
+        e->est_ns += (measured_ns - e->est_ns) / 2;
+        actual = measured_ns;
     } else {
-        /* Never seen alone: split the interval between the contexts that had work
-         * pending, and learn from that until a clean sample arrives. */
-        actual = measured_ns / (int64_t)(1 + (others == 0 ? 1 : others));
-        e->mean_ns = e->seen == 0 ? actual : e->mean_ns + (actual - e->mean_ns) / 4;
+        /* Contended and longer than the estimate: other contexts' slices inflated it, or
+         * the kernel became slower. Charge the estimate; let it rise slowly, by at most
+         * 1/16 per window of VGC_PRED_WINDOW contended launches that were all longer. */
+        actual = e->est_ns;
+        e->win_min = e->win_n == 0 ? measured_ns : min64(e->win_min, measured_ns);
+        if (++e->win_n >= VGC_PRED_WINDOW) {
+            e->est_ns += min64(e->win_min - e->est_ns, e->est_ns / 16 + 1);
+            e->win_n = 0;
+        }
     }
-    e->seen++;
+    if (measured_ns <= e->est_ns)
+        e->win_n = 0; /* the window counts only runs of longer intervals */
     p->recent_ns = p->recent_ns == 0 ? actual : p->recent_ns + (actual - p->recent_ns) / 8;
     return actual;
 }
@@ -234,7 +250,9 @@ int vgc_board_claim(struct vgc_board *b, uint64_t owner, uint64_t container, int
         atomic_store(&s->heartbeat, now);
         atomic_store(&s->container, container);
         atomic_store(&s->share_ppm, 0);
+        atomic_store(&s->claim_ppm, 0);
         atomic_store(&s->pending, 0);
+        atomic_store(&s->pend_ns, 0);
         atomic_fetch_add(&s->flips, 1);
         return i;
     }
@@ -248,6 +266,7 @@ void vgc_board_release(struct vgc_board *b, int slot, uint64_t owner)
     struct vgc_board_slot *s = &b->slots[slot];
     atomic_store(&s->pending, 0);
     atomic_store(&s->share_ppm, 0);
+    atomic_store(&s->claim_ppm, 0);
     atomic_fetch_add(&s->flips, 1);
     atomic_compare_exchange_strong(&s->owner, &owner, 0);
 }
@@ -256,46 +275,106 @@ void vgc_board_set_pending(struct vgc_board *b, int slot, bool pending, int64_t 
 {
     struct vgc_board_slot *s = &b->slots[slot];
     atomic_store(&s->heartbeat, now);
+    bool was = atomic_load(&s->pending) != 0;
+    if (pending && !was) {
+        atomic_store(&s->pend_since, now);
+    } else if (!pending && was) {
+        int64_t since = atomic_load(&s->pend_since);
+        if (now > since)
+            atomic_fetch_add(&s->pend_ns, now - since);
+    }
     atomic_store(&s->pending, pending ? 1u : 0u);
     atomic_fetch_add(&s->flips, 1);
 }
 
-void vgc_board_heartbeat(struct vgc_board *b, int slot, int64_t share_ppm, int64_t now)
+int64_t vgc_board_pend(const struct vgc_board_slot *s, int64_t now)
+{
+    int64_t total = atomic_load(&s->pend_ns);
+    if (atomic_load(&s->pending) != 0)
+        total += max64(now - atomic_load(&s->pend_since), 0);
+    return total;
+}
+
+int64_t vgc_board_split(const struct vgc_view *before, const struct vgc_view *after,
+                        int64_t measured_ns)
+{
+    if (measured_ns <= 0)
+        return 0;
+    /* dist[x]: probability (x 1e6) that x other contexts are pending. */
+    int64_t dist[VGC_BOARD_SLOTS + 1] = {VGC_PPM};
+    unsigned n = 0;
+    for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
+        int64_t d = after->pend[i] - before->pend[i];
+        if (d <= 0 || before->pend[i] < 0)
+            continue;
+        int64_t f = min64(d, measured_ns) * (VGC_PPM / 1000) / (measured_ns / 1000 + 1);
+        f = clamp64(f, 0, VGC_PPM);
+        n++;
+        for (unsigned x = n; x > 0; x--)
+            dist[x] = (dist[x] * (VGC_PPM - f) + dist[x - 1] * f) / VGC_PPM;
+        dist[0] = dist[0] * (VGC_PPM - f) / VGC_PPM;
+    }
+    int64_t frac = 0; /* E[1 / (1 + X)], ppm */
+    for (unsigned x = 0; x <= n; x++)
+        frac += dist[x] / (int64_t)(1 + x);
+    return measured_ns / 1000 * frac / (VGC_PPM / 1000);
+}
+
+void vgc_board_heartbeat(struct vgc_board *b, int slot, int64_t share_ppm, int64_t claim_ppm,
+                         int64_t now)
 {
     struct vgc_board_slot *s = &b->slots[slot];
     atomic_store(&s->share_ppm, share_ppm);
+    atomic_store(&s->claim_ppm, (uint32_t)clamp64(claim_ppm, 0, VGC_PPM));
     atomic_store(&s->heartbeat, now);
 }
 
-struct vgc_view vgc_board_view(const struct vgc_board *b, int slot, int64_t now)
+void vgc_board_view(const struct vgc_board *b, int slot, int64_t now, struct vgc_view *v)
 {
-    struct vgc_view v = {false, 0, 0};
+    v->others_pending = false;
+    v->others_pending_n = 0;
+    v->others_flips = 0;
     for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
+        v->pend[i] = -1;
         if (i == slot)
             continue;
         const struct vgc_board_slot *s = &b->slots[i];
         if (atomic_load_explicit(&s->owner, memory_order_acquire) == 0 ||
             !fresh(s, now, VGC_STALE_NS))
             continue;
-        v.others_flips += atomic_load(&s->flips);
+        v->pend[i] = vgc_board_pend(s, now);
+        v->others_flips += atomic_load(&s->flips);
         if (atomic_load(&s->pending) != 0) {
-            v.others_pending = true;
-            v.others_pending_n++;
+            v->others_pending = true;
+            v->others_pending_n++;
         }
     }
-    return v;
 }
 
 int64_t vgc_board_others_share(const struct vgc_board *b, uint64_t container, int64_t now)
 {
-    int64_t sum = 0;
+    uint64_t ids[VGC_BOARD_SLOTS];
+    int64_t used[VGC_BOARD_SLOTS], claim[VGC_BOARD_SLOTS];
+    unsigned n = 0;
     for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
         const struct vgc_board_slot *s = &b->slots[i];
-        if (atomic_load(&s->owner) == 0 || !fresh(s, now, VGC_STALE_NS) ||
-            atomic_load(&s->container) == container)
+        uint64_t id = atomic_load(&s->container);
+        if (atomic_load(&s->owner) == 0 || !fresh(s, now, VGC_STALE_NS) || id == container)
             continue;
-        sum += clamp64(atomic_load(&s->share_ppm), 0, VGC_PPM);
+        unsigned k = 0;
+        while (k < n && ids[k] != id)
+            k++;
+        if (k == n) {
+            ids[n] = id;
+            used[n] = claim[n] = 0;
+            n++;
+        }
+        used[k] += clamp64(atomic_load(&s->share_ppm), 0, VGC_PPM);
+        claim[k] = max64(claim[k], (int64_t)atomic_load(&s->claim_ppm));
     }
+    int64_t sum = 0;
+    for (unsigned k = 0; k < n; k++)
+        sum += max64(used[k], claim[k]);
     return min64(sum, VGC_PPM);
 }
 

@@ -63,25 +63,75 @@ static void test_predictor(void **state)
     unsigned d1[6] = {1, 1, 1, 32, 1, 1}, d2[6] = {2, 1, 1, 32, 1, 1};
     uint64_t k1 = vgc_key((void *)0x1000, d1), k2 = vgc_key((void *)0x1000, d2);
     assert_int_not_equal(k1, k2);
-    assert_int_equal(vgc_predict(p, k1), VGC_DEFAULT_COST);
-    /* Contended before ever seen alone: split between the contexts with work pending. */
-    assert_int_equal(vgc_observe(p, k1, 3 * MS, false, 2), 1 * MS);
-    /* Alone: the measurement is the truth and replaces the guess. */
-    assert_int_equal(vgc_observe(p, k1, 1 * MS, true, 0), 1 * MS);
-    assert_int_equal(vgc_predict(p, k1), 1 * MS);
-    /* Contended afterwards: other contexts' slices are not charged. */
-    assert_int_equal(vgc_observe(p, k1, 4 * MS, false, 1), 1 * MS);
-    /* ...but never more than was measured. */
-    assert_int_equal(vgc_observe(p, k1, MS / 2, false, 1), MS / 2);
+    bool known = true;
+    assert_int_equal(vgc_predict(p, k1, &known), VGC_DEFAULT_COST);
+    assert_false(known);
+    /* First sample, contended: nothing better is known yet, the interval is charged. */
+    assert_int_equal(vgc_observe(p, k1, 3 * MS, false, -1), 3 * MS);
+    /* A shorter interval is closer to the truth, contended or not. */
+    assert_int_equal(vgc_observe(p, k1, 1 * MS, false, -1), 1 * MS);
+    assert_int_equal(vgc_predict(p, k1, &known), 1 * MS);
+    assert_true(known);
+    /* Contended and longer: other contexts' slices are not charged... */
+    assert_int_equal(vgc_observe(p, k1, 3 * MS, false, -1), 1 * MS);
+    /* ...and a long run of inflated intervals barely moves the estimate. */
+    for (int i = 0; i < 3 * VGC_PRED_WINDOW; i++)
+        (void)vgc_observe(p, k1, 3 * MS, false, -1);
+    int64_t e = vgc_predict(p, k1, &known);
+    assert_true(e > 1 * MS && e < 1 * MS * 6 / 5);
+    /* A kernel that really became slower is learned: at once from a sample alone... */
+    assert_int_equal(vgc_observe(p, k1, 2 * MS, true, -1), 2 * MS);
+    e = vgc_predict(p, k1, &known);
+    assert_true(e > 1400000 && e <= 2 * MS);
+    /* ...and, slowly, from contended ones too. */
+    for (int i = 0; i < 40 * VGC_PRED_WINDOW; i++)
+        (void)vgc_observe(p, k1, 4 * MS, false, -1);
+    assert_int_equal(vgc_predict(p, k1, &known), 4 * MS);
+    /* A long contended interval is charged its split of the round robin. */
+    unsigned d3[6] = {3, 1, 1, 32, 1, 1};
+    uint64_t k3 = vgc_key((void *)0x1000, d3);
+    assert_int_equal(vgc_observe(p, k3, 40 * MS, false, 20 * MS), 20 * MS);
+    assert_int_equal(vgc_predict(p, k3, &known), 20 * MS);
+    assert_int_equal(vgc_observe(p, k3, 40 * MS, false, 60 * MS), 40 * MS); /* <= measured */
     /* A new key is guessed from recent launches. */
-    int64_t g = vgc_predict(p, k2);
-    assert_true(g > 0 && g <= 3 * MS);
+    int64_t g = vgc_predict(p, k2, &known);
+    assert_false(known);
+    assert_true(g > 0 && g <= 40 * MS);
     /* The table is a cache: thousands of keys never fail. */
     for (unsigned i = 0; i < 5000; i++) {
         unsigned d[6] = {i, 1, 1, 1, 1, 1};
-        (void)vgc_observe(p, vgc_key((void *)0x2000, d), 10000, true, 0);
+        (void)vgc_observe(p, vgc_key((void *)0x2000, d), 10000, true, -1);
     }
     free(p);
+}
+
+/* The round-robin split of a long interval from the board's pending times. */
+static void test_split(void **state)
+{
+    (void)state;
+    struct vgc_view *a = calloc(2, sizeof *a), *b = a + 1;
+    for (int i = 0; i < VGC_BOARD_SLOTS; i++)
+        a->pend[i] = b->pend[i] = -1;
+    /* Nobody else pending: all of it. */
+    assert_int_equal(vgc_board_split(a, b, 40 * MS), 40 * MS);
+    /* One other context pending throughout: half. */
+    a->pend[3] = 100 * MS;
+    b->pend[3] = 140 * MS;
+    assert_true(llabs(vgc_board_split(a, b, 40 * MS) - 20 * MS) < 100000);
+    /* Pending half the time: 3/4. */
+    b->pend[3] = 120 * MS;
+    assert_true(llabs(vgc_board_split(a, b, 40 * MS) - 30 * MS) < 100000);
+    /* Three others pending throughout: a quarter. */
+    b->pend[3] = 140 * MS;
+    a->pend[5] = a->pend[7] = 0;
+    b->pend[5] = b->pend[7] = 40 * MS;
+    assert_true(llabs(vgc_board_split(a, b, 40 * MS) - 10 * MS) < 100000);
+    /* A slot that appeared or was taken over meanwhile counts for nothing. */
+    b->pend[9] = 40 * MS;
+    a->pend[11] = 50 * MS;
+    b->pend[11] = 0;
+    assert_true(llabs(vgc_board_split(a, b, 40 * MS) - 10 * MS) < 100000);
+    free(a);
 }
 
 static void test_pi_trim(void **state)
@@ -134,31 +184,45 @@ static void test_board(void **state)
 {
     (void)state;
     struct vgc_board *b = calloc(1, sizeof *b);
+    struct vgc_view *v = calloc(4, sizeof *v);
     int64_t t = 100 * S;
     int a = vgc_board_claim(b, 11, 1, t), c = vgc_board_claim(b, 22, 2, t);
     assert_true(a >= 0 && c >= 0 && a != c);
-    struct vgc_view v0 = vgc_board_view(b, a, t);
-    assert_false(v0.others_pending);
+    vgc_board_view(b, a, t, &v[0]);
+    assert_false(v[0].others_pending);
     vgc_board_set_pending(b, c, true, t + 1);
-    struct vgc_view v1 = vgc_board_view(b, a, t + 2);
-    assert_true(v1.others_pending);
-    assert_int_not_equal(v1.others_flips, v0.others_flips);
+    vgc_board_view(b, a, t + 2, &v[1]);
+    assert_true(v[1].others_pending);
+    assert_int_not_equal(v[1].others_flips, v[0].others_flips);
+    assert_int_equal(v[1].pend[c], 1);  /* pending for 1 ns so far */
+    assert_int_equal(v[1].pend[a], -1); /* its own slot is not reported */
     vgc_board_set_pending(b, c, false, t + 3);
-    struct vgc_view v2 = vgc_board_view(b, a, t + 4);
-    assert_false(v2.others_pending);
-    assert_int_not_equal(v2.others_flips, v1.others_flips); /* the interval was shared */
+    vgc_board_view(b, a, t + 4, &v[2]);
+    assert_false(v[2].others_pending);
+    assert_int_not_equal(v[2].others_flips, v[1].others_flips); /* the interval was shared */
+    assert_int_equal(v[2].pend[c], 2);
     /* Shares of other containers only, and only while fresh. */
-    vgc_board_heartbeat(b, c, 400000, t + 5);
-    vgc_board_heartbeat(b, a, 300000, t + 5);
+    vgc_board_heartbeat(b, c, 400000, 0, t + 5);
+    vgc_board_heartbeat(b, a, 300000, 0, t + 5);
     assert_int_equal(vgc_board_others_share(b, 1, t + 6), 400000);
     assert_int_equal(vgc_board_others_share(b, 2, t + 6), 300000);
+    /* An owner that wants more than it gets claims its whole share. */
+    vgc_board_heartbeat(b, c, 300000, 500000, t + 5);
+    assert_int_equal(vgc_board_others_share(b, 1, t + 6), 500000);
+    /* Processes of one container: their shares add up, the claim counts once. */
+    int c2 = vgc_board_claim(b, 33, 2, t + 5);
+    vgc_board_heartbeat(b, c2, 300000, 500000, t + 5);
+    assert_int_equal(vgc_board_others_share(b, 1, t + 6), 600000);
+    vgc_board_release(b, c2, 33);
     vgc_board_set_pending(b, c, true, t + 7);
-    assert_false(vgc_board_view(b, a, t + 7 + VGC_STALE_NS).others_pending); /* dead owner */
+    vgc_board_view(b, a, t + 7 + VGC_STALE_NS, &v[3]);
+    assert_false(v[3].others_pending); /* dead owner */
     /* An abandoned slot is taken over; a live one never is. */
     for (int i = 0; i < VGC_BOARD_SLOTS - 2; i++)
         assert_true(vgc_board_claim(b, (uint64_t)(100 + i), 3, t + 8) >= 0);
     assert_int_equal(vgc_board_claim(b, 999, 3, t + 9), -1);
     assert_true(vgc_board_claim(b, 999, 3, t + 7 + VGC_RECLAIM_NS) >= 0);
+    free(v);
     free(b);
 }
 
@@ -217,10 +281,15 @@ static void test_virtual_tenant(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_credit_and_deadline), cmocka_unit_test(test_settle),
-        cmocka_unit_test(test_predictor),           cmocka_unit_test(test_pi_trim),
-        cmocka_unit_test(test_burst_rate),          cmocka_unit_test(test_board),
-        cmocka_unit_test(test_board_file),          cmocka_unit_test(test_virtual_tenant),
+        cmocka_unit_test(test_credit_and_deadline),
+        cmocka_unit_test(test_settle),
+        cmocka_unit_test(test_predictor),
+        cmocka_unit_test(test_split),
+        cmocka_unit_test(test_pi_trim),
+        cmocka_unit_test(test_burst_rate),
+        cmocka_unit_test(test_board),
+        cmocka_unit_test(test_board_file),
+        cmocka_unit_test(test_virtual_tenant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
