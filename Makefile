@@ -44,6 +44,7 @@ sanitize: deps
 	cmake -S . -B $(SAN_BUILD) -DVGPU_SANITIZE=address -DCMAKE_BUILD_TYPE=Debug
 	cmake --build $(SAN_BUILD) -j$(JOBS)
 	cd $(SAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j$(JOBS) --timeout 900 -LE nosan
 

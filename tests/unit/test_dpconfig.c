@@ -211,6 +211,12 @@ static const struct bad_case bad_cases[] = {
      ":4: key 'sharing.timeSlicing.resources[0]': 'replicas' is required"},
     {"sharing:\n  mps:\n    resources:\n    - replicas: 2\n",
      ":4: key 'sharing.mps.resources[0]': 'name' is required"},
+    {"sharing:\n  mps:\n    resources:\n    - replicas: 2\n      name: ~\n",
+     ":4: key 'sharing.mps.resources[0]': 'name' is required"},
+    {"sharing:\n  mps:\n    resources:\n    - name: gpu\n      replicas:\n",
+     ":4: key 'sharing.mps.resources[0]': 'replicas' is required"},
+    {"resources:\n  gpus:\n  - pattern: ~\n    name: gpu\n",
+     ":3: key 'resources.gpus[0]': 'pattern' is required"},
     {"sharing:\n  timeSlicing:\n    resources:\n    - 4\n",
      ":4: key 'sharing.timeSlicing.resources[0]': expected a mapping, got a scalar"},
     {"sharing:\n  timeSlicing:\n    resources: gpu\n",
@@ -303,8 +309,20 @@ static const struct bad_case bad_cases[] = {
      ":2: key 'flags.nvidiaDriverRoot': expected a single value, got a mapping"},
     {"- a\n- b\n", ":1: the top level must be a mapping of keys"},
     {"just a string\n", ":1: the top level must be a mapping of keys"},
-    {"? [a]\n: b\n", ":1: key '(top level)': keys must be plain strings"},
+    {"? [a]\n: b\n", ":1: explicit keys ('? key') are not supported"},
+    {"[a]: b\n", ":1: key '(top level)': keys must be plain strings"},
     {"flags:\n  mpsRoot: \"a\\0b\"\n", ":2: key 'flags.mpsRoot': the value contains a NUL"},
+    /* libfyaml 0.7.12 hangs on invalid UTF-8 in a directive; refused before it. */
+    {"%\x01\xdb\xfe\xf6\xec", ":1: byte 0x01: not UTF-8 text without control characters"},
+    {"version: v1\n%\xdb\xfe", ":2: byte 0xfe: not UTF-8"},
+    {"a: \xc3\xa9\xc3", ":1: byte 0xc3: not UTF-8"},
+    {"a: \xed\xa0\x80\n", ":1: byte 0xa0: not UTF-8"}, /* a surrogate */
+    {"a: \xc0\xaf\n", ":1: byte 0xc0: not UTF-8"},     /* overlong */
+    /* libfyaml 0.7.12 frees twice on this complex key; refused before it. */
+    {"?  [a]\t:[a]error:\t: b\n", ":1: explicit keys ('? key') are not supported"},
+    {"flags:\n  - ? x\n", ":2: explicit keys"},
+    {"{? a : b}\n", ":1: explicit keys"},
+    {"flags:\n  migStrategy: \x1bnone\n", ":2: byte 0x1b: not UTF-8"},
 };
 
 static void test_malformed(void **state)
@@ -406,6 +424,7 @@ static void test_yaml_typing(void **state)
                        "  gdsEnabled: Yes\n"
                        "  mofedEnabled: ~\n"
                        "  nvidiaDriverRoot: 123\n" /* a plain number is text for a string */
+                       "  mpsRoot: /run/mps-\xc3\xa9t\xc3\xa9\xf0\x9f\x98\x80\r\n"
                        "  migStrategy: 'single'\n"
                        "  gfd:\n"
                        "    sleepInterval: 1m30s\n"
@@ -426,6 +445,7 @@ static void test_yaml_typing(void **state)
     assert_true(cfg.flags.gds_enabled);
     assert_false(cfg.flags.mofed_enabled);
     assert_string_equal(cfg.flags.nvidia_driver_root, "123");
+    assert_string_equal(cfg.flags.mps_root, "/run/mps-\xc3\xa9t\xc3\xa9\xf0\x9f\x98\x80");
     assert_int_equal(cfg.flags.mig_strategy, DP_MIG_SINGLE);
     assert_true(cfg.flags.gfd.sleep_interval_ns == 90ull * 1000000000ull);
     assert_true(cfg.vgpu.device_memory_scaling == 2.0);
