@@ -1,0 +1,636 @@
+/* The kube-scheduler extender verbs (research/k8s-side.md §8): ExtenderArgs in,
+ * ExtenderFilterResult / HostPriorityList / ExtenderBindingResult out, with the exact
+ * PascalCase field names of k8s.io/kube-scheduler/extender/v1.
+ *
+ * Error classes: a body that is not the expected JSON is -EBADMSG (or -EMSGSIZE past the
+ * ceiling), which the daemon answers with HTTP 400/413; a well-formed request the
+ * scheduler cannot serve is answered 200 with the result's Error field or FailedNodes,
+ * which is how kube-scheduler expects refusals. */
+#include "scheduler/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/parse.h"
+#include "base/str.h"
+
+#define CANDIDATE_ON   "1"
+#define CANDIDATE_PICK "2"
+#define CANDIDATE_OFF  "0"
+#define MAX_CONTAINERS ANNOT_MAX_CONTAINERS
+#define MAX_ATTEMPTS   8 /* nodes tried for a multi-container pod */
+
+json_t *sched_parse_body(const char *body, size_t len, struct vg_err *err)
+{
+    if (len > SCHED_MAX_BODY_BYTES) {
+        vg_err_set(err, -EMSGSIZE, "request body of %zu bytes is over the %u byte limit", len,
+                   SCHED_MAX_BODY_BYTES);
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL) {
+        vg_err_set(err, -EBADMSG, "malformed JSON at line %d column %d: %s", jerr.line,
+                   jerr.column, jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        vg_err_set(err, -EBADMSG, "request body is not a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+/* Refuses keys other than the listed ones (NULL-terminated). */
+static int only_keys(json_t *obj, const char *what, const char *const *allowed, struct vg_err *err)
+{
+    const char *key;
+    json_t *value;
+    json_object_foreach(obj, key, value)
+    {
+        bool ok = false;
+        for (size_t i = 0; allowed[i] != NULL && !ok; i++)
+            ok = strcmp(key, allowed[i]) == 0;
+        if (!ok)
+            return vg_err_set(err, -EBADMSG, "%s: unknown field \"%.60s\"", what, key);
+    }
+    return 0;
+}
+
+/* ---- pod requests ------------------------------------------------------------------- */
+
+/* A resource value: a JSON string ("1", "4096") or a non-negative integer; -1 if absent. */
+static int resource_value(json_t *list, const char *name, bool memory, int64_t *out,
+                          struct vg_err *err)
+{
+    *out = -1;
+    json_t *v = json_is_object(list) ? json_object_get(list, name) : NULL;
+    if (v == NULL)
+        return 0;
+    uint64_t n;
+    if (json_is_integer(v)) {
+        if (json_integer_value(v) < 0)
+            return vg_err_set(err, -EINVAL, "%s is negative", name);
+        n = (uint64_t)json_integer_value(v);
+    } else if (json_is_string(v)) {
+        int rc = memory ? vg_parse_mib_default(json_string_value(v), &n, err)
+                        : vg_parse_u64(json_string_value(v), 0, INT32_MAX, &n, err);
+        if (rc < 0)
+            return vg_err_wrap(err, "%s", name);
+        if (memory)
+            n /= 1024 * 1024; /* bytes -> MiB */
+    } else {
+        return vg_err_set(err, -EINVAL, "%s is neither a string nor a number", name);
+    }
+    if (n > INT32_MAX)
+        return vg_err_set(err, -EINVAL, "%s %llu is out of range", name, (unsigned long long)n);
+    *out = (int64_t)n;
+    return 0;
+}
+
+/* "a, b,c" -> list entries; -EINVAL past PLACE_MAX_LIST or an entry too long. */
+static int split_list(const char *text, const char *what, char *list,
+                      size_t entry_size, uint8_t *count, struct vg_err *err)
+{
+    *count = 0;
+    const char *p = text;
+    while (*p != '\0') {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (*p == '\0')
+            break;
+        const char *end = p;
+        while (*end != '\0' && *end != ',')
+            end++;
+        const char *last = end;
+        while (last > p && last[-1] == ' ')
+            last--;
+        size_t n = (size_t)(last - p);
+        if (*count >= PLACE_MAX_LIST)
+            return vg_err_set(err, -EINVAL, "%s: more than %d entries", what, PLACE_MAX_LIST);
+        if (n >= entry_size)
+            return vg_err_set(err, -EINVAL, "%s: entry '%.20s...' too long", what, p);
+        char *dst = list + (size_t)*count * entry_size;
+        memcpy(dst, p, n);
+        dst[n] = '\0';
+        (*count)++;
+        p = end;
+    }
+    return 0;
+}
+
+static int pod_selection(json_t *pod, struct place_request *r, struct vg_err *err)
+{
+    const char *v;
+    int rc = 0;
+    if ((v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/use-gputype")) != NULL)
+        rc = split_list(v, "nvidia.com/use-gputype", &r->type_include[0][0], PLACE_MODEL_MAX,
+                        &r->type_include_count, err);
+    if (rc == 0 &&
+        (v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/nouse-gputype")) != NULL)
+        rc = split_list(v, "nvidia.com/nouse-gputype", &r->type_exclude[0][0], PLACE_MODEL_MAX,
+                        &r->type_exclude_count, err);
+    if (rc == 0 &&
+        (v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/use-gpuuuid")) != NULL)
+        rc = split_list(v, "nvidia.com/use-gpuuuid", &r->uuid_include[0][0],
+                        PLACE_NAME_MAX, &r->uuid_include_count, err);
+    if (rc == 0 &&
+        (v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/nouse-gpuuuid")) != NULL)
+        rc = split_list(v, "nvidia.com/nouse-gpuuuid", &r->uuid_exclude[0][0],
+                        PLACE_NAME_MAX, &r->uuid_exclude_count, err);
+    if (rc == 0 &&
+        (v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/numa-bind")) != NULL) {
+        if (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0)
+            r->numa_bind = true;
+        else if (strcasecmp(v, "false") == 0 || strcmp(v, "0") == 0)
+            r->numa_bind = false;
+        else
+            rc = vg_err_set(err, -EINVAL, "nvidia.com/numa-bind: '%.20s' is not true or false",
+                            v);
+    }
+    return rc;
+}
+
+int sched_pod_requests(const struct sched_options *o, json_t *pod,
+                       struct sched_container_request *out, size_t max, struct vg_err *err)
+{
+    json_t *containers = json_object_get(json_object_get(pod, "spec"), "containers");
+    if (!json_is_array(containers))
+        return vg_err_set(err, -EINVAL, "pod has no spec.containers");
+    size_t count = 0, i;
+    json_t *c;
+    json_array_foreach(containers, i, c)
+    {
+        const char *name = sched_json_str(c, "name", NULL, NULL);
+        if (name == NULL || name[0] == '\0')
+            return vg_err_set(err, -EINVAL, "container %zu has no name", i);
+        json_t *resources = json_object_get(c, "resources");
+        json_t *limits = json_object_get(resources, "limits");
+        json_t *requests = json_object_get(resources, "requests");
+        struct place_hami_resources res;
+        const char *keys[4] = {"nvidia.com/gpu", "nvidia.com/gpumem",
+                               "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"};
+        int64_t *vals[4] = {&res.gpu, &res.gpumem, &res.gpumem_percent, &res.gpucores};
+        for (int k = 0; k < 4; k++) {
+            /* Limits first, requests as HAMi's fallback. */
+            int rc = resource_value(limits, keys[k], k == 1, vals[k], err);
+            if (rc == 0 && *vals[k] < 0)
+                rc = resource_value(requests, keys[k], k == 1, vals[k], err);
+            if (rc < 0)
+                return vg_err_wrap(err, "container %s", name);
+        }
+        if (res.gpucores > 100)
+            return vg_err_set(err, -EINVAL,
+                              "container %s: nvidia.com/gpucores %lld is over 100 (percent of "
+                              "one GPU)",
+                              name, (long long)res.gpucores);
+        struct place_request r;
+        memset(&r, 0, sizeof r);
+        if (place_request_from_hami(&res, &o->defaults, &r, err) < 0)
+            return vg_err_wrap(err, "container %s", name);
+        if (r.gpu_count == 0)
+            continue;
+        if (count >= max)
+            return vg_err_set(err, -EINVAL, "more than %zu containers ask for GPUs", max);
+        if (pod_selection(pod, &r, err) < 0)
+            return -EINVAL;
+        if (vg_strlcpy(out[count].name, name, sizeof out[count].name) < 0)
+            return vg_err_set(err, -EINVAL, "container name too long");
+        out[count].request = r;
+        count++;
+    }
+    return (int)count;
+}
+
+/* ---- filter ------------------------------------------------------------------------- */
+
+struct pod_policy {
+    enum place_policy policy;
+    enum place_gpu_order order;
+};
+
+static int pod_policy(const struct sched_options *o, json_t *pod, struct pod_policy *pp,
+                      struct vg_err *err)
+{
+    pp->policy = o->policy;
+    pp->order = o->gpu_order;
+    const char *v = sched_json_str(pod, "metadata", "annotations", "hami.io/node-scheduler-policy");
+    if (v != NULL) {
+        if (strcmp(v, "binpack") == 0)
+            pp->policy = PLACE_POLICY_BINPACK;
+        else if (strcmp(v, "spread") == 0)
+            pp->policy = PLACE_POLICY_SPREAD;
+        else
+            return vg_err_set(err, -EINVAL,
+                              "hami.io/node-scheduler-policy: '%.30s' is not binpack or spread",
+                              v);
+    }
+    v = sched_json_str(pod, "metadata", "annotations", "vgpu.io/policy");
+    if (v != NULL) {
+        int p = place_policy_from_name(v);
+        if (p < 0 || p == PLACE_POLICY_FGD || p == PLACE_POLICY_DEFAULT)
+            return vg_err_set(err, -EINVAL,
+                              "vgpu.io/policy: '%.30s' is not one of random, dotprod, "
+                              "clustering, packing, bestfit, binpack, spread",
+                              v);
+        pp->policy = (enum place_policy)p;
+    }
+    v = sched_json_str(pod, "metadata", "annotations", "hami.io/gpu-scheduler-policy");
+    if (v != NULL) {
+        /* The first of a chain ("binpack,numa") picks the order; the rest are HAMi's
+         * topology refinements, which the core does not model. */
+        if (strncmp(v, "binpack", 7) == 0 && (v[7] == '\0' || v[7] == ','))
+            pp->order = PLACE_GPU_BINPACK;
+        else if (strncmp(v, "spread", 6) == 0 && (v[6] == '\0' || v[6] == ','))
+            pp->order = PLACE_GPU_SPREAD;
+        else if (strcmp(v, "topology-aware") != 0 && strcmp(v, "mutex") != 0 &&
+                 strcmp(v, "numa") != 0)
+            return vg_err_set(err, -EINVAL,
+                              "hami.io/gpu-scheduler-policy: '%.30s' is not binpack or spread", v);
+    }
+    return 0;
+}
+
+static void set_candidate(struct sched_state *s, int32_t idx, const char *value)
+{
+    struct place_label *l = &s->cluster->nodes[idx].labels[0];
+    l->value[0] = value[0];
+    l->value[1] = '\0';
+}
+
+/* Why a node cannot be a candidate at all, or NULL when it can. */
+static const char *node_unusable(const struct sched_state *s, int32_t idx, int64_t now_s)
+{
+    if (idx < 0)
+        return "vgpu: node unknown to the scheduler";
+    const struct sched_node *info = &s->nodes[idx];
+    if (!info->present)
+        return "vgpu: node was deleted";
+    if (!info->has_inventory)
+        return "vgpu: node has no valid vgpu.io/gpus inventory";
+    if (s->opt.heartbeat_timeout_s > 0 &&
+        now_s - info->inventory.heartbeat > s->opt.heartbeat_timeout_s)
+        return "vgpu: node's GPU inventory heartbeat is stale (device plugin down?)";
+    return NULL;
+}
+
+static void share_from_decision(struct sched_share *sh, const struct place_decision *d)
+{
+    memset(sh, 0, sizeof *sh);
+    sh->gpu_count = (uint8_t)d->gpu_count;
+    memcpy(sh->gpus, d->gpus, sizeof sh->gpus);
+    memcpy(sh->mem, d->mem_mib, sizeof sh->mem);
+    sh->milli = d->milli;
+    sh->exclusive = d->exclusive;
+    sh->pod_class = d->pod_class;
+}
+
+static char *encode_decision(const struct sched_state *s, const struct sched_pod *p,
+                             const struct sched_container_request *reqs, int64_t now_s)
+{
+    struct annot_decision *d = xcalloc(1, sizeof *d);
+    (void)vg_strlcpy(d->node, p->node_name, sizeof d->node);
+    d->time = now_s;
+    d->container_count = p->share_count;
+    const struct place_node *n = &s->cluster->nodes[p->node];
+    for (unsigned c = 0; c < p->share_count; c++) {
+        struct annot_container *ac = &d->containers[c];
+        const struct sched_share *sh = &p->shares[c];
+        (void)vg_strlcpy(ac->name, reqs[c].name, sizeof ac->name);
+        ac->gpu_count = sh->gpu_count;
+        for (unsigned g = 0; g < sh->gpu_count; g++) {
+            (void)vg_strlcpy(ac->gpus[g].uuid, n->gpus[sh->gpus[g]].uuid, sizeof ac->gpus[g].uuid);
+            ac->gpus[g].memory_mib = sh->mem[g];
+            ac->gpus[g].cores = sh->milli / 10;
+        }
+    }
+    struct vg_err err = {0};
+    char *text = annot_decision_encode(d, &err);
+    if (text == NULL)
+        vg_log(VG_LOG_ERROR, "cannot encode decision", "pod=%s err=\"%s\"", p->key, err.msg);
+    free(d);
+    return text;
+}
+
+/* Decides and charges every container of the pod among the nodes labelled candidate.
+ * Returns the record (charged) or NULL when nothing fits. */
+static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
+                                    struct sched_container_request *reqs, int count,
+                                    const struct pod_policy *pp, struct vg_err *err)
+{
+    struct place_context ctx = {.rng = &s->rng, .gpu_order = pp->order};
+    for (int c = 0; c < count; c++) {
+        struct place_request *r = &reqs[c].request;
+        r->selector_count = 1;
+        (void)vg_strlcpy(r->selector[0].key, "vgpu.io/candidate", sizeof r->selector[0].key);
+        (void)vg_strlcpy(r->selector[0].value, c == 0 ? CANDIDATE_ON : CANDIDATE_PICK,
+                         sizeof r->selector[0].value);
+        if (place_request_resolve(s->cluster, r, err) < 0)
+            return NULL;
+    }
+    struct sched_pod *p = xcalloc(1, sizeof *p);
+    (void)vg_strlcpy(p->key, key, sizeof p->key);
+    p->shares = xcalloc((size_t)count, sizeof *p->shares);
+    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+        struct place_decision d;
+        int rc = place_decide(s->cluster, &reqs[0].request, pp->policy, &ctx, &d, err);
+        if (rc < 0)
+            break;
+        p->node = d.node;
+        p->share_count = 0;
+        share_from_decision(&p->shares[0], &d);
+        if (sched_share_charge(s, d.node, &p->shares[0], err) < 0)
+            break; /* cannot happen: the core said it fits */
+        p->share_count = 1;
+        set_candidate(s, d.node, CANDIDATE_PICK);
+        bool ok = true;
+        for (int c = 1; c < count && ok; c++) {
+            struct place_decision dc;
+            ok = place_decide(s->cluster, &reqs[c].request, pp->policy, &ctx, &dc, err) == 0;
+            if (ok) {
+                share_from_decision(&p->shares[c], &dc);
+                ok = sched_share_charge(s, dc.node, &p->shares[c], err) == 0;
+            }
+            if (ok)
+                p->share_count++;
+        }
+        if (ok) {
+            set_candidate(s, d.node, CANDIDATE_OFF);
+            p->applied = true;
+            (void)vg_strlcpy(p->node_name, s->cluster->nodes[d.node].name, sizeof p->node_name);
+            return p;
+        }
+        /* The pod's other containers do not fit beside the first here: try elsewhere. */
+        while (p->share_count-- > 0)
+            sched_share_uncharge(s, d.node, &p->shares[p->share_count]);
+        set_candidate(s, d.node, CANDIDATE_OFF);
+    }
+    free(p->shares);
+    free(p);
+    return NULL;
+}
+
+static const char *node_name_of(json_t *item)
+{
+    if (json_is_string(item))
+        return json_string_value(item);
+    return sched_json_str(item, "metadata", "name", NULL);
+}
+
+int sched_filter(struct sched_state *s, const char *body, size_t len, struct sched_now now,
+                 char **out, struct vg_err *err)
+{
+    *out = NULL;
+    json_t *args = sched_parse_body(body, len, err);
+    if (args == NULL)
+        return err->code;
+    static const char *const keys[] = {"Pod", "Nodes", "NodeNames", NULL};
+    int rc = only_keys(args, "ExtenderArgs", keys, err);
+    json_t *pod = json_object_get(args, "Pod");
+    json_t *names = json_object_get(args, "NodeNames");
+    json_t *nodes = json_object_get(args, "Nodes");
+    json_t *items = json_object_get(nodes, "items");
+    bool cache = json_is_array(names);
+    if (rc == 0 && !json_is_object(pod))
+        rc = vg_err_set(err, -EBADMSG, "ExtenderArgs: Pod is missing or not an object");
+    if (rc == 0 && !cache && !json_is_array(items))
+        rc = vg_err_set(err, -EBADMSG, "ExtenderArgs: neither NodeNames nor Nodes.items is a list");
+    json_t *list = cache ? names : items;
+    size_t i;
+    json_t *item;
+    if (rc == 0)
+        json_array_foreach(list, i, item) if (node_name_of(item) == NULL)
+        {
+            rc = vg_err_set(err, -EBADMSG, "ExtenderArgs: node %zu has no name", i);
+            break;
+        }
+    char key[SCHED_KEY_MAX];
+    if (rc == 0 && sched_pod_key(pod, key, sizeof key, err) < 0)
+        rc = vg_err_set(err, -EBADMSG, "ExtenderArgs: %s", err->msg);
+    if (rc < 0) {
+        s->stats.bad_requests++;
+        json_decref(args);
+        return rc;
+    }
+    s->stats.filters++;
+
+    json_t *result = json_object();
+    json_t *failed = json_object();
+    json_t *passed = json_array();
+    struct sched_container_request *reqs = xcalloc(MAX_CONTAINERS, sizeof *reqs);
+    struct vg_err perr = {0};
+    int count = sched_pod_requests(&s->opt, pod, reqs, MAX_CONTAINERS, &perr);
+    struct pod_policy pp;
+    if (count >= 0 && pod_policy(&s->opt, pod, &pp, &perr) < 0)
+        count = -EINVAL;
+    struct sched_pod *old = sched_map_get(&s->pods, key);
+    const char *error = NULL;
+    char msg[VG_ERR_MSG_MAX + 64];
+    if (count < 0) {
+        (void)vg_snprintf(msg, sizeof msg, "vgpu: %s", perr.msg);
+        error = msg;
+    } else if (old != NULL && !old->assumed) {
+        /* Already decided in the API (a retry after our bind, or someone else's). */
+        json_array_foreach(list, i, item) if (strcmp(node_name_of(item), old->node_name) == 0)
+            json_array_append(passed, item);
+        else json_object_set_new(failed, node_name_of(item),
+                                 json_string("vgpu: pod already has GPUs on another node"));
+    } else {
+        if (old != NULL)
+            sched_pod_drop(s, old); /* a new attempt replaces the old promise */
+        struct sched_pod *p = NULL;
+        int32_t *marked = xcalloc(json_array_size(list) + 1, sizeof *marked);
+        size_t nmarked = 0;
+        json_array_foreach(list, i, item)
+        {
+            int32_t idx = sched_node_find(s, node_name_of(item));
+            const char *why = count == 0 ? NULL : node_unusable(s, idx, now.unix_s);
+            if (why != NULL) {
+                json_object_set_new(failed, node_name_of(item), json_string(why));
+                continue;
+            }
+            if (count > 0) {
+                set_candidate(s, idx, CANDIDATE_ON);
+                marked[nmarked++] = idx;
+            }
+        }
+        if (count == 0) {
+            /* No GPUs asked: every node passes; the record lets bind go through. */
+            p = xcalloc(1, sizeof *p);
+            (void)vg_strlcpy(p->key, key, sizeof p->key);
+            p->node = -1;
+            json_array_foreach(list, i, item) json_array_append(passed, item);
+        } else {
+            p = decide_pod(s, key, reqs, count, &pp, &perr);
+            for (size_t k = 0; k < nmarked; k++)
+                set_candidate(s, marked[k], CANDIDATE_OFF);
+            if (p == NULL) {
+                json_array_foreach(list, i, item) if (json_object_get(failed, node_name_of(item)) ==
+                                                      NULL)
+                    json_object_set_new(
+                        failed, node_name_of(item),
+                        json_string("vgpu: no GPU with enough free memory, compute and slots"));
+                s->stats.filter_unschedulable++;
+            } else {
+                json_array_foreach(list, i, item) if (strcmp(node_name_of(item), p->node_name) ==
+                                                      0) json_array_append(passed, item);
+                p->decision = encode_decision(s, p, reqs, now.unix_s);
+                s->stats.filter_fits++;
+            }
+        }
+        free(marked);
+        if (p != NULL) {
+            const char *rv = sched_json_str(pod, "metadata", "resourceVersion", NULL);
+            if (rv != NULL)
+                (void)vg_strlcpy(p->resource_version, rv, sizeof p->resource_version);
+            p->assumed = true;
+            p->expires_ms = now.mono_ms + s->opt.assume_ttl_ms;
+            sched_map_put(&s->pods, p->key, p);
+        }
+    }
+    free(reqs);
+    if (cache) {
+        json_object_set_new(result, "NodeNames", passed);
+        json_object_set_new(result, "Nodes", json_null());
+    } else {
+        json_t *nl = json_pack("{s:s, s:s, s:o}", "apiVersion", "v1", "kind", "NodeList", "items",
+                               passed);
+        json_object_set_new(result, "Nodes", nl);
+        json_object_set_new(result, "NodeNames", json_null());
+    }
+    json_object_set_new(result, "FailedNodes", failed);
+    json_object_set_new(result, "FailedAndUnresolvableNodes", json_object());
+    json_object_set_new(result, "Error", json_string(error != NULL ? error : ""));
+    *out = json_dumps(result, JSON_COMPACT);
+    json_decref(result);
+    json_decref(args);
+    return 0;
+}
+
+int sched_prioritize(struct sched_state *s, const char *body, size_t len, char **out,
+                     struct vg_err *err)
+{
+    *out = NULL;
+    json_t *args = sched_parse_body(body, len, err);
+    if (args == NULL)
+        return err->code;
+    static const char *const keys[] = {"Pod", "Nodes", "NodeNames", NULL};
+    int rc = only_keys(args, "ExtenderArgs", keys, err);
+    json_t *pod = json_object_get(args, "Pod");
+    json_t *names = json_object_get(args, "NodeNames");
+    json_t *list = json_is_array(names) ? names : json_object_get(json_object_get(args, "Nodes"),
+                                                                  "items");
+    char key[SCHED_KEY_MAX];
+    if (rc == 0 && !json_is_array(list))
+        rc = vg_err_set(err, -EBADMSG, "ExtenderArgs: neither NodeNames nor Nodes.items is a list");
+    if (rc == 0 && sched_pod_key(pod, key, sizeof key, err) < 0)
+        rc = vg_err_set(err, -EBADMSG, "ExtenderArgs: %s", err->msg);
+    if (rc < 0) {
+        s->stats.bad_requests++;
+        json_decref(args);
+        return rc;
+    }
+    const struct sched_pod *p = sched_map_get(&s->pods, key);
+    json_t *result = json_array();
+    size_t i;
+    json_t *item;
+    json_array_foreach(list, i, item)
+    {
+        const char *name = node_name_of(item);
+        if (name == NULL)
+            continue;
+        int score = p != NULL && p->node >= 0 && strcmp(p->node_name, name) == 0 ? 10 : 0;
+        json_array_append_new(result, json_pack("{s:s, s:i}", "Host", name, "Score", score));
+    }
+    *out = json_dumps(result, JSON_COMPACT);
+    json_decref(result);
+    json_decref(args);
+    return 0;
+}
+
+/* ---- bind --------------------------------------------------------------------------- */
+
+int sched_bind_prepare(struct sched_state *s, const char *body, size_t len, struct sched_now now,
+                       struct sched_bind *out, struct vg_err *err)
+{
+    (void)now;
+    memset(out, 0, sizeof *out);
+    json_t *args = sched_parse_body(body, len, err);
+    if (args == NULL)
+        return err->code;
+    static const char *const keys[] = {"PodName", "PodNamespace", "PodUID", "Node", NULL};
+    int rc = only_keys(args, "ExtenderBindingArgs", keys, err);
+    const char *name = sched_json_str(args, "PodName", NULL, NULL);
+    const char *ns = sched_json_str(args, "PodNamespace", NULL, NULL);
+    const char *node = sched_json_str(args, "Node", NULL, NULL);
+    if (rc == 0 && (name == NULL || name[0] == '\0' || node == NULL || node[0] == '\0'))
+        rc = vg_err_set(err, -EBADMSG, "ExtenderBindingArgs: PodName and Node are required");
+    if (rc == 0 && (ns == NULL || ns[0] == '\0'))
+        ns = "default";
+    if (rc == 0 && (vg_strlcpy(out->ns, ns, sizeof out->ns) < 0 ||
+                    vg_strlcpy(out->name, name, sizeof out->name) < 0 ||
+                    vg_strlcpy(out->node, node, sizeof out->node) < 0))
+        rc = vg_err_set(err, -EBADMSG, "ExtenderBindingArgs: a name is too long");
+    if (rc < 0) {
+        s->stats.bad_requests++;
+        json_decref(args);
+        return rc;
+    }
+    json_decref(args);
+    s->stats.binds++;
+    char key[SCHED_KEY_MAX];
+    (void)vg_snprintf(key, sizeof key, "%s/%s", out->ns, out->name);
+    struct sched_pod *p = sched_map_get(&s->pods, key);
+    if (p == NULL || !p->assumed) {
+        s->stats.bind_failures++;
+        return vg_err_set(err, -ENOENT,
+                          "vgpu: no live filter decision for pod %s (it expired or was never "
+                          "filtered); scheduling will be retried",
+                          key);
+    }
+    if (p->binding) {
+        s->stats.bind_failures++;
+        return vg_err_set(err, -EBUSY, "vgpu: a bind for pod %s is already in flight", key);
+    }
+    if (p->node >= 0 && strcmp(p->node_name, out->node) != 0) {
+        s->stats.bind_failures++;
+        return vg_err_set(err, -EINVAL, "vgpu: pod %s was promised node %s, not %s", key,
+                          p->node_name, out->node);
+    }
+    p->binding = true;
+    (void)vg_strlcpy(out->resource_version, p->resource_version, sizeof out->resource_version);
+    out->decision = p->decision != NULL ? xstrdup(p->decision) : NULL;
+    return 0;
+}
+
+void sched_bind_finish(struct sched_state *s, const struct sched_bind *b, bool ok)
+{
+    char key[SCHED_KEY_MAX];
+    (void)vg_snprintf(key, sizeof key, "%s/%s", b->ns, b->name);
+    struct sched_pod *p = sched_map_get(&s->pods, key);
+    if (p == NULL || !p->binding)
+        return;
+    p->binding = false;
+    if (!ok) {
+        s->stats.bind_failures++;
+        sched_pod_drop(s, p);
+        return;
+    }
+    if (p->node < 0) {
+        sched_pod_drop(s, p); /* a pod without GPUs: nothing to remember */
+        return;
+    }
+    p->assumed = false;
+    p->written = true;
+}
+
+void sched_bind_release(struct sched_bind *b)
+{
+    free(b->decision);
+    b->decision = NULL;
+}

@@ -1,0 +1,69 @@
+/* The scheduler library's shared internals; not part of its API. */
+#ifndef VGPU_SCHEDULER_INTERNAL_H
+#define VGPU_SCHEDULER_INTERNAL_H
+
+#include "annot/annot.h"
+#include "base/prng.h"
+#include "scheduler/map.h"
+#include "scheduler/sched.h"
+
+#define SCHED_KEY_MAX 512 /* "namespace/name" */
+
+/* One container's share, compact: what place_release needs and nothing more. */
+struct sched_share {
+    uint8_t gpu_count;
+    uint8_t gpus[PLACE_MAX_GPUS];
+    uint8_t pod_class;
+    bool exclusive;
+    uint32_t milli;
+    uint64_t mem[PLACE_MAX_GPUS];
+};
+
+struct sched_pod {
+    char key[SCHED_KEY_MAX];
+    char node_name[ANNOT_NAME_MAX];
+    char resource_version[64];
+    int32_t node; /* model index, -1 while the node is unknown */
+    bool applied; /* charged to the model */
+    bool assumed; /* filter's promise, not yet written to the API */
+    bool binding; /* bind in flight: does not expire */
+    bool written; /* we wrote its annotation; the watch may not have shown it yet */
+    bool seen;    /* resync mark */
+    uint64_t expires_ms;
+    char *decision; /* vgpu.io/decision text (owned), NULL for a pod without GPUs */
+    unsigned share_count;
+    struct sched_share *shares;
+};
+
+struct sched_node {
+    bool present, seen, has_inventory;
+    struct annot_inventory inventory;
+};
+
+struct sched_state {
+    struct sched_options opt;
+    struct place_cluster *cluster;
+    struct sched_node *nodes; /* parallel to cluster->nodes */
+    size_t node_info_cap;
+    struct sched_map node_index; /* name -> index + 1 */
+    struct sched_map pods;       /* "ns/name" -> struct sched_pod */
+    struct vg_prng rng;
+    bool batch, refresh_needed;
+    size_t waiting_pods;
+    struct sched_stats stats;
+};
+
+const char *sched_json_str(json_t *obj, const char *a, const char *b, const char *c);
+int sched_pod_key(json_t *pod, char *buf, size_t size, struct vg_err *err);
+int32_t sched_node_find(const struct sched_state *s, const char *name);
+int sched_share_charge(struct sched_state *s, int32_t node, const struct sched_share *sh,
+                       struct vg_err *err);
+void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sched_share *sh);
+int sched_pod_apply(struct sched_state *s, struct sched_pod *p, struct vg_err *err);
+void sched_pod_unapply(struct sched_state *s, struct sched_pod *p);
+void sched_pod_drop(struct sched_state *s, struct sched_pod *p);
+void sched_reapply_all(struct sched_state *s);
+/* Parses a JSON request body with the ceiling and duplicate-key refusal. */
+json_t *sched_parse_body(const char *body, size_t len, struct vg_err *err);
+
+#endif

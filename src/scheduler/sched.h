@@ -1,0 +1,132 @@
+/* vgpu-scheduler's core: the cluster state rebuilt from the Kubernetes API, and the
+ * kube-scheduler extender verbs (filter, prioritize, bind) decided through the placement
+ * core (src/placement). No I/O and no clock: the daemon (src/cmd/vgpu-scheduler) feeds
+ * informer objects and extender bodies in, passes the time, and writes what comes out.
+ *
+ * Promises. Filter picks the node and the GPUs at once and *assumes* them: the capacity
+ * is charged in the model before the answer leaves, so kube-scheduler may filter any
+ * number of pods before binding one and no two pods are promised the same share. Filter
+ * answers with the chosen node only. An assumption expires (sched_expire) when no bind
+ * arrives within the TTL. Bind writes the decision annotation on the pod with the pod's
+ * resourceVersion as a precondition, then binds; the decision annotations of pods are the
+ * only durable state, so a restarted scheduler rebuilt from the API alone holds the same
+ * allocations (docs/scheduler.md).
+ *
+ * Ownership: sched_state_new/sched_state_free; JSON objects passed in are borrowed;
+ * returned text is malloc'ed and owned by the caller. */
+#ifndef VGPU_SCHEDULER_SCHED_H
+#define VGPU_SCHEDULER_SCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "base/err.h"
+#include "placement/placement.h"
+
+#define SCHED_MAX_BODY_BYTES (16u << 20) /* extender request body ceiling */
+#define SCHED_MAX_NODES      20000       /* nodes the model holds */
+
+struct sched_options {
+    enum place_policy policy;       /* node policy: binpack (default) or spread */
+    enum place_gpu_order gpu_order; /* GPU order inside the node: spread (default) */
+    uint64_t assume_ttl_ms;         /* assumed allocations expire after this; 0 = 30 s */
+    int64_t heartbeat_timeout_s;    /* inventory older than this is ignored; 0 = never */
+    struct place_hami_defaults defaults;
+    const char *scheduler_name; /* "vgpu-scheduler" */
+};
+
+void sched_options_default(struct sched_options *o);
+
+struct sched_stats {
+    uint64_t nodes, nodes_with_inventory, pods_tracked, assumed, bound;
+    uint64_t filters, filter_fits, filter_unschedulable, binds, bind_failures, expired;
+    uint64_t bad_requests, skipped_nodes, skipped_pods, conflicts;
+};
+
+struct sched_state;
+
+int sched_state_new(const struct sched_options *o, struct sched_state **out, struct vg_err *err);
+void sched_state_free(struct sched_state *s);
+const struct sched_options *sched_state_options(const struct sched_state *s);
+void sched_state_stats(const struct sched_state *s, struct sched_stats *out);
+/* The placement model (read-only): for metrics and the invariant check. */
+const struct place_cluster *sched_state_cluster(const struct sched_state *s);
+
+/* ---- informers ------------------------------------------------------------------ */
+
+/* A node object (ADDED/MODIFIED); its vgpu.io/gpus inventory replaces the model's. A
+ * node without the annotation, or with a garbled one, keeps no GPUs (logged). */
+void sched_node_update(struct sched_state *s, json_t *node);
+void sched_node_delete(struct sched_state *s, json_t *node);
+/* A pod object; its vgpu.io/decision annotation (when bound or being bound and not
+ * finished) is charged to the model. */
+void sched_pod_update(struct sched_state *s, json_t *pod);
+void sched_pod_delete(struct sched_state *s, json_t *pod);
+/* After a relist: objects not in items are deleted, the rest updated. */
+void sched_nodes_resync(struct sched_state *s, json_t *items);
+void sched_pods_resync(struct sched_state *s, json_t *items);
+
+/* ---- extender verbs --------------------------------------------------------------- */
+
+/* The time, passed by the caller: Unix milliseconds. */
+struct sched_now {
+    uint64_t mono_ms; /* monotonic: assumption TTLs */
+    int64_t unix_s;   /* wall clock: heartbeats and the decision's time */
+};
+
+/* POST /filter: body is ExtenderArgs. On success *out is ExtenderFilterResult JSON (a
+ * request the scheduler cannot serve is still a 200 with Error or FailedNodes set).
+ * -EINVAL / -EMSGSIZE for a body that is not ExtenderArgs (HTTP 400). */
+int sched_filter(struct sched_state *s, const char *body, size_t len, struct sched_now now,
+                 char **out, struct vg_err *err);
+/* POST /prioritize: HostPriorityList JSON; the node filter chose scores 10. */
+int sched_prioritize(struct sched_state *s, const char *body, size_t len, char **out,
+                     struct vg_err *err);
+
+/* POST /bind, first half: checks ExtenderBindingArgs against the pod's assumption and
+ * hands back what to write. */
+struct sched_bind {
+    char ns[254], name[254], node[254];
+    char resource_version[64]; /* the pod's, for the patch precondition */
+    char *decision;            /* vgpu.io/decision text, owned (sched_bind_release) */
+};
+int sched_bind_prepare(struct sched_state *s, const char *body, size_t len, struct sched_now now,
+                       struct sched_bind *out, struct vg_err *err);
+/* Second half: ok = the annotation and the binding were written. A failure drops the
+ * assumption (kube-scheduler retries the pod from filter). */
+void sched_bind_finish(struct sched_state *s, const struct sched_bind *b, bool ok);
+void sched_bind_release(struct sched_bind *b);
+
+/* Drops assumptions past their TTL; returns how many. */
+size_t sched_expire(struct sched_state *s, struct sched_now now);
+
+/* 0 when no GPU holds more memory, compute or tenants than it has; else -ERANGE naming
+ * the first GPU over. */
+int sched_check_invariants(const struct sched_state *s, struct vg_err *err);
+
+/* Per-GPU usage as JSON, sorted by node and GPU: {"nodes":{"n":[{"uuid","memUsedMiB",
+ * "coresUsed","tenants"}...]}}; bound_only leaves assumptions out. Owned text. */
+char *sched_dump(const struct sched_state *s, bool bound_only);
+
+/* Pod requests: the GPU requests of a pod's containers, HAMi semantics. */
+struct sched_container_request {
+    char name[254];
+    struct place_request request;
+};
+/* Fills up to max containers (init containers are not given GPUs). Returns the count
+ * with GPUs, or -EINVAL with a message for a request nobody can serve. */
+int sched_pod_requests(const struct sched_options *o, json_t *pod,
+                       struct sched_container_request *out, size_t max, struct vg_err *err);
+
+/* ---- admission webhook -------------------------------------------------------------- */
+
+/* POST /webhook: AdmissionReview (admission.k8s.io/v1) in, AdmissionReview out. Pods that
+ * ask for vgpu resources get spec.schedulerName; impossible requests are denied with a
+ * message. -EINVAL for a body that is not an AdmissionReview (HTTP 400). */
+int sched_admit(struct sched_state *s, const char *body, size_t len, char **out,
+                struct vg_err *err);
+
+#endif

@@ -1,0 +1,731 @@
+/* Cluster state: nodes' inventories and pods' allocations, charged to one placement
+ * model.
+ *
+ * Every node in the model carries one label, vgpu.io/candidate, normally "0". A filter
+ * sets it to "1" on the nodes kube-scheduler offered (and that have a fresh inventory)
+ * and asks the placement core for a node whose label matches, so the core's own
+ * feasibility and scoring run over exactly the offered subset, then sets it back.
+ *
+ * A pod record holds its shares in compact form (GPU indices, compute, memory per GPU);
+ * a release rebuilds the request and decision from them, so the model returns bit for
+ * bit to its earlier state. Records come from two places: an assumption made by filter
+ * (origin "assumed" until its bind is written) and a vgpu.io/decision annotation read
+ * from the API (origin "api"). The API wins when they differ. */
+#include "scheduler/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "annot/annot.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/str.h"
+
+#define CANDIDATE_KEY "vgpu.io/candidate"
+#define BIG_CPU       (UINT64_MAX / 4)
+
+void sched_options_default(struct sched_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->policy = PLACE_POLICY_BINPACK;
+    o->gpu_order = PLACE_GPU_SPREAD;
+    o->assume_ttl_ms = 30000;
+    o->heartbeat_timeout_s = 0;
+    o->defaults.default_memory = 0;
+    o->defaults.default_cores = 0;
+    o->defaults.default_gpu_num = 1;
+    o->scheduler_name = "vgpu-scheduler";
+}
+
+int sched_state_new(const struct sched_options *o, struct sched_state **out, struct vg_err *err)
+{
+    struct sched_state *s = xcalloc(1, sizeof *s);
+    s->opt = *o;
+    if (s->opt.assume_ttl_ms == 0)
+        s->opt.assume_ttl_ms = 30000;
+    if (s->opt.scheduler_name == NULL)
+        s->opt.scheduler_name = "vgpu-scheduler";
+    s->cluster = place_cluster_new();
+    if (s->cluster == NULL) {
+        free(s);
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    }
+    sched_map_init(&s->node_index);
+    sched_map_init(&s->pods);
+    vg_prng_seed(&s->rng, 1);
+    *out = s;
+    return 0;
+}
+
+static void pod_free(struct sched_pod *p)
+{
+    if (p == NULL)
+        return;
+    free(p->decision);
+    free(p->shares);
+    free(p);
+}
+
+void sched_state_free(struct sched_state *s)
+{
+    if (s == NULL)
+        return;
+    for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
+         i = sched_map_next(&s->pods, i + 1))
+        pod_free(s->pods.slots[i].value);
+    sched_map_release(&s->pods);
+    sched_map_release(&s->node_index);
+    free(s->nodes);
+    place_cluster_free(s->cluster);
+    free(s);
+}
+
+const struct sched_options *sched_state_options(const struct sched_state *s)
+{
+    return &s->opt;
+}
+
+const struct place_cluster *sched_state_cluster(const struct sched_state *s)
+{
+    return s->cluster;
+}
+
+void sched_state_stats(const struct sched_state *s, struct sched_stats *out)
+{
+    *out = s->stats;
+    out->nodes = 0;
+    out->nodes_with_inventory = 0;
+    for (size_t i = 0; i < s->cluster->node_count; i++) {
+        if (!s->nodes[i].present)
+            continue;
+        out->nodes++;
+        if (s->nodes[i].has_inventory)
+            out->nodes_with_inventory++;
+    }
+    out->pods_tracked = s->pods.count;
+    out->assumed = 0;
+    out->bound = 0;
+    for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
+         i = sched_map_next(&s->pods, i + 1)) {
+        const struct sched_pod *p = s->pods.slots[i].value;
+        if (p->assumed)
+            out->assumed++;
+        else if (p->applied)
+            out->bound++;
+    }
+}
+
+/* ---- JSON helpers ------------------------------------------------------------------- */
+
+const char *sched_json_str(json_t *obj, const char *a, const char *b, const char *c)
+{
+    json_t *v = obj;
+    const char *path[3] = {a, b, c};
+    for (int i = 0; i < 3 && path[i] != NULL; i++) {
+        if (!json_is_object(v))
+            return NULL;
+        v = json_object_get(v, path[i]);
+    }
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+int sched_pod_key(json_t *pod, char *buf, size_t size, struct vg_err *err)
+{
+    const char *name = sched_json_str(pod, "metadata", "name", NULL);
+    const char *ns = sched_json_str(pod, "metadata", "namespace", NULL);
+    if (name == NULL || name[0] == '\0')
+        return vg_err_set(err, -EINVAL, "pod has no metadata.name");
+    if (ns == NULL || ns[0] == '\0')
+        ns = "default";
+    if (vg_snprintf(buf, size, "%s/%s", ns, name) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "pod name too long");
+    return 0;
+}
+
+/* ---- charging shares ---------------------------------------------------------------- */
+
+static void share_to_place(const struct sched_share *sh, int32_t node, struct place_request *r,
+                           struct place_decision *d)
+{
+    memset(r, 0, sizeof *r);
+    memset(d, 0, sizeof *d);
+    r->gpu_count = sh->gpu_count;
+    r->gpu_milli = sh->milli;
+    r->exclusive = sh->exclusive;
+    d->node = node;
+    d->gpu_count = sh->gpu_count;
+    memcpy(d->gpus, sh->gpus, sizeof d->gpus);
+    d->milli = sh->milli;
+    memcpy(d->mem_mib, sh->mem, sizeof d->mem_mib);
+    d->exclusive = sh->exclusive;
+    d->pod_class = sh->pod_class;
+}
+
+int sched_share_charge(struct sched_state *s, int32_t node, const struct sched_share *sh,
+                  struct vg_err *err)
+{
+    struct place_request r;
+    struct place_decision d;
+    share_to_place(sh, node, &r, &d);
+    const struct place_node *n = &s->cluster->nodes[node];
+    for (unsigned i = 0; i < sh->gpu_count; i++) {
+        if (sh->gpus[i] >= n->gpu_count)
+            return vg_err_set(err, -EINVAL, "node %s has no GPU %u", n->name, sh->gpus[i]);
+        const struct place_gpu *g = &n->gpus[sh->gpus[i]];
+        if (g->slots > 0 && g->tenants >= g->slots)
+            return vg_err_set(err, -EINVAL, "GPU %s of node %s has all %u slots taken", g->uuid,
+                              n->name, g->slots);
+    }
+    return place_allocate(s->cluster, &r, &d, err);
+}
+
+void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sched_share *sh)
+{
+    struct place_request r;
+    struct place_decision d;
+    struct vg_err err = {0};
+    share_to_place(sh, node, &r, &d);
+    if (place_release(s->cluster, &r, &d, &err) < 0)
+        vg_log(VG_LOG_ERROR, "release failed; model out of step", "node=%s err=\"%s\"",
+               s->cluster->nodes[node].name, err.msg);
+}
+
+/* Charges every share of p to its node; all or nothing. */
+int sched_pod_apply(struct sched_state *s, struct sched_pod *p, struct vg_err *err)
+{
+    if (p->applied)
+        return 0;
+    if (p->node < 0)
+        return vg_err_set(err, -ENOENT, "node %s is unknown", p->node_name);
+    for (unsigned i = 0; i < p->share_count; i++) {
+        int rc = sched_share_charge(s, p->node, &p->shares[i], err);
+        if (rc < 0) {
+            while (i-- > 0)
+                sched_share_uncharge(s, p->node, &p->shares[i]);
+            return rc;
+        }
+    }
+    p->applied = true;
+    return 0;
+}
+
+void sched_pod_unapply(struct sched_state *s, struct sched_pod *p)
+{
+    if (!p->applied)
+        return;
+    for (unsigned i = p->share_count; i-- > 0;)
+        sched_share_uncharge(s, p->node, &p->shares[i]);
+    p->applied = false;
+}
+
+void sched_pod_drop(struct sched_state *s, struct sched_pod *p)
+{
+    sched_pod_unapply(s, p);
+    sched_map_remove(&s->pods, p->key);
+    pod_free(p);
+}
+
+/* ---- nodes -------------------------------------------------------------------------- */
+
+int32_t sched_node_find(const struct sched_state *s, const char *name)
+{
+    void *v = sched_map_get(&s->node_index, name);
+    return v == NULL ? -1 : (int32_t)((uintptr_t)v - 1);
+}
+
+static int32_t node_add(struct sched_state *s, const char *name, struct vg_err *err)
+{
+    if (s->cluster->node_count >= SCHED_MAX_NODES)
+        return vg_err_set(err, -ENOSPC, "more than %d nodes", SCHED_MAX_NODES);
+    int idx = place_cluster_add_node(s->cluster, name, BIG_CPU, BIG_CPU, 0, NULL, 0, err);
+    if (idx < 0)
+        return idx;
+    struct place_node *n = &s->cluster->nodes[idx];
+    n->label_count = 1;
+    (void)vg_strlcpy(n->labels[0].key, CANDIDATE_KEY, sizeof n->labels[0].key);
+    (void)vg_strlcpy(n->labels[0].value, "0", sizeof n->labels[0].value);
+    if ((size_t)idx >= s->node_info_cap) {
+        size_t cap = s->node_info_cap ? s->node_info_cap * 2 : 64;
+        s->nodes = xrealloc(s->nodes, cap * sizeof *s->nodes);
+        memset(s->nodes + s->node_info_cap, 0, (cap - s->node_info_cap) * sizeof *s->nodes);
+        s->node_info_cap = cap;
+    }
+    memset(&s->nodes[idx], 0, sizeof s->nodes[idx]);
+    sched_map_put(&s->node_index, name, (void *)(uintptr_t)(idx + 1));
+    return idx;
+}
+
+/* Sets node idx's GPUs from an inventory (or none), zeroes their use, and charges back
+ * every applied pod on it. */
+static void node_rebuild(struct sched_state *s, int32_t idx, const struct annot_inventory *inv)
+{
+    struct place_node *n = &s->cluster->nodes[idx];
+    struct sched_node *info = &s->nodes[idx];
+    /* Take the node's pods off, so the rebuilt GPUs start empty. */
+    for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
+         i = sched_map_next(&s->pods, i + 1)) {
+        struct sched_pod *p = s->pods.slots[i].value;
+        if (p->node == idx)
+            sched_pod_unapply(s, p);
+    }
+    n->gpu_count = 0;
+    memset(n->gpus, 0, sizeof n->gpus);
+    info->has_inventory = false;
+    if (inv != NULL) {
+        struct vg_err err = {0};
+        bool ok = true;
+        for (unsigned g = 0; g < inv->gpu_count && ok; g++) {
+            const struct annot_gpu *a = &inv->gpus[g];
+            int model = place_cluster_model(s->cluster, a->model, &err);
+            if (model < 0) {
+                vg_log(VG_LOG_WARN, "node skipped", "node=%s reason=\"%s\"", n->name, err.msg);
+                ok = false;
+                break;
+            }
+            struct place_gpu *pg = &n->gpus[g];
+            (void)vg_strlcpy(pg->uuid, a->uuid, sizeof pg->uuid);
+            pg->model = (uint16_t)model;
+            pg->numa = a->numa < 0 ? 0 : (uint8_t)a->numa;
+            pg->healthy = a->healthy;
+            pg->slots = (uint16_t)(a->slots > 65535 ? 65535 : a->slots);
+            pg->mem_total_mib = a->memory_mib;
+            /* A card that offers less than 100 % of its compute starts with the rest
+             * taken. */
+            pg->milli_used = (100u - a->cores) * 10u;
+        }
+        if (ok) {
+            n->gpu_count = (uint16_t)inv->gpu_count;
+            n->model = inv->gpu_count > 0 ? n->gpus[0].model : 0;
+            info->has_inventory = true;
+            info->inventory = *inv;
+        } else {
+            n->gpu_count = 0;
+            s->stats.skipped_nodes++;
+        }
+    }
+    if (!s->batch)
+        place_cluster_refresh(s->cluster);
+    else
+        s->refresh_needed = true;
+    if (s->batch)
+        return; /* the resync re-applies every pod at its end */
+    for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
+         i = sched_map_next(&s->pods, i + 1)) {
+        struct sched_pod *p = s->pods.slots[i].value;
+        if (p->node != idx || p->applied)
+            continue;
+        struct vg_err err = {0};
+        if (sched_pod_apply(s, p, &err) < 0) {
+            vg_log(VG_LOG_WARN, "pod allocation no longer fits its node", "pod=%s err=\"%s\"",
+                   p->key, err.msg);
+            s->stats.conflicts++;
+        }
+    }
+}
+
+static bool same_gpus(const struct annot_inventory *a, const struct annot_inventory *b)
+{
+    if (a->gpu_count != b->gpu_count || a->mode != b->mode)
+        return false;
+    for (unsigned i = 0; i < a->gpu_count; i++) {
+        const struct annot_gpu *x = &a->gpus[i], *y = &b->gpus[i];
+        if (strcmp(x->uuid, y->uuid) != 0 || x->index != y->index ||
+            strcmp(x->model, y->model) != 0 || x->memory_mib != y->memory_mib ||
+            x->cores != y->cores || x->slots != y->slots || x->numa != y->numa ||
+            x->healthy != y->healthy)
+            return false;
+    }
+    return true;
+}
+
+/* Pods whose node was unknown when their decision was read. */
+static void apply_waiting(struct sched_state *s, int32_t idx, const char *name)
+{
+    for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
+         i = sched_map_next(&s->pods, i + 1)) {
+        struct sched_pod *p = s->pods.slots[i].value;
+        if (p->node >= 0 || strcmp(p->node_name, name) != 0)
+            continue;
+        p->node = idx;
+        if (!s->batch) {
+            struct vg_err err = {0};
+            if (sched_pod_apply(s, p, &err) < 0)
+                vg_log(VG_LOG_WARN, "pod allocation does not fit", "pod=%s err=\"%s\"", p->key,
+                       err.msg);
+        }
+    }
+    s->waiting_pods = 0;
+    for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
+         i = sched_map_next(&s->pods, i + 1)) {
+        const struct sched_pod *p = s->pods.slots[i].value;
+        if (p->node < 0)
+            s->waiting_pods++;
+    }
+}
+
+void sched_node_update(struct sched_state *s, json_t *node)
+{
+    const char *name = sched_json_str(node, "metadata", "name", NULL);
+    if (name == NULL || name[0] == '\0') {
+        vg_log(VG_LOG_WARN, "node skipped", "reason=\"no metadata.name\"");
+        s->stats.skipped_nodes++;
+        return;
+    }
+    struct vg_err err = {0};
+    int32_t idx = sched_node_find(s, name);
+    bool added = false;
+    if (idx < 0) {
+        idx = node_add(s, name, &err);
+        if (idx < 0) {
+            vg_log(VG_LOG_WARN, "node skipped", "node=%.80s reason=\"%s\"", name, err.msg);
+            s->stats.skipped_nodes++;
+            return;
+        }
+        added = true;
+    }
+    struct sched_node *info = &s->nodes[idx];
+    info->present = true;
+    info->seen = true;
+    const char *text = sched_json_str(node, "metadata", "annotations", ANNOT_KEY_GPUS);
+    struct annot_inventory inv;
+    bool have = false;
+    if (text != NULL) {
+        if (annot_inventory_decode(text, strlen(text), &inv, &err) == 0) {
+            have = true;
+        } else {
+            vg_log(VG_LOG_WARN, "node inventory skipped", "node=%s reason=\"%s\"", name, err.msg);
+            s->stats.skipped_nodes++;
+        }
+    }
+    if (have && info->has_inventory && same_gpus(&inv, &info->inventory)) {
+        info->inventory.heartbeat = inv.heartbeat; /* a heartbeat alone changes nothing */
+    } else if (have || info->has_inventory || added) {
+        node_rebuild(s, idx, have ? &inv : NULL);
+    }
+    if (added && s->waiting_pods > 0)
+        apply_waiting(s, idx, name);
+}
+
+void sched_node_delete(struct sched_state *s, json_t *node)
+{
+    const char *name = sched_json_str(node, "metadata", "name", NULL);
+    int32_t idx = name != NULL ? sched_node_find(s, name) : -1;
+    if (idx < 0)
+        return;
+    /* The slot stays (indices are stable); the node takes no new pods. Its pods are
+     * deleted by Kubernetes and leave through the pod watch. */
+    s->nodes[idx].present = false;
+}
+
+void sched_nodes_resync(struct sched_state *s, json_t *items)
+{
+    for (size_t i = 0; i < s->cluster->node_count; i++)
+        s->nodes[i].seen = false;
+    s->batch = true;
+    size_t k;
+    json_t *node;
+    json_array_foreach(items, k, node) sched_node_update(s, node);
+    s->batch = false;
+    for (size_t i = 0; i < s->cluster->node_count; i++)
+        if (!s->nodes[i].seen)
+            s->nodes[i].present = false;
+    sched_reapply_all(s);
+}
+
+/* After a batch: refresh the summaries once and charge every record that is not. */
+void sched_reapply_all(struct sched_state *s)
+{
+    place_cluster_refresh(s->cluster);
+    s->refresh_needed = false;
+    for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
+         i = sched_map_next(&s->pods, i + 1)) {
+        struct sched_pod *p = s->pods.slots[i].value;
+        if (p->applied)
+            continue;
+        if (p->node < 0)
+            p->node = sched_node_find(s, p->node_name);
+        if (p->node < 0)
+            continue;
+        struct vg_err err = {0};
+        if (sched_pod_apply(s, p, &err) < 0) {
+            vg_log(VG_LOG_WARN, "pod allocation does not fit", "pod=%s err=\"%s\"", p->key,
+                   err.msg);
+            s->stats.conflicts++;
+        }
+    }
+    s->waiting_pods = 0;
+    for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
+         i = sched_map_next(&s->pods, i + 1)) {
+        const struct sched_pod *p = s->pods.slots[i].value;
+        if (p->node < 0)
+            s->waiting_pods++;
+    }
+}
+
+/* ---- pods --------------------------------------------------------------------------- */
+
+/* A record from a decision annotation; NULL (err set) when it names GPUs the node lacks. */
+static struct sched_pod *pod_from_decision(struct sched_state *s, const char *key,
+                                           const char *text, const struct annot_decision *d,
+                                           struct vg_err *err)
+{
+    struct sched_pod *p = xcalloc(1, sizeof *p);
+    (void)vg_strlcpy(p->key, key, sizeof p->key);
+    (void)vg_strlcpy(p->node_name, d->node, sizeof p->node_name);
+    p->node = sched_node_find(s, d->node);
+    p->decision = xstrdup(text);
+    p->shares = xcalloc(d->container_count > 0 ? d->container_count : 1, sizeof *p->shares);
+    const struct place_node *n = p->node >= 0 ? &s->cluster->nodes[p->node] : NULL;
+    for (unsigned c = 0; c < d->container_count; c++) {
+        const struct annot_container *ac = &d->containers[c];
+        if (ac->gpu_count == 0)
+            continue;
+        struct sched_share *sh = &p->shares[p->share_count];
+        sh->gpu_count = (uint8_t)ac->gpu_count;
+        unsigned cores = ac->gpus[0].cores;
+        sh->milli = cores * 10u;
+        sh->exclusive = cores == 100;
+        for (unsigned g = 0; g < ac->gpu_count; g++) {
+            if (ac->gpus[g].cores != cores) {
+                vg_err_set(err, -EINVAL, "container %s: GPUs with different compute shares",
+                           ac->name);
+                pod_free(p);
+                return NULL;
+            }
+            sh->mem[g] = ac->gpus[g].memory_mib;
+            if (n == NULL)
+                continue; /* resolved when the node appears */
+            int found = -1;
+            for (unsigned i = 0; i < n->gpu_count; i++)
+                if (strcmp(n->gpus[i].uuid, ac->gpus[g].uuid) == 0)
+                    found = (int)i;
+            if (found < 0) {
+                vg_err_set(err, -ENOENT, "container %s: GPU %s is not on node %s", ac->name,
+                           ac->gpus[g].uuid, d->node);
+                pod_free(p);
+                return NULL;
+            }
+            sh->gpus[g] = (uint8_t)found;
+        }
+        struct place_request r = {.gpu_count = sh->gpu_count, .gpu_milli = sh->milli};
+        struct vg_err ignored = {0};
+        if (place_request_resolve(s->cluster, &r, &ignored) == 0)
+            sh->pod_class = r.pod_class;
+        p->share_count++;
+    }
+    return p;
+}
+
+void sched_pod_update(struct sched_state *s, json_t *pod)
+{
+    char key[SCHED_KEY_MAX];
+    struct vg_err err = {0};
+    if (sched_pod_key(pod, key, sizeof key, &err) < 0) {
+        vg_log(VG_LOG_WARN, "pod skipped", "reason=\"%s\"", err.msg);
+        s->stats.skipped_pods++;
+        return;
+    }
+    struct sched_pod *p = sched_map_get(&s->pods, key);
+    if (p != NULL)
+        p->seen = true;
+    const char *phase = sched_json_str(pod, "status", "phase", NULL);
+    if (phase != NULL && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)) {
+        if (p != NULL)
+            sched_pod_drop(s, p); /* finished pods hold nothing */
+        return;
+    }
+    const char *rv = sched_json_str(pod, "metadata", "resourceVersion", NULL);
+    const char *text = sched_json_str(pod, "metadata", "annotations", ANNOT_KEY_DECISION);
+    if (text == NULL) {
+        /* Our own assumption (or one whose write is in flight) stays until bind or
+         * expiry; an API record whose annotation was removed goes. */
+        if (p != NULL && !p->assumed && !p->written)
+            sched_pod_drop(s, p);
+        else if (p != NULL && rv != NULL)
+            (void)vg_strlcpy(p->resource_version, rv, sizeof p->resource_version);
+        return;
+    }
+    if (p != NULL && p->decision != NULL && strcmp(p->decision, text) == 0) {
+        if (rv != NULL)
+            (void)vg_strlcpy(p->resource_version, rv, sizeof p->resource_version);
+        if (p->assumed && sched_json_str(pod, "spec", "nodeName", NULL) != NULL)
+            p->assumed = false; /* our bind, seen through the watch */
+        if (!p->assumed)
+            p->written = false; /* the API holds it now */
+        return;
+    }
+    struct annot_decision d;
+    if (annot_decision_decode(text, strlen(text), &d, &err) < 0) {
+        vg_log(VG_LOG_WARN, "pod decision skipped", "pod=%s reason=\"%s\"", key, err.msg);
+        s->stats.skipped_pods++;
+        if (p != NULL && !p->assumed)
+            sched_pod_drop(s, p);
+        return;
+    }
+    struct sched_pod *np = pod_from_decision(s, key, text, &d, &err);
+    if (np == NULL) {
+        vg_log(VG_LOG_WARN, "pod decision skipped", "pod=%s reason=\"%s\"", key, err.msg);
+        s->stats.skipped_pods++;
+        return;
+    }
+    if (p != NULL) {
+        if (p->assumed)
+            s->stats.conflicts++; /* someone else decided for this pod: theirs stands */
+        sched_pod_drop(s, p);
+    }
+    np->seen = true;
+    if (rv != NULL)
+        (void)vg_strlcpy(np->resource_version, rv, sizeof np->resource_version);
+    sched_map_put(&s->pods, np->key, np);
+    if (np->node < 0) {
+        s->waiting_pods++;
+        return;
+    }
+    if (s->batch)
+        return;
+    if (sched_pod_apply(s, np, &err) < 0) {
+        vg_log(VG_LOG_WARN, "pod allocation does not fit; not charged", "pod=%s err=\"%s\"", key,
+               err.msg);
+        s->stats.conflicts++;
+    }
+}
+
+void sched_pod_delete(struct sched_state *s, json_t *pod)
+{
+    char key[SCHED_KEY_MAX];
+    struct vg_err err = {0};
+    if (sched_pod_key(pod, key, sizeof key, &err) < 0)
+        return;
+    struct sched_pod *p = sched_map_get(&s->pods, key);
+    if (p != NULL)
+        sched_pod_drop(s, p);
+}
+
+void sched_pods_resync(struct sched_state *s, json_t *items)
+{
+    for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
+         i = sched_map_next(&s->pods, i + 1))
+        ((struct sched_pod *)s->pods.slots[i].value)->seen = false;
+    s->batch = true;
+    size_t k;
+    json_t *pod;
+    json_array_foreach(items, k, pod) sched_pod_update(s, pod);
+    s->batch = false;
+    /* Records the list no longer holds: gone while the watch was down. Assumptions stay
+     * until bind or expiry. */
+    for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
+         i = sched_map_next(&s->pods, i + 1)) {
+        struct sched_pod *p = s->pods.slots[i].value;
+        if (!p->seen && !p->assumed)
+            sched_pod_drop(s, p);
+    }
+    sched_reapply_all(s);
+}
+
+/* ---- expiry, invariants, dump -------------------------------------------------------- */
+
+size_t sched_expire(struct sched_state *s, struct sched_now now)
+{
+    size_t n = 0;
+    for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
+         i = sched_map_next(&s->pods, i + 1)) {
+        struct sched_pod *p = s->pods.slots[i].value;
+        if (p->assumed && !p->binding && now.mono_ms >= p->expires_ms) {
+            vg_log(VG_LOG_INFO, "assumption expired", "pod=%s node=%s", p->key, p->node_name);
+            sched_pod_drop(s, p);
+            n++;
+        }
+    }
+    s->stats.expired += n;
+    return n;
+}
+
+int sched_check_invariants(const struct sched_state *s, struct vg_err *err)
+{
+    const struct place_cluster *c = s->cluster;
+    for (size_t i = 0; i < c->node_count; i++) {
+        const struct place_node *n = &c->nodes[i];
+        for (unsigned g = 0; g < n->gpu_count; g++) {
+            const struct place_gpu *gpu = &n->gpus[g];
+            if (gpu->milli_used > PLACE_GPU_MILLI)
+                return vg_err_set(err, -ERANGE, "node %s GPU %s: compute %u/1000", n->name,
+                                  gpu->uuid, gpu->milli_used);
+            if (gpu->mem_total_mib > 0 && gpu->mem_used_mib > gpu->mem_total_mib)
+                return vg_err_set(err, -ERANGE, "node %s GPU %s: memory %llu/%llu MiB", n->name,
+                                  gpu->uuid, (unsigned long long)gpu->mem_used_mib,
+                                  (unsigned long long)gpu->mem_total_mib);
+            if (gpu->slots > 0 && gpu->tenants > gpu->slots)
+                return vg_err_set(err, -ERANGE, "node %s GPU %s: %u tenants, %u slots", n->name,
+                                  gpu->uuid, gpu->tenants, gpu->slots);
+            if (gpu->exclusive && gpu->tenants > 1)
+                return vg_err_set(err, -ERANGE, "node %s GPU %s: exclusive with %u tenants",
+                                  n->name, gpu->uuid, gpu->tenants);
+        }
+    }
+    return 0;
+}
+
+struct usage {
+    uint64_t mem;
+    uint32_t milli, tenants;
+};
+
+struct named {
+    const char *name;
+    size_t index;
+};
+
+static int cmp_node_name(const void *a, const void *b)
+{
+    return strcmp(((const struct named *)a)->name, ((const struct named *)b)->name);
+}
+
+char *sched_dump(const struct sched_state *s, bool bound_only)
+{
+    const struct place_cluster *c = s->cluster;
+    struct usage *use = xcalloc(c->node_count * PLACE_MAX_GPUS + 1, sizeof *use);
+    for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
+         i = sched_map_next(&s->pods, i + 1)) {
+        const struct sched_pod *p = s->pods.slots[i].value;
+        if (!p->applied || (bound_only && p->assumed))
+            continue;
+        for (unsigned k = 0; k < p->share_count; k++) {
+            const struct sched_share *sh = &p->shares[k];
+            for (unsigned g = 0; g < sh->gpu_count; g++) {
+                struct usage *u = &use[(size_t)p->node * PLACE_MAX_GPUS + sh->gpus[g]];
+                u->mem += sh->mem[g];
+                u->milli += sh->milli;
+                u->tenants++;
+            }
+        }
+    }
+    struct named *order = xcalloc(c->node_count + 1, sizeof *order);
+    for (size_t i = 0; i < c->node_count; i++)
+        order[i] = (struct named){c->nodes[i].name, i};
+    qsort(order, c->node_count, sizeof *order, cmp_node_name);
+    json_t *nodes = json_object();
+    for (size_t k = 0; k < c->node_count; k++) {
+        size_t i = order[k].index;
+        const struct place_node *n = &c->nodes[i];
+        if (!s->nodes[i].present || n->gpu_count == 0)
+            continue;
+        json_t *gpus = json_array();
+        for (unsigned g = 0; g < n->gpu_count; g++) {
+            const struct usage *u = &use[i * PLACE_MAX_GPUS + g];
+            json_array_append_new(gpus, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "uuid",
+                                                  n->gpus[g].uuid, "memUsedMiB", (json_int_t)u->mem,
+                                                  "memTotalMiB", (json_int_t)n->gpus[g].mem_total_mib,
+                                                  "coresUsed", (json_int_t)(u->milli / 10),
+                                                  "tenants", (json_int_t)u->tenants, "slots",
+                                                  (json_int_t)n->gpus[g].slots));
+        }
+        json_object_set_new(nodes, n->name, gpus);
+    }
+    free(order);
+    free(use);
+    json_t *root = json_pack("{s:o}", "nodes", nodes);
+    char *text = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT);
+    json_decref(root);
+    return text;
+}

@@ -1,0 +1,182 @@
+/* The mutating admission webhook (admission.k8s.io/v1 AdmissionReview).
+ *
+ * For a pod that asks for vgpu resources: refuse what no node can ever serve (memory
+ * above the largest GPU in the cluster, cores over 100, a GPU type no node has), apply
+ * the defaults (nvidia.com/gpu: defaultGPUNum where only memory or cores were given) and
+ * point spec.schedulerName at vgpu-scheduler. Pods without vgpu resources, and pods
+ * already given to another scheduler, pass unchanged. The patch is a JSON Patch. */
+#include "scheduler/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/mem.h"
+#include "base/str.h"
+
+static char *base64(const char *in, size_t len)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = xmalloc((len + 2) / 3 * 4 + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)(unsigned char)in[i] << 16;
+        if (i + 1 < len)
+            v |= (uint32_t)(unsigned char)in[i + 1] << 8;
+        if (i + 2 < len)
+            v |= (uint32_t)(unsigned char)in[i + 2];
+        out[o++] = tab[(v >> 18) & 63];
+        out[o++] = tab[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? tab[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? tab[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static bool contains_ci(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay; hay++)
+        if (strncasecmp(hay, needle, n) == 0)
+            return true;
+    return false;
+}
+
+/* Checks a request against every GPU the cluster has; NULL when some GPU could take it. */
+static int impossible(const struct sched_state *s, const struct sched_container_request *cr,
+                      char *msg, size_t size)
+{
+    const struct place_request *r = &cr->request;
+    uint64_t biggest = 0;
+    bool any = false, type_found = r->type_include_count == 0;
+    for (size_t i = 0; i < s->cluster->node_count; i++) {
+        const struct sched_node *info = &s->nodes[i];
+        if (!info->present || !info->has_inventory)
+            continue;
+        for (unsigned g = 0; g < info->inventory.gpu_count; g++) {
+            const struct annot_gpu *gpu = &info->inventory.gpus[g];
+            any = true;
+            if (gpu->memory_mib > biggest)
+                biggest = gpu->memory_mib;
+            for (unsigned t = 0; t < r->type_include_count && !type_found; t++)
+                type_found = contains_ci(gpu->model, r->type_include[t]);
+        }
+    }
+    if (!any)
+        return 0; /* an empty cluster proves nothing */
+    if (r->gpu_mem_mib > biggest)
+        return vg_snprintf(msg, size,
+                           "container %s asks for %llu MiB of GPU memory (nvidia.com/gpumem), "
+                           "more than the largest GPU in the cluster has (%llu MiB)",
+                           cr->name, (unsigned long long)r->gpu_mem_mib,
+                           (unsigned long long)biggest) < 0
+                   ? -EINVAL
+                   : 1;
+    if (!type_found)
+        return vg_snprintf(msg, size,
+                           "no GPU in the cluster matches nvidia.com/use-gputype '%s'%s; "
+                           "check the type name",
+                           r->type_include[0], r->type_include_count > 1 ? " (or the others)" : "")
+                       < 0
+                   ? -EINVAL
+                   : 1;
+    return 0;
+}
+
+static json_t *review(const char *uid, bool allowed, const char *message, json_t *patch)
+{
+    json_t *resp = json_pack("{s:s, s:b}", "uid", uid, "allowed", allowed);
+    if (message != NULL)
+        json_object_set_new(resp, "status", json_pack("{s:s, s:i}", "message", message, "code",
+                                                      allowed ? 200 : 400));
+    if (patch != NULL && json_array_size(patch) > 0) {
+        char *text = json_dumps(patch, JSON_COMPACT);
+        char *b64 = base64(text, strlen(text));
+        json_object_set_new(resp, "patchType", json_string("JSONPatch"));
+        json_object_set_new(resp, "patch", json_string(b64));
+        free(b64);
+        free(text);
+    }
+    json_decref(patch);
+    return json_pack("{s:s, s:s, s:o}", "apiVersion", "admission.k8s.io/v1", "kind",
+                     "AdmissionReview", "response", resp);
+}
+
+int sched_admit(struct sched_state *s, const char *body, size_t len, char **out,
+                struct vg_err *err)
+{
+    *out = NULL;
+    json_t *root = sched_parse_body(body, len, err);
+    if (root == NULL)
+        return err->code;
+    json_t *request = json_object_get(root, "request");
+    const char *uid = sched_json_str(request, "uid", NULL, NULL);
+    json_t *pod = json_object_get(request, "object");
+    if (uid == NULL || !json_is_object(pod)) {
+        json_decref(root);
+        return vg_err_set(err, -EBADMSG, "AdmissionReview: request.uid and request.object are "
+                                         "required");
+    }
+    json_t *answer = NULL;
+    struct sched_container_request *reqs = xcalloc(ANNOT_MAX_CONTAINERS, sizeof *reqs);
+    struct vg_err perr = {0};
+    char msg[512];
+    int count = sched_pod_requests(&s->opt, pod, reqs, ANNOT_MAX_CONTAINERS, &perr);
+    const char *sched_name = sched_json_str(pod, "spec", "schedulerName", NULL);
+    if (count < 0) {
+        (void)vg_snprintf(msg, sizeof msg, "vgpu: %s", perr.msg);
+        answer = review(uid, false, msg, NULL);
+    } else if (count == 0 || (sched_name != NULL && strcmp(sched_name, "default-scheduler") != 0 &&
+                              strcmp(sched_name, s->opt.scheduler_name) != 0)) {
+        answer = review(uid, true, NULL, NULL);
+    } else if (sched_json_str(pod, "spec", "nodeName", NULL) != NULL) {
+        answer = review(uid, false,
+                        "vgpu: the pod asks for GPU shares but already names spec.nodeName; "
+                        "remove nodeName so that vgpu-scheduler can pick the GPUs",
+                        NULL);
+    } else {
+        int bad = 0;
+        for (int c = 0; c < count && bad == 0; c++)
+            bad = impossible(s, &reqs[c], msg, sizeof msg);
+        if (bad != 0) {
+            char full[600];
+            (void)vg_snprintf(full, sizeof full, "vgpu: %s", msg);
+            answer = review(uid, false, full, NULL);
+        } else {
+            json_t *patch = json_array();
+            json_array_append_new(patch,
+                                  json_pack("{s:s, s:s, s:s}", "op", "add", "path",
+                                            "/spec/schedulerName", "value", s->opt.scheduler_name));
+            /* Default rule 1: memory or cores without nvidia.com/gpu get defaultGPUNum. */
+            json_t *containers = json_object_get(json_object_get(pod, "spec"), "containers");
+            size_t i;
+            json_t *c;
+            json_array_foreach(containers, i, c)
+            {
+                json_t *limits = json_object_get(json_object_get(c, "resources"), "limits");
+                if (!json_is_object(limits) || json_object_get(limits, "nvidia.com/gpu") != NULL)
+                    continue;
+                if (json_object_get(limits, "nvidia.com/gpumem") == NULL &&
+                    json_object_get(limits, "nvidia.com/gpumem-percentage") == NULL &&
+                    json_object_get(limits, "nvidia.com/gpucores") == NULL)
+                    continue;
+                char path[128];
+                char value[32];
+                (void)vg_snprintf(path, sizeof path,
+                                  "/spec/containers/%zu/resources/limits/nvidia.com~1gpu", i);
+                (void)vg_snprintf(value, sizeof value, "%lld",
+                                  (long long)s->opt.defaults.default_gpu_num);
+                json_array_append_new(patch, json_pack("{s:s, s:s, s:s}", "op", "add", "path",
+                                                       path, "value", value));
+            }
+            answer = review(uid, true, NULL, patch);
+        }
+    }
+    free(reqs);
+    *out = json_dumps(answer, JSON_COMPACT);
+    json_decref(answer);
+    json_decref(root);
+    return 0;
+}
