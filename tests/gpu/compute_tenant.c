@@ -8,7 +8,11 @@
  * launches made during capture must pass through libvgpu untouched) and replayed with
  * cuGraphLaunch. bursty: random on/off periods of 50..300 ms. ex: cuLaunchKernelEx.
  * coop: cuLaunchCooperativeKernel. Prints "launches=<n> gpu_ns=<n>" at the end, where
- * gpu_ns is the kernel time it asked for. Exits non-zero on any CUDA error. */
+ * gpu_ns is the kernel time it asked for, and, when COMPUTE_WARMUP_MS is set, the same for
+ * the launches made after the warm-up: "window_ns=<wall time after the warm-up>
+ * window_gpu_ns=<kernel time launched in it>" (the real-GPU suite's ground truth with
+ * tests/gpu/compute_spin.ptx, whose kernel counts only the time it is on the GPU).
+ * Exits non-zero on any CUDA error. */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdio.h>
@@ -68,6 +72,12 @@ int main(int argc, char **argv)
         return 2;
     }
     unsigned seed = (unsigned)seed64;
+    uint64_t warm_ms = 0;
+    const char *warm_env = getenv("COMPUTE_WARMUP_MS");
+    if (warm_env != NULL && vg_parse_u64(warm_env, 0, ms, &warm_ms, NULL) != 0) {
+        fprintf(stderr, "compute_tenant: bad COMPUTE_WARMUP_MS \"%s\"\n", warm_env);
+        return 2;
+    }
     CUdevice dev;
     CUcontext ctx;
     CUmodule mod;
@@ -105,7 +115,8 @@ int main(int argc, char **argv)
     int64_t t0 = now_ns(), stop = t0 + (int64_t)ms * 1000000;
     int64_t phase_end = t0;
     int on = 1;
-    unsigned long long launches = 0;
+    unsigned long long launches = 0, warm_launches = 0;
+    int64_t warm_end = t0 + (int64_t)warm_ms * 1000000;
     for (int64_t t = t0; t < stop; t = now_ns()) {
         if (strcmp(mode, "bursty") == 0 && t >= phase_end) {
             on = !on;
@@ -127,8 +138,14 @@ int main(int argc, char **argv)
         else
             CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
         launches++;
+        if (t < warm_end)
+            warm_launches = launches;
     }
     CHECK(cuStreamSynchronize(s));
+    int64_t end = now_ns();
     printf("launches=%llu gpu_ns=%llu\n", launches, launches * (unsigned long long)ns);
+    if (warm_env != NULL)
+        printf("window_ns=%lld window_gpu_ns=%llu\n", (long long)(end - warm_end),
+               (launches - warm_launches) * (unsigned long long)ns);
     return 0;
 }
