@@ -34,8 +34,8 @@ json_t *sched_parse_body(const char *body, size_t len, struct vg_err *err)
     json_error_t jerr;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL) {
-        vg_err_set(err, -EBADMSG, "malformed JSON at line %d column %d: %s", jerr.line,
-                   jerr.column, jerr.text);
+        vg_err_set(err, -EBADMSG, "malformed JSON at line %d column %d: %s", jerr.line, jerr.column,
+                   jerr.text);
         return NULL;
     }
     if (!json_is_object(root)) {
@@ -94,8 +94,8 @@ static int resource_value(json_t *list, const char *name, bool memory, int64_t *
 }
 
 /* "a, b,c" -> list entries; -EINVAL past PLACE_MAX_LIST or an entry too long. */
-static int split_list(const char *text, const char *what, char *list,
-                      size_t entry_size, uint8_t *count, struct vg_err *err)
+static int split_list(const char *text, const char *what, char *list, size_t entry_size,
+                      uint8_t *count, struct vg_err *err)
 {
     *count = 0;
     const char *p = text;
@@ -137,12 +137,12 @@ static int pod_selection(json_t *pod, struct place_request *r, struct vg_err *er
                         &r->type_exclude_count, err);
     if (rc == 0 &&
         (v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/use-gpuuuid")) != NULL)
-        rc = split_list(v, "nvidia.com/use-gpuuuid", &r->uuid_include[0][0],
-                        PLACE_NAME_MAX, &r->uuid_include_count, err);
+        rc = split_list(v, "nvidia.com/use-gpuuuid", &r->uuid_include[0][0], PLACE_NAME_MAX,
+                        &r->uuid_include_count, err);
     if (rc == 0 &&
         (v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/nouse-gpuuuid")) != NULL)
-        rc = split_list(v, "nvidia.com/nouse-gpuuuid", &r->uuid_exclude[0][0],
-                        PLACE_NAME_MAX, &r->uuid_exclude_count, err);
+        rc = split_list(v, "nvidia.com/nouse-gpuuuid", &r->uuid_exclude[0][0], PLACE_NAME_MAX,
+                        &r->uuid_exclude_count, err);
     if (rc == 0 &&
         (v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/numa-bind")) != NULL) {
         if (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0)
@@ -150,8 +150,7 @@ static int pod_selection(json_t *pod, struct place_request *r, struct vg_err *er
         else if (strcasecmp(v, "false") == 0 || strcmp(v, "0") == 0)
             r->numa_bind = false;
         else
-            rc = vg_err_set(err, -EINVAL, "nvidia.com/numa-bind: '%.20s' is not true or false",
-                            v);
+            rc = vg_err_set(err, -EINVAL, "nvidia.com/numa-bind: '%.20s' is not true or false", v);
     }
     return rc;
 }
@@ -227,8 +226,7 @@ static int pod_policy(const struct sched_options *o, json_t *pod, struct pod_pol
             pp->policy = PLACE_POLICY_SPREAD;
         else
             return vg_err_set(err, -EINVAL,
-                              "hami.io/node-scheduler-policy: '%.30s' is not binpack or spread",
-                              v);
+                              "hami.io/node-scheduler-policy: '%.30s' is not binpack or spread", v);
     }
     v = sched_json_str(pod, "metadata", "annotations", "vgpu.io/policy");
     if (v != NULL) {
@@ -470,15 +468,15 @@ int sched_filter(struct sched_state *s, const char *body, size_t len, struct sch
             for (size_t k = 0; k < nmarked; k++)
                 set_candidate(s, marked[k], CANDIDATE_OFF);
             if (p == NULL) {
-                json_array_foreach(list, i, item) if (json_object_get(failed, node_name_of(item)) ==
-                                                      NULL)
+                json_array_foreach(list, i,
+                                   item) if (json_object_get(failed, node_name_of(item)) == NULL)
                     json_object_set_new(
                         failed, node_name_of(item),
                         json_string("vgpu: no GPU with enough free memory, compute and slots"));
                 s->stats.filter_unschedulable++;
             } else {
-                json_array_foreach(list, i, item) if (strcmp(node_name_of(item), p->node_name) ==
-                                                      0) json_array_append(passed, item);
+                json_array_foreach(list, i, item) if (strcmp(node_name_of(item), p->node_name) == 0)
+                    json_array_append(passed, item);
                 p->decision = encode_decision(s, p, reqs, now.unix_s);
                 s->stats.filter_fits++;
             }
@@ -498,8 +496,8 @@ int sched_filter(struct sched_state *s, const char *body, size_t len, struct sch
         json_object_set_new(result, "NodeNames", passed);
         json_object_set_new(result, "Nodes", json_null());
     } else {
-        json_t *nl = json_pack("{s:s, s:s, s:o}", "apiVersion", "v1", "kind", "NodeList", "items",
-                               passed);
+        json_t *nl =
+            json_pack("{s:s, s:s, s:o}", "apiVersion", "v1", "kind", "NodeList", "items", passed);
         json_object_set_new(result, "Nodes", nl);
         json_object_set_new(result, "NodeNames", json_null());
     }
@@ -523,8 +521,8 @@ int sched_prioritize(struct sched_state *s, const char *body, size_t len, char *
     int rc = only_keys(args, "ExtenderArgs", keys, err);
     json_t *pod = json_object_get(args, "Pod");
     json_t *names = json_object_get(args, "NodeNames");
-    json_t *list = json_is_array(names) ? names : json_object_get(json_object_get(args, "Nodes"),
-                                                                  "items");
+    json_t *list =
+        json_is_array(names) ? names : json_object_get(json_object_get(args, "Nodes"), "items");
     char key[SCHED_KEY_MAX];
     if (rc == 0 && !json_is_array(list))
         rc = vg_err_set(err, -EBADMSG, "ExtenderArgs: neither NodeNames nor Nodes.items is a list");

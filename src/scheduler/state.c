@@ -163,7 +163,7 @@ static void share_to_place(const struct sched_share *sh, int32_t node, struct pl
 }
 
 int sched_share_charge(struct sched_state *s, int32_t node, const struct sched_share *sh,
-                  struct vg_err *err)
+                       struct vg_err *err)
 {
     struct place_request r;
     struct place_decision d;
@@ -339,6 +339,35 @@ static bool same_gpus(const struct annot_inventory *a, const struct annot_invent
     return true;
 }
 
+static struct sched_pod *pod_from_decision(struct sched_state *s, const char *key, const char *text,
+                                           const struct annot_decision *d, struct vg_err *err);
+
+/* A record read while its node was unknown: map its GPUs now. false (logged) when they
+ * are not on the node. */
+static bool resolve_waiting(struct sched_state *s, struct sched_pod *p)
+{
+    struct annot_decision *d = xmalloc(sizeof *d);
+    struct vg_err err = {0};
+    struct sched_pod *fresh = NULL;
+    if (annot_decision_decode(p->decision, strlen(p->decision), d, &err) == 0)
+        fresh = pod_from_decision(s, p->key, p->decision, d, &err);
+    free(d);
+    if (fresh == NULL || fresh->node < 0) {
+        vg_log(VG_LOG_WARN, "pod decision skipped", "pod=%s reason=\"%s\"", p->key, err.msg);
+        free(fresh != NULL ? fresh->decision : NULL);
+        free(fresh != NULL ? fresh->shares : NULL);
+        free(fresh);
+        return false;
+    }
+    free(p->shares);
+    p->shares = fresh->shares;
+    p->share_count = fresh->share_count;
+    p->node = fresh->node;
+    free(fresh->decision);
+    free(fresh);
+    return true;
+}
+
 /* Pods whose node was unknown when their decision was read. */
 static void apply_waiting(struct sched_state *s, int32_t idx, const char *name)
 {
@@ -347,7 +376,9 @@ static void apply_waiting(struct sched_state *s, int32_t idx, const char *name)
         struct sched_pod *p = s->pods.slots[i].value;
         if (p->node >= 0 || strcmp(p->node_name, name) != 0)
             continue;
-        p->node = idx;
+        (void)idx;
+        if (p->decision == NULL || !resolve_waiting(s, p))
+            continue;
         if (!s->batch) {
             struct vg_err err = {0};
             if (sched_pod_apply(s, p, &err) < 0)
@@ -443,9 +474,8 @@ void sched_reapply_all(struct sched_state *s)
         struct sched_pod *p = s->pods.slots[i].value;
         if (p->applied)
             continue;
-        if (p->node < 0)
-            p->node = sched_node_find(s, p->node_name);
-        if (p->node < 0)
+        if (p->node < 0 &&
+            (p->decision == NULL || sched_node_find(s, p->node_name) < 0 || !resolve_waiting(s, p)))
             continue;
         struct vg_err err = {0};
         if (sched_pod_apply(s, p, &err) < 0) {
@@ -466,9 +496,8 @@ void sched_reapply_all(struct sched_state *s)
 /* ---- pods --------------------------------------------------------------------------- */
 
 /* A record from a decision annotation; NULL (err set) when it names GPUs the node lacks. */
-static struct sched_pod *pod_from_decision(struct sched_state *s, const char *key,
-                                           const char *text, const struct annot_decision *d,
-                                           struct vg_err *err)
+static struct sched_pod *pod_from_decision(struct sched_state *s, const char *key, const char *text,
+                                           const struct annot_decision *d, struct vg_err *err)
 {
     struct sched_pod *p = xcalloc(1, sizeof *p);
     (void)vg_strlcpy(p->key, key, sizeof p->key);
@@ -540,10 +569,10 @@ void sched_pod_update(struct sched_state *s, json_t *pod)
     if (text == NULL) {
         /* Our own assumption (or one whose write is in flight) stays until bind or
          * expiry; an API record whose annotation was removed goes. */
+        /* An assumption keeps the resourceVersion filter saw: a pod changed since then
+         * fails the bind's precondition and is filtered again. */
         if (p != NULL && !p->assumed && !p->written)
             sched_pod_drop(s, p);
-        else if (p != NULL && rv != NULL)
-            (void)vg_strlcpy(p->resource_version, rv, sizeof p->resource_version);
         return;
     }
     if (p != NULL && p->decision != NULL && strcmp(p->decision, text) == 0) {
@@ -713,12 +742,12 @@ char *sched_dump(const struct sched_state *s, bool bound_only)
         json_t *gpus = json_array();
         for (unsigned g = 0; g < n->gpu_count; g++) {
             const struct usage *u = &use[i * PLACE_MAX_GPUS + g];
-            json_array_append_new(gpus, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "uuid",
-                                                  n->gpus[g].uuid, "memUsedMiB", (json_int_t)u->mem,
-                                                  "memTotalMiB", (json_int_t)n->gpus[g].mem_total_mib,
-                                                  "coresUsed", (json_int_t)(u->milli / 10),
-                                                  "tenants", (json_int_t)u->tenants, "slots",
-                                                  (json_int_t)n->gpus[g].slots));
+            json_array_append_new(
+                gpus,
+                json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "uuid", n->gpus[g].uuid, "memUsedMiB",
+                          (json_int_t)u->mem, "memTotalMiB", (json_int_t)n->gpus[g].mem_total_mib,
+                          "coresUsed", (json_int_t)(u->milli / 10), "tenants",
+                          (json_int_t)u->tenants, "slots", (json_int_t)n->gpus[g].slots));
         }
         json_object_set_new(nodes, n->name, gpus);
     }

@@ -78,8 +78,8 @@ static int impossible(const struct sched_state *s, const struct sched_container_
         return vg_snprintf(msg, size,
                            "no GPU in the cluster matches nvidia.com/use-gputype '%s'%s; "
                            "check the type name",
-                           r->type_include[0], r->type_include_count > 1 ? " (or the others)" : "")
-                       < 0
+                           r->type_include[0],
+                           r->type_include_count > 1 ? " (or the others)" : "") < 0
                    ? -EINVAL
                    : 1;
     return 0;
@@ -89,8 +89,9 @@ static json_t *review(const char *uid, bool allowed, const char *message, json_t
 {
     json_t *resp = json_pack("{s:s, s:b}", "uid", uid, "allowed", allowed);
     if (message != NULL)
-        json_object_set_new(resp, "status", json_pack("{s:s, s:i}", "message", message, "code",
-                                                      allowed ? 200 : 400));
+        json_object_set_new(
+            resp, "status",
+            json_pack("{s:s, s:i}", "message", message, "code", allowed ? 200 : 400));
     if (patch != NULL && json_array_size(patch) > 0) {
         char *text = json_dumps(patch, JSON_COMPACT);
         char *b64 = base64(text, strlen(text));
@@ -104,8 +105,7 @@ static json_t *review(const char *uid, bool allowed, const char *message, json_t
                      "AdmissionReview", "response", resp);
 }
 
-int sched_admit(struct sched_state *s, const char *body, size_t len, char **out,
-                struct vg_err *err)
+int sched_admit(struct sched_state *s, const char *body, size_t len, char **out, struct vg_err *err)
 {
     *out = NULL;
     json_t *root = sched_parse_body(body, len, err);
@@ -116,8 +116,9 @@ int sched_admit(struct sched_state *s, const char *body, size_t len, char **out,
     json_t *pod = json_object_get(request, "object");
     if (uid == NULL || !json_is_object(pod)) {
         json_decref(root);
-        return vg_err_set(err, -EBADMSG, "AdmissionReview: request.uid and request.object are "
-                                         "required");
+        return vg_err_set(err, -EBADMSG,
+                          "AdmissionReview: request.uid and request.object are "
+                          "required");
     }
     json_t *answer = NULL;
     struct sched_container_request *reqs = xcalloc(ANNOT_MAX_CONTAINERS, sizeof *reqs);
@@ -168,8 +169,8 @@ int sched_admit(struct sched_state *s, const char *body, size_t len, char **out,
                                   "/spec/containers/%zu/resources/limits/nvidia.com~1gpu", i);
                 (void)vg_snprintf(value, sizeof value, "%lld",
                                   (long long)s->opt.defaults.default_gpu_num);
-                json_array_append_new(patch, json_pack("{s:s, s:s, s:s}", "op", "add", "path",
-                                                       path, "value", value));
+                json_array_append_new(
+                    patch, json_pack("{s:s, s:s, s:s}", "op", "add", "path", path, "value", value));
             }
             answer = review(uid, true, NULL, patch);
         }

@@ -114,16 +114,16 @@ static void render_metrics(struct daemon *d, struct evbuffer *b)
                         (unsigned long long)st.filter_unschedulable);
     evbuffer_add_printf(b, "# HELP vgpu_scheduler_binds_total Bind calls, by result.\n"
                            "# TYPE vgpu_scheduler_binds_total counter\n");
-    evbuffer_add_printf(b, "vgpu_scheduler_binds_total{result=\"ok\"} %llu\n",
-                        (unsigned long long)(st.binds > st.bind_failures
-                                                 ? st.binds - st.bind_failures
-                                                 : 0));
+    evbuffer_add_printf(
+        b, "vgpu_scheduler_binds_total{result=\"ok\"} %llu\n",
+        (unsigned long long)(st.binds > st.bind_failures ? st.binds - st.bind_failures : 0));
     evbuffer_add_printf(b, "vgpu_scheduler_binds_total{result=\"error\"} %llu\n",
                         (unsigned long long)st.bind_failures);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_assumptions_expired_total Filter promises "
-                           "dropped because no bind came.\n# TYPE "
-                           "vgpu_scheduler_assumptions_expired_total counter\n"
-                           "vgpu_scheduler_assumptions_expired_total %llu\n",
+    evbuffer_add_printf(b,
+                        "# HELP vgpu_scheduler_assumptions_expired_total Filter promises "
+                        "dropped because no bind came.\n# TYPE "
+                        "vgpu_scheduler_assumptions_expired_total counter\n"
+                        "vgpu_scheduler_assumptions_expired_total %llu\n",
                         (unsigned long long)st.expired);
     evbuffer_add_printf(b, "# HELP vgpu_scheduler_errors_total Errors by kind.\n"
                            "# TYPE vgpu_scheduler_errors_total counter\n");
@@ -280,8 +280,8 @@ static void patched(void *arg, long status, json_t *body, const struct vg_err *e
     start_binding(bc);
 }
 
-static void handle_bind(struct daemon *d, struct evhttp_request *req, const char *body,
-                        size_t len, double t0)
+static void handle_bind(struct daemon *d, struct evhttp_request *req, const char *body, size_t len,
+                        double t0)
 {
     struct bind_call *bc = xcalloc(1, sizeof *bc);
     bc->d = d;
@@ -418,8 +418,8 @@ static void nodes_resync(void *arg, json_t *items, const char *rv)
     struct daemon *d = arg;
     double t0 = mono_s();
     sched_nodes_resync(d->state, items);
-    vg_log(VG_LOG_INFO, "nodes listed", "count=%zu rv=%s seconds=%.3f", json_array_size(items),
-           rv, mono_s() - t0);
+    vg_log(VG_LOG_INFO, "nodes listed", "count=%zu rv=%s seconds=%.3f", json_array_size(items), rv,
+           mono_s() - t0);
 }
 
 static void nodes_event(void *arg, enum kube_event_type type, json_t *obj)
@@ -480,8 +480,7 @@ static struct bufferevent *tls_bev(struct event_base *base, void *arg)
                                           BEV_OPT_CLOSE_ON_FREE);
 }
 
-static int split_addr(const char *text, char *host, size_t size, uint16_t *port,
-                      struct vg_err *err)
+static int split_addr(const char *text, char *host, size_t size, uint16_t *port, struct vg_err *err)
 {
     const char *colon = strrchr(text, ':');
     if (colon == NULL || (size_t)(colon - text) >= size)
@@ -625,18 +624,42 @@ int main(int argc, char **argv)
     int opt;
     while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (opt) {
-        case 'l': listen = optarg; break;
-        case 'k': kubeconfig = optarg; break;
-        case 'c': config = optarg; break;
-        case 'p': policy = optarg; break;
-        case 'g': gpu_policy = optarg; break;
-        case 't': ttl = optarg; break;
-        case 'H': heartbeat = optarg; break;
-        case 'n': scheduler_name = optarg; break;
-        case 'w': webhook_listen = optarg; break;
-        case 'C': tls_cert = optarg; break;
-        case 'K': tls_key = optarg; break;
-        case 'P': port_file = optarg; break;
+        case 'l':
+            listen = optarg;
+            break;
+        case 'k':
+            kubeconfig = optarg;
+            break;
+        case 'c':
+            config = optarg;
+            break;
+        case 'p':
+            policy = optarg;
+            break;
+        case 'g':
+            gpu_policy = optarg;
+            break;
+        case 't':
+            ttl = optarg;
+            break;
+        case 'H':
+            heartbeat = optarg;
+            break;
+        case 'n':
+            scheduler_name = optarg;
+            break;
+        case 'w':
+            webhook_listen = optarg;
+            break;
+        case 'C':
+            tls_cert = optarg;
+            break;
+        case 'K':
+            tls_key = optarg;
+            break;
+        case 'P':
+            port_file = optarg;
+            break;
         case 'L': {
             int level = vg_log_level_from_name(optarg);
             if (level < 0) {
@@ -646,8 +669,12 @@ int main(int argc, char **argv)
             vg_log_max_level = level;
             break;
         }
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (optind < argc) {
@@ -735,8 +762,8 @@ int main(int argc, char **argv)
         d.ssl = SSL_CTX_new(TLS_server_method());
         if (d.ssl == NULL || SSL_CTX_use_certificate_chain_file(d.ssl, tls_cert) != 1 ||
             SSL_CTX_use_PrivateKey_file(d.ssl, tls_key, SSL_FILETYPE_PEM) != 1) {
-            vg_err_set(&err, -EINVAL, "cannot load the webhook certificate %s or key %s",
-                       tls_cert, tls_key);
+            vg_err_set(&err, -EINVAL, "cannot load the webhook certificate %s or key %s", tls_cert,
+                       tls_key);
             goto out;
         }
         d.https = evhttp_new(d.base);

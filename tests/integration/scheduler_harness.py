@@ -1,0 +1,249 @@
+"""Shared pieces of vgpu-scheduler's integration tests and benchmark (stdlib only).
+
+Starts tests/kube_api_server.py with a generated cluster whose nodes carry the
+vgpu.io/gpus inventory (docs/protocol.md), starts vgpu-scheduler against it, and replays
+the extender calls exactly as kube-scheduler sends them (research/k8s-side.md §8):
+POST /filter and /prioritize with ExtenderArgs, POST /bind with ExtenderBindingArgs.
+"""
+import http.client
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+API_SERVER = os.path.join(ROOT, "tests", "kube_api_server.py")
+
+
+def inventory(node, gpus, mem_mib=16000, slots=4, cores=100, heartbeat=None, healthy=True):
+    return json.dumps({"version": 1, "heartbeat": int(heartbeat or time.time()), "mode": "vgpu",
+                       "gpus": [{"uuid": "GPU-%s-%d" % (node, g), "index": g,
+                                 "model": "NVIDIA H100 80GB HBM3", "memoryMiB": mem_mib,
+                                 "cores": cores, "slots": slots, "numa": g // 4,
+                                 "healthy": healthy} for g in range(gpus)]},
+                      sort_keys=True, separators=(",", ":"))
+
+
+def node_object(name, gpus, **kw):
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name},
+                         "annotations": {"vgpu.io/gpus": inventory(name, gpus, **kw)}},
+            "status": {"allocatable": {"nvidia.com/gpu": str(gpus * 10)}}}
+
+
+def pod_object(name, limits, annotations=None, ns="default"):
+    return {"metadata": {"name": name, "namespace": ns, "annotations": annotations or {}},
+            "spec": {"schedulerName": "vgpu-scheduler",
+                     "containers": [{"name": "main", "image": "cuda",
+                                     "resources": {"limits": limits}}]},
+            "status": {"phase": "Pending"}}
+
+
+class Http:
+    """One keep-alive connection (kube-scheduler reuses connections too)."""
+
+    def __init__(self, port, timeout=30):
+        self.port, self.timeout = port, timeout
+        self.conn = None
+
+    def request(self, method, path, body=None, ctype="application/json", raw=False):
+        for attempt in range(2):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port,
+                                                       timeout=self.timeout)
+            try:
+                data = body if isinstance(body, (bytes, type(None))) else \
+                    json.dumps(body).encode()
+                headers = {"Content-Type": ctype} if data is not None else {}
+                self.conn.request(method, path, body=data, headers=headers)
+                resp = self.conn.getresponse()
+                text = resp.read()
+                if resp.getheader("Connection", "").lower() == "close":
+                    self.conn.close()
+                    self.conn = None
+                if raw:
+                    return resp.status, text
+                return resp.status, (json.loads(text) if text.strip().startswith((b"{", b"["))
+                                     else text.decode(errors="replace"))
+            except (ConnectionError, http.client.HTTPException, OSError):
+                if self.conn is not None:
+                    self.conn.close()
+                self.conn = None
+                if attempt == 1:
+                    raise
+        raise AssertionError("unreachable")
+
+
+def wait_port_file(path, proc, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("process exited with %s" % proc.returncode)
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+            if text:
+                return int(text)
+        except FileNotFoundError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("no port in %s" % path)
+
+
+class Cluster:
+    """The test API server plus one vgpu-scheduler."""
+
+    def __init__(self, binary, nodes, pods=(), ttl=30, extra_args=(), api_args=()):
+        self.binary = binary
+        self.dir = tempfile.mkdtemp(prefix="vgpu-sched-")
+        fixture = os.path.join(self.dir, "fixture.json")
+        with open(fixture, "w") as f:
+            json.dump({"nodes": list(nodes), "pods": list(pods)}, f)
+        port_file = os.path.join(self.dir, "api.port")
+        self.api_log = open(os.path.join(self.dir, "api.log"), "w")
+        self.api = subprocess.Popen(["/usr/bin/python3", API_SERVER, "--port", "0",
+                                     "--port-file", port_file, "--fixture", fixture,
+                                     "--bookmark-interval", "1"] + list(api_args),
+                                    stdout=self.api_log, stderr=subprocess.STDOUT)
+        self.api_port = wait_port_file(port_file, self.api, timeout=120)
+        self.kubeconfig = os.path.join(self.dir, "kubeconfig")
+        with open(self.kubeconfig, "w") as f:
+            f.write("current-context: c\n"
+                    "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+                    "clusters: [{name: k, cluster: {server: 'http://127.0.0.1:%d'}}]\n"
+                    "users: [{name: u, user: {token: test}}]\n" % self.api_port)
+        self.ttl, self.extra_args = ttl, list(extra_args)
+        self.sched = None
+        self.apic = Http(self.api_port)
+        self.start()
+
+    def start(self):
+        port_file = os.path.join(self.dir, "sched.port")
+        if os.path.exists(port_file):
+            os.unlink(port_file)
+        self.sched_log = open(os.path.join(self.dir, "sched.log"), "a")
+        self.sched = subprocess.Popen([self.binary, "--listen", "127.0.0.1:0", "--port-file",
+                                       port_file, "--kubeconfig", self.kubeconfig,
+                                       "--assume-ttl", str(self.ttl)] + self.extra_args,
+                                      stdout=self.sched_log, stderr=subprocess.STDOUT)
+        self.port = wait_port_file(port_file, self.sched)
+        self.ext = Http(self.port)
+        self.started = time.time()
+
+    def wait_ready(self, timeout=120):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            status, _ = self.ext.request("GET", "/readyz")
+            if status == 200:
+                return time.time() - self.started
+            time.sleep(0.02)
+        raise AssertionError("scheduler never became ready")
+
+    def kill9(self):
+        self.sched.send_signal(signal.SIGKILL)
+        self.sched.wait()
+
+    def stop(self):
+        for proc in (self.sched, self.api):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+    def log(self):
+        with open(os.path.join(self.dir, "sched.log")) as f:
+            return f.read()
+
+    # ---- the API server ----
+    def create_pod(self, pod):
+        status, body = self.apic.request("POST", "/api/v1/namespaces/%s/pods"
+                                         % pod["metadata"]["namespace"], pod)
+        assert status == 201 or status == 200, (status, body)
+        return body
+
+    def get_pod(self, name, ns="default"):
+        status, body = self.apic.request("GET", "/api/v1/namespaces/%s/pods/%s" % (ns, name))
+        assert status == 200, (status, body)
+        return body
+
+    def list(self, kind):
+        status, body = self.apic.request("GET", "/api/v1/" + kind)
+        assert status == 200, (status, body)
+        return body["items"]
+
+    # ---- kube-scheduler's side ----
+    def filter(self, conn, pod, names, cache=True):
+        if cache:
+            args = {"Pod": pod, "Nodes": None, "NodeNames": names}
+        else:
+            args = {"Pod": pod, "Nodes": {"kind": "NodeList", "apiVersion": "v1",
+                                          "items": [{"metadata": {"name": n}} for n in names]},
+                    "NodeNames": None}
+        status, body = conn.request("POST", "/filter", args)
+        assert status == 200, (status, body)
+        if cache:
+            return body.get("NodeNames") or [], body
+        return [n["metadata"]["name"] for n in (body.get("Nodes") or {}).get("items") or []], body
+
+    def prioritize(self, conn, pod, names):
+        status, body = conn.request("POST", "/prioritize",
+                                    {"Pod": pod, "Nodes": None, "NodeNames": names})
+        assert status == 200, (status, body)
+        return body
+
+    def bind(self, conn, pod, node):
+        meta = pod["metadata"]
+        status, body = conn.request("POST", "/bind", {
+            "PodName": meta["name"], "PodNamespace": meta["namespace"],
+            "PodUID": meta.get("uid", ""), "Node": node})
+        assert status == 200, (status, body)
+        return body.get("Error", "")
+
+    def state(self, bound=False):
+        status, body = self.ext.request("GET", "/debug/state-bound" if bound else "/debug/state")
+        assert status == 200, (status, body)
+        return body
+
+
+def check_api_invariants(cluster):
+    """Independent of the scheduler: sums every bound pod's decision annotation per GPU and
+    compares with the node inventories in the API."""
+    caps = {}
+    for node in cluster.list("nodes"):
+        text = node["metadata"].get("annotations", {}).get("vgpu.io/gpus")
+        try:
+            inv = json.loads(text)
+        except (TypeError, ValueError):
+            continue
+        if not isinstance(inv, dict) or not isinstance(inv.get("gpus"), list):
+            continue
+        for g in inv["gpus"]:
+            caps[g["uuid"]] = (g["memoryMiB"], g["cores"], g["slots"])
+    used = {}
+    for pod in cluster.list("pods"):
+        text = pod["metadata"].get("annotations", {}).get("vgpu.io/decision")
+        if not text:
+            continue
+        try:
+            decision = json.loads(text)
+        except ValueError:
+            continue
+        if not isinstance(decision, dict) or not isinstance(decision.get("containers"), list):
+            continue
+        for c in decision["containers"]:
+            for g in c.get("gpus", []):
+                u = used.setdefault(g["uuid"], [0, 0, 0])
+                u[0] += g["memoryMiB"]
+                u[1] += g["cores"]
+                u[2] += 1
+    for uuid, (mem, cores, n) in used.items():
+        cap = caps.get(uuid)
+        assert cap is not None, "decision names unknown GPU %s" % uuid
+        assert mem <= cap[0], "%s memory %d > %d" % (uuid, mem, cap[0])
+        assert cores <= cap[1], "%s cores %d > %d" % (uuid, cores, cap[1])
+        assert n <= cap[2], "%s tenants %d > %d slots" % (uuid, n, cap[2])
+    return used

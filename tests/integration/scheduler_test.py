@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""vgpu-scheduler against the test API server, driven like kube-scheduler.
+
+usage: scheduler_test.py VGPU_SCHEDULER_BINARY [unittest args]
+"""
+import base64
+import json
+import os
+import random
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import warnings
+import http.client
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import scheduler_harness as H  # noqa: E402
+
+BINARY = None
+
+
+def check(cluster):
+    """Invariant checker, run after every step: the scheduler's own model and, from the
+    API alone, the sum of written decisions."""
+    state = cluster.state()
+    assert state["invariants"] == "ok", state["invariants"]
+    for node, gpus in state["nodes"].items():
+        for g in gpus:
+            assert g["memUsedMiB"] <= g["memTotalMiB"], (node, g)
+            assert g["coresUsed"] <= 100, (node, g)
+            assert g["slots"] == 0 or g["tenants"] <= g["slots"], (node, g)
+    H.check_api_invariants(cluster)
+    return state
+
+
+class SchedulerTest(unittest.TestCase):
+    NODES = 6
+    GPUS = 2
+
+    def setUp(self):
+        nodes = [H.node_object("node-%02d" % i, self.GPUS) for i in range(self.NODES)]
+        self.cluster = H.Cluster(BINARY, nodes, ttl=2)
+        self.cluster.wait_ready()
+        self.names = ["node-%02d" % i for i in range(self.NODES)]
+
+    def tearDown(self):
+        self.cluster.stop()
+        if os.environ.get("VGPU_TEST_LOG"):
+            sys.stderr.write(self.cluster.log()[-6000:])
+
+    def make_pods(self, count, limits, prefix="p"):
+        return [self.cluster.create_pod(H.pod_object("%s-%03d" % (prefix, i), limits))
+                for i in range(count)]
+
+    def schedule(self, conn, pod, cache=True):
+        """One full kube-scheduler cycle: filter, prioritize, bind to the best node."""
+        names, _ = self.cluster.filter(conn, pod, self.names, cache)
+        if not names:
+            return None
+        scores = self.cluster.prioritize(conn, pod, names)
+        best = max(scores, key=lambda s: s["Score"])["Host"]
+        err = self.cluster.bind(conn, pod, best)
+        self.assertEqual(err, "", err)
+        return best
+
+    def test_filter_many_before_binding_never_double_promises(self):
+        # 6 nodes x 2 GPUs x 16000 MiB; each pod wants 6000 MiB and 30 % of a GPU: at most
+        # 2 per GPU by memory, 3 by cores -> 24 pods fit, 40 are asked for.
+        pods = self.make_pods(40, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "6000",
+                                   "nvidia.com/gpucores": "30"})
+        conns = [H.Http(self.cluster.port) for _ in range(8)]
+        chosen = {}
+        lock = threading.Lock()
+
+        def worker(k):
+            for pod in pods[k::8]:
+                names, _ = self.cluster.filter(conns[k], pod, self.names)
+                with lock:
+                    chosen[pod["metadata"]["name"]] = names
+        threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        check(self.cluster)
+        fits = [n for n, names in chosen.items() if names]
+        self.assertEqual(len(fits), 24)
+        for names in chosen.values():
+            self.assertLessEqual(len(names), 1)
+        # Now bind them all, concurrently.
+        errors = []
+
+        def binder(k):
+            for pod in pods[k::8]:
+                names = chosen[pod["metadata"]["name"]]
+                if names:
+                    e = self.cluster.bind(conns[k], pod, names[0])
+                    if e:
+                        errors.append(e)
+        threads = [threading.Thread(target=binder, args=(k,)) for k in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        time.sleep(0.5)
+        used = check(self.cluster)
+        bound = [p for p in self.cluster.list("pods") if p["spec"].get("nodeName")]
+        self.assertEqual(len(bound), 24)
+        for p in bound:
+            decision = json.loads(p["metadata"]["annotations"]["vgpu.io/decision"])
+            self.assertEqual(decision["node"], p["spec"]["nodeName"])
+            self.assertEqual(decision["containers"][0]["name"], "main")
+            self.assertEqual(decision["containers"][0]["gpus"][0]["memoryMiB"], 6000)
+            self.assertEqual(decision["containers"][0]["gpus"][0]["cores"], 30)
+        # The 16 that did not fit still do not.
+        for pod in pods:
+            if not chosen[pod["metadata"]["name"]]:
+                names, body = self.cluster.filter(conns[0], pod, self.names)
+                self.assertEqual(names, [])
+                self.assertIn("no GPU with enough", json.dumps(body["FailedNodes"]))
+        check(self.cluster)
+
+    def test_full_cycles_both_cache_modes_and_exclusive(self):
+        conn = H.Http(self.cluster.port)
+        pods = self.make_pods(12, {"nvidia.com/gpu": "1"})  # whole cards: exclusive
+        placed = [self.schedule(conn, pod, cache=(i % 2 == 0)) for i, pod in enumerate(pods)]
+        check(self.cluster)
+        self.assertEqual(sum(1 for p in placed if p), 12)
+        extra = self.make_pods(1, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "100"}, "x")[0]
+        self.assertIsNone(self.schedule(conn, extra))  # every card is held exclusively
+        state = check(self.cluster)
+        for gpus in state["nodes"].values():
+            for g in gpus:
+                self.assertEqual(g["tenants"], 1)
+
+    def test_assumption_expires_without_bind(self):
+        conn = H.Http(self.cluster.port)
+        pods = self.make_pods(4, {"nvidia.com/gpu": "2"})
+        for pod in pods:
+            names, _ = self.cluster.filter(conn, pod, self.names)
+            self.assertEqual(len(names), 1)
+        busy = sum(g["tenants"] for gpus in self.cluster.state()["nodes"].values() for g in gpus)
+        self.assertEqual(busy, 8)
+        time.sleep(4.0)  # TTL 2 s, swept every second
+        busy = sum(g["tenants"] for gpus in self.cluster.state()["nodes"].values() for g in gpus)
+        self.assertEqual(busy, 0)
+        self.assertIn("no live filter decision", self.cluster.bind(conn, pods[0], "node-00"))
+
+    def test_bind_conflict_on_changed_pod(self):
+        conn = H.Http(self.cluster.port)
+        pod = self.make_pods(1, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"})[0]
+        names, _ = self.cluster.filter(conn, pod, self.names)
+        # Someone else changes the pod between filter and bind.
+        status, _ = self.cluster.apic.request(
+            "PATCH", "/api/v1/namespaces/default/pods/" + pod["metadata"]["name"],
+            {"metadata": {"labels": {"touched": "yes"}}}, "application/merge-patch+json")
+        self.assertEqual(status, 200)
+        err = self.cluster.bind(conn, pod, names[0])
+        self.assertIn("resourceVersion conflict", err)
+        self.assertNotIn("nodeName", self.cluster.get_pod(pod["metadata"]["name"])["spec"])
+        check(self.cluster)
+        # kube-scheduler retries with the fresh pod, and it goes through.
+        fresh = self.cluster.get_pod(pod["metadata"]["name"])
+        self.assertIsNotNone(self.schedule(conn, fresh))
+        check(self.cluster)
+
+    def test_restart_kill9_rebuilds_same_state(self):
+        conn = H.Http(self.cluster.port)
+        rng = random.Random(7)
+        pods = []
+        for i in range(20):
+            limits = rng.choice([{"nvidia.com/gpu": "1", "nvidia.com/gpumem": "3000",
+                                  "nvidia.com/gpucores": "20"},
+                                 {"nvidia.com/gpu": "2", "nvidia.com/gpumem-percentage": "25"},
+                                 {"nvidia.com/gpumem": "5000"}])
+            pods.append(self.cluster.create_pod(H.pod_object("r-%03d" % i, limits)))
+        for pod in pods[:14]:
+            self.schedule(conn, pod)
+        time.sleep(0.5)
+        before = check(self.cluster)
+        before_bound = self.cluster.state(bound=True)
+        self.cluster.kill9()
+        self.cluster.start()
+        self.cluster.wait_ready()
+        after = check(self.cluster)
+        self.maxDiff = None
+        self.assertEqual(before_bound["nodes"], after["nodes"])
+        self.assertEqual(before["nodes"], after["nodes"])
+        # The rebuilt scheduler keeps deciding correctly.
+        for pod in pods[14:]:
+            self.schedule(H.Http(self.cluster.port), self.cluster.get_pod(pod["metadata"]["name"]))
+        check(self.cluster)
+
+    def test_bad_input(self):
+        conn = H.Http(self.cluster.port)
+        status, body = conn.request("POST", "/filter", b"{not json")
+        self.assertEqual(status, 400)
+        self.assertIn("malformed JSON", body["Error"])
+        status, body = conn.request("POST", "/filter", {"Pod": {}, "NodeNames": [], "Extra": 1})
+        self.assertEqual(status, 400)
+        self.assertIn('unknown field "Extra"', body["Error"])
+        status, body = conn.request("POST", "/filter", {"Pod": {"metadata": {"name": "a"}}})
+        self.assertEqual(status, 400)
+        self.assertIn("neither NodeNames nor Nodes", body["Error"])
+        status, body = conn.request("POST", "/filter", [1, 2])
+        self.assertEqual(status, 400)
+        status, body = conn.request("POST", "/bind", {"PodName": "a"})
+        self.assertEqual(status, 400)
+        self.assertIn("PodName and Node are required", body["Error"])
+        status, _ = conn.request("POST", "/filter", b"[" * 100000 + b"]" * 100000)
+        self.assertEqual(status, 400)
+        big = b'{"Pod": {}, "NodeNames": ["' + b"x" * (17 << 20) + b'"]}'
+        try:
+            status, _ = H.Http(self.cluster.port).request("POST", "/filter", big, raw=True)
+            self.assertIn(status, (400, 413))
+        except (ConnectionError, OSError):
+            pass  # the server may close while we are still sending: also a refusal
+        status, _ = conn.request("GET", "/filter")
+        self.assertEqual(status, 405)
+        # Impossible requests get an Error the user can read.
+        pod = H.pod_object("bad-cores", {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "150"})
+        names, body = self.cluster.filter(conn, pod, self.names)
+        self.assertEqual(names, [])
+        self.assertIn("gpucores 150 is over 100", body["Error"])
+        pod = H.pod_object("bad-num", {"nvidia.com/gpu": "one"})
+        names, body = self.cluster.filter(conn, pod, self.names)
+        self.assertIn("nvidia.com/gpu", body["Error"])
+        pod = H.pod_object("bad-policy", {"nvidia.com/gpu": "1"},
+                           {"hami.io/node-scheduler-policy": "fastest"})
+        names, body = self.cluster.filter(conn, pod, self.names)
+        self.assertIn("not binpack or spread", body["Error"])
+        # Unknown nodes and garbled pod decisions: skipped with a reason, nothing charged.
+        pod = H.pod_object("ok", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"})
+        names, body = self.cluster.filter(conn, pod, ["nope"] + self.names)
+        self.assertIn("unknown to the scheduler", body["FailedNodes"]["nope"])
+        self.assertEqual(len(names), 1)
+        garbled = H.pod_object("garbled", {"nvidia.com/gpu": "1"},
+                               {"vgpu.io/decision": '{"version":1,"node":7}'})
+        garbled["spec"]["nodeName"] = "node-00"
+        self.cluster.create_pod(garbled)
+        time.sleep(0.5)
+        self.assertIn("pod decision skipped", self.cluster.log())
+        self.assertEqual(self.cluster.sched.poll(), None)
+        check(self.cluster)
+
+    def test_garbled_and_stale_inventory(self):
+        status, _ = self.cluster.apic.request(
+            "PATCH", "/api/v1/nodes/node-01",
+            {"metadata": {"annotations": {"vgpu.io/gpus": "{\"version\":1,\"gpus\":5}"}}},
+            "application/merge-patch+json")
+        self.assertEqual(status, 200)
+        status, _ = self.cluster.apic.request(
+            "PATCH", "/api/v1/nodes/node-02",
+            {"metadata": {"annotations": {"vgpu.io/gpus": H.inventory("node-02", 2,
+                                                                      heartbeat=1000)}}},
+            "application/merge-patch+json")
+        time.sleep(0.5)
+        self.assertIn("node inventory skipped", self.cluster.log())
+        pod = H.pod_object("one", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"})
+        names, body = self.cluster.filter(H.Http(self.cluster.port), pod, self.names)
+        self.assertIn("no valid vgpu.io/gpus inventory", body["FailedNodes"]["node-01"])
+        self.assertNotIn("node-01", names)
+        check(self.cluster)
+
+    def test_metrics(self):
+        conn = H.Http(self.cluster.port)
+        pod = self.make_pods(1, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"})[0]
+        self.schedule(conn, pod)
+        status, text = conn.request("GET", "/metrics")
+        self.assertEqual(status, 200)
+        self.assertIn('vgpu_scheduler_decisions_total{result="fit"} 1', text)
+        self.assertIn('vgpu_scheduler_binds_total{result="ok"} 1', text)
+        self.assertIn('vgpu_scheduler_request_duration_seconds_count{verb="filter"} 1', text)
+        self.assertIn('vgpu_scheduler_nodes{inventory="valid"} 6', text)
+        self.assertRegex(text, r'vgpu_scheduler_gpu_memory_used_mib\{node="node-\d+",'
+                               r'uuid="GPU-node-\d+-\d"\} 1000')
+        # Histogram buckets are cumulative and end at +Inf == count.
+        for line in text.splitlines():
+            if line.startswith("#"):
+                continue
+            name, value = line.rsplit(" ", 1)
+            float(value)
+
+
+class WebhookTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = __import__("tempfile").mkdtemp(prefix="vgpu-webhook-")
+        self.cert = os.path.join(self.dir, "tls.crt")
+        self.key = os.path.join(self.dir, "tls.key")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-subj", "/CN=vgpu-scheduler", "-keyout", self.key, "-out", self.cert],
+                       check=True, capture_output=True)
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.wport = s.getsockname()[1]
+        s.close()
+        nodes = [H.node_object("node-%02d" % i, 2) for i in range(2)]
+        self.cluster = H.Cluster(BINARY, nodes, extra_args=[
+            "--webhook-listen", "127.0.0.1:%d" % self.wport, "--tls-cert", self.cert,
+            "--tls-key", self.key])
+        self.cluster.wait_ready()
+
+    def tearDown(self):
+        self.cluster.stop()
+
+    def admit(self, pod):
+        ctx = ssl.create_default_context(cafile=self.cert)
+        ctx.check_hostname = False
+        conn = http.client.HTTPSConnection("127.0.0.1", self.wport, context=ctx, timeout=10)
+        review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                  "request": {"uid": "u-1", "operation": "CREATE", "object": pod}}
+        conn.request("POST", "/webhook", json.dumps(review),
+                     {"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        body = json.loads(resp.read())
+        self.assertEqual(resp.status, 200)
+        self.assertEqual(body["response"]["uid"], "u-1")
+        return body["response"]
+
+    def test_webhook(self):
+        pod = H.pod_object("w", {"nvidia.com/gpumem": "4000"})
+        del pod["spec"]["schedulerName"]
+        r = self.admit(pod)
+        self.assertTrue(r["allowed"])
+        patch = json.loads(base64.b64decode(r["patch"]))
+        self.assertIn({"op": "add", "path": "/spec/schedulerName", "value": "vgpu-scheduler"},
+                      patch)
+        self.assertIn({"op": "add", "path": "/spec/containers/0/resources/limits/nvidia.com~1gpu",
+                       "value": "1"}, patch)
+        r = self.admit(H.pod_object("big", {"nvidia.com/gpu": "1",
+                                            "nvidia.com/gpumem": "200000"}))
+        self.assertFalse(r["allowed"])
+        self.assertIn("more than the largest GPU in the cluster has (16000 MiB)",
+                      r["status"]["message"])
+        r = self.admit(H.pod_object("cores", {"nvidia.com/gpu": "1",
+                                              "nvidia.com/gpucores": "120"}))
+        self.assertFalse(r["allowed"])
+        self.assertIn("over 100", r["status"]["message"])
+        r = self.admit(H.pod_object("type", {"nvidia.com/gpu": "1"},
+                                    {"nvidia.com/use-gputype": "A100"}))
+        self.assertFalse(r["allowed"])
+        self.assertIn("use-gputype 'A100'", r["status"]["message"])
+        r = self.admit(H.pod_object("cpu", {"cpu": "1"}))
+        self.assertTrue(r["allowed"])
+        self.assertNotIn("patch", r)
+
+
+if __name__ == "__main__":
+    warnings.simplefilter("ignore", ResourceWarning)
+    BINARY = sys.argv.pop(1)
+    unittest.main(verbosity=2)
