@@ -1,0 +1,106 @@
+/* vgpu-device-plugin: kubelet device plugin (DESIGN.md "Daemons", docs/deviceplugin.md).
+ * Parses the configuration (file, environment, command line), opens NVML and the
+ * Kubernetes API client, then runs the plugin on one event loop until SIGTERM/SIGINT. */
+#include <errno.h>
+#include <event2/event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/log.h"
+#include "deviceplugin/deviceplugin.h"
+#include "kube/kube.h"
+
+static const char *env_lookup(const char *name, void *user)
+{
+    (void)user;
+    return getenv(name);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    vg_log(VG_LOG_INFO, "stopping", "signal=%d", (int)sig);
+    event_base_loopbreak(arg);
+}
+
+/* Fails like a GPU-less node when NVML cannot be opened; failOnInitError decides later. */
+static int no_gpus(void *arg, struct dp_gpu *gpus, unsigned *count, struct vg_err *err)
+{
+    (void)gpus;
+    (void)count;
+    const struct vg_err *why = arg;
+    return vg_err_set(err, why->code, "%s", why->msg);
+}
+
+static bool never_healthy(void *arg, const struct dp_gpu *gpu)
+{
+    (void)arg;
+    (void)gpu;
+    return false;
+}
+
+int main(int argc, char **argv)
+{
+    struct dp_config cfg;
+    dp_config_defaults(&cfg);
+    struct vg_err err = {0};
+    int rc = dp_config_from_args(argc - 1, argv + 1, env_lookup, NULL, &cfg, &err);
+    if (rc == 1) {
+        dp_config_print_help(stdout, "vgpu-device-plugin");
+        dp_config_free(&cfg);
+        return 0;
+    }
+    if (rc < 0) {
+        fprintf(stderr, "vgpu-device-plugin: %s\n", err.msg);
+        dp_config_free(&cfg);
+        return 2;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    struct event_base *base = event_base_new();
+    struct dp_nvml *nvml = NULL;
+    struct vg_err nvml_err = {0};
+    struct dp_plugin_options opt = {0};
+    if (dp_nvml_open(NULL, &nvml, &nvml_err) == 0)
+        opt.source = dp_nvml_source(nvml);
+    else
+        opt.source =
+            (struct dp_gpu_source){.discover = no_gpus, .healthy = never_healthy, .arg = &nvml_err};
+
+    struct kube_config *kcfg = NULL;
+    struct kube_client *kube = NULL;
+    if (cfg.cli.kubeconfig)
+        rc = kube_config_load_file(cfg.cli.kubeconfig, NULL, &kcfg, &err);
+    else if (getenv("KUBERNETES_SERVICE_HOST"))
+        rc = kube_config_in_cluster(NULL, &kcfg, &err);
+    else
+        vg_log(VG_LOG_WARN,
+               "no --kubeconfig and not in a cluster: no inventory annotation, "
+               "and vgpu-mode Allocate will fail",
+               "node=%s", cfg.cli.node_name ? cfg.cli.node_name : "");
+    if (rc == 0 && kcfg)
+        rc = kube_client_new(base, kcfg, NULL, &kube, &err);
+    opt.kube = kube;
+
+    struct dp_plugin *plugin = NULL;
+    if (rc == 0)
+        rc = dp_plugin_new(base, &cfg, &opt, &plugin, &err);
+    if (rc < 0) {
+        fprintf(stderr, "vgpu-device-plugin: %s\n", err.msg);
+    } else {
+        struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+        struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
+        event_add(sigterm, NULL);
+        event_add(sigint, NULL);
+        event_base_dispatch(base);
+        event_free(sigterm);
+        event_free(sigint);
+    }
+    dp_plugin_free(plugin);
+    kube_client_free(kube);
+    kube_config_free(kcfg);
+    dp_nvml_free(nvml);
+    event_base_free(base);
+    dp_config_free(&cfg);
+    return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,478 @@
+/* Allocate responses, per-container directories and the inventory value.
+ *
+ * A response is built as a plain struct first (dp_response) so golden tests can print it
+ * in one canonical form, then packed into kubelet's AllocateResponse. In vgpu mode the
+ * container gets a directory of its own under vgpu.regionDir, mounted at the same path
+ * inside the container (so the paths in env and in the limits file are true on both
+ * sides), holding:
+ *   region  the shared region (src/region), limits per GPU UUID, mode 0666;
+ *   limits  the libvgpu limits file (docs/protocol.md), 0444 and also mounted read-only
+ *           on its own, so a process in the container cannot raise its own limit.
+ * The directory's existence is also the record that the container was allocated
+ * (match.c), and its name `<pod uid>_<container>` is what cleanup keys on. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/mem.h"
+#include "base/str.h"
+#include "deviceplugin/deviceplugin.h"
+#include "grpc/kubelet/api.h"
+#include "region/region.h"
+
+static int add_env(struct dp_response *r, const char *key, const char *value, struct vg_err *err)
+{
+    for (size_t i = 0; i < r->env_count; i++)
+        if (strcmp(r->envs[i].key, key) == 0)
+            return vg_strlcpy(r->envs[i].value, value, sizeof(r->envs[i].value)) < 0
+                       ? vg_err_set(err, -ENOSPC, "env %s too long", key)
+                       : 0;
+    if (r->env_count == DP_RESPONSE_MAX_ENVS)
+        return vg_err_set(err, -ENOSPC, "too many environment variables");
+    struct dp_env *e = &r->envs[r->env_count];
+    if (vg_strlcpy(e->key, key, sizeof(e->key)) < 0 ||
+        vg_strlcpy(e->value, value, sizeof(e->value)) < 0)
+        return vg_err_set(err, -ENOSPC, "env %s too long", key);
+    r->env_count++;
+    return 0;
+}
+
+static int add_mount(struct dp_response *r, const char *container_path, const char *host_path,
+                     bool read_only, struct vg_err *err)
+{
+    if (r->mount_count == DP_RESPONSE_MAX_MOUNTS)
+        return vg_err_set(err, -ENOSPC, "too many mounts");
+    struct dp_mount *m = &r->mounts[r->mount_count];
+    if (vg_strlcpy(m->container_path, container_path, sizeof(m->container_path)) < 0 ||
+        vg_strlcpy(m->host_path, host_path, sizeof(m->host_path)) < 0)
+        return vg_err_set(err, -ENOSPC, "mount path too long: %s", host_path);
+    m->read_only = read_only;
+    r->mount_count++;
+    return 0;
+}
+
+static void add_device_spec(struct dp_response *r, const char *path)
+{
+    if (r->device_count == DP_RESPONSE_MAX_DEVICES)
+        return;
+    for (size_t i = 0; i < r->device_count; i++)
+        if (strcmp(r->devices[i].container_path, path) == 0)
+            return;
+    struct dp_device_spec *d = &r->devices[r->device_count++];
+    vg_strlcpy(d->container_path, path, sizeof(d->container_path));
+    vg_strlcpy(d->host_path, path, sizeof(d->host_path));
+    vg_strlcpy(d->permissions, "rw", sizeof(d->permissions));
+}
+
+/* What every mode returns for a set of GPUs (NVIDIA's getAllocateResponse): the visible
+ * devices by deviceListStrategy and deviceIDStrategy, device specs when
+ * passDeviceSpecs. gpu_list holds GPU table indices, de-duplicated, in order. */
+static int base_response(const struct dp_config *cfg, const struct dp_gpu *gpus,
+                         const unsigned *gpu_list, size_t n, struct dp_response *out,
+                         struct vg_err *err)
+{
+    char visible[1024] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct dp_gpu *g = &gpus[gpu_list[i]];
+        char id[ANNOT_UUID_MAX];
+        if (cfg->flags.plugin.device_id_strategy == DP_DEVICE_ID_INDEX)
+            vg_snprintf(id, sizeof(id), "%u", g->index);
+        else
+            vg_strlcpy(id, g->uuid, sizeof(id));
+        int w = vg_snprintf(visible + used, sizeof(visible) - used, "%s%s", i ? "," : "", id);
+        if (w < 0)
+            return vg_err_set(err, -ENOSPC, "NVIDIA_VISIBLE_DEVICES too long");
+        used += (size_t)w;
+        if (cfg->flags.plugin.device_list_strategy & DP_LIST_VOLUME_MOUNTS) {
+            char path[256];
+            vg_snprintf(path, sizeof(path), "/var/run/nvidia-container-devices/%s", id);
+            int rc = add_mount(out, path, "/dev/null", false, err);
+            if (rc < 0)
+                return rc;
+        }
+        if (cfg->flags.plugin.pass_device_specs) {
+            char path[64];
+            vg_snprintf(path, sizeof(path), "/dev/nvidia%u", g->minor);
+            add_device_spec(out, "/dev/nvidiactl");
+            add_device_spec(out, "/dev/nvidia-uvm");
+            add_device_spec(out, "/dev/nvidia-uvm-tools");
+            add_device_spec(out, path);
+        }
+    }
+    int rc = 0;
+    if (cfg->flags.plugin.device_list_strategy & DP_LIST_ENVVAR)
+        rc = add_env(out, "NVIDIA_VISIBLE_DEVICES", visible, err);
+    else if (cfg->flags.plugin.device_list_strategy & DP_LIST_VOLUME_MOUNTS)
+        rc = add_env(out, "NVIDIA_VISIBLE_DEVICES", "/var/run/nvidia-container-devices", err);
+    if (rc == 0 && cfg->flags.gds_enabled)
+        rc = add_env(out, "NVIDIA_GDS", "enabled", err);
+    if (rc == 0 && cfg->flags.mofed_enabled)
+        rc = add_env(out, "NVIDIA_MOFED", "enabled", err);
+    if (rc == 0 && cfg->flags.gdrcopy_enabled)
+        rc = add_env(out, "NVIDIA_GDRCOPY", "enabled", err);
+    return rc;
+}
+
+int dp_allocate_shared(const struct dp_config *cfg, const struct dp_resource *resource,
+                       const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
+                       size_t id_count, struct dp_response *out, struct vg_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (id_count == 0)
+        return vg_err_set(err, -EINVAL, "%s: Allocate without devices", resource->name);
+    if (resource->fail_requests_greater_than_one && resource->replicas > 1 && id_count > 1)
+        return vg_err_set(err, -EINVAL,
+                          "request for '%s': %zu devices requested; maximum request size for "
+                          "shared resources is 1",
+                          resource->name, id_count);
+    unsigned list[DP_MAX_GPUS];
+    size_t n = 0;
+    for (size_t i = 0; i < id_count; i++) {
+        const struct dp_device *found = NULL;
+        for (size_t k = 0; k < resource->device_count && !found; k++)
+            if (strcmp(resource->devices[k].id, ids[i]) == 0)
+                found = &resource->devices[k];
+        if (!found || found->gpu >= gpu_count)
+            return vg_err_set(err, -ENOENT, "%s: unknown device ID '%s'", resource->name, ids[i]);
+        bool dup = false;
+        for (size_t k = 0; k < n; k++)
+            dup |= list[k] == found->gpu;
+        if (!dup)
+            list[n++] = found->gpu;
+    }
+    return base_response(cfg, gpus, list, n, out, err);
+}
+
+static unsigned effective_cores(const struct dp_config *cfg, unsigned cores)
+{
+    if (cfg->vgpu.disable_core_limit)
+        return 0;
+    if (cores == 0)
+        cores = (unsigned)cfg->vgpu.default_cores;
+    return cores >= 100 ? 0 : cores;
+}
+
+static int find_gpu(const struct dp_gpu *gpus, unsigned gpu_count, const char *uuid)
+{
+    for (unsigned i = 0; i < gpu_count; i++)
+        if (strcmp(gpus[i].uuid, uuid) == 0)
+            return (int)i;
+    return -1;
+}
+
+int dp_allocate_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
+                     const struct dp_match *match, const char *container_dir,
+                     struct dp_response *out, struct vg_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    const struct annot_container *c = &match->container;
+    unsigned list[DP_MAX_GPUS];
+    for (unsigned i = 0; i < c->gpu_count; i++) {
+        int g = find_gpu(gpus, gpu_count, c->gpus[i].uuid);
+        if (g < 0)
+            return vg_err_set(err, -ENOENT,
+                              "pod %s/%s container %s: the decision names GPU %s, which this node "
+                              "does not have",
+                              match->pod_namespace, match->pod_name, c->name, c->gpus[i].uuid);
+        list[i] = (unsigned)g;
+    }
+    int rc = base_response(cfg, gpus, list, c->gpu_count, out, err);
+    char key[64], value[1024];
+    for (unsigned i = 0; i < c->gpu_count && rc == 0; i++) {
+        vg_snprintf(key, sizeof(key), "CUDA_DEVICE_MEMORY_LIMIT_%u", i);
+        vg_snprintf(value, sizeof(value), "%llum", (unsigned long long)c->gpus[i].memory_mib);
+        rc = add_env(out, key, value, err);
+    }
+    unsigned first = c->gpu_count ? effective_cores(cfg, c->gpus[0].cores) : 0;
+    if (rc == 0 && first) {
+        vg_snprintf(value, sizeof(value), "%u", first);
+        rc = add_env(out, "CUDA_DEVICE_SM_LIMIT", value, err);
+    }
+    for (unsigned i = 1; i < c->gpu_count && rc == 0; i++) {
+        unsigned cores = effective_cores(cfg, c->gpus[i].cores);
+        if (cores == first)
+            continue;
+        vg_snprintf(key, sizeof(key), "CUDA_DEVICE_SM_LIMIT_%u", i);
+        vg_snprintf(value, sizeof(value), "%u", cores ? cores : 100);
+        rc = add_env(out, key, value, err);
+    }
+    char path[1024];
+    if (rc == 0 && vg_snprintf(path, sizeof(path), "%s/region", container_dir) < 0)
+        rc = vg_err_set(err, -ENAMETOOLONG, "container directory path too long");
+    if (rc == 0)
+        rc = add_env(out, "CUDA_DEVICE_MEMORY_SHARED_CACHE", path, err);
+    if (rc == 0)
+        rc = add_mount(out, container_dir, container_dir, false, err);
+    if (rc == 0 && vg_snprintf(path, sizeof(path), "%s/limits", container_dir) < 0)
+        rc = vg_err_set(err, -ENAMETOOLONG, "container directory path too long");
+    if (rc == 0)
+        rc = add_env(out, "VGPU_LIMITS_FILE", path, err);
+    if (rc == 0)
+        rc = add_mount(out, path, path, true, err);
+    if (rc == 0 && cfg->vgpu.device_memory_scaling > 1.0)
+        rc = add_env(out, "CUDA_OVERSUBSCRIBE", "true", err);
+    if (rc == 0)
+        rc = add_mount(out, cfg->vgpu.libvgpu_path, cfg->vgpu.libvgpu_path, true, err);
+    if (rc == 0)
+        rc = add_mount(out, "/etc/ld.so.preload", cfg->vgpu.ld_so_preload_path, true, err);
+    return rc;
+}
+
+static int env_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct dp_env *)a)->key, ((const struct dp_env *)b)->key);
+}
+
+void dp_response_dump(const struct dp_response *resp, FILE *out)
+{
+    struct dp_env sorted[DP_RESPONSE_MAX_ENVS];
+    memcpy(sorted, resp->envs, resp->env_count * sizeof(sorted[0]));
+    qsort(sorted, resp->env_count, sizeof(sorted[0]), env_cmp);
+    for (size_t i = 0; i < resp->env_count; i++)
+        fprintf(out, "env %s=%s\n", sorted[i].key, sorted[i].value);
+    for (size_t i = 0; i < resp->mount_count; i++)
+        fprintf(out, "mount %s <- %s %s\n", resp->mounts[i].container_path,
+                resp->mounts[i].host_path, resp->mounts[i].read_only ? "ro" : "rw");
+    for (size_t i = 0; i < resp->device_count; i++)
+        fprintf(out, "device %s <- %s %s\n", resp->devices[i].container_path,
+                resp->devices[i].host_path, resp->devices[i].permissions);
+}
+
+int dp_response_pack(const struct dp_response *const *resps, size_t count, uint8_t **data,
+                     size_t *len, struct vg_err *err)
+{
+    V1beta1__AllocateResponse msg = V1BETA1__ALLOCATE_RESPONSE__INIT;
+    V1beta1__ContainerAllocateResponse *crs = xcalloc(count ? count : 1, sizeof(*crs));
+    V1beta1__ContainerAllocateResponse **crp = xcalloc(count ? count : 1, sizeof(*crp));
+    size_t envs = 0, mounts = 0, devs = 0;
+    for (size_t i = 0; i < count; i++) {
+        envs += resps[i]->env_count;
+        mounts += resps[i]->mount_count;
+        devs += resps[i]->device_count;
+    }
+    V1beta1__ContainerAllocateResponse__EnvsEntry *ev = xcalloc(envs + 1, sizeof(*ev));
+    V1beta1__ContainerAllocateResponse__EnvsEntry **evp = xcalloc(envs + 1, sizeof(*evp));
+    V1beta1__Mount *mv = xcalloc(mounts + 1, sizeof(*mv));
+    V1beta1__Mount **mvp = xcalloc(mounts + 1, sizeof(*mvp));
+    V1beta1__DeviceSpec *dv = xcalloc(devs + 1, sizeof(*dv));
+    V1beta1__DeviceSpec **dvp = xcalloc(devs + 1, sizeof(*dvp));
+    size_t e = 0, m = 0, d = 0;
+    for (size_t i = 0; i < count; i++) {
+        const struct dp_response *r = resps[i];
+        v1beta1__container_allocate_response__init(&crs[i]);
+        crp[i] = &crs[i];
+        crs[i].envs = &evp[e];
+        crs[i].mounts = &mvp[m];
+        crs[i].devices = &dvp[d];
+        for (size_t k = 0; k < r->env_count; k++, e++) {
+            v1beta1__container_allocate_response__envs_entry__init(&ev[e]);
+            ev[e].key = (char *)r->envs[k].key;
+            ev[e].value = (char *)r->envs[k].value;
+            evp[e] = &ev[e];
+        }
+        for (size_t k = 0; k < r->mount_count; k++, m++) {
+            v1beta1__mount__init(&mv[m]);
+            mv[m].container_path = (char *)r->mounts[k].container_path;
+            mv[m].host_path = (char *)r->mounts[k].host_path;
+            mv[m].read_only = r->mounts[k].read_only;
+            mvp[m] = &mv[m];
+        }
+        for (size_t k = 0; k < r->device_count; k++, d++) {
+            v1beta1__device_spec__init(&dv[d]);
+            dv[d].container_path = (char *)r->devices[k].container_path;
+            dv[d].host_path = (char *)r->devices[k].host_path;
+            dv[d].permissions = (char *)r->devices[k].permissions;
+            dvp[d] = &dv[d];
+        }
+        crs[i].n_envs = r->env_count;
+        crs[i].n_mounts = r->mount_count;
+        crs[i].n_devices = r->device_count;
+    }
+    msg.n_container_responses = count;
+    msg.container_responses = crp;
+    *len = v1beta1__allocate_response__get_packed_size(&msg);
+    *data = xmalloc(*len ? *len : 1);
+    v1beta1__allocate_response__pack(&msg, *data);
+    free(crs);
+    free(crp);
+    free(ev);
+    free(evp);
+    free(mv);
+    free(mvp);
+    free(dv);
+    free(dvp);
+    (void)err;
+    return 0;
+}
+
+int dp_container_dir_path(const char *region_dir, const char *pod_uid, const char *container,
+                          char *path, size_t size, struct vg_err *err)
+{
+    if (!pod_uid[0] || strchr(pod_uid, '/') || strchr(pod_uid, '_') || strchr(container, '/') ||
+        strcmp(pod_uid, "..") == 0 || !container[0])
+        return vg_err_set(err, -EINVAL, "pod uid '%s' / container '%s' cannot name a directory",
+                          pod_uid, container);
+    if (vg_snprintf(path, size, "%s/%s_%s", region_dir, pod_uid, container) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "container directory path too long");
+    return 0;
+}
+
+int dp_container_dir_remove(const char *dir, struct vg_err *err)
+{
+    static const char *const files[] = {"region", "limits", "limits.tmp"};
+    char path[1024];
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        if (vg_snprintf(path, sizeof(path), "%s/%s", dir, files[i]) < 0)
+            return vg_err_set(err, -ENAMETOOLONG, "path too long");
+        if (unlink(path) != 0 && errno != ENOENT)
+            return vg_err_set(err, -errno, "removing %s: %s", path, strerror(errno));
+    }
+    if (rmdir(dir) != 0 && errno != ENOENT)
+        return vg_err_set(err, -errno, "removing %s: %s", dir, strerror(errno));
+    return 0;
+}
+
+static int write_limits(const struct dp_config *cfg, const struct dp_match *match, const char *dir,
+                        struct vg_err *err)
+{
+    char tmp[1024], final[1024], text[8192];
+    if (vg_snprintf(tmp, sizeof(tmp), "%s/limits.tmp", dir) < 0 ||
+        vg_snprintf(final, sizeof(final), "%s/limits", dir) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "path too long");
+    const struct annot_container *c = &match->container;
+    size_t used = 0;
+    int w = vg_snprintf(text, sizeof(text),
+                        "# written by vgpu-device-plugin for pod %s/%s, container %s\n"
+                        "vgpu-limits 1\n",
+                        match->pod_namespace, match->pod_name, c->name);
+    if (w < 0)
+        return vg_err_set(err, -ENOSPC, "limits file too long");
+    used = (size_t)w;
+    for (unsigned i = 0; i < c->gpu_count && w >= 0; i++) {
+        w = vg_snprintf(text + used, sizeof(text) - used, "CUDA_DEVICE_MEMORY_LIMIT_%u=%llum\n", i,
+                        (unsigned long long)c->gpus[i].memory_mib);
+        used += w > 0 ? (size_t)w : 0;
+        unsigned cores = effective_cores(cfg, c->gpus[i].cores);
+        if (cores && w >= 0) {
+            w = vg_snprintf(text + used, sizeof(text) - used, "CUDA_DEVICE_SM_LIMIT_%u=%u\n", i,
+                            cores);
+            used += w > 0 ? (size_t)w : 0;
+        }
+    }
+    if (w >= 0)
+        w = vg_snprintf(text + used, sizeof(text) - used,
+                        "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/region\n", dir);
+    if (w < 0)
+        return vg_err_set(err, -ENOSPC, "limits file too long");
+    used += (size_t)w;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+    if (fd < 0)
+        return vg_err_set(err, -errno, "creating %s: %s", tmp, strerror(errno));
+    ssize_t n = write(fd, text, used);
+    int saved = errno;
+    if (fchmod(fd, 0444) != 0 || close(fd) != 0 || n != (ssize_t)used) {
+        unlink(tmp);
+        return vg_err_set(err, -EIO, "writing %s: %s", tmp, strerror(n < 0 ? saved : EIO));
+    }
+    if (rename(tmp, final) != 0) {
+        saved = errno;
+        unlink(tmp);
+        return vg_err_set(err, -saved, "renaming %s: %s", tmp, strerror(saved));
+    }
+    return 0;
+}
+
+int dp_container_dir_create(const struct dp_config *cfg, const struct dp_gpu *gpus,
+                            unsigned gpu_count, const struct dp_match *match, const char *dir,
+                            struct vg_err *err)
+{
+    (void)gpus;
+    (void)gpu_count;
+    const struct annot_container *c = &match->container;
+    if (c->gpu_count == 0 || c->gpu_count > REGION_MAX_DEVICES)
+        return vg_err_set(err, -EINVAL, "container %s: %u GPUs", c->name, c->gpu_count);
+    if (mkdir(cfg->vgpu.region_dir, 0755) != 0 && errno != EEXIST)
+        return vg_err_set(err, -errno, "creating %s: %s", cfg->vgpu.region_dir, strerror(errno));
+    if (mkdir(dir, 0755) != 0)
+        return vg_err_set(err, -errno, "creating %s: %s", dir, strerror(errno));
+    struct region_config rc_cfg;
+    memset(&rc_cfg, 0, sizeof(rc_cfg));
+    rc_cfg.device_count = c->gpu_count;
+    for (unsigned i = 0; i < c->gpu_count; i++) {
+        vg_strlcpy(rc_cfg.devices[i].uuid, c->gpus[i].uuid, sizeof(rc_cfg.devices[i].uuid));
+        rc_cfg.devices[i].memory_limit = c->gpus[i].memory_mib << 20;
+        rc_cfg.devices[i].sm_limit_percent = effective_cores(cfg, c->gpus[i].cores);
+    }
+    char path[1024];
+    int rc = vg_snprintf(path, sizeof(path), "%s/region", dir) < 0
+                 ? vg_err_set(err, -ENAMETOOLONG, "path too long")
+                 : region_create(path, &rc_cfg, err);
+    if (rc >= 0)
+        rc = write_limits(cfg, match, dir, err);
+    if (rc < 0) {
+        struct vg_err ignored;
+        dp_container_dir_remove(dir, &ignored);
+        return vg_err_wrap(err, "container directory %s", dir);
+    }
+    return 0;
+}
+
+int dp_container_dirs_sweep(const char *region_dir, const char *const *live_uids,
+                            struct vg_err *err)
+{
+    DIR *d = opendir(region_dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return 0;
+        return vg_err_set(err, -errno, "opening %s: %s", region_dir, strerror(errno));
+    }
+    int removed = 0;
+    struct dirent *ent;
+    while ((ent = readdir(d)) != NULL) {
+        const char *us = strchr(ent->d_name, '_');
+        if (ent->d_name[0] == '.' || !us || us == ent->d_name)
+            continue;
+        size_t uid_len = (size_t)(us - ent->d_name);
+        bool live = false;
+        for (size_t i = 0; live_uids[i] && !live; i++)
+            live =
+                strlen(live_uids[i]) == uid_len && strncmp(live_uids[i], ent->d_name, uid_len) == 0;
+        if (live)
+            continue;
+        char path[1024];
+        if (vg_snprintf(path, sizeof(path), "%s/%s", region_dir, ent->d_name) < 0)
+            continue;
+        struct vg_err rerr = {0};
+        if (dp_container_dir_remove(path, &rerr) == 0)
+            removed++;
+    }
+    closedir(d);
+    return removed;
+}
+
+void dp_inventory(const struct dp_config *cfg, enum annot_mode mode, const struct dp_gpu *gpus,
+                  unsigned gpu_count, int64_t now, struct annot_inventory *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->heartbeat = now;
+    out->mode = mode;
+    out->gpu_count = gpu_count > ANNOT_MAX_GPUS ? ANNOT_MAX_GPUS : gpu_count;
+    for (unsigned i = 0; i < out->gpu_count; i++) {
+        struct annot_gpu *a = &out->gpus[i];
+        vg_strlcpy(a->uuid, gpus[i].uuid, sizeof(a->uuid));
+        vg_strlcpy(a->model, gpus[i].model, sizeof(a->model));
+        a->index = gpus[i].index;
+        double mem = (double)gpus[i].memory_mib * cfg->vgpu.device_memory_scaling;
+        a->memory_mib = mem < 1 ? 1 : (uint64_t)mem;
+        double cores = 100.0 * cfg->vgpu.device_core_scaling;
+        a->cores = cores > 100 ? 100 : cores < 1 ? 1 : (unsigned)cores;
+        a->slots = (unsigned)cfg->vgpu.device_split_count;
+        a->numa = gpus[i].numa;
+        a->healthy = gpus[i].healthy;
+    }
+}

@@ -1,0 +1,227 @@
+/* vgpu-device-plugin's library: everything the daemon does, in pieces tests link directly.
+ *
+ *   discovery   the node's GPUs through NVML, dlopen'ed by SONAME like a real plugin
+ *               (works on fakegpu), or through any struct dp_gpu_source a test supplies;
+ *   resources   what is advertised to kubelet per mode: vgpu (split-count virtual devices
+ *               `<UUID>-<i>`) or timeSlicing (NVIDIA's replicas `<UUID>::<n>`, renames);
+ *   matching    which container of which pod kubelet is allocating (vgpu mode), from the
+ *               scheduler's `vgpu.io/decision` annotation (docs/protocol.md);
+ *   allocate    the Allocate response (env, mounts, device specs) as a plain struct that
+ *               golden tests print, and the per-container directory with the shared
+ *               region and the read-only limits file; their cleanup;
+ *   plugin      the daemon on one libevent loop: gRPC servers, registration and
+ *               re-registration when kubelet restarts, health polling, the pod watch and
+ *               the node inventory annotation with a heartbeat.
+ *
+ * docs/deviceplugin.md is the design note. Ownership: each x_new has an x_free (NULL is a
+ * no-op); structs filled by the pure functions own nothing unless said otherwise. */
+#ifndef VGPU_DEVICEPLUGIN_DEVICEPLUGIN_H
+#define VGPU_DEVICEPLUGIN_DEVICEPLUGIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "annot/annot.h"
+#include "base/err.h"
+#include "dpconfig/dpconfig.h"
+
+#define DP_MAX_GPUS      16
+#define DP_ID_MAX        64 /* kubelet's device ID limit is 63 characters */
+#define DP_MAX_IDS       (DP_MAX_GPUS * 1024)
+#define DP_MAX_RESOURCES 8
+#define DP_NVML_SONAME   "libnvidia-ml.so.1"
+
+/* ---- discovery ---------------------------------------------------------------------- */
+
+struct dp_gpu {
+    char uuid[ANNOT_UUID_MAX];
+    char model[ANNOT_MODEL_MAX];
+    unsigned index;      /* NVML index */
+    unsigned minor;      /* /dev/nvidia<minor> */
+    uint64_t memory_mib; /* real memory, before scaling */
+    int cc_major, cc_minor;
+    char pci_bus_id[32];
+    int numa; /* -1 when unknown */
+    bool mig_enabled;
+    bool healthy;
+};
+
+/* Where GPUs come from: NVML in production, a table in tests. discover fills up to
+ * DP_MAX_GPUS; healthy is polled. */
+struct dp_gpu_source {
+    int (*discover)(void *arg, struct dp_gpu *gpus, unsigned *count, struct vg_err *err);
+    bool (*healthy)(void *arg, const struct dp_gpu *gpu);
+    void *arg;
+};
+
+struct dp_nvml;
+/* dlopens soname (NULL: DP_NVML_SONAME) and calls nvmlInit_v2. Errors say which step. */
+int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err);
+void dp_nvml_free(struct dp_nvml *nvml);
+/* A source backed by nvml (borrowed). */
+struct dp_gpu_source dp_nvml_source(struct dp_nvml *nvml);
+
+/* ---- resources ---------------------------------------------------------------------- */
+
+struct dp_device {
+    char id[DP_ID_MAX];
+    unsigned gpu; /* index into the plugin's GPU table */
+};
+
+struct dp_resource {
+    char name[DP_RESOURCE_NAME_MAX + 1]; /* "nvidia.com/gpu", "nvidia.com/gpu.shared" */
+    char endpoint[96];                   /* socket file name in the kubelet directory */
+    unsigned replicas;                   /* per GPU; 1: not replicated */
+    bool fail_requests_greater_than_one;
+    struct dp_device *devices; /* owned */
+    size_t device_count;
+};
+
+struct dp_resources {
+    enum annot_mode mode;
+    struct dp_resource items[DP_MAX_RESOURCES];
+    size_t count;
+};
+
+/* Builds what each resource advertises. vgpu mode: one resource nvidia.com/gpu with
+ * deviceSplitCount devices per GPU. timeSlicing: every GPU selected by a
+ * sharing.timeSlicing resource is advertised `replicas` times under its name (or rename),
+ * the others under nvidia.com/gpu once. MPS and MIG devices are refused (not built yet). */
+int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
+                       struct dp_resources *out, struct vg_err *err);
+void dp_resources_release(struct dp_resources *res);
+/* The GPU UUID a device ID stands for (strips `-<i>` or `::<n>`), into uuid[ANNOT_UUID_MAX]. */
+int dp_physical_uuid(const char *id, char *uuid, struct vg_err *err);
+
+/* ---- matching (vgpu mode) ---------------------------------------------------------- */
+
+struct dp_match {
+    char pod_uid[128];
+    char pod_namespace[ANNOT_NAME_MAX];
+    char pod_name[ANNOT_NAME_MAX];
+    struct annot_container container;
+};
+
+/* Tells whether a container has been allocated already (its directory exists). */
+typedef bool (*dp_allocated_fn)(void *arg, const char *pod_uid, const char *container);
+
+/* Finds the container kubelet is allocating: among pods bound to node that carry a
+ * decision for node and are not finished, oldest decision first, the first container
+ * not yet allocated whose GPUs are exactly uuids (when kubelet followed our preferred
+ * allocation), else the first one, in decision order, asking for count GPUs. uuids may be
+ * NULL (count only). -ENOENT with a message kubelet shows when nothing matches, naming any
+ * garbled decision seen. */
+int dp_match_container(json_t *pods, const char *node, char (*uuids)[ANNOT_UUID_MAX], size_t count,
+                       dp_allocated_fn allocated, void *allocated_arg, struct dp_match *out,
+                       struct vg_err *err);
+
+/* ---- allocate ------------------------------------------------------------------------ */
+
+#define DP_RESPONSE_MAX_ENVS    48
+#define DP_RESPONSE_MAX_MOUNTS  24
+#define DP_RESPONSE_MAX_DEVICES (DP_MAX_GPUS + 4)
+
+struct dp_env {
+    char key[64];
+    char value[1024];
+};
+struct dp_mount {
+    char container_path[512];
+    char host_path[512];
+    bool read_only;
+};
+struct dp_device_spec {
+    char container_path[64];
+    char host_path[64];
+    char permissions[4];
+};
+
+struct dp_response {
+    struct dp_env envs[DP_RESPONSE_MAX_ENVS];
+    size_t env_count;
+    struct dp_mount mounts[DP_RESPONSE_MAX_MOUNTS];
+    size_t mount_count;
+    struct dp_device_spec devices[DP_RESPONSE_MAX_DEVICES];
+    size_t device_count;
+};
+
+/* timeSlicing (or plain) Allocate: NVIDIA's semantics, no enforcement. ids are kubelet's
+ * device IDs of resource. */
+int dp_allocate_shared(const struct dp_config *cfg, const struct dp_resource *resource,
+                       const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
+                       size_t id_count, struct dp_response *out, struct vg_err *err);
+
+/* vgpu Allocate for a matched container: the response for the container directory
+ * container_dir (see dp_container_dir_create). */
+int dp_allocate_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
+                     const struct dp_match *match, const char *container_dir,
+                     struct dp_response *out, struct vg_err *err);
+
+/* Canonical text form, sorted envs: what golden tests compare. */
+void dp_response_dump(const struct dp_response *resp, FILE *out);
+/* Serialises one or more container responses as an AllocateResponse (malloc'ed). */
+int dp_response_pack(const struct dp_response *const *resps, size_t count, uint8_t **data,
+                     size_t *len, struct vg_err *err);
+
+/* <region_dir>/<pod uid>_<container>, into path[size]. */
+int dp_container_dir_path(const char *region_dir, const char *pod_uid, const char *container,
+                          char *path, size_t size, struct vg_err *err);
+/* Creates the container directory (0755) with the shared region ("region", 0666) and the
+ * limits file ("limits", 0444) for match. On failure nothing is left behind. */
+int dp_container_dir_create(const struct dp_config *cfg, const struct dp_gpu *gpus,
+                            unsigned gpu_count, const struct dp_match *match, const char *dir,
+                            struct vg_err *err);
+/* Removes every `<uid>_<name>` directory under region_dir whose uid is not in live_uids
+ * (NULL-terminated). Returns how many were removed, or a negative code. */
+int dp_container_dirs_sweep(const char *region_dir, const char *const *live_uids,
+                            struct vg_err *err);
+/* Removes one container directory and its files. */
+int dp_container_dir_remove(const char *dir, struct vg_err *err);
+
+/* ---- inventory ---------------------------------------------------------------------- */
+
+/* The node annotation's value for these GPUs (after memory and core scaling). */
+void dp_inventory(const struct dp_config *cfg, enum annot_mode mode, const struct dp_gpu *gpus,
+                  unsigned gpu_count, int64_t now, struct annot_inventory *out);
+
+/* ---- the daemon ------------------------------------------------------------------------ */
+
+struct event_base;
+struct kube_client;
+struct dp_plugin;
+
+struct dp_plugin_options {
+    struct dp_gpu_source source;
+    struct kube_client *kube;    /* borrowed; NULL: no pod watch, no inventory */
+    uint64_t health_interval_ms; /* 0: 5000 */
+    uint64_t heartbeat_ms;       /* 0: 30000 */
+    uint64_t sweep_interval_ms;  /* 0: 60000 */
+    uint64_t register_retry_ms;  /* 0: 5000 */
+};
+
+/* Discovers GPUs (honouring flags.failOnInitError: a failure then is an error, otherwise
+ * the plugin serves no devices), builds resources, listens on every resource's socket in
+ * cfg->cli.kubelet_dir and registers. A missing kubelet.sock is logged and retried; the
+ * plugin re-registers whenever kubelet.sock is created again. cfg is borrowed. */
+int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
+                  const struct dp_plugin_options *options, struct dp_plugin **out,
+                  struct vg_err *err);
+void dp_plugin_free(struct dp_plugin *plugin);
+
+struct dp_plugin_stats {
+    uint64_t registrations; /* successful Register calls */
+    uint64_t allocations;   /* successful Allocate calls */
+    uint64_t allocate_errors;
+    uint64_t health_changes;
+    uint64_t inventory_writes;
+    uint64_t swept_dirs;
+};
+void dp_plugin_get_stats(const struct dp_plugin *plugin, struct dp_plugin_stats *stats);
+/* Polls health now (tests, benchmarks). */
+void dp_plugin_poll_health(struct dp_plugin *plugin);
+
+#endif

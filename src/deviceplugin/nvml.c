@@ -1,0 +1,191 @@
+/* GPU discovery and health through NVML, dlopen'ed by SONAME as a real device plugin does:
+ * the plugin must start (and say why it has no GPUs) on a node without a driver, and the
+ * same binary runs on fakegpu when build/fakegpu is first on LD_LIBRARY_PATH. Every entry
+ * point is called through a pointer typed from our own prototype (src/abi/nvml.h), so a
+ * signature mismatch is a compile error, not a crash.
+ *
+ * Health is polled: a GPU is healthy while NVML can still find it by UUID and read its
+ * memory. NVML errors such as GPU_IS_LOST or a vanished device turn it Unhealthy. NUMA
+ * comes from sysfs (the PCI device's numa_node), as NVIDIA's plugin reads it. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "abi/nvml.h"
+#include "base/mem.h"
+#include "base/parse.h"
+#include "base/str.h"
+#include "deviceplugin/deviceplugin.h"
+
+struct dp_nvml {
+    void *handle;
+    __typeof__(&nvmlInit_v2) init;
+    __typeof__(&nvmlShutdown) shutdown;
+    __typeof__(&nvmlErrorString) error_string;
+    __typeof__(&nvmlDeviceGetCount_v2) get_count;
+    __typeof__(&nvmlDeviceGetHandleByIndex_v2) by_index;
+    __typeof__(&nvmlDeviceGetHandleByUUID) by_uuid;
+    __typeof__(&nvmlDeviceGetName) get_name;
+    __typeof__(&nvmlDeviceGetUUID) get_uuid;
+    __typeof__(&nvmlDeviceGetPciInfo_v3) get_pci;
+    __typeof__(&nvmlDeviceGetMemoryInfo) get_memory;
+    __typeof__(&nvmlDeviceGetCudaComputeCapability) get_cc;
+    __typeof__(&nvmlDeviceGetMinorNumber) get_minor;
+    __typeof__(&nvmlDeviceGetMigMode) get_mig; /* optional */
+};
+
+static const char *nvml_error(const struct dp_nvml *nvml, nvmlReturn_t rc)
+{
+    return nvml->error_string ? nvml->error_string(rc) : "unknown NVML error";
+}
+
+int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err)
+{
+    if (!soname)
+        soname = DP_NVML_SONAME;
+    void *handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    if (!handle)
+        return vg_err_set(err, -ENOENT,
+                          "NVML: cannot load %s: %s (is the NVIDIA driver installed?)", soname,
+                          dlerror());
+    struct dp_nvml *nvml = xcalloc(1, sizeof(*nvml));
+    nvml->handle = handle;
+    struct {
+        const char *name;
+        void **slot;
+        bool optional;
+    } syms[] = {
+        {"nvmlInit_v2", (void **)&nvml->init, false},
+        {"nvmlShutdown", (void **)&nvml->shutdown, false},
+        {"nvmlErrorString", (void **)&nvml->error_string, false},
+        {"nvmlDeviceGetCount_v2", (void **)&nvml->get_count, false},
+        {"nvmlDeviceGetHandleByIndex_v2", (void **)&nvml->by_index, false},
+        {"nvmlDeviceGetHandleByUUID", (void **)&nvml->by_uuid, false},
+        {"nvmlDeviceGetName", (void **)&nvml->get_name, false},
+        {"nvmlDeviceGetUUID", (void **)&nvml->get_uuid, false},
+        {"nvmlDeviceGetPciInfo_v3", (void **)&nvml->get_pci, false},
+        {"nvmlDeviceGetMemoryInfo", (void **)&nvml->get_memory, false},
+        {"nvmlDeviceGetCudaComputeCapability", (void **)&nvml->get_cc, false},
+        {"nvmlDeviceGetMinorNumber", (void **)&nvml->get_minor, false},
+        {"nvmlDeviceGetMigMode", (void **)&nvml->get_mig, true},
+    };
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        *syms[i].slot = dlsym(handle, syms[i].name);
+        if (!*syms[i].slot && !syms[i].optional) {
+            vg_err_set(err, -ENOSYS, "NVML: %s has no %s", soname, syms[i].name);
+            dlclose(handle);
+            free(nvml);
+            return -ENOSYS;
+        }
+    }
+    nvmlReturn_t rc = nvml->init();
+    if (rc != NVML_SUCCESS) {
+        vg_err_set(err, -EIO, "NVML: nvmlInit failed: %s", nvml_error(nvml, rc));
+        dlclose(handle);
+        free(nvml);
+        return -EIO;
+    }
+    *out = nvml;
+    return 0;
+}
+
+void dp_nvml_free(struct dp_nvml *nvml)
+{
+    if (!nvml)
+        return;
+    nvml->shutdown();
+    dlclose(nvml->handle);
+    free(nvml);
+}
+
+/* /sys/bus/pci/devices/<domain:bus:dev.fn>/numa_node, -1 when absent or negative. */
+static int numa_from_sysfs(const nvmlPciInfo_t *pci)
+{
+    char path[128];
+    if (vg_snprintf(path, sizeof(path), "/sys/bus/pci/devices/%04x:%02x:%02x.0/numa_node",
+                    pci->domain & 0xffffu, pci->bus & 0xffu, pci->device & 0xffu) < 0)
+        return -1;
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    char line[32] = "";
+    bool ok = fgets(line, sizeof(line), f) != NULL;
+    fclose(f);
+    if (!ok)
+        return -1;
+    line[strcspn(line, "\n")] = '\0';
+    int64_t v;
+    struct vg_err ignored;
+    if (vg_parse_i64(line, -1, 255, &v, &ignored) < 0)
+        return -1;
+    return (int)v;
+}
+
+static int nvml_discover(void *arg, struct dp_gpu *gpus, unsigned *count, struct vg_err *err)
+{
+    struct dp_nvml *nvml = arg;
+    unsigned n = 0;
+    nvmlReturn_t rc = nvml->get_count(&n);
+    if (rc != NVML_SUCCESS)
+        return vg_err_set(err, -EIO, "NVML: nvmlDeviceGetCount: %s", nvml_error(nvml, rc));
+    if (n > DP_MAX_GPUS)
+        return vg_err_set(err, -E2BIG, "NVML reports %u GPUs; at most %d are supported", n,
+                          DP_MAX_GPUS);
+    for (unsigned i = 0; i < n; i++) {
+        struct dp_gpu *g = &gpus[i];
+        memset(g, 0, sizeof(*g));
+        nvmlDevice_t dev;
+        nvmlMemory_t mem;
+        nvmlPciInfo_t pci;
+        memset(&pci, 0, sizeof(pci));
+        const char *step = "nvmlDeviceGetHandleByIndex";
+        if ((rc = nvml->by_index(i, &dev)) != NVML_SUCCESS)
+            goto fail;
+        step = "nvmlDeviceGetUUID";
+        if ((rc = nvml->get_uuid(dev, g->uuid, sizeof(g->uuid))) != NVML_SUCCESS)
+            goto fail;
+        step = "nvmlDeviceGetName";
+        if ((rc = nvml->get_name(dev, g->model, sizeof(g->model))) != NVML_SUCCESS)
+            goto fail;
+        step = "nvmlDeviceGetMemoryInfo";
+        if ((rc = nvml->get_memory(dev, &mem)) != NVML_SUCCESS)
+            goto fail;
+        step = "nvmlDeviceGetPciInfo";
+        if ((rc = nvml->get_pci(dev, &pci)) != NVML_SUCCESS)
+            goto fail;
+        step = "nvmlDeviceGetCudaComputeCapability";
+        if ((rc = nvml->get_cc(dev, &g->cc_major, &g->cc_minor)) != NVML_SUCCESS)
+            goto fail;
+        if (nvml->get_minor(dev, &g->minor) != NVML_SUCCESS)
+            g->minor = i;
+        unsigned current = 0, pending = 0;
+        if (nvml->get_mig && nvml->get_mig(dev, &current, &pending) == NVML_SUCCESS)
+            g->mig_enabled = current == NVML_DEVICE_MIG_ENABLE;
+        g->index = i;
+        g->memory_mib = mem.total / (1024 * 1024);
+        vg_strlcpy(g->pci_bus_id, pci.busId, sizeof(g->pci_bus_id));
+        g->numa = numa_from_sysfs(&pci);
+        g->healthy = true;
+        continue;
+    fail:
+        return vg_err_set(err, -EIO, "NVML: GPU %u: %s: %s", i, step, nvml_error(nvml, rc));
+    }
+    *count = n;
+    return 0;
+}
+
+static bool nvml_healthy(void *arg, const struct dp_gpu *gpu)
+{
+    struct dp_nvml *nvml = arg;
+    nvmlDevice_t dev;
+    nvmlMemory_t mem;
+    if (nvml->by_uuid(gpu->uuid, &dev) != NVML_SUCCESS)
+        return false;
+    return nvml->get_memory(dev, &mem) == NVML_SUCCESS;
+}
+
+struct dp_gpu_source dp_nvml_source(struct dp_nvml *nvml)
+{
+    return (struct dp_gpu_source){.discover = nvml_discover, .healthy = nvml_healthy, .arg = nvml};
+}

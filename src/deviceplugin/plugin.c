@@ -1,0 +1,843 @@
+/* The device plugin daemon on one libevent loop (docs/deviceplugin.md).
+ *
+ * One gRPC server per advertised resource, each on its own socket in the kubelet
+ * directory, registered with kubelet.sock. kubelet restarts are seen through inotify on
+ * that directory: kubelet wipes it (our sockets too) and creates kubelet.sock again, so on
+ * IN_CREATE of kubelet.sock every server is re-created and re-registered. A registration
+ * that fails (kubelet.sock missing or not yet listening) is retried on a timer: quickly at
+ * first, since kubelet creates the socket a moment before it accepts, then every
+ * register_retry_ms.
+ *
+ * Health is polled on a timer; a change is streamed to every open ListAndWatch and
+ * republished in the node's inventory annotation, which is also rewritten every heartbeat.
+ * In vgpu mode a pod watch (spec.nodeName=<node>) keeps this node's pods in memory so that
+ * Allocate, which must answer synchronously, can read the scheduler's decision; the same
+ * cache drives the cleanup of container directories whose pod is gone. */
+#include <errno.h>
+#include <event2/event.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/str.h"
+#include "deviceplugin/deviceplugin.h"
+#include "grpc/grpc.h"
+#include "grpc/kubelet/api.h"
+#include "kube/kube.h"
+
+#define MAX_STREAMS      16
+#define FAST_RETRY_MS    50
+#define FAST_RETRY_COUNT 100
+
+struct dp_plugin;
+
+struct serving {
+    struct dp_plugin *plugin;
+    struct dp_resource *resource;
+    struct grpc_server *server;
+    struct grpc_client *registration;
+    struct grpc_stream *streams[MAX_STREAMS];
+    size_t stream_count;
+    bool registered;
+};
+
+struct dp_plugin {
+    struct event_base *base;
+    const struct dp_config *cfg;
+    struct dp_plugin_options opt;
+    struct dp_gpu gpus[DP_MAX_GPUS];
+    unsigned gpu_count;
+    struct dp_resources res;
+    struct serving serving[DP_MAX_RESOURCES];
+    char kubelet_socket[PATH_MAX];
+    int inotify_fd;
+    struct event *inotify_event, *health_timer, *heartbeat_timer, *sweep_timer, *retry_timer;
+    unsigned fast_retries;
+    struct kube_watch *pods_watch;
+    json_t *pods; /* uid -> pod */
+    bool inventory_in_flight;
+    struct dp_plugin_stats stats;
+};
+
+/* ---- ListAndWatch ------------------------------------------------------------------- */
+
+static int pack_devices(struct dp_plugin *p, const struct dp_resource *r, uint8_t **data,
+                        size_t *len)
+{
+    V1beta1__ListAndWatchResponse resp = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
+    size_t n = r->device_count;
+    V1beta1__Device *devs = xcalloc(n + 1, sizeof(*devs));
+    V1beta1__Device **ptrs = xcalloc(n + 1, sizeof(*ptrs));
+    V1beta1__TopologyInfo *topo = xcalloc(n + 1, sizeof(*topo));
+    V1beta1__NUMANode *numa = xcalloc(n + 1, sizeof(*numa));
+    V1beta1__NUMANode **numa_ptrs = xcalloc(n + 1, sizeof(*numa_ptrs));
+    for (size_t i = 0; i < n; i++) {
+        const struct dp_gpu *g = &p->gpus[r->devices[i].gpu];
+        v1beta1__device__init(&devs[i]);
+        devs[i].id = (char *)r->devices[i].id;
+        devs[i].health = (char *)(g->healthy ? GRPC_KUBELET_HEALTHY : GRPC_KUBELET_UNHEALTHY);
+        if (g->numa >= 0) {
+            v1beta1__topology_info__init(&topo[i]);
+            v1beta1__numanode__init(&numa[i]);
+            numa[i].id = g->numa;
+            numa_ptrs[i] = &numa[i];
+            topo[i].n_nodes = 1;
+            topo[i].nodes = &numa_ptrs[i];
+            devs[i].topology = &topo[i];
+        }
+        ptrs[i] = &devs[i];
+    }
+    resp.n_devices = n;
+    resp.devices = ptrs;
+    *len = v1beta1__list_and_watch_response__get_packed_size(&resp);
+    *data = xmalloc(*len ? *len : 1);
+    v1beta1__list_and_watch_response__pack(&resp, *data);
+    free(devs);
+    free(ptrs);
+    free(topo);
+    free(numa);
+    free(numa_ptrs);
+    return 0;
+}
+
+static void send_devices(struct serving *s, struct grpc_stream *stream)
+{
+    uint8_t *data;
+    size_t len;
+    pack_devices(s->plugin, s->resource, &data, &len);
+    struct vg_err err = {0};
+    if (grpc_stream_send(stream, data, len, &err) < 0)
+        vg_log(VG_LOG_WARN, "ListAndWatch send failed", "resource=%s err=\"%s\"", s->resource->name,
+               err.msg);
+    free(data);
+}
+
+static void stream_closed(void *arg, struct grpc_stream *stream, enum grpc_status_code status)
+{
+    struct serving *s = arg;
+    (void)status;
+    for (size_t i = 0; i < s->stream_count; i++)
+        if (s->streams[i] == stream) {
+            s->streams[i] = s->streams[--s->stream_count];
+            break;
+        }
+}
+
+static enum grpc_status_code handle_list_and_watch(void *arg, struct grpc_stream *stream,
+                                                   const uint8_t *req, size_t len,
+                                                   char message[GRPC_STATUS_MESSAGE_MAX])
+{
+    struct serving *s = arg;
+    (void)req;
+    (void)len;
+    if (s->stream_count == MAX_STREAMS) {
+        vg_snprintf(message, GRPC_STATUS_MESSAGE_MAX, "too many ListAndWatch streams");
+        return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    }
+    s->streams[s->stream_count++] = stream;
+    grpc_stream_on_close(stream, stream_closed, s);
+    send_devices(s, stream);
+    return GRPC_STATUS_OK;
+}
+
+/* ---- unary handlers ----------------------------------------------------------------- */
+
+static enum grpc_status_code handle_options(void *arg, const uint8_t *req, size_t len,
+                                            struct grpc_reply *reply)
+{
+    (void)arg;
+    (void)req;
+    (void)len;
+    V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+    o.pre_start_required = false;
+    o.get_preferred_allocation_available = true;
+    reply->len = v1beta1__device_plugin_options__get_packed_size(&o);
+    reply->data = xmalloc(reply->len ? reply->len : 1);
+    v1beta1__device_plugin_options__pack(&o, reply->data);
+    return GRPC_STATUS_OK;
+}
+
+static enum grpc_status_code handle_prestart(void *arg, const uint8_t *req, size_t len,
+                                             struct grpc_reply *reply)
+{
+    (void)arg;
+    V1beta1__PreStartContainerRequest *r =
+        v1beta1__pre_start_container_request__unpack(NULL, len, req);
+    if (!r) {
+        vg_snprintf(reply->message, sizeof(reply->message), "malformed PreStartContainerRequest");
+        return GRPC_STATUS_INVALID_ARGUMENT;
+    }
+    v1beta1__pre_start_container_request__free_unpacked(r, NULL);
+    reply->data = NULL;
+    reply->len = 0;
+    return GRPC_STATUS_OK;
+}
+
+static bool dir_allocated(void *arg, const char *uid, const char *container)
+{
+    struct dp_plugin *p = arg;
+    char path[1024];
+    struct stat st;
+    if (dp_container_dir_path(p->cfg->vgpu.region_dir, uid, container, path, sizeof(path), NULL) <
+        0)
+        return true; /* cannot be given a directory: never pick it */
+    return stat(path, &st) == 0;
+}
+
+/* This node's pods as an array (borrowed references inside a new array). */
+static json_t *pods_array(struct dp_plugin *p)
+{
+    json_t *arr = json_array();
+    const char *key;
+    json_t *pod;
+    json_object_foreach(p->pods, key, pod) json_array_append(arr, pod);
+    return arr;
+}
+
+static int check_pods_ready(struct dp_plugin *p, struct vg_err *err)
+{
+    if (!p->pods_watch)
+        return vg_err_set(err, -ENOTCONN,
+                          "vgpu mode needs the Kubernetes API to read scheduling decisions "
+                          "(no --kubeconfig and no in-cluster credentials)");
+    if (!kube_watch_synced(p->pods_watch))
+        return vg_err_set(err, -EAGAIN, "this node's pod list is not loaded yet; retry");
+    return 0;
+}
+
+static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequest *creq,
+                             struct dp_response *resp, char *dir, size_t dir_size,
+                             struct vg_err *err)
+{
+    size_t n = creq->n_devices_ids;
+    if (n == 0 || n > ANNOT_MAX_GPUS)
+        return vg_err_set(err, -EINVAL, "Allocate for %zu devices (1..%d)", n, ANNOT_MAX_GPUS);
+    char uuids[ANNOT_MAX_GPUS][ANNOT_UUID_MAX];
+    for (size_t i = 0; i < n; i++) {
+        bool known = false;
+        const struct dp_resource *r = &p->res.items[0];
+        for (size_t k = 0; k < r->device_count && !known; k++)
+            known = strcmp(r->devices[k].id, creq->devices_ids[i]) == 0;
+        if (!known)
+            return vg_err_set(err, -ENOENT, "unknown device ID '%s'", creq->devices_ids[i]);
+        int rc = dp_physical_uuid(creq->devices_ids[i], uuids[i], err);
+        if (rc < 0)
+            return rc;
+    }
+    int rc = check_pods_ready(p, err);
+    if (rc < 0)
+        return rc;
+    json_t *pods = pods_array(p);
+    struct dp_match match;
+    rc = dp_match_container(pods, p->cfg->cli.node_name, uuids, n, dir_allocated, p, &match, err);
+    json_decref(pods);
+    if (rc < 0)
+        return rc;
+    rc = dp_container_dir_path(p->cfg->vgpu.region_dir, match.pod_uid, match.container.name, dir,
+                               dir_size, err);
+    if (rc < 0)
+        return rc;
+    rc = dp_allocate_vgpu(p->cfg, p->gpus, p->gpu_count, &match, dir, resp, err);
+    if (rc < 0)
+        return rc;
+    rc = dp_container_dir_create(p->cfg, p->gpus, p->gpu_count, &match, dir, err);
+    if (rc < 0)
+        return rc;
+    vg_log(VG_LOG_INFO, "allocated", "pod=%s/%s container=%s gpus=%u dir=%s", match.pod_namespace,
+           match.pod_name, match.container.name, match.container.gpu_count, dir);
+    return 0;
+}
+
+static enum grpc_status_code handle_allocate(void *arg, const uint8_t *req, size_t len,
+                                             struct grpc_reply *reply)
+{
+    struct serving *s = arg;
+    struct dp_plugin *p = s->plugin;
+    V1beta1__AllocateRequest *r = v1beta1__allocate_request__unpack(NULL, len, req);
+    if (!r) {
+        vg_snprintf(reply->message, sizeof(reply->message), "malformed AllocateRequest");
+        return GRPC_STATUS_INVALID_ARGUMENT;
+    }
+    size_t n = r->n_container_requests;
+    struct dp_response *resps = xcalloc(n ? n : 1, sizeof(*resps));
+    const struct dp_response **ptrs = xcalloc(n ? n : 1, sizeof(*ptrs));
+    char(*dirs)[1024] = xcalloc(n ? n : 1, sizeof(*dirs));
+    struct vg_err err = {0};
+    int rc = n == 0 ? vg_err_set(&err, -EINVAL, "Allocate without container requests") : 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        V1beta1__ContainerAllocateRequest *c = r->container_requests[i];
+        if (p->res.mode == ANNOT_MODE_VGPU)
+            rc = allocate_vgpu_one(p, c, &resps[i], dirs[i], sizeof(dirs[i]), &err);
+        else
+            rc = dp_allocate_shared(p->cfg, s->resource, p->gpus, p->gpu_count, c->devices_ids,
+                                    c->n_devices_ids, &resps[i], &err);
+        ptrs[i] = &resps[i];
+    }
+    enum grpc_status_code status = GRPC_STATUS_OK;
+    if (rc < 0) {
+        /* Nothing half-done stays behind: directories made for earlier containers of this
+         * call go too. */
+        for (size_t i = 0; i < n; i++)
+            if (dirs[i][0]) {
+                struct vg_err ignored;
+                dp_container_dir_remove(dirs[i], &ignored);
+            }
+        p->stats.allocate_errors++;
+        vg_log(VG_LOG_WARN, "Allocate refused", "resource=%s err=\"%s\"", s->resource->name,
+               err.msg);
+        vg_snprintf(reply->message, sizeof(reply->message), "%s", err.msg);
+        status = rc == -EINVAL || rc == -ENOENT ? GRPC_STATUS_INVALID_ARGUMENT
+                                                : GRPC_STATUS_FAILED_PRECONDITION;
+        if (rc == -ENOENT && p->res.mode == ANNOT_MODE_VGPU)
+            status = GRPC_STATUS_FAILED_PRECONDITION;
+    } else {
+        dp_response_pack(ptrs, n, &reply->data, &reply->len, &err);
+        p->stats.allocations++;
+    }
+    free(resps);
+    free(ptrs);
+    free(dirs);
+    v1beta1__allocate_request__free_unpacked(r, NULL);
+    return status;
+}
+
+/* Preferred allocation: in vgpu mode the GPUs the scheduler decided for the next
+ * container asking for this many; otherwise (or without a decision) devices on one NUMA
+ * node, spread over the fewest-used GPUs. */
+static void prefer(struct dp_plugin *p, const struct dp_resource *r,
+                   V1beta1__ContainerPreferredAllocationRequest *c, char ***out, size_t *out_n)
+{
+    size_t want = c->allocation_size > 0 ? (size_t)c->allocation_size : 0;
+    char **picked = xcalloc(want + 1, sizeof(*picked));
+    size_t n = 0;
+    bool *taken = xcalloc(c->n_available_deviceids + 1, sizeof(*taken));
+    for (size_t i = 0; i < c->n_must_include_deviceids && n < want; i++) {
+        picked[n++] = c->must_include_deviceids[i];
+        for (size_t k = 0; k < c->n_available_deviceids; k++)
+            if (strcmp(c->available_deviceids[k], c->must_include_deviceids[i]) == 0)
+                taken[k] = true;
+    }
+    struct vg_err err = {0};
+    struct dp_match match;
+    if (p->res.mode == ANNOT_MODE_VGPU && n == 0 && check_pods_ready(p, &err) == 0) {
+        json_t *pods = pods_array(p);
+        int rc = dp_match_container(pods, p->cfg->cli.node_name, NULL, want, dir_allocated, p,
+                                    &match, &err);
+        json_decref(pods);
+        for (unsigned g = 0; rc == 0 && g < match.container.gpu_count && n < want; g++)
+            for (size_t k = 0; k < c->n_available_deviceids; k++) {
+                char uuid[ANNOT_UUID_MAX];
+                if (taken[k] || dp_physical_uuid(c->available_deviceids[k], uuid, &err) < 0 ||
+                    strcmp(uuid, match.container.gpus[g].uuid) != 0)
+                    continue;
+                taken[k] = true;
+                picked[n++] = c->available_deviceids[k];
+                break;
+            }
+    }
+    /* NUMA: the node with the most available devices first. */
+    int best_numa = -1;
+    size_t best_count = 0;
+    for (size_t k = 0; k < c->n_available_deviceids; k++) {
+        int numa = -1;
+        for (size_t d = 0; d < r->device_count; d++)
+            if (strcmp(r->devices[d].id, c->available_deviceids[k]) == 0)
+                numa = p->gpus[r->devices[d].gpu].numa;
+        size_t count = 0;
+        for (size_t j = 0; j < c->n_available_deviceids; j++)
+            for (size_t d = 0; d < r->device_count; d++)
+                if (strcmp(r->devices[d].id, c->available_deviceids[j]) == 0 &&
+                    p->gpus[r->devices[d].gpu].numa == numa)
+                    count++;
+        if (count > best_count) {
+            best_count = count;
+            best_numa = numa;
+        }
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t k = 0; k < c->n_available_deviceids && n < want; k++) {
+            if (taken[k])
+                continue;
+            int numa = -2;
+            for (size_t d = 0; d < r->device_count; d++)
+                if (strcmp(r->devices[d].id, c->available_deviceids[k]) == 0)
+                    numa = p->gpus[r->devices[d].gpu].numa;
+            if (pass == 0 && numa != best_numa)
+                continue;
+            taken[k] = true;
+            picked[n++] = c->available_deviceids[k];
+        }
+    free(taken);
+    *out = picked;
+    *out_n = n;
+}
+
+static enum grpc_status_code handle_preferred(void *arg, const uint8_t *req, size_t len,
+                                              struct grpc_reply *reply)
+{
+    struct serving *s = arg;
+    V1beta1__PreferredAllocationRequest *r =
+        v1beta1__preferred_allocation_request__unpack(NULL, len, req);
+    if (!r) {
+        vg_snprintf(reply->message, sizeof(reply->message), "malformed PreferredAllocationRequest");
+        return GRPC_STATUS_INVALID_ARGUMENT;
+    }
+    size_t n = r->n_container_requests;
+    V1beta1__PreferredAllocationResponse resp = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
+    V1beta1__ContainerPreferredAllocationResponse *crs = xcalloc(n + 1, sizeof(*crs));
+    V1beta1__ContainerPreferredAllocationResponse **crp = xcalloc(n + 1, sizeof(*crp));
+    for (size_t i = 0; i < n; i++) {
+        v1beta1__container_preferred_allocation_response__init(&crs[i]);
+        prefer(s->plugin, s->resource, r->container_requests[i], &crs[i].deviceids,
+               &crs[i].n_deviceids);
+        crp[i] = &crs[i];
+    }
+    resp.n_container_responses = n;
+    resp.container_responses = crp;
+    reply->len = v1beta1__preferred_allocation_response__get_packed_size(&resp);
+    reply->data = xmalloc(reply->len ? reply->len : 1);
+    v1beta1__preferred_allocation_response__pack(&resp, reply->data);
+    for (size_t i = 0; i < n; i++)
+        free(crs[i].deviceids);
+    free(crs);
+    free(crp);
+    v1beta1__preferred_allocation_request__free_unpacked(r, NULL);
+    return GRPC_STATUS_OK;
+}
+
+/* ---- serving and registration --------------------------------------------------------- */
+
+static void schedule_retry(struct dp_plugin *p)
+{
+    if (evtimer_pending(p->retry_timer, NULL))
+        return;
+    uint64_t ms = p->fast_retries < FAST_RETRY_COUNT ? FAST_RETRY_MS : p->opt.register_retry_ms;
+    p->fast_retries++;
+    struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+    evtimer_add(p->retry_timer, &tv);
+}
+
+static void register_done(void *arg, enum grpc_status_code status, const char *message,
+                          const uint8_t *response, size_t response_len)
+{
+    struct serving *s = arg;
+    (void)response;
+    (void)response_len;
+    if (status == GRPC_STATUS_OK) {
+        s->registered = true;
+        s->plugin->stats.registrations++;
+        vg_log(VG_LOG_INFO, "registered with kubelet", "resource=%s endpoint=%s", s->resource->name,
+               s->resource->endpoint);
+        return;
+    }
+    vg_log(VG_LOG_WARN, "kubelet refused registration", "resource=%s status=%d message=\"%s\"",
+           s->resource->name, (int)status, message);
+    schedule_retry(s->plugin);
+}
+
+static int serve_one(struct serving *s, struct vg_err *err)
+{
+    struct dp_plugin *p = s->plugin;
+    grpc_server_free(s->server);
+    s->stream_count = 0;
+    s->registered = false;
+    s->server = grpc_server_new(p->base, NULL, err);
+    if (!s->server)
+        return err->code;
+    int rc = grpc_server_add_unary(s->server, GRPC_KUBELET_GET_OPTIONS, handle_options, s, err);
+    if (rc == 0)
+        rc = grpc_server_add_stream(s->server, GRPC_KUBELET_LIST_AND_WATCH, handle_list_and_watch,
+                                    s, err);
+    if (rc == 0)
+        rc = grpc_server_add_unary(s->server, GRPC_KUBELET_PREFERRED_ALLOC, handle_preferred, s,
+                                   err);
+    if (rc == 0)
+        rc = grpc_server_add_unary(s->server, GRPC_KUBELET_ALLOCATE, handle_allocate, s, err);
+    if (rc == 0)
+        rc = grpc_server_add_unary(s->server, GRPC_KUBELET_PRESTART, handle_prestart, s, err);
+    char path[PATH_MAX];
+    if (rc == 0 && vg_snprintf(path, sizeof(path), "%s/%s", p->cfg->cli.kubelet_dir,
+                               s->resource->endpoint) < 0)
+        rc = vg_err_set(err, -ENAMETOOLONG, "socket path too long");
+    if (rc == 0)
+        rc = grpc_server_listen(s->server, path, err);
+    return rc;
+}
+
+static void register_one(struct serving *s)
+{
+    struct dp_plugin *p = s->plugin;
+    grpc_client_free(s->registration);
+    struct vg_err err = {0};
+    s->registration = grpc_client_new(p->base, p->kubelet_socket, NULL, &err);
+    if (!s->registration) {
+        vg_log(VG_LOG_WARN, "kubelet socket unavailable; will retry", "socket=%s err=\"%s\"",
+               p->kubelet_socket, err.msg);
+        schedule_retry(p);
+        return;
+    }
+    V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
+    o.get_preferred_allocation_available = true;
+    V1beta1__RegisterRequest rr = V1BETA1__REGISTER_REQUEST__INIT;
+    rr.version = (char *)GRPC_KUBELET_API_VERSION;
+    rr.endpoint = s->resource->endpoint;
+    rr.resource_name = s->resource->name;
+    rr.options = &o;
+    uint8_t buf[512];
+    size_t len = v1beta1__register_request__get_packed_size(&rr);
+    if (len > sizeof(buf))
+        return;
+    v1beta1__register_request__pack(&rr, buf);
+    if (grpc_client_unary(s->registration, GRPC_KUBELET_REGISTER, buf, len, 5000, register_done, s,
+                          &err) < 0) {
+        vg_log(VG_LOG_WARN, "Register call failed; will retry", "err=\"%s\"", err.msg);
+        schedule_retry(p);
+    }
+}
+
+static void register_all(struct dp_plugin *p)
+{
+    for (size_t i = 0; i < p->res.count; i++)
+        if (!p->serving[i].registered)
+            register_one(&p->serving[i]);
+}
+
+static void retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    register_all(arg);
+}
+
+/* kubelet restarted: it wiped the directory, our sockets included. */
+static void restart_all(struct dp_plugin *p)
+{
+    vg_log(VG_LOG_INFO, "kubelet.sock created: serving and registering again", "dir=%s",
+           p->cfg->cli.kubelet_dir);
+    p->fast_retries = 0;
+    evtimer_del(p->retry_timer);
+    for (size_t i = 0; i < p->res.count; i++) {
+        struct vg_err err = {0};
+        if (serve_one(&p->serving[i], &err) < 0)
+            vg_log(VG_LOG_ERROR, "cannot serve", "resource=%s err=\"%s\"", p->res.items[i].name,
+                   err.msg);
+    }
+    register_all(p);
+}
+
+static void inotify_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    struct dp_plugin *p = arg;
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    bool restart = false;
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n <= 0)
+            break;
+        for (char *q = buf; q < buf + n;) {
+            struct inotify_event *ev = (struct inotify_event *)(void *)q;
+            if (ev->len && strcmp(ev->name, "kubelet.sock") == 0 && (ev->mask & IN_CREATE))
+                restart = true;
+            q += sizeof(*ev) + ev->len;
+        }
+    }
+    if (restart)
+        restart_all(p);
+}
+
+/* ---- health, inventory, cleanup -------------------------------------------------------- */
+
+static void inventory_done(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    struct dp_plugin *p = arg;
+    (void)body;
+    p->inventory_in_flight = false;
+    if (err->code == 0) {
+        p->stats.inventory_writes++;
+        return;
+    }
+    vg_log(VG_LOG_WARN, "publishing the GPU inventory failed", "status=%ld err=\"%s\"", status,
+           err->msg);
+}
+
+static void publish_inventory(struct dp_plugin *p)
+{
+    if (!p->opt.kube || p->inventory_in_flight)
+        return;
+    struct annot_inventory inv;
+    dp_inventory(p->cfg, p->res.mode, p->gpus, p->gpu_count, (int64_t)time(NULL), &inv);
+    struct vg_err err = {0};
+    char *text = annot_inventory_encode(&inv, &err);
+    if (!text) {
+        vg_log(VG_LOG_ERROR, "cannot encode the inventory", "err=\"%s\"", err.msg);
+        return;
+    }
+    json_t *ann = json_object();
+    json_object_set_new(ann, ANNOT_KEY_GPUS, json_string(text));
+    free(text);
+    char path[512];
+    if (vg_snprintf(path, sizeof(path), "/api/v1/nodes/%s", p->cfg->cli.node_name) >= 0 &&
+        kube_patch_annotations(p->opt.kube, path, ann, NULL, inventory_done, p, &err) == 0)
+        p->inventory_in_flight = true;
+    else
+        vg_log(VG_LOG_WARN, "cannot publish the inventory", "err=\"%s\"", err.msg);
+    json_decref(ann);
+}
+
+void dp_plugin_poll_health(struct dp_plugin *p)
+{
+    bool changed = false;
+    for (unsigned i = 0; i < p->gpu_count; i++) {
+        bool h = p->opt.source.healthy(p->opt.source.arg, &p->gpus[i]);
+        if (h != p->gpus[i].healthy) {
+            p->gpus[i].healthy = h;
+            changed = true;
+            p->stats.health_changes++;
+            vg_log(h ? VG_LOG_INFO : VG_LOG_WARN, h ? "GPU healthy again" : "GPU unhealthy",
+                   "uuid=%s", p->gpus[i].uuid);
+        }
+    }
+    if (!changed)
+        return;
+    for (size_t r = 0; r < p->res.count; r++) {
+        struct serving *s = &p->serving[r];
+        for (size_t k = 0; k < s->stream_count; k++)
+            send_devices(s, s->streams[k]);
+    }
+    publish_inventory(p);
+}
+
+static void health_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    dp_plugin_poll_health(arg);
+}
+
+static void heartbeat_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    publish_inventory(arg);
+}
+
+static void sweep(struct dp_plugin *p)
+{
+    if (!p->pods_watch || !kube_watch_synced(p->pods_watch))
+        return;
+    size_t n = json_object_size(p->pods);
+    const char **live = xcalloc(n + 1, sizeof(*live));
+    size_t k = 0;
+    const char *uid;
+    json_t *pod;
+    json_object_foreach(p->pods, uid, pod)
+    {
+        const char *phase =
+            json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+        if (!phase || (strcmp(phase, "Succeeded") != 0 && strcmp(phase, "Failed") != 0))
+            live[k++] = uid;
+    }
+    struct vg_err err = {0};
+    int removed = dp_container_dirs_sweep(p->cfg->vgpu.region_dir, live, &err);
+    free(live);
+    if (removed > 0) {
+        p->stats.swept_dirs += (uint64_t)removed;
+        vg_log(VG_LOG_INFO, "removed directories of containers that are gone", "count=%d", removed);
+    } else if (removed < 0) {
+        vg_log(VG_LOG_WARN, "cleanup failed", "err=\"%s\"", err.msg);
+    }
+}
+
+static void sweep_cb(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    sweep(arg);
+}
+
+static void pods_resync(void *arg, json_t *items, const char *rv)
+{
+    struct dp_plugin *p = arg;
+    (void)rv;
+    json_object_clear(p->pods);
+    size_t i;
+    json_t *pod;
+    json_array_foreach(items, i, pod)
+    {
+        const char *uid =
+            json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+        if (uid)
+            json_object_set(p->pods, uid, pod);
+    }
+    sweep(p);
+}
+
+static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
+{
+    struct dp_plugin *p = arg;
+    const char *uid = json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+    if (!uid)
+        return;
+    if (type == KUBE_EVENT_DELETED) {
+        json_object_del(p->pods, uid);
+        sweep(p);
+    } else {
+        json_object_set(p->pods, uid, pod);
+    }
+}
+
+static void pods_error(void *arg, const struct vg_err *err)
+{
+    (void)arg;
+    vg_log(VG_LOG_WARN, "pod watch", "err=\"%s\"", err->msg);
+}
+
+/* ---- life cycle ----------------------------------------------------------------------- */
+
+static struct event *timer(struct dp_plugin *p, uint64_t ms, event_callback_fn cb)
+{
+    struct event *ev = event_new(p->base, -1, ms ? EV_PERSIST : 0, cb, p);
+    if (ms) {
+        struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000};
+        event_add(ev, &tv);
+    }
+    return ev;
+}
+
+/* In vgpu mode the container's /etc/ld.so.preload comes from this host file: make it if
+ * nobody did, naming libvgpu at the path it is mounted at. */
+static void ensure_preload_file(const struct dp_config *cfg)
+{
+    struct stat st;
+    if (stat(cfg->vgpu.ld_so_preload_path, &st) == 0)
+        return;
+    FILE *f = fopen(cfg->vgpu.ld_so_preload_path, "we");
+    if (!f) {
+        vg_log(VG_LOG_WARN, "cannot create ld.so.preload for containers", "path=%s err=\"%s\"",
+               cfg->vgpu.ld_so_preload_path, strerror(errno));
+        return;
+    }
+    fprintf(f, "%s\n", cfg->vgpu.libvgpu_path);
+    fclose(f);
+}
+
+int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
+                  const struct dp_plugin_options *options, struct dp_plugin **out,
+                  struct vg_err *err)
+{
+    if (!cfg->cli.node_name || !cfg->cli.node_name[0])
+        return vg_err_set(err, -EINVAL, "no node name: pass --node-name or set NODE_NAME");
+    struct dp_plugin *p = xcalloc(1, sizeof(*p));
+    p->base = base;
+    p->cfg = cfg;
+    p->opt = *options;
+    p->inotify_fd = -1;
+    if (!p->opt.health_interval_ms)
+        p->opt.health_interval_ms = 5000;
+    if (!p->opt.heartbeat_ms)
+        p->opt.heartbeat_ms = 30000;
+    if (!p->opt.sweep_interval_ms)
+        p->opt.sweep_interval_ms = 60000;
+    if (!p->opt.register_retry_ms)
+        p->opt.register_retry_ms = 5000;
+    p->pods = json_object();
+    int rc = vg_snprintf(p->kubelet_socket, sizeof(p->kubelet_socket), "%s/kubelet.sock",
+                         cfg->cli.kubelet_dir) < 0
+                 ? vg_err_set(err, -ENAMETOOLONG, "kubelet directory path too long")
+                 : 0;
+    if (rc == 0) {
+        struct vg_err derr = {0};
+        int drc = p->opt.source.discover(p->opt.source.arg, p->gpus, &p->gpu_count, &derr);
+        if (drc < 0) {
+            if (cfg->flags.fail_on_init_error) {
+                rc = vg_err_set(err, drc, "%s (flags.failOnInitError is true)", derr.msg);
+            } else {
+                vg_log(VG_LOG_WARN,
+                       "GPU discovery failed; serving no GPUs "
+                       "(flags.failOnInitError is false)",
+                       "err=\"%s\"", derr.msg);
+                p->gpu_count = 0;
+            }
+        }
+    }
+    if (rc == 0)
+        rc = dp_resources_build(cfg, p->gpus, p->gpu_count, &p->res, err);
+    if (rc == 0) {
+        p->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+        if (p->inotify_fd < 0 ||
+            inotify_add_watch(p->inotify_fd, cfg->cli.kubelet_dir, IN_CREATE) < 0)
+            rc = vg_err_set(err, -errno, "watching kubelet directory %s: %s", cfg->cli.kubelet_dir,
+                            strerror(errno));
+    }
+    for (size_t i = 0; rc == 0 && i < p->res.count; i++) {
+        p->serving[i].plugin = p;
+        p->serving[i].resource = &p->res.items[i];
+        rc = serve_one(&p->serving[i], err);
+    }
+    if (rc < 0) {
+        dp_plugin_free(p);
+        return rc;
+    }
+    p->inotify_event = event_new(base, p->inotify_fd, EV_READ | EV_PERSIST, inotify_cb, p);
+    event_add(p->inotify_event, NULL);
+    p->retry_timer = timer(p, 0, retry_cb);
+    p->health_timer = timer(p, p->opt.health_interval_ms, health_cb);
+    p->sweep_timer = timer(p, p->opt.sweep_interval_ms, sweep_cb);
+    if (p->opt.kube) {
+        p->heartbeat_timer = timer(p, p->opt.heartbeat_ms, heartbeat_cb);
+        publish_inventory(p);
+        if (p->res.mode == ANNOT_MODE_VGPU) {
+            char selector[ANNOT_NAME_MAX + 32];
+            vg_snprintf(selector, sizeof(selector), "spec.nodeName=%s", cfg->cli.node_name);
+            struct kube_watch_options wo = {
+                .path = "/api/v1/pods", .field_selector = selector, .seed = (uint64_t)getpid()};
+            struct kube_watch_callbacks cb = {
+                .resync = pods_resync, .event = pods_event, .error = pods_error};
+            rc = kube_watch_new(p->opt.kube, &wo, &cb, p, &p->pods_watch, err);
+            if (rc < 0) {
+                dp_plugin_free(p);
+                return rc;
+            }
+        }
+    }
+    if (p->res.mode == ANNOT_MODE_VGPU)
+        ensure_preload_file(cfg);
+    vg_log(VG_LOG_INFO, "device plugin started", "node=%s mode=%s gpus=%u resources=%zu",
+           cfg->cli.node_name, annot_mode_name(p->res.mode), p->gpu_count, p->res.count);
+    register_all(p);
+    *out = p;
+    return 0;
+}
+
+void dp_plugin_free(struct dp_plugin *p)
+{
+    if (!p)
+        return;
+    kube_watch_free(p->pods_watch);
+    for (size_t i = 0; i < DP_MAX_RESOURCES; i++) {
+        grpc_client_free(p->serving[i].registration);
+        grpc_server_free(p->serving[i].server);
+    }
+    struct event *evs[] = {p->inotify_event, p->health_timer, p->heartbeat_timer, p->sweep_timer,
+                           p->retry_timer};
+    for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
+        if (evs[i])
+            event_free(evs[i]);
+    if (p->inotify_fd >= 0)
+        close(p->inotify_fd);
+    dp_resources_release(&p->res);
+    json_decref(p->pods);
+    free(p);
+}
+
+void dp_plugin_get_stats(const struct dp_plugin *p, struct dp_plugin_stats *stats)
+{
+    *stats = p->stats;
+}

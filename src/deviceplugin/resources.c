@@ -1,0 +1,211 @@
+/* What the plugin advertises to kubelet, per mode (docs/deviceplugin.md):
+ *
+ *   vgpu         nvidia.com/gpu, deviceSplitCount devices per GPU, IDs `<UUID>-<i>` as
+ *                HAMi names them; the scheduler's decision, not the ID, picks the GPU;
+ *   timeSlicing  NVIDIA's replicas: each GPU a sharing.timeSlicing resource selects is
+ *                advertised `replicas` times as `<UUID>::<n>` under its name (or rename,
+ *                `<name>.shared` with renameByDefault); GPUs no entry selects stay plain
+ *                nvidia.com/gpu.
+ *
+ * Kept pure (config + GPU table in, lists out) so tests can check every case directly. */
+#include <errno.h>
+#include <string.h>
+
+#include "base/mem.h"
+#include "base/parse.h"
+#include "base/str.h"
+#include "deviceplugin/deviceplugin.h"
+
+int dp_physical_uuid(const char *id, char *uuid, struct vg_err *err)
+{
+    const char *sep = strstr(id, "::");
+    size_t len;
+    if (sep) {
+        len = (size_t)(sep - id);
+    } else {
+        const char *dash = strrchr(id, '-');
+        /* `GPU-<uuid>-<i>`: a UUID has 4 dashes after "GPU", so a suffix makes 6. */
+        size_t dashes = 0;
+        for (const char *p = id; *p; p++)
+            dashes += *p == '-';
+        len = (dash && dashes == 6) ? (size_t)(dash - id) : strlen(id);
+    }
+    if (len == 0 || len >= ANNOT_UUID_MAX)
+        return vg_err_set(err, -EINVAL, "device ID '%s' names no GPU", id);
+    memcpy(uuid, id, len);
+    uuid[len] = '\0';
+    return 0;
+}
+
+static struct dp_resource *resource_get(struct dp_resources *res, const char *name,
+                                        struct vg_err *err)
+{
+    for (size_t i = 0; i < res->count; i++)
+        if (strcmp(res->items[i].name, name) == 0)
+            return &res->items[i];
+    if (res->count == DP_MAX_RESOURCES) {
+        vg_err_set(err, -E2BIG, "more than %d resources", DP_MAX_RESOURCES);
+        return NULL;
+    }
+    struct dp_resource *r = &res->items[res->count];
+    memset(r, 0, sizeof(*r));
+    if (vg_strlcpy(r->name, name, sizeof(r->name)) < 0) {
+        vg_err_set(err, -ENAMETOOLONG, "resource name '%s' is too long", name);
+        return NULL;
+    }
+    const char *short_name = name;
+    if (strncmp(name, DP_RESOURCE_PREFIX, strlen(DP_RESOURCE_PREFIX)) == 0)
+        short_name = name + strlen(DP_RESOURCE_PREFIX);
+    if (vg_snprintf(r->endpoint, sizeof(r->endpoint), "nvidia-%s.sock", short_name) < 0) {
+        vg_err_set(err, -ENAMETOOLONG, "resource name '%s' is too long", name);
+        return NULL;
+    }
+    for (char *p = r->endpoint; *p; p++)
+        if (*p == '/')
+            *p = '-';
+    r->replicas = 1;
+    res->count++;
+    return r;
+}
+
+static int resource_add(struct dp_resource *r, const char *id, unsigned gpu, struct vg_err *err)
+{
+    if (r->device_count >= DP_MAX_IDS)
+        return vg_err_set(err, -E2BIG, "resource %s: more than %d devices", r->name, DP_MAX_IDS);
+    if (strlen(id) >= DP_ID_MAX)
+        return vg_err_set(err, -ENAMETOOLONG, "device ID '%s' is longer than %d characters", id,
+                          DP_ID_MAX - 1);
+    r->devices = xrealloc(r->devices, (r->device_count + 1) * sizeof(*r->devices));
+    struct dp_device *d = &r->devices[r->device_count++];
+    vg_strlcpy(d->id, id, sizeof(d->id));
+    d->gpu = gpu;
+    return 0;
+}
+
+/* Does a timeSlicing entry select GPU g (position i among gpu_count)? */
+static int entry_selects(const struct dp_replicated_resource *item, const struct dp_gpu *g,
+                         unsigned i, bool *selected, struct vg_err *err)
+{
+    *selected = false;
+    switch (item->devices.kind) {
+    case DP_DEVICES_ALL:
+        *selected = true;
+        return 0;
+    case DP_DEVICES_COUNT:
+        *selected = i < item->devices.count;
+        return 0;
+    case DP_DEVICES_LIST:
+        for (size_t k = 0; k < item->devices.list_count; k++) {
+            const char *want = item->devices.list[k];
+            if (strchr(want, ':') || strncmp(want, "MIG-", 4) == 0)
+                return vg_err_set(err, -ENOTSUP,
+                                  "resource %s: MIG device '%s' in sharing.timeSlicing is not "
+                                  "supported yet",
+                                  item->name, want);
+            uint64_t index;
+            struct vg_err ignored;
+            if (vg_parse_u64(want, 0, 1023, &index, &ignored) == 0) {
+                if (index == g->index)
+                    *selected = true;
+            } else if (strcmp(want, g->uuid) == 0) {
+                *selected = true;
+            }
+        }
+        return 0;
+    }
+    return 0;
+}
+
+static int build_time_slicing(const struct dp_config *cfg, const struct dp_gpu *gpus,
+                              unsigned gpu_count, struct dp_resources *out, struct vg_err *err)
+{
+    const struct dp_replicated *ts = &cfg->sharing.time_slicing;
+    for (unsigned i = 0; i < gpu_count; i++) {
+        const struct dp_replicated_resource *entry = NULL;
+        for (size_t k = 0; k < ts->resources.count && !entry; k++) {
+            bool selected;
+            int rc = entry_selects(&ts->resources.items[k], &gpus[i], i, &selected, err);
+            if (rc < 0)
+                return rc;
+            if (selected)
+                entry = &ts->resources.items[k];
+        }
+        char id[DP_ID_MAX * 2];
+        if (!entry) {
+            struct dp_resource *r = resource_get(out, DP_RESOURCE_PREFIX "gpu", err);
+            if (!r)
+                return err->code;
+            int rc = resource_add(r, gpus[i].uuid, i, err);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        const char *name = entry->rename ? entry->rename : entry->name;
+        if (entry->replicas > 1024)
+            return vg_err_set(err, -ERANGE, "resource %s: %llu replicas is more than 1024", name,
+                              (unsigned long long)entry->replicas);
+        struct dp_resource *r = resource_get(out, name, err);
+        if (!r)
+            return err->code;
+        r->replicas = (unsigned)entry->replicas;
+        r->fail_requests_greater_than_one = ts->fail_requests_greater_than_one;
+        for (uint64_t n = 0; n < entry->replicas; n++) {
+            if (vg_snprintf(id, sizeof(id), "%s::%llu", gpus[i].uuid, (unsigned long long)n) < 0)
+                return vg_err_set(err, -ENAMETOOLONG, "device ID too long");
+            int rc = resource_add(r, id, i, err);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
+                       struct dp_resources *out, struct vg_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    for (unsigned i = 0; i < gpu_count; i++)
+        if (gpus[i].mig_enabled && cfg->flags.mig_strategy != DP_MIG_NONE)
+            return vg_err_set(err, -ENOTSUP,
+                              "GPU %u (%s) has MIG enabled and flags.migStrategy is not none: "
+                              "MIG mode is not supported yet",
+                              gpus[i].index, gpus[i].uuid);
+    int rc = 0;
+    switch (cfg->sharing_strategy) {
+    case DP_SHARING_MPS:
+        return vg_err_set(err, -ENOTSUP, "sharing.mps: MPS mode is not supported yet");
+    case DP_SHARING_TIME_SLICING:
+        out->mode = ANNOT_MODE_TIME_SLICING;
+        rc = build_time_slicing(cfg, gpus, gpu_count, out, err);
+        break;
+    case DP_SHARING_NONE: {
+        out->mode = ANNOT_MODE_VGPU;
+        struct dp_resource *r = resource_get(out, DP_RESOURCE_PREFIX "gpu", err);
+        if (!r)
+            return err->code;
+        r->replicas = (unsigned)cfg->vgpu.device_split_count;
+        char id[DP_ID_MAX * 2];
+        for (unsigned i = 0; i < gpu_count && rc == 0; i++)
+            for (unsigned n = 0; n < r->replicas && rc == 0; n++) {
+                if (vg_snprintf(id, sizeof(id), "%s-%u", gpus[i].uuid, n) < 0)
+                    rc = vg_err_set(err, -ENAMETOOLONG, "device ID too long");
+                else
+                    rc = resource_add(r, id, i, err);
+            }
+        break;
+    }
+    }
+    if (rc < 0)
+        dp_resources_release(out);
+    return rc;
+}
+
+void dp_resources_release(struct dp_resources *res)
+{
+    for (size_t i = 0; i < res->count; i++) {
+        free(res->items[i].devices);
+        res->items[i].devices = NULL;
+        res->items[i].device_count = 0;
+    }
+    res->count = 0;
+}

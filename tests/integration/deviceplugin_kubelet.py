@@ -1,0 +1,485 @@
+"""vgpu-device-plugin against a fake kubelet written with python3-grpcio (Debian's).
+
+    /usr/bin/python3 deviceplugin_kubelet.py BUILD_DIR SOURCE_DIR [unittest names...]
+
+The fake kubelet serves Registration on <dir>/kubelet.sock and, on Register, dials the
+plugin back and drives it as kubelet does: GetDevicePluginOptions, ListAndWatch (kept
+open), GetPreferredAllocation, Allocate, PreStartContainer. It then restarts the way
+kubelet does (wipes the directory, creates kubelet.sock again) and expects the plugin to
+register again. vgpu mode runs against tests/kube_api_server.py; the end-to-end case runs
+libvgpu_probe on fakegpu with the env Allocate returned and checks the limit holds.
+Exits 77 (skipped) when grpc is not importable.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+
+try:
+    import grpc
+    from concurrent import futures
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+except ImportError as exc:  # pragma: no cover
+    print("skipping: %s (run with /usr/bin/python3 and python3-grpcio)" % exc)
+    sys.exit(77)
+
+BUILD = SOURCE = None
+M = {}
+DEVICES = "Test GPU A:4GiB:40,Test GPU B:8GiB:80"
+
+
+def load_messages(path):
+    fds = descriptor_pb2.FileDescriptorSet()
+    with open(path, "rb") as f:
+        fds.ParseFromString(f.read())
+    pool = descriptor_pool.DescriptorPool()
+    for fd in fds.file:
+        pool.Add(fd)
+    factory = message_factory.MessageFactory(pool)
+    for fd in fds.file:
+        for d in fd.message_type:
+            desc = pool.FindMessageTypeByName("%s.%s" % (fd.package, d.name))
+            if hasattr(message_factory, "GetMessageClass"):
+                M[d.name] = message_factory.GetMessageClass(desc)
+            else:
+                M[d.name] = factory.GetPrototype(desc)
+
+
+def wait_for(pred, timeout=15.0, what="condition"):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def order_index(ids, uuid):
+    """NVML index of uuid: ListAndWatch lists each GPU's devices in index order."""
+    seen = []
+    for d in ids:
+        u = d.rsplit("-", 1)[0]
+        if u not in seen:
+            seen.append(u)
+    return seen.index(uuid)
+
+
+class FakeKubelet:
+    """Registration server; on Register it connects back and watches the plugin."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.cond = threading.Condition()
+        self.registrations = []  # (time, RegisterRequest)
+        self.lists = {}  # resource -> list of [(id, health)] per message
+        self.channels = {}
+        self.options = {}
+        self.server = None
+        self.start()
+
+    def start(self):
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        handler = grpc.method_handlers_generic_handler("v1beta1.Registration", {
+            "Register": grpc.unary_unary_rpc_method_handler(
+                self._register, request_deserializer=M["RegisterRequest"].FromString,
+                response_serializer=lambda m: m.SerializeToString()),
+        })
+        self.server.add_generic_rpc_handlers((handler,))
+        self.server.add_insecure_port("unix://" + os.path.join(self.dir, "kubelet.sock"))
+        self.server.start()
+
+    def restart(self):
+        """kubelet's restart: stop, wipe the directory, serve kubelet.sock again."""
+        self.server.stop(0).wait()
+        for ch in self.channels.values():
+            ch.close()
+        self.channels = {}
+        for name in os.listdir(self.dir):
+            os.unlink(os.path.join(self.dir, name))
+        self.start()
+
+    def _register(self, req, ctx):
+        with self.cond:
+            self.registrations.append((time.time(), req))
+            self.cond.notify_all()
+        threading.Thread(target=self._connect, args=(req,), daemon=True).start()
+        return M["Empty"]()
+
+    def _connect(self, req):
+        ch = grpc.insecure_channel("unix://" + os.path.join(self.dir, req.endpoint),
+                                   options=[("grpc.default_authority", "localhost")])
+        self.channels[req.resource_name] = ch
+        opts = self.call(req.resource_name, "GetDevicePluginOptions", M["Empty"](),
+                         "DevicePluginOptions")
+        self.options[req.resource_name] = opts
+        stream = ch.unary_stream("/v1beta1.DevicePlugin/ListAndWatch",
+                                 request_serializer=lambda m: m.SerializeToString(),
+                                 response_deserializer=M["ListAndWatchResponse"].FromString)
+        try:
+            for resp in stream(M["Empty"]()):
+                with self.cond:
+                    self.lists.setdefault(req.resource_name, []).append(
+                        [(d.ID, d.health) for d in resp.devices])
+                    self.cond.notify_all()
+        except grpc.RpcError:
+            pass
+
+    def call(self, resource, method, request, reply):
+        ch = self.channels[resource]
+        fn = ch.unary_unary("/v1beta1.DevicePlugin/" + method,
+                            request_serializer=lambda m: m.SerializeToString(),
+                            response_deserializer=M[reply].FromString)
+        return fn(request, timeout=10)
+
+    def latest(self, resource):
+        with self.cond:
+            lst = self.lists.get(resource)
+            return lst[-1] if lst else None
+
+    def allocate(self, resource, ids):
+        req = M["AllocateRequest"]()
+        req.container_requests.add().devices_ids.extend(ids)
+        return self.call(resource, "Allocate", req, "AllocateResponse")
+
+    def preferred(self, resource, available, size):
+        req = M["PreferredAllocationRequest"]()
+        c = req.container_requests.add()
+        c.available_deviceIDs.extend(available)
+        c.allocation_size = size
+        return list(self.call(resource, "GetPreferredAllocation", req,
+                              "PreferredAllocationResponse").container_responses[0].deviceIDs)
+
+    def stop(self):
+        self.server.stop(0).wait()
+        for ch in self.channels.values():
+            ch.close()
+
+
+class Plugin:
+    def __init__(self, tmp, config_text, kubeconfig=None, extra_env=None, args=()):
+        self.log = open(os.path.join(tmp, "plugin.log"), "w+")
+        cfg = os.path.join(tmp, "config.yaml")
+        with open(cfg, "w") as f:
+            f.write(config_text)
+        env = dict(os.environ)
+        env.update({"LD_LIBRARY_PATH": os.path.join(BUILD, "fakegpu"),
+                    "FAKEGPU_DEVICES": DEVICES,
+                    "FAKEGPU_STATE_DIR": os.path.join(tmp, "state")})
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        env.update(extra_env or {})
+        os.makedirs(env["FAKEGPU_STATE_DIR"], exist_ok=True)
+        cmd = [os.path.join(BUILD, "bin", "vgpu-device-plugin"), "--node-name", "node-1",
+               "--kubelet-dir", os.path.join(tmp, "kubelet"), "--config", cfg,
+               "--region-dir", os.path.join(tmp, "containers"),
+               "--libvgpu-path", os.path.join(BUILD, "lib", "libvgpu.so"),
+               "--ld-so-preload-path", os.path.join(tmp, "ld.so.preload")] + list(args)
+        if kubeconfig:
+            cmd += ["--kubeconfig", kubeconfig]
+        self.env = env
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+
+    def output(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+class ApiServer:
+    def __init__(self, tmp):
+        pfile = os.path.join(tmp, "port")
+        fixture = os.path.join(tmp, "fixture.json")
+        with open(fixture, "w") as f:
+            json.dump({"nodes": [{"metadata": {"name": "node-1"}}], "pods": []}, f)
+        self.proc = subprocess.Popen([sys.executable, os.path.join(SOURCE, "tests",
+                                      "kube_api_server.py"), "--port", "0", "--port-file",
+                                      pfile, "--fixture", fixture],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: os.path.exists(pfile) and open(pfile).read().strip(), what="api port")
+        self.url = "http://127.0.0.1:%s" % open(pfile).read().strip()
+        self.kubeconfig = os.path.join(tmp, "kubeconfig")
+        with open(self.kubeconfig, "w") as f:
+            f.write("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                    "clusters:\n- name: c\n  cluster:\n    server: %s\n"
+                    "contexts:\n- name: t\n  context:\n    cluster: c\n    user: u\n"
+                    "users:\n- name: u\n  user:\n    token: x\n" % self.url)
+
+    def request(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read() or b"null")
+
+    def add_pod(self, name, decision_text):
+        pod = {"metadata": {"name": name, "namespace": "default",
+                            "annotations": {"vgpu.io/decision": decision_text}},
+               "spec": {"nodeName": "node-1", "containers": [{"name": "main"}]},
+               "status": {"phase": "Pending"}}
+        return self.request("POST", "/api/v1/namespaces/default/pods", pod)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="dp-kubelet.")
+        os.makedirs(os.path.join(self.tmp, "kubelet"))
+        self.kubelet = None
+        self.plugin = None
+        self.api = None
+
+    def tearDown(self):
+        if self.plugin:
+            rc = self.plugin.stop()
+            out = self.plugin.output()
+            if rc not in (0, None) or "ERROR" in out or "AddressSanitizer" in out or os.environ.get("DP_VERBOSE"):
+                print(out)
+            self.assertNotIn("AddressSanitizer", out)
+            self.assertNotIn("LeakSanitizer", out)
+        if self.kubelet:
+            self.kubelet.stop()
+        if self.api:
+            self.api.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def registered(self, count=1):
+        return wait_for(lambda: len(self.kubelet.registrations) >= count and
+                        self.kubelet.registrations[count - 1][1], what="registration %d" % count)
+
+
+TIME_SLICING = """version: v1
+flags:
+  migStrategy: none
+sharing:
+  timeSlicing:
+    renameByDefault: true
+    failRequestsGreaterThanOne: true
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 4
+"""
+
+
+class TimeSlicing(Base):
+    def test_register_list_allocate_restart(self):
+        self.kubelet = FakeKubelet(os.path.join(self.tmp, "kubelet"))
+        self.plugin = Plugin(self.tmp, TIME_SLICING)
+        req = self.registered()
+        self.assertEqual(req.version, "v1beta1")
+        self.assertEqual(req.resource_name, "nvidia.com/gpu.shared")
+        self.assertEqual(req.endpoint, "nvidia-gpu.shared.sock")
+        self.assertTrue(req.options.get_preferred_allocation_available)
+        devs = wait_for(lambda: self.kubelet.latest(req.resource_name), what="ListAndWatch")
+        self.assertEqual(len(devs), 8)
+        self.assertTrue(all(h == "Healthy" for _, h in devs))
+        ids = [d for d, _ in devs]
+        self.assertTrue(all("::" in d and d.startswith("GPU-") for d in ids))
+        uuids = sorted({d.split("::")[0] for d in ids})
+        self.assertEqual(len(uuids), 2)
+        self.assertTrue(self.kubelet.options[req.resource_name].get_preferred_allocation_available)
+
+        resp = self.kubelet.allocate(req.resource_name, [ids[0]])
+        env = dict(resp.container_responses[0].envs)
+        self.assertEqual(env["NVIDIA_VISIBLE_DEVICES"], ids[0].split("::")[0])
+        self.assertNotIn("CUDA_DEVICE_MEMORY_LIMIT_0", env)  # no enforcement in time-slicing
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.kubelet.allocate(req.resource_name, ids[:2])
+        self.assertIn("maximum request size for shared resources is 1", cm.exception.details())
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.kubelet.allocate(req.resource_name, ["GPU-nope::0"])
+        self.assertIn("unknown device ID", cm.exception.details())
+        pref = self.kubelet.preferred(req.resource_name, ids, 1)
+        self.assertEqual(len(pref), 1)
+        self.assertIn(pref[0], ids)
+        pre = M["PreStartContainerRequest"]()
+        pre.devices_ids.append(ids[0])
+        self.kubelet.call(req.resource_name, "PreStartContainer", pre, "PreStartContainerResponse")
+
+        # kubelet restarts: directory wiped, kubelet.sock created again.
+        t0 = time.time()
+        self.kubelet.restart()
+        again = self.registered(2)
+        self.assertEqual(again.resource_name, "nvidia.com/gpu.shared")
+        self.assertLess(self.kubelet.registrations[1][0] - t0, 10.0)
+        wait_for(lambda: len(self.kubelet.lists.get(req.resource_name, [])) >= 2,
+                 what="ListAndWatch after restart")
+        self.assertTrue(os.path.exists(os.path.join(self.tmp, "kubelet",
+                                                    "nvidia-gpu.shared.sock")))
+
+    def test_kubelet_missing_at_start(self):
+        self.plugin = Plugin(self.tmp, TIME_SLICING)
+        wait_for(lambda: "kubelet socket unavailable" in self.plugin.output(),
+                 what="missing-socket message")
+        self.assertIsNone(self.plugin.proc.poll())
+        self.kubelet = FakeKubelet(os.path.join(self.tmp, "kubelet"))
+        self.assertEqual(self.registered().resource_name, "nvidia.com/gpu.shared")
+
+
+class BadInput(Base):
+    def test_broken_config(self):
+        self.plugin = Plugin(self.tmp, "version: v1\nflags:\n  migStrategy: maybe\n")
+        self.assertEqual(self.plugin.proc.wait(20), 2)
+        out = self.plugin.output()
+        self.assertIn("config.yaml:3", out)
+        self.assertIn("flags.migStrategy", out)
+        self.plugin = None
+
+    def test_nvml_fails_fail_on_init_error(self):
+        self.plugin = Plugin(self.tmp, "version: v1\nflags:\n  failOnInitError: true\n",
+                             extra_env={"FAKEGPU_DEVICES": "broken"})
+        self.assertEqual(self.plugin.proc.wait(20), 1)
+        self.assertIn("failOnInitError", self.plugin.output())
+        self.assertIn("NVML", self.plugin.output())
+        self.plugin = None
+
+    def test_nvml_fails_without_fail_on_init_error(self):
+        self.kubelet = FakeKubelet(os.path.join(self.tmp, "kubelet"))
+        self.plugin = Plugin(self.tmp, "version: v1\nflags:\n  failOnInitError: false\n",
+                             extra_env={"FAKEGPU_DEVICES": "broken"})
+        req = self.registered()
+        self.assertEqual(wait_for(lambda: self.kubelet.lists.get(req.resource_name),
+                                  what="list")[0], [])
+        self.assertIn("serving no GPUs", self.plugin.output())
+
+
+VGPU = """version: v1
+vgpu:
+  deviceSplitCount: 4
+"""
+
+
+class Vgpu(Base):
+    def start(self):
+        self.api = ApiServer(self.tmp)
+        self.kubelet = FakeKubelet(os.path.join(self.tmp, "kubelet"))
+        self.plugin = Plugin(self.tmp, VGPU, kubeconfig=self.api.kubeconfig)
+        req = self.registered()
+        self.assertEqual(req.resource_name, "nvidia.com/gpu")
+        self.assertEqual(req.endpoint, "nvidia-gpu.sock")
+        devs = wait_for(lambda: self.kubelet.latest("nvidia.com/gpu"), what="list")
+        return [d for d, _ in devs]
+
+    def decision(self, uuid, mib, cores, container="main"):
+        return json.dumps({"version": 1, "node": "node-1", "time": int(time.time()),
+                           "containers": [{"name": container, "gpus": [
+                               {"uuid": uuid, "memoryMiB": mib, "cores": cores}]}]})
+
+    @staticmethod
+    def hold(probe, env, size):
+        """`probe hold SIZE`: its first line is "ready" (holding) or "oom"."""
+        proc = subprocess.Popen([probe, "dlsym", "hold", str(size)], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            line = proc.stdout.readline().strip()
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
+        return line.split()[0] if line else line
+
+    def test_allocate_end_to_end(self):
+        ids = self.start()
+        self.assertEqual(len(ids), 8)
+        uuids = sorted({d.rsplit("-", 1)[0] for d in ids})
+        # The inventory annotation is published.
+        node = wait_for(lambda: self.api.request("GET", "/api/v1/nodes/node-1")["metadata"]
+                        .get("annotations", {}).get("vgpu.io/gpus"), what="inventory")
+        inv = json.loads(node)
+        self.assertEqual(inv["mode"], "vgpu")
+        self.assertEqual(sorted(g["uuid"] for g in inv["gpus"]), uuids)
+        self.assertEqual({g["slots"] for g in inv["gpus"]}, {4})
+
+        target = uuids[1]
+        pod = self.api.add_pod("train-0", self.decision(target, 1024, 30))
+        uid = pod["metadata"]["uid"]
+        # Preferred allocation follows the scheduler's decision: the decided GPU's IDs come
+        # last, so only the decision (once the plugin's pod watch has it) can pick them.
+        order = [d for d in ids if not d.startswith(target)] + [d for d in ids if d.startswith(target)]
+        pref = wait_for(lambda: (lambda p: p if p and p[0].startswith(target) else None)(
+            self.kubelet.preferred("nvidia.com/gpu", order, 1)), what="preferred on decided GPU")
+        resp = self.kubelet.allocate("nvidia.com/gpu", pref)
+        c = resp.container_responses[0]
+        env = dict(c.envs)
+        cdir = os.path.join(self.tmp, "containers", "%s_main" % uid)
+        self.assertEqual(env["NVIDIA_VISIBLE_DEVICES"], target)
+        self.assertEqual(env["CUDA_DEVICE_MEMORY_LIMIT_0"], "1024m")
+        self.assertEqual(env["CUDA_DEVICE_SM_LIMIT"], "30")
+        self.assertEqual(env["CUDA_DEVICE_MEMORY_SHARED_CACHE"], cdir + "/region")
+        self.assertEqual(env["VGPU_LIMITS_FILE"], cdir + "/limits")
+        mounts = {m.container_path: (m.host_path, m.read_only) for m in c.mounts}
+        self.assertEqual(mounts["/etc/ld.so.preload"], (os.path.join(self.tmp, "ld.so.preload"), True))
+        self.assertEqual(mounts[cdir + "/limits"], (cdir + "/limits", True))
+        self.assertEqual(mounts[cdir], (cdir, False))
+        self.assertEqual(os.stat(cdir + "/limits").st_mode & 0o777, 0o444)
+        with open(cdir + "/limits") as f:
+            text = f.read()
+        self.assertIn("vgpu-limits 1\n", text)
+        self.assertIn("CUDA_DEVICE_MEMORY_LIMIT_0=1024m\n", text)
+
+        # The same container is not allocated twice; the next Allocate finds nothing.
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.kubelet.allocate("nvidia.com/gpu", pref)
+        self.assertIn("no scheduling decision", cm.exception.details())
+
+        # End to end: a CUDA process with that env on fakegpu is held to 1 GiB.
+        probe = os.path.join(BUILD, "bin", "libvgpu_probe")
+        if os.path.exists(probe):
+            penv = dict(self.plugin.env)
+            penv.update(env)
+            # What the container runtime does with NVIDIA_VISIBLE_DEVICES: only that GPU.
+            penv["CUDA_VISIBLE_DEVICES"] = str(order_index(ids, target))
+            penv["LD_PRELOAD"] = mounts["/etc/ld.so.preload"] and os.path.join(BUILD, "lib", "libvgpu.so")
+            info = subprocess.run([probe, "dlsym", "info"], env=penv, capture_output=True,
+                                  text=True, timeout=60)
+            self.assertEqual(info.returncode, 0, info.stdout + info.stderr)
+            self.assertIn("total=%d " % (1024 << 20), info.stdout, (info.stderr, env, open(cdir + "/limits").read()))
+            self.assertEqual(self.hold(probe, penv, 512 << 20), "ready")
+            self.assertEqual(self.hold(probe, penv, 2048 << 20), "oom")
+
+        # The pod goes away: its directory is cleaned up.
+        self.api.request("DELETE", "/api/v1/namespaces/default/pods/train-0")
+        wait_for(lambda: not os.path.exists(cdir), what="directory cleanup")
+
+    def test_garbled_and_missing_decision(self):
+        ids = self.start()
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.kubelet.allocate("nvidia.com/gpu", ids[:1])
+        self.assertIn("no scheduling decision", cm.exception.details())
+        self.api.add_pod("bad-0", '{"version": 1, "node": "node-1", "containers": 7}')
+
+        def garbled():
+            try:
+                self.kubelet.allocate("nvidia.com/gpu", ids[:1])
+            except grpc.RpcError as e:
+                return "garbled" in e.details() and e.details()
+            raise AssertionError("Allocate succeeded without a decision")
+        self.assertIn("bad-0", wait_for(garbled, what="garbled-decision message"))
+        self.assertEqual(os.listdir(os.path.join(self.tmp, "containers"))
+                         if os.path.isdir(os.path.join(self.tmp, "containers")) else [], [])
+        self.assertIsNone(self.plugin.proc.poll())
+
+
+if __name__ == "__main__":
+    BUILD, SOURCE = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    load_messages(os.path.join(BUILD, "gen", "grpc", "kubelet", "api.desc"))
+    unittest.main(argv=[sys.argv[0]] + sys.argv[3:], verbosity=2)
