@@ -1,0 +1,8 @@
+# src/scheduler: cmocka tests of the state and extender verbs, and the fuzz target for the
+# extender, webhook and pod decoders whose corpus replays under `make test`.
+vgpu_unit_test(test_scheduler
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_scheduler.c
+  LIBS vgpu_scheduler)
+vgpu_fuzz_target(scheduler_extender
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/../fuzz/fuzz_scheduler_extender.c
+  LIBS vgpu_scheduler)

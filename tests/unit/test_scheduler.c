@@ -1,0 +1,198 @@
+/* src/scheduler without a network: nodes and pods fed as informer objects, extender
+ * bodies fed as strings, time passed in. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/log.h"
+#include "scheduler/sched.h"
+
+static struct sched_state *new_state(int nodes, unsigned mem, unsigned slots)
+{
+    struct sched_options o;
+    sched_options_default(&o);
+    o.assume_ttl_ms = 1000;
+    struct sched_state *s = NULL;
+    struct vg_err err = {0};
+    assert_int_equal(sched_state_new(&o, &s, &err), 0);
+    for (int n = 0; n < nodes; n++) {
+        char inv[512], name[32];
+        snprintf(name, sizeof name, "n%d", n);
+        snprintf(inv, sizeof inv,
+                 "{\"version\":1,\"heartbeat\":1,\"mode\":\"vgpu\",\"gpus\":[{\"uuid\":\"GPU-%d\","
+                 "\"index\":0,\"model\":\"H100\",\"memoryMiB\":%u,\"cores\":100,\"slots\":%u,"
+                 "\"healthy\":true}]}",
+                 n, mem, slots);
+        json_t *node = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", name, "annotations",
+                                 "vgpu.io/gpus", inv);
+        sched_node_update(s, node);
+        json_decref(node);
+    }
+    return s;
+}
+
+static char *filter_body(const char *pod, const char *mem, int nodes)
+{
+    json_t *names = json_array();
+    for (int n = 0; n < nodes; n++) {
+        char name[32];
+        snprintf(name, sizeof name, "n%d", n);
+        json_array_append_new(names, json_string(name));
+    }
+    json_t *args = json_pack("{s:{s:{s:s, s:s, s:s}, s:{s:[{s:s, s:{s:{s:s, s:s}}}]}}, s:o}", "Pod",
+                             "metadata", "name", pod, "namespace", "default", "resourceVersion",
+                             "7", "spec", "containers", "name", "main", "resources", "limits",
+                             "nvidia.com/gpu", "1", "nvidia.com/gpumem", mem, "NodeNames", names);
+    char *text = json_dumps(args, JSON_COMPACT);
+    json_decref(args);
+    return text;
+}
+
+static json_t *filter(struct sched_state *s, const char *pod, const char *mem, int nodes,
+                      uint64_t t)
+{
+    char *body = filter_body(pod, mem, nodes);
+    char *out = NULL;
+    struct vg_err err = {0};
+    assert_int_equal(sched_filter(s, body, strlen(body), (struct sched_now){t, 100}, &out, &err),
+                     0);
+    json_t *res = json_loads(out, 0, NULL);
+    assert_non_null(res);
+    free(out);
+    free(body);
+    return res;
+}
+
+static void test_no_double_promise(void **unused)
+{
+    (void)unused;
+    struct sched_state *s = new_state(2, 10000, 8);
+    int fits = 0;
+    for (int i = 0; i < 10; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "p%d", i);
+        json_t *r = filter(s, name, "4000", 2, 0);
+        fits += json_array_size(json_object_get(r, "NodeNames")) == 1;
+        json_decref(r);
+        struct vg_err err = {0};
+        assert_int_equal(sched_check_invariants(s, &err), 0);
+    }
+    assert_int_equal(fits, 4); /* 2 per GPU by memory */
+    /* Refiltering the same pod replaces its promise instead of adding one. */
+    json_t *r = filter(s, "p0", "4000", 2, 0);
+    assert_int_equal(json_array_size(json_object_get(r, "NodeNames")), 1);
+    json_decref(r);
+    struct sched_stats st;
+    sched_state_stats(s, &st);
+    assert_int_equal(st.assumed, 4); /* pods that did not fit hold no promise */
+    sched_state_free(s);
+}
+
+static void test_expiry_and_bind(void **unused)
+{
+    (void)unused;
+    struct sched_state *s = new_state(1, 10000, 8);
+    json_t *r = filter(s, "a", "6000", 1, 0);
+    assert_int_equal(json_array_size(json_object_get(r, "NodeNames")), 1);
+    json_decref(r);
+    r = filter(s, "b", "6000", 1, 0);
+    assert_int_equal(json_array_size(json_object_get(r, "NodeNames")), 0);
+    json_decref(r);
+    assert_int_equal(sched_expire(s, (struct sched_now){999, 100}), 0);
+    assert_int_equal(sched_expire(s, (struct sched_now){1000, 100}), 1);
+    r = filter(s, "b", "6000", 1, 1000);
+    assert_int_equal(json_array_size(json_object_get(r, "NodeNames")), 1);
+    json_decref(r);
+    struct sched_bind b;
+    struct vg_err err = {0};
+    const char *wrong = "{\"PodName\":\"b\",\"PodNamespace\":\"default\",\"PodUID\":\"\","
+                        "\"Node\":\"elsewhere\"}";
+    assert_int_equal(
+        sched_bind_prepare(s, wrong, strlen(wrong), (struct sched_now){1000, 100}, &b, &err),
+        -EINVAL);
+    assert_non_null(strstr(err.msg, "promised node n0"));
+    const char *ok = "{\"PodName\":\"b\",\"PodNamespace\":\"default\",\"PodUID\":\"\","
+                     "\"Node\":\"n0\"}";
+    assert_int_equal(sched_bind_prepare(s, ok, strlen(ok), (struct sched_now){1000, 100}, &b, &err),
+                     0);
+    assert_string_equal(b.resource_version, "7");
+    assert_non_null(strstr(b.decision, "\"memoryMiB\":6000"));
+    /* A bind in flight never expires; a finished one is no longer an assumption. */
+    assert_int_equal(sched_expire(s, (struct sched_now){99999, 100}), 0);
+    sched_bind_finish(s, &b, true);
+    sched_bind_release(&b);
+    assert_int_equal(sched_expire(s, (struct sched_now){99999, 100}), 0);
+    char *dump = sched_dump(s, true);
+    assert_non_null(strstr(dump, "\"memUsedMiB\":6000"));
+    free(dump);
+    sched_state_free(s);
+}
+
+static void test_decision_rebuild_and_overcommit(void **unused)
+{
+    (void)unused;
+    struct sched_state *s = new_state(1, 10000, 2);
+    const char *dec = "{\"version\":1,\"node\":\"n0\",\"time\":1,\"containers\":[{\"name\":\"m\","
+                      "\"gpus\":[{\"uuid\":\"GPU-0\",\"memoryMiB\":7000,\"cores\":20}]}]}";
+    for (int i = 0; i < 2; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "d%d", i);
+        json_t *pod =
+            json_pack("{s:{s:s, s:s, s:{s:s}}, s:{s:s}}", "metadata", "name", name, "namespace",
+                      "default", "annotations", "vgpu.io/decision", dec, "spec", "nodeName", "n0");
+        sched_pod_update(s, pod);
+        json_decref(pod);
+    }
+    /* The second does not fit beside the first (14000 > 10000): it is not charged. */
+    struct sched_stats st;
+    sched_state_stats(s, &st);
+    assert_int_equal(st.bound, 1);
+    assert_int_equal(st.conflicts, 1);
+    struct vg_err err = {0};
+    assert_int_equal(sched_check_invariants(s, &err), 0);
+    sched_state_free(s);
+}
+
+static void test_bad_bodies(void **unused)
+{
+    (void)unused;
+    struct sched_state *s = new_state(1, 10000, 2);
+    const char *bodies[] = {"",
+                            "{",
+                            "[]",
+                            "{\"Pod\":{},\"NodeNames\":[],\"X\":1}",
+                            "{\"Pod\":1,\"NodeNames\":[]}",
+                            "{\"Pod\":{\"metadata\":{}},"
+                            "\"NodeNames\":[]}",
+                            "{\"Pod\":{\"metadata\":{\"name\":\"a\"}},\"NodeNames\":[1]}",
+                            "{\"a\":1,\"a\":2}"};
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        char *out = NULL;
+        struct vg_err err = {0};
+        assert_int_equal(
+            sched_filter(s, bodies[i], strlen(bodies[i]), (struct sched_now){0, 0}, &out, &err),
+            -EBADMSG);
+        assert_true(err.msg[0] != '\0');
+        assert_null(out);
+    }
+    sched_state_free(s);
+}
+
+int main(void)
+{
+    vg_log_max_level = VG_LOG_ERROR;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_double_promise),
+        cmocka_unit_test(test_expiry_and_bind),
+        cmocka_unit_test(test_decision_rebuild_and_overcommit),
+        cmocka_unit_test(test_bad_bodies),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
