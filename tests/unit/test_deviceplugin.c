@@ -1,0 +1,351 @@
+/* Device plugin library: resources per mode, device ID parsing, decision matching,
+ * Allocate responses against golden files (tests/data/deviceplugin/, regenerate with
+ * VGPU_UPDATE_GOLDEN=1 and review the diff), container directories and their cleanup. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "deviceplugin/deviceplugin.h"
+
+#define UUID_A "GPU-11111111-2222-3333-4444-555555555555"
+#define UUID_B "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+
+static void two_gpus(struct dp_gpu g[2])
+{
+    memset(g, 0, 2 * sizeof(*g));
+    strcpy(g[0].uuid, UUID_A);
+    strcpy(g[0].model, "NVIDIA H100 80GB HBM3");
+    g[0].memory_mib = 81559;
+    g[0].numa = 0;
+    g[0].healthy = true;
+    strcpy(g[1].uuid, UUID_B);
+    strcpy(g[1].model, "NVIDIA H100 80GB HBM3");
+    g[1].index = 1;
+    g[1].minor = 1;
+    g[1].memory_mib = 81559;
+    g[1].numa = 1;
+    g[1].healthy = true;
+}
+
+static void load(struct dp_config *cfg, const char *yaml)
+{
+    struct vg_err err = {0};
+    dp_config_defaults(cfg);
+    int rc = dp_config_load_buffer("test.yaml", yaml, strlen(yaml), cfg, &err);
+    if (rc != 0)
+        fail_msg("config: %s", err.msg);
+}
+
+static void golden(const char *name, const struct dp_response *resp)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    dp_response_dump(resp, mem);
+    fclose(mem);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s.golden", DP_GOLDEN_DIR, name);
+    if (getenv("VGPU_UPDATE_GOLDEN")) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fwrite(text, 1, len, f);
+        fclose(f);
+    }
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("missing golden file %s", path);
+    char want[16384];
+    size_t n = fread(want, 1, sizeof(want) - 1, f);
+    fclose(f);
+    want[n] = '\0';
+    if (strcmp(want, text) != 0)
+        fail_msg("%s differs:\n--- want\n%s--- got\n%s", path, want, text);
+    free(text);
+}
+
+static void test_physical_uuid(void **state)
+{
+    (void)state;
+    char uuid[ANNOT_UUID_MAX];
+    struct vg_err err = {0};
+    assert_int_equal(dp_physical_uuid(UUID_A "-3", uuid, &err), 0);
+    assert_string_equal(uuid, UUID_A);
+    assert_int_equal(dp_physical_uuid(UUID_A "::12", uuid, &err), 0);
+    assert_string_equal(uuid, UUID_A);
+    assert_int_equal(dp_physical_uuid(UUID_A, uuid, &err), 0);
+    assert_string_equal(uuid, UUID_A);
+    assert_int_equal(dp_physical_uuid("::1", uuid, &err), -EINVAL);
+}
+
+static void test_resources_vgpu(void **state)
+{
+    (void)state;
+    struct dp_gpu g[2];
+    two_gpus(g);
+    struct dp_config cfg;
+    load(&cfg, "version: v1\nvgpu:\n  deviceSplitCount: 3\n");
+    struct dp_resources res;
+    struct vg_err err = {0};
+    assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), 0);
+    assert_int_equal(res.mode, ANNOT_MODE_VGPU);
+    assert_int_equal(res.count, 1);
+    assert_string_equal(res.items[0].name, "nvidia.com/gpu");
+    assert_string_equal(res.items[0].endpoint, "nvidia-gpu.sock");
+    assert_int_equal(res.items[0].device_count, 6);
+    assert_string_equal(res.items[0].devices[0].id, UUID_A "-0");
+    assert_string_equal(res.items[0].devices[5].id, UUID_B "-2");
+    assert_int_equal(res.items[0].devices[5].gpu, 1);
+    dp_resources_release(&res);
+    dp_config_free(&cfg);
+}
+
+static void test_resources_time_slicing(void **state)
+{
+    (void)state;
+    struct dp_gpu g[2];
+    two_gpus(g);
+    struct dp_config cfg;
+    /* Only GPU 1 is shared, renamed; GPU 0 stays plain nvidia.com/gpu. */
+    load(&cfg, "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+               "      rename: gpu.shared\n      replicas: 2\n      devices: [\"1\"]\n");
+    struct dp_resources res;
+    struct vg_err err = {0};
+    assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), 0);
+    assert_int_equal(res.mode, ANNOT_MODE_TIME_SLICING);
+    assert_int_equal(res.count, 2);
+    assert_string_equal(res.items[0].name, "nvidia.com/gpu");
+    assert_int_equal(res.items[0].device_count, 1);
+    assert_string_equal(res.items[0].devices[0].id, UUID_A);
+    assert_string_equal(res.items[1].name, "nvidia.com/gpu.shared");
+    assert_string_equal(res.items[1].endpoint, "nvidia-gpu.shared.sock");
+    assert_int_equal(res.items[1].device_count, 2);
+    assert_string_equal(res.items[1].devices[1].id, UUID_B "::1");
+
+    /* Golden: two replicas of one GPU give it once; passDeviceSpecs adds device nodes. */
+    char id0[] = UUID_B "::0", id1[] = UUID_B "::1";
+    char *ids[] = {id0, id1};
+    struct dp_response resp;
+    assert_int_equal(dp_allocate_shared(&cfg, &res.items[1], g, 2, ids, 2, &resp, &err), 0);
+    golden("time_slicing_two_replicas", &resp);
+    char bad0[] = "GPU-x::0";
+    char *bad[] = {bad0};
+    assert_int_equal(dp_allocate_shared(&cfg, &res.items[1], g, 2, bad, 1, &resp, &err), -ENOENT);
+    assert_non_null(strstr(err.msg, "unknown device ID"));
+    dp_resources_release(&res);
+    dp_config_free(&cfg);
+}
+
+static void test_fail_requests_greater_than_one(void **state)
+{
+    (void)state;
+    struct dp_gpu g[2];
+    two_gpus(g);
+    struct dp_config cfg;
+    load(&cfg, "version: v1\nflags:\n  plugin:\n    passDeviceSpecs: true\n"
+               "    deviceIDStrategy: index\nsharing:\n  timeSlicing:\n"
+               "    renameByDefault: true\n    failRequestsGreaterThanOne: true\n"
+               "    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n");
+    struct dp_resources res;
+    struct vg_err err = {0};
+    assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), 0);
+    assert_string_equal(res.items[0].name, "nvidia.com/gpu.shared");
+    char t0[] = UUID_A "::0", t1[] = UUID_B "::0";
+    char *two[] = {t0, t1};
+    struct dp_response resp;
+    assert_int_equal(dp_allocate_shared(&cfg, &res.items[0], g, 2, two, 2, &resp, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "maximum request size for shared resources is 1"));
+    assert_int_equal(dp_allocate_shared(&cfg, &res.items[0], g, 2, two + 1, 1, &resp, &err), 0);
+    golden("time_slicing_index_device_specs", &resp);
+    dp_resources_release(&res);
+    dp_config_free(&cfg);
+}
+
+static void test_mps_refused(void **state)
+{
+    (void)state;
+    struct dp_gpu g[2];
+    two_gpus(g);
+    struct dp_config cfg;
+    load(&cfg, "version: v1\nsharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n"
+               "      replicas: 2\n");
+    struct dp_resources res;
+    struct vg_err err = {0};
+    assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), -ENOTSUP);
+    assert_non_null(strstr(err.msg, "MPS"));
+    dp_config_free(&cfg);
+}
+
+static json_t *pod(const char *name, const char *uid, const char *decision)
+{
+    json_t *p = json_pack("{s:{s:s,s:s,s:s},s:{s:s},s:{s:s}}", "metadata", "name", name,
+                          "namespace", "default", "uid", uid, "spec", "nodeName", "node-1",
+                          "status", "phase", "Pending");
+    json_t *ann = json_object();
+    json_object_set_new(ann, ANNOT_KEY_DECISION, json_string(decision));
+    json_object_set_new(json_object_get(p, "metadata"), "annotations", ann);
+    return p;
+}
+
+static bool none_allocated(void *arg, const char *uid, const char *c)
+{
+    (void)arg;
+    (void)uid;
+    return strcmp(c, "done") == 0;
+}
+
+static void test_match(void **state)
+{
+    (void)state;
+    json_t *pods = json_array();
+    json_array_append_new(
+        pods, pod("late", "u2",
+                  "{\"version\":1,\"node\":\"node-1\",\"time\":20,\"containers\":[{\"name\":\"a\","
+                  "\"gpus\":[{\"uuid\":\"" UUID_A "\",\"memoryMiB\":100,\"cores\":10}]}]}"));
+    json_array_append_new(
+        pods,
+        pod("early", "u1",
+            "{\"version\":1,\"node\":\"node-1\",\"time\":10,\"containers\":[{\"name\":\"done\","
+            "\"gpus\":[{\"uuid\":\"" UUID_A "\",\"memoryMiB\":1,\"cores\":0}]},{\"name\":\"b\","
+            "\"gpus\":[{\"uuid\":\"" UUID_B "\",\"memoryMiB\":200,\"cores\":0}]}]}"));
+    json_array_append_new(pods, pod("garbled", "u3", "{\"version\":1,\"containers\":7}"));
+    struct dp_match m;
+    struct vg_err err = {0};
+    /* Count only: the oldest decision's first container not yet allocated. */
+    assert_int_equal(dp_match_container(pods, "node-1", NULL, 1, none_allocated, NULL, &m, &err),
+                     0);
+    assert_string_equal(m.pod_name, "early");
+    assert_string_equal(m.container.name, "b");
+    /* Exact GPUs win over age. */
+    char uuids[1][ANNOT_UUID_MAX] = {UUID_A};
+    assert_int_equal(dp_match_container(pods, "node-1", uuids, 1, none_allocated, NULL, &m, &err),
+                     0);
+    assert_string_equal(m.pod_name, "late");
+    assert_int_equal(m.container.gpus[0].memory_mib, 100);
+    /* Nothing asks for two: the message names the garbled pod. */
+    assert_int_equal(dp_match_container(pods, "node-1", NULL, 2, none_allocated, NULL, &m, &err),
+                     -ENOENT);
+    assert_non_null(strstr(err.msg, "garbled"));
+    /* Another node's pods are not ours. */
+    assert_int_equal(dp_match_container(pods, "node-2", NULL, 1, none_allocated, NULL, &m, &err),
+                     -ENOENT);
+    json_decref(pods);
+}
+
+static void test_vgpu_allocate_and_dirs(void **state)
+{
+    (void)state;
+    struct dp_gpu g[2];
+    two_gpus(g);
+    char tmp[] = "/tmp/dp-unit.XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    char yaml[1024];
+    snprintf(yaml, sizeof(yaml),
+             "version: v1\nvgpu:\n  regionDir: %s/containers\n  libvgpuPath: "
+             "/usr/local/vgpu/libvgpu.so\n"
+             "  ldSoPreloadPath: /usr/local/vgpu/ld.so.preload\n",
+             tmp);
+    struct dp_config cfg;
+    load(&cfg, yaml);
+    struct dp_match m;
+    memset(&m, 0, sizeof(m));
+    strcpy(m.pod_uid, "uid-1");
+    strcpy(m.pod_namespace, "default");
+    strcpy(m.pod_name, "train-0");
+    strcpy(m.container.name, "main");
+    m.container.gpu_count = 2;
+    strcpy(m.container.gpus[0].uuid, UUID_B);
+    m.container.gpus[0].memory_mib = 4096;
+    m.container.gpus[0].cores = 30;
+    strcpy(m.container.gpus[1].uuid, UUID_A);
+    m.container.gpus[1].memory_mib = 2048;
+    m.container.gpus[1].cores = 50;
+    struct dp_response resp;
+    struct vg_err err = {0};
+    /* Fixed directory name so the golden file does not depend on the temp path. */
+    assert_int_equal(
+        dp_allocate_vgpu(&cfg, g, 2, &m, "/var/lib/vgpu/containers/uid-1_main", &resp, &err), 0);
+    golden("vgpu_two_gpus", &resp);
+
+    char dir[1024];
+    assert_int_equal(dp_container_dir_path(cfg.vgpu.region_dir, m.pod_uid, m.container.name, dir,
+                                           sizeof(dir), &err),
+                     0);
+    assert_int_equal(dp_container_dir_create(&cfg, g, 2, &m, dir, &err), 0);
+    char path[1100];
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/limits", dir);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0444);
+    snprintf(path, sizeof(path), "%s/region", dir);
+    assert_int_equal(stat(path, &st), 0);
+    /* Twice is an error, and the first directory stays intact. */
+    assert_true(dp_container_dir_create(&cfg, g, 2, &m, dir, &err) < 0);
+    assert_int_equal(stat(path, &st), 0);
+    /* A decision naming a GPU the node lacks fails with a message and leaves nothing. */
+    strcpy(m.container.gpus[0].uuid, "GPU-missing");
+    assert_int_equal(dp_allocate_vgpu(&cfg, g, 2, &m, dir, &resp, &err), -ENOENT);
+    assert_non_null(strstr(err.msg, "GPU-missing"));
+    /* Sweep: the live pod's directory stays, a dead one goes. */
+    const char *live[] = {"uid-1", NULL};
+    char dead[1100];
+    snprintf(dead, sizeof(dead), "%s/uid-2_other", cfg.vgpu.region_dir);
+    assert_int_equal(mkdir(dead, 0755), 0);
+    assert_int_equal(dp_container_dirs_sweep(cfg.vgpu.region_dir, live, &err), 1);
+    assert_int_equal(stat(dead, &st), -1);
+    assert_int_equal(stat(dir, &st), 0);
+    const char *nobody[] = {NULL};
+    assert_int_equal(dp_container_dirs_sweep(cfg.vgpu.region_dir, nobody, &err), 1);
+    assert_int_equal(stat(dir, &st), -1);
+    rmdir(cfg.vgpu.region_dir);
+    rmdir(tmp);
+    dp_config_free(&cfg);
+}
+
+static void test_inventory(void **state)
+{
+    (void)state;
+    struct dp_gpu g[2];
+    two_gpus(g);
+    g[1].healthy = false;
+    struct dp_config cfg;
+    load(&cfg, "version: v1\nvgpu:\n  deviceSplitCount: 5\n  deviceMemoryScaling: 0.5\n");
+    struct annot_inventory inv;
+    dp_inventory(&cfg, ANNOT_MODE_VGPU, g, 2, 1700000000, &inv);
+    assert_int_equal(inv.gpu_count, 2);
+    assert_int_equal(inv.gpus[0].memory_mib, 81559 / 2);
+    assert_int_equal(inv.gpus[0].slots, 5);
+    assert_int_equal(inv.gpus[1].numa, 1);
+    assert_false(inv.gpus[1].healthy);
+    struct vg_err err = {0};
+    char *text = annot_inventory_encode(&inv, &err);
+    assert_non_null(text);
+    struct annot_inventory back;
+    assert_int_equal(annot_inventory_decode(text, strlen(text), &back, &err), 0);
+    assert_int_equal(back.heartbeat, 1700000000);
+    free(text);
+    dp_config_free(&cfg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_physical_uuid),
+        cmocka_unit_test(test_resources_vgpu),
+        cmocka_unit_test(test_resources_time_slicing),
+        cmocka_unit_test(test_fail_requests_greater_than_one),
+        cmocka_unit_test(test_mps_refused),
+        cmocka_unit_test(test_match),
+        cmocka_unit_test(test_vgpu_allocate_and_dirs),
+        cmocka_unit_test(test_inventory),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
