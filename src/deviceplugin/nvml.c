@@ -95,7 +95,8 @@ void dp_nvml_free(struct dp_nvml *nvml)
     if (!nvml)
         return;
     nvml->shutdown();
-    dlclose(nvml->handle);
+    /* The library stays mapped: driver libraries keep process-wide state past
+     * nvmlShutdown (fakegpu does too), and unmapping it under that state is unsafe. */
     free(nvml);
 }
 

@@ -448,7 +448,11 @@ class Vgpu(Base):
             penv.update(env)
             # What the container runtime does with NVIDIA_VISIBLE_DEVICES: only that GPU.
             penv["CUDA_VISIBLE_DEVICES"] = str(order_index(ids, target))
-            penv["LD_PRELOAD"] = mounts["/etc/ld.so.preload"] and os.path.join(BUILD, "lib", "libvgpu.so")
+            # /etc/ld.so.preload's part, for a process on the host.
+            penv["LD_PRELOAD"] = os.path.join(BUILD, "lib", "libvgpu.so")
+            # In the sanitizer build the probe is ASan-linked and libvgpu comes first.
+            penv["ASAN_OPTIONS"] = ":".join(filter(None, [penv.get("ASAN_OPTIONS"),
+                                                          "verify_asan_link_order=0"]))
             info = subprocess.run([probe, "dlsym", "info"], env=penv, capture_output=True,
                                   text=True, timeout=60)
             self.assertEqual(info.returncode, 0, info.stdout + info.stderr)
