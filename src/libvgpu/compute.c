@@ -474,22 +474,46 @@ static CUresult vgc_end(struct vgc_launch *L, CUstream s, bool ptsz, CUresult r)
 #define VGC_FAST(name, ...)                                                                        \
     do {                                                                                           \
         if (VG_LIKELY(atomic_load_explicit(&vgc_active, memory_order_relaxed) == 0)) {             \
-            if (VG_UNLIKELY(REAL.name == NULL))                                                    \
-                (void)vg_load_real();                                                              \
-            return REAL.name(__VA_ARGS__);                                                         \
+            __typeof__(REAL.name) fn_ = REAL.name;                                                 \
+            if (VG_LIKELY(fn_ != NULL))                                                            \
+                return fn_(__VA_ARGS__);                                                           \
         }                                                                                          \
+        return slow_##name(__VA_ARGS__);                                                           \
     } while (0)
+
+/* The limited paths (and the first call, before the driver is loaded) stay out of line,
+ * so that the wrappers' fast path is a load, two tests and a jump, saving no registers. */
+#define VGC_SLOW __attribute__((noinline))
+
+/* In the slow path with no limit armed: the driver's entry points were not loaded yet.
+ * Each wrapper's slow path has the wrapper's own signature, so reaching it is one jump. */
+static void load_if_off(void)
+{
+    if (atomic_load_explicit(&vgc_active, memory_order_relaxed) == 0)
+        (void)vg_load_real();
+}
 
 static CUresult launch_grid(bool ptsz, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                             unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s,
                             void **params, void **extra)
 {
+    load_if_off();
     unsigned dims[6] = {gx, gy, gz, bx, by, bz};
     struct vgc_launch L;
     bool on = vgc_begin(&L, s, ptsz, vgc_key(f, dims));
     CUresult r = ptsz ? REAL.cuLaunchKernel_ptsz(f, gx, gy, gz, bx, by, bz, shm, s, params, extra)
                       : REAL.cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
     return on ? vgc_end(&L, s, ptsz, r) : r;
+}
+
+VGC_SLOW static CUresult slow_cuLaunchKernel(CUfunction f, unsigned int gridDimX,
+                                             unsigned int gridDimY, unsigned int gridDimZ,
+                                             unsigned int blockDimX, unsigned int blockDimY,
+                                             unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                             CUstream hStream, void **kernelParams, void **extra)
+{
+    return launch_grid(false, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                       sharedMemBytes, hStream, kernelParams, extra);
 }
 
 VG_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -500,7 +524,16 @@ VG_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned 
 {
     VGC_FAST(cuLaunchKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
              sharedMemBytes, hStream, kernelParams, extra);
-    return launch_grid(false, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+}
+
+VGC_SLOW static CUresult slow_cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX,
+                                                  unsigned int gridDimY, unsigned int gridDimZ,
+                                                  unsigned int blockDimX, unsigned int blockDimY,
+                                                  unsigned int blockDimZ,
+                                                  unsigned int sharedMemBytes, CUstream hStream,
+                                                  void **kernelParams, void **extra)
+{
+    return launch_grid(true, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
                        sharedMemBytes, hStream, kernelParams, extra);
 }
 
@@ -512,13 +545,12 @@ VG_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsi
 {
     VGC_FAST(cuLaunchKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
              sharedMemBytes, hStream, kernelParams, extra);
-    return launch_grid(true, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                       sharedMemBytes, hStream, kernelParams, extra);
 }
 
 static CUresult launch_ex(bool ptsz, const CUlaunchConfig *config, CUfunction f, void **params,
                           void **extra)
 {
+    load_if_off();
     if (config == NULL)
         return ptsz ? REAL.cuLaunchKernelEx_ptsz(config, f, params, extra)
                     : REAL.cuLaunchKernelEx(config, f, params, extra);
@@ -531,24 +563,35 @@ static CUresult launch_ex(bool ptsz, const CUlaunchConfig *config, CUfunction f,
     return on ? vgc_end(&L, config->hStream, ptsz, r) : r;
 }
 
+VGC_SLOW static CUresult slow_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f,
+                                               void **kernelParams, void **extra)
+{
+    return launch_ex(false, config, f, kernelParams, extra);
+}
+
 VG_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                     void **extra)
 {
     VGC_FAST(cuLaunchKernelEx, config, f, kernelParams, extra);
-    return launch_ex(false, config, f, kernelParams, extra);
+}
+
+VGC_SLOW static CUresult slow_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+                                                    void **kernelParams, void **extra)
+{
+    return launch_ex(true, config, f, kernelParams, extra);
 }
 
 VG_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
                                          void **kernelParams, void **extra)
 {
     VGC_FAST(cuLaunchKernelEx_ptsz, config, f, kernelParams, extra);
-    return launch_ex(true, config, f, kernelParams, extra);
 }
 
 static CUresult launch_coop(bool ptsz, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                             unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s,
                             void **params)
 {
+    load_if_off();
     unsigned dims[6] = {gx, gy, gz, bx, by, bz};
     struct vgc_launch L;
     bool on = vgc_begin(&L, s, ptsz, vgc_key(f, dims));
@@ -556,6 +599,16 @@ static CUresult launch_coop(bool ptsz, CUfunction f, unsigned gx, unsigned gy, u
         ptsz ? REAL.cuLaunchCooperativeKernel_ptsz(f, gx, gy, gz, bx, by, bz, shm, s, params)
              : REAL.cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shm, s, params);
     return on ? vgc_end(&L, s, ptsz, r) : r;
+}
+
+VGC_SLOW static CUresult
+slow_cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                               unsigned int gridDimZ, unsigned int blockDimX,
+                               unsigned int blockDimY, unsigned int blockDimZ,
+                               unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
+{
+    return launch_coop(false, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                       sharedMemBytes, hStream, kernelParams);
 }
 
 VG_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
@@ -566,7 +619,14 @@ VG_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX
 {
     VGC_FAST(cuLaunchCooperativeKernel, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
              blockDimZ, sharedMemBytes, hStream, kernelParams);
-    return launch_coop(false, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+}
+
+VGC_SLOW static CUresult slow_cuLaunchCooperativeKernel_ptsz(
+    CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
+    unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
+    unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)
+{
+    return launch_coop(true, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
                        sharedMemBytes, hStream, kernelParams);
 }
 
@@ -579,13 +639,12 @@ VG_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gri
 {
     VGC_FAST(cuLaunchCooperativeKernel_ptsz, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY,
              blockDimZ, sharedMemBytes, hStream, kernelParams);
-    return launch_coop(true, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
-                       sharedMemBytes, hStream, kernelParams);
 }
 
 /* A graph exec's cost is learned per exec, like a kernel's per (function, shape). */
 static CUresult launch_graph(bool ptsz, CUgraphExec g, CUstream s)
 {
+    load_if_off();
     static const unsigned graph_dims[6] = {~0u, ~0u, ~0u, 0, 0, 0};
     struct vgc_launch L;
     bool on = vgc_begin(&L, s, ptsz, vgc_key(g, graph_dims));
@@ -593,14 +652,22 @@ static CUresult launch_graph(bool ptsz, CUgraphExec g, CUstream s)
     return on ? vgc_end(&L, s, ptsz, r) : r;
 }
 
+VGC_SLOW static CUresult slow_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return launch_graph(false, hGraphExec, hStream);
+}
+
 VG_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
     VGC_FAST(cuGraphLaunch, hGraphExec, hStream);
-    return launch_graph(false, hGraphExec, hStream);
+}
+
+VGC_SLOW static CUresult slow_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return launch_graph(true, hGraphExec, hStream);
 }
 
 VG_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
     VGC_FAST(cuGraphLaunch_ptsz, hGraphExec, hStream);
-    return launch_graph(true, hGraphExec, hStream);
 }
