@@ -2,8 +2,10 @@
  * device plugin or nvidia-smi-like tools get of the simulated GPUs.
  *
  * NVML only reads: it never claims a process slot, so a monitor never shows up as a GPU
- * process. Handles are pointers into a fixed table, checked on every call, so a stale or
- * made-up handle gets NVML_ERROR_INVALID_ARGUMENT instead of a crash. */
+ * process. A device marked lost (fakegpu-ctl health) answers every query through its
+ * handle with NVML_ERROR_GPU_IS_LOST; looking the handle up still works. Handles are pointers into
+ * a fixed table, checked on every call, so a stale or made-up handle gets
+ * NVML_ERROR_INVALID_ARGUMENT instead of a crash. */
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
 #include "abi/nvml.h"
 
@@ -75,6 +77,10 @@ static int device_index(nvmlDevice_t device, nvmlReturn_t *ret)
     if (p < base || p >= base + sizeof handles || (p - base) % sizeof handles[0] != 0 ||
         device->index >= (unsigned)fg_state_device_count(state)) {
         *ret = NVML_ERROR_INVALID_ARGUMENT;
+        return -1;
+    }
+    if (fg_device_lost(state, (int)device->index)) {
+        *ret = NVML_ERROR_GPU_IS_LOST; /* what the driver says of a GPU off the bus */
         return -1;
     }
     *ret = NVML_SUCCESS;

@@ -123,6 +123,12 @@ uint64_t fg_now_ns(struct fg_state *st);
  * when the state was opened. */
 uint64_t fg_kernel_ns(struct fg_state *st);
 
+/* Health injection (fakegpu-ctl health): a lost device is one that has fallen off the
+ * bus; NVML queries on it return NVML_ERROR_GPU_IS_LOST until it is set back. Shared by
+ * every process on the state; -EINVAL for a bad index. */
+int fg_device_set_lost(struct fg_state *st, int dev, bool lost);
+bool fg_device_lost(struct fg_state *st, int dev);
+
 struct vg_err;
 /* Parses a FAKEGPU_DEVICES value into out[0..max) (name, memory, SMs, and the derived
  * UUID, PCI id and compute capability); *count receives the number of devices. -EINVAL

@@ -100,7 +100,8 @@ struct fg_shared {
     uint64_t last_reap_ns;
     uint64_t timeslice_ns;
     uint32_t stream_high; /* streams[0..stream_high) may be in use */
-    uint32_t pad;
+    uint32_t lost;        /* bit d: device d has fallen off the bus (fg_device_set_lost);
+                             accessed atomically, without the lock */
     struct fg_device_info info[FG_MAX_DEVICES];
     struct fg_device_runtime dev[FG_MAX_DEVICES];
     struct fg_slot slots[FG_MAX_PROCS];

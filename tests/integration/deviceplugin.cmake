@@ -1,8 +1,9 @@
 # vgpu-device-plugin against a fake kubelet (python3-grpcio, Debian's /usr/bin/python3),
 # fakegpu's NVML and the test API server; the vgpu case ends with libvgpu holding a
-# process started with the returned env to its limit. Exit 77: grpc missing.
+# process started with the returned env to its limit; Health flips a GPU's health with
+# fakegpu-ctl. Exit 77: grpc missing.
 if(TARGET vgpu-device-plugin)
-  foreach(case TimeSlicing BadInput Vgpu)
+  foreach(case TimeSlicing BadInput Vgpu Health)
     add_test(NAME integration.deviceplugin.${case}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/deviceplugin_kubelet.py
                      ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR} ${case})

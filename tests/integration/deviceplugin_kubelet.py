@@ -483,6 +483,69 @@ class Vgpu(Base):
         self.assertIsNone(self.plugin.proc.poll())
 
 
+class Health(Base):
+    """A GPU falls off the bus (fakegpu-ctl health N off: NVML answers GPU_IS_LOST) and
+    comes back: ListAndWatch and the inventory annotation follow both changes."""
+
+    def ctl(self, *args):
+        return subprocess.run([os.path.join(BUILD, "bin", "fakegpu-ctl")] + list(args),
+                              env=self.plugin.env, capture_output=True, text=True, timeout=30)
+
+    def inventory(self):
+        text = self.api.request("GET", "/api/v1/nodes/node-1")["metadata"].get(
+            "annotations", {}).get("vgpu.io/gpus")
+        return {g["uuid"]: g["healthy"] for g in json.loads(text)["gpus"]} if text else None
+
+    def test_unhealthy_and_back(self):
+        self.api = ApiServer(self.tmp)
+        self.kubelet = FakeKubelet(os.path.join(self.tmp, "kubelet"))
+        self.plugin = Plugin(self.tmp, VGPU, kubeconfig=self.api.kubeconfig,
+                             extra_env={"VGPU_DP_HEALTH_INTERVAL_MS": "100"})
+        self.registered()
+        devs = wait_for(lambda: self.kubelet.latest("nvidia.com/gpu"), what="list")
+        self.assertTrue(all(h == "Healthy" for _, h in devs))
+        status = self.ctl("status")
+        self.assertEqual(status.returncode, 0, status.stderr)
+        lost_uuid = status.stdout.splitlines()[1].split()[1]  # NVML index 1
+        self.assertEqual(wait_for(self.inventory, what="inventory")[lost_uuid], True)
+
+        r = self.ctl("health", "1", "off")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("1 %s lost" % lost_uuid, self.ctl("status").stdout)
+
+        def health_of(want):
+            devs = self.kubelet.latest("nvidia.com/gpu")
+            ok = devs and all(h == (want if d.startswith(lost_uuid + "-") else "Healthy")
+                              for d, h in devs)
+            return devs if ok else None
+        devs = wait_for(lambda: health_of("Unhealthy"), what="Unhealthy in ListAndWatch")
+        self.assertEqual(sum(h == "Unhealthy" for _, h in devs), 4)  # deviceSplitCount
+        wait_for(lambda: (self.inventory() or {}).get(lost_uuid) is False,
+                 what="inventory healthy=false")
+        self.assertTrue(all(v for u, v in self.inventory().items() if u != lost_uuid))
+        self.assertIn("GPU unhealthy", self.plugin.output())
+
+        r = self.ctl("health", lost_uuid, "on")  # by UUID this time
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wait_for(lambda: health_of("Healthy"), what="Healthy again in ListAndWatch")
+        wait_for(lambda: (self.inventory() or {}).get(lost_uuid) is True,
+                 what="inventory healthy=true")
+        self.assertIn("GPU healthy again", self.plugin.output())
+
+    def test_bad_input(self):
+        self.plugin = Plugin(self.tmp, VGPU, extra_env={"VGPU_DP_HEALTH_INTERVAL_MS": "fast"})
+        self.assertEqual(self.plugin.proc.wait(20), 2)
+        self.assertIn("VGPU_DP_HEALTH_INTERVAL_MS", self.plugin.output())
+        for args, msg in [(("health", "7", "off"), "not a UUID or an index below 2"),
+                          (("health", "GPU-nope", "off"), "no device has UUID 'GPU-nope'"),
+                          (("health", "0", "sideways"), "must be 'on' or 'off'"),
+                          (("reboot",), "usage: fakegpu-ctl")]:
+            r = self.ctl(*args)
+            self.assertEqual(r.returncode, 2, (args, r.stderr))
+            self.assertIn(msg, r.stderr)
+        self.plugin = None
+
+
 if __name__ == "__main__":
     BUILD, SOURCE = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     load_messages(os.path.join(BUILD, "gen", "grpc", "kubelet", "api.desc"))

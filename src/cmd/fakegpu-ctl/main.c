@@ -1,0 +1,89 @@
+/* fakegpu-ctl: changes fakegpu's shared state from outside, as a test or benchmark needs.
+ *
+ *   fakegpu-ctl health DEVICE on|off   DEVICE is an NVML index or a full GPU-... UUID;
+ *                                      off: the GPU has fallen off the bus (NVML queries
+ *                                      on it return NVML_ERROR_GPU_IS_LOST); on: back.
+ *   fakegpu-ctl status                 one line per device: index, UUID, healthy|lost.
+ *
+ * It attaches to the state named by FAKEGPU_STATE_DIR (and FAKEGPU_DEVICES, when it is the
+ * first process) like any fakegpu process. Exit 0, 1 on a state error, 2 on bad usage. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/err.h"
+#include "base/parse.h"
+#include "fakegpu/state.h"
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: fakegpu-ctl health DEVICE on|off\n"
+                    "       fakegpu-ctl status\n"
+                    "DEVICE: an NVML index or a GPU-... UUID\n");
+    return 2;
+}
+
+/* The device an index or UUID names, or -1 with a message. */
+static int find_device(struct fg_state *st, const char *arg)
+{
+    int count = fg_state_device_count(st);
+    if (strncasecmp(arg, "GPU-", 4) == 0) {
+        for (int i = 0; i < count; i++) {
+            struct fg_device_info info;
+            if (fg_state_device_info(st, i, &info) == 0 && strcasecmp(info.uuid, arg) == 0)
+                return i;
+        }
+        fprintf(stderr, "fakegpu-ctl: no device has UUID '%s'\n", arg);
+        return -1;
+    }
+    uint64_t idx;
+    struct vg_err err = {0};
+    if (count == 0 || vg_parse_u64(arg, 0, (uint64_t)count - 1, &idx, &err) < 0) {
+        fprintf(stderr, "fakegpu-ctl: device '%s': not a UUID or an index below %d\n", arg, count);
+        return -1;
+    }
+    return (int)idx;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return usage();
+    bool status = strcmp(argv[1], "status") == 0 && argc == 2;
+    bool health = strcmp(argv[1], "health") == 0 && argc == 4;
+    if (!status && !health)
+        return usage();
+    bool on = false;
+    if (health) {
+        if (strcmp(argv[3], "on") == 0)
+            on = true;
+        else if (strcmp(argv[3], "off") != 0) {
+            fprintf(stderr, "fakegpu-ctl: health must be 'on' or 'off', not '%s'\n", argv[3]);
+            return 2;
+        }
+    }
+    struct fg_state *st = NULL;
+    int rc = fg_state_get(&st);
+    if (rc < 0) {
+        fprintf(stderr, "fakegpu-ctl: cannot open the fakegpu state: %s\n", strerror(-rc));
+        return 1;
+    }
+    if (status) {
+        for (int i = 0; i < fg_state_device_count(st); i++) {
+            struct fg_device_info info;
+            if (fg_state_device_info(st, i, &info) == 0)
+                printf("%d %s %s\n", i, info.uuid, fg_device_lost(st, i) ? "lost" : "healthy");
+        }
+        return 0;
+    }
+    int dev = find_device(st, argv[2]);
+    if (dev < 0)
+        return 2;
+    rc = fg_device_set_lost(st, dev, !on);
+    if (rc < 0) {
+        fprintf(stderr, "fakegpu-ctl: %s\n", strerror(-rc));
+        return 1;
+    }
+    return 0;
+}
