@@ -27,9 +27,11 @@ static const char *str_at(json_t *obj, const char *a, const char *b)
     return json_is_string(x) ? json_string_value(x) : NULL;
 }
 
+/* Sorts pointers: a decision is tens of KiB, too big to move around. */
 static int candidate_cmp(const void *pa, const void *pb)
 {
-    const struct candidate *a = pa, *b = pb;
+    const struct candidate *a = *(const struct candidate *const *)pa,
+                           *b = *(const struct candidate *const *)pb;
     if (a->decision.time != b->decision.time)
         return a->decision.time < b->decision.time ? -1 : 1;
     const char *na = str_at(a->pod, "metadata", "name"), *nb = str_at(b->pod, "metadata", "name");
@@ -108,22 +110,31 @@ int dp_match_container(json_t *pods, const char *node, char (*uuids)[ANNOT_UUID_
         c->pod = pod;
         cand_count++;
     }
-    qsort(cands, cand_count, sizeof(*cands), candidate_cmp);
+    struct candidate **order = calloc(cand_count ? cand_count : 1, sizeof(*order));
+    if (!order) {
+        free(cands);
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < cand_count; i++)
+        order[i] = &cands[i];
+    qsort(order, cand_count, sizeof(*order), candidate_cmp);
     int rc = -ENOENT;
     for (int pass = 0; pass < 2 && rc == -ENOENT; pass++)
         for (size_t i = 0; i < cand_count && rc == -ENOENT; i++) {
-            const char *uid = str_at(cands[i].pod, "metadata", "uid");
-            for (unsigned k = 0; k < cands[i].decision.container_count; k++) {
-                const struct annot_container *c = &cands[i].decision.containers[k];
+            struct candidate *cand = order[i];
+            const char *uid = str_at(cand->pod, "metadata", "uid");
+            for (unsigned k = 0; k < cand->decision.container_count; k++) {
+                const struct annot_container *c = &cand->decision.containers[k];
                 if (c->gpu_count == 0 || allocated(allocated_arg, uid, c->name))
                     continue;
                 bool ok = pass == 0 ? same_gpus(c, uuids, count) : c->gpu_count == count;
                 if (ok) {
-                    rc = fill(&cands[i], k, out, err);
+                    rc = fill(cand, k, out, err);
                     break;
                 }
             }
         }
+    free(order);
     free(cands);
     if (rc == -ENOENT)
         return vg_err_set(err, -ENOENT,

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
 
 #define UUID_A "GPU-11111111-2222-3333-4444-555555555555"
@@ -22,13 +23,13 @@
 static void two_gpus(struct dp_gpu g[2])
 {
     memset(g, 0, 2 * sizeof(*g));
-    strcpy(g[0].uuid, UUID_A);
-    strcpy(g[0].model, "NVIDIA H100 80GB HBM3");
+    vg_strlcpy(g[0].uuid, UUID_A, sizeof(g[0].uuid));
+    vg_strlcpy(g[0].model, "NVIDIA H100 80GB HBM3", sizeof(g[0].model));
     g[0].memory_mib = 81559;
     g[0].numa = 0;
     g[0].healthy = true;
-    strcpy(g[1].uuid, UUID_B);
-    strcpy(g[1].model, "NVIDIA H100 80GB HBM3");
+    vg_strlcpy(g[1].uuid, UUID_B, sizeof(g[1].uuid));
+    vg_strlcpy(g[1].model, "NVIDIA H100 80GB HBM3", sizeof(g[1].model));
     g[1].index = 1;
     g[1].minor = 1;
     g[1].memory_mib = 81559;
@@ -257,15 +258,15 @@ static void test_vgpu_allocate_and_dirs(void **state)
     load(&cfg, yaml);
     struct dp_match m;
     memset(&m, 0, sizeof(m));
-    strcpy(m.pod_uid, "uid-1");
-    strcpy(m.pod_namespace, "default");
-    strcpy(m.pod_name, "train-0");
-    strcpy(m.container.name, "main");
+    vg_strlcpy(m.pod_uid, "uid-1", sizeof(m.pod_uid));
+    vg_strlcpy(m.pod_namespace, "default", sizeof(m.pod_namespace));
+    vg_strlcpy(m.pod_name, "train-0", sizeof(m.pod_name));
+    vg_strlcpy(m.container.name, "main", sizeof(m.container.name));
     m.container.gpu_count = 2;
-    strcpy(m.container.gpus[0].uuid, UUID_B);
+    vg_strlcpy(m.container.gpus[0].uuid, UUID_B, sizeof(m.container.gpus[0].uuid));
     m.container.gpus[0].memory_mib = 4096;
     m.container.gpus[0].cores = 30;
-    strcpy(m.container.gpus[1].uuid, UUID_A);
+    vg_strlcpy(m.container.gpus[1].uuid, UUID_A, sizeof(m.container.gpus[1].uuid));
     m.container.gpus[1].memory_mib = 2048;
     m.container.gpus[1].cores = 50;
     struct dp_response resp;
@@ -291,7 +292,7 @@ static void test_vgpu_allocate_and_dirs(void **state)
     assert_true(dp_container_dir_create(&cfg, g, 2, &m, dir, &err) < 0);
     assert_int_equal(stat(path, &st), 0);
     /* A decision naming a GPU the node lacks fails with a message and leaves nothing. */
-    strcpy(m.container.gpus[0].uuid, "GPU-missing");
+    vg_strlcpy(m.container.gpus[0].uuid, "GPU-missing", sizeof(m.container.gpus[0].uuid));
     assert_int_equal(dp_allocate_vgpu(&cfg, g, 2, &m, dir, &resp, &err), -ENOENT);
     assert_non_null(strstr(err.msg, "GPU-missing"));
     /* Sweep: the live pod's directory stays, a dead one goes. */

@@ -1,0 +1,178 @@
+"""vgpu-device-plugin benchmark (bench/deviceplugin.sh BUILD): drives the daemon with the
+fake kubelet of tests/integration/deviceplugin_kubelet.py (python3-grpcio, Debian's
+python) on fakegpu's NVML and prints a markdown table.
+
+- Allocate latency: ALLOCS sequential Allocate calls from the Python gRPC client over the
+  unix socket, round trip as the client sees it (Python's own cost included). timeSlicing
+  needs no API server; vgpu mode matches each call against a pod decision from
+  tests/kube_api_server.py and creates the container directory, region and limits file.
+- ListAndWatch update latency: `fakegpu-ctl health 1 off|on`, time until the fake kubelet
+  receives the list with the new health, with the plugin polling every POLL_MS.
+- RSS: VmRSS and VmHWM of the daemon after the runs above.
+- Re-register: kubelet restart (directory wiped, kubelet.sock created again) to the
+  Register call, and to the first ListAndWatch list on the new connection.
+"""
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD, SOURCE = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
+import deviceplugin_kubelet as k  # noqa: E402
+
+k.BUILD, k.SOURCE = BUILD, SOURCE
+k.load_messages(os.path.join(BUILD, "gen", "grpc", "kubelet", "api.desc"))
+ALLOCS = int(os.environ.get("ALLOCS", "2000"))
+VGPU_ALLOCS = int(os.environ.get("VGPU_ALLOCS", "100"))  # kubelet: 110 pods a node
+POLL_MS = int(os.environ.get("POLL_MS", "100"))
+ROUNDS = int(os.environ.get("ROUNDS", "20"))
+
+
+def pct(values, p):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(round(p / 100.0 * (len(v) - 1))))]
+
+
+def ms(x):
+    return "%.3f" % (x * 1000.0)
+
+
+def rss(pid):
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                out[line.split(":")[0]] = int(line.split()[1]) // 1024
+    return out
+
+
+def ctl(env, *args):
+    subprocess.run([os.path.join(BUILD, "bin", "fakegpu-ctl")] + list(args), env=env,
+                   check=True, capture_output=True)
+
+
+def time_slicing(rows):
+    tmp = tempfile.mkdtemp(prefix="dp-bench.")
+    os.makedirs(os.path.join(tmp, "kubelet"))
+    kubelet = k.FakeKubelet(os.path.join(tmp, "kubelet"))
+    plugin = k.Plugin(tmp, k.TIME_SLICING, extra_env={"VGPU_DP_HEALTH_INTERVAL_MS": str(POLL_MS)})
+    try:
+        res = k.wait_for(lambda: kubelet.registrations and kubelet.registrations[0][1],
+                         what="registration").resource_name
+        devs = k.wait_for(lambda: kubelet.latest(res), what="list")
+        ids = [d for d, _ in devs]
+        lat = []
+        for i in range(ALLOCS):
+            t = time.perf_counter()
+            kubelet.allocate(res, [ids[i % len(ids)]])
+            lat.append(time.perf_counter() - t)
+        rows.append(("Allocate, timeSlicing (%d calls, Python client)" % ALLOCS,
+                     "p50 %s ms, p99 %s ms, max %s ms" % (ms(pct(lat, 50)), ms(pct(lat, 99)),
+                                                          ms(max(lat)))))
+
+        # Health change -> ListAndWatch.
+        uuid = subprocess.run([os.path.join(BUILD, "bin", "fakegpu-ctl"), "status"],
+                              env=plugin.env, capture_output=True, text=True,
+                              check=True).stdout.splitlines()[1].split()[1]
+        upd = []
+        for r in range(ROUNDS):
+            want = "Unhealthy" if r % 2 == 0 else "Healthy"
+            # Changes at random points of the poll period, not in step with it.
+            time.sleep(random.uniform(0, POLL_MS / 1000.0))
+            n = len(kubelet.lists[res])
+            t = time.perf_counter()
+            ctl(plugin.env, "health", "1", "off" if want == "Unhealthy" else "on")
+
+            def seen():
+                with kubelet.cond:
+                    for lst in kubelet.lists[res][n:]:
+                        if all(h == want for d, h in lst if d.startswith(uuid)):
+                            return True
+                return False
+            k.wait_for(seen, what="health update")
+            upd.append(time.perf_counter() - t)
+        rows.append(("ListAndWatch update after a health change (%d changes, poll %d ms)"
+                     % (ROUNDS, POLL_MS),
+                     "p50 %s ms, max %s ms" % (ms(pct(upd, 50)), ms(max(upd)))))
+
+        # Re-registration after kubelet restarts.
+        reg, lists = [], []
+        for r in range(ROUNDS // 2):
+            n = len(kubelet.registrations)
+            before = len(kubelet.lists[res])
+            t0 = time.time()
+            kubelet.restart()
+            k.wait_for(lambda: len(kubelet.registrations) > n, what="re-registration")
+            reg.append(kubelet.registrations[n][0] - t0)
+            k.wait_for(lambda: len(kubelet.lists[res]) > before, what="list after restart")
+            lists.append(time.time() - t0)
+        rows.append(("Re-register after kubelet restart (%d restarts)" % len(reg),
+                     "p50 %s ms, max %s ms to Register; p50 %s ms to the first list"
+                     % (ms(pct(reg, 50)), ms(max(reg)), ms(pct(lists, 50)))))
+        m = rss(plugin.proc.pid)
+        rows.append(("RSS, timeSlicing (2 GPUs x 4 replicas, after the runs above)",
+                     "%d MiB (peak %d MiB)" % (m["VmRSS"], m["VmHWM"])))
+    finally:
+        plugin.stop()
+        kubelet.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def vgpu(rows):
+    tmp = tempfile.mkdtemp(prefix="dp-bench.")
+    os.makedirs(os.path.join(tmp, "kubelet"))
+    api = k.ApiServer(tmp)
+    kubelet = k.FakeKubelet(os.path.join(tmp, "kubelet"))
+    plugin = k.Plugin(tmp, k.VGPU, kubeconfig=api.kubeconfig)
+    try:
+        k.wait_for(lambda: kubelet.registrations, what="registration")
+        devs = k.wait_for(lambda: kubelet.latest("nvidia.com/gpu"), what="list")
+        ids = [d for d, _ in devs]
+        uuid = ids[0].rsplit("-", 1)[0]
+        for i in range(VGPU_ALLOCS):
+            api.add_pod("bench-%d" % i, json.dumps({
+                "version": 1, "node": "node-1", "time": int(time.time()),
+                "containers": [{"name": "main", "gpus": [
+                    {"uuid": uuid, "memoryMiB": 256, "cores": 10}]}]}))
+        # Wait until the plugin's pod watch has the last pod: its preferred allocation
+        # follows a decision only once the pod is known.
+        time.sleep(1.0)
+        lat = []
+        for i in range(VGPU_ALLOCS):
+            t = time.perf_counter()
+            kubelet.allocate("nvidia.com/gpu", [ids[0]])
+            lat.append(time.perf_counter() - t)
+        rows.append(("Allocate, vgpu (%d calls: match + directory, region, limits file)"
+                     % VGPU_ALLOCS,
+                     "p50 %s ms, p99 %s ms, max %s ms" % (ms(pct(lat, 50)), ms(pct(lat, 99)),
+                                                          ms(max(lat)))))
+        m = rss(plugin.proc.pid)
+        rows.append(("RSS, vgpu (%d pods watched, %d container directories)"
+                     % (VGPU_ALLOCS, VGPU_ALLOCS),
+                     "%d MiB (peak %d MiB)" % (m["VmRSS"], m["VmHWM"])))
+    finally:
+        plugin.stop()
+        kubelet.stop()
+        api.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    rows = []
+    time_slicing(rows)
+    vgpu(rows)
+    print("fake kubelet (python3-grpcio) and fakegpu NVML with 2 GPUs; latencies are the "
+          "client's round trip.\n")
+    print("| measure | result |")
+    print("| --- | --- |")
+    for name, value in rows:
+        print("| %s | %s |" % (name, value))
+
+
+if __name__ == "__main__":
+    main()
