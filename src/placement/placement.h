@@ -205,12 +205,47 @@ int place_frag_cache_init(struct place_frag_cache *fc, size_t node_count);
 void place_frag_cache_reset(struct place_frag_cache *fc);
 void place_frag_cache_free(struct place_frag_cache *fc);
 
+/* Memo of per-node verdicts (feasible, score, GPUs) for one request, policy and GPU order.
+ * Under every policy but random, fgd and default, a node's verdict depends only on the
+ * node and the request, so a decision over nodes unchanged since the last decision for
+ * an equal request reuses them. The caller keeps it true: place_memo_forget(node) after
+ * anything that changes a node (place_allocate, place_release, editing it by hand), and
+ * place_memo_reset after place_cluster_refresh or any change to many nodes. A request,
+ * policy or order different from the memo's clears it. Decisions are identical with and
+ * without a memo. The caller owns it. */
+struct place_memo_entry {
+    bool valid, feasible;
+    uint8_t gpus[PLACE_MAX_GPUS];
+    int64_t score;
+};
+
+struct place_memo {
+    struct place_memo_entry *entries; /* one per node index below count */
+    size_t count;
+    bool keyed; /* request, policy and order below are set */
+    struct place_request request;
+    int policy, order;
+    uint64_t hits, misses; /* statistics, for tests and tuning */
+};
+
+/* -ENOMEM; nodes at index count and above are decided without the memo.
+ * place_memo_free on a zeroed or initialised memo is safe. */
+int place_memo_init(struct place_memo *m, size_t node_count);
+void place_memo_reset(struct place_memo *m);
+void place_memo_forget(struct place_memo *m, size_t node);
+void place_memo_free(struct place_memo *m);
+
 struct place_context {
     struct vg_prng *rng;         /* required by PLACE_POLICY_RANDOM */
     const struct place_mix *mix; /* required by FGD and DEFAULT: the task types to keep
                                     room for */
     enum place_gpu_order gpu_order;
     struct place_frag_cache *frag_cache; /* optional: memo of F_n(mix) per node */
+    /* Optional: only nodes whose bit is set take part (bit i % 64 of node_mask[i / 64],
+     * node_count bits); NULL = every node. Random samples among the masked nodes in index
+     * order, exactly as if the others were infeasible. */
+    const uint64_t *node_mask;
+    struct place_memo *memo; /* optional: per-node verdicts kept between decisions */
 };
 
 struct place_decision {

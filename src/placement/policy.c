@@ -6,6 +6,7 @@
  * per-run random permutation, as the FGD artifact's patched kube-scheduler does. */
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "placement/internal.h"
@@ -273,6 +274,147 @@ static int64_t score_default(const struct place_cluster *c, const struct place_m
     return f * 1000 + (n->free_gpus < n->gpu_count ? 500 : 0) + bf;
 }
 
+int place_memo_init(struct place_memo *m, size_t node_count)
+{
+    memset(m, 0, sizeof *m);
+    m->entries = calloc(node_count > 0 ? node_count : 1, sizeof *m->entries);
+    if (m->entries == NULL)
+        return -ENOMEM;
+    m->count = node_count;
+    return 0;
+}
+
+void place_memo_reset(struct place_memo *m)
+{
+    if (m->entries != NULL)
+        memset(m->entries, 0, m->count * sizeof *m->entries);
+    m->keyed = false;
+}
+
+void place_memo_forget(struct place_memo *m, size_t node)
+{
+    if (m != NULL && node < m->count)
+        m->entries[node].valid = false;
+}
+
+void place_memo_free(struct place_memo *m)
+{
+    free(m->entries);
+    memset(m, 0, sizeof *m);
+}
+
+static bool labels_equal(const struct place_label *a, const struct place_label *b, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(a[i].key, b[i].key) != 0 || strcmp(a[i].value, b[i].value) != 0)
+            return false;
+    return true;
+}
+
+static bool names_equal(const char *a, const char *b, size_t size, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (strcmp(a + i * size, b + i * size) != 0)
+            return false;
+    return true;
+}
+
+/* Whether two resolved requests ask for the same thing (field by field: padding and the
+ * bytes after a string's end do not count). */
+static bool request_equal(const struct place_request *a, const struct place_request *b)
+{
+    return a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib &&
+           a->gpu_count == b->gpu_count && a->gpu_milli == b->gpu_milli &&
+           a->gpu_mem_mib == b->gpu_mem_mib && a->gpu_mem_pct == b->gpu_mem_pct &&
+           a->exclusive == b->exclusive && a->numa_bind == b->numa_bind &&
+           a->type_exact == b->type_exact && a->model_mask == b->model_mask &&
+           a->pod_class == b->pod_class && a->type_include_count == b->type_include_count &&
+           a->type_exclude_count == b->type_exclude_count &&
+           a->uuid_include_count == b->uuid_include_count &&
+           a->uuid_exclude_count == b->uuid_exclude_count &&
+           a->selector_count == b->selector_count &&
+           names_equal(&a->type_include[0][0], &b->type_include[0][0], PLACE_MODEL_MAX,
+                       a->type_include_count) &&
+           names_equal(&a->type_exclude[0][0], &b->type_exclude[0][0], PLACE_MODEL_MAX,
+                       a->type_exclude_count) &&
+           names_equal(&a->uuid_include[0][0], &b->uuid_include[0][0], PLACE_NAME_MAX,
+                       a->uuid_include_count) &&
+           names_equal(&a->uuid_exclude[0][0], &b->uuid_exclude[0][0], PLACE_NAME_MAX,
+                       a->uuid_exclude_count) &&
+           labels_equal(a->selector, b->selector, a->selector_count);
+}
+
+/* The memo to use for this decision, keyed (and cleared when the key changes); NULL
+ * when the policy's verdicts depend on more than the node. */
+static struct place_memo *memo_for(struct place_memo *m, const struct place_request *r,
+                                   enum place_policy policy, enum place_gpu_order order)
+{
+    if (m == NULL || m->entries == NULL || policy == PLACE_POLICY_RANDOM ||
+        policy == PLACE_POLICY_FGD || policy == PLACE_POLICY_DEFAULT)
+        return NULL;
+    if (!m->keyed || m->policy != (int)policy || m->order != (int)order ||
+        !request_equal(&m->request, r)) {
+        place_memo_reset(m);
+        m->request = *r;
+        m->policy = (int)policy;
+        m->order = (int)order;
+        m->keyed = true;
+    }
+    return m;
+}
+
+/* A node's verdict under a deterministic policy: false when it cannot host r; else its
+ * score in *score and its GPUs in gpus. */
+static bool node_verdict(const struct place_cluster *c, const struct place_node *n,
+                         const struct place_request *r, enum place_policy policy,
+                         const struct place_context *ctx, enum place_gpu_order order, uint8_t *gpus,
+                         int64_t *score)
+{
+    if (!place_node_resources_fit(n, r))
+        return false;
+    if (!select_gpus(n, r, order, gpus))
+        return false;
+    int64_t s = 0;
+    switch (policy) {
+    case PLACE_POLICY_DOTPROD: {
+        double dot =
+            (double)(n->cpu_total - n->cpu_used) / MAX_SPEC_CPU *
+                ((double)r->cpu_milli / MAX_SPEC_CPU) +
+            n->free_milli / MAX_SPEC_GPU * ((double)r->gpu_count * r->gpu_milli / MAX_SPEC_GPU);
+        s = (int64_t)floor(100.0 * (1.0 - dot / 2.0));
+        break;
+    }
+    case PLACE_POLICY_CLUSTERING:
+        s = score_clustering(n, r);
+        break;
+    case PLACE_POLICY_PACKING:
+        s = score_packing(n, r, gpus);
+        break;
+    case PLACE_POLICY_BESTFIT: {
+        double left =
+            0.5 * (double)(n->cpu_total - n->cpu_used - r->cpu_milli) / MAX_SPEC_CPU +
+            0.5 * ((double)n->free_milli - (double)r->gpu_count * r->gpu_milli) / MAX_SPEC_GPU;
+        s = (int64_t)floor(100.0 * (1.0 - left));
+        break;
+    }
+    case PLACE_POLICY_FGD:
+        s = score_fgd(c, ctx->mix, ctx->frag_cache, n, r, false, gpus);
+        break;
+    case PLACE_POLICY_DEFAULT:
+        s = score_default(c, ctx->mix, ctx->frag_cache, n, r, gpus);
+        break;
+    case PLACE_POLICY_BINPACK:
+    case PLACE_POLICY_SPREAD:
+        s = score_hami_node(n, r, policy == PLACE_POLICY_BINPACK);
+        break;
+    case PLACE_POLICY_RANDOM:
+    case PLACE_POLICY_COUNT:
+        break;
+    }
+    *score = s;
+    return true;
+}
+
 int place_decide(const struct place_cluster *c, const struct place_request *r,
                  enum place_policy policy, const struct place_context *ctx,
                  struct place_decision *out, struct vg_err *err)
@@ -292,20 +434,28 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
         order = PLACE_GPU_BINPACK;
     if (order == PLACE_GPU_POLICY && policy == PLACE_POLICY_SPREAD)
         order = PLACE_GPU_SPREAD;
+    const uint64_t *mask = ctx != NULL ? ctx->node_mask : NULL;
+    struct place_memo *memo = memo_for(ctx != NULL ? ctx->memo : NULL, r, policy, order);
 
     int64_t best = INT64_MIN;
     uint32_t best_rank = UINT32_MAX;
     uint64_t feasible = 0;
     uint8_t gpus[PLACE_MAX_GPUS];
     for (size_t i = 0; i < c->node_count; i++) {
+        if (mask != NULL) {
+            uint64_t word = mask[i / 64] >> (i % 64);
+            if (word == 0) {
+                i |= 63; /* the rest of this word is empty */
+                continue;
+            }
+            if (!(word & 1))
+                continue;
+        }
         const struct place_node *n = &c->nodes[i];
-        if (!place_node_resources_fit(n, r))
-            continue;
-        if (!select_gpus(n, r, order, gpus))
-            continue;
         int64_t s = 0;
-        switch (policy) {
-        case PLACE_POLICY_RANDOM:
+        if (policy == PLACE_POLICY_RANDOM) {
+            if (!place_node_resources_fit(n, r) || !select_gpus(n, r, order, gpus))
+                continue;
             /* Uniform over feasible nodes, one pass (reservoir of size one). */
             feasible++;
             if (vg_prng_below(ctx->rng, feasible) != 0)
@@ -318,40 +468,21 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
             }
             s = 100;
             best = INT64_MIN; /* the newest sample always replaces */
-            break;
-        case PLACE_POLICY_DOTPROD: {
-            double dot =
-                (double)(n->cpu_total - n->cpu_used) / MAX_SPEC_CPU *
-                    ((double)r->cpu_milli / MAX_SPEC_CPU) +
-                n->free_milli / MAX_SPEC_GPU * ((double)r->gpu_count * r->gpu_milli / MAX_SPEC_GPU);
-            s = (int64_t)floor(100.0 * (1.0 - dot / 2.0));
-            break;
-        }
-        case PLACE_POLICY_CLUSTERING:
-            s = score_clustering(n, r);
-            break;
-        case PLACE_POLICY_PACKING:
-            s = score_packing(n, r, gpus);
-            break;
-        case PLACE_POLICY_BESTFIT: {
-            double left =
-                0.5 * (double)(n->cpu_total - n->cpu_used - r->cpu_milli) / MAX_SPEC_CPU +
-                0.5 * ((double)n->free_milli - (double)r->gpu_count * r->gpu_milli) / MAX_SPEC_GPU;
-            s = (int64_t)floor(100.0 * (1.0 - left));
-            break;
-        }
-        case PLACE_POLICY_FGD:
-            s = score_fgd(c, ctx->mix, ctx->frag_cache, n, r, false, gpus);
-            break;
-        case PLACE_POLICY_DEFAULT:
-            s = score_default(c, ctx->mix, ctx->frag_cache, n, r, gpus);
-            break;
-        case PLACE_POLICY_BINPACK:
-        case PLACE_POLICY_SPREAD:
-            s = score_hami_node(n, r, policy == PLACE_POLICY_BINPACK);
-            break;
-        case PLACE_POLICY_COUNT:
-            break;
+        } else if (memo != NULL && i < memo->count) {
+            struct place_memo_entry *e = &memo->entries[i];
+            if (e->valid) {
+                memo->hits++;
+            } else {
+                memo->misses++;
+                e->valid = true;
+                e->feasible = node_verdict(c, n, r, policy, ctx, order, e->gpus, &e->score);
+            }
+            if (!e->feasible)
+                continue;
+            s = e->score;
+            memcpy(gpus, e->gpus, r->gpu_count);
+        } else if (!node_verdict(c, n, r, policy, ctx, order, gpus, &s)) {
+            continue;
         }
         if (s > best || (s == best && n->rank < best_rank)) {
             best = s;

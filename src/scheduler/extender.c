@@ -18,9 +18,6 @@
 #include "base/parse.h"
 #include "base/str.h"
 
-#define CANDIDATE_ON   "1"
-#define CANDIDATE_PICK "2"
-#define CANDIDATE_OFF  "0"
 #define MAX_CONTAINERS ANNOT_MAX_CONTAINERS
 #define MAX_ATTEMPTS   8 /* nodes tried for a multi-container pod */
 
@@ -254,11 +251,13 @@ static int pod_policy(const struct sched_options *o, json_t *pod, struct pod_pol
     return 0;
 }
 
-static void set_candidate(struct sched_state *s, int32_t idx, const char *value)
+static void mask_set(uint64_t *mask, int32_t idx, bool on)
 {
-    struct place_label *l = &s->cluster->nodes[idx].labels[0];
-    l->value[0] = value[0];
-    l->value[1] = '\0';
+    uint64_t bit = (uint64_t)1 << ((uint32_t)idx % 64);
+    if (on)
+        mask[(uint32_t)idx / 64] |= bit;
+    else
+        mask[(uint32_t)idx / 64] &= ~bit;
 }
 
 /* Why a node cannot be a candidate at all, or NULL when it can. */
@@ -315,22 +314,20 @@ static char *encode_decision(const struct sched_state *s, const struct sched_pod
     return text;
 }
 
-/* Decides and charges every container of the pod among the nodes labelled candidate.
+/* Decides and charges every container of the pod among the nodes in s->offered.
  * Returns the record (charged) or NULL when nothing fits. */
 static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
                                     struct sched_container_request *reqs, int count,
                                     const struct pod_policy *pp, struct vg_err *err)
 {
-    struct place_context ctx = {.rng = &s->rng, .gpu_order = pp->order};
-    for (int c = 0; c < count; c++) {
-        struct place_request *r = &reqs[c].request;
-        r->selector_count = 1;
-        (void)vg_strlcpy(r->selector[0].key, "vgpu.io/candidate", sizeof r->selector[0].key);
-        (void)vg_strlcpy(r->selector[0].value, c == 0 ? CANDIDATE_ON : CANDIDATE_PICK,
-                         sizeof r->selector[0].value);
-        if (place_request_resolve(s->cluster, r, err) < 0)
+    /* The first container chooses among the offered nodes (through the memo: pods of
+     * one shape mostly meet unchanged nodes); the others must fit on the node it chose. */
+    struct place_context ctx = {
+        .rng = &s->rng, .gpu_order = pp->order, .node_mask = s->offered, .memo = &s->memo};
+    struct place_context rest = {.rng = &s->rng, .gpu_order = pp->order, .node_mask = s->picked};
+    for (int c = 0; c < count; c++)
+        if (place_request_resolve(s->cluster, &reqs[c].request, err) < 0)
             return NULL;
-    }
     struct sched_pod *p = xcalloc(1, sizeof *p);
     (void)vg_strlcpy(p->key, key, sizeof p->key);
     p->shares = xcalloc((size_t)count, sizeof *p->shares);
@@ -345,11 +342,11 @@ static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
         if (sched_share_charge(s, d.node, &p->shares[0], err) < 0)
             break; /* cannot happen: the core said it fits */
         p->share_count = 1;
-        set_candidate(s, d.node, CANDIDATE_PICK);
+        mask_set(s->picked, d.node, true);
         bool ok = true;
         for (int c = 1; c < count && ok; c++) {
             struct place_decision dc;
-            ok = place_decide(s->cluster, &reqs[c].request, pp->policy, &ctx, &dc, err) == 0;
+            ok = place_decide(s->cluster, &reqs[c].request, pp->policy, &rest, &dc, err) == 0;
             if (ok) {
                 share_from_decision(&p->shares[c], &dc);
                 ok = sched_share_charge(s, dc.node, &p->shares[c], err) == 0;
@@ -357,8 +354,8 @@ static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
             if (ok)
                 p->share_count++;
         }
+        mask_set(s->picked, d.node, false);
         if (ok) {
-            set_candidate(s, d.node, CANDIDATE_OFF);
             p->applied = true;
             (void)vg_strlcpy(p->node_name, s->cluster->nodes[d.node].name, sizeof p->node_name);
             return p;
@@ -366,7 +363,7 @@ static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
         /* The pod's other containers do not fit beside the first here: try elsewhere. */
         while (p->share_count-- > 0)
             sched_share_uncharge(s, d.node, &p->shares[p->share_count]);
-        set_candidate(s, d.node, CANDIDATE_OFF);
+        mask_set(s->offered, d.node, false); /* not this node again */
     }
     free(p->shares);
     free(p);
@@ -453,7 +450,7 @@ int sched_filter(struct sched_state *s, const char *body, size_t len, struct sch
                 continue;
             }
             if (count > 0) {
-                set_candidate(s, idx, CANDIDATE_ON);
+                mask_set(s->offered, idx, true);
                 marked[nmarked++] = idx;
             }
         }
@@ -466,7 +463,7 @@ int sched_filter(struct sched_state *s, const char *body, size_t len, struct sch
         } else {
             p = decide_pod(s, key, reqs, count, &pp, &perr);
             for (size_t k = 0; k < nmarked; k++)
-                set_candidate(s, marked[k], CANDIDATE_OFF);
+                mask_set(s->offered, marked[k], false);
             if (p == NULL) {
                 json_array_foreach(list, i,
                                    item) if (json_object_get(failed, node_name_of(item)) == NULL)

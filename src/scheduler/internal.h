@@ -45,6 +45,11 @@ struct sched_state {
     struct place_cluster *cluster;
     struct sched_node *nodes; /* parallel to cluster->nodes */
     size_t node_info_cap;
+    /* Filter's node sets for the placement core, node_info_cap bits each (all clear
+     * between filters): the nodes offered, and the node picked for a pod's first
+     * container (its other containers must go there too). */
+    uint64_t *offered, *picked;
+    struct place_memo memo;      /* per-node verdicts, reused while a node is unchanged */
     struct sched_map node_index; /* name -> index + 1 */
     struct sched_map pods;       /* "ns/name" -> struct sched_pod */
     struct vg_prng rng;

@@ -1,10 +1,10 @@
 /* Cluster state: nodes' inventories and pods' allocations, charged to one placement
  * model.
  *
- * Every node in the model carries one label, vgpu.io/candidate, normally "0". A filter
- * sets it to "1" on the nodes kube-scheduler offered (and that have a fresh inventory)
- * and asks the placement core for a node whose label matches, so the core's own
- * feasibility and scoring run over exactly the offered subset, then sets it back.
+ * A filter sets one bit per node kube-scheduler offered (and that has a fresh inventory)
+ * in a node mask and asks the placement core for a node among those, so the core's own
+ * feasibility and scoring run over exactly the offered subset; a per-node memo of the
+ * core's verdicts (place_memo) is reused across filters while a node is unchanged.
  *
  * A pod record holds its shares in compact form (GPU indices, compute, memory per GPU);
  * a release rebuilds the request and decision from them, so the model returns bit for
@@ -22,8 +22,7 @@
 #include "base/mem.h"
 #include "base/str.h"
 
-#define CANDIDATE_KEY "vgpu.io/candidate"
-#define BIG_CPU       (UINT64_MAX / 4)
+#define BIG_CPU (UINT64_MAX / 4)
 
 void sched_options_default(struct sched_options *o)
 {
@@ -77,6 +76,9 @@ void sched_state_free(struct sched_state *s)
     sched_map_release(&s->pods);
     sched_map_release(&s->node_index);
     free(s->nodes);
+    free(s->offered);
+    free(s->picked);
+    place_memo_free(&s->memo);
     place_cluster_free(s->cluster);
     free(s);
 }
@@ -177,6 +179,7 @@ int sched_share_charge(struct sched_state *s, int32_t node, const struct sched_s
             return vg_err_set(err, -EINVAL, "GPU %s of node %s has all %u slots taken", g->uuid,
                               n->name, g->slots);
     }
+    place_memo_forget(&s->memo, (size_t)node);
     return place_allocate(s->cluster, &r, &d, err);
 }
 
@@ -186,6 +189,7 @@ void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sche
     struct place_decision d;
     struct vg_err err = {0};
     share_to_place(sh, node, &r, &d);
+    place_memo_forget(&s->memo, (size_t)node);
     if (place_release(s->cluster, &r, &d, &err) < 0)
         vg_log(VG_LOG_ERROR, "release failed; model out of step", "node=%s err=\"%s\"",
                s->cluster->nodes[node].name, err.msg);
@@ -241,17 +245,21 @@ static int32_t node_add(struct sched_state *s, const char *name, struct vg_err *
     int idx = place_cluster_add_node(s->cluster, name, BIG_CPU, BIG_CPU, 0, NULL, 0, err);
     if (idx < 0)
         return idx;
-    struct place_node *n = &s->cluster->nodes[idx];
-    n->label_count = 1;
-    (void)vg_strlcpy(n->labels[0].key, CANDIDATE_KEY, sizeof n->labels[0].key);
-    (void)vg_strlcpy(n->labels[0].value, "0", sizeof n->labels[0].value);
     if ((size_t)idx >= s->node_info_cap) {
-        size_t cap = s->node_info_cap ? s->node_info_cap * 2 : 64;
+        size_t cap = s->node_info_cap ? s->node_info_cap * 2 : 64; /* a multiple of 64 */
         s->nodes = xrealloc(s->nodes, cap * sizeof *s->nodes);
         memset(s->nodes + s->node_info_cap, 0, (cap - s->node_info_cap) * sizeof *s->nodes);
+        free(s->offered);
+        free(s->picked);
+        s->offered = xcalloc(cap / 64, sizeof *s->offered);
+        s->picked = xcalloc(cap / 64, sizeof *s->picked);
+        place_memo_free(&s->memo);
+        if (place_memo_init(&s->memo, cap) < 0) /* decisions still work, only slower */
+            vg_log(VG_LOG_WARN, "no memory for the placement memo", "nodes=%zu", cap);
         s->node_info_cap = cap;
     }
     memset(&s->nodes[idx], 0, sizeof s->nodes[idx]);
+    place_memo_forget(&s->memo, (size_t)idx);
     sched_map_put(&s->node_index, name, (void *)(uintptr_t)(idx + 1));
     return idx;
 }
@@ -262,6 +270,7 @@ static void node_rebuild(struct sched_state *s, int32_t idx, const struct annot_
 {
     struct place_node *n = &s->cluster->nodes[idx];
     struct sched_node *info = &s->nodes[idx];
+    place_memo_forget(&s->memo, (size_t)idx);
     /* Take the node's pods off, so the rebuilt GPUs start empty. */
     for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
          i = sched_map_next(&s->pods, i + 1)) {
@@ -304,10 +313,12 @@ static void node_rebuild(struct sched_state *s, int32_t idx, const struct annot_
             s->stats.skipped_nodes++;
         }
     }
-    if (!s->batch)
+    if (!s->batch) {
         place_cluster_refresh(s->cluster);
-    else
+        place_memo_reset(&s->memo);
+    } else {
         s->refresh_needed = true;
+    }
     if (s->batch)
         return; /* the resync re-applies every pod at its end */
     for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
@@ -468,6 +479,7 @@ void sched_nodes_resync(struct sched_state *s, json_t *items)
 void sched_reapply_all(struct sched_state *s)
 {
     place_cluster_refresh(s->cluster);
+    place_memo_reset(&s->memo);
     s->refresh_needed = false;
     for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
          i = sched_map_next(&s->pods, i + 1)) {
