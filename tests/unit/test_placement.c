@@ -671,6 +671,67 @@ static void test_no_fit_and_policy_names(void **state)
     place_cluster_free(c);
 }
 
+/* A node mask restricts the decision to its nodes, and a memo of per-node verdicts gives
+ * the same decisions as deciding from scratch, across allocations, releases and changes
+ * of request shape. */
+static void test_node_mask_and_memo(void **state)
+{
+    (void)state;
+    static const enum place_policy policies[] = {PLACE_POLICY_DOTPROD, PLACE_POLICY_CLUSTERING,
+                                                 PLACE_POLICY_PACKING, PLACE_POLICY_BESTFIT,
+                                                 PLACE_POLICY_BINPACK, PLACE_POLICY_SPREAD};
+    for (size_t pi = 0; pi < sizeof policies / sizeof policies[0]; pi++) {
+        struct place_cluster *a = cluster_of(70, 4, 64000, 262144);
+        struct place_cluster *b = cluster_of(70, 4, 64000, 262144);
+        uint64_t mask[2] = {0, 0};
+        for (size_t i = 0; i < 70; i++)
+            if (i % 3 != 1)
+                mask[i / 64] |= (uint64_t)1 << (i % 64);
+        struct place_memo memo;
+        assert_int_equal(place_memo_init(&memo, 70), 0);
+        struct place_context with = {
+            .gpu_order = PLACE_GPU_SPREAD, .node_mask = mask, .memo = &memo};
+        struct place_context without = {.gpu_order = PLACE_GPU_SPREAD, .node_mask = mask};
+        struct place_request reqs[60];
+        struct place_decision da[60], db[60];
+        struct vg_err err = {0};
+        for (int k = 0; k < 60; k++) {
+            /* Runs of one shape (memo hits), then another (memo cleared). */
+            int shape = (k / 5) % 3;
+            reqs[k] = gpu_request(1000, shape == 2 ? 2 : 1, shape == 0 ? 250 : 1000);
+            resolve(a, &reqs[k]);
+            int ra = place_decide(a, &reqs[k], policies[pi], &with, &da[k], &err);
+            int rb = place_decide(b, &reqs[k], policies[pi], &without, &db[k], &err);
+            assert_int_equal(ra, rb);
+            if (ra < 0)
+                continue;
+            assert_memory_equal(&da[k], &db[k], sizeof da[k]);
+            assert_true(da[k].node % 3 != 1); /* masked out */
+            assert_int_equal(place_allocate(a, &reqs[k], &da[k], &err), 0);
+            place_memo_forget(&memo, (size_t)da[k].node);
+            assert_int_equal(place_allocate(b, &reqs[k], &db[k], &err), 0);
+            if (k % 7 == 6) { /* give one back */
+                int j = k - 3;
+                if (da[j].node >= 0 && place_release(a, &reqs[j], &da[j], &err) == 0) {
+                    place_memo_forget(&memo, (size_t)da[j].node);
+                    assert_int_equal(place_release(b, &reqs[j], &db[j], &err), 0);
+                    da[j].node = db[j].node = -1;
+                }
+            }
+        }
+        assert_true(memo.hits > memo.misses);
+        /* An empty mask: nothing fits. */
+        uint64_t none[2] = {0, 0};
+        struct place_context empty = {.node_mask = none, .memo = &memo};
+        struct place_decision d;
+        assert_int_equal(place_decide(a, &reqs[0], policies[pi], &empty, &d, &err), -ENOSPC);
+        place_memo_free(&memo);
+        place_memo_free(&memo); /* safe twice */
+        place_cluster_free(a);
+        place_cluster_free(b);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -692,6 +753,7 @@ int main(void)
         cmocka_unit_test(test_allocate_release_round_trip),
         cmocka_unit_test(test_frag_cache),
         cmocka_unit_test(test_no_fit_and_policy_names),
+        cmocka_unit_test(test_node_mask_and_memo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
