@@ -887,10 +887,16 @@ int fg_event_record(struct fg_state *st, int event_id, int stream_id)
     uint64_t gen = ++st->sh->gen_counter;
     struct fg_item item = {.kind = FG_ITEM_MARKER, .event = (uint32_t)event_id, .gen = gen};
     uint64_t seq = 0;
+    /* The record's generation is set before the marker is queued: push_item may advance
+     * the timeline (a periodic reap), and a marker reached before its event knows its
+     * generation would never complete the event. */
+    uint64_t previous_gen = ev->rec_gen;
+    ev->rec_gen = gen;
     rc = push_item(st, stream_id, item, &seq);
     ev = own_event(st, event_id); /* push_item may have dropped the locks */
-    if (rc == 0 && ev != NULL) {
-        ev->rec_gen = gen;
+    if (ev != NULL && rc != 0 && ev->rec_gen == gen) {
+        ev->rec_gen = previous_gen;
+    } else if (rc == 0 && ev != NULL) {
         ev->stream = stream_id;
         ev->seq = seq;
         fg_timeline_advance(st->sh, st->now()); /* idle stream: completes right away */

@@ -526,6 +526,26 @@ static void test_events(void **state)
     fg_state_close(a);
 }
 
+/* A record whose marker is reached inside the record call itself (an idle stream, with
+ * the periodic reap due, which advances the timeline) still completes its event. */
+static void test_event_record_when_reap_is_due(void **state)
+{
+    struct fixture *f = *state;
+    struct fg_state *a = open_fake(f, ONE_GPU);
+    int s, ev;
+    uint64_t seq, t = 0;
+    assert_int_equal(fg_stream_open(a, 0, &s), 0);
+    assert_int_equal(fg_event_create(a, &ev), 0);
+    assert_int_equal(fg_stream_launch(a, s, 1 * MS, &seq), 0);
+    for (int i = 1; i <= 5; i++) {
+        fake_now = T0 + (uint64_t)i * 1000 * MS; /* past the 100 ms reap interval each time */
+        assert_int_equal(fg_event_record(a, ev, s), 0);
+        assert_int_equal(fg_event_query(a, ev, &t), 0);
+        assert_true(t == fake_now);
+    }
+    fg_state_close(a);
+}
+
 static void test_stream_wait_event(void **state)
 {
     struct fixture *f = *state;
@@ -767,6 +787,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_endless_kernel_does_not_wrap_time, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streams_of_one_context_overlap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_event_record_when_reap_is_due, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_wait_event, setup, teardown),
         cmocka_unit_test_setup_teardown(test_utilization_buckets, setup, teardown),
         cmocka_unit_test_setup_teardown(test_full_ring_blocks_launch, setup, teardown),
