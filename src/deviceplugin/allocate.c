@@ -220,6 +220,12 @@ int dp_allocate_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, uns
         rc = add_mount(out, cfg->vgpu.libvgpu_path, cfg->vgpu.libvgpu_path, true, err);
     if (rc == 0)
         rc = add_mount(out, "/etc/ld.so.preload", cfg->vgpu.ld_so_preload_path, true, err);
+    /* The compute limiters of all containers on the node publish their pending work on
+     * one shared board (docs/compute.md), so each container sees its neighbours. */
+    if (rc == 0)
+        rc = add_env(out, "VGPU_COMPUTE_BOARD", cfg->vgpu.compute_board_dir, err);
+    if (rc == 0)
+        rc = add_mount(out, cfg->vgpu.compute_board_dir, cfg->vgpu.compute_board_dir, false, err);
     return rc;
 }
 
@@ -398,6 +404,13 @@ int dp_container_dir_create(const struct dp_config *cfg, const struct dp_gpu *gp
         return vg_err_set(err, -EINVAL, "container %s: %u GPUs", c->name, c->gpu_count);
     if (mkdir(cfg->vgpu.region_dir, 0755) != 0 && errno != EEXIST)
         return vg_err_set(err, -errno, "creating %s: %s", cfg->vgpu.region_dir, strerror(errno));
+    /* Sticky and world-writable like /tmp: containers of any user create their board
+     * files there, and none can remove another's. */
+    if (mkdir(cfg->vgpu.compute_board_dir, 01777) == 0)
+        chmod(cfg->vgpu.compute_board_dir, 01777);
+    else if (errno != EEXIST)
+        return vg_err_set(err, -errno, "creating %s: %s", cfg->vgpu.compute_board_dir,
+                          strerror(errno));
     if (mkdir(dir, 0755) != 0)
         return vg_err_set(err, -errno, "creating %s: %s", dir, strerror(errno));
     struct region_config rc_cfg;

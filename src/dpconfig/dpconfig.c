@@ -472,6 +472,14 @@ static const struct key keys[] = {
      .env = "VGPU_REGION_DIR",
      .flag = "region-dir",
      .doc = "host directory holding one directory per container (limits file, shared region)"},
+    {.path = "vgpu.computeBoardDir",
+     .type = T_STRING,
+     .offset = OFF(vgpu.compute_board_dir),
+     .def = "/usr/local/vgpu/compute-board",
+     .env = "VGPU_COMPUTE_BOARD_DIR",
+     .flag = "compute-board-dir",
+     .doc = "host directory shared by every container on the node, where libvgpu's compute "
+            "limiters see each other (mounted at the same path, `VGPU_COMPUTE_BOARD`)"},
 
     {.path = "nodeName",
      .type = T_STRING,

@@ -157,6 +157,7 @@ struct dp_config {
         char *libvgpu_path;
         char *ld_so_preload_path;
         char *region_dir;
+        char *compute_board_dir;
     } vgpu;
     /* Command line only (never in the file). */
     struct {

@@ -179,6 +179,7 @@ class Plugin:
         cmd = [os.path.join(BUILD, "bin", "vgpu-device-plugin"), "--node-name", "node-1",
                "--kubelet-dir", os.path.join(tmp, "kubelet"), "--config", cfg,
                "--region-dir", os.path.join(tmp, "containers"),
+               "--compute-board-dir", os.path.join(tmp, "board"),
                "--libvgpu-path", os.path.join(BUILD, "lib", "libvgpu.so"),
                "--ld-so-preload-path", os.path.join(tmp, "ld.so.preload")] + list(args)
         if kubeconfig:

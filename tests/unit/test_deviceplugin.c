@@ -252,7 +252,8 @@ static void test_vgpu_allocate_and_dirs(void **state)
     snprintf(yaml, sizeof(yaml),
              "version: v1\nvgpu:\n  regionDir: %s/containers\n  libvgpuPath: "
              "/usr/local/vgpu/libvgpu.so\n"
-             "  ldSoPreloadPath: /usr/local/vgpu/ld.so.preload\n",
+             "  ldSoPreloadPath: /usr/local/vgpu/ld.so.preload\n"
+             "  computeBoardDir: /tmp/vgpu-unit-compute-board\n",
              tmp);
     struct dp_config cfg;
     load(&cfg, yaml);
@@ -307,6 +308,10 @@ static void test_vgpu_allocate_and_dirs(void **state)
     assert_int_equal(dp_container_dirs_sweep(cfg.vgpu.region_dir, nobody, &err), 1);
     assert_int_equal(stat(dir, &st), -1);
     rmdir(cfg.vgpu.region_dir);
+    /* The compute board is created sticky and world-writable, like /tmp. */
+    assert_int_equal(stat(cfg.vgpu.compute_board_dir, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 01777);
+    rmdir(cfg.vgpu.compute_board_dir);
     rmdir(tmp);
     dp_config_free(&cfg);
 }
