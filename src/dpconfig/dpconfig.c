@@ -13,7 +13,6 @@
  *
  * Anchors and aliases are refused rather than expanded: no ConfigMap in the wild needs
  * them, and expanding them is how a 1 MiB file becomes gigabytes. */
-#define _GNU_SOURCE /* memmem */
 #include "dpconfig/dpconfig.h"
 
 #include <errno.h>
@@ -30,6 +29,7 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "base/str.h"
+#include "yaml/yaml.h"
 
 /* ---- the key table ------------------------------------------------------------------ */
 
@@ -1537,110 +1537,6 @@ static int decode_mapping(struct loader *ld, struct fy_node *map, const struct k
     return 0;
 }
 
-/* libfyaml's diagnostics, kept instead of printed: the first error with its place. */
-struct diag_capture {
-    char first[200];
-    bool is_error;
-};
-
-static void diag_output(struct fy_diag *diag, void *user, const char *buf, size_t len)
-{
-    (void)diag;
-    struct diag_capture *capture = user;
-    /* Keep the first error; a warning only until an error comes. */
-    if (capture->first[0] != '\0' && (capture->is_error || memmem(buf, len, "error:", 6) == NULL))
-        return;
-    capture->is_error = memmem(buf, len, "error:", 6) != NULL;
-    size_t n = len < sizeof capture->first - 1 ? len : sizeof capture->first - 1;
-    memcpy(capture->first, buf, n);
-    capture->first[n] = '\0';
-    char *nl = strchr(capture->first, '\n');
-    if (nl != NULL)
-        *nl = '\0';
-}
-
-/* The line of the first explicit key ("? key"), or 0. No device plugin config needs
- * complex keys, and libfyaml 0.7.12 frees memory twice on some of them, so they are
- * refused before the parser sees them. A '?' counts when it starts a line (after
- * indentation and "- " markers) or follows '{', '[' or ',', and is followed by a blank. */
-static int explicit_key_line(const char *t, size_t len)
-{
-    int line = 1;
-    bool key_position = true;
-    for (size_t i = 0; i < len; i++) {
-        char c = t[i];
-        if (c == '\n') {
-            line++;
-            key_position = true;
-            continue;
-        }
-        if (c == '?' && key_position &&
-            (i + 1 == len || t[i + 1] == ' ' || t[i + 1] == '\t' || t[i + 1] == '\n' ||
-             t[i + 1] == '\r'))
-            return line;
-        if (c == '{' || c == '[' || c == ',')
-            key_position = true;
-        else if (c == '-' && key_position && (i + 1 == len || t[i + 1] == ' '))
-            key_position = true;
-        else if (c != ' ' && c != '\t')
-            key_position = false;
-    }
-    return 0;
-}
-
-/* YAML streams are Unicode; libfyaml 0.7.12 also spins forever on some invalid UTF-8
- * inside a directive line ("%\xdb\xfe"), so text is checked before it gets there.
- * Returns the 1-based line of the first bad byte, or 0 when the text is clean. */
-static int bad_text_line(const unsigned char *t, size_t len, unsigned *byte)
-{
-    int line = 1;
-    for (size_t i = 0; i < len;) {
-        unsigned c = t[i];
-        if (c == '\n') {
-            line++;
-            i++;
-            continue;
-        }
-        if (c < 0x80) {
-            if ((c < 0x20 && c != '\t' && c != '\r') || c == 0x7f) {
-                *byte = c;
-                return line;
-            }
-            i++;
-            continue;
-        }
-        size_t n;
-        unsigned lo = 0x80, hi = 0xbf;
-        if (c >= 0xc2 && c <= 0xdf)
-            n = 1;
-        else if (c >= 0xe0 && c <= 0xef) {
-            n = 2;
-            lo = c == 0xe0 ? 0xa0 : 0x80;
-            hi = c == 0xed ? 0x9f : 0xbf;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-            n = 3;
-            lo = c == 0xf0 ? 0x90 : 0x80;
-            hi = c == 0xf4 ? 0x8f : 0xbf;
-        } else {
-            *byte = c;
-            return line;
-        }
-        if (i + n >= len) {
-            *byte = c;
-            return line;
-        }
-        for (size_t j = 1; j <= n; j++) {
-            unsigned d = t[i + j];
-            if (d < (j == 1 ? lo : 0x80) || d > (j == 1 ? hi : 0xbf)) {
-                *byte = d;
-                return line;
-            }
-        }
-        i += n + 1;
-    }
-    return 0;
-}
-
 static bool blank_document(const char *text, size_t len)
 {
     bool comment = false;
@@ -1674,18 +1570,6 @@ int dp_config_load_buffer(const char *name, const char *text, size_t len, struct
     if (len > 0 && memchr(text, '\0', len) != NULL)
         return vg_err_set(err, -EINVAL, "%s: contains a NUL byte", name);
 
-    unsigned byte = 0;
-    int bad_line = bad_text_line((const unsigned char *)text, len, &byte);
-    if (bad_line > 0)
-        return vg_err_set(err, -EINVAL,
-                          "%s:%d: byte 0x%02x: not UTF-8 text without control "
-                          "characters",
-                          name, bad_line, byte);
-    int key_line = explicit_key_line(text, len);
-    if (key_line > 0)
-        return vg_err_set(err, -EINVAL, "%s:%d: explicit keys ('? key') are not supported", name,
-                          key_line);
-
     struct dp_config work;
     dp_config_defaults(&work);
     work.source = xstrdup(name);
@@ -1698,41 +1582,16 @@ int dp_config_load_buffer(const char *name, const char *text, size_t len, struct
         return rc;
     }
 
-    struct diag_capture capture = {.is_error = false};
-    struct fy_diag_cfg diag_cfg;
-    fy_diag_cfg_default(&diag_cfg);
-    diag_cfg.fp = NULL;
-    diag_cfg.output_fn = diag_output;
-    diag_cfg.user = &capture;
-    diag_cfg.level = FYET_ERROR;
-    diag_cfg.colorize = false;
-    diag_cfg.show_source = false;
-    diag_cfg.show_type = false;
-    diag_cfg.show_module = false;
-    diag_cfg.show_position = true;
-    struct fy_diag *diag = fy_diag_create(&diag_cfg);
-    if (diag == NULL) {
+    struct fy_document *doc = NULL;
+    struct vg_err yerr = {0};
+    /* Duplicate keys are allowed here and refused by decode_mapping(), whose message names
+     * the key. */
+    int yrc = vg_yaml_load(text, len, true, &doc, &yerr);
+    if (yrc != 0) {
         dp_config_free(&work);
-        return vg_err_set(err, -ENOMEM, "%s: cannot create a YAML diagnostic object", name);
-    }
-    struct fy_parse_cfg parse_cfg = {
-        /* Duplicate keys are allowed here and refused by decode_mapping(), whose message
-         * names the key. */
-        .flags = FYPCF_DEFAULT_VERSION_AUTO | FYPCF_DISABLE_RECYCLING | FYPCF_QUIET |
-                 FYPCF_ALLOW_DUPLICATE_KEYS,
-        .diag = diag,
-    };
-    struct fy_document *doc = fy_document_build_from_string(&parse_cfg, text, len);
-    if (doc == NULL) {
-        fy_diag_destroy(diag);
-        dp_config_free(&work);
-        if (capture.first[0] == '\0')
-            return vg_err_set(err, -EINVAL, "%s: not valid YAML", name);
-        /* libfyaml writes "<memory-@...>:<line>:<column>: error: <message>". */
-        const char *msg = capture.first;
-        if (strncmp(msg, "<memory-", 8) == 0 && strstr(msg, ">:") != NULL)
-            msg = strstr(msg, ">:") + 2;
-        return vg_err_set(err, -EINVAL, "%s:%s", name, msg);
+        if (yerr.msg[0] == '\0')
+            return vg_err_set(err, yrc, "%s: not valid YAML", name);
+        return vg_err_set(err, yrc, "%s:%s", name, yerr.msg);
     }
     struct loader ld = {.name = name, .err = err};
     struct fy_node *root = fy_document_root(doc);
@@ -1752,7 +1611,6 @@ int dp_config_load_buffer(const char *name, const char *text, size_t len, struct
         }
     }
     fy_document_destroy(doc);
-    fy_diag_destroy(diag);
     if (rc == 0)
         rc = dp_config_validate(&work, err);
     if (rc == 0)

@@ -23,6 +23,7 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "base/str.h"
+#include "yaml/yaml.h"
 
 #define DEFAULT_SECRETS_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -350,25 +351,6 @@ static int load_document(struct loader *ld, struct fy_node *root, const char *co
     return 0;
 }
 
-struct diag_capture {
-    char first[200];
-};
-
-static void diag_output(struct fy_diag *diag, void *user, const char *buf, size_t len)
-{
-    (void)diag;
-    struct diag_capture *capture = user;
-    if (capture->first[0] != '\0')
-        return;
-    size_t n = len < sizeof capture->first - 1 ? len : sizeof capture->first - 1;
-    memcpy(capture->first, buf, n);
-    capture->first[n] = '\0';
-    /* Keep the first line only; libfyaml follows it with the source line and a caret. */
-    char *nl = strchr(capture->first, '\n');
-    if (nl != NULL)
-        *nl = '\0';
-}
-
 int kube_config_load_text(const char *text, size_t len, const char *source, const char *base_dir,
                           const char *context, struct kube_config **out, struct vg_err *err)
 {
@@ -378,42 +360,18 @@ int kube_config_load_text(const char *text, size_t len, const char *source, cons
     if (memchr(text, '\0', len) != NULL)
         return LOAD_FAIL(&ld, -EINVAL, "contains a NUL byte");
 
-    struct diag_capture capture = {{0}};
-    struct fy_diag_cfg diag_cfg;
-    fy_diag_cfg_default(&diag_cfg);
-    diag_cfg.fp = NULL;
-    diag_cfg.output_fn = diag_output;
-    diag_cfg.user = &capture;
-    diag_cfg.level = FYET_ERROR;
-    diag_cfg.colorize = false;
-    diag_cfg.show_source = false;
-    diag_cfg.show_type = false;
-    diag_cfg.show_module = false;
-    struct fy_diag *diag = fy_diag_create(&diag_cfg);
-    if (diag == NULL)
-        return LOAD_FAIL(&ld, -ENOMEM, "cannot create a YAML diagnostic object");
-    struct fy_parse_cfg parse_cfg = {
-        .flags = FYPCF_DEFAULT_VERSION_AUTO | FYPCF_DISABLE_RECYCLING,
-        .diag = diag,
-    };
-    struct fy_document *doc = fy_document_build_from_string(&parse_cfg, text, len);
-    if (doc == NULL) {
-        fy_diag_destroy(diag);
-        /* libfyaml names in-memory input "<memory-@ADDR-ADDR>:LINE:COL: ..."; keep the
-         * position and the message. */
-        const char *detail = capture.first;
-        const char *end = strstr(detail, ">:");
-        if (strncmp(detail, "<memory-", 8) == 0 && end != NULL)
-            detail = end + 2;
-        if (detail[0] == '\0' || strstr(detail, "fy_parse_load_document") != NULL)
-            return LOAD_FAIL(&ld, -EINVAL, "not valid YAML (or empty)");
-        return LOAD_FAIL(&ld, -EINVAL, "not valid YAML: line %s", detail);
+    struct fy_document *doc = NULL;
+    struct vg_err yerr = {0};
+    int yrc = vg_yaml_load(text, len, false, &doc, &yerr);
+    if (yrc != 0) {
+        if (yerr.msg[0] == '\0' || strstr(yerr.msg, "fy_parse_load_document") != NULL)
+            return LOAD_FAIL(&ld, yrc, "not valid YAML (or empty)");
+        return LOAD_FAIL(&ld, yrc, "not valid YAML: line %s", yerr.msg);
     }
     struct kube_config *config = xcalloc(1, sizeof *config);
     config->source = xstrdup(ld.source);
     int rc = load_document(&ld, fy_document_root(doc), context, config);
     fy_document_destroy(doc);
-    fy_diag_destroy(diag);
     if (rc < 0) {
         kube_config_free(config);
         return rc;

@@ -348,6 +348,9 @@ static void test_kubeconfig_malformed(void **state)
         const char *msg; /* must appear in the error */
     } bad[] = {
         {"current-context: [unclosed\n", "not valid YAML"},
+        /* Text that trips libfyaml 0.7.12 (a hang, a double free) is refused before it. */
+        {"%\x01\xdb\xfe\xf6\xec", "not UTF-8 text"},
+        {"?  [a]\t:[a]error:\t: b\n", "explicit keys"},
         {"- a\n- b\n", "not a mapping"},
         {"clusters: []\n", "current-context: missing"},
         {"current-context: ''\n", "current-context: missing or empty"},
