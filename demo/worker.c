@@ -69,6 +69,12 @@ int main(int argc, char **argv)
         check(cuModuleLoadData(&mod, load_image(argc > 5 ? argv[5] : NULL)), "cuModuleLoadData") ||
         check(cuModuleGetFunction(&spin, mod, "vgpu_spin"), "cuModuleGetFunction"))
         return 1;
+    size_t free_bytes = 0, total_bytes = 0;
+    if (check(cuMemGetInfo_v2(&free_bytes, &total_bytes), "cuMemGetInfo"))
+        return 1;
+    printf("[%s] the GPU looks like %zu MiB, %zu MiB free\n", name, total_bytes >> 20,
+           free_bytes >> 20);
+    fflush(stdout);
     if (mib > 0 && check(cuMemAlloc_v2(&mem, (size_t)mib << 20), "cuMemAlloc"))
         return 1;
     printf("[%s] holding %llu MiB, launching %llu ms kernels for %llu s\n", name,
