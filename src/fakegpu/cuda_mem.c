@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "abi/cuda_array.h"
 #include "fakegpu/cuda_internal.h"
 
 static void *map_anon(size_t size, bool low32)
@@ -563,29 +564,10 @@ FG_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 
 /* ---- arrays ---- */
 
-static size_t format_bytes(CUarray_format f)
-{
-    switch (f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-        return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-        return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-    case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-        return 4;
-    default:
-        return 0;
-    }
-}
-
 /* Bytes of a w x h x d array of `channels` elements of format f; 0 when invalid. */
 static size_t array_bytes(size_t w, size_t h, size_t d, CUarray_format f, unsigned channels)
 {
-    size_t elem = format_bytes(f);
+    size_t elem = (size_t)cu_array_format_bytes(f);
     if (!elem || w == 0 || (channels != 1 && channels != 2 && channels != 4))
         return 0;
     size_t n = elem * channels;

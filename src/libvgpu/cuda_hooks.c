@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "abi/cuda_array.h"
 #include "libvgpu/vgpu.h"
 
 #define REAL vg_g.real
@@ -518,29 +519,10 @@ VG_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 
 /* ---- arrays: element size x channels x extent (what the driver reports) ---- */
 
-static uint64_t format_bytes(CUarray_format f)
-{
-    switch (f) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-        return 1;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-        return 2;
-    case CU_AD_FORMAT_UNSIGNED_INT32:
-    case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-        return 4;
-    default:
-        return 0;
-    }
-}
-
 /* 0 for a descriptor the driver will refuse (it is forwarded uncharged). */
 static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f, unsigned ch)
 {
-    uint64_t n = format_bytes(f) * ch;
+    uint64_t n = (uint64_t)cu_array_format_bytes(f) * ch;
     uint64_t dims[3] = {w, h ? h : 1, d ? d : 1};
     if (n == 0 || w == 0)
         return 0;
