@@ -310,6 +310,28 @@ static CUresult pitch_fix(int rd, uint64_t estimate, uint64_t actual)
     return CUDA_SUCCESS;
 }
 
+/* After a pitched allocation succeeded: charge what the driver really gave (pitch x
+ * height, not the estimate) and record it; if either fails, the allocation is freed
+ * through the entry point of the same ABI and nothing stays charged. */
+static CUresult pitch_settle(int rd, CUcontext ctx, uint64_t estimate, CUdeviceptr ptr,
+                             uint64_t actual, bool v1)
+{
+    uint64_t charged = estimate;
+    CUresult r = pitch_fix(rd, estimate, actual);
+    if (r == CUDA_SUCCESS) {
+        charged = actual;
+        r = vg_record(TRACK_DEVPTR, ptr, rd, actual, ctx, NULL);
+    }
+    if (r == CUDA_SUCCESS)
+        return CUDA_SUCCESS;
+    if (v1)
+        REAL.cuMemFree((CUdeviceptr_v1)ptr);
+    else
+        REAL.cuMemFree_v2(ptr);
+    vg_uncharge(rd, charged);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 VG_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
                                       size_t Height, unsigned int ElementSizeBytes)
 {
@@ -330,18 +352,7 @@ VG_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
         vg_uncharge(rd, estimate);
         return r;
     }
-    uint64_t actual = (uint64_t)*pPitch * Height;
-    if (pitch_fix(rd, estimate, actual) != CUDA_SUCCESS) {
-        REAL.cuMemFree_v2(*dptr);
-        vg_uncharge(rd, estimate);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (vg_record(TRACK_DEVPTR, *dptr, rd, actual, ctx, NULL) != CUDA_SUCCESS) {
-        REAL.cuMemFree_v2(*dptr);
-        vg_uncharge(rd, actual);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    return r;
+    return pitch_settle(rd, ctx, estimate, *dptr, (uint64_t)*pPitch * Height, false);
 }
 
 VG_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
@@ -365,18 +376,7 @@ VG_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
         vg_uncharge(rd, estimate);
         return r;
     }
-    uint64_t actual = (uint64_t)*pPitch * Height;
-    if (pitch_fix(rd, estimate, actual) != CUDA_SUCCESS) {
-        REAL.cuMemFree(*dptr);
-        vg_uncharge(rd, estimate);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    if (vg_record(TRACK_DEVPTR, *dptr, rd, actual, ctx, NULL) != CUDA_SUCCESS) {
-        REAL.cuMemFree(*dptr);
-        vg_uncharge(rd, actual);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    return r;
+    return pitch_settle(rd, ctx, estimate, *dptr, (uint64_t)*pPitch * Height, true);
 }
 
 /* Frees: forget first (so a concurrent allocation that gets the same address back cannot
