@@ -55,6 +55,18 @@ static int add_mount(struct dp_response *r, const char *container_path, const ch
     return 0;
 }
 
+int dp_response_add_env(struct dp_response *r, const char *key, const char *value,
+                        struct vg_err *err)
+{
+    return add_env(r, key, value, err);
+}
+
+int dp_response_add_mount(struct dp_response *r, const char *container_path, const char *host_path,
+                          bool read_only, struct vg_err *err)
+{
+    return add_mount(r, container_path, host_path, read_only, err);
+}
+
 static void add_device_spec(struct dp_response *r, const char *path)
 {
     if (r->device_count == DP_RESPONSE_MAX_DEVICES)

@@ -3,7 +3,9 @@
  *   discovery   the node's GPUs through NVML, dlopen'ed by SONAME like a real plugin
  *               (works on fakegpu), or through any struct dp_gpu_source a test supplies;
  *   resources   what is advertised to kubelet per mode: vgpu (split-count virtual devices
- *               `<UUID>-<i>`) or timeSlicing (NVIDIA's replicas `<UUID>::<n>`, renames);
+ *               `<UUID>-<i>`) or timeSlicing (NVIDIA's replicas `<UUID>::<n>`, renames)
+ *               or mps (the same replicas, each GPU served by an MPS control daemon);
+ *   mps         those control daemons: started, health-checked, restarted, quit (mps.c);
  *   matching    which container of which pod kubelet is allocating (vgpu mode), from the
  *               scheduler's `vgpu.io/decision` annotation (docs/protocol.md);
  *   allocate    the Allocate response (env, mounts, device specs) as a plain struct that
@@ -77,6 +79,7 @@ struct dp_resource {
     char endpoint[96];                   /* socket file name in the kubelet directory */
     unsigned replicas;                   /* per GPU; 1: not replicated */
     bool fail_requests_greater_than_one;
+    bool mps;                  /* replicas served by MPS control daemons (mps.c) */
     struct dp_device *devices; /* owned */
     size_t device_count;
 };
@@ -90,7 +93,8 @@ struct dp_resources {
 /* Builds what each resource advertises. vgpu mode: one resource nvidia.com/gpu with
  * deviceSplitCount devices per GPU. timeSlicing: every GPU selected by a
  * sharing.timeSlicing resource is advertised `replicas` times under its name (or rename),
- * the others under nvidia.com/gpu once. MPS and MIG devices are refused (not built yet). */
+ * the others under nvidia.com/gpu once. mps: the same from sharing.mps, resources marked
+ * mps; MPS on a MIG-enabled GPU is refused. MIG devices are refused (not built yet). */
 int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
                        struct dp_resources *out, struct vg_err *err);
 void dp_resources_release(struct dp_resources *res);
@@ -161,6 +165,12 @@ int dp_allocate_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, uns
                      const struct dp_match *match, const char *container_dir,
                      struct dp_response *out, struct vg_err *err);
 
+/* Adds (or replaces) one env; appends one mount. -ENOSPC when full or too long. */
+int dp_response_add_env(struct dp_response *r, const char *key, const char *value,
+                        struct vg_err *err);
+int dp_response_add_mount(struct dp_response *r, const char *container_path, const char *host_path,
+                          bool read_only, struct vg_err *err);
+
 /* Canonical text form, sorted envs: what golden tests compare. */
 void dp_response_dump(const struct dp_response *resp, FILE *out);
 /* Serialises one or more container responses as an AllocateResponse (malloc'ed). */
@@ -188,9 +198,64 @@ int dp_container_dir_remove(const char *dir, struct vg_err *err);
 void dp_inventory(const struct dp_config *cfg, enum annot_mode mode, const struct dp_gpu *gpus,
                   unsigned gpu_count, int64_t now, struct annot_inventory *out);
 
-/* ---- the daemon ------------------------------------------------------------------------ */
+/* ---- MPS (mps.c) --------------------------------------------------------------------- */
+
+/* Where a GPU's control daemon keeps its pipes and log, on the host:
+ * <flags.mpsRoot>/<resource>/<uuid>/{pipe,log}; into pipe[size] and log[size]. */
+int dp_mps_dirs(const struct dp_config *cfg, const char *resource, const char *uuid, char *pipe,
+                char *log, size_t size, struct vg_err *err);
+#define DP_MPS_CONTAINER_ROOT "/mps"
+#define DP_MPS_PID_FILE       "nvidia-cuda-mps-control.pid"
+
+/* The answer to get_default_active_thread_percentage ("25", "33.0\n"): a number from 0
+ * to 100, integer part into *out. */
+int dp_mps_parse_percentage(const char *text, size_t len, unsigned *out, struct vg_err *err);
+
+/* MPS Allocate: the timeSlicing response for ids, plus what a client of the GPU's control
+ * daemon needs: CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY (the GPU's directories as
+ * mounted under /mps/<resource>/), CUDA_MPS_ACTIVE_THREAD_PERCENTAGE = n * 100 / replicas
+ * and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT = `0=<n * memory / replicas>M` for n replicas of the
+ * GPU, mounts of the pipe directory (rw), the log directory (ro) and <mpsRoot>/shm as
+ * /dev/shm. Replicas of two GPUs in one request are refused (a client talks to one
+ * daemon). */
+int dp_allocate_mps(const struct dp_config *cfg, const struct dp_resource *resource,
+                    const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
+                    size_t id_count, struct dp_response *out, struct vg_err *err);
 
 struct event_base;
+struct dp_mps;
+struct dp_mps_options {
+    uint64_t check_interval_ms;  /* 0: 5000; health query of a running daemon */
+    uint64_t backoff_min_ms;     /* 0: 1000; first restart delay, doubled per failure */
+    uint64_t backoff_max_ms;     /* 0: 60000 */
+    uint64_t command_timeout_ms; /* 0: 10000; a control command running longer is killed */
+    void (*changed)(void *arg);  /* a GPU's daemon came up or went down */
+    void *arg;
+};
+struct dp_mps_stats {
+    uint64_t starts;   /* `-d` runs that succeeded */
+    uint64_t adopted;  /* daemons found running and taken over */
+    uint64_t failures; /* daemons found dead or failing (each leads to a restart) */
+};
+
+/* Starts managing one control daemon per GPU of every mps resource of res (GPU table
+ * gpus, borrowed like cfg and res): adopts a daemon already answering in the GPU's pipe
+ * directory, or starts `<vgpu.mpsControlPath> -d` with CUDA_VISIBLE_DEVICES=<uuid>, then
+ * sends the per-GPU defaults, checks it answers, watches its pid and queries it every
+ * check interval; a daemon that dies or stops answering is restarted with backoff. All
+ * asynchronous on base. *out is NULL (and 0 returned) when no resource is mps. */
+int dp_mps_new(struct event_base *base, const struct dp_config *cfg, const struct dp_gpu *gpus,
+               unsigned gpu_count, const struct dp_resources *res,
+               const struct dp_mps_options *options, struct dp_mps **out, struct vg_err *err);
+/* True when GPU gpu (table index) needs no daemon or its daemon is up. NULL: true. */
+bool dp_mps_ready(const struct dp_mps *mps, unsigned gpu);
+void dp_mps_get_stats(const struct dp_mps *mps, struct dp_mps_stats *stats);
+/* Sends `quit` to every daemon and waits (a few seconds at most) for them to exit;
+ * blocking, meant for shutdown. NULL is a no-op. */
+void dp_mps_free(struct dp_mps *mps);
+
+/* ---- the daemon ------------------------------------------------------------------------ */
+
 struct kube_client;
 struct dp_plugin;
 
@@ -201,6 +266,7 @@ struct dp_plugin_options {
     uint64_t heartbeat_ms;       /* 0: 30000 */
     uint64_t sweep_interval_ms;  /* 0: 60000 */
     uint64_t register_retry_ms;  /* 0: 5000 */
+    uint64_t mps_backoff_ms;     /* 0: 1000; first delay before an MPS daemon is restarted */
 };
 
 /* Discovers GPUs (honouring flags.failOnInitError: a failure then is an error, otherwise

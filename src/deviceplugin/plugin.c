@@ -60,7 +60,8 @@ struct dp_plugin {
     struct event *inotify_event, *health_timer, *heartbeat_timer, *sweep_timer, *retry_timer;
     unsigned fast_retries;
     struct kube_watch *pods_watch;
-    json_t *pods; /* uid -> pod */
+    json_t *pods;       /* uid -> pod */
+    struct dp_mps *mps; /* MPS control daemons; NULL unless mps mode */
     bool inventory_in_flight;
     struct dp_plugin_stats stats;
 };
@@ -81,7 +82,8 @@ static int pack_devices(struct dp_plugin *p, const struct dp_resource *r, uint8_
         const struct dp_gpu *g = &p->gpus[r->devices[i].gpu];
         v1beta1__device__init(&devs[i]);
         devs[i].id = (char *)r->devices[i].id;
-        devs[i].health = (char *)(g->healthy ? GRPC_KUBELET_HEALTHY : GRPC_KUBELET_UNHEALTHY);
+        bool healthy = g->healthy && dp_mps_ready(p->mps, r->devices[i].gpu);
+        devs[i].health = (char *)(healthy ? GRPC_KUBELET_HEALTHY : GRPC_KUBELET_UNHEALTHY);
         if (g->numa >= 0) {
             v1beta1__topology_info__init(&topo[i]);
             v1beta1__numanode__init(&numa[i]);
@@ -254,6 +256,24 @@ static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequ
     return 0;
 }
 
+/* MPS: only while the GPU's control daemon is up (kubelet may still hold a list from
+ * before it went down). */
+static int allocate_mps_one(struct dp_plugin *p, const struct dp_resource *r,
+                            V1beta1__ContainerAllocateRequest *creq, struct dp_response *resp,
+                            struct vg_err *err)
+{
+    int rc = dp_allocate_mps(p->cfg, r, p->gpus, p->gpu_count, creq->devices_ids,
+                             creq->n_devices_ids, resp, err);
+    for (size_t i = 0; rc == 0 && i < creq->n_devices_ids; i++)
+        for (size_t k = 0; k < r->device_count; k++)
+            if (strcmp(r->devices[k].id, creq->devices_ids[i]) == 0 &&
+                !dp_mps_ready(p->mps, r->devices[k].gpu))
+                return vg_err_set(err, -EAGAIN,
+                                  "the MPS control daemon of GPU %s is not running; retry",
+                                  p->gpus[r->devices[k].gpu].uuid);
+    return rc;
+}
+
 static enum grpc_status_code handle_allocate(void *arg, const uint8_t *req, size_t len,
                                              struct grpc_reply *reply)
 {
@@ -274,6 +294,8 @@ static enum grpc_status_code handle_allocate(void *arg, const uint8_t *req, size
         V1beta1__ContainerAllocateRequest *c = r->container_requests[i];
         if (p->res.mode == ANNOT_MODE_VGPU)
             rc = allocate_vgpu_one(p, c, &resps[i], dirs[i], sizeof(dirs[i]), &err);
+        else if (s->resource->mps)
+            rc = allocate_mps_one(p, s->resource, c, &resps[i], &err);
         else
             rc = dp_allocate_shared(p->cfg, s->resource, p->gpus, p->gpu_count, c->devices_ids,
                                     c->n_devices_ids, &resps[i], &err);
@@ -591,6 +613,23 @@ static void publish_inventory(struct dp_plugin *p)
     json_decref(ann);
 }
 
+/* Every open ListAndWatch gets the list again. */
+static void broadcast(struct dp_plugin *p)
+{
+    for (size_t r = 0; r < p->res.count; r++) {
+        struct serving *s = &p->serving[r];
+        for (size_t k = 0; k < s->stream_count; k++)
+            send_devices(s, s->streams[k]);
+    }
+}
+
+static void mps_changed(void *arg)
+{
+    struct dp_plugin *p = arg;
+    p->stats.health_changes++;
+    broadcast(p);
+}
+
 void dp_plugin_poll_health(struct dp_plugin *p)
 {
     bool changed = false;
@@ -606,11 +645,7 @@ void dp_plugin_poll_health(struct dp_plugin *p)
     }
     if (!changed)
         return;
-    for (size_t r = 0; r < p->res.count; r++) {
-        struct serving *s = &p->serving[r];
-        for (size_t k = 0; k < s->stream_count; k++)
-            send_devices(s, s->streams[k]);
-    }
+    broadcast(p);
     publish_inventory(p);
 }
 
@@ -776,6 +811,13 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
             rc = vg_err_set(err, -errno, "watching kubelet directory %s: %s", cfg->cli.kubelet_dir,
                             strerror(errno));
     }
+    if (rc == 0) {
+        struct dp_mps_options mo = {.check_interval_ms = p->opt.health_interval_ms,
+                                    .backoff_min_ms = p->opt.mps_backoff_ms,
+                                    .changed = mps_changed,
+                                    .arg = p};
+        rc = dp_mps_new(base, cfg, p->gpus, p->gpu_count, &p->res, &mo, &p->mps, err);
+    }
     for (size_t i = 0; rc == 0 && i < p->res.count; i++) {
         p->serving[i].plugin = p;
         p->serving[i].resource = &p->res.items[i];
@@ -821,6 +863,7 @@ void dp_plugin_free(struct dp_plugin *p)
     if (!p)
         return;
     kube_watch_free(p->pods_watch);
+    dp_mps_free(p->mps);
     for (size_t i = 0; i < DP_MAX_RESOURCES; i++) {
         grpc_client_free(p->serving[i].registration);
         grpc_server_free(p->serving[i].server);

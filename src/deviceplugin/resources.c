@@ -6,6 +6,8 @@
  *                advertised `replicas` times as `<UUID>::<n>` under its name (or rename,
  *                `<name>.shared` with renameByDefault); GPUs no entry selects stay plain
  *                nvidia.com/gpu.
+ *   mps          the same replicas from sharing.mps, each GPU served by its own MPS
+ *                control daemon (mps.c).
  *
  * Kept pure (config + GPU table in, lists out) so tests can check every case directly. */
 #include <errno.h>
@@ -116,10 +118,12 @@ static int entry_selects(const struct dp_replicated_resource *item, const struct
     return 0;
 }
 
-static int build_time_slicing(const struct dp_config *cfg, const struct dp_gpu *gpus,
-                              unsigned gpu_count, struct dp_resources *out, struct vg_err *err)
+/* timeSlicing and mps advertise the same replicas; mps marks its resources and refuses
+ * MIG-enabled GPUs (MPS on MIG devices is not supported, as in NVIDIA's plugin). */
+static int build_replicated(const struct dp_config *cfg, bool mps, const struct dp_gpu *gpus,
+                            unsigned gpu_count, struct dp_resources *out, struct vg_err *err)
 {
-    const struct dp_replicated *ts = &cfg->sharing.time_slicing;
+    const struct dp_replicated *ts = mps ? &cfg->sharing.mps : &cfg->sharing.time_slicing;
     for (unsigned i = 0; i < gpu_count; i++) {
         const struct dp_replicated_resource *entry = NULL;
         for (size_t k = 0; k < ts->resources.count && !entry; k++) {
@@ -141,6 +145,11 @@ static int build_time_slicing(const struct dp_config *cfg, const struct dp_gpu *
             continue;
         }
         const char *name = entry->rename ? entry->rename : entry->name;
+        if (mps && gpus[i].mig_enabled)
+            return vg_err_set(err, -ENOTSUP,
+                              "resource %s: GPU %u (%s) has MIG enabled: MPS sharing is not "
+                              "supported on MIG devices",
+                              name, gpus[i].index, gpus[i].uuid);
         if (entry->replicas > 1024)
             return vg_err_set(err, -ERANGE, "resource %s: %llu replicas is more than 1024", name,
                               (unsigned long long)entry->replicas);
@@ -149,6 +158,7 @@ static int build_time_slicing(const struct dp_config *cfg, const struct dp_gpu *
             return err->code;
         r->replicas = (unsigned)entry->replicas;
         r->fail_requests_greater_than_one = ts->fail_requests_greater_than_one;
+        r->mps = mps;
         for (uint64_t n = 0; n < entry->replicas; n++) {
             if (vg_snprintf(id, sizeof(id), "%s::%llu", gpus[i].uuid, (unsigned long long)n) < 0)
                 return vg_err_set(err, -ENAMETOOLONG, "device ID too long");
@@ -173,10 +183,12 @@ int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, u
     int rc = 0;
     switch (cfg->sharing_strategy) {
     case DP_SHARING_MPS:
-        return vg_err_set(err, -ENOTSUP, "sharing.mps: MPS mode is not supported yet");
+        out->mode = ANNOT_MODE_MPS;
+        rc = build_replicated(cfg, true, gpus, gpu_count, out, err);
+        break;
     case DP_SHARING_TIME_SLICING:
         out->mode = ANNOT_MODE_TIME_SLICING;
-        rc = build_time_slicing(cfg, gpus, gpu_count, out, err);
+        rc = build_replicated(cfg, false, gpus, gpu_count, out, err);
         break;
     case DP_SHARING_NONE: {
         out->mode = ANNOT_MODE_VGPU;

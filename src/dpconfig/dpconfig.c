@@ -480,6 +480,14 @@ static const struct key keys[] = {
      .flag = "compute-board-dir",
      .doc = "host directory shared by every container on the node, where libvgpu's compute "
             "limiters see each other (mounted at the same path, `VGPU_COMPUTE_BOARD`)"},
+    {.path = "vgpu.mpsControlPath",
+     .type = T_STRING,
+     .offset = OFF(vgpu.mps_control_path),
+     .def = "nvidia-cuda-mps-control",
+     .env = "VGPU_MPS_CONTROL_PATH",
+     .flag = "mps-control-path",
+     .doc = "the MPS control program the plugin runs for `sharing.mps` (one daemon per GPU); "
+            "a name without `/` is looked up in PATH"},
 
     {.path = "nodeName",
      .type = T_STRING,
@@ -1775,6 +1783,23 @@ int dp_config_validate(struct dp_config *cfg, struct vg_err *err)
     if (mps && (cfg->flags.mps_root == NULL || cfg->flags.mps_root[0] == '\0'))
         return where_fail(cfg, err, cfg->sharing.mps.line, "flags.mpsRoot",
                           "must be set when sharing.mps is used");
+    if (mps && (cfg->vgpu.mps_control_path == NULL || cfg->vgpu.mps_control_path[0] == '\0'))
+        return where_fail(cfg, err, cfg->sharing.mps.line, "vgpu.mpsControlPath",
+                          "must be set when sharing.mps is used");
+    for (size_t i = 0; mps && i < cfg->sharing.mps.resources.count; i++) {
+        const struct dp_replicated_resource *res = &cfg->sharing.mps.resources.items[i];
+        for (size_t k = 0; k < res->devices.list_count; k++) {
+            const char *dev = res->devices.list[k];
+            if (strchr(dev, ':') == NULL && strncmp(dev, "MIG-", 4) != 0)
+                continue;
+            char item[80], msg[VG_ERR_MSG_MAX];
+            vg_snprintf(item, sizeof item, "sharing.mps.resources[%zu].devices", i);
+            vg_snprintf(msg, sizeof msg,
+                        "'%.100s' is a MIG device: MPS sharing is not supported on MIG devices",
+                        dev);
+            return where_fail(cfg, err, res->line, item, msg);
+        }
+    }
     const struct dp_uint_list *ch = &cfg->imex.channel_ids;
     if (ch->count > 1 || (ch->count == 1 && ch->items[0] != 0))
         return where_fail(cfg, err, cfg->imex.line, "imex.channelIDs", "must be [] or [0]");

@@ -158,6 +158,7 @@ struct dp_config {
         char *ld_so_preload_path;
         char *region_dir;
         char *compute_board_dir;
+        char *mps_control_path;
     } vgpu;
     /* Command line only (never in the file). */
     struct {

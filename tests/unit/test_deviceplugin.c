@@ -170,21 +170,6 @@ static void test_fail_requests_greater_than_one(void **state)
     dp_config_free(&cfg);
 }
 
-static void test_mps_refused(void **state)
-{
-    (void)state;
-    struct dp_gpu g[2];
-    two_gpus(g);
-    struct dp_config cfg;
-    load(&cfg, "version: v1\nsharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n"
-               "      replicas: 2\n");
-    struct dp_resources res;
-    struct vg_err err = {0};
-    assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), -ENOTSUP);
-    assert_non_null(strstr(err.msg, "MPS"));
-    dp_config_free(&cfg);
-}
-
 static json_t *pod(const char *name, const char *uid, const char *decision)
 {
     json_t *p = json_pack("{s:{s:s,s:s,s:s},s:{s:s},s:{s:s}}", "metadata", "name", name,
@@ -348,7 +333,6 @@ int main(void)
         cmocka_unit_test(test_resources_vgpu),
         cmocka_unit_test(test_resources_time_slicing),
         cmocka_unit_test(test_fail_requests_greater_than_one),
-        cmocka_unit_test(test_mps_refused),
         cmocka_unit_test(test_match),
         cmocka_unit_test(test_vgpu_allocate_and_dirs),
         cmocka_unit_test(test_inventory),
