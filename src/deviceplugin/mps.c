@@ -316,6 +316,12 @@ static int run_start(const char *path, const char *arg, char *const *env_add, si
         }
         return vg_err_set(err, -e, "pipe: %s", strerror(e));
     }
+    /* The commands are a few short lines: written before the fork they sit in the pipe's
+     * buffer (never blocking), and no SIGPIPE can come from a child that exits early. */
+    if (input) {
+        ssize_t w = write(in[1], input, strlen(input));
+        (void)w;
+    }
     char **env = child_env(env_add, env_count);
     char *argv[3] = {(char *)path, (char *)arg, NULL};
     pid_t pid = fork();
@@ -341,13 +347,6 @@ static int run_start(const char *path, const char *arg, char *const *env_add, si
         close(in[1]);
         close(out[0]);
         return vg_err_set(err, -e, "fork: %s", strerror(e));
-    }
-    /* The commands are a few short lines: they fit the pipe's buffer, so this never
-     * blocks; a child that exits early makes it fail with EPIPE, which is fine. */
-    if (input) {
-        size_t len = strlen(input);
-        ssize_t w = write(in[1], input, len);
-        (void)w;
     }
     close(in[1]);
     int pidfd = pidfd_open(pid, 0);
@@ -462,6 +461,29 @@ static void daemon_exit_cb(evutil_socket_t fd, short what, void *arg)
     fail(d, "running", detail);
 }
 
+/* Is pid running the control program? A stale pid file may name a pid reused by another
+ * process, which must never be signalled: its name (comm, 15 characters) must match. */
+static bool is_control(const struct daemon *d, pid_t pid)
+{
+    char path[64], comm[32];
+    vg_snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    ssize_t n = read(fd, comm, sizeof(comm) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    comm[n] = '\0';
+    char *nl = strchr(comm, '\n');
+    if (nl)
+        *nl = '\0';
+    const char *prog = d->mps->cfg->vgpu.mps_control_path;
+    const char *base = strrchr(prog, '/');
+    base = base ? base + 1 : prog;
+    return strncmp(comm, base, 15) == 0 && strlen(comm) == (strlen(base) < 15 ? strlen(base) : 15);
+}
+
 /* The daemon's pid from its pid file, watched through a pidfd. Without a pid file the
  * periodic query is the only check. */
 static void watch_pid(struct daemon *d)
@@ -483,7 +505,7 @@ static void watch_pid(struct daemon *d)
         *nl = '\0';
     uint64_t pid;
     struct vg_err ignored;
-    if (vg_parse_u64(text, 2, INT_MAX, &pid, &ignored) < 0)
+    if (vg_parse_u64(text, 2, INT_MAX, &pid, &ignored) < 0 || !is_control(d, (pid_t)pid))
         return;
     int pfd = pidfd_open((pid_t)pid, 0);
     if (pfd < 0)

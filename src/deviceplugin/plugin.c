@@ -329,6 +329,35 @@ static enum grpc_status_code handle_allocate(void *arg, const uint8_t *req, size
     return status;
 }
 
+/* MPS: a container's replicas must share one GPU (one control daemon each): the GPU with
+ * the most available replicas, when it has enough. */
+static void prefer_one_gpu(struct dp_plugin *p, const struct dp_resource *r,
+                           V1beta1__ContainerPreferredAllocationRequest *c, size_t want,
+                           bool *taken, char **picked, size_t *n)
+{
+    unsigned *gpu_of = xcalloc(c->n_available_deviceids + 1, sizeof(*gpu_of));
+    size_t count[DP_MAX_GPUS] = {0};
+    for (size_t k = 0; k < c->n_available_deviceids; k++) {
+        gpu_of[k] = UINT_MAX;
+        for (size_t d = 0; d < r->device_count; d++)
+            if (strcmp(r->devices[d].id, c->available_deviceids[k]) == 0 &&
+                r->devices[d].gpu < p->gpu_count) {
+                gpu_of[k] = r->devices[d].gpu;
+                count[gpu_of[k]]++;
+            }
+    }
+    unsigned best = 0;
+    for (unsigned g = 1; g < p->gpu_count; g++)
+        if (count[g] > count[best])
+            best = g;
+    for (size_t k = 0; count[best] >= want && k < c->n_available_deviceids && *n < want; k++)
+        if (gpu_of[k] == best && !taken[k]) {
+            taken[k] = true;
+            picked[(*n)++] = c->available_deviceids[k];
+        }
+    free(gpu_of);
+}
+
 /* Preferred allocation: in vgpu mode the GPUs the scheduler decided for the next
  * container asking for this many; otherwise (or without a decision) devices on one NUMA
  * node, spread over the fewest-used GPUs. */
@@ -363,6 +392,8 @@ static void prefer(struct dp_plugin *p, const struct dp_resource *r,
                 break;
             }
     }
+    if (r->mps && n == 0 && want > 1)
+        prefer_one_gpu(p, r, c, want, taken, picked, &n);
     /* NUMA: the node with the most available devices first. */
     int best_numa = -1;
     size_t best_count = 0;

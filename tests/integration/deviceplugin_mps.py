@@ -146,6 +146,24 @@ class Mps(MpsBase):
                                                           "control.log")))
             self.assertEqual(self.pid(uuid), 0)  # its pid file removed
 
+    def test_several_replicas(self):
+        """failRequestsGreaterThanOne: false: replicas of one GPU add up, two GPUs are
+        refused, and the preferred allocation keeps a request on one GPU."""
+        self.start(MPS.replace("  mps:\n", "  mps:\n    failRequestsGreaterThanOne: false\n"))
+        devs = dk.wait_for(self.healthy, timeout=30, what="all replicas Healthy")
+        ids = [d for d, _ in devs]
+        a = [d for d in ids if d.startswith(ids[0].split("::")[0])]
+        b = [d for d in ids if d not in a]
+        interleaved = [x for pair in zip(a, b) for x in pair]
+        pref = self.kubelet.preferred(RESOURCE, interleaved, 3)
+        self.assertEqual(len(pref), 3)
+        self.assertEqual(len({d.split("::")[0] for d in pref}), 1, pref)
+        env = dict(self.kubelet.allocate(RESOURCE, a[:2]).container_responses[0].envs)
+        self.assertEqual(env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], "50")
+        with self.assertRaises(dk.grpc.RpcError) as cm:
+            self.kubelet.allocate(RESOURCE, [a[0], b[0]])
+        self.assertIn("must all be on one GPU", cm.exception.details())
+
     def test_missing_control_program(self):
         self.root = os.path.join(self.tmp, "mps")
         self.kubelet = dk.FakeKubelet(os.path.join(self.tmp, "kubelet"))
