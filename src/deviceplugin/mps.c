@@ -302,7 +302,7 @@ static char **child_env(char *const *ours, size_t n)
 /* Starts `path [arg]` with env additions and input on its standard input; stdout and
  * stderr are collected. */
 static int run_start(const char *path, const char *arg, char *const *env_add, size_t env_count,
-                     const char *input, pid_t *pid_out, int *pidfd_out, int *out_fd_out,
+                     const char *input, int sink, pid_t *pid_out, int *pidfd_out, int *out_fd_out,
                      struct vg_err *err)
 {
     int in[2] = {-1, -1}, out[2] = {-1, -1};
@@ -330,7 +330,8 @@ static int run_start(const char *path, const char *arg, char *const *env_add, si
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0)
+        int o = sink >= 0 ? sink : out[1];
+        if (dup2(in[0], 0) < 0 || dup2(o, 1) < 0 || dup2(o, 2) < 0)
             _exit(127);
         close_range(3, ~0u, 0);
         execvpe(path, argv, env);
@@ -377,6 +378,7 @@ struct daemon {
     bool ready;
     char uuid[ANNOT_UUID_MAX];
     char pipe[PATH_MAX], log[PATH_MAX];
+    char start_out[PATH_MAX + 32]; /* `-d`'s output: <log>/vgpu-start.out */
     char env_pipe[PATH_MAX + 32], env_log[PATH_MAX + 32], env_visible[ANNOT_UUID_MAX + 32];
     unsigned replicas;
     uint64_t memory_mib;
@@ -521,6 +523,14 @@ static void command_done(struct run *r, int status, bool timed_out)
     struct daemon *d = r->arg;
     struct dp_mps *m = d->mps;
     d->run = NULL;
+    if (d->state == G_SPAWN) {
+        int fd = open(d->start_out, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        ssize_t n = fd >= 0 ? read(fd, r->output, sizeof(r->output) - 1) : -1;
+        r->output_len = n > 0 ? (size_t)n : 0;
+        r->output[r->output_len] = '\0';
+        if (fd >= 0)
+            close(fd);
+    }
     bool ok = !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0;
     char detail[256];
     if (timed_out)
@@ -583,7 +593,7 @@ static void command_done(struct run *r, int status, bool timed_out)
     }
 }
 
-static void command(struct daemon *d, const char *arg, const char *input)
+static void command(struct daemon *d, const char *arg, const char *input, int sink)
 {
     struct dp_mps *m = d->mps;
     char *env[] = {d->env_pipe, d->env_log, d->env_visible};
@@ -592,8 +602,8 @@ static void command(struct daemon *d, const char *arg, const char *input)
     r->done = command_done;
     r->arg = d;
     struct vg_err err = {0};
-    if (run_start(m->cfg->vgpu.mps_control_path, arg, env, 3, input, &r->pid, &r->pidfd, &r->out_fd,
-                  &err) < 0) {
+    if (run_start(m->cfg->vgpu.mps_control_path, arg, env, 3, input, sink, &r->pid, &r->pidfd,
+                  &r->out_fd, &err) < 0) {
         run_free(r);
         fail(d, "spawn", err.msg);
         return;
@@ -632,7 +642,7 @@ static void step(struct daemon *d, enum gstate next)
     switch (next) {
     case G_PROBE:
     case G_CHECK:
-        command(d, NULL, "get_default_active_thread_percentage\n");
+        command(d, NULL, "get_default_active_thread_percentage\n", -1);
         return;
     case G_SPAWN: {
         struct vg_err err = {0};
@@ -640,7 +650,15 @@ static void step(struct daemon *d, enum gstate next)
             fail(d, "directories", err.msg);
             return;
         }
-        command(d, "-d", NULL);
+        /* The daemon keeps the stdout and stderr `-d` had: a file, not a pipe of ours
+         * that would be closed under it. Read back when `-d` fails. */
+        int sink = open(d->start_out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (sink < 0) {
+            fail(d, "start", strerror(errno));
+            return;
+        }
+        command(d, "-d", NULL, sink);
+        close(sink);
         return;
     }
     case G_CONFIGURE:
@@ -649,7 +667,7 @@ static void step(struct daemon *d, enum gstate next)
                     "set_default_active_thread_percentage %u\n"
                     "set_default_device_pinned_mem_limit 0 %lluM\n",
                     100 / d->replicas, (unsigned long long)(d->memory_mib / d->replicas));
-        command(d, NULL, input);
+        command(d, NULL, input, -1);
         return;
     default:
         return;
@@ -714,12 +732,14 @@ int dp_mps_new(struct event_base *base, const struct dp_config *cfg, const struc
             d->backoff_ms = m->opt.backoff_min_ms;
             vg_strlcpy(d->uuid, gpus[g].uuid, sizeof(d->uuid));
             rc = dp_mps_dirs(cfg, r->name, d->uuid, d->pipe, d->log, sizeof(d->pipe), err);
-            if (rc == 0 && (vg_snprintf(d->env_pipe, sizeof(d->env_pipe),
-                                        "CUDA_MPS_PIPE_DIRECTORY=%s", d->pipe) < 0 ||
-                            vg_snprintf(d->env_log, sizeof(d->env_log), "CUDA_MPS_LOG_DIRECTORY=%s",
-                                        d->log) < 0 ||
-                            vg_snprintf(d->env_visible, sizeof(d->env_visible),
-                                        "CUDA_VISIBLE_DEVICES=%s", d->uuid) < 0))
+            if (rc == 0 &&
+                (vg_snprintf(d->env_pipe, sizeof(d->env_pipe), "CUDA_MPS_PIPE_DIRECTORY=%s",
+                             d->pipe) < 0 ||
+                 vg_snprintf(d->env_log, sizeof(d->env_log), "CUDA_MPS_LOG_DIRECTORY=%s", d->log) <
+                     0 ||
+                 vg_snprintf(d->env_visible, sizeof(d->env_visible), "CUDA_VISIBLE_DEVICES=%s",
+                             d->uuid) < 0 ||
+                 vg_snprintf(d->start_out, sizeof(d->start_out), "%s/vgpu-start.out", d->log) < 0))
                 rc = vg_err_set(err, -ENAMETOOLONG, "MPS directory too long");
             d->timer = evtimer_new(base, timer_cb, d);
         }
@@ -787,8 +807,8 @@ static void quit_one(struct daemon *d, uint64_t deadline)
     int pidfd, out_fd;
     char *env[] = {d->env_pipe, d->env_log, d->env_visible};
     struct vg_err err = {0};
-    if (run_start(d->mps->cfg->vgpu.mps_control_path, NULL, env, 3, "quit\n", &pid, &pidfd, &out_fd,
-                  &err) < 0) {
+    if (run_start(d->mps->cfg->vgpu.mps_control_path, NULL, env, 3, "quit\n", -1, &pid, &pidfd,
+                  &out_fd, &err) < 0) {
         vg_log(VG_LOG_WARN, "cannot quit MPS control daemon", "uuid=%s err=\"%s\"", d->uuid,
                err.msg);
         return;

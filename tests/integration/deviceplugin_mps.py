@@ -171,7 +171,9 @@ class Mps(MpsBase):
                                 args=["--mps-root", self.root,
                                       "--mps-control-path", os.path.join(self.tmp, "nope")])
         self.registered()
-        dk.wait_for(lambda: "MPS control daemon failed" in self.plugin.output(),
+        # The failure is logged with what `-d` said (here: the exec failure).
+        dk.wait_for(lambda: "MPS control daemon failed" in self.plugin.output() and
+                    "cannot execute the MPS control program" in self.plugin.output(),
                     what="failure logged")
         devs = dk.wait_for(lambda: self.kubelet.latest(RESOURCE), what="list")
         self.assertTrue(all(h == "Unhealthy" for _, h in devs))
@@ -188,6 +190,13 @@ class MpsBadConfig(dk.Base):
         out = self.plugin.output()
         for w in words:
             self.assertIn(w, out)
+        self.plugin = None
+
+    def test_mps_root_not_a_directory(self):
+        self.plugin = dk.Plugin(self.tmp, MPS, args=["--mps-control-path", FAKE,
+                                                     "--mps-root", "/dev/null/mps"])
+        self.assertEqual(self.plugin.proc.wait(20), 1)
+        self.assertIn("mkdir /dev/null", self.plugin.output())
         self.plugin = None
 
     def test_missing_mps_root(self):
