@@ -48,6 +48,7 @@ typedef enum nvmlReturn_enum {
 } nvmlReturn_t;
 
 typedef struct nvmlDevice_st *nvmlDevice_t;
+typedef struct nvmlEventSet_st *nvmlEventSet_t;
 
 #define NVML_DEVICE_NAME_BUFFER_SIZE           64
 #define NVML_DEVICE_NAME_V2_BUFFER_SIZE        96
@@ -66,6 +67,20 @@ typedef struct nvmlDevice_st *nvmlDevice_t;
 
 #define NVML_DEVICE_MIG_DISABLE 0x0
 #define NVML_DEVICE_MIG_ENABLE  0x1
+
+/* nvmlDeviceGetGpuInstanceId / GetComputeInstanceId outside MIG; gpuInstanceId and
+ * computeInstanceId of events not attributable to an instance. */
+#define NVML_INVALID_INSTANCE_ID 0xFFFFFFFFu
+
+/* Event types (a bit mask). */
+#define nvmlEventTypeSingleBitEccError 0x0000000000000001LL
+#define nvmlEventTypeDoubleBitEccError 0x0000000000000002LL
+#define nvmlEventTypePState            0x0000000000000004LL
+#define nvmlEventTypeXidCriticalError  0x0000000000000008LL
+#define nvmlEventTypeClock             0x0000000000000010LL
+#define nvmlEventTypePowerSourceChange 0x0000000000000080LL
+#define nvmlEventMigConfigChange       0x0000000000000100LL
+#define nvmlEventTypeNone              0x0000000000000000LL
 
 /* Versioned structs carry their size and version in their first field. */
 #define NVML_STRUCT_VERSION(data, ver)                                                             \
@@ -125,6 +140,26 @@ typedef struct nvmlPciInfo_st {
     char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE]; /* "00000000:18:00.0" */
 } nvmlPciInfo_t;
 
+typedef struct nvmlDeviceAttributes_st {
+    unsigned int multiprocessorCount;
+    unsigned int sharedCopyEngineCount;
+    unsigned int sharedDecoderCount;
+    unsigned int sharedEncoderCount;
+    unsigned int sharedJpegCount;
+    unsigned int sharedOfaCount;
+    unsigned int gpuInstanceSliceCount;
+    unsigned int computeInstanceSliceCount;
+    unsigned long long memorySizeMB; /* MiB */
+} nvmlDeviceAttributes_t;
+
+typedef struct nvmlEventData_st {
+    nvmlDevice_t device;
+    unsigned long long eventType;
+    unsigned long long eventData;   /* the XID for nvmlEventTypeXidCriticalError, else 0 */
+    unsigned int gpuInstanceId;     /* NVML_INVALID_INSTANCE_ID unless attributable */
+    unsigned int computeInstanceId; /* NVML_INVALID_INSTANCE_ID unless attributable */
+} nvmlEventData_t;
+
 /* Versioned entry points (what a current nvml.h makes the plain names call). */
 nvmlReturn_t nvmlInit_v2(void);
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags);
@@ -158,6 +193,26 @@ nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode
                                   unsigned int *pendingMode);
 nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber);
 
+/* MIG: a MIG-enabled GPU's MIG devices have handles of their own; name, UUID
+ * ("MIG-..."), memory and attributes are queried through them. */
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count);
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                 nvmlDevice_t *migDevice);
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice,
+                                                          nvmlDevice_t *device);
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice);
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id);
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id);
+nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes);
+
+/* Events. */
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set);
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
+                                      nvmlEventSet_t set);
+nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device, unsigned long long *eventTypes);
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms);
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set);
+
 #ifdef NVML_NO_UNVERSIONED_FUNC_DEFS
 /* The original entry points, still exported for programs built against old headers. */
 nvmlReturn_t nvmlInit(void);
@@ -168,6 +223,7 @@ nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *pci);
 nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t *pci);
 nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
                                                   nvmlProcessInfo_v1_t *infos);
+nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeoutms);
 #else
 #define nvmlInit                             nvmlInit_v2
 #define nvmlDeviceGetCount                   nvmlDeviceGetCount_v2
@@ -175,6 +231,8 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned 
 #define nvmlDeviceGetHandleByPciBusId        nvmlDeviceGetHandleByPciBusId_v2
 #define nvmlDeviceGetPciInfo                 nvmlDeviceGetPciInfo_v3
 #define nvmlDeviceGetComputeRunningProcesses nvmlDeviceGetComputeRunningProcesses_v3
+#define nvmlEventSetWait                     nvmlEventSetWait_v2
+#define nvmlDeviceGetAttributes              nvmlDeviceGetAttributes_v2
 #endif
 
 #ifdef __cplusplus

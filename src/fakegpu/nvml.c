@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -31,13 +32,23 @@
 #define PCI_DEVICE_ID       0x233010DEu /* H100 SXM5 device 0x2330, vendor NVIDIA 0x10DE */
 #define PCI_SUBSYSTEM_ID    0x16C110DEu
 
+/* A GPU (mig < 0) or one of its MIG devices. */
 struct nvmlDevice_st {
     unsigned index;
+    int mig;
 };
 
-static struct nvmlDevice_st handles[FG_MAX_DEVICES] = {
-    {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15},
-};
+static struct nvmlDevice_st handles[FG_MAX_DEVICES];
+static struct nvmlDevice_st mig_handles[FG_MAX_DEVICES][FG_MAX_MIG];
+
+static void init_handles(void)
+{
+    for (unsigned i = 0; i < FG_MAX_DEVICES; i++) {
+        handles[i] = (struct nvmlDevice_st){.index = i, .mig = -1};
+        for (int m = 0; m < FG_MAX_MIG; m++)
+            mig_handles[i][m] = (struct nvmlDevice_st){.index = i, .mig = m};
+    }
+}
 
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned init_count; /* nvmlInit minus nvmlShutdown; read atomically */
@@ -66,16 +77,32 @@ static nvmlReturn_t from_errno(int rc)
     }
 }
 
-/* The device behind a handle, or -1 (with *ret set) for no init or a bad handle. */
-static int device_index(nvmlDevice_t device, nvmlReturn_t *ret)
+/* The GPU behind a handle (a GPU's or a MIG device's), or -1 (with *ret set) for no init,
+ * a bad handle or a lost GPU; *mig receives the MIG device (-1 for a GPU handle). A MIG
+ * handle whose GPU is not (or no longer) in MIG mode with that many instances is bad. */
+static int resolve(nvmlDevice_t device, int *mig, nvmlReturn_t *ret)
 {
     if (!initialised()) {
         *ret = NVML_ERROR_UNINITIALIZED;
         return -1;
     }
     uintptr_t p = (uintptr_t)device, base = (uintptr_t)&handles[0];
-    if (p < base || p >= base + sizeof handles || (p - base) % sizeof handles[0] != 0 ||
-        device->index >= (unsigned)fg_state_device_count(state)) {
+    uintptr_t mbase = (uintptr_t)&mig_handles[0][0];
+    int count = fg_state_device_count(state);
+    *mig = -1;
+    if (p >= base && p < base + sizeof handles && (p - base) % sizeof handles[0] == 0 &&
+        device->index < (unsigned)count) {
+        /* a GPU */
+    } else if (p >= mbase && p < mbase + sizeof mig_handles &&
+               (p - mbase) % sizeof mig_handles[0][0] == 0 && device->index < (unsigned)count) {
+        struct fg_device_info info;
+        if (fg_state_device_info(state, (int)device->index, &info) != 0 || !info.mig_enabled ||
+            device->mig < 0 || (unsigned)device->mig >= info.mig_count) {
+            *ret = NVML_ERROR_INVALID_ARGUMENT;
+            return -1;
+        }
+        *mig = device->mig;
+    } else {
         *ret = NVML_ERROR_INVALID_ARGUMENT;
         return -1;
     }
@@ -85,6 +112,19 @@ static int device_index(nvmlDevice_t device, nvmlReturn_t *ret)
     }
     *ret = NVML_SUCCESS;
     return (int)device->index;
+}
+
+/* The GPU behind a GPU handle; a MIG device's handle gets NVML_ERROR_NOT_SUPPORTED (the
+ * query is about the whole GPU). */
+static int device_index(nvmlDevice_t device, nvmlReturn_t *ret)
+{
+    int mig;
+    int dev = resolve(device, &mig, ret);
+    if (dev >= 0 && mig >= 0) {
+        *ret = NVML_ERROR_NOT_SUPPORTED;
+        return -1;
+    }
+    return dev;
 }
 
 static nvmlReturn_t copy_string(char *dst, unsigned length, const char *src)
@@ -102,6 +142,8 @@ static nvmlReturn_t copy_string(char *dst, unsigned length, const char *src)
 NVML_API nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
 {
     (void)flags;
+    static pthread_once_t handles_once = PTHREAD_ONCE_INIT;
+    pthread_once(&handles_once, init_handles);
     pthread_mutex_lock(&init_lock);
     nvmlReturn_t ret = NVML_SUCCESS;
     if (state == NULL) {
@@ -249,9 +291,17 @@ NVML_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *
     int count = fg_state_device_count(state);
     for (int i = 0; i < count; i++) {
         struct fg_device_info info;
-        if (fg_state_device_info(state, i, &info) == 0 && strcasecmp(info.uuid, uuid) == 0) {
+        if (fg_state_device_info(state, i, &info) != 0)
+            continue;
+        if (strcasecmp(info.uuid, uuid) == 0) {
             *device = &handles[i];
             return NVML_SUCCESS;
+        }
+        for (unsigned m = 0; info.mig_enabled && m < info.mig_count; m++) {
+            if (strcasecmp(info.mig[m].uuid, uuid) == 0) {
+                *device = &mig_handles[i][m];
+                return NVML_SUCCESS;
+            }
         }
     }
     return NVML_ERROR_NOT_FOUND;
@@ -296,25 +346,31 @@ NVML_API nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char *pciBusId, nvmlDe
 NVML_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
 {
     nvmlReturn_t ret;
-    int dev = device_index(device, &ret);
+    int mig;
+    int dev = resolve(device, &mig, &ret);
     struct fg_device_info info;
     if (dev < 0)
         return ret;
     if (fg_state_device_info(state, dev, &info) != 0)
         return NVML_ERROR_UNKNOWN;
-    return copy_string(name, length, info.name);
+    if (mig < 0)
+        return copy_string(name, length, info.name);
+    char full[FG_NAME_MAX + 32];
+    (void)vg_snprintf(full, sizeof full, "%s MIG %s", info.name, info.mig[mig].profile);
+    return copy_string(name, length, full);
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
 {
     nvmlReturn_t ret;
-    int dev = device_index(device, &ret);
+    int mig;
+    int dev = resolve(device, &mig, &ret);
     struct fg_device_info info;
     if (dev < 0)
         return ret;
     if (fg_state_device_info(state, dev, &info) != 0)
         return NVML_ERROR_UNKNOWN;
-    return copy_string(uuid, length, info.uuid);
+    return copy_string(uuid, length, mig < 0 ? info.uuid : info.mig[mig].uuid);
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
@@ -391,8 +447,144 @@ NVML_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *cu
         return ret;
     if (currentMode == NULL || pendingMode == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *currentMode = NVML_DEVICE_MIG_DISABLE;
-    *pendingMode = NVML_DEVICE_MIG_DISABLE;
+    struct fg_device_info info;
+    if (fg_state_device_info(state, dev, &info) != 0)
+        return NVML_ERROR_UNKNOWN;
+    unsigned slices, mem_slices;
+    fg_mig_geometry(info.name, &slices, &mem_slices);
+    if (slices == 0)
+        return NVML_ERROR_NOT_SUPPORTED; /* a model without MIG */
+    *currentMode = info.mig_enabled ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE;
+    *pendingMode = *currentMode;
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
+{
+    nvmlReturn_t ret;
+    int dev = device_index(device, &ret);
+    if (dev < 0)
+        return ret;
+    if (count == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    struct fg_device_info info;
+    if (fg_state_device_info(state, dev, &info) != 0)
+        return NVML_ERROR_UNKNOWN;
+    unsigned slices, mem_slices;
+    fg_mig_geometry(info.name, &slices, &mem_slices);
+    if (slices == 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    *count = slices; /* at most one instance per compute slice */
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                          nvmlDevice_t *migDevice)
+{
+    nvmlReturn_t ret;
+    int dev = device_index(device, &ret);
+    if (dev < 0)
+        return ret;
+    if (migDevice == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    struct fg_device_info info;
+    if (fg_state_device_info(state, dev, &info) != 0)
+        return NVML_ERROR_UNKNOWN;
+    unsigned slices, mem_slices;
+    fg_mig_geometry(info.name, &slices, &mem_slices);
+    if (slices == 0)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (index >= slices)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (!info.mig_enabled || index >= info.mig_count)
+        return NVML_ERROR_NOT_FOUND;
+    *migDevice = &mig_handles[dev][index];
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t migDevice,
+                                                                   nvmlDevice_t *device)
+{
+    nvmlReturn_t ret;
+    int mig;
+    int dev = resolve(migDevice, &mig, &ret);
+    if (dev < 0)
+        return ret;
+    if (device == NULL || mig < 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *device = &handles[dev];
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice)
+{
+    nvmlReturn_t ret;
+    int mig;
+    int dev = resolve(device, &mig, &ret);
+    if (dev < 0)
+        return ret;
+    if (isMigDevice == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *isMigDevice = mig >= 0;
+    return NVML_SUCCESS;
+}
+
+static nvmlReturn_t instance_id(nvmlDevice_t device, unsigned int *id, bool compute)
+{
+    nvmlReturn_t ret;
+    int mig;
+    int dev = resolve(device, &mig, &ret);
+    if (dev < 0)
+        return ret;
+    if (id == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (mig < 0)
+        return NVML_ERROR_NOT_SUPPORTED; /* a GPU handle has no instance */
+    struct fg_device_info info;
+    if (fg_state_device_info(state, dev, &info) != 0)
+        return NVML_ERROR_UNKNOWN;
+    *id = compute ? info.mig[mig].ci_id : info.mig[mig].gi_id;
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    return instance_id(device, id, false);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int *id)
+{
+    return instance_id(device, id, true);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device,
+                                                 nvmlDeviceAttributes_t *attributes)
+{
+    nvmlReturn_t ret;
+    int mig;
+    int dev = resolve(device, &mig, &ret);
+    if (dev < 0)
+        return ret;
+    if (attributes == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    struct fg_device_info info;
+    if (fg_state_device_info(state, dev, &info) != 0)
+        return NVML_ERROR_UNKNOWN;
+    unsigned slices, mem_slices;
+    fg_mig_geometry(info.name, &slices, &mem_slices);
+    memset(attributes, 0, sizeof *attributes);
+    if (mig < 0) {
+        attributes->multiprocessorCount = (unsigned)info.sm_count;
+        attributes->gpuInstanceSliceCount = slices;
+        attributes->computeInstanceSliceCount = slices;
+        attributes->memorySizeMB = info.total_bytes >> 20;
+    } else {
+        const struct fg_mig_info *mi = &info.mig[mig];
+        attributes->multiprocessorCount = (unsigned)mi->sm_count;
+        attributes->gpuInstanceSliceCount = mi->slices;
+        attributes->computeInstanceSliceCount = mi->slices;
+        attributes->memorySizeMB = mi->memory_bytes >> 20;
+    }
     return NVML_SUCCESS;
 }
 
@@ -402,9 +594,19 @@ static nvmlReturn_t memory_info(nvmlDevice_t device, unsigned long long *total,
                                 unsigned long long *used)
 {
     nvmlReturn_t ret;
-    int dev = device_index(device, &ret);
+    int mig;
+    int dev = resolve(device, &mig, &ret);
     if (dev < 0)
         return ret;
+    if (mig >= 0) {
+        /* libcuda does not run work inside instances: a MIG device is always empty */
+        struct fg_device_info info;
+        if (fg_state_device_info(state, dev, &info) != 0)
+            return NVML_ERROR_UNKNOWN;
+        *total = info.mig[mig].memory_bytes;
+        *used = 0;
+        return NVML_SUCCESS;
+    }
     uint64_t u = 0, t = 0;
     int rc = fg_mem_info(state, dev, &u, &t);
     if (rc != 0)
@@ -588,4 +790,152 @@ NVML_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     }
     *processSamplesCount = active;
     return NVML_SUCCESS;
+}
+
+/* ---- events ----------------------------------------------------------------------- */
+
+/* An event set: per GPU the registered types and the last XID sequence delivered.
+ * Sets are checked against a registry (never dereferenced blindly). Waiting polls the
+ * shared sequences every millisecond; the XIDs come from fakegpu-ctl xid. */
+#define EVENT_SETS     64
+#define EVENT_POLL_NS  1000000L
+#define EVENTS_SUPPORT ((unsigned long long)nvmlEventTypeXidCriticalError)
+
+struct nvmlEventSet_st {
+    unsigned long long types[FG_MAX_DEVICES];
+    uint64_t seen[FG_MAX_DEVICES];
+    unsigned next; /* device to look at first: fairness between GPUs */
+};
+
+static pthread_mutex_t sets_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct nvmlEventSet_st *sets[EVENT_SETS];
+
+static bool set_known(nvmlEventSet_t set)
+{
+    bool known = false;
+    pthread_mutex_lock(&sets_lock);
+    for (int i = 0; i < EVENT_SETS && !known; i++)
+        known = set != NULL && sets[i] == set;
+    pthread_mutex_unlock(&sets_lock);
+    return known;
+}
+
+NVML_API nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set)
+{
+    if (!initialised())
+        return NVML_ERROR_UNINITIALIZED;
+    if (set == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    struct nvmlEventSet_st *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NVML_ERROR_MEMORY;
+    pthread_mutex_lock(&sets_lock);
+    int slot = -1;
+    for (int i = 0; i < EVENT_SETS && slot < 0; i++)
+        if (sets[i] == NULL)
+            slot = i;
+    if (slot >= 0)
+        sets[slot] = s;
+    pthread_mutex_unlock(&sets_lock);
+    if (slot < 0) {
+        free(s);
+        return NVML_ERROR_MEMORY;
+    }
+    *set = s;
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set)
+{
+    if (!initialised())
+        return NVML_ERROR_UNINITIALIZED;
+    bool found = false;
+    pthread_mutex_lock(&sets_lock);
+    for (int i = 0; i < EVENT_SETS && !found; i++) {
+        if (set != NULL && sets[i] == set) {
+            sets[i] = NULL;
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&sets_lock);
+    if (!found)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    free(set);
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device,
+                                                       unsigned long long *eventTypes)
+{
+    nvmlReturn_t ret;
+    int dev = device_index(device, &ret);
+    if (dev < 0)
+        return ret;
+    if (eventTypes == NULL)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    *eventTypes = EVENTS_SUPPORT;
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long eventTypes,
+                                               nvmlEventSet_t set)
+{
+    nvmlReturn_t ret;
+    int dev = device_index(device, &ret);
+    if (dev < 0)
+        return ret;
+    if (!set_known(set))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (eventTypes & ~EVENTS_SUPPORT)
+        return NVML_ERROR_NOT_SUPPORTED;
+    if (set->types[dev] == 0)
+        set->seen[dev] = fg_xid_seq(state, dev); /* only events from now on */
+    set->types[dev] |= eventTypes;
+    return NVML_SUCCESS;
+}
+
+static uint64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+NVML_API nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data,
+                                          unsigned int timeoutms)
+{
+    if (!initialised())
+        return NVML_ERROR_UNINITIALIZED;
+    if (data == NULL || !set_known(set))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    uint64_t deadline = monotonic_ms() + timeoutms;
+    unsigned count = (unsigned)fg_state_device_count(state);
+    for (;;) {
+        for (unsigned k = 0; k < count; k++) {
+            unsigned dev = (set->next + k) % count;
+            if (!(set->types[dev] & nvmlEventTypeXidCriticalError))
+                continue;
+            unsigned code;
+            if (fg_xid_next(state, (int)dev, &set->seen[dev], &code) != 0)
+                continue;
+            set->next = (dev + 1) % count;
+            memset(data, 0, sizeof *data);
+            data->device = &handles[dev];
+            data->eventType = nvmlEventTypeXidCriticalError;
+            data->eventData = code;
+            data->gpuInstanceId = NVML_INVALID_INSTANCE_ID;
+            data->computeInstanceId = NVML_INVALID_INSTANCE_ID;
+            return NVML_SUCCESS;
+        }
+        if (monotonic_ms() >= deadline)
+            return NVML_ERROR_TIMEOUT;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = EVENT_POLL_NS};
+        nanosleep(&ts, NULL);
+    }
+}
+
+NVML_API nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data,
+                                       unsigned int timeoutms)
+{
+    return nvmlEventSetWait_v2(set, data, timeoutms);
 }

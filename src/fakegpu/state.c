@@ -417,6 +417,10 @@ int fg_state_open(struct fg_state **out, const char *dir, const char *devices,
         fprintf(stderr, "fakegpu: %s\n", err.msg);
         return -EINVAL;
     }
+    if (fg_parse_mig(getenv("FAKEGPU_MIG"), devs, count, &err) != 0) {
+        fprintf(stderr, "fakegpu: %s\n", err.msg);
+        return -EINVAL;
+    }
     uint64_t context_mib, kernel_ns, timeslice_us;
     if (env_u64("FAKEGPU_CONTEXT_MIB", DEFAULT_CONTEXT_MIB, 0, 1u << 20, &context_mib) != 0 ||
         env_u64("FAKEGPU_KERNEL_NS", DEFAULT_KERNEL_NS, 0, 3600000000000ULL, &kernel_ns) != 0 ||

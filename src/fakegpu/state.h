@@ -37,6 +37,21 @@
 #define FG_NAME_MAX       96
 #define FG_UTIL_BUCKET_NS 10000000ULL /* 10 ms */
 #define FG_UTIL_BUCKETS   200         /* 2 s of history */
+#define FG_MAX_MIG        7  /* MIG devices per GPU (7 compute slices at most) */
+#define FG_MIG_PROFILE    16 /* "7g.141gb" and the like, with the NUL */
+#define FG_XID_RING       32 /* XID events kept per device for waiting processes */
+
+/* One MIG device (a GPU instance with one compute instance spanning it), fixed by
+ * FAKEGPU_MIG when the state is created. */
+struct fg_mig_info {
+    char profile[FG_MIG_PROFILE]; /* NVIDIA's name, "<g>g.<mem>gb" */
+    char uuid[41];                /* "MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+    unsigned slices;              /* GPU (= compute) instance slices */
+    unsigned mem_slices;          /* memory slices (of 8, or 4 on an A30) */
+    unsigned gi_id, ci_id;        /* NVML's GPU and compute instance ids */
+    uint64_t memory_bytes;
+    int sm_count;
+};
 
 struct fg_device_info {
     char name[FG_NAME_MAX];
@@ -48,6 +63,9 @@ struct fg_device_info {
     int sm_count;
     int cc_major, cc_minor; /* compute capability, derived from the name (H100: 9.0) */
     unsigned pci_domain, pci_bus, pci_device; /* distinct bus per device */
+    bool mig_enabled;                         /* named in FAKEGPU_MIG */
+    unsigned mig_count;
+    struct fg_mig_info mig[FG_MAX_MIG];
 };
 
 struct fg_proc_usage {
@@ -129,7 +147,31 @@ uint64_t fg_kernel_ns(struct fg_state *st);
 int fg_device_set_lost(struct fg_state *st, int dev, bool lost);
 bool fg_device_lost(struct fg_state *st, int dev);
 
+/* XID events (fakegpu-ctl xid): a per-device sequence in the shared state that waiting
+ * processes compare against. fg_xid_inject appends one event (code 1..9999); fg_xid_next
+ * reads the first event after *seen: 0 and *seen advanced with *code set, or -EAGAIN when
+ * there is none yet. Events older than the last FG_XID_RING are dropped (the reader skips
+ * to the oldest kept). fg_xid_seq is the device's latest sequence (what a new reader
+ * starts from). Lock-free; -EINVAL for a bad index. */
+int fg_xid_inject(struct fg_state *st, int dev, unsigned code);
+int fg_xid_next(struct fg_state *st, int dev, uint64_t *seen, unsigned *code);
+uint64_t fg_xid_seq(struct fg_state *st, int dev);
+
 struct vg_err;
+/* MIG: how many compute and memory slices a device's model has (0 and 0 when the model
+ * has no MIG: only A100, A800, A30, H100, H800, H200, B200 and GB200 have), and the
+ * profile name NVIDIA forms for an instance of mem_slices memory slices on a device of
+ * total_bytes (into name[FG_MIG_PROFILE]). */
+void fg_mig_geometry(const char *model, unsigned *slices, unsigned *mem_slices);
+void fg_mig_profile_name(unsigned slices, unsigned mem_slices, unsigned total_mem_slices,
+                         uint64_t total_bytes, char *name);
+/* Parses a FAKEGPU_MIG value (`GPU:PROFILE[,PROFILE...][;GPU:...]`) onto devs[0..count),
+ * which fg_parse_devices filled: marks the named GPUs MIG-enabled and fills their
+ * instances. NULL or "" leaves every GPU without MIG. -EINVAL naming the bad part for an
+ * unknown GPU or profile, a GPU named twice, a model without MIG, or instances that do
+ * not fit the GPU's slices. */
+int fg_parse_mig(const char *spec, struct fg_device_info *devs, int count, struct vg_err *err);
+
 /* Parses a FAKEGPU_DEVICES value into out[0..max) (name, memory, SMs, and the derived
  * UUID, PCI id and compute capability); *count receives the number of devices. -EINVAL
  * with the bad part named in err for any malformed value. */

@@ -26,7 +26,7 @@
 #include "fakegpu/state.h"
 
 #define FG_STATE_MAGIC   0x3154534755504746ULL /* "FGPUGST1" little-endian */
-#define FG_STATE_VERSION 1u
+#define FG_STATE_VERSION 2u
 #define FG_STREAM_POOL   512 /* streams of all processes together */
 #define FG_NO_SLOT       (-1)
 #define FG_SLICE_OPEN    UINT64_MAX /* slice of a context alone on its device */
@@ -90,6 +90,19 @@ struct fg_device_runtime {
     struct fg_util util;
 };
 
+struct fg_xid_entry {
+    uint64_t seq; /* the event's number (1-based); written last */
+    uint32_t code;
+    uint32_t pad;
+};
+
+/* One device's XID events (fg_xid_inject), lock-free: writers reserve a number with an
+ * atomic add and publish the entry by its seq. */
+struct fg_xid_log {
+    uint64_t next; /* events ever appended */
+    struct fg_xid_entry ring[FG_XID_RING];
+};
+
 struct fg_shared {
     uint64_t magic;
     uint32_t version;
@@ -104,6 +117,7 @@ struct fg_shared {
                              accessed atomically, without the lock */
     struct fg_device_info info[FG_MAX_DEVICES];
     struct fg_device_runtime dev[FG_MAX_DEVICES];
+    struct fg_xid_log xid[FG_MAX_DEVICES];
     struct fg_slot slots[FG_MAX_PROCS];
     struct fg_stream_shared streams[FG_STREAM_POOL];
 };

@@ -3,7 +3,12 @@
  *   fakegpu-ctl health DEVICE on|off   DEVICE is an NVML index or a full GPU-... UUID;
  *                                      off: the GPU has fallen off the bus (NVML queries
  *                                      on it return NVML_ERROR_GPU_IS_LOST); on: back.
- *   fakegpu-ctl status                 one line per device: index, UUID, healthy|lost.
+ *   fakegpu-ctl xid DEVICE CODE        the GPU reports XID error CODE (1..9999): NVML
+ *                                      event sets registered for XID events on it get
+ *                                      an nvmlEventTypeXidCriticalError event.
+ *   fakegpu-ctl status                 one line per device: index, UUID, healthy|lost,
+ *                                      then one indented line per MIG device (profile,
+ *                                      UUID, GPU instance id).
  *
  * It attaches to the state named by FAKEGPU_STATE_DIR (and FAKEGPU_DEVICES, when it is the
  * first process) like any fakegpu process. Exit 0, 1 on a state error, 2 on bad usage. */
@@ -19,6 +24,7 @@
 static int usage(void)
 {
     fprintf(stderr, "usage: fakegpu-ctl health DEVICE on|off\n"
+                    "       fakegpu-ctl xid DEVICE CODE\n"
                     "       fakegpu-ctl status\n"
                     "DEVICE: an NVML index or a GPU-... UUID\n");
     return 2;
@@ -52,9 +58,16 @@ int main(int argc, char **argv)
         return usage();
     bool status = strcmp(argv[1], "status") == 0 && argc == 2;
     bool health = strcmp(argv[1], "health") == 0 && argc == 4;
-    if (!status && !health)
+    bool xid = strcmp(argv[1], "xid") == 0 && argc == 4;
+    if (!status && !health && !xid)
         return usage();
     bool on = false;
+    uint64_t code = 0;
+    struct vg_err perr = {0};
+    if (xid && vg_parse_u64(argv[3], 1, 9999, &code, &perr) < 0) {
+        fprintf(stderr, "fakegpu-ctl: XID '%s': %s\n", argv[3], perr.msg);
+        return 2;
+    }
     if (health) {
         if (strcmp(argv[3], "on") == 0)
             on = true;
@@ -72,15 +85,19 @@ int main(int argc, char **argv)
     if (status) {
         for (int i = 0; i < fg_state_device_count(st); i++) {
             struct fg_device_info info;
-            if (fg_state_device_info(st, i, &info) == 0)
-                printf("%d %s %s\n", i, info.uuid, fg_device_lost(st, i) ? "lost" : "healthy");
+            if (fg_state_device_info(st, i, &info) != 0)
+                continue;
+            printf("%d %s %s\n", i, info.uuid, fg_device_lost(st, i) ? "lost" : "healthy");
+            for (unsigned m = 0; info.mig_enabled && m < info.mig_count; m++)
+                printf("  mig %u %s %s gi %u\n", m, info.mig[m].profile, info.mig[m].uuid,
+                       info.mig[m].gi_id);
         }
         return 0;
     }
     int dev = find_device(st, argv[2]);
     if (dev < 0)
         return 2;
-    rc = fg_device_set_lost(st, dev, !on);
+    rc = xid ? fg_xid_inject(st, dev, (unsigned)code) : fg_device_set_lost(st, dev, !on);
     if (rc < 0) {
         fprintf(stderr, "fakegpu-ctl: %s\n", strerror(-rc));
         return 1;
