@@ -6,7 +6,10 @@
  *   nvml_probe before-init
  *   nvml_probe discovery
  *   nvml_probe processes DEV PID BYTES    (PID holds exactly BYTES on DEV)
- *   nvml_probe utilization DEV PID PID    (both saturate DEV: ~50 % each, ~100 % device) */
+ *   nvml_probe utilization DEV PID PID    (both saturate DEV: ~50 % each, ~100 % device)
+ *   nvml_probe mig                        (FAKEGPU_MIG=0:1g.10gb,1g.10gb,3g.40gb;1:2g.10gb)
+ *   nvml_probe xid DEV CODE               (prints "ready", then waits at most 20 s for
+ *                                          XID CODE on DEV, injected by fakegpu-ctl) */
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
 #include "abi/nvml.h"
 
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/err.h"
@@ -251,6 +255,148 @@ static int utilization(unsigned dev_index, unsigned pid_a, unsigned pid_b)
     return failures;
 }
 
+static int mig(void)
+{
+    CHECK(SYM(nvmlInit_v2)() == NVML_SUCCESS, "init");
+    static const char *profiles[2][3] = {{"1g.10gb", "1g.10gb", "3g.40gb"}, {"2g.10gb"}};
+    static const unsigned counts[2] = {3, 1};
+    static const unsigned slices[2][3] = {{1, 1, 3}, {2}};
+    /* An eighth of 81559 MiB per memory slice; a quarter of the 40 GiB A100 for 2g.10gb. */
+    static const unsigned long long mib[2][3] = {{10194, 10194, 40779}, {10240}};
+    char seen[4][NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    unsigned n_seen = 0;
+    for (unsigned i = 0; i < 2; i++) {
+        nvmlDevice_t gpu = NULL, m = NULL, parent = NULL, again = NULL;
+        CHECK(SYM(nvmlDeviceGetHandleByIndex_v2)(i, &gpu) == NVML_SUCCESS, "handle %u", i);
+        unsigned cur = 9, pending = 9, max = 0, is_mig = 9, id = 0;
+        CHECK(SYM(nvmlDeviceGetMigMode)(gpu, &cur, &pending) == NVML_SUCCESS &&
+                  cur == NVML_DEVICE_MIG_ENABLE && pending == NVML_DEVICE_MIG_ENABLE,
+              "GPU %u mig mode %u/%u", i, cur, pending);
+        CHECK(SYM(nvmlDeviceGetMaxMigDeviceCount)(gpu, &max) == NVML_SUCCESS && max == 7,
+              "GPU %u max MIG devices %u", i, max);
+        CHECK(SYM(nvmlDeviceIsMigDeviceHandle)(gpu, &is_mig) == NVML_SUCCESS && is_mig == 0,
+              "GPU %u is not a MIG handle", i);
+        CHECK(SYM(nvmlDeviceGetGpuInstanceId)(gpu, &id) == NVML_ERROR_NOT_SUPPORTED,
+              "GPU handle has no GPU instance");
+        for (unsigned k = 0; k < counts[i]; k++) {
+            CHECK(SYM(nvmlDeviceGetMigDeviceHandleByIndex)(gpu, k, &m) == NVML_SUCCESS,
+                  "MIG %u:%u", i, k);
+            CHECK(SYM(nvmlDeviceIsMigDeviceHandle)(m, &is_mig) == NVML_SUCCESS && is_mig == 1,
+                  "MIG %u:%u is a MIG handle", i, k);
+            CHECK(SYM(nvmlDeviceGetDeviceHandleFromMigDeviceHandle)(m, &parent) ==
+                          NVML_SUCCESS &&
+                      parent == gpu,
+                  "MIG %u:%u parent", i, k);
+            char *uuid = seen[n_seen++];
+            CHECK(SYM(nvmlDeviceGetUUID)(m, uuid, NVML_DEVICE_UUID_V2_BUFFER_SIZE) ==
+                          NVML_SUCCESS &&
+                      strncmp(uuid, "MIG-", 4) == 0 && strlen(uuid) == 40,
+                  "MIG uuid '%s'", uuid);
+            CHECK(SYM(nvmlDeviceGetHandleByUUID)(uuid, &again) == NVML_SUCCESS && again == m,
+                  "MIG %u:%u by uuid", i, k);
+            char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE], want[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+            snprintf(want, sizeof want, "%s MIG %s",
+                     i == 0 ? "NVIDIA H100 80GB HBM3" : "NVIDIA A100-SXM4-40GB", profiles[i][k]);
+            CHECK(SYM(nvmlDeviceGetName)(m, name, sizeof name) == NVML_SUCCESS &&
+                      strcmp(name, want) == 0,
+                  "MIG name '%s'", name);
+            nvmlDeviceAttributes_t attr;
+            CHECK(SYM(nvmlDeviceGetAttributes_v2)(m, &attr) == NVML_SUCCESS, "attributes");
+            CHECK(attr.gpuInstanceSliceCount == slices[i][k] &&
+                      attr.computeInstanceSliceCount == slices[i][k] &&
+                      attr.memorySizeMB == mib[i][k] && attr.multiprocessorCount > 0,
+                  "MIG %u:%u attributes %u/%u slices, %llu MiB", i, k, attr.gpuInstanceSliceCount,
+                  attr.computeInstanceSliceCount, attr.memorySizeMB);
+            nvmlMemory_t mem;
+            CHECK(SYM(nvmlDeviceGetMemoryInfo)(m, &mem) == NVML_SUCCESS &&
+                      mem.total == mib[i][k] << 20 && mem.free == mem.total,
+                  "MIG memory %llu", mem.total);
+            unsigned gi = 0, ci = 9;
+            CHECK(SYM(nvmlDeviceGetGpuInstanceId)(m, &gi) == NVML_SUCCESS && gi == k + 1,
+                  "GPU instance id %u", gi);
+            CHECK(SYM(nvmlDeviceGetComputeInstanceId)(m, &ci) == NVML_SUCCESS && ci == 0,
+                  "compute instance id %u", ci);
+            /* Whole-GPU queries through a MIG handle are refused. */
+            nvmlPciInfo_t pci;
+            CHECK(SYM(nvmlDeviceGetPciInfo_v3)(m, &pci) == NVML_ERROR_NOT_SUPPORTED, "pci on MIG");
+            CHECK(SYM(nvmlDeviceGetMigDeviceHandleByIndex)(m, 0, &again) ==
+                      NVML_ERROR_NOT_SUPPORTED,
+                  "MIG of a MIG");
+        }
+        CHECK(SYM(nvmlDeviceGetMigDeviceHandleByIndex)(gpu, counts[i], &m) == NVML_ERROR_NOT_FOUND,
+              "no MIG device past the last");
+        CHECK(SYM(nvmlDeviceGetMigDeviceHandleByIndex)(gpu, 7, &m) == NVML_ERROR_INVALID_ARGUMENT,
+              "MIG index past the maximum");
+    }
+    for (unsigned a = 0; a < n_seen; a++)
+        for (unsigned b = a + 1; b < n_seen; b++)
+            CHECK(strcmp(seen[a], seen[b]) != 0, "MIG uuids differ");
+    nvmlDevice_t parent;
+    CHECK(SYM(nvmlDeviceGetDeviceHandleFromMigDeviceHandle)(NULL, &parent) ==
+              NVML_ERROR_INVALID_ARGUMENT,
+          "NULL MIG handle");
+    return failures;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int xid(unsigned dev_index, unsigned long long code)
+{
+    CHECK(SYM(nvmlInit_v2)() == NVML_SUCCESS, "init");
+    nvmlEventSet_t set = NULL;
+    nvmlEventData_t data;
+    CHECK(SYM(nvmlEventSetCreate)(&set) == NVML_SUCCESS, "create");
+    unsigned count = 0;
+    CHECK(SYM(nvmlDeviceGetCount_v2)(&count) == NVML_SUCCESS, "count");
+    nvmlDevice_t want = NULL;
+    for (unsigned i = 0; i < count; i++) {
+        nvmlDevice_t dev;
+        unsigned long long types = 0;
+        CHECK(SYM(nvmlDeviceGetHandleByIndex_v2)(i, &dev) == NVML_SUCCESS, "handle");
+        CHECK(SYM(nvmlDeviceGetSupportedEventTypes)(dev, &types) == NVML_SUCCESS &&
+                  (types & nvmlEventTypeXidCriticalError),
+              "supported %llx", types);
+        CHECK(SYM(nvmlDeviceRegisterEvents)(dev, nvmlEventTypeClock, set) ==
+                  NVML_ERROR_NOT_SUPPORTED,
+              "clock events are not simulated");
+        CHECK(SYM(nvmlDeviceRegisterEvents)(dev, nvmlEventTypeXidCriticalError, set) ==
+                  NVML_SUCCESS,
+              "register");
+        if (i == dev_index)
+            want = dev;
+    }
+    CHECK(SYM(nvmlDeviceRegisterEvents)(want, nvmlEventTypeXidCriticalError,
+                                        (nvmlEventSet_t)&data) == NVML_ERROR_INVALID_ARGUMENT,
+          "bogus set");
+    /* Nothing yet: a zero timeout returns at once, a 200 ms one waits about that long. */
+    CHECK(SYM(nvmlEventSetWait_v2)(set, &data, 0) == NVML_ERROR_TIMEOUT, "empty poll");
+    double t0 = now_s();
+    CHECK(SYM(nvmlEventSetWait_v2)(set, &data, 200) == NVML_ERROR_TIMEOUT, "empty wait");
+    double waited = now_s() - t0;
+    CHECK(waited >= 0.19 && waited < 5.0, "a 200 ms wait took %.3f s", waited);
+    printf("ready\n");
+    fflush(stdout);
+    nvmlReturn_t rc = SYM(nvmlEventSetWait)(set, &data, 20000);
+    CHECK(rc == NVML_SUCCESS, "wait: %d", rc);
+    if (rc == NVML_SUCCESS) {
+        CHECK(data.device == want, "event on the wrong device");
+        CHECK(data.eventType == nvmlEventTypeXidCriticalError, "type %llx", data.eventType);
+        CHECK(data.eventData == code, "XID %llu, want %llu", data.eventData, code);
+        CHECK(data.gpuInstanceId == NVML_INVALID_INSTANCE_ID, "gi %u", data.gpuInstanceId);
+    }
+    CHECK(SYM(nvmlEventSetWait_v2)(set, &data, 0) == NVML_ERROR_TIMEOUT, "delivered once");
+    CHECK(SYM(nvmlEventSetFree)(set) == NVML_SUCCESS, "free");
+    CHECK(SYM(nvmlEventSetFree)(set) == NVML_ERROR_INVALID_ARGUMENT, "double free refused");
+    CHECK(SYM(nvmlEventSetWait_v2)(set, &data, 0) == NVML_ERROR_INVALID_ARGUMENT,
+          "freed set refused");
+    return failures;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -272,6 +418,10 @@ int main(int argc, char **argv)
     else if (strcmp(argv[1], "utilization") == 0 && argc == 5)
         rc = utilization((unsigned)arg_u64(argv[2]), (unsigned)arg_u64(argv[3]),
                          (unsigned)arg_u64(argv[4]));
+    else if (strcmp(argv[1], "mig") == 0)
+        rc = mig();
+    else if (strcmp(argv[1], "xid") == 0 && argc == 4)
+        rc = xid((unsigned)arg_u64(argv[2]), arg_u64(argv[3]));
     else {
         fprintf(stderr, "nvml_probe: bad arguments\n");
         return 2;

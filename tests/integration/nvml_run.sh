@@ -63,6 +63,51 @@ bad-devices)
     fi
     grep -q "FAKEGPU_DEVICES" "$state/err" || { echo "no clear error:"; cat "$state/err"; exit 1; }
     ;;
+mig)
+    FAKEGPU_MIG="0:1g.10gb,1g.10gb,3g.40gb;1:2g.10gb" "$probe" mig
+    # The creator's layout is what everybody sees; status lists it.
+    "$build/bin/fakegpu-ctl" status >"$state/status"
+    [ "$(grep -c ' mig ' "$state/status")" = 4 ] || { cat "$state/status"; exit 1; }
+    grep -q '^  mig 2 3g.40gb MIG-' "$state/status" || { cat "$state/status"; exit 1; }
+    ;;
+bad-mig)
+    # Every malformed FAKEGPU_MIG is an error naming the variable and the bad part.
+    bad=("0" "0:" "0:1g.10gb;" ";0:1g.10gb" "0:1g.10gb,,1g.10gb" "2:1g.10gb" "x:1g.10gb"
+         "0:1g.5gb" "0:1g.10gb;0:1g.10gb" "0:7g.80gb,1g.10gb" "1:4g.20gb,4g.20gb"
+         "0:1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb" "0:1G.10GB")
+    for value in "${bad[@]}"; do
+        rm -f "$state/fakegpu.state"
+        if FAKEGPU_MIG="$value" "$probe" discovery 2>"$state/err" >/dev/null; then
+            echo "init succeeded with FAKEGPU_MIG='$value'"
+            exit 1
+        fi
+        grep -q "FAKEGPU_MIG" "$state/err" || { echo "no clear error for '$value':"; cat "$state/err"; exit 1; }
+    done
+    # A model without MIG cannot be put in MIG mode.
+    if FAKEGPU_DEVICES="Tesla T4:16GiB:40" FAKEGPU_MIG="0:1g.10gb" "$probe" discovery 2>"$state/err" >/dev/null; then
+        echo "a T4 in MIG mode"
+        exit 1
+    fi
+    grep -q "has no MIG" "$state/err" || { cat "$state/err"; exit 1; }
+    ;;
+xid)
+    out=$state/xid.out
+    "$probe" xid 1 48 >"$out" &
+    pids+=($!)
+    for _ in $(seq 200); do
+        grep -q ready "$out" 2>/dev/null && break
+        sleep 0.05
+    done
+    grep -q ready "$out" || { echo "probe not ready"; exit 1; }
+    # Bad usage exits 2 and injects nothing (the probe would take it for its event).
+    for args in "xid 5 48" "xid 1 0" "xid 1 10000" "xid 1 abc" "xid 1"; do
+        rc=0
+        "$build/bin/fakegpu-ctl" $args 2>/dev/null || rc=$?
+        [ "$rc" = 2 ] || { echo "fakegpu-ctl $args: exit $rc, want 2"; exit 1; }
+    done
+    "$build/bin/fakegpu-ctl" xid 1 48
+    wait "${pids[0]}"
+    ;;
 *)
     echo "unknown case $case"
     exit 2
