@@ -134,6 +134,8 @@ int dp_allocate_shared(const struct dp_config *cfg, const struct dp_resource *re
                        const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
                        size_t id_count, struct dp_response *out, struct vg_err *err)
 {
+    if (resource->mig)
+        return dp_allocate_mig(cfg, resource, gpus, gpu_count, ids, id_count, out, err);
     memset(out, 0, sizeof(*out));
     if (id_count == 0)
         return vg_err_set(err, -EINVAL, "%s: Allocate without devices", resource->name);

@@ -36,8 +36,19 @@
 #define DP_MAX_IDS       (DP_MAX_GPUS * 1024)
 #define DP_MAX_RESOURCES 8
 #define DP_NVML_SONAME   "libnvidia-ml.so.1"
+#define DP_MAX_MIGS      7 /* MIG devices per GPU */
+#define DP_MIG_PROFILE   32
 
 /* ---- discovery ---------------------------------------------------------------------- */
+
+/* A MIG device (GPU instance + compute instance) of a MIG-enabled GPU. */
+struct dp_mig {
+    char uuid[ANNOT_UUID_MAX];     /* "MIG-..." */
+    char profile[DP_MIG_PROFILE]; /* NVIDIA's name: "1g.10gb", "1c.2g.20gb" (dp_mig_profile) */
+    unsigned index;                /* NVML MIG device index on its GPU */
+    unsigned gi, ci;               /* GPU and compute instance ids */
+    uint64_t memory_mib;
+};
 
 struct dp_gpu {
     char uuid[ANNOT_UUID_MAX];
@@ -50,6 +61,8 @@ struct dp_gpu {
     int numa; /* -1 when unknown */
     bool mig_enabled;
     bool healthy;
+    unsigned mig_count; /* MIG devices, when mig_enabled */
+    struct dp_mig migs[DP_MAX_MIGS];
 };
 
 /* Where GPUs come from: NVML in production, a table in tests. discover fills up to
@@ -64,8 +77,33 @@ struct dp_nvml;
 /* dlopens soname (NULL: DP_NVML_SONAME) and calls nvmlInit_v2. Errors say which step. */
 int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err);
 void dp_nvml_free(struct dp_nvml *nvml);
-/* A source backed by nvml (borrowed). */
+/* A source backed by nvml (borrowed). Discovery lists MIG devices of MIG-enabled GPUs and
+ * registers every GPU for XID events; health then also drains those events (without
+ * waiting) and keeps a GPU that had a critical XID Unhealthy until the plugin restarts. */
 struct dp_gpu_source dp_nvml_source(struct dp_nvml *nvml);
+
+/* XIDs that do not make a GPU unhealthy: NVIDIA's application errors (13, 31, 43, 45, 68,
+ * 109) and those named in DP_DISABLE_HEALTHCHECKS ("all" or "xids": no XID health at all;
+ * otherwise a comma-separated list of more XIDs to ignore, as NVIDIA's plugin reads it). */
+#define DP_XID_MAX_IGNORED 64
+struct dp_xid_policy {
+    bool disabled;
+    unsigned ignored[DP_XID_MAX_IGNORED];
+    size_t ignored_count;
+};
+/* The policy for a DP_DISABLE_HEALTHCHECKS value (NULL or "": the defaults). -EINVAL for a
+ * malformed one, naming the bad entry. */
+int dp_xid_policy_parse(const char *value, struct dp_xid_policy *out, struct vg_err *err);
+bool dp_xid_critical(const struct dp_xid_policy *policy, unsigned long long xid);
+/* Replaces the policy nvml's health uses (default: dp_xid_policy_parse(NULL)). */
+void dp_nvml_set_xid_policy(struct dp_nvml *nvml, const struct dp_xid_policy *policy);
+
+/* NVIDIA's MIG profile name from NVML's attributes of a MIG device: `<g>g.<mem>gb`, or
+ * `<c>c.<g>g.<mem>gb` when its compute instance is smaller than its GPU instance; mem is
+ * the device's share of the GPU (in eighths, rounded up) times the GPU's memory in whole
+ * GiB (rounded up), rounded to an integer. */
+void dp_mig_profile(unsigned gi_slices, unsigned ci_slices, uint64_t mig_memory_mib,
+                    uint64_t gpu_memory_bytes, char *out, size_t size);
 
 /* ---- resources ---------------------------------------------------------------------- */
 
@@ -78,6 +116,7 @@ struct dp_resource {
     char name[DP_RESOURCE_NAME_MAX + 1]; /* "nvidia.com/gpu", "nvidia.com/gpu.shared" */
     char endpoint[96];                   /* socket file name in the kubelet directory */
     unsigned replicas;                   /* per GPU; 1: not replicated */
+    bool mig;                            /* devices are MIG devices, IDs their MIG UUIDs */
     bool fail_requests_greater_than_one;
     bool mps;                  /* replicas served by MPS control daemons (mps.c) */
     struct dp_device *devices; /* owned */
@@ -94,7 +133,10 @@ struct dp_resources {
  * deviceSplitCount devices per GPU. timeSlicing: every GPU selected by a
  * sharing.timeSlicing resource is advertised `replicas` times under its name (or rename),
  * the others under nvidia.com/gpu once. mps: the same from sharing.mps, resources marked
- * mps; MPS on a MIG-enabled GPU is refused. MIG devices are refused (not built yet). */
+ * mps. MIG-enabled GPUs with flags.migStrategy single or mixed are not advertised whole:
+ * their MIG devices are, once each, under nvidia.com/gpu (single: every GPU MIG-enabled,
+ * every MIG device the same profile, timeSlicing mode only) or nvidia.com/mig-<profile>
+ * (mixed, timeSlicing or vgpu mode); MPS on MIG devices is refused. */
 int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
                        struct dp_resources *out, struct vg_err *err);
 void dp_resources_release(struct dp_resources *res);
@@ -158,6 +200,18 @@ struct dp_response {
 int dp_allocate_shared(const struct dp_config *cfg, const struct dp_resource *resource,
                        const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
                        size_t id_count, struct dp_response *out, struct vg_err *err);
+
+/* Allocate of MIG devices (resource->mig): NVIDIA_VISIBLE_DEVICES with the MIG UUIDs (or
+ * `<gpu>:<mig>` with deviceIDStrategy index), volume mounts with the volume-mounts
+ * strategy, the control devices and the parent GPU's /dev/nvidia<minor> with
+ * passDeviceSpecs. dp_allocate_shared hands MIG resources here. */
+int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resource,
+                    const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
+                    size_t id_count, struct dp_response *out, struct vg_err *err);
+/* Whether vgpu mode splits this GPU: not a MIG-enabled GPU whose MIG devices are
+ * advertised (migStrategy single/mixed); those stay out of nvidia.com/gpu and of the
+ * inventory the scheduler places on. */
+bool dp_gpu_split(const struct dp_config *cfg, const struct dp_gpu *gpu);
 
 /* vgpu Allocate for a matched container: the response for the container directory
  * container_dir (see dp_container_dir_create). */

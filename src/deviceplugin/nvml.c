@@ -6,13 +6,22 @@
  *
  * Health is polled: a GPU is healthy while NVML can still find it by UUID and read its
  * memory. NVML errors such as GPU_IS_LOST or a vanished device turn it Unhealthy. NUMA
- * comes from sysfs (the PCI device's numa_node), as NVIDIA's plugin reads it. */
+ * comes from sysfs (the PCI device's numa_node), as NVIDIA's plugin reads it.
+ *
+ * XID events: discovery registers every GPU for nvmlEventTypeXidCriticalError in one
+ * event set; each health poll drains it with nvmlEventSetWait(set, 0) — never waiting, so
+ * the libevent loop is never blocked and no thread is needed; an XID is seen within one
+ * health interval. A critical XID (dp_xid_critical) marks its GPU Unhealthy for good, as
+ * NVIDIA's plugin does: only a restart of the plugin clears it. MIG devices share their
+ * GPU's health. Libraries without the event API (or GPUs refusing registration) get the
+ * polled health only. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "abi/nvml.h"
+#include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
 #include "base/str.h"
@@ -33,6 +42,22 @@ struct dp_nvml {
     __typeof__(&nvmlDeviceGetCudaComputeCapability) get_cc;
     __typeof__(&nvmlDeviceGetMinorNumber) get_minor;
     __typeof__(&nvmlDeviceGetMigMode) get_mig; /* optional */
+    /* MIG devices (optional: without them a MIG-enabled GPU has no MIG devices) */
+    __typeof__(&nvmlDeviceGetMaxMigDeviceCount) mig_max;
+    __typeof__(&nvmlDeviceGetMigDeviceHandleByIndex) mig_by_index;
+    __typeof__(&nvmlDeviceGetAttributes_v2) attributes;
+    __typeof__(&nvmlDeviceGetGpuInstanceId) gi_id;
+    __typeof__(&nvmlDeviceGetComputeInstanceId) ci_id;
+    /* XID events (optional) */
+    __typeof__(&nvmlEventSetCreate) event_create;
+    __typeof__(&nvmlDeviceRegisterEvents) event_register;
+    __typeof__(&nvmlEventSetWait_v2) event_wait;
+    __typeof__(&nvmlEventSetFree) event_free;
+    nvmlEventSet_t events; /* NULL: no XID health */
+    nvmlDevice_t handles[DP_MAX_GPUS];
+    unsigned handle_count;
+    bool xid_failed[DP_MAX_GPUS]; /* by NVML index: a critical XID was seen */
+    struct dp_xid_policy policy;
 };
 
 static const char *nvml_error(const struct dp_nvml *nvml, nvmlReturn_t rc)
@@ -69,6 +94,15 @@ int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err)
         {"nvmlDeviceGetCudaComputeCapability", (void **)&nvml->get_cc, false},
         {"nvmlDeviceGetMinorNumber", (void **)&nvml->get_minor, false},
         {"nvmlDeviceGetMigMode", (void **)&nvml->get_mig, true},
+        {"nvmlDeviceGetMaxMigDeviceCount", (void **)&nvml->mig_max, true},
+        {"nvmlDeviceGetMigDeviceHandleByIndex", (void **)&nvml->mig_by_index, true},
+        {"nvmlDeviceGetAttributes_v2", (void **)&nvml->attributes, true},
+        {"nvmlDeviceGetGpuInstanceId", (void **)&nvml->gi_id, true},
+        {"nvmlDeviceGetComputeInstanceId", (void **)&nvml->ci_id, true},
+        {"nvmlEventSetCreate", (void **)&nvml->event_create, true},
+        {"nvmlDeviceRegisterEvents", (void **)&nvml->event_register, true},
+        {"nvmlEventSetWait_v2", (void **)&nvml->event_wait, true},
+        {"nvmlEventSetFree", (void **)&nvml->event_free, true},
     };
     for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
         *syms[i].slot = dlsym(handle, syms[i].name);
@@ -86,6 +120,8 @@ int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err)
         free(nvml);
         return -EIO;
     }
+    struct vg_err ignored;
+    (void)dp_xid_policy_parse(NULL, &nvml->policy, &ignored);
     *out = nvml;
     return 0;
 }
@@ -94,6 +130,8 @@ void dp_nvml_free(struct dp_nvml *nvml)
 {
     if (!nvml)
         return;
+    if (nvml->events)
+        nvml->event_free(nvml->events);
     nvml->shutdown();
     /* The library stays mapped: driver libraries keep process-wide state past
      * nvmlShutdown (fakegpu does too), and unmapping it under that state is unsafe. */
@@ -121,6 +159,110 @@ static int numa_from_sysfs(const nvmlPciInfo_t *pci)
     if (vg_parse_i64(line, -1, 255, &v, &ignored) < 0)
         return -1;
     return (int)v;
+}
+
+void dp_nvml_set_xid_policy(struct dp_nvml *nvml, const struct dp_xid_policy *policy)
+{
+    nvml->policy = *policy;
+}
+
+/* The MIG devices of MIG-enabled GPU g (handle dev). */
+static int discover_migs(struct dp_nvml *nvml, nvmlDevice_t dev, struct dp_gpu *g,
+                         uint64_t gpu_bytes, struct vg_err *err)
+{
+    g->mig_count = 0;
+    if (!nvml->mig_max || !nvml->mig_by_index || !nvml->attributes || !nvml->gi_id ||
+        !nvml->ci_id)
+        return 0;
+    unsigned max = 0;
+    nvmlReturn_t rc = nvml->mig_max(dev, &max);
+    if (rc != NVML_SUCCESS)
+        return vg_err_set(err, -EIO, "NVML: GPU %u: nvmlDeviceGetMaxMigDeviceCount: %s", g->index,
+                          nvml_error(nvml, rc));
+    for (unsigned k = 0; k < max; k++) {
+        nvmlDevice_t mig;
+        rc = nvml->mig_by_index(dev, k, &mig);
+        if (rc == NVML_ERROR_NOT_FOUND)
+            continue; /* no MIG device at this index */
+        const char *step = "nvmlDeviceGetMigDeviceHandleByIndex";
+        if (rc != NVML_SUCCESS)
+            goto fail;
+        if (g->mig_count == DP_MAX_MIGS)
+            return vg_err_set(err, -E2BIG, "NVML: GPU %u has more than %d MIG devices", g->index,
+                              DP_MAX_MIGS);
+        struct dp_mig *m = &g->migs[g->mig_count];
+        memset(m, 0, sizeof(*m));
+        nvmlDeviceAttributes_t attr;
+        step = "nvmlDeviceGetUUID";
+        if ((rc = nvml->get_uuid(mig, m->uuid, sizeof(m->uuid))) != NVML_SUCCESS)
+            goto fail;
+        step = "nvmlDeviceGetAttributes";
+        if ((rc = nvml->attributes(mig, &attr)) != NVML_SUCCESS)
+            goto fail;
+        step = "nvmlDeviceGetGpuInstanceId";
+        if ((rc = nvml->gi_id(mig, &m->gi)) != NVML_SUCCESS)
+            goto fail;
+        step = "nvmlDeviceGetComputeInstanceId";
+        if ((rc = nvml->ci_id(mig, &m->ci)) != NVML_SUCCESS)
+            goto fail;
+        m->index = k;
+        m->memory_mib = attr.memorySizeMB;
+        dp_mig_profile(attr.gpuInstanceSliceCount, attr.computeInstanceSliceCount,
+                       attr.memorySizeMB, gpu_bytes, m->profile, sizeof(m->profile));
+        g->mig_count++;
+        continue;
+    fail:
+        return vg_err_set(err, -EIO, "NVML: GPU %u MIG device %u: %s: %s", g->index, k, step,
+                          nvml_error(nvml, rc));
+    }
+    return 0;
+}
+
+/* One event set for every GPU's XIDs; any failure leaves XID health off, with a warning. */
+static void register_xids(struct dp_nvml *nvml, unsigned count)
+{
+    if (nvml->events || !nvml->event_create || !nvml->event_register || !nvml->event_wait ||
+        !nvml->event_free || nvml->policy.disabled)
+        return;
+    nvmlReturn_t rc = nvml->event_create(&nvml->events);
+    if (rc != NVML_SUCCESS) {
+        nvml->events = NULL;
+        vg_log(VG_LOG_WARN, "no XID health: nvmlEventSetCreate failed", "err=\"%s\"",
+               nvml_error(nvml, rc));
+        return;
+    }
+    for (unsigned i = 0; i < count; i++) {
+        rc = nvml->event_register(nvml->handles[i], nvmlEventTypeXidCriticalError, nvml->events);
+        if (rc != NVML_SUCCESS)
+            vg_log(VG_LOG_WARN, "no XID health for a GPU: nvmlDeviceRegisterEvents failed",
+                   "gpu=%u err=\"%s\"", i, nvml_error(nvml, rc));
+    }
+}
+
+/* Takes every pending event (none waited for) and marks GPUs with a critical XID. */
+static void drain_xids(struct dp_nvml *nvml)
+{
+    if (!nvml->events)
+        return;
+    for (int n = 0; n < 1024; n++) {
+        nvmlEventData_t ev;
+        memset(&ev, 0, sizeof(ev));
+        if (nvml->event_wait(nvml->events, &ev, 0) != NVML_SUCCESS)
+            return; /* NVML_ERROR_TIMEOUT: nothing more */
+        if (ev.eventType != nvmlEventTypeXidCriticalError)
+            continue;
+        for (unsigned i = 0; i < nvml->handle_count; i++) {
+            if (nvml->handles[i] != ev.device)
+                continue;
+            bool critical = dp_xid_critical(&nvml->policy, ev.eventData);
+            vg_log(critical ? VG_LOG_WARN : VG_LOG_INFO,
+                   critical ? "XID event: GPU unhealthy until the plugin restarts"
+                            : "XID event ignored (application error or DP_DISABLE_HEALTHCHECKS)",
+                   "gpu=%u xid=%llu", i, ev.eventData);
+            if (critical)
+                nvml->xid_failed[i] = true;
+        }
+    }
 }
 
 static int nvml_discover(void *arg, struct dp_gpu *gpus, unsigned *count, struct vg_err *err)
@@ -164,6 +306,12 @@ static int nvml_discover(void *arg, struct dp_gpu *gpus, unsigned *count, struct
         if (nvml->get_mig && nvml->get_mig(dev, &current, &pending) == NVML_SUCCESS)
             g->mig_enabled = current == NVML_DEVICE_MIG_ENABLE;
         g->index = i;
+        nvml->handles[i] = dev;
+        if (g->mig_enabled) {
+            int mrc = discover_migs(nvml, dev, g, mem.total, err);
+            if (mrc < 0)
+                return mrc;
+        }
         g->memory_mib = mem.total / (1024 * 1024);
         vg_strlcpy(g->pci_bus_id, pci.busId, sizeof(g->pci_bus_id));
         g->numa = numa_from_sysfs(&pci);
@@ -172,6 +320,8 @@ static int nvml_discover(void *arg, struct dp_gpu *gpus, unsigned *count, struct
     fail:
         return vg_err_set(err, -EIO, "NVML: GPU %u: %s: %s", i, step, nvml_error(nvml, rc));
     }
+    nvml->handle_count = n;
+    register_xids(nvml, n);
     *count = n;
     return 0;
 }
@@ -181,6 +331,9 @@ static bool nvml_healthy(void *arg, const struct dp_gpu *gpu)
     struct dp_nvml *nvml = arg;
     nvmlDevice_t dev;
     nvmlMemory_t mem;
+    drain_xids(nvml);
+    if (gpu->index < DP_MAX_GPUS && nvml->xid_failed[gpu->index])
+        return false;
     if (nvml->by_uuid(gpu->uuid, &dev) != NVML_SUCCESS)
         return false;
     return nvml->get_memory(dev, &mem) == NVML_SUCCESS;

@@ -292,7 +292,7 @@ static enum grpc_status_code handle_allocate(void *arg, const uint8_t *req, size
     int rc = n == 0 ? vg_err_set(&err, -EINVAL, "Allocate without container requests") : 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         V1beta1__ContainerAllocateRequest *c = r->container_requests[i];
-        if (p->res.mode == ANNOT_MODE_VGPU)
+        if (p->res.mode == ANNOT_MODE_VGPU && !s->resource->mig)
             rc = allocate_vgpu_one(p, c, &resps[i], dirs[i], sizeof(dirs[i]), &err);
         else if (s->resource->mps)
             rc = allocate_mps_one(p, s->resource, c, &resps[i], &err);
@@ -316,7 +316,7 @@ static enum grpc_status_code handle_allocate(void *arg, const uint8_t *req, size
         vg_snprintf(reply->message, sizeof(reply->message), "%s", err.msg);
         status = rc == -EINVAL || rc == -ENOENT ? GRPC_STATUS_INVALID_ARGUMENT
                                                 : GRPC_STATUS_FAILED_PRECONDITION;
-        if (rc == -ENOENT && p->res.mode == ANNOT_MODE_VGPU)
+        if (rc == -ENOENT && p->res.mode == ANNOT_MODE_VGPU && !s->resource->mig)
             status = GRPC_STATUS_FAILED_PRECONDITION;
     } else {
         dp_response_pack(ptrs, n, &reply->data, &reply->len, &err);
@@ -376,7 +376,7 @@ static void prefer(struct dp_plugin *p, const struct dp_resource *r,
     }
     struct vg_err err = {0};
     struct dp_match match;
-    if (p->res.mode == ANNOT_MODE_VGPU && n == 0 && check_pods_ready(p, &err) == 0) {
+    if (p->res.mode == ANNOT_MODE_VGPU && !r->mig && n == 0 && check_pods_ready(p, &err) == 0) {
         json_t *pods = pods_array(p);
         int rc = dp_match_container(pods, p->cfg->cli.node_name, NULL, want, dir_allocated, p,
                                     &match, &err);
@@ -625,7 +625,13 @@ static void publish_inventory(struct dp_plugin *p)
     if (!p->opt.kube || p->inventory_in_flight)
         return;
     struct annot_inventory inv;
-    dp_inventory(p->cfg, p->res.mode, p->gpus, p->gpu_count, (int64_t)time(NULL), &inv);
+    /* MIG GPUs advertised as MIG devices are not the scheduler's to split. */
+    struct dp_gpu split[DP_MAX_GPUS];
+    unsigned n = 0;
+    for (unsigned i = 0; i < p->gpu_count; i++)
+        if (dp_gpu_split(p->cfg, &p->gpus[i]))
+            split[n++] = p->gpus[i];
+    dp_inventory(p->cfg, p->res.mode, split, n, (int64_t)time(NULL), &inv);
     struct vg_err err = {0};
     char *text = annot_inventory_encode(&inv, &err);
     if (!text) {

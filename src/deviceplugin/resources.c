@@ -5,9 +5,13 @@
  *   timeSlicing  NVIDIA's replicas: each GPU a sharing.timeSlicing resource selects is
  *                advertised `replicas` times as `<UUID>::<n>` under its name (or rename,
  *                `<name>.shared` with renameByDefault); GPUs no entry selects stay plain
- *                nvidia.com/gpu.
+ *                nvidia.com/gpu;
  *   mps          the same replicas from sharing.mps, each GPU served by its own MPS
- *                control daemon (mps.c).
+ *                control daemon (mps.c);
+ *   MIG          (flags.migStrategy single/mixed, MIG-enabled GPUs) the MIG devices, once
+ *                each, IDs their MIG UUIDs: all under nvidia.com/gpu (single, NVIDIA's
+ *                rules: every GPU MIG-enabled, every MIG device the same profile) or
+ *                under nvidia.com/mig-<profile> (mixed); the GPU itself is not advertised.
  *
  * Kept pure (config + GPU table in, lists out) so tests can check every case directly. */
 #include <errno.h>
@@ -125,6 +129,8 @@ static int build_replicated(const struct dp_config *cfg, bool mps, const struct 
 {
     const struct dp_replicated *ts = mps ? &cfg->sharing.mps : &cfg->sharing.time_slicing;
     for (unsigned i = 0; i < gpu_count; i++) {
+        if (!dp_gpu_split(cfg, &gpus[i]))
+            continue; /* advertised as MIG devices */
         const struct dp_replicated_resource *entry = NULL;
         for (size_t k = 0; k < ts->resources.count && !entry; k++) {
             bool selected;
@@ -170,16 +176,82 @@ static int build_replicated(const struct dp_config *cfg, bool mps, const struct 
     return 0;
 }
 
+/* migStrategy single: NVIDIA's checks, with its messages where it has one. */
+static int check_single(const struct dp_config *cfg, const struct dp_gpu *gpus,
+                        unsigned gpu_count, struct vg_err *err)
+{
+    const char *profile = NULL;
+    for (unsigned i = 0; i < gpu_count; i++) {
+        const struct dp_gpu *g = &gpus[i];
+        if (!g->mig_enabled)
+            return vg_err_set(err, -EINVAL,
+                              "flags.migStrategy single: all devices on the node must be "
+                              "configured with the same migEnabled value (GPU %u %s has MIG "
+                              "disabled)",
+                              g->index, g->uuid);
+        if (g->mig_count == 0)
+            return vg_err_set(err, -EINVAL,
+                              "flags.migStrategy single: GPU %u (%s) has MIG enabled but no MIG "
+                              "devices",
+                              g->index, g->uuid);
+        for (unsigned k = 0; k < g->mig_count; k++) {
+            if (!profile)
+                profile = g->migs[k].profile;
+            else if (strcmp(profile, g->migs[k].profile) != 0)
+                return vg_err_set(err, -EINVAL,
+                                  "flags.migStrategy single: more than one MIG device type "
+                                  "present on node (%s and %s on GPU %u); use migStrategy mixed",
+                                  profile, g->migs[k].profile, g->index);
+        }
+    }
+    if (cfg->sharing_strategy == DP_SHARING_NONE)
+        return vg_err_set(err, -ENOTSUP,
+                          "flags.migStrategy single: in vgpu mode nvidia.com/gpu is vgpu's split "
+                          "resource; use migStrategy mixed (nvidia.com/mig-<profile>) or a "
+                          "sharing.timeSlicing section");
+    return 0;
+}
+
+static int build_mig(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
+                     struct dp_resources *out, struct vg_err *err)
+{
+    for (unsigned i = 0; i < gpu_count; i++) {
+        if (dp_gpu_split(cfg, &gpus[i]))
+            continue;
+        for (unsigned k = 0; k < gpus[i].mig_count; k++) {
+            char name[DP_RESOURCE_NAME_MAX + 8];
+            if (cfg->flags.mig_strategy == DP_MIG_SINGLE)
+                vg_strlcpy(name, DP_RESOURCE_PREFIX "gpu", sizeof(name));
+            else if (vg_snprintf(name, sizeof(name), DP_RESOURCE_PREFIX "mig-%s",
+                                 gpus[i].migs[k].profile) < 0)
+                return vg_err_set(err, -ENAMETOOLONG, "MIG profile '%s' too long",
+                                  gpus[i].migs[k].profile);
+            struct dp_resource *r = resource_get(out, name, err);
+            if (!r)
+                return err->code;
+            r->mig = true;
+            int rc = resource_add(r, gpus[i].migs[k].uuid, i, err);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
 int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
                        struct dp_resources *out, struct vg_err *err)
 {
     memset(out, 0, sizeof(*out));
+    bool any_mig = false;
     for (unsigned i = 0; i < gpu_count; i++)
-        if (gpus[i].mig_enabled && cfg->flags.mig_strategy != DP_MIG_NONE)
-            return vg_err_set(err, -ENOTSUP,
-                              "GPU %u (%s) has MIG enabled and flags.migStrategy is not none: "
-                              "MIG mode is not supported yet",
-                              gpus[i].index, gpus[i].uuid);
+        any_mig |= gpus[i].mig_enabled;
+    /* Like NVIDIA's: single on a node without MIG-enabled GPUs is none. */
+    if (any_mig && cfg->flags.mig_strategy == DP_MIG_SINGLE &&
+        cfg->sharing_strategy != DP_SHARING_MPS) {
+        int rc = check_single(cfg, gpus, gpu_count, err);
+        if (rc < 0)
+            return rc;
+    }
     int rc = 0;
     switch (cfg->sharing_strategy) {
     case DP_SHARING_MPS:
@@ -198,7 +270,7 @@ int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, u
         r->replicas = (unsigned)cfg->vgpu.device_split_count;
         char id[DP_ID_MAX * 2];
         for (unsigned i = 0; i < gpu_count && rc == 0; i++)
-            for (unsigned n = 0; n < r->replicas && rc == 0; n++) {
+            for (unsigned n = 0; n < r->replicas && rc == 0 && dp_gpu_split(cfg, &gpus[i]); n++) {
                 if (vg_snprintf(id, sizeof(id), "%s-%u", gpus[i].uuid, n) < 0)
                     rc = vg_err_set(err, -ENAMETOOLONG, "device ID too long");
                 else
@@ -207,6 +279,8 @@ int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, u
         break;
     }
     }
+    if (rc == 0 && any_mig)
+        rc = build_mig(cfg, gpus, gpu_count, out, err);
     if (rc < 0)
         dp_resources_release(out);
     return rc;

@@ -1,0 +1,194 @@
+/* MIG and XID pieces of the device plugin (docs/deviceplugin.md "MIG" and "Health"):
+ *
+ *   profile names  formed from NVML's attributes as NVIDIA's plugin forms them, so the
+ *                  resource names (nvidia.com/mig-1g.10gb) match a real node's;
+ *   Allocate       of MIG devices: their MIG UUIDs are what the container sees;
+ *   split          which GPUs vgpu mode may split (not MIG GPUs advertised as MIG);
+ *   XID policy     which XIDs make a GPU unhealthy (DP_DISABLE_HEALTHCHECKS). */
+#include <errno.h>
+#include <string.h>
+
+#include "base/parse.h"
+#include "base/str.h"
+#include "deviceplugin/deviceplugin.h"
+
+#define GIB (1024ULL * 1024 * 1024)
+#define MIB (1024ULL * 1024)
+
+void dp_mig_profile(unsigned gi_slices, unsigned ci_slices, uint64_t mig_memory_mib,
+                    uint64_t gpu_memory_bytes, char *out, size_t size)
+{
+    uint64_t gpu_gib = (gpu_memory_bytes + GIB - 1) / GIB;
+    uint64_t eighths = 0;
+    if (gpu_memory_bytes > 0)
+        eighths = (mig_memory_mib * MIB * 8 + gpu_memory_bytes - 1) / gpu_memory_bytes;
+    uint64_t gb = (eighths * gpu_gib * 2 + 8) / 16; /* eighths/8 * GiB, rounded */
+    if (ci_slices == gi_slices)
+        (void)vg_snprintf(out, size, "%ug.%llugb", gi_slices, (unsigned long long)gb);
+    else
+        (void)vg_snprintf(out, size, "%uc.%ug.%llugb", ci_slices, gi_slices,
+                          (unsigned long long)gb);
+}
+
+bool dp_gpu_split(const struct dp_config *cfg, const struct dp_gpu *gpu)
+{
+    return !(gpu->mig_enabled && cfg->flags.mig_strategy != DP_MIG_NONE);
+}
+
+/* ---- Allocate ------------------------------------------------------------------------ */
+
+static int env_set(struct dp_response *r, const char *key, const char *value, struct vg_err *err)
+{
+    if (r->env_count == DP_RESPONSE_MAX_ENVS)
+        return vg_err_set(err, -ENOSPC, "too many environment variables");
+    struct dp_env *e = &r->envs[r->env_count];
+    if (vg_strlcpy(e->key, key, sizeof(e->key)) < 0 ||
+        vg_strlcpy(e->value, value, sizeof(e->value)) < 0)
+        return vg_err_set(err, -ENOSPC, "env %s too long", key);
+    r->env_count++;
+    return 0;
+}
+
+static void spec_add(struct dp_response *r, const char *path)
+{
+    for (size_t i = 0; i < r->device_count; i++)
+        if (strcmp(r->devices[i].container_path, path) == 0)
+            return;
+    if (r->device_count == DP_RESPONSE_MAX_DEVICES)
+        return;
+    struct dp_device_spec *d = &r->devices[r->device_count++];
+    vg_strlcpy(d->container_path, path, sizeof(d->container_path));
+    vg_strlcpy(d->host_path, path, sizeof(d->host_path));
+    vg_strlcpy(d->permissions, "rw", sizeof(d->permissions));
+}
+
+int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resource,
+                    const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
+                    size_t id_count, struct dp_response *out, struct vg_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (id_count == 0)
+        return vg_err_set(err, -EINVAL, "%s: Allocate without devices", resource->name);
+    char visible[1024] = "";
+    size_t used = 0;
+    const char *seen[DP_MAX_GPUS * DP_MAX_MIGS];
+    size_t n = 0;
+    for (size_t i = 0; i < id_count; i++) {
+        const struct dp_device *found = NULL;
+        for (size_t k = 0; k < resource->device_count && !found; k++)
+            if (strcmp(resource->devices[k].id, ids[i]) == 0)
+                found = &resource->devices[k];
+        const struct dp_gpu *g = found && found->gpu < gpu_count ? &gpus[found->gpu] : NULL;
+        const struct dp_mig *m = NULL;
+        for (unsigned k = 0; g && k < g->mig_count && !m; k++)
+            if (strcmp(g->migs[k].uuid, ids[i]) == 0)
+                m = &g->migs[k];
+        if (!m)
+            return vg_err_set(err, -ENOENT, "%s: unknown device ID '%s'", resource->name, ids[i]);
+        bool dup = false;
+        for (size_t k = 0; k < n; k++)
+            dup |= seen[k] == m->uuid;
+        if (dup)
+            continue;
+        if (n == sizeof(seen) / sizeof(seen[0]))
+            return vg_err_set(err, -E2BIG, "%s: too many devices", resource->name);
+        seen[n++] = m->uuid;
+        char id[ANNOT_UUID_MAX];
+        if (cfg->flags.plugin.device_id_strategy == DP_DEVICE_ID_INDEX)
+            vg_snprintf(id, sizeof(id), "%u:%u", g->index, m->index);
+        else
+            vg_strlcpy(id, m->uuid, sizeof(id));
+        int w = vg_snprintf(visible + used, sizeof(visible) - used, "%s%s", used ? "," : "", id);
+        if (w < 0)
+            return vg_err_set(err, -ENOSPC, "NVIDIA_VISIBLE_DEVICES too long");
+        used += (size_t)w;
+        if (cfg->flags.plugin.device_list_strategy & DP_LIST_VOLUME_MOUNTS) {
+            if (out->mount_count == DP_RESPONSE_MAX_MOUNTS)
+                return vg_err_set(err, -ENOSPC, "too many mounts");
+            struct dp_mount *mt = &out->mounts[out->mount_count++];
+            vg_snprintf(mt->container_path, sizeof(mt->container_path),
+                        "/var/run/nvidia-container-devices/%s", id);
+            vg_strlcpy(mt->host_path, "/dev/null", sizeof(mt->host_path));
+        }
+        if (cfg->flags.plugin.pass_device_specs) {
+            char path[64];
+            vg_snprintf(path, sizeof(path), "/dev/nvidia%u", g->minor);
+            spec_add(out, "/dev/nvidiactl");
+            spec_add(out, "/dev/nvidia-uvm");
+            spec_add(out, "/dev/nvidia-uvm-tools");
+            spec_add(out, path);
+        }
+    }
+    int rc = 0;
+    if (cfg->flags.plugin.device_list_strategy & DP_LIST_ENVVAR)
+        rc = env_set(out, "NVIDIA_VISIBLE_DEVICES", visible, err);
+    else if (cfg->flags.plugin.device_list_strategy & DP_LIST_VOLUME_MOUNTS)
+        rc = env_set(out, "NVIDIA_VISIBLE_DEVICES", "/var/run/nvidia-container-devices", err);
+    if (rc == 0 && cfg->flags.gds_enabled)
+        rc = env_set(out, "NVIDIA_GDS", "enabled", err);
+    if (rc == 0 && cfg->flags.mofed_enabled)
+        rc = env_set(out, "NVIDIA_MOFED", "enabled", err);
+    if (rc == 0 && cfg->flags.gdrcopy_enabled)
+        rc = env_set(out, "NVIDIA_GDRCOPY", "enabled", err);
+    return rc;
+}
+
+/* ---- XID policy ---------------------------------------------------------------------- */
+
+/* Application errors (a program's fault, not the GPU's): NVIDIA's plugin ignores them. */
+static const unsigned default_ignored[] = {13, 31, 43, 45, 68, 109};
+
+int dp_xid_policy_parse(const char *value, struct dp_xid_policy *out, struct vg_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < sizeof(default_ignored) / sizeof(default_ignored[0]); i++)
+        out->ignored[out->ignored_count++] = default_ignored[i];
+    if (!value || !value[0])
+        return 0;
+    if (strcmp(value, "all") == 0 || strcmp(value, "xids") == 0) {
+        out->disabled = true;
+        return 0;
+    }
+    const char *p = value;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        while (len > 0 && *p == ' ') {
+            p++;
+            len--;
+        }
+        while (len > 0 && p[len - 1] == ' ')
+            len--;
+        char entry[16];
+        uint64_t xid;
+        struct vg_err sub;
+        if (len == 0 || len >= sizeof(entry))
+            return vg_err_set(err, -EINVAL,
+                              "DP_DISABLE_HEALTHCHECKS: '%.*s' is not an XID (want all, xids, or "
+                              "XIDs like 48,79)",
+                              (int)(len > 32 ? 32 : len), p);
+        memcpy(entry, p, len);
+        entry[len] = '\0';
+        if (vg_parse_u64(entry, 1, 65535, &xid, &sub) < 0)
+            return vg_err_set(err, -EINVAL, "DP_DISABLE_HEALTHCHECKS: XID '%s': %s", entry,
+                              sub.msg);
+        if (out->ignored_count == DP_XID_MAX_IGNORED)
+            return vg_err_set(err, -EINVAL, "DP_DISABLE_HEALTHCHECKS: more than %d XIDs",
+                              DP_XID_MAX_IGNORED - 6);
+        out->ignored[out->ignored_count++] = (unsigned)xid;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return 0;
+}
+
+bool dp_xid_critical(const struct dp_xid_policy *policy, unsigned long long xid)
+{
+    if (policy->disabled)
+        return false;
+    for (size_t i = 0; i < policy->ignored_count; i++)
+        if (policy->ignored[i] == xid)
+            return false;
+    return true;
+}
