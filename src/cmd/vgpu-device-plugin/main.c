@@ -65,12 +65,21 @@ int main(int argc, char **argv)
         dp_config_free(&cfg);
         return 2;
     }
+    /* XIDs that do not make a GPU unhealthy, as NVIDIA's plugin reads them. */
+    struct dp_xid_policy xids;
+    if (dp_xid_policy_parse(getenv("DP_DISABLE_HEALTHCHECKS"), &xids, &err) < 0) {
+        fprintf(stderr, "vgpu-device-plugin: %s\n", err.msg);
+        dp_config_free(&cfg);
+        return 2;
+    }
     signal(SIGPIPE, SIG_IGN);
     struct event_base *base = event_base_new();
     struct dp_nvml *nvml = NULL;
     struct vg_err nvml_err = {0};
-    if (dp_nvml_open(NULL, &nvml, &nvml_err) == 0)
+    if (dp_nvml_open(NULL, &nvml, &nvml_err) == 0) {
+        dp_nvml_set_xid_policy(nvml, &xids);
         opt.source = dp_nvml_source(nvml);
+    }
     else
         opt.source =
             (struct dp_gpu_source){.discover = no_gpus, .healthy = never_healthy, .arg = &nvml_err};

@@ -1,0 +1,198 @@
+"""vgpu-device-plugin's MIG mode and XID health against the fake kubelet of
+deviceplugin_kubelet.py, on fakegpu with FAKEGPU_MIG set.
+
+    /usr/bin/python3 deviceplugin_mig.py BUILD_DIR SOURCE_DIR [unittest names...]
+
+Mig: migStrategy mixed and single register NVIDIA's resource names, list MIG UUIDs and
+Allocate them; refusals (single with differing profiles) exit with NVIDIA's message.
+Xid: `fakegpu-ctl xid` makes a GPU's devices (its MIG devices included) Unhealthy in
+ListAndWatch; application XIDs and those in DP_DISABLE_HEALTHCHECKS change nothing.
+Exits 77 (skipped) when grpc is not importable.
+"""
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deviceplugin_kubelet as dk  # noqa: E402  (exits 77 without grpc)
+
+H100 = "NVIDIA H100 80GB HBM3:81559MiB:132"
+A100 = "NVIDIA A100-SXM4-40GB:40GiB:108"
+MIXED = """version: v1
+flags:
+  migStrategy: mixed
+sharing:
+  timeSlicing:
+    resources:
+    - name: nvidia.com/gpu
+      replicas: 2
+"""
+SINGLE = MIXED.replace("mixed", "single")
+
+
+class Base(dk.Base):
+    def start(self, config, devices, mig, extra=None, kubeconfig=None):
+        env = {"FAKEGPU_DEVICES": devices, "FAKEGPU_MIG": mig,
+               "VGPU_DP_HEALTH_INTERVAL_MS": "100"}
+        env.update(extra or {})
+        self.kubelet = dk.FakeKubelet(os.path.join(self.tmp, "kubelet"))
+        self.plugin = dk.Plugin(self.tmp, config, extra_env=env, kubeconfig=kubeconfig)
+
+    def ctl(self, *args):
+        return subprocess.run([os.path.join(dk.BUILD, "bin", "fakegpu-ctl")] + list(args),
+                              env=self.plugin.env, capture_output=True, text=True, timeout=30)
+
+    def resources(self, count):
+        dk.wait_for(lambda: len(self.kubelet.registrations) >= count,
+                    what="%d registrations" % count)
+        return sorted(r.resource_name for _, r in self.kubelet.registrations)
+
+    def migs(self):
+        """fakegpu's MIG devices: {gpu index: [(profile, uuid)]}."""
+        out = {}
+        gpu = None
+        for line in self.ctl("status").stdout.splitlines():
+            f = line.split()
+            if line.startswith("  mig"):
+                out.setdefault(gpu, []).append((f[2], f[3]))
+            else:
+                gpu = int(f[0])
+        return out
+
+    def health(self, resource):
+        devs = self.kubelet.latest(resource)
+        return dict(devs) if devs else None
+
+
+class Mig(Base):
+    def test_mixed(self):
+        self.start(MIXED, H100 + "," + A100, "0:1g.10gb,1g.10gb,3g.40gb")
+        self.assertEqual(self.resources(3), ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb",
+                                             "nvidia.com/mig-3g.40gb"])
+        eps = {r.resource_name: r.endpoint for _, r in self.kubelet.registrations}
+        self.assertEqual(eps["nvidia.com/mig-1g.10gb"], "nvidia-mig-1g.10gb.sock")
+        migs = self.migs()[0]
+        small = dk.wait_for(lambda: self.health("nvidia.com/mig-1g.10gb"), what="list")
+        self.assertEqual(sorted(small), sorted(u for p, u in migs if p == "1g.10gb"))
+        self.assertTrue(all(h == "Healthy" for h in small.values()))
+        big = dk.wait_for(lambda: self.health("nvidia.com/mig-3g.40gb"), what="list")
+        self.assertEqual(list(big), [u for p, u in migs if p == "3g.40gb"])
+        # The non-MIG A100 stays nvidia.com/gpu (two time-slicing replicas).
+        gpus = dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
+        self.assertEqual(len(gpus), 2)
+        self.assertTrue(all("::" in d and d.startswith("GPU-") for d in gpus))
+
+        ids = sorted(small)
+        resp = self.kubelet.allocate("nvidia.com/mig-1g.10gb", ids)
+        env = dict(resp.container_responses[0].envs)
+        self.assertEqual(env["NVIDIA_VISIBLE_DEVICES"], ",".join(ids))
+        with self.assertRaises(dk.grpc.RpcError) as cm:
+            self.kubelet.allocate("nvidia.com/mig-1g.10gb", list(big))
+        self.assertIn("unknown device ID", cm.exception.details())
+        pref = self.kubelet.preferred("nvidia.com/mig-1g.10gb", ids, 1)
+        self.assertEqual(len(pref), 1)
+        self.assertIn(pref[0], ids)
+
+    def test_single(self):
+        self.start(SINGLE, H100 + "," + H100, "0:2g.20gb,2g.20gb;1:2g.20gb")
+        self.assertEqual(self.resources(1), ["nvidia.com/gpu"])
+        devs = dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
+        migs = self.migs()
+        self.assertEqual(sorted(devs), sorted(u for m in migs.values() for _, u in m))
+        resp = self.kubelet.allocate("nvidia.com/gpu", [migs[1][0][1], migs[0][1][1]])
+        env = dict(resp.container_responses[0].envs)
+        self.assertEqual(env["NVIDIA_VISIBLE_DEVICES"], migs[1][0][1] + "," + migs[0][1][1])
+
+    def test_single_refused(self):
+        # NVIDIA's rules for single: one MIG profile on the node, every GPU in MIG mode.
+        for devices, mig, msg in [(H100, "0:1g.10gb,2g.20gb", "more than one MIG device type"),
+                                  (H100 + "," + H100, "0:1g.10gb", "same migEnabled value")]:
+            self.start(SINGLE, devices, mig)
+            self.assertEqual(self.plugin.proc.wait(20), 1)
+            self.assertIn(msg, self.plugin.output())
+            self.plugin = None
+            self.kubelet.stop()
+            self.kubelet = None
+            for name in os.listdir(self.tmp):
+                if name not in ("kubelet",):
+                    subprocess.run(["rm", "-rf", os.path.join(self.tmp, name)])
+
+    def test_vgpu_mode_mixed(self):
+        # vgpu mode does not split MIG GPUs: only the A100 is in nvidia.com/gpu and in the
+        # inventory the scheduler places on.
+        self.api = dk.ApiServer(self.tmp)
+        self.start("version: v1\nflags:\n  migStrategy: mixed\nvgpu:\n  deviceSplitCount: 3\n",
+                   H100 + "," + A100, "0:7g.80gb", kubeconfig=self.api.kubeconfig)
+        self.assertEqual(self.resources(2), ["nvidia.com/gpu", "nvidia.com/mig-7g.80gb"])
+        gpus = dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
+        a100 = self.ctl("status").stdout.splitlines()[-1].split()[1]
+        self.assertEqual(sorted(gpus), ["%s-%d" % (a100, i) for i in range(3)])
+        inv = dk.wait_for(lambda: self.api.request("GET", "/api/v1/nodes/node-1")["metadata"]
+                          .get("annotations", {}).get("vgpu.io/gpus"), what="inventory")
+        self.assertEqual([g["uuid"] for g in dk.json.loads(inv)["gpus"]], [a100])
+        mig = dk.wait_for(lambda: self.health("nvidia.com/mig-7g.80gb"), what="list")
+        resp = self.kubelet.allocate("nvidia.com/mig-7g.80gb", list(mig))
+        self.assertEqual(dict(resp.container_responses[0].envs)["NVIDIA_VISIBLE_DEVICES"],
+                         list(mig)[0])
+
+
+class Xid(Base):
+    def test_mig_follows_gpu(self):
+        self.start(MIXED, H100 + "," + A100, "0:1g.10gb,3g.40gb")
+        self.resources(3)
+        for r in ("nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb", "nvidia.com/gpu"):
+            dk.wait_for(lambda: self.health(r), what="list of " + r)
+
+        def all_health(want_mig, want_gpu):
+            h = [self.health(r) for r in ("nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb")]
+            g = self.health("nvidia.com/gpu")
+            return (all(v == want_mig for d in h for v in d.values()) and
+                    all(v == want_gpu for v in g.values()))
+
+        # An application XID (13: graphics engine exception) is not the GPU's fault.
+        self.assertEqual(self.ctl("xid", "0", "13").returncode, 0)
+        dk.wait_for(lambda: "XID event ignored" in self.plugin.output(), what="XID 13 seen")
+        time.sleep(0.3)  # a few more health polls
+        self.assertTrue(all_health("Healthy", "Healthy"))
+        # XID 48 (double-bit ECC) on GPU 0: both its MIG devices, nothing else.
+        self.assertEqual(self.ctl("xid", "0", "48").returncode, 0)
+        dk.wait_for(lambda: all_health("Unhealthy", "Healthy"), what="MIG devices Unhealthy")
+        self.assertIn("xid=48", self.plugin.output())
+        # And the A100's replicas on XID 79 (fallen off the bus).
+        self.assertEqual(self.ctl("xid", "1", "79").returncode, 0)
+        dk.wait_for(lambda: all_health("Unhealthy", "Unhealthy"), what="GPU 1 Unhealthy")
+
+    def test_disable_healthchecks(self):
+        config = "version: v1\nsharing:\n  timeSlicing:\n    resources:\n" \
+                 "    - name: nvidia.com/gpu\n      replicas: 2\n"
+        self.start(config, H100 + "," + H100, "", {"DP_DISABLE_HEALTHCHECKS": "79, 94"})
+        self.resources(1)
+        dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
+        gpu1 = self.ctl("status").stdout.splitlines()[1].split()[1]
+        self.assertEqual(self.ctl("xid", "1", "79").returncode, 0)
+        dk.wait_for(lambda: "xid=79" in self.plugin.output(), what="XID 79 seen")
+        time.sleep(0.3)
+        self.assertTrue(all(v == "Healthy" for v in self.health("nvidia.com/gpu").values()))
+        self.assertEqual(self.ctl("xid", "1", "31").returncode, 0)  # default-ignored
+        self.assertEqual(self.ctl("xid", "1", "62").returncode, 0)  # critical
+        devs = dk.wait_for(lambda: (lambda h: h if "Unhealthy" in h.values() else None)(
+            self.health("nvidia.com/gpu")), what="Unhealthy after XID 62")
+        self.assertEqual(sorted(d for d, v in devs.items() if v == "Unhealthy"),
+                         [gpu1 + "::0", gpu1 + "::1"])
+        # Like NVIDIA's plugin, an XID-failed GPU stays Unhealthy (until a restart).
+        time.sleep(0.3)
+        self.assertEqual(sum(v == "Unhealthy" for v in self.health("nvidia.com/gpu").values()), 2)
+
+    def test_bad_value(self):
+        self.plugin = dk.Plugin(self.tmp, MIXED, extra_env={"DP_DISABLE_HEALTHCHECKS": "48;79"})
+        self.assertEqual(self.plugin.proc.wait(20), 2)
+        self.assertIn("DP_DISABLE_HEALTHCHECKS", self.plugin.output())
+        self.plugin = None
+
+
+if __name__ == "__main__":
+    dk.BUILD, dk.SOURCE = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    dk.load_messages(os.path.join(dk.BUILD, "gen", "grpc", "kubelet", "api.desc"))
+    unittest.main(argv=[sys.argv[0]] + sys.argv[3:], verbosity=2)
