@@ -245,9 +245,14 @@ int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, u
     bool any_mig = false;
     for (unsigned i = 0; i < gpu_count; i++)
         any_mig |= gpus[i].mig_enabled;
-    /* Like NVIDIA's: single on a node without MIG-enabled GPUs is none. */
-    if (any_mig && cfg->flags.mig_strategy == DP_MIG_SINGLE &&
-        cfg->sharing_strategy != DP_SHARING_MPS) {
+    /* NVIDIA's validation refuses MPS on MIG devices (mps with mixed already fails in
+     * dpconfig); single on a node without MIG-enabled GPUs is none. */
+    if (any_mig && cfg->flags.mig_strategy != DP_MIG_NONE &&
+        cfg->sharing_strategy == DP_SHARING_MPS)
+        return vg_err_set(err, -ENOTSUP,
+                          "sharing.mps: MPS on MIG devices is not supported; use "
+                          "flags.migStrategy none or disable MIG");
+    if (any_mig && cfg->flags.mig_strategy == DP_MIG_SINGLE) {
         int rc = check_single(cfg, gpus, gpu_count, err);
         if (rc < 0)
             return rc;

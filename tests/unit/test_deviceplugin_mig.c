@@ -246,6 +246,14 @@ static void test_single(void **state)
     dp_resources_release(&res);
     dp_config_free(&cfg);
 
+    /* MPS on MIG devices is refused, as NVIDIA's validation does. */
+    load(&cfg, "version: v1\nflags:\n  migStrategy: single\nsharing:\n  mps:\n    resources:\n"
+               "    - name: nvidia.com/gpu\n      replicas: 2\n");
+    two_gpus(g, true, true);
+    assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), -ENOTSUP);
+    assert_non_null(strstr(err.msg, "MPS on MIG devices"));
+    dp_config_free(&cfg);
+
     /* vgpu mode owns nvidia.com/gpu: single is refused with a way out. */
     two_gpus(g, true, true);
     load(&cfg, "version: v1\nflags:\n  migStrategy: single\n");
