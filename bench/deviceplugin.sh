@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # vgpu-device-plugin figures against the fake kubelet of tests/integration on fakegpu:
-# Allocate latency, ListAndWatch update latency after a health change, RSS, and time to
-# re-register after a kubelet restart. usage: bench/deviceplugin.sh BUILD
+# Allocate latency, ListAndWatch update latency after a health change and after an XID,
+# RSS, and time to re-register after a kubelet restart. usage: bench/deviceplugin.sh BUILD
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}

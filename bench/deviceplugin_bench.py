@@ -8,6 +8,9 @@ python) on fakegpu's NVML and prints a markdown table.
   tests/kube_api_server.py and creates the container directory, region and limits file.
 - ListAndWatch update latency: `fakegpu-ctl health 1 off|on`, time until the fake kubelet
   receives the list with the new health, with the plugin polling every POLL_MS.
+- ListAndWatch update latency after an XID: `fakegpu-ctl xid N 48` on each of 16 GPUs in
+  turn (an XID-failed GPU stays Unhealthy), time until the fake kubelet receives the list
+  with that GPU's devices Unhealthy; the XID is drained on the same POLL_MS health poll.
 - RSS: VmRSS and VmHWM of the daemon after the runs above.
 - Re-register: kubelet restart (directory wiped, kubelet.sock created again) to the
   Register call, and to the first ListAndWatch list on the new connection.
@@ -123,6 +126,45 @@ def time_slicing(rows):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def xid(rows):
+    tmp = tempfile.mkdtemp(prefix="dp-bench.")
+    os.makedirs(os.path.join(tmp, "kubelet"))
+    kubelet = k.FakeKubelet(os.path.join(tmp, "kubelet"))
+    gpus = 16
+    plugin = k.Plugin(tmp, k.TIME_SLICING,
+                      extra_env={"VGPU_DP_HEALTH_INTERVAL_MS": str(POLL_MS),
+                                 "FAKEGPU_DEVICES": ",".join(["Test GPU:1GiB:1"] * gpus)})
+    try:
+        res = k.wait_for(lambda: kubelet.registrations and kubelet.registrations[0][1],
+                         what="registration").resource_name
+        k.wait_for(lambda: kubelet.latest(res), what="list")
+        status = subprocess.run([os.path.join(BUILD, "bin", "fakegpu-ctl"), "status"],
+                                env=plugin.env, capture_output=True, text=True,
+                                check=True).stdout.splitlines()
+        upd = []
+        for i in range(gpus):
+            uuid = status[i].split()[1]
+            time.sleep(random.uniform(0, POLL_MS / 1000.0))
+            n = len(kubelet.lists[res])
+            t = time.perf_counter()
+            ctl(plugin.env, "xid", str(i), "48")
+
+            def seen():
+                with kubelet.cond:
+                    for lst in kubelet.lists[res][n:]:
+                        if all(h == "Unhealthy" for d, h in lst if d.startswith(uuid)):
+                            return True
+                return False
+            k.wait_for(seen, what="XID health update")
+            upd.append(time.perf_counter() - t)
+        rows.append(("ListAndWatch update after an XID (%d GPUs, poll %d ms)" % (gpus, POLL_MS),
+                     "p50 %s ms, max %s ms" % (ms(pct(upd, 50)), ms(max(upd)))))
+    finally:
+        plugin.stop()
+        kubelet.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def vgpu(rows):
     tmp = tempfile.mkdtemp(prefix="dp-bench.")
     os.makedirs(os.path.join(tmp, "kubelet"))
@@ -165,6 +207,7 @@ def vgpu(rows):
 def main():
     rows = []
     time_slicing(rows)
+    xid(rows)
     vgpu(rows)
     print("fake kubelet (python3-grpcio) and fakegpu NVML with 2 GPUs; latencies are the "
           "client's round trip.\n")
