@@ -43,10 +43,10 @@
 
 /* A MIG device (GPU instance + compute instance) of a MIG-enabled GPU. */
 struct dp_mig {
-    char uuid[ANNOT_UUID_MAX];     /* "MIG-..." */
+    char uuid[ANNOT_UUID_MAX];    /* "MIG-..." */
     char profile[DP_MIG_PROFILE]; /* NVIDIA's name: "1g.10gb", "1c.2g.20gb" (dp_mig_profile) */
-    unsigned index;                /* NVML MIG device index on its GPU */
-    unsigned gi, ci;               /* GPU and compute instance ids */
+    unsigned index;               /* NVML MIG device index on its GPU */
+    unsigned gi, ci;              /* GPU and compute instance ids */
     uint64_t memory_mib;
 };
 

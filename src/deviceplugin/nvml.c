@@ -171,8 +171,7 @@ static int discover_migs(struct dp_nvml *nvml, nvmlDevice_t dev, struct dp_gpu *
                          uint64_t gpu_bytes, struct vg_err *err)
 {
     g->mig_count = 0;
-    if (!nvml->mig_max || !nvml->mig_by_index || !nvml->attributes || !nvml->gi_id ||
-        !nvml->ci_id)
+    if (!nvml->mig_max || !nvml->mig_by_index || !nvml->attributes || !nvml->gi_id || !nvml->ci_id)
         return 0;
     unsigned max = 0;
     nvmlReturn_t rc = nvml->mig_max(dev, &max);

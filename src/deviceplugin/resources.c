@@ -177,8 +177,8 @@ static int build_replicated(const struct dp_config *cfg, bool mps, const struct 
 }
 
 /* migStrategy single: NVIDIA's checks, with its messages where it has one. */
-static int check_single(const struct dp_config *cfg, const struct dp_gpu *gpus,
-                        unsigned gpu_count, struct vg_err *err)
+static int check_single(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
+                        struct vg_err *err)
 {
     const char *profile = NULL;
     for (unsigned i = 0; i < gpu_count; i++) {

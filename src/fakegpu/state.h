@@ -37,9 +37,9 @@
 #define FG_NAME_MAX       96
 #define FG_UTIL_BUCKET_NS 10000000ULL /* 10 ms */
 #define FG_UTIL_BUCKETS   200         /* 2 s of history */
-#define FG_MAX_MIG        7  /* MIG devices per GPU (7 compute slices at most) */
-#define FG_MIG_PROFILE    16 /* "7g.141gb" and the like, with the NUL */
-#define FG_XID_RING       32 /* XID events kept per device for waiting processes */
+#define FG_MAX_MIG        7           /* MIG devices per GPU (7 compute slices at most) */
+#define FG_MIG_PROFILE    16          /* "7g.141gb" and the like, with the NUL */
+#define FG_XID_RING       32          /* XID events kept per device for waiting processes */
 
 /* One MIG device (a GPU instance with one compute instance spanning it), fixed by
  * FAKEGPU_MIG when the state is created. */

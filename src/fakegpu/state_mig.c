@@ -107,33 +107,33 @@ static int add_instance(struct fg_device_info *d, int index, const char *s, size
     size_t shape_count = slices == 4 ? sizeof shapes_a30 / sizeof shapes_a30[0]
                                      : sizeof shapes_full / sizeof shapes_full[0];
     for (size_t k = 0; k < shape_count; k++) {
-            unsigned g = shapes[k].slices, m = shapes[k].mem_slices;
-            char name[FG_MIG_PROFILE];
-            fg_mig_profile_name(g, m, mem_slices, d->total_bytes, name);
-            if (strlen(name) != n || memcmp(name, s, n) != 0)
-                continue;
-            if (*used + g > slices || *mem_used + m > mem_slices)
-                return vg_err_set(err, -EINVAL,
-                                  "FAKEGPU_MIG: GPU %d: instance '%s' does not fit (%u of %u "
-                                  "compute and %u of %u memory slices already taken)",
-                                  index, name, *used, slices, *mem_used, mem_slices);
-            *used += g;
-            *mem_used += m;
-            struct fg_mig_info *mi = &d->mig[d->mig_count++];
-            memset(mi, 0, sizeof *mi);
-            memcpy(mi->profile, name, n + 1);
-            mi->slices = g;
-            mi->mem_slices = m;
-            mi->gi_id = d->mig_count; /* 1, 2, ... in FAKEGPU_MIG order */
-            mi->ci_id = 0;            /* the one compute instance spanning the GPU instance */
-            mi->memory_bytes = d->total_bytes / mem_slices * m / MIB * MIB;
-            mi->sm_count = d->sm_count * (int)g / (int)slices;
-            if (mi->sm_count < 1)
-                mi->sm_count = 1;
-            if (mi->memory_bytes == 0)
-                mi->memory_bytes = MIB;
-            mig_uuid(d, mi->gi_id, mi->uuid, sizeof mi->uuid);
-            return 0;
+        unsigned g = shapes[k].slices, m = shapes[k].mem_slices;
+        char name[FG_MIG_PROFILE];
+        fg_mig_profile_name(g, m, mem_slices, d->total_bytes, name);
+        if (strlen(name) != n || memcmp(name, s, n) != 0)
+            continue;
+        if (*used + g > slices || *mem_used + m > mem_slices)
+            return vg_err_set(err, -EINVAL,
+                              "FAKEGPU_MIG: GPU %d: instance '%s' does not fit (%u of %u "
+                              "compute and %u of %u memory slices already taken)",
+                              index, name, *used, slices, *mem_used, mem_slices);
+        *used += g;
+        *mem_used += m;
+        struct fg_mig_info *mi = &d->mig[d->mig_count++];
+        memset(mi, 0, sizeof *mi);
+        memcpy(mi->profile, name, n + 1);
+        mi->slices = g;
+        mi->mem_slices = m;
+        mi->gi_id = d->mig_count; /* 1, 2, ... in FAKEGPU_MIG order */
+        mi->ci_id = 0;            /* the one compute instance spanning the GPU instance */
+        mi->memory_bytes = d->total_bytes / mem_slices * m / MIB * MIB;
+        mi->sm_count = d->sm_count * (int)g / (int)slices;
+        if (mi->sm_count < 1)
+            mi->sm_count = 1;
+        if (mi->memory_bytes == 0)
+            mi->memory_bytes = MIB;
+        mig_uuid(d, mi->gi_id, mi->uuid, sizeof mi->uuid);
+        return 0;
     }
     return vg_err_set(err, -EINVAL, "FAKEGPU_MIG: GPU %d (%s) has no MIG profile '%.*s'", index,
                       d->name, (int)(n > 32 ? 32 : n), s);

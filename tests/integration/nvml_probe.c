@@ -279,12 +279,11 @@ static int mig(void)
         CHECK(SYM(nvmlDeviceGetGpuInstanceId)(gpu, &id) == NVML_ERROR_NOT_SUPPORTED,
               "GPU handle has no GPU instance");
         for (unsigned k = 0; k < counts[i]; k++) {
-            CHECK(SYM(nvmlDeviceGetMigDeviceHandleByIndex)(gpu, k, &m) == NVML_SUCCESS,
-                  "MIG %u:%u", i, k);
+            CHECK(SYM(nvmlDeviceGetMigDeviceHandleByIndex)(gpu, k, &m) == NVML_SUCCESS, "MIG %u:%u",
+                  i, k);
             CHECK(SYM(nvmlDeviceIsMigDeviceHandle)(m, &is_mig) == NVML_SUCCESS && is_mig == 1,
                   "MIG %u:%u is a MIG handle", i, k);
-            CHECK(SYM(nvmlDeviceGetDeviceHandleFromMigDeviceHandle)(m, &parent) ==
-                          NVML_SUCCESS &&
+            CHECK(SYM(nvmlDeviceGetDeviceHandleFromMigDeviceHandle)(m, &parent) == NVML_SUCCESS &&
                       parent == gpu,
                   "MIG %u:%u parent", i, k);
             char *uuid = seen[n_seen++];

@@ -78,8 +78,7 @@ static void two_gpus(struct dp_gpu g[2], bool second_mig, bool same_profiles)
     }
     add_mig(&g[0], MIG_A0, "1g.10gb", 1, 10194);
     add_mig(&g[0], MIG_A1, "1g.10gb", 2, 10194);
-    add_mig(&g[0], MIG_A2, same_profiles ? "1g.10gb" : "2g.20gb", 3,
-            same_profiles ? 10194 : 20389);
+    add_mig(&g[0], MIG_A2, same_profiles ? "1g.10gb" : "2g.20gb", 3, same_profiles ? 10194 : 20389);
     if (second_mig)
         add_mig(&g[1], MIG_B0, "1g.10gb", 1, 10194);
 }
@@ -307,8 +306,8 @@ static void test_xid_policy(void **state)
     assert_false(dp_xid_critical(&p, 79));
     assert_int_equal(dp_xid_policy_parse("all", &p, &err), 0);
     assert_true(p.disabled);
-    static const char *bad[] = {"48,", ",48", "48,,79", "abc", "0", "70000", "-1", "48;79",
-                                "12345678901234567890"};
+    static const char *bad[] = {
+        "48,", ",48", "48,,79", "abc", "0", "70000", "-1", "48;79", "12345678901234567890"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         err.msg[0] = '\0';
         assert_int_equal(dp_xid_policy_parse(bad[i], &p, &err), -EINVAL);

@@ -79,8 +79,7 @@ int main(int argc, char **argv)
     if (dp_nvml_open(NULL, &nvml, &nvml_err) == 0) {
         dp_nvml_set_xid_policy(nvml, &xids);
         opt.source = dp_nvml_source(nvml);
-    }
-    else
+    } else
         opt.source =
             (struct dp_gpu_source){.discover = no_gpus, .healthy = never_healthy, .arg = &nvml_err};
 
