@@ -47,6 +47,7 @@ struct dp_mig {
     char profile[DP_MIG_PROFILE]; /* NVIDIA's name: "1g.10gb", "1c.2g.20gb" (dp_mig_profile) */
     unsigned index;               /* NVML MIG device index on its GPU */
     unsigned gi, ci;              /* GPU and compute instance ids */
+    int gi_cap, ci_cap;           /* /dev/nvidia-caps/nvidia-cap<N> guarding them; -1: unknown */
     uint64_t memory_mib;
 };
 
@@ -97,6 +98,17 @@ int dp_xid_policy_parse(const char *value, struct dp_xid_policy *out, struct vg_
 bool dp_xid_critical(const struct dp_xid_policy *policy, unsigned long long xid);
 /* Replaces the policy nvml's health uses (default: dp_xid_policy_parse(NULL)). */
 void dp_nvml_set_xid_policy(struct dp_nvml *nvml, const struct dp_xid_policy *policy);
+
+/* The driver's MIG capability table (DP_MIG_MINORS_PATH): lines `<name> <minor>`, names
+ * `gpu<gpu minor>/gi<id>/access`, `gpu<gpu minor>/gi<id>/ci<id>/access`, `config`,
+ * `monitor`. Finds the minor of gpu/gi's access capability (ci < 0) or of gpu/gi/ci's:
+ * 0 with *minor set, -ENOENT when the table has no such line, -EINVAL for a malformed
+ * table (naming the line). */
+#define DP_MIG_MINORS_PATH "/proc/driver/nvidia-caps/mig-minors"
+int dp_mig_cap_minor(const char *table, unsigned gpu_minor, unsigned gi, int ci, unsigned *minor,
+                     struct vg_err *err);
+/* Replaces the table's path discovery reads (tests). */
+void dp_nvml_set_mig_minors_path(struct dp_nvml *nvml, const char *path);
 
 /* NVIDIA's MIG profile name from NVML's attributes of a MIG device: `<g>g.<mem>gb`, or
  * `<c>c.<g>g.<mem>gb` when its compute instance is smaller than its GPU instance; mem is
@@ -169,7 +181,8 @@ int dp_match_container(json_t *pods, const char *node, char (*uuids)[ANNOT_UUID_
 
 #define DP_RESPONSE_MAX_ENVS    48
 #define DP_RESPONSE_MAX_MOUNTS  24
-#define DP_RESPONSE_MAX_DEVICES (DP_MAX_GPUS + 4)
+/* control devices, every GPU, and two capability devices per MIG device */
+#define DP_RESPONSE_MAX_DEVICES (DP_MAX_GPUS + 4 + 2 * DP_MAX_GPUS * DP_MAX_MIGS)
 
 struct dp_env {
     char key[64];
@@ -203,8 +216,9 @@ int dp_allocate_shared(const struct dp_config *cfg, const struct dp_resource *re
 
 /* Allocate of MIG devices (resource->mig): NVIDIA_VISIBLE_DEVICES with the MIG UUIDs (or
  * `<gpu>:<mig>` with deviceIDStrategy index), volume mounts with the volume-mounts
- * strategy, the control devices and the parent GPU's /dev/nvidia<minor> with
- * passDeviceSpecs. dp_allocate_shared hands MIG resources here. */
+ * strategy, the control devices, the parent GPU's /dev/nvidia<minor> and the MIG
+ * device's two capability devices (when known) with passDeviceSpecs. dp_allocate_shared
+ * hands MIG resources here. */
 int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resource,
                     const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
                     size_t id_count, struct dp_response *out, struct vg_err *err);

@@ -49,17 +49,20 @@ static int env_set(struct dp_response *r, const char *key, const char *value, st
     return 0;
 }
 
-static void spec_add(struct dp_response *r, const char *path)
+static int spec_add(struct dp_response *r, const char *path, struct vg_err *err)
 {
     for (size_t i = 0; i < r->device_count; i++)
         if (strcmp(r->devices[i].container_path, path) == 0)
-            return;
+            return 0;
     if (r->device_count == DP_RESPONSE_MAX_DEVICES)
-        return;
+        return vg_err_set(err, -ENOSPC,
+                          "more than %d device nodes for one container (too many MIG devices)",
+                          DP_RESPONSE_MAX_DEVICES);
     struct dp_device_spec *d = &r->devices[r->device_count++];
     vg_strlcpy(d->container_path, path, sizeof(d->container_path));
     vg_strlcpy(d->host_path, path, sizeof(d->host_path));
     vg_strlcpy(d->permissions, "rw", sizeof(d->permissions));
+    return 0;
 }
 
 int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resource,
@@ -113,10 +116,22 @@ int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resou
         if (cfg->flags.plugin.pass_device_specs) {
             char path[64];
             vg_snprintf(path, sizeof(path), "/dev/nvidia%u", g->minor);
-            spec_add(out, "/dev/nvidiactl");
-            spec_add(out, "/dev/nvidia-uvm");
-            spec_add(out, "/dev/nvidia-uvm-tools");
-            spec_add(out, path);
+            int rc = spec_add(out, "/dev/nvidiactl", err);
+            if (rc == 0)
+                rc = spec_add(out, "/dev/nvidia-uvm", err);
+            if (rc == 0)
+                rc = spec_add(out, "/dev/nvidia-uvm-tools", err);
+            if (rc == 0)
+                rc = spec_add(out, path, err);
+            for (int c = 0; c < 2 && rc == 0; c++) {
+                int cap = c ? m->ci_cap : m->gi_cap;
+                if (cap < 0)
+                    continue;
+                vg_snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%d", cap);
+                rc = spec_add(out, path, err);
+            }
+            if (rc < 0)
+                return rc;
         }
     }
     int rc = 0;
@@ -131,6 +146,49 @@ int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resou
     if (rc == 0 && cfg->flags.gdrcopy_enabled)
         rc = env_set(out, "NVIDIA_GDRCOPY", "enabled", err);
     return rc;
+}
+
+/* ---- MIG capability minors ---------------------------------------------------------- */
+
+int dp_mig_cap_minor(const char *table, unsigned gpu_minor, unsigned gi, int ci, unsigned *minor,
+                     struct vg_err *err)
+{
+    char want[64];
+    if (ci < 0)
+        vg_snprintf(want, sizeof(want), "gpu%u/gi%u/access", gpu_minor, gi);
+    else
+        vg_snprintf(want, sizeof(want), "gpu%u/gi%u/ci%d/access", gpu_minor, gi, ci);
+    bool found = false;
+    unsigned lineno = 0;
+    for (const char *p = table; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        lineno++;
+        if (len > 0) {
+            const char *sp = memchr(p, ' ', len);
+            char number[16];
+            size_t name_len = sp ? (size_t)(sp - p) : 0;
+            size_t num_len = sp ? len - name_len - 1 : 0;
+            uint64_t v;
+            struct vg_err sub;
+            if (!sp || name_len == 0 || num_len == 0 || num_len >= sizeof(number))
+                return vg_err_set(err, -EINVAL, "%s: line %u is not '<name> <minor>'",
+                                  DP_MIG_MINORS_PATH, lineno);
+            memcpy(number, sp + 1, num_len);
+            number[num_len] = '\0';
+            if (vg_parse_u64(number, 0, 1u << 20, &v, &sub) < 0)
+                return vg_err_set(err, -EINVAL, "%s: line %u: minor '%s': %s", DP_MIG_MINORS_PATH,
+                                  lineno, number, sub.msg);
+            if (!found && name_len == strlen(want) && memcmp(p, want, name_len) == 0) {
+                *minor = (unsigned)v;
+                found = true;
+            }
+        }
+        if (!nl)
+            break;
+        p = nl + 1;
+    }
+    return found ? 0 : -ENOENT;
 }
 
 /* ---- XID policy ---------------------------------------------------------------------- */

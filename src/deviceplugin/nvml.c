@@ -58,6 +58,7 @@ struct dp_nvml {
     unsigned handle_count;
     bool xid_failed[DP_MAX_GPUS]; /* by NVML index: a critical XID was seen */
     struct dp_xid_policy policy;
+    char mig_minors[256]; /* the MIG capability table's path */
 };
 
 static const char *nvml_error(const struct dp_nvml *nvml, nvmlReturn_t rc)
@@ -122,6 +123,7 @@ int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err)
     }
     struct vg_err ignored;
     (void)dp_xid_policy_parse(NULL, &nvml->policy, &ignored);
+    vg_strlcpy(nvml->mig_minors, DP_MIG_MINORS_PATH, sizeof(nvml->mig_minors));
     *out = nvml;
     return 0;
 }
@@ -164,6 +166,55 @@ static int numa_from_sysfs(const nvmlPciInfo_t *pci)
 void dp_nvml_set_xid_policy(struct dp_nvml *nvml, const struct dp_xid_policy *policy)
 {
     nvml->policy = *policy;
+}
+
+void dp_nvml_set_mig_minors_path(struct dp_nvml *nvml, const char *path)
+{
+    vg_strlcpy(nvml->mig_minors, path, sizeof(nvml->mig_minors));
+}
+
+/* The capability devices guarding each MIG device, from the driver's table. Without the
+ * table (no MIG, or an old driver) they stay unknown and Allocate passes none. */
+static int mig_caps(struct dp_nvml *nvml, struct dp_gpu *gpus, unsigned n, struct vg_err *err)
+{
+    bool any = false;
+    for (unsigned i = 0; i < n; i++) {
+        for (unsigned k = 0; k < gpus[i].mig_count; k++)
+            gpus[i].migs[k].gi_cap = gpus[i].migs[k].ci_cap = -1;
+        any |= gpus[i].mig_count > 0;
+    }
+    if (!any)
+        return 0;
+    FILE *f = fopen(nvml->mig_minors, "re");
+    if (!f) {
+        vg_log(VG_LOG_WARN, "no MIG capability table: MIG Allocate passes no nvidia-caps devices",
+               "path=%s", nvml->mig_minors);
+        return 0;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *text = xmalloc(cap + 1);
+    size_t r;
+    while (len < cap && (r = fread(text + len, 1, cap - len, f)) > 0)
+        len += r;
+    fclose(f);
+    text[len] = '\0';
+    int rc = 0;
+    for (unsigned i = 0; i < n && rc == 0; i++)
+        for (unsigned k = 0; k < gpus[i].mig_count && rc == 0; k++) {
+            struct dp_mig *m = &gpus[i].migs[k];
+            unsigned minor;
+            rc = dp_mig_cap_minor(text, gpus[i].minor, m->gi, -1, &minor, err);
+            if (rc == 0)
+                m->gi_cap = (int)minor;
+            if (rc == 0 || rc == -ENOENT)
+                rc = dp_mig_cap_minor(text, gpus[i].minor, m->gi, (int)m->ci, &minor, err);
+            if (rc == 0)
+                m->ci_cap = (int)minor;
+            if (rc == -ENOENT)
+                rc = 0;
+        }
+    free(text);
+    return rc;
 }
 
 /* The MIG devices of MIG-enabled GPU g (handle dev). */
@@ -319,6 +370,9 @@ static int nvml_discover(void *arg, struct dp_gpu *gpus, unsigned *count, struct
     fail:
         return vg_err_set(err, -EIO, "NVML: GPU %u: %s: %s", i, step, nvml_error(nvml, rc));
     }
+    int crc = mig_caps(nvml, gpus, n, err);
+    if (crc < 0)
+        return crc;
     nvml->handle_count = n;
     register_xids(nvml, n);
     *count = n;

@@ -96,7 +96,16 @@ class Mig(Base):
         self.assertIn(pref[0], ids)
 
     def test_single(self):
-        self.start(SINGLE, H100 + "," + H100, "0:2g.20gb,2g.20gb;1:2g.20gb")
+        # The driver's capability table, as a MIG-enabled driver publishes it.
+        minors = os.path.join(self.tmp, "mig-minors")
+        with open(minors, "w") as f:
+            f.write("config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"
+                    "gpu0/gi2/access 21\ngpu0/gi2/ci0/access 22\n"
+                    "gpu1/gi1/access 147\ngpu1/gi1/ci0/access 148\n")
+        config = SINGLE.replace("  migStrategy: single\n",
+                                "  migStrategy: single\n  plugin:\n    passDeviceSpecs: true\n")
+        self.start(config, H100 + "," + H100, "0:2g.20gb,2g.20gb;1:2g.20gb",
+                   {"VGPU_DP_MIG_MINORS": minors})
         self.assertEqual(self.resources(1), ["nvidia.com/gpu"])
         devs = dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
         migs = self.migs()
@@ -104,6 +113,20 @@ class Mig(Base):
         resp = self.kubelet.allocate("nvidia.com/gpu", [migs[1][0][1], migs[0][1][1]])
         env = dict(resp.container_responses[0].envs)
         self.assertEqual(env["NVIDIA_VISIBLE_DEVICES"], migs[1][0][1] + "," + migs[0][1][1])
+        specs = sorted(d.container_path for d in resp.container_responses[0].devices)
+        self.assertEqual(specs, sorted(["/dev/nvidiactl", "/dev/nvidia-uvm",
+                                        "/dev/nvidia-uvm-tools", "/dev/nvidia0", "/dev/nvidia1"] +
+                                       ["/dev/nvidia-caps/nvidia-cap%d" % n
+                                        for n in (21, 22, 147, 148)]))
+
+    def test_bad_cap_table(self):
+        minors = os.path.join(self.tmp, "mig-minors")
+        with open(minors, "w") as f:
+            f.write("gpu0/gi1/access twelve\n")
+        self.start(MIXED, H100, "0:1g.10gb", {"VGPU_DP_MIG_MINORS": minors})
+        self.assertEqual(self.plugin.proc.wait(20), 1)
+        self.assertIn("mig-minors: line 1", self.plugin.output())
+        self.plugin = None
 
     def test_single_refused(self):
         # NVIDIA's rules for single: one MIG profile on the node, every GPU in MIG mode.

@@ -59,6 +59,7 @@ static void add_mig(struct dp_gpu *g, const char *uuid, const char *profile, uns
     m->index = g->mig_count;
     m->gi = gi;
     m->memory_mib = mib;
+    m->gi_cap = m->ci_cap = -1;
     g->mig_count++;
     g->mig_enabled = true;
 }
@@ -216,7 +217,10 @@ static void test_single(void **state)
     assert_int_equal(res.items[0].device_count, 4);
     assert_string_equal(res.items[0].devices[3].id, MIG_B0);
     assert_int_equal(res.items[0].devices[3].gpu, 1);
-    /* Index form `<gpu>:<mig>`, device specs of both parents. */
+    /* Index form `<gpu>:<mig>`, device specs of both parents and the capability devices
+     * where they are known. */
+    g[0].migs[2].gi_cap = 39;
+    g[0].migs[2].ci_cap = 40;
     char a2[] = MIG_A2, b0[] = MIG_B0;
     char *ids[] = {a2, b0};
     struct dp_response resp;
@@ -284,6 +288,34 @@ static void test_volume_mounts(void **state)
     dp_config_free(&cfg);
 }
 
+static void test_cap_minors(void **state)
+{
+    (void)state;
+    const char *table = "config 1\nmonitor 2\ngpu0/gi1/access 12\ngpu0/gi1/ci0/access 13\n"
+                        "gpu1/gi1/access 147\ngpu1/gi1/ci0/access 148\ngpu10/gi13/access 1200\n";
+    unsigned minor = 0;
+    struct vg_err err = {0};
+    assert_int_equal(dp_mig_cap_minor(table, 0, 1, -1, &minor, &err), 0);
+    assert_int_equal(minor, 12);
+    assert_int_equal(dp_mig_cap_minor(table, 0, 1, 0, &minor, &err), 0);
+    assert_int_equal(minor, 13);
+    assert_int_equal(dp_mig_cap_minor(table, 1, 1, 0, &minor, &err), 0);
+    assert_int_equal(minor, 148);
+    assert_int_equal(dp_mig_cap_minor(table, 10, 13, -1, &minor, &err), 0);
+    assert_int_equal(minor, 1200);
+    /* gpu1 is not a prefix match of gpu10; missing lines are -ENOENT. */
+    assert_int_equal(dp_mig_cap_minor(table, 1, 13, -1, &minor, &err), -ENOENT);
+    assert_int_equal(dp_mig_cap_minor(table, 0, 2, -1, &minor, &err), -ENOENT);
+    assert_int_equal(dp_mig_cap_minor("", 0, 1, -1, &minor, &err), -ENOENT);
+    static const char *bad[] = {"gpu0/gi1/access\n", "gpu0/gi1/access x\n", "gpu0/gi1/access -1\n",
+                                " 12\n", "gpu0/gi1/access 12 13\n"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err.msg[0] = '\0';
+        assert_int_equal(dp_mig_cap_minor(bad[i], 0, 1, -1, &minor, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "mig-minors: line 1"));
+    }
+}
+
 static void test_xid_policy(void **state)
 {
     (void)state;
@@ -320,7 +352,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_names), cmocka_unit_test(test_mixed),
         cmocka_unit_test(test_single),        cmocka_unit_test(test_volume_mounts),
-        cmocka_unit_test(test_xid_policy),
+        cmocka_unit_test(test_xid_policy),    cmocka_unit_test(test_cap_minors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -78,6 +78,9 @@ int main(int argc, char **argv)
     struct vg_err nvml_err = {0};
     if (dp_nvml_open(NULL, &nvml, &nvml_err) == 0) {
         dp_nvml_set_xid_policy(nvml, &xids);
+        /* Tests point the MIG capability table elsewhere. */
+        if (getenv("VGPU_DP_MIG_MINORS"))
+            dp_nvml_set_mig_minors_path(nvml, getenv("VGPU_DP_MIG_MINORS"));
         opt.source = dp_nvml_source(nvml);
     } else
         opt.source =
