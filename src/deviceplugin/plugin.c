@@ -27,6 +27,7 @@
 #include "base/mem.h"
 #include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
+#include "deviceplugin/podcache.h"
 #include "grpc/grpc.h"
 #include "grpc/kubelet/api.h"
 #include "kube/kube.h"
@@ -60,8 +61,9 @@ struct dp_plugin {
     struct event *inotify_event, *health_timer, *heartbeat_timer, *sweep_timer, *retry_timer;
     unsigned fast_retries;
     struct kube_watch *pods_watch;
-    json_t *pods;       /* uid -> pod */
-    struct dp_mps *mps; /* MPS control daemons; NULL unless mps mode */
+    json_t *pods;                  /* uid -> pod */
+    struct dp_podcache *decisions; /* what Allocate matches against */
+    struct dp_mps *mps;            /* MPS control daemons; NULL unless mps mode */
     bool inventory_in_flight;
     struct dp_plugin_stats stats;
 };
@@ -192,16 +194,6 @@ static bool dir_allocated(void *arg, const char *uid, const char *container)
     return stat(path, &st) == 0;
 }
 
-/* This node's pods as an array (borrowed references inside a new array). */
-static json_t *pods_array(struct dp_plugin *p)
-{
-    json_t *arr = json_array();
-    const char *key;
-    json_t *pod;
-    json_object_foreach(p->pods, key, pod) json_array_append(arr, pod);
-    return arr;
-}
-
 static int check_pods_ready(struct dp_plugin *p, struct vg_err *err)
 {
     if (!p->pods_watch)
@@ -214,8 +206,8 @@ static int check_pods_ready(struct dp_plugin *p, struct vg_err *err)
 }
 
 static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequest *creq,
-                             struct dp_response *resp, char *dir, size_t dir_size,
-                             struct vg_err *err)
+                             struct dp_match *match, struct dp_response *resp, char *dir,
+                             size_t dir_size, struct vg_err *err)
 {
     size_t n = creq->n_devices_ids;
     if (n == 0 || n > ANNOT_MAX_GPUS)
@@ -235,24 +227,22 @@ static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequ
     int rc = check_pods_ready(p, err);
     if (rc < 0)
         return rc;
-    json_t *pods = pods_array(p);
-    struct dp_match match;
-    rc = dp_match_container(pods, p->cfg->cli.node_name, uuids, n, dir_allocated, p, &match, err);
-    json_decref(pods);
+    rc = dp_podcache_match(p->decisions, uuids, n, dir_allocated, p, match, err);
     if (rc < 0)
         return rc;
-    rc = dp_container_dir_path(p->cfg->vgpu.region_dir, match.pod_uid, match.container.name, dir,
+    rc = dp_container_dir_path(p->cfg->vgpu.region_dir, match->pod_uid, match->container.name, dir,
                                dir_size, err);
     if (rc < 0)
         return rc;
-    rc = dp_allocate_vgpu(p->cfg, p->gpus, p->gpu_count, &match, dir, resp, err);
+    rc = dp_allocate_vgpu(p->cfg, p->gpus, p->gpu_count, match, dir, resp, err);
     if (rc < 0)
         return rc;
-    rc = dp_container_dir_create(p->cfg, p->gpus, p->gpu_count, &match, dir, err);
+    rc = dp_container_dir_create(p->cfg, p->gpus, p->gpu_count, match, dir, err);
     if (rc < 0)
         return rc;
-    vg_log(VG_LOG_INFO, "allocated", "pod=%s/%s container=%s gpus=%u dir=%s", match.pod_namespace,
-           match.pod_name, match.container.name, match.container.gpu_count, dir);
+    dp_podcache_set_allocated(p->decisions, match->pod_uid, match->container.name, true);
+    vg_log(VG_LOG_INFO, "allocated", "pod=%s/%s container=%s gpus=%u dir=%s", match->pod_namespace,
+           match->pod_name, match->container.name, match->container.gpu_count, dir);
     return 0;
 }
 
@@ -288,12 +278,13 @@ static enum grpc_status_code handle_allocate(void *arg, const uint8_t *req, size
     struct dp_response *resps = xcalloc(n ? n : 1, sizeof(*resps));
     const struct dp_response **ptrs = xcalloc(n ? n : 1, sizeof(*ptrs));
     char(*dirs)[1024] = xcalloc(n ? n : 1, sizeof(*dirs));
+    struct dp_match *matches = xcalloc(n ? n : 1, sizeof(*matches));
     struct vg_err err = {0};
     int rc = n == 0 ? vg_err_set(&err, -EINVAL, "Allocate without container requests") : 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         V1beta1__ContainerAllocateRequest *c = r->container_requests[i];
         if (p->res.mode == ANNOT_MODE_VGPU && !s->resource->mig)
-            rc = allocate_vgpu_one(p, c, &resps[i], dirs[i], sizeof(dirs[i]), &err);
+            rc = allocate_vgpu_one(p, c, &matches[i], &resps[i], dirs[i], sizeof(dirs[i]), &err);
         else if (s->resource->mps)
             rc = allocate_mps_one(p, s->resource, c, &resps[i], &err);
         else
@@ -309,6 +300,8 @@ static enum grpc_status_code handle_allocate(void *arg, const uint8_t *req, size
             if (dirs[i][0]) {
                 struct vg_err ignored;
                 dp_container_dir_remove(dirs[i], &ignored);
+                dp_podcache_set_allocated(p->decisions, matches[i].pod_uid,
+                                          matches[i].container.name, false);
             }
         p->stats.allocate_errors++;
         vg_log(VG_LOG_WARN, "Allocate refused", "resource=%s err=\"%s\"", s->resource->name,
@@ -325,6 +318,7 @@ static enum grpc_status_code handle_allocate(void *arg, const uint8_t *req, size
     free(resps);
     free(ptrs);
     free(dirs);
+    free(matches);
     v1beta1__allocate_request__free_unpacked(r, NULL);
     return status;
 }
@@ -377,10 +371,7 @@ static void prefer(struct dp_plugin *p, const struct dp_resource *r,
     struct vg_err err = {0};
     struct dp_match match;
     if (p->res.mode == ANNOT_MODE_VGPU && !r->mig && n == 0 && check_pods_ready(p, &err) == 0) {
-        json_t *pods = pods_array(p);
-        int rc = dp_match_container(pods, p->cfg->cli.node_name, NULL, want, dir_allocated, p,
-                                    &match, &err);
-        json_decref(pods);
+        int rc = dp_podcache_match(p->decisions, NULL, want, dir_allocated, p, &match, &err);
         for (unsigned g = 0; rc == 0 && g < match.container.gpu_count && n < want; g++)
             for (size_t k = 0; k < c->n_available_deviceids; k++) {
                 char uuid[ANNOT_UUID_MAX];
@@ -748,6 +739,7 @@ static void pods_resync(void *arg, json_t *items, const char *rv)
         if (uid)
             json_object_set(p->pods, uid, pod);
     }
+    dp_podcache_replace(p->decisions, items);
     sweep(p);
 }
 
@@ -759,9 +751,11 @@ static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
         return;
     if (type == KUBE_EVENT_DELETED) {
         json_object_del(p->pods, uid);
+        dp_podcache_remove(p->decisions, uid);
         sweep(p);
     } else {
         json_object_set(p->pods, uid, pod);
+        dp_podcache_put(p->decisions, pod);
     }
 }
 
@@ -820,6 +814,7 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
     if (!p->opt.register_retry_ms)
         p->opt.register_retry_ms = 5000;
     p->pods = json_object();
+    p->decisions = dp_podcache_new(cfg->cli.node_name);
     int rc = vg_snprintf(p->kubelet_socket, sizeof(p->kubelet_socket), "%s/kubelet.sock",
                          cfg->cli.kubelet_dir) < 0
                  ? vg_err_set(err, -ENAMETOOLONG, "kubelet directory path too long")
@@ -914,6 +909,7 @@ void dp_plugin_free(struct dp_plugin *p)
         close(p->inotify_fd);
     dp_resources_release(&p->res);
     json_decref(p->pods);
+    dp_podcache_free(p->decisions);
     free(p);
 }
 

@@ -1,0 +1,330 @@
+/* Decoded scheduling decisions per pod, kept in match order (podcache.h).
+ *
+ * One array of entries sorted by (usable first; decision time, pod name, uid for usable
+ * ones; arrival for the others). A pod on a node runs to a few hundred at most, so finding
+ * an entry by uid is a scan and a re-sort is a memmove: both happen on watch events, not
+ * in Allocate. The big fixed-size struct annot_decision is used once per decode, as a
+ * scratch buffer owned by the cache. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mem.h"
+#include "base/str.h"
+#include "deviceplugin/podcache.h"
+
+struct pc_container {
+    char *name;
+    bool allocated; /* its directory is known to exist */
+    unsigned gpu_count;
+    struct annot_share *gpus;
+};
+
+struct pc_entry {
+    char *uid, *ns, *name;
+    char *text;       /* the decision as decoded */
+    char *problem;    /* why the decision cannot be used, or NULL */
+    uint64_t seq;     /* arrival order */
+    int64_t time;     /* decision time */
+    unsigned pending; /* containers with GPUs not known to be allocated */
+    unsigned container_count;
+    struct pc_container *containers;
+    bool seen; /* during dp_podcache_replace */
+};
+
+struct dp_podcache {
+    char *node;
+    struct pc_entry **entries;
+    size_t count, cap;
+    uint64_t seq;
+    struct annot_decision *scratch;
+    struct dp_podcache_stats stats;
+};
+
+struct dp_podcache *dp_podcache_new(const char *node)
+{
+    struct dp_podcache *c = xcalloc(1, sizeof(*c));
+    c->node = xstrdup(node);
+    c->scratch = xmalloc(sizeof(*c->scratch));
+    return c;
+}
+
+static void entry_free(struct pc_entry *e)
+{
+    if (!e)
+        return;
+    for (unsigned i = 0; i < e->container_count; i++) {
+        free(e->containers[i].name);
+        free(e->containers[i].gpus);
+    }
+    free(e->containers);
+    free(e->uid);
+    free(e->ns);
+    free(e->name);
+    free(e->text);
+    free(e->problem);
+    free(e);
+}
+
+void dp_podcache_free(struct dp_podcache *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->count; i++)
+        entry_free(c->entries[i]);
+    free(c->entries);
+    free(c->scratch);
+    free(c->node);
+    free(c);
+}
+
+static int entry_cmp(const struct pc_entry *a, const struct pc_entry *b)
+{
+    if (!a->problem != !b->problem)
+        return a->problem ? 1 : -1;
+    if (a->problem)
+        return a->seq < b->seq ? -1 : a->seq > b->seq;
+    if (a->time != b->time)
+        return a->time < b->time ? -1 : 1;
+    int r = strcmp(a->name, b->name);
+    return r ? r : strcmp(a->uid, b->uid);
+}
+
+static size_t find(const struct dp_podcache *c, const char *uid)
+{
+    for (size_t i = 0; i < c->count; i++)
+        if (strcmp(c->entries[i]->uid, uid) == 0)
+            return i;
+    return SIZE_MAX;
+}
+
+static struct pc_entry *take(struct dp_podcache *c, size_t i)
+{
+    struct pc_entry *e = c->entries[i];
+    memmove(&c->entries[i], &c->entries[i + 1], (c->count - i - 1) * sizeof(c->entries[0]));
+    c->count--;
+    return e;
+}
+
+static void insert(struct dp_podcache *c, struct pc_entry *e)
+{
+    if (c->count == c->cap) {
+        c->cap = c->cap ? c->cap * 2 : 16;
+        c->entries = xrealloc(c->entries, c->cap * sizeof(c->entries[0]));
+    }
+    size_t lo = 0, hi = c->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (entry_cmp(c->entries[mid], e) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    memmove(&c->entries[lo + 1], &c->entries[lo], (c->count - lo) * sizeof(c->entries[0]));
+    c->entries[lo] = e;
+    c->count++;
+}
+
+static const char *str_at(json_t *obj, const char *a, const char *b)
+{
+    json_t *x = json_object_get(obj, a);
+    x = b ? json_object_get(x, b) : x;
+    return json_is_string(x) ? json_string_value(x) : NULL;
+}
+
+/* The decision text of a pod that qualifies, else NULL. */
+static const char *qualifying_decision(const struct dp_podcache *c, json_t *pod)
+{
+    const char *bound = str_at(pod, "spec", "nodeName");
+    const char *phase = str_at(pod, "status", "phase");
+    json_t *meta = json_object_get(pod, "metadata");
+    if (!bound || strcmp(bound, c->node) != 0 || json_object_get(meta, "deletionTimestamp"))
+        return NULL;
+    if (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0))
+        return NULL;
+    return str_at(json_object_get(meta, "annotations"), ANNOT_KEY_DECISION, NULL);
+}
+
+static struct pc_entry *entry_new(struct dp_podcache *c, const char *uid, json_t *pod,
+                                  const char *text)
+{
+    const char *ns = str_at(pod, "metadata", "namespace");
+    const char *name = str_at(pod, "metadata", "name");
+    struct pc_entry *e = xcalloc(1, sizeof(*e));
+    e->uid = xstrdup(uid);
+    e->ns = xstrdup(ns ? ns : "");
+    e->name = xstrdup(name ? name : "");
+    e->text = xstrdup(text);
+    e->seq = c->seq++;
+    struct annot_decision *d = c->scratch;
+    struct vg_err derr = {0};
+    char problem[200];
+    c->stats.decodes++;
+    if (annot_decision_decode(text, strlen(text), d, &derr) < 0) {
+        vg_snprintf(problem, sizeof(problem), "; pod %s has a garbled %s: %s", name ? name : uid,
+                    ANNOT_KEY_DECISION, derr.msg);
+        e->problem = xstrdup(problem);
+        return e;
+    }
+    if (strcmp(d->node, c->node) != 0) {
+        vg_snprintf(problem, sizeof(problem), "; pod %s has a decision for node '%s'",
+                    name ? name : uid, d->node);
+        e->problem = xstrdup(problem);
+        return e;
+    }
+    e->time = d->time;
+    e->container_count = d->container_count;
+    e->containers = xcalloc(d->container_count ? d->container_count : 1, sizeof(*e->containers));
+    for (unsigned i = 0; i < d->container_count; i++) {
+        const struct annot_container *src = &d->containers[i];
+        struct pc_container *dst = &e->containers[i];
+        dst->name = xstrdup(src->name);
+        dst->gpu_count = src->gpu_count;
+        dst->gpus = xcalloc(src->gpu_count ? src->gpu_count : 1, sizeof(*dst->gpus));
+        memcpy(dst->gpus, src->gpus, src->gpu_count * sizeof(*dst->gpus));
+        if (src->gpu_count)
+            e->pending++;
+    }
+    return e;
+}
+
+void dp_podcache_put(struct dp_podcache *c, json_t *pod)
+{
+    const char *uid = str_at(pod, "metadata", "uid");
+    if (!uid)
+        return;
+    const char *text = qualifying_decision(c, pod);
+    size_t i = find(c, uid);
+    if (i != SIZE_MAX) {
+        struct pc_entry *old = c->entries[i];
+        if (text && strcmp(old->text, text) == 0) {
+            old->seen = true; /* status updates and the like: nothing to decode */
+            return;
+        }
+        entry_free(take(c, i));
+    }
+    if (!text)
+        return;
+    struct pc_entry *e = entry_new(c, uid, pod, text);
+    e->seen = true;
+    insert(c, e);
+}
+
+void dp_podcache_remove(struct dp_podcache *c, const char *uid)
+{
+    size_t i = find(c, uid);
+    if (i != SIZE_MAX)
+        entry_free(take(c, i));
+}
+
+void dp_podcache_replace(struct dp_podcache *c, json_t *items)
+{
+    for (size_t i = 0; i < c->count; i++)
+        c->entries[i]->seen = false;
+    size_t i;
+    json_t *pod;
+    json_array_foreach(items, i, pod) dp_podcache_put(c, pod);
+    size_t kept = 0;
+    for (size_t k = 0; k < c->count; k++) {
+        if (c->entries[k]->seen)
+            c->entries[kept++] = c->entries[k];
+        else
+            entry_free(c->entries[k]);
+    }
+    c->count = kept;
+}
+
+void dp_podcache_set_allocated(struct dp_podcache *c, const char *uid, const char *container,
+                               bool allocated)
+{
+    size_t i = find(c, uid);
+    if (i == SIZE_MAX)
+        return;
+    struct pc_entry *e = c->entries[i];
+    for (unsigned k = 0; k < e->container_count; k++) {
+        struct pc_container *pc = &e->containers[k];
+        if (strcmp(pc->name, container) != 0 || pc->gpu_count == 0 || pc->allocated == allocated)
+            continue;
+        pc->allocated = allocated;
+        if (allocated)
+            e->pending--;
+        else
+            e->pending++;
+    }
+}
+
+static bool same_gpus(const struct pc_container *c, char (*uuids)[ANNOT_UUID_MAX], size_t count)
+{
+    if (!uuids || c->gpu_count != count)
+        return false;
+    bool used[ANNOT_MAX_GPUS] = {false};
+    for (size_t i = 0; i < count; i++) {
+        bool found = false;
+        for (unsigned k = 0; k < c->gpu_count && !found; k++)
+            if (!used[k] && strcmp(c->gpus[k].uuid, uuids[i]) == 0)
+                used[k] = found = true;
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+static int fill(const struct pc_entry *e, const struct pc_container *pc, struct dp_match *out,
+                struct vg_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (vg_strlcpy(out->pod_uid, e->uid, sizeof(out->pod_uid)) < 0 ||
+        vg_strlcpy(out->pod_namespace, e->ns, sizeof(out->pod_namespace)) < 0 ||
+        vg_strlcpy(out->pod_name, e->name, sizeof(out->pod_name)) < 0 ||
+        vg_strlcpy(out->container.name, pc->name, sizeof(out->container.name)) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "pod identity too long");
+    out->container.gpu_count = pc->gpu_count;
+    memcpy(out->container.gpus, pc->gpus, pc->gpu_count * sizeof(pc->gpus[0]));
+    return 0;
+}
+
+int dp_podcache_match(struct dp_podcache *c, char (*uuids)[ANNOT_UUID_MAX], size_t count,
+                      dp_allocated_fn allocated, void *allocated_arg, struct dp_match *out,
+                      struct vg_err *err)
+{
+    for (int pass = uuids ? 0 : 1; pass < 2; pass++)
+        for (size_t i = 0; i < c->count; i++) {
+            struct pc_entry *e = c->entries[i];
+            if (e->problem)
+                break; /* unusable ones sort last */
+            for (unsigned k = 0; k < e->container_count && e->pending; k++) {
+                struct pc_container *pc = &e->containers[k];
+                if (pc->gpu_count == 0 || pc->allocated)
+                    continue;
+                if (allocated(allocated_arg, e->uid, pc->name)) {
+                    pc->allocated = true;
+                    e->pending--;
+                    continue;
+                }
+                if (pass == 0 ? same_gpus(pc, uuids, count) : pc->gpu_count == count)
+                    return fill(e, pc, out, err);
+            }
+        }
+    const char *problem = "";
+    for (size_t i = 0; i < c->count && !problem[0]; i++)
+        if (c->entries[i]->problem)
+            problem = c->entries[i]->problem;
+    return vg_err_set(err, -ENOENT,
+                      "vgpu: no scheduling decision (%s) on node %s for a container asking "
+                      "for %zu GPU(s); was the pod scheduled by vgpu-scheduler?%s",
+                      ANNOT_KEY_DECISION, c->node, count, problem);
+}
+
+void dp_podcache_get_stats(const struct dp_podcache *c, struct dp_podcache_stats *stats)
+{
+    *stats = c->stats;
+    stats->pods = c->count;
+    stats->waiting = 0;
+    stats->unusable = 0;
+    for (size_t i = 0; i < c->count; i++) {
+        if (c->entries[i]->problem)
+            stats->unusable++;
+        else if (c->entries[i]->pending)
+            stats->waiting++;
+    }
+}

@@ -1,0 +1,68 @@
+/* The device plugin's cache of scheduling decisions (vgpu mode), fed by the pod watch.
+ *
+ * Allocate must find the container kubelet is allocating among this node's pods
+ * (match.c's rule, docs/protocol.md "Allocate matching"). Decoding every pod's
+ * `vgpu.io/decision` on every call made Allocate grow with the pods on the node, so the
+ * cache decodes a decision once, when the pod is listed or its watch event arrives, and
+ * keeps only what matching needs: pod identity, decision time and, per container, its
+ * name, whether it is known to be allocated, and its GPU shares. Entries are kept in
+ * match order (oldest decision first, then pod name), and a pod whose containers are all
+ * known to be allocated costs Allocate one comparison.
+ *
+ * "Known to be allocated" caches the existence of the container directory: a container
+ * is asked about (the dp_allocated_fn) until the answer is yes, then remembered;
+ * dp_podcache_set_allocated() records what Allocate itself made or removed. A changed
+ * decision forgets what was known about the pod.
+ *
+ * Pods that are not bound to the node, are finished (Succeeded/Failed) or being deleted,
+ * or carry no decision are not kept. A decision that cannot be used (garbled, or for
+ * another node) is kept as the reason only, so a failed match can name it. Not
+ * thread-safe; everything runs on the daemon's loop. */
+#ifndef VGPU_DEVICEPLUGIN_PODCACHE_H
+#define VGPU_DEVICEPLUGIN_PODCACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "deviceplugin/deviceplugin.h"
+
+struct dp_podcache;
+
+/* A cache for the pods of node (copied). Aborts on out-of-memory like xmalloc. */
+struct dp_podcache *dp_podcache_new(const char *node);
+void dp_podcache_free(struct dp_podcache *cache);
+
+/* A pod from a list or an ADDED/MODIFIED watch event (borrowed). A pod that no longer
+ * qualifies (finished, being deleted, decision removed) leaves the cache. */
+void dp_podcache_put(struct dp_podcache *cache, json_t *pod);
+/* A DELETED watch event. Unknown uids are ignored. */
+void dp_podcache_remove(struct dp_podcache *cache, const char *uid);
+/* A relist: afterwards the cache holds exactly the qualifying pods of items (a JSON
+ * array). Pods whose decision did not change keep what was known about them. */
+void dp_podcache_replace(struct dp_podcache *cache, json_t *items);
+
+/* dp_match_container's rule over the cached pods: exact GPUs (uuids, may be NULL) first,
+ * then the first container asking for count GPUs, oldest decision first. allocated is
+ * asked only about containers not yet known to be allocated. -ENOENT with kubelet's
+ * message (naming the first unusable decision seen) when nothing matches. */
+int dp_podcache_match(struct dp_podcache *cache, char (*uuids)[ANNOT_UUID_MAX], size_t count,
+                      dp_allocated_fn allocated, void *allocated_arg, struct dp_match *out,
+                      struct vg_err *err);
+
+/* Records that a container's directory was made (true) or removed again (false).
+ * Unknown pods or containers are ignored. */
+void dp_podcache_set_allocated(struct dp_podcache *cache, const char *uid, const char *container,
+                               bool allocated);
+
+struct dp_podcache_stats {
+    size_t pods;      /* pods kept (usable or not) */
+    size_t waiting;   /* usable pods with a container not known to be allocated */
+    size_t unusable;  /* pods kept only as the reason their decision cannot be used */
+    uint64_t decodes; /* decisions decoded since creation */
+};
+void dp_podcache_get_stats(const struct dp_podcache *cache, struct dp_podcache_stats *stats);
+
+#endif

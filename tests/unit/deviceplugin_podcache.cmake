@@ -1,0 +1,4 @@
+# The device plugin's decision cache (src/deviceplugin/podcache.c): watch event sequences.
+vgpu_unit_test(test_deviceplugin_podcache
+               SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_deviceplugin_podcache.c
+               LIBS vgpu_deviceplugin)

@@ -1,0 +1,275 @@
+/* The device plugin's cache of decoded decisions (src/deviceplugin/podcache.h), fed the
+ * way the pod watch feeds it: list, ADDED/MODIFIED, DELETED, relist. What matters to a
+ * user: Allocate picks the same container as a fresh decode would (oldest decision first,
+ * exact GPUs first), a garbled decision is named, a changed or deleted pod is never
+ * matched from stale data, and a decision is decoded once rather than per Allocate. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/str.h"
+#include "deviceplugin/podcache.h"
+
+#define UUID_A "GPU-11111111-2222-3333-4444-555555555555"
+#define UUID_B "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+
+/* A decision with one container `name` on one GPU. */
+static char *decision(int64_t time, const char *node, const char *name, const char *uuid,
+                      unsigned mib)
+{
+    char *text = malloc(512);
+    snprintf(text, 512,
+             "{\"version\":1,\"node\":\"%s\",\"time\":%lld,\"containers\":[{\"name\":\"%s\","
+             "\"gpus\":[{\"uuid\":\"%s\",\"memoryMiB\":%u,\"cores\":10}]}]}",
+             node, (long long)time, name, uuid, mib);
+    return text;
+}
+
+static json_t *pod(const char *name, const char *uid, const char *text)
+{
+    json_t *p = json_pack("{s:{s:s,s:s,s:s},s:{s:s},s:{s:s}}", "metadata", "name", name,
+                          "namespace", "default", "uid", uid, "spec", "nodeName", "node-1",
+                          "status", "phase", "Pending");
+    if (text) {
+        json_t *ann = json_object();
+        json_object_set_new(ann, ANNOT_KEY_DECISION, json_string(text));
+        json_object_set_new(json_object_get(p, "metadata"), "annotations", ann);
+    }
+    return p;
+}
+
+static json_t *pod_d(const char *name, const char *uid, int64_t time, const char *container,
+                     const char *uuid, unsigned mib)
+{
+    char *text = decision(time, "node-1", container, uuid, mib);
+    json_t *p = pod(name, uid, text);
+    free(text);
+    return p;
+}
+
+/* Directories that "exist": "uid/container" strings; counts the questions. */
+struct disk {
+    const char *made[8];
+    unsigned asked;
+};
+
+static bool on_disk(void *arg, const char *uid, const char *container)
+{
+    struct disk *d = arg;
+    d->asked++;
+    char key[300];
+    snprintf(key, sizeof(key), "%s/%s", uid, container);
+    for (size_t i = 0; i < 8 && d->made[i]; i++)
+        if (strcmp(d->made[i], key) == 0)
+            return true;
+    return false;
+}
+
+static void put(struct dp_podcache *c, json_t *p)
+{
+    dp_podcache_put(c, p);
+    json_decref(p);
+}
+
+static void test_order_and_exact_gpus(void **state)
+{
+    (void)state;
+    struct dp_podcache *c = dp_podcache_new("node-1");
+    put(c, pod_d("late", "u2", 20, "a", UUID_A, 100));
+    put(c, pod_d("early", "u1", 10, "b", UUID_B, 200));
+    put(c, pod_d("same-time-b", "u4", 15, "m", UUID_B, 1));
+    put(c, pod_d("same-time-a", "u3", 15, "m", UUID_B, 2));
+    struct disk d = {{NULL}, 0};
+    struct dp_match m;
+    struct vg_err err = {0};
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "early");
+    assert_string_equal(m.pod_uid, "u1");
+    assert_string_equal(m.pod_namespace, "default");
+    assert_string_equal(m.container.name, "b");
+    assert_int_equal(m.container.gpus[0].memory_mib, 200);
+    char uuids[1][ANNOT_UUID_MAX] = {UUID_A};
+    assert_int_equal(dp_podcache_match(c, uuids, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "late");
+    /* Allocated: the next in order, ties broken by pod name. */
+    dp_podcache_set_allocated(c, "u1", "b", true);
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "same-time-a");
+    /* Undone (Allocate rolled back): first again. */
+    dp_podcache_set_allocated(c, "u1", "b", false);
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "early");
+    dp_podcache_set_allocated(c, "nobody", "b", true); /* ignored */
+    dp_podcache_set_allocated(c, "u1", "nothing", true);
+    struct dp_podcache_stats st;
+    dp_podcache_get_stats(c, &st);
+    assert_int_equal(st.pods, 4);
+    assert_int_equal(st.waiting, 4);
+    assert_int_equal(st.decodes, 4);
+    dp_podcache_free(c);
+}
+
+static void test_allocated_asked_once(void **state)
+{
+    (void)state;
+    struct dp_podcache *c = dp_podcache_new("node-1");
+    put(c, pod_d("p1", "u1", 1, "main", UUID_A, 1));
+    put(c, pod_d("p2", "u2", 2, "main", UUID_A, 1));
+    put(c, pod_d("p3", "u3", 3, "main", UUID_A, 1));
+    /* Directories of p1 and p2 exist already (a plugin restart, say). */
+    struct disk d = {{"u1/main", "u2/main", NULL}, 0};
+    struct dp_match m;
+    struct vg_err err = {0};
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "p3");
+    unsigned first = d.asked;
+    assert_int_equal(first, 3);
+    /* Known now: the next Allocate asks only about p3. */
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "p3");
+    assert_int_equal(d.asked - first, 1);
+    struct dp_podcache_stats st;
+    dp_podcache_get_stats(c, &st);
+    assert_int_equal(st.waiting, 1);
+    /* A status update does not decode again nor forget. */
+    json_t *p = pod_d("p1", "u1", 1, "main", UUID_A, 1);
+    json_object_set_new(json_object_get(p, "status"), "phase", json_string("Running"));
+    put(c, p);
+    dp_podcache_get_stats(c, &st);
+    assert_int_equal(st.decodes, 3);
+    assert_int_equal(st.waiting, 1);
+    dp_podcache_free(c);
+}
+
+static void test_modified_and_deleted(void **state)
+{
+    (void)state;
+    struct dp_podcache *c = dp_podcache_new("node-1");
+    put(c, pod_d("p1", "u1", 1, "main", UUID_A, 100));
+    dp_podcache_set_allocated(c, "u1", "main", true);
+    struct disk d = {{NULL}, 0};
+    struct dp_match m;
+    struct vg_err err = {0};
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), -ENOENT);
+    /* The scheduler rewrote the decision: new containers, nothing known about them. */
+    put(c, pod_d("p1", "u1", 5, "side", UUID_B, 300));
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.container.name, "side");
+    assert_int_equal(m.container.gpus[0].memory_mib, 300);
+    /* The decision removed from the pod: gone. */
+    put(c, pod("p1", "u1", NULL));
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), -ENOENT);
+    /* Back, then the pod finishes, then back, then it is being deleted, then deleted. */
+    put(c, pod_d("p1", "u1", 5, "side", UUID_B, 300));
+    json_t *p = pod_d("p1", "u1", 5, "side", UUID_B, 300);
+    json_object_set_new(json_object_get(p, "status"), "phase", json_string("Succeeded"));
+    put(c, p);
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), -ENOENT);
+    put(c, pod_d("p1", "u1", 5, "side", UUID_B, 300));
+    p = pod_d("p1", "u1", 5, "side", UUID_B, 300);
+    json_object_set_new(json_object_get(p, "metadata"), "deletionTimestamp",
+                        json_string("2026-01-01T00:00:00Z"));
+    put(c, p);
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), -ENOENT);
+    put(c, pod_d("p1", "u1", 5, "side", UUID_B, 300));
+    dp_podcache_remove(c, "u1");
+    dp_podcache_remove(c, "u1"); /* twice, or unknown: nothing */
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), -ENOENT);
+    /* Another node's pod, and pods without uid, are not kept. */
+    p = pod_d("elsewhere", "u9", 1, "main", UUID_A, 1);
+    json_object_set_new(json_object_get(p, "spec"), "nodeName", json_string("node-2"));
+    put(c, p);
+    p = pod_d("nouid", "u8", 1, "main", UUID_A, 1);
+    json_object_del(json_object_get(p, "metadata"), "uid");
+    put(c, p);
+    struct dp_podcache_stats st;
+    dp_podcache_get_stats(c, &st);
+    assert_int_equal(st.pods, 0);
+    dp_podcache_free(c);
+}
+
+static void test_relist(void **state)
+{
+    (void)state;
+    struct dp_podcache *c = dp_podcache_new("node-1");
+    put(c, pod_d("p1", "u1", 1, "main", UUID_A, 1));
+    put(c, pod_d("p2", "u2", 2, "main", UUID_A, 1));
+    put(c, pod_d("gone", "u0", 0, "main", UUID_A, 1));
+    dp_podcache_set_allocated(c, "u1", "main", true);
+    /* The relist misses "gone" (deleted while the watch was down), keeps p1 and p2 as
+     * they were, and brings p3. */
+    json_t *items = json_array();
+    json_array_append_new(items, pod_d("p2", "u2", 2, "main", UUID_A, 1));
+    json_array_append_new(items, pod_d("p1", "u1", 1, "main", UUID_A, 1));
+    json_array_append_new(items, pod_d("p3", "u3", 3, "main", UUID_A, 1));
+    json_array_append_new(items, pod("plain", "u5", NULL));
+    dp_podcache_replace(c, items);
+    json_decref(items);
+    struct dp_podcache_stats st;
+    dp_podcache_get_stats(c, &st);
+    assert_int_equal(st.pods, 3);
+    assert_int_equal(st.decodes, 4); /* p1 and p2 not decoded again */
+    struct disk d = {{NULL}, 0};
+    struct dp_match m;
+    struct vg_err err = {0};
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "p2"); /* p1 still known allocated, "gone" gone */
+    /* An empty relist empties the cache. */
+    items = json_array();
+    dp_podcache_replace(c, items);
+    json_decref(items);
+    dp_podcache_get_stats(c, &st);
+    assert_int_equal(st.pods, 0);
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), -ENOENT);
+    dp_podcache_free(c);
+}
+
+static void test_unusable_named(void **state)
+{
+    (void)state;
+    struct dp_podcache *c = dp_podcache_new("node-1");
+    put(c, pod("garbled", "u3", "{\"version\":1,\"containers\":7}"));
+    char *other = decision(1, "node-2", "main", UUID_A, 1);
+    put(c, pod("misplaced", "u4", other));
+    free(other);
+    put(c, pod_d("good", "u1", 10, "main", UUID_A, 1));
+    struct disk d = {{NULL}, 0};
+    struct dp_match m;
+    struct vg_err err = {0};
+    /* Usable decisions still match. */
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "good");
+    /* Nothing asks for two: the message names the first unusable decision. */
+    assert_int_equal(dp_podcache_match(c, NULL, 2, on_disk, &d, &m, &err), -ENOENT);
+    assert_non_null(strstr(err.msg, "asking for 2 GPU(s)"));
+    assert_non_null(strstr(err.msg, "pod garbled has a garbled vgpu.io/decision"));
+    dp_podcache_remove(c, "u3");
+    assert_int_equal(dp_podcache_match(c, NULL, 2, on_disk, &d, &m, &err), -ENOENT);
+    assert_non_null(strstr(err.msg, "pod misplaced has a decision for node 'node-2'"));
+    /* Repaired by the scheduler: usable. */
+    put(c, pod_d("misplaced", "u4", 20, "main", UUID_B, 1));
+    dp_podcache_set_allocated(c, "u1", "main", true);
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "misplaced");
+    struct dp_podcache_stats st;
+    dp_podcache_get_stats(c, &st);
+    assert_int_equal(st.unusable, 0);
+    dp_podcache_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_order_and_exact_gpus), cmocka_unit_test(test_allocated_asked_once),
+        cmocka_unit_test(test_modified_and_deleted), cmocka_unit_test(test_relist),
+        cmocka_unit_test(test_unusable_named),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
