@@ -14,6 +14,9 @@
  * later time (grpc_stream_send) and end it (grpc_stream_finish); the stream's close
  * callback runs exactly once when the stream is over for any reason (finished, peer
  * reset or vanished, deadline, server freed) and the pointer is dead after it returns.
+ * A deferred unary handler gets a struct grpc_call and answers it when it can
+ * (grpc_call_reply), at once or from a later callback; if the call ends first (peer reset
+ * or vanished, deadline, shutdown, server freed) its gone callback says so once.
  *
  * Client. grpc_client_new() connects to a unix socket; grpc_client_unary() and
  * grpc_client_stream() start calls whose completion callback runs exactly once with
@@ -35,6 +38,7 @@ struct event_base;
 struct grpc_server;
 struct grpc_stream;
 struct grpc_client;
+struct grpc_call;
 
 /* What a unary handler hands back. data is malloc'ed by the handler and owned by the
  * server from then on; message is sent percent-encoded in grpc-message. */
@@ -79,6 +83,28 @@ int grpc_server_add_unary(struct grpc_server *server, const char *path, grpc_una
                           void *arg, struct vg_err *err);
 int grpc_server_add_stream(struct grpc_server *server, const char *path,
                            grpc_stream_handler handler, void *arg, struct vg_err *err);
+
+/* Deferred unary calls: the handler gets the call and the request (valid during the
+ * handler only) and must, sooner or later, either reply with grpc_call_reply (inside the
+ * handler or from any later callback on the loop) or see the call go: when the peer
+ * resets it or vanishes, its deadline passes, the server shuts down or is freed before
+ * the reply, the gone callback set with grpc_call_on_gone runs once with the status the
+ * peer got (CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE). The call pointer is dead after
+ * grpc_call_reply or after the gone callback returns; the gone callback does not run
+ * after a reply. */
+typedef void (*grpc_deferred_handler)(void *arg, struct grpc_call *call, const uint8_t *request,
+                                      size_t request_len);
+typedef void (*grpc_call_gone)(void *arg, struct grpc_call *call, enum grpc_status_code status);
+int grpc_server_add_deferred(struct grpc_server *server, const char *path,
+                             grpc_deferred_handler handler, void *arg, struct vg_err *err);
+void grpc_call_on_gone(struct grpc_call *call, grpc_call_gone gone, void *arg);
+/* Completes the call: with GRPC_STATUS_OK, data/len (copied; len 0 is an empty message)
+ * is the response, over the message ceiling it becomes RESOURCE_EXHAUSTED; any other
+ * status is sent with message (may be NULL). */
+void grpc_call_reply(struct grpc_call *call, enum grpc_status_code status, const uint8_t *data,
+                     size_t len, const char *message);
+/* Calls waiting for a deferred reply (tests and metrics). */
+unsigned grpc_server_deferred_calls(const struct grpc_server *server);
 
 /* Binds and listens on a unix socket. A stale socket file at path is replaced; any
  * other kind of file is an error. */

@@ -42,6 +42,7 @@ struct method {
     char *path;
     grpc_unary_handler unary;
     grpc_stream_handler stream;
+    grpc_deferred_handler deferred;
     void *arg;
     struct method *next;
 };
@@ -75,6 +76,7 @@ struct grpc_stream {
     /* response */
     bool responded;     /* response HEADERS submitted */
     bool live;          /* handed to a streaming handler */
+    bool waiting;       /* handed to a deferred handler, no reply yet */
     bool finishing;     /* trailers go out once out is empty */
     bool trailers_sent; /* final status is on its way */
     bool closed;        /* nghttp2 closed it or the connection died */
@@ -84,6 +86,8 @@ struct grpc_stream {
     struct event *deadline_ev;
     grpc_stream_closed on_closed;
     void *on_closed_arg;
+    grpc_call_gone on_gone;
+    void *on_gone_arg;
 };
 
 struct grpc_server {
@@ -96,6 +100,7 @@ struct grpc_server {
     struct server_conn *conns;
     unsigned connections;
     unsigned streams;
+    unsigned waiting; /* deferred calls without a reply */
     bool shutting_down;
     struct event *grace_ev;
     struct event *done_ev;
@@ -200,12 +205,38 @@ static void stream_end(struct grpc_stream *st, int http_status, enum grpc_status
     grpc_conn_flush_later(&st->conn->io);
 }
 
+/* A deferred call ended without a reply: tell its owner, once. */
+static void call_gone(struct grpc_stream *st, enum grpc_status_code status)
+{
+    if (!st->waiting)
+        return;
+    st->waiting = false;
+    st->conn->server->waiting--;
+    if (st->on_gone != NULL)
+        st->on_gone(st->on_gone_arg, (struct grpc_call *)(void *)st, status);
+}
+
+/* Queues a complete unary response: the message, then OK trailers. */
+static void stream_reply_ok(struct grpc_stream *st, const uint8_t *data, size_t len)
+{
+    uint8_t prefix[GRPC_PREFIX_LEN];
+    grpc_frame_prefix(prefix, len);
+    evbuffer_add(st->out, prefix, sizeof prefix);
+    if (len)
+        evbuffer_add(st->out, data, len);
+    st->status = GRPC_STATUS_OK;
+    st->finishing = true;
+    stream_cancel_deadline(st);
+    stream_respond(st);
+}
+
 static void stream_deadline_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct grpc_stream *st = arg;
     stream_end(st, 200, GRPC_STATUS_DEADLINE_EXCEEDED, "deadline exceeded");
+    call_gone(st, GRPC_STATUS_DEADLINE_EXCEEDED);
 }
 
 /* --- request side --- */
@@ -282,19 +313,17 @@ static void stream_dispatch(struct grpc_stream *st)
                         s->opt.max_message);
         }
         if (status == GRPC_STATUS_OK) {
-            uint8_t prefix[GRPC_PREFIX_LEN];
-            grpc_frame_prefix(prefix, reply.len);
-            evbuffer_add(st->out, prefix, sizeof prefix);
-            if (reply.len)
-                evbuffer_add(st->out, reply.data, reply.len);
-            st->status = GRPC_STATUS_OK;
-            st->finishing = true;
-            stream_cancel_deadline(st);
-            stream_respond(st);
+            stream_reply_ok(st, reply.data, reply.len);
         } else {
             stream_end(st, 200, status, reply.message);
         }
         free(reply.data);
+        return;
+    }
+    if (m->deferred != NULL) {
+        st->waiting = true;
+        s->waiting++;
+        m->deferred(m->arg, (struct grpc_call *)(void *)st, st->request, st->request_len);
         return;
     }
     char message[GRPC_STATUS_MESSAGE_MAX] = "";
@@ -447,6 +476,7 @@ static void stream_close(struct grpc_stream *st, enum grpc_status_code status)
     struct server_conn *sc = st->conn;
     st->closed = true;
     stream_cancel_deadline(st);
+    call_gone(st, status);
     if (st->live) {
         sc->server->streams--; /* already gone from the count inside the callback */
         if (st->on_closed != NULL)
@@ -642,7 +672,8 @@ void grpc_server_free(struct grpc_server *s)
 }
 
 static int server_add(struct grpc_server *s, const char *path, grpc_unary_handler unary,
-                      grpc_stream_handler stream, void *arg, struct vg_err *err)
+                      grpc_stream_handler stream, grpc_deferred_handler deferred, void *arg,
+                      struct vg_err *err)
 {
     if (path == NULL || path[0] != '/' || strlen(path) >= PATH_MAX_LEN)
         return vg_err_set(err, -EINVAL, "method path must start with '/' and be under %d bytes",
@@ -653,6 +684,7 @@ static int server_add(struct grpc_server *s, const char *path, grpc_unary_handle
     m->path = xstrdup(path);
     m->unary = unary;
     m->stream = stream;
+    m->deferred = deferred;
     m->arg = arg;
     m->next = s->methods;
     s->methods = m;
@@ -664,7 +696,7 @@ int grpc_server_add_unary(struct grpc_server *s, const char *path, grpc_unary_ha
 {
     if (handler == NULL)
         return vg_err_set(err, -EINVAL, "no handler for %s", path ? path : "(null)");
-    return server_add(s, path, handler, NULL, arg, err);
+    return server_add(s, path, handler, NULL, NULL, arg, err);
 }
 
 int grpc_server_add_stream(struct grpc_server *s, const char *path, grpc_stream_handler handler,
@@ -672,7 +704,15 @@ int grpc_server_add_stream(struct grpc_server *s, const char *path, grpc_stream_
 {
     if (handler == NULL)
         return vg_err_set(err, -EINVAL, "no handler for %s", path ? path : "(null)");
-    return server_add(s, path, NULL, handler, arg, err);
+    return server_add(s, path, NULL, handler, NULL, arg, err);
+}
+
+int grpc_server_add_deferred(struct grpc_server *s, const char *path, grpc_deferred_handler handler,
+                             void *arg, struct vg_err *err)
+{
+    if (handler == NULL)
+        return vg_err_set(err, -EINVAL, "no handler for %s", path ? path : "(null)");
+    return server_add(s, path, NULL, NULL, handler, arg, err);
 }
 
 int grpc_server_listen(struct grpc_server *s, const char *socket_path, struct vg_err *err)
@@ -753,8 +793,10 @@ void grpc_server_shutdown(struct grpc_server *s, void (*done)(void *arg), void *
                               nghttp2_session_get_last_proc_stream_id(sc->io.session),
                               NGHTTP2_NO_ERROR, NULL, 0);
         for (struct grpc_stream *st = sc->streams; st != NULL; st = st->next)
-            if (st->live)
+            if (st->live || st->waiting) {
                 stream_end(st, 200, GRPC_STATUS_UNAVAILABLE, "server shutting down");
+                call_gone(st, GRPC_STATUS_UNAVAILABLE);
+            }
         grpc_conn_flush_later(&sc->io);
     }
     server_check_done(s);
@@ -814,4 +856,36 @@ void grpc_stream_on_close(struct grpc_stream *st, grpc_stream_closed closed, voi
 const char *grpc_stream_path(const struct grpc_stream *st)
 {
     return st->path;
+}
+
+void grpc_call_on_gone(struct grpc_call *call, grpc_call_gone gone, void *arg)
+{
+    struct grpc_stream *st = (struct grpc_stream *)(void *)call;
+    st->on_gone = gone;
+    st->on_gone_arg = arg;
+}
+
+void grpc_call_reply(struct grpc_call *call, enum grpc_status_code status, const uint8_t *data,
+                     size_t len, const char *message)
+{
+    struct grpc_stream *st = (struct grpc_stream *)(void *)call;
+    if (!st->waiting)
+        return;
+    st->waiting = false;
+    st->conn->server->waiting--;
+    size_t max = st->conn->server->opt.max_message;
+    if (status == GRPC_STATUS_OK && len > max) {
+        char msg[GRPC_STATUS_MESSAGE_MAX];
+        vg_snprintf(msg, sizeof msg, "response of %zu bytes is over the %zu-byte limit", len, max);
+        stream_end(st, 200, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+    } else if (status == GRPC_STATUS_OK) {
+        stream_reply_ok(st, data, len);
+    } else {
+        stream_end(st, 200, status, message);
+    }
+}
+
+unsigned grpc_server_deferred_calls(const struct grpc_server *s)
+{
+    return s->waiting;
 }

@@ -40,6 +40,10 @@ struct fixture {
     uint8_t response[16];
     int messages;
     int stop_after_messages;
+    /* deferred calls */
+    struct grpc_call *call; /* the waiting call, if any */
+    int gone_calls;
+    enum grpc_status_code gone_status;
 };
 
 static enum grpc_status_code echo(void *arg, const uint8_t *req, size_t len,
@@ -84,6 +88,32 @@ static enum grpc_status_code counter(void *arg, struct grpc_stream *st, const ui
     return GRPC_STATUS_OK;
 }
 
+static void call_gone(void *arg, struct grpc_call *call, enum grpc_status_code status)
+{
+    struct fixture *f = arg;
+    assert_ptr_equal(call, f->call);
+    f->call = NULL;
+    f->gone_calls++;
+    f->gone_status = status;
+}
+
+/* Deferred: "now" is answered inside the handler, "no" refused inside it; anything else
+ * waits in f->call for the test to answer (or for the call to go). */
+static void later(void *arg, struct grpc_call *call, const uint8_t *req, size_t len)
+{
+    struct fixture *f = arg;
+    if (len == 3 && memcmp(req, "now", 3) == 0) {
+        grpc_call_reply(call, GRPC_STATUS_OK, req, len, NULL);
+        return;
+    }
+    if (len == 2 && memcmp(req, "no", 2) == 0) {
+        grpc_call_reply(call, GRPC_STATUS_NOT_FOUND, NULL, 0, "not here");
+        return;
+    }
+    f->call = call;
+    grpc_call_on_gone(call, call_gone, f);
+}
+
 static void call_done(void *arg, enum grpc_status_code status, const char *message,
                       const uint8_t *response, size_t len)
 {
@@ -118,6 +148,7 @@ static int setup(void **state)
     assert_non_null(f->server);
     assert_int_equal(grpc_server_add_unary(f->server, "/t.T/Echo", echo, f, &err), 0);
     assert_int_equal(grpc_server_add_stream(f->server, "/t.T/Count", counter, f, &err), 0);
+    assert_int_equal(grpc_server_add_deferred(f->server, "/t.T/Later", later, f, &err), 0);
     assert_int_equal(grpc_server_listen(f->server, f->sock, &err), 0);
     *state = f;
     return 0;
@@ -340,6 +371,125 @@ static void test_stream_send_errors(void **state)
     free(big);
 }
 
+static bool call_waiting(const struct fixture *f)
+{
+    return f->call != NULL;
+}
+
+static bool call_gone_once(const struct fixture *f)
+{
+    return f->gone_calls >= 1;
+}
+
+static void later_call(struct fixture *f, const char *req, uint64_t timeout_ms)
+{
+    f->done_calls = 0;
+    assert_int_equal(grpc_client_unary(f->client, "/t.T/Later", (const uint8_t *)req, strlen(req),
+                                       timeout_ms, call_done, f, NULL),
+                     0);
+}
+
+static void test_deferred_replies(void **state)
+{
+    struct fixture *f = *state;
+    client_connect(f, "localhost");
+    later_call(f, "now", 5000);
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_OK);
+    assert_int_equal(f->response_len, 3);
+    assert_memory_equal(f->response, "now", 3);
+    later_call(f, "no", 5000);
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_NOT_FOUND);
+    assert_string_equal(f->message, "not here");
+
+    /* Two calls wait at once; the second is answered first, each gets its own reply. */
+    later_call(f, "first", 5000);
+    run_until(f, call_waiting);
+    struct grpc_call *first = f->call;
+    f->call = NULL;
+    later_call(f, "second", 5000);
+    run_until(f, call_waiting);
+    assert_int_equal(grpc_server_deferred_calls(f->server), 2);
+    grpc_call_reply(f->call, GRPC_STATUS_OK, (const uint8_t *)"two", 3, NULL);
+    f->call = NULL;
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_OK);
+    assert_memory_equal(f->response, "two", 3);
+    f->done_calls = 0;
+    grpc_call_reply(first, GRPC_STATUS_FAILED_PRECONDITION, NULL, 0, "later: 100%");
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_FAILED_PRECONDITION);
+    assert_string_equal(f->message, "later: 100%");
+    assert_int_equal(grpc_server_deferred_calls(f->server), 0);
+    assert_int_equal(f->gone_calls, 0); /* answered calls never "go" */
+
+    /* An answer over the ceiling becomes RESOURCE_EXHAUSTED. */
+    later_call(f, "big", 5000);
+    run_until(f, call_waiting);
+    uint8_t *big = calloc(1, GRPC_MESSAGE_MAX + 1);
+    grpc_call_reply(f->call, GRPC_STATUS_OK, big, GRPC_MESSAGE_MAX + 1, NULL);
+    f->call = NULL;
+    free(big);
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_RESOURCE_EXHAUSTED);
+    /* The connection still serves. */
+    later_call(f, "now", 5000);
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_OK);
+}
+
+static void test_deferred_calls_that_go(void **state)
+{
+    struct fixture *f = *state;
+    client_connect(f, "localhost");
+    /* Deadline: the client sees DEADLINE_EXCEEDED, the handler hears the call went. */
+    later_call(f, "slow", 150);
+    run_until(f, call_waiting);
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_DEADLINE_EXCEEDED);
+    run_until(f, call_gone_once);
+    assert_true(f->gone_status == GRPC_STATUS_DEADLINE_EXCEEDED ||
+                f->gone_status == GRPC_STATUS_CANCELLED);
+    assert_int_equal(grpc_server_deferred_calls(f->server), 0);
+
+    /* The peer vanishes while the call waits. */
+    f->gone_calls = 0;
+    later_call(f, "slow", 0);
+    run_until(f, call_waiting);
+    grpc_client_free(f->client);
+    f->client = NULL;
+    assert_int_equal(f->status, GRPC_STATUS_CANCELLED);
+    run_until(f, call_gone_once);
+    assert_int_equal(f->gone_status, GRPC_STATUS_CANCELLED);
+    assert_int_equal(grpc_server_deferred_calls(f->server), 0);
+
+    /* Graceful shutdown ends a waiting call with UNAVAILABLE. */
+    client_connect(f, "localhost");
+    f->gone_calls = 0;
+    later_call(f, "slow", 0);
+    run_until(f, call_waiting);
+    grpc_server_shutdown(f->server, on_shutdown, f);
+    assert_int_equal(f->gone_calls, 1);
+    assert_int_equal(f->gone_status, GRPC_STATUS_UNAVAILABLE);
+    run_until(f, shutdown_complete);
+    assert_int_equal(f->status, GRPC_STATUS_UNAVAILABLE);
+}
+
+static void test_deferred_call_under_a_freed_server(void **state)
+{
+    struct fixture *f = *state;
+    client_connect(f, "localhost");
+    later_call(f, "slow", 0);
+    run_until(f, call_waiting);
+    grpc_server_free(f->server);
+    f->server = NULL;
+    assert_int_equal(f->gone_calls, 1);
+    assert_int_equal(f->gone_status, GRPC_STATUS_UNAVAILABLE);
+    run_until(f, one_done);
+    assert_int_equal(f->status, GRPC_STATUS_UNAVAILABLE);
+}
+
 static void test_setup_errors(void **state)
 {
     struct fixture *f = *state;
@@ -347,6 +497,8 @@ static void test_setup_errors(void **state)
     assert_int_equal(grpc_server_add_unary(f->server, "/t.T/Echo", echo, f, &err), -EEXIST);
     assert_int_equal(grpc_server_add_unary(f->server, "noslash", echo, f, &err), -EINVAL);
     assert_int_equal(grpc_server_add_unary(f->server, "/t.T/X", NULL, f, &err), -EINVAL);
+    assert_int_equal(grpc_server_add_deferred(f->server, "/t.T/Y", NULL, f, &err), -EINVAL);
+    assert_int_equal(grpc_server_add_deferred(f->server, "/t.T/Echo", later, f, &err), -EEXIST);
     assert_int_equal(grpc_server_listen(f->server, f->sock, &err), -EALREADY);
 
     struct grpc_server *s2 = grpc_server_new(f->base, NULL, &err);
@@ -531,6 +683,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_graceful_shutdown, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_freed_under_a_call, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_send_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deferred_replies, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deferred_calls_that_go, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deferred_call_under_a_freed_server, setup, teardown),
         cmocka_unit_test_setup_teardown(test_setup_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_requests_get_clear_statuses, setup, teardown),
     };
