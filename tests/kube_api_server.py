@@ -21,10 +21,11 @@ daemons use, with the wire formats of the real kube-apiserver:
 
 Failure injection, through CLI flags or the admin endpoints:
   POST /admin/faults {"fail_next": N, "fail_status": 500, "delay_ms": D, "delay_next": N,
-                      "drop_after_events": N, "watch_410_http": bool}
+                      "drop_after_events": N, "watch_410_http": bool, "watch_paused": bool}
        fail_next: the next N API requests answer fail_status with a Status body;
        delay_ms: the next delay_next API requests (all if 0) wait D ms before answering;
-       drop_after_events: every watch is cut (no final chunk) after sending N events.
+       drop_after_events: every watch is cut (no final chunk) after sending N events;
+       watch_paused: open watches hold new events back (a slow watch) until it is false.
   POST /admin/inject {"action": "drop"|"expire"|"malformed"|"oversized"|"error",
                       "bytes": N}     once, on every watch open now
   POST /admin/compact                 forget every event so far: old RVs get 410
@@ -129,7 +130,7 @@ class Store:
         self.compacted = 0  # events with rv <= compacted are gone
         self.event_window = event_window
         self.faults = {"fail_next": 0, "fail_status": 500, "delay_ms": 0, "delay_next": 0,
-                       "drop_after_events": 0, "watch_410_http": False}
+                       "drop_after_events": 0, "watch_410_http": False, "watch_paused": False}
         self.inject_gen = 0
         self.inject = None
         self.stats = collections.Counter()
@@ -501,7 +502,8 @@ class Handler(BaseHTTPRequestHandler):
                         wait = min(deadline - now, 0.25)
                         if interval > 0:
                             wait = min(wait, last_send + interval - now)
-                        if (not store.events or store.events[-1][0] <= position) and \
+                        if (store.faults["watch_paused"] or not store.events or
+                                store.events[-1][0] <= position) and \
                                 store.inject_gen == inject_seen and wait > 0:
                             store.cond.wait(wait)
                     if store.inject_gen != inject_seen:
@@ -511,7 +513,7 @@ class Handler(BaseHTTPRequestHandler):
                         action = {"action": "expire"}
                     fresh = []
                     for rv, ekind, obj, etype in reversed(store.events):
-                        if rv <= position:
+                        if rv <= position or store.faults["watch_paused"]:
                             break
                         fresh.append((rv, ekind, obj, etype))
                     for rv, ekind, obj, etype in reversed(fresh):
@@ -614,6 +616,7 @@ class Handler(BaseHTTPRequestHandler):
                         return self.send_error_status(400, "BadRequest",
                                                       "unknown fault %r" % key)
                     store.faults[key] = value
+                store.cond.notify_all()
             elif what == "inject":
                 if not isinstance(body, dict) or body.get("action") not in (
                         "drop", "expire", "malformed", "oversized", "error"):
@@ -627,7 +630,9 @@ class Handler(BaseHTTPRequestHandler):
                 store.cond.notify_all()
             elif what == "reset":
                 store.faults.update({"fail_next": 0, "delay_ms": 0, "delay_next": 0,
-                                     "drop_after_events": 0, "watch_410_http": False})
+                                     "drop_after_events": 0, "watch_410_http": False,
+                                     "watch_paused": False})
+                store.cond.notify_all()
             else:
                 return self.send_error_status(404, "NotFound", "unknown admin endpoint")
             faults = dict(store.faults)

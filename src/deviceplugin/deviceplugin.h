@@ -353,6 +353,7 @@ struct dp_plugin_stats {
     uint64_t health_changes;
     uint64_t inventory_writes;
     uint64_t swept_dirs;
+    uint64_t lookups; /* direct pod lookups after a pod cache miss */
 };
 void dp_plugin_get_stats(const struct dp_plugin *plugin, struct dp_plugin_stats *stats);
 /* Polls health now (tests, benchmarks). */

@@ -35,8 +35,10 @@
 #define MAX_STREAMS      16
 #define FAST_RETRY_MS    50
 #define FAST_RETRY_COUNT 100
+#define LOOKUP_MS        5000
 
 struct dp_plugin;
+struct lookup;
 
 struct serving {
     struct dp_plugin *plugin;
@@ -64,6 +66,7 @@ struct dp_plugin {
     json_t *pods;                  /* uid -> pod */
     struct dp_podcache *decisions; /* what Allocate matches against */
     struct dp_mps *mps;            /* MPS control daemons; NULL unless mps mode */
+    struct lookup *lookups;        /* Allocate calls waiting for a direct pod lookup */
     bool inventory_in_flight;
     struct dp_plugin_stats stats;
 };
@@ -207,7 +210,7 @@ static int check_pods_ready(struct dp_plugin *p, struct vg_err *err)
 
 static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequest *creq,
                              struct dp_match *match, struct dp_response *resp, char *dir,
-                             size_t dir_size, struct vg_err *err)
+                             size_t dir_size, bool *missed, struct vg_err *err)
 {
     size_t n = creq->n_devices_ids;
     if (n == 0 || n > ANNOT_MAX_GPUS)
@@ -228,8 +231,10 @@ static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequ
     if (rc < 0)
         return rc;
     rc = dp_podcache_match(p->decisions, uuids, n, dir_allocated, p, match, err);
-    if (rc < 0)
+    if (rc < 0) {
+        *missed = rc == -ENOENT;
         return rc;
+    }
     rc = dp_container_dir_path(p->cfg->vgpu.region_dir, match->pod_uid, match->container.name, dir,
                                dir_size, err);
     if (rc < 0)
@@ -264,38 +269,33 @@ static int allocate_mps_one(struct dp_plugin *p, const struct dp_resource *r,
     return rc;
 }
 
-static enum grpc_status_code handle_allocate(void *arg, const uint8_t *req, size_t len,
-                                             struct grpc_reply *reply)
+/* Runs a whole AllocateRequest: 0 and the packed response, or a negative code with err
+ * and nothing left behind (directories made for earlier containers of the call go too).
+ * *missed: a vgpu container found no decision in the pod cache. */
+static int allocate_request(struct serving *s, V1beta1__AllocateRequest *r, uint8_t **data,
+                            size_t *len, bool *missed, struct vg_err *err)
 {
-    struct serving *s = arg;
     struct dp_plugin *p = s->plugin;
-    V1beta1__AllocateRequest *r = v1beta1__allocate_request__unpack(NULL, len, req);
-    if (!r) {
-        vg_snprintf(reply->message, sizeof(reply->message), "malformed AllocateRequest");
-        return GRPC_STATUS_INVALID_ARGUMENT;
-    }
     size_t n = r->n_container_requests;
     struct dp_response *resps = xcalloc(n ? n : 1, sizeof(*resps));
     const struct dp_response **ptrs = xcalloc(n ? n : 1, sizeof(*ptrs));
     char(*dirs)[1024] = xcalloc(n ? n : 1, sizeof(*dirs));
     struct dp_match *matches = xcalloc(n ? n : 1, sizeof(*matches));
-    struct vg_err err = {0};
-    int rc = n == 0 ? vg_err_set(&err, -EINVAL, "Allocate without container requests") : 0;
+    int rc = n == 0 ? vg_err_set(err, -EINVAL, "Allocate without container requests") : 0;
+    *missed = false;
     for (size_t i = 0; i < n && rc == 0; i++) {
         V1beta1__ContainerAllocateRequest *c = r->container_requests[i];
         if (p->res.mode == ANNOT_MODE_VGPU && !s->resource->mig)
-            rc = allocate_vgpu_one(p, c, &matches[i], &resps[i], dirs[i], sizeof(dirs[i]), &err);
+            rc = allocate_vgpu_one(p, c, &matches[i], &resps[i], dirs[i], sizeof(dirs[i]), missed,
+                                   err);
         else if (s->resource->mps)
-            rc = allocate_mps_one(p, s->resource, c, &resps[i], &err);
+            rc = allocate_mps_one(p, s->resource, c, &resps[i], err);
         else
             rc = dp_allocate_shared(p->cfg, s->resource, p->gpus, p->gpu_count, c->devices_ids,
-                                    c->n_devices_ids, &resps[i], &err);
+                                    c->n_devices_ids, &resps[i], err);
         ptrs[i] = &resps[i];
     }
-    enum grpc_status_code status = GRPC_STATUS_OK;
     if (rc < 0) {
-        /* Nothing half-done stays behind: directories made for earlier containers of this
-         * call go too. */
         for (size_t i = 0; i < n; i++)
             if (dirs[i][0]) {
                 struct vg_err ignored;
@@ -303,24 +303,178 @@ static enum grpc_status_code handle_allocate(void *arg, const uint8_t *req, size
                 dp_podcache_set_allocated(p->decisions, matches[i].pod_uid,
                                           matches[i].container.name, false);
             }
-        p->stats.allocate_errors++;
-        vg_log(VG_LOG_WARN, "Allocate refused", "resource=%s err=\"%s\"", s->resource->name,
-               err.msg);
-        vg_snprintf(reply->message, sizeof(reply->message), "%s", err.msg);
-        status = rc == -EINVAL || rc == -ENOENT ? GRPC_STATUS_INVALID_ARGUMENT
-                                                : GRPC_STATUS_FAILED_PRECONDITION;
-        if (rc == -ENOENT && p->res.mode == ANNOT_MODE_VGPU && !s->resource->mig)
-            status = GRPC_STATUS_FAILED_PRECONDITION;
     } else {
-        dp_response_pack(ptrs, n, &reply->data, &reply->len, &err);
-        p->stats.allocations++;
+        dp_response_pack(ptrs, n, data, len, err);
     }
     free(resps);
     free(ptrs);
     free(dirs);
     free(matches);
+    return rc;
+}
+
+/* Answers an Allocate call with what allocate_request gave. */
+static void allocate_reply(struct serving *s, struct grpc_call *call, int rc, uint8_t *data,
+                           size_t len, const struct vg_err *err)
+{
+    struct dp_plugin *p = s->plugin;
+    if (rc == 0) {
+        p->stats.allocations++;
+        grpc_call_reply(call, GRPC_STATUS_OK, data, len, NULL);
+        free(data);
+        return;
+    }
+    p->stats.allocate_errors++;
+    vg_log(VG_LOG_WARN, "Allocate refused", "resource=%s err=\"%s\"", s->resource->name, err->msg);
+    enum grpc_status_code status = rc == -EINVAL || rc == -ENOENT ? GRPC_STATUS_INVALID_ARGUMENT
+                                                                  : GRPC_STATUS_FAILED_PRECONDITION;
+    if (rc == -ENOENT && p->res.mode == ANNOT_MODE_VGPU && !s->resource->mig)
+        status = GRPC_STATUS_FAILED_PRECONDITION;
+    grpc_call_reply(call, status, NULL, 0, err->msg);
+}
+
+/* A pod bound a moment before kubelet's Allocate may not have come through the watch
+ * yet. On a miss the Allocate call waits (a deferred gRPC call, the loop keeps running)
+ * while the node's pods are read directly; pods the watch has not delivered, or delivered
+ * without a decision, go into the cache, and the request runs again. The answer comes
+ * from whichever ends first: the GET, or LOOKUP_MS (a second try on what the watch
+ * brought meanwhile). The kube client must not run callbacks after dp_plugin_free (it is
+ * freed right after the plugin, as for the inventory patch). */
+struct lookup {
+    struct serving *serving;
+    struct grpc_call *call; /* NULL once answered or gone */
+    V1beta1__AllocateRequest *request;
+    struct event *timer;
+    struct lookup *prev, *next;
+};
+
+static void lookup_answer(struct lookup *lk)
+{
+    if (!lk->call)
+        return;
+    uint8_t *data = NULL;
+    size_t len = 0;
+    bool missed;
+    struct vg_err err = {0};
+    int rc = allocate_request(lk->serving, lk->request, &data, &len, &missed, &err);
+    struct grpc_call *call = lk->call;
+    lk->call = NULL;
+    allocate_reply(lk->serving, call, rc, data, len, &err);
+}
+
+static void lookup_free(struct lookup *lk)
+{
+    struct dp_plugin *p = lk->serving->plugin;
+    if (lk->prev)
+        lk->prev->next = lk->next;
+    else
+        p->lookups = lk->next;
+    if (lk->next)
+        lk->next->prev = lk->prev;
+    if (lk->timer)
+        event_free(lk->timer);
+    if (lk->call) /* the plugin is going: the server ends the call */
+        grpc_call_on_gone(lk->call, NULL, NULL);
+    v1beta1__allocate_request__free_unpacked(lk->request, NULL);
+    free(lk);
+}
+
+static bool has_decision(json_t *pod)
+{
+    json_t *ann = json_object_get(json_object_get(pod, "metadata"), "annotations");
+    return json_is_string(json_object_get(ann, ANNOT_KEY_DECISION));
+}
+
+static void lookup_done(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    struct lookup *lk = arg;
+    struct dp_plugin *p = lk->serving->plugin;
+    p->stats.lookups++;
+    if (err->code == 0) {
+        size_t i;
+        json_t *pod;
+        json_array_foreach(json_object_get(body, "items"), i, pod)
+        {
+            const char *uid =
+                json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+            json_t *known = uid ? json_object_get(p->pods, uid) : NULL;
+            if (!uid || (known && has_decision(known)) || !has_decision(pod))
+                continue;
+            json_object_set(p->pods, uid, pod);
+            dp_podcache_put(p->decisions, pod);
+        }
+    } else {
+        vg_log(VG_LOG_WARN, "looking up this node's pods failed", "status=%ld err=\"%s\"", status,
+               err->msg);
+    }
+    lookup_answer(lk);
+    lookup_free(lk);
+}
+
+static void lookup_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    lookup_answer(arg); /* the GET's answer still feeds the cache when it comes */
+}
+
+static void lookup_call_gone(void *arg, struct grpc_call *call, enum grpc_status_code status)
+{
+    struct lookup *lk = arg;
+    (void)call;
+    vg_log(VG_LOG_INFO, "kubelet gave up on an Allocate call", "status=%d", (int)status);
+    lk->call = NULL;
+}
+
+static int lookup_start(struct serving *s, struct grpc_call *call, V1beta1__AllocateRequest *r)
+{
+    struct dp_plugin *p = s->plugin;
+    char path[ANNOT_NAME_MAX + 64];
+    struct vg_err err = {0};
+    if (vg_snprintf(path, sizeof(path), "/api/v1/pods?fieldSelector=spec.nodeName%%3D%s",
+                    p->cfg->cli.node_name) < 0)
+        return -ENAMETOOLONG;
+    struct lookup *lk = xcalloc(1, sizeof(*lk));
+    lk->serving = s;
+    lk->call = call;
+    lk->request = r;
+    if (kube_get(p->opt.kube, path, lookup_done, lk, &err) < 0) {
+        vg_log(VG_LOG_WARN, "cannot look up this node's pods", "err=\"%s\"", err.msg);
+        free(lk);
+        return err.code ? err.code : -EIO;
+    }
+    lk->next = p->lookups;
+    if (p->lookups)
+        p->lookups->prev = lk;
+    p->lookups = lk;
+    grpc_call_on_gone(call, lookup_call_gone, lk);
+    lk->timer = evtimer_new(p->base, lookup_timeout, lk);
+    struct timeval tv = {LOOKUP_MS / 1000, (LOOKUP_MS % 1000) * 1000};
+    evtimer_add(lk->timer, &tv);
+    return 0;
+}
+
+static void handle_allocate(void *arg, struct grpc_call *call, const uint8_t *req, size_t len)
+{
+    struct serving *s = arg;
+    struct dp_plugin *p = s->plugin;
+    V1beta1__AllocateRequest *r = v1beta1__allocate_request__unpack(NULL, len, req);
+    if (!r) {
+        grpc_call_reply(call, GRPC_STATUS_INVALID_ARGUMENT, NULL, 0, "malformed AllocateRequest");
+        return;
+    }
+    uint8_t *data = NULL;
+    size_t dlen = 0;
+    bool missed;
+    struct vg_err err = {0};
+    int rc = allocate_request(s, r, &data, &dlen, &missed, &err);
+    if (rc < 0 && missed && p->opt.kube && lookup_start(s, call, r) == 0) {
+        vg_log(VG_LOG_INFO, "no decision in the pod cache; looking this node's pods up",
+               "err=\"%s\"", err.msg);
+        return; /* the lookup owns r now */
+    }
+    allocate_reply(s, call, rc, data, dlen, &err);
     v1beta1__allocate_request__free_unpacked(r, NULL);
-    return status;
 }
 
 /* MPS: a container's replicas must share one GPU (one control daemon each): the GPU with
@@ -502,7 +656,7 @@ static int serve_one(struct serving *s, struct vg_err *err)
         rc = grpc_server_add_unary(s->server, GRPC_KUBELET_PREFERRED_ALLOC, handle_preferred, s,
                                    err);
     if (rc == 0)
-        rc = grpc_server_add_unary(s->server, GRPC_KUBELET_ALLOCATE, handle_allocate, s, err);
+        rc = grpc_server_add_deferred(s->server, GRPC_KUBELET_ALLOCATE, handle_allocate, s, err);
     if (rc == 0)
         rc = grpc_server_add_unary(s->server, GRPC_KUBELET_PRESTART, handle_prestart, s, err);
     char path[PATH_MAX];
@@ -895,6 +1049,8 @@ void dp_plugin_free(struct dp_plugin *p)
     if (!p)
         return;
     kube_watch_free(p->pods_watch);
+    while (p->lookups)
+        lookup_free(p->lookups);
     dp_mps_free(p->mps);
     for (size_t i = 0; i < DP_MAX_RESOURCES; i++) {
         grpc_client_free(p->serving[i].registration);

@@ -465,6 +465,54 @@ class Vgpu(Base):
         self.api.request("DELETE", "/api/v1/namespaces/default/pods/train-0")
         wait_for(lambda: not os.path.exists(cdir), what="directory cleanup")
 
+    def test_pod_not_yet_watched(self):
+        """A pod bound a moment before Allocate, its watch event not delivered yet: the
+        plugin looks the node's pods up directly instead of failing."""
+        ids = self.start()
+        uuids = sorted({d.rsplit("-", 1)[0] for d in ids})
+
+        def synced():
+            try:
+                self.kubelet.allocate("nvidia.com/gpu", ids[:1])
+            except grpc.RpcError as e:
+                return "no scheduling decision" in e.details()
+            raise AssertionError("Allocate succeeded without a decision")
+        wait_for(synced, what="pod list loaded")
+        self.api.request("POST", "/admin/faults", {"watch_paused": True})
+        uid = self.api.add_pod("late-0", self.decision(uuids[0], 512, 20))["metadata"]["uid"]
+        mine = [d for d in ids if d.startswith(uuids[0])]
+        resp = self.kubelet.allocate("nvidia.com/gpu", mine[:1])
+        env = dict(resp.container_responses[0].envs)
+        self.assertEqual(env["CUDA_DEVICE_MEMORY_LIMIT_0"], "512m")
+        self.assertEqual(env["NVIDIA_VISIBLE_DEVICES"], uuids[0])
+        self.assertTrue(os.path.isdir(os.path.join(self.tmp, "containers", "%s_main" % uid)))
+        self.assertIn("looking this node's pods up", self.plugin.output())
+
+        # The API server fails the lookup: the call still ends, with the usual message.
+        uid1 = self.api.add_pod("late-1", self.decision(uuids[1], 256, 0))["metadata"]["uid"]
+        self.api.request("POST", "/admin/faults", {"fail_next": 1})
+        other = [d for d in ids if d.startswith(uuids[1])]
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.kubelet.allocate("nvidia.com/gpu", other[:1])
+        self.assertEqual(cm.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("no scheduling decision", cm.exception.details())
+        self.assertIn("looking up this node's pods failed", self.plugin.output())
+        # kubelet retries the pod: the next lookup works.
+        resp = self.kubelet.allocate("nvidia.com/gpu", other[:1])
+        self.assertEqual(dict(resp.container_responses[0].envs)["CUDA_DEVICE_MEMORY_LIMIT_0"],
+                         "256m")
+        self.assertTrue(os.path.isdir(os.path.join(self.tmp, "containers", "%s_main" % uid1)))
+
+        # The watch catches up: nothing is allocated twice, nothing is swept.
+        self.api.request("POST", "/admin/faults", {"watch_paused": False})
+        wait_for(synced, what="watch caught up")
+        self.api.request("DELETE", "/api/v1/namespaces/default/pods/late-1")
+        wait_for(lambda: not os.path.exists(os.path.join(self.tmp, "containers",
+                                                         "%s_main" % uid1)),
+                 what="cleanup of the deleted pod")
+        self.assertTrue(os.path.isdir(os.path.join(self.tmp, "containers", "%s_main" % uid)))
+        self.assertIsNone(self.plugin.proc.poll())
+
     def test_garbled_and_missing_decision(self):
         ids = self.start()
         with self.assertRaises(grpc.RpcError) as cm:
