@@ -80,22 +80,64 @@ static void add_device_spec(struct dp_response *r, const char *path)
     vg_strlcpy(d->permissions, "rw", sizeof(d->permissions));
 }
 
+/* CDI: one annotation `<cdiAnnotationPrefix>vgpu-device-plugin_<hash>` naming every
+ * device (cdi-annotations), and/or the CRI's CDI device list (cdi-cri). The key must be
+ * unique among the container's annotations, also across resources: it is derived from
+ * the device list (FNV-1a), which keeps responses reproducible. */
+static int cdi_response(const struct dp_config *cfg, char ids[][ANNOT_UUID_MAX], size_t n,
+                        struct dp_response *out, struct vg_err *err)
+{
+    unsigned list = cfg->flags.plugin.device_list_strategy;
+    uint64_t hash = 14695981039346656037ull;
+    char value[sizeof(out->annotations[0].value)] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (const char *c = ids[i]; *c; c++)
+            hash = (hash ^ (uint8_t)*c) * 1099511628211ull;
+        hash = (hash ^ ',') * 1099511628211ull;
+        int w = vg_snprintf(value + used, sizeof(value) - used, "%s%s=%s", i ? "," : "",
+                            DP_CDI_KIND, ids[i]);
+        if (w < 0)
+            return vg_err_set(err, -ENOSPC, "CDI annotation too long");
+        used += (size_t)w;
+        if ((list & DP_LIST_CDI_CRI) && out->cdi_device_count < DP_MAX_GPUS)
+            vg_snprintf(out->cdi_devices[out->cdi_device_count++].name,
+                        sizeof(out->cdi_devices[0].name), "%s=%s", DP_CDI_KIND, ids[i]);
+    }
+    if (!(list & DP_LIST_CDI_ANNOTATIONS))
+        return 0;
+    if (out->annotation_count == DP_RESPONSE_MAX_ANNOTATIONS)
+        return vg_err_set(err, -ENOSPC, "too many annotations");
+    struct dp_annotation *a = &out->annotations[out->annotation_count];
+    if (vg_snprintf(a->key, sizeof(a->key), "%svgpu-device-plugin_%016llx",
+                    cfg->flags.plugin.cdi_annotation_prefix, (unsigned long long)hash) < 0)
+        return vg_err_set(err, -ENOSPC, "CDI annotation prefix too long");
+    vg_strlcpy(a->value, value, sizeof(a->value));
+    out->annotation_count++;
+    return 0;
+}
+
 /* What every mode returns for a set of GPUs (NVIDIA's getAllocateResponse): the visible
- * devices by deviceListStrategy and deviceIDStrategy, device specs when
- * passDeviceSpecs. gpu_list holds GPU table indices, de-duplicated, in order. */
+ * devices by deviceListStrategy (every strategy of the list, combined) and
+ * deviceIDStrategy, device specs when passDeviceSpecs (not with CDI strategies only: the
+ * CDI specification carries the device nodes). gpu_list holds GPU table indices,
+ * de-duplicated, in order. */
 static int base_response(const struct dp_config *cfg, const struct dp_gpu *gpus,
                          const unsigned *gpu_list, size_t n, struct dp_response *out,
                          struct vg_err *err)
 {
     char visible[1024] = "";
     size_t used = 0;
-    for (size_t i = 0; i < n; i++) {
+    char ids[DP_MAX_GPUS][ANNOT_UUID_MAX];
+    unsigned list = cfg->flags.plugin.device_list_strategy;
+    bool legacy = list & (DP_LIST_ENVVAR | DP_LIST_VOLUME_MOUNTS);
+    for (size_t i = 0; i < n && i < DP_MAX_GPUS; i++) {
         const struct dp_gpu *g = &gpus[gpu_list[i]];
-        char id[ANNOT_UUID_MAX];
+        char *id = ids[i];
         if (cfg->flags.plugin.device_id_strategy == DP_DEVICE_ID_INDEX)
-            vg_snprintf(id, sizeof(id), "%u", g->index);
+            vg_snprintf(id, ANNOT_UUID_MAX, "%u", g->index);
         else
-            vg_strlcpy(id, g->uuid, sizeof(id));
+            vg_strlcpy(id, g->uuid, ANNOT_UUID_MAX);
         int w = vg_snprintf(visible + used, sizeof(visible) - used, "%s%s", i ? "," : "", id);
         if (w < 0)
             return vg_err_set(err, -ENOSPC, "NVIDIA_VISIBLE_DEVICES too long");
@@ -107,7 +149,7 @@ static int base_response(const struct dp_config *cfg, const struct dp_gpu *gpus,
             if (rc < 0)
                 return rc;
         }
-        if (cfg->flags.plugin.pass_device_specs) {
+        if (cfg->flags.plugin.pass_device_specs && legacy) {
             char path[64];
             vg_snprintf(path, sizeof(path), "/dev/nvidia%u", g->minor);
             add_device_spec(out, "/dev/nvidiactl");
@@ -116,7 +158,9 @@ static int base_response(const struct dp_config *cfg, const struct dp_gpu *gpus,
             add_device_spec(out, path);
         }
     }
-    int rc = 0;
+    int rc = cdi_response(cfg, ids, n < DP_MAX_GPUS ? n : DP_MAX_GPUS, out, err);
+    if (rc < 0)
+        return rc;
     if (cfg->flags.plugin.device_list_strategy & DP_LIST_ENVVAR)
         rc = add_env(out, "NVIDIA_VISIBLE_DEVICES", visible, err);
     else if (cfg->flags.plugin.device_list_strategy & DP_LIST_VOLUME_MOUNTS)
@@ -261,6 +305,10 @@ void dp_response_dump(const struct dp_response *resp, FILE *out)
     for (size_t i = 0; i < resp->device_count; i++)
         fprintf(out, "device %s <- %s %s\n", resp->devices[i].container_path,
                 resp->devices[i].host_path, resp->devices[i].permissions);
+    for (size_t i = 0; i < resp->annotation_count; i++)
+        fprintf(out, "annotation %s=%s\n", resp->annotations[i].key, resp->annotations[i].value);
+    for (size_t i = 0; i < resp->cdi_device_count; i++)
+        fprintf(out, "cdi %s\n", resp->cdi_devices[i].name);
 }
 
 int dp_response_pack(const struct dp_response *const *resps, size_t count, uint8_t **data,
@@ -269,12 +317,19 @@ int dp_response_pack(const struct dp_response *const *resps, size_t count, uint8
     V1beta1__AllocateResponse msg = V1BETA1__ALLOCATE_RESPONSE__INIT;
     V1beta1__ContainerAllocateResponse *crs = xcalloc(count ? count : 1, sizeof(*crs));
     V1beta1__ContainerAllocateResponse **crp = xcalloc(count ? count : 1, sizeof(*crp));
-    size_t envs = 0, mounts = 0, devs = 0;
+    size_t envs = 0, mounts = 0, devs = 0, anns = 0, cdis = 0;
     for (size_t i = 0; i < count; i++) {
         envs += resps[i]->env_count;
         mounts += resps[i]->mount_count;
         devs += resps[i]->device_count;
+        anns += resps[i]->annotation_count;
+        cdis += resps[i]->cdi_device_count;
     }
+    V1beta1__ContainerAllocateResponse__AnnotationsEntry *av = xcalloc(anns + 1, sizeof(*av));
+    V1beta1__ContainerAllocateResponse__AnnotationsEntry **avp = xcalloc(anns + 1, sizeof(*avp));
+    V1beta1__CDIDevice *cv = xcalloc(cdis + 1, sizeof(*cv));
+    V1beta1__CDIDevice **cvp = xcalloc(cdis + 1, sizeof(*cvp));
+    size_t a = 0, c = 0;
     V1beta1__ContainerAllocateResponse__EnvsEntry *ev = xcalloc(envs + 1, sizeof(*ev));
     V1beta1__ContainerAllocateResponse__EnvsEntry **evp = xcalloc(envs + 1, sizeof(*evp));
     V1beta1__Mount *mv = xcalloc(mounts + 1, sizeof(*mv));
@@ -309,9 +364,24 @@ int dp_response_pack(const struct dp_response *const *resps, size_t count, uint8
             dv[d].permissions = (char *)r->devices[k].permissions;
             dvp[d] = &dv[d];
         }
+        crs[i].annotations = &avp[a];
+        crs[i].cdi_devices = &cvp[c];
+        for (size_t k = 0; k < r->annotation_count; k++, a++) {
+            v1beta1__container_allocate_response__annotations_entry__init(&av[a]);
+            av[a].key = (char *)r->annotations[k].key;
+            av[a].value = (char *)r->annotations[k].value;
+            avp[a] = &av[a];
+        }
+        for (size_t k = 0; k < r->cdi_device_count; k++, c++) {
+            v1beta1__cdidevice__init(&cv[c]);
+            cv[c].name = (char *)r->cdi_devices[k].name;
+            cvp[c] = &cv[c];
+        }
         crs[i].n_envs = r->env_count;
         crs[i].n_mounts = r->mount_count;
         crs[i].n_devices = r->device_count;
+        crs[i].n_annotations = r->annotation_count;
+        crs[i].n_cdi_devices = r->cdi_device_count;
     }
     msg.n_container_responses = count;
     msg.container_responses = crp;
@@ -326,6 +396,10 @@ int dp_response_pack(const struct dp_response *const *resps, size_t count, uint8
     free(mvp);
     free(dv);
     free(dvp);
+    free(av);
+    free(avp);
+    free(cv);
+    free(cvp);
     (void)err;
     return 0;
 }

@@ -179,10 +179,13 @@ int dp_match_container(json_t *pods, const char *node, char (*uuids)[ANNOT_UUID_
 
 /* ---- allocate ------------------------------------------------------------------------ */
 
-#define DP_RESPONSE_MAX_ENVS    48
-#define DP_RESPONSE_MAX_MOUNTS  24
+#define DP_RESPONSE_MAX_ENVS        48
+#define DP_RESPONSE_MAX_MOUNTS      24
 /* control devices, every GPU, and two capability devices per MIG device */
-#define DP_RESPONSE_MAX_DEVICES (DP_MAX_GPUS + 4 + 2 * DP_MAX_GPUS * DP_MAX_MIGS)
+#define DP_RESPONSE_MAX_DEVICES     (DP_MAX_GPUS + 4 + 2 * DP_MAX_GPUS * DP_MAX_MIGS)
+#define DP_RESPONSE_MAX_ANNOTATIONS 4
+/* The CDI kind of whole GPUs, as NVIDIA's plugin and `nvidia-ctk cdi generate` name them. */
+#define DP_CDI_KIND                 "k8s.device-plugin.nvidia.com/gpu"
 
 struct dp_env {
     char key[64];
@@ -199,6 +202,16 @@ struct dp_device_spec {
     char permissions[4];
 };
 
+/* Container annotation for the runtime (cdi-annotations). */
+struct dp_annotation {
+    char key[256];
+    char value[2048];
+};
+/* Fully qualified CDI device name for the CRI (cdi-cri). */
+struct dp_cdi_device {
+    char name[128];
+};
+
 struct dp_response {
     struct dp_env envs[DP_RESPONSE_MAX_ENVS];
     size_t env_count;
@@ -206,6 +219,10 @@ struct dp_response {
     size_t mount_count;
     struct dp_device_spec devices[DP_RESPONSE_MAX_DEVICES];
     size_t device_count;
+    struct dp_annotation annotations[DP_RESPONSE_MAX_ANNOTATIONS];
+    size_t annotation_count;
+    struct dp_cdi_device cdi_devices[DP_MAX_GPUS];
+    size_t cdi_device_count;
 };
 
 /* timeSlicing (or plain) Allocate: NVIDIA's semantics, no enforcement. ids are kubelet's

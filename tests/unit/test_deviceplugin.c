@@ -16,6 +16,7 @@
 
 #include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
+#include "grpc/kubelet/api.h"
 
 #define UUID_A "GPU-11111111-2222-3333-4444-555555555555"
 #define UUID_B "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
@@ -168,6 +169,143 @@ static void test_fail_requests_greater_than_one(void **state)
     golden("time_slicing_index_device_specs", &resp);
     dp_resources_release(&res);
     dp_config_free(&cfg);
+}
+
+/* flags.plugin.deviceListStrategy, alone and combined, in timeSlicing and vgpu mode:
+ * goldens list_<name>_{time_slicing,vgpu}. */
+static const struct {
+    const char *name, *flags;
+} lists[] = {
+    {"envvar", ""},
+    {"volume_mounts", "    deviceListStrategy: volume-mounts\n"},
+    {"cdi_annotations", "    deviceListStrategy: cdi-annotations\n"},
+    {"cdi_cri", "    deviceListStrategy: cdi-cri\n    passDeviceSpecs: true\n"},
+    {"all_index",
+     "    deviceListStrategy:\n    - envvar\n    - volume-mounts\n    - cdi-annotations\n"
+     "    - cdi-cri\n    deviceIDStrategy: index\n    passDeviceSpecs: true\n"
+     "    cdiAnnotationPrefix: cdi.example.com/\n"},
+};
+
+static void two_gpu_match(struct dp_match *m)
+{
+    memset(m, 0, sizeof(*m));
+    vg_strlcpy(m->pod_uid, "uid-1", sizeof(m->pod_uid));
+    vg_strlcpy(m->pod_namespace, "default", sizeof(m->pod_namespace));
+    vg_strlcpy(m->pod_name, "train-0", sizeof(m->pod_name));
+    vg_strlcpy(m->container.name, "main", sizeof(m->container.name));
+    m->container.gpu_count = 2;
+    vg_strlcpy(m->container.gpus[0].uuid, UUID_B, sizeof(m->container.gpus[0].uuid));
+    m->container.gpus[0].memory_mib = 4096;
+    m->container.gpus[0].cores = 30;
+    vg_strlcpy(m->container.gpus[1].uuid, UUID_A, sizeof(m->container.gpus[1].uuid));
+    m->container.gpus[1].memory_mib = 2048;
+    m->container.gpus[1].cores = 50;
+}
+
+static void test_device_list_strategies(void **state)
+{
+    (void)state;
+    struct dp_gpu g[2];
+    two_gpus(g);
+    char t0[] = UUID_A "::0", t1[] = UUID_B "::1";
+    char *two[] = {t0, t1};
+    struct vg_err err = {0};
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+        char yaml[1024], name[128];
+        struct dp_config cfg;
+        struct dp_resources res;
+        struct dp_response resp;
+        snprintf(yaml, sizeof(yaml),
+                 "version: v1\nflags:\n  plugin:\n%ssharing:\n  timeSlicing:\n    resources:\n"
+                 "    - name: nvidia.com/gpu\n      replicas: 2\n",
+                 lists[i].flags);
+        load(&cfg, yaml);
+        assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), 0);
+        assert_int_equal(dp_allocate_shared(&cfg, &res.items[0], g, 2, two, 2, &resp, &err), 0);
+        snprintf(name, sizeof(name), "list_%s_time_slicing", lists[i].name);
+        golden(name, &resp);
+        dp_resources_release(&res);
+        dp_config_free(&cfg);
+
+        snprintf(
+            yaml, sizeof(yaml),
+            "version: v1\nflags:\n  plugin:\n%svgpu:\n  libvgpuPath: /usr/local/vgpu/libvgpu.so\n"
+            "  ldSoPreloadPath: /usr/local/vgpu/ld.so.preload\n"
+            "  computeBoardDir: /var/lib/vgpu/board\n",
+            lists[i].flags);
+        load(&cfg, yaml);
+        struct dp_match m;
+        two_gpu_match(&m);
+        assert_int_equal(
+            dp_allocate_vgpu(&cfg, g, 2, &m, "/var/lib/vgpu/containers/uid-1_main", &resp, &err),
+            0);
+        snprintf(name, sizeof(name), "list_%s_vgpu", lists[i].name);
+        golden(name, &resp);
+        dp_config_free(&cfg);
+    }
+}
+
+#define SHARED                                                                                     \
+    "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 2\n"
+
+/* What kubelet receives: annotations and CDI devices survive packing, per container. */
+static void test_pack_cdi(void **state)
+{
+    (void)state;
+    struct dp_gpu g[2];
+    two_gpus(g);
+    struct dp_config cfg;
+    load(&cfg, "version: v1\nflags:\n  plugin:\n    deviceListStrategy:\n    - cdi-annotations\n"
+               "    - cdi-cri\n" SHARED);
+    struct dp_resources res;
+    struct vg_err err = {0};
+    assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), 0);
+    char a[] = UUID_A "::0", b[] = UUID_B "::1";
+    char *one[] = {a}, *other[] = {b};
+    struct dp_response r[2];
+    assert_int_equal(dp_allocate_shared(&cfg, &res.items[0], g, 2, one, 1, &r[0], &err), 0);
+    assert_int_equal(dp_allocate_shared(&cfg, &res.items[0], g, 2, other, 1, &r[1], &err), 0);
+    /* CDI only: no NVIDIA_VISIBLE_DEVICES for the runtime to act on twice. */
+    assert_int_equal(r[0].env_count, 0);
+    const struct dp_response *ptrs[2] = {&r[0], &r[1]};
+    uint8_t *data = NULL;
+    size_t len = 0;
+    assert_int_equal(dp_response_pack(ptrs, 2, &data, &len, &err), 0);
+    V1beta1__AllocateResponse *msg = v1beta1__allocate_response__unpack(NULL, len, data);
+    assert_non_null(msg);
+    assert_int_equal(msg->n_container_responses, 2);
+    for (size_t i = 0; i < 2; i++) {
+        V1beta1__ContainerAllocateResponse *c = msg->container_responses[i];
+        assert_int_equal(c->n_annotations, 1);
+        assert_int_equal(c->n_cdi_devices, 1);
+        const char *key = "cdi.k8s.io/vgpu-device-plugin_";
+        assert_int_equal(strncmp(c->annotations[0]->key, key, strlen(key)), 0);
+        assert_int_equal(strlen(c->annotations[0]->key), strlen(key) + 16);
+        char want[128];
+        snprintf(want, sizeof(want), DP_CDI_KIND "=%s", i ? UUID_B : UUID_A);
+        assert_string_equal(c->annotations[0]->value, want);
+        assert_string_equal(c->cdi_devices[0]->name, want);
+    }
+    /* Different devices, different keys (a container may hold two resources). */
+    assert_string_not_equal(msg->container_responses[0]->annotations[0]->key,
+                            msg->container_responses[1]->annotations[0]->key);
+    v1beta1__allocate_response__free_unpacked(msg, NULL);
+    free(data);
+    dp_config_free(&cfg);
+    /* A prefix that cannot make a key is refused with a message, not cut. */
+    char yaml[600], prefix[300];
+    memset(prefix, 'p', sizeof(prefix) - 2);
+    prefix[sizeof(prefix) - 2] = '/';
+    prefix[sizeof(prefix) - 1] = '\0';
+    snprintf(yaml, sizeof(yaml),
+             "version: v1\nflags:\n  plugin:\n    deviceListStrategy: cdi-annotations\n"
+             "    cdiAnnotationPrefix: %s\n" SHARED,
+             prefix);
+    load(&cfg, yaml);
+    assert_int_equal(dp_allocate_shared(&cfg, &res.items[0], g, 2, one, 1, &r[0], &err), -ENOSPC);
+    assert_non_null(strstr(err.msg, "CDI annotation prefix too long"));
+    dp_config_free(&cfg);
+    dp_resources_release(&res);
 }
 
 static json_t *pod(const char *name, const char *uid, const char *decision)
@@ -333,6 +471,8 @@ int main(void)
         cmocka_unit_test(test_resources_vgpu),
         cmocka_unit_test(test_resources_time_slicing),
         cmocka_unit_test(test_fail_requests_greater_than_one),
+        cmocka_unit_test(test_device_list_strategies),
+        cmocka_unit_test(test_pack_cdi),
         cmocka_unit_test(test_match),
         cmocka_unit_test(test_vgpu_allocate_and_dirs),
         cmocka_unit_test(test_inventory),
