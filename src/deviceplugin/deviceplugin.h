@@ -7,7 +7,8 @@
  *               or mps (the same replicas, each GPU served by an MPS control daemon);
  *   mps         those control daemons: started, health-checked, restarted, quit (mps.c);
  *   matching    which container of which pod kubelet is allocating (vgpu mode), from the
- *               scheduler's `vgpu.io/decision` annotation (docs/protocol.md);
+ *               scheduler's `vgpu.io/decision` annotation (docs/protocol.md), decoded
+ *               once per pod into the pod cache (podcache.h);
  *   allocate    the Allocate response (env, mounts, device specs) as a plain struct that
  *               golden tests print, and the per-container directory with the shared
  *               region and the read-only limits file; their cleanup;

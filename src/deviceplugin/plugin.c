@@ -10,9 +10,11 @@
  *
  * Health is polled on a timer; a change is streamed to every open ListAndWatch and
  * republished in the node's inventory annotation, which is also rewritten every heartbeat.
- * In vgpu mode a pod watch (spec.nodeName=<node>) keeps this node's pods in memory so that
- * Allocate, which must answer synchronously, can read the scheduler's decision; the same
- * cache drives the cleanup of container directories whose pod is gone. */
+ * In vgpu mode a pod watch (spec.nodeName=<node>) keeps this node's pods in memory: their
+ * decoded decisions in the pod cache (podcache.h) that Allocate matches against, and the
+ * pods themselves for the cleanup of container directories whose pod is gone. Allocate is
+ * a deferred gRPC call: on a cache miss it waits for a direct GET of the node's pods (the
+ * watch may lag a pod bound a moment ago) while the loop goes on. */
 #include <errno.h>
 #include <event2/event.h>
 #include <limits.h>

@@ -1,0 +1,70 @@
+/* Matching cost per Allocate (bench/deviceplugin.sh, under callgrind): PODS pods on the
+ * node, each with a one-container decision, all allocated but the newest, then ROUNDS
+ * matches for the newest.
+ *   cache   dp_podcache_match over a cache filled once (what the daemon does);
+ *   decode  dp_match_container over the pod list (every decision decoded each time,
+ *           what every Allocate did before the cache).
+ * usage: deviceplugin_match cache|decode PODS ROUNDS */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/parse.h"
+#include "deviceplugin/deviceplugin.h"
+#include "deviceplugin/podcache.h"
+
+static char newest[32];
+
+/* Everything but the newest pod's container is allocated. */
+static bool allocated(void *arg, const char *uid, const char *container)
+{
+    (void)arg;
+    (void)container;
+    return strcmp(uid, newest) != 0;
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t pods = 0, rounds = 0;
+    if (argc != 4 || (strcmp(argv[1], "cache") != 0 && strcmp(argv[1], "decode") != 0) ||
+        vg_parse_u64(argv[2], 1, 100000, &pods, NULL) < 0 ||
+        vg_parse_u64(argv[3], 0, 1000000, &rounds, NULL) < 0) {
+        fprintf(stderr, "usage: deviceplugin_match cache|decode PODS ROUNDS\n");
+        return 2;
+    }
+    json_t *list = json_array();
+    for (uint64_t i = 0; i < pods; i++) {
+        char uid[32], name[32], text[512];
+        snprintf(uid, sizeof(uid), "uid-%llu", (unsigned long long)i);
+        snprintf(name, sizeof(name), "pod-%llu", (unsigned long long)i);
+        snprintf(text, sizeof(text),
+                 "{\"version\":1,\"node\":\"node-1\",\"time\":%llu,\"containers\":[{\"name\":"
+                 "\"main\",\"gpus\":[{\"uuid\":\"GPU-11111111-2222-3333-4444-555555555555\","
+                 "\"memoryMiB\":1024,\"cores\":10}]}]}",
+                 (unsigned long long)(1700000000 + i));
+        json_array_append_new(
+            list, json_pack("{s:{s:s,s:s,s:s,s:{s:s}},s:{s:s},s:{s:s}}", "metadata", "name", name,
+                            "namespace", "default", "uid", uid, "annotations", ANNOT_KEY_DECISION,
+                            text, "spec", "nodeName", "node-1", "status", "phase", "Pending"));
+    }
+    snprintf(newest, sizeof(newest), "uid-%llu", (unsigned long long)(pods - 1));
+    struct dp_podcache *cache = dp_podcache_new("node-1");
+    dp_podcache_replace(cache, list);
+    struct dp_match m;
+    struct vg_err err = {0};
+    char uuids[1][ANNOT_UUID_MAX] = {"GPU-11111111-2222-3333-4444-555555555555"};
+    int failures = 0;
+    for (uint64_t r = 0; r < rounds; r++) {
+        int rc = argv[1][0] == 'c'
+                     ? dp_podcache_match(cache, uuids, 1, allocated, NULL, &m, &err)
+                     : dp_match_container(list, "node-1", uuids, 1, allocated, NULL, &m, &err);
+        failures += rc != 0 || strcmp(m.pod_uid, newest) != 0;
+    }
+    dp_podcache_free(cache);
+    json_decref(list);
+    if (failures) {
+        fprintf(stderr, "deviceplugin_match: %d wrong matches (%s)\n", failures, err.msg);
+        return 1;
+    }
+    return 0;
+}
