@@ -197,7 +197,10 @@ void dp_podcache_put(struct dp_podcache *c, json_t *pod)
     size_t i = find(c, uid);
     if (i != SIZE_MAX) {
         struct pc_entry *old = c->entries[i];
-        if (text && strcmp(old->text, text) == 0) {
+        const char *ns = str_at(pod, "metadata", "namespace");
+        const char *name = str_at(pod, "metadata", "name");
+        if (text && strcmp(old->text, text) == 0 && strcmp(old->ns, ns ? ns : "") == 0 &&
+            strcmp(old->name, name ? name : "") == 0) {
             old->seen = true; /* status updates and the like: nothing to decode */
             return;
         }
