@@ -8,6 +8,8 @@
  * which is how kube-scheduler expects refusals. */
 #include "scheduler/internal.h"
 
+#include "scheduler/args.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -377,8 +379,99 @@ static const char *node_name_of(json_t *item)
     return sched_json_str(item, "metadata", "name", NULL);
 }
 
-int sched_filter(struct sched_state *s, const char *body, size_t len, struct sched_now now,
-                 char **out, struct vg_err *err)
+/* One offered node and what filter says of it. */
+enum verdict { V_OMIT = 0, V_PASS, V_FAIL };
+struct offer {
+    const char *name;
+    size_t name_len;
+    int32_t idx; /* model index, -1 for a node the scheduler does not know */
+    enum verdict verdict;
+    const char *why; /* V_FAIL */
+};
+
+/* The filter decision over the offered nodes, shared by both readers: sets each offer's
+ * verdict, charges and records the promise; *error is the result's Error text ("" when
+ * none). pod is a validated object and key its "ns/name". */
+static void filter_decide(struct sched_state *s, json_t *pod, const char *key, struct offer *of,
+                          size_t n, struct sched_now now, char *error, size_t error_size)
+{
+    error[0] = '\0';
+    s->stats.filters++;
+    struct sched_container_request *reqs = xcalloc(MAX_CONTAINERS, sizeof *reqs);
+    struct vg_err perr = {0};
+    int count = sched_pod_requests(&s->opt, pod, reqs, MAX_CONTAINERS, &perr);
+    struct pod_policy pp;
+    if (count >= 0 && pod_policy(&s->opt, pod, &pp, &perr) < 0)
+        count = -EINVAL;
+    struct sched_pod *old = sched_map_get(&s->pods, key);
+    if (count < 0) {
+        (void)vg_snprintf(error, error_size, "vgpu: %s", perr.msg);
+    } else if (old != NULL && !old->assumed) {
+        /* Already decided in the API (a retry after our bind, or someone else's). */
+        for (size_t i = 0; i < n; i++) {
+            bool same = strcmp(of[i].name, old->node_name) == 0;
+            of[i].verdict = same ? V_PASS : V_FAIL;
+            of[i].why = same ? NULL : "vgpu: pod already has GPUs on another node";
+        }
+    } else {
+        if (old != NULL)
+            sched_pod_drop(s, old); /* a new attempt replaces the old promise */
+        struct sched_pod *p = NULL;
+        int32_t *marked = xcalloc(n + 1, sizeof *marked);
+        size_t nmarked = 0;
+        for (size_t i = 0; i < n; i++) {
+            const char *why = count == 0 ? NULL : node_unusable(s, of[i].idx, now.unix_s);
+            if (why != NULL) {
+                of[i].verdict = V_FAIL;
+                of[i].why = why;
+            } else if (count > 0) {
+                mask_set(s->offered, of[i].idx, true);
+                marked[nmarked++] = of[i].idx;
+            }
+        }
+        if (count == 0) {
+            /* No GPUs asked: every node passes; the record lets bind go through. */
+            p = xcalloc(1, sizeof *p);
+            (void)vg_strlcpy(p->key, key, sizeof p->key);
+            p->node = -1;
+            for (size_t i = 0; i < n; i++)
+                of[i].verdict = V_PASS;
+        } else {
+            p = decide_pod(s, key, reqs, count, &pp, &perr);
+            for (size_t k = 0; k < nmarked; k++)
+                mask_set(s->offered, marked[k], false);
+            if (p == NULL) {
+                for (size_t i = 0; i < n; i++)
+                    if (of[i].verdict != V_FAIL) {
+                        of[i].verdict = V_FAIL;
+                        of[i].why = "vgpu: no GPU with enough free memory, compute and slots";
+                    }
+                s->stats.filter_unschedulable++;
+            } else {
+                for (size_t i = 0; i < n; i++)
+                    if (strcmp(of[i].name, p->node_name) == 0)
+                        of[i].verdict = V_PASS;
+                p->decision = encode_decision(s, p, reqs, now.unix_s);
+                s->stats.filter_fits++;
+            }
+        }
+        free(marked);
+        if (p != NULL) {
+            const char *rv = sched_json_str(pod, "metadata", "resourceVersion", NULL);
+            if (rv != NULL)
+                (void)vg_strlcpy(p->resource_version, rv, sizeof p->resource_version);
+            p->assumed = true;
+            p->expires_ms = now.mono_ms + s->opt.assume_ttl_ms;
+            sched_map_put(&s->pods, p->key, p);
+        }
+    }
+    free(reqs);
+}
+
+/* The jansson reader: every shape ExtenderArgs may take (NodeNames, or Nodes.items when
+ * nodeCacheCapable is false), and the one whose verdict stands for malformed bodies. */
+int sched_filter_tree(struct sched_state *s, const char *body, size_t len, struct sched_now now,
+                      char **out, struct vg_err *err)
 {
     *out = NULL;
     json_t *args = sched_parse_body(body, len, err);
@@ -412,83 +505,27 @@ int sched_filter(struct sched_state *s, const char *body, size_t len, struct sch
         json_decref(args);
         return rc;
     }
-    s->stats.filters++;
+    size_t n = json_array_size(list);
+    struct offer *of = xcalloc(n + 1, sizeof *of);
+    json_array_foreach(list, i, item)
+    {
+        of[i].name = node_name_of(item);
+        of[i].idx = sched_node_find(s, of[i].name);
+    }
+    char error[VG_ERR_MSG_MAX + 64];
+    filter_decide(s, pod, key, of, n, now, error, sizeof error);
 
     json_t *result = json_object();
     json_t *failed = json_object();
     json_t *passed = json_array();
-    struct sched_container_request *reqs = xcalloc(MAX_CONTAINERS, sizeof *reqs);
-    struct vg_err perr = {0};
-    int count = sched_pod_requests(&s->opt, pod, reqs, MAX_CONTAINERS, &perr);
-    struct pod_policy pp;
-    if (count >= 0 && pod_policy(&s->opt, pod, &pp, &perr) < 0)
-        count = -EINVAL;
-    struct sched_pod *old = sched_map_get(&s->pods, key);
-    const char *error = NULL;
-    char msg[VG_ERR_MSG_MAX + 64];
-    if (count < 0) {
-        (void)vg_snprintf(msg, sizeof msg, "vgpu: %s", perr.msg);
-        error = msg;
-    } else if (old != NULL && !old->assumed) {
-        /* Already decided in the API (a retry after our bind, or someone else's). */
-        json_array_foreach(list, i, item) if (strcmp(node_name_of(item), old->node_name) == 0)
+    json_array_foreach(list, i, item)
+    {
+        if (of[i].verdict == V_PASS)
             json_array_append(passed, item);
-        else json_object_set_new(failed, node_name_of(item),
-                                 json_string("vgpu: pod already has GPUs on another node"));
-    } else {
-        if (old != NULL)
-            sched_pod_drop(s, old); /* a new attempt replaces the old promise */
-        struct sched_pod *p = NULL;
-        int32_t *marked = xcalloc(json_array_size(list) + 1, sizeof *marked);
-        size_t nmarked = 0;
-        json_array_foreach(list, i, item)
-        {
-            int32_t idx = sched_node_find(s, node_name_of(item));
-            const char *why = count == 0 ? NULL : node_unusable(s, idx, now.unix_s);
-            if (why != NULL) {
-                json_object_set_new(failed, node_name_of(item), json_string(why));
-                continue;
-            }
-            if (count > 0) {
-                mask_set(s->offered, idx, true);
-                marked[nmarked++] = idx;
-            }
-        }
-        if (count == 0) {
-            /* No GPUs asked: every node passes; the record lets bind go through. */
-            p = xcalloc(1, sizeof *p);
-            (void)vg_strlcpy(p->key, key, sizeof p->key);
-            p->node = -1;
-            json_array_foreach(list, i, item) json_array_append(passed, item);
-        } else {
-            p = decide_pod(s, key, reqs, count, &pp, &perr);
-            for (size_t k = 0; k < nmarked; k++)
-                mask_set(s->offered, marked[k], false);
-            if (p == NULL) {
-                json_array_foreach(list, i,
-                                   item) if (json_object_get(failed, node_name_of(item)) == NULL)
-                    json_object_set_new(
-                        failed, node_name_of(item),
-                        json_string("vgpu: no GPU with enough free memory, compute and slots"));
-                s->stats.filter_unschedulable++;
-            } else {
-                json_array_foreach(list, i, item) if (strcmp(node_name_of(item), p->node_name) == 0)
-                    json_array_append(passed, item);
-                p->decision = encode_decision(s, p, reqs, now.unix_s);
-                s->stats.filter_fits++;
-            }
-        }
-        free(marked);
-        if (p != NULL) {
-            const char *rv = sched_json_str(pod, "metadata", "resourceVersion", NULL);
-            if (rv != NULL)
-                (void)vg_strlcpy(p->resource_version, rv, sizeof p->resource_version);
-            p->assumed = true;
-            p->expires_ms = now.mono_ms + s->opt.assume_ttl_ms;
-            sched_map_put(&s->pods, p->key, p);
-        }
+        else if (of[i].verdict == V_FAIL)
+            json_object_set_new(failed, of[i].name, json_string(of[i].why));
     }
-    free(reqs);
+    free(of);
     if (cache) {
         json_object_set_new(result, "NodeNames", passed);
         json_object_set_new(result, "Nodes", json_null());
@@ -500,11 +537,137 @@ int sched_filter(struct sched_state *s, const char *body, size_t len, struct sch
     }
     json_object_set_new(result, "FailedNodes", failed);
     json_object_set_new(result, "FailedAndUnresolvableNodes", json_object());
-    json_object_set_new(result, "Error", json_string(error != NULL ? error : ""));
+    json_object_set_new(result, "Error", json_string(error));
     *out = json_dumps(result, JSON_COMPACT);
     json_decref(result);
     json_decref(args);
     return 0;
+}
+
+/* ---- filter, fast lane (args.h) ------------------------------------------------------- */
+
+struct scan_ctx {
+    const struct sched_state *s;
+    char *text; /* the decoded names, NUL-separated */
+    size_t text_len, text_cap;
+    struct offer *of;
+    size_t n, cap;
+};
+
+static int scan_name(void *arg, const char *name, size_t len)
+{
+    struct scan_ctx *c = arg;
+    if (c->n == c->cap) {
+        c->cap = c->cap ? c->cap * 2 : 1024;
+        c->of = xrealloc(c->of, c->cap * sizeof *c->of);
+    }
+    if (c->text_cap - c->text_len <= len) {
+        while (c->text_cap - c->text_len <= len)
+            c->text_cap = c->text_cap ? c->text_cap * 2 : 16384;
+        c->text = xrealloc(c->text, c->text_cap);
+    }
+    memcpy(c->text + c->text_len, name, len + 1);
+    struct offer *o = &c->of[c->n++];
+    memset(o, 0, sizeof *o);
+    o->name = (const char *)(uintptr_t)c->text_len; /* an offset until the text settles */
+    o->name_len = len;
+    o->idx = sched_node_find(c->s, name);
+    c->text_len += len + 1;
+    return 0;
+}
+
+/* ExtenderFilterResult for NodeNames, written directly. FailedNodes holds each name once
+ * (the first offer of it; every offer of one name has the same verdict). */
+static char *write_filter_result(struct sched_state *s, const struct offer *of, size_t n,
+                                 const char *error)
+{
+    struct sched_jbuf b = {0};
+    sched_jbuf_lit(&b, "{\"NodeNames\":[");
+    bool first = true;
+    for (size_t i = 0; i < n; i++) {
+        if (of[i].verdict != V_PASS)
+            continue;
+        if (!first)
+            sched_jbuf_raw(&b, ",", 1);
+        first = false;
+        sched_jbuf_str(&b, of[i].name, of[i].name_len);
+    }
+    sched_jbuf_lit(&b, "],\"Nodes\":null,\"FailedNodes\":{");
+    first = true;
+    struct sched_map unknown; /* names of unknown nodes already written */
+    sched_map_init(&unknown);
+    for (size_t i = 0; i < n; i++) {
+        if (of[i].verdict != V_FAIL)
+            continue;
+        if (of[i].idx >= 0) {
+            uint64_t bit = (uint64_t)1 << ((uint32_t)of[i].idx % 64);
+            uint64_t *word = &s->listed[(uint32_t)of[i].idx / 64];
+            if (*word & bit)
+                continue;
+            *word |= bit;
+        } else {
+            if (sched_map_get(&unknown, of[i].name) != NULL)
+                continue;
+            sched_map_put(&unknown, of[i].name, (void *)1);
+        }
+        if (!first)
+            sched_jbuf_raw(&b, ",", 1);
+        first = false;
+        sched_jbuf_str(&b, of[i].name, of[i].name_len);
+        sched_jbuf_raw(&b, ":", 1);
+        sched_jbuf_str(&b, of[i].why, strlen(of[i].why));
+    }
+    sched_map_release(&unknown);
+    for (size_t i = 0; i < n; i++)
+        if (of[i].verdict == V_FAIL && of[i].idx >= 0)
+            s->listed[(uint32_t)of[i].idx / 64] = 0;
+    sched_jbuf_lit(&b, "},\"FailedAndUnresolvableNodes\":{},\"Error\":");
+    sched_jbuf_str(&b, error, strlen(error));
+    sched_jbuf_raw(&b, "}", 1);
+    return sched_jbuf_take(&b);
+}
+
+/* 0 with *out; SCHED_ARGS_DECLINE when the body is for sched_filter_tree. */
+static int filter_fast(struct sched_state *s, const char *body, size_t len, struct sched_now now,
+                       char **out, struct vg_err *err)
+{
+    struct scan_ctx c = {.s = s};
+    struct sched_args_view v;
+    int rc = sched_args_scan(body, len, &v, scan_name, &c);
+    json_t *pod = NULL;
+    if (rc == 0) {
+        pod = json_loadb(v.pod, v.pod_len, JSON_REJECT_DUPLICATES, NULL);
+        if (pod == NULL)
+            rc = SCHED_ARGS_DECLINE; /* jansson words the error */
+    }
+    char key[SCHED_KEY_MAX];
+    if (rc == 0 && sched_pod_key(pod, key, sizeof key, err) < 0) {
+        rc = vg_err_set(err, -EBADMSG, "ExtenderArgs: %s", err->msg);
+        s->stats.bad_requests++;
+    }
+    if (rc == 0) {
+        for (size_t i = 0; i < c.n; i++)
+            c.of[i].name = c.text + (uintptr_t)c.of[i].name;
+        char error[VG_ERR_MSG_MAX + 64];
+        filter_decide(s, pod, key, c.of, c.n, now, error, sizeof error);
+        *out = write_filter_result(s, c.of, c.n, error);
+    }
+    json_decref(pod);
+    free(c.of);
+    free(c.text);
+    return rc;
+}
+
+int sched_filter(struct sched_state *s, const char *body, size_t len, struct sched_now now,
+                 char **out, struct vg_err *err)
+{
+    *out = NULL;
+    if (len <= SCHED_MAX_BODY_BYTES) {
+        int rc = filter_fast(s, body, len, now, out, err);
+        if (rc != SCHED_ARGS_DECLINE)
+            return rc;
+    }
+    return sched_filter_tree(s, body, len, now, out, err);
 }
 
 int sched_prioritize(struct sched_state *s, const char *body, size_t len, char **out,

@@ -49,6 +49,7 @@ struct sched_state {
      * between filters): the nodes offered, and the node picked for a pod's first
      * container (its other containers must go there too). */
     uint64_t *offered, *picked;
+    uint64_t *listed; /* the fast filter's "written to FailedNodes" marks, clear between */
     struct place_memo memo;      /* per-node verdicts, reused while a node is unchanged */
     struct sched_map node_index; /* name -> index + 1 */
     struct sched_map pods;       /* "ns/name" -> struct sched_pod */
@@ -70,5 +71,9 @@ void sched_pod_drop(struct sched_state *s, struct sched_pod *p);
 void sched_reapply_all(struct sched_state *s);
 /* Parses a JSON request body with the ceiling and duplicate-key refusal. */
 json_t *sched_parse_body(const char *body, size_t len, struct vg_err *err);
+/* sched_filter with jansson only: what sched_filter falls back to for every body the
+ * streaming reader declines (args.h); the differential test compares the two. */
+int sched_filter_tree(struct sched_state *s, const char *body, size_t len, struct sched_now now,
+                      char **out, struct vg_err *err);
 
 #endif

@@ -78,6 +78,7 @@ void sched_state_free(struct sched_state *s)
     free(s->nodes);
     free(s->offered);
     free(s->picked);
+    free(s->listed);
     place_memo_free(&s->memo);
     place_cluster_free(s->cluster);
     free(s);
@@ -251,8 +252,10 @@ static int32_t node_add(struct sched_state *s, const char *name, struct vg_err *
         memset(s->nodes + s->node_info_cap, 0, (cap - s->node_info_cap) * sizeof *s->nodes);
         free(s->offered);
         free(s->picked);
+        free(s->listed);
         s->offered = xcalloc(cap / 64, sizeof *s->offered);
         s->picked = xcalloc(cap / 64, sizeof *s->picked);
+        s->listed = xcalloc(cap / 64, sizeof *s->listed);
         place_memo_free(&s->memo);
         if (place_memo_init(&s->memo, cap) < 0) /* decisions still work, only slower */
             vg_log(VG_LOG_WARN, "no memory for the placement memo", "nodes=%zu", cap);
