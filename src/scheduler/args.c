@@ -252,8 +252,8 @@ static int read_names(struct rd *r, struct sched_args_view *v, sched_args_name_f
     }
 }
 
-int sched_args_scan(const char *body, size_t len, struct sched_args_view *v,
-                    sched_args_name_fn fn, void *ctx)
+int sched_args_scan(const char *body, size_t len, struct sched_args_view *v, sched_args_name_fn fn,
+                    void *ctx)
 {
     memset(v, 0, sizeof *v);
     struct rd r = {(const unsigned char *)body, (const unsigned char *)body + len};

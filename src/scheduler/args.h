@@ -38,8 +38,8 @@ typedef int (*sched_args_name_fn)(void *ctx, const char *name, size_t len);
 
 /* 0 with *v filled; SCHED_ARGS_DECLINE; or what fn returned. Reads at most len bytes,
  * uses a fixed amount of stack, allocates nothing. */
-int sched_args_scan(const char *body, size_t len, struct sched_args_view *v,
-                    sched_args_name_fn fn, void *ctx);
+int sched_args_scan(const char *body, size_t len, struct sched_args_view *v, sched_args_name_fn fn,
+                    void *ctx);
 
 /* A growing output buffer (xrealloc: no failure path). */
 struct sched_jbuf {

@@ -49,8 +49,8 @@ struct sched_state {
      * between filters): the nodes offered, and the node picked for a pod's first
      * container (its other containers must go there too). */
     uint64_t *offered, *picked;
-    uint64_t *listed; /* the fast filter's "written to FailedNodes" marks, clear between */
-    struct place_memo memo;      /* per-node verdicts, reused while a node is unchanged */
+    uint64_t *listed;       /* the fast filter's "written to FailedNodes" marks, clear between */
+    struct place_memo memo; /* per-node verdicts, reused while a node is unchanged */
     struct sched_map node_index; /* name -> index + 1 */
     struct sched_map pods;       /* "ns/name" -> struct sched_pod */
     struct vg_prng rng;

@@ -6,3 +6,9 @@ vgpu_unit_test(test_scheduler
 vgpu_fuzz_target(scheduler_extender
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../fuzz/fuzz_scheduler_extender.c
   LIBS vgpu_scheduler)
+vgpu_unit_test(test_scheduler_args
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_scheduler_args.c
+  LIBS vgpu_scheduler)
+vgpu_fuzz_target(sched_args
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/../fuzz/fuzz_sched_args.c
+  LIBS vgpu_scheduler)
