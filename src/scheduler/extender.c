@@ -267,13 +267,12 @@ static const char *node_unusable(const struct sched_state *s, int32_t idx, int64
 {
     if (idx < 0)
         return "vgpu: node unknown to the scheduler";
-    const struct sched_node *info = &s->nodes[idx];
+    const struct sched_node_live *info = &s->live[idx];
     if (!info->present)
         return "vgpu: node was deleted";
     if (!info->has_inventory)
         return "vgpu: node has no valid vgpu.io/gpus inventory";
-    if (s->opt.heartbeat_timeout_s > 0 &&
-        now_s - info->inventory.heartbeat > s->opt.heartbeat_timeout_s)
+    if (s->opt.heartbeat_timeout_s > 0 && now_s - info->heartbeat > s->opt.heartbeat_timeout_s)
         return "vgpu: node's GPU inventory heartbeat is stale (device plugin down?)";
     return NULL;
 }
@@ -384,7 +383,8 @@ enum verdict { V_OMIT = 0, V_PASS, V_FAIL };
 struct offer {
     const char *name;
     size_t name_len;
-    int32_t idx; /* model index, -1 for a node the scheduler does not know */
+    int32_t idx;   /* model index, -1 for a node the scheduler does not know */
+    uint64_t hash; /* of name, for the bulk lookup */
     enum verdict verdict;
     const char *why; /* V_FAIL */
 };
@@ -397,7 +397,9 @@ static void filter_decide(struct sched_state *s, json_t *pod, const char *key, s
 {
     error[0] = '\0';
     s->stats.filters++;
-    struct sched_container_request *reqs = xcalloc(MAX_CONTAINERS, sizeof *reqs);
+    if (s->filter_reqs == NULL)
+        s->filter_reqs = xcalloc(MAX_CONTAINERS, sizeof *s->filter_reqs);
+    struct sched_container_request *reqs = s->filter_reqs; /* filled before use */
     struct vg_err perr = {0};
     int count = sched_pod_requests(&s->opt, pod, reqs, MAX_CONTAINERS, &perr);
     struct pod_policy pp;
@@ -417,7 +419,6 @@ static void filter_decide(struct sched_state *s, json_t *pod, const char *key, s
         if (old != NULL)
             sched_pod_drop(s, old); /* a new attempt replaces the old promise */
         struct sched_pod *p = NULL;
-        int32_t *marked = xcalloc(n + 1, sizeof *marked);
         size_t nmarked = 0;
         for (size_t i = 0; i < n; i++) {
             const char *why = count == 0 ? NULL : node_unusable(s, of[i].idx, now.unix_s);
@@ -426,7 +427,7 @@ static void filter_decide(struct sched_state *s, json_t *pod, const char *key, s
                 of[i].why = why;
             } else if (count > 0) {
                 mask_set(s->offered, of[i].idx, true);
-                marked[nmarked++] = of[i].idx;
+                nmarked++;
             }
         }
         if (count == 0) {
@@ -438,8 +439,10 @@ static void filter_decide(struct sched_state *s, json_t *pod, const char *key, s
                 of[i].verdict = V_PASS;
         } else {
             p = decide_pod(s, key, reqs, count, &pp, &perr);
-            for (size_t k = 0; k < nmarked; k++)
-                mask_set(s->offered, marked[k], false);
+            if (nmarked > 0) /* decide_pod may clear bits too: clear every offer's */
+                for (size_t i = 0; i < n; i++)
+                    if (of[i].verdict != V_FAIL)
+                        mask_set(s->offered, of[i].idx, false);
             if (p == NULL) {
                 for (size_t i = 0; i < n; i++)
                     if (of[i].verdict != V_FAIL) {
@@ -448,14 +451,14 @@ static void filter_decide(struct sched_state *s, json_t *pod, const char *key, s
                     }
                 s->stats.filter_unschedulable++;
             } else {
+                /* The chosen node is a known one: its offers are those with its index. */
                 for (size_t i = 0; i < n; i++)
-                    if (strcmp(of[i].name, p->node_name) == 0)
+                    if (of[i].idx == p->node)
                         of[i].verdict = V_PASS;
                 p->decision = encode_decision(s, p, reqs, now.unix_s);
                 s->stats.filter_fits++;
             }
         }
-        free(marked);
         if (p != NULL) {
             const char *rv = sched_json_str(pod, "metadata", "resourceVersion", NULL);
             if (rv != NULL)
@@ -465,7 +468,6 @@ static void filter_decide(struct sched_state *s, json_t *pod, const char *key, s
             sched_map_put(&s->pods, p->key, p);
         }
     }
-    free(reqs);
 }
 
 /* The jansson reader: every shape ExtenderArgs may take (NodeNames, or Nodes.items when
@@ -571,9 +573,26 @@ static int scan_name(void *arg, const char *name, size_t len)
     memset(o, 0, sizeof *o);
     o->name = (const char *)(uintptr_t)c->text_len; /* an offset until the text settles */
     o->name_len = len;
-    o->idx = sched_node_find(c->s, name);
+    o->hash = sched_map_hash(name, len);
     c->text_len += len + 1;
     return 0;
+}
+
+/* The offers' node indices: 5,000 hash lookups, each a likely cache miss or two, so the
+ * slot is fetched 16 lookups ahead and its key 8 ahead. */
+static void lookup_offers(const struct sched_state *s, struct offer *of, size_t n)
+{
+    const struct sched_map *m = &s->node_index;
+    for (size_t i = 0; i < n && i < 16; i++)
+        sched_map_prefetch_slot(m, of[i].hash);
+    for (size_t i = 0; i < n; i++) {
+        if (i + 16 < n)
+            sched_map_prefetch_slot(m, of[i + 16].hash);
+        if (i + 8 < n)
+            sched_map_prefetch_key(m, of[i + 8].hash);
+        void *v = sched_map_get_hashed(m, of[i].name, of[i].hash);
+        of[i].idx = v == NULL ? -1 : (int32_t)((uintptr_t)v - 1);
+    }
 }
 
 /* ExtenderFilterResult for NodeNames, written directly. FailedNodes holds each name once
@@ -631,7 +650,11 @@ static char *write_filter_result(struct sched_state *s, const struct offer *of, 
 static int filter_fast(struct sched_state *s, const char *body, size_t len, struct sched_now now,
                        char **out, struct vg_err *err)
 {
-    struct scan_ctx c = {.s = s};
+    struct scan_ctx c = {.s = s,
+                         .text = s->scan_text,
+                         .text_cap = s->scan_text_cap,
+                         .of = s->scan_offers,
+                         .cap = s->scan_offers_cap};
     struct sched_args_view v;
     int rc = sched_args_scan(body, len, &v, scan_name, &c);
     json_t *pod = NULL;
@@ -648,13 +671,16 @@ static int filter_fast(struct sched_state *s, const char *body, size_t len, stru
     if (rc == 0) {
         for (size_t i = 0; i < c.n; i++)
             c.of[i].name = c.text + (uintptr_t)c.of[i].name;
+        lookup_offers(s, c.of, c.n);
         char error[VG_ERR_MSG_MAX + 64];
         filter_decide(s, pod, key, c.of, c.n, now, error, sizeof error);
         *out = write_filter_result(s, c.of, c.n, error);
     }
     json_decref(pod);
-    free(c.of);
-    free(c.text);
+    s->scan_text = c.text; /* kept for the next filter */
+    s->scan_text_cap = c.text_cap;
+    s->scan_offers = c.of;
+    s->scan_offers_cap = c.cap;
     return rc;
 }
 

@@ -40,10 +40,18 @@ struct sched_node {
     struct annot_inventory inventory;
 };
 
+/* What filter reads of each offered node, packed: struct sched_node holds the whole
+ * inventory (kilobytes), and 5,000 offers would each touch a different page. */
+struct sched_node_live {
+    int64_t heartbeat;
+    bool present, has_inventory;
+};
+
 struct sched_state {
     struct sched_options opt;
     struct place_cluster *cluster;
-    struct sched_node *nodes; /* parallel to cluster->nodes */
+    struct sched_node *nodes;     /* parallel to cluster->nodes */
+    struct sched_node_live *live; /* parallel too; sched_node_sync keeps it equal */
     size_t node_info_cap;
     /* Filter's node sets for the placement core, node_info_cap bits each (all clear
      * between filters): the nodes offered, and the node picked for a pod's first
@@ -51,6 +59,13 @@ struct sched_state {
     uint64_t *offered, *picked;
     uint64_t *listed;       /* the fast filter's "written to FailedNodes" marks, clear between */
     struct place_memo memo; /* per-node verdicts, reused while a node is unchanged */
+    /* The filter's scratch, kept between calls: container requests, and the fast
+     * reader's decoded names and offers (extender.c). */
+    struct sched_container_request *filter_reqs;
+    char *scan_text;
+    size_t scan_text_cap;
+    void *scan_offers;
+    size_t scan_offers_cap;
     struct sched_map node_index; /* name -> index + 1 */
     struct sched_map pods;       /* "ns/name" -> struct sched_pod */
     struct vg_prng rng;
@@ -62,6 +77,8 @@ struct sched_state {
 const char *sched_json_str(json_t *obj, const char *a, const char *b, const char *c);
 int sched_pod_key(json_t *pod, char *buf, size_t size, struct vg_err *err);
 int32_t sched_node_find(const struct sched_state *s, const char *name);
+/* Copies node idx's present / has_inventory / heartbeat into s->live[idx]. */
+void sched_node_sync(struct sched_state *s, int32_t idx);
 int sched_share_charge(struct sched_state *s, int32_t node, const struct sched_share *sh,
                        struct vg_err *err);
 void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sched_share *sh);

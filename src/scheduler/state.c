@@ -76,9 +76,13 @@ void sched_state_free(struct sched_state *s)
     sched_map_release(&s->pods);
     sched_map_release(&s->node_index);
     free(s->nodes);
+    free(s->live);
     free(s->offered);
     free(s->picked);
     free(s->listed);
+    free(s->filter_reqs);
+    free(s->scan_text);
+    free(s->scan_offers);
     place_memo_free(&s->memo);
     place_cluster_free(s->cluster);
     free(s);
@@ -233,6 +237,16 @@ void sched_pod_drop(struct sched_state *s, struct sched_pod *p)
 
 /* ---- nodes -------------------------------------------------------------------------- */
 
+void sched_node_sync(struct sched_state *s, int32_t idx)
+{
+    const struct sched_node *info = &s->nodes[idx];
+    s->live[idx] = (struct sched_node_live){
+        .heartbeat = info->inventory.heartbeat,
+        .present = info->present,
+        .has_inventory = info->has_inventory,
+    };
+}
+
 int32_t sched_node_find(const struct sched_state *s, const char *name)
 {
     void *v = sched_map_get(&s->node_index, name);
@@ -250,6 +264,8 @@ static int32_t node_add(struct sched_state *s, const char *name, struct vg_err *
         size_t cap = s->node_info_cap ? s->node_info_cap * 2 : 64; /* a multiple of 64 */
         s->nodes = xrealloc(s->nodes, cap * sizeof *s->nodes);
         memset(s->nodes + s->node_info_cap, 0, (cap - s->node_info_cap) * sizeof *s->nodes);
+        s->live = xrealloc(s->live, cap * sizeof *s->live);
+        memset(s->live + s->node_info_cap, 0, (cap - s->node_info_cap) * sizeof *s->live);
         free(s->offered);
         free(s->picked);
         free(s->listed);
@@ -448,6 +464,7 @@ void sched_node_update(struct sched_state *s, json_t *node)
     } else if (have || info->has_inventory || added) {
         node_rebuild(s, idx, have ? &inv : NULL);
     }
+    sched_node_sync(s, idx);
     if (added && s->waiting_pods > 0)
         apply_waiting(s, idx, name);
 }
@@ -461,6 +478,7 @@ void sched_node_delete(struct sched_state *s, json_t *node)
     /* The slot stays (indices are stable); the node takes no new pods. Its pods are
      * deleted by Kubernetes and leave through the pod watch. */
     s->nodes[idx].present = false;
+    sched_node_sync(s, idx);
 }
 
 void sched_nodes_resync(struct sched_state *s, json_t *items)
@@ -473,8 +491,10 @@ void sched_nodes_resync(struct sched_state *s, json_t *items)
     json_array_foreach(items, k, node) sched_node_update(s, node);
     s->batch = false;
     for (size_t i = 0; i < s->cluster->node_count; i++)
-        if (!s->nodes[i].seen)
+        if (!s->nodes[i].seen) {
             s->nodes[i].present = false;
+            sched_node_sync(s, (int32_t)i);
+        }
     sched_reapply_all(s);
 }
 
