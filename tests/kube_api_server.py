@@ -25,7 +25,9 @@ Failure injection, through CLI flags or the admin endpoints:
        fail_next: the next N API requests answer fail_status with a Status body;
        delay_ms: the next delay_next API requests (all if 0) wait D ms before answering;
        drop_after_events: every watch is cut (no final chunk) after sending N events;
-       watch_paused: open watches hold new events back (a slow watch) until it is false.
+       watch_paused: open watches hold new events back (a slow watch) until it is false;
+       "match": "TEXT" limits fail_next and delay_ms to requests whose "METHOD path?query"
+       contains TEXT (e.g. "POST /api/v1/namespaces/default/pods/p/binding"); "" = all.
   POST /admin/inject {"action": "drop"|"expire"|"malformed"|"oversized"|"error",
                       "bytes": N}     once, on every watch open now
   POST /admin/compact                 forget every event so far: old RVs get 410
@@ -130,6 +132,7 @@ class Store:
         self.compacted = 0  # events with rv <= compacted are gone
         self.event_window = event_window
         self.faults = {"fail_next": 0, "fail_status": 500, "delay_ms": 0, "delay_next": 0,
+                       "match": "",
                        "drop_after_events": 0, "watch_410_http": False, "watch_paused": False}
         self.inject_gen = 0
         self.inject = None
@@ -319,7 +322,7 @@ class Handler(BaseHTTPRequestHandler):
                 return self.admin(method, parts[1:])
             if url.path == "/healthz":
                 return self.send_json(200, {"ok": True})
-            self.apply_faults(store)
+            self.apply_faults(store, method)
             if parts[:2] != ["api", "v1"]:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             rest = parts[2:]
@@ -378,18 +381,22 @@ class Handler(BaseHTTPRequestHandler):
     def read_rest_of_body(self):
         pass  # bodies are read before any error can be raised after them
 
-    def apply_faults(self, store):
+    def apply_faults(self, store, method="GET"):
         with store.cond:
             store.stats["requests"] += 1
             faults = store.faults
             delay = 0
-            if faults["delay_ms"] > 0:
+            fail = False
+            if faults["match"] and faults["match"] not in "%s %s" % (method, self.path):
+                pass
+            elif faults["delay_ms"] > 0:
                 delay = faults["delay_ms"]
                 if faults["delay_next"] > 0:
                     faults["delay_next"] -= 1
                     if faults["delay_next"] == 0:
                         faults["delay_ms"] = 0
-            fail = faults["fail_next"] > 0
+            if not faults["match"] or faults["match"] in "%s %s" % (method, self.path):
+                fail = faults["fail_next"] > 0
             if fail:
                 faults["fail_next"] -= 1
                 store.stats["failed"] += 1
@@ -631,7 +638,7 @@ class Handler(BaseHTTPRequestHandler):
             elif what == "reset":
                 store.faults.update({"fail_next": 0, "delay_ms": 0, "delay_next": 0,
                                      "drop_after_events": 0, "watch_410_http": False,
-                                     "watch_paused": False})
+                                     "watch_paused": False, "match": ""})
                 store.cond.notify_all()
             else:
                 return self.send_error_status(404, "NotFound", "unknown admin endpoint")

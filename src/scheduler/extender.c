@@ -770,7 +770,10 @@ int sched_bind_prepare(struct sched_state *s, const char *body, size_t len, stru
     char key[SCHED_KEY_MAX];
     (void)vg_snprintf(key, sizeof key, "%s/%s", out->ns, out->name);
     struct sched_pod *p = sched_map_get(&s->pods, key);
-    if (p == NULL || !p->assumed) {
+    /* A decision already in the API but not bound (an earlier binding failed after its
+     * patch, or another writer decided) is bound as it stands. */
+    bool rebind = p != NULL && !p->assumed && !p->bound && p->node >= 0 && p->decision != NULL;
+    if (p == NULL || (!p->assumed && !rebind)) {
         s->stats.bind_failures++;
         return vg_err_set(err, -ENOENT,
                           "vgpu: no live filter decision for pod %s (it expired or was never "
@@ -787,6 +790,7 @@ int sched_bind_prepare(struct sched_state *s, const char *body, size_t len, stru
                           p->node_name, out->node);
     }
     p->binding = true;
+    p->rebind = rebind;
     (void)vg_strlcpy(out->resource_version, p->resource_version, sizeof out->resource_version);
     out->decision = p->decision != NULL ? xstrdup(p->decision) : NULL;
     return 0;
@@ -800,8 +804,19 @@ void sched_bind_finish(struct sched_state *s, const struct sched_bind *b, bool o
     if (p == NULL || !p->binding)
         return;
     p->binding = false;
+    bool rebind = p->rebind;
+    p->rebind = false;
     if (!ok) {
         s->stats.bind_failures++;
+        if (rebind)
+            return; /* the decision stays in the API, and charged */
+        if (b->written && p->node >= 0) {
+            /* The annotation is in the API: the share stays charged as an API record
+             * (no longer a promise that expires) until the watch says otherwise. */
+            p->assumed = false;
+            p->written = true;
+            return;
+        }
         sched_pod_drop(s, p);
         return;
     }
@@ -811,6 +826,7 @@ void sched_bind_finish(struct sched_state *s, const struct sched_bind *b, bool o
     }
     p->assumed = false;
     p->written = true;
+    p->bound = true;
 }
 
 void sched_bind_release(struct sched_bind *b)

@@ -28,6 +28,8 @@ struct sched_pod {
     bool assumed; /* filter's promise, not yet written to the API */
     bool binding; /* bind in flight: does not expire */
     bool written; /* we wrote its annotation; the watch may not have shown it yet */
+    bool bound;   /* the API shows spec.nodeName (or our binding succeeded) */
+    bool rebind;  /* the bind in flight re-uses a decision already in the API */
     bool seen;    /* resync mark */
     uint64_t expires_ms;
     char *decision; /* vgpu.io/decision text (owned), NULL for a pod without GPUs */

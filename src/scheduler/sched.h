@@ -92,11 +92,16 @@ struct sched_bind {
     char ns[254], name[254], node[254];
     char resource_version[64]; /* the pod's, for the patch precondition */
     char *decision;            /* vgpu.io/decision text, owned (sched_bind_release) */
+    bool written;              /* set by the caller once the annotation patch succeeded */
 };
 int sched_bind_prepare(struct sched_state *s, const char *body, size_t len, struct sched_now now,
                        struct sched_bind *out, struct vg_err *err);
-/* Second half: ok = the annotation and the binding were written. A failure drops the
- * assumption (kube-scheduler retries the pod from filter). */
+/* Second half: ok = the annotation and the binding were written. A failure before the
+ * annotation was written drops the assumption (kube-scheduler retries the pod from
+ * filter). A failure after it (b->written: the binding itself failed) keeps the share
+ * charged, as the decision now in the API says; the retry's filter offers that node and
+ * its bind writes the same decision again and binds ("rebind"), so such a pod is neither
+ * lost nor stuck. */
 void sched_bind_finish(struct sched_state *s, const struct sched_bind *b, bool ok);
 void sched_bind_release(struct sched_bind *b);
 

@@ -610,9 +610,11 @@ void sched_pod_update(struct sched_state *s, json_t *pod)
             sched_pod_drop(s, p);
         return;
     }
+    bool has_node = sched_json_str(pod, "spec", "nodeName", NULL) != NULL;
     if (p != NULL && p->decision != NULL && strcmp(p->decision, text) == 0) {
         if (rv != NULL)
             (void)vg_strlcpy(p->resource_version, rv, sizeof p->resource_version);
+        p->bound = p->bound || has_node;
         if (p->assumed && sched_json_str(pod, "spec", "nodeName", NULL) != NULL)
             p->assumed = false; /* our bind, seen through the watch */
         if (!p->assumed)
@@ -639,6 +641,7 @@ void sched_pod_update(struct sched_state *s, json_t *pod)
         sched_pod_drop(s, p);
     }
     np->seen = true;
+    np->bound = has_node;
     if (rv != NULL)
         (void)vg_strlcpy(np->resource_version, rv, sizeof np->resource_version);
     sched_map_put(&s->pods, np->key, np);

@@ -1,7 +1,7 @@
 # vgpu-scheduler against the test API server (tests/kube_api_server.py), driven like
 # kube-scheduler by tests/integration/scheduler_test.py (Debian's python3, stdlib only).
 if(TARGET vgpu-scheduler)
-  foreach(cls SchedulerTest WebhookTest)
+  foreach(cls SchedulerTest WebhookTest FaultTest)
     add_test(NAME integration.scheduler.${cls}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/scheduler_test.py
                      $<TARGET_FILE:vgpu-scheduler> ${cls})

@@ -350,6 +350,219 @@ class WebhookTest(unittest.TestCase):
         self.assertNotIn("patch", r)
 
 
+def model_matches_api(cluster):
+    """The scheduler's bound model equals the decisions in the API, GPU by GPU."""
+    used = H.check_api_invariants(cluster)
+    state = cluster.state(bound=True)
+    model = {}
+    for gpus in state["nodes"].values():
+        for g in gpus:
+            if g["tenants"] or g["memUsedMiB"]:
+                model[g["uuid"]] = [g["memUsedMiB"], g["tenants"]]
+    api = {u: [v[0], v[2]] for u, v in used.items() if v[2]}
+    return model == api, model, api
+
+
+class FaultTest(unittest.TestCase):
+    """The scheduler under the API faults the issue lists: dropped watches, 410 Gone,
+    watch ERROR events and garbage, 500s, 409s and slow responses. Under each it keeps
+    serving, reconnects or relists, and never over-allocates (check() after every step)."""
+    NODES = 4
+    GPUS = 2
+
+    def setUp(self):
+        nodes = [H.node_object("node-%02d" % i, self.GPUS) for i in range(self.NODES)]
+        self.cluster = H.Cluster(BINARY, nodes, ttl=30)
+        self.cluster.wait_ready()
+        self.names = ["node-%02d" % i for i in range(self.NODES)]
+        self.conn = H.Http(self.cluster.port)
+        self.serial = 0
+
+    def tearDown(self):
+        self.cluster.stop()
+        if os.environ.get("VGPU_TEST_LOG"):
+            sys.stderr.write(self.cluster.log()[-6000:])
+
+    def admin(self, what, body=None):
+        status, res = self.cluster.apic.request("POST", "/admin/" + what, body or {})
+        self.assertEqual(status, 200, res)
+
+    def api_stats(self):
+        status, res = self.cluster.apic.request("GET", "/admin/stats")
+        self.assertEqual(status, 200, res)
+        return res
+
+    def new_pod(self, mem="3000"):
+        self.serial += 1
+        return self.cluster.create_pod(H.pod_object(
+            "f-%03d" % self.serial, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": mem}))
+
+    def cycle(self, pod):
+        """filter, prioritize, bind; returns (node or None, bind error)."""
+        names, body = self.cluster.filter(self.conn, pod, self.names)
+        if not names:
+            return None, body.get("Error") or "unschedulable"
+        self.cluster.prioritize(self.conn, pod, names)
+        return names[0], self.cluster.bind(self.conn, pod, names[0])
+
+    def schedule(self, pod, tries=20):
+        """kube-scheduler's loop: retry with the fresh pod until the bind goes through."""
+        for _ in range(tries):
+            node, err = self.cycle(self.cluster.get_pod(pod["metadata"]["name"]))
+            check(self.cluster)
+            if node is not None and err == "":
+                return node
+            time.sleep(0.3)
+        self.fail("pod %s never bound: %s" % (pod["metadata"]["name"], err))
+
+    def wait_converged(self, timeout=20):
+        deadline = time.time() + timeout
+        while True:
+            ok, model, api = model_matches_api(self.cluster)
+            check(self.cluster)
+            if ok:
+                return
+            if time.time() > deadline:
+                self.fail("model %s never matched the API %s" % (model, api))
+            time.sleep(0.2)
+
+    def delete_pod(self, pod):
+        status, _ = self.cluster.apic.request(
+            "DELETE", "/api/v1/namespaces/default/pods/" + pod["metadata"]["name"])
+        self.assertEqual(status, 200)
+
+    def test_dropped_watch_reconnects_and_catches_up(self):
+        pods = [self.new_pod() for _ in range(4)]
+        for pod in pods:
+            self.schedule(pod)
+        self.wait_converged()
+        watches = self.api_stats()["watches"]
+        self.admin("inject", {"action": "drop"})
+        # While the watches are down: a bound pod goes away and a node joins.
+        self.delete_pod(pods[0])
+        status, _ = self.cluster.apic.request("POST", "/api/v1/nodes",
+                                              H.node_object("node-new", self.GPUS))
+        self.assertEqual(status, 201)
+        self.names.append("node-new")
+        # Filters are served meanwhile; the model catches up after the reconnect.
+        self.schedule(self.new_pod())
+        self.wait_converged()
+        deadline = time.time() + 20
+        while "node-new" not in self.cluster.state()["nodes"]:
+            self.assertLess(time.time(), deadline, "the new node never showed up")
+            time.sleep(0.2)
+        self.assertGreater(self.api_stats()["watches"], watches)
+        # Every watch cut after each event: scheduling still converges.
+        self.admin("faults", {"drop_after_events": 1})
+        for _ in range(4):
+            self.schedule(self.new_pod())
+        self.admin("reset")
+        self.wait_converged()
+
+    def test_410_gone_relists(self):
+        pods = [self.new_pod() for _ in range(3)]
+        for pod in pods:
+            self.schedule(pod)
+        self.wait_converged()
+        for http_410 in (False, True):
+            lists = self.api_stats()["lists"]
+            self.admin("faults", {"watch_410_http": http_410})
+            # Cut the watches, change the state, and forget the events: the watch can
+            # only resume from a compacted version, gets 410, and must relist.
+            self.admin("inject", {"action": "drop"})
+            self.delete_pod(pods.pop(0))
+            self.admin("compact")
+            self.admin("inject", {"action": "expire"})
+            self.wait_converged()
+            deadline = time.time() + 20
+            while self.api_stats()["lists"] <= lists:
+                self.assertLess(time.time(), deadline, "no relist after 410")
+                time.sleep(0.2)
+            self.schedule(self.new_pod())
+            self.wait_converged()
+        self.admin("reset")
+
+    def test_watch_error_event_and_garbage(self):
+        self.schedule(self.new_pod())
+        for action in ("error", "malformed"):
+            watches = self.api_stats()["watches"]
+            self.admin("inject", {"action": action})
+            deadline = time.time() + 20
+            while self.api_stats()["watches"] <= watches:
+                self.assertLess(time.time(), deadline, "no reconnect after " + action)
+                time.sleep(0.2)
+            self.schedule(self.new_pod())
+            self.wait_converged()
+
+    def test_500_on_patch_and_on_binding(self):
+        # The decision patch fails: the promise is dropped, nothing was written.
+        pod = self.new_pod("5000")
+        path = "/api/v1/namespaces/default/pods/" + pod["metadata"]["name"]
+        self.admin("faults", {"fail_next": 1, "fail_status": 500, "match": "PATCH " + path})
+        node, err = self.cycle(pod)
+        self.assertIn("writing the decision failed", err)
+        check(self.cluster)
+        self.assertEqual(self.cluster.state()["nodes"], self.cluster.state(bound=True)["nodes"])
+        self.assertNotIn("vgpu.io/decision",
+                         self.cluster.get_pod(pod["metadata"]["name"])["metadata"]
+                         .get("annotations", {}))
+        self.schedule(pod)
+        self.wait_converged()
+        # The binding fails after the patch: the written decision stays charged, and the
+        # retry binds it (the pod is neither lost nor stuck).
+        pod = self.new_pod("5000")
+        path = "/api/v1/namespaces/default/pods/%s/binding" % pod["metadata"]["name"]
+        self.admin("faults", {"fail_next": 1, "fail_status": 500, "match": "POST " + path})
+        node, err = self.cycle(pod)
+        self.assertIn("binding the pod failed", err)
+        check(self.cluster)
+        written = self.cluster.get_pod(pod["metadata"]["name"])
+        self.assertIn("vgpu.io/decision", written["metadata"]["annotations"])
+        self.assertNotIn("nodeName", written["spec"])
+        self.wait_converged(timeout=10)  # the written decision is charged meanwhile
+        self.assertEqual(self.schedule(pod), node)
+        self.admin("reset")
+        self.wait_converged()
+
+    def test_409_on_binding(self):
+        pod = self.new_pod()
+        path = "/api/v1/namespaces/default/pods/%s/binding" % pod["metadata"]["name"]
+        self.admin("faults", {"fail_next": 1, "fail_status": 409, "match": "POST " + path})
+        _, err = self.cycle(pod)
+        self.assertIn("binding the pod failed", err)
+        check(self.cluster)
+        self.schedule(pod)
+        self.admin("reset")
+        self.wait_converged()
+
+    def test_slow_api_does_not_stall_filters(self):
+        # The API takes 2 s per pod patch; binds wait, filters do not.
+        self.admin("faults", {"delay_ms": 2000, "match": "PATCH "})
+        slow = [self.new_pod() for _ in range(3)]
+        quick = self.new_pod()
+        results = []
+
+        def bind_slowly(pod):
+            c = H.Http(self.cluster.port)
+            names, _ = self.cluster.filter(c, pod, self.names)
+            results.append(self.cluster.bind(c, pod, names[0]))
+        threads = [threading.Thread(target=bind_slowly, args=(p,)) for p in slow]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)  # the binds are now waiting on the API
+        t0 = time.time()
+        names, _ = self.cluster.filter(self.conn, quick, self.names)
+        self.assertEqual(len(names), 1)
+        self.assertLess(time.time() - t0, 1.5)
+        check(self.cluster)
+        for t in threads:
+            t.join(30)
+        self.assertEqual(results, ["", "", ""])
+        self.admin("reset")
+        self.assertEqual(self.cluster.bind(self.conn, quick, names[0]), "")
+        self.wait_converged()
+
+
 if __name__ == "__main__":
     warnings.simplefilter("ignore", ResourceWarning)
     BINARY = sys.argv.pop(1)

@@ -14,6 +14,13 @@
 #include "base/log.h"
 #include "scheduler/sched.h"
 
+static char *xstrdup_test(const char *s)
+{
+    char *d = strdup(s);
+    assert_non_null(d);
+    return d;
+}
+
 static struct sched_state *new_state(int nodes, unsigned mem, unsigned slots)
 {
     struct sched_options o;
@@ -160,6 +167,70 @@ static void test_decision_rebuild_and_overcommit(void **unused)
     sched_state_free(s);
 }
 
+/* The binding fails after the decision annotation was written: the share stays charged
+ * (no expiry), and kube-scheduler's retry binds the same decision ("rebind"). */
+static void test_binding_failure_after_patch(void **unused)
+{
+    (void)unused;
+    struct sched_state *s = new_state(2, 10000, 8);
+    json_t *r = filter(s, "a", "6000", 2, 0);
+    const char *node = json_string_value(json_array_get(json_object_get(r, "NodeNames"), 0));
+    assert_non_null(node);
+    char bind[256];
+    snprintf(bind, sizeof bind,
+             "{\"PodName\":\"a\",\"PodNamespace\":\"default\",\"PodUID\":\"\",\"Node\":\"%s\"}",
+             node);
+    json_decref(r);
+    struct sched_bind b;
+    struct vg_err err = {0};
+    struct sched_now t = {0, 100};
+    assert_int_equal(sched_bind_prepare(s, bind, strlen(bind), t, &b, &err), 0);
+    char *decision = xstrdup_test(b.decision);
+    b.written = true; /* the patch went through, the binding did not */
+    sched_bind_finish(s, &b, false);
+    sched_bind_release(&b);
+    /* Still charged, and no longer a promise that expires. */
+    assert_int_equal(sched_expire(s, (struct sched_now){999999, 100}), 0);
+    char *dump = sched_dump(s, false);
+    assert_non_null(strstr(dump, "\"memUsedMiB\":6000"));
+    free(dump);
+    /* The retry: filter offers the decided node only, and the bind goes through with the
+     * same decision; a failed rebind keeps the charge too. */
+    r = filter(s, "a", "6000", 2, 999999);
+    assert_int_equal(json_array_size(json_object_get(r, "NodeNames")), 1);
+    json_decref(r);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        assert_int_equal(sched_bind_prepare(s, bind, strlen(bind), t, &b, &err), 0);
+        assert_string_equal(b.decision, decision);
+        sched_bind_finish(s, &b, attempt == 1);
+        sched_bind_release(&b);
+        dump = sched_dump(s, false);
+        assert_non_null(strstr(dump, "\"memUsedMiB\":6000"));
+        free(dump);
+    }
+    /* Bound now: another bind finds no decision to write. */
+    assert_int_equal(sched_bind_prepare(s, bind, strlen(bind), t, &b, &err), -ENOENT);
+    /* A failure before the patch still drops the promise. */
+    r = filter(s, "c", "6000", 2, 0);
+    json_decref(r);
+    const char *bind_c = "{\"PodName\":\"c\",\"PodNamespace\":\"default\",\"PodUID\":\"\","
+                         "\"Node\":\"n0\"}";
+    const char *bind_c1 = "{\"PodName\":\"c\",\"PodNamespace\":\"default\",\"PodUID\":\"\","
+                          "\"Node\":\"n1\"}";
+    int rc = sched_bind_prepare(s, bind_c, strlen(bind_c), t, &b, &err);
+    if (rc < 0)
+        rc = sched_bind_prepare(s, bind_c1, strlen(bind_c1), t, &b, &err);
+    assert_int_equal(rc, 0);
+    sched_bind_finish(s, &b, false);
+    sched_bind_release(&b);
+    struct sched_stats st;
+    sched_state_stats(s, &st);
+    assert_int_equal(st.assumed, 0);
+    assert_int_equal(sched_check_invariants(s, &err), 0);
+    free(decision);
+    sched_state_free(s);
+}
+
 static void test_bad_bodies(void **unused)
 {
     (void)unused;
@@ -192,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_no_double_promise),
         cmocka_unit_test(test_expiry_and_bind),
         cmocka_unit_test(test_decision_rebuild_and_overcommit),
+        cmocka_unit_test(test_binding_failure_after_patch),
         cmocka_unit_test(test_bad_bodies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -277,6 +277,7 @@ static void patched(void *arg, long status, json_t *body, const struct vg_err *e
         bind_reply(bc, msg);
         return;
     }
+    bc->b.written = true; /* a failed binding now keeps the share (sched_bind_finish) */
     start_binding(bc);
 }
 
