@@ -211,11 +211,12 @@ static int read_string(struct rd *r, char *out, size_t cap, size_t *out_len)
 }
 
 /* Skips the object at r->p (a '{') without reading it: strings are stepped over with
- * their escapes, brackets counted up to SCHED_ARGS_MAX_DEPTH. jansson then reads the
+ * their escapes, brackets matched up to SCHED_ARGS_MAX_DEPTH. jansson then reads the
  * slice; if it accepts it, the slice is one well-formed object and this is its end. */
 static int skip_object(struct rd *r)
 {
     unsigned depth = 0;
+    uint64_t braces[(SCHED_ARGS_MAX_DEPTH + 63) / 64] = {0}; /* bit set: '{' at that depth */
     while (r->p < r->end) {
         unsigned char c = *r->p++;
         if (c == '"') {
@@ -228,12 +229,22 @@ static int skip_object(struct rd *r)
                 return SCHED_ARGS_DECLINE;
             r->p++;
         } else if (c == '{' || c == '[') {
-            if (++depth > SCHED_ARGS_MAX_DEPTH)
+            if (depth >= SCHED_ARGS_MAX_DEPTH)
                 return SCHED_ARGS_DECLINE;
+            uint64_t bit = (uint64_t)1 << (depth % 64);
+            if (c == '{')
+                braces[depth / 64] |= bit;
+            else
+                braces[depth / 64] &= ~bit;
+            depth++;
         } else if (c == '}' || c == ']') {
             if (depth == 0)
                 return SCHED_ARGS_DECLINE;
-            if (--depth == 0)
+            depth--;
+            bool brace = (braces[depth / 64] >> (depth % 64)) & 1;
+            if (brace != (c == '}'))
+                return SCHED_ARGS_DECLINE; /* "{]" or "[}" */
+            if (depth == 0)
                 return 0;
         }
     }
