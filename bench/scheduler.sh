@@ -3,9 +3,14 @@
 #  1. against tests/kube_api_server.py (the test API server, Python): first sync, /filter
 #     latency from a Python client, filter+bind through that server, RSS, rebuild after
 #     kill -9 and whether the rebuilt state equals the one before;
-#  2. against bench/kube_stub (C) driven by bench/sched_load (C): /filter and /bind latency
-#     and the sustained filter+prioritize+bind rate, with the invariants checked after.
-# usage: bench/scheduler.sh BUILD   (NODES, GPUS, PODS, CLIENTS override the defaults)
+#  2. against bench/kube_stub (C) driven by bench/sched_load (C), which plays
+#     kube-scheduler: /filter and /bind latency (LAT sequential pods), the sustained
+#     filter+prioritize+bind rate (CLIENTS connections), the invariants checked after, the
+#     scheduler's CPU time and RSS.
+# usage: bench/scheduler.sh BUILD
+#   NODES, GPUS (5000 x 8), PODS (2000, part 1), FAST_PODS (4000, part 2), CLIENTS (16),
+#   LAT (1000); PERF_OUT=FILE records a perf profile of the scheduler during part 2
+#   (PERF_ARGS, default -g).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -17,4 +22,58 @@ echo
 echo
 echo "### Against the C API stub (bench/kube_stub.c, bench/sched_load.c)"
 echo
-PODS=${FAST_PODS:-4000} bash bench/scheduler_fast.sh "$build"
+find_bin() { find "$build" -name "$1" -type f -perm -u+x | head -1; }
+sched=$(find_bin vgpu-scheduler)
+stub=$(find_bin kube_stub)
+load=$(find_bin sched_load)
+[ -n "$sched" ] && [ -n "$stub" ] && [ -n "$load" ] || { echo "build $build lacks vgpu-scheduler, kube_stub or sched_load"; exit 1; }
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+wait_file() { for _ in $(seq 600); do [ -s "$1" ] && return 0; sleep 0.05; done; echo "no $1"; exit 1; }
+
+"$stub" --port-file "$dir/api.port" --nodes "${NODES:-5000}" --gpus "${GPUS:-8}" \
+    --pods "${FAST_PODS:-4000}" 2>"$dir/stub.log" &
+pids+=($!)
+wait_file "$dir/api.port"
+cat >"$dir/kubeconfig" <<KC
+current-context: c
+contexts: [{name: c, context: {cluster: k, user: u}}]
+clusters: [{name: k, cluster: {server: 'http://127.0.0.1:$(cat "$dir/api.port")'}}]
+users: [{name: u, user: {token: bench}}]
+KC
+"$sched" --listen 127.0.0.1:0 --port-file "$dir/sched.port" --kubeconfig "$dir/kubeconfig" \
+    --assume-ttl 120 --log-level warn >"$dir/sched.log" 2>&1 &
+spid=$!
+pids+=($spid)
+wait_file "$dir/sched.port"
+port=$(cat "$dir/sched.port")
+for _ in $(seq 1200); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz" || true)
+    [ "$code" = 200 ] && break
+    sleep 0.05
+done
+[ "$code" = 200 ] || { echo "vgpu-scheduler never became ready"; cat "$dir/sched.log"; exit 1; }
+echo "| figure | value | target |"
+echo "| --- | --- | --- |"
+echo "| cluster (C API stub) | ${NODES:-5000} nodes x ${GPUS:-8} GPUs, ${FAST_PODS:-4000} pods | 5,000 x 8 |"
+rc=0
+cpu0=$(awk '{print $14 + $15}' /proc/$spid/stat)
+if [ -n "${PERF_OUT:-}" ]; then  # profile the scheduler during the load (perf record -g)
+    perf record -q ${PERF_ARGS:--g} -p "$spid" -o "$PERF_OUT" 2>/dev/null &
+    pids+=($!)
+fi
+"$load" "$port" "$(cat "$dir/api.port")" "${CLIENTS:-16}" "${LAT:-1000}" || rc=$?
+cpu1=$(awk '{print $14 + $15}' /proc/$spid/stat)
+echo "| scheduler CPU time during the load | $(awk -v a="$cpu0" -v b="$cpu1" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f s", (b - a) / hz}') | |"
+echo "| scheduler RSS after the run | $(awk '/VmRSS/ {printf "%.0f MiB", $2/1024}' /proc/$spid/status) | <= 200 MB |"
+if [ "$rc" != 0 ]; then
+    echo "sched_load failed (rc $rc); scheduler log:"
+    tail -20 "$dir/sched.log"
+fi
+exit "$rc"
