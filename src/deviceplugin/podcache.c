@@ -1,10 +1,12 @@
 /* Decoded scheduling decisions per pod, kept in match order (podcache.h).
  *
- * One array of entries sorted by (usable first; decision time, pod name, uid for usable
- * ones; arrival for the others). A pod on a node runs to a few hundred at most, so finding
- * an entry by uid is a scan and a re-sort is a memmove: both happen on watch events, not
- * in Allocate. The big fixed-size struct annot_decision is used once per decode, as a
- * scratch buffer owned by the cache. */
+ * Two arrays of entry pointers sorted by (usable first; decision time, pod name, uid for
+ * usable ones; arrival for the others): every entry, and the usable entries with a
+ * container not known to be allocated ("waiting"), which is all Allocate walks. A pod on
+ * a node runs to a few hundred at most, so finding an entry by uid is a scan and an
+ * insertion a memmove: both happen on watch events, not in Allocate. The big fixed-size
+ * struct annot_decision is used once per decode, as a scratch buffer owned by the
+ * cache. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,13 +31,21 @@ struct pc_entry {
     unsigned pending; /* containers with GPUs not known to be allocated */
     unsigned container_count;
     struct pc_container *containers;
-    bool seen; /* during dp_podcache_replace */
+    bool seen;    /* during dp_podcache_replace */
+    bool waiting; /* in the waiting list */
+};
+
+/* Entry pointers in entry_cmp order. */
+struct pc_list {
+    struct pc_entry **v;
+    size_t n, cap;
 };
 
 struct dp_podcache {
     char *node;
-    struct pc_entry **entries;
+    struct pc_entry **entries; /* every entry, in order */
     size_t count, cap;
+    struct pc_list waiting; /* usable entries with pending > 0, in order */
     uint64_t seq;
     struct annot_decision *scratch;
     struct dp_podcache_stats stats;
@@ -73,6 +83,7 @@ void dp_podcache_free(struct dp_podcache *c)
     for (size_t i = 0; i < c->count; i++)
         entry_free(c->entries[i]);
     free(c->entries);
+    free(c->waiting.v);
     free(c->scratch);
     free(c->node);
     free(c);
@@ -90,6 +101,54 @@ static int entry_cmp(const struct pc_entry *a, const struct pc_entry *b)
     return r ? r : strcmp(a->uid, b->uid);
 }
 
+/* First position whose entry sorts after e. */
+static size_t upper_bound(struct pc_entry *const *v, size_t n, const struct pc_entry *e)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (entry_cmp(v[mid], e) <= 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void list_insert(struct pc_list *l, struct pc_entry *e)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 16;
+        l->v = xrealloc(l->v, l->cap * sizeof(l->v[0]));
+    }
+    size_t at = upper_bound(l->v, l->n, e);
+    memmove(&l->v[at + 1], &l->v[at], (l->n - at) * sizeof(l->v[0]));
+    l->v[at] = e;
+    l->n++;
+}
+
+static void list_remove(struct pc_list *l, const struct pc_entry *e)
+{
+    size_t at = upper_bound(l->v, l->n, e); /* keys are unique: e sits just before */
+    if (at == 0 || l->v[at - 1] != e)
+        return;
+    memmove(&l->v[at - 1], &l->v[at], (l->n - at) * sizeof(l->v[0]));
+    l->n--;
+}
+
+/* Puts e in, or takes it out of, the waiting list as its state says. */
+static void reindex(struct dp_podcache *c, struct pc_entry *e)
+{
+    bool want = !e->problem && e->pending > 0;
+    if (want == e->waiting)
+        return;
+    if (want)
+        list_insert(&c->waiting, e);
+    else
+        list_remove(&c->waiting, e);
+    e->waiting = want;
+}
+
 static size_t find(const struct dp_podcache *c, const char *uid)
 {
     for (size_t i = 0; i < c->count; i++)
@@ -101,6 +160,8 @@ static size_t find(const struct dp_podcache *c, const char *uid)
 static struct pc_entry *take(struct dp_podcache *c, size_t i)
 {
     struct pc_entry *e = c->entries[i];
+    if (e->waiting)
+        list_remove(&c->waiting, e);
     memmove(&c->entries[i], &c->entries[i + 1], (c->count - i - 1) * sizeof(c->entries[0]));
     c->count--;
     return e;
@@ -112,17 +173,11 @@ static void insert(struct dp_podcache *c, struct pc_entry *e)
         c->cap = c->cap ? c->cap * 2 : 16;
         c->entries = xrealloc(c->entries, c->cap * sizeof(c->entries[0]));
     }
-    size_t lo = 0, hi = c->count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (entry_cmp(c->entries[mid], e) <= 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = upper_bound(c->entries, c->count, e);
     memmove(&c->entries[lo + 1], &c->entries[lo], (c->count - lo) * sizeof(c->entries[0]));
     c->entries[lo] = e;
     c->count++;
+    reindex(c, e);
 }
 
 static const char *str_at(json_t *obj, const char *a, const char *b)
@@ -229,10 +284,14 @@ void dp_podcache_replace(struct dp_podcache *c, json_t *items)
     json_array_foreach(items, i, pod) dp_podcache_put(c, pod);
     size_t kept = 0;
     for (size_t k = 0; k < c->count; k++) {
-        if (c->entries[k]->seen)
-            c->entries[kept++] = c->entries[k];
-        else
-            entry_free(c->entries[k]);
+        struct pc_entry *e = c->entries[k];
+        if (e->seen) {
+            c->entries[kept++] = e;
+        } else {
+            if (e->waiting)
+                list_remove(&c->waiting, e);
+            entry_free(e);
+        }
     }
     c->count = kept;
 }
@@ -254,6 +313,7 @@ void dp_podcache_set_allocated(struct dp_podcache *c, const char *uid, const cha
         else
             e->pending++;
     }
+    reindex(c, e);
 }
 
 static bool same_gpus(const struct pc_container *c, char (*uuids)[ANNOT_UUID_MAX], size_t count)
@@ -286,15 +346,27 @@ static int fill(const struct pc_entry *e, const struct pc_container *pc, struct 
     return 0;
 }
 
+/* Drops the entries found fully allocated during a match from the waiting list. */
+static void compact_waiting(struct dp_podcache *c)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < c->waiting.n; i++) {
+        struct pc_entry *e = c->waiting.v[i];
+        if (e->pending)
+            c->waiting.v[kept++] = e;
+        else
+            e->waiting = false;
+    }
+    c->waiting.n = kept;
+}
+
 int dp_podcache_match(struct dp_podcache *c, char (*uuids)[ANNOT_UUID_MAX], size_t count,
                       dp_allocated_fn allocated, void *allocated_arg, struct dp_match *out,
                       struct vg_err *err)
 {
     for (int pass = uuids ? 0 : 1; pass < 2; pass++)
-        for (size_t i = 0; i < c->count; i++) {
-            struct pc_entry *e = c->entries[i];
-            if (e->problem)
-                break; /* unusable ones sort last */
+        for (size_t i = 0; i < c->waiting.n; i++) {
+            struct pc_entry *e = c->waiting.v[i];
             for (unsigned k = 0; k < e->container_count && e->pending; k++) {
                 struct pc_container *pc = &e->containers[k];
                 if (pc->gpu_count == 0 || pc->allocated)
@@ -304,10 +376,14 @@ int dp_podcache_match(struct dp_podcache *c, char (*uuids)[ANNOT_UUID_MAX], size
                     e->pending--;
                     continue;
                 }
-                if (pass == 0 ? same_gpus(pc, uuids, count) : pc->gpu_count == count)
-                    return fill(e, pc, out, err);
+                if (pass == 0 ? same_gpus(pc, uuids, count) : pc->gpu_count == count) {
+                    int rc = fill(e, pc, out, err);
+                    compact_waiting(c);
+                    return rc;
+                }
             }
         }
+    compact_waiting(c);
     const char *problem = "";
     for (size_t i = 0; i < c->count && !problem[0]; i++)
         if (c->entries[i]->problem)
@@ -322,12 +398,9 @@ void dp_podcache_get_stats(const struct dp_podcache *c, struct dp_podcache_stats
 {
     *stats = c->stats;
     stats->pods = c->count;
-    stats->waiting = 0;
+    stats->waiting = c->waiting.n;
     stats->unusable = 0;
-    for (size_t i = 0; i < c->count; i++) {
+    for (size_t i = 0; i < c->count; i++)
         if (c->entries[i]->problem)
             stats->unusable++;
-        else if (c->entries[i]->pending)
-            stats->waiting++;
-    }
 }

@@ -6,8 +6,8 @@
  * cache decodes a decision once, when the pod is listed or its watch event arrives, and
  * keeps only what matching needs: pod identity, decision time and, per container, its
  * name, whether it is known to be allocated, and its GPU shares. Entries are kept in
- * match order (oldest decision first, then pod name), and a pod whose containers are all
- * known to be allocated costs Allocate one comparison.
+ * match order (oldest decision first, then pod name); Allocate walks only the pods with a
+ * container not yet known to be allocated.
  *
  * "Known to be allocated" caches the existence of the container directory: a container
  * is asked about (the dp_allocated_fn) until the answer is yes, then remembered;
