@@ -490,7 +490,8 @@ class Vgpu(Base):
 
         # The API server fails the lookup: the call still ends, with the usual message.
         uid1 = self.api.add_pod("late-1", self.decision(uuids[1], 256, 0))["metadata"]["uid"]
-        self.api.request("POST", "/admin/faults", {"fail_next": 1})
+        self.api.request("POST", "/admin/faults",
+                         {"fail_next": 1, "match": "GET /api/v1/pods?fieldSelector="})
         other = [d for d in ids if d.startswith(uuids[1])]
         with self.assertRaises(grpc.RpcError) as cm:
             self.kubelet.allocate("nvidia.com/gpu", other[:1])
@@ -498,6 +499,7 @@ class Vgpu(Base):
         self.assertIn("no scheduling decision", cm.exception.details())
         self.assertIn("looking up this node's pods failed", self.plugin.output())
         # kubelet retries the pod: the next lookup works.
+        self.api.request("POST", "/admin/faults", {"match": ""})
         resp = self.kubelet.allocate("nvidia.com/gpu", other[:1])
         self.assertEqual(dict(resp.container_responses[0].envs)["CUDA_DEVICE_MEMORY_LIMIT_0"],
                          "256m")
