@@ -6,10 +6,12 @@
  * in the shared state and owns one shared stream, its legacy default stream. A destroyed
  * regular context stays in the table so that later use answers CONTEXT_IS_DESTROYED. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "base/err.h"
 #include "base/str.h"
 #include "fakegpu/cuda_internal.h"
 
@@ -311,7 +313,20 @@ FG_API CUresult cuInit(unsigned int Flags)
             }
             for (int i = 0; i < visible && res == CUDA_SUCCESS; i++)
                 cu_g.info[i] = all[cu_g.phys[i]];
+            /* MPS client settings, over the visible devices (cuda_mps.c). */
+            struct cu_mps mps;
             if (res == CUDA_SUCCESS) {
+                struct vg_err err = {0};
+                if (cu_mps_parse(getenv("CUDA_MPS_PIPE_DIRECTORY"),
+                                 getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
+                                 getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), cu_g.info, visible,
+                                 &mps, &err) != 0) {
+                    fprintf(stderr, "fakegpu: %s\n", err.msg);
+                    res = CUDA_ERROR_INVALID_VALUE;
+                }
+            }
+            if (res == CUDA_SUCCESS) {
+                cu_g.mps = mps;
                 cu_g.st = st;
                 cu_g.ndev = visible;
                 cu_g.kernel_ns = fg_kernel_ns(st);

@@ -143,6 +143,27 @@ struct cu_vmm {
     int maps;
 };
 
+/* The client side of MPS (cuda_mps.c): whether this process is an MPS client, its
+ * active thread share and its pinned device memory limit per CUDA ordinal. */
+#define CU_MPS_SHARE_FULL 100000u /* share unit: thousandths of a percent */
+struct cu_mps {
+    bool client;
+    uint32_t share;                 /* 1..CU_MPS_SHARE_FULL */
+    uint64_t limit[FG_MAX_DEVICES]; /* bytes; UINT64_MAX: no limit */
+};
+
+struct vg_err;
+/* Reads CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and
+ * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT (each NULL when unset) for the n visible devices
+ * (visible[i]: ordinal i's description). -EINVAL with err naming the variable for a
+ * malformed value; the rules are in cuda_mps.c. */
+int cu_mps_parse(const char *pipe, const char *share, const char *limits,
+                 const struct fg_device_info *visible, int n, struct cu_mps *out,
+                 struct vg_err *err);
+/* A kernel's device time for a process with this share (ns * 100 / percentage, rounded
+ * up, saturating). */
+uint64_t cu_mps_kernel_ns(const struct cu_mps *m, uint64_t ns);
+
 struct cu_global {
     pthread_mutex_t lock;
     bool inited;
@@ -156,6 +177,8 @@ struct cu_global {
     struct cu_pool *default_pool[FG_MAX_DEVICES];
     struct cu_pool *pools;
     uint64_t kernel_ns;
+    struct cu_mps mps;
+    uint64_t mps_used[FG_MAX_DEVICES]; /* device memory charged per ordinal (atomic) */
 };
 
 extern struct cu_global cu_g;

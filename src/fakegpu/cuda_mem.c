@@ -34,10 +34,30 @@ static void *map_anon(size_t size, bool low32)
 /* ---- device allocations ---- */
 
 /* Charges bytes to the device (the state reclaims dead processes' memory first when the
- * card looks full). */
+ * card looks full). An MPS client is held to its pinned device memory limit first: what
+ * it has charged on the device plus bytes must fit (-ENOMEM otherwise, as the card being
+ * full). */
 static int reserve(int dev, uint64_t bytes)
 {
-    return fg_mem_reserve(cu_g.st, cu_phys(dev), bytes);
+    uint64_t *used = &cu_g.mps_used[dev];
+    uint64_t limit = cu_g.mps.limit[dev];
+    uint64_t cur = __atomic_load_n(used, __ATOMIC_RELAXED);
+    do {
+        if (limit != UINT64_MAX && (bytes > limit || cur > limit - bytes))
+            return -ENOMEM;
+    } while (!__atomic_compare_exchange_n(used, &cur, cur + bytes, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    int rc = fg_mem_reserve(cu_g.st, cu_phys(dev), bytes);
+    if (rc != 0)
+        __atomic_sub_fetch(used, bytes, __ATOMIC_RELAXED);
+    return rc;
+}
+
+/* Gives a charge made by reserve back. */
+static void release(int dev, uint64_t bytes)
+{
+    if (fg_mem_release(cu_g.st, cu_phys(dev), bytes) == 0)
+        __atomic_sub_fetch(&cu_g.mps_used[dev], bytes, __ATOMIC_RELAXED);
 }
 
 /* Charges and maps; registers the allocation (takes the lock). */
@@ -75,7 +95,7 @@ static CUresult dev_alloc(int dev, size_t size, uint64_t charge, bool managed, s
                 pool->reserved_high = pool->used + pool->cached;
         }
         if (!cu_reg_add(a->base, CU_K_DEVMEM, a)) {
-            fg_mem_release(cu_g.st, cu_phys(dev), charge);
+            release(dev, charge);
             r = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
@@ -184,7 +204,7 @@ static CUresult dev_free(uintptr_t p, bool async)
         a->pool->used -= a->charged;
         a->pool->cached += a->charged; /* stays charged until the pool releases it */
     } else {
-        fg_mem_release(cu_g.st, cu_phys(a->dev), a->charged);
+        release(a->dev, a->charged);
     }
     cu_unlock();
     (void)async;
@@ -271,7 +291,17 @@ FG_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     uint64_t used, tot;
     r = cu_from_errno(fg_mem_info(cu_g.st, cu_phys(c->dev), &used, &tot));
     if (r == CUDA_SUCCESS) {
-        *free_bytes = (size_t)(used < tot ? tot - used : 0);
+        uint64_t avail = used < tot ? tot - used : 0;
+        /* An MPS client sees what its pinned memory limit still allows, the card's size
+         * as the total. */
+        uint64_t limit = cu_g.mps.limit[c->dev];
+        if (limit != UINT64_MAX) {
+            uint64_t mine = __atomic_load_n(&cu_g.mps_used[c->dev], __ATOMIC_RELAXED);
+            uint64_t left = mine < limit ? limit - mine : 0;
+            if (left < avail)
+                avail = left;
+        }
+        *free_bytes = (size_t)avail;
         *total = (size_t)tot;
     }
     return r;
@@ -298,7 +328,7 @@ static void pool_release(struct cu_pool *p, uint64_t keep)
     if (held <= keep || p->cached == 0)
         return;
     uint64_t give = held - keep < p->cached ? held - keep : p->cached;
-    fg_mem_release(cu_g.st, cu_phys(p->dev), give);
+    release(p->dev, give);
     p->cached -= give;
 }
 
@@ -602,7 +632,7 @@ static CUresult array_new(size_t bytes, enum cu_kind kind, void **out)
     cu_lock();
     r = cu_from_errno(reserve(c->dev, bytes));
     if (r == CUDA_SUCCESS && !cu_reg_add((uintptr_t)a, kind, a)) {
-        fg_mem_release(cu_g.st, cu_phys(c->dev), bytes);
+        release(c->dev, bytes);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     }
     cu_unlock();
@@ -624,7 +654,7 @@ static CUresult array_free(uintptr_t h, enum cu_kind kind)
     struct cu_array *a = cu_reg_get(h, kind);
     if (a) {
         cu_reg_del(h, kind);
-        fg_mem_release(cu_g.st, cu_phys(a->dev), a->bytes);
+        release(a->dev, a->bytes);
     }
     cu_unlock();
     if (!a)
@@ -747,7 +777,7 @@ FG_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     cu_lock();
     r = cu_from_errno(reserve(v->dev, size));
     if (r == CUDA_SUCCESS && !cu_reg_add((uintptr_t)v, CU_K_VMM, v)) {
-        fg_mem_release(cu_g.st, cu_phys(v->dev), size);
+        release(v->dev, size);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     }
     cu_unlock();
@@ -765,7 +795,7 @@ static void vmm_maybe_free(struct cu_vmm *v)
 {
     if (!v->released || v->maps > 0)
         return;
-    fg_mem_release(cu_g.st, cu_phys(v->dev), v->size);
+    release(v->dev, v->size);
     close(v->fd);
     free(v);
 }

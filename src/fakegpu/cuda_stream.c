@@ -598,11 +598,11 @@ FG_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunct
 /* ---- launches ---- */
 
 /* The kernel's duration: vgpu_spin's first parameter, from kernelParams or from the
- * packed `extra` buffer. */
+ * packed `extra` buffer; for an MPS client, stretched to its active thread share. */
 static uint64_t kernel_ns(const struct cu_func *f, void **params, void **extra)
 {
     if (!f->spin)
-        return cu_g.kernel_ns;
+        return cu_mps_kernel_ns(&cu_g.mps, cu_g.kernel_ns);
     unsigned long long ns = 0;
     if (params && params[0]) {
         memcpy(&ns, params[0], sizeof ns);
@@ -620,7 +620,7 @@ static uint64_t kernel_ns(const struct cu_func *f, void **params, void **extra)
         if (buf && size >= sizeof ns)
             memcpy(&ns, buf, sizeof ns);
     }
-    return ns;
+    return cu_mps_kernel_ns(&cu_g.mps, ns);
 }
 
 static CUresult launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
