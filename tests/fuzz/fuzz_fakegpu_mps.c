@@ -1,0 +1,60 @@
+/* Fuzz target for fakegpu's MPS client variables (cuda_mps.c), over three visible
+ * devices: the input is CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, a newline, then
+ * CUDA_MPS_PINNED_DEVICE_MEM_LIMIT. No crash, no read past the input; a refusal names
+ * one of the variables; an accepted value gives a share in (0, 100 %], non-zero limits,
+ * and kernel durations that only grow, by at most 100000 times. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "fakegpu/cuda_internal.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static struct fg_device_info devs[3];
+    static const char *const uuids[] = {"GPU-0a1b2c3d-0000-4000-8000-000000000001",
+                                        "GPU-0a1b2c3d-0000-4000-8000-000000000002",
+                                        "GPU-9f8e7d6c-0000-4000-8000-000000000003"};
+    for (int i = 0; i < 3; i++)
+        memcpy(devs[i].uuid, uuids[i], strlen(uuids[i]) + 1);
+    char *s = malloc(size + 1);
+    if (s == NULL)
+        return 0;
+    memcpy(s, data, size);
+    s[size] = '\0';
+    char *limits = strchr(s, '\n');
+    if (limits != NULL)
+        *limits++ = '\0';
+    struct cu_mps m;
+    struct vg_err err = {0};
+    int rc = cu_mps_parse("/tmp/mps", s, limits, devs, 3, &m, &err);
+    if (rc != 0) {
+        if (rc != -EINVAL || strncmp(err.msg, "CUDA_MPS_", 9) != 0)
+            abort();
+    } else {
+        if (!m.client || m.share == 0 || m.share > CU_MPS_SHARE_FULL)
+            abort();
+        for (int i = 0; i < FG_MAX_DEVICES; i++)
+            if (m.limit[i] == 0 || (i >= 3 && m.limit[i] != UINT64_MAX))
+                abort();
+        static const uint64_t ns[] = {0, 1, 10000, 20000000, UINT64_MAX / 3, UINT64_MAX};
+        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+            uint64_t t = cu_mps_kernel_ns(&m, ns[i]);
+            if (t < ns[i] || (ns[i] <= UINT64_MAX / CU_MPS_SHARE_FULL &&
+                              t > ns[i] * CU_MPS_SHARE_FULL))
+                abort();
+            if (m.share == CU_MPS_SHARE_FULL && t != ns[i])
+                abort();
+        }
+    }
+    /* Not a client: nothing is read, everything is unlimited. */
+    if (cu_mps_parse(NULL, s, limits, devs, 3, &m, &err) != 0 || m.client ||
+        m.share != CU_MPS_SHARE_FULL || m.limit[0] != UINT64_MAX)
+        abort();
+    free(s);
+    return 0;
+}
