@@ -3,8 +3,11 @@
  * fail with CUDA_ERROR_OUT_OF_MEMORY) and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (its kernels
  * take 100/P times as long); malformed values make cuInit fail naming the variable.
  * `fakegpu_mps <case>` runs one case under cuda_run.sh (fresh FAKEGPU_STATE_DIR); each
- * setting runs in a forked child, since the driver reads the variables once, at cuInit. */
+ * setting runs in a forked child, since the driver reads the variables once, at cuInit.
+ * `fakegpu_mps spin MS` prints "device_ms=<x>", the device time one vgpu_spin of MS ms
+ * took under the caller's environment (for the device plugin's end-to-end test). */
 #define _GNU_SOURCE
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +16,7 @@
 #include <unistd.h>
 
 #include "abi/cuda.h"
+#include "base/parse.h"
 
 static int failures;
 
@@ -302,9 +306,9 @@ static void test_devices(void)
 
 static float want_ms;
 
-/* Queues a long kernel, then measures a 20 ms vgpu_spin between two events: device time,
- * exact when the process is alone on the device. */
-static void measure_spin(void)
+/* Queues a long kernel, then measures vgpu_spin(ns) between two events: device time,
+ * exact when the process is alone on the device. Returns milliseconds (-1 on failure). */
+static float spin_device_ms(unsigned long long ns)
 {
     setup();
     static const char ptx[] = ".version 8.0\n.target sm_80\n.address_size 64\n";
@@ -317,15 +321,23 @@ static void measure_spin(void)
     CU_OK(cuEventCreate(&e1, 0));
     /* The first kernel keeps the device busy while the rest is queued, so the events
      * measure device time only, not the gaps between launches. */
-    unsigned long long first = 200000000ULL, ns = 20000000ULL;
+    unsigned long long first = 200000000ULL;
     void *p0[] = {&first}, *p1[] = {&ns};
     CU_OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, p0, NULL));
     CU_OK(cuEventRecord(e0, NULL));
     CU_OK(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, p1, NULL));
     CU_OK(cuEventRecord(e1, NULL));
     CU_OK(cuEventSynchronize(e1));
-    float ms = 0;
+    float ms = -1;
     CU_OK(cuEventElapsedTime(&ms, e0, e1));
+    return ms;
+}
+
+static float want_ms;
+
+static void measure_spin(void)
+{
+    float ms = spin_device_ms(20000000ULL);
     if (ms < want_ms - 0.01f || ms > want_ms + 0.01f) {
         fprintf(stderr, "vgpu_spin(20 ms) took %.3f ms of device time, want %.3f\n", (double)ms,
                 (double)want_ms);
@@ -427,8 +439,21 @@ static void test_bad(void)
 
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "spin") == 0) {
+        /* For end-to-end tests: the device time of one vgpu_spin of argv[2] ms, under
+         * whatever MPS variables the caller set. */
+        uint64_t ms = 0;
+        struct vg_err err = {0};
+        if (vg_parse_u64(argv[2], 1, 10000, &ms, &err) != 0) {
+            fprintf(stderr, "fakegpu_mps spin: MS: %s\n", err.msg);
+            return 2;
+        }
+        float got = spin_device_ms((unsigned long long)ms * 1000000ULL);
+        printf("device_ms=%.3f\n", (double)got);
+        return failures ? 1 : 0;
+    }
     if (argc != 2) {
-        fprintf(stderr, "usage: fakegpu_mps memory|devices|share|bad\n");
+        fprintf(stderr, "usage: fakegpu_mps memory|devices|share|bad|spin MS\n");
         return 2;
     }
     const char *t = argv[1];

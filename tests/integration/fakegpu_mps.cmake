@@ -4,7 +4,7 @@
 if(TARGET fakegpu_cuda)
   vgpu_program(fakegpu_mps ${CMAKE_CURRENT_LIST_DIR}/fakegpu_mps.c)
   set_target_properties(fakegpu_mps PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
-  target_link_libraries(fakegpu_mps PRIVATE fakegpu_cuda)
+  target_link_libraries(fakegpu_mps PRIVATE fakegpu_cuda vgpu_base)
 
   set(mps_cases
       "memory|FAKEGPU_DEVICES=Test GPU:2GiB:8|FAKEGPU_CONTEXT_MIB=256"
