@@ -44,8 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         static const uint64_t ns[] = {0, 1, 10000, 20000000, UINT64_MAX / 3, UINT64_MAX};
         for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
             uint64_t t = cu_mps_kernel_ns(&m, ns[i]);
-            if (t < ns[i] || (ns[i] <= UINT64_MAX / CU_MPS_SHARE_FULL &&
-                              t > ns[i] * CU_MPS_SHARE_FULL))
+            if (t < ns[i] ||
+                (ns[i] <= UINT64_MAX / CU_MPS_SHARE_FULL && t > ns[i] * CU_MPS_SHARE_FULL))
                 abort();
             if (m.share == CU_MPS_SHARE_FULL && t != ns[i])
                 abort();
