@@ -146,16 +146,204 @@ int place_frag_cache_init(struct place_frag_cache *fc, size_t node_count)
     return 0;
 }
 
+static void fit_index_free(struct place_fit_index *ix)
+{
+    free(ix->levels);
+    free(ix->start);
+    free(ix->milli);
+    free(ix->cum);
+    free(ix->other);
+    memset(ix, 0, sizeof *ix);
+}
+
 void place_frag_cache_reset(struct place_frag_cache *fc)
 {
     for (size_t i = 0; i < fc->count; i++)
         fc->entries[i].valid = false;
+    fit_index_free(&fc->fit);
 }
 
 void place_frag_cache_free(struct place_frag_cache *fc)
 {
     free(fc->entries);
+    fit_index_free(&fc->fit);
     memset(fc, 0, sizeof *fc);
+}
+
+/* Whether type x is one the index answers by level and share. */
+static bool fit_indexed(const struct place_mix_type *x)
+{
+    return x->gpu_count == 1 && x->model_mask == UINT64_MAX;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Builds ix for m; on allocation failure ix stays invalid (callers take the slow path). */
+static void fit_index_build(struct place_fit_index *ix, const struct place_mix *m)
+{
+    fit_index_free(ix);
+    size_t singles = 0, others = 0;
+    for (size_t t = 0; t < m->count; t++) {
+        if (m->types[t].gpu_count == 0)
+            continue;
+        ix->gpu_weight += m->types[t].weight;
+        if (fit_indexed(&m->types[t]))
+            singles++;
+        else
+            others++;
+    }
+    ix->levels = malloc((singles + 1) * sizeof *ix->levels);
+    ix->start = malloc((singles + 2) * sizeof *ix->start);
+    ix->other = malloc((others + 1) * sizeof *ix->other);
+    if (ix->levels == NULL || ix->start == NULL || ix->other == NULL)
+        goto fail;
+    for (size_t t = 0; t < m->count; t++) {
+        const struct place_mix_type *x = &m->types[t];
+        if (x->gpu_count == 0)
+            continue;
+        if (fit_indexed(x))
+            ix->levels[ix->level_count++] = x->cpu_milli;
+        else
+            ix->other[ix->other_count++] = t;
+    }
+    qsort(ix->levels, ix->level_count, sizeof *ix->levels, cmp_u64);
+    size_t distinct = 0;
+    for (size_t i = 0; i < ix->level_count; i++)
+        if (distinct == 0 || ix->levels[distinct - 1] != ix->levels[i])
+            ix->levels[distinct++] = ix->levels[i];
+    ix->level_count = distinct;
+    /* Level j holds every single-GPU type asking at most levels[j]: at most
+     * singles entries per level. */
+    size_t cap = distinct * singles + 1;
+    ix->milli = malloc(cap * sizeof *ix->milli);
+    ix->cum = malloc(cap * sizeof *ix->cum);
+    if (ix->milli == NULL || ix->cum == NULL)
+        goto fail;
+    size_t k = 0;
+    for (size_t j = 0; j < distinct; j++) {
+        ix->start[j] = k;
+        for (size_t t = 0; t < m->count; t++) {
+            const struct place_mix_type *x = &m->types[t];
+            if (x->gpu_count == 0 || !fit_indexed(x) || x->cpu_milli > ix->levels[j])
+                continue;
+            /* Insertion by share; equal shares merge. */
+            size_t i = k;
+            while (i > ix->start[j] && ix->milli[i - 1] > x->gpu_milli)
+                i--;
+            if (i > ix->start[j] && ix->milli[i - 1] == x->gpu_milli) {
+                ix->cum[i - 1] += x->weight;
+                continue;
+            }
+            memmove(&ix->milli[i + 1], &ix->milli[i], (k - i) * sizeof *ix->milli);
+            memmove(&ix->cum[i + 1], &ix->cum[i], (k - i) * sizeof *ix->cum);
+            ix->milli[i] = x->gpu_milli;
+            ix->cum[i] = x->weight;
+            k++;
+        }
+        for (size_t i = ix->start[j] + 1; i < k; i++)
+            ix->cum[i] += ix->cum[i - 1];
+    }
+    ix->start[distinct] = k;
+    ix->valid = true;
+    return;
+fail:
+    fit_index_free(ix);
+}
+
+static bool type_fits(const struct place_mix_type *x, uint16_t model, uint64_t cpu_free,
+                      const uint32_t *gpu_free, uint16_t gpu_count, uint32_t card_free)
+{
+    if (x->gpu_count == 0 || x->gpu_milli > card_free || x->cpu_milli > cpu_free ||
+        x->gpu_count > gpu_count || !(x->model_mask >> model & 1))
+        return false;
+    if (x->gpu_count > 1) {
+        uint32_t cards = 0;
+        for (uint16_t g = 0; g < gpu_count; g++)
+            cards += gpu_free[g] >= x->gpu_milli;
+        return cards >= x->gpu_count;
+    }
+    return true;
+}
+
+uint64_t place_fit_weight(const struct place_mix *m, struct place_fit_index *ix, uint16_t model,
+                          uint64_t cpu_free, const uint32_t *gpu_free, uint16_t gpu_count,
+                          uint32_t card_free)
+{
+    if (ix != NULL && !ix->valid)
+        fit_index_build(ix, m);
+    uint64_t q = 0;
+    if (ix == NULL || !ix->valid) {
+        for (size_t t = 0; t < m->count; t++)
+            if (type_fits(&m->types[t], model, cpu_free, gpu_free, gpu_count, card_free))
+                q += m->types[t].weight;
+        return q;
+    }
+    /* The highest level not above cpu_free, then the last share not above card_free. */
+    size_t lo = 0, hi = ix->level_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ix->levels[mid] <= cpu_free)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo > 0) {
+        size_t a = ix->start[lo - 1], b = ix->start[lo];
+        while (a < b) {
+            size_t mid = a + (b - a) / 2;
+            if (ix->milli[mid] <= card_free)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        if (a > ix->start[lo - 1])
+            q += ix->cum[a - 1];
+    }
+    for (size_t i = 0; i < ix->other_count; i++) {
+        const struct place_mix_type *x = &m->types[ix->other[i]];
+        if (type_fits(x, model, cpu_free, gpu_free, gpu_count, card_free))
+            q += x->weight;
+    }
+    return q;
+}
+
+double place_waste_state(const struct place_mix *m, struct place_fit_index *ix, uint16_t model,
+                         uint64_t cpu_free, const uint32_t *gpu_free, uint16_t gpu_count)
+{
+    uint64_t total = 0;
+    if (ix != NULL && !ix->valid)
+        fit_index_build(ix, m);
+    if (ix != NULL && ix->valid) {
+        total = ix->gpu_weight;
+    } else {
+        for (size_t t = 0; t < m->count; t++)
+            if (m->types[t].gpu_count > 0)
+                total += m->types[t].weight;
+    }
+    if (total == 0)
+        return 0;
+    double waste = 0, term[PLACE_MAX_GPUS];
+    for (uint16_t g = 0; g < gpu_count; g++) {
+        term[g] = 0;
+        if (gpu_free[g] == 0)
+            continue;
+        uint16_t same = 0; /* an earlier card with this free share gives the same term */
+        while (same < g && gpu_free[same] != gpu_free[g])
+            same++;
+        if (same < g) {
+            term[g] = term[same];
+        } else {
+            uint64_t q = place_fit_weight(m, ix, model, cpu_free, gpu_free, gpu_count, gpu_free[g]);
+            double miss = 1.0 - (double)q / (double)total;
+            term[g] = gpu_free[g] * miss * miss * miss;
+        }
+        waste += term[g];
+    }
+    return waste;
 }
 
 uint64_t place_frag_cached(struct place_frag_cache *fc, size_t index, const struct place_mix *m,

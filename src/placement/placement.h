@@ -194,10 +194,28 @@ struct place_frag_entry {
     bool valid;
 };
 
+/* Index of a mix for place_fit_weight: the mix's single-GPU types of any model, grouped
+ * by CPU level (types asking at most that CPU) and sorted by compute share, with
+ * cumulative weights, so "weight of the types a card of r milli can take" is two binary
+ * searches. Types with a model restriction or more than one GPU are checked one by one.
+ * Lives in a place_frag_cache, built on first use after place_frag_cache_reset. */
+struct place_fit_index {
+    bool valid;
+    uint64_t gpu_weight; /* Σ weight of the mix's GPU types */
+    size_t level_count;
+    uint64_t *levels; /* ascending CPU requests */
+    size_t *start;    /* level j's entries are start[j] .. start[j + 1] - 1 */
+    uint32_t *milli;  /* ascending within a level */
+    uint64_t *cum;    /* weight of the level's entries up to and including this one */
+    size_t other_count;
+    size_t *other; /* mix indices of the types checked one by one */
+};
+
 struct place_frag_cache {
     struct place_frag_entry *entries;
     size_t count;
     uint64_t hits, misses; /* statistics, for tests and tuning */
+    struct place_fit_index fit;
 };
 
 /* -ENOMEM; place_frag_cache_free on a zeroed or initialised cache is safe. */
@@ -307,6 +325,21 @@ void place_mix_keep_typical(struct place_mix *m, unsigned pct);
 uint64_t place_frag_state(const struct place_mix *m, uint16_t model, uint64_t cpu_free,
                           const uint32_t *gpu_free, uint16_t gpu_count);
 uint64_t place_frag_node(const struct place_mix *m, const struct place_node *n);
+
+/* Weight of the mix's GPU types that could still use a card with card_free milli free on
+ * a node in the given state (model, free CPU, every card's free share): the type fits on
+ * the card, asks no more CPU than is free, allows the model, and for several GPUs the node
+ * has that many cards with the share free. ix (may be NULL) speeds it up; same result. */
+uint64_t place_fit_weight(const struct place_mix *m, struct place_fit_index *ix, uint16_t model,
+                          uint64_t cpu_free, const uint32_t *gpu_free, uint16_t gpu_count,
+                          uint32_t card_free);
+
+/* The share of a node state that is expected to stay stranded (vgpu's default policy):
+ * Σ over cards of free·(1 − q)^3, q = place_fit_weight / weight of the mix's GPU types,
+ * i.e. the card's free share times the chance that none of the next three pods drawn
+ * from the mix could use it. In milli-GPU; 0 for a mix without GPU types. */
+double place_waste_state(const struct place_mix *m, struct place_fit_index *ix, uint16_t model,
+                         uint64_t cpu_free, const uint32_t *gpu_free, uint16_t gpu_count);
 /* place_frag_node through the memo (entry `index`); fc may be NULL. */
 uint64_t place_frag_cached(struct place_frag_cache *fc, size_t index, const struct place_mix *m,
                            const struct place_node *n);

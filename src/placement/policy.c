@@ -255,9 +255,63 @@ static int64_t score_hami_node(const struct place_node *n, const struct place_re
     return binpack ? v : -v;
 }
 
-/* vgpu's default: FGD's integer score on the caller's mix (the simulator passes a mix
- * learned from the pods seen so far, not the oracle), then, among equal FGD scores,
- * nodes already in use before empty ones, then BestFit's leftover. Finer FGD scores
+/* Expected stranded share (place_waste_state) of node n after placing r on the given
+ * cards, or as it is when gpus is NULL. */
+static double waste_after(const struct place_mix *mix, struct place_fit_index *ix,
+                          const struct place_node *n, const struct place_request *r,
+                          const uint8_t *gpus)
+{
+    uint32_t free_milli[PLACE_MAX_GPUS];
+    for (uint16_t g = 0; g < n->gpu_count; g++)
+        free_milli[g] = PLACE_GPU_MILLI - n->gpus[g].milli_used;
+    uint64_t cpu_free = n->cpu_total - n->cpu_used;
+    if (gpus != NULL) {
+        for (uint32_t i = 0; i < r->gpu_count; i++)
+            free_milli[gpus[i]] -= r->gpu_milli;
+        cpu_free -= r->cpu_milli;
+    }
+    return place_waste_state(mix, ix, n->model, cpu_free, free_milli, n->gpu_count);
+}
+
+#define WASTE_STEP 10.0 /* milli-GPU of expected stranded share per score point */
+
+/* A sharing pod under the default policy: the card (each distinct free share tried once)
+ * and node that grow the expected stranded share the least, in steps of WASTE_STEP. */
+static int64_t score_waste(const struct place_mix *mix, struct place_frag_cache *fc,
+                           const struct place_node *n, const struct place_request *r, uint8_t *gpus)
+{
+    struct place_fit_index *ix = fc != NULL ? &fc->fit : NULL;
+    double before = waste_after(mix, ix, n, r, NULL);
+    int64_t best = INT64_MIN;
+    uint32_t tried[PLACE_MAX_GPUS];
+    uint16_t tried_count = 0;
+    for (uint16_t g = 0; g < n->gpu_count; g++) {
+        if (!place_gpu_usable(&n->gpus[g], r))
+            continue;
+        uint32_t free_milli = PLACE_GPU_MILLI - n->gpus[g].milli_used;
+        bool seen = false;
+        for (uint16_t i = 0; i < tried_count && !seen; i++)
+            seen = tried[i] == free_milli;
+        if (seen)
+            continue;
+        tried[tried_count++] = free_milli;
+        uint8_t one = (uint8_t)g;
+        int64_t s = (int64_t)floor((before - waste_after(mix, ix, n, r, &one)) / WASTE_STEP);
+        if (s > best) {
+            best = s;
+            gpus[0] = (uint8_t)g;
+        }
+    }
+    return best;
+}
+
+/* vgpu's default, on the caller's mix (the simulator passes a mix learned from the pods
+ * seen so far, not the oracle). A sharing pod goes where the expected stranded share
+ * (place_waste_state) grows the least: unlike FGD's ΔF, a remainder that later pods of
+ * the mix can fill counts as nearly free, so a card is not topped up to a remainder no
+ * pod fits (470 + 320 leaves 210, which only the rare pods under 210 milli can use).
+ * Every other pod is scored by FGD's integer score. Among equal scores, nodes already in
+ * use come before empty ones, then BestFit's leftover decides. Finer FGD scores
  * (real-valued ΔF) did worse on openb (5.8 % against 4.75 %): the coarse score leaves
  * ties, and sending them to the same nodes consolidates. Tried variants and results are
  * in docs/placement.md. */
@@ -265,7 +319,8 @@ static int64_t score_default(const struct place_cluster *c, const struct place_m
                              struct place_frag_cache *fc, const struct place_node *n,
                              const struct place_request *r, uint8_t *gpus)
 {
-    int64_t f = score_fgd(c, mix, fc, n, r, false, gpus);
+    int64_t f =
+        is_sharing(r) ? score_waste(mix, fc, n, r, gpus) : score_fgd(c, mix, fc, n, r, false, gpus);
     double left =
         0.5 * (double)(n->cpu_total - n->cpu_used - r->cpu_milli) / MAX_SPEC_CPU +
         0.5 * ((double)n->free_milli - (double)r->gpu_count * r->gpu_milli) / MAX_SPEC_GPU;
