@@ -2,6 +2,7 @@
  * score on small clusters computed by hand, determinism, and exact allocate/release
  * round trips. */
 #include <errno.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -654,6 +655,124 @@ static void test_frag_cache(void **state)
     place_mix_clear(&m);
 }
 
+static void test_default_waste_by_hand(void **state)
+{
+    (void)state;
+    struct place_mix m;
+    place_mix_init(&m);
+    /* GPU types of weight 8 in all: a 500-milli share (1 core, w3), a 200-milli share
+     * needing 4 cores (w1), a whole GPU (w2), a 2-GPU pod (w1), a 300-milli share only
+     * for model 1 (w1); plus a CPU-only type (w2), which never counts. */
+    struct place_mix_type types[] = {
+        {.cpu_milli = 1000,
+         .gpu_count = 1,
+         .gpu_milli = 500,
+         .model_mask = UINT64_MAX,
+         .weight = 3},
+        {.cpu_milli = 4000,
+         .gpu_count = 1,
+         .gpu_milli = 200,
+         .model_mask = UINT64_MAX,
+         .weight = 1},
+        {.cpu_milli = 1000,
+         .gpu_count = 1,
+         .gpu_milli = 1000,
+         .model_mask = UINT64_MAX,
+         .weight = 2},
+        {.cpu_milli = 1000,
+         .gpu_count = 2,
+         .gpu_milli = 1000,
+         .model_mask = UINT64_MAX,
+         .weight = 1},
+        {.cpu_milli = 1000, .gpu_count = 1, .gpu_milli = 300, .model_mask = 2, .weight = 1},
+        {.cpu_milli = 1000, .model_mask = UINT64_MAX, .weight = 2},
+    };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        assert_int_equal(place_mix_add(&m, &types[i]), 0);
+    struct place_frag_cache fc;
+    assert_int_equal(place_frag_cache_init(&fc, 1), 0);
+    /* Model 0, 2 cores free, cards with 500, 1000 and 200 milli free. Card 500: only the
+     * 500 share fits (the 200 share lacks CPU, the model-1 share the model): q = 3, term
+     * 500·(5/8)³ = 122.0703125. Card 1000: 500 share and whole GPU (one free card is too
+     * few for the pair): q = 5, 1000·(3/8)³ = 52.734375. Card 200: nothing, all 200. */
+    uint32_t free_milli[3] = {500, 1000, 200};
+    for (int pass = 0; pass < 2; pass++) { /* without, then with the index */
+        struct place_fit_index *ix = pass ? &fc.fit : NULL;
+        assert_int_equal(place_fit_weight(&m, ix, 0, 2000, free_milli, 3, 500), 3);
+        assert_int_equal(place_fit_weight(&m, ix, 0, 2000, free_milli, 3, 1000), 5);
+        assert_int_equal(place_fit_weight(&m, ix, 0, 2000, free_milli, 3, 200), 0);
+        assert_int_equal(place_fit_weight(&m, ix, 1, 2000, free_milli, 3, 500), 4);
+        assert_true(fabs(place_waste_state(&m, ix, 0, 2000, free_milli, 3) - 374.8046875) < 1e-9);
+        /* 4 cores: the 200 share fits everywhere: 500·(4/8)³ + 1000·(2/8)³ + 200·(7/8)³. */
+        assert_true(fabs(place_waste_state(&m, ix, 0, 4000, free_milli, 3) - 212.109375) < 1e-9);
+        /* Two free cards admit the pair: card 1000 then holds w 6 of 8. */
+        uint32_t two[2] = {1000, 1000};
+        assert_int_equal(place_fit_weight(&m, ix, 0, 2000, two, 2, 1000), 6);
+        /* Less CPU than any type: every free share is stranded. */
+        assert_true(fabs(place_waste_state(&m, ix, 0, 999, free_milli, 3) - 1700.0) < 1e-9);
+    }
+    assert_true(fc.fit.valid);
+    /* After a reset the index follows the changed mix. */
+    struct place_mix_type tiny = {
+        .cpu_milli = 0, .gpu_count = 1, .gpu_milli = 100, .model_mask = UINT64_MAX, .weight = 8};
+    assert_int_equal(place_mix_add(&m, &tiny), 0);
+    place_frag_cache_reset(&fc);
+    assert_int_equal(place_fit_weight(&m, &fc.fit, 0, 2000, free_milli, 3, 200), 8);
+    /* A mix without GPU types strands nothing. */
+    struct place_mix none;
+    place_mix_init(&none);
+    assert_true(place_waste_state(&none, NULL, 0, 2000, free_milli, 3) == 0.0);
+    place_frag_cache_free(&fc);
+    place_mix_clear(&m);
+
+    /* A decision. Mix: 470 (w2), 320 (w2), whole GPU (w4). One node, cards with 530
+     * (a 470 pod), 680 (a 320 pod) and 1000 free; a 320 pod arrives.
+     *   before: 530·(4/8)³ + 680·(4/8)³ + 0 = 66.25 + 85 = 151.25
+     *   card 0 (-> 210, no type fits): 210 + 85 = 295, growth 143.75, ⌊−14.375⌋ = −15
+     *   card 1 (-> 360, q = 2): 66.25 + 360·(6/8)³ = 218.125, growth 66.875 -> −7
+     *   card 2 (-> 680): 66.25 + 85 + 85 = 236.25, growth 85 -> −9
+     * Default takes card 1 (360 left, which a later 320 still fits); FGD scores cards 0
+     * and 1 alike (ΔF = −0.055 and −0.07 GPU, both ⌊100·σ⌋ = 51) and takes card 0,
+     * leaving 210 that no type can use.
+     * Default's score: −7·1000 + 500 (node in use) + BestFit ⌊100·(1 − 0.25 −
+     * 0.5·1890/8000)⌋ = 63. */
+    place_mix_init(&m);
+    struct place_mix_type pair_mix[] = {
+        {.gpu_count = 1, .gpu_milli = 470, .model_mask = UINT64_MAX, .weight = 2},
+        {.gpu_count = 1, .gpu_milli = 320, .model_mask = UINT64_MAX, .weight = 2},
+        {.gpu_count = 1, .gpu_milli = 1000, .model_mask = UINT64_MAX, .weight = 4},
+    };
+    for (size_t i = 0; i < sizeof pair_mix / sizeof pair_mix[0]; i++)
+        assert_int_equal(place_mix_add(&m, &pair_mix[i]), 0);
+    struct place_cluster *c = cluster_of(1, 3, 64000, 262144);
+    c->nodes[0].gpus[0].milli_used = 470;
+    c->nodes[0].gpus[0].tenants = 1;
+    c->nodes[0].gpus[1].milli_used = 320;
+    c->nodes[0].gpus[1].tenants = 1;
+    place_cluster_refresh(c);
+    struct place_request r = gpu_request(0, 1, 320);
+    resolve(c, &r);
+    struct place_context ctx = {.mix = &m};
+    struct place_decision d;
+    struct vg_err err = {0};
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_DEFAULT, &ctx, &d, &err), 0);
+    assert_int_equal(d.gpus[0], 1);
+    assert_int_equal(d.score, -7000 + 500 + 63);
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_FGD, &ctx, &d, &err), 0);
+    assert_int_equal(d.gpus[0], 0);
+    assert_int_equal(d.score, 51);
+    /* Whole-GPU pods keep FGD's score under default: the free card goes, F stays
+     * 4·530 + 4·680 (ΔF = 0, ⌊100·σ(0)⌋ = 50); BestFit ⌊100·(1 − 0.25 − 0.5·1210/8000)⌋
+     * = 67. */
+    struct place_request whole = gpu_request(0, 1, 1000);
+    resolve(c, &whole);
+    assert_int_equal(place_decide(c, &whole, PLACE_POLICY_DEFAULT, &ctx, &d, &err), 0);
+    assert_int_equal(d.gpus[0], 2);
+    assert_int_equal(d.score, 50 * 1000 + 500 + 67);
+    place_cluster_free(c);
+    place_mix_clear(&m);
+}
+
 static void test_no_fit_and_policy_names(void **state)
 {
     (void)state;
@@ -752,6 +871,7 @@ int main(void)
         cmocka_unit_test(test_ties_go_to_lowest_rank),
         cmocka_unit_test(test_allocate_release_round_trip),
         cmocka_unit_test(test_frag_cache),
+        cmocka_unit_test(test_default_waste_by_hand),
         cmocka_unit_test(test_no_fit_and_policy_names),
         cmocka_unit_test(test_node_mask_and_memo),
     };
