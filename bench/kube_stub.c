@@ -10,7 +10,11 @@
  *   GET   /api/v1/namespaces/NS/pods/P
  *   PATCH /api/v1/namespaces/NS/pods/P             JSON merge patch; metadata.resourceVersion
  *                                                  in the patch is a precondition (409)
- *   POST  /api/v1/namespaces/NS/pods/P/binding     sets spec.nodeName (409 if bound)
+ *   POST  /api/v1/namespaces/NS/pods/P/binding     as kube-apiserver: the Binding's
+ *                                                  metadata.uid / resourceVersion are
+ *                                                  preconditions (409), spec.nodeName and
+ *                                                  its annotations are set in one write
+ *                                                  (409 if already bound)
  *
  * Nodes carry a vgpu.io/gpus inventory (docs/protocol.md) of G GPUs with 81559 MiB and
  * 10 slots each; pods are pending "default/b-NNNNN" pods asking for one GPU, 10000 MiB
@@ -139,10 +143,12 @@ static json_t *make_node(unsigned i, unsigned gpus)
 static json_t *make_pod(unsigned i)
 {
     char name[32];
+    char uid[40];
     (void)vg_snprintf(name, sizeof name, "b-%05u", i);
+    (void)vg_snprintf(uid, sizeof uid, "uid-b-%05u", i);
     return json_pack("{s:{s:s, s:s, s:s, s:{}}, s:{s:s, s:[{s:s, s:s, s:{s:{s:s, s:s, s:s}}}]}, "
                      "s:{s:s}}",
-                     "metadata", "name", name, "namespace", "default", "uid", name, "annotations",
+                     "metadata", "name", name, "namespace", "default", "uid", uid, "annotations",
                      "spec", "schedulerName", "vgpu-scheduler", "containers", "name", "main",
                      "image", "cuda", "resources", "limits", "nvidia.com/gpu", "1",
                      "nvidia.com/gpumem", "10000", "nvidia.com/gpucores", "10", "status", "phase",
@@ -224,6 +230,52 @@ static json_t *read_body(struct evhttp_request *req)
     return json_loadb(data != NULL ? data : "", len, 0, NULL);
 }
 
+/* POST pods/P/binding, with kube-apiserver's checks in its order: name, target, the uid
+ * and resourceVersion preconditions, already bound; then one write of spec.nodeName and
+ * the Binding's annotations. */
+static void bind_pod(struct stub *s, struct evhttp_request *req, json_t *pod, const char *name,
+                     json_t *body)
+{
+    json_t *meta = json_object_get(body, "metadata");
+    json_t *pmeta = json_object_get(pod, "metadata");
+    const char *bname = json_string_value(json_object_get(meta, "name"));
+    const char *node = json_string_value(json_object_get(json_object_get(body, "target"), "name"));
+    const char *uid = json_string_value(json_object_get(meta, "uid"));
+    const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));
+    const char *have_uid = json_string_value(json_object_get(pmeta, "uid"));
+    const char *have_rv = json_string_value(json_object_get(pmeta, "resourceVersion"));
+    json_t *annotations = json_object_get(meta, "annotations");
+    json_t *spec = json_object_get(pod, "spec");
+    if (!json_is_object(body) || (bname != NULL && strcmp(bname, name) != 0)) {
+        reply_status(req, 400, "BadRequest", "name in URL does not match name in Binding object");
+    } else if (node == NULL || node[0] == '\0') {
+        reply_status(req, 422, "Invalid", "target.name: Required value");
+    } else if (annotations != NULL && !json_is_object(annotations)) {
+        reply_status(req, 400, "BadRequest", "metadata.annotations must be an object");
+    } else if ((uid != NULL && uid[0] != '\0' && (have_uid == NULL || strcmp(uid, have_uid))) ||
+               (rv != NULL && rv[0] != '\0' && (have_rv == NULL || strcmp(rv, have_rv)))) {
+        s->conflicts++;
+        reply_status(req, 409, "Conflict", "Precondition failed");
+    } else if (json_object_get(spec, "nodeName") != NULL) {
+        s->conflicts++;
+        reply_status(req, 409, "Conflict", "pod is already assigned to a node");
+    } else {
+        json_object_set_new(spec, "nodeName", json_string(node));
+        if (annotations != NULL) {
+            json_t *have = json_object_get(pmeta, "annotations");
+            if (!json_is_object(have)) {
+                have = json_object();
+                json_object_set_new(pmeta, "annotations", have);
+            }
+            json_object_update(have, annotations);
+        }
+        set_rv(s, pod);
+        s->binds++;
+        record(s, 1, "MODIFIED", pod);
+        reply_status(req, 201, "Created", "");
+    }
+}
+
 static void handle(struct evhttp_request *req, void *arg)
 {
     struct stub *s = arg;
@@ -272,21 +324,7 @@ static void handle(struct evhttp_request *req, void *arg)
             }
         } else if (n == 3 && strcmp(sub, "binding") == 0 && method == EVHTTP_REQ_POST) {
             body = read_body(req);
-            const char *node =
-                json_string_value(json_object_get(json_object_get(body, "target"), "name"));
-            json_t *spec = json_object_get(pod, "spec");
-            if (node == NULL || node[0] == '\0') {
-                reply_status(req, 400, "BadRequest", "binding target must be a Node with a name");
-            } else if (json_object_get(spec, "nodeName") != NULL) {
-                s->conflicts++;
-                reply_status(req, 409, "Conflict", "pod is already assigned to a node");
-            } else {
-                json_object_set_new(spec, "nodeName", json_string(node));
-                set_rv(s, pod);
-                s->binds++;
-                record(s, 1, "MODIFIED", pod);
-                reply_status(req, 201, "Created", "");
-            }
+            bind_pod(s, req, pod, name, body);
         } else {
             reply_status(req, 405, "MethodNotAllowed", "not served by kube_stub");
         }

@@ -16,8 +16,10 @@ daemons use, with the wire formats of the real kube-apiserver:
          metadata.annotations/labels); metadata.resourceVersion in the patch is a
          precondition: 409 Conflict when the object has changed
   DELETE the object paths
-  POST   /api/v1/namespaces/NS/pods/P/binding                       sets spec.nodeName;
-         409 if the pod is already bound
+  POST   /api/v1/namespaces/NS/pods/P/binding                       sets spec.nodeName and
+         merges the Binding's metadata.annotations in one write; its metadata.uid and
+         metadata.resourceVersion, when set, are preconditions (409); 409 if the pod is
+         already bound or being deleted
 
 Failure injection, through CLI flags or the admin endpoints:
   POST /admin/faults {"fail_next": N, "fail_status": 500, "delay_ms": D, "delay_next": N,
@@ -26,6 +28,8 @@ Failure injection, through CLI flags or the admin endpoints:
        delay_ms: the next delay_next API requests (all if 0) wait D ms before answering;
        drop_after_events: every watch is cut (no final chunk) after sending N events;
        watch_paused: open watches hold new events back (a slow watch) until it is false;
+       fail_after: the failing requests are carried out first and only their answer is
+       replaced (a write that happened although the client saw an error);
        "match": "TEXT" limits fail_next and delay_ms to requests whose "METHOD path?query"
        contains TEXT (e.g. "POST /api/v1/namespaces/default/pods/p/binding"); "" = all.
   POST /admin/inject {"action": "drop"|"expire"|"malformed"|"oversized"|"error",
@@ -132,7 +136,7 @@ class Store:
         self.compacted = 0  # events with rv <= compacted are gone
         self.event_window = event_window
         self.faults = {"fail_next": 0, "fail_status": 500, "delay_ms": 0, "delay_next": 0,
-                       "match": "",
+                       "match": "", "fail_after": False,
                        "drop_after_events": 0, "watch_410_http": False, "watch_paused": False}
         self.inject_gen = 0
         self.inject = None
@@ -203,22 +207,62 @@ class Store:
             return new
 
     def bind(self, ns, name, binding):
+        """pods/binding as kube-apiserver 1.27+ does it (BindingREST.Create): the name must
+        match the URL; a non-empty metadata.uid and metadata.resourceVersion are
+        preconditions (409 Conflict, nothing written); a pod being deleted or already
+        bound is a 409 on pods/binding; otherwise spec.nodeName is set, the Binding's
+        metadata.annotations are merged into the pod's and the PodScheduled condition is
+        set to True, all in one write (one MODIFIED event)."""
         with self.cond:
+            if not isinstance(binding, dict):
+                raise ApiError(400, "BadRequest", "body must be a Binding object")
+            meta = binding.get("metadata") if isinstance(binding.get("metadata"), dict) else {}
+            if meta.get("name", name) != name:
+                raise ApiError(400, "BadRequest",
+                               "name in URL does not match name in Binding object")
+            target = binding.get("target")
+            if not isinstance(target, dict) or target.get("kind", "Node") != "Node" \
+                    or not target.get("name"):
+                raise ApiError(422, "Invalid",
+                               'Binding.core "%s" is invalid: target.name: Required value'
+                               % name)
+            annotations = meta.get("annotations") or {}
+            if not isinstance(annotations, dict) or \
+                    not all(isinstance(v, str) for v in annotations.values()):
+                raise ApiError(400, "BadRequest", "metadata.annotations must map to strings")
             key = "%s/%s" % (ns, name)
             pod = self.get("pods", key)
-            target = binding.get("target") if isinstance(binding, dict) else None
-            if not isinstance(target, dict) or target.get("kind") != "Node" \
-                    or not target.get("name"):
-                raise ApiError(400, "BadRequest", "binding target must be a Node with a name")
+            prefix = 'Operation cannot be fulfilled on pods "%s": ' % name
+            uid, rv = meta.get("uid") or "", meta.get("resourceVersion") or ""
+            if uid and uid != pod["metadata"].get("uid", ""):
+                raise ApiError(409, "Conflict", prefix + "Precondition failed: UID in "
+                               "precondition: %s, UID in object meta: %s"
+                               % (uid, pod["metadata"].get("uid", "")))
+            if rv and rv != pod["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict", prefix + "Precondition failed: ResourceVersion "
+                               "in precondition: %s, ResourceVersion in object meta: %s"
+                               % (rv, pod["metadata"]["resourceVersion"]))
+            prefix = 'Operation cannot be fulfilled on pods/binding "%s": ' % name
+            if pod["metadata"].get("deletionTimestamp"):
+                raise ApiError(409, "Conflict", prefix + "pod %s is being deleted, cannot be "
+                               "assigned to a host" % name)
             bound = (pod.get("spec") or {}).get("nodeName")
             if bound:
-                raise ApiError(409, "Conflict", 'pod %s is already assigned to node "%s"'
+                raise ApiError(409, "Conflict", prefix + 'pod %s is already assigned to node "%s"'
                                % (name, bound))
             new = copy.deepcopy(pod)
             new.setdefault("spec", {})["nodeName"] = target["name"]
+            if annotations:
+                new["metadata"].setdefault("annotations", {}).update(annotations)
+            status = new.setdefault("status", {})
+            conditions = [c for c in status.get("conditions") or []
+                          if c.get("type") != "PodScheduled"]
+            conditions.append({"type": "PodScheduled", "status": "True"})
+            status["conditions"] = conditions
             self._bump(new)
             self.objects["pods"][key] = new
             self._record("pods", "MODIFIED", new)
+            self.stats["bindings"] += 1
 
     def delete(self, kind, key):
         with self.cond:
@@ -256,6 +300,7 @@ def generate(store, nodes, gpus, pods):
 
 
 class Handler(BaseHTTPRequestHandler):
+    fail_after = 0  # set by apply_faults: answer with this status after the request ran
     protocol_version = "HTTP/1.1"
     server_version = "vgpu-test-apiserver/1"
 
@@ -266,6 +311,9 @@ class Handler(BaseHTTPRequestHandler):
     # ---- plumbing ---------------------------------------------------------------
 
     def send_json(self, code, body):
+        if self.fail_after:  # the request was carried out; its answer is lost
+            code, self.fail_after = self.fail_after, 0
+            body = status_body(code, "InternalError", "injected failure (HTTP %d)" % code)
         data = json.dumps(body, separators=(",", ":")).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -313,6 +361,7 @@ class Handler(BaseHTTPRequestHandler):
         self.dispatch("DELETE")
 
     def dispatch(self, method):
+        self.fail_after = 0
         url = urlsplit(self.path)
         query = parse_qs(url.query)
         parts = [p for p in url.path.split("/") if p]
@@ -401,6 +450,9 @@ class Handler(BaseHTTPRequestHandler):
                 faults["fail_next"] -= 1
                 store.stats["failed"] += 1
                 code = faults["fail_status"]
+                if faults["fail_after"]:
+                    self.fail_after = code
+                    fail = False
         if delay:
             time.sleep(delay / 1000.0)
         if fail:
@@ -637,8 +689,9 @@ class Handler(BaseHTTPRequestHandler):
                 store.cond.notify_all()
             elif what == "reset":
                 store.faults.update({"fail_next": 0, "delay_ms": 0, "delay_next": 0,
-                                     "drop_after_events": 0, "watch_410_http": False,
-                                     "watch_paused": False, "match": ""})
+                                     "fail_after": False, "drop_after_events": 0,
+                                     "watch_410_http": False, "watch_paused": False,
+                                     "match": ""})
                 store.cond.notify_all()
             else:
                 return self.send_error_status(404, "NotFound", "unknown admin endpoint")

@@ -555,39 +555,64 @@ static bool name_is_valid(const char *name)
     return true;
 }
 
-int kube_bind_pod(struct kube_client *client, const char *ns, const char *name, const char *node,
-                  kube_response_fn done, void *arg, struct vg_err *err)
+static int check_annotations(const char *what, json_t *annotations, bool allow_null,
+                             struct vg_err *err)
 {
-    if (!name_is_valid(ns) || !name_is_valid(name) || !name_is_valid(node))
+    if (!json_is_object(annotations))
+        return vg_err_set(err, -EINVAL, "%s: annotations must be a JSON object", what);
+    const char *key;
+    json_t *value;
+    json_object_foreach(annotations, key, value)
+    {
+        if (!json_is_string(value) && !(allow_null && json_is_null(value)))
+            return vg_err_set(err, -EINVAL, "%s: annotation '%s' must be a string%s", what, key,
+                              allow_null ? " or null" : "");
+    }
+    return 0;
+}
+
+int kube_bind_pod_with(struct kube_client *client, const struct kube_binding *b,
+                       kube_response_fn done, void *arg, struct vg_err *err)
+{
+    if (!name_is_valid(b->ns) || !name_is_valid(b->name) || !name_is_valid(b->node))
         return vg_err_set(err, -EINVAL,
                           "bind: invalid namespace, pod or node name ('%.64s', "
                           "'%.64s', '%.64s')",
-                          ns ? ns : "", name ? name : "", node ? node : "");
+                          b->ns ? b->ns : "", b->name ? b->name : "", b->node ? b->node : "");
+    if (b->annotations != NULL && check_annotations("bind", b->annotations, false, err) < 0)
+        return err->code;
     char path[640];
-    vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding", ns, name);
-    json_t *binding = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "apiVersion", "v1",
-                                "kind", "Binding", "metadata", "name", name, "namespace", ns,
-                                "target", "apiVersion", "v1", "kind", "Node", "name", node);
+    vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/binding", b->ns, b->name);
+    json_t *metadata = json_pack("{s:s, s:s}", "name", b->name, "namespace", b->ns);
+    if (b->uid != NULL && b->uid[0] != '\0')
+        json_object_set_new(metadata, "uid", json_string(b->uid));
+    if (b->resource_version != NULL && b->resource_version[0] != '\0')
+        json_object_set_new(metadata, "resourceVersion", json_string(b->resource_version));
+    if (b->annotations != NULL && json_object_size(b->annotations) > 0)
+        json_object_set(metadata, "annotations", b->annotations);
+    json_t *binding = json_pack("{s:s, s:s, s:o, s:{s:s, s:s, s:s}}", "apiVersion", "v1", "kind",
+                                "Binding", "metadata", metadata, "target", "apiVersion", "v1",
+                                "kind", "Node", "name", b->node);
     int rc = simple_request(client, "POST", path, binding, "application/json", done, arg, err);
     json_decref(binding);
     return rc;
+}
+
+int kube_bind_pod(struct kube_client *client, const char *ns, const char *name, const char *node,
+                  kube_response_fn done, void *arg, struct vg_err *err)
+{
+    const struct kube_binding b = {.ns = ns, .name = name, .node = node};
+    return kube_bind_pod_with(client, &b, done, arg, err);
 }
 
 int kube_patch_annotations(struct kube_client *client, const char *object_path, json_t *annotations,
                            const char *resource_version, kube_response_fn done, void *arg,
                            struct vg_err *err)
 {
-    if (!json_is_object(annotations))
-        return vg_err_set(err, -EINVAL, "PATCH %s: annotations must be a JSON object",
-                          object_path ? object_path : "");
-    const char *key;
-    json_t *value;
-    json_object_foreach(annotations, key, value)
-    {
-        if (!json_is_string(value) && !json_is_null(value))
-            return vg_err_set(err, -EINVAL, "PATCH %s: annotation '%s' must be a string or null",
-                              object_path, key);
-    }
+    char what[320];
+    (void)vg_snprintf(what, sizeof what, "PATCH %s", object_path ? object_path : "");
+    if (check_annotations(what, annotations, true, err) < 0)
+        return err->code;
     json_t *metadata = json_pack("{s:O}", "annotations", annotations);
     if (resource_version != NULL)
         json_object_set_new(metadata, "resourceVersion", json_string(resource_version));

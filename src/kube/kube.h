@@ -116,6 +116,21 @@ int kube_patch(struct kube_client *client, const char *path, const char *content
 int kube_bind_pod(struct kube_client *client, const char *ns, const char *name, const char *node,
                   kube_response_fn done, void *arg, struct vg_err *err);
 
+/* The same Binding with its metadata filled in. The API server sets spec.nodeName and
+ * merges the Binding's metadata.annotations into the pod's in one write, and takes a
+ * non-empty uid and resourceVersion as preconditions: when the pod was recreated or has
+ * changed since it was read, it answers 409 and writes nothing (Kubernetes 1.23 and later
+ * for both; the uid precondition was ignored in 1.25 and 1.26). A pod already bound is a
+ * 409 too. annotations maps key -> string, borrowed; NULL or empty sends none. */
+struct kube_binding {
+    const char *ns, *name, *node;
+    const char *uid;              /* NULL or "": no uid precondition */
+    const char *resource_version; /* NULL or "": no resourceVersion precondition */
+    json_t *annotations;
+};
+int kube_bind_pod_with(struct kube_client *client, const struct kube_binding *binding,
+                       kube_response_fn done, void *arg, struct vg_err *err);
+
 /* Merge patch of metadata.annotations on `object_path` ("/api/v1/nodes/n1"). annotations
  * maps key -> string (set) or null (remove); borrowed. With resource_version not NULL the
  * patch carries metadata.resourceVersion, so the server answers 409 when the object

@@ -463,6 +463,9 @@ static void filter_decide(struct sched_state *s, json_t *pod, const char *key, s
             const char *rv = sched_json_str(pod, "metadata", "resourceVersion", NULL);
             if (rv != NULL)
                 (void)vg_strlcpy(p->resource_version, rv, sizeof p->resource_version);
+            const char *uid = sched_json_str(pod, "metadata", "uid", NULL);
+            if (uid == NULL || vg_strlcpy(p->uid, uid, sizeof p->uid) < 0)
+                p->uid[0] = '\0'; /* no uid precondition rather than a wrong one */
             p->assumed = true;
             p->expires_ms = now.mono_ms + s->opt.assume_ttl_ms;
             sched_map_put(&s->pods, p->key, p);
@@ -752,13 +755,15 @@ int sched_bind_prepare(struct sched_state *s, const char *body, size_t len, stru
     const char *name = sched_json_str(args, "PodName", NULL, NULL);
     const char *ns = sched_json_str(args, "PodNamespace", NULL, NULL);
     const char *node = sched_json_str(args, "Node", NULL, NULL);
+    const char *uid = sched_json_str(args, "PodUID", NULL, NULL);
     if (rc == 0 && (name == NULL || name[0] == '\0' || node == NULL || node[0] == '\0'))
         rc = vg_err_set(err, -EBADMSG, "ExtenderBindingArgs: PodName and Node are required");
     if (rc == 0 && (ns == NULL || ns[0] == '\0'))
         ns = "default";
     if (rc == 0 && (vg_strlcpy(out->ns, ns, sizeof out->ns) < 0 ||
                     vg_strlcpy(out->name, name, sizeof out->name) < 0 ||
-                    vg_strlcpy(out->node, node, sizeof out->node) < 0))
+                    vg_strlcpy(out->node, node, sizeof out->node) < 0 ||
+                    (uid != NULL && vg_strlcpy(out->uid, uid, sizeof out->uid) < 0)))
         rc = vg_err_set(err, -EBADMSG, "ExtenderBindingArgs: a name is too long");
     if (rc < 0) {
         s->stats.bad_requests++;
@@ -770,8 +775,8 @@ int sched_bind_prepare(struct sched_state *s, const char *body, size_t len, stru
     char key[SCHED_KEY_MAX];
     (void)vg_snprintf(key, sizeof key, "%s/%s", out->ns, out->name);
     struct sched_pod *p = sched_map_get(&s->pods, key);
-    /* A decision already in the API but not bound (an earlier binding failed after its
-     * patch, or another writer decided) is bound as it stands. */
+    /* A decision already in the API but not bound (written by another writer, or by a
+     * scheduler that patched it separately before binding) is bound as it stands. */
     bool rebind = p != NULL && !p->assumed && !p->bound && p->node >= 0 && p->decision != NULL;
     if (p == NULL || (!p->assumed && !rebind)) {
         s->stats.bind_failures++;
@@ -789,6 +794,19 @@ int sched_bind_prepare(struct sched_state *s, const char *body, size_t len, stru
         return vg_err_set(err, -EINVAL, "vgpu: pod %s was promised node %s, not %s", key,
                           p->node_name, out->node);
     }
+    if (out->uid[0] != '\0' && p->uid[0] != '\0' && strcmp(out->uid, p->uid) != 0) {
+        /* The pod filter saw is gone and another of the same name took its place. */
+        s->stats.bind_failures++;
+        rc = vg_err_set(err, -ESTALE,
+                        "vgpu: pod %s was recreated since it was filtered (uid %s, now %s); "
+                        "scheduling will be retried",
+                        key, p->uid, out->uid);
+        if (p->assumed)
+            sched_pod_drop(s, p);
+        return rc;
+    }
+    if (out->uid[0] == '\0')
+        (void)vg_strlcpy(out->uid, p->uid, sizeof out->uid);
     p->binding = true;
     p->rebind = rebind;
     (void)vg_strlcpy(out->resource_version, p->resource_version, sizeof out->resource_version);
@@ -796,7 +814,8 @@ int sched_bind_prepare(struct sched_state *s, const char *body, size_t len, stru
     return 0;
 }
 
-void sched_bind_finish(struct sched_state *s, const struct sched_bind *b, bool ok)
+void sched_bind_finish(struct sched_state *s, const struct sched_bind *b,
+                       enum sched_bind_outcome outcome, struct sched_now now)
 {
     char key[SCHED_KEY_MAX];
     (void)vg_snprintf(key, sizeof key, "%s/%s", b->ns, b->name);
@@ -806,15 +825,13 @@ void sched_bind_finish(struct sched_state *s, const struct sched_bind *b, bool o
     p->binding = false;
     bool rebind = p->rebind;
     p->rebind = false;
-    if (!ok) {
+    if (outcome != SCHED_BIND_OK) {
         s->stats.bind_failures++;
-        if (rebind)
-            return; /* the decision stays in the API, and charged */
-        if (b->written && p->node >= 0) {
-            /* The annotation is in the API: the share stays charged as an API record
-             * (no longer a promise that expires) until the watch says otherwise. */
-            p->assumed = false;
-            p->written = true;
+        if (rebind || !p->assumed)
+            return; /* a decision in the API (or the watch already showed ours bound) */
+        if (outcome == SCHED_BIND_UNKNOWN && p->node >= 0) {
+            /* Perhaps written: keep the share until the watch tells, or the TTL. */
+            p->expires_ms = now.mono_ms + s->opt.assume_ttl_ms;
             return;
         }
         sched_pod_drop(s, p);

@@ -23,14 +23,15 @@ struct sched_pod {
     char key[SCHED_KEY_MAX];
     char node_name[ANNOT_NAME_MAX];
     char resource_version[64];
-    int32_t node; /* model index, -1 while the node is unknown */
-    bool applied; /* charged to the model */
-    bool assumed; /* filter's promise, not yet written to the API */
-    bool binding; /* bind in flight: does not expire */
-    bool written; /* we wrote its annotation; the watch may not have shown it yet */
-    bool bound;   /* the API shows spec.nodeName (or our binding succeeded) */
-    bool rebind;  /* the bind in flight re-uses a decision already in the API */
-    bool seen;    /* resync mark */
+    char uid[128]; /* metadata.uid as filter or the watch saw it; "" when unknown */
+    int32_t node;  /* model index, -1 while the node is unknown */
+    bool applied;  /* charged to the model */
+    bool assumed;  /* filter's promise, not yet written to the API */
+    bool binding;  /* bind in flight: does not expire */
+    bool written;  /* our binding wrote it; the watch may not have shown it yet */
+    bool bound;    /* the API shows spec.nodeName (or our binding succeeded) */
+    bool rebind;   /* the bind in flight re-uses a decision already in the API */
+    bool seen;     /* resync mark */
     uint64_t expires_ms;
     char *decision; /* vgpu.io/decision text (owned), NULL for a pod without GPUs */
     unsigned share_count;

@@ -87,22 +87,34 @@ int sched_prioritize(struct sched_state *s, const char *body, size_t len, char *
                      struct vg_err *err);
 
 /* POST /bind, first half: checks ExtenderBindingArgs against the pod's assumption and
- * hands back what to write. */
+ * hands back what to write: ONE pods/binding whose metadata carries the decision
+ * annotation and, as preconditions, the pod's uid and its resourceVersion as filter saw
+ * it. The API sets spec.nodeName and the annotation in one write, or neither. */
 struct sched_bind {
     char ns[254], name[254], node[254];
-    char resource_version[64]; /* the pod's, for the patch precondition */
-    char *decision;            /* vgpu.io/decision text, owned (sched_bind_release) */
-    bool written;              /* set by the caller once the annotation patch succeeded */
+    char uid[128];             /* precondition: ExtenderBindingArgs.PodUID, else filter's */
+    char resource_version[64]; /* precondition: the pod's as filter (or the watch) saw it */
+    char *decision;            /* vgpu.io/decision text, owned (sched_bind_release); NULL
+                                  for a pod without GPUs */
 };
 int sched_bind_prepare(struct sched_state *s, const char *body, size_t len, struct sched_now now,
                        struct sched_bind *out, struct vg_err *err);
-/* Second half: ok = the annotation and the binding were written. A failure before the
- * annotation was written drops the assumption (kube-scheduler retries the pod from
- * filter). A failure after it (b->written: the binding itself failed) keeps the share
- * charged, as the decision now in the API says; the retry's filter offers that node and
- * its bind writes the same decision again and binds ("rebind"), so such a pod is neither
- * lost nor stuck. */
-void sched_bind_finish(struct sched_state *s, const struct sched_bind *b, bool ok);
+/* How the binding went. */
+enum sched_bind_outcome {
+    SCHED_BIND_OK,      /* 2xx: the pod is bound and carries the decision */
+    SCHED_BIND_REFUSED, /* the API answered and wrote nothing (409 conflict or already
+                           bound, 404, other 4xx) */
+    SCHED_BIND_UNKNOWN, /* no answer (timeout, connection lost) or a 5xx: the write may
+                           or may not have happened */
+};
+/* Second half. OK: the share is the pod's, no longer a promise. REFUSED: the promise is
+ * dropped; kube-scheduler retries the pod from filter. UNKNOWN: the promise stays charged
+ * and expires --assume-ttl after now unless the watch shows the pod bound with it first
+ * (then it is the pod's); kube-scheduler's retry replaces it. A decision that was already
+ * in the API before this bind ("rebind": written by someone else, or by a scheduler that
+ * wrote it with a separate patch) stays charged whatever the outcome. */
+void sched_bind_finish(struct sched_state *s, const struct sched_bind *b,
+                       enum sched_bind_outcome outcome, struct sched_now now);
 void sched_bind_release(struct sched_bind *b);
 
 /* Drops assumptions past their TTL; returns how many. */

@@ -611,9 +611,12 @@ void sched_pod_update(struct sched_state *s, json_t *pod)
         return;
     }
     bool has_node = sched_json_str(pod, "spec", "nodeName", NULL) != NULL;
+    const char *uid = sched_json_str(pod, "metadata", "uid", NULL);
     if (p != NULL && p->decision != NULL && strcmp(p->decision, text) == 0) {
         if (rv != NULL)
             (void)vg_strlcpy(p->resource_version, rv, sizeof p->resource_version);
+        if (uid != NULL && vg_strlcpy(p->uid, uid, sizeof p->uid) < 0)
+            p->uid[0] = '\0';
         p->bound = p->bound || has_node;
         if (p->assumed && sched_json_str(pod, "spec", "nodeName", NULL) != NULL)
             p->assumed = false; /* our bind, seen through the watch */
@@ -644,6 +647,8 @@ void sched_pod_update(struct sched_state *s, json_t *pod)
     np->bound = has_node;
     if (rv != NULL)
         (void)vg_strlcpy(np->resource_version, rv, sizeof np->resource_version);
+    if (uid != NULL && vg_strlcpy(np->uid, uid, sizeof np->uid) < 0)
+        np->uid[0] = '\0';
     sched_map_put(&s->pods, np->key, np);
     if (np->node < 0) {
         s->waiting_pods++;

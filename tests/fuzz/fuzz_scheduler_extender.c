@@ -66,7 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct sched_bind b;
         rc = sched_bind_prepare(state, body, len, now, &b, &err);
         if (rc == 0) {
-            sched_bind_finish(state, &b, (data[0] & 0x80) != 0);
+            sched_bind_finish(state, &b, (enum sched_bind_outcome)((data[0] >> 5) % 3), now);
             sched_bind_release(&b);
         }
         break;

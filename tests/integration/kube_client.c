@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "base/parse.h"
 #include "base/str.h"
 #include "kube/kube.h"
 
@@ -525,6 +526,86 @@ static void test_bind(void **state)
                      -EINVAL);
 }
 
+/* The Binding with annotations and the uid / resourceVersion preconditions: one write
+ * of spec.nodeName and the annotations, or a 409 and nothing written. */
+static void test_bind_with_preconditions(void **state)
+{
+    (void)state;
+    create_pod("bind-pre");
+    struct reply r = {0};
+    struct vg_err err = {0};
+    assert_int_equal(request_sync("GET", "/api/v1/namespaces/default/pods/bind-pre", NULL, &r),
+                     200);
+    json_t *meta = json_object_get(r.body, "metadata");
+    char uid[128], rv[64];
+    assert_true(vg_strlcpy(uid, json_string_value(json_object_get(meta, "uid")), sizeof uid) > 0);
+    assert_true(
+        vg_strlcpy(rv, json_string_value(json_object_get(meta, "resourceVersion")), sizeof rv) > 0);
+    reply_clear(&r);
+    json_t *annotations = json_pack("{s:s}", "vgpu.io/decision", "{\"x\":1}");
+    struct kube_binding b = {.ns = "default",
+                             .name = "bind-pre",
+                             .node = "node-00001",
+                             .uid = "some-other-uid",
+                             .resource_version = rv,
+                             .annotations = annotations};
+    /* A uid that is not the pod's: refused, nothing written. */
+    assert_int_equal(kube_bind_pod_with(client, &b, reply_cb, &r, &err), 0);
+    reply_wait(&r);
+    assert_int_equal(r.status, 409);
+    assert_int_equal(r.err.code, -EEXIST);
+    assert_non_null(strstr(r.err.msg, "Precondition failed: UID"));
+    reply_clear(&r);
+    /* A stale resourceVersion: refused too. */
+    b.uid = uid;
+    b.resource_version = "1";
+    assert_int_equal(kube_bind_pod_with(client, &b, reply_cb, &r, &err), 0);
+    reply_wait(&r);
+    assert_int_equal(r.status, 409);
+    assert_non_null(strstr(r.err.msg, "Precondition failed: ResourceVersion"));
+    reply_clear(&r);
+    assert_int_equal(request_sync("GET", "/api/v1/namespaces/default/pods/bind-pre", NULL, &r),
+                     200);
+    assert_null(json_object_get(json_object_get(r.body, "spec"), "nodeName"));
+    assert_null(json_object_get(json_object_get(json_object_get(r.body, "metadata"), "annotations"),
+                                "vgpu.io/decision"));
+    reply_clear(&r);
+    /* Both right: bound and annotated in one write (one resourceVersion step). */
+    b.resource_version = rv;
+    assert_int_equal(kube_bind_pod_with(client, &b, reply_cb, &r, &err), 0);
+    reply_wait(&r);
+    assert_int_equal(r.status, 201);
+    assert_int_equal(r.err.code, 0);
+    reply_clear(&r);
+    assert_int_equal(request_sync("GET", "/api/v1/namespaces/default/pods/bind-pre", NULL, &r),
+                     200);
+    meta = json_object_get(r.body, "metadata");
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(r.body, "spec"), "nodeName")),
+        "node-00001");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(meta, "annotations"),
+                                                          "vgpu.io/decision")),
+                        "{\"x\":1}");
+    assert_string_equal(
+        json_string_value(json_object_get(meta, "labels") != NULL
+                              ? json_object_get(json_object_get(meta, "labels"), "t")
+                              : NULL),
+        "x");
+    uint64_t before = 0, after = 0;
+    assert_int_equal(vg_parse_u64(rv, 0, UINT64_MAX, &before, &err), 0);
+    assert_int_equal(vg_parse_u64(json_string_value(json_object_get(meta, "resourceVersion")), 0,
+                                  UINT64_MAX, &after, &err),
+                     0);
+    assert_true(after == before + 1);
+    reply_clear(&r);
+    /* Annotations that are not strings are refused before any request. */
+    json_t *bad = json_pack("{s:i}", "k", 1);
+    b.annotations = bad;
+    assert_int_equal(kube_bind_pod_with(client, &b, reply_cb, &r, &err), -EINVAL);
+    json_decref(bad);
+    json_decref(annotations);
+}
+
 static void test_patch_with_stale_version_conflicts(void **state)
 {
     (void)state;
@@ -853,6 +934,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_teardown(test_server_errors_retry_with_backoff, reset_faults),
         cmocka_unit_test_teardown(test_slow_response_does_not_block_loop, reset_faults),
         cmocka_unit_test_teardown(test_bind, reset_faults),
+        cmocka_unit_test_teardown(test_bind_with_preconditions, reset_faults),
         cmocka_unit_test_teardown(test_patch_with_stale_version_conflicts, reset_faults),
         cmocka_unit_test_teardown(test_oversized_and_malformed_lines_relist, reset_faults),
         cmocka_unit_test_teardown(test_body_ceiling_and_transport_errors, reset_faults),

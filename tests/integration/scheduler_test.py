@@ -161,11 +161,50 @@ class SchedulerTest(unittest.TestCase):
             {"metadata": {"labels": {"touched": "yes"}}}, "application/merge-patch+json")
         self.assertEqual(status, 200)
         err = self.cluster.bind(conn, pod, names[0])
-        self.assertIn("resourceVersion conflict", err)
-        self.assertNotIn("nodeName", self.cluster.get_pod(pod["metadata"]["name"])["spec"])
+        self.assertIn("changed since it was filtered", err)
+        self.assertIn("Precondition failed: ResourceVersion", err)
+        after = self.cluster.get_pod(pod["metadata"]["name"])
+        self.assertNotIn("nodeName", after["spec"])
+        self.assertNotIn("vgpu.io/decision", after["metadata"].get("annotations", {}))
         check(self.cluster)
         # kube-scheduler retries with the fresh pod, and it goes through.
         fresh = self.cluster.get_pod(pod["metadata"]["name"])
+        self.assertIsNotNone(self.schedule(conn, fresh))
+        check(self.cluster)
+
+    def test_bind_refused_for_recreated_pod(self):
+        # The pod is deleted and created again under the same name between filter and
+        # bind (the watch held back, so the scheduler has not seen it): the old decision
+        # must not land on the new pod.
+        conn = H.Http(self.cluster.port)
+        limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}
+        pod = self.make_pods(1, limits)[0]
+        name = pod["metadata"]["name"]
+        names, _ = self.cluster.filter(conn, pod, self.names)
+        self.assertEqual(len(names), 1)
+        status, _ = self.cluster.apic.request("POST", "/admin/faults", {"watch_paused": True})
+        self.assertEqual(status, 200)
+        try:
+            status, _ = self.cluster.apic.request(
+                "DELETE", "/api/v1/namespaces/default/pods/" + name)
+            self.assertEqual(status, 200)
+            again = self.cluster.create_pod(H.pod_object(name, limits))
+            self.assertNotEqual(again["metadata"]["uid"], pod["metadata"]["uid"])
+            # kube-scheduler filtered the old pod and binds the new one: the scheduler
+            # refuses before writing anything.
+            err = self.cluster.bind(conn, again, names[0])
+            self.assertIn("recreated since it was filtered", err)
+            # kube-scheduler still holds the old pod: the API refuses (uid precondition).
+            names, _ = self.cluster.filter(conn, pod, self.names)
+            self.assertEqual(len(names), 1)
+            err = self.cluster.bind(conn, pod, names[0])
+            self.assertIn("Precondition failed: UID", err)
+            fresh = self.cluster.get_pod(name)
+            self.assertNotIn("nodeName", fresh["spec"])
+            self.assertNotIn("vgpu.io/decision", fresh["metadata"].get("annotations", {}))
+            check(self.cluster)
+        finally:
+            self.cluster.apic.request("POST", "/admin/faults", {"watch_paused": False})
         self.assertIsNotNone(self.schedule(conn, fresh))
         check(self.cluster)
 
@@ -494,34 +533,56 @@ class FaultTest(unittest.TestCase):
             self.schedule(self.new_pod())
             self.wait_converged()
 
-    def test_500_on_patch_and_on_binding(self):
-        # The decision patch fails: the promise is dropped, nothing was written.
+    def promised(self):
+        """GPU memory held by promises (state minus bound state), in MiB."""
+        total = sum(g["memUsedMiB"] for gpus in self.cluster.state()["nodes"].values()
+                    for g in gpus)
+        bound = sum(g["memUsedMiB"] for gpus in self.cluster.state(bound=True)["nodes"].values()
+                    for g in gpus)
+        return total - bound
+
+    def test_500_on_binding(self):
+        # The binding answers 500 without writing: nothing is in the API, the promise
+        # stays charged (the outcome was unknown to the scheduler), and kube-scheduler's
+        # retry replaces it and binds.
         pod = self.new_pod("5000")
-        path = "/api/v1/namespaces/default/pods/" + pod["metadata"]["name"]
-        self.admin("faults", {"fail_next": 1, "fail_status": 500, "match": "PATCH " + path})
-        node, err = self.cycle(pod)
-        self.assertIn("writing the decision failed", err)
-        check(self.cluster)
-        self.assertEqual(self.cluster.state()["nodes"], self.cluster.state(bound=True)["nodes"])
-        self.assertNotIn("vgpu.io/decision",
-                         self.cluster.get_pod(pod["metadata"]["name"])["metadata"]
-                         .get("annotations", {}))
-        self.schedule(pod)
-        self.wait_converged()
-        # The binding fails after the patch: the written decision stays charged, and the
-        # retry binds it (the pod is neither lost nor stuck).
-        pod = self.new_pod("5000")
-        path = "/api/v1/namespaces/default/pods/%s/binding" % pod["metadata"]["name"]
+        name = pod["metadata"]["name"]
+        path = "/api/v1/namespaces/default/pods/%s/binding" % name
         self.admin("faults", {"fail_next": 1, "fail_status": 500, "match": "POST " + path})
+        node, err = self.cycle(pod)
+        self.assertIsNotNone(node)
+        self.assertIn("binding the pod failed", err)
+        check(self.cluster)
+        written = self.cluster.get_pod(name)
+        self.assertNotIn("nodeName", written["spec"])
+        self.assertNotIn("vgpu.io/decision", written["metadata"].get("annotations", {}))
+        self.assertEqual(self.promised(), 5000)
+        self.wait_converged()
+        self.schedule(pod)
+        self.assertEqual(self.promised(), 0)
+        self.wait_converged()
+        # The binding is written but its answer is lost (a 500 after the write): the
+        # scheduler keeps the share until the watch shows the pod bound with it, and the
+        # model then equals the API; a retry of the bind is refused by the API (bound).
+        pod = self.new_pod("5000")
+        name = pod["metadata"]["name"]
+        path = "/api/v1/namespaces/default/pods/%s/binding" % name
+        self.admin("faults", {"fail_next": 1, "fail_status": 500, "fail_after": True,
+                              "match": "POST " + path})
         node, err = self.cycle(pod)
         self.assertIn("binding the pod failed", err)
         check(self.cluster)
-        written = self.cluster.get_pod(pod["metadata"]["name"])
+        written = self.cluster.get_pod(name)
+        self.assertEqual(written["spec"]["nodeName"], node)
         self.assertIn("vgpu.io/decision", written["metadata"]["annotations"])
-        self.assertNotIn("nodeName", written["spec"])
-        self.wait_converged(timeout=10)  # the written decision is charged meanwhile
-        self.assertEqual(self.schedule(pod), node)
+        self.wait_converged()
+        deadline = time.time() + 20
+        while self.promised() != 0:
+            self.assertLess(time.time(), deadline, "the bound share stayed a promise")
+            time.sleep(0.2)
         self.admin("reset")
+        names, _ = self.cluster.filter(self.conn, written, self.names)
+        self.assertEqual(names, [node])
         self.wait_converged()
 
     def test_409_on_binding(self):
@@ -530,14 +591,16 @@ class FaultTest(unittest.TestCase):
         self.admin("faults", {"fail_next": 1, "fail_status": 409, "match": "POST " + path})
         _, err = self.cycle(pod)
         self.assertIn("binding the pod failed", err)
+        self.assertIn("conflict", err)
+        self.assertEqual(self.promised(), 0)  # refused: nothing written, the promise goes
         check(self.cluster)
         self.schedule(pod)
         self.admin("reset")
         self.wait_converged()
 
     def test_slow_api_does_not_stall_filters(self):
-        # The API takes 2 s per pod patch; binds wait, filters do not.
-        self.admin("faults", {"delay_ms": 2000, "match": "PATCH "})
+        # The API takes 2 s per binding; binds wait, filters do not.
+        self.admin("faults", {"delay_ms": 2000, "match": "/binding"})
         slow = [self.new_pod() for _ in range(3)]
         quick = self.new_pod()
         results = []

@@ -53,10 +53,11 @@ static char *filter_body(const char *pod, const char *mem, int nodes)
         snprintf(name, sizeof name, "n%d", n);
         json_array_append_new(names, json_string(name));
     }
-    json_t *args = json_pack("{s:{s:{s:s, s:s, s:s}, s:{s:[{s:s, s:{s:{s:s, s:s}}}]}}, s:o}", "Pod",
-                             "metadata", "name", pod, "namespace", "default", "resourceVersion",
-                             "7", "spec", "containers", "name", "main", "resources", "limits",
-                             "nvidia.com/gpu", "1", "nvidia.com/gpumem", mem, "NodeNames", names);
+    json_t *args =
+        json_pack("{s:{s:{s:s, s:s, s:s, s:s}, s:{s:[{s:s, s:{s:{s:s, s:s}}}]}}, s:o}", "Pod",
+                  "metadata", "name", pod, "namespace", "default", "resourceVersion", "7", "uid",
+                  "uid-7", "spec", "containers", "name", "main", "resources", "limits",
+                  "nvidia.com/gpu", "1", "nvidia.com/gpumem", mem, "NodeNames", names);
     char *text = json_dumps(args, JSON_COMPACT);
     json_decref(args);
     return text;
@@ -133,7 +134,8 @@ static void test_expiry_and_bind(void **unused)
     assert_non_null(strstr(b.decision, "\"memoryMiB\":6000"));
     /* A bind in flight never expires; a finished one is no longer an assumption. */
     assert_int_equal(sched_expire(s, (struct sched_now){99999, 100}), 0);
-    sched_bind_finish(s, &b, true);
+    assert_string_equal(b.uid, "uid-7"); /* filter's, as ExtenderBindingArgs has none */
+    sched_bind_finish(s, &b, SCHED_BIND_OK, (struct sched_now){1000, 100});
     sched_bind_release(&b);
     assert_int_equal(sched_expire(s, (struct sched_now){99999, 100}), 0);
     char *dump = sched_dump(s, true);
@@ -167,67 +169,129 @@ static void test_decision_rebuild_and_overcommit(void **unused)
     sched_state_free(s);
 }
 
-/* The binding fails after the decision annotation was written: the share stays charged
- * (no expiry), and kube-scheduler's retry binds the same decision ("rebind"). */
-static void test_binding_failure_after_patch(void **unused)
+static char *bind_body(const char *pod, const char *uid, const char *node)
+{
+    static char buf[256];
+    snprintf(buf, sizeof buf,
+             "{\"PodName\":\"%s\",\"PodNamespace\":\"default\",\"PodUID\":\"%s\",\"Node\":\"%s\"}",
+             pod, uid, node);
+    return buf;
+}
+
+static const char *filtered_node(json_t *r)
+{
+    const char *node = json_string_value(json_array_get(json_object_get(r, "NodeNames"), 0));
+    assert_non_null(node);
+    return node;
+}
+
+static uint64_t assumed_count(struct sched_state *s)
+{
+    struct sched_stats st;
+    sched_state_stats(s, &st);
+    return st.assumed;
+}
+
+/* The one pods/binding call and its outcomes: refused (409, 404) drops the promise;
+ * unknown (5xx, timeout) keeps it charged until the watch shows the pod bound or the TTL
+ * passes; a recreated pod (uid) is refused before any write. */
+static void test_bind_outcomes(void **unused)
 {
     (void)unused;
     struct sched_state *s = new_state(2, 10000, 8);
-    json_t *r = filter(s, "a", "6000", 2, 0);
-    const char *node = json_string_value(json_array_get(json_object_get(r, "NodeNames"), 0));
-    assert_non_null(node);
-    char bind[256];
-    snprintf(bind, sizeof bind,
-             "{\"PodName\":\"a\",\"PodNamespace\":\"default\",\"PodUID\":\"\",\"Node\":\"%s\"}",
-             node);
-    json_decref(r);
     struct sched_bind b;
     struct vg_err err = {0};
     struct sched_now t = {0, 100};
-    assert_int_equal(sched_bind_prepare(s, bind, strlen(bind), t, &b, &err), 0);
-    char *decision = xstrdup_test(b.decision);
-    b.written = true; /* the patch went through, the binding did not */
-    sched_bind_finish(s, &b, false);
+    char node[32];
+
+    /* Refused: nothing was written, the promise goes at once. */
+    json_t *r = filter(s, "a", "6000", 2, 0);
+    snprintf(node, sizeof node, "%s", filtered_node(r));
+    json_decref(r);
+    const char *body = bind_body("a", "uid-7", node);
+    assert_int_equal(sched_bind_prepare(s, body, strlen(body), t, &b, &err), 0);
+    assert_string_equal(b.uid, "uid-7");
+    assert_string_equal(b.resource_version, "7");
+    assert_non_null(b.decision);
+    sched_bind_finish(s, &b, SCHED_BIND_REFUSED, t);
     sched_bind_release(&b);
-    /* Still charged, and no longer a promise that expires. */
-    assert_int_equal(sched_expire(s, (struct sched_now){999999, 100}), 0);
+    assert_int_equal(assumed_count(s), 0);
     char *dump = sched_dump(s, false);
+    assert_null(strstr(dump, "\"memUsedMiB\":6000"));
+    free(dump);
+
+    /* Unknown: still charged (a second 6000 MiB pod does not fit on that GPU), and it
+     * expires a TTL after the failed bind, not after the filter. */
+    r = filter(s, "a", "6000", 2, 0);
+    snprintf(node, sizeof node, "%s", filtered_node(r));
+    json_decref(r);
+    body = bind_body("a", "", node);
+    assert_int_equal(sched_bind_prepare(s, body, strlen(body), t, &b, &err), 0);
+    sched_bind_finish(s, &b, SCHED_BIND_UNKNOWN, (struct sched_now){900, 100});
+    sched_bind_release(&b);
+    assert_int_equal(assumed_count(s), 1);
+    assert_int_equal(sched_expire(s, (struct sched_now){1500, 100}), 0);
+    assert_int_equal(sched_expire(s, (struct sched_now){1900, 100}), 1);
+    assert_int_equal(assumed_count(s), 0);
+
+    /* Unknown, then the watch shows the binding did happen: the share is the pod's. */
+    r = filter(s, "a", "6000", 2, 2000);
+    snprintf(node, sizeof node, "%s", filtered_node(r));
+    json_decref(r);
+    body = bind_body("a", "", node);
+    assert_int_equal(sched_bind_prepare(s, body, strlen(body), t, &b, &err), 0);
+    char *decision = xstrdup_test(b.decision);
+    sched_bind_finish(s, &b, SCHED_BIND_UNKNOWN, (struct sched_now){2000, 100});
+    sched_bind_release(&b);
+    json_t *pod = json_pack("{s:{s:s, s:s, s:s, s:s, s:{s:s}}, s:{s:s}}", "metadata", "name", "a",
+                            "namespace", "default", "uid", "uid-7", "resourceVersion", "9",
+                            "annotations", "vgpu.io/decision", decision, "spec", "nodeName", node);
+    sched_pod_update(s, pod);
+    json_decref(pod);
+    assert_int_equal(assumed_count(s), 0);
+    assert_int_equal(sched_expire(s, (struct sched_now){999999, 100}), 0);
+    dump = sched_dump(s, true);
     assert_non_null(strstr(dump, "\"memUsedMiB\":6000"));
     free(dump);
-    /* The retry: filter offers the decided node only, and the bind goes through with the
-     * same decision; a failed rebind keeps the charge too. */
-    r = filter(s, "a", "6000", 2, 999999);
-    assert_int_equal(json_array_size(json_object_get(r, "NodeNames")), 1);
+    free(decision);
+
+    /* The pod was deleted and recreated under the same name between filter and bind. */
+    r = filter(s, "c", "3000", 2, 3000);
+    snprintf(node, sizeof node, "%s", filtered_node(r));
     json_decref(r);
-    for (int attempt = 0; attempt < 2; attempt++) {
-        assert_int_equal(sched_bind_prepare(s, bind, strlen(bind), t, &b, &err), 0);
-        assert_string_equal(b.decision, decision);
-        sched_bind_finish(s, &b, attempt == 1);
+    body = bind_body("c", "uid-other", node);
+    assert_int_equal(sched_bind_prepare(s, body, strlen(body), t, &b, &err), -ESTALE);
+    assert_non_null(strstr(err.msg, "recreated"));
+    assert_int_equal(assumed_count(s), 0);
+
+    /* A decision another writer put in the API, not bound yet: the bind writes it as it
+     * stands, and it stays charged whatever the outcome. */
+    const char *dec = "{\"version\":1,\"node\":\"n1\",\"time\":1,\"containers\":[{\"name\":\"m\","
+                      "\"gpus\":[{\"uuid\":\"GPU-1\",\"memoryMiB\":2000,\"cores\":10}]}]}";
+    pod = json_pack("{s:{s:s, s:s, s:s, s:s, s:{s:s}}}", "metadata", "name", "d", "namespace",
+                    "default", "uid", "uid-d", "resourceVersion", "11", "annotations",
+                    "vgpu.io/decision", dec);
+    sched_pod_update(s, pod);
+    json_decref(pod);
+    body = bind_body("d", "", "n1");
+    for (int attempt = 0; attempt < 3; attempt++) {
+        assert_int_equal(sched_bind_prepare(s, body, strlen(body), t, &b, &err), 0);
+        assert_string_equal(b.decision, dec);
+        assert_string_equal(b.uid, "uid-d");
+        assert_string_equal(b.resource_version, "11");
+        sched_bind_finish(s, &b,
+                          attempt == 0   ? SCHED_BIND_REFUSED
+                          : attempt == 1 ? SCHED_BIND_UNKNOWN
+                                         : SCHED_BIND_OK,
+                          t);
         sched_bind_release(&b);
         dump = sched_dump(s, false);
-        assert_non_null(strstr(dump, "\"memUsedMiB\":6000"));
+        assert_non_null(strstr(dump, "\"memUsedMiB\":2000"));
         free(dump);
     }
     /* Bound now: another bind finds no decision to write. */
-    assert_int_equal(sched_bind_prepare(s, bind, strlen(bind), t, &b, &err), -ENOENT);
-    /* A failure before the patch still drops the promise. */
-    r = filter(s, "c", "6000", 2, 0);
-    json_decref(r);
-    const char *bind_c = "{\"PodName\":\"c\",\"PodNamespace\":\"default\",\"PodUID\":\"\","
-                         "\"Node\":\"n0\"}";
-    const char *bind_c1 = "{\"PodName\":\"c\",\"PodNamespace\":\"default\",\"PodUID\":\"\","
-                          "\"Node\":\"n1\"}";
-    int rc = sched_bind_prepare(s, bind_c, strlen(bind_c), t, &b, &err);
-    if (rc < 0)
-        rc = sched_bind_prepare(s, bind_c1, strlen(bind_c1), t, &b, &err);
-    assert_int_equal(rc, 0);
-    sched_bind_finish(s, &b, false);
-    sched_bind_release(&b);
-    struct sched_stats st;
-    sched_state_stats(s, &st);
-    assert_int_equal(st.assumed, 0);
+    assert_int_equal(sched_bind_prepare(s, body, strlen(body), t, &b, &err), -ENOENT);
     assert_int_equal(sched_check_invariants(s, &err), 0);
-    free(decision);
     sched_state_free(s);
 }
 
@@ -263,7 +327,7 @@ int main(void)
         cmocka_unit_test(test_no_double_promise),
         cmocka_unit_test(test_expiry_and_bind),
         cmocka_unit_test(test_decision_rebuild_and_overcommit),
-        cmocka_unit_test(test_binding_failure_after_patch),
+        cmocka_unit_test(test_bind_outcomes),
         cmocka_unit_test(test_bad_bodies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -480,7 +480,7 @@ static void test_differential(void **unused)
                 struct vg_err err = {0};
                 rcs[k] = sched_bind_prepare(both[k], bind, strlen(bind), now, &b, &err);
                 if (rcs[k] == 0) {
-                    sched_bind_finish(both[k], &b, true);
+                    sched_bind_finish(both[k], &b, SCHED_BIND_OK, now);
                     sched_bind_release(&b);
                 }
             }

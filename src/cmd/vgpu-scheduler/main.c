@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "annot/annot.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -220,65 +221,46 @@ struct bind_call {
     double t0;
 };
 
-static void bind_reply(struct bind_call *bc, const char *error)
+static void bind_reply(struct bind_call *bc, const char *error, enum sched_bind_outcome outcome)
 {
     json_t *body = json_pack("{s:s}", "Error", error != NULL ? error : "");
     char *text = json_dumps(body, JSON_COMPACT);
     reply(bc->req, 200, "OK", "application/json", text);
     free(text);
     json_decref(body);
-    sched_bind_finish(bc->d->state, &bc->b, error == NULL);
+    sched_bind_finish(bc->d->state, &bc->b, outcome, now());
     hist_observe(&bc->d->latency[VERB_BIND], mono_s() - bc->t0);
     bc->d->bind_inflight--;
     sched_bind_release(&bc->b);
     free(bc);
 }
 
+/* The answer to the one pods/binding call. A 409 is a precondition that failed (the pod
+ * changed or was recreated since filter) or a pod already bound: nothing was written. */
 static void bound(void *arg, long status, json_t *body, const struct vg_err *err)
 {
-    (void)status;
     (void)body;
     struct bind_call *bc = arg;
     if (err->code < 0) {
-        char msg[VG_ERR_MSG_MAX + 64];
-        bc->d->api_errors++;
-        (void)vg_snprintf(msg, sizeof msg, "vgpu: binding the pod failed: %s", err->msg);
-        vg_log(VG_LOG_WARN, "bind failed", "pod=%s/%s err=\"%s\"", bc->b.ns, bc->b.name, err->msg);
-        bind_reply(bc, msg);
-        return;
-    }
-    vg_log(VG_LOG_DEBUG, "bound", "pod=%s/%s node=%s", bc->b.ns, bc->b.name, bc->b.node);
-    bind_reply(bc, NULL);
-}
-
-static void start_binding(struct bind_call *bc)
-{
-    struct vg_err err = {0};
-    if (kube_bind_pod(bc->d->client, bc->b.ns, bc->b.name, bc->b.node, bound, bc, &err) < 0)
-        bind_reply(bc, err.msg);
-}
-
-static void patched(void *arg, long status, json_t *body, const struct vg_err *err)
-{
-    (void)status;
-    (void)body;
-    struct bind_call *bc = arg;
-    if (err->code < 0) {
-        char msg[VG_ERR_MSG_MAX + 96];
+        char msg[VG_ERR_MSG_MAX + 128];
+        enum sched_bind_outcome outcome =
+            status == 0 || status >= 500 ? SCHED_BIND_UNKNOWN : SCHED_BIND_REFUSED;
         bc->d->api_errors++;
         if (err->code == -EEXIST)
             (void)vg_snprintf(msg, sizeof msg,
-                              "vgpu: pod changed since it was filtered (resourceVersion "
-                              "conflict); scheduling will be retried");
+                              "vgpu: binding the pod failed: the pod changed since it was "
+                              "filtered, or is bound already (conflict: %s); scheduling will "
+                              "be retried",
+                              err->msg);
         else
-            (void)vg_snprintf(msg, sizeof msg, "vgpu: writing the decision failed: %s", err->msg);
-        vg_log(VG_LOG_WARN, "decision patch failed", "pod=%s/%s err=\"%s\"", bc->b.ns, bc->b.name,
-               err->msg);
-        bind_reply(bc, msg);
+            (void)vg_snprintf(msg, sizeof msg, "vgpu: binding the pod failed: %s", err->msg);
+        vg_log(VG_LOG_WARN, "bind failed", "pod=%s/%s status=%ld err=\"%s\"", bc->b.ns, bc->b.name,
+               status, err->msg);
+        bind_reply(bc, msg, outcome);
         return;
     }
-    bc->b.written = true; /* a failed binding now keeps the share (sched_bind_finish) */
-    start_binding(bc);
+    vg_log(VG_LOG_DEBUG, "bound", "pod=%s/%s node=%s", bc->b.ns, bc->b.name, bc->b.node);
+    bind_reply(bc, NULL, SCHED_BIND_OK);
 }
 
 static void handle_bind(struct daemon *d, struct evhttp_request *req, const char *body, size_t len,
@@ -305,19 +287,21 @@ static void handle_bind(struct daemon *d, struct evhttp_request *req, const char
         return;
     }
     d->bind_inflight++;
-    if (bc->b.decision == NULL) {
-        start_binding(bc);
-        return;
-    }
-    char path[600];
-    (void)vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s", bc->b.ns, bc->b.name);
-    json_t *annotations = json_pack("{s:s}", "vgpu.io/decision", bc->b.decision);
-    rc = kube_patch_annotations(d->client, path, annotations,
-                                bc->b.resource_version[0] != '\0' ? bc->b.resource_version : NULL,
-                                patched, bc, &err);
+    /* One write: spec.nodeName and the decision annotation together, on the pod filter
+     * saw (uid and resourceVersion preconditions). */
+    json_t *annotations = NULL;
+    if (bc->b.decision != NULL)
+        annotations = json_pack("{s:s}", ANNOT_KEY_DECISION, bc->b.decision);
+    const struct kube_binding binding = {.ns = bc->b.ns,
+                                         .name = bc->b.name,
+                                         .node = bc->b.node,
+                                         .uid = bc->b.uid,
+                                         .resource_version = bc->b.resource_version,
+                                         .annotations = annotations};
+    rc = kube_bind_pod_with(d->client, &binding, bound, bc, &err);
     json_decref(annotations);
     if (rc < 0)
-        bind_reply(bc, err.msg);
+        bind_reply(bc, err.msg, SCHED_BIND_REFUSED);
 }
 
 static void handle(struct evhttp_request *req, void *arg)
