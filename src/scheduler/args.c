@@ -261,10 +261,20 @@ static int read_names(struct rd *r, struct sched_args_view *v, sched_args_name_f
         return 0;
     }
     for (;;) {
-        size_t n;
-        if (!at(r, '"') || read_string(r, name, sizeof name, &n) != 0)
+        if (!at(r, '"'))
             return SCHED_ARGS_DECLINE;
-        int rc = fn(ctx, name, n);
+        /* A name without escapes or multi-byte characters (node names are DNS labels)
+         * is handed over where it lies in the body; others are decoded into name. */
+        const unsigned char *start = r->p + 1, *stop = plain_run(start, r->end);
+        const char *text = name;
+        size_t n = (size_t)(stop - start);
+        if (stop < r->end && *stop == '"' && n < sizeof name) {
+            text = (const char *)start;
+            r->p = stop + 1;
+        } else if (read_string(r, name, sizeof name, &n) != 0) {
+            return SCHED_ARGS_DECLINE;
+        }
+        int rc = fn(ctx, text, n);
         if (rc != 0)
             return rc;
         v->name_count++;

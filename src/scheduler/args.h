@@ -3,9 +3,9 @@
  *
  * kube-scheduler offers every node by name on each /filter (about 100 KB for 5,000
  * nodes). Building a jansson tree of it costs one allocation per name; the reader
- * instead walks the body once, decodes each NodeNames string into a small buffer and
- * hands it to a callback (the filter looks it up in the node map at once), and returns
- * the Pod value as a slice for jansson (a pod is a few KB).
+ * instead walks the body once, hands each NodeNames string to a callback (in place when
+ * it has no escapes, else decoded into a small buffer) (the filter looks it up in the node map at
+ * once), and returns the Pod value as a slice for jansson (a pod is a few KB).
  *
  * The reader is a filter, not a second source of truth: it accepts only the shape
  *     {"Pod": {...}, "NodeNames": ["...", ...], "Nodes": null}
@@ -32,8 +32,10 @@ struct sched_args_view {
     size_t name_count;
 };
 
-/* Called once per NodeNames entry, in order: name is decoded UTF-8, NUL-terminated, len
- * bytes, without NULs. A nonzero return stops the scan and is returned. */
+/* Called once per NodeNames entry, in order: name is len bytes of decoded UTF-8 without
+ * NULs, NOT NUL-terminated. It points into body when the string needed no decoding (then
+ * it lives as long as body), else into a scratch buffer valid only during the call. A
+ * nonzero return stops the scan and is returned. */
 typedef int (*sched_args_name_fn)(void *ctx, const char *name, size_t len);
 
 /* 0 with *v filled; SCHED_ARGS_DECLINE; or what fn returned. Reads at most len bytes,

@@ -381,8 +381,9 @@ static const char *node_name_of(json_t *item)
 /* One offered node and what filter says of it. */
 enum verdict { V_OMIT = 0, V_PASS, V_FAIL };
 struct offer {
-    const char *name;
+    const char *name; /* name_len bytes; NUL-terminated only on the jansson path */
     size_t name_len;
+    bool in_text;  /* fast path: name is an offset into the scan's text until it settles */
     int32_t idx;   /* model index, -1 for a node the scheduler does not know */
     uint64_t hash; /* of name, for the bulk lookup */
     enum verdict verdict;
@@ -411,7 +412,8 @@ static void filter_decide(struct sched_state *s, json_t *pod, const char *key, s
     } else if (old != NULL && !old->assumed) {
         /* Already decided in the API (a retry after our bind, or someone else's). */
         for (size_t i = 0; i < n; i++) {
-            bool same = strcmp(of[i].name, old->node_name) == 0;
+            bool same = of[i].name_len == strlen(old->node_name) &&
+                        memcmp(of[i].name, old->node_name, of[i].name_len) == 0;
             of[i].verdict = same ? V_PASS : V_FAIL;
             of[i].why = same ? NULL : "vgpu: pod already has GPUs on another node";
         }
@@ -515,6 +517,7 @@ int sched_filter_tree(struct sched_state *s, const char *body, size_t len, struc
     json_array_foreach(list, i, item)
     {
         of[i].name = node_name_of(item);
+        of[i].name_len = strlen(of[i].name);
         of[i].idx = sched_node_find(s, of[i].name);
     }
     char error[VG_ERR_MSG_MAX + 64];
@@ -553,7 +556,8 @@ int sched_filter_tree(struct sched_state *s, const char *body, size_t len, struc
 
 struct scan_ctx {
     const struct sched_state *s;
-    char *text; /* the decoded names, NUL-separated */
+    const char *body, *body_end; /* names found here are used in place */
+    char *text;                  /* the decoded names, NUL-separated */
     size_t text_len, text_cap;
     struct offer *of;
     size_t n, cap;
@@ -566,17 +570,23 @@ static int scan_name(void *arg, const char *name, size_t len)
         c->cap = c->cap ? c->cap * 2 : 1024;
         c->of = xrealloc(c->of, c->cap * sizeof *c->of);
     }
+    struct offer *o = &c->of[c->n++];
+    memset(o, 0, sizeof *o);
+    o->name_len = len;
+    o->hash = sched_map_hash(name, len);
+    if (name >= c->body && name < c->body_end) {
+        o->name = name; /* in the request body, which outlives the filter */
+        return 0;
+    }
     if (c->text_cap - c->text_len <= len) {
         while (c->text_cap - c->text_len <= len)
             c->text_cap = c->text_cap ? c->text_cap * 2 : 16384;
         c->text = xrealloc(c->text, c->text_cap);
     }
-    memcpy(c->text + c->text_len, name, len + 1);
-    struct offer *o = &c->of[c->n++];
-    memset(o, 0, sizeof *o);
+    memcpy(c->text + c->text_len, name, len);
+    c->text[c->text_len + len] = '\0';
     o->name = (const char *)(uintptr_t)c->text_len; /* an offset until the text settles */
-    o->name_len = len;
-    o->hash = sched_map_hash(name, len);
+    o->in_text = true;
     c->text_len += len + 1;
     return 0;
 }
@@ -593,7 +603,7 @@ static void lookup_offers(const struct sched_state *s, struct offer *of, size_t 
             sched_map_prefetch_slot(m, of[i + 16].hash);
         if (i + 8 < n)
             sched_map_prefetch_key(m, of[i + 8].hash);
-        void *v = sched_map_get_hashed(m, of[i].name, of[i].hash);
+        void *v = sched_map_get_hashed_n(m, of[i].name, of[i].name_len, of[i].hash);
         of[i].idx = v == NULL ? -1 : (int32_t)((uintptr_t)v - 1);
     }
 }
@@ -628,9 +638,11 @@ static char *write_filter_result(struct sched_state *s, const struct offer *of, 
                 continue;
             *word |= bit;
         } else {
-            if (sched_map_get(&unknown, of[i].name) != NULL)
+            char key[SCHED_ARGS_NAME_MAX + 1]; /* the fast path's names are no longer */
+            (void)vg_snprintf(key, sizeof key, "%.*s", (int)of[i].name_len, of[i].name);
+            if (sched_map_get(&unknown, key) != NULL)
                 continue;
-            sched_map_put(&unknown, of[i].name, (void *)1);
+            sched_map_put(&unknown, key, (void *)1);
         }
         if (!first)
             sched_jbuf_raw(&b, ",", 1);
@@ -654,6 +666,8 @@ static int filter_fast(struct sched_state *s, const char *body, size_t len, stru
                        char **out, struct vg_err *err)
 {
     struct scan_ctx c = {.s = s,
+                         .body = body,
+                         .body_end = body + len,
                          .text = s->scan_text,
                          .text_cap = s->scan_text_cap,
                          .of = s->scan_offers,
@@ -673,7 +687,8 @@ static int filter_fast(struct sched_state *s, const char *body, size_t len, stru
     }
     if (rc == 0) {
         for (size_t i = 0; i < c.n; i++)
-            c.of[i].name = c.text + (uintptr_t)c.of[i].name;
+            if (c.of[i].in_text)
+                c.of[i].name = c.text + (uintptr_t)c.of[i].name;
         lookup_offers(s, c.of, c.n);
         char error[VG_ERR_MSG_MAX + 64];
         filter_decide(s, pod, key, c.of, c.n, now, error, sizeof error);

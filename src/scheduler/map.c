@@ -84,6 +84,21 @@ void *sched_map_get_hashed(const struct sched_map *m, const char *key, uint64_t 
     return i == SIZE_MAX ? NULL : m->slots[i].value;
 }
 
+void *sched_map_get_hashed_n(const struct sched_map *m, const char *key, size_t len, uint64_t h)
+{
+    if (m->cap == 0)
+        return NULL;
+    size_t i = (size_t)h & (m->cap - 1);
+    for (;;) {
+        const char *k = m->slots[i].key;
+        if (k == NULL)
+            return NULL;
+        if (m->slots[i].hash == h && k != TOMB && strncmp(k, key, len) == 0 && k[len] == '\0')
+            return m->slots[i].value;
+        i = (i + 1) & (m->cap - 1);
+    }
+}
+
 void sched_map_prefetch_slot(const struct sched_map *m, uint64_t h)
 {
     if (m->cap > 0)

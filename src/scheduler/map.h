@@ -26,6 +26,8 @@ void *sched_map_put(struct sched_map *m, const char *key, void *value);
  * slot and the key prefetched some lookups ahead, so cache misses overlap. */
 uint64_t sched_map_hash(const char *key, size_t len); /* len = strlen(key) */
 void *sched_map_get_hashed(const struct sched_map *m, const char *key, uint64_t hash);
+/* The same for a key of len bytes that need not be NUL-terminated. */
+void *sched_map_get_hashed_n(const struct sched_map *m, const char *key, size_t len, uint64_t hash);
 void sched_map_prefetch_slot(const struct sched_map *m, uint64_t hash);
 void sched_map_prefetch_key(const struct sched_map *m, uint64_t hash);
 /* Removes; returns the value or NULL. */

@@ -19,8 +19,8 @@ struct seen {
 static int collect(void *ctx, const char *name, size_t len)
 {
     struct seen *s = ctx;
-    if (strlen(name) != len)
-        abort(); /* NUL-terminated, no NULs inside */
+    if (memchr(name, '\0', len) != NULL)
+        abort(); /* no NULs inside (the name is not NUL-terminated) */
     json_t *str = json_stringn(name, len);
     if (str == NULL)
         abort(); /* not UTF-8 */

@@ -60,7 +60,9 @@ static int collect(void *ctx, const char *name, size_t len)
     struct names *c = ctx;
     if (c->n >= 64 || len >= 64)
         return -1;
-    memcpy(c->text[c->n], name, len + 1);
+    assert_null(memchr(name, '\0', len)); /* no NULs inside; not NUL-terminated */
+    memcpy(c->text[c->n], name, len);
+    c->text[c->n][len] = '\0';
     c->len[c->n++] = len;
     return 0;
 }
