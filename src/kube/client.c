@@ -52,6 +52,8 @@ struct kube_request {
     void *arg;
 };
 
+#define KUBE_IDLE_HANDLES 16
+
 struct kube_client {
     struct event_base *base;
     CURLM *multi;
@@ -67,6 +69,10 @@ struct kube_client {
     bool insecure;
     struct kube_request *requests; /* all not yet completed */
     size_t pending;
+    /* Finished requests' easy handles, reset, for the next requests: a fresh handle
+     * costs an allocation of several KB and its setup on every API call. */
+    CURL *idle[KUBE_IDLE_HANDLES];
+    size_t idle_count;
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -163,9 +169,15 @@ static void request_free(struct kube_request *request)
     if (request == NULL)
         return;
     if (request->easy != NULL) {
+        struct kube_client *client = request->client;
         if (request->started)
-            curl_multi_remove_handle(request->client->multi, request->easy);
-        curl_easy_cleanup(request->easy);
+            curl_multi_remove_handle(client->multi, request->easy);
+        if (client->idle_count < KUBE_IDLE_HANDLES) {
+            curl_easy_reset(request->easy); /* options gone; connections stay pooled */
+            client->idle[client->idle_count++] = request->easy;
+        } else {
+            curl_easy_cleanup(request->easy);
+        }
     }
     curl_slist_free_all(request->headers);
     free(request->method_path);
@@ -398,7 +410,7 @@ static struct kube_request *request_new(struct kube_client *client, const char *
     size_t n = strlen(method) + strlen(path) + 2;
     request->method_path = xmalloc(n);
     vg_snprintf(request->method_path, n, "%s %s", method, path);
-    CURL *easy = curl_easy_init();
+    CURL *easy = client->idle_count > 0 ? client->idle[--client->idle_count] : curl_easy_init();
     if (easy == NULL) {
         request_free(request);
         vg_err_set(err, -ENOMEM, "%s %s: curl_easy_init failed", method, path);
@@ -718,6 +730,8 @@ void kube_client_free(struct kube_client *client)
         return;
     while (client->requests != NULL)
         kube_request_cancel(client->requests);
+    while (client->idle_count > 0)
+        curl_easy_cleanup(client->idle[--client->idle_count]);
     if (client->multi != NULL)
         curl_multi_cleanup(client->multi);
     if (client->timer != NULL)
