@@ -248,10 +248,24 @@ static void fit_index_build(struct place_fit_index *ix, const struct place_mix *
             ix->cum[i] += ix->cum[i - 1];
     }
     ix->start[distinct] = k;
+    ix->mix = m;
+    ix->mix_count = m->count;
+    ix->mix_weight = m->total_weight;
     ix->valid = true;
     return;
 fail:
     fit_index_free(ix);
+}
+
+/* Whether ix answers for m, building it when not; false when it cannot be built. */
+static bool fit_index_ready(struct place_fit_index *ix, const struct place_mix *m)
+{
+    if (ix == NULL)
+        return false;
+    if (!ix->valid || ix->mix != m || ix->mix_count != m->count ||
+        ix->mix_weight != m->total_weight)
+        fit_index_build(ix, m);
+    return ix->valid;
 }
 
 static bool type_fits(const struct place_mix_type *x, uint16_t model, uint64_t cpu_free,
@@ -273,10 +287,8 @@ uint64_t place_fit_weight(const struct place_mix *m, struct place_fit_index *ix,
                           uint64_t cpu_free, const uint32_t *gpu_free, uint16_t gpu_count,
                           uint32_t card_free)
 {
-    if (ix != NULL && !ix->valid)
-        fit_index_build(ix, m);
     uint64_t q = 0;
-    if (ix == NULL || !ix->valid) {
+    if (!fit_index_ready(ix, m)) {
         for (size_t t = 0; t < m->count; t++)
             if (type_fits(&m->types[t], model, cpu_free, gpu_free, gpu_count, card_free))
                 q += m->types[t].weight;
@@ -315,9 +327,9 @@ double place_waste_state(const struct place_mix *m, struct place_fit_index *ix, 
                          uint64_t cpu_free, const uint32_t *gpu_free, uint16_t gpu_count)
 {
     uint64_t total = 0;
-    if (ix != NULL && !ix->valid)
-        fit_index_build(ix, m);
-    if (ix != NULL && ix->valid) {
+    if (!fit_index_ready(ix, m))
+        ix = NULL; /* not buildable: check the types one by one */
+    if (ix != NULL) {
         total = ix->gpu_weight;
     } else {
         for (size_t t = 0; t < m->count; t++)

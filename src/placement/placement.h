@@ -198,9 +198,13 @@ struct place_frag_entry {
  * by CPU level (types asking at most that CPU) and sorted by compute share, with
  * cumulative weights, so "weight of the types a card of r milli can take" is two binary
  * searches. Types with a model restriction or more than one GPU are checked one by one.
- * Lives in a place_frag_cache, built on first use after place_frag_cache_reset. */
+ * Lives in a place_frag_cache, built on first use after place_frag_cache_reset, and
+ * rebuilt when asked about another mix (or one whose type count or weight changed). */
 struct place_fit_index {
     bool valid;
+    const struct place_mix *mix; /* what it was built from: address, count, weight */
+    size_t mix_count;
+    uint64_t mix_weight;
     uint64_t gpu_weight; /* Σ weight of the mix's GPU types */
     size_t level_count;
     uint64_t *levels; /* ascending CPU requests */
@@ -264,6 +268,10 @@ struct place_context {
      * order, exactly as if the others were infeasible. */
     const uint64_t *node_mask;
     struct place_memo *memo; /* optional: per-node verdicts kept between decisions */
+    /* Optional: the mix DEFAULT scores sharing pods against; NULL = mix. The simulator
+     * passes a learned mix that keeps each pod's model restriction (gpu_spec) here,
+     * while mix, for FGD's score, ignores it (keeping it there did worse). */
+    const struct place_mix *waste_mix;
 };
 
 struct place_decision {

@@ -316,11 +316,12 @@ static int64_t score_waste(const struct place_mix *mix, struct place_frag_cache 
  * ties, and sending them to the same nodes consolidates. Tried variants and results are
  * in docs/placement.md. */
 static int64_t score_default(const struct place_cluster *c, const struct place_mix *mix,
-                             struct place_frag_cache *fc, const struct place_node *n,
-                             const struct place_request *r, uint8_t *gpus)
+                             const struct place_mix *wmix, struct place_frag_cache *fc,
+                             const struct place_node *n, const struct place_request *r,
+                             uint8_t *gpus)
 {
-    int64_t f =
-        is_sharing(r) ? score_waste(mix, fc, n, r, gpus) : score_fgd(c, mix, fc, n, r, false, gpus);
+    int64_t f = is_sharing(r) ? score_waste(wmix != NULL ? wmix : mix, fc, n, r, gpus)
+                              : score_fgd(c, mix, fc, n, r, false, gpus);
     double left =
         0.5 * (double)(n->cpu_total - n->cpu_used - r->cpu_milli) / MAX_SPEC_CPU +
         0.5 * ((double)n->free_milli - (double)r->gpu_count * r->gpu_milli) / MAX_SPEC_GPU;
@@ -456,7 +457,7 @@ static bool node_verdict(const struct place_cluster *c, const struct place_node 
         s = score_fgd(c, ctx->mix, ctx->frag_cache, n, r, false, gpus);
         break;
     case PLACE_POLICY_DEFAULT:
-        s = score_default(c, ctx->mix, ctx->frag_cache, n, r, gpus);
+        s = score_default(c, ctx->mix, ctx->waste_mix, ctx->frag_cache, n, r, gpus);
         break;
     case PLACE_POLICY_BINPACK:
     case PLACE_POLICY_SPREAD:

@@ -769,6 +769,27 @@ static void test_default_waste_by_hand(void **state)
     assert_int_equal(place_decide(c, &whole, PLACE_POLICY_DEFAULT, &ctx, &d, &err), 0);
     assert_int_equal(d.gpus[0], 2);
     assert_int_equal(d.score, 50 * 1000 + 500 + 67);
+    /* waste_mix replaces the mix for sharing pods only. Against whole GPUs alone no
+     * remainder is usable (waste = free): before 530 + 680 = 1210; cards 0 and 1 both
+     * leave 890 (gain 320, score 32), card 2 leaves 1890: the tie goes to card 0. */
+    struct place_mix whole_only;
+    place_mix_init(&whole_only);
+    assert_int_equal(place_mix_add(&whole_only, &pair_mix[2]), 0);
+    struct place_frag_cache pfc;
+    assert_int_equal(place_frag_cache_init(&pfc, c->node_count), 0);
+    struct place_context wctx = {.mix = &m, .waste_mix = &whole_only, .frag_cache = &pfc};
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_DEFAULT, &wctx, &d, &err), 0);
+    assert_int_equal(d.gpus[0], 0);
+    assert_int_equal(d.score, 32 * 1000 + 500 + 63);
+    assert_int_equal(place_decide(c, &whole, PLACE_POLICY_DEFAULT, &wctx, &d, &err), 0);
+    assert_int_equal(d.score, 50 * 1000 + 500 + 67);
+    /* The cache's index follows the mix it is asked about, without a reset. */
+    wctx.waste_mix = NULL;
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_DEFAULT, &wctx, &d, &err), 0);
+    assert_int_equal(d.gpus[0], 1);
+    assert_int_equal(d.score, -7000 + 500 + 63);
+    place_frag_cache_free(&pfc);
+    place_mix_clear(&whole_only);
     place_cluster_free(c);
     place_mix_clear(&m);
 }
