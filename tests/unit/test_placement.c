@@ -762,13 +762,14 @@ static void test_default_waste_by_hand(void **state)
     assert_int_equal(d.gpus[0], 0);
     assert_int_equal(d.score, 51);
     /* Whole-GPU pods keep FGD's score under default: the free card goes, F stays
-     * 4·530 + 4·680 (ΔF = 0, ⌊100·σ(0)⌋ = 50); BestFit ⌊100·(1 − 0.25 − 0.5·1210/8000)⌋
+     * 4·530 + 4·680 (ΔF = 0, ⌊100·σ(0)⌋ = 50); the stranded share does not change
+     * (w = 0, stored as 2000); node in use; BestFit ⌊100·(1 − 0.25 − 0.5·1210/8000)⌋
      * = 67. */
     struct place_request whole = gpu_request(0, 1, 1000);
     resolve(c, &whole);
     assert_int_equal(place_decide(c, &whole, PLACE_POLICY_DEFAULT, &ctx, &d, &err), 0);
     assert_int_equal(d.gpus[0], 2);
-    assert_int_equal(d.score, 50 * 1000 + 500 + 67);
+    assert_int_equal(d.score, 50 * 100000000LL + 2000 * 10000 + 1000 + 67);
     /* waste_mix replaces the mix for sharing pods only. Against whole GPUs alone no
      * remainder is usable (waste = free): before 530 + 680 = 1210; cards 0 and 1 both
      * leave 890 (gain 320, score 32), card 2 leaves 1890: the tie goes to card 0. */
@@ -782,7 +783,7 @@ static void test_default_waste_by_hand(void **state)
     assert_int_equal(d.gpus[0], 0);
     assert_int_equal(d.score, 32 * 1000 + 500 + 63);
     assert_int_equal(place_decide(c, &whole, PLACE_POLICY_DEFAULT, &wctx, &d, &err), 0);
-    assert_int_equal(d.score, 50 * 1000 + 500 + 67);
+    assert_int_equal(d.score, 50 * 100000000LL + 2000 * 10000 + 1000 + 67);
     /* The cache's index follows the mix it is asked about, without a reset. */
     wctx.waste_mix = NULL;
     assert_int_equal(place_decide(c, &r, PLACE_POLICY_DEFAULT, &wctx, &d, &err), 0);
@@ -790,6 +791,41 @@ static void test_default_waste_by_hand(void **state)
     assert_int_equal(d.score, -7000 + 500 + 63);
     place_frag_cache_free(&pfc);
     place_mix_clear(&whole_only);
+    place_cluster_free(c);
+    place_mix_clear(&m);
+
+    /* A whole GPU that takes the CPU the node's half-used card needs. Mix: whole GPU and
+     * 500 share, 1 core each, w 4 each. Node: 2.5 cores, card 0 with 500 free, card 1
+     * free; the pod asks 2 cores.
+     *   FGD: before 4·500 (whole GPUs cannot use card 0); after no type fits the 0.5
+     *   cores left: 8·500. ΔF = 2000/8000 = 0.25 GPU, ⌊100·σ(−0.25)⌋ = 43.
+     *   stranded share: before 500·(4/8)³ = 62.5, after 500: w = ⌊−437.5/10⌋ = −44.
+     *   BestFit ⌊100·(1 − 0.5·500/128000 − 0.5·500/8000)⌋ = 96. */
+    place_mix_init(&m);
+    struct place_mix_type cpu_mix[] = {
+        {.cpu_milli = 1000,
+         .gpu_count = 1,
+         .gpu_milli = 1000,
+         .model_mask = UINT64_MAX,
+         .weight = 4},
+        {.cpu_milli = 1000,
+         .gpu_count = 1,
+         .gpu_milli = 500,
+         .model_mask = UINT64_MAX,
+         .weight = 4},
+    };
+    for (size_t i = 0; i < sizeof cpu_mix / sizeof cpu_mix[0]; i++)
+        assert_int_equal(place_mix_add(&m, &cpu_mix[i]), 0);
+    c = cluster_of(1, 2, 2500, 262144);
+    c->nodes[0].gpus[0].milli_used = 500;
+    c->nodes[0].gpus[0].tenants = 1;
+    place_cluster_refresh(c);
+    struct place_request hungry = gpu_request(2000, 1, 1000);
+    resolve(c, &hungry);
+    ctx.mix = &m;
+    assert_int_equal(place_decide(c, &hungry, PLACE_POLICY_DEFAULT, &ctx, &d, &err), 0);
+    assert_int_equal(d.gpus[0], 1);
+    assert_int_equal(d.score, 43 * 100000000LL + (2000 - 44) * 10000 + 1000 + 96);
     place_cluster_free(c);
     place_mix_clear(&m);
 }
