@@ -146,12 +146,21 @@ int place_frag_cache_init(struct place_frag_cache *fc, size_t node_count)
     return 0;
 }
 
+static void fit_set_free(struct place_fit_set *fs)
+{
+    free(fs->levels);
+    free(fs->start);
+    free(fs->milli);
+    free(fs->cum);
+    memset(fs, 0, sizeof *fs);
+}
+
 static void fit_index_free(struct place_fit_index *ix)
 {
-    free(ix->levels);
-    free(ix->start);
-    free(ix->milli);
-    free(ix->cum);
+    if (ix->sets != NULL)
+        for (size_t i = 0; i < PLACE_MAX_MODELS; i++)
+            fit_set_free(&ix->sets[i]);
+    free(ix->sets);
     free(ix->other);
     memset(ix, 0, sizeof *ix);
 }
@@ -170,91 +179,100 @@ void place_frag_cache_free(struct place_frag_cache *fc)
     memset(fc, 0, sizeof *fc);
 }
 
-/* Whether type x is one the index answers by level and share. */
-static bool fit_indexed(const struct place_mix_type *x)
-{
-    return x->gpu_count == 1 && x->model_mask == UINT64_MAX;
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
 
-/* Builds ix for m; on allocation failure ix stays invalid (callers take the slow path). */
+/* Builds ix for m (the per-model sets come on first use); on allocation failure ix
+ * stays invalid and callers take the slow path. */
 static void fit_index_build(struct place_fit_index *ix, const struct place_mix *m)
 {
     fit_index_free(ix);
-    size_t singles = 0, others = 0;
+    size_t others = 0;
+    for (size_t t = 0; t < m->count; t++)
+        if (m->types[t].gpu_count > 1)
+            others++;
+    ix->sets = calloc(PLACE_MAX_MODELS, sizeof *ix->sets);
+    ix->other = malloc((others + 1) * sizeof *ix->other);
+    if (ix->sets == NULL || ix->other == NULL) {
+        fit_index_free(ix);
+        return;
+    }
     for (size_t t = 0; t < m->count; t++) {
         if (m->types[t].gpu_count == 0)
             continue;
         ix->gpu_weight += m->types[t].weight;
-        if (fit_indexed(&m->types[t]))
-            singles++;
-        else
-            others++;
-    }
-    ix->levels = malloc((singles + 1) * sizeof *ix->levels);
-    ix->start = malloc((singles + 2) * sizeof *ix->start);
-    ix->other = malloc((others + 1) * sizeof *ix->other);
-    if (ix->levels == NULL || ix->start == NULL || ix->other == NULL)
-        goto fail;
-    for (size_t t = 0; t < m->count; t++) {
-        const struct place_mix_type *x = &m->types[t];
-        if (x->gpu_count == 0)
-            continue;
-        if (fit_indexed(x))
-            ix->levels[ix->level_count++] = x->cpu_milli;
-        else
+        if (m->types[t].gpu_count > 1)
             ix->other[ix->other_count++] = t;
     }
-    qsort(ix->levels, ix->level_count, sizeof *ix->levels, cmp_u64);
-    size_t distinct = 0;
-    for (size_t i = 0; i < ix->level_count; i++)
-        if (distinct == 0 || ix->levels[distinct - 1] != ix->levels[i])
-            ix->levels[distinct++] = ix->levels[i];
-    ix->level_count = distinct;
-    /* Level j holds every single-GPU type asking at most levels[j]: at most
-     * singles entries per level. */
-    size_t cap = distinct * singles + 1;
-    ix->milli = malloc(cap * sizeof *ix->milli);
-    ix->cum = malloc(cap * sizeof *ix->cum);
-    if (ix->milli == NULL || ix->cum == NULL)
-        goto fail;
-    size_t k = 0;
-    for (size_t j = 0; j < distinct; j++) {
-        ix->start[j] = k;
-        for (size_t t = 0; t < m->count; t++) {
-            const struct place_mix_type *x = &m->types[t];
-            if (x->gpu_count == 0 || !fit_indexed(x) || x->cpu_milli > ix->levels[j])
-                continue;
-            /* Insertion by share; equal shares merge. */
-            size_t i = k;
-            while (i > ix->start[j] && ix->milli[i - 1] > x->gpu_milli)
-                i--;
-            if (i > ix->start[j] && ix->milli[i - 1] == x->gpu_milli) {
-                ix->cum[i - 1] += x->weight;
-                continue;
-            }
-            memmove(&ix->milli[i + 1], &ix->milli[i], (k - i) * sizeof *ix->milli);
-            memmove(&ix->cum[i + 1], &ix->cum[i], (k - i) * sizeof *ix->cum);
-            ix->milli[i] = x->gpu_milli;
-            ix->cum[i] = x->weight;
-            k++;
-        }
-        for (size_t i = ix->start[j] + 1; i < k; i++)
-            ix->cum[i] += ix->cum[i - 1];
-    }
-    ix->start[distinct] = k;
     ix->mix = m;
     ix->mix_count = m->count;
     ix->mix_weight = m->total_weight;
     ix->valid = true;
-    return;
+}
+
+static bool fit_single(const struct place_mix_type *x, uint16_t model)
+{
+    return x->gpu_count == 1 && (x->model_mask >> model & 1);
+}
+
+/* Builds model's set: its single-GPU types by CPU level. false on allocation failure. */
+static bool fit_set_build(struct place_fit_set *fs, const struct place_mix *m, uint16_t model)
+{
+    size_t singles = 0;
+    for (size_t t = 0; t < m->count; t++)
+        singles += fit_single(&m->types[t], model);
+    fs->levels = malloc((singles + 1) * sizeof *fs->levels);
+    fs->start = malloc((singles + 2) * sizeof *fs->start);
+    if (fs->levels == NULL || fs->start == NULL)
+        goto fail;
+    for (size_t t = 0; t < m->count; t++)
+        if (fit_single(&m->types[t], model))
+            fs->levels[fs->level_count++] = m->types[t].cpu_milli;
+    qsort(fs->levels, fs->level_count, sizeof *fs->levels, cmp_u64);
+    size_t distinct = 0;
+    for (size_t i = 0; i < fs->level_count; i++)
+        if (distinct == 0 || fs->levels[distinct - 1] != fs->levels[i])
+            fs->levels[distinct++] = fs->levels[i];
+    fs->level_count = distinct;
+    /* Level j holds every type asking at most levels[j]: at most singles entries. */
+    size_t cap = distinct * singles + 1;
+    fs->milli = malloc(cap * sizeof *fs->milli);
+    fs->cum = malloc(cap * sizeof *fs->cum);
+    if (fs->milli == NULL || fs->cum == NULL)
+        goto fail;
+    size_t k = 0;
+    for (size_t j = 0; j < distinct; j++) {
+        fs->start[j] = k;
+        for (size_t t = 0; t < m->count; t++) {
+            const struct place_mix_type *x = &m->types[t];
+            if (!fit_single(x, model) || x->cpu_milli > fs->levels[j])
+                continue;
+            /* Insertion by share; equal shares merge. */
+            size_t i = k;
+            while (i > fs->start[j] && fs->milli[i - 1] > x->gpu_milli)
+                i--;
+            if (i > fs->start[j] && fs->milli[i - 1] == x->gpu_milli) {
+                fs->cum[i - 1] += x->weight;
+                continue;
+            }
+            memmove(&fs->milli[i + 1], &fs->milli[i], (k - i) * sizeof *fs->milli);
+            memmove(&fs->cum[i + 1], &fs->cum[i], (k - i) * sizeof *fs->cum);
+            fs->milli[i] = x->gpu_milli;
+            fs->cum[i] = x->weight;
+            k++;
+        }
+        for (size_t i = fs->start[j] + 1; i < k; i++)
+            fs->cum[i] += fs->cum[i - 1];
+    }
+    fs->start[distinct] = k;
+    fs->built = true;
+    return true;
 fail:
-    fit_index_free(ix);
+    fit_set_free(fs);
+    return false;
 }
 
 /* Whether ix answers for m, building it when not; false when it cannot be built. */
@@ -288,32 +306,38 @@ uint64_t place_fit_weight(const struct place_mix *m, struct place_fit_index *ix,
                           uint32_t card_free)
 {
     uint64_t q = 0;
-    if (!fit_index_ready(ix, m)) {
+    struct place_fit_set *fs = NULL;
+    if (model < PLACE_MAX_MODELS && fit_index_ready(ix, m)) {
+        fs = &ix->sets[model];
+        if (!fs->built && !fit_set_build(fs, m, model))
+            fs = NULL;
+    }
+    if (fs == NULL) {
         for (size_t t = 0; t < m->count; t++)
             if (type_fits(&m->types[t], model, cpu_free, gpu_free, gpu_count, card_free))
                 q += m->types[t].weight;
         return q;
     }
     /* The highest level not above cpu_free, then the last share not above card_free. */
-    size_t lo = 0, hi = ix->level_count;
+    size_t lo = 0, hi = fs->level_count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (ix->levels[mid] <= cpu_free)
+        if (fs->levels[mid] <= cpu_free)
             lo = mid + 1;
         else
             hi = mid;
     }
     if (lo > 0) {
-        size_t a = ix->start[lo - 1], b = ix->start[lo];
+        size_t a = fs->start[lo - 1], b = fs->start[lo];
         while (a < b) {
             size_t mid = a + (b - a) / 2;
-            if (ix->milli[mid] <= card_free)
+            if (fs->milli[mid] <= card_free)
                 a = mid + 1;
             else
                 b = mid;
         }
-        if (a > ix->start[lo - 1])
-            q += ix->cum[a - 1];
+        if (a > fs->start[lo - 1])
+            q += fs->cum[a - 1];
     }
     for (size_t i = 0; i < ix->other_count; i++) {
         const struct place_mix_type *x = &m->types[ix->other[i]];

@@ -194,25 +194,31 @@ struct place_frag_entry {
     bool valid;
 };
 
-/* Index of a mix for place_fit_weight: the mix's single-GPU types of any model, grouped
- * by CPU level (types asking at most that CPU) and sorted by compute share, with
- * cumulative weights, so "weight of the types a card of r milli can take" is two binary
- * searches. Types with a model restriction or more than one GPU are checked one by one.
- * Lives in a place_frag_cache, built on first use after place_frag_cache_reset, and
- * rebuilt when asked about another mix (or one whose type count or weight changed). */
-struct place_fit_index {
-    bool valid;
-    const struct place_mix *mix; /* what it was built from: address, count, weight */
-    size_t mix_count;
-    uint64_t mix_weight;
-    uint64_t gpu_weight; /* Σ weight of the mix's GPU types */
+/* Index of a mix for place_fit_weight: per GPU model, the mix's single-GPU types that
+ * model can run, grouped by CPU level (types asking at most that CPU) and sorted by
+ * compute share, with cumulative weights, so "weight of the types a card of r milli can
+ * take" is two binary searches. Multi-GPU types are checked one by one. Lives in a
+ * place_frag_cache, built on first use after place_frag_cache_reset (a model's set on
+ * the first question about that model), and rebuilt when asked about another mix (or
+ * one whose type count or weight changed). */
+struct place_fit_set {
+    bool built;
     size_t level_count;
     uint64_t *levels; /* ascending CPU requests */
     size_t *start;    /* level j's entries are start[j] .. start[j + 1] - 1 */
     uint32_t *milli;  /* ascending within a level */
     uint64_t *cum;    /* weight of the level's entries up to and including this one */
+};
+
+struct place_fit_index {
+    bool valid;
+    const struct place_mix *mix; /* what it was built from: address, count, weight */
+    size_t mix_count;
+    uint64_t mix_weight;
+    uint64_t gpu_weight;        /* Σ weight of the mix's GPU types */
+    struct place_fit_set *sets; /* PLACE_MAX_MODELS of them */
     size_t other_count;
-    size_t *other; /* mix indices of the types checked one by one */
+    size_t *other; /* mix indices of the multi-GPU types */
 };
 
 struct place_frag_cache {
