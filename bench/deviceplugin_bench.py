@@ -8,7 +8,8 @@ python) on fakegpu's NVML and prints a markdown table.
   tests/kube_api_server.py and creates the container directory, region and limits file:
   one pod per call, for each count in VGPU_PODS (kubelet's default is 110 pods a node),
   with the container directories in the temporary directory ($TMPDIR) and, where
-  /dev/shm exists, on tmpfs too (file creation alone, no disk file system).
+  /dev/shm exists, on tmpfs too (file creation alone, no disk file system), and in every
+  directory DP_BENCH_DIRS lists (colon-separated), e.g. a journaled ext4 mount.
 - ListAndWatch update latency: `fakegpu-ctl health 1 off|on`, time until the fake kubelet
   receives the list with the new health, with the plugin polling every POLL_MS.
 - ListAndWatch update latency after an XID: `fakegpu-ctl xid N 48` on each of 16 GPUs in
@@ -197,7 +198,7 @@ def vgpu(rows, pods, where=None):
         fs = subprocess.run(["stat", "-f", "-c", "%T", tmp], capture_output=True,
                             text=True).stdout.strip()
         rows.append(("Allocate, vgpu, %d pods (one call each: match + directory, region, "
-                     "limits file on %s)" % (pods, fs),
+                     "limits file on %s, %s)" % (pods, fs, where or os.path.dirname(tmp)),
                      "p50 %s ms, p99 %s ms, max %s ms%s"
                      % (ms(pct(lat, 50)), ms(pct(lat, 99)), ms(max(lat)),
                         "; %d direct lookups" % lookups if lookups else "")))
@@ -217,9 +218,12 @@ def main():
     xid(rows)
     for pods in VGPU_PODS:
         vgpu(rows, pods)
+    extra = [d for d in os.environ.get("DP_BENCH_DIRS", "").split(":") if d]
     if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+        extra.insert(0, "/dev/shm")
+    for where in extra:
         for pods in VGPU_PODS:
-            vgpu(rows, pods, "/dev/shm")
+            vgpu(rows, pods, where)
     print("fake kubelet (python3-grpcio) and fakegpu NVML with 2 GPUs; latencies are the "
           "client's round trip.\n")
     print("| measure | result |")

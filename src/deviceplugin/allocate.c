@@ -431,12 +431,13 @@ int dp_container_dir_remove(const char *dir, struct vg_err *err)
     return 0;
 }
 
+/* Writes the limits file into stage/limits (made empty by dp_stage_make); its text names
+ * the directory it will have, dir. */
 static int write_limits(const struct dp_config *cfg, const struct dp_match *match, const char *dir,
-                        struct vg_err *err)
+                        const char *stage, struct vg_err *err)
 {
-    char tmp[1024], final[1024], text[8192];
-    if (vg_snprintf(tmp, sizeof(tmp), "%s/limits.tmp", dir) < 0 ||
-        vg_snprintf(final, sizeof(final), "%s/limits", dir) < 0)
+    char path[1024], text[8192];
+    if (vg_snprintf(path, sizeof(path), "%s/limits", stage) < 0)
         return vg_err_set(err, -ENAMETOOLONG, "path too long");
     const struct annot_container *c = &match->container;
     size_t used = 0;
@@ -464,29 +465,67 @@ static int write_limits(const struct dp_config *cfg, const struct dp_match *matc
     if (w < 0)
         return vg_err_set(err, -ENOSPC, "limits file too long");
     used += (size_t)w;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+    int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
     if (fd < 0)
-        return vg_err_set(err, -errno, "creating %s: %s", tmp, strerror(errno));
+        return vg_err_set(err, -errno, "opening %s: %s", path, strerror(errno));
     ssize_t n = write(fd, text, used);
-    int saved = errno;
-    if (fchmod(fd, 0444) != 0 || close(fd) != 0 || n != (ssize_t)used) {
-        unlink(tmp);
-        return vg_err_set(err, -EIO, "writing %s: %s", tmp, strerror(n < 0 ? saved : EIO));
+    int saved = n < 0 ? errno : EIO;
+    if (n != (ssize_t)used || fchmod(fd, 0444) != 0) {
+        saved = n == (ssize_t)used ? errno : saved;
+        close(fd);
+        return vg_err_set(err, -saved, "writing %s: %s", path, strerror(saved));
     }
-    if (rename(tmp, final) != 0) {
-        saved = errno;
-        unlink(tmp);
-        return vg_err_set(err, -saved, "renaming %s: %s", tmp, strerror(saved));
+    if (close(fd) != 0)
+        return vg_err_set(err, -errno, "writing %s: %s", path, strerror(errno));
+    return 0;
+}
+
+static int write_region(const struct dp_config *cfg, const struct annot_container *c,
+                        const char *stage, struct vg_err *err)
+{
+    struct region_config rc_cfg;
+    memset(&rc_cfg, 0, sizeof(rc_cfg));
+    rc_cfg.device_count = c->gpu_count;
+    for (unsigned i = 0; i < c->gpu_count; i++) {
+        vg_strlcpy(rc_cfg.devices[i].uuid, c->gpus[i].uuid, sizeof(rc_cfg.devices[i].uuid));
+        rc_cfg.devices[i].memory_limit = c->gpus[i].memory_mib << 20;
+        rc_cfg.devices[i].sm_limit_percent = effective_cores(cfg, c->gpus[i].cores);
+    }
+    char path[1024];
+    if (vg_snprintf(path, sizeof(path), "%s/region", stage) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "path too long");
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return vg_err_set(err, -errno, "opening %s: %s", path, strerror(errno));
+    int rc = region_init_fd(fd, &rc_cfg, err);
+    close(fd);
+    return rc < 0 ? vg_err_wrap(err, "%s", path) : 0;
+}
+
+/* dir with an empty "region" and "limits" file. Nothing is left behind on failure. */
+static int stage_make(const char *dir, struct vg_err *err)
+{
+    if (mkdir(dir, 0755) != 0)
+        return vg_err_set(err, -errno, "creating %s: %s", dir, strerror(errno));
+    static const char *const files[] = {"region", "limits"};
+    char path[1024];
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        int fd = vg_snprintf(path, sizeof(path), "%s/%s", dir, files[i]) < 0
+                     ? (errno = ENAMETOOLONG, -1)
+                     : open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 || close(fd) != 0) {
+            int rc = vg_err_set(err, -errno, "creating %s/%s: %s", dir, files[i], strerror(errno));
+            struct vg_err ignored;
+            dp_container_dir_remove(dir, &ignored);
+            return rc;
+        }
     }
     return 0;
 }
 
-int dp_container_dir_create(const struct dp_config *cfg, const struct dp_gpu *gpus,
-                            unsigned gpu_count, const struct dp_match *match, const char *dir,
-                            struct vg_err *err)
+int dp_container_dir_create(const struct dp_config *cfg, const struct dp_match *match,
+                            const char *dir, struct vg_err *err)
 {
-    (void)gpus;
-    (void)gpu_count;
     const struct annot_container *c = &match->container;
     if (c->gpu_count == 0 || c->gpu_count > REGION_MAX_DEVICES)
         return vg_err_set(err, -EINVAL, "container %s: %u GPUs", c->name, c->gpu_count);
@@ -499,25 +538,27 @@ int dp_container_dir_create(const struct dp_config *cfg, const struct dp_gpu *gp
     else if (errno != EEXIST)
         return vg_err_set(err, -errno, "creating %s: %s", cfg->vgpu.compute_board_dir,
                           strerror(errno));
-    if (mkdir(dir, 0755) != 0)
-        return vg_err_set(err, -errno, "creating %s: %s", dir, strerror(errno));
-    struct region_config rc_cfg;
-    memset(&rc_cfg, 0, sizeof(rc_cfg));
-    rc_cfg.device_count = c->gpu_count;
-    for (unsigned i = 0; i < c->gpu_count; i++) {
-        vg_strlcpy(rc_cfg.devices[i].uuid, c->gpus[i].uuid, sizeof(rc_cfg.devices[i].uuid));
-        rc_cfg.devices[i].memory_limit = c->gpus[i].memory_mib << 20;
-        rc_cfg.devices[i].sm_limit_percent = effective_cores(cfg, c->gpus[i].cores);
-    }
-    char path[1024];
-    int rc = vg_snprintf(path, sizeof(path), "%s/region", dir) < 0
+    struct stat st;
+    if (lstat(dir, &st) == 0)
+        return vg_err_set(err, -EEXIST, "%s already exists", dir);
+    /* Filled under another name and renamed into place whole: libvgpu, the monitor and
+     * the sweep see all of the directory or none of it. */
+    const char *base = strrchr(dir, '/');
+    char stage[1024];
+    int rc = vg_snprintf(stage, sizeof(stage), "%s/" DP_STAGE_PREFIX "%s", cfg->vgpu.region_dir,
+                         base ? base + 1 : dir) < 0
                  ? vg_err_set(err, -ENAMETOOLONG, "path too long")
-                 : region_create(path, &rc_cfg, err);
+                 : stage_make(stage, err);
+    if (rc < 0)
+        return vg_err_wrap(err, "container directory %s", dir);
+    rc = write_region(cfg, c, stage, err);
     if (rc >= 0)
-        rc = write_limits(cfg, match, dir, err);
+        rc = write_limits(cfg, match, dir, stage, err);
+    if (rc >= 0 && rename(stage, dir) != 0)
+        rc = vg_err_set(err, -errno, "renaming %s to %s: %s", stage, dir, strerror(errno));
     if (rc < 0) {
         struct vg_err ignored;
-        dp_container_dir_remove(dir, &ignored);
+        dp_container_dir_remove(stage, &ignored);
         return vg_err_wrap(err, "container directory %s", dir);
     }
     return 0;
@@ -536,11 +577,12 @@ int dp_container_dirs_sweep(const char *region_dir, const char *const *live_uids
     struct dirent *ent;
     while ((ent = readdir(d)) != NULL) {
         const char *us = strchr(ent->d_name, '_');
-        if (ent->d_name[0] == '.' || !us || us == ent->d_name)
+        bool stale_stage = strncmp(ent->d_name, DP_STAGE_PREFIX, strlen(DP_STAGE_PREFIX)) == 0;
+        if (!stale_stage && (ent->d_name[0] == '.' || !us || us == ent->d_name))
             continue;
-        size_t uid_len = (size_t)(us - ent->d_name);
+        size_t uid_len = stale_stage ? 0 : (size_t)(us - ent->d_name);
         bool live = false;
-        for (size_t i = 0; live_uids[i] && !live; i++)
+        for (size_t i = 0; !stale_stage && live_uids[i] && !live; i++)
             live =
                 strlen(live_uids[i]) == uid_len && strncmp(live_uids[i], ent->d_name, uid_len) == 0;
         if (live)

@@ -266,13 +266,17 @@ int dp_response_pack(const struct dp_response *const *resps, size_t count, uint8
 /* <region_dir>/<pod uid>_<container>, into path[size]. */
 int dp_container_dir_path(const char *region_dir, const char *pod_uid, const char *container,
                           char *path, size_t size, struct vg_err *err);
+/* Where dp_container_dir_create fills a directory before renaming it into place. */
+#define DP_STAGE_PREFIX ".new."
 /* Creates the container directory (0755) with the shared region ("region", 0666) and the
- * limits file ("limits", 0444) for match. On failure nothing is left behind. */
-int dp_container_dir_create(const struct dp_config *cfg, const struct dp_gpu *gpus,
-                            unsigned gpu_count, const struct dp_match *match, const char *dir,
-                            struct vg_err *err);
+ * limits file ("limits", 0444) for match: fills them in <region_dir>/.new.<name> and
+ * renames that to dir, so the directory appears complete or not at all. Fails if dir
+ * exists. On failure nothing is left behind. */
+int dp_container_dir_create(const struct dp_config *cfg, const struct dp_match *match,
+                            const char *dir, struct vg_err *err);
 /* Removes every `<uid>_<name>` directory under region_dir whose uid is not in live_uids
- * (NULL-terminated). Returns how many were removed, or a negative code. */
+ * (NULL-terminated), and every `.new.*` one a killed plugin left half made (the plugin
+ * never sweeps during an Allocate). Returns how many were removed, or a negative code. */
 int dp_container_dirs_sweep(const char *region_dir, const char *const *live_uids,
                             struct vg_err *err);
 /* Removes one container directory and its files. */

@@ -244,7 +244,7 @@ static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequ
     rc = dp_allocate_vgpu(p->cfg, p->gpus, p->gpu_count, match, dir, resp, err);
     if (rc < 0)
         return rc;
-    rc = dp_container_dir_create(p->cfg, p->gpus, p->gpu_count, match, dir, err);
+    rc = dp_container_dir_create(p->cfg, match, dir, err);
     if (rc < 0)
         return rc;
     dp_podcache_set_allocated(p->decisions, match->pod_uid, match->container.name, true);

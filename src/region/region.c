@@ -167,6 +167,35 @@ static int fill_new_region(struct shared_region *sh, const struct region_config 
     return 0;
 }
 
+int region_init_fd(int fd, const struct region_config *config, struct vg_err *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return vg_err_set(err, -errno, "region: %s", strerror(errno));
+    if (st.st_size != 0)
+        return vg_err_set(err, -EEXIST, "region file is not empty (%lld bytes)",
+                          (long long)st.st_size);
+    /* Only the header and device table are written; the process table stays a hole,
+     * which reads as zeros. The caller publishes the file once this returns. */
+    const size_t head = offsetof(struct shared_region, procs);
+    struct shared_region *sh = calloc(1, sizeof *sh);
+    if (!sh)
+        return vg_err_set(err, -ENOMEM, "region: out of memory");
+    int rc = fill_new_region(sh, config, err);
+    /* Every process of the container, whatever its user, must be able to open it; the
+     * application's umask is left alone. */
+    if (rc == 0 && (fchmod(fd, 0666) != 0 || ftruncate(fd, (off_t)sizeof *sh) != 0))
+        rc = vg_err_set(err, -errno, "sizing region: %s", strerror(errno));
+    if (rc == 0) {
+        ssize_t n = pwrite(fd, sh, head, 0);
+        int e = n < 0 ? errno : EIO;
+        if (n != (ssize_t)head)
+            rc = vg_err_set(err, -e, "writing region: %s", strerror(e));
+    }
+    free(sh);
+    return rc;
+}
+
 int region_create(const char *path, const struct region_config *config, struct vg_err *err)
 {
     static _Atomic unsigned counter;
@@ -177,22 +206,11 @@ int region_create(const char *path, const struct region_config *config, struct v
     int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0)
         return vg_err_set(err, -errno, "creating region %s: %s", tmp, strerror(errno));
-    int rc = 0;
-    /* Every process of the container, whatever its user, must be able to open it; the
-     * application's umask is left alone. */
-    if (fchmod(fd, 0666) != 0 || ftruncate(fd, (off_t)sizeof(struct shared_region)) != 0) {
-        rc = vg_err_set(err, -errno, "sizing region %s: %s", tmp, strerror(errno));
+    int rc = region_init_fd(fd, config, err);
+    if (rc < 0) {
+        vg_err_wrap(err, "region %s", tmp);
         goto out;
     }
-    struct shared_region *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (sh == MAP_FAILED) {
-        rc = vg_err_set(err, -errno, "mapping region %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    rc = fill_new_region(sh, config, err);
-    munmap(sh, sizeof *sh);
-    if (rc != 0)
-        goto out;
     /* link() publishes the complete file atomically and fails if another process won. */
     if (link(tmp, path) != 0) {
         if (errno == EEXIST)

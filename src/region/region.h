@@ -81,6 +81,11 @@ struct region;
  * already there (it is validated by region_open, not overwritten). */
 int region_create(const char *path, const struct region_config *config, struct vg_err *err);
 
+/* Makes the empty file open on fd a new region (0666, sized, the magic written last), for
+ * callers that publish the file themselves (the device plugin renames the container's
+ * whole directory into place). -EEXIST if the file already holds a region. */
+int region_init_fd(int fd, const struct region_config *config, struct vg_err *err);
+
 /* Maps an existing region after checking magic, version and size: a file of another
  * version or size is refused with a clear message, never trusted. */
 int region_open(const char *path, struct region **out, struct vg_err *err);

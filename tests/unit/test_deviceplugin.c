@@ -7,7 +7,9 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/str.h"
+#include "region/region.h"
 #include "deviceplugin/deviceplugin.h"
 #include "grpc/kubelet/api.h"
 
@@ -404,7 +407,7 @@ static void test_vgpu_allocate_and_dirs(void **state)
     assert_int_equal(dp_container_dir_path(cfg.vgpu.region_dir, m.pod_uid, m.container.name, dir,
                                            sizeof(dir), &err),
                      0);
-    assert_int_equal(dp_container_dir_create(&cfg, g, 2, &m, dir, &err), 0);
+    assert_int_equal(dp_container_dir_create(&cfg, &m, dir, &err), 0);
     char path[1100];
     struct stat st;
     snprintf(path, sizeof(path), "%s/limits", dir);
@@ -413,7 +416,7 @@ static void test_vgpu_allocate_and_dirs(void **state)
     snprintf(path, sizeof(path), "%s/region", dir);
     assert_int_equal(stat(path, &st), 0);
     /* Twice is an error, and the first directory stays intact. */
-    assert_true(dp_container_dir_create(&cfg, g, 2, &m, dir, &err) < 0);
+    assert_true(dp_container_dir_create(&cfg, &m, dir, &err) < 0);
     assert_int_equal(stat(path, &st), 0);
     /* A decision naming a GPU the node lacks fails with a message and leaves nothing. */
     vg_strlcpy(m.container.gpus[0].uuid, "GPU-missing", sizeof(m.container.gpus[0].uuid));
@@ -436,6 +439,144 @@ static void test_vgpu_allocate_and_dirs(void **state)
     assert_int_equal(st.st_mode & 07777, 01777);
     rmdir(cfg.vgpu.compute_board_dir);
     rmdir(tmp);
+    dp_config_free(&cfg);
+}
+
+/* Entries of dir (dot entries aside), sorted by name, joined by spaces into out. */
+static void list_dir(const char *dir, char *out, size_t size)
+{
+    char names[64][256];
+    unsigned n = 0;
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *ent;
+    while ((ent = readdir(d)) != NULL && n < 64)
+        if (strcmp(ent->d_name, ".") != 0 && strcmp(ent->d_name, "..") != 0)
+            vg_strlcpy(names[n++], ent->d_name, sizeof(names[0]));
+    closedir(d);
+    qsort(names, n, sizeof(names[0]), (int (*)(const void *, const void *))strcmp);
+    size_t used = 0;
+    out[0] = '\0';
+    for (unsigned i = 0; i < n; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? " " : "", names[i]);
+}
+
+static size_t read_file(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    ssize_t n = read(fd, buf, size);
+    close(fd);
+    assert_true(n >= 0);
+    return (size_t)n;
+}
+
+/* A container directory is filled under a staging name and renamed into place: its
+ * region is the one libvgpu would create, its limits file names the final directory, and
+ * neither a failure nor a plugin killed mid-way leaves anything behind for long. */
+static void test_container_dir_staging(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/dp-stage.XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    char yaml[1024];
+    snprintf(yaml, sizeof(yaml),
+             "version: v1\nvgpu:\n  regionDir: %s/containers\n"
+             "  computeBoardDir: %s/board\n",
+             tmp, tmp);
+    struct dp_config cfg;
+    load(&cfg, yaml);
+    const char *rd = cfg.vgpu.region_dir;
+    struct dp_match m;
+    memset(&m, 0, sizeof(m));
+    vg_strlcpy(m.pod_uid, "uid-1", sizeof(m.pod_uid));
+    vg_strlcpy(m.pod_namespace, "default", sizeof(m.pod_namespace));
+    vg_strlcpy(m.pod_name, "train-0", sizeof(m.pod_name));
+    vg_strlcpy(m.container.name, "main", sizeof(m.container.name));
+    m.container.gpu_count = 1;
+    vg_strlcpy(m.container.gpus[0].uuid, UUID_A, sizeof(m.container.gpus[0].uuid));
+    m.container.gpus[0].memory_mib = 3000;
+    m.container.gpus[0].cores = 25;
+    char dir[1024], path[1200], path2[1300], listing[4096];
+    snprintf(dir, sizeof(dir), "%s/uid-1_main", rd);
+    struct vg_err err = {0};
+    assert_int_equal(dp_container_dir_create(&cfg, &m, dir, &err), 0);
+    list_dir(rd, listing, sizeof(listing));
+    assert_string_equal(listing, "uid-1_main");
+    list_dir(dir, listing, sizeof(listing));
+    assert_string_equal(listing, "limits region");
+
+    static char a[1 << 19], b[1 << 19];
+    snprintf(path, sizeof(path), "%s/limits", dir);
+    size_t na = read_file(path, a, sizeof(a) - 1);
+    a[na] = '\0';
+    assert_non_null(strstr(a, "CUDA_DEVICE_MEMORY_LIMIT_0=3000m\n"));
+    snprintf(path2, sizeof(path2), "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/region\n", dir);
+    assert_non_null(strstr(a, path2));
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0444);
+    /* Byte for byte the region region_create makes for the same limits, and 0666. */
+    snprintf(path, sizeof(path), "%s/region", dir);
+    snprintf(path2, sizeof(path2), "%s/reference", tmp);
+    struct region_config rc_cfg;
+    memset(&rc_cfg, 0, sizeof(rc_cfg));
+    rc_cfg.device_count = 1;
+    vg_strlcpy(rc_cfg.devices[0].uuid, UUID_A, sizeof(rc_cfg.devices[0].uuid));
+    rc_cfg.devices[0].memory_limit = 3000ull << 20;
+    rc_cfg.devices[0].sm_limit_percent = 25;
+    assert_int_equal(region_create(path2, &rc_cfg, &err), 0);
+    na = read_file(path, a, sizeof(a));
+    size_t nb = read_file(path2, b, sizeof(b));
+    assert_true(na > 4096);
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, na);
+    assert_int_equal(unlink(path2), 0);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0666);
+    struct region *r = NULL;
+    assert_int_equal(region_open(path, &r, &err), 0);
+    assert_int_equal(region_device(r, 0)->memory_limit, 3000ull << 20);
+    region_close(r);
+    /* A file that is not empty is never made a region. */
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(region_init_fd(fd, &rc_cfg, &err), -EEXIST);
+    close(fd);
+
+    /* Failures leave no stage: the directory exists; its parent does not. */
+    assert_int_equal(dp_container_dir_create(&cfg, &m, dir, &err), -EEXIST);
+    vg_strlcpy(m.pod_uid, "uid-3", sizeof(m.pod_uid));
+    snprintf(path, sizeof(path), "%s/missing/uid-3_main", rd);
+    assert_int_equal(dp_container_dir_create(&cfg, &m, path, &err), -ENOENT);
+    assert_non_null(strstr(err.msg, "renaming"));
+    list_dir(rd, listing, sizeof(listing));
+    assert_string_equal(listing, "uid-1_main");
+    /* A stage left by a plugin killed mid-Allocate goes with the next sweep; a live
+     * pod's directory stays. */
+    snprintf(path, sizeof(path), "%s/" DP_STAGE_PREFIX "uid-1_side", rd);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path2, sizeof(path2), "%s/region", path);
+    fd = open(path2, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    const char *live[] = {"uid-1", NULL};
+    assert_int_equal(dp_container_dirs_sweep(rd, live, &err), 1);
+    list_dir(rd, listing, sizeof(listing));
+    assert_string_equal(listing, "uid-1_main");
+    const char *nobody[] = {NULL};
+    assert_int_equal(dp_container_dirs_sweep(rd, nobody, &err), 1);
+
+    /* A region directory that is a file: the reason, and nothing made. */
+    assert_int_equal(rmdir(rd), 0);
+    fd = open(rd, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(dp_container_dir_create(&cfg, &m, dir, &err), -ENOTDIR);
+    assert_non_null(strstr(err.msg, "containers"));
+    assert_int_equal(unlink(rd), 0);
+    rmdir(cfg.vgpu.compute_board_dir);
+    assert_int_equal(rmdir(tmp), 0);
     dp_config_free(&cfg);
 }
 
@@ -475,6 +616,7 @@ int main(void)
         cmocka_unit_test(test_pack_cdi),
         cmocka_unit_test(test_match),
         cmocka_unit_test(test_vgpu_allocate_and_dirs),
+        cmocka_unit_test(test_container_dir_staging),
         cmocka_unit_test(test_inventory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
