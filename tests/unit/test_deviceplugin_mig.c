@@ -15,40 +15,12 @@
 
 #include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
+#include "dp_test.h"
 
-#define UUID_A "GPU-11111111-2222-3333-4444-555555555555"
-#define UUID_B "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 #define MIG_A0 "MIG-a0a0a0a0-0000-0000-0000-000000000000"
 #define MIG_A1 "MIG-a1a1a1a1-0000-0000-0000-000000000000"
 #define MIG_A2 "MIG-a2a2a2a2-0000-0000-0000-000000000000"
 #define MIG_B0 "MIG-b0b0b0b0-0000-0000-0000-000000000000"
-
-static void golden(const char *name, const struct dp_response *resp)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    dp_response_dump(resp, mem);
-    fclose(mem);
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s.golden", DP_GOLDEN_DIR, name);
-    if (getenv("VGPU_UPDATE_GOLDEN")) {
-        FILE *f = fopen(path, "w");
-        assert_non_null(f);
-        fwrite(text, 1, len, f);
-        fclose(f);
-    }
-    FILE *f = fopen(path, "r");
-    if (!f)
-        fail_msg("missing golden file %s", path);
-    char want[16384];
-    size_t n = fread(want, 1, sizeof(want) - 1, f);
-    fclose(f);
-    want[n] = '\0';
-    if (strcmp(want, text) != 0)
-        fail_msg("%s differs:\n--- want\n%s--- got\n%s", path, want, text);
-    free(text);
-}
 
 static void add_mig(struct dp_gpu *g, const char *uuid, const char *profile, unsigned gi,
                     uint64_t mib)
@@ -65,32 +37,14 @@ static void add_mig(struct dp_gpu *g, const char *uuid, const char *profile, uns
 }
 
 /* GPU 0: MIG with 1g.10gb, 1g.10gb and 2g.20gb; GPU 1: MIG with 1g.10gb (or not MIG). */
-static void two_gpus(struct dp_gpu g[2], bool second_mig, bool same_profiles)
+static void two_mig_gpus(struct dp_gpu g[2], bool second_mig, bool same_profiles)
 {
-    memset(g, 0, 2 * sizeof(*g));
-    for (unsigned i = 0; i < 2; i++) {
-        vg_strlcpy(g[i].uuid, i ? UUID_B : UUID_A, sizeof(g[i].uuid));
-        vg_strlcpy(g[i].model, "NVIDIA H100 80GB HBM3", sizeof(g[i].model));
-        g[i].index = i;
-        g[i].minor = i;
-        g[i].memory_mib = 81559;
-        g[i].numa = (int)i;
-        g[i].healthy = true;
-    }
+    two_gpus(g);
     add_mig(&g[0], MIG_A0, "1g.10gb", 1, 10194);
     add_mig(&g[0], MIG_A1, "1g.10gb", 2, 10194);
     add_mig(&g[0], MIG_A2, same_profiles ? "1g.10gb" : "2g.20gb", 3, same_profiles ? 10194 : 20389);
     if (second_mig)
         add_mig(&g[1], MIG_B0, "1g.10gb", 1, 10194);
-}
-
-static void load(struct dp_config *cfg, const char *yaml)
-{
-    struct vg_err err = {0};
-    dp_config_defaults(cfg);
-    int rc = dp_config_load_buffer("test.yaml", yaml, strlen(yaml), cfg, &err);
-    if (rc != 0)
-        fail_msg("config: %s", err.msg);
 }
 
 static const struct dp_resource *find(const struct dp_resources *res, const char *name)
@@ -134,7 +88,7 @@ static void test_mixed(void **state)
 {
     (void)state;
     struct dp_gpu g[2];
-    two_gpus(g, false, false);
+    two_mig_gpus(g, false, false);
     struct dp_config cfg;
     struct dp_resources res;
     struct vg_err err = {0};
@@ -200,7 +154,7 @@ static void test_single(void **state)
 {
     (void)state;
     struct dp_gpu g[2];
-    two_gpus(g, true, true);
+    two_mig_gpus(g, true, true);
     struct dp_config cfg;
     struct dp_resources res;
     struct vg_err err = {0};
@@ -229,15 +183,15 @@ static void test_single(void **state)
     dp_resources_release(&res);
 
     /* NVIDIA's refusals: differing profiles, a GPU without MIG, a MIG GPU without devices. */
-    two_gpus(g, true, false);
+    two_mig_gpus(g, true, false);
     assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "more than one MIG device type"));
     assert_non_null(strstr(err.msg, "mixed"));
-    two_gpus(g, false, true);
+    two_mig_gpus(g, false, true);
     assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "same migEnabled value"));
     assert_non_null(strstr(err.msg, UUID_B));
-    two_gpus(g, true, true);
+    two_mig_gpus(g, true, true);
     g[1].mig_count = 0;
     assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "no MIG devices"));
@@ -252,13 +206,13 @@ static void test_single(void **state)
     /* MPS on MIG devices is refused, as NVIDIA's validation does. */
     load(&cfg, "version: v1\nflags:\n  migStrategy: single\nsharing:\n  mps:\n    resources:\n"
                "    - name: nvidia.com/gpu\n      replicas: 2\n");
-    two_gpus(g, true, true);
+    two_mig_gpus(g, true, true);
     assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), -ENOTSUP);
     assert_non_null(strstr(err.msg, "MPS on MIG devices"));
     dp_config_free(&cfg);
 
     /* vgpu mode owns nvidia.com/gpu: single is refused with a way out. */
-    two_gpus(g, true, true);
+    two_mig_gpus(g, true, true);
     load(&cfg, "version: v1\nflags:\n  migStrategy: single\n");
     assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), -ENOTSUP);
     assert_non_null(strstr(err.msg, "migStrategy mixed"));
@@ -269,7 +223,7 @@ static void test_volume_mounts(void **state)
 {
     (void)state;
     struct dp_gpu g[2];
-    two_gpus(g, false, false);
+    two_mig_gpus(g, false, false);
     struct dp_config cfg;
     struct dp_resources res;
     struct vg_err err = {0};

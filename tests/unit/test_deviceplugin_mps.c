@@ -22,68 +22,20 @@
 
 #include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
+#include "dp_test.h"
 
-#define UUID_A "GPU-11111111-2222-3333-4444-555555555555"
-#define UUID_B "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
-
-static void two_gpus(struct dp_gpu g[2])
+/* The second GPU is an H100 with 40 GiB here. */
+static void two_gpus_mps(struct dp_gpu g[2])
 {
-    memset(g, 0, 2 * sizeof(*g));
-    vg_strlcpy(g[0].uuid, UUID_A, sizeof(g[0].uuid));
-    vg_strlcpy(g[0].model, "NVIDIA H100 80GB HBM3", sizeof(g[0].model));
-    g[0].memory_mib = 81559;
-    g[0].numa = 0;
-    g[0].healthy = true;
-    vg_strlcpy(g[1].uuid, UUID_B, sizeof(g[1].uuid));
-    vg_strlcpy(g[1].model, "NVIDIA H100 80GB HBM3", sizeof(g[1].model));
-    g[1].index = 1;
-    g[1].minor = 1;
+    two_gpus(g);
     g[1].memory_mib = 40960;
-    g[1].numa = 1;
-    g[1].healthy = true;
-}
-
-static void load(struct dp_config *cfg, const char *yaml)
-{
-    struct vg_err err = {0};
-    dp_config_defaults(cfg);
-    int rc = dp_config_load_buffer("test.yaml", yaml, strlen(yaml), cfg, &err);
-    if (rc != 0)
-        fail_msg("config: %s", err.msg);
-}
-
-static void golden(const char *name, const struct dp_response *resp)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *mem = open_memstream(&text, &len);
-    dp_response_dump(resp, mem);
-    fclose(mem);
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s.golden", DP_GOLDEN_DIR, name);
-    if (getenv("VGPU_UPDATE_GOLDEN")) {
-        FILE *f = fopen(path, "w");
-        assert_non_null(f);
-        fwrite(text, 1, len, f);
-        fclose(f);
-    }
-    FILE *f = fopen(path, "r");
-    if (!f)
-        fail_msg("missing golden file %s", path);
-    char want[16384];
-    size_t n = fread(want, 1, sizeof(want) - 1, f);
-    fclose(f);
-    want[n] = '\0';
-    if (strcmp(want, text) != 0)
-        fail_msg("%s differs:\n--- want\n%s--- got\n%s", path, want, text);
-    free(text);
 }
 
 static void test_resources(void **state)
 {
     (void)state;
     struct dp_gpu g[2];
-    two_gpus(g);
+    two_gpus_mps(g);
     struct dp_config cfg;
     load(&cfg, "version: v1\nsharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n"
                "      replicas: 4\n");
@@ -172,7 +124,7 @@ static void test_allocate(void **state)
 {
     (void)state;
     struct dp_gpu g[2];
-    two_gpus(g);
+    two_gpus_mps(g);
     struct dp_config cfg;
     load(&cfg, "version: v1\nflags:\n  mpsRoot: /run/nvidia/mps\nsharing:\n  mps:\n"
                "    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n");
@@ -359,7 +311,7 @@ static void fixture_start(struct fixture *f, const char *control, bool start_now
              "    resources:\n    - name: gpu\n      replicas: 2\n",
              f->root, control ? control : f->fake);
     load(&f->cfg, yaml);
-    two_gpus(f->gpus);
+    two_gpus_mps(f->gpus);
     struct vg_err err = {0};
     assert_int_equal(dp_resources_build(&f->cfg, f->gpus, 2, &f->res, &err), 0);
     f->loop.base = event_base_new();
