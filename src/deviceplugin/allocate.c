@@ -159,8 +159,13 @@ static int base_response(const struct dp_config *cfg, const struct dp_gpu *gpus,
         }
     }
     int rc = cdi_response(cfg, ids, n < DP_MAX_GPUS ? n : DP_MAX_GPUS, out, err);
-    if (rc < 0)
-        return rc;
+    return rc < 0 ? rc : dp_response_add_visible(cfg, visible, out, err);
+}
+
+int dp_response_add_visible(const struct dp_config *cfg, const char *visible,
+                            struct dp_response *out, struct vg_err *err)
+{
+    int rc = 0;
     if (cfg->flags.plugin.device_list_strategy & DP_LIST_ENVVAR)
         rc = add_env(out, "NVIDIA_VISIBLE_DEVICES", visible, err);
     else if (cfg->flags.plugin.device_list_strategy & DP_LIST_VOLUME_MOUNTS)

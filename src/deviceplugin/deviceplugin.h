@@ -257,6 +257,11 @@ int dp_response_add_env(struct dp_response *r, const char *key, const char *valu
 int dp_response_add_mount(struct dp_response *r, const char *container_path, const char *host_path,
                           bool read_only, struct vg_err *err);
 
+/* NVIDIA_VISIBLE_DEVICES for the device list strategy (the ids, or the volume-mounts
+ * directory) and the GDS, MOFED and GDRCOPY switches of flags. */
+int dp_response_add_visible(const struct dp_config *cfg, const char *visible,
+                            struct dp_response *out, struct vg_err *err);
+
 /* Canonical text form, sorted envs: what golden tests compare. */
 void dp_response_dump(const struct dp_response *resp, FILE *out);
 /* Serialises one or more container responses as an AllocateResponse (malloc'ed). */

@@ -37,18 +37,6 @@ bool dp_gpu_split(const struct dp_config *cfg, const struct dp_gpu *gpu)
 
 /* ---- Allocate ------------------------------------------------------------------------ */
 
-static int env_set(struct dp_response *r, const char *key, const char *value, struct vg_err *err)
-{
-    if (r->env_count == DP_RESPONSE_MAX_ENVS)
-        return vg_err_set(err, -ENOSPC, "too many environment variables");
-    struct dp_env *e = &r->envs[r->env_count];
-    if (vg_strlcpy(e->key, key, sizeof(e->key)) < 0 ||
-        vg_strlcpy(e->value, value, sizeof(e->value)) < 0)
-        return vg_err_set(err, -ENOSPC, "env %s too long", key);
-    r->env_count++;
-    return 0;
-}
-
 static int spec_add(struct dp_response *r, const char *path, struct vg_err *err)
 {
     for (size_t i = 0; i < r->device_count; i++)
@@ -134,18 +122,7 @@ int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resou
                 return rc;
         }
     }
-    int rc = 0;
-    if (cfg->flags.plugin.device_list_strategy & DP_LIST_ENVVAR)
-        rc = env_set(out, "NVIDIA_VISIBLE_DEVICES", visible, err);
-    else if (cfg->flags.plugin.device_list_strategy & DP_LIST_VOLUME_MOUNTS)
-        rc = env_set(out, "NVIDIA_VISIBLE_DEVICES", "/var/run/nvidia-container-devices", err);
-    if (rc == 0 && cfg->flags.gds_enabled)
-        rc = env_set(out, "NVIDIA_GDS", "enabled", err);
-    if (rc == 0 && cfg->flags.mofed_enabled)
-        rc = env_set(out, "NVIDIA_MOFED", "enabled", err);
-    if (rc == 0 && cfg->flags.gdrcopy_enabled)
-        rc = env_set(out, "NVIDIA_GDRCOPY", "enabled", err);
-    return rc;
+    return dp_response_add_visible(cfg, visible, out, err);
 }
 
 /* ---- MIG capability minors ---------------------------------------------------------- */

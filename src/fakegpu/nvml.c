@@ -127,6 +127,20 @@ static int device_index(nvmlDevice_t device, nvmlReturn_t *ret)
     return dev;
 }
 
+/* The prologue of a device query: the device's index (a MIG handle is NOT_SUPPORTED),
+ * INVALID_ARGUMENT unless args_ok, and its record. */
+static nvmlReturn_t device_info(nvmlDevice_t device, bool args_ok, int *dev,
+                                struct fg_device_info *info)
+{
+    nvmlReturn_t ret;
+    *dev = device_index(device, &ret);
+    if (*dev < 0)
+        return ret;
+    if (!args_ok)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return fg_state_device_info(state, *dev, info) != 0 ? NVML_ERROR_UNKNOWN : NVML_SUCCESS;
+}
+
 static nvmlReturn_t copy_string(char *dst, unsigned length, const char *src)
 {
     if (dst == NULL)
@@ -375,15 +389,11 @@ NVML_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigne
 
 NVML_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci)
 {
-    nvmlReturn_t ret;
-    int dev = device_index(device, &ret);
     struct fg_device_info info;
-    if (dev < 0)
+    int dev;
+    nvmlReturn_t ret = device_info(device, pci != NULL, &dev, &info);
+    if (ret != NVML_SUCCESS)
         return ret;
-    if (pci == NULL)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    if (fg_state_device_info(state, dev, &info) != 0)
-        return NVML_ERROR_UNKNOWN;
     memset(pci, 0, sizeof *pci);
     format_bus_ids(&info, pci->busIdLegacy, sizeof pci->busIdLegacy, pci->busId, sizeof pci->busId);
     pci->domain = info.pci_domain;
@@ -407,15 +417,11 @@ NVML_API nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfo_t *p
 NVML_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
                                                          int *minor)
 {
-    nvmlReturn_t ret;
-    int dev = device_index(device, &ret);
     struct fg_device_info info;
-    if (dev < 0)
+    int dev;
+    nvmlReturn_t ret = device_info(device, major != NULL && minor != NULL, &dev, &info);
+    if (ret != NVML_SUCCESS)
         return ret;
-    if (major == NULL || minor == NULL)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    if (fg_state_device_info(state, dev, &info) != 0)
-        return NVML_ERROR_UNKNOWN;
     *major = info.cc_major;
     *minor = info.cc_minor;
     return NVML_SUCCESS;
@@ -441,15 +447,11 @@ NVML_API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int
 NVML_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
                                            unsigned int *pendingMode)
 {
-    nvmlReturn_t ret;
-    int dev = device_index(device, &ret);
-    if (dev < 0)
-        return ret;
-    if (currentMode == NULL || pendingMode == NULL)
-        return NVML_ERROR_INVALID_ARGUMENT;
     struct fg_device_info info;
-    if (fg_state_device_info(state, dev, &info) != 0)
-        return NVML_ERROR_UNKNOWN;
+    int dev;
+    nvmlReturn_t ret = device_info(device, currentMode != NULL && pendingMode != NULL, &dev, &info);
+    if (ret != NVML_SUCCESS)
+        return ret;
     unsigned slices, mem_slices;
     fg_mig_geometry(info.name, &slices, &mem_slices);
     if (slices == 0)
@@ -461,15 +463,11 @@ NVML_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *cu
 
 NVML_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
 {
-    nvmlReturn_t ret;
-    int dev = device_index(device, &ret);
-    if (dev < 0)
-        return ret;
-    if (count == NULL)
-        return NVML_ERROR_INVALID_ARGUMENT;
     struct fg_device_info info;
-    if (fg_state_device_info(state, dev, &info) != 0)
-        return NVML_ERROR_UNKNOWN;
+    int dev;
+    nvmlReturn_t ret = device_info(device, count != NULL, &dev, &info);
+    if (ret != NVML_SUCCESS)
+        return ret;
     unsigned slices, mem_slices;
     fg_mig_geometry(info.name, &slices, &mem_slices);
     if (slices == 0)
@@ -481,15 +479,11 @@ NVML_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsign
 NVML_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
                                                           nvmlDevice_t *migDevice)
 {
-    nvmlReturn_t ret;
-    int dev = device_index(device, &ret);
-    if (dev < 0)
-        return ret;
-    if (migDevice == NULL)
-        return NVML_ERROR_INVALID_ARGUMENT;
     struct fg_device_info info;
-    if (fg_state_device_info(state, dev, &info) != 0)
-        return NVML_ERROR_UNKNOWN;
+    int dev;
+    nvmlReturn_t ret = device_info(device, migDevice != NULL, &dev, &info);
+    if (ret != NVML_SUCCESS)
+        return ret;
     unsigned slices, mem_slices;
     fg_mig_geometry(info.name, &slices, &mem_slices);
     if (slices == 0)
