@@ -312,6 +312,16 @@ static void test_match(void **state)
     json_decref(pods);
 }
 
+/* Pod default/train-0 (uid-1), container "main", with no GPUs yet. */
+static void train_match(struct dp_match *m)
+{
+    memset(m, 0, sizeof(*m));
+    vg_strlcpy(m->pod_uid, "uid-1", sizeof(m->pod_uid));
+    vg_strlcpy(m->pod_namespace, "default", sizeof(m->pod_namespace));
+    vg_strlcpy(m->pod_name, "train-0", sizeof(m->pod_name));
+    vg_strlcpy(m->container.name, "main", sizeof(m->container.name));
+}
+
 static void test_vgpu_allocate_and_dirs(void **state)
 {
     (void)state;
@@ -329,11 +339,7 @@ static void test_vgpu_allocate_and_dirs(void **state)
     struct dp_config cfg;
     load(&cfg, yaml);
     struct dp_match m;
-    memset(&m, 0, sizeof(m));
-    vg_strlcpy(m.pod_uid, "uid-1", sizeof(m.pod_uid));
-    vg_strlcpy(m.pod_namespace, "default", sizeof(m.pod_namespace));
-    vg_strlcpy(m.pod_name, "train-0", sizeof(m.pod_name));
-    vg_strlcpy(m.container.name, "main", sizeof(m.container.name));
+    train_match(&m);
     m.container.gpu_count = 2;
     vg_strlcpy(m.container.gpus[0].uuid, UUID_B, sizeof(m.container.gpus[0].uuid));
     m.container.gpus[0].memory_mib = 4096;
@@ -433,11 +439,7 @@ static void test_container_dir_staging(void **state)
     load(&cfg, yaml);
     const char *rd = cfg.vgpu.region_dir;
     struct dp_match m;
-    memset(&m, 0, sizeof(m));
-    vg_strlcpy(m.pod_uid, "uid-1", sizeof(m.pod_uid));
-    vg_strlcpy(m.pod_namespace, "default", sizeof(m.pod_namespace));
-    vg_strlcpy(m.pod_name, "train-0", sizeof(m.pod_name));
-    vg_strlcpy(m.container.name, "main", sizeof(m.container.name));
+    train_match(&m);
     m.container.gpu_count = 1;
     vg_strlcpy(m.container.gpus[0].uuid, UUID_A, sizeof(m.container.gpus[0].uuid));
     m.container.gpus[0].memory_mib = 3000;
