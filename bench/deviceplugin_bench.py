@@ -7,6 +7,9 @@ python) on fakegpu's NVML and prints a markdown table.
   needs no API server; vgpu mode matches each call against a pod decision from
   tests/kube_api_server.py and creates the container directory, region and limits file:
   one pod per call, for each count in VGPU_PODS (kubelet's default is 110 pods a node),
+  after the plugin's pod watch has every pod (so each directory was prepared when its
+  decision arrived and Allocate renames it), and once more with each Allocate sent right
+  after its pod is created, racing the plugin's watch as kubelet does,
   with the container directories in the temporary directory ($TMPDIR) and, where
   /dev/shm exists, on tmpfs too (file creation alone, no disk file system), and in every
   directory DP_BENCH_DIRS lists (colon-separated), e.g. a journaled ext4 mount.
@@ -169,7 +172,7 @@ def xid(rows):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def vgpu(rows, pods, where=None):
+def vgpu(rows, pods, where=None, race=False):
     tmp = tempfile.mkdtemp(prefix="dp-bench.", dir=where)
     os.makedirs(os.path.join(tmp, "kubelet"))
     api = k.ApiServer(tmp)
@@ -180,25 +183,38 @@ def vgpu(rows, pods, where=None):
         devs = k.wait_for(lambda: kubelet.latest("nvidia.com/gpu"), what="list")
         ids = [d for d, _ in devs]
         uuid = ids[0].rsplit("-", 1)[0]
-        for i in range(pods):
+        def add(i):
             api.add_pod("bench-%d" % i, json.dumps({
                 "version": 1, "node": "node-1", "time": int(time.time()),
                 "containers": [{"name": "main", "gpus": [
                     {"uuid": uuid, "memoryMiB": 256, "cores": 10}]}]}))
-        # Wait until the plugin's pod watch has the last pod: its preferred allocation
-        # follows a decision only once the pod is known.
-        time.sleep(1.0)
         lat = []
-        for i in range(pods):
-            t = time.perf_counter()
-            kubelet.allocate("nvidia.com/gpu", [ids[0]])
-            lat.append(time.perf_counter() - t)
+        if race:
+            # Kubelet's view: Allocate as soon as the pod is bound, racing the plugin's
+            # own watch event (and the directory it prepares on that event).
+            for i in range(pods):
+                add(i)
+                t = time.perf_counter()
+                kubelet.allocate("nvidia.com/gpu", [ids[0]])
+                lat.append(time.perf_counter() - t)
+        else:
+            for i in range(pods):
+                add(i)
+            # Wait until the plugin's pod watch has the last pod: its preferred allocation
+            # follows a decision only once the pod is known.
+            time.sleep(1.0)
+            for i in range(pods):
+                t = time.perf_counter()
+                kubelet.allocate("nvidia.com/gpu", [ids[0]])
+                lat.append(time.perf_counter() - t)
         # Pods the watch had not delivered yet were looked up directly (slower calls).
         lookups = plugin.output().count("looking this node's pods up")
         fs = subprocess.run(["stat", "-f", "-c", "%T", tmp], capture_output=True,
                             text=True).stdout.strip()
-        rows.append(("Allocate, vgpu, %d pods (one call each: match + directory, region, "
-                     "limits file on %s, %s)" % (pods, fs, where or os.path.dirname(tmp)),
+        rows.append(("Allocate, vgpu, %d pods (%s; one call each, directories on %s, %s)"
+                     % (pods, "each right after its pod is bound" if race
+                        else "pods watched and directories prepared first", fs,
+                        where or os.path.dirname(tmp)),
                      "p50 %s ms, p99 %s ms, max %s ms%s"
                      % (ms(pct(lat, 50)), ms(pct(lat, 99)), ms(max(lat)),
                         "; %d direct lookups" % lookups if lookups else "")))
@@ -218,6 +234,7 @@ def main():
     xid(rows)
     for pods in VGPU_PODS:
         vgpu(rows, pods)
+    vgpu(rows, VGPU_PODS[0], race=True)
     extra = [d for d in os.environ.get("DP_BENCH_DIRS", "").split(":") if d]
     if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
         extra.insert(0, "/dev/shm")

@@ -314,7 +314,9 @@ class Handler(BaseHTTPRequestHandler):
         if self.fail_after:  # the request was carried out; its answer is lost
             code, self.fail_after = self.fail_after, 0
             body = status_body(code, "InternalError", "injected failure (HTTP %d)" % code)
-        data = json.dumps(body, separators=(",", ":")).encode()
+        self.send_bytes(code, json.dumps(body, separators=(",", ":")).encode())
+
+    def send_bytes(self, code, data):
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -500,11 +502,7 @@ class Handler(BaseHTTPRequestHandler):
             if next_token:
                 body["metadata"]["continue"] = next_token
             data = json.dumps(body, separators=(",", ":")).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_bytes(200, data)
 
     def watch(self, kind, namespace, query):
         store = self.server.store

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/mem.h"
+#include "base/log.h"
 #include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
 #include "grpc/kubelet/api.h"
@@ -528,12 +529,36 @@ static int stage_make(const char *dir, struct vg_err *err)
     return 0;
 }
 
-int dp_container_dir_create(const struct dp_config *cfg, const struct dp_match *match,
-                            const char *dir, struct vg_err *err)
+/* Makes and fills stage for match (its text naming dir); nothing left on failure. */
+static int stage_fill(const struct dp_config *cfg, const struct dp_match *match, const char *dir,
+                      const char *stage, struct vg_err *err)
 {
-    const struct annot_container *c = &match->container;
-    if (c->gpu_count == 0 || c->gpu_count > REGION_MAX_DEVICES)
-        return vg_err_set(err, -EINVAL, "container %s: %u GPUs", c->name, c->gpu_count);
+    int rc = stage_make(stage, err);
+    if (rc < 0)
+        return rc;
+    rc = write_region(cfg, &match->container, stage, err);
+    if (rc >= 0)
+        rc = write_limits(cfg, match, dir, stage, err);
+    if (rc < 0) {
+        struct vg_err ignored;
+        dp_container_dir_remove(stage, &ignored);
+    }
+    return rc;
+}
+
+/* <region_dir>/<prefix><basename of dir>, into stage[size]. */
+static int stage_path(const struct dp_config *cfg, const char *prefix, const char *dir, char *stage,
+                      size_t size, struct vg_err *err)
+{
+    const char *base = strrchr(dir, '/');
+    if (vg_snprintf(stage, size, "%s/%s%s", cfg->vgpu.region_dir, prefix, base ? base + 1 : dir) <
+        0)
+        return vg_err_set(err, -ENAMETOOLONG, "path too long");
+    return 0;
+}
+
+static int make_parents(const struct dp_config *cfg, struct vg_err *err)
+{
     if (mkdir(cfg->vgpu.region_dir, 0755) != 0 && errno != EEXIST)
         return vg_err_set(err, -errno, "creating %s: %s", cfg->vgpu.region_dir, strerror(errno));
     /* Sticky and world-writable like /tmp: containers of any user create their board
@@ -543,30 +568,87 @@ int dp_container_dir_create(const struct dp_config *cfg, const struct dp_match *
     else if (errno != EEXIST)
         return vg_err_set(err, -errno, "creating %s: %s", cfg->vgpu.compute_board_dir,
                           strerror(errno));
+    return 0;
+}
+
+int dp_container_dir_prepare(const struct dp_config *cfg, const struct dp_match *match,
+                             const char *dir, struct vg_err *err)
+{
+    const struct annot_container *c = &match->container;
+    if (c->gpu_count == 0 || c->gpu_count > REGION_MAX_DEVICES)
+        return vg_err_set(err, -EINVAL, "container %s: %u GPUs", c->name, c->gpu_count);
+    char stage[1024], ready[1024];
+    int rc = make_parents(cfg, err);
+    if (rc == 0)
+        rc = stage_path(cfg, DP_STAGE_PREFIX, dir, stage, sizeof(stage), err);
+    if (rc == 0)
+        rc = stage_path(cfg, DP_READY_PREFIX, dir, ready, sizeof(ready), err);
+    if (rc == 0)
+        rc = stage_fill(cfg, match, dir, stage, err);
+    struct vg_err ignored;
+    if (rc == 0) {
+        dp_container_dir_remove(ready, &ignored); /* one made for an earlier decision */
+        if (rename(stage, ready) != 0) {
+            rc = vg_err_set(err, -errno, "renaming %s to %s: %s", stage, ready, strerror(errno));
+            dp_container_dir_remove(stage, &ignored);
+        }
+    }
+    return rc < 0 ? vg_err_wrap(err, "preparing container directory %s", dir) : 0;
+}
+
+int dp_container_dir_create(const struct dp_config *cfg, const struct dp_match *match,
+                            const char *dir, bool prepared, struct vg_err *err)
+{
+    const struct annot_container *c = &match->container;
+    if (c->gpu_count == 0 || c->gpu_count > REGION_MAX_DEVICES)
+        return vg_err_set(err, -EINVAL, "container %s: %u GPUs", c->name, c->gpu_count);
+    int rc = make_parents(cfg, err);
+    if (rc < 0)
+        return rc;
     struct stat st;
     if (lstat(dir, &st) == 0)
         return vg_err_set(err, -EEXIST, "%s already exists", dir);
     /* Filled under another name and renamed into place whole: libvgpu, the monitor and
      * the sweep see all of the directory or none of it. */
-    const char *base = strrchr(dir, '/');
     char stage[1024];
-    int rc = vg_snprintf(stage, sizeof(stage), "%s/" DP_STAGE_PREFIX "%s", cfg->vgpu.region_dir,
-                         base ? base + 1 : dir) < 0
-                 ? vg_err_set(err, -ENAMETOOLONG, "path too long")
-                 : stage_make(stage, err);
-    if (rc < 0)
-        return vg_err_wrap(err, "container directory %s", dir);
-    rc = write_region(cfg, c, stage, err);
-    if (rc >= 0)
-        rc = write_limits(cfg, match, dir, stage, err);
-    if (rc >= 0 && rename(stage, dir) != 0)
-        rc = vg_err_set(err, -errno, "renaming %s to %s: %s", stage, dir, strerror(errno));
-    if (rc < 0) {
+    if (prepared && stage_path(cfg, DP_READY_PREFIX, dir, stage, sizeof(stage), err) == 0) {
+        if (rename(stage, dir) == 0)
+            return 0;
+        vg_log(VG_LOG_WARN, "prepared container directory unusable; making it again",
+               "dir=%s err=\"%s\"", stage, strerror(errno));
         struct vg_err ignored;
         dp_container_dir_remove(stage, &ignored);
-        return vg_err_wrap(err, "container directory %s", dir);
     }
-    return 0;
+    rc = stage_path(cfg, DP_STAGE_PREFIX, dir, stage, sizeof(stage), err);
+    if (rc == 0)
+        rc = stage_fill(cfg, match, dir, stage, err);
+    if (rc == 0 && rename(stage, dir) != 0) {
+        rc = vg_err_set(err, -errno, "renaming %s to %s: %s", stage, dir, strerror(errno));
+        struct vg_err ignored;
+        dp_container_dir_remove(stage, &ignored);
+    }
+    return rc < 0 ? vg_err_wrap(err, "container directory %s", dir) : 0;
+}
+
+uint64_t dp_match_digest(const struct dp_match *m)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    const char *fields[] = {m->pod_uid, m->pod_namespace, m->pod_name, m->container.name};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        for (const char *q = fields[i];; q++) {
+            h = (h ^ (unsigned char)*q) * 0x100000001b3ull;
+            if (!*q)
+                break;
+        }
+    for (unsigned i = 0; i < m->container.gpu_count; i++) {
+        const struct annot_share *g = &m->container.gpus[i];
+        for (const char *q = g->uuid; *q; q++)
+            h = (h ^ (unsigned char)*q) * 0x100000001b3ull;
+        uint64_t v[2] = {g->memory_mib, g->cores};
+        for (size_t k = 0; k < 2; k++)
+            h = (h ^ v[k]) * 0x100000001b3ull;
+    }
+    return h;
 }
 
 int dp_container_dirs_sweep(const char *region_dir, const char *const *live_uids,
@@ -581,15 +663,17 @@ int dp_container_dirs_sweep(const char *region_dir, const char *const *live_uids
     int removed = 0;
     struct dirent *ent;
     while ((ent = readdir(d)) != NULL) {
-        const char *us = strchr(ent->d_name, '_');
-        bool stale_stage = strncmp(ent->d_name, DP_STAGE_PREFIX, strlen(DP_STAGE_PREFIX)) == 0;
-        if (!stale_stage && (ent->d_name[0] == '.' || !us || us == ent->d_name))
+        const char *name = ent->d_name;
+        bool stale_stage = strncmp(name, DP_STAGE_PREFIX, strlen(DP_STAGE_PREFIX)) == 0;
+        if (strncmp(name, DP_READY_PREFIX, strlen(DP_READY_PREFIX)) == 0)
+            name += strlen(DP_READY_PREFIX); /* prepared: kept while its pod lives */
+        const char *us = strchr(name, '_');
+        if (!stale_stage && (name[0] == '.' || !us || us == name))
             continue;
-        size_t uid_len = stale_stage ? 0 : (size_t)(us - ent->d_name);
+        size_t uid_len = stale_stage ? 0 : (size_t)(us - name);
         bool live = false;
         for (size_t i = 0; !stale_stage && live_uids[i] && !live; i++)
-            live =
-                strlen(live_uids[i]) == uid_len && strncmp(live_uids[i], ent->d_name, uid_len) == 0;
+            live = strlen(live_uids[i]) == uid_len && strncmp(live_uids[i], name, uid_len) == 0;
         if (live)
             continue;
         char path[1024];

@@ -273,15 +273,26 @@ int dp_container_dir_path(const char *region_dir, const char *pod_uid, const cha
                           char *path, size_t size, struct vg_err *err);
 /* Where dp_container_dir_create fills a directory before renaming it into place. */
 #define DP_STAGE_PREFIX ".new."
+/* Where dp_container_dir_prepare keeps a directory filled ahead of Allocate. */
+#define DP_READY_PREFIX ".ready."
 /* Creates the container directory (0755) with the shared region ("region", 0666) and the
- * limits file ("limits", 0444) for match: fills them in <region_dir>/.new.<name> and
- * renames that to dir, so the directory appears complete or not at all. Fails if dir
- * exists. On failure nothing is left behind. */
+ * limits file ("limits", 0444) for match, so that it appears complete or not at all:
+ * renames the directory dp_container_dir_prepare made when prepared is true (and it is
+ * there), otherwise fills <region_dir>/.new.<name> and renames that. Fails if dir exists.
+ * On failure nothing is left behind. */
 int dp_container_dir_create(const struct dp_config *cfg, const struct dp_match *match,
-                            const char *dir, struct vg_err *err);
-/* Removes every `<uid>_<name>` directory under region_dir whose uid is not in live_uids
- * (NULL-terminated), and every `.new.*` one a killed plugin left half made (the plugin
- * never sweeps during an Allocate). Returns how many were removed, or a negative code. */
+                            const char *dir, bool prepared, struct vg_err *err);
+/* Fills <region_dir>/.ready.<name> (staged, then renamed) for match ahead of its Allocate
+ * (replacing one made for an earlier decision), its text naming dir. The caller remembers for which
+ * match (dp_match_digest) and passes prepared to dp_container_dir_create only for that one. */
+int dp_container_dir_prepare(const struct dp_config *cfg, const struct dp_match *match,
+                             const char *dir, struct vg_err *err);
+/* A digest of everything a container directory is made from. */
+uint64_t dp_match_digest(const struct dp_match *match);
+/* Removes every `<uid>_<name>` and `.ready.<uid>_<name>` directory under region_dir whose
+ * uid is not in live_uids (NULL-terminated), and every `.new.*` one a killed plugin left
+ * half made (the plugin never sweeps during an Allocate). Returns how many were removed, or a
+ * negative code. */
 int dp_container_dirs_sweep(const char *region_dir, const char *const *live_uids,
                             struct vg_err *err);
 /* Removes one container directory and its files. */

@@ -67,6 +67,7 @@ struct dp_plugin {
     struct kube_watch *pods_watch;
     json_t *pods;                  /* uid -> pod */
     struct dp_podcache *decisions; /* what Allocate matches against */
+    json_t *prepared;              /* "<uid>_<container>" -> digest of its .ready. directory */
     struct dp_mps *mps;            /* MPS control daemons; NULL unless mps mode */
     struct lookup *lookups;        /* Allocate calls waiting for a direct pod lookup */
     bool inventory_in_flight;
@@ -244,7 +245,12 @@ static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequ
     rc = dp_allocate_vgpu(p->cfg, p->gpus, p->gpu_count, match, dir, resp, err);
     if (rc < 0)
         return rc;
-    rc = dp_container_dir_create(p->cfg, match, dir, err);
+    char key[sizeof(match->pod_uid) + sizeof(match->container.name) + 1];
+    vg_snprintf(key, sizeof(key), "%s_%s", match->pod_uid, match->container.name);
+    json_t *digest = json_object_get(p->prepared, key);
+    bool prepared = digest && (uint64_t)json_integer_value(digest) == dp_match_digest(match);
+    json_object_del(p->prepared, key);
+    rc = dp_container_dir_create(p->cfg, match, dir, prepared, err);
     if (rc < 0)
         return rc;
     dp_podcache_set_allocated(p->decisions, match->pod_uid, match->container.name, true);
@@ -847,6 +853,33 @@ static void heartbeat_cb(evutil_socket_t fd, short what, void *arg)
     publish_inventory(arg);
 }
 
+/* Fills a container's directory ahead of its Allocate (under .ready., see allocate.c), so
+ * that Allocate only renames it: the file system's work happens when the pod's decision
+ * arrives, not while kubelet waits. */
+static void prepare_one(void *arg, const struct dp_match *m)
+{
+    struct dp_plugin *p = arg;
+    char key[sizeof(m->pod_uid) + sizeof(m->container.name) + 1], dir[1024];
+    struct stat st;
+    uint64_t digest = dp_match_digest(m);
+    json_t *known;
+    if (vg_snprintf(key, sizeof(key), "%s_%s", m->pod_uid, m->container.name) < 0 ||
+        dp_container_dir_path(p->cfg->vgpu.region_dir, m->pod_uid, m->container.name, dir,
+                              sizeof(dir), NULL) < 0 ||
+        ((known = json_object_get(p->prepared, key)) &&
+         (uint64_t)json_integer_value(known) == digest) ||
+        lstat(dir, &st) == 0)
+        return;
+    struct vg_err err = {0};
+    if (dp_container_dir_prepare(p->cfg, m, dir, &err) < 0) {
+        json_object_del(p->prepared, key);
+        vg_log(VG_LOG_WARN, "cannot prepare a container directory; Allocate will make it",
+               "err=\"%s\"", err.msg);
+        return;
+    }
+    json_object_set_new(p->prepared, key, json_integer((json_int_t)digest));
+}
+
 static void sweep(struct dp_plugin *p)
 {
     if (!p->pods_watch || !kube_watch_synced(p->pods_watch))
@@ -865,6 +898,16 @@ static void sweep(struct dp_plugin *p)
     }
     struct vg_err err = {0};
     int removed = dp_container_dirs_sweep(p->cfg->vgpu.region_dir, live, &err);
+    const char *key;
+    json_t *v, *tmp;
+    json_object_foreach_safe(p->prepared, tmp, key, v)
+    {
+        bool alive = false;
+        for (size_t i = 0; i < k && !alive; i++)
+            alive = strncmp(key, live[i], strlen(live[i])) == 0 && key[strlen(live[i])] == '_';
+        if (!alive)
+            json_object_del(p->prepared, key);
+    }
     free(live);
     if (removed > 0) {
         p->stats.swept_dirs += (uint64_t)removed;
@@ -897,6 +940,7 @@ static void pods_resync(void *arg, json_t *items, const char *rv)
     }
     dp_podcache_replace(p->decisions, items);
     sweep(p);
+    dp_podcache_foreach_waiting(p->decisions, NULL, prepare_one, p);
 }
 
 static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
@@ -912,6 +956,7 @@ static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
     } else {
         json_object_set(p->pods, uid, pod);
         dp_podcache_put(p->decisions, pod);
+        dp_podcache_foreach_waiting(p->decisions, uid, prepare_one, p);
     }
 }
 
@@ -971,6 +1016,7 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
         p->opt.register_retry_ms = 5000;
     p->pods = json_object();
     p->decisions = dp_podcache_new(cfg->cli.node_name);
+    p->prepared = json_object();
     int rc = vg_snprintf(p->kubelet_socket, sizeof(p->kubelet_socket), "%s/kubelet.sock",
                          cfg->cli.kubelet_dir) < 0
                  ? vg_err_set(err, -ENAMETOOLONG, "kubelet directory path too long")
@@ -1067,6 +1113,7 @@ void dp_plugin_free(struct dp_plugin *p)
         close(p->inotify_fd);
     dp_resources_release(&p->res);
     json_decref(p->pods);
+    json_decref(p->prepared);
     dp_podcache_free(p->decisions);
     free(p);
 }

@@ -394,6 +394,22 @@ int dp_podcache_match(struct dp_podcache *c, char (*uuids)[ANNOT_UUID_MAX], size
                       ANNOT_KEY_DECISION, c->node, count, problem);
 }
 
+void dp_podcache_foreach_waiting(struct dp_podcache *c, const char *uid, dp_podcache_fn fn,
+                                 void *arg)
+{
+    for (size_t i = 0; i < c->waiting.n; i++) {
+        const struct pc_entry *e = c->waiting.v[i];
+        if (uid && strcmp(e->uid, uid) != 0)
+            continue;
+        for (unsigned k = 0; k < e->container_count; k++) {
+            struct dp_match m;
+            const struct pc_container *pc = &e->containers[k];
+            if (pc->gpu_count && !pc->allocated && fill(e, pc, &m, NULL) == 0)
+                fn(arg, &m);
+        }
+    }
+}
+
 void dp_podcache_get_stats(const struct dp_podcache *c, struct dp_podcache_stats *stats)
 {
     *stats = c->stats;

@@ -57,6 +57,13 @@ int dp_podcache_match(struct dp_podcache *cache, char (*uuids)[ANNOT_UUID_MAX], 
 void dp_podcache_set_allocated(struct dp_podcache *cache, const char *uid, const char *container,
                                bool allocated);
 
+/* Calls fn with the match of every container with GPUs not known to be allocated, of the
+ * usable pod uid (or of every usable pod when uid is NULL), in match order. fn must not
+ * change the cache. */
+typedef void (*dp_podcache_fn)(void *arg, const struct dp_match *match);
+void dp_podcache_foreach_waiting(struct dp_podcache *cache, const char *uid, dp_podcache_fn fn,
+                                 void *arg);
+
 struct dp_podcache_stats {
     size_t pods;      /* pods kept (usable or not) */
     size_t waiting;   /* usable pods with a container not known to be allocated */

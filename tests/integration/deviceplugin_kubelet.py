@@ -418,10 +418,19 @@ class Vgpu(Base):
         order = [d for d in ids if not d.startswith(target)] + [d for d in ids if d.startswith(target)]
         pref = wait_for(lambda: (lambda p: p if p and p[0].startswith(target) else None)(
             self.kubelet.preferred("nvidia.com/gpu", order, 1)), what="preferred on decided GPU")
+        # The watch delivered the decision, so the directory was filled ahead, under a
+        # name Allocate renames: the same inode ends up as the container's directory.
+        cdir = os.path.join(self.tmp, "containers", "%s_main" % uid)
+        ready = os.path.join(self.tmp, "containers", ".ready.%s_main" % uid)
+        ino = wait_for(lambda: os.path.exists(ready + "/limits") and os.stat(ready).st_ino,
+                       what="prepared directory")
+        with open(ready + "/limits") as f:
+            self.assertIn("CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/region\n" % cdir, f.read())
         resp = self.kubelet.allocate("nvidia.com/gpu", pref)
         c = resp.container_responses[0]
         env = dict(c.envs)
-        cdir = os.path.join(self.tmp, "containers", "%s_main" % uid)
+        self.assertEqual(os.stat(cdir).st_ino, ino)
+        self.assertFalse(os.path.exists(ready))
         self.assertEqual(env["NVIDIA_VISIBLE_DEVICES"], target)
         self.assertEqual(env["CUDA_DEVICE_MEMORY_LIMIT_0"], "1024m")
         self.assertEqual(env["CUDA_DEVICE_SM_LIMIT"], "30")

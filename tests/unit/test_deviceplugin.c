@@ -358,7 +358,7 @@ static void test_vgpu_allocate_and_dirs(void **state)
     assert_int_equal(dp_container_dir_path(cfg.vgpu.region_dir, m.pod_uid, m.container.name, dir,
                                            sizeof(dir), &err),
                      0);
-    assert_int_equal(dp_container_dir_create(&cfg, &m, dir, &err), 0);
+    assert_int_equal(dp_container_dir_create(&cfg, &m, dir, false, &err), 0);
     char path[1100];
     struct stat st;
     snprintf(path, sizeof(path), "%s/limits", dir);
@@ -367,7 +367,7 @@ static void test_vgpu_allocate_and_dirs(void **state)
     snprintf(path, sizeof(path), "%s/region", dir);
     assert_int_equal(stat(path, &st), 0);
     /* Twice is an error, and the first directory stays intact. */
-    assert_true(dp_container_dir_create(&cfg, &m, dir, &err) < 0);
+    assert_true(dp_container_dir_create(&cfg, &m, dir, false, &err) < 0);
     assert_int_equal(stat(path, &st), 0);
     /* A decision naming a GPU the node lacks fails with a message and leaves nothing. */
     vg_strlcpy(m.container.gpus[0].uuid, "GPU-missing", sizeof(m.container.gpus[0].uuid));
@@ -447,7 +447,7 @@ static void test_container_dir_staging(void **state)
     char dir[1024], path[1200], path2[1300], listing[4096];
     snprintf(dir, sizeof(dir), "%s/uid-1_main", rd);
     struct vg_err err = {0};
-    assert_int_equal(dp_container_dir_create(&cfg, &m, dir, &err), 0);
+    assert_int_equal(dp_container_dir_create(&cfg, &m, dir, false, &err), 0);
     list_dir(rd, listing, sizeof(listing));
     assert_string_equal(listing, "uid-1_main");
     list_dir(dir, listing, sizeof(listing));
@@ -492,10 +492,10 @@ static void test_container_dir_staging(void **state)
     close(fd);
 
     /* Failures leave no stage: the directory exists; its parent does not. */
-    assert_int_equal(dp_container_dir_create(&cfg, &m, dir, &err), -EEXIST);
+    assert_int_equal(dp_container_dir_create(&cfg, &m, dir, false, &err), -EEXIST);
     vg_strlcpy(m.pod_uid, "uid-3", sizeof(m.pod_uid));
     snprintf(path, sizeof(path), "%s/missing/uid-3_main", rd);
-    assert_int_equal(dp_container_dir_create(&cfg, &m, path, &err), -ENOENT);
+    assert_int_equal(dp_container_dir_create(&cfg, &m, path, false, &err), -ENOENT);
     assert_non_null(strstr(err.msg, "renaming"));
     list_dir(rd, listing, sizeof(listing));
     assert_string_equal(listing, "uid-1_main");
@@ -512,14 +512,56 @@ static void test_container_dir_staging(void **state)
     list_dir(rd, listing, sizeof(listing));
     assert_string_equal(listing, "uid-1_main");
     const char *nobody[] = {NULL};
-    assert_int_equal(dp_container_dirs_sweep(rd, nobody, &err), 1);
+
+    /* Prepared ahead: Allocate only renames the .ready. directory (same inode), whose
+     * text already names the final directory; a second prepare replaces the first. */
+    vg_strlcpy(m.pod_uid, "uid-4", sizeof(m.pod_uid));
+    char dir4[1024], ready[1200];
+    snprintf(dir4, sizeof(dir4), "%s/uid-4_main", rd);
+    snprintf(ready, sizeof(ready), "%s/" DP_READY_PREFIX "uid-4_main", rd);
+    uint64_t d1 = dp_match_digest(&m);
+    assert_int_equal(dp_container_dir_prepare(&cfg, &m, dir4, &err), 0);
+    m.container.gpus[0].memory_mib = 4000;
+    assert_true(dp_match_digest(&m) != d1);
+    assert_int_equal(dp_container_dir_prepare(&cfg, &m, dir4, &err), 0);
+    struct stat before;
+    assert_int_equal(stat(ready, &before), 0);
+    list_dir(rd, listing, sizeof(listing));
+    assert_string_equal(listing, ".ready.uid-4_main uid-1_main");
+    assert_int_equal(dp_container_dir_create(&cfg, &m, dir4, true, &err), 0);
+    assert_int_equal(stat(dir4, &st), 0);
+    assert_int_equal(st.st_ino, before.st_ino);
+    snprintf(path, sizeof(path), "%s/limits", dir4);
+    na = read_file(path, a, sizeof(a) - 1);
+    a[na] = '\0';
+    assert_non_null(strstr(a, "CUDA_DEVICE_MEMORY_LIMIT_0=4000m\n"));
+    snprintf(path2, sizeof(path2), "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/region\n", dir4);
+    assert_non_null(strstr(a, path2));
+    /* Said to be prepared but gone: made the ordinary way. */
+    vg_strlcpy(m.pod_uid, "uid-5", sizeof(m.pod_uid));
+    snprintf(path, sizeof(path), "%s/uid-5_main", rd);
+    assert_int_equal(dp_container_dir_create(&cfg, &m, path, true, &err), 0);
+    list_dir(path, listing, sizeof(listing));
+    assert_string_equal(listing, "limits region");
+    /* The sweep keeps a live pod's prepared directory and removes a dead one's. */
+    vg_strlcpy(m.pod_uid, "uid-6", sizeof(m.pod_uid));
+    snprintf(path, sizeof(path), "%s/uid-6_main", rd);
+    assert_int_equal(dp_container_dir_prepare(&cfg, &m, path, &err), 0);
+    vg_strlcpy(m.pod_uid, "uid-7", sizeof(m.pod_uid));
+    snprintf(path, sizeof(path), "%s/uid-7_main", rd);
+    assert_int_equal(dp_container_dir_prepare(&cfg, &m, path, &err), 0);
+    const char *some[] = {"uid-1", "uid-4", "uid-5", "uid-6", NULL};
+    assert_int_equal(dp_container_dirs_sweep(rd, some, &err), 1);
+    list_dir(rd, listing, sizeof(listing));
+    assert_string_equal(listing, ".ready.uid-6_main uid-1_main uid-4_main uid-5_main");
+    assert_int_equal(dp_container_dirs_sweep(rd, nobody, &err), 4);
 
     /* A region directory that is a file: the reason, and nothing made. */
     assert_int_equal(rmdir(rd), 0);
     fd = open(rd, O_WRONLY | O_CREAT | O_EXCL, 0644);
     assert_true(fd >= 0);
     close(fd);
-    assert_int_equal(dp_container_dir_create(&cfg, &m, dir, &err), -ENOTDIR);
+    assert_int_equal(dp_container_dir_create(&cfg, &m, dir, false, &err), -ENOTDIR);
     assert_non_null(strstr(err.msg, "containers"));
     assert_int_equal(unlink(rd), 0);
     rmdir(cfg.vgpu.compute_board_dir);
