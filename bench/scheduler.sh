@@ -10,7 +10,8 @@
 # usage: bench/scheduler.sh BUILD
 #   NODES, GPUS (5000 x 8), PODS (2000, part 1), FAST_PODS (4000, part 2), CLIENTS (16),
 #   LAT (1000); PERF_OUT=FILE records a perf profile of the scheduler during part 2
-#   (PERF_ARGS, default -g).
+#   (PERF_ARGS, default -g); SCHED_ARGS adds flags to the scheduler of part 2 (e.g.
+#   "--policy default").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -48,7 +49,7 @@ clusters: [{name: k, cluster: {server: 'http://127.0.0.1:$(cat "$dir/api.port")'
 users: [{name: u, user: {token: bench}}]
 KC
 "$sched" --listen 127.0.0.1:0 --port-file "$dir/sched.port" --kubeconfig "$dir/kubeconfig" \
-    --assume-ttl 120 --log-level warn >"$dir/sched.log" 2>&1 &
+    --assume-ttl 120 --log-level warn ${SCHED_ARGS:-} >"$dir/sched.log" 2>&1 &
 spid=$!
 pids+=($spid)
 wait_file "$dir/sched.port"

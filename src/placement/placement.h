@@ -234,8 +234,9 @@ void place_frag_cache_reset(struct place_frag_cache *fc);
 void place_frag_cache_free(struct place_frag_cache *fc);
 
 /* Memo of per-node verdicts (feasible, score, GPUs) for one request, policy and GPU order.
- * Under every policy but random, fgd and default, a node's verdict depends only on the
- * node and the request, so a decision over nodes unchanged since the last decision for
+ * Under every policy but random, fgd and default (and under those two too while their
+ * mix is fixed: place_context.memo_mix), a node's verdict depends only on the node and
+ * the request, so a decision over nodes unchanged since the last decision for
  * an equal request reuses them. The caller keeps it true: place_memo_forget(node) after
  * anything that changes a node (place_allocate, place_release, editing it by hand), and
  * place_memo_reset after place_cluster_refresh or any change to many nodes. A request,
@@ -278,6 +279,9 @@ struct place_context {
      * passes a learned mix that keeps each pod's model restriction (gpu_spec) here,
      * while mix, for FGD's score, ignores it (keeping it there did worse). */
     const struct place_mix *waste_mix;
+    /* fgd and default use memo too when set: the caller promises to place_memo_reset it
+     * whenever mix or waste_mix changes (their verdicts then depend only on the node). */
+    bool memo_mix;
 };
 
 struct place_decision {

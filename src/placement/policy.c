@@ -414,11 +414,13 @@ static bool request_equal(const struct place_request *a, const struct place_requ
 
 /* The memo to use for this decision, keyed (and cleared when the key changes); NULL
  * when the policy's verdicts depend on more than the node. */
-static struct place_memo *memo_for(struct place_memo *m, const struct place_request *r,
+static struct place_memo *memo_for(const struct place_context *ctx, const struct place_request *r,
                                    enum place_policy policy, enum place_gpu_order order)
 {
+    struct place_memo *m = ctx != NULL ? ctx->memo : NULL;
+    bool mix_policy = policy == PLACE_POLICY_FGD || policy == PLACE_POLICY_DEFAULT;
     if (m == NULL || m->entries == NULL || policy == PLACE_POLICY_RANDOM ||
-        policy == PLACE_POLICY_FGD || policy == PLACE_POLICY_DEFAULT)
+        (mix_policy && !ctx->memo_mix))
         return NULL;
     if (!m->keyed || m->policy != (int)policy || m->order != (int)order ||
         !request_equal(&m->request, r)) {
@@ -503,7 +505,7 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
     if (order == PLACE_GPU_POLICY && policy == PLACE_POLICY_SPREAD)
         order = PLACE_GPU_SPREAD;
     const uint64_t *mask = ctx != NULL ? ctx->node_mask : NULL;
-    struct place_memo *memo = memo_for(ctx != NULL ? ctx->memo : NULL, r, policy, order);
+    struct place_memo *memo = memo_for(ctx, r, policy, order);
 
     int64_t best = INT64_MIN;
     uint32_t best_rank = UINT32_MAX;

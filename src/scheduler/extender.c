@@ -230,10 +230,10 @@ static int pod_policy(const struct sched_options *o, json_t *pod, struct pod_pol
     v = sched_json_str(pod, "metadata", "annotations", "vgpu.io/policy");
     if (v != NULL) {
         int p = place_policy_from_name(v);
-        if (p < 0 || p == PLACE_POLICY_FGD || p == PLACE_POLICY_DEFAULT)
+        if (p < 0)
             return vg_err_set(err, -EINVAL,
-                              "vgpu.io/policy: '%.30s' is not one of random, dotprod, "
-                              "clustering, packing, bestfit, binpack, spread",
+                              "vgpu.io/policy: '%.30s' is not one of default, fgd, random, "
+                              "dotprod, clustering, packing, bestfit, binpack, spread",
                               v);
         pp->policy = (enum place_policy)p;
     }
@@ -329,6 +329,12 @@ static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
     for (int c = 0; c < count; c++)
         if (place_request_resolve(s->cluster, &reqs[c].request, err) < 0)
             return NULL;
+    if (pp->policy == PLACE_POLICY_FGD || pp->policy == PLACE_POLICY_DEFAULT) {
+        /* One mix for the whole pod: charging its first container must not change it. */
+        ctx.mix = rest.mix = sched_mix(s, &reqs[0].request, &ctx.frag_cache);
+        rest.frag_cache = ctx.frag_cache;
+        ctx.memo_mix = ctx.mix == &s->mix_learned; /* sched_mix resets the memo on a change */
+    }
     struct sched_pod *p = xcalloc(1, sizeof *p);
     (void)vg_strlcpy(p->key, key, sizeof p->key);
     p->shares = xcalloc((size_t)count, sizeof *p->shares);

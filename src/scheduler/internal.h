@@ -62,6 +62,11 @@ struct sched_state {
     uint64_t *offered, *picked;
     uint64_t *listed;       /* the fast filter's "written to FailedNodes" marks, clear between */
     struct place_memo memo; /* per-node verdicts, reused while a node is unchanged */
+    /* The fgd and default policies' workload mix, learned from the shares the model holds
+     * (state.c, "learned mix"), and their memo of F_n per node under it. */
+    struct place_mix mix_seen, mix_learned, mix_self;
+    struct place_frag_cache frag;
+    bool mix_dirty;
     /* The filter's scratch, kept between calls: container requests, and the fast
      * reader's decoded names and offers (extender.c). */
     struct sched_container_request *filter_reqs;
@@ -89,6 +94,11 @@ int sched_pod_apply(struct sched_state *s, struct sched_pod *p, struct vg_err *e
 void sched_pod_unapply(struct sched_state *s, struct sched_pod *p);
 void sched_pod_drop(struct sched_state *s, struct sched_pod *p);
 void sched_reapply_all(struct sched_state *s);
+/* The mix fgd and default keep room for: mix_learned, refreshed if the shares changed it,
+ * or, while the model holds no share, a mix of self alone. *frag is the F_n memo to use
+ * with it (NULL with the latter). */
+const struct place_mix *sched_mix(struct sched_state *s, const struct place_request *self,
+                                  struct place_frag_cache **frag);
 /* Parses a JSON request body with the ceiling and duplicate-key refusal. */
 json_t *sched_parse_body(const char *body, size_t len, struct vg_err *err);
 /* sched_filter with jansson only: what sched_filter falls back to for every body the

@@ -52,6 +52,9 @@ int sched_state_new(const struct sched_options *o, struct sched_state **out, str
     }
     sched_map_init(&s->node_index);
     sched_map_init(&s->pods);
+    place_mix_init(&s->mix_seen);
+    place_mix_init(&s->mix_learned);
+    place_mix_init(&s->mix_self);
     vg_prng_seed(&s->rng, 1);
     *out = s;
     return 0;
@@ -84,6 +87,10 @@ void sched_state_free(struct sched_state *s)
     free(s->scan_text);
     free(s->scan_offers);
     place_memo_free(&s->memo);
+    place_frag_cache_free(&s->frag);
+    place_mix_clear(&s->mix_seen);
+    place_mix_clear(&s->mix_learned);
+    place_mix_clear(&s->mix_self);
     place_cluster_free(s->cluster);
     free(s);
 }
@@ -169,6 +176,101 @@ static void share_to_place(const struct sched_share *sh, int32_t node, struct pl
     d->pod_class = sh->pod_class;
 }
 
+/* ---- learned mix ---------------------------------------------------------------------
+ *
+ * fgd and default score a node by what it leaves for the workload to come, so they need a
+ * mix of task types. The scheduler learns it from what it holds: every container share in
+ * the model (bound or promised) is one observation of its shape (GPU count and share; the
+ * model has no CPU, and model restrictions are left out as the simulator's FGD mix leaves
+ * them). Scoring uses that mix with each weight rounded to 1/1024 of the total (at least
+ * 1) and the types in a fixed order, rebuilt only when one of those weights changes: F_n
+ * stays memoised between decisions, and the mix is a function of the pods alone, so a
+ * scheduler rebuilt from the API after a restart scores exactly as before. */
+
+#define MIX_SCALE 1024
+
+static bool mix_type_same(const struct place_mix_type *a, const struct place_mix_type *b)
+{
+    return a->gpu_count == b->gpu_count && a->gpu_milli == b->gpu_milli &&
+           a->cpu_milli == b->cpu_milli && a->model_mask == b->model_mask;
+}
+
+static void mix_count(struct sched_state *s, const struct sched_share *sh, bool add)
+{
+    if (sh->gpu_count == 0)
+        return;
+    struct place_mix_type t = {.gpu_count = sh->gpu_count,
+                               .gpu_milli = sh->exclusive ? PLACE_GPU_MILLI : sh->milli,
+                               .model_mask = UINT64_MAX,
+                               .weight = 1};
+    struct place_mix *m = &s->mix_seen;
+    s->mix_dirty = true;
+    if (add) {
+        if (place_mix_add(m, &t) < 0)
+            vg_log(VG_LOG_WARN, "no memory for the learned mix", "types=%zu", m->count);
+        return;
+    }
+    for (size_t i = 0; i < m->count; i++)
+        if (mix_type_same(&m->types[i], &t)) {
+            m->total_weight--;
+            if (--m->types[i].weight == 0)
+                m->types[i] = m->types[--m->count];
+            return;
+        }
+}
+
+static int mix_order(const void *a, const void *b)
+{
+    const struct place_mix_type *x = a, *y = b;
+    if (x->gpu_count != y->gpu_count)
+        return x->gpu_count < y->gpu_count ? -1 : 1;
+    if (x->gpu_milli != y->gpu_milli)
+        return x->gpu_milli < y->gpu_milli ? -1 : 1;
+    if (x->cpu_milli != y->cpu_milli)
+        return x->cpu_milli < y->cpu_milli ? -1 : 1;
+    return x->model_mask < y->model_mask ? -1 : x->model_mask > y->model_mask;
+}
+
+const struct place_mix *sched_mix(struct sched_state *s, const struct place_request *self,
+                                  struct place_frag_cache **frag)
+{
+    if (s->mix_dirty) {
+        s->mix_dirty = false;
+        const struct place_mix *seen = &s->mix_seen;
+        struct place_mix q;
+        place_mix_init(&q);
+        bool ok = true;
+        for (size_t i = 0; i < seen->count && ok; i++) {
+            struct place_mix_type t = seen->types[i];
+            t.weight = (t.weight * MIX_SCALE + seen->total_weight / 2) / seen->total_weight;
+            t.weight = t.weight ? t.weight : 1;
+            ok = place_mix_add(&q, &t) == 0;
+        }
+        if (ok && q.count)
+            qsort(q.types, q.count, sizeof q.types[0], mix_order);
+        bool same = ok && q.count == s->mix_learned.count;
+        for (size_t i = 0; same && i < q.count; i++)
+            same = mix_type_same(&q.types[i], &s->mix_learned.types[i]) &&
+                   q.types[i].weight == s->mix_learned.types[i].weight;
+        if (ok && !same) {
+            place_mix_clear(&s->mix_learned);
+            s->mix_learned = q;
+            place_frag_cache_reset(&s->frag);
+            place_memo_reset(&s->memo);
+        } else {
+            place_mix_clear(&q);
+        }
+    }
+    if (s->mix_learned.count > 0) {
+        *frag = s->frag.entries ? &s->frag : NULL;
+        return &s->mix_learned;
+    }
+    place_mix_clear(&s->mix_self);
+    (void)place_mix_observe(&s->mix_self, self);
+    *frag = NULL;
+    return &s->mix_self;
+}
+
 int sched_share_charge(struct sched_state *s, int32_t node, const struct sched_share *sh,
                        struct vg_err *err)
 {
@@ -185,7 +287,10 @@ int sched_share_charge(struct sched_state *s, int32_t node, const struct sched_s
                               n->name, g->slots);
     }
     place_memo_forget(&s->memo, (size_t)node);
-    return place_allocate(s->cluster, &r, &d, err);
+    int rc = place_allocate(s->cluster, &r, &d, err);
+    if (rc == 0)
+        mix_count(s, sh, true);
+    return rc;
 }
 
 void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sched_share *sh)
@@ -198,6 +303,8 @@ void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sche
     if (place_release(s->cluster, &r, &d, &err) < 0)
         vg_log(VG_LOG_ERROR, "release failed; model out of step", "node=%s err=\"%s\"",
                s->cluster->nodes[node].name, err.msg);
+    else
+        mix_count(s, sh, false);
 }
 
 /* Charges every share of p to its node; all or nothing. */
@@ -275,6 +382,9 @@ static int32_t node_add(struct sched_state *s, const char *name, struct vg_err *
         place_memo_free(&s->memo);
         if (place_memo_init(&s->memo, cap) < 0) /* decisions still work, only slower */
             vg_log(VG_LOG_WARN, "no memory for the placement memo", "nodes=%zu", cap);
+        place_frag_cache_free(&s->frag);
+        if (place_frag_cache_init(&s->frag, cap) < 0) /* fgd and default: slower */
+            vg_log(VG_LOG_WARN, "no memory for the fragmentation memo", "nodes=%zu", cap);
         s->node_info_cap = cap;
     }
     memset(&s->nodes[idx], 0, sizeof s->nodes[idx]);
@@ -335,6 +445,7 @@ static void node_rebuild(struct sched_state *s, int32_t idx, const struct annot_
     if (!s->batch) {
         place_cluster_refresh(s->cluster);
         place_memo_reset(&s->memo);
+        place_frag_cache_reset(&s->frag);
     } else {
         s->refresh_needed = true;
     }
@@ -503,6 +614,7 @@ void sched_reapply_all(struct sched_state *s)
 {
     place_cluster_refresh(s->cluster);
     place_memo_reset(&s->memo);
+    place_frag_cache_reset(&s->frag);
     s->refresh_needed = false;
     for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
          i = sched_map_next(&s->pods, i + 1)) {

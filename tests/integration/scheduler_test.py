@@ -235,6 +235,34 @@ class SchedulerTest(unittest.TestCase):
             self.schedule(H.Http(self.cluster.port), self.cluster.get_pod(pod["metadata"]["name"]))
         check(self.cluster)
 
+    def test_restart_same_decisions_with_learned_mix(self):
+        """fgd and default score against the mix of shapes the scheduler holds: rebuilt
+        from the API after kill -9, it must decide exactly as before."""
+        conn = H.Http(self.cluster.port)
+        rng = random.Random(11)
+        shapes = [{"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000", "nvidia.com/gpucores": c}
+                  for c in ("10", "25", "30", "50", "70")] + [{"nvidia.com/gpu": "2"}]
+        for policy in ("default", "fgd"):
+            for i in range(5):
+                pod = self.cluster.create_pod(H.pod_object(
+                    "%s-%03d" % (policy, i), rng.choice(shapes), {"vgpu.io/policy": policy}))
+                self.assertIsNotNone(self.schedule(conn, pod))
+        time.sleep(0.5)
+        check(self.cluster)
+        probes = [H.pod_object("probe-%d-%s" % (i, policy), shape, {"vgpu.io/policy": policy})
+                  for i, shape in enumerate(shapes[:3]) for policy in ("default", "fgd")]
+
+        def decide():
+            c = H.Http(self.cluster.port)
+            return [self.cluster.filter(c, pod, self.names)[0] for pod in probes]
+        before = decide()
+        self.assertTrue(all(len(n) == 1 for n in before), before)
+        self.cluster.kill9()
+        self.cluster.start()
+        self.cluster.wait_ready()
+        self.assertEqual(decide(), before)
+        check(self.cluster)
+
     def test_bad_input(self):
         conn = H.Http(self.cluster.port)
         status, body = conn.request("POST", "/filter", b"{not json")

@@ -853,9 +853,29 @@ static void test_no_fit_and_policy_names(void **state)
 static void test_node_mask_and_memo(void **state)
 {
     (void)state;
-    static const enum place_policy policies[] = {PLACE_POLICY_DOTPROD, PLACE_POLICY_CLUSTERING,
-                                                 PLACE_POLICY_PACKING, PLACE_POLICY_BESTFIT,
-                                                 PLACE_POLICY_BINPACK, PLACE_POLICY_SPREAD};
+    static const enum place_policy policies[] = {
+        PLACE_POLICY_DOTPROD, PLACE_POLICY_CLUSTERING, PLACE_POLICY_PACKING, PLACE_POLICY_BESTFIT,
+        PLACE_POLICY_BINPACK, PLACE_POLICY_SPREAD,     PLACE_POLICY_FGD,     PLACE_POLICY_DEFAULT};
+    /* fgd and default use the memo under a fixed mix (memo_mix). */
+    struct place_mix mix;
+    place_mix_init(&mix);
+    const struct place_mix_type types[] = {{.cpu_milli = 1000,
+                                            .gpu_count = 1,
+                                            .gpu_milli = 250,
+                                            .model_mask = UINT64_MAX,
+                                            .weight = 5},
+                                           {.cpu_milli = 1000,
+                                            .gpu_count = 1,
+                                            .gpu_milli = 1000,
+                                            .model_mask = UINT64_MAX,
+                                            .weight = 3},
+                                           {.cpu_milli = 1000,
+                                            .gpu_count = 2,
+                                            .gpu_milli = 1000,
+                                            .model_mask = UINT64_MAX,
+                                            .weight = 2}};
+    for (size_t t = 0; t < 3; t++)
+        assert_int_equal(place_mix_add(&mix, &types[t]), 0);
     for (size_t pi = 0; pi < sizeof policies / sizeof policies[0]; pi++) {
         struct place_cluster *a = cluster_of(70, 4, 64000, 262144);
         struct place_cluster *b = cluster_of(70, 4, 64000, 262144);
@@ -865,9 +885,13 @@ static void test_node_mask_and_memo(void **state)
                 mask[i / 64] |= (uint64_t)1 << (i % 64);
         struct place_memo memo;
         assert_int_equal(place_memo_init(&memo, 70), 0);
-        struct place_context with = {
-            .gpu_order = PLACE_GPU_SPREAD, .node_mask = mask, .memo = &memo};
-        struct place_context without = {.gpu_order = PLACE_GPU_SPREAD, .node_mask = mask};
+        struct place_context with = {.gpu_order = PLACE_GPU_SPREAD,
+                                     .node_mask = mask,
+                                     .memo = &memo,
+                                     .mix = &mix,
+                                     .memo_mix = true};
+        struct place_context without = {
+            .gpu_order = PLACE_GPU_SPREAD, .node_mask = mask, .mix = &mix};
         struct place_request reqs[60];
         struct place_decision da[60], db[60];
         struct vg_err err = {0};
@@ -898,7 +922,7 @@ static void test_node_mask_and_memo(void **state)
         assert_true(memo.hits > memo.misses);
         /* An empty mask: nothing fits. */
         uint64_t none[2] = {0, 0};
-        struct place_context empty = {.node_mask = none, .memo = &memo};
+        struct place_context empty = {.node_mask = none, .memo = &memo, .mix = &mix};
         struct place_decision d;
         assert_int_equal(place_decide(a, &reqs[0], policies[pi], &empty, &d, &err), -ENOSPC);
         place_memo_free(&memo);
@@ -906,6 +930,7 @@ static void test_node_mask_and_memo(void **state)
         place_cluster_free(a);
         place_cluster_free(b);
     }
+    place_mix_clear(&mix);
 }
 
 int main(void)

@@ -169,6 +169,86 @@ static void test_decision_rebuild_and_overcommit(void **unused)
     sched_state_free(s);
 }
 
+static void bound_pod(struct sched_state *s, const char *name, const char *node, int gpu,
+                      unsigned mib, unsigned cores)
+{
+    char dec[512];
+    snprintf(dec, sizeof dec,
+             "{\"version\":1,\"node\":\"%s\",\"time\":1,\"containers\":[{\"name\":\"m\","
+             "\"gpus\":[{\"uuid\":\"GPU-%d\",\"memoryMiB\":%u,\"cores\":%u}]}]}",
+             node, gpu, mib, cores);
+    json_t *pod =
+        json_pack("{s:{s:s, s:s, s:{s:s}}, s:{s:s}}", "metadata", "name", name, "namespace",
+                  "default", "annotations", "vgpu.io/decision", dec, "spec", "nodeName", node);
+    sched_pod_update(s, pod);
+    json_decref(pod);
+}
+
+/* The node filter picks for a 1-GPU pod of 500 MiB and 30 cores under policy (NULL: the
+ * state's default), over nodes n0 and n1. */
+static const char *pick(struct sched_state *s, const char *name, const char *policy)
+{
+    json_t *ann = policy ? json_pack("{s:s}", "vgpu.io/policy", policy) : json_object();
+    json_t *args = json_pack(
+        "{s:{s:{s:s, s:s, s:s, s:o}, s:{s:[{s:s, s:{s:{s:s, s:s, s:s}}}]}}, s:[s, s]}", "Pod",
+        "metadata", "name", name, "namespace", "default", "uid", name, "annotations", ann, "spec",
+        "containers", "name", "main", "resources", "limits", "nvidia.com/gpu", "1",
+        "nvidia.com/gpumem", "500", "nvidia.com/gpucores", "30", "NodeNames", "n0", "n1");
+    char *body = json_dumps(args, JSON_COMPACT), *out = NULL;
+    json_decref(args);
+    struct vg_err err = {0};
+    assert_int_equal(sched_filter(s, body, strlen(body), (struct sched_now){0, 100}, &out, &err),
+                     0);
+    free(body);
+    json_t *r = json_loads(out, 0, NULL);
+    free(out);
+    static char node[16];
+    const char *n = json_string_value(json_array_get(json_object_get(r, "NodeNames"), 0));
+    snprintf(node, sizeof node, "%s", n ? n : "-");
+    json_decref(r);
+    return node;
+}
+
+/* fgd and default learn the mix from the shares the scheduler holds. n0's GPU has little
+ * compute but most memory taken (100 of 1000 milli, 9,000 of 10,000 MiB), n1's the
+ * reverse (600 milli, 1,000 MiB). binpack counts memory and puts a 300-milli pod on n0;
+ * against the held shapes (100 and 600 milli) n1 is the one where it strands nothing
+ * (400 free that no 600 fits becomes 100 that a 100 fits), so fgd and default take n1. */
+static void test_learned_mix_policies(void **unused)
+{
+    (void)unused;
+    struct sched_state *s = new_state(2, 10000, 8);
+    /* Nothing held yet: the pod's own shape is the mix, and it is placed. */
+    assert_string_not_equal(pick(s, "e0", "default"), "-");
+    assert_string_not_equal(pick(s, "e1", "fgd"), "-");
+    sched_state_free(s);
+
+    const char *policies[] = {NULL, "fgd", "default"}, *want[] = {"n0", "n1", "n1"};
+    for (int i = 0; i < 3; i++) {
+        s = new_state(2, 10000, 8);
+        bound_pod(s, "a", "n0", 0, 9000, 10);
+        bound_pod(s, "b", "n1", 1, 1000, 60);
+        assert_string_equal(pick(s, "p", policies[i]), want[i]);
+        if (i < 2)
+            sched_state_free(s);
+    }
+    /* A policy the core does not have is still refused with its name. */
+    json_t *args = json_pack("{s:{s:{s:s, s:s, s:{s:s}}, s:{s:[{s:s}]}}, s:[s]}", "Pod", "metadata",
+                             "name", "x", "namespace", "default", "annotations", "vgpu.io/policy",
+                             "tetris", "spec", "containers", "name", "main", "NodeNames", "n0");
+    char *body = json_dumps(args, JSON_COMPACT), *out = NULL;
+    json_decref(args);
+    struct vg_err err = {0};
+    assert_int_equal(sched_filter(s, body, strlen(body), (struct sched_now){0, 100}, &out, &err),
+                     0);
+    assert_non_null(strstr(out, "tetris"));
+    free(out);
+    free(body);
+    struct vg_err ierr = {0};
+    assert_int_equal(sched_check_invariants(s, &ierr), 0);
+    sched_state_free(s);
+}
+
 static char *bind_body(const char *pod, const char *uid, const char *node)
 {
     static char buf[256];
@@ -327,6 +407,7 @@ int main(void)
         cmocka_unit_test(test_no_double_promise),
         cmocka_unit_test(test_expiry_and_bind),
         cmocka_unit_test(test_decision_rebuild_and_overcommit),
+        cmocka_unit_test(test_learned_mix_policies),
         cmocka_unit_test(test_bind_outcomes),
         cmocka_unit_test(test_bad_bodies),
     };

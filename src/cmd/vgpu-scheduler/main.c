@@ -555,7 +555,7 @@ static int load_config(const char *file, struct sched_options *o, char **name_st
     {
         if (strcmp(key, "policy") == 0 && json_is_string(v)) {
             int p = place_policy_from_name(json_string_value(v));
-            if (p < 0 || p == PLACE_POLICY_FGD || p == PLACE_POLICY_DEFAULT)
+            if (p < 0)
                 rc = vg_err_set(err, -EINVAL, "%s: policy: unsupported '%s'", file,
                                 json_string_value(v));
             else
@@ -688,7 +688,7 @@ int main(int argc, char **argv)
     }
     if (policy != NULL) {
         int p = place_policy_from_name(policy);
-        if (p < 0 || p == PLACE_POLICY_FGD || p == PLACE_POLICY_DEFAULT) {
+        if (p < 0) {
             fprintf(stderr, "vgpu-scheduler: --policy: unsupported policy '%s'\n", policy);
             return 2;
         }
