@@ -10,8 +10,8 @@
 # usage: bench/scheduler.sh BUILD
 #   NODES, GPUS (5000 x 8), PODS (2000, part 1), FAST_PODS (4000, part 2), CLIENTS (16),
 #   LAT (1000); PERF_OUT=FILE records a perf profile of the scheduler during part 2
-#   (PERF_ARGS, default -g); SCHED_ARGS adds flags to the scheduler of part 2 (e.g.
-#   "--policy default").
+#   (PERF_ARGS, default -g); part 2 runs once per policy in POLICIES ("binpack default"),
+#   each against a fresh stub; SCHED_ARGS adds flags to the scheduler of part 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -38,43 +38,61 @@ cleanup() {
 trap cleanup EXIT
 wait_file() { for _ in $(seq 600); do [ -s "$1" ] && return 0; sleep 0.05; done; echo "no $1"; exit 1; }
 
-"$stub" --port-file "$dir/api.port" --nodes "${NODES:-5000}" --gpus "${GPUS:-8}" \
-    --pods "${FAST_PODS:-4000}" 2>"$dir/stub.log" &
-pids+=($!)
-wait_file "$dir/api.port"
-cat >"$dir/kubeconfig" <<KC
+# One run of the C harness against a fresh stub, the scheduler started with $1 as its
+# --policy (the table says which).
+c_harness() {
+    local policy=$1 run
+    run=$(mktemp -d "$dir/run.XXXXXX")
+    "$stub" --port-file "$run/api.port" --nodes "${NODES:-5000}" --gpus "${GPUS:-8}" \
+        --pods "${FAST_PODS:-4000}" 2>"$run/stub.log" &
+    local stub_pid=$!
+    pids+=($stub_pid)
+    wait_file "$run/api.port"
+    cat >"$run/kubeconfig" <<KC
 current-context: c
 contexts: [{name: c, context: {cluster: k, user: u}}]
-clusters: [{name: k, cluster: {server: 'http://127.0.0.1:$(cat "$dir/api.port")'}}]
+clusters: [{name: k, cluster: {server: 'http://127.0.0.1:$(cat "$run/api.port")'}}]
 users: [{name: u, user: {token: bench}}]
 KC
-"$sched" --listen 127.0.0.1:0 --port-file "$dir/sched.port" --kubeconfig "$dir/kubeconfig" \
-    --assume-ttl 120 --log-level warn ${SCHED_ARGS:-} >"$dir/sched.log" 2>&1 &
-spid=$!
-pids+=($spid)
-wait_file "$dir/sched.port"
-port=$(cat "$dir/sched.port")
-for _ in $(seq 1200); do
-    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz" || true)
-    [ "$code" = 200 ] && break
-    sleep 0.05
-done
-[ "$code" = 200 ] || { echo "vgpu-scheduler never became ready"; cat "$dir/sched.log"; exit 1; }
-echo "| figure | value | target |"
-echo "| --- | --- | --- |"
-echo "| cluster (C API stub) | ${NODES:-5000} nodes x ${GPUS:-8} GPUs, ${FAST_PODS:-4000} pods | 5,000 x 8 |"
+    "$sched" --listen 127.0.0.1:0 --port-file "$run/sched.port" --kubeconfig "$run/kubeconfig" \
+        --assume-ttl 120 --log-level warn --policy "$policy" ${SCHED_ARGS:-} >"$run/sched.log" 2>&1 &
+    spid=$!
+    pids+=($spid)
+    wait_file "$run/sched.port"
+    port=$(cat "$run/sched.port")
+    for _ in $(seq 1200); do
+        code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/readyz" || true)
+        [ "$code" = 200 ] && break
+        sleep 0.05
+    done
+    [ "$code" = 200 ] || { echo "vgpu-scheduler never became ready"; cat "$run/sched.log"; exit 1; }
+    echo "| figure | value | target |"
+    echo "| --- | --- | --- |"
+    echo "| cluster (C API stub) | ${NODES:-5000} nodes x ${GPUS:-8} GPUs, ${FAST_PODS:-4000} pods | 5,000 x 8 |"
+    local rc=0
+    cpu0=$(awk '{print $14 + $15}' /proc/$spid/stat)
+    if [ -n "${PERF_OUT:-}" ]; then  # profile the scheduler during the load (perf record -g)
+        perf record -q ${PERF_ARGS:--g} -p "$spid" -o "$PERF_OUT" 2>/dev/null &
+        pids+=($!)
+    fi
+    "$load" "$port" "$(cat "$run/api.port")" "${CLIENTS:-16}" "${LAT:-1000}" "$spid" || rc=$?
+    cpu1=$(awk '{print $14 + $15}' /proc/$spid/stat)
+    echo "| scheduler CPU time, whole run (with the final state dump) | $(awk -v a="$cpu0" -v b="$cpu1" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f s", (b - a) / hz}') | |"
+    echo "| scheduler RSS after the run | $(awk '/VmRSS/ {printf "%.0f MiB", $2/1024}' /proc/$spid/status) | <= 200 MB |"
+    if [ "$rc" != 0 ]; then
+        echo "sched_load failed (rc $rc); scheduler log:"
+        tail -20 "$run/sched.log"
+    fi
+    kill "$spid" "$stub_pid" 2>/dev/null || true
+    wait "$spid" "$stub_pid" 2>/dev/null || true
+    return "$rc"
+}
+
 rc=0
-cpu0=$(awk '{print $14 + $15}' /proc/$spid/stat)
-if [ -n "${PERF_OUT:-}" ]; then  # profile the scheduler during the load (perf record -g)
-    perf record -q ${PERF_ARGS:--g} -p "$spid" -o "$PERF_OUT" 2>/dev/null &
-    pids+=($!)
-fi
-"$load" "$port" "$(cat "$dir/api.port")" "${CLIENTS:-16}" "${LAT:-1000}" "$spid" || rc=$?
-cpu1=$(awk '{print $14 + $15}' /proc/$spid/stat)
-echo "| scheduler CPU time, whole run (with the final state dump) | $(awk -v a="$cpu0" -v b="$cpu1" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f s", (b - a) / hz}') | |"
-echo "| scheduler RSS after the run | $(awk '/VmRSS/ {printf "%.0f MiB", $2/1024}' /proc/$spid/status) | <= 200 MB |"
-if [ "$rc" != 0 ]; then
-    echo "sched_load failed (rc $rc); scheduler log:"
-    tail -20 "$dir/sched.log"
-fi
+for policy in ${POLICIES:-binpack default}; do
+    echo
+    echo "#### --policy $policy"
+    echo
+    c_harness "$policy" || rc=$?
+done
 exit "$rc"
