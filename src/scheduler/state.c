@@ -27,7 +27,7 @@
 void sched_options_default(struct sched_options *o)
 {
     memset(o, 0, sizeof *o);
-    o->policy = PLACE_POLICY_BINPACK;
+    o->policy = PLACE_POLICY_DEFAULT;
     o->gpu_order = PLACE_GPU_SPREAD;
     o->assume_ttl_ms = 30000;
     o->heartbeat_timeout_s = 0;

@@ -209,11 +209,12 @@ static const char *pick(struct sched_state *s, const char *name, const char *pol
     return node;
 }
 
-/* fgd and default learn the mix from the shares the scheduler holds. n0's GPU has little
- * compute but most memory taken (100 of 1000 milli, 9,000 of 10,000 MiB), n1's the
- * reverse (600 milli, 1,000 MiB). binpack counts memory and puts a 300-milli pod on n0;
- * against the held shapes (100 and 600 milli) n1 is the one where it strands nothing
- * (400 free that no 600 fits becomes 100 that a 100 fits), so fgd and default take n1. */
+/* fgd and default (the scheduler's default policy) learn the mix from the shares the
+ * scheduler holds. n0's GPU has little compute but most memory taken (100 of 1000 milli,
+ * 9,000 of 10,000 MiB), n1's the reverse (600 milli, 1,000 MiB). binpack counts memory and
+ * puts a 300-milli pod on n0; against the held shapes (100 and 600 milli) n1 is the one
+ * where it strands nothing (400 free that no 600 fits becomes 100 that a 100 fits), so
+ * fgd and default take n1. */
 static void test_learned_mix_policies(void **unused)
 {
     (void)unused;
@@ -223,13 +224,14 @@ static void test_learned_mix_policies(void **unused)
     assert_string_not_equal(pick(s, "e1", "fgd"), "-");
     sched_state_free(s);
 
-    const char *policies[] = {NULL, "fgd", "default"}, *want[] = {"n0", "n1", "n1"};
-    for (int i = 0; i < 3; i++) {
+    const char *policies[] = {"binpack", "fgd", "default", NULL},
+               *want[] = {"n0", "n1", "n1", "n1"};
+    for (int i = 0; i < 4; i++) {
         s = new_state(2, 10000, 8);
         bound_pod(s, "a", "n0", 0, 9000, 10);
         bound_pod(s, "b", "n1", 1, 1000, 60);
         assert_string_equal(pick(s, "p", policies[i]), want[i]);
-        if (i < 2)
+        if (i < 3)
             sched_state_free(s);
     }
     /* A policy the core does not have is still refused with its name. */
