@@ -18,10 +18,12 @@
  *
  * Nodes carry a vgpu.io/gpus inventory (docs/protocol.md) of G GPUs with 81559 MiB and
  * 10 slots each; pods are pending "default/b-NNNNN" pods asking for one GPU, 10000 MiB
- * and 10 % of its compute. usage:
- *   kube_stub --port-file FILE [--nodes N] [--gpus G] [--pods P] */
+ * and 10 % of its compute, or with --mixed a shape drawn per pod from a small table of
+ * sharing and whole-GPU requests (fixed seed). usage:
+ *   kube_stub --port-file FILE [--nodes N] [--gpus G] [--pods P] [--mixed] */
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,19 +142,35 @@ static json_t *make_node(unsigned i, unsigned gpus)
     return node;
 }
 
-static json_t *make_pod(unsigned i)
+/* --mixed: GPU count, memory MiB and cores per shape, drawn with these weights. */
+static const struct shape {
+    const char *gpus, *mem, *cores;
+    unsigned weight;
+} shapes[] = {{"1", "10000", "10", 30}, {"1", "20000", "25", 20},  {"1", "40000", "50", 15},
+              {"1", "8000", "5", 15},   {"1", "81559", "100", 12}, {"2", "81559", "100", 8}};
+
+static json_t *make_pod(unsigned i, bool mixed)
 {
     char name[32];
     char uid[40];
     (void)vg_snprintf(name, sizeof name, "b-%05u", i);
     (void)vg_snprintf(uid, sizeof uid, "uid-b-%05u", i);
+    const struct shape *sh = &shapes[0];
+    if (mixed) {
+        uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull; /* one splitmix64 step, per pod */
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+        unsigned total = 0, pick = (unsigned)((x ^ (x >> 31)) % 100);
+        for (sh = shapes; pick >= total + sh->weight; sh++)
+            total += sh->weight;
+    }
     return json_pack("{s:{s:s, s:s, s:s, s:{}}, s:{s:s, s:[{s:s, s:s, s:{s:{s:s, s:s, s:s}}}]}, "
                      "s:{s:s}}",
                      "metadata", "name", name, "namespace", "default", "uid", uid, "annotations",
                      "spec", "schedulerName", "vgpu-scheduler", "containers", "name", "main",
-                     "image", "cuda", "resources", "limits", "nvidia.com/gpu", "1",
-                     "nvidia.com/gpumem", "10000", "nvidia.com/gpucores", "10", "status", "phase",
-                     "Pending");
+                     "image", "cuda", "resources", "limits", "nvidia.com/gpu", sh->gpus,
+                     "nvidia.com/gpumem", sh->mem, "nvidia.com/gpucores", sh->cores, "status",
+                     "phase", "Pending");
 }
 
 /* RFC 7386 merge patch of patch into target (both objects). */
@@ -346,10 +364,15 @@ int main(int argc, char **argv)
 {
     const char *port_file = NULL;
     uint64_t nodes = 5000, gpus = 8, pods = 2000;
+    bool mixed = false;
     struct vg_err err = {0};
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int rc = 0;
+        if (strcmp(argv[i], "--mixed") == 0) {
+            mixed = true;
+            continue;
+        }
         if (v == NULL)
             rc = -1;
         else if (strcmp(argv[i], "--port-file") == 0)
@@ -365,7 +388,7 @@ int main(int argc, char **argv)
         if (rc < 0) {
             fprintf(stderr,
                     "usage: kube_stub --port-file FILE [--nodes N] [--gpus G] [--pods P]"
-                    " %s\n",
+                    " [--mixed] %s\n",
                     err.msg);
             return 2;
         }
@@ -384,7 +407,7 @@ int main(int argc, char **argv)
         json_array_append_new(s.items[0], node);
     }
     for (unsigned i = 0; i < pods; i++) {
-        json_t *pod = make_pod(i);
+        json_t *pod = make_pod(i, mixed);
         set_rv(&s, pod);
         json_array_append_new(s.items[1], pod);
         char key[64];

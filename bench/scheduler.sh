@@ -10,8 +10,9 @@
 # usage: bench/scheduler.sh BUILD
 #   NODES, GPUS (5000 x 8), PODS (2000, part 1), FAST_PODS (4000, part 2), CLIENTS (16),
 #   LAT (1000); PERF_OUT=FILE records a perf profile of the scheduler during part 2
-#   (PERF_ARGS, default -g); part 2 runs once per policy in POLICIES ("binpack default"),
-#   each against a fresh stub; SCHED_ARGS adds flags to the scheduler of part 2.
+#   (PERF_ARGS, default -g); part 2 runs once per entry of POLICIES ("binpack default
+#   binpack:mixed default:mixed": the scheduler's --policy, and :mixed for the stub's
+#   mixed pod shapes), each against a fresh stub; SCHED_ARGS adds scheduler flags.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -38,13 +39,14 @@ cleanup() {
 trap cleanup EXIT
 wait_file() { for _ in $(seq 600); do [ -s "$1" ] && return 0; sleep 0.05; done; echo "no $1"; exit 1; }
 
-# One run of the C harness against a fresh stub, the scheduler started with $1 as its
-# --policy (the table says which).
+# One run of the C harness against a fresh stub: $1 is POLICY or POLICY:mixed, the
+# scheduler's --policy and whether the stub's pods come in mixed shapes.
 c_harness() {
-    local policy=$1 run
+    local policy=${1%%:*} shapes=() run
+    [ "$1" = "$policy" ] || shapes=(--mixed)
     run=$(mktemp -d "$dir/run.XXXXXX")
     "$stub" --port-file "$run/api.port" --nodes "${NODES:-5000}" --gpus "${GPUS:-8}" \
-        --pods "${FAST_PODS:-4000}" 2>"$run/stub.log" &
+        --pods "${FAST_PODS:-4000}" "${shapes[@]}" 2>"$run/stub.log" &
     local stub_pid=$!
     pids+=($stub_pid)
     wait_file "$run/api.port"
@@ -89,9 +91,9 @@ KC
 }
 
 rc=0
-for policy in ${POLICIES:-binpack default}; do
+for policy in ${POLICIES:-binpack default binpack:mixed default:mixed}; do
     echo
-    echo "#### --policy $policy"
+    echo "#### --policy ${policy%%:*}, $([ "${policy#*:}" = mixed ] && echo "mixed pod shapes" || echo "one pod shape")"
     echo
     c_harness "$policy" || rc=$?
 done

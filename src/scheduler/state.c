@@ -14,6 +14,7 @@
 #include "scheduler/internal.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -182,12 +183,14 @@ static void share_to_place(const struct sched_share *sh, int32_t node, struct pl
  * mix of task types. The scheduler learns it from what it holds: every container share in
  * the model (bound or promised) is one observation of its shape (GPU count and share; the
  * model has no CPU, and model restrictions are left out as the simulator's FGD mix leaves
- * them). Scoring uses that mix with each weight rounded to 1/1024 of the total (at least
- * 1) and the types in a fixed order, rebuilt only when one of those weights changes: F_n
- * stays memoised between decisions, and the mix is a function of the pods alone, so a
- * scheduler rebuilt from the API after a restart scores exactly as before. */
+ * them). Scoring uses that mix with each type's share of it rounded to a power of 1.1 and
+ * the types in a fixed order, rebuilt only when one of those rounded shares changes: a
+ * share must move by about a tenth of itself first, so the F_n and verdict memos live for
+ * many decisions, and the mix is a function of the pods alone, so a scheduler rebuilt
+ * from the API after a restart scores exactly as before. */
 
-#define MIX_SCALE 1024
+#define MIX_SCALE 1e6 /* weight of a type that is the whole mix */
+#define MIX_STEP  1.1 /* shares are rounded to powers of this */
 
 static bool mix_type_same(const struct place_mix_type *a, const struct place_mix_type *b)
 {
@@ -242,7 +245,9 @@ const struct place_mix *sched_mix(struct sched_state *s, const struct place_requ
         bool ok = true;
         for (size_t i = 0; i < seen->count && ok; i++) {
             struct place_mix_type t = seen->types[i];
-            t.weight = (t.weight * MIX_SCALE + seen->total_weight / 2) / seen->total_weight;
+            double share = (double)t.weight / (double)seen->total_weight;
+            double step = round(log(share) / log(MIX_STEP));
+            t.weight = (uint64_t)llround(MIX_SCALE * pow(MIX_STEP, step));
             t.weight = t.weight ? t.weight : 1;
             ok = place_mix_add(&q, &t) == 0;
         }
