@@ -240,8 +240,8 @@ void place_frag_cache_free(struct place_frag_cache *fc);
  * an equal request reuses them. The caller keeps it true: place_memo_forget(node) after
  * anything that changes a node (place_allocate, place_release, editing it by hand), and
  * place_memo_reset after place_cluster_refresh or any change to many nodes. A request,
- * policy or order different from the memo's clears it. Decisions are identical with and
- * without a memo. The caller owns it. */
+ * policy or order different from every memo's clears the least recently used one. Decisions are
+ * identical with and without a memo. The caller owns it. */
 struct place_memo_entry {
     bool valid, feasible;
     uint8_t gpus[PLACE_MAX_GPUS];
@@ -251,7 +251,8 @@ struct place_memo_entry {
 struct place_memo {
     struct place_memo_entry *entries; /* one per node index below count */
     size_t count;
-    bool keyed; /* request, policy and order below are set */
+    bool keyed;    /* request, policy and order below are set */
+    uint64_t used; /* when last chosen, among the memos of a context (least recent goes) */
     struct place_request request;
     int policy, order;
     uint64_t hits, misses; /* statistics, for tests and tuning */
@@ -274,7 +275,11 @@ struct place_context {
      * node_count bits); NULL = every node. Random samples among the masked nodes in index
      * order, exactly as if the others were infeasible. */
     const uint64_t *node_mask;
-    struct place_memo *memo; /* optional: per-node verdicts kept between decisions */
+    /* Optional: per-node verdicts kept between decisions; memo_count > 1 memos, one per
+     * request shape (the least recently used one is re-keyed for a new shape), so pods of
+     * several shapes in turn keep theirs. */
+    struct place_memo *memo;
+    size_t memo_count; /* 0 or 1: one memo */
     /* Optional: the mix DEFAULT scores sharing pods against; NULL = mix. The simulator
      * passes a learned mix that keeps each pod's model restriction (gpu_spec) here,
      * while mix, for FGD's score, ignores it (keeping it there did worse). */

@@ -417,19 +417,34 @@ static bool request_equal(const struct place_request *a, const struct place_requ
 static struct place_memo *memo_for(const struct place_context *ctx, const struct place_request *r,
                                    enum place_policy policy, enum place_gpu_order order)
 {
-    struct place_memo *m = ctx != NULL ? ctx->memo : NULL;
     bool mix_policy = policy == PLACE_POLICY_FGD || policy == PLACE_POLICY_DEFAULT;
-    if (m == NULL || m->entries == NULL || policy == PLACE_POLICY_RANDOM ||
+    if (ctx == NULL || ctx->memo == NULL || policy == PLACE_POLICY_RANDOM ||
         (mix_policy && !ctx->memo_mix))
         return NULL;
-    if (!m->keyed || m->policy != (int)policy || m->order != (int)order ||
-        !request_equal(&m->request, r)) {
+    /* The memo keyed to this decision, else the least recently used one, re-keyed. */
+    struct place_memo *m = NULL, *lru = NULL;
+    uint64_t newest = 0;
+    for (size_t i = 0; i < (ctx->memo_count ? ctx->memo_count : 1); i++) {
+        struct place_memo *x = &ctx->memo[i];
+        if (x->entries == NULL)
+            continue;
+        newest = x->used > newest ? x->used : newest;
+        if (x->keyed && x->policy == (int)policy && x->order == (int)order &&
+            request_equal(&x->request, r))
+            m = x;
+        if (lru == NULL || x->used < lru->used)
+            lru = x;
+    }
+    if (m == NULL && lru != NULL) {
+        m = lru;
         place_memo_reset(m);
         m->request = *r;
         m->policy = (int)policy;
         m->order = (int)order;
         m->keyed = true;
     }
+    if (m != NULL)
+        m->used = newest + 1;
     return m;
 }
 

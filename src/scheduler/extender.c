@@ -323,8 +323,11 @@ static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
 {
     /* The first container chooses among the offered nodes (through the memo: pods of
      * one shape mostly meet unchanged nodes); the others must fit on the node it chose. */
-    struct place_context ctx = {
-        .rng = &s->rng, .gpu_order = pp->order, .node_mask = s->offered, .memo = &s->memo};
+    struct place_context ctx = {.rng = &s->rng,
+                                .gpu_order = pp->order,
+                                .node_mask = s->offered,
+                                .memo = s->memo,
+                                .memo_count = SCHED_MEMOS};
     struct place_context rest = {.rng = &s->rng, .gpu_order = pp->order, .node_mask = s->picked};
     for (int c = 0; c < count; c++)
         if (place_request_resolve(s->cluster, &reqs[c].request, err) < 0)

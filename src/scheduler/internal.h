@@ -8,6 +8,7 @@
 #include "scheduler/sched.h"
 
 #define SCHED_KEY_MAX 512 /* "namespace/name" */
+#define SCHED_MEMOS   8
 
 /* One container's share, compact: what place_release needs and nothing more. */
 struct sched_share {
@@ -60,8 +61,10 @@ struct sched_state {
      * between filters): the nodes offered, and the node picked for a pod's first
      * container (its other containers must go there too). */
     uint64_t *offered, *picked;
-    uint64_t *listed;       /* the fast filter's "written to FailedNodes" marks, clear between */
-    struct place_memo memo; /* per-node verdicts, reused while a node is unchanged */
+    uint64_t *listed; /* the fast filter's "written to FailedNodes" marks, clear between */
+    /* Per-node verdicts, reused while a node is unchanged: one memo per request shape, for
+     * the last SCHED_MEMOS shapes (pods of a few shapes arrive interleaved). */
+    struct place_memo memo[SCHED_MEMOS];
     /* The fgd and default policies' workload mix, learned from the shares the model holds
      * (state.c, "learned mix"), and their memo of F_n per node under it. */
     struct place_mix mix_seen, mix_learned, mix_self;

@@ -25,6 +25,19 @@
 
 #define BIG_CPU (UINT64_MAX / 4)
 
+enum memo_op { MEMO_FORGET, MEMO_RESET, MEMO_FREE };
+
+static void memo_each(struct sched_state *s, enum memo_op op, size_t node)
+{
+    for (size_t i = 0; i < SCHED_MEMOS; i++)
+        if (op == MEMO_FORGET)
+            place_memo_forget(&s->memo[i], node);
+        else if (op == MEMO_RESET)
+            place_memo_reset(&s->memo[i]);
+        else
+            place_memo_free(&s->memo[i]);
+}
+
 void sched_options_default(struct sched_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -87,7 +100,7 @@ void sched_state_free(struct sched_state *s)
     free(s->filter_reqs);
     free(s->scan_text);
     free(s->scan_offers);
-    place_memo_free(&s->memo);
+    memo_each(s, MEMO_FREE, 0);
     place_frag_cache_free(&s->frag);
     place_mix_clear(&s->mix_seen);
     place_mix_clear(&s->mix_learned);
@@ -183,14 +196,15 @@ static void share_to_place(const struct sched_share *sh, int32_t node, struct pl
  * mix of task types. The scheduler learns it from what it holds: every container share in
  * the model (bound or promised) is one observation of its shape (GPU count and share; the
  * model has no CPU, and model restrictions are left out as the simulator's FGD mix leaves
- * them). Scoring uses that mix with each type's share of it rounded to a power of 1.1 and
- * the types in a fixed order, rebuilt only when one of those rounded shares changes: a
- * share must move by about a tenth of itself first, so the F_n and verdict memos live for
- * many decisions, and the mix is a function of the pods alone, so a scheduler rebuilt
- * from the API after a restart scores exactly as before. */
+ * them). Scoring uses that mix with each type's count rounded to a power of 1.1 and the
+ * types in a fixed order, rebuilt only when one of those rounded counts changes: a type's
+ * count must grow or shrink by about a tenth first, and other types do not move it, so
+ * the F_n and verdict memos live for many decisions; and the mix is a function of the
+ * pods alone, so a scheduler rebuilt from the API after a restart scores exactly as
+ * before. */
 
-#define MIX_SCALE 1e6 /* weight of a type that is the whole mix */
-#define MIX_STEP  1.1 /* shares are rounded to powers of this */
+#define MIX_SCALE 1000 /* weight of a type seen once */
+#define MIX_STEP  1.1  /* counts are rounded to powers of this */
 
 static bool mix_type_same(const struct place_mix_type *a, const struct place_mix_type *b)
 {
@@ -245,10 +259,8 @@ const struct place_mix *sched_mix(struct sched_state *s, const struct place_requ
         bool ok = true;
         for (size_t i = 0; i < seen->count && ok; i++) {
             struct place_mix_type t = seen->types[i];
-            double share = (double)t.weight / (double)seen->total_weight;
-            double step = round(log(share) / log(MIX_STEP));
+            double step = round(log((double)t.weight) / log(MIX_STEP));
             t.weight = (uint64_t)llround(MIX_SCALE * pow(MIX_STEP, step));
-            t.weight = t.weight ? t.weight : 1;
             ok = place_mix_add(&q, &t) == 0;
         }
         if (ok && q.count)
@@ -261,7 +273,7 @@ const struct place_mix *sched_mix(struct sched_state *s, const struct place_requ
             place_mix_clear(&s->mix_learned);
             s->mix_learned = q;
             place_frag_cache_reset(&s->frag);
-            place_memo_reset(&s->memo);
+            memo_each(s, MEMO_RESET, 0);
         } else {
             place_mix_clear(&q);
         }
@@ -291,7 +303,7 @@ int sched_share_charge(struct sched_state *s, int32_t node, const struct sched_s
             return vg_err_set(err, -EINVAL, "GPU %s of node %s has all %u slots taken", g->uuid,
                               n->name, g->slots);
     }
-    place_memo_forget(&s->memo, (size_t)node);
+    memo_each(s, MEMO_FORGET, (size_t)node);
     int rc = place_allocate(s->cluster, &r, &d, err);
     if (rc == 0)
         mix_count(s, sh, true);
@@ -304,7 +316,7 @@ void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sche
     struct place_decision d;
     struct vg_err err = {0};
     share_to_place(sh, node, &r, &d);
-    place_memo_forget(&s->memo, (size_t)node);
+    memo_each(s, MEMO_FORGET, (size_t)node);
     if (place_release(s->cluster, &r, &d, &err) < 0)
         vg_log(VG_LOG_ERROR, "release failed; model out of step", "node=%s err=\"%s\"",
                s->cluster->nodes[node].name, err.msg);
@@ -384,16 +396,17 @@ static int32_t node_add(struct sched_state *s, const char *name, struct vg_err *
         s->offered = xcalloc(cap / 64, sizeof *s->offered);
         s->picked = xcalloc(cap / 64, sizeof *s->picked);
         s->listed = xcalloc(cap / 64, sizeof *s->listed);
-        place_memo_free(&s->memo);
-        if (place_memo_init(&s->memo, cap) < 0) /* decisions still work, only slower */
-            vg_log(VG_LOG_WARN, "no memory for the placement memo", "nodes=%zu", cap);
+        memo_each(s, MEMO_FREE, 0);
+        for (size_t i = 0; i < SCHED_MEMOS; i++)
+            if (place_memo_init(&s->memo[i], cap) < 0) /* decisions still work, only slower */
+                vg_log(VG_LOG_WARN, "no memory for the placement memo", "nodes=%zu", cap);
         place_frag_cache_free(&s->frag);
         if (place_frag_cache_init(&s->frag, cap) < 0) /* fgd and default: slower */
             vg_log(VG_LOG_WARN, "no memory for the fragmentation memo", "nodes=%zu", cap);
         s->node_info_cap = cap;
     }
     memset(&s->nodes[idx], 0, sizeof s->nodes[idx]);
-    place_memo_forget(&s->memo, (size_t)idx);
+    memo_each(s, MEMO_FORGET, (size_t)idx);
     sched_map_put(&s->node_index, name, (void *)(uintptr_t)(idx + 1));
     return idx;
 }
@@ -404,7 +417,7 @@ static void node_rebuild(struct sched_state *s, int32_t idx, const struct annot_
 {
     struct place_node *n = &s->cluster->nodes[idx];
     struct sched_node *info = &s->nodes[idx];
-    place_memo_forget(&s->memo, (size_t)idx);
+    memo_each(s, MEMO_FORGET, (size_t)idx);
     /* Take the node's pods off, so the rebuilt GPUs start empty. */
     for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
          i = sched_map_next(&s->pods, i + 1)) {
@@ -449,7 +462,7 @@ static void node_rebuild(struct sched_state *s, int32_t idx, const struct annot_
     }
     if (!s->batch) {
         place_cluster_refresh(s->cluster);
-        place_memo_reset(&s->memo);
+        memo_each(s, MEMO_RESET, 0);
         place_frag_cache_reset(&s->frag);
     } else {
         s->refresh_needed = true;
@@ -618,7 +631,7 @@ void sched_nodes_resync(struct sched_state *s, json_t *items)
 void sched_reapply_all(struct sched_state *s)
 {
     place_cluster_refresh(s->cluster);
-    place_memo_reset(&s->memo);
+    memo_each(s, MEMO_RESET, 0);
     place_frag_cache_reset(&s->frag);
     s->refresh_needed = false;
     for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
