@@ -883,11 +883,16 @@ static void test_node_mask_and_memo(void **state)
         for (size_t i = 0; i < 70; i++)
             if (i % 3 != 1)
                 mask[i / 64] |= (uint64_t)1 << (i % 64);
-        struct place_memo memo;
-        assert_int_equal(place_memo_init(&memo, 70), 0);
+        /* Odd policies: one memo, shapes in runs; even ones: three memos, shapes
+         * interleaved (each shape keeps its own). */
+        struct place_memo memos[3];
+        size_t memo_count = pi % 2 ? 1 : 3;
+        for (size_t m = 0; m < 3; m++)
+            assert_int_equal(place_memo_init(&memos[m], 70), 0);
         struct place_context with = {.gpu_order = PLACE_GPU_SPREAD,
                                      .node_mask = mask,
-                                     .memo = &memo,
+                                     .memo = memos,
+                                     .memo_count = memo_count,
                                      .mix = &mix,
                                      .memo_mix = true};
         struct place_context without = {
@@ -896,8 +901,8 @@ static void test_node_mask_and_memo(void **state)
         struct place_decision da[60], db[60];
         struct vg_err err = {0};
         for (int k = 0; k < 60; k++) {
-            /* Runs of one shape (memo hits), then another (memo cleared). */
-            int shape = (k / 5) % 3;
+            /* Runs of one shape (memo hits), then another (memo cleared); or in turn. */
+            int shape = memo_count == 1 ? (k / 5) % 3 : k % 3;
             reqs[k] = gpu_request(1000, shape == 2 ? 2 : 1, shape == 0 ? 250 : 1000);
             resolve(a, &reqs[k]);
             int ra = place_decide(a, &reqs[k], policies[pi], &with, &da[k], &err);
@@ -908,25 +913,33 @@ static void test_node_mask_and_memo(void **state)
             assert_memory_equal(&da[k], &db[k], sizeof da[k]);
             assert_true(da[k].node % 3 != 1); /* masked out */
             assert_int_equal(place_allocate(a, &reqs[k], &da[k], &err), 0);
-            place_memo_forget(&memo, (size_t)da[k].node);
+            for (size_t m = 0; m < 3; m++)
+                place_memo_forget(&memos[m], (size_t)da[k].node);
             assert_int_equal(place_allocate(b, &reqs[k], &db[k], &err), 0);
             if (k % 7 == 6) { /* give one back */
                 int j = k - 3;
                 if (da[j].node >= 0 && place_release(a, &reqs[j], &da[j], &err) == 0) {
-                    place_memo_forget(&memo, (size_t)da[j].node);
+                    for (size_t m = 0; m < 3; m++)
+                        place_memo_forget(&memos[m], (size_t)da[j].node);
                     assert_int_equal(place_release(b, &reqs[j], &db[j], &err), 0);
                     da[j].node = db[j].node = -1;
                 }
             }
         }
-        assert_true(memo.hits > memo.misses);
+        uint64_t hits = 0, misses = 0;
+        for (size_t m = 0; m < 3; m++) {
+            hits += memos[m].hits;
+            misses += memos[m].misses;
+        }
+        assert_true(hits > misses);
         /* An empty mask: nothing fits. */
         uint64_t none[2] = {0, 0};
-        struct place_context empty = {.node_mask = none, .memo = &memo, .mix = &mix};
+        struct place_context empty = {.node_mask = none, .memo = memos, .mix = &mix};
         struct place_decision d;
         assert_int_equal(place_decide(a, &reqs[0], policies[pi], &empty, &d, &err), -ENOSPC);
-        place_memo_free(&memo);
-        place_memo_free(&memo); /* safe twice */
+        for (size_t m = 0; m < 3; m++)
+            place_memo_free(&memos[m]);
+        place_memo_free(&memos[0]); /* safe twice */
         place_cluster_free(a);
         place_cluster_free(b);
     }
