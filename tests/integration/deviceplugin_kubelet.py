@@ -526,9 +526,13 @@ class Vgpu(Base):
 
     def test_garbled_and_missing_decision(self):
         ids = self.start()
-        with self.assertRaises(grpc.RpcError) as cm:
-            self.kubelet.allocate("nvidia.com/gpu", ids[:1])
-        self.assertIn("no scheduling decision", cm.exception.details())
+
+        def refusal():
+            # Until its first pod list arrives the plugin says so ("retry"), as to kubelet.
+            with self.assertRaises(grpc.RpcError) as cm:
+                self.kubelet.allocate("nvidia.com/gpu", ids[:1])
+            return "not loaded yet" not in cm.exception.details() and cm.exception.details()
+        self.assertIn("no scheduling decision", wait_for(refusal, what="pod list loaded"))
         self.api.add_pod("bad-0", '{"version": 1, "node": "node-1", "containers": 7}')
 
         def garbled():
