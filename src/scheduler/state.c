@@ -41,7 +41,7 @@ static void memo_each(struct sched_state *s, enum memo_op op, size_t node)
 void sched_options_default(struct sched_options *o)
 {
     memset(o, 0, sizeof *o);
-    o->policy = PLACE_POLICY_DEFAULT;
+    o->policy = PLACE_POLICY_BINPACK;
     o->gpu_order = PLACE_GPU_SPREAD;
     o->assume_ttl_ms = 30000;
     o->heartbeat_timeout_s = 0;

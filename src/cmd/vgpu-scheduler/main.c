@@ -524,21 +524,23 @@ static int listen_on(struct evhttp *http, const char *addr, const char *port_fil
 static void usage(FILE *f)
 {
     fprintf(
-        f, "usage: vgpu-scheduler [--listen ADDR:PORT] [--kubeconfig FILE] [options]\n"
-           "  --listen ADDR:PORT         extender HTTP address (default 0.0.0.0:8888)\n"
-           "  --kubeconfig FILE          API credentials (default: in-cluster)\n"
-           "  --config FILE              JSON defaults: policy, gpuPolicy, assumeTTLSeconds,\n"
-           "                             heartbeatTimeoutSeconds, defaultMemory, defaultCores,\n"
-           "                             defaultGPUNum, schedulerName\n"
-           "  --policy NAME              node policy: default (vgpu's), fgd, binpack, spread, ...\n"
-           "  --gpu-policy NAME          GPU order inside a node: spread (default), binpack\n"
-           "  --assume-ttl SECONDS       a filter promise lasts this long without bind (30)\n"
-           "  --heartbeat-timeout SECS   ignore inventories older than this (0: never)\n"
-           "  --scheduler-name NAME      schedulerName the webhook sets (vgpu-scheduler)\n"
-           "  --webhook-listen ADDR:PORT HTTPS admission webhook address (off by default)\n"
-           "  --tls-cert FILE --tls-key FILE   the webhook's certificate and key (PEM)\n"
-           "  --port-file FILE           write the extender's port here once listening\n"
-           "  --log-level LEVEL          error, warn, info (default), debug\n");
+        f,
+        "usage: vgpu-scheduler [--listen ADDR:PORT] [--kubeconfig FILE] [options]\n"
+        "  --listen ADDR:PORT         extender HTTP address (default 0.0.0.0:8888)\n"
+        "  --kubeconfig FILE          API credentials (default: in-cluster)\n"
+        "  --config FILE              JSON defaults: policy, gpuPolicy, assumeTTLSeconds,\n"
+        "                             heartbeatTimeoutSeconds, defaultMemory, defaultCores,\n"
+        "                             defaultGPUNum, schedulerName\n"
+        "  --policy NAME              node policy: binpack (default), spread, default (vgpu's),\n"
+        "                             fgd, bestfit, ...\n"
+        "  --gpu-policy NAME          GPU order inside a node: spread (default), binpack\n"
+        "  --assume-ttl SECONDS       a filter promise lasts this long without bind (30)\n"
+        "  --heartbeat-timeout SECS   ignore inventories older than this (0: never)\n"
+        "  --scheduler-name NAME      schedulerName the webhook sets (vgpu-scheduler)\n"
+        "  --webhook-listen ADDR:PORT HTTPS admission webhook address (off by default)\n"
+        "  --tls-cert FILE --tls-key FILE   the webhook's certificate and key (PEM)\n"
+        "  --port-file FILE           write the extender's port here once listening\n"
+        "  --log-level LEVEL          error, warn, info (default), debug\n");
 }
 
 static int load_config(const char *file, struct sched_options *o, char **name_store,
