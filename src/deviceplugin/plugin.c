@@ -1085,6 +1085,11 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
     }
     if (p->res.mode == ANNOT_MODE_VGPU)
         ensure_preload_file(cfg);
+    if (cfg->resources.gpus.count || cfg->resources.mig.count)
+        vg_log(VG_LOG_WARN,
+               "resources.gpus and resources.mig are read but not applied (as NVIDIA's plugin "
+               "does): resources keep their standard names",
+               "gpus=%zu mig=%zu", cfg->resources.gpus.count, cfg->resources.mig.count);
     vg_log(VG_LOG_INFO, "device plugin started", "node=%s mode=%s gpus=%u resources=%zu",
            cfg->cli.node_name, annot_mode_name(p->res.mode), p->gpu_count, p->res.count);
     register_all(p);

@@ -271,6 +271,10 @@ class Base(unittest.TestCase):
 TIME_SLICING = """version: v1
 flags:
   migStrategy: none
+resources:
+  gpus:
+  - pattern: "*"
+    name: gpu
 sharing:
   timeSlicing:
     renameByDefault: true
@@ -289,6 +293,9 @@ class TimeSlicing(Base):
         self.assertEqual(req.version, "v1beta1")
         self.assertEqual(req.resource_name, "nvidia.com/gpu.shared")
         self.assertEqual(req.endpoint, "nvidia-gpu.shared.sock")
+        # resources.gpus is read, not applied (NVIDIA's plugin ignores it too), and said so.
+        self.assertIn("resources.gpus and resources.mig are read but not applied",
+                      self.plugin.output())
         self.assertTrue(req.options.get_preferred_allocation_available)
         devs = wait_for(lambda: self.kubelet.latest(req.resource_name), what="ListAndWatch")
         self.assertEqual(len(devs), 8)
