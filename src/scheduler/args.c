@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "base/mem.h"
 
 struct rd {
@@ -119,9 +123,25 @@ static size_t utf8_put(uint32_t cp, char *out)
 }
 
 /* The end of the run of bytes at p that stand for themselves in a JSON string (printable
- * ASCII but '"' and '\\'), eight at a time while they last. */
+ * ASCII but '"' and '\\'): sixteen at a time with SSE2 (x86-64's baseline), else eight
+ * at a time, while they last. A node name of up to 15 bytes takes one step. */
 static const unsigned char *plain_run(const unsigned char *p, const unsigned char *end)
 {
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
+                  space = _mm_set1_epi8(0x20);
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        /* Signed: bytes >= 0x80 are negative, so "< 0x20" catches them too. */
+        __m128i stop =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                         _mm_cmplt_epi8(v, space));
+        unsigned bits = (unsigned)_mm_movemask_epi8(stop);
+        if (bits != 0)
+            return p + __builtin_ctz(bits);
+        p += 16;
+    }
+#endif
     const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
     while (end - p >= 8) {
         uint64_t w;
@@ -278,6 +298,10 @@ static int read_names(struct rd *r, struct sched_args_view *v, sched_args_name_f
         if (rc != 0)
             return rc;
         v->name_count++;
+        if (r->end - r->p >= 2 && r->p[0] == ',' && r->p[1] == '"') {
+            r->p++; /* the compact '","' that encoders write: straight to the next name */
+            continue;
+        }
         skip_ws(r);
         if (at(r, ']')) {
             r->p++;
