@@ -443,10 +443,9 @@ static void filter_decide(struct sched_state *s, json_t *pod, const char *key, s
                 of[i].verdict = V_PASS;
         } else {
             p = decide_pod(s, key, reqs, count, &pp, &perr);
-            if (nmarked > 0) /* decide_pod may clear bits too: clear every offer's */
-                for (size_t i = 0; i < n; i++)
-                    if (of[i].verdict != V_FAIL)
-                        mask_set(s->offered, of[i].idx, false);
+            if (nmarked > 0) /* decide_pod may clear bits too: clear the whole set (a few
+                                hundred words, not one step per offer) */
+                memset(s->offered, 0, s->node_info_cap / 64 * sizeof *s->offered);
             if (p == NULL) {
                 for (size_t i = 0; i < n; i++)
                     if (of[i].verdict != V_FAIL) {
@@ -608,27 +607,26 @@ static void lookup_offers(const struct sched_state *s, struct offer *of, size_t 
     }
 }
 
-/* ExtenderFilterResult for NodeNames, written directly. FailedNodes holds each name once
- * (the first offer of it; every offer of one name has the same verdict). */
+/* ExtenderFilterResult for NodeNames, written directly, in one pass over the offers:
+ * passing names go to the answer, failed ones to a second buffer appended after them.
+ * FailedNodes holds each name once (the first offer of it; every offer of one name has
+ * the same verdict). */
 static char *write_filter_result(struct sched_state *s, const struct offer *of, size_t n,
                                  const char *error)
 {
-    struct sched_jbuf b = {0};
+    struct sched_jbuf b = {0}, failed = {0};
     sched_jbuf_lit(&b, "{\"NodeNames\":[");
-    bool first = true;
-    for (size_t i = 0; i < n; i++) {
-        if (of[i].verdict != V_PASS)
-            continue;
-        if (!first)
-            sched_jbuf_raw(&b, ",", 1);
-        first = false;
-        sched_jbuf_str(&b, of[i].name, of[i].name_len);
-    }
-    sched_jbuf_lit(&b, "],\"Nodes\":null,\"FailedNodes\":{");
-    first = true;
+    bool first = true, first_failed = true, any_known_failed = false;
     struct sched_map unknown; /* names of unknown nodes already written */
     sched_map_init(&unknown);
     for (size_t i = 0; i < n; i++) {
+        if (of[i].verdict == V_PASS) {
+            if (!first)
+                sched_jbuf_raw(&b, ",", 1);
+            first = false;
+            sched_jbuf_str(&b, of[i].name, of[i].name_len);
+            continue;
+        }
         if (of[i].verdict != V_FAIL)
             continue;
         if (of[i].idx >= 0) {
@@ -637,6 +635,7 @@ static char *write_filter_result(struct sched_state *s, const struct offer *of, 
             if (*word & bit)
                 continue;
             *word |= bit;
+            any_known_failed = true;
         } else {
             char key[SCHED_ARGS_NAME_MAX + 1]; /* the fast path's names are no longer */
             (void)vg_snprintf(key, sizeof key, "%.*s", (int)of[i].name_len, of[i].name);
@@ -644,17 +643,20 @@ static char *write_filter_result(struct sched_state *s, const struct offer *of, 
                 continue;
             sched_map_put(&unknown, key, (void *)1);
         }
-        if (!first)
-            sched_jbuf_raw(&b, ",", 1);
-        first = false;
-        sched_jbuf_str(&b, of[i].name, of[i].name_len);
-        sched_jbuf_raw(&b, ":", 1);
-        sched_jbuf_str(&b, of[i].why, strlen(of[i].why));
+        if (!first_failed)
+            sched_jbuf_raw(&failed, ",", 1);
+        first_failed = false;
+        sched_jbuf_str(&failed, of[i].name, of[i].name_len);
+        sched_jbuf_raw(&failed, ":", 1);
+        sched_jbuf_str(&failed, of[i].why, strlen(of[i].why));
     }
     sched_map_release(&unknown);
-    for (size_t i = 0; i < n; i++)
-        if (of[i].verdict == V_FAIL && of[i].idx >= 0)
-            s->listed[(uint32_t)of[i].idx / 64] = 0;
+    if (any_known_failed)
+        memset(s->listed, 0, s->node_info_cap / 64 * sizeof *s->listed);
+    sched_jbuf_lit(&b, "],\"Nodes\":null,\"FailedNodes\":{");
+    if (failed.len > 0)
+        sched_jbuf_raw(&b, failed.p, failed.len);
+    free(failed.p);
     sched_jbuf_lit(&b, "},\"FailedAndUnresolvableNodes\":{},\"Error\":");
     sched_jbuf_str(&b, error, strlen(error));
     sched_jbuf_raw(&b, "}", 1);
@@ -686,7 +688,7 @@ static int filter_fast(struct sched_state *s, const char *body, size_t len, stru
         s->stats.bad_requests++;
     }
     if (rc == 0) {
-        for (size_t i = 0; i < c.n; i++)
+        for (size_t i = 0; i < c.n && c.text_len > 0; i++) /* names that were decoded */
             if (c.of[i].in_text)
                 c.of[i].name = c.text + (uintptr_t)c.of[i].name;
         lookup_offers(s, c.of, c.n);
