@@ -103,6 +103,49 @@ static void test_reader_decodes(void **unused)
                      -1);
 }
 
+/* Names around the reader's 16-byte steps: lengths 15 to 17 and an escape, a multi-byte
+ * character or a control character as the 15th, 16th or 17th byte, in compact and spaced
+ * lists. Each is decoded exactly, or (a raw control character) refused. */
+static void test_reader_block_edges(void **unused)
+{
+    (void)unused;
+    struct names c;
+    struct sched_args_view v;
+    const char *body = "{\"Pod\":{},\"NodeNames\":[\"abcdefghijklmno\",\"abcdefghijklmnop\","
+                       "\"abcdefghijklmnopq\",\"abcdefghijklmn\\\"\",\"abcdefghijklmno\\\\\","
+                       "\"abcdefghijklmnop\\u0041\",\"abcdefghijklmn\xc3\xa9\","
+                       "\"abcdefghijklmno\xe2\x82\xac\"  ,  \"x\",\"\"]}";
+    assert_int_equal(scan(body, &c, &v), 0);
+    assert_int_equal(v.name_count, 10);
+    assert_string_equal(c.text[0], "abcdefghijklmno");
+    assert_string_equal(c.text[1], "abcdefghijklmnop");
+    assert_string_equal(c.text[2], "abcdefghijklmnopq");
+    assert_string_equal(c.text[3], "abcdefghijklmn\"");
+    assert_string_equal(c.text[4], "abcdefghijklmno\\");
+    assert_string_equal(c.text[5], "abcdefghijklmnopA");
+    assert_string_equal(c.text[6], "abcdefghijklmn\xc3\xa9");
+    assert_string_equal(c.text[7], "abcdefghijklmno\xe2\x82\xac");
+    assert_string_equal(c.text[8], "x");
+    assert_int_equal(c.len[9], 0);
+    /* A raw control character, or invalid UTF-8, at each position of a block. */
+    for (size_t at = 0; at < 20; at++) {
+        char bad[128], name[32];
+        memset(name, 'a', sizeof name);
+        name[at] = '\x01';
+        name[20] = '\0';
+        snprintf(bad, sizeof bad, "{\"Pod\":{},\"NodeNames\":[\"%s\"]}", name);
+        assert_int_equal(scan(bad, &c, &v), SCHED_ARGS_DECLINE);
+        name[at] = '\xff';
+        snprintf(bad, sizeof bad, "{\"Pod\":{},\"NodeNames\":[\"%s\"]}", name);
+        assert_int_equal(scan(bad, &c, &v), SCHED_ARGS_DECLINE);
+    }
+    /* Cut inside a 16-byte step, after a compact separator, and a comma before ']'. */
+    assert_int_equal(scan("{\"Pod\":{},\"NodeNames\":[\"abcdefghijklmnopqrstuvwxyz", &c, &v),
+                     SCHED_ARGS_DECLINE);
+    assert_int_equal(scan("{\"Pod\":{},\"NodeNames\":[\"a\",\"", &c, &v), SCHED_ARGS_DECLINE);
+    assert_int_equal(scan("{\"Pod\":{},\"NodeNames\":[\"a\",]}", &c, &v), SCHED_ARGS_DECLINE);
+}
+
 /* Bodies the reader must decline; each with what the filter then answers. */
 struct bad {
     const char *body;
@@ -510,9 +553,8 @@ int main(void)
 {
     vg_log_max_level = -1;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reader_decodes),
-        cmocka_unit_test(test_reader_refuses),
-        cmocka_unit_test(test_writer_escapes),
+        cmocka_unit_test(test_reader_decodes),     cmocka_unit_test(test_reader_refuses),
+        cmocka_unit_test(test_reader_block_edges), cmocka_unit_test(test_writer_escapes),
         cmocka_unit_test(test_differential),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
