@@ -274,6 +274,9 @@ static int skip_object(struct rd *r)
 static int read_names(struct rd *r, struct sched_args_view *v, sched_args_name_fn fn, void *ctx)
 {
     char name[SCHED_ARGS_NAME_MAX + 1];
+    struct sched_args_name batch[SCHED_ARGS_BATCH];
+    size_t pending = 0;
+    int rc;
     r->p++; /* '[' */
     skip_ws(r);
     if (at(r, ']')) {
@@ -284,19 +287,28 @@ static int read_names(struct rd *r, struct sched_args_view *v, sched_args_name_f
         if (!at(r, '"'))
             return SCHED_ARGS_DECLINE;
         /* A name without escapes or multi-byte characters (node names are DNS labels)
-         * is handed over where it lies in the body; others are decoded into name. */
+         * is handed over where it lies in the body; others are decoded into name, and
+         * handed over alone after the ones before it. */
         const unsigned char *start = r->p + 1, *stop = plain_run(start, r->end);
-        const char *text = name;
         size_t n = (size_t)(stop - start);
         if (stop < r->end && *stop == '"' && n < sizeof name) {
-            text = (const char *)start;
+            batch[pending++] = (struct sched_args_name){(const char *)start, n};
             r->p = stop + 1;
-        } else if (read_string(r, name, sizeof name, &n) != 0) {
-            return SCHED_ARGS_DECLINE;
+            if (pending == SCHED_ARGS_BATCH) {
+                if ((rc = fn(ctx, batch, pending)) != 0)
+                    return rc;
+                pending = 0;
+            }
+        } else {
+            if (pending > 0 && (rc = fn(ctx, batch, pending)) != 0)
+                return rc;
+            pending = 0;
+            if (read_string(r, name, sizeof name, &n) != 0)
+                return SCHED_ARGS_DECLINE;
+            const struct sched_args_name one = {name, n};
+            if ((rc = fn(ctx, &one, 1)) != 0)
+                return rc;
         }
-        int rc = fn(ctx, text, n);
-        if (rc != 0)
-            return rc;
         v->name_count++;
         if (r->end - r->p >= 2 && r->p[0] == ',' && r->p[1] == '"') {
             r->p++; /* the compact '","' that encoders write: straight to the next name */
@@ -305,7 +317,7 @@ static int read_names(struct rd *r, struct sched_args_view *v, sched_args_name_f
         skip_ws(r);
         if (at(r, ']')) {
             r->p++;
-            return 0;
+            return pending > 0 ? fn(ctx, batch, pending) : 0;
         }
         if (!at(r, ','))
             return SCHED_ARGS_DECLINE;

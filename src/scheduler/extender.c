@@ -564,27 +564,33 @@ struct scan_ctx {
     size_t n, cap;
 };
 
-static int scan_name(void *arg, const char *name, size_t len)
+static int scan_names(void *arg, const struct sched_args_name *names, size_t count)
 {
     struct scan_ctx *c = arg;
-    if (c->n == c->cap) {
-        c->cap = c->cap ? c->cap * 2 : 1024;
+    if (c->cap - c->n < count) {
+        while (c->cap - c->n < count)
+            c->cap = c->cap ? c->cap * 2 : 1024;
         c->of = xrealloc(c->of, c->cap * sizeof *c->of);
     }
-    struct offer *o = &c->of[c->n++];
-    *o = (struct offer){.name = name, .hash = sched_map_hash(name, len), .name_len = (uint32_t)len};
-    if (name >= c->body && name < c->body_end)
-        return 0; /* in the request body, which outlives the filter */
-    if (c->text_cap - c->text_len <= len) {
-        while (c->text_cap - c->text_len <= len)
-            c->text_cap = c->text_cap ? c->text_cap * 2 : 16384;
-        c->text = xrealloc(c->text, c->text_cap);
+    for (size_t k = 0; k < count; k++) {
+        const char *name = names[k].name;
+        size_t len = names[k].len;
+        struct offer *o = &c->of[c->n++];
+        *o = (struct offer){
+            .name = name, .hash = sched_map_hash(name, len), .name_len = (uint32_t)len};
+        if (name >= c->body && name < c->body_end)
+            continue; /* in the request body, which outlives the filter */
+        if (c->text_cap - c->text_len <= len) {
+            while (c->text_cap - c->text_len <= len)
+                c->text_cap = c->text_cap ? c->text_cap * 2 : 16384;
+            c->text = xrealloc(c->text, c->text_cap);
+        }
+        memcpy(c->text + c->text_len, name, len);
+        c->text[c->text_len + len] = '\0';
+        o->name = (const char *)(uintptr_t)c->text_len; /* an offset until the text settles */
+        o->in_text = true;
+        c->text_len += len + 1;
     }
-    memcpy(c->text + c->text_len, name, len);
-    c->text[c->text_len + len] = '\0';
-    o->name = (const char *)(uintptr_t)c->text_len; /* an offset until the text settles */
-    o->in_text = true;
-    c->text_len += len + 1;
     return 0;
 }
 
@@ -675,7 +681,7 @@ static int filter_fast(struct sched_state *s, const char *body, size_t len, stru
                          .of = s->scan_offers,
                          .cap = s->scan_offers_cap};
     struct sched_args_view v;
-    int rc = sched_args_scan(body, len, &v, scan_name, &c);
+    int rc = sched_args_scan(body, len, &v, scan_names, &c);
     json_t *pod = NULL;
     if (rc == 0) {
         pod = json_loadb(v.pod, v.pod_len, JSON_REJECT_DUPLICATES, NULL);

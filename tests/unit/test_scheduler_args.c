@@ -55,15 +55,20 @@ struct names {
     size_t n;
 };
 
-static int collect(void *ctx, const char *name, size_t len)
+static int collect(void *ctx, const struct sched_args_name *names, size_t count)
 {
     struct names *c = ctx;
-    if (c->n >= 64 || len >= 64)
-        return -1;
-    assert_null(memchr(name, '\0', len)); /* no NULs inside; not NUL-terminated */
-    memcpy(c->text[c->n], name, len);
-    c->text[c->n][len] = '\0';
-    c->len[c->n++] = len;
+    assert_true(count >= 1 && count <= SCHED_ARGS_BATCH);
+    for (size_t k = 0; k < count; k++) {
+        const char *name = names[k].name;
+        size_t len = names[k].len;
+        if (c->n >= 64 || len >= 64)
+            return -1;
+        assert_null(memchr(name, '\0', len)); /* no NULs inside; not NUL-terminated */
+        memcpy(c->text[c->n], name, len);
+        c->text[c->n][len] = '\0';
+        c->len[c->n++] = len;
+    }
     return 0;
 }
 
@@ -144,6 +149,46 @@ static void test_reader_block_edges(void **unused)
                      SCHED_ARGS_DECLINE);
     assert_int_equal(scan("{\"Pod\":{},\"NodeNames\":[\"a\",\"", &c, &v), SCHED_ARGS_DECLINE);
     assert_int_equal(scan("{\"Pod\":{},\"NodeNames\":[\"a\",]}", &c, &v), SCHED_ARGS_DECLINE);
+}
+
+/* Batches: 150 names, the 70th with an escape, arrive in order, at most
+ * SCHED_ARGS_BATCH at a time, the decoded one alone. */
+struct numbered {
+    size_t n, calls, alone_at;
+};
+
+static int check_numbered(void *ctx, const struct sched_args_name *names, size_t count)
+{
+    struct numbered *c = ctx;
+    assert_true(count >= 1 && count <= SCHED_ARGS_BATCH);
+    c->calls++;
+    for (size_t k = 0; k < count; k++, c->n++) {
+        char want[16];
+        snprintf(want, sizeof want, "%s%zu", c->n == 70 ? "\"" : "n", c->n);
+        assert_int_equal(names[k].len, strlen(want));
+        assert_memory_equal(names[k].name, want, names[k].len);
+        if (c->n == 70)
+            c->alone_at = count;
+    }
+    return 0;
+}
+
+static void test_reader_batches(void **unused)
+{
+    (void)unused;
+    char body[4096];
+    size_t len = (size_t)snprintf(body, sizeof body, "{\"Pod\":{},\"NodeNames\":[");
+    for (size_t i = 0; i < 150; i++)
+        len += (size_t)snprintf(body + len, sizeof body - len, "%s\"%s%zu\"", i ? "," : "",
+                                i == 70 ? "\\\"" : "n", i);
+    len += (size_t)snprintf(body + len, sizeof body - len, "]}");
+    struct numbered c = {0};
+    struct sched_args_view v;
+    assert_int_equal(sched_args_scan(body, len, &v, check_numbered, &c), 0);
+    assert_int_equal(c.n, 150);
+    assert_int_equal(v.name_count, 150);
+    assert_int_equal(c.alone_at, 1);
+    assert_int_equal(c.calls, 5); /* 0-63, 64-69, 70, 71-134, 135-149 */
 }
 
 /* Bodies the reader must decline; each with what the filter then answers. */
@@ -554,8 +599,8 @@ int main(void)
     vg_log_max_level = -1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reader_decodes),     cmocka_unit_test(test_reader_refuses),
-        cmocka_unit_test(test_reader_block_edges), cmocka_unit_test(test_writer_escapes),
-        cmocka_unit_test(test_differential),
+        cmocka_unit_test(test_reader_block_edges), cmocka_unit_test(test_reader_batches),
+        cmocka_unit_test(test_writer_escapes),     cmocka_unit_test(test_differential),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
