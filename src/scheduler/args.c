@@ -275,7 +275,7 @@ static int read_names(struct rd *r, struct sched_args_view *v, sched_args_name_f
 {
     char name[SCHED_ARGS_NAME_MAX + 1];
     struct sched_args_name batch[SCHED_ARGS_BATCH];
-    size_t pending = 0;
+    size_t pending = 0, count = 0;
     int rc;
     r->p++; /* '[' */
     skip_ws(r);
@@ -283,17 +283,20 @@ static int read_names(struct rd *r, struct sched_args_view *v, sched_args_name_f
         r->p++;
         return 0;
     }
+    /* The cursor lives in p (a register) while the names last; r->p is kept in step
+     * wherever a helper takes r. */
+    const unsigned char *p = r->p, *const end = r->end;
     for (;;) {
-        if (!at(r, '"'))
+        if (p >= end || *p != '"')
             return SCHED_ARGS_DECLINE;
         /* A name without escapes or multi-byte characters (node names are DNS labels)
          * is handed over where it lies in the body; others are decoded into name, and
          * handed over alone after the ones before it. */
-        const unsigned char *start = r->p + 1, *stop = plain_run(start, r->end);
+        const unsigned char *start = p + 1, *stop = plain_run(start, end);
         size_t n = (size_t)(stop - start);
-        if (stop < r->end && *stop == '"' && n < sizeof name) {
+        if (stop < end && *stop == '"' && n < sizeof name) {
             batch[pending++] = (struct sched_args_name){(const char *)start, n};
-            r->p = stop + 1;
+            p = stop + 1;
             if (pending == SCHED_ARGS_BATCH) {
                 if ((rc = fn(ctx, batch, pending)) != 0)
                     return rc;
@@ -303,26 +306,31 @@ static int read_names(struct rd *r, struct sched_args_view *v, sched_args_name_f
             if (pending > 0 && (rc = fn(ctx, batch, pending)) != 0)
                 return rc;
             pending = 0;
+            r->p = p;
             if (read_string(r, name, sizeof name, &n) != 0)
                 return SCHED_ARGS_DECLINE;
+            p = r->p;
             const struct sched_args_name one = {name, n};
             if ((rc = fn(ctx, &one, 1)) != 0)
                 return rc;
         }
-        v->name_count++;
-        if (r->end - r->p >= 2 && r->p[0] == ',' && r->p[1] == '"') {
-            r->p++; /* the compact '","' that encoders write: straight to the next name */
+        count++;
+        if (end - p >= 2 && p[0] == ',' && p[1] == '"') {
+            p++; /* the compact '","' that encoders write: straight to the next name */
             continue;
         }
+        r->p = p;
         skip_ws(r);
         if (at(r, ']')) {
             r->p++;
+            v->name_count = count;
             return pending > 0 ? fn(ctx, batch, pending) : 0;
         }
         if (!at(r, ','))
             return SCHED_ARGS_DECLINE;
         r->p++;
         skip_ws(r);
+        p = r->p;
     }
 }
 
