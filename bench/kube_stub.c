@@ -77,14 +77,19 @@ static void reply_json(struct evhttp_request *req, int code, const char *reason,
     free(text);
 }
 
+/* A Status object; message and reason are this file's own literals (nothing to escape),
+ * so it is printed, not built as a tree: one goes out per binding. */
 static void reply_status(struct evhttp_request *req, int code, const char *reason,
                          const char *message)
 {
-    json_t *st = json_pack("{s:s, s:s, s:{}, s:s, s:s, s:s, s:i}", "kind", "Status", "apiVersion",
-                           "v1", "metadata", "status", code < 300 ? "Success" : "Failure",
-                           "message", message, "reason", reason, "code", code);
-    reply_json(req, code, reason, st);
-    json_decref(st);
+    struct evbuffer *b = evbuffer_new();
+    evbuffer_add_printf(b,
+                        "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},"
+                        "\"status\":\"%s\",\"message\":\"%s\",\"reason\":\"%s\",\"code\":%d}",
+                        code < 300 ? "Success" : "Failure", message, reason, code);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+    evhttp_send_reply(req, code, reason, b);
+    evbuffer_free(b);
 }
 
 static void set_rv(struct stub *s, json_t *obj)

@@ -538,6 +538,7 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
         }
         const struct place_node *n = &c->nodes[i];
         int64_t s = 0;
+        const uint8_t *picked = gpus;
         if (policy == PLACE_POLICY_RANDOM) {
             if (!place_node_resources_fit(n, r) || !select_gpus(n, r, order, gpus))
                 continue;
@@ -565,7 +566,7 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
             if (!e->feasible)
                 continue;
             s = e->score;
-            memcpy(gpus, e->gpus, r->gpu_count);
+            picked = e->gpus; /* copied only if this node becomes the best */
         } else if (!node_verdict(c, n, r, policy, ctx, order, gpus, &s)) {
             continue;
         }
@@ -573,7 +574,7 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
             best = s;
             best_rank = n->rank;
             out->node = (int32_t)i;
-            memcpy(out->gpus, gpus, r->gpu_count);
+            memcpy(out->gpus, picked, r->gpu_count);
         }
     }
     if (out->node < 0)

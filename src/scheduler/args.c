@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "base/mem.h"
 
 struct rd {
@@ -119,9 +123,25 @@ static size_t utf8_put(uint32_t cp, char *out)
 }
 
 /* The end of the run of bytes at p that stand for themselves in a JSON string (printable
- * ASCII but '"' and '\\'), eight at a time while they last. */
+ * ASCII but '"' and '\\'): sixteen at a time with SSE2 (x86-64's baseline), else eight
+ * at a time, while they last. A node name of up to 15 bytes takes one step. */
 static const unsigned char *plain_run(const unsigned char *p, const unsigned char *end)
 {
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'),
+                  space = _mm_set1_epi8(0x20);
+    while (end - p >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        /* Signed: bytes >= 0x80 are negative, so "< 0x20" catches them too. */
+        __m128i stop =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                         _mm_cmplt_epi8(v, space));
+        unsigned bits = (unsigned)_mm_movemask_epi8(stop);
+        if (bits != 0)
+            return p + __builtin_ctz(bits);
+        p += 16;
+    }
+#endif
     const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
     while (end - p >= 8) {
         uint64_t w;
@@ -254,39 +274,63 @@ static int skip_object(struct rd *r)
 static int read_names(struct rd *r, struct sched_args_view *v, sched_args_name_fn fn, void *ctx)
 {
     char name[SCHED_ARGS_NAME_MAX + 1];
+    struct sched_args_name batch[SCHED_ARGS_BATCH];
+    size_t pending = 0, count = 0;
+    int rc;
     r->p++; /* '[' */
     skip_ws(r);
     if (at(r, ']')) {
         r->p++;
         return 0;
     }
+    /* The cursor lives in p (a register) while the names last; r->p is kept in step
+     * wherever a helper takes r. */
+    const unsigned char *p = r->p, *const end = r->end;
     for (;;) {
-        if (!at(r, '"'))
+        if (p >= end || *p != '"')
             return SCHED_ARGS_DECLINE;
         /* A name without escapes or multi-byte characters (node names are DNS labels)
-         * is handed over where it lies in the body; others are decoded into name. */
-        const unsigned char *start = r->p + 1, *stop = plain_run(start, r->end);
-        const char *text = name;
+         * is handed over where it lies in the body; others are decoded into name, and
+         * handed over alone after the ones before it. */
+        const unsigned char *start = p + 1, *stop = plain_run(start, end);
         size_t n = (size_t)(stop - start);
-        if (stop < r->end && *stop == '"' && n < sizeof name) {
-            text = (const char *)start;
-            r->p = stop + 1;
-        } else if (read_string(r, name, sizeof name, &n) != 0) {
-            return SCHED_ARGS_DECLINE;
+        if (stop < end && *stop == '"' && n < sizeof name) {
+            batch[pending++] = (struct sched_args_name){(const char *)start, n};
+            p = stop + 1;
+            if (pending == SCHED_ARGS_BATCH) {
+                if ((rc = fn(ctx, batch, pending)) != 0)
+                    return rc;
+                pending = 0;
+            }
+        } else {
+            if (pending > 0 && (rc = fn(ctx, batch, pending)) != 0)
+                return rc;
+            pending = 0;
+            r->p = p;
+            if (read_string(r, name, sizeof name, &n) != 0)
+                return SCHED_ARGS_DECLINE;
+            p = r->p;
+            const struct sched_args_name one = {name, n};
+            if ((rc = fn(ctx, &one, 1)) != 0)
+                return rc;
         }
-        int rc = fn(ctx, text, n);
-        if (rc != 0)
-            return rc;
-        v->name_count++;
+        count++;
+        if (end - p >= 2 && p[0] == ',' && p[1] == '"') {
+            p++; /* the compact '","' that encoders write: straight to the next name */
+            continue;
+        }
+        r->p = p;
         skip_ws(r);
         if (at(r, ']')) {
             r->p++;
-            return 0;
+            v->name_count = count;
+            return pending > 0 ? fn(ctx, batch, pending) : 0;
         }
         if (!at(r, ','))
             return SCHED_ARGS_DECLINE;
         r->p++;
         skip_ws(r);
+        p = r->p;
     }
 }
 

@@ -4,8 +4,8 @@
  * kube-scheduler offers every node by name on each /filter (about 100 KB for 5,000
  * nodes). Building a jansson tree of it costs one allocation per name; the reader
  * instead walks the body once, hands each NodeNames string to a callback (in place when
- * it has no escapes, else decoded into a small buffer) (the filter looks it up in the node map at
- * once), and returns the Pod value as a slice for jansson (a pod is a few KB).
+ * it has no escapes, else decoded into a small buffer; the filter looks them up in the node
+ * map), and returns the Pod value as a slice for jansson (a pod is a few KB).
  *
  * The reader is a filter, not a second source of truth: it accepts only the shape
  *     {"Pod": {...}, "NodeNames": ["...", ...], "Nodes": null}
@@ -32,11 +32,20 @@ struct sched_args_view {
     size_t name_count;
 };
 
-/* Called once per NodeNames entry, in order: name is len bytes of decoded UTF-8 without
- * NULs, NOT NUL-terminated. It points into body when the string needed no decoding (then
- * it lives as long as body), else into a scratch buffer valid only during the call. A
- * nonzero return stops the scan and is returned. */
-typedef int (*sched_args_name_fn)(void *ctx, const char *name, size_t len);
+#define SCHED_ARGS_BATCH 64 /* names handed over per call */
+
+/* A NodeNames entry: len bytes of decoded UTF-8 without NULs, NOT NUL-terminated. name
+ * points into body when the string needed no decoding (then it lives as long as body),
+ * else into a scratch buffer valid only during the call. */
+struct sched_args_name {
+    const char *name;
+    size_t len;
+};
+
+/* Called with the NodeNames entries in order, up to SCHED_ARGS_BATCH at a time (a name
+ * that needed decoding comes alone), so that the caller's per-name work is one tight
+ * loop, not a call per name. A nonzero return stops the scan and is returned. */
+typedef int (*sched_args_name_fn)(void *ctx, const struct sched_args_name *names, size_t count);
 
 /* 0 with *v filled; SCHED_ARGS_DECLINE; or what fn returned. Reads at most len bytes,
  * uses a fixed amount of stack, allocates nothing. */

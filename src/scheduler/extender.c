@@ -387,16 +387,18 @@ static const char *node_name_of(json_t *item)
     return sched_json_str(item, "metadata", "name", NULL);
 }
 
-/* One offered node and what filter says of it. */
+/* One offered node and what filter says of it (32 bytes: the filter walks 5,000). */
 enum verdict { V_OMIT = 0, V_PASS, V_FAIL };
 struct offer {
     const char *name; /* name_len bytes; NUL-terminated only on the jansson path */
-    size_t name_len;
-    bool in_text;  /* fast path: name is an offset into the scan's text until it settles */
-    int32_t idx;   /* model index, -1 for a node the scheduler does not know */
-    uint64_t hash; /* of name, for the bulk lookup */
-    enum verdict verdict;
-    const char *why; /* V_FAIL */
+    union {
+        uint64_t hash;   /* fast path, until the lookup: of name */
+        const char *why; /* after it: V_FAIL's reason */
+    };
+    uint32_t name_len;
+    int32_t idx;  /* model index, -1 for a node the scheduler does not know */
+    bool in_text; /* fast path: name is an offset into the scan's text until it settles */
+    uint8_t verdict;
 };
 
 /* The filter decision over the offered nodes, shared by both readers: sets each offer's
@@ -450,10 +452,9 @@ static void filter_decide(struct sched_state *s, json_t *pod, const char *key, s
                 of[i].verdict = V_PASS;
         } else {
             p = decide_pod(s, key, reqs, count, &pp, &perr);
-            if (nmarked > 0) /* decide_pod may clear bits too: clear every offer's */
-                for (size_t i = 0; i < n; i++)
-                    if (of[i].verdict != V_FAIL)
-                        mask_set(s->offered, of[i].idx, false);
+            if (nmarked > 0) /* decide_pod may clear bits too: clear the whole set (a few
+                                hundred words, not one step per offer) */
+                memset(s->offered, 0, s->node_info_cap / 64 * sizeof *s->offered);
             if (p == NULL) {
                 for (size_t i = 0; i < n; i++)
                     if (of[i].verdict != V_FAIL) {
@@ -526,7 +527,7 @@ int sched_filter_tree(struct sched_state *s, const char *body, size_t len, struc
     json_array_foreach(list, i, item)
     {
         of[i].name = node_name_of(item);
-        of[i].name_len = strlen(of[i].name);
+        of[i].name_len = (uint32_t)strlen(of[i].name); /* under the body ceiling */
         of[i].idx = sched_node_find(s, of[i].name);
     }
     char error[VG_ERR_MSG_MAX + 64];
@@ -572,36 +573,39 @@ struct scan_ctx {
     size_t n, cap;
 };
 
-static int scan_name(void *arg, const char *name, size_t len)
+static int scan_names(void *arg, const struct sched_args_name *names, size_t count)
 {
     struct scan_ctx *c = arg;
-    if (c->n == c->cap) {
-        c->cap = c->cap ? c->cap * 2 : 1024;
+    if (c->cap - c->n < count) {
+        while (c->cap - c->n < count)
+            c->cap = c->cap ? c->cap * 2 : 1024;
         c->of = xrealloc(c->of, c->cap * sizeof *c->of);
     }
-    struct offer *o = &c->of[c->n++];
-    memset(o, 0, sizeof *o);
-    o->name_len = len;
-    o->hash = sched_map_hash(name, len);
-    if (name >= c->body && name < c->body_end) {
-        o->name = name; /* in the request body, which outlives the filter */
-        return 0;
+    for (size_t k = 0; k < count; k++) {
+        const char *name = names[k].name;
+        size_t len = names[k].len;
+        struct offer *o = &c->of[c->n++];
+        *o = (struct offer){
+            .name = name, .hash = sched_map_hash(name, len), .name_len = (uint32_t)len};
+        if (name >= c->body && name < c->body_end)
+            continue; /* in the request body, which outlives the filter */
+        if (c->text_cap - c->text_len <= len) {
+            while (c->text_cap - c->text_len <= len)
+                c->text_cap = c->text_cap ? c->text_cap * 2 : 16384;
+            c->text = xrealloc(c->text, c->text_cap);
+        }
+        memcpy(c->text + c->text_len, name, len);
+        c->text[c->text_len + len] = '\0';
+        o->name = (const char *)(uintptr_t)c->text_len; /* an offset until the text settles */
+        o->in_text = true;
+        c->text_len += len + 1;
     }
-    if (c->text_cap - c->text_len <= len) {
-        while (c->text_cap - c->text_len <= len)
-            c->text_cap = c->text_cap ? c->text_cap * 2 : 16384;
-        c->text = xrealloc(c->text, c->text_cap);
-    }
-    memcpy(c->text + c->text_len, name, len);
-    c->text[c->text_len + len] = '\0';
-    o->name = (const char *)(uintptr_t)c->text_len; /* an offset until the text settles */
-    o->in_text = true;
-    c->text_len += len + 1;
     return 0;
 }
 
 /* The offers' node indices: 5,000 hash lookups, each a likely cache miss or two, so the
- * slot is fetched 16 lookups ahead and its key 8 ahead. */
+ * slot is fetched 16 lookups ahead and its key 8 ahead. Each offer's hash gives way to
+ * its index. */
 static void lookup_offers(const struct sched_state *s, struct offer *of, size_t n)
 {
     const struct sched_map *m = &s->node_index;
@@ -614,30 +618,30 @@ static void lookup_offers(const struct sched_state *s, struct offer *of, size_t 
             sched_map_prefetch_key(m, of[i + 8].hash);
         void *v = sched_map_get_hashed_n(m, of[i].name, of[i].name_len, of[i].hash);
         of[i].idx = v == NULL ? -1 : (int32_t)((uintptr_t)v - 1);
+        of[i].why = NULL;
     }
 }
 
-/* ExtenderFilterResult for NodeNames, written directly. FailedNodes holds each name once
- * (the first offer of it; every offer of one name has the same verdict). */
+/* ExtenderFilterResult for NodeNames, written directly, in one pass over the offers:
+ * passing names go to the answer, failed ones to a second buffer appended after them.
+ * FailedNodes holds each name once (the first offer of it; every offer of one name has
+ * the same verdict). */
 static char *write_filter_result(struct sched_state *s, const struct offer *of, size_t n,
                                  const char *error)
 {
-    struct sched_jbuf b = {0};
+    struct sched_jbuf b = {0}, failed = {0};
     sched_jbuf_lit(&b, "{\"NodeNames\":[");
-    bool first = true;
-    for (size_t i = 0; i < n; i++) {
-        if (of[i].verdict != V_PASS)
-            continue;
-        if (!first)
-            sched_jbuf_raw(&b, ",", 1);
-        first = false;
-        sched_jbuf_str(&b, of[i].name, of[i].name_len);
-    }
-    sched_jbuf_lit(&b, "],\"Nodes\":null,\"FailedNodes\":{");
-    first = true;
+    bool first = true, first_failed = true, any_known_failed = false;
     struct sched_map unknown; /* names of unknown nodes already written */
     sched_map_init(&unknown);
     for (size_t i = 0; i < n; i++) {
+        if (of[i].verdict == V_PASS) {
+            if (!first)
+                sched_jbuf_raw(&b, ",", 1);
+            first = false;
+            sched_jbuf_str(&b, of[i].name, of[i].name_len);
+            continue;
+        }
         if (of[i].verdict != V_FAIL)
             continue;
         if (of[i].idx >= 0) {
@@ -646,6 +650,7 @@ static char *write_filter_result(struct sched_state *s, const struct offer *of, 
             if (*word & bit)
                 continue;
             *word |= bit;
+            any_known_failed = true;
         } else {
             char key[SCHED_ARGS_NAME_MAX + 1]; /* the fast path's names are no longer */
             (void)vg_snprintf(key, sizeof key, "%.*s", (int)of[i].name_len, of[i].name);
@@ -653,17 +658,20 @@ static char *write_filter_result(struct sched_state *s, const struct offer *of, 
                 continue;
             sched_map_put(&unknown, key, (void *)1);
         }
-        if (!first)
-            sched_jbuf_raw(&b, ",", 1);
-        first = false;
-        sched_jbuf_str(&b, of[i].name, of[i].name_len);
-        sched_jbuf_raw(&b, ":", 1);
-        sched_jbuf_str(&b, of[i].why, strlen(of[i].why));
+        if (!first_failed)
+            sched_jbuf_raw(&failed, ",", 1);
+        first_failed = false;
+        sched_jbuf_str(&failed, of[i].name, of[i].name_len);
+        sched_jbuf_raw(&failed, ":", 1);
+        sched_jbuf_str(&failed, of[i].why, strlen(of[i].why));
     }
     sched_map_release(&unknown);
-    for (size_t i = 0; i < n; i++)
-        if (of[i].verdict == V_FAIL && of[i].idx >= 0)
-            s->listed[(uint32_t)of[i].idx / 64] = 0;
+    if (any_known_failed)
+        memset(s->listed, 0, s->node_info_cap / 64 * sizeof *s->listed);
+    sched_jbuf_lit(&b, "],\"Nodes\":null,\"FailedNodes\":{");
+    if (failed.len > 0)
+        sched_jbuf_raw(&b, failed.p, failed.len);
+    free(failed.p);
     sched_jbuf_lit(&b, "},\"FailedAndUnresolvableNodes\":{},\"Error\":");
     sched_jbuf_str(&b, error, strlen(error));
     sched_jbuf_raw(&b, "}", 1);
@@ -682,7 +690,7 @@ static int filter_fast(struct sched_state *s, const char *body, size_t len, stru
                          .of = s->scan_offers,
                          .cap = s->scan_offers_cap};
     struct sched_args_view v;
-    int rc = sched_args_scan(body, len, &v, scan_name, &c);
+    int rc = sched_args_scan(body, len, &v, scan_names, &c);
     json_t *pod = NULL;
     if (rc == 0) {
         pod = json_loadb(v.pod, v.pod_len, JSON_REJECT_DUPLICATES, NULL);
@@ -695,7 +703,7 @@ static int filter_fast(struct sched_state *s, const char *body, size_t len, stru
         s->stats.bad_requests++;
     }
     if (rc == 0) {
-        for (size_t i = 0; i < c.n; i++)
+        for (size_t i = 0; i < c.n && c.text_len > 0; i++) /* names that were decoded */
             if (c.of[i].in_text)
                 c.of[i].name = c.text + (uintptr_t)c.of[i].name;
         lookup_offers(s, c.of, c.n);

@@ -9,36 +9,6 @@
 static char tombstone;
 #define TOMB (&tombstone)
 
-/* Eight bytes at a time (node names are hashed 5,000 at a time on every filter), each
- * word folded in with a multiply and a shift; the tail bytes likewise. */
-static uint64_t hash_n(const char *s, size_t n)
-{
-    const uint64_t k = 0x9E3779B97F4A7C15ull;
-    uint64_t h = 0x243F6A8885A308D3ull ^ (n * k), w = 0;
-    if (n >= 8) {
-        const char *last = s + n - 8;
-        for (; s < last; s += 8) {
-            memcpy(&w, s, 8);
-            h = (h ^ w) * k;
-            h ^= h >> 29;
-        }
-        memcpy(&w, last, 8); /* the last eight bytes, overlapping the previous word */
-    } else {
-        for (size_t i = 0; i < n; i++)
-            w |= (uint64_t)(unsigned char)s[i] << (8 * i);
-    }
-    h = (h ^ w) * k;
-    h ^= h >> 32;
-    h *= k;
-    h ^= h >> 29;
-    return h;
-}
-
-static uint64_t hash(const char *s)
-{
-    return hash_n(s, strlen(s));
-}
-
 void sched_map_init(struct sched_map *m)
 {
     memset(m, 0, sizeof *m);
@@ -53,65 +23,20 @@ void sched_map_release(struct sched_map *m)
     memset(m, 0, sizeof *m);
 }
 
-static size_t find_hashed(const struct sched_map *m, const char *key, uint64_t h)
+static size_t find(const struct sched_map *m, const char *key)
 {
     if (m->cap == 0)
         return SIZE_MAX;
-    size_t i = (size_t)h & (m->cap - 1);
-    for (;;) {
-        const char *k = m->slots[i].key;
-        if (k == NULL)
+    size_t len = strlen(key);
+    uint64_t h = sched_map_hash(key, len);
+    size_t mask = m->cap - 1;
+    for (size_t i = (size_t)h & mask;; i = (i + 1) & mask) {
+        const struct sched_map_slot *sl = &m->slots[i];
+        if (sl->key == NULL)
             return SIZE_MAX;
-        if (m->slots[i].hash == h && k != TOMB && strcmp(k, key) == 0)
+        if (sl->hash == h && sl->len == len && sched_map_key_equal(sl->key, key, len))
             return i;
-        i = (i + 1) & (m->cap - 1);
     }
-}
-
-static size_t find(const struct sched_map *m, const char *key)
-{
-    return find_hashed(m, key, hash(key));
-}
-
-uint64_t sched_map_hash(const char *key, size_t len)
-{
-    return hash_n(key, len);
-}
-
-void *sched_map_get_hashed(const struct sched_map *m, const char *key, uint64_t h)
-{
-    size_t i = find_hashed(m, key, h);
-    return i == SIZE_MAX ? NULL : m->slots[i].value;
-}
-
-void *sched_map_get_hashed_n(const struct sched_map *m, const char *key, size_t len, uint64_t h)
-{
-    if (m->cap == 0)
-        return NULL;
-    size_t i = (size_t)h & (m->cap - 1);
-    for (;;) {
-        const char *k = m->slots[i].key;
-        if (k == NULL)
-            return NULL;
-        if (m->slots[i].hash == h && k != TOMB && strncmp(k, key, len) == 0 && k[len] == '\0')
-            return m->slots[i].value;
-        i = (i + 1) & (m->cap - 1);
-    }
-}
-
-void sched_map_prefetch_slot(const struct sched_map *m, uint64_t h)
-{
-    if (m->cap > 0)
-        __builtin_prefetch(&m->slots[h & (m->cap - 1)]);
-}
-
-void sched_map_prefetch_key(const struct sched_map *m, uint64_t h)
-{
-    if (m->cap == 0)
-        return;
-    const char *k = m->slots[h & (m->cap - 1)].key;
-    if (k != NULL && k != TOMB)
-        __builtin_prefetch(k);
 }
 
 void *sched_map_get(const struct sched_map *m, const char *key)
@@ -153,7 +78,8 @@ void *sched_map_put(struct sched_map *m, const char *key, void *value)
     }
     if ((m->used + 1) * 2 >= m->cap) /* at most half full: short probe runs */
         grow(m);
-    uint64_t h = hash(key);
+    size_t len = strlen(key);
+    uint64_t h = sched_map_hash(key, len);
     i = (size_t)h & (m->cap - 1);
     while (m->slots[i].key != NULL && m->slots[i].key != TOMB)
         i = (i + 1) & (m->cap - 1);
@@ -162,6 +88,7 @@ void *sched_map_put(struct sched_map *m, const char *key, void *value)
     m->slots[i].key = xstrdup(key);
     m->slots[i].value = value;
     m->slots[i].hash = h;
+    m->slots[i].len = len;
     m->count++;
     return NULL;
 }
@@ -175,6 +102,8 @@ void *sched_map_remove(struct sched_map *m, const char *key)
     free(m->slots[i].key);
     m->slots[i].key = TOMB;
     m->slots[i].value = NULL;
+    m->slots[i].hash = 0;
+    m->slots[i].len = SIZE_MAX;
     m->count--;
     return value;
 }

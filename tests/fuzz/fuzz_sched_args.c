@@ -16,15 +16,19 @@ struct seen {
     json_t *names; /* what the reader decoded, as JSON strings */
 };
 
-static int collect(void *ctx, const char *name, size_t len)
+static int collect(void *ctx, const struct sched_args_name *names, size_t count)
 {
     struct seen *s = ctx;
-    if (memchr(name, '\0', len) != NULL)
-        abort(); /* no NULs inside (the name is not NUL-terminated) */
-    json_t *str = json_stringn(name, len);
-    if (str == NULL)
-        abort(); /* not UTF-8 */
-    json_array_append_new(s->names, str);
+    if (count == 0 || count > SCHED_ARGS_BATCH)
+        abort();
+    for (size_t k = 0; k < count; k++) {
+        if (memchr(names[k].name, '\0', names[k].len) != NULL)
+            abort(); /* no NULs inside (the name is not NUL-terminated) */
+        json_t *str = json_stringn(names[k].name, names[k].len);
+        if (str == NULL)
+            abort(); /* not UTF-8 */
+        json_array_append_new(s->names, str);
+    }
     return 0;
 }
 

@@ -55,15 +55,20 @@ struct names {
     size_t n;
 };
 
-static int collect(void *ctx, const char *name, size_t len)
+static int collect(void *ctx, const struct sched_args_name *names, size_t count)
 {
     struct names *c = ctx;
-    if (c->n >= 64 || len >= 64)
-        return -1;
-    assert_null(memchr(name, '\0', len)); /* no NULs inside; not NUL-terminated */
-    memcpy(c->text[c->n], name, len);
-    c->text[c->n][len] = '\0';
-    c->len[c->n++] = len;
+    assert_true(count >= 1 && count <= SCHED_ARGS_BATCH);
+    for (size_t k = 0; k < count; k++) {
+        const char *name = names[k].name;
+        size_t len = names[k].len;
+        if (c->n >= 64 || len >= 64)
+            return -1;
+        assert_null(memchr(name, '\0', len)); /* no NULs inside; not NUL-terminated */
+        memcpy(c->text[c->n], name, len);
+        c->text[c->n][len] = '\0';
+        c->len[c->n++] = len;
+    }
     return 0;
 }
 
@@ -101,6 +106,89 @@ static void test_reader_decodes(void **unused)
     c.n = 64;
     assert_int_equal(sched_args_scan("{\"Pod\":{},\"NodeNames\":[\"x\"]}", 27, &v, collect, &c),
                      -1);
+}
+
+/* Names around the reader's 16-byte steps: lengths 15 to 17 and an escape, a multi-byte
+ * character or a control character as the 15th, 16th or 17th byte, in compact and spaced
+ * lists. Each is decoded exactly, or (a raw control character) refused. */
+static void test_reader_block_edges(void **unused)
+{
+    (void)unused;
+    struct names c;
+    struct sched_args_view v;
+    const char *body = "{\"Pod\":{},\"NodeNames\":[\"abcdefghijklmno\",\"abcdefghijklmnop\","
+                       "\"abcdefghijklmnopq\",\"abcdefghijklmn\\\"\",\"abcdefghijklmno\\\\\","
+                       "\"abcdefghijklmnop\\u0041\",\"abcdefghijklmn\xc3\xa9\","
+                       "\"abcdefghijklmno\xe2\x82\xac\"  ,  \"x\",\"\"]}";
+    assert_int_equal(scan(body, &c, &v), 0);
+    assert_int_equal(v.name_count, 10);
+    assert_string_equal(c.text[0], "abcdefghijklmno");
+    assert_string_equal(c.text[1], "abcdefghijklmnop");
+    assert_string_equal(c.text[2], "abcdefghijklmnopq");
+    assert_string_equal(c.text[3], "abcdefghijklmn\"");
+    assert_string_equal(c.text[4], "abcdefghijklmno\\");
+    assert_string_equal(c.text[5], "abcdefghijklmnopA");
+    assert_string_equal(c.text[6], "abcdefghijklmn\xc3\xa9");
+    assert_string_equal(c.text[7], "abcdefghijklmno\xe2\x82\xac");
+    assert_string_equal(c.text[8], "x");
+    assert_int_equal(c.len[9], 0);
+    /* A raw control character, or invalid UTF-8, at each position of a block. */
+    for (size_t at = 0; at < 20; at++) {
+        char bad[128], name[32];
+        memset(name, 'a', sizeof name);
+        name[at] = '\x01';
+        name[20] = '\0';
+        snprintf(bad, sizeof bad, "{\"Pod\":{},\"NodeNames\":[\"%s\"]}", name);
+        assert_int_equal(scan(bad, &c, &v), SCHED_ARGS_DECLINE);
+        name[at] = '\xff';
+        snprintf(bad, sizeof bad, "{\"Pod\":{},\"NodeNames\":[\"%s\"]}", name);
+        assert_int_equal(scan(bad, &c, &v), SCHED_ARGS_DECLINE);
+    }
+    /* Cut inside a 16-byte step, after a compact separator, and a comma before ']'. */
+    assert_int_equal(scan("{\"Pod\":{},\"NodeNames\":[\"abcdefghijklmnopqrstuvwxyz", &c, &v),
+                     SCHED_ARGS_DECLINE);
+    assert_int_equal(scan("{\"Pod\":{},\"NodeNames\":[\"a\",\"", &c, &v), SCHED_ARGS_DECLINE);
+    assert_int_equal(scan("{\"Pod\":{},\"NodeNames\":[\"a\",]}", &c, &v), SCHED_ARGS_DECLINE);
+}
+
+/* Batches: 150 names, the 70th with an escape, arrive in order, at most
+ * SCHED_ARGS_BATCH at a time, the decoded one alone. */
+struct numbered {
+    size_t n, calls, alone_at;
+};
+
+static int check_numbered(void *ctx, const struct sched_args_name *names, size_t count)
+{
+    struct numbered *c = ctx;
+    assert_true(count >= 1 && count <= SCHED_ARGS_BATCH);
+    c->calls++;
+    for (size_t k = 0; k < count; k++, c->n++) {
+        char want[16];
+        snprintf(want, sizeof want, "%s%zu", c->n == 70 ? "\"" : "n", c->n);
+        assert_int_equal(names[k].len, strlen(want));
+        assert_memory_equal(names[k].name, want, names[k].len);
+        if (c->n == 70)
+            c->alone_at = count;
+    }
+    return 0;
+}
+
+static void test_reader_batches(void **unused)
+{
+    (void)unused;
+    char body[4096];
+    size_t len = (size_t)snprintf(body, sizeof body, "{\"Pod\":{},\"NodeNames\":[");
+    for (size_t i = 0; i < 150; i++)
+        len += (size_t)snprintf(body + len, sizeof body - len, "%s\"%s%zu\"", i ? "," : "",
+                                i == 70 ? "\\\"" : "n", i);
+    len += (size_t)snprintf(body + len, sizeof body - len, "]}");
+    struct numbered c = {0};
+    struct sched_args_view v;
+    assert_int_equal(sched_args_scan(body, len, &v, check_numbered, &c), 0);
+    assert_int_equal(c.n, 150);
+    assert_int_equal(v.name_count, 150);
+    assert_int_equal(c.alone_at, 1);
+    assert_int_equal(c.calls, 5); /* 0-63, 64-69, 70, 71-134, 135-149 */
 }
 
 /* Bodies the reader must decline; each with what the filter then answers. */
@@ -510,10 +598,9 @@ int main(void)
 {
     vg_log_max_level = -1;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reader_decodes),
-        cmocka_unit_test(test_reader_refuses),
-        cmocka_unit_test(test_writer_escapes),
-        cmocka_unit_test(test_differential),
+        cmocka_unit_test(test_reader_decodes),     cmocka_unit_test(test_reader_refuses),
+        cmocka_unit_test(test_reader_block_edges), cmocka_unit_test(test_reader_batches),
+        cmocka_unit_test(test_writer_escapes),     cmocka_unit_test(test_differential),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
