@@ -4,7 +4,12 @@
  * when m cannot run on the node, otherwise the cards too small for m. Summed over the
  * mix as Σ weight·milli, an integer, so incremental updates are exact. The evaluation
  * sorts the free shares once and walks them per type: with f sorted descending and
- * prefix sums P, "m fits" is f[k-1] >= d and the usable part is P[count(f >= d)]. */
+ * prefix sums P, "m fits" is f[k-1] >= d and the usable part is P[count(f >= d)].
+ *
+ * The default policy's two measures live here too: the expected stranded share of a node
+ * (place_waste_state, one node against the next few pods of the mix) and the gap balance
+ * (place_gaps_*, every partly used card of the cluster against the others, so that
+ * remainders of a kind do not pile up while pods that would fill them go elsewhere). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
