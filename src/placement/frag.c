@@ -4,7 +4,12 @@
  * when m cannot run on the node, otherwise the cards too small for m. Summed over the
  * mix as Σ weight·milli, an integer, so incremental updates are exact. The evaluation
  * sorts the free shares once and walks them per type: with f sorted descending and
- * prefix sums P, "m fits" is f[k-1] >= d and the usable part is P[count(f >= d)]. */
+ * prefix sums P, "m fits" is f[k-1] >= d and the usable part is P[count(f >= d)].
+ *
+ * The default policy's two measures live here too: the expected stranded share of a node
+ * (place_waste_state, one node against the next few pods of the mix) and the gap balance
+ * (place_gaps_*, every partly used card of the cluster against the others, so that
+ * remainders of a kind do not pile up while pods that would fill them go elsewhere). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,6 +385,49 @@ double place_waste_state(const struct place_mix *m, struct place_fit_index *ix, 
         waste += term[g];
     }
     return waste;
+}
+
+void place_gaps_build(struct place_gaps *g, const struct place_cluster *c,
+                      const struct place_mix *m)
+{
+    memset(g->count, 0, sizeof g->count);
+    uint64_t by_share[PLACE_GPU_MILLI + 1] = {0}, total = 0;
+    for (size_t t = 0; t < m->count; t++) {
+        const struct place_mix_type *x = &m->types[t];
+        if (x->gpu_count == 0)
+            continue;
+        total += x->weight;
+        if (x->gpu_milli <= PLACE_GPU_MILLI)
+            by_share[x->gpu_milli] += x->weight;
+    }
+    uint64_t fit = 0;
+    for (uint32_t s = 0; s <= PLACE_GPU_MILLI; s++) {
+        fit += by_share[s];
+        double q = total > 0 ? (double)fit / (double)total : 0;
+        g->live[s] = q < PLACE_GAP_LIVE_SHARE ? q / PLACE_GAP_LIVE_SHARE : 1.0;
+    }
+    for (size_t i = 0; i < c->node_count; i++) {
+        const struct place_node *n = &c->nodes[i];
+        for (uint16_t k = 0; k < n->gpu_count; k++) {
+            const struct place_gpu *gpu = &n->gpus[k];
+            if (gpu->healthy && !gpu->exclusive && gpu->milli_used > 0 &&
+                gpu->milli_used < PLACE_GPU_MILLI)
+                g->count[PLACE_GPU_MILLI - gpu->milli_used]++;
+        }
+    }
+}
+
+double place_gaps_delta(const struct place_gaps *g, uint32_t card_free, uint32_t share)
+{
+    if (share > card_free || card_free > PLACE_GPU_MILLI)
+        return 0;
+    double d = 0;
+    uint32_t left = card_free - share;
+    if (card_free < PLACE_GPU_MILLI) /* (N − 1)² − N² */
+        d += g->live[card_free] * (1.0 - 2.0 * g->count[card_free]);
+    if (left > 0) /* (N + 1)² − N² */
+        d += g->live[left] * (2.0 * g->count[left] + 1.0);
+    return d;
 }
 
 uint64_t place_frag_cached(struct place_frag_cache *fc, size_t index, const struct place_mix *m,

@@ -234,11 +234,12 @@ void place_frag_cache_reset(struct place_frag_cache *fc);
 void place_frag_cache_free(struct place_frag_cache *fc);
 
 /* Memo of per-node verdicts (feasible, score, GPUs) for one request, policy and GPU order.
- * Under every policy but random, fgd and default (and under those two too while their
- * mix is fixed: place_context.memo_mix), a node's verdict depends only on the node and
- * the request, so a decision over nodes unchanged since the last decision for
- * an equal request reuses them. The caller keeps it true: place_memo_forget(node) after
- * anything that changes a node (place_allocate, place_release, editing it by hand), and
+ * Under every policy but random, fgd and default (and under fgd, and default for pods
+ * that are not sharing a GPU, too while their mix is fixed: place_context.memo_mix; a
+ * sharing pod under default also weighs the whole cluster's gaps), a node's verdict
+ * depends only on the node and the request, so a decision over nodes unchanged since the last
+ * decision for an equal request reuses them. The caller keeps it true: place_memo_forget(node)
+ * after anything that changes a node (place_allocate, place_release, editing it by hand), and
  * place_memo_reset after place_cluster_refresh or any change to many nodes. A request,
  * policy or order different from every memo's clears the least recently used one. Decisions are
  * identical with and without a memo. The caller owns it. */
@@ -284,8 +285,8 @@ struct place_context {
      * passes a learned mix that keeps each pod's model restriction (gpu_spec) here,
      * while mix, for FGD's score, ignores it (keeping it there did worse). */
     const struct place_mix *waste_mix;
-    /* fgd and default use memo too when set: the caller promises to place_memo_reset it
-     * whenever mix or waste_mix changes (their verdicts then depend only on the node). */
+    /* fgd and default use memo too when set (default not for sharing pods): the caller
+     * promises to place_memo_reset it whenever mix or waste_mix changes. */
     bool memo_mix;
 };
 
@@ -363,6 +364,26 @@ uint64_t place_fit_weight(const struct place_mix *m, struct place_fit_index *ix,
  * from the mix could use it. In milli-GPU; 0 for a mix without GPU types. */
 double place_waste_state(const struct place_mix *m, struct place_fit_index *ix, uint16_t model,
                          uint64_t cpu_free, const uint32_t *gpu_free, uint16_t gpu_count);
+/* How partly used cards are spread over free shares, for vgpu's default policy (the
+ * Sum-of-Squares rule of online bin packing, weighted by how usable each share is):
+ * count[g] is the number of healthy, shared cards in the cluster with g milli free
+ * (0 < g < 1000); live[g] = min(1, q(g) / PLACE_GAP_LIVE_SHARE), where q(g) is the weight
+ * of the mix's GPU types whose share is at most g over the weight of all its GPU types.
+ * A share that almost no pod fits (live near 0) counts as closed, not as a gap to fill. */
+#define PLACE_GAP_LIVE_SHARE 0.01
+
+struct place_gaps {
+    uint32_t count[PLACE_GPU_MILLI + 1];
+    double live[PLACE_GPU_MILLI + 1];
+};
+
+void place_gaps_build(struct place_gaps *g, const struct place_cluster *c,
+                      const struct place_mix *m);
+/* Change of Σ_g live[g]·count[g]² when a pod of `share` milli goes to a card with
+ * card_free milli free (1000 = an unused card): negative when it closes or fills a common
+ * gap, positive when it adds to one. */
+double place_gaps_delta(const struct place_gaps *g, uint32_t card_free, uint32_t share);
+
 /* place_frag_node through the memo (entry `index`); fc may be NULL. */
 uint64_t place_frag_cached(struct place_frag_cache *fc, size_t index, const struct place_mix *m,
                            const struct place_node *n);

@@ -274,11 +274,17 @@ static double waste_after(const struct place_mix *mix, struct place_fit_index *i
 }
 
 #define WASTE_STEP 10.0 /* milli-GPU of expected stranded share per score point */
+#define GAP_WEIGHT 2.0  /* score points per unit of place_gaps_delta */
 
 /* A sharing pod under the default policy: the card (each distinct free share tried once)
- * and node that grow the expected stranded share the least, in steps of WASTE_STEP. */
+ * and node that grow the expected stranded share the least, in steps of WASTE_STEP, less
+ * GAP_WEIGHT times the change of the cluster's gap balance (place_gaps_delta) when gaps
+ * is given. The stranded share judges one card against the next few pods; the balance
+ * judges it against every other card competing for the same pods: a 320 pod does not
+ * top a 470 card up to a 210 remainder while 530 gaps are scarce and 210 ones common. */
 static int64_t score_waste(const struct place_mix *mix, struct place_frag_cache *fc,
-                           const struct place_node *n, const struct place_request *r, uint8_t *gpus)
+                           const struct place_gaps *gaps, const struct place_node *n,
+                           const struct place_request *r, uint8_t *gpus)
 {
     struct place_fit_index *ix = fc != NULL ? &fc->fit : NULL;
     double before = waste_after(mix, ix, n, r, NULL);
@@ -297,6 +303,8 @@ static int64_t score_waste(const struct place_mix *mix, struct place_frag_cache 
         tried[tried_count++] = free_milli;
         uint8_t one = (uint8_t)g;
         int64_t s = (int64_t)floor((before - waste_after(mix, ix, n, r, &one)) / WASTE_STEP);
+        if (gaps != NULL) /* whole points each, as the stranded share's */
+            s += (int64_t)floor(-GAP_WEIGHT * place_gaps_delta(gaps, free_milli, r->gpu_milli));
         if (s > best) {
             best = s;
             gpus[0] = (uint8_t)g;
@@ -309,17 +317,20 @@ static int64_t score_waste(const struct place_mix *mix, struct place_frag_cache 
  * seen so far, not the oracle). A sharing pod goes where the expected stranded share
  * (place_waste_state) grows the least: unlike FGD's ΔF, a remainder that later pods of
  * the mix can fill counts as nearly free, so a card is not topped up to a remainder no
- * pod fits (470 + 320 leaves 210, which only the rare pods under 210 milli can use).
- * Every other pod is scored by FGD's integer score; for whole GPUs, equal FGD scores go
- * to the smaller growth of the expected stranded share. Then nodes already in use come
+ * pod fits (470 + 320 leaves 210, which only the rare pods under 210 milli can use),
+ * and the cluster's balance of partly used cards by free share (place_gaps_delta, the
+ * Sum-of-Squares rule of online bin packing) counts too: a pod fills a gap that many
+ * cards share rather than the last of a kind, and opens a new card rather than add to a
+ * common remainder. Every other pod is scored by FGD's integer score; for whole GPUs, equal FGD
+ * scores go to the smaller growth of the expected stranded share. Then nodes already in use come
  * before empty ones, then BestFit's leftover decides. Finer FGD scores
  * (real-valued ΔF) did worse on openb (5.8 % against 4.75 %): the coarse score leaves
  * ties, and sending them to the same nodes consolidates. Tried variants and results are
  * in docs/placement.md. */
 static int64_t score_default(const struct place_cluster *c, const struct place_mix *mix,
                              const struct place_mix *wmix, struct place_frag_cache *fc,
-                             const struct place_node *n, const struct place_request *r,
-                             uint8_t *gpus)
+                             const struct place_gaps *gaps, const struct place_node *n,
+                             const struct place_request *r, uint8_t *gpus)
 {
     const struct place_mix *wm = wmix != NULL ? wmix : mix;
     double left =
@@ -329,7 +340,7 @@ static int64_t score_default(const struct place_cluster *c, const struct place_m
     bf = bf < 0 ? 0 : bf > 100 ? 100 : bf;
     int64_t used = n->free_gpus < n->gpu_count ? 1 : 0;
     if (is_sharing(r))
-        return score_waste(wm, fc, n, r, gpus) * 1000 + used * 500 + bf;
+        return score_waste(wm, fc, gaps, n, r, gpus) * 1000 + used * 500 + bf;
     int64_t f = score_fgd(c, mix, fc, n, r, false, gpus);
     if (r->gpu_count == 0)
         return f * 1000 + used * 500 + bf;
@@ -418,8 +429,10 @@ static struct place_memo *memo_for(const struct place_context *ctx, const struct
                                    enum place_policy policy, enum place_gpu_order order)
 {
     bool mix_policy = policy == PLACE_POLICY_FGD || policy == PLACE_POLICY_DEFAULT;
+    /* default scores a sharing pod by the whole cluster's gap balance as well: its verdict
+     * on a node changes with every other node, so it is never memoised. */
     if (ctx == NULL || ctx->memo == NULL || policy == PLACE_POLICY_RANDOM ||
-        (mix_policy && !ctx->memo_mix))
+        (mix_policy && !ctx->memo_mix) || (policy == PLACE_POLICY_DEFAULT && is_sharing(r)))
         return NULL;
     /* The memo keyed to this decision, else the least recently used one, re-keyed. */
     struct place_memo *m = NULL, *lru = NULL;
@@ -452,8 +465,8 @@ static struct place_memo *memo_for(const struct place_context *ctx, const struct
  * score in *score and its GPUs in gpus. */
 static bool node_verdict(const struct place_cluster *c, const struct place_node *n,
                          const struct place_request *r, enum place_policy policy,
-                         const struct place_context *ctx, enum place_gpu_order order, uint8_t *gpus,
-                         int64_t *score)
+                         const struct place_context *ctx, const struct place_gaps *gaps,
+                         enum place_gpu_order order, uint8_t *gpus, int64_t *score)
 {
     if (!place_node_resources_fit(n, r))
         return false;
@@ -486,7 +499,7 @@ static bool node_verdict(const struct place_cluster *c, const struct place_node 
         s = score_fgd(c, ctx->mix, ctx->frag_cache, n, r, false, gpus);
         break;
     case PLACE_POLICY_DEFAULT:
-        s = score_default(c, ctx->mix, ctx->waste_mix, ctx->frag_cache, n, r, gpus);
+        s = score_default(c, ctx->mix, ctx->waste_mix, ctx->frag_cache, gaps, n, r, gpus);
         break;
     case PLACE_POLICY_BINPACK:
     case PLACE_POLICY_SPREAD:
@@ -521,6 +534,14 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
         order = PLACE_GPU_SPREAD;
     const uint64_t *mask = ctx != NULL ? ctx->node_mask : NULL;
     struct place_memo *memo = memo_for(ctx, r, policy, order);
+    /* default's sharing pods weigh the gap balance of the whole cluster: counted once per
+     * decision (one pass over the cards). */
+    struct place_gaps gap_store;
+    const struct place_gaps *gaps = NULL;
+    if (policy == PLACE_POLICY_DEFAULT && is_sharing(r)) {
+        place_gaps_build(&gap_store, c, ctx->waste_mix != NULL ? ctx->waste_mix : ctx->mix);
+        gaps = &gap_store;
+    }
 
     int64_t best = INT64_MIN;
     uint32_t best_rank = UINT32_MAX;
@@ -561,13 +582,13 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
             } else {
                 memo->misses++;
                 e->valid = true;
-                e->feasible = node_verdict(c, n, r, policy, ctx, order, e->gpus, &e->score);
+                e->feasible = node_verdict(c, n, r, policy, ctx, gaps, order, e->gpus, &e->score);
             }
             if (!e->feasible)
                 continue;
             s = e->score;
             picked = e->gpus; /* copied only if this node becomes the best */
-        } else if (!node_verdict(c, n, r, policy, ctx, order, gpus, &s)) {
+        } else if (!node_verdict(c, n, r, policy, ctx, gaps, order, gpus, &s)) {
             continue;
         }
         if (s > best || (s == best && n->rank < best_rank)) {

@@ -655,6 +655,95 @@ static void test_frag_cache(void **state)
     place_mix_clear(&m);
 }
 
+static void test_default_gaps_by_hand(void **state)
+{
+    (void)state;
+    /* Mix: shares 100 (w2), 300 (w98), 500 (w100), whole GPU (w200), CPU-only (w50, never
+     * counts): 400 of GPU weight. live[g] = min(1, q(g) / 1 %): 0 below 100; 2/400 = 0.5 %
+     * of the weight fits 100..299 (live 0.5); from 300 on at least 25 % (live 1). */
+    struct place_mix m;
+    place_mix_init(&m);
+    struct place_mix_type types[] = {
+        {.gpu_count = 1, .gpu_milli = 100, .model_mask = UINT64_MAX, .weight = 2},
+        {.gpu_count = 1, .gpu_milli = 300, .model_mask = UINT64_MAX, .weight = 98},
+        {.gpu_count = 1, .gpu_milli = 500, .model_mask = UINT64_MAX, .weight = 100},
+        {.gpu_count = 1, .gpu_milli = 1000, .model_mask = UINT64_MAX, .weight = 200},
+        {.cpu_milli = 1000, .model_mask = UINT64_MAX, .weight = 50},
+    };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        assert_int_equal(place_mix_add(&m, &types[i]), 0);
+    /* Cards with 500, 500, 300 and 1000 free, and an unhealthy one with 500 free, which
+     * takes no pods and so is no gap. */
+    struct place_cluster *c = cluster_of(1, 5, 64000, 262144);
+    uint32_t used[5] = {500, 500, 700, 0, 500};
+    for (int g = 0; g < 5; g++) {
+        c->nodes[0].gpus[g].milli_used = used[g];
+        c->nodes[0].gpus[g].tenants = used[g] > 0;
+    }
+    c->nodes[0].gpus[4].healthy = false;
+    place_cluster_refresh(c);
+    struct place_gaps gaps;
+    place_gaps_build(&gaps, c, &m);
+    assert_int_equal(gaps.count[500], 2);
+    assert_int_equal(gaps.count[300], 1);
+    assert_int_equal(gaps.count[1000], 0);
+    assert_true(gaps.live[99] == 0.0);
+    assert_true(fabs(gaps.live[100] - 0.5) < 1e-12 && fabs(gaps.live[299] - 0.5) < 1e-12);
+    assert_true(gaps.live[300] == 1.0 && gaps.live[999] == 1.0);
+    /* A 300 pod on a 500 card: (2−1)² − 2² for the 500s, + 0.5·((0+1)² − 0²) for the
+     * new 200: −2.5. On an unused card: a new 700 gap, +1. Closing the 300 card: −1. */
+    assert_true(fabs(place_gaps_delta(&gaps, 500, 300) + 2.5) < 1e-12);
+    assert_true(fabs(place_gaps_delta(&gaps, 1000, 300) - 1.0) < 1e-12);
+    assert_true(fabs(place_gaps_delta(&gaps, 300, 300) + 1.0) < 1e-12);
+    assert_true(fabs(place_gaps_delta(&gaps, 500, 500) + 3.0) < 1e-12);
+    assert_true(place_gaps_delta(&gaps, 300, 500) == 0.0);   /* does not fit */
+    assert_true(place_gaps_delta(&gaps, 1000, 1000) == 0.0); /* a whole card: no gap */
+    place_cluster_free(c);
+    place_mix_clear(&m);
+
+    /* A decision the balance turns. Mix: 300 share and whole GPU, w1 each (live from 300
+     * on). Node 0: cards with 400 and 350 free; node 1: two with 400 free (three 400 gaps,
+     * one 350). A 300 pod arrives.
+     *   stranded share, node 0: before 400/8 + 350/8 = 93.75; card 0 (-> 100, which no
+     *   type fits) after 100 + 43.75, growth 50, ⌊−5⌋; card 1 (-> 50) after 50 + 50,
+     *   growth 6.25, ⌊−0.625⌋ = −1. Alone it would take card 1 (best fit).
+     *   balance: card 0 closes a 400 gap, (3−1)² − 3² = −5, the 100 left is dead: score
+     *   ⌊−2·−5⌋ = +10, total 5; card 1 closes the only 350 gap, −1: +2, total 1.
+     *   node 1: the same 5 as node 0's card 0; node 0 wins on BestFit's leftover
+     *   (450 milli against 500): ⌊100·(1 − 0.5·64000/128000 − 0.5·450/8000)⌋ = 72.
+     * The pod fills one of the three 400 gaps instead of the one 350 gap, so the next 300
+     * pods still find both kinds. */
+    place_mix_init(&m);
+    struct place_mix_type two[] = {
+        {.gpu_count = 1, .gpu_milli = 300, .model_mask = UINT64_MAX, .weight = 1},
+        {.gpu_count = 1, .gpu_milli = 1000, .model_mask = UINT64_MAX, .weight = 1},
+    };
+    for (size_t i = 0; i < sizeof two / sizeof two[0]; i++)
+        assert_int_equal(place_mix_add(&m, &two[i]), 0);
+    c = cluster_of(2, 2, 64000, 262144);
+    c->nodes[0].gpus[0].milli_used = 600;
+    c->nodes[0].gpus[1].milli_used = 650;
+    c->nodes[1].gpus[0].milli_used = 600;
+    c->nodes[1].gpus[1].milli_used = 600;
+    for (int n = 0; n < 2; n++)
+        for (int g = 0; g < 2; g++)
+            c->nodes[n].gpus[g].tenants = 1;
+    c->nodes[0].rank = 1; /* node 1 would win a full tie */
+    c->nodes[1].rank = 0;
+    place_cluster_refresh(c);
+    struct place_request r = gpu_request(0, 1, 300);
+    resolve(c, &r);
+    struct place_context ctx = {.mix = &m};
+    struct place_decision d;
+    struct vg_err err = {0};
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_DEFAULT, &ctx, &d, &err), 0);
+    assert_int_equal(d.node, 0);
+    assert_int_equal(d.gpus[0], 0);
+    assert_int_equal(d.score, 5 * 1000 + 500 + 72);
+    place_cluster_free(c);
+    place_mix_clear(&m);
+}
+
 static void test_default_waste_by_hand(void **state)
 {
     (void)state;
@@ -967,6 +1056,7 @@ int main(void)
         cmocka_unit_test(test_allocate_release_round_trip),
         cmocka_unit_test(test_frag_cache),
         cmocka_unit_test(test_default_waste_by_hand),
+        cmocka_unit_test(test_default_gaps_by_hand),
         cmocka_unit_test(test_no_fit_and_policy_names),
         cmocka_unit_test(test_node_mask_and_memo),
     };
