@@ -37,6 +37,7 @@
 
 #include "base/mem.h"
 #include "base/parse.h"
+#include "base/prng.h"
 #include "base/str.h"
 #include "scheduler/map.h"
 
@@ -162,10 +163,9 @@ static json_t *make_pod(unsigned i, bool mixed)
     (void)vg_snprintf(uid, sizeof uid, "uid-b-%05u", i);
     const struct shape *sh = &shapes[0];
     if (mixed) {
-        uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull; /* one splitmix64 step, per pod */
-        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-        unsigned total = 0, pick = (unsigned)((x ^ (x >> 31)) % 100);
+        uint64_t state = i;
+        uint64_t x = vg_splitmix64(&state); /* one draw per pod, fixed by its number */
+        unsigned total = 0, pick = (unsigned)(x % 100);
         for (sh = shapes; pick >= total + sh->weight; sh++)
             total += sh->weight;
     }

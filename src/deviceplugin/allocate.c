@@ -571,27 +571,43 @@ static int make_parents(const struct dp_config *cfg, struct vg_err *err)
     return 0;
 }
 
-int dp_container_dir_prepare(const struct dp_config *cfg, const struct dp_match *match,
-                             const char *dir, struct vg_err *err)
+/* The checks and parent directories every container directory needs. */
+static int dir_begin(const struct dp_config *cfg, const struct dp_match *match, struct vg_err *err)
 {
     const struct annot_container *c = &match->container;
     if (c->gpu_count == 0 || c->gpu_count > REGION_MAX_DEVICES)
         return vg_err_set(err, -EINVAL, "container %s: %u GPUs", c->name, c->gpu_count);
-    char stage[1024], ready[1024];
-    int rc = make_parents(cfg, err);
-    if (rc == 0)
-        rc = stage_path(cfg, DP_STAGE_PREFIX, dir, stage, sizeof(stage), err);
-    if (rc == 0)
-        rc = stage_path(cfg, DP_READY_PREFIX, dir, ready, sizeof(ready), err);
+    return make_parents(cfg, err);
+}
+
+/* Fills <region_dir>/.new.<name> for match (its text naming dir) and renames it to target,
+ * so target appears complete or not at all; nothing is left behind on failure. */
+static int build(const struct dp_config *cfg, const struct dp_match *match, const char *dir,
+                 const char *target, struct vg_err *err)
+{
+    char stage[1024];
+    int rc = stage_path(cfg, DP_STAGE_PREFIX, dir, stage, sizeof(stage), err);
     if (rc == 0)
         rc = stage_fill(cfg, match, dir, stage, err);
-    struct vg_err ignored;
+    if (rc == 0 && rename(stage, target) != 0) {
+        rc = vg_err_set(err, -errno, "renaming %s to %s: %s", stage, target, strerror(errno));
+        struct vg_err ignored;
+        dp_container_dir_remove(stage, &ignored);
+    }
+    return rc;
+}
+
+int dp_container_dir_prepare(const struct dp_config *cfg, const struct dp_match *match,
+                             const char *dir, struct vg_err *err)
+{
+    char ready[1024];
+    int rc = dir_begin(cfg, match, err);
+    if (rc == 0)
+        rc = stage_path(cfg, DP_READY_PREFIX, dir, ready, sizeof(ready), err);
     if (rc == 0) {
+        struct vg_err ignored;
         dp_container_dir_remove(ready, &ignored); /* one made for an earlier decision */
-        if (rename(stage, ready) != 0) {
-            rc = vg_err_set(err, -errno, "renaming %s to %s: %s", stage, ready, strerror(errno));
-            dp_container_dir_remove(stage, &ignored);
-        }
+        rc = build(cfg, match, dir, ready, err);
     }
     return rc < 0 ? vg_err_wrap(err, "preparing container directory %s", dir) : 0;
 }
@@ -599,34 +615,22 @@ int dp_container_dir_prepare(const struct dp_config *cfg, const struct dp_match 
 int dp_container_dir_create(const struct dp_config *cfg, const struct dp_match *match,
                             const char *dir, bool prepared, struct vg_err *err)
 {
-    const struct annot_container *c = &match->container;
-    if (c->gpu_count == 0 || c->gpu_count > REGION_MAX_DEVICES)
-        return vg_err_set(err, -EINVAL, "container %s: %u GPUs", c->name, c->gpu_count);
-    int rc = make_parents(cfg, err);
+    int rc = dir_begin(cfg, match, err);
     if (rc < 0)
         return rc;
     struct stat st;
     if (lstat(dir, &st) == 0)
         return vg_err_set(err, -EEXIST, "%s already exists", dir);
-    /* Filled under another name and renamed into place whole: libvgpu, the monitor and
-     * the sweep see all of the directory or none of it. */
-    char stage[1024];
-    if (prepared && stage_path(cfg, DP_READY_PREFIX, dir, stage, sizeof(stage), err) == 0) {
-        if (rename(stage, dir) == 0)
+    char ready[1024];
+    if (prepared && stage_path(cfg, DP_READY_PREFIX, dir, ready, sizeof(ready), err) == 0) {
+        if (rename(ready, dir) == 0)
             return 0;
         vg_log(VG_LOG_WARN, "prepared container directory unusable; making it again",
-               "dir=%s err=\"%s\"", stage, strerror(errno));
+               "dir=%s err=\"%s\"", ready, strerror(errno));
         struct vg_err ignored;
-        dp_container_dir_remove(stage, &ignored);
+        dp_container_dir_remove(ready, &ignored);
     }
-    rc = stage_path(cfg, DP_STAGE_PREFIX, dir, stage, sizeof(stage), err);
-    if (rc == 0)
-        rc = stage_fill(cfg, match, dir, stage, err);
-    if (rc == 0 && rename(stage, dir) != 0) {
-        rc = vg_err_set(err, -errno, "renaming %s to %s: %s", stage, dir, strerror(errno));
-        struct vg_err ignored;
-        dp_container_dir_remove(stage, &ignored);
-    }
+    rc = build(cfg, match, dir, dir, err);
     return rc < 0 ? vg_err_wrap(err, "container directory %s", dir) : 0;
 }
 

@@ -189,6 +189,12 @@ static enum grpc_status_code handle_prestart(void *arg, const uint8_t *req, size
     return GRPC_STATUS_OK;
 }
 
+/* p->prepared's key for a container directory: its name, "<uid>_<container>". */
+static const char *prepared_key(const char *dir)
+{
+    return strrchr(dir, '/') + 1; /* dp_container_dir_path puts one there */
+}
+
 static bool dir_allocated(void *arg, const char *uid, const char *container)
 {
     struct dp_plugin *p = arg;
@@ -245,8 +251,7 @@ static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequ
     rc = dp_allocate_vgpu(p->cfg, p->gpus, p->gpu_count, match, dir, resp, err);
     if (rc < 0)
         return rc;
-    char key[sizeof(match->pod_uid) + sizeof(match->container.name) + 1];
-    vg_snprintf(key, sizeof(key), "%s_%s", match->pod_uid, match->container.name);
+    const char *key = prepared_key(dir);
     json_t *digest = json_object_get(p->prepared, key);
     bool prepared = digest && (uint64_t)json_integer_value(digest) == dp_match_digest(match);
     json_object_del(p->prepared, key);
@@ -859,16 +864,15 @@ static void heartbeat_cb(evutil_socket_t fd, short what, void *arg)
 static void prepare_one(void *arg, const struct dp_match *m)
 {
     struct dp_plugin *p = arg;
-    char key[sizeof(m->pod_uid) + sizeof(m->container.name) + 1], dir[1024];
+    char dir[1024];
     struct stat st;
+    if (dp_container_dir_path(p->cfg->vgpu.region_dir, m->pod_uid, m->container.name, dir,
+                              sizeof(dir), NULL) < 0)
+        return;
+    const char *key = prepared_key(dir);
     uint64_t digest = dp_match_digest(m);
-    json_t *known;
-    if (vg_snprintf(key, sizeof(key), "%s_%s", m->pod_uid, m->container.name) < 0 ||
-        dp_container_dir_path(p->cfg->vgpu.region_dir, m->pod_uid, m->container.name, dir,
-                              sizeof(dir), NULL) < 0 ||
-        ((known = json_object_get(p->prepared, key)) &&
-         (uint64_t)json_integer_value(known) == digest) ||
-        lstat(dir, &st) == 0)
+    json_t *known = json_object_get(p->prepared, key);
+    if ((known && (uint64_t)json_integer_value(known) == digest) || lstat(dir, &st) == 0)
         return;
     struct vg_err err = {0};
     if (dp_container_dir_prepare(p->cfg, m, dir, &err) < 0) {

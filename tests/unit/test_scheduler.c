@@ -144,31 +144,6 @@ static void test_expiry_and_bind(void **unused)
     sched_state_free(s);
 }
 
-static void test_decision_rebuild_and_overcommit(void **unused)
-{
-    (void)unused;
-    struct sched_state *s = new_state(1, 10000, 2);
-    const char *dec = "{\"version\":1,\"node\":\"n0\",\"time\":1,\"containers\":[{\"name\":\"m\","
-                      "\"gpus\":[{\"uuid\":\"GPU-0\",\"memoryMiB\":7000,\"cores\":20}]}]}";
-    for (int i = 0; i < 2; i++) {
-        char name[8];
-        snprintf(name, sizeof name, "d%d", i);
-        json_t *pod =
-            json_pack("{s:{s:s, s:s, s:{s:s}}, s:{s:s}}", "metadata", "name", name, "namespace",
-                      "default", "annotations", "vgpu.io/decision", dec, "spec", "nodeName", "n0");
-        sched_pod_update(s, pod);
-        json_decref(pod);
-    }
-    /* The second does not fit beside the first (14000 > 10000): it is not charged. */
-    struct sched_stats st;
-    sched_state_stats(s, &st);
-    assert_int_equal(st.bound, 1);
-    assert_int_equal(st.conflicts, 1);
-    struct vg_err err = {0};
-    assert_int_equal(sched_check_invariants(s, &err), 0);
-    sched_state_free(s);
-}
-
 static void bound_pod(struct sched_state *s, const char *name, const char *node, int gpu,
                       unsigned mib, unsigned cores)
 {
@@ -182,6 +157,22 @@ static void bound_pod(struct sched_state *s, const char *name, const char *node,
                   "default", "annotations", "vgpu.io/decision", dec, "spec", "nodeName", node);
     sched_pod_update(s, pod);
     json_decref(pod);
+}
+
+static void test_decision_rebuild_and_overcommit(void **unused)
+{
+    (void)unused;
+    struct sched_state *s = new_state(1, 10000, 2);
+    bound_pod(s, "d0", "n0", 0, 7000, 20);
+    bound_pod(s, "d1", "n0", 0, 7000, 20);
+    /* The second does not fit beside the first (14000 > 10000): it is not charged. */
+    struct sched_stats st;
+    sched_state_stats(s, &st);
+    assert_int_equal(st.bound, 1);
+    assert_int_equal(st.conflicts, 1);
+    struct vg_err err = {0};
+    assert_int_equal(sched_check_invariants(s, &err), 0);
+    sched_state_free(s);
 }
 
 /* The node filter picks for a 1-GPU pod of 500 MiB and 30 cores under policy (NULL: the
