@@ -711,6 +711,15 @@ static struct sched_pod *pod_from_decision(struct sched_state *s, const char *ke
     return p;
 }
 
+/* An event about another instance of the pod's name: a pod deleted and created again
+ * under the same name, whose old events arrive after filter saw the new one. */
+static bool other_instance(const struct sched_pod *p, json_t *pod)
+{
+    const char *uid = sched_json_str(pod, "metadata", "uid", NULL);
+    return p->assumed && uid != NULL && uid[0] != '\0' && p->uid[0] != '\0' &&
+           strcmp(uid, p->uid) != 0;
+}
+
 void sched_pod_update(struct sched_state *s, json_t *pod)
 {
     char key[SCHED_KEY_MAX];
@@ -721,6 +730,8 @@ void sched_pod_update(struct sched_state *s, json_t *pod)
         return;
     }
     struct sched_pod *p = sched_map_get(&s->pods, key);
+    if (p != NULL && other_instance(p, pod))
+        return;
     if (p != NULL)
         p->seen = true;
     const char *phase = sched_json_str(pod, "status", "phase", NULL);
@@ -800,7 +811,7 @@ void sched_pod_delete(struct sched_state *s, json_t *pod)
     if (sched_pod_key(pod, key, sizeof key, &err) < 0)
         return;
     struct sched_pod *p = sched_map_get(&s->pods, key);
-    if (p != NULL)
+    if (p != NULL && !other_instance(p, pod))
         sched_pod_drop(s, p);
 }
 

@@ -47,6 +47,10 @@ class Http:
         self.port, self.timeout = port, timeout
         self.conn = None
 
+    def __del__(self):
+        if self.conn is not None:
+            self.conn.close()
+
     def request(self, method, path, body=None, ctype="application/json", raw=False):
         for attempt in range(2):
             if self.conn is None:
@@ -101,11 +105,11 @@ class Cluster:
         with open(fixture, "w") as f:
             json.dump({"nodes": list(nodes), "pods": list(pods)}, f)
         port_file = os.path.join(self.dir, "api.port")
-        self.api_log = open(os.path.join(self.dir, "api.log"), "w")
-        self.api = subprocess.Popen(["/usr/bin/python3", API_SERVER, "--port", "0",
-                                     "--port-file", port_file, "--fixture", fixture,
-                                     "--bookmark-interval", "1"] + list(api_args),
-                                    stdout=self.api_log, stderr=subprocess.STDOUT)
+        with open(os.path.join(self.dir, "api.log"), "w") as log:  # the child keeps its copy
+            self.api = subprocess.Popen(["/usr/bin/python3", API_SERVER, "--port", "0",
+                                         "--port-file", port_file, "--fixture", fixture,
+                                         "--bookmark-interval", "1"] + list(api_args),
+                                        stdout=log, stderr=subprocess.STDOUT)
         self.api_port = wait_port_file(port_file, self.api, timeout=120)
         self.kubeconfig = os.path.join(self.dir, "kubeconfig")
         with open(self.kubeconfig, "w") as f:
@@ -122,11 +126,11 @@ class Cluster:
         port_file = os.path.join(self.dir, "sched.port")
         if os.path.exists(port_file):
             os.unlink(port_file)
-        self.sched_log = open(os.path.join(self.dir, "sched.log"), "a")
-        self.sched = subprocess.Popen([self.binary, "--listen", "127.0.0.1:0", "--port-file",
-                                       port_file, "--kubeconfig", self.kubeconfig,
-                                       "--assume-ttl", str(self.ttl)] + self.extra_args,
-                                      stdout=self.sched_log, stderr=subprocess.STDOUT)
+        with open(os.path.join(self.dir, "sched.log"), "a") as log:
+            self.sched = subprocess.Popen([self.binary, "--listen", "127.0.0.1:0",
+                                           "--port-file", port_file, "--kubeconfig",
+                                           self.kubeconfig, "--assume-ttl", str(self.ttl)] +
+                                          self.extra_args, stdout=log, stderr=subprocess.STDOUT)
         self.port = wait_port_file(port_file, self.sched)
         self.ext = Http(self.port)
         self.started = time.time()

@@ -144,6 +144,35 @@ static void test_expiry_and_bind(void **unused)
     sched_state_free(s);
 }
 
+/* Events about an earlier pod of the same name (deleted and created again, its events
+ * late) leave the new pod's promise alone; events about the pod itself end it. */
+static void test_old_instance_events(void **unused)
+{
+    (void)unused;
+    struct sched_state *s = new_state(1, 10000, 8);
+    json_t *r = filter(s, "a", "6000", 1, 0); /* uid-7 */
+    assert_int_equal(json_array_size(json_object_get(r, "NodeNames")), 1);
+    json_decref(r);
+    struct sched_stats st;
+    json_t *old = json_pack("{s:{s:s, s:s, s:s}, s:{s:s}}", "metadata", "name", "a", "namespace",
+                            "default", "uid", "uid-6", "status", "phase", "Failed");
+    sched_pod_update(s, old);
+    sched_pod_delete(s, old);
+    json_decref(old);
+    sched_state_stats(s, &st);
+    assert_int_equal(st.assumed, 1);
+    r = filter(s, "b", "6000", 1, 0); /* the promise still holds the memory */
+    assert_int_equal(json_array_size(json_object_get(r, "NodeNames")), 0);
+    json_decref(r);
+    json_t *self = json_pack("{s:{s:s, s:s, s:s}}", "metadata", "name", "a", "namespace", "default",
+                             "uid", "uid-7");
+    sched_pod_delete(s, self);
+    json_decref(self);
+    sched_state_stats(s, &st);
+    assert_int_equal(st.assumed, 0);
+    sched_state_free(s);
+}
+
 static void bound_pod(struct sched_state *s, const char *name, const char *node, int gpu,
                       unsigned mib, unsigned cores)
 {
@@ -397,6 +426,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_double_promise),
         cmocka_unit_test(test_expiry_and_bind),
+        cmocka_unit_test(test_old_instance_events),
         cmocka_unit_test(test_decision_rebuild_and_overcommit),
         cmocka_unit_test(test_learned_mix_policies),
         cmocka_unit_test(test_bind_outcomes),
