@@ -417,6 +417,44 @@ void place_gaps_build(struct place_gaps *g, const struct place_cluster *c,
     }
 }
 
+void place_model_pressure(const struct place_cluster *c, const struct place_mix *m,
+                          double out[PLACE_MAX_MODELS])
+{
+    memset(out, 0, PLACE_MAX_MODELS * sizeof *out);
+    double demand = 0; /* GPUs, weighted */
+    bool restricted = false;
+    for (size_t t = 0; t < m->count; t++) {
+        const struct place_mix_type *x = &m->types[t];
+        demand += (double)x->weight * x->gpu_count * x->gpu_milli;
+        restricted = restricted || (x->gpu_count > 0 && x->model_mask != UINT64_MAX);
+    }
+    if (!restricted || demand <= 0)
+        return;
+    double cap[PLACE_MAX_MODELS] = {0}, total = 0;
+    for (size_t i = 0; i < c->node_count; i++) {
+        const struct place_node *n = &c->nodes[i];
+        for (uint16_t k = 0; k < n->gpu_count; k++)
+            if (n->gpus[k].healthy) {
+                cap[n->gpus[k].model]++;
+                total++;
+            }
+    }
+    for (size_t t = 0; t < m->count; t++) {
+        const struct place_mix_type *x = &m->types[t];
+        if (x->gpu_count == 0 || x->model_mask == UINT64_MAX)
+            continue;
+        double allowed = 0;
+        for (size_t k = 0; k < c->model_count; k++)
+            allowed += (x->model_mask >> k & 1) ? cap[k] : 0;
+        if (allowed <= 0)
+            continue; /* nothing can run it: it presses on no card */
+        double share = (double)x->weight * x->gpu_count * x->gpu_milli / demand;
+        for (size_t k = 0; k < c->model_count; k++)
+            if (x->model_mask >> k & 1)
+                out[k] += share * total / allowed;
+    }
+}
+
 double place_gaps_delta(const struct place_gaps *g, uint32_t card_free, uint32_t share)
 {
     if (share > card_free || card_free > PLACE_GPU_MILLI)

@@ -384,6 +384,14 @@ void place_gaps_build(struct place_gaps *g, const struct place_cluster *c,
  * gap, positive when it adds to one. */
 double place_gaps_delta(const struct place_gaps *g, uint32_t card_free, uint32_t share);
 
+/* How hard the pods restricted to some models press on each model's cards: for every
+ * type of the mix with a model list, its share of the mix's GPU demand over its models'
+ * share of the cluster's healthy GPUs, summed into each of those models. A model's
+ * pressure of 1 means the restricted pods alone would fill it at the mix's proportions;
+ * with no model lists in the mix every pressure is 0. */
+void place_model_pressure(const struct place_cluster *c, const struct place_mix *m,
+                          double out[PLACE_MAX_MODELS]);
+
 /* place_frag_node through the memo (entry `index`); fc may be NULL. */
 uint64_t place_frag_cached(struct place_frag_cache *fc, size_t index, const struct place_mix *m,
                            const struct place_node *n);

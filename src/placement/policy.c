@@ -273,8 +273,19 @@ static double waste_after(const struct place_mix *mix, struct place_fit_index *i
     return place_waste_state(mix, ix, n->model, cpu_free, free_milli, n->gpu_count);
 }
 
-#define WASTE_STEP 10.0 /* milli-GPU of expected stranded share per score point */
-#define GAP_WEIGHT 2.0  /* score points per unit of place_gaps_delta */
+#define WASTE_STEP            10.0 /* milli-GPU of expected stranded share per score point */
+#define GAP_WEIGHT            2.0  /* score points per unit of place_gaps_delta */
+/* Model pressure (place_model_pressure): a sharing pod pays its share times the pressure
+ * above SHARE_PRESSURE_FREE as stranded share; a whole-GPU pod pays WHOLE_PRESSURE_POINTS
+ * of FGD's score per card and unit of pressure (about the score's slope per GPU of ΔF). */
+#define SHARE_PRESSURE_FREE   0.5
+#define WHOLE_PRESSURE_POINTS 25.0
+
+/* What default weighs beyond the node itself, taken once per decision. */
+struct default_view {
+    const struct place_gaps *gaps; /* sharing pods only; else NULL */
+    double pressure[PLACE_MAX_MODELS];
+};
 
 /* A sharing pod under the default policy: the card (each distinct free share tried once)
  * and node that grow the expected stranded share the least, in steps of WASTE_STEP, less
@@ -283,7 +294,7 @@ static double waste_after(const struct place_mix *mix, struct place_fit_index *i
  * judges it against every other card competing for the same pods: a 320 pod does not
  * top a 470 card up to a 210 remainder while 530 gaps are scarce and 210 ones common. */
 static int64_t score_waste(const struct place_mix *mix, struct place_frag_cache *fc,
-                           const struct place_gaps *gaps, const struct place_node *n,
+                           const struct default_view *v, const struct place_node *n,
                            const struct place_request *r, uint8_t *gpus)
 {
     struct place_fit_index *ix = fc != NULL ? &fc->fit : NULL;
@@ -302,9 +313,11 @@ static int64_t score_waste(const struct place_mix *mix, struct place_frag_cache 
             continue;
         tried[tried_count++] = free_milli;
         uint8_t one = (uint8_t)g;
-        int64_t s = (int64_t)floor((before - waste_after(mix, ix, n, r, &one)) / WASTE_STEP);
-        if (gaps != NULL) /* whole points each, as the stranded share's */
-            s += (int64_t)floor(-GAP_WEIGHT * place_gaps_delta(gaps, free_milli, r->gpu_milli));
+        double press = v->pressure[n->gpus[g].model] - SHARE_PRESSURE_FREE;
+        double cost = press > 0 ? press * r->gpu_milli : 0;
+        int64_t s = (int64_t)floor((before - waste_after(mix, ix, n, r, &one) - cost) / WASTE_STEP);
+        if (v->gaps != NULL) /* whole points each, as the stranded share's */
+            s += (int64_t)floor(-GAP_WEIGHT * place_gaps_delta(v->gaps, free_milli, r->gpu_milli));
         if (s > best) {
             best = s;
             gpus[0] = (uint8_t)g;
@@ -329,7 +342,7 @@ static int64_t score_waste(const struct place_mix *mix, struct place_frag_cache 
  * in docs/placement.md. */
 static int64_t score_default(const struct place_cluster *c, const struct place_mix *mix,
                              const struct place_mix *wmix, struct place_frag_cache *fc,
-                             const struct place_gaps *gaps, const struct place_node *n,
+                             const struct default_view *v, const struct place_node *n,
                              const struct place_request *r, uint8_t *gpus)
 {
     const struct place_mix *wm = wmix != NULL ? wmix : mix;
@@ -340,8 +353,12 @@ static int64_t score_default(const struct place_cluster *c, const struct place_m
     bf = bf < 0 ? 0 : bf > 100 ? 100 : bf;
     int64_t used = n->free_gpus < n->gpu_count ? 1 : 0;
     if (is_sharing(r))
-        return score_waste(wm, fc, gaps, n, r, gpus) * 1000 + used * 500 + bf;
+        return score_waste(wm, fc, v, n, r, gpus) * 1000 + used * 500 + bf;
     int64_t f = score_fgd(c, mix, fc, n, r, false, gpus);
+    double press = 0;
+    for (uint32_t i = 0; i < r->gpu_count; i++)
+        press += v->pressure[n->gpus[gpus[i]].model];
+    f -= (int64_t)floor(WHOLE_PRESSURE_POINTS * press);
     if (r->gpu_count == 0)
         return f * 1000 + used * 500 + bf;
     /* Whole GPUs: among equal FGD scores the smaller growth of the expected stranded share
@@ -465,7 +482,7 @@ static struct place_memo *memo_for(const struct place_context *ctx, const struct
  * score in *score and its GPUs in gpus. */
 static bool node_verdict(const struct place_cluster *c, const struct place_node *n,
                          const struct place_request *r, enum place_policy policy,
-                         const struct place_context *ctx, const struct place_gaps *gaps,
+                         const struct place_context *ctx, const struct default_view *view,
                          enum place_gpu_order order, uint8_t *gpus, int64_t *score)
 {
     if (!place_node_resources_fit(n, r))
@@ -499,7 +516,7 @@ static bool node_verdict(const struct place_cluster *c, const struct place_node 
         s = score_fgd(c, ctx->mix, ctx->frag_cache, n, r, false, gpus);
         break;
     case PLACE_POLICY_DEFAULT:
-        s = score_default(c, ctx->mix, ctx->waste_mix, ctx->frag_cache, gaps, n, r, gpus);
+        s = score_default(c, ctx->mix, ctx->waste_mix, ctx->frag_cache, view, n, r, gpus);
         break;
     case PLACE_POLICY_BINPACK:
     case PLACE_POLICY_SPREAD:
@@ -534,13 +551,17 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
         order = PLACE_GPU_SPREAD;
     const uint64_t *mask = ctx != NULL ? ctx->node_mask : NULL;
     struct place_memo *memo = memo_for(ctx, r, policy, order);
-    /* default's sharing pods weigh the gap balance of the whole cluster: counted once per
-     * decision (one pass over the cards). */
+    /* default weighs the pressure on each model and, for sharing pods, the gap balance of
+     * the whole cluster: taken once per decision (one pass over the cards each). */
     struct place_gaps gap_store;
-    const struct place_gaps *gaps = NULL;
-    if (policy == PLACE_POLICY_DEFAULT && is_sharing(r)) {
-        place_gaps_build(&gap_store, c, ctx->waste_mix != NULL ? ctx->waste_mix : ctx->mix);
-        gaps = &gap_store;
+    struct default_view view = {0};
+    if (policy == PLACE_POLICY_DEFAULT) {
+        const struct place_mix *wm = ctx->waste_mix != NULL ? ctx->waste_mix : ctx->mix;
+        place_model_pressure(c, wm, view.pressure);
+        if (is_sharing(r)) {
+            place_gaps_build(&gap_store, c, wm);
+            view.gaps = &gap_store;
+        }
     }
 
     int64_t best = INT64_MIN;
@@ -582,13 +603,13 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
             } else {
                 memo->misses++;
                 e->valid = true;
-                e->feasible = node_verdict(c, n, r, policy, ctx, gaps, order, e->gpus, &e->score);
+                e->feasible = node_verdict(c, n, r, policy, ctx, &view, order, e->gpus, &e->score);
             }
             if (!e->feasible)
                 continue;
             s = e->score;
             picked = e->gpus; /* copied only if this node becomes the best */
-        } else if (!node_verdict(c, n, r, policy, ctx, gaps, order, gpus, &s)) {
+        } else if (!node_verdict(c, n, r, policy, ctx, &view, order, gpus, &s)) {
             continue;
         }
         if (s > best || (s == best && n->rank < best_rank)) {

@@ -148,13 +148,9 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
         source = opt->fgd_mix;
     else if (policy == PLACE_POLICY_DEFAULT)
         source = opt->default_mix;
-    /* default also learns a mix that keeps each pod's gpu_spec, for its sharing pods. */
-    bool spec_mix = source == SIM_MIX_LEARNED && policy == PLACE_POLICY_DEFAULT;
-    struct place_mix seen, learned, seen_spec, learned_spec;
+    struct place_mix seen, learned;
     place_mix_init(&seen);
     place_mix_init(&learned);
-    place_mix_init(&seen_spec);
-    place_mix_init(&learned_spec);
     struct place_frag_cache cache;
     if (place_frag_cache_init(&cache, c->node_count) < 0) {
         place_cluster_free(c);
@@ -164,8 +160,6 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
     struct place_context ctx = {.rng = &rng,
                                 .mix = source == SIM_MIX_ORACLE ? &t->typical : &learned,
                                 .frag_cache = &cache};
-    if (spec_mix)
-        ctx.waste_mix = &learned_spec;
 
     double sum_alloc[SIM_CURVE_POINTS] = {0}, sum_frag[SIM_CURVE_POINTS] = {0},
            sum_rate[SIM_CURVE_POINTS] = {0};
@@ -180,13 +174,15 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
         fill_request(&r, p);
         arrived += pod_request_milli(p);
         if (source == SIM_MIX_LEARNED) {
-            struct place_mix_type spec = {.cpu_milli = r.cpu_milli,
+            /* A type keeps the pod's gpu_spec, as the scheduler's learned mix keeps the
+             * model lists of the pods it holds: a pod that needs a T4 does not count as
+             * one that could use a G2's remainder. */
+            struct place_mix_type type = {.cpu_milli = r.cpu_milli,
                                           .gpu_count = r.gpu_count,
-                                          .gpu_milli = r.gpu_milli,
+                                          .gpu_milli = r.gpu_count > 0 ? r.gpu_milli : 0,
                                           .model_mask = p->model_mask,
                                           .weight = 1};
-            if (place_mix_observe(&seen, &r) < 0 ||
-                (spec_mix && place_mix_add(&seen_spec, &spec) < 0)) {
+            if (place_mix_add(&seen, &type) < 0) {
                 rc = vg_err_set(err, -ENOMEM, "out of memory");
                 break;
             }
@@ -194,9 +190,6 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
                 place_mix_clear(&learned);
                 for (size_t i = 0; i < seen.count; i++)
                     (void)place_mix_add(&learned, &seen.types[i]);
-                place_mix_clear(&learned_spec);
-                for (size_t i = 0; i < seen_spec.count; i++)
-                    (void)place_mix_add(&learned_spec, &seen_spec.types[i]);
                 /* A learned mix refreshes in place: the memo of F_n and the fit index
                  * must not outlive it. */
                 place_frag_cache_reset(&cache);
@@ -241,8 +234,6 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
     place_frag_cache_free(&cache);
     place_mix_clear(&seen);
     place_mix_clear(&learned);
-    place_mix_clear(&seen_spec);
-    place_mix_clear(&learned_spec);
     if (rc < 0)
         return rc;
     /* Discretise as the paper's merge script does: the mean over the events at x, else

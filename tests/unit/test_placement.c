@@ -655,6 +655,79 @@ static void test_frag_cache(void **state)
     place_mix_clear(&m);
 }
 
+/* Model pressure by hand, and the decisions it turns. Cluster: 6 G2 cards on node 0, 2 T4
+ * cards on node 1 (8 in all). Mix: whole GPUs on any model (w4), 500 shares on any (w4)
+ * and restricted to T4 (w8), whole GPUs restricted to a model the cluster lacks (w2).
+ * Demand 4000 + 2000 + 4000 + 2000 = 12000: the T4 type carries 1/3 of it on 2/8 of the
+ * cards, pressure 4/3 on T4; the absent model's type presses on nothing. */
+static void test_default_model_pressure(void **state)
+{
+    (void)state;
+    struct place_cluster *c = place_cluster_new();
+    assert_non_null(c);
+    assert_int_equal(place_cluster_add_node(c, "g", 96000, 393216, 6, "G2", 0, NULL), 0);
+    assert_int_equal(place_cluster_add_node(c, "t", 96000, 393216, 2, "T4", 0, NULL), 1);
+    struct vg_err err = {0};
+    int t4 = place_cluster_model(c, "T4", &err), g2 = place_cluster_model(c, "G2", &err);
+    int absent = place_cluster_model(c, "A10", &err);
+    assert_true(t4 >= 0 && g2 >= 0 && absent >= 0);
+    struct place_mix m;
+    place_mix_init(&m);
+    struct place_mix_type types[] = {
+        {.gpu_count = 1, .gpu_milli = 1000, .model_mask = UINT64_MAX, .weight = 4},
+        {.gpu_count = 1, .gpu_milli = 500, .model_mask = UINT64_MAX, .weight = 4},
+        {.gpu_count = 1, .gpu_milli = 500, .model_mask = 1ULL << t4, .weight = 8},
+        {.gpu_count = 1, .gpu_milli = 1000, .model_mask = 1ULL << absent, .weight = 2},
+    };
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(place_mix_add(&m, &types[i]), 0);
+    double p[PLACE_MAX_MODELS];
+    place_model_pressure(c, &m, p);
+    assert_true(fabs(p[t4] - 4.0 / 3.0) < 1e-12);
+    assert_true(p[g2] == 0.0 && p[absent] == 0.0);
+
+    /* The same shapes with no model lists: no pressure anywhere. */
+    struct place_mix any;
+    place_mix_init(&any);
+    for (size_t i = 0; i < 4; i++) {
+        struct place_mix_type x = types[i];
+        x.model_mask = UINT64_MAX;
+        assert_int_equal(place_mix_add(&any, &x), 0);
+    }
+    place_model_pressure(c, &any, p);
+    assert_true(p[t4] == 0.0 && p[g2] == 0.0);
+
+    /* Without model lists a whole-GPU pod and a 500 share go to the small T4 node (BestFit's
+     * leftover); with the T4 pods' pressure both leave its cards to them, and a T4 pod
+     * still gets one. The share's cost on T4 is (4/3 − 0.5)·500 ≈ 417 milli, 41 points,
+     * against 21 points of stranded share its 500 remainder costs on a G2 card (only the
+     * any-model 500s, 4 of 18 GPU weight, fit it there; 12 of 18 on T4). */
+    struct place_decision d;
+    struct place_context ctx = {.mix = &any};
+    struct place_request whole = gpu_request(1000, 1, 1000), half = gpu_request(1000, 1, 500);
+    resolve(c, &whole);
+    resolve(c, &half);
+    assert_int_equal(place_decide(c, &whole, PLACE_POLICY_DEFAULT, &ctx, &d, &err), 0);
+    assert_int_equal(d.node, 1);
+    assert_int_equal(place_decide(c, &half, PLACE_POLICY_DEFAULT, &ctx, &d, &err), 0);
+    assert_int_equal(d.node, 1);
+    ctx.mix = &m;
+    assert_int_equal(place_decide(c, &whole, PLACE_POLICY_DEFAULT, &ctx, &d, &err), 0);
+    assert_int_equal(d.node, 0);
+    assert_int_equal(place_decide(c, &half, PLACE_POLICY_DEFAULT, &ctx, &d, &err), 0);
+    assert_int_equal(d.node, 0);
+    struct place_request t4_half = gpu_request(1000, 1, 500);
+    t4_half.model_mask = 1ULL << t4;
+    t4_half.type_include_count = 1;
+    (void)vg_strlcpy(t4_half.type_include[0], "T4", sizeof t4_half.type_include[0]);
+    resolve(c, &t4_half);
+    assert_int_equal(place_decide(c, &t4_half, PLACE_POLICY_DEFAULT, &ctx, &d, &err), 0);
+    assert_int_equal(d.node, 1);
+    place_mix_clear(&any);
+    place_mix_clear(&m);
+    place_cluster_free(c);
+}
+
 static void test_default_gaps_by_hand(void **state)
 {
     (void)state;
@@ -1057,6 +1130,7 @@ int main(void)
         cmocka_unit_test(test_frag_cache),
         cmocka_unit_test(test_default_waste_by_hand),
         cmocka_unit_test(test_default_gaps_by_hand),
+        cmocka_unit_test(test_default_model_pressure),
         cmocka_unit_test(test_no_fit_and_policy_names),
         cmocka_unit_test(test_node_mask_and_memo),
     };
