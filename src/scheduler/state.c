@@ -195,11 +195,11 @@ static void share_to_place(const struct sched_share *sh, int32_t node, struct pl
  * fgd and default score a node by what it leaves for the workload to come, so they need a
  * mix of task types. The scheduler learns it from what it holds: every container share in
  * the model (bound or promised) is one observation of its shape (GPU count and share; the
- * model has no CPU, and model restrictions are left out as the simulator's FGD mix leaves
- * them). Scoring uses that mix with each type's count rounded to a power of 1.1 and the
- * types in a fixed order, rebuilt only when one of those rounded counts changes: a type's
- * count must grow or shrink by about a tenth first, and other types do not move it, so
- * the F_n and verdict memos live for many decisions; and the mix is a function of the
+ * model has no CPU, and model restrictions are left out, where vgpu-sim's learned mix keeps
+ * them, so default's model pressure is 0 here). Scoring uses that mix with each type's count
+ * rounded to a power of 1.1 and the types in a fixed order, rebuilt only when one of those rounded
+ * counts changes: a type's count must grow or shrink by about a tenth first, and other types do not
+ * move it, so the F_n and verdict memos live for many decisions; and the mix is a function of the
  * pods alone, so a scheduler rebuilt from the API after a restart scores exactly as
  * before. */
 

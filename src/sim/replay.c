@@ -174,9 +174,9 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
         fill_request(&r, p);
         arrived += pod_request_milli(p);
         if (source == SIM_MIX_LEARNED) {
-            /* A type keeps the pod's gpu_spec, as the scheduler's learned mix keeps the
-             * model lists of the pods it holds: a pod that needs a T4 does not count as
-             * one that could use a G2's remainder. */
+            /* A type keeps the pod's gpu_spec: a pod that needs a T4 does not count as
+             * one that could use a G2's remainder, and default's model pressure comes
+             * from these lists. */
             struct place_mix_type type = {.cpu_milli = r.cpu_milli,
                                           .gpu_count = r.gpu_count,
                                           .gpu_milli = r.gpu_count > 0 ? r.gpu_milli : 0,
