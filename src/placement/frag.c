@@ -455,6 +455,26 @@ void place_model_pressure(const struct place_cluster *c, const struct place_mix 
     }
 }
 
+double place_cpu_pressure(const struct place_cluster *c, const struct place_mix *m)
+{
+    double cpu = 0, gpu = 0; /* weighted demand: milli-cores, milli-GPUs */
+    for (size_t t = 0; t < m->count; t++) {
+        const struct place_mix_type *x = &m->types[t];
+        cpu += (double)x->weight * (double)x->cpu_milli;
+        gpu += (double)x->weight * x->gpu_count * x->gpu_milli;
+    }
+    double cpu_cap = 0, gpu_cap = 0;
+    for (size_t i = 0; i < c->node_count; i++) {
+        const struct place_node *n = &c->nodes[i];
+        cpu_cap += (double)n->cpu_total;
+        for (uint16_t k = 0; k < n->gpu_count; k++)
+            gpu_cap += n->gpus[k].healthy ? PLACE_GPU_MILLI : 0;
+    }
+    if (gpu <= 0 || cpu_cap <= 0 || gpu_cap <= 0)
+        return 0;
+    return (cpu / cpu_cap) / (gpu / gpu_cap);
+}
+
 double place_gaps_delta(const struct place_gaps *g, uint32_t card_free, uint32_t share)
 {
     if (share > card_free || card_free > PLACE_GPU_MILLI)

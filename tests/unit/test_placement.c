@@ -728,6 +728,52 @@ static void test_default_model_pressure(void **state)
     place_cluster_free(c);
 }
 
+static void test_default_cpu_scarce(void **state)
+{
+    (void)state;
+    /* 72 cores and 2 GPUs in all. A mix asking 2 cores per whole GPU uses CPU at
+     * (2000/72000) / (1000/2000) = 0.056 of its GPU rate; one asking 2 cores per 20 milli at
+     * (2000/72000) / (20/2000) = 2.78: the nodes run out of CPU first. */
+    struct place_cluster *c = place_cluster_new();
+    assert_non_null(c);
+    assert_int_equal(place_cluster_add_node(c, "big", 64000, 262144, 1, "T4", 0, NULL), 0);
+    assert_int_equal(place_cluster_add_node(c, "small", 8000, 262144, 1, "T4", 0, NULL), 1);
+    struct place_mix gpu_bound, cpu_bound;
+    place_mix_init(&gpu_bound);
+    place_mix_init(&cpu_bound);
+    struct place_mix_type whole = {.cpu_milli = 2000,
+                                   .gpu_count = 1,
+                                   .gpu_milli = 1000,
+                                   .model_mask = UINT64_MAX,
+                                   .weight = 1};
+    struct place_mix_type sliver = whole;
+    sliver.gpu_milli = 20;
+    assert_int_equal(place_mix_add(&gpu_bound, &whole), 0);
+    assert_int_equal(place_mix_add(&cpu_bound, &sliver), 0);
+    assert_true(fabs(place_cpu_pressure(c, &gpu_bound) - 1.0 / 18.0) < 1e-12);
+    assert_true(fabs(place_cpu_pressure(c, &cpu_bound) - 25.0 / 9.0) < 1e-12);
+    struct place_mix none;
+    place_mix_init(&none); /* no GPU demand: no pressure */
+    assert_true(place_cpu_pressure(c, &none) == 0.0);
+
+    /* A CPU-only pod of 4 cores leaves every type fitting on both nodes (equal FGD
+     * scores). While GPUs run out first, BestFit sends it to the small node and keeps the
+     * big one's CPU for GPU pods; once CPU runs out first, the ranking decides instead. */
+    struct place_request cpu_only = gpu_request(4000, 0, 0);
+    resolve(c, &cpu_only);
+    struct place_decision d;
+    struct vg_err err = {0};
+    struct place_context ctx = {.mix = &gpu_bound};
+    assert_int_equal(place_decide(c, &cpu_only, PLACE_POLICY_DEFAULT, &ctx, &d, &err), 0);
+    assert_int_equal(d.node, 1);
+    ctx.mix = &cpu_bound;
+    assert_int_equal(place_decide(c, &cpu_only, PLACE_POLICY_DEFAULT, &ctx, &d, &err), 0);
+    assert_int_equal(d.node, 0);
+    place_mix_clear(&gpu_bound);
+    place_mix_clear(&cpu_bound);
+    place_cluster_free(c);
+}
+
 static void test_default_gaps_by_hand(void **state)
 {
     (void)state;
@@ -1131,6 +1177,7 @@ int main(void)
         cmocka_unit_test(test_default_waste_by_hand),
         cmocka_unit_test(test_default_gaps_by_hand),
         cmocka_unit_test(test_default_model_pressure),
+        cmocka_unit_test(test_default_cpu_scarce),
         cmocka_unit_test(test_no_fit_and_policy_names),
         cmocka_unit_test(test_node_mask_and_memo),
     };
