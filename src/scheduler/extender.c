@@ -123,7 +123,7 @@ static int split_list(const char *text, const char *what, char *list, size_t ent
     return 0;
 }
 
-static int pod_selection(json_t *pod, struct place_request *r, struct vg_err *err)
+int sched_pod_selection(json_t *pod, struct place_request *r, struct vg_err *err)
 {
     const char *v;
     int rc = 0;
@@ -195,7 +195,7 @@ int sched_pod_requests(const struct sched_options *o, json_t *pod,
             continue;
         if (count >= max)
             return vg_err_set(err, -EINVAL, "more than %zu containers ask for GPUs", max);
-        if (pod_selection(pod, &r, err) < 0)
+        if (sched_pod_selection(pod, &r, err) < 0)
             return -EINVAL;
         if (vg_strlcpy(out[count].name, name, sizeof out[count].name) < 0)
             return vg_err_set(err, -EINVAL, "container name too long");
@@ -341,6 +341,7 @@ static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
     struct sched_pod *p = xcalloc(1, sizeof *p);
     (void)vg_strlcpy(p->key, key, sizeof p->key);
     p->shares = xcalloc((size_t)count, sizeof *p->shares);
+    p->types = sched_types_id(s, &reqs[0].request); /* the lists are the pod's */
     for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
         struct place_decision d;
         int rc = place_decide(s->cluster, &reqs[0].request, pp->policy, &ctx, &d, err);
@@ -349,6 +350,7 @@ static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
         p->node = d.node;
         p->share_count = 0;
         share_from_decision(&p->shares[0], &d);
+        p->shares[0].types = p->types;
         if (sched_share_charge(s, d.node, &p->shares[0], err) < 0)
             break; /* cannot happen: the core said it fits */
         p->share_count = 1;
@@ -359,6 +361,7 @@ static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
             ok = place_decide(s->cluster, &reqs[c].request, pp->policy, &rest, &dc, err) == 0;
             if (ok) {
                 share_from_decision(&p->shares[c], &dc);
+                p->shares[c].types = p->types;
                 ok = sched_share_charge(s, dc.node, &p->shares[c], err) == 0;
             }
             if (ok)

@@ -7,8 +7,9 @@
 #include "scheduler/map.h"
 #include "scheduler/sched.h"
 
-#define SCHED_KEY_MAX 512 /* "namespace/name" */
-#define SCHED_MEMOS   8
+#define SCHED_KEY_MAX   512 /* "namespace/name" */
+#define SCHED_MEMOS     8
+#define SCHED_TYPES_MAX 256 /* distinct GPU-type lists the learned mix keeps apart */
 
 /* One container's share, compact: what place_release needs and nothing more. */
 struct sched_share {
@@ -16,6 +17,7 @@ struct sched_share {
     uint8_t gpus[PLACE_MAX_GPUS];
     uint8_t pod_class;
     bool exclusive;
+    uint16_t types; /* the pod's GPU-type lists (sched_types_id); 0: any model */
     uint32_t milli;
     uint64_t mem[PLACE_MAX_GPUS];
 };
@@ -37,6 +39,14 @@ struct sched_pod {
     char *decision; /* vgpu.io/decision text (owned), NULL for a pod without GPUs */
     unsigned share_count;
     struct sched_share *shares;
+    uint16_t types; /* as each share's */
+};
+
+/* A distinct pair of GPU-type lists (nvidia.com/use-gputype, nouse-gputype) some held pod
+ * carries: the learned mix keeps the pods restricted to some models apart. */
+struct sched_types {
+    char *key; /* canonical text of the lists: orders the mix the same after a restart */
+    struct place_request sel; /* the lists alone, resolved against the models known now */
 };
 
 struct sched_node {
@@ -70,6 +80,10 @@ struct sched_state {
     struct place_mix mix_seen, mix_learned, mix_self;
     struct place_frag_cache frag;
     bool mix_dirty;
+    size_t mix_models;         /* model count the learned mix's model lists were resolved for */
+    struct sched_types *types; /* id - 1; at most SCHED_TYPES_MAX */
+    size_t type_count, type_cap;
+    bool types_full; /* logged once */
     /* The filter's scratch, kept between calls: container requests, and the fast
      * reader's decoded names and offers (extender.c). */
     struct sched_container_request *filter_reqs;
@@ -102,6 +116,11 @@ void sched_reapply_all(struct sched_state *s);
  * with it (NULL with the latter). */
 const struct place_mix *sched_mix(struct sched_state *s, const struct place_request *self,
                                   struct place_frag_cache **frag);
+/* The id of r's GPU-type lists, interned on first sight; 0 when it has none (or when
+ * SCHED_TYPES_MAX distinct lists are held already: such pods count as unrestricted). */
+uint16_t sched_types_id(struct sched_state *s, const struct place_request *r);
+/* The pod's GPU-type, UUID and NUMA annotations into r; -EINVAL (err) when malformed. */
+int sched_pod_selection(json_t *pod, struct place_request *r, struct vg_err *err);
 /* Parses a JSON request body with the ceiling and duplicate-key refusal. */
 json_t *sched_parse_body(const char *body, size_t len, struct vg_err *err);
 /* sched_filter with jansson only: what sched_filter falls back to for every body the

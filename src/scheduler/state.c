@@ -105,6 +105,9 @@ void sched_state_free(struct sched_state *s)
     place_mix_clear(&s->mix_seen);
     place_mix_clear(&s->mix_learned);
     place_mix_clear(&s->mix_self);
+    for (size_t i = 0; i < s->type_count; i++)
+        free(s->types[i].key);
+    free(s->types);
     place_cluster_free(s->cluster);
     free(s);
 }
@@ -194,17 +197,85 @@ static void share_to_place(const struct sched_share *sh, int32_t node, struct pl
  *
  * fgd and default score a node by what it leaves for the workload to come, so they need a
  * mix of task types. The scheduler learns it from what it holds: every container share in
- * the model (bound or promised) is one observation of its shape (GPU count and share; the
- * model has no CPU, and model restrictions are left out, where vgpu-sim's learned mix keeps
- * them, so default's model pressure is 0 here). Scoring uses that mix with each type's count
- * rounded to a power of 1.1 and the types in a fixed order, rebuilt only when one of those rounded
- * counts changes: a type's count must grow or shrink by about a tenth first, and other types do not
- * move it, so the F_n and verdict memos live for many decisions; and the mix is a function of the
- * pods alone, so a scheduler rebuilt from the API after a restart scores exactly as
+ * the model (bound or promised) is one observation of its shape (GPU count and share, and the
+ * pod's GPU-type lists, so default weighs the pressure of pods restricted to some models; the
+ * model has no CPU, so default's CPU pressure is 0 here). Scoring uses that mix with each type's
+ * count rounded to a power of 1.1 and the types in a fixed order, rebuilt only when one of those
+ * rounded counts changes: a type's count must grow or shrink by about a tenth first, and other
+ * types do not move it, so the F_n and verdict memos live for many decisions; and the mix is a
+ * function of the pods alone, so a scheduler rebuilt from the API after a restart scores exactly as
  * before. */
 
 #define MIX_SCALE 1000 /* weight of a type seen once */
 #define MIX_STEP  1.1  /* counts are rounded to powers of this */
+
+/* Appends "sep name,name" for a list; false when it does not fit. */
+static bool key_list(char *buf, size_t size, size_t *len, char sep, const char *list, size_t entry,
+                     uint8_t count)
+{
+    for (uint8_t i = 0; i < count; i++) {
+        int n = snprintf(buf + *len, size - *len, "%c%s", i == 0 ? sep : ',', list + i * entry);
+        if (n < 0 || (size_t)n >= size - *len)
+            return false;
+        *len += (size_t)n;
+    }
+    return true;
+}
+
+uint16_t sched_types_id(struct sched_state *s, const struct place_request *r)
+{
+    if (r->type_include_count == 0 && r->type_exclude_count == 0)
+        return 0;
+    char key[2 * PLACE_MAX_LIST * PLACE_MODEL_MAX + 8];
+    size_t len = 0;
+    if (!key_list(key, sizeof key, &len, '+', &r->type_include[0][0], PLACE_MODEL_MAX,
+                  r->type_include_count) ||
+        !key_list(key, sizeof key, &len, '-', &r->type_exclude[0][0], PLACE_MODEL_MAX,
+                  r->type_exclude_count) ||
+        len + 2 > sizeof key)
+        return 0;
+    if (r->type_exact) /* names matched whole, not as substrings */
+        key[len++] = '=';
+    key[len] = '\0';
+    for (size_t i = 0; i < s->type_count; i++)
+        if (strcmp(s->types[i].key, key) == 0)
+            return (uint16_t)(i + 1);
+    if (s->type_count >= SCHED_TYPES_MAX) {
+        if (!s->types_full)
+            vg_log(VG_LOG_WARN, "too many distinct GPU-type lists; the rest count as any model",
+                   "max=%d", SCHED_TYPES_MAX);
+        s->types_full = true;
+        return 0;
+    }
+    if (s->type_count == s->type_cap) {
+        s->type_cap = s->type_cap ? 2 * s->type_cap : 8;
+        s->types = xrealloc(s->types, s->type_cap * sizeof *s->types);
+    }
+    struct sched_types *t = &s->types[s->type_count];
+    memset(t, 0, sizeof *t);
+    t->key = xstrdup(key);
+    t->sel.type_include_count = r->type_include_count;
+    t->sel.type_exclude_count = r->type_exclude_count;
+    t->sel.type_exact = r->type_exact;
+    memcpy(t->sel.type_include, r->type_include, sizeof t->sel.type_include);
+    memcpy(t->sel.type_exclude, r->type_exclude, sizeof t->sel.type_exclude);
+    return (uint16_t)++s->type_count;
+}
+
+/* The models a types id allows now (models appear with nodes); all ones for 0. */
+static uint64_t types_mask(const struct sched_state *s, uint16_t id)
+{
+    if (id == 0 || id > s->type_count)
+        return UINT64_MAX;
+    struct place_request r = s->types[id - 1].sel;
+    struct vg_err ignored = {0};
+    return place_request_resolve(s->cluster, &r, &ignored) == 0 ? r.model_mask : UINT64_MAX;
+}
+
+static const char *types_key(const struct sched_state *s, uint16_t id)
+{
+    return id == 0 || id > s->type_count ? "" : s->types[id - 1].key;
+}
 
 static bool mix_type_same(const struct place_mix_type *a, const struct place_mix_type *b)
 {
@@ -216,9 +287,10 @@ static void mix_count(struct sched_state *s, const struct sched_share *sh, bool 
 {
     if (sh->gpu_count == 0)
         return;
+    /* mix_seen holds the types id where the model mask goes: sched_mix resolves it. */
     struct place_mix_type t = {.gpu_count = sh->gpu_count,
                                .gpu_milli = sh->exclusive ? PLACE_GPU_MILLI : sh->milli,
-                               .model_mask = UINT64_MAX,
+                               .model_mask = sh->types,
                                .weight = 1};
     struct place_mix *m = &s->mix_seen;
     s->mix_dirty = true;
@@ -236,35 +308,55 @@ static void mix_count(struct sched_state *s, const struct sched_share *sh, bool 
         }
 }
 
+/* A seen type with its rounded weight and its types key, in the order the mix is built. */
+struct mix_entry {
+    struct place_mix_type t;
+    const char *key;
+};
+
 static int mix_order(const void *a, const void *b)
 {
-    const struct place_mix_type *x = a, *y = b;
+    const struct mix_entry *e = a, *f = b;
+    const struct place_mix_type *x = &e->t, *y = &f->t;
     if (x->gpu_count != y->gpu_count)
         return x->gpu_count < y->gpu_count ? -1 : 1;
     if (x->gpu_milli != y->gpu_milli)
         return x->gpu_milli < y->gpu_milli ? -1 : 1;
     if (x->cpu_milli != y->cpu_milli)
         return x->cpu_milli < y->cpu_milli ? -1 : 1;
-    return x->model_mask < y->model_mask ? -1 : x->model_mask > y->model_mask;
+    return strcmp(e->key, f->key);
 }
 
 const struct place_mix *sched_mix(struct sched_state *s, const struct place_request *self,
                                   struct place_frag_cache **frag)
 {
+    if (s->cluster->model_count != s->mix_models) {
+        s->mix_models = s->cluster->model_count; /* a model list may match a new model */
+        s->mix_dirty = true;
+    }
     if (s->mix_dirty) {
         s->mix_dirty = false;
+        /* Ordered by shape and by the text of the model lists, not by the mask, whose bits
+         * follow the order the models were met in: a scheduler restarted from the API
+         * builds the same mix in the same order. */
         const struct place_mix *seen = &s->mix_seen;
+        struct mix_entry *e = xcalloc(seen->count > 0 ? seen->count : 1, sizeof *e);
+        for (size_t i = 0; i < seen->count; i++) {
+            e[i].t = seen->types[i];
+            uint16_t id = (uint16_t)seen->types[i].model_mask;
+            double step = round(log((double)e[i].t.weight) / log(MIX_STEP));
+            e[i].t.weight = (uint64_t)llround(MIX_SCALE * pow(MIX_STEP, step));
+            e[i].t.model_mask = types_mask(s, id);
+            e[i].key = types_key(s, id);
+        }
+        if (seen->count > 0)
+            qsort(e, seen->count, sizeof *e, mix_order);
         struct place_mix q;
         place_mix_init(&q);
         bool ok = true;
-        for (size_t i = 0; i < seen->count && ok; i++) {
-            struct place_mix_type t = seen->types[i];
-            double step = round(log((double)t.weight) / log(MIX_STEP));
-            t.weight = (uint64_t)llround(MIX_SCALE * pow(MIX_STEP, step));
-            ok = place_mix_add(&q, &t) == 0;
-        }
-        if (ok && q.count)
-            qsort(q.types, q.count, sizeof q.types[0], mix_order);
+        for (size_t i = 0; i < seen->count && ok; i++)
+            ok = place_mix_add(&q, &e[i].t) == 0; /* lists allowing the same models merge */
+        free(e);
         bool same = ok && q.count == s->mix_learned.count;
         for (size_t i = 0; same && i < q.count; i++)
             same = mix_type_same(&q.types[i], &s->mix_learned.types[i]) &&
@@ -499,7 +591,8 @@ static bool same_gpus(const struct annot_inventory *a, const struct annot_invent
 }
 
 static struct sched_pod *pod_from_decision(struct sched_state *s, const char *key, const char *text,
-                                           const struct annot_decision *d, struct vg_err *err);
+                                           const struct annot_decision *d, uint16_t types,
+                                           struct vg_err *err);
 
 /* A record read while its node was unknown: map its GPUs now. false (logged) when they
  * are not on the node. */
@@ -509,7 +602,7 @@ static bool resolve_waiting(struct sched_state *s, struct sched_pod *p)
     struct vg_err err = {0};
     struct sched_pod *fresh = NULL;
     if (annot_decision_decode(p->decision, strlen(p->decision), d, &err) == 0)
-        fresh = pod_from_decision(s, p->key, p->decision, d, &err);
+        fresh = pod_from_decision(s, p->key, p->decision, d, p->types, &err);
     free(d);
     if (fresh == NULL || fresh->node < 0) {
         vg_log(VG_LOG_WARN, "pod decision skipped", "pod=%s reason=\"%s\"", p->key, err.msg);
@@ -662,13 +755,15 @@ void sched_reapply_all(struct sched_state *s)
 
 /* A record from a decision annotation; NULL (err set) when it names GPUs the node lacks. */
 static struct sched_pod *pod_from_decision(struct sched_state *s, const char *key, const char *text,
-                                           const struct annot_decision *d, struct vg_err *err)
+                                           const struct annot_decision *d, uint16_t types,
+                                           struct vg_err *err)
 {
     struct sched_pod *p = xcalloc(1, sizeof *p);
     (void)vg_strlcpy(p->key, key, sizeof p->key);
     (void)vg_strlcpy(p->node_name, d->node, sizeof p->node_name);
     p->node = sched_node_find(s, d->node);
     p->decision = xstrdup(text);
+    p->types = types;
     p->shares = xcalloc(d->container_count > 0 ? d->container_count : 1, sizeof *p->shares);
     const struct place_node *n = p->node >= 0 ? &s->cluster->nodes[p->node] : NULL;
     for (unsigned c = 0; c < d->container_count; c++) {
@@ -677,6 +772,7 @@ static struct sched_pod *pod_from_decision(struct sched_state *s, const char *ke
             continue;
         struct sched_share *sh = &p->shares[p->share_count];
         sh->gpu_count = (uint8_t)ac->gpu_count;
+        sh->types = types;
         unsigned cores = ac->gpus[0].cores;
         sh->milli = cores * 10u;
         sh->exclusive = cores == 100;
@@ -709,6 +805,18 @@ static struct sched_pod *pod_from_decision(struct sched_state *s, const char *ke
         p->share_count++;
     }
     return p;
+}
+
+/* The types id of a watched pod's GPU-type lists. Malformed lists (filter refuses such a
+ * pod, but another scheduler may have placed it) count as none. */
+static uint16_t pod_types(struct sched_state *s, json_t *pod)
+{
+    struct place_request r;
+    memset(&r, 0, sizeof r);
+    struct vg_err ignored = {0};
+    if (sched_pod_selection(pod, &r, &ignored) < 0)
+        return 0;
+    return sched_types_id(s, &r);
 }
 
 /* An event about another instance of the pod's name: a pod deleted and created again
@@ -773,7 +881,7 @@ void sched_pod_update(struct sched_state *s, json_t *pod)
             sched_pod_drop(s, p);
         return;
     }
-    struct sched_pod *np = pod_from_decision(s, key, text, &d, &err);
+    struct sched_pod *np = pod_from_decision(s, key, text, &d, pod_types(s, pod), &err);
     if (np == NULL) {
         vg_log(VG_LOG_WARN, "pod decision skipped", "pod=%s reason=\"%s\"", key, err.msg);
         s->stats.skipped_pods++;

@@ -17,10 +17,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 API_SERVER = os.path.join(ROOT, "tests", "kube_api_server.py")
 
 
-def inventory(node, gpus, mem_mib=16000, slots=4, cores=100, heartbeat=None, healthy=True):
+def inventory(node, gpus, mem_mib=16000, slots=4, cores=100, heartbeat=None, healthy=True,
+              model="NVIDIA H100 80GB HBM3"):
     return json.dumps({"version": 1, "heartbeat": int(heartbeat or time.time()), "mode": "vgpu",
                        "gpus": [{"uuid": "GPU-%s-%d" % (node, g), "index": g,
-                                 "model": "NVIDIA H100 80GB HBM3", "memoryMiB": mem_mib,
+                                 "model": model, "memoryMiB": mem_mib,
                                  "cores": cores, "slots": slots, "numa": g // 4,
                                  "healthy": healthy} for g in range(gpus)]},
                       sort_keys=True, separators=(",", ":"))

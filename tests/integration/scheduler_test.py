@@ -263,6 +263,44 @@ class SchedulerTest(unittest.TestCase):
         self.assertEqual(decide(), before)
         check(self.cluster)
 
+    def test_restart_same_decisions_with_model_lists(self):
+        """The learned mix keeps the pods' GPU-type lists: with half the nodes A10s, pods
+        restricted to A10 (or away from it) keep default's decisions the same across a
+        kill -9, and unrestricted pods are kept off the A10s the restricted ones need."""
+        self.cluster.stop()
+        a10 = ["node-%02d" % i for i in range(0, self.NODES, 2)]
+        nodes = [H.node_object(n, self.GPUS, model="NVIDIA A10" if n in a10 else
+                               "NVIDIA H100 80GB HBM3") for n in self.names]
+        self.cluster = H.Cluster(BINARY, nodes, ttl=2)
+        self.cluster.wait_ready()
+        conn = H.Http(self.cluster.port)
+        rng = random.Random(5)
+        shape = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "2000", "nvidia.com/gpucores": "30"}
+        for i in range(12):
+            ann = {"vgpu.io/policy": "default", "nvidia.com/use-gputype": "A10"}
+            if i % 4 == 3:
+                ann = {"vgpu.io/policy": "default", "nvidia.com/nouse-gputype": "a10"}
+            pod = self.cluster.create_pod(H.pod_object("typed-%02d" % i, dict(
+                shape, **{"nvidia.com/gpucores": rng.choice(("20", "30", "40"))}), ann))
+            node = self.schedule(conn, pod)
+            self.assertIsNotNone(node)
+            self.assertEqual(node in a10, i % 4 != 3, (i, node))
+        time.sleep(0.5)
+        check(self.cluster)
+        probes = [H.pod_object("probe-%d" % i, dict(shape, **{"nvidia.com/gpucores": c}),
+                               {"vgpu.io/policy": "default"}) for i, c in enumerate(("10", "30", "60"))]
+
+        def decide():
+            c = H.Http(self.cluster.port)
+            return [self.cluster.filter(c, pod, self.names)[0] for pod in probes]
+        before = decide()
+        self.assertTrue(all(len(n) == 1 and n[0] not in a10 for n in before), before)
+        self.cluster.kill9()
+        self.cluster.start()
+        self.cluster.wait_ready()
+        self.assertEqual(decide(), before)
+        check(self.cluster)
+
     def test_bad_input(self):
         conn = H.Http(self.cluster.port)
         status, body = conn.request("POST", "/filter", b"{not json")

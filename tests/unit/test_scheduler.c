@@ -269,6 +269,80 @@ static void test_learned_mix_policies(void **unused)
     sched_state_free(s);
 }
 
+static void model_node(struct sched_state *s, const char *name, int gpu, const char *model)
+{
+    char inv[512];
+    snprintf(inv, sizeof inv,
+             "{\"version\":1,\"heartbeat\":1,\"mode\":\"vgpu\",\"gpus\":[{\"uuid\":\"GPU-%d\","
+             "\"index\":0,\"model\":\"%s\",\"memoryMiB\":10000,\"cores\":100,\"slots\":8,"
+             "\"healthy\":true}]}",
+             gpu, model);
+    json_t *node = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", name, "annotations",
+                             "vgpu.io/gpus", inv);
+    sched_node_update(s, node);
+    json_decref(node);
+}
+
+/* A pod bound to n0's GPU 0 with 3,000 MiB and 30 cores, and GPU-type lists. */
+static void typed_pod(struct sched_state *s, const char *name, const char *key, const char *types)
+{
+    const char *dec = "{\"version\":1,\"node\":\"n0\",\"time\":1,\"containers\":[{\"name\":"
+                      "\"m\",\"gpus\":[{\"uuid\":\"GPU-0\",\"memoryMiB\":3000,\"cores\":30}]}]}";
+    json_t *ann = json_pack("{s:s}", "vgpu.io/decision", dec);
+    if (key != NULL)
+        json_object_set_new(ann, key, json_string(types));
+    json_t *pod = json_pack("{s:{s:s, s:s, s:o}, s:{s:s}}", "metadata", "name", name, "namespace",
+                            "default", "annotations", ann, "spec", "nodeName", "n0");
+    sched_pod_update(s, pod);
+    json_decref(pod);
+}
+
+/* The learned mix keeps the pods' GPU-type lists, so default leaves the cards of a model to
+ * the pods that need it. n0 holds a T4, n1 an H100; a 300-milli pod is held on the T4. Held
+ * by a pod that runs anywhere, a new 300-milli pod joins it on n0 (it fills the 700 gap
+ * rather than open a second); held by a pod restricted to T4 (the T4's pressure is 2: that
+ * type is all the demand, T4 half the cards), the new pod keeps off the T4. */
+static void test_learned_mix_model_lists(void **unused)
+{
+    (void)unused;
+    struct {
+        const char *key, *types, *want;
+        bool pod_first, h100_first;
+    } cases[] = {
+        {NULL, NULL, "n0", false, false},
+        {"nvidia.com/use-gputype", "T4", "n1", false, false},
+        {"nvidia.com/use-gputype", "t4, A10", "n1", false, true},
+        {"nvidia.com/nouse-gputype", "H100", "n1", false, false},
+        /* Read before any node: the list is resolved once the models are known. */
+        {"nvidia.com/use-gputype", "T4", "n1", true, true},
+        {"nvidia.com/use-gputype", "H100", "n0", false, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct sched_options o;
+        sched_options_default(&o);
+        struct sched_state *s = NULL;
+        struct vg_err err = {0};
+        assert_int_equal(sched_state_new(&o, &s, &err), 0);
+        if (cases[i].pod_first)
+            typed_pod(s, "held", cases[i].key, cases[i].types);
+        if (cases[i].h100_first)
+            model_node(s, "n1", 1, "H100");
+        model_node(s, "n0", 0, "T4");
+        if (!cases[i].h100_first)
+            model_node(s, "n1", 1, "H100");
+        if (!cases[i].pod_first)
+            typed_pod(s, "held", cases[i].key, cases[i].types);
+        struct sched_stats st;
+        sched_state_stats(s, &st);
+        assert_int_equal(st.bound, 1);
+        const char *got = pick(s, "p", "default");
+        if (strcmp(got, cases[i].want) != 0)
+            fail_msg("case %zu: %s, want %s", i, got, cases[i].want);
+        assert_int_equal(sched_check_invariants(s, &err), 0);
+        sched_state_free(s);
+    }
+}
+
 static char *bind_body(const char *pod, const char *uid, const char *node)
 {
     static char buf[256];
@@ -429,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_old_instance_events),
         cmocka_unit_test(test_decision_rebuild_and_overcommit),
         cmocka_unit_test(test_learned_mix_policies),
+        cmocka_unit_test(test_learned_mix_model_lists),
         cmocka_unit_test(test_bind_outcomes),
         cmocka_unit_test(test_bad_bodies),
     };
