@@ -209,12 +209,13 @@ static void share_to_place(const struct sched_share *sh, int32_t node, struct pl
 #define MIX_SCALE 1000 /* weight of a type seen once */
 #define MIX_STEP  1.1  /* counts are rounded to powers of this */
 
-/* Appends "sep name,name" for a list; false when it does not fit. */
-static bool key_list(char *buf, size_t size, size_t *len, char sep, const char *list, size_t entry,
+/* Appends "name," for each entry of a list (entries hold no comma); false when it does not
+ * fit. */
+static bool key_list(char *buf, size_t size, size_t *len, const char *list, size_t entry,
                      uint8_t count)
 {
     for (uint8_t i = 0; i < count; i++) {
-        int n = snprintf(buf + *len, size - *len, "%c%s", i == 0 ? sep : ',', list + i * entry);
+        int n = snprintf(buf + *len, size - *len, "%s,", list + i * entry);
         if (n < 0 || (size_t)n >= size - *len)
             return false;
         *len += (size_t)n;
@@ -226,17 +227,17 @@ uint16_t sched_types_id(struct sched_state *s, const struct place_request *r)
 {
     if (r->type_include_count == 0 && r->type_exclude_count == 0)
         return 0;
-    char key[2 * PLACE_MAX_LIST * PLACE_MODEL_MAX + 8];
-    size_t len = 0;
-    if (!key_list(key, sizeof key, &len, '+', &r->type_include[0][0], PLACE_MODEL_MAX,
+    /* "~2:1:a,b,c,": matching (= whole names, ~ substrings), the two counts, the entries. */
+    char key[PLACE_MAX_LIST * 2 * PLACE_MODEL_MAX + 16];
+    int n = snprintf(key, sizeof key, "%c%u:%u:", r->type_exact ? '=' : '~',
+                     (unsigned)r->type_include_count, (unsigned)r->type_exclude_count);
+    size_t len = n > 0 ? (size_t)n : 0;
+    if (n < 0 ||
+        !key_list(key, sizeof key, &len, &r->type_include[0][0], PLACE_MODEL_MAX,
                   r->type_include_count) ||
-        !key_list(key, sizeof key, &len, '-', &r->type_exclude[0][0], PLACE_MODEL_MAX,
-                  r->type_exclude_count) ||
-        len + 2 > sizeof key)
+        !key_list(key, sizeof key, &len, &r->type_exclude[0][0], PLACE_MODEL_MAX,
+                  r->type_exclude_count))
         return 0;
-    if (r->type_exact) /* names matched whole, not as substrings */
-        key[len++] = '=';
-    key[len] = '\0';
     for (size_t i = 0; i < s->type_count; i++)
         if (strcmp(s->types[i].key, key) == 0)
             return (uint16_t)(i + 1);

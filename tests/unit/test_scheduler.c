@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "base/log.h"
+#include "scheduler/internal.h"
 #include "scheduler/sched.h"
 
 static char *xstrdup_test(const char *s)
@@ -343,6 +344,41 @@ static void test_learned_mix_model_lists(void **unused)
     }
 }
 
+/* GPU-type lists are told apart by their text: a dash in a name is not an exclude list,
+ * the same lists meet the same id, and past SCHED_TYPES_MAX lists a pod counts as
+ * unrestricted (0). */
+static void test_types_ids(void **unused)
+{
+    (void)unused;
+    struct sched_options o;
+    sched_options_default(&o);
+    struct sched_state *s = NULL;
+    struct vg_err err = {0};
+    assert_int_equal(sched_state_new(&o, &s, &err), 0);
+    struct place_request none, dash, pair;
+    memset(&none, 0, sizeof none);
+    dash = pair = none;
+    dash.type_include_count = 1;
+    (void)snprintf(dash.type_include[0], sizeof dash.type_include[0], "a-b");
+    pair.type_include_count = pair.type_exclude_count = 1;
+    (void)snprintf(pair.type_include[0], sizeof pair.type_include[0], "a");
+    (void)snprintf(pair.type_exclude[0], sizeof pair.type_exclude[0], "b");
+    assert_int_equal(sched_types_id(s, &none), 0);
+    uint16_t d = sched_types_id(s, &dash), p = sched_types_id(s, &pair);
+    assert_true(d != 0 && p != 0 && d != p);
+    assert_int_equal(sched_types_id(s, &dash), d);
+    pair.type_exact = true; /* whole names are another selection */
+    assert_true(sched_types_id(s, &pair) != p);
+    for (int i = 0; i < SCHED_TYPES_MAX; i++) {
+        (void)snprintf(dash.type_include[0], sizeof dash.type_include[0], "m%d", i);
+        (void)sched_types_id(s, &dash);
+    }
+    (void)snprintf(dash.type_include[0], sizeof dash.type_include[0], "m%d", SCHED_TYPES_MAX);
+    assert_int_equal(sched_types_id(s, &dash), 0);
+    assert_int_equal(sched_types_id(s, &pair), 3); /* known lists keep their id */
+    sched_state_free(s);
+}
+
 static char *bind_body(const char *pod, const char *uid, const char *node)
 {
     static char buf[256];
@@ -504,6 +540,7 @@ int main(void)
         cmocka_unit_test(test_decision_rebuild_and_overcommit),
         cmocka_unit_test(test_learned_mix_policies),
         cmocka_unit_test(test_learned_mix_model_lists),
+        cmocka_unit_test(test_types_ids),
         cmocka_unit_test(test_bind_outcomes),
         cmocka_unit_test(test_bad_bodies),
     };
