@@ -233,10 +233,20 @@ int place_frag_cache_init(struct place_frag_cache *fc, size_t node_count);
 void place_frag_cache_reset(struct place_frag_cache *fc);
 void place_frag_cache_free(struct place_frag_cache *fc);
 
+/* default's verdict on a sharing pod, the part that depends on the node alone: for each
+ * distinct free share among the node's usable cards (in card order), the first such card
+ * and its stranded-share points. The whole cluster's gap balance is added per decision. */
+struct place_share_points {
+    uint8_t count;
+    uint8_t gpu[PLACE_MAX_GPUS];
+    uint16_t free[PLACE_MAX_GPUS]; /* milli */
+    int32_t points[PLACE_MAX_GPUS];
+};
+
 /* Memo of per-node verdicts (feasible, score, GPUs) for one request, policy and GPU order.
- * Under every policy but random, fgd and default (and under fgd, and default for pods
- * that are not sharing a GPU, too while their mix is fixed: place_context.memo_mix; a
- * sharing pod under default also weighs the whole cluster's gaps), a node's verdict
+ * Under every policy but random, fgd and default (and under fgd and default too while
+ * their mix is fixed: place_context.memo_mix; for a sharing pod default keeps the node's
+ * part, place_share_points, and adds the cluster's gaps each decision), a node's verdict
  * depends only on the node and the request, so a decision over nodes unchanged since the last
  * decision for an equal request reuses them. The caller keeps it true: place_memo_forget(node)
  * after anything that changes a node (place_allocate, place_release, editing it by hand), and
@@ -246,11 +256,13 @@ void place_frag_cache_free(struct place_frag_cache *fc);
 struct place_memo_entry {
     bool valid, feasible;
     uint8_t gpus[PLACE_MAX_GPUS];
-    int64_t score;
+    int64_t score; /* default, sharing pods: without the cards' part (shares[] below) */
 };
 
 struct place_memo {
-    struct place_memo_entry *entries; /* one per node index below count */
+    struct place_memo_entry *entries;  /* one per node index below count */
+    struct place_share_points *shares; /* likewise; allocated when default's sharing pods
+                                          first use the memo */
     size_t count;
     bool keyed;    /* request, policy and order below are set */
     uint64_t used; /* when last chosen, among the memos of a context (least recent goes) */
@@ -285,8 +297,8 @@ struct place_context {
      * passes a learned mix that keeps each pod's model restriction (gpu_spec) here,
      * while mix, for FGD's score, ignores it (keeping it there did worse). */
     const struct place_mix *waste_mix;
-    /* fgd and default use memo too when set (default not for sharing pods): the caller
-     * promises to place_memo_reset it whenever mix or waste_mix changes. */
+    /* fgd and default use memo too when set: the caller promises to place_memo_reset it
+     * whenever mix or waste_mix changes. */
     bool memo_mix;
 };
 

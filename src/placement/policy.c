@@ -290,38 +290,60 @@ struct default_view {
 
 /* A sharing pod under the default policy: the card (each distinct free share tried once)
  * and node that grow the expected stranded share the least, in steps of WASTE_STEP, less
- * GAP_WEIGHT times the change of the cluster's gap balance (place_gaps_delta) when gaps
- * is given. The stranded share judges one card against the next few pods; the balance
- * judges it against every other card competing for the same pods: a 320 pod does not
- * top a 470 card up to a 210 remainder while 530 gaps are scarce and 210 ones common. */
-static int64_t score_waste(const struct place_mix *mix, struct place_frag_cache *fc,
-                           const struct default_view *v, const struct place_node *n,
-                           const struct place_request *r, uint8_t *gpus)
+ * GAP_WEIGHT times the change of the cluster's gap balance (place_gaps_delta). The
+ * stranded share judges one card against the next few pods; the balance judges it against
+ * every other card competing for the same pods: a 320 pod does not top a 470 card up to a
+ * 210 remainder while 530 gaps are scarce and 210 ones common. The first part depends on
+ * the node alone and is what a memo keeps (waste_points); the balance is added per
+ * decision (best_share), through a table of its points by free share. */
+static void waste_points(const struct place_mix *mix, struct place_frag_cache *fc,
+                         const struct default_view *v, const struct place_node *n,
+                         const struct place_request *r, struct place_share_points *out)
 {
     struct place_fit_index *ix = fc != NULL ? &fc->fit : NULL;
     double before = waste_after(mix, ix, n, r, NULL);
-    int64_t best = INT64_MIN;
-    uint32_t tried[PLACE_MAX_GPUS];
-    uint16_t tried_count = 0;
+    out->count = 0;
     for (uint16_t g = 0; g < n->gpu_count; g++) {
         if (!place_gpu_usable(&n->gpus[g], r))
             continue;
-        uint32_t free_milli = PLACE_GPU_MILLI - n->gpus[g].milli_used;
+        uint16_t free_milli = (uint16_t)(PLACE_GPU_MILLI - n->gpus[g].milli_used);
         bool seen = false;
-        for (uint16_t i = 0; i < tried_count && !seen; i++)
-            seen = tried[i] == free_milli;
+        for (uint8_t i = 0; i < out->count && !seen; i++)
+            seen = out->free[i] == free_milli;
         if (seen)
             continue;
-        tried[tried_count++] = free_milli;
         uint8_t one = (uint8_t)g;
         double press = v->pressure[n->gpus[g].model] - SHARE_PRESSURE_FREE;
         double cost = press > 0 ? press * r->gpu_milli : 0;
-        int64_t s = (int64_t)floor((before - waste_after(mix, ix, n, r, &one) - cost) / WASTE_STEP);
-        if (v->gaps != NULL) /* whole points each, as the stranded share's */
-            s += (int64_t)floor(-GAP_WEIGHT * place_gaps_delta(v->gaps, free_milli, r->gpu_milli));
+        double points = floor((before - waste_after(mix, ix, n, r, &one) - cost) / WASTE_STEP);
+        out->gpu[out->count] = one;
+        out->free[out->count] = free_milli;
+        out->points[out->count++] = (int32_t)fmax(fmin(points, INT32_MAX), INT32_MIN);
+    }
+}
+
+/* The gap balance's whole points by a card's free share, filled on first use in a
+ * decision (one pod's share, the cluster's gaps as they are). */
+struct gap_points {
+    const struct place_gaps *gaps;
+    uint32_t share;
+    bool known[PLACE_GPU_MILLI + 1];
+    int32_t points[PLACE_GPU_MILLI + 1];
+};
+
+static int64_t best_share(const struct place_share_points *sp, struct gap_points *gp, uint8_t *gpu)
+{
+    int64_t best = INT64_MIN;
+    for (uint8_t i = 0; i < sp->count; i++) {
+        uint16_t f = sp->free[i];
+        if (!gp->known[f]) { /* whole points, as the stranded share's */
+            gp->points[f] = (int32_t)floor(-GAP_WEIGHT * place_gaps_delta(gp->gaps, f, gp->share));
+            gp->known[f] = true;
+        }
+        int64_t s = (int64_t)sp->points[i] + gp->points[f];
         if (s > best) {
             best = s;
-            gpus[0] = (uint8_t)g;
+            *gpu = sp->gpu[i];
         }
     }
     return best;
@@ -348,7 +370,8 @@ static int64_t score_waste(const struct place_mix *mix, struct place_frag_cache 
 static int64_t score_default(const struct place_cluster *c, const struct place_mix *mix,
                              const struct place_mix *wmix, struct place_frag_cache *fc,
                              const struct default_view *v, const struct place_node *n,
-                             const struct place_request *r, uint8_t *gpus)
+                             const struct place_request *r, uint8_t *gpus,
+                             struct place_share_points *sp)
 {
     const struct place_mix *wm = wmix != NULL ? wmix : mix;
     double left =
@@ -357,8 +380,10 @@ static int64_t score_default(const struct place_cluster *c, const struct place_m
     int64_t bf = (int64_t)floor(100.0 * (1.0 - left));
     bf = bf < 0 ? 0 : bf > 100 ? 100 : bf;
     int64_t used = n->free_gpus < n->gpu_count ? 1 : 0;
-    if (is_sharing(r))
-        return score_waste(wm, fc, v, n, r, gpus) * 1000 + used * 500 + bf;
+    if (is_sharing(r)) { /* the cards' part, best_share(sp) * 1000, is the caller's */
+        waste_points(wm, fc, v, n, r, sp);
+        return used * 500 + bf;
+    }
     int64_t f = score_fgd(c, mix, fc, n, r, false, gpus);
     double press = 0;
     for (uint32_t i = 0; i < r->gpu_count; i++)
@@ -401,6 +426,7 @@ void place_memo_forget(struct place_memo *m, size_t node)
 void place_memo_free(struct place_memo *m)
 {
     free(m->entries);
+    free(m->shares);
     memset(m, 0, sizeof *m);
 }
 
@@ -451,10 +477,8 @@ static struct place_memo *memo_for(const struct place_context *ctx, const struct
                                    enum place_policy policy, enum place_gpu_order order)
 {
     bool mix_policy = policy == PLACE_POLICY_FGD || policy == PLACE_POLICY_DEFAULT;
-    /* default scores a sharing pod by the whole cluster's gap balance as well: its verdict
-     * on a node changes with every other node, so it is never memoised. */
     if (ctx == NULL || ctx->memo == NULL || policy == PLACE_POLICY_RANDOM ||
-        (mix_policy && !ctx->memo_mix) || (policy == PLACE_POLICY_DEFAULT && is_sharing(r)))
+        (mix_policy && !ctx->memo_mix))
         return NULL;
     /* The memo keyed to this decision, else the least recently used one, re-keyed. */
     struct place_memo *m = NULL, *lru = NULL;
@@ -488,7 +512,8 @@ static struct place_memo *memo_for(const struct place_context *ctx, const struct
 static bool node_verdict(const struct place_cluster *c, const struct place_node *n,
                          const struct place_request *r, enum place_policy policy,
                          const struct place_context *ctx, const struct default_view *view,
-                         enum place_gpu_order order, uint8_t *gpus, int64_t *score)
+                         enum place_gpu_order order, uint8_t *gpus, int64_t *score,
+                         struct place_share_points *sp)
 {
     if (!place_node_resources_fit(n, r))
         return false;
@@ -521,7 +546,7 @@ static bool node_verdict(const struct place_cluster *c, const struct place_node 
         s = score_fgd(c, ctx->mix, ctx->frag_cache, n, r, false, gpus);
         break;
     case PLACE_POLICY_DEFAULT:
-        s = score_default(c, ctx->mix, ctx->waste_mix, ctx->frag_cache, view, n, r, gpus);
+        s = score_default(c, ctx->mix, ctx->waste_mix, ctx->frag_cache, view, n, r, gpus, sp);
         break;
     case PLACE_POLICY_BINPACK:
     case PLACE_POLICY_SPREAD:
@@ -559,6 +584,7 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
     /* default weighs the pressure on each model and, for sharing pods, the gap balance of
      * the whole cluster: taken once per decision (one pass over the cards each). */
     struct place_gaps gap_store;
+    struct gap_points gap_points;
     struct default_view view = {0};
     if (policy == PLACE_POLICY_DEFAULT) {
         const struct place_mix *wm = ctx->waste_mix != NULL ? ctx->waste_mix : ctx->mix;
@@ -567,13 +593,23 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
         if (is_sharing(r)) {
             place_gaps_build(&gap_store, c, wm);
             view.gaps = &gap_store;
+            gap_points.gaps = &gap_store;
+            gap_points.share = r->gpu_milli;
+            memset(gap_points.known, 0, sizeof gap_points.known);
         }
+    }
+
+    if (memo != NULL && view.gaps != NULL && memo->shares == NULL) {
+        memo->shares = calloc(memo->count, sizeof *memo->shares);
+        if (memo->shares == NULL)
+            memo = NULL; /* decided without it: the same verdicts, only slower */
     }
 
     int64_t best = INT64_MIN;
     uint32_t best_rank = UINT32_MAX;
     uint64_t feasible = 0;
-    uint8_t gpus[PLACE_MAX_GPUS];
+    uint8_t gpus[PLACE_MAX_GPUS], card = 0;
+    struct place_share_points shares = {0};
     for (size_t i = 0; i < c->node_count; i++) {
         if (mask != NULL) {
             uint64_t word = mask[i / 64] >> (i % 64);
@@ -587,6 +623,7 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
         const struct place_node *n = &c->nodes[i];
         int64_t s = 0;
         const uint8_t *picked = gpus;
+        const struct place_share_points *sp = &shares;
         if (policy == PLACE_POLICY_RANDOM) {
             if (!place_node_resources_fit(n, r) || !select_gpus(n, r, order, gpus))
                 continue;
@@ -609,14 +646,21 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
             } else {
                 memo->misses++;
                 e->valid = true;
-                e->feasible = node_verdict(c, n, r, policy, ctx, &view, order, e->gpus, &e->score);
+                e->feasible = node_verdict(c, n, r, policy, ctx, &view, order, e->gpus, &e->score,
+                                           view.gaps != NULL ? &memo->shares[i] : &shares);
             }
             if (!e->feasible)
                 continue;
             s = e->score;
             picked = e->gpus; /* copied only if this node becomes the best */
-        } else if (!node_verdict(c, n, r, policy, ctx, &view, order, gpus, &s)) {
+            if (view.gaps != NULL)
+                sp = &memo->shares[i];
+        } else if (!node_verdict(c, n, r, policy, ctx, &view, order, gpus, &s, &shares)) {
             continue;
+        }
+        if (view.gaps != NULL) { /* default, sharing pod: the cards' part */
+            s += best_share(sp, &gap_points, &card) * 1000;
+            picked = &card;
         }
         if (s > best || (s == best && n->rank < best_rank)) {
             best = s;
