@@ -401,13 +401,13 @@ double place_gaps_delta(const struct place_gaps *g, uint32_t card_free, uint32_t
  * share of the cluster's healthy GPUs, summed into each of those models. A model's
  * pressure of 1 means the restricted pods alone would fill it at the mix's proportions;
  * with no model lists in the mix every pressure is 0. */
+void place_model_pressure(const struct place_cluster *c, const struct place_mix *m,
+                          double out[PLACE_MAX_MODELS]);
+
 /* Which resource the mix runs out of first: the mix's CPU demand over the cluster's CPU,
  * divided by its GPU demand over the cluster's healthy GPUs. Above 1 the pods' CPU fills
  * the nodes before their GPU requests fill the cards; 0 when the mix asks for no GPU. */
 double place_cpu_pressure(const struct place_cluster *c, const struct place_mix *m);
-
-void place_model_pressure(const struct place_cluster *c, const struct place_mix *m,
-                          double out[PLACE_MAX_MODELS]);
 
 /* place_frag_node through the memo (entry `index`); fc may be NULL. */
 uint64_t place_frag_cached(struct place_frag_cache *fc, size_t index, const struct place_mix *m,

@@ -124,6 +124,8 @@ bool place_gpu_usable(const struct place_gpu *g, const struct place_request *r)
         return false;
     if (g->slots != 0 && g->tenants >= g->slots)
         return false;
+    if (g->milli_used > PLACE_GPU_MILLI)
+        return false; /* a card edited by hand past its capacity */
     uint32_t free_milli = PLACE_GPU_MILLI - g->milli_used;
     if (free_milli < r->gpu_milli || (free_milli == 0 && r->gpu_milli == 0))
         return false;

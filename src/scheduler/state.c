@@ -223,6 +223,28 @@ static bool key_list(char *buf, size_t size, size_t *len, const char *list, size
     return true;
 }
 
+/* Frees the lists no pod record holds (ids are stable only while held: the mix is ordered
+ * by the lists' text, not by id). Returns the first free slot, SCHED_TYPES_MAX when none. */
+static size_t types_sweep(struct sched_state *s)
+{
+    bool held[SCHED_TYPES_MAX] = {false};
+    for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
+         i = sched_map_next(&s->pods, i + 1)) {
+        const struct sched_pod *p = s->pods.slots[i].value;
+        if (p->types > 0 && p->types <= SCHED_TYPES_MAX)
+            held[p->types - 1] = true;
+    }
+    size_t slot = SCHED_TYPES_MAX;
+    for (size_t i = 0; i < s->type_count; i++)
+        if (!held[i]) {
+            free(s->types[i].key);
+            s->types[i].key = NULL;
+            slot = slot < i ? slot : i;
+        }
+    s->types_full = false;
+    return slot;
+}
+
 uint16_t sched_types_id(struct sched_state *s, const struct place_request *r)
 {
     if (r->type_include_count == 0 && r->type_exclude_count == 0)
@@ -238,21 +260,31 @@ uint16_t sched_types_id(struct sched_state *s, const struct place_request *r)
         !key_list(key, sizeof key, &len, &r->type_exclude[0][0], PLACE_MODEL_MAX,
                   r->type_exclude_count))
         return 0;
-    for (size_t i = 0; i < s->type_count; i++)
-        if (strcmp(s->types[i].key, key) == 0)
+    size_t slot = s->type_count;
+    for (size_t i = 0; i < s->type_count; i++) {
+        if (s->types[i].key == NULL)
+            slot = slot < i ? slot : i; /* the first free one */
+        else if (strcmp(s->types[i].key, key) == 0)
             return (uint16_t)(i + 1);
-    if (s->type_count >= SCHED_TYPES_MAX) {
+    }
+    if (slot == SCHED_TYPES_MAX)
+        slot = types_sweep(s);
+    if (slot == SCHED_TYPES_MAX) {
         if (!s->types_full)
-            vg_log(VG_LOG_WARN, "too many distinct GPU-type lists; the rest count as any model",
-                   "max=%d", SCHED_TYPES_MAX);
+            vg_log(VG_LOG_WARN,
+                   "too many distinct GPU-type lists held; the rest count as any model", "max=%d",
+                   SCHED_TYPES_MAX);
         s->types_full = true;
         return 0;
     }
-    if (s->type_count == s->type_cap) {
-        s->type_cap = s->type_cap ? 2 * s->type_cap : 8;
-        s->types = xrealloc(s->types, s->type_cap * sizeof *s->types);
+    if (slot == s->type_count) {
+        if (s->type_count == s->type_cap) {
+            s->type_cap = s->type_cap ? 2 * s->type_cap : 8;
+            s->types = xrealloc(s->types, s->type_cap * sizeof *s->types);
+        }
+        s->type_count++;
     }
-    struct sched_types *t = &s->types[s->type_count];
+    struct sched_types *t = &s->types[slot];
     memset(t, 0, sizeof *t);
     t->key = xstrdup(key);
     t->sel.type_include_count = r->type_include_count;
@@ -260,13 +292,13 @@ uint16_t sched_types_id(struct sched_state *s, const struct place_request *r)
     t->sel.type_exact = r->type_exact;
     memcpy(t->sel.type_include, r->type_include, sizeof t->sel.type_include);
     memcpy(t->sel.type_exclude, r->type_exclude, sizeof t->sel.type_exclude);
-    return (uint16_t)++s->type_count;
+    return (uint16_t)(slot + 1);
 }
 
 /* The models a types id allows now (models appear with nodes); all ones for 0. */
 static uint64_t types_mask(const struct sched_state *s, uint16_t id)
 {
-    if (id == 0 || id > s->type_count)
+    if (id == 0 || id > s->type_count || s->types[id - 1].key == NULL)
         return UINT64_MAX;
     struct place_request r = s->types[id - 1].sel;
     struct vg_err ignored = {0};
@@ -275,7 +307,8 @@ static uint64_t types_mask(const struct sched_state *s, uint16_t id)
 
 static const char *types_key(const struct sched_state *s, uint16_t id)
 {
-    return id == 0 || id > s->type_count ? "" : s->types[id - 1].key;
+    return id == 0 || id > s->type_count || s->types[id - 1].key == NULL ? ""
+                                                                         : s->types[id - 1].key;
 }
 
 static bool mix_type_same(const struct place_mix_type *a, const struct place_mix_type *b)
@@ -669,6 +702,7 @@ void sched_node_update(struct sched_state *s, json_t *node)
         added = true;
     }
     struct sched_node *info = &s->nodes[idx];
+    bool returned = !added && !info->present; /* node_gone marked its cards unhealthy */
     info->present = true;
     info->seen = true;
     const char *text = sched_json_str(node, "metadata", "annotations", ANNOT_KEY_GPUS);
@@ -682,7 +716,7 @@ void sched_node_update(struct sched_state *s, json_t *node)
             s->stats.skipped_nodes++;
         }
     }
-    if (have && info->has_inventory && same_gpus(&inv, &info->inventory)) {
+    if (have && info->has_inventory && !returned && same_gpus(&inv, &info->inventory)) {
         info->inventory.heartbeat = inv.heartbeat; /* a heartbeat alone changes nothing */
     } else if (have || info->has_inventory || added) {
         node_rebuild(s, idx, have ? &inv : NULL);
@@ -692,16 +726,31 @@ void sched_node_update(struct sched_state *s, json_t *node)
         apply_waiting(s, idx, name);
 }
 
+/* A node the API no longer lists. The slot stays (indices are stable) with its pods'
+ * charges (Kubernetes deletes those pods; they leave through the pod watch), and it takes
+ * no new pods. Its cards count as unhealthy meanwhile, so that they weigh in no
+ * cluster-wide figure (gaps, model pressure) that a scheduler started now would not see;
+ * the inventory is applied again when the node comes back. */
+static void node_gone(struct sched_state *s, int32_t idx, bool refresh)
+{
+    s->nodes[idx].present = false;
+    struct place_node *n = &s->cluster->nodes[idx];
+    for (uint16_t g = 0; g < n->gpu_count; g++)
+        n->gpus[g].healthy = false;
+    if (refresh) {
+        place_cluster_refresh(s->cluster);
+        memo_each(s, MEMO_RESET, 0);
+        place_frag_cache_reset(&s->frag);
+    }
+    sched_node_sync(s, idx);
+}
+
 void sched_node_delete(struct sched_state *s, json_t *node)
 {
     const char *name = sched_json_str(node, "metadata", "name", NULL);
     int32_t idx = name != NULL ? sched_node_find(s, name) : -1;
-    if (idx < 0)
-        return;
-    /* The slot stays (indices are stable); the node takes no new pods. Its pods are
-     * deleted by Kubernetes and leave through the pod watch. */
-    s->nodes[idx].present = false;
-    sched_node_sync(s, idx);
+    if (idx >= 0 && s->nodes[idx].present)
+        node_gone(s, idx, true);
 }
 
 void sched_nodes_resync(struct sched_state *s, json_t *items)
@@ -714,10 +763,8 @@ void sched_nodes_resync(struct sched_state *s, json_t *items)
     json_array_foreach(items, k, node) sched_node_update(s, node);
     s->batch = false;
     for (size_t i = 0; i < s->cluster->node_count; i++)
-        if (!s->nodes[i].seen) {
-            s->nodes[i].present = false;
-            sched_node_sync(s, (int32_t)i);
-        }
+        if (!s->nodes[i].seen && s->nodes[i].present)
+            node_gone(s, (int32_t)i, false); /* sched_reapply_all refreshes once */
     sched_reapply_all(s);
 }
 

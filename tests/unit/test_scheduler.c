@@ -207,14 +207,15 @@ static void test_decision_rebuild_and_overcommit(void **unused)
 
 /* The node filter picks for a 1-GPU pod of 500 MiB and 30 cores under policy (NULL: the
  * state's default), over nodes n0 and n1. */
-static const char *pick(struct sched_state *s, const char *name, const char *policy)
+static const char *pick_cores(struct sched_state *s, const char *name, const char *policy,
+                              const char *cores)
 {
     json_t *ann = policy ? json_pack("{s:s}", "vgpu.io/policy", policy) : json_object();
     json_t *args = json_pack(
         "{s:{s:{s:s, s:s, s:s, s:o}, s:{s:[{s:s, s:{s:{s:s, s:s, s:s}}}]}}, s:[s, s]}", "Pod",
         "metadata", "name", name, "namespace", "default", "uid", name, "annotations", ann, "spec",
         "containers", "name", "main", "resources", "limits", "nvidia.com/gpu", "1",
-        "nvidia.com/gpumem", "500", "nvidia.com/gpucores", "30", "NodeNames", "n0", "n1");
+        "nvidia.com/gpumem", "500", "nvidia.com/gpucores", cores, "NodeNames", "n0", "n1");
     char *body = json_dumps(args, JSON_COMPACT), *out = NULL;
     json_decref(args);
     struct vg_err err = {0};
@@ -228,6 +229,11 @@ static const char *pick(struct sched_state *s, const char *name, const char *pol
     snprintf(node, sizeof node, "%s", n ? n : "-");
     json_decref(r);
     return node;
+}
+
+static const char *pick(struct sched_state *s, const char *name, const char *policy)
+{
+    return pick_cores(s, name, policy, "30");
 }
 
 /* fgd and default learn the mix from the shares the scheduler holds. n0's GPU has little compute
@@ -344,9 +350,43 @@ static void test_learned_mix_model_lists(void **unused)
     }
 }
 
+/* A node the API no longer lists weighs in nothing a scheduler started now would not
+ * see: with n2 (a T4) deleted, default decides as a state that never had it. Held: one
+ * T4-only pod and one that runs anywhere, both 300 milli on n0 (T4); n1 is an H100. */
+static void test_deleted_node_out_of_pressure(void **unused)
+{
+    (void)unused;
+    struct sched_state *st[2];
+    for (int k = 0; k < 2; k++) {
+        struct sched_options o;
+        sched_options_default(&o);
+        struct vg_err err = {0};
+        assert_int_equal(sched_state_new(&o, &st[k], &err), 0);
+        model_node(st[k], "n0", 0, "T4");
+        model_node(st[k], "n1", 1, "H100");
+        if (k == 0)
+            model_node(st[k], "n2", 2, "T4");
+        typed_pod(st[k], "held", "nvidia.com/use-gputype", "T4");
+        typed_pod(st[k], "any", NULL, NULL);
+    }
+    json_t *gone = json_pack("{s:{s:s}}", "metadata", "name", "n2");
+    sched_node_delete(st[0], gone);
+    json_decref(gone);
+    static const char *cores[] = {"5", "10", "20", "30", "40", "50", "60"};
+    for (size_t i = 0; i < sizeof cores / sizeof cores[0]; i++) {
+        char a[16], b[16];
+        snprintf(a, sizeof a, "%s", pick_cores(st[0], "p", "default", cores[i]));
+        snprintf(b, sizeof b, "%s", pick_cores(st[1], "p", "default", cores[i]));
+        if (strcmp(a, b) != 0)
+            fail_msg("%s cores: %s after the delete, %s without the node", cores[i], a, b);
+    }
+    for (int k = 0; k < 2; k++)
+        sched_state_free(st[k]);
+}
+
 /* GPU-type lists are told apart by their text: a dash in a name is not an exclude list,
- * the same lists meet the same id, and past SCHED_TYPES_MAX lists a pod counts as
- * unrestricted (0). */
+ * the same lists meet the same id. Lists no pod holds are freed when the table fills; past
+ * SCHED_TYPES_MAX lists held at once, a pod counts as unrestricted (0). */
 static void test_types_ids(void **unused)
 {
     (void)unused;
@@ -369,13 +409,22 @@ static void test_types_ids(void **unused)
     assert_int_equal(sched_types_id(s, &dash), d);
     pair.type_exact = true; /* whole names are another selection */
     assert_true(sched_types_id(s, &pair) != p);
-    for (int i = 0; i < SCHED_TYPES_MAX; i++) {
+    /* Nothing holds them: the table never runs out. */
+    for (int i = 0; i <= 2 * SCHED_TYPES_MAX; i++) {
         (void)snprintf(dash.type_include[0], sizeof dash.type_include[0], "m%d", i);
-        (void)sched_types_id(s, &dash);
+        assert_true(sched_types_id(s, &dash) != 0);
     }
-    (void)snprintf(dash.type_include[0], sizeof dash.type_include[0], "m%d", SCHED_TYPES_MAX);
+    /* SCHED_TYPES_MAX pods (read before their node: records all the same) hold as many. */
+    for (int i = 0; i < SCHED_TYPES_MAX; i++) {
+        char name[16], list[16];
+        snprintf(name, sizeof name, "h%d", i);
+        snprintf(list, sizeof list, "held%d", i);
+        typed_pod(s, name, "nvidia.com/use-gputype", list);
+    }
+    (void)snprintf(dash.type_include[0], sizeof dash.type_include[0], "one-more");
     assert_int_equal(sched_types_id(s, &dash), 0);
-    assert_int_equal(sched_types_id(s, &pair), 3); /* known lists keep their id */
+    (void)snprintf(dash.type_include[0], sizeof dash.type_include[0], "held7");
+    assert_true(sched_types_id(s, &dash) != 0); /* a held list keeps its id */
     sched_state_free(s);
 }
 
@@ -541,6 +590,7 @@ int main(void)
         cmocka_unit_test(test_learned_mix_policies),
         cmocka_unit_test(test_learned_mix_model_lists),
         cmocka_unit_test(test_types_ids),
+        cmocka_unit_test(test_deleted_node_out_of_pressure),
         cmocka_unit_test(test_bind_outcomes),
         cmocka_unit_test(test_bad_bodies),
     };
