@@ -623,7 +623,7 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
         const struct place_node *n = &c->nodes[i];
         int64_t s = 0;
         const uint8_t *picked = gpus;
-        const struct place_share_points *sp = &shares;
+        struct place_share_points *sp = &shares;
         if (policy == PLACE_POLICY_RANDOM) {
             if (!place_node_resources_fit(n, r) || !select_gpus(n, r, order, gpus))
                 continue;
@@ -641,20 +641,20 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
             best = INT64_MIN; /* the newest sample always replaces */
         } else if (memo != NULL && i < memo->count) {
             struct place_memo_entry *e = &memo->entries[i];
+            if (view.gaps != NULL)
+                sp = &memo->shares[i]; /* the node's part, kept with its verdict */
             if (e->valid) {
                 memo->hits++;
             } else {
                 memo->misses++;
                 e->valid = true;
-                e->feasible = node_verdict(c, n, r, policy, ctx, &view, order, e->gpus, &e->score,
-                                           view.gaps != NULL ? &memo->shares[i] : &shares);
+                e->feasible =
+                    node_verdict(c, n, r, policy, ctx, &view, order, e->gpus, &e->score, sp);
             }
             if (!e->feasible)
                 continue;
             s = e->score;
             picked = e->gpus; /* copied only if this node becomes the best */
-            if (view.gaps != NULL)
-                sp = &memo->shares[i];
         } else if (!node_verdict(c, n, r, policy, ctx, &view, order, gpus, &s, &shares)) {
             continue;
         }

@@ -350,8 +350,7 @@ static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
         p->node = d.node;
         p->share_count = 0;
         share_from_decision(&p->shares[0], &d);
-        p->shares[0].types = p->types;
-        if (sched_share_charge(s, d.node, &p->shares[0], err) < 0)
+        if (sched_share_charge(s, d.node, &p->shares[0], p->types, err) < 0)
             break; /* cannot happen: the core said it fits */
         p->share_count = 1;
         mask_set(s->picked, d.node, true);
@@ -361,8 +360,7 @@ static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
             ok = place_decide(s->cluster, &reqs[c].request, pp->policy, &rest, &dc, err) == 0;
             if (ok) {
                 share_from_decision(&p->shares[c], &dc);
-                p->shares[c].types = p->types;
-                ok = sched_share_charge(s, dc.node, &p->shares[c], err) == 0;
+                ok = sched_share_charge(s, dc.node, &p->shares[c], p->types, err) == 0;
             }
             if (ok)
                 p->share_count++;
@@ -375,7 +373,7 @@ static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
         }
         /* The pod's other containers do not fit beside the first here: try elsewhere. */
         while (p->share_count-- > 0)
-            sched_share_uncharge(s, d.node, &p->shares[p->share_count]);
+            sched_share_uncharge(s, d.node, &p->shares[p->share_count], p->types);
         mask_set(s->offered, d.node, false); /* not this node again */
     }
     free(p->shares);

@@ -17,7 +17,6 @@ struct sched_share {
     uint8_t gpus[PLACE_MAX_GPUS];
     uint8_t pod_class;
     bool exclusive;
-    uint16_t types; /* the pod's GPU-type lists (sched_types_id); 0: any model */
     uint32_t milli;
     uint64_t mem[PLACE_MAX_GPUS];
 };
@@ -39,7 +38,7 @@ struct sched_pod {
     char *decision; /* vgpu.io/decision text (owned), NULL for a pod without GPUs */
     unsigned share_count;
     struct sched_share *shares;
-    uint16_t types; /* as each share's */
+    uint16_t types; /* its GPU-type lists (sched_types_id); 0: any model */
 };
 
 /* A distinct pair of GPU-type lists (nvidia.com/use-gputype, nouse-gputype) some held pod
@@ -104,9 +103,11 @@ int sched_pod_key(json_t *pod, char *buf, size_t size, struct vg_err *err);
 int32_t sched_node_find(const struct sched_state *s, const char *name);
 /* Copies node idx's present / has_inventory / heartbeat into s->live[idx]. */
 void sched_node_sync(struct sched_state *s, int32_t idx);
+/* A share of a pod whose GPU-type lists are `types`, on node. */
 int sched_share_charge(struct sched_state *s, int32_t node, const struct sched_share *sh,
-                       struct vg_err *err);
-void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sched_share *sh);
+                       uint16_t types, struct vg_err *err);
+void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sched_share *sh,
+                          uint16_t types);
 int sched_pod_apply(struct sched_state *s, struct sched_pod *p, struct vg_err *err);
 void sched_pod_unapply(struct sched_state *s, struct sched_pod *p);
 void sched_pod_drop(struct sched_state *s, struct sched_pod *p);

@@ -317,14 +317,14 @@ static bool mix_type_same(const struct place_mix_type *a, const struct place_mix
            a->cpu_milli == b->cpu_milli && a->model_mask == b->model_mask;
 }
 
-static void mix_count(struct sched_state *s, const struct sched_share *sh, bool add)
+static void mix_count(struct sched_state *s, const struct sched_share *sh, uint16_t types, bool add)
 {
     if (sh->gpu_count == 0)
         return;
     /* mix_seen holds the types id where the model mask goes: sched_mix resolves it. */
     struct place_mix_type t = {.gpu_count = sh->gpu_count,
                                .gpu_milli = sh->exclusive ? PLACE_GPU_MILLI : sh->milli,
-                               .model_mask = sh->types,
+                               .model_mask = types,
                                .weight = 1};
     struct place_mix *m = &s->mix_seen;
     s->mix_dirty = true;
@@ -415,7 +415,7 @@ const struct place_mix *sched_mix(struct sched_state *s, const struct place_requ
 }
 
 int sched_share_charge(struct sched_state *s, int32_t node, const struct sched_share *sh,
-                       struct vg_err *err)
+                       uint16_t types, struct vg_err *err)
 {
     struct place_request r;
     struct place_decision d;
@@ -432,11 +432,12 @@ int sched_share_charge(struct sched_state *s, int32_t node, const struct sched_s
     memo_each(s, MEMO_FORGET, (size_t)node);
     int rc = place_allocate(s->cluster, &r, &d, err);
     if (rc == 0)
-        mix_count(s, sh, true);
+        mix_count(s, sh, types, true);
     return rc;
 }
 
-void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sched_share *sh)
+void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sched_share *sh,
+                          uint16_t types)
 {
     struct place_request r;
     struct place_decision d;
@@ -447,7 +448,7 @@ void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sche
         vg_log(VG_LOG_ERROR, "release failed; model out of step", "node=%s err=\"%s\"",
                s->cluster->nodes[node].name, err.msg);
     else
-        mix_count(s, sh, false);
+        mix_count(s, sh, types, false);
 }
 
 /* Charges every share of p to its node; all or nothing. */
@@ -458,10 +459,10 @@ int sched_pod_apply(struct sched_state *s, struct sched_pod *p, struct vg_err *e
     if (p->node < 0)
         return vg_err_set(err, -ENOENT, "node %s is unknown", p->node_name);
     for (unsigned i = 0; i < p->share_count; i++) {
-        int rc = sched_share_charge(s, p->node, &p->shares[i], err);
+        int rc = sched_share_charge(s, p->node, &p->shares[i], p->types, err);
         if (rc < 0) {
             while (i-- > 0)
-                sched_share_uncharge(s, p->node, &p->shares[i]);
+                sched_share_uncharge(s, p->node, &p->shares[i], p->types);
             return rc;
         }
     }
@@ -474,7 +475,7 @@ void sched_pod_unapply(struct sched_state *s, struct sched_pod *p)
     if (!p->applied)
         return;
     for (unsigned i = p->share_count; i-- > 0;)
-        sched_share_uncharge(s, p->node, &p->shares[i]);
+        sched_share_uncharge(s, p->node, &p->shares[i], p->types);
     p->applied = false;
 }
 
@@ -820,7 +821,6 @@ static struct sched_pod *pod_from_decision(struct sched_state *s, const char *ke
             continue;
         struct sched_share *sh = &p->shares[p->share_count];
         sh->gpu_count = (uint8_t)ac->gpu_count;
-        sh->types = types;
         unsigned cores = ac->gpus[0].cores;
         sh->milli = cores * 10u;
         sh->exclusive = cores == 100;
