@@ -323,6 +323,9 @@ static void test_learned_mix_model_lists(void **unused)
         /* Read before any node: the list is resolved once the models are known. */
         {"nvidia.com/use-gputype", "T4", "n1", true, true},
         {"nvidia.com/use-gputype", "H100", "n0", false, false},
+        /* Malformed lists (nine entries; filter refuses such a pod, another scheduler may
+         * have placed it): the pod is held and counts as running anywhere. */
+        {"nvidia.com/use-gputype", "T4,T4,T4,T4,T4,T4,T4,T4,T4", "n0", false, false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct sched_options o;
