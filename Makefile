@@ -10,9 +10,12 @@ CMAKE_FLAGS ?=
 # Everything the build and the tests need, from Debian's packages.
 DEBIAN_PACKAGES := build-essential cmake pkg-config libcmocka-dev python3 valgrind clang-format \
 	procps libevent-dev libcurl4-openssl-dev libjansson-dev libfyaml-dev libnghttp2-dev \
-	libprotobuf-c-dev protobuf-c-compiler python3-grpcio python3-protobuf openssl
+	libprotobuf-c-dev protobuf-c-compiler python3-grpcio python3-protobuf openssl libssl-dev
 
-.PHONY: all deps test sanitize demo bench fuzz format check-format clean
+print-packages:
+	@echo $(DEBIAN_PACKAGES)
+
+.PHONY: all deps print-packages test sanitize demo bench fuzz format check-format clean
 
 all: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
