@@ -12,7 +12,9 @@ sends that reader nowhere, so this check fails on any of them:
     from the repository root or from the mentioning file's directory;
   * a path that starts with one of the repository's top-level directories (`src/`,
     `tests/`, `bench/`, `demo/`, `docs/`, `cmake/`, `tools/`) must exist; `{a,b}` is
-    expanded and `*` is a glob that must match something.
+    expanded and `*` is a glob that must match something;
+  * a source file named relative to `src/` as `#include` writes it (`base/prng.h`,
+    `grpc/kubelet/api.proto`, first part a directory of `src/`) must exist there.
 
 Not references: URLs (anything in a chunk with `://` or starting `github.com/`), paths
 built from variables (`$OUT/summary.md`, `${DIR}/x`), placeholders (`src/<module>/`), and
@@ -45,6 +47,8 @@ NOT_IN_REPOSITORY = {
 MD_LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 MD_MENTION = re.compile(r"(?<![\w./$}-])((?:[\w.-]+/)*[\w-][\w.-]*\.md)(?![\w-])")
 PATH_MENTION = re.compile(r"(?<![\w./$}<>-])((?:%s)/[\w./*{},+-]*)" % "|".join(TOP_DIRS))
+# A file named relative to src/ ("base/prng.h", as #include writes it): the file must be there.
+MODULE_FILE = re.compile(r"(?<![\w./$}<>-])([a-z][a-z0-9_-]*/(?:[\w-]+/)*[\w-]+\.(?:c|h|proto|map|cmake))\b")
 
 
 def chunk_around(line, start, end):
@@ -100,7 +104,7 @@ def clean_path(path):
     return path.rstrip(".,")
 
 
-def references(text, markdown):
+def references(text, markdown, modules):
     """Yields (line number, kind, target, start, end, line) for every pointer in text."""
     for number, line in enumerate(text.splitlines(), 1):
         if markdown:
@@ -113,9 +117,12 @@ def references(text, markdown):
             if after == "<" or after == "$":
                 continue  # a placeholder or a variable follows: src/<module>/, tests/$x
             yield number, "path", clean_path(m.group(1)), m.start(1), m.end(1), line
+        for m in MODULE_FILE.finditer(line):
+            if m.group(1).split("/", 1)[0] in modules:
+                yield number, "module path", "src/" + m.group(1), m.start(1), m.end(1), line
 
 
-def check_file(root, rel):
+def check_file(root, rel, modules):
     full = os.path.join(root, rel)
     try:
         with open(full, encoding="utf-8") as f:
@@ -125,7 +132,7 @@ def check_file(root, rel):
     base_dir = os.path.dirname(full)
     problems = []
     seen = set()
-    for number, kind, target, start, end, line in references(text, rel.endswith(".md")):
+    for number, kind, target, start, end, line in references(text, rel.endswith(".md"), modules):
         if kind == "link":
             if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
                 continue
@@ -172,11 +179,14 @@ def scanned_files(root):
 def main():
     root = os.path.realpath(sys.argv[1] if len(sys.argv) > 1 else
                             os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    src = os.path.join(root, "src")
+    modules = {d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d))} \
+        if os.path.isdir(src) else set()
     problems = []
     count = 0
     for rel in scanned_files(root):
         count += 1
-        problems.extend(check_file(root, rel))
+        problems.extend(check_file(root, rel, modules))
     if problems:
         print("references to files the repository does not contain (cite files from elsewhere"
               " by URL):")
