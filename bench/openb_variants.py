@@ -4,7 +4,7 @@
 The openb release ships 17 pod lists; the FGD paper's sweeps use cpu200, cpu250,
 gpushare80, gpushare100, gpuspec20, gpuspec25, gpuspec33, multigpu40 and multigpu50 too.
 This script draws look-alikes of those nine from openb_pod_list_default.csv, following
-how the released variants relate to it (research/fgd-benchmark.md §1):
+how the released variants relate to it (docs/openb.md, "Files and schemas"):
 
   cpuN       the default's GPU pods unchanged, CPU-only pods drawn from the default's
              until they are N/10 % of all pods (cpu200: 20 %)

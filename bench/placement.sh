@@ -16,7 +16,7 @@ jobs=${VGPU_SIM_JOBS:-2}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# Paper figures (research/fgd-benchmark.md §6): mean unallocated GPU % at 100 % arrival.
+# Paper figures (docs/openb.md, "The paper's figures"): mean unallocated GPU % at 100 % arrival.
 declare -A paper=(
   [default]="13.70 9.38 8.35 8.22 7.14 4.77" [gpushare40]="15.14 10.70 10.24 10.23 8.56 6.04"
   [gpushare60]="17.19 13.18 13.10 12.85 10.94 8.75" [multigpu20]="13.08 8.15 6.66 6.50 6.27 4.47"

@@ -1,4 +1,4 @@
-# Warnings are errors; the set is libnvidia-container's plus -Wconversion (STYLE.md §8).
+# Warnings are errors; the set is libnvidia-container's plus -Wconversion (docs/style.md §8).
 set(VGPU_WARNINGS
   -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
   -Wformat=2 -Wformat-security -Wconversion -Wsign-conversion -Wpointer-arith

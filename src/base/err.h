@@ -1,4 +1,4 @@
-/* Error convention for all of vgpu (STYLE.md §1).
+/* Error convention for all of vgpu (docs/style.md §1).
  *
  * A fallible function returns 0 on success or a negative errno-style code, and fills a
  * caller-owned struct vg_err with that code and a message. vg_err_set() does both in one

@@ -1,5 +1,5 @@
 /* Logging: one line per event, `level ts file:line msg key=value ...`, or a JSON object
- * per line when vg_log_json is set (STYLE.md §7).
+ * per line when vg_log_json is set (docs/style.md §7).
  *
  *   vg_log(VG_LOG_INFO, "listening", "addr=%s port=%d", addr, port);
  *

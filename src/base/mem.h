@@ -1,4 +1,4 @@
-/* Memory helpers for daemons and tools (STYLE.md §2).
+/* Memory helpers for daemons and tools (docs/style.md §2).
  *
  * Daemons treat out-of-memory as fatal: xmalloc and friends print one line and abort, so
  * callers never carry an unreachable error path. libvgpu and fakegpu must not use these:

@@ -1,5 +1,5 @@
 /* Checked parsing of numbers and quantities: the only way vgpu turns text into numbers
- * (STYLE.md §4). Every function rejects empty input, signs where none is allowed,
+ * (docs/style.md §4). Every function rejects empty input, signs where none is allowed,
  * whitespace, trailing garbage and values out of range, and says why in err. */
 #ifndef VGPU_BASE_PARSE_H
 #define VGPU_BASE_PARSE_H

@@ -1,4 +1,4 @@
-/* String helpers where truncation is an error, never a silent cut (STYLE.md §4). */
+/* String helpers where truncation is an error, never a silent cut (docs/style.md §4). */
 #ifndef VGPU_BASE_STR_H
 #define VGPU_BASE_STR_H
 

@@ -1,5 +1,5 @@
 /* See wire.h. The names and mappings follow the gRPC protocol documents
- * (PROTOCOL-HTTP2.md, statuscodes.md, http-grpc-status-mapping.md). */
+ * (docs/interfaces.md, "gRPC on the wire", lists them). */
 #include "grpc/wire.h"
 
 #include <errno.h>

@@ -45,7 +45,7 @@ struct kube_config {
     char *source;    /* where this came from, for messages: the file path */
 };
 
-/* Ceilings on what the loaders read (STYLE.md §4). */
+/* Ceilings on what the loaders read (docs/style.md §4). */
 #define KUBE_KUBECONFIG_MAX_BYTES (1u << 20) /* a kubeconfig file */
 #define KUBE_TOKEN_MAX_BYTES      (64u << 10)
 

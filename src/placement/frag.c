@@ -1,4 +1,4 @@
-/* Task-type mixes and FGD's fragmentation measure (research/fgd-benchmark.md §5).
+/* Task-type mixes and FGD's fragmentation measure (docs/openb.md, "FGD's fragmentation measure").
  *
  * F_n(m) is the node's unallocated GPU share that task type m could not use: all of it
  * when m cannot run on the node, otherwise the cards too small for m. Summed over the

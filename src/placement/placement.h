@@ -141,7 +141,7 @@ struct place_hami_defaults {
     int64_t default_gpu_num; /* defaultGPUNum, chart default 1 */
 };
 
-/* Applies HAMi's webhook and request defaulting (research/k8s-side.md §1.2-1.3) to the
+/* Applies HAMi's webhook and request defaulting (docs/interfaces.md, "HAMi compatibility") to the
  * GPU fields of out: a memory or cores key without nvidia.com/gpu adds defaultGPUNum
  * cards; no memory key means 100 % of the card; nvidia.com/gpu with neither cores nor a
  * partial memory share is an exclusive card; cores above 100 are clamped. -EINVAL with a
@@ -330,7 +330,7 @@ int place_allocate(struct place_cluster *c, const struct place_request *r,
 int place_release(struct place_cluster *c, const struct place_request *r,
                   const struct place_decision *d, struct vg_err *err);
 
-/* ---- Task-type mix and fragmentation (FGD, research/fgd-benchmark.md §5) ----------- */
+/* ---- Task-type mix and fragmentation (FGD, docs/openb.md) ----------------------------- */
 
 struct place_mix_type {
     uint64_t cpu_milli;

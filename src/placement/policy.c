@@ -1,4 +1,4 @@
-/* Scoring policies and the decision (research/fgd-benchmark.md §4, k8s-side.md §3.3).
+/* Scoring policies and the decision (docs/openb.md; HAMi: docs/interfaces.md).
  *
  * A decision filters every node, picks the GPUs a policy would take on it, scores it as
  * an int64 (keeping each policy's integer truncations, which decide ties), and keeps the
@@ -40,7 +40,7 @@ static bool is_sharing(const struct place_request *r)
     return r->gpu_count == 1 && r->gpu_milli < PLACE_GPU_MILLI;
 }
 
-/* HAMi's device score with the request counted (k8s-side.md §3.3). */
+/* HAMi's device score with the request counted (docs/interfaces.md, "Scores"). */
 static double hami_gpu_score(const struct place_gpu *g, const struct place_request *r)
 {
     double s = (g->milli_used + r->gpu_milli) / (double)PLACE_GPU_MILLI;

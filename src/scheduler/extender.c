@@ -1,4 +1,4 @@
-/* The kube-scheduler extender verbs (research/k8s-side.md §8): ExtenderArgs in,
+/* The kube-scheduler extender verbs (docs/interfaces.md): ExtenderArgs in,
  * ExtenderFilterResult / HostPriorityList / ExtenderBindingResult out, with the exact
  * PascalCase field names of k8s.io/kube-scheduler/extender/v1.
  *

@@ -1,4 +1,4 @@
-/* The fill-up replay of research/fgd-benchmark.md §7, one run per (policy, seed).
+/* The fill-up replay of docs/openb.md ("The paper's procedure"), one run per (policy, seed).
  *
  * Randomness, in the order it is drawn from one xoshiro256** stream seeded with the run's
  * seed (base/prng.h): the Fisher-Yates shuffle of the name-sorted pods, the tuning draws

@@ -1,4 +1,4 @@
-/* Results: statistics over seeds, the JSON object of DESIGN.md "vgpu-sim", and the
+/* Results: statistics over seeds, the JSON object of docs/placement.md, and the
  * self-contained HTML report (inline SVG drawn here, no scripts, viewable offline).
  *
  * Numbers are printed with fixed precision so that equal runs give byte-identical

@@ -1,6 +1,6 @@
 /* vgpu-sim's engine: loading a cluster and a pod list (the openb CSV schema, see
  * docs/placement.md), replaying the FGD paper's fill-up procedure
- * (research/fgd-benchmark.md §7) through the placement core, and writing the results.
+ * (docs/openb.md) through the placement core, and writing the results.
  *
  * I/O and threads live here, never in src/placement. Each run owns a private copy of
  * the cluster, so runs for different seeds and policies execute in parallel and still

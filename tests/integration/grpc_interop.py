@@ -2,7 +2,7 @@
 
 Run with Debian's /usr/bin/python3 (the one with grpc):
     /usr/bin/python3 grpc_interop.py PEER DESCRIPTOR [unittest names...]
-PEER is tests/grpc_peer (see grpc_peer.c), DESCRIPTOR the FileDescriptorSet protoc-c
+PEER is <build>/tests/grpc_peer (see grpc_peer.c), DESCRIPTOR the FileDescriptorSet protoc-c
 wrote for src/grpc/kubelet/api.proto; message classes are built from it at run time, so
 no grpc-tools are needed. Exits 77 (skipped) when grpc is not importable.
 """

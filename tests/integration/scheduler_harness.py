@@ -2,7 +2,7 @@
 
 Starts tests/kube_api_server.py with a generated cluster whose nodes carry the
 vgpu.io/gpus inventory (docs/protocol.md), starts vgpu-scheduler against it, and replays
-the extender calls exactly as kube-scheduler sends them (research/k8s-side.md §8):
+the extender calls exactly as kube-scheduler sends them (docs/interfaces.md):
 POST /filter and /prioritize with ExtenderArgs, POST /bind with ExtenderBindingArgs.
 """
 import http.client

@@ -1,16 +1,20 @@
 add_test(NAME lint.banned COMMAND ${CMAKE_CURRENT_LIST_DIR}/banned.sh)
 add_test(NAME lint.format COMMAND ${CMAKE_CURRENT_LIST_DIR}/format.sh)
+add_test(NAME lint.references COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/references.py)
+add_test(NAME lint.references_selftest COMMAND ${CMAKE_CURRENT_LIST_DIR}/references_selftest.sh)
 # Run after the build: it reads the compilers' dependency files. The CUDA toolkit is
 # optional (tests/unit/abi_cuda.cmake uses it only when installed).
 add_test(NAME lint.debian_deps
          COMMAND ${CMAKE_CURRENT_LIST_DIR}/debian_deps.py ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}
                  "$ENV{CUDA_HOME}" /usr/local/cuda)
-set_tests_properties(lint.banned lint.format lint.debian_deps PROPERTIES LABELS "lint;nosan" TIMEOUT 120)
-set_tests_properties(lint.format lint.debian_deps PROPERTIES SKIP_RETURN_CODE 77)
 # The check itself, attacked: without libssl-dev in the list it must fail.
 add_test(NAME lint.debian_deps_catches_missing
          COMMAND ${CMAKE_COMMAND} -E env DEBIAN_DEPS_DROP=libssl-dev
                  ${CMAKE_CURRENT_LIST_DIR}/debian_deps.py ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}
                  "$ENV{CUDA_HOME}" /usr/local/cuda)
-set_tests_properties(lint.debian_deps_catches_missing PROPERTIES LABELS "lint;nosan" TIMEOUT 120
+set_tests_properties(lint.banned lint.format lint.references lint.references_selftest
+                     lint.debian_deps lint.debian_deps_catches_missing
+                     PROPERTIES LABELS "lint;nosan" TIMEOUT 120)
+set_tests_properties(lint.format lint.debian_deps PROPERTIES SKIP_RETURN_CODE 77)
+set_tests_properties(lint.debian_deps_catches_missing PROPERTIES
                      PASS_REGULAR_EXPRESSION "libssl-dev, which DEBIAN_PACKAGES neither lists")

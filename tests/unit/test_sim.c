@@ -315,7 +315,7 @@ static void test_openb_trace_counts(void **state)
     struct sim_trace t;
     struct vg_err err = {0};
     assert_int_equal(sim_trace_load(&t, nodes, pods, &err), 0);
-    /* research/fgd-benchmark.md §1.3 and §3. */
+    /* docs/openb.md: "Files and schemas" and the typical set. */
     assert_int_equal(t.cluster->node_count, 1213);
     assert_int_equal(t.cluster->gpu_count, 6212);
     assert_int_equal(t.pod_count, 8152);

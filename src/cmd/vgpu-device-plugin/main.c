@@ -1,4 +1,4 @@
-/* vgpu-device-plugin: kubelet device plugin (DESIGN.md "Daemons", docs/deviceplugin.md).
+/* vgpu-device-plugin: kubelet device plugin (docs/deviceplugin.md).
  * Parses the configuration (file, environment, command line), opens NVML and the
  * Kubernetes API client, then runs the plugin on one event loop until SIGTERM/SIGINT. */
 #include <errno.h>

@@ -1,5 +1,5 @@
-/* vgpu-sim: replays a pod list on a cluster through the placement core (DESIGN.md
- * "vgpu-sim"; user guide in docs/placement.md). */
+/* vgpu-sim: replays a pod list on a cluster through the placement core (user
+ * guide and JSON output in docs/placement.md). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
