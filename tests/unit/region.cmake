@@ -4,3 +4,11 @@ vgpu_unit_test(test_region
 vgpu_fuzz_target(region_validate
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../fuzz/fuzz_region_validate.c
   LIBS vgpu_region)
+# The region fuzz corpus is region_corpus's output; this test keeps the two in step.
+vgpu_program(region_corpus ${CMAKE_CURRENT_LIST_DIR}/../fuzz/region_corpus.c)
+target_link_libraries(region_corpus PRIVATE vgpu_region)
+add_test(NAME fuzz.region_corpus
+         COMMAND bash -c "d=$(mktemp -d) && \"$1\" \"$d\" && diff -r \"$d\" \"$2\"; rc=$?; rm -rf \"$d\"; exit $rc"
+                 region_corpus $<TARGET_FILE:region_corpus>
+                 ${PROJECT_SOURCE_DIR}/tests/fuzz/corpus/region_validate)
+set_tests_properties(fuzz.region_corpus PROPERTIES LABELS fuzz TIMEOUT 60)
