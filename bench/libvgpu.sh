@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# libvgpu overhead against fakegpu. Usage: bench/libvgpu.sh BUILD_DIR. Prints markdown.
-# Instructions per call: callgrind's total for N=2000 minus N=1000 iterations, divided by
-# 1000, so start-up cancels; "added" is with libvgpu minus without.
+# libvgpu overhead against fakegpu. Usage: bench/libvgpu.sh BUILD_DIR [check]. Prints
+# markdown. "check" (the test bench.libvgpu_alloc): only the allocation figure, for the
+# smallest and largest size, one run each; fails past the 400-instruction target.
+# Instructions per call: callgrind counts for N=2000 minus N=1000 iterations, divided by
+# 1000, so start-up cancels. Allocation: the whole program's instructions with libvgpu
+# preloaded minus without (libvgpu's own code and every driver call it adds), median of
+# RUNS runs, per allocation size.
 set -euo pipefail
 B=$(cd "${1:-build}" && pwd)
 T=$(mktemp -d /tmp/vgpu-bench-XXXXXX)
@@ -10,6 +14,8 @@ export FAKEGPU_STATE_DIR=$T/state FAKEGPU_DEVICES="Bench GPU:80GiB:132" FAKEGPU_
 export LD_LIBRARY_PATH=$B/fakegpu
 BIN=$B/bin/libvgpu_bench
 LIB=$B/lib/libvgpu.so
+MODE=${2:-full}
+TARGET=400
 
 # Inclusive instructions of FN in OBJECT (libvgpu.so or libcuda.so.1) in a callgrind file.
 incl() {
@@ -44,17 +50,62 @@ measure() { # measure MODE FN... -> "base added"
     echo "$base $added"
 }
 
-echo "Instructions per call (callgrind against fakegpu; N=2000 minus N=1000 calls; the"
-echo "wrapper's inclusive count minus the real function's, measured in the same run):"
-echo
-echo "| call | driver (fakegpu) | added by libvgpu | target |"
-echo "| --- | ---: | ---: | ---: |"
 unset CUDA_DEVICE_MEMORY_LIMIT CUDA_DEVICE_MEMORY_SHARED_CACHE
-read -r lb la <<<"$(measure launch cuLaunchKernel)"
-echo "| cuLaunchKernel, no compute limit | $lb | $la | 30 |"
+if [ "$MODE" = full ]; then
+    echo "Instructions per launch (callgrind against fakegpu; N=2000 minus N=1000 calls; the"
+    echo "wrapper's inclusive count minus the real function's, measured in the same run):"
+    echo
+    echo "| call | driver (fakegpu) | added by libvgpu | target |"
+    echo "| --- | ---: | ---: | ---: |"
+    read -r lb la <<<"$(measure launch cuLaunchKernel)"
+    echo "| cuLaunchKernel, no compute limit | $lb | $la | 30 |"
+fi
+
+# Whole program, N=2000 minus N=1000 pairs of SIZE bytes: "preload" (1 or empty).
+total() { # total N SIZE [preload] -> Ir
+    local out=$T/cg.total
+    env ${3:+LD_PRELOAD=$LIB} valgrind --tool=callgrind --callgrind-out-file="$out" \
+        "$BIN" alloc "$1" "$2" >/dev/null 2>&1
+    sed -n 's/^summary: //p' "$out"
+}
+per_pair() { # per_pair SIZE [preload] -> instructions per alloc+free pair
+    echo $((($(total 2000 "$1" "${2:-}") - $(total 1000 "$1" "${2:-}")) / 1000))
+}
+median() { sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+RUNS=${RUNS:-3}
+SIZES="4096:4KiB 1048576:1MiB 67108864:64MiB 1073741824:1GiB"
+if [ "$MODE" = check ]; then
+    RUNS=1
+    SIZES="4096:4KiB 1073741824:1GiB"
+fi
+over=0
 export CUDA_DEVICE_MEMORY_LIMIT=40g CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/region
-read -r ab aa <<<"$(measure alloc cuMemAlloc_v2 cuMemFree_v2)"
-echo "| cuMemAlloc_v2 + cuMemFree_v2, 40 GiB limit | $ab | $aa | 400 |"
+"$BIN" alloc 1 4096 >/dev/null                   # fakegpu's state exists from here on
+env LD_PRELOAD="$LIB" "$BIN" alloc 1 4096 >/dev/null # and so does the region
+echo
+echo "Instructions per cuMemAlloc_v2 + cuMemFree_v2 pair with a 40 GiB limit: the whole"
+echo "program's count with libvgpu preloaded minus without (libvgpu and every driver call it"
+echo "adds), N=2000 minus N=1000 pairs, median of $RUNS runs:"
+echo
+echo "| size | without libvgpu | with libvgpu | added | target |"
+echo "| --- | ---: | ---: | ---: | ---: |"
+for size in $SIZES; do
+    b=${size%%:*}
+    : >"$T/runs"
+    for _ in $(seq "$RUNS"); do
+        w0=$(per_pair "$b")
+        w1=$(per_pair "$b" 1)
+        echo "$w0 $w1 $((w1 - w0))" >>"$T/runs"
+    done
+    added=$(cut -d' ' -f3 "$T/runs" | median)
+    echo "| ${size#*:} | $(cut -d' ' -f1 "$T/runs" | median) | $(cut -d' ' -f2 "$T/runs" | median)" \
+        "| $added | $TARGET |"
+    [ "$added" -le "$TARGET" ] || over=1
+done
+if [ "$MODE" = check ]; then
+    [ "$over" = 0 ] || { echo "FAIL: an allocation size is over $TARGET added instructions"; exit 1; }
+    exit 0
+fi
 
 rate() { # rate [preload] -> total pairs of 16 processes in 3 s
     local total=0

@@ -1,6 +1,6 @@
 /* libvgpu micro-benchmarks (bench/libvgpu.sh runs them with and without libvgpu):
  *   libvgpu_bench launch N       N x cuLaunchKernel of a trivial kernel
- *   libvgpu_bench alloc N        N x (cuMemAlloc_v2 + cuMemFree_v2) of 1 MiB
+ *   libvgpu_bench alloc N [SIZE] N x (cuMemAlloc_v2 + cuMemFree_v2) of SIZE (default 1MiB)
  *   libvgpu_bench rate SECONDS   alloc+free pairs per second (prints "pairs=<n>")
  * Linked against libcuda.so.1; the script picks fakegpu or a real driver. */
 #include <stdio.h>
@@ -28,9 +28,10 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-    uint64_t n;
-    if (argc != 3 || vg_parse_u64(argv[2], 0, UINT64_C(1) << 40, &n, NULL) != 0) {
-        fprintf(stderr, "usage: libvgpu_bench launch|alloc|rate N\n");
+    uint64_t n, size = UINT64_C(1) << 20;
+    if (argc < 3 || argc > 4 || vg_parse_u64(argv[2], 0, UINT64_C(1) << 40, &n, NULL) != 0 ||
+        (argc == 4 && vg_parse_u64(argv[3], 1, UINT64_C(1) << 40, &size, NULL) != 0)) {
+        fprintf(stderr, "usage: libvgpu_bench launch|alloc|rate N [SIZE]\n");
         return 2;
     }
     CUdevice dev;
@@ -50,7 +51,7 @@ int main(int argc, char **argv)
     } else if (strcmp(argv[1], "alloc") == 0) {
         for (uint64_t i = 0; i < n; i++) {
             CUdeviceptr p;
-            must(cuMemAlloc_v2(&p, 1 << 20), "cuMemAlloc_v2");
+            must(cuMemAlloc_v2(&p, (size_t)size), "cuMemAlloc_v2");
             must(cuMemFree_v2(p), "cuMemFree_v2");
         }
     } else if (strcmp(argv[1], "rate") == 0) {

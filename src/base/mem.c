@@ -36,6 +36,35 @@ char *xstrdup(const char *s)
     return memcpy(xmalloc(n), s, n);
 }
 
+_Atomic unsigned long vg_mem_fail_countdown_;
+static _Atomic bool fail_fired;
+
+bool vg_mem_fail_tick_(void)
+{
+    unsigned long left = atomic_load_explicit(&vg_mem_fail_countdown_, memory_order_relaxed);
+    while (left != 0) {
+        if (atomic_compare_exchange_weak(&vg_mem_fail_countdown_, &left, left - 1)) {
+            if (left != 1)
+                return false;
+            atomic_store(&fail_fired, true);
+            return true;
+        }
+    }
+    return false;
+}
+
+void vg_mem_fail_nth(unsigned long n)
+{
+    atomic_store(&fail_fired, false);
+    atomic_store(&vg_mem_fail_countdown_, n);
+}
+
+bool vg_mem_fail_fired(void)
+{
+    atomic_store(&vg_mem_fail_countdown_, 0);
+    return atomic_exchange(&fail_fired, false);
+}
+
 void vg_freep(void *pptr)
 {
     void **p = pptr;

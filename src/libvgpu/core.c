@@ -257,36 +257,18 @@ int vg_regdev_of_cudevice(CUdevice dev)
 
 /* initial-exec: libvgpu is loaded at start-up (LD_PRELOAD, /etc/ld.so.preload), so its TLS
  * is static and reads cost one instruction instead of a __tls_get_addr call. */
-static __thread __attribute__((tls_model("initial-exec"))) struct {
-    CUcontext ctx;
-    uint32_t epoch;
-    int regdev;
-    CUdevice cudev;
-} current_cache;
+__thread __attribute__((tls_model("initial-exec"))) struct vg_thread vg_thread;
 
-CUresult vg_current(CUcontext *ctx, int *regdev, CUdevice *cudev)
+CUresult vg_current_refresh(CUcontext c)
 {
-    CUcontext c = NULL;
-    CUresult r = vg_g.real.cuCtxGetCurrent(&c);
+    uint32_t epoch = atomic_load_explicit(&vg_g.ctx_epoch, memory_order_acquire);
+    CUresult r = vg_g.real.cuCtxGetDevice(&vg_thread.scratch_dev);
     if (r != CUDA_SUCCESS)
         return r;
-    if (c == NULL)
-        return CUDA_ERROR_INVALID_CONTEXT;
-    uint32_t epoch = atomic_load_explicit(&vg_g.ctx_epoch, memory_order_acquire);
-    if (current_cache.ctx != c || current_cache.epoch != epoch) {
-        CUdevice d;
-        r = vg_g.real.cuCtxGetDevice(&d);
-        if (r != CUDA_SUCCESS)
-            return r;
-        current_cache.ctx = c;
-        current_cache.epoch = epoch;
-        current_cache.cudev = d;
-        current_cache.regdev = vg_regdev_of_cudevice(d);
-    }
-    *ctx = c;
-    *regdev = current_cache.regdev;
-    if (cudev != NULL)
-        *cudev = current_cache.cudev;
+    vg_thread.ctx = c;
+    vg_thread.epoch = epoch;
+    vg_thread.cudev = vg_thread.scratch_dev;
+    vg_thread.regdev = vg_regdev_of_cudevice(vg_thread.cudev);
     return CUDA_SUCCESS;
 }
 
@@ -368,30 +350,13 @@ CUresult vg_charge_slow(int dev, uint64_t bytes)
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-CUresult vg_record(enum track_space space, uint64_t key, int dev, uint64_t bytes, CUcontext ctx,
-                   CUmemoryPool pool)
+void vg_record_replaced(const struct track_entry *old)
 {
-    struct track_entry e = {
-        .key = key,
-        .space = (uint8_t)space,
-        .async = pool != NULL,
-        .dev = (uint16_t)dev,
-        .bytes = bytes,
-        .ctx = (uintptr_t)ctx,
-        .pool = (uintptr_t)pool,
-    };
-    struct track_entry old;
-    int rc = track_insert(&vg_g.track, &e, &old);
-    if (rc < 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    if (rc == 1) {
-        /* The driver reused an address whose free we never saw (freed with its context). */
-        if (old.async)
-            vg_pool_freed((CUmemoryPool)old.pool, old.dev, old.bytes);
-        else
-            vg_uncharge(old.dev, old.bytes);
-    }
-    return CUDA_SUCCESS;
+    /* The driver reused an address whose free we never saw (freed with its context). */
+    if (old->async)
+        vg_pool_freed((CUmemoryPool)old->pool, old->dev, old->bytes);
+    else
+        vg_uncharge(old->dev, old->bytes);
 }
 
 /* ---- pools ---- */

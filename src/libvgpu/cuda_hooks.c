@@ -384,15 +384,12 @@ VG_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 #define VG_FREE(call, key)                                                                         \
     do {                                                                                           \
         struct track_entry e_;                                                                     \
-        bool had_ = track_remove(&vg_g.track, TRACK_DEVPTR, (uint64_t)(key), &e_);                 \
+        if (!track_remove(&vg_g.track, TRACK_DEVPTR, (uint64_t)(key), &e_))                        \
+            return call;                                                                           \
         CUresult r_ = call;                                                                        \
-        if (!had_)                                                                                 \
-            return r_;                                                                             \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
+        if (VG_UNLIKELY(r_ != CUDA_SUCCESS))                                                       \
             (void)track_insert(&vg_g.track, &e_, NULL);                                            \
-            return r_;                                                                             \
-        }                                                                                          \
-        if (e_.async)                                                                              \
+        else if (e_.async)                                                                         \
             vg_pool_freed((CUmemoryPool)e_.pool, e_.dev, e_.bytes);                                \
         else                                                                                       \
             vg_uncharge(e_.dev, e_.bytes);                                                         \

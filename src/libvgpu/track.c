@@ -6,10 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void lock(struct track *t)
+#include "base/mem.h"
+
+static __attribute__((noinline, cold)) void lock_contended(struct track *t)
 {
-    while (atomic_flag_test_and_set_explicit(&t->lock, memory_order_acquire))
+    do
         sched_yield();
+    while (atomic_flag_test_and_set_explicit(&t->lock, memory_order_acquire));
+}
+
+static inline void lock(struct track *t)
+{
+    if (__builtin_expect(atomic_flag_test_and_set_explicit(&t->lock, memory_order_acquire), 0))
+        lock_contended(t);
 }
 
 static void unlock(struct track *t)
@@ -18,6 +27,8 @@ static void unlock(struct track *t)
 }
 
 #define TRACK_MIN_CAPACITY 256
+#define TRACK_MIN_BITS     8
+_Static_assert(TRACK_MIN_CAPACITY == 1u << TRACK_MIN_BITS, "minimum capacity");
 
 void track_init(struct track *t)
 {
@@ -33,61 +44,60 @@ void track_free(struct track *t)
     t->count = 0;
 }
 
-static size_t slot_of(uint64_t key, uint8_t space, size_t capacity)
+/* Fibonacci hashing: the top bits of key x 2^64/phi. The space goes into the low bits,
+ * which every aligned key leaves zero; equal keys of two spaces only share a chain. */
+static inline size_t slot_of(uint64_t key, uint8_t space, unsigned shift)
 {
-    /* splitmix64 finaliser: device addresses share their low and high bits. */
-    uint64_t x = key ^ ((uint64_t)space << 56);
-    x ^= x >> 30;
-    x *= UINT64_C(0xbf58476d1ce4e5b9);
-    x ^= x >> 27;
-    x *= UINT64_C(0x94d049bb133111eb);
-    x ^= x >> 31;
-    return (size_t)x & (capacity - 1);
+    return (size_t)(((key ^ space) * UINT64_C(0x9e3779b97f4a7c15)) >> shift);
 }
 
-static struct track_entry *lookup(struct track *t, uint8_t space, uint64_t key)
+/* Index of (space, key), or SIZE_MAX. */
+static inline size_t lookup(const struct track *t, uint8_t space, uint64_t key)
 {
     if (t->capacity == 0)
-        return NULL;
-    for (size_t i = slot_of(key, space, t->capacity);; i = (i + 1) & (t->capacity - 1)) {
-        struct track_entry *s = &t->slots[i];
-        if (s->space == TRACK_FREE)
-            return NULL;
+        return SIZE_MAX;
+    size_t mask = t->capacity - 1;
+    for (size_t i = slot_of(key, space, t->shift);; i = (i + 1) & mask) {
+        const struct track_entry *s = &t->slots[i];
         if (s->key == key && s->space == space)
-            return s;
+            return i;
+        if (s->space == TRACK_FREE)
+            return SIZE_MAX;
     }
 }
 
-static void place(struct track_entry *slots, size_t capacity, const struct track_entry *e)
+static void place(struct track_entry *slots, size_t capacity, unsigned shift,
+                  const struct track_entry *e)
 {
-    size_t i = slot_of(e->key, e->space, capacity);
+    size_t i = slot_of(e->key, e->space, shift);
     while (slots[i].space != TRACK_FREE)
         i = (i + 1) & (capacity - 1);
     slots[i] = *e;
 }
 
-static int grow(struct track *t)
+static __attribute__((noinline, cold)) int grow(struct track *t)
 {
     size_t cap = t->capacity == 0 ? TRACK_MIN_CAPACITY : t->capacity * 2;
-    struct track_entry *slots = calloc(cap, sizeof *slots);
+    unsigned shift = t->capacity == 0 ? 64 - TRACK_MIN_BITS : t->shift - 1;
+    struct track_entry *slots = vg_calloc(cap, sizeof *slots);
     if (slots == NULL)
         return -ENOMEM;
     for (size_t i = 0; i < t->capacity; i++)
         if (t->slots[i].space != TRACK_FREE)
-            place(slots, cap, &t->slots[i]);
+            place(slots, cap, shift, &t->slots[i]);
     free(t->slots);
     t->slots = slots;
     t->capacity = cap;
+    t->shift = shift;
     return 0;
 }
 
 /* Backward-shift deletion: moves later members of the probe chain into the hole. */
-static void erase(struct track *t, struct track_entry *s)
+static inline void erase(struct track *t, size_t hole)
 {
     size_t mask = t->capacity - 1;
-    size_t hole = (size_t)(s - t->slots);
     for (size_t j = (hole + 1) & mask; t->slots[j].space != TRACK_FREE; j = (j + 1) & mask) {
-        size_t home = slot_of(t->slots[j].key, t->slots[j].space, t->capacity);
+        size_t home = slot_of(t->slots[j].key, t->slots[j].space, t->shift);
         /* j's entry may move to hole if hole lies on its probe path home..j. */
         if (((j - home) & mask) >= ((j - hole) & mask)) {
             t->slots[hole] = t->slots[j];
@@ -107,7 +117,7 @@ int track_insert(struct track *t, const struct track_entry *e, struct track_entr
     }
     /* One probe: the entry with this key, or the first free slot of its chain. */
     size_t mask = t->capacity - 1;
-    size_t i = slot_of(e->key, e->space, t->capacity);
+    size_t i = slot_of(e->key, e->space, t->shift);
     while (t->slots[i].space != TRACK_FREE &&
            (t->slots[i].key != e->key || t->slots[i].space != e->space))
         i = (i + 1) & mask;
@@ -127,24 +137,24 @@ int track_insert(struct track *t, const struct track_entry *e, struct track_entr
 bool track_remove(struct track *t, enum track_space space, uint64_t key, struct track_entry *out)
 {
     lock(t);
-    struct track_entry *s = lookup(t, (uint8_t)space, key);
-    if (s != NULL) {
+    size_t i = lookup(t, (uint8_t)space, key);
+    if (i != SIZE_MAX) {
         if (out != NULL)
-            *out = *s;
-        erase(t, s);
+            *out = t->slots[i];
+        erase(t, i);
     }
     unlock(t);
-    return s != NULL;
+    return i != SIZE_MAX;
 }
 
 bool track_find(struct track *t, enum track_space space, uint64_t key, struct track_entry *out)
 {
     lock(t);
-    struct track_entry *s = lookup(t, (uint8_t)space, key);
-    if (s != NULL && out != NULL)
-        *out = *s;
+    size_t i = lookup(t, (uint8_t)space, key);
+    if (i != SIZE_MAX && out != NULL)
+        *out = t->slots[i];
     unlock(t);
-    return s != NULL;
+    return i != SIZE_MAX;
 }
 
 size_t track_remove_context(struct track *t, uintptr_t ctx,
@@ -156,7 +166,7 @@ size_t track_remove_context(struct track *t, uintptr_t ctx,
         struct track_entry *s = &t->slots[i];
         if (s->space != TRACK_FREE && s->ctx == ctx) {
             struct track_entry copy = *s;
-            erase(t, s);
+            erase(t, i);
             if (fn != NULL)
                 fn(&copy, arg);
             n++;

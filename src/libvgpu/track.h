@@ -7,6 +7,8 @@
  * Linear probing with backward-shift deletion (no tombstones), so a long-running process
  * that allocates and frees millions of times keeps short probe chains. The table grows by
  * doubling at 50 % load; growth failure is reported and the caller undoes the allocation.
+ * The hash is one multiplication (Fibonacci hashing: the product's top bits), which
+ * spreads keys that differ only in their middle bits, as aligned device addresses do.
  * One spinlock per table: the critical sections are a few dozen instructions, and a
  * pthread mutex would double the cost of an allocation; a waiter yields the CPU. */
 #ifndef VGPU_LIBVGPU_TRACK_H
@@ -39,6 +41,7 @@ struct track_entry {
 
 struct track {
     atomic_flag lock;
+    unsigned shift; /* 64 - log2(capacity): the hash keeps the product's top bits */
     struct track_entry *slots;
     size_t capacity; /* power of two, or 0 before the first insert */
     size_t count;

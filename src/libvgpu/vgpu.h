@@ -182,9 +182,47 @@ int vg_setup_without_cuda(void);
 /* The CUDA result setup failed with (CUDA_SUCCESS unless the configuration is invalid). */
 CUresult vg_setup_result(void);
 
+/* Per-thread state of the allocation path. The driver's answers (out-parameters) land in
+ * the scratch fields rather than in stack slots whose address escapes, so the inlined
+ * wrappers need no stack-protector canary. */
+struct vg_thread {
+    CUcontext ctx; /* current context last seen, and what it maps to */
+    uint32_t epoch;
+    int regdev;
+    CUdevice cudev;
+    CUdevice scratch_dev;
+    CUcontext scratch_ctx;
+    struct track_entry scratch_new;   /* the entry vg_record inserts */
+    struct track_entry scratch_entry; /* an entry vg_record replaced */
+};
+extern __thread __attribute__((tls_model("initial-exec"))) struct vg_thread vg_thread;
+/* The current context changed (or one went away): asks the driver for its device. */
+CUresult vg_current_refresh(CUcontext c);
+
 /* Region device of the calling thread's current context (-1: not limited or none), and
- * that context; CUDA error when there is no current context. */
-CUresult vg_current(CUcontext *ctx, int *regdev, CUdevice *cudev);
+ * that context; CUDA error when there is no current context. One driver call
+ * (cuCtxGetCurrent) on the way; cuCtxGetDevice only when the context changed. */
+static inline CUresult vg_current(CUcontext *ctx, int *regdev, CUdevice *cudev)
+{
+    CUresult r = vg_g.real.cuCtxGetCurrent(&vg_thread.scratch_ctx);
+    if (VG_UNLIKELY(r != CUDA_SUCCESS))
+        return r;
+    CUcontext c = vg_thread.scratch_ctx;
+    if (VG_UNLIKELY(c == NULL))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (VG_UNLIKELY(vg_thread.ctx != c ||
+                    vg_thread.epoch !=
+                        atomic_load_explicit(&vg_g.ctx_epoch, memory_order_acquire))) {
+        r = vg_current_refresh(c);
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    *ctx = c;
+    *regdev = vg_thread.regdev;
+    if (cudev != NULL)
+        *cudev = vg_thread.cudev;
+    return CUDA_SUCCESS;
+}
 int vg_regdev_of_cudevice(CUdevice dev);
 
 /* Charges bytes on region device dev: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY (logged,
@@ -206,9 +244,29 @@ static inline void vg_uncharge(int dev, uint64_t bytes)
 /* Before reporting usage: takes back what dead processes held (rate-limited). */
 void vg_reclaim_for_view(void);
 
+/* Releases what an entry that vg_record replaced held. */
+void vg_record_replaced(const struct track_entry *old);
 /* Records an allocation just made; on failure to record, the caller frees it. */
-CUresult vg_record(enum track_space space, uint64_t key, int dev, uint64_t bytes, CUcontext ctx,
-                   CUmemoryPool pool);
+static inline CUresult vg_record(enum track_space space, uint64_t key, int dev, uint64_t bytes,
+                                 CUcontext ctx, CUmemoryPool pool)
+{
+    vg_thread.scratch_new = (struct track_entry){
+        .key = key,
+        .space = (uint8_t)space,
+        .async = pool != NULL,
+        .dev = (uint16_t)dev,
+        .bytes = bytes,
+        .ctx = (uintptr_t)ctx,
+        .pool = (uintptr_t)pool,
+    };
+    int rc = track_insert(&vg_g.track, &vg_thread.scratch_new, &vg_thread.scratch_entry);
+    if (VG_UNLIKELY(rc != 0)) {
+        if (rc < 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        vg_record_replaced(&vg_thread.scratch_entry);
+    }
+    return CUDA_SUCCESS;
+}
 
 /* Pool bookkeeping for stream-ordered allocations. */
 uint64_t vg_pool_cached(CUmemoryPool pool);

@@ -8,12 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "base/str.h"
 #include "placement/placement.h"
 
 struct place_cluster *place_cluster_new(void)
 {
-    return calloc(1, sizeof(struct place_cluster));
+    return vg_calloc(1, sizeof(struct place_cluster));
 }
 
 void place_cluster_free(struct place_cluster *c)
@@ -73,7 +74,7 @@ int place_cluster_add_node(struct place_cluster *c, const char *name, uint64_t c
     }
     if (c->node_count == c->node_cap) {
         size_t cap = c->node_cap ? c->node_cap * 2 : 64;
-        struct place_node *nodes = realloc(c->nodes, cap * sizeof *nodes);
+        struct place_node *nodes = vg_realloc(c->nodes, cap * sizeof *nodes);
         if (nodes == NULL)
             return vg_err_set(err, -ENOMEM, "out of memory adding node %s", name);
         c->nodes = nodes;

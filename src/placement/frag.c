@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "placement/placement.h"
 
 void place_mix_init(struct place_mix *m)
@@ -40,7 +41,7 @@ int place_mix_add(struct place_mix *m, const struct place_mix_type *t)
     }
     if (m->count == m->cap) {
         size_t cap = m->cap ? m->cap * 2 : 32;
-        struct place_mix_type *types = realloc(m->types, cap * sizeof *types);
+        struct place_mix_type *types = vg_realloc(m->types, cap * sizeof *types);
         if (types == NULL)
             return -ENOMEM;
         m->types = types;
@@ -144,7 +145,7 @@ uint64_t place_frag_node(const struct place_mix *m, const struct place_node *n)
 int place_frag_cache_init(struct place_frag_cache *fc, size_t node_count)
 {
     memset(fc, 0, sizeof *fc);
-    fc->entries = calloc(node_count > 0 ? node_count : 1, sizeof *fc->entries);
+    fc->entries = vg_calloc(node_count > 0 ? node_count : 1, sizeof *fc->entries);
     if (fc->entries == NULL)
         return -ENOMEM;
     fc->count = node_count;
@@ -199,8 +200,8 @@ static void fit_index_build(struct place_fit_index *ix, const struct place_mix *
     for (size_t t = 0; t < m->count; t++)
         if (m->types[t].gpu_count > 1)
             others++;
-    ix->sets = calloc(PLACE_MAX_MODELS, sizeof *ix->sets);
-    ix->other = malloc((others + 1) * sizeof *ix->other);
+    ix->sets = vg_calloc(PLACE_MAX_MODELS, sizeof *ix->sets);
+    ix->other = vg_malloc((others + 1) * sizeof *ix->other);
     if (ix->sets == NULL || ix->other == NULL) {
         fit_index_free(ix);
         return;
@@ -229,8 +230,8 @@ static bool fit_set_build(struct place_fit_set *fs, const struct place_mix *m, u
     size_t singles = 0;
     for (size_t t = 0; t < m->count; t++)
         singles += fit_single(&m->types[t], model);
-    fs->levels = malloc((singles + 1) * sizeof *fs->levels);
-    fs->start = malloc((singles + 2) * sizeof *fs->start);
+    fs->levels = vg_malloc((singles + 1) * sizeof *fs->levels);
+    fs->start = vg_malloc((singles + 2) * sizeof *fs->start);
     if (fs->levels == NULL || fs->start == NULL)
         goto fail;
     for (size_t t = 0; t < m->count; t++)
@@ -244,8 +245,8 @@ static bool fit_set_build(struct place_fit_set *fs, const struct place_mix *m, u
     fs->level_count = distinct;
     /* Level j holds every type asking at most levels[j]: at most singles entries. */
     size_t cap = distinct * singles + 1;
-    fs->milli = malloc(cap * sizeof *fs->milli);
-    fs->cum = malloc(cap * sizeof *fs->cum);
+    fs->milli = vg_malloc(cap * sizeof *fs->milli);
+    fs->cum = vg_malloc(cap * sizeof *fs->cum);
     if (fs->milli == NULL || fs->cum == NULL)
         goto fail;
     size_t k = 0;

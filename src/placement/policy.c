@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "placement/internal.h"
 
 #define MAX_SPEC_CPU 128000.0 /* normalisers of the paper's simulator */
@@ -403,7 +404,7 @@ static int64_t score_default(const struct place_cluster *c, const struct place_m
 int place_memo_init(struct place_memo *m, size_t node_count)
 {
     memset(m, 0, sizeof *m);
-    m->entries = calloc(node_count > 0 ? node_count : 1, sizeof *m->entries);
+    m->entries = vg_calloc(node_count > 0 ? node_count : 1, sizeof *m->entries);
     if (m->entries == NULL)
         return -ENOMEM;
     m->count = node_count;
@@ -600,7 +601,7 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
     }
 
     if (memo != NULL && view.gaps != NULL && memo->shares == NULL) {
-        memo->shares = calloc(memo->count, sizeof *memo->shares);
+        memo->shares = vg_calloc(memo->count, sizeof *memo->shares);
         if (memo->shares == NULL)
             memo = NULL; /* decided without it: the same verdicts, only slower */
     }

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/mem.h"
 #include "base/str.h"
 
 /* The file's layout, version 1. Little-endian x86-64/aarch64; docs/protocol.md. */
@@ -67,7 +68,12 @@ _Static_assert(sizeof(struct shared_region) == 64 + 16 * 192 + 1024 * 272, "regi
 struct region {
     int fd;
     struct shared_region *sh;
-    int slot; /* -1 when not attached */
+    /* The device count as validated at open: every index into the device table is
+     * checked against this copy, never against the shared file, which any process of
+     * the container can write. */
+    unsigned device_count;
+    int slot;               /* -1 when not attached */
+    struct shared_proc *me; /* &sh->procs[slot], NULL when not attached */
     pthread_mutex_t mutex;
     char path[PATH_MAX];
 };
@@ -178,7 +184,7 @@ int region_init_fd(int fd, const struct region_config *config, struct vg_err *er
     /* Only the header and device table are written; the process table stays a hole,
      * which reads as zeros. The caller publishes the file once this returns. */
     const size_t head = offsetof(struct shared_region, procs);
-    struct shared_region *sh = calloc(1, sizeof *sh);
+    struct shared_region *sh = vg_calloc(1, sizeof *sh);
     if (!sh)
         return vg_err_set(err, -ENOMEM, "region: out of memory");
     int rc = fill_new_region(sh, config, err);
@@ -226,7 +232,7 @@ out:
 
 int region_open(const char *path, struct region **out, struct vg_err *err)
 {
-    struct region *r = calloc(1, sizeof *r);
+    struct region *r = vg_calloc(1, sizeof *r);
     if (r == NULL)
         return vg_err_set(err, -ENOMEM, "out of memory opening region");
     r->slot = -1;
@@ -262,6 +268,7 @@ int region_open(const char *path, struct region **out, struct vg_err *err)
         vg_err_wrap(err, "region %s", path);
         goto fail;
     }
+    r->device_count = r->sh->device_count;
     pthread_mutex_init(&r->mutex, NULL);
     *out = r;
     return 0;
@@ -286,7 +293,7 @@ void region_close(struct region *r)
 
 unsigned region_device_count(const struct region *r)
 {
-    return r->sh->device_count;
+    return r->device_count;
 }
 
 const struct region_device_config *region_device(const struct region *r, unsigned dev)
@@ -298,15 +305,16 @@ const struct region_device_config *region_device(const struct region *r, unsigne
     _Static_assert(offsetof(struct shared_device, sm_limit_percent) ==
                        offsetof(struct region_device_config, sm_limit_percent),
                    "config prefix");
-    if (dev >= r->sh->device_count)
+    if (dev >= r->device_count)
         return NULL;
     return (const struct region_device_config *)(const void *)&r->sh->devices[dev];
 }
 
 int region_find_device(const struct region *r, const char *uuid)
 {
-    for (unsigned i = 0; i < r->sh->device_count; i++)
-        if (strcmp(r->sh->devices[i].uuid, uuid) == 0)
+    /* Bounded: the shared copy may have lost its terminator since it was validated. */
+    for (unsigned i = 0; i < r->device_count; i++)
+        if (strncmp(r->sh->devices[i].uuid, uuid, REGION_UUID_MAX) == 0)
             return (int)i;
     return -ENOENT;
 }
@@ -334,7 +342,7 @@ static bool wait_inflight(struct region *r, const bool *dead)
     for (unsigned s = 0; s < REGION_MAX_PROCS; s++) {
         if (dead[s] || atomic_load(&r->sh->procs[s].state) != SLOT_LIVE)
             continue;
-        for (unsigned d = 0; d < r->sh->device_count; d++) {
+        for (unsigned d = 0; d < r->device_count; d++) {
             while (atomic_load(&r->sh->procs[s].inflight[d]) != 0) {
                 if (now_ns() > deadline)
                     return false;
@@ -360,18 +368,18 @@ static int recount_locked(struct region *r, unsigned *count)
             ndead++;
         }
     }
-    for (unsigned d = 0; d < sh->device_count; d++)
+    for (unsigned d = 0; d < r->device_count; d++)
         frozen |= (atomic_load(&sh->devices[d].used) & FROZEN) != 0;
     *count = 0;
     if (ndead == 0 && !frozen)
         return 0;
 
     uint64_t before[REGION_MAX_DEVICES];
-    for (unsigned d = 0; d < sh->device_count; d++)
+    for (unsigned d = 0; d < r->device_count; d++)
         before[d] = atomic_fetch_or(&sh->devices[d].used, FROZEN) & ~FROZEN;
     if (!wait_inflight(r, dead)) {
         /* Nothing could change while frozen, so the old counts are still exact. */
-        for (unsigned d = 0; d < sh->device_count; d++)
+        for (unsigned d = 0; d < r->device_count; d++)
             atomic_store(&sh->devices[d].used, before[d]);
         return -EAGAIN;
     }
@@ -386,7 +394,7 @@ static int recount_locked(struct region *r, unsigned *count)
         atomic_store(&p->pid, 0);
         atomic_store(&p->state, SLOT_FREE);
     }
-    for (unsigned d = 0; d < sh->device_count; d++) {
+    for (unsigned d = 0; d < r->device_count; d++) {
         uint64_t sum = 0;
         for (unsigned s = 0; s < REGION_MAX_PROCS; s++)
             if (atomic_load(&sh->procs[s].state) == SLOT_LIVE)
@@ -446,6 +454,7 @@ int region_attach(struct region *r, struct vg_err *err)
             atomic_store(&p->pid, (int32_t)getpid());
             atomic_store(&p->state, SLOT_LIVE);
             r->slot = (int)s;
+            r->me = p;
             rc = 0;
             break;
         }
@@ -462,7 +471,7 @@ void region_detach(struct region *r)
     if (r->slot < 0)
         return;
     struct shared_proc *p = &r->sh->procs[r->slot];
-    for (unsigned d = 0; d < r->sh->device_count; d++) {
+    for (unsigned d = 0; d < r->device_count; d++) {
         uint64_t held = atomic_load(&p->used[d]);
         if (held > 0)
             region_release(r, d, held);
@@ -472,6 +481,7 @@ void region_detach(struct region *r)
     atomic_store(&p->state, SLOT_FREE);
     (void)ofd_lock(r->fd, F_UNLCK, 1 + (off_t)r->slot, false);
     r->slot = -1;
+    r->me = NULL;
     region_unlock(r);
 }
 
@@ -487,15 +497,19 @@ void region_after_fork(struct region *r)
         r->fd = fd;
     }
     r->slot = -1;
+    r->me = NULL;
 }
 
 /* --- the allocation path --- */
 
 /* Applies delta to the device counter and this process's slot; for a positive delta the
- * counter must stay within limit (0: none). Lock-free unless a recount is running. */
+ * counter must stay within limit (0: none). Lock-free unless a recount is running. The
+ * protocol a recount relies on: inflight is set before the counter changes and cleared
+ * only after the slot has caught up, so a recounter that froze the counter either sees
+ * the update in flight (and waits) or sees it complete in the slot. */
 static int apply(struct region *r, unsigned dev, uint64_t bytes, bool add, uint64_t limit)
 {
-    struct shared_proc *p = &r->sh->procs[r->slot];
+    struct shared_proc *p = r->me;
     _Atomic uint64_t *counter = &r->sh->devices[dev].used;
     for (;;) {
         atomic_store(&p->inflight[dev], add ? (int64_t)bytes : -(int64_t)bytes);
@@ -529,11 +543,10 @@ static int apply(struct region *r, unsigned dev, uint64_t bytes, bool add, uint6
     }
 }
 
-int region_reserve(struct region *r, unsigned dev, uint64_t bytes)
+/* region_reserve past its first attempt: a frozen counter or a refusal. */
+static __attribute__((noinline, cold)) int reserve_slow(struct region *r, unsigned dev,
+                                                        uint64_t bytes, uint64_t limit)
 {
-    if (r->slot < 0 || dev >= r->sh->device_count)
-        return -EINVAL;
-    uint64_t limit = r->sh->devices[dev].memory_limit;
     int rc = apply(r, dev, bytes, true, limit);
     if (rc == -ENOMEM) {
         unsigned reclaimed = 0;
@@ -543,23 +556,58 @@ int region_reserve(struct region *r, unsigned dev, uint64_t bytes)
     return rc;
 }
 
+/* The allocation path: apply()'s first round written out for one direction, same
+ * protocol and the same atomics, falling back to apply() when a recount holds the counter. */
+int region_reserve(struct region *r, unsigned dev, uint64_t bytes)
+{
+    struct shared_proc *p = r->me;
+    if (__builtin_expect(p == NULL || dev >= r->device_count, 0))
+        return -EINVAL;
+    struct shared_device *d = &r->sh->devices[dev];
+    uint64_t limit = d->memory_limit;
+    atomic_store(&p->inflight[dev], (int64_t)bytes);
+    uint64_t old = atomic_load(&d->used);
+    while (!(old & FROZEN) && bytes <= FROZEN - 1 - old && (limit == 0 || old + bytes <= limit)) {
+        if (atomic_compare_exchange_weak(&d->used, &old, old + bytes)) {
+            atomic_fetch_add(&p->used[dev], bytes);
+            atomic_store(&p->inflight[dev], 0);
+            return 0;
+        }
+    }
+    atomic_store(&p->inflight[dev], 0);
+    return reserve_slow(r, dev, bytes, limit);
+}
+
 void region_release(struct region *r, unsigned dev, uint64_t bytes)
 {
-    if (r->slot < 0 || dev >= r->sh->device_count || bytes == 0)
+    struct shared_proc *p = r->me;
+    if (__builtin_expect(p == NULL || dev >= r->device_count || bytes == 0, 0))
         return;
+    _Atomic uint64_t *counter = &r->sh->devices[dev].used;
+    atomic_store(&p->inflight[dev], -(int64_t)bytes);
+    uint64_t old = atomic_load(counter);
+    while (!(old & FROZEN)) {
+        if (atomic_compare_exchange_weak(counter, &old, old > bytes ? old - bytes : 0)) {
+            uint64_t mine = atomic_load(&p->used[dev]);
+            atomic_store(&p->used[dev], mine > bytes ? mine - bytes : 0);
+            atomic_store(&p->inflight[dev], 0);
+            return;
+        }
+    }
+    atomic_store(&p->inflight[dev], 0);
     (void)apply(r, dev, bytes, false, 0);
 }
 
 struct region_compute *region_compute(struct region *r, unsigned dev)
 {
-    if (dev >= r->sh->device_count)
+    if (dev >= r->device_count)
         return NULL;
     return &r->sh->devices[dev].compute;
 }
 
 int region_usage(const struct region *r, unsigned dev, uint64_t *used, uint64_t *limit)
 {
-    if (dev >= r->sh->device_count)
+    if (dev >= r->device_count)
         return -EINVAL;
     if (used != NULL)
         *used = atomic_load(&r->sh->devices[dev].used) & ~FROZEN;
@@ -581,7 +629,7 @@ int region_list_procs(struct region *r, struct region_proc_info *out, unsigned m
             info->slot = s;
             info->generation = atomic_load(&p->generation);
             info->pid = atomic_load(&p->pid);
-            for (unsigned d = 0; d < r->sh->device_count; d++)
+            for (unsigned d = 0; d < r->device_count; d++)
                 info->used[d] = atomic_load(&p->used[d]);
         }
         n++;

@@ -21,7 +21,7 @@ if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu)
     set_tests_properties(integration.libvgpu_nvml PROPERTIES LABELS integration TIMEOUT 180)
   endif()
   set(libvgpu_cases paths_link paths_dlsym paths_procaddr view passthrough config region
-      stress kill two_containers fork multidevice noncuda visible threads)
+      stress kill two_containers fork multidevice noncuda visible threads torture)
   foreach(case ${libvgpu_cases})
     add_test(NAME integration.libvgpu_${case}
              COMMAND ${CMAKE_CURRENT_LIST_DIR}/libvgpu_test.sh ${CMAKE_BINARY_DIR} ${case})

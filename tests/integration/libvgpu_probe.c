@@ -24,7 +24,11 @@
  *                           free random sizes against one limit while another thread keeps
  *                           calling cuInit and cuMemGetInfo; then everything must be back
  *                           and one allocation of all that is free must succeed exactly.
- *                           Prints "threads ok=<n> oom=<n> filled=<bytes>" */
+ *                           Prints "threads ok=<n> oom=<n> filled=<bytes>"
+ *   torture                 600 allocations of 1 MiB under libvgpu_torture.so: one refused
+ *                           with CUDA_ERROR_OUT_OF_MEMORY (libvgpu could not record it) must
+ *                           have charged nothing and succeed when tried again; after the
+ *                           frees, free memory is what it was. Prints "torture oom=<n>" */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <inttypes.h>
@@ -613,6 +617,29 @@ static int cmd_threads(int n, double seconds, unsigned seed)
     return failures != 0;
 }
 
+static int cmd_torture(void)
+{
+    enum { N = 600 };
+    static CUdeviceptr p[N];
+    size_t f0 = free_now();
+    int oom = 0;
+    for (int i = 0; i < N; i++) {
+        CUresult r = cu.cuMemAlloc_v2(&p[i], MiB);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+            oom++;
+            CHECK(free_now() == f0 - (size_t)i * MiB, "a refused allocation stayed charged");
+            r = cu.cuMemAlloc_v2(&p[i], MiB);
+        }
+        CHECK(r == CUDA_SUCCESS, "allocation %d: %d", i, (int)r);
+    }
+    CHECK(free_now() == f0 - N * MiB, "%d MiB allocated, free %zu of %zu", N, free_now(), f0);
+    for (int i = 0; i < N; i++)
+        CHECK(cu.cuMemFree_v2(p[i]) == CUDA_SUCCESS, "free %d", i);
+    CHECK(free_now() == f0, "not everything given back: free %zu of %zu", free_now(), f0);
+    printf("torture oom=%d\n", oom);
+    return failures != 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
@@ -692,6 +719,8 @@ int main(int argc, char **argv)
         return cmd_fill();
     if (strcmp(cmd, "fork") == 0)
         return cmd_fork();
+    if (strcmp(cmd, "torture") == 0)
+        return cmd_torture();
     fprintf(stderr, "unknown command %s\n", cmd);
     return 2;
 }

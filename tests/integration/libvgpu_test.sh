@@ -363,6 +363,40 @@ threads)
     [ "$(field filled "$out")" = $((GiB - 64 * MiB)) ] || fail "linked: $out"
     ;;
 
+torture)
+    # libvgpu's n-th allocation fails, n = 1, 2, ... until a run needs fewer than n (each
+    # run starts without a region, so the region's own allocations come first). Whatever
+    # fails, the program is never aborted: CUDA initialisation is refused with a message
+    # (no region), or the one allocation libvgpu could not record is refused with
+    # CUDA_ERROR_OUT_OF_MEMORY, charges nothing, and works when tried again.
+    refused=0
+    degraded=0
+    for n in $(seq 1 20); do
+        rm -f "$T/region"
+        VGPU_TORTURE_FAIL_NTH=$n LD_PRELOAD=$B/lib/libvgpu_torture.so "$PROBE" dlsym torture \
+            >"$T/out" 2>"$T/err"
+        rc=$?
+        out=$(cat "$T/out")
+        if ! grep -q "vgpu-torture: an allocation failed" "$T/err"; then
+            [ "$rc" = 0 ] && [ "$(field oom "$out")" = 0 ] || fail "n=$n, nothing failed: $out"
+            break
+        fi
+        if [ "$rc" = 3 ]; then
+            grep -q "out of memory.*CUDA initialisation refused" "$T/err" ||
+                fail "n=$n: init refused without saying why: $(cat "$T/err")"
+            refused=$((refused + 1))
+        else
+            [ "$rc" = 0 ] || fail "n=$n: rc=$rc $out $(cat "$T/err")"
+            [ "$(field oom "$out")" = 1 ] || fail "n=$n: expected one refusal: $out"
+            degraded=$((degraded + 1))
+        fi
+    done
+    echo "torture: $refused runs refused CUDA, $degraded refused one allocation, last n=$n"
+    [ "$refused" -ge 2 ] || fail "region creation and opening never failed"
+    # The table's first block and its growths at 128, 256 and 512 entries.
+    [ "$degraded" -ge 4 ] || fail "only $degraded table allocations failed"
+    ;;
+
 *) fail "unknown case $CASE" ;;
 esac
 echo "ok: $CASE"

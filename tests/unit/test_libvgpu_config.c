@@ -3,6 +3,7 @@
  * the limits file wins over the environment, and the table never loses or invents an
  * allocation. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 #include "base/prng.h"
 #include "libvgpu/config.h"
 #include "libvgpu/track.h"
+#include "base/mem.h"
 
 #define MiB (UINT64_C(1) << 20)
 #define GiB (UINT64_C(1) << 30)
@@ -237,6 +239,46 @@ static void test_track_random(void **state)
     track_free(&t);
 }
 
+/* The table's only allocation is its growth. Failing it (each growth in turn) must refuse
+ * that one insertion with -ENOMEM and leave every entry and the count as they were; the
+ * same insertion then succeeds. */
+static void test_track_growth_failure(void **state)
+{
+    (void)state;
+    enum { N = 600 }; /* grows at 0, 128, 256 and 512 entries */
+    unsigned failures = 0;
+    for (unsigned long n = 1;; n++) {
+        struct track t;
+        track_init(&t);
+        vg_mem_fail_nth(n);
+        bool refused = false;
+        for (int i = 0; i < N; i++) {
+            struct track_entry e = {
+                .key = 0x7f0000000000ull + (uint64_t)i * 4096, .space = TRACK_DEVPTR, .bytes = 1};
+            int rc = track_insert(&t, &e, NULL);
+            if (rc == -ENOMEM) {
+                assert_false(refused);
+                refused = true;
+                assert_int_equal(t.count, (size_t)i);
+                for (int j = 0; j < i; j++)
+                    assert_true(
+                        track_find(&t, TRACK_DEVPTR, 0x7f0000000000ull + (uint64_t)j * 4096, NULL));
+                assert_false(track_find(&t, TRACK_DEVPTR, e.key, NULL));
+                rc = track_insert(&t, &e, NULL);
+            }
+            assert_int_equal(rc, 0);
+        }
+        assert_int_equal(t.count, N);
+        bool fired = vg_mem_fail_fired();
+        assert_int_equal(fired, refused);
+        track_free(&t);
+        if (!fired)
+            break;
+        failures++;
+    }
+    assert_int_equal(failures, 4);
+}
+
 static uint64_t swept;
 static void sweep_cb(const struct track_entry *e, void *arg)
 {
@@ -286,6 +328,7 @@ int main(void)
         cmocka_unit_test(test_file),
         cmocka_unit_test(test_file_precedence),
         cmocka_unit_test(test_track_random),
+        cmocka_unit_test(test_track_growth_failure),
         cmocka_unit_test(test_track_context_and_replace),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

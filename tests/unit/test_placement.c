@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "base/mem.h"
 #include "base/str.h"
 #include "placement/placement.h"
 
@@ -1154,9 +1155,134 @@ static void test_node_mask_and_memo(void **state)
     place_mix_clear(&mix);
 }
 
+/* ---- allocation failures ---- */
+
+#define TORTURE_PODS 40
+
+struct torture_trace {
+    int rc[TORTURE_PODS];
+    struct place_decision d[TORTURE_PODS];
+};
+
+/* A whole scheduling run from nothing: cluster (70 nodes, so the node table grows), mix,
+ * FGD's cache, a memo, then pods of three shapes under fgd and default. 0 with the
+ * verdicts in *t, or the -ENOMEM an out-of-memory step reported (everything freed). */
+static int torture_run(struct torture_trace *t)
+{
+    memset(t, 0, sizeof *t);
+    struct vg_err err = {0};
+    struct place_cluster *c = place_cluster_new();
+    if (c == NULL)
+        return -ENOMEM;
+    struct place_mix mix;
+    place_mix_init(&mix);
+    struct place_frag_cache fc = {0};
+    struct place_memo memo = {0};
+    int rc = 0;
+    for (int i = 0; i < 70 && rc == 0; i++) {
+        char name[32];
+        assert_true(vg_snprintf(name, sizeof name, "node-%d", i) > 0);
+        rc = place_cluster_add_node(c, name, 64000, 262144, 4, i % 3 ? "V100" : "T4", 16384, &err);
+        if (rc >= 0) {
+            assert_int_equal(rc, i);
+            rc = 0;
+        } else {
+            assert_int_equal(rc, -ENOMEM);
+            assert_non_null(strstr(err.msg, "out of memory"));
+            assert_int_equal(c->node_count, (size_t)i); /* the nodes before it are intact */
+        }
+    }
+    const struct place_mix_type types[] = {
+        {.cpu_milli = 1000,
+         .gpu_count = 1,
+         .gpu_milli = 250,
+         .model_mask = UINT64_MAX,
+         .weight = 5},
+        {.cpu_milli = 4000, .gpu_count = 1, .gpu_milli = 600, .model_mask = 1, .weight = 2},
+        {.cpu_milli = 1000,
+         .gpu_count = 1,
+         .gpu_milli = 1000,
+         .model_mask = UINT64_MAX,
+         .weight = 3},
+        {.cpu_milli = 1000,
+         .gpu_count = 2,
+         .gpu_milli = 1000,
+         .model_mask = UINT64_MAX,
+         .weight = 2},
+    };
+    for (size_t k = 0; k < sizeof types / sizeof types[0] && rc == 0; k++)
+        rc = place_mix_add(&mix, &types[k]);
+    if (rc == 0)
+        rc = place_frag_cache_init(&fc, c->node_count);
+    if (rc == 0)
+        rc = place_memo_init(&memo, c->node_count);
+    if (rc == 0) {
+        struct place_context ctx = {
+            .mix = &mix, .frag_cache = &fc, .memo = &memo, .memo_count = 1, .memo_mix = true};
+        for (int k = 0; k < TORTURE_PODS; k++) {
+            int shape = k % 3;
+            struct place_request r = gpu_request(1000 + 500 * (uint64_t)(k % 4), shape == 2 ? 2 : 1,
+                                                 shape == 0 ? 250 + 50 * (uint32_t)(k % 5) : 1000);
+            resolve(c, &r);
+            enum place_policy p = k % 2 ? PLACE_POLICY_FGD : PLACE_POLICY_DEFAULT;
+            t->rc[k] = place_decide(c, &r, p, &ctx, &t->d[k], &err);
+            if (t->rc[k] == 0) {
+                assert_int_equal(place_allocate(c, &r, &t->d[k], &err), 0);
+                place_memo_forget(&memo, (size_t)t->d[k].node);
+                place_frag_cache_reset(&fc);
+            }
+        }
+    }
+    place_memo_free(&memo);
+    place_frag_cache_free(&fc);
+    place_mix_clear(&mix);
+    place_cluster_free(c);
+    return rc;
+}
+
+/* The n-th allocation fails, for n = 1, 2, ... until a run allocates without failing.
+ * Each failure is either reported as -ENOMEM by the step that needed the memory, or
+ * absorbed (FGD's index, the memo's share table) without changing a single verdict. */
+static void test_allocation_failures(void **state)
+{
+    (void)state;
+    static struct torture_trace ref, got;
+    assert_int_equal(torture_run(&ref), 0);
+    int placed = 0;
+    for (int k = 0; k < TORTURE_PODS; k++)
+        placed += ref.rc[k] == 0;
+    assert_int_equal(placed, TORTURE_PODS);
+    unsigned reported = 0, absorbed = 0;
+    for (unsigned long n = 1;; n++) {
+        vg_mem_fail_nth(n);
+        int rc = torture_run(&got);
+        bool fired = vg_mem_fail_fired();
+        if (rc == 0) {
+            for (int k = 0; k < TORTURE_PODS; k++) {
+                assert_int_equal(got.rc[k], ref.rc[k]);
+                assert_memory_equal(&got.d[k], &ref.d[k], sizeof got.d[k]);
+            }
+        } else {
+            assert_int_equal(rc, -ENOMEM);
+            assert_true(fired);
+        }
+        if (!fired)
+            break;
+        if (rc == 0)
+            absorbed++;
+        else
+            reported++;
+    }
+    /* cluster, two node-table sizes, mix, cache, memo; index and shares on the way. */
+    print_message("%u failures reported, %u absorbed\n", reported, absorbed);
+    assert_true(reported >= 6);
+    assert_true(absorbed >= 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_feasibility_cpu_memory_boundaries),
         cmocka_unit_test(test_feasibility_gpu_share_boundary),
         cmocka_unit_test(test_feasibility_gpu_memory_boundary),

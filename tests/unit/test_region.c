@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "base/mem.h"
 #include "base/prng.h"
 #include "region/region.h"
 
@@ -449,6 +450,100 @@ static void test_fork_child_gets_own_slot(void **state)
     region_close(r);
 }
 
+/* Any process of the container can write the region file. One that raises the device
+ * count after others opened it must not make them index past the device table. */
+static void test_scribbled_device_count_ignored(void **state)
+{
+    struct fixture *f = *state;
+    struct region_config c = two_devices(GiB, GiB);
+    struct vg_err err;
+    assert_int_equal(region_create(f->path, &c, &err), 0);
+    struct region *r = open_attached(f->path);
+    int fd = open(f->path, O_RDWR);
+    assert_true(fd >= 0);
+    uint32_t devices = 1000;
+    assert_int_equal(pwrite(fd, &devices, sizeof devices, 12), (ssize_t)sizeof devices);
+    char unterminated[REGION_UUID_MAX];
+    memset(unterminated, 'A', sizeof unterminated);
+    assert_int_equal(pwrite(fd, unterminated, sizeof unterminated, 64),
+                     (ssize_t)sizeof unterminated);
+    close(fd);
+    assert_int_equal(region_device_count(r), 2);
+    assert_int_equal(region_reserve(r, 500, MiB), -EINVAL);
+    assert_int_equal(region_reserve(r, 2, MiB), -EINVAL);
+    assert_null(region_device(r, 500));
+    assert_null(region_compute(r, 500));
+    uint64_t used;
+    assert_int_equal(region_usage(r, 500, &used, NULL), -EINVAL);
+    assert_int_equal(region_find_device(r, "GPU-bbbb"), 1);
+    assert_int_equal(region_find_device(r, "GPU-cccc"), -ENOENT);
+    /* The two real devices still work. */
+    assert_int_equal(region_reserve(r, 1, MiB), 0);
+    assert_true(usage(r, 1) == MiB);
+    unsigned n;
+    assert_int_equal(region_reclaim(r, &n), 0);
+    assert_true(usage(r, 1) == MiB);
+    region_close(r);
+}
+
+static int open_fds(void)
+{
+    int n = 0;
+    for (int fd = 0; fd < 1024; fd++)
+        if (fcntl(fd, F_GETFD) >= 0)
+            n++;
+    return n;
+}
+
+/* Allocation-failure ("torture") test: the n-th allocation of each operation fails, for
+ * n = 1, 2, ... until the operation completes without hitting the failure. Every failure
+ * must come back as -ENOMEM with a message, leave no descriptor or memory behind (the
+ * sanitizer build checks memory), and leave the file usable. */
+static void test_allocation_failures(void **state)
+{
+    struct fixture *f = *state;
+    struct region_config c = two_devices(GiB, 0);
+    struct vg_err err;
+    int fds = open_fds();
+    unsigned failures = 0;
+    for (unsigned long n = 1;; n++) { /* create: writes the file's head from a buffer */
+        unlink(f->path);
+        vg_mem_fail_nth(n);
+        err.msg[0] = '\0';
+        int rc = region_create(f->path, &c, &err);
+        if (!vg_mem_fail_fired()) {
+            assert_int_equal(rc, 0);
+            break;
+        }
+        failures++;
+        assert_int_equal(rc, -ENOMEM);
+        assert_non_null(strstr(err.msg, "out of memory"));
+        assert_int_equal(access(f->path, F_OK), -1); /* nothing half-made is published */
+        assert_int_equal(open_fds(), fds);
+    }
+    for (unsigned long n = 1;; n++) { /* open */
+        struct region *r = NULL;
+        vg_mem_fail_nth(n);
+        err.msg[0] = '\0';
+        int rc = region_open(f->path, &r, &err);
+        if (!vg_mem_fail_fired()) {
+            assert_int_equal(rc, 0);
+            assert_int_equal(region_attach(r, &err), 0);
+            assert_int_equal(region_reserve(r, 0, MiB), 0);
+            assert_true(usage(r, 0) == MiB);
+            region_close(r);
+            break;
+        }
+        failures++;
+        assert_int_equal(rc, -ENOMEM);
+        assert_null(r);
+        assert_non_null(strstr(err.msg, "out of memory"));
+        assert_int_equal(open_fds(), fds);
+    }
+    assert_true(failures >= 2); /* both operations allocate */
+    assert_int_equal(open_fds(), fds);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -463,6 +558,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sigkill_storm, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock_holder_killed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fork_child_gets_own_slot, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_scribbled_device_count_ignored, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_allocation_failures, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
