@@ -251,6 +251,35 @@ int dp_allocate_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, uns
                      const struct dp_match *match, const char *container_dir,
                      struct dp_response *out, struct vg_err *err);
 
+/* ---- the response builder (response.c) -------------------------------------------- */
+
+/* Where IMEX channel device nodes live (NVIDIA's driver creates channel<N> there). */
+#define DP_IMEX_CHANNEL_DIR "/dev/nvidia-caps-imex-channels"
+
+/* root + path into out[size] without a doubled slash ("/" + "/dev/x" is "/dev/x");
+ * -ENAMETOOLONG when it does not fit. */
+int dp_root_path(const char *root, const char *path, char *out, size_t size);
+/* The host's root of the device nodes: flags.nvidiaDevRoot, else flags.nvidiaDriverRoot. */
+const char *dp_dev_root(const struct dp_config *cfg);
+
+/* What every mode returns for GPUs gpu_list[0..n) (GPU table indices, de-duplicated, in
+ * order), as NVIDIA's getAllocateResponse: the visible devices by deviceListStrategy
+ * (every strategy of the list, combined) and deviceIDStrategy, device specs when
+ * passDeviceSpecs (not with CDI strategies only: the CDI specification carries the device
+ * nodes), IMEX channels. */
+int dp_response_for_gpus(const struct dp_config *cfg, const struct dp_gpu *gpus,
+                         const unsigned *gpu_list, size_t n, struct dp_response *out,
+                         struct vg_err *err);
+
+/* One device spec: path inside the container, dp_dev_root + path on the host, "rw"; a
+ * path already there is not added twice. -ENOSPC when full. */
+int dp_response_add_device(const struct dp_config *cfg, struct dp_response *r, const char *path,
+                           struct vg_err *err);
+/* The control devices (/dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools) and
+ * /dev/nvidia<minor>. */
+int dp_response_add_gpu_nodes(const struct dp_config *cfg, struct dp_response *r, unsigned minor,
+                              struct vg_err *err);
+
 /* Adds (or replaces) one env; appends one mount. -ENOSPC when full or too long. */
 int dp_response_add_env(struct dp_response *r, const char *key, const char *value,
                         struct vg_err *err);
@@ -258,7 +287,8 @@ int dp_response_add_mount(struct dp_response *r, const char *container_path, con
                           bool read_only, struct vg_err *err);
 
 /* NVIDIA_VISIBLE_DEVICES for the device list strategy (the ids, or the volume-mounts
- * directory) and the GDS, MOFED and GDRCOPY switches of flags. */
+ * directory), the GDS, MOFED and GDRCOPY switches of flags, and the IMEX channels of
+ * imex.channelIDs (NVIDIA_IMEX_CHANNELS, their device nodes with passDeviceSpecs). */
 int dp_response_add_visible(const struct dp_config *cfg, const char *visible,
                             struct dp_response *out, struct vg_err *err);
 

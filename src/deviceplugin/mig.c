@@ -2,7 +2,8 @@
  *
  *   profile names  formed from NVML's attributes as NVIDIA's plugin forms them, so the
  *                  resource names (nvidia.com/mig-1g.10gb) match a real node's;
- *   Allocate       of MIG devices: their MIG UUIDs are what the container sees;
+ *   Allocate       of MIG devices: their MIG UUIDs are what the container sees (the
+ *                  response is assembled by response.c);
  *   split          which GPUs vgpu mode may split (not MIG GPUs advertised as MIG);
  *   XID policy     which XIDs make a GPU unhealthy (DP_DISABLE_HEALTHCHECKS). */
 #include <errno.h>
@@ -36,22 +37,6 @@ bool dp_gpu_split(const struct dp_config *cfg, const struct dp_gpu *gpu)
 }
 
 /* ---- Allocate ------------------------------------------------------------------------ */
-
-static int spec_add(struct dp_response *r, const char *path, struct vg_err *err)
-{
-    for (size_t i = 0; i < r->device_count; i++)
-        if (strcmp(r->devices[i].container_path, path) == 0)
-            return 0;
-    if (r->device_count == DP_RESPONSE_MAX_DEVICES)
-        return vg_err_set(err, -ENOSPC,
-                          "more than %d device nodes for one container (too many MIG devices)",
-                          DP_RESPONSE_MAX_DEVICES);
-    struct dp_device_spec *d = &r->devices[r->device_count++];
-    vg_strlcpy(d->container_path, path, sizeof(d->container_path));
-    vg_strlcpy(d->host_path, path, sizeof(d->host_path));
-    vg_strlcpy(d->permissions, "rw", sizeof(d->permissions));
-    return 0;
-}
 
 int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resource,
                     const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
@@ -94,29 +79,21 @@ int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resou
             return vg_err_set(err, -ENOSPC, "NVIDIA_VISIBLE_DEVICES too long");
         used += (size_t)w;
         if (cfg->flags.plugin.device_list_strategy & DP_LIST_VOLUME_MOUNTS) {
-            if (out->mount_count == DP_RESPONSE_MAX_MOUNTS)
-                return vg_err_set(err, -ENOSPC, "too many mounts");
-            struct dp_mount *mt = &out->mounts[out->mount_count++];
-            vg_snprintf(mt->container_path, sizeof(mt->container_path),
-                        "/var/run/nvidia-container-devices/%s", id);
-            vg_strlcpy(mt->host_path, "/dev/null", sizeof(mt->host_path));
+            char path[256];
+            vg_snprintf(path, sizeof(path), "/var/run/nvidia-container-devices/%s", id);
+            int rc = dp_response_add_mount(out, path, "/dev/null", false, err);
+            if (rc < 0)
+                return rc;
         }
         if (cfg->flags.plugin.pass_device_specs) {
             char path[64];
-            vg_snprintf(path, sizeof(path), "/dev/nvidia%u", g->minor);
-            int rc = spec_add(out, "/dev/nvidiactl", err);
-            if (rc == 0)
-                rc = spec_add(out, "/dev/nvidia-uvm", err);
-            if (rc == 0)
-                rc = spec_add(out, "/dev/nvidia-uvm-tools", err);
-            if (rc == 0)
-                rc = spec_add(out, path, err);
+            int rc = dp_response_add_gpu_nodes(cfg, out, g->minor, err);
             for (int c = 0; c < 2 && rc == 0; c++) {
                 int cap = c ? m->ci_cap : m->gi_cap;
                 if (cap < 0)
                     continue;
                 vg_snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%d", cap);
-                rc = spec_add(out, path, err);
+                rc = dp_response_add_device(cfg, out, path, err);
             }
             if (rc < 0)
                 return rc;
