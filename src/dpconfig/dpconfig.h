@@ -23,10 +23,12 @@
 
 #include "base/err.h"
 
-#define DP_CONFIG_MAX_BYTES  (1024 * 1024)
+#define DP_CONFIG_MAX_BYTES        (1024 * 1024)
 /* Kubernetes' limit on a fully-qualified extended resource name, as NVIDIA checks it. */
-#define DP_RESOURCE_NAME_MAX 63
-#define DP_RESOURCE_PREFIX   "nvidia.com/"
+#define DP_RESOURCE_NAME_MAX       63
+#define DP_RESOURCE_PREFIX         "nvidia.com/"
+/* The only flags.plugin.nvidiaCTKPath accepted: vgpu runs no nvidia-ctk. */
+#define DP_DEFAULT_NVIDIA_CTK_PATH "/usr/bin/nvidia-ctk"
 
 enum dp_mig_strategy { DP_MIG_NONE, DP_MIG_SINGLE, DP_MIG_MIXED };
 enum dp_discovery_strategy { DP_DISCOVERY_AUTO, DP_DISCOVERY_NVML, DP_DISCOVERY_TEGRA };
