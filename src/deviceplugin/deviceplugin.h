@@ -84,20 +84,38 @@ void dp_nvml_free(struct dp_nvml *nvml);
  * waiting) and keeps a GPU that had a critical XID Unhealthy until the plugin restarts. */
 struct dp_gpu_source dp_nvml_source(struct dp_nvml *nvml);
 
-/* XIDs that do not make a GPU unhealthy: NVIDIA's application errors (13, 31, 43, 45, 68,
- * 109) and those named in DP_DISABLE_HEALTHCHECKS ("all" or "xids": no XID health at all;
- * otherwise a comma-separated list of more XIDs to ignore, as NVIDIA's plugin reads it). */
+/* What marks a GPU unhealthy, as NVIDIA's plugin reads its `health` section and
+ * DP_DISABLE_HEALTHCHECKS:
+ *   off       health.disabled: no health checks at all, devices stay Healthy;
+ *   events    health.eventTypes (DP_EVENT_*): the NVML events watched. An XID event counts
+ *             by the lists below, a double-bit ECC error marks its GPU unhealthy, a
+ *             single-bit one (corrected) is logged;
+ *   ignored   health.ignoredXIDs (default: NVIDIA's application errors 13, 31, 43, 45, 68,
+ *             109) plus the XIDs DP_DISABLE_HEALTHCHECKS lists: never critical;
+ *   critical  health.criticalXIDs: every other XID (critical_all) or only these;
+ *   disabled  DP_DISABLE_HEALTHCHECKS=all or xids: XID events not watched (the lost-GPU
+ *             check stays). */
 #define DP_XID_MAX_IGNORED 64
 struct dp_xid_policy {
+    bool off;
     bool disabled;
-    unsigned ignored[DP_XID_MAX_IGNORED];
+    unsigned events;
+    unsigned long long ignored[DP_XID_MAX_IGNORED];
     size_t ignored_count;
+    bool critical_all;
+    unsigned long long critical[DP_XID_MAX_IGNORED];
+    size_t critical_count;
 };
-/* The policy for a DP_DISABLE_HEALTHCHECKS value (NULL or "": the defaults). -EINVAL for a
- * malformed one, naming the bad entry. */
+/* The defaults (every event, NVIDIA's ignored XIDs, every other XID critical) plus a
+ * DP_DISABLE_HEALTHCHECKS value (NULL or "": nothing more). -EINVAL for a malformed one,
+ * naming the bad entry. */
 int dp_xid_policy_parse(const char *value, struct dp_xid_policy *out, struct vg_err *err);
+/* cfg's health section, then DP_DISABLE_HEALTHCHECKS (env_value, may be NULL) on top. */
+int dp_xid_policy_from_config(const struct dp_config *cfg, const char *env_value,
+                              struct dp_xid_policy *out, struct vg_err *err);
 bool dp_xid_critical(const struct dp_xid_policy *policy, unsigned long long xid);
-/* Replaces the policy nvml's health uses (default: dp_xid_policy_parse(NULL)). */
+/* Replaces the policy nvml's health uses (default: dp_xid_policy_parse(NULL)); call
+ * before discovery, which registers for the policy's events. */
 void dp_nvml_set_xid_policy(struct dp_nvml *nvml, const struct dp_xid_policy *policy);
 
 /* The driver's MIG capability table (DP_MIG_MINORS_PATH): lines `<name> <minor>`, names

@@ -65,9 +65,10 @@ int main(int argc, char **argv)
         dp_config_free(&cfg);
         return 2;
     }
-    /* XIDs that do not make a GPU unhealthy, as NVIDIA's plugin reads them. */
+    /* What makes a GPU unhealthy: the health section, then DP_DISABLE_HEALTHCHECKS, as
+     * NVIDIA's plugin reads them. */
     struct dp_xid_policy xids;
-    if (dp_xid_policy_parse(getenv("DP_DISABLE_HEALTHCHECKS"), &xids, &err) < 0) {
+    if (dp_xid_policy_from_config(&cfg, getenv("DP_DISABLE_HEALTHCHECKS"), &xids, &err) < 0) {
         fprintf(stderr, "vgpu-device-plugin: %s\n", err.msg);
         dp_config_free(&cfg);
         return 2;
