@@ -76,6 +76,11 @@ struct dp_gpu_source {
 };
 
 struct dp_nvml;
+/* The NVML library to open: libnvidia-ml.so.1 in the usual library directories under
+ * flags.plugin.containerDriverRoot (usr/lib64, usr/lib/<arch>-linux-gnu, lib64,
+ * lib/<arch>-linux-gnu, usr/lib, lib) when there, else DP_NVML_SONAME for the dynamic
+ * linker's search; into path[size]. */
+void dp_nvml_library(const struct dp_config *cfg, char *path, size_t size);
 /* dlopens soname (NULL: DP_NVML_SONAME) and calls nvmlInit_v2. Errors say which step. */
 int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err);
 void dp_nvml_free(struct dp_nvml *nvml);
@@ -279,6 +284,16 @@ int dp_allocate_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, uns
 int dp_root_path(const char *root, const char *path, char *out, size_t size);
 /* The host's root of the device nodes: flags.nvidiaDevRoot, else flags.nvidiaDriverRoot. */
 const char *dp_dev_root(const struct dp_config *cfg);
+
+/* Where the plugin itself finds the node's device nodes: flags.plugin.containerDriverRoot
+ * when it has a `dev` directory (the driver root mounted into the plugin's container),
+ * else "/". */
+const char *dp_container_dev_root(const struct dp_config *cfg);
+/* imex.channelIDs against the node, at start (NVIDIA's rule): a channel whose device node
+ * (DP_IMEX_CHANNEL_DIR/channel<N> under dp_container_dev_root) does not exist fails the
+ * start with imex.required, else it is dropped from cfg with a warning (containers then
+ * get no IMEX channel). */
+int dp_imex_check(struct dp_config *cfg, struct vg_err *err);
 
 /* What every mode returns for GPUs gpu_list[0..n) (GPU table indices, de-duplicated, in
  * order), as NVIDIA's getAllocateResponse: the visible devices by deviceListStrategy

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "abi/nvml.h"
 #include "base/log.h"
@@ -67,6 +68,28 @@ struct dp_nvml {
 static const char *nvml_error(const struct dp_nvml *nvml, nvmlReturn_t rc)
 {
     return nvml->error_string ? nvml->error_string(rc) : "unknown NVML error";
+}
+
+void dp_nvml_library(const struct dp_config *cfg, char *path, size_t size)
+{
+    static const char *const dirs[] = {
+        "/usr/lib64",
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/lib64",
+        "/lib/x86_64-linux-gnu",
+        "/lib/aarch64-linux-gnu",
+        "/usr/lib",
+        "/lib",
+    };
+    const char *root = cfg->flags.plugin.container_driver_root;
+    for (size_t i = 0; root && root[0] && i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        char rel[128];
+        vg_snprintf(rel, sizeof(rel), "%s/%s", dirs[i], DP_NVML_SONAME);
+        if (dp_root_path(root, rel, path, size) == 0 && access(path, R_OK) == 0)
+            return;
+    }
+    vg_strlcpy(path, DP_NVML_SONAME, size);
 }
 
 int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err)

@@ -9,7 +9,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
@@ -188,6 +190,43 @@ int dp_response_for_gpus(const struct dp_config *cfg, const struct dp_gpu *gpus,
     }
     int rc = cdi_response(cfg, ids, n < DP_MAX_GPUS ? n : DP_MAX_GPUS, out, err);
     return rc < 0 ? rc : dp_response_add_visible(cfg, visible, out, err);
+}
+
+const char *dp_container_dev_root(const struct dp_config *cfg)
+{
+    const char *root = cfg->flags.plugin.container_driver_root;
+    char dev[1024];
+    struct stat st;
+    if (root != NULL && root[0] != '\0' && dp_root_path(root, "/dev", dev, sizeof(dev)) == 0 &&
+        stat(dev, &st) == 0 && S_ISDIR(st.st_mode))
+        return root;
+    return "/";
+}
+
+int dp_imex_check(struct dp_config *cfg, struct vg_err *err)
+{
+    struct dp_uint_list *ids = &cfg->imex.channel_ids;
+    const char *root = dp_container_dev_root(cfg);
+    for (size_t i = 0; i < ids->count; i++) {
+        char node[64], path[1024];
+        struct stat st;
+        vg_snprintf(node, sizeof(node), DP_IMEX_CHANNEL_DIR "/channel%llu",
+                    (unsigned long long)ids->items[i]);
+        if (dp_root_path(root, node, path, sizeof(path)) < 0)
+            return vg_err_set(err, -ENAMETOOLONG, "imex.channelIDs: path too long");
+        if (stat(path, &st) == 0)
+            continue;
+        if (cfg->imex.required)
+            return vg_err_set(err, -ENOENT,
+                              "imex.channelIDs: IMEX channel %llu: %s does not exist "
+                              "(imex.required is true)",
+                              (unsigned long long)ids->items[i], path);
+        vg_log(VG_LOG_WARN, "IMEX channel missing: containers get no IMEX channel",
+               "channel=%llu path=%s", (unsigned long long)ids->items[i], path);
+        ids->count = 0; /* [] or [0]: nothing left to pass */
+        return 0;
+    }
+    return 0;
 }
 
 /* IMEX channels (imex.channelIDs, already checked by dp_imex_check): NVIDIA's

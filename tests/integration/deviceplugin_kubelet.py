@@ -554,6 +554,56 @@ class Vgpu(Base):
         self.assertIsNone(self.plugin.proc.poll())
 
 
+class DriverRoot(Base):
+    """The driver and device roots: NVML is loaded from flags.plugin.containerDriverRoot
+    (no LD_LIBRARY_PATH), device specs name nodes under flags.nvidiaDevRoot on the host,
+    and the IMEX channel found under the container's driver root reaches the container."""
+
+    def driver_root(self, channel):
+        root = os.path.join(self.tmp, "driver-root")
+        os.makedirs(os.path.join(root, "usr", "lib64"))
+        os.symlink(os.path.join(BUILD, "fakegpu", "libnvidia-ml.so.1"),
+                   os.path.join(root, "usr", "lib64", "libnvidia-ml.so.1"))
+        os.makedirs(os.path.join(root, "dev", "nvidia-caps-imex-channels"))
+        if channel:
+            open(os.path.join(root, "dev", "nvidia-caps-imex-channels", "channel0"), "w").close()
+        return root
+
+    def config(self, root):
+        return ("version: v1\nflags:\n  nvidiaDriverRoot: /run/nvidia/driver\n"
+                "  nvidiaDevRoot: /host\n  plugin:\n    passDeviceSpecs: true\n"
+                "    containerDriverRoot: %s\nimex:\n  channelIDs: [0]\n  required: true\n"
+                "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+                "      replicas: 2\n" % root)
+
+    def test_roots_and_imex(self):
+        root = self.driver_root(channel=True)
+        self.kubelet = FakeKubelet(os.path.join(self.tmp, "kubelet"))
+        self.plugin = Plugin(self.tmp, self.config(root), extra_env={"LD_LIBRARY_PATH": ""})
+        req = self.registered()
+        devs = wait_for(lambda: self.kubelet.latest(req.resource_name), what="ListAndWatch")
+        self.assertEqual(len(devs), 4)  # NVML from the driver root found both GPUs
+        gpu1 = sorted(d for d, _ in devs)[-1]
+        resp = self.kubelet.allocate(req.resource_name, [gpu1]).container_responses[0]
+        specs = {d.container_path: d.host_path for d in resp.devices}
+        minors = [p for p in specs if p[len("/dev/nvidia"):].isdigit()]
+        self.assertEqual(len(minors), 1)
+        self.assertEqual(specs[minors[0]], "/host" + minors[0])
+        self.assertEqual(specs["/dev/nvidiactl"], "/host/dev/nvidiactl")
+        self.assertEqual(specs["/dev/nvidia-caps-imex-channels/channel0"],
+                         "/host/dev/nvidia-caps-imex-channels/channel0")
+        self.assertEqual(dict(resp.envs)["NVIDIA_IMEX_CHANNELS"], "0")
+
+    def test_required_imex_channel_missing(self):
+        root = self.driver_root(channel=False)
+        self.plugin = Plugin(self.tmp, self.config(root), extra_env={"LD_LIBRARY_PATH": ""})
+        self.assertEqual(self.plugin.proc.wait(20), 2)
+        self.assertIn("imex.channelIDs: IMEX channel 0: %s/dev/nvidia-caps-imex-channels/"
+                      "channel0 does not exist (imex.required is true)" % root,
+                      self.plugin.output())
+        self.plugin = None
+
+
 class Health(Base):
     """A GPU falls off the bus (fakegpu-ctl health N off: NVML answers GPU_IS_LOST) and
     comes back: ListAndWatch and the inventory annotation follow both changes."""

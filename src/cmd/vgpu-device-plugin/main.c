@@ -73,11 +73,19 @@ int main(int argc, char **argv)
         dp_config_free(&cfg);
         return 2;
     }
+    /* IMEX channels that do not exist: an error with imex.required, else left out. */
+    if (dp_imex_check(&cfg, &err) < 0) {
+        fprintf(stderr, "vgpu-device-plugin: %s\n", err.msg);
+        dp_config_free(&cfg);
+        return 2;
+    }
     signal(SIGPIPE, SIG_IGN);
     struct event_base *base = event_base_new();
     struct dp_nvml *nvml = NULL;
     struct vg_err nvml_err = {0};
-    if (dp_nvml_open(NULL, &nvml, &nvml_err) == 0) {
+    char library[1024]; /* under flags.plugin.containerDriverRoot when it holds NVML */
+    dp_nvml_library(&cfg, library, sizeof(library));
+    if (dp_nvml_open(library, &nvml, &nvml_err) == 0) {
         dp_nvml_set_xid_policy(nvml, &xids);
         /* Tests point the MIG capability table elsewhere. */
         if (getenv("VGPU_DP_MIG_MINORS"))
