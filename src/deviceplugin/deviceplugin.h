@@ -176,6 +176,15 @@ struct dp_resources {
 int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
                        struct dp_resources *out, struct vg_err *err);
 void dp_resources_release(struct dp_resources *res);
+/* Preferred allocation of replicas (resources with replicas > 1) by
+ * flags.plugin.sharedDevicesAllocationPolicy: each pick is a replica of the GPU with the
+ * fewest replicas in use (distributed: containers spread over the GPUs) or the most
+ * (packed: a GPU fills up before the next is used), counting those already picked; ties
+ * go to the lower GPU index. available are kubelet's candidates (taken marks those not to
+ * pick, and is updated); the indices picked, at most want, go to picked. Returns how many. */
+size_t dp_prefer_replicas(const struct dp_resource *r, enum dp_allocation_policy policy,
+                          char *const *available, size_t n_available, bool *taken, size_t want,
+                          size_t *picked);
 /* The GPU UUID a device ID stands for (strips `-<i>` or `::<n>`), into uuid[ANNOT_UUID_MAX]. */
 int dp_physical_uuid(const char *id, char *uuid, struct vg_err *err);
 

@@ -520,8 +520,9 @@ static void prefer_one_gpu(struct dp_plugin *p, const struct dp_resource *r,
 }
 
 /* Preferred allocation: in vgpu mode the GPUs the scheduler decided for the next
- * container asking for this many; otherwise (or without a decision) devices on one NUMA
- * node, spread over the fewest-used GPUs. */
+ * container asking for this many; replicas (timeSlicing, mps) by
+ * sharedDevicesAllocationPolicy; otherwise (or without a decision) devices on one NUMA
+ * node first. */
 static void prefer(struct dp_plugin *p, const struct dp_resource *r,
                    V1beta1__ContainerPreferredAllocationRequest *c, char ***out, size_t *out_n)
 {
@@ -552,6 +553,16 @@ static void prefer(struct dp_plugin *p, const struct dp_resource *r,
     }
     if (r->mps && n == 0 && want > 1)
         prefer_one_gpu(p, r, c, want, taken, picked, &n);
+    if (r->replicas > 1 && !r->mig && n < want) {
+        /* Replicas: by flags.plugin.sharedDevicesAllocationPolicy. */
+        size_t *idx = xcalloc(want - n + 1, sizeof(*idx));
+        size_t got = dp_prefer_replicas(r, p->cfg->flags.plugin.shared_devices_allocation_policy,
+                                        c->available_deviceids, c->n_available_deviceids, taken,
+                                        want - n, idx);
+        for (size_t i = 0; i < got; i++)
+            picked[n++] = c->available_deviceids[idx[i]];
+        free(idx);
+    }
     /* NUMA: the node with the most available devices first. */
     int best_numa = -1;
     size_t best_count = 0;

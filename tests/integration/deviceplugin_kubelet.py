@@ -334,6 +334,28 @@ class TimeSlicing(Base):
         self.assertTrue(os.path.exists(os.path.join(self.tmp, "kubelet",
                                                     "nvidia-gpu.shared.sock")))
 
+    def test_shared_devices_allocation_policy(self):
+        """GetPreferredAllocation of replicas: GPU A has two replicas in use, B none;
+        distributed picks B's, packed fills A first."""
+        base = ("version: v1\nflags:\n  plugin:\n    sharedDevicesAllocationPolicy: %s\n"
+                "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+                "      replicas: 4\n")
+        for policy, want_a in (("distributed", 0), ("packed", 2)):
+            self.kubelet = FakeKubelet(os.path.join(self.tmp, "kubelet"))
+            self.plugin = Plugin(self.tmp, base % policy)
+            req = self.registered()
+            ids = sorted(d for d, _ in wait_for(lambda: self.kubelet.latest(req.resource_name),
+                                                what="ListAndWatch"))
+            a = ids[0].split("::")[0]
+            free = [d for d in ids if not d.startswith(a) or d.endswith(("::2", "::3"))]
+            pref = self.kubelet.preferred(req.resource_name, free, 2)
+            self.assertEqual(sum(d.startswith(a) for d in pref), want_a, (policy, pref))
+            self.assertEqual(self.plugin.stop(), 0)
+            self.kubelet.stop()
+            self.plugin = self.kubelet = None
+            shutil.rmtree(os.path.join(self.tmp, "kubelet"))
+            os.makedirs(os.path.join(self.tmp, "kubelet"))
+
     def test_kubelet_missing_at_start(self):
         self.plugin = Plugin(self.tmp, TIME_SLICING)
         wait_for(lambda: "kubelet socket unavailable" in self.plugin.output(),

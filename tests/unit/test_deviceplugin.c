@@ -286,6 +286,48 @@ static void test_nvml_library(void **state)
     rmdir(tmp);
 }
 
+/* flags.plugin.sharedDevicesAllocationPolicy: GPU A has two of its four replicas in use,
+ * GPU B none. distributed picks from the less used GPU, packed fills the more used one. */
+static void test_allocation_policy(void **state)
+{
+    (void)state;
+    struct dp_gpu g[2];
+    two_gpus(g);
+    struct dp_config cfg;
+    load(&cfg, "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+               "      replicas: 4\n");
+    assert_int_equal(cfg.flags.plugin.shared_devices_allocation_policy, DP_ALLOC_DISTRIBUTED);
+    struct dp_resources res;
+    struct vg_err err = {0};
+    assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), 0);
+    const struct dp_resource *r = &res.items[0];
+    /* Candidates: A::2, A::3, then B::0..3 (kubelet's order is arbitrary). */
+    char a2[] = UUID_A "::2", a3[] = UUID_A "::3", b0[] = UUID_B "::0", b1[] = UUID_B "::1",
+         b2[] = UUID_B "::2", b3[] = UUID_B "::3";
+    char *avail[] = {a2, a3, b0, b1, b2, b3};
+    bool taken[6] = {false};
+    size_t picked[6];
+    assert_int_equal(dp_prefer_replicas(r, DP_ALLOC_DISTRIBUTED, avail, 6, taken, 2, picked), 2);
+    assert_string_equal(avail[picked[0]], b0);
+    assert_string_equal(avail[picked[1]], b1);
+    /* Three from four free on B and two on A: B, B, then A (B 2 used, A 2 used: tie to A). */
+    memset(taken, 0, sizeof(taken));
+    assert_int_equal(dp_prefer_replicas(r, DP_ALLOC_DISTRIBUTED, avail, 6, taken, 3, picked), 3);
+    assert_string_equal(avail[picked[2]], a2);
+    memset(taken, 0, sizeof(taken));
+    assert_int_equal(dp_prefer_replicas(r, DP_ALLOC_PACKED, avail, 6, taken, 3, picked), 3);
+    assert_string_equal(avail[picked[0]], a2);
+    assert_string_equal(avail[picked[1]], a3);
+    assert_string_equal(avail[picked[2]], b0);
+    /* Taken candidates are skipped; no more than there are. */
+    memset(taken, 0, sizeof(taken));
+    taken[0] = true;
+    assert_int_equal(dp_prefer_replicas(r, DP_ALLOC_PACKED, avail, 6, taken, 8, picked), 5);
+    assert_string_equal(avail[picked[0]], a3);
+    dp_resources_release(&res);
+    dp_config_free(&cfg);
+}
+
 /* flags.plugin.deviceListStrategy, alone and combined, in timeSlicing and vgpu mode:
  * goldens list_<name>_{time_slicing,vgpu}. */
 static const struct {
@@ -777,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_dev_root),
         cmocka_unit_test(test_imex),
         cmocka_unit_test(test_nvml_library),
+        cmocka_unit_test(test_allocation_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
