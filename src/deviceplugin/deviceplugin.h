@@ -445,6 +445,10 @@ struct dp_plugin_options {
     uint64_t sweep_interval_ms;  /* 0: 60000 */
     uint64_t register_retry_ms;  /* 0: 5000 */
     uint64_t mps_backoff_ms;     /* 0: 1000; first delay before an MPS daemon is restarted */
+    /* flags.restartOnDeviceUnhealthy: called (once) when a GPU turns unhealthy; the caller
+     * restarts the plugin. NULL: the flag is refused by dp_plugin_new. */
+    void (*restart)(void *arg);
+    void *restart_arg;
 };
 
 /* Discovers GPUs (honouring flags.failOnInitError: a failure then is an error, otherwise

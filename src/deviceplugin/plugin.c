@@ -64,6 +64,7 @@ struct dp_plugin {
     int inotify_fd;
     struct event *inotify_event, *health_timer, *heartbeat_timer, *sweep_timer, *retry_timer;
     unsigned fast_retries;
+    bool restarting; /* flags.restartOnDeviceUnhealthy fired */
     struct kube_watch *pods_watch;
     json_t *pods;                  /* uid -> pod */
     struct dp_podcache *decisions; /* what Allocate matches against */
@@ -853,6 +854,18 @@ void dp_plugin_poll_health(struct dp_plugin *p)
         return;
     broadcast(p);
     publish_inventory(p);
+    bool unhealthy = false;
+    for (unsigned i = 0; i < p->gpu_count; i++)
+        unhealthy |= !p->gpus[i].healthy;
+    if (unhealthy && p->cfg->flags.restart_on_device_unhealthy && p->opt.restart &&
+        !p->restarting) {
+        vg_log(VG_LOG_WARN,
+               "a device turned unhealthy: restarting the plugin "
+               "(flags.restartOnDeviceUnhealthy)",
+               "node=%s", p->cfg->cli.node_name);
+        p->restarting = true;
+        p->opt.restart(p->opt.restart_arg);
+    }
 }
 
 static void health_cb(evutil_socket_t fd, short what, void *arg)
@@ -1016,6 +1029,10 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
 {
     if (!cfg->cli.node_name || !cfg->cli.node_name[0])
         return vg_err_set(err, -EINVAL, "no node name: pass --node-name or set NODE_NAME");
+    if (cfg->flags.restart_on_device_unhealthy && !options->restart)
+        return vg_err_set(err, -EINVAL,
+                          "flags.restartOnDeviceUnhealthy: this program cannot restart the "
+                          "plugin");
     struct dp_plugin *p = xcalloc(1, sizeof(*p));
     p->base = base;
     p->cfg = cfg;

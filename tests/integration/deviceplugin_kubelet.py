@@ -114,9 +114,15 @@ class FakeKubelet:
         return M["Empty"]()
 
     def _connect(self, req):
+        # A plugin that registers again (restarted) gets a fresh channel: the old one's
+        # connection state (and reconnect backoff) must not carry over.
         ch = grpc.insecure_channel("unix://" + os.path.join(self.dir, req.endpoint),
-                                   options=[("grpc.default_authority", "localhost")])
+                                   options=[("grpc.default_authority", "localhost"),
+                                            ("grpc.use_local_subchannel_pool", 1)])
+        old = self.channels.get(req.resource_name)
         self.channels[req.resource_name] = ch
+        if old is not None:
+            old.close()
         opts = self.call(req.resource_name, "GetDevicePluginOptions", M["Empty"](),
                          "DevicePluginOptions")
         self.options[req.resource_name] = opts

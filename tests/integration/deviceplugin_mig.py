@@ -8,7 +8,7 @@ Allocate them; refusals (single with differing profiles) exit with NVIDIA's mess
 Xid: `fakegpu-ctl xid` makes a GPU's devices (its MIG devices included) Unhealthy in
 ListAndWatch; application XIDs and those in DP_DISABLE_HEALTHCHECKS change nothing.
 HealthConfig: the config file's health section (ignoredXIDs, criticalXIDs, eventTypes,
-disabled) decides the same.
+disabled) decides the same; flags.restartOnDeviceUnhealthy restarts the plugin.
 Exits 77 (skipped) when grpc is not importable.
 """
 import os
@@ -270,6 +270,25 @@ class HealthConfig(Base):
         self.settle()
         self.assertEqual(self.gpu_health(), {0: {"Healthy"}, 1: {"Healthy"}})
         self.assertNotIn("xid=79", self.plugin.output())
+
+    def test_restart_on_device_unhealthy(self):
+        config = TS2.replace("version: v1\n", "version: v1\nflags:\n"
+                             "  restartOnDeviceUnhealthy: true\n")
+        self.start(config, H100 + "," + H100, "")
+        self.resources(1)
+        dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
+        pid = self.plugin.proc.pid
+        lists = len(self.kubelet.lists["nvidia.com/gpu"])
+        self.assertEqual(self.ctl("xid", "1", "79").returncode, 0)
+        dk.wait_for(lambda: len(self.kubelet.registrations) >= 2, what="registration again")
+        self.assertIn("restarting the plugin (flags.restartOnDeviceUnhealthy)",
+                      self.plugin.output())
+        # The same process, started afresh: the XID mark is gone, both GPUs Healthy.
+        self.assertIsNone(self.plugin.proc.poll())
+        self.assertEqual(self.plugin.proc.pid, pid)
+        dk.wait_for(lambda: len(self.kubelet.lists["nvidia.com/gpu"]) > lists and
+                    self.gpu_health() == {0: {"Healthy"}, 1: {"Healthy"}},
+                    what="ListAndWatch after the restart, both GPUs Healthy")
 
     def test_disabled(self):
         self.start(TS2 + "health:\n  disabled: true\n", H100 + "," + H100, "")

@@ -2,10 +2,13 @@
  * Parses the configuration (file, environment, command line), opens NVML and the
  * Kubernetes API client, then runs the plugin on one event loop until SIGTERM/SIGINT. */
 #include <errno.h>
+#include <limits.h>
 #include <event2/event.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/parse.h"
@@ -16,6 +19,17 @@ static const char *env_lookup(const char *name, void *user)
 {
     (void)user;
     return getenv(name);
+}
+
+/* flags.restartOnDeviceUnhealthy: the loop stops, everything is released, and the
+ * program executes itself again with the same arguments (GPUs rediscovered, marks of
+ * earlier XIDs gone, sockets served and registered anew). */
+static bool restart_requested;
+
+static void request_restart(void *arg)
+{
+    restart_requested = true;
+    event_base_loopbreak(arg);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -110,6 +124,8 @@ int main(int argc, char **argv)
         rc = kube_client_new(base, kcfg, NULL, &kube, &err);
     opt.kube = kube;
 
+    opt.restart = request_restart;
+    opt.restart_arg = base;
     struct dp_plugin *plugin = NULL;
     if (rc == 0)
         rc = dp_plugin_new(base, &cfg, &opt, &plugin, &err);
@@ -130,5 +146,13 @@ int main(int argc, char **argv)
     dp_nvml_free(nvml);
     event_base_free(base);
     dp_config_free(&cfg);
+    if (rc == 0 && restart_requested) {
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        self[n > 0 ? n : 0] = '\0';
+        execv(n > 0 ? self : "/proc/self/exe", argv);
+        fprintf(stderr, "vgpu-device-plugin: restarting: %s\n", strerror(errno));
+        return 1;
+    }
     return rc < 0 ? 1 : 0;
 }
