@@ -1122,6 +1122,12 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
                "resources.gpus and resources.mig are read but not applied (as NVIDIA's plugin "
                "does): resources keep their standard names",
                "gpus=%zu mig=%zu", cfg->resources.gpus.count, cfg->resources.mig.count);
+    char foreign[512];
+    if (dp_config_foreign_settings(cfg, foreign, sizeof(foreign)) > 0)
+        vg_log(VG_LOG_WARN,
+               "settings the device plugin does not act on: gpu-feature-discovery's (which "
+               "reads the same file), resources (NVIDIA's plugin ignores them too)",
+               "keys=%s", foreign);
     vg_log(VG_LOG_INFO, "device plugin started", "node=%s mode=%s gpus=%u resources=%zu",
            cfg->cli.node_name, annot_mode_name(p->res.mode), p->gpu_count, p->res.count);
     register_all(p);

@@ -1858,6 +1858,44 @@ int dp_config_validate(struct dp_config *cfg, struct vg_err *err)
     return 0;
 }
 
+size_t dp_config_foreign_settings(const struct dp_config *cfg, char *out, size_t size)
+{
+    struct dp_config def;
+    dp_config_defaults(&def);
+    const struct {
+        const char *key;
+        bool differs;
+    } foreign[] = {
+        {"flags.useNodeFeatureAPI",
+         cfg->flags.use_node_feature_api != def.flags.use_node_feature_api},
+        {"flags.gfd.oneshot", cfg->flags.gfd.oneshot != def.flags.gfd.oneshot},
+        {"flags.gfd.noTimestamp", cfg->flags.gfd.no_timestamp != def.flags.gfd.no_timestamp},
+        {"flags.gfd.sleepInterval",
+         cfg->flags.gfd.sleep_interval_ns != def.flags.gfd.sleep_interval_ns},
+        {"flags.gfd.outputFile",
+         strcmp(cfg->flags.gfd.output_file, def.flags.gfd.output_file) != 0},
+        {"flags.gfd.machineTypeFile",
+         strcmp(cfg->flags.gfd.machine_type_file, def.flags.gfd.machine_type_file) != 0},
+        {"resources.gpus", cfg->resources.gpus.count > 0},
+        {"resources.mig", cfg->resources.mig.count > 0},
+    };
+    size_t n = 0, used = 0;
+    if (size > 0)
+        out[0] = '\0';
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        if (!foreign[i].differs)
+            continue;
+        int w = used < size
+                    ? vg_snprintf(out + used, size - used, "%s%s", n ? "," : "", foreign[i].key)
+                    : -1;
+        if (w > 0)
+            used += (size_t)w;
+        n++;
+    }
+    dp_config_free(&def);
+    return n;
+}
+
 const char *dp_sharing_strategy_name(enum dp_sharing_strategy s)
 {
     return (unsigned)s < 3 ? sharing_names[s] : "?";

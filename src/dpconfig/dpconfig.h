@@ -215,6 +215,12 @@ void dp_config_dump(const struct dp_config *cfg, FILE *out);
 void dp_config_print_help(FILE *out, const char *program);
 void dp_config_print_doc(FILE *out);
 
+/* Settings that belong to other programs reading the same file and that the device
+ * plugin does not act on, set away from their defaults: flags.useNodeFeatureAPI and
+ * flags.gfd.* (gpu-feature-discovery's), resources.gpus/mig (NVIDIA's plugin ignores them
+ * too). Their keys, comma-separated, into out[size]; returns how many. */
+size_t dp_config_foreign_settings(const struct dp_config *cfg, char *out, size_t size);
+
 const char *dp_sharing_strategy_name(enum dp_sharing_strategy s);
 
 #endif

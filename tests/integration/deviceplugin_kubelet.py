@@ -277,6 +277,8 @@ class Base(unittest.TestCase):
 TIME_SLICING = """version: v1
 flags:
   migStrategy: none
+  gfd:
+    oneshot: true
 resources:
   gpus:
   - pattern: "*"
@@ -302,6 +304,9 @@ class TimeSlicing(Base):
         # resources.gpus is read, not applied (NVIDIA's plugin ignores it too), and said so.
         self.assertIn("resources.gpus and resources.mig are read but not applied",
                       self.plugin.output())
+        # So are gpu-feature-discovery's settings.
+        self.assertIn("settings the device plugin does not act on", self.plugin.output())
+        self.assertIn("keys=flags.gfd.oneshot,resources.gpus", self.plugin.output())
         self.assertTrue(req.options.get_preferred_allocation_available)
         devs = wait_for(lambda: self.kubelet.latest(req.resource_name), what="ListAndWatch")
         self.assertEqual(len(devs), 8)

@@ -683,6 +683,33 @@ static void test_override_errors(void **state)
     dp_config_free(&cfg);
 }
 
+/* Settings of other programs sharing the file load and are named at start. */
+static void test_foreign_settings(void **state)
+{
+    (void)state;
+    struct dp_config cfg;
+    struct vg_err err = {0};
+    char keys[256];
+    dp_config_defaults(&cfg);
+    assert_int_equal(dp_config_foreign_settings(&cfg, keys, sizeof keys), 0);
+    assert_string_equal(keys, "");
+    /* The README's example: GFD settings at their defaults change nothing. */
+    char path[512];
+    snprintf(path, sizeof path, "%s/flags-full.yaml", data_dir());
+    assert_int_equal(dp_config_load_file(path, &cfg, &err), 0);
+    assert_int_equal(dp_config_foreign_settings(&cfg, keys, sizeof keys), 0);
+    const char *text = "flags:\n  useNodeFeatureAPI: true\n  gfd:\n    oneshot: true\n"
+                       "    sleepInterval: 10s\nresources:\n  gpus:\n  - pattern: '*'\n"
+                       "    name: gpu\n";
+    assert_int_equal(dp_config_load_buffer("g.yaml", text, strlen(text), &cfg, &err), 0);
+    assert_int_equal(dp_config_foreign_settings(&cfg, keys, sizeof keys), 4);
+    assert_string_equal(keys, "flags.useNodeFeatureAPI,flags.gfd.oneshot,"
+                              "flags.gfd.sleepInterval,resources.gpus");
+    /* A short buffer still counts them all. */
+    assert_int_equal(dp_config_foreign_settings(&cfg, keys, 8), 4);
+    dp_config_free(&cfg);
+}
+
 static void test_help_and_doc(void **state)
 {
     (void)state;
@@ -733,6 +760,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_precedence, setup_file, teardown_file),
         cmocka_unit_test(test_override_errors),
         cmocka_unit_test(test_help_and_doc),
+        cmocka_unit_test(test_foreign_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
