@@ -400,13 +400,14 @@ static const struct key keys[] = {
      .def = "13,31,43,45,68,109",
      .max = UINT64_MAX,
      .flags = K_EMPTY_KEEPS,
-     .doc = "XIDs that never mark a device unhealthy (an empty list keeps the default)"},
+     .doc = "XIDs that never mark a device unhealthy; a list replaces the default, as in "
+            "NVIDIA's plugin (an empty list keeps it); `DP_DISABLE_HEALTHCHECKS` adds to it"},
     {.path = "health.criticalXIDs",
      .type = T_XIDS,
      .offset = OFF(health.critical_xids),
      .def = "all",
      .max = UINT64_MAX,
-     .doc = "XIDs that mark a device unhealthy: `all` or a list"},
+     .doc = "XIDs that mark a device unhealthy: `all` (every XID not ignored) or a list"},
 
     {.path = "vgpu", .type = T_SECTION, .doc = "vgpu's own settings (HAMi-compatible sharing)"},
     {.path = "vgpu.deviceSplitCount",
