@@ -76,6 +76,11 @@ struct dp_gpu_source {
 };
 
 struct dp_nvml;
+/* The NVML library to open: libnvidia-ml.so.1 in the usual library directories under
+ * flags.plugin.containerDriverRoot (usr/lib64, usr/lib/<arch>-linux-gnu, lib64,
+ * lib/<arch>-linux-gnu, usr/lib, lib) when there, else DP_NVML_SONAME for the dynamic
+ * linker's search; into path[size]. */
+void dp_nvml_library(const struct dp_config *cfg, char *path, size_t size);
 /* dlopens soname (NULL: DP_NVML_SONAME) and calls nvmlInit_v2. Errors say which step. */
 int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err);
 void dp_nvml_free(struct dp_nvml *nvml);
@@ -84,20 +89,38 @@ void dp_nvml_free(struct dp_nvml *nvml);
  * waiting) and keeps a GPU that had a critical XID Unhealthy until the plugin restarts. */
 struct dp_gpu_source dp_nvml_source(struct dp_nvml *nvml);
 
-/* XIDs that do not make a GPU unhealthy: NVIDIA's application errors (13, 31, 43, 45, 68,
- * 109) and those named in DP_DISABLE_HEALTHCHECKS ("all" or "xids": no XID health at all;
- * otherwise a comma-separated list of more XIDs to ignore, as NVIDIA's plugin reads it). */
+/* What marks a GPU unhealthy, as NVIDIA's plugin reads its `health` section and
+ * DP_DISABLE_HEALTHCHECKS:
+ *   off       health.disabled: no health checks at all, devices stay Healthy;
+ *   events    health.eventTypes (DP_EVENT_*): the NVML events watched. An XID event counts
+ *             by the lists below, a double-bit ECC error marks its GPU unhealthy, a
+ *             single-bit one (corrected) is logged;
+ *   ignored   health.ignoredXIDs (default: NVIDIA's application errors 13, 31, 43, 45, 68,
+ *             109) plus the XIDs DP_DISABLE_HEALTHCHECKS lists: never critical;
+ *   critical  health.criticalXIDs: every other XID (critical_all) or only these;
+ *   disabled  DP_DISABLE_HEALTHCHECKS=all or xids: XID events not watched (the lost-GPU
+ *             check stays). */
 #define DP_XID_MAX_IGNORED 64
 struct dp_xid_policy {
+    bool off;
     bool disabled;
-    unsigned ignored[DP_XID_MAX_IGNORED];
+    unsigned events;
+    unsigned long long ignored[DP_XID_MAX_IGNORED];
     size_t ignored_count;
+    bool critical_all;
+    unsigned long long critical[DP_XID_MAX_IGNORED];
+    size_t critical_count;
 };
-/* The policy for a DP_DISABLE_HEALTHCHECKS value (NULL or "": the defaults). -EINVAL for a
- * malformed one, naming the bad entry. */
+/* The defaults (every event, NVIDIA's ignored XIDs, every other XID critical) plus a
+ * DP_DISABLE_HEALTHCHECKS value (NULL or "": nothing more). -EINVAL for a malformed one,
+ * naming the bad entry. */
 int dp_xid_policy_parse(const char *value, struct dp_xid_policy *out, struct vg_err *err);
+/* cfg's health section, then DP_DISABLE_HEALTHCHECKS (env_value, may be NULL) on top. */
+int dp_xid_policy_from_config(const struct dp_config *cfg, const char *env_value,
+                              struct dp_xid_policy *out, struct vg_err *err);
 bool dp_xid_critical(const struct dp_xid_policy *policy, unsigned long long xid);
-/* Replaces the policy nvml's health uses (default: dp_xid_policy_parse(NULL)). */
+/* Replaces the policy nvml's health uses (default: dp_xid_policy_parse(NULL)); call
+ * before discovery, which registers for the policy's events. */
 void dp_nvml_set_xid_policy(struct dp_nvml *nvml, const struct dp_xid_policy *policy);
 
 /* The driver's MIG capability table (DP_MIG_MINORS_PATH): lines `<name> <minor>`, names
@@ -153,6 +176,15 @@ struct dp_resources {
 int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
                        struct dp_resources *out, struct vg_err *err);
 void dp_resources_release(struct dp_resources *res);
+/* Preferred allocation of replicas (resources with replicas > 1) by
+ * flags.plugin.sharedDevicesAllocationPolicy: each pick is a replica of the GPU with the
+ * fewest replicas in use (distributed: containers spread over the GPUs) or the most
+ * (packed: a GPU fills up before the next is used), counting those already picked; ties
+ * go to the lower GPU index. available are kubelet's candidates (taken marks those not to
+ * pick, and is updated); the indices picked, at most want, go to picked. Returns how many. */
+size_t dp_prefer_replicas(const struct dp_resource *r, enum dp_allocation_policy policy,
+                          char *const *available, size_t n_available, bool *taken, size_t want,
+                          size_t *picked);
 /* The GPU UUID a device ID stands for (strips `-<i>` or `::<n>`), into uuid[ANNOT_UUID_MAX]. */
 int dp_physical_uuid(const char *id, char *uuid, struct vg_err *err);
 
@@ -251,6 +283,45 @@ int dp_allocate_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, uns
                      const struct dp_match *match, const char *container_dir,
                      struct dp_response *out, struct vg_err *err);
 
+/* ---- the response builder (response.c) -------------------------------------------- */
+
+/* Where IMEX channel device nodes live (NVIDIA's driver creates channel<N> there). */
+#define DP_IMEX_CHANNEL_DIR "/dev/nvidia-caps-imex-channels"
+
+/* root + path into out[size] without a doubled slash ("/" + "/dev/x" is "/dev/x");
+ * -ENAMETOOLONG when it does not fit. */
+int dp_root_path(const char *root, const char *path, char *out, size_t size);
+/* The host's root of the device nodes: flags.nvidiaDevRoot, else flags.nvidiaDriverRoot. */
+const char *dp_dev_root(const struct dp_config *cfg);
+
+/* Where the plugin itself finds the node's device nodes: flags.plugin.containerDriverRoot
+ * when it has a `dev` directory (the driver root mounted into the plugin's container),
+ * else "/". */
+const char *dp_container_dev_root(const struct dp_config *cfg);
+/* imex.channelIDs against the node, at start (NVIDIA's rule): a channel whose device node
+ * (DP_IMEX_CHANNEL_DIR/channel<N> under dp_container_dev_root) does not exist fails the
+ * start with imex.required, else it is dropped from cfg with a warning (containers then
+ * get no IMEX channel). */
+int dp_imex_check(struct dp_config *cfg, struct vg_err *err);
+
+/* What every mode returns for GPUs gpu_list[0..n) (GPU table indices, de-duplicated, in
+ * order), as NVIDIA's getAllocateResponse: the visible devices by deviceListStrategy
+ * (every strategy of the list, combined) and deviceIDStrategy, device specs when
+ * passDeviceSpecs (not with CDI strategies only: the CDI specification carries the device
+ * nodes), IMEX channels. */
+int dp_response_for_gpus(const struct dp_config *cfg, const struct dp_gpu *gpus,
+                         const unsigned *gpu_list, size_t n, struct dp_response *out,
+                         struct vg_err *err);
+
+/* One device spec: path inside the container, dp_dev_root + path on the host, "rw"; a
+ * path already there is not added twice. -ENOSPC when full. */
+int dp_response_add_device(const struct dp_config *cfg, struct dp_response *r, const char *path,
+                           struct vg_err *err);
+/* The control devices (/dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools) and
+ * /dev/nvidia<minor>. */
+int dp_response_add_gpu_nodes(const struct dp_config *cfg, struct dp_response *r, unsigned minor,
+                              struct vg_err *err);
+
 /* Adds (or replaces) one env; appends one mount. -ENOSPC when full or too long. */
 int dp_response_add_env(struct dp_response *r, const char *key, const char *value,
                         struct vg_err *err);
@@ -258,7 +329,8 @@ int dp_response_add_mount(struct dp_response *r, const char *container_path, con
                           bool read_only, struct vg_err *err);
 
 /* NVIDIA_VISIBLE_DEVICES for the device list strategy (the ids, or the volume-mounts
- * directory) and the GDS, MOFED and GDRCOPY switches of flags. */
+ * directory), the GDS, MOFED and GDRCOPY switches of flags, and the IMEX channels of
+ * imex.channelIDs (NVIDIA_IMEX_CHANNELS, their device nodes with passDeviceSpecs). */
 int dp_response_add_visible(const struct dp_config *cfg, const char *visible,
                             struct dp_response *out, struct vg_err *err);
 
@@ -373,6 +445,10 @@ struct dp_plugin_options {
     uint64_t sweep_interval_ms;  /* 0: 60000 */
     uint64_t register_retry_ms;  /* 0: 5000 */
     uint64_t mps_backoff_ms;     /* 0: 1000; first delay before an MPS daemon is restarted */
+    /* flags.restartOnDeviceUnhealthy: called (once) when a GPU turns unhealthy; the caller
+     * restarts the plugin. NULL: the flag is refused by dp_plugin_new. */
+    void (*restart)(void *arg);
+    void *restart_arg;
 };
 
 /* Discovers GPUs (honouring flags.failOnInitError: a failure then is an error, otherwise

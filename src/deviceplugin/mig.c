@@ -2,9 +2,11 @@
  *
  *   profile names  formed from NVML's attributes as NVIDIA's plugin forms them, so the
  *                  resource names (nvidia.com/mig-1g.10gb) match a real node's;
- *   Allocate       of MIG devices: their MIG UUIDs are what the container sees;
+ *   Allocate       of MIG devices: their MIG UUIDs are what the container sees (the
+ *                  response is assembled by response.c);
  *   split          which GPUs vgpu mode may split (not MIG GPUs advertised as MIG);
- *   XID policy     which XIDs make a GPU unhealthy (DP_DISABLE_HEALTHCHECKS). */
+ *   XID policy     which events and XIDs make a GPU unhealthy (the health section,
+ *                  DP_DISABLE_HEALTHCHECKS). */
 #include <errno.h>
 #include <string.h>
 
@@ -36,22 +38,6 @@ bool dp_gpu_split(const struct dp_config *cfg, const struct dp_gpu *gpu)
 }
 
 /* ---- Allocate ------------------------------------------------------------------------ */
-
-static int spec_add(struct dp_response *r, const char *path, struct vg_err *err)
-{
-    for (size_t i = 0; i < r->device_count; i++)
-        if (strcmp(r->devices[i].container_path, path) == 0)
-            return 0;
-    if (r->device_count == DP_RESPONSE_MAX_DEVICES)
-        return vg_err_set(err, -ENOSPC,
-                          "more than %d device nodes for one container (too many MIG devices)",
-                          DP_RESPONSE_MAX_DEVICES);
-    struct dp_device_spec *d = &r->devices[r->device_count++];
-    vg_strlcpy(d->container_path, path, sizeof(d->container_path));
-    vg_strlcpy(d->host_path, path, sizeof(d->host_path));
-    vg_strlcpy(d->permissions, "rw", sizeof(d->permissions));
-    return 0;
-}
 
 int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resource,
                     const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
@@ -94,29 +80,21 @@ int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resou
             return vg_err_set(err, -ENOSPC, "NVIDIA_VISIBLE_DEVICES too long");
         used += (size_t)w;
         if (cfg->flags.plugin.device_list_strategy & DP_LIST_VOLUME_MOUNTS) {
-            if (out->mount_count == DP_RESPONSE_MAX_MOUNTS)
-                return vg_err_set(err, -ENOSPC, "too many mounts");
-            struct dp_mount *mt = &out->mounts[out->mount_count++];
-            vg_snprintf(mt->container_path, sizeof(mt->container_path),
-                        "/var/run/nvidia-container-devices/%s", id);
-            vg_strlcpy(mt->host_path, "/dev/null", sizeof(mt->host_path));
+            char path[256];
+            vg_snprintf(path, sizeof(path), "/var/run/nvidia-container-devices/%s", id);
+            int rc = dp_response_add_mount(out, path, "/dev/null", false, err);
+            if (rc < 0)
+                return rc;
         }
         if (cfg->flags.plugin.pass_device_specs) {
             char path[64];
-            vg_snprintf(path, sizeof(path), "/dev/nvidia%u", g->minor);
-            int rc = spec_add(out, "/dev/nvidiactl", err);
-            if (rc == 0)
-                rc = spec_add(out, "/dev/nvidia-uvm", err);
-            if (rc == 0)
-                rc = spec_add(out, "/dev/nvidia-uvm-tools", err);
-            if (rc == 0)
-                rc = spec_add(out, path, err);
+            int rc = dp_response_add_gpu_nodes(cfg, out, g->minor, err);
             for (int c = 0; c < 2 && rc == 0; c++) {
                 int cap = c ? m->ci_cap : m->gi_cap;
                 if (cap < 0)
                     continue;
                 vg_snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%d", cap);
-                rc = spec_add(out, path, err);
+                rc = dp_response_add_device(cfg, out, path, err);
             }
             if (rc < 0)
                 return rc;
@@ -176,6 +154,8 @@ static const unsigned default_ignored[] = {13, 31, 43, 45, 68, 109};
 int dp_xid_policy_parse(const char *value, struct dp_xid_policy *out, struct vg_err *err)
 {
     memset(out, 0, sizeof(*out));
+    out->events = DP_EVENT_XID_CRITICAL | DP_EVENT_DOUBLE_BIT_ECC | DP_EVENT_SINGLE_BIT_ECC;
+    out->critical_all = true;
     for (size_t i = 0; i < sizeof(default_ignored) / sizeof(default_ignored[0]); i++)
         out->ignored[out->ignored_count++] = default_ignored[i];
     if (!value || !value[0])
@@ -210,7 +190,7 @@ int dp_xid_policy_parse(const char *value, struct dp_xid_policy *out, struct vg_
         if (out->ignored_count == DP_XID_MAX_IGNORED)
             return vg_err_set(err, -EINVAL, "DP_DISABLE_HEALTHCHECKS: more than %d XIDs",
                               DP_XID_MAX_IGNORED - 6);
-        out->ignored[out->ignored_count++] = (unsigned)xid;
+        out->ignored[out->ignored_count++] = xid;
         if (!comma)
             break;
         p = comma + 1;
@@ -218,12 +198,48 @@ int dp_xid_policy_parse(const char *value, struct dp_xid_policy *out, struct vg_
     return 0;
 }
 
+int dp_xid_policy_from_config(const struct dp_config *cfg, const char *env_value,
+                              struct dp_xid_policy *out, struct vg_err *err)
+{
+    struct dp_xid_policy env;
+    int rc = dp_xid_policy_parse(env_value, &env, err);
+    if (rc < 0)
+        return rc;
+    const size_t defaults = sizeof(default_ignored) / sizeof(default_ignored[0]);
+    const struct dp_uint_list *ig = &cfg->health.ignored_xids;
+    const struct dp_xids *cr = &cfg->health.critical_xids;
+    if (ig->count + (env.ignored_count - defaults) > DP_XID_MAX_IGNORED)
+        return vg_err_set(err, -EINVAL,
+                          "health.ignoredXIDs and DP_DISABLE_HEALTHCHECKS: more than %d XIDs",
+                          DP_XID_MAX_IGNORED);
+    if (!cr->all && cr->list.count > DP_XID_MAX_IGNORED)
+        return vg_err_set(err, -EINVAL, "health.criticalXIDs: more than %d XIDs",
+                          DP_XID_MAX_IGNORED);
+    memset(out, 0, sizeof(*out));
+    out->off = cfg->health.disabled;
+    out->disabled = env.disabled;
+    out->events = cfg->health.event_types;
+    for (size_t i = 0; i < ig->count; i++)
+        out->ignored[out->ignored_count++] = ig->items[i];
+    for (size_t i = defaults; i < env.ignored_count; i++)
+        out->ignored[out->ignored_count++] = env.ignored[i];
+    out->critical_all = cr->all;
+    for (size_t i = 0; !cr->all && i < cr->list.count; i++)
+        out->critical[out->critical_count++] = cr->list.items[i];
+    return 0;
+}
+
 bool dp_xid_critical(const struct dp_xid_policy *policy, unsigned long long xid)
 {
-    if (policy->disabled)
+    if (policy->off || policy->disabled || !(policy->events & DP_EVENT_XID_CRITICAL))
         return false;
     for (size_t i = 0; i < policy->ignored_count; i++)
         if (policy->ignored[i] == xid)
             return false;
-    return true;
+    if (policy->critical_all)
+        return true;
+    for (size_t i = 0; i < policy->critical_count; i++)
+        if (policy->critical[i] == xid)
+            return true;
+    return false;
 }

@@ -8,17 +8,20 @@
  * memory. NVML errors such as GPU_IS_LOST or a vanished device turn it Unhealthy. NUMA
  * comes from sysfs (the PCI device's numa_node), as NVIDIA's plugin reads it.
  *
- * XID events: discovery registers every GPU for nvmlEventTypeXidCriticalError in one
- * event set; each health poll drains it with nvmlEventSetWait(set, 0) — never waiting, so
- * the libevent loop is never blocked and no thread is needed; an XID is seen within one
- * health interval. A critical XID (dp_xid_critical) marks its GPU Unhealthy for good, as
- * NVIDIA's plugin does: only a restart of the plugin clears it. MIG devices share their
- * GPU's health. Libraries without the event API (or GPUs refusing registration) get the
- * polled health only. */
+ * Events: discovery registers every GPU for the event types the policy watches
+ * (health.eventTypes: XIDs, double- and single-bit ECC errors; those the GPU supports) in
+ * one event set; each health poll drains it with nvmlEventSetWait(set, 0) — never
+ * waiting, so the libevent loop is never blocked and no thread is needed; an event is seen
+ * within one health interval. A critical XID (dp_xid_critical) or a double-bit ECC error
+ * marks its GPU Unhealthy for good, as NVIDIA's plugin does: only a restart of the plugin
+ * clears it. MIG devices share their GPU's health. Libraries without the event API (or
+ * GPUs refusing registration) get the polled health only; health.disabled turns every
+ * check off. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "abi/nvml.h"
 #include "base/log.h"
@@ -53,7 +56,8 @@ struct dp_nvml {
     __typeof__(&nvmlDeviceRegisterEvents) event_register;
     __typeof__(&nvmlEventSetWait_v2) event_wait;
     __typeof__(&nvmlEventSetFree) event_free;
-    nvmlEventSet_t events; /* NULL: no XID health */
+    __typeof__(&nvmlDeviceGetSupportedEventTypes) event_supported; /* optional */
+    nvmlEventSet_t events;                                         /* NULL: no XID health */
     nvmlDevice_t handles[DP_MAX_GPUS];
     unsigned handle_count;
     bool xid_failed[DP_MAX_GPUS]; /* by NVML index: a critical XID was seen */
@@ -64,6 +68,28 @@ struct dp_nvml {
 static const char *nvml_error(const struct dp_nvml *nvml, nvmlReturn_t rc)
 {
     return nvml->error_string ? nvml->error_string(rc) : "unknown NVML error";
+}
+
+void dp_nvml_library(const struct dp_config *cfg, char *path, size_t size)
+{
+    static const char *const dirs[] = {
+        "/usr/lib64",
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/lib64",
+        "/lib/x86_64-linux-gnu",
+        "/lib/aarch64-linux-gnu",
+        "/usr/lib",
+        "/lib",
+    };
+    const char *root = cfg->flags.plugin.container_driver_root;
+    for (size_t i = 0; root && root[0] && i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        char rel[128];
+        vg_snprintf(rel, sizeof(rel), "%s/%s", dirs[i], DP_NVML_SONAME);
+        if (dp_root_path(root, rel, path, size) == 0 && access(path, R_OK) == 0)
+            return;
+    }
+    vg_strlcpy(path, DP_NVML_SONAME, size);
 }
 
 int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err)
@@ -104,6 +130,7 @@ int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err)
         {"nvmlDeviceRegisterEvents", (void **)&nvml->event_register, true},
         {"nvmlEventSetWait_v2", (void **)&nvml->event_wait, true},
         {"nvmlEventSetFree", (void **)&nvml->event_free, true},
+        {"nvmlDeviceGetSupportedEventTypes", (void **)&nvml->event_supported, true},
     };
     for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
         *syms[i].slot = dlsym(handle, syms[i].name);
@@ -268,11 +295,28 @@ static int discover_migs(struct dp_nvml *nvml, nvmlDevice_t dev, struct dp_gpu *
     return 0;
 }
 
-/* One event set for every GPU's XIDs; any failure leaves XID health off, with a warning. */
-static void register_xids(struct dp_nvml *nvml, unsigned count)
+/* The NVML event mask the policy watches. */
+static unsigned long long policy_mask(const struct dp_xid_policy *p)
 {
+    unsigned long long mask = 0;
+    if (p->off)
+        return 0;
+    if ((p->events & DP_EVENT_XID_CRITICAL) && !p->disabled)
+        mask |= nvmlEventTypeXidCriticalError;
+    if (p->events & DP_EVENT_DOUBLE_BIT_ECC)
+        mask |= nvmlEventTypeDoubleBitEccError;
+    if (p->events & DP_EVENT_SINGLE_BIT_ECC)
+        mask |= nvmlEventTypeSingleBitEccError;
+    return mask;
+}
+
+/* One event set for every GPU's watched events (health.eventTypes, each GPU registered for
+ * those it supports); any failure leaves event health off, with a warning. */
+static void register_events(struct dp_nvml *nvml, unsigned count)
+{
+    unsigned long long want = policy_mask(&nvml->policy);
     if (nvml->events || !nvml->event_create || !nvml->event_register || !nvml->event_wait ||
-        !nvml->event_free || nvml->policy.disabled)
+        !nvml->event_free || want == 0)
         return;
     nvmlReturn_t rc = nvml->event_create(&nvml->events);
     if (rc != NVML_SUCCESS) {
@@ -282,35 +326,54 @@ static void register_xids(struct dp_nvml *nvml, unsigned count)
         return;
     }
     for (unsigned i = 0; i < count; i++) {
-        rc = nvml->event_register(nvml->handles[i], nvmlEventTypeXidCriticalError, nvml->events);
+        unsigned long long mask = want, supported = 0;
+        if (nvml->event_supported &&
+            nvml->event_supported(nvml->handles[i], &supported) == NVML_SUCCESS)
+            mask &= supported;
+        if (mask != want)
+            vg_log(VG_LOG_INFO, "a GPU does not report every watched event type",
+                   "gpu=%u watched=0x%llx supported=0x%llx", i, want, supported);
+        if (mask == 0)
+            continue;
+        rc = nvml->event_register(nvml->handles[i], mask, nvml->events);
         if (rc != NVML_SUCCESS)
-            vg_log(VG_LOG_WARN, "no XID health for a GPU: nvmlDeviceRegisterEvents failed",
+            vg_log(VG_LOG_WARN, "no event health for a GPU: nvmlDeviceRegisterEvents failed",
                    "gpu=%u err=\"%s\"", i, nvml_error(nvml, rc));
     }
 }
 
-/* Takes every pending event (none waited for) and marks GPUs with a critical XID. */
-static void drain_xids(struct dp_nvml *nvml)
+/* Takes every pending event (none waited for) and marks GPUs with a critical XID or a
+ * double-bit ECC error. */
+static void drain_events(struct dp_nvml *nvml)
 {
     if (!nvml->events)
         return;
+    unsigned long long mask = policy_mask(&nvml->policy);
     for (int n = 0; n < 1024; n++) {
         nvmlEventData_t ev;
         memset(&ev, 0, sizeof(ev));
         if (nvml->event_wait(nvml->events, &ev, 0) != NVML_SUCCESS)
             return; /* NVML_ERROR_TIMEOUT: nothing more */
-        if (ev.eventType != nvmlEventTypeXidCriticalError)
+        if (!(ev.eventType & mask))
             continue;
         for (unsigned i = 0; i < nvml->handle_count; i++) {
             if (nvml->handles[i] != ev.device)
                 continue;
-            bool critical = dp_xid_critical(&nvml->policy, ev.eventData);
-            vg_log(critical ? VG_LOG_WARN : VG_LOG_INFO,
-                   critical ? "XID event: GPU unhealthy until the plugin restarts"
-                            : "XID event ignored (application error or DP_DISABLE_HEALTHCHECKS)",
-                   "gpu=%u xid=%llu", i, ev.eventData);
-            if (critical)
+            if (ev.eventType == nvmlEventTypeXidCriticalError) {
+                bool critical = dp_xid_critical(&nvml->policy, ev.eventData);
+                vg_log(critical ? VG_LOG_WARN : VG_LOG_INFO,
+                       critical ? "XID event: GPU unhealthy until the plugin restarts"
+                                : "XID event ignored (health.ignoredXIDs, health.criticalXIDs "
+                                  "or DP_DISABLE_HEALTHCHECKS)",
+                       "gpu=%u xid=%llu", i, ev.eventData);
+                nvml->xid_failed[i] |= critical;
+            } else if (ev.eventType == nvmlEventTypeDoubleBitEccError) {
+                vg_log(VG_LOG_WARN, "double-bit ECC error: GPU unhealthy until the plugin restarts",
+                       "gpu=%u", i);
                 nvml->xid_failed[i] = true;
+            } else {
+                vg_log(VG_LOG_INFO, "single-bit ECC error (corrected)", "gpu=%u", i);
+            }
         }
     }
 }
@@ -374,7 +437,7 @@ static int nvml_discover(void *arg, struct dp_gpu *gpus, unsigned *count, struct
     if (crc < 0)
         return crc;
     nvml->handle_count = n;
-    register_xids(nvml, n);
+    register_events(nvml, n);
     *count = n;
     return 0;
 }
@@ -384,7 +447,9 @@ static bool nvml_healthy(void *arg, const struct dp_gpu *gpu)
     struct dp_nvml *nvml = arg;
     nvmlDevice_t dev;
     nvmlMemory_t mem;
-    drain_xids(nvml);
+    if (nvml->policy.off)
+        return true; /* health.disabled */
+    drain_events(nvml);
     if (gpu->index < DP_MAX_GPUS && nvml->xid_failed[gpu->index])
         return false;
     if (nvml->by_uuid(gpu->uuid, &dev) != NVML_SUCCESS)

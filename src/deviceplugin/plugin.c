@@ -64,6 +64,7 @@ struct dp_plugin {
     int inotify_fd;
     struct event *inotify_event, *health_timer, *heartbeat_timer, *sweep_timer, *retry_timer;
     unsigned fast_retries;
+    bool restarting; /* flags.restartOnDeviceUnhealthy fired */
     struct kube_watch *pods_watch;
     json_t *pods;                  /* uid -> pod */
     struct dp_podcache *decisions; /* what Allocate matches against */
@@ -520,8 +521,9 @@ static void prefer_one_gpu(struct dp_plugin *p, const struct dp_resource *r,
 }
 
 /* Preferred allocation: in vgpu mode the GPUs the scheduler decided for the next
- * container asking for this many; otherwise (or without a decision) devices on one NUMA
- * node, spread over the fewest-used GPUs. */
+ * container asking for this many; replicas (timeSlicing, mps) by
+ * sharedDevicesAllocationPolicy; otherwise (or without a decision) devices on one NUMA
+ * node first. */
 static void prefer(struct dp_plugin *p, const struct dp_resource *r,
                    V1beta1__ContainerPreferredAllocationRequest *c, char ***out, size_t *out_n)
 {
@@ -552,6 +554,16 @@ static void prefer(struct dp_plugin *p, const struct dp_resource *r,
     }
     if (r->mps && n == 0 && want > 1)
         prefer_one_gpu(p, r, c, want, taken, picked, &n);
+    if (r->replicas > 1 && !r->mig && n < want) {
+        /* Replicas: by flags.plugin.sharedDevicesAllocationPolicy. */
+        size_t *idx = xcalloc(want - n + 1, sizeof(*idx));
+        size_t got = dp_prefer_replicas(r, p->cfg->flags.plugin.shared_devices_allocation_policy,
+                                        c->available_deviceids, c->n_available_deviceids, taken,
+                                        want - n, idx);
+        for (size_t i = 0; i < got; i++)
+            picked[n++] = c->available_deviceids[idx[i]];
+        free(idx);
+    }
     /* NUMA: the node with the most available devices first. */
     int best_numa = -1;
     size_t best_count = 0;
@@ -842,6 +854,18 @@ void dp_plugin_poll_health(struct dp_plugin *p)
         return;
     broadcast(p);
     publish_inventory(p);
+    bool unhealthy = false;
+    for (unsigned i = 0; i < p->gpu_count; i++)
+        unhealthy |= !p->gpus[i].healthy;
+    if (unhealthy && p->cfg->flags.restart_on_device_unhealthy && p->opt.restart &&
+        !p->restarting) {
+        vg_log(VG_LOG_WARN,
+               "a device turned unhealthy: restarting the plugin "
+               "(flags.restartOnDeviceUnhealthy)",
+               "node=%s", p->cfg->cli.node_name);
+        p->restarting = true;
+        p->opt.restart(p->opt.restart_arg);
+    }
 }
 
 static void health_cb(evutil_socket_t fd, short what, void *arg)
@@ -1005,6 +1029,10 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
 {
     if (!cfg->cli.node_name || !cfg->cli.node_name[0])
         return vg_err_set(err, -EINVAL, "no node name: pass --node-name or set NODE_NAME");
+    if (cfg->flags.restart_on_device_unhealthy && !options->restart)
+        return vg_err_set(err, -EINVAL,
+                          "flags.restartOnDeviceUnhealthy: this program cannot restart the "
+                          "plugin");
     struct dp_plugin *p = xcalloc(1, sizeof(*p));
     p->base = base;
     p->cfg = cfg;
@@ -1094,6 +1122,12 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
                "resources.gpus and resources.mig are read but not applied (as NVIDIA's plugin "
                "does): resources keep their standard names",
                "gpus=%zu mig=%zu", cfg->resources.gpus.count, cfg->resources.mig.count);
+    char foreign[512];
+    if (dp_config_foreign_settings(cfg, foreign, sizeof(foreign)) > 0)
+        vg_log(VG_LOG_WARN,
+               "settings the device plugin does not act on: gpu-feature-discovery's (which "
+               "reads the same file), resources (NVIDIA's plugin ignores them too)",
+               "keys=%s", foreign);
     vg_log(VG_LOG_INFO, "device plugin started", "node=%s mode=%s gpus=%u resources=%zu",
            cfg->cli.node_name, annot_mode_name(p->res.mode), p->gpu_count, p->res.count);
     register_all(p);

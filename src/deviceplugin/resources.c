@@ -300,3 +300,54 @@ void dp_resources_release(struct dp_resources *res)
     }
     res->count = 0;
 }
+
+/* The GPU table index of device id in r, or -1. */
+static int gpu_of(const struct dp_resource *r, const char *id)
+{
+    for (size_t d = 0; d < r->device_count; d++)
+        if (strcmp(r->devices[d].id, id) == 0)
+            return (int)r->devices[d].gpu;
+    return -1;
+}
+
+size_t dp_prefer_replicas(const struct dp_resource *r, enum dp_allocation_policy policy,
+                          char *const *available, size_t n_available, bool *taken, size_t want,
+                          size_t *picked)
+{
+    /* used[g]: replicas of GPU g already allocated (advertised, not available). */
+    size_t used[DP_MAX_GPUS] = {0}, free_left[DP_MAX_GPUS] = {0};
+    for (size_t d = 0; d < r->device_count; d++)
+        if (r->devices[d].gpu < DP_MAX_GPUS)
+            used[r->devices[d].gpu]++;
+    for (size_t k = 0; k < n_available; k++) {
+        int g = gpu_of(r, available[k]);
+        if (g < 0)
+            continue;
+        if (used[g] > 0)
+            used[g]--;
+        if (!taken[k])
+            free_left[g]++;
+    }
+    size_t n = 0;
+    while (n < want) {
+        int best = -1;
+        for (unsigned g = 0; g < DP_MAX_GPUS; g++) {
+            if (free_left[g] == 0)
+                continue;
+            if (best < 0 ||
+                (policy == DP_ALLOC_PACKED ? used[g] > used[best] : used[g] < used[best]))
+                best = (int)g;
+        }
+        if (best < 0)
+            break;
+        for (size_t k = 0; k < n_available; k++)
+            if (!taken[k] && gpu_of(r, available[k]) == best) {
+                taken[k] = true;
+                picked[n++] = k;
+                break;
+            }
+        used[best]++;
+        free_left[best]--;
+    }
+    return n;
+}

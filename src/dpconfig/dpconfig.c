@@ -192,7 +192,8 @@ static const struct key keys[] = {
      .def = "false",
      .env = "RESTART_ON_DEVICE_UNHEALTHY",
      .flag = "restart-on-device-unhealthy",
-     .doc = "restart the plugin when a device turns unhealthy"},
+     .doc = "restart the plugin (rediscover GPUs, serve and register again) when a device "
+            "turns unhealthy"},
     {.path = "flags.mpsRoot",
      .type = T_STRING,
      .offset = OFF(flags.mps_root),
@@ -207,13 +208,15 @@ static const struct key keys[] = {
      .def = "/",
      .env = "NVIDIA_DRIVER_ROOT",
      .flag = "nvidia-driver-root",
-     .doc = "root of the driver installation (`/` or `/run/nvidia/driver`)"},
+     .doc = "root of the driver installation on the host (`/` or `/run/nvidia/driver`); "
+            "device nodes are under it unless `nvidiaDevRoot` is set"},
     {.path = "flags.nvidiaDevRoot",
      .type = T_STRING,
      .offset = OFF(flags.nvidia_dev_root),
      .env = "NVIDIA_DEV_ROOT",
      .flag = "nvidia-dev-root",
-     .doc = "root of the `/dev/nvidia*` nodes; unset: the driver root"},
+     .doc = "host root of the `/dev/nvidia*` nodes: Allocate's device specs name "
+            "`<root>/dev/nvidia<N>` on the host; unset: `nvidiaDriverRoot`"},
     {.path = "flags.gdsEnabled",
      .type = T_BOOL,
      .offset = OFF(flags.gds_enabled),
@@ -239,7 +242,8 @@ static const struct key keys[] = {
      .type = T_BOOL,
      .offset = OFF(flags.use_node_feature_api),
      .def = "false",
-     .doc = "GPU feature discovery setting; read and kept, unused here"},
+     .doc = "a setting of gpu-feature-discovery, which reads the same file; the plugin "
+            "labels nothing (a start-up warning names it when set)"},
     {.path = "flags.deviceDiscoveryStrategy",
      .type = T_ENUM,
      .offset = OFF(flags.device_discovery_strategy),
@@ -247,7 +251,8 @@ static const struct key keys[] = {
      .values = discovery_values,
      .env = "DEVICE_DISCOVERY_STRATEGY",
      .flag = "device-discovery-strategy",
-     .doc = "how devices are found"},
+     .doc = "how devices are found: `auto` and `nvml` both use NVML; `tegra` is refused "
+            "(no Tegra discovery)"},
 
     {.path = "flags.plugin", .type = T_SECTION, .doc = "settings of the device plugin proper"},
     {.path = "flags.plugin.passDeviceSpecs",
@@ -284,17 +289,20 @@ static const struct key keys[] = {
     {.path = "flags.plugin.nvidiaCTKPath",
      .type = T_STRING,
      .offset = OFF(flags.plugin.nvidia_ctk_path),
-     .def = "/usr/bin/nvidia-ctk",
+     .def = DP_DEFAULT_NVIDIA_CTK_PATH,
      .env = "NVIDIA_CTK_PATH",
      .flag = "nvidia-ctk-path",
-     .doc = "nvidia-ctk named in generated CDI specifications"},
+     .doc = "nvidia-ctk named in generated CDI specifications; vgpu generates none, so "
+            "any other value is refused"},
     {.path = "flags.plugin.containerDriverRoot",
      .type = T_STRING,
      .offset = OFF(flags.plugin.container_driver_root),
      .def = "/driver-root",
      .env = "CONTAINER_DRIVER_ROOT",
      .flag = "container-driver-root",
-     .doc = "where the driver root is mounted in the plugin's container"},
+     .doc = "where the driver root is mounted in the plugin's container: NVML is loaded "
+            "from its library directories when found there, IMEX channels are looked up "
+            "under its `dev`"},
     {.path = "flags.plugin.sharedDevicesAllocationPolicy",
      .type = T_ENUM,
      .offset = OFF(flags.plugin.shared_devices_allocation_policy),
@@ -302,12 +310,13 @@ static const struct key keys[] = {
      .values = policy_values,
      .env = "SHARED_DEVICES_ALLOCATION_POLICY",
      .flag = "shared-devices-allocation-policy",
-     .doc = "pick replicas from the least used GPU (`distributed`) or the most used "
-            "(`packed`)"},
+     .doc = "preferred allocation of replicas (timeSlicing, mps): from the least used GPU "
+            "(`distributed`) or the most used (`packed`)"},
 
     {.path = "flags.gfd",
      .type = T_SECTION,
-     .doc = "GPU feature discovery settings; read and kept so shared files load, unused here"},
+     .doc = "settings of gpu-feature-discovery, which reads the same file: loaded so shared "
+            "files load, not acted on (a start-up warning names those set)"},
     {.path = "flags.gfd.oneshot",
      .type = T_BOOL,
      .offset = OFF(flags.gfd.oneshot),
@@ -358,14 +367,15 @@ static const struct key keys[] = {
      .max = UINT32_MAX,
      .env = "IMEX_CHANNEL_IDS",
      .flag = "imex-channel-ids",
-     .doc = "channels given to containers: `[]` or `[0]`"},
+     .doc = "channels given to containers: `[]` or `[0]` (env `NVIDIA_IMEX_CHANNELS`, "
+            "device nodes with `passDeviceSpecs`); a channel missing at start is left out"},
     {.path = "imex.required",
      .type = T_BOOL,
      .offset = OFF(imex.required),
      .def = "false",
      .env = "IMEX_REQUIRED",
      .flag = "imex-required",
-     .doc = "fail when a requested channel does not exist"},
+     .doc = "refuse to start when a requested channel's device node does not exist"},
 
     {.path = "health",
      .type = T_SECTION,
@@ -376,26 +386,28 @@ static const struct key keys[] = {
      .type = T_BOOL,
      .offset = OFF(health.disabled),
      .def = "false",
-     .doc = "turn health checks off"},
+     .doc = "turn health checks off: devices stay Healthy"},
     {.path = "health.eventTypes",
      .type = T_ENUM_SET,
      .offset = OFF(health.event_types),
      .def = "EventTypeXidCriticalError,EventTypeDoubleBitEccError,EventTypeSingleBitEccError",
      .values = event_values,
-     .doc = "NVML events watched"},
+     .doc = "NVML events watched: XIDs (by the lists below), double-bit ECC errors (mark "
+            "the device unhealthy), single-bit ECC errors (logged)"},
     {.path = "health.ignoredXIDs",
      .type = T_UINT_LIST,
      .offset = OFF(health.ignored_xids),
      .def = "13,31,43,45,68,109",
      .max = UINT64_MAX,
      .flags = K_EMPTY_KEEPS,
-     .doc = "XIDs that never mark a device unhealthy (an empty list keeps the default)"},
+     .doc = "XIDs that never mark a device unhealthy; a list replaces the default, as in "
+            "NVIDIA's plugin (an empty list keeps it); `DP_DISABLE_HEALTHCHECKS` adds to it"},
     {.path = "health.criticalXIDs",
      .type = T_XIDS,
      .offset = OFF(health.critical_xids),
      .def = "all",
      .max = UINT64_MAX,
-     .doc = "XIDs that mark a device unhealthy: `all` or a list"},
+     .doc = "XIDs that mark a device unhealthy: `all` (every XID not ignored) or a list"},
 
     {.path = "vgpu", .type = T_SECTION, .doc = "vgpu's own settings (HAMi-compatible sharing)"},
     {.path = "vgpu.deviceSplitCount",
@@ -442,8 +454,8 @@ static const struct key keys[] = {
      .max = UINT64_MAX,
      .env = "DEFAULT_MEMORY",
      .flag = "default-memory",
-     .doc = "memory for a container that asks for none: MiB or a quantity (`4GiB`); 0: the "
-            "whole GPU"},
+     .doc = "refused unless 0: the scheduler gives each container its memory (its "
+            "`defaultMemory`), the plugin never sees a container without one"},
     {.path = "vgpu.disableCoreLimit",
      .type = T_BOOL,
      .offset = OFF(vgpu.disable_core_limit),
@@ -1803,6 +1815,28 @@ int dp_config_validate(struct dp_config *cfg, struct vg_err *err)
     const struct dp_uint_list *ch = &cfg->imex.channel_ids;
     if (ch->count > 1 || (ch->count == 1 && ch->items[0] != 0))
         return where_fail(cfg, err, cfg->imex.line, "imex.channelIDs", "must be [] or [0]");
+    if (ch->count > 0 &&
+        !(cfg->flags.plugin.device_list_strategy & (DP_LIST_ENVVAR | DP_LIST_VOLUME_MOUNTS)))
+        return where_fail(cfg, err, cfg->imex.line, "imex.channelIDs",
+                          "IMEX channels reach containers through NVIDIA_IMEX_CHANNELS and device "
+                          "specs, which a CDI-only flags.plugin.deviceListStrategy does not "
+                          "pass (vgpu writes no CDI specification); add envvar to the list");
+    /* Keys vgpu cannot act on: refused unless they hold the value that changes nothing. */
+    if (cfg->flags.device_discovery_strategy == DP_DISCOVERY_TEGRA)
+        return where_fail(cfg, err, 0, "flags.deviceDiscoveryStrategy",
+                          "'tegra' is not supported: vgpu finds GPUs through NVML only "
+                          "(use auto or nvml)");
+    if (cfg->flags.plugin.nvidia_ctk_path == NULL ||
+        strcmp(cfg->flags.plugin.nvidia_ctk_path, DP_DEFAULT_NVIDIA_CTK_PATH) != 0)
+        return where_fail(cfg, err, 0, "flags.plugin.nvidiaCTKPath",
+                          "vgpu generates no CDI specification, so nothing would run "
+                          "nvidia-ctk; remove the setting (generate the specification with "
+                          "`nvidia-ctk cdi generate`)");
+    if (cfg->vgpu.default_memory_mib != 0)
+        return where_fail(cfg, err, 0, "vgpu.defaultMemory",
+                          "the scheduler gives every container its memory (set defaultMemory "
+                          "in vgpu-scheduler's configuration); the device plugin never sees a "
+                          "container without one");
     if (!cfg->health.critical_xids.all) {
         const struct dp_uint_list *c = &cfg->health.critical_xids.list;
         const struct dp_uint_list *ig = &cfg->health.ignored_xids;
@@ -1823,6 +1857,44 @@ int dp_config_validate(struct dp_config *cfg, struct vg_err *err)
     else
         cfg->sharing_strategy = DP_SHARING_NONE;
     return 0;
+}
+
+size_t dp_config_foreign_settings(const struct dp_config *cfg, char *out, size_t size)
+{
+    struct dp_config def;
+    dp_config_defaults(&def);
+    const struct {
+        const char *key;
+        bool differs;
+    } foreign[] = {
+        {"flags.useNodeFeatureAPI",
+         cfg->flags.use_node_feature_api != def.flags.use_node_feature_api},
+        {"flags.gfd.oneshot", cfg->flags.gfd.oneshot != def.flags.gfd.oneshot},
+        {"flags.gfd.noTimestamp", cfg->flags.gfd.no_timestamp != def.flags.gfd.no_timestamp},
+        {"flags.gfd.sleepInterval",
+         cfg->flags.gfd.sleep_interval_ns != def.flags.gfd.sleep_interval_ns},
+        {"flags.gfd.outputFile",
+         strcmp(cfg->flags.gfd.output_file, def.flags.gfd.output_file) != 0},
+        {"flags.gfd.machineTypeFile",
+         strcmp(cfg->flags.gfd.machine_type_file, def.flags.gfd.machine_type_file) != 0},
+        {"resources.gpus", cfg->resources.gpus.count > 0},
+        {"resources.mig", cfg->resources.mig.count > 0},
+    };
+    size_t n = 0, used = 0;
+    if (size > 0)
+        out[0] = '\0';
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        if (!foreign[i].differs)
+            continue;
+        int w = used < size
+                    ? vg_snprintf(out + used, size - used, "%s%s", n ? "," : "", foreign[i].key)
+                    : -1;
+        if (w > 0)
+            used += (size_t)w;
+        n++;
+    }
+    dp_config_free(&def);
+    return n;
 }
 
 const char *dp_sharing_strategy_name(enum dp_sharing_strategy s)
@@ -2130,7 +2202,7 @@ static void doc_row(FILE *out, const struct key *k, const char *path)
 void dp_config_print_doc(FILE *out)
 {
     fputs("# vgpu-device-plugin configuration\n\n"
-          "<!-- Generated by build/tests/dpconfig_doc from the key table in "
+          "<!-- Generated by build/tests/dpconfig_doc (src/cmd/dpconfig-doc) from the key table in "
           "src/dpconfig/dpconfig.c; edit the table, then run it. A test fails when this "
           "file and the table disagree. -->\n\n"
           "`vgpu-device-plugin --config FILE` reads the NVIDIA device plugin's configuration "
@@ -2155,8 +2227,15 @@ void dp_config_print_doc(FILE *out)
           "(vgpu's own sharing, by `vgpu.deviceSplitCount`).\n"
           "- MPS cannot be combined with `flags.migStrategy: mixed` and needs "
           "`flags.mpsRoot`.\n"
-          "- `imex.channelIDs` is `[]` or `[0]`; an XID may not be both ignored and "
-          "critical.\n\n"
+          "- `imex.channelIDs` is `[]` or `[0]`, and needs `envvar` or `volume-mounts` among "
+          "the device list strategies (vgpu writes no CDI specification to carry it); an XID "
+          "may not be both ignored and critical.\n"
+          "- Keys vgpu cannot act on are refused at start, naming the key and why, unless they "
+          "hold the value that changes nothing: `flags.deviceDiscoveryStrategy: tegra`, "
+          "`flags.plugin.nvidiaCTKPath` other than `/usr/bin/nvidia-ctk`, "
+          "`vgpu.defaultMemory` other than 0. Settings of other programs that read the same "
+          "file (`flags.gfd`, `flags.useNodeFeatureAPI`) and `resources` (ignored by "
+          "NVIDIA's plugin too) load, and a warning at start names them.\n\n"
           "## Keys\n\n"
           "| key | type | default | allowed | env | flag | meaning |\n"
           "| --- | --- | --- | --- | --- | --- | --- |\n",

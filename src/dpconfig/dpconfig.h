@@ -23,10 +23,12 @@
 
 #include "base/err.h"
 
-#define DP_CONFIG_MAX_BYTES  (1024 * 1024)
+#define DP_CONFIG_MAX_BYTES        (1024 * 1024)
 /* Kubernetes' limit on a fully-qualified extended resource name, as NVIDIA checks it. */
-#define DP_RESOURCE_NAME_MAX 63
-#define DP_RESOURCE_PREFIX   "nvidia.com/"
+#define DP_RESOURCE_NAME_MAX       63
+#define DP_RESOURCE_PREFIX         "nvidia.com/"
+/* The only flags.plugin.nvidiaCTKPath accepted: vgpu runs no nvidia-ctk. */
+#define DP_DEFAULT_NVIDIA_CTK_PATH "/usr/bin/nvidia-ctk"
 
 enum dp_mig_strategy { DP_MIG_NONE, DP_MIG_SINGLE, DP_MIG_MIXED };
 enum dp_discovery_strategy { DP_DISCOVERY_AUTO, DP_DISCOVERY_NVML, DP_DISCOVERY_TEGRA };
@@ -212,6 +214,12 @@ void dp_config_dump(const struct dp_config *cfg, FILE *out);
 /* `--help` text and docs/config.md, both from the key table. */
 void dp_config_print_help(FILE *out, const char *program);
 void dp_config_print_doc(FILE *out);
+
+/* Settings that belong to other programs reading the same file and that the device
+ * plugin does not act on, set away from their defaults: flags.useNodeFeatureAPI and
+ * flags.gfd.* (gpu-feature-discovery's), resources.gpus/mig (NVIDIA's plugin ignores them
+ * too). Their keys, comma-separated, into out[size]; returns how many. */
+size_t dp_config_foreign_settings(const struct dp_config *cfg, char *out, size_t size);
 
 const char *dp_sharing_strategy_name(enum dp_sharing_strategy s);
 

@@ -114,9 +114,15 @@ class FakeKubelet:
         return M["Empty"]()
 
     def _connect(self, req):
+        # A plugin that registers again (restarted) gets a fresh channel: the old one's
+        # connection state (and reconnect backoff) must not carry over.
         ch = grpc.insecure_channel("unix://" + os.path.join(self.dir, req.endpoint),
-                                   options=[("grpc.default_authority", "localhost")])
+                                   options=[("grpc.default_authority", "localhost"),
+                                            ("grpc.use_local_subchannel_pool", 1)])
+        old = self.channels.get(req.resource_name)
         self.channels[req.resource_name] = ch
+        if old is not None:
+            old.close()
         opts = self.call(req.resource_name, "GetDevicePluginOptions", M["Empty"](),
                          "DevicePluginOptions")
         self.options[req.resource_name] = opts
@@ -271,6 +277,8 @@ class Base(unittest.TestCase):
 TIME_SLICING = """version: v1
 flags:
   migStrategy: none
+  gfd:
+    oneshot: true
 resources:
   gpus:
   - pattern: "*"
@@ -296,6 +304,9 @@ class TimeSlicing(Base):
         # resources.gpus is read, not applied (NVIDIA's plugin ignores it too), and said so.
         self.assertIn("resources.gpus and resources.mig are read but not applied",
                       self.plugin.output())
+        # So are gpu-feature-discovery's settings.
+        self.assertIn("settings the device plugin does not act on", self.plugin.output())
+        self.assertIn("keys=flags.gfd.oneshot,resources.gpus", self.plugin.output())
         self.assertTrue(req.options.get_preferred_allocation_available)
         devs = wait_for(lambda: self.kubelet.latest(req.resource_name), what="ListAndWatch")
         self.assertEqual(len(devs), 8)
@@ -333,6 +344,28 @@ class TimeSlicing(Base):
                  what="ListAndWatch after restart")
         self.assertTrue(os.path.exists(os.path.join(self.tmp, "kubelet",
                                                     "nvidia-gpu.shared.sock")))
+
+    def test_shared_devices_allocation_policy(self):
+        """GetPreferredAllocation of replicas: GPU A has two replicas in use, B none;
+        distributed picks B's, packed fills A first."""
+        base = ("version: v1\nflags:\n  plugin:\n    sharedDevicesAllocationPolicy: %s\n"
+                "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+                "      replicas: 4\n")
+        for policy, want_a in (("distributed", 0), ("packed", 2)):
+            self.kubelet = FakeKubelet(os.path.join(self.tmp, "kubelet"))
+            self.plugin = Plugin(self.tmp, base % policy)
+            req = self.registered()
+            ids = sorted(d for d, _ in wait_for(lambda: self.kubelet.latest(req.resource_name),
+                                                what="ListAndWatch"))
+            a = ids[0].split("::")[0]
+            free = [d for d in ids if not d.startswith(a) or d.endswith(("::2", "::3"))]
+            pref = self.kubelet.preferred(req.resource_name, free, 2)
+            self.assertEqual(sum(d.startswith(a) for d in pref), want_a, (policy, pref))
+            self.assertEqual(self.plugin.stop(), 0)
+            self.kubelet.stop()
+            self.plugin = self.kubelet = None
+            shutil.rmtree(os.path.join(self.tmp, "kubelet"))
+            os.makedirs(os.path.join(self.tmp, "kubelet"))
 
     def test_kubelet_missing_at_start(self):
         self.plugin = Plugin(self.tmp, TIME_SLICING)
@@ -552,6 +585,56 @@ class Vgpu(Base):
         self.assertEqual(os.listdir(os.path.join(self.tmp, "containers"))
                          if os.path.isdir(os.path.join(self.tmp, "containers")) else [], [])
         self.assertIsNone(self.plugin.proc.poll())
+
+
+class DriverRoot(Base):
+    """The driver and device roots: NVML is loaded from flags.plugin.containerDriverRoot
+    (no LD_LIBRARY_PATH), device specs name nodes under flags.nvidiaDevRoot on the host,
+    and the IMEX channel found under the container's driver root reaches the container."""
+
+    def driver_root(self, channel):
+        root = os.path.join(self.tmp, "driver-root")
+        os.makedirs(os.path.join(root, "usr", "lib64"))
+        os.symlink(os.path.join(BUILD, "fakegpu", "libnvidia-ml.so.1"),
+                   os.path.join(root, "usr", "lib64", "libnvidia-ml.so.1"))
+        os.makedirs(os.path.join(root, "dev", "nvidia-caps-imex-channels"))
+        if channel:
+            open(os.path.join(root, "dev", "nvidia-caps-imex-channels", "channel0"), "w").close()
+        return root
+
+    def config(self, root):
+        return ("version: v1\nflags:\n  nvidiaDriverRoot: /run/nvidia/driver\n"
+                "  nvidiaDevRoot: /host\n  plugin:\n    passDeviceSpecs: true\n"
+                "    containerDriverRoot: %s\nimex:\n  channelIDs: [0]\n  required: true\n"
+                "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+                "      replicas: 2\n" % root)
+
+    def test_roots_and_imex(self):
+        root = self.driver_root(channel=True)
+        self.kubelet = FakeKubelet(os.path.join(self.tmp, "kubelet"))
+        self.plugin = Plugin(self.tmp, self.config(root), extra_env={"LD_LIBRARY_PATH": ""})
+        req = self.registered()
+        devs = wait_for(lambda: self.kubelet.latest(req.resource_name), what="ListAndWatch")
+        self.assertEqual(len(devs), 4)  # NVML from the driver root found both GPUs
+        gpu1 = sorted(d for d, _ in devs)[-1]
+        resp = self.kubelet.allocate(req.resource_name, [gpu1]).container_responses[0]
+        specs = {d.container_path: d.host_path for d in resp.devices}
+        minors = [p for p in specs if p[len("/dev/nvidia"):].isdigit()]
+        self.assertEqual(len(minors), 1)
+        self.assertEqual(specs[minors[0]], "/host" + minors[0])
+        self.assertEqual(specs["/dev/nvidiactl"], "/host/dev/nvidiactl")
+        self.assertEqual(specs["/dev/nvidia-caps-imex-channels/channel0"],
+                         "/host/dev/nvidia-caps-imex-channels/channel0")
+        self.assertEqual(dict(resp.envs)["NVIDIA_IMEX_CHANNELS"], "0")
+
+    def test_required_imex_channel_missing(self):
+        root = self.driver_root(channel=False)
+        self.plugin = Plugin(self.tmp, self.config(root), extra_env={"LD_LIBRARY_PATH": ""})
+        self.assertEqual(self.plugin.proc.wait(20), 2)
+        self.assertIn("imex.channelIDs: IMEX channel 0: %s/dev/nvidia-caps-imex-channels/"
+                      "channel0 does not exist (imex.required is true)" % root,
+                      self.plugin.output())
+        self.plugin = None
 
 
 class Health(Base):

@@ -1,8 +1,8 @@
-# vgpu-device-plugin's MIG mode and XID health (tests/integration/deviceplugin_mig.py, on
+# vgpu-device-plugin's MIG mode, XID health and the health section of its config (tests/integration/deviceplugin_mig.py, on
 # the fake kubelet of deviceplugin_kubelet.py and fakegpu with FAKEGPU_MIG). Exit 77: grpc
 # missing.
 if(TARGET vgpu-device-plugin)
-  foreach(case Mig Xid)
+  foreach(case Mig Xid HealthConfig)
     add_test(NAME integration.deviceplugin.${case}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/deviceplugin_mig.py
                      ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR} ${case})

@@ -7,6 +7,8 @@ Mig: migStrategy mixed and single register NVIDIA's resource names, list MIG UUI
 Allocate them; refusals (single with differing profiles) exit with NVIDIA's message.
 Xid: `fakegpu-ctl xid` makes a GPU's devices (its MIG devices included) Unhealthy in
 ListAndWatch; application XIDs and those in DP_DISABLE_HEALTHCHECKS change nothing.
+HealthConfig: the config file's health section (ignoredXIDs, criticalXIDs, eventTypes,
+disabled) decides the same; flags.restartOnDeviceUnhealthy restarts the plugin.
 Exits 77 (skipped) when grpc is not importable.
 """
 import os
@@ -213,6 +215,90 @@ class Xid(Base):
         self.assertEqual(self.plugin.proc.wait(20), 2)
         self.assertIn("DP_DISABLE_HEALTHCHECKS", self.plugin.output())
         self.plugin = None
+
+
+TS2 = "version: v1\nsharing:\n  timeSlicing:\n    resources:\n" \
+      "    - name: nvidia.com/gpu\n      replicas: 2\n"
+
+
+class HealthConfig(Base):
+    """The config file's health section, as NVIDIA's plugin reads it: ignoredXIDs,
+    criticalXIDs, eventTypes, disabled."""
+
+    def gpu_health(self):
+        """{GPU index: set of its replicas' health}."""
+        h = self.health("nvidia.com/gpu") or {}
+        uuids = [line.split()[1] for line in self.ctl("status").stdout.splitlines()]
+        return {i: {v for d, v in h.items() if d.startswith(u + "::")}
+                for i, u in enumerate(uuids)}
+
+    def settle(self):
+        time.sleep(0.5)  # five health polls
+
+    def test_ignored_xids(self):
+        self.start(TS2 + "health:\n  ignoredXIDs: [48]\n", H100 + "," + H100, "")
+        self.resources(1)
+        dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
+        self.assertEqual(self.ctl("xid", "0", "48").returncode, 0)
+        dk.wait_for(lambda: "xid=48" in self.plugin.output(), what="XID 48 seen")
+        self.settle()
+        self.assertEqual(self.gpu_health(), {0: {"Healthy"}, 1: {"Healthy"}})
+        self.assertEqual(self.ctl("xid", "1", "79").returncode, 0)
+        dk.wait_for(lambda: self.gpu_health() == {0: {"Healthy"}, 1: {"Unhealthy"}},
+                    what="GPU 1 Unhealthy after XID 79, GPU 0 Healthy")
+
+    def test_critical_xids(self):
+        self.start(TS2 + "health:\n  criticalXIDs: [79]\n", H100 + "," + H100, "")
+        self.resources(1)
+        dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
+        self.assertEqual(self.ctl("xid", "0", "48").returncode, 0)  # not in the list
+        dk.wait_for(lambda: "xid=48" in self.plugin.output(), what="XID 48 seen")
+        self.settle()
+        self.assertEqual(self.gpu_health(), {0: {"Healthy"}, 1: {"Healthy"}})
+        self.assertEqual(self.ctl("xid", "0", "79").returncode, 0)
+        dk.wait_for(lambda: self.gpu_health() == {0: {"Unhealthy"}, 1: {"Healthy"}},
+                    what="GPU 0 Unhealthy after XID 79")
+
+    def test_event_types_without_xids(self):
+        self.start(TS2 + "health:\n  eventTypes: [EventTypeDoubleBitEccError]\n",
+                   H100 + "," + H100, "")
+        self.resources(1)
+        dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
+        # fakegpu reports XIDs only: the plugin says so, and registers nothing.
+        self.assertIn("does not report every watched event type", self.plugin.output())
+        self.assertEqual(self.ctl("xid", "1", "79").returncode, 0)
+        self.settle()
+        self.assertEqual(self.gpu_health(), {0: {"Healthy"}, 1: {"Healthy"}})
+        self.assertNotIn("xid=79", self.plugin.output())
+
+    def test_restart_on_device_unhealthy(self):
+        config = TS2.replace("version: v1\n", "version: v1\nflags:\n"
+                             "  restartOnDeviceUnhealthy: true\n")
+        self.start(config, H100 + "," + H100, "")
+        self.resources(1)
+        dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
+        pid = self.plugin.proc.pid
+        lists = len(self.kubelet.lists["nvidia.com/gpu"])
+        self.assertEqual(self.ctl("xid", "1", "79").returncode, 0)
+        dk.wait_for(lambda: len(self.kubelet.registrations) >= 2, what="registration again")
+        self.assertIn("restarting the plugin (flags.restartOnDeviceUnhealthy)",
+                      self.plugin.output())
+        # The same process, started afresh: the XID mark is gone, both GPUs Healthy.
+        self.assertIsNone(self.plugin.proc.poll())
+        self.assertEqual(self.plugin.proc.pid, pid)
+        dk.wait_for(lambda: len(self.kubelet.lists["nvidia.com/gpu"]) > lists and
+                    self.gpu_health() == {0: {"Healthy"}, 1: {"Healthy"}},
+                    what="ListAndWatch after the restart, both GPUs Healthy")
+
+    def test_disabled(self):
+        self.start(TS2 + "health:\n  disabled: true\n", H100 + "," + H100, "")
+        self.resources(1)
+        dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
+        self.assertEqual(self.ctl("xid", "1", "79").returncode, 0)
+        self.assertEqual(self.ctl("health", "0", "off").returncode, 0)  # GPU 0 lost
+        self.settle()
+        self.assertEqual(self.gpu_health(), {0: {"Healthy"}, 1: {"Healthy"}})
+        self.assertNotIn("GPU unhealthy", self.plugin.output())
 
 
 if __name__ == "__main__":

@@ -119,6 +119,215 @@ static void test_fail_requests_greater_than_one(void **state)
     dp_config_free(&cfg);
 }
 
+/* One timeSlicing Allocate of GPU 1 with passDeviceSpecs under the extra YAML (flags and
+ * imex keys), compared with golden name. */
+static void allocate_with(const char *extra, const char *name)
+{
+    struct dp_gpu g[2];
+    two_gpus(g);
+    char yaml[1024];
+    snprintf(yaml, sizeof(yaml),
+             "version: v1\n%ssharing:\n  timeSlicing:\n    resources:\n"
+             "    - name: nvidia.com/gpu\n      replicas: 2\n",
+             extra);
+    struct dp_config cfg;
+    load(&cfg, yaml);
+    struct dp_resources res;
+    struct vg_err err = {0};
+    assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), 0);
+    char t0[] = UUID_B "::1";
+    char *one[] = {t0};
+    struct dp_response resp;
+    if (dp_allocate_shared(&cfg, &res.items[0], g, 2, one, 1, &resp, &err) != 0)
+        fail_msg("%s: %s", name, err.msg);
+    golden(name, &resp);
+    dp_resources_release(&res);
+    dp_config_free(&cfg);
+}
+
+/* Device specs name the node under flags.nvidiaDevRoot (else flags.nvidiaDriverRoot) on
+ * the host, at /dev inside the container, as NVIDIA's plugin does. */
+static void test_dev_root(void **state)
+{
+    (void)state;
+    allocate_with("flags:\n  nvidiaDriverRoot: /run/nvidia/driver\n"
+                  "  plugin:\n    passDeviceSpecs: true\n",
+                  "dev_root_driver_root");
+    /* nvidiaDevRoot wins over the driver root; a trailing slash changes nothing. */
+    allocate_with("flags:\n  nvidiaDriverRoot: /run/nvidia/driver\n  nvidiaDevRoot: /host/\n"
+                  "  plugin:\n    passDeviceSpecs: true\n",
+                  "dev_root_dev_root");
+    struct dp_config cfg;
+    dp_config_defaults(&cfg);
+    assert_string_equal(dp_dev_root(&cfg), "/");
+    char out[32];
+    assert_int_equal(dp_root_path("/", "/dev/nvidia0", out, sizeof(out)), 0);
+    assert_string_equal(out, "/dev/nvidia0");
+    assert_int_equal(dp_root_path("/a//", "/dev/nvidia0", out, sizeof(out)), 0);
+    assert_string_equal(out, "/a/dev/nvidia0");
+    assert_int_equal(dp_root_path("/a-very-long-root-directory", "/dev/nvidia0", out, sizeof(out)),
+                     -ENAMETOOLONG);
+    dp_config_free(&cfg);
+    /* A root too long for a device spec is refused, naming the key. */
+    struct dp_gpu g[2];
+    two_gpus(g);
+    char yaml[512];
+    snprintf(yaml, sizeof(yaml),
+             "flags:\n  nvidiaDevRoot: /%0100d\n  plugin:\n    passDeviceSpecs: true\n", 0);
+    load(&cfg, yaml);
+    struct dp_resources res;
+    struct vg_err err = {0};
+    assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), 0);
+    char id[] = UUID_A "-0"; /* vgpu mode's device ID */
+    char *ids[] = {id};
+    struct dp_response resp;
+    assert_int_equal(dp_allocate_shared(&cfg, &res.items[0], g, 2, ids, 1, &resp, &err),
+                     -ENAMETOOLONG);
+    assert_non_null(strstr(err.msg, "flags.nvidiaDevRoot"));
+    dp_resources_release(&res);
+    dp_config_free(&cfg);
+}
+
+/* imex.channelIDs: NVIDIA_IMEX_CHANNELS, and the channel's device node with
+ * passDeviceSpecs; dp_imex_check drops a missing channel or, with imex.required, fails. */
+static void test_imex(void **state)
+{
+    (void)state;
+    allocate_with("imex:\n  channelIDs: [0]\n", "imex_envvar");
+    allocate_with("flags:\n  nvidiaDevRoot: /host\n  plugin:\n    passDeviceSpecs: true\n"
+                  "imex:\n  channelIDs: [0]\n",
+                  "imex_device_specs");
+
+    char tmp[] = "/tmp/dp-imex.XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    char yaml[512], path[512];
+    struct dp_config cfg;
+    struct vg_err err = {0};
+    /* No <root>/dev: the plugin looks under /, which has no IMEX channel here. */
+    snprintf(yaml, sizeof(yaml),
+             "flags:\n  plugin:\n    containerDriverRoot: %s\nimex:\n  channelIDs: [0]\n"
+             "  required: true\n",
+             tmp);
+    load(&cfg, yaml);
+    assert_string_equal(dp_container_dev_root(&cfg), "/");
+    struct stat st;
+    if (stat("/dev/nvidia-caps-imex-channels/channel0", &st) != 0) {
+        assert_int_equal(dp_imex_check(&cfg, &err), -ENOENT);
+        assert_non_null(strstr(err.msg, "imex.channelIDs: IMEX channel 0: "
+                                        "/dev/nvidia-caps-imex-channels/channel0 does not exist "
+                                        "(imex.required is true)"));
+    }
+    /* With <root>/dev, the channel is looked up there. */
+    snprintf(path, sizeof(path), "%s/dev", tmp);
+    assert_int_equal(mkdir(path, 0755), 0);
+    assert_string_equal(dp_container_dev_root(&cfg), tmp);
+    assert_int_equal(dp_imex_check(&cfg, &err), -ENOENT);
+    assert_non_null(strstr(err.msg, tmp));
+    dp_config_free(&cfg);
+    /* Not required: dropped, so Allocate passes no channel. */
+    snprintf(yaml, sizeof(yaml),
+             "flags:\n  plugin:\n    containerDriverRoot: %s\nimex:\n  channelIDs: [0]\n", tmp);
+    load(&cfg, yaml);
+    assert_int_equal(dp_imex_check(&cfg, &err), 0);
+    assert_int_equal(cfg.imex.channel_ids.count, 0);
+    dp_config_free(&cfg);
+    /* Present: kept. */
+    snprintf(path, sizeof(path), "%s/dev/nvidia-caps-imex-channels", tmp);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/dev/nvidia-caps-imex-channels/channel0", tmp);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    snprintf(yaml, sizeof(yaml),
+             "flags:\n  plugin:\n    containerDriverRoot: %s\nimex:\n  channelIDs: [0]\n"
+             "  required: true\n",
+             tmp);
+    load(&cfg, yaml);
+    assert_int_equal(dp_imex_check(&cfg, &err), 0);
+    assert_int_equal(cfg.imex.channel_ids.count, 1);
+    dp_config_free(&cfg);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/dev/nvidia-caps-imex-channels", tmp);
+    rmdir(path);
+    snprintf(path, sizeof(path), "%s/dev", tmp);
+    rmdir(path);
+    rmdir(tmp);
+}
+
+/* flags.plugin.containerDriverRoot: NVML is loaded from the driver root mounted into the
+ * plugin's container when it holds libnvidia-ml.so.1, else by SONAME. */
+static void test_nvml_library(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/dp-driver-root.XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    char yaml[512], path[512], dir[512];
+    snprintf(yaml, sizeof(yaml), "flags:\n  plugin:\n    containerDriverRoot: %s/\n", tmp);
+    struct dp_config cfg;
+    load(&cfg, yaml);
+    dp_nvml_library(&cfg, path, sizeof(path));
+    assert_string_equal(path, DP_NVML_SONAME);
+    snprintf(dir, sizeof(dir), "%s/usr", tmp);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(dir, sizeof(dir), "%s/usr/lib64", tmp);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    char lib[600];
+    snprintf(lib, sizeof(lib), "%s/" DP_NVML_SONAME, dir);
+    FILE *f = fopen(lib, "w");
+    assert_non_null(f);
+    fclose(f);
+    dp_nvml_library(&cfg, path, sizeof(path));
+    assert_string_equal(path, lib);
+    dp_config_free(&cfg);
+    unlink(lib);
+    rmdir(dir);
+    snprintf(dir, sizeof(dir), "%s/usr", tmp);
+    rmdir(dir);
+    rmdir(tmp);
+}
+
+/* flags.plugin.sharedDevicesAllocationPolicy: GPU A has two of its four replicas in use,
+ * GPU B none. distributed picks from the less used GPU, packed fills the more used one. */
+static void test_allocation_policy(void **state)
+{
+    (void)state;
+    struct dp_gpu g[2];
+    two_gpus(g);
+    struct dp_config cfg;
+    load(&cfg, "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+               "      replicas: 4\n");
+    assert_int_equal(cfg.flags.plugin.shared_devices_allocation_policy, DP_ALLOC_DISTRIBUTED);
+    struct dp_resources res;
+    struct vg_err err = {0};
+    assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), 0);
+    const struct dp_resource *r = &res.items[0];
+    /* Candidates: A::2, A::3, then B::0..3 (kubelet's order is arbitrary). */
+    char a2[] = UUID_A "::2", a3[] = UUID_A "::3", b0[] = UUID_B "::0", b1[] = UUID_B "::1",
+         b2[] = UUID_B "::2", b3[] = UUID_B "::3";
+    char *avail[] = {a2, a3, b0, b1, b2, b3};
+    bool taken[6] = {false};
+    size_t picked[6];
+    assert_int_equal(dp_prefer_replicas(r, DP_ALLOC_DISTRIBUTED, avail, 6, taken, 2, picked), 2);
+    assert_string_equal(avail[picked[0]], b0);
+    assert_string_equal(avail[picked[1]], b1);
+    /* Three from four free on B and two on A: B, B, then A (B 2 used, A 2 used: tie to A). */
+    memset(taken, 0, sizeof(taken));
+    assert_int_equal(dp_prefer_replicas(r, DP_ALLOC_DISTRIBUTED, avail, 6, taken, 3, picked), 3);
+    assert_string_equal(avail[picked[2]], a2);
+    memset(taken, 0, sizeof(taken));
+    assert_int_equal(dp_prefer_replicas(r, DP_ALLOC_PACKED, avail, 6, taken, 3, picked), 3);
+    assert_string_equal(avail[picked[0]], a2);
+    assert_string_equal(avail[picked[1]], a3);
+    assert_string_equal(avail[picked[2]], b0);
+    /* Taken candidates are skipped; no more than there are. */
+    memset(taken, 0, sizeof(taken));
+    taken[0] = true;
+    assert_int_equal(dp_prefer_replicas(r, DP_ALLOC_PACKED, avail, 6, taken, 8, picked), 5);
+    assert_string_equal(avail[picked[0]], a3);
+    dp_resources_release(&res);
+    dp_config_free(&cfg);
+}
+
 /* flags.plugin.deviceListStrategy, alone and combined, in timeSlicing and vgpu mode:
  * goldens list_<name>_{time_slicing,vgpu}. */
 static const struct {
@@ -607,6 +816,10 @@ int main(void)
         cmocka_unit_test(test_vgpu_allocate_and_dirs),
         cmocka_unit_test(test_container_dir_staging),
         cmocka_unit_test(test_inventory),
+        cmocka_unit_test(test_dev_root),
+        cmocka_unit_test(test_imex),
+        cmocka_unit_test(test_nvml_library),
+        cmocka_unit_test(test_allocation_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

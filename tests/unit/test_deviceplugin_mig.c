@@ -301,12 +301,70 @@ static void test_xid_policy(void **state)
     }
 }
 
+/* The health section of the config file, as NVIDIA's plugin reads it, and
+ * DP_DISABLE_HEALTHCHECKS on top of it. */
+static struct dp_xid_policy policy_of(const char *yaml, const char *env)
+{
+    struct dp_config cfg;
+    struct dp_xid_policy p;
+    struct vg_err err = {0};
+    dp_config_defaults(&cfg);
+    if (dp_config_load_buffer("h.yaml", yaml, strlen(yaml), &cfg, &err) < 0 ||
+        dp_xid_policy_from_config(&cfg, env, &p, &err) < 0)
+        fail_msg("%s", err.msg);
+    dp_config_free(&cfg);
+    return p;
+}
+
+static void test_health_config(void **state)
+{
+    (void)state;
+    /* Defaults: the same as no file at all. */
+    struct dp_xid_policy p = policy_of("version: v1\n", NULL);
+    assert_false(p.off);
+    assert_false(dp_xid_critical(&p, 13));
+    assert_true(dp_xid_critical(&p, 48));
+    assert_true(dp_xid_critical(&p, 79));
+    /* ignoredXIDs replaces NVIDIA's list: 48 ignored, 13 now counts, 79 still critical. */
+    p = policy_of("health:\n  ignoredXIDs: [48]\n", NULL);
+    assert_false(dp_xid_critical(&p, 48));
+    assert_true(dp_xid_critical(&p, 13));
+    assert_true(dp_xid_critical(&p, 79));
+    /* DP_DISABLE_HEALTHCHECKS adds to the file's list. */
+    p = policy_of("health:\n  ignoredXIDs: [48]\n", "79");
+    assert_false(dp_xid_critical(&p, 48));
+    assert_false(dp_xid_critical(&p, 79));
+    assert_true(dp_xid_critical(&p, 94));
+    /* criticalXIDs: only those listed count. */
+    p = policy_of("health:\n  criticalXIDs: [79, 94]\n", NULL);
+    assert_true(dp_xid_critical(&p, 79));
+    assert_true(dp_xid_critical(&p, 94));
+    assert_false(dp_xid_critical(&p, 48));
+    assert_false(dp_xid_critical(&p, 13)); /* ignored wins */
+    /* eventTypes without XIDs: no XID counts. */
+    p = policy_of("health:\n  eventTypes: [EventTypeDoubleBitEccError]\n", NULL);
+    assert_false(dp_xid_critical(&p, 79));
+    assert_int_equal(p.events, DP_EVENT_DOUBLE_BIT_ECC);
+    /* disabled: no checks at all. */
+    p = policy_of("health:\n  disabled: true\n", NULL);
+    assert_true(p.off);
+    assert_false(dp_xid_critical(&p, 79));
+    /* A bad variable is still refused with the file's policy. */
+    struct dp_config cfg;
+    struct vg_err err = {0};
+    dp_config_defaults(&cfg);
+    assert_int_equal(dp_xid_policy_from_config(&cfg, "48;79", &p, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "DP_DISABLE_HEALTHCHECKS"));
+    dp_config_free(&cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_names), cmocka_unit_test(test_mixed),
         cmocka_unit_test(test_single),        cmocka_unit_test(test_volume_mounts),
         cmocka_unit_test(test_xid_policy),    cmocka_unit_test(test_cap_minors),
+        cmocka_unit_test(test_health_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

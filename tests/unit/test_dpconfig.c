@@ -134,7 +134,7 @@ static void test_fixture_facts(void **state)
     assert_true(cfg.vgpu.device_split_count == 4);
     assert_true(cfg.vgpu.device_memory_scaling > 1.49 && cfg.vgpu.device_memory_scaling < 1.51);
     assert_true(cfg.vgpu.default_cores == 25);
-    assert_true(cfg.vgpu.default_memory_mib == 4096);
+    assert_true(cfg.vgpu.default_memory_mib == 0);
     assert_string_equal(cfg.vgpu.region_dir, "/opt/vgpu/containers");
     assert_int_equal(cfg.sharing_strategy, DP_SHARING_NONE);
     dp_config_free(&cfg);
@@ -301,6 +301,17 @@ static const struct bad_case bad_cases[] = {
      ":1: key 'health.criticalXIDs': XID 48 is in both"},
     {"health:\n  criticalXIDs: some\n",
      ":2: key 'health.criticalXIDs': expected 'all' or a list of XIDs, got 'some'"},
+    /* Keys vgpu cannot act on: refused, naming the key and why. */
+    {"vgpu:\n  defaultMemory: 4GiB\n",
+     ": key 'vgpu.defaultMemory': the scheduler gives every container its memory (set "
+     "defaultMemory in vgpu-scheduler's configuration)"},
+    {"flags:\n  deviceDiscoveryStrategy: tegra\n",
+     ": key 'flags.deviceDiscoveryStrategy': 'tegra' is not supported: vgpu finds GPUs through "
+     "NVML only"},
+    {"flags:\n  plugin:\n    nvidiaCTKPath: /opt/nvidia-ctk\n",
+     ": key 'flags.plugin.nvidiaCTKPath': vgpu generates no CDI specification"},
+    {"imex:\n  channelIDs: [0]\nflags:\n  plugin:\n    deviceListStrategy: [cdi-cri]\n",
+     ":1: key 'imex.channelIDs': IMEX channels reach containers through NVIDIA_IMEX_CHANNELS"},
     {"flags:\n  plugin: [1]\n", ":2: key 'flags.plugin': expected a mapping, got a list"},
     {"flags: 5\n", ":1: key 'flags': expected a mapping, got an integer '5'"},
     {"flags:\n  nvidiaDriverRoot: [a]\n",
@@ -431,7 +442,7 @@ static void test_yaml_typing(void **state)
                        "vgpu:\n"
                        "  deviceMemoryScaling: 2\n"
                        "  deviceCoreScaling: 0.5\n"
-                       "  defaultMemory: 2048\n"
+                       "  defaultMemory: 0\n"
                        "sharing:\n"
                        "  timeSlicing:\n"
                        "    resources:\n"
@@ -450,7 +461,7 @@ static void test_yaml_typing(void **state)
     assert_true(cfg.flags.gfd.sleep_interval_ns == 90ull * 1000000000ull);
     assert_true(cfg.vgpu.device_memory_scaling == 2.0);
     assert_true(cfg.vgpu.device_core_scaling == 0.5);
-    assert_true(cfg.vgpu.default_memory_mib == 2048);
+    assert_true(cfg.vgpu.default_memory_mib == 0);
     assert_int_equal(cfg.sharing.time_slicing.resources.items[0].devices.kind, DP_DEVICES_ALL);
 
     /* Both sections replicated: MPS wins, as in NVIDIA's plugin. */
@@ -623,6 +634,17 @@ static void test_override_errors(void **state)
          "one of"},
         {{"--imex-channel-ids=1"}, 1, "configuration: key 'imex.channelIDs': must be [] or [0]"},
         {{"--config=/nonexistent/dpconfig.yaml"}, 1, "/nonexistent/dpconfig.yaml: cannot open"},
+        /* Keys vgpu cannot act on are refused from the command line too. */
+        {{"--default-memory=4GiB"}, 1, "configuration: key 'vgpu.defaultMemory': the scheduler"},
+        {{"--device-discovery-strategy=tegra"},
+         1,
+         "configuration: key 'flags.deviceDiscoveryStrategy': 'tegra' is not supported"},
+        {{"--nvidia-ctk-path", "/opt/bin/nvidia-ctk"},
+         2,
+         "configuration: key 'flags.plugin.nvidiaCTKPath': vgpu generates no CDI"},
+        {{"--imex-channel-ids=0", "--device-list-strategy=cdi-annotations"},
+         2,
+         "configuration: key 'imex.channelIDs': IMEX channels reach containers"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct args a = make_args(cases[i].argv, cases[i].argc);
@@ -639,6 +661,9 @@ static void test_override_errors(void **state)
     assert_true(dp_config_from_args(0, NULL, fake_getenv, &env, &cfg, &err) < 0);
     assert_string_equal(err.msg, "environment MIG_STRATEGY: key 'flags.migStrategy': 'bogus' "
                                  "is not one of none, single, mixed");
+    struct fake_env ctk = {{{"NVIDIA_CTK_PATH", "/usr/local/bin/nvidia-ctk"}}};
+    assert_true(dp_config_from_args(0, NULL, fake_getenv, &ctk, &cfg, &err) < 0);
+    assert_non_null(strstr(err.msg, "key 'flags.plugin.nvidiaCTKPath': vgpu generates no CDI"));
 
     /* An override that breaks a rule across keys is caught, with the file's line. */
     const char *mps = "sharing:\n  mps:\n    resources:\n    - name: gpu\n      replicas: 2\n";
@@ -655,6 +680,33 @@ static void test_override_errors(void **state)
     assert_int_equal(dp_config_from_args(2, help.v, NULL, NULL, &cfg, &err), 1);
     free_args(&argv);
     free_args(&help);
+    dp_config_free(&cfg);
+}
+
+/* Settings of other programs sharing the file load and are named at start. */
+static void test_foreign_settings(void **state)
+{
+    (void)state;
+    struct dp_config cfg;
+    struct vg_err err = {0};
+    char keys[256];
+    dp_config_defaults(&cfg);
+    assert_int_equal(dp_config_foreign_settings(&cfg, keys, sizeof keys), 0);
+    assert_string_equal(keys, "");
+    /* The README's example: GFD settings at their defaults change nothing. */
+    char path[512];
+    snprintf(path, sizeof path, "%s/flags-full.yaml", data_dir());
+    assert_int_equal(dp_config_load_file(path, &cfg, &err), 0);
+    assert_int_equal(dp_config_foreign_settings(&cfg, keys, sizeof keys), 0);
+    const char *text = "flags:\n  useNodeFeatureAPI: true\n  gfd:\n    oneshot: true\n"
+                       "    sleepInterval: 10s\nresources:\n  gpus:\n  - pattern: '*'\n"
+                       "    name: gpu\n";
+    assert_int_equal(dp_config_load_buffer("g.yaml", text, strlen(text), &cfg, &err), 0);
+    assert_int_equal(dp_config_foreign_settings(&cfg, keys, sizeof keys), 4);
+    assert_string_equal(keys, "flags.useNodeFeatureAPI,flags.gfd.oneshot,"
+                              "flags.gfd.sleepInterval,resources.gpus");
+    /* A short buffer still counts them all. */
+    assert_int_equal(dp_config_foreign_settings(&cfg, keys, 8), 4);
     dp_config_free(&cfg);
 }
 
@@ -708,6 +760,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_precedence, setup_file, teardown_file),
         cmocka_unit_test(test_override_errors),
         cmocka_unit_test(test_help_and_doc),
+        cmocka_unit_test(test_foreign_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,10 +2,13 @@
  * Parses the configuration (file, environment, command line), opens NVML and the
  * Kubernetes API client, then runs the plugin on one event loop until SIGTERM/SIGINT. */
 #include <errno.h>
+#include <limits.h>
 #include <event2/event.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "base/log.h"
 #include "base/parse.h"
@@ -16,6 +19,17 @@ static const char *env_lookup(const char *name, void *user)
 {
     (void)user;
     return getenv(name);
+}
+
+/* flags.restartOnDeviceUnhealthy: the loop stops, everything is released, and the
+ * program executes itself again with the same arguments (GPUs rediscovered, marks of
+ * earlier XIDs gone, sockets served and registered anew). */
+static bool restart_requested;
+
+static void request_restart(void *arg)
+{
+    restart_requested = true;
+    event_base_loopbreak(arg);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -65,9 +79,16 @@ int main(int argc, char **argv)
         dp_config_free(&cfg);
         return 2;
     }
-    /* XIDs that do not make a GPU unhealthy, as NVIDIA's plugin reads them. */
+    /* What makes a GPU unhealthy: the health section, then DP_DISABLE_HEALTHCHECKS, as
+     * NVIDIA's plugin reads them. */
     struct dp_xid_policy xids;
-    if (dp_xid_policy_parse(getenv("DP_DISABLE_HEALTHCHECKS"), &xids, &err) < 0) {
+    if (dp_xid_policy_from_config(&cfg, getenv("DP_DISABLE_HEALTHCHECKS"), &xids, &err) < 0) {
+        fprintf(stderr, "vgpu-device-plugin: %s\n", err.msg);
+        dp_config_free(&cfg);
+        return 2;
+    }
+    /* IMEX channels that do not exist: an error with imex.required, else left out. */
+    if (dp_imex_check(&cfg, &err) < 0) {
         fprintf(stderr, "vgpu-device-plugin: %s\n", err.msg);
         dp_config_free(&cfg);
         return 2;
@@ -76,7 +97,9 @@ int main(int argc, char **argv)
     struct event_base *base = event_base_new();
     struct dp_nvml *nvml = NULL;
     struct vg_err nvml_err = {0};
-    if (dp_nvml_open(NULL, &nvml, &nvml_err) == 0) {
+    char library[1024]; /* under flags.plugin.containerDriverRoot when it holds NVML */
+    dp_nvml_library(&cfg, library, sizeof(library));
+    if (dp_nvml_open(library, &nvml, &nvml_err) == 0) {
         dp_nvml_set_xid_policy(nvml, &xids);
         /* Tests point the MIG capability table elsewhere. */
         if (getenv("VGPU_DP_MIG_MINORS"))
@@ -101,6 +124,8 @@ int main(int argc, char **argv)
         rc = kube_client_new(base, kcfg, NULL, &kube, &err);
     opt.kube = kube;
 
+    opt.restart = request_restart;
+    opt.restart_arg = base;
     struct dp_plugin *plugin = NULL;
     if (rc == 0)
         rc = dp_plugin_new(base, &cfg, &opt, &plugin, &err);
@@ -121,5 +146,13 @@ int main(int argc, char **argv)
     dp_nvml_free(nvml);
     event_base_free(base);
     dp_config_free(&cfg);
+    if (rc == 0 && restart_requested) {
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        self[n > 0 ? n : 0] = '\0';
+        execv(n > 0 ? self : "/proc/self/exe", argv);
+        fprintf(stderr, "vgpu-device-plugin: restarting: %s\n", strerror(errno));
+        return 1;
+    }
     return rc < 0 ? 1 : 0;
 }
