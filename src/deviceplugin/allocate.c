@@ -191,9 +191,13 @@ static int write_limits(const struct dp_config *cfg, const struct dp_match *matc
             used += w > 0 ? (size_t)w : 0;
         }
     }
+    /* The board too: libvgpu takes no key the file may hold from the environment once
+     * the file is given, so VGPU_COMPUTE_BOARD in the environment alone would leave each
+     * container on a private default board, blind to its neighbours. */
     if (w >= 0)
         w = vg_snprintf(text + used, sizeof(text) - used,
-                        "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/region\n", dir);
+                        "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/region\nVGPU_COMPUTE_BOARD=%s\n", dir,
+                        cfg->vgpu.compute_board_dir);
     if (w < 0)
         return vg_err_set(err, -ENOSPC, "limits file too long");
     used += (size_t)w;

@@ -18,6 +18,7 @@
 
 #include "base/str.h"
 #include "region/region.h"
+#include "libvgpu/config.h"
 #include "deviceplugin/deviceplugin.h"
 #include "grpc/kubelet/api.h"
 #include "dp_test.h"
@@ -669,6 +670,15 @@ static void test_container_dir_staging(void **state)
     assert_non_null(strstr(a, "CUDA_DEVICE_MEMORY_LIMIT_0=3000m\n"));
     snprintf(path2, sizeof(path2), "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/region\n", dir);
     assert_non_null(strstr(a, path2));
+    /* What libvgpu reads from it: the limits, and the board the plugin mounts. Once the
+     * file is given libvgpu ignores the environment's keys, so the board must be here. */
+    snprintf(path2, sizeof(path2), "VGPU_LIMITS_FILE=%s", path);
+    char board_env[] = "VGPU_COMPUTE_BOARD=/elsewhere";
+    char *envp[] = {path2, board_env, NULL};
+    struct vgpu_config vc;
+    assert_int_equal(vgpu_config_load(&vc, envp, &err), 0);
+    assert_int_equal(vgpu_config_memory_limit(&vc, 0), 3000ull << 20);
+    assert_string_equal(vc.board_dir, cfg.vgpu.compute_board_dir);
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0444);
