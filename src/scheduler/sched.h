@@ -1,6 +1,6 @@
 /* vgpu-scheduler's core: the cluster state rebuilt from the Kubernetes API, and the
  * kube-scheduler extender verbs (filter, prioritize, bind) decided through the placement
- * core (src/placement). No I/O and no clock: the daemon (src/cmd/vgpu-scheduler) feeds
+ * core (src/placement). No I/O and no clock: the daemon (daemon.h) feeds
  * informer objects and extender bodies in, passes the time, and writes what comes out.
  *
  * Promises. Filter picks the node and the GPUs at once and *assumes* them: the capacity
