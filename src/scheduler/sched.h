@@ -128,16 +128,6 @@ int sched_check_invariants(const struct sched_state *s, struct vg_err *err);
  * "coresUsed","tenants"}...]}}; bound_only leaves assumptions out. Owned text. */
 char *sched_dump(const struct sched_state *s, bool bound_only);
 
-/* Pod requests: the GPU requests of a pod's containers, HAMi semantics. */
-struct sched_container_request {
-    char name[254];
-    struct place_request request;
-};
-/* Fills up to max containers (init containers are not given GPUs). Returns the count
- * with GPUs, or -EINVAL with a message for a request nobody can serve. */
-int sched_pod_requests(const struct sched_options *o, json_t *pod,
-                       struct sched_container_request *out, size_t max, struct vg_err *err);
-
 /* ---- admission webhook -------------------------------------------------------------- */
 
 /* POST /webhook: AdmissionReview (admission.k8s.io/v1) in, AdmissionReview out. Pods that
