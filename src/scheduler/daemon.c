@@ -64,7 +64,7 @@ struct sched_daemon {
     struct event *timer; /* expires assumptions once a second */
     uint16_t port;       /* the extender's, as bound */
     struct histogram latency[VERB_COUNT];
-    uint64_t http_errors[VERB_COUNT]; /* 4xx answers */
+    uint64_t http_errors[VERB_COUNT]; /* 400 and 413 answers */
     uint64_t api_errors;
     uint64_t bind_inflight;
 };
@@ -125,8 +125,12 @@ static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
                         (unsigned long long)st.expired);
     evbuffer_add_printf(b, "# HELP vgpu_scheduler_errors_total Errors by kind.\n"
                            "# TYPE vgpu_scheduler_errors_total counter\n");
+    /* Every 400 and 413 answer, whatever the verb and however the body was wrong. */
+    uint64_t bad_requests = 0;
+    for (int v = 0; v < VERB_COUNT; v++)
+        bad_requests += d->http_errors[v];
     evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"bad_request\"} %llu\n",
-                        (unsigned long long)st.bad_requests);
+                        (unsigned long long)bad_requests);
     evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"skipped_node\"} %llu\n",
                         (unsigned long long)st.skipped_nodes);
     evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"skipped_pod\"} %llu\n",

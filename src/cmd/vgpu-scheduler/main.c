@@ -239,7 +239,7 @@ int main(int argc, char **argv)
     int status = 1;
     struct kube_config *kc = NULL;
     struct kube_client *client = NULL;
-    struct sched_daemon *daemon = NULL;
+    struct sched_daemon *server = NULL;
     struct event *sigint = NULL, *sigterm = NULL;
     /* The changelist folds the add / delete / modify that evhttp makes of one socket in
      * one callback (four per request) into at most one epoll_ctl at the next dispatch.
@@ -263,7 +263,7 @@ int main(int argc, char **argv)
                                               .webhook_listen = webhook_listen,
                                               .tls_cert = tls_cert,
                                               .tls_key = tls_key};
-    if (sched_daemon_new(base, client, &o, &dopt, &daemon, &err) < 0)
+    if (sched_daemon_new(base, client, &o, &dopt, &server, &err) < 0)
         goto out;
     sigint = evsignal_new(base, SIGINT, on_signal, base);
     sigterm = evsignal_new(base, SIGTERM, on_signal, base);
@@ -278,7 +278,7 @@ out:
         event_free(sigint);
     if (sigterm != NULL)
         event_free(sigterm);
-    sched_daemon_free(daemon);
+    sched_daemon_free(server);
     kube_client_free(client);
     kube_config_free(kc);
     event_base_free(base);
