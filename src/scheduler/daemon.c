@@ -521,6 +521,8 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
                      struct sched_daemon **out, struct vg_err *err)
 {
     *out = NULL;
+    if (o->listen == NULL)
+        return vg_err_set(err, -EINVAL, "no address to listen on");
     if (o->webhook_listen != NULL && (o->tls_cert == NULL || o->tls_key == NULL))
         return vg_err_set(err, -EINVAL, "the webhook server needs a certificate and a key");
     struct sched_daemon *d = xcalloc(1, sizeof *d);

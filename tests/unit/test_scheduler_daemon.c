@@ -887,6 +887,45 @@ static void test_metrics_follow_the_state(void **state)
     json_decref(pod);
 }
 
+/* ---- start-up errors -------------------------------------------------------------- */
+
+static void expect_refused(const struct sched_daemon_options *o, int code, const char *msg)
+{
+    struct sched_options so;
+    sched_options_default(&so);
+    struct sched_daemon *d = (struct sched_daemon *)(uintptr_t)1; /* must be reset to NULL */
+    struct vg_err err = {0};
+    assert_int_equal(sched_daemon_new(base, client, &so, o, &d, &err), code);
+    assert_null(d);
+    if (strstr(err.msg, msg) == NULL)
+        fail_msg("'%s' does not say '%s'", err.msg, msg);
+}
+
+static void test_new_refuses_bad_options(void **state)
+{
+    (void)state;
+    expect_refused(&(struct sched_daemon_options){.listen = NULL}, -EINVAL,
+                   "no address to listen on");
+    expect_refused(&(struct sched_daemon_options){.listen = "8888"}, -EINVAL,
+                   "'8888' is not ADDR:PORT");
+    expect_refused(&(struct sched_daemon_options){.listen = "127.0.0.1:65536"}, -ERANGE,
+                   "port of '127.0.0.1:65536'");
+    char taken[64];
+    (void)vg_snprintf(taken, sizeof taken, "127.0.0.1:%u", (unsigned)sched_daemon_port(sd));
+    expect_refused(&(struct sched_daemon_options){.listen = taken}, -EADDRINUSE,
+                   "cannot listen on 127.0.0.1:");
+    expect_refused(
+        &(struct sched_daemon_options){.listen = "127.0.0.1:0", .webhook_listen = "127.0.0.1:0"},
+        -EINVAL, "needs a certificate and a key");
+    expect_refused(&(struct sched_daemon_options){.listen = "127.0.0.1:0",
+                                                  .webhook_listen = "127.0.0.1:0",
+                                                  .tls_cert = "/nonexistent/tls.crt",
+                                                  .tls_key = "/nonexistent/tls.key"},
+                   -EINVAL, "cannot load the webhook certificate /nonexistent/tls.crt");
+    /* The running daemon is unaffected. */
+    wait_ready();
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -905,6 +944,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_metrics_are_well_formed, daemon_setup,
                                         daemon_teardown),
         cmocka_unit_test_setup_teardown(test_metrics_follow_the_state, daemon_setup,
+                                        daemon_teardown),
+        cmocka_unit_test_setup_teardown(test_new_refuses_bad_options, daemon_setup,
                                         daemon_teardown),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
