@@ -39,6 +39,12 @@ struct sched_options {
 };
 
 void sched_options_default(struct sched_options *o);
+/* Settings from a JSON file ({"policy": "binpack", ...}; docs/scheduler.md lists the
+ * keys) over o. A file that is not a JSON object, an unknown key, a value of the wrong
+ * type or out of range is -EINVAL naming the file and the key. schedulerName is copied
+ * to *name_store, which o points to; the caller frees it. */
+int sched_options_load_file(const char *file, struct sched_options *o, char **name_store,
+                            struct vg_err *err);
 
 struct sched_stats {
     uint64_t nodes, nodes_with_inventory, pods_tracked, assumed, bound;

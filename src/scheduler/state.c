@@ -38,19 +38,6 @@ static void memo_each(struct sched_state *s, enum memo_op op, size_t node)
             place_memo_free(&s->memo[i]);
 }
 
-void sched_options_default(struct sched_options *o)
-{
-    memset(o, 0, sizeof *o);
-    o->policy = PLACE_POLICY_BINPACK;
-    o->gpu_order = PLACE_GPU_SPREAD;
-    o->assume_ttl_ms = 30000;
-    o->heartbeat_timeout_s = 0;
-    o->defaults.default_memory = 0;
-    o->defaults.default_cores = 0;
-    o->defaults.default_gpu_num = 1;
-    o->scheduler_name = "vgpu-scheduler";
-}
-
 int sched_state_new(const struct sched_options *o, struct sched_state **out, struct vg_err *err)
 {
     struct sched_state *s = xcalloc(1, sizeof *s);

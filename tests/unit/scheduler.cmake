@@ -19,3 +19,6 @@ vgpu_unit_test(test_scheduler_daemon
   LIBS vgpu_scheduler_daemon)
 target_compile_definitions(test_scheduler_daemon PRIVATE
   KUBE_API_SERVER="${PROJECT_SOURCE_DIR}/tests/kube_api_server.py")
+vgpu_unit_test(test_scheduler_options
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_scheduler_options.c
+  LIBS vgpu_scheduler)

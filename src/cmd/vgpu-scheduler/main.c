@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "base/mem.h"
 #include "base/parse.h"
 #include "kube/kube.h"
 #include "scheduler/daemon.h"
@@ -47,60 +46,6 @@ static void usage(FILE *f)
         "  --tls-cert FILE --tls-key FILE   the webhook's certificate and key (PEM)\n"
         "  --port-file FILE           write the extender's port here once listening\n"
         "  --log-level LEVEL          error, warn, info (default), debug\n");
-}
-
-static int load_config(const char *file, struct sched_options *o, char **name_store,
-                       struct vg_err *err)
-{
-    json_error_t jerr;
-    json_t *root = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
-    if (root == NULL)
-        return vg_err_set(err, -EINVAL, "%s:%d: %s", file, jerr.line, jerr.text);
-    int rc = 0;
-    const char *key;
-    json_t *v;
-    json_object_foreach(root, key, v)
-    {
-        if (strcmp(key, "policy") == 0 && json_is_string(v)) {
-            int p = place_policy_from_name(json_string_value(v));
-            if (p < 0)
-                rc = vg_err_set(err, -EINVAL, "%s: policy: unsupported '%s'", file,
-                                json_string_value(v));
-            else
-                o->policy = (enum place_policy)p;
-        } else if (strcmp(key, "gpuPolicy") == 0 && json_is_string(v)) {
-            if (strcmp(json_string_value(v), "binpack") == 0)
-                o->gpu_order = PLACE_GPU_BINPACK;
-            else if (strcmp(json_string_value(v), "spread") == 0)
-                o->gpu_order = PLACE_GPU_SPREAD;
-            else
-                rc = vg_err_set(err, -EINVAL, "%s: gpuPolicy: not binpack or spread", file);
-        } else if (strcmp(key, "assumeTTLSeconds") == 0 && json_is_integer(v) &&
-                   json_integer_value(v) > 0 && json_integer_value(v) <= 3600) {
-            o->assume_ttl_ms = (uint64_t)json_integer_value(v) * 1000u;
-        } else if (strcmp(key, "heartbeatTimeoutSeconds") == 0 && json_is_integer(v) &&
-                   json_integer_value(v) >= 0) {
-            o->heartbeat_timeout_s = json_integer_value(v);
-        } else if (strcmp(key, "defaultMemory") == 0 && json_is_integer(v) &&
-                   json_integer_value(v) >= 0) {
-            o->defaults.default_memory = json_integer_value(v);
-        } else if (strcmp(key, "defaultCores") == 0 && json_is_integer(v) &&
-                   json_integer_value(v) >= 0 && json_integer_value(v) <= 100) {
-            o->defaults.default_cores = json_integer_value(v);
-        } else if (strcmp(key, "defaultGPUNum") == 0 && json_is_integer(v) &&
-                   json_integer_value(v) >= 0 && json_integer_value(v) <= PLACE_MAX_GPUS) {
-            o->defaults.default_gpu_num = json_integer_value(v);
-        } else if (strcmp(key, "schedulerName") == 0 && json_is_string(v)) {
-            *name_store = xstrdup(json_string_value(v));
-            o->scheduler_name = *name_store;
-        } else {
-            rc = vg_err_set(err, -EINVAL, "%s: unknown key or bad value for \"%s\"", file, key);
-        }
-        if (rc < 0)
-            break;
-    }
-    json_decref(root);
-    return rc;
 }
 
 int main(int argc, char **argv)
@@ -190,7 +135,7 @@ int main(int argc, char **argv)
     struct sched_options o;
     sched_options_default(&o);
     char *name_store = NULL;
-    if (config != NULL && load_config(config, &o, &name_store, &err) < 0) {
+    if (config != NULL && sched_options_load_file(config, &o, &name_store, &err) < 0) {
         fprintf(stderr, "vgpu-scheduler: %s\n", err.msg);
         return 2;
     }
