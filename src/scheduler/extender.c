@@ -61,197 +61,7 @@ static int only_keys(json_t *obj, const char *what, const char *const *allowed, 
     return 0;
 }
 
-/* ---- pod requests ------------------------------------------------------------------- */
-
-/* A resource value: a JSON string ("1", "4096") or a non-negative integer; -1 if absent. */
-static int resource_value(json_t *list, const char *name, bool memory, int64_t *out,
-                          struct vg_err *err)
-{
-    *out = -1;
-    json_t *v = json_is_object(list) ? json_object_get(list, name) : NULL;
-    if (v == NULL)
-        return 0;
-    uint64_t n;
-    if (json_is_integer(v)) {
-        if (json_integer_value(v) < 0)
-            return vg_err_set(err, -EINVAL, "%s is negative", name);
-        n = (uint64_t)json_integer_value(v);
-    } else if (json_is_string(v)) {
-        int rc = memory ? vg_parse_mib_default(json_string_value(v), &n, err)
-                        : vg_parse_u64(json_string_value(v), 0, INT32_MAX, &n, err);
-        if (rc < 0)
-            return vg_err_wrap(err, "%s", name);
-        if (memory)
-            n /= 1024 * 1024; /* bytes -> MiB */
-    } else {
-        return vg_err_set(err, -EINVAL, "%s is neither a string nor a number", name);
-    }
-    if (n > INT32_MAX)
-        return vg_err_set(err, -EINVAL, "%s %llu is out of range", name, (unsigned long long)n);
-    *out = (int64_t)n;
-    return 0;
-}
-
-/* "a, b,c" -> list entries; -EINVAL past PLACE_MAX_LIST or an entry too long. */
-static int split_list(const char *text, const char *what, char *list, size_t entry_size,
-                      uint8_t *count, struct vg_err *err)
-{
-    *count = 0;
-    const char *p = text;
-    while (*p != '\0') {
-        while (*p == ' ' || *p == ',')
-            p++;
-        if (*p == '\0')
-            break;
-        const char *end = p;
-        while (*end != '\0' && *end != ',')
-            end++;
-        const char *last = end;
-        while (last > p && last[-1] == ' ')
-            last--;
-        size_t n = (size_t)(last - p);
-        if (*count >= PLACE_MAX_LIST)
-            return vg_err_set(err, -EINVAL, "%s: more than %d entries", what, PLACE_MAX_LIST);
-        if (n >= entry_size)
-            return vg_err_set(err, -EINVAL, "%s: entry '%.20s...' too long", what, p);
-        char *dst = list + (size_t)*count * entry_size;
-        memcpy(dst, p, n);
-        dst[n] = '\0';
-        (*count)++;
-        p = end;
-    }
-    return 0;
-}
-
-int sched_pod_selection(json_t *pod, struct place_request *r, struct vg_err *err)
-{
-    const char *v;
-    int rc = 0;
-    if ((v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/use-gputype")) != NULL)
-        rc = split_list(v, "nvidia.com/use-gputype", &r->type_include[0][0], PLACE_MODEL_MAX,
-                        &r->type_include_count, err);
-    if (rc == 0 &&
-        (v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/nouse-gputype")) != NULL)
-        rc = split_list(v, "nvidia.com/nouse-gputype", &r->type_exclude[0][0], PLACE_MODEL_MAX,
-                        &r->type_exclude_count, err);
-    if (rc == 0 &&
-        (v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/use-gpuuuid")) != NULL)
-        rc = split_list(v, "nvidia.com/use-gpuuuid", &r->uuid_include[0][0], PLACE_NAME_MAX,
-                        &r->uuid_include_count, err);
-    if (rc == 0 &&
-        (v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/nouse-gpuuuid")) != NULL)
-        rc = split_list(v, "nvidia.com/nouse-gpuuuid", &r->uuid_exclude[0][0], PLACE_NAME_MAX,
-                        &r->uuid_exclude_count, err);
-    if (rc == 0 &&
-        (v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/numa-bind")) != NULL) {
-        if (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0)
-            r->numa_bind = true;
-        else if (strcasecmp(v, "false") == 0 || strcmp(v, "0") == 0)
-            r->numa_bind = false;
-        else
-            rc = vg_err_set(err, -EINVAL, "nvidia.com/numa-bind: '%.20s' is not true or false", v);
-    }
-    return rc;
-}
-
-int sched_pod_requests(const struct sched_options *o, json_t *pod,
-                       struct sched_container_request *out, size_t max, struct vg_err *err)
-{
-    json_t *containers = json_object_get(json_object_get(pod, "spec"), "containers");
-    if (!json_is_array(containers))
-        return vg_err_set(err, -EINVAL, "pod has no spec.containers");
-    size_t count = 0, i;
-    json_t *c;
-    json_array_foreach(containers, i, c)
-    {
-        const char *name = sched_json_str(c, "name", NULL, NULL);
-        if (name == NULL || name[0] == '\0')
-            return vg_err_set(err, -EINVAL, "container %zu has no name", i);
-        json_t *resources = json_object_get(c, "resources");
-        json_t *limits = json_object_get(resources, "limits");
-        json_t *requests = json_object_get(resources, "requests");
-        struct place_hami_resources res;
-        const char *keys[4] = {"nvidia.com/gpu", "nvidia.com/gpumem",
-                               "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"};
-        int64_t *vals[4] = {&res.gpu, &res.gpumem, &res.gpumem_percent, &res.gpucores};
-        for (int k = 0; k < 4; k++) {
-            /* Limits first, requests as HAMi's fallback. */
-            int rc = resource_value(limits, keys[k], k == 1, vals[k], err);
-            if (rc == 0 && *vals[k] < 0)
-                rc = resource_value(requests, keys[k], k == 1, vals[k], err);
-            if (rc < 0)
-                return vg_err_wrap(err, "container %s", name);
-        }
-        if (res.gpucores > 100)
-            return vg_err_set(err, -EINVAL,
-                              "container %s: nvidia.com/gpucores %lld is over 100 (percent of "
-                              "one GPU)",
-                              name, (long long)res.gpucores);
-        struct place_request r;
-        memset(&r, 0, sizeof r);
-        if (place_request_from_hami(&res, &o->defaults, &r, err) < 0)
-            return vg_err_wrap(err, "container %s", name);
-        if (r.gpu_count == 0)
-            continue;
-        if (count >= max)
-            return vg_err_set(err, -EINVAL, "more than %zu containers ask for GPUs", max);
-        if (sched_pod_selection(pod, &r, err) < 0)
-            return -EINVAL;
-        if (vg_strlcpy(out[count].name, name, sizeof out[count].name) < 0)
-            return vg_err_set(err, -EINVAL, "container name too long");
-        out[count].request = r;
-        count++;
-    }
-    return (int)count;
-}
-
 /* ---- filter ------------------------------------------------------------------------- */
-
-struct pod_policy {
-    enum place_policy policy;
-    enum place_gpu_order order;
-};
-
-static int pod_policy(const struct sched_options *o, json_t *pod, struct pod_policy *pp,
-                      struct vg_err *err)
-{
-    pp->policy = o->policy;
-    pp->order = o->gpu_order;
-    const char *v = sched_json_str(pod, "metadata", "annotations", "hami.io/node-scheduler-policy");
-    if (v != NULL) {
-        if (strcmp(v, "binpack") == 0)
-            pp->policy = PLACE_POLICY_BINPACK;
-        else if (strcmp(v, "spread") == 0)
-            pp->policy = PLACE_POLICY_SPREAD;
-        else
-            return vg_err_set(err, -EINVAL,
-                              "hami.io/node-scheduler-policy: '%.30s' is not binpack or spread", v);
-    }
-    v = sched_json_str(pod, "metadata", "annotations", "vgpu.io/policy");
-    if (v != NULL) {
-        int p = place_policy_from_name(v);
-        if (p < 0)
-            return vg_err_set(err, -EINVAL,
-                              "vgpu.io/policy: '%.30s' is not one of default, fgd, random, "
-                              "dotprod, clustering, packing, bestfit, binpack, spread",
-                              v);
-        pp->policy = (enum place_policy)p;
-    }
-    v = sched_json_str(pod, "metadata", "annotations", "hami.io/gpu-scheduler-policy");
-    if (v != NULL) {
-        /* The first of a chain ("binpack,numa") picks the order; the rest are HAMi's
-         * topology refinements, which the core does not model. */
-        if (strncmp(v, "binpack", 7) == 0 && (v[7] == '\0' || v[7] == ','))
-            pp->order = PLACE_GPU_BINPACK;
-        else if (strncmp(v, "spread", 6) == 0 && (v[6] == '\0' || v[6] == ','))
-            pp->order = PLACE_GPU_SPREAD;
-        else if (strcmp(v, "topology-aware") != 0 && strcmp(v, "mutex") != 0 &&
-                 strcmp(v, "numa") != 0)
-            return vg_err_set(err, -EINVAL,
-                              "hami.io/gpu-scheduler-policy: '%.30s' is not binpack or spread", v);
-    }
-    return 0;
-}
 
 static void mask_set(uint64_t *mask, int32_t idx, bool on)
 {
@@ -319,7 +129,7 @@ static char *encode_decision(const struct sched_state *s, const struct sched_pod
  * Returns the record (charged) or NULL when nothing fits. */
 static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
                                     struct sched_container_request *reqs, int count,
-                                    const struct pod_policy *pp, struct vg_err *err)
+                                    const struct sched_pod_policy *pp, struct vg_err *err)
 {
     /* The first container chooses among the offered nodes (through the memo: pods of
      * one shape mostly meet unchanged nodes); the others must fit on the node it chose. */
@@ -415,8 +225,8 @@ static void filter_decide(struct sched_state *s, json_t *pod, const char *key, s
     struct sched_container_request *reqs = s->filter_reqs; /* filled before use */
     struct vg_err perr = {0};
     int count = sched_pod_requests(&s->opt, pod, reqs, MAX_CONTAINERS, &perr);
-    struct pod_policy pp;
-    if (count >= 0 && pod_policy(&s->opt, pod, &pp, &perr) < 0)
+    struct sched_pod_policy pp;
+    if (count >= 0 && sched_pod_policy_read(&s->opt, pod, &pp, &perr) < 0)
         count = -EINVAL;
     struct sched_pod *old = sched_map_get(&s->pods, key);
     if (count < 0) {

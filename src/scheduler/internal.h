@@ -5,6 +5,7 @@
 #include "annot/annot.h"
 #include "base/prng.h"
 #include "scheduler/map.h"
+#include "scheduler/pod.h"
 #include "scheduler/sched.h"
 
 #define SCHED_KEY_MAX   512 /* "namespace/name" */
@@ -98,8 +99,6 @@ struct sched_state {
     struct sched_stats stats;
 };
 
-const char *sched_json_str(json_t *obj, const char *a, const char *b, const char *c);
-int sched_pod_key(json_t *pod, char *buf, size_t size, struct vg_err *err);
 int32_t sched_node_find(const struct sched_state *s, const char *name);
 /* Copies node idx's present / has_inventory / heartbeat into s->live[idx]. */
 void sched_node_sync(struct sched_state *s, int32_t idx);
@@ -120,8 +119,6 @@ const struct place_mix *sched_mix(struct sched_state *s, const struct place_requ
 /* The id of r's GPU-type lists, interned on first sight; 0 when it has none (or when
  * SCHED_TYPES_MAX distinct lists are held already: such pods count as unrestricted). */
 uint16_t sched_types_id(struct sched_state *s, const struct place_request *r);
-/* The pod's GPU-type, UUID and NUMA annotations into r; -EINVAL (err) when malformed. */
-int sched_pod_selection(json_t *pod, struct place_request *r, struct vg_err *err);
 /* Parses a JSON request body with the ceiling and duplicate-key refusal. */
 json_t *sched_parse_body(const char *body, size_t len, struct vg_err *err);
 /* sched_filter with jansson only: what sched_filter falls back to for every body the

@@ -1,6 +1,6 @@
 /* vgpu-scheduler's core: the cluster state rebuilt from the Kubernetes API, and the
  * kube-scheduler extender verbs (filter, prioritize, bind) decided through the placement
- * core (src/placement). No I/O and no clock: the daemon (src/cmd/vgpu-scheduler) feeds
+ * core (src/placement). No I/O and no clock: the daemon (daemon.h) feeds
  * informer objects and extender bodies in, passes the time, and writes what comes out.
  *
  * Promises. Filter picks the node and the GPUs at once and *assumes* them: the capacity
@@ -39,6 +39,12 @@ struct sched_options {
 };
 
 void sched_options_default(struct sched_options *o);
+/* Settings from a JSON file ({"policy": "binpack", ...}; docs/scheduler.md lists the
+ * keys) over o. A file that is not a JSON object, an unknown key, a value of the wrong
+ * type or out of range is -EINVAL naming the file and the key. schedulerName is copied
+ * to *name_store, which o points to; the caller frees it. */
+int sched_options_load_file(const char *file, struct sched_options *o, char **name_store,
+                            struct vg_err *err);
 
 struct sched_stats {
     uint64_t nodes, nodes_with_inventory, pods_tracked, assumed, bound;
@@ -127,16 +133,6 @@ int sched_check_invariants(const struct sched_state *s, struct vg_err *err);
 /* Per-GPU usage as JSON, sorted by node and GPU: {"nodes":{"n":[{"uuid","memUsedMiB",
  * "coresUsed","tenants"}...]}}; bound_only leaves assumptions out. Owned text. */
 char *sched_dump(const struct sched_state *s, bool bound_only);
-
-/* Pod requests: the GPU requests of a pod's containers, HAMi semantics. */
-struct sched_container_request {
-    char name[254];
-    struct place_request request;
-};
-/* Fills up to max containers (init containers are not given GPUs). Returns the count
- * with GPUs, or -EINVAL with a message for a request nobody can serve. */
-int sched_pod_requests(const struct sched_options *o, json_t *pod,
-                       struct sched_container_request *out, size_t max, struct vg_err *err);
 
 /* ---- admission webhook -------------------------------------------------------------- */
 

@@ -38,19 +38,6 @@ static void memo_each(struct sched_state *s, enum memo_op op, size_t node)
             place_memo_free(&s->memo[i]);
 }
 
-void sched_options_default(struct sched_options *o)
-{
-    memset(o, 0, sizeof *o);
-    o->policy = PLACE_POLICY_BINPACK;
-    o->gpu_order = PLACE_GPU_SPREAD;
-    o->assume_ttl_ms = 30000;
-    o->heartbeat_timeout_s = 0;
-    o->defaults.default_memory = 0;
-    o->defaults.default_cores = 0;
-    o->defaults.default_gpu_num = 1;
-    o->scheduler_name = "vgpu-scheduler";
-}
-
 int sched_state_new(const struct sched_options *o, struct sched_state **out, struct vg_err *err)
 {
     struct sched_state *s = xcalloc(1, sizeof *s);
@@ -145,33 +132,6 @@ void sched_state_stats(const struct sched_state *s, struct sched_stats *out)
         else if (p->applied)
             out->bound++;
     }
-}
-
-/* ---- JSON helpers ------------------------------------------------------------------- */
-
-const char *sched_json_str(json_t *obj, const char *a, const char *b, const char *c)
-{
-    json_t *v = obj;
-    const char *path[3] = {a, b, c};
-    for (int i = 0; i < 3 && path[i] != NULL; i++) {
-        if (!json_is_object(v))
-            return NULL;
-        v = json_object_get(v, path[i]);
-    }
-    return json_is_string(v) ? json_string_value(v) : NULL;
-}
-
-int sched_pod_key(json_t *pod, char *buf, size_t size, struct vg_err *err)
-{
-    const char *name = sched_json_str(pod, "metadata", "name", NULL);
-    const char *ns = sched_json_str(pod, "metadata", "namespace", NULL);
-    if (name == NULL || name[0] == '\0')
-        return vg_err_set(err, -EINVAL, "pod has no metadata.name");
-    if (ns == NULL || ns[0] == '\0')
-        ns = "default";
-    if (vg_snprintf(buf, size, "%s/%s", ns, name) < 0)
-        return vg_err_set(err, -ENAMETOOLONG, "pod name too long");
-    return 0;
 }
 
 /* ---- charging shares ---------------------------------------------------------------- */

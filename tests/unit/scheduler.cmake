@@ -12,3 +12,13 @@ vgpu_unit_test(test_scheduler_args
 vgpu_fuzz_target(sched_args
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../fuzz/fuzz_sched_args.c
   LIBS vgpu_scheduler)
+# The daemon (HTTP serving, the bind flow, metrics) in one process against the test API
+# server, which the test starts with Debian's python3.
+vgpu_unit_test(test_scheduler_daemon
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_scheduler_daemon.c
+  LIBS vgpu_scheduler_daemon)
+target_compile_definitions(test_scheduler_daemon PRIVATE
+  KUBE_API_SERVER="${PROJECT_SOURCE_DIR}/tests/kube_api_server.py")
+vgpu_unit_test(test_scheduler_options
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_scheduler_options.c
+  LIBS vgpu_scheduler)

@@ -1,0 +1,610 @@
+/* vgpu-scheduler's daemon (daemon.h): one libevent loop drives the extender's HTTP server
+ * (evhttp), the optional HTTPS webhook server, the Kubernetes API client's node and pod
+ * watches (src/kube) and a one-second timer that expires assumptions. Decisions live in
+ * the scheduler core (sched.h); this file routes requests, renders metrics and moves
+ * bytes. docs/scheduler.md lists every path and metric. */
+#include "scheduler/daemon.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "annot/annot.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/parse.h"
+#include "base/str.h"
+#include "kube/kube.h"
+
+/* ---- metrics ------------------------------------------------------------------------ */
+
+#define HIST_BUCKETS 12
+static const double hist_bounds[HIST_BUCKETS] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                 0.01,   0.025,   0.05,   0.1,   0.5,    1.0};
+
+struct histogram {
+    uint64_t counts[HIST_BUCKETS + 1];
+    uint64_t count;
+    double sum;
+};
+
+static void hist_observe(struct histogram *h, double seconds)
+{
+    int i = 0;
+    while (i < HIST_BUCKETS && seconds > hist_bounds[i])
+        i++;
+    h->counts[i]++;
+    h->count++;
+    h->sum += seconds;
+}
+
+enum verb { VERB_FILTER, VERB_PRIORITIZE, VERB_BIND, VERB_WEBHOOK, VERB_COUNT };
+static const char *const verb_names[VERB_COUNT] = {"filter", "prioritize", "bind", "webhook"};
+
+struct sched_daemon {
+    struct event_base *base;
+    struct sched_state *state;
+    struct kube_client *client;
+    struct kube_watch *nodes, *pods;
+    struct evhttp *http, *https;
+    SSL_CTX *ssl;
+    struct event *timer; /* expires assumptions once a second */
+    uint16_t port;       /* the extender's, as bound */
+    struct histogram latency[VERB_COUNT];
+    uint64_t http_errors[VERB_COUNT]; /* 400 and 413 answers */
+    uint64_t api_errors;
+    uint64_t bind_inflight;
+};
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static struct sched_now now(void)
+{
+    return (struct sched_now){.mono_ms = mono_ms(), .unix_s = (int64_t)time(NULL)};
+}
+
+static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
+{
+    struct sched_stats st;
+    sched_state_stats(d->state, &st);
+    evbuffer_add_printf(b, "# HELP vgpu_scheduler_nodes Nodes known, and nodes with a valid GPU "
+                           "inventory.\n# TYPE vgpu_scheduler_nodes gauge\n");
+    evbuffer_add_printf(b, "vgpu_scheduler_nodes{inventory=\"any\"} %llu\n",
+                        (unsigned long long)st.nodes);
+    evbuffer_add_printf(b, "vgpu_scheduler_nodes{inventory=\"valid\"} %llu\n",
+                        (unsigned long long)st.nodes_with_inventory);
+    evbuffer_add_printf(b, "# HELP vgpu_scheduler_pods Pods holding GPU shares, by state.\n"
+                           "# TYPE vgpu_scheduler_pods gauge\n");
+    evbuffer_add_printf(b, "vgpu_scheduler_pods{state=\"assumed\"} %llu\n",
+                        (unsigned long long)st.assumed);
+    evbuffer_add_printf(b, "vgpu_scheduler_pods{state=\"bound\"} %llu\n",
+                        (unsigned long long)st.bound);
+    evbuffer_add_printf(b, "# HELP vgpu_scheduler_decisions_total Filter outcomes.\n"
+                           "# TYPE vgpu_scheduler_decisions_total counter\n");
+    evbuffer_add_printf(b, "vgpu_scheduler_decisions_total{result=\"fit\"} %llu\n",
+                        (unsigned long long)st.filter_fits);
+    evbuffer_add_printf(b, "vgpu_scheduler_decisions_total{result=\"unschedulable\"} %llu\n",
+                        (unsigned long long)st.filter_unschedulable);
+    evbuffer_add_printf(b, "# HELP vgpu_scheduler_binds_total Bind calls, by result.\n"
+                           "# TYPE vgpu_scheduler_binds_total counter\n");
+    evbuffer_add_printf(
+        b, "vgpu_scheduler_binds_total{result=\"ok\"} %llu\n",
+        (unsigned long long)(st.binds > st.bind_failures ? st.binds - st.bind_failures : 0));
+    evbuffer_add_printf(b, "vgpu_scheduler_binds_total{result=\"error\"} %llu\n",
+                        (unsigned long long)st.bind_failures);
+    evbuffer_add_printf(b,
+                        "# HELP vgpu_scheduler_assumptions_expired_total Filter promises "
+                        "dropped because no bind came.\n# TYPE "
+                        "vgpu_scheduler_assumptions_expired_total counter\n"
+                        "vgpu_scheduler_assumptions_expired_total %llu\n",
+                        (unsigned long long)st.expired);
+    evbuffer_add_printf(b, "# HELP vgpu_scheduler_errors_total Errors by kind.\n"
+                           "# TYPE vgpu_scheduler_errors_total counter\n");
+    /* Every 400 and 413 answer, whatever the verb and however the body was wrong. */
+    uint64_t bad_requests = 0;
+    for (int v = 0; v < VERB_COUNT; v++)
+        bad_requests += d->http_errors[v];
+    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"bad_request\"} %llu\n",
+                        (unsigned long long)bad_requests);
+    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"skipped_node\"} %llu\n",
+                        (unsigned long long)st.skipped_nodes);
+    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"skipped_pod\"} %llu\n",
+                        (unsigned long long)st.skipped_pods);
+    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"conflict\"} %llu\n",
+                        (unsigned long long)st.conflicts);
+    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"api\"} %llu\n",
+                        (unsigned long long)d->api_errors);
+    evbuffer_add_printf(b, "# HELP vgpu_scheduler_request_duration_seconds Time to answer an "
+                           "extender or webhook call.\n# TYPE "
+                           "vgpu_scheduler_request_duration_seconds histogram\n");
+    for (int v = 0; v < VERB_COUNT; v++) {
+        const struct histogram *h = &d->latency[v];
+        uint64_t cum = 0;
+        for (int i = 0; i < HIST_BUCKETS; i++) {
+            cum += h->counts[i];
+            evbuffer_add_printf(b,
+                                "vgpu_scheduler_request_duration_seconds_bucket{verb=\"%s\","
+                                "le=\"%g\"} %llu\n",
+                                verb_names[v], hist_bounds[i], (unsigned long long)cum);
+        }
+        evbuffer_add_printf(b,
+                            "vgpu_scheduler_request_duration_seconds_bucket{verb=\"%s\",le=\"+"
+                            "Inf\"} %llu\n",
+                            verb_names[v], (unsigned long long)h->count);
+        evbuffer_add_printf(b, "vgpu_scheduler_request_duration_seconds_sum{verb=\"%s\"} %.9f\n",
+                            verb_names[v], h->sum);
+        evbuffer_add_printf(b, "vgpu_scheduler_request_duration_seconds_count{verb=\"%s\"} %llu\n",
+                            verb_names[v], (unsigned long long)h->count);
+    }
+    const struct place_cluster *c = sched_state_cluster(d->state);
+    evbuffer_add_printf(b, "# HELP vgpu_scheduler_gpu_memory_used_mib GPU memory handed out.\n"
+                           "# TYPE vgpu_scheduler_gpu_memory_used_mib gauge\n");
+    for (size_t i = 0; i < c->node_count; i++)
+        for (unsigned g = 0; g < c->nodes[i].gpu_count; g++)
+            evbuffer_add_printf(b,
+                                "vgpu_scheduler_gpu_memory_used_mib{node=\"%s\",uuid=\"%s\"} "
+                                "%llu\n",
+                                c->nodes[i].name, c->nodes[i].gpus[g].uuid,
+                                (unsigned long long)c->nodes[i].gpus[g].mem_used_mib);
+    evbuffer_add_printf(b, "# HELP vgpu_scheduler_gpu_cores_used_percent GPU compute handed out "
+                           "(plus any the inventory withholds).\n# TYPE "
+                           "vgpu_scheduler_gpu_cores_used_percent gauge\n");
+    for (size_t i = 0; i < c->node_count; i++)
+        for (unsigned g = 0; g < c->nodes[i].gpu_count; g++)
+            evbuffer_add_printf(b,
+                                "vgpu_scheduler_gpu_cores_used_percent{node=\"%s\",uuid=\"%s\"} "
+                                "%u\n",
+                                c->nodes[i].name, c->nodes[i].gpus[g].uuid,
+                                c->nodes[i].gpus[g].milli_used / 10);
+    evbuffer_add_printf(b, "# HELP vgpu_scheduler_gpu_tenants Containers placed on each GPU.\n"
+                           "# TYPE vgpu_scheduler_gpu_tenants gauge\n");
+    for (size_t i = 0; i < c->node_count; i++)
+        for (unsigned g = 0; g < c->nodes[i].gpu_count; g++)
+            evbuffer_add_printf(b, "vgpu_scheduler_gpu_tenants{node=\"%s\",uuid=\"%s\"} %u\n",
+                                c->nodes[i].name, c->nodes[i].gpus[g].uuid,
+                                c->nodes[i].gpus[g].tenants);
+}
+
+/* ---- HTTP --------------------------------------------------------------------------- */
+
+static void reply(struct evhttp_request *req, int code, const char *reason, const char *ctype,
+                  const char *text)
+{
+    struct evbuffer *b = evbuffer_new();
+    if (text != NULL)
+        evbuffer_add(b, text, strlen(text));
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
+    evhttp_send_reply(req, code, reason, b);
+    evbuffer_free(b);
+}
+
+static void reply_error(struct sched_daemon *d, enum verb v, struct evhttp_request *req,
+                        const struct vg_err *err)
+{
+    d->http_errors[v]++;
+    json_t *body = json_pack("{s:s}", "Error", err->msg);
+    char *text = json_dumps(body, JSON_COMPACT);
+    int code = err->code == -EMSGSIZE ? 413 : 400;
+    reply(req, code, code == 413 ? "Payload Too Large" : "Bad Request", "application/json", text);
+    free(text);
+    json_decref(body);
+}
+
+struct bind_call {
+    struct sched_daemon *d;
+    struct evhttp_request *req;
+    struct sched_bind b;
+    double t0;
+};
+
+static void bind_reply(struct bind_call *bc, const char *error, enum sched_bind_outcome outcome)
+{
+    json_t *body = json_pack("{s:s}", "Error", error != NULL ? error : "");
+    char *text = json_dumps(body, JSON_COMPACT);
+    reply(bc->req, 200, "OK", "application/json", text);
+    free(text);
+    json_decref(body);
+    sched_bind_finish(bc->d->state, &bc->b, outcome, now());
+    hist_observe(&bc->d->latency[VERB_BIND], mono_s() - bc->t0);
+    bc->d->bind_inflight--;
+    sched_bind_release(&bc->b);
+    free(bc);
+}
+
+/* The answer to the one pods/binding call. A 409 is a precondition that failed (the pod
+ * changed or was recreated since filter) or a pod already bound: nothing was written. */
+static void bound(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    (void)body;
+    struct bind_call *bc = arg;
+    if (err->code < 0) {
+        char msg[VG_ERR_MSG_MAX + 128];
+        enum sched_bind_outcome outcome =
+            status == 0 || status >= 500 ? SCHED_BIND_UNKNOWN : SCHED_BIND_REFUSED;
+        bc->d->api_errors++;
+        if (err->code == -EEXIST)
+            (void)vg_snprintf(msg, sizeof msg,
+                              "vgpu: binding the pod failed: the pod changed since it was "
+                              "filtered, or is bound already (conflict: %s); scheduling will "
+                              "be retried",
+                              err->msg);
+        else
+            (void)vg_snprintf(msg, sizeof msg, "vgpu: binding the pod failed: %s", err->msg);
+        vg_log(VG_LOG_WARN, "bind failed", "pod=%s/%s status=%ld err=\"%s\"", bc->b.ns, bc->b.name,
+               status, err->msg);
+        bind_reply(bc, msg, outcome);
+        return;
+    }
+    vg_log(VG_LOG_DEBUG, "bound", "pod=%s/%s node=%s", bc->b.ns, bc->b.name, bc->b.node);
+    bind_reply(bc, NULL, SCHED_BIND_OK);
+}
+
+static void handle_bind(struct sched_daemon *d, struct evhttp_request *req, const char *body,
+                        size_t len, double t0)
+{
+    struct bind_call *bc = xcalloc(1, sizeof *bc);
+    bc->d = d;
+    bc->req = req;
+    bc->t0 = t0;
+    struct vg_err err = {0};
+    int rc = sched_bind_prepare(d->state, body, len, now(), &bc->b, &err);
+    if (rc == -EBADMSG || rc == -EMSGSIZE) {
+        reply_error(d, VERB_BIND, req, &err);
+        free(bc);
+        return;
+    }
+    if (rc < 0) {
+        json_t *out = json_pack("{s:s}", "Error", err.msg);
+        char *text = json_dumps(out, JSON_COMPACT);
+        reply(req, 200, "OK", "application/json", text);
+        free(text);
+        json_decref(out);
+        free(bc);
+        return;
+    }
+    d->bind_inflight++;
+    /* One write: spec.nodeName and the decision annotation together, on the pod filter
+     * saw (uid and resourceVersion preconditions). */
+    json_t *annotations = NULL;
+    if (bc->b.decision != NULL)
+        annotations = json_pack("{s:s}", ANNOT_KEY_DECISION, bc->b.decision);
+    const struct kube_binding binding = {.ns = bc->b.ns,
+                                         .name = bc->b.name,
+                                         .node = bc->b.node,
+                                         .uid = bc->b.uid,
+                                         .resource_version = bc->b.resource_version,
+                                         .annotations = annotations};
+    rc = kube_bind_pod_with(d->client, &binding, bound, bc, &err);
+    json_decref(annotations);
+    if (rc < 0)
+        bind_reply(bc, err.msg, SCHED_BIND_REFUSED);
+}
+
+static void handle(struct evhttp_request *req, void *arg)
+{
+    struct sched_daemon *d = arg;
+    double t0 = mono_s();
+    const char *uri = evhttp_request_get_uri(req);
+    struct evhttp_uri *parsed = evhttp_uri_parse(uri);
+    const char *path = parsed != NULL ? evhttp_uri_get_path(parsed) : NULL;
+    char p[64] = "";
+    if (path != NULL)
+        (void)vg_strlcpy(p, path, sizeof p);
+    evhttp_uri_free(parsed);
+    enum evhttp_cmd_type method = evhttp_request_get_command(req);
+    if (strcmp(p, "/healthz") == 0) {
+        reply(req, 200, "OK", "text/plain", "ok\n");
+        return;
+    }
+    if (strcmp(p, "/readyz") == 0) {
+        bool ready = kube_watch_synced(d->nodes) && kube_watch_synced(d->pods);
+        reply(req, ready ? 200 : 503, ready ? "OK" : "Service Unavailable", "text/plain",
+              ready ? "ok\n" : "waiting for the first node and pod lists\n");
+        return;
+    }
+    if (strcmp(p, "/metrics") == 0) {
+        struct evbuffer *b = evbuffer_new();
+        render_metrics(d, b);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                          "text/plain; version=0.0.4");
+        evhttp_send_reply(req, 200, "OK", b);
+        evbuffer_free(b);
+        return;
+    }
+    if (strcmp(p, "/debug/state") == 0 || strcmp(p, "/debug/state-bound") == 0) {
+        char *text = sched_dump(d->state, strcmp(p, "/debug/state-bound") == 0);
+        struct vg_err err = {0};
+        int inv = sched_check_invariants(d->state, &err);
+        json_t *root = json_loads(text, 0, NULL);
+        json_object_set_new(root, "invariants", json_string(inv == 0 ? "ok" : err.msg));
+        char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+        reply(req, 200, "OK", "application/json", out);
+        free(out);
+        free(text);
+        json_decref(root);
+        return;
+    }
+    enum verb v;
+    if (strcmp(p, "/filter") == 0)
+        v = VERB_FILTER;
+    else if (strcmp(p, "/prioritize") == 0)
+        v = VERB_PRIORITIZE;
+    else if (strcmp(p, "/bind") == 0)
+        v = VERB_BIND;
+    else if (strcmp(p, "/webhook") == 0 || strcmp(p, "/mutate") == 0)
+        v = VERB_WEBHOOK;
+    else {
+        reply(req, 404, "Not Found", "text/plain", "not found\n");
+        return;
+    }
+    if (method != EVHTTP_REQ_POST) {
+        reply(req, 405, "Method Not Allowed", "text/plain", "POST only\n");
+        return;
+    }
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    size_t len = evbuffer_get_length(in);
+    const char *body = len > 0 ? (const char *)evbuffer_pullup(in, -1) : "";
+    struct vg_err err = {0};
+    char *out = NULL;
+    int rc = 0;
+    switch (v) {
+    case VERB_FILTER:
+        rc = sched_filter(d->state, body, len, now(), &out, &err);
+        break;
+    case VERB_PRIORITIZE:
+        rc = sched_prioritize(d->state, body, len, &out, &err);
+        break;
+    case VERB_WEBHOOK:
+        rc = sched_admit(d->state, body, len, &out, &err);
+        break;
+    case VERB_BIND:
+    case VERB_COUNT:
+        handle_bind(d, req, body, len, t0);
+        return;
+    }
+    if (rc < 0) {
+        vg_log(VG_LOG_INFO, "bad request", "verb=%s err=\"%s\"", verb_names[v], err.msg);
+        reply_error(d, v, req, &err);
+    } else {
+        reply(req, 200, "OK", "application/json", out);
+    }
+    free(out);
+    hist_observe(&d->latency[v], mono_s() - t0);
+}
+
+/* ---- watches ------------------------------------------------------------------------ */
+
+static void nodes_resync(void *arg, json_t *items, const char *rv)
+{
+    struct sched_daemon *d = arg;
+    double t0 = mono_s();
+    sched_nodes_resync(d->state, items);
+    vg_log(VG_LOG_INFO, "nodes listed", "count=%zu rv=%s seconds=%.3f", json_array_size(items), rv,
+           mono_s() - t0);
+}
+
+static void nodes_event(void *arg, enum kube_event_type type, json_t *obj)
+{
+    struct sched_daemon *d = arg;
+    if (type == KUBE_EVENT_DELETED)
+        sched_node_delete(d->state, obj);
+    else
+        sched_node_update(d->state, obj);
+}
+
+static void pods_resync(void *arg, json_t *items, const char *rv)
+{
+    struct sched_daemon *d = arg;
+    double t0 = mono_s();
+    sched_pods_resync(d->state, items);
+    vg_log(VG_LOG_INFO, "pods listed", "count=%zu rv=%s seconds=%.3f", json_array_size(items), rv,
+           mono_s() - t0);
+}
+
+static void pods_event(void *arg, enum kube_event_type type, json_t *obj)
+{
+    struct sched_daemon *d = arg;
+    if (type == KUBE_EVENT_DELETED)
+        sched_pod_delete(d->state, obj);
+    else
+        sched_pod_update(d->state, obj);
+}
+
+static void watch_error(void *arg, const struct vg_err *err)
+{
+    struct sched_daemon *d = arg;
+    d->api_errors++;
+    vg_log(VG_LOG_WARN, "watch interrupted; retrying", "err=\"%s\"", err->msg);
+}
+
+static void tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct sched_daemon *d = arg;
+    sched_expire(d->state, now());
+}
+
+/* ---- TLS for the webhook ------------------------------------------------------------- */
+
+static struct bufferevent *tls_bev(struct event_base *base, void *arg)
+{
+    SSL_CTX *ctx = arg;
+    return bufferevent_openssl_socket_new(base, -1, SSL_new(ctx), BUFFEREVENT_SSL_ACCEPTING,
+                                          BEV_OPT_CLOSE_ON_FREE);
+}
+
+/* Plain extender connections read up to 256 KiB per read: a /filter offering 5,000 nodes
+ * is about 100 KB, which libevent's default 16 KiB reads take in seven loop turns and
+ * seven buffer chains that the handler then copies into one. */
+static struct bufferevent *plain_bev(struct event_base *base, void *arg)
+{
+    (void)arg;
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (bev != NULL)
+        (void)bufferevent_set_max_single_read(bev, 256 * 1024);
+    return bev;
+}
+
+static int split_addr(const char *text, char *host, size_t size, uint16_t *port, struct vg_err *err)
+{
+    const char *colon = strrchr(text, ':');
+    if (colon == NULL || (size_t)(colon - text) >= size)
+        return vg_err_set(err, -EINVAL, "'%s' is not ADDR:PORT", text);
+    memcpy(host, text, (size_t)(colon - text));
+    host[colon - text] = '\0';
+    if (host[0] == '\0')
+        (void)vg_strlcpy(host, "0.0.0.0", size);
+    uint64_t p;
+    if (vg_parse_u64(colon + 1, 0, 65535, &p, err) < 0)
+        return vg_err_wrap(err, "port of '%s'", text);
+    *port = (uint16_t)p;
+    return 0;
+}
+
+static int listen_on(struct evhttp *http, const char *addr, const char *port_file, uint16_t *bound,
+                     struct vg_err *err)
+{
+    char host[256];
+    uint16_t port = 0;
+    if (split_addr(addr, host, sizeof host, &port, err) < 0)
+        return err->code;
+    struct evhttp_bound_socket *sock = evhttp_bind_socket_with_handle(http, host, port);
+    if (sock == NULL)
+        return vg_err_set(err, -EADDRINUSE, "cannot listen on %s", addr);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (getsockname(evhttp_bound_socket_get_fd(sock), (struct sockaddr *)&ss, &sl) == 0 &&
+        ss.ss_family == AF_INET)
+        port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    vg_log(VG_LOG_INFO, "listening", "addr=%s port=%u", host, port);
+    *bound = port;
+    if (port_file != NULL) {
+        FILE *f = fopen(port_file, "w");
+        if (f == NULL)
+            return vg_err_set(err, -errno, "cannot write %s", port_file);
+        fprintf(f, "%u\n", port);
+        fclose(f);
+    }
+    return 0;
+}
+
+/* ---- the daemon --------------------------------------------------------------------- */
+
+int sched_daemon_new(struct event_base *base, struct kube_client *client,
+                     const struct sched_options *sched, const struct sched_daemon_options *o,
+                     struct sched_daemon **out, struct vg_err *err)
+{
+    *out = NULL;
+    if (o->listen == NULL)
+        return vg_err_set(err, -EINVAL, "no address to listen on");
+    if (o->webhook_listen != NULL && (o->tls_cert == NULL || o->tls_key == NULL))
+        return vg_err_set(err, -EINVAL, "the webhook server needs a certificate and a key");
+    struct sched_daemon *d = xcalloc(1, sizeof *d);
+    d->base = base;
+    d->client = client;
+    if (sched_state_new(sched, &d->state, err) < 0)
+        goto fail;
+    struct kube_watch_callbacks ncb = {nodes_resync, nodes_event, watch_error};
+    struct kube_watch_callbacks pcb = {pods_resync, pods_event, watch_error};
+    struct kube_watch_options nopt = {.path = "/api/v1/nodes", .seed = 1};
+    struct kube_watch_options popt = {.path = "/api/v1/pods", .seed = 2};
+    if (kube_watch_new(client, &nopt, &ncb, d, &d->nodes, err) < 0 ||
+        kube_watch_new(client, &popt, &pcb, d, &d->pods, err) < 0)
+        goto fail;
+    d->http = evhttp_new(base);
+    if (d->http == NULL) {
+        vg_err_set(err, -ENOMEM, "cannot create the HTTP server");
+        goto fail;
+    }
+    evhttp_set_max_body_size(d->http, SCHED_MAX_BODY_BYTES);
+    evhttp_set_allowed_methods(d->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
+    evhttp_set_bevcb(d->http, plain_bev, NULL);
+    evhttp_set_gencb(d->http, handle, d);
+    if (listen_on(d->http, o->listen, o->port_file, &d->port, err) < 0)
+        goto fail;
+    if (o->webhook_listen != NULL) {
+        d->ssl = SSL_CTX_new(TLS_server_method());
+        if (d->ssl == NULL || SSL_CTX_use_certificate_chain_file(d->ssl, o->tls_cert) != 1 ||
+            SSL_CTX_use_PrivateKey_file(d->ssl, o->tls_key, SSL_FILETYPE_PEM) != 1) {
+            vg_err_set(err, -EINVAL, "cannot load the webhook certificate %s or key %s",
+                       o->tls_cert, o->tls_key);
+            goto fail;
+        }
+        d->https = evhttp_new(base);
+        if (d->https == NULL) {
+            vg_err_set(err, -ENOMEM, "cannot create the HTTPS server");
+            goto fail;
+        }
+        evhttp_set_max_body_size(d->https, SCHED_MAX_BODY_BYTES);
+        evhttp_set_bevcb(d->https, tls_bev, d->ssl);
+        evhttp_set_gencb(d->https, handle, d);
+        uint16_t webhook_port;
+        if (listen_on(d->https, o->webhook_listen, NULL, &webhook_port, err) < 0)
+            goto fail;
+    }
+    d->timer = event_new(base, -1, EV_PERSIST, tick, d);
+    struct timeval second = {1, 0};
+    if (d->timer == NULL || event_add(d->timer, &second) < 0) {
+        vg_err_set(err, -ENOMEM, "cannot start the expiry timer");
+        goto fail;
+    }
+    *out = d;
+    return 0;
+fail:
+    sched_daemon_free(d);
+    return err->code;
+}
+
+void sched_daemon_free(struct sched_daemon *d)
+{
+    if (d == NULL)
+        return;
+    if (d->timer != NULL)
+        event_free(d->timer);
+    if (d->http != NULL)
+        evhttp_free(d->http);
+    if (d->https != NULL)
+        evhttp_free(d->https);
+    if (d->ssl != NULL)
+        SSL_CTX_free(d->ssl);
+    kube_watch_free(d->nodes);
+    kube_watch_free(d->pods);
+    sched_state_free(d->state);
+    free(d);
+}
+
+uint16_t sched_daemon_port(const struct sched_daemon *d)
+{
+    return d->port;
+}
+
+const struct sched_state *sched_daemon_state(const struct sched_daemon *d)
+{
+    return d->state;
+}

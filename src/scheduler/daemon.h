@@ -1,0 +1,47 @@
+/* vgpu-scheduler's daemon: the scheduler core (sched.h) put on a libevent loop.
+ *
+ * It serves the extender verbs (/filter, /prioritize, /bind), the admission webhook
+ * (/webhook, /mutate), /healthz, /readyz, /metrics and /debug/state[-bound] over HTTP,
+ * and the webhook again over HTTPS when asked; it keeps the state fed from node and pod
+ * watches, writes each bind as one pods/binding call, and expires assumptions once a
+ * second. docs/scheduler.md lists the paths and metrics.
+ *
+ * Ownership: the caller owns the event_base and the kube client and runs the loop;
+ * sched_daemon_free before kube_client_free (the daemon's watches are the client's). */
+#ifndef VGPU_SCHEDULER_DAEMON_H
+#define VGPU_SCHEDULER_DAEMON_H
+
+#include <stdint.h>
+
+#include "base/err.h"
+#include "scheduler/sched.h"
+
+struct event_base;
+struct kube_client;
+
+struct sched_daemon_options {
+    const char *listen;         /* extender HTTP "ADDR:PORT"; empty ADDR = 0.0.0.0, port 0
+                                   picks a free one */
+    const char *port_file;      /* or NULL: the extender's port is written here */
+    const char *webhook_listen; /* or NULL: no HTTPS server */
+    const char *tls_cert;       /* PEM certificate chain and key; needed with */
+    const char *tls_key;        /* webhook_listen */
+};
+
+struct sched_daemon;
+
+/* Creates the state, starts the node and pod watches on client, and listens. Every
+ * failure has a message naming what failed (address, certificate files). */
+int sched_daemon_new(struct event_base *base, struct kube_client *client,
+                     const struct sched_options *sched, const struct sched_daemon_options *o,
+                     struct sched_daemon **out, struct vg_err *err);
+/* Stops listening and watching. Binds still waiting for the API are dropped. NULL is a
+ * no-op. */
+void sched_daemon_free(struct sched_daemon *d);
+
+/* The extender's port, as bound (the one picked when o->listen asked for port 0). */
+uint16_t sched_daemon_port(const struct sched_daemon *d);
+/* The scheduler state the daemon drives (read-only: for tests and checks). */
+const struct sched_state *sched_daemon_state(const struct sched_daemon *d);
+
+#endif
