@@ -31,6 +31,18 @@ void vg_fclosep(FILE **f);
 #define VG_AUTO_CLOSE __attribute__((cleanup(vg_closep)))
 #define VG_AUTO_FILE  __attribute__((cleanup(vg_fclosep)))
 
+/* Cleanup for a module's own types: VG_DEFINE_AUTO(kube_config_freep, struct kube_config,
+ * kube_config_free) defines a static helper that calls kube_config_free(*p) when *p is not
+ * NULL; declare locals with `VG_AUTO(kube_config_freep) struct kube_config *c = ...;`. */
+#define VG_DEFINE_AUTO(name, type, free_fn)                                                        \
+    static inline void name(type **p)                                                              \
+    {                                                                                              \
+        if (*p != NULL)                                                                            \
+            free_fn(*p);                                                                           \
+        *p = NULL;                                                                                 \
+    }
+#define VG_AUTO(name) __attribute__((cleanup(name)))
+
 /* Returns *pp and sets *pp to NULL, so the cleanup of the local releases nothing. */
 #define vg_steal_ptr(pp)                                                                           \
     __extension__({                                                                                \
