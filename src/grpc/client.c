@@ -283,15 +283,13 @@ struct grpc_client *grpc_client_new(struct event_base *base, const char *socket_
                    sizeof sa.sun_path - 1);
         return NULL;
     }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    VG_AUTO_CLOSE int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        vg_err_set(err, errno, "socket: %s", strerror(errno));
+        vg_err_errno(err, errno, "socket");
         return NULL;
     }
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        int e = errno;
-        close(fd);
-        vg_err_set(err, e, "connecting to %s: %s", socket_path, strerror(e));
+        vg_err_errno(err, errno, "connecting to %s", socket_path);
         return NULL;
     }
     struct grpc_client *cl = xcalloc(1, sizeof *cl);
@@ -317,7 +315,6 @@ struct grpc_client *grpc_client_new(struct event_base *base, const char *socket_
     nghttp2_session_callbacks_del(cb);
     nghttp2_option_del(opt);
     if (rv != 0) {
-        close(fd);
         free(cl->authority);
         free(cl);
         vg_err_set(err, -ENOMEM, "nghttp2 client session: %s", nghttp2_strerror(rv));
@@ -329,7 +326,9 @@ struct grpc_client *grpc_client_new(struct event_base *base, const char *socket_
     };
     nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, settings, 2);
     nghttp2_session_set_local_window_size(session, NGHTTP2_FLAG_NONE, 0, 8 << 20);
-    if (grpc_conn_init(&cl->io, base, fd, session, client_dead_cb, cl, "client", err) < 0) {
+    /* grpc_conn_init owns the socket from here, on failure too. */
+    if (grpc_conn_init(&cl->io, base, vg_steal_fd(&fd), session, client_dead_cb, cl, "client",
+                       err) < 0) {
         free(cl->authority);
         free(cl);
         return NULL;

@@ -728,24 +728,19 @@ int grpc_server_listen(struct grpc_server *s, const char *socket_path, struct vg
         if (!S_ISSOCK(sb.st_mode))
             return vg_err_set(err, -EEXIST, "%s exists and is not a socket", socket_path);
         if (unlink(socket_path) != 0)
-            return vg_err_set(err, errno, "removing stale socket %s: %s", socket_path,
-                              strerror(errno));
+            return vg_err_errno(err, errno, "removing stale socket %s", socket_path);
     }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    VG_AUTO_CLOSE int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return vg_err_set(err, errno, "socket: %s", strerror(errno));
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 64) != 0) {
-        int e = errno;
-        close(fd);
-        return vg_err_set(err, e, "listening on %s: %s", socket_path, strerror(e));
-    }
+        return vg_err_errno(err, errno, "socket");
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 64) != 0)
+        return vg_err_errno(err, errno, "listening on %s", socket_path);
     s->listen_ev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_accept, s);
     if (s->listen_ev == NULL || event_add(s->listen_ev, NULL) != 0) {
-        close(fd);
         unlink(socket_path);
         return vg_err_set(err, -ENOMEM, "listening on %s: no event", socket_path);
     }
-    s->listen_fd = fd;
+    s->listen_fd = vg_steal_fd(&fd);
     s->socket_path = xstrdup(socket_path);
     return 0;
 }
