@@ -98,6 +98,8 @@ struct fg_node {
     unsigned elem; /* memset element size: 1, 2 or 4 */
 };
 
+#define FG_GRAPH_NODES_MAX (1u << 20) /* most nodes one graph may hold */
+
 struct fg_graph {
     struct fg_node *nodes;
     size_t count, cap;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/str.h"
 #include "fakegpu/cuda_internal.h"
 
@@ -732,14 +733,10 @@ static uint64_t capture_ids;
 
 CUresult fg_graph_add(struct fg_graph *g, const struct fg_node *node)
 {
-    if (g->count == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 16;
-        struct fg_node *n = realloc(g->nodes, cap * sizeof *n);
-        if (!n)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        g->nodes = n;
-        g->cap = cap;
-    }
+    /* A graph past FG_GRAPH_NODES_MAX is refused as the driver refuses one it cannot hold. */
+    if (vg_array_grow(&g->nodes, &g->cap, g->count + 1, sizeof *g->nodes, FG_GRAPH_NODES_MAX,
+                      "graph nodes", NULL) < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     g->nodes[g->count++] = *node;
     return CUDA_SUCCESS;
 }
