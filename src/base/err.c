@@ -36,8 +36,10 @@ int vg_err_set(struct vg_err *err, int code, const char *fmt, ...)
 
 int vg_err_wrap(struct vg_err *err, const char *fmt, ...)
 {
+    /* `return vg_err_wrap(err, ...)` passes a failure upward: without an err to read the
+     * code from, it must still never read as success. */
     if (err == NULL)
-        return 0;
+        return -EIO;
     char old[VG_ERR_MSG_MAX];
     memcpy(old, err->msg, sizeof old);
     va_list ap;

@@ -23,7 +23,8 @@ int vg_err_set(struct vg_err *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* Prefixes the message with context ("reading config: <old message>"); returns the
- * stored code. */
+ * stored code, so `return vg_err_wrap(err, "reading %s", path);` passes the error up
+ * (-EIO when err is NULL: a wrapped failure never reads as success). */
 int vg_err_wrap(struct vg_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void vg_err_clear(struct vg_err *err);

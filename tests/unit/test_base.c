@@ -285,6 +285,23 @@ static void test_checked_strings(void **state)
     assert_string_equal(buf, "abcdefg");
 }
 
+static int fails_and_wraps(struct vg_err *err)
+{
+    vg_err_set(err, -EINVAL, "bad value");
+    return vg_err_wrap(err, "reading %s", "x");
+}
+
+/* `return vg_err_wrap(...)` is how an error passes upward; a caller that passes no err
+ * (NULL is allowed everywhere) must still see a failure, not 0. */
+static void test_err_wrap_passes_failure_up(void **state)
+{
+    (void)state;
+    struct vg_err err;
+    assert_int_equal(fails_and_wraps(&err), -EINVAL);
+    assert_string_equal(err.msg, "reading x: bad value");
+    assert_true(fails_and_wraps(NULL) < 0);
+}
+
 static void test_err_errno(void **state)
 {
     (void)state;
@@ -529,6 +546,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_err_set_and_wrap),
         cmocka_unit_test(test_err_truncation_is_marked),
+        cmocka_unit_test(test_err_wrap_passes_failure_up),
         cmocka_unit_test(test_err_errno),
         cmocka_unit_test(test_auto_cleanup),
         cmocka_unit_test(test_buf_append_and_ceiling),
