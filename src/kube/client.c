@@ -22,8 +22,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/log.h"
 #include "base/buf.h"
+#include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
 
