@@ -252,8 +252,10 @@ static int get_file_or_data(struct loader *ld, struct fy_node *map, const char *
         if (*file != NULL)
             return LOAD_FAIL(ld, -EINVAL, "%s: both %s and %s are set", where, key, data_key);
         rc = kube_base64_decode(b64, strlen(b64), data, data_len, ld->err);
-        if (rc < 0)
-            return LOAD_FAIL(ld, rc, "%s.%s: %s", where, data_key, ld->err ? ld->err->msg : "");
+        if (rc < 0) {
+            vg_err_wrap(ld->err, "kubeconfig %s: %s.%s", ld->source, where, data_key);
+            return rc;
+        }
         return 0;
     }
     return resolve_file(ld, where, key, file);
