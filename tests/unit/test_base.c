@@ -376,6 +376,7 @@ static void test_auto_cleanup(void **state)
         abort();
     {
         VG_AUTO_JSON json_t *j = json_incref(outer);
+        assert_ptr_equal(j, outer);
         assert_int_equal(outer->refcount, 2);
     }
     assert_int_equal(outer->refcount, 1); /* the scope exit dropped its reference */
