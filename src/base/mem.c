@@ -81,3 +81,13 @@ void vg_closep(int *fd)
     }
     *fd = -1;
 }
+
+void vg_fclosep(FILE **f)
+{
+    if (*f != NULL) {
+        int saved = errno;
+        fclose(*f);
+        errno = saved;
+    }
+    *f = NULL;
+}

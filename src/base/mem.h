@@ -5,8 +5,8 @@
  * they run inside other people's programs and degrade instead of aborting (vg_malloc
  * and friends below).
  *
- * Scope cleanup: `VG_AUTOFREE char *s = xstrdup(x);` frees s when it goes out of scope;
- * hand ownership over with `*out = s; s = NULL;`. */
+ * Scope cleanup (VG_AUTO_FREE, VG_AUTO_CLOSE, VG_AUTO_FILE, vg_steal_ptr) lives in
+ * base/auto.h, which this header includes. */
 #ifndef VGPU_BASE_MEM_H
 #define VGPU_BASE_MEM_H
 
@@ -15,13 +15,12 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "base/auto.h"
+
 void *xmalloc(size_t size);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *ptr, size_t size);
 char *xstrdup(const char *s);
-
-void vg_freep(void *pptr);
-void vg_closep(int *fd);
 
 /* Fallible allocation, for code that reports -ENOMEM instead of aborting (libvgpu's
  * allocation table, the region, placement). Every allocation there goes through these,
@@ -60,7 +59,8 @@ void vg_mem_fail_nth(unsigned long n);
 /* Whether the failure armed by vg_mem_fail_nth has happened (and disarms it). */
 bool vg_mem_fail_fired(void);
 
-#define VG_AUTOFREE  __attribute__((cleanup(vg_freep)))
-#define VG_AUTOCLOSE __attribute__((cleanup(vg_closep)))
+/* The older spellings, kept until their last users move to base/auto.h's names. */
+#define VG_AUTOFREE  VG_AUTO_FREE
+#define VG_AUTOCLOSE VG_AUTO_CLOSE
 
 #endif

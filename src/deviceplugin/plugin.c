@@ -45,9 +45,9 @@ struct lookup;
 struct serving {
     struct dp_plugin *plugin;
     struct dp_resource *resource;
-    struct grpc_server *server;
-    struct grpc_client *registration;
-    struct grpc_stream *streams[MAX_STREAMS];
+    struct vgrpc_server *server;
+    struct vgrpc_client *registration;
+    struct vgrpc_stream *streams[MAX_STREAMS];
     size_t stream_count;
     bool registered;
 };
@@ -92,7 +92,7 @@ static int pack_devices(struct dp_plugin *p, const struct dp_resource *r, uint8_
         v1beta1__device__init(&devs[i]);
         devs[i].id = (char *)r->devices[i].id;
         bool healthy = g->healthy && dp_mps_ready(p->mps, r->devices[i].gpu);
-        devs[i].health = (char *)(healthy ? GRPC_KUBELET_HEALTHY : GRPC_KUBELET_UNHEALTHY);
+        devs[i].health = (char *)(healthy ? VGRPC_KUBELET_HEALTHY : VGRPC_KUBELET_UNHEALTHY);
         if (g->numa >= 0) {
             v1beta1__topology_info__init(&topo[i]);
             v1beta1__numanode__init(&numa[i]);
@@ -117,19 +117,19 @@ static int pack_devices(struct dp_plugin *p, const struct dp_resource *r, uint8_
     return 0;
 }
 
-static void send_devices(struct serving *s, struct grpc_stream *stream)
+static void send_devices(struct serving *s, struct vgrpc_stream *stream)
 {
     uint8_t *data;
     size_t len;
     pack_devices(s->plugin, s->resource, &data, &len);
     struct vg_err err = {0};
-    if (grpc_stream_send(stream, data, len, &err) < 0)
+    if (vgrpc_stream_send(stream, data, len, &err) < 0)
         vg_log(VG_LOG_WARN, "ListAndWatch send failed", "resource=%s err=\"%s\"", s->resource->name,
                err.msg);
     free(data);
 }
 
-static void stream_closed(void *arg, struct grpc_stream *stream, enum grpc_status_code status)
+static void stream_closed(void *arg, struct vgrpc_stream *stream, enum vgrpc_status_code status)
 {
     struct serving *s = arg;
     (void)status;
@@ -140,27 +140,27 @@ static void stream_closed(void *arg, struct grpc_stream *stream, enum grpc_statu
         }
 }
 
-static enum grpc_status_code handle_list_and_watch(void *arg, struct grpc_stream *stream,
-                                                   const uint8_t *req, size_t len,
-                                                   char message[GRPC_STATUS_MESSAGE_MAX])
+static enum vgrpc_status_code handle_list_and_watch(void *arg, struct vgrpc_stream *stream,
+                                                    const uint8_t *req, size_t len,
+                                                    char message[VGRPC_STATUS_MESSAGE_MAX])
 {
     struct serving *s = arg;
     (void)req;
     (void)len;
     if (s->stream_count == MAX_STREAMS) {
-        vg_snprintf(message, GRPC_STATUS_MESSAGE_MAX, "too many ListAndWatch streams");
-        return GRPC_STATUS_RESOURCE_EXHAUSTED;
+        vg_snprintf(message, VGRPC_STATUS_MESSAGE_MAX, "too many ListAndWatch streams");
+        return VGRPC_STATUS_RESOURCE_EXHAUSTED;
     }
     s->streams[s->stream_count++] = stream;
-    grpc_stream_on_close(stream, stream_closed, s);
+    vgrpc_stream_on_close(stream, stream_closed, s);
     send_devices(s, stream);
-    return GRPC_STATUS_OK;
+    return VGRPC_STATUS_OK;
 }
 
 /* ---- unary handlers ----------------------------------------------------------------- */
 
-static enum grpc_status_code handle_options(void *arg, const uint8_t *req, size_t len,
-                                            struct grpc_reply *reply)
+static enum vgrpc_status_code handle_options(void *arg, const uint8_t *req, size_t len,
+                                             struct vgrpc_reply *reply)
 {
     (void)arg;
     (void)req;
@@ -171,23 +171,23 @@ static enum grpc_status_code handle_options(void *arg, const uint8_t *req, size_
     reply->len = v1beta1__device_plugin_options__get_packed_size(&o);
     reply->data = xmalloc(reply->len ? reply->len : 1);
     v1beta1__device_plugin_options__pack(&o, reply->data);
-    return GRPC_STATUS_OK;
+    return VGRPC_STATUS_OK;
 }
 
-static enum grpc_status_code handle_prestart(void *arg, const uint8_t *req, size_t len,
-                                             struct grpc_reply *reply)
+static enum vgrpc_status_code handle_prestart(void *arg, const uint8_t *req, size_t len,
+                                              struct vgrpc_reply *reply)
 {
     (void)arg;
     V1beta1__PreStartContainerRequest *r =
         v1beta1__pre_start_container_request__unpack(NULL, len, req);
     if (!r) {
         vg_snprintf(reply->message, sizeof(reply->message), "malformed PreStartContainerRequest");
-        return GRPC_STATUS_INVALID_ARGUMENT;
+        return VGRPC_STATUS_INVALID_ARGUMENT;
     }
     v1beta1__pre_start_container_request__free_unpacked(r, NULL);
     reply->data = NULL;
     reply->len = 0;
-    return GRPC_STATUS_OK;
+    return VGRPC_STATUS_OK;
 }
 
 /* p->prepared's key for a container directory: its name, "<uid>_<container>". */
@@ -328,23 +328,24 @@ static int allocate_request(struct serving *s, V1beta1__AllocateRequest *r, uint
 }
 
 /* Answers an Allocate call with what allocate_request gave. */
-static void allocate_reply(struct serving *s, struct grpc_call *call, int rc, uint8_t *data,
+static void allocate_reply(struct serving *s, struct vgrpc_call *call, int rc, uint8_t *data,
                            size_t len, const struct vg_err *err)
 {
     struct dp_plugin *p = s->plugin;
     if (rc == 0) {
         p->stats.allocations++;
-        grpc_call_reply(call, GRPC_STATUS_OK, data, len, NULL);
+        vgrpc_call_reply(call, VGRPC_STATUS_OK, data, len, NULL);
         free(data);
         return;
     }
     p->stats.allocate_errors++;
     vg_log(VG_LOG_WARN, "Allocate refused", "resource=%s err=\"%s\"", s->resource->name, err->msg);
-    enum grpc_status_code status = rc == -EINVAL || rc == -ENOENT ? GRPC_STATUS_INVALID_ARGUMENT
-                                                                  : GRPC_STATUS_FAILED_PRECONDITION;
+    enum vgrpc_status_code status = rc == -EINVAL || rc == -ENOENT
+                                        ? VGRPC_STATUS_INVALID_ARGUMENT
+                                        : VGRPC_STATUS_FAILED_PRECONDITION;
     if (rc == -ENOENT && p->res.mode == ANNOT_MODE_VGPU && !s->resource->mig)
-        status = GRPC_STATUS_FAILED_PRECONDITION;
-    grpc_call_reply(call, status, NULL, 0, err->msg);
+        status = VGRPC_STATUS_FAILED_PRECONDITION;
+    vgrpc_call_reply(call, status, NULL, 0, err->msg);
 }
 
 /* A pod bound a moment before kubelet's Allocate may not have come through the watch
@@ -356,7 +357,7 @@ static void allocate_reply(struct serving *s, struct grpc_call *call, int rc, ui
  * freed right after the plugin, as for the inventory patch). */
 struct lookup {
     struct serving *serving;
-    struct grpc_call *call; /* NULL once answered or gone */
+    struct vgrpc_call *call; /* NULL once answered or gone */
     V1beta1__AllocateRequest *request;
     struct event *timer;
     struct lookup *prev, *next;
@@ -371,7 +372,7 @@ static void lookup_answer(struct lookup *lk)
     bool missed;
     struct vg_err err = {0};
     int rc = allocate_request(lk->serving, lk->request, &data, &len, &missed, &err);
-    struct grpc_call *call = lk->call;
+    struct vgrpc_call *call = lk->call;
     lk->call = NULL;
     allocate_reply(lk->serving, call, rc, data, len, &err);
 }
@@ -388,7 +389,7 @@ static void lookup_free(struct lookup *lk)
     if (lk->timer)
         event_free(lk->timer);
     if (lk->call) /* the plugin is going: the server ends the call */
-        grpc_call_on_gone(lk->call, NULL, NULL);
+        vgrpc_call_on_gone(lk->call, NULL, NULL);
     v1beta1__allocate_request__free_unpacked(lk->request, NULL);
     free(lk);
 }
@@ -432,7 +433,7 @@ static void lookup_timeout(evutil_socket_t fd, short what, void *arg)
     lookup_answer(arg); /* the GET's answer still feeds the cache when it comes */
 }
 
-static void lookup_call_gone(void *arg, struct grpc_call *call, enum grpc_status_code status)
+static void lookup_call_gone(void *arg, struct vgrpc_call *call, enum vgrpc_status_code status)
 {
     struct lookup *lk = arg;
     (void)call;
@@ -440,7 +441,7 @@ static void lookup_call_gone(void *arg, struct grpc_call *call, enum grpc_status
     lk->call = NULL;
 }
 
-static int lookup_start(struct serving *s, struct grpc_call *call, V1beta1__AllocateRequest *r)
+static int lookup_start(struct serving *s, struct vgrpc_call *call, V1beta1__AllocateRequest *r)
 {
     struct dp_plugin *p = s->plugin;
     char path[ANNOT_NAME_MAX + 64];
@@ -461,20 +462,20 @@ static int lookup_start(struct serving *s, struct grpc_call *call, V1beta1__Allo
     if (p->lookups)
         p->lookups->prev = lk;
     p->lookups = lk;
-    grpc_call_on_gone(call, lookup_call_gone, lk);
+    vgrpc_call_on_gone(call, lookup_call_gone, lk);
     lk->timer = evtimer_new(p->base, lookup_timeout, lk);
     struct timeval tv = {LOOKUP_MS / 1000, (LOOKUP_MS % 1000) * 1000};
     evtimer_add(lk->timer, &tv);
     return 0;
 }
 
-static void handle_allocate(void *arg, struct grpc_call *call, const uint8_t *req, size_t len)
+static void handle_allocate(void *arg, struct vgrpc_call *call, const uint8_t *req, size_t len)
 {
     struct serving *s = arg;
     struct dp_plugin *p = s->plugin;
     V1beta1__AllocateRequest *r = v1beta1__allocate_request__unpack(NULL, len, req);
     if (!r) {
-        grpc_call_reply(call, GRPC_STATUS_INVALID_ARGUMENT, NULL, 0, "malformed AllocateRequest");
+        vgrpc_call_reply(call, VGRPC_STATUS_INVALID_ARGUMENT, NULL, 0, "malformed AllocateRequest");
         return;
     }
     uint8_t *data = NULL;
@@ -601,15 +602,15 @@ static void prefer(struct dp_plugin *p, const struct dp_resource *r,
     *out_n = n;
 }
 
-static enum grpc_status_code handle_preferred(void *arg, const uint8_t *req, size_t len,
-                                              struct grpc_reply *reply)
+static enum vgrpc_status_code handle_preferred(void *arg, const uint8_t *req, size_t len,
+                                               struct vgrpc_reply *reply)
 {
     struct serving *s = arg;
     V1beta1__PreferredAllocationRequest *r =
         v1beta1__preferred_allocation_request__unpack(NULL, len, req);
     if (!r) {
         vg_snprintf(reply->message, sizeof(reply->message), "malformed PreferredAllocationRequest");
-        return GRPC_STATUS_INVALID_ARGUMENT;
+        return VGRPC_STATUS_INVALID_ARGUMENT;
     }
     size_t n = r->n_container_requests;
     V1beta1__PreferredAllocationResponse resp = V1BETA1__PREFERRED_ALLOCATION_RESPONSE__INIT;
@@ -631,7 +632,7 @@ static enum grpc_status_code handle_preferred(void *arg, const uint8_t *req, siz
     free(crs);
     free(crp);
     v1beta1__preferred_allocation_request__free_unpacked(r, NULL);
-    return GRPC_STATUS_OK;
+    return VGRPC_STATUS_OK;
 }
 
 /* ---- serving and registration --------------------------------------------------------- */
@@ -646,13 +647,13 @@ static void schedule_retry(struct dp_plugin *p)
     evtimer_add(p->retry_timer, &tv);
 }
 
-static void register_done(void *arg, enum grpc_status_code status, const char *message,
+static void register_done(void *arg, enum vgrpc_status_code status, const char *message,
                           const uint8_t *response, size_t response_len)
 {
     struct serving *s = arg;
     (void)response;
     (void)response_len;
-    if (status == GRPC_STATUS_OK) {
+    if (status == VGRPC_STATUS_OK) {
         s->registered = true;
         s->plugin->stats.registrations++;
         vg_log(VG_LOG_INFO, "registered with kubelet", "resource=%s endpoint=%s", s->resource->name,
@@ -667,38 +668,38 @@ static void register_done(void *arg, enum grpc_status_code status, const char *m
 static int serve_one(struct serving *s, struct vg_err *err)
 {
     struct dp_plugin *p = s->plugin;
-    grpc_server_free(s->server);
+    vgrpc_server_free(s->server);
     s->stream_count = 0;
     s->registered = false;
-    s->server = grpc_server_new(p->base, NULL, err);
+    s->server = vgrpc_server_new(p->base, NULL, err);
     if (!s->server)
         return err->code;
-    int rc = grpc_server_add_unary(s->server, GRPC_KUBELET_GET_OPTIONS, handle_options, s, err);
+    int rc = vgrpc_server_add_unary(s->server, VGRPC_KUBELET_GET_OPTIONS, handle_options, s, err);
     if (rc == 0)
-        rc = grpc_server_add_stream(s->server, GRPC_KUBELET_LIST_AND_WATCH, handle_list_and_watch,
-                                    s, err);
+        rc = vgrpc_server_add_stream(s->server, VGRPC_KUBELET_LIST_AND_WATCH, handle_list_and_watch,
+                                     s, err);
     if (rc == 0)
-        rc = grpc_server_add_unary(s->server, GRPC_KUBELET_PREFERRED_ALLOC, handle_preferred, s,
-                                   err);
+        rc = vgrpc_server_add_unary(s->server, VGRPC_KUBELET_PREFERRED_ALLOC, handle_preferred, s,
+                                    err);
     if (rc == 0)
-        rc = grpc_server_add_deferred(s->server, GRPC_KUBELET_ALLOCATE, handle_allocate, s, err);
+        rc = vgrpc_server_add_deferred(s->server, VGRPC_KUBELET_ALLOCATE, handle_allocate, s, err);
     if (rc == 0)
-        rc = grpc_server_add_unary(s->server, GRPC_KUBELET_PRESTART, handle_prestart, s, err);
+        rc = vgrpc_server_add_unary(s->server, VGRPC_KUBELET_PRESTART, handle_prestart, s, err);
     char path[PATH_MAX];
     if (rc == 0 && vg_snprintf(path, sizeof(path), "%s/%s", p->cfg->cli.kubelet_dir,
                                s->resource->endpoint) < 0)
         rc = vg_err_set(err, -ENAMETOOLONG, "socket path too long");
     if (rc == 0)
-        rc = grpc_server_listen(s->server, path, err);
+        rc = vgrpc_server_listen(s->server, path, err);
     return rc;
 }
 
 static void register_one(struct serving *s)
 {
     struct dp_plugin *p = s->plugin;
-    grpc_client_free(s->registration);
+    vgrpc_client_free(s->registration);
     struct vg_err err = {0};
-    s->registration = grpc_client_new(p->base, p->kubelet_socket, NULL, &err);
+    s->registration = vgrpc_client_new(p->base, p->kubelet_socket, NULL, &err);
     if (!s->registration) {
         vg_log(VG_LOG_WARN, "kubelet socket unavailable; will retry", "socket=%s err=\"%s\"",
                p->kubelet_socket, err.msg);
@@ -708,7 +709,7 @@ static void register_one(struct serving *s)
     V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
     o.get_preferred_allocation_available = true;
     V1beta1__RegisterRequest rr = V1BETA1__REGISTER_REQUEST__INIT;
-    rr.version = (char *)GRPC_KUBELET_API_VERSION;
+    rr.version = (char *)VGRPC_KUBELET_API_VERSION;
     rr.endpoint = s->resource->endpoint;
     rr.resource_name = s->resource->name;
     rr.options = &o;
@@ -717,8 +718,8 @@ static void register_one(struct serving *s)
     if (len > sizeof(buf))
         return;
     v1beta1__register_request__pack(&rr, buf);
-    if (grpc_client_unary(s->registration, GRPC_KUBELET_REGISTER, buf, len, 5000, register_done, s,
-                          &err) < 0) {
+    if (vgrpc_client_unary(s->registration, VGRPC_KUBELET_REGISTER, buf, len, 5000, register_done,
+                           s, &err) < 0) {
         vg_log(VG_LOG_WARN, "Register call failed; will retry", "err=\"%s\"", err.msg);
         schedule_retry(p);
     }
@@ -1144,8 +1145,8 @@ void dp_plugin_free(struct dp_plugin *p)
         lookup_free(p->lookups);
     dp_mps_free(p->mps);
     for (size_t i = 0; i < DP_MAX_RESOURCES; i++) {
-        grpc_client_free(p->serving[i].registration);
-        grpc_server_free(p->serving[i].server);
+        vgrpc_client_free(p->serving[i].registration);
+        vgrpc_server_free(p->serving[i].server);
     }
     struct event *evs[] = {p->inotify_event, p->health_timer, p->heartbeat_timer, p->sweep_timer,
                            p->retry_timer};

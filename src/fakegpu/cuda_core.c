@@ -15,35 +15,35 @@
 #include "base/str.h"
 #include "fakegpu/cuda_internal.h"
 
-struct cu_global cu_g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+struct fg_global fg_g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-#define CU_CTX_STACK 32
-static __thread struct cu_ctx *tls_ctx[CU_CTX_STACK];
+#define FG_CTX_STACK 32
+static __thread struct fg_ctx *tls_ctx[FG_CTX_STACK];
 static __thread int tls_depth;
 
-void cu_lock(void)
+void fg_lock(void)
 {
-    pthread_mutex_lock(&cu_g.lock);
+    pthread_mutex_lock(&fg_g.lock);
 }
 
-void cu_unlock(void)
+void fg_unlock(void)
 {
-    pthread_mutex_unlock(&cu_g.lock);
+    pthread_mutex_unlock(&fg_g.lock);
 }
 
 /* ---- handle table: open addressing on (key, kind), grown at 50 % load ---- */
 
-struct cu_slot {
+struct fg_reg_slot {
     uintptr_t key;
-    enum cu_kind kind; /* 0: empty; -1 tombstone kept as CU_K_TOMB */
+    enum fg_kind kind; /* 0: empty; -1 tombstone kept as FG_K_TOMB */
     void *value;
 };
-#define CU_K_TOMB ((enum cu_kind) - 1)
+#define FG_K_TOMB ((enum fg_kind) - 1)
 
-static struct cu_slot *reg_slots;
+static struct fg_reg_slot *reg_slots;
 static size_t reg_cap, reg_used; /* used counts live entries and tombstones */
 
-static size_t reg_hash(uintptr_t key, enum cu_kind kind)
+static size_t reg_hash(uintptr_t key, enum fg_kind kind)
 {
     uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ULL ^ (uint64_t)kind * 0xC2B2AE3D27D4EB4FULL;
     return (size_t)(h ^ (h >> 29));
@@ -52,13 +52,13 @@ static size_t reg_hash(uintptr_t key, enum cu_kind kind)
 static bool reg_grow(void)
 {
     size_t cap = reg_cap ? reg_cap * 2 : 256;
-    struct cu_slot *slots = calloc(cap, sizeof *slots);
+    struct fg_reg_slot *slots = calloc(cap, sizeof *slots);
     if (!slots)
         return false;
     size_t used = 0;
     for (size_t i = 0; i < reg_cap; i++) {
-        struct cu_slot *s = &reg_slots[i];
-        if (s->kind == 0 || s->kind == CU_K_TOMB)
+        struct fg_reg_slot *s = &reg_slots[i];
+        if (s->kind == 0 || s->kind == FG_K_TOMB)
             continue;
         size_t j = reg_hash(s->key, s->kind) & (cap - 1);
         while (slots[j].kind != 0)
@@ -73,20 +73,20 @@ static bool reg_grow(void)
     return true;
 }
 
-bool cu_reg_add(uintptr_t key, enum cu_kind kind, void *value)
+bool fg_reg_add(uintptr_t key, enum fg_kind kind, void *value)
 {
     if ((reg_used + 1) * 2 > reg_cap && !reg_grow())
         return false;
     size_t j = reg_hash(key, kind) & (reg_cap - 1);
-    while (reg_slots[j].kind != 0 && reg_slots[j].kind != CU_K_TOMB)
+    while (reg_slots[j].kind != 0 && reg_slots[j].kind != FG_K_TOMB)
         j = (j + 1) & (reg_cap - 1);
     if (reg_slots[j].kind == 0)
         reg_used++;
-    reg_slots[j] = (struct cu_slot){key, kind, value};
+    reg_slots[j] = (struct fg_reg_slot){key, kind, value};
     return true;
 }
 
-static struct cu_slot *reg_lookup(uintptr_t key, enum cu_kind kind)
+static struct fg_reg_slot *reg_lookup(uintptr_t key, enum fg_kind kind)
 {
     if (!reg_cap)
         return NULL;
@@ -99,22 +99,22 @@ static struct cu_slot *reg_lookup(uintptr_t key, enum cu_kind kind)
     return NULL;
 }
 
-void *cu_reg_get(uintptr_t key, enum cu_kind kind)
+void *fg_reg_get(uintptr_t key, enum fg_kind kind)
 {
-    struct cu_slot *s = reg_lookup(key, kind);
+    struct fg_reg_slot *s = reg_lookup(key, kind);
     return s ? s->value : NULL;
 }
 
-void cu_reg_del(uintptr_t key, enum cu_kind kind)
+void fg_reg_del(uintptr_t key, enum fg_kind kind)
 {
-    struct cu_slot *s = reg_lookup(key, kind);
+    struct fg_reg_slot *s = reg_lookup(key, kind);
     if (s) {
-        s->kind = CU_K_TOMB;
+        s->kind = FG_K_TOMB;
         s->value = NULL;
     }
 }
 
-void *cu_reg_find(enum cu_kind kind, bool (*fn)(void *value, const void *arg), const void *arg)
+void *fg_reg_find(enum fg_kind kind, bool (*fn)(void *value, const void *arg), const void *arg)
 {
     for (size_t i = 0; i < reg_cap; i++)
         if (reg_slots[i].kind == kind && fn(reg_slots[i].value, arg))
@@ -124,24 +124,24 @@ void *cu_reg_find(enum cu_kind kind, bool (*fn)(void *value, const void *arg), c
 
 /* ---- last queued item per shared stream (for cuStreamQuery) ---- */
 
-#define CU_SEQ_SLOTS 1024
-static uint64_t cu_last_seq[CU_SEQ_SLOTS];
+#define FG_SEQ_SLOTS 1024
+static uint64_t fg_last_seq[FG_SEQ_SLOTS];
 
-void cu_seq_note(int sid, uint64_t seq)
+void fg_seq_note(int sid, uint64_t seq)
 {
-    if (sid >= 0 && sid < CU_SEQ_SLOTS)
-        __atomic_store_n(&cu_last_seq[sid], seq, __ATOMIC_RELAXED);
+    if (sid >= 0 && sid < FG_SEQ_SLOTS)
+        __atomic_store_n(&fg_last_seq[sid], seq, __ATOMIC_RELAXED);
 }
 
-uint64_t cu_seq_last(int sid)
+uint64_t fg_seq_last(int sid)
 {
-    return sid >= 0 && sid < CU_SEQ_SLOTS ? __atomic_load_n(&cu_last_seq[sid], __ATOMIC_RELAXED)
+    return sid >= 0 && sid < FG_SEQ_SLOTS ? __atomic_load_n(&fg_last_seq[sid], __ATOMIC_RELAXED)
                                           : UINT64_MAX;
 }
 
 /* ---- errors ---- */
 
-CUresult cu_from_errno(int rc)
+CUresult fg_from_errno(int rc)
 {
     switch (rc) {
     case 0:
@@ -162,7 +162,7 @@ static const struct {
     CUresult code;
     const char *name;
     const char *text;
-} cu_errors[] = {
+} fg_errors[] = {
     {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
     {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
     {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
@@ -261,9 +261,9 @@ FG_API CUresult cuGetErrorString(CUresult error, const char **pStr)
 {
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof cu_errors / sizeof cu_errors[0]; i++)
-        if (cu_errors[i].code == error) {
-            *pStr = cu_errors[i].text;
+    for (size_t i = 0; i < sizeof fg_errors / sizeof fg_errors[0]; i++)
+        if (fg_errors[i].code == error) {
+            *pStr = fg_errors[i].text;
             return CUDA_SUCCESS;
         }
     *pStr = NULL;
@@ -274,9 +274,9 @@ FG_API CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
     if (!pStr)
         return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof cu_errors / sizeof cu_errors[0]; i++)
-        if (cu_errors[i].code == error) {
-            *pStr = cu_errors[i].name;
+    for (size_t i = 0; i < sizeof fg_errors / sizeof fg_errors[0]; i++)
+        if (fg_errors[i].code == error) {
+            *pStr = fg_errors[i].name;
             return CUDA_SUCCESS;
         }
     *pStr = NULL;
@@ -289,9 +289,9 @@ FG_API CUresult cuInit(unsigned int Flags)
 {
     if (Flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    cu_lock();
+    fg_lock();
     CUresult res = CUDA_SUCCESS;
-    if (!cu_g.inited) {
+    if (!fg_g.inited) {
         struct fg_state *st = NULL;
         int rc = fg_state_get(&st);
         if (rc != 0) {
@@ -307,58 +307,58 @@ FG_API CUresult cuInit(unsigned int Flags)
             /* As the driver: read once, at initialisation; no visible device fails it. */
             int visible = 0;
             if (res == CUDA_SUCCESS) {
-                visible = cu_visible_parse(getenv("CUDA_VISIBLE_DEVICES"), all, n, cu_g.phys);
+                visible = fg_visible_parse(getenv("CUDA_VISIBLE_DEVICES"), all, n, fg_g.phys);
                 if (visible == 0)
                     res = CUDA_ERROR_NO_DEVICE;
             }
             for (int i = 0; i < visible && res == CUDA_SUCCESS; i++)
-                cu_g.info[i] = all[cu_g.phys[i]];
+                fg_g.info[i] = all[fg_g.phys[i]];
             /* MPS client settings, over the visible devices (cuda_mps.c). */
-            struct cu_mps mps;
+            struct fg_mps mps;
             if (res == CUDA_SUCCESS) {
                 struct vg_err err = {0};
-                if (cu_mps_parse(getenv("CUDA_MPS_PIPE_DIRECTORY"),
+                if (fg_mps_parse(getenv("CUDA_MPS_PIPE_DIRECTORY"),
                                  getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"),
-                                 getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), cu_g.info, visible,
+                                 getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), fg_g.info, visible,
                                  &mps, &err) != 0) {
                     fprintf(stderr, "fakegpu: %s\n", err.msg);
                     res = CUDA_ERROR_INVALID_VALUE;
                 }
             }
             if (res == CUDA_SUCCESS) {
-                cu_g.mps = mps;
-                cu_g.st = st;
-                cu_g.ndev = visible;
-                cu_g.kernel_ns = fg_kernel_ns(st);
-                cu_g.inited = true;
+                fg_g.mps = mps;
+                fg_g.st = st;
+                fg_g.ndev = visible;
+                fg_g.kernel_ns = fg_kernel_ns(st);
+                fg_g.inited = true;
             }
         }
     }
-    cu_unlock();
+    fg_unlock();
     return res;
 }
 
-CUresult cu_check_init(void)
+CUresult fg_check_init(void)
 {
     /* inited only goes false -> true, under the lock; a racing reader at worst takes the
      * lock path in cuInit's caller. */
-    return __atomic_load_n(&cu_g.inited, __ATOMIC_ACQUIRE) ? CUDA_SUCCESS
+    return __atomic_load_n(&fg_g.inited, __ATOMIC_ACQUIRE) ? CUDA_SUCCESS
                                                            : CUDA_ERROR_NOT_INITIALIZED;
 }
 
-CUresult cu_check_device(CUdevice dev)
+CUresult fg_check_device(CUdevice dev)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    return dev >= 0 && dev < cu_g.ndev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+    return dev >= 0 && dev < fg_g.ndev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
 FG_API CUresult cuDriverGetVersion(int *driverVersion)
 {
     if (!driverVersion)
         return CUDA_ERROR_INVALID_VALUE;
-    *driverVersion = CU_DRIVER_VERSION;
+    *driverVersion = FG_DRIVER_VERSION;
     return CUDA_SUCCESS;
 }
 
@@ -366,23 +366,23 @@ FG_API CUresult cuDriverGetVersion(int *driverVersion)
 
 FG_API CUresult cuDeviceGetCount(int *count)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
-    *count = cu_g.ndev;
+    *count = fg_g.ndev;
     return CUDA_SUCCESS;
 }
 
 FG_API CUresult cuDeviceGet(CUdevice *device, int ordinal)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!device)
         return CUDA_ERROR_INVALID_VALUE;
-    if (ordinal < 0 || ordinal >= cu_g.ndev)
+    if (ordinal < 0 || ordinal >= fg_g.ndev)
         return CUDA_ERROR_INVALID_DEVICE;
     *device = ordinal;
     return CUDA_SUCCESS;
@@ -390,28 +390,28 @@ FG_API CUresult cuDeviceGet(CUdevice *device, int ordinal)
 
 FG_API CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
 {
-    CUresult r = cu_check_device(dev);
+    CUresult r = fg_check_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!name || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
     /* The driver truncates silently to len - 1 characters. */
-    size_t n = strnlen(cu_g.info[dev].name, sizeof cu_g.info[dev].name);
+    size_t n = strnlen(fg_g.info[dev].name, sizeof fg_g.info[dev].name);
     if (n > (size_t)len - 1)
         n = (size_t)len - 1;
-    memcpy(name, cu_g.info[dev].name, n);
+    memcpy(name, fg_g.info[dev].name, n);
     name[n] = '\0';
     return CUDA_SUCCESS;
 }
 
 FG_API CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
 {
-    CUresult r = cu_check_device(dev);
+    CUresult r = fg_check_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!uuid)
         return CUDA_ERROR_INVALID_VALUE;
-    memcpy(uuid->bytes, cu_g.info[dev].uuid_bytes, sizeof uuid->bytes);
+    memcpy(uuid->bytes, fg_g.info[dev].uuid_bytes, sizeof uuid->bytes);
     return CUDA_SUCCESS;
 }
 
@@ -422,12 +422,12 @@ FG_API CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
 
 FG_API CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
-    CUresult r = cu_check_device(dev);
+    CUresult r = fg_check_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!bytes)
         return CUDA_ERROR_INVALID_VALUE;
-    *bytes = (size_t)cu_g.info[dev].total_bytes;
+    *bytes = (size_t)fg_g.info[dev].total_bytes;
     return CUDA_SUCCESS;
 }
 
@@ -523,40 +523,40 @@ static int device_attribute(const struct fg_device_info *d, CUdevice_attribute a
 
 FG_API CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
-    CUresult r = cu_check_device(dev);
+    CUresult r = fg_check_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!pi || (int)attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
         return CUDA_ERROR_INVALID_VALUE;
-    *pi = device_attribute(&cu_g.info[dev], attrib);
+    *pi = device_attribute(&fg_g.info[dev], attrib);
     return CUDA_SUCCESS;
 }
 
 FG_API CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
 {
-    CUresult r = cu_check_device(dev);
+    CUresult r = fg_check_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!pciBusId || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    size_t n = strnlen(cu_g.info[dev].pci_bus_id, sizeof cu_g.info[dev].pci_bus_id);
+    size_t n = strnlen(fg_g.info[dev].pci_bus_id, sizeof fg_g.info[dev].pci_bus_id);
     if (n > (size_t)len - 1)
         n = (size_t)len - 1;
-    memcpy(pciBusId, cu_g.info[dev].pci_bus_id, n);
+    memcpy(pciBusId, fg_g.info[dev].pci_bus_id, n);
     pciBusId[n] = '\0';
     return CUDA_SUCCESS;
 }
 
 FG_API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!dev || !pciBusId)
         return CUDA_ERROR_INVALID_VALUE;
-    for (int i = 0; i < cu_g.ndev; i++) {
+    for (int i = 0; i < fg_g.ndev; i++) {
         /* Accept the 4- and 8-digit domain forms, case-insensitively. */
-        const char *ours = cu_g.info[i].pci_bus_id;
+        const char *ours = fg_g.info[i].pci_bus_id;
         const char *theirs = pciBusId;
         while (*theirs == '0' && strlen(theirs) > strlen(ours))
             theirs++;
@@ -570,56 +570,56 @@ FG_API CUresult cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
 
 /* ---- contexts ---- */
 
-static struct cu_ctx *tls_top(void)
+static struct fg_ctx *tls_top(void)
 {
     return tls_depth > 0 ? tls_ctx[tls_depth - 1] : NULL;
 }
 
-CUresult cu_current(struct cu_ctx **out)
+CUresult fg_current(struct fg_ctx **out)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    struct cu_ctx *c = tls_top();
+    struct fg_ctx *c = tls_top();
     if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
-    cu_lock();
+    fg_lock();
     if (c->destroyed)
         r = c->primary ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_CONTEXT_IS_DESTROYED;
-    cu_unlock();
+    fg_unlock();
     if (r == CUDA_SUCCESS)
         *out = c;
     return r;
 }
 
 /* Charges the context and opens its default stream (under the lock). */
-static CUresult ctx_activate(struct cu_ctx *c)
+static CUresult ctx_activate(struct fg_ctx *c)
 {
-    int rc = fg_ctx_attach(cu_g.st, cu_phys(c->dev));
+    int rc = fg_ctx_attach(fg_g.st, fg_phys(c->dev));
     if (rc != 0)
-        return cu_from_errno(rc);
-    rc = fg_stream_open(cu_g.st, cu_phys(c->dev), &c->default_sid);
+        return fg_from_errno(rc);
+    rc = fg_stream_open(fg_g.st, fg_phys(c->dev), &c->default_sid);
     if (rc != 0) {
-        fg_ctx_detach(cu_g.st, cu_phys(c->dev));
-        return cu_from_errno(rc);
+        fg_ctx_detach(fg_g.st, fg_phys(c->dev));
+        return fg_from_errno(rc);
     }
-    cu_seq_note(c->default_sid, 0);
+    fg_seq_note(c->default_sid, 0);
     c->destroyed = false;
     return CUDA_SUCCESS;
 }
 
-static void ctx_deactivate(struct cu_ctx *c)
+static void ctx_deactivate(struct fg_ctx *c)
 {
-    fg_stream_close(cu_g.st, c->default_sid);
-    fg_ctx_detach(cu_g.st, cu_phys(c->dev));
+    fg_stream_close(fg_g.st, c->default_sid);
+    fg_ctx_detach(fg_g.st, fg_phys(c->dev));
     c->default_sid = -1;
     c->destroyed = true;
 }
 
 /* Validates a context handle given as an argument (under the lock). */
-static CUresult ctx_check(struct cu_ctx *c)
+static CUresult ctx_check(struct fg_ctx *c)
 {
-    if (!cu_reg_get((uintptr_t)c, CU_K_CTX))
+    if (!fg_reg_get((uintptr_t)c, FG_K_CTX))
         return CUDA_ERROR_INVALID_CONTEXT;
     if (c->destroyed)
         return c->primary ? CUDA_ERROR_INVALID_CONTEXT : CUDA_ERROR_CONTEXT_IS_DESTROYED;
@@ -628,50 +628,50 @@ static CUresult ctx_check(struct cu_ctx *c)
 
 FG_API CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    CUresult r = cu_check_device(dev);
+    CUresult r = fg_check_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
-    cu_lock();
-    struct cu_ctx *c = cu_g.primary[dev];
+    fg_lock();
+    struct fg_ctx *c = fg_g.primary[dev];
     if (!c) {
         c = calloc(1, sizeof *c);
-        if (!c || !cu_reg_add((uintptr_t)c, CU_K_CTX, c)) {
+        if (!c || !fg_reg_add((uintptr_t)c, FG_K_CTX, c)) {
             free(c);
-            cu_unlock();
+            fg_unlock();
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         c->dev = dev;
         c->primary = true;
         c->destroyed = true;
         c->default_sid = -1;
-        cu_g.primary[dev] = c;
+        fg_g.primary[dev] = c;
     }
-    if (cu_g.primary_refs[dev] == 0) {
-        c->flags = cu_g.primary_flags[dev];
+    if (fg_g.primary_refs[dev] == 0) {
+        c->flags = fg_g.primary_flags[dev];
         r = ctx_activate(c);
     }
     if (r == CUDA_SUCCESS) {
-        cu_g.primary_refs[dev]++;
+        fg_g.primary_refs[dev]++;
         *pctx = (CUcontext)c;
     }
-    cu_unlock();
+    fg_unlock();
     return r;
 }
 
 FG_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-    CUresult r = cu_check_device(dev);
+    CUresult r = fg_check_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    if (cu_g.primary_refs[dev] == 0) {
+    fg_lock();
+    if (fg_g.primary_refs[dev] == 0) {
         r = CUDA_ERROR_INVALID_CONTEXT;
-    } else if (--cu_g.primary_refs[dev] == 0) {
-        ctx_deactivate(cu_g.primary[dev]);
+    } else if (--fg_g.primary_refs[dev] == 0) {
+        ctx_deactivate(fg_g.primary[dev]);
     }
-    cu_unlock();
+    fg_unlock();
     return r;
 }
 
@@ -682,16 +682,16 @@ FG_API CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 
 FG_API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int flags)
 {
-    CUresult r = cu_check_device(dev);
+    CUresult r = fg_check_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (flags & ~0x1fU)
         return CUDA_ERROR_INVALID_VALUE;
-    cu_lock();
-    cu_g.primary_flags[dev] = flags;
-    if (cu_g.primary[dev])
-        cu_g.primary[dev]->flags = flags;
-    cu_unlock();
+    fg_lock();
+    fg_g.primary_flags[dev] = flags;
+    if (fg_g.primary[dev])
+        fg_g.primary[dev]->flags = flags;
+    fg_unlock();
     return CUDA_SUCCESS;
 }
 
@@ -702,30 +702,30 @@ FG_API CUresult cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
 
 FG_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
 {
-    CUresult r = cu_check_device(dev);
+    CUresult r = fg_check_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!flags || !active)
         return CUDA_ERROR_INVALID_VALUE;
-    cu_lock();
-    *flags = cu_g.primary_flags[dev];
-    *active = cu_g.primary_refs[dev] > 0;
-    cu_unlock();
+    fg_lock();
+    *flags = fg_g.primary_flags[dev];
+    *active = fg_g.primary_refs[dev] > 0;
+    fg_unlock();
     return CUDA_SUCCESS;
 }
 
 FG_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
-    CUresult r = cu_check_device(dev);
+    CUresult r = fg_check_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    if (cu_g.primary_refs[dev] > 0) {
-        cu_g.primary_refs[dev] = 0;
-        ctx_deactivate(cu_g.primary[dev]);
+    fg_lock();
+    if (fg_g.primary_refs[dev] > 0) {
+        fg_g.primary_refs[dev] = 0;
+        ctx_deactivate(fg_g.primary[dev]);
     }
-    cu_g.primary_flags[dev] = 0;
-    cu_unlock();
+    fg_g.primary_flags[dev] = 0;
+    fg_unlock();
     return CUDA_SUCCESS;
 }
 
@@ -736,25 +736,25 @@ FG_API CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 
 FG_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    CUresult r = cu_check_device(dev);
+    CUresult r = fg_check_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!pctx || (flags & ~0x1fU))
         return CUDA_ERROR_INVALID_VALUE;
-    if (tls_depth >= CU_CTX_STACK)
+    if (tls_depth >= FG_CTX_STACK)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    struct cu_ctx *c = calloc(1, sizeof *c);
+    struct fg_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return CUDA_ERROR_OUT_OF_MEMORY;
     c->dev = dev;
     c->flags = flags;
-    cu_lock();
+    fg_lock();
     r = ctx_activate(c);
-    if (r == CUDA_SUCCESS && !cu_reg_add((uintptr_t)c, CU_K_CTX, c)) {
+    if (r == CUDA_SUCCESS && !fg_reg_add((uintptr_t)c, FG_K_CTX, c)) {
         ctx_deactivate(c);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     }
-    cu_unlock();
+    fg_unlock();
     if (r != CUDA_SUCCESS) {
         free(c);
         return r;
@@ -787,17 +787,17 @@ FG_API CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreatePara
 
 FG_API CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    struct cu_ctx *c = (struct cu_ctx *)ctx;
-    cu_lock();
+    struct fg_ctx *c = (struct fg_ctx *)ctx;
+    fg_lock();
     r = ctx_check(c);
     if (r == CUDA_SUCCESS && c->primary)
         r = CUDA_ERROR_INVALID_CONTEXT; /* primary contexts are released, not destroyed */
     if (r == CUDA_SUCCESS)
         ctx_deactivate(c);
-    cu_unlock();
+    fg_unlock();
     if (r != CUDA_SUCCESS)
         return r;
     /* Drop it from this thread's stack; other threads see it destroyed. */
@@ -816,16 +816,16 @@ FG_API CUresult cuCtxDestroy(CUcontext ctx)
 
 FG_API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    struct cu_ctx *c = (struct cu_ctx *)ctx;
-    cu_lock();
+    struct fg_ctx *c = (struct fg_ctx *)ctx;
+    fg_lock();
     r = ctx_check(c);
-    cu_unlock();
+    fg_unlock();
     if (r != CUDA_SUCCESS)
         return r;
-    if (tls_depth >= CU_CTX_STACK)
+    if (tls_depth >= FG_CTX_STACK)
         return CUDA_ERROR_OUT_OF_MEMORY;
     tls_ctx[tls_depth++] = c;
     return CUDA_SUCCESS;
@@ -838,12 +838,12 @@ FG_API CUresult cuCtxPushCurrent(CUcontext ctx)
 
 FG_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (tls_depth == 0)
         return CUDA_ERROR_INVALID_CONTEXT;
-    struct cu_ctx *c = tls_ctx[--tls_depth];
+    struct fg_ctx *c = tls_ctx[--tls_depth];
     if (pctx)
         *pctx = (CUcontext)c;
     return CUDA_SUCCESS;
@@ -856,18 +856,18 @@ FG_API CUresult cuCtxPopCurrent(CUcontext *pctx)
 
 FG_API CUresult cuCtxSetCurrent(CUcontext ctx)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    struct cu_ctx *c = (struct cu_ctx *)ctx;
+    struct fg_ctx *c = (struct fg_ctx *)ctx;
     if (!c) {
         if (tls_depth > 0)
             tls_depth--;
         return CUDA_SUCCESS;
     }
-    cu_lock();
+    fg_lock();
     r = ctx_check(c);
-    cu_unlock();
+    fg_unlock();
     if (r != CUDA_SUCCESS)
         return r;
     if (tls_depth == 0)
@@ -878,7 +878,7 @@ FG_API CUresult cuCtxSetCurrent(CUcontext ctx)
 
 FG_API CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!pctx)
@@ -889,8 +889,8 @@ FG_API CUresult cuCtxGetCurrent(CUcontext *pctx)
 
 FG_API CUresult cuCtxGetDevice(CUdevice *device)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!device)
@@ -901,8 +901,8 @@ FG_API CUresult cuCtxGetDevice(CUdevice *device)
 
 FG_API CUresult cuCtxGetFlags(unsigned int *flags)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!flags)
@@ -913,17 +913,17 @@ FG_API CUresult cuCtxGetFlags(unsigned int *flags)
 
 FG_API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!version)
         return CUDA_ERROR_INVALID_VALUE;
-    struct cu_ctx *c = ctx ? (struct cu_ctx *)ctx : tls_top();
+    struct fg_ctx *c = ctx ? (struct fg_ctx *)ctx : tls_top();
     if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
-    cu_lock();
+    fg_lock();
     r = ctx_check(c);
-    cu_unlock();
+    fg_unlock();
     if (r == CUDA_SUCCESS)
         *version = 3020;
     return r;
@@ -931,8 +931,8 @@ FG_API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
 
 FG_API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     if (leastPriority)
@@ -944,11 +944,11 @@ FG_API CUresult cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPri
 
 FG_API CUresult cuCtxSynchronize(void)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
-    r = cu_from_errno(fg_device_wait(cu_g.st, cu_phys(c->dev)));
-    cu_pools_trim_all(c->dev);
+    r = fg_from_errno(fg_device_wait(fg_g.st, fg_phys(c->dev)));
+    fg_pools_trim_all(c->dev);
     return r;
 }

@@ -39,15 +39,15 @@ static void *map_anon(size_t size, bool low32)
  * full). */
 static int reserve(int dev, uint64_t bytes)
 {
-    uint64_t *used = &cu_g.mps_used[dev];
-    uint64_t limit = cu_g.mps.limit[dev];
+    uint64_t *used = &fg_g.mps_used[dev];
+    uint64_t limit = fg_g.mps.limit[dev];
     uint64_t cur = __atomic_load_n(used, __ATOMIC_RELAXED);
     do {
         if (limit != UINT64_MAX && (bytes > limit || cur > limit - bytes))
             return -ENOMEM;
     } while (!__atomic_compare_exchange_n(used, &cur, cur + bytes, true, __ATOMIC_RELAXED,
                                           __ATOMIC_RELAXED));
-    int rc = fg_mem_reserve(cu_g.st, cu_phys(dev), bytes);
+    int rc = fg_mem_reserve(fg_g.st, fg_phys(dev), bytes);
     if (rc != 0)
         __atomic_sub_fetch(used, bytes, __ATOMIC_RELAXED);
     return rc;
@@ -56,15 +56,15 @@ static int reserve(int dev, uint64_t bytes)
 /* Gives a charge made by reserve back. */
 static void release(int dev, uint64_t bytes)
 {
-    if (fg_mem_release(cu_g.st, cu_phys(dev), bytes) == 0)
-        __atomic_sub_fetch(&cu_g.mps_used[dev], bytes, __ATOMIC_RELAXED);
+    if (fg_mem_release(fg_g.st, fg_phys(dev), bytes) == 0)
+        __atomic_sub_fetch(&fg_g.mps_used[dev], bytes, __ATOMIC_RELAXED);
 }
 
 /* Charges and maps; registers the allocation (takes the lock). */
-static CUresult dev_alloc(int dev, size_t size, uint64_t charge, bool managed, struct cu_pool *pool,
+static CUresult dev_alloc(int dev, size_t size, uint64_t charge, bool managed, struct fg_pool *pool,
                           bool low32, CUdeviceptr *out)
 {
-    struct cu_alloc *a = calloc(1, sizeof *a);
+    struct fg_alloc *a = calloc(1, sizeof *a);
     if (!a)
         return CUDA_ERROR_OUT_OF_MEMORY;
     void *p = map_anon(size, low32);
@@ -78,12 +78,12 @@ static CUresult dev_alloc(int dev, size_t size, uint64_t charge, bool managed, s
     a->dev = dev;
     a->managed = managed;
     a->pool = pool;
-    cu_lock();
+    fg_lock();
     CUresult r = CUDA_SUCCESS;
     if (pool && pool->cached >= charge) {
         pool->cached -= charge; /* reuse what the pool still holds */
     } else {
-        r = cu_from_errno(reserve(dev, charge));
+        r = fg_from_errno(reserve(dev, charge));
     }
     if (r == CUDA_SUCCESS) {
         a->charged = charge;
@@ -94,12 +94,12 @@ static CUresult dev_alloc(int dev, size_t size, uint64_t charge, bool managed, s
             if (pool->used + pool->cached > pool->reserved_high)
                 pool->reserved_high = pool->used + pool->cached;
         }
-        if (!cu_reg_add(a->base, CU_K_DEVMEM, a)) {
+        if (!fg_reg_add(a->base, FG_K_DEVMEM, a)) {
             release(dev, charge);
             r = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
-    cu_unlock();
+    fg_unlock();
     if (r != CUDA_SUCCESS) {
         munmap(p, a->map_size);
         free(a);
@@ -111,8 +111,8 @@ static CUresult dev_alloc(int dev, size_t size, uint64_t charge, bool managed, s
 
 FG_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!dptr || bytesize == 0)
@@ -122,8 +122,8 @@ FG_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 FG_API CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!dptr || bytesize == 0)
@@ -138,8 +138,8 @@ FG_API CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 FG_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
                                    size_t Height, unsigned int ElementSizeBytes)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!dptr || !pPitch || WidthInBytes == 0 || Height == 0 ||
@@ -176,8 +176,8 @@ FG_API CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 
 FG_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
@@ -188,25 +188,25 @@ FG_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned i
 /* Removes a device allocation and gives its charge back (or to its pool). */
 static CUresult dev_free(uintptr_t p, bool async)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (p == 0)
         return CUDA_SUCCESS;
-    cu_lock();
-    struct cu_alloc *a = cu_reg_get(p, CU_K_DEVMEM);
+    fg_lock();
+    struct fg_alloc *a = fg_reg_get(p, FG_K_DEVMEM);
     if (!a) {
-        cu_unlock();
+        fg_unlock();
         return CUDA_ERROR_INVALID_VALUE;
     }
-    cu_reg_del(p, CU_K_DEVMEM);
+    fg_reg_del(p, FG_K_DEVMEM);
     if (a->pool) {
         a->pool->used -= a->charged;
         a->pool->cached += a->charged; /* stays charged until the pool releases it */
     } else {
         release(a->dev, a->charged);
     }
-    cu_unlock();
+    fg_unlock();
     (void)async;
     munmap((void *)a->base, a->map_size);
     free(a);
@@ -225,43 +225,43 @@ FG_API CUresult cuMemFree(CUdeviceptr_v1 dptr)
 
 static bool alloc_holds(void *value, const void *arg)
 {
-    const struct cu_alloc *a = value;
+    const struct fg_alloc *a = value;
     const uintptr_t *range = arg; /* [p, p + n) */
     return range[0] >= a->base && range[0] - a->base < (a->size ? a->size : 1) &&
            range[1] <= a->size - (range[0] - a->base);
 }
 
-static struct cu_alloc *find_alloc(uintptr_t p, size_t n, enum cu_kind kind)
+static struct fg_alloc *find_alloc(uintptr_t p, size_t n, enum fg_kind kind)
 {
-    struct cu_alloc *a = cu_reg_get(p, kind);
+    struct fg_alloc *a = fg_reg_get(p, kind);
     if (a && n <= a->size)
         return a;
     uintptr_t range[2] = {p, n};
-    return cu_reg_find(kind, alloc_holds, range);
+    return fg_reg_find(kind, alloc_holds, range);
 }
 
-bool cu_range_known(uintptr_t p, size_t n)
+bool fg_range_known(uintptr_t p, size_t n)
 {
-    return find_alloc(p, n, CU_K_DEVMEM) || find_alloc(p, n, CU_K_MAPPING) ||
-           find_alloc(p, n, CU_K_HOSTMEM);
+    return find_alloc(p, n, FG_K_DEVMEM) || find_alloc(p, n, FG_K_MAPPING) ||
+           find_alloc(p, n, FG_K_HOSTMEM);
 }
 
 FG_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_alloc *a = find_alloc((uintptr_t)dptr, 0, CU_K_DEVMEM);
+    fg_lock();
+    struct fg_alloc *a = find_alloc((uintptr_t)dptr, 0, FG_K_DEVMEM);
     if (!a)
-        a = find_alloc((uintptr_t)dptr, 0, CU_K_MAPPING);
+        a = find_alloc((uintptr_t)dptr, 0, FG_K_MAPPING);
     if (a) {
         if (pbase)
             *pbase = (CUdeviceptr)a->base;
         if (psize)
             *psize = a->size;
     }
-    cu_unlock();
+    fg_unlock();
     return a ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
@@ -282,21 +282,21 @@ FG_API CUresult cuMemGetAddressRange(CUdeviceptr_v1 *pbase, unsigned int *psize,
 
 FG_API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!free_bytes || !total)
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t used, tot;
-    r = cu_from_errno(fg_mem_info(cu_g.st, cu_phys(c->dev), &used, &tot));
+    r = fg_from_errno(fg_mem_info(fg_g.st, fg_phys(c->dev), &used, &tot));
     if (r == CUDA_SUCCESS) {
         uint64_t avail = used < tot ? tot - used : 0;
         /* An MPS client sees what its pinned memory limit still allows, the card's size
          * as the total. */
-        uint64_t limit = cu_g.mps.limit[c->dev];
+        uint64_t limit = fg_g.mps.limit[c->dev];
         if (limit != UINT64_MAX) {
-            uint64_t mine = __atomic_load_n(&cu_g.mps_used[c->dev], __ATOMIC_RELAXED);
+            uint64_t mine = __atomic_load_n(&fg_g.mps_used[c->dev], __ATOMIC_RELAXED);
             uint64_t left = mine < limit ? limit - mine : 0;
             if (left < avail)
                 avail = left;
@@ -322,7 +322,7 @@ FG_API CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
 
 /* ---- pools ---- */
 
-static void pool_release(struct cu_pool *p, uint64_t keep)
+static void pool_release(struct fg_pool *p, uint64_t keep)
 {
     uint64_t held = p->used + p->cached;
     if (held <= keep || p->cached == 0)
@@ -332,51 +332,51 @@ static void pool_release(struct cu_pool *p, uint64_t keep)
     p->cached -= give;
 }
 
-void cu_pools_trim_all(int dev)
+void fg_pools_trim_all(int dev)
 {
-    if (!cu_g.inited)
+    if (!fg_g.inited)
         return;
-    cu_lock();
-    for (struct cu_pool *p = cu_g.pools; p; p = p->next)
+    fg_lock();
+    for (struct fg_pool *p = fg_g.pools; p; p = p->next)
         if (dev < 0 || p->dev == dev)
             pool_release(p, p->threshold);
-    cu_unlock();
+    fg_unlock();
 }
 
-static struct cu_pool *pool_new(int dev, bool is_default)
+static struct fg_pool *pool_new(int dev, bool is_default)
 {
-    struct cu_pool *p = calloc(1, sizeof *p);
+    struct fg_pool *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
     p->dev = dev;
     p->is_default = is_default;
     p->reuse[0] = p->reuse[1] = p->reuse[2] = 1;
-    if (!cu_reg_add((uintptr_t)p, CU_K_POOL, p)) {
+    if (!fg_reg_add((uintptr_t)p, FG_K_POOL, p)) {
         free(p);
         return NULL;
     }
-    p->next = cu_g.pools;
-    cu_g.pools = p;
+    p->next = fg_g.pools;
+    fg_g.pools = p;
     return p;
 }
 
-static struct cu_pool *default_pool(int dev)
+static struct fg_pool *default_pool(int dev)
 {
-    if (!cu_g.default_pool[dev])
-        cu_g.default_pool[dev] = pool_new(dev, true);
-    return cu_g.default_pool[dev];
+    if (!fg_g.default_pool[dev])
+        fg_g.default_pool[dev] = pool_new(dev, true);
+    return fg_g.default_pool[dev];
 }
 
 FG_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
 {
-    CUresult r = cu_check_device(dev);
+    CUresult r = fg_check_device(dev);
     if (r != CUDA_SUCCESS)
         return r;
     if (!pool_out)
         return CUDA_ERROR_INVALID_VALUE;
-    cu_lock();
-    struct cu_pool *p = default_pool(dev);
-    cu_unlock();
+    fg_lock();
+    struct fg_pool *p = default_pool(dev);
+    fg_unlock();
     if (!p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *pool_out = (CUmemoryPool)p;
@@ -385,18 +385,18 @@ FG_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
 
 FG_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!pool || !poolProps || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
         poolProps->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_ERROR_INVALID_VALUE;
-    r = cu_check_device(poolProps->location.id);
+    r = fg_check_device(poolProps->location.id);
     if (r != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
-    cu_lock();
-    struct cu_pool *p = pool_new(poolProps->location.id, false);
-    cu_unlock();
+    fg_lock();
+    struct fg_pool *p = pool_new(poolProps->location.id, false);
+    fg_unlock();
     if (!p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *pool = (CUmemoryPool)p;
@@ -405,60 +405,60 @@ FG_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolPr
 
 static bool alloc_in_pool(void *value, const void *arg)
 {
-    return ((struct cu_alloc *)value)->pool == arg;
+    return ((struct fg_alloc *)value)->pool == arg;
 }
 
 FG_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_pool *p = cu_reg_get((uintptr_t)pool, CU_K_POOL);
+    fg_lock();
+    struct fg_pool *p = fg_reg_get((uintptr_t)pool, FG_K_POOL);
     if (!p || p->is_default) {
-        cu_unlock();
+        fg_unlock();
         return p ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_INVALID_HANDLE;
     }
     pool_release(p, 0);
     /* Blocks still out are charged on their own from now on. */
-    struct cu_alloc *a;
-    while ((a = cu_reg_find(CU_K_DEVMEM, alloc_in_pool, p)) != NULL)
+    struct fg_alloc *a;
+    while ((a = fg_reg_find(FG_K_DEVMEM, alloc_in_pool, p)) != NULL)
         a->pool = NULL;
-    cu_reg_del((uintptr_t)p, CU_K_POOL);
-    for (struct cu_pool **pp = &cu_g.pools; *pp; pp = &(*pp)->next)
+    fg_reg_del((uintptr_t)p, FG_K_POOL);
+    for (struct fg_pool **pp = &fg_g.pools; *pp; pp = &(*pp)->next)
         if (*pp == p) {
             *pp = p->next;
             break;
         }
-    cu_unlock();
+    fg_unlock();
     free(p);
     return CUDA_SUCCESS;
 }
 
 FG_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_pool *p = cu_reg_get((uintptr_t)pool, CU_K_POOL);
+    fg_lock();
+    struct fg_pool *p = fg_reg_get((uintptr_t)pool, FG_K_POOL);
     if (p)
         pool_release(p, minBytesToKeep);
-    cu_unlock();
+    fg_unlock();
     return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 static CUresult pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *value, bool set)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!value)
         return CUDA_ERROR_INVALID_VALUE;
-    cu_lock();
-    struct cu_pool *p = cu_reg_get((uintptr_t)pool, CU_K_POOL);
+    fg_lock();
+    struct fg_pool *p = fg_reg_get((uintptr_t)pool, FG_K_POOL);
     if (!p) {
-        cu_unlock();
+        fg_unlock();
         return CUDA_ERROR_INVALID_HANDLE;
     }
     cuuint64_t *u64 = value;
@@ -499,7 +499,7 @@ static CUresult pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, void *val
     default:
         r = CUDA_ERROR_INVALID_VALUE;
     }
-    cu_unlock();
+    fg_unlock();
     return r;
 }
 
@@ -516,23 +516,23 @@ FG_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute att
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream h,
                             bool pt)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!dptr || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    struct cu_stream *s;
+    struct fg_stream *s;
     int sid;
-    cu_lock();
-    r = cu_stream_resolve(c, h, pt, &sid, &s);
-    struct cu_pool *p = NULL;
+    fg_lock();
+    r = fg_stream_resolve(c, h, pt, &sid, &s);
+    struct fg_pool *p = NULL;
     if (r == CUDA_SUCCESS) {
-        p = pool ? cu_reg_get((uintptr_t)pool, CU_K_POOL) : default_pool(c->dev);
+        p = pool ? fg_reg_get((uintptr_t)pool, FG_K_POOL) : default_pool(c->dev);
         if (!p)
             r = pool ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_OUT_OF_MEMORY;
     }
-    cu_unlock();
+    fg_unlock();
     if (r != CUDA_SUCCESS)
         return r;
     return dev_alloc(p->dev, bytesize, bytesize, false, p, false, dptr);
@@ -566,15 +566,15 @@ FG_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 
 static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
-    struct cu_stream *s;
+    struct fg_stream *s;
     int sid;
-    cu_lock();
-    r = cu_stream_resolve(c, h, pt, &sid, &s);
-    cu_unlock();
+    fg_lock();
+    r = fg_stream_resolve(c, h, pt, &sid, &s);
+    fg_unlock();
     if (r != CUDA_SUCCESS)
         return r;
     if (dptr == 0)
@@ -610,15 +610,15 @@ static size_t array_bytes(size_t w, size_t h, size_t d, CUarray_format f, unsign
     return n;
 }
 
-static CUresult array_new(size_t bytes, enum cu_kind kind, void **out)
+static CUresult array_new(size_t bytes, enum fg_kind kind, void **out)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!out || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    struct cu_array *a = calloc(1, sizeof *a);
+    struct fg_array *a = calloc(1, sizeof *a);
     void *data = map_anon(bytes, false);
     if (!a || !data) {
         free(a);
@@ -629,13 +629,13 @@ static CUresult array_new(size_t bytes, enum cu_kind kind, void **out)
     a->data = data;
     a->bytes = bytes;
     a->dev = c->dev;
-    cu_lock();
-    r = cu_from_errno(reserve(c->dev, bytes));
-    if (r == CUDA_SUCCESS && !cu_reg_add((uintptr_t)a, kind, a)) {
+    fg_lock();
+    r = fg_from_errno(reserve(c->dev, bytes));
+    if (r == CUDA_SUCCESS && !fg_reg_add((uintptr_t)a, kind, a)) {
         release(c->dev, bytes);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     }
-    cu_unlock();
+    fg_unlock();
     if (r != CUDA_SUCCESS) {
         munmap(data, bytes);
         free(a);
@@ -645,18 +645,18 @@ static CUresult array_new(size_t bytes, enum cu_kind kind, void **out)
     return CUDA_SUCCESS;
 }
 
-static CUresult array_free(uintptr_t h, enum cu_kind kind)
+static CUresult array_free(uintptr_t h, enum fg_kind kind)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_array *a = cu_reg_get(h, kind);
+    fg_lock();
+    struct fg_array *a = fg_reg_get(h, kind);
     if (a) {
-        cu_reg_del(h, kind);
+        fg_reg_del(h, kind);
         release(a->dev, a->bytes);
     }
-    cu_unlock();
+    fg_unlock();
     if (!a)
         return CUDA_ERROR_INVALID_HANDLE;
     munmap(a->data, a->bytes);
@@ -669,7 +669,7 @@ FG_API CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *
     if (!pHandle || !d)
         return CUDA_ERROR_INVALID_VALUE;
     size_t bytes = array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels);
-    return array_new(bytes, CU_K_ARRAY, (void **)pHandle);
+    return array_new(bytes, FG_K_ARRAY, (void **)pHandle);
 }
 
 FG_API CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
@@ -685,7 +685,7 @@ FG_API CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPT
     if (!pHandle || !d)
         return CUDA_ERROR_INVALID_VALUE;
     size_t bytes = array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels);
-    return array_new(bytes, CU_K_ARRAY, (void **)pHandle);
+    return array_new(bytes, FG_K_ARRAY, (void **)pHandle);
 }
 
 FG_API CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
@@ -699,7 +699,7 @@ FG_API CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_
 
 FG_API CUresult cuArrayDestroy(CUarray hArray)
 {
-    return array_free((uintptr_t)hArray, CU_K_ARRAY);
+    return array_free((uintptr_t)hArray, FG_K_ARRAY);
 }
 
 FG_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
@@ -717,12 +717,12 @@ FG_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARR
         h = h > 1 ? h / 2 : h;
         z = z > 1 ? z / 2 : z;
     }
-    return array_new(total, CU_K_MIPMAP, (void **)pHandle);
+    return array_new(total, FG_K_MIPMAP, (void **)pHandle);
 }
 
 FG_API CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
 {
-    return array_free((uintptr_t)hMipmappedArray, CU_K_MIPMAP);
+    return array_free((uintptr_t)hMipmappedArray, FG_K_MIPMAP);
 }
 
 /* ---- virtual memory management ---- */
@@ -732,7 +732,7 @@ static CUresult check_prop(const CUmemAllocationProp *prop)
     if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
         prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_ERROR_INVALID_VALUE;
-    if (cu_check_device(prop->location.id) != CUDA_SUCCESS)
+    if (fg_check_device(prop->location.id) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_DEVICE;
     return CUDA_SUCCESS;
 }
@@ -740,29 +740,29 @@ static CUresult check_prop(const CUmemAllocationProp *prop)
 FG_API CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
                                               CUmemAllocationGranularity_flags option)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!granularity || (unsigned)option > CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
         return CUDA_ERROR_INVALID_VALUE;
     r = check_prop(prop);
     if (r == CUDA_SUCCESS)
-        *granularity = (size_t)CU_GRANULARITY;
+        *granularity = (size_t)FG_GRANULARITY;
     return r;
 }
 
 FG_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                             const CUmemAllocationProp *prop, unsigned long long flags)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    if (!handle || size == 0 || size % CU_GRANULARITY != 0 || flags != 0)
+    if (!handle || size == 0 || size % FG_GRANULARITY != 0 || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
     r = check_prop(prop);
     if (r != CUDA_SUCCESS)
         return r;
-    struct cu_vmm *v = calloc(1, sizeof *v);
+    struct fg_vmm *v = calloc(1, sizeof *v);
     if (!v)
         return CUDA_ERROR_OUT_OF_MEMORY;
     v->dev = prop->location.id;
@@ -774,13 +774,13 @@ FG_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         free(v);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    cu_lock();
-    r = cu_from_errno(reserve(v->dev, size));
-    if (r == CUDA_SUCCESS && !cu_reg_add((uintptr_t)v, CU_K_VMM, v)) {
+    fg_lock();
+    r = fg_from_errno(reserve(v->dev, size));
+    if (r == CUDA_SUCCESS && !fg_reg_add((uintptr_t)v, FG_K_VMM, v)) {
         release(v->dev, size);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     }
-    cu_unlock();
+    fg_unlock();
     if (r != CUDA_SUCCESS) {
         close(v->fd);
         free(v);
@@ -791,7 +791,7 @@ FG_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 }
 
 /* Frees the memory once released and unmapped everywhere (under the lock). */
-static void vmm_maybe_free(struct cu_vmm *v)
+static void vmm_maybe_free(struct fg_vmm *v)
 {
     if (!v->released || v->maps > 0)
         return;
@@ -802,30 +802,30 @@ static void vmm_maybe_free(struct cu_vmm *v)
 
 FG_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_vmm *v = cu_reg_get((uintptr_t)handle, CU_K_VMM);
+    fg_lock();
+    struct fg_vmm *v = fg_reg_get((uintptr_t)handle, FG_K_VMM);
     if (v) {
-        cu_reg_del((uintptr_t)v, CU_K_VMM);
+        fg_reg_del((uintptr_t)v, FG_K_VMM);
         v->released = true;
         vmm_maybe_free(v);
     }
-    cu_unlock();
+    fg_unlock();
     return v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 FG_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
                                     CUdeviceptr addr, unsigned long long flags)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    if (!ptr || size == 0 || size % CU_GRANULARITY != 0 || flags != 0 ||
+    if (!ptr || size == 0 || size % FG_GRANULARITY != 0 || flags != 0 ||
         (alignment & (alignment - 1)) != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    size_t align = alignment > CU_GRANULARITY ? alignment : (size_t)CU_GRANULARITY;
+    size_t align = alignment > FG_GRANULARITY ? alignment : (size_t)FG_GRANULARITY;
     if (size > SIZE_MAX - align)
         return CUDA_ERROR_OUT_OF_MEMORY;
     /* Over-reserve, then trim to an aligned window; addr is only a hint. */
@@ -840,7 +840,7 @@ FG_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignm
     uintptr_t end = (uintptr_t)raw + size + align;
     if (end > start + size)
         munmap((void *)(start + size), end - (start + size));
-    struct cu_alloc *a = calloc(1, sizeof *a);
+    struct fg_alloc *a = calloc(1, sizeof *a);
     if (!a) {
         munmap((void *)start, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -848,9 +848,9 @@ FG_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignm
     a->base = start;
     a->size = size;
     a->map_size = size;
-    cu_lock();
-    bool ok = cu_reg_add(start, CU_K_RESERVE, a);
-    cu_unlock();
+    fg_lock();
+    bool ok = fg_reg_add(start, FG_K_RESERVE, a);
+    fg_unlock();
     if (!ok) {
         munmap((void *)start, size);
         free(a);
@@ -862,17 +862,17 @@ FG_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignm
 
 FG_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_alloc *a = cu_reg_get((uintptr_t)ptr, CU_K_RESERVE);
+    fg_lock();
+    struct fg_alloc *a = fg_reg_get((uintptr_t)ptr, FG_K_RESERVE);
     if (!a || a->size != size) {
-        cu_unlock();
+        fg_unlock();
         return CUDA_ERROR_INVALID_VALUE;
     }
-    cu_reg_del((uintptr_t)ptr, CU_K_RESERVE);
-    cu_unlock();
+    fg_reg_del((uintptr_t)ptr, FG_K_RESERVE);
+    fg_unlock();
     munmap((void *)a->base, a->size);
     free(a);
     return CUDA_SUCCESS;
@@ -881,22 +881,22 @@ FG_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 FG_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                          CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    if (size == 0 || flags != 0 || size % CU_GRANULARITY || offset % CU_GRANULARITY ||
-        ptr % CU_GRANULARITY)
+    if (size == 0 || flags != 0 || size % FG_GRANULARITY || offset % FG_GRANULARITY ||
+        ptr % FG_GRANULARITY)
         return CUDA_ERROR_INVALID_VALUE;
-    struct cu_alloc *m = calloc(1, sizeof *m);
+    struct fg_alloc *m = calloc(1, sizeof *m);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    cu_lock();
-    struct cu_vmm *v = cu_reg_get((uintptr_t)handle, CU_K_VMM);
+    fg_lock();
+    struct fg_vmm *v = fg_reg_get((uintptr_t)handle, FG_K_VMM);
     if (!v)
         r = CUDA_ERROR_INVALID_HANDLE;
-    else if (offset > v->size || size > v->size - offset || !find_alloc(ptr, size, CU_K_RESERVE))
+    else if (offset > v->size || size > v->size - offset || !find_alloc(ptr, size, FG_K_RESERVE))
         r = CUDA_ERROR_INVALID_VALUE;
-    else if (find_alloc(ptr, 1, CU_K_MAPPING) || find_alloc(ptr + size - 1, 1, CU_K_MAPPING))
+    else if (find_alloc(ptr, 1, FG_K_MAPPING) || find_alloc(ptr + size - 1, 1, FG_K_MAPPING))
         r = CUDA_ERROR_ALREADY_MAPPED;
     if (r == CUDA_SUCCESS) {
         void *p = mmap((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
@@ -908,7 +908,7 @@ FG_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
             m->size = size;
             m->dev = v->dev;
             m->vmm = v;
-            if (!cu_reg_add(m->base, CU_K_MAPPING, m)) {
+            if (!fg_reg_add(m->base, FG_K_MAPPING, m)) {
                 mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
                      -1, 0);
                 r = CUDA_ERROR_OUT_OF_MEMORY;
@@ -917,7 +917,7 @@ FG_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
             }
         }
     }
-    cu_unlock();
+    fg_unlock();
     if (r != CUDA_SUCCESS)
         free(m);
     return r;
@@ -925,22 +925,22 @@ FG_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 
 FG_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_alloc *m = cu_reg_get((uintptr_t)ptr, CU_K_MAPPING);
+    fg_lock();
+    struct fg_alloc *m = fg_reg_get((uintptr_t)ptr, FG_K_MAPPING);
     if (!m || m->size != size) {
-        cu_unlock();
+        fg_unlock();
         return CUDA_ERROR_INVALID_VALUE;
     }
-    cu_reg_del(m->base, CU_K_MAPPING);
+    fg_reg_del(m->base, FG_K_MAPPING);
     /* Put the reservation's PROT_NONE placeholder back. */
     mmap((void *)m->base, m->size, PROT_NONE,
          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     m->vmm->maps--;
     vmm_maybe_free(m->vmm);
-    cu_unlock();
+    fg_unlock();
     free(m);
     return CUDA_SUCCESS;
 }
@@ -948,23 +948,23 @@ FG_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 FG_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                size_t count)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!desc || count == 0 || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < count; i++) {
         if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-            cu_check_device(desc[i].location.id) != CUDA_SUCCESS)
+            fg_check_device(desc[i].location.id) != CUDA_SUCCESS)
             return CUDA_ERROR_INVALID_DEVICE;
         if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE &&
             desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
             desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
             return CUDA_ERROR_INVALID_VALUE;
     }
-    cu_lock();
-    bool mapped = find_alloc((uintptr_t)ptr, size, CU_K_MAPPING) != NULL;
-    cu_unlock();
+    fg_lock();
+    bool mapped = find_alloc((uintptr_t)ptr, size, FG_K_MAPPING) != NULL;
+    fg_unlock();
     return mapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -972,20 +972,20 @@ FG_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDe
 
 static CUresult host_add(void *p, size_t size, size_t map_size)
 {
-    struct cu_alloc *a = calloc(1, sizeof *a);
+    struct fg_alloc *a = calloc(1, sizeof *a);
     if (!a)
         return CUDA_ERROR_OUT_OF_MEMORY;
     a->base = (uintptr_t)p;
     a->size = size;
     a->map_size = map_size;
     a->dev = -1;
-    cu_lock();
+    fg_lock();
     CUresult r = CUDA_SUCCESS;
-    if (find_alloc(a->base, size, CU_K_HOSTMEM))
+    if (find_alloc(a->base, size, FG_K_HOSTMEM))
         r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
-    else if (!cu_reg_add(a->base, CU_K_HOSTMEM, a))
+    else if (!fg_reg_add(a->base, FG_K_HOSTMEM, a))
         r = CUDA_ERROR_OUT_OF_MEMORY;
-    cu_unlock();
+    fg_unlock();
     if (r != CUDA_SUCCESS)
         free(a);
     return r;
@@ -993,8 +993,8 @@ static CUresult host_add(void *p, size_t size, size_t map_size)
 
 FG_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!pp || bytesize == 0 || (Flags & ~0x7U))
@@ -1023,16 +1023,16 @@ FG_API CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
 
 FG_API CUresult cuMemFreeHost(void *p)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_alloc *a = cu_reg_get((uintptr_t)p, CU_K_HOSTMEM);
+    fg_lock();
+    struct fg_alloc *a = fg_reg_get((uintptr_t)p, FG_K_HOSTMEM);
     if (a && a->map_size == 0)
         a = NULL; /* registered memory is the caller's, not ours to free */
     if (a)
-        cu_reg_del((uintptr_t)p, CU_K_HOSTMEM);
-    cu_unlock();
+        fg_reg_del((uintptr_t)p, FG_K_HOSTMEM);
+    fg_unlock();
     if (!a)
         return CUDA_ERROR_INVALID_VALUE;
     munmap(p, a->map_size);
@@ -1042,8 +1042,8 @@ FG_API CUresult cuMemFreeHost(void *p)
 
 FG_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!p || bytesize == 0 || (Flags & ~0xfU))
@@ -1058,16 +1058,16 @@ FG_API CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int Flags)
 
 FG_API CUresult cuMemHostUnregister(void *p)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_alloc *a = cu_reg_get((uintptr_t)p, CU_K_HOSTMEM);
+    fg_lock();
+    struct fg_alloc *a = fg_reg_get((uintptr_t)p, FG_K_HOSTMEM);
     if (a && a->map_size != 0)
         a = NULL;
     if (a)
-        cu_reg_del((uintptr_t)p, CU_K_HOSTMEM);
-    cu_unlock();
+        fg_reg_del((uintptr_t)p, FG_K_HOSTMEM);
+    fg_unlock();
     if (!a)
         return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
     free(a);
@@ -1076,14 +1076,14 @@ FG_API CUresult cuMemHostUnregister(void *p)
 
 FG_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!pdptr || Flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    cu_lock();
-    bool known = find_alloc((uintptr_t)p, 1, CU_K_HOSTMEM) != NULL;
-    cu_unlock();
+    fg_lock();
+    bool known = find_alloc((uintptr_t)p, 1, FG_K_HOSTMEM) != NULL;
+    fg_unlock();
     if (!known)
         return CUDA_ERROR_INVALID_VALUE;
     *pdptr = (CUdeviceptr)(uintptr_t)p; /* unified addressing: the same address */
@@ -1105,40 +1105,40 @@ FG_API CUresult cuMemHostGetDevicePointer(CUdeviceptr_v1 *pdptr, void *p, unsign
 
 /* ---- memset and memcpy ---- */
 
-enum cu_sync { CU_SYNC, CU_ASYNC };
+enum fg_sync { FG_SYNC, FG_ASYNC };
 
 /* Checks context, stream and the device range; for a synchronous call waits for the
  * default stream first, as the legacy stream orders it after earlier work. When the
  * stream is capturing, *graph is where the node goes. */
-static CUresult copy_prepare(CUstream h, bool pt, enum cu_sync sync, uintptr_t dev_a,
-                             uintptr_t dev_b, size_t n, struct cu_graph **graph)
+static CUresult copy_prepare(CUstream h, bool pt, enum fg_sync sync, uintptr_t dev_a,
+                             uintptr_t dev_b, size_t n, struct fg_graph **graph)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
-    struct cu_stream *s;
+    struct fg_stream *s;
     int sid;
-    cu_lock();
-    r = cu_stream_resolve(c, h, pt, &sid, &s);
+    fg_lock();
+    r = fg_stream_resolve(c, h, pt, &sid, &s);
     if (r == CUDA_SUCCESS &&
-        ((dev_a && !cu_range_known(dev_a, n)) || (dev_b && !cu_range_known(dev_b, n))))
+        ((dev_a && !fg_range_known(dev_a, n)) || (dev_b && !fg_range_known(dev_b, n))))
         r = CUDA_ERROR_INVALID_VALUE;
     *graph =
         r == CUDA_SUCCESS && s && s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE ? s->graph : NULL;
-    cu_unlock();
-    if (r == CUDA_SUCCESS && sync == CU_SYNC && !*graph)
-        r = cu_from_errno(fg_stream_wait(cu_g.st, sid));
+    fg_unlock();
+    if (r == CUDA_SUCCESS && sync == FG_SYNC && !*graph)
+        r = fg_from_errno(fg_stream_wait(fg_g.st, sid));
     return r;
 }
 
-static CUresult do_copy(void *dst, const void *src, size_t n, struct cu_graph *g)
+static CUresult do_copy(void *dst, const void *src, size_t n, struct fg_graph *g)
 {
     if (g) {
-        struct cu_node node = {.type = CU_NODE_COPY, .dst = dst, .src = src, .bytes = n};
-        cu_lock();
-        CUresult r = cu_graph_add(g, &node);
-        cu_unlock();
+        struct fg_node node = {.type = FG_NODE_COPY, .dst = dst, .src = src, .bytes = n};
+        fg_lock();
+        CUresult r = fg_graph_add(g, &node);
+        fg_unlock();
         return r;
     }
     if (n)
@@ -1147,9 +1147,9 @@ static CUresult do_copy(void *dst, const void *src, size_t n, struct cu_graph *g
 }
 
 static CUresult memset_any(uintptr_t dst, uint32_t value, unsigned elem, size_t count, CUstream h,
-                           bool pt, enum cu_sync sync)
+                           bool pt, enum fg_sync sync)
 {
-    struct cu_graph *g;
+    struct fg_graph *g;
     if (count > SIZE_MAX / elem)
         return CUDA_ERROR_INVALID_VALUE;
     if (dst % elem)
@@ -1157,15 +1157,15 @@ static CUresult memset_any(uintptr_t dst, uint32_t value, unsigned elem, size_t 
     CUresult r = copy_prepare(h, pt, sync, dst, 0, count * elem, &g);
     if (r != CUDA_SUCCESS)
         return r;
-    struct cu_node node = {.type = CU_NODE_SET,
+    struct fg_node node = {.type = FG_NODE_SET,
                            .dst = (void *)dst,
                            .bytes = count * elem,
                            .value = value,
                            .elem = elem};
     if (g) {
-        cu_lock();
-        r = cu_graph_add(g, &node);
-        cu_unlock();
+        fg_lock();
+        r = fg_graph_add(g, &node);
+        fg_unlock();
         return r;
     }
     if (elem == 1) {
@@ -1178,74 +1178,74 @@ static CUresult memset_any(uintptr_t dst, uint32_t value, unsigned elem, size_t 
     return CUDA_SUCCESS;
 }
 
-#define CU_NULL_STREAM ((CUstream)0)
+#define FG_NULL_STREAM ((CUstream)0)
 
 FG_API CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char uc, size_t N)
 {
-    return memset_any((uintptr_t)d, uc, 1, N, CU_NULL_STREAM, false, CU_SYNC);
+    return memset_any((uintptr_t)d, uc, 1, N, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemsetD8_v2_ptds(CUdeviceptr d, unsigned char uc, size_t N)
 {
-    return memset_any((uintptr_t)d, uc, 1, N, CU_NULL_STREAM, true, CU_SYNC);
+    return memset_any((uintptr_t)d, uc, 1, N, FG_NULL_STREAM, true, FG_SYNC);
 }
 FG_API CUresult cuMemsetD8(CUdeviceptr_v1 d, unsigned char uc, unsigned int N)
 {
-    return memset_any((uintptr_t)d, uc, 1, N, CU_NULL_STREAM, false, CU_SYNC);
+    return memset_any((uintptr_t)d, uc, 1, N, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemsetD16_v2(CUdeviceptr d, unsigned short us, size_t N)
 {
-    return memset_any((uintptr_t)d, us, 2, N, CU_NULL_STREAM, false, CU_SYNC);
+    return memset_any((uintptr_t)d, us, 2, N, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemsetD16_v2_ptds(CUdeviceptr d, unsigned short us, size_t N)
 {
-    return memset_any((uintptr_t)d, us, 2, N, CU_NULL_STREAM, true, CU_SYNC);
+    return memset_any((uintptr_t)d, us, 2, N, FG_NULL_STREAM, true, FG_SYNC);
 }
 FG_API CUresult cuMemsetD16(CUdeviceptr_v1 d, unsigned short us, unsigned int N)
 {
-    return memset_any((uintptr_t)d, us, 2, N, CU_NULL_STREAM, false, CU_SYNC);
+    return memset_any((uintptr_t)d, us, 2, N, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned int ui, size_t N)
 {
-    return memset_any((uintptr_t)d, ui, 4, N, CU_NULL_STREAM, false, CU_SYNC);
+    return memset_any((uintptr_t)d, ui, 4, N, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned int ui, size_t N)
 {
-    return memset_any((uintptr_t)d, ui, 4, N, CU_NULL_STREAM, true, CU_SYNC);
+    return memset_any((uintptr_t)d, ui, 4, N, FG_NULL_STREAM, true, FG_SYNC);
 }
 FG_API CUresult cuMemsetD32(CUdeviceptr_v1 d, unsigned int ui, unsigned int N)
 {
-    return memset_any((uintptr_t)d, ui, 4, N, CU_NULL_STREAM, false, CU_SYNC);
+    return memset_any((uintptr_t)d, ui, 4, N, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char uc, size_t N, CUstream h)
 {
-    return memset_any((uintptr_t)d, uc, 1, N, h, false, CU_ASYNC);
+    return memset_any((uintptr_t)d, uc, 1, N, h, false, FG_ASYNC);
 }
 FG_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char uc, size_t N, CUstream h)
 {
-    return memset_any((uintptr_t)d, uc, 1, N, h, true, CU_ASYNC);
+    return memset_any((uintptr_t)d, uc, 1, N, h, true, FG_ASYNC);
 }
 FG_API CUresult cuMemsetD16Async(CUdeviceptr d, unsigned short us, size_t N, CUstream h)
 {
-    return memset_any((uintptr_t)d, us, 2, N, h, false, CU_ASYNC);
+    return memset_any((uintptr_t)d, us, 2, N, h, false, FG_ASYNC);
 }
 FG_API CUresult cuMemsetD16Async_ptsz(CUdeviceptr d, unsigned short us, size_t N, CUstream h)
 {
-    return memset_any((uintptr_t)d, us, 2, N, h, true, CU_ASYNC);
+    return memset_any((uintptr_t)d, us, 2, N, h, true, FG_ASYNC);
 }
 FG_API CUresult cuMemsetD32Async(CUdeviceptr d, unsigned int ui, size_t N, CUstream h)
 {
-    return memset_any((uintptr_t)d, ui, 4, N, h, false, CU_ASYNC);
+    return memset_any((uintptr_t)d, ui, 4, N, h, false, FG_ASYNC);
 }
 FG_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int ui, size_t N, CUstream h)
 {
-    return memset_any((uintptr_t)d, ui, 4, N, h, true, CU_ASYNC);
+    return memset_any((uintptr_t)d, ui, 4, N, h, true, FG_ASYNC);
 }
 
 /* One copy: dev_dst/dev_src are the device sides to validate (0: host side). */
 static CUresult copy1(uintptr_t dst, uintptr_t src, size_t n, bool dev_dst, bool dev_src,
-                      CUstream h, bool pt, enum cu_sync sync)
+                      CUstream h, bool pt, enum fg_sync sync)
 {
-    struct cu_graph *g;
+    struct fg_graph *g;
     if (!dst || !src)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = copy_prepare(h, pt, sync, dev_dst ? dst : 0, dev_src ? src : 0, n, &g);
@@ -1261,92 +1261,92 @@ static CUresult copy1(uintptr_t dst, uintptr_t src, size_t n, bool dev_dst, bool
 
 FG_API CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n)
 {
-    return HTOD(d, s, n, CU_NULL_STREAM, false, CU_SYNC);
+    return HTOD(d, s, n, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n)
 {
-    return HTOD(d, s, n, CU_NULL_STREAM, true, CU_SYNC);
+    return HTOD(d, s, n, FG_NULL_STREAM, true, FG_SYNC);
 }
 FG_API CUresult cuMemcpyHtoD(CUdeviceptr_v1 d, const void *s, unsigned int n)
 {
-    return HTOD(d, s, n, CU_NULL_STREAM, false, CU_SYNC);
+    return HTOD(d, s, n, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n)
 {
-    return DTOH(d, s, n, CU_NULL_STREAM, false, CU_SYNC);
+    return DTOH(d, s, n, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n)
 {
-    return DTOH(d, s, n, CU_NULL_STREAM, true, CU_SYNC);
+    return DTOH(d, s, n, FG_NULL_STREAM, true, FG_SYNC);
 }
 FG_API CUresult cuMemcpyDtoH(void *d, CUdeviceptr_v1 s, unsigned int n)
 {
-    return DTOH(d, s, n, CU_NULL_STREAM, false, CU_SYNC);
+    return DTOH(d, s, n, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n)
 {
-    return DTOD(d, s, n, CU_NULL_STREAM, false, CU_SYNC);
+    return DTOD(d, s, n, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr d, CUdeviceptr s, size_t n)
 {
-    return DTOD(d, s, n, CU_NULL_STREAM, true, CU_SYNC);
+    return DTOD(d, s, n, FG_NULL_STREAM, true, FG_SYNC);
 }
 FG_API CUresult cuMemcpyDtoD(CUdeviceptr_v1 d, CUdeviceptr_v1 s, unsigned int n)
 {
-    return DTOD(d, s, n, CU_NULL_STREAM, false, CU_SYNC);
+    return DTOD(d, s, n, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream h)
 {
-    return HTOD(d, s, n, h, false, CU_ASYNC);
+    return HTOD(d, s, n, h, false, FG_ASYNC);
 }
 FG_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream h)
 {
-    return HTOD(d, s, n, h, true, CU_ASYNC);
+    return HTOD(d, s, n, h, true, FG_ASYNC);
 }
 FG_API CUresult cuMemcpyHtoDAsync(CUdeviceptr_v1 d, const void *s, unsigned int n, CUstream h)
 {
-    return HTOD(d, s, n, h, false, CU_ASYNC);
+    return HTOD(d, s, n, h, false, FG_ASYNC);
 }
 FG_API CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream h)
 {
-    return DTOH(d, s, n, h, false, CU_ASYNC);
+    return DTOH(d, s, n, h, false, FG_ASYNC);
 }
 FG_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *d, CUdeviceptr s, size_t n, CUstream h)
 {
-    return DTOH(d, s, n, h, true, CU_ASYNC);
+    return DTOH(d, s, n, h, true, FG_ASYNC);
 }
 FG_API CUresult cuMemcpyDtoHAsync(void *d, CUdeviceptr_v1 s, unsigned int n, CUstream h)
 {
-    return DTOH(d, s, n, h, false, CU_ASYNC);
+    return DTOH(d, s, n, h, false, FG_ASYNC);
 }
 FG_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
 {
-    return DTOD(d, s, n, h, false, CU_ASYNC);
+    return DTOD(d, s, n, h, false, FG_ASYNC);
 }
 FG_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
 {
-    return DTOD(d, s, n, h, true, CU_ASYNC);
+    return DTOD(d, s, n, h, true, FG_ASYNC);
 }
 FG_API CUresult cuMemcpyDtoDAsync(CUdeviceptr_v1 d, CUdeviceptr_v1 s, unsigned int n, CUstream h)
 {
-    return DTOD(d, s, n, h, false, CU_ASYNC);
+    return DTOD(d, s, n, h, false, FG_ASYNC);
 }
 /* Unified addressing: either side may be host or device memory. */
 FG_API CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n)
 {
-    return ANY(d, s, n, CU_NULL_STREAM, false, CU_SYNC);
+    return ANY(d, s, n, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemcpy_ptds(CUdeviceptr d, CUdeviceptr s, size_t n)
 {
-    return ANY(d, s, n, CU_NULL_STREAM, true, CU_SYNC);
+    return ANY(d, s, n, FG_NULL_STREAM, true, FG_SYNC);
 }
 FG_API CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
 {
-    return ANY(d, s, n, h, false, CU_ASYNC);
+    return ANY(d, s, n, h, false, FG_ASYNC);
 }
 FG_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream h)
 {
-    return ANY(d, s, n, h, true, CU_ASYNC);
+    return ANY(d, s, n, h, true, FG_ASYNC);
 }
 
 /* 2D: one side's start address from its memory type (under the lock for arrays). */
@@ -1362,10 +1362,10 @@ static CUresult side_addr(CUmemorytype type, const void *host, CUdeviceptr dev, 
         *out = (uintptr_t)dev;
         return dev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     case CU_MEMORYTYPE_ARRAY: {
-        cu_lock();
-        struct cu_array *a = cu_reg_get((uintptr_t)arr, CU_K_ARRAY);
+        fg_lock();
+        struct fg_array *a = fg_reg_get((uintptr_t)arr, FG_K_ARRAY);
         *out = a ? (uintptr_t)a->data : 0;
-        cu_unlock();
+        fg_unlock();
         return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
     }
     default:
@@ -1373,7 +1373,7 @@ static CUresult side_addr(CUmemorytype type, const void *host, CUdeviceptr dev, 
     }
 }
 
-static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream h, bool pt, enum cu_sync sync)
+static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream h, bool pt, enum fg_sync sync)
 {
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1395,13 +1395,13 @@ static CUresult copy2d(const CUDA_MEMCPY2D *p, CUstream h, bool pt, enum cu_sync
     bool dev_dst = p->dstMemoryType == CU_MEMORYTYPE_DEVICE;
     size_t span_s = (p->Height - 1) * spitch + p->WidthInBytes;
     size_t span_d = (p->Height - 1) * dpitch + p->WidthInBytes;
-    struct cu_graph *g;
+    struct fg_graph *g;
     r = copy_prepare(h, pt, sync, dev_dst ? dst : 0, 0, span_d, &g);
     if (r == CUDA_SUCCESS && dev_src) {
-        cu_lock();
-        if (!cu_range_known(src, span_s))
+        fg_lock();
+        if (!fg_range_known(src, span_s))
             r = CUDA_ERROR_INVALID_VALUE;
-        cu_unlock();
+        fg_unlock();
     }
     for (size_t row = 0; row < p->Height && r == CUDA_SUCCESS; row++)
         r = do_copy((void *)(dst + row * dpitch), (const void *)(src + row * spitch),
@@ -1434,34 +1434,34 @@ static CUDA_MEMCPY2D copy2d_from_v1(const CUDA_MEMCPY2D_v1 *p)
 
 FG_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *p)
 {
-    return copy2d(p, CU_NULL_STREAM, false, CU_SYNC);
+    return copy2d(p, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *p)
 {
-    return copy2d(p, CU_NULL_STREAM, true, CU_SYNC);
+    return copy2d(p, FG_NULL_STREAM, true, FG_SYNC);
 }
 FG_API CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *p)
 {
-    return copy2d(p, CU_NULL_STREAM, false, CU_SYNC);
+    return copy2d(p, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *p)
 {
-    return copy2d(p, CU_NULL_STREAM, true, CU_SYNC);
+    return copy2d(p, FG_NULL_STREAM, true, FG_SYNC);
 }
 FG_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *p, CUstream h)
 {
-    return copy2d(p, h, false, CU_ASYNC);
+    return copy2d(p, h, false, FG_ASYNC);
 }
 FG_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *p, CUstream h)
 {
-    return copy2d(p, h, true, CU_ASYNC);
+    return copy2d(p, h, true, FG_ASYNC);
 }
 FG_API CUresult cuMemcpy2D(const CUDA_MEMCPY2D_v1 *p)
 {
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
     CUDA_MEMCPY2D q = copy2d_from_v1(p);
-    return copy2d(&q, CU_NULL_STREAM, false, CU_SYNC);
+    return copy2d(&q, FG_NULL_STREAM, false, FG_SYNC);
 }
 FG_API CUresult cuMemcpy2DUnaligned(const CUDA_MEMCPY2D_v1 *p)
 {
@@ -1472,5 +1472,5 @@ FG_API CUresult cuMemcpy2DAsync(const CUDA_MEMCPY2D_v1 *p, CUstream h)
     if (!p)
         return CUDA_ERROR_INVALID_VALUE;
     CUDA_MEMCPY2D q = copy2d_from_v1(p);
-    return copy2d(&q, h, false, CU_ASYNC);
+    return copy2d(&q, h, false, FG_ASYNC);
 }

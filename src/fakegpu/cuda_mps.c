@@ -58,7 +58,7 @@ static int parse_share(const char *v, uint32_t *out, struct vg_err *err)
     if (vg_parse_u64(buf, 0, 100, &whole, &sub) != 0)
         return vg_err_set(err, -EINVAL, MPS_SHARE_VAR " '%s': %s", v, sub.msg);
     uint64_t share = whole * 1000 + frac;
-    if (share == 0 || share > CU_MPS_SHARE_FULL)
+    if (share == 0 || share > FG_MPS_SHARE_FULL)
         return vg_err_set(err, -EINVAL, MPS_SHARE_VAR " '%s': must be above 0 and at most 100", v);
     *out = (uint32_t)share;
     return 0;
@@ -140,11 +140,11 @@ static int parse_limits(const char *v, const struct fg_device_info *visible, int
     }
 }
 
-int cu_mps_parse(const char *pipe, const char *share, const char *limits,
-                 const struct fg_device_info *visible, int n, struct cu_mps *out,
+int fg_mps_parse(const char *pipe, const char *share, const char *limits,
+                 const struct fg_device_info *visible, int n, struct fg_mps *out,
                  struct vg_err *err)
 {
-    struct cu_mps m = {.client = false, .share = CU_MPS_SHARE_FULL};
+    struct fg_mps m = {.client = false, .share = FG_MPS_SHARE_FULL};
     for (int i = 0; i < FG_MAX_DEVICES; i++)
         m.limit[i] = UINT64_MAX;
     if (n < 0 || n > FG_MAX_DEVICES)
@@ -166,15 +166,15 @@ int cu_mps_parse(const char *pipe, const char *share, const char *limits,
     return 0;
 }
 
-uint64_t cu_mps_kernel_ns(const struct cu_mps *m, uint64_t ns)
+uint64_t fg_mps_kernel_ns(const struct fg_mps *m, uint64_t ns)
 {
-    if (m->share >= CU_MPS_SHARE_FULL || m->share == 0)
+    if (m->share >= FG_MPS_SHARE_FULL || m->share == 0)
         return ns;
     /* ns * FULL / share without overflow: split ns so each product fits 64 bits. */
     uint64_t q = ns / m->share, r = ns % m->share;
-    if (q > UINT64_MAX / CU_MPS_SHARE_FULL)
+    if (q > UINT64_MAX / FG_MPS_SHARE_FULL)
         return UINT64_MAX;
-    uint64_t hi = q * CU_MPS_SHARE_FULL;
-    uint64_t lo = (r * CU_MPS_SHARE_FULL + m->share - 1) / m->share;
+    uint64_t hi = q * FG_MPS_SHARE_FULL;
+    uint64_t lo = (r * FG_MPS_SHARE_FULL + m->share - 1) / m->share;
     return hi > UINT64_MAX - lo ? UINT64_MAX : hi + lo;
 }

@@ -10,7 +10,7 @@
 
 #include "fakegpu/cuda_internal.h"
 
-struct cu_proc {
+struct fg_proc {
     const char *name;
     int version;
     bool per_thread;
@@ -26,7 +26,7 @@ struct cu_proc {
         name, ver, true, (void *)(fn)                                                              \
     }
 
-static const struct cu_proc cu_procs[] = {
+static const struct fg_proc fg_procs[] = {
     E("cuInit", 2000, cuInit),
     E("cuDriverGetVersion", 2020, cuDriverGetVersion),
     E("cuGetErrorString", 6000, cuGetErrorString),
@@ -242,15 +242,15 @@ static CUresult lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64
         return CUDA_ERROR_INVALID_VALUE;
     *pfn = NULL;
     bool want_pt = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
-    const struct cu_proc *best = NULL, *best_plain = NULL;
-    for (size_t i = 0; i < sizeof cu_procs / sizeof cu_procs[0]; i++) {
-        const struct cu_proc *e = &cu_procs[i];
+    const struct fg_proc *best = NULL, *best_plain = NULL;
+    for (size_t i = 0; i < sizeof fg_procs / sizeof fg_procs[0]; i++) {
+        const struct fg_proc *e = &fg_procs[i];
         if (strcmp(e->name, symbol) != 0)
             continue;
         st = CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT;
         if (e->version > cudaVersion)
             continue;
-        const struct cu_proc **slot = e->per_thread ? &best : &best_plain;
+        const struct fg_proc **slot = e->per_thread ? &best : &best_plain;
         if (!*slot || e->version >= (*slot)->version)
             *slot = e;
     }

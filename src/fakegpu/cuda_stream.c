@@ -14,17 +14,18 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/str.h"
 #include "fakegpu/cuda_internal.h"
 
 /* ---- per-thread default streams ---- */
 
-#define CU_PT_MAX 8
-struct cu_pt_entry {
-    struct cu_ctx *ctx;
+#define FG_PT_MAX 8
+struct fg_pt_entry {
+    struct fg_ctx *ctx;
     int sid;
 };
-static __thread struct cu_pt_entry tls_pt[CU_PT_MAX];
+static __thread struct fg_pt_entry tls_pt[FG_PT_MAX];
 static __thread int tls_pt_count;
 static pthread_key_t pt_key;
 static pthread_once_t pt_once = PTHREAD_ONCE_INIT;
@@ -33,7 +34,7 @@ static void pt_thread_exit(void *arg)
 {
     (void)arg;
     for (int i = 0; i < tls_pt_count; i++)
-        fg_stream_close(cu_g.st, tls_pt[i].sid);
+        fg_stream_close(fg_g.st, tls_pt[i].sid);
     tls_pt_count = 0;
 }
 
@@ -42,29 +43,29 @@ static void pt_key_init(void)
     pthread_key_create(&pt_key, pt_thread_exit);
 }
 
-static CUresult pt_stream(struct cu_ctx *ctx, int *sid)
+static CUresult pt_stream(struct fg_ctx *ctx, int *sid)
 {
     for (int i = 0; i < tls_pt_count; i++)
         if (tls_pt[i].ctx == ctx) {
             *sid = tls_pt[i].sid;
             return CUDA_SUCCESS;
         }
-    if (tls_pt_count == CU_PT_MAX) {
+    if (tls_pt_count == FG_PT_MAX) {
         *sid = ctx->default_sid; /* more contexts than slots: share the legacy stream */
         return CUDA_SUCCESS;
     }
     pthread_once(&pt_once, pt_key_init);
-    int rc = fg_stream_open(cu_g.st, cu_phys(ctx->dev), sid);
+    int rc = fg_stream_open(fg_g.st, fg_phys(ctx->dev), sid);
     if (rc != 0)
-        return cu_from_errno(rc);
-    cu_seq_note(*sid, 0);
-    tls_pt[tls_pt_count++] = (struct cu_pt_entry){ctx, *sid};
+        return fg_from_errno(rc);
+    fg_seq_note(*sid, 0);
+    tls_pt[tls_pt_count++] = (struct fg_pt_entry){ctx, *sid};
     pthread_setspecific(pt_key, tls_pt);
     return CUDA_SUCCESS;
 }
 
-CUresult cu_stream_resolve(struct cu_ctx *ctx, CUstream h, bool per_thread, int *sid,
-                           struct cu_stream **obj)
+CUresult fg_stream_resolve(struct fg_ctx *ctx, CUstream h, bool per_thread, int *sid,
+                           struct fg_stream **obj)
 {
     *obj = NULL;
     if (h == NULL)
@@ -75,7 +76,7 @@ CUresult cu_stream_resolve(struct cu_ctx *ctx, CUstream h, bool per_thread, int 
     }
     if (h == CU_STREAM_PER_THREAD)
         return pt_stream(ctx, sid);
-    struct cu_stream *s = cu_reg_get((uintptr_t)h, CU_K_STREAM);
+    struct fg_stream *s = fg_reg_get((uintptr_t)h, FG_K_STREAM);
     if (!s)
         return CUDA_ERROR_INVALID_HANDLE;
     if (s->ctx->destroyed)
@@ -86,15 +87,15 @@ CUresult cu_stream_resolve(struct cu_ctx *ctx, CUstream h, bool per_thread, int 
 }
 
 /* Current context + stream in one step (takes and drops the lock). */
-static CUresult resolve(CUstream h, bool per_thread, struct cu_ctx **ctx, int *sid,
-                        struct cu_stream **obj)
+static CUresult resolve(CUstream h, bool per_thread, struct fg_ctx **ctx, int *sid,
+                        struct fg_stream **obj)
 {
-    CUresult r = cu_current(ctx);
+    CUresult r = fg_current(ctx);
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    r = cu_stream_resolve(*ctx, h, per_thread, sid, obj);
-    cu_unlock();
+    fg_lock();
+    r = fg_stream_resolve(*ctx, h, per_thread, sid, obj);
+    fg_unlock();
     return r;
 }
 
@@ -102,28 +103,28 @@ static CUresult resolve(CUstream h, bool per_thread, struct cu_ctx **ctx, int *s
 
 FG_API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!phStream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
         return CUDA_ERROR_INVALID_VALUE;
-    struct cu_stream *s = calloc(1, sizeof *s);
+    struct fg_stream *s = calloc(1, sizeof *s);
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
     s->ctx = c;
     s->flags = flags;
     s->priority = priority > 0 ? 0 : priority < -5 ? -5 : priority; /* clamped, as the driver */
-    cu_lock();
-    int rc = fg_stream_open(cu_g.st, cu_phys(c->dev), &s->sid);
-    r = cu_from_errno(rc);
+    fg_lock();
+    int rc = fg_stream_open(fg_g.st, fg_phys(c->dev), &s->sid);
+    r = fg_from_errno(rc);
     if (r == CUDA_SUCCESS)
-        cu_seq_note(s->sid, 0);
-    if (r == CUDA_SUCCESS && !cu_reg_add((uintptr_t)s, CU_K_STREAM, s)) {
-        fg_stream_close(cu_g.st, s->sid);
+        fg_seq_note(s->sid, 0);
+    if (r == CUDA_SUCCESS && !fg_reg_add((uintptr_t)s, FG_K_STREAM, s)) {
+        fg_stream_close(fg_g.st, s->sid);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     }
-    cu_unlock();
+    fg_unlock();
     if (r != CUDA_SUCCESS) {
         free(s);
         return r;
@@ -137,7 +138,7 @@ FG_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
     return cuStreamCreateWithPriority(phStream, Flags, 0);
 }
 
-static void graph_free(struct cu_graph *g)
+static void graph_free(struct fg_graph *g)
 {
     if (g) {
         free(g->nodes);
@@ -147,18 +148,18 @@ static void graph_free(struct cu_graph *g)
 
 FG_API CUresult cuStreamDestroy_v2(CUstream hStream)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_stream *s = cu_reg_get((uintptr_t)hStream, CU_K_STREAM);
+    fg_lock();
+    struct fg_stream *s = fg_reg_get((uintptr_t)hStream, FG_K_STREAM);
     if (!s) {
-        cu_unlock();
+        fg_unlock();
         return CUDA_ERROR_INVALID_HANDLE;
     }
-    cu_reg_del((uintptr_t)s, CU_K_STREAM);
-    fg_stream_close(cu_g.st, s->sid); /* queued work still completes */
-    cu_unlock();
+    fg_reg_del((uintptr_t)s, FG_K_STREAM);
+    fg_stream_close(fg_g.st, s->sid); /* queued work still completes */
+    fg_unlock();
     graph_free(s->graph);
     free(s);
     return CUDA_SUCCESS;
@@ -171,16 +172,16 @@ FG_API CUresult cuStreamDestroy(CUstream hStream)
 
 static CUresult stream_sync(CUstream h, bool pt)
 {
-    struct cu_ctx *c;
-    struct cu_stream *s;
+    struct fg_ctx *c;
+    struct fg_stream *s;
     int sid;
     CUresult r = resolve(h, pt, &c, &sid, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if (s && s->capture != CU_STREAM_CAPTURE_STATUS_NONE)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    r = cu_from_errno(fg_stream_wait(cu_g.st, sid));
-    cu_pools_trim_all(c->dev);
+    r = fg_from_errno(fg_stream_wait(fg_g.st, sid));
+    fg_pools_trim_all(c->dev);
     return r;
 }
 
@@ -196,8 +197,8 @@ FG_API CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 
 static CUresult stream_query(CUstream h, bool pt)
 {
-    struct cu_ctx *c;
-    struct cu_stream *s;
+    struct fg_ctx *c;
+    struct fg_stream *s;
     int sid;
     CUresult r = resolve(h, pt, &c, &sid, &s);
     if (r != CUDA_SUCCESS)
@@ -206,9 +207,9 @@ static CUresult stream_query(CUstream h, bool pt)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     /* Done when the last item this process queued there is done. */
     bool done = false;
-    int rc = fg_stream_done(cu_g.st, sid, cu_seq_last(sid), &done);
+    int rc = fg_stream_done(fg_g.st, sid, fg_seq_last(sid), &done);
     if (rc != 0)
-        return cu_from_errno(rc);
+        return fg_from_errno(rc);
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -224,25 +225,25 @@ FG_API CUresult cuStreamQuery_ptsz(CUstream hStream)
 
 static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags, bool pt)
 {
-    struct cu_ctx *c;
-    struct cu_stream *s;
+    struct fg_ctx *c;
+    struct fg_stream *s;
     int sid;
     CUresult r = resolve(h, pt, &c, &sid, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if (flags & ~1U)
         return CUDA_ERROR_INVALID_VALUE;
-    cu_lock();
-    struct cu_event *ev = cu_reg_get((uintptr_t)e, CU_K_EVENT);
+    fg_lock();
+    struct fg_event *ev = fg_reg_get((uintptr_t)e, FG_K_EVENT);
     int eid = ev ? ev->eid : -1;
     bool recorded = ev && ev->recorded;
     bool capturing = s && s->capture != CU_STREAM_CAPTURE_STATUS_NONE;
-    cu_unlock();
+    fg_unlock();
     if (!ev)
         return CUDA_ERROR_INVALID_HANDLE;
     if (!recorded || capturing)
         return CUDA_SUCCESS; /* never-recorded events are complete; capture joins are no-ops */
-    return cu_from_errno(fg_stream_wait_event(cu_g.st, sid, eid));
+    return fg_from_errno(fg_stream_wait_event(fg_g.st, sid, eid));
 }
 
 FG_API CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
@@ -257,8 +258,8 @@ FG_API CUresult cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent, unsigne
 
 static CUresult stream_get_ctx(CUstream h, CUcontext *pctx, bool pt)
 {
-    struct cu_ctx *c;
-    struct cu_stream *s;
+    struct fg_ctx *c;
+    struct fg_stream *s;
     int sid;
     if (!pctx)
         return CUDA_ERROR_INVALID_VALUE;
@@ -282,26 +283,26 @@ FG_API CUresult cuStreamGetCtx_ptsz(CUstream hStream, CUcontext *pctx)
 
 FG_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     if (!phEvent || (Flags & ~0x7U))
         return CUDA_ERROR_INVALID_VALUE;
     if ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING))
         return CUDA_ERROR_INVALID_VALUE;
-    struct cu_event *ev = calloc(1, sizeof *ev);
+    struct fg_event *ev = calloc(1, sizeof *ev);
     if (!ev)
         return CUDA_ERROR_OUT_OF_MEMORY;
     ev->ctx = c;
     ev->flags = Flags;
-    cu_lock();
-    r = cu_from_errno(fg_event_create(cu_g.st, &ev->eid));
-    if (r == CUDA_SUCCESS && !cu_reg_add((uintptr_t)ev, CU_K_EVENT, ev)) {
-        fg_event_destroy(cu_g.st, ev->eid);
+    fg_lock();
+    r = fg_from_errno(fg_event_create(fg_g.st, &ev->eid));
+    if (r == CUDA_SUCCESS && !fg_reg_add((uintptr_t)ev, FG_K_EVENT, ev)) {
+        fg_event_destroy(fg_g.st, ev->eid);
         r = CUDA_ERROR_OUT_OF_MEMORY;
     }
-    cu_unlock();
+    fg_unlock();
     if (r != CUDA_SUCCESS) {
         free(ev);
         return r;
@@ -312,29 +313,29 @@ FG_API CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 
 static CUresult event_record(CUevent e, CUstream h, unsigned flags, bool pt)
 {
-    struct cu_ctx *c;
-    struct cu_stream *s;
+    struct fg_ctx *c;
+    struct fg_stream *s;
     int sid;
     CUresult r = resolve(h, pt, &c, &sid, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if (flags & ~(unsigned)CU_EVENT_RECORD_EXTERNAL)
         return CUDA_ERROR_INVALID_VALUE;
-    cu_lock();
-    struct cu_event *ev = cu_reg_get((uintptr_t)e, CU_K_EVENT);
+    fg_lock();
+    struct fg_event *ev = fg_reg_get((uintptr_t)e, FG_K_EVENT);
     if (!ev) {
-        cu_unlock();
+        fg_unlock();
         return CUDA_ERROR_INVALID_HANDLE;
     }
     if (s && s->capture != CU_STREAM_CAPTURE_STATUS_NONE) {
-        cu_unlock();
+        fg_unlock();
         return CUDA_SUCCESS; /* an event node: nothing to time in the simulation */
     }
-    int rc = fg_event_record(cu_g.st, ev->eid, sid);
+    int rc = fg_event_record(fg_g.st, ev->eid, sid);
     if (rc == 0)
         ev->recorded = true;
-    cu_unlock();
-    return cu_from_errno(rc);
+    fg_unlock();
+    return fg_from_errno(rc);
 }
 
 FG_API CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
@@ -360,17 +361,17 @@ FG_API CUresult cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream, un
 /* Looks an event up; *eid is -1 when it was never recorded. */
 static CUresult event_lookup(CUevent e, int *eid, unsigned *flags)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_event *ev = cu_reg_get((uintptr_t)e, CU_K_EVENT);
+    fg_lock();
+    struct fg_event *ev = fg_reg_get((uintptr_t)e, FG_K_EVENT);
     if (ev) {
         *eid = ev->recorded ? ev->eid : -1;
         if (flags)
             *flags = ev->flags;
     }
-    cu_unlock();
+    fg_unlock();
     return ev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
@@ -381,8 +382,8 @@ FG_API CUresult cuEventQuery(CUevent hEvent)
     if (r != CUDA_SUCCESS || eid < 0)
         return r;
     uint64_t t;
-    int rc = fg_event_query(cu_g.st, eid, &t);
-    return rc == -EAGAIN ? CUDA_ERROR_NOT_READY : cu_from_errno(rc);
+    int rc = fg_event_query(fg_g.st, eid, &t);
+    return rc == -EAGAIN ? CUDA_ERROR_NOT_READY : fg_from_errno(rc);
 }
 
 FG_API CUresult cuEventSynchronize(CUevent hEvent)
@@ -391,8 +392,8 @@ FG_API CUresult cuEventSynchronize(CUevent hEvent)
     CUresult r = event_lookup(hEvent, &eid, NULL);
     if (r != CUDA_SUCCESS || eid < 0)
         return r;
-    r = cu_from_errno(fg_event_wait(cu_g.st, eid));
-    cu_pools_trim_all(-1);
+    r = fg_from_errno(fg_event_wait(fg_g.st, eid));
+    fg_pools_trim_all(-1);
     return r;
 }
 
@@ -410,13 +411,13 @@ FG_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent hStart, CUev
     if (e0 < 0 || e1 < 0 || ((f0 | f1) & CU_EVENT_DISABLE_TIMING))
         return CUDA_ERROR_INVALID_HANDLE;
     uint64_t t0, t1;
-    int rc = fg_event_query(cu_g.st, e0, &t0);
+    int rc = fg_event_query(fg_g.st, e0, &t0);
     if (rc == 0)
-        rc = fg_event_query(cu_g.st, e1, &t1);
+        rc = fg_event_query(fg_g.st, e1, &t1);
     if (rc == -EAGAIN)
         return CUDA_ERROR_NOT_READY;
     if (rc != 0)
-        return cu_from_errno(rc);
+        return fg_from_errno(rc);
     double ms = ((double)t1 - (double)t0) / 1e6;
     *pMilliseconds = (float)ms;
     return CUDA_SUCCESS;
@@ -429,16 +430,16 @@ FG_API CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent
 
 FG_API CUresult cuEventDestroy_v2(CUevent hEvent)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_event *ev = cu_reg_get((uintptr_t)hEvent, CU_K_EVENT);
+    fg_lock();
+    struct fg_event *ev = fg_reg_get((uintptr_t)hEvent, FG_K_EVENT);
     if (ev) {
-        cu_reg_del((uintptr_t)ev, CU_K_EVENT);
-        fg_event_destroy(cu_g.st, ev->eid);
+        fg_reg_del((uintptr_t)ev, FG_K_EVENT);
+        fg_event_destroy(fg_g.st, ev->eid);
     }
-    cu_unlock();
+    fg_unlock();
     if (!ev)
         return CUDA_ERROR_INVALID_HANDLE;
     free(ev);
@@ -454,16 +455,16 @@ FG_API CUresult cuEventDestroy(CUevent hEvent)
 
 static CUresult module_new(CUmodule *module)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
-    struct cu_module *m = calloc(1, sizeof *m);
+    struct fg_module *m = calloc(1, sizeof *m);
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    cu_lock();
-    bool ok = cu_reg_add((uintptr_t)m, CU_K_MODULE, m);
-    cu_unlock();
+    fg_lock();
+    bool ok = fg_reg_add((uintptr_t)m, FG_K_MODULE, m);
+    fg_unlock();
     if (!ok) {
         free(m);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -474,7 +475,7 @@ static CUresult module_new(CUmodule *module)
 
 FG_API CUresult cuModuleLoad(CUmodule *module, const char *fname)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!module || !fname)
@@ -488,7 +489,7 @@ FG_API CUresult cuModuleLoad(CUmodule *module, const char *fname)
 
 FG_API CUresult cuModuleLoadData(CUmodule *module, const void *image)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!module || !image)
@@ -511,20 +512,20 @@ FG_API CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
 
 FG_API CUresult cuModuleUnload(CUmodule hmod)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_module *m = cu_reg_get((uintptr_t)hmod, CU_K_MODULE);
+    fg_lock();
+    struct fg_module *m = fg_reg_get((uintptr_t)hmod, FG_K_MODULE);
     if (m) {
-        cu_reg_del((uintptr_t)m, CU_K_MODULE);
-        for (struct cu_func *f = m->funcs, *next; f; f = next) {
+        fg_reg_del((uintptr_t)m, FG_K_MODULE);
+        for (struct fg_func *f = m->funcs, *next; f; f = next) {
             next = f->next;
-            cu_reg_del((uintptr_t)f, CU_K_FUNC);
+            fg_reg_del((uintptr_t)f, FG_K_FUNC);
             free(f);
         }
     }
-    cu_unlock();
+    fg_unlock();
     if (!m)
         return CUDA_ERROR_INVALID_HANDLE;
     free(m);
@@ -533,49 +534,49 @@ FG_API CUresult cuModuleUnload(CUmodule hmod)
 
 FG_API CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!hfunc || !name)
         return CUDA_ERROR_INVALID_VALUE;
-    cu_lock();
-    struct cu_module *m = cu_reg_get((uintptr_t)hmod, CU_K_MODULE);
+    fg_lock();
+    struct fg_module *m = fg_reg_get((uintptr_t)hmod, FG_K_MODULE);
     if (!m) {
-        cu_unlock();
+        fg_unlock();
         return CUDA_ERROR_INVALID_HANDLE;
     }
-    for (struct cu_func *f = m->funcs; f; f = f->next)
+    for (struct fg_func *f = m->funcs; f; f = f->next)
         if (strncmp(f->name, name, sizeof f->name) == 0) {
             *hfunc = (CUfunction)f;
-            cu_unlock();
+            fg_unlock();
             return CUDA_SUCCESS;
         }
-    struct cu_func *f = calloc(1, sizeof *f);
-    if (!f || !cu_reg_add((uintptr_t)f, CU_K_FUNC, f)) {
-        cu_unlock();
+    struct fg_func *f = calloc(1, sizeof *f);
+    if (!f || !fg_reg_add((uintptr_t)f, FG_K_FUNC, f)) {
+        fg_unlock();
         free(f);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     (void)vg_strlcpy(f->name, name, sizeof f->name); /* long names are kept truncated */
-    f->spin = strcmp(name, CU_SPIN_NAME) == 0;
+    f->spin = strcmp(name, FG_SPIN_NAME) == 0;
     f->mod = m;
     f->next = m->funcs;
     m->funcs = f;
     *hfunc = (CUfunction)f;
-    cu_unlock();
+    fg_unlock();
     return CUDA_SUCCESS;
 }
 
 FG_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!pi)
         return CUDA_ERROR_INVALID_VALUE;
-    cu_lock();
-    bool ok = cu_reg_get((uintptr_t)hfunc, CU_K_FUNC) != NULL;
-    cu_unlock();
+    fg_lock();
+    bool ok = fg_reg_get((uintptr_t)hfunc, FG_K_FUNC) != NULL;
+    fg_unlock();
     if (!ok)
         return CUDA_ERROR_INVALID_HANDLE;
     switch (attrib) {
@@ -599,10 +600,10 @@ FG_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunct
 
 /* The kernel's duration: vgpu_spin's first parameter, from kernelParams or from the
  * packed `extra` buffer; for an MPS client, stretched to its active thread share. */
-static uint64_t kernel_ns(const struct cu_func *f, void **params, void **extra)
+static uint64_t kernel_ns(const struct fg_func *f, void **params, void **extra)
 {
     if (!f->spin)
-        return cu_mps_kernel_ns(&cu_g.mps, cu_g.kernel_ns);
+        return fg_mps_kernel_ns(&fg_g.mps, fg_g.kernel_ns);
     unsigned long long ns = 0;
     if (params && params[0]) {
         memcpy(&ns, params[0], sizeof ns);
@@ -620,45 +621,45 @@ static uint64_t kernel_ns(const struct cu_func *f, void **params, void **extra)
         if (buf && size >= sizeof ns)
             memcpy(&ns, buf, sizeof ns);
     }
-    return cu_mps_kernel_ns(&cu_g.mps, ns);
+    return fg_mps_kernel_ns(&fg_g.mps, ns);
 }
 
 static CUresult launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                        unsigned by, unsigned bz, CUstream h, void **params, void **extra, bool pt)
 {
-    struct cu_ctx *c;
-    CUresult r = cu_current(&c);
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
     if (r != CUDA_SUCCESS)
         return r;
     if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
         (uint64_t)bx * by * bz > 1024)
         return CUDA_ERROR_INVALID_VALUE;
-    struct cu_stream *s;
+    struct fg_stream *s;
     int sid;
-    cu_lock();
-    struct cu_func *f = cu_reg_get((uintptr_t)fn, CU_K_FUNC);
+    fg_lock();
+    struct fg_func *f = fg_reg_get((uintptr_t)fn, FG_K_FUNC);
     if (!f) {
-        cu_unlock();
+        fg_unlock();
         return CUDA_ERROR_INVALID_HANDLE;
     }
-    r = cu_stream_resolve(c, h, pt, &sid, &s);
+    r = fg_stream_resolve(c, h, pt, &sid, &s);
     if (r != CUDA_SUCCESS) {
-        cu_unlock();
+        fg_unlock();
         return r;
     }
     uint64_t ns = kernel_ns(f, params, extra);
     if (s && s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
-        struct cu_node node = {.type = CU_NODE_KERNEL, .ns = ns};
-        r = cu_graph_add(s->graph, &node);
-        cu_unlock();
+        struct fg_node node = {.type = FG_NODE_KERNEL, .ns = ns};
+        r = fg_graph_add(s->graph, &node);
+        fg_unlock();
         return r;
     }
-    cu_unlock();
+    fg_unlock();
     uint64_t seq;
-    int rc = fg_stream_launch(cu_g.st, sid, ns, &seq);
+    int rc = fg_stream_launch(fg_g.st, sid, ns, &seq);
     if (rc == 0)
-        cu_seq_note(sid, seq);
-    return cu_from_errno(rc);
+        fg_seq_note(sid, seq);
+    return fg_from_errno(rc);
 }
 
 FG_API CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -730,24 +731,20 @@ FG_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDi
 
 static uint64_t capture_ids;
 
-CUresult cu_graph_add(struct cu_graph *g, const struct cu_node *node)
+CUresult fg_graph_add(struct fg_graph *g, const struct fg_node *node)
 {
-    if (g->count == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 16;
-        struct cu_node *n = realloc(g->nodes, cap * sizeof *n);
-        if (!n)
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        g->nodes = n;
-        g->cap = cap;
-    }
+    /* A graph past FG_GRAPH_NODES_MAX is refused as the driver refuses one it cannot hold. */
+    if (vg_array_grow(&g->nodes, &g->cap, g->count + 1, sizeof *g->nodes, FG_GRAPH_NODES_MAX,
+                      "graph nodes", NULL) < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     g->nodes[g->count++] = *node;
     return CUDA_SUCCESS;
 }
 
 static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool pt)
 {
-    struct cu_ctx *c;
-    struct cu_stream *s;
+    struct fg_ctx *c;
+    struct fg_stream *s;
     int sid;
     CUresult r = resolve(h, pt, &c, &sid, &s);
     if (r != CUDA_SUCCESS)
@@ -756,10 +753,10 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool pt)
         return CUDA_ERROR_INVALID_VALUE;
     if (!s)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* default streams cannot capture */
-    struct cu_graph *g = calloc(1, sizeof *g);
+    struct fg_graph *g = calloc(1, sizeof *g);
     if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    cu_lock();
+    fg_lock();
     if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE) {
         r = CUDA_ERROR_ILLEGAL_STATE;
     } else {
@@ -769,7 +766,7 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, bool pt)
         s->capture_id = ++capture_ids;
         g = NULL;
     }
-    cu_unlock();
+    fg_unlock();
     free(g);
     return r;
 }
@@ -796,8 +793,8 @@ FG_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMo
 
 static CUresult end_capture(CUstream h, CUgraph *phGraph, bool pt)
 {
-    struct cu_ctx *c;
-    struct cu_stream *s;
+    struct fg_ctx *c;
+    struct fg_stream *s;
     int sid;
     if (!phGraph)
         return CUDA_ERROR_INVALID_VALUE;
@@ -806,18 +803,18 @@ static CUresult end_capture(CUstream h, CUgraph *phGraph, bool pt)
         return r;
     if (!s)
         return CUDA_ERROR_ILLEGAL_STATE;
-    cu_lock();
-    struct cu_graph *g = s->graph;
+    fg_lock();
+    struct fg_graph *g = s->graph;
     if (s->capture == CU_STREAM_CAPTURE_STATUS_NONE) {
         r = CUDA_ERROR_ILLEGAL_STATE;
-    } else if (!cu_reg_add((uintptr_t)g, CU_K_GRAPH, g)) {
+    } else if (!fg_reg_add((uintptr_t)g, FG_K_GRAPH, g)) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
         s->capture = CU_STREAM_CAPTURE_STATUS_NONE;
         s->graph = NULL;
         *phGraph = (CUgraph)g;
     }
-    cu_unlock();
+    fg_unlock();
     return r;
 }
 
@@ -834,15 +831,15 @@ FG_API CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 static CUresult capture_info(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id,
                              CUgraph *graph, const CUgraphNode **deps, size_t *ndeps, bool pt)
 {
-    struct cu_ctx *c;
-    struct cu_stream *s;
+    struct fg_ctx *c;
+    struct fg_stream *s;
     int sid;
     if (!status)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult r = resolve(h, pt, &c, &sid, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
+    fg_lock();
     *status = s ? s->capture : CU_STREAM_CAPTURE_STATUS_NONE;
     bool active = *status == CU_STREAM_CAPTURE_STATUS_ACTIVE;
     if (id && active)
@@ -853,7 +850,7 @@ static CUresult capture_info(CUstream h, CUstreamCaptureStatus *status, cuuint64
         *deps = NULL;
     if (ndeps)
         *ndeps = 0;
-    cu_unlock();
+    fg_unlock();
     return CUDA_SUCCESS;
 }
 
@@ -942,17 +939,17 @@ FG_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 
 FG_API CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!phGraph || flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    struct cu_graph *g = calloc(1, sizeof *g);
+    struct fg_graph *g = calloc(1, sizeof *g);
     if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    cu_lock();
-    bool ok = cu_reg_add((uintptr_t)g, CU_K_GRAPH, g);
-    cu_unlock();
+    fg_lock();
+    bool ok = fg_reg_add((uintptr_t)g, FG_K_GRAPH, g);
+    fg_unlock();
     if (!ok) {
         free(g);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -963,14 +960,14 @@ FG_API CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 
 FG_API CUresult cuGraphDestroy(CUgraph hGraph)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_graph *g = cu_reg_get((uintptr_t)hGraph, CU_K_GRAPH);
+    fg_lock();
+    struct fg_graph *g = fg_reg_get((uintptr_t)hGraph, FG_K_GRAPH);
     if (g)
-        cu_reg_del((uintptr_t)g, CU_K_GRAPH);
-    cu_unlock();
+        fg_reg_del((uintptr_t)g, FG_K_GRAPH);
+    fg_unlock();
     if (!g)
         return CUDA_ERROR_INVALID_HANDLE;
     graph_free(g);
@@ -980,16 +977,16 @@ FG_API CUresult cuGraphDestroy(CUgraph hGraph)
 FG_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
                                             unsigned long long flags)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
     if (!phGraphExec || (flags & ~0xfULL))
         return CUDA_ERROR_INVALID_VALUE;
-    struct cu_exec *x = calloc(1, sizeof *x);
+    struct fg_exec *x = calloc(1, sizeof *x);
     if (!x)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    cu_lock();
-    struct cu_graph *g = cu_reg_get((uintptr_t)hGraph, CU_K_GRAPH);
+    fg_lock();
+    struct fg_graph *g = fg_reg_get((uintptr_t)hGraph, FG_K_GRAPH);
     if (!g) {
         r = CUDA_ERROR_INVALID_HANDLE;
     } else {
@@ -999,10 +996,10 @@ FG_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hG
             r = CUDA_ERROR_OUT_OF_MEMORY;
         else if (g->count)
             memcpy(x->nodes, g->nodes, g->count * sizeof *x->nodes);
-        if (r == CUDA_SUCCESS && !cu_reg_add((uintptr_t)x, CU_K_EXEC, x))
+        if (r == CUDA_SUCCESS && !fg_reg_add((uintptr_t)x, FG_K_EXEC, x))
             r = CUDA_ERROR_OUT_OF_MEMORY;
     }
-    cu_unlock();
+    fg_unlock();
     if (r != CUDA_SUCCESS) {
         free(x->nodes);
         free(x);
@@ -1028,9 +1025,9 @@ FG_API CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
     return cuGraphInstantiate(phGraphExec, hGraph, phErrorNode, logBuffer, bufferSize);
 }
 
-static void node_run_copy(const struct cu_node *n)
+static void node_run_copy(const struct fg_node *n)
 {
-    if (n->type == CU_NODE_COPY) {
+    if (n->type == FG_NODE_COPY) {
         memmove(n->dst, n->src, n->bytes);
         return;
     }
@@ -1041,42 +1038,42 @@ static void node_run_copy(const struct cu_node *n)
 
 static CUresult graph_launch(CUgraphExec hExec, CUstream h, bool pt)
 {
-    struct cu_ctx *c;
-    struct cu_stream *s;
+    struct fg_ctx *c;
+    struct fg_stream *s;
     int sid;
     CUresult r = resolve(h, pt, &c, &sid, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_exec *x = cu_reg_get((uintptr_t)hExec, CU_K_EXEC);
+    fg_lock();
+    struct fg_exec *x = fg_reg_get((uintptr_t)hExec, FG_K_EXEC);
     if (!x) {
-        cu_unlock();
+        fg_unlock();
         return CUDA_ERROR_INVALID_HANDLE;
     }
     if (s && s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
         for (size_t i = 0; i < x->count && r == CUDA_SUCCESS; i++)
-            r = cu_graph_add(s->graph, &x->nodes[i]);
-        cu_unlock();
+            r = fg_graph_add(s->graph, &x->nodes[i]);
+        fg_unlock();
         return r;
     }
     /* Kernels are queued in order; copies and sets happen as they are reached. Nodes are
      * copied out so the lock is not held across a launch into a full stream. */
     size_t count = x->count;
-    struct cu_node *nodes = count ? malloc(count * sizeof *nodes) : NULL;
+    struct fg_node *nodes = count ? malloc(count * sizeof *nodes) : NULL;
     if (count && !nodes) {
-        cu_unlock();
+        fg_unlock();
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (count)
         memcpy(nodes, x->nodes, count * sizeof *nodes);
-    cu_unlock();
+    fg_unlock();
     for (size_t i = 0; i < count && r == CUDA_SUCCESS; i++) {
-        if (nodes[i].type == CU_NODE_KERNEL) {
+        if (nodes[i].type == FG_NODE_KERNEL) {
             uint64_t seq;
-            int rc = fg_stream_launch(cu_g.st, sid, nodes[i].ns, &seq);
+            int rc = fg_stream_launch(fg_g.st, sid, nodes[i].ns, &seq);
             if (rc == 0)
-                cu_seq_note(sid, seq);
-            r = cu_from_errno(rc);
+                fg_seq_note(sid, seq);
+            r = fg_from_errno(rc);
         } else {
             node_run_copy(&nodes[i]);
         }
@@ -1097,14 +1094,14 @@ FG_API CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 
 FG_API CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
-    CUresult r = cu_check_init();
+    CUresult r = fg_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    cu_lock();
-    struct cu_exec *x = cu_reg_get((uintptr_t)hGraphExec, CU_K_EXEC);
+    fg_lock();
+    struct fg_exec *x = fg_reg_get((uintptr_t)hGraphExec, FG_K_EXEC);
     if (x)
-        cu_reg_del((uintptr_t)x, CU_K_EXEC);
-    cu_unlock();
+        fg_reg_del((uintptr_t)x, FG_K_EXEC);
+    fg_unlock();
     if (!x)
         return CUDA_ERROR_INVALID_HANDLE;
     free(x->nodes);

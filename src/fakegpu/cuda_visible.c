@@ -13,7 +13,7 @@
  *   - a device named twice makes the whole list empty ("0,0" and "0,1,0" show nothing);
  *   - an empty list (the value is empty, or its first entry is invalid) means no device,
  *     and cuInit answers CUDA_ERROR_NO_DEVICE.
- * Everything inside libcuda works on ordinals; cu_phys() turns one into the physical
+ * Everything inside libcuda works on ordinals; fg_phys() turns one into the physical
  * index only where the shared state is called, so memory, contexts, streams and NVML's
  * view all land on the physical device. NVML itself ignores the variable. */
 #include <stdbool.h>
@@ -60,7 +60,7 @@ static int visible_entry(const char *s, size_t n, const struct fg_device_info *d
     return found;
 }
 
-int cu_visible_parse(const char *spec, const struct fg_device_info *devs, int count, int *phys)
+int fg_visible_parse(const char *spec, const struct fg_device_info *devs, int count, int *phys)
 {
     if (spec == NULL) {
         for (int d = 0; d < count; d++)

@@ -220,7 +220,7 @@ static int lock(struct fg_state *st)
         reap(st->sh, st->now());
     } else if (rc != 0) {
         pthread_mutex_unlock(&st->local);
-        fprintf(stderr, "fakegpu: cannot lock the shared state: %s\n", strerror(rc));
+        fprintf(stderr, "fakegpu: cannot lock the shared state: %s\n", VG_STRERROR(rc));
         return -EIO;
     }
     st->shared_held = true;
@@ -331,57 +331,43 @@ static int init_shared(struct fg_shared *sh, const struct fg_device_info *devs, 
     return 0;
 }
 
-static int map_state(const char *dir, const struct fg_device_info *devs, int count,
-                     uint64_t timeslice_ns, uint64_t now, struct fg_shared **out)
+/* Unlocks, then closes, the state file: explicitly, since the mapping keeps the open
+ * file (and so a flock) alive past close. */
+static void unlock_closep(int *fd)
 {
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "fakegpu: cannot create FAKEGPU_STATE_DIR '%s': %s\n", dir,
-                strerror(errno));
-        return -EIO;
+    if (*fd >= 0) {
+        flock(*fd, LOCK_UN);
+        close(*fd);
     }
-    char path[PATH_MAX];
-    if (vg_snprintf(path, sizeof path, "%s/fakegpu.state", dir) < 0) {
-        fprintf(stderr, "fakegpu: FAKEGPU_STATE_DIR '%.64s...' is too long\n", dir);
-        return -EINVAL;
-    }
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        fprintf(stderr, "fakegpu: cannot open state file '%s': %s\n", path, strerror(errno));
-        return -EIO;
-    }
-    int rc = 0;
-    struct fg_shared *sh = MAP_FAILED;
+    *fd = -1;
+}
+
+/* Maps the locked state file fd, creating the state when the file is new. */
+static int map_locked(int fd, const char *path, const struct fg_device_info *devs, int count,
+                      uint64_t timeslice_ns, uint64_t now, struct fg_shared **out)
+{
+    struct fg_shared *sh;
     struct stat stbuf;
-    while (flock(fd, LOCK_EX) != 0) {
-        if (errno != EINTR) {
-            rc = -EIO;
-            goto out;
-        }
-    }
-    if (fstat(fd, &stbuf) != 0) {
-        rc = -EIO;
-        goto out;
-    }
+    if (fstat(fd, &stbuf) != 0)
+        return -EIO;
     bool fresh = stbuf.st_size == 0;
     if (fresh && ftruncate(fd, (off_t)sizeof *sh) != 0) {
-        fprintf(stderr, "fakegpu: cannot size state file '%s': %s\n", path, strerror(errno));
-        rc = -EIO;
-        goto out;
+        fprintf(stderr, "fakegpu: cannot size state file '%s': %s\n", path, VG_STRERROR(errno));
+        return -EIO;
     }
     if (!fresh && (uint64_t)stbuf.st_size != sizeof *sh) {
         fprintf(stderr,
                 "fakegpu: state file '%s' has %lld bytes, expected %zu (another fakegpu "
                 "version?); remove it\n",
                 path, (long long)stbuf.st_size, sizeof *sh);
-        rc = -EIO;
-        goto out;
+        return -EIO;
     }
     sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (sh == MAP_FAILED) {
-        fprintf(stderr, "fakegpu: cannot map state file '%s': %s\n", path, strerror(errno));
-        rc = -EIO;
-        goto out;
+        fprintf(stderr, "fakegpu: cannot map state file '%s': %s\n", path, VG_STRERROR(errno));
+        return -EIO;
     }
+    int rc = 0;
     uint64_t magic = __atomic_load_n(&sh->magic, __ATOMIC_ACQUIRE);
     if (magic == 0 && sh->version == 0 && sh->size == 0) {
         /* New, or its creator died before finishing: we hold the flock, so it is ours. */
@@ -395,15 +381,36 @@ static int map_state(const char *dir, const struct fg_device_info *devs, int cou
                 path, FG_STATE_VERSION, (unsigned long long)magic, sh->version);
         rc = -EIO;
     }
-out:
-    if (rc != 0 && sh != MAP_FAILED)
+    if (rc != 0) {
         munmap(sh, sizeof *sh);
-    /* Explicitly: the mapping keeps the open file (and so a flock) alive past close. */
-    flock(fd, LOCK_UN);
-    close(fd);
-    if (rc == 0)
-        *out = sh;
-    return rc;
+        return rc;
+    }
+    *out = sh;
+    return 0;
+}
+
+static int map_state(const char *dir, const struct fg_device_info *devs, int count,
+                     uint64_t timeslice_ns, uint64_t now, struct fg_shared **out)
+{
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "fakegpu: cannot create FAKEGPU_STATE_DIR '%s': %s\n", dir,
+                VG_STRERROR(errno));
+        return -EIO;
+    }
+    char path[PATH_MAX];
+    if (vg_snprintf(path, sizeof path, "%s/fakegpu.state", dir) < 0) {
+        fprintf(stderr, "fakegpu: FAKEGPU_STATE_DIR '%.64s...' is too long\n", dir);
+        return -EINVAL;
+    }
+    __attribute__((cleanup(unlock_closep))) int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "fakegpu: cannot open state file '%s': %s\n", path, VG_STRERROR(errno));
+        return -EIO;
+    }
+    while (flock(fd, LOCK_EX) != 0)
+        if (errno != EINTR)
+            return -EIO;
+    return map_locked(fd, path, devs, count, timeslice_ns, now, out);
 }
 
 int fg_state_open(struct fg_state **out, const char *dir, const char *devices,
@@ -639,25 +646,16 @@ static struct fg_stream_shared *own_stream(struct fg_state *st, int stream_id)
     return s;
 }
 
-int fg_stream_open(struct fg_state *st, int dev, int *stream_id)
+/* fg_stream_open's work, with the state locked. */
+static int stream_open_locked(struct fg_state *st, int dev, int *stream_id)
 {
-    if (bad_dev(st, dev) || stream_id == NULL)
-        return -EINVAL;
-    int rc = lock(st);
-    if (rc != 0)
-        return rc;
     struct fg_shared *sh = st->sh;
     int slot = claim_slot(st);
-    if (slot < 0) {
-        rc = slot;
-        goto out;
-    }
+    if (slot < 0)
+        return slot;
     fg_timeline_advance(sh, st->now()); /* lets closed streams drain and free up */
-    if (sh->slots[slot].streams >= FG_MAX_STREAMS) {
-        rc = -ENOSPC;
-        goto out;
-    }
-    rc = -ENOSPC;
+    if (sh->slots[slot].streams >= FG_MAX_STREAMS)
+        return -ENOSPC;
     for (int i = 0; i < FG_STREAM_POOL; i++) {
         struct fg_stream_shared *s = &sh->streams[i];
         if (s->in_use)
@@ -672,10 +670,19 @@ int fg_stream_open(struct fg_state *st, int dev, int *stream_id)
             sh->stream_high = (uint32_t)i + 1;
         sh->slots[slot].streams++;
         *stream_id = i;
-        rc = 0;
-        break;
+        return 0;
     }
-out:
+    return -ENOSPC;
+}
+
+int fg_stream_open(struct fg_state *st, int dev, int *stream_id)
+{
+    if (bad_dev(st, dev) || stream_id == NULL)
+        return -EINVAL;
+    int rc = lock(st);
+    if (rc != 0)
+        return rc;
+    rc = stream_open_locked(st, dev, stream_id);
     unlock(st);
     return rc;
 }

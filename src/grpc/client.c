@@ -1,7 +1,7 @@
 /* gRPC client over nghttp2 (see grpc.h for the contract).
  *
  * One connection per client. A call is an HTTP/2 request whose single message is
- * queued whole behind a data provider; response DATA goes through a grpc_reader with the
+ * queued whole behind a data provider; response DATA goes through a vgrpc_reader with the
  * message ceiling. The final status comes from, in order: grpc-status in trailers (or
  * in a trailers-only response), the HTTP status when it is not 200, the RST_STREAM code,
  * or INTERNAL when the stream ended without any of them. A local timer enforces the
@@ -26,21 +26,21 @@
 #include "grpc/transport.h"
 
 struct call {
-    struct grpc_client *client;
+    struct vgrpc_client *client;
     int32_t id;
     struct call *prev, *next;
     struct evbuffer *out;
-    struct grpc_reader reader;
+    struct vgrpc_reader reader;
     struct event *deadline_ev;
-    grpc_call_done done;
-    grpc_call_message on_message;
+    vgrpc_call_done done;
+    vgrpc_call_message on_message;
     void *arg;
     bool streaming;
     int http_status;
     bool content_type_ok;
     bool have_status;
-    enum grpc_status_code status;
-    char message[GRPC_STATUS_MESSAGE_MAX];
+    enum vgrpc_status_code status;
+    char message[VGRPC_STATUS_MESSAGE_MAX];
     uint8_t *response;
     size_t response_len;
     bool have_response;
@@ -48,9 +48,9 @@ struct call {
     bool local_status;
 };
 
-struct grpc_client {
+struct vgrpc_client {
     struct event_base *base;
-    struct grpc_conn io;
+    struct vgrpc_conn io;
     bool connected;
     bool goaway;
     char *authority;
@@ -60,7 +60,7 @@ struct grpc_client {
 
 static void call_unlink(struct call *c)
 {
-    struct grpc_client *cl = c->client;
+    struct vgrpc_client *cl = c->client;
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -70,15 +70,15 @@ static void call_unlink(struct call *c)
 }
 
 /* Runs the completion callback and frees the call. */
-static void call_complete(struct call *c, enum grpc_status_code status, const char *message)
+static void call_complete(struct call *c, enum vgrpc_status_code status, const char *message)
 {
     call_unlink(c);
     if (c->deadline_ev)
         event_free(c->deadline_ev);
-    bool ok = status == GRPC_STATUS_OK;
+    bool ok = status == VGRPC_STATUS_OK;
     c->done(c->arg, status, message ? message : "", ok && !c->streaming ? c->response : NULL,
             ok && !c->streaming ? c->response_len : 0);
-    grpc_reader_release(&c->reader);
+    vgrpc_reader_release(&c->reader);
     evbuffer_free(c->out);
     free(c->response);
     free(c);
@@ -86,7 +86,7 @@ static void call_complete(struct call *c, enum grpc_status_code status, const ch
 
 /* Decides the call's status locally and resets the stream; the callback runs when
  * nghttp2 closes the stream (or at once when there is no stream). */
-static void call_fail(struct call *c, enum grpc_status_code status, const char *message,
+static void call_fail(struct call *c, enum vgrpc_status_code status, const char *message,
                       uint32_t h2_error)
 {
     if (c->local_status)
@@ -96,7 +96,7 @@ static void call_fail(struct call *c, enum grpc_status_code status, const char *
     vg_strlcpy(c->message, message, sizeof c->message);
     if (c->client->io.session != NULL && c->id > 0) {
         nghttp2_submit_rst_stream(c->client->io.session, NGHTTP2_FLAG_NONE, c->id, h2_error);
-        grpc_conn_flush_later(&c->client->io);
+        vgrpc_conn_flush_later(&c->client->io);
     }
 }
 
@@ -104,7 +104,7 @@ static void call_deadline_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    call_fail(arg, GRPC_STATUS_DEADLINE_EXCEEDED, "deadline exceeded", NGHTTP2_CANCEL);
+    call_fail(arg, VGRPC_STATUS_DEADLINE_EXCEEDED, "deadline exceeded", NGHTTP2_CANCEL);
 }
 
 static ssize_t call_read_cb(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
@@ -123,24 +123,24 @@ static ssize_t call_read_cb(nghttp2_session *session, int32_t stream_id, uint8_t
     return n;
 }
 
-static enum grpc_status_code response_sink(void *arg, const uint8_t *data, size_t len)
+static enum vgrpc_status_code response_sink(void *arg, const uint8_t *data, size_t len)
 {
     struct call *c = arg;
     if (c->streaming) {
         if (!c->on_message(c->arg, data, len)) {
-            call_fail(c, GRPC_STATUS_CANCELLED, "cancelled by the caller", NGHTTP2_CANCEL);
-            return GRPC_STATUS_CANCELLED;
+            call_fail(c, VGRPC_STATUS_CANCELLED, "cancelled by the caller", NGHTTP2_CANCEL);
+            return VGRPC_STATUS_CANCELLED;
         }
-        return GRPC_STATUS_OK;
+        return VGRPC_STATUS_OK;
     }
     if (c->have_response)
-        return GRPC_STATUS_INTERNAL;
+        return VGRPC_STATUS_INTERNAL;
     c->have_response = true;
     c->response = xmalloc(len ? len : 1);
     if (len)
         memcpy(c->response, data, len);
     c->response_len = len;
-    return GRPC_STATUS_OK;
+    return VGRPC_STATUS_OK;
 }
 
 /* --- nghttp2 callbacks --- */
@@ -189,9 +189,9 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         c->have_status = true;
         /* An unparsable status is the peer's bug: report it as UNKNOWN. */
         c->status =
-            parse_small(text, &v) && v <= 16 ? (enum grpc_status_code)v : GRPC_STATUS_UNKNOWN;
+            parse_small(text, &v) && v <= 16 ? (enum vgrpc_status_code)v : VGRPC_STATUS_UNKNOWN;
     } else if (header_is(name, namelen, "grpc-message")) {
-        grpc_percent_decode((const char *)value, valuelen, c->message, sizeof c->message);
+        vgrpc_percent_decode((const char *)value, valuelen, c->message, sizeof c->message);
     }
     return 0;
 }
@@ -205,11 +205,12 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
     if (c == NULL || c->local_status)
         return 0;
     struct vg_err err = {0};
-    enum grpc_status_code status = grpc_reader_feed(&c->reader, data, len, response_sink, c, &err);
-    if (status == GRPC_STATUS_CANCELLED)
+    enum vgrpc_status_code status =
+        vgrpc_reader_feed(&c->reader, data, len, response_sink, c, &err);
+    if (status == VGRPC_STATUS_CANCELLED)
         return 0; /* the caller's choice, already recorded */
-    if (status != GRPC_STATUS_OK) {
-        if (status == GRPC_STATUS_INTERNAL && c->have_response && c->reader.messages > 1)
+    if (status != VGRPC_STATUS_OK) {
+        if (status == VGRPC_STATUS_INTERNAL && c->have_response && c->reader.messages > 1)
             vg_strlcpy(err.msg, "more than one response message to a unary call", sizeof err.msg);
         call_fail(c, status, err.msg, NGHTTP2_CANCEL);
     }
@@ -225,25 +226,25 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
         return 0;
     nghttp2_session_set_stream_user_data(session, stream_id, NULL);
     struct vg_err err = {0};
-    char message[GRPC_STATUS_MESSAGE_MAX + 64];
+    char message[VGRPC_STATUS_MESSAGE_MAX + 64];
     if (c->local_status) {
         call_complete(c, c->status, c->message);
     } else if (c->have_status) {
-        if (c->status == GRPC_STATUS_OK && grpc_reader_finish(&c->reader, &err) != 0)
-            call_complete(c, GRPC_STATUS_INTERNAL, err.msg);
-        else if (c->status == GRPC_STATUS_OK && !c->streaming && !c->have_response)
-            call_complete(c, GRPC_STATUS_INTERNAL, "server sent OK without a response message");
+        if (c->status == VGRPC_STATUS_OK && vgrpc_reader_finish(&c->reader, &err) != 0)
+            call_complete(c, VGRPC_STATUS_INTERNAL, err.msg);
+        else if (c->status == VGRPC_STATUS_OK && !c->streaming && !c->have_response)
+            call_complete(c, VGRPC_STATUS_INTERNAL, "server sent OK without a response message");
         else
             call_complete(c, c->status, c->message);
     } else if (c->http_status != 0 && c->http_status != 200) {
         vg_snprintf(message, sizeof message, "HTTP status %d without grpc-status", c->http_status);
-        call_complete(c, grpc_status_from_http(c->http_status), message);
+        call_complete(c, vgrpc_status_from_http(c->http_status), message);
     } else if (error_code != NGHTTP2_NO_ERROR) {
         vg_snprintf(message, sizeof message, "stream reset by server (HTTP/2 error %u)",
                     error_code);
-        call_complete(c, grpc_status_from_rst(error_code), message);
+        call_complete(c, vgrpc_status_from_rst(error_code), message);
     } else {
-        call_complete(c, GRPC_STATUS_INTERNAL, "stream ended without grpc-status");
+        call_complete(c, VGRPC_STATUS_INTERNAL, "stream ended without grpc-status");
     }
     return 0;
 }
@@ -251,7 +252,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
     (void)session;
-    struct grpc_client *cl = user;
+    struct vgrpc_client *cl = user;
     if (frame->hd.type == NGHTTP2_GOAWAY)
         cl->goaway = true;
     return 0;
@@ -259,23 +260,24 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
 
 static void client_dead_cb(void *owner)
 {
-    struct grpc_client *cl = owner;
+    struct vgrpc_client *cl = owner;
     cl->connected = false;
     /* Complete the calls first: nghttp2_session_del does not report stream closes. */
     while (cl->calls != NULL) {
         struct call *c = cl->calls;
         if (c->id > 0)
             nghttp2_session_set_stream_user_data(cl->io.session, c->id, NULL);
-        call_complete(c, c->local_status ? c->status : GRPC_STATUS_UNAVAILABLE,
+        call_complete(c, c->local_status ? c->status : VGRPC_STATUS_UNAVAILABLE,
                       c->local_status ? c->message : "connection to the server lost");
     }
-    grpc_conn_release(&cl->io);
+    vgrpc_conn_release(&cl->io);
 }
 
 /* --- public API --- */
 
-struct grpc_client *grpc_client_new(struct event_base *base, const char *socket_path,
-                                    const struct grpc_client_options *options, struct vg_err *err)
+struct vgrpc_client *vgrpc_client_new(struct event_base *base, const char *socket_path,
+                                      const struct vgrpc_client_options *options,
+                                      struct vg_err *err)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (vg_strlcpy(sa.sun_path, socket_path, sizeof sa.sun_path) < 0) {
@@ -283,23 +285,21 @@ struct grpc_client *grpc_client_new(struct event_base *base, const char *socket_
                    sizeof sa.sun_path - 1);
         return NULL;
     }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    VG_AUTO_CLOSE int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        vg_err_set(err, errno, "socket: %s", strerror(errno));
+        vg_err_errno(err, errno, "socket");
         return NULL;
     }
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-        int e = errno;
-        close(fd);
-        vg_err_set(err, e, "connecting to %s: %s", socket_path, strerror(e));
+        vg_err_errno(err, errno, "connecting to %s", socket_path);
         return NULL;
     }
-    struct grpc_client *cl = xcalloc(1, sizeof *cl);
+    struct vgrpc_client *cl = xcalloc(1, sizeof *cl);
     cl->base = base;
     const char *authority = options ? options->authority : "localhost";
     if (authority != NULL)
         cl->authority = xstrdup(authority[0] ? authority : "localhost");
-    cl->max_message = options && options->max_message ? options->max_message : GRPC_MESSAGE_MAX;
+    cl->max_message = options && options->max_message ? options->max_message : VGRPC_MESSAGE_MAX;
 
     nghttp2_session_callbacks *cb;
     nghttp2_option *opt;
@@ -317,7 +317,6 @@ struct grpc_client *grpc_client_new(struct event_base *base, const char *socket_
     nghttp2_session_callbacks_del(cb);
     nghttp2_option_del(opt);
     if (rv != 0) {
-        close(fd);
         free(cl->authority);
         free(cl);
         vg_err_set(err, -ENOMEM, "nghttp2 client session: %s", nghttp2_strerror(rv));
@@ -329,17 +328,19 @@ struct grpc_client *grpc_client_new(struct event_base *base, const char *socket_
     };
     nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, settings, 2);
     nghttp2_session_set_local_window_size(session, NGHTTP2_FLAG_NONE, 0, 8 << 20);
-    if (grpc_conn_init(&cl->io, base, fd, session, client_dead_cb, cl, "client", err) < 0) {
+    /* vgrpc_conn_init owns the socket from here, on failure too. */
+    if (vgrpc_conn_init(&cl->io, base, vg_steal_fd(&fd), session, client_dead_cb, cl, "client",
+                        err) < 0) {
         free(cl->authority);
         free(cl);
         return NULL;
     }
     cl->connected = true;
-    grpc_conn_flush_later(&cl->io);
+    vgrpc_conn_flush_later(&cl->io);
     return cl;
 }
 
-void grpc_client_free(struct grpc_client *cl)
+void vgrpc_client_free(struct vgrpc_client *cl)
 {
     if (cl == NULL)
         return;
@@ -347,28 +348,28 @@ void grpc_client_free(struct grpc_client *cl)
         struct call *c = cl->calls;
         if (c->id > 0 && cl->io.session != NULL)
             nghttp2_session_set_stream_user_data(cl->io.session, c->id, NULL);
-        call_complete(c, GRPC_STATUS_CANCELLED, "client closed");
+        call_complete(c, VGRPC_STATUS_CANCELLED, "client closed");
     }
-    grpc_conn_release(&cl->io);
+    vgrpc_conn_release(&cl->io);
     free(cl->authority);
     free(cl);
 }
 
-bool grpc_client_usable(const struct grpc_client *cl)
+bool vgrpc_client_usable(const struct vgrpc_client *cl)
 {
     return cl->connected && !cl->goaway && !cl->io.dead;
 }
 
-static int client_call(struct grpc_client *cl, const char *path, const uint8_t *request,
+static int client_call(struct vgrpc_client *cl, const char *path, const uint8_t *request,
                        size_t request_len, uint64_t timeout_ms, bool streaming,
-                       grpc_call_message on_message, grpc_call_done done, void *arg,
+                       vgrpc_call_message on_message, vgrpc_call_done done, void *arg,
                        struct vg_err *err)
 {
     if (done == NULL || (streaming && on_message == NULL))
         return vg_err_set(err, -EINVAL, "call to %s needs its callbacks", path);
     if (path == NULL || path[0] != '/')
         return vg_err_set(err, -EINVAL, "method path must start with '/'");
-    if (!grpc_client_usable(cl))
+    if (!vgrpc_client_usable(cl))
         return vg_err_set(err, -ENOTCONN, "connection to the server is gone");
     if (request_len > cl->max_message)
         return vg_err_set(err, -EMSGSIZE, "request of %zu bytes is over the %zu-byte limit",
@@ -382,32 +383,32 @@ static int client_call(struct grpc_client *cl, const char *path, const uint8_t *
     c->out = evbuffer_new();
     if (c->out == NULL)
         abort();
-    grpc_reader_init(&c->reader, cl->max_message);
-    uint8_t prefix[GRPC_PREFIX_LEN];
-    grpc_frame_prefix(prefix, request_len);
+    vgrpc_reader_init(&c->reader, cl->max_message);
+    uint8_t prefix[VGRPC_PREFIX_LEN];
+    vgrpc_frame_prefix(prefix, request_len);
     evbuffer_add(c->out, prefix, sizeof prefix);
     if (request_len)
         evbuffer_add(c->out, request, request_len);
 
-    char timeout[GRPC_TIMEOUT_TEXT_MAX + 1];
+    char timeout[VGRPC_TIMEOUT_TEXT_MAX + 1];
     nghttp2_nv nv[8];
     size_t n = 0;
-    nv[n++] = grpc_nv(":method", "POST");
-    nv[n++] = grpc_nv(":scheme", "http");
-    nv[n++] = grpc_nv(":path", path);
+    nv[n++] = vgrpc_nv(":method", "POST");
+    nv[n++] = vgrpc_nv(":scheme", "http");
+    nv[n++] = vgrpc_nv(":path", path);
     if (cl->authority != NULL)
-        nv[n++] = grpc_nv(":authority", cl->authority);
-    nv[n++] = grpc_nv("content-type", "application/grpc");
-    nv[n++] = grpc_nv("te", "trailers");
-    nv[n++] = grpc_nv("user-agent", "vgpu-grpc/0.1");
+        nv[n++] = vgrpc_nv(":authority", cl->authority);
+    nv[n++] = vgrpc_nv("content-type", "application/grpc");
+    nv[n++] = vgrpc_nv("te", "trailers");
+    nv[n++] = vgrpc_nv("user-agent", "vgpu-grpc/0.1");
     if (timeout_ms > 0) {
-        grpc_timeout_format(timeout_ms, timeout);
-        nv[n++] = grpc_nv("grpc-timeout", timeout);
+        vgrpc_timeout_format(timeout_ms, timeout);
+        nv[n++] = vgrpc_nv("grpc-timeout", timeout);
     }
     nghttp2_data_provider provider = {.source.ptr = c, .read_callback = call_read_cb};
     int32_t id = nghttp2_submit_request(cl->io.session, NULL, nv, n, &provider, c);
     if (id < 0) {
-        grpc_reader_release(&c->reader);
+        vgrpc_reader_release(&c->reader);
         evbuffer_free(c->out);
         free(c);
         return vg_err_set(err, -EIO, "starting call %s: %s", path, nghttp2_strerror(id));
@@ -424,20 +425,20 @@ static int client_call(struct grpc_client *cl, const char *path, const uint8_t *
         if (c->deadline_ev)
             event_add(c->deadline_ev, &tv);
     }
-    grpc_conn_flush_later(&cl->io);
+    vgrpc_conn_flush_later(&cl->io);
     return 0;
 }
 
-int grpc_client_unary(struct grpc_client *cl, const char *path, const uint8_t *request,
-                      size_t request_len, uint64_t timeout_ms, grpc_call_done done, void *arg,
-                      struct vg_err *err)
+int vgrpc_client_unary(struct vgrpc_client *cl, const char *path, const uint8_t *request,
+                       size_t request_len, uint64_t timeout_ms, vgrpc_call_done done, void *arg,
+                       struct vg_err *err)
 {
     return client_call(cl, path, request, request_len, timeout_ms, false, NULL, done, arg, err);
 }
 
-int grpc_client_stream(struct grpc_client *cl, const char *path, const uint8_t *request,
-                       size_t request_len, uint64_t timeout_ms, grpc_call_message on_message,
-                       grpc_call_done done, void *arg, struct vg_err *err)
+int vgrpc_client_stream(struct vgrpc_client *cl, const char *path, const uint8_t *request,
+                        size_t request_len, uint64_t timeout_ms, vgrpc_call_message on_message,
+                        vgrpc_call_done done, void *arg, struct vg_err *err)
 {
     return client_call(cl, path, request, request_len, timeout_ms, true, on_message, done, arg,
                        err);

@@ -1,7 +1,7 @@
 /* gRPC server over nghttp2 (see grpc.h for the contract).
  *
  * A request is checked when its HEADERS end (POST, a known :path, an application/grpc
- * content-type, a well-formed grpc-timeout); DATA goes through a grpc_reader that stops
+ * content-type, a well-formed grpc-timeout); DATA goes through a vgrpc_reader that stops
  * at the message ceiling; the handler runs when the request's END_STREAM arrives, with
  * exactly one message. nghttp2's own HTTP checks are off (no_http_messaging) because
  * grpc-go clients that dial a unix socket send the socket path as :authority, which
@@ -40,35 +40,35 @@
 
 struct method {
     char *path;
-    grpc_unary_handler unary;
-    grpc_stream_handler stream;
-    grpc_deferred_handler deferred;
+    vgrpc_unary_handler unary;
+    vgrpc_stream_handler stream;
+    vgrpc_deferred_handler deferred;
     void *arg;
     struct method *next;
 };
 
 struct server_conn {
-    struct grpc_conn io;
-    struct grpc_server *server;
-    struct grpc_stream *streams;
+    struct vgrpc_conn io;
+    struct vgrpc_server *server;
+    struct vgrpc_stream *streams;
     struct server_conn *prev, *next;
 };
 
-struct grpc_stream {
+struct vgrpc_stream {
     struct server_conn *conn;
     int32_t id;
-    struct grpc_stream *prev, *next;
+    struct vgrpc_stream *prev, *next;
 
     /* request */
     char path[PATH_MAX_LEN];
     bool path_bad;
     bool post;
     bool content_type_ok;
-    char timeout[GRPC_TIMEOUT_TEXT_MAX + 1];
+    char timeout[VGRPC_TIMEOUT_TEXT_MAX + 1];
     bool timeout_bad;
     bool have_timeout;
     const struct method *method;
-    struct grpc_reader reader;
+    struct vgrpc_reader reader;
     uint8_t *request;
     size_t request_len;
     bool request_done;
@@ -80,19 +80,19 @@ struct grpc_stream {
     bool finishing;     /* trailers go out once out is empty */
     bool trailers_sent; /* final status is on its way */
     bool closed;        /* nghttp2 closed it or the connection died */
-    enum grpc_status_code status;
-    char message[GRPC_STATUS_MESSAGE_MAX];
+    enum vgrpc_status_code status;
+    char message[VGRPC_STATUS_MESSAGE_MAX];
     struct evbuffer *out;
     struct event *deadline_ev;
-    grpc_stream_closed on_closed;
+    vgrpc_stream_closed on_closed;
     void *on_closed_arg;
-    grpc_call_gone on_gone;
+    vgrpc_call_gone on_gone;
     void *on_gone_arg;
 };
 
-struct grpc_server {
+struct vgrpc_server {
     struct event_base *base;
-    struct grpc_server_options opt;
+    struct vgrpc_server_options opt;
     struct method *methods;
     int listen_fd;
     struct event *listen_ev;
@@ -108,7 +108,7 @@ struct grpc_server {
     void *done_arg;
 };
 
-static const struct method *find_method(const struct grpc_server *s, const char *path)
+static const struct method *find_method(const struct vgrpc_server *s, const char *path)
 {
     for (const struct method *m = s->methods; m != NULL; m = m->next)
         if (strcmp(m->path, path) == 0)
@@ -118,15 +118,15 @@ static const struct method *find_method(const struct grpc_server *s, const char 
 
 /* --- response side --- */
 
-static void stream_trailer_nv(struct grpc_stream *st, nghttp2_nv *nv, size_t *n, char *code,
+static void stream_trailer_nv(struct vgrpc_stream *st, nghttp2_nv *nv, size_t *n, char *code,
                               size_t code_size, char *encoded, size_t encoded_size)
 {
     vg_snprintf(code, code_size, "%d", (int)st->status);
-    nv[(*n)++] = grpc_nv("grpc-status", code);
+    nv[(*n)++] = vgrpc_nv("grpc-status", code);
     if (st->message[0] != '\0') {
-        if (grpc_percent_encode(st->message, strlen(st->message), encoded, encoded_size) < 0)
+        if (vgrpc_percent_encode(st->message, strlen(st->message), encoded, encoded_size) < 0)
             vg_strlcpy(encoded, "(message too long)", encoded_size);
-        nv[(*n)++] = grpc_nv("grpc-message", encoded);
+        nv[(*n)++] = vgrpc_nv("grpc-message", encoded);
     }
 }
 
@@ -135,7 +135,7 @@ static ssize_t stream_read_cb(nghttp2_session *session, int32_t stream_id, uint8
                               void *user_data)
 {
     (void)user_data;
-    struct grpc_stream *st = source->ptr;
+    struct vgrpc_stream *st = source->ptr;
     int n = evbuffer_remove(st->out, buf, length);
     if (n < 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -143,7 +143,7 @@ static ssize_t stream_read_cb(nghttp2_session *session, int32_t stream_id, uint8
         if (st->finishing && !st->trailers_sent) {
             nghttp2_nv nv[2];
             size_t count = 0;
-            char code[16], encoded[GRPC_STATUS_MESSAGE_MAX * 3 + 1];
+            char code[16], encoded[VGRPC_STATUS_MESSAGE_MAX * 3 + 1];
             stream_trailer_nv(st, nv, &count, code, sizeof code, encoded, sizeof encoded);
             *data_flags |= NGHTTP2_DATA_FLAG_EOF;
             if (nghttp2_submit_trailer(session, stream_id, nv, count) == 0)
@@ -157,18 +157,18 @@ static ssize_t stream_read_cb(nghttp2_session *session, int32_t stream_id, uint8
 }
 
 /* Response headers followed by whatever the stream's buffer gets. */
-static void stream_respond(struct grpc_stream *st)
+static void stream_respond(struct vgrpc_stream *st)
 {
-    nghttp2_nv nv[] = {grpc_nv(":status", "200"), grpc_nv("content-type", "application/grpc")};
+    nghttp2_nv nv[] = {vgrpc_nv(":status", "200"), vgrpc_nv("content-type", "application/grpc")};
     nghttp2_data_provider provider = {.source.ptr = st, .read_callback = stream_read_cb};
     st->responded = true;
     if (nghttp2_submit_response(st->conn->io.session, st->id, nv, 2, &provider) != 0)
         nghttp2_submit_rst_stream(st->conn->io.session, NGHTTP2_FLAG_NONE, st->id,
                                   NGHTTP2_INTERNAL_ERROR);
-    grpc_conn_flush_later(&st->conn->io);
+    vgrpc_conn_flush_later(&st->conn->io);
 }
 
-static void stream_cancel_deadline(struct grpc_stream *st)
+static void stream_cancel_deadline(struct vgrpc_stream *st)
 {
     if (st->deadline_ev != NULL) {
         event_free(st->deadline_ev);
@@ -178,7 +178,7 @@ static void stream_cancel_deadline(struct grpc_stream *st)
 
 /* Ends the call with a status: a trailers-only response when nothing was sent yet,
  * else trailers after the queued messages. */
-static void stream_end(struct grpc_stream *st, int http_status, enum grpc_status_code status,
+static void stream_end(struct vgrpc_stream *st, int http_status, enum vgrpc_status_code status,
                        const char *message)
 {
     if (st->closed || st->finishing || (st->responded && !st->live && st->trailers_sent))
@@ -189,12 +189,12 @@ static void stream_end(struct grpc_stream *st, int http_status, enum grpc_status
     st->finishing = true;
     if (st->responded) {
         nghttp2_session_resume_data(st->conn->io.session, st->id);
-        grpc_conn_flush_later(&st->conn->io);
+        vgrpc_conn_flush_later(&st->conn->io);
         return;
     }
-    char http[8], code[16], encoded[GRPC_STATUS_MESSAGE_MAX * 3 + 1];
+    char http[8], code[16], encoded[VGRPC_STATUS_MESSAGE_MAX * 3 + 1];
     vg_snprintf(http, sizeof http, "%d", http_status);
-    nghttp2_nv nv[4] = {grpc_nv(":status", http), grpc_nv("content-type", "application/grpc")};
+    nghttp2_nv nv[4] = {vgrpc_nv(":status", http), vgrpc_nv("content-type", "application/grpc")};
     size_t n = 2;
     stream_trailer_nv(st, nv, &n, code, sizeof code, encoded, sizeof encoded);
     st->responded = true;
@@ -202,29 +202,29 @@ static void stream_end(struct grpc_stream *st, int http_status, enum grpc_status
     if (nghttp2_submit_response(st->conn->io.session, st->id, nv, n, NULL) != 0)
         nghttp2_submit_rst_stream(st->conn->io.session, NGHTTP2_FLAG_NONE, st->id,
                                   NGHTTP2_INTERNAL_ERROR);
-    grpc_conn_flush_later(&st->conn->io);
+    vgrpc_conn_flush_later(&st->conn->io);
 }
 
 /* A deferred call ended without a reply: tell its owner, once. */
-static void call_gone(struct grpc_stream *st, enum grpc_status_code status)
+static void call_gone(struct vgrpc_stream *st, enum vgrpc_status_code status)
 {
     if (!st->waiting)
         return;
     st->waiting = false;
     st->conn->server->waiting--;
     if (st->on_gone != NULL)
-        st->on_gone(st->on_gone_arg, (struct grpc_call *)(void *)st, status);
+        st->on_gone(st->on_gone_arg, (struct vgrpc_call *)(void *)st, status);
 }
 
 /* Queues a complete unary response: the message, then OK trailers. */
-static void stream_reply_ok(struct grpc_stream *st, const uint8_t *data, size_t len)
+static void stream_reply_ok(struct vgrpc_stream *st, const uint8_t *data, size_t len)
 {
-    uint8_t prefix[GRPC_PREFIX_LEN];
-    grpc_frame_prefix(prefix, len);
+    uint8_t prefix[VGRPC_PREFIX_LEN];
+    vgrpc_frame_prefix(prefix, len);
     evbuffer_add(st->out, prefix, sizeof prefix);
     if (len)
         evbuffer_add(st->out, data, len);
-    st->status = GRPC_STATUS_OK;
+    st->status = VGRPC_STATUS_OK;
     st->finishing = true;
     stream_cancel_deadline(st);
     stream_respond(st);
@@ -234,35 +234,35 @@ static void stream_deadline_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    struct grpc_stream *st = arg;
-    stream_end(st, 200, GRPC_STATUS_DEADLINE_EXCEEDED, "deadline exceeded");
-    call_gone(st, GRPC_STATUS_DEADLINE_EXCEEDED);
+    struct vgrpc_stream *st = arg;
+    stream_end(st, 200, VGRPC_STATUS_DEADLINE_EXCEEDED, "deadline exceeded");
+    call_gone(st, VGRPC_STATUS_DEADLINE_EXCEEDED);
 }
 
 /* --- request side --- */
 
-static enum grpc_status_code request_sink(void *arg, const uint8_t *data, size_t len)
+static enum vgrpc_status_code request_sink(void *arg, const uint8_t *data, size_t len)
 {
-    struct grpc_stream *st = arg;
+    struct vgrpc_stream *st = arg;
     if (st->reader.messages > 1)
-        return GRPC_STATUS_INTERNAL; /* unary and server-streaming take one message */
+        return VGRPC_STATUS_INTERNAL; /* unary and server-streaming take one message */
     st->request = xmalloc(len ? len : 1);
     if (len)
         memcpy(st->request, data, len);
     st->request_len = len;
-    return GRPC_STATUS_OK;
+    return VGRPC_STATUS_OK;
 }
 
-static void stream_headers_done(struct grpc_stream *st)
+static void stream_headers_done(struct vgrpc_stream *st)
 {
-    struct grpc_server *s = st->conn->server;
+    struct vgrpc_server *s = st->conn->server;
     char msg[PATH_MAX_LEN + 64];
     if (!st->post) {
-        stream_end(st, 405, GRPC_STATUS_INTERNAL, "gRPC requires POST");
+        stream_end(st, 405, VGRPC_STATUS_INTERNAL, "gRPC requires POST");
         return;
     }
     if (!st->content_type_ok) {
-        stream_end(st, 415, GRPC_STATUS_INTERNAL, "content-type must be application/grpc");
+        stream_end(st, 415, VGRPC_STATUS_INTERNAL, "content-type must be application/grpc");
         return;
     }
     if (st->path[0] == '\0')
@@ -270,16 +270,16 @@ static void stream_headers_done(struct grpc_stream *st)
     st->method = st->path_bad ? NULL : find_method(s, st->path);
     if (st->method == NULL) {
         vg_snprintf(msg, sizeof msg, "unknown method %s", st->path_bad ? "(bad path)" : st->path);
-        stream_end(st, 200, GRPC_STATUS_UNIMPLEMENTED, msg);
+        stream_end(st, 200, VGRPC_STATUS_UNIMPLEMENTED, msg);
         return;
     }
     if (st->timeout_bad) {
-        stream_end(st, 200, GRPC_STATUS_INTERNAL, "malformed grpc-timeout");
+        stream_end(st, 200, VGRPC_STATUS_INTERNAL, "malformed grpc-timeout");
         return;
     }
     if (st->have_timeout) {
         uint64_t ms = 0;
-        grpc_timeout_parse(st->timeout, &ms, NULL);
+        vgrpc_timeout_parse(st->timeout, &ms, NULL);
         struct timeval tv = {.tv_sec = (time_t)(ms / 1000),
                              .tv_usec = (suseconds_t)(ms % 1000) * 1000};
         st->deadline_ev = event_new(s->base, -1, 0, stream_deadline_cb, st);
@@ -288,31 +288,31 @@ static void stream_headers_done(struct grpc_stream *st)
     }
 }
 
-static void stream_dispatch(struct grpc_stream *st)
+static void stream_dispatch(struct vgrpc_stream *st)
 {
-    struct grpc_server *s = st->conn->server;
+    struct vgrpc_server *s = st->conn->server;
     struct vg_err err = {0};
-    if (grpc_reader_finish(&st->reader, &err) != GRPC_STATUS_OK) {
-        stream_end(st, 200, GRPC_STATUS_INTERNAL, err.msg);
+    if (vgrpc_reader_finish(&st->reader, &err) != VGRPC_STATUS_OK) {
+        stream_end(st, 200, VGRPC_STATUS_INTERNAL, err.msg);
         return;
     }
     if (st->reader.messages != 1) {
         char msg[96];
         vg_snprintf(msg, sizeof msg, "expected one request message, got %llu", st->reader.messages);
-        stream_end(st, 200, GRPC_STATUS_INTERNAL, msg);
+        stream_end(st, 200, VGRPC_STATUS_INTERNAL, msg);
         return;
     }
     const struct method *m = st->method;
     if (m->unary != NULL) {
-        struct grpc_reply reply = {0};
-        enum grpc_status_code status = m->unary(m->arg, st->request, st->request_len, &reply);
-        if (status == GRPC_STATUS_OK && reply.len > s->opt.max_message) {
-            status = GRPC_STATUS_RESOURCE_EXHAUSTED;
+        struct vgrpc_reply reply = {0};
+        enum vgrpc_status_code status = m->unary(m->arg, st->request, st->request_len, &reply);
+        if (status == VGRPC_STATUS_OK && reply.len > s->opt.max_message) {
+            status = VGRPC_STATUS_RESOURCE_EXHAUSTED;
             vg_snprintf(reply.message, sizeof reply.message,
                         "response of %zu bytes is over the %zu-byte limit", reply.len,
                         s->opt.max_message);
         }
-        if (status == GRPC_STATUS_OK) {
+        if (status == VGRPC_STATUS_OK) {
             stream_reply_ok(st, reply.data, reply.len);
         } else {
             stream_end(st, 200, status, reply.message);
@@ -323,16 +323,16 @@ static void stream_dispatch(struct grpc_stream *st)
     if (m->deferred != NULL) {
         st->waiting = true;
         s->waiting++;
-        m->deferred(m->arg, (struct grpc_call *)(void *)st, st->request, st->request_len);
+        m->deferred(m->arg, (struct vgrpc_call *)(void *)st, st->request, st->request_len);
         return;
     }
-    char message[GRPC_STATUS_MESSAGE_MAX] = "";
+    char message[VGRPC_STATUS_MESSAGE_MAX] = "";
     st->live = true;
     s->streams++;
-    enum grpc_status_code status = m->stream(m->arg, st, st->request, st->request_len, message);
+    enum vgrpc_status_code status = m->stream(m->arg, st, st->request, st->request_len, message);
     if (st->closed)
         return;
-    if (status != GRPC_STATUS_OK) {
+    if (status != VGRPC_STATUS_OK) {
         st->on_closed = NULL;
         evbuffer_drain(st->out, evbuffer_get_length(st->out));
         st->finishing = false;
@@ -344,7 +344,7 @@ static void stream_dispatch(struct grpc_stream *st)
 
 /* --- nghttp2 callbacks --- */
 
-static struct grpc_stream *stream_of(nghttp2_session *session, int32_t id)
+static struct vgrpc_stream *stream_of(nghttp2_session *session, int32_t id)
 {
     return nghttp2_session_get_stream_user_data(session, id);
 }
@@ -354,7 +354,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     struct server_conn *sc = user;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
-    struct grpc_stream *st = xcalloc(1, sizeof *st);
+    struct vgrpc_stream *st = xcalloc(1, sizeof *st);
     st->conn = sc;
     st->id = frame->hd.stream_id;
     st->out = evbuffer_new();
@@ -362,7 +362,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         free(st);
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
-    grpc_reader_init(&st->reader, sc->server->opt.max_message);
+    vgrpc_reader_init(&st->reader, sc->server->opt.max_message);
     st->next = sc->streams;
     if (sc->streams)
         sc->streams->prev = st;
@@ -384,7 +384,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     (void)user;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0; /* client trailers carry nothing we use */
-    struct grpc_stream *st = stream_of(session, frame->hd.stream_id);
+    struct vgrpc_stream *st = stream_of(session, frame->hd.stream_id);
     if (st == NULL)
         return 0;
     if (header_is(name, namelen, ":method")) {
@@ -411,13 +411,13 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
             memcpy(st->timeout, value, valuelen);
             st->timeout[valuelen] = '\0';
             st->timeout_bad = memchr(value, '\0', valuelen) != NULL ||
-                              grpc_timeout_parse(st->timeout, &ms, NULL) < 0;
+                              vgrpc_timeout_parse(st->timeout, &ms, NULL) < 0;
         }
     }
     return 0;
 }
 
-static void stream_request_end(struct grpc_stream *st)
+static void stream_request_end(struct vgrpc_stream *st)
 {
     if (st->request_done)
         return;
@@ -429,7 +429,7 @@ static void stream_request_end(struct grpc_stream *st)
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
     (void)user;
-    struct grpc_stream *st = stream_of(session, frame->hd.stream_id);
+    struct vgrpc_stream *st = stream_of(session, frame->hd.stream_id);
     if (st == NULL)
         return 0;
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST)
@@ -445,13 +445,14 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream
 {
     (void)flags;
     (void)user;
-    struct grpc_stream *st = stream_of(session, stream_id);
+    struct vgrpc_stream *st = stream_of(session, stream_id);
     if (st == NULL || st->responded || st->finishing)
         return 0;
     struct vg_err err = {0};
-    enum grpc_status_code status = grpc_reader_feed(&st->reader, data, len, request_sink, st, &err);
-    if (status != GRPC_STATUS_OK) {
-        if (status == GRPC_STATUS_INTERNAL && st->reader.messages > 1)
+    enum vgrpc_status_code status =
+        vgrpc_reader_feed(&st->reader, data, len, request_sink, st, &err);
+    if (status != VGRPC_STATUS_OK) {
+        if (status == VGRPC_STATUS_INTERNAL && st->reader.messages > 1)
             vg_strlcpy(err.msg, "expected one request message, got more", sizeof err.msg);
         stream_end(st, 200, status, err.msg);
     }
@@ -464,14 +465,14 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
     if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
         !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
         return 0;
-    struct grpc_stream *st = stream_of(session, frame->hd.stream_id);
+    struct vgrpc_stream *st = stream_of(session, frame->hd.stream_id);
     if (st != NULL && !st->request_done)
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_NO_ERROR);
     return 0;
 }
 
 /* Unlinks and frees a stream, telling its owner first. */
-static void stream_close(struct grpc_stream *st, enum grpc_status_code status)
+static void stream_close(struct vgrpc_stream *st, enum vgrpc_status_code status)
 {
     struct server_conn *sc = st->conn;
     st->closed = true;
@@ -488,7 +489,7 @@ static void stream_close(struct grpc_stream *st, enum grpc_status_code status)
         sc->streams = st->next;
     if (st->next)
         st->next->prev = st->prev;
-    grpc_reader_release(&st->reader);
+    vgrpc_reader_release(&st->reader);
     evbuffer_free(st->out);
     free(st->request);
     free(st);
@@ -498,11 +499,11 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
                            void *user)
 {
     (void)user;
-    struct grpc_stream *st = stream_of(session, stream_id);
+    struct vgrpc_stream *st = stream_of(session, stream_id);
     if (st == NULL)
         return 0;
     nghttp2_session_set_stream_user_data(session, stream_id, NULL);
-    enum grpc_status_code status = st->trailers_sent ? st->status : GRPC_STATUS_CANCELLED;
+    enum vgrpc_status_code status = st->trailers_sent ? st->status : VGRPC_STATUS_CANCELLED;
     if (!st->trailers_sent)
         vg_log(VG_LOG_DEBUG, "grpc: stream reset by peer", "path=%s h2_error=%u", st->path,
                error_code);
@@ -512,21 +513,21 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
 
 /* --- connections --- */
 
-static void server_check_done(struct grpc_server *s)
+static void server_check_done(struct vgrpc_server *s)
 {
     if (s->shutting_down && s->connections == 0 && s->done_ev != NULL)
         event_active(s->done_ev, 0, 0);
 }
 
-static void conn_free(struct server_conn *sc, enum grpc_status_code status)
+static void conn_free(struct server_conn *sc, enum vgrpc_status_code status)
 {
-    struct grpc_server *s = sc->server;
+    struct vgrpc_server *s = sc->server;
     while (sc->streams != NULL) {
         if (sc->io.session != NULL)
             nghttp2_session_set_stream_user_data(sc->io.session, sc->streams->id, NULL);
         stream_close(sc->streams, status);
     }
-    grpc_conn_release(&sc->io);
+    vgrpc_conn_release(&sc->io);
     if (sc->prev)
         sc->prev->next = sc->next;
     else
@@ -540,7 +541,7 @@ static void conn_free(struct server_conn *sc, enum grpc_status_code status)
 
 static void conn_dead_cb(void *owner)
 {
-    conn_free(owner, GRPC_STATUS_CANCELLED);
+    conn_free(owner, VGRPC_STATUS_CANCELLED);
 }
 
 static nghttp2_session *server_session_new(struct server_conn *sc, struct vg_err *err)
@@ -582,7 +583,7 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    struct grpc_server *s = arg;
+    struct vgrpc_server *s = arg;
     int cfd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (cfd < 0)
         return; /* EAGAIN, or a peer that left before we got to it */
@@ -597,7 +598,7 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
     struct vg_err err = {0};
     nghttp2_session *session = server_session_new(sc, &err);
     if (session == NULL ||
-        grpc_conn_init(&sc->io, s->base, cfd, session, conn_dead_cb, sc, "server", &err) < 0) {
+        vgrpc_conn_init(&sc->io, s->base, cfd, session, conn_dead_cb, sc, "server", &err) < 0) {
         vg_log(VG_LOG_WARN, "grpc: connection setup failed", "error=\"%s\"", err.msg);
         if (session == NULL)
             close(cfd);
@@ -609,24 +610,25 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
         s->conns->prev = sc;
     s->conns = sc;
     s->connections++;
-    grpc_conn_flush_later(&sc->io); /* our SETTINGS */
+    vgrpc_conn_flush_later(&sc->io); /* our SETTINGS */
 }
 
 /* --- public API --- */
 
-struct grpc_server *grpc_server_new(struct event_base *base,
-                                    const struct grpc_server_options *options, struct vg_err *err)
+struct vgrpc_server *vgrpc_server_new(struct event_base *base,
+                                      const struct vgrpc_server_options *options,
+                                      struct vg_err *err)
 {
     if (base == NULL) {
         vg_err_set(err, -EINVAL, "grpc server needs an event base");
         return NULL;
     }
-    struct grpc_server *s = xcalloc(1, sizeof *s);
+    struct vgrpc_server *s = xcalloc(1, sizeof *s);
     s->base = base;
     if (options != NULL)
         s->opt = *options;
     if (s->opt.max_message == 0)
-        s->opt.max_message = GRPC_MESSAGE_MAX;
+        s->opt.max_message = VGRPC_MESSAGE_MAX;
     if (s->opt.max_connections == 0)
         s->opt.max_connections = 64;
     if (s->opt.max_streams == 0)
@@ -637,7 +639,7 @@ struct grpc_server *grpc_server_new(struct event_base *base,
     return s;
 }
 
-static void server_stop_listening(struct grpc_server *s)
+static void server_stop_listening(struct vgrpc_server *s)
 {
     if (s->listen_ev != NULL)
         event_free(s->listen_ev);
@@ -651,14 +653,14 @@ static void server_stop_listening(struct grpc_server *s)
     s->socket_path = NULL;
 }
 
-void grpc_server_free(struct grpc_server *s)
+void vgrpc_server_free(struct vgrpc_server *s)
 {
     if (s == NULL)
         return;
     server_stop_listening(s);
     s->done_ev = NULL; /* no done callback from inside free */
     while (s->conns != NULL)
-        conn_free(s->conns, GRPC_STATUS_UNAVAILABLE);
+        conn_free(s->conns, VGRPC_STATUS_UNAVAILABLE);
     if (s->grace_ev)
         event_free(s->grace_ev);
     struct method *m = s->methods;
@@ -671,8 +673,8 @@ void grpc_server_free(struct grpc_server *s)
     free(s);
 }
 
-static int server_add(struct grpc_server *s, const char *path, grpc_unary_handler unary,
-                      grpc_stream_handler stream, grpc_deferred_handler deferred, void *arg,
+static int server_add(struct vgrpc_server *s, const char *path, vgrpc_unary_handler unary,
+                      vgrpc_stream_handler stream, vgrpc_deferred_handler deferred, void *arg,
                       struct vg_err *err)
 {
     if (path == NULL || path[0] != '/' || strlen(path) >= PATH_MAX_LEN)
@@ -691,31 +693,31 @@ static int server_add(struct grpc_server *s, const char *path, grpc_unary_handle
     return 0;
 }
 
-int grpc_server_add_unary(struct grpc_server *s, const char *path, grpc_unary_handler handler,
-                          void *arg, struct vg_err *err)
+int vgrpc_server_add_unary(struct vgrpc_server *s, const char *path, vgrpc_unary_handler handler,
+                           void *arg, struct vg_err *err)
 {
     if (handler == NULL)
         return vg_err_set(err, -EINVAL, "no handler for %s", path ? path : "(null)");
     return server_add(s, path, handler, NULL, NULL, arg, err);
 }
 
-int grpc_server_add_stream(struct grpc_server *s, const char *path, grpc_stream_handler handler,
-                           void *arg, struct vg_err *err)
+int vgrpc_server_add_stream(struct vgrpc_server *s, const char *path, vgrpc_stream_handler handler,
+                            void *arg, struct vg_err *err)
 {
     if (handler == NULL)
         return vg_err_set(err, -EINVAL, "no handler for %s", path ? path : "(null)");
     return server_add(s, path, NULL, handler, NULL, arg, err);
 }
 
-int grpc_server_add_deferred(struct grpc_server *s, const char *path, grpc_deferred_handler handler,
-                             void *arg, struct vg_err *err)
+int vgrpc_server_add_deferred(struct vgrpc_server *s, const char *path,
+                              vgrpc_deferred_handler handler, void *arg, struct vg_err *err)
 {
     if (handler == NULL)
         return vg_err_set(err, -EINVAL, "no handler for %s", path ? path : "(null)");
     return server_add(s, path, NULL, NULL, handler, arg, err);
 }
 
-int grpc_server_listen(struct grpc_server *s, const char *socket_path, struct vg_err *err)
+int vgrpc_server_listen(struct vgrpc_server *s, const char *socket_path, struct vg_err *err)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     if (s->listen_fd >= 0)
@@ -728,24 +730,19 @@ int grpc_server_listen(struct grpc_server *s, const char *socket_path, struct vg
         if (!S_ISSOCK(sb.st_mode))
             return vg_err_set(err, -EEXIST, "%s exists and is not a socket", socket_path);
         if (unlink(socket_path) != 0)
-            return vg_err_set(err, errno, "removing stale socket %s: %s", socket_path,
-                              strerror(errno));
+            return vg_err_errno(err, errno, "removing stale socket %s", socket_path);
     }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    VG_AUTO_CLOSE int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
-        return vg_err_set(err, errno, "socket: %s", strerror(errno));
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 64) != 0) {
-        int e = errno;
-        close(fd);
-        return vg_err_set(err, e, "listening on %s: %s", socket_path, strerror(e));
-    }
+        return vg_err_errno(err, errno, "socket");
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 64) != 0)
+        return vg_err_errno(err, errno, "listening on %s", socket_path);
     s->listen_ev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_accept, s);
     if (s->listen_ev == NULL || event_add(s->listen_ev, NULL) != 0) {
-        close(fd);
         unlink(socket_path);
         return vg_err_set(err, -ENOMEM, "listening on %s: no event", socket_path);
     }
-    s->listen_fd = fd;
+    s->listen_fd = vg_steal_fd(&fd);
     s->socket_path = xstrdup(socket_path);
     return 0;
 }
@@ -754,16 +751,16 @@ static void grace_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    struct grpc_server *s = arg;
+    struct vgrpc_server *s = arg;
     for (struct server_conn *sc = s->conns; sc != NULL; sc = sc->next)
-        grpc_conn_kill(&sc->io);
+        vgrpc_conn_kill(&sc->io);
 }
 
 static void done_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    struct grpc_server *s = arg;
+    struct vgrpc_server *s = arg;
     event_free(s->done_ev);
     s->done_ev = NULL;
     if (s->grace_ev) {
@@ -774,7 +771,7 @@ static void done_cb(evutil_socket_t fd, short what, void *arg)
         s->done(s->done_arg);
 }
 
-void grpc_server_shutdown(struct grpc_server *s, void (*done)(void *arg), void *arg)
+void vgrpc_server_shutdown(struct vgrpc_server *s, void (*done)(void *arg), void *arg)
 {
     if (s->shutting_down)
         return;
@@ -792,27 +789,27 @@ void grpc_server_shutdown(struct grpc_server *s, void (*done)(void *arg), void *
         nghttp2_submit_goaway(sc->io.session, NGHTTP2_FLAG_NONE,
                               nghttp2_session_get_last_proc_stream_id(sc->io.session),
                               NGHTTP2_NO_ERROR, NULL, 0);
-        for (struct grpc_stream *st = sc->streams; st != NULL; st = st->next)
+        for (struct vgrpc_stream *st = sc->streams; st != NULL; st = st->next)
             if (st->live || st->waiting) {
-                stream_end(st, 200, GRPC_STATUS_UNAVAILABLE, "server shutting down");
-                call_gone(st, GRPC_STATUS_UNAVAILABLE);
+                stream_end(st, 200, VGRPC_STATUS_UNAVAILABLE, "server shutting down");
+                call_gone(st, VGRPC_STATUS_UNAVAILABLE);
             }
-        grpc_conn_flush_later(&sc->io);
+        vgrpc_conn_flush_later(&sc->io);
     }
     server_check_done(s);
 }
 
-unsigned grpc_server_connections(const struct grpc_server *s)
+unsigned vgrpc_server_connections(const struct vgrpc_server *s)
 {
     return s->connections;
 }
 
-unsigned grpc_server_streams(const struct grpc_server *s)
+unsigned vgrpc_server_streams(const struct vgrpc_server *s)
 {
     return s->streams;
 }
 
-int grpc_stream_send(struct grpc_stream *st, const uint8_t *data, size_t len, struct vg_err *err)
+int vgrpc_stream_send(struct vgrpc_stream *st, const uint8_t *data, size_t len, struct vg_err *err)
 {
     if (st->closed || st->finishing)
         return vg_err_set(err, -EPIPE, "stream %s is finished", st->path);
@@ -821,19 +818,20 @@ int grpc_stream_send(struct grpc_stream *st, const uint8_t *data, size_t len, st
                           st->conn->server->opt.max_message);
     if (evbuffer_get_length(st->out) + len > STREAM_PENDING_MAX)
         return vg_err_set(err, -ENOBUFS, "peer is not reading stream %s", st->path);
-    uint8_t prefix[GRPC_PREFIX_LEN];
-    grpc_frame_prefix(prefix, len);
+    uint8_t prefix[VGRPC_PREFIX_LEN];
+    vgrpc_frame_prefix(prefix, len);
     if (evbuffer_add(st->out, prefix, sizeof prefix) != 0 ||
         (len && evbuffer_add(st->out, data, len) != 0))
         return vg_err_set(err, -ENOMEM, "queueing a message");
     if (st->responded) {
         nghttp2_session_resume_data(st->conn->io.session, st->id);
-        grpc_conn_flush_later(&st->conn->io);
+        vgrpc_conn_flush_later(&st->conn->io);
     }
     return 0;
 }
 
-void grpc_stream_finish(struct grpc_stream *st, enum grpc_status_code status, const char *message)
+void vgrpc_stream_finish(struct vgrpc_stream *st, enum vgrpc_status_code status,
+                         const char *message)
 {
     if (st->closed || st->finishing)
         return;
@@ -847,45 +845,45 @@ void grpc_stream_finish(struct grpc_stream *st, enum grpc_status_code status, co
     stream_end(st, 200, status, message);
 }
 
-void grpc_stream_on_close(struct grpc_stream *st, grpc_stream_closed closed, void *arg)
+void vgrpc_stream_on_close(struct vgrpc_stream *st, vgrpc_stream_closed closed, void *arg)
 {
     st->on_closed = closed;
     st->on_closed_arg = arg;
 }
 
-const char *grpc_stream_path(const struct grpc_stream *st)
+const char *vgrpc_stream_path(const struct vgrpc_stream *st)
 {
     return st->path;
 }
 
-void grpc_call_on_gone(struct grpc_call *call, grpc_call_gone gone, void *arg)
+void vgrpc_call_on_gone(struct vgrpc_call *call, vgrpc_call_gone gone, void *arg)
 {
-    struct grpc_stream *st = (struct grpc_stream *)(void *)call;
+    struct vgrpc_stream *st = (struct vgrpc_stream *)(void *)call;
     st->on_gone = gone;
     st->on_gone_arg = arg;
 }
 
-void grpc_call_reply(struct grpc_call *call, enum grpc_status_code status, const uint8_t *data,
-                     size_t len, const char *message)
+void vgrpc_call_reply(struct vgrpc_call *call, enum vgrpc_status_code status, const uint8_t *data,
+                      size_t len, const char *message)
 {
-    struct grpc_stream *st = (struct grpc_stream *)(void *)call;
+    struct vgrpc_stream *st = (struct vgrpc_stream *)(void *)call;
     if (!st->waiting)
         return;
     st->waiting = false;
     st->conn->server->waiting--;
     size_t max = st->conn->server->opt.max_message;
-    if (status == GRPC_STATUS_OK && len > max) {
-        char msg[GRPC_STATUS_MESSAGE_MAX];
+    if (status == VGRPC_STATUS_OK && len > max) {
+        char msg[VGRPC_STATUS_MESSAGE_MAX];
         vg_snprintf(msg, sizeof msg, "response of %zu bytes is over the %zu-byte limit", len, max);
-        stream_end(st, 200, GRPC_STATUS_RESOURCE_EXHAUSTED, msg);
-    } else if (status == GRPC_STATUS_OK) {
+        stream_end(st, 200, VGRPC_STATUS_RESOURCE_EXHAUSTED, msg);
+    } else if (status == VGRPC_STATUS_OK) {
         stream_reply_ok(st, data, len);
     } else {
         stream_end(st, 200, status, message);
     }
 }
 
-unsigned grpc_server_deferred_calls(const struct grpc_server *s)
+unsigned vgrpc_server_deferred_calls(const struct vgrpc_server *s)
 {
     return s->waiting;
 }

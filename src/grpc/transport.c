@@ -11,7 +11,7 @@
 
 #include "base/log.h"
 
-static void conn_dead(struct grpc_conn *c)
+static void conn_dead(struct vgrpc_conn *c)
 {
     if (c->dead)
         return;
@@ -22,12 +22,12 @@ static void conn_dead(struct grpc_conn *c)
 }
 
 /* Copies nghttp2's pending frames into the output, bounded; detects the end. */
-static void conn_pump(struct grpc_conn *c)
+static void conn_pump(struct vgrpc_conn *c)
 {
     if (c->dead)
         return;
     struct evbuffer *out = bufferevent_get_output(c->bev);
-    while (evbuffer_get_length(out) < GRPC_CONN_OUTPUT_MAX) {
+    while (evbuffer_get_length(out) < VGRPC_CONN_OUTPUT_MAX) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(c->session, &data);
         if (n < 0) {
@@ -50,7 +50,7 @@ static void conn_pump(struct grpc_conn *c)
 
 static void conn_read(struct bufferevent *bev, void *arg)
 {
-    struct grpc_conn *c = arg;
+    struct vgrpc_conn *c = arg;
     struct evbuffer *in = bufferevent_get_input(bev);
     size_t len;
     while (!c->dead && (len = evbuffer_get_contiguous_space(in)) > 0) {
@@ -83,7 +83,7 @@ static void conn_write(struct bufferevent *bev, void *arg)
 static void conn_event(struct bufferevent *bev, short what, void *arg)
 {
     (void)bev;
-    struct grpc_conn *c = arg;
+    struct vgrpc_conn *c = arg;
     if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR)) {
         vg_log(VG_LOG_DEBUG, "grpc: peer closed", "side=%s eof=%d", c->side,
                (what & BEV_EVENT_EOF) != 0);
@@ -95,15 +95,15 @@ static void conn_flush_cb(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    struct grpc_conn *c = arg;
+    struct vgrpc_conn *c = arg;
     if (!c->dead)
         conn_pump(c);
     if (c->dead)
         c->on_dead(c->owner); /* last touch of c: the owner frees it */
 }
 
-int grpc_conn_init(struct grpc_conn *c, struct event_base *base, int fd, nghttp2_session *session,
-                   void (*on_dead)(void *owner), void *owner, const char *side, struct vg_err *err)
+int vgrpc_conn_init(struct vgrpc_conn *c, struct event_base *base, int fd, nghttp2_session *session,
+                    void (*on_dead)(void *owner), void *owner, const char *side, struct vg_err *err)
 {
     memset(c, 0, sizeof *c);
     c->base = base;
@@ -116,17 +116,17 @@ int grpc_conn_init(struct grpc_conn *c, struct event_base *base, int fd, nghttp2
     if (c->bev == NULL || c->flush_ev == NULL) {
         if (c->bev == NULL)
             close(fd);
-        grpc_conn_release(c);
+        vgrpc_conn_release(c);
         return vg_err_set(err, -ENOMEM, "creating connection events");
     }
     bufferevent_setcb(c->bev, conn_read, conn_write, conn_event, c);
     /* Resume sending once the socket has taken most of what was queued. */
-    bufferevent_setwatermark(c->bev, EV_WRITE, GRPC_CONN_OUTPUT_MAX / 4, 0);
+    bufferevent_setwatermark(c->bev, EV_WRITE, VGRPC_CONN_OUTPUT_MAX / 4, 0);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
     return 0;
 }
 
-void grpc_conn_release(struct grpc_conn *c)
+void vgrpc_conn_release(struct vgrpc_conn *c)
 {
     if (c->flush_ev != NULL)
         event_free(c->flush_ev);
@@ -139,18 +139,18 @@ void grpc_conn_release(struct grpc_conn *c)
     c->session = NULL;
 }
 
-void grpc_conn_flush_later(struct grpc_conn *c)
+void vgrpc_conn_flush_later(struct vgrpc_conn *c)
 {
     if (c->flush_ev != NULL)
         event_active(c->flush_ev, 0, 0);
 }
 
-void grpc_conn_kill(struct grpc_conn *c)
+void vgrpc_conn_kill(struct vgrpc_conn *c)
 {
     conn_dead(c);
 }
 
-nghttp2_nv grpc_nv(const char *name, const char *value)
+nghttp2_nv vgrpc_nv(const char *name, const char *value)
 {
     nghttp2_nv nv = {
         .name = (uint8_t *)(uintptr_t)name,

@@ -2,14 +2,14 @@
  * server and client (internal to src/grpc/).
  *
  * Bytes read are handed to nghttp2 at once; whatever nghttp2 wants to send is copied to
- * the bufferevent, at most GRPC_CONN_OUTPUT_MAX bytes ahead of the socket, so a peer that
+ * the bufferevent, at most VGRPC_CONN_OUTPUT_MAX bytes ahead of the socket, so a peer that
  * stops reading cannot make us buffer without bound. nghttp2 must not be re-entered from
  * its own callbacks, so code that queues frames from inside them (or from a timer) calls
- * grpc_conn_flush_later(), which sends from a fresh loop turn.
+ * vgrpc_conn_flush_later(), which sends from a fresh loop turn.
  *
  * When the connection ends (peer EOF or error, malformed input that nghttp2 answers with
  * GOAWAY, or both sides done) the owner's on_dead runs once, outside nghttp2 callbacks;
- * it must clean up its streams and call grpc_conn_release(). */
+ * it must clean up its streams and call vgrpc_conn_release(). */
 #ifndef VGPU_GRPC_TRANSPORT_H
 #define VGPU_GRPC_TRANSPORT_H
 
@@ -19,13 +19,13 @@
 
 #include "base/err.h"
 
-#define GRPC_CONN_OUTPUT_MAX ((size_t)1 << 20)
+#define VGRPC_CONN_OUTPUT_MAX ((size_t)1 << 20)
 
 struct event_base;
 struct bufferevent;
 struct event;
 
-struct grpc_conn {
+struct vgrpc_conn {
     struct event_base *base;
     struct bufferevent *bev;
     nghttp2_session *session;
@@ -36,20 +36,21 @@ struct grpc_conn {
     const char *side; /* "server" or "client", for logs */
 };
 
-/* Takes over fd (closed by grpc_conn_release, or here on failure). The session must
- * already exist and is freed by grpc_conn_release. */
-int grpc_conn_init(struct grpc_conn *c, struct event_base *base, int fd, nghttp2_session *session,
-                   void (*on_dead)(void *owner), void *owner, const char *side, struct vg_err *err);
-void grpc_conn_release(struct grpc_conn *c);
+/* Takes over fd (closed by vgrpc_conn_release, or here on failure). The session must
+ * already exist and is freed by vgrpc_conn_release. */
+int vgrpc_conn_init(struct vgrpc_conn *c, struct event_base *base, int fd, nghttp2_session *session,
+                    void (*on_dead)(void *owner), void *owner, const char *side,
+                    struct vg_err *err);
+void vgrpc_conn_release(struct vgrpc_conn *c);
 
 /* Sends queued frames from the next loop turn (safe inside nghttp2 callbacks). */
-void grpc_conn_flush_later(struct grpc_conn *c);
+void vgrpc_conn_flush_later(struct vgrpc_conn *c);
 
 /* Ends the connection now from outside nghttp2 callbacks: on_dead runs later. */
-void grpc_conn_kill(struct grpc_conn *c);
+void vgrpc_conn_kill(struct vgrpc_conn *c);
 
 /* Copies one header into an nghttp2_nv (no copies made: name and value must outlive the
  * submit call, which copies them). */
-nghttp2_nv grpc_nv(const char *name, const char *value);
+nghttp2_nv vgrpc_nv(const char *name, const char *value);
 
 #endif

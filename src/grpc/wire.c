@@ -30,51 +30,51 @@ static const char *const status_names[] = {
     "UNAUTHENTICATED",
 };
 
-const char *grpc_status_name(int code)
+const char *vgrpc_status_name(int code)
 {
     if (code < 0 || (size_t)code >= sizeof status_names / sizeof status_names[0])
         return "UNKNOWN_CODE";
     return status_names[code];
 }
 
-enum grpc_status_code grpc_status_from_http(int http_status)
+enum vgrpc_status_code vgrpc_status_from_http(int http_status)
 {
     switch (http_status) {
     case 400:
-        return GRPC_STATUS_INTERNAL;
+        return VGRPC_STATUS_INTERNAL;
     case 401:
-        return GRPC_STATUS_UNAUTHENTICATED;
+        return VGRPC_STATUS_UNAUTHENTICATED;
     case 403:
-        return GRPC_STATUS_PERMISSION_DENIED;
+        return VGRPC_STATUS_PERMISSION_DENIED;
     case 404:
-        return GRPC_STATUS_UNIMPLEMENTED;
+        return VGRPC_STATUS_UNIMPLEMENTED;
     case 429:
     case 502:
     case 503:
     case 504:
-        return GRPC_STATUS_UNAVAILABLE;
+        return VGRPC_STATUS_UNAVAILABLE;
     default:
-        return GRPC_STATUS_UNKNOWN;
+        return VGRPC_STATUS_UNKNOWN;
     }
 }
 
-enum grpc_status_code grpc_status_from_rst(uint32_t h2_error_code)
+enum vgrpc_status_code vgrpc_status_from_rst(uint32_t h2_error_code)
 {
     switch (h2_error_code) {
     case 0x7: /* REFUSED_STREAM: not processed, safe to retry */
-        return GRPC_STATUS_UNAVAILABLE;
+        return VGRPC_STATUS_UNAVAILABLE;
     case 0x8: /* CANCEL */
-        return GRPC_STATUS_CANCELLED;
+        return VGRPC_STATUS_CANCELLED;
     case 0xb: /* ENHANCE_YOUR_CALM */
-        return GRPC_STATUS_RESOURCE_EXHAUSTED;
+        return VGRPC_STATUS_RESOURCE_EXHAUSTED;
     case 0xc: /* INADEQUATE_SECURITY */
-        return GRPC_STATUS_PERMISSION_DENIED;
+        return VGRPC_STATUS_PERMISSION_DENIED;
     default: /* NO_ERROR, PROTOCOL_ERROR, INTERNAL_ERROR, FLOW_CONTROL_ERROR, ... */
-        return GRPC_STATUS_INTERNAL;
+        return VGRPC_STATUS_INTERNAL;
     }
 }
 
-void grpc_frame_prefix(uint8_t out[GRPC_PREFIX_LEN], size_t len)
+void vgrpc_frame_prefix(uint8_t out[VGRPC_PREFIX_LEN], size_t len)
 {
     out[0] = 0;
     out[1] = (uint8_t)(len >> 24);
@@ -83,30 +83,30 @@ void grpc_frame_prefix(uint8_t out[GRPC_PREFIX_LEN], size_t len)
     out[4] = (uint8_t)len;
 }
 
-void grpc_reader_init(struct grpc_reader *r, size_t max)
+void vgrpc_reader_init(struct vgrpc_reader *r, size_t max)
 {
     memset(r, 0, sizeof *r);
     r->max = max;
 }
 
-void grpc_reader_release(struct grpc_reader *r)
+void vgrpc_reader_release(struct vgrpc_reader *r)
 {
     free(r->body);
     r->body = NULL;
     r->in_body = false;
 }
 
-static enum grpc_status_code reader_fail(struct grpc_reader *r, enum grpc_status_code status,
-                                         struct vg_err *err, const char *what, size_t n)
+static enum vgrpc_status_code reader_fail(struct vgrpc_reader *r, enum vgrpc_status_code status,
+                                          struct vg_err *err, const char *what, size_t n)
 {
     r->failed = true;
-    grpc_reader_release(r);
+    vgrpc_reader_release(r);
     vg_err_set(err, -EPROTO, "%s (%zu bytes)", what, n);
     return status;
 }
 
-static enum grpc_status_code reader_deliver(struct grpc_reader *r, grpc_message_sink sink,
-                                            void *arg, struct vg_err *err)
+static enum vgrpc_status_code reader_deliver(struct vgrpc_reader *r, vgrpc_message_sink sink,
+                                             void *arg, struct vg_err *err)
 {
     uint8_t *body = r->body;
     size_t len = r->body_len;
@@ -114,42 +114,42 @@ static enum grpc_status_code reader_deliver(struct grpc_reader *r, grpc_message_
     r->in_body = false;
     r->prefix_len = 0;
     r->messages++;
-    enum grpc_status_code st = sink(arg, len ? body : NULL, len);
+    enum vgrpc_status_code st = sink(arg, len ? body : NULL, len);
     free(body);
-    if (st != GRPC_STATUS_OK) {
+    if (st != VGRPC_STATUS_OK) {
         r->failed = true;
         if (err != NULL && err->code == 0)
-            vg_err_set(err, -EPROTO, "message refused with %s", grpc_status_name((int)st));
+            vg_err_set(err, -EPROTO, "message refused with %s", vgrpc_status_name((int)st));
     }
     return st;
 }
 
-enum grpc_status_code grpc_reader_feed(struct grpc_reader *r, const uint8_t *data, size_t len,
-                                       grpc_message_sink sink, void *arg, struct vg_err *err)
+enum vgrpc_status_code vgrpc_reader_feed(struct vgrpc_reader *r, const uint8_t *data, size_t len,
+                                         vgrpc_message_sink sink, void *arg, struct vg_err *err)
 {
     if (r->failed)
-        return reader_fail(r, GRPC_STATUS_INTERNAL, err, "input after a failed message", len);
+        return reader_fail(r, VGRPC_STATUS_INTERNAL, err, "input after a failed message", len);
     while (len > 0) {
         if (!r->in_body) {
-            size_t take = GRPC_PREFIX_LEN - r->prefix_len;
+            size_t take = VGRPC_PREFIX_LEN - r->prefix_len;
             if (take > len)
                 take = len;
             memcpy(r->prefix + r->prefix_len, data, take);
             r->prefix_len += take;
             data += take;
             len -= take;
-            if (r->prefix_len < GRPC_PREFIX_LEN)
+            if (r->prefix_len < VGRPC_PREFIX_LEN)
                 break;
             size_t want = (size_t)r->prefix[1] << 24 | (size_t)r->prefix[2] << 16 |
                           (size_t)r->prefix[3] << 8 | (size_t)r->prefix[4];
             if (r->prefix[0] == 1)
-                return reader_fail(r, GRPC_STATUS_UNIMPLEMENTED, err,
+                return reader_fail(r, VGRPC_STATUS_UNIMPLEMENTED, err,
                                    "compressed messages are not supported", want);
             if (r->prefix[0] != 0)
-                return reader_fail(r, GRPC_STATUS_INTERNAL, err, "bad compressed-flag byte",
+                return reader_fail(r, VGRPC_STATUS_INTERNAL, err, "bad compressed-flag byte",
                                    (size_t)r->prefix[0]);
             if (want > r->max)
-                return reader_fail(r, GRPC_STATUS_RESOURCE_EXHAUSTED, err,
+                return reader_fail(r, VGRPC_STATUS_RESOURCE_EXHAUSTED, err,
                                    "message larger than the limit", want);
             r->in_body = true;
             r->body_want = want;
@@ -166,26 +166,26 @@ enum grpc_status_code grpc_reader_feed(struct grpc_reader *r, const uint8_t *dat
             len -= take;
         }
         if (r->body_len == r->body_want) {
-            enum grpc_status_code st = reader_deliver(r, sink, arg, err);
-            if (st != GRPC_STATUS_OK)
+            enum vgrpc_status_code st = reader_deliver(r, sink, arg, err);
+            if (st != VGRPC_STATUS_OK)
                 return st;
         }
     }
-    return GRPC_STATUS_OK;
+    return VGRPC_STATUS_OK;
 }
 
-enum grpc_status_code grpc_reader_finish(const struct grpc_reader *r, struct vg_err *err)
+enum vgrpc_status_code vgrpc_reader_finish(const struct vgrpc_reader *r, struct vg_err *err)
 {
     if (r->in_body || r->prefix_len > 0) {
         vg_err_set(err, -EPROTO, "stream ended inside a message (%zu of %zu bytes)",
-                   r->in_body ? r->body_len + GRPC_PREFIX_LEN : r->prefix_len,
-                   r->in_body ? r->body_want + GRPC_PREFIX_LEN : (size_t)GRPC_PREFIX_LEN);
-        return GRPC_STATUS_INTERNAL;
+                   r->in_body ? r->body_len + VGRPC_PREFIX_LEN : r->prefix_len,
+                   r->in_body ? r->body_want + VGRPC_PREFIX_LEN : (size_t)VGRPC_PREFIX_LEN);
+        return VGRPC_STATUS_INTERNAL;
     }
-    return GRPC_STATUS_OK;
+    return VGRPC_STATUS_OK;
 }
 
-int grpc_timeout_parse(const char *text, uint64_t *out_ms, struct vg_err *err)
+int vgrpc_timeout_parse(const char *text, uint64_t *out_ms, struct vg_err *err)
 {
     size_t n = strlen(text);
     if (n < 2 || n > 9)
@@ -227,7 +227,7 @@ int grpc_timeout_parse(const char *text, uint64_t *out_ms, struct vg_err *err)
     return 0;
 }
 
-void grpc_timeout_format(uint64_t ms, char buf[GRPC_TIMEOUT_TEXT_MAX + 1])
+void vgrpc_timeout_format(uint64_t ms, char buf[VGRPC_TIMEOUT_TEXT_MAX + 1])
 {
     static const struct {
         uint64_t per;
@@ -236,15 +236,15 @@ void grpc_timeout_format(uint64_t ms, char buf[GRPC_TIMEOUT_TEXT_MAX + 1])
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
         uint64_t v = ms / units[i].per + (ms % units[i].per != 0); /* no overflow */
         if (v <= 99999999u) {
-            vg_snprintf(buf, GRPC_TIMEOUT_TEXT_MAX + 1, "%llu%c", (unsigned long long)v,
+            vg_snprintf(buf, VGRPC_TIMEOUT_TEXT_MAX + 1, "%llu%c", (unsigned long long)v,
                         units[i].unit);
             return;
         }
     }
-    vg_snprintf(buf, GRPC_TIMEOUT_TEXT_MAX + 1, "99999999H");
+    vg_snprintf(buf, VGRPC_TIMEOUT_TEXT_MAX + 1, "99999999H");
 }
 
-int grpc_percent_encode(const char *in, size_t in_len, char *out, size_t size)
+int vgrpc_percent_encode(const char *in, size_t in_len, char *out, size_t size)
 {
     static const char hex[] = "0123456789ABCDEF";
     size_t o = 0;
@@ -282,7 +282,7 @@ static int hex_value(char c)
     return -1;
 }
 
-size_t grpc_percent_decode(const char *in, size_t in_len, char *out, size_t size)
+size_t vgrpc_percent_decode(const char *in, size_t in_len, char *out, size_t size)
 {
     size_t o = 0;
     if (size == 0)

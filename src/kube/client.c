@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/buf.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
@@ -41,9 +42,8 @@ struct kube_request {
     bool started;
     char error_buffer[CURL_ERROR_SIZE];
     /* buffered response */
-    char *body;
-    size_t len, cap;
-    bool too_large;
+    struct vg_buf body;     /* ceiling: options.max_body_bytes */
+    struct vg_err body_err; /* why the body was cut short (its code is 0 when it was not) */
     kube_response_fn done;
     /* streamed response */
     kube_stream_fn stream;
@@ -182,7 +182,7 @@ static void request_free(struct kube_request *request)
     curl_slist_free_all(request->headers);
     free(request->method_path);
     free(request->upload);
-    free(request->body);
+    vg_buf_free(&request->body);
     free(request);
 }
 
@@ -262,22 +262,25 @@ static void request_finish(struct kube_request *request, CURLcode result)
     }
 
     json_t *body = NULL;
-    if (request->too_large) {
+    if (request->body_err.code == -E2BIG) {
         vg_err_set(&err, -EMSGSIZE, "%s: response larger than %zu bytes", request->method_path,
                    client->options.max_body_bytes);
+    } else if (request->body_err.code != 0) {
+        err = request->body_err;
+        vg_err_wrap(&err, "%s", request->method_path);
     } else if (result != CURLE_OK) {
         vg_err_set(&err, error_code_for_curl(result), "%s: %s", request->method_path,
                    request->error_buffer[0] ? request->error_buffer : curl_easy_strerror(result));
         status = 0;
     } else {
         json_error_t jerr;
-        if (request->len > 0)
-            body = json_loadb(request->body, request->len, 0, &jerr);
+        if (request->body.len > 0)
+            body = json_loadb(request->body.data, request->body.len, 0, &jerr);
         if (status >= 200 && status < 300) {
             if (body == NULL)
                 vg_err_set(&err, -EBADMSG, "%s: HTTP %ld with a body that is not JSON%s%s",
-                           request->method_path, status, request->len ? ": " : "",
-                           request->len ? jerr.text : "");
+                           request->method_path, status, request->body.len ? ": " : "",
+                           request->body.len ? jerr.text : "");
         } else {
             const char *message = json_string_value(json_object_get(body, "message"));
             vg_err_set(&err, error_code_for_status(status), "%s: HTTP %ld: %s",
@@ -326,20 +329,8 @@ static size_t buffered_write_cb(char *data, size_t size, size_t nmemb, void *use
 {
     struct kube_request *request = userp;
     size_t n = size * nmemb;
-    size_t max = request->client->options.max_body_bytes;
-    if (n > max - request->len) {
-        request->too_large = true;
-        return 0;
-    }
-    if (request->len + n > request->cap) {
-        size_t cap = request->cap ? request->cap : 16384;
-        while (cap < request->len + n)
-            cap = cap > max / 2 ? max : cap * 2;
-        request->body = xrealloc(request->body, cap);
-        request->cap = cap;
-    }
-    memcpy(request->body + request->len, data, n);
-    request->len += n;
+    if (vg_buf_append(&request->body, data, n, &request->body_err) < 0)
+        return 0; /* aborts the transfer; request_finish reports body_err */
     return n;
 }
 
@@ -363,26 +354,25 @@ static void refresh_token(struct kube_client *client)
     time_t now = time(NULL);
     if (client->token != NULL && now - client->token_read_at < TOKEN_REREAD_SECONDS)
         return;
-    FILE *f = fopen(client->token_file, "re");
-    if (f == NULL) {
+    /* Room past the ceiling for the trailing newline (and a few blanks) files often end in. */
+    VG_AUTO_FREE char *buf = NULL;
+    size_t n = 0;
+    struct vg_err err;
+    if (vg_read_file(client->token_file, KUBE_TOKEN_MAX_BYTES + 16, &buf, &n, &err) < 0) {
         vg_log(VG_LOG_WARN, "kube: cannot read token file", "path=%s error=\"%s\"",
-               client->token_file, strerror(errno));
+               client->token_file, err.msg);
         return;
     }
-    char *buf = xmalloc(KUBE_TOKEN_MAX_BYTES + 1);
-    size_t n = fread(buf, 1, KUBE_TOKEN_MAX_BYTES + 1, f);
-    fclose(f);
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
         n--;
     if (n == 0 || n > KUBE_TOKEN_MAX_BYTES || memchr(buf, '\n', n) != NULL) {
         vg_log(VG_LOG_WARN, "kube: token file is empty, too large or has several lines", "path=%s",
                client->token_file);
-        free(buf);
         return;
     }
     buf[n] = '\0';
     free(client->token);
-    client->token = buf;
+    client->token = vg_steal_ptr(&buf);
     client->token_read_at = now;
 }
 
@@ -407,6 +397,7 @@ static struct kube_request *request_new(struct kube_client *client, const char *
     }
     struct kube_request *request = xcalloc(1, sizeof *request);
     request->client = client;
+    vg_buf_init(&request->body, "response body", client->options.max_body_bytes);
     size_t n = strlen(method) + strlen(path) + 2;
     request->method_path = xmalloc(n);
     vg_snprintf(request->method_path, n, "%s %s", method, path);
@@ -419,7 +410,7 @@ static struct kube_request *request_new(struct kube_client *client, const char *
     request->easy = easy;
 
     n = strlen(client->server) + strlen(path) + 1;
-    VG_AUTOFREE char *url = xmalloc(n);
+    VG_AUTO_FREE char *url = xmalloc(n);
     vg_snprintf(url, n, "%s%s", client->server, path);
     curl_easy_setopt(easy, CURLOPT_URL, url);
     curl_easy_setopt(easy, CURLOPT_PRIVATE, request);
@@ -455,7 +446,7 @@ static struct kube_request *request_new(struct kube_client *client, const char *
     refresh_token(client);
     if (client->token != NULL) {
         size_t hn = strlen(client->token) + 32;
-        VG_AUTOFREE char *auth = xmalloc(hn);
+        VG_AUTO_FREE char *auth = xmalloc(hn);
         vg_snprintf(auth, hn, "Authorization: Bearer %s", client->token);
         request->headers = curl_slist_append(request->headers, auth);
     }
@@ -467,7 +458,7 @@ static struct kube_request *request_new(struct kube_client *client, const char *
             return NULL;
         }
         size_t cn = strlen(content_type) + 16;
-        VG_AUTOFREE char *ct = xmalloc(cn);
+        VG_AUTO_FREE char *ct = xmalloc(cn);
         vg_snprintf(ct, cn, "Content-Type: %s", content_type);
         request->headers = curl_slist_append(request->headers, ct);
         curl_easy_setopt(easy, CURLOPT_POSTFIELDS, request->upload);

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/mem.h"
 #include "base/parse.h"
 #include "base/str.h"
@@ -47,6 +48,8 @@ void kube_config_free(struct kube_config *config)
     free(config);
 }
 
+VG_DEFINE_AUTO(config_freep, struct kube_config, kube_config_free)
+
 static int b64_value(unsigned char c)
 {
     if (c >= 'A' && c <= 'Z')
@@ -65,7 +68,7 @@ static int b64_value(unsigned char c)
 int kube_base64_decode(const char *text, size_t len, char **out, size_t *out_len,
                        struct vg_err *err)
 {
-    VG_AUTOFREE char *buf = xmalloc(len / 4 * 3 + 4);
+    VG_AUTO_FREE char *buf = xmalloc(len / 4 * 3 + 4);
     size_t n = 0, quad = 0, pad = 0;
     uint32_t acc = 0;
     for (size_t i = 0; i < len; i++) {
@@ -158,7 +161,7 @@ static int get_string(struct loader *ld, struct fy_node *map, const char *where,
 static int get_bool(struct loader *ld, struct fy_node *map, const char *where, const char *key,
                     bool *out)
 {
-    VG_AUTOFREE char *s = NULL;
+    VG_AUTO_FREE char *s = NULL;
     int rc = get_string(ld, map, where, key, &s);
     if (rc < 0)
         return rc;
@@ -192,7 +195,7 @@ static int find_named(struct loader *ld, struct fy_node *root, const char *list_
             return LOAD_FAIL(ld, -EINVAL, "%s[%zu]: expected a mapping", list_key, index);
         char where[64];
         vg_snprintf(where, sizeof where, "%s[%zu]", list_key, index);
-        VG_AUTOFREE char *item_name = NULL;
+        VG_AUTO_FREE char *item_name = NULL;
         int rc = get_string(ld, item, where, "name", &item_name);
         if (rc < 0)
             return rc;
@@ -225,9 +228,10 @@ static int resolve_file(struct loader *ld, const char *where, const char *key, c
         free(*path);
         *path = full;
     }
-    if (access(*path, R_OK) != 0)
-        return LOAD_FAIL(ld, -errno, "%s.%s: cannot read '%s': %s", where, key, *path,
-                         strerror(errno));
+    if (access(*path, R_OK) != 0) {
+        int e = errno;
+        return LOAD_FAIL(ld, -e, "%s.%s: cannot read '%s': %s", where, key, *path, VG_STRERROR(e));
+    }
     return 0;
 }
 
@@ -240,7 +244,7 @@ static int get_file_or_data(struct loader *ld, struct fy_node *map, const char *
     int rc = get_string(ld, map, where, key, file);
     if (rc < 0)
         return rc;
-    VG_AUTOFREE char *b64 = NULL;
+    VG_AUTO_FREE char *b64 = NULL;
     rc = get_string(ld, map, where, data_key, &b64);
     if (rc < 0)
         return rc;
@@ -248,8 +252,10 @@ static int get_file_or_data(struct loader *ld, struct fy_node *map, const char *
         if (*file != NULL)
             return LOAD_FAIL(ld, -EINVAL, "%s: both %s and %s are set", where, key, data_key);
         rc = kube_base64_decode(b64, strlen(b64), data, data_len, ld->err);
-        if (rc < 0)
-            return LOAD_FAIL(ld, rc, "%s.%s: %s", where, data_key, ld->err ? ld->err->msg : "");
+        if (rc < 0) {
+            vg_err_wrap(ld->err, "kubeconfig %s: %s.%s", ld->source, where, data_key);
+            return rc;
+        }
         return 0;
     }
     return resolve_file(ld, where, key, file);
@@ -276,7 +282,7 @@ static int load_document(struct loader *ld, struct fy_node *root, const char *co
     if (root == NULL || fy_node_get_type(root) != FYNT_MAPPING)
         return LOAD_FAIL(ld, -EINVAL, "the document is not a mapping");
 
-    VG_AUTOFREE char *context_name = NULL;
+    VG_AUTO_FREE char *context_name = NULL;
     if (context_override != NULL) {
         context_name = xstrdup(context_override);
     } else {
@@ -293,7 +299,7 @@ static int load_document(struct loader *ld, struct fy_node *root, const char *co
         return rc;
     char where[320];
     vg_snprintf(where, sizeof where, "contexts[%s].context", context_name);
-    VG_AUTOFREE char *cluster_name = NULL, *user_name = NULL;
+    VG_AUTO_FREE char *cluster_name = NULL, *user_name = NULL;
     if ((rc = get_string(ld, context, where, "cluster", &cluster_name)) < 0 ||
         (rc = get_string(ld, context, where, "user", &user_name)) < 0 ||
         (rc = get_string(ld, context, where, "namespace", &config->namespace)) < 0)
@@ -360,7 +366,7 @@ int kube_config_load_text(const char *text, size_t len, const char *source, cons
     if (memchr(text, '\0', len) != NULL)
         return LOAD_FAIL(&ld, -EINVAL, "contains a NUL byte");
 
-    struct fy_document *doc = NULL;
+    VG_AUTO_YAML_DOC struct fy_document *doc = NULL;
     struct vg_err yerr = {0};
     int yrc = vg_yaml_load(text, len, false, &doc, &yerr);
     if (yrc != 0) {
@@ -368,58 +374,24 @@ int kube_config_load_text(const char *text, size_t len, const char *source, cons
             return LOAD_FAIL(&ld, yrc, "not valid YAML (or empty)");
         return LOAD_FAIL(&ld, yrc, "not valid YAML: line %s", yerr.msg);
     }
-    struct kube_config *config = xcalloc(1, sizeof *config);
+    VG_AUTO(config_freep) struct kube_config *config = xcalloc(1, sizeof *config);
     config->source = xstrdup(ld.source);
     int rc = load_document(&ld, fy_document_root(doc), context, config);
-    fy_document_destroy(doc);
-    if (rc < 0) {
-        kube_config_free(config);
+    if (rc < 0)
         return rc;
-    }
-    *out = config;
-    return 0;
-}
-
-/* Reads a whole small file (at most max bytes) into a NUL-terminated buffer. */
-static int read_small_file(const char *path, size_t max, char **out, size_t *out_len,
-                           struct vg_err *err)
-{
-    VG_AUTOCLOSE int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return vg_err_set(err, -errno, "cannot open %s: %s", path, strerror(errno));
-    VG_AUTOFREE char *buf = xmalloc(max + 1);
-    size_t n = 0;
-    for (;;) {
-        ssize_t r = read(fd, buf + n, max + 1 - n);
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            return vg_err_set(err, -errno, "cannot read %s: %s", path, strerror(errno));
-        }
-        if (r == 0)
-            break;
-        n += (size_t)r;
-        if (n > max)
-            return vg_err_set(err, -EFBIG, "%s is larger than %zu bytes", path, max);
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *out_len = n;
-    buf = NULL;
+    *out = vg_steal_ptr(&config);
     return 0;
 }
 
 int kube_config_load_file(const char *path, const char *context, struct kube_config **out,
                           struct vg_err *err)
 {
-    VG_AUTOFREE char *text = NULL;
+    VG_AUTO_FREE char *text = NULL;
     size_t len = 0;
-    int rc = read_small_file(path, KUBE_KUBECONFIG_MAX_BYTES, &text, &len, err);
-    if (rc < 0) {
-        vg_err_wrap(err, "kubeconfig");
-        return rc;
-    }
-    VG_AUTOFREE char *dir = xstrdup(path);
+    int rc = vg_read_file(path, KUBE_KUBECONFIG_MAX_BYTES, &text, &len, err);
+    if (rc < 0)
+        return vg_err_wrap(err, "kubeconfig");
+    VG_AUTO_FREE char *dir = xstrdup(path);
     char *slash = strrchr(dir, '/');
     if (slash == NULL)
         dir[0] = '\0';
@@ -458,7 +430,7 @@ int kube_config_in_cluster(const char *secrets_dir, struct kube_config **out, st
         return rc;
     }
 
-    struct kube_config *config = xcalloc(1, sizeof *config);
+    VG_AUTO(config_freep) struct kube_config *config = xcalloc(1, sizeof *config);
     size_t n = strlen(host) + 32;
     config->server = xmalloc(n);
     bool ipv6 = strchr(host, ':') != NULL;
@@ -472,30 +444,26 @@ int kube_config_in_cluster(const char *secrets_dir, struct kube_config **out, st
     vg_snprintf(config->ca_file, n, "%s/ca.crt", secrets_dir);
 
     size_t len = 0;
-    rc = read_small_file(config->token_file, KUBE_TOKEN_MAX_BYTES, &config->token, &len, err);
+    rc = vg_read_file(config->token_file, KUBE_TOKEN_MAX_BYTES, &config->token, &len, err);
     if (rc < 0)
-        goto fail;
+        return vg_err_wrap(err, "in-cluster credentials");
     trim_right(config->token, &len);
     if (len == 0) {
-        rc = vg_err_set(err, -EINVAL, "%s is empty", config->token_file);
-        goto fail;
+        vg_err_set(err, -EINVAL, "%s is empty", config->token_file);
+        return vg_err_wrap(err, "in-cluster credentials");
     }
     if (access(config->ca_file, R_OK) != 0) {
-        rc = vg_err_set(err, -errno, "cannot read %s: %s", config->ca_file, strerror(errno));
-        goto fail;
+        vg_err_errno(err, errno, "%s: cannot read", config->ca_file);
+        return vg_err_wrap(err, "in-cluster credentials");
     }
     char ns_path[4096];
     if (vg_snprintf(ns_path, sizeof ns_path, "%s/namespace", secrets_dir) > 0 &&
         access(ns_path, F_OK) == 0) {
-        rc = read_small_file(ns_path, 256, &config->namespace, &len, err);
+        rc = vg_read_file(ns_path, 256, &config->namespace, &len, err);
         if (rc < 0)
-            goto fail;
+            return vg_err_wrap(err, "in-cluster credentials");
         trim_right(config->namespace, &len);
     }
-    *out = config;
+    *out = vg_steal_ptr(&config);
     return 0;
-fail:
-    kube_config_free(config);
-    vg_err_wrap(err, "in-cluster credentials");
-    return rc;
 }

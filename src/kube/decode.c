@@ -10,20 +10,20 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/auto_json.h"
 #include "base/mem.h"
 #include "base/prng.h"
 
 void kube_lines_init(struct kube_lines *lines, size_t max_line)
 {
     memset(lines, 0, sizeof *lines);
+    vg_buf_init(&lines->tail, "watch line", max_line);
     lines->max_line = max_line;
 }
 
 void kube_lines_release(struct kube_lines *lines)
 {
-    free(lines->buf);
-    lines->buf = NULL;
-    lines->len = lines->cap = 0;
+    vg_buf_free(&lines->tail);
 }
 
 static int emit(const char *line, size_t len, kube_line_fn fn, void *arg)
@@ -43,33 +43,23 @@ int kube_lines_feed(struct kube_lines *lines, const char *data, size_t len, kube
     while (len > 0) {
         const char *nl = memchr(data, '\n', len);
         size_t take = nl ? (size_t)(nl - data) : len;
-        if (lines->len + take > lines->max_line) {
+        if (lines->tail.len + take > lines->max_line) {
             lines->overflow = true;
-            lines->len = 0;
+            vg_buf_reset(&lines->tail);
             return vg_err_set(err, -EMSGSIZE, "watch line longer than %zu bytes", lines->max_line);
         }
-        if (nl != NULL && lines->len == 0) {
+        if (nl != NULL && lines->tail.len == 0) {
             /* The common case: a whole line inside this read, no copy. */
             int rc = emit(data, take, fn, arg);
             if (rc != 0)
                 return rc;
         } else {
-            if (lines->len + take > lines->cap) {
-                size_t cap = lines->cap ? lines->cap : 4096;
-                while (cap < lines->len + take)
-                    cap *= 2;
-                if (cap > lines->max_line)
-                    cap = lines->max_line;
-                lines->buf = xrealloc(lines->buf, cap);
-                lines->cap = cap;
-            }
-            if (take > 0)
-                memcpy(lines->buf + lines->len, data, take);
-            lines->len += take;
+            int rc = vg_buf_append(&lines->tail, data, take, err);
+            if (rc < 0)
+                return rc;
             if (nl != NULL) {
-                size_t line_len = lines->len;
-                lines->len = 0;
-                int rc = emit(lines->buf, line_len, fn, arg);
+                rc = emit(lines->tail.data, lines->tail.len, fn, arg);
+                vg_buf_reset(&lines->tail);
                 if (rc != 0)
                     return rc;
             }
@@ -110,21 +100,16 @@ int kube_event_decode(const char *line, size_t len, struct kube_event *event, st
 {
     memset(event, 0, sizeof *event);
     json_error_t jerr;
-    json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
+    VG_AUTO_JSON json_t *root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL)
         return vg_err_set(err, -EBADMSG, "watch event is not JSON: %s at column %d", jerr.text,
                           jerr.column);
-    int rc = 0;
     json_t *type = json_object_get(root, "type");
     json_t *object = json_object_get(root, "object");
-    if (!json_is_object(root) || !json_is_string(type)) {
-        rc = vg_err_set(err, -EBADMSG, "watch event has no \"type\" string");
-        goto out;
-    }
-    if (!json_is_object(object)) {
-        rc = vg_err_set(err, -EBADMSG, "watch event has no \"object\" object");
-        goto out;
-    }
+    if (!json_is_object(root) || !json_is_string(type))
+        return vg_err_set(err, -EBADMSG, "watch event has no \"type\" string");
+    if (!json_is_object(object))
+        return vg_err_set(err, -EBADMSG, "watch event has no \"object\" object");
     static const struct {
         const char *name;
         enum kube_event_type type;
@@ -138,10 +123,8 @@ int kube_event_decode(const char *line, size_t len, struct kube_event *event, st
     for (i = 0; i < sizeof types / sizeof types[0]; i++)
         if (strcmp(name, types[i].name) == 0)
             break;
-    if (i == sizeof types / sizeof types[0]) {
-        rc = vg_err_set(err, -EBADMSG, "watch event has unknown type \"%.40s\"", name);
-        goto out;
-    }
+    if (i == sizeof types / sizeof types[0])
+        return vg_err_set(err, -EBADMSG, "watch event has unknown type \"%.40s\"", name);
     event->type = types[i].type;
     if (event->type == KUBE_EVENT_ERROR) {
         /* The object is a metav1.Status; 410 means the resourceVersion was compacted. */
@@ -149,18 +132,13 @@ int kube_event_decode(const char *line, size_t len, struct kube_event *event, st
         event->error_code = json_is_integer(code) ? (long)json_integer_value(code) : 0;
     } else {
         json_t *rv = json_object_get(json_object_get(object, "metadata"), "resourceVersion");
-        if (!json_is_string(rv) || json_string_length(rv) == 0) {
-            rc = vg_err_set(err, -EBADMSG, "%s event object has no metadata.resourceVersion", name);
-            goto out;
-        }
+        if (!json_is_string(rv) || json_string_length(rv) == 0)
+            return vg_err_set(err, -EBADMSG, "%s event object has no metadata.resourceVersion",
+                              name);
         event->resource_version = json_string_value(rv);
     }
     event->object = json_incref(object);
-out:
-    json_decref(root);
-    if (rc < 0)
-        event->resource_version = NULL;
-    return rc;
+    return 0;
 }
 
 void kube_backoff_init(struct kube_backoff *backoff, uint64_t initial_ms, uint64_t max_ms,

@@ -21,6 +21,7 @@
 
 #include <jansson.h>
 
+#include "base/buf.h"
 #include "base/err.h"
 
 struct event_base;
@@ -147,8 +148,8 @@ size_t kube_client_pending(const struct kube_client *client);
 /* Splits a byte stream into '\n'-terminated lines that may arrive split across reads.
  * The buffer never holds more than max_line bytes. */
 struct kube_lines {
-    char *buf;
-    size_t len, cap, max_line;
+    struct vg_buf tail; /* the part of a line still waiting for its '\n', at most max_line */
+    size_t max_line;
     bool overflow; /* a line passed max_line; the stream is no longer usable */
 };
 

@@ -175,6 +175,21 @@ static bool set_rv(struct kube_watch *watch, const char *rv)
     return true;
 }
 
+/* A list that failed: report it and list again later, unless the watch is being freed. */
+static void list_failed(struct kube_watch *watch, const struct vg_err *err)
+{
+    report(watch, err);
+    if (!watch->free_requested)
+        schedule(watch, NEXT_LIST_LATER);
+}
+
+/* Frees a watch whose owner asked for it once no callback is running any more. */
+static void destroy_if_released(struct kube_watch *watch)
+{
+    if (watch->free_requested && watch->dispatching == 0)
+        watch_destroy(watch);
+}
+
 static void list_done(void *arg, long status, json_t *body, const struct vg_err *err)
 {
     struct kube_watch *watch = arg;
@@ -186,20 +201,18 @@ static void list_done(void *arg, long status, json_t *body, const struct vg_err 
             schedule(watch, NEXT_LIST);
             return;
         }
-        report(watch, err);
-        if (!watch->free_requested)
-            schedule(watch, NEXT_LIST_LATER);
-        goto check_free;
+        list_failed(watch, err);
+        destroy_if_released(watch);
+        return;
     }
     json_t *items = json_object_get(body, "items");
     json_t *metadata = json_object_get(body, "metadata");
     if (!json_is_array(items) && !json_is_null(items) && items != NULL) {
         struct vg_err e;
         vg_err_set(&e, -EBADMSG, "list %s: \"items\" is not an array", watch->path);
-        report(watch, &e);
-        if (!watch->free_requested)
-            schedule(watch, NEXT_LIST_LATER);
-        goto check_free;
+        list_failed(watch, &e);
+        destroy_if_released(watch);
+        return;
     }
     watch->stats.list_pages++;
     if (items != NULL)
@@ -214,10 +227,9 @@ static void list_done(void *arg, long status, json_t *body, const struct vg_err 
         struct vg_err e;
         vg_err_set(&e, -EBADMSG, "list %s: missing or oversized metadata.resourceVersion",
                    watch->path);
-        report(watch, &e);
-        if (!watch->free_requested)
-            schedule(watch, NEXT_LIST_LATER);
-        goto check_free;
+        list_failed(watch, &e);
+        destroy_if_released(watch);
+        return;
     }
     watch->stats.lists++;
     watch->synced = true;
@@ -228,9 +240,7 @@ static void list_done(void *arg, long status, json_t *body, const struct vg_err 
     json_decref(all);
     if (!watch->free_requested)
         start_watch(watch);
-check_free:
-    if (watch->free_requested && watch->dispatching == 0)
-        watch_destroy(watch);
+    destroy_if_released(watch);
 }
 
 static void list_page(struct kube_watch *watch, const char *continue_token)
@@ -390,8 +400,7 @@ static void timer_cb(evutil_socket_t fd, short kind, void *arg)
     case NEXT_NONE:
         break;
     }
-    if (watch->free_requested && watch->dispatching == 0)
-        watch_destroy(watch);
+    destroy_if_released(watch);
 }
 
 int kube_watch_new(struct kube_client *client, const struct kube_watch_options *options,

@@ -8,10 +8,12 @@
  * placement-identical to it. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/buf.h"
 #include "base/mem.h"
 #include "sim/sim.h"
 
@@ -50,6 +52,8 @@ static struct place_cluster *clone_cluster(const struct place_cluster *src)
     c->node_cap = src->node_count;
     return c;
 }
+
+VG_DEFINE_AUTO(cluster_cleanup, struct place_cluster, place_cluster_free)
 
 static void fill_request(struct place_request *r, const struct sim_pod *p)
 {
@@ -92,8 +96,12 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
     vg_prng_seed(&rng, seed);
 
     /* Arrival order: shuffle the name-sorted pods. */
-    size_t n = t->pod_count, len = n, cap = n + n / 2 + 16;
-    size_t *order = xmalloc(cap * sizeof *order);
+    size_t n = t->pod_count, len = n, cap = 0;
+    VG_AUTO_FREE size_t *order = NULL;
+    int rc = vg_array_grow(&order, &cap, n + n / 2 + 16, sizeof *order, SIM_ARRIVALS_MAX,
+                           "arrivals", err);
+    if (rc < 0)
+        return rc;
     for (size_t i = 0; i < n; i++)
         order[i] = i;
     for (size_t i = n; i > 1; i--) {
@@ -104,18 +112,27 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
     }
     /* Tune the total GPU request to 130 % of capacity. */
     uint64_t total = 0, target = t->cluster->milli_total * SIM_TUNE_PCT / 100;
-    for (size_t i = 0; i < n; i++)
+    bool any_gpu = false;
+    for (size_t i = 0; i < n; i++) {
         total += pod_request_milli(&t->pods[i]);
+        any_gpu |= t->pods[i].gpu_milli > 0;
+    }
     if (total < target) {
+        /* Only pods that ask for a GPU move the total: without one, the fill-up never ends. */
+        if (!any_gpu)
+            return vg_err_set(err, -EINVAL,
+                              "no pod in the trace requests a GPU: cannot fill the cluster to "
+                              "%u %% of its GPU capacity",
+                              SIM_TUNE_PCT);
         for (;;) {
             size_t i = (size_t)vg_prng_below(&rng, n);
             /* The paper's check adds the per-GPU share, not the whole request. */
             if (total + t->pods[i].gpu_milli > target)
                 break;
-            if (len == cap) {
-                cap *= 2;
-                order = xrealloc(order, cap * sizeof *order);
-            }
+            rc = vg_array_grow(&order, &cap, len + 1, sizeof *order, SIM_ARRIVALS_MAX, "arrivals",
+                               err);
+            if (rc < 0)
+                return rc;
             order[len++] = i;
             total += pod_request_milli(&t->pods[i]);
         }
@@ -128,35 +145,34 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
         }
     }
     /* A fixed random node ranking breaks ties for the whole run. */
-    struct place_cluster *c = clone_cluster(t->cluster);
+    VG_AUTO(cluster_cleanup) struct place_cluster *c = clone_cluster(t->cluster);
     size_t nodes = c->node_count;
-    uint32_t *perm = xmalloc(nodes * sizeof *perm);
-    for (size_t i = 0; i < nodes; i++)
-        perm[i] = (uint32_t)i;
-    for (size_t i = nodes; i > 1; i--) {
-        size_t j = (size_t)vg_prng_below(&rng, i);
-        uint32_t tmp = perm[i - 1];
-        perm[i - 1] = perm[j];
-        perm[j] = tmp;
+    {
+        VG_AUTO_FREE uint32_t *perm = xmalloc(nodes * sizeof *perm);
+        for (size_t i = 0; i < nodes; i++)
+            perm[i] = (uint32_t)i;
+        for (size_t i = nodes; i > 1; i--) {
+            size_t j = (size_t)vg_prng_below(&rng, i);
+            uint32_t tmp = perm[i - 1];
+            perm[i - 1] = perm[j];
+            perm[j] = tmp;
+        }
+        for (size_t i = 0; i < nodes; i++)
+            c->nodes[i].rank = perm[i];
     }
-    for (size_t i = 0; i < nodes; i++)
-        c->nodes[i].rank = perm[i];
-    free(perm);
 
     enum sim_mix_source source = SIM_MIX_ORACLE;
     if (policy == PLACE_POLICY_FGD)
         source = opt->fgd_mix;
     else if (policy == PLACE_POLICY_DEFAULT)
         source = opt->default_mix;
-    struct place_mix seen, learned;
+    VG_AUTO(place_mix_clear) struct place_mix seen;
     place_mix_init(&seen);
+    VG_AUTO(place_mix_clear) struct place_mix learned;
     place_mix_init(&learned);
-    struct place_frag_cache cache;
-    if (place_frag_cache_init(&cache, c->node_count) < 0) {
-        place_cluster_free(c);
-        free(order);
+    VG_AUTO(place_frag_cache_free) struct place_frag_cache cache = {0};
+    if (place_frag_cache_init(&cache, c->node_count) < 0)
         return vg_err_set(err, -ENOMEM, "out of memory");
-    }
     struct place_context ctx = {.rng = &rng,
                                 .mix = source == SIM_MIX_ORACLE ? &t->typical : &learned,
                                 .frag_cache = &cache};
@@ -164,10 +180,9 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
     double sum_alloc[SIM_CURVE_POINTS] = {0}, sum_frag[SIM_CURVE_POINTS] = {0},
            sum_rate[SIM_CURVE_POINTS] = {0};
     uint32_t events[SIM_CURVE_POINTS] = {0};
-    uint64_t *lat = opt->time_decisions ? xmalloc(len * sizeof *lat) : NULL;
+    VG_AUTO_FREE uint64_t *lat = opt->time_decisions ? xmalloc(len * sizeof *lat) : NULL;
     uint64_t arrived = 0, milli_total = c->milli_total;
     double weight = (double)t->typical.total_weight;
-    int rc = 0;
     for (size_t k = 0; k < len; k++) {
         const struct sim_pod *p = &t->pods[order[k]];
         struct place_request r;
@@ -182,10 +197,8 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
                                           .gpu_milli = r.gpu_count > 0 ? r.gpu_milli : 0,
                                           .model_mask = p->model_mask,
                                           .weight = 1};
-            if (place_mix_add(&seen, &type) < 0) {
-                rc = vg_err_set(err, -ENOMEM, "out of memory");
-                break;
-            }
+            if (place_mix_add(&seen, &type) < 0)
+                return vg_err_set(err, -ENOMEM, "out of memory");
             if (refresh_due(k + 1)) {
                 place_mix_clear(&learned);
                 for (size_t i = 0; i < seen.count; i++)
@@ -200,7 +213,7 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
         rc = place_decide(c, &r, policy, &ctx, &d, err);
         if (lat != NULL)
             lat[k] = now_ns() - t0;
-        if (rc == 0)
+        if (rc == 0) /* -ENOSPC from either step is a rejected pod, counted below */
             rc = place_allocate(c, &r, &d, err);
         uint64_t x = (arrived * 200 + milli_total) / (2 * milli_total);
         if (rc == -ENOSPC) {
@@ -213,7 +226,7 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
             rc = 0;
         }
         if (rc < 0)
-            break;
+            return rc;
         if (x < SIM_CURVE_POINTS) {
             double idle = (double)(milli_total - c->milli_used);
             double frag_milli = weight > 0 ? (double)c->frag_total / weight : 0;
@@ -224,18 +237,10 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
         }
     }
     out->pods = len;
-    if (lat != NULL && rc == 0 && len > 0) {
+    if (lat != NULL && len > 0) {
         qsort(lat, len, sizeof *lat, cmp_u64);
         out->decision_ns_p99 = lat[(len * 99) / 100 < len ? (len * 99) / 100 : len - 1];
     }
-    free(lat);
-    free(order);
-    place_cluster_free(c);
-    place_frag_cache_free(&cache);
-    place_mix_clear(&seen);
-    place_mix_clear(&learned);
-    if (rc < 0)
-        return rc;
     /* Discretise as the paper's merge script does: the mean over the events at x, else
      * over x-1..x+1, else (beyond the last arrival) the previous point. */
     for (int x = 0; x < SIM_CURVE_POINTS; x++) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/auto.h"
 #include "base/mem.h"
 #include "sim/sim.h"
 
@@ -229,9 +230,9 @@ int sim_write_html(const char *path, const struct sim_trace *t,
                    const struct sim_run_result *results, size_t policies, size_t seeds,
                    struct vg_err *err)
 {
-    FILE *f = fopen(path, "w");
+    VG_AUTO_FILE FILE *f = fopen(path, "w");
     if (f == NULL)
-        return vg_err_set(err, -errno, "%s: %s", path, strerror(errno));
+        return vg_err_errno(err, errno, "%s: cannot create", path);
     fprintf(f,
             "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>vgpu-sim: %s"
             "</title>\n<style>body{font-family:sans-serif;margin:2em}table{border-collapse:"
@@ -299,7 +300,8 @@ int sim_write_html(const char *path, const struct sim_trace *t,
     svg_chart(f, "Fragmentation rate", "F(M) / unallocated (%)", CURVE_RATE, 100, results, policies,
               seeds);
     fputs("</body></html>\n", f);
-    if (ferror(f) || fclose(f) != 0)
+    bool failed = ferror(f) != 0;
+    if (fclose(vg_steal_ptr(&f)) != 0 || failed)
         return vg_err_set(err, -EIO, "%s: write failed", path);
     return 0;
 }

@@ -18,6 +18,7 @@
 
 #define SIM_LINE_MAX     4096                 /* longest accepted CSV line, bytes */
 #define SIM_FILE_MAX     (256u * 1024 * 1024) /* largest accepted CSV file */
+#define SIM_ARRIVALS_MAX ((size_t)1 << 26)    /* most pod arrivals one run replays */
 #define SIM_CURVE_POINTS 131                  /* arrival 0..130 % */
 #define SIM_TUNE_PCT     130                  /* fill-up target, % of GPU capacity */
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/mem.h"
 #include "base/parse.h"
 #include "base/str.h"
@@ -115,34 +116,28 @@ int sim_parse_nodes(const char *text, size_t len, const char *filename, struct p
 {
     static const char *const names[] = {"sn", "cpu_milli", "memory_mib", "gpu", "model"};
     int cols[5];
-    struct csv *c = xcalloc(1, sizeof *c);
+    VG_AUTO_FREE struct csv *c = xcalloc(1, sizeof *c);
     *c = (struct csv){.text = text, .len = len, .filename = filename};
     int rc = header(c, names, cols, 5, 4, err);
-    while (rc == 0 && (rc = csv_next(c, err)) > 0) {
+    if (rc < 0)
+        return rc;
+    while ((rc = csv_next(c, err)) > 0) {
         uint64_t cpu, mem, gpus;
         const char *name = field(c, cols[0]);
         const char *model = field(c, cols[4]);
-        if (name == NULL || name[0] == '\0') {
-            rc = vg_err_set(err, -EINVAL, "%s:%u: empty node name", filename, c->line);
-            break;
-        }
+        if (name == NULL || name[0] == '\0')
+            return vg_err_set(err, -EINVAL, "%s:%u: empty node name", filename, c->line);
         if ((rc = number(c, cols[1], "cpu_milli", UINT32_MAX * 1000ULL, &cpu, err)) < 0 ||
             (rc = number(c, cols[2], "memory_mib", 1ULL << 40, &mem, err)) < 0 ||
             (rc = number(c, cols[3], "gpu", PLACE_MAX_GPUS, &gpus, err)) < 0)
-            break;
-        if (gpus > 0 && (model == NULL || model[0] == '\0')) {
-            rc = vg_err_set(err, -EINVAL, "%s:%u: node %s has GPUs but no model", filename, c->line,
-                            name);
-            break;
-        }
+            return rc;
+        if (gpus > 0 && (model == NULL || model[0] == '\0'))
+            return vg_err_set(err, -EINVAL, "%s:%u: node %s has GPUs but no model", filename,
+                              c->line, name);
         rc = place_cluster_add_node(cl, name, cpu, mem, (uint16_t)gpus, model, 0, err);
-        if (rc < 0) {
-            vg_err_wrap(err, "%s:%u", filename, c->line);
-            break;
-        }
-        rc = 0;
+        if (rc < 0)
+            return vg_err_wrap(err, "%s:%u", filename, c->line);
     }
-    free(c);
     return rc < 0 ? rc : 0;
 }
 
@@ -172,96 +167,55 @@ int sim_parse_pods(const char *text, size_t len, const char *filename,
     static const char *const names[] = {"name",    "cpu_milli", "memory_mib",
                                         "num_gpu", "gpu_milli", "gpu_spec"};
     int cols[6];
-    struct csv *c = xcalloc(1, sizeof *c);
+    VG_AUTO_FREE struct csv *c = xcalloc(1, sizeof *c);
     *c = (struct csv){.text = text, .len = len, .filename = filename};
-    struct sim_pod *pods = NULL;
+    VG_AUTO_FREE struct sim_pod *pods = NULL;
     size_t count = 0, cap = 0;
+    /* Every row takes at least two bytes (a name and its newline): the text bounds the count. */
+    size_t max_pods = len / 2 + 1;
     int rc = header(c, names, cols, 6, 5, err);
-    while (rc == 0 && (rc = csv_next(c, err)) > 0) {
+    if (rc < 0)
+        return rc;
+    while ((rc = csv_next(c, err)) > 0) {
         struct sim_pod p = {0};
         uint64_t gpus, milli;
         const char *name = field(c, cols[0]);
-        if (name == NULL || name[0] == '\0') {
-            rc = vg_err_set(err, -EINVAL, "%s:%u: empty pod name", filename, c->line);
-            break;
-        }
-        if (vg_strlcpy(p.name, name, sizeof p.name) < 0) {
-            rc = vg_err_set(err, -ENAMETOOLONG, "%s:%u: pod name longer than %d bytes", filename,
-                            c->line, PLACE_NAME_MAX - 1);
-            break;
-        }
+        if (name == NULL || name[0] == '\0')
+            return vg_err_set(err, -EINVAL, "%s:%u: empty pod name", filename, c->line);
+        if (vg_strlcpy(p.name, name, sizeof p.name) < 0)
+            return vg_err_set(err, -ENAMETOOLONG, "%s:%u: pod name longer than %d bytes", filename,
+                              c->line, PLACE_NAME_MAX - 1);
         if ((rc = number(c, cols[1], "cpu_milli", UINT32_MAX * 1000ULL, &p.cpu_milli, err)) < 0 ||
             (rc = number(c, cols[2], "memory_mib", 1ULL << 40, &p.mem_mib, err)) < 0 ||
             (rc = number(c, cols[3], "num_gpu", PLACE_MAX_GPUS, &gpus, err)) < 0 ||
             (rc = number(c, cols[4], "gpu_milli", PLACE_GPU_MILLI, &milli, err)) < 0)
-            break;
-        if ((gpus == 0) != (milli == 0)) {
-            rc = vg_err_set(err, -EINVAL,
-                            "%s:%u: num_gpu %llu with gpu_milli %llu (both or neither must be 0)",
-                            filename, c->line, (unsigned long long)gpus, (unsigned long long)milli);
-            break;
-        }
+            return rc;
+        if ((gpus == 0) != (milli == 0))
+            return vg_err_set(
+                err, -EINVAL, "%s:%u: num_gpu %llu with gpu_milli %llu (both or neither must be 0)",
+                filename, c->line, (unsigned long long)gpus, (unsigned long long)milli);
         p.gpu_count = (uint32_t)gpus;
         p.gpu_milli = (uint32_t)milli;
         const char *spec = field(c, cols[5]);
         p.model_mask = UINT64_MAX;
         if (spec != NULL && spec[0] != '\0') {
             p.has_spec = true;
-            if (parse_spec(cl, spec, &p.model_mask) < 0) {
-                rc = vg_err_set(err, -E2BIG, "%s:%u: gpu_spec too long", filename, c->line);
-                break;
-            }
+            if (parse_spec(cl, spec, &p.model_mask) < 0)
+                return vg_err_set(err, -E2BIG, "%s:%u: gpu_spec too long", filename, c->line);
         }
         struct place_request r = {.gpu_count = p.gpu_count, .gpu_milli = p.gpu_milli};
-        if ((rc = place_request_resolve(cl, &r, err)) < 0) {
-            vg_err_wrap(err, "%s:%u", filename, c->line);
-            break;
-        }
+        if ((rc = place_request_resolve(cl, &r, err)) < 0)
+            return vg_err_wrap(err, "%s:%u", filename, c->line);
         p.pod_class = r.pod_class;
-        if (count == cap) {
-            cap = cap ? cap * 2 : 1024;
-            pods = xrealloc(pods, cap * sizeof *pods);
-        }
+        rc = vg_array_grow(&pods, &cap, count + 1, sizeof *pods, max_pods, filename, err);
+        if (rc < 0)
+            return rc;
         pods[count++] = p;
-        rc = 0;
     }
-    free(c);
-    if (rc < 0) {
-        free(pods);
+    if (rc < 0)
         return rc;
-    }
-    *pods_out = pods;
+    *pods_out = vg_steal_ptr(&pods);
     *count_out = count;
-    return 0;
-}
-
-static int read_file(const char *path, char **out, size_t *len, struct vg_err *err)
-{
-    VG_AUTOCLOSE int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return vg_err_set(err, -errno, "%s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) < 0)
-        return vg_err_set(err, -errno, "%s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return vg_err_set(err, -EINVAL, "%s: not a regular file", path);
-    if ((uint64_t)st.st_size > SIM_FILE_MAX)
-        return vg_err_set(err, -EFBIG, "%s: larger than %u bytes", path, SIM_FILE_MAX);
-    size_t size = (size_t)st.st_size, done = 0;
-    char *buf = xmalloc(size + 1);
-    while (done < size) {
-        ssize_t n = read(fd, buf + done, size - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            free(buf);
-            return vg_err_set(err, n < 0 ? -errno : -EIO, "%s: read failed", path);
-        }
-        done += (size_t)n;
-    }
-    buf[size] = '\0';
-    *out = buf;
-    *len = size;
     return 0;
 }
 
@@ -275,42 +229,42 @@ static int node_by_name(const void *a, const void *b)
     return strcmp(((const struct place_node *)a)->name, ((const struct place_node *)b)->name);
 }
 
-int sim_trace_load(struct sim_trace *t, const char *nodes_path, const char *pods_path,
+VG_DEFINE_AUTO(trace_cleanup, struct sim_trace, sim_trace_free)
+
+int sim_trace_load(struct sim_trace *out, const char *nodes_path, const char *pods_path,
                    struct vg_err *err)
 {
-    memset(t, 0, sizeof *t);
+    memset(out, 0, sizeof *out);
+    /* Released on every early return; handed over at the end by forgetting t. */
+    VG_AUTO(trace_cleanup) struct sim_trace *t = out;
     place_mix_init(&t->typical);
     t->cluster = place_cluster_new();
     if (t->cluster == NULL)
         return vg_err_set(err, -ENOMEM, "out of memory");
-    char *text = NULL;
+    VG_AUTO_FREE char *nodes_text = NULL, *pods_text = NULL;
     size_t len = 0;
-    int rc = read_file(nodes_path, &text, &len, err);
-    if (rc == 0)
-        rc = sim_parse_nodes(text, len, nodes_path, t->cluster, err);
-    free(text);
-    text = NULL;
-    if (rc == 0 && t->cluster->node_count == 0)
-        rc = vg_err_set(err, -EINVAL, "%s: no nodes", nodes_path);
-    if (rc == 0)
-        rc = read_file(pods_path, &text, &len, err);
-    if (rc == 0)
-        rc = sim_parse_pods(text, len, pods_path, t->cluster, &t->pods, &t->pod_count, err);
-    free(text);
-    if (rc == 0 && t->pod_count == 0)
-        rc = vg_err_set(err, -EINVAL, "%s: no pods", pods_path);
-    if (rc < 0) {
-        sim_trace_free(t);
+    int rc = vg_read_file(nodes_path, SIM_FILE_MAX, &nodes_text, &len, err);
+    if (rc < 0)
         return rc;
-    }
+    rc = sim_parse_nodes(nodes_text, len, nodes_path, t->cluster, err);
+    if (rc < 0)
+        return rc;
+    if (t->cluster->node_count == 0)
+        return vg_err_set(err, -EINVAL, "%s: no nodes", nodes_path);
+    rc = vg_read_file(pods_path, SIM_FILE_MAX, &pods_text, &len, err);
+    if (rc < 0)
+        return rc;
+    rc = sim_parse_pods(pods_text, len, pods_path, t->cluster, &t->pods, &t->pod_count, err);
+    if (rc < 0)
+        return rc;
+    if (t->pod_count == 0)
+        return vg_err_set(err, -EINVAL, "%s: no pods", pods_path);
     qsort(t->cluster->nodes, t->cluster->node_count, sizeof *t->cluster->nodes, node_by_name);
     for (size_t i = 0; i < t->cluster->node_count; i++)
         t->cluster->nodes[i].rank = (uint32_t)i;
     qsort(t->pods, t->pod_count, sizeof *t->pods, pod_by_name);
-    if (sim_build_typical(t->pods, t->pod_count, &t->typical) < 0) {
-        sim_trace_free(t);
+    if (sim_build_typical(t->pods, t->pod_count, &t->typical) < 0)
         return vg_err_set(err, -ENOMEM, "out of memory");
-    }
     place_cluster_set_metric_mix(t->cluster, &t->typical);
     /* Workload name: the file's base name without "openb_pod_list_" and ".csv". */
     const char *base = strrchr(pods_path, '/');
@@ -321,6 +275,7 @@ int sim_trace_load(struct sim_trace *t, const char *nodes_path, const char *pods
     char *dot = strrchr(t->workload, '.');
     if (dot != NULL && strcmp(dot, ".csv") == 0)
         *dot = '\0';
+    t = NULL; /* the caller owns *out now and frees it with sim_trace_free */
     return 0;
 }
 

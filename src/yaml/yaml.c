@@ -156,3 +156,10 @@ int vg_yaml_load(const char *text, size_t len, bool allow_duplicate_keys, struct
     *out = doc;
     return 0;
 }
+
+void vg_yaml_docp(struct fy_document **doc)
+{
+    if (*doc != NULL)
+        fy_document_destroy(*doc);
+    *doc = NULL;
+}

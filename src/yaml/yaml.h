@@ -22,4 +22,9 @@ struct fy_document;
 int vg_yaml_load(const char *text, size_t len, bool allow_duplicate_keys, struct fy_document **out,
                  struct vg_err *err);
 
+/* fy_document_destroy(*doc) at scope exit: `VG_AUTO_YAML_DOC struct fy_document *doc = NULL;`
+ * (see base/auto.h). */
+void vg_yaml_docp(struct fy_document **doc);
+#define VG_AUTO_YAML_DOC __attribute__((cleanup(vg_yaml_docp)))
+
 #endif

@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(spec, data, size);
     spec[size] = '\0';
     int phys[FG_MAX_DEVICES];
-    int n = cu_visible_parse(spec, devs, 3, phys);
+    int n = fg_visible_parse(spec, devs, 3, phys);
     if (n < 0 || n > 3)
         abort();
     for (int i = 0; i < n; i++) {

@@ -29,31 +29,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *limits = strchr(s, '\n');
     if (limits != NULL)
         *limits++ = '\0';
-    struct cu_mps m;
+    struct fg_mps m;
     struct vg_err err = {0};
-    int rc = cu_mps_parse("/tmp/mps", s, limits, devs, 3, &m, &err);
+    int rc = fg_mps_parse("/tmp/mps", s, limits, devs, 3, &m, &err);
     if (rc != 0) {
         if (rc != -EINVAL || strncmp(err.msg, "CUDA_MPS_", 9) != 0)
             abort();
     } else {
-        if (!m.client || m.share == 0 || m.share > CU_MPS_SHARE_FULL)
+        if (!m.client || m.share == 0 || m.share > FG_MPS_SHARE_FULL)
             abort();
         for (int i = 0; i < FG_MAX_DEVICES; i++)
             if (m.limit[i] == 0 || (i >= 3 && m.limit[i] != UINT64_MAX))
                 abort();
         static const uint64_t ns[] = {0, 1, 10000, 20000000, UINT64_MAX / 3, UINT64_MAX};
         for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
-            uint64_t t = cu_mps_kernel_ns(&m, ns[i]);
+            uint64_t t = fg_mps_kernel_ns(&m, ns[i]);
             if (t < ns[i] ||
-                (ns[i] <= UINT64_MAX / CU_MPS_SHARE_FULL && t > ns[i] * CU_MPS_SHARE_FULL))
+                (ns[i] <= UINT64_MAX / FG_MPS_SHARE_FULL && t > ns[i] * FG_MPS_SHARE_FULL))
                 abort();
-            if (m.share == CU_MPS_SHARE_FULL && t != ns[i])
+            if (m.share == FG_MPS_SHARE_FULL && t != ns[i])
                 abort();
         }
     }
     /* Not a client: nothing is read, everything is unlimited. */
-    if (cu_mps_parse(NULL, s, limits, devs, 3, &m, &err) != 0 || m.client ||
-        m.share != CU_MPS_SHARE_FULL || m.limit[0] != UINT64_MAX)
+    if (fg_mps_parse(NULL, s, limits, devs, 3, &m, &err) != 0 || m.client ||
+        m.share != FG_MPS_SHARE_FULL || m.limit[0] != UINT64_MAX)
         abort();
     free(s);
     return 0;

@@ -49,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
             break;
         }
-        if (lines.len > 4096)
+        if (lines.tail.len > 4096)
             abort();
     }
     kube_lines_release(&lines);

@@ -33,8 +33,8 @@
 
 struct plugin {
     struct event_base *base;
-    struct grpc_server *server;
-    struct grpc_stream *watchers[WATCH_MAX];
+    struct vgrpc_server *server;
+    struct vgrpc_stream *watchers[WATCH_MAX];
     struct event *tick;
     unsigned generation;
 };
@@ -47,36 +47,36 @@ static uint8_t *pack(const ProtobufCMessage *msg, size_t *len)
     return buf;
 }
 
-static enum grpc_status_code on_options(void *arg, const uint8_t *req, size_t len,
-                                        struct grpc_reply *reply)
+static enum vgrpc_status_code on_options(void *arg, const uint8_t *req, size_t len,
+                                         struct vgrpc_reply *reply)
 {
     (void)arg;
     V1beta1__Empty *empty = v1beta1__empty__unpack(NULL, len, req);
     if (empty == NULL) {
         vg_strlcpy(reply->message, "cannot parse Empty", sizeof reply->message);
-        return GRPC_STATUS_INVALID_ARGUMENT;
+        return VGRPC_STATUS_INVALID_ARGUMENT;
     }
     v1beta1__empty__free_unpacked(empty, NULL);
     V1beta1__DevicePluginOptions opt = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
     opt.get_preferred_allocation_available = 1;
     reply->data = pack(&opt.base, &reply->len);
-    return GRPC_STATUS_OK;
+    return VGRPC_STATUS_OK;
 }
 
-static enum grpc_status_code on_allocate(void *arg, const uint8_t *req, size_t len,
-                                         struct grpc_reply *reply)
+static enum vgrpc_status_code on_allocate(void *arg, const uint8_t *req, size_t len,
+                                          struct vgrpc_reply *reply)
 {
     (void)arg;
     V1beta1__AllocateRequest *ar = v1beta1__allocate_request__unpack(NULL, len, req);
     if (ar == NULL) {
         vg_strlcpy(reply->message, "cannot parse AllocateRequest", sizeof reply->message);
-        return GRPC_STATUS_INVALID_ARGUMENT;
+        return VGRPC_STATUS_INVALID_ARGUMENT;
     }
     if (ar->n_container_requests != 1) {
         vg_snprintf(reply->message, sizeof reply->message, "want one container request, got %zu",
                     ar->n_container_requests);
         v1beta1__allocate_request__free_unpacked(ar, NULL);
-        return GRPC_STATUS_INVALID_ARGUMENT;
+        return VGRPC_STATUS_INVALID_ARGUMENT;
     }
     V1beta1__ContainerAllocateRequest *cr = ar->container_requests[0];
     char ids[512] = "";
@@ -86,7 +86,7 @@ static enum grpc_status_code on_allocate(void *arg, const uint8_t *req, size_t l
             0) {
             v1beta1__allocate_request__free_unpacked(ar, NULL);
             vg_strlcpy(reply->message, "too many devices", sizeof reply->message);
-            return GRPC_STATUS_INVALID_ARGUMENT;
+            return VGRPC_STATUS_INVALID_ARGUMENT;
         }
     }
     v1beta1__allocate_request__free_unpacked(ar, NULL);
@@ -104,11 +104,11 @@ static enum grpc_status_code on_allocate(void *arg, const uint8_t *req, size_t l
     resp.n_container_responses = 1;
     resp.container_responses = cars;
     reply->data = pack(&resp.base, &reply->len);
-    return GRPC_STATUS_OK;
+    return VGRPC_STATUS_OK;
 }
 
-static enum grpc_status_code on_preferred(void *arg, const uint8_t *req, size_t len,
-                                          struct grpc_reply *reply)
+static enum vgrpc_status_code on_preferred(void *arg, const uint8_t *req, size_t len,
+                                           struct vgrpc_reply *reply)
 {
     (void)arg;
     V1beta1__PreferredAllocationRequest *pr =
@@ -117,7 +117,7 @@ static enum grpc_status_code on_preferred(void *arg, const uint8_t *req, size_t 
         if (pr)
             v1beta1__preferred_allocation_request__free_unpacked(pr, NULL);
         vg_strlcpy(reply->message, "want one container request", sizeof reply->message);
-        return GRPC_STATUS_INVALID_ARGUMENT;
+        return VGRPC_STATUS_INVALID_ARGUMENT;
     }
     V1beta1__ContainerPreferredAllocationRequest *c = pr->container_requests[0];
     size_t n = c->allocation_size < 0 ? 0 : (size_t)c->allocation_size;
@@ -133,34 +133,34 @@ static enum grpc_status_code on_preferred(void *arg, const uint8_t *req, size_t 
     resp.container_responses = crs;
     reply->data = pack(&resp.base, &reply->len);
     v1beta1__preferred_allocation_request__free_unpacked(pr, NULL);
-    return GRPC_STATUS_OK;
+    return VGRPC_STATUS_OK;
 }
 
-static enum grpc_status_code on_prestart(void *arg, const uint8_t *req, size_t len,
-                                         struct grpc_reply *reply)
+static enum vgrpc_status_code on_prestart(void *arg, const uint8_t *req, size_t len,
+                                          struct vgrpc_reply *reply)
 {
     (void)arg;
     (void)req;
     (void)len;
     reply->len = 0;
-    return GRPC_STATUS_OK;
+    return VGRPC_STATUS_OK;
 }
 
-static enum grpc_status_code on_echo(void *arg, const uint8_t *req, size_t len,
-                                     struct grpc_reply *reply)
+static enum vgrpc_status_code on_echo(void *arg, const uint8_t *req, size_t len,
+                                      struct vgrpc_reply *reply)
 {
     (void)arg;
     reply->data = xmalloc(len ? len : 1);
     if (len)
         memcpy(reply->data, req, len);
     reply->len = len;
-    return GRPC_STATUS_OK;
+    return VGRPC_STATUS_OK;
 }
 
-static void send_devices(struct plugin *p, struct grpc_stream *st)
+static void send_devices(struct plugin *p, struct vgrpc_stream *st)
 {
-    char id0[] = "gpu-0", id1[] = "gpu-1", healthy[] = GRPC_KUBELET_HEALTHY,
-         unhealthy[] = GRPC_KUBELET_UNHEALTHY;
+    char id0[] = "gpu-0", id1[] = "gpu-1", healthy[] = VGRPC_KUBELET_HEALTHY,
+         unhealthy[] = VGRPC_KUBELET_UNHEALTHY;
     V1beta1__Device d0 = V1BETA1__DEVICE__INIT, d1 = V1BETA1__DEVICE__INIT;
     d0.id = id0;
     d0.health = healthy;
@@ -173,7 +173,7 @@ static void send_devices(struct plugin *p, struct grpc_stream *st)
     size_t len;
     uint8_t *buf = pack(&resp.base, &len);
     struct vg_err err = {0};
-    if (grpc_stream_send(st, buf, len, &err) < 0)
+    if (vgrpc_stream_send(st, buf, len, &err) < 0)
         printf("send failed: %s\n", err.msg);
     free(buf);
 }
@@ -185,23 +185,23 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     struct plugin *p = arg;
     p->generation++;
     for (int i = 0; i < WATCH_MAX; i++)
-        if (p->watchers[i] && strcmp(grpc_stream_path(p->watchers[i]), "/test.Test/Silent"))
+        if (p->watchers[i] && strcmp(vgrpc_stream_path(p->watchers[i]), "/test.Test/Silent"))
             send_devices(p, p->watchers[i]);
 }
 
-static void on_stream_closed(void *arg, struct grpc_stream *st, enum grpc_status_code status)
+static void on_stream_closed(void *arg, struct vgrpc_stream *st, enum vgrpc_status_code status)
 {
     struct plugin *p = arg;
     for (int i = 0; i < WATCH_MAX; i++)
         if (p->watchers[i] == st)
             p->watchers[i] = NULL;
-    printf("closed path=%s status=%s streams=%u\n", grpc_stream_path(st),
-           grpc_status_name((int)status), grpc_server_streams(p->server));
+    printf("closed path=%s status=%s streams=%u\n", vgrpc_stream_path(st),
+           vgrpc_status_name((int)status), vgrpc_server_streams(p->server));
     fflush(stdout);
 }
 
-static enum grpc_status_code on_watch(void *arg, struct grpc_stream *st, const uint8_t *req,
-                                      size_t len, char message[GRPC_STATUS_MESSAGE_MAX])
+static enum vgrpc_status_code on_watch(void *arg, struct vgrpc_stream *st, const uint8_t *req,
+                                       size_t len, char message[VGRPC_STATUS_MESSAGE_MAX])
 {
     struct plugin *p = arg;
     (void)req;
@@ -209,16 +209,16 @@ static enum grpc_status_code on_watch(void *arg, struct grpc_stream *st, const u
     for (int i = 0; i < WATCH_MAX; i++) {
         if (p->watchers[i] == NULL) {
             p->watchers[i] = st;
-            grpc_stream_on_close(st, on_stream_closed, p);
-            if (strcmp(grpc_stream_path(st), "/test.Test/Silent") != 0)
+            vgrpc_stream_on_close(st, on_stream_closed, p);
+            if (strcmp(vgrpc_stream_path(st), "/test.Test/Silent") != 0)
                 send_devices(p, st);
-            printf("opened path=%s\n", grpc_stream_path(st));
+            printf("opened path=%s\n", vgrpc_stream_path(st));
             fflush(stdout);
-            return GRPC_STATUS_OK;
+            return VGRPC_STATUS_OK;
         }
     }
-    vg_strlcpy(message, "too many watchers", GRPC_STATUS_MESSAGE_MAX);
-    return GRPC_STATUS_RESOURCE_EXHAUSTED;
+    vg_strlcpy(message, "too many watchers", VGRPC_STATUS_MESSAGE_MAX);
+    return VGRPC_STATUS_RESOURCE_EXHAUSTED;
 }
 
 static void on_shutdown_done(void *arg)
@@ -234,7 +234,7 @@ static void on_sigterm(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct plugin *p = arg;
-    grpc_server_shutdown(p->server, on_shutdown_done, p);
+    vgrpc_server_shutdown(p->server, on_shutdown_done, p);
 }
 
 static int serve(const char *socket_path)
@@ -242,17 +242,18 @@ static int serve(const char *socket_path)
     struct plugin p = {0};
     struct vg_err err = {0};
     p.base = event_base_new();
-    struct grpc_server_options opt = {.shutdown_grace_ms = 2000};
-    p.server = grpc_server_new(p.base, &opt, &err);
+    struct vgrpc_server_options opt = {.shutdown_grace_ms = 2000};
+    p.server = vgrpc_server_new(p.base, &opt, &err);
     if (p.server == NULL ||
-        grpc_server_add_unary(p.server, GRPC_KUBELET_GET_OPTIONS, on_options, &p, &err) < 0 ||
-        grpc_server_add_unary(p.server, GRPC_KUBELET_ALLOCATE, on_allocate, &p, &err) < 0 ||
-        grpc_server_add_unary(p.server, GRPC_KUBELET_PREFERRED_ALLOC, on_preferred, &p, &err) < 0 ||
-        grpc_server_add_unary(p.server, GRPC_KUBELET_PRESTART, on_prestart, &p, &err) < 0 ||
-        grpc_server_add_unary(p.server, "/test.Test/Echo", on_echo, &p, &err) < 0 ||
-        grpc_server_add_stream(p.server, GRPC_KUBELET_LIST_AND_WATCH, on_watch, &p, &err) < 0 ||
-        grpc_server_add_stream(p.server, "/test.Test/Silent", on_watch, &p, &err) < 0 ||
-        grpc_server_listen(p.server, socket_path, &err) < 0) {
+        vgrpc_server_add_unary(p.server, VGRPC_KUBELET_GET_OPTIONS, on_options, &p, &err) < 0 ||
+        vgrpc_server_add_unary(p.server, VGRPC_KUBELET_ALLOCATE, on_allocate, &p, &err) < 0 ||
+        vgrpc_server_add_unary(p.server, VGRPC_KUBELET_PREFERRED_ALLOC, on_preferred, &p, &err) <
+            0 ||
+        vgrpc_server_add_unary(p.server, VGRPC_KUBELET_PRESTART, on_prestart, &p, &err) < 0 ||
+        vgrpc_server_add_unary(p.server, "/test.Test/Echo", on_echo, &p, &err) < 0 ||
+        vgrpc_server_add_stream(p.server, VGRPC_KUBELET_LIST_AND_WATCH, on_watch, &p, &err) < 0 ||
+        vgrpc_server_add_stream(p.server, "/test.Test/Silent", on_watch, &p, &err) < 0 ||
+        vgrpc_server_listen(p.server, socket_path, &err) < 0) {
         fprintf(stderr, "grpc_peer: %s\n", err.msg);
         return 1;
     }
@@ -264,7 +265,7 @@ static int serve(const char *socket_path)
     printf("ready\n");
     fflush(stdout);
     event_base_dispatch(p.base);
-    grpc_server_free(p.server);
+    vgrpc_server_free(p.server);
     event_free(p.tick);
     event_free(term);
     event_base_free(p.base);
@@ -278,14 +279,14 @@ struct client_run {
     unsigned messages;
 };
 
-static void on_done(void *arg, enum grpc_status_code status, const char *message,
+static void on_done(void *arg, enum vgrpc_status_code status, const char *message,
                     const uint8_t *response, size_t len)
 {
     struct client_run *r = arg;
     (void)response;
-    if (status == GRPC_STATUS_OK)
+    if (status == VGRPC_STATUS_OK)
         printf("response_len=%zu\n", len);
-    printf("status=%s message=%s\n", grpc_status_name((int)status), message);
+    printf("status=%s message=%s\n", vgrpc_status_name((int)status), message);
     fflush(stdout);
     event_base_loopbreak(r->base);
 }
@@ -313,8 +314,8 @@ static int run_client(int argc, char **argv)
     const char *mode = argv[1];
     struct vg_err err = {0};
     struct client_run r = {.base = event_base_new()};
-    struct grpc_client_options opt = {.authority = strcmp(argv[3], "-") ? argv[3] : NULL};
-    struct grpc_client *cl = grpc_client_new(r.base, argv[2], &opt, &err);
+    struct vgrpc_client_options opt = {.authority = strcmp(argv[3], "-") ? argv[3] : NULL};
+    struct vgrpc_client *cl = vgrpc_client_new(r.base, argv[2], &opt, &err);
     if (cl == NULL) {
         fprintf(stderr, "grpc_peer: %s\n", err.msg);
         return 1;
@@ -322,7 +323,7 @@ static int run_client(int argc, char **argv)
     int rc = 0;
     uint8_t *buf = NULL;
     if (strcmp(mode, "register") == 0 && argc == 5) {
-        char version[] = GRPC_KUBELET_API_VERSION, resource[] = "vgpu.io/gpu";
+        char version[] = VGRPC_KUBELET_API_VERSION, resource[] = "vgpu.io/gpu";
         V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
         o.get_preferred_allocation_available = 1;
         V1beta1__RegisterRequest req = V1BETA1__REGISTER_REQUEST__INIT;
@@ -332,38 +333,38 @@ static int run_client(int argc, char **argv)
         req.options = &o;
         size_t len;
         buf = pack(&req.base, &len);
-        rc = grpc_client_unary(cl, GRPC_KUBELET_REGISTER, buf, len, 5000, on_done, &r, &err);
+        rc = vgrpc_client_unary(cl, VGRPC_KUBELET_REGISTER, buf, len, 5000, on_done, &r, &err);
     } else if (strcmp(mode, "watch") == 0 && argc == 4) {
         V1beta1__Empty e = V1BETA1__EMPTY__INIT;
         size_t len;
         buf = pack(&e.base, &len);
-        rc = grpc_client_stream(cl, GRPC_KUBELET_LIST_AND_WATCH, buf, len, 0, on_devices, on_done,
-                                &r, &err);
+        rc = vgrpc_client_stream(cl, VGRPC_KUBELET_LIST_AND_WATCH, buf, len, 0, on_devices, on_done,
+                                 &r, &err);
     } else if (strcmp(mode, "call") == 0 && argc == 7) {
         uint64_t timeout_ms, size;
         if (vg_parse_u64(argv[5], 0, 600000, &timeout_ms, &err) < 0 ||
             vg_parse_u64(argv[6], 0, 64 << 20, &size, &err) < 0) {
             fprintf(stderr, "grpc_peer: %s\n", err.msg);
-            grpc_client_free(cl);
+            vgrpc_client_free(cl);
             return 2;
         }
         buf = xmalloc(size + 1);
         memset(buf, 'x', size);
-        rc = grpc_client_unary(cl, argv[4], buf, size, timeout_ms, on_done, &r, &err);
+        rc = vgrpc_client_unary(cl, argv[4], buf, size, timeout_ms, on_done, &r, &err);
     } else {
         fprintf(stderr, "grpc_peer: bad arguments for %s\n", mode);
-        grpc_client_free(cl);
+        vgrpc_client_free(cl);
         return 2;
     }
     free(buf);
     if (rc < 0) {
         printf("start failed: %s\n", err.msg);
-        grpc_client_free(cl);
+        vgrpc_client_free(cl);
         event_base_free(r.base);
         return 0;
     }
     event_base_dispatch(r.base);
-    grpc_client_free(cl);
+    vgrpc_client_free(cl);
     event_base_free(r.base);
     return 0;
 }

@@ -1,5 +1,6 @@
 add_test(NAME lint.banned COMMAND ${CMAKE_CURRENT_LIST_DIR}/banned.sh)
 add_test(NAME lint.format COMMAND ${CMAKE_CURRENT_LIST_DIR}/format.sh)
+add_test(NAME lint.errstyle COMMAND ${CMAKE_CURRENT_LIST_DIR}/errstyle.sh)
 add_test(NAME lint.references COMMAND python3 ${CMAKE_CURRENT_LIST_DIR}/references.py)
 add_test(NAME lint.references_selftest COMMAND ${CMAKE_CURRENT_LIST_DIR}/references_selftest.sh)
 # Run after the build: it reads the compilers' dependency files. The CUDA toolkit is
@@ -13,7 +14,7 @@ add_test(NAME lint.debian_deps_catches_missing
                  ${CMAKE_CURRENT_LIST_DIR}/debian_deps.py ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}
                  "$ENV{CUDA_HOME}" /usr/local/cuda)
 set_tests_properties(lint.banned lint.format lint.references lint.references_selftest
-                     lint.debian_deps lint.debian_deps_catches_missing
+                     lint.debian_deps lint.debian_deps_catches_missing lint.errstyle
                      PROPERTIES LABELS "lint;nosan" TIMEOUT 120)
 set_tests_properties(lint.format lint.debian_deps PROPERTIES SKIP_RETURN_CODE 77)
 set_tests_properties(lint.debian_deps_catches_missing PROPERTIES

@@ -1,6 +1,6 @@
 vgpu_unit_test(test_base
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_base.c
-  LIBS vgpu_base)
+  LIBS vgpu_base PkgConfig::KUBE_JANSSON)
 vgpu_fuzz_target(parse_quantity
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../fuzz/fuzz_parse_quantity.c
   LIBS vgpu_base)

@@ -1,13 +1,23 @@
-/* Unit tests for src/base: errors, number and quantity parsing, the PRNG, logging. */
+/* Unit tests for src/base: errors, scope cleanup, bounded buffers and file reading, number
+ * and quantity parsing, the PRNG, logging. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "base/auto.h"
+#include "base/auto_json.h"
+#include "base/buf.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/parse.h"
@@ -275,11 +285,274 @@ static void test_checked_strings(void **state)
     assert_string_equal(buf, "abcdefg");
 }
 
+static int fails_and_wraps(struct vg_err *err)
+{
+    vg_err_set(err, -EINVAL, "bad value");
+    return vg_err_wrap(err, "reading %s", "x");
+}
+
+/* `return vg_err_wrap(...)` is how an error passes upward; a caller that passes no err
+ * (NULL is allowed everywhere) must still see a failure, not 0. */
+static void test_err_wrap_passes_failure_up(void **state)
+{
+    (void)state;
+    struct vg_err err;
+    assert_int_equal(fails_and_wraps(&err), -EINVAL);
+    assert_string_equal(err.msg, "reading x: bad value");
+    assert_true(fails_and_wraps(NULL) < 0);
+}
+
+static void test_err_errno(void **state)
+{
+    (void)state;
+    struct vg_err err;
+    vg_err_clear(&err);
+    /* Positive and negative errno give the same code and the system's text. */
+    assert_int_equal(vg_err_errno(&err, ENOENT, "%s: cannot open", "/x"), -ENOENT);
+    assert_int_equal(err.code, -ENOENT);
+    assert_string_equal(err.msg, "/x: cannot open: No such file or directory");
+    assert_int_equal(vg_err_errno(&err, -EACCES, "reading %d", 7), -EACCES);
+    assert_string_equal(err.msg, "reading 7: Permission denied");
+    /* errno 0 (a caller that read errno too late) still reads as a failure. */
+    assert_int_equal(vg_err_errno(&err, 0, "x"), -EIO);
+    assert_int_equal(vg_err_errno(NULL, EPERM, "x"), -EPERM);
+    /* An unknown number still gives a message, never an empty one. */
+    vg_err_errno(&err, 100000, "odd");
+    assert_int_equal(strncmp(err.msg, "odd: ", 5), 0);
+    assert_true(strlen(err.msg) > 5);
+    /* A long prefix is cut and marked, the buffer never overrun. */
+    char longp[400];
+    memset(longp, 'p', sizeof longp - 1);
+    longp[sizeof longp - 1] = '\0';
+    vg_err_errno(&err, ENOENT, "%s", longp);
+    assert_int_equal(strlen(err.msg), VG_ERR_MSG_MAX - 1);
+    assert_string_equal(err.msg + VG_ERR_MSG_MAX - 4, "...");
+    /* Wrapping keeps the errno text at the end. */
+    vg_err_errno(&err, ENOSPC, "writing");
+    vg_err_wrap(&err, "saving state");
+    assert_string_equal(err.msg, "saving state: writing: No space left on device");
+    char buf[8];
+    assert_non_null(vg_strerror(ENOENT, buf, sizeof buf)); /* small buffers are safe */
+    assert_string_equal(VG_STRERROR(-ENOENT), "No such file or directory");
+}
+
+static char *make_owned(const char *s, bool hand_over)
+{
+    VG_AUTO_FREE char *p = strdup(s);
+    if (!hand_over)
+        return NULL; /* p is freed here (ASan would report a leak otherwise) */
+    return vg_steal_ptr(&p);
+}
+
+static void test_auto_cleanup(void **state)
+{
+    (void)state;
+    char *kept = make_owned("abc", true);
+    assert_string_equal(kept, "abc");
+    free(kept);
+    assert_null(make_owned("abc", false));
+
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    {
+        VG_AUTO_CLOSE int r = fds[0];
+        (void)r;
+    }
+    assert_int_equal(fcntl(fds[0], F_GETFD), -1); /* closed at scope exit */
+    int w;
+    {
+        VG_AUTO_CLOSE int fd = fds[1];
+        w = vg_steal_fd(&fd);
+        assert_int_equal(fd, -1);
+    }
+    assert_true(fcntl(w, F_GETFD) >= 0); /* handed over, still open */
+    {
+        VG_AUTO_FILE FILE *f = fdopen(w, "w");
+        assert_non_null(f);
+    }
+    assert_int_equal(fcntl(w, F_GETFD), -1); /* fclose closed it */
+    json_t *outer = json_object();
+    if (outer == NULL)
+        abort();
+    {
+        VG_AUTO_JSON json_t *j = json_incref(outer);
+        assert_ptr_equal(j, outer);
+        assert_int_equal(outer->refcount, 2);
+    }
+    assert_int_equal(outer->refcount, 1); /* the scope exit dropped its reference */
+    {
+        VG_AUTO_JSON json_t *j = json_incref(outer);
+        json_t *taken = vg_steal_ptr(&j);
+        assert_null(j);
+        json_decref(taken);
+    }
+    json_decref(outer);
+}
+
+static void test_buf_append_and_ceiling(void **state)
+{
+    (void)state;
+    struct vg_err err;
+    vg_err_clear(&err);
+    struct vg_buf b;
+    vg_buf_init(&b, "test body", 100);
+    assert_null(b.data);
+    assert_int_equal(vg_buf_append(&b, "hello", 5, &err), 0);
+    assert_int_equal(vg_buf_appendf(&b, &err, " %d%s", 42, "!"), 0);
+    assert_int_equal(b.len, 9);
+    assert_string_equal(b.data, "hello 42!");
+    /* Grows past its first allocation up to exactly the ceiling. */
+    char block[91];
+    memset(block, 'x', sizeof block);
+    assert_int_equal(vg_buf_append(&b, block, 91, &err), 0);
+    assert_int_equal(b.len, 100);
+    assert_int_equal(b.data[100], '\0');
+    /* One byte more is refused, with a message naming the buffer, and changes nothing. */
+    assert_int_equal(vg_buf_append(&b, "y", 1, &err), -E2BIG);
+    assert_int_equal(err.code, -E2BIG);
+    assert_string_equal(err.msg, "test body: larger than 100 bytes");
+    assert_int_equal(b.len, 100);
+    assert_int_equal(vg_buf_appendf(&b, &err, "%s", "z"), -E2BIG);
+    assert_int_equal(b.len, 100);
+    assert_int_equal(b.data[99], 'x');
+    /* A huge append cannot wrap the length arithmetic. */
+    assert_int_equal(vg_buf_append(&b, block, SIZE_MAX, &err), -E2BIG);
+    /* Reset keeps the ceiling and the memory. */
+    char *mem = b.data;
+    vg_buf_reset(&b);
+    assert_int_equal(b.len, 0);
+    assert_string_equal(b.data, "");
+    assert_int_equal(vg_buf_append_str(&b, "again", &err), 0);
+    assert_ptr_equal(b.data, mem);
+    char *out = NULL;
+    size_t len = 0;
+    assert_int_equal(vg_buf_steal(&b, &out, &len, &err), 0);
+    assert_string_equal(out, "again");
+    assert_int_equal(len, 5);
+    assert_null(b.data);
+    assert_int_equal(b.len, 0);
+    free(out);
+    /* Stealing an empty buffer gives "", never NULL. */
+    assert_int_equal(vg_buf_steal(&b, &out, NULL, &err), 0);
+    assert_string_equal(out, "");
+    free(out);
+    vg_buf_free(&b);
+    /* A zero ceiling takes nothing. */
+    vg_buf_init(&b, "empty", 0);
+    assert_int_equal(vg_buf_append(&b, "", 0, &err), 0);
+    assert_int_equal(vg_buf_append(&b, "a", 1, &err), -E2BIG);
+    assert_string_equal(err.msg, "empty: larger than 0 bytes");
+    vg_buf_free(&b);
+}
+
+static void test_array_grow(void **state)
+{
+    (void)state;
+    struct vg_err err;
+    vg_err_clear(&err);
+    uint64_t *v = NULL;
+    size_t cap = 0;
+    assert_int_equal(vg_array_grow(&v, &cap, 1, sizeof *v, 40, "pods", &err), 0);
+    assert_true(cap >= 1 && cap <= 40);
+    for (size_t i = 0; i < 40; i++) {
+        assert_int_equal(vg_array_grow(&v, &cap, i + 1, sizeof *v, 40, "pods", &err), 0);
+        v[i] = i;
+    }
+    assert_int_equal(cap, 40); /* clamped to the ceiling, not doubled past it */
+    uint64_t *before = v;
+    assert_int_equal(vg_array_grow(&v, &cap, 41, sizeof *v, 40, "pods", &err), -E2BIG);
+    assert_string_equal(err.msg, "pods: more than 40 items");
+    assert_ptr_equal(v, before);
+    assert_int_equal(cap, 40);
+    assert_int_equal(v[39], 39);
+    /* An element count whose byte size would overflow is refused, not wrapped. */
+    assert_int_equal(vg_array_grow(&v, &cap, SIZE_MAX / 4, sizeof *v, SIZE_MAX, "big", &err),
+                     -E2BIG);
+    free(v);
+}
+
+static void write_file(const char *path, const char *data, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, data, len), (ssize_t)len);
+    close(fd);
+}
+
+static void test_read_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vgpu-test-base-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/f", dir);
+    struct vg_err err;
+    vg_err_clear(&err);
+    char *text = NULL;
+    size_t len = 0;
+
+    write_file(path, "a\0b\n", 4); /* embedded NUL kept, length exact */
+    assert_int_equal(vg_read_file(path, 4, &text, &len, &err), 0);
+    assert_int_equal(len, 4);
+    assert_memory_equal(text, "a\0b\n", 5);
+    free(text);
+
+    /* Exactly at the ceiling is fine; one byte over is refused with the path. */
+    assert_int_equal(vg_read_file(path, 3, &text, &len, &err), -EFBIG);
+    char want[256];
+    snprintf(want, sizeof want, "%s: larger than 3 bytes", path);
+    assert_string_equal(err.msg, want);
+
+    write_file(path, "", 0);
+    assert_int_equal(vg_read_file(path, 10, &text, NULL, &err), 0);
+    assert_string_equal(text, "");
+    free(text);
+
+    /* A file larger than one read chunk. */
+    size_t big = 100000;
+    char *data = malloc(big);
+    assert_non_null(data);
+    for (size_t i = 0; i < big; i++)
+        data[i] = (char)('a' + i % 26);
+    write_file(path, data, big);
+    assert_int_equal(vg_read_file(path, big, &text, &len, &err), 0);
+    assert_int_equal(len, big);
+    assert_memory_equal(text, data, big);
+    free(text);
+    free(data);
+
+    /* A file without a size (/proc) is read to its end and still bounded. */
+    assert_int_equal(vg_read_file("/proc/self/status", 1 << 20, &text, &len, &err), 0);
+    assert_non_null(strstr(text, "Name:"));
+    free(text);
+    assert_int_equal(vg_read_file("/proc/self/status", 16, &text, &len, &err), -EFBIG);
+    assert_string_equal(err.msg, "/proc/self/status: larger than 16 bytes");
+
+    assert_int_equal(vg_read_file(dir, 10, &text, &len, &err), -EISDIR);
+    snprintf(want, sizeof want, "%s: is a directory", dir);
+    assert_string_equal(err.msg, want);
+
+    snprintf(path, sizeof path, "%s/missing", dir);
+    assert_int_equal(vg_read_file(path, 10, &text, &len, &err), -ENOENT);
+    snprintf(want, sizeof want, "%s: cannot open: No such file or directory", path);
+    assert_string_equal(err.msg, want);
+
+    snprintf(path, sizeof path, "%s/f", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_err_set_and_wrap),
         cmocka_unit_test(test_err_truncation_is_marked),
+        cmocka_unit_test(test_err_wrap_passes_failure_up),
+        cmocka_unit_test(test_err_errno),
+        cmocka_unit_test(test_auto_cleanup),
+        cmocka_unit_test(test_buf_append_and_ceiling),
+        cmocka_unit_test(test_array_grow),
+        cmocka_unit_test(test_read_file),
         cmocka_unit_test(test_parse_u64),
         cmocka_unit_test(test_parse_i64),
         cmocka_unit_test(test_parse_bytes_units),

@@ -26,41 +26,41 @@ struct fixture {
     char dir[64];
     char sock[96];
     struct event_base *base;
-    struct grpc_server *server;
-    struct grpc_client *client;
-    struct grpc_stream *stream; /* the open server stream, if any */
+    struct vgrpc_server *server;
+    struct vgrpc_client *client;
+    struct vgrpc_stream *stream; /* the open server stream, if any */
     int closed_calls;
-    enum grpc_status_code closed_status;
+    enum vgrpc_status_code closed_status;
     bool shutdown_done;
     /* client side */
     int done_calls;
-    enum grpc_status_code status;
-    char message[GRPC_STATUS_MESSAGE_MAX];
+    enum vgrpc_status_code status;
+    char message[VGRPC_STATUS_MESSAGE_MAX];
     size_t response_len;
     uint8_t response[16];
     int messages;
     int stop_after_messages;
     /* deferred calls */
-    struct grpc_call *call; /* the waiting call, if any */
+    struct vgrpc_call *call; /* the waiting call, if any */
     int gone_calls;
-    enum grpc_status_code gone_status;
+    enum vgrpc_status_code gone_status;
 };
 
-static enum grpc_status_code echo(void *arg, const uint8_t *req, size_t len,
-                                  struct grpc_reply *reply)
+static enum vgrpc_status_code echo(void *arg, const uint8_t *req, size_t len,
+                                   struct vgrpc_reply *reply)
 {
     (void)arg;
     if (len == 4 && memcmp(req, "fail", 4) == 0) {
         vg_strlcpy(reply->message, "asked to fail: 100%", sizeof reply->message);
-        return GRPC_STATUS_FAILED_PRECONDITION;
+        return VGRPC_STATUS_FAILED_PRECONDITION;
     }
     reply->data = malloc(len ? len : 1);
     memcpy(reply->data, req, len);
     reply->len = len;
-    return GRPC_STATUS_OK;
+    return VGRPC_STATUS_OK;
 }
 
-static void stream_closed(void *arg, struct grpc_stream *st, enum grpc_status_code status)
+static void stream_closed(void *arg, struct vgrpc_stream *st, enum vgrpc_status_code status)
 {
     struct fixture *f = arg;
     assert_ptr_equal(st, f->stream);
@@ -71,24 +71,24 @@ static void stream_closed(void *arg, struct grpc_stream *st, enum grpc_status_co
 
 /* Sends as many messages as the request's first byte says, then finishes when that is
  * non-zero; with 0 it keeps the stream open and silent. */
-static enum grpc_status_code counter(void *arg, struct grpc_stream *st, const uint8_t *req,
-                                     size_t len, char message[GRPC_STATUS_MESSAGE_MAX])
+static enum vgrpc_status_code counter(void *arg, struct vgrpc_stream *st, const uint8_t *req,
+                                      size_t len, char message[VGRPC_STATUS_MESSAGE_MAX])
 {
     struct fixture *f = arg;
     if (len != 1) {
-        vg_strlcpy(message, "want one byte", GRPC_STATUS_MESSAGE_MAX);
-        return GRPC_STATUS_INVALID_ARGUMENT;
+        vg_strlcpy(message, "want one byte", VGRPC_STATUS_MESSAGE_MAX);
+        return VGRPC_STATUS_INVALID_ARGUMENT;
     }
     f->stream = st;
-    grpc_stream_on_close(st, stream_closed, f);
+    vgrpc_stream_on_close(st, stream_closed, f);
     for (uint8_t i = 0; i < req[0]; i++)
-        assert_int_equal(grpc_stream_send(st, &i, 1, NULL), 0);
+        assert_int_equal(vgrpc_stream_send(st, &i, 1, NULL), 0);
     if (req[0] > 0)
-        grpc_stream_finish(st, GRPC_STATUS_OK, NULL);
-    return GRPC_STATUS_OK;
+        vgrpc_stream_finish(st, VGRPC_STATUS_OK, NULL);
+    return VGRPC_STATUS_OK;
 }
 
-static void call_gone(void *arg, struct grpc_call *call, enum grpc_status_code status)
+static void call_gone(void *arg, struct vgrpc_call *call, enum vgrpc_status_code status)
 {
     struct fixture *f = arg;
     assert_ptr_equal(call, f->call);
@@ -99,22 +99,22 @@ static void call_gone(void *arg, struct grpc_call *call, enum grpc_status_code s
 
 /* Deferred: "now" is answered inside the handler, "no" refused inside it; anything else
  * waits in f->call for the test to answer (or for the call to go). */
-static void later(void *arg, struct grpc_call *call, const uint8_t *req, size_t len)
+static void later(void *arg, struct vgrpc_call *call, const uint8_t *req, size_t len)
 {
     struct fixture *f = arg;
     if (len == 3 && memcmp(req, "now", 3) == 0) {
-        grpc_call_reply(call, GRPC_STATUS_OK, req, len, NULL);
+        vgrpc_call_reply(call, VGRPC_STATUS_OK, req, len, NULL);
         return;
     }
     if (len == 2 && memcmp(req, "no", 2) == 0) {
-        grpc_call_reply(call, GRPC_STATUS_NOT_FOUND, NULL, 0, "not here");
+        vgrpc_call_reply(call, VGRPC_STATUS_NOT_FOUND, NULL, 0, "not here");
         return;
     }
     f->call = call;
-    grpc_call_on_gone(call, call_gone, f);
+    vgrpc_call_on_gone(call, call_gone, f);
 }
 
-static void call_done(void *arg, enum grpc_status_code status, const char *message,
+static void call_done(void *arg, enum vgrpc_status_code status, const char *message,
                       const uint8_t *response, size_t len)
 {
     struct fixture *f = arg;
@@ -143,13 +143,13 @@ static int setup(void **state)
     vg_snprintf(f->sock, sizeof f->sock, "%s/plugin.sock", f->dir);
     f->base = event_base_new();
     struct vg_err err = {0};
-    struct grpc_server_options opt = {.shutdown_grace_ms = 1000};
-    f->server = grpc_server_new(f->base, &opt, &err);
+    struct vgrpc_server_options opt = {.shutdown_grace_ms = 1000};
+    f->server = vgrpc_server_new(f->base, &opt, &err);
     assert_non_null(f->server);
-    assert_int_equal(grpc_server_add_unary(f->server, "/t.T/Echo", echo, f, &err), 0);
-    assert_int_equal(grpc_server_add_stream(f->server, "/t.T/Count", counter, f, &err), 0);
-    assert_int_equal(grpc_server_add_deferred(f->server, "/t.T/Later", later, f, &err), 0);
-    assert_int_equal(grpc_server_listen(f->server, f->sock, &err), 0);
+    assert_int_equal(vgrpc_server_add_unary(f->server, "/t.T/Echo", echo, f, &err), 0);
+    assert_int_equal(vgrpc_server_add_stream(f->server, "/t.T/Count", counter, f, &err), 0);
+    assert_int_equal(vgrpc_server_add_deferred(f->server, "/t.T/Later", later, f, &err), 0);
+    assert_int_equal(vgrpc_server_listen(f->server, f->sock, &err), 0);
     *state = f;
     return 0;
 }
@@ -157,8 +157,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    grpc_client_free(f->client);
-    grpc_server_free(f->server);
+    vgrpc_client_free(f->client);
+    vgrpc_server_free(f->server);
     event_base_free(f->base);
     rmdir(f->dir);
     free(f);
@@ -168,8 +168,8 @@ static int teardown(void **state)
 static void client_connect(struct fixture *f, const char *authority)
 {
     struct vg_err err = {0};
-    struct grpc_client_options opt = {.authority = authority};
-    f->client = grpc_client_new(f->base, f->sock, &opt, &err);
+    struct vgrpc_client_options opt = {.authority = authority};
+    f->client = vgrpc_client_new(f->base, f->sock, &opt, &err);
     assert_non_null(f->client);
 }
 
@@ -204,32 +204,32 @@ static void test_unary_ok_error_unknown_without_authority(void **state)
     struct fixture *f = *state;
     struct vg_err err = {0};
     client_connect(f, NULL); /* no :authority at all, as some grpc-go clients */
-    assert_int_equal(grpc_client_unary(f->client, "/t.T/Echo", (const uint8_t *)"hi", 2, 5000,
-                                       call_done, f, &err),
+    assert_int_equal(vgrpc_client_unary(f->client, "/t.T/Echo", (const uint8_t *)"hi", 2, 5000,
+                                        call_done, f, &err),
                      0);
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_OK);
+    assert_int_equal(f->status, VGRPC_STATUS_OK);
     assert_int_equal(f->response_len, 2);
     assert_memory_equal(f->response, "hi", 2);
 
     f->done_calls = 0;
-    grpc_client_unary(f->client, "/t.T/Echo", (const uint8_t *)"fail", 4, 0, call_done, f, &err);
+    vgrpc_client_unary(f->client, "/t.T/Echo", (const uint8_t *)"fail", 4, 0, call_done, f, &err);
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_FAILED_PRECONDITION);
+    assert_int_equal(f->status, VGRPC_STATUS_FAILED_PRECONDITION);
     assert_string_equal(f->message, "asked to fail: 100%");
 
     f->done_calls = 0;
-    grpc_client_unary(f->client, "/t.T/Nope", NULL, 0, 0, call_done, f, &err);
+    vgrpc_client_unary(f->client, "/t.T/Nope", NULL, 0, 0, call_done, f, &err);
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_UNIMPLEMENTED);
+    assert_int_equal(f->status, VGRPC_STATUS_UNIMPLEMENTED);
     assert_string_equal(f->message, "unknown method /t.T/Nope");
 
     f->done_calls = 0; /* zero-length request and response */
-    grpc_client_unary(f->client, "/t.T/Echo", NULL, 0, 0, call_done, f, &err);
+    vgrpc_client_unary(f->client, "/t.T/Echo", NULL, 0, 0, call_done, f, &err);
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_OK);
+    assert_int_equal(f->status, VGRPC_STATUS_OK);
     assert_int_equal(f->response_len, 0);
-    assert_int_equal(grpc_server_connections(f->server), 1);
+    assert_int_equal(vgrpc_server_connections(f->server), 1);
 }
 
 static void test_stream_messages_then_ok(void **state)
@@ -238,19 +238,20 @@ static void test_stream_messages_then_ok(void **state)
     client_connect(f, "localhost");
     uint8_t n = 3;
     assert_int_equal(
-        grpc_client_stream(f->client, "/t.T/Count", &n, 1, 0, call_message, call_done, f, NULL), 0);
+        vgrpc_client_stream(f->client, "/t.T/Count", &n, 1, 0, call_message, call_done, f, NULL),
+        0);
     run_until(f, one_done);
     assert_int_equal(f->messages, 3);
-    assert_int_equal(f->status, GRPC_STATUS_OK);
+    assert_int_equal(f->status, VGRPC_STATUS_OK);
     run_until(f, stream_closed_once);
-    assert_int_equal(f->closed_status, GRPC_STATUS_OK);
-    assert_int_equal(grpc_server_streams(f->server), 0);
+    assert_int_equal(f->closed_status, VGRPC_STATUS_OK);
+    assert_int_equal(vgrpc_server_streams(f->server), 0);
 
     /* A handler's refusal arrives as the call's status. */
     f->done_calls = 0;
-    grpc_client_stream(f->client, "/t.T/Count", NULL, 0, 0, call_message, call_done, f, NULL);
+    vgrpc_client_stream(f->client, "/t.T/Count", NULL, 0, 0, call_message, call_done, f, NULL);
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_INVALID_ARGUMENT);
+    assert_int_equal(f->status, VGRPC_STATUS_INVALID_ARGUMENT);
     assert_string_equal(f->message, "want one byte");
 }
 
@@ -259,31 +260,31 @@ static void test_client_cancel_and_vanish_free_the_server_stream(void **state)
     struct fixture *f = *state;
     client_connect(f, "localhost");
     uint8_t silent = 0;
-    grpc_client_stream(f->client, "/t.T/Count", &silent, 1, 0, call_message, call_done, f, NULL);
+    vgrpc_client_stream(f->client, "/t.T/Count", &silent, 1, 0, call_message, call_done, f, NULL);
     run_until(f, stream_open);
-    assert_int_equal(grpc_server_streams(f->server), 1);
+    assert_int_equal(vgrpc_server_streams(f->server), 1);
     /* Later messages reach the client; the client stops after the second. */
     f->stop_after_messages = 2;
     for (uint8_t i = 0; i < 2; i++)
-        assert_int_equal(grpc_stream_send(f->stream, &i, 1, NULL), 0);
+        assert_int_equal(vgrpc_stream_send(f->stream, &i, 1, NULL), 0);
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_CANCELLED);
+    assert_int_equal(f->status, VGRPC_STATUS_CANCELLED);
     run_until(f, stream_closed_once);
-    assert_int_equal(f->closed_status, GRPC_STATUS_CANCELLED);
-    assert_int_equal(grpc_server_streams(f->server), 0);
+    assert_int_equal(f->closed_status, VGRPC_STATUS_CANCELLED);
+    assert_int_equal(vgrpc_server_streams(f->server), 0);
 
     /* Now the client process "vanishes": its connection just closes. */
     f->closed_calls = 0;
     f->done_calls = 0;
-    grpc_client_stream(f->client, "/t.T/Count", &silent, 1, 0, call_message, call_done, f, NULL);
+    vgrpc_client_stream(f->client, "/t.T/Count", &silent, 1, 0, call_message, call_done, f, NULL);
     run_until(f, stream_open);
-    grpc_client_free(f->client);
+    vgrpc_client_free(f->client);
     f->client = NULL;
     assert_int_equal(f->done_calls, 1); /* completed inside free */
-    assert_int_equal(f->status, GRPC_STATUS_CANCELLED);
+    assert_int_equal(f->status, VGRPC_STATUS_CANCELLED);
     run_until(f, stream_closed_once);
-    assert_int_equal(f->closed_status, GRPC_STATUS_CANCELLED);
-    assert_int_equal(grpc_server_streams(f->server), 0);
+    assert_int_equal(f->closed_status, VGRPC_STATUS_CANCELLED);
+    assert_int_equal(vgrpc_server_streams(f->server), 0);
 }
 
 static void test_deadline_ends_silent_stream(void **state)
@@ -291,14 +292,14 @@ static void test_deadline_ends_silent_stream(void **state)
     struct fixture *f = *state;
     client_connect(f, "localhost");
     uint8_t silent = 0;
-    grpc_client_stream(f->client, "/t.T/Count", &silent, 1, 150, call_message, call_done, f, NULL);
+    vgrpc_client_stream(f->client, "/t.T/Count", &silent, 1, 150, call_message, call_done, f, NULL);
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_DEADLINE_EXCEEDED);
+    assert_int_equal(f->status, VGRPC_STATUS_DEADLINE_EXCEEDED);
     run_until(f, stream_closed_once);
     /* Whichever timer ran first: the server's sends DEADLINE_EXCEEDED, the client's
      * resets the stream. */
-    assert_true(f->closed_status == GRPC_STATUS_DEADLINE_EXCEEDED ||
-                f->closed_status == GRPC_STATUS_CANCELLED);
+    assert_true(f->closed_status == VGRPC_STATUS_DEADLINE_EXCEEDED ||
+                f->closed_status == VGRPC_STATUS_CANCELLED);
 }
 
 static bool shutdown_complete(const struct fixture *f)
@@ -316,17 +317,17 @@ static void test_graceful_shutdown(void **state)
     struct fixture *f = *state;
     client_connect(f, "localhost");
     uint8_t silent = 0;
-    grpc_client_stream(f->client, "/t.T/Count", &silent, 1, 0, call_message, call_done, f, NULL);
+    vgrpc_client_stream(f->client, "/t.T/Count", &silent, 1, 0, call_message, call_done, f, NULL);
     run_until(f, stream_open);
-    grpc_server_shutdown(f->server, on_shutdown, f);
+    vgrpc_server_shutdown(f->server, on_shutdown, f);
     assert_int_equal(access(f->sock, F_OK), -1); /* no new connections */
     run_until(f, shutdown_complete);
-    assert_int_equal(f->status, GRPC_STATUS_UNAVAILABLE);
+    assert_int_equal(f->status, VGRPC_STATUS_UNAVAILABLE);
     assert_string_equal(f->message, "server shutting down");
-    assert_int_equal(f->closed_status, GRPC_STATUS_UNAVAILABLE);
-    assert_int_equal(grpc_server_connections(f->server), 0);
-    assert_false(grpc_client_usable(f->client));
-    assert_int_equal(grpc_client_unary(f->client, "/t.T/Echo", NULL, 0, 0, call_done, f, NULL),
+    assert_int_equal(f->closed_status, VGRPC_STATUS_UNAVAILABLE);
+    assert_int_equal(vgrpc_server_connections(f->server), 0);
+    assert_false(vgrpc_client_usable(f->client));
+    assert_int_equal(vgrpc_client_unary(f->client, "/t.T/Echo", NULL, 0, 0, call_done, f, NULL),
                      -ENOTCONN);
 }
 
@@ -335,14 +336,14 @@ static void test_server_freed_under_a_call(void **state)
     struct fixture *f = *state;
     client_connect(f, "localhost");
     uint8_t silent = 0;
-    grpc_client_stream(f->client, "/t.T/Count", &silent, 1, 0, call_message, call_done, f, NULL);
+    vgrpc_client_stream(f->client, "/t.T/Count", &silent, 1, 0, call_message, call_done, f, NULL);
     run_until(f, stream_open);
-    grpc_server_free(f->server);
+    vgrpc_server_free(f->server);
     f->server = NULL;
     assert_int_equal(f->closed_calls, 1);
-    assert_int_equal(f->closed_status, GRPC_STATUS_UNAVAILABLE);
+    assert_int_equal(f->closed_status, VGRPC_STATUS_UNAVAILABLE);
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_UNAVAILABLE);
+    assert_int_equal(f->status, VGRPC_STATUS_UNAVAILABLE);
 }
 
 static void test_stream_send_errors(void **state)
@@ -351,23 +352,23 @@ static void test_stream_send_errors(void **state)
     struct vg_err err = {0};
     client_connect(f, "localhost");
     uint8_t silent = 0;
-    grpc_client_stream(f->client, "/t.T/Count", &silent, 1, 0, call_message, call_done, f, NULL);
+    vgrpc_client_stream(f->client, "/t.T/Count", &silent, 1, 0, call_message, call_done, f, NULL);
     run_until(f, stream_open);
-    uint8_t *big = calloc(1, GRPC_MESSAGE_MAX + 1);
-    assert_int_equal(grpc_stream_send(f->stream, big, GRPC_MESSAGE_MAX + 1, &err), -EMSGSIZE);
+    uint8_t *big = calloc(1, VGRPC_MESSAGE_MAX + 1);
+    assert_int_equal(vgrpc_stream_send(f->stream, big, VGRPC_MESSAGE_MAX + 1, &err), -EMSGSIZE);
     assert_non_null(strstr(err.msg, "4194305"));
-    struct grpc_stream *st = f->stream;
-    grpc_stream_finish(st, GRPC_STATUS_ABORTED, "done here");
-    assert_int_equal(grpc_stream_send(st, big, 1, &err), -EPIPE);
+    struct vgrpc_stream *st = f->stream;
+    vgrpc_stream_finish(st, VGRPC_STATUS_ABORTED, "done here");
+    assert_int_equal(vgrpc_stream_send(st, big, 1, &err), -EPIPE);
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_ABORTED);
+    assert_int_equal(f->status, VGRPC_STATUS_ABORTED);
     assert_string_equal(f->message, "done here");
     free(big);
     /* The client refuses to send over the ceiling. */
-    big = calloc(1, GRPC_MESSAGE_MAX + 1);
-    assert_int_equal(
-        grpc_client_unary(f->client, "/t.T/Echo", big, GRPC_MESSAGE_MAX + 1, 0, call_done, f, &err),
-        -EMSGSIZE);
+    big = calloc(1, VGRPC_MESSAGE_MAX + 1);
+    assert_int_equal(vgrpc_client_unary(f->client, "/t.T/Echo", big, VGRPC_MESSAGE_MAX + 1, 0,
+                                        call_done, f, &err),
+                     -EMSGSIZE);
     free(big);
 }
 
@@ -384,8 +385,8 @@ static bool call_gone_once(const struct fixture *f)
 static void later_call(struct fixture *f, const char *req, uint64_t timeout_ms)
 {
     f->done_calls = 0;
-    assert_int_equal(grpc_client_unary(f->client, "/t.T/Later", (const uint8_t *)req, strlen(req),
-                                       timeout_ms, call_done, f, NULL),
+    assert_int_equal(vgrpc_client_unary(f->client, "/t.T/Later", (const uint8_t *)req, strlen(req),
+                                        timeout_ms, call_done, f, NULL),
                      0);
 }
 
@@ -395,48 +396,48 @@ static void test_deferred_replies(void **state)
     client_connect(f, "localhost");
     later_call(f, "now", 5000);
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_OK);
+    assert_int_equal(f->status, VGRPC_STATUS_OK);
     assert_int_equal(f->response_len, 3);
     assert_memory_equal(f->response, "now", 3);
     later_call(f, "no", 5000);
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_NOT_FOUND);
+    assert_int_equal(f->status, VGRPC_STATUS_NOT_FOUND);
     assert_string_equal(f->message, "not here");
 
     /* Two calls wait at once; the second is answered first, each gets its own reply. */
     later_call(f, "first", 5000);
     run_until(f, call_waiting);
-    struct grpc_call *first = f->call;
+    struct vgrpc_call *first = f->call;
     f->call = NULL;
     later_call(f, "second", 5000);
     run_until(f, call_waiting);
-    assert_int_equal(grpc_server_deferred_calls(f->server), 2);
-    grpc_call_reply(f->call, GRPC_STATUS_OK, (const uint8_t *)"two", 3, NULL);
+    assert_int_equal(vgrpc_server_deferred_calls(f->server), 2);
+    vgrpc_call_reply(f->call, VGRPC_STATUS_OK, (const uint8_t *)"two", 3, NULL);
     f->call = NULL;
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_OK);
+    assert_int_equal(f->status, VGRPC_STATUS_OK);
     assert_memory_equal(f->response, "two", 3);
     f->done_calls = 0;
-    grpc_call_reply(first, GRPC_STATUS_FAILED_PRECONDITION, NULL, 0, "later: 100%");
+    vgrpc_call_reply(first, VGRPC_STATUS_FAILED_PRECONDITION, NULL, 0, "later: 100%");
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_FAILED_PRECONDITION);
+    assert_int_equal(f->status, VGRPC_STATUS_FAILED_PRECONDITION);
     assert_string_equal(f->message, "later: 100%");
-    assert_int_equal(grpc_server_deferred_calls(f->server), 0);
+    assert_int_equal(vgrpc_server_deferred_calls(f->server), 0);
     assert_int_equal(f->gone_calls, 0); /* answered calls never "go" */
 
     /* An answer over the ceiling becomes RESOURCE_EXHAUSTED. */
     later_call(f, "big", 5000);
     run_until(f, call_waiting);
-    uint8_t *big = calloc(1, GRPC_MESSAGE_MAX + 1);
-    grpc_call_reply(f->call, GRPC_STATUS_OK, big, GRPC_MESSAGE_MAX + 1, NULL);
+    uint8_t *big = calloc(1, VGRPC_MESSAGE_MAX + 1);
+    vgrpc_call_reply(f->call, VGRPC_STATUS_OK, big, VGRPC_MESSAGE_MAX + 1, NULL);
     f->call = NULL;
     free(big);
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_RESOURCE_EXHAUSTED);
+    assert_int_equal(f->status, VGRPC_STATUS_RESOURCE_EXHAUSTED);
     /* The connection still serves. */
     later_call(f, "now", 5000);
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_OK);
+    assert_int_equal(f->status, VGRPC_STATUS_OK);
 }
 
 static void test_deferred_calls_that_go(void **state)
@@ -447,33 +448,33 @@ static void test_deferred_calls_that_go(void **state)
     later_call(f, "slow", 150);
     run_until(f, call_waiting);
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_DEADLINE_EXCEEDED);
+    assert_int_equal(f->status, VGRPC_STATUS_DEADLINE_EXCEEDED);
     run_until(f, call_gone_once);
-    assert_true(f->gone_status == GRPC_STATUS_DEADLINE_EXCEEDED ||
-                f->gone_status == GRPC_STATUS_CANCELLED);
-    assert_int_equal(grpc_server_deferred_calls(f->server), 0);
+    assert_true(f->gone_status == VGRPC_STATUS_DEADLINE_EXCEEDED ||
+                f->gone_status == VGRPC_STATUS_CANCELLED);
+    assert_int_equal(vgrpc_server_deferred_calls(f->server), 0);
 
     /* The peer vanishes while the call waits. */
     f->gone_calls = 0;
     later_call(f, "slow", 0);
     run_until(f, call_waiting);
-    grpc_client_free(f->client);
+    vgrpc_client_free(f->client);
     f->client = NULL;
-    assert_int_equal(f->status, GRPC_STATUS_CANCELLED);
+    assert_int_equal(f->status, VGRPC_STATUS_CANCELLED);
     run_until(f, call_gone_once);
-    assert_int_equal(f->gone_status, GRPC_STATUS_CANCELLED);
-    assert_int_equal(grpc_server_deferred_calls(f->server), 0);
+    assert_int_equal(f->gone_status, VGRPC_STATUS_CANCELLED);
+    assert_int_equal(vgrpc_server_deferred_calls(f->server), 0);
 
     /* Graceful shutdown ends a waiting call with UNAVAILABLE. */
     client_connect(f, "localhost");
     f->gone_calls = 0;
     later_call(f, "slow", 0);
     run_until(f, call_waiting);
-    grpc_server_shutdown(f->server, on_shutdown, f);
+    vgrpc_server_shutdown(f->server, on_shutdown, f);
     assert_int_equal(f->gone_calls, 1);
-    assert_int_equal(f->gone_status, GRPC_STATUS_UNAVAILABLE);
+    assert_int_equal(f->gone_status, VGRPC_STATUS_UNAVAILABLE);
     run_until(f, shutdown_complete);
-    assert_int_equal(f->status, GRPC_STATUS_UNAVAILABLE);
+    assert_int_equal(f->status, VGRPC_STATUS_UNAVAILABLE);
 }
 
 static void test_deferred_call_under_a_freed_server(void **state)
@@ -482,46 +483,46 @@ static void test_deferred_call_under_a_freed_server(void **state)
     client_connect(f, "localhost");
     later_call(f, "slow", 0);
     run_until(f, call_waiting);
-    grpc_server_free(f->server);
+    vgrpc_server_free(f->server);
     f->server = NULL;
     assert_int_equal(f->gone_calls, 1);
-    assert_int_equal(f->gone_status, GRPC_STATUS_UNAVAILABLE);
+    assert_int_equal(f->gone_status, VGRPC_STATUS_UNAVAILABLE);
     run_until(f, one_done);
-    assert_int_equal(f->status, GRPC_STATUS_UNAVAILABLE);
+    assert_int_equal(f->status, VGRPC_STATUS_UNAVAILABLE);
 }
 
 static void test_setup_errors(void **state)
 {
     struct fixture *f = *state;
     struct vg_err err = {0};
-    assert_int_equal(grpc_server_add_unary(f->server, "/t.T/Echo", echo, f, &err), -EEXIST);
-    assert_int_equal(grpc_server_add_unary(f->server, "noslash", echo, f, &err), -EINVAL);
-    assert_int_equal(grpc_server_add_unary(f->server, "/t.T/X", NULL, f, &err), -EINVAL);
-    assert_int_equal(grpc_server_add_deferred(f->server, "/t.T/Y", NULL, f, &err), -EINVAL);
-    assert_int_equal(grpc_server_add_deferred(f->server, "/t.T/Echo", later, f, &err), -EEXIST);
-    assert_int_equal(grpc_server_listen(f->server, f->sock, &err), -EALREADY);
+    assert_int_equal(vgrpc_server_add_unary(f->server, "/t.T/Echo", echo, f, &err), -EEXIST);
+    assert_int_equal(vgrpc_server_add_unary(f->server, "noslash", echo, f, &err), -EINVAL);
+    assert_int_equal(vgrpc_server_add_unary(f->server, "/t.T/X", NULL, f, &err), -EINVAL);
+    assert_int_equal(vgrpc_server_add_deferred(f->server, "/t.T/Y", NULL, f, &err), -EINVAL);
+    assert_int_equal(vgrpc_server_add_deferred(f->server, "/t.T/Echo", later, f, &err), -EEXIST);
+    assert_int_equal(vgrpc_server_listen(f->server, f->sock, &err), -EALREADY);
 
-    struct grpc_server *s2 = grpc_server_new(f->base, NULL, &err);
+    struct vgrpc_server *s2 = vgrpc_server_new(f->base, NULL, &err);
     char path[200];
     memset(path, 'a', sizeof path - 1);
     path[sizeof path - 1] = '\0';
-    assert_int_equal(grpc_server_listen(s2, path, &err), -ENAMETOOLONG);
+    assert_int_equal(vgrpc_server_listen(s2, path, &err), -ENAMETOOLONG);
     char file[128];
     vg_snprintf(file, sizeof file, "%s/regular", f->dir);
     int fd = open(file, O_CREAT | O_WRONLY, 0600);
     assert_true(fd >= 0);
     close(fd);
-    assert_int_equal(grpc_server_listen(s2, file, &err), -EEXIST);
+    assert_int_equal(vgrpc_server_listen(s2, file, &err), -EEXIST);
     assert_non_null(strstr(err.msg, "not a socket"));
     unlink(file);
-    grpc_server_free(s2);
+    vgrpc_server_free(s2);
 
     char missing[128];
     vg_snprintf(missing, sizeof missing, "%s/missing.sock", f->dir);
-    assert_null(grpc_client_new(f->base, missing, NULL, &err));
+    assert_null(vgrpc_client_new(f->base, missing, NULL, &err));
     assert_int_equal(err.code, -ENOENT);
     assert_non_null(strstr(err.msg, "missing.sock"));
-    assert_null(grpc_server_new(NULL, NULL, &err));
+    assert_null(vgrpc_server_new(NULL, NULL, &err));
 }
 
 /* --- a raw HTTP/2 client (nghttp2 directly) for requests our own client never sends --- */
@@ -530,7 +531,7 @@ struct raw {
     int fd;
     nghttp2_session *session;
     int http_status;
-    int grpc_status; /* -1 until seen */
+    int vgrpc_status; /* -1 until seen */
     bool closed;
 };
 
@@ -550,7 +551,7 @@ static int raw_on_header(nghttp2_session *session, const nghttp2_frame *frame, c
     if (namelen == 7 && memcmp(name, ":status", 7) == 0)
         r->http_status = parsed ? (int)number : -2;
     if (namelen == 11 && memcmp(name, "grpc-status", 11) == 0)
-        r->grpc_status = parsed ? (int)number : -2;
+        r->vgrpc_status = parsed ? (int)number : -2;
     return 0;
 }
 
@@ -587,7 +588,7 @@ static void raw_request(struct fixture *f, struct raw *r, const nghttp2_nv *nv, 
     nghttp2_session_callbacks_set_on_header_callback(cb, raw_on_header);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, raw_on_close);
     memset(r, 0, sizeof *r);
-    r->grpc_status = -1;
+    r->vgrpc_status = -1;
     nghttp2_session_client_new(&r->session, cb, r);
     nghttp2_session_callbacks_del(cb);
     r->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -632,7 +633,7 @@ static void test_bad_requests_get_clear_statuses(void **state)
                               NV("content-type", "application/grpc")};
     raw_request(f, &r, get, 4, NULL);
     assert_int_equal(r.http_status, 405);
-    assert_int_equal(r.grpc_status, GRPC_STATUS_INTERNAL);
+    assert_int_equal(r.vgrpc_status, VGRPC_STATUS_INTERNAL);
 
     const nghttp2_nv json[] = {NV(":method", "POST"), NV(":scheme", "http"),
                                NV(":path", "/t.T/Echo"), NV("content-type", "application/json")};
@@ -643,32 +644,32 @@ static void test_bad_requests_get_clear_statuses(void **state)
                                   NV("content-type", "application/grpc")};
     raw_request(f, &r, no_path, 3, one_msg);
     assert_int_equal(r.http_status, 200);
-    assert_int_equal(r.grpc_status, GRPC_STATUS_UNIMPLEMENTED);
+    assert_int_equal(r.vgrpc_status, VGRPC_STATUS_UNIMPLEMENTED);
 
     const nghttp2_nv bad_timeout[] = {
         NV(":method", "POST"), NV(":scheme", "http"), NV(":path", "/t.T/Echo"),
         NV("content-type", "application/grpc+proto"), NV("grpc-timeout", "soon")};
     raw_request(f, &r, bad_timeout, 5, one_msg);
-    assert_int_equal(r.grpc_status, GRPC_STATUS_INTERNAL);
+    assert_int_equal(r.vgrpc_status, VGRPC_STATUS_INTERNAL);
 
     const nghttp2_nv ok[] = {NV(":method", "POST"), NV(":scheme", "http"), NV(":path", "/t.T/Echo"),
                              NV("content-type", "application/grpc"), NV("grpc-timeout", "5S")};
     raw_request(f, &r, ok, 5, one_msg); /* the control: this one works */
     assert_int_equal(r.http_status, 200);
-    assert_int_equal(r.grpc_status, GRPC_STATUS_OK);
+    assert_int_equal(r.vgrpc_status, VGRPC_STATUS_OK);
 
     raw_request(f, &r, ok, 4, NULL); /* no request message */
-    assert_int_equal(r.grpc_status, GRPC_STATUS_INTERNAL);
+    assert_int_equal(r.vgrpc_status, VGRPC_STATUS_INTERNAL);
     const uint8_t two[] = {12, 0, 0, 0, 0, 1, 'x', 0, 0, 0, 0, 1, 'y'};
     raw_request(f, &r, ok, 4, two);
-    assert_int_equal(r.grpc_status, GRPC_STATUS_INTERNAL);
+    assert_int_equal(r.vgrpc_status, VGRPC_STATUS_INTERNAL);
     const uint8_t compressed[] = {6, 1, 0, 0, 0, 1, 'x'};
     raw_request(f, &r, ok, 4, compressed);
-    assert_int_equal(r.grpc_status, GRPC_STATUS_UNIMPLEMENTED);
+    assert_int_equal(r.vgrpc_status, VGRPC_STATUS_UNIMPLEMENTED);
     const uint8_t cut[] = {4, 0, 0, 0, 9};
     raw_request(f, &r, ok, 4, cut);
-    assert_int_equal(r.grpc_status, GRPC_STATUS_INTERNAL);
-    assert_int_equal(grpc_server_streams(f->server), 0);
+    assert_int_equal(r.vgrpc_status, VGRPC_STATUS_INTERNAL);
+    assert_int_equal(vgrpc_server_streams(f->server), 0);
 }
 
 int main(void)

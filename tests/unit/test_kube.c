@@ -75,7 +75,7 @@ static void test_lines_keep_partial_tail(void **state)
     kube_lines_init(&lines, 64);
     assert_int_equal(kube_lines_feed(&lines, "abc\ndef", 7, collect_line, &c, NULL), 0);
     assert_int_equal(c.count, 1);
-    assert_int_equal(lines.len, 3); /* "def" waits for its newline */
+    assert_int_equal(lines.tail.len, 3); /* "def" waits for its newline */
     assert_int_equal(kube_lines_feed(&lines, "gh\n", 3, collect_line, &c, NULL), 0);
     assert_int_equal(c.count, 2);
     assert_string_equal(c.lines[1], "defgh");
@@ -105,7 +105,7 @@ static void test_lines_ceiling(void **state)
     /* A whole oversized line in one read, no newline yet. */
     kube_lines_init(&lines, 8);
     assert_int_equal(kube_lines_feed(&lines, "123456789", 9, collect_line, &c, &err), -EMSGSIZE);
-    assert_true(lines.cap <= 8);
+    assert_true(lines.tail.cap <= 9);
     kube_lines_release(&lines);
 }
 

@@ -297,6 +297,43 @@ static void test_failed_by_shape(void **state)
     sim_trace_free(&t);
 }
 
+/* A trace whose pods ask for no GPU cannot fill the cluster's GPUs: the run is refused
+ * with a message, instead of adding CPU-only pods without end. */
+static void test_cpu_only_trace_is_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(write_file("test_sim_n3.csv", "sn,cpu_milli,memory_mib,gpu,model\n"
+                                                   "n0,64000,262144,2,T4\n"),
+                     0);
+    assert_int_equal(write_file("test_sim_p3.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+                                                   "a,1000,1024,0,0\n"
+                                                   "b,2000,1024,0,0\n"),
+                     0);
+    struct sim_trace t;
+    struct vg_err err = {0};
+    assert_int_equal(sim_trace_load(&t, "test_sim_n3.csv", "test_sim_p3.csv", &err), 0);
+    unlink("test_sim_n3.csv");
+    unlink("test_sim_p3.csv");
+    struct sim_options opt = {.fgd_mix = SIM_MIX_ORACLE, .default_mix = SIM_MIX_LEARNED};
+    struct sim_run_result r;
+    assert_int_equal(sim_run(&t, PLACE_POLICY_DEFAULT, 42, &opt, &r, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "no pod in the trace requests a GPU"));
+    sim_trace_free(&t);
+}
+
+/* A missing or oversized trace file is named in the error. */
+static void test_trace_file_errors(void **state)
+{
+    (void)state;
+    struct sim_trace t;
+    struct vg_err err = {0};
+    assert_int_equal(sim_trace_load(&t, "test_sim_missing.csv", "x.csv", &err), -ENOENT);
+    assert_string_equal(err.msg, "test_sim_missing.csv: cannot open: No such file or directory");
+    assert_null(t.cluster);
+    assert_int_equal(sim_trace_load(&t, ".", "x.csv", &err), -EISDIR);
+    assert_string_equal(err.msg, ".: is a directory");
+}
+
 static const char *openb_dir(void)
 {
     const char *dir = getenv("VGPU_OPENB_DIR");
@@ -338,6 +375,8 @@ int main(void)
         cmocka_unit_test(test_replay_is_deterministic),
         cmocka_unit_test(test_json_writer),
         cmocka_unit_test(test_failed_by_shape),
+        cmocka_unit_test(test_cpu_only_trace_is_refused),
+        cmocka_unit_test(test_trace_file_errors),
         cmocka_unit_test(test_openb_trace_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -79,7 +79,7 @@ int main(int argc, char **argv)
     struct fg_state *st = NULL;
     int rc = fg_state_get(&st);
     if (rc < 0) {
-        fprintf(stderr, "fakegpu-ctl: cannot open the fakegpu state: %s\n", strerror(-rc));
+        fprintf(stderr, "fakegpu-ctl: cannot open the fakegpu state: %s\n", VG_STRERROR(rc));
         return 1;
     }
     if (status) {
@@ -99,7 +99,7 @@ int main(int argc, char **argv)
         return 2;
     rc = xid ? fg_xid_inject(st, dev, (unsigned)code) : fg_device_set_lost(st, dev, !on);
     if (rc < 0) {
-        fprintf(stderr, "fakegpu-ctl: %s\n", strerror(-rc));
+        fprintf(stderr, "fakegpu-ctl: %s\n", VG_STRERROR(rc));
         return 1;
     }
     return 0;
