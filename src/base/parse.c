@@ -259,8 +259,8 @@ static int kube_parse(const char *s, struct kube_quantity *q, struct vg_err *err
         return kube_bad(err, s, "no digits");
     if (negative && (digits != 0 || dropped))
         return vg_err_set(err, -EINVAL, "quantity '%.*s' is negative", MAX_SHOWN, s);
-    int sexp;
-    unsigned shift;
+    int sexp = 0;
+    unsigned shift = 0;
     int rc = kube_suffix(s, p, &sexp, &shift, &q->unit, err);
     if (rc < 0)
         return rc;
