@@ -231,6 +231,8 @@ static int kube_parse(const char *s, struct kube_quantity *q, struct vg_err *err
     memset(q, 0, sizeof *q);
     if (s == NULL || *s == '\0')
         return vg_err_set(err, -EINVAL, "empty quantity");
+    if (strpbrk(s, " \t\n\r\v\f") != NULL)
+        return kube_bad(err, s, "it contains whitespace");
     const char *p = s;
     bool negative = *p == '-';
     if (*p == '-' || *p == '+')
