@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/parse.h"
+#include "verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -33,6 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * binary suffixes scale exactly; a refusal always says why. */
     uint64_t kmib, kcount;
     int rc_kmib = vg_parse_kube_mib(s, UINT64_MAX, &kmib, &err);
+    vg_fuzz_report(rc_kmib == 0); /* ok-/near- inputs are Kubernetes gpumem values */
     if (rc_kmib < 0 && err.msg[0] == '\0')
         abort();
     int rc_kcount = vg_parse_kube_count(s, UINT64_MAX, &kcount, &err);
