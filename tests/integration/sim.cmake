@@ -5,7 +5,7 @@ add_test(NAME integration.sim_cli
 set_tests_properties(integration.sim_cli PROPERTIES LABELS integration TIMEOUT 300
                      SKIP_RETURN_CODE 77)
 # The placement claim on the openb trace, seeds 42-44: `default` below `fgd`, the paper's
-# six policies inside the paper's ranges (about 45 s of CPU, label `placement`; numbers,
+# six policies inside the paper's ranges (about 15 s of CPU, label `placement`; numbers,
 # not memory safety, so not in the sanitizer run).
 add_test(NAME integration.sim_placement
          COMMAND ${CMAKE_CURRENT_LIST_DIR}/sim_placement.sh $<TARGET_FILE:vgpu-sim>
