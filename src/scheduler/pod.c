@@ -42,8 +42,8 @@ int sched_pod_key(json_t *pod, char *buf, size_t size, struct vg_err *err)
 
 /* ---- pod requests ------------------------------------------------------------------- */
 
-/* A resource value: a JSON string ("1", "4096") or a non-negative integer; -1 if absent.
- * Memory (nvidia.com/gpumem) is read as a quantity here, and only here. */
+/* A resource value: a JSON string (a Kubernetes quantity: "1", "4096", "4Gi") or a
+ * non-negative integer; -1 if absent. Pod quantities are read here, and only here. */
 static int resource_value(json_t *list, const char *name, bool memory, int64_t *out,
                           struct vg_err *err)
 {
@@ -57,12 +57,11 @@ static int resource_value(json_t *list, const char *name, bool memory, int64_t *
             return vg_err_set(err, -EINVAL, "%s is negative", name);
         n = (uint64_t)json_integer_value(v);
     } else if (json_is_string(v)) {
-        int rc = memory ? vg_parse_mib_default(json_string_value(v), &n, err)
-                        : vg_parse_u64(json_string_value(v), 0, INT32_MAX, &n, err);
+        /* Kubernetes quantities (docs/protocol.md): memory in MiB, "4Gi" = 4096. */
+        int rc = memory ? vg_parse_kube_mib(json_string_value(v), INT32_MAX, &n, err)
+                        : vg_parse_kube_count(json_string_value(v), INT32_MAX, &n, err);
         if (rc < 0)
             return vg_err_wrap(err, "%s", name);
-        if (memory)
-            n /= 1024 * 1024; /* bytes -> MiB */
     } else {
         return vg_err_set(err, -EINVAL, "%s is neither a string nor a number", name);
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "annot/annot.h"
+#include "verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -13,7 +14,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static struct annot_inventory inv, inv2;
     static struct annot_decision dec, dec2;
     struct vg_err err = {0};
+    bool accepted = false;
     if (annot_inventory_decode((const char *)data, size, &inv, &err) == 0) {
+        accepted = true;
         char *text = annot_inventory_encode(&inv, &err);
         if (text != NULL) {
             if (annot_inventory_decode(text, strlen(text), &inv2, &err) != 0 ||
@@ -26,6 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     err.msg[0] = '\0';
     if (annot_decision_decode((const char *)data, size, &dec, &err) == 0) {
+        accepted = true;
         char *text = annot_decision_encode(&dec, &err);
         if (text != NULL) {
             if (annot_decision_decode(text, strlen(text), &dec2, &err) != 0 ||
@@ -36,5 +40,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (err.msg[0] == '\0') {
         abort();
     }
+    vg_fuzz_report(accepted); /* as a node inventory or as a pod decision */
     return 0;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fakegpu/cuda_internal.h"
+#include "verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -25,6 +26,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int n = fg_visible_parse(spec, devs, 3, phys);
     if (n < 0 || n > 3)
         abort();
+    int entries = spec[0] != '\0';
+    for (const char *c = spec; *c != '\0'; c++)
+        entries += *c == ',';
+    vg_fuzz_report(n == entries); /* every entry named a device */
     for (int i = 0; i < n; i++) {
         if (phys[i] < 0 || phys[i] >= 3)
             abort();

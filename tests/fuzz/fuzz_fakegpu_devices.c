@@ -7,6 +7,7 @@
 
 #include "base/err.h"
 #include "fakegpu/state.h"
+#include "verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -21,6 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct vg_err err = {0};
     int count = -1;
     int rc = fg_parse_devices(s, devs, FG_MAX_DEVICES, &count, &err);
+    vg_fuzz_report(rc == 0);
     if (rc != 0) {
         if (err.msg[0] == '\0' || strncmp(err.msg, "FAKEGPU_DEVICES", 15) != 0)
             abort(); /* every refusal names the variable */

@@ -8,6 +8,7 @@
 
 #include "base/err.h"
 #include "fakegpu/state.h"
+#include "verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -26,6 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(s, data, size);
     s[size] = '\0';
     int rc = fg_parse_mig(s, devs, count, &err);
+    vg_fuzz_report(rc == 0);
     if (rc != 0) {
         if (strncmp(err.msg, "FAKEGPU_MIG", 11) != 0)
             abort();

@@ -10,6 +10,7 @@
 
 #include "base/err.h"
 #include "fakegpu/cuda_internal.h"
+#include "verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -32,6 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct fg_mps m;
     struct vg_err err = {0};
     int rc = fg_mps_parse("/tmp/mps", s, limits, devs, 3, &m, &err);
+    vg_fuzz_report(rc == 0);
     if (rc != 0) {
         if (rc != -EINVAL || strncmp(err.msg, "CUDA_MPS_", 9) != 0)
             abort();

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kube/kube.h"
+#include "verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -15,6 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* base_dir "/nonexistent" keeps relative file names from reaching real files. */
     int rc = kube_config_load_text((const char *)data, size, "fuzz", "/nonexistent", NULL, &config,
                                    &err);
+    vg_fuzz_report(rc == 0);
     if (rc == 0) {
         if (config == NULL || config->server == NULL ||
             (strncmp(config->server, "http://", 7) != 0 &&

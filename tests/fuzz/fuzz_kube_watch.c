@@ -7,8 +7,11 @@
 #include <string.h>
 
 #include "kube/kube.h"
+#include "verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static size_t refused; /* lines kube_event_decode refused */
 
 static int decode_line(void *arg, const char *line, size_t len)
 {
@@ -26,6 +29,8 @@ static int decode_line(void *arg, const char *line, size_t len)
         kube_event_release(&event);
     } else if (err.code >= 0 || err.msg[0] == '\0') {
         abort();
+    } else {
+        refused++;
     }
     return 0;
 }
@@ -40,6 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct kube_lines lines;
     kube_lines_init(&lines, 4096);
     size_t events = 0;
+    refused = 0;
     struct vg_err err;
     for (size_t off = 0; off < size; off += piece) {
         size_t n = size - off < piece ? size - off : piece;
@@ -52,6 +58,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (lines.tail.len > 4096)
             abort();
     }
+    /* Accepted: at least one event, every line decoded, nothing too long. */
+    vg_fuzz_report(events > 0 && refused == 0 && !lines.overflow);
     kube_lines_release(&lines);
     return 0;
 }

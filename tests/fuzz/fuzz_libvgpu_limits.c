@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "libvgpu/config.h"
+#include "verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -14,6 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct vg_err err = {0};
     vgpu_config_init(&c);
     int rc = vgpu_config_parse_file(&c, (const char *)data, size, &err);
+    vg_fuzz_report(rc == 0);
     if (rc != 0) {
         if (err.msg[0] == '\0')
             abort(); /* every refusal says why */

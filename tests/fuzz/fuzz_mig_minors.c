@@ -8,6 +8,7 @@
 
 #include "base/err.h"
 #include "deviceplugin/deviceplugin.h"
+#include "verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -18,6 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(s, data, size);
     s[size] = '\0';
+    bool malformed = false; /* a lookup found the table malformed (not just a miss) */
     static const int cases[][3] = {{0, 1, -1}, {0, 1, 0}, {1, 2, 0}, {10, 13, -1}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         unsigned minor = 0;
@@ -30,7 +32,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             abort();
         if (rc != 0 && rc != -EINVAL && rc != -ENOENT)
             abort();
+        if (rc == -EINVAL)
+            malformed = true;
     }
+    vg_fuzz_report(!malformed);
     free(s);
     return 0;
 }

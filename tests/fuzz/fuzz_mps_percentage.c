@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "deviceplugin/deviceplugin.h"
+#include "verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -12,7 +13,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     unsigned v = 0;
     struct vg_err err = {0};
-    if (dp_mps_parse_percentage((const char *)data, size, &v, &err) == 0) {
+    int rc = dp_mps_parse_percentage((const char *)data, size, &v, &err);
+    vg_fuzz_report(rc == 0);
+    if (rc == 0) {
         if (v > 100)
             abort();
     } else if (err.msg[0] == '\0') {

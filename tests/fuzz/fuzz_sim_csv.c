@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "sim/sim.h"
+#include "verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -14,7 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct place_cluster *nodes = place_cluster_new();
     if (nodes == NULL)
         return 0;
-    (void)sim_parse_nodes((const char *)data, size, "fuzz", nodes, &err);
+    /* Accepted as a node list or as a pod list. */
+    bool accepted = sim_parse_nodes((const char *)data, size, "fuzz", nodes, &err) == 0;
     place_cluster_free(nodes);
 
     struct place_cluster *c = place_cluster_new();
@@ -24,12 +26,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct sim_pod *pods = NULL;
     size_t count = 0;
     if (sim_parse_pods((const char *)data, size, "fuzz", c, &pods, &count, &err) == 0) {
+        accepted = true;
         for (size_t i = 0; i < count; i++)
             if (pods[i].gpu_milli > PLACE_GPU_MILLI || pods[i].gpu_count > PLACE_MAX_GPUS ||
                 (pods[i].gpu_count == 0) != (pods[i].gpu_milli == 0))
                 abort();
         free(pods);
     }
+    vg_fuzz_report(accepted);
     place_cluster_free(c);
     return 0;
 }

@@ -1,13 +1,16 @@
 /* Runs a libFuzzer target over a corpus without libFuzzer, so every corpus is also an
  * ordinary CTest test under any compiler and sanitizer. Arguments are files or folders;
  * a folder is read one level deep. Fails when a folder is empty, so a corpus that went
- * missing is noticed. */
+ * missing is noticed, and when an input named ok-* is refused or one named near-* is
+ * accepted (verdict.h), so a corpus keeps inputs that get past the first check. */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "verdict.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -33,8 +36,21 @@ static int run_file(const char *path)
     }
     memcpy(exact, buf, n);
     free(buf);
+    vg_fuzz_verdict = -1;
     LLVMFuzzerTestOneInput(exact, n);
     free(exact);
+    const char *name = strrchr(path, '/');
+    name = name != NULL ? name + 1 : path;
+    bool want_ok = strncmp(name, "ok-", 3) == 0, want_near = strncmp(name, "near-", 5) == 0;
+    /* Targets that report no verdict (vg_fuzz_verdict stays -1) are not held to it. */
+    if (want_ok && vg_fuzz_verdict != 1) {
+        fprintf(stderr, "%s: a valid input (ok-*) was refused\n", path);
+        return -1;
+    }
+    if (want_near && vg_fuzz_verdict != 0) {
+        fprintf(stderr, "%s: a near miss (near-*) was accepted\n", path);
+        return -1;
+    }
     return 0;
 }
 

@@ -8,7 +8,7 @@ open), GetPreferredAllocation, Allocate, PreStartContainer. It then restarts the
 kubelet does (wipes the directory, creates kubelet.sock again) and expects the plugin to
 register again. vgpu mode runs against tests/kube_api_server.py; the end-to-end case runs
 libvgpu_probe on fakegpu with the env Allocate returned and checks the limit holds.
-Exits 77 (skipped) when grpc is not importable.
+Skips when grpc is not importable (fails instead under CI: tests/lib/vg_skip.py).
 """
 import json
 import os
@@ -22,13 +22,15 @@ import time
 import unittest
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import vg_skip  # noqa: E402  (skips, or fails under CI, when grpc is missing)
+
 try:
     import grpc
     from concurrent import futures
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 except ImportError as exc:  # pragma: no cover
-    print("skipping: %s (run with /usr/bin/python3 and python3-grpcio)" % exc)
-    sys.exit(77)
+    vg_skip.skip("python3-grpcio (%s; run with /usr/bin/python3)" % exc)
 
 BUILD = SOURCE = None
 M = {}

@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "../lib/vg_skip.h"
 #include "base/parse.h"
 #include "base/str.h"
 #include "kube/kube.h"
@@ -754,7 +755,7 @@ static void test_tls_with_client_certificates(void **state)
 {
     (void)state;
     if (system("command -v openssl >/dev/null 2>&1") != 0)
-        skip();
+        vg_test_skip("the openssl command (Debian package openssl)");
     char dir[128];
     vg_snprintf(dir, sizeof dir, "/tmp/vgpu-kube-tls-%d", (int)getpid());
     char cmd[2048];

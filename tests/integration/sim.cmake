@@ -4,3 +4,11 @@ add_test(NAME integration.sim_cli
                  ${PROJECT_SOURCE_DIR}/../shared/data/openb)
 set_tests_properties(integration.sim_cli PROPERTIES LABELS integration TIMEOUT 300
                      SKIP_RETURN_CODE 77)
+# The placement claim on the openb trace, seeds 42-44: `default` below `fgd`, the paper's
+# six policies inside the paper's ranges (about 15 s of CPU, label `placement`; numbers,
+# not memory safety, so not in the sanitizer run).
+add_test(NAME integration.sim_placement
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/sim_placement.sh $<TARGET_FILE:vgpu-sim>
+                 ${PROJECT_SOURCE_DIR}/../shared/data/openb)
+set_tests_properties(integration.sim_placement PROPERTIES LABELS "integration;placement;nosan"
+                     TIMEOUT 600 SKIP_RETURN_CODE 77 PROCESSORS 2)

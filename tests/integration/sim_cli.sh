@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # vgpu-sim end to end: JSON contract fields, byte-identical output for a seed (except
 # "seconds"), the HTML report, and clear errors for bad input. Needs the openb trace
-# ($VGPU_OPENB_DIR or ../shared/data/openb); exits 77 (skipped) without it.
+# ($VGPU_OPENB_DIR or ../shared/data/openb); skips without it, fails without it under CI
+# (tests/lib/vg_skip.sh).
 set -euo pipefail
+. "$(dirname "$0")/../lib/vg_skip.sh"
 sim=$1
 data=${VGPU_OPENB_DIR:-$2}
 nodes=$data/openb_node_list_gpu_node.csv
 pods=$data/openb_pod_list_default.csv
 if [ ! -r "$nodes" ] || [ ! -r "$pods" ]; then
-    echo "openb trace not found in $data: skipping"
-    exit 77
+    vg_skip "the openb trace in $data (openb_node_list_gpu_node.csv, openb_pod_list_default.csv; set VGPU_OPENB_DIR)"
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

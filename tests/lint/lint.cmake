@@ -19,3 +19,6 @@ set_tests_properties(lint.banned lint.format lint.references lint.references_sel
 set_tests_properties(lint.format lint.debian_deps PROPERTIES SKIP_RETURN_CODE 77)
 set_tests_properties(lint.debian_deps_catches_missing PROPERTIES
                      PASS_REGULAR_EXPRESSION "libssl-dev, which DEBIAN_PACKAGES neither lists")
+# Skips go through tests/lib/vg_skip.* and fail under CI (tests/lib/README.md).
+add_test(NAME lint.skips COMMAND ${CMAKE_CURRENT_LIST_DIR}/skips.sh $<TARGET_FILE:test_sim>)
+set_tests_properties(lint.skips PROPERTIES LABELS "lint;nosan" TIMEOUT 120)

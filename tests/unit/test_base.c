@@ -115,6 +115,8 @@ static void test_parse_bytes_units(void **state)
         {"4096M", 4096ULL << 20},
         {"4g", 4ULL << 30},
         {"4G", 4ULL << 30},
+        {"1gb", 1ULL << 30}, /* CUDA_DEVICE_MEMORY_LIMIT=1gb is 1 GiB, as HAMi reads it */
+        {"4GB", 4ULL << 30},
         {"80GiB", 80ULL << 30},
         {"80gib", 80ULL << 30},
         {"81559MiB", 81559ULL << 20},
@@ -181,6 +183,150 @@ static void test_parse_mib_default(void **state)
     assert_int_equal(vg_parse_mib_default("512b", &v, &err), 0);
     assert_int_equal(v, 512);
     assert_int_equal(vg_parse_mib_default("17592186044416", &v, &err), -ERANGE);
+}
+
+/* nvidia.com/gpumem as Kubernetes writes it: the grammar is Kubernetes' resource.Quantity,
+ * binary suffixes and M..E count bytes, a plain number, k and exponents count MiB (HAMi's
+ * reading; Kubernetes rewrites a plain 3000 as 3k), everything rounds up to whole MiB. */
+static void test_parse_kube_mib(void **state)
+{
+    (void)state;
+    const struct {
+        const char *text;
+        uint64_t mib;
+    } good[] = {
+        {"4Gi", 4096},
+        {"4096Mi", 4096},
+        {"4G", 3815}, /* 4e9 bytes = 3814.7 MiB, rounded up */
+        {"4096", 4096},
+        {"+4096", 4096},
+        {"3k", 3000}, /* what Kubernetes stores for a plain 3000 */
+        {"1e3", 1000},
+        {"1E3", 1000},
+        {"3e+3", 3000},
+        {"30e-1", 3},
+        {"0", 0},
+        {"-0", 0},
+        {"0.5Gi", 512},
+        {"1.5Gi", 1536},
+        {".5Gi", 512},
+        {"4.Gi", 4096},
+        {"1Ki", 1}, /* 1024 bytes round up to 1 MiB */
+        {"1048577", 1048577},
+        {"1048576Ki", 1024},
+        {"1048577Ki", 1025},
+        {"1M", 1},
+        {"1000M", 954},
+        {"80G", 76294},
+        {"1Ti", 1048576},
+        {"1.5", 2},
+        {"0.001", 1},
+        {"2147483647", 2147483647},
+        {"2Pi", 2147483648ULL},
+        {"1Ei", 1ULL << 40},
+    };
+    struct vg_err err;
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint64_t v = 0;
+        int rc = vg_parse_kube_mib(good[i].text, UINT64_MAX, &v, &err);
+        if (rc != 0)
+            fail_msg("'%s' rejected: %s", good[i].text, err.msg);
+        if (v != good[i].mib)
+            fail_msg("'%s' -> %llu MiB, want %llu", good[i].text, (unsigned long long)v,
+                     (unsigned long long)good[i].mib);
+    }
+    /* Refused, each with a message: the old vgpu spellings Kubernetes never accepts
+     * (GiB, g, mb) name the Kubernetes suffix to use instead. */
+    const struct {
+        const char *text;
+        int rc;
+        const char *says;
+    } bad[] = {
+        {"4GiB", -EINVAL, "4Gi"},
+        {"4g", -EINVAL, "4Gi"},
+        {"4096mb", -EINVAL, "4Gi"},
+        {"4gi", -EINVAL, "unknown suffix"},
+        {"4096m", -EINVAL, "milli"},
+        {"1500m", -EINVAL, "milli"},
+        {"-1", -EINVAL, "negative"},
+        {"-4Gi", -EINVAL, "negative"},
+        {"-0.5", -EINVAL, "negative"},
+        {"", -EINVAL, "empty"},
+        {" 4Gi", -EINVAL, "whitespace"},
+        {"4Gi ", -EINVAL, "whitespace"},
+        {"4 Gi", -EINVAL, "whitespace"},
+        {"4Gi\n", -EINVAL, "whitespace"},
+        {"Gi", -EINVAL, "no digits"},
+        {".", -EINVAL, "no digits"},
+        {"+", -EINVAL, "no digits"},
+        {"1..5", -EINVAL, "unknown suffix"},
+        {"1e", -EINVAL, "exponent"},
+        {"1e+", -EINVAL, "exponent"},
+        {"1e3Mi", -EINVAL, "exponent"},
+        {"1e1.5", -EINVAL, "exponent"},
+        {"0x10", -EINVAL, "unknown suffix"},
+        {"4,096", -EINVAL, "unknown suffix"},
+        {"NaN", -EINVAL, "no digits"},
+        {"9223372036854775808", -ERANGE, "2^63-1"},
+        {"8Ei", -ERANGE, "2^63-1"},
+        {"9223372036854775807k", -ERANGE, "2^63-1"},
+        {"1e19", -ERANGE, "2^63-1"},
+        {"1e999999999999", -ERANGE, "2^63-1"},
+        {"100000000000000000000000000000000000000000", -ERANGE, "2^63-1"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t v = 12345;
+        int rc = vg_parse_kube_mib(bad[i].text, UINT64_MAX, &v, &err);
+        if (rc != bad[i].rc)
+            fail_msg("'%s' gave %d, want %d", bad[i].text, rc, bad[i].rc);
+        assert_int_equal(v, 12345);
+        if (strstr(err.msg, bad[i].says) == NULL)
+            fail_msg("'%s': message '%s' does not say '%s'", bad[i].text, err.msg, bad[i].says);
+    }
+    uint64_t v;
+    assert_int_equal(vg_parse_kube_mib(NULL, UINT64_MAX, &v, &err), -EINVAL);
+    /* The caller's ceiling applies after rounding. */
+    assert_int_equal(vg_parse_kube_mib("2Pi", 2147483647, &v, &err), -ERANGE);
+    assert_non_null(strstr(err.msg, "2147483648 MiB"));
+    assert_int_equal(vg_parse_kube_mib("2147483647Mi", 2147483647, &v, &err), 0);
+    assert_int_equal(vg_parse_kube_mib("2147483647.5Mi", 2147483647, &v, &err), -ERANGE);
+}
+
+/* Counts (nvidia.com/gpu, gpucores, gpumem-percentage): Kubernetes quantities that must
+ * be whole numbers. */
+static void test_parse_kube_count(void **state)
+{
+    (void)state;
+    const struct {
+        const char *text;
+        uint64_t v;
+    } good[] = {
+        {"1", 1},     {"2", 2},      {"+3", 3},    {"100", 100}, {"1e2", 100}, {"0.1k", 100},
+        {"1k", 1000}, {"1Ki", 1024}, {"2000m", 2}, {"0", 0},     {"1.0", 1},   {"10E-1", 1},
+    };
+    struct vg_err err;
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint64_t v = 0;
+        int rc = vg_parse_kube_count(good[i].text, 1000000, &v, &err);
+        if (rc != 0)
+            fail_msg("'%s' rejected: %s", good[i].text, err.msg);
+        if (v != good[i].v)
+            fail_msg("'%s' -> %llu", good[i].text, (unsigned long long)v);
+    }
+    const char *fraction[] = {"0.5", "500m", "1.5", "1e-1", "1.0001"};
+    for (size_t i = 0; i < sizeof fraction / sizeof fraction[0]; i++) {
+        uint64_t v = 7;
+        assert_int_equal(vg_parse_kube_count(fraction[i], 100, &v, &err), -EINVAL);
+        assert_non_null(strstr(err.msg, "whole number"));
+        assert_int_equal(v, 7);
+    }
+    uint64_t v;
+    assert_int_equal(vg_parse_kube_count("-1", 100, &v, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "negative"));
+    assert_int_equal(vg_parse_kube_count("101", 100, &v, &err), -ERANGE);
+    assert_non_null(strstr(err.msg, "above the most, 100"));
+    assert_int_equal(vg_parse_kube_count("1x", 100, &v, &err), -EINVAL);
+    assert_int_equal(vg_parse_kube_count("", 100, &v, &err), -EINVAL);
 }
 
 static void test_prng_reference_vectors(void **state)
@@ -558,6 +704,8 @@ int main(void)
         cmocka_unit_test(test_parse_bytes_units),
         cmocka_unit_test(test_parse_bytes_malformed),
         cmocka_unit_test(test_parse_mib_default),
+        cmocka_unit_test(test_parse_kube_mib),
+        cmocka_unit_test(test_parse_kube_count),
         cmocka_unit_test(test_prng_reference_vectors),
         cmocka_unit_test(test_prng_determinism_and_ranges),
         cmocka_unit_test(test_log_format_text_and_json),

@@ -1,7 +1,7 @@
 /* Unit tests for src/sim: the CSV parsers and their error messages, the typical task
  * set, the replay's determinism, and the JSON writer. The tests that need the openb
  * trace read it from $VGPU_OPENB_DIR, else ../shared/data/openb next to the repository,
- * and skip when it is absent. */
+ * and skip when it is absent (fail under CI: tests/lib/vg_skip.h). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "../lib/vg_skip.h"
 #include "base/str.h"
 #include "sim/sim.h"
 
@@ -348,7 +349,7 @@ static void test_openb_trace_counts(void **state)
                 0);
     assert_true(vg_snprintf(pods, sizeof pods, "%s/openb_pod_list_default.csv", openb_dir()) > 0);
     if (access(nodes, R_OK) != 0 || access(pods, R_OK) != 0)
-        skip();
+        vg_test_skip("the openb trace in %s (set VGPU_OPENB_DIR)", openb_dir());
     struct sim_trace t;
     struct vg_err err = {0};
     assert_int_equal(sim_trace_load(&t, nodes, pods, &err), 0);

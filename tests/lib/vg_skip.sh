@@ -1,0 +1,17 @@
+# The one way a shell test skips (tests/lib/README.md); source it, then
+#     [ -r "$trace" ] || vg_skip "the openb trace ($trace)"
+# Locally: prints what is missing and exits 77 (CTest's SKIP_RETURN_CODE). When the CI
+# environment variable is set (to anything but "", "0" or "false") it exits 1 instead:
+# CI has everything, so a skip there means a broken set-up.
+vg_skip() {
+    case "${CI:-}" in
+    "" | 0 | false)
+        echo "skipping: missing $*"
+        exit 77
+        ;;
+    *)
+        echo "missing under CI (CI=$CI), failing instead of skipping: $*" >&2
+        exit 1
+        ;;
+    esac
+}
