@@ -12,6 +12,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "scheduler/pod.h"
 #include "scheduler/sched.h"
 
 /* A one-container pod whose limits are the given key/value pairs (NULL-terminated). */
