@@ -3,15 +3,14 @@
  * A limited launch (docs/compute.md):
  *  1. passes through untouched while its stream is capturing (nothing is charged, slept
  *     or recorded, so a capture is never broken);
- *  2. waits while this process already has more than two launches and VGC_DEPTH_NS of
- *     predicted work in flight on the device, so throttling acts within a few slices;
- *  3. when the container is in debt, sleeps to the moment the credit is back at zero and,
- *     while another context has work on the GPU, on up to a run (vgc_run_ns; a context
- *     going idle wakes it through the board);
+ *  2. waits while this process already has two launches and about one time slice of
+ *     predicted work in flight on the device (VGC_DEPTH_NS), so throttling acts within
+ *     a slice or two;
+ *  3. sleeps once, to the exact moment the container's shared credit is back at zero;
  *  4. charges its predicted cost and is bracketed by two timing events.
- * The poller thread waits for each launch's end event and settles it by busy period: the
- * period's GPU span so far (from its first start event) is split with the other contexts
- * pending meanwhile (the board), and the launch is charged the increase.
+ * The poller thread waits for each launch's end event, measures start-to-end device time,
+ * decides from the board whether another context had work pending meanwhile, and settles
+ * the true cost against the prediction.
  *
  * With no compute limit in force, the wrappers cost one relaxed load of vgc_active. */
 #define _GNU_SOURCE
@@ -21,10 +20,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
-#include <linux/futex.h>
-#include <stdint.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,7 +31,7 @@
 
 #ifdef VGC_TRACE
 /* Debug builds (-DVGC_TRACE): VGC_TRACE=PREFIX writes one line per settled launch to
- * PREFIX.<pid>: the prediction, the measured interval, the period's span, the charge. */
+ * PREFIX.<pid>: the prediction, the measured interval, alone or not, what was charged. */
 #include <stdio.h>
 #include <stdlib.h>
 static FILE *trace_f;
@@ -62,16 +58,7 @@ struct cdev {
     int64_t inflight_ns;
     unsigned inflight_n;
     int64_t win_start, win_busy;
-    bool win_wanted;  /* a launch waited on the credit or the depth bound in this window */
-    uint64_t periods; /* busy periods started (launches into an empty queue) */
-    /* The poller's own: the busy period being settled, its first start event (kept out
-     * of the pool while it lasts), and the last settled launch's span, end (host clock)
-     * and board view. */
-    struct vgc_period per;
-    CUevent per_ev;
-    CUcontext per_ctx;
-    int64_t last_span, last_end;
-    struct vgc_view last_view;
+    bool win_wanted; /* a launch waited on the credit or the depth bound in this window */
 };
 
 struct mark {
@@ -81,8 +68,7 @@ struct mark {
     int64_t pred;
     int64_t depth; /* what it counts against VGC_DEPTH_NS */
     uint64_t key;
-    uint64_t period; /* the busy period it belongs to */
-    int64_t t_launch;
+    bool alone;
     struct vgc_view before; /* the board at the launch */
 };
 
@@ -195,27 +181,7 @@ void vgc_after_fork(void)
         rt.dev[d].slot = -1;
         rt.dev[d].inflight_n = 0;
         rt.dev[d].inflight_ns = 0;
-        rt.dev[d].per.on = false; /* its event is the parent's */
-        rt.dev[d].per_ev = NULL;
     }
-}
-
-/* ---- the board's idle futex ---- */
-
-static void board_wake(struct cdev *d)
-{
-    syscall(SYS_futex, &d->board->idle_seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
-}
-
-/* Sleeps until the board's idle_seq moves on from seq, or until t. */
-static void board_wait(struct cdev *d, uint32_t seq, int64_t t)
-{
-    int64_t left = t - now_ns();
-    if (left <= 0)
-        return;
-    struct timespec ts = {.tv_sec = (time_t)(left / 1000000000),
-                          .tv_nsec = (long)(left % 1000000000)};
-    syscall(SYS_futex, &d->board->idle_seq, FUTEX_WAIT, seq, &ts, NULL, 0);
 }
 
 /* ---- events ---- */
@@ -266,103 +232,30 @@ static void share_sample_locked(struct cdev *d, int64_t now, int64_t busy)
     d->win_wanted = false;
 }
 
-/* Where the settlement of m measures from: the start event of its busy period, or its
- * own start event when it opens a period (a new one, or a rebase of a long one). */
-static CUevent origin_locked(const struct mark *m, bool *opens)
-{
-    const struct cdev *d = &rt.dev[m->dev];
-    *opens = !d->per.on || d->per.id != m->period || d->per_ctx != m->ctx ||
-             d->last_end - d->per.t0 > VGC_PERIOD_MAX_NS;
-    return *opens ? m->start : d->per_ev;
-}
-
-static void period_end_locked(struct cdev *d, bool reuse)
-{
-    if (d->per_ev != NULL) {
-        if (reuse)
-            event_put_locked(d->per_ev, d->per_ctx);
-        else
-            (void)REAL.cuEventDestroy_v2(d->per_ev);
-    }
-    d->per_ev = NULL;
-    d->per.on = false;
-}
-
-/* A launch that started this much after the previous one's end opens a period of its
- * own: in between, this process had nothing queued. */
-#define VGC_GAP_NS 20000
-
-/* Settles m: r and ms from its own events; off_ms and span_ms from its period's origin to
- * its start and its end. Returns true when m's start event now belongs to the period (not
- * to be pooled). */
-static bool settle_locked(const struct mark *m, bool opens, CUresult r, float ms, float off_ms,
-                          float span_ms, int64_t t)
+static void settle_locked(const struct mark *m, CUresult r, float ms, int64_t t)
 {
     struct cdev *d = &rt.dev[m->dev];
-    bool kept = false;
-    int64_t gap = (int64_t)((double)off_ms * 1e6) - d->last_span;
-    if (!opens && gap > VGC_GAP_NS) {
-        /* A gap: this process had nothing queued from the previous launch's end to m's
-         * start, though the board said pending (the previous one was not settled yet).
-         * That time comes off its pending total; m opens a new period. */
-        if (d->board != NULL && d->slot >= 0)
-            vgc_board_unpend(d->board, d->slot, gap);
-        opens = true;
-        d->per.on = false;
-        span_ms = ms;
+    bool alone = m->alone;
+    int64_t measured = (int64_t)((double)ms * 1e6), split = -1;
+    if (d->board != NULL && d->slot >= 0) {
+        static struct vgc_view after; /* under rt.lock */
+        vgc_board_view(d->board, d->slot, t, &after);
+        alone = alone && after.others_flips == m->before.others_flips;
+        if (!alone && measured > VGC_LONG_NS)
+            split = vgc_board_split(&m->before, &after, measured);
     }
-    if (opens) {
-        bool rebase = d->per.on && d->per.id == m->period && d->per_ctx == m->ctx;
-        int64_t t0 = rebase ? d->last_end : m->t_launch;
-        struct vgc_view v0 = rebase ? d->last_view : m->before;
-        period_end_locked(d, true);
-        if (r == CUDA_SUCCESS) {
-            vgc_period_start(&d->per, m->period, t0, &v0);
-            d->per_ev = m->start;
-            d->per_ctx = m->ctx;
-            kept = true;
-        }
-    }
-    int64_t actual = m->pred, span = (int64_t)((double)span_ms * 1e6);
-    struct vgc_view *after = &d->last_view;
-    if (d->board != NULL && d->slot >= 0)
-        vgc_board_view(d->board, d->slot, t, after);
-    else
-        memset(after, 0xff, sizeof *after); /* no board: nobody else, the span is ours */
-    if (r == CUDA_SUCCESS && d->per.on) {
-        actual = vgc_period_charge(&d->per, after, span);
-        vgc_pred_learn(&rt.pred, m->key, actual);
-        /* The end on the host clock: the span from the period's start, never in the
-         * future (the poller wakes after the end). */
-        d->last_end = d->per.t0 + span < t ? d->per.t0 + span : t;
-        d->last_span = span;
-    } else {
-        d->last_end = t;
-    }
+    int64_t actual = m->pred;
+    if (r == CUDA_SUCCESS)
+        actual = vgc_observe(&rt.pred, m->key, measured, alone, split);
     vgc_settle(d->b, m->pred, actual);
-    TRACE("t=%lld r=%d pred=%lld meas=%lld span=%lld act=%lld credit=%lld\n", (long long)t, (int)r,
-          (long long)m->pred, (long long)((double)ms * 1e6), (long long)span, (long long)actual,
-          (long long)atomic_load(&d->b->credit_ns));
+    TRACE("t=%lld r=%d pred=%lld meas=%lld alone=%d split=%lld act=%lld credit=%lld\n",
+          (long long)t, (int)r, (long long)m->pred, (long long)measured, (int)alone,
+          (long long)split, (long long)actual, (long long)atomic_load(&d->b->credit_ns));
     d->inflight_n--;
     d->inflight_ns -= m->depth;
-    if (r != CUDA_SUCCESS) {
-        if (kept)
-            d->per_ev = NULL; /* destroyed with m's events by the caller */
-        kept = false;
-        period_end_locked(d, false);
-    }
-    if (d->inflight_n == 0) {
-        if (d->board != NULL && d->slot >= 0) {
-            vgc_board_set_pending(d->board, d->slot, false, d->last_end);
-            board_wake(d);
-        }
-        if (kept)
-            d->per_ev = NULL; /* returned with m's events by the caller */
-        kept = false;
-        period_end_locked(d, true);
-    }
+    if (d->inflight_n == 0 && d->board != NULL && d->slot >= 0)
+        vgc_board_set_pending(d->board, d->slot, false, t);
     share_sample_locked(d, t, actual);
-    return kept;
 }
 
 static void *poller(void *arg)
@@ -387,29 +280,20 @@ static void *poller(void *arg)
         }
         struct mark *m = &rt.ring[rt.head]; /* stays put until head moves on */
         CUevent start = m->start, end = m->end;
-        bool opens;
-        CUevent origin = origin_locked(m, &opens); /* only this thread changes it */
         pthread_mutex_unlock(&rt.lock);
         CUresult r = REAL.cuEventSynchronize(end);
-        float ms = 0, off_ms = 0, span_ms = 0;
+        float ms = 0;
         if (r == CUDA_SUCCESS)
             r = REAL.cuEventElapsedTime(&ms, start, end);
-        span_ms = ms;
-        if (r == CUDA_SUCCESS && origin != start) {
-            r = REAL.cuEventElapsedTime(&off_ms, origin, start);
-            if (r == CUDA_SUCCESS)
-                r = REAL.cuEventElapsedTime(&span_ms, origin, end);
-        }
         int64_t t = now_ns();
         pthread_mutex_lock(&rt.lock);
-        bool kept = settle_locked(m, opens, r, ms, off_ms, span_ms, t);
+        settle_locked(m, r, ms, t);
         CUcontext ctx = m->ctx;
         rt.head = (rt.head + 1) % VGC_RING;
         rt.count--;
         pthread_cond_broadcast(&rt.room);
         if (r == CUDA_SUCCESS) {
-            if (!kept)
-                event_put_locked(start, ctx);
+            event_put_locked(start, ctx);
             event_put_locked(end, ctx);
         } else {
             /* Their context may be gone: not reused. */
@@ -428,17 +312,11 @@ struct vgc_launch {
     uint64_t key;
     CUcontext ctx;
     CUevent start, end;
-    uint64_t period;
-    int64_t t_launch;
+    bool alone;
     struct vgc_view before;
 };
 
-/* Sleeps until the container's credit allows a launch; true if it had to. A launch that
- * finds the container in debt waits until the credit is back at zero and then, while
- * another context has work on the GPU, on up to a run (vgc_run_ns): the container then
- * runs a busy period that long, over which its settlement is split fairly (the round
- * robin's first and last slices of a period are not), and it never leaves the GPU idle
- * with credit in hand, since a context going idle wakes it. */
+/* Sleeps until the container's credit allows a launch; true if it had to. */
 static bool throttle(struct cdev *d)
 {
     int64_t t0 = now_ns(), t = t0;
@@ -452,17 +330,9 @@ static bool throttle(struct cdev *d)
         }
         vgc_refill(d->b, &d->p, t);
         int64_t w = vgc_wait_ns(d->b, &d->p);
-        if (w > 0) {
-            sleep_until(t + w);
-        } else if (t > t0 && d->board != NULL && d->slot >= 0) {
-            int64_t r = vgc_run_wait_ns(d->b, &d->p);
-            uint32_t seq = atomic_load(&d->board->idle_seq);
-            if (r == 0 || !vgc_board_others_pending(d->board, d->slot, t))
-                break;
-            board_wait(d, seq, t + r);
-        } else {
+        if (w == 0)
             break;
-        }
+        sleep_until(t + w);
         t = now_ns();
     }
     if (t > t0)
@@ -509,6 +379,10 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     /* A launch of unknown cost counts as a whole time slice until it is measured: a long
      * kernel never seen before must not be queued many deep on a guess. */
     int64_t depth = known ? pred : VGC_DEPTH_NS;
+    /* Two launches may always be in flight: with one, a process whose launch fills the
+     * depth by itself (a graph, a kernel of a slice or more) runs dry while its poller
+     * settles it, and every launch it makes then arrives behind a neighbour's slice, so
+     * none of its intervals is ever clean. */
     while (d->inflight_n > 1 &&
            (d->inflight_ns + depth > VGC_DEPTH_NS || rt.count >= VGC_MAX_INFLIGHT)) {
         d->win_wanted = true;
@@ -534,13 +408,8 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     pthread_mutex_lock(&rt.lock);
     d->win_wanted = d->win_wanted || waited;
     int64_t t = now_ns();
-    if (d->inflight_n++ == 0) {
-        d->periods++;
-        if (d->board != NULL && d->slot >= 0)
-            vgc_board_set_pending(d->board, d->slot, true, t);
-    }
-    L->period = d->periods;
-    L->t_launch = t;
+    if (d->inflight_n++ == 0 && d->board != NULL && d->slot >= 0)
+        vgc_board_set_pending(d->board, d->slot, true, t);
     d->inflight_ns += depth;
     struct vgc_view *v = &L->before;
     if (d->board != NULL && d->slot >= 0) {
@@ -557,6 +426,7 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     L->ctx = ctx;
     L->start = e0;
     L->end = e1;
+    L->alone = !v->others_pending;
     if (record(e0, s, ptsz) == CUDA_SUCCESS)
         return true;
     /* Not tracked after all: refund and forward. */
@@ -564,7 +434,7 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     vgc_settle(d->b, pred, 0);
     d->inflight_ns -= depth;
     if (--d->inflight_n == 0 && d->board != NULL && d->slot >= 0)
-        vgc_board_set_pending(d->board, d->slot, false, now_ns()), board_wake(d);
+        vgc_board_set_pending(d->board, d->slot, false, now_ns());
     pthread_cond_broadcast(&rt.room);
     pthread_mutex_unlock(&rt.lock);
     (void)REAL.cuEventDestroy_v2(e0);
@@ -586,8 +456,7 @@ static CUresult vgc_end(struct vgc_launch *L, CUstream s, bool ptsz, CUresult r)
         m->pred = L->pred;
         m->depth = L->depth;
         m->key = L->key;
-        m->period = L->period;
-        m->t_launch = L->t_launch;
+        m->alone = L->alone;
         m->before = L->before;
         rt.count++;
         pthread_cond_signal(&rt.work);
@@ -596,7 +465,7 @@ static CUresult vgc_end(struct vgc_launch *L, CUstream s, bool ptsz, CUresult r)
         vgc_settle(d->b, L->pred, r == CUDA_SUCCESS ? L->pred : 0);
         d->inflight_ns -= L->depth;
         if (--d->inflight_n == 0 && d->board != NULL && d->slot >= 0)
-            vgc_board_set_pending(d->board, d->slot, false, now_ns()), board_wake(d);
+            vgc_board_set_pending(d->board, d->slot, false, now_ns());
         event_put_locked(L->start, L->ctx);
         event_put_locked(L->end, L->ctx);
         pthread_cond_broadcast(&rt.room);

@@ -21,11 +21,10 @@
 #include "region/region.h"
 
 #define VGC_PPM           INT64_C(1000000)
-#define VGC_DEPTH_NS      INT64_C(8000000)    /* predicted work in flight per process */
+#define VGC_DEPTH_NS      INT64_C(4000000)    /* predicted work in flight per process */
 #define VGC_MAX_INFLIGHT  128                 /* launches in flight per process */
-#define VGC_CAP_NS        INT64_C(100000000)  /* credit ceiling: 100 ms x share ... */
+#define VGC_CAP_NS        INT64_C(50000000)   /* credit ceiling: 50 ms x share ... */
 #define VGC_CAP_MIN_NS    INT64_C(4000000)    /* ... but at least 4 ms */
-#define VGC_RUN_PERMILLE  750                 /* a throttled run: 3/4 of the ceiling */
 #define VGC_TICK_NS       INT64_C(100000000)  /* PI trim period */
 #define VGC_BURST_TICK_NS INT64_C(20000000)   /* burst-rate period */
 #define VGC_WINDOW_NS     INT64_C(1000000000) /* achieved-share averaging window */
@@ -62,11 +61,6 @@ void vgc_settle(struct region_compute *b, int64_t predicted_ns, int64_t actual_n
 
 /* How long a launch must wait for the credit to be back at zero (0: go now). */
 int64_t vgc_wait_ns(struct region_compute *b, const struct vgc_params *p);
-/* A run: the credit a container that fell into debt waits for before it launches again
- * while another context has work on the GPU (VGC_RUN_PERMILLE of the ceiling), so that
- * it then runs a busy period that long; and how long until the credit is there. */
-int64_t vgc_run_ns(struct region_compute *b, const struct vgc_params *p);
-int64_t vgc_run_wait_ns(struct region_compute *b, const struct vgc_params *p);
 
 /* The control tick, at most every VGC_TICK_NS (VGC_BURST_TICK_NS in burst mode), run by
  * whichever process claims it: updates the achieved share, the PI trim (hard mode, frozen
@@ -75,14 +69,18 @@ int64_t vgc_run_wait_ns(struct region_compute *b, const struct vgc_params *p);
 bool vgc_tick(struct region_compute *b, const struct vgc_params *p, int64_t now,
               int64_t others_ppm);
 
-/* ---- the cost predictor (per process): what a launch is charged when it is made and
- * counts against the depth bound; the settlement corrects it. ---- */
+/* ---- the cost predictor (per process) ---- */
 
 #define VGC_PRED_SLOTS 1024
 
+#define VGC_LONG_NS     INT64_C(8000000) /* a contended interval this long is split */
+#define VGC_PRED_WINDOW 32               /* contended launches per upward step of the estimate */
+
 struct vgc_pred_entry {
-    uint64_t key;   /* 0: free */
-    int64_t est_ns; /* the cost estimate */
+    uint64_t key;    /* 0: free */
+    int64_t est_ns;  /* the cost estimate */
+    int64_t win_min; /* the least contended interval of the current window */
+    uint32_t win_n;  /* contended launches longer than the estimate, in a row */
     uint32_t seen;
 };
 
@@ -98,9 +96,19 @@ uint64_t vgc_key(const void *fn, const unsigned dims[6]);
  * prediction is a guess from recent launches). */
 int64_t vgc_predict(const struct vgc_pred *p, uint64_t key, bool *known);
 
-/* Learns what a completed launch of key cost (its settled GPU time): the key's estimate
- * moves a quarter of the way to it (the first one sets it). */
-void vgc_pred_learn(struct vgc_pred *p, uint64_t key, int64_t cost_ns);
+/* What a completed launch really cost. measured: its start-to-end time from the
+ * limiter's events. alone: no other context had work pending meanwhile, so measured is
+ * this context's GPU time and is charged as it is. Otherwise measured may also cover
+ * other contexts' time slices. Contention only ever lengthens an interval, so the key's
+ * cost estimate tracks the least interval seen: a shorter one replaces it at once, an
+ * alone one moves it halfway up, and contended ones can raise it only slowly (by at most
+ * 1/16 after VGC_PRED_WINDOW of them in a row, none shorter, so a genuinely slower kernel
+ * is learned but a run of inflated intervals barely moves it). A contended launch is
+ * charged the estimate (never more than measured). A contended launch longer than
+ * VGC_LONG_NS is always inflated by other contexts' slices, so there split_ns (>= 0, from
+ * vgc_board_split) is charged instead and the estimate follows it. Updates the predictor. */
+int64_t vgc_observe(struct vgc_pred *p, uint64_t key, int64_t measured_ns, bool alone,
+                    int64_t split_ns);
 
 /* ---- the board: one small file per GPU for the whole node ---- */
 
@@ -123,9 +131,7 @@ struct vgc_board_slot {
 
 struct vgc_board {
     _Atomic uint64_t magic;
-    _Atomic uint32_t idle_seq; /* counts slots going idle: a futex word for waiters */
-    uint32_t spare32;
-    uint64_t spare[6];
+    uint64_t spare[7];
     struct vgc_board_slot slots[VGC_BOARD_SLOTS];
 };
 
@@ -142,8 +148,7 @@ struct vgc_view {
 /* Claims a free or abandoned slot; its index, or -1 when all are live. */
 int vgc_board_claim(struct vgc_board *b, uint64_t owner, uint64_t container, int64_t now);
 void vgc_board_release(struct vgc_board *b, int slot, uint64_t owner);
-/* Marks the slot pending or not (counts a flip, refreshes the heartbeat; going idle also
- * counts in idle_seq, for the caller to wake the waiters). */
+/* Marks the slot pending or not (counts a flip, refreshes the heartbeat). */
 void vgc_board_set_pending(struct vgc_board *b, int slot, bool pending, int64_t now);
 /* Publishes the owner's recent share and its claim: its container's share when it wanted
  * more than it got in the last window (work waiting on the credit or the depth bound),
@@ -151,11 +156,6 @@ void vgc_board_set_pending(struct vgc_board *b, int slot, bool pending, int64_t 
 void vgc_board_heartbeat(struct vgc_board *b, int slot, int64_t share_ppm, int64_t claim_ppm,
                          int64_t now);
 void vgc_board_view(const struct vgc_board *b, int slot, int64_t now, struct vgc_view *v);
-/* Takes ns off the slot's pending total: time it was marked pending while it had nothing
- * queued (found afterwards). */
-void vgc_board_unpend(struct vgc_board *b, int slot, int64_t ns);
-/* Whether another live slot has work pending. */
-bool vgc_board_others_pending(const struct vgc_board *b, int slot, int64_t now);
 /* A slot's total pending time up to now. */
 int64_t vgc_board_pend(const struct vgc_board_slot *s, int64_t now);
 /* The GPU time of a launch of this slot that took measured_ns while the board went from
@@ -170,35 +170,6 @@ int64_t vgc_board_split(const struct vgc_view *before, const struct vgc_view *af
  * processes' recent shares summed and its claim. A returning owner's claim shows at once,
  * whatever a borrower leaves it. */
 int64_t vgc_board_others_share(const struct vgc_board *b, uint64_t container, int64_t now);
-
-/* ---- settlement by busy period ----
- *
- * A process's busy period on a device runs from a launch into an empty queue (nothing of
- * its own in flight there) until its last launch in flight completes. Its GPU span so far
- * (from the period's first start event to the latest end event, one interval, no gaps)
- * is shared with the other contexts pending meanwhile in a round robin; the period's GPU
- * time so far is that span split by vgc_board_split between the view at the period's
- * start and the latest one. Each completed launch is charged the increase: the charges
- * telescope, so however a time slice of another context falls across the launches (inside
- * a graph, between two short kernels, in the middle of a long one), it is split once,
- * over the whole period. A period is rebased (restarted at a launch boundary) every
- * VGC_PERIOD_MAX_NS so that the split follows changes in the neighbours. */
-#define VGC_PERIOD_MAX_NS INT64_C(500000000)
-
-struct vgc_period {
-    bool on;
-    uint64_t id;        /* the runtime's period counter when it started */
-    int64_t t0;         /* host time at its start (CLOCK_MONOTONIC) */
-    int64_t charged_ns; /* charged to its launches so far */
-    struct vgc_view v0; /* the board at its start */
-};
-
-/* Starts a period at host time t0 with the board view v0. */
-void vgc_period_start(struct vgc_period *per, uint64_t id, int64_t t0, const struct vgc_view *v0);
-/* The charge of the launch that completed span_ns into the period (GPU time from the
- * period's start), with the board now looking like `now`: the split of the span minus
- * what the period's earlier launches were charged (never negative). */
-int64_t vgc_period_charge(struct vgc_period *per, const struct vgc_view *now, int64_t span_ns);
 
 /* Opens (creating if needed) dir/<uuid>.board; NULL on failure (err set). */
 struct vgc_board *vgc_board_open(const char *dir, const char *uuid, struct vg_err *err);

@@ -76,22 +76,6 @@ int64_t vgc_wait_ns(struct region_compute *b, const struct vgc_params *p)
     return (-c * VGC_PPM + rate - 1) / rate;
 }
 
-int64_t vgc_run_ns(struct region_compute *b, const struct vgc_params *p)
-{
-    int64_t hi = p->mode == VGPU_COMPUTE_BURST ? p->burst_ppm : p->share_ppm;
-    return vgc_cap_ns(min64(vgc_rate(b, p), hi)) * VGC_RUN_PERMILLE / 1000;
-}
-
-int64_t vgc_run_wait_ns(struct region_compute *b, const struct vgc_params *p)
-{
-    int64_t c = atomic_load_explicit(&b->credit_ns, memory_order_relaxed);
-    int64_t run = vgc_run_ns(b, p);
-    if (c >= run)
-        return 0;
-    int64_t rate = vgc_rate(b, p);
-    return ((run - c) * VGC_PPM + rate - 1) / rate;
-}
-
 /* PI gains: rate = share + KP x error + integral, integral += KI x error x dt. */
 #define VGC_KP_PERMILLE 200
 #define VGC_KI_PER_S    2
@@ -210,12 +194,41 @@ static struct vgc_pred_entry *find_or_add(struct vgc_pred *p, uint64_t key)
     return e;
 }
 
-void vgc_pred_learn(struct vgc_pred *p, uint64_t key, int64_t cost_ns)
+int64_t vgc_observe(struct vgc_pred *p, uint64_t key, int64_t measured_ns, bool alone,
+                    int64_t split_ns)
 {
-    cost_ns = max64(cost_ns, 0);
+    measured_ns = max64(measured_ns, 0);
     struct vgc_pred_entry *e = find_or_add(p, key);
-    e->est_ns = e->seen++ == 0 ? cost_ns : e->est_ns + (cost_ns - e->est_ns) / 4;
-    p->recent_ns = p->recent_ns == 0 ? cost_ns : p->recent_ns + (cost_ns - p->recent_ns) / 8;
+    int64_t actual;
+    if (!alone && measured_ns > VGC_LONG_NS && split_ns >= 0) {
+        /* Long and contended: always inflated, so the split of the interval is the
+         * measurement, and the estimate follows it (an average, not a minimum). */
+        actual = min64(split_ns, measured_ns);
+        e->est_ns = e->seen++ == 0 ? actual : e->est_ns + (actual - e->est_ns) / 4;
+        e->win_n = 0;
+    } else if (e->seen++ == 0 || measured_ns <= e->est_ns) {
+        /* A shorter interval is always closer to the truth. */
+        e->est_ns = measured_ns;
+        actual = measured_ns;
+    } else if (alone) {
+        /* Nobody else ran: the truth, and a kernel that became slower is learned fast. */
+        e->est_ns += (measured_ns - e->est_ns) / 2;
+        actual = measured_ns;
+    } else {
+        /* Contended and longer than the estimate: other contexts' slices inflated it, or
+         * the kernel became slower. Charge the estimate; let it rise slowly, by at most
+         * 1/16 per window of VGC_PRED_WINDOW contended launches that were all longer. */
+        actual = e->est_ns;
+        e->win_min = e->win_n == 0 ? measured_ns : min64(e->win_min, measured_ns);
+        if (++e->win_n >= VGC_PRED_WINDOW) {
+            e->est_ns += min64(e->win_min - e->est_ns, e->est_ns / 16 + 1);
+            e->win_n = 0;
+        }
+    }
+    if (measured_ns <= e->est_ns)
+        e->win_n = 0; /* the window counts only runs of longer intervals */
+    p->recent_ns = p->recent_ns == 0 ? actual : p->recent_ns + (actual - p->recent_ns) / 8;
+    return actual;
 }
 
 /* ---- board ---- */
@@ -272,25 +285,6 @@ void vgc_board_set_pending(struct vgc_board *b, int slot, bool pending, int64_t 
     }
     atomic_store(&s->pending, pending ? 1u : 0u);
     atomic_fetch_add(&s->flips, 1);
-    if (!pending && was)
-        atomic_fetch_add(&b->idle_seq, 1);
-}
-
-void vgc_board_unpend(struct vgc_board *b, int slot, int64_t ns)
-{
-    if (ns > 0)
-        atomic_fetch_sub(&b->slots[slot].pend_ns, ns);
-}
-
-bool vgc_board_others_pending(const struct vgc_board *b, int slot, int64_t now)
-{
-    for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
-        const struct vgc_board_slot *s = &b->slots[i];
-        if (i != slot && atomic_load_explicit(&s->owner, memory_order_acquire) != 0 &&
-            fresh(s, now, VGC_STALE_NS) && atomic_load(&s->pending) != 0)
-            return true;
-    }
-    return false;
 }
 
 int64_t vgc_board_pend(const struct vgc_board_slot *s, int64_t now)
@@ -310,12 +304,8 @@ int64_t vgc_board_split(const struct vgc_view *before, const struct vgc_view *af
     int64_t dist[VGC_BOARD_SLOTS + 1] = {VGC_PPM};
     unsigned n = 0;
     for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
-        if (after->pend[i] < 0)
-            continue;
-        /* A slot that was not live at `before` (a context that arrived since) counts
-         * from its claim, where its pending time started at zero. */
-        int64_t d = after->pend[i] - max64(before->pend[i], 0);
-        if (d <= 0)
+        int64_t d = after->pend[i] - before->pend[i];
+        if (d <= 0 || before->pend[i] < 0)
             continue;
         int64_t f = min64(d, measured_ns) * (VGC_PPM / 1000) / (measured_ns / 1000 + 1);
         f = clamp64(f, 0, VGC_PPM);
@@ -328,23 +318,6 @@ int64_t vgc_board_split(const struct vgc_view *before, const struct vgc_view *af
     for (unsigned x = 0; x <= n; x++)
         frac += dist[x] / (int64_t)(1 + x);
     return measured_ns / 1000 * frac / (VGC_PPM / 1000);
-}
-
-void vgc_period_start(struct vgc_period *per, uint64_t id, int64_t t0, const struct vgc_view *v0)
-{
-    per->on = true;
-    per->id = id;
-    per->t0 = t0;
-    per->charged_ns = 0;
-    per->v0 = *v0;
-}
-
-int64_t vgc_period_charge(struct vgc_period *per, const struct vgc_view *now, int64_t span_ns)
-{
-    int64_t total = vgc_board_split(&per->v0, now, max64(span_ns, 0));
-    int64_t charge = max64(total - per->charged_ns, 0);
-    per->charged_ns += charge;
-    return charge;
 }
 
 void vgc_board_heartbeat(struct vgc_board *b, int slot, int64_t share_ppm, int64_t claim_ppm,
