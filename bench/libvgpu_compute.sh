@@ -56,7 +56,7 @@ for shape in $SHAPES; do
                       for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
                       printf "%.2f", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }' "$T/shapes")
             got="$got${got:+ / }$m"
-            worst=$(awk -v m="$m" -v s="$s" -v w="$worst" 'BEGIN { d = m - s; if (d < 0) d = -d; if (m == "-") d = 99; printf "%.2f", d > w ? d : w }')
+            worst=$(awk -v m="$m" -v s="$s" -v w="$worst" 'BEGIN { d = m - s; if (d < 0) d = -d; if (m == "-") d = 99; printf "%.2f", (d > w ? d : w) }')
         done
         echo "| $shape | $split | $got | $worst |"
     done
