@@ -6,7 +6,7 @@
 set -uo pipefail
 B=$(cd "${1:-build}" && pwd)
 HERE=$(cd "$(dirname "$0")/.." && pwd)
-export VGPU_COMPUTE_TOL=100 VGPU_HANDBACK_MS=100000 VGPU_COMPUTE_WINDOWS=${VGPU_COMPUTE_WINDOWS:-5}
+export VGPU_COMPUTE_TOL=100 VGPU_HANDBACK_MS=100000 VGPU_BURST_MIN=0 VGPU_COMPUTE_WINDOWS=${VGPU_COMPUTE_WINDOWS:-5}
 echo "### Compute shares (fakegpu, $VGPU_COMPUTE_WINDOWS × 1 s windows, load average $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
 echo "| scenario | target % | achieved % | error (points) |"
@@ -28,6 +28,40 @@ echo
 
 T=$(mktemp -d /tmp/vgpu-cbench-XXXXXX)
 trap 'rm -rf "$T"' EXIT
+
+# Kernel shapes: saturating tenants at 30/70 and 10/20/30/40 whose kernels have one shape
+# (fixed lengths, random lengths of one function and launch shape, CUDA graphs of 1, 4 and
+# 16 kernels of 1 ms, and a graph tenant beside plain ones), each run REPEAT times; the
+# median of the runs per tenant.
+REPEAT=${VGPU_COMPUTE_REPEAT:-3}
+SHAPES=${VGPU_COMPUTE_SHAPES:-"fixed-50000 fixed-1000000 fixed-3000000 fixed-20000000 uniform-1-5ms loguniform-20us-20ms graph-1 graph-4 graph-16 graph-beside-plain"}
+for r in $(seq "$REPEAT"); do
+    for shape in $SHAPES; do
+        for split in 30,70 10,20,30,40; do
+            "$HERE/tests/integration/libvgpu_compute_test.sh" "$B" shape "$shape" "$split" 2>&1 |
+                sed -n "s/^.*, \([0-9]*\) % tenant of .*: achieved \([0-9.]*\) %.*/$shape $split \1 \2/p" >>"$T/shapes"
+        done
+    done
+done
+echo "### Compute shares by kernel shape (fakegpu, median of $REPEAT runs of $VGPU_COMPUTE_WINDOWS × 1 s windows, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end)"
+echo
+echo "| kernels | shares | achieved % (each tenant) | largest error (points) |"
+echo "| --- | --- | --- | --- |"
+for shape in $SHAPES; do
+    for split in 30,70 10,20,30,40; do
+        got="" worst=0
+        for s in ${split//,/ }; do
+            m=$(awk -v sh="$shape" -v sp="$split" -v s="$s" '$1 == sh && $2 == sp && $3 == s { v[n++] = $4 }
+                END { if (n == 0) { print "-"; exit }
+                      for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+                      printf "%.2f", n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2 }' "$T/shapes")
+            got="$got${got:+ / }$m"
+            worst=$(awk -v m="$m" -v s="$s" -v w="$worst" 'BEGIN { d = m - s; if (d < 0) d = -d; if (m == "-") d = 99; printf "%.2f", (d > w ? d : w) }')
+        done
+        echo "| $shape | $split | $got | $worst |"
+    done
+done
+echo
 export FAKEGPU_STATE_DIR=$T/state LD_LIBRARY_PATH=$B/fakegpu VGPU_COMPUTE_BOARD=$T/board
 unset CUDA_DEVICE_SM_LIMIT CUDA_DEVICE_MEMORY_LIMIT VGPU_COMPUTE_MODE GPU_CORE_UTILIZATION_POLICY
 

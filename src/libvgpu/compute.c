@@ -3,8 +3,9 @@
  * A limited launch (docs/compute.md):
  *  1. passes through untouched while its stream is capturing (nothing is charged, slept
  *     or recorded, so a capture is never broken);
- *  2. waits while this process already has about one time slice of predicted work in
- *     flight on the device (VGC_DEPTH_NS), so throttling acts within a slice;
+ *  2. waits while this process already has two launches and about one time slice of
+ *     predicted work in flight on the device (VGC_DEPTH_NS), so throttling acts within
+ *     a slice or two;
  *  3. sleeps once, to the exact moment the container's shared credit is back at zero;
  *  4. charges its predicted cost and is bracketed by two timing events.
  * The poller thread waits for each launch's end event, measures start-to-end device time,
@@ -378,7 +379,11 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     /* A launch of unknown cost counts as a whole time slice until it is measured: a long
      * kernel never seen before must not be queued many deep on a guess. */
     int64_t depth = known ? pred : VGC_DEPTH_NS;
-    while (d->inflight_n > 0 &&
+    /* Two launches may always be in flight: with one, a process whose launch fills the
+     * depth by itself (a graph, a kernel of a slice or more) runs dry while its poller
+     * settles it, and every launch it makes then arrives behind a neighbour's slice, so
+     * none of its intervals is ever clean. */
+    while (d->inflight_n > 1 &&
            (d->inflight_ns + depth > VGC_DEPTH_NS || rt.count >= VGC_MAX_INFLIGHT)) {
         d->win_wanted = true;
         pthread_cond_wait(&rt.room, &rt.lock);

@@ -2,18 +2,24 @@
  * let, on fakegpu or a real GPU (the same binary; set COMPUTE_PTX to tests/gpu/
  * vgpu_spin.ptx on a real GPU).
  *
- *   compute_tenant KERNEL_NS MILLISECONDS [steady|graph|bursty|ex|coop] [SEED]
+ *   compute_tenant KERNEL_NS MILLISECONDS [MODE] [SEED]
  *
- * steady: cuLaunchKernel back to back. graph: a 4-kernel graph captured once (the
- * launches made during capture must pass through libvgpu untouched) and replayed with
- * cuGraphLaunch. bursty: random on/off periods of 50..300 ms. ex: cuLaunchKernelEx.
- * coop: cuLaunchCooperativeKernel. Prints "launches=<n> gpu_ns=<n>" at the end, where
+ * MODE: steady: cuLaunchKernel back to back, every kernel KERNEL_NS long. graph[:N]: a
+ * graph of N kernels of KERNEL_NS each (default 4) captured once (the launches made
+ * during capture must pass through libvgpu untouched) and replayed with cuGraphLaunch.
+ * uniform:LO, loguniform:LO: each kernel's length drawn uniformly (or log-uniformly)
+ * from [LO, KERNEL_NS] ns; one function and shape for all of them, as a kernel whose
+ * work depends on its data. bursty: random on/off periods of 50..300 ms. ex:
+ * cuLaunchKernelEx. coop: cuLaunchCooperativeKernel. SEED seeds the random draws.
+ * Prints "launches=<n> gpu_ns=<n>" at the end, where
  * gpu_ns is the kernel time it asked for, and, when COMPUTE_WARMUP_MS is set, the same for
  * the launches made after the warm-up: "window_ns=<wall time after the warm-up>
  * window_gpu_ns=<kernel time launched in it>" (the real-GPU suite's ground truth with
  * tests/gpu/compute_spin.ptx, whose kernel counts only the time it is on the GPU).
  * Exits non-zero on any CUDA error. */
 #define _GNU_SOURCE
+#include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +66,7 @@ int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: compute_tenant KERNEL_NS MILLISECONDS "
-                        "[steady|graph|bursty|ex|coop] [SEED]\n");
+                        "[steady|graph[:N]|uniform:LO|loguniform:LO|bursty|ex|coop] [SEED]\n");
         return 2;
     }
     uint64_t ns, ms, seed64 = 1;
@@ -72,6 +78,27 @@ int main(int argc, char **argv)
         return 2;
     }
     unsigned seed = (unsigned)seed64;
+    uint64_t graph_n = 0, lo_ns = 0;
+    bool uniform = false, loguniform = false;
+    if (strcmp(mode, "graph") == 0) {
+        graph_n = 4;
+    } else if (strncmp(mode, "graph:", 6) == 0) {
+        if (vg_parse_u64(mode + 6, 1, 1024, &graph_n, NULL) != 0) {
+            fprintf(stderr, "compute_tenant: bad graph size in \"%s\"\n", mode);
+            return 2;
+        }
+    } else if (strncmp(mode, "uniform:", 8) == 0 || strncmp(mode, "loguniform:", 11) == 0) {
+        uniform = mode[0] == 'u';
+        loguniform = !uniform;
+        if (vg_parse_u64(strchr(mode, ':') + 1, 1, ns, &lo_ns, NULL) != 0) {
+            fprintf(stderr, "compute_tenant: bad lower length in \"%s\" (1..KERNEL_NS)\n", mode);
+            return 2;
+        }
+    } else if (strcmp(mode, "steady") != 0 && strcmp(mode, "bursty") != 0 &&
+               strcmp(mode, "ex") != 0 && strcmp(mode, "coop") != 0) {
+        fprintf(stderr, "compute_tenant: unknown mode \"%s\"\n", mode);
+        return 2;
+    }
     uint64_t warm_ms = 0;
     const char *warm_env = getenv("COMPUTE_WARMUP_MS");
     if (warm_env != NULL && vg_parse_u64(warm_env, 0, ms, &warm_ms, NULL) != 0) {
@@ -96,15 +123,15 @@ int main(int argc, char **argv)
     unsigned long long arg = (unsigned long long)ns;
     void *params[] = {&arg};
     CUgraphExec exec = NULL;
-    if (strcmp(mode, "graph") == 0) {
-        unsigned long long part = (unsigned long long)ns / 4;
-        void *pp[] = {&part};
+    unsigned long long per_launch = (unsigned long long)ns;
+    if (graph_n > 0) {
         CUgraph g;
         CHECK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
-        for (int i = 0; i < 4; i++)
-            CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, pp, NULL));
+        for (uint64_t i = 0; i < graph_n; i++)
+            CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
         CHECK(cuStreamEndCapture(s, &g));
         CHECK(cuGraphInstantiateWithFlags(&exec, g, 0));
+        per_launch = (unsigned long long)(ns * graph_n);
     }
     CUlaunchConfig cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -115,7 +142,7 @@ int main(int argc, char **argv)
     int64_t t0 = now_ns(), stop = t0 + (int64_t)ms * 1000000;
     int64_t phase_end = t0;
     int on = 1;
-    unsigned long long launches = 0, warm_launches = 0;
+    unsigned long long launches = 0, gpu_ns = 0, warm_gpu_ns = 0;
     int64_t warm_end = t0 + (int64_t)warm_ms * 1000000;
     for (int64_t t = t0; t < stop; t = now_ns()) {
         if (strcmp(mode, "bursty") == 0 && t >= phase_end) {
@@ -129,6 +156,14 @@ int main(int argc, char **argv)
                 continue;
             }
         }
+        if (uniform)
+            arg = lo_ns +
+                  (unsigned long long)((double)(ns - lo_ns) * (rand_r(&seed) / (RAND_MAX + 1.0)));
+        else if (loguniform)
+            arg = (unsigned long long)((double)lo_ns * exp(log((double)ns / (double)lo_ns) *
+                                                           (rand_r(&seed) / (RAND_MAX + 1.0))));
+        if (uniform || loguniform)
+            per_launch = arg;
         if (exec != NULL)
             CHECK(cuGraphLaunch(exec, s));
         else if (strcmp(mode, "ex") == 0)
@@ -138,14 +173,15 @@ int main(int argc, char **argv)
         else
             CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
         launches++;
+        gpu_ns += per_launch;
         if (t < warm_end)
-            warm_launches = launches;
+            warm_gpu_ns = gpu_ns;
     }
     CHECK(cuStreamSynchronize(s));
     int64_t end = now_ns();
-    printf("launches=%llu gpu_ns=%llu\n", launches, launches * (unsigned long long)ns);
+    printf("launches=%llu gpu_ns=%llu\n", launches, gpu_ns);
     if (warm_env != NULL)
         printf("window_ns=%lld window_gpu_ns=%llu\n", (long long)(end - warm_end),
-               (launches - warm_launches) * (unsigned long long)ns);
+               gpu_ns - warm_gpu_ns);
     return 0;
 }

@@ -669,11 +669,13 @@ static void test_share(int nproc)
         printf(" %ld", counts[i]);
     printf(" spins\n");
     /* busy: at least 70 % of the window (the processes need CPU to keep launching on a
-     * loaded machine); fair: each within 40 % of the mean */
+     * loaded machine); fair: each within 10 % of the mean (measured: within 2 % on a
+     * loaded 2-core machine, this case running alone, RUN_SERIAL), so that an unfair
+     * split, 2 processes at 45/55 or worse, fails */
     CHECK(busy_ms >= 0.70 * window_ms && busy_ms <= 1.05 * window_ms + 50.0);
     double mean = (double)total / nproc;
     for (int i = 0; i < nproc; i++)
-        CHECK((double)counts[i] >= 0.60 * mean && (double)counts[i] <= 1.40 * mean);
+        CHECK((double)counts[i] >= 0.90 * mean && (double)counts[i] <= 1.10 * mean);
 }
 
 /* ---- CUDA_VISIBLE_DEVICES ----

@@ -1,19 +1,34 @@
 # libvgpu's compute-share limiter against fakegpu: tenant processes under LD_PRELOAD,
-# shares read from fakegpu's timeline. Timing-sensitive: RUN_SERIAL, loose tolerances
-# (bench/libvgpu_compute.sh has the tight figures).
+# shares read from fakegpu's timeline. Timing-sensitive: RUN_SERIAL (label compute), with
+# the bounds of libvgpu_compute_test.sh (3 points; burst >= 88 %; hand-back <= 200 ms).
 if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu)
   vgpu_program(compute_tenant ${PROJECT_SOURCE_DIR}/tests/gpu/compute_tenant.c)
-  target_link_libraries(compute_tenant PRIVATE fakegpu_cuda vgpu_base)
+  target_link_libraries(compute_tenant PRIVATE fakegpu_cuda vgpu_base m)
   set_target_properties(compute_tenant PROPERTIES SKIP_BUILD_RPATH ON)
   vgpu_program(libvgpu_compute_truth ${CMAKE_CURRENT_LIST_DIR}/libvgpu_compute_truth.c)
   target_link_libraries(libvgpu_compute_truth PRIVATE fakegpu_state vgpu_base)
-  # Every scenario of the benchmark, with tolerances (±8 points, hand-back within 500 ms)
-  # that hold on a loaded 2-core machine; bench/libvgpu_compute.sh reports the real errors.
+  # Every scenario of the benchmark; bench/libvgpu_compute.sh reports the real errors.
   set(libvgpu_compute_cases alone burst paths procs config split four graph long bursty handback)
   foreach(case ${libvgpu_compute_cases})
     add_test(NAME integration.libvgpu_compute_${case}
              COMMAND ${CMAKE_CURRENT_LIST_DIR}/libvgpu_compute_test.sh ${CMAKE_BINARY_DIR} ${case})
     set_tests_properties(integration.libvgpu_compute_${case} PROPERTIES
+                         LABELS "integration;compute" TIMEOUT 180 RUN_SERIAL ON)
+  endforeach()
+  # Kernel shapes of the benchmark that hold within the bounds on fakegpu (the graph case
+  # above is graphs of four 1 ms kernels): graphs of 16 kernels. docs/benchmarks.md lists
+  # the shapes that do not hold yet (a graph tenant beside a plain one holds in most runs,
+  # not all: it is not here).
+  set(libvgpu_compute_shapes graph-16|30,70)
+  foreach(entry ${libvgpu_compute_shapes})
+    string(REPLACE "|" ";" parts "${entry}")
+    list(GET parts 0 shape)
+    list(GET parts 1 split)
+    string(REPLACE "," "_" split_name "${split}")
+    add_test(NAME integration.libvgpu_compute_shape_${shape}_${split_name}
+             COMMAND ${CMAKE_CURRENT_LIST_DIR}/libvgpu_compute_test.sh ${CMAKE_BINARY_DIR}
+                     shape ${shape} ${split})
+    set_tests_properties(integration.libvgpu_compute_shape_${shape}_${split_name} PROPERTIES
                          LABELS "integration;compute" TIMEOUT 180 RUN_SERIAL ON)
   endforeach()
 endif()

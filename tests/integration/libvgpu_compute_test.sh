@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # libvgpu compute-share tests against fakegpu: libvgpu_compute_test.sh BUILD_DIR CASE.
 # Every tenant is a container of its own (its own region file) running compute_tenant
-# under LD_PRELOAD; fakegpu's timeline is the truth (libvgpu_compute_truth). Tolerances
-# are loose (±8 points) so they hold on a loaded 2-core machine; the benchmark
-# (bench/libvgpu_compute.sh) reports the real errors.
+# under LD_PRELOAD; fakegpu's timeline is the truth (libvgpu_compute_truth). Bounds (CTest
+# runs these serially, label compute): every share within TOL = 3 points (the benchmark,
+# bench/libvgpu_compute.sh, finds at most 2 on fakegpu; 1 point of margin for a loaded
+# machine); burst mode alone at least 90 % of the GPU less 2 points of margin; the
+# hand-back within 150 ms plus one 50 ms window of margin. VGPU_COMPUTE_LIB runs another
+# build of libvgpu (to watch a test fail on a broken one).
 set -uo pipefail
 B=$(cd "$1" && pwd)
 CASE=$2
@@ -21,10 +24,11 @@ export LD_LIBRARY_PATH=$B/fakegpu VGPU_COMPUTE_BOARD=$T/board
 unset VGPU_LIMITS_FILE VGPU_LOG_LEVEL CUDA_DEVICE_SM_LIMIT CUDA_DEVICE_MEMORY_LIMIT \
     CUDA_VISIBLE_DEVICES VGPU_COMPUTE_MODE VGPU_COMPUTE_BURST_LIMIT GPU_CORE_UTILIZATION_POLICY
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-LIB=$B/lib/libvgpu.so
+LIB=${VGPU_COMPUTE_LIB:-$B/lib/libvgpu.so}
 TENANT=$B/bin/compute_tenant
 TRUTH=$B/bin/libvgpu_compute_truth
-TOL=${VGPU_COMPUTE_TOL:-8}
+TOL=${VGPU_COMPUTE_TOL:-3}
+BURST_MIN=${VGPU_BURST_MIN:-88}
 WINDOWS=${VGPU_COMPUTE_WINDOWS:-3}
 RUN_MS=$(((WINDOWS + 1) * 1000 + 700))
 
@@ -86,7 +90,7 @@ burst) # burst mode alone takes idle time
     wait_tenants
     got=$(mean_of 0 "$out")
     echo "30 % tenant alone (burst, limit 100): achieved $got %"
-    atleast "$got" 75 || fail "burst alone: $got %, want >= 75"
+    atleast "$got" "$BURST_MIN" || fail "burst alone: $got %, want >= $BURST_MIN"
     ;;
 handback) # a burst tenant alone for 1.5 s, then the owner of the other half comes back
     tenant a 50 VGPU_COMPUTE_MODE=burst -- 1000000 $((RUN_MS + 2500))
@@ -104,12 +108,13 @@ handback) # a burst tenant alone for 1.5 s, then the owner of the other half com
     back=$(awk -F'[ =]' '$2 > 1500 && $4 <= 52 { print $2 - 1500; exit }' "$T/steps")
     echo "burst tenant alone before: achieved $alone %"
     echo "hand-back: ${back:-never} ms after the owner started (50 ms windows)"
-    [ -n "$back" ] && [ "$back" -le "${VGPU_HANDBACK_MS:-500}" ] ||
+    [ -n "$back" ] && [ "$back" -le "${VGPU_HANDBACK_MS:-200}" ] ||
         { cat "$T/steps" >&2; fail "hand-back took ${back:-forever} ms"; }
     check "burst tenant with its neighbour back" "$(mean_of 0 "$out")" 50
     check "hard 50 % neighbour" "$(mean_of 1 "$out")" 50
     ;;
-graph) # CUDA graphs (captured through libvgpu, replayed with cuGraphLaunch)
+graph) # CUDA graphs of four 1 ms kernels (captured through libvgpu, replayed with
+    # cuGraphLaunch)
     tenant a 30 -- 1000000 $RUN_MS graph
     tenant b 70 -- 1000000 $RUN_MS graph
     out=$(truth "$group_a" "$group_b")
@@ -155,6 +160,35 @@ long) # 20 ms kernels: one kernel is 2 % of a window
     wait_tenants
     check "30 % tenant, 20 ms kernels" "$(mean_of 0 "$out")" 30
     check "70 % tenant, 20 ms kernels" "$(mean_of 1 "$out")" 70
+    ;;
+shape) # shape SHAPE SPLIT: saturating tenants with kernels of one shape at shares SPLIT
+    # (comma-separated); every tenant within TOL of its share.
+    shape=${3:?shape}
+    split=${4:?split}
+    i=0 groups=()
+    for s in ${split//,/ }; do
+        seed=$((i + 11))
+        case $shape in
+        fixed-*) args=("${shape#fixed-}" $RUN_MS steady) ;;
+        uniform-1-5ms) args=(5000000 $RUN_MS uniform:1000000 $seed) ;;
+        loguniform-20us-20ms) args=(20000000 $RUN_MS loguniform:20000 $seed) ;;
+        graph-beside-plain) # 4-kernel graphs of 1 ms kernels and plain 1 ms launches in turn
+            mode=steady
+            [ $((i % 2)) != 0 ] || mode=graph:4
+            args=(1000000 $RUN_MS $mode)
+            ;;
+        graph-*) args=(1000000 $RUN_MS "graph:${shape#graph-}") ;;
+        *) fail "unknown shape $shape" ;;
+        esac
+        tenant "t$i" "$s" -- "${args[@]}"
+        var=group_t$i
+        groups+=("${!var}")
+        i=$((i + 1))
+    done
+    out=$(truth "${groups[@]}")
+    wait_tenants
+    i=0
+    for s in ${split//,/ }; do check "$shape, $s % tenant of $split" "$(mean_of $i "$out")" "$s"; i=$((i + 1)); done
     ;;
 config) # bad values refuse CUDA; disable turns the limit off
     for bad in VGPU_COMPUTE_MODE=soft VGPU_COMPUTE_BURST_LIMIT=0 VGPU_COMPUTE_BURST_LIMIT=101 \
