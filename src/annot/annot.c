@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 
+#include "base/auto_json.h"
 #include "base/str.h"
 
 static const char *const mode_names[] = {"vgpu", "timeSlicing", "mps", "mig"};
@@ -138,7 +139,7 @@ static int decode_gpu(json_t *g, unsigned i, struct annot_gpu *out, struct vg_er
 int annot_inventory_decode(const char *text, size_t len, struct annot_inventory *out,
                            struct vg_err *err)
 {
-    json_t *root = parse(text, len, ANNOT_KEY_GPUS, err);
+    VG_AUTO_JSON json_t *root = parse(text, len, ANNOT_KEY_GPUS, err);
     if (root == NULL)
         return err != NULL ? err->code : -EINVAL;
     memset(out, 0, sizeof *out);
@@ -149,7 +150,7 @@ int annot_inventory_decode(const char *text, size_t len, struct annot_inventory 
     if ((rc = get_uint(root, ANNOT_KEY_GPUS, "heartbeat", 0, INT64_MAX, true, &heartbeat, err)) ||
         (rc = get_string(root, ANNOT_KEY_GPUS, "mode", mode, sizeof mode, true, err)) ||
         (rc = get_array(root, ANNOT_KEY_GPUS, "gpus", ANNOT_MAX_GPUS, &gpus, err)))
-        goto out;
+        return rc;
     rc = -EINVAL;
     for (unsigned m = 0; m < 4; m++)
         if (strcmp(mode, mode_names[m]) == 0) {
@@ -157,26 +158,22 @@ int annot_inventory_decode(const char *text, size_t len, struct annot_inventory 
             rc = 0;
         }
     if (rc != 0) {
-        vg_err_set(err, rc, "%s.mode: '%s' is not vgpu, timeSlicing, mps or mig", ANNOT_KEY_GPUS,
-                   mode);
-        goto out;
+        return vg_err_set(err, rc, "%s.mode: '%s' is not vgpu, timeSlicing, mps or mig",
+                          ANNOT_KEY_GPUS, mode);
     }
     out->heartbeat = (int64_t)heartbeat;
     for (size_t i = 0; i < json_array_size(gpus); i++) {
         rc = decode_gpu(json_array_get(gpus, i), (unsigned)i, &out->gpus[i], err);
         if (rc != 0)
-            goto out;
+            return rc;
         for (size_t j = 0; j < i; j++)
             if (strcmp(out->gpus[j].uuid, out->gpus[i].uuid) == 0) {
-                rc = vg_err_set(err, -EINVAL, "gpus[%zu].uuid: %s is listed twice", i,
-                                out->gpus[i].uuid);
-                goto out;
+                return vg_err_set(err, -EINVAL, "gpus[%zu].uuid: %s is listed twice", i,
+                                  out->gpus[i].uuid);
             }
         out->gpu_count++;
     }
-out:
-    json_decref(root);
-    return rc;
+    return 0;
 }
 
 static int decode_share(json_t *s, const char *where, struct annot_share *out, struct vg_err *err)
@@ -197,7 +194,7 @@ static int decode_share(json_t *s, const char *where, struct annot_share *out, s
 int annot_decision_decode(const char *text, size_t len, struct annot_decision *out,
                           struct vg_err *err)
 {
-    json_t *root = parse(text, len, ANNOT_KEY_DECISION, err);
+    VG_AUTO_JSON json_t *root = parse(text, len, ANNOT_KEY_DECISION, err);
     if (root == NULL)
         return err != NULL ? err->code : -EINVAL;
     memset(out, 0, sizeof *out);
@@ -209,7 +206,7 @@ int annot_decision_decode(const char *text, size_t len, struct annot_decision *o
         (rc = get_uint(root, ANNOT_KEY_DECISION, "time", 0, INT64_MAX, true, &time, err)) ||
         (rc = get_array(root, ANNOT_KEY_DECISION, "containers", ANNOT_MAX_CONTAINERS, &containers,
                         err)))
-        goto out;
+        return rc;
     out->time = (int64_t)time;
     for (size_t i = 0; i < json_array_size(containers); i++) {
         json_t *c = json_array_get(containers, i);
@@ -218,30 +215,26 @@ int annot_decision_decode(const char *text, size_t len, struct annot_decision *o
         snprintf(where, sizeof where, "containers[%zu]", i);
         json_t *gpus = NULL;
         if (!json_is_object(c)) {
-            rc = vg_err_set(err, -EINVAL, "%s: not an object", where);
-            goto out;
+            return vg_err_set(err, -EINVAL, "%s: not an object", where);
         }
         if ((rc = get_string(c, where, "name", oc->name, sizeof oc->name, true, err)) ||
             (rc = get_array(c, where, "gpus", ANNOT_MAX_GPUS, &gpus, err)))
-            goto out;
+            return rc;
         for (size_t j = 0; j < i; j++)
             if (strcmp(out->containers[j].name, oc->name) == 0) {
-                rc = vg_err_set(err, -EINVAL, "%s.name: '%s' is listed twice", where, oc->name);
-                goto out;
+                return vg_err_set(err, -EINVAL, "%s.name: '%s' is listed twice", where, oc->name);
             }
         for (size_t k = 0; k < json_array_size(gpus); k++) {
             char gwhere[96];
             snprintf(gwhere, sizeof gwhere, "%s.gpus[%zu]", where, k);
             rc = decode_share(json_array_get(gpus, k), gwhere, &oc->gpus[k], err);
             if (rc != 0)
-                goto out;
+                return rc;
             oc->gpu_count++;
         }
         out->container_count++;
     }
-out:
-    json_decref(root);
-    return rc;
+    return 0;
 }
 
 /* ---- encoding ---- */
