@@ -505,16 +505,17 @@ static int listen_on(struct evhttp *http, const char *addr, const char *port_fil
     vg_log(VG_LOG_INFO, "listening", "addr=%s port=%u", host, port);
     *bound = port;
     if (port_file != NULL) {
-        FILE *f = fopen(port_file, "w");
+        VG_AUTO_FILE FILE *f = fopen(port_file, "w");
         if (f == NULL)
-            return vg_err_set(err, -errno, "cannot write %s", port_file);
+            return vg_err_errno(err, errno, "cannot write %s", port_file);
         fprintf(f, "%u\n", port);
-        fclose(f);
     }
     return 0;
 }
 
 /* ---- the daemon --------------------------------------------------------------------- */
+
+VG_DEFINE_AUTO(daemon_freep, struct sched_daemon, sched_daemon_free)
 
 int sched_daemon_new(struct event_base *base, struct kube_client *client,
                      const struct sched_options *sched, const struct sched_daemon_options *o,
@@ -525,60 +526,49 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
         return vg_err_set(err, -EINVAL, "no address to listen on");
     if (o->webhook_listen != NULL && (o->tls_cert == NULL || o->tls_key == NULL))
         return vg_err_set(err, -EINVAL, "the webhook server needs a certificate and a key");
-    struct sched_daemon *d = xcalloc(1, sizeof *d);
+    VG_AUTO(daemon_freep) struct sched_daemon *d = xcalloc(1, sizeof *d);
     d->base = base;
     d->client = client;
     if (sched_state_new(sched, &d->state, err) < 0)
-        goto fail;
+        return err->code;
     struct kube_watch_callbacks ncb = {nodes_resync, nodes_event, watch_error};
     struct kube_watch_callbacks pcb = {pods_resync, pods_event, watch_error};
     struct kube_watch_options nopt = {.path = "/api/v1/nodes", .seed = 1};
     struct kube_watch_options popt = {.path = "/api/v1/pods", .seed = 2};
     if (kube_watch_new(client, &nopt, &ncb, d, &d->nodes, err) < 0 ||
         kube_watch_new(client, &popt, &pcb, d, &d->pods, err) < 0)
-        goto fail;
+        return err->code;
     d->http = evhttp_new(base);
-    if (d->http == NULL) {
-        vg_err_set(err, -ENOMEM, "cannot create the HTTP server");
-        goto fail;
-    }
+    if (d->http == NULL)
+        return vg_err_set(err, -ENOMEM, "cannot create the HTTP server");
     evhttp_set_max_body_size(d->http, SCHED_MAX_BODY_BYTES);
     evhttp_set_allowed_methods(d->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
     evhttp_set_bevcb(d->http, plain_bev, NULL);
     evhttp_set_gencb(d->http, handle, d);
     if (listen_on(d->http, o->listen, o->port_file, &d->port, err) < 0)
-        goto fail;
+        return err->code;
     if (o->webhook_listen != NULL) {
         d->ssl = SSL_CTX_new(TLS_server_method());
         if (d->ssl == NULL || SSL_CTX_use_certificate_chain_file(d->ssl, o->tls_cert) != 1 ||
-            SSL_CTX_use_PrivateKey_file(d->ssl, o->tls_key, SSL_FILETYPE_PEM) != 1) {
-            vg_err_set(err, -EINVAL, "cannot load the webhook certificate %s or key %s",
-                       o->tls_cert, o->tls_key);
-            goto fail;
-        }
+            SSL_CTX_use_PrivateKey_file(d->ssl, o->tls_key, SSL_FILETYPE_PEM) != 1)
+            return vg_err_set(err, -EINVAL, "cannot load the webhook certificate %s or key %s",
+                              o->tls_cert, o->tls_key);
         d->https = evhttp_new(base);
-        if (d->https == NULL) {
-            vg_err_set(err, -ENOMEM, "cannot create the HTTPS server");
-            goto fail;
-        }
+        if (d->https == NULL)
+            return vg_err_set(err, -ENOMEM, "cannot create the HTTPS server");
         evhttp_set_max_body_size(d->https, SCHED_MAX_BODY_BYTES);
         evhttp_set_bevcb(d->https, tls_bev, d->ssl);
         evhttp_set_gencb(d->https, handle, d);
         uint16_t webhook_port;
         if (listen_on(d->https, o->webhook_listen, NULL, &webhook_port, err) < 0)
-            goto fail;
+            return err->code;
     }
     d->timer = event_new(base, -1, EV_PERSIST, tick, d);
     struct timeval second = {1, 0};
-    if (d->timer == NULL || event_add(d->timer, &second) < 0) {
-        vg_err_set(err, -ENOMEM, "cannot start the expiry timer");
-        goto fail;
-    }
-    *out = d;
+    if (d->timer == NULL || event_add(d->timer, &second) < 0)
+        return vg_err_set(err, -ENOMEM, "cannot start the expiry timer");
+    *out = vg_steal_ptr(&d);
     return 0;
-fail:
-    sched_daemon_free(d);
-    return err->code;
 }
 
 void sched_daemon_free(struct sched_daemon *d)
