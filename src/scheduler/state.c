@@ -57,6 +57,7 @@ int sched_state_new(const struct sched_options *o, struct sched_state **out, str
     place_mix_init(&s->mix_learned);
     place_mix_init(&s->mix_self);
     vg_prng_seed(&s->rng, 1);
+    vg_buf_init(&s->scan_text, "decoded node names", SCHED_MAX_BODY_BYTES);
     *out = s;
     return 0;
 }
@@ -85,7 +86,7 @@ void sched_state_free(struct sched_state *s)
     free(s->picked);
     free(s->listed);
     free(s->filter_reqs);
-    free(s->scan_text);
+    vg_buf_free(&s->scan_text);
     free(s->scan_offers);
     memo_each(s, MEMO_FREE, 0);
     place_frag_cache_free(&s->frag);
@@ -238,10 +239,9 @@ uint16_t sched_types_id(struct sched_state *s, const struct place_request *r)
         return 0;
     }
     if (slot == s->type_count) {
-        if (s->type_count == s->type_cap) {
-            s->type_cap = s->type_cap ? 2 * s->type_cap : 8;
-            s->types = xrealloc(s->types, s->type_cap * sizeof *s->types);
-        }
+        if (vg_array_grow(&s->types, &s->type_cap, s->type_count + 1, sizeof *s->types,
+                          SCHED_TYPES_MAX, "GPU-type lists", NULL) < 0)
+            return 0; /* out of memory: counts as unrestricted, as when the table is full */
         s->type_count++;
     }
     struct sched_types *t = &s->types[slot];
