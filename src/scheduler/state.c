@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "annot/annot.h"
+#include "base/auto_json.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
@@ -70,6 +71,7 @@ static void pod_free(struct sched_pod *p)
     free(p->shares);
     free(p);
 }
+VG_DEFINE_AUTO(pod_freep, struct sched_pod, pod_free)
 
 void sched_state_free(struct sched_state *s)
 {
@@ -593,25 +595,19 @@ static struct sched_pod *pod_from_decision(struct sched_state *s, const char *ke
  * are not on the node. */
 static bool resolve_waiting(struct sched_state *s, struct sched_pod *p)
 {
-    struct annot_decision *d = xmalloc(sizeof *d);
+    VG_AUTO_FREE struct annot_decision *d = xmalloc(sizeof *d);
     struct vg_err err = {0};
-    struct sched_pod *fresh = NULL;
+    VG_AUTO(pod_freep) struct sched_pod *fresh = NULL;
     if (annot_decision_decode(p->decision, strlen(p->decision), d, &err) == 0)
         fresh = pod_from_decision(s, p->key, p->decision, d, p->types, &err);
-    free(d);
     if (fresh == NULL || fresh->node < 0) {
         vg_log(VG_LOG_WARN, "pod decision skipped", "pod=%s reason=\"%s\"", p->key, err.msg);
-        free(fresh != NULL ? fresh->decision : NULL);
-        free(fresh != NULL ? fresh->shares : NULL);
-        free(fresh);
         return false;
     }
     free(p->shares);
-    p->shares = fresh->shares;
+    p->shares = vg_steal_ptr(&fresh->shares);
     p->share_count = fresh->share_count;
     p->node = fresh->node;
-    free(fresh->decision);
-    free(fresh);
     return true;
 }
 
@@ -1013,7 +1009,7 @@ static int cmp_node_name(const void *a, const void *b)
 char *sched_dump(const struct sched_state *s, bool bound_only)
 {
     const struct place_cluster *c = s->cluster;
-    struct usage *use = xcalloc(c->node_count * PLACE_MAX_GPUS + 1, sizeof *use);
+    VG_AUTO_FREE struct usage *use = xcalloc(c->node_count * PLACE_MAX_GPUS + 1, sizeof *use);
     for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
          i = sched_map_next(&s->pods, i + 1)) {
         const struct sched_pod *p = s->pods.slots[i].value;
@@ -1029,7 +1025,7 @@ char *sched_dump(const struct sched_state *s, bool bound_only)
             }
         }
     }
-    struct named *order = xcalloc(c->node_count + 1, sizeof *order);
+    VG_AUTO_FREE struct named *order = xcalloc(c->node_count + 1, sizeof *order);
     for (size_t i = 0; i < c->node_count; i++)
         order[i] = (struct named){c->nodes[i].name, i};
     qsort(order, c->node_count, sizeof *order, cmp_node_name);
@@ -1051,10 +1047,6 @@ char *sched_dump(const struct sched_state *s, bool bound_only)
         }
         json_object_set_new(nodes, n->name, gpus);
     }
-    free(order);
-    free(use);
-    json_t *root = json_pack("{s:o}", "nodes", nodes);
-    char *text = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT);
-    json_decref(root);
-    return text;
+    VG_AUTO_JSON json_t *root = json_pack("{s:o}", "nodes", nodes);
+    return json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT);
 }
