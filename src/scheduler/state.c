@@ -473,6 +473,8 @@ static int32_t node_add(struct sched_state *s, const char *name, struct vg_err *
     int idx = place_cluster_add_node(s->cluster, name, BIG_CPU, BIG_CPU, 0, NULL, 0, err);
     if (idx < 0)
         return idx;
+    /* Not vg_array_grow: two arrays and three bitmaps grow together, always by a
+     * multiple of 64 nodes; SCHED_MAX_NODES above is the ceiling. */
     if ((size_t)idx >= s->node_info_cap) {
         size_t cap = s->node_info_cap ? s->node_info_cap * 2 : 64; /* a multiple of 64 */
         s->nodes = xrealloc(s->nodes, cap * sizeof *s->nodes);
