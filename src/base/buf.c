@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/auto.h"
+#include "base/mem.h"
 
 #define BUF_MIN_CAP   64
 #define ARRAY_MIN_CAP 16
@@ -127,7 +128,9 @@ int vg_array_grow(void *array, size_t *cap, size_t need, size_t elem, size_t max
     if (n > max_items)
         n = max_items;
     void **p = array;
-    void *grown = realloc(*p, n * (elem ? elem : 1));
+    /* vg_realloc: the modules that test their allocation failures (placement) reach
+     * this path too. */
+    void *grown = vg_realloc(*p, n * (elem ? elem : 1));
     if (grown == NULL)
         return vg_err_set(err, -ENOMEM, "%s: out of memory growing to %zu items", what, n);
     *p = grown;

@@ -55,7 +55,8 @@ void vg_buf_free(struct vg_buf *b);
 
 /* Grows an array of elem-sized items so that it holds at least need of them (doubling,
  * at least 16), never past max_items: -E2BIG ("<what>: more than <max> items") or
- * -ENOMEM, with *array and *cap unchanged on failure. */
+ * -ENOMEM, with *array and *cap unchanged on failure. Allocates with vg_realloc, so the
+ * allocation-failure hook of base/mem.h reaches it. */
 int vg_array_grow(void *array, size_t *cap, size_t need, size_t elem, size_t max_items,
                   const char *what, struct vg_err *err);
 

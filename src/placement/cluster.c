@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/mem.h"
 #include "base/str.h"
 #include "placement/placement.h"
@@ -72,14 +73,10 @@ int place_cluster_add_node(struct place_cluster *c, const char *name, uint64_t c
         if (model_index < 0)
             return vg_err_wrap(err, "node %s", name);
     }
-    if (c->node_count == c->node_cap) {
-        size_t cap = c->node_cap ? c->node_cap * 2 : 64;
-        struct place_node *nodes = vg_realloc(c->nodes, cap * sizeof *nodes);
-        if (nodes == NULL)
-            return vg_err_set(err, -ENOMEM, "out of memory adding node %s", name);
-        c->nodes = nodes;
-        c->node_cap = cap;
-    }
+    /* Ranks are int32_t: the count check above is the ceiling. */
+    if (vg_array_grow(&c->nodes, &c->node_cap, c->node_count + 1, sizeof *c->nodes, INT32_MAX,
+                      "node table", err) < 0)
+        return vg_err_wrap(err, "adding node %s", name);
     struct place_node *n = &c->nodes[c->node_count];
     memset(n, 0, sizeof *n);
     if (vg_strlcpy(n->name, name, sizeof n->name) < 0)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/mem.h"
 #include "placement/placement.h"
 
@@ -39,14 +40,10 @@ int place_mix_add(struct place_mix *m, const struct place_mix_type *t)
             return 0;
         }
     }
-    if (m->count == m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 32;
-        struct place_mix_type *types = vg_realloc(m->types, cap * sizeof *types);
-        if (types == NULL)
-            return -ENOMEM;
-        m->types = types;
-        m->cap = cap;
-    }
+    int rc = vg_array_grow(&m->types, &m->cap, m->count + 1, sizeof *m->types, PLACE_MIX_TYPES_MAX,
+                           "request types", NULL);
+    if (rc < 0)
+        return rc;
     m->types[m->count++] = *t;
     m->total_weight += t->weight;
     return 0;
@@ -224,16 +221,20 @@ static bool fit_single(const struct place_mix_type *x, uint16_t model)
     return x->gpu_count == 1 && (x->model_mask >> model & 1);
 }
 
-/* Builds model's set: its single-GPU types by CPU level. false on allocation failure. */
+VG_DEFINE_AUTO(fit_set_undo, struct place_fit_set, fit_set_free)
+
+/* Builds model's set: its single-GPU types by CPU level. false on allocation failure
+ * (the set is left empty). */
 static bool fit_set_build(struct place_fit_set *fs, const struct place_mix *m, uint16_t model)
 {
+    VG_AUTO(fit_set_undo) struct place_fit_set *undo = fs; /* stolen once built */
     size_t singles = 0;
     for (size_t t = 0; t < m->count; t++)
         singles += fit_single(&m->types[t], model);
     fs->levels = vg_malloc((singles + 1) * sizeof *fs->levels);
     fs->start = vg_malloc((singles + 2) * sizeof *fs->start);
     if (fs->levels == NULL || fs->start == NULL)
-        goto fail;
+        return false;
     for (size_t t = 0; t < m->count; t++)
         if (fit_single(&m->types[t], model))
             fs->levels[fs->level_count++] = m->types[t].cpu_milli;
@@ -248,7 +249,7 @@ static bool fit_set_build(struct place_fit_set *fs, const struct place_mix *m, u
     fs->milli = vg_malloc(cap * sizeof *fs->milli);
     fs->cum = vg_malloc(cap * sizeof *fs->cum);
     if (fs->milli == NULL || fs->cum == NULL)
-        goto fail;
+        return false;
     size_t k = 0;
     for (size_t j = 0; j < distinct; j++) {
         fs->start[j] = k;
@@ -275,10 +276,8 @@ static bool fit_set_build(struct place_fit_set *fs, const struct place_mix *m, u
     }
     fs->start[distinct] = k;
     fs->built = true;
+    (void)vg_steal_ptr(&undo);
     return true;
-fail:
-    fit_set_free(fs);
-    return false;
 }
 
 /* Whether ix answers for m, building it when not; false when it cannot be built. */

@@ -340,6 +340,9 @@ struct place_mix_type {
     uint64_t weight;     /* popularity (a count); p_m = weight / total_weight */
 };
 
+/* Distinct request types a mix holds at most (FGD's index is quadratic in them). */
+#define PLACE_MIX_TYPES_MAX 65536
+
 struct place_mix {
     struct place_mix_type *types; /* owned */
     size_t count, cap;
@@ -348,7 +351,8 @@ struct place_mix {
 
 void place_mix_init(struct place_mix *m);
 void place_mix_clear(struct place_mix *m);
-/* Adds weight to the type with these fields, creating it when new. -ENOMEM. */
+/* Adds weight to the type with these fields, creating it when new. -ENOMEM, or -E2BIG
+ * for a type past PLACE_MIX_TYPES_MAX distinct ones. */
 int place_mix_add(struct place_mix *m, const struct place_mix_type *t);
 /* Adds one observation of a resolved request (a learned mix from pods seen so far). */
 int place_mix_observe(struct place_mix *m, const struct place_request *r);

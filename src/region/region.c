@@ -177,29 +177,27 @@ int region_init_fd(int fd, const struct region_config *config, struct vg_err *er
 {
     struct stat st;
     if (fstat(fd, &st) != 0)
-        return vg_err_set(err, -errno, "region: %s", strerror(errno));
+        return vg_err_errno(err, errno, "region");
     if (st.st_size != 0)
         return vg_err_set(err, -EEXIST, "region file is not empty (%lld bytes)",
                           (long long)st.st_size);
     /* Only the header and device table are written; the process table stays a hole,
      * which reads as zeros. The caller publishes the file once this returns. */
     const size_t head = offsetof(struct shared_region, procs);
-    struct shared_region *sh = vg_calloc(1, sizeof *sh);
+    VG_AUTO_FREE struct shared_region *sh = vg_calloc(1, sizeof *sh);
     if (!sh)
         return vg_err_set(err, -ENOMEM, "region: out of memory");
     int rc = fill_new_region(sh, config, err);
+    if (rc < 0)
+        return rc;
     /* Every process of the container, whatever its user, must be able to open it; the
      * application's umask is left alone. */
-    if (rc == 0 && (fchmod(fd, 0666) != 0 || ftruncate(fd, (off_t)sizeof *sh) != 0))
-        rc = vg_err_set(err, -errno, "sizing region: %s", strerror(errno));
-    if (rc == 0) {
-        ssize_t n = pwrite(fd, sh, head, 0);
-        int e = n < 0 ? errno : EIO;
-        if (n != (ssize_t)head)
-            rc = vg_err_set(err, -e, "writing region: %s", strerror(e));
-    }
-    free(sh);
-    return rc;
+    if (fchmod(fd, 0666) != 0 || ftruncate(fd, (off_t)sizeof *sh) != 0)
+        return vg_err_errno(err, errno, "sizing region");
+    ssize_t n = pwrite(fd, sh, head, 0);
+    if (n != (ssize_t)head)
+        return vg_err_errno(err, n < 0 ? errno : EIO, "writing region");
+    return 0;
 }
 
 int region_create(const char *path, const struct region_config *config, struct vg_err *err)
@@ -209,75 +207,59 @@ int region_create(const char *path, const struct region_config *config, struct v
     if (vg_snprintf(tmp, sizeof tmp, "%s.tmp.%d.%u", path, (int)getpid(),
                     atomic_fetch_add(&counter, 1)) < 0)
         return vg_err_set(err, -ENAMETOOLONG, "region path too long: %s", path);
-    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    VG_AUTO_CLOSE int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0)
-        return vg_err_set(err, -errno, "creating region %s: %s", tmp, strerror(errno));
+        return vg_err_errno(err, errno, "creating region %s", tmp);
     int rc = region_init_fd(fd, config, err);
-    if (rc < 0) {
+    if (rc < 0)
         vg_err_wrap(err, "region %s", tmp);
-        goto out;
-    }
     /* link() publishes the complete file atomically and fails if another process won. */
-    if (link(tmp, path) != 0) {
-        if (errno == EEXIST)
-            rc = 1;
-        else
-            rc = vg_err_set(err, -errno, "publishing region %s: %s", path, strerror(errno));
-    }
-out:
+    else if (link(tmp, path) != 0)
+        rc = errno == EEXIST ? 1 : vg_err_errno(err, errno, "publishing region %s", path);
     unlink(tmp);
-    close(fd);
     return rc;
 }
 
+/* Releases a region that region_open has not handed out yet (not attached, no mutex). */
+static void region_discard(struct region *r)
+{
+    if (r->sh != NULL)
+        munmap(r->sh, sizeof *r->sh);
+    if (r->fd >= 0)
+        close(r->fd);
+    free(r);
+}
+VG_DEFINE_AUTO(region_discardp, struct region, region_discard)
+
 int region_open(const char *path, struct region **out, struct vg_err *err)
 {
-    struct region *r = vg_calloc(1, sizeof *r);
+    VG_AUTO(region_discardp) struct region *r = vg_calloc(1, sizeof *r);
     if (r == NULL)
         return vg_err_set(err, -ENOMEM, "out of memory opening region");
     r->slot = -1;
-    if (vg_strlcpy(r->path, path, sizeof r->path) < 0) {
-        free(r);
+    r->fd = -1;
+    if (vg_strlcpy(r->path, path, sizeof r->path) < 0)
         return vg_err_set(err, -ENAMETOOLONG, "region path too long: %s", path);
-    }
     r->fd = open(path, O_RDWR | O_CLOEXEC);
-    if (r->fd < 0) {
-        int e = errno;
-        free(r);
-        return vg_err_set(err, -e, "opening region %s: %s", path, strerror(e));
-    }
+    if (r->fd < 0)
+        return vg_err_errno(err, errno, "opening region %s", path);
     struct stat st;
-    int rc = 0;
-    if (fstat(r->fd, &st) != 0) {
-        rc = vg_err_set(err, -errno, "region %s: %s", path, strerror(errno));
-        goto fail;
-    }
-    if ((size_t)st.st_size != sizeof *r->sh) {
-        rc = vg_err_set(err, -EPROTO, "region %s is %lld bytes, expected %zu (another version?)",
-                        path, (long long)st.st_size, sizeof *r->sh);
-        goto fail;
-    }
+    if (fstat(r->fd, &st) != 0)
+        return vg_err_errno(err, errno, "region %s", path);
+    if ((size_t)st.st_size != sizeof *r->sh)
+        return vg_err_set(err, -EPROTO, "region %s is %lld bytes, expected %zu (another version?)",
+                          path, (long long)st.st_size, sizeof *r->sh);
     r->sh = mmap(NULL, sizeof *r->sh, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
     if (r->sh == MAP_FAILED) {
         r->sh = NULL;
-        rc = vg_err_set(err, -errno, "mapping region %s: %s", path, strerror(errno));
-        goto fail;
+        return vg_err_errno(err, errno, "mapping region %s", path);
     }
-    rc = region_validate(r->sh, sizeof *r->sh, err);
-    if (rc != 0) {
-        vg_err_wrap(err, "region %s", path);
-        goto fail;
-    }
+    if (region_validate(r->sh, sizeof *r->sh, err) != 0)
+        return vg_err_wrap(err, "region %s", path);
     r->device_count = r->sh->device_count;
     pthread_mutex_init(&r->mutex, NULL);
-    *out = r;
+    *out = vg_steal_ptr(&r);
     return 0;
-fail:
-    if (r->sh != NULL)
-        munmap(r->sh, sizeof *r->sh);
-    close(r->fd);
-    free(r);
-    return rc;
 }
 
 void region_close(struct region *r)

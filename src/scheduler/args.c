@@ -392,6 +392,9 @@ int sched_args_scan(const char *body, size_t len, struct sched_args_view *v, sch
 
 /* ---- writer --------------------------------------------------------------------------- */
 
+/* Not a vg_buf: this writes every filter response, name by name, and stays infallible
+ * (xrealloc, as the daemon treats running out of memory). Its size follows from the
+ * request, which is at most SCHED_MAX_BODY_BYTES. */
 static void reserve(struct sched_jbuf *b, size_t more)
 {
     if (b->cap - b->len > more)

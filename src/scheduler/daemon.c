@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "annot/annot.h"
+#include "base/auto_json.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -207,12 +208,18 @@ static void reply_error(struct sched_daemon *d, enum verb v, struct evhttp_reque
                         const struct vg_err *err)
 {
     d->http_errors[v]++;
-    json_t *body = json_pack("{s:s}", "Error", err->msg);
-    char *text = json_dumps(body, JSON_COMPACT);
+    VG_AUTO_JSON json_t *body = json_pack("{s:s}", "Error", err->msg);
+    VG_AUTO_FREE char *text = json_dumps(body, JSON_COMPACT);
     int code = err->code == -EMSGSIZE ? 413 : 400;
     reply(req, code, code == 413 ? "Payload Too Large" : "Bad Request", "application/json", text);
-    free(text);
-    json_decref(body);
+}
+
+/* A 200 whose body carries the error: the scheduler retries the pod. */
+static void reply_retry(struct evhttp_request *req, const char *error)
+{
+    VG_AUTO_JSON json_t *body = json_pack("{s:s}", "Error", error != NULL ? error : "");
+    VG_AUTO_FREE char *text = json_dumps(body, JSON_COMPACT);
+    reply(req, 200, "OK", "application/json", text);
 }
 
 struct bind_call {
@@ -224,11 +231,7 @@ struct bind_call {
 
 static void bind_reply(struct bind_call *bc, const char *error, enum sched_bind_outcome outcome)
 {
-    json_t *body = json_pack("{s:s}", "Error", error != NULL ? error : "");
-    char *text = json_dumps(body, JSON_COMPACT);
-    reply(bc->req, 200, "OK", "application/json", text);
-    free(text);
-    json_decref(body);
+    reply_retry(bc->req, error);
     sched_bind_finish(bc->d->state, &bc->b, outcome, now());
     hist_observe(&bc->d->latency[VERB_BIND], mono_s() - bc->t0);
     bc->d->bind_inflight--;
@@ -267,30 +270,26 @@ static void bound(void *arg, long status, json_t *body, const struct vg_err *err
 static void handle_bind(struct sched_daemon *d, struct evhttp_request *req, const char *body,
                         size_t len, double t0)
 {
-    struct bind_call *bc = xcalloc(1, sizeof *bc);
-    bc->d = d;
-    bc->req = req;
-    bc->t0 = t0;
+    VG_AUTO_FREE struct bind_call *call = xcalloc(1, sizeof *call);
+    call->d = d;
+    call->req = req;
+    call->t0 = t0;
     struct vg_err err = {0};
-    int rc = sched_bind_prepare(d->state, body, len, now(), &bc->b, &err);
+    int rc = sched_bind_prepare(d->state, body, len, now(), &call->b, &err);
     if (rc == -EBADMSG || rc == -EMSGSIZE) {
         reply_error(d, VERB_BIND, req, &err);
-        free(bc);
         return;
     }
     if (rc < 0) {
-        json_t *out = json_pack("{s:s}", "Error", err.msg);
-        char *text = json_dumps(out, JSON_COMPACT);
-        reply(req, 200, "OK", "application/json", text);
-        free(text);
-        json_decref(out);
-        free(bc);
+        reply_retry(req, err.msg);
         return;
     }
+    /* From here the call belongs to bind_reply, which ends it (now or once bound). */
+    struct bind_call *bc = vg_steal_ptr(&call);
     d->bind_inflight++;
     /* One write: spec.nodeName and the decision annotation together, on the pod filter
      * saw (uid and resourceVersion preconditions). */
-    json_t *annotations = NULL;
+    VG_AUTO_JSON json_t *annotations = NULL;
     if (bc->b.decision != NULL)
         annotations = json_pack("{s:s}", ANNOT_KEY_DECISION, bc->b.decision);
     const struct kube_binding binding = {.ns = bc->b.ns,
@@ -300,7 +299,6 @@ static void handle_bind(struct sched_daemon *d, struct evhttp_request *req, cons
                                          .resource_version = bc->b.resource_version,
                                          .annotations = annotations};
     rc = kube_bind_pod_with(d->client, &binding, bound, bc, &err);
-    json_decref(annotations);
     if (rc < 0)
         bind_reply(bc, err.msg, SCHED_BIND_REFUSED);
 }
@@ -337,16 +335,13 @@ static void handle(struct evhttp_request *req, void *arg)
         return;
     }
     if (strcmp(p, "/debug/state") == 0 || strcmp(p, "/debug/state-bound") == 0) {
-        char *text = sched_dump(d->state, strcmp(p, "/debug/state-bound") == 0);
+        VG_AUTO_FREE char *text = sched_dump(d->state, strcmp(p, "/debug/state-bound") == 0);
         struct vg_err err = {0};
         int inv = sched_check_invariants(d->state, &err);
-        json_t *root = json_loads(text, 0, NULL);
+        VG_AUTO_JSON json_t *root = json_loads(text, 0, NULL);
         json_object_set_new(root, "invariants", json_string(inv == 0 ? "ok" : err.msg));
-        char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+        VG_AUTO_FREE char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
         reply(req, 200, "OK", "application/json", out);
-        free(out);
-        free(text);
-        json_decref(root);
         return;
     }
     enum verb v;
@@ -370,7 +365,7 @@ static void handle(struct evhttp_request *req, void *arg)
     size_t len = evbuffer_get_length(in);
     const char *body = len > 0 ? (const char *)evbuffer_pullup(in, -1) : "";
     struct vg_err err = {0};
-    char *out = NULL;
+    VG_AUTO_FREE char *out = NULL;
     int rc = 0;
     switch (v) {
     case VERB_FILTER:
@@ -393,7 +388,6 @@ static void handle(struct evhttp_request *req, void *arg)
     } else {
         reply(req, 200, "OK", "application/json", out);
     }
-    free(out);
     hist_observe(&d->latency[v], mono_s() - t0);
 }
 
@@ -505,16 +499,17 @@ static int listen_on(struct evhttp *http, const char *addr, const char *port_fil
     vg_log(VG_LOG_INFO, "listening", "addr=%s port=%u", host, port);
     *bound = port;
     if (port_file != NULL) {
-        FILE *f = fopen(port_file, "w");
+        VG_AUTO_FILE FILE *f = fopen(port_file, "w");
         if (f == NULL)
-            return vg_err_set(err, -errno, "cannot write %s", port_file);
+            return vg_err_errno(err, errno, "cannot write %s", port_file);
         fprintf(f, "%u\n", port);
-        fclose(f);
     }
     return 0;
 }
 
 /* ---- the daemon --------------------------------------------------------------------- */
+
+VG_DEFINE_AUTO(daemon_freep, struct sched_daemon, sched_daemon_free)
 
 int sched_daemon_new(struct event_base *base, struct kube_client *client,
                      const struct sched_options *sched, const struct sched_daemon_options *o,
@@ -525,60 +520,49 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
         return vg_err_set(err, -EINVAL, "no address to listen on");
     if (o->webhook_listen != NULL && (o->tls_cert == NULL || o->tls_key == NULL))
         return vg_err_set(err, -EINVAL, "the webhook server needs a certificate and a key");
-    struct sched_daemon *d = xcalloc(1, sizeof *d);
+    VG_AUTO(daemon_freep) struct sched_daemon *d = xcalloc(1, sizeof *d);
     d->base = base;
     d->client = client;
     if (sched_state_new(sched, &d->state, err) < 0)
-        goto fail;
+        return err->code;
     struct kube_watch_callbacks ncb = {nodes_resync, nodes_event, watch_error};
     struct kube_watch_callbacks pcb = {pods_resync, pods_event, watch_error};
     struct kube_watch_options nopt = {.path = "/api/v1/nodes", .seed = 1};
     struct kube_watch_options popt = {.path = "/api/v1/pods", .seed = 2};
     if (kube_watch_new(client, &nopt, &ncb, d, &d->nodes, err) < 0 ||
         kube_watch_new(client, &popt, &pcb, d, &d->pods, err) < 0)
-        goto fail;
+        return err->code;
     d->http = evhttp_new(base);
-    if (d->http == NULL) {
-        vg_err_set(err, -ENOMEM, "cannot create the HTTP server");
-        goto fail;
-    }
+    if (d->http == NULL)
+        return vg_err_set(err, -ENOMEM, "cannot create the HTTP server");
     evhttp_set_max_body_size(d->http, SCHED_MAX_BODY_BYTES);
     evhttp_set_allowed_methods(d->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
     evhttp_set_bevcb(d->http, plain_bev, NULL);
     evhttp_set_gencb(d->http, handle, d);
     if (listen_on(d->http, o->listen, o->port_file, &d->port, err) < 0)
-        goto fail;
+        return err->code;
     if (o->webhook_listen != NULL) {
         d->ssl = SSL_CTX_new(TLS_server_method());
         if (d->ssl == NULL || SSL_CTX_use_certificate_chain_file(d->ssl, o->tls_cert) != 1 ||
-            SSL_CTX_use_PrivateKey_file(d->ssl, o->tls_key, SSL_FILETYPE_PEM) != 1) {
-            vg_err_set(err, -EINVAL, "cannot load the webhook certificate %s or key %s",
-                       o->tls_cert, o->tls_key);
-            goto fail;
-        }
+            SSL_CTX_use_PrivateKey_file(d->ssl, o->tls_key, SSL_FILETYPE_PEM) != 1)
+            return vg_err_set(err, -EINVAL, "cannot load the webhook certificate %s or key %s",
+                              o->tls_cert, o->tls_key);
         d->https = evhttp_new(base);
-        if (d->https == NULL) {
-            vg_err_set(err, -ENOMEM, "cannot create the HTTPS server");
-            goto fail;
-        }
+        if (d->https == NULL)
+            return vg_err_set(err, -ENOMEM, "cannot create the HTTPS server");
         evhttp_set_max_body_size(d->https, SCHED_MAX_BODY_BYTES);
         evhttp_set_bevcb(d->https, tls_bev, d->ssl);
         evhttp_set_gencb(d->https, handle, d);
         uint16_t webhook_port;
         if (listen_on(d->https, o->webhook_listen, NULL, &webhook_port, err) < 0)
-            goto fail;
+            return err->code;
     }
     d->timer = event_new(base, -1, EV_PERSIST, tick, d);
     struct timeval second = {1, 0};
-    if (d->timer == NULL || event_add(d->timer, &second) < 0) {
-        vg_err_set(err, -ENOMEM, "cannot start the expiry timer");
-        goto fail;
-    }
-    *out = d;
+    if (d->timer == NULL || event_add(d->timer, &second) < 0)
+        return vg_err_set(err, -ENOMEM, "cannot start the expiry timer");
+    *out = vg_steal_ptr(&d);
     return 0;
-fail:
-    sched_daemon_free(d);
-    return err->code;
 }
 
 void sched_daemon_free(struct sched_daemon *d)

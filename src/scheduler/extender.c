@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/auto_json.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -296,43 +297,61 @@ static void filter_decide(struct sched_state *s, json_t *pod, const char *key, s
     }
 }
 
+/* Counts a refused request; returns rc. */
+static int bad_request(struct sched_state *s, int rc)
+{
+    s->stats.bad_requests++;
+    return rc;
+}
+
+/* The filter's ExtenderArgs: the pod, its key, and the node list (NodeNames when
+ * *cache, else Nodes.items), every node named. */
+static int filter_args(json_t *args, json_t **pod, json_t **list, bool *cache, char *key,
+                       size_t key_size, struct vg_err *err)
+{
+    static const char *const keys[] = {"Pod", "Nodes", "NodeNames", NULL};
+    int rc = only_keys(args, "ExtenderArgs", keys, err);
+    if (rc < 0)
+        return rc;
+    *pod = json_object_get(args, "Pod");
+    json_t *names = json_object_get(args, "NodeNames");
+    json_t *items = json_object_get(json_object_get(args, "Nodes"), "items");
+    *cache = json_is_array(names);
+    if (!json_is_object(*pod))
+        return vg_err_set(err, -EBADMSG, "ExtenderArgs: Pod is missing or not an object");
+    if (!*cache && !json_is_array(items))
+        return vg_err_set(err, -EBADMSG,
+                          "ExtenderArgs: neither NodeNames nor Nodes.items is a list");
+    *list = *cache ? names : items;
+    size_t i;
+    json_t *item;
+    json_array_foreach(*list, i, item)
+    {
+        if (node_name_of(item) == NULL)
+            return vg_err_set(err, -EBADMSG, "ExtenderArgs: node %zu has no name", i);
+    }
+    if (sched_pod_key(*pod, key, key_size, err) < 0)
+        return vg_err_set(err, -EBADMSG, "ExtenderArgs: %s", err->msg);
+    return 0;
+}
+
 /* The jansson reader: every shape ExtenderArgs may take (NodeNames, or Nodes.items when
  * nodeCacheCapable is false), and the one whose verdict stands for malformed bodies. */
 int sched_filter_tree(struct sched_state *s, const char *body, size_t len, struct sched_now now,
                       char **out, struct vg_err *err)
 {
     *out = NULL;
-    json_t *args = sched_parse_body(body, len, err);
+    VG_AUTO_JSON json_t *args = sched_parse_body(body, len, err);
     if (args == NULL)
         return err->code;
-    static const char *const keys[] = {"Pod", "Nodes", "NodeNames", NULL};
-    int rc = only_keys(args, "ExtenderArgs", keys, err);
-    json_t *pod = json_object_get(args, "Pod");
-    json_t *names = json_object_get(args, "NodeNames");
-    json_t *nodes = json_object_get(args, "Nodes");
-    json_t *items = json_object_get(nodes, "items");
-    bool cache = json_is_array(names);
-    if (rc == 0 && !json_is_object(pod))
-        rc = vg_err_set(err, -EBADMSG, "ExtenderArgs: Pod is missing or not an object");
-    if (rc == 0 && !cache && !json_is_array(items))
-        rc = vg_err_set(err, -EBADMSG, "ExtenderArgs: neither NodeNames nor Nodes.items is a list");
-    json_t *list = cache ? names : items;
+    json_t *pod = NULL, *list = NULL;
+    bool cache = false;
+    char key[SCHED_KEY_MAX];
+    int rc = filter_args(args, &pod, &list, &cache, key, sizeof key, err);
+    if (rc < 0)
+        return bad_request(s, rc);
     size_t i;
     json_t *item;
-    if (rc == 0)
-        json_array_foreach(list, i, item) if (node_name_of(item) == NULL)
-        {
-            rc = vg_err_set(err, -EBADMSG, "ExtenderArgs: node %zu has no name", i);
-            break;
-        }
-    char key[SCHED_KEY_MAX];
-    if (rc == 0 && sched_pod_key(pod, key, sizeof key, err) < 0)
-        rc = vg_err_set(err, -EBADMSG, "ExtenderArgs: %s", err->msg);
-    if (rc < 0) {
-        s->stats.bad_requests++;
-        json_decref(args);
-        return rc;
-    }
     size_t n = json_array_size(list);
     struct offer *of = xcalloc(n + 1, sizeof *of);
     json_array_foreach(list, i, item)
@@ -344,7 +363,7 @@ int sched_filter_tree(struct sched_state *s, const char *body, size_t len, struc
     char error[VG_ERR_MSG_MAX + 64];
     filter_decide(s, pod, key, of, n, now, error, sizeof error);
 
-    json_t *result = json_object();
+    VG_AUTO_JSON json_t *result = json_object();
     json_t *failed = json_object();
     json_t *passed = json_array();
     json_array_foreach(list, i, item)
@@ -368,8 +387,6 @@ int sched_filter_tree(struct sched_state *s, const char *body, size_t len, struc
     json_object_set_new(result, "FailedAndUnresolvableNodes", json_object());
     json_object_set_new(result, "Error", json_string(error));
     *out = json_dumps(result, JSON_COMPACT);
-    json_decref(result);
-    json_decref(args);
     return 0;
 }
 
@@ -378,38 +395,36 @@ int sched_filter_tree(struct sched_state *s, const char *body, size_t len, struc
 struct scan_ctx {
     const struct sched_state *s;
     const char *body, *body_end; /* names found here are used in place */
-    char *text;                  /* the decoded names, NUL-separated */
-    size_t text_len, text_cap;
-    struct offer *of;
-    size_t n, cap;
+    struct vg_buf *text;         /* the decoded names, NUL-separated */
+    struct offer **of;
+    size_t n, *cap;
+    struct vg_err *err;
 };
+
+/* At most one offer per byte of the body (the fast lane reads bodies up to the limit). */
+#define SCAN_OFFERS_MAX SCHED_MAX_BODY_BYTES
 
 static int scan_names(void *arg, const struct sched_args_name *names, size_t count)
 {
     struct scan_ctx *c = arg;
-    if (c->cap - c->n < count) {
-        while (c->cap - c->n < count)
-            c->cap = c->cap ? c->cap * 2 : 1024;
-        c->of = xrealloc(c->of, c->cap * sizeof *c->of);
-    }
+    int rc = vg_array_grow(c->of, c->cap, c->n + count, sizeof **c->of, SCAN_OFFERS_MAX,
+                           "node names", c->err);
+    if (rc < 0)
+        return rc;
     for (size_t k = 0; k < count; k++) {
         const char *name = names[k].name;
         size_t len = names[k].len;
-        struct offer *o = &c->of[c->n++];
+        struct offer *o = &(*c->of)[c->n++];
         *o = (struct offer){
             .name = name, .hash = sched_map_hash(name, len), .name_len = (uint32_t)len};
         if (name >= c->body && name < c->body_end)
             continue; /* in the request body, which outlives the filter */
-        if (c->text_cap - c->text_len <= len) {
-            while (c->text_cap - c->text_len <= len)
-                c->text_cap = c->text_cap ? c->text_cap * 2 : 16384;
-            c->text = xrealloc(c->text, c->text_cap);
-        }
-        memcpy(c->text + c->text_len, name, len);
-        c->text[c->text_len + len] = '\0';
-        o->name = (const char *)(uintptr_t)c->text_len; /* an offset until the text settles */
+        size_t at = c->text->len;
+        if ((rc = vg_buf_append(c->text, name, len, c->err)) < 0 ||
+            (rc = vg_buf_append(c->text, "", 1, c->err)) < 0) /* the NUL that ends it */
+            return rc;
+        o->name = (const char *)(uintptr_t)at; /* an offset until the text settles */
         o->in_text = true;
-        c->text_len += len + 1;
     }
     return 0;
 }
@@ -489,45 +504,38 @@ static char *write_filter_result(struct sched_state *s, const struct offer *of, 
     return sched_jbuf_take(&b);
 }
 
-/* 0 with *out; SCHED_ARGS_DECLINE when the body is for sched_filter_tree. */
+/* 0 with *out; SCHED_ARGS_DECLINE when the body is for sched_filter_tree. The decoded
+ * names and the offers stay in s for the next filter. */
 static int filter_fast(struct sched_state *s, const char *body, size_t len, struct sched_now now,
                        char **out, struct vg_err *err)
 {
+    vg_buf_reset(&s->scan_text);
     struct scan_ctx c = {.s = s,
                          .body = body,
                          .body_end = body + len,
-                         .text = s->scan_text,
-                         .text_cap = s->scan_text_cap,
-                         .of = s->scan_offers,
-                         .cap = s->scan_offers_cap};
+                         .text = &s->scan_text,
+                         .of = &s->scan_offers,
+                         .cap = &s->scan_offers_cap,
+                         .err = err};
     struct sched_args_view v;
     int rc = sched_args_scan(body, len, &v, scan_names, &c);
-    json_t *pod = NULL;
-    if (rc == 0) {
-        pod = json_loadb(v.pod, v.pod_len, JSON_REJECT_DUPLICATES, NULL);
-        if (pod == NULL)
-            rc = SCHED_ARGS_DECLINE; /* jansson words the error */
-    }
+    if (rc != 0)
+        return rc;
+    VG_AUTO_JSON json_t *pod = json_loadb(v.pod, v.pod_len, JSON_REJECT_DUPLICATES, NULL);
+    if (pod == NULL)
+        return SCHED_ARGS_DECLINE; /* jansson words the error */
     char key[SCHED_KEY_MAX];
-    if (rc == 0 && sched_pod_key(pod, key, sizeof key, err) < 0) {
-        rc = vg_err_set(err, -EBADMSG, "ExtenderArgs: %s", err->msg);
-        s->stats.bad_requests++;
-    }
-    if (rc == 0) {
-        for (size_t i = 0; i < c.n && c.text_len > 0; i++) /* names that were decoded */
-            if (c.of[i].in_text)
-                c.of[i].name = c.text + (uintptr_t)c.of[i].name;
-        lookup_offers(s, c.of, c.n);
-        char error[VG_ERR_MSG_MAX + 64];
-        filter_decide(s, pod, key, c.of, c.n, now, error, sizeof error);
-        *out = write_filter_result(s, c.of, c.n, error);
-    }
-    json_decref(pod);
-    s->scan_text = c.text; /* kept for the next filter */
-    s->scan_text_cap = c.text_cap;
-    s->scan_offers = c.of;
-    s->scan_offers_cap = c.cap;
-    return rc;
+    if (sched_pod_key(pod, key, sizeof key, err) < 0)
+        return bad_request(s, vg_err_set(err, -EBADMSG, "ExtenderArgs: %s", err->msg));
+    struct offer *of = *c.of;
+    for (size_t i = 0; i < c.n && c.text->len > 0; i++) /* names that were decoded */
+        if (of[i].in_text)
+            of[i].name = c.text->data + (uintptr_t)of[i].name;
+    lookup_offers(s, of, c.n);
+    char error[VG_ERR_MSG_MAX + 64];
+    filter_decide(s, pod, key, of, c.n, now, error, sizeof error);
+    *out = write_filter_result(s, of, c.n, error);
+    return 0;
 }
 
 int sched_filter(struct sched_state *s, const char *body, size_t len, struct sched_now now,
@@ -546,27 +554,26 @@ int sched_prioritize(struct sched_state *s, const char *body, size_t len, char *
                      struct vg_err *err)
 {
     *out = NULL;
-    json_t *args = sched_parse_body(body, len, err);
+    VG_AUTO_JSON json_t *args = sched_parse_body(body, len, err);
     if (args == NULL)
         return err->code;
     static const char *const keys[] = {"Pod", "Nodes", "NodeNames", NULL};
     int rc = only_keys(args, "ExtenderArgs", keys, err);
+    if (rc < 0)
+        return bad_request(s, rc);
     json_t *pod = json_object_get(args, "Pod");
     json_t *names = json_object_get(args, "NodeNames");
     json_t *list =
         json_is_array(names) ? names : json_object_get(json_object_get(args, "Nodes"), "items");
+    if (!json_is_array(list))
+        return bad_request(
+            s,
+            vg_err_set(err, -EBADMSG, "ExtenderArgs: neither NodeNames nor Nodes.items is a list"));
     char key[SCHED_KEY_MAX];
-    if (rc == 0 && !json_is_array(list))
-        rc = vg_err_set(err, -EBADMSG, "ExtenderArgs: neither NodeNames nor Nodes.items is a list");
-    if (rc == 0 && sched_pod_key(pod, key, sizeof key, err) < 0)
-        rc = vg_err_set(err, -EBADMSG, "ExtenderArgs: %s", err->msg);
-    if (rc < 0) {
-        s->stats.bad_requests++;
-        json_decref(args);
-        return rc;
-    }
+    if (sched_pod_key(pod, key, sizeof key, err) < 0)
+        return bad_request(s, vg_err_set(err, -EBADMSG, "ExtenderArgs: %s", err->msg));
     const struct sched_pod *p = sched_map_get(&s->pods, key);
-    json_t *result = json_array();
+    VG_AUTO_JSON json_t *result = json_array();
     size_t i;
     json_t *item;
     json_array_foreach(list, i, item)
@@ -578,8 +585,6 @@ int sched_prioritize(struct sched_state *s, const char *body, size_t len, char *
         json_array_append_new(result, json_pack("{s:s, s:i}", "Host", name, "Score", score));
     }
     *out = json_dumps(result, JSON_COMPACT);
-    json_decref(result);
-    json_decref(args);
     return 0;
 }
 
@@ -590,30 +595,27 @@ int sched_bind_prepare(struct sched_state *s, const char *body, size_t len, stru
 {
     (void)now;
     memset(out, 0, sizeof *out);
-    json_t *args = sched_parse_body(body, len, err);
+    VG_AUTO_JSON json_t *args = sched_parse_body(body, len, err);
     if (args == NULL)
         return err->code;
     static const char *const keys[] = {"PodName", "PodNamespace", "PodUID", "Node", NULL};
     int rc = only_keys(args, "ExtenderBindingArgs", keys, err);
+    if (rc < 0)
+        return bad_request(s, rc);
     const char *name = sched_json_str(args, "PodName", NULL, NULL);
     const char *ns = sched_json_str(args, "PodNamespace", NULL, NULL);
     const char *node = sched_json_str(args, "Node", NULL, NULL);
     const char *uid = sched_json_str(args, "PodUID", NULL, NULL);
-    if (rc == 0 && (name == NULL || name[0] == '\0' || node == NULL || node[0] == '\0'))
-        rc = vg_err_set(err, -EBADMSG, "ExtenderBindingArgs: PodName and Node are required");
-    if (rc == 0 && (ns == NULL || ns[0] == '\0'))
+    if (name == NULL || name[0] == '\0' || node == NULL || node[0] == '\0')
+        return bad_request(
+            s, vg_err_set(err, -EBADMSG, "ExtenderBindingArgs: PodName and Node are required"));
+    if (ns == NULL || ns[0] == '\0')
         ns = "default";
-    if (rc == 0 && (vg_strlcpy(out->ns, ns, sizeof out->ns) < 0 ||
-                    vg_strlcpy(out->name, name, sizeof out->name) < 0 ||
-                    vg_strlcpy(out->node, node, sizeof out->node) < 0 ||
-                    (uid != NULL && vg_strlcpy(out->uid, uid, sizeof out->uid) < 0)))
-        rc = vg_err_set(err, -EBADMSG, "ExtenderBindingArgs: a name is too long");
-    if (rc < 0) {
-        s->stats.bad_requests++;
-        json_decref(args);
-        return rc;
-    }
-    json_decref(args);
+    if (vg_strlcpy(out->ns, ns, sizeof out->ns) < 0 ||
+        vg_strlcpy(out->name, name, sizeof out->name) < 0 ||
+        vg_strlcpy(out->node, node, sizeof out->node) < 0 ||
+        (uid != NULL && vg_strlcpy(out->uid, uid, sizeof out->uid) < 0))
+        return bad_request(s, vg_err_set(err, -EBADMSG, "ExtenderBindingArgs: a name is too long"));
     s->stats.binds++;
     char key[SCHED_KEY_MAX];
     (void)vg_snprintf(key, sizeof key, "%s/%s", out->ns, out->name);

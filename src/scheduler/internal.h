@@ -3,6 +3,7 @@
 #define VGPU_SCHEDULER_INTERNAL_H
 
 #include "annot/annot.h"
+#include "base/buf.h"
 #include "base/prng.h"
 #include "scheduler/map.h"
 #include "scheduler/pod.h"
@@ -61,6 +62,8 @@ struct sched_node_live {
     bool present, has_inventory;
 };
 
+struct offer; /* extender.c's */
+
 struct sched_state {
     struct sched_options opt;
     struct place_cluster *cluster;
@@ -87,9 +90,8 @@ struct sched_state {
     /* The filter's scratch, kept between calls: container requests, and the fast
      * reader's decoded names and offers (extender.c). */
     struct sched_container_request *filter_reqs;
-    char *scan_text;
-    size_t scan_text_cap;
-    void *scan_offers;
+    struct vg_buf scan_text;   /* at most SCHED_MAX_BODY_BYTES: names come from the body */
+    struct offer *scan_offers; /* extender.c's, at most one per byte of the body */
     size_t scan_offers_cap;
     struct sched_map node_index; /* name -> index + 1 */
     struct sched_map pods;       /* "ns/name" -> struct sched_pod */

@@ -45,6 +45,8 @@ void *sched_map_get(const struct sched_map *m, const char *key)
     return i == SIZE_MAX ? NULL : m->slots[i].value;
 }
 
+/* A rehash into a fresh power-of-two table, not an append: the map holds what the
+ * state holds (nodes up to SCHED_MAX_NODES, pods the API lists). */
 static void grow(struct sched_map *m)
 {
     size_t cap = m->cap ? m->cap * 2 : 64;

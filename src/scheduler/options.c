@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/auto_json.h"
 #include "base/mem.h"
 
 void sched_options_default(struct sched_options *o)
@@ -24,14 +25,11 @@ int sched_options_load_file(const char *file, struct sched_options *o, char **na
                             struct vg_err *err)
 {
     json_error_t jerr;
-    json_t *root = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
+    VG_AUTO_JSON json_t *root = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL)
         return vg_err_set(err, -EINVAL, "%s:%d: %s", file, jerr.line, jerr.text);
-    if (!json_is_object(root)) {
-        json_decref(root);
+    if (!json_is_object(root))
         return vg_err_set(err, -EINVAL, "%s: not a JSON object of settings", file);
-    }
-    int rc = 0;
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v)
@@ -39,17 +37,16 @@ int sched_options_load_file(const char *file, struct sched_options *o, char **na
         if (strcmp(key, "policy") == 0 && json_is_string(v)) {
             int p = place_policy_from_name(json_string_value(v));
             if (p < 0)
-                rc = vg_err_set(err, -EINVAL, "%s: policy: unsupported '%s'", file,
-                                json_string_value(v));
-            else
-                o->policy = (enum place_policy)p;
+                return vg_err_set(err, -EINVAL, "%s: policy: unsupported '%s'", file,
+                                  json_string_value(v));
+            o->policy = (enum place_policy)p;
         } else if (strcmp(key, "gpuPolicy") == 0 && json_is_string(v)) {
             if (strcmp(json_string_value(v), "binpack") == 0)
                 o->gpu_order = PLACE_GPU_BINPACK;
             else if (strcmp(json_string_value(v), "spread") == 0)
                 o->gpu_order = PLACE_GPU_SPREAD;
             else
-                rc = vg_err_set(err, -EINVAL, "%s: gpuPolicy: not binpack or spread", file);
+                return vg_err_set(err, -EINVAL, "%s: gpuPolicy: not binpack or spread", file);
         } else if (strcmp(key, "assumeTTLSeconds") == 0 && json_is_integer(v) &&
                    json_integer_value(v) > 0 && json_integer_value(v) <= 3600) {
             o->assume_ttl_ms = (uint64_t)json_integer_value(v) * 1000u;
@@ -69,11 +66,8 @@ int sched_options_load_file(const char *file, struct sched_options *o, char **na
             *name_store = xstrdup(json_string_value(v));
             o->scheduler_name = *name_store;
         } else {
-            rc = vg_err_set(err, -EINVAL, "%s: unknown key or bad value for \"%s\"", file, key);
+            return vg_err_set(err, -EINVAL, "%s: unknown key or bad value for \"%s\"", file, key);
         }
-        if (rc < 0)
-            break;
     }
-    json_decref(root);
-    return rc;
+    return 0;
 }

@@ -102,35 +102,41 @@ static int split_list(const char *text, const char *what, char *list, size_t ent
     return 0;
 }
 
+static const char *annotation(json_t *pod, const char *key)
+{
+    return sched_json_str(pod, "metadata", "annotations", key);
+}
+
+/* The list in the pod's annotation key, when it has one, into list / *count. */
+static int annotation_list(json_t *pod, const char *key, char *list, size_t entry_size,
+                           uint8_t *count, struct vg_err *err)
+{
+    const char *v = annotation(pod, key);
+    return v != NULL ? split_list(v, key, list, entry_size, count, err) : 0;
+}
+
 int sched_pod_selection(json_t *pod, struct place_request *r, struct vg_err *err)
 {
-    const char *v;
-    int rc = 0;
-    if ((v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/use-gputype")) != NULL)
-        rc = split_list(v, "nvidia.com/use-gputype", &r->type_include[0][0], PLACE_MODEL_MAX,
-                        &r->type_include_count, err);
-    if (rc == 0 &&
-        (v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/nouse-gputype")) != NULL)
-        rc = split_list(v, "nvidia.com/nouse-gputype", &r->type_exclude[0][0], PLACE_MODEL_MAX,
-                        &r->type_exclude_count, err);
-    if (rc == 0 &&
-        (v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/use-gpuuuid")) != NULL)
-        rc = split_list(v, "nvidia.com/use-gpuuuid", &r->uuid_include[0][0], PLACE_NAME_MAX,
-                        &r->uuid_include_count, err);
-    if (rc == 0 &&
-        (v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/nouse-gpuuuid")) != NULL)
-        rc = split_list(v, "nvidia.com/nouse-gpuuuid", &r->uuid_exclude[0][0], PLACE_NAME_MAX,
-                        &r->uuid_exclude_count, err);
-    if (rc == 0 &&
-        (v = sched_json_str(pod, "metadata", "annotations", "nvidia.com/numa-bind")) != NULL) {
-        if (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0)
-            r->numa_bind = true;
-        else if (strcasecmp(v, "false") == 0 || strcmp(v, "0") == 0)
-            r->numa_bind = false;
-        else
-            rc = vg_err_set(err, -EINVAL, "nvidia.com/numa-bind: '%.20s' is not true or false", v);
-    }
-    return rc;
+    int rc;
+    if ((rc = annotation_list(pod, "nvidia.com/use-gputype", &r->type_include[0][0],
+                              PLACE_MODEL_MAX, &r->type_include_count, err)) < 0 ||
+        (rc = annotation_list(pod, "nvidia.com/nouse-gputype", &r->type_exclude[0][0],
+                              PLACE_MODEL_MAX, &r->type_exclude_count, err)) < 0 ||
+        (rc = annotation_list(pod, "nvidia.com/use-gpuuuid", &r->uuid_include[0][0], PLACE_NAME_MAX,
+                              &r->uuid_include_count, err)) < 0 ||
+        (rc = annotation_list(pod, "nvidia.com/nouse-gpuuuid", &r->uuid_exclude[0][0],
+                              PLACE_NAME_MAX, &r->uuid_exclude_count, err)) < 0)
+        return rc;
+    const char *v = annotation(pod, "nvidia.com/numa-bind");
+    if (v == NULL)
+        return 0;
+    if (strcasecmp(v, "true") == 0 || strcmp(v, "1") == 0)
+        r->numa_bind = true;
+    else if (strcasecmp(v, "false") == 0 || strcmp(v, "0") == 0)
+        r->numa_bind = false;
+    else
+        return vg_err_set(err, -EINVAL, "nvidia.com/numa-bind: '%.20s' is not true or false", v);
+    return 0;
 }
 
 int sched_pod_requests(const struct sched_options *o, json_t *pod,

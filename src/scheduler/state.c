@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "annot/annot.h"
+#include "base/auto_json.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
@@ -57,6 +58,7 @@ int sched_state_new(const struct sched_options *o, struct sched_state **out, str
     place_mix_init(&s->mix_learned);
     place_mix_init(&s->mix_self);
     vg_prng_seed(&s->rng, 1);
+    vg_buf_init(&s->scan_text, "decoded node names", SCHED_MAX_BODY_BYTES);
     *out = s;
     return 0;
 }
@@ -69,6 +71,7 @@ static void pod_free(struct sched_pod *p)
     free(p->shares);
     free(p);
 }
+VG_DEFINE_AUTO(pod_freep, struct sched_pod, pod_free)
 
 void sched_state_free(struct sched_state *s)
 {
@@ -85,7 +88,7 @@ void sched_state_free(struct sched_state *s)
     free(s->picked);
     free(s->listed);
     free(s->filter_reqs);
-    free(s->scan_text);
+    vg_buf_free(&s->scan_text);
     free(s->scan_offers);
     memo_each(s, MEMO_FREE, 0);
     place_frag_cache_free(&s->frag);
@@ -238,10 +241,9 @@ uint16_t sched_types_id(struct sched_state *s, const struct place_request *r)
         return 0;
     }
     if (slot == s->type_count) {
-        if (s->type_count == s->type_cap) {
-            s->type_cap = s->type_cap ? 2 * s->type_cap : 8;
-            s->types = xrealloc(s->types, s->type_cap * sizeof *s->types);
-        }
+        if (vg_array_grow(&s->types, &s->type_cap, s->type_count + 1, sizeof *s->types,
+                          SCHED_TYPES_MAX, "GPU-type lists", NULL) < 0)
+            return 0; /* out of memory: counts as unrestricted, as when the table is full */
         s->type_count++;
     }
     struct sched_types *t = &s->types[slot];
@@ -471,6 +473,8 @@ static int32_t node_add(struct sched_state *s, const char *name, struct vg_err *
     int idx = place_cluster_add_node(s->cluster, name, BIG_CPU, BIG_CPU, 0, NULL, 0, err);
     if (idx < 0)
         return idx;
+    /* Not vg_array_grow: two arrays and three bitmaps grow together, always by a
+     * multiple of 64 nodes; SCHED_MAX_NODES above is the ceiling. */
     if ((size_t)idx >= s->node_info_cap) {
         size_t cap = s->node_info_cap ? s->node_info_cap * 2 : 64; /* a multiple of 64 */
         s->nodes = xrealloc(s->nodes, cap * sizeof *s->nodes);
@@ -593,25 +597,19 @@ static struct sched_pod *pod_from_decision(struct sched_state *s, const char *ke
  * are not on the node. */
 static bool resolve_waiting(struct sched_state *s, struct sched_pod *p)
 {
-    struct annot_decision *d = xmalloc(sizeof *d);
+    VG_AUTO_FREE struct annot_decision *d = xmalloc(sizeof *d);
     struct vg_err err = {0};
-    struct sched_pod *fresh = NULL;
+    VG_AUTO(pod_freep) struct sched_pod *fresh = NULL;
     if (annot_decision_decode(p->decision, strlen(p->decision), d, &err) == 0)
         fresh = pod_from_decision(s, p->key, p->decision, d, p->types, &err);
-    free(d);
     if (fresh == NULL || fresh->node < 0) {
         vg_log(VG_LOG_WARN, "pod decision skipped", "pod=%s reason=\"%s\"", p->key, err.msg);
-        free(fresh != NULL ? fresh->decision : NULL);
-        free(fresh != NULL ? fresh->shares : NULL);
-        free(fresh);
         return false;
     }
     free(p->shares);
-    p->shares = fresh->shares;
+    p->shares = vg_steal_ptr(&fresh->shares);
     p->share_count = fresh->share_count;
     p->node = fresh->node;
-    free(fresh->decision);
-    free(fresh);
     return true;
 }
 
@@ -1013,7 +1011,7 @@ static int cmp_node_name(const void *a, const void *b)
 char *sched_dump(const struct sched_state *s, bool bound_only)
 {
     const struct place_cluster *c = s->cluster;
-    struct usage *use = xcalloc(c->node_count * PLACE_MAX_GPUS + 1, sizeof *use);
+    VG_AUTO_FREE struct usage *use = xcalloc(c->node_count * PLACE_MAX_GPUS + 1, sizeof *use);
     for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
          i = sched_map_next(&s->pods, i + 1)) {
         const struct sched_pod *p = s->pods.slots[i].value;
@@ -1029,7 +1027,7 @@ char *sched_dump(const struct sched_state *s, bool bound_only)
             }
         }
     }
-    struct named *order = xcalloc(c->node_count + 1, sizeof *order);
+    VG_AUTO_FREE struct named *order = xcalloc(c->node_count + 1, sizeof *order);
     for (size_t i = 0; i < c->node_count; i++)
         order[i] = (struct named){c->nodes[i].name, i};
     qsort(order, c->node_count, sizeof *order, cmp_node_name);
@@ -1051,10 +1049,6 @@ char *sched_dump(const struct sched_state *s, bool bound_only)
         }
         json_object_set_new(nodes, n->name, gpus);
     }
-    free(order);
-    free(use);
-    json_t *root = json_pack("{s:o}", "nodes", nodes);
-    char *text = json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT);
-    json_decref(root);
-    return text;
+    VG_AUTO_JSON json_t *root = json_pack("{s:o}", "nodes", nodes);
+    return json_dumps(root, JSON_SORT_KEYS | JSON_COMPACT);
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/auto_json.h"
 #include "base/mem.h"
 #include "base/str.h"
 
@@ -93,12 +94,10 @@ static json_t *review(const char *uid, bool allowed, const char *message, json_t
             resp, "status",
             json_pack("{s:s, s:i}", "message", message, "code", allowed ? 200 : 400));
     if (patch != NULL && json_array_size(patch) > 0) {
-        char *text = json_dumps(patch, JSON_COMPACT);
-        char *b64 = base64(text, strlen(text));
+        VG_AUTO_FREE char *text = json_dumps(patch, JSON_COMPACT);
+        VG_AUTO_FREE char *b64 = base64(text, strlen(text));
         json_object_set_new(resp, "patchType", json_string("JSONPatch"));
         json_object_set_new(resp, "patch", json_string(b64));
-        free(b64);
-        free(text);
     }
     json_decref(patch);
     return json_pack("{s:s, s:s, s:o}", "apiVersion", "admission.k8s.io/v1", "kind",
@@ -108,20 +107,18 @@ static json_t *review(const char *uid, bool allowed, const char *message, json_t
 int sched_admit(struct sched_state *s, const char *body, size_t len, char **out, struct vg_err *err)
 {
     *out = NULL;
-    json_t *root = sched_parse_body(body, len, err);
+    VG_AUTO_JSON json_t *root = sched_parse_body(body, len, err);
     if (root == NULL)
         return err->code;
     json_t *request = json_object_get(root, "request");
     const char *uid = sched_json_str(request, "uid", NULL, NULL);
     json_t *pod = json_object_get(request, "object");
-    if (uid == NULL || !json_is_object(pod)) {
-        json_decref(root);
+    if (uid == NULL || !json_is_object(pod))
         return vg_err_set(err, -EBADMSG,
                           "AdmissionReview: request.uid and request.object are "
                           "required");
-    }
-    json_t *answer = NULL;
-    struct sched_container_request *reqs = xcalloc(ANNOT_MAX_CONTAINERS, sizeof *reqs);
+    VG_AUTO_JSON json_t *answer = NULL;
+    VG_AUTO_FREE struct sched_container_request *reqs = xcalloc(ANNOT_MAX_CONTAINERS, sizeof *reqs);
     struct vg_err perr = {0};
     char msg[512];
     int count = sched_pod_requests(&s->opt, pod, reqs, ANNOT_MAX_CONTAINERS, &perr);
@@ -175,9 +172,6 @@ int sched_admit(struct sched_state *s, const char *body, size_t len, char **out,
             answer = review(uid, true, NULL, patch);
         }
     }
-    free(reqs);
     *out = json_dumps(answer, JSON_COMPACT);
-    json_decref(answer);
-    json_decref(root);
     return 0;
 }

@@ -18,6 +18,7 @@
 #include "base/auto.h"
 #include "base/auto_json.h"
 #include "base/buf.h"
+#include "base/mem.h"
 #include "base/err.h"
 #include "base/log.h"
 #include "base/parse.h"
@@ -617,6 +618,30 @@ static void test_array_grow(void **state)
     free(v);
 }
 
+/* Growth goes through vg_realloc, so the allocation-failure tests of the modules that grow
+ * arrays (placement's node table and mix) reach it; a failure leaves the array as it was. */
+static void test_array_grow_allocation_failure(void **state)
+{
+    (void)state;
+    struct vg_err err;
+    vg_err_clear(&err);
+    uint32_t *v = NULL;
+    size_t cap = 0;
+    assert_int_equal(vg_array_grow(&v, &cap, 16, sizeof *v, 1000, "gpus", &err), 0);
+    v[15] = 7;
+    uint32_t *before = v;
+    vg_mem_fail_nth(1);
+    assert_int_equal(vg_array_grow(&v, &cap, 17, sizeof *v, 1000, "gpus", &err), -ENOMEM);
+    assert_true(vg_mem_fail_fired());
+    assert_non_null(strstr(err.msg, "gpus: out of memory"));
+    assert_ptr_equal(v, before);
+    assert_int_equal(cap, 16);
+    assert_int_equal(v[15], 7);
+    assert_int_equal(vg_array_grow(&v, &cap, 17, sizeof *v, 1000, "gpus", &err), 0);
+    assert_int_equal(v[15], 7);
+    free(v);
+}
+
 static void write_file(const char *path, const char *data, size_t len)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -698,6 +723,7 @@ int main(void)
         cmocka_unit_test(test_auto_cleanup),
         cmocka_unit_test(test_buf_append_and_ceiling),
         cmocka_unit_test(test_array_grow),
+        cmocka_unit_test(test_array_grow_allocation_failure),
         cmocka_unit_test(test_read_file),
         cmocka_unit_test(test_parse_u64),
         cmocka_unit_test(test_parse_i64),

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/auto.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "kube/kube.h"
@@ -22,6 +23,57 @@ static void on_signal(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     event_base_loopbreak(arg);
+}
+
+VG_DEFINE_AUTO(event_base_freep, struct event_base, event_base_free)
+VG_DEFINE_AUTO(event_freep, struct event, event_free)
+VG_DEFINE_AUTO(kube_config_freep, struct kube_config, kube_config_free)
+VG_DEFINE_AUTO(kube_client_freep, struct kube_client, kube_client_free)
+VG_DEFINE_AUTO(sched_daemon_freep, struct sched_daemon, sched_daemon_free)
+
+static struct event_base *new_event_base(void)
+{
+    /* The changelist folds the add / delete / modify that evhttp makes of one socket in
+     * one callback (four per request) into at most one epoll_ctl at the next dispatch.
+     * Its one hazard, dup()ed descriptors, does not arise: nothing here dups a socket. */
+    struct event_config *cfg = event_config_new();
+    if (cfg != NULL)
+        (void)event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    struct event_base *base = cfg != NULL ? event_base_new_with_config(cfg) : NULL;
+    if (base == NULL)
+        base = event_base_new();
+    if (cfg != NULL)
+        event_config_free(cfg);
+    return base;
+}
+
+/* Loads the API credentials, starts the daemon and runs the loop until SIGINT or SIGTERM;
+ * everything is released (in reverse order) on the way out. */
+static int serve(const char *kubeconfig, const struct sched_options *o,
+                 const struct sched_daemon_options *dopt, struct vg_err *err)
+{
+    VG_AUTO(event_base_freep) struct event_base *base = new_event_base();
+    if (base == NULL)
+        return vg_err_set(err, -ENOMEM, "cannot create the event loop");
+    VG_AUTO(kube_config_freep) struct kube_config *kc = NULL;
+    int rc = kubeconfig != NULL ? kube_config_load_file(kubeconfig, NULL, &kc, err)
+                                : kube_config_in_cluster(NULL, &kc, err);
+    if (rc < 0)
+        return rc;
+    VG_AUTO(kube_client_freep) struct kube_client *client = NULL;
+    if (kube_client_new(base, kc, NULL, &client, err) < 0)
+        return err->code;
+    VG_AUTO(sched_daemon_freep) struct sched_daemon *server = NULL;
+    if (sched_daemon_new(base, client, o, dopt, &server, err) < 0)
+        return err->code;
+    VG_AUTO(event_freep) struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
+    VG_AUTO(event_freep) struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+    if (sigint == NULL || sigterm == NULL)
+        return vg_err_set(err, -ENOMEM, "cannot watch for signals");
+    event_add(sigint, NULL);
+    event_add(sigterm, NULL);
+    event_base_dispatch(base);
+    return 0;
 }
 
 /* ---- main --------------------------------------------------------------------------- */
@@ -134,7 +186,7 @@ int main(int argc, char **argv)
     struct vg_err err = {0};
     struct sched_options o;
     sched_options_default(&o);
-    char *name_store = NULL;
+    VG_AUTO_FREE char *name_store = NULL;
     if (config != NULL && sched_options_load_file(config, &o, &name_store, &err) < 0) {
         fprintf(stderr, "vgpu-scheduler: %s\n", err.msg);
         return 2;
@@ -181,52 +233,14 @@ int main(int argc, char **argv)
     }
 
     signal(SIGPIPE, SIG_IGN);
-    int status = 1;
-    struct kube_config *kc = NULL;
-    struct kube_client *client = NULL;
-    struct sched_daemon *server = NULL;
-    struct event *sigint = NULL, *sigterm = NULL;
-    /* The changelist folds the add / delete / modify that evhttp makes of one socket in
-     * one callback (four per request) into at most one epoll_ctl at the next dispatch.
-     * Its one hazard, dup()ed descriptors, does not arise: nothing here dups a socket. */
-    struct event_config *cfg = event_config_new();
-    if (cfg != NULL)
-        (void)event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
-    struct event_base *base = cfg != NULL ? event_base_new_with_config(cfg) : NULL;
-    if (base == NULL)
-        base = event_base_new();
-    if (cfg != NULL)
-        event_config_free(cfg);
-    int rc = kubeconfig != NULL ? kube_config_load_file(kubeconfig, NULL, &kc, &err)
-                                : kube_config_in_cluster(NULL, &kc, &err);
-    if (rc < 0)
-        goto out;
-    if (kube_client_new(base, kc, NULL, &client, &err) < 0)
-        goto out;
     const struct sched_daemon_options dopt = {.listen = listen,
                                               .port_file = port_file,
                                               .webhook_listen = webhook_listen,
                                               .tls_cert = tls_cert,
                                               .tls_key = tls_key};
-    if (sched_daemon_new(base, client, &o, &dopt, &server, &err) < 0)
-        goto out;
-    sigint = evsignal_new(base, SIGINT, on_signal, base);
-    sigterm = evsignal_new(base, SIGTERM, on_signal, base);
-    event_add(sigint, NULL);
-    event_add(sigterm, NULL);
-    event_base_dispatch(base);
-    status = 0;
-out:
-    if (status != 0)
+    if (serve(kubeconfig, &o, &dopt, &err) < 0) {
         fprintf(stderr, "vgpu-scheduler: %s\n", err.msg);
-    if (sigint != NULL)
-        event_free(sigint);
-    if (sigterm != NULL)
-        event_free(sigterm);
-    sched_daemon_free(server);
-    kube_client_free(client);
-    kube_config_free(kc);
-    event_base_free(base);
-    free(name_store);
-    return status;
+        return 1;
+    }
+    return 0;
 }
