@@ -121,6 +121,32 @@ class Mig(Base):
                                        ["/dev/nvidia-caps/nvidia-cap%d" % n
                                         for n in (21, 22, 147, 148)]))
 
+    def test_driver_cap_table(self):
+        # The table as the driver writes it: every possible GPU (32), GPU instance (15) and
+        # compute instance (8), about 107 KiB. Read whole, not cut at 64 KiB mid-line.
+        lines, minor = ["config 1", "monitor 2"], 3
+        for gpu in range(32):
+            for gi in range(15):
+                lines.append("gpu%d/gi%d/access %d" % (gpu, gi, minor))
+                minor += 1
+                for ci in range(8):
+                    lines.append("gpu%d/gi%d/ci%d/access %d" % (gpu, gi, ci, minor))
+                    minor += 1
+        minors = os.path.join(self.tmp, "mig-minors")
+        with open(minors, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self.assertGreater(os.path.getsize(minors), 100 * 1024)
+        config = SINGLE.replace("  migStrategy: single\n",
+                                "  migStrategy: single\n  plugin:\n    passDeviceSpecs: true\n")
+        self.start(config, H100 + "," + H100, "0:2g.20gb,2g.20gb;1:2g.20gb",
+                   {"VGPU_DP_MIG_MINORS": minors})
+        dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
+        migs = self.migs()
+        resp = self.kubelet.allocate("nvidia.com/gpu", [migs[1][0][1]])
+        specs = [d.container_path for d in resp.container_responses[0].devices]
+        self.assertIn("/dev/nvidia-caps/nvidia-cap147", specs)
+        self.assertIn("/dev/nvidia-caps/nvidia-cap148", specs)
+
     def test_bad_cap_table(self):
         minors = os.path.join(self.tmp, "mig-minors")
         with open(minors, "w") as f:
