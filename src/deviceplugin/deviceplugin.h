@@ -160,6 +160,7 @@ struct dp_resource {
     bool mps;                  /* replicas served by MPS control daemons (mps.c) */
     struct dp_device *devices; /* owned */
     size_t device_count;
+    size_t device_cap; /* allocated, at most DP_MAX_IDS */
 };
 
 struct dp_resources {
