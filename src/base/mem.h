@@ -59,8 +59,4 @@ void vg_mem_fail_nth(unsigned long n);
 /* Whether the failure armed by vg_mem_fail_nth has happened (and disarms it). */
 bool vg_mem_fail_fired(void);
 
-/* The older spellings, kept until their last users move to base/auto.h's names. */
-#define VG_AUTOFREE  VG_AUTO_FREE
-#define VG_AUTOCLOSE VG_AUTO_CLOSE
-
 #endif

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/auto.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
@@ -87,53 +88,52 @@ int dp_allocate_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, uns
         list[i] = (unsigned)g;
     }
     int rc = dp_response_for_gpus(cfg, gpus, list, c->gpu_count, out, err);
+    if (rc < 0)
+        return rc;
     char key[64], value[1024];
-    for (unsigned i = 0; i < c->gpu_count && rc == 0; i++) {
+    for (unsigned i = 0; i < c->gpu_count; i++) {
         vg_snprintf(key, sizeof(key), "CUDA_DEVICE_MEMORY_LIMIT_%u", i);
         vg_snprintf(value, sizeof(value), "%llum", (unsigned long long)c->gpus[i].memory_mib);
-        rc = dp_response_add_env(out, key, value, err);
+        if ((rc = dp_response_add_env(out, key, value, err)) < 0)
+            return rc;
     }
     unsigned first = c->gpu_count ? effective_cores(cfg, c->gpus[0].cores) : 0;
-    if (rc == 0 && first) {
+    if (first) {
         vg_snprintf(value, sizeof(value), "%u", first);
-        rc = dp_response_add_env(out, "CUDA_DEVICE_SM_LIMIT", value, err);
+        if ((rc = dp_response_add_env(out, "CUDA_DEVICE_SM_LIMIT", value, err)) < 0)
+            return rc;
     }
-    for (unsigned i = 1; i < c->gpu_count && rc == 0; i++) {
+    for (unsigned i = 1; i < c->gpu_count; i++) {
         unsigned cores = effective_cores(cfg, c->gpus[i].cores);
         if (cores == first)
             continue;
         vg_snprintf(key, sizeof(key), "CUDA_DEVICE_SM_LIMIT_%u", i);
         vg_snprintf(value, sizeof(value), "%u", cores ? cores : 100);
-        rc = dp_response_add_env(out, key, value, err);
+        if ((rc = dp_response_add_env(out, key, value, err)) < 0)
+            return rc;
     }
-    char path[1024];
-    if (rc == 0 && vg_snprintf(path, sizeof(path), "%s/region", container_dir) < 0)
-        rc = vg_err_set(err, -ENAMETOOLONG, "container directory path too long");
-    if (rc == 0)
-        rc = dp_response_add_env(out, "CUDA_DEVICE_MEMORY_SHARED_CACHE", path, err);
-    if (rc == 0)
-        rc = dp_response_add_mount(out, container_dir, container_dir, false, err);
-    if (rc == 0 && vg_snprintf(path, sizeof(path), "%s/limits", container_dir) < 0)
-        rc = vg_err_set(err, -ENAMETOOLONG, "container directory path too long");
-    if (rc == 0)
-        rc = dp_response_add_env(out, "VGPU_LIMITS_FILE", path, err);
-    if (rc == 0)
-        rc = dp_response_add_mount(out, path, path, true, err);
-    if (rc == 0 && cfg->vgpu.device_memory_scaling > 1.0)
-        rc = dp_response_add_env(out, "CUDA_OVERSUBSCRIBE", "true", err);
-    if (rc == 0)
-        rc = dp_response_add_mount(out, cfg->vgpu.libvgpu_path, cfg->vgpu.libvgpu_path, true, err);
-    if (rc == 0)
-        rc = dp_response_add_mount(out, "/etc/ld.so.preload", cfg->vgpu.ld_so_preload_path, true,
-                                   err);
+    char region[1024], limits[1024];
+    if (vg_snprintf(region, sizeof(region), "%s/region", container_dir) < 0 ||
+        vg_snprintf(limits, sizeof(limits), "%s/limits", container_dir) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "container directory path too long");
+    const char *libvgpu = cfg->vgpu.libvgpu_path, *board = cfg->vgpu.compute_board_dir;
     /* The compute limiters of all containers on the node publish their pending work on
      * one shared board (docs/compute.md), so each container sees its neighbours. */
-    if (rc == 0)
-        rc = dp_response_add_env(out, "VGPU_COMPUTE_BOARD", cfg->vgpu.compute_board_dir, err);
-    if (rc == 0)
-        rc = dp_response_add_mount(out, cfg->vgpu.compute_board_dir, cfg->vgpu.compute_board_dir,
-                                   false, err);
-    return rc;
+    if ((rc = dp_response_add_env(out, "CUDA_DEVICE_MEMORY_SHARED_CACHE", region, err)) < 0 ||
+        (rc = dp_response_add_mount(out, container_dir, container_dir, false, err)) < 0 ||
+        (rc = dp_response_add_env(out, "VGPU_LIMITS_FILE", limits, err)) < 0 ||
+        (rc = dp_response_add_mount(out, limits, limits, true, err)) < 0)
+        return rc;
+    if (cfg->vgpu.device_memory_scaling > 1.0 &&
+        (rc = dp_response_add_env(out, "CUDA_OVERSUBSCRIBE", "true", err)) < 0)
+        return rc;
+    if ((rc = dp_response_add_mount(out, libvgpu, libvgpu, true, err)) < 0 ||
+        (rc = dp_response_add_mount(out, "/etc/ld.so.preload", cfg->vgpu.ld_so_preload_path, true,
+                                    err)) < 0 ||
+        (rc = dp_response_add_env(out, "VGPU_COMPUTE_BOARD", board, err)) < 0 ||
+        (rc = dp_response_add_mount(out, board, board, false, err)) < 0)
+        return rc;
+    return 0;
 }
 
 int dp_container_dir_path(const char *region_dir, const char *pod_uid, const char *container,
@@ -156,10 +156,10 @@ int dp_container_dir_remove(const char *dir, struct vg_err *err)
         if (vg_snprintf(path, sizeof(path), "%s/%s", dir, files[i]) < 0)
             return vg_err_set(err, -ENAMETOOLONG, "path too long");
         if (unlink(path) != 0 && errno != ENOENT)
-            return vg_err_set(err, -errno, "removing %s: %s", path, strerror(errno));
+            return vg_err_errno(err, errno, "removing %s", path);
     }
     if (rmdir(dir) != 0 && errno != ENOENT)
-        return vg_err_set(err, -errno, "removing %s: %s", dir, strerror(errno));
+        return vg_err_errno(err, errno, "removing %s", dir);
     return 0;
 }
 
@@ -201,18 +201,18 @@ static int write_limits(const struct dp_config *cfg, const struct dp_match *matc
     if (w < 0)
         return vg_err_set(err, -ENOSPC, "limits file too long");
     used += (size_t)w;
-    int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    VG_AUTO_CLOSE int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
     if (fd < 0)
-        return vg_err_set(err, -errno, "opening %s: %s", path, strerror(errno));
+        return vg_err_errno(err, errno, "opening %s", path);
     ssize_t n = write(fd, text, used);
-    int saved = n < 0 ? errno : EIO;
-    if (n != (ssize_t)used || fchmod(fd, 0444) != 0) {
-        saved = n == (ssize_t)used ? errno : saved;
-        close(fd);
-        return vg_err_set(err, -saved, "writing %s: %s", path, strerror(saved));
-    }
-    if (close(fd) != 0)
-        return vg_err_set(err, -errno, "writing %s: %s", path, strerror(errno));
+    if (n < 0)
+        return vg_err_errno(err, errno, "writing %s", path);
+    if ((size_t)n != used)
+        return vg_err_set(err, -EIO, "writing %s: %zd of %zu bytes written", path, n, used);
+    if (fchmod(fd, 0444) != 0)
+        return vg_err_errno(err, errno, "writing %s: making it read-only", path);
+    if (close(vg_steal_fd(&fd)) != 0)
+        return vg_err_errno(err, errno, "writing %s", path);
     return 0;
 }
 
@@ -230,32 +230,46 @@ static int write_region(const struct dp_config *cfg, const struct annot_containe
     char path[1024];
     if (vg_snprintf(path, sizeof(path), "%s/region", stage) < 0)
         return vg_err_set(err, -ENAMETOOLONG, "path too long");
-    int fd = open(path, O_RDWR | O_CLOEXEC);
+    VG_AUTO_CLOSE int fd = open(path, O_RDWR | O_CLOEXEC);
     if (fd < 0)
-        return vg_err_set(err, -errno, "opening %s: %s", path, strerror(errno));
-    int rc = region_init_fd(fd, &rc_cfg, err);
-    close(fd);
-    return rc < 0 ? vg_err_wrap(err, "%s", path) : 0;
+        return vg_err_errno(err, errno, "opening %s", path);
+    if (region_init_fd(fd, &rc_cfg, err) < 0)
+        return vg_err_wrap(err, "%s", path);
+    return 0;
+}
+
+/* Removes a directory dp_container_dir_remove can remove, for a scope guard:
+ * `VG_AUTO(undo_dirp) const char *undo = dir;` removes dir on every return until the
+ * function sets undo = NULL on success. */
+static void undo_dir(const char *dir)
+{
+    struct vg_err ignored;
+    dp_container_dir_remove(dir, &ignored);
+}
+VG_DEFINE_AUTO(undo_dirp, const char, undo_dir)
+
+/* An empty file dir/name. */
+static int create_empty(const char *dir, const char *name, struct vg_err *err)
+{
+    char path[1024];
+    if (vg_snprintf(path, sizeof(path), "%s/%s", dir, name) < 0)
+        return vg_err_errno(err, ENAMETOOLONG, "creating %s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0 || close(fd) != 0)
+        return vg_err_errno(err, errno, "creating %s", path);
+    return 0;
 }
 
 /* dir with an empty "region" and "limits" file. Nothing is left behind on failure. */
 static int stage_make(const char *dir, struct vg_err *err)
 {
     if (mkdir(dir, 0755) != 0)
-        return vg_err_set(err, -errno, "creating %s: %s", dir, strerror(errno));
-    static const char *const files[] = {"region", "limits"};
-    char path[1024];
-    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-        int fd = vg_snprintf(path, sizeof(path), "%s/%s", dir, files[i]) < 0
-                     ? (errno = ENAMETOOLONG, -1)
-                     : open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd < 0 || close(fd) != 0) {
-            int rc = vg_err_set(err, -errno, "creating %s/%s: %s", dir, files[i], strerror(errno));
-            struct vg_err ignored;
-            dp_container_dir_remove(dir, &ignored);
-            return rc;
-        }
-    }
+        return vg_err_errno(err, errno, "creating %s", dir);
+    VG_AUTO(undo_dirp) const char *undo = dir;
+    int rc;
+    if ((rc = create_empty(dir, "region", err)) < 0 || (rc = create_empty(dir, "limits", err)) < 0)
+        return rc;
+    undo = NULL;
     return 0;
 }
 
@@ -266,14 +280,12 @@ static int stage_fill(const struct dp_config *cfg, const struct dp_match *match,
     int rc = stage_make(stage, err);
     if (rc < 0)
         return rc;
-    rc = write_region(cfg, &match->container, stage, err);
-    if (rc >= 0)
-        rc = write_limits(cfg, match, dir, stage, err);
-    if (rc < 0) {
-        struct vg_err ignored;
-        dp_container_dir_remove(stage, &ignored);
-    }
-    return rc;
+    VG_AUTO(undo_dirp) const char *undo = stage;
+    if ((rc = write_region(cfg, &match->container, stage, err)) < 0 ||
+        (rc = write_limits(cfg, match, dir, stage, err)) < 0)
+        return rc;
+    undo = NULL;
+    return 0;
 }
 
 /* <region_dir>/<prefix><basename of dir>, into stage[size]. */
@@ -290,14 +302,13 @@ static int stage_path(const struct dp_config *cfg, const char *prefix, const cha
 static int make_parents(const struct dp_config *cfg, struct vg_err *err)
 {
     if (mkdir(cfg->vgpu.region_dir, 0755) != 0 && errno != EEXIST)
-        return vg_err_set(err, -errno, "creating %s: %s", cfg->vgpu.region_dir, strerror(errno));
+        return vg_err_errno(err, errno, "creating %s", cfg->vgpu.region_dir);
     /* Sticky and world-writable like /tmp: containers of any user create their board
      * files there, and none can remove another's. */
     if (mkdir(cfg->vgpu.compute_board_dir, 01777) == 0)
         chmod(cfg->vgpu.compute_board_dir, 01777);
     else if (errno != EEXIST)
-        return vg_err_set(err, -errno, "creating %s: %s", cfg->vgpu.compute_board_dir,
-                          strerror(errno));
+        return vg_err_errno(err, errno, "creating %s", cfg->vgpu.compute_board_dir);
     return 0;
 }
 
@@ -316,30 +327,28 @@ static int build(const struct dp_config *cfg, const struct dp_match *match, cons
                  const char *target, struct vg_err *err)
 {
     char stage[1024];
-    int rc = stage_path(cfg, DP_STAGE_PREFIX, dir, stage, sizeof(stage), err);
-    if (rc == 0)
-        rc = stage_fill(cfg, match, dir, stage, err);
-    if (rc == 0 && rename(stage, target) != 0) {
-        rc = vg_err_set(err, -errno, "renaming %s to %s: %s", stage, target, strerror(errno));
-        struct vg_err ignored;
-        dp_container_dir_remove(stage, &ignored);
-    }
-    return rc;
+    int rc;
+    if ((rc = stage_path(cfg, DP_STAGE_PREFIX, dir, stage, sizeof(stage), err)) < 0 ||
+        (rc = stage_fill(cfg, match, dir, stage, err)) < 0)
+        return rc;
+    VG_AUTO(undo_dirp) const char *undo = stage;
+    if (rename(stage, target) != 0)
+        return vg_err_errno(err, errno, "renaming %s to %s", stage, target);
+    undo = NULL;
+    return 0;
 }
 
 int dp_container_dir_prepare(const struct dp_config *cfg, const struct dp_match *match,
                              const char *dir, struct vg_err *err)
 {
     char ready[1024];
-    int rc = dir_begin(cfg, match, err);
-    if (rc == 0)
-        rc = stage_path(cfg, DP_READY_PREFIX, dir, ready, sizeof(ready), err);
-    if (rc == 0) {
-        struct vg_err ignored;
-        dp_container_dir_remove(ready, &ignored); /* one made for an earlier decision */
-        rc = build(cfg, match, dir, ready, err);
-    }
-    return rc < 0 ? vg_err_wrap(err, "preparing container directory %s", dir) : 0;
+    if (dir_begin(cfg, match, err) < 0 ||
+        stage_path(cfg, DP_READY_PREFIX, dir, ready, sizeof(ready), err) < 0)
+        return vg_err_wrap(err, "preparing container directory %s", dir);
+    undo_dir(ready); /* one made for an earlier decision */
+    if (build(cfg, match, dir, ready, err) < 0)
+        return vg_err_wrap(err, "preparing container directory %s", dir);
+    return 0;
 }
 
 int dp_container_dir_create(const struct dp_config *cfg, const struct dp_match *match,
@@ -356,12 +365,12 @@ int dp_container_dir_create(const struct dp_config *cfg, const struct dp_match *
         if (rename(ready, dir) == 0)
             return 0;
         vg_log(VG_LOG_WARN, "prepared container directory unusable; making it again",
-               "dir=%s err=\"%s\"", ready, strerror(errno));
-        struct vg_err ignored;
-        dp_container_dir_remove(ready, &ignored);
+               "dir=%s err=\"%s\"", ready, VG_STRERROR(errno));
+        undo_dir(ready);
     }
-    rc = build(cfg, match, dir, dir, err);
-    return rc < 0 ? vg_err_wrap(err, "container directory %s", dir) : 0;
+    if (build(cfg, match, dir, dir, err) < 0)
+        return vg_err_wrap(err, "container directory %s", dir);
+    return 0;
 }
 
 uint64_t dp_match_digest(const struct dp_match *m)
@@ -385,14 +394,16 @@ uint64_t dp_match_digest(const struct dp_match *m)
     return h;
 }
 
+VG_DEFINE_AUTO(closedirp, DIR, closedir)
+
 int dp_container_dirs_sweep(const char *region_dir, const char *const *live_uids,
                             struct vg_err *err)
 {
-    DIR *d = opendir(region_dir);
+    VG_AUTO(closedirp) DIR *d = opendir(region_dir);
     if (!d) {
         if (errno == ENOENT)
             return 0;
-        return vg_err_set(err, -errno, "opening %s: %s", region_dir, strerror(errno));
+        return vg_err_errno(err, errno, "opening %s", region_dir);
     }
     int removed = 0;
     struct dirent *ent;
@@ -417,7 +428,6 @@ int dp_container_dirs_sweep(const char *region_dir, const char *const *live_uids
         if (dp_container_dir_remove(path, &rerr) == 0)
             removed++;
     }
-    closedir(d);
     return removed;
 }
 

@@ -128,7 +128,10 @@ void dp_nvml_set_xid_policy(struct dp_nvml *nvml, const struct dp_xid_policy *po
  * `monitor`. Finds the minor of gpu/gi's access capability (ci < 0) or of gpu/gi/ci's:
  * 0 with *minor set, -ENOENT when the table has no such line, -EINVAL for a malformed
  * table (naming the line). */
-#define DP_MIG_MINORS_PATH "/proc/driver/nvidia-caps/mig-minors"
+#define DP_MIG_MINORS_PATH      "/proc/driver/nvidia-caps/mig-minors"
+/* The driver's table lists every possible GPU, GPU instance and compute instance (about
+ * 100 KiB for 32 GPUs); discovery reads it whole, up to this size. */
+#define DP_MIG_MINORS_MAX_BYTES (1024 * 1024)
 int dp_mig_cap_minor(const char *table, unsigned gpu_minor, unsigned gi, int ci, unsigned *minor,
                      struct vg_err *err);
 /* Replaces the table's path discovery reads (tests). */
@@ -157,6 +160,7 @@ struct dp_resource {
     bool mps;                  /* replicas served by MPS control daemons (mps.c) */
     struct dp_device *devices; /* owned */
     size_t device_count;
+    size_t device_cap; /* allocated, at most DP_MAX_IDS */
 };
 
 struct dp_resources {

@@ -89,15 +89,16 @@ int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resou
         if (cfg->flags.plugin.pass_device_specs) {
             char path[64];
             int rc = dp_response_add_gpu_nodes(cfg, out, g->minor, err);
-            for (int c = 0; c < 2 && rc == 0; c++) {
-                int cap = c ? m->ci_cap : m->gi_cap;
-                if (cap < 0)
-                    continue;
-                vg_snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%d", cap);
-                rc = dp_response_add_device(cfg, out, path, err);
-            }
             if (rc < 0)
                 return rc;
+            const int caps[] = {m->gi_cap, m->ci_cap};
+            for (size_t c = 0; c < 2; c++) {
+                if (caps[c] < 0)
+                    continue;
+                vg_snprintf(path, sizeof(path), "/dev/nvidia-caps/nvidia-cap%d", caps[c]);
+                if ((rc = dp_response_add_device(cfg, out, path, err)) < 0)
+                    return rc;
+            }
         }
     }
     return dp_response_add_visible(cfg, visible, out, err);

@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/auto.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -148,25 +149,20 @@ int dp_allocate_mps(const struct dp_config *cfg, const struct dp_resource *resou
     char value[64];
     vg_snprintf(value, sizeof(value), "%llu",
                 n * (100 / replicas) > 100 ? 100 : n * (100 / replicas));
-    rc = dp_response_add_env(out, "CUDA_MPS_PIPE_DIRECTORY", cpipe, err);
-    if (rc == 0)
-        rc = dp_response_add_env(out, "CUDA_MPS_LOG_DIRECTORY", clog, err);
-    if (rc == 0)
-        rc = dp_response_add_env(out, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", value, err);
-    if (rc == 0) {
-        unsigned long long mib = n * (g->memory_mib / replicas);
-        if (mib > g->memory_mib)
-            mib = g->memory_mib;
-        vg_snprintf(value, sizeof(value), "0=%lluM", mib);
-        rc = dp_response_add_env(out, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", value, err);
-    }
-    if (rc == 0)
-        rc = dp_response_add_mount(out, cpipe, pipe, false, err);
-    if (rc == 0)
-        rc = dp_response_add_mount(out, clog, log, true, err);
-    if (rc == 0)
-        rc = dp_response_add_mount(out, "/dev/shm", shm, false, err);
-    return rc;
+    unsigned long long mib = n * (g->memory_mib / replicas);
+    if (mib > g->memory_mib)
+        mib = g->memory_mib;
+    char pinned[64];
+    vg_snprintf(pinned, sizeof(pinned), "0=%lluM", mib);
+    if ((rc = dp_response_add_env(out, "CUDA_MPS_PIPE_DIRECTORY", cpipe, err)) < 0 ||
+        (rc = dp_response_add_env(out, "CUDA_MPS_LOG_DIRECTORY", clog, err)) < 0 ||
+        (rc = dp_response_add_env(out, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", value, err)) < 0 ||
+        (rc = dp_response_add_env(out, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", pinned, err)) < 0 ||
+        (rc = dp_response_add_mount(out, cpipe, pipe, false, err)) < 0 ||
+        (rc = dp_response_add_mount(out, clog, log, true, err)) < 0 ||
+        (rc = dp_response_add_mount(out, "/dev/shm", shm, false, err)) < 0)
+        return rc;
+    return 0;
 }
 
 /* ---- child processes ---------------------------------------------------------------- */
@@ -305,24 +301,20 @@ static int run_start(const char *path, const char *arg, char *const *env_add, si
                      const char *input, int sink, pid_t *pid_out, int *pidfd_out, int *out_fd_out,
                      struct vg_err *err)
 {
-    int in[2] = {-1, -1}, out[2] = {-1, -1};
-    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0) {
-        int e = errno;
-        for (int i = 0; i < 2; i++) {
-            if (in[i] >= 0)
-                close(in[i]);
-            if (out[i] >= 0)
-                close(out[i]);
-        }
-        return vg_err_set(err, -e, "pipe: %s", strerror(e));
-    }
+    int in[2], out[2];
+    if (pipe2(in, O_CLOEXEC) < 0)
+        return vg_err_errno(err, errno, "pipe");
+    VG_AUTO_CLOSE int in_r = in[0], in_w = in[1];
+    if (pipe2(out, O_CLOEXEC) < 0)
+        return vg_err_errno(err, errno, "pipe");
+    VG_AUTO_CLOSE int out_r = out[0], out_w = out[1];
     /* The commands are a few short lines: written before the fork they sit in the pipe's
      * buffer (never blocking), and no SIGPIPE can come from a child that exits early. */
     if (input) {
-        ssize_t w = write(in[1], input, strlen(input));
+        ssize_t w = write(in_w, input, strlen(input));
         (void)w;
     }
-    char **env = child_env(env_add, env_count);
+    VG_AUTO_FREE char **env = child_env(env_add, env_count);
     char *argv[3] = {(char *)path, (char *)arg, NULL};
     pid_t pid = fork();
     if (pid == 0) {
@@ -330,8 +322,8 @@ static int run_start(const char *path, const char *arg, char *const *env_add, si
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        int o = sink >= 0 ? sink : out[1];
-        if (dup2(in[0], 0) < 0 || dup2(o, 1) < 0 || dup2(o, 2) < 0)
+        int o = sink >= 0 ? sink : out_w;
+        if (dup2(in_r, 0) < 0 || dup2(o, 1) < 0 || dup2(o, 2) < 0)
             _exit(127);
         close_range(3, ~0u, 0);
         execvpe(path, argv, env);
@@ -340,29 +332,20 @@ static int run_start(const char *path, const char *arg, char *const *env_add, si
         (void)ignored;
         _exit(127);
     }
-    int e = errno;
-    free(env);
-    close(in[0]);
-    close(out[1]);
-    if (pid < 0) {
-        close(in[1]);
-        close(out[0]);
-        return vg_err_set(err, -e, "fork: %s", strerror(e));
-    }
-    close(in[1]);
+    if (pid < 0)
+        return vg_err_errno(err, errno, "fork");
     int pidfd = pidfd_open(pid, 0);
     if (pidfd < 0) {
-        e = errno;
+        int e = errno;
         kill(pid, SIGKILL);
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
-        close(out[0]);
-        return vg_err_set(err, -e, "pidfd_open: %s", strerror(e));
+        return vg_err_errno(err, e, "pidfd_open");
     }
-    fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
+    fcntl(out_r, F_SETFL, fcntl(out_r, F_GETFL) | O_NONBLOCK);
     *pid_out = pid;
     *pidfd_out = pidfd;
-    *out_fd_out = out[0];
+    *out_fd_out = vg_steal_fd(&out_r);
     return 0;
 }
 
@@ -469,11 +452,8 @@ static bool is_control(const struct daemon *d, pid_t pid)
 {
     char path[64], comm[32];
     vg_snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    ssize_t n = read(fd, comm, sizeof(comm) - 1);
-    close(fd);
+    VG_AUTO_CLOSE int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, comm, sizeof(comm) - 1);
     if (n <= 0)
         return false;
     comm[n] = '\0';
@@ -494,11 +474,8 @@ static void watch_pid(struct daemon *d)
     char path[PATH_MAX + 40], text[32];
     if (vg_snprintf(path, sizeof(path), "%s/%s", d->pipe, DP_MPS_PID_FILE) < 0)
         return;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-        return;
-    ssize_t n = read(fd, text, sizeof(text) - 1);
-    close(fd);
+    VG_AUTO_CLOSE int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    ssize_t n = fd < 0 ? -1 : read(fd, text, sizeof(text) - 1);
     if (n <= 0)
         return;
     text[n] = '\0';
@@ -628,7 +605,7 @@ static int make_dirs(const char *path, struct vg_err *err)
         char c = *p;
         *p = '\0';
         if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-            return vg_err_set(err, -errno, "mkdir %s: %s", buf, strerror(errno));
+            return vg_err_errno(err, errno, "mkdir %s", buf);
         *p = c;
         if (c == '\0')
             return 0;
@@ -654,7 +631,7 @@ static void step(struct daemon *d, enum gstate next)
          * that would be closed under it. Read back when `-d` fails. */
         int sink = open(d->start_out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
         if (sink < 0) {
-            fail(d, "start", strerror(errno));
+            fail(d, "start", VG_STRERROR(errno));
             return;
         }
         command(d, "-d", NULL, sink);
@@ -687,6 +664,8 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
         step(d, G_CHECK);
 }
 
+VG_DEFINE_AUTO(mps_freep, struct dp_mps, dp_mps_free)
+
 int dp_mps_new(struct event_base *base, const struct dp_config *cfg, const struct dp_gpu *gpus,
                unsigned gpu_count, const struct dp_resources *res,
                const struct dp_mps_options *options, struct dp_mps **out, struct vg_err *err)
@@ -697,7 +676,7 @@ int dp_mps_new(struct event_base *base, const struct dp_config *cfg, const struc
         any |= res->items[i].mps;
     if (!any)
         return 0;
-    struct dp_mps *m = xcalloc(1, sizeof(*m));
+    VG_AUTO(mps_freep) struct dp_mps *m = xcalloc(1, sizeof(*m));
     m->base = base;
     m->cfg = cfg;
     m->opt = *options;
@@ -716,12 +695,11 @@ int dp_mps_new(struct event_base *base, const struct dp_config *cfg, const struc
         m->daemons[g].mps = m;
         m->daemons[g].gpu = g;
     }
-    int rc = 0;
-    for (size_t i = 0; i < res->count && rc == 0; i++) {
+    for (size_t i = 0; i < res->count; i++) {
         const struct dp_resource *r = &res->items[i];
         if (!r->mps)
             continue;
-        for (size_t k = 0; k < r->device_count && rc == 0; k++) {
+        for (size_t k = 0; k < r->device_count; k++) {
             unsigned g = r->devices[k].gpu;
             struct daemon *d = &m->daemons[g];
             if (g >= gpu_count || d->managed)
@@ -730,33 +708,31 @@ int dp_mps_new(struct event_base *base, const struct dp_config *cfg, const struc
             d->replicas = r->replicas ? r->replicas : 1;
             d->memory_mib = gpus[g].memory_mib;
             d->backoff_ms = m->opt.backoff_min_ms;
-            vg_strlcpy(d->uuid, gpus[g].uuid, sizeof(d->uuid));
-            rc = dp_mps_dirs(cfg, r->name, d->uuid, d->pipe, d->log, sizeof(d->pipe), err);
-            if (rc == 0 &&
-                (vg_snprintf(d->env_pipe, sizeof(d->env_pipe), "CUDA_MPS_PIPE_DIRECTORY=%s",
-                             d->pipe) < 0 ||
-                 vg_snprintf(d->env_log, sizeof(d->env_log), "CUDA_MPS_LOG_DIRECTORY=%s", d->log) <
-                     0 ||
-                 vg_snprintf(d->env_visible, sizeof(d->env_visible), "CUDA_VISIBLE_DEVICES=%s",
-                             d->uuid) < 0 ||
-                 vg_snprintf(d->start_out, sizeof(d->start_out), "%s/vgpu-start.out", d->log) < 0))
-                rc = vg_err_set(err, -ENAMETOOLONG, "MPS directory too long");
             d->timer = evtimer_new(base, timer_cb, d);
+            vg_strlcpy(d->uuid, gpus[g].uuid, sizeof(d->uuid));
+            int rc = dp_mps_dirs(cfg, r->name, d->uuid, d->pipe, d->log, sizeof(d->pipe), err);
+            if (rc < 0)
+                return rc;
+            if (vg_snprintf(d->env_pipe, sizeof(d->env_pipe), "CUDA_MPS_PIPE_DIRECTORY=%s",
+                            d->pipe) < 0 ||
+                vg_snprintf(d->env_log, sizeof(d->env_log), "CUDA_MPS_LOG_DIRECTORY=%s", d->log) <
+                    0 ||
+                vg_snprintf(d->env_visible, sizeof(d->env_visible), "CUDA_VISIBLE_DEVICES=%s",
+                            d->uuid) < 0 ||
+                vg_snprintf(d->start_out, sizeof(d->start_out), "%s/vgpu-start.out", d->log) < 0)
+                return vg_err_set(err, -ENAMETOOLONG, "MPS directory too long");
         }
     }
     char shm[PATH_MAX];
-    if (rc == 0 && vg_snprintf(shm, sizeof(shm), "%s/shm", cfg->flags.mps_root) < 0)
-        rc = vg_err_set(err, -ENAMETOOLONG, "flags.mpsRoot too long");
-    if (rc == 0)
-        rc = make_dirs(shm, err);
-    if (rc < 0) {
-        dp_mps_free(m);
+    if (vg_snprintf(shm, sizeof(shm), "%s/shm", cfg->flags.mps_root) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "flags.mpsRoot too long");
+    int rc = make_dirs(shm, err);
+    if (rc < 0)
         return rc;
-    }
     for (unsigned g = 0; g < DP_MAX_GPUS; g++)
         if (m->daemons[g].managed)
             step(&m->daemons[g], G_PROBE);
-    *out = m;
+    *out = vg_steal_ptr(&m);
     return 0;
 }
 

@@ -19,11 +19,14 @@
  * check off. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "abi/nvml.h"
+#include "base/auto.h"
+#include "base/buf.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -65,6 +68,14 @@ struct dp_nvml {
     char mig_minors[256]; /* the MIG capability table's path */
 };
 
+/* Unmaps a library that was loaded but not taken into use. */
+static void dlclosep(void **handle)
+{
+    if (*handle != NULL)
+        dlclose(*handle);
+    *handle = NULL;
+}
+
 static const char *nvml_error(const struct dp_nvml *nvml, nvmlReturn_t rc)
 {
     return nvml->error_string ? nvml->error_string(rc) : "unknown NVML error";
@@ -96,12 +107,12 @@ int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err)
 {
     if (!soname)
         soname = DP_NVML_SONAME;
-    void *handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    VG_AUTO(dlclosep) void *handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
     if (!handle)
         return vg_err_set(err, -ENOENT,
                           "NVML: cannot load %s: %s (is the NVIDIA driver installed?)", soname,
                           dlerror());
-    struct dp_nvml *nvml = xcalloc(1, sizeof(*nvml));
+    VG_AUTO_FREE struct dp_nvml *nvml = xcalloc(1, sizeof(*nvml));
     nvml->handle = handle;
     struct {
         const char *name;
@@ -134,24 +145,17 @@ int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err)
     };
     for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
         *syms[i].slot = dlsym(handle, syms[i].name);
-        if (!*syms[i].slot && !syms[i].optional) {
-            vg_err_set(err, -ENOSYS, "NVML: %s has no %s", soname, syms[i].name);
-            dlclose(handle);
-            free(nvml);
-            return -ENOSYS;
-        }
+        if (!*syms[i].slot && !syms[i].optional)
+            return vg_err_set(err, -ENOSYS, "NVML: %s has no %s", soname, syms[i].name);
     }
     nvmlReturn_t rc = nvml->init();
-    if (rc != NVML_SUCCESS) {
-        vg_err_set(err, -EIO, "NVML: nvmlInit failed: %s", nvml_error(nvml, rc));
-        dlclose(handle);
-        free(nvml);
-        return -EIO;
-    }
+    if (rc != NVML_SUCCESS)
+        return vg_err_set(err, -EIO, "NVML: nvmlInit failed: %s", nvml_error(nvml, rc));
     struct vg_err ignored;
     (void)dp_xid_policy_parse(NULL, &nvml->policy, &ignored);
     vg_strlcpy(nvml->mig_minors, DP_MIG_MINORS_PATH, sizeof(nvml->mig_minors));
-    *out = nvml;
+    handle = NULL; /* stays mapped while the library is in use (see dp_nvml_free) */
+    *out = vg_steal_ptr(&nvml);
     return 0;
 }
 
@@ -174,13 +178,9 @@ static int numa_from_sysfs(const nvmlPciInfo_t *pci)
     if (vg_snprintf(path, sizeof(path), "/sys/bus/pci/devices/%04x:%02x:%02x.0/numa_node",
                     pci->domain & 0xffffu, pci->bus & 0xffu, pci->device & 0xffu) < 0)
         return -1;
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
+    VG_AUTO_FILE FILE *f = fopen(path, "re");
     char line[32] = "";
-    bool ok = fgets(line, sizeof(line), f) != NULL;
-    fclose(f);
-    if (!ok)
+    if (!f || !fgets(line, sizeof(line), f))
         return -1;
     line[strcspn(line, "\n")] = '\0';
     int64_t v;
@@ -212,36 +212,41 @@ static int mig_caps(struct dp_nvml *nvml, struct dp_gpu *gpus, unsigned n, struc
     }
     if (!any)
         return 0;
-    FILE *f = fopen(nvml->mig_minors, "re");
-    if (!f) {
+    VG_AUTO_FREE char *text = NULL;
+    struct vg_err rerr;
+    if (vg_read_file(nvml->mig_minors, DP_MIG_MINORS_MAX_BYTES, &text, NULL, &rerr) < 0) {
         vg_log(VG_LOG_WARN, "no MIG capability table: MIG Allocate passes no nvidia-caps devices",
-               "path=%s", nvml->mig_minors);
+               "path=%s err=\"%s\"", nvml->mig_minors, rerr.msg);
         return 0;
     }
-    size_t cap = 1 << 16, len = 0;
-    char *text = xmalloc(cap + 1);
-    size_t r;
-    while (len < cap && (r = fread(text + len, 1, cap - len, f)) > 0)
-        len += r;
-    fclose(f);
-    text[len] = '\0';
-    int rc = 0;
-    for (unsigned i = 0; i < n && rc == 0; i++)
-        for (unsigned k = 0; k < gpus[i].mig_count && rc == 0; k++) {
+    for (unsigned i = 0; i < n; i++)
+        for (unsigned k = 0; k < gpus[i].mig_count; k++) {
             struct dp_mig *m = &gpus[i].migs[k];
             unsigned minor;
-            rc = dp_mig_cap_minor(text, gpus[i].minor, m->gi, -1, &minor, err);
+            int rc = dp_mig_cap_minor(text, gpus[i].minor, m->gi, -1, &minor, err);
+            if (rc < 0 && rc != -ENOENT)
+                return rc;
             if (rc == 0)
                 m->gi_cap = (int)minor;
-            if (rc == 0 || rc == -ENOENT)
-                rc = dp_mig_cap_minor(text, gpus[i].minor, m->gi, (int)m->ci, &minor, err);
+            rc = dp_mig_cap_minor(text, gpus[i].minor, m->gi, (int)m->ci, &minor, err);
+            if (rc < 0 && rc != -ENOENT)
+                return rc;
             if (rc == 0)
                 m->ci_cap = (int)minor;
-            if (rc == -ENOENT)
-                rc = 0;
         }
-    free(text);
-    return rc;
+    return 0;
+}
+
+#define NO_MIG UINT_MAX
+
+/* An NVML call (step) for GPU gpu (and its MIG device mig, unless NO_MIG) failed with rc. */
+static int step_failed(const struct dp_nvml *nvml, unsigned gpu, unsigned mig, const char *step,
+                       nvmlReturn_t rc, struct vg_err *err)
+{
+    if (mig != NO_MIG)
+        return vg_err_set(err, -EIO, "NVML: GPU %u MIG device %u: %s: %s", gpu, mig, step,
+                          nvml_error(nvml, rc));
+    return vg_err_set(err, -EIO, "NVML: GPU %u: %s: %s", gpu, step, nvml_error(nvml, rc));
 }
 
 /* The MIG devices of MIG-enabled GPU g (handle dev). */
@@ -254,43 +259,33 @@ static int discover_migs(struct dp_nvml *nvml, nvmlDevice_t dev, struct dp_gpu *
     unsigned max = 0;
     nvmlReturn_t rc = nvml->mig_max(dev, &max);
     if (rc != NVML_SUCCESS)
-        return vg_err_set(err, -EIO, "NVML: GPU %u: nvmlDeviceGetMaxMigDeviceCount: %s", g->index,
-                          nvml_error(nvml, rc));
+        return step_failed(nvml, g->index, NO_MIG, "nvmlDeviceGetMaxMigDeviceCount", rc, err);
     for (unsigned k = 0; k < max; k++) {
         nvmlDevice_t mig;
         rc = nvml->mig_by_index(dev, k, &mig);
         if (rc == NVML_ERROR_NOT_FOUND)
             continue; /* no MIG device at this index */
-        const char *step = "nvmlDeviceGetMigDeviceHandleByIndex";
         if (rc != NVML_SUCCESS)
-            goto fail;
+            return step_failed(nvml, g->index, k, "nvmlDeviceGetMigDeviceHandleByIndex", rc, err);
         if (g->mig_count == DP_MAX_MIGS)
             return vg_err_set(err, -E2BIG, "NVML: GPU %u has more than %d MIG devices", g->index,
                               DP_MAX_MIGS);
         struct dp_mig *m = &g->migs[g->mig_count];
         memset(m, 0, sizeof(*m));
         nvmlDeviceAttributes_t attr;
-        step = "nvmlDeviceGetUUID";
         if ((rc = nvml->get_uuid(mig, m->uuid, sizeof(m->uuid))) != NVML_SUCCESS)
-            goto fail;
-        step = "nvmlDeviceGetAttributes";
+            return step_failed(nvml, g->index, k, "nvmlDeviceGetUUID", rc, err);
         if ((rc = nvml->attributes(mig, &attr)) != NVML_SUCCESS)
-            goto fail;
-        step = "nvmlDeviceGetGpuInstanceId";
+            return step_failed(nvml, g->index, k, "nvmlDeviceGetAttributes", rc, err);
         if ((rc = nvml->gi_id(mig, &m->gi)) != NVML_SUCCESS)
-            goto fail;
-        step = "nvmlDeviceGetComputeInstanceId";
+            return step_failed(nvml, g->index, k, "nvmlDeviceGetGpuInstanceId", rc, err);
         if ((rc = nvml->ci_id(mig, &m->ci)) != NVML_SUCCESS)
-            goto fail;
+            return step_failed(nvml, g->index, k, "nvmlDeviceGetComputeInstanceId", rc, err);
         m->index = k;
         m->memory_mib = attr.memorySizeMB;
         dp_mig_profile(attr.gpuInstanceSliceCount, attr.computeInstanceSliceCount,
                        attr.memorySizeMB, gpu_bytes, m->profile, sizeof(m->profile));
         g->mig_count++;
-        continue;
-    fail:
-        return vg_err_set(err, -EIO, "NVML: GPU %u MIG device %u: %s: %s", g->index, k, step,
-                          nvml_error(nvml, rc));
     }
     return 0;
 }
@@ -395,24 +390,18 @@ static int nvml_discover(void *arg, struct dp_gpu *gpus, unsigned *count, struct
         nvmlMemory_t mem;
         nvmlPciInfo_t pci;
         memset(&pci, 0, sizeof(pci));
-        const char *step = "nvmlDeviceGetHandleByIndex";
         if ((rc = nvml->by_index(i, &dev)) != NVML_SUCCESS)
-            goto fail;
-        step = "nvmlDeviceGetUUID";
+            return step_failed(nvml, i, NO_MIG, "nvmlDeviceGetHandleByIndex", rc, err);
         if ((rc = nvml->get_uuid(dev, g->uuid, sizeof(g->uuid))) != NVML_SUCCESS)
-            goto fail;
-        step = "nvmlDeviceGetName";
+            return step_failed(nvml, i, NO_MIG, "nvmlDeviceGetUUID", rc, err);
         if ((rc = nvml->get_name(dev, g->model, sizeof(g->model))) != NVML_SUCCESS)
-            goto fail;
-        step = "nvmlDeviceGetMemoryInfo";
+            return step_failed(nvml, i, NO_MIG, "nvmlDeviceGetName", rc, err);
         if ((rc = nvml->get_memory(dev, &mem)) != NVML_SUCCESS)
-            goto fail;
-        step = "nvmlDeviceGetPciInfo";
+            return step_failed(nvml, i, NO_MIG, "nvmlDeviceGetMemoryInfo", rc, err);
         if ((rc = nvml->get_pci(dev, &pci)) != NVML_SUCCESS)
-            goto fail;
-        step = "nvmlDeviceGetCudaComputeCapability";
+            return step_failed(nvml, i, NO_MIG, "nvmlDeviceGetPciInfo", rc, err);
         if ((rc = nvml->get_cc(dev, &g->cc_major, &g->cc_minor)) != NVML_SUCCESS)
-            goto fail;
+            return step_failed(nvml, i, NO_MIG, "nvmlDeviceGetCudaComputeCapability", rc, err);
         if (nvml->get_minor(dev, &g->minor) != NVML_SUCCESS)
             g->minor = i;
         unsigned current = 0, pending = 0;
@@ -429,9 +418,6 @@ static int nvml_discover(void *arg, struct dp_gpu *gpus, unsigned *count, struct
         vg_strlcpy(g->pci_bus_id, pci.busId, sizeof(g->pci_bus_id));
         g->numa = numa_from_sysfs(&pci);
         g->healthy = true;
-        continue;
-    fail:
-        return vg_err_set(err, -EIO, "NVML: GPU %u: %s: %s", i, step, nvml_error(nvml, rc));
     }
     int crc = mig_caps(nvml, gpus, n, err);
     if (crc < 0)

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/auto.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
@@ -273,14 +274,29 @@ static int allocate_mps_one(struct dp_plugin *p, const struct dp_resource *r,
 {
     int rc = dp_allocate_mps(p->cfg, r, p->gpus, p->gpu_count, creq->devices_ids,
                              creq->n_devices_ids, resp, err);
-    for (size_t i = 0; rc == 0 && i < creq->n_devices_ids; i++)
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < creq->n_devices_ids; i++)
         for (size_t k = 0; k < r->device_count; k++)
             if (strcmp(r->devices[k].id, creq->devices_ids[i]) == 0 &&
                 !dp_mps_ready(p->mps, r->devices[k].gpu))
                 return vg_err_set(err, -EAGAIN,
                                   "the MPS control daemon of GPU %s is not running; retry",
                                   p->gpus[r->devices[k].gpu].uuid);
-    return rc;
+    return 0;
+}
+
+/* Removes the directories an AllocateRequest made for its first n containers. */
+static void allocate_undo(struct dp_plugin *p, char (*dirs)[1024], const struct dp_match *matches,
+                          size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (dirs[i][0]) {
+            struct vg_err ignored;
+            dp_container_dir_remove(dirs[i], &ignored);
+            dp_podcache_set_allocated(p->decisions, matches[i].pod_uid, matches[i].container.name,
+                                      false);
+        }
 }
 
 /* Runs a whole AllocateRequest: 0 and the packed response, or a negative code with err
@@ -291,14 +307,16 @@ static int allocate_request(struct serving *s, V1beta1__AllocateRequest *r, uint
 {
     struct dp_plugin *p = s->plugin;
     size_t n = r->n_container_requests;
-    struct dp_response *resps = xcalloc(n ? n : 1, sizeof(*resps));
-    const struct dp_response **ptrs = xcalloc(n ? n : 1, sizeof(*ptrs));
-    char(*dirs)[1024] = xcalloc(n ? n : 1, sizeof(*dirs));
-    struct dp_match *matches = xcalloc(n ? n : 1, sizeof(*matches));
-    int rc = n == 0 ? vg_err_set(err, -EINVAL, "Allocate without container requests") : 0;
     *missed = false;
-    for (size_t i = 0; i < n && rc == 0; i++) {
+    if (n == 0)
+        return vg_err_set(err, -EINVAL, "Allocate without container requests");
+    VG_AUTO_FREE struct dp_response *resps = xcalloc(n, sizeof(*resps));
+    VG_AUTO_FREE const struct dp_response **ptrs = xcalloc(n, sizeof(*ptrs));
+    VG_AUTO_FREE char(*dirs)[1024] = xcalloc(n, sizeof(*dirs));
+    VG_AUTO_FREE struct dp_match *matches = xcalloc(n, sizeof(*matches));
+    for (size_t i = 0; i < n; i++) {
         V1beta1__ContainerAllocateRequest *c = r->container_requests[i];
+        int rc;
         if (p->res.mode == ANNOT_MODE_VGPU && !s->resource->mig)
             rc = allocate_vgpu_one(p, c, &matches[i], &resps[i], dirs[i], sizeof(dirs[i]), missed,
                                    err);
@@ -307,23 +325,15 @@ static int allocate_request(struct serving *s, V1beta1__AllocateRequest *r, uint
         else
             rc = dp_allocate_shared(p->cfg, s->resource, p->gpus, p->gpu_count, c->devices_ids,
                                     c->n_devices_ids, &resps[i], err);
+        if (rc < 0) {
+            allocate_undo(p, dirs, matches, i + 1);
+            return rc;
+        }
         ptrs[i] = &resps[i];
     }
-    if (rc < 0) {
-        for (size_t i = 0; i < n; i++)
-            if (dirs[i][0]) {
-                struct vg_err ignored;
-                dp_container_dir_remove(dirs[i], &ignored);
-                dp_podcache_set_allocated(p->decisions, matches[i].pod_uid,
-                                          matches[i].container.name, false);
-            }
-    } else {
-        dp_response_pack(ptrs, n, data, len, err);
-    }
-    free(resps);
-    free(ptrs);
-    free(dirs);
-    free(matches);
+    int rc = dp_response_pack(ptrs, n, data, len, err);
+    if (rc < 0)
+        allocate_undo(p, dirs, matches, n);
     return rc;
 }
 
@@ -674,24 +684,22 @@ static int serve_one(struct serving *s, struct vg_err *err)
     s->server = vgrpc_server_new(p->base, NULL, err);
     if (!s->server)
         return err->code;
-    int rc = vgrpc_server_add_unary(s->server, VGRPC_KUBELET_GET_OPTIONS, handle_options, s, err);
-    if (rc == 0)
-        rc = vgrpc_server_add_stream(s->server, VGRPC_KUBELET_LIST_AND_WATCH, handle_list_and_watch,
-                                     s, err);
-    if (rc == 0)
-        rc = vgrpc_server_add_unary(s->server, VGRPC_KUBELET_PREFERRED_ALLOC, handle_preferred, s,
-                                    err);
-    if (rc == 0)
-        rc = vgrpc_server_add_deferred(s->server, VGRPC_KUBELET_ALLOCATE, handle_allocate, s, err);
-    if (rc == 0)
-        rc = vgrpc_server_add_unary(s->server, VGRPC_KUBELET_PRESTART, handle_prestart, s, err);
+    struct vgrpc_server *srv = s->server;
+    int rc;
+    if ((rc = vgrpc_server_add_unary(srv, VGRPC_KUBELET_GET_OPTIONS, handle_options, s, err)) < 0 ||
+        (rc = vgrpc_server_add_stream(srv, VGRPC_KUBELET_LIST_AND_WATCH, handle_list_and_watch, s,
+                                      err)) < 0 ||
+        (rc = vgrpc_server_add_unary(srv, VGRPC_KUBELET_PREFERRED_ALLOC, handle_preferred, s,
+                                     err)) < 0 ||
+        (rc = vgrpc_server_add_deferred(srv, VGRPC_KUBELET_ALLOCATE, handle_allocate, s, err)) <
+            0 ||
+        (rc = vgrpc_server_add_unary(srv, VGRPC_KUBELET_PRESTART, handle_prestart, s, err)) < 0)
+        return rc;
     char path[PATH_MAX];
-    if (rc == 0 && vg_snprintf(path, sizeof(path), "%s/%s", p->cfg->cli.kubelet_dir,
-                               s->resource->endpoint) < 0)
-        rc = vg_err_set(err, -ENAMETOOLONG, "socket path too long");
-    if (rc == 0)
-        rc = vgrpc_server_listen(s->server, path, err);
-    return rc;
+    if (vg_snprintf(path, sizeof(path), "%s/%s", p->cfg->cli.kubelet_dir, s->resource->endpoint) <
+        0)
+        return vg_err_set(err, -ENAMETOOLONG, "socket path too long");
+    return vgrpc_server_listen(srv, path, err);
 }
 
 static void register_one(struct serving *s)
@@ -1014,15 +1022,31 @@ static void ensure_preload_file(const struct dp_config *cfg)
     struct stat st;
     if (stat(cfg->vgpu.ld_so_preload_path, &st) == 0)
         return;
-    FILE *f = fopen(cfg->vgpu.ld_so_preload_path, "we");
+    VG_AUTO_FILE FILE *f = fopen(cfg->vgpu.ld_so_preload_path, "we");
     if (!f) {
         vg_log(VG_LOG_WARN, "cannot create ld.so.preload for containers", "path=%s err=\"%s\"",
-               cfg->vgpu.ld_so_preload_path, strerror(errno));
+               cfg->vgpu.ld_so_preload_path, VG_STRERROR(errno));
         return;
     }
     fprintf(f, "%s\n", cfg->vgpu.libvgpu_path);
-    fclose(f);
 }
+
+/* The GPUs of the node; a failure is the plugin's only with flags.failOnInitError. */
+static int discover(struct dp_plugin *p, struct vg_err *err)
+{
+    struct vg_err derr = {0};
+    int rc = p->opt.source.discover(p->opt.source.arg, p->gpus, &p->gpu_count, &derr);
+    if (rc >= 0)
+        return 0;
+    if (p->cfg->flags.fail_on_init_error)
+        return vg_err_set(err, rc, "%s (flags.failOnInitError is true)", derr.msg);
+    vg_log(VG_LOG_WARN, "GPU discovery failed; serving no GPUs (flags.failOnInitError is false)",
+           "err=\"%s\"", derr.msg);
+    p->gpu_count = 0;
+    return 0;
+}
+
+VG_DEFINE_AUTO(plugin_freep, struct dp_plugin, dp_plugin_free)
 
 int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
                   const struct dp_plugin_options *options, struct dp_plugin **out,
@@ -1034,7 +1058,7 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
         return vg_err_set(err, -EINVAL,
                           "flags.restartOnDeviceUnhealthy: this program cannot restart the "
                           "plugin");
-    struct dp_plugin *p = xcalloc(1, sizeof(*p));
+    VG_AUTO(plugin_freep) struct dp_plugin *p = xcalloc(1, sizeof(*p));
     p->base = base;
     p->cfg = cfg;
     p->opt = *options;
@@ -1050,49 +1074,27 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
     p->pods = json_object();
     p->decisions = dp_podcache_new(cfg->cli.node_name);
     p->prepared = json_object();
-    int rc = vg_snprintf(p->kubelet_socket, sizeof(p->kubelet_socket), "%s/kubelet.sock",
-                         cfg->cli.kubelet_dir) < 0
-                 ? vg_err_set(err, -ENAMETOOLONG, "kubelet directory path too long")
-                 : 0;
-    if (rc == 0) {
-        struct vg_err derr = {0};
-        int drc = p->opt.source.discover(p->opt.source.arg, p->gpus, &p->gpu_count, &derr);
-        if (drc < 0) {
-            if (cfg->flags.fail_on_init_error) {
-                rc = vg_err_set(err, drc, "%s (flags.failOnInitError is true)", derr.msg);
-            } else {
-                vg_log(VG_LOG_WARN,
-                       "GPU discovery failed; serving no GPUs "
-                       "(flags.failOnInitError is false)",
-                       "err=\"%s\"", derr.msg);
-                p->gpu_count = 0;
-            }
-        }
-    }
-    if (rc == 0)
-        rc = dp_resources_build(cfg, p->gpus, p->gpu_count, &p->res, err);
-    if (rc == 0) {
-        p->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-        if (p->inotify_fd < 0 ||
-            inotify_add_watch(p->inotify_fd, cfg->cli.kubelet_dir, IN_CREATE) < 0)
-            rc = vg_err_set(err, -errno, "watching kubelet directory %s: %s", cfg->cli.kubelet_dir,
-                            strerror(errno));
-    }
-    if (rc == 0) {
-        struct dp_mps_options mo = {.check_interval_ms = p->opt.health_interval_ms,
-                                    .backoff_min_ms = p->opt.mps_backoff_ms,
-                                    .changed = mps_changed,
-                                    .arg = p};
-        rc = dp_mps_new(base, cfg, p->gpus, p->gpu_count, &p->res, &mo, &p->mps, err);
-    }
-    for (size_t i = 0; rc == 0 && i < p->res.count; i++) {
+    if (vg_snprintf(p->kubelet_socket, sizeof(p->kubelet_socket), "%s/kubelet.sock",
+                    cfg->cli.kubelet_dir) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "kubelet directory path too long");
+    int rc;
+    if ((rc = discover(p, err)) < 0 ||
+        (rc = dp_resources_build(cfg, p->gpus, p->gpu_count, &p->res, err)) < 0)
+        return rc;
+    p->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (p->inotify_fd < 0 || inotify_add_watch(p->inotify_fd, cfg->cli.kubelet_dir, IN_CREATE) < 0)
+        return vg_err_errno(err, errno, "watching kubelet directory %s", cfg->cli.kubelet_dir);
+    struct dp_mps_options mo = {.check_interval_ms = p->opt.health_interval_ms,
+                                .backoff_min_ms = p->opt.mps_backoff_ms,
+                                .changed = mps_changed,
+                                .arg = p};
+    if ((rc = dp_mps_new(base, cfg, p->gpus, p->gpu_count, &p->res, &mo, &p->mps, err)) < 0)
+        return rc;
+    for (size_t i = 0; i < p->res.count; i++) {
         p->serving[i].plugin = p;
         p->serving[i].resource = &p->res.items[i];
-        rc = serve_one(&p->serving[i], err);
-    }
-    if (rc < 0) {
-        dp_plugin_free(p);
-        return rc;
+        if ((rc = serve_one(&p->serving[i], err)) < 0)
+            return rc;
     }
     p->inotify_event = event_new(base, p->inotify_fd, EV_READ | EV_PERSIST, inotify_cb, p);
     event_add(p->inotify_event, NULL);
@@ -1109,11 +1111,8 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
                 .path = "/api/v1/pods", .field_selector = selector, .seed = (uint64_t)getpid()};
             struct kube_watch_callbacks cb = {
                 .resync = pods_resync, .event = pods_event, .error = pods_error};
-            rc = kube_watch_new(p->opt.kube, &wo, &cb, p, &p->pods_watch, err);
-            if (rc < 0) {
-                dp_plugin_free(p);
+            if ((rc = kube_watch_new(p->opt.kube, &wo, &cb, p, &p->pods_watch, err)) < 0)
                 return rc;
-            }
         }
     }
     if (p->res.mode == ANNOT_MODE_VGPU)
@@ -1132,7 +1131,7 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
     vg_log(VG_LOG_INFO, "device plugin started", "node=%s mode=%s gpus=%u resources=%zu",
            cfg->cli.node_name, annot_mode_name(p->res.mode), p->gpu_count, p->res.count);
     register_all(p);
-    *out = p;
+    *out = vg_steal_ptr(&p);
     return 0;
 }
 

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
+#include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
 #include "deviceplugin/podcache.h"
@@ -115,12 +117,10 @@ static size_t upper_bound(struct pc_entry *const *v, size_t n, const struct pc_e
     return lo;
 }
 
+/* The waiting list never holds more than the cache does, and insert() grows it with the
+ * cache, so inserting into it needs no allocation. */
 static void list_insert(struct pc_list *l, struct pc_entry *e)
 {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 16;
-        l->v = xrealloc(l->v, l->cap * sizeof(l->v[0]));
-    }
     size_t at = upper_bound(l->v, l->n, e);
     memmove(&l->v[at + 1], &l->v[at], (l->n - at) * sizeof(l->v[0]));
     l->v[at] = e;
@@ -167,17 +167,21 @@ static struct pc_entry *take(struct dp_podcache *c, size_t i)
     return e;
 }
 
-static void insert(struct dp_podcache *c, struct pc_entry *e)
+/* Takes e in; -E2BIG past DP_PODCACHE_MAX_PODS, -ENOMEM, e not taken then. */
+static int insert(struct dp_podcache *c, struct pc_entry *e, struct vg_err *err)
 {
-    if (c->count == c->cap) {
-        c->cap = c->cap ? c->cap * 2 : 16;
-        c->entries = xrealloc(c->entries, c->cap * sizeof(c->entries[0]));
-    }
+    int rc;
+    if ((rc = vg_array_grow(&c->entries, &c->cap, c->count + 1, sizeof(c->entries[0]),
+                            DP_PODCACHE_MAX_PODS, "pod cache", err)) < 0 ||
+        (rc = vg_array_grow(&c->waiting.v, &c->waiting.cap, c->count + 1, sizeof(c->waiting.v[0]),
+                            DP_PODCACHE_MAX_PODS, "pod cache", err)) < 0)
+        return rc;
     size_t lo = upper_bound(c->entries, c->count, e);
     memmove(&c->entries[lo + 1], &c->entries[lo], (c->count - lo) * sizeof(c->entries[0]));
     c->entries[lo] = e;
     c->count++;
     reindex(c, e);
+    return 0;
 }
 
 static const char *str_at(json_t *obj, const char *a, const char *b)
@@ -265,7 +269,12 @@ void dp_podcache_put(struct dp_podcache *c, json_t *pod)
         return;
     struct pc_entry *e = entry_new(c, uid, pod, text);
     e->seen = true;
-    insert(c, e);
+    struct vg_err err;
+    if (insert(c, e, &err) < 0) {
+        vg_log(VG_LOG_WARN, "pod not cached: Allocate cannot match its containers",
+               "pod=%s/%s err=\"%s\"", e->ns, e->name, err.msg);
+        entry_free(e);
+    }
 }
 
 void dp_podcache_remove(struct dp_podcache *c, const char *uid)

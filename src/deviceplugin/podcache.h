@@ -31,6 +31,11 @@
 
 struct dp_podcache;
 
+/* The most pods the cache keeps (a node runs a few hundred at most, kubelet's default is
+ * 110; during a relist the cache holds old and new entries at once); one more is not kept,
+ * with a warning. */
+#define DP_PODCACHE_MAX_PODS 8192
+
 /* A cache for the pods of node (copied). Aborts on out-of-memory like xmalloc. */
 struct dp_podcache *dp_podcache_new(const char *node);
 void dp_podcache_free(struct dp_podcache *cache);

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/mem.h"
 #include "base/parse.h"
 #include "base/str.h"
@@ -81,7 +82,10 @@ static int resource_add(struct dp_resource *r, const char *id, unsigned gpu, str
     if (strlen(id) >= DP_ID_MAX)
         return vg_err_set(err, -ENAMETOOLONG, "device ID '%s' is longer than %d characters", id,
                           DP_ID_MAX - 1);
-    r->devices = xrealloc(r->devices, (r->device_count + 1) * sizeof(*r->devices));
+    int rc = vg_array_grow(&r->devices, &r->device_cap, r->device_count + 1, sizeof(*r->devices),
+                           DP_MAX_IDS, "device IDs", err);
+    if (rc < 0)
+        return rc;
     struct dp_device *d = &r->devices[r->device_count++];
     vg_strlcpy(d->id, id, sizeof(d->id));
     d->gpu = gpu;
@@ -238,6 +242,26 @@ static int build_mig(const struct dp_config *cfg, const struct dp_gpu *gpus, uns
     return 0;
 }
 
+/* vgpu mode: deviceSplitCount devices per GPU under nvidia.com/gpu. */
+static int build_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
+                      struct dp_resources *out, struct vg_err *err)
+{
+    struct dp_resource *r = resource_get(out, DP_RESOURCE_PREFIX "gpu", err);
+    if (!r)
+        return err->code;
+    r->replicas = (unsigned)cfg->vgpu.device_split_count;
+    char id[DP_ID_MAX * 2];
+    for (unsigned i = 0; i < gpu_count; i++)
+        for (unsigned n = 0; n < r->replicas && dp_gpu_split(cfg, &gpus[i]); n++) {
+            if (vg_snprintf(id, sizeof(id), "%s-%u", gpus[i].uuid, n) < 0)
+                return vg_err_set(err, -ENAMETOOLONG, "device ID too long");
+            int rc = resource_add(r, id, i, err);
+            if (rc < 0)
+                return rc;
+        }
+    return 0;
+}
+
 int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
                        struct dp_resources *out, struct vg_err *err)
 {
@@ -267,22 +291,10 @@ int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, u
         out->mode = ANNOT_MODE_TIME_SLICING;
         rc = build_replicated(cfg, false, gpus, gpu_count, out, err);
         break;
-    case DP_SHARING_NONE: {
+    case DP_SHARING_NONE:
         out->mode = ANNOT_MODE_VGPU;
-        struct dp_resource *r = resource_get(out, DP_RESOURCE_PREFIX "gpu", err);
-        if (!r)
-            return err->code;
-        r->replicas = (unsigned)cfg->vgpu.device_split_count;
-        char id[DP_ID_MAX * 2];
-        for (unsigned i = 0; i < gpu_count && rc == 0; i++)
-            for (unsigned n = 0; n < r->replicas && rc == 0 && dp_gpu_split(cfg, &gpus[i]); n++) {
-                if (vg_snprintf(id, sizeof(id), "%s-%u", gpus[i].uuid, n) < 0)
-                    rc = vg_err_set(err, -ENAMETOOLONG, "device ID too long");
-                else
-                    rc = resource_add(r, id, i, err);
-            }
+        rc = build_vgpu(cfg, gpus, gpu_count, out, err);
         break;
-    }
     }
     if (rc == 0 && any_mig)
         rc = build_mig(cfg, gpus, gpu_count, out, err);
@@ -297,6 +309,7 @@ void dp_resources_release(struct dp_resources *res)
         free(res->items[i].devices);
         res->items[i].devices = NULL;
         res->items[i].device_count = 0;
+        res->items[i].device_cap = 0;
     }
     res->count = 0;
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/auto.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
@@ -105,12 +106,14 @@ int dp_response_add_gpu_nodes(const struct dp_config *cfg, struct dp_response *r
 {
     char path[64];
     vg_snprintf(path, sizeof(path), "/dev/nvidia%u", minor);
-    int rc = dp_response_add_device(cfg, r, "/dev/nvidiactl", err);
-    if (rc == 0)
-        rc = dp_response_add_device(cfg, r, "/dev/nvidia-uvm", err);
-    if (rc == 0)
-        rc = dp_response_add_device(cfg, r, "/dev/nvidia-uvm-tools", err);
-    return rc == 0 ? dp_response_add_device(cfg, r, path, err) : rc;
+    const char *const nodes[] = {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
+                                 path};
+    for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+        int rc = dp_response_add_device(cfg, r, nodes[i], err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
 }
 
 /* CDI: one annotation `<cdiAnnotationPrefix>vgpu-device-plugin_<hash>` naming every
@@ -189,7 +192,9 @@ int dp_response_for_gpus(const struct dp_config *cfg, const struct dp_gpu *gpus,
         }
     }
     int rc = cdi_response(cfg, ids, n < DP_MAX_GPUS ? n : DP_MAX_GPUS, out, err);
-    return rc < 0 ? rc : dp_response_add_visible(cfg, visible, out, err);
+    if (rc < 0)
+        return rc;
+    return dp_response_add_visible(cfg, visible, out, err);
 }
 
 const char *dp_container_dev_root(const struct dp_config *cfg)
@@ -239,8 +244,7 @@ static int add_imex(const struct dp_config *cfg, struct dp_response *out, struct
         return 0;
     char list[256] = "";
     size_t used = 0;
-    int rc = 0;
-    for (size_t i = 0; i < ids->count && rc == 0; i++) {
+    for (size_t i = 0; i < ids->count; i++) {
         int w = vg_snprintf(list + used, sizeof(list) - used, "%s%llu", i ? "," : "",
                             (unsigned long long)ids->items[i]);
         if (w < 0)
@@ -250,27 +254,28 @@ static int add_imex(const struct dp_config *cfg, struct dp_response *out, struct
             char path[64];
             vg_snprintf(path, sizeof(path), DP_IMEX_CHANNEL_DIR "/channel%llu",
                         (unsigned long long)ids->items[i]);
-            rc = dp_response_add_device(cfg, out, path, err);
+            int rc = dp_response_add_device(cfg, out, path, err);
+            if (rc < 0)
+                return rc;
         }
     }
-    return rc == 0 ? add_env(out, "NVIDIA_IMEX_CHANNELS", list, err) : rc;
+    return add_env(out, "NVIDIA_IMEX_CHANNELS", list, err);
 }
 
 int dp_response_add_visible(const struct dp_config *cfg, const char *visible,
                             struct dp_response *out, struct vg_err *err)
 {
+    unsigned list = cfg->flags.plugin.device_list_strategy;
+    const char *devices = (list & DP_LIST_ENVVAR)          ? visible
+                          : (list & DP_LIST_VOLUME_MOUNTS) ? "/var/run/nvidia-container-devices"
+                                                           : NULL;
     int rc = 0;
-    if (cfg->flags.plugin.device_list_strategy & DP_LIST_ENVVAR)
-        rc = add_env(out, "NVIDIA_VISIBLE_DEVICES", visible, err);
-    else if (cfg->flags.plugin.device_list_strategy & DP_LIST_VOLUME_MOUNTS)
-        rc = add_env(out, "NVIDIA_VISIBLE_DEVICES", "/var/run/nvidia-container-devices", err);
-    if (rc == 0 && cfg->flags.gds_enabled)
-        rc = add_env(out, "NVIDIA_GDS", "enabled", err);
-    if (rc == 0 && cfg->flags.mofed_enabled)
-        rc = add_env(out, "NVIDIA_MOFED", "enabled", err);
-    if (rc == 0 && cfg->flags.gdrcopy_enabled)
-        rc = add_env(out, "NVIDIA_GDRCOPY", "enabled", err);
-    return rc == 0 ? add_imex(cfg, out, err) : rc;
+    if ((devices && (rc = add_env(out, "NVIDIA_VISIBLE_DEVICES", devices, err)) < 0) ||
+        (cfg->flags.gds_enabled && (rc = add_env(out, "NVIDIA_GDS", "enabled", err)) < 0) ||
+        (cfg->flags.mofed_enabled && (rc = add_env(out, "NVIDIA_MOFED", "enabled", err)) < 0) ||
+        (cfg->flags.gdrcopy_enabled && (rc = add_env(out, "NVIDIA_GDRCOPY", "enabled", err)) < 0))
+        return rc;
+    return add_imex(cfg, out, err);
 }
 
 static int env_cmp(const void *a, const void *b)
@@ -301,8 +306,9 @@ int dp_response_pack(const struct dp_response *const *resps, size_t count, uint8
                      size_t *len, struct vg_err *err)
 {
     V1beta1__AllocateResponse msg = V1BETA1__ALLOCATE_RESPONSE__INIT;
-    V1beta1__ContainerAllocateResponse *crs = xcalloc(count ? count : 1, sizeof(*crs));
-    V1beta1__ContainerAllocateResponse **crp = xcalloc(count ? count : 1, sizeof(*crp));
+    VG_AUTO_FREE V1beta1__ContainerAllocateResponse *crs = xcalloc(count ? count : 1, sizeof(*crs));
+    VG_AUTO_FREE V1beta1__ContainerAllocateResponse **crp =
+        xcalloc(count ? count : 1, sizeof(*crp));
     size_t envs = 0, mounts = 0, devs = 0, anns = 0, cdis = 0;
     for (size_t i = 0; i < count; i++) {
         envs += resps[i]->env_count;
@@ -311,17 +317,20 @@ int dp_response_pack(const struct dp_response *const *resps, size_t count, uint8
         anns += resps[i]->annotation_count;
         cdis += resps[i]->cdi_device_count;
     }
-    V1beta1__ContainerAllocateResponse__AnnotationsEntry *av = xcalloc(anns + 1, sizeof(*av));
-    V1beta1__ContainerAllocateResponse__AnnotationsEntry **avp = xcalloc(anns + 1, sizeof(*avp));
-    V1beta1__CDIDevice *cv = xcalloc(cdis + 1, sizeof(*cv));
-    V1beta1__CDIDevice **cvp = xcalloc(cdis + 1, sizeof(*cvp));
+    VG_AUTO_FREE V1beta1__ContainerAllocateResponse__AnnotationsEntry *av =
+        xcalloc(anns + 1, sizeof(*av));
+    VG_AUTO_FREE V1beta1__ContainerAllocateResponse__AnnotationsEntry **avp =
+        xcalloc(anns + 1, sizeof(*avp));
+    VG_AUTO_FREE V1beta1__CDIDevice *cv = xcalloc(cdis + 1, sizeof(*cv));
+    VG_AUTO_FREE V1beta1__CDIDevice **cvp = xcalloc(cdis + 1, sizeof(*cvp));
     size_t a = 0, c = 0;
-    V1beta1__ContainerAllocateResponse__EnvsEntry *ev = xcalloc(envs + 1, sizeof(*ev));
-    V1beta1__ContainerAllocateResponse__EnvsEntry **evp = xcalloc(envs + 1, sizeof(*evp));
-    V1beta1__Mount *mv = xcalloc(mounts + 1, sizeof(*mv));
-    V1beta1__Mount **mvp = xcalloc(mounts + 1, sizeof(*mvp));
-    V1beta1__DeviceSpec *dv = xcalloc(devs + 1, sizeof(*dv));
-    V1beta1__DeviceSpec **dvp = xcalloc(devs + 1, sizeof(*dvp));
+    VG_AUTO_FREE V1beta1__ContainerAllocateResponse__EnvsEntry *ev = xcalloc(envs + 1, sizeof(*ev));
+    VG_AUTO_FREE V1beta1__ContainerAllocateResponse__EnvsEntry **evp =
+        xcalloc(envs + 1, sizeof(*evp));
+    VG_AUTO_FREE V1beta1__Mount *mv = xcalloc(mounts + 1, sizeof(*mv));
+    VG_AUTO_FREE V1beta1__Mount **mvp = xcalloc(mounts + 1, sizeof(*mvp));
+    VG_AUTO_FREE V1beta1__DeviceSpec *dv = xcalloc(devs + 1, sizeof(*dv));
+    VG_AUTO_FREE V1beta1__DeviceSpec **dvp = xcalloc(devs + 1, sizeof(*dvp));
     size_t e = 0, m = 0, d = 0;
     for (size_t i = 0; i < count; i++) {
         const struct dp_response *r = resps[i];
@@ -374,18 +383,6 @@ int dp_response_pack(const struct dp_response *const *resps, size_t count, uint8
     *len = v1beta1__allocate_response__get_packed_size(&msg);
     *data = xmalloc(*len ? *len : 1);
     v1beta1__allocate_response__pack(&msg, *data);
-    free(crs);
-    free(crp);
-    free(ev);
-    free(evp);
-    free(mv);
-    free(mvp);
-    free(dv);
-    free(dvp);
-    free(av);
-    free(avp);
-    free(cv);
-    free(cvp);
     (void)err;
     return 0;
 }

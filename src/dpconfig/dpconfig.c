@@ -16,16 +16,15 @@
 #include "dpconfig/dpconfig.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <libfyaml.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "base/auto.h"
+#include "base/buf.h"
 #include "base/mem.h"
 #include "base/parse.h"
 #include "base/str.h"
@@ -706,11 +705,19 @@ static void uint_list_clear(struct dp_uint_list *l)
     l->count = 0;
 }
 
-static void uint_list_push(struct dp_uint_list *l, uint64_t v)
+/* -E2BIG past DP_CONFIG_MAX_LIST_ITEMS ("list: more than N items"), -ENOMEM. */
+static int uint_list_push(struct dp_uint_list *l, uint64_t v, struct vg_err *err)
 {
-    l->items = xrealloc(l->items, (l->count + 1) * sizeof l->items[0]);
+    int rc = vg_array_grow(&l->items, &l->cap, l->count + 1, sizeof l->items[0],
+                           DP_CONFIG_MAX_LIST_ITEMS, "list", err);
+    if (rc < 0)
+        return rc;
     l->items[l->count++] = v;
+    return 0;
 }
+
+#define AUTO_UINT_LIST __attribute__((cleanup(uint_list_clear)))
+_Static_assert(DP_CONFIG_MAX_LIST_ITEMS == 4096, "docs/config.md (dp_config_doc) says 4096");
 
 static int text_uint(const struct key *k, const char *s, uint64_t *out, struct why *why)
 {
@@ -730,27 +737,26 @@ static int text_uint(const struct key *k, const char *s, uint64_t *out, struct w
 static int text_uint_list(const struct key *k, const char *s, struct dp_uint_list *out,
                           struct why *why)
 {
-    struct dp_uint_list l = {0};
+    AUTO_UINT_LIST struct dp_uint_list l = {0};
     while (*s != '\0') {
         const char *comma = strchr(s, ',');
         size_t n = comma ? (size_t)(comma - s) : strlen(s);
         char item[32];
         uint64_t v;
-        if (n >= sizeof item) {
-            uint_list_clear(&l);
+        if (n >= sizeof item)
             return why_set(why, "list item too long");
-        }
         memcpy(item, s, n);
         item[n] = '\0';
-        if (text_uint(k, item, &v, why) < 0) {
-            uint_list_clear(&l);
+        if (text_uint(k, item, &v, why) < 0)
             return -EINVAL;
-        }
-        uint_list_push(&l, v);
+        struct vg_err e;
+        if (uint_list_push(&l, v, &e) < 0)
+            return why_set(why, "%s", e.msg);
         s += n + (comma ? 1 : 0);
     }
     uint_list_clear(out);
     *out = l;
+    memset(&l, 0, sizeof l);
     return 0;
 }
 
@@ -761,6 +767,8 @@ static void devices_clear(struct dp_devices *d)
     free(d->list);
     memset(d, 0, sizeof *d);
 }
+
+#define AUTO_DEVICES __attribute__((cleanup(devices_clear)))
 
 static void free_fields(const struct key *table, size_t n, void *base);
 
@@ -1290,10 +1298,10 @@ static int decode_sequence_key(struct loader *ld, const struct key *k, struct fy
     void *iter = NULL;
     struct fy_node *item;
     size_t index = 0;
-    struct dp_uint_list uints = {0};
-    struct dp_devices devices = {.kind = DP_DEVICES_LIST};
+    AUTO_UINT_LIST struct dp_uint_list uints = {0};
+    AUTO_DEVICES struct dp_devices devices = {.kind = DP_DEVICES_LIST};
     unsigned set = 0;
-    int rc = 0;
+    int rc;
     if (k->type != T_ENUM_SET && k->type != T_UINT_LIST && k->type != T_XIDS &&
         k->type != T_DEVICES)
         return fail(ld, line, path, -EINVAL, "expected %s, got a list",
@@ -1303,86 +1311,70 @@ static int decode_sequence_key(struct loader *ld, const struct key *k, struct fy
         int item_line = start_line(item, line);
         struct scalar s;
         struct why why;
-        if (fy_node_get_type(item) != FYNT_SCALAR) {
-            rc = fail(ld, item_line, item_path, -EINVAL, "expected a single value, got %s",
-                      node_kind(item));
-            break;
-        }
+        struct vg_err e;
+        if (fy_node_get_type(item) != FYNT_SCALAR)
+            return fail(ld, item_line, item_path, -EINVAL, "expected a single value, got %s",
+                        node_kind(item));
         if ((rc = resolve_scalar(ld, item, item_path, item_line, &s)) < 0)
-            break;
+            return rc;
         if (k->type == T_ENUM_SET) {
-            if (s.kind == Y_NULL || s.kind == Y_BOOL) {
-                rc = wrong_type(ld, item_line, item_path, "a string", &s);
-                break;
-            }
-            if (set_enum_member(k, s.text, &set, &why) < 0) {
-                rc = why_fail(ld, item_line, item_path, &why);
-                break;
-            }
+            if (s.kind == Y_NULL || s.kind == Y_BOOL)
+                return wrong_type(ld, item_line, item_path, "a string", &s);
+            if (set_enum_member(k, s.text, &set, &why) < 0)
+                return why_fail(ld, item_line, item_path, &why);
         } else if (k->type == T_DEVICES) {
             bool ok = (s.kind == Y_INT && all_digits(s.text)) ||
                       (s.kind != Y_NULL && s.kind != Y_BOOL && is_device_ref(s.text));
-            if (!ok) {
-                rc = fail(ld, item_line, item_path, -EINVAL,
-                          "'%s' is not a GPU index, MIG index (0:1) or GPU-/MIG- UUID", s.text);
-                break;
-            }
-            devices.list = xrealloc(devices.list, (devices.list_count + 1) * sizeof(char *));
+            if (!ok)
+                return fail(ld, item_line, item_path, -EINVAL,
+                            "'%s' is not a GPU index, MIG index (0:1) or GPU-/MIG- UUID", s.text);
+            if ((rc = vg_array_grow(&devices.list, &devices.list_cap, devices.list_count + 1,
+                                    sizeof(char *), DP_CONFIG_MAX_LIST_ITEMS, "list", &e)) < 0)
+                return fail(ld, item_line, path, rc, "%s", e.msg);
             devices.list[devices.list_count++] = xstrdup(s.text);
         } else {
             uint64_t u;
-            if (s.kind != Y_INT) {
-                rc = wrong_type(ld, item_line, item_path, "an integer", &s);
-                break;
-            }
-            if (text_uint(k, s.text, &u, &why) < 0) {
-                rc = why_fail(ld, item_line, item_path, &why);
-                break;
-            }
-            uint_list_push(&uints, u);
+            if (s.kind != Y_INT)
+                return wrong_type(ld, item_line, item_path, "an integer", &s);
+            if (text_uint(k, s.text, &u, &why) < 0)
+                return why_fail(ld, item_line, item_path, &why);
+            if ((rc = uint_list_push(&uints, u, &e)) < 0)
+                return fail(ld, item_line, path, rc, "%s", e.msg);
         }
     }
-    if (rc == 0) {
-        char list[200];
-        switch (k->type) {
-        case T_ENUM_SET:
-            if (set == 0) {
-                value_list(k->values, list, sizeof list);
-                rc = fail(ld, line, path, -EINVAL, "needs at least one of %s", list);
-                break;
-            }
-            *AT(base, k->offset, unsigned) = set;
-            break;
-        case T_DEVICES:
-            if (devices.list_count == 0) {
-                rc = fail(ld, line, path, -EINVAL, "an empty list of devices shares nothing");
-                break;
-            }
-            devices_clear(AT(base, k->offset, struct dp_devices));
-            *AT(base, k->offset, struct dp_devices) = devices;
-            devices.list = NULL;
-            devices.list_count = 0;
-            break;
-        case T_XIDS: {
-            struct dp_xids *x = AT(base, k->offset, struct dp_xids);
-            uint_list_clear(&x->list);
-            x->all = false;
-            x->list = uints;
-            uints.items = NULL;
-            break;
+    char list[200];
+    switch (k->type) {
+    case T_ENUM_SET:
+        if (set == 0) {
+            value_list(k->values, list, sizeof list);
+            return fail(ld, line, path, -EINVAL, "needs at least one of %s", list);
         }
-        default:
-            if (uints.count == 0 && (k->flags & K_EMPTY_KEEPS))
-                break;
-            uint_list_clear(AT(base, k->offset, struct dp_uint_list));
-            *AT(base, k->offset, struct dp_uint_list) = uints;
-            uints.items = NULL;
-            break;
-        }
+        *AT(base, k->offset, unsigned) = set;
+        break;
+    case T_DEVICES:
+        if (devices.list_count == 0)
+            return fail(ld, line, path, -EINVAL, "an empty list of devices shares nothing");
+        devices_clear(AT(base, k->offset, struct dp_devices));
+        *AT(base, k->offset, struct dp_devices) = devices;
+        memset(&devices, 0, sizeof devices);
+        break;
+    case T_XIDS: {
+        struct dp_xids *x = AT(base, k->offset, struct dp_xids);
+        uint_list_clear(&x->list);
+        x->all = false;
+        x->list = uints;
+        memset(&uints, 0, sizeof uints);
+        break;
     }
-    uint_list_clear(&uints);
-    devices_clear(&devices);
-    return rc;
+    default:
+        if (uints.count == 0 && (k->flags & K_EMPTY_KEEPS))
+            break;
+        uint_list_clear(AT(base, k->offset, struct dp_uint_list));
+        *AT(base, k->offset, struct dp_uint_list) = uints;
+        memset(&uints, 0, sizeof uints);
+        break;
+    }
+    return 0;
 }
 
 static int decode_mapping(struct loader *ld, struct fy_node *map, const struct key *table, size_t n,
@@ -1573,6 +1565,9 @@ static bool blank_document(const char *text, size_t len)
 }
 
 /* Moves src's contents into dst (freeing dst's first). */
+/* A struct dp_config released (dp_config_free) at scope exit. */
+#define AUTO_CONFIG __attribute__((cleanup(dp_config_free)))
+
 static void move_config(struct dp_config *dst, struct dp_config *src)
 {
     dp_config_free(dst);
@@ -1590,80 +1585,54 @@ int dp_config_load_buffer(const char *name, const char *text, size_t len, struct
     if (len > 0 && memchr(text, '\0', len) != NULL)
         return vg_err_set(err, -EINVAL, "%s: contains a NUL byte", name);
 
-    struct dp_config work;
+    AUTO_CONFIG struct dp_config work;
     dp_config_defaults(&work);
     work.source = xstrdup(name);
+    int rc;
     if (len == 0 || blank_document(text, len)) {
         /* As NVIDIA's loader: an empty file is all defaults. */
-        int rc = dp_config_validate(&work, err);
-        if (rc == 0)
-            move_config(cfg, &work);
-        dp_config_free(&work);
-        return rc;
+        if ((rc = dp_config_validate(&work, err)) < 0)
+            return rc;
+        move_config(cfg, &work);
+        return 0;
     }
 
-    struct fy_document *doc = NULL;
+    VG_AUTO_YAML_DOC struct fy_document *doc = NULL;
     struct vg_err yerr = {0};
     /* Duplicate keys are allowed here and refused by decode_mapping(), whose message names
      * the key. */
     int yrc = vg_yaml_load(text, len, true, &doc, &yerr);
     if (yrc != 0) {
-        dp_config_free(&work);
         if (yerr.msg[0] == '\0')
             return vg_err_set(err, yrc, "%s: not valid YAML", name);
         return vg_err_set(err, yrc, "%s:%s", name, yerr.msg);
     }
     struct loader ld = {.name = name, .err = err};
     struct fy_node *root = fy_document_root(doc);
-    int rc = 0;
-    if (root != NULL) {
-        if (fy_node_get_type(root) != FYNT_MAPPING) {
-            struct scalar s;
-            int line = start_line(root, 1);
-            if (fy_node_get_type(root) == FYNT_SCALAR &&
-                resolve_scalar(&ld, root, "", line, &s) == 0 && s.kind == Y_NULL)
-                rc = 0;
-            else
-                rc = vg_err_set(err, -EINVAL, "%s:%d: the top level must be a mapping of keys",
-                                name, line);
-        } else {
-            rc = decode_mapping(&ld, root, keys, KEY_COUNT, "", "", &work, NULL);
-        }
+    if (root != NULL && fy_node_get_type(root) != FYNT_MAPPING) {
+        struct scalar s;
+        int line = start_line(root, 1);
+        if (fy_node_get_type(root) != FYNT_SCALAR || resolve_scalar(&ld, root, "", line, &s) != 0 ||
+            s.kind != Y_NULL)
+            return vg_err_set(err, -EINVAL, "%s:%d: the top level must be a mapping of keys", name,
+                              line);
+    } else if (root != NULL &&
+               (rc = decode_mapping(&ld, root, keys, KEY_COUNT, "", "", &work, NULL)) < 0) {
+        return rc;
     }
-    fy_document_destroy(doc);
-    if (rc == 0)
-        rc = dp_config_validate(&work, err);
-    if (rc == 0)
-        move_config(cfg, &work);
-    dp_config_free(&work);
-    return rc;
+    if ((rc = dp_config_validate(&work, err)) < 0)
+        return rc;
+    move_config(cfg, &work);
+    return 0;
 }
 
 int dp_config_load_file(const char *path, struct dp_config *cfg, struct vg_err *err)
 {
-    VG_AUTOCLOSE int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return vg_err_set(err, -errno, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) < 0)
-        return vg_err_set(err, -errno, "%s: cannot stat: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return vg_err_set(err, -EISDIR, "%s: is a directory", path);
-    /* Read one byte past the ceiling, so a file that grew is still caught. */
-    size_t cap = DP_CONFIG_MAX_BYTES + 1;
-    VG_AUTOFREE char *buf = xmalloc(cap);
+    VG_AUTO_FREE char *buf = NULL;
     size_t len = 0;
-    while (len < cap) {
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return vg_err_set(err, -errno, "%s: cannot read: %s", path, strerror(errno));
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
+    int rc = vg_read_file(path, DP_CONFIG_MAX_BYTES, &buf, &len, err);
+    if (rc < 0)
+        return rc;
     return dp_config_load_buffer(path, buf, len, cfg, err);
 }
 
@@ -1772,10 +1741,10 @@ static bool replicated(const struct dp_replicated *r)
 int dp_config_validate(struct dp_config *cfg, struct vg_err *err)
 {
     struct why why;
-    int rc = validate_replicated(cfg, &cfg->sharing.time_slicing, "sharing.timeSlicing", err);
-    if (rc == 0)
-        rc = validate_replicated(cfg, &cfg->sharing.mps, "sharing.mps", err);
-    if (rc < 0)
+    int rc;
+    if ((rc = validate_replicated(cfg, &cfg->sharing.time_slicing, "sharing.timeSlicing", err)) <
+            0 ||
+        (rc = validate_replicated(cfg, &cfg->sharing.mps, "sharing.mps", err)) < 0)
         return rc;
     for (int g = 0; g < 2; g++) {
         struct dp_resource_pattern *items =
@@ -1982,17 +1951,15 @@ int dp_config_from_args(int argc, char *const argv[], dp_getenv_fn getenv_fn, vo
         if (path != NULL && path[0] == '\0')
             path = NULL;
     }
-    struct dp_config work;
+    AUTO_CONFIG struct dp_config work;
     dp_config_defaults(&work);
-    if (path != NULL && dp_config_load_file(path, &work, err) < 0) {
-        dp_config_free(&work);
-        return err != NULL ? err->code : -EINVAL;
-    }
-    int rc = dp_config_apply_overrides(&work, argc, argv, getenv_fn, getenv_user, err);
-    if (rc == 0)
-        move_config(cfg, &work);
-    dp_config_free(&work);
-    return rc;
+    int rc;
+    if (path != NULL && (rc = dp_config_load_file(path, &work, err)) < 0)
+        return rc;
+    if ((rc = dp_config_apply_overrides(&work, argc, argv, getenv_fn, getenv_user, err)) < 0)
+        return rc;
+    move_config(cfg, &work);
+    return 0;
 }
 
 /* ---- dump, help, docs --------------------------------------------------------------- */
@@ -2207,7 +2174,8 @@ void dp_config_print_doc(FILE *out)
           "file and the table disagree. -->\n\n"
           "`vgpu-device-plugin --config FILE` reads the NVIDIA device plugin's configuration "
           "file (`version: v1`) as it is, plus a `vgpu` section of vgpu's own. The file is "
-          "YAML 1.2 or JSON, at most 1 MiB. Command-line options override environment "
+          "YAML 1.2 or JSON, at most 1 MiB, a list value at most 4096 items. Command-line "
+          "options override environment "
           "variables, which override the file, which overrides the defaults below.\n\n"
           "Scalars are typed as NVIDIA's loader types them: a plain `true`, `yes` or `on` is "
           "a boolean, a plain `4` an integer, a quoted `\"4\"` a string (and refused where an "

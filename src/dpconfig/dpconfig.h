@@ -24,6 +24,9 @@
 #include "base/err.h"
 
 #define DP_CONFIG_MAX_BYTES        (1024 * 1024)
+/* The most items a list value holds (XIDs, IMEX channels, a resource's devices), in the
+ * file, the environment or on the command line; a longer one is refused naming its key. */
+#define DP_CONFIG_MAX_LIST_ITEMS   4096
 /* Kubernetes' limit on a fully-qualified extended resource name, as NVIDIA checks it. */
 #define DP_RESOURCE_NAME_MAX       63
 #define DP_RESOURCE_PREFIX         "nvidia.com/"
@@ -54,6 +57,7 @@ enum {
 struct dp_uint_list {
     uint64_t *items;
     size_t count;
+    size_t cap; /* allocated, at most DP_CONFIG_MAX_LIST_ITEMS */
 };
 
 /* sharing.*.resources[].devices: "all", a count, or a list of GPU indices ("0"), MIG
@@ -64,6 +68,7 @@ struct dp_devices {
     uint64_t count;
     char **list;
     size_t list_count;
+    size_t list_cap; /* allocated, at most DP_CONFIG_MAX_LIST_ITEMS */
 };
 
 /* health.criticalXIDs: "all" or a list of XIDs. */

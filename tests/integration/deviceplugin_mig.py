@@ -121,6 +121,48 @@ class Mig(Base):
                                        ["/dev/nvidia-caps/nvidia-cap%d" % n
                                         for n in (21, 22, 147, 148)]))
 
+    def test_driver_cap_table(self):
+        # The table as the driver writes it: every possible GPU (32), GPU instance (15) and
+        # compute instance (8), about 107 KiB. Read whole, not cut at 64 KiB mid-line.
+        lines, minor = ["config 1", "monitor 2"], 3
+        for gpu in range(32):
+            for gi in range(15):
+                lines.append("gpu%d/gi%d/access %d" % (gpu, gi, minor))
+                minor += 1
+                for ci in range(8):
+                    lines.append("gpu%d/gi%d/ci%d/access %d" % (gpu, gi, ci, minor))
+                    minor += 1
+        minors = os.path.join(self.tmp, "mig-minors")
+        with open(minors, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        self.assertGreater(os.path.getsize(minors), 100 * 1024)
+        config = SINGLE.replace("  migStrategy: single\n",
+                                "  migStrategy: single\n  plugin:\n    passDeviceSpecs: true\n")
+        self.start(config, H100 + "," + H100, "0:2g.20gb,2g.20gb;1:2g.20gb",
+                   {"VGPU_DP_MIG_MINORS": minors})
+        dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
+        migs = self.migs()
+        resp = self.kubelet.allocate("nvidia.com/gpu", [migs[1][0][1]])
+        specs = [d.container_path for d in resp.container_responses[0].devices]
+        self.assertIn("/dev/nvidia-caps/nvidia-cap147", specs)
+        self.assertIn("/dev/nvidia-caps/nvidia-cap148", specs)
+
+    def test_oversized_cap_table(self):
+        # Past DP_MIG_MINORS_MAX_BYTES (1 MiB) the table is not read: the plugin says why
+        # and serves the MIG devices without capability devices, as without a table.
+        minors = os.path.join(self.tmp, "mig-minors")
+        with open(minors, "w") as f:
+            f.write("gpu0/gi1/access 12\n" * 60000)
+        config = SINGLE.replace("  migStrategy: single\n",
+                                "  migStrategy: single\n  plugin:\n    passDeviceSpecs: true\n")
+        self.start(config, H100, "0:2g.20gb", {"VGPU_DP_MIG_MINORS": minors})
+        devs = dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
+        self.assertIn("no MIG capability table", self.plugin.output())
+        self.assertIn("larger than 1048576 bytes", self.plugin.output())
+        resp = self.kubelet.allocate("nvidia.com/gpu", list(devs)[:1])
+        specs = [d.container_path for d in resp.container_responses[0].devices]
+        self.assertFalse([p for p in specs if p.startswith("/dev/nvidia-caps/")], specs)
+
     def test_bad_cap_table(self):
         minors = os.path.join(self.tmp, "mig-minors")
         with open(minors, "w") as f:

@@ -116,6 +116,35 @@ static void test_order_and_exact_gpus(void **state)
     dp_podcache_free(c);
 }
 
+/* The cache has a ceiling: a pod past DP_PODCACHE_MAX_PODS is not kept (with a warning),
+ * the ones already kept still match. */
+static void test_ceiling(void **state)
+{
+    (void)state;
+    struct dp_podcache *c = dp_podcache_new("node-1");
+    char name[32], uid[32];
+    for (unsigned i = 0; i <= DP_PODCACHE_MAX_PODS; i++) {
+        snprintf(name, sizeof(name), "p%u", i);
+        snprintf(uid, sizeof(uid), "u%u", i);
+        put(c, pod_d(name, uid, (int64_t)i + 1, "main", UUID_A, 1));
+    }
+    struct dp_podcache_stats st;
+    dp_podcache_get_stats(c, &st);
+    assert_int_equal(st.pods, DP_PODCACHE_MAX_PODS);
+    assert_int_equal(st.waiting, DP_PODCACHE_MAX_PODS);
+    struct disk d = {{NULL}, 0};
+    struct dp_match m;
+    struct vg_err err = {0};
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "p0");
+    /* Room again once a pod leaves. */
+    dp_podcache_remove(c, "u0");
+    put(c, pod_d("again", "again", 0, "main", UUID_A, 1));
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "again");
+    dp_podcache_free(c);
+}
+
 static void test_allocated_asked_once(void **state)
 {
     (void)state;
@@ -269,7 +298,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_and_exact_gpus), cmocka_unit_test(test_allocated_asked_once),
         cmocka_unit_test(test_modified_and_deleted), cmocka_unit_test(test_relist),
-        cmocka_unit_test(test_unusable_named),
+        cmocka_unit_test(test_unusable_named),       cmocka_unit_test(test_ceiling),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

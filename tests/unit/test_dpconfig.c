@@ -683,6 +683,38 @@ static void test_override_errors(void **state)
     dp_config_free(&cfg);
 }
 
+/* List values in a file have a ceiling (DP_CONFIG_MAX_LIST_ITEMS): one item more is
+ * refused naming the key, a list at the ceiling loads. (The environment and flags are
+ * bounded by their 4096-byte values already.) */
+static void test_list_ceiling(void **state)
+{
+    (void)state;
+    struct dp_config cfg;
+    struct vg_err err = {0};
+    dp_config_defaults(&cfg);
+    for (int over = 0; over <= 1; over++) {
+        size_t n = DP_CONFIG_MAX_LIST_ITEMS + (size_t)over;
+        size_t cap = 64 + n * 8;
+        char *yaml = malloc(cap);
+        size_t y = (size_t)snprintf(yaml, cap, "health:\n  ignoredXIDs: [");
+        for (size_t i = 0; i < n; i++) {
+            y += (size_t)snprintf(yaml + y, cap - y, "%s%zu", i ? "," : "", i);
+        }
+        snprintf(yaml + y, cap - y, "]\n");
+        int rc = dp_config_load_buffer("l.yaml", yaml, strlen(yaml), &cfg, &err);
+        if (!over) {
+            assert_int_equal(rc, 0);
+            assert_int_equal(cfg.health.ignored_xids.count, n);
+        } else {
+            assert_int_equal(rc, -E2BIG);
+            assert_string_equal(err.msg, "l.yaml:2: key 'health.ignoredXIDs': list: more than "
+                                         "4096 items");
+        }
+        free(yaml);
+    }
+    dp_config_free(&cfg);
+}
+
 /* Settings of other programs sharing the file load and are named at start. */
 static void test_foreign_settings(void **state)
 {
@@ -751,6 +783,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden),
+        cmocka_unit_test(test_list_ceiling),
         cmocka_unit_test(test_fixture_facts),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_malformed),

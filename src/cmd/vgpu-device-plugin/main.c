@@ -7,9 +7,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
+#include "base/auto.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "deviceplugin/deviceplugin.h"
@@ -55,47 +55,52 @@ static bool never_healthy(void *arg, const struct dp_gpu *gpu)
     return false;
 }
 
-int main(int argc, char **argv)
+VG_DEFINE_AUTO(event_base_freep, struct event_base, event_base_free)
+VG_DEFINE_AUTO(event_freep, struct event, event_free)
+VG_DEFINE_AUTO(nvml_freep, struct dp_nvml, dp_nvml_free)
+VG_DEFINE_AUTO(kube_config_freep, struct kube_config, kube_config_free)
+VG_DEFINE_AUTO(kube_client_freep, struct kube_client, kube_client_free)
+VG_DEFINE_AUTO(plugin_freep, struct dp_plugin, dp_plugin_free)
+
+/* Prints err and returns status. */
+static int failed(int status, const struct vg_err *err)
 {
-    struct dp_config cfg;
+    fprintf(stderr, "vgpu-device-plugin: %s\n", err->msg);
+    return status;
+}
+
+/* Runs the plugin until a signal stops it or a restart is requested: 0, or 2 for a bad
+ * configuration, 1 when the plugin cannot start. Everything is released on return. */
+static int run(int argc, char **argv)
+{
+    __attribute__((cleanup(dp_config_free))) struct dp_config cfg;
     dp_config_defaults(&cfg);
     struct vg_err err = {0};
     int rc = dp_config_from_args(argc - 1, argv + 1, env_lookup, NULL, &cfg, &err);
     if (rc == 1) {
         dp_config_print_help(stdout, "vgpu-device-plugin");
-        dp_config_free(&cfg);
         return 0;
     }
-    if (rc < 0) {
-        fprintf(stderr, "vgpu-device-plugin: %s\n", err.msg);
-        dp_config_free(&cfg);
-        return 2;
-    }
+    if (rc < 0)
+        return failed(2, &err);
     struct dp_plugin_options opt = {0};
     /* Tests and benchmarks poll health faster than the 5 s default. */
     const char *interval = getenv("VGPU_DP_HEALTH_INTERVAL_MS");
     if (interval && vg_parse_u64(interval, 10, 3600000, &opt.health_interval_ms, &err) < 0) {
-        fprintf(stderr, "vgpu-device-plugin: VGPU_DP_HEALTH_INTERVAL_MS: %s\n", err.msg);
-        dp_config_free(&cfg);
-        return 2;
+        vg_err_wrap(&err, "VGPU_DP_HEALTH_INTERVAL_MS");
+        return failed(2, &err);
     }
     /* What makes a GPU unhealthy: the health section, then DP_DISABLE_HEALTHCHECKS, as
      * NVIDIA's plugin reads them. */
     struct dp_xid_policy xids;
-    if (dp_xid_policy_from_config(&cfg, getenv("DP_DISABLE_HEALTHCHECKS"), &xids, &err) < 0) {
-        fprintf(stderr, "vgpu-device-plugin: %s\n", err.msg);
-        dp_config_free(&cfg);
-        return 2;
-    }
+    if (dp_xid_policy_from_config(&cfg, getenv("DP_DISABLE_HEALTHCHECKS"), &xids, &err) < 0)
+        return failed(2, &err);
     /* IMEX channels that do not exist: an error with imex.required, else left out. */
-    if (dp_imex_check(&cfg, &err) < 0) {
-        fprintf(stderr, "vgpu-device-plugin: %s\n", err.msg);
-        dp_config_free(&cfg);
-        return 2;
-    }
+    if (dp_imex_check(&cfg, &err) < 0)
+        return failed(2, &err);
     signal(SIGPIPE, SIG_IGN);
-    struct event_base *base = event_base_new();
-    struct dp_nvml *nvml = NULL;
+    VG_AUTO(event_base_freep) struct event_base *base = event_base_new();
+    VG_AUTO(nvml_freep) struct dp_nvml *nvml = NULL;
     struct vg_err nvml_err = {0};
     char library[1024]; /* under flags.plugin.containerDriverRoot when it holds NVML */
     dp_nvml_library(&cfg, library, sizeof(library));
@@ -109,8 +114,8 @@ int main(int argc, char **argv)
         opt.source =
             (struct dp_gpu_source){.discover = no_gpus, .healthy = never_healthy, .arg = &nvml_err};
 
-    struct kube_config *kcfg = NULL;
-    struct kube_client *kube = NULL;
+    VG_AUTO(kube_config_freep) struct kube_config *kcfg = NULL;
+    VG_AUTO(kube_client_freep) struct kube_client *kube = NULL;
     if (cfg.cli.kubeconfig)
         rc = kube_config_load_file(cfg.cli.kubeconfig, NULL, &kcfg, &err);
     else if (getenv("KUBERNETES_SERVICE_HOST"))
@@ -120,39 +125,32 @@ int main(int argc, char **argv)
                "no --kubeconfig and not in a cluster: no inventory annotation, "
                "and vgpu-mode Allocate will fail",
                "node=%s", cfg.cli.node_name ? cfg.cli.node_name : "");
-    if (rc == 0 && kcfg)
-        rc = kube_client_new(base, kcfg, NULL, &kube, &err);
+    if (rc < 0 || (kcfg && kube_client_new(base, kcfg, NULL, &kube, &err) < 0))
+        return failed(1, &err);
     opt.kube = kube;
 
     opt.restart = request_restart;
     opt.restart_arg = base;
-    struct dp_plugin *plugin = NULL;
-    if (rc == 0)
-        rc = dp_plugin_new(base, &cfg, &opt, &plugin, &err);
-    if (rc < 0) {
-        fprintf(stderr, "vgpu-device-plugin: %s\n", err.msg);
-    } else {
-        struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
-        struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
-        event_add(sigterm, NULL);
-        event_add(sigint, NULL);
-        event_base_dispatch(base);
-        event_free(sigterm);
-        event_free(sigint);
-    }
-    dp_plugin_free(plugin);
-    kube_client_free(kube);
-    kube_config_free(kcfg);
-    dp_nvml_free(nvml);
-    event_base_free(base);
-    dp_config_free(&cfg);
-    if (rc == 0 && restart_requested) {
-        char self[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        self[n > 0 ? n : 0] = '\0';
-        execv(n > 0 ? self : "/proc/self/exe", argv);
-        fprintf(stderr, "vgpu-device-plugin: restarting: %s\n", strerror(errno));
-        return 1;
-    }
-    return rc < 0 ? 1 : 0;
+    VG_AUTO(plugin_freep) struct dp_plugin *plugin = NULL;
+    if (dp_plugin_new(base, &cfg, &opt, &plugin, &err) < 0)
+        return failed(1, &err);
+    VG_AUTO(event_freep) struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+    VG_AUTO(event_freep) struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
+    event_add(sigterm, NULL);
+    event_add(sigint, NULL);
+    event_base_dispatch(base);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = run(argc, argv);
+    if (rc != 0 || !restart_requested)
+        return rc;
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    self[n > 0 ? n : 0] = '\0';
+    execv(n > 0 ? self : "/proc/self/exe", argv);
+    fprintf(stderr, "vgpu-device-plugin: restarting: %s\n", VG_STRERROR(errno));
+    return 1;
 }
