@@ -161,84 +161,91 @@ static int setup_region(struct vg_err *err)
     return 0;
 }
 
-int vg_setup_slow(void)
+/* Reads the configuration and resets the device map; false when the configuration is
+ * refused (one line on stderr). Setup lock held. */
+static bool load_config_locked(void)
 {
-    pthread_mutex_lock(&vg_g.setup_lock);
-    int s = atomic_load(&vg_g.setup);
-    if (s != VG_SETUP_NONE)
-        goto out;
-    if (!vg_load_real())
-        goto out; /* no driver: stay pass-through, try again later */
-    int count;
-    if (vg_g.real.cuDeviceGetCount(&count) == CUDA_ERROR_NOT_INITIALIZED)
-        goto out; /* the program has not called cuInit yet */
     struct vg_err err = {0};
     if (vgpu_config_load(&vg_g.config, environ, &err) < 0) {
         refuse(err.msg);
-        s = VG_SETUP_FAILED;
-        goto done;
+        return false;
     }
     vg_log_max_level = vg_g.config.log_level;
     for (int i = 0; i < VG_MAX_CUDEVICES; i++)
         vg_g.dev_of[i] = -1;
+    return true;
+}
+
+/* Setup's outcome once the driver is loaded and initialised; VG_SETUP_NONE leaves it to
+ * be tried again later. Setup lock held. */
+static int setup_locked(void)
+{
+    if (!vg_load_real())
+        return VG_SETUP_NONE; /* no driver: stay pass-through, try again later */
+    int count;
+    if (vg_g.real.cuDeviceGetCount(&count) == CUDA_ERROR_NOT_INITIALIZED)
+        return VG_SETUP_NONE; /* the program has not called cuInit yet */
+    if (!load_config_locked())
+        return VG_SETUP_FAILED;
     bool need_region = vg_g.config.memory_limit_set || vg_g.config.region_path_given ||
                        vg_g.config.from_file || vgpu_config_compute_limited(&vg_g.config);
-    if (!need_region) {
-        s = VG_SETUP_PASS;
-        goto done;
-    }
+    if (!need_region)
+        return VG_SETUP_PASS;
+    struct vg_err err = {0};
     int rc = setup_region(&err);
     if (rc < 0) {
         refuse(err.msg);
-        s = VG_SETUP_FAILED;
-    } else {
-        s = rc == 0 ? VG_SETUP_REGION : VG_SETUP_PASS;
+        return VG_SETUP_FAILED;
     }
-done:
-    atomic_store_explicit(&vg_g.setup, s, memory_order_release);
-out:
-    pthread_mutex_unlock(&vg_g.setup_lock);
-    return s;
+    return rc == 0 ? VG_SETUP_REGION : VG_SETUP_PASS;
 }
 
 /* NVML in a process that sees no CUDA device (CUDA_VISIBLE_DEVICES empty, "-1", or naming
  * nothing): cuInit fails there, so nothing can be allocated, but NVML still shows every
  * card. The container's region, when it exists, is keyed by UUID and needs no CUDA
  * ordinal, so it still gives those cards the container's view. A missing region leaves
- * setup undone (the next nvmlInit looks again); a malformed one is refused as in CUDA. */
-int vg_setup_without_cuda(void)
+ * setup undone (the next nvmlInit looks again); a malformed one is refused as in CUDA.
+ * Setup lock held. */
+static int setup_without_cuda_locked(void)
+{
+    if (!load_config_locked())
+        return VG_SETUP_FAILED;
+    if (!vg_g.config.memory_limit_set && !vg_g.config.region_path_given && !vg_g.config.from_file)
+        return VG_SETUP_PASS;
+    struct vg_err err = {0};
+    int rc = region_open(vg_g.config.region_path, &vg_g.region, &err);
+    if (rc == -ENOENT)
+        return VG_SETUP_NONE;
+    if (rc < 0) {
+        refuse(err.msg);
+        return VG_SETUP_FAILED;
+    }
+    return VG_SETUP_REGION;
+}
+
+/* Runs one of the above under the setup lock unless setup is already done, and publishes
+ * its outcome (VG_SETUP_NONE is not published: the next call tries again). */
+static int run_setup(int (*locked)(void))
 {
     pthread_mutex_lock(&vg_g.setup_lock);
     int s = atomic_load(&vg_g.setup);
-    if (s != VG_SETUP_NONE)
-        goto out;
-    struct vg_err err = {0};
-    if (vgpu_config_load(&vg_g.config, environ, &err) < 0) {
-        refuse(err.msg);
-        s = VG_SETUP_FAILED;
-        goto done;
+    if (s == VG_SETUP_NONE) {
+        s = locked();
+        if (s != VG_SETUP_NONE)
+            atomic_store_explicit(&vg_g.setup, s, memory_order_release);
     }
-    vg_log_max_level = vg_g.config.log_level;
-    for (int i = 0; i < VG_MAX_CUDEVICES; i++)
-        vg_g.dev_of[i] = -1;
-    if (!vg_g.config.memory_limit_set && !vg_g.config.region_path_given && !vg_g.config.from_file) {
-        s = VG_SETUP_PASS;
-        goto done;
-    }
-    int rc = region_open(vg_g.config.region_path, &vg_g.region, &err);
-    if (rc == -ENOENT)
-        goto out;
-    if (rc < 0) {
-        refuse(err.msg);
-        s = VG_SETUP_FAILED;
-    } else {
-        s = VG_SETUP_REGION;
-    }
-done:
-    atomic_store_explicit(&vg_g.setup, s, memory_order_release);
-out:
     pthread_mutex_unlock(&vg_g.setup_lock);
     return s;
+}
+
+int vg_setup_slow(void)
+{
+    return run_setup(setup_locked);
+}
+
+int vg_setup_without_cuda(void)
+{
+    return run_setup(setup_without_cuda_locked);
 }
 
 CUresult vg_setup_result(void)
