@@ -7,7 +7,10 @@
 # Modules listed in PENDING have not been converted yet; take one off the list when it is.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PENDING='^src/(deviceplugin|dpconfig|libvgpu|region|scheduler|placement|cmd/vgpu-scheduler|cmd/vgpu-device-plugin)/'
+PENDING='^src/(deviceplugin|dpconfig|region|scheduler|placement|cmd/vgpu-scheduler|cmd/vgpu-device-plugin)/'
+# libvgpu's compute limiter is being reworked separately; drop this once its four
+# strerror() calls are converted.
+PENDING="$PENDING|^src/libvgpu/compute_core\.c:"
 status=0
 
 hits=$(grep -rnE '(^|[^_[:alnum:]])strerror[[:space:]]*\(' --include='*.c' --include='*.h' \
