@@ -27,7 +27,7 @@
 #include "base/log.h"
 #include "libvgpu/vgpu.h"
 
-#define REAL vg_g.real
+#define REAL lv_g.real
 
 #ifdef VGC_TRACE
 /* Debug builds (-DVGC_TRACE): VGC_TRACE=PREFIX writes one line per settled launch to
@@ -350,7 +350,7 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
 {
     CUcontext ctx;
     int regdev;
-    if (vg_current(&ctx, &regdev, NULL) != CUDA_SUCCESS || regdev < 0 ||
+    if (lv_current(&ctx, &regdev, NULL) != CUDA_SUCCESS || regdev < 0 ||
         regdev >= REGION_MAX_DEVICES || !rt.dev[regdev].on)
         return false;
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -478,9 +478,9 @@ static CUresult vgc_end(struct vgc_launch *L, CUstream s, bool ptsz, CUresult r)
 
 #define VGC_FAST(name, ...)                                                                        \
     do {                                                                                           \
-        if (VG_LIKELY(atomic_load_explicit(&vgc_active, memory_order_relaxed) == 0)) {             \
+        if (LV_LIKELY(atomic_load_explicit(&vgc_active, memory_order_relaxed) == 0)) {             \
             __typeof__(REAL.name) fn_ = REAL.name;                                                 \
-            if (VG_LIKELY(fn_ != NULL))                                                            \
+            if (LV_LIKELY(fn_ != NULL))                                                            \
                 return fn_(__VA_ARGS__);                                                           \
         }                                                                                          \
         return slow_##name(__VA_ARGS__);                                                           \
@@ -495,7 +495,7 @@ static CUresult vgc_end(struct vgc_launch *L, CUstream s, bool ptsz, CUresult r)
 static void load_if_off(void)
 {
     if (atomic_load_explicit(&vgc_active, memory_order_relaxed) == 0)
-        (void)vg_load_real();
+        (void)lv_load_real();
 }
 
 static CUresult launch_grid(bool ptsz, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
@@ -521,7 +521,7 @@ VGC_SLOW static CUresult slow_cuLaunchKernel(CUfunction f, unsigned int gridDimX
                        sharedMemBytes, hStream, kernelParams, extra);
 }
 
-VG_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+LV_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                   unsigned int gridDimZ, unsigned int blockDimX,
                                   unsigned int blockDimY, unsigned int blockDimZ,
                                   unsigned int sharedMemBytes, CUstream hStream,
@@ -542,7 +542,7 @@ VGC_SLOW static CUresult slow_cuLaunchKernel_ptsz(CUfunction f, unsigned int gri
                        sharedMemBytes, hStream, kernelParams, extra);
 }
 
-VG_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+LV_EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                        unsigned int gridDimZ, unsigned int blockDimX,
                                        unsigned int blockDimY, unsigned int blockDimZ,
                                        unsigned int sharedMemBytes, CUstream hStream,
@@ -574,7 +574,7 @@ VGC_SLOW static CUresult slow_cuLaunchKernelEx(const CUlaunchConfig *config, CUf
     return launch_ex(false, config, f, kernelParams, extra);
 }
 
-VG_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+LV_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                     void **extra)
 {
     VGC_FAST(cuLaunchKernelEx, config, f, kernelParams, extra);
@@ -586,7 +586,7 @@ VGC_SLOW static CUresult slow_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config
     return launch_ex(true, config, f, kernelParams, extra);
 }
 
-VG_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+LV_EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
                                          void **kernelParams, void **extra)
 {
     VGC_FAST(cuLaunchKernelEx_ptsz, config, f, kernelParams, extra);
@@ -616,7 +616,7 @@ slow_cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int
                        sharedMemBytes, hStream, kernelParams);
 }
 
-VG_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
+LV_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX,
                                              unsigned int gridDimY, unsigned int gridDimZ,
                                              unsigned int blockDimX, unsigned int blockDimY,
                                              unsigned int blockDimZ, unsigned int sharedMemBytes,
@@ -635,7 +635,7 @@ VGC_SLOW static CUresult slow_cuLaunchCooperativeKernel_ptsz(
                        sharedMemBytes, hStream, kernelParams);
 }
 
-VG_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
+LV_EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
                                                   unsigned int gridDimY, unsigned int gridDimZ,
                                                   unsigned int blockDimX, unsigned int blockDimY,
                                                   unsigned int blockDimZ,
@@ -662,7 +662,7 @@ VGC_SLOW static CUresult slow_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hSt
     return launch_graph(false, hGraphExec, hStream);
 }
 
-VG_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+LV_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
     VGC_FAST(cuGraphLaunch, hGraphExec, hStream);
 }
@@ -672,7 +672,7 @@ VGC_SLOW static CUresult slow_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstrea
     return launch_graph(true, hGraphExec, hStream);
 }
 
-VG_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+LV_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
     VGC_FAST(cuGraphLaunch_ptsz, hGraphExec, hStream);
 }

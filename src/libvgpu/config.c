@@ -4,11 +4,11 @@
 #include "libvgpu/config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
 
+#include "base/auto.h"
+#include "base/buf.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/str.h"
@@ -259,29 +259,13 @@ int vgpu_config_parse_file(struct vgpu_config *c, const char *text, size_t len, 
 
 static int read_limits_file(struct vgpu_config *c, const char *path, struct vg_err *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0)
-        return vg_err_set(err, -errno, "VGPU_LIMITS_FILE %s: %s", path, strerror(errno));
-    char buf[VGPU_LIMITS_FILE_MAX + 1];
+    struct vg_err sub = {0};
+    VG_AUTO_FREE char *text = NULL;
     size_t len = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf + len, sizeof buf - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int e = errno;
-            close(fd);
-            return vg_err_set(err, -e, "VGPU_LIMITS_FILE %s: %s", path, strerror(e));
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-        if (len == sizeof buf)
-            break;
-    }
-    close(fd);
-    int rc = vgpu_config_parse_file(c, buf, len, err);
+    int rc = vg_read_file(path, VGPU_LIMITS_FILE_MAX, &text, &len, &sub);
     if (rc < 0)
+        return vg_err_set(err, rc, "VGPU_LIMITS_FILE %s", sub.msg);
+    if (vgpu_config_parse_file(c, text, len, err) < 0)
         return vg_err_wrap(err, "VGPU_LIMITS_FILE %s", path);
     return 0;
 }

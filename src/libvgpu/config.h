@@ -5,7 +5,8 @@
  * One table (config.c, vgpu_config_keys) lists every key with its kind, bounds and doc
  * line; the environment parser, the file parser and docs/libvgpu.md follow it. An invalid
  * value is an error with a message naming the key and the value: it is never read as
- * "no limit". Nothing here allocates; the file is read into a bounded stack buffer. */
+ * "no limit". The limits file is read whole with vg_read_file (at most
+ * VGPU_LIMITS_FILE_MAX bytes, freed before the load returns); nothing else allocates. */
 #ifndef VGPU_LIBVGPU_CONFIG_H
 #define VGPU_LIBVGPU_CONFIG_H
 

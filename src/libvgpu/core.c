@@ -23,7 +23,7 @@
 
 extern char **environ;
 
-struct vg_global vg_g = {
+struct lv_global lv_g = {
     .setup_lock = PTHREAD_MUTEX_INITIALIZER,
     .attach_lock = PTHREAD_MUTEX_INITIALIZER,
     .ctx_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -58,21 +58,21 @@ static bool is_self(void *sym)
 
 static void load_real_once(void)
 {
-    vg_g.cuda_handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-    vg_g.nvml_handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
-#define VG_RESOLVE_CUDA(name)                                                                      \
-    vg_g.real.name = vg_g.cuda_handle ? vg_real_dlsym(vg_g.cuda_handle, #name) : NULL;             \
-    if (vg_g.real.name == NULL || is_self((void *)vg_g.real.name))                                 \
-        vg_g.real.name = (__typeof__(vg_g.real.name))(void (*)(void))missing_cuda;
-#define VG_RESOLVE_NVML(name)                                                                      \
-    vg_g.real.name = vg_g.nvml_handle ? vg_real_dlsym(vg_g.nvml_handle, #name) : NULL;             \
-    if (vg_g.real.name == NULL || is_self((void *)vg_g.real.name))                                 \
-        vg_g.real.name = (__typeof__(vg_g.real.name))(void (*)(void))missing_nvml;
-    VG_CUDA_HOOKS(VG_RESOLVE_CUDA)
-    VG_CUDA_CALLS(VG_RESOLVE_CUDA)
-    VG_NVML_HOOKS(VG_RESOLVE_NVML)
-    VG_NVML_CALLS(VG_RESOLVE_NVML)
-    void *init = vg_g.cuda_handle ? vg_real_dlsym(vg_g.cuda_handle, "cuInit") : NULL;
+    lv_g.cuda_handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    lv_g.nvml_handle = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
+#define LV_RESOLVE_CUDA(name)                                                                      \
+    lv_g.real.name = lv_g.cuda_handle ? lv_real_dlsym(lv_g.cuda_handle, #name) : NULL;             \
+    if (lv_g.real.name == NULL || is_self((void *)lv_g.real.name))                                 \
+        lv_g.real.name = (__typeof__(lv_g.real.name))(void (*)(void))missing_cuda;
+#define LV_RESOLVE_NVML(name)                                                                      \
+    lv_g.real.name = lv_g.nvml_handle ? lv_real_dlsym(lv_g.nvml_handle, #name) : NULL;             \
+    if (lv_g.real.name == NULL || is_self((void *)lv_g.real.name))                                 \
+        lv_g.real.name = (__typeof__(lv_g.real.name))(void (*)(void))missing_nvml;
+    LV_CUDA_HOOKS(LV_RESOLVE_CUDA)
+    LV_CUDA_CALLS(LV_RESOLVE_CUDA)
+    LV_NVML_HOOKS(LV_RESOLVE_NVML)
+    LV_NVML_CALLS(LV_RESOLVE_NVML)
+    void *init = lv_g.cuda_handle ? lv_real_dlsym(lv_g.cuda_handle, "cuInit") : NULL;
     if (init != NULL && is_self(init)) {
         (void)!write(2, "vgpu: libcuda.so.1 resolves to libvgpu itself; refusing to recurse\n", 68);
         init = NULL;
@@ -80,7 +80,7 @@ static void load_real_once(void)
     load_ok = init != NULL;
 }
 
-bool vg_load_real(void)
+bool lv_load_real(void)
 {
     pthread_once(&load_once, load_real_once);
     return load_ok;
@@ -100,9 +100,9 @@ static void format_uuid(const CUuuid *u, char *out, size_t size)
 static CUresult device_uuid(CUdevice d, char *out, size_t size)
 {
     CUuuid u;
-    CUresult r = vg_g.real.cuDeviceGetUuid_v2(&u, d);
+    CUresult r = lv_g.real.cuDeviceGetUuid_v2(&u, d);
     if (r != CUDA_SUCCESS)
-        r = vg_g.real.cuDeviceGetUuid(&u, d);
+        r = lv_g.real.cuDeviceGetUuid(&u, d);
     if (r == CUDA_SUCCESS)
         format_uuid(&u, out, size);
     return r;
@@ -120,7 +120,7 @@ static void refuse(const char *msg)
 static int setup_region(struct vg_err *err)
 {
     int count = 0;
-    CUresult r = vg_g.real.cuDeviceGetCount(&count);
+    CUresult r = lv_g.real.cuDeviceGetCount(&count);
     if (r != CUDA_SUCCESS)
         return vg_err_set(err, -EIO, "cuDeviceGetCount failed (%d)", (int)r);
     if (count > REGION_MAX_DEVICES)
@@ -129,146 +129,153 @@ static int setup_region(struct vg_err *err)
     memset(&rc, 0, sizeof rc);
     CUdevice devs[REGION_MAX_DEVICES];
     for (int i = 0; i < count; i++) {
-        if (vg_g.real.cuDeviceGet(&devs[i], i) != CUDA_SUCCESS ||
+        if (lv_g.real.cuDeviceGet(&devs[i], i) != CUDA_SUCCESS ||
             device_uuid(devs[i], rc.devices[i].uuid, sizeof rc.devices[i].uuid) != CUDA_SUCCESS)
             return vg_err_set(err, -EIO, "cannot read the UUID of CUDA device %d", i);
-        rc.devices[i].memory_limit = vgpu_config_memory_limit(&vg_g.config, (unsigned)i);
-        rc.devices[i].sm_limit_percent = vgpu_config_sm_limit(&vg_g.config, (unsigned)i);
+        rc.devices[i].memory_limit = vgpu_config_memory_limit(&lv_g.config, (unsigned)i);
+        rc.devices[i].sm_limit_percent = vgpu_config_sm_limit(&lv_g.config, (unsigned)i);
     }
     if (count == 0)
         return 1; /* no device: nothing to limit */
     rc.device_count = (unsigned)count;
-    const char *path = vg_g.config.region_path;
+    const char *path = lv_g.config.region_path;
     if (region_create(path, &rc, err) < 0)
         return vg_err_wrap(err, "creating region %s", path);
-    if (region_open(path, &vg_g.region, err) < 0)
+    if (region_open(path, &lv_g.region, err) < 0)
         return vg_err_wrap(err, "opening region %s", path);
     for (int i = 0; i < count; i++) {
-        int d = region_find_device(vg_g.region, rc.devices[i].uuid);
-        if (devs[i] >= 0 && devs[i] < VG_MAX_CUDEVICES)
-            vg_g.dev_of[devs[i]] = d >= 0 ? d : -1;
+        int d = region_find_device(lv_g.region, rc.devices[i].uuid);
+        if (devs[i] >= 0 && devs[i] < LV_MAX_CUDEVICES)
+            lv_g.dev_of[devs[i]] = d >= 0 ? d : -1;
         if (d < 0)
             vg_log(VG_LOG_WARN, "device not in the container's region; not limited", "uuid=%s",
                    rc.devices[i].uuid);
-        else if (region_device(vg_g.region, (unsigned)d)->memory_limit !=
+        else if (region_device(lv_g.region, (unsigned)d)->memory_limit !=
                  rc.devices[i].memory_limit)
             vg_log(VG_LOG_INFO, "region limit differs from this process's configuration",
                    "uuid=%s region=%llu env=%llu", rc.devices[i].uuid,
-                   (unsigned long long)region_device(vg_g.region, (unsigned)d)->memory_limit,
+                   (unsigned long long)region_device(lv_g.region, (unsigned)d)->memory_limit,
                    (unsigned long long)rc.devices[i].memory_limit);
     }
-    vgc_setup(&vg_g.config, vg_g.region, path);
+    vgc_setup(&lv_g.config, lv_g.region, path);
     return 0;
 }
 
-int vg_setup_slow(void)
+/* Reads the configuration and resets the device map; false when the configuration is
+ * refused (one line on stderr). Setup lock held. */
+static bool load_config_locked(void)
 {
-    pthread_mutex_lock(&vg_g.setup_lock);
-    int s = atomic_load(&vg_g.setup);
-    if (s != VG_SETUP_NONE)
-        goto out;
-    if (!vg_load_real())
-        goto out; /* no driver: stay pass-through, try again later */
-    int count;
-    if (vg_g.real.cuDeviceGetCount(&count) == CUDA_ERROR_NOT_INITIALIZED)
-        goto out; /* the program has not called cuInit yet */
     struct vg_err err = {0};
-    if (vgpu_config_load(&vg_g.config, environ, &err) < 0) {
+    if (vgpu_config_load(&lv_g.config, environ, &err) < 0) {
         refuse(err.msg);
-        s = VG_SETUP_FAILED;
-        goto done;
+        return false;
     }
-    vg_log_max_level = vg_g.config.log_level;
-    for (int i = 0; i < VG_MAX_CUDEVICES; i++)
-        vg_g.dev_of[i] = -1;
-    bool need_region = vg_g.config.memory_limit_set || vg_g.config.region_path_given ||
-                       vg_g.config.from_file || vgpu_config_compute_limited(&vg_g.config);
-    if (!need_region) {
-        s = VG_SETUP_PASS;
-        goto done;
-    }
+    vg_log_max_level = lv_g.config.log_level;
+    for (int i = 0; i < LV_MAX_CUDEVICES; i++)
+        lv_g.dev_of[i] = -1;
+    return true;
+}
+
+/* Setup's outcome once the driver is loaded and initialised; LV_SETUP_NONE leaves it to
+ * be tried again later. Setup lock held. */
+static int setup_locked(void)
+{
+    if (!lv_load_real())
+        return LV_SETUP_NONE; /* no driver: stay pass-through, try again later */
+    int count;
+    if (lv_g.real.cuDeviceGetCount(&count) == CUDA_ERROR_NOT_INITIALIZED)
+        return LV_SETUP_NONE; /* the program has not called cuInit yet */
+    if (!load_config_locked())
+        return LV_SETUP_FAILED;
+    bool need_region = lv_g.config.memory_limit_set || lv_g.config.region_path_given ||
+                       lv_g.config.from_file || vgpu_config_compute_limited(&lv_g.config);
+    if (!need_region)
+        return LV_SETUP_PASS;
+    struct vg_err err = {0};
     int rc = setup_region(&err);
     if (rc < 0) {
         refuse(err.msg);
-        s = VG_SETUP_FAILED;
-    } else {
-        s = rc == 0 ? VG_SETUP_REGION : VG_SETUP_PASS;
+        return LV_SETUP_FAILED;
     }
-done:
-    atomic_store_explicit(&vg_g.setup, s, memory_order_release);
-out:
-    pthread_mutex_unlock(&vg_g.setup_lock);
-    return s;
+    return rc == 0 ? LV_SETUP_REGION : LV_SETUP_PASS;
 }
 
 /* NVML in a process that sees no CUDA device (CUDA_VISIBLE_DEVICES empty, "-1", or naming
  * nothing): cuInit fails there, so nothing can be allocated, but NVML still shows every
  * card. The container's region, when it exists, is keyed by UUID and needs no CUDA
  * ordinal, so it still gives those cards the container's view. A missing region leaves
- * setup undone (the next nvmlInit looks again); a malformed one is refused as in CUDA. */
-int vg_setup_without_cuda(void)
+ * setup undone (the next nvmlInit looks again); a malformed one is refused as in CUDA.
+ * Setup lock held. */
+static int setup_without_cuda_locked(void)
 {
-    pthread_mutex_lock(&vg_g.setup_lock);
-    int s = atomic_load(&vg_g.setup);
-    if (s != VG_SETUP_NONE)
-        goto out;
+    if (!load_config_locked())
+        return LV_SETUP_FAILED;
+    if (!lv_g.config.memory_limit_set && !lv_g.config.region_path_given && !lv_g.config.from_file)
+        return LV_SETUP_PASS;
     struct vg_err err = {0};
-    if (vgpu_config_load(&vg_g.config, environ, &err) < 0) {
-        refuse(err.msg);
-        s = VG_SETUP_FAILED;
-        goto done;
-    }
-    vg_log_max_level = vg_g.config.log_level;
-    for (int i = 0; i < VG_MAX_CUDEVICES; i++)
-        vg_g.dev_of[i] = -1;
-    if (!vg_g.config.memory_limit_set && !vg_g.config.region_path_given && !vg_g.config.from_file) {
-        s = VG_SETUP_PASS;
-        goto done;
-    }
-    int rc = region_open(vg_g.config.region_path, &vg_g.region, &err);
+    int rc = region_open(lv_g.config.region_path, &lv_g.region, &err);
     if (rc == -ENOENT)
-        goto out;
+        return LV_SETUP_NONE;
     if (rc < 0) {
         refuse(err.msg);
-        s = VG_SETUP_FAILED;
-    } else {
-        s = VG_SETUP_REGION;
+        return LV_SETUP_FAILED;
     }
-done:
-    atomic_store_explicit(&vg_g.setup, s, memory_order_release);
-out:
-    pthread_mutex_unlock(&vg_g.setup_lock);
+    return LV_SETUP_REGION;
+}
+
+/* Runs one of the above under the setup lock unless setup is already done, and publishes
+ * its outcome (LV_SETUP_NONE is not published: the next call tries again). */
+static int run_setup(int (*locked)(void))
+{
+    pthread_mutex_lock(&lv_g.setup_lock);
+    int s = atomic_load(&lv_g.setup);
+    if (s == LV_SETUP_NONE) {
+        s = locked();
+        if (s != LV_SETUP_NONE)
+            atomic_store_explicit(&lv_g.setup, s, memory_order_release);
+    }
+    pthread_mutex_unlock(&lv_g.setup_lock);
     return s;
 }
 
-CUresult vg_setup_result(void)
+int lv_setup_slow(void)
 {
-    return vg_ensure_setup() == VG_SETUP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    return run_setup(setup_locked);
+}
+
+int lv_setup_without_cuda(void)
+{
+    return run_setup(setup_without_cuda_locked);
+}
+
+CUresult lv_setup_result(void)
+{
+    return lv_ensure_setup() == LV_SETUP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 /* ---- devices and contexts ---- */
 
-int vg_regdev_of_cudevice(CUdevice dev)
+int lv_regdev_of_cudevice(CUdevice dev)
 {
-    if (dev < 0 || dev >= VG_MAX_CUDEVICES)
+    if (dev < 0 || dev >= LV_MAX_CUDEVICES)
         return -1;
-    return vg_g.dev_of[dev];
+    return lv_g.dev_of[dev];
 }
 
 /* initial-exec: libvgpu is loaded at start-up (LD_PRELOAD, /etc/ld.so.preload), so its TLS
  * is static and reads cost one instruction instead of a __tls_get_addr call. */
-__thread __attribute__((tls_model("initial-exec"))) struct vg_thread vg_thread;
+__thread __attribute__((tls_model("initial-exec"))) struct lv_thread lv_thread;
 
-CUresult vg_current_refresh(CUcontext c)
+CUresult lv_current_refresh(CUcontext c)
 {
-    uint32_t epoch = atomic_load_explicit(&vg_g.ctx_epoch, memory_order_acquire);
-    CUresult r = vg_g.real.cuCtxGetDevice(&vg_thread.scratch_dev);
+    uint32_t epoch = atomic_load_explicit(&lv_g.ctx_epoch, memory_order_acquire);
+    CUresult r = lv_g.real.cuCtxGetDevice(&lv_thread.scratch_dev);
     if (r != CUDA_SUCCESS)
         return r;
-    vg_thread.ctx = c;
-    vg_thread.epoch = epoch;
-    vg_thread.cudev = vg_thread.scratch_dev;
-    vg_thread.regdev = vg_regdev_of_cudevice(vg_thread.cudev);
+    lv_thread.ctx = c;
+    lv_thread.epoch = epoch;
+    lv_thread.cudev = lv_thread.scratch_dev;
+    lv_thread.regdev = lv_regdev_of_cudevice(lv_thread.cudev);
     return CUDA_SUCCESS;
 }
 
@@ -281,44 +288,44 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-void vg_log_oom(int dev, uint64_t bytes)
+void lv_log_oom(int dev, uint64_t bytes)
 {
     if (vg_log_max_level < VG_LOG_WARN || dev < 0 || dev >= REGION_MAX_DEVICES)
         return;
     /* First refusal per device, then at most one line every 10 s. */
-    int64_t now = now_ns(), last = atomic_load(&vg_g.oom_logged_ns[dev]);
+    int64_t now = now_ns(), last = atomic_load(&lv_g.oom_logged_ns[dev]);
     if (last != 0 && now - last < INT64_C(10000000000))
         return;
-    if (!atomic_compare_exchange_strong(&vg_g.oom_logged_ns[dev], &last, now))
+    if (!atomic_compare_exchange_strong(&lv_g.oom_logged_ns[dev], &last, now))
         return;
     uint64_t used = 0, limit = 0;
-    (void)region_usage(vg_g.region, (unsigned)dev, &used, &limit);
+    (void)region_usage(lv_g.region, (unsigned)dev, &used, &limit);
     vg_log(VG_LOG_WARN, "allocation refused: container memory limit reached",
            "uuid=%s request=%llu used=%llu limit=%llu",
-           region_device(vg_g.region, (unsigned)dev)->uuid, (unsigned long long)bytes,
+           region_device(lv_g.region, (unsigned)dev)->uuid, (unsigned long long)bytes,
            (unsigned long long)used, (unsigned long long)limit);
 }
 
 static bool ensure_attached(void)
 {
-    if (VG_LIKELY(atomic_load_explicit(&vg_g.attached, memory_order_acquire)))
+    if (LV_LIKELY(atomic_load_explicit(&lv_g.attached, memory_order_acquire)))
         return true;
-    pthread_mutex_lock(&vg_g.attach_lock);
-    bool ok = atomic_load(&vg_g.attached);
+    pthread_mutex_lock(&lv_g.attach_lock);
+    bool ok = atomic_load(&lv_g.attached);
     if (!ok) {
         struct vg_err err = {0};
-        ok = region_attach(vg_g.region, &err) == 0;
+        ok = region_attach(lv_g.region, &err) == 0;
         if (ok)
-            atomic_store_explicit(&vg_g.attached, true, memory_order_release);
+            atomic_store_explicit(&lv_g.attached, true, memory_order_release);
         else
             vg_log(VG_LOG_ERROR, "cannot attach to the container's region", "error=\"%s\"",
                    err.msg);
     }
-    pthread_mutex_unlock(&vg_g.attach_lock);
+    pthread_mutex_unlock(&lv_g.attach_lock);
     return ok;
 }
 
-void vg_reclaim_for_view(void)
+void lv_reclaim_for_view(void)
 {
     /* At most every 50 ms per process: a probe per live slot is a syscall each. */
     static _Atomic int64_t last;
@@ -328,44 +335,44 @@ void vg_reclaim_for_view(void)
     if (!atomic_compare_exchange_strong(&last, &prev, now))
         return;
     unsigned n = 0;
-    (void)region_reclaim(vg_g.region, &n);
+    (void)region_reclaim(lv_g.region, &n);
 }
 
-/* vg_charge's slow path: attach first, or a refusal (maybe after reclaiming). */
-CUresult vg_charge_slow(int dev, uint64_t bytes)
+/* lv_charge's slow path: attach first, or a refusal (maybe after reclaiming). */
+CUresult lv_charge_slow(int dev, uint64_t bytes)
 {
     if (bytes == 0)
         return CUDA_SUCCESS;
     if (!ensure_attached())
         return CUDA_ERROR_OUT_OF_MEMORY;
-    int rc = region_reserve(vg_g.region, (unsigned)dev, bytes);
+    int rc = region_reserve(lv_g.region, (unsigned)dev, bytes);
     if (rc == -ENOMEM) {
         /* Pools may have given memory back at a synchronisation we did not see. */
-        vg_pool_resync_all();
-        rc = region_reserve(vg_g.region, (unsigned)dev, bytes);
+        lv_pool_resync_all();
+        rc = region_reserve(lv_g.region, (unsigned)dev, bytes);
     }
     if (rc == 0)
         return CUDA_SUCCESS;
-    vg_log_oom(dev, bytes);
+    lv_log_oom(dev, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-void vg_record_replaced(const struct track_entry *old)
+void lv_record_replaced(const struct track_entry *old)
 {
     /* The driver reused an address whose free we never saw (freed with its context). */
     if (old->async)
-        vg_pool_freed((CUmemoryPool)old->pool, old->dev, old->bytes);
+        lv_pool_freed((CUmemoryPool)old->pool, old->dev, old->bytes);
     else
-        vg_uncharge(old->dev, old->bytes);
+        lv_uncharge(old->dev, old->bytes);
 }
 
 /* ---- pools ---- */
 
-static struct vg_pool *pool_find(CUmemoryPool pool, bool create, int dev)
+static struct lv_pool *pool_find(CUmemoryPool pool, bool create, int dev)
 {
-    struct vg_pool *free_slot = NULL;
-    for (unsigned i = 0; i < VG_MAX_POOLS; i++) {
-        struct vg_pool *p = &vg_g.pools[i];
+    struct lv_pool *free_slot = NULL;
+    for (unsigned i = 0; i < LV_MAX_POOLS; i++) {
+        struct lv_pool *p = &lv_g.pools[i];
         if (p->pool == pool)
             return p;
         if (p->pool == NULL && free_slot == NULL)
@@ -380,91 +387,91 @@ static struct vg_pool *pool_find(CUmemoryPool pool, bool create, int dev)
     return free_slot;
 }
 
-uint64_t vg_pool_cached(CUmemoryPool pool)
+uint64_t lv_pool_cached(CUmemoryPool pool)
 {
-    pthread_mutex_lock(&vg_g.pool_lock);
-    struct vg_pool *p = pool_find(pool, false, 0);
+    pthread_mutex_lock(&lv_g.pool_lock);
+    struct lv_pool *p = pool_find(pool, false, 0);
     uint64_t cached = p != NULL && p->charged > p->live ? p->charged - p->live : 0;
-    pthread_mutex_unlock(&vg_g.pool_lock);
+    pthread_mutex_unlock(&lv_g.pool_lock);
     return cached;
 }
 
-void vg_pool_add(CUmemoryPool pool, int dev, uint64_t charged, uint64_t live)
+void lv_pool_add(CUmemoryPool pool, int dev, uint64_t charged, uint64_t live)
 {
-    pthread_mutex_lock(&vg_g.pool_lock);
-    struct vg_pool *p = pool_find(pool, true, dev);
+    pthread_mutex_lock(&lv_g.pool_lock);
+    struct lv_pool *p = pool_find(pool, true, dev);
     if (p != NULL) {
         p->charged += charged;
         p->live += live;
     }
-    pthread_mutex_unlock(&vg_g.pool_lock);
+    pthread_mutex_unlock(&lv_g.pool_lock);
     if (p == NULL)
-        vg_uncharge(dev, charged); /* table full: counted as plain allocations instead */
+        lv_uncharge(dev, charged); /* table full: counted as plain allocations instead */
 }
 
 /* Brings the pool's charge to what the driver says the pool holds. Lock held. */
-static void pool_resync_locked(struct vg_pool *p)
+static void pool_resync_locked(struct lv_pool *p)
 {
     cuuint64_t reserved = 0;
-    if (vg_g.real.cuMemPoolGetAttribute(p->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) !=
+    if (lv_g.real.cuMemPoolGetAttribute(p->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) !=
         CUDA_SUCCESS)
         reserved = p->live; /* no answer: at least what is allocated from it */
     if (reserved < p->charged) {
-        vg_uncharge(p->dev, p->charged - reserved);
+        lv_uncharge(p->dev, p->charged - reserved);
         p->charged = reserved;
     } else if (reserved > p->charged) {
         /* The pool grew past our up-front charge (rounding, or a concurrent allocation
          * served from a cache we both counted on); count what the driver holds. */
-        if (region_reserve(vg_g.region, (unsigned)p->dev, reserved - p->charged) == 0)
+        if (region_reserve(lv_g.region, (unsigned)p->dev, reserved - p->charged) == 0)
             p->charged = reserved;
     }
     if (p->charged == 0 && p->live == 0)
         p->pool = NULL;
 }
 
-void vg_pool_freed(CUmemoryPool pool, int dev, uint64_t bytes)
+void lv_pool_freed(CUmemoryPool pool, int dev, uint64_t bytes)
 {
-    pthread_mutex_lock(&vg_g.pool_lock);
-    struct vg_pool *p = pool_find(pool, false, 0);
+    pthread_mutex_lock(&lv_g.pool_lock);
+    struct lv_pool *p = pool_find(pool, false, 0);
     if (p != NULL) {
         p->live = p->live > bytes ? p->live - bytes : 0;
         pool_resync_locked(p);
     }
-    pthread_mutex_unlock(&vg_g.pool_lock);
+    pthread_mutex_unlock(&lv_g.pool_lock);
     if (p == NULL)
-        vg_uncharge(dev, bytes);
+        lv_uncharge(dev, bytes);
 }
 
-void vg_pool_resync(CUmemoryPool pool)
+void lv_pool_resync(CUmemoryPool pool)
 {
-    pthread_mutex_lock(&vg_g.pool_lock);
-    struct vg_pool *p = pool_find(pool, false, 0);
+    pthread_mutex_lock(&lv_g.pool_lock);
+    struct lv_pool *p = pool_find(pool, false, 0);
     if (p != NULL)
         pool_resync_locked(p);
-    pthread_mutex_unlock(&vg_g.pool_lock);
+    pthread_mutex_unlock(&lv_g.pool_lock);
 }
 
-void vg_pool_resync_all(void)
+void lv_pool_resync_all(void)
 {
-    pthread_mutex_lock(&vg_g.pool_lock);
-    for (unsigned i = 0; i < VG_MAX_POOLS; i++)
-        if (vg_g.pools[i].pool != NULL)
-            pool_resync_locked(&vg_g.pools[i]);
-    pthread_mutex_unlock(&vg_g.pool_lock);
+    pthread_mutex_lock(&lv_g.pool_lock);
+    for (unsigned i = 0; i < LV_MAX_POOLS; i++)
+        if (lv_g.pools[i].pool != NULL)
+            pool_resync_locked(&lv_g.pools[i]);
+    pthread_mutex_unlock(&lv_g.pool_lock);
 }
 
-void vg_pool_forget(CUmemoryPool pool)
+void lv_pool_forget(CUmemoryPool pool)
 {
-    pthread_mutex_lock(&vg_g.pool_lock);
-    struct vg_pool *p = pool_find(pool, false, 0);
+    pthread_mutex_lock(&lv_g.pool_lock);
+    struct lv_pool *p = pool_find(pool, false, 0);
     if (p != NULL) {
         /* The destroyed pool's cache went back to the device; blocks still out are
          * charged on their own from now on (their free finds no pool). */
         if (p->charged > p->live)
-            vg_uncharge(p->dev, p->charged - p->live);
+            lv_uncharge(p->dev, p->charged - p->live);
         p->pool = NULL;
     }
-    pthread_mutex_unlock(&vg_g.pool_lock);
+    pthread_mutex_unlock(&lv_g.pool_lock);
 }
 
 /* ---- contexts ---- */
@@ -473,16 +480,16 @@ static void release_entry(const struct track_entry *e, void *arg)
 {
     (void)arg;
     if (e->async)
-        vg_pool_freed((CUmemoryPool)e->pool, e->dev, e->bytes);
+        lv_pool_freed((CUmemoryPool)e->pool, e->dev, e->bytes);
     else
-        vg_uncharge(e->dev, e->bytes);
+        lv_uncharge(e->dev, e->bytes);
 }
 
-void vg_context_gone(CUcontext ctx)
+void lv_context_gone(CUcontext ctx)
 {
-    atomic_fetch_add(&vg_g.ctx_epoch, 1);
-    (void)track_remove_context(&vg_g.track, (uintptr_t)ctx, release_entry, NULL);
-    vg_pool_resync_all();
+    atomic_fetch_add(&lv_g.ctx_epoch, 1);
+    (void)track_remove_context(&lv_g.track, (uintptr_t)ctx, release_entry, NULL);
+    lv_pool_resync_all();
 }
 
 /* ---- process life ---- */
@@ -491,26 +498,26 @@ static void after_fork_child(void)
 {
     /* The parent's slot, locks and allocations are not the child's; a child that uses
      * CUDA attaches anew at its first charge. */
-    pthread_mutex_init(&vg_g.attach_lock, NULL);
-    pthread_mutex_init(&vg_g.ctx_lock, NULL);
-    pthread_mutex_init(&vg_g.pool_lock, NULL);
-    pthread_mutex_init(&vg_g.setup_lock, NULL);
-    if (vg_g.region != NULL)
-        region_after_fork(vg_g.region);
-    atomic_store(&vg_g.attached, false);
-    track_reset_after_fork(&vg_g.track);
-    vg_nvml_after_fork();
+    pthread_mutex_init(&lv_g.attach_lock, NULL);
+    pthread_mutex_init(&lv_g.ctx_lock, NULL);
+    pthread_mutex_init(&lv_g.pool_lock, NULL);
+    pthread_mutex_init(&lv_g.setup_lock, NULL);
+    if (lv_g.region != NULL)
+        region_after_fork(lv_g.region);
+    atomic_store(&lv_g.attached, false);
+    track_reset_after_fork(&lv_g.track);
+    lv_nvml_after_fork();
     vgc_after_fork();
-    memset(vg_g.pools, 0, sizeof vg_g.pools);
-    memset(vg_g.primary_refs, 0, sizeof vg_g.primary_refs);
-    memset(vg_g.primary_charged, 0, sizeof vg_g.primary_charged);
-    atomic_fetch_add(&vg_g.ctx_epoch, 1);
+    memset(lv_g.pools, 0, sizeof lv_g.pools);
+    memset(lv_g.primary_refs, 0, sizeof lv_g.primary_refs);
+    memset(lv_g.primary_charged, 0, sizeof lv_g.primary_charged);
+    atomic_fetch_add(&lv_g.ctx_epoch, 1);
 }
 
-__attribute__((constructor)) static void vg_constructor(void)
+__attribute__((constructor)) static void lv_constructor(void)
 {
     vg_log_max_level = -1; /* silent until the configuration asks */
-    track_init(&vg_g.track);
+    track_init(&lv_g.track);
     pthread_atfork(NULL, NULL, after_fork_child);
 }
 

@@ -10,14 +10,14 @@
 #include "abi/cuda_array.h"
 #include "libvgpu/vgpu.h"
 
-#define REAL vg_g.real
+#define REAL lv_g.real
 
 /* The start of every wrapper that needs the region: pure forward otherwise. */
-#define VG_ENFORCING_OR_FORWARD(call)                                                              \
+#define LV_ENFORCING_OR_FORWARD(call)                                                              \
     do {                                                                                           \
-        int vg_mode_ = vg_ensure_setup();                                                          \
-        if (VG_UNLIKELY(vg_mode_ != VG_SETUP_REGION)) {                                            \
-            if (vg_mode_ == VG_SETUP_FAILED)                                                       \
+        int lv_mode_ = lv_ensure_setup();                                                          \
+        if (LV_UNLIKELY(lv_mode_ != LV_SETUP_REGION)) {                                            \
+            if (lv_mode_ == LV_SETUP_FAILED)                                                       \
                 return CUDA_ERROR_INVALID_VALUE;                                                   \
             return call;                                                                           \
         }                                                                                          \
@@ -25,14 +25,14 @@
 
 /* ---- initialisation ---- */
 
-VG_EXPORT CUresult cuInit(unsigned int Flags)
+LV_EXPORT CUresult cuInit(unsigned int Flags)
 {
-    if (!vg_load_real())
+    if (!lv_load_real())
         return CUDA_ERROR_NO_DEVICE;
     CUresult r = REAL.cuInit(Flags);
     if (r != CUDA_SUCCESS)
         return r;
-    return vg_setup_result();
+    return lv_setup_result();
 }
 
 /* ---- what the application sees ---- */
@@ -43,8 +43,8 @@ static void virtual_view(int dev, size_t *free_bytes, size_t *total)
     uint64_t used = 0, limit = 0;
     if (dev < 0)
         return;
-    vg_reclaim_for_view();
-    if (region_usage(vg_g.region, (unsigned)dev, &used, &limit) != 0 || limit == 0)
+    lv_reclaim_for_view();
+    if (region_usage(lv_g.region, (unsigned)dev, &used, &limit) != 0 || limit == 0)
         return;
     uint64_t t = limit < *total ? limit : *total;
     uint64_t f = t > used ? t - used : 0;
@@ -54,24 +54,24 @@ static void virtual_view(int dev, size_t *free_bytes, size_t *total)
     *free_bytes = (size_t)f;
 }
 
-VG_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+LV_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemGetInfo_v2(free_bytes, total));
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemGetInfo_v2(free_bytes, total));
     CUresult r = REAL.cuMemGetInfo_v2(free_bytes, total);
     if (r != CUDA_SUCCESS || free_bytes == NULL || total == NULL)
         return r;
     CUcontext ctx;
     int dev;
-    if (vg_current(&ctx, &dev, NULL) != CUDA_SUCCESS)
+    if (lv_current(&ctx, &dev, NULL) != CUDA_SUCCESS)
         return r;
-    vg_pool_resync_all();
+    lv_pool_resync_all();
     virtual_view(dev, free_bytes, total);
     return r;
 }
 
-VG_EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
+LV_EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemGetInfo(free_bytes, total));
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemGetInfo(free_bytes, total));
     size_t f, t;
     CUresult r = cuMemGetInfo_v2(&f, &t);
     if (r != CUDA_SUCCESS)
@@ -83,20 +83,20 @@ VG_EXPORT CUresult cuMemGetInfo(unsigned int *free_bytes, unsigned int *total)
     return r;
 }
 
-VG_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+LV_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuDeviceTotalMem_v2(bytes, dev));
+    LV_ENFORCING_OR_FORWARD(REAL.cuDeviceTotalMem_v2(bytes, dev));
     CUresult r = REAL.cuDeviceTotalMem_v2(bytes, dev);
     if (r != CUDA_SUCCESS || bytes == NULL)
         return r;
     size_t f = *bytes;
-    virtual_view(vg_regdev_of_cudevice(dev), &f, bytes);
+    virtual_view(lv_regdev_of_cudevice(dev), &f, bytes);
     return r;
 }
 
-VG_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+LV_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuDeviceTotalMem(bytes, dev));
+    LV_ENFORCING_OR_FORWARD(REAL.cuDeviceTotalMem(bytes, dev));
     size_t t;
     CUresult r = cuDeviceTotalMem_v2(&t, dev);
     if (r == CUDA_SUCCESS) {
@@ -109,204 +109,204 @@ VG_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 
 /* ---- contexts: each costs VGPU_CONTEXT_MIB on its device ---- */
 
-VG_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+LV_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuDevicePrimaryCtxRetain(pctx, dev));
-    int rd = vg_regdev_of_cudevice(dev);
+    LV_ENFORCING_OR_FORWARD(REAL.cuDevicePrimaryCtxRetain(pctx, dev));
+    int rd = lv_regdev_of_cudevice(dev);
     if (rd < 0)
         return REAL.cuDevicePrimaryCtxRetain(pctx, dev);
-    pthread_mutex_lock(&vg_g.ctx_lock);
-    uint64_t cost = vg_g.primary_refs[dev] == 0 ? vg_g.config.context_bytes : 0;
-    CUresult r = vg_charge(rd, cost);
+    pthread_mutex_lock(&lv_g.ctx_lock);
+    uint64_t cost = lv_g.primary_refs[dev] == 0 ? lv_g.config.context_bytes : 0;
+    CUresult r = lv_charge(rd, cost);
     if (r == CUDA_SUCCESS) {
         r = REAL.cuDevicePrimaryCtxRetain(pctx, dev);
         if (r != CUDA_SUCCESS) {
-            vg_uncharge(rd, cost);
+            lv_uncharge(rd, cost);
         } else {
-            vg_g.primary_refs[dev]++;
-            vg_g.primary_ctx[dev] = *pctx;
+            lv_g.primary_refs[dev]++;
+            lv_g.primary_ctx[dev] = *pctx;
             if (cost != 0)
-                vg_g.primary_charged[dev] = true;
+                lv_g.primary_charged[dev] = true;
         }
     }
-    pthread_mutex_unlock(&vg_g.ctx_lock);
+    pthread_mutex_unlock(&lv_g.ctx_lock);
     return r;
 }
 
 /* The primary context of dev is gone (last release, or reset). Lock held. */
 static void primary_gone(CUdevice dev, int rd)
 {
-    CUcontext ctx = vg_g.primary_ctx[dev];
-    vg_g.primary_refs[dev] = 0;
-    vg_g.primary_ctx[dev] = NULL;
-    if (vg_g.primary_charged[dev])
-        vg_uncharge(rd, vg_g.config.context_bytes);
-    vg_g.primary_charged[dev] = false;
+    CUcontext ctx = lv_g.primary_ctx[dev];
+    lv_g.primary_refs[dev] = 0;
+    lv_g.primary_ctx[dev] = NULL;
+    if (lv_g.primary_charged[dev])
+        lv_uncharge(rd, lv_g.config.context_bytes);
+    lv_g.primary_charged[dev] = false;
     if (ctx != NULL)
-        vg_context_gone(ctx);
+        lv_context_gone(ctx);
 }
 
 static CUresult primary_release(CUdevice dev, bool reset, __typeof__(cuDevicePrimaryCtxRelease) *fn)
 {
-    int rd = vg_regdev_of_cudevice(dev);
+    int rd = lv_regdev_of_cudevice(dev);
     if (rd < 0)
         return fn(dev);
-    pthread_mutex_lock(&vg_g.ctx_lock);
+    pthread_mutex_lock(&lv_g.ctx_lock);
     CUresult r = fn(dev);
-    if (r == CUDA_SUCCESS && vg_g.primary_refs[dev] > 0) {
-        if (reset || --vg_g.primary_refs[dev] == 0)
+    if (r == CUDA_SUCCESS && lv_g.primary_refs[dev] > 0) {
+        if (reset || --lv_g.primary_refs[dev] == 0)
             primary_gone(dev, rd);
     }
-    pthread_mutex_unlock(&vg_g.ctx_lock);
+    pthread_mutex_unlock(&lv_g.ctx_lock);
     return r;
 }
 
-VG_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+LV_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuDevicePrimaryCtxRelease_v2(dev));
+    LV_ENFORCING_OR_FORWARD(REAL.cuDevicePrimaryCtxRelease_v2(dev));
     return primary_release(dev, false, REAL.cuDevicePrimaryCtxRelease_v2);
 }
 
-VG_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+LV_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuDevicePrimaryCtxRelease(dev));
+    LV_ENFORCING_OR_FORWARD(REAL.cuDevicePrimaryCtxRelease(dev));
     return primary_release(dev, false, REAL.cuDevicePrimaryCtxRelease);
 }
 
-VG_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+LV_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuDevicePrimaryCtxReset_v2(dev));
+    LV_ENFORCING_OR_FORWARD(REAL.cuDevicePrimaryCtxReset_v2(dev));
     return primary_release(dev, true, REAL.cuDevicePrimaryCtxReset_v2);
 }
 
-VG_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+LV_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuDevicePrimaryCtxReset(dev));
+    LV_ENFORCING_OR_FORWARD(REAL.cuDevicePrimaryCtxReset(dev));
     return primary_release(dev, true, REAL.cuDevicePrimaryCtxReset);
 }
 
 /* Regular contexts: charge, create, record (so cuCtxDestroy gives the charge back). */
-#define VG_CTX_CREATE(call, pctx, dev)                                                             \
+#define LV_CTX_CREATE(call, pctx, dev)                                                             \
     do {                                                                                           \
-        VG_ENFORCING_OR_FORWARD(call);                                                             \
-        int rd_ = vg_regdev_of_cudevice(dev);                                                      \
+        LV_ENFORCING_OR_FORWARD(call);                                                             \
+        int rd_ = lv_regdev_of_cudevice(dev);                                                      \
         if (rd_ < 0 || (pctx) == NULL)                                                             \
             return call;                                                                           \
-        uint64_t cost_ = vg_g.config.context_bytes;                                                \
-        CUresult r_ = vg_charge(rd_, cost_);                                                       \
+        uint64_t cost_ = lv_g.config.context_bytes;                                                \
+        CUresult r_ = lv_charge(rd_, cost_);                                                       \
         if (r_ != CUDA_SUCCESS)                                                                    \
             return r_;                                                                             \
         r_ = call;                                                                                 \
         if (r_ != CUDA_SUCCESS) {                                                                  \
-            vg_uncharge(rd_, cost_);                                                               \
+            lv_uncharge(rd_, cost_);                                                               \
             return r_;                                                                             \
         }                                                                                          \
-        if (vg_record(TRACK_CONTEXT, (uintptr_t) * (pctx), rd_, cost_, *(pctx), NULL) !=           \
+        if (lv_record(TRACK_CONTEXT, (uintptr_t) * (pctx), rd_, cost_, *(pctx), NULL) !=           \
             CUDA_SUCCESS)                                                                          \
-            vg_uncharge(rd_, cost_); /* untracked: cannot give it back later */                    \
+            lv_uncharge(rd_, cost_); /* untracked: cannot give it back later */                    \
         return r_;                                                                                 \
     } while (0)
 
-VG_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+LV_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    VG_CTX_CREATE(REAL.cuCtxCreate_v2(pctx, flags, dev), pctx, dev);
+    LV_CTX_CREATE(REAL.cuCtxCreate_v2(pctx, flags, dev), pctx, dev);
 }
 
-VG_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
+LV_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned int flags, CUdevice dev)
 {
-    VG_CTX_CREATE(REAL.cuCtxCreate(pctx, flags, dev), pctx, dev);
+    LV_CTX_CREATE(REAL.cuCtxCreate(pctx, flags, dev), pctx, dev);
 }
 
-VG_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+LV_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
                                   unsigned int flags, CUdevice dev)
 {
-    VG_CTX_CREATE(REAL.cuCtxCreate_v3(pctx, paramsArray, numParams, flags, dev), pctx, dev);
+    LV_CTX_CREATE(REAL.cuCtxCreate_v3(pctx, paramsArray, numParams, flags, dev), pctx, dev);
 }
 
-VG_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
+LV_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
                                   unsigned int flags, CUdevice dev)
 {
-    VG_CTX_CREATE(REAL.cuCtxCreate_v4(pctx, ctxCreateParams, flags, dev), pctx, dev);
+    LV_CTX_CREATE(REAL.cuCtxCreate_v4(pctx, ctxCreateParams, flags, dev), pctx, dev);
 }
 
-VG_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+LV_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuCtxDestroy_v2(ctx));
+    LV_ENFORCING_OR_FORWARD(REAL.cuCtxDestroy_v2(ctx));
     CUresult r = REAL.cuCtxDestroy_v2(ctx);
     if (r == CUDA_SUCCESS)
-        vg_context_gone(ctx);
+        lv_context_gone(ctx);
     return r;
 }
 
-VG_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
+LV_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuCtxDestroy(ctx));
+    LV_ENFORCING_OR_FORWARD(REAL.cuCtxDestroy(ctx));
     CUresult r = REAL.cuCtxDestroy(ctx);
     if (r == CUDA_SUCCESS)
-        vg_context_gone(ctx);
+        lv_context_gone(ctx);
     return r;
 }
 
 /* ---- device memory ---- */
 
 /* Charge, call, record; on a recording failure the allocation is undone. */
-#define VG_ALLOC(call, undo, key_expr, bytes_expr)                                                 \
+#define LV_ALLOC(call, undo, key_expr, bytes_expr)                                                 \
     do {                                                                                           \
         CUcontext ctx_;                                                                            \
         int rd_;                                                                                   \
-        if (vg_current(&ctx_, &rd_, NULL) != CUDA_SUCCESS || rd_ < 0)                              \
+        if (lv_current(&ctx_, &rd_, NULL) != CUDA_SUCCESS || rd_ < 0)                              \
             return call;                                                                           \
         uint64_t bytes_ = (bytes_expr);                                                            \
-        CUresult r_ = vg_charge(rd_, bytes_);                                                      \
+        CUresult r_ = lv_charge(rd_, bytes_);                                                      \
         if (r_ != CUDA_SUCCESS)                                                                    \
             return r_;                                                                             \
         r_ = call;                                                                                 \
         if (r_ != CUDA_SUCCESS) {                                                                  \
-            vg_uncharge(rd_, bytes_);                                                              \
+            lv_uncharge(rd_, bytes_);                                                              \
             return r_;                                                                             \
         }                                                                                          \
-        if (vg_record(TRACK_DEVPTR, (uint64_t)(key_expr), rd_, bytes_, ctx_, NULL) !=              \
+        if (lv_record(TRACK_DEVPTR, (uint64_t)(key_expr), rd_, bytes_, ctx_, NULL) !=              \
             CUDA_SUCCESS) {                                                                        \
             (void)(undo);                                                                          \
-            vg_uncharge(rd_, bytes_);                                                              \
+            lv_uncharge(rd_, bytes_);                                                              \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                       \
         }                                                                                          \
         return r_;                                                                                 \
     } while (0)
 
-VG_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+LV_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemAlloc_v2(dptr, bytesize));
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemAlloc_v2(dptr, bytesize));
     if (dptr == NULL || bytesize == 0)
         return REAL.cuMemAlloc_v2(dptr, bytesize);
-    VG_ALLOC(REAL.cuMemAlloc_v2(dptr, bytesize), REAL.cuMemFree_v2(*dptr), *dptr, bytesize);
+    LV_ALLOC(REAL.cuMemAlloc_v2(dptr, bytesize), REAL.cuMemFree_v2(*dptr), *dptr, bytesize);
 }
 
-VG_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+LV_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemAlloc(dptr, bytesize));
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemAlloc(dptr, bytesize));
     if (dptr == NULL || bytesize == 0)
         return REAL.cuMemAlloc(dptr, bytesize);
-    VG_ALLOC(REAL.cuMemAlloc(dptr, bytesize), REAL.cuMemFree(*dptr), *dptr, bytesize);
+    LV_ALLOC(REAL.cuMemAlloc(dptr, bytesize), REAL.cuMemFree(*dptr), *dptr, bytesize);
 }
 
-VG_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+LV_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemAllocManaged(dptr, bytesize, flags));
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemAllocManaged(dptr, bytesize, flags));
     if (dptr == NULL || bytesize == 0)
         return REAL.cuMemAllocManaged(dptr, bytesize, flags);
     /* Charged in full to the current device, where the driver may place every page. */
-    VG_ALLOC(REAL.cuMemAllocManaged(dptr, bytesize, flags), REAL.cuMemFree_v2(*dptr), *dptr,
+    LV_ALLOC(REAL.cuMemAllocManaged(dptr, bytesize, flags), REAL.cuMemFree_v2(*dptr), *dptr,
              bytesize);
 }
 
-#define VG_PITCH_ALIGN 512 /* estimate charged up front; corrected to pitch x height */
+#define LV_PITCH_ALIGN 512 /* estimate charged up front; corrected to pitch x height */
 
 static CUresult pitch_fix(int rd, uint64_t estimate, uint64_t actual)
 {
     if (actual > estimate)
-        return vg_charge(rd, actual - estimate);
-    vg_uncharge(rd, estimate - actual);
+        return lv_charge(rd, actual - estimate);
+    lv_uncharge(rd, estimate - actual);
     return CUDA_SUCCESS;
 }
 
@@ -320,7 +320,7 @@ static CUresult pitch_settle(int rd, CUcontext ctx, uint64_t estimate, CUdevicep
     CUresult r = pitch_fix(rd, estimate, actual);
     if (r == CUDA_SUCCESS) {
         charged = actual;
-        r = vg_record(TRACK_DEVPTR, ptr, rd, actual, ctx, NULL);
+        r = lv_record(TRACK_DEVPTR, ptr, rd, actual, ctx, NULL);
     }
     if (r == CUDA_SUCCESS)
         return CUDA_SUCCESS;
@@ -328,52 +328,52 @@ static CUresult pitch_settle(int rd, CUcontext ctx, uint64_t estimate, CUdevicep
         REAL.cuMemFree((CUdeviceptr_v1)ptr);
     else
         REAL.cuMemFree_v2(ptr);
-    vg_uncharge(rd, charged);
+    lv_uncharge(rd, charged);
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-VG_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+LV_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
                                       size_t Height, unsigned int ElementSizeBytes)
 {
-    VG_ENFORCING_OR_FORWARD(
+    LV_ENFORCING_OR_FORWARD(
         REAL.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
     CUcontext ctx;
     int rd;
-    uint64_t row = ((uint64_t)WidthInBytes + VG_PITCH_ALIGN - 1) / VG_PITCH_ALIGN * VG_PITCH_ALIGN;
+    uint64_t row = ((uint64_t)WidthInBytes + LV_PITCH_ALIGN - 1) / LV_PITCH_ALIGN * LV_PITCH_ALIGN;
     if (dptr == NULL || pPitch == NULL || WidthInBytes == 0 || Height == 0 || row < WidthInBytes ||
-        Height > UINT64_MAX / row || vg_current(&ctx, &rd, NULL) != CUDA_SUCCESS || rd < 0)
+        Height > UINT64_MAX / row || lv_current(&ctx, &rd, NULL) != CUDA_SUCCESS || rd < 0)
         return REAL.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     uint64_t estimate = row * Height;
-    CUresult r = vg_charge(rd, estimate);
+    CUresult r = lv_charge(rd, estimate);
     if (r != CUDA_SUCCESS)
         return r;
     r = REAL.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     if (r != CUDA_SUCCESS) {
-        vg_uncharge(rd, estimate);
+        lv_uncharge(rd, estimate);
         return r;
     }
     return pitch_settle(rd, ctx, estimate, *dptr, (uint64_t)*pPitch * Height, false);
 }
 
-VG_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
+LV_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
                                    unsigned int WidthInBytes, unsigned int Height,
                                    unsigned int ElementSizeBytes)
 {
-    VG_ENFORCING_OR_FORWARD(
+    LV_ENFORCING_OR_FORWARD(
         REAL.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
     CUcontext ctx;
     int rd;
-    uint64_t row = ((uint64_t)WidthInBytes + VG_PITCH_ALIGN - 1) / VG_PITCH_ALIGN * VG_PITCH_ALIGN;
+    uint64_t row = ((uint64_t)WidthInBytes + LV_PITCH_ALIGN - 1) / LV_PITCH_ALIGN * LV_PITCH_ALIGN;
     if (dptr == NULL || pPitch == NULL || WidthInBytes == 0 || Height == 0 ||
-        vg_current(&ctx, &rd, NULL) != CUDA_SUCCESS || rd < 0)
+        lv_current(&ctx, &rd, NULL) != CUDA_SUCCESS || rd < 0)
         return REAL.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     uint64_t estimate = row * Height;
-    CUresult r = vg_charge(rd, estimate);
+    CUresult r = lv_charge(rd, estimate);
     if (r != CUDA_SUCCESS)
         return r;
     r = REAL.cuMemAllocPitch(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     if (r != CUDA_SUCCESS) {
-        vg_uncharge(rd, estimate);
+        lv_uncharge(rd, estimate);
         return r;
     }
     return pitch_settle(rd, ctx, estimate, *dptr, (uint64_t)*pPitch * Height, true);
@@ -381,136 +381,136 @@ VG_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
 
 /* Frees: forget first (so a concurrent allocation that gets the same address back cannot
  * be forgotten by mistake), put back if the driver refuses. */
-#define VG_FREE(call, key)                                                                         \
+#define LV_FREE(call, key)                                                                         \
     do {                                                                                           \
         struct track_entry e_;                                                                     \
-        if (!track_remove(&vg_g.track, TRACK_DEVPTR, (uint64_t)(key), &e_))                        \
+        if (!track_remove(&lv_g.track, TRACK_DEVPTR, (uint64_t)(key), &e_))                        \
             return call;                                                                           \
         CUresult r_ = call;                                                                        \
-        if (VG_UNLIKELY(r_ != CUDA_SUCCESS))                                                       \
-            (void)track_insert(&vg_g.track, &e_, NULL);                                            \
+        if (LV_UNLIKELY(r_ != CUDA_SUCCESS))                                                       \
+            (void)track_insert(&lv_g.track, &e_, NULL);                                            \
         else if (e_.async)                                                                         \
-            vg_pool_freed((CUmemoryPool)e_.pool, e_.dev, e_.bytes);                                \
+            lv_pool_freed((CUmemoryPool)e_.pool, e_.dev, e_.bytes);                                \
         else                                                                                       \
-            vg_uncharge(e_.dev, e_.bytes);                                                         \
+            lv_uncharge(e_.dev, e_.bytes);                                                         \
         return r_;                                                                                 \
     } while (0)
 
-VG_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+LV_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemFree_v2(dptr));
-    VG_FREE(REAL.cuMemFree_v2(dptr), dptr);
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemFree_v2(dptr));
+    LV_FREE(REAL.cuMemFree_v2(dptr), dptr);
 }
 
-VG_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
+LV_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemFree(dptr));
-    VG_FREE(REAL.cuMemFree(dptr), dptr);
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemFree(dptr));
+    LV_FREE(REAL.cuMemFree(dptr), dptr);
 }
 
-VG_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+LV_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemFreeAsync(dptr, hStream));
-    VG_FREE(REAL.cuMemFreeAsync(dptr, hStream), dptr);
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemFreeAsync(dptr, hStream));
+    LV_FREE(REAL.cuMemFreeAsync(dptr, hStream), dptr);
 }
 
-VG_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+LV_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemFreeAsync_ptsz(dptr, hStream));
-    VG_FREE(REAL.cuMemFreeAsync_ptsz(dptr, hStream), dptr);
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemFreeAsync_ptsz(dptr, hStream));
+    LV_FREE(REAL.cuMemFreeAsync_ptsz(dptr, hStream), dptr);
 }
 
 /* ---- stream-ordered allocations: the region holds what each pool holds ---- */
 
 /* Charges only what the pool's cache cannot serve, then re-reads what the pool holds. */
-#define VG_ALLOC_ASYNC(call, free_call, dptr, bytes, explicit_pool)                                \
+#define LV_ALLOC_ASYNC(call, free_call, dptr, bytes, explicit_pool)                                \
     do {                                                                                           \
         CUcontext ctx_;                                                                            \
         int rd_;                                                                                   \
         CUdevice cd_;                                                                              \
-        if ((dptr) == NULL || (bytes) == 0 || vg_current(&ctx_, &rd_, &cd_) != CUDA_SUCCESS ||     \
+        if ((dptr) == NULL || (bytes) == 0 || lv_current(&ctx_, &rd_, &cd_) != CUDA_SUCCESS ||     \
             rd_ < 0)                                                                               \
             return call;                                                                           \
         CUmemoryPool pool_ = (explicit_pool);                                                      \
         if (pool_ == NULL && REAL.cuDeviceGetDefaultMemPool(&pool_, cd_) != CUDA_SUCCESS)          \
             pool_ = NULL;                                                                          \
-        uint64_t cached_ = pool_ != NULL ? vg_pool_cached(pool_) : 0;                              \
+        uint64_t cached_ = pool_ != NULL ? lv_pool_cached(pool_) : 0;                              \
         uint64_t need_ = (bytes) > cached_ ? (bytes)-cached_ : 0;                                  \
-        CUresult r_ = vg_charge(rd_, need_);                                                       \
+        CUresult r_ = lv_charge(rd_, need_);                                                       \
         if (r_ != CUDA_SUCCESS)                                                                    \
             return r_;                                                                             \
         r_ = call;                                                                                 \
         if (r_ != CUDA_SUCCESS) {                                                                  \
-            vg_uncharge(rd_, need_);                                                               \
+            lv_uncharge(rd_, need_);                                                               \
             return r_;                                                                             \
         }                                                                                          \
         if (pool_ != NULL) {                                                                       \
-            vg_pool_add(pool_, rd_, need_, (bytes));                                               \
-            r_ = vg_record(TRACK_DEVPTR, *(dptr), rd_, (bytes), ctx_, pool_);                      \
-            vg_pool_resync(pool_);                                                                 \
+            lv_pool_add(pool_, rd_, need_, (bytes));                                               \
+            r_ = lv_record(TRACK_DEVPTR, *(dptr), rd_, (bytes), ctx_, pool_);                      \
+            lv_pool_resync(pool_);                                                                 \
         } else {                                                                                   \
-            r_ = vg_record(TRACK_DEVPTR, *(dptr), rd_, need_, ctx_, NULL);                         \
+            r_ = lv_record(TRACK_DEVPTR, *(dptr), rd_, need_, ctx_, NULL);                         \
         }                                                                                          \
         if (r_ != CUDA_SUCCESS) {                                                                  \
             (void)(free_call);                                                                     \
             if (pool_ != NULL)                                                                     \
-                vg_pool_freed(pool_, rd_, (bytes));                                                \
+                lv_pool_freed(pool_, rd_, (bytes));                                                \
             else                                                                                   \
-                vg_uncharge(rd_, need_);                                                           \
+                lv_uncharge(rd_, need_);                                                           \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                       \
         }                                                                                          \
         return CUDA_SUCCESS;                                                                       \
     } while (0)
 
-VG_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+LV_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemAllocAsync(dptr, bytesize, hStream));
-    VG_ALLOC_ASYNC(REAL.cuMemAllocAsync(dptr, bytesize, hStream),
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemAllocAsync(dptr, bytesize, hStream));
+    LV_ALLOC_ASYNC(REAL.cuMemAllocAsync(dptr, bytesize, hStream),
                    REAL.cuMemFreeAsync(*dptr, hStream), dptr, bytesize, NULL);
 }
 
-VG_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+LV_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemAllocAsync_ptsz(dptr, bytesize, hStream));
-    VG_ALLOC_ASYNC(REAL.cuMemAllocAsync_ptsz(dptr, bytesize, hStream),
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemAllocAsync_ptsz(dptr, bytesize, hStream));
+    LV_ALLOC_ASYNC(REAL.cuMemAllocAsync_ptsz(dptr, bytesize, hStream),
                    REAL.cuMemFreeAsync_ptsz(*dptr, hStream), dptr, bytesize, NULL);
 }
 
-VG_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+LV_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                            CUstream hStream)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream));
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream));
     if (pool == NULL)
         return REAL.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream);
-    VG_ALLOC_ASYNC(REAL.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream),
+    LV_ALLOC_ASYNC(REAL.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream),
                    REAL.cuMemFreeAsync(*dptr, hStream), dptr, bytesize, pool);
 }
 
-VG_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+LV_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
                                                 CUmemoryPool pool, CUstream hStream)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream));
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream));
     if (pool == NULL)
         return REAL.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream);
-    VG_ALLOC_ASYNC(REAL.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream),
+    LV_ALLOC_ASYNC(REAL.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream),
                    REAL.cuMemFreeAsync_ptsz(*dptr, hStream), dptr, bytesize, pool);
 }
 
-VG_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+LV_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemPoolTrimTo(pool, minBytesToKeep));
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemPoolTrimTo(pool, minBytesToKeep));
     CUresult r = REAL.cuMemPoolTrimTo(pool, minBytesToKeep);
     if (r == CUDA_SUCCESS)
-        vg_pool_resync(pool);
+        lv_pool_resync(pool);
     return r;
 }
 
-VG_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
+LV_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemPoolDestroy(pool));
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemPoolDestroy(pool));
     CUresult r = REAL.cuMemPoolDestroy(pool);
     if (r == CUDA_SUCCESS)
-        vg_pool_forget(pool);
+        lv_pool_forget(pool);
     return r;
 }
 
@@ -531,82 +531,82 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f
     return n;
 }
 
-#define VG_ARRAY(space, call, undo, handle, bytes_expr)                                            \
+#define LV_ARRAY(space, call, undo, handle, bytes_expr)                                            \
     do {                                                                                           \
         CUcontext ctx_;                                                                            \
         int rd_;                                                                                   \
         uint64_t bytes_ = (bytes_expr);                                                            \
-        if ((handle) == NULL || bytes_ == 0 || vg_current(&ctx_, &rd_, NULL) != CUDA_SUCCESS ||    \
+        if ((handle) == NULL || bytes_ == 0 || lv_current(&ctx_, &rd_, NULL) != CUDA_SUCCESS ||    \
             rd_ < 0)                                                                               \
             return call;                                                                           \
-        CUresult r_ = vg_charge(rd_, bytes_);                                                      \
+        CUresult r_ = lv_charge(rd_, bytes_);                                                      \
         if (r_ != CUDA_SUCCESS)                                                                    \
             return r_;                                                                             \
         r_ = call;                                                                                 \
         if (r_ != CUDA_SUCCESS) {                                                                  \
-            vg_uncharge(rd_, bytes_);                                                              \
+            lv_uncharge(rd_, bytes_);                                                              \
             return r_;                                                                             \
         }                                                                                          \
-        if (vg_record(space, (uintptr_t) * (handle), rd_, bytes_, ctx_, NULL) != CUDA_SUCCESS) {   \
+        if (lv_record(space, (uintptr_t) * (handle), rd_, bytes_, ctx_, NULL) != CUDA_SUCCESS) {   \
             (void)(undo);                                                                          \
-            vg_uncharge(rd_, bytes_);                                                              \
+            lv_uncharge(rd_, bytes_);                                                              \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                       \
         }                                                                                          \
         return r_;                                                                                 \
     } while (0)
 
-#define VG_HANDLE_FREE(space, call, key)                                                           \
+#define LV_HANDLE_FREE(space, call, key)                                                           \
     do {                                                                                           \
         struct track_entry e_;                                                                     \
-        bool had_ = track_remove(&vg_g.track, space, (uint64_t)(key), &e_);                        \
+        bool had_ = track_remove(&lv_g.track, space, (uint64_t)(key), &e_);                        \
         CUresult r_ = call;                                                                        \
         if (had_ && r_ != CUDA_SUCCESS)                                                            \
-            (void)track_insert(&vg_g.track, &e_, NULL);                                            \
+            (void)track_insert(&lv_g.track, &e_, NULL);                                            \
         else if (had_)                                                                             \
-            vg_uncharge(e_.dev, e_.bytes);                                                         \
+            lv_uncharge(e_.dev, e_.bytes);                                                         \
         return r_;                                                                                 \
     } while (0)
 
-VG_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d)
+LV_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuArrayCreate_v2(pHandle, d));
+    LV_ENFORCING_OR_FORWARD(REAL.cuArrayCreate_v2(pHandle, d));
     if (d == NULL)
         return REAL.cuArrayCreate_v2(pHandle, d);
-    VG_ARRAY(TRACK_ARRAY, REAL.cuArrayCreate_v2(pHandle, d), REAL.cuArrayDestroy(*pHandle), pHandle,
+    LV_ARRAY(TRACK_ARRAY, REAL.cuArrayCreate_v2(pHandle, d), REAL.cuArrayDestroy(*pHandle), pHandle,
              array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels));
 }
 
-VG_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
+LV_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuArrayCreate(pHandle, d));
+    LV_ENFORCING_OR_FORWARD(REAL.cuArrayCreate(pHandle, d));
     if (d == NULL)
         return REAL.cuArrayCreate(pHandle, d);
-    VG_ARRAY(TRACK_ARRAY, REAL.cuArrayCreate(pHandle, d), REAL.cuArrayDestroy(*pHandle), pHandle,
+    LV_ARRAY(TRACK_ARRAY, REAL.cuArrayCreate(pHandle, d), REAL.cuArrayDestroy(*pHandle), pHandle,
              array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels));
 }
 
-VG_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d)
+LV_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuArray3DCreate_v2(pHandle, d));
+    LV_ENFORCING_OR_FORWARD(REAL.cuArray3DCreate_v2(pHandle, d));
     if (d == NULL)
         return REAL.cuArray3DCreate_v2(pHandle, d);
-    VG_ARRAY(TRACK_ARRAY, REAL.cuArray3DCreate_v2(pHandle, d), REAL.cuArrayDestroy(*pHandle),
+    LV_ARRAY(TRACK_ARRAY, REAL.cuArray3DCreate_v2(pHandle, d), REAL.cuArrayDestroy(*pHandle),
              pHandle, array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels));
 }
 
-VG_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
+LV_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR_v1 *d)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuArray3DCreate(pHandle, d));
+    LV_ENFORCING_OR_FORWARD(REAL.cuArray3DCreate(pHandle, d));
     if (d == NULL)
         return REAL.cuArray3DCreate(pHandle, d);
-    VG_ARRAY(TRACK_ARRAY, REAL.cuArray3DCreate(pHandle, d), REAL.cuArrayDestroy(*pHandle), pHandle,
+    LV_ARRAY(TRACK_ARRAY, REAL.cuArray3DCreate(pHandle, d), REAL.cuArrayDestroy(*pHandle), pHandle,
              array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels));
 }
 
-VG_EXPORT CUresult cuArrayDestroy(CUarray hArray)
+LV_EXPORT CUresult cuArrayDestroy(CUarray hArray)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuArrayDestroy(hArray));
-    VG_HANDLE_FREE(TRACK_ARRAY, REAL.cuArrayDestroy(hArray), (uintptr_t)hArray);
+    LV_ENFORCING_OR_FORWARD(REAL.cuArrayDestroy(hArray));
+    LV_HANDLE_FREE(TRACK_ARRAY, REAL.cuArrayDestroy(hArray), (uintptr_t)hArray);
 }
 
 static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
@@ -624,55 +624,55 @@ static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
     return total;
 }
 
-VG_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
+LV_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
                                           const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned int levels)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMipmappedArrayCreate(pHandle, d, levels));
+    LV_ENFORCING_OR_FORWARD(REAL.cuMipmappedArrayCreate(pHandle, d, levels));
     if (d == NULL || levels == 0 || levels > 64)
         return REAL.cuMipmappedArrayCreate(pHandle, d, levels);
-    VG_ARRAY(TRACK_MIPMAP, REAL.cuMipmappedArrayCreate(pHandle, d, levels),
+    LV_ARRAY(TRACK_MIPMAP, REAL.cuMipmappedArrayCreate(pHandle, d, levels),
              REAL.cuMipmappedArrayDestroy(*pHandle), pHandle, mipmap_bytes(d, levels));
 }
 
-VG_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
+LV_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMipmappedArrayDestroy(h));
-    VG_HANDLE_FREE(TRACK_MIPMAP, REAL.cuMipmappedArrayDestroy(h), (uintptr_t)h);
+    LV_ENFORCING_OR_FORWARD(REAL.cuMipmappedArrayDestroy(h));
+    LV_HANDLE_FREE(TRACK_MIPMAP, REAL.cuMipmappedArrayDestroy(h), (uintptr_t)h);
 }
 
 /* ---- virtual memory management: physical memory is what cuMemCreate makes ---- */
 
-VG_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+LV_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                const CUmemAllocationProp *prop, unsigned long long flags)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemCreate(handle, size, prop, flags));
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemCreate(handle, size, prop, flags));
     int rd = -1;
     if (handle != NULL && prop != NULL && size != 0 &&
         prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
-        rd = vg_regdev_of_cudevice(prop->location.id);
+        rd = lv_regdev_of_cudevice(prop->location.id);
     if (rd < 0)
         return REAL.cuMemCreate(handle, size, prop, flags);
-    CUresult r = vg_charge(rd, size);
+    CUresult r = lv_charge(rd, size);
     if (r != CUDA_SUCCESS)
         return r;
     r = REAL.cuMemCreate(handle, size, prop, flags);
     if (r != CUDA_SUCCESS) {
-        vg_uncharge(rd, size);
+        lv_uncharge(rd, size);
         return r;
     }
     /* Not tied to a context: it lives until cuMemRelease (and its mappings). */
-    if (vg_record(TRACK_VMM, *handle, rd, size, NULL, NULL) != CUDA_SUCCESS) {
+    if (lv_record(TRACK_VMM, *handle, rd, size, NULL, NULL) != CUDA_SUCCESS) {
         REAL.cuMemRelease(*handle);
-        vg_uncharge(rd, size);
+        lv_uncharge(rd, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return r;
 }
 
-VG_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+LV_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
-    VG_ENFORCING_OR_FORWARD(REAL.cuMemRelease(handle));
-    VG_HANDLE_FREE(TRACK_VMM, REAL.cuMemRelease(handle), handle);
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemRelease(handle));
+    LV_HANDLE_FREE(TRACK_VMM, REAL.cuMemRelease(handle), handle);
 }
 
 /* Launches: compute.c (the compute limiter). */

@@ -23,16 +23,16 @@
 struct hook {
     const char *name;
     void *wrapper;
-    void *const *real; /* where vg_g.real keeps the real entry point */
+    void *const *real; /* where lv_g.real keeps the real entry point */
 };
 
-#define VG_HOOK_ENTRY(fn) {#fn, (void *)fn, (void *const *)&vg_g.real.fn},
-static const struct hook cuda_hooks[] = {VG_CUDA_HOOKS(VG_HOOK_ENTRY)};
-static const struct hook nvml_hooks[] = {VG_NVML_HOOKS(VG_HOOK_ENTRY)};
+#define LV_HOOK_ENTRY(fn) {#fn, (void *)fn, (void *const *)&lv_g.real.fn},
+static const struct hook cuda_hooks[] = {LV_CUDA_HOOKS(LV_HOOK_ENTRY)};
+static const struct hook nvml_hooks[] = {LV_NVML_HOOKS(LV_HOOK_ENTRY)};
 #define N_CUDA (sizeof cuda_hooks / sizeof cuda_hooks[0])
 #define N_NVML (sizeof nvml_hooks / sizeof nvml_hooks[0])
 
-void *vg_cuda_wrapper(const char *name)
+void *lv_cuda_wrapper(const char *name)
 {
     for (size_t i = 0; i < N_CUDA; i++)
         if (strcmp(cuda_hooks[i].name, name) == 0)
@@ -40,7 +40,7 @@ void *vg_cuda_wrapper(const char *name)
     return NULL;
 }
 
-void *vg_nvml_wrapper(const char *name)
+void *lv_nvml_wrapper(const char *name)
 {
     for (size_t i = 0; i < N_NVML; i++)
         if (strcmp(nvml_hooks[i].name, name) == 0)
@@ -60,31 +60,31 @@ static void *swap_for_wrapper(void *fn)
      * that starts exactly there names its ABI. */
     Dl_info info;
     if (dladdr(fn, &info) != 0 && info.dli_saddr == fn && info.dli_sname != NULL &&
-        vg_g.cuda_handle != NULL && info.dli_fbase != NULL) {
-        void *w = vg_cuda_wrapper(info.dli_sname);
+        lv_g.cuda_handle != NULL && info.dli_fbase != NULL) {
+        void *w = lv_cuda_wrapper(info.dli_sname);
         if (w != NULL && w != fn)
             return w;
     }
     return fn;
 }
 
-VG_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+LV_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                        cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
-    if (!vg_load_real())
+    if (!lv_load_real())
         return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = vg_g.real.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, status);
+    CUresult r = lv_g.real.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, status);
     if (r == CUDA_SUCCESS && pfn != NULL)
         *pfn = swap_for_wrapper(*pfn);
     return r;
 }
 
-VG_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+LV_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
                                     cuuint64_t flags)
 {
-    if (!vg_load_real())
+    if (!lv_load_real())
         return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = vg_g.real.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
+    CUresult r = lv_g.real.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
     if (r == CUDA_SUCCESS && pfn != NULL)
         *pfn = swap_for_wrapper(*pfn);
     return r;
@@ -105,7 +105,7 @@ static dlsym_fn resolve_real_dlsym(void)
     return fn;
 }
 
-void *vg_real_dlsym(void *handle, const char *name)
+void *lv_real_dlsym(void *handle, const char *name)
 {
     dlsym_fn fn = atomic_load_explicit(&real_dlsym, memory_order_relaxed);
     if (fn == NULL && (fn = resolve_real_dlsym()) == NULL)
@@ -133,49 +133,49 @@ static void *hooked(void *handle, const char *name)
     if (name == NULL || handle == RTLD_NEXT || handle == RTLD_DEFAULT)
         return NULL;
     if (name[0] == 'c' && name[1] == 'u') {
-        void *w = vg_cuda_wrapper(name);
-        if (w != NULL && handle_is(handle, "libcuda.so.1", &cuda_lib) && vg_load_real())
+        void *w = lv_cuda_wrapper(name);
+        if (w != NULL && handle_is(handle, "libcuda.so.1", &cuda_lib) && lv_load_real())
             return w;
     } else if (name[0] == 'n' && strncmp(name, "nvml", 4) == 0) {
-        void *w = vg_nvml_wrapper(name);
-        if (w != NULL && handle_is(handle, "libnvidia-ml.so.1", &nvml_lib) && vg_load_real())
+        void *w = lv_nvml_wrapper(name);
+        if (w != NULL && handle_is(handle, "libnvidia-ml.so.1", &nvml_lib) && lv_load_real())
             return w;
     }
     return NULL;
 }
 
-VG_EXPORT void *vg_dlsym_current(void *handle, const char *name);
-VG_EXPORT void *vg_dlsym_old(void *handle, const char *name);
+LV_EXPORT void *lv_dlsym_current(void *handle, const char *name);
+LV_EXPORT void *lv_dlsym_old(void *handle, const char *name);
 
 /* Both definitions end in a tail call to glibc's dlsym (this file is built with -O2 and
  * sibling calls on, see CMakeLists.txt): glibc reads its caller's address to resolve
  * RTLD_NEXT, and that caller must stay the program, not libvgpu. */
-VG_EXPORT void *vg_dlsym_current(void *handle, const char *name)
+LV_EXPORT void *lv_dlsym_current(void *handle, const char *name)
 {
     void *w = hooked(handle, name);
     if (w != NULL)
         return w;
     dlsym_fn fn = atomic_load_explicit(&real_dlsym, memory_order_relaxed);
-    if (VG_UNLIKELY(fn == NULL))
+    if (LV_UNLIKELY(fn == NULL))
         fn = resolve_real_dlsym();
     return fn(handle, name);
 }
 
-VG_EXPORT void *vg_dlsym_old(void *handle, const char *name)
+LV_EXPORT void *lv_dlsym_old(void *handle, const char *name)
 {
     void *w = hooked(handle, name);
     if (w != NULL)
         return w;
     dlsym_fn fn = atomic_load_explicit(&real_dlsym, memory_order_relaxed);
-    if (VG_UNLIKELY(fn == NULL))
+    if (LV_UNLIKELY(fn == NULL))
         fn = resolve_real_dlsym();
     return fn(handle, name);
 }
 
 #if defined(__x86_64__)
-__asm__(".symver vg_dlsym_current, dlsym@@GLIBC_2.34");
-__asm__(".symver vg_dlsym_old, dlsym@GLIBC_2.2.5");
+__asm__(".symver lv_dlsym_current, dlsym@@GLIBC_2.34");
+__asm__(".symver lv_dlsym_old, dlsym@GLIBC_2.2.5");
 #elif defined(__aarch64__)
-__asm__(".symver vg_dlsym_current, dlsym@@GLIBC_2.34");
-__asm__(".symver vg_dlsym_old, dlsym@GLIBC_2.17");
+__asm__(".symver lv_dlsym_current, dlsym@@GLIBC_2.34");
+__asm__(".symver lv_dlsym_old, dlsym@GLIBC_2.17");
 #endif

@@ -9,7 +9,7 @@
 
 #include "libvgpu/vgpu.h"
 
-#define REAL vg_g.real
+#define REAL lv_g.real
 
 /* nvmlInit* sets up libvgpu as cuInit does; NVML-only programs initialise the CUDA
  * driver for it (no context is created), so the region is keyed by UUID the same way.
@@ -19,40 +19,40 @@ static nvmlReturn_t after_init(nvmlReturn_t r)
 {
     if (r != NVML_SUCCESS)
         return r;
-    if (atomic_load(&vg_g.setup) == VG_SETUP_NONE && REAL.cuInit(0) == CUDA_ERROR_NO_DEVICE)
-        (void)vg_setup_without_cuda();
-    return vg_ensure_setup() == VG_SETUP_FAILED ? NVML_ERROR_UNKNOWN : r;
+    if (atomic_load(&lv_g.setup) == LV_SETUP_NONE && REAL.cuInit(0) == CUDA_ERROR_NO_DEVICE)
+        (void)lv_setup_without_cuda();
+    return lv_ensure_setup() == LV_SETUP_FAILED ? NVML_ERROR_UNKNOWN : r;
 }
 
-VG_EXPORT nvmlReturn_t nvmlInit_v2(void)
+LV_EXPORT nvmlReturn_t nvmlInit_v2(void)
 {
-    if (!vg_load_real())
+    if (!lv_load_real())
         return NVML_ERROR_UNINITIALIZED;
     return after_init(REAL.nvmlInit_v2());
 }
 
-VG_EXPORT nvmlReturn_t nvmlInit(void)
+LV_EXPORT nvmlReturn_t nvmlInit(void)
 {
-    if (!vg_load_real())
+    if (!lv_load_real())
         return NVML_ERROR_UNINITIALIZED;
     return after_init(REAL.nvmlInit());
 }
 
-VG_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
+LV_EXPORT nvmlReturn_t nvmlInitWithFlags(unsigned int flags)
 {
-    if (!vg_load_real())
+    if (!lv_load_real())
         return NVML_ERROR_UNINITIALIZED;
     return after_init(REAL.nvmlInitWithFlags(flags));
 }
 
 static int region_dev_of(nvmlDevice_t device)
 {
-    if (vg_ensure_setup() != VG_SETUP_REGION)
+    if (lv_ensure_setup() != LV_SETUP_REGION)
         return -1;
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     if (REAL.nvmlDeviceGetUUID(device, uuid, sizeof uuid) != NVML_SUCCESS)
         return -1;
-    return region_find_device(vg_g.region, uuid);
+    return region_find_device(lv_g.region, uuid);
 }
 
 /* The container's (total, free, used) on dev, given the card's real values; false when
@@ -63,8 +63,8 @@ static bool container_view(int dev, unsigned long long *total, unsigned long lon
     uint64_t used = 0, limit = 0;
     if (dev < 0)
         return false;
-    vg_reclaim_for_view();
-    if (region_usage(vg_g.region, (unsigned)dev, &used, &limit) != 0 || limit == 0)
+    lv_reclaim_for_view();
+    if (region_usage(lv_g.region, (unsigned)dev, &used, &limit) != 0 || limit == 0)
         return false;
     uint64_t t = limit < *total ? limit : *total;
     uint64_t u = used < t ? used : t;
@@ -77,9 +77,9 @@ static bool container_view(int dev, unsigned long long *total, unsigned long lon
     return true;
 }
 
-VG_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+LV_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
-    if (!vg_load_real())
+    if (!lv_load_real())
         return NVML_ERROR_UNINITIALIZED;
     nvmlReturn_t r = REAL.nvmlDeviceGetMemoryInfo(device, memory);
     if (r == NVML_SUCCESS && memory != NULL)
@@ -87,9 +87,9 @@ VG_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t
     return r;
 }
 
-VG_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+LV_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
-    if (!vg_load_real())
+    if (!lv_load_real())
         return NVML_ERROR_UNINITIALIZED;
     nvmlReturn_t r = REAL.nvmlDeviceGetMemoryInfo_v2(device, memory);
     if (r == NVML_SUCCESS && memory != NULL &&
@@ -102,7 +102,7 @@ VG_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemor
 static pthread_mutex_t procs_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct region_proc_info procs[REGION_MAX_PROCS];
 
-void vg_nvml_after_fork(void)
+void lv_nvml_after_fork(void)
 {
     pthread_mutex_init(&procs_lock, NULL); /* a parent thread may have held it */
 }
@@ -111,9 +111,9 @@ static nvmlReturn_t container_procs(int dev, unsigned int *count, void *infos, b
 {
     if (count == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
-    vg_reclaim_for_view();
+    lv_reclaim_for_view();
     pthread_mutex_lock(&procs_lock);
-    int n = region_list_procs(vg_g.region, procs, REGION_MAX_PROCS);
+    int n = region_list_procs(lv_g.region, procs, REGION_MAX_PROCS);
     unsigned have = 0;
     for (int i = 0; i < n && i < REGION_MAX_PROCS; i++)
         if (procs[i].used[dev] > 0)
@@ -145,9 +145,9 @@ static nvmlReturn_t container_procs(int dev, unsigned int *count, void *infos, b
     return r;
 }
 
-#define VG_PROCS(fn, v1)                                                                           \
+#define LV_PROCS(fn, v1)                                                                           \
     do {                                                                                           \
-        if (!vg_load_real())                                                                       \
+        if (!lv_load_real())                                                                       \
             return NVML_ERROR_UNINITIALIZED;                                                       \
         int dev_ = region_dev_of(device);                                                          \
         if (dev_ < 0)                                                                              \
@@ -155,23 +155,23 @@ static nvmlReturn_t container_procs(int dev, unsigned int *count, void *infos, b
         return container_procs(dev_, infoCount, infos, v1);                                        \
     } while (0)
 
-VG_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
+LV_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device,
                                                             unsigned int *infoCount,
                                                             nvmlProcessInfo_v1_t *infos)
 {
-    VG_PROCS(nvmlDeviceGetComputeRunningProcesses, true);
+    LV_PROCS(nvmlDeviceGetComputeRunningProcesses, true);
 }
 
-VG_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
+LV_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device,
                                                                unsigned int *infoCount,
                                                                nvmlProcessInfo_v2_t *infos)
 {
-    VG_PROCS(nvmlDeviceGetComputeRunningProcesses_v2, false);
+    LV_PROCS(nvmlDeviceGetComputeRunningProcesses_v2, false);
 }
 
-VG_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
+LV_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
                                                                unsigned int *infoCount,
                                                                nvmlProcessInfo_v2_t *infos)
 {
-    VG_PROCS(nvmlDeviceGetComputeRunningProcesses_v3, false);
+    LV_PROCS(nvmlDeviceGetComputeRunningProcesses_v3, false);
 }

@@ -27,15 +27,15 @@
 #include "libvgpu/track.h"
 #include "region/region.h"
 
-#define VG_EXPORT      __attribute__((visibility("default")))
-#define VG_LIKELY(x)   __builtin_expect(!!(x), 1)
-#define VG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define LV_EXPORT      __attribute__((visibility("default")))
+#define LV_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define LV_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-#define VG_MAX_CUDEVICES 64 /* CUdevice ordinals we map to region devices */
-#define VG_MAX_POOLS     64
+#define LV_MAX_CUDEVICES 64 /* CUdevice ordinals we map to region devices */
+#define LV_MAX_POOLS     64
 
 /* Every CUDA function libvgpu intercepts (exported, in the cuGetProcAddress table). */
-#define VG_CUDA_HOOKS(X)                                                                           \
+#define LV_CUDA_HOOKS(X)                                                                           \
     X(cuInit)                                                                                      \
     X(cuGetProcAddress)                                                                            \
     X(cuGetProcAddress_v2)                                                                         \
@@ -88,7 +88,7 @@
     X(cuGraphLaunch_ptsz)
 
 /* Real functions libvgpu calls but does not intercept. */
-#define VG_CUDA_CALLS(X)                                                                           \
+#define LV_CUDA_CALLS(X)                                                                           \
     X(cuCtxGetCurrent)                                                                             \
     X(cuCtxGetDevice)                                                                              \
     X(cuDeviceGet)                                                                                 \
@@ -107,7 +107,7 @@
     X(cuEventElapsedTime)                                                                          \
     X(cuEventDestroy_v2)
 
-#define VG_NVML_HOOKS(X)                                                                           \
+#define LV_NVML_HOOKS(X)                                                                           \
     X(nvmlInit)                                                                                    \
     X(nvmlInit_v2)                                                                                 \
     X(nvmlInitWithFlags)                                                                           \
@@ -117,140 +117,140 @@
     X(nvmlDeviceGetComputeRunningProcesses_v2)                                                     \
     X(nvmlDeviceGetComputeRunningProcesses_v3)
 
-#define VG_NVML_CALLS(X) X(nvmlDeviceGetUUID)
+#define LV_NVML_CALLS(X) X(nvmlDeviceGetUUID)
 
-#define VG_DECLARE_REAL(name) __typeof__(name) *name;
-struct vg_real {
-    VG_CUDA_HOOKS(VG_DECLARE_REAL)
-    VG_CUDA_CALLS(VG_DECLARE_REAL)
-    VG_NVML_HOOKS(VG_DECLARE_REAL)
-    VG_NVML_CALLS(VG_DECLARE_REAL)
+#define LV_DECLARE_REAL(name) __typeof__(name) *name;
+struct lv_real {
+    LV_CUDA_HOOKS(LV_DECLARE_REAL)
+    LV_CUDA_CALLS(LV_DECLARE_REAL)
+    LV_NVML_HOOKS(LV_DECLARE_REAL)
+    LV_NVML_CALLS(LV_DECLARE_REAL)
 };
 
-struct vg_pool {
+struct lv_pool {
     CUmemoryPool pool; /* NULL: free entry */
     int dev;           /* region device */
     uint64_t charged;  /* bytes of the region charged for this pool */
     uint64_t live;     /* bytes of live allocations from it (ours) */
 };
 
-enum vg_setup_state {
-    VG_SETUP_NONE = 0,   /* not tried yet (or the driver was not initialised) */
-    VG_SETUP_PASS = 1,   /* no limit, no region: pure pass-through */
-    VG_SETUP_REGION = 2, /* enforcing with the region */
-    VG_SETUP_FAILED = 3  /* invalid configuration: CUDA initialisation refused */
+enum lv_setup_state {
+    LV_SETUP_NONE = 0,   /* not tried yet (or the driver was not initialised) */
+    LV_SETUP_PASS = 1,   /* no limit, no region: pure pass-through */
+    LV_SETUP_REGION = 2, /* enforcing with the region */
+    LV_SETUP_FAILED = 3  /* invalid configuration: CUDA initialisation refused */
 };
 
-struct vg_global {
-    struct vg_real real;
+struct lv_global {
+    struct lv_real real;
     void *cuda_handle;
     void *nvml_handle;
-    _Atomic int setup; /* enum vg_setup_state */
+    _Atomic int setup; /* enum lv_setup_state */
     pthread_mutex_t setup_lock;
     struct vgpu_config config;
     struct region *region;
     _Atomic bool attached;
     pthread_mutex_t attach_lock;
-    int dev_of[VG_MAX_CUDEVICES]; /* CUdevice ordinal -> region device, -1 none */
-    int primary_refs[VG_MAX_CUDEVICES];
-    CUcontext primary_ctx[VG_MAX_CUDEVICES];
-    bool primary_charged[VG_MAX_CUDEVICES];
+    int dev_of[LV_MAX_CUDEVICES]; /* CUdevice ordinal -> region device, -1 none */
+    int primary_refs[LV_MAX_CUDEVICES];
+    CUcontext primary_ctx[LV_MAX_CUDEVICES];
+    bool primary_charged[LV_MAX_CUDEVICES];
     pthread_mutex_t ctx_lock;
     _Atomic uint32_t ctx_epoch; /* bumped when a context goes away (thread caches) */
     struct track track;
     pthread_mutex_t pool_lock;
-    struct vg_pool pools[VG_MAX_POOLS];
+    struct lv_pool pools[LV_MAX_POOLS];
     _Atomic int64_t oom_logged_ns[REGION_MAX_DEVICES];
 };
 
-extern struct vg_global vg_g;
+extern struct lv_global lv_g;
 
 /* Loads the real libraries' entry points (once). false if libcuda is missing. */
-bool vg_load_real(void);
+bool lv_load_real(void);
 /* Runs setup if not done and the driver is initialised; returns the state. */
-int vg_setup_slow(void);
-static inline int vg_ensure_setup(void)
+int lv_setup_slow(void);
+static inline int lv_ensure_setup(void)
 {
-    int s = atomic_load_explicit(&vg_g.setup, memory_order_acquire);
-    if (VG_LIKELY(s != VG_SETUP_NONE))
+    int s = atomic_load_explicit(&lv_g.setup, memory_order_acquire);
+    if (LV_LIKELY(s != LV_SETUP_NONE))
         return s;
-    return vg_setup_slow();
+    return lv_setup_slow();
 }
 /* Setup for NVML when cuInit found no visible device: the existing region only (no CUDA
- * ordinals); returns the state (VG_SETUP_NONE while there is no region yet). */
-int vg_setup_without_cuda(void);
+ * ordinals); returns the state (LV_SETUP_NONE while there is no region yet). */
+int lv_setup_without_cuda(void);
 /* The CUDA result setup failed with (CUDA_SUCCESS unless the configuration is invalid). */
-CUresult vg_setup_result(void);
+CUresult lv_setup_result(void);
 
 /* Per-thread state of the allocation path. The driver's answers (out-parameters) land in
  * the scratch fields rather than in stack slots whose address escapes, so the inlined
  * wrappers need no stack-protector canary. */
-struct vg_thread {
+struct lv_thread {
     CUcontext ctx; /* current context last seen, and what it maps to */
     uint32_t epoch;
     int regdev;
     CUdevice cudev;
     CUdevice scratch_dev;
     CUcontext scratch_ctx;
-    struct track_entry scratch_new;   /* the entry vg_record inserts */
-    struct track_entry scratch_entry; /* an entry vg_record replaced */
+    struct track_entry scratch_new;   /* the entry lv_record inserts */
+    struct track_entry scratch_entry; /* an entry lv_record replaced */
 };
-extern __thread __attribute__((tls_model("initial-exec"))) struct vg_thread vg_thread;
+extern __thread __attribute__((tls_model("initial-exec"))) struct lv_thread lv_thread;
 /* The current context changed (or one went away): asks the driver for its device. */
-CUresult vg_current_refresh(CUcontext c);
+CUresult lv_current_refresh(CUcontext c);
 
 /* Region device of the calling thread's current context (-1: not limited or none), and
  * that context; CUDA error when there is no current context. One driver call
  * (cuCtxGetCurrent) on the way; cuCtxGetDevice only when the context changed. */
-static inline CUresult vg_current(CUcontext *ctx, int *regdev, CUdevice *cudev)
+static inline CUresult lv_current(CUcontext *ctx, int *regdev, CUdevice *cudev)
 {
-    CUresult r = vg_g.real.cuCtxGetCurrent(&vg_thread.scratch_ctx);
-    if (VG_UNLIKELY(r != CUDA_SUCCESS))
+    CUresult r = lv_g.real.cuCtxGetCurrent(&lv_thread.scratch_ctx);
+    if (LV_UNLIKELY(r != CUDA_SUCCESS))
         return r;
-    CUcontext c = vg_thread.scratch_ctx;
-    if (VG_UNLIKELY(c == NULL))
+    CUcontext c = lv_thread.scratch_ctx;
+    if (LV_UNLIKELY(c == NULL))
         return CUDA_ERROR_INVALID_CONTEXT;
-    if (VG_UNLIKELY(vg_thread.ctx != c ||
-                    vg_thread.epoch !=
-                        atomic_load_explicit(&vg_g.ctx_epoch, memory_order_acquire))) {
-        r = vg_current_refresh(c);
+    if (LV_UNLIKELY(lv_thread.ctx != c ||
+                    lv_thread.epoch !=
+                        atomic_load_explicit(&lv_g.ctx_epoch, memory_order_acquire))) {
+        r = lv_current_refresh(c);
         if (r != CUDA_SUCCESS)
             return r;
     }
     *ctx = c;
-    *regdev = vg_thread.regdev;
+    *regdev = lv_thread.regdev;
     if (cudev != NULL)
-        *cudev = vg_thread.cudev;
+        *cudev = lv_thread.cudev;
     return CUDA_SUCCESS;
 }
-int vg_regdev_of_cudevice(CUdevice dev);
+int lv_regdev_of_cudevice(CUdevice dev);
 
 /* Charges bytes on region device dev: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY (logged,
  * rate-limited). Reclaims dead processes and re-reads this process's pools before
  * refusing. */
-CUresult vg_charge_slow(int dev, uint64_t bytes);
-static inline CUresult vg_charge(int dev, uint64_t bytes)
+CUresult lv_charge_slow(int dev, uint64_t bytes);
+static inline CUresult lv_charge(int dev, uint64_t bytes)
 {
-    if (VG_LIKELY(atomic_load_explicit(&vg_g.attached, memory_order_acquire)) &&
-        region_reserve(vg_g.region, (unsigned)dev, bytes) == 0)
+    if (LV_LIKELY(atomic_load_explicit(&lv_g.attached, memory_order_acquire)) &&
+        region_reserve(lv_g.region, (unsigned)dev, bytes) == 0)
         return CUDA_SUCCESS;
-    return vg_charge_slow(dev, bytes);
+    return lv_charge_slow(dev, bytes);
 }
-static inline void vg_uncharge(int dev, uint64_t bytes)
+static inline void lv_uncharge(int dev, uint64_t bytes)
 {
-    if (bytes != 0 && atomic_load_explicit(&vg_g.attached, memory_order_relaxed))
-        region_release(vg_g.region, (unsigned)dev, bytes);
+    if (bytes != 0 && atomic_load_explicit(&lv_g.attached, memory_order_relaxed))
+        region_release(lv_g.region, (unsigned)dev, bytes);
 }
 /* Before reporting usage: takes back what dead processes held (rate-limited). */
-void vg_reclaim_for_view(void);
+void lv_reclaim_for_view(void);
 
-/* Releases what an entry that vg_record replaced held. */
-void vg_record_replaced(const struct track_entry *old);
+/* Releases what an entry that lv_record replaced held. */
+void lv_record_replaced(const struct track_entry *old);
 /* Records an allocation just made; on failure to record, the caller frees it. */
-static inline CUresult vg_record(enum track_space space, uint64_t key, int dev, uint64_t bytes,
+static inline CUresult lv_record(enum track_space space, uint64_t key, int dev, uint64_t bytes,
                                  CUcontext ctx, CUmemoryPool pool)
 {
-    vg_thread.scratch_new = (struct track_entry){
+    lv_thread.scratch_new = (struct track_entry){
         .key = key,
         .space = (uint8_t)space,
         .async = pool != NULL,
@@ -259,34 +259,34 @@ static inline CUresult vg_record(enum track_space space, uint64_t key, int dev, 
         .ctx = (uintptr_t)ctx,
         .pool = (uintptr_t)pool,
     };
-    int rc = track_insert(&vg_g.track, &vg_thread.scratch_new, &vg_thread.scratch_entry);
-    if (VG_UNLIKELY(rc != 0)) {
+    int rc = track_insert(&lv_g.track, &lv_thread.scratch_new, &lv_thread.scratch_entry);
+    if (LV_UNLIKELY(rc != 0)) {
         if (rc < 0)
             return CUDA_ERROR_OUT_OF_MEMORY;
-        vg_record_replaced(&vg_thread.scratch_entry);
+        lv_record_replaced(&lv_thread.scratch_entry);
     }
     return CUDA_SUCCESS;
 }
 
 /* Pool bookkeeping for stream-ordered allocations. */
-uint64_t vg_pool_cached(CUmemoryPool pool);
-void vg_pool_add(CUmemoryPool pool, int dev, uint64_t charged, uint64_t live);
-void vg_pool_freed(CUmemoryPool pool, int dev, uint64_t bytes);
-void vg_pool_resync(CUmemoryPool pool);
-void vg_pool_resync_all(void);
-void vg_pool_forget(CUmemoryPool pool);
+uint64_t lv_pool_cached(CUmemoryPool pool);
+void lv_pool_add(CUmemoryPool pool, int dev, uint64_t charged, uint64_t live);
+void lv_pool_freed(CUmemoryPool pool, int dev, uint64_t bytes);
+void lv_pool_resync(CUmemoryPool pool);
+void lv_pool_resync_all(void);
+void lv_pool_forget(CUmemoryPool pool);
 
 /* A context went away: release its overhead and everything allocated in it. */
-void vg_context_gone(CUcontext ctx);
+void lv_context_gone(CUcontext ctx);
 
 /* Wrapper for an intercepted CUDA symbol name (exact exported name), or NULL. */
-void *vg_cuda_wrapper(const char *name);
-void *vg_nvml_wrapper(const char *name);
+void *lv_cuda_wrapper(const char *name);
+void *lv_nvml_wrapper(const char *name);
 
 /* Real dlsym (glibc's), resolved without going through libvgpu's own dlsym. */
-void *vg_real_dlsym(void *handle, const char *name);
+void *lv_real_dlsym(void *handle, const char *name);
 
-void vg_log_oom(int dev, uint64_t bytes);
-void vg_nvml_after_fork(void);
+void lv_log_oom(int dev, uint64_t bytes);
+void lv_nvml_after_fork(void);
 
 #endif

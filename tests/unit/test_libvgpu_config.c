@@ -196,6 +196,60 @@ static void test_file_precedence(void **state)
     rmdir(dir);
 }
 
+/* A limits file that cannot be read is an error naming the variable, the path and the
+ * reason; the file may be up to VGPU_LIMITS_FILE_MAX bytes, not one more. */
+static void test_file_unreadable(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vgpu-cfg-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[64], env[96];
+    struct vgpu_config c;
+    struct vg_err err = {0};
+
+    snprintf(path, sizeof path, "%s/missing", dir);
+    snprintf(env, sizeof env, "VGPU_LIMITS_FILE=%s", path);
+    assert_int_equal(load(&c, &err, env, NULL), -ENOENT);
+    assert_non_null(strstr(err.msg, "VGPU_LIMITS_FILE"));
+    assert_non_null(strstr(err.msg, path));
+    assert_non_null(strstr(err.msg, "No such file"));
+
+    snprintf(env, sizeof env, "VGPU_LIMITS_FILE=%s", dir);
+    assert_true(load(&c, &err, env, NULL) < 0);
+    assert_non_null(strstr(err.msg, "VGPU_LIMITS_FILE"));
+    assert_non_null(strstr(err.msg, dir));
+
+    /* Exactly the ceiling: a header, a limit and comment lines padding it out. */
+    snprintf(path, sizeof path, "%s/limits", dir);
+    snprintf(env, sizeof env, "VGPU_LIMITS_FILE=%s", path);
+    char *text = malloc(VGPU_LIMITS_FILE_MAX + 2);
+    assert_non_null(text);
+    const char *head = "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT=1g\n";
+    size_t hl = strlen(head);
+    memcpy(text, head, hl);
+    for (size_t i = hl; i < VGPU_LIMITS_FILE_MAX + 1; i++)
+        text[i] = (i - hl) % 100 == 0 ? '#' : (i - hl) % 100 == 99 ? '\n' : 'x';
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, VGPU_LIMITS_FILE_MAX, f), VGPU_LIMITS_FILE_MAX);
+    fclose(f);
+    assert_int_equal(load(&c, &err, env, NULL), 0);
+    assert_int_equal(vgpu_config_memory_limit(&c, 0), GiB);
+    /* One byte more is refused as too large, never read as "no limit". */
+    f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(text, 1, VGPU_LIMITS_FILE_MAX + 1, f), VGPU_LIMITS_FILE_MAX + 1);
+    fclose(f);
+    err.msg[0] = '\0';
+    assert_int_equal(load(&c, &err, env, NULL), -EFBIG);
+    assert_non_null(strstr(err.msg, "VGPU_LIMITS_FILE"));
+    assert_non_null(strstr(err.msg, path));
+    assert_non_null(strstr(err.msg, "16384"));
+    free(text);
+    unlink(path);
+    rmdir(dir);
+}
+
 /* ---- track ---- */
 
 static void test_track_random(void **state)
@@ -327,6 +381,7 @@ int main(void)
         cmocka_unit_test(test_invalid_env),
         cmocka_unit_test(test_file),
         cmocka_unit_test(test_file_precedence),
+        cmocka_unit_test(test_file_unreadable),
         cmocka_unit_test(test_track_random),
         cmocka_unit_test(test_track_growth_failure),
         cmocka_unit_test(test_track_context_and_replace),
