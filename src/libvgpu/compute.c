@@ -7,7 +7,9 @@
  *     predicted work in flight on the device (VGC_DEPTH_NS), so throttling acts within
  *     a slice or two;
  *  3. sleeps once, to the exact moment the container's shared credit is back at zero;
- *  4. charges its predicted cost and is bracketed by two timing events.
+ *  4. waits until this process holds its GPU's turn (compute.h, "turns"), so that no other
+ *     limited process has work queued while it runs;
+ *  5. charges its predicted cost and is bracketed by two timing events.
  * The poller thread waits for each launch's end event, measures start-to-end device time,
  * decides from the board whether another context had work pending meanwhile, and settles
  * the true cost against the prediction.
