@@ -8,7 +8,8 @@ if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu)
   vgpu_program(libvgpu_compute_truth ${CMAKE_CURRENT_LIST_DIR}/libvgpu_compute_truth.c)
   target_link_libraries(libvgpu_compute_truth PRIVATE fakegpu_state vgpu_base)
   # Every scenario of the benchmark; bench/libvgpu_compute.sh reports the real errors.
-  set(libvgpu_compute_cases alone burst paths procs config split four graph long bursty handback)
+  set(libvgpu_compute_cases alone burst paths procs config split four graph long bursty handback
+                            killed)
   foreach(case ${libvgpu_compute_cases})
     add_test(NAME integration.libvgpu_compute_${case}
              COMMAND ${CMAKE_CURRENT_LIST_DIR}/libvgpu_compute_test.sh ${CMAKE_BINARY_DIR} ${case})
