@@ -7,7 +7,9 @@
  *     predicted work in flight on the device (VGC_DEPTH_NS), so throttling acts within
  *     a slice or two;
  *  3. sleeps once, to the exact moment the container's shared credit is back at zero;
- *  4. charges its predicted cost and is bracketed by two timing events.
+ *  4. waits until this process holds its GPU's turn (compute.h, "turns"), so that no other
+ *     limited process has work queued while it runs;
+ *  5. charges its predicted cost and is bracketed by two timing events.
  * The poller thread waits for each launch's end event, measures start-to-end device time,
  * decides from the board whether another context had work pending meanwhile, and settles
  * the true cost against the prediction.
@@ -17,10 +19,12 @@
 #include "libvgpu/compute.h"
 
 #include <errno.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,7 +62,13 @@ struct cdev {
     int64_t inflight_ns;
     unsigned inflight_n;
     int64_t win_start, win_busy;
-    bool win_wanted; /* a launch waited on the credit or the depth bound in this window */
+    bool win_wanted;     /* a launch waited on the credit or the depth bound in this window */
+    bool turn;           /* this process holds the board's turn */
+    bool turn_closing;   /* ... and queues nothing more until its queue drained */
+    int64_t turn_end;    /* when it gives the turn up if others wait */
+    int64_t yield_until; /* after giving it up so, others go first until then */
+    bool throttled;      /* a launch sleeps on the credit */
+    int64_t drained_at;  /* holding the turn, the queue drained then (0: it did not) */
 };
 
 struct mark {
@@ -181,7 +191,134 @@ void vgc_after_fork(void)
         rt.dev[d].slot = -1;
         rt.dev[d].inflight_n = 0;
         rt.dev[d].inflight_ns = 0;
+        rt.dev[d].turn = rt.dev[d].turn_closing = false; /* the parent's turn */
     }
+}
+
+/* ---- the turn ---- */
+
+#define VGC_YIELD_NS      INT64_C(2000000)  /* after a full turn, others go first this long */
+#define VGC_LINGER_NS     INT64_C(200000)   /* a drained queue keeps the turn this long */
+#define VGC_NEXT_WAIT_NS  INT64_C(200000)   /* a free turn waits this long for the next one */
+#define VGC_TURN_DEPTH_NS INT64_C(10000000) /* work in flight while holding the turn */
+
+static void turn_wake(struct cdev *d)
+{
+    syscall(SYS_futex, &d->board->turn_seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+static void turn_sleep(struct cdev *d, uint32_t seq, int64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000), .tv_nsec = (long)(ns % 1000000000)};
+    syscall(SYS_futex, &d->board->turn_seq, FUTEX_WAIT, seq, &ts, NULL, 0);
+}
+
+static void turn_release_locked(struct cdev *d)
+{
+    d->drained_at = 0;
+    if (!d->turn)
+        return;
+    d->turn = d->turn_closing = false;
+    if (vgc_turn_release(d->board, rt.owner))
+        turn_wake(d);
+    pthread_cond_broadcast(&rt.room);
+}
+
+/* This process's queue on d drained: it is no longer pending, and gives the turn back. */
+static void drained_locked(struct cdev *d, int64_t t)
+{
+    if (d->board == NULL || d->slot < 0)
+        return;
+    vgc_board_set_pending(d->board, d->slot, false, t);
+    if (d->turn && !d->turn_closing && !d->throttled) {
+        /* The launcher may be about to launch again: the turn is kept a moment. */
+        d->drained_at = t;
+        return;
+    }
+    turn_release_locked(d);
+}
+
+/* Waits (rt.lock held, released meanwhile) until this process holds d's turn; the time
+ * it waited for another process to give it back. */
+static int64_t turn_enter_locked(struct cdev *d)
+{
+    if (d->board == NULL || d->slot < 0)
+        return 0;
+    int64_t t0 = 0;
+    struct vgc_board *b = d->board;
+    bool counted = false;
+    int64_t free_seen = 0;
+    for (;;) {
+        int64_t t = now_ns();
+        if (d->turn) {
+            if (!d->turn_closing) {
+                if (t < d->turn_end)
+                    break;
+                if (atomic_load(&b->turn_waiters) == 0) {
+                    d->turn_end = t + VGC_TURN_NS;
+                    break;
+                }
+                /* Others wait: queue nothing more; the poller gives the turn back once
+                 * the queue drained. */
+                d->turn_closing = true;
+                d->yield_until = t + VGC_YIELD_NS;
+            }
+            pthread_cond_wait(&rt.room, &rt.lock);
+            continue;
+        }
+        uint32_t seq = atomic_load(&b->turn_seq);
+        bool yield = t < d->yield_until && atomic_load(&b->turn_waiters) > (counted ? 1u : 0u);
+        /* The waiter furthest behind its share (whose credit was at zero longest ago) is
+         * next; another takes a free turn only when that one did not for a while. */
+        int64_t rate = vgc_rate(d->b, &d->p);
+        int64_t key = atomic_load(&d->b->refill_at) -
+                      atomic_load(&d->b->credit_ns) / 1000 * VGC_PPM / rate * 1000;
+        uint64_t nx = atomic_load(&b->turn_next);
+        /* After a full turn, it does not name itself until the others went. */
+        if (!yield && (nx == 0 || nx == rt.owner || key < atomic_load(&b->turn_next_key))) {
+            atomic_store(&b->turn_next_key, key);
+            atomic_store(&b->turn_next, rt.owner);
+            nx = rt.owner;
+        }
+        bool free_now = atomic_load(&b->turn) == 0;
+        if (!free_now || nx == rt.owner)
+            free_seen = 0;
+        else if (free_seen == 0)
+            free_seen = t;
+        bool mine = nx == rt.owner || (free_seen != 0 && t - free_seen > VGC_NEXT_WAIT_NS);
+        if ((mine || !free_now) && vgc_turn_take(b, rt.owner, t, t + VGC_TURN_GRACE_NS)) {
+            d->turn = true;
+            d->turn_closing = false;
+            d->turn_end = t + VGC_TURN_NS;
+            atomic_store(&b->turn_next, 0); /* also a stale one (a waiter that died) */
+            if (atomic_load(&b->turn_waiters) > (counted ? 1u : 0u)) {
+                /* The others name the next one among themselves. */
+                atomic_fetch_add(&b->turn_seq, 1);
+                turn_wake(d);
+            }
+            break;
+        }
+        if (!counted) {
+            atomic_fetch_add(&b->turn_waiters, 1);
+            counted = true;
+            t0 = t;
+        }
+        d->win_wanted = true;
+        int64_t until = atomic_load(&b->turn_until);
+        if (free_seen != 0)
+            until = free_seen + VGC_NEXT_WAIT_NS + 1;
+        int64_t left = until - t;
+        left = left < 50000 ? 50000 : left > 10000000 ? 10000000 : left;
+        pthread_mutex_unlock(&rt.lock);
+        turn_sleep(d, seq, left);
+        pthread_mutex_lock(&rt.lock);
+    }
+    if (!counted)
+        return 0;
+    atomic_fetch_sub(&b->turn_waiters, 1);
+    TRACE("turn t=%lld waited=%lld credit=%lld\n", (long long)now_ns(), (long long)(now_ns() - t0),
+          (long long)atomic_load(&d->b->credit_ns));
+    return now_ns() - t0;
 }
 
 /* ---- events ---- */
@@ -253,8 +390,10 @@ static void settle_locked(const struct mark *m, CUresult r, float ms, int64_t t)
           (long long)split, (long long)actual, (long long)atomic_load(&d->b->credit_ns));
     d->inflight_n--;
     d->inflight_ns -= m->depth;
-    if (d->inflight_n == 0 && d->board != NULL && d->slot >= 0)
-        vgc_board_set_pending(d->board, d->slot, false, t);
+    if (d->inflight_n == 0)
+        drained_locked(d, t);
+    else if (d->turn)
+        vgc_turn_extend(d->board, rt.owner, t + VGC_TURN_GRACE_NS);
     share_sample_locked(d, t, actual);
 }
 
@@ -271,6 +410,18 @@ static void *poller(void *arg)
     for (;;) {
         while (rt.count == 0) {
             int64_t t = now_ns() + VGC_IDLE_CHECK;
+            for (int d = 0; d < REGION_MAX_DEVICES; d++) {
+                struct cdev *cd = &rt.dev[d];
+                if (cd->drained_at == 0)
+                    continue;
+                if (cd->inflight_n > 0) {
+                    cd->drained_at = 0;
+                } else if (now_ns() >= cd->drained_at + VGC_LINGER_NS) {
+                    turn_release_locked(cd);
+                } else if (cd->drained_at + VGC_LINGER_NS < t) {
+                    t = cd->drained_at + VGC_LINGER_NS;
+                }
+            }
             struct timespec ts = {.tv_sec = (time_t)(t / 1000000000),
                                   .tv_nsec = (long)(t % 1000000000)};
             if (pthread_cond_timedwait(&rt.work, &rt.lock, &ts) == ETIMEDOUT)
@@ -332,6 +483,12 @@ static bool throttle(struct cdev *d)
         int64_t w = vgc_wait_ns(d->b, &d->p);
         if (w == 0)
             break;
+        pthread_mutex_lock(&rt.lock);
+        d->throttled = true;
+        if (d->turn && d->inflight_n == 0)
+            turn_release_locked(d);
+        pthread_mutex_unlock(&rt.lock);
+        TRACE("throttle t=%lld w=%lld\n", (long long)t, (long long)w);
         sleep_until(t + w);
         t = now_ns();
     }
@@ -379,12 +536,15 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     /* A launch of unknown cost counts as a whole time slice until it is measured: a long
      * kernel never seen before must not be queued many deep on a guess. */
     int64_t depth = known ? pred : VGC_DEPTH_NS;
+    if (known && vgc_predict_mean(&rt.pred, key) > depth)
+        depth = vgc_predict_mean(&rt.pred, key); /* kernels whose length varies */
     /* Two launches may always be in flight: with one, a process whose launch fills the
      * depth by itself (a graph, a kernel of a slice or more) runs dry while its poller
      * settles it, and every launch it makes then arrives behind a neighbour's slice, so
      * none of its intervals is ever clean. */
     while (d->inflight_n > 1 &&
-           (d->inflight_ns + depth > VGC_DEPTH_NS || rt.count >= VGC_MAX_INFLIGHT)) {
+           (d->inflight_ns + depth > (d->turn ? VGC_TURN_DEPTH_NS : VGC_DEPTH_NS) ||
+            rt.count >= VGC_MAX_INFLIGHT)) {
         d->win_wanted = true;
         pthread_cond_wait(&rt.room, &rt.lock);
     }
@@ -403,9 +563,13 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     }
 
     bool waited = throttle(d);
-    vgc_charge(d->b, pred);
 
     pthread_mutex_lock(&rt.lock);
+    d->throttled = false;
+    int64_t owed = turn_enter_locked(d);
+    if (owed > 0) /* what the container earned while others held the GPU is kept */
+        vgc_refill_owed(d->b, &d->p, now_ns(), owed / 1000 * vgc_rate(d->b, &d->p) / 1000);
+    vgc_charge(d->b, pred);
     d->win_wanted = d->win_wanted || waited;
     int64_t t = now_ns();
     if (d->inflight_n++ == 0 && d->board != NULL && d->slot >= 0)
@@ -433,8 +597,8 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     pthread_mutex_lock(&rt.lock);
     vgc_settle(d->b, pred, 0);
     d->inflight_ns -= depth;
-    if (--d->inflight_n == 0 && d->board != NULL && d->slot >= 0)
-        vgc_board_set_pending(d->board, d->slot, false, now_ns());
+    if (--d->inflight_n == 0)
+        drained_locked(d, now_ns());
     pthread_cond_broadcast(&rt.room);
     pthread_mutex_unlock(&rt.lock);
     (void)REAL.cuEventDestroy_v2(e0);
@@ -464,8 +628,8 @@ static CUresult vgc_end(struct vgc_launch *L, CUstream s, bool ptsz, CUresult r)
         /* Failed launch: nothing ran, nothing is owed. Untracked: the prediction stands. */
         vgc_settle(d->b, L->pred, r == CUDA_SUCCESS ? L->pred : 0);
         d->inflight_ns -= L->depth;
-        if (--d->inflight_n == 0 && d->board != NULL && d->slot >= 0)
-            vgc_board_set_pending(d->board, d->slot, false, now_ns());
+        if (--d->inflight_n == 0)
+            drained_locked(d, now_ns());
         event_put_locked(L->start, L->ctx);
         event_put_locked(L->end, L->ctx);
         pthread_cond_broadcast(&rt.room);

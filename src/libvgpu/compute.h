@@ -49,6 +49,10 @@ int64_t vgc_rate(struct region_compute *b, const struct vgc_params *p);
 
 /* Adds rate x (now - last refill) to the credit, up to the ceiling. */
 void vgc_refill(struct region_compute *b, const struct vgc_params *p, int64_t now);
+/* The same, the ceiling raised by owed_ns: time the container waited for its turn on the
+ * GPU (vgc_turn_take) was not idle by choice, and what it earned meanwhile is kept. */
+void vgc_refill_owed(struct region_compute *b, const struct vgc_params *p, int64_t now,
+                     int64_t owed_ns);
 
 /* Charges a predicted cost at launch (debt allowed). */
 static inline void vgc_charge(struct region_compute *b, int64_t cost_ns)
@@ -82,6 +86,7 @@ struct vgc_pred_entry {
     int64_t win_min; /* the least contended interval of the current window */
     uint32_t win_n;  /* contended launches longer than the estimate, in a row */
     uint32_t seen;
+    int64_t mean_ns; /* the mean of what its launches were charged (1/8 per launch) */
 };
 
 struct vgc_pred {
@@ -95,6 +100,9 @@ uint64_t vgc_key(const void *fn, const unsigned dims[6]);
 /* Predicted cost of one launch of key; *known: key was measured before (otherwise the
  * prediction is a guess from recent launches). */
 int64_t vgc_predict(const struct vgc_pred *p, uint64_t key, bool *known);
+/* The mean cost of key's launches (0: never measured): what a launch is expected to add to
+ * the work in flight, where the estimate above is about the fastest run. */
+int64_t vgc_predict_mean(const struct vgc_pred *p, uint64_t key);
 
 /* What a completed launch really cost. measured: its start-to-end time from the
  * limiter's events. alone: no other context had work pending meanwhile, so measured is
@@ -131,7 +139,17 @@ struct vgc_board_slot {
 
 struct vgc_board {
     _Atomic uint64_t magic;
-    uint64_t spare[7];
+    /* The turn (vgc_turn_*): the owner id holding it (0: free), when it expires unless
+     * extended, a futex word bumped at each release, and how many processes wait. */
+    _Atomic uint64_t turn;
+    _Atomic int64_t turn_until;
+    _Atomic uint32_t turn_seq;
+    _Atomic uint32_t turn_waiters;
+    /* The waiter the turn goes to next (0: any) and its key: the time its credit was
+     * last at zero, so the one furthest behind its share goes first. */
+    _Atomic uint64_t turn_next;
+    _Atomic int64_t turn_next_key;
+    uint64_t spare[2];
     struct vgc_board_slot slots[VGC_BOARD_SLOTS];
 };
 
@@ -170,6 +188,27 @@ int64_t vgc_board_split(const struct vgc_view *before, const struct vgc_view *af
  * processes' recent shares summed and its claim. A returning owner's claim shows at once,
  * whatever a borrower leaves it. */
 int64_t vgc_board_others_share(const struct vgc_board *b, uint64_t container, int64_t now);
+
+/* ---- turns: one limited process at a time queues work on the GPU ----
+ *
+ * Without MPS the driver time-slices the contexts that have work pending, so an event
+ * interval of a launch made beside a busy neighbour also covers the neighbour's slices.
+ * Limited processes therefore take exclusive turns through the board: a process queues
+ * work only while it holds the turn and gives it back when its queue drains (its credit
+ * ran out, it had nothing more to launch, or it held the turn VGC_TURN_NS while others
+ * waited and stopped queuing). Every interval is then the launch's own GPU time. A turn
+ * held by a dead process expires VGC_TURN_GRACE_NS after its holder last extended it. */
+#define VGC_TURN_NS       INT64_C(40000000)  /* a turn while others wait */
+#define VGC_TURN_GRACE_NS INT64_C(200000000) /* a holder not heard from this long lost it */
+
+/* Takes the turn for owner when it is free, expired, or owner's already; extends it to
+ * until. True when owner holds it. */
+bool vgc_turn_take(struct vgc_board *b, uint64_t owner, int64_t now, int64_t until);
+/* Extends owner's turn to until (no-op when owner does not hold it). */
+void vgc_turn_extend(struct vgc_board *b, uint64_t owner, int64_t until);
+/* Gives owner's turn back (no-op when owner does not hold it); true when it did and
+ * processes are waiting (the caller wakes them on turn_seq). */
+bool vgc_turn_release(struct vgc_board *b, uint64_t owner);
 
 /* Opens (creating if needed) dir/<uuid>.board; NULL on failure (err set). */
 struct vgc_board *vgc_board_open(const char *dir, const char *uuid, struct vg_err *err);

@@ -43,6 +43,12 @@ int64_t vgc_rate(struct region_compute *b, const struct vgc_params *p)
 
 void vgc_refill(struct region_compute *b, const struct vgc_params *p, int64_t now)
 {
+    vgc_refill_owed(b, p, now, 0);
+}
+
+void vgc_refill_owed(struct region_compute *b, const struct vgc_params *p, int64_t now,
+                     int64_t owed_ns)
+{
     int64_t last = atomic_load_explicit(&b->refill_at, memory_order_relaxed);
     if (last == 0) {
         /* First use: the budget starts empty, at zero. */
@@ -54,7 +60,8 @@ void vgc_refill(struct region_compute *b, const struct vgc_params *p, int64_t no
     int64_t dt = min64(now - last, 10 * VGC_WINDOW_NS); /* the ceiling is far below */
     int64_t add = dt * vgc_rate(b, p) / VGC_PPM;
     int64_t c = atomic_fetch_add(&b->credit_ns, add) + add;
-    int64_t cap = vgc_cap_ns(p->mode == VGPU_COMPUTE_BURST ? p->burst_ppm : p->share_ppm);
+    int64_t cap =
+        vgc_cap_ns(p->mode == VGPU_COMPUTE_BURST ? p->burst_ppm : p->share_ppm) + max64(owed_ns, 0);
     while (c > cap && !atomic_compare_exchange_weak(&b->credit_ns, &c, cap))
         ;
 }
@@ -174,6 +181,12 @@ int64_t vgc_predict(const struct vgc_pred *p, uint64_t key, bool *known)
     return p->recent_ns > 0 ? p->recent_ns : VGC_DEFAULT_COST;
 }
 
+int64_t vgc_predict_mean(const struct vgc_pred *p, uint64_t key)
+{
+    const struct vgc_pred_entry *e = find(p, key);
+    return e != NULL ? e->mean_ns : 0;
+}
+
 static struct vgc_pred_entry *find_or_add(struct vgc_pred *p, uint64_t key)
 {
     unsigned h = home(key);
@@ -227,6 +240,7 @@ int64_t vgc_observe(struct vgc_pred *p, uint64_t key, int64_t measured_ns, bool 
     }
     if (measured_ns <= e->est_ns)
         e->win_n = 0; /* the window counts only runs of longer intervals */
+    e->mean_ns = e->seen == 1 ? actual : e->mean_ns + (actual - e->mean_ns) / 8;
     p->recent_ns = p->recent_ns == 0 ? actual : p->recent_ns + (actual - p->recent_ns) / 8;
     return actual;
 }
@@ -376,6 +390,34 @@ int64_t vgc_board_others_share(const struct vgc_board *b, uint64_t container, in
     for (unsigned k = 0; k < n; k++)
         sum += max64(used[k], claim[k]);
     return min64(sum, VGC_PPM);
+}
+
+bool vgc_turn_take(struct vgc_board *b, uint64_t owner, int64_t now, int64_t until)
+{
+    uint64_t cur = atomic_load(&b->turn);
+    if (cur != owner) {
+        if (cur != 0 && now < atomic_load(&b->turn_until))
+            return false;
+        if (!atomic_compare_exchange_strong(&b->turn, &cur, owner))
+            return false;
+    }
+    atomic_store(&b->turn_until, until);
+    return true;
+}
+
+void vgc_turn_extend(struct vgc_board *b, uint64_t owner, int64_t until)
+{
+    if (atomic_load(&b->turn) == owner)
+        atomic_store(&b->turn_until, until);
+}
+
+bool vgc_turn_release(struct vgc_board *b, uint64_t owner)
+{
+    uint64_t cur = owner;
+    if (!atomic_compare_exchange_strong(&b->turn, &cur, 0))
+        return false;
+    atomic_fetch_add(&b->turn_seq, 1);
+    return atomic_load(&b->turn_waiters) != 0;
 }
 
 struct vgc_board *vgc_board_open(const char *dir, const char *uuid, struct vg_err *err)

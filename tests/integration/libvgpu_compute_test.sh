@@ -153,6 +153,21 @@ bursty) # a tenant with random on/off periods next to a saturating one
     atleast $((30 + TOL)) "$got" || fail "bursty tenant above its share: $got %"
     check "70 % tenant next to a bursty one" "$(mean_of 1 "$out")" 70
     ;;
+killed) # a container killed mid-run (it may hold the GPU's turn, with work in flight)
+    # stalls nobody: its turn expires and its neighbour gets its share from then on
+    tenant a 30 -- 1000000 $RUN_MS
+    tenant b 70 -- 1000000 $((RUN_MS + 1000))
+    "$TRUTH" 0 2 "$WINDOWS" "$group_b" >"$T/truth" &
+    sampler=$!
+    sleep 1
+    kill -9 "$group_a"
+    wait "$group_a" 2>/dev/null
+    pids=("$group_b")
+    wait $sampler
+    out=$(cat "$T/truth")
+    wait_tenants
+    check "70 % tenant after its neighbour was killed" "$(mean_of 0 "$out")" 70
+    ;;
 long) # 20 ms kernels: one kernel is 2 % of a window
     tenant a 30 -- 20000000 $RUN_MS
     tenant b 70 -- 20000000 $RUN_MS

@@ -226,6 +226,39 @@ static void test_board(void **state)
     free(b);
 }
 
+/* Turns: one holder at a time; a turn its holder stopped extending (killed) expires; what
+ * a container earned while it waited for its turn is kept above the credit ceiling. */
+static void test_turn(void **state)
+{
+    (void)state;
+    struct vgc_board *b = calloc(1, sizeof *b);
+    int64_t t = 100 * S;
+    assert_true(vgc_turn_take(b, 11, t, t + VGC_TURN_GRACE_NS));
+    assert_false(vgc_turn_take(b, 22, t + 1, t + 1 + VGC_TURN_GRACE_NS));
+    assert_true(vgc_turn_take(b, 11, t + 2, t + 2 + VGC_TURN_GRACE_NS)); /* its own */
+    atomic_store(&b->turn_waiters, 1);
+    assert_false(vgc_turn_release(b, 22)); /* not 22's to give */
+    uint32_t seq = atomic_load(&b->turn_seq);
+    assert_true(vgc_turn_release(b, 11)); /* someone waits: wake them */
+    assert_int_equal(atomic_load(&b->turn_seq), seq + 1);
+    assert_true(vgc_turn_take(b, 22, t + 3, t + 3 + VGC_TURN_GRACE_NS));
+    /* 22 dies holding it: held until the grace after its last extension, then free. */
+    vgc_turn_extend(b, 22, t + 10 * MS + VGC_TURN_GRACE_NS);
+    assert_false(vgc_turn_take(b, 11, t + 10 * MS + VGC_TURN_GRACE_NS - 1, 0));
+    assert_true(vgc_turn_take(b, 11, t + 10 * MS + VGC_TURN_GRACE_NS, t + S));
+    vgc_turn_extend(b, 22, t + 10 * S); /* the old holder cannot extend it back */
+    assert_int_equal(atomic_load(&b->turn_until), t + S);
+    free(b);
+
+    struct region_compute rc = {0};
+    struct vgc_params p = {.share_ppm = 100000, .burst_ppm = 100000, .mode = VGPU_COMPUTE_HARD};
+    vgc_refill(&rc, &p, 1 * S);
+    vgc_refill_owed(&rc, &p, 2 * S, 30 * MS); /* 100 ms earned, 30 ms of it while waiting */
+    assert_int_equal(atomic_load(&rc.credit_ns), vgc_cap_ns(100000) + 30 * MS);
+    vgc_refill(&rc, &p, 3 * S);
+    assert_int_equal(atomic_load(&rc.credit_ns), vgc_cap_ns(100000));
+}
+
 static void test_board_file(void **state)
 {
     (void)state;
@@ -288,6 +321,7 @@ int main(void)
         cmocka_unit_test(test_pi_trim),
         cmocka_unit_test(test_burst_rate),
         cmocka_unit_test(test_board),
+        cmocka_unit_test(test_turn),
         cmocka_unit_test(test_board_file),
         cmocka_unit_test(test_virtual_tenant),
     };
