@@ -425,7 +425,7 @@ struct vgc_board *vgc_board_open(const char *dir, const char *uuid, struct vg_er
     if (mkdir(dir, 01777) == 0)
         (void)chmod(dir, 01777); /* shared by every container's uid; umask aside */
     else if (errno != EEXIST)
-        return vg_err_set(err, -errno, "board directory %s: %s", dir, strerror(errno)), NULL;
+        return vg_err_errno(err, errno, "board directory %s", dir), NULL;
     char path[VGPU_CONFIG_PATH_MAX + REGION_UUID_MAX + 16];
     if (vg_snprintf(path, sizeof path, "%s/%s.board", dir, uuid) < 0)
         return vg_err_set(err, -ENAMETOOLONG, "board path too long"), NULL;
@@ -434,7 +434,7 @@ struct vgc_board *vgc_board_open(const char *dir, const char *uuid, struct vg_er
             return vg_err_set(err, -EINVAL, "bad GPU UUID \"%s\"", uuid), NULL;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (fd < 0)
-        return vg_err_set(err, -errno, "board %s: %s", path, strerror(errno)), NULL;
+        return vg_err_errno(err, errno, "board %s", path), NULL;
     (void)fchmod(fd, 0666);
     struct stat st;
     if (fstat(fd, &st) != 0 || (st.st_size != 0 && st.st_size != (off_t)sizeof(struct vgc_board))) {
@@ -444,12 +444,12 @@ struct vgc_board *vgc_board_open(const char *dir, const char *uuid, struct vg_er
     if (st.st_size == 0 && ftruncate(fd, (off_t)sizeof(struct vgc_board)) != 0) {
         int e = errno;
         close(fd);
-        return vg_err_set(err, -e, "board %s: %s", path, strerror(e)), NULL;
+        return vg_err_errno(err, e, "board %s", path), NULL;
     }
     void *m = mmap(NULL, sizeof(struct vgc_board), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (m == MAP_FAILED)
-        return vg_err_set(err, -errno, "board %s: mmap: %s", path, strerror(errno)), NULL;
+        return vg_err_errno(err, errno, "board %s: mmap", path), NULL;
     struct vgc_board *b = m;
     uint64_t magic = 0;
     if (!atomic_compare_exchange_strong(&b->magic, &magic, VGC_BOARD_MAGIC) &&

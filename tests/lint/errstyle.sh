@@ -7,9 +7,8 @@
 # Modules listed in PENDING have not been converted yet; take one off the list when it is.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-# Every module is converted but compute_core.c (its four strerror() calls go with the
-# limiter's next change).
-PENDING='^src/libvgpu/compute_core\.c:'
+# Modules not yet converted (none today): an extended regex of paths to leave alone.
+PENDING='^$'
 status=0
 
 hits=$(grep -rnE '(^|[^_[:alnum:]])strerror[[:space:]]*\(' --include='*.c' --include='*.h' \
