@@ -17,6 +17,19 @@ static void mark_truncated(char *msg, int written)
         memcpy(msg + VG_ERR_MSG_MAX - 4, "...", 4);
 }
 
+/* err->msg = "<fmt>: <tail>", marked when cut. */
+static void format_then(struct vg_err *err, const char *fmt, va_list ap, const char *tail)
+{
+    int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    if (n < 0)
+        n = 0;
+    if ((size_t)n < sizeof err->msg) {
+        int m = snprintf(err->msg + n, sizeof err->msg - (size_t)n, ": %s", tail);
+        n += m < 0 ? 0 : m;
+    }
+    mark_truncated(err->msg, n);
+}
+
 int vg_err_set(struct vg_err *err, int code, const char *fmt, ...)
 {
     if (code > 0)
@@ -44,15 +57,8 @@ int vg_err_wrap(struct vg_err *err, const char *fmt, ...)
     memcpy(old, err->msg, sizeof old);
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    format_then(err, fmt, ap, old);
     va_end(ap);
-    if (n < 0)
-        n = 0;
-    if ((size_t)n < sizeof err->msg) {
-        int m = snprintf(err->msg + n, sizeof err->msg - (size_t)n, ": %s", old);
-        n += m < 0 ? 0 : m;
-    }
-    mark_truncated(err->msg, n);
     return err->code;
 }
 
@@ -105,18 +111,11 @@ int vg_err_errno(struct vg_err *err, int errnum, const char *fmt, ...)
     if (err == NULL)
         return -errnum;
     err->code = -errnum;
+    char text[VG_STRERROR_MAX];
+    const char *reason = vg_strerror(errnum, text, sizeof text);
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    format_then(err, fmt, ap, reason);
     va_end(ap);
-    if (n < 0)
-        n = 0;
-    if ((size_t)n < sizeof err->msg) {
-        char text[VG_STRERROR_MAX];
-        int m = snprintf(err->msg + n, sizeof err->msg - (size_t)n, ": %s",
-                         vg_strerror(errnum, text, sizeof text));
-        n += m < 0 ? 0 : m;
-    }
-    mark_truncated(err->msg, n);
     return -errnum;
 }

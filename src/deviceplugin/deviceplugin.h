@@ -332,6 +332,12 @@ int dp_response_add_env(struct dp_response *r, const char *key, const char *valu
 int dp_response_add_mount(struct dp_response *r, const char *container_path, const char *host_path,
                           bool read_only, struct vg_err *err);
 
+/* Lists one device ID for the container: appends it to visible (size bytes, *used of them
+ * used; comma-separated) and, with the volume-mounts list strategy, mounts /dev/null at
+ * /var/run/nvidia-container-devices/<id> as NVIDIA's plugin does. */
+int dp_response_list_id(const struct dp_config *cfg, struct dp_response *r, char *visible,
+                        size_t size, size_t *used, const char *id, struct vg_err *err);
+
 /* NVIDIA_VISIBLE_DEVICES for the device list strategy (the ids, or the volume-mounts
  * directory), the GDS, MOFED and GDRCOPY switches of flags, and the IMEX channels of
  * imex.channelIDs (NVIDIA_IMEX_CHANNELS, their device nodes with passDeviceSpecs). */

@@ -75,21 +75,12 @@ int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resou
             vg_snprintf(id, sizeof(id), "%u:%u", g->index, m->index);
         else
             vg_strlcpy(id, m->uuid, sizeof(id));
-        int w = vg_snprintf(visible + used, sizeof(visible) - used, "%s%s", used ? "," : "", id);
-        if (w < 0)
-            return vg_err_set(err, -ENOSPC, "NVIDIA_VISIBLE_DEVICES too long");
-        used += (size_t)w;
-        if (cfg->flags.plugin.device_list_strategy & DP_LIST_VOLUME_MOUNTS) {
-            char path[256];
-            vg_snprintf(path, sizeof(path), "/var/run/nvidia-container-devices/%s", id);
-            int rc = dp_response_add_mount(out, path, "/dev/null", false, err);
-            if (rc < 0)
-                return rc;
-        }
+        int rc = dp_response_list_id(cfg, out, visible, sizeof(visible), &used, id, err);
+        if (rc < 0)
+            return rc;
         if (cfg->flags.plugin.pass_device_specs) {
             char path[64];
-            int rc = dp_response_add_gpu_nodes(cfg, out, g->minor, err);
-            if (rc < 0)
+            if ((rc = dp_response_add_gpu_nodes(cfg, out, g->minor, err)) < 0)
                 return rc;
             const int caps[] = {m->gi_cap, m->ci_cap};
             for (size_t c = 0; c < 2; c++) {

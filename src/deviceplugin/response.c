@@ -153,6 +153,21 @@ static int cdi_response(const struct dp_config *cfg, char ids[][ANNOT_UUID_MAX],
     return 0;
 }
 
+int dp_response_list_id(const struct dp_config *cfg, struct dp_response *r, char *visible,
+                        size_t size, size_t *used, const char *id, struct vg_err *err)
+{
+    int w = vg_snprintf(visible + *used, size - *used, "%s%s", *used ? "," : "", id);
+    if (w < 0)
+        return vg_err_set(err, -ENOSPC, "NVIDIA_VISIBLE_DEVICES too long");
+    *used += (size_t)w;
+    if (!(cfg->flags.plugin.device_list_strategy & DP_LIST_VOLUME_MOUNTS))
+        return 0;
+    char path[256];
+    if (vg_snprintf(path, sizeof(path), "/var/run/nvidia-container-devices/%s", id) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "device ID '%s' too long", id);
+    return add_mount(r, path, "/dev/null", false, err);
+}
+
 /* What every mode returns for a set of GPUs (NVIDIA's getAllocateResponse): the visible
  * devices by deviceListStrategy (every strategy of the list, combined) and
  * deviceIDStrategy, device specs when passDeviceSpecs (not with CDI strategies only: the
@@ -174,22 +189,11 @@ int dp_response_for_gpus(const struct dp_config *cfg, const struct dp_gpu *gpus,
             vg_snprintf(id, ANNOT_UUID_MAX, "%u", g->index);
         else
             vg_strlcpy(id, g->uuid, ANNOT_UUID_MAX);
-        int w = vg_snprintf(visible + used, sizeof(visible) - used, "%s%s", i ? "," : "", id);
-        if (w < 0)
-            return vg_err_set(err, -ENOSPC, "NVIDIA_VISIBLE_DEVICES too long");
-        used += (size_t)w;
-        if (cfg->flags.plugin.device_list_strategy & DP_LIST_VOLUME_MOUNTS) {
-            char path[256];
-            vg_snprintf(path, sizeof(path), "/var/run/nvidia-container-devices/%s", id);
-            int rc = add_mount(out, path, "/dev/null", false, err);
-            if (rc < 0)
-                return rc;
-        }
-        if (cfg->flags.plugin.pass_device_specs && legacy) {
-            int rc = dp_response_add_gpu_nodes(cfg, out, g->minor, err);
-            if (rc < 0)
-                return rc;
-        }
+        int rc = dp_response_list_id(cfg, out, visible, sizeof(visible), &used, id, err);
+        if (rc == 0 && cfg->flags.plugin.pass_device_specs && legacy)
+            rc = dp_response_add_gpu_nodes(cfg, out, g->minor, err);
+        if (rc < 0)
+            return rc;
     }
     int rc = cdi_response(cfg, ids, n < DP_MAX_GPUS ? n : DP_MAX_GPUS, out, err);
     if (rc < 0)
