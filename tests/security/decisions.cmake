@@ -9,3 +9,10 @@ if(TARGET vgpu-scheduler)
                          TIMEOUT 300)
   endforeach()
 endif()
+if(TARGET vgpu-device-plugin)
+  add_test(NAME security.decisions.ForgedAllocateTest
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/decisions_deviceplugin.py
+                   ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR} ForgedAllocateTest)
+  set_tests_properties(security.decisions.ForgedAllocateTest PROPERTIES
+                       LABELS "security;deviceplugin" TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()
