@@ -138,20 +138,20 @@ int sched_admit(struct sched_state *s, const char *body, size_t len, char **out,
     json_t *request = json_object_get(root, "request");
     const char *uid = sched_json_str(request, "uid", NULL, NULL);
     json_t *pod = json_object_get(request, "object");
-    if (uid == NULL || !json_is_object(pod))
-        return vg_err_set(err, -EBADMSG,
-                          "AdmissionReview: request.uid and request.object are "
-                          "required");
     const char *op = sched_json_str(request, "operation", NULL, NULL);
     bool update = op != NULL && strcmp(op, "UPDATE") == 0;
-    json_t *old = update ? json_object_get(request, "oldObject") : NULL;
-    if (update && !json_is_object(old))
-        return vg_err_set(err, -EBADMSG, "AdmissionReview: an UPDATE needs request.oldObject");
-    if (op != NULL && !update && strcmp(op, "CREATE") != 0) {
+    if (uid != NULL && op != NULL && !update && strcmp(op, "CREATE") != 0) {
         VG_AUTO_JSON json_t *allowed = review(uid, true, NULL, NULL);
         *out = json_dumps(allowed, JSON_COMPACT);
         return 0; /* DELETE, CONNECT: nothing to check */
     }
+    if (uid == NULL || !json_is_object(pod))
+        return vg_err_set(err, -EBADMSG,
+                          "AdmissionReview: request.uid and request.object are "
+                          "required");
+    json_t *old = update ? json_object_get(request, "oldObject") : NULL;
+    if (update && !json_is_object(old))
+        return vg_err_set(err, -EBADMSG, "AdmissionReview: an UPDATE needs request.oldObject");
     const char *foreign = foreign_annotation(pod, old);
     if (foreign != NULL) {
         char msg[512];

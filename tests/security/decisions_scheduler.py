@@ -167,21 +167,35 @@ class WebhookForgeryTest(unittest.TestCase):
     def tearDown(self):
         self.cluster.stop()
 
-    def admit(self, pod, operation="CREATE", old=None):
+    def review(self, request):
         ctx = ssl.create_default_context(cafile=self.cert)
         ctx.check_hostname = False
         conn = http.client.HTTPSConnection("127.0.0.1", self.wport, context=ctx, timeout=10)
-        request = {"uid": "u-1", "operation": operation, "object": pod}
-        if old is not None:
-            request["oldObject"] = old
         conn.request("POST", "/webhook", json.dumps({"apiVersion": "admission.k8s.io/v1",
                                                      "kind": "AdmissionReview",
                                                      "request": request}),
                      {"Content-Type": "application/json"})
         resp = conn.getresponse()
-        body = json.loads(resp.read())
-        self.assertEqual(resp.status, 200, body)
+        return resp.status, resp.read().decode()
+
+    def admit(self, pod, operation="CREATE", old=None):
+        request = {"uid": "u-1", "operation": operation, "object": pod}
+        if old is not None:
+            request["oldObject"] = old
+        status, text = self.review(request)
+        self.assertEqual(status, 200, text)
+        body = json.loads(text)
         return body["response"]
+
+    def test_bad_reviews(self):
+        pod = H.pod_object("a", {"cpu": "1"}, {"vgpu.io/decision": forged(1, 1)})
+        status, text = self.review({"uid": "u-1", "operation": "UPDATE", "object": pod})
+        self.assertEqual(status, 400, text)
+        self.assertIn("an UPDATE needs request.oldObject", text)
+        # A DELETE carries no object: nothing to check, allowed.
+        status, text = self.review({"uid": "u-2", "operation": "DELETE", "object": None})
+        self.assertEqual(status, 200, text)
+        self.assertTrue(json.loads(text)["response"]["allowed"])
 
     def refused(self, r):
         self.assertFalse(r["allowed"], r)
