@@ -89,6 +89,10 @@ char *annot_decision_encode(const struct annot_decision *in, struct vg_err *err)
 bool annot_dns_label(const char *s);
 bool annot_dns_subdomain(const char *s);
 bool annot_pod_uid(const char *s);
+/* Unix seconds of a time as Kubernetes writes metav1.Time, RFC 3339 in UTC to the second
+ * ("2026-11-25T20:01:00Z", e.g. metadata.creationTimestamp); -1 for NULL or any other
+ * form (an offset, fractions, lower-case letters, a field out of range). */
+int64_t annot_kube_time(const char *s);
 
 /* The annotation keys under vgpu.io/ that a pod's author may set (the policy the
  * scheduler reads); every other vgpu.io/ key on a pod is vgpu's own. */

@@ -69,3 +69,32 @@ bool annot_key_reserved(const char *key)
             return false;
     return true;
 }
+
+int64_t annot_kube_time(const char *s)
+{
+    /* "YYYY-MM-DDThh:mm:ssZ": digits where the form has them, nothing else. */
+    static const char form[] = "dddd-dd-ddTdd:dd:ddZ";
+    if (s == NULL || strlen(s) != sizeof(form) - 1)
+        return -1;
+    for (size_t i = 0; form[i]; i++)
+        if (form[i] == 'd' ? (s[i] < '0' || s[i] > '9') : s[i] != form[i])
+            return -1;
+#define NUM2(at) ((unsigned)(s[at] - '0') * 10u + (unsigned)(s[(at) + 1] - '0'))
+    unsigned y = NUM2(0) * 100u + NUM2(2), mo = NUM2(5), d = NUM2(8), h = NUM2(11), mi = NUM2(14),
+             sec = NUM2(17);
+#undef NUM2
+    static const unsigned month_days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    static const unsigned days_before[12] = {0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (y < 1970 || mo < 1 || mo > 12 || d < 1 ||
+        d > month_days[mo - 1] + (mo == 2 && leap ? 1u : 0u) || h > 23 || mi > 59 || sec > 59)
+        return -1;
+    /* Whole days since 1970-01-01: 365 a year, plus the Gregorian leap days of the years
+     * before y (every 4th, not every 100th, every 400th), plus this year's months. */
+    int64_t before = (int64_t)y - 1;
+    int64_t leaps =
+        (before / 4 - before / 100 + before / 400) - (1969 / 4 - 1969 / 100 + 1969 / 400);
+    int64_t days = ((int64_t)y - 1970) * 365 + leaps + days_before[mo - 1] +
+                   (mo > 2 && leap ? 1 : 0) + (int64_t)d - 1;
+    return days * 86400 + (int64_t)h * 3600 + (int64_t)mi * 60 + (int64_t)sec;
+}

@@ -283,35 +283,6 @@ static const char *container_mismatch(json_t *pod, const struct annot_container 
     return NULL;
 }
 
-/* Unix seconds of an RFC 3339 time as Kubernetes writes metav1.Time
- * ("2026-11-25T20:01:00Z"); -1 when absent or not in that form. */
-static int64_t kube_time(const char *s)
-{
-    /* "YYYY-MM-DDThh:mm:ssZ": digits where the form has them, nothing else. */
-    static const char form[] = "dddd-dd-ddTdd:dd:ddZ";
-    if (s == NULL || strlen(s) != sizeof(form) - 1)
-        return -1;
-    for (size_t i = 0; form[i]; i++)
-        if (form[i] == 'd' ? (s[i] < '0' || s[i] > '9') : s[i] != form[i])
-            return -1;
-#define NUM2(at) ((unsigned)(s[at] - '0') * 10u + (unsigned)(s[(at) + 1] - '0'))
-    unsigned y = NUM2(0) * 100u + NUM2(2), mo = NUM2(5), d = NUM2(8), h = NUM2(11), mi = NUM2(14),
-             sec = NUM2(17);
-#undef NUM2
-    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
-        return -1;
-    /* Days from the civil date (proleptic Gregorian), as in Howard Hinnant's
-     * days_from_civil (public domain, http://howardhinnant.github.io/date_algorithms.html). */
-    int64_t yy = (int64_t)y - (mo <= 2);
-    int64_t era = (yy >= 0 ? yy : yy - 399) / 400;
-    int64_t yoe = yy - era * 400;
-    int64_t m = (int64_t)mo;
-    int64_t doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + (int64_t)d - 1;
-    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    int64_t days = era * 146097 + doe - 719468;
-    return days * 86400 + (int64_t)h * 3600 + (int64_t)mi * 60 + (int64_t)sec;
-}
-
 static struct pc_entry *entry_new(struct dp_podcache *c, const char *uid, json_t *pod,
                                   const char *text)
 {
@@ -366,7 +337,7 @@ static struct pc_entry *entry_new(struct dp_podcache *c, const char *uid, json_t
         }
     /* The decision's time orders matching, and the pod's author could have written it: a
      * decision is never older than its pod (creationTimestamp, set by the API server). */
-    int64_t created = kube_time(str_at(pod, "metadata", "creationTimestamp"));
+    int64_t created = annot_kube_time(str_at(pod, "metadata", "creationTimestamp"));
     e->time = d->time > created ? d->time : created;
     e->container_count = d->container_count;
     e->containers = xcalloc(d->container_count ? d->container_count : 1, sizeof(*e->containers));

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "annot/annot.h"
 #include "verdict.h"
@@ -55,6 +56,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                  strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-.") != strlen(name))) ||
         annot_pod_uid(name) != label)
         abort();
+    /* A time it accepts prints back to the same text. */
+    int64_t t = annot_kube_time(name);
+    if (t != -1) {
+        time_t tt = (time_t)t;
+        struct tm tm;
+        char back[32];
+        if (t < 0 || gmtime_r(&tt, &tm) == NULL ||
+            strftime(back, sizeof back, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0 || strcmp(back, name))
+            abort();
+    }
     free(name);
     if (annot_decision_decode((const char *)data, size, &dec, &err) == 0) {
         if (!annot_dns_subdomain(dec.node))

@@ -249,6 +249,43 @@ static void test_names(void **state)
     assert_false(annot_key_reserved(NULL));
 }
 
+/* metav1.Time as Kubernetes writes it, to the second, and every near miss refused. */
+static void test_kube_time(void **state)
+{
+    (void)state;
+    assert_true(annot_kube_time("1970-01-01T00:00:00Z") == 0);
+    assert_true(annot_kube_time("2026-11-25T20:01:00Z") == 1795636860);
+    assert_true(annot_kube_time("2000-02-29T23:59:59Z") == 951868799); /* a 400th year */
+    assert_true(annot_kube_time("2024-03-01T00:00:00Z") == 1709251200);
+    assert_true(annot_kube_time("9999-12-31T23:59:59Z") == 253402300799);
+    static const char *const bad[] = {
+        "2026-11-25T20:01:00z",
+        "2026-11-25t20:01:00Z",
+        "2026-11-25T20:01:00+00:00",
+        "2026-11-25T20:01:00.5Z",
+        "2026-11-25 20:01:00Z",
+        "2026-13-01T00:00:00Z",
+        "2026-00-01T00:00:00Z",
+        "2026-02-29T00:00:00Z",
+        "1900-02-29T00:00:00Z",
+        "2026-04-31T00:00:00Z",
+        "2026-11-25T24:00:00Z",
+        "2026-11-25T20:60:00Z",
+        "2026-11-25T20:01:60Z",
+        "1969-12-31T23:59:59Z",
+        "+026-11-25T20:01:00Z",
+        "2026-1-25T20:01:00Z",
+        "",
+        "2026-11-25T20:01:00Z\n",
+        "2026-11-25T20:01:00ZZ",
+        "2026-11-2 T20:01:00Z",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (annot_kube_time(bad[i]) != -1)
+            fail_msg("accepted '%s'", bad[i]);
+    assert_true(annot_kube_time(NULL) == -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -259,6 +296,7 @@ int main(void)
         cmocka_unit_test(test_decision_round_trip),
         cmocka_unit_test(test_decision_malformed),
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_kube_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
