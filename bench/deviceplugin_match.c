@@ -42,10 +42,15 @@ int main(int argc, char **argv)
                  "\"main\",\"gpus\":[{\"uuid\":\"GPU-11111111-2222-3333-4444-555555555555\","
                  "\"memoryMiB\":1024,\"cores\":10}]}]}",
                  (unsigned long long)(1700000000 + i));
+        /* A pod of vgpu-scheduler's whose spec asks for what its decision gives. */
         json_array_append_new(
-            list, json_pack("{s:{s:s,s:s,s:s,s:{s:s}},s:{s:s},s:{s:s}}", "metadata", "name", name,
-                            "namespace", "default", "uid", uid, "annotations", ANNOT_KEY_DECISION,
-                            text, "spec", "nodeName", "node-1", "status", "phase", "Pending"));
+            list, json_pack("{s:{s:s,s:s,s:s,s:{s:s}},s:{s:s,s:s,s:[{s:s,s:{s:{s:s,s:s,s:s}}}]},"
+                            "s:{s:s}}",
+                            "metadata", "name", name, "namespace", "default", "uid", uid,
+                            "annotations", ANNOT_KEY_DECISION, text, "spec", "nodeName", "node-1",
+                            "schedulerName", "vgpu-scheduler", "containers", "name", "main",
+                            "resources", "limits", "nvidia.com/gpu", "1", "nvidia.com/gpumem",
+                            "1Gi", "nvidia.com/gpucores", "10", "status", "phase", "Pending"));
     }
     snprintf(newest, sizeof(newest), "uid-%llu", (unsigned long long)(pods - 1));
     struct dp_podcache *cache = dp_podcache_new("node-1");

@@ -207,6 +207,9 @@ int annot_decision_decode(const char *text, size_t len, struct annot_decision *o
         (rc = get_array(root, ANNOT_KEY_DECISION, "containers", ANNOT_MAX_CONTAINERS, &containers,
                         err)))
         return rc;
+    if (!annot_dns_subdomain(out->node))
+        return vg_err_set(err, -EINVAL, "%s.node: not a DNS subdomain (RFC 1123)",
+                          ANNOT_KEY_DECISION);
     out->time = (int64_t)time;
     for (size_t i = 0; i < json_array_size(containers); i++) {
         json_t *c = json_array_get(containers, i);
@@ -220,6 +223,11 @@ int annot_decision_decode(const char *text, size_t len, struct annot_decision *o
         if ((rc = get_string(c, where, "name", oc->name, sizeof oc->name, true, err)) ||
             (rc = get_array(c, where, "gpus", ANNOT_MAX_GPUS, &gpus, err)))
             return rc;
+        if (!annot_dns_label(oc->name))
+            return vg_err_set(err, -EINVAL,
+                              "%s.name: not a container name (an RFC 1123 label: 1..63 of "
+                              "a-z, 0-9 and '-')",
+                              where);
         for (size_t j = 0; j < i; j++)
             if (strcmp(out->containers[j].name, oc->name) == 0) {
                 return vg_err_set(err, -EINVAL, "%s.name: '%s' is listed twice", where, oc->name);

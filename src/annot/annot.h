@@ -77,6 +77,28 @@ int annot_decision_decode(const char *text, size_t len, struct annot_decision *o
                           struct vg_err *err);
 char *annot_decision_encode(const struct annot_decision *in, struct vg_err *err);
 
+/* ---- Names ----
+ *
+ * Every name from the API that reaches a path, an environment variable, a log line or a
+ * file is checked with these first (names.c; Kubernetes' RFC 1123 rules): a label is
+ * 1..63 of [a-z0-9-], a letter or digit at both ends (container names, namespaces); a
+ * subdomain is 1..253 bytes of labels joined by single dots (pod and node names); a pod
+ * uid is a label (every UUID Kubernetes assigns is one). NULL is never valid. */
+#define ANNOT_LABEL_MAX     63
+#define ANNOT_SUBDOMAIN_MAX 253
+bool annot_dns_label(const char *s);
+bool annot_dns_subdomain(const char *s);
+bool annot_pod_uid(const char *s);
+/* Unix seconds of a time as Kubernetes writes metav1.Time, RFC 3339 in UTC to the second
+ * ("2026-11-25T20:01:00Z", e.g. metadata.creationTimestamp); -1 for NULL or any other
+ * form (an offset, fractions, lower-case letters, a field out of range). */
+int64_t annot_kube_time(const char *s);
+
+/* The annotation keys under vgpu.io/ that a pod's author may set (the policy the
+ * scheduler reads); every other vgpu.io/ key on a pod is vgpu's own. */
+#define ANNOT_PREFIX "vgpu.io/"
+bool annot_key_reserved(const char *key);
+
 /* "vgpu", "timeSlicing", "mps", "mig". */
 const char *annot_mode_name(enum annot_mode mode);
 

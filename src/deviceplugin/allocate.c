@@ -139,10 +139,13 @@ int dp_allocate_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, uns
 int dp_container_dir_path(const char *region_dir, const char *pod_uid, const char *container,
                           char *path, size_t size, struct vg_err *err)
 {
-    if (!pod_uid[0] || strchr(pod_uid, '/') || strchr(pod_uid, '_') || strchr(container, '/') ||
-        strcmp(pod_uid, "..") == 0 || !container[0])
-        return vg_err_set(err, -EINVAL, "pod uid '%s' / container '%s' cannot name a directory",
-                          pod_uid, container);
+    /* RFC 1123 names (annot.h): no '/', '_', "..", whitespace or control characters
+     * reach the path, and the '_' between them splits the name back unambiguously. The
+     * names are not echoed: they may hold anything. */
+    if (!annot_pod_uid(pod_uid) || !annot_dns_label(container))
+        return vg_err_set(err, -EINVAL,
+                          "a pod uid or container name that is not a valid Kubernetes name "
+                          "cannot name a container directory");
     if (vg_snprintf(path, size, "%s/%s_%s", region_dir, pod_uid, container) < 0)
         return vg_err_set(err, -ENAMETOOLONG, "container directory path too long");
     return 0;

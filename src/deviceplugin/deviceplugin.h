@@ -350,7 +350,8 @@ void dp_response_dump(const struct dp_response *resp, FILE *out);
 int dp_response_pack(const struct dp_response *const *resps, size_t count, uint8_t **data,
                      size_t *len, struct vg_err *err);
 
-/* <region_dir>/<pod uid>_<container>, into path[size]. */
+/* <region_dir>/<pod uid>_<container>, into path[size]; -EINVAL unless the uid is a pod uid
+ * and the container an RFC 1123 label (annot_pod_uid, annot_dns_label). */
 int dp_container_dir_path(const char *region_dir, const char *pod_uid, const char *container,
                           char *path, size_t size, struct vg_err *err);
 /* Where dp_container_dir_create fills a directory before renaming it into place. */

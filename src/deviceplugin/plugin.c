@@ -1073,6 +1073,8 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
         p->opt.register_retry_ms = 5000;
     p->pods = json_object();
     p->decisions = dp_podcache_new(cfg->cli.node_name);
+    if (cfg->vgpu.scheduler_name != NULL)
+        dp_podcache_set_scheduler(p->decisions, cfg->vgpu.scheduler_name);
     p->prepared = json_object();
     if (vg_snprintf(p->kubelet_socket, sizeof(p->kubelet_socket), "%s/kubelet.sock",
                     cfg->cli.kubelet_dir) < 0)

@@ -13,6 +13,7 @@
 
 #include "base/buf.h"
 #include "base/log.h"
+#include "base/parse.h"
 #include "base/mem.h"
 #include "base/str.h"
 #include "deviceplugin/podcache.h"
@@ -45,6 +46,7 @@ struct pc_list {
 
 struct dp_podcache {
     char *node;
+    char *scheduler;           /* the schedulerName whose pods' decisions are used */
     struct pc_entry **entries; /* every entry, in order */
     size_t count, cap;
     struct pc_list waiting; /* usable entries with pending > 0, in order */
@@ -57,6 +59,7 @@ struct dp_podcache *dp_podcache_new(const char *node)
 {
     struct dp_podcache *c = xcalloc(1, sizeof(*c));
     c->node = xstrdup(node);
+    c->scheduler = xstrdup(DP_SCHEDULER_NAME_DEFAULT);
     c->scratch = xmalloc(sizeof(*c->scratch));
     return c;
 }
@@ -88,7 +91,14 @@ void dp_podcache_free(struct dp_podcache *c)
     free(c->waiting.v);
     free(c->scratch);
     free(c->node);
+    free(c->scheduler);
     free(c);
+}
+
+void dp_podcache_set_scheduler(struct dp_podcache *c, const char *name)
+{
+    free(c->scheduler);
+    c->scheduler = xstrdup(name);
 }
 
 static int entry_cmp(const struct pc_entry *a, const struct pc_entry *b)
@@ -204,6 +214,75 @@ static const char *qualifying_decision(const struct dp_podcache *c, json_t *pod)
     return str_at(json_object_get(meta, "annotations"), ANNOT_KEY_DECISION, NULL);
 }
 
+/* A resource of a container: limits first, requests as the fallback (as the scheduler
+ * reads it, docs/scheduler.md); 0 absent, 1 read into *out, -1 malformed. */
+static int container_resource(json_t *container, const char *key, bool memory, uint64_t *out)
+{
+    json_t *res = json_object_get(container, "resources");
+    json_t *v = json_object_get(json_object_get(res, "limits"), key);
+    if (v == NULL)
+        v = json_object_get(json_object_get(res, "requests"), key);
+    if (v == NULL)
+        return 0;
+    if (json_is_integer(v) && json_integer_value(v) >= 0) {
+        *out = (uint64_t)json_integer_value(v);
+        return 1;
+    }
+    if (!json_is_string(v))
+        return -1;
+    int rc = memory ? vg_parse_kube_mib(json_string_value(v), INT32_MAX, out, NULL)
+                    : vg_parse_kube_count(json_string_value(v), INT32_MAX, out, NULL);
+    return rc < 0 ? -1 : 1;
+}
+
+/* Why the decision's container dc does not belong to pod (into why), or NULL: the pod's
+ * spec must have a container of that name whose GPU requests are the decision's: as many
+ * GPUs (nvidia.com/gpu), and where the container sets them, the same memory per GPU
+ * (nvidia.com/gpumem) and compute share (nvidia.com/gpucores). */
+static const char *container_mismatch(json_t *pod, const struct annot_container *dc, char *why,
+                                      size_t size)
+{
+    json_t *containers = json_object_get(json_object_get(pod, "spec"), "containers");
+    json_t *found = NULL, *c;
+    size_t i;
+    json_array_foreach(containers, i, c)
+    {
+        const char *name = str_at(c, "name", NULL);
+        if (name && strcmp(name, dc->name) == 0)
+            found = c;
+    }
+    if (!found) {
+        vg_snprintf(why, size, "no container %s in its spec", dc->name);
+        return why;
+    }
+    uint64_t count = 0, mib = 0, cores = 0;
+    int has_count = container_resource(found, "nvidia.com/gpu", false, &count);
+    int has_mib = container_resource(found, "nvidia.com/gpumem", true, &mib);
+    int has_cores = container_resource(found, "nvidia.com/gpucores", false, &cores);
+    if (has_count <= 0 || count != dc->gpu_count) {
+        vg_snprintf(why, size, "container %s: nvidia.com/gpu %s, decided %u", dc->name,
+                    has_count < 0    ? "malformed"
+                    : has_count == 0 ? "absent"
+                                     : "differs",
+                    dc->gpu_count);
+        return why;
+    }
+    for (unsigned g = 0; g < dc->gpu_count; g++) {
+        if (has_mib < 0 || (has_mib > 0 && mib > 0 && dc->gpus[g].memory_mib != mib)) {
+            vg_snprintf(why, size, "container %s: nvidia.com/gpumem differs, decided %llu MiB",
+                        dc->name, (unsigned long long)dc->gpus[g].memory_mib);
+            return why;
+        }
+        if (has_cores < 0 ||
+            (has_cores > 0 && dc->gpus[g].cores != (cores > 100 ? 100 : (unsigned)cores))) {
+            vg_snprintf(why, size, "container %s: nvidia.com/gpucores differs, decided %u",
+                        dc->name, dc->gpus[g].cores);
+            return why;
+        }
+    }
+    return NULL;
+}
+
 static struct pc_entry *entry_new(struct dp_podcache *c, const char *uid, json_t *pod,
                                   const char *text)
 {
@@ -217,21 +296,49 @@ static struct pc_entry *entry_new(struct dp_podcache *c, const char *uid, json_t
     e->seq = c->seq++;
     struct annot_decision *d = c->scratch;
     struct vg_err derr = {0};
-    char problem[200];
+    char problem[400], why[200];
+    /* Every name of the pod reaches a directory name, the environment, the limits file or
+     * a log line: none is used, or echoed, unless it is what Kubernetes allows. */
+    if (!annot_pod_uid(uid) || !annot_dns_label(e->ns) || !annot_dns_subdomain(e->name)) {
+        e->problem = xstrdup("; a pod with an invalid uid, namespace or name has a decision");
+        return e;
+    }
+    const char *sched = str_at(pod, "spec", "schedulerName");
+    if (!sched || strcmp(sched, c->scheduler) != 0) {
+        vg_snprintf(problem, sizeof(problem),
+                    "; pod %s/%s is not scheduled by %s (schedulerName %s)", e->ns, e->name,
+                    c->scheduler,
+                    !sched                       ? "unset"
+                    : annot_dns_subdomain(sched) ? sched
+                                                 : "invalid");
+        e->problem = xstrdup(problem);
+        return e;
+    }
     c->stats.decodes++;
     if (annot_decision_decode(text, strlen(text), d, &derr) < 0) {
-        vg_snprintf(problem, sizeof(problem), "; pod %s has a garbled %s: %s", name ? name : uid,
+        vg_snprintf(problem, sizeof(problem), "; pod %s has a garbled %s: %s", e->name,
                     ANNOT_KEY_DECISION, derr.msg);
         e->problem = xstrdup(problem);
         return e;
     }
     if (strcmp(d->node, c->node) != 0) {
-        vg_snprintf(problem, sizeof(problem), "; pod %s has a decision for node '%s'",
-                    name ? name : uid, d->node);
+        vg_snprintf(problem, sizeof(problem), "; pod %s has a decision for node '%s'", e->name,
+                    d->node);
         e->problem = xstrdup(problem);
         return e;
     }
-    e->time = d->time;
+    for (unsigned i = 0; i < d->container_count; i++)
+        if (d->containers[i].gpu_count > 0 &&
+            container_mismatch(pod, &d->containers[i], why, sizeof(why)) != NULL) {
+            vg_snprintf(problem, sizeof(problem), "; pod %s/%s: decision does not match spec: %s",
+                        e->ns, e->name, why);
+            e->problem = xstrdup(problem);
+            return e;
+        }
+    /* The decision's time orders matching, and the pod's author could have written it: a
+     * decision is never older than its pod (creationTimestamp, set by the API server). */
+    int64_t created = annot_kube_time(str_at(pod, "metadata", "creationTimestamp"));
+    e->time = d->time > created ? d->time : created;
     e->container_count = d->container_count;
     e->containers = xcalloc(d->container_count ? d->container_count : 1, sizeof(*e->containers));
     for (unsigned i = 0; i < d->container_count; i++) {

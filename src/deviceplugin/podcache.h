@@ -15,9 +15,12 @@
  * decision forgets what was known about the pod.
  *
  * Pods that are not bound to the node, are finished (Succeeded/Failed) or being deleted,
- * or carry no decision are not kept. A decision that cannot be used (garbled, or for
- * another node) is kept as the reason only, so a failed match can name it. Not
- * thread-safe; everything runs on the daemon's loop. */
+ * or carry no decision are not kept. A decision that cannot be used is kept as the reason
+ * only, so a failed match can name it: garbled, for another node, on a pod whose uid,
+ * namespace or name Kubernetes would not allow or whose schedulerName is not vgpu's, or
+ * naming a container the pod's spec lacks or whose GPU requests differ (count, and memory
+ * and cores where the container sets them). A decision's time counts as no earlier than
+ * its pod's creationTimestamp. Not thread-safe; everything runs on the daemon's loop. */
 #ifndef VGPU_DEVICEPLUGIN_PODCACHE_H
 #define VGPU_DEVICEPLUGIN_PODCACHE_H
 
@@ -31,13 +34,19 @@
 
 struct dp_podcache;
 
+/* vgpu-scheduler's default --scheduler-name (docs/scheduler.md). */
+#define DP_SCHEDULER_NAME_DEFAULT "vgpu-scheduler"
+
 /* The most pods the cache keeps (a node runs a few hundred at most, kubelet's default is
  * 110; during a relist the cache holds old and new entries at once); one more is not kept,
  * with a warning. */
 #define DP_PODCACHE_MAX_PODS 8192
 
-/* A cache for the pods of node (copied). Aborts on out-of-memory like xmalloc. */
+/* A cache for the pods of node (copied). Aborts on out-of-memory like xmalloc. It uses
+ * the decisions of pods whose spec.schedulerName is DP_SCHEDULER_NAME_DEFAULT, or the name
+ * given to dp_podcache_set_scheduler (copied); other pods' are unusable. */
 struct dp_podcache *dp_podcache_new(const char *node);
+void dp_podcache_set_scheduler(struct dp_podcache *cache, const char *name);
 void dp_podcache_free(struct dp_podcache *cache);
 
 /* A pod from a list or an ADDED/MODIFIED watch event (borrowed). A pod that no longer

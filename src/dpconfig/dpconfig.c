@@ -491,6 +491,14 @@ static const struct key keys[] = {
      .flag = "compute-board-dir",
      .doc = "host directory shared by every container on the node, where libvgpu's compute "
             "limiters see each other (mounted at the same path, `VGPU_COMPUTE_BOARD`)"},
+    {.path = "vgpu.schedulerName",
+     .type = T_STRING,
+     .offset = OFF(vgpu.scheduler_name),
+     .def = "vgpu-scheduler",
+     .env = "VGPU_SCHEDULER_NAME",
+     .flag = "scheduler-name",
+     .doc = "vgpu-scheduler's `--scheduler-name`: Allocate uses the `vgpu.io/decision` of pods "
+            "whose `spec.schedulerName` is this, and of no other pod"},
     {.path = "vgpu.mpsControlPath",
      .type = T_STRING,
      .offset = OFF(vgpu.mps_control_path),

@@ -165,6 +165,7 @@ struct dp_config {
         char *ld_so_preload_path;
         char *region_dir;
         char *compute_board_dir;
+        char *scheduler_name; /* the schedulerName whose pods' decisions are used */
         char *mps_control_path;
     } vgpu;
     /* Command line only (never in the file). */

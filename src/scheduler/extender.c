@@ -620,10 +620,9 @@ int sched_bind_prepare(struct sched_state *s, const char *body, size_t len, stru
     char key[SCHED_KEY_MAX];
     (void)vg_snprintf(key, sizeof key, "%s/%s", out->ns, out->name);
     struct sched_pod *p = sched_map_get(&s->pods, key);
-    /* A decision already in the API but not bound (written by another writer, or by a
-     * scheduler that patched it separately before binding) is bound as it stands. */
-    bool rebind = p != NULL && !p->assumed && !p->bound && p->node >= 0 && p->decision != NULL;
-    if (p == NULL || (!p->assumed && !rebind)) {
+    /* Only our own live promise is bound: a decision in the API that the scheduler did not
+     * make (an unbound pod's annotation) never reaches a binding. */
+    if (p == NULL || !p->assumed) {
         s->stats.bind_failures++;
         return vg_err_set(err, -ENOENT,
                           "vgpu: no live filter decision for pod %s (it expired or was never "
@@ -650,10 +649,28 @@ int sched_bind_prepare(struct sched_state *s, const char *body, size_t len, stru
             sched_pod_drop(s, p);
         return rc;
     }
+    /* The promise must still be charged, on GPUs that take tenants: a changed inventory
+     * may have pushed it out, and a bound pod whose decision over-commits a GPU blocks it
+     * (state.c). */
+    const char *unfit = NULL;
+    if (p->node >= 0 && !p->applied)
+        unfit = "no longer fits its node (the node's GPUs changed)";
+    for (unsigned k = 0; k < p->share_count && unfit == NULL && p->node >= 0; k++)
+        for (unsigned g = 0; g < p->shares[k].gpu_count && unfit == NULL; g++)
+            if (sched_gpu_blocked(s, p->node, p->shares[k].gpus[g]))
+                unfit = "names a GPU that a pod bound since over-commits";
+    if (unfit != NULL) {
+        s->stats.bind_failures++;
+        rc = vg_err_set(err, -ESTALE,
+                        "vgpu: the share promised to pod %s on node %s %s; nothing was bound, "
+                        "scheduling will be retried",
+                        key, p->node_name, unfit);
+        sched_pod_drop(s, p);
+        return rc;
+    }
     if (out->uid[0] == '\0')
         (void)vg_strlcpy(out->uid, p->uid, sizeof out->uid);
     p->binding = true;
-    p->rebind = rebind;
     (void)vg_strlcpy(out->resource_version, p->resource_version, sizeof out->resource_version);
     out->decision = p->decision != NULL ? xstrdup(p->decision) : NULL;
     return 0;
@@ -668,12 +685,10 @@ void sched_bind_finish(struct sched_state *s, const struct sched_bind *b,
     if (p == NULL || !p->binding)
         return;
     p->binding = false;
-    bool rebind = p->rebind;
-    p->rebind = false;
     if (outcome != SCHED_BIND_OK) {
         s->stats.bind_failures++;
-        if (rebind || !p->assumed)
-            return; /* a decision in the API (or the watch already showed ours bound) */
+        if (!p->assumed)
+            return; /* the watch already showed ours bound */
         if (outcome == SCHED_BIND_UNKNOWN && p->node >= 0) {
             /* Perhaps written: keep the share until the watch tells, or the TTL. */
             p->expires_ms = now.mono_ms + s->opt.assume_ttl_ms;

@@ -34,8 +34,8 @@ struct sched_pod {
     bool binding;  /* bind in flight: does not expire */
     bool written;  /* our binding wrote it; the watch may not have shown it yet */
     bool bound;    /* the API shows spec.nodeName (or our binding succeeded) */
-    bool rebind;   /* the bind in flight re-uses a decision already in the API */
     bool seen;     /* resync mark */
+    bool blocking; /* bound, does not fit: its GPUs take no new tenants until it goes */
     uint64_t expires_ms;
     char *decision; /* vgpu.io/decision text (owned), NULL for a pod without GPUs */
     unsigned share_count;
@@ -53,6 +53,10 @@ struct sched_types {
 struct sched_node {
     bool present, seen, has_inventory;
     struct annot_inventory inventory;
+    /* Per GPU: bound pods whose decision does not fit beside what the GPU holds (written
+     * by someone other than this scheduler). Such a GPU takes no new tenants while any
+     * holds it: the scheduler cannot tell how much of it they really use. */
+    uint16_t blocked[PLACE_MAX_GPUS];
 };
 
 /* What filter reads of each offered node, packed: struct sched_node holds the whole
@@ -109,7 +113,11 @@ int sched_share_charge(struct sched_state *s, int32_t node, const struct sched_s
                        uint16_t types, struct vg_err *err);
 void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sched_share *sh,
                           uint16_t types);
+/* Charges every share of p, all or nothing. A bound pod (not our promise) that does not
+ * fit blocks the GPUs it names instead (sched_node.blocked) and still returns the error. */
 int sched_pod_apply(struct sched_state *s, struct sched_pod *p, struct vg_err *err);
+/* Whether GPU g of node idx is blocked by a bound pod that does not fit. */
+bool sched_gpu_blocked(const struct sched_state *s, int32_t idx, unsigned g);
 void sched_pod_unapply(struct sched_state *s, struct sched_pod *p);
 void sched_pod_drop(struct sched_state *s, struct sched_pod *p);
 void sched_reapply_all(struct sched_state *s);

@@ -67,8 +67,10 @@ const struct place_cluster *sched_state_cluster(const struct sched_state *s);
  * node without the annotation, or with a garbled one, keeps no GPUs (logged). */
 void sched_node_update(struct sched_state *s, json_t *node);
 void sched_node_delete(struct sched_state *s, json_t *node);
-/* A pod object; its vgpu.io/decision annotation (when bound or being bound and not
- * finished) is charged to the model. */
+/* A pod object; its vgpu.io/decision annotation (when bound and not finished) is charged
+ * to the model; a bound pod's decision that does not fit blocks its GPUs instead. The
+ * annotation on a pod that is not bound was not written by vgpu-scheduler (which writes it
+ * only with the binding) and is ignored. */
 void sched_pod_update(struct sched_state *s, json_t *pod);
 void sched_pod_delete(struct sched_state *s, json_t *pod);
 /* After a relist: objects not in items are deleted, the rest updated. */
@@ -116,9 +118,10 @@ enum sched_bind_outcome {
 /* Second half. OK: the share is the pod's, no longer a promise. REFUSED: the promise is
  * dropped; kube-scheduler retries the pod from filter. UNKNOWN: the promise stays charged
  * and expires --assume-ttl after now unless the watch shows the pod bound with it first
- * (then it is the pod's); kube-scheduler's retry replaces it. A decision that was already
- * in the API before this bind ("rebind": written by someone else, or by a scheduler that
- * wrote it with a separate patch) stays charged whatever the outcome. */
+ * (then it is the pod's); kube-scheduler's retry replaces it. Only a live promise of this
+ * scheduler is ever bound, and only while it is still charged on GPUs that take tenants:
+ * a decision someone else wrote into the API (an unbound pod's annotation) is ignored,
+ * and the binding replaces it. */
 void sched_bind_finish(struct sched_state *s, const struct sched_bind *b,
                        enum sched_bind_outcome outcome, struct sched_now now);
 void sched_bind_release(struct sched_bind *b);

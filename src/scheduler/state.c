@@ -413,6 +413,55 @@ void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sche
         mix_count(s, sh, types, false);
 }
 
+/* After the health of some of node idx's cards changed: the summaries and memos. */
+static void health_changed(struct sched_state *s, int32_t idx)
+{
+    memo_each(s, MEMO_FORGET, (size_t)idx);
+    if (s->batch) {
+        s->refresh_needed = true;
+        return;
+    }
+    place_cluster_refresh(s->cluster);
+    memo_each(s, MEMO_RESET, 0);
+    place_frag_cache_reset(&s->frag);
+}
+
+/* A GPU's health as its inventory says, and no bound pod blocking it. */
+static bool gpu_healthy(const struct sched_state *s, int32_t idx, unsigned g)
+{
+    const struct sched_node *info = &s->nodes[idx];
+    return info->present && info->has_inventory && g < info->inventory.gpu_count &&
+           info->inventory.gpus[g].healthy && info->blocked[g] == 0;
+}
+
+bool sched_gpu_blocked(const struct sched_state *s, int32_t idx, unsigned g)
+{
+    return idx >= 0 && g < PLACE_MAX_GPUS && s->nodes[idx].blocked[g] > 0;
+}
+
+/* p's GPUs (block) take no new tenants, or (unblock) again when nobody else blocks them. */
+static void pod_block(struct sched_state *s, struct sched_pod *p, bool block)
+{
+    if (p->blocking == block || p->node < 0)
+        return;
+    p->blocking = block;
+    struct sched_node *info = &s->nodes[p->node];
+    struct place_node *n = &s->cluster->nodes[p->node];
+    for (unsigned k = 0; k < p->share_count; k++)
+        for (unsigned i = 0; i < p->shares[k].gpu_count; i++) {
+            unsigned g = p->shares[k].gpus[i];
+            if (g >= PLACE_MAX_GPUS)
+                continue;
+            if (block)
+                info->blocked[g]++;
+            else if (info->blocked[g] > 0)
+                info->blocked[g]--;
+            if (g < n->gpu_count)
+                n->gpus[g].healthy = gpu_healthy(s, p->node, g);
+        }
+    health_changed(s, p->node);
+}
+
 /* Charges every share of p to its node; all or nothing. */
 int sched_pod_apply(struct sched_state *s, struct sched_pod *p, struct vg_err *err)
 {
@@ -425,15 +474,25 @@ int sched_pod_apply(struct sched_state *s, struct sched_pod *p, struct vg_err *e
         if (rc < 0) {
             while (i-- > 0)
                 sched_share_uncharge(s, p->node, &p->shares[i], p->types);
+            /* Bound, so its containers may be using these GPUs right now (a decision
+             * someone else wrote, or one that no longer fits a changed inventory): nothing
+             * more goes there while it runs. */
+            if (p->bound && !p->assumed) {
+                pod_block(s, p, true);
+                vg_log(VG_LOG_WARN, "bound pod's decision does not fit: its GPUs take no new pods",
+                       "pod=%s node=%s err=\"%s\"", p->key, p->node_name, err->msg);
+            }
             return rc;
         }
     }
+    pod_block(s, p, false);
     p->applied = true;
     return 0;
 }
 
 void sched_pod_unapply(struct sched_state *s, struct sched_pod *p)
 {
+    pod_block(s, p, false);
     if (!p->applied)
         return;
     for (unsigned i = p->share_count; i-- > 0;)
@@ -534,7 +593,7 @@ static void node_rebuild(struct sched_state *s, int32_t idx, const struct annot_
             (void)vg_strlcpy(pg->uuid, a->uuid, sizeof pg->uuid);
             pg->model = (uint16_t)model;
             pg->numa = a->numa < 0 ? 0 : (uint8_t)a->numa;
-            pg->healthy = a->healthy;
+            pg->healthy = a->healthy && info->blocked[g] == 0;
             pg->slots = (uint16_t)(a->slots > 65535 ? 65535 : a->slots);
             pg->mem_total_mib = a->memory_mib;
             /* A card that offers less than 100 % of its compute starts with the rest
@@ -856,6 +915,19 @@ void sched_pod_update(struct sched_state *s, json_t *pod)
     }
     const char *rv = sched_json_str(pod, "metadata", "resourceVersion", NULL);
     const char *text = sched_json_str(pod, "metadata", "annotations", ANNOT_KEY_DECISION);
+    bool has_node = sched_json_str(pod, "spec", "nodeName", NULL) != NULL;
+    if (text != NULL && !has_node) {
+        /* vgpu-scheduler writes its decision only in the pod's binding, together with
+         * spec.nodeName: a decision on a pod that is not bound was written by someone
+         * else. The pod is undecided; filter decides for it, and the binding replaces the
+         * annotation. */
+        vg_log(VG_LOG_WARN,
+               "pod decision ignored: the pod is not bound, so vgpu-scheduler "
+               "did not write it",
+               "pod=%s", key);
+        s->stats.skipped_pods++;
+        text = NULL;
+    }
     if (text == NULL) {
         /* Our own assumption (or one whose write is in flight) stays until bind or
          * expiry; an API record whose annotation was removed goes. */
@@ -865,7 +937,6 @@ void sched_pod_update(struct sched_state *s, json_t *pod)
             sched_pod_drop(s, p);
         return;
     }
-    bool has_node = sched_json_str(pod, "spec", "nodeName", NULL) != NULL;
     const char *uid = sched_json_str(pod, "metadata", "uid", NULL);
     if (p != NULL && p->decision != NULL && strcmp(p->decision, text) == 0) {
         if (rv != NULL)

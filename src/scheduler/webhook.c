@@ -4,7 +4,11 @@
  * above the largest GPU in the cluster, cores over 100, a GPU type no node has), apply
  * the defaults (nvidia.com/gpu: defaultGPUNum where only memory or cores were given) and
  * point spec.schedulerName at vgpu-scheduler. Pods without vgpu resources, and pods
- * already given to another scheduler, pass unchanged. The patch is a JSON Patch. */
+ * already given to another scheduler, pass unchanged. The patch is a JSON Patch.
+ *
+ * Before any of that, for every pod (CREATE and UPDATE, GPU or not): vgpu's own vgpu.io/
+ * annotations (the decision) are written only through pods/binding, so a pod that carries
+ * one on CREATE, or adds or changes one on UPDATE, is refused (docs/security.md). */
 #include "scheduler/internal.h"
 
 #include <errno.h>
@@ -104,6 +108,27 @@ static json_t *review(const char *uid, bool allowed, const char *message, json_t
                      "AdmissionReview", "response", resp);
 }
 
+/* The first vgpu.io/ annotation of pod that vgpu reserves (annot_key_reserved) and that
+ * old (the object before an UPDATE, NULL on CREATE) does not carry with the same value;
+ * NULL when none. vgpu writes those only through pods/binding, which no pod webhook sees,
+ * so one arriving here was written by someone else. */
+static const char *foreign_annotation(json_t *pod, json_t *old)
+{
+    json_t *ann = json_object_get(json_object_get(pod, "metadata"), "annotations");
+    json_t *old_ann = json_object_get(json_object_get(old, "metadata"), "annotations");
+    const char *key;
+    json_t *v;
+    json_object_foreach(ann, key, v)
+    {
+        if (!annot_key_reserved(key))
+            continue;
+        json_t *was = json_object_get(old_ann, key);
+        if (old == NULL || was == NULL || !json_equal(was, v))
+            return key;
+    }
+    return NULL;
+}
+
 int sched_admit(struct sched_state *s, const char *body, size_t len, char **out, struct vg_err *err)
 {
     *out = NULL;
@@ -113,10 +138,38 @@ int sched_admit(struct sched_state *s, const char *body, size_t len, char **out,
     json_t *request = json_object_get(root, "request");
     const char *uid = sched_json_str(request, "uid", NULL, NULL);
     json_t *pod = json_object_get(request, "object");
+    const char *op = sched_json_str(request, "operation", NULL, NULL);
+    bool update = op != NULL && strcmp(op, "UPDATE") == 0;
+    if (uid != NULL && op != NULL && !update && strcmp(op, "CREATE") != 0) {
+        VG_AUTO_JSON json_t *allowed = review(uid, true, NULL, NULL);
+        *out = json_dumps(allowed, JSON_COMPACT);
+        return 0; /* DELETE, CONNECT: nothing to check */
+    }
     if (uid == NULL || !json_is_object(pod))
         return vg_err_set(err, -EBADMSG,
                           "AdmissionReview: request.uid and request.object are "
                           "required");
+    json_t *old = update ? json_object_get(request, "oldObject") : NULL;
+    if (update && !json_is_object(old))
+        return vg_err_set(err, -EBADMSG, "AdmissionReview: an UPDATE needs request.oldObject");
+    const char *foreign = foreign_annotation(pod, old);
+    if (foreign != NULL) {
+        char msg[512];
+        (void)vg_snprintf(msg, sizeof msg,
+                          "vgpu: annotation %.100s is vgpu's own: only vgpu-scheduler writes it, "
+                          "through the pod's binding; a pod may not %s it (remove it)",
+                          foreign, update ? "add or change" : "carry");
+        VG_AUTO_JSON json_t *refused = review(uid, false, msg, NULL);
+        *out = json_dumps(refused, JSON_COMPACT);
+        return 0;
+    }
+    if (update) {
+        /* spec.schedulerName and the containers' resources are immutable after create:
+         * nothing to default on an update. */
+        VG_AUTO_JSON json_t *allowed = review(uid, true, NULL, NULL);
+        *out = json_dumps(allowed, JSON_COMPACT);
+        return 0;
+    }
     VG_AUTO_JSON json_t *answer = NULL;
     VG_AUTO_FREE struct sched_container_request *reqs = xcalloc(ANNOT_MAX_CONTAINERS, sizeof *reqs);
     struct vg_err perr = {0};

@@ -1,8 +1,10 @@
 /* Fuzz target for the annotation decoders: garbled annotations are refused with a
- * message, and whatever is accepted encodes and decodes back to the same thing. */
+ * message, and whatever is accepted encodes and decodes back to the same thing. The name
+ * validators run on every input too. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "annot/annot.h"
 #include "verdict.h"
@@ -39,6 +41,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     } else if (err.msg[0] == '\0') {
         abort();
+    }
+    /* The name validators (names.c) on the input as one string: whatever they accept
+     * can safely name a file, an environment value or a log field. An accepted decision
+     * names only such containers and nodes. */
+    char *name = malloc(size + 1);
+    if (name == NULL)
+        abort();
+    memcpy(name, data, size);
+    name[size] = '\0';
+    bool label = annot_dns_label(name), sub = annot_dns_subdomain(name);
+    if ((label && (!sub || strlen(name) > ANNOT_LABEL_MAX || strchr(name, '.'))) ||
+        (sub && (strlen(name) > ANNOT_SUBDOMAIN_MAX || strstr(name, "..") ||
+                 strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-.") != strlen(name))) ||
+        annot_pod_uid(name) != label)
+        abort();
+    /* A time it accepts prints back to the same text. */
+    int64_t t = annot_kube_time(name);
+    if (t != -1) {
+        time_t tt = (time_t)t;
+        struct tm tm;
+        char back[32];
+        if (t < 0 || gmtime_r(&tt, &tm) == NULL ||
+            strftime(back, sizeof back, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0 || strcmp(back, name))
+            abort();
+    }
+    free(name);
+    if (annot_decision_decode((const char *)data, size, &dec, &err) == 0) {
+        if (!annot_dns_subdomain(dec.node))
+            abort();
+        for (unsigned i = 0; i < dec.container_count; i++)
+            if (!annot_dns_label(dec.containers[i].name))
+                abort();
     }
     vg_fuzz_report(accepted); /* as a node inventory or as a pod decision */
     return 0;

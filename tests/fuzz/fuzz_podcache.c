@@ -1,10 +1,10 @@
 /* Fuzzes the device plugin's decision cache (src/deviceplugin/podcache.c) with watch
  * event sequences: the input is a list of operations on 8 pod slots — put a pod (one of
  * several decisions: usable, two containers, garbled, another node's, none; phases;
- * being deleted), delete it, relist everything, match and "allocate", roll an allocation
- * back. After every match the cache maintained incrementally must agree with a cache
- * built from scratch over the same pods and directories (dp_match_container): same
- * result, same pod, same container. */
+ * being deleted; another scheduler's pod, a spec that does not match, a creation time), delete it,
+ * relist everything, match and "allocate", roll an allocation back. After every match the cache
+ * maintained incrementally must agree with a cache built from scratch over the same pods and
+ * directories (dp_match_container): same result, same pod, same container. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,15 +78,23 @@ static json_t *make_pod(unsigned slot, uint8_t a, uint8_t b)
     char uid[8], name[8];
     snprintf(uid, sizeof(uid), "u%u", slot);
     snprintf(name, sizeof(name), "p%u", (unsigned)(b % 3)); /* names collide on purpose */
-    json_t *pod =
-        json_pack("{s:{s:s,s:s,s:s,s:{}},s:{s:s},s:{s:s}}", "metadata", "name", name, "namespace",
-                  "ns", "uid", uid, "annotations", "spec", "nodeName",
-                  (b & 0x80) ? "elsewhere" : "n", "status", "phase", phases[(b >> 3) % 4]);
+    /* The spec the decisions are checked against: containers a (1 GPU) and b (2), or,
+     * with bit 0x40 of a, a b whose count matches no decision; bit 0x20 another scheduler;
+     * bit 0x80 a creationTimestamp that moves the decision's time. */
+    json_t *pod = json_pack(
+        "{s:{s:s,s:s,s:s,s:{}},s:{s:s,s:s,s:[{s:s,s:{s:{s:s}}},{s:s,s:{s:{s:s}}}]},s:{s:s}}",
+        "metadata", "name", name, "namespace", "ns", "uid", uid, "annotations", "spec", "nodeName",
+        (b & 0x80) ? "elsewhere" : "n", "schedulerName",
+        (a & 0x20) ? "default-scheduler" : "vgpu-scheduler", "containers", "name", "a", "resources",
+        "limits", "nvidia.com/gpu", "1", "name", "b", "resources", "limits", "nvidia.com/gpu",
+        (a & 0x40) ? "3" : "2", "status", "phase", phases[(b >> 3) % 4]);
     const char *text = decision(a, (a >> 3) % 4);
     json_t *meta = json_object_get(pod, "metadata");
     if (text)
         json_object_set_new(json_object_get(meta, "annotations"), ANNOT_KEY_DECISION,
                             json_string(text));
+    if (a & 0x80)
+        json_object_set_new(meta, "creationTimestamp", json_string("1970-01-01T00:00:02Z"));
     if ((b & 0x60) == 0x60)
         json_object_set_new(meta, "deletionTimestamp", json_string("2026-01-01T00:00:00Z"));
     return pod;

@@ -237,11 +237,25 @@ class ApiServer:
         with urllib.request.urlopen(req, timeout=10) as r:
             return json.loads(r.read() or b"null")
 
-    def add_pod(self, name, decision_text):
-        pod = {"metadata": {"name": name, "namespace": "default",
-                            "annotations": {"vgpu.io/decision": decision_text}},
-               "spec": {"nodeName": "node-1", "containers": [{"name": "main"}]},
-               "status": {"phase": "Pending"}}
+    @staticmethod
+    def pod_for(name, decision_text, scheduler="vgpu-scheduler"):
+        """A pod bound to node-1 carrying decision_text, whose spec asks for what the
+        decision gives (the device plugin checks it): one container per decided one,
+        nvidia.com/gpu = its GPU count."""
+        try:
+            containers = [{"name": c["name"], "resources": {"limits": {
+                "nvidia.com/gpu": str(len(c["gpus"]))}}}
+                for c in json.loads(decision_text)["containers"] if c.get("gpus")]
+        except (ValueError, KeyError, TypeError):
+            containers = [{"name": "main"}]
+        return {"metadata": {"name": name, "namespace": "default",
+                             "annotations": {"vgpu.io/decision": decision_text}},
+                "spec": {"nodeName": "node-1", "schedulerName": scheduler,
+                         "containers": containers or [{"name": "main"}]},
+                "status": {"phase": "Pending"}}
+
+    def add_pod(self, name, decision_text, pod=None):
+        pod = pod or self.pod_for(name, decision_text)
         return self.request("POST", "/api/v1/namespaces/default/pods", pod)
 
     def stop(self):

@@ -187,14 +187,116 @@ static void test_decision_malformed(void **state)
     expect_decision_refused("\"time\":1763780001", "\"time\":null", "time");
     expect_decision_refused("\"containers\":[", "\"containers\":7,\"x\":[", "not an array");
     expect_decision_refused("{\"name\":\"init\",\"gpus\":[]}", "\"init\"", "not an object");
+    /* Names that would reach a path, the environment or a log line are refused here. */
+    expect_decision_refused("\"name\":\"init\"", "\"name\":\"a\\nb\"", "not a container name");
+    expect_decision_refused("\"name\":\"init\"", "\"name\":\"../x\"", "not a container name");
+    expect_decision_refused("\"name\":\"init\"", "\"name\":\"a/b\"", "not a container name");
+    expect_decision_refused("\"name\":\"init\"", "\"name\":\"Init\"", "not a container name");
+    expect_decision_refused("\"node\":\"node-a\"", "\"node\":\"node a\"", "node: not a DNS");
+    expect_decision_refused("\"node\":\"node-a\"", "\"node\":\"../n\"", "node: not a DNS");
+}
+
+/* RFC 1123 as Kubernetes applies it: what passes, what each near miss is. */
+static void test_names(void **state)
+{
+    (void)state;
+    static const char *const labels[] = {"a", "main", "cuda-0", "0", "9x", NULL};
+    static const char *const not_labels[] = {
+        "",     "-a",
+        "a-",   "A",
+        "a_b",  "a.b",
+        "a/b",  "..",
+        ".",    "a\nb",
+        "a b",  "\xc3\xa9",
+        "a\tb", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", /* 64 */
+        NULL};
+    for (int i = 0; labels[i]; i++)
+        if (!annot_dns_label(labels[i]) || !annot_dns_subdomain(labels[i]))
+            fail_msg("'%s' is a label", labels[i]);
+    for (int i = 0; not_labels[i]; i++)
+        if (annot_dns_label(not_labels[i]))
+            fail_msg("'%s' is not a label", not_labels[i]);
+    assert_false(annot_dns_label(NULL));
+    assert_true(annot_dns_label(
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")); /* 63 */
+    assert_true(annot_dns_subdomain("node-1.example.com"));
+    assert_true(annot_dns_subdomain("a.b"));
+    static const char *const not_subdomains[] = {"",    ".",   "a.",  ".a",   "a..b", "../x",
+                                                 "a/b", "a_b", "A.b", "a.-b", "a\n",  NULL};
+    for (int i = 0; not_subdomains[i]; i++)
+        if (annot_dns_subdomain(not_subdomains[i]))
+            fail_msg("'%s' is not a subdomain", not_subdomains[i]);
+    char big[300];
+    memset(big, 'a', sizeof big);
+    for (int i = 63; i < 254; i += 64)
+        big[i] = '.';
+    big[253] = '\0'; /* 253 bytes: the longest */
+    assert_true(annot_dns_subdomain(big));
+    big[253] = 'a';
+    big[254] = '\0';
+    assert_false(annot_dns_subdomain(big));
+    assert_true(annot_pod_uid("0b9d2c7e-5f7a-4a63-9c2b-8e2f5d1c3a4b"));
+    assert_true(annot_pod_uid("uid-pods-7"));
+    assert_false(annot_pod_uid("u_1"));
+    assert_false(annot_pod_uid("../.."));
+    assert_false(annot_pod_uid("a/b"));
+    assert_false(annot_pod_uid(""));
+    assert_true(annot_key_reserved("vgpu.io/decision"));
+    assert_true(annot_key_reserved("vgpu.io/anything"));
+    assert_false(annot_key_reserved("vgpu.io/policy"));
+    assert_false(annot_key_reserved("hami.io/node-scheduler-policy"));
+    assert_false(annot_key_reserved("vgpu.iox/decision"));
+    assert_false(annot_key_reserved(NULL));
+}
+
+/* metav1.Time as Kubernetes writes it, to the second, and every near miss refused. */
+static void test_kube_time(void **state)
+{
+    (void)state;
+    assert_true(annot_kube_time("1970-01-01T00:00:00Z") == 0);
+    assert_true(annot_kube_time("2026-11-25T20:01:00Z") == 1795636860);
+    assert_true(annot_kube_time("2000-02-29T23:59:59Z") == 951868799); /* a 400th year */
+    assert_true(annot_kube_time("2024-03-01T00:00:00Z") == 1709251200);
+    assert_true(annot_kube_time("9999-12-31T23:59:59Z") == 253402300799);
+    static const char *const bad[] = {
+        "2026-11-25T20:01:00z",
+        "2026-11-25t20:01:00Z",
+        "2026-11-25T20:01:00+00:00",
+        "2026-11-25T20:01:00.5Z",
+        "2026-11-25 20:01:00Z",
+        "2026-13-01T00:00:00Z",
+        "2026-00-01T00:00:00Z",
+        "2026-02-29T00:00:00Z",
+        "1900-02-29T00:00:00Z",
+        "2026-04-31T00:00:00Z",
+        "2026-11-25T24:00:00Z",
+        "2026-11-25T20:60:00Z",
+        "2026-11-25T20:01:60Z",
+        "1969-12-31T23:59:59Z",
+        "+026-11-25T20:01:00Z",
+        "2026-1-25T20:01:00Z",
+        "",
+        "2026-11-25T20:01:00Z\n",
+        "2026-11-25T20:01:00ZZ",
+        "2026-11-2 T20:01:00Z",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        if (annot_kube_time(bad[i]) != -1)
+            fail_msg("accepted '%s'", bad[i]);
+    assert_true(annot_kube_time(NULL) == -1);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_inventory_decode),    cmocka_unit_test(test_inventory_round_trip),
-        cmocka_unit_test(test_inventory_malformed), cmocka_unit_test(test_inventory_bounds),
-        cmocka_unit_test(test_decision_round_trip), cmocka_unit_test(test_decision_malformed),
+        cmocka_unit_test(test_inventory_decode),
+        cmocka_unit_test(test_inventory_round_trip),
+        cmocka_unit_test(test_inventory_malformed),
+        cmocka_unit_test(test_inventory_bounds),
+        cmocka_unit_test(test_decision_round_trip),
+        cmocka_unit_test(test_decision_malformed),
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_kube_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

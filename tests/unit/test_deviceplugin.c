@@ -466,11 +466,35 @@ static void test_pack_cdi(void **state)
     dp_resources_release(&res);
 }
 
+/* The spec.containers a pod needs for its decision to be used: each container the
+ * decision gives GPUs, asking for that many nvidia.com/gpu (none for garbled text). */
+static json_t *spec_containers(const char *text)
+{
+    json_t *out = json_array();
+    json_t *d = text ? json_loads(text, 0, NULL) : NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(d, "containers"), i, c)
+    {
+        size_t n = json_array_size(json_object_get(c, "gpus"));
+        if (n == 0 || !json_is_string(json_object_get(c, "name")))
+            continue;
+        char count[24];
+        snprintf(count, sizeof(count), "%zu", n);
+        json_array_append_new(out,
+                              json_pack("{s:O,s:{s:{s:s}}}", "name", json_object_get(c, "name"),
+                                        "resources", "limits", "nvidia.com/gpu", count));
+    }
+    json_decref(d);
+    return out;
+}
+
 static json_t *pod(const char *name, const char *uid, const char *decision)
 {
-    json_t *p = json_pack("{s:{s:s,s:s,s:s},s:{s:s},s:{s:s}}", "metadata", "name", name,
+    json_t *p = json_pack("{s:{s:s,s:s,s:s},s:{s:s,s:s,s:o},s:{s:s}}", "metadata", "name", name,
                           "namespace", "default", "uid", uid, "spec", "nodeName", "node-1",
-                          "status", "phase", "Pending");
+                          "schedulerName", "vgpu-scheduler", "containers",
+                          spec_containers(decision), "status", "phase", "Pending");
     json_t *ann = json_object();
     json_object_set_new(ann, ANNOT_KEY_DECISION, json_string(decision));
     json_object_set_new(json_object_get(p, "metadata"), "annotations", ann);
@@ -813,6 +837,31 @@ static void test_inventory(void **state)
     dp_config_free(&cfg);
 }
 
+/* A container directory is named only from Kubernetes-valid names: nothing else reaches
+ * the path, and the message does not echo what was refused. */
+static void test_container_dir_names(void **state)
+{
+    (void)state;
+    char path[256];
+    struct vg_err err = {0};
+    assert_int_equal(dp_container_dir_path("/r", "0b9d2c7e-5f7a-4a63-9c2b-8e2f5d1c3a4b", "main",
+                                           path, sizeof(path), &err),
+                     0);
+    assert_string_equal(path, "/r/0b9d2c7e-5f7a-4a63-9c2b-8e2f5d1c3a4b_main");
+    static const char *const bad[][2] = {
+        {"u1", "main\nx"}, {"u1", "a/b"},   {"u1", ".."},    {"u1", "../x"},  {"u1", ""},
+        {"u1", "Main"},    {"u_1", "main"}, {"..", "main"},  {"a/b", "main"}, {"", "main"},
+        {"u1", "a b"},     {"u1\n", "m"},   {"u1", "m\x7f"}, {"u1", "é"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&err, 0, sizeof(err));
+        if (dp_container_dir_path("/r", bad[i][0], bad[i][1], path, sizeof(path), &err) != -EINVAL)
+            fail_msg("accepted uid '%s' container '%s'", bad[i][0], bad[i][1]);
+        assert_null(strchr(err.msg, '\n'));
+        assert_non_null(strstr(err.msg, "not a valid Kubernetes name"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -830,6 +879,7 @@ int main(void)
         cmocka_unit_test(test_imex),
         cmocka_unit_test(test_nvml_library),
         cmocka_unit_test(test_allocation_policy),
+        cmocka_unit_test(test_container_dir_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,10 +32,34 @@ static char *decision(int64_t time, const char *node, const char *name, const ch
     return text;
 }
 
+/* The spec.containers a pod needs for its decision to be used: each container the
+ * decision gives GPUs, asking for that many nvidia.com/gpu (none for garbled text). */
+static json_t *spec_containers(const char *text)
+{
+    json_t *out = json_array();
+    json_t *d = text ? json_loads(text, 0, NULL) : NULL;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(d, "containers"), i, c)
+    {
+        size_t n = json_array_size(json_object_get(c, "gpus"));
+        if (n == 0 || !json_is_string(json_object_get(c, "name")))
+            continue;
+        char count[24];
+        snprintf(count, sizeof(count), "%zu", n);
+        json_array_append_new(out,
+                              json_pack("{s:O,s:{s:{s:s}}}", "name", json_object_get(c, "name"),
+                                        "resources", "limits", "nvidia.com/gpu", count));
+    }
+    json_decref(d);
+    return out;
+}
+
 static json_t *pod(const char *name, const char *uid, const char *text)
 {
-    json_t *p = json_pack("{s:{s:s,s:s,s:s},s:{s:s},s:{s:s}}", "metadata", "name", name,
+    json_t *p = json_pack("{s:{s:s,s:s,s:s},s:{s:s,s:s,s:o},s:{s:s}}", "metadata", "name", name,
                           "namespace", "default", "uid", uid, "spec", "nodeName", "node-1",
+                          "schedulerName", "vgpu-scheduler", "containers", spec_containers(text),
                           "status", "phase", "Pending");
     if (text) {
         json_t *ann = json_object();
@@ -293,12 +317,131 @@ static void test_unusable_named(void **state)
     dp_podcache_free(c);
 }
 
+/* The message of a match for count GPUs that finds nothing. */
+static const char *no_match(struct dp_podcache *c, size_t count)
+{
+    static struct vg_err err;
+    struct disk d = {{NULL}, 0};
+    struct dp_match m;
+    memset(&err, 0, sizeof(err));
+    assert_int_equal(dp_podcache_match(c, NULL, count, on_disk, &d, &m, &err), -ENOENT);
+    return err.msg;
+}
+
+/* A pod author writes a decision: it is used only on a pod of vgpu's scheduler whose spec
+ * asks for exactly what it gives, and its time never puts it before older pods. */
+static void test_forged_decisions(void **state)
+{
+    (void)state;
+    struct dp_podcache *c = dp_podcache_new("node-1");
+    struct disk d = {{NULL}, 0};
+    struct dp_match m;
+    struct vg_err err = {0};
+    const char *msg;
+    /* No GPU asked, decision time 0: not used, so the victim's container gets its own. */
+    json_t *p = pod_d("thief", "u1", 0, "main", UUID_A, 1);
+    json_object_del(json_array_get(json_object_get(json_object_get(p, "spec"), "containers"), 0),
+                    "resources");
+    put(c, p);
+    put(c, pod_d("victim", "u2", 100, "main", UUID_A, 4096));
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "victim");
+    assert_int_equal(m.container.gpus[0].memory_mib, 4096);
+    dp_podcache_set_allocated(c, "u2", "main", true);
+    assert_non_null(strstr(no_match(c, 1), "container main: nvidia.com/gpu absent"));
+    /* A container the spec lacks. */
+    p = pod_d("ghost", "u3", 0, "main", UUID_A, 1);
+    json_object_set_new(
+        json_array_get(json_object_get(json_object_get(p, "spec"), "containers"), 0), "name",
+        json_string("other"));
+    dp_podcache_remove(c, "u1");
+    put(c, p);
+    assert_non_null(strstr(no_match(c, 1), "no container main in its spec"));
+    dp_podcache_remove(c, "u3");
+    /* Another scheduler's pod, or none named. */
+    p = pod_d("foreign", "u4", 0, "main", UUID_A, 1);
+    json_object_set_new(json_object_get(p, "spec"), "schedulerName",
+                        json_string("default-scheduler"));
+    put(c, p);
+    assert_non_null(strstr(no_match(c, 1), "is not scheduled by vgpu-scheduler (schedulerName "
+                                           "default-scheduler)"));
+    dp_podcache_remove(c, "u4");
+    /* Memory and cores, where the container sets them, must be the decision's. */
+    p = pod_d("greedy", "u5", 0, "main", UUID_A, 8000);
+    json_t *limits = json_object_get(
+        json_object_get(
+            json_array_get(json_object_get(json_object_get(p, "spec"), "containers"), 0),
+            "resources"),
+        "limits");
+    json_object_set_new(limits, "nvidia.com/gpumem", json_string("1Gi"));
+    put(c, p);
+    assert_non_null(strstr(no_match(c, 1), "nvidia.com/gpumem differs, decided 8000 MiB"));
+    p = pod_d("greedy", "u5", 0, "main", UUID_A, 1024);
+    limits = json_object_get(
+        json_object_get(
+            json_array_get(json_object_get(json_object_get(p, "spec"), "containers"), 0),
+            "resources"),
+        "limits");
+    json_object_set_new(limits, "nvidia.com/gpumem", json_string("1Gi"));
+    json_object_set_new(limits, "nvidia.com/gpucores", json_string("50"));
+    json_incref(p);
+    put(c, p);
+    msg = no_match(c, 1);
+    if (!strstr(msg, "nvidia.com/gpucores differs, decided 10"))
+        fail_msg("%s", msg);
+    /* A container's GPU requests never change in Kubernetes: asking for what was decided
+     * is another pod, which the cache reads afresh. */
+    dp_podcache_remove(c, "u5");
+    json_object_set_new(limits, "nvidia.com/gpucores", json_string("10"));
+    put(c, p);
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "greedy"); /* 1Gi = 1024 MiB, 10 % as decided */
+    dp_podcache_remove(c, "u5");
+    /* Names that could reach a path or a log line: never used, never echoed. */
+    put(c, pod_d("bad-uid", "u_6", 0, "main", UUID_A, 1));
+    msg = no_match(c, 1);
+    assert_non_null(strstr(msg, "invalid uid, namespace or name"));
+    dp_podcache_remove(c, "u_6");
+    p = pod_d("bad-ns", "u7", 0, "main", UUID_A, 1);
+    json_object_set_new(json_object_get(p, "metadata"), "namespace", json_string("a\nb"));
+    put(c, p);
+    msg = no_match(c, 1);
+    assert_non_null(strstr(msg, "invalid uid, namespace or name"));
+    assert_null(strchr(msg, '\n'));
+    dp_podcache_remove(c, "u7");
+    /* A decision's time is never before its pod's creation: a pod created after the
+     * victim's decision cannot jump ahead of it by writing time 0. */
+    p = pod_d("late", "u8", 0, "main", UUID_A, 1);
+    json_object_set_new(json_object_get(p, "metadata"), "creationTimestamp",
+                        json_string("2026-11-25T20:01:00Z"));
+    put(c, p);
+    put(c, pod_d("first", "u9", 1795636859, "main", UUID_B, 2)); /* 20:00:59 that day */
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "first");
+    dp_podcache_set_allocated(c, "u9", "main", true);
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "late");
+    dp_podcache_free(c);
+    /* The scheduler's name is configurable. */
+    c = dp_podcache_new("node-1");
+    dp_podcache_set_scheduler(c, "gpu-sched");
+    put(c, pod_d("p", "u1", 0, "main", UUID_A, 1));
+    assert_non_null(strstr(no_match(c, 1), "is not scheduled by gpu-sched"));
+    p = pod_d("q", "u2", 0, "main", UUID_A, 1);
+    json_object_set_new(json_object_get(p, "spec"), "schedulerName", json_string("gpu-sched"));
+    put(c, p);
+    assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), 0);
+    assert_string_equal(m.pod_name, "q");
+    dp_podcache_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_and_exact_gpus), cmocka_unit_test(test_allocated_asked_once),
         cmocka_unit_test(test_modified_and_deleted), cmocka_unit_test(test_relist),
         cmocka_unit_test(test_unusable_named),       cmocka_unit_test(test_ceiling),
+        cmocka_unit_test(test_forged_decisions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

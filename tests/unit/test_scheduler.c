@@ -189,6 +189,21 @@ static void bound_pod(struct sched_state *s, const char *name, const char *node,
     json_decref(pod);
 }
 
+static char *bind_body(const char *pod, const char *uid, const char *node)
+{
+    static char buf[256];
+    snprintf(buf, sizeof buf,
+             "{\"PodName\":\"%s\",\"PodNamespace\":\"default\",\"PodUID\":\"%s\",\"Node\":\"%s\"}",
+             pod, uid, node);
+    return buf;
+}
+
+static const char *node_or_dash(json_t *r)
+{
+    const char *node = json_string_value(json_array_get(json_object_get(r, "NodeNames"), 0));
+    return node ? node : "-";
+}
+
 static void test_decision_rebuild_and_overcommit(void **unused)
 {
     (void)unused;
@@ -201,6 +216,25 @@ static void test_decision_rebuild_and_overcommit(void **unused)
     assert_int_equal(st.bound, 1);
     assert_int_equal(st.conflicts, 1);
     struct vg_err err = {0};
+    assert_int_equal(sched_check_invariants(s, &err), 0);
+    /* But d1 is bound and may be using the GPU: nothing more goes there, however small,
+     * until it leaves. */
+    json_t *r = filter(s, "small", "100", 1, 0);
+    assert_string_equal(node_or_dash(r), "-");
+    json_decref(r);
+    json_t *gone = json_pack("{s:{s:s, s:s}}", "metadata", "name", "d1", "namespace", "default");
+    sched_pod_delete(s, gone);
+    json_decref(gone);
+    r = filter(s, "small", "100", 1, 0);
+    assert_string_equal(node_or_dash(r), "n0");
+    json_decref(r);
+    /* A promise made before such a pod arrived is not bound onto the blocked GPU. */
+    bound_pod(s, "d2", "n0", 0, 9000, 20);
+    const char *body = bind_body("small", "", "n0");
+    struct sched_bind b;
+    assert_int_equal(
+        sched_bind_prepare(s, body, strlen(body), (struct sched_now){0, 100}, &b, &err), -ESTALE);
+    assert_non_null(strstr(err.msg, "over-commits"));
     assert_int_equal(sched_check_invariants(s, &err), 0);
     sched_state_free(s);
 }
@@ -431,15 +465,6 @@ static void test_types_ids(void **unused)
     sched_state_free(s);
 }
 
-static char *bind_body(const char *pod, const char *uid, const char *node)
-{
-    static char buf[256];
-    snprintf(buf, sizeof buf,
-             "{\"PodName\":\"%s\",\"PodNamespace\":\"default\",\"PodUID\":\"%s\",\"Node\":\"%s\"}",
-             pod, uid, node);
-    return buf;
-}
-
 static const char *filtered_node(json_t *r)
 {
     const char *node = json_string_value(json_array_get(json_object_get(r, "NodeNames"), 0));
@@ -526,8 +551,9 @@ static void test_bind_outcomes(void **unused)
     assert_non_null(strstr(err.msg, "recreated"));
     assert_int_equal(assumed_count(s), 0);
 
-    /* A decision another writer put in the API, not bound yet: the bind writes it as it
-     * stands, and it stays charged whatever the outcome. */
+    /* A decision someone else put on an unbound pod: vgpu-scheduler writes its own only
+     * with the binding, so this one is ignored. It is not charged, and no bind writes it:
+     * the pod is undecided until filter decides for it. */
     const char *dec = "{\"version\":1,\"node\":\"n1\",\"time\":1,\"containers\":[{\"name\":\"m\","
                       "\"gpus\":[{\"uuid\":\"GPU-1\",\"memoryMiB\":2000,\"cores\":10}]}]}";
     pod = json_pack("{s:{s:s, s:s, s:s, s:s, s:{s:s}}}", "metadata", "name", "d", "namespace",
@@ -535,24 +561,22 @@ static void test_bind_outcomes(void **unused)
                     "vgpu.io/decision", dec);
     sched_pod_update(s, pod);
     json_decref(pod);
+    dump = sched_dump(s, false);
+    assert_null(strstr(dump, "\"memUsedMiB\":2000"));
+    free(dump);
     body = bind_body("d", "", "n1");
-    for (int attempt = 0; attempt < 3; attempt++) {
-        assert_int_equal(sched_bind_prepare(s, body, strlen(body), t, &b, &err), 0);
-        assert_string_equal(b.decision, dec);
-        assert_string_equal(b.uid, "uid-d");
-        assert_string_equal(b.resource_version, "11");
-        sched_bind_finish(s, &b,
-                          attempt == 0   ? SCHED_BIND_REFUSED
-                          : attempt == 1 ? SCHED_BIND_UNKNOWN
-                                         : SCHED_BIND_OK,
-                          t);
-        sched_bind_release(&b);
-        dump = sched_dump(s, false);
-        assert_non_null(strstr(dump, "\"memUsedMiB\":2000"));
-        free(dump);
-    }
-    /* Bound now: another bind finds no decision to write. */
     assert_int_equal(sched_bind_prepare(s, body, strlen(body), t, &b, &err), -ENOENT);
+    assert_non_null(strstr(err.msg, "no live filter decision"));
+    /* Filter decides for it; the binding carries the scheduler's decision, not theirs. */
+    r = filter(s, "d", "1000", 2, 4000);
+    snprintf(node, sizeof node, "%s", filtered_node(r));
+    json_decref(r);
+    body = bind_body("d", "", node);
+    assert_int_equal(sched_bind_prepare(s, body, strlen(body), t, &b, &err), 0);
+    assert_non_null(strstr(b.decision, "\"memoryMiB\":1000"));
+    assert_null(strstr(b.decision, "\"memoryMiB\":2000"));
+    sched_bind_finish(s, &b, SCHED_BIND_OK, t);
+    sched_bind_release(&b);
     assert_int_equal(sched_check_invariants(s, &err), 0);
     sched_state_free(s);
 }
