@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
+#include "libvgpu/config.h" /* VGPU_LIMITS_PATH */
 #include "region/region.h"
 
 int dp_allocate_shared(const struct dp_config *cfg, const struct dp_resource *resource,
@@ -122,7 +123,8 @@ int dp_allocate_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, uns
     if ((rc = dp_response_add_env(out, "CUDA_DEVICE_MEMORY_SHARED_CACHE", region, err)) < 0 ||
         (rc = dp_response_add_mount(out, container_dir, container_dir, false, err)) < 0 ||
         (rc = dp_response_add_env(out, "VGPU_LIMITS_FILE", limits, err)) < 0 ||
-        (rc = dp_response_add_mount(out, limits, limits, true, err)) < 0)
+        (rc = dp_response_add_mount(out, limits, limits, true, err)) < 0 ||
+        (rc = dp_response_add_mount(out, VGPU_LIMITS_PATH, limits, true, err)) < 0)
         return rc;
     if (cfg->vgpu.device_memory_scaling > 1.0 &&
         (rc = dp_response_add_env(out, "CUDA_OVERSUBSCRIBE", "true", err)) < 0)

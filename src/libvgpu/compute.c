@@ -149,7 +149,7 @@ void vgc_setup(const struct vgpu_config *c, struct region *r, const char *region
     bool any = false;
     for (unsigned d = 0; d < region_device_count(r) && d < REGION_MAX_DEVICES; d++) {
         const struct region_device_config *dc = region_device(r, d);
-        uint32_t pct = dc->sm_limit_percent;
+        uint32_t pct = region_share(r, d); /* the configuration's, never the file's */
         struct cdev *cd = &rt.dev[d];
         cd->slot = -1;
         if (pct == 0 || pct >= 100)

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "base/auto.h"
 #include "base/buf.h"
@@ -37,7 +38,8 @@ const struct vgpu_key vgpu_config_keys[] = {
     {"VGPU_LOG_LEVEL", VGPU_KEY_LOGLEVEL, false, false, "silent",
      "error, warn, info or debug; stderr, one line per event, rate-limited"},
     {"VGPU_LIMITS_FILE", VGPU_KEY_PATH, false, false, "unset",
-     "read-only limits file; when set, its keys replace every key above in the environment"},
+     "another limits file; without " VGPU_LIMITS_PATH " its keys replace every key above in "
+     "the environment, with it its limits can only lower those of " VGPU_LIMITS_PATH},
 };
 const unsigned vgpu_config_key_count = sizeof vgpu_config_keys / sizeof vgpu_config_keys[0];
 
@@ -257,34 +259,24 @@ int vgpu_config_parse_file(struct vgpu_config *c, const char *text, size_t len, 
     return 0;
 }
 
-static int read_limits_file(struct vgpu_config *c, const char *path, struct vg_err *err)
+static int read_limits_file(struct vgpu_config *c, const char *what, const char *path,
+                            struct vg_err *err)
 {
     struct vg_err sub = {0};
     VG_AUTO_FREE char *text = NULL;
     size_t len = 0;
     int rc = vg_read_file(path, VGPU_LIMITS_FILE_MAX, &text, &len, &sub);
     if (rc < 0)
-        return vg_err_set(err, rc, "VGPU_LIMITS_FILE %s", sub.msg);
+        return vg_err_set(err, rc, "%s %s", what, sub.msg);
     if (vgpu_config_parse_file(c, text, len, err) < 0)
-        return vg_err_wrap(err, "VGPU_LIMITS_FILE %s", path);
+        return vg_err_wrap(err, "%s %s", what, path);
     return 0;
 }
 
-int vgpu_config_load(struct vgpu_config *c, char *const *envp, struct vg_err *err)
+/* Applies every configuration variable of envp to c; keep_file: skip the keys a limits
+ * file may hold (c came from one). */
+static int apply_env(struct vgpu_config *c, char *const *envp, bool keep_file, struct vg_err *err)
 {
-    vgpu_config_init(c);
-    const char *limits_file = NULL;
-    for (char *const *e = envp; e != NULL && *e != NULL; e++)
-        if (strncmp(*e, "VGPU_LIMITS_FILE=", 17) == 0)
-            limits_file = *e + 17;
-    if (limits_file != NULL) {
-        if (limits_file[0] != '/')
-            return vg_err_set(err, -EINVAL, "VGPU_LIMITS_FILE=\"%s\": want an absolute path",
-                              limits_file);
-        int rc = read_limits_file(c, limits_file, err);
-        if (rc < 0)
-            return rc;
-    }
     for (char *const *e = envp; e != NULL && *e != NULL; e++) {
         const char *eq = strchr(*e, '=');
         if (eq == NULL)
@@ -296,7 +288,7 @@ int vgpu_config_load(struct vgpu_config *c, char *const *envp, struct vg_err *er
         if (k == -ENOENT)
             continue;
         /* The file replaces every key it may hold, whether or not it sets it. */
-        if (k >= 0 && c->from_file && vgpu_config_keys[k].in_file)
+        if (k >= 0 && keep_file && vgpu_config_keys[k].in_file)
             continue;
         int rc = k < 0 ? vg_err_set(err, k, "%s", sub.msg)
                        : vgpu_config_apply(c, *e, nl, eq + 1, false, err);
@@ -304,6 +296,135 @@ int vgpu_config_load(struct vgpu_config *c, char *const *envp, struct vg_err *er
             return rc;
     }
     return 0;
+}
+
+static const char *env_value(char *const *envp, const char *name)
+{
+    size_t n = strlen(name);
+    const char *v = NULL;
+    for (char *const *e = envp; e != NULL && *e != NULL; e++)
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
+            v = *e + n + 1;
+    return v;
+}
+
+/* The lower of two limits where 0 is "none". */
+static uint64_t lower(uint64_t a, uint64_t b)
+{
+    if (a == 0)
+        return b;
+    if (b == 0)
+        return a;
+    return a < b ? a : b;
+}
+
+/* The fixed file's limits: a device of the container is named by its position, which the
+ * process's CUDA_VISIBLE_DEVICES can reorder. So that reordering cannot move a larger
+ * limit onto another device, every device takes the smallest limit the file gives when
+ * they differ. */
+static void flatten(struct vgpu_config *c)
+{
+    uint64_t mem = c->memory_limit_all;
+    uint32_t sm = c->sm_limit_all;
+    for (unsigned n = 0; n < VGPU_CONFIG_MAX_DEVICES; n++) {
+        if (c->memory_limit_given[n])
+            mem = lower(mem, c->memory_limit[n]);
+        if (c->sm_limit_given[n])
+            sm = (uint32_t)lower(sm, c->sm_limit[n]);
+    }
+    for (unsigned n = 0; n < VGPU_CONFIG_MAX_DEVICES; n++) {
+        c->memory_limit[n] = mem;
+        c->memory_limit_given[n] = true;
+        c->sm_limit[n] = sm;
+        c->sm_limit_given[n] = true;
+    }
+    c->memory_limit_all = mem;
+    c->sm_limit_all = sm;
+}
+
+/* Lowers c's limits to other's where other's are lower. */
+static void lower_limits(struct vgpu_config *c, const struct vgpu_config *other)
+{
+    for (unsigned n = 0; n < VGPU_CONFIG_MAX_DEVICES; n++) {
+        c->memory_limit[n] =
+            lower(vgpu_config_memory_limit(c, n), vgpu_config_memory_limit(other, n));
+        c->memory_limit_given[n] = true;
+        c->sm_limit[n] =
+            (uint32_t)lower(vgpu_config_sm_limit(c, n), vgpu_config_sm_limit(other, n));
+        c->sm_limit_given[n] = true;
+    }
+    c->memory_limit_all = lower(c->memory_limit_all, other->memory_limit_all);
+    c->sm_limit_all = (uint32_t)lower(c->sm_limit_all, other->sm_limit_all);
+    c->memory_limit_set = false;
+    for (unsigned n = 0; n < VGPU_CONFIG_MAX_DEVICES; n++)
+        c->memory_limit_set |= c->memory_limit[n] != 0;
+    c->memory_limit_set |= c->memory_limit_all != 0;
+}
+
+/* Outside a vgpu container: VGPU_LIMITS_FILE replaces what it may hold, else the
+ * environment decides. */
+static int load_legacy(struct vgpu_config *c, char *const *envp, struct vg_err *err)
+{
+    const char *limits_file = env_value(envp, "VGPU_LIMITS_FILE");
+    if (limits_file != NULL) {
+        if (limits_file[0] != '/')
+            return vg_err_set(err, -EINVAL, "VGPU_LIMITS_FILE=\"%s\": want an absolute path",
+                              limits_file);
+        int rc = read_limits_file(c, "VGPU_LIMITS_FILE", limits_file, err);
+        if (rc < 0)
+            return rc;
+    }
+    return apply_env(c, envp, c->from_file, err);
+}
+
+int vgpu_config_load_at(struct vgpu_config *c, char *const *envp, const char *fixed_path,
+                        struct vg_err *err)
+{
+    vgpu_config_init(c);
+    struct stat st;
+    if (lstat(fixed_path, &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
+        return load_legacy(c, envp, err);
+    c->in_container = true;
+    struct vg_err why = {0};
+    if (read_limits_file(c, "limits file", fixed_path, &why) < 0) {
+        /* Closed: the environment still names the region (to count the refusals there)
+         * and the log level, but no limit of it is trusted. */
+        vgpu_config_init(c);
+        c->in_container = true;
+        c->closed = true;
+        (void)vg_strlcpy(c->closed_why, why.msg, sizeof c->closed_why);
+        int rc = apply_env(c, envp, false, err);
+        c->in_container = true;
+        c->closed = true;
+        return rc;
+    }
+    flatten(c);
+    /* The environment: every key the file may not hold (the log level), and limits that
+     * only lower the file's. An invalid value is refused as outside a container. */
+    struct vgpu_config env;
+    vgpu_config_init(&env);
+    int rc = apply_env(&env, envp, false, err);
+    if (rc < 0)
+        return rc;
+    c->log_level = env.log_level;
+    lower_limits(c, &env);
+    const char *other = env_value(envp, "VGPU_LIMITS_FILE");
+    if (other != NULL) {
+        if (other[0] != '/')
+            return vg_err_set(err, -EINVAL, "VGPU_LIMITS_FILE=\"%s\": want an absolute path",
+                              other);
+        struct vgpu_config f;
+        vgpu_config_init(&f);
+        if ((rc = read_limits_file(&f, "VGPU_LIMITS_FILE", other, err)) < 0)
+            return rc;
+        lower_limits(c, &f);
+    }
+    return 0;
+}
+
+int vgpu_config_load(struct vgpu_config *c, char *const *envp, struct vg_err *err)
+{
+    return vgpu_config_load_at(c, envp, VGPU_LIMITS_PATH, err);
 }
 
 uint64_t vgpu_config_memory_limit(const struct vgpu_config *c, unsigned n)

@@ -1,6 +1,16 @@
 /* libvgpu's configuration: HAMi's environment variables plus the read-only limits file
- * the device plugin writes (VGPU_LIMITS_FILE), which takes precedence so that a process
- * cannot raise its own limit by changing its environment.
+ * the device plugin writes and mounts at one fixed path, VGPU_LIMITS_PATH
+ * (/etc/vgpu/limits), so that a process cannot raise or remove its own limit by changing
+ * its environment.
+ *
+ * Precedence. When a file exists at VGPU_LIMITS_PATH (a vgpu container), it decides every
+ * key it may hold, whatever the environment says; the environment's limits
+ * (CUDA_DEVICE_MEMORY_LIMIT*, CUDA_DEVICE_SM_LIMIT*) and those of a file named by
+ * VGPU_LIMITS_FILE can only lower a limit, never raise or remove it. If that file exists
+ * but cannot be read or parsed, the configuration is closed: every GPU memory allocation
+ * is refused. Without a file at VGPU_LIMITS_PATH (outside a vgpu container) the rules are
+ * the older ones: VGPU_LIMITS_FILE, when set, replaces every key it may hold, else the
+ * environment decides.
  *
  * One table (config.c, vgpu_config_keys) lists every key with its kind, bounds and doc
  * line; the environment parser, the file parser and docs/libvgpu.md follow it. An invalid
@@ -21,6 +31,7 @@
 #define VGPU_LIMITS_FILE_MAX     16384 /* bytes in a limits file */
 #define VGPU_LIMITS_LINE_MAX     512   /* bytes in one line of it */
 #define VGPU_LIMITS_FILE_HEADER  "vgpu-limits 1"
+#define VGPU_LIMITS_PATH         "/etc/vgpu/limits" /* where the device plugin mounts it */
 #define VGPU_DEFAULT_REGION_PATH "/tmp/vgpu.region"
 #define VGPU_DEFAULT_CONTEXT_MIB 256
 #define VGPU_DEFAULT_BOARD_DIR   "/tmp/vgpu-compute"
@@ -72,7 +83,10 @@ struct vgpu_config {
     bool policy_disable;                  /* GPU_CORE_UTILIZATION_POLICY=disable */
     uint32_t burst_limit;                 /* VGPU_COMPUTE_BURST_LIMIT percent, default 100 */
     char board_dir[VGPU_CONFIG_PATH_MAX]; /* VGPU_COMPUTE_BOARD */
-    bool from_file;                       /* limits came from VGPU_LIMITS_FILE */
+    bool from_file;                       /* limits came from a limits file */
+    bool in_container;                    /* a file exists at VGPU_LIMITS_PATH */
+    bool closed;                          /* ... but it cannot be used: refuse allocations */
+    char closed_why[VG_ERR_MSG_MAX];      /* why, for the one line on stderr */
 };
 
 /* Defaults: no limits, default region path, silent. */
@@ -87,9 +101,13 @@ int vgpu_config_apply(struct vgpu_config *c, const char *name, size_t name_len, 
 /* Parses the text of a limits file (len bytes, need not be NUL-terminated). */
 int vgpu_config_parse_file(struct vgpu_config *c, const char *text, size_t len, struct vg_err *err);
 
-/* The whole configuration from an environ-style array: VGPU_LIMITS_FILE (when set) is read
- * and its limits replace every limit variable of the environment. */
+/* The whole configuration from an environ-style array and the file at VGPU_LIMITS_PATH,
+ * by the precedence above. An invalid environment value is an error; an unusable file at
+ * the fixed path is not (c->closed, with c->closed_why). */
 int vgpu_config_load(struct vgpu_config *c, char *const *envp, struct vg_err *err);
+/* The same with the fixed path given (tests). */
+int vgpu_config_load_at(struct vgpu_config *c, char *const *envp, const char *fixed_path,
+                        struct vg_err *err);
 
 /* The memory limit (bytes, 0: none) and compute limit (percent, 0: none) of the n-th
  * visible CUDA device. */

@@ -12,6 +12,7 @@
 #include "libvgpu/vgpu.h"
 
 #include <dlfcn.h>
+#include <sys/mman.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +29,7 @@ struct lv_global lv_g = {
     .attach_lock = PTHREAD_MUTEX_INITIALIZER,
     .ctx_lock = PTHREAD_MUTEX_INITIALIZER,
     .pool_lock = PTHREAD_MUTEX_INITIALIZER,
+    .private_fd = -1,
 };
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
@@ -117,7 +119,19 @@ static void refuse(const char *msg)
     (void)!write(2, line, (size_t)n);
 }
 
-static int setup_region(struct vg_err *err)
+/* Says once, on stderr, that enforcement failed closed (whatever the log level: a
+ * refusal nobody explains would look like a driver fault). */
+static void say_closed(const char *why)
+{
+    char line[2 * VG_ERR_MSG_MAX + 64];
+    int n = vg_snprintf(line, sizeof line, "vgpu: %s; GPU memory allocations refused\n", why);
+    if (n < 0)
+        n = (int)strlen(line);
+    (void)!write(2, line, (size_t)n);
+}
+
+/* The visible CUDA devices (at most REGION_MAX_DEVICES) and their UUIDs. */
+static int visible_devices(CUdevice *devs, struct region_config *rc, struct vg_err *err)
 {
     int count = 0;
     CUresult r = lv_g.real.cuDeviceGetCount(&count);
@@ -125,37 +139,145 @@ static int setup_region(struct vg_err *err)
         return vg_err_set(err, -EIO, "cuDeviceGetCount failed (%d)", (int)r);
     if (count > REGION_MAX_DEVICES)
         count = REGION_MAX_DEVICES;
-    struct region_config rc;
-    memset(&rc, 0, sizeof rc);
-    CUdevice devs[REGION_MAX_DEVICES];
+    memset(rc, 0, sizeof *rc);
     for (int i = 0; i < count; i++) {
         if (lv_g.real.cuDeviceGet(&devs[i], i) != CUDA_SUCCESS ||
-            device_uuid(devs[i], rc.devices[i].uuid, sizeof rc.devices[i].uuid) != CUDA_SUCCESS)
+            device_uuid(devs[i], rc->devices[i].uuid, sizeof rc->devices[i].uuid) != CUDA_SUCCESS)
             return vg_err_set(err, -EIO, "cannot read the UUID of CUDA device %d", i);
+    }
+    rc->device_count = (unsigned)count;
+    return count;
+}
+
+/* This process's limit and share for region device d, which is CUDA device n (-1: none
+ * here). In a vgpu container they are the configuration's (the read-only file, lowered by
+ * the environment); outside one, the limits the region's creator recorded follow each
+ * card by UUID, as they always did (the environment decides there anyway). */
+static void give_limit(unsigned d, int n, bool closed)
+{
+    uint64_t limit;
+    uint32_t share = 0;
+    if (closed) {
+        limit = REGION_LIMIT_CLOSED;
+    } else if (lv_g.config.in_container) {
+        unsigned k = n >= 0 ? (unsigned)n : d;
+        limit = vgpu_config_memory_limit(&lv_g.config, k);
+        share = n >= 0 ? vgpu_config_sm_limit(&lv_g.config, k) : 0;
+    } else {
+        limit = region_device(lv_g.region, d)->memory_limit;
+        share = n >= 0 ? region_device(lv_g.region, d)->sm_limit_percent : 0;
+    }
+    region_set_limit(lv_g.region, d, limit, share);
+}
+
+/* Maps each visible device to its region entry and gives the region this process's
+ * limits; false (nothing mapped) when in_container and the region lacks a visible GPU. */
+static bool map_devices(const CUdevice *devs, const struct region_config *rc, bool closed)
+{
+    bool mapped[REGION_MAX_DEVICES] = {false};
+    for (unsigned i = 0; i < rc->device_count; i++) {
+        int d = region_find_device(lv_g.region, rc->devices[i].uuid);
+        if (d < 0 && lv_g.config.in_container)
+            return false;
+        if (devs[i] >= 0 && devs[i] < LV_MAX_CUDEVICES)
+            lv_g.dev_of[devs[i]] = d >= 0 ? d : -1;
+        if (d < 0) {
+            vg_log(VG_LOG_WARN, "device not in the container's region; not limited", "uuid=%s",
+                   rc->devices[i].uuid);
+            continue;
+        }
+        if (!mapped[d])
+            give_limit((unsigned)d, (int)i, closed);
+        mapped[d] = true;
+    }
+    /* Entries no visible device maps to are charged by nobody here; their limit serves
+     * NVML's view only. */
+    for (unsigned d = 0; d < region_device_count(lv_g.region); d++)
+        if (!mapped[d])
+            give_limit(d, -1, closed);
+    return true;
+}
+
+/* A region only this process sees (a memfd), for failing closed when the container's
+ * region cannot be used. */
+static int open_private_region(const struct region_config *rc, struct vg_err *err)
+{
+    int fd = memfd_create("vgpu-closed", MFD_CLOEXEC);
+    if (fd < 0)
+        return vg_err_errno(err, errno, "private region");
+    char path[64];
+    if (region_init_fd(fd, rc, err) < 0 ||
+        vg_snprintf(path, sizeof path, "/proc/self/fd/%d", fd) < 0 ||
+        region_open(path, &lv_g.region, err) < 0) {
+        close(fd);
+        return vg_err_wrap(err, "private region");
+    }
+    lv_g.private_fd = fd;
+    return 0;
+}
+
+/* Enforcement failed closed (why): says so once and refuses every allocation, counted in
+ * the container's region when it can be opened and lists every visible GPU, else in a
+ * private one. -1 when not even that works (CUDA initialisation is refused then). */
+static int setup_closed(const CUdevice *devs, const struct region_config *rc, const char *why,
+                        struct vg_err *out)
+{
+    say_closed(why);
+    lv_g.closed = true;
+    for (int i = 0; i < LV_MAX_CUDEVICES; i++)
+        lv_g.dev_of[i] = -1;
+    struct vg_err err = {0};
+    if (lv_g.region == NULL)
+        (void)region_open(lv_g.config.region_path, &lv_g.region, &err);
+    if (lv_g.region != NULL && map_devices(devs, rc, true))
+        return 0;
+    if (lv_g.region != NULL) {
+        region_close(lv_g.region);
+        lv_g.region = NULL;
+    }
+    if (open_private_region(rc, &err) < 0)
+        return vg_err_set(out, err.code, "%s", err.msg);
+    if (!map_devices(devs, rc, true))
+        return vg_err_set(out, -EIO, "private region does not list every visible GPU");
+    return 0;
+}
+
+/* 0: enforcing (or closed), 1: no device, < 0: refused. */
+static int setup_region(struct vg_err *err)
+{
+    struct region_config rc;
+    CUdevice devs[REGION_MAX_DEVICES];
+    int count = visible_devices(devs, &rc, err);
+    if (count < 0)
+        return count;
+    if (count == 0)
+        return 1; /* no device: nothing to limit */
+    if (lv_g.config.closed) {
+        char why[VG_ERR_MSG_MAX + 32];
+        (void)vg_snprintf(why, sizeof why, "%s", lv_g.config.closed_why);
+        return setup_closed(devs, &rc, why, err);
+    }
+    /* The record of this configuration a new region keeps (what processes outside a vgpu
+     * container follow; docs/protocol.md). */
+    for (int i = 0; i < count; i++) {
         rc.devices[i].memory_limit = vgpu_config_memory_limit(&lv_g.config, (unsigned)i);
         rc.devices[i].sm_limit_percent = vgpu_config_sm_limit(&lv_g.config, (unsigned)i);
     }
-    if (count == 0)
-        return 1; /* no device: nothing to limit */
-    rc.device_count = (unsigned)count;
     const char *path = lv_g.config.region_path;
-    if (region_create(path, &rc, err) < 0)
-        return vg_err_wrap(err, "creating region %s", path);
-    if (region_open(path, &lv_g.region, err) < 0)
-        return vg_err_wrap(err, "opening region %s", path);
-    for (int i = 0; i < count; i++) {
-        int d = region_find_device(lv_g.region, rc.devices[i].uuid);
-        if (devs[i] >= 0 && devs[i] < LV_MAX_CUDEVICES)
-            lv_g.dev_of[devs[i]] = d >= 0 ? d : -1;
-        if (d < 0)
-            vg_log(VG_LOG_WARN, "device not in the container's region; not limited", "uuid=%s",
-                   rc.devices[i].uuid);
-        else if (region_device(lv_g.region, (unsigned)d)->memory_limit !=
-                 rc.devices[i].memory_limit)
-            vg_log(VG_LOG_INFO, "region limit differs from this process's configuration",
-                   "uuid=%s region=%llu env=%llu", rc.devices[i].uuid,
-                   (unsigned long long)region_device(lv_g.region, (unsigned)d)->memory_limit,
-                   (unsigned long long)rc.devices[i].memory_limit);
+    int rc_ = region_create(path, &rc, err);
+    if (rc_ >= 0)
+        rc_ = region_open(path, &lv_g.region, err);
+    if (rc_ < 0) {
+        if (!lv_g.config.in_container)
+            return vg_err_wrap(err, "region %s", path);
+        char why[VG_ERR_MSG_MAX + 32];
+        (void)vg_snprintf(why, sizeof why, "region %s unusable: %s", path, err->msg);
+        return setup_closed(devs, &rc, why, err);
+    }
+    if (!map_devices(devs, &rc, false)) {
+        char why[VG_ERR_MSG_MAX + 32];
+        (void)vg_snprintf(why, sizeof why, "region %s does not list every visible GPU", path);
+        return setup_closed(devs, &rc, why, err);
     }
     vgc_setup(&lv_g.config, lv_g.region, path);
     return 0;
@@ -188,7 +310,8 @@ static int setup_locked(void)
     if (!load_config_locked())
         return LV_SETUP_FAILED;
     bool need_region = lv_g.config.memory_limit_set || lv_g.config.region_path_given ||
-                       lv_g.config.from_file || vgpu_config_compute_limited(&lv_g.config);
+                       lv_g.config.from_file || lv_g.config.in_container ||
+                       vgpu_config_compute_limited(&lv_g.config);
     if (!need_region)
         return LV_SETUP_PASS;
     struct vg_err err = {0};
@@ -210,7 +333,8 @@ static int setup_without_cuda_locked(void)
 {
     if (!load_config_locked())
         return LV_SETUP_FAILED;
-    if (!lv_g.config.memory_limit_set && !lv_g.config.region_path_given && !lv_g.config.from_file)
+    if (!lv_g.config.memory_limit_set && !lv_g.config.region_path_given && !lv_g.config.from_file &&
+        !lv_g.config.in_container)
         return LV_SETUP_PASS;
     struct vg_err err = {0};
     int rc = region_open(lv_g.config.region_path, &lv_g.region, &err);
@@ -220,6 +344,10 @@ static int setup_without_cuda_locked(void)
         refuse(err.msg);
         return LV_SETUP_FAILED;
     }
+    /* NVML's view only: in a container the n-th entry takes the n-th limit, as the
+     * device plugin wrote both. */
+    for (unsigned d = 0; d < region_device_count(lv_g.region); d++)
+        give_limit(d, -1, lv_g.config.closed);
     return LV_SETUP_REGION;
 }
 
@@ -317,9 +445,8 @@ static bool ensure_attached(void)
         ok = region_attach(lv_g.region, &err) == 0;
         if (ok)
             atomic_store_explicit(&lv_g.attached, true, memory_order_release);
-        else
-            vg_log(VG_LOG_ERROR, "cannot attach to the container's region", "error=\"%s\"",
-                   err.msg);
+        else if (!atomic_exchange(&lv_g.attach_said, true))
+            say_closed(err.msg); /* once: every allocation is refused until a slot frees */
     }
     pthread_mutex_unlock(&lv_g.attach_lock);
     return ok;
@@ -345,6 +472,10 @@ CUresult lv_charge_slow(int dev, uint64_t bytes)
         return CUDA_SUCCESS;
     if (!ensure_attached())
         return CUDA_ERROR_OUT_OF_MEMORY;
+    if (LV_UNLIKELY(lv_g.closed)) {
+        region_note_closed(lv_g.region);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     int rc = region_reserve(lv_g.region, (unsigned)dev, bytes);
     if (rc == -ENOMEM) {
         /* Pools may have given memory back at a synchronisation we did not see. */
@@ -353,6 +484,12 @@ CUresult lv_charge_slow(int dev, uint64_t bytes)
     }
     if (rc == 0)
         return CUDA_SUCCESS;
+    uint64_t used = 0;
+    static _Atomic bool insane_said;
+    if (region_usage(lv_g.region, (unsigned)dev, &used, NULL) == 0 && used >= INT64_MAX &&
+        !atomic_exchange(&insane_said, true))
+        say_closed("the container's region counts more than any GPU holds (forged); "
+                   "treated as full");
     lv_log_oom(dev, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
 }

@@ -46,6 +46,8 @@ static void virtual_view(int dev, size_t *free_bytes, size_t *total)
     lv_reclaim_for_view();
     if (region_usage(lv_g.region, (unsigned)dev, &used, &limit) != 0 || limit == 0)
         return;
+    if (limit == REGION_LIMIT_CLOSED)
+        used = UINT64_MAX; /* closed: nothing is free */
     uint64_t t = limit < *total ? limit : *total;
     uint64_t f = t > used ? t - used : 0;
     if (f > *free_bytes)

@@ -66,6 +66,8 @@ static bool container_view(int dev, unsigned long long *total, unsigned long lon
     lv_reclaim_for_view();
     if (region_usage(lv_g.region, (unsigned)dev, &used, &limit) != 0 || limit == 0)
         return false;
+    if (limit == REGION_LIMIT_CLOSED)
+        used = UINT64_MAX; /* closed: nothing is free */
     uint64_t t = limit < *total ? limit : *total;
     uint64_t u = used < t ? used : t;
     uint64_t f = t - u;

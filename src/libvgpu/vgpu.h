@@ -11,7 +11,16 @@
  * region) holds the limits and what the container's processes hold, and every allocation
  * reserves its bytes there with one compare-and-swap before the driver is called, rolled
  * back if the driver fails. An invalid configuration fails CUDA initialisation with
- * CUDA_ERROR_INVALID_VALUE and one line on stderr. */
+ * CUDA_ERROR_INVALID_VALUE and one line on stderr.
+ *
+ * Limits are the process's own (its configuration, led by the read-only file at
+ * /etc/vgpu/limits), handed to the region as process-private values: the region file,
+ * which every process of the container can write, holds only counters. In a vgpu
+ * container (that file exists), when libvgpu cannot enforce (the file unreadable or
+ * malformed, the region unusable or not listing a visible GPU) it fails closed: one line
+ * on stderr, every allocation refused with CUDA_ERROR_OUT_OF_MEMORY and counted in the
+ * region's closed counter when the container's region can be opened (else in a private
+ * region). */
 #ifndef VGPU_LIBVGPU_VGPU_H
 #define VGPU_LIBVGPU_VGPU_H
 
@@ -161,6 +170,9 @@ struct lv_global {
     pthread_mutex_t pool_lock;
     struct lv_pool pools[LV_MAX_POOLS];
     _Atomic int64_t oom_logged_ns[REGION_MAX_DEVICES];
+    bool closed;              /* enforcement failed closed: every allocation is refused */
+    _Atomic bool attach_said; /* a failed attach was reported */
+    int private_fd;           /* the memfd behind a private region when closed (-1: none) */
 };
 
 extern struct lv_global lv_g;

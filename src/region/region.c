@@ -18,11 +18,13 @@
 #include "base/mem.h"
 #include "base/str.h"
 
-/* The file's layout, version 1. Little-endian x86-64/aarch64; docs/protocol.md. */
+/* The file's layout, version 2. Little-endian x86-64/aarch64; docs/protocol.md. Version 1
+ * had the same bytes; its readers enforced the device table's limits, and its header had
+ * no counters, so the two are not mixed. */
 struct shared_device {
     char uuid[REGION_UUID_MAX];
-    uint64_t memory_limit;
-    uint32_t sm_limit_percent;
+    uint64_t memory_limit;     /* the creator's; a record, never enforced from here */
+    uint32_t sm_limit_percent; /* likewise */
     uint32_t reserved0;
     _Atomic uint64_t used; /* bytes held by live processes; bit 63: frozen for a recount */
     union {
@@ -39,7 +41,8 @@ struct shared_proc {
     _Atomic int32_t pid;
     uint32_t reserved0;
     _Atomic uint64_t used[REGION_MAX_DEVICES];
-    /* Non-zero while this process is between its counter update and its slot update. */
+    /* Threads of this process between their counter and slot updates (version 1: the
+     * bytes of the one update in flight; either way non-zero means wait). */
     _Atomic int64_t inflight[REGION_MAX_DEVICES];
 };
 
@@ -50,12 +53,15 @@ struct shared_region {
     uint64_t file_size;
     uint32_t proc_count;
     uint32_t reserved0;
-    uint64_t reserved[4];
+    _Atomic uint64_t closed;   /* allocations refused because enforcement failed closed */
+    _Atomic uint64_t repaired; /* device counters a recount found wrong */
+    uint64_t reserved[2];
     struct shared_device devices[REGION_MAX_DEVICES];
     struct shared_proc procs[REGION_MAX_PROCS];
 };
 
 _Static_assert(sizeof(struct shared_device) == 192, "region device layout");
+_Static_assert(offsetof(struct shared_device, used) == 80, "region device layout");
 _Static_assert(sizeof(struct region_compute) == 13 * sizeof(uint64_t), "region compute layout");
 _Static_assert(sizeof(struct shared_proc) == 272, "region process layout");
 _Static_assert(offsetof(struct shared_region, devices) == 64, "region header layout");
@@ -72,8 +78,17 @@ struct region {
      * checked against this copy, never against the shared file, which any process of
      * the container can write. */
     unsigned device_count;
-    int slot;               /* -1 when not attached */
-    struct shared_proc *me; /* &sh->procs[slot], NULL when not attached */
+    /* Process-private limits (region_set_limit), never in the file: cap is the most the
+     * container's counter may reach (0 when closed, 2^63 - 1 when there is no limit). */
+    uint64_t cap[REGION_MAX_DEVICES];
+    uint64_t limit[REGION_MAX_DEVICES];
+    uint32_t share[REGION_MAX_DEVICES];
+    /* What this process holds, as it knows it: the truth for its own slot, and a ceiling
+     * no forged counter can lift. */
+    _Atomic uint64_t mine[REGION_MAX_DEVICES];
+    _Atomic int64_t recount_at; /* last recount forced by a refusal */
+    int slot;                   /* -1 when not attached */
+    struct shared_proc *me;     /* &sh->procs[slot], NULL when not attached */
     pthread_mutex_t mutex;
     char path[PATH_MAX];
 };
@@ -257,6 +272,8 @@ int region_open(const char *path, struct region **out, struct vg_err *err)
     if (region_validate(r->sh, sizeof *r->sh, err) != 0)
         return vg_err_wrap(err, "region %s", path);
     r->device_count = r->sh->device_count;
+    for (unsigned d = 0; d < REGION_MAX_DEVICES; d++)
+        r->cap[d] = FROZEN - 1;
     pthread_mutex_init(&r->mutex, NULL);
     *out = vg_steal_ptr(&r);
     return 0;
@@ -336,9 +353,30 @@ static bool wait_inflight(struct region *r, const bool *dead)
     return true;
 }
 
+/* What the live slots hold on device d, saturated at FROZEN - 1. */
+static uint64_t live_sum(struct shared_region *sh, unsigned d, const bool *dead)
+{
+    uint64_t sum = 0;
+    for (unsigned s = 0; s < REGION_MAX_PROCS; s++) {
+        if (dead[s] || atomic_load(&sh->procs[s].state) != SLOT_LIVE)
+            continue;
+        uint64_t u = atomic_load(&sh->procs[s].used[d]);
+        sum = u > FROZEN - 1 - sum ? FROZEN - 1 : sum + u;
+    }
+    return sum;
+}
+
+/* What a recount found. */
+struct recount_result {
+    unsigned dead;     /* slots reclaimed */
+    unsigned repaired; /* devices whose counter disagreed with the live slots */
+    unsigned insane;   /* devices whose live slots add up past FROZEN - 1 */
+};
+
 /* With the region lock held: frees dead slots and recounts every device from the live
- * ones. Also completes a recount left half-done by a reclaimer that died. */
-static int recount_locked(struct region *r, unsigned *count)
+ * ones; with force, even when nobody died (a counter another process may have forged).
+ * Also completes a recount left half-done by a reclaimer that died. */
+static int recount_locked(struct region *r, bool force, struct recount_result *out)
 {
     struct shared_region *sh = r->sh;
     bool dead[REGION_MAX_PROCS] = {false};
@@ -352,23 +390,37 @@ static int recount_locked(struct region *r, unsigned *count)
     }
     for (unsigned d = 0; d < r->device_count; d++)
         frozen |= (atomic_load(&sh->devices[d].used) & FROZEN) != 0;
-    *count = 0;
-    if (ndead == 0 && !frozen)
+    *out = (struct recount_result){0};
+    if (ndead == 0 && !frozen && !force)
         return 0;
 
     uint64_t before[REGION_MAX_DEVICES];
     for (unsigned d = 0; d < r->device_count; d++)
         before[d] = atomic_fetch_or(&sh->devices[d].used, FROZEN) & ~FROZEN;
     if (!wait_inflight(r, dead)) {
-        /* Nothing could change while frozen, so the old counts are still exact. */
-        for (unsigned d = 0; d < r->device_count; d++)
-            atomic_store(&sh->devices[d].used, before[d]);
+        /* Nothing could change while frozen, so the old counts are still exact unless
+         * they were forged; a forced recount cannot tell a stopped process from a forged
+         * in-flight mark, so it keeps the larger of the counter and the live slots' sum
+         * (never less than the slots show). */
+        for (unsigned d = 0; d < r->device_count; d++) {
+            uint64_t sum = force ? live_sum(sh, d, dead) : 0;
+            atomic_store(&sh->devices[d].used, sum > before[d] ? sum : before[d]);
+        }
         return -EAGAIN;
     }
+    /* What the dead held, to tell a reclaim from a repair (exact unless one died in the
+     * middle of an update). */
+    uint64_t dead_sum[REGION_MAX_DEVICES] = {0};
+    bool dead_inflight = false;
     for (unsigned s = 0; s < REGION_MAX_PROCS; s++) {
         if (!dead[s])
             continue;
         struct shared_proc *p = &sh->procs[s];
+        for (unsigned d = 0; d < r->device_count; d++) {
+            uint64_t u = atomic_load(&p->used[d]);
+            dead_sum[d] = u > FROZEN - 1 - dead_sum[d] ? FROZEN - 1 : dead_sum[d] + u;
+            dead_inflight |= atomic_load(&p->inflight[d]) != 0;
+        }
         for (unsigned d = 0; d < REGION_MAX_DEVICES; d++) {
             atomic_store(&p->used[d], 0);
             atomic_store(&p->inflight[d], 0);
@@ -377,24 +429,44 @@ static int recount_locked(struct region *r, unsigned *count)
         atomic_store(&p->state, SLOT_FREE);
     }
     for (unsigned d = 0; d < r->device_count; d++) {
-        uint64_t sum = 0;
-        for (unsigned s = 0; s < REGION_MAX_PROCS; s++)
-            if (atomic_load(&sh->procs[s].state) == SLOT_LIVE)
-                sum += atomic_load(&sh->procs[s].used[d]);
+        uint64_t sum = live_sum(sh, d, dead);
+        if (sum == FROZEN - 1)
+            out->insane++;
+        /* The counter had to equal what the live and the dead held. */
+        uint64_t expected = sum > FROZEN - 1 - dead_sum[d] ? FROZEN - 1 : sum + dead_sum[d];
+        if (!dead_inflight && expected != before[d]) {
+            out->repaired++;
+            atomic_fetch_add(&sh->repaired, 1);
+        }
         atomic_store(&sh->devices[d].used, sum);
     }
-    *count = ndead;
+    out->dead = ndead;
     return 0;
 }
 
 int region_reclaim(struct region *r, unsigned *count)
 {
-    unsigned n = 0;
+    struct recount_result res;
     region_lock(r);
-    int rc = recount_locked(r, &n);
+    int rc = recount_locked(r, false, &res);
     region_unlock(r);
     if (count != NULL)
-        *count = n;
+        *count = rc == 0 ? res.dead : 0;
+    return rc;
+}
+
+int region_recount(struct region *r, unsigned *repaired, unsigned *insane)
+{
+    struct recount_result res;
+    region_lock(r);
+    int rc = recount_locked(r, true, &res);
+    region_unlock(r);
+    if (rc != 0)
+        res = (struct recount_result){0};
+    if (repaired != NULL)
+        *repaired = res.repaired;
+    if (insane != NULL)
+        *insane = res.insane;
     return rc;
 }
 
@@ -403,9 +475,9 @@ int region_reclaim(struct region *r, unsigned *count)
 static void wait_unfrozen(struct region *r, unsigned dev)
 {
     region_lock(r);
-    unsigned n;
+    struct recount_result res;
     if (atomic_load(&r->sh->devices[dev].used) & FROZEN)
-        (void)recount_locked(r, &n);
+        (void)recount_locked(r, false, &res);
     region_unlock(r);
 }
 
@@ -417,11 +489,10 @@ int region_attach(struct region *r, struct vg_err *err)
         return 0;
     region_lock(r);
     int rc = -ENOSPC;
+    struct recount_result res;
     for (int pass = 0; pass < 2 && rc == -ENOSPC; pass++) {
-        if (pass == 1) {
-            unsigned n;
-            (void)recount_locked(r, &n);
-        }
+        if (pass == 1)
+            (void)recount_locked(r, false, &res);
         for (unsigned s = 0; s < REGION_MAX_PROCS; s++) {
             struct shared_proc *p = &r->sh->procs[s];
             if (atomic_load(&p->state) != SLOT_FREE)
@@ -431,6 +502,7 @@ int region_attach(struct region *r, struct vg_err *err)
             for (unsigned d = 0; d < REGION_MAX_DEVICES; d++) {
                 atomic_store(&p->used[d], 0);
                 atomic_store(&p->inflight[d], 0);
+                atomic_store(&r->mine[d], 0);
             }
             atomic_fetch_add(&p->generation, 1);
             atomic_store(&p->pid, (int32_t)getpid());
@@ -441,6 +513,10 @@ int region_attach(struct region *r, struct vg_err *err)
             break;
         }
     }
+    /* The counters this process is about to trust are recounted from the live slots
+     * first: a counter forged before it started does not carry over. */
+    if (rc == 0)
+        (void)recount_locked(r, true, &res);
     region_unlock(r);
     if (rc != 0)
         return vg_err_set(err, rc, "region %s: all %d process slots are in use", r->path,
@@ -454,7 +530,7 @@ void region_detach(struct region *r)
         return;
     struct shared_proc *p = &r->sh->procs[r->slot];
     for (unsigned d = 0; d < r->device_count; d++) {
-        uint64_t held = atomic_load(&p->used[d]);
+        uint64_t held = atomic_load(&r->mine[d]);
         if (held > 0)
             region_release(r, d, held);
     }
@@ -480,29 +556,80 @@ void region_after_fork(struct region *r)
     }
     r->slot = -1;
     r->me = NULL;
+    for (unsigned d = 0; d < REGION_MAX_DEVICES; d++)
+        atomic_store(&r->mine[d], 0);
+}
+
+/* --- limits: process-private --- */
+
+void region_set_limit(struct region *r, unsigned dev, uint64_t limit, uint32_t share_percent)
+{
+    if (dev >= REGION_MAX_DEVICES)
+        return;
+    r->limit[dev] = limit;
+    r->cap[dev] = limit == REGION_LIMIT_CLOSED       ? 0
+                  : limit == 0 || limit > FROZEN - 1 ? FROZEN - 1
+                                                     : limit;
+    r->share[dev] = share_percent > 100 ? 100 : share_percent;
+}
+
+uint32_t region_share(const struct region *r, unsigned dev)
+{
+    return dev < r->device_count ? r->share[dev] : 0;
 }
 
 /* --- the allocation path --- */
 
+/* Takes bytes from this process's own allowance on dev (its private count against the
+ * cap); false when it would pass the cap. */
+static inline bool take_mine(struct region *r, unsigned dev, uint64_t bytes, uint64_t cap)
+{
+    uint64_t m = atomic_load_explicit(&r->mine[dev], memory_order_relaxed);
+    do {
+        if (m > cap || bytes > cap - m)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(&r->mine[dev], &m, m + bytes,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    return true;
+}
+
+static inline void give_mine(struct region *r, unsigned dev, uint64_t bytes)
+{
+    uint64_t m = atomic_load_explicit(&r->mine[dev], memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&r->mine[dev], &m, m > bytes ? m - bytes : 0,
+                                                  memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
+/* Takes bytes off this process's slot (shared by its threads: one atomic step, never
+ * below zero). */
+static inline void slot_sub(_Atomic uint64_t *slot, uint64_t bytes)
+{
+    uint64_t m = atomic_load(slot);
+    while (!atomic_compare_exchange_weak(slot, &m, m > bytes ? m - bytes : 0))
+        ;
+}
+
 /* Applies delta to the device counter and this process's slot; for a positive delta the
- * counter must stay within limit (0: none). Lock-free unless a recount is running. The
- * protocol a recount relies on: inflight is set before the counter changes and cleared
- * only after the slot has caught up, so a recounter that froze the counter either sees
- * the update in flight (and waits) or sees it complete in the slot. */
-static int apply(struct region *r, unsigned dev, uint64_t bytes, bool add, uint64_t limit)
+ * counter must stay within cap. Lock-free unless a recount is running. The protocol a
+ * recount relies on: inflight counts the process's threads between their counter and slot
+ * updates (raised before the counter changes, lowered only after the slot has caught
+ * up), so a recounter that froze the counter either sees an update in flight (and waits)
+ * or sees it complete in the slot. */
+static int apply(struct region *r, unsigned dev, uint64_t bytes, bool add, uint64_t cap)
 {
     struct shared_proc *p = r->me;
     _Atomic uint64_t *counter = &r->sh->devices[dev].used;
     for (;;) {
-        atomic_store(&p->inflight[dev], add ? (int64_t)bytes : -(int64_t)bytes);
+        atomic_fetch_add(&p->inflight[dev], 1);
         uint64_t old = atomic_load(counter);
         for (;;) {
             if (old & FROZEN)
                 break;
             uint64_t next;
             if (add) {
-                if (bytes > FROZEN - 1 - old || (limit != 0 && old + bytes > limit)) {
-                    atomic_store(&p->inflight[dev], 0);
+                if (old > cap || bytes > cap - old) {
+                    atomic_fetch_sub(&p->inflight[dev], 1);
                     return -ENOMEM;
                 }
                 next = old + bytes;
@@ -510,54 +637,77 @@ static int apply(struct region *r, unsigned dev, uint64_t bytes, bool add, uint6
                 next = old > bytes ? old - bytes : 0;
             }
             if (atomic_compare_exchange_weak(counter, &old, next)) {
-                if (add) {
+                if (add)
                     atomic_fetch_add(&p->used[dev], bytes);
-                } else {
-                    uint64_t mine = atomic_load(&p->used[dev]);
-                    atomic_store(&p->used[dev], mine > bytes ? mine - bytes : 0);
-                }
-                atomic_store(&p->inflight[dev], 0);
+                else
+                    slot_sub(&p->used[dev], bytes);
+                atomic_fetch_sub(&p->inflight[dev], 1);
                 return 0;
             }
         }
-        atomic_store(&p->inflight[dev], 0);
+        atomic_fetch_sub(&p->inflight[dev], 1);
         wait_unfrozen(r, dev);
     }
 }
 
-/* region_reserve past its first attempt: a frozen counter or a refusal. */
-static __attribute__((noinline, cold)) int reserve_slow(struct region *r, unsigned dev,
-                                                        uint64_t bytes, uint64_t limit)
+static int64_t mono_ns(void)
 {
-    int rc = apply(r, dev, bytes, true, limit);
+    return (int64_t)now_ns();
+}
+
+/* region_reserve past its first attempt: a frozen counter or a refusal. Before a refusal
+ * stands, dead processes are reclaimed and (at most every 100 ms) the counter is recounted
+ * from the live slots, so a counter forged high does not lock the container out. */
+static __attribute__((noinline, cold)) int reserve_slow(struct region *r, unsigned dev,
+                                                        uint64_t bytes, uint64_t cap)
+{
+    if (!take_mine(r, dev, bytes, cap))
+        return -ENOMEM; /* this process alone would pass its limit */
+    int rc = apply(r, dev, bytes, true, cap);
     if (rc == -ENOMEM) {
         unsigned reclaimed = 0;
         if (region_reclaim(r, &reclaimed) == 0 && reclaimed > 0)
-            rc = apply(r, dev, bytes, true, limit);
+            rc = apply(r, dev, bytes, true, cap);
     }
+    if (rc == -ENOMEM) {
+        int64_t now = mono_ns(), last = atomic_load(&r->recount_at);
+        if ((last == 0 || now - last >= 100000000) &&
+            atomic_compare_exchange_strong(&r->recount_at, &last, now)) {
+            unsigned repaired = 0;
+            if (region_recount(r, &repaired, NULL) == 0 && repaired > 0)
+                rc = apply(r, dev, bytes, true, cap);
+        }
+    }
+    if (rc != 0)
+        give_mine(r, dev, bytes);
     return rc;
 }
 
 /* The allocation path: apply()'s first round written out for one direction, same
- * protocol and the same atomics, falling back to apply() when a recount holds the counter. */
+ * protocol and the same atomics, falling back to apply() when a recount holds the counter
+ * or the reservation is refused. */
 int region_reserve(struct region *r, unsigned dev, uint64_t bytes)
 {
     struct shared_proc *p = r->me;
     if (__builtin_expect(p == NULL || dev >= r->device_count, 0))
         return -EINVAL;
     struct shared_device *d = &r->sh->devices[dev];
-    uint64_t limit = d->memory_limit;
-    atomic_store(&p->inflight[dev], (int64_t)bytes);
+    uint64_t cap = r->cap[dev];
+    if (__builtin_expect(!take_mine(r, dev, bytes, cap), 0))
+        return reserve_slow(r, dev, bytes, cap);
+    atomic_fetch_add(&p->inflight[dev], 1);
     uint64_t old = atomic_load(&d->used);
-    while (!(old & FROZEN) && bytes <= FROZEN - 1 - old && (limit == 0 || old + bytes <= limit)) {
+    /* cap < FROZEN: a frozen counter falls through to the slow path too. */
+    while (old <= cap && bytes <= cap - old) {
         if (atomic_compare_exchange_weak(&d->used, &old, old + bytes)) {
             atomic_fetch_add(&p->used[dev], bytes);
-            atomic_store(&p->inflight[dev], 0);
+            atomic_fetch_sub(&p->inflight[dev], 1);
             return 0;
         }
     }
-    atomic_store(&p->inflight[dev], 0);
-    return reserve_slow(r, dev, bytes, limit);
+    atomic_fetch_sub(&p->inflight[dev], 1);
+    give_mine(r, dev, bytes);
+    return reserve_slow(r, dev, bytes, cap);
 }
 
 void region_release(struct region *r, unsigned dev, uint64_t bytes)
@@ -565,18 +715,18 @@ void region_release(struct region *r, unsigned dev, uint64_t bytes)
     struct shared_proc *p = r->me;
     if (__builtin_expect(p == NULL || dev >= r->device_count || bytes == 0, 0))
         return;
+    give_mine(r, dev, bytes);
     _Atomic uint64_t *counter = &r->sh->devices[dev].used;
-    atomic_store(&p->inflight[dev], -(int64_t)bytes);
+    atomic_fetch_add(&p->inflight[dev], 1);
     uint64_t old = atomic_load(counter);
     while (!(old & FROZEN)) {
         if (atomic_compare_exchange_weak(counter, &old, old > bytes ? old - bytes : 0)) {
-            uint64_t mine = atomic_load(&p->used[dev]);
-            atomic_store(&p->used[dev], mine > bytes ? mine - bytes : 0);
-            atomic_store(&p->inflight[dev], 0);
+            slot_sub(&p->used[dev], bytes);
+            atomic_fetch_sub(&p->inflight[dev], 1);
             return;
         }
     }
-    atomic_store(&p->inflight[dev], 0);
+    atomic_fetch_sub(&p->inflight[dev], 1);
     (void)apply(r, dev, bytes, false, 0);
 }
 
@@ -594,8 +744,19 @@ int region_usage(const struct region *r, unsigned dev, uint64_t *used, uint64_t 
     if (used != NULL)
         *used = atomic_load(&r->sh->devices[dev].used) & ~FROZEN;
     if (limit != NULL)
-        *limit = r->sh->devices[dev].memory_limit;
+        *limit = r->limit[dev];
     return 0;
+}
+
+void region_counters(const struct region *r, struct region_counters *out)
+{
+    out->closed = atomic_load(&r->sh->closed);
+    out->repaired = atomic_load(&r->sh->repaired);
+}
+
+void region_note_closed(struct region *r)
+{
+    atomic_fetch_add(&r->sh->closed, 1);
 }
 
 int region_list_procs(struct region *r, struct region_proc_info *out, unsigned max)

@@ -1,6 +1,18 @@
 /* The container's shared region: one small file per container that every CUDA process in
- * it maps (libvgpu), that the device plugin creates and the monitor reads. It holds each
- * device's limits and what the container's live processes hold on it.
+ * it maps (libvgpu), that the device plugin creates and the monitor reads. It holds what
+ * the container's live processes hold on each device, and counters for the monitor.
+ *
+ * Every process of the container can write the file, so nothing in it decides how much a
+ * process is allowed: the limit and compute share a reservation is checked against are
+ * process-private (region_set_limit), which libvgpu takes from its configuration (in a
+ * vgpu container, the read-only limits file). The limits the creator wrote in the device
+ * table are a record of its configuration, which libvgpu follows only outside a vgpu
+ * container, where the environment (as writable) decides anyway. What the file counts is
+ * checked, not
+ * trusted: a process recounts the container's usage from the live process slots when it
+ * attaches and before it accepts a refusal, so a forged counter is repaired (and counted
+ * in the device's repaired counter); a count that cannot be right (past 2^63) is treated
+ * as a full device; and a process never holds more than its limit whatever the file says.
  *
  * Why it is built this way (docs/protocol.md has the byte layout):
  * - Memory is reserved with one compare-and-swap on the container's per-device counter
@@ -32,16 +44,27 @@
 #include "base/err.h"
 
 #define REGION_MAGIC       UINT64_C(0x3130676572757067) /* "gpuregv1", little-endian */
-#define REGION_VERSION     1
+#define REGION_VERSION     2 /* 2: limits are process-private; the counters below */
 #define REGION_MAX_DEVICES 16
 #define REGION_MAX_PROCS   1024
 #define REGION_UUID_MAX    64
 
-/* What the creator puts in a new region; read-only afterwards. */
+/* A process-private memory limit that refuses every reservation: libvgpu's fail-closed
+ * state (a limits file it cannot read, a region it cannot trust). */
+#define REGION_LIMIT_CLOSED UINT64_MAX
+
+/* What the creator puts in a new region. The limits are a record of the creator's
+ * configuration (region_device), never what a reservation is checked against. */
 struct region_device_config {
     char uuid[REGION_UUID_MAX]; /* "GPU-..." as NVML reports it */
     uint64_t memory_limit;      /* bytes; 0 = no limit */
     uint32_t sm_limit_percent;  /* 1..100; 0 = no limit */
+};
+
+/* The container's counters, for the monitor (they only grow). */
+struct region_counters {
+    uint64_t closed;   /* allocations refused because enforcement failed closed */
+    uint64_t repaired; /* device counters a recount found forged or stale */
 };
 
 struct region_config {
@@ -87,7 +110,8 @@ int region_create(const char *path, const struct region_config *config, struct v
 int region_init_fd(int fd, const struct region_config *config, struct vg_err *err);
 
 /* Maps an existing region after checking magic, version and size: a file of another
- * version or size is refused with a clear message, never trusted. */
+ * version or size is refused with a clear message, never trusted. Every device starts
+ * with no limit and no share (region_set_limit sets them). */
 int region_open(const char *path, struct region **out, struct vg_err *err);
 void region_close(struct region *r);
 
@@ -98,16 +122,24 @@ const struct region_device_config *region_device(const struct region *r, unsigne
 int region_find_device(const struct region *r, const char *uuid);
 
 /* Claims a slot for the calling process (idempotent; a forked child must call
- * region_after_fork first). Reclaims dead slots when the table is full. */
+ * region_after_fork first). Reclaims dead slots when the table is full, then recounts
+ * (region_recount) so that a counter forged before this process started is repaired. */
 int region_attach(struct region *r, struct vg_err *err);
 /* Drops the calling process's slot and everything it holds (clean exit). */
 void region_detach(struct region *r);
 /* In a forked child: forget the parent's slot and lock (the child attaches anew). */
 void region_after_fork(struct region *r);
 
-/* Reserves bytes on dev against the limit: 0, or -ENOMEM when the container's usage would
- * pass the limit (after reclaiming dead processes once), -EINVAL for a bad device or a
- * process that is not attached. */
+/* This process's limit on dev (bytes; 0: none; REGION_LIMIT_CLOSED: refuse everything)
+ * and compute share (percent; 0: none). Process-private: never read from or written to
+ * the file. Set before attaching. */
+void region_set_limit(struct region *r, unsigned dev, uint64_t limit, uint32_t share_percent);
+/* The share region_set_limit gave dev (0 for a bad device). */
+uint32_t region_share(const struct region *r, unsigned dev);
+
+/* Reserves bytes on dev against this process's limit: 0, or -ENOMEM when the container's
+ * usage (or this process's own) would pass the limit (after reclaiming dead processes and
+ * recounting once), -EINVAL for a bad device or a process that is not attached. */
 int region_reserve(struct region *r, unsigned dev, uint64_t bytes);
 /* Returns bytes reserved earlier by this process. */
 void region_release(struct region *r, unsigned dev, uint64_t bytes);
@@ -115,8 +147,19 @@ void region_release(struct region *r, unsigned dev, uint64_t bytes);
 /* The compute budget of dev (NULL for a bad device). */
 struct region_compute *region_compute(struct region *r, unsigned dev);
 
-/* Container usage and limit of dev (limit 0: none). */
+/* Container usage and this process's limit of dev (limit 0: none). */
 int region_usage(const struct region *r, unsigned dev, uint64_t *used, uint64_t *limit);
+
+/* The container's counters. */
+void region_counters(const struct region *r, struct region_counters *out);
+/* Counts one allocation refused because enforcement failed closed. */
+void region_note_closed(struct region *r);
+
+/* Recounts every device's usage from the live process slots, whatever the counters say;
+ * *repaired = devices whose counter was wrong (each also counted in its repaired
+ * counter). *insane = devices whose slots add up past 2^63 - 1: their counter is left at
+ * that, so every reservation on them is refused. -EAGAIN as region_reclaim. */
+int region_recount(struct region *r, unsigned *repaired, unsigned *insane);
 
 /* Takes back what dead processes held; *count = slots reclaimed. Cheap when nobody died:
  * one lock probe per live slot. -EAGAIN if a live process was stopped in the middle of an

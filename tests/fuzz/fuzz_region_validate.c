@@ -77,6 +77,7 @@ static void exercise(struct region *r)
         const struct region_device_config *dev = region_device(r, d);
         check(dev != NULL && region_compute(r, d) != NULL, "a device inside the count missing");
         check(memchr(dev->uuid, '\0', sizeof dev->uuid) != NULL, "unterminated UUID accepted");
+        check(region_share(r, d) == 0, "a share read from the file");
         check(dev->sm_limit_percent <= 100, "SM limit over 100 accepted");
         int found = region_find_device(r, dev->uuid);
         check(found >= 0 && (unsigned)found <= d, "a device's own UUID not found first");
@@ -84,6 +85,12 @@ static void exercise(struct region *r)
               "UUID lookup answered another device");
     }
 
+    /* Limits are this process's own: 1 GiB on device 0, none on the others, the last
+     * device closed (when there are two or more). Nothing in the file may change them. */
+    const uint64_t GiB = UINT64_C(1) << 30;
+    region_set_limit(r, 0, GiB, 50);
+    if (count > 1)
+        region_set_limit(r, count - 1, REGION_LIMIT_CLOSED, 0);
     struct vg_err err = {0};
     if (region_attach(r, &err) != 0) {
         check(err.msg[0] != '\0', "attach refused without a message");
@@ -99,6 +106,13 @@ static void exercise(struct region *r)
         int rc = region_reserve(r, d, 4096);
         check(rc == 0 || rc == -ENOMEM, "reserve failed oddly");
         check(region_usage(r, d, &after, NULL) == 0, "usage after reserve");
+        if (d == 0 || (count > 1 && d == count - 1))
+            check(limit == (d == 0 ? GiB : REGION_LIMIT_CLOSED), "the limit is not the process's");
+        if (count > 1 && d == count - 1)
+            check(rc == -ENOMEM, "a closed device accepted a reservation");
+        /* Whatever the file said, this process never holds past its own limit. */
+        if (d == 0)
+            check(region_reserve(r, d, GiB + 1) == -ENOMEM, "one process past its limit");
         if (rc == 0) {
             check(after == before + 4096, "reserve not counted");
             check(limit == 0 || after <= limit, "reserve passed the limit");
@@ -108,6 +122,18 @@ static void exercise(struct region *r)
         } else {
             check(after == before, "a refused reserve changed the usage");
         }
+    }
+    /* A recount sets every counter to what the live slots hold; counters stay readable. */
+    unsigned repaired = 0, insane = 0;
+    int rc = region_recount(r, &repaired, &insane);
+    check(rc == 0 || rc == -EAGAIN, "recount failed oddly");
+    check(repaired <= count && insane <= count, "recount reported more devices than exist");
+    struct region_counters ctr;
+    region_counters(r, &ctr);
+    for (unsigned d = 0; d < count; d++) {
+        uint64_t used = 0;
+        check(region_usage(r, d, &used, NULL) == 0 && (used >> 63) == 0,
+              "a recounted counter left frozen");
     }
     static struct region_proc_info procs[REGION_MAX_PROCS];
     int live = region_list_procs(r, procs, REGION_MAX_PROCS);

@@ -21,6 +21,8 @@ enum {
     OFF_DEVICES = 12,
     OFF_FILE_SIZE = 16,
     OFF_PROCS = 24,
+    OFF_CLOSED = 32, /* version 2's counters */
+    OFF_REPAIRED = 40,
     OFF_DEVICE = 64, /* 16 x 192 */
     DEVICE_BYTES = 192,
     DEV_LIMIT = 64,
@@ -189,6 +191,20 @@ int main(int argc, char **argv)
             put64(img, OFF_DEVICE + DEVICE_BYTES + DEV_USED, (UINT64_C(1) << 63) - 1), size);
     VARIANT("valid-duplicate-uuids", put(img, OFF_DEVICE + DEVICE_BYTES, base + OFF_DEVICE, 64),
             size);
+    /* What a hostile process of the container may write: the device table's limits are
+     * a record, never enforced, and a forged count is repaired or read as a full device. */
+    VARIANT("valid-forged-limit-zero", put64(img, OFF_DEVICE + DEV_LIMIT, 0), size);
+    VARIANT("valid-forged-zero-counter",
+            (dead_processes(img), put64(img, OFF_DEVICE + DEV_USED, 0)), size);
+    VARIANT("valid-forged-huge-slots",
+            (put32(img, OFF_SLOT, 1), put64(img, OFF_SLOT + SLOT_USED, UINT64_MAX),
+             put32(img, OFF_SLOT + SLOT_BYTES, 1),
+             put64(img, OFF_SLOT + SLOT_BYTES + SLOT_USED, UINT64_MAX)),
+            size);
+    VARIANT("valid-counters-garbage",
+            (put64(img, OFF_CLOSED, UINT64_MAX),
+             put64(img, OFF_REPAIRED, UINT64_C(0x6565656565656565))),
+            size);
     VARIANT("valid-three-devices", put32(img, OFF_DEVICES, 3), size); /* a zeroed third */
     VARIANT("valid-uuid-past-count-unterminated",
             memset(img + OFF_DEVICE + 2 * DEVICE_BYTES, 'A', 64), size);
@@ -197,7 +213,8 @@ int main(int argc, char **argv)
     VARIANT("bad-magic", img[OFF_MAGIC] ^= 1, size);
     VARIANT("bad-magic-last-byte", img[OFF_MAGIC + 7] ^= 0x80, size);
     VARIANT("version-0", put32(img, OFF_VERSION, 0), size);
-    VARIANT("version-2", put32(img, OFF_VERSION, 2), size);
+    VARIANT("version-1", put32(img, OFF_VERSION, 1), size); /* enforced its limits: refused */
+    VARIANT("version-3", put32(img, OFF_VERSION, 3), size);
     VARIANT("file-size-field-minus-1", put64(img, OFF_FILE_SIZE, size - 1), size);
     VARIANT("file-size-field-plus-1", put64(img, OFF_FILE_SIZE, size + 1), size);
     VARIANT("devices-0", put32(img, OFF_DEVICES, 0), size);

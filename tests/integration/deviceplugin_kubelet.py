@@ -495,6 +495,8 @@ class Vgpu(Base):
         mounts = {m.container_path: (m.host_path, m.read_only) for m in c.mounts}
         self.assertEqual(mounts["/etc/ld.so.preload"], (os.path.join(self.tmp, "ld.so.preload"), True))
         self.assertEqual(mounts[cdir + "/limits"], (cdir + "/limits", True))
+        # libvgpu's fixed path, where the environment cannot move it (docs/libvgpu.md).
+        self.assertEqual(mounts["/etc/vgpu/limits"], (cdir + "/limits", True))
         self.assertEqual(mounts[cdir], (cdir, False))
         self.assertEqual(os.stat(cdir + "/limits").st_mode & 0o777, 0o444)
         with open(cdir + "/limits") as f:

@@ -101,9 +101,11 @@ config)
         grep -q "^vgpu: .*${kv%%=*}" "$T/err" || fail "$kv: message: $(cat "$T/err")"
     done
     # The limits file wins over the environment.
-    printf 'vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT=1g\n' >"$T/limits"
-    out=$(VGPU_LIMITS_FILE=$T/limits CUDA_DEVICE_MEMORY_LIMIT=6g \
-        CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/region2 pre "$PROBE" dlsym info) || fail "$out"
+    # (The file names the region: it replaces every key it may hold.)
+    printf 'vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT=1g\nCUDA_DEVICE_MEMORY_SHARED_CACHE=%s\n' \
+        "$T/region2" >"$T/limits"
+    out=$(VGPU_LIMITS_FILE=$T/limits CUDA_DEVICE_MEMORY_LIMIT=6g pre "$PROBE" dlsym info) ||
+        fail "$out"
     [ "$(field total "$out")" = $((1 * GiB)) ] || fail "limits file precedence: $out"
     printf 'vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT=lots\n' >"$T/limits"
     out=$(VGPU_LIMITS_FILE=$T/limits pre "$PROBE" dlsym info 2>&1)

@@ -703,6 +703,11 @@ static void test_container_dir_staging(void **state)
     assert_int_equal(vgpu_config_load(&vc, envp, &err), 0);
     assert_int_equal(vgpu_config_memory_limit(&vc, 0), 3000ull << 20);
     assert_string_equal(vc.board_dir, cfg.vgpu.compute_board_dir);
+    /* The same file at the fixed path, as the plugin mounts it: the same configuration. */
+    assert_int_equal(vgpu_config_load_at(&vc, envp + 1, path, &err), 0);
+    assert_true(vc.in_container && !vc.closed);
+    assert_int_equal(vgpu_config_memory_limit(&vc, 0), 3000ull << 20);
+    assert_string_equal(vc.board_dir, cfg.vgpu.compute_board_dir);
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0444);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -33,7 +34,31 @@ static int load(struct vgpu_config *c, struct vg_err *err, ...)
         env[n++] = s;
     va_end(ap);
     env[n] = NULL;
-    return vgpu_config_load(c, env, err);
+    /* Outside a vgpu container, whatever the machine running the test has at
+     * /etc/vgpu/limits. */
+    return vgpu_config_load_at(c, env, "/nonexistent/vgpu/limits", err);
+}
+
+/* The same inside a vgpu container whose fixed-path limits file is fixed. */
+static int load_in(struct vgpu_config *c, const char *fixed, struct vg_err *err, ...)
+{
+    char *env[32];
+    int n = 0;
+    va_list ap;
+    va_start(ap, err);
+    for (char *s; (s = va_arg(ap, char *)) != NULL && n < 31;)
+        env[n++] = s;
+    va_end(ap);
+    env[n] = NULL;
+    return vgpu_config_load_at(c, env, fixed, err);
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
 }
 
 static void test_hami_values(void **state)
@@ -250,6 +275,107 @@ static void test_file_unreadable(void **state)
     rmdir(dir);
 }
 
+/* A file at the fixed path decides; the environment and VGPU_LIMITS_FILE only lower. */
+static void test_fixed_path_precedence(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vgpu-cfg-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fixed[64], other[64], other_env[96];
+    snprintf(fixed, sizeof fixed, "%s/fixed", dir);
+    snprintf(other, sizeof other, "%s/other", dir);
+    snprintf(other_env, sizeof other_env, "VGPU_LIMITS_FILE=%s", other);
+    write_text(fixed, "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=2g\nCUDA_DEVICE_SM_LIMIT=40\n"
+                      "CUDA_DEVICE_MEMORY_SHARED_CACHE=/c/region\n");
+    struct vgpu_config c;
+    struct vg_err err = {0};
+    /* Raising, removing, moving the region, unlimiting compute: none of it. */
+    assert_int_equal(load_in(&c, fixed, &err, "CUDA_DEVICE_MEMORY_LIMIT=8g",
+                             "CUDA_DEVICE_MEMORY_LIMIT_0=0", "CUDA_DEVICE_SM_LIMIT=100",
+                             "CUDA_DEVICE_MEMORY_SHARED_CACHE=/mine", "VGPU_CONTEXT_MIB=0",
+                             "GPU_CORE_UTILIZATION_POLICY=disable", "VGPU_LOG_LEVEL=warn", NULL),
+                     0);
+    assert_true(c.in_container && !c.closed && c.memory_limit_set);
+    assert_int_equal(vgpu_config_memory_limit(&c, 0), 2 * GiB);
+    assert_int_equal(vgpu_config_sm_limit(&c, 0), 40);
+    assert_string_equal(c.region_path, "/c/region");
+    assert_int_equal(c.context_bytes, 256 * MiB);
+    assert_false(c.policy_disable);
+    assert_int_equal(c.log_level, 1); /* not a limit: the environment's */
+    /* Lowering, from the environment. */
+    assert_int_equal(load_in(&c, fixed, &err, "CUDA_DEVICE_MEMORY_LIMIT_0=1g",
+                             "CUDA_DEVICE_SM_LIMIT_0=25", NULL),
+                     0);
+    assert_int_equal(vgpu_config_memory_limit(&c, 0), GiB);
+    assert_int_equal(vgpu_config_sm_limit(&c, 0), 25);
+    /* From another file, whose other keys do not count. */
+    write_text(other, "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT=1500m\n"
+                      "CUDA_DEVICE_MEMORY_SHARED_CACHE=/other\n");
+    assert_int_equal(load_in(&c, fixed, &err, other_env, "CUDA_DEVICE_MEMORY_LIMIT=1800m", NULL),
+                     0);
+    assert_int_equal(vgpu_config_memory_limit(&c, 0), 1500 * MiB);
+    assert_string_equal(c.region_path, "/c/region");
+    /* Per-device limits that differ: every device takes the smallest, so reordering the
+     * devices (CUDA_VISIBLE_DEVICES) cannot move a larger one. */
+    write_text(fixed,
+               "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=2g\nCUDA_DEVICE_MEMORY_LIMIT_1=6g\n");
+    assert_int_equal(load_in(&c, fixed, &err, NULL), 0);
+    assert_int_equal(vgpu_config_memory_limit(&c, 0), 2 * GiB);
+    assert_int_equal(vgpu_config_memory_limit(&c, 1), 2 * GiB);
+    assert_int_equal(vgpu_config_memory_limit(&c, 7), 2 * GiB);
+    /* No limit in the file: a limit from the environment is a lowering. */
+    write_text(fixed, "vgpu-limits 1\n");
+    assert_int_equal(load_in(&c, fixed, &err, "CUDA_DEVICE_MEMORY_LIMIT_1=3g", NULL), 0);
+    assert_int_equal(vgpu_config_memory_limit(&c, 0), 0);
+    assert_int_equal(vgpu_config_memory_limit(&c, 1), 3 * GiB);
+    assert_true(c.memory_limit_set);
+    /* An invalid environment value is refused, as outside a container. */
+    assert_true(load_in(&c, fixed, &err, "CUDA_DEVICE_MEMORY_LIMIT=lots", NULL) < 0);
+    assert_non_null(strstr(err.msg, "CUDA_DEVICE_MEMORY_LIMIT"));
+    /* So is another limits file that cannot be read. */
+    unlink(other);
+    assert_true(load_in(&c, fixed, &err, other_env, NULL) < 0);
+    assert_non_null(strstr(err.msg, "VGPU_LIMITS_FILE"));
+    unlink(fixed);
+    rmdir(dir);
+}
+
+/* A file at the fixed path that cannot be used closes the configuration (the caller
+ * refuses allocations); the environment cannot reopen it. */
+static void test_fixed_path_closed(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vgpu-cfg-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fixed[64];
+    snprintf(fixed, sizeof fixed, "%s/fixed", dir);
+    static const char *const bad[] = {"", "vgpu-limits 2\n", "garbage\n",
+                                      "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT=lots\n",
+                                      "vgpu-limits 1\nVGPU_LIMITS_FILE=/x\n"};
+    struct vgpu_config c;
+    struct vg_err err = {0};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_text(fixed, bad[i]);
+        assert_int_equal(load_in(&c, fixed, &err, "CUDA_DEVICE_MEMORY_LIMIT=1g",
+                                 "CUDA_DEVICE_MEMORY_SHARED_CACHE=/c/region", NULL),
+                         0);
+        assert_true(c.in_container && c.closed);
+        assert_non_null(strstr(c.closed_why, fixed));
+        assert_string_equal(c.region_path, "/c/region"); /* where to count the refusals */
+    }
+    /* A directory in its place cannot be read either. */
+    unlink(fixed);
+    assert_int_equal(mkdir(fixed, 0755), 0);
+    assert_int_equal(load_in(&c, fixed, &err, NULL), 0);
+    assert_true(c.closed);
+    assert_int_equal(rmdir(fixed), 0);
+    /* Nothing there: outside a container. */
+    assert_int_equal(load_in(&c, fixed, &err, "CUDA_DEVICE_MEMORY_LIMIT=1g", NULL), 0);
+    assert_true(!c.in_container && !c.closed);
+    assert_int_equal(vgpu_config_memory_limit(&c, 0), GiB);
+    rmdir(dir);
+}
+
 /* ---- track ---- */
 
 static void test_track_random(void **state)
@@ -382,6 +508,8 @@ int main(void)
         cmocka_unit_test(test_file),
         cmocka_unit_test(test_file_precedence),
         cmocka_unit_test(test_file_unreadable),
+        cmocka_unit_test(test_fixed_path_precedence),
+        cmocka_unit_test(test_fixed_path_closed),
         cmocka_unit_test(test_track_random),
         cmocka_unit_test(test_track_growth_failure),
         cmocka_unit_test(test_track_context_and_replace),

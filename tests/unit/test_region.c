@@ -52,6 +52,9 @@ static int teardown(void **state)
     return 0;
 }
 
+/* The limits the processes of the test take: process-private, whatever the file records. */
+static uint64_t test_limit[2];
+
 static struct region_config two_devices(uint64_t limit0, uint64_t limit1)
 {
     struct region_config c = {.device_count = 2};
@@ -60,6 +63,8 @@ static struct region_config two_devices(uint64_t limit0, uint64_t limit1)
     c.devices[0].memory_limit = limit0;
     c.devices[1].memory_limit = limit1;
     c.devices[0].sm_limit_percent = 30;
+    test_limit[0] = limit0;
+    test_limit[1] = limit1;
     return c;
 }
 
@@ -69,6 +74,8 @@ static struct region *open_attached(const char *path)
     struct vg_err err;
     if (region_open(path, &r, &err) != 0)
         fail_msg("open: %s", err.msg);
+    region_set_limit(r, 0, test_limit[0], 30);
+    region_set_limit(r, 1, test_limit[1], 0);
     if (region_attach(r, &err) != 0)
         fail_msg("attach: %s", err.msg);
     return r;
@@ -92,8 +99,16 @@ static void test_create_open_and_devices(void **state)
     assert_int_equal(region_open(f->path, &r, &err), 0);
     assert_int_equal(region_device_count(r), 2);
     assert_string_equal(region_device(r, 1)->uuid, "GPU-bbbb");
-    assert_true(region_device(r, 0)->memory_limit == 4 * GiB);
+    assert_true(region_device(r, 0)->memory_limit == 4 * GiB); /* the creator's record */
     assert_int_equal(region_device(r, 0)->sm_limit_percent, 30);
+    uint64_t limit = 1;
+    assert_int_equal(region_usage(r, 0, NULL, &limit), 0);
+    assert_true(limit == 0); /* enforced: none until the process gives one */
+    assert_int_equal(region_share(r, 0), 0);
+    region_set_limit(r, 0, 4 * GiB, 30);
+    assert_int_equal(region_usage(r, 0, NULL, &limit), 0);
+    assert_true(limit == 4 * GiB);
+    assert_int_equal(region_share(r, 0), 30);
     assert_null(region_device(r, 2));
     assert_int_equal(region_find_device(r, "GPU-bbbb"), 1);
     assert_int_equal(region_find_device(r, "GPU-cccc"), -ENOENT);
@@ -143,7 +158,7 @@ static void test_corrupt_region_refused(void **state)
     struct fixture *f = *state;
     struct region_config c = two_devices(GiB, GiB);
     struct vg_err err;
-    uint32_t v2 = 2, devices = 99;
+    uint32_t v1 = 1, devices = 99;
     uint64_t junk = 0x1234;
     struct {
         size_t offset;
@@ -153,7 +168,7 @@ static void test_corrupt_region_refused(void **state)
         const char *needle;
     } cases[] = {
         {0, &junk, sizeof junk, -1, "bad magic"},
-        {8, &v2, sizeof v2, -1, "version 2"},
+        {8, &v1, sizeof v1, -1, "version 1"}, /* its readers trusted the file's limits */
         {12, &devices, sizeof devices, -1, "99 devices"},
         {0, NULL, 0, 100, "100 bytes"},
         {0, NULL, 0, 0, "0 bytes"},
@@ -178,6 +193,7 @@ static void test_reserve_exactly_to_limit(void **state)
     assert_int_equal(region_create(f->path, &c, &err), 0);
     struct region *r = NULL;
     assert_int_equal(region_open(f->path, &r, &err), 0);
+    region_set_limit(r, 0, 4 * GiB, 0);
     assert_int_equal(region_reserve(r, 0, MiB), -EINVAL); /* not attached */
     assert_int_equal(region_attach(r, &err), 0);
     assert_int_equal(region_reserve(r, 0, 3 * GiB), 0);
@@ -429,7 +445,7 @@ static void test_fork_child_gets_own_slot(void **state)
     assert_int_equal(pipe(pipefd), 0);
     pid_t child = fork();
     if (child == 0) {
-        region_after_fork(r);
+        region_after_fork(r); /* keeps the process's limits */
         int ok = region_attach(r, NULL) == 0 && region_reserve(r, 0, 2 * GiB) == 0;
         struct region_proc_info procs[4];
         ok = ok && region_list_procs(r, procs, 4) == 2;
@@ -544,6 +560,87 @@ static void test_allocation_failures(void **state)
     assert_int_equal(open_fds(), fds);
 }
 
+/* Writes an 8-byte value at offset of the region file, as any process of the container
+ * can. Offsets: docs/protocol.md. */
+static void forge(const char *path, off_t offset, uint64_t value)
+{
+    int fd = open(path, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, &value, sizeof value, offset), (ssize_t)sizeof value);
+    close(fd);
+}
+
+enum { DEV0 = 64, DEV_LIMIT = 64, DEV_USED = 80, SLOT0 = 3136, SLOT_USED = 16 };
+
+/* The file's limits and counters are forged; no process gets past its own limit, and a
+ * process that starts after the forgery sees the container's real usage. */
+static void test_forged_region_changes_nothing(void **state)
+{
+    struct fixture *f = *state;
+    struct region_config c = two_devices(4 * GiB, 0);
+    struct vg_err err;
+    assert_int_equal(region_create(f->path, &c, &err), 0);
+    struct region *a = open_attached(f->path);
+    assert_int_equal(region_reserve(a, 0, 3 * GiB), 0);
+    /* The limit recorded in the file lifted, the usage counter zeroed. */
+    forge(f->path, DEV0 + DEV_LIMIT, 0);
+    forge(f->path, DEV0 + DEV_USED, 0);
+    struct region *b = open_attached(f->path); /* recounts as it attaches */
+    assert_true(usage(b, 0) == 3 * GiB);
+    assert_int_equal(region_reserve(b, 0, GiB + 1), -ENOMEM);
+    assert_int_equal(region_reserve(b, 0, GiB), 0);
+    struct region_counters ctr;
+    region_counters(b, &ctr);
+    assert_true(ctr.repaired >= 1);
+    region_release(b, 0, GiB);
+    /* Garbage in the counter (not frozen): read as full, then recounted before the
+     * refusal stands (at most every 100 ms; b's last refusal was just now). */
+    usleep(150 * 1000);
+    forge(f->path, DEV0 + DEV_USED, UINT64_C(0x7eadbeefdeadbeef));
+    assert_int_equal(region_reserve(b, 0, GiB), 0);
+    assert_true(usage(b, 0) == 4 * GiB);
+    region_release(b, 0, GiB);
+    /* Garbage with bit 63 (a frozen counter): the recount it asks for repairs it. */
+    forge(f->path, DEV0 + DEV_USED, UINT64_MAX);
+    assert_int_equal(region_reserve(b, 0, MiB), 0);
+    assert_true(usage(b, 0) == 3 * GiB + MiB);
+    region_release(b, 0, MiB);
+    /* A counter forged low while a process runs: that process still never holds more
+     * than its own limit. */
+    forge(f->path, DEV0 + DEV_USED, 0);
+    assert_int_equal(region_reserve(a, 0, GiB + 1), -ENOMEM); /* a holds 3 of its 4 GiB */
+    assert_int_equal(region_reserve(a, 0, GiB), 0);
+    region_release(a, 0, GiB);
+    /* Slots that add up past any GPU: the device is full for everyone, not unlimited. */
+    forge(f->path, SLOT0 + SLOT_USED, UINT64_MAX - 1);
+    unsigned repaired = 0, insane = 0;
+    assert_int_equal(region_recount(b, &repaired, &insane), 0);
+    assert_int_equal(insane, 1);
+    assert_int_equal(region_reserve(b, 0, MiB), -ENOMEM);
+    region_close(b);
+    region_close(a);
+}
+
+/* A closed limit refuses everything; no limit is no limit. */
+static void test_closed_limit(void **state)
+{
+    struct fixture *f = *state;
+    struct region_config c = two_devices(4 * GiB, 0);
+    struct vg_err err;
+    assert_int_equal(region_create(f->path, &c, &err), 0);
+    struct region *r = NULL;
+    assert_int_equal(region_open(f->path, &r, &err), 0);
+    region_set_limit(r, 0, REGION_LIMIT_CLOSED, 0);
+    assert_int_equal(region_attach(r, &err), 0);
+    assert_int_equal(region_reserve(r, 0, 1), -ENOMEM);
+    assert_int_equal(region_reserve(r, 1, 64 * GiB), 0);
+    region_note_closed(r);
+    struct region_counters ctr;
+    region_counters(r, &ctr);
+    assert_true(ctr.closed == 1);
+    region_close(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -560,6 +657,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fork_child_gets_own_slot, setup, teardown),
         cmocka_unit_test_setup_teardown(test_scribbled_device_count_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_allocation_failures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forged_region_changes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_closed_limit, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
