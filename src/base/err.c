@@ -18,7 +18,8 @@ static void mark_truncated(char *msg, int written)
 }
 
 /* err->msg = "<fmt>: <tail>", marked when cut. */
-static void format_then(struct vg_err *err, const char *fmt, va_list ap, const char *tail)
+__attribute__((format(printf, 2, 0))) static void format_then(struct vg_err *err, const char *fmt,
+                                                              va_list ap, const char *tail)
 {
     int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     if (n < 0)
