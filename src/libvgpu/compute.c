@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/str.h"
 #include "libvgpu/vgpu.h"
 
 #define REAL lv_g.real
@@ -47,9 +48,10 @@ static FILE *trace_f;
 _Atomic int vgc_active;
 
 #define VGC_RING       (VGC_MAX_INFLIGHT * 2)
-#define VGC_POOL       (VGC_MAX_INFLIGHT * 4)
-#define VGC_SHARE_WIN  INT64_C(20000000) /* the board's share figure: 20 ms windows */
-#define VGC_IDLE_CHECK INT64_C(50000000) /* poller heartbeat while idle */
+#define VGC_RESERVE    (VGC_MAX_INFLIGHT * 2) /* timing events reserved per context */
+#define VGC_CTXS       8                      /* contexts with a reserve per process */
+#define VGC_SHARE_WIN  INT64_C(20000000)      /* the board's share figure: 20 ms windows */
+#define VGC_IDLE_CHECK INT64_C(50000000)      /* poller heartbeat while idle */
 
 struct cdev {
     bool on;
@@ -82,9 +84,23 @@ struct mark {
     struct vgc_view before; /* the board at the launch */
 };
 
-struct pooled {
-    CUevent ev;
-    CUcontext ctx;
+/* The timing events of one context, created all at once at its first limited launch and
+ * reused: a tenant that exhausts the driver's events afterwards cannot starve the
+ * limiter, and one that did so before gets its launches charged their wall time. */
+struct ctx_events {
+    CUcontext ctx; /* NULL: free entry */
+    unsigned made; /* how many were created (0: none could be: fail closed) */
+    unsigned n;    /* free ones in ev[] */
+    CUevent ev[VGC_RESERVE];
+};
+
+/* Why a launch was charged its wall time (region_compute.closed_why bits). */
+enum vgc_closed {
+    VGC_CLOSED_EVENTS = 1, /* no timing events */
+    VGC_CLOSED_SLOT = 2,   /* no board slot */
+    VGC_CLOSED_BOARD = 4,  /* no board */
+    VGC_CLOSED_POLLER = 8, /* no poller thread */
+    VGC_CLOSED_RECORD = 16 /* an event record failed */
 };
 
 static struct {
@@ -94,8 +110,7 @@ static struct {
     struct mark ring[VGC_RING];
     unsigned head, count;
     bool poller_running;
-    struct pooled pool[VGC_POOL];
-    unsigned npool;
+    struct ctx_events evs[VGC_CTXS];
     uint64_t owner;
     struct vgc_pred pred;
     struct cdev dev[REGION_MAX_DEVICES];
@@ -185,7 +200,7 @@ void vgc_after_fork(void)
     init_conds();
     rt.head = rt.count = 0;
     rt.poller_running = false;
-    rt.npool = 0;
+    memset(rt.evs, 0, sizeof rt.evs); /* the parent's events are not the child's */
     rt.owner = ((uint64_t)(uint32_t)getpid() << 32 ^ (uint64_t)now_ns()) | 1;
     for (int d = 0; d < REGION_MAX_DEVICES; d++) {
         rt.dev[d].slot = -1;
@@ -242,7 +257,7 @@ static void drained_locked(struct cdev *d, int64_t t)
  * it waited for another process to give it back. */
 static int64_t turn_enter_locked(struct cdev *d)
 {
-    if (d->board == NULL || d->slot < 0)
+    if (d->board == NULL)
         return 0;
     int64_t t0 = 0;
     struct vgc_board *b = d->board;
@@ -323,33 +338,70 @@ static int64_t turn_enter_locked(struct cdev *d)
 
 /* ---- events ---- */
 
-static CUevent event_get_locked(CUcontext ctx)
+/* ctx's reserve (ctx current), made at its first use; NULL when no entry is left. */
+static struct ctx_events *events_locked(CUcontext ctx)
 {
-    for (unsigned i = rt.npool; i-- > 0;)
-        if (rt.pool[i].ctx == ctx) {
-            CUevent ev = rt.pool[i].ev;
-            rt.pool[i] = rt.pool[--rt.npool];
-            return ev;
-        }
-    return NULL;
+    struct ctx_events *free_e = NULL;
+    for (int i = 0; i < VGC_CTXS; i++) {
+        if (rt.evs[i].ctx == ctx)
+            return &rt.evs[i];
+        if (rt.evs[i].ctx == NULL && free_e == NULL)
+            free_e = &rt.evs[i];
+    }
+    if (free_e == NULL)
+        return NULL;
+    free_e->ctx = ctx;
+    free_e->made = free_e->n = 0;
+    while (free_e->made < VGC_RESERVE &&
+           REAL.cuEventCreate(&free_e->ev[free_e->made], 0) == CUDA_SUCCESS)
+        free_e->made++;
+    free_e->n = free_e->made;
+    return free_e;
 }
 
 static void event_put_locked(CUevent ev, CUcontext ctx)
 {
     if (ev == NULL)
         return;
-    if (rt.npool < VGC_POOL)
-        rt.pool[rt.npool++] = (struct pooled){ev, ctx};
-    else
-        (void)REAL.cuEventDestroy_v2(ev);
+    for (int i = 0; i < VGC_CTXS; i++)
+        if (rt.evs[i].ctx == ctx && rt.evs[i].n < rt.evs[i].made) {
+            rt.evs[i].ev[rt.evs[i].n++] = ev;
+            return;
+        }
+    (void)REAL.cuEventDestroy_v2(ev);
 }
 
-static CUevent event_new(void)
+/* An event of ctx's reserve failed (its context may be gone): the reserve shrinks. */
+static void event_lost_locked(CUevent ev, CUcontext ctx)
 {
-    CUevent ev = NULL;
-    if (REAL.cuEventCreate(&ev, 0) != CUDA_SUCCESS)
-        return NULL;
-    return ev;
+    (void)REAL.cuEventDestroy_v2(ev);
+    for (int i = 0; i < VGC_CTXS; i++)
+        if (rt.evs[i].ctx == ctx && rt.evs[i].made > 0)
+            rt.evs[i].made--;
+}
+
+/* The limiter could not do its job for a launch: the launch is charged its wall time
+ * (vgc_end), counted in the region for the monitor, and said once on stderr. */
+static void closed_note(struct cdev *d, enum vgc_closed why)
+{
+    static _Atomic int said;
+    atomic_fetch_add_explicit(&d->b->closed_n, 1, memory_order_relaxed);
+    if ((atomic_fetch_or(&d->b->closed_why, (int64_t)why) & (int64_t)why) != 0)
+        return;
+    if ((atomic_fetch_or(&said, (int)why) & (int)why) != 0)
+        return;
+    static const char *const text[] = {"no timing events", "no board slot", "no board",
+                                       "no poller thread", "an event record failed"};
+    unsigned k = 0;
+    while ((1u << k) != (unsigned)why)
+        k++;
+    char line[200];
+    int n = vg_snprintf(line, sizeof line,
+                        "vgpu: compute limiter: %s; launches are serialised and charged their "
+                        "wall time\n",
+                        text[k]);
+    if (n > 0)
+        (void)!write(2, line, (size_t)n);
 }
 
 /* ---- poller ---- */
@@ -448,8 +500,8 @@ static void *poller(void *arg)
             event_put_locked(end, ctx);
         } else {
             /* Their context may be gone: not reused. */
-            (void)REAL.cuEventDestroy_v2(start);
-            (void)REAL.cuEventDestroy_v2(end);
+            event_lost_locked(start, ctx);
+            event_lost_locked(end, ctx);
         }
     }
     return NULL;
@@ -464,6 +516,8 @@ struct vgc_launch {
     CUcontext ctx;
     CUevent start, end;
     bool alone;
+    bool closed; /* not timed by events: charged its wall time from t0 (fail-closed) */
+    int64_t t0;
     struct vgc_view before;
 };
 
@@ -502,7 +556,9 @@ static CUresult record(CUevent ev, CUstream s, bool ptsz)
     return ptsz ? REAL.cuEventRecord_ptsz(ev, s) : REAL.cuEventRecord(ev, s);
 }
 
-/* Gates a launch; false: forward it untouched (not limited, capturing, or no events). */
+/* Gates a launch; false: forward it untouched (not limited, or capturing). A launch the
+ * limiter cannot time (no events, no board slot, no board, no poller) is still gated, and
+ * then charged its wall time, serialised (L->closed): never forwarded unthrottled. */
 static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
 {
     CUcontext ctx;
@@ -524,10 +580,6 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
         pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
         rt.poller_running = pthread_create(&th, &a, poller, NULL) == 0;
         pthread_attr_destroy(&a);
-        if (!rt.poller_running) {
-            pthread_mutex_unlock(&rt.lock);
-            return false;
-        }
     }
     if (d->board != NULL && d->slot < 0)
         d->slot = vgc_board_claim(d->board, rt.owner, d->container, now_ns());
@@ -548,19 +600,24 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
         d->win_wanted = true;
         pthread_cond_wait(&rt.room, &rt.lock);
     }
-    CUevent e0 = event_get_locked(ctx), e1 = event_get_locked(ctx);
-    pthread_mutex_unlock(&rt.lock);
-    if (e0 == NULL)
-        e0 = event_new();
-    if (e1 == NULL)
-        e1 = event_new();
-    if (e0 == NULL || e1 == NULL) {
-        pthread_mutex_lock(&rt.lock);
-        event_put_locked(e0, ctx);
-        event_put_locked(e1, ctx);
-        pthread_mutex_unlock(&rt.lock);
-        return false;
+    enum vgc_closed closed = !rt.poller_running ? VGC_CLOSED_POLLER
+                             : d->board == NULL ? VGC_CLOSED_BOARD
+                             : d->slot < 0      ? VGC_CLOSED_SLOT
+                                                : 0;
+    CUevent e0 = NULL, e1 = NULL;
+    if (closed == 0) {
+        /* The reserve's events come back as launches settle: wait for them. */
+        struct ctx_events *ce = events_locked(ctx);
+        while (ce != NULL && ce->n < 2 && ce->made >= 2)
+            pthread_cond_wait(&rt.room, &rt.lock);
+        if (ce == NULL || ce->n < 2) {
+            closed = VGC_CLOSED_EVENTS;
+        } else {
+            e1 = ce->ev[--ce->n];
+            e0 = ce->ev[--ce->n];
+        }
     }
+    pthread_mutex_unlock(&rt.lock);
 
     bool waited = throttle(d);
 
@@ -591,25 +648,61 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     L->start = e0;
     L->end = e1;
     L->alone = !v->others_pending;
-    if (record(e0, s, ptsz) == CUDA_SUCCESS)
-        return true;
-    /* Not tracked after all: refund and forward. */
+    L->closed = closed != 0;
+    L->t0 = now_ns();
+    if (closed == 0 && record(e0, s, ptsz) != CUDA_SUCCESS) {
+        pthread_mutex_lock(&rt.lock);
+        event_lost_locked(e0, ctx);
+        event_put_locked(e1, ctx);
+        pthread_mutex_unlock(&rt.lock);
+        closed = VGC_CLOSED_RECORD;
+        L->closed = true;
+    }
+    if (closed != 0)
+        closed_note(d, closed);
+    return true;
+}
+
+/* A launch the limiter could not time: it waits for the context's work to finish and is
+ * charged the wall time from its gate to then, which covers its own GPU time and more. */
+static CUresult end_closed(struct vgc_launch *L, CUresult r)
+{
+    struct cdev *d = &rt.dev[L->dev];
+    int64_t actual = 0;
+    if (r == CUDA_SUCCESS) {
+        (void)REAL.cuCtxSynchronize();
+        actual = now_ns() - L->t0;
+    }
+    int64_t t = now_ns();
     pthread_mutex_lock(&rt.lock);
-    vgc_settle(d->b, pred, 0);
-    d->inflight_ns -= depth;
-    if (--d->inflight_n == 0)
-        drained_locked(d, now_ns());
+    vgc_settle(d->b, L->pred, actual);
+    d->inflight_ns -= L->depth;
+    if (--d->inflight_n == 0) {
+        drained_locked(d, t);
+        if (d->slot < 0 || !rt.poller_running)
+            turn_release_locked(d); /* no poller or slot to give it back later */
+        pthread_cond_signal(&rt.work);
+    }
+    share_sample_locked(d, t, actual);
     pthread_cond_broadcast(&rt.room);
     pthread_mutex_unlock(&rt.lock);
-    (void)REAL.cuEventDestroy_v2(e0);
-    (void)REAL.cuEventDestroy_v2(e1);
-    return false;
+    return r;
 }
 
 static CUresult vgc_end(struct vgc_launch *L, CUstream s, bool ptsz, CUresult r)
 {
     struct cdev *d = &rt.dev[L->dev];
-    bool tracked = r == CUDA_SUCCESS && record(L->end, s, ptsz) == CUDA_SUCCESS;
+    if (!L->closed && r == CUDA_SUCCESS && record(L->end, s, ptsz) != CUDA_SUCCESS) {
+        pthread_mutex_lock(&rt.lock);
+        event_put_locked(L->start, L->ctx);
+        event_lost_locked(L->end, L->ctx);
+        pthread_mutex_unlock(&rt.lock);
+        L->closed = true;
+        closed_note(d, VGC_CLOSED_RECORD);
+    }
+    if (L->closed)
+        return end_closed(L, r);
+    bool tracked = r == CUDA_SUCCESS;
     pthread_mutex_lock(&rt.lock);
     if (tracked) {
         struct mark *m = &rt.ring[(rt.head + rt.count) % VGC_RING];
@@ -625,8 +718,8 @@ static CUresult vgc_end(struct vgc_launch *L, CUstream s, bool ptsz, CUresult r)
         rt.count++;
         pthread_cond_signal(&rt.work);
     } else {
-        /* Failed launch: nothing ran, nothing is owed. Untracked: the prediction stands. */
-        vgc_settle(d->b, L->pred, r == CUDA_SUCCESS ? L->pred : 0);
+        /* Failed launch: nothing ran, nothing is owed. */
+        vgc_settle(d->b, L->pred, 0);
         d->inflight_ns -= L->depth;
         if (--d->inflight_n == 0)
             drained_locked(d, now_ns());

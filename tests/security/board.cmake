@@ -1,0 +1,13 @@
+# Attacks on the compute limiter and its board (docs/security.md, "Compute slots a
+# neighbour cannot forge"). The share cases are timing-sensitive like the compute tests:
+# RUN_SERIAL, label compute too.
+if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu AND TARGET compute_tenant)
+  vgpu_program(board_region ${CMAKE_CURRENT_LIST_DIR}/board_region.c)
+  target_link_libraries(board_region PRIVATE vgpu_region vgpu_base)
+  foreach(case events)
+    add_test(NAME security.board_${case}
+             COMMAND ${CMAKE_CURRENT_LIST_DIR}/board_test.sh ${CMAKE_BINARY_DIR} ${case})
+    set_tests_properties(security.board_${case} PROPERTIES
+                         LABELS "security;compute" TIMEOUT 180 RUN_SERIAL ON)
+  endforeach()
+endif()
