@@ -22,6 +22,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -58,19 +59,22 @@ struct cdev {
     struct region_compute *b;
     struct vgc_params p;
     struct vgc_board *board; /* NULL: no node-wide board (every interval counts as alone) */
+    struct vgc_bd bd;        /* the board's slots as this process sees them (board: bd.shared) */
     uint64_t container;
     /* Under rt.lock: */
     int slot;
     int64_t inflight_ns;
     unsigned inflight_n;
     int64_t win_start, win_busy;
-    bool win_wanted;     /* a launch waited on the credit or the depth bound in this window */
-    bool turn;           /* this process holds the board's turn */
-    bool turn_closing;   /* ... and queues nothing more until its queue drained */
-    int64_t turn_end;    /* when it gives the turn up if others wait */
-    int64_t yield_until; /* after giving it up so, others go first until then */
-    bool throttled;      /* a launch sleeps on the credit */
-    int64_t drained_at;  /* holding the turn, the queue drained then (0: it did not) */
+    bool win_wanted;         /* a launch waited on the credit or the depth bound in this window */
+    bool turn;               /* this process holds the board's turn */
+    bool turn_closing;       /* ... and queues nothing more until its queue drained */
+    int64_t turn_end;        /* when it gives the turn up if others wait */
+    int64_t yield_until;     /* after giving it up so, others go first until then */
+    int64_t turns_off_until; /* the turn was held past VGC_TURN_WAIT_MAX_NS: none till then */
+    unsigned turns_off_n;    /* how often (each time twice as long) */
+    bool throttled;          /* a launch sleeps on the credit */
+    int64_t drained_at;      /* holding the turn, the queue drained then (0: it did not) */
 };
 
 struct mark {
@@ -88,19 +92,21 @@ struct mark {
  * reused: a tenant that exhausts the driver's events afterwards cannot starve the
  * limiter, and one that did so before gets its launches charged their wall time. */
 struct ctx_events {
-    CUcontext ctx; /* NULL: free entry */
-    unsigned made; /* how many were created (0: none could be: fail closed) */
-    unsigned n;    /* free ones in ev[] */
+    CUcontext ctx;    /* NULL: free entry */
+    unsigned made;    /* how many were created (0: none could be: fail closed) */
+    unsigned n;       /* free ones in ev[] */
+    int64_t tried_at; /* when it was made; with none made it is tried again 1 s later */
     CUevent ev[VGC_RESERVE];
 };
 
 /* Why a launch was charged its wall time (region_compute.closed_why bits). */
 enum vgc_closed {
-    VGC_CLOSED_EVENTS = 1, /* no timing events */
-    VGC_CLOSED_SLOT = 2,   /* no board slot */
-    VGC_CLOSED_BOARD = 4,  /* no board */
-    VGC_CLOSED_POLLER = 8, /* no poller thread */
-    VGC_CLOSED_RECORD = 16 /* an event record failed */
+    VGC_CLOSED_EVENTS = 1,  /* no timing events */
+    VGC_CLOSED_SLOT = 2,    /* no board slot */
+    VGC_CLOSED_BOARD = 4,   /* no board */
+    VGC_CLOSED_POLLER = 8,  /* no poller thread */
+    VGC_CLOSED_RECORD = 16, /* an event record failed */
+    VGC_CLOSED_TURN = 32    /* the turn was held too long: turns suspended */
 };
 
 static struct {
@@ -150,7 +156,7 @@ void vgc_setup(const struct vgpu_config *c, struct region *r, const char *region
     struct stat st;
     uint64_t container = 1;
     if (stat(region_path, &st) == 0)
-        container = ((uint64_t)st.st_dev << 40 ^ (uint64_t)st.st_ino) | 1;
+        container = ((uint64_t)st.st_dev << 40 ^ (uint64_t)st.st_ino << 1) | 1;
     init_conds();
 #ifdef VGC_TRACE
     if (getenv("VGC_TRACE") != NULL) {
@@ -177,7 +183,11 @@ void vgc_setup(const struct vgpu_config *c, struct region *r, const char *region
                               : cd->p.share_ppm;
         cd->container = container;
         struct vg_err err = {0};
-        cd->board = vgc_board_open(c->board_dir, dc->uuid, &err);
+        /* The device plugin names this container's slot file (docs/compute.md). */
+        cd->board =
+            vgc_bd_open(&cd->bd, c->board_dir, dc->uuid, getenv("VGPU_COMPUTE_SLOT"), &err) == 0
+                ? cd->bd.shared
+                : NULL;
         if (cd->board == NULL)
             vg_log(VG_LOG_WARN,
                    "compute board unavailable; overlap with other containers "
@@ -212,10 +222,13 @@ void vgc_after_fork(void)
 
 /* ---- the turn ---- */
 
-#define VGC_YIELD_NS      INT64_C(2000000)  /* after a full turn, others go first this long */
-#define VGC_LINGER_NS     INT64_C(200000)   /* a drained queue keeps the turn this long */
-#define VGC_NEXT_WAIT_NS  INT64_C(200000)   /* a free turn waits this long for the next one */
-#define VGC_TURN_DEPTH_NS INT64_C(10000000) /* work in flight while holding the turn */
+#define VGC_YIELD_NS         INT64_C(2000000)     /* after a full turn, others go first this long */
+#define VGC_LINGER_NS        INT64_C(200000)      /* a drained queue keeps the turn this long */
+#define VGC_NEXT_WAIT_NS     INT64_C(200000)      /* a free turn waits this long for the next one */
+#define VGC_TURN_DEPTH_NS    INT64_C(10000000)    /* work in flight while holding the turn */
+#define VGC_TURN_WAIT_MAX_NS INT64_C(500000000)   /* no honest holder keeps others this long */
+#define VGC_TURN_OFF_NS      INT64_C(10000000000) /* ... after which turns are off this long */
+#define VGC_TURN_OFF_MAX_NS  INT64_C(300000000000)
 
 static void turn_wake(struct cdev *d)
 {
@@ -244,7 +257,7 @@ static void drained_locked(struct cdev *d, int64_t t)
 {
     if (d->board == NULL || d->slot < 0)
         return;
-    vgc_board_set_pending(d->board, d->slot, false, t);
+    vgc_bd_set_pending(&d->bd, d->slot, false, t);
     if (d->turn && !d->turn_closing && !d->throttled) {
         /* The launcher may be about to launch again: the turn is kept a moment. */
         d->drained_at = t;
@@ -253,11 +266,28 @@ static void drained_locked(struct cdev *d, int64_t t)
     turn_release_locked(d);
 }
 
+static void closed_note(struct cdev *d, enum vgc_closed why);
+
+/* Another process held the turn past VGC_TURN_WAIT_MAX_NS while this one waited: no honest
+ * holder does (it gives the turn up VGC_TURN_NS after others wait, once its queue of at
+ * most VGC_TURN_DEPTH_NS drained), so the turn word cannot be trusted. This process takes
+ * no turns for VGC_TURN_OFF_NS, twice as long each time after (up to VGC_TURN_OFF_MAX_NS):
+ * a tenant that forges the turn delays the others by at most VGC_TURN_WAIT_MAX_NS per
+ * such period, and meanwhile they run as without a board's turns. */
+static void turns_off_locked(struct cdev *d, int64_t t)
+{
+    int64_t off = VGC_TURN_OFF_NS << (d->turns_off_n < 5 ? d->turns_off_n : 5);
+    d->turns_off_n++;
+    d->turns_off_until = t + (off < VGC_TURN_OFF_MAX_NS ? off : VGC_TURN_OFF_MAX_NS);
+    atomic_fetch_sub(&d->b->closed_n, 1); /* no launch charged its wall time for this */
+    closed_note(d, VGC_CLOSED_TURN);
+}
+
 /* Waits (rt.lock held, released meanwhile) until this process holds d's turn; the time
  * it waited for another process to give it back. */
 static int64_t turn_enter_locked(struct cdev *d)
 {
-    if (d->board == NULL)
+    if (d->board == NULL || now_ns() < d->turns_off_until)
         return 0;
     int64_t t0 = 0;
     struct vgc_board *b = d->board;
@@ -265,6 +295,10 @@ static int64_t turn_enter_locked(struct cdev *d)
     int64_t free_seen = 0;
     for (;;) {
         int64_t t = now_ns();
+        if (counted && t - t0 > VGC_TURN_WAIT_MAX_NS) {
+            turns_off_locked(d, t); /* a holder that never lets go: bounded */
+            break;
+        }
         if (d->turn) {
             if (!d->turn_closing) {
                 if (t < d->turn_end)
@@ -342,15 +376,21 @@ static int64_t turn_enter_locked(struct cdev *d)
 static struct ctx_events *events_locked(CUcontext ctx)
 {
     struct ctx_events *free_e = NULL;
+    int64_t t = now_ns();
     for (int i = 0; i < VGC_CTXS; i++) {
-        if (rt.evs[i].ctx == ctx)
-            return &rt.evs[i];
+        if (rt.evs[i].ctx == ctx) {
+            if (rt.evs[i].made > 0 || t - rt.evs[i].tried_at < VGC_WINDOW_NS)
+                return &rt.evs[i];
+            free_e = &rt.evs[i];
+            break;
+        }
         if (rt.evs[i].ctx == NULL && free_e == NULL)
             free_e = &rt.evs[i];
     }
     if (free_e == NULL)
         return NULL;
     free_e->ctx = ctx;
+    free_e->tried_at = t;
     free_e->made = free_e->n = 0;
     while (free_e->made < VGC_RESERVE &&
            REAL.cuEventCreate(&free_e->ev[free_e->made], 0) == CUDA_SUCCESS)
@@ -390,16 +430,17 @@ static void closed_note(struct cdev *d, enum vgc_closed why)
         return;
     if ((atomic_fetch_or(&said, (int)why) & (int)why) != 0)
         return;
-    static const char *const text[] = {"no timing events", "no board slot", "no board",
-                                       "no poller thread", "an event record failed"};
+    static const char *const text[] = {
+        "no timing events", "no board slot",          "no board",
+        "no poller thread", "an event record failed", "the GPU's turn was held too long"};
     unsigned k = 0;
     while ((1u << k) != (unsigned)why)
         k++;
     char line[200];
-    int n = vg_snprintf(line, sizeof line,
-                        "vgpu: compute limiter: %s; launches are serialised and charged their "
-                        "wall time\n",
-                        text[k]);
+    int n =
+        vg_snprintf(line, sizeof line, "vgpu: compute limiter: %s; %s\n", text[k],
+                    why == VGC_CLOSED_TURN ? "this process takes no turns for a while"
+                                           : "launches are serialised and charged their wall time");
     if (n > 0)
         (void)!write(2, line, (size_t)n);
 }
@@ -415,7 +456,7 @@ static void share_sample_locked(struct cdev *d, int64_t now, int64_t busy)
         return;
     int64_t share = d->win_busy * (VGC_PPM / 1000) / ((now - d->win_start) / 1000 + 1);
     if (d->board != NULL && d->slot >= 0)
-        vgc_board_heartbeat(d->board, d->slot, share, d->win_wanted ? d->p.share_ppm : 0, now);
+        vgc_bd_heartbeat(&d->bd, d->slot, share, d->win_wanted ? d->p.share_ppm : 0, now);
     d->win_start = now;
     d->win_busy = 0;
     d->win_wanted = false;
@@ -428,7 +469,7 @@ static void settle_locked(const struct mark *m, CUresult r, float ms, int64_t t)
     int64_t measured = (int64_t)((double)ms * 1e6), split = -1;
     if (d->board != NULL && d->slot >= 0) {
         static struct vgc_view after; /* under rt.lock */
-        vgc_board_view(d->board, d->slot, t, &after);
+        vgc_bd_view(&d->bd, d->slot, t, &after);
         alone = alone && after.others_flips == m->before.others_flips;
         if (!alone && measured > VGC_LONG_NS)
             split = vgc_board_split(&m->before, &after, measured);
@@ -528,9 +569,12 @@ static bool throttle(struct cdev *d)
     for (;;) {
         int64_t period = d->p.mode == VGPU_COMPUTE_BURST ? VGC_BURST_TICK_NS : VGC_TICK_NS;
         if (t - atomic_load_explicit(&d->b->tick_at, memory_order_relaxed) >= period) {
-            int64_t others = d->board != NULL && d->p.mode == VGPU_COMPUTE_BURST
-                                 ? vgc_board_others_share(d->board, d->container, t)
-                                 : 0;
+            int64_t others = 0;
+            if (d->board != NULL && d->p.mode == VGPU_COMPUTE_BURST) {
+                pthread_mutex_lock(&rt.lock); /* the scan changes the neighbours */
+                others = vgc_bd_others_share(&d->bd, d->container, t);
+                pthread_mutex_unlock(&rt.lock);
+            }
             vgc_tick(d->b, &d->p, t, others);
         }
         vgc_refill(d->b, &d->p, t);
@@ -581,8 +625,10 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
         rt.poller_running = pthread_create(&th, &a, poller, NULL) == 0;
         pthread_attr_destroy(&a);
     }
+    if (d->board != NULL && d->bd.plugin && now_ns() - d->bd.scanned_at >= VGC_SCAN_NS)
+        vgc_bd_scan(&d->bd, now_ns()); /* containers come and go */
     if (d->board != NULL && d->slot < 0)
-        d->slot = vgc_board_claim(d->board, rt.owner, d->container, now_ns());
+        d->slot = vgc_bd_claim(&d->bd, rt.owner, d->container, now_ns());
     bool known;
     int64_t pred = vgc_predict(&rt.pred, key, &known);
     /* A launch of unknown cost counts as a whole time slice until it is measured: a long
@@ -630,11 +676,11 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     d->win_wanted = d->win_wanted || waited;
     int64_t t = now_ns();
     if (d->inflight_n++ == 0 && d->board != NULL && d->slot >= 0)
-        vgc_board_set_pending(d->board, d->slot, true, t);
+        vgc_bd_set_pending(&d->bd, d->slot, true, t);
     d->inflight_ns += depth;
     struct vgc_view *v = &L->before;
     if (d->board != NULL && d->slot >= 0) {
-        vgc_board_view(d->board, d->slot, t, v);
+        vgc_bd_view(&d->bd, d->slot, t, v);
     } else {
         memset(v, 0, sizeof *v);
     }

@@ -4,10 +4,22 @@
 if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu AND TARGET compute_tenant)
   vgpu_program(board_region ${CMAKE_CURRENT_LIST_DIR}/board_region.c)
   target_link_libraries(board_region PRIVATE vgpu_region vgpu_base)
-  foreach(case events)
+  vgpu_program(board_hostile ${CMAKE_CURRENT_LIST_DIR}/board_hostile.c)
+  target_link_libraries(board_hostile PRIVATE vgpu_base)
+  vgpu_program(board_layout ${CMAKE_CURRENT_LIST_DIR}/board_layout.c)
+  target_link_libraries(board_layout PRIVATE vgpu_deviceplugin)
+  foreach(case events slots turn)
     add_test(NAME security.board_${case}
              COMMAND ${CMAKE_CURRENT_LIST_DIR}/board_test.sh ${CMAKE_BINARY_DIR} ${case})
     set_tests_properties(security.board_${case} PROPERTIES
                          LABELS "security;compute" TIMEOUT 180 RUN_SERIAL ON)
   endforeach()
+endif()
+
+# What readers take from a neighbour's slot file (name and contents), fuzzed.
+if(TARGET vgpu_libvgpu_core)
+  vgpu_fuzz_target(board_slot
+    SOURCES ${PROJECT_SOURCE_DIR}/tests/fuzz/fuzz_board_slot.c
+    LIBS vgpu_libvgpu_core vgpu_base)
+  set_tests_properties(fuzz.board_slot PROPERTIES LABELS "fuzz;security")
 endif()

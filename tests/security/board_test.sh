@@ -6,12 +6,11 @@
 # truth (libvgpu_compute_truth). CTest runs these serially (label security;compute).
 #   events  a 30 % tenant that holds every CUDA event it can before launching stays at
 #           30 % (the limiter used to forward its launches unthrottled: 99.95 %)
-#   forge   a hostile process rewrites a 30 % tenant's and a 70 % tenant's board slots
-#           (share, claim, pending, heartbeat, garbage) all run long: both keep their
-#           shares
+#   slots   a hostile process fills every board slot it can write with a neighbour that
+#           claims the whole GPU and has work pending forever: a 30 % tenant stays at 30 %
 #   turn    a hostile process holds the GPU's turn (far-future expiry, then rewriting it
-#           continually): the honest tenants are delayed a bounded time, then keep their
-#           shares
+#           continually): the honest tenants are stalled at most about 0.5 s, then run as
+#           without turns (never above their shares, not starved)
 set -uo pipefail
 B=$(cd "$1" && pwd)
 CASE=$2
@@ -35,6 +34,7 @@ TENANT=$B/bin/compute_tenant
 TRUTH=$B/bin/libvgpu_compute_truth
 HOSTILE=$B/bin/board_hostile
 TOL=${VGPU_COMPUTE_TOL:-3}
+FALLBACK_TOL=${VGPU_COMPUTE_FALLBACK_TOL:-6}
 WINDOWS=${VGPU_COMPUTE_WINDOWS:-3}
 RUN_MS=$(((WINDOWS + 1) * 1000 + 700))
 
@@ -71,6 +71,21 @@ check() { # check LABEL ACTUAL WANT
     within "$2" "$3" "$TOL" || { cat "$T"/out.* >&2; fail "$1: achieved $2 %, want $3 ± $TOL"; }
 }
 
+# The GPU's UUID as libvgpu names its board file (from a throwaway run).
+env CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/region.probe" CUDA_DEVICE_SM_LIMIT=50 \
+    VGPU_COMPUTE_BOARD="$T/probe" LD_PRELOAD="$LIB" "$TENANT" 1000 20 >/dev/null 2>&1 ||
+    fail "probe tenant failed"
+UUID=$(basename "$(ls "$T"/probe/*.board)" .board)
+
+# board_layout NAME PERCENT: container NAME's board files as the device plugin makes them
+# (pod uid pod-NAME, container main); the slot file's path in slot_NAME.
+board_layout() {
+    local path
+    path=$("$B/bin/board_layout" "$VGPU_COMPUTE_BOARD" "$UUID" "pod-$1" main "$2") ||
+        fail "board_layout failed"
+    printf -v "slot_$1" '%s' "$path"
+}
+
 case $CASE in
 events) # before its first launch: the limiter has no events and charges wall time,
     # which covers more than the GPU time (at most the share, at least 2/3 of it)
@@ -95,6 +110,62 @@ events) # before its first launch: the limiter has no events and charges wall ti
     out=$(truth "$group_a")
     wait_tenants
     check "30 % tenant holding every event after its first launch" "$(mean_of 0 "$out")" 30
+    ;;
+slots) # a 30 % tenant with 20 ms kernels, alone on the GPU but for a hostile process that
+    # claims the whole GPU with work pending forever in every slot it can write (the
+    # shared board file's, and its own slot file's); before per-container slot files it
+    # halved the tenant's charge (about 60 %). Now its own slot counts for at most its
+    # decided 5 %, and nonsense for nothing.
+    board_layout a 30
+    board_layout h 5
+    "$HOSTILE" slots "$VGPU_COMPUTE_BOARD" "$UUID" "$slot_h" $((RUN_MS / 1000 + 2)) &
+    pids+=($!)
+    tenant a 30 VGPU_COMPUTE_SLOT=pod-a_main -- 20000000 $RUN_MS
+    out=$(truth "$group_a")
+    kill "${pids[0]}" 2>/dev/null
+    wait "${pids[0]}" 2>/dev/null
+    pids=("${pids[@]:1}")
+    wait_tenants
+    check "30 % tenant beside a hostile board writer" "$(mean_of 0 "$out")" 30
+    ;;
+turn) # two tenants at 30/70 while a hostile process holds the GPU's turn: for 0.5 s with
+    # an expiry in the far future (which stalled them for good: 0 %), then rewriting an
+    # honest-looking one every 100 us. They wait at most 0.5 s, then take no turns for a
+    # while, and get their shares.
+    board_layout a 30
+    board_layout b 70
+    "$HOSTILE" turn "$VGPU_COMPUTE_BOARD" "$UUID" $((RUN_MS / 1000 + 3)) >"$T/hostile" &
+    pids+=($!)
+    tenant a 30 VGPU_COMPUTE_SLOT=pod-a_main -- 1000000 $((RUN_MS + 1000))
+    tenant b 70 VGPU_COMPUTE_SLOT=pod-b_main -- 1000000 $((RUN_MS + 1000))
+    "$TRUTH" steps 0 50 40 "$group_a" "$group_b" >"$T/steps" &
+    sampler=$!
+    out=$("$TRUTH" 0 2 "$WINDOWS" "$group_a" "$group_b")
+    wait $sampler
+    kill "${pids[0]}" 2>/dev/null
+    wait "${pids[0]}" 2>/dev/null
+    pids=("${pids[@]:1}")
+    wait_tenants
+    # The stall: from the switch to the honest-looking turn (about 500 ms after the
+    # tenants started) to the end of the first 50 ms step after it in which both ran.
+    ran=$(awk -F'[ =]' '$2 > 550 && $4 > 5 && $6 > 5 { print $2 - 500; exit }' "$T/steps")
+    stalled=$(awk -F'[ =]' '$2 > 550 && ($4 <= 5 || $6 <= 5) { n++ } END { print n * 50 }' "$T/steps")
+    echo "stalled ${stalled} ms; both running ${ran:-never} ms after the hostile turn"
+    [ "$stalled" -le 700 ] || { cat "$T/steps"; fail "the hostile turn stalled the tenants ${stalled} ms"; }
+    [ -n "$ran" ] || { cat "$T/steps"; fail "the tenants never ran beside the hostile turn"; }
+    # Then they run as processes without turns do (docs/compute.md: contended intervals
+    # are charged by the fallback, which errs low): neither above its share, neither
+    # starved (within FALLBACK_TOL points below).
+    for i in 0 1; do
+        want=$((i == 0 ? 30 : 70))
+        got=$(mean_of $i "$out")
+        echo "$want % tenant beside a hostile turn holder: achieved $got % (want $((want - FALLBACK_TOL))..$((want + TOL)))"
+        awk -v a="$got" -v lo=$((want - FALLBACK_TOL)) -v hi=$((want + TOL)) \
+            'BEGIN { exit !(a >= lo && a <= hi) }' ||
+            { cat "$T"/out.* >&2; fail "$want % tenant beside a hostile turn holder: $got %"; }
+    done
+    grep -q "vgpu: compute limiter: the GPU's turn was held too long" "$T"/out.* ||
+        fail "the limiter did not say that it stopped taking turns"
     ;;
 *) fail "unknown case $CASE" ;;
 esac
