@@ -23,3 +23,18 @@ if(TARGET vgpu_libvgpu_core)
     LIBS vgpu_libvgpu_core vgpu_base)
   set_tests_properties(fuzz.board_slot PROPERTIES LABELS "fuzz;security")
 endif()
+
+# A container's mounts give it write access to its own slot only (the device plugin's
+# Allocate response, then those mounts made for real in a mount namespace).
+if(TARGET vgpu_deviceplugin)
+  add_executable(test_board_mounts ${CMAKE_CURRENT_LIST_DIR}/test_board_mounts.c)
+  set_target_properties(test_board_mounts PROPERTIES RUNTIME_OUTPUT_DIRECTORY
+                                                     ${CMAKE_BINARY_DIR}/tests)
+  target_include_directories(test_board_mounts PRIVATE ${PROJECT_SOURCE_DIR}/src
+                                                       ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_options(test_board_mounts PRIVATE ${VGPU_SAN_FULL})
+  target_link_options(test_board_mounts PRIVATE ${VGPU_SAN_FULL})
+  target_link_libraries(test_board_mounts PRIVATE vgpu_deviceplugin PkgConfig::CMOCKA)
+  add_test(NAME security.board_mounts COMMAND test_board_mounts)
+  set_tests_properties(security.board_mounts PROPERTIES LABELS security TIMEOUT 60)
+endif()
