@@ -226,7 +226,7 @@ void vgc_after_fork(void)
 #define VGC_LINGER_NS        INT64_C(200000)      /* a drained queue keeps the turn this long */
 #define VGC_NEXT_WAIT_NS     INT64_C(200000)      /* a free turn waits this long for the next one */
 #define VGC_TURN_DEPTH_NS    INT64_C(10000000)    /* work in flight while holding the turn */
-#define VGC_TURN_WAIT_MAX_NS INT64_C(500000000)   /* no honest holder keeps others this long */
+#define VGC_TURN_WAIT_MAX_NS INT64_C(1000000000)  /* no honest holder keeps others this long */
 #define VGC_TURN_OFF_NS      INT64_C(10000000000) /* ... after which turns are off this long */
 #define VGC_TURN_OFF_MAX_NS  INT64_C(300000000000)
 

@@ -9,7 +9,7 @@
 #   slots   a hostile process fills every board slot it can write with a neighbour that
 #           claims the whole GPU and has work pending forever: a 30 % tenant stays at 30 %
 #   turn    a hostile process holds the GPU's turn (far-future expiry, then rewriting it
-#           continually): the honest tenants are stalled at most about 0.5 s, then run as
+#           continually): the honest tenants are stalled at most about 1 s, then run as
 #           without turns (never above their shares, not starved)
 set -uo pipefail
 B=$(cd "$1" && pwd)
@@ -130,7 +130,7 @@ slots) # a 30 % tenant with 20 ms kernels, alone on the GPU but for a hostile pr
     ;;
 turn) # two tenants at 30/70 while a hostile process holds the GPU's turn: for 0.5 s with
     # an expiry in the far future (which stalled them for good: 0 %), then rewriting an
-    # honest-looking one every 100 us. They wait at most 0.5 s, then take no turns for a
+    # honest-looking one every 100 us. They wait at most 1 s, then take no turns for a
     # while, and get their shares.
     board_layout a 30
     board_layout b 70
@@ -138,7 +138,7 @@ turn) # two tenants at 30/70 while a hostile process holds the GPU's turn: for 0
     pids+=($!)
     tenant a 30 VGPU_COMPUTE_SLOT=pod-a_main -- 1000000 $((RUN_MS + 1000))
     tenant b 70 VGPU_COMPUTE_SLOT=pod-b_main -- 1000000 $((RUN_MS + 1000))
-    "$TRUTH" steps 0 50 40 "$group_a" "$group_b" >"$T/steps" &
+    "$TRUTH" steps 0 50 70 "$group_a" "$group_b" >"$T/steps" &
     sampler=$!
     out=$("$TRUTH" 0 2 "$WINDOWS" "$group_a" "$group_b")
     wait $sampler
@@ -151,7 +151,7 @@ turn) # two tenants at 30/70 while a hostile process holds the GPU's turn: for 0
     ran=$(awk -F'[ =]' '$2 > 550 && $4 > 5 && $6 > 5 { print $2 - 500; exit }' "$T/steps")
     stalled=$(awk -F'[ =]' '$2 > 550 && ($4 <= 5 || $6 <= 5) { n++ } END { print n * 50 }' "$T/steps")
     echo "stalled ${stalled} ms; both running ${ran:-never} ms after the hostile turn"
-    [ "$stalled" -le 700 ] || { cat "$T/steps"; fail "the hostile turn stalled the tenants ${stalled} ms"; }
+    [ "$stalled" -le 1500 ] || { cat "$T/steps"; fail "the hostile turn stalled the tenants ${stalled} ms"; }
     [ -n "$ran" ] || { cat "$T/steps"; fail "the tenants never ran beside the hostile turn"; }
     # Then they run as processes without turns do (docs/compute.md: contended intervals
     # are charged by the fallback, which errs low): neither above its share, neither
