@@ -188,6 +188,8 @@ void vgc_setup(const struct vgpu_config *c, struct region *r, const char *region
             vgc_bd_open(&cd->bd, c->board_dir, dc->uuid, getenv("VGPU_COMPUTE_SLOT"), &err) == 0
                 ? cd->bd.shared
                 : NULL;
+        if (cd->board != NULL)
+            vgc_guard_install();
         if (cd->board == NULL)
             vg_log(VG_LOG_WARN,
                    "compute board unavailable; overlap with other containers "
@@ -495,6 +497,7 @@ static void *poller(void *arg)
     (void)arg;
     sigset_t all;
     sigfillset(&all);
+    sigdelset(&all, SIGBUS); /* a truncated board mapping: vgc_guard_install's handler */
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     /* Never break another thread's global-mode capture. */
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;

@@ -304,6 +304,11 @@ void vgc_bd_view(const struct vgc_bd *bd, int slot, int64_t now, struct vgc_view
  * files, each bounded by its decided share (container is then unused). */
 int64_t vgc_bd_others_share(const struct vgc_bd *bd, uint64_t container, int64_t now);
 
+/* Installs libvgpu's SIGBUS handler (once): a board mapping that a neighbour truncated
+ * is replaced by zero pages (a free turn, empty slots) instead of killing the process;
+ * any other SIGBUS goes to the handler before it, or kills the process as before. */
+void vgc_guard_install(void);
+
 /* ---- the runtime (compute.c) ---- */
 
 /* Non-zero when some launch of this process may be limited: the one load the launch

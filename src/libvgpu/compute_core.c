@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -244,6 +245,75 @@ int64_t vgc_observe(struct vgc_pred *p, uint64_t key, int64_t measured_ns, bool 
     e->mean_ns = e->seen == 1 ? actual : e->mean_ns + (actual - e->mean_ns) / 8;
     p->recent_ns = p->recent_ns == 0 ? actual : p->recent_ns + (actual - p->recent_ns) / 8;
     return actual;
+}
+
+/* ---- mappings a neighbour can truncate ----
+ *
+ * The turn file is writable by every limited container on its GPU, and a slot file by its
+ * own container: either may truncate it, and a process touching its mapping past the new
+ * end would die of SIGBUS. Every such mapping is registered here; libvgpu's SIGBUS handler
+ * (vgc_guard_install) puts zero pages in place of a truncated one, which read as a free
+ * turn and empty slots, and passes any other SIGBUS on as before. */
+#define VGC_GUARDS (REGION_MAX_DEVICES * (VGC_BOARD_SLOTS + 2))
+static struct {
+    _Atomic uintptr_t start;
+    _Atomic size_t len;
+} guards[VGC_GUARDS];
+static struct sigaction guard_prev;
+
+static void guard_add(void *p, size_t len)
+{
+    for (int i = 0; i < VGC_GUARDS; i++) {
+        uintptr_t free_start = 0;
+        if (atomic_compare_exchange_strong(&guards[i].start, &free_start, (uintptr_t)p)) {
+            atomic_store(&guards[i].len, len);
+            return;
+        }
+    }
+}
+
+static void guard_del(void *p)
+{
+    for (int i = 0; i < VGC_GUARDS; i++)
+        if (atomic_load(&guards[i].start) == (uintptr_t)p) {
+            atomic_store(&guards[i].len, 0);
+            atomic_store(&guards[i].start, 0);
+        }
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+    uintptr_t a = (uintptr_t)si->si_addr;
+    for (int i = 0; i < VGC_GUARDS; i++) {
+        uintptr_t start = atomic_load(&guards[i].start);
+        size_t len = atomic_load(&guards[i].len);
+        if (start != 0 && a >= start && a - start < len) {
+            (void)mmap((void *)start, len, PROT_READ | PROT_WRITE,
+                       MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            return; /* the access is made again, on zeros */
+        }
+    }
+    if ((guard_prev.sa_flags & SA_SIGINFO) != 0 && guard_prev.sa_sigaction != NULL) {
+        guard_prev.sa_sigaction(sig, si, uc);
+    } else if (guard_prev.sa_handler != SIG_DFL && guard_prev.sa_handler != SIG_IGN) {
+        guard_prev.sa_handler(sig);
+    } else {
+        (void)signal(SIGBUS, SIG_DFL); /* as it would have been without libvgpu */
+        (void)raise(SIGBUS);
+    }
+}
+
+void vgc_guard_install(void)
+{
+    static _Atomic int done;
+    if (atomic_exchange(&done, 1) != 0)
+        return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    (void)sigaction(SIGBUS, &sa, &guard_prev);
 }
 
 /* ---- board ---- */
@@ -545,6 +615,7 @@ static struct vgc_slot_file *slot_map(const char *dir, const char *fname, bool w
     close(fd);
     if (m == MAP_FAILED)
         return NULL;
+    guard_add(m, sizeof(struct vgc_slot_file));
     *id = file_id(&st);
     return m;
 }
@@ -574,6 +645,7 @@ void vgc_bd_scan(struct vgc_bd *bd, int64_t now)
             continue;
         if (own) {
             if (atomic_load(&f->magic) != VGC_SLOT_MAGIC) {
+                guard_del(f);
                 munmap(f, sizeof *f);
                 continue;
             }
@@ -589,8 +661,10 @@ void vgc_bd_scan(struct vgc_bd *bd, int64_t now)
         if (k < bd->n || (hole == bd->n && bd->n == VGC_BOARD_SLOTS)) {
             if (k < bd->n)
                 bd->p[k].seen = true;
-            if (!own)
+            if (!own) {
+                guard_del(f);
                 munmap(f, sizeof *f);
+            }
             continue;
         }
         if (hole == bd->n)
@@ -602,8 +676,10 @@ void vgc_bd_scan(struct vgc_bd *bd, int64_t now)
         p->id = id;
         p->map = id == bd->own_id ? NULL : f;
         p->seen = true;
-        if (id == bd->own_id && !own)
+        if (id == bd->own_id && !own) {
+            guard_del(f);
             munmap(f, sizeof *f); /* the own file: its writable mapping serves */
+        }
         if (id == bd->own_id)
             p->slots = bd->own->procs;
     }
@@ -612,8 +688,10 @@ void vgc_bd_scan(struct vgc_bd *bd, int64_t now)
         struct vgc_peer *p = &bd->p[i];
         if (p->slots == NULL || p->seen)
             continue;
-        if (p->map != NULL)
+        if (p->map != NULL) {
+            guard_del(p->map);
             munmap(p->map, sizeof(struct vgc_slot_file));
+        }
         memset(p, 0, sizeof *p);
     }
 }
@@ -753,10 +831,12 @@ struct vgc_board *vgc_board_open(const char *dir, const char *uuid, struct vg_er
     close(fd);
     if (m == MAP_FAILED)
         return vg_err_errno(err, errno, "board %s: mmap", path), NULL;
+    guard_add(m, sizeof(struct vgc_board));
     struct vgc_board *b = m;
     uint64_t magic = 0;
     if (!atomic_compare_exchange_strong(&b->magic, &magic, VGC_BOARD_MAGIC) &&
         magic != VGC_BOARD_MAGIC) {
+        guard_del(m);
         munmap(m, sizeof(struct vgc_board));
         return vg_err_set(err, -EPROTO, "board %s: bad magic", path), NULL;
     }

@@ -8,7 +8,7 @@ if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu AND TARGET compute_tenant)
   target_link_libraries(board_hostile PRIVATE vgpu_base)
   vgpu_program(board_layout ${CMAKE_CURRENT_LIST_DIR}/board_layout.c)
   target_link_libraries(board_layout PRIVATE vgpu_deviceplugin)
-  foreach(case events slots turn)
+  foreach(case events slots turn truncate)
     add_test(NAME security.board_${case}
              COMMAND ${CMAKE_CURRENT_LIST_DIR}/board_test.sh ${CMAKE_BINARY_DIR} ${case})
     set_tests_properties(security.board_${case} PROPERTIES

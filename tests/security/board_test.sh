@@ -8,6 +8,7 @@
 #           30 % (the limiter used to forward its launches unthrottled: 99.95 %)
 #   slots   a hostile process fills every board slot it can write with a neighbour that
 #           claims the whole GPU and has work pending forever: a 30 % tenant stays at 30 %
+#   truncate a container truncates the board files it may write: its neighbours go on
 #   turn    a hostile process holds the GPU's turn (far-future expiry, then rewriting it
 #           continually): the honest tenants are stalled at most about 1 s, then run as
 #           without turns (never above their shares, not starved)
@@ -166,6 +167,22 @@ turn) # two tenants at 30/70 while a hostile process holds the GPU's turn: for 0
     done
     grep -q "vgpu: compute limiter: the GPU's turn was held too long" "$T"/out.* ||
         fail "the limiter did not say that it stopped taking turns"
+    ;;
+truncate) # a container truncates the files it may write (its own slot file and the GPU's
+    # turn file) while its neighbour uses them: the neighbour used to die of SIGBUS; now
+    # it goes on (the turn reads as free, the truncated slots as empty), as beside a
+    # process that skips libvgpu: never above its share.
+    board_layout a 30
+    board_layout b 70
+    tenant a 30 VGPU_COMPUTE_SLOT=pod-a_main -- 1000000 $RUN_MS
+    tenant b 70 VGPU_COMPUTE_SLOT=pod-b_main -- 1000000 $RUN_MS
+    sleep 1
+    truncate -s 0 "$slot_b" "$VGPU_COMPUTE_BOARD/$UUID.board"
+    out=$(truth "$group_a" "$group_b")
+    wait_tenants # each exited 0: nobody died of SIGBUS
+    got=$(mean_of 0 "$out")
+    echo "30 % tenant after its neighbour truncated the board: achieved $got % (want <= $((30 + TOL)))"
+    awk -v a="$got" -v hi=$((30 + TOL)) 'BEGIN { exit !(a <= hi) }' || fail "30 % tenant: $got %"
     ;;
 *) fail "unknown case $CASE" ;;
 esac
