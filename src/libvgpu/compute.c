@@ -378,10 +378,9 @@ static int64_t turn_enter_locked(struct cdev *d)
 static struct ctx_events *events_locked(CUcontext ctx)
 {
     struct ctx_events *free_e = NULL;
-    int64_t t = now_ns();
     for (int i = 0; i < VGC_CTXS; i++) {
         if (rt.evs[i].ctx == ctx) {
-            if (rt.evs[i].made > 0 || t - rt.evs[i].tried_at < VGC_WINDOW_NS)
+            if (rt.evs[i].made > 0 || now_ns() - rt.evs[i].tried_at < VGC_WINDOW_NS)
                 return &rt.evs[i];
             free_e = &rt.evs[i];
             break;
@@ -392,7 +391,7 @@ static struct ctx_events *events_locked(CUcontext ctx)
     if (free_e == NULL)
         return NULL;
     free_e->ctx = ctx;
-    free_e->tried_at = t;
+    free_e->tried_at = now_ns();
     free_e->made = free_e->n = 0;
     while (free_e->made < VGC_RESERVE &&
            REAL.cuEventCreate(&free_e->ev[free_e->made], 0) == CUDA_SUCCESS)

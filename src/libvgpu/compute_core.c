@@ -500,10 +500,16 @@ static void view_entry(struct vgc_view *v, unsigned i, const struct vgc_board_sl
 
 void vgc_board_view(const struct vgc_board *b, int slot, int64_t now, struct vgc_view *v)
 {
-    view_clear(v);
-    for (int i = 0; i < VGC_BOARD_SLOTS; i++)
-        if (i != slot)
+    v->others_pending = false;
+    v->others_pending_n = 0;
+    v->others_flips = 0;
+    for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
+        v->pend[i] = -1;
+        v->bound[i] = 0;
+        /* Free slots (most of them) cost one load. */
+        if (i != slot && atomic_load_explicit(&b->slots[i].owner, memory_order_relaxed) != 0)
             view_entry(v, (unsigned)i, &b->slots[i], 1, -1, VGC_PPM, now);
+    }
 }
 
 /* What containers take or claim, for vgc_board_others_share. */
