@@ -162,7 +162,7 @@ static void test_real_mounts(void **state)
     assert_true(pid >= 0);
     if (pid == 0) {
         close(pipefd[0]);
-        char msg[256] = "";
+        char msg[1100] = "";
         int code = 0;
         if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) {
             snprintf(msg, sizeof msg, "unshare/mount: %s", strerror(errno));
@@ -214,7 +214,7 @@ static void test_real_mounts(void **state)
         _exit(code);
     }
     close(pipefd[1]);
-    char msg[257] = "";
+    char msg[1101] = "";
     ssize_t n = read(pipefd[0], msg, sizeof msg - 1);
     msg[n > 0 ? n : 0] = '\0';
     close(pipefd[0]);
