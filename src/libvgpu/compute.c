@@ -224,13 +224,14 @@ void vgc_after_fork(void)
 
 /* ---- the turn ---- */
 
-#define VGC_YIELD_NS         INT64_C(2000000)     /* after a full turn, others go first this long */
-#define VGC_LINGER_NS        INT64_C(200000)      /* a drained queue keeps the turn this long */
-#define VGC_NEXT_WAIT_NS     INT64_C(200000)      /* a free turn waits this long for the next one */
-#define VGC_TURN_DEPTH_NS    INT64_C(10000000)    /* work in flight while holding the turn */
-#define VGC_TURN_WAIT_MAX_NS INT64_C(1000000000)  /* no honest holder keeps others this long */
-#define VGC_TURN_OFF_NS      INT64_C(10000000000) /* ... after which turns are off this long */
-#define VGC_TURN_OFF_MAX_NS  INT64_C(300000000000)
+#define VGC_YIELD_NS           INT64_C(2000000)  /* after a full turn, others go first this long */
+#define VGC_LINGER_NS          INT64_C(200000)   /* a drained queue keeps the turn this long */
+#define VGC_NEXT_WAIT_NS       INT64_C(200000)   /* a free turn waits this long for the next one */
+#define VGC_TURN_DEPTH_NS      INT64_C(10000000) /* work in flight while holding the turn */
+#define VGC_TURN_WAIT_MAX_NS   INT64_C(1000000000)  /* no honest holder keeps others this long */
+#define VGC_TURN_WAIT_TOTAL_NS INT64_C(5000000000)  /* ... nor all holders together this long */
+#define VGC_TURN_OFF_NS        INT64_C(10000000000) /* ... after which turns are off this long */
+#define VGC_TURN_OFF_MAX_NS    INT64_C(300000000000)
 
 static void turn_wake(struct cdev *d)
 {
@@ -270,12 +271,12 @@ static void drained_locked(struct cdev *d, int64_t t)
 
 static void closed_note(struct cdev *d, enum vgc_closed why);
 
-/* Another process held the turn past VGC_TURN_WAIT_MAX_NS while this one waited: no honest
- * holder does (it gives the turn up VGC_TURN_NS after others wait, once its queue of at
- * most VGC_TURN_DEPTH_NS drained), so the turn word cannot be trusted. This process takes
- * no turns for VGC_TURN_OFF_NS, twice as long each time after (up to VGC_TURN_OFF_MAX_NS):
- * a tenant that forges the turn delays the others by at most VGC_TURN_WAIT_MAX_NS per
- * such period, and meanwhile they run as without a board's turns. */
+/* One other process held the turn past VGC_TURN_WAIT_MAX_NS while this one waited (or
+ * holders together past VGC_TURN_WAIT_TOTAL_NS): no honest holder does (it gives the turn up
+ * VGC_TURN_NS after others wait, once its queue of at most VGC_TURN_DEPTH_NS drained), so the turn
+ * word cannot be trusted. This process takes no turns for VGC_TURN_OFF_NS, twice as long each time
+ * after (up to VGC_TURN_OFF_MAX_NS): a tenant that forges the turn delays the others by at most
+ * VGC_TURN_WAIT_MAX_NS per such period, and meanwhile they run as without a board's turns. */
 static void turns_off_locked(struct cdev *d, int64_t t)
 {
     int64_t off = VGC_TURN_OFF_NS << (d->turns_off_n < 5 ? d->turns_off_n : 5);
@@ -294,11 +295,19 @@ static int64_t turn_enter_locked(struct cdev *d)
     int64_t t0 = 0;
     struct vgc_board *b = d->board;
     bool counted = false;
-    int64_t free_seen = 0;
+    int64_t free_seen = 0, seen_since = 0;
+    uint64_t seen_holder = 0;
     for (;;) {
         int64_t t = now_ns();
-        if (counted && t - t0 > VGC_TURN_WAIT_MAX_NS) {
-            turns_off_locked(d, t); /* a holder that never lets go: bounded */
+        /* A holder that never lets go (one holder 1 s, or any holders 5 s): bounded. */
+        uint64_t holder = atomic_load(&b->turn);
+        if (holder != seen_holder) {
+            seen_holder = holder;
+            seen_since = t;
+        }
+        if (counted && ((holder != 0 && t - seen_since > VGC_TURN_WAIT_MAX_NS) ||
+                        t - t0 > VGC_TURN_WAIT_TOTAL_NS)) {
+            turns_off_locked(d, t);
             break;
         }
         if (d->turn) {
