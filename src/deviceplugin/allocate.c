@@ -7,7 +7,13 @@
  *   limits  the libvgpu limits file (docs/protocol.md), 0444 and also mounted read-only
  *           on its own, so a process in the container cannot raise its own limit.
  * The directory's existence is also the record that the container was allocated
- * (match.c), and its name `<pod uid>_<container>` is what cleanup keys on. */
+ * (match.c), and its name `<pod uid>_<container>` is what cleanup keys on.
+ *
+ * The compute board (vgpu.computeBoardDir, docs/compute.md) is mounted read-only; over it,
+ * writable, the turn file of each GPU the container has a share of (<uuid>.board, which
+ * every limited container on that GPU writes) and the container's own slot file
+ * (<uuid>/<pod uid>_<container>.<percent>.slot): a container writes its own slots and
+ * nothing of its neighbours'. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -20,8 +26,11 @@
 #include "base/log.h"
 #include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
+#include "libvgpu/compute.h"
 #include "libvgpu/config.h" /* VGPU_LIMITS_PATH */
 #include "region/region.h"
+
+VG_DEFINE_AUTO(closedirp, DIR, closedir)
 
 int dp_allocate_shared(const struct dp_config *cfg, const struct dp_resource *resource,
                        const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
@@ -118,8 +127,8 @@ int dp_allocate_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, uns
         vg_snprintf(limits, sizeof(limits), "%s/limits", container_dir) < 0)
         return vg_err_set(err, -ENAMETOOLONG, "container directory path too long");
     const char *libvgpu = cfg->vgpu.libvgpu_path, *board = cfg->vgpu.compute_board_dir;
-    /* The compute limiters of all containers on the node publish their pending work on
-     * one shared board (docs/compute.md), so each container sees its neighbours. */
+    /* The compute limiters of all containers on the node see each other on one board
+     * (docs/compute.md): all of it read-only, its own slot and the turn writable. */
     if ((rc = dp_response_add_env(out, "CUDA_DEVICE_MEMORY_SHARED_CACHE", region, err)) < 0 ||
         (rc = dp_response_add_mount(out, container_dir, container_dir, false, err)) < 0 ||
         (rc = dp_response_add_env(out, "VGPU_LIMITS_FILE", limits, err)) < 0 ||
@@ -133,9 +142,113 @@ int dp_allocate_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, uns
         (rc = dp_response_add_mount(out, "/etc/ld.so.preload", cfg->vgpu.ld_so_preload_path, true,
                                     err)) < 0 ||
         (rc = dp_response_add_env(out, "VGPU_COMPUTE_BOARD", board, err)) < 0 ||
-        (rc = dp_response_add_mount(out, board, board, false, err)) < 0)
+        (rc = dp_response_add_mount(out, board, board, true, err)) < 0)
+        return rc;
+    const char *name = strrchr(container_dir, '/');
+    name = name != NULL ? name + 1 : container_dir;
+    bool slots = false;
+    for (unsigned i = 0; i < c->gpu_count; i++) {
+        unsigned cores = effective_cores(cfg, c->gpus[i].cores);
+        char turn[1024], slot[1024];
+        if (cores == 0)
+            continue;
+        if ((rc = dp_board_paths(board, c->gpus[i].uuid, name, cores, turn, slot, sizeof turn,
+                                 err)) < 0 ||
+            (rc = dp_response_add_mount(out, turn, turn, false, err)) < 0 ||
+            (rc = dp_response_add_mount(out, slot, slot, false, err)) < 0)
+            return rc;
+        slots = true;
+    }
+    if (slots && (rc = dp_response_add_env(out, "VGPU_COMPUTE_SLOT", name, err)) < 0)
         return rc;
     return 0;
+}
+
+int dp_board_paths(const char *board, const char *uuid, const char *name, unsigned cores,
+                   char *turn, char *slot, size_t size, struct vg_err *err)
+{
+    if (!uuid[0] || strchr(uuid, '/') || strcmp(uuid, "..") == 0 || uuid[0] == '.')
+        return vg_err_set(err, -EINVAL, "GPU UUID '%s' cannot name a board file", uuid);
+    if (vg_snprintf(turn, size, "%s/%s.board", board, uuid) < 0 ||
+        vg_snprintf(slot, size, "%s/%s/%s.%u.slot", board, uuid, name, cores) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "board path too long");
+    return 0;
+}
+
+/* path, created with size bytes and the 64-bit magic at offset 0, mode 0666 (containers
+ * of any uid write it through their writable mount). An existing one is kept when keep. */
+static int board_file(const char *path, size_t size, uint64_t magic, bool keep, struct vg_err *err)
+{
+    VG_AUTO_CLOSE int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd < 0)
+        return vg_err_errno(err, errno, "creating %s", path);
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return vg_err_errno(err, errno, "creating %s", path);
+    if (keep && st.st_size == (off_t)size)
+        return 0;
+    if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)size) != 0 ||
+        pwrite(fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic || fchmod(fd, 0666) != 0)
+        return vg_err_errno(err, errno, "creating %s", path);
+    return 0;
+}
+
+int dp_board_create(const struct dp_config *cfg, const struct dp_match *match, const char *dir,
+                    struct vg_err *err)
+{
+    const char *board = cfg->vgpu.compute_board_dir;
+    const char *name = strrchr(dir, '/');
+    name = name != NULL ? name + 1 : dir;
+    const struct annot_container *c = &match->container;
+    for (unsigned i = 0; i < c->gpu_count; i++) {
+        unsigned cores = effective_cores(cfg, c->gpus[i].cores);
+        char turn[1024], slot[1024], gpu_dir[1024];
+        if (cores == 0)
+            continue;
+        int rc = dp_board_paths(board, c->gpus[i].uuid, name, cores, turn, slot, sizeof turn, err);
+        if (rc < 0)
+            return rc;
+        if (vg_snprintf(gpu_dir, sizeof gpu_dir, "%s/%s", board, c->gpus[i].uuid) < 0)
+            return vg_err_set(err, -ENAMETOOLONG, "board path too long");
+        if (mkdir(gpu_dir, 0755) != 0 && errno != EEXIST)
+            return vg_err_errno(err, errno, "creating %s", gpu_dir);
+        if ((rc = board_file(turn, sizeof(struct vgc_board), VGC_BOARD_MAGIC, true, err)) < 0 ||
+            (rc = board_file(slot, sizeof(struct vgc_slot_file), VGC_SLOT_MAGIC, false, err)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int dp_board_sweep(const char *board, const char *const *live_uids)
+{
+    VG_AUTO(closedirp) DIR *d = opendir(board);
+    if (!d)
+        return 0;
+    int removed = 0;
+    struct dirent *gpu;
+    while ((gpu = readdir(d)) != NULL) {
+        char gpu_dir[1024];
+        if (gpu->d_name[0] == '.' ||
+            vg_snprintf(gpu_dir, sizeof gpu_dir, "%s/%s", board, gpu->d_name) < 0)
+            continue;
+        VG_AUTO(closedirp) DIR *g = opendir(gpu_dir);
+        struct dirent *ent;
+        while (g && (ent = readdir(g)) != NULL) {
+            const char *us = strchr(ent->d_name, '_');
+            if (ent->d_name[0] == '.' || !us)
+                continue;
+            size_t uid_len = (size_t)(us - ent->d_name);
+            bool live = false;
+            for (size_t i = 0; live_uids[i] && !live; i++)
+                live = strlen(live_uids[i]) == uid_len &&
+                       strncmp(live_uids[i], ent->d_name, uid_len) == 0;
+            char path[2048];
+            if (!live && vg_snprintf(path, sizeof path, "%s/%s", gpu_dir, ent->d_name) >= 0 &&
+                unlink(path) == 0)
+                removed++;
+        }
+    }
+    return removed;
 }
 
 int dp_container_dir_path(const char *region_dir, const char *pod_uid, const char *container,
@@ -308,11 +421,12 @@ static int make_parents(const struct dp_config *cfg, struct vg_err *err)
 {
     if (mkdir(cfg->vgpu.region_dir, 0755) != 0 && errno != EEXIST)
         return vg_err_errno(err, errno, "creating %s", cfg->vgpu.region_dir);
-    /* Sticky and world-writable like /tmp: containers of any user create their board
-     * files there, and none can remove another's. */
-    if (mkdir(cfg->vgpu.compute_board_dir, 01777) == 0)
-        chmod(cfg->vgpu.compute_board_dir, 01777);
-    else if (errno != EEXIST)
+    /* Only the plugin writes the board's directories (containers see it read-only, with
+     * their own slot and the turn files mounted writable over it); one left world-writable
+     * by an older version is closed. */
+    if (mkdir(cfg->vgpu.compute_board_dir, 0755) != 0 && errno != EEXIST)
+        return vg_err_errno(err, errno, "creating %s", cfg->vgpu.compute_board_dir);
+    if (chmod(cfg->vgpu.compute_board_dir, 0755) != 0)
         return vg_err_errno(err, errno, "creating %s", cfg->vgpu.compute_board_dir);
     return 0;
 }
@@ -378,6 +492,21 @@ int dp_container_dir_create(const struct dp_config *cfg, const struct dp_match *
     return 0;
 }
 
+int dp_container_create(const struct dp_config *cfg, const struct dp_match *match, const char *dir,
+                        bool prepared, struct vg_err *err)
+{
+    int rc = dp_container_dir_create(cfg, match, dir, prepared, err);
+    if (rc < 0)
+        return rc;
+    if ((rc = dp_board_create(cfg, match, dir, err)) < 0) {
+        struct vg_err ignored;
+        vg_err_wrap(err, "compute board of %s", dir);
+        dp_container_dir_remove(dir, &ignored);
+        return rc;
+    }
+    return 0;
+}
+
 uint64_t dp_match_digest(const struct dp_match *m)
 {
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
@@ -398,8 +527,6 @@ uint64_t dp_match_digest(const struct dp_match *m)
     }
     return h;
 }
-
-VG_DEFINE_AUTO(closedirp, DIR, closedir)
 
 int dp_container_dirs_sweep(const char *region_dir, const char *const *live_uids,
                             struct vg_err *err)

@@ -217,7 +217,7 @@ int dp_match_container(json_t *pods, const char *node, char (*uuids)[ANNOT_UUID_
 /* ---- allocate ------------------------------------------------------------------------ */
 
 #define DP_RESPONSE_MAX_ENVS        48
-#define DP_RESPONSE_MAX_MOUNTS      24
+#define DP_RESPONSE_MAX_MOUNTS      48
 /* control devices, every GPU, and two capability devices per MIG device */
 #define DP_RESPONSE_MAX_DEVICES     (DP_MAX_GPUS + 4 + 2 * DP_MAX_GPUS * DP_MAX_MIGS)
 #define DP_RESPONSE_MAX_ANNOTATIONS 4
@@ -365,6 +365,21 @@ int dp_container_dir_path(const char *region_dir, const char *pod_uid, const cha
  * On failure nothing is left behind. */
 int dp_container_dir_create(const struct dp_config *cfg, const struct dp_match *match,
                             const char *dir, bool prepared, struct vg_err *err);
+/* dp_container_dir_create, then the container's files on the compute board
+ * (dp_board_create); nothing is left behind on failure. */
+int dp_container_create(const struct dp_config *cfg, const struct dp_match *match, const char *dir,
+                        bool prepared, struct vg_err *err);
+/* The compute board's files for the container of directory dir (docs/compute.md): for each
+ * GPU it has a share of, <board>/<uuid>/ (0755), the GPU's turn file <board>/<uuid>.board
+ * (kept when there) and the container's slot file <board>/<uuid>/<name>.<percent>.slot
+ * (made new), both 0666: the container writes them through its writable mounts only. */
+int dp_board_create(const struct dp_config *cfg, const struct dp_match *match, const char *dir,
+                    struct vg_err *err);
+/* The turn file and the slot file of container name on GPU uuid, each into size bytes. */
+int dp_board_paths(const char *board, const char *uuid, const char *name, unsigned cores,
+                   char *turn, char *slot, size_t size, struct vg_err *err);
+/* Removes the slot files of pods not in live_uids (NULL-terminated); how many. */
+int dp_board_sweep(const char *board, const char *const *live_uids);
 /* Fills <region_dir>/.ready.<name> (staged, then renamed) for match ahead of its Allocate
  * (replacing one made for an earlier decision), its text naming dir. The caller remembers for which
  * match (dp_match_digest) and passes prepared to dp_container_dir_create only for that one. */

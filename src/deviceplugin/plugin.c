@@ -257,7 +257,7 @@ static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequ
     json_t *digest = json_object_get(p->prepared, key);
     bool prepared = digest && (uint64_t)json_integer_value(digest) == dp_match_digest(match);
     json_object_del(p->prepared, key);
-    rc = dp_container_dir_create(p->cfg, match, dir, prepared, err);
+    rc = dp_container_create(p->cfg, match, dir, prepared, err);
     if (rc < 0)
         return rc;
     dp_podcache_set_allocated(p->decisions, match->pod_uid, match->container.name, true);
@@ -935,6 +935,7 @@ static void sweep(struct dp_plugin *p)
     }
     struct vg_err err = {0};
     int removed = dp_container_dirs_sweep(p->cfg->vgpu.region_dir, live, &err);
+    (void)dp_board_sweep(p->cfg->vgpu.compute_board_dir, live);
     const char *key;
     json_t *v, *tmp;
     json_object_foreach_safe(p->prepared, tmp, key, v)

@@ -490,7 +490,9 @@ static const struct key keys[] = {
      .env = "VGPU_COMPUTE_BOARD_DIR",
      .flag = "compute-board-dir",
      .doc = "host directory shared by every container on the node, where libvgpu's compute "
-            "limiters see each other (mounted at the same path, `VGPU_COMPUTE_BOARD`)"},
+            "limiters see each other (mounted read-only at the same path, "
+            "`VGPU_COMPUTE_BOARD`, with the container's own slot files and its GPUs' turn "
+            "files writable over it; docs/compute.md)"},
     {.path = "vgpu.schedulerName",
      .type = T_STRING,
      .offset = OFF(vgpu.scheduler_name),

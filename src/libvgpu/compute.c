@@ -22,6 +22,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -29,6 +30,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/str.h"
 #include "libvgpu/vgpu.h"
 
 #define REAL lv_g.real
@@ -47,28 +49,32 @@ static FILE *trace_f;
 _Atomic int vgc_active;
 
 #define VGC_RING       (VGC_MAX_INFLIGHT * 2)
-#define VGC_POOL       (VGC_MAX_INFLIGHT * 4)
-#define VGC_SHARE_WIN  INT64_C(20000000) /* the board's share figure: 20 ms windows */
-#define VGC_IDLE_CHECK INT64_C(50000000) /* poller heartbeat while idle */
+#define VGC_RESERVE    (VGC_MAX_INFLIGHT * 2) /* timing events reserved per context */
+#define VGC_CTXS       8                      /* contexts with a reserve per process */
+#define VGC_SHARE_WIN  INT64_C(20000000)      /* the board's share figure: 20 ms windows */
+#define VGC_IDLE_CHECK INT64_C(50000000)      /* poller heartbeat while idle */
 
 struct cdev {
     bool on;
     struct region_compute *b;
     struct vgc_params p;
     struct vgc_board *board; /* NULL: no node-wide board (every interval counts as alone) */
+    struct vgc_bd bd;        /* the board's slots as this process sees them (board: bd.shared) */
     uint64_t container;
     /* Under rt.lock: */
     int slot;
     int64_t inflight_ns;
     unsigned inflight_n;
     int64_t win_start, win_busy;
-    bool win_wanted;     /* a launch waited on the credit or the depth bound in this window */
-    bool turn;           /* this process holds the board's turn */
-    bool turn_closing;   /* ... and queues nothing more until its queue drained */
-    int64_t turn_end;    /* when it gives the turn up if others wait */
-    int64_t yield_until; /* after giving it up so, others go first until then */
-    bool throttled;      /* a launch sleeps on the credit */
-    int64_t drained_at;  /* holding the turn, the queue drained then (0: it did not) */
+    bool win_wanted;         /* a launch waited on the credit or the depth bound in this window */
+    bool turn;               /* this process holds the board's turn */
+    bool turn_closing;       /* ... and queues nothing more until its queue drained */
+    int64_t turn_end;        /* when it gives the turn up if others wait */
+    int64_t yield_until;     /* after giving it up so, others go first until then */
+    int64_t turns_off_until; /* the turn was held past VGC_TURN_WAIT_MAX_NS: none till then */
+    unsigned turns_off_n;    /* how often (each time twice as long) */
+    bool throttled;          /* a launch sleeps on the credit */
+    int64_t drained_at;      /* holding the turn, the queue drained then (0: it did not) */
 };
 
 struct mark {
@@ -82,9 +88,25 @@ struct mark {
     struct vgc_view before; /* the board at the launch */
 };
 
-struct pooled {
-    CUevent ev;
-    CUcontext ctx;
+/* The timing events of one context, created all at once at its first limited launch and
+ * reused: a tenant that exhausts the driver's events afterwards cannot starve the
+ * limiter, and one that did so before gets its launches charged their wall time. */
+struct ctx_events {
+    CUcontext ctx;    /* NULL: free entry */
+    unsigned made;    /* how many were created (0: none could be: fail closed) */
+    unsigned n;       /* free ones in ev[] */
+    int64_t tried_at; /* when it was made; with none made it is tried again 1 s later */
+    CUevent ev[VGC_RESERVE];
+};
+
+/* Why a launch was charged its wall time (region_compute.closed_why bits). */
+enum vgc_closed {
+    VGC_CLOSED_EVENTS = 1,  /* no timing events */
+    VGC_CLOSED_SLOT = 2,    /* no board slot */
+    VGC_CLOSED_BOARD = 4,   /* no board */
+    VGC_CLOSED_POLLER = 8,  /* no poller thread */
+    VGC_CLOSED_RECORD = 16, /* an event record failed */
+    VGC_CLOSED_TURN = 32    /* the turn was held too long: turns suspended */
 };
 
 static struct {
@@ -94,8 +116,7 @@ static struct {
     struct mark ring[VGC_RING];
     unsigned head, count;
     bool poller_running;
-    struct pooled pool[VGC_POOL];
-    unsigned npool;
+    struct ctx_events evs[VGC_CTXS];
     uint64_t owner;
     struct vgc_pred pred;
     struct cdev dev[REGION_MAX_DEVICES];
@@ -135,7 +156,7 @@ void vgc_setup(const struct vgpu_config *c, struct region *r, const char *region
     struct stat st;
     uint64_t container = 1;
     if (stat(region_path, &st) == 0)
-        container = ((uint64_t)st.st_dev << 40 ^ (uint64_t)st.st_ino) | 1;
+        container = ((uint64_t)st.st_dev << 40 ^ (uint64_t)st.st_ino << 1) | 1;
     init_conds();
 #ifdef VGC_TRACE
     if (getenv("VGC_TRACE") != NULL) {
@@ -162,7 +183,13 @@ void vgc_setup(const struct vgpu_config *c, struct region *r, const char *region
                               : cd->p.share_ppm;
         cd->container = container;
         struct vg_err err = {0};
-        cd->board = vgc_board_open(c->board_dir, dc->uuid, &err);
+        /* The device plugin names this container's slot file (docs/compute.md). */
+        cd->board =
+            vgc_bd_open(&cd->bd, c->board_dir, dc->uuid, getenv("VGPU_COMPUTE_SLOT"), &err) == 0
+                ? cd->bd.shared
+                : NULL;
+        if (cd->board != NULL)
+            vgc_guard_install();
         if (cd->board == NULL)
             vg_log(VG_LOG_WARN,
                    "compute board unavailable; overlap with other containers "
@@ -185,7 +212,7 @@ void vgc_after_fork(void)
     init_conds();
     rt.head = rt.count = 0;
     rt.poller_running = false;
-    rt.npool = 0;
+    memset(rt.evs, 0, sizeof rt.evs); /* the parent's events are not the child's */
     rt.owner = ((uint64_t)(uint32_t)getpid() << 32 ^ (uint64_t)now_ns()) | 1;
     for (int d = 0; d < REGION_MAX_DEVICES; d++) {
         rt.dev[d].slot = -1;
@@ -197,10 +224,14 @@ void vgc_after_fork(void)
 
 /* ---- the turn ---- */
 
-#define VGC_YIELD_NS      INT64_C(2000000)  /* after a full turn, others go first this long */
-#define VGC_LINGER_NS     INT64_C(200000)   /* a drained queue keeps the turn this long */
-#define VGC_NEXT_WAIT_NS  INT64_C(200000)   /* a free turn waits this long for the next one */
-#define VGC_TURN_DEPTH_NS INT64_C(10000000) /* work in flight while holding the turn */
+#define VGC_YIELD_NS           INT64_C(2000000)  /* after a full turn, others go first this long */
+#define VGC_LINGER_NS          INT64_C(200000)   /* a drained queue keeps the turn this long */
+#define VGC_NEXT_WAIT_NS       INT64_C(200000)   /* a free turn waits this long for the next one */
+#define VGC_TURN_DEPTH_NS      INT64_C(10000000) /* work in flight while holding the turn */
+#define VGC_TURN_WAIT_MAX_NS   INT64_C(1000000000)  /* no honest holder keeps others this long */
+#define VGC_TURN_WAIT_TOTAL_NS INT64_C(5000000000)  /* ... nor all holders together this long */
+#define VGC_TURN_OFF_NS        INT64_C(10000000000) /* ... after which turns are off this long */
+#define VGC_TURN_OFF_MAX_NS    INT64_C(300000000000)
 
 static void turn_wake(struct cdev *d)
 {
@@ -229,7 +260,7 @@ static void drained_locked(struct cdev *d, int64_t t)
 {
     if (d->board == NULL || d->slot < 0)
         return;
-    vgc_board_set_pending(d->board, d->slot, false, t);
+    vgc_bd_set_pending(&d->bd, d->slot, false, t);
     if (d->turn && !d->turn_closing && !d->throttled) {
         /* The launcher may be about to launch again: the turn is kept a moment. */
         d->drained_at = t;
@@ -238,18 +269,47 @@ static void drained_locked(struct cdev *d, int64_t t)
     turn_release_locked(d);
 }
 
+static void closed_note(struct cdev *d, enum vgc_closed why);
+
+/* One other process held the turn past VGC_TURN_WAIT_MAX_NS while this one waited (or
+ * holders together past VGC_TURN_WAIT_TOTAL_NS): no honest holder does (it gives the turn up
+ * VGC_TURN_NS after others wait, once its queue of at most VGC_TURN_DEPTH_NS drained), so the turn
+ * word cannot be trusted. This process takes no turns for VGC_TURN_OFF_NS, twice as long each time
+ * after (up to VGC_TURN_OFF_MAX_NS): a tenant that forges the turn delays the others by at most
+ * VGC_TURN_WAIT_MAX_NS per such period, and meanwhile they run as without a board's turns. */
+static void turns_off_locked(struct cdev *d, int64_t t)
+{
+    int64_t off = VGC_TURN_OFF_NS << (d->turns_off_n < 5 ? d->turns_off_n : 5);
+    d->turns_off_n++;
+    d->turns_off_until = t + (off < VGC_TURN_OFF_MAX_NS ? off : VGC_TURN_OFF_MAX_NS);
+    atomic_fetch_sub(&d->b->closed_n, 1); /* no launch charged its wall time for this */
+    closed_note(d, VGC_CLOSED_TURN);
+}
+
 /* Waits (rt.lock held, released meanwhile) until this process holds d's turn; the time
  * it waited for another process to give it back. */
 static int64_t turn_enter_locked(struct cdev *d)
 {
-    if (d->board == NULL || d->slot < 0)
+    if (d->board == NULL || now_ns() < d->turns_off_until)
         return 0;
     int64_t t0 = 0;
     struct vgc_board *b = d->board;
     bool counted = false;
-    int64_t free_seen = 0;
+    int64_t free_seen = 0, seen_since = 0;
+    uint64_t seen_holder = 0;
     for (;;) {
         int64_t t = now_ns();
+        /* A holder that never lets go (one holder 1 s, or any holders 5 s): bounded. */
+        uint64_t holder = atomic_load(&b->turn);
+        if (holder != seen_holder) {
+            seen_holder = holder;
+            seen_since = t;
+        }
+        if (counted && ((holder != 0 && t - seen_since > VGC_TURN_WAIT_MAX_NS) ||
+                        t - t0 > VGC_TURN_WAIT_TOTAL_NS)) {
+            turns_off_locked(d, t);
+            break;
+        }
         if (d->turn) {
             if (!d->turn_closing) {
                 if (t < d->turn_end)
@@ -323,33 +383,76 @@ static int64_t turn_enter_locked(struct cdev *d)
 
 /* ---- events ---- */
 
-static CUevent event_get_locked(CUcontext ctx)
+/* ctx's reserve (ctx current), made at its first use; NULL when no entry is left. */
+static struct ctx_events *events_locked(CUcontext ctx)
 {
-    for (unsigned i = rt.npool; i-- > 0;)
-        if (rt.pool[i].ctx == ctx) {
-            CUevent ev = rt.pool[i].ev;
-            rt.pool[i] = rt.pool[--rt.npool];
-            return ev;
+    struct ctx_events *free_e = NULL;
+    for (int i = 0; i < VGC_CTXS; i++) {
+        if (rt.evs[i].ctx == ctx) {
+            if (rt.evs[i].made > 0 || now_ns() - rt.evs[i].tried_at < VGC_WINDOW_NS)
+                return &rt.evs[i];
+            free_e = &rt.evs[i];
+            break;
         }
-    return NULL;
+        if (rt.evs[i].ctx == NULL && free_e == NULL)
+            free_e = &rt.evs[i];
+    }
+    if (free_e == NULL)
+        return NULL;
+    free_e->ctx = ctx;
+    free_e->tried_at = now_ns();
+    free_e->made = free_e->n = 0;
+    while (free_e->made < VGC_RESERVE &&
+           REAL.cuEventCreate(&free_e->ev[free_e->made], 0) == CUDA_SUCCESS)
+        free_e->made++;
+    free_e->n = free_e->made;
+    return free_e;
 }
 
 static void event_put_locked(CUevent ev, CUcontext ctx)
 {
     if (ev == NULL)
         return;
-    if (rt.npool < VGC_POOL)
-        rt.pool[rt.npool++] = (struct pooled){ev, ctx};
-    else
-        (void)REAL.cuEventDestroy_v2(ev);
+    for (int i = 0; i < VGC_CTXS; i++)
+        if (rt.evs[i].ctx == ctx && rt.evs[i].n < rt.evs[i].made) {
+            rt.evs[i].ev[rt.evs[i].n++] = ev;
+            return;
+        }
+    (void)REAL.cuEventDestroy_v2(ev);
 }
 
-static CUevent event_new(void)
+/* An event of ctx's reserve failed (its context may be gone): the reserve shrinks. */
+static void event_lost_locked(CUevent ev, CUcontext ctx)
 {
-    CUevent ev = NULL;
-    if (REAL.cuEventCreate(&ev, 0) != CUDA_SUCCESS)
-        return NULL;
-    return ev;
+    (void)REAL.cuEventDestroy_v2(ev);
+    for (int i = 0; i < VGC_CTXS; i++)
+        if (rt.evs[i].ctx == ctx && rt.evs[i].made > 0)
+            rt.evs[i].made--;
+}
+
+/* The limiter could not do its job for a launch: the launch is charged its wall time
+ * (vgc_end), counted in the region for the monitor, and said once on stderr. */
+static void closed_note(struct cdev *d, enum vgc_closed why)
+{
+    static _Atomic int said;
+    atomic_fetch_add_explicit(&d->b->closed_n, 1, memory_order_relaxed);
+    if ((atomic_fetch_or(&d->b->closed_why, (int64_t)why) & (int64_t)why) != 0)
+        return;
+    if ((atomic_fetch_or(&said, (int)why) & (int)why) != 0)
+        return;
+    static const char *const text[] = {
+        "no timing events", "no board slot",          "no board",
+        "no poller thread", "an event record failed", "the GPU's turn was held too long"};
+    unsigned k = 0;
+    while ((1u << k) != (unsigned)why)
+        k++;
+    char line[200];
+    int n =
+        vg_snprintf(line, sizeof line, "vgpu: compute limiter: %s; %s\n", text[k],
+                    why == VGC_CLOSED_TURN ? "this process takes no turns for a while"
+                                           : "launches are serialised and charged their wall time");
+    if (n > 0)
+        (void)!write(2, line, (size_t)n);
 }
 
 /* ---- poller ---- */
@@ -363,7 +466,7 @@ static void share_sample_locked(struct cdev *d, int64_t now, int64_t busy)
         return;
     int64_t share = d->win_busy * (VGC_PPM / 1000) / ((now - d->win_start) / 1000 + 1);
     if (d->board != NULL && d->slot >= 0)
-        vgc_board_heartbeat(d->board, d->slot, share, d->win_wanted ? d->p.share_ppm : 0, now);
+        vgc_bd_heartbeat(&d->bd, d->slot, share, d->win_wanted ? d->p.share_ppm : 0, now);
     d->win_start = now;
     d->win_busy = 0;
     d->win_wanted = false;
@@ -376,7 +479,7 @@ static void settle_locked(const struct mark *m, CUresult r, float ms, int64_t t)
     int64_t measured = (int64_t)((double)ms * 1e6), split = -1;
     if (d->board != NULL && d->slot >= 0) {
         static struct vgc_view after; /* under rt.lock */
-        vgc_board_view(d->board, d->slot, t, &after);
+        vgc_bd_view(&d->bd, d->slot, t, &after);
         alone = alone && after.others_flips == m->before.others_flips;
         if (!alone && measured > VGC_LONG_NS)
             split = vgc_board_split(&m->before, &after, measured);
@@ -402,6 +505,7 @@ static void *poller(void *arg)
     (void)arg;
     sigset_t all;
     sigfillset(&all);
+    sigdelset(&all, SIGBUS); /* a truncated board mapping: vgc_guard_install's handler */
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     /* Never break another thread's global-mode capture. */
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
@@ -448,8 +552,8 @@ static void *poller(void *arg)
             event_put_locked(end, ctx);
         } else {
             /* Their context may be gone: not reused. */
-            (void)REAL.cuEventDestroy_v2(start);
-            (void)REAL.cuEventDestroy_v2(end);
+            event_lost_locked(start, ctx);
+            event_lost_locked(end, ctx);
         }
     }
     return NULL;
@@ -464,6 +568,8 @@ struct vgc_launch {
     CUcontext ctx;
     CUevent start, end;
     bool alone;
+    bool closed; /* not timed by events: charged its wall time from t0 (fail-closed) */
+    int64_t t0;
     struct vgc_view before;
 };
 
@@ -474,9 +580,12 @@ static bool throttle(struct cdev *d)
     for (;;) {
         int64_t period = d->p.mode == VGPU_COMPUTE_BURST ? VGC_BURST_TICK_NS : VGC_TICK_NS;
         if (t - atomic_load_explicit(&d->b->tick_at, memory_order_relaxed) >= period) {
-            int64_t others = d->board != NULL && d->p.mode == VGPU_COMPUTE_BURST
-                                 ? vgc_board_others_share(d->board, d->container, t)
-                                 : 0;
+            int64_t others = 0;
+            if (d->board != NULL && d->p.mode == VGPU_COMPUTE_BURST) {
+                pthread_mutex_lock(&rt.lock); /* the scan changes the neighbours */
+                others = vgc_bd_others_share(&d->bd, d->container, t);
+                pthread_mutex_unlock(&rt.lock);
+            }
             vgc_tick(d->b, &d->p, t, others);
         }
         vgc_refill(d->b, &d->p, t);
@@ -502,7 +611,9 @@ static CUresult record(CUevent ev, CUstream s, bool ptsz)
     return ptsz ? REAL.cuEventRecord_ptsz(ev, s) : REAL.cuEventRecord(ev, s);
 }
 
-/* Gates a launch; false: forward it untouched (not limited, capturing, or no events). */
+/* Gates a launch; false: forward it untouched (not limited, or capturing). A launch the
+ * limiter cannot time (no events, no board slot, no board, no poller) is still gated, and
+ * then charged its wall time, serialised (L->closed): never forwarded unthrottled. */
 static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
 {
     CUcontext ctx;
@@ -524,13 +635,11 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
         pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
         rt.poller_running = pthread_create(&th, &a, poller, NULL) == 0;
         pthread_attr_destroy(&a);
-        if (!rt.poller_running) {
-            pthread_mutex_unlock(&rt.lock);
-            return false;
-        }
     }
+    if (d->board != NULL && d->bd.plugin && now_ns() - d->bd.scanned_at >= VGC_SCAN_NS)
+        vgc_bd_scan(&d->bd, now_ns()); /* containers come and go */
     if (d->board != NULL && d->slot < 0)
-        d->slot = vgc_board_claim(d->board, rt.owner, d->container, now_ns());
+        d->slot = vgc_bd_claim(&d->bd, rt.owner, d->container, now_ns());
     bool known;
     int64_t pred = vgc_predict(&rt.pred, key, &known);
     /* A launch of unknown cost counts as a whole time slice until it is measured: a long
@@ -548,19 +657,24 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
         d->win_wanted = true;
         pthread_cond_wait(&rt.room, &rt.lock);
     }
-    CUevent e0 = event_get_locked(ctx), e1 = event_get_locked(ctx);
-    pthread_mutex_unlock(&rt.lock);
-    if (e0 == NULL)
-        e0 = event_new();
-    if (e1 == NULL)
-        e1 = event_new();
-    if (e0 == NULL || e1 == NULL) {
-        pthread_mutex_lock(&rt.lock);
-        event_put_locked(e0, ctx);
-        event_put_locked(e1, ctx);
-        pthread_mutex_unlock(&rt.lock);
-        return false;
+    enum vgc_closed closed = !rt.poller_running ? VGC_CLOSED_POLLER
+                             : d->board == NULL ? VGC_CLOSED_BOARD
+                             : d->slot < 0      ? VGC_CLOSED_SLOT
+                                                : 0;
+    CUevent e0 = NULL, e1 = NULL;
+    if (closed == 0) {
+        /* The reserve's events come back as launches settle: wait for them. */
+        struct ctx_events *ce = events_locked(ctx);
+        while (ce != NULL && ce->n < 2 && ce->made >= 2)
+            pthread_cond_wait(&rt.room, &rt.lock);
+        if (ce == NULL || ce->n < 2) {
+            closed = VGC_CLOSED_EVENTS;
+        } else {
+            e1 = ce->ev[--ce->n];
+            e0 = ce->ev[--ce->n];
+        }
     }
+    pthread_mutex_unlock(&rt.lock);
 
     bool waited = throttle(d);
 
@@ -573,11 +687,11 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     d->win_wanted = d->win_wanted || waited;
     int64_t t = now_ns();
     if (d->inflight_n++ == 0 && d->board != NULL && d->slot >= 0)
-        vgc_board_set_pending(d->board, d->slot, true, t);
+        vgc_bd_set_pending(&d->bd, d->slot, true, t);
     d->inflight_ns += depth;
     struct vgc_view *v = &L->before;
     if (d->board != NULL && d->slot >= 0) {
-        vgc_board_view(d->board, d->slot, t, v);
+        vgc_bd_view(&d->bd, d->slot, t, v);
     } else {
         memset(v, 0, sizeof *v);
     }
@@ -591,25 +705,61 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     L->start = e0;
     L->end = e1;
     L->alone = !v->others_pending;
-    if (record(e0, s, ptsz) == CUDA_SUCCESS)
-        return true;
-    /* Not tracked after all: refund and forward. */
+    L->closed = closed != 0;
+    L->t0 = now_ns();
+    if (closed == 0 && record(e0, s, ptsz) != CUDA_SUCCESS) {
+        pthread_mutex_lock(&rt.lock);
+        event_lost_locked(e0, ctx);
+        event_put_locked(e1, ctx);
+        pthread_mutex_unlock(&rt.lock);
+        closed = VGC_CLOSED_RECORD;
+        L->closed = true;
+    }
+    if (closed != 0)
+        closed_note(d, closed);
+    return true;
+}
+
+/* A launch the limiter could not time: it waits for the context's work to finish and is
+ * charged the wall time from its gate to then, which covers its own GPU time and more. */
+static CUresult end_closed(struct vgc_launch *L, CUresult r)
+{
+    struct cdev *d = &rt.dev[L->dev];
+    int64_t actual = 0;
+    if (r == CUDA_SUCCESS) {
+        (void)REAL.cuCtxSynchronize();
+        actual = now_ns() - L->t0;
+    }
+    int64_t t = now_ns();
     pthread_mutex_lock(&rt.lock);
-    vgc_settle(d->b, pred, 0);
-    d->inflight_ns -= depth;
-    if (--d->inflight_n == 0)
-        drained_locked(d, now_ns());
+    vgc_settle(d->b, L->pred, actual);
+    d->inflight_ns -= L->depth;
+    if (--d->inflight_n == 0) {
+        drained_locked(d, t);
+        if (d->slot < 0 || !rt.poller_running)
+            turn_release_locked(d); /* no poller or slot to give it back later */
+        pthread_cond_signal(&rt.work);
+    }
+    share_sample_locked(d, t, actual);
     pthread_cond_broadcast(&rt.room);
     pthread_mutex_unlock(&rt.lock);
-    (void)REAL.cuEventDestroy_v2(e0);
-    (void)REAL.cuEventDestroy_v2(e1);
-    return false;
+    return r;
 }
 
 static CUresult vgc_end(struct vgc_launch *L, CUstream s, bool ptsz, CUresult r)
 {
     struct cdev *d = &rt.dev[L->dev];
-    bool tracked = r == CUDA_SUCCESS && record(L->end, s, ptsz) == CUDA_SUCCESS;
+    if (!L->closed && r == CUDA_SUCCESS && record(L->end, s, ptsz) != CUDA_SUCCESS) {
+        pthread_mutex_lock(&rt.lock);
+        event_put_locked(L->start, L->ctx);
+        event_lost_locked(L->end, L->ctx);
+        pthread_mutex_unlock(&rt.lock);
+        L->closed = true;
+        closed_note(d, VGC_CLOSED_RECORD);
+    }
+    if (L->closed)
+        return end_closed(L, r);
+    bool tracked = r == CUDA_SUCCESS;
     pthread_mutex_lock(&rt.lock);
     if (tracked) {
         struct mark *m = &rt.ring[(rt.head + rt.count) % VGC_RING];
@@ -625,8 +775,8 @@ static CUresult vgc_end(struct vgc_launch *L, CUstream s, bool ptsz, CUresult r)
         rt.count++;
         pthread_cond_signal(&rt.work);
     } else {
-        /* Failed launch: nothing ran, nothing is owed. Untracked: the prediction stands. */
-        vgc_settle(d->b, L->pred, r == CUDA_SUCCESS ? L->pred : 0);
+        /* Failed launch: nothing ran, nothing is owed. */
+        vgc_settle(d->b, L->pred, 0);
         d->inflight_ns -= L->depth;
         if (--d->inflight_n == 0)
             drained_locked(d, now_ns());

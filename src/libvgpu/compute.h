@@ -155,12 +155,14 @@ struct vgc_board {
 
 _Static_assert(sizeof(struct vgc_board_slot) == 64, "board slot layout");
 
-/* What the other slots look like now. */
+/* What the other slots look like now (with the device plugin's board: the other
+ * containers, each entry one container's processes together). */
 struct vgc_view {
     bool others_pending;
     unsigned others_pending_n; /* how many other contexts have work pending */
     uint64_t others_flips;
-    int64_t pend[VGC_BOARD_SLOTS]; /* each slot's pending time so far (vgc_board_pend) */
+    int64_t pend[VGC_BOARD_SLOTS];  /* each entry's pending time so far (-1: none) */
+    int32_t bound[VGC_BOARD_SLOTS]; /* the most of the GPU each entry may take (ppm) */
 };
 
 /* Claims a free or abandoned slot; its index, or -1 when all are live. */
@@ -212,6 +214,100 @@ bool vgc_turn_release(struct vgc_board *b, uint64_t owner);
 
 /* Opens (creating if needed) dir/<uuid>.board; NULL on failure (err set). */
 struct vgc_board *vgc_board_open(const char *dir, const char *uuid, struct vg_err *err);
+
+/* ---- the device plugin's board: a slot file per container ----
+ *
+ * In Kubernetes the device plugin makes <board>/<uuid>/ and in it one file per container
+ * that has a share of that GPU, <name>.<percent>.slot (<name> the container's
+ * <pod uid>_<container>, <percent> its share as the plugin decided it). It mounts the
+ * board read-only into every container, and over it, writable, the container's own slot
+ * file and the GPU's turn file (<uuid>.board, whose slots then go unused). A container
+ * can write its own process slots and the turn, nothing else. Readers trust neither:
+ * every slot is validated as it is read (vgc_slot_read: nonsense counts as absent), a
+ * container's share and claim are bounded by its decided share (from the name, which only
+ * the plugin can write), and a turn is bounded in time by its waiters (compute.c). Without
+ * <board>/<uuid>/ (no device plugin) the slots are the turn file's own, self-organised
+ * as before: every process trusts every other. */
+#define VGC_SLOT_MAGIC UINT64_C(0x31746f6c73636776) /* "vgcslot1" */
+#define VGC_CTR_PROCS  16                           /* process slots per container */
+#define VGC_NAME_MAX   160                          /* a container's name, with its NUL */
+#define VGC_SKEW_NS    INT64_C(10000000)  /* a time this far ahead of the reader's is forged */
+#define VGC_SCAN_NS    INT64_C(200000000) /* the board's directory is read this often */
+
+struct vgc_slot_file {
+    _Atomic uint64_t magic;
+    uint64_t spare[7];
+    struct vgc_board_slot procs[VGC_CTR_PROCS];
+};
+
+/* Parses a slot file's name "<name>.<percent>.slot": the container's name (letters,
+ * digits, '-', '_'; at most VGC_NAME_MAX - 1 bytes) and its decided share (1..100 %, no
+ * leading zero) in ppm. 0, or -EINVAL with err set. */
+int vgc_slot_name_parse(const char *fname, char *name, size_t name_size, int64_t *share_ppm,
+                        struct vg_err *err);
+
+/* One process slot as a reader may use it. */
+struct vgc_slot_seen {
+    uint64_t container;
+    uint64_t flips;
+    int64_t pend;      /* its pending time so far */
+    int64_t share_ppm; /* within 0..bound */
+    int64_t claim_ppm; /* within 0..bound */
+    bool pending;
+};
+/* Reads slot s at now for a container that may take at most bound_ppm: false when it is
+ * free, not heard from for VGC_STALE_NS, or holds nonsense (a heartbeat or a pending start
+ * in the future, a negative pending time, a pending flag other than 0 or 1), which counts
+ * as absent; otherwise its figures, clamped to 0..bound_ppm. */
+bool vgc_slot_read(const struct vgc_board_slot *s, int64_t now, int64_t bound_ppm,
+                   struct vgc_slot_seen *out);
+
+/* A neighbour container's slot file as one reader maps it (read-only). */
+struct vgc_peer {
+    const struct vgc_board_slot *slots;
+    unsigned nslots;
+    int64_t bound_ppm; /* its decided share */
+    uint64_t id;       /* the file's identity (device, inode) */
+    void *map;         /* to unmap (NULL: the reader's own file, mapped writable) */
+    bool seen;         /* in the directory at the last scan */
+};
+
+/* The board as one process sees it. */
+struct vgc_bd {
+    struct vgc_board *shared;  /* <uuid>.board: the turn (and, without the plugin, slots) */
+    bool plugin;               /* <board>/<uuid>/ exists: per-container slot files */
+    struct vgc_slot_file *own; /* plugin: this container's file (NULL: not found) */
+    uint64_t own_id;
+    int64_t scanned_at;
+    unsigned n;
+    struct vgc_peer p[VGC_BOARD_SLOTS];
+    char dir[VGPU_CONFIG_PATH_MAX + REGION_UUID_MAX + 8];
+    char name[VGC_NAME_MAX];
+};
+
+/* Opens dir's board for GPU uuid into bd: the turn file (vgc_board_open) and, with the
+ * device plugin's layout, this container's slot file (name: its <pod uid>_<container>,
+ * NULL or not found: no slot) and its neighbours'. 0, or negative with err set. */
+int vgc_bd_open(struct vgc_bd *bd, const char *dir, const char *uuid, const char *name,
+                struct vg_err *err);
+/* Plugin layout: reads the directory again when it was last read VGC_SCAN_NS ago or more
+ * (containers come and go); maps new neighbours, unmaps gone ones. */
+void vgc_bd_scan(struct vgc_bd *bd, int64_t now);
+/* The slot functions above, over bd: slots are indices into this container's file with
+ * the plugin, into the shared file without. */
+int vgc_bd_claim(struct vgc_bd *bd, uint64_t owner, uint64_t container, int64_t now);
+void vgc_bd_set_pending(struct vgc_bd *bd, int slot, bool pending, int64_t now);
+void vgc_bd_heartbeat(struct vgc_bd *bd, int slot, int64_t share_ppm, int64_t claim_ppm,
+                      int64_t now);
+void vgc_bd_view(const struct vgc_bd *bd, int slot, int64_t now, struct vgc_view *v);
+/* Without the plugin as vgc_board_others_share; with it, over the other containers'
+ * files, each bounded by its decided share (container is then unused). */
+int64_t vgc_bd_others_share(const struct vgc_bd *bd, uint64_t container, int64_t now);
+
+/* Installs libvgpu's SIGBUS handler (once): a board mapping that a neighbour truncated
+ * is replaced by zero pages (a free turn, empty slots) instead of killing the process;
+ * any other SIGBUS goes to the handler before it, or kills the process as before. */
+void vgc_guard_install(void);
 
 /* ---- the runtime (compute.c) ---- */
 

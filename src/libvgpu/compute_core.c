@@ -4,8 +4,10 @@
 #define _GNU_SOURCE
 #include "libvgpu/compute.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -245,17 +247,90 @@ int64_t vgc_observe(struct vgc_pred *p, uint64_t key, int64_t measured_ns, bool 
     return actual;
 }
 
-/* ---- board ---- */
+/* ---- mappings a neighbour can truncate ----
+ *
+ * The turn file is writable by every limited container on its GPU, and a slot file by its
+ * own container: either may truncate it, and a process touching its mapping past the new
+ * end would die of SIGBUS. Every such mapping is registered here; libvgpu's SIGBUS handler
+ * (vgc_guard_install) puts zero pages in place of a truncated one, which read as a free
+ * turn and empty slots, and passes any other SIGBUS on as before. */
+#define VGC_GUARDS (REGION_MAX_DEVICES * (VGC_BOARD_SLOTS + 2))
+static struct {
+    _Atomic uintptr_t start;
+    _Atomic size_t len;
+} guards[VGC_GUARDS];
+static struct sigaction guard_prev;
 
-static bool fresh(const struct vgc_board_slot *s, int64_t now, int64_t limit)
+static void guard_add(void *p, size_t len)
 {
-    return now - atomic_load_explicit(&s->heartbeat, memory_order_relaxed) < limit;
+    for (int i = 0; i < VGC_GUARDS; i++) {
+        uintptr_t free_start = 0;
+        if (atomic_compare_exchange_strong(&guards[i].start, &free_start, (uintptr_t)p)) {
+            atomic_store(&guards[i].len, len);
+            return;
+        }
+    }
 }
 
-int vgc_board_claim(struct vgc_board *b, uint64_t owner, uint64_t container, int64_t now)
+static void guard_del(void *p)
 {
-    for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
-        struct vgc_board_slot *s = &b->slots[i];
+    for (int i = 0; i < VGC_GUARDS; i++)
+        if (atomic_load(&guards[i].start) == (uintptr_t)p) {
+            atomic_store(&guards[i].len, 0);
+            atomic_store(&guards[i].start, 0);
+        }
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+    uintptr_t a = (uintptr_t)si->si_addr;
+    for (int i = 0; i < VGC_GUARDS; i++) {
+        uintptr_t start = atomic_load(&guards[i].start);
+        size_t len = atomic_load(&guards[i].len);
+        if (start != 0 && a >= start && a - start < len) {
+            (void)mmap((void *)start, len, PROT_READ | PROT_WRITE,
+                       MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            return; /* the access is made again, on zeros */
+        }
+    }
+    if ((guard_prev.sa_flags & SA_SIGINFO) != 0 && guard_prev.sa_sigaction != NULL) {
+        guard_prev.sa_sigaction(sig, si, uc);
+    } else if (guard_prev.sa_handler != SIG_DFL && guard_prev.sa_handler != SIG_IGN) {
+        guard_prev.sa_handler(sig);
+    } else {
+        (void)signal(SIGBUS, SIG_DFL); /* as it would have been without libvgpu */
+        (void)raise(SIGBUS);
+    }
+}
+
+void vgc_guard_install(void)
+{
+    static _Atomic int done;
+    if (atomic_exchange(&done, 1) != 0)
+        return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    (void)sigaction(SIGBUS, &sa, &guard_prev);
+}
+
+/* ---- board ---- */
+
+/* Heard from within limit, and not from the future (a forged heartbeat). Monotonic times
+ * are far from the int64 range, so now +- a limit cannot overflow. */
+static bool fresh(const struct vgc_board_slot *s, int64_t now, int64_t limit)
+{
+    int64_t hb = atomic_load_explicit(&s->heartbeat, memory_order_relaxed);
+    return hb > now - limit && hb < now + VGC_SKEW_NS;
+}
+
+static int claim_in(struct vgc_board_slot *slots, int n, uint64_t owner, uint64_t container,
+                    int64_t now)
+{
+    for (int i = 0; i < n; i++) {
+        struct vgc_board_slot *s = &slots[i];
         uint64_t cur = atomic_load(&s->owner);
         if (cur != 0 && fresh(s, now, VGC_RECLAIM_NS))
             continue;
@@ -273,6 +348,11 @@ int vgc_board_claim(struct vgc_board *b, uint64_t owner, uint64_t container, int
     return -1;
 }
 
+int vgc_board_claim(struct vgc_board *b, uint64_t owner, uint64_t container, int64_t now)
+{
+    return claim_in(b->slots, VGC_BOARD_SLOTS, owner, container, now);
+}
+
 void vgc_board_release(struct vgc_board *b, int slot, uint64_t owner)
 {
     if (slot < 0 || slot >= VGC_BOARD_SLOTS)
@@ -285,9 +365,8 @@ void vgc_board_release(struct vgc_board *b, int slot, uint64_t owner)
     atomic_compare_exchange_strong(&s->owner, &owner, 0);
 }
 
-void vgc_board_set_pending(struct vgc_board *b, int slot, bool pending, int64_t now)
+static void slot_set_pending(struct vgc_board_slot *s, bool pending, int64_t now)
 {
-    struct vgc_board_slot *s = &b->slots[slot];
     atomic_store(&s->heartbeat, now);
     bool was = atomic_load(&s->pending) != 0;
     if (pending && !was) {
@@ -301,12 +380,43 @@ void vgc_board_set_pending(struct vgc_board *b, int slot, bool pending, int64_t 
     atomic_fetch_add(&s->flips, 1);
 }
 
+void vgc_board_set_pending(struct vgc_board *b, int slot, bool pending, int64_t now)
+{
+    slot_set_pending(&b->slots[slot], pending, now);
+}
+
 int64_t vgc_board_pend(const struct vgc_board_slot *s, int64_t now)
 {
-    int64_t total = atomic_load(&s->pend_ns);
-    if (atomic_load(&s->pending) != 0)
-        total += max64(now - atomic_load(&s->pend_since), 0);
+    int64_t total = atomic_load(&s->pend_ns), since = atomic_load(&s->pend_since);
+    if (total < 0 || total > now + VGC_SKEW_NS)
+        return 0;
+    if (atomic_load(&s->pending) != 0 && since >= 0 && now > since)
+        total += now - since;
     return total;
+}
+
+bool vgc_slot_read(const struct vgc_board_slot *s, int64_t now, int64_t bound_ppm,
+                   struct vgc_slot_seen *out)
+{
+    if (atomic_load_explicit(&s->owner, memory_order_acquire) == 0 || !fresh(s, now, VGC_STALE_NS))
+        return false;
+    uint32_t pending = atomic_load(&s->pending);
+    int64_t pend = atomic_load(&s->pend_ns), since = atomic_load(&s->pend_since);
+    /* Pending time accrues from when the slot was claimed: never negative, never more
+     * than the clock has counted. */
+    if (pending > 1 || pend < 0 || pend > now + VGC_SKEW_NS || since < 0 ||
+        since > now + VGC_SKEW_NS)
+        return false;
+    if (pending != 0 && now > since)
+        pend += now - since;
+    bound_ppm = clamp64(bound_ppm, 0, VGC_PPM);
+    out->container = atomic_load(&s->container);
+    out->flips = atomic_load(&s->flips);
+    out->pend = pend;
+    out->pending = pending != 0;
+    out->share_ppm = clamp64(atomic_load(&s->share_ppm), 0, bound_ppm);
+    out->claim_ppm = clamp64((int64_t)atomic_load(&s->claim_ppm), 0, bound_ppm);
+    return true;
 }
 
 int64_t vgc_board_split(const struct vgc_view *before, const struct vgc_view *after,
@@ -318,11 +428,15 @@ int64_t vgc_board_split(const struct vgc_view *before, const struct vgc_view *af
     int64_t dist[VGC_BOARD_SLOTS + 1] = {VGC_PPM};
     unsigned n = 0;
     for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
+        if (before->pend[i] < 0 || after->pend[i] < 0)
+            continue;
         int64_t d = after->pend[i] - before->pend[i];
-        if (d <= 0 || before->pend[i] < 0)
+        if (d <= 0)
             continue;
         int64_t f = min64(d, measured_ns) * (VGC_PPM / 1000) / (measured_ns / 1000 + 1);
-        f = clamp64(f, 0, VGC_PPM);
+        /* In a round robin an entry pending a fraction f of the interval ran f/2 of it: a
+         * neighbour counts for at most its own share of the GPU. */
+        f = clamp64(f, 0, min64(VGC_PPM, 2 * (int64_t)after->bound[i]));
         n++;
         for (unsigned x = n; x > 0; x--)
             dist[x] = (dist[x] * (VGC_PPM - f) + dist[x - 1] * f) / VGC_PPM;
@@ -334,13 +448,54 @@ int64_t vgc_board_split(const struct vgc_view *before, const struct vgc_view *af
     return measured_ns / 1000 * frac / (VGC_PPM / 1000);
 }
 
-void vgc_board_heartbeat(struct vgc_board *b, int slot, int64_t share_ppm, int64_t claim_ppm,
-                         int64_t now)
+static void slot_heartbeat(struct vgc_board_slot *s, int64_t share_ppm, int64_t claim_ppm,
+                           int64_t now)
 {
-    struct vgc_board_slot *s = &b->slots[slot];
     atomic_store(&s->share_ppm, share_ppm);
     atomic_store(&s->claim_ppm, (uint32_t)clamp64(claim_ppm, 0, VGC_PPM));
     atomic_store(&s->heartbeat, now);
+}
+
+void vgc_board_heartbeat(struct vgc_board *b, int slot, int64_t share_ppm, int64_t claim_ppm,
+                         int64_t now)
+{
+    slot_heartbeat(&b->slots[slot], share_ppm, claim_ppm, now);
+}
+
+static void view_clear(struct vgc_view *v)
+{
+    v->others_pending = false;
+    v->others_pending_n = 0;
+    v->others_flips = 0;
+    for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
+        v->pend[i] = -1;
+        v->bound[i] = 0;
+    }
+}
+
+/* Entry i of v from the n process slots at s (skip: the reader's own, or -1). */
+static void view_entry(struct vgc_view *v, unsigned i, const struct vgc_board_slot *s, unsigned n,
+                       int skip, int64_t bound, int64_t now)
+{
+    bool any = false, pending = false;
+    int64_t pend = 0;
+    for (unsigned k = 0; k < n; k++) {
+        struct vgc_slot_seen ss;
+        if ((int)k == skip || !vgc_slot_read(&s[k], now, bound, &ss))
+            continue;
+        any = true;
+        pend += ss.pend;
+        v->others_flips += ss.flips;
+        pending = pending || ss.pending;
+    }
+    if (!any)
+        return;
+    v->pend[i] = pend;
+    v->bound[i] = (int32_t)clamp64(bound, 0, VGC_PPM);
+    if (pending) {
+        v->others_pending = true;
+        v->others_pending_n++;
+    }
 }
 
 void vgc_board_view(const struct vgc_board *b, int slot, int64_t now, struct vgc_view *v)
@@ -350,53 +505,285 @@ void vgc_board_view(const struct vgc_board *b, int slot, int64_t now, struct vgc
     v->others_flips = 0;
     for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
         v->pend[i] = -1;
-        if (i == slot)
-            continue;
-        const struct vgc_board_slot *s = &b->slots[i];
-        if (atomic_load_explicit(&s->owner, memory_order_acquire) == 0 ||
-            !fresh(s, now, VGC_STALE_NS))
-            continue;
-        v->pend[i] = vgc_board_pend(s, now);
-        v->others_flips += atomic_load(&s->flips);
-        if (atomic_load(&s->pending) != 0) {
-            v->others_pending = true;
-            v->others_pending_n++;
-        }
+        v->bound[i] = 0;
+        /* Free slots (most of them) cost one load. */
+        if (i != slot && atomic_load_explicit(&b->slots[i].owner, memory_order_relaxed) != 0)
+            view_entry(v, (unsigned)i, &b->slots[i], 1, -1, VGC_PPM, now);
     }
+}
+
+/* What containers take or claim, for vgc_board_others_share. */
+struct share_sum {
+    unsigned n;
+    uint64_t ids[VGC_BOARD_SLOTS];
+    int64_t used[VGC_BOARD_SLOTS], claim[VGC_BOARD_SLOTS], bound[VGC_BOARD_SLOTS];
+};
+
+static void share_add(struct share_sum *sum, uint64_t id, const struct vgc_slot_seen *ss,
+                      int64_t bound)
+{
+    unsigned k = 0;
+    while (k < sum->n && sum->ids[k] != id)
+        k++;
+    if (k == sum->n) {
+        if (sum->n == VGC_BOARD_SLOTS)
+            return;
+        sum->ids[k] = id;
+        sum->used[k] = sum->claim[k] = 0;
+        sum->bound[k] = clamp64(bound, 0, VGC_PPM);
+        sum->n++;
+    }
+    sum->used[k] = min64(sum->used[k] + ss->share_ppm, sum->bound[k]);
+    sum->claim[k] = max64(sum->claim[k], ss->claim_ppm);
+}
+
+static int64_t share_total(const struct share_sum *sum)
+{
+    int64_t total = 0;
+    for (unsigned k = 0; k < sum->n; k++)
+        total += max64(sum->used[k], sum->claim[k]);
+    return min64(total, VGC_PPM);
 }
 
 int64_t vgc_board_others_share(const struct vgc_board *b, uint64_t container, int64_t now)
 {
-    uint64_t ids[VGC_BOARD_SLOTS];
-    int64_t used[VGC_BOARD_SLOTS], claim[VGC_BOARD_SLOTS];
-    unsigned n = 0;
+    struct share_sum sum = {0};
     for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
-        const struct vgc_board_slot *s = &b->slots[i];
-        uint64_t id = atomic_load(&s->container);
-        if (atomic_load(&s->owner) == 0 || !fresh(s, now, VGC_STALE_NS) || id == container)
-            continue;
-        unsigned k = 0;
-        while (k < n && ids[k] != id)
-            k++;
-        if (k == n) {
-            ids[n] = id;
-            used[n] = claim[n] = 0;
-            n++;
-        }
-        used[k] += clamp64(atomic_load(&s->share_ppm), 0, VGC_PPM);
-        claim[k] = max64(claim[k], (int64_t)atomic_load(&s->claim_ppm));
+        struct vgc_slot_seen ss;
+        if (vgc_slot_read(&b->slots[i], now, VGC_PPM, &ss) && ss.container != container)
+            share_add(&sum, ss.container, &ss, VGC_PPM);
     }
-    int64_t sum = 0;
-    for (unsigned k = 0; k < n; k++)
-        sum += max64(used[k], claim[k]);
-    return min64(sum, VGC_PPM);
+    return share_total(&sum);
+}
+
+/* ---- the device plugin's board: slot files ---- */
+
+int vgc_slot_name_parse(const char *fname, char *name, size_t name_size, int64_t *share_ppm,
+                        struct vg_err *err)
+{
+    size_t len = strlen(fname);
+    static const char suffix[] = ".slot";
+    if (len <= sizeof suffix - 1 || strcmp(fname + len - (sizeof suffix - 1), suffix) != 0)
+        return vg_err_set(err, -EINVAL, "slot file \"%s\": not <name>.<percent>.slot", fname);
+    len -= sizeof suffix - 1;
+    size_t dot = len;
+    while (dot > 0 && fname[dot - 1] != '.')
+        dot--;
+    if (dot < 2)
+        return vg_err_set(err, -EINVAL, "slot file \"%s\": not <name>.<percent>.slot", fname);
+    size_t nlen = dot - 1, plen = len - dot;
+    if (nlen >= name_size || nlen >= VGC_NAME_MAX)
+        return vg_err_set(err, -EINVAL, "slot file \"%s\": name longer than %d bytes", fname,
+                          VGC_NAME_MAX - 1);
+    for (size_t i = 0; i < nlen; i++) {
+        char c = fname[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_'))
+            return vg_err_set(err, -EINVAL, "slot file \"%s\": bad character in the name", fname);
+    }
+    int64_t pct = 0;
+    if (plen == 0 || plen > 3 || fname[dot] == '0')
+        return vg_err_set(err, -EINVAL, "slot file \"%s\": share must be 1..100", fname);
+    for (size_t i = dot; i < len; i++) {
+        if (fname[i] < '0' || fname[i] > '9')
+            return vg_err_set(err, -EINVAL, "slot file \"%s\": share must be 1..100", fname);
+        pct = pct * 10 + (fname[i] - '0');
+    }
+    if (pct < 1 || pct > 100)
+        return vg_err_set(err, -EINVAL, "slot file \"%s\": share must be 1..100", fname);
+    memcpy(name, fname, nlen);
+    name[nlen] = '\0';
+    *share_ppm = pct * 10000;
+    return 0;
+}
+
+static uint64_t file_id(const struct stat *st)
+{
+    return ((uint64_t)st->st_dev << 40 ^ (uint64_t)st->st_ino << 1) | 1; /* never 0 */
+}
+
+/* Maps dir/fname (writable: the container's own); NULL when it is not a slot file. */
+static struct vgc_slot_file *slot_map(const char *dir, const char *fname, bool writable,
+                                      uint64_t *id)
+{
+    char path[sizeof((struct vgc_bd *)0)->dir + VGC_NAME_MAX + 16];
+    if (vg_snprintf(path, sizeof path, "%s/%s", dir, fname) < 0)
+        return NULL;
+    int fd = open(path, (writable ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    void *m = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_size == (off_t)sizeof(struct vgc_slot_file))
+        m = mmap(NULL, sizeof(struct vgc_slot_file), writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                 MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED)
+        return NULL;
+    guard_add(m, sizeof(struct vgc_slot_file));
+    *id = file_id(&st);
+    return m;
+}
+
+void vgc_bd_scan(struct vgc_bd *bd, int64_t now)
+{
+    if (!bd->plugin)
+        return;
+    bd->scanned_at = now;
+    DIR *d = opendir(bd->dir);
+    if (d == NULL)
+        return;
+    for (unsigned i = 0; i < bd->n; i++)
+        bd->p[i].seen = false;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char name[VGC_NAME_MAX];
+        int64_t bound;
+        struct vg_err ignored;
+        if (e->d_name[0] == '.' ||
+            vgc_slot_name_parse(e->d_name, name, sizeof name, &bound, &ignored) != 0)
+            continue;
+        bool own = bd->own == NULL && bd->name[0] != '\0' && strcmp(name, bd->name) == 0;
+        uint64_t id = 0;
+        struct vgc_slot_file *f = slot_map(bd->dir, e->d_name, own, &id);
+        if (f == NULL)
+            continue;
+        if (own) {
+            if (atomic_load(&f->magic) != VGC_SLOT_MAGIC) {
+                guard_del(f);
+                munmap(f, sizeof *f);
+                continue;
+            }
+            bd->own = f;
+            bd->own_id = id;
+        }
+        unsigned k = 0, hole = bd->n;
+        while (k < bd->n && (bd->p[k].slots == NULL || bd->p[k].id != id)) {
+            if (bd->p[k].slots == NULL && hole == bd->n)
+                hole = k;
+            k++;
+        }
+        if (k < bd->n || (hole == bd->n && bd->n == VGC_BOARD_SLOTS)) {
+            if (k < bd->n)
+                bd->p[k].seen = true;
+            if (!own) {
+                guard_del(f);
+                munmap(f, sizeof *f);
+            }
+            continue;
+        }
+        if (hole == bd->n)
+            bd->n++;
+        struct vgc_peer *p = &bd->p[hole];
+        p->slots = f->procs;
+        p->nslots = VGC_CTR_PROCS;
+        p->bound_ppm = bound;
+        p->id = id;
+        p->map = id == bd->own_id ? NULL : f;
+        p->seen = true;
+        if (id == bd->own_id && !own) {
+            guard_del(f);
+            munmap(f, sizeof *f); /* the own file: its writable mapping serves */
+        }
+        if (id == bd->own_id)
+            p->slots = bd->own->procs;
+    }
+    closedir(d);
+    for (unsigned i = 0; i < bd->n; i++) {
+        struct vgc_peer *p = &bd->p[i];
+        if (p->slots == NULL || p->seen)
+            continue;
+        if (p->map != NULL) {
+            guard_del(p->map);
+            munmap(p->map, sizeof(struct vgc_slot_file));
+        }
+        memset(p, 0, sizeof *p);
+    }
+}
+
+int vgc_bd_open(struct vgc_bd *bd, const char *dir, const char *uuid, const char *name,
+                struct vg_err *err)
+{
+    memset(bd, 0, sizeof *bd);
+    bd->shared = vgc_board_open(dir, uuid, err);
+    if (bd->shared == NULL)
+        return err->code < 0 ? err->code : -EIO;
+    if (vg_snprintf(bd->dir, sizeof bd->dir, "%s/%s", dir, uuid) < 0)
+        return 0;
+    struct stat st;
+    if (lstat(bd->dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return 0; /* no device plugin: the shared file's slots */
+    bd->plugin = true;
+    if (name != NULL && strlen(name) < sizeof bd->name)
+        (void)vg_strlcpy(bd->name, name, sizeof bd->name);
+    vgc_bd_scan(bd, 0);
+    return 0;
+}
+
+static struct vgc_board_slot *bd_slot(struct vgc_bd *bd, int slot)
+{
+    return bd->plugin ? &bd->own->procs[slot] : &bd->shared->slots[slot];
+}
+
+int vgc_bd_claim(struct vgc_bd *bd, uint64_t owner, uint64_t container, int64_t now)
+{
+    if (!bd->plugin)
+        return vgc_board_claim(bd->shared, owner, container, now);
+    return bd->own != NULL ? claim_in(bd->own->procs, VGC_CTR_PROCS, owner, container, now) : -1;
+}
+
+void vgc_bd_set_pending(struct vgc_bd *bd, int slot, bool pending, int64_t now)
+{
+    slot_set_pending(bd_slot(bd, slot), pending, now);
+}
+
+void vgc_bd_heartbeat(struct vgc_bd *bd, int slot, int64_t share_ppm, int64_t claim_ppm,
+                      int64_t now)
+{
+    slot_heartbeat(bd_slot(bd, slot), share_ppm, claim_ppm, now);
+}
+
+void vgc_bd_view(const struct vgc_bd *bd, int slot, int64_t now, struct vgc_view *v)
+{
+    if (!bd->plugin) {
+        vgc_board_view(bd->shared, slot, now, v);
+        return;
+    }
+    view_clear(v);
+    for (unsigned i = 0; i < bd->n; i++) {
+        const struct vgc_peer *p = &bd->p[i];
+        if (p->slots != NULL)
+            view_entry(v, i, p->slots, p->nslots, p->map == NULL ? slot : -1, p->bound_ppm, now);
+    }
+}
+
+int64_t vgc_bd_others_share(const struct vgc_bd *bd, uint64_t container, int64_t now)
+{
+    if (!bd->plugin)
+        return vgc_board_others_share(bd->shared, container, now);
+    struct share_sum sum = {0};
+    for (unsigned i = 0; i < bd->n; i++) {
+        const struct vgc_peer *p = &bd->p[i];
+        if (p->slots == NULL || p->map == NULL)
+            continue; /* a free entry, or this container's own file */
+        for (unsigned k = 0; k < p->nslots; k++) {
+            struct vgc_slot_seen ss;
+            if (vgc_slot_read(&p->slots[k], now, p->bound_ppm, &ss))
+                share_add(&sum, p->id, &ss, p->bound_ppm);
+        }
+    }
+    return share_total(&sum);
 }
 
 bool vgc_turn_take(struct vgc_board *b, uint64_t owner, int64_t now, int64_t until)
 {
     uint64_t cur = atomic_load(&b->turn);
     if (cur != owner) {
-        if (cur != 0 && now < atomic_load(&b->turn_until))
+        /* A holder extends its turn at most VGC_TURN_GRACE_NS ahead: a later expiry is
+         * forged and counts as expired. */
+        int64_t held = atomic_load(&b->turn_until);
+        if (cur != 0 && now < held && held - now <= VGC_TURN_GRACE_NS)
             return false;
         if (!atomic_compare_exchange_strong(&b->turn, &cur, owner))
             return false;
@@ -450,10 +837,12 @@ struct vgc_board *vgc_board_open(const char *dir, const char *uuid, struct vg_er
     close(fd);
     if (m == MAP_FAILED)
         return vg_err_errno(err, errno, "board %s: mmap", path), NULL;
+    guard_add(m, sizeof(struct vgc_board));
     struct vgc_board *b = m;
     uint64_t magic = 0;
     if (!atomic_compare_exchange_strong(&b->magic, &magic, VGC_BOARD_MAGIC) &&
         magic != VGC_BOARD_MAGIC) {
+        guard_del(m);
         munmap(m, sizeof(struct vgc_board));
         return vg_err_set(err, -EPROTO, "board %s: bad magic", path), NULL;
     }

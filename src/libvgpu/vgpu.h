@@ -109,6 +109,7 @@
     X(cuStreamIsCapturing)                                                                         \
     X(cuStreamIsCapturing_ptsz)                                                                    \
     X(cuThreadExchangeStreamCaptureMode)                                                           \
+    X(cuCtxSynchronize)                                                                            \
     X(cuEventCreate)                                                                               \
     X(cuEventRecord)                                                                               \
     X(cuEventRecord_ptsz)                                                                          \

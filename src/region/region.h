@@ -94,7 +94,11 @@ struct region_compute {
     _Atomic int64_t tick_waited;  /* waited_ns at that tick */
     _Atomic int64_t integral_ppm; /* PI trim integrator (ppm of the share) */
     _Atomic int64_t achieved_ppm; /* achieved share, ~1 s moving average */
-    _Atomic int64_t spare[3];     /* zero */
+    /* Launches the limiter could not time or place on the board and charged their wall
+     * time instead (fail-closed), and which reasons it met (bits of enum vgc_closed). */
+    _Atomic int64_t closed_n;
+    _Atomic int64_t closed_why;
+    _Atomic int64_t spare[1]; /* zero */
 };
 
 struct region;

@@ -16,6 +16,9 @@
  * the launches made after the warm-up: "window_ns=<wall time after the warm-up>
  * window_gpu_ns=<kernel time launched in it>" (the real-GPU suite's ground truth with
  * tests/gpu/compute_spin.ptx, whose kernel counts only the time it is on the GPU).
+ * COMPUTE_HOG_EVENTS=before makes it create CUDA events until the driver refuses one
+ * before it launches anything (a tenant that starves the limiter of its timing events);
+ * =after does so after one launch.
  * Exits non-zero on any CUDA error. */
 #define _GNU_SOURCE
 #include <math.h>
@@ -119,6 +122,20 @@ int main(int argc, char **argv)
     free(ptx);
     CHECK(cuModuleGetFunction(&fn, mod, "vgpu_spin"));
     CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    const char *hog = getenv("COMPUTE_HOG_EVENTS");
+    if (hog != NULL && strcmp(hog, "after") == 0) {
+        unsigned long long one = 1000;
+        void *one_params[] = {&one};
+        CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, one_params, NULL));
+        CHECK(cuStreamSynchronize(s));
+    }
+    if (hog != NULL) {
+        CUevent ev;
+        unsigned held = 0;
+        while (held < 1000000 && cuEventCreate(&ev, 0) == CUDA_SUCCESS)
+            held++;
+        fprintf(stderr, "compute_tenant: holding %u events\n", held);
+    }
 
     unsigned long long arg = (unsigned long long)ns;
     void *params[] = {&arg};

@@ -592,9 +592,16 @@ static void test_vgpu_allocate_and_dirs(void **state)
     assert_int_equal(dp_container_dir_path(cfg.vgpu.region_dir, m.pod_uid, m.container.name, dir,
                                            sizeof(dir), &err),
                      0);
-    assert_int_equal(dp_container_dir_create(&cfg, &m, dir, false, &err), 0);
+    assert_int_equal(dp_container_create(&cfg, &m, dir, false, &err), 0);
     char path[1100];
     struct stat st;
+    /* The compute board: the GPU's turn file and the container's own slot file. */
+    snprintf(path, sizeof(path), "%s/%s/uid-1_main.30.slot", cfg.vgpu.compute_board_dir, UUID_B);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0666);
+    assert_int_equal(dp_board_sweep(cfg.vgpu.compute_board_dir, (const char *[]){"uid-1", NULL}),
+                     0);
+    assert_int_equal(stat(path, &st), 0);
     snprintf(path, sizeof(path), "%s/limits", dir);
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0444);
@@ -619,9 +626,18 @@ static void test_vgpu_allocate_and_dirs(void **state)
     assert_int_equal(dp_container_dirs_sweep(cfg.vgpu.region_dir, nobody, &err), 1);
     assert_int_equal(stat(dir, &st), -1);
     rmdir(cfg.vgpu.region_dir);
-    /* The compute board is created sticky and world-writable, like /tmp. */
+    /* The compute board's directories are the plugin's alone. */
     assert_int_equal(stat(cfg.vgpu.compute_board_dir, &st), 0);
-    assert_int_equal(st.st_mode & 07777, 01777);
+    assert_int_equal(st.st_mode & 07777, 0755);
+    assert_int_equal(dp_board_sweep(cfg.vgpu.compute_board_dir, nobody), 2);
+    assert_int_equal(stat(path, &st), -1);
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "%s/%s.board", cfg.vgpu.compute_board_dir,
+                 i ? UUID_A : UUID_B);
+        unlink(path);
+        snprintf(path, sizeof(path), "%s/%s", cfg.vgpu.compute_board_dir, i ? UUID_A : UUID_B);
+        rmdir(path);
+    }
     rmdir(cfg.vgpu.compute_board_dir);
     rmdir(tmp);
     dp_config_free(&cfg);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -110,8 +111,10 @@ static void test_split(void **state)
 {
     (void)state;
     struct vgc_view *a = calloc(2, sizeof *a), *b = a + 1;
-    for (int i = 0; i < VGC_BOARD_SLOTS; i++)
+    for (int i = 0; i < VGC_BOARD_SLOTS; i++) {
         a->pend[i] = b->pend[i] = -1;
+        a->bound[i] = b->bound[i] = (int32_t)VGC_PPM;
+    }
     /* Nobody else pending: all of it. */
     assert_int_equal(vgc_board_split(a, b, 40 * MS), 40 * MS);
     /* One other context pending throughout: half. */
@@ -131,6 +134,14 @@ static void test_split(void **state)
     a->pend[11] = 50 * MS;
     b->pend[11] = 0;
     assert_true(llabs(vgc_board_split(a, b, 40 * MS) - 10 * MS) < 100000);
+    /* A neighbour decided at 30 % (pending throughout, however it forged its pending
+     * times) takes at most 30 % of the interval off the charge. */
+    for (int i = 0; i < VGC_BOARD_SLOTS; i++)
+        a->pend[i] = b->pend[i] = -1;
+    a->pend[3] = 0;
+    b->pend[3] = INT64_C(1) << 60;
+    b->bound[3] = 300000;
+    assert_true(llabs(vgc_board_split(a, b, 40 * MS) - 28 * MS) < 100000);
     free(a);
 }
 
@@ -248,6 +259,11 @@ static void test_turn(void **state)
     assert_true(vgc_turn_take(b, 11, t + 10 * MS + VGC_TURN_GRACE_NS, t + S));
     vgc_turn_extend(b, 22, t + 10 * S); /* the old holder cannot extend it back */
     assert_int_equal(atomic_load(&b->turn_until), t + S);
+    /* A forged expiry far in the future counts as expired (a holder extends its turn
+     * at most the grace ahead). */
+    atomic_store(&b->turn, 99);
+    atomic_store(&b->turn_until, INT64_MAX);
+    assert_true(vgc_turn_take(b, 11, t + 2 * S, t + 2 * S + VGC_TURN_GRACE_NS));
     free(b);
 
     struct region_compute rc = {0};
@@ -276,6 +292,84 @@ static void test_board_file(void **state)
     snprintf(path, sizeof path, "%s/GPU-1234.board", dir);
     unlink(path);
     rmdir(dir);
+}
+
+/* The device plugin's board: a slot file per container; a hostile neighbour's file is
+ * bounded by its decided share, nonsense in it counts as absent. */
+static void test_board_plugin(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vgc-board-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/GPU-1", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    const char *files[] = {"pod-a_main.30.slot", "pod-h_main.10.slot", "junk.slot"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/GPU-1/%s", dir, files[i]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        uint64_t magic = VGC_SLOT_MAGIC;
+        fwrite(&magic, sizeof magic, 1, f);
+        assert_int_equal(ftruncate(fileno(f), sizeof(struct vgc_slot_file)), 0);
+        fclose(f);
+    }
+    struct vg_err err = {0};
+    struct vgc_bd *a = calloc(2, sizeof *a), *h = a + 1;
+    assert_int_equal(vgc_bd_open(a, dir, "GPU-1", "pod-a_main", &err), 0);
+    assert_int_equal(vgc_bd_open(h, dir, "GPU-1", "pod-h_main", &err), 0);
+    assert_true(a->plugin && a->own != NULL && h->own != NULL && a->own != h->own);
+    assert_int_equal(a->n, 2); /* junk.slot is no slot file */
+    int64_t t = 10 * S;
+    int sa = vgc_bd_claim(a, 11, 1, t), sh = vgc_bd_claim(h, 22, 2, t);
+    assert_true(sa >= 0 && sh >= 0);
+    /* The hostile container claims the whole GPU and work pending since boot. */
+    vgc_bd_heartbeat(h, sh, VGC_PPM, VGC_PPM, t);
+    vgc_bd_set_pending(h, sh, true, 0);
+    atomic_store(&h->own->procs[sh].heartbeat, t);
+    assert_int_equal(vgc_bd_others_share(a, 0, t), 100000); /* its decided 10 % */
+    struct vgc_view v0, v1;
+    vgc_bd_view(a, sa, t, &v0);
+    assert_true(v0.others_pending);
+    vgc_bd_view(a, sa, t + 40 * MS, &v1);
+    /* A 40 ms interval "shared" with it is charged at least 90 % of it. */
+    assert_true(vgc_board_split(&v0, &v1, 40 * MS) >= 36 * MS - 100000);
+    /* Every process slot of its file filled: still 10 %. */
+    for (int i = 0; i < VGC_CTR_PROCS; i++) {
+        atomic_store(&h->own->procs[i].owner, 100 + (uint64_t)i);
+        vgc_bd_heartbeat(h, i, VGC_PPM, VGC_PPM, t);
+    }
+    assert_int_equal(vgc_bd_others_share(a, 0, t), 100000);
+    /* Nonsense counts as absent: a heartbeat from the future, a negative pending time, a
+     * pending flag that is neither 0 nor 1. */
+    struct vgc_slot_seen seen;
+    struct vgc_board_slot *hs = &h->own->procs[sh];
+    atomic_store(&hs->heartbeat, t + 3600 * S);
+    assert_false(vgc_slot_read(hs, t, 100000, &seen));
+    atomic_store(&hs->heartbeat, t);
+    atomic_store(&hs->pend_ns, -1);
+    assert_false(vgc_slot_read(hs, t, 100000, &seen));
+    atomic_store(&hs->pend_ns, 0);
+    atomic_store(&hs->pending, 7);
+    assert_false(vgc_slot_read(hs, t, 100000, &seen));
+    atomic_store(&hs->pending, 1);
+    assert_true(vgc_slot_read(hs, t, 100000, &seen));
+    assert_int_equal(seen.share_ppm, 100000);
+    /* A container gone from the directory is dropped at the next scan. */
+    snprintf(path, sizeof path, "%s/GPU-1/pod-h_main.10.slot", dir);
+    unlink(path);
+    vgc_bd_scan(a, t + VGC_SCAN_NS);
+    assert_int_equal(vgc_bd_others_share(a, 0, t), 0);
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/GPU-1/%s", dir, files[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/GPU-1", dir);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/GPU-1.board", dir);
+    unlink(path);
+    rmdir(dir);
+    free(a);
 }
 
 /* A saturating tenant in virtual time: launches 1 ms kernels whenever the credit allows,
@@ -323,6 +417,7 @@ int main(void)
         cmocka_unit_test(test_board),
         cmocka_unit_test(test_turn),
         cmocka_unit_test(test_board_file),
+        cmocka_unit_test(test_board_plugin),
         cmocka_unit_test(test_virtual_tenant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# Attacks on the compute limiter and its node-wide board, against fakegpu:
+# board_test.sh BUILD_DIR CASE. Each case plays a hostile tenant next to an honest one
+# and checks that the honest one still gets its share (within TOL points, the compute
+# tests' bound) or that the hostile one stays at its own. fakegpu's timeline is the
+# truth (libvgpu_compute_truth). CTest runs these serially (label security;compute).
+#   events  a 30 % tenant that holds every CUDA event it can before launching stays at
+#           30 % (the limiter used to forward its launches unthrottled: 99.95 %)
+#   slots   a hostile process fills every board slot it can write with a neighbour that
+#           claims the whole GPU and has work pending forever: a 30 % tenant stays at 30 %
+#   truncate a container truncates the board files it may write: its neighbours go on
+#   turn    a hostile process holds the GPU's turn (far-future expiry, then rewriting it
+#           continually): the honest tenants are stalled at most about 1 s, then run as
+#           without turns (never above their shares, not starved)
+set -uo pipefail
+B=$(cd "$1" && pwd)
+CASE=$2
+T=$(mktemp -d /tmp/vgpu-board-XXXXXX)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+    wait 2>/dev/null
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+export FAKEGPU_STATE_DIR=$T/state FAKEGPU_DEVICES="Test GPU:8GiB:16"
+export LD_LIBRARY_PATH=$B/fakegpu VGPU_COMPUTE_BOARD=$T/board
+unset VGPU_LIMITS_FILE VGPU_LOG_LEVEL CUDA_DEVICE_SM_LIMIT CUDA_DEVICE_MEMORY_LIMIT \
+    CUDA_VISIBLE_DEVICES VGPU_COMPUTE_MODE VGPU_COMPUTE_BURST_LIMIT GPU_CORE_UTILIZATION_POLICY \
+    VGPU_COMPUTE_SLOT
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+LIB=${VGPU_COMPUTE_LIB:-$B/lib/libvgpu.so}
+TENANT=$B/bin/compute_tenant
+TRUTH=$B/bin/libvgpu_compute_truth
+HOSTILE=$B/bin/board_hostile
+TOL=${VGPU_COMPUTE_TOL:-3}
+FALLBACK_TOL=${VGPU_COMPUTE_FALLBACK_TOL:-6}
+WINDOWS=${VGPU_COMPUTE_WINDOWS:-3}
+RUN_MS=$(((WINDOWS + 1) * 1000 + 700))
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# tenant NAME SHARE [ENV...] -- ARGS: one container's process in the background; its pid
+# is appended to group_NAME.
+tenant() {
+    local name=$1 share=$2
+    shift 2
+    local envs=()
+    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+    shift
+    env CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/region.$name" CUDA_DEVICE_SM_LIMIT="$share" \
+        "${envs[@]}" LD_PRELOAD="$LIB" "$TENANT" "$@" >"$T/out.$name.$RANDOM" 2>&1 &
+    pids+=($!)
+    local var=group_$name
+    printf -v "$var" '%s' "${!var:+${!var},}$!"
+}
+
+truth() { "$TRUTH" 0 1 "$WINDOWS" "$@"; }
+mean_of() { sed -n "s/^group=$1 mean=\([0-9.]*\).*/\1/p" <<<"$2"; }
+within() { awk -v a="$1" -v w="$2" -v t="$3" 'BEGIN { d = a - w; if (d < 0) d = -d; exit !(d <= t) }'; }
+
+wait_tenants() {
+    local rc=0
+    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    pids=()
+    [ $rc -eq 0 ] || { cat "$T"/out.* >&2; fail "a tenant failed"; }
+}
+
+check() { # check LABEL ACTUAL WANT
+    echo "$1: achieved $2 % (want $3 ± $TOL)"
+    within "$2" "$3" "$TOL" || { cat "$T"/out.* >&2; fail "$1: achieved $2 %, want $3 ± $TOL"; }
+}
+
+# The GPU's UUID as libvgpu names its board file (from a throwaway run).
+env CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/region.probe" CUDA_DEVICE_SM_LIMIT=50 \
+    VGPU_COMPUTE_BOARD="$T/probe" LD_PRELOAD="$LIB" "$TENANT" 1000 20 >/dev/null 2>&1 ||
+    fail "probe tenant failed"
+UUID=$(basename "$(ls "$T"/probe/*.board)" .board)
+
+# board_layout NAME PERCENT: container NAME's board files as the device plugin makes them
+# (pod uid pod-NAME, container main); the slot file's path in slot_NAME.
+board_layout() {
+    local path
+    path=$("$B/bin/board_layout" "$VGPU_COMPUTE_BOARD" "$UUID" "pod-$1" main "$2") ||
+        fail "board_layout failed"
+    printf -v "slot_$1" '%s' "$path"
+}
+
+case $CASE in
+events) # before its first launch: the limiter has no events and charges wall time,
+    # which covers more than the GPU time: at most the share, and not starved (the wall
+    # time's excess depends on the build: 25 % on a release build, 8 % under the
+    # sanitizers)
+    tenant a 30 COMPUTE_HOG_EVENTS=before -- 1000000 $RUN_MS
+    out=$(truth "$group_a")
+    wait_tenants
+    cat "$T"/out.a.*
+    got=$(mean_of 0 "$out")
+    echo "30 % tenant holding every event from the start: achieved $got % (want 5..$((30 + TOL)))"
+    awk -v a="$got" -v hi=$((30 + TOL)) 'BEGIN { exit !(a >= 5 && a <= hi) }' ||
+        fail "30 % tenant holding every event: achieved $got %"
+    grep -q "vgpu: compute limiter: no timing events" "$T"/out.a.* ||
+        fail "the limiter did not say on stderr that it could not time the launches"
+    [ "$(grep -c "vgpu: compute limiter" "$T"/out.a.*)" = 1 ] || fail "said more than once"
+    "$B/bin/board_region" "$T/region.a" | tee "$T/counters"
+    grep -q "closed_why=1 " "$T/counters" || fail "the region does not count the reason"
+    awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^closed_n=/) { split($i, kv, "="); exit !(kv[2] > 100) } }' \
+        "$T/counters" || fail "the region does not count the launches"
+    # after its first launch: the reserve was made, the hog changes nothing
+    group_a=
+    tenant a 30 COMPUTE_HOG_EVENTS=after CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/region.b" -- 1000000 $RUN_MS
+    out=$(truth "$group_a")
+    wait_tenants
+    check "30 % tenant holding every event after its first launch" "$(mean_of 0 "$out")" 30
+    ;;
+slots) # a 30 % tenant with 20 ms kernels, alone on the GPU but for a hostile process that
+    # claims the whole GPU with work pending forever in every slot it can write (the
+    # shared board file's, and its own slot file's); before per-container slot files it
+    # halved the tenant's charge (about 60 %). Now its own slot counts for at most its
+    # decided 5 %, and nonsense for nothing.
+    board_layout a 30
+    board_layout h 5
+    "$HOSTILE" slots "$VGPU_COMPUTE_BOARD" "$UUID" "$slot_h" $((RUN_MS / 1000 + 2)) &
+    pids+=($!)
+    tenant a 30 VGPU_COMPUTE_SLOT=pod-a_main -- 20000000 $RUN_MS
+    out=$(truth "$group_a")
+    kill "${pids[0]}" 2>/dev/null
+    wait "${pids[0]}" 2>/dev/null
+    pids=("${pids[@]:1}")
+    wait_tenants
+    check "30 % tenant beside a hostile board writer" "$(mean_of 0 "$out")" 30
+    ;;
+turn) # two tenants at 30/70 while a hostile process holds the GPU's turn: for 0.5 s with
+    # an expiry in the far future (which stalled them for good: 0 %), then rewriting an
+    # honest-looking one every 100 us. They wait at most 1 s, then take no turns for a
+    # while: never above their shares, not starved.
+    board_layout a 30
+    board_layout b 70
+    "$HOSTILE" turn "$VGPU_COMPUTE_BOARD" "$UUID" $((RUN_MS / 1000 + 3)) >"$T/hostile" &
+    pids+=($!)
+    tenant a 30 VGPU_COMPUTE_SLOT=pod-a_main -- 1000000 $((RUN_MS + 1000))
+    tenant b 70 VGPU_COMPUTE_SLOT=pod-b_main -- 1000000 $((RUN_MS + 1000))
+    "$TRUTH" steps 0 50 70 "$group_a" "$group_b" >"$T/steps" &
+    sampler=$!
+    out=$("$TRUTH" 0 2 "$WINDOWS" "$group_a" "$group_b")
+    wait $sampler
+    kill "${pids[0]}" 2>/dev/null
+    wait "${pids[0]}" 2>/dev/null
+    pids=("${pids[@]:1}")
+    wait_tenants
+    [ -n "${VGPU_BOARD_STEPS:-}" ] && cat "$T/steps"
+    # The stall: the longest run of 50 ms steps after the switch to the honest-looking
+    # turn (about 500 ms after the tenants started) in which neither tenant ran; and they
+    # must run again after it.
+    from=550
+    stalled=$(awk -F'[ =]' -v f="$from" '$2 > f { if ($4 <= 5 && $6 <= 5) { n++; if (n > m) m = n } else n = 0 }
+                                         END { print m * 50 }' "$T/steps")
+    again=$(awk -F'[ =]' -v f="$from" '$2 > f + 1500 && $4 > 5 && $6 > 5 { n++ } END { print n + 0 }' "$T/steps")
+    echo "stalled ${stalled} ms beside the hostile turn; both ran in $again later steps of 50 ms"
+    [ "$stalled" -le 1500 ] || { cat "$T/steps"; fail "the hostile turn stalled the tenants ${stalled} ms"; }
+    [ "$again" -ge 5 ] || { cat "$T/steps"; fail "the tenants did not run again beside the hostile turn"; }
+    # Then they run as processes without turns do (docs/compute.md: contended intervals
+    # are charged by the fallback, which errs low): neither above its share, neither
+    # starved (within FALLBACK_TOL points below).
+    for i in 0 1; do
+        want=$((i == 0 ? 30 : 70))
+        got=$(mean_of $i "$out")
+        echo "$want % tenant beside a hostile turn holder: achieved $got % (want $((want - FALLBACK_TOL))..$((want + TOL)))"
+        awk -v a="$got" -v lo=$((want - FALLBACK_TOL)) -v hi=$((want + TOL)) \
+            'BEGIN { exit !(a >= lo && a <= hi) }' ||
+            { cat "$T"/out.* >&2; fail "$want % tenant beside a hostile turn holder: $got %"; }
+    done
+    grep -q "vgpu: compute limiter: the GPU's turn was held too long" "$T"/out.* ||
+        fail "the limiter did not say that it stopped taking turns"
+    ;;
+truncate) # a container truncates the files it may write (its own slot file and the GPU's
+    # turn file) while its neighbour uses them: the neighbour used to die of SIGBUS; now
+    # it goes on (the turn reads as free, the truncated slots as empty), as beside a
+    # process that skips libvgpu: never above its share.
+    board_layout a 30
+    board_layout b 70
+    tenant a 30 VGPU_COMPUTE_SLOT=pod-a_main -- 1000000 $RUN_MS
+    tenant b 70 VGPU_COMPUTE_SLOT=pod-b_main -- 1000000 $RUN_MS
+    sleep 1
+    truncate -s 0 "$slot_b" "$VGPU_COMPUTE_BOARD/$UUID.board"
+    out=$(truth "$group_a" "$group_b")
+    wait_tenants # each exited 0: nobody died of SIGBUS
+    got=$(mean_of 0 "$out")
+    echo "30 % tenant after its neighbour truncated the board: achieved $got % (want <= $((30 + TOL)))"
+    awk -v a="$got" -v hi=$((30 + TOL)) 'BEGIN { exit !(a <= hi) }' || fail "30 % tenant: $got %"
+    ;;
+*) fail "unknown case $CASE" ;;
+esac
+echo "ok"
