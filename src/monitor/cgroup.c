@@ -193,14 +193,22 @@ int mon_cgroup_parse_path(const char *path, size_t len, const char *root, struct
     return 0;
 }
 
+/* One line of /proc/<pid>/cgroup: its path and how much it is preferred (0 best). */
+struct line {
+    const char *path;
+    size_t len;
+    int rank;
+};
+
+#define MON_CGROUP_LINES 64 /* hierarchies in one file (v1 has about 13) */
+
 int mon_cgroup_parse(const char *text, size_t len, const char *root, struct mon_cgroup_id *out,
                      struct vg_err *err)
 {
     if (len > MON_CGROUP_MAX)
         return vg_err_set(err, -EINVAL, "cgroup file longer than %d bytes", MON_CGROUP_MAX);
-    int best_rank = 3, first_error = 0;
-    struct vg_err bad = {0};
-    size_t pos = 0;
+    struct line lines[MON_CGROUP_LINES];
+    size_t n = 0, pos = 0;
     while (pos < len) {
         const char *line = text + pos;
         const char *nl = memchr(line, '\n', len - pos);
@@ -218,9 +226,11 @@ int mon_cgroup_parse(const char *text, size_t len, const char *root, struct mon_
             if (*d < '0' || *d > '9')
                 return vg_err_set(err, -EINVAL, "cgroup file: hierarchy ID '%.*s' is not a number",
                                   (int)(c1 - line), line);
+        if (n == MON_CGROUP_LINES)
+            return vg_err_set(err, -EINVAL, "cgroup file: more than %d lines", MON_CGROUP_LINES);
         struct comp ctl = {c1 + 1, (size_t)(c2 - c1 - 1)};
         int rank = 2;
-        if (ctl.n == 0 && comp_is((struct comp){line, (size_t)(c1 - line)}, "0"))
+        if (ctl.n == 0 && c1 - line == 1 && line[0] == '0')
             rank = 0;
         for (size_t i = 0; rank == 2 && i < ctl.n;) {
             const char *comma = memchr(ctl.p + i, ',', ctl.n - i);
@@ -229,22 +239,26 @@ int mon_cgroup_parse(const char *text, size_t len, const char *root, struct mon_
                 rank = 1;
             i = end + 1;
         }
-        if (rank >= best_rank)
-            continue;
-        struct mon_cgroup_id id;
-        struct vg_err sub = {0};
-        int rc = mon_cgroup_parse_path(c2 + 1, ll - (size_t)(c2 + 1 - line), root, &id, &sub);
-        if (rc == 0) {
-            *out = id;
-            best_rank = rank;
-        } else if (rc != -ENOENT && first_error == 0) {
-            first_error = rc;
-            bad = sub;
+        lines[n++] = (struct line){c2 + 1, ll - (size_t)(c2 + 1 - line), rank};
+    }
+    /* Best rank first, file order within a rank. Messages are formatted only for the
+     * error returned (this runs for every GPU process in every sample). */
+    int first_error = 0;
+    size_t bad = 0;
+    for (int rank = 0; rank <= 2; rank++) {
+        for (size_t i = 0; i < n; i++) {
+            if (lines[i].rank != rank)
+                continue;
+            int rc = mon_cgroup_parse_path(lines[i].path, lines[i].len, root, out, NULL);
+            if (rc == 0)
+                return 0;
+            if (rc != -ENOENT && first_error == 0) {
+                first_error = rc;
+                bad = i;
+            }
         }
     }
-    if (best_rank < 3)
-        return 0;
     if (first_error)
-        return vg_err_set(err, first_error, "%s", bad.msg);
+        return mon_cgroup_parse_path(lines[bad].path, lines[bad].len, root, out, err);
     return vg_err_set(err, -ENOENT, "no cgroup of the process is in a pod");
 }

@@ -135,13 +135,38 @@ static struct entry *entry_get(struct mon_monitor *m, const char *key)
     return e;
 }
 
+/* Appends s (or the decimal v when s is NULL) at *len in buf[size]; false when it does
+ * not fit. The hot path builds its paths and keys with this rather than snprintf. */
+static bool append(char *buf, size_t size, size_t *len, const char *s, uint64_t v)
+{
+    char digits[24];
+    if (!s) {
+        size_t i = sizeof digits;
+        digits[--i] = '\0';
+        do
+            digits[--i] = (char)('0' + v % 10);
+        while ((v /= 10) != 0);
+        s = digits + i;
+    }
+    size_t n = strlen(s);
+    if (*len + n >= size)
+        return false;
+    memcpy(buf + *len, s, n + 1);
+    *len += n;
+    return true;
+}
+
 /* Reads <proc_root>/<pid>/<file> into buf[size] (NUL-terminated); its length or -errno. */
 static ssize_t read_proc(const struct mon_monitor *m, pid_t pid, const char *file, char *buf,
                          size_t size)
 {
     char path[MON_PATH_MAX];
-    if (vg_snprintf(path, sizeof path, "%s/%d/%s", m->opt.proc_root, (int)pid, file) < 0)
-        return -ENAMETOOLONG;
+    size_t pl = 0;
+    if (pid <= 0 || !append(path, sizeof path, &pl, m->opt.proc_root, 0) ||
+        !append(path, sizeof path, &pl, "/", 0) ||
+        !append(path, sizeof path, &pl, NULL, (uint64_t)pid) ||
+        !append(path, sizeof path, &pl, "/", 0) || !append(path, sizeof path, &pl, file, 0))
+        return pid <= 0 ? -ESRCH : -ENAMETOOLONG;
     VG_AUTO_CLOSE int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
@@ -294,7 +319,10 @@ static void judge_group(struct mon_monitor *m, struct item *items, size_t n, con
     unsigned gpu = items[0].proc.gpu;
     const char *pod = items[0].id.pod_uid;
     char key[MON_KEY_MAX];
-    if (vg_snprintf(key, sizeof key, "%u|%s|%s", gpu, pod, name) < 0)
+    size_t kl = 0;
+    if (!append(key, sizeof key, &kl, NULL, gpu) || !append(key, sizeof key, &kl, "|", 0) ||
+        !append(key, sizeof key, &kl, pod, 0) || !append(key, sizeof key, &kl, "|", 0) ||
+        !append(key, sizeof key, &kl, name, 0))
         return;
     struct entry *e = entry_get(m, key);
     if (!e)

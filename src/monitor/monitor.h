@@ -52,7 +52,8 @@ struct mon_cgroup_id {
  * -EINVAL naming what is wrong when it is inside one but malformed. docs/monitor.md
  * lists the layouts (cgroup v1 and v2; systemd and cgroupfs drivers; containerd, CRI-O
  * and Docker scopes). Components below the container are ignored: a tenant that nests
- * cgroups inside its own container stays that container. */
+ * cgroups inside its own container stays that container. err may be NULL (no message
+ * is formatted: the hot path). */
 int mon_cgroup_parse_path(const char *path, size_t len, const char *root, struct mon_cgroup_id *out,
                           struct vg_err *err);
 
