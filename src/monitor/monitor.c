@@ -366,7 +366,14 @@ static void judge_group(struct mon_monitor *m, struct item *items, size_t n, con
     qsort(order, n, sizeof order[0], cmp_newest);
     for (size_t i = 0; i < n && used > allowed; i++) {
         struct vg_err err = {0};
-        if (kill_checked(m, order[i], &err) < 0) {
+        int rc = kill_checked(m, order[i], &err);
+        if (rc == -ESRCH || rc == -ENOENT) {
+            /* Gone since the sample (or its pid now someone else's): it holds nothing
+             * of this container's any more. */
+            used -= order[i]->proc.used;
+            continue;
+        }
+        if (rc < 0) {
             m->counters.kill_failures++;
             vg_log(VG_LOG_WARN, "cannot kill", "pod=%s container=%s %s", pod, name, err.msg);
             continue;
