@@ -251,7 +251,10 @@ EOF
             fail "no $reason Event on the attacker's pod alone"
     fi
     kill "$mon"
-    wait "$mon" 2>/dev/null
+    wait "$mon"
+    local rc=$?
+    [ $rc = 0 ] || fail "the monitor exited $rc on SIGTERM"
+    grep -q "stopping signal=15" "$T/monitor.log" || fail "the monitor did not stop cleanly"
     echo "ok: $CASE"
 }
 
