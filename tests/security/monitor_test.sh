@@ -243,7 +243,9 @@ ok = [e for e in mine if e["type"] == "Warning" and e["involvedObject"] == want
       and e["metadata"]["namespace"] == "default"
       and e["source"]["component"] == "vgpu-monitor" and "GPU-" in e["message"]]
 others = [e for e in items if e["involvedObject"].get("name") != "attacker"]
-if not ok or others:
+# One Event per episode: one GPUMemoryOverLimit, and under kill one GPUMemoryLimitKill.
+overs = [e for e in items if e["reason"] == "GPUMemoryOverLimit"]
+if not ok or others or len(overs) != 1 or len(mine) != 1:
     print("events:", json.dumps(items, indent=1))
     sys.exit(1)
 EOF
