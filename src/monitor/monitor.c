@@ -344,7 +344,8 @@ static void judge_group(struct mon_monitor *m, struct item *items, size_t n, con
     uint64_t limit = e->limit;
     if (limit == UINT64_MAX)
         return;
-    uint64_t allowed = limit + mon_slack(limit);
+    uint64_t slack = mon_slack(limit);
+    uint64_t allowed = limit > UINT64_MAX - slack ? UINT64_MAX : limit + slack;
     if (used <= allowed) {
         if (e->over)
             report(m, "under", gpu, pod, name, used, limit, 0, 0);

@@ -533,6 +533,24 @@ static void test_judge_pods(void **state)
     mon_free(m);
 }
 
+/* A limit so large that adding the slack would wrap around is never passed. */
+static void test_judge_huge_limit(void **state)
+{
+    struct judge_fixture *f = *state;
+    fake_limits(f, UID2, "huge",
+                "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=18085043209519170000\n"
+                "VGPU_DEVICE_UUID_0=" GPU0 "\n");
+    fake_proc(f, 500, "0::/kubepods/pod" UID2 "/" CID "\n");
+    struct mon_monitor *m = judge_new(f, false);
+    struct mon_proc p[] = {{500, 0, 70 * GiB}};
+    judge(m, f, p, 1, "");
+    struct mon_counters c;
+    mon_get_counters(m, &c);
+    assert_int_equal(c.violations, 0);
+    assert_int_equal(c.unlimited, 0);
+    mon_free(m);
+}
+
 static void test_judge_bad_sample(void **state)
 {
     struct judge_fixture *f = *state;
@@ -564,6 +582,7 @@ int main(void)
         cmocka_unit_test(test_args),
         cmocka_unit_test_setup_teardown(test_judge_containers, judge_setup, judge_teardown),
         cmocka_unit_test_setup_teardown(test_judge_pods, judge_setup, judge_teardown),
+        cmocka_unit_test_setup_teardown(test_judge_huge_limit, judge_setup, judge_teardown),
         cmocka_unit_test_setup_teardown(test_judge_bad_sample, judge_setup, judge_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
