@@ -46,7 +46,8 @@ struct entry {
     uint64_t limit; /* bytes; UINT64_MAX: none */
     bool limited;   /* a limits file was found */
     uint64_t loaded_at, seen_at;
-    bool over; /* in a violation episode */
+    bool over;        /* in a violation episode */
+    bool kill_failed; /* a kill failed in this episode (logged once) */
 };
 
 struct mon_monitor {
@@ -350,6 +351,7 @@ static void judge_group(struct mon_monitor *m, struct item *items, size_t n, con
         if (e->over)
             report(m, "under", gpu, pod, name, used, limit, 0, 0);
         e->over = false;
+        e->kill_failed = false;
         return;
     }
     if (!e->over) {
@@ -376,7 +378,10 @@ static void judge_group(struct mon_monitor *m, struct item *items, size_t n, con
         }
         if (rc < 0) {
             m->counters.kill_failures++;
-            vg_log(VG_LOG_WARN, "cannot kill", "pod=%s container=%s %s", pod, name, err.msg);
+            if (!e->kill_failed)
+                vg_log(VG_LOG_WARN, "cannot kill; retried every sample, logged once",
+                       "pod_uid=%s container=%s %s", pod, name, err.msg);
+            e->kill_failed = true;
             continue;
         }
         m->counters.kills++;

@@ -551,6 +551,35 @@ static void test_judge_huge_limit(void **state)
     mon_free(m);
 }
 
+/* Under kill, a process that is gone by the time of its kill (its pid no longer exists)
+ * is neither a kill nor a failed one. */
+static void test_judge_kill_gone(void **state)
+{
+    struct judge_fixture *f = *state;
+    fake_limits(f, UID, "main",
+                "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\nVGPU_DEVICE_UUID_0=" GPU0 "\n");
+    /* Above the kernel's largest pid_max: no process has it. */
+    fake_proc(f, 4194305, "0::/kubepods/pod" UID "/" CID "\n");
+    const char *uuids[] = {GPU0, GPU1};
+    struct mon_options o = {.policy = MON_POLICY_KILL,
+                            .containers_dir = f->containers,
+                            .proc_root = f->proc,
+                            .resolve = resolve,
+                            .resolve_arg = f,
+                            .report = on_report,
+                            .report_arg = f};
+    struct mon_monitor *m;
+    struct vg_err err = {0};
+    assert_int_equal(mon_new(&o, uuids, 2, &m, &err), 0);
+    struct mon_proc p[] = {{4194305, 0, 8 * GiB}};
+    judge(m, f, p, 1, "over g0 p1 main 8192 1024;");
+    struct mon_counters c;
+    mon_get_counters(m, &c);
+    assert_int_equal(c.kills, 0);
+    assert_int_equal(c.kill_failures, 0);
+    mon_free(m);
+}
+
 static void test_judge_bad_sample(void **state)
 {
     struct judge_fixture *f = *state;
@@ -583,6 +612,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_judge_containers, judge_setup, judge_teardown),
         cmocka_unit_test_setup_teardown(test_judge_pods, judge_setup, judge_teardown),
         cmocka_unit_test_setup_teardown(test_judge_huge_limit, judge_setup, judge_teardown),
+        cmocka_unit_test_setup_teardown(test_judge_kill_gone, judge_setup, judge_teardown),
         cmocka_unit_test_setup_teardown(test_judge_bad_sample, judge_setup, judge_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
