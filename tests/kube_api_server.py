@@ -5,12 +5,13 @@ Python 3 standard library only. It serves the part of the core/v1 API that vgpu'
 daemons use, with the wire formats of the real kube-apiserver:
 
   GET    /api/v1/nodes, /api/v1/pods, /api/v1/namespaces/NS/pods    list (limit/continue)
+         (events: /api/v1/events, /api/v1/namespaces/NS/events, the same way)
          ... ?watch=1&resourceVersion=RV&allowWatchBookmarks=true&timeoutSeconds=S
              chunked stream, one JSON event per line: {"type": ADDED|MODIFIED|DELETED|
              BOOKMARK|ERROR, "object": {...}}; a compacted RV gets an ERROR event with
              a 410 "Expired" Status (or HTTP 410 with --watch-410-http)
   GET    /api/v1/nodes/N, /api/v1/namespaces/NS/pods/P
-  POST   /api/v1/nodes, /api/v1/namespaces/NS/pods                   create (409 if exists)
+  POST   /api/v1/nodes, /api/v1/namespaces/NS/pods, .../NS/events     create (409 if exists)
   PATCH  the object paths: application/merge-patch+json and
          application/strategic-merge-patch+json (applied as a JSON merge patch; enough for
          metadata.annotations/labels); metadata.resourceVersion in the patch is a
@@ -54,7 +55,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-KINDS = {"nodes": "Node", "pods": "Pod"}
+KINDS = {"nodes": "Node", "pods": "Pod", "events": "Event"}
 
 
 def status_body(code, reason, message, status="Failure"):
@@ -131,7 +132,7 @@ class Store:
     def __init__(self, event_window):
         self.cond = threading.Condition()
         self.rv = 1
-        self.objects = {"nodes": {}, "pods": {}}
+        self.objects = {"nodes": {}, "pods": {}, "events": {}}
         self.events = collections.deque()  # (rv, kind, obj, type)
         self.compacted = 0  # events with rv <= compacted are gone
         self.event_window = event_window
@@ -158,7 +159,7 @@ class Store:
     @staticmethod
     def key(kind, obj):
         meta = obj.get("metadata", {})
-        if kind == "pods":
+        if kind in ("pods", "events"):
             return "%s/%s" % (meta.get("namespace", "default"), meta.get("name", ""))
         return meta.get("name", "")
 
@@ -167,7 +168,7 @@ class Store:
             meta = obj.setdefault("metadata", {})
             if not meta.get("name"):
                 raise ApiError(422, "Invalid", "metadata.name: Required value")
-            if kind == "pods":
+            if kind in ("pods", "events"):
                 meta.setdefault("namespace", "default")
             key = self.key(kind, obj)
             if key in self.objects[kind]:
@@ -397,7 +398,7 @@ class Handler(BaseHTTPRequestHandler):
                     return self.send_json(201, store.create(kind, obj))
                 raise ApiError(405, "MethodNotAllowed", "method not allowed")
             name = rest[1]
-            key = "%s/%s" % (namespace or "default", name) if kind == "pods" else name
+            key = "%s/%s" % (namespace or "default", name) if kind in ("pods", "events") else name
             if len(rest) == 3 and kind == "pods" and rest[2] == "binding" and method == "POST":
                 store.bind(namespace or "default", name, self.read_body())
                 return self.send_json(201, status_body(201, "", "", status="Success"))

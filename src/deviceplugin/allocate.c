@@ -299,8 +299,10 @@ static int write_limits(const struct dp_config *cfg, const struct dp_match *matc
         return vg_err_set(err, -ENOSPC, "limits file too long");
     used = (size_t)w;
     for (unsigned i = 0; i < c->gpu_count && w >= 0; i++) {
-        w = vg_snprintf(text + used, sizeof(text) - used, "CUDA_DEVICE_MEMORY_LIMIT_%u=%llum\n", i,
-                        (unsigned long long)c->gpus[i].memory_mib);
+        /* The UUID tells vgpu-monitor which GPU the limit is for (docs/monitor.md). */
+        w = vg_snprintf(text + used, sizeof(text) - used,
+                        "CUDA_DEVICE_MEMORY_LIMIT_%u=%llum\nVGPU_DEVICE_UUID_%u=%s\n", i,
+                        (unsigned long long)c->gpus[i].memory_mib, i, c->gpus[i].uuid);
         used += w > 0 ? (size_t)w : 0;
         unsigned cores = effective_cores(cfg, c->gpus[i].cores);
         if (cores && w >= 0) {

@@ -1007,13 +1007,25 @@ int fg_procs_on_device(struct fg_state *st, int dev, uint64_t window_ns, struct 
         return rc;
     struct fg_shared *sh = st->sh;
     uint64_t now = st->now();
-    reap(sh, now);
     bool has_stream[FG_MAX_PROCS] = {false};
     for (uint32_t i = 0; i < sh->stream_high; i++) {
         if (sh->streams[i].in_use && sh->streams[i].dev == dev &&
             (unsigned)sh->streams[i].owner < FG_MAX_PROCS)
             has_stream[sh->streams[i].owner] = true;
     }
+    /* Only this device's processes are checked for death (a monitor lists every device
+     * every sample: checking every process each time cost a /proc read per process per
+     * device); the others are reaped by their own devices' queries or when due. */
+    fg_timeline_advance(sh, now);
+    for (int i = 0; i < FG_MAX_PROCS; i++) {
+        const struct fg_slot *s = &sh->slots[i];
+        if (s->in_use && (s->contexts[dev] != 0 || s->used_bytes[dev] != 0 || has_stream[i]) &&
+            !slot_alive(s)) {
+            release_slot(sh, i);
+            has_stream[i] = false;
+        }
+    }
+    reap_if_due(st, now);
     unsigned n = 0;
     for (int i = 0; i < FG_MAX_PROCS; i++) {
         const struct fg_slot *s = &sh->slots[i];

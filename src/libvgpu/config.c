@@ -35,6 +35,9 @@ const struct vgpu_key vgpu_config_keys[] = {
     {"VGPU_COMPUTE_BOARD", VGPU_KEY_DIR, false, true, VGPU_DEFAULT_BOARD_DIR,
      "absolute path of the node-wide directory where the containers sharing a GPU publish "
      "when they have work pending (created if absent)"},
+    {"VGPU_DEVICE_UUID", VGPU_KEY_UUID, true, true, "none",
+     "_<n> only: NVML UUID (GPU-... or MIG-...) of the GPU the n-th limits are for; written "
+     "by the device plugin for vgpu-monitor; ignored in the environment"},
     {"VGPU_LOG_LEVEL", VGPU_KEY_LOGLEVEL, false, false, "silent",
      "error, warn, info or debug; stderr, one line per event, rate-limited"},
     {"VGPU_LIMITS_FILE", VGPU_KEY_PATH, false, false, "unset",
@@ -192,6 +195,21 @@ int vgpu_config_apply(struct vgpu_config *c, const char *name, size_t name_len, 
             return vg_err_set(err, -EINVAL, "%s: path longer than %d bytes", key->name,
                               VGPU_CONFIG_PATH_MAX - 32);
         return 0;
+    case VGPU_KEY_UUID: {
+        size_t len = strlen(value), ok = 4;
+        while (ok < len && (value[ok] == '-' || (value[ok] >= '0' && value[ok] <= '9') ||
+                            (value[ok] >= 'a' && value[ok] <= 'f')))
+            ok++;
+        if (index < 0 || len <= 4 || len >= VGPU_CONFIG_UUID_MAX || ok != len ||
+            (strncmp(value, "GPU-", 4) != 0 && strncmp(value, "MIG-", 4) != 0))
+            return vg_err_set(err, -EINVAL,
+                              "%.*s=\"%s\": want _<n> and a UUID as NVML prints it (GPU-... or "
+                              "MIG-..., lower-case hex, at most %d bytes)",
+                              (int)name_len, name, value, VGPU_CONFIG_UUID_MAX - 1);
+        if (from_file)
+            (void)vg_strlcpy(c->device_uuid[index], value, sizeof c->device_uuid[index]);
+        return 0;
+    }
     }
     return vg_err_set(err, -EINVAL, "%s: unhandled key kind", key->name);
 }

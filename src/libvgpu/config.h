@@ -35,6 +35,7 @@
 #define VGPU_DEFAULT_REGION_PATH "/tmp/vgpu.region"
 #define VGPU_DEFAULT_CONTEXT_MIB 256
 #define VGPU_DEFAULT_BOARD_DIR   "/tmp/vgpu-compute"
+#define VGPU_CONFIG_UUID_MAX     64 /* VGPU_DEVICE_UUID_<n>, with the NUL */
 
 enum vgpu_key_kind {
     VGPU_KEY_BYTES,    /* "<number>" bytes or with k/m/g (binary); 0 = no limit */
@@ -45,7 +46,8 @@ enum vgpu_key_kind {
     VGPU_KEY_POLICY,   /* GPU_CORE_UTILIZATION_POLICY: default | force | disable */
     VGPU_KEY_MODE,     /* VGPU_COMPUTE_MODE: hard | burst | disable */
     VGPU_KEY_BURST,    /* VGPU_COMPUTE_BURST_LIMIT: percent 1..100 */
-    VGPU_KEY_DIR       /* VGPU_COMPUTE_BOARD: absolute directory path */
+    VGPU_KEY_DIR,      /* VGPU_COMPUTE_BOARD: absolute directory path */
+    VGPU_KEY_UUID      /* VGPU_DEVICE_UUID_<n>: GPU-... or MIG-..., limits file only */
 };
 
 /* How the compute share is enforced (docs/compute.md). */
@@ -87,6 +89,9 @@ struct vgpu_config {
     bool in_container;                    /* a file exists at VGPU_LIMITS_PATH */
     bool closed;                          /* ... but it cannot be used: refuse allocations */
     char closed_why[VG_ERR_MSG_MAX];      /* why, for the one line on stderr */
+    /* VGPU_DEVICE_UUID_<n> from the limits file: which GPU the n-th limit is for ("" when
+     * not given). libvgpu does not need it; vgpu-monitor matches NVML's processes with it. */
+    char device_uuid[VGPU_CONFIG_MAX_DEVICES][VGPU_CONFIG_UUID_MAX];
 };
 
 /* Defaults: no limits, default region path, silent. */

@@ -724,6 +724,8 @@ static void test_container_dir_staging(void **state)
     assert_true(vc.in_container && !vc.closed);
     assert_int_equal(vgpu_config_memory_limit(&vc, 0), 3000ull << 20);
     assert_string_equal(vc.board_dir, cfg.vgpu.compute_board_dir);
+    /* Which GPU the limit is for, for vgpu-monitor. */
+    assert_string_equal(vc.device_uuid[0], UUID_A);
     struct stat st;
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0444);

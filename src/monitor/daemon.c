@@ -1,0 +1,626 @@
+/* vgpu-monitor's daemon: flags, NVML sampling on a libevent timer, the pod watch that
+ * names containers, Kubernetes Events and the metrics file (docs/monitor.md).
+ *
+ * NVML is dlopen'ed by SONAME as the device plugin does, and every entry point called
+ * through a pointer typed from src/abi/nvml.h. A sample lists every GPU's compute
+ * processes (nvmlDeviceGetComputeRunningProcesses_v3, else _v2, else the v1 call) and
+ * hands them to the judge; it runs on the loop, between the API client's callbacks. */
+#define _GNU_SOURCE
+#define NVML_NO_UNVERSIONED_FUNC_DEFS
+#include <dlfcn.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "abi/nvml.h"
+#include "base/auto.h"
+#include "base/auto_json.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/parse.h"
+#include "base/str.h"
+#include "kube/kube.h"
+#include "monitor/monitor.h"
+
+/* ---- flags ----------------------------------------------------------------------- */
+
+void mon_args_usage(FILE *f)
+{
+    fprintf(f, "usage: vgpu-monitor [flags]\n"
+               "  --policy warn|kill       what a container over its GPU memory limit gets "
+               "(default warn)\n"
+               "  --interval-ms N          sampling interval, 10..10000 (default 100)\n"
+               "  --containers-dir DIR     the device plugin's container directories "
+               "(default /usr/local/vgpu/containers)\n"
+               "  --proc-root DIR          where processes are read (default /proc)\n"
+               "  --cgroup-root PATH       cgroup path kubelet's hierarchy lies under "
+               "(default: anywhere)\n"
+               "  --node-name NAME         this node (default $NODE_NAME); pods watched and "
+               "Events sent\n"
+               "  --kubeconfig FILE        API credentials (default: in-cluster when "
+               "KUBERNETES_SERVICE_HOST is set, else no API)\n"
+               "  --metrics-file FILE      Prometheus text of the counters, rewritten each "
+               "sample\n"
+               "  --nvml-library PATH      NVML to load (default libnvidia-ml.so.1)\n"
+               "  --samples N              stop after N samples (default: run until a signal)\n"
+               "  --log-level LEVEL        error, warn, info (default) or debug\n"
+               "  --help\n");
+}
+
+int mon_args_parse(int argc, char **argv, struct mon_args *a, struct vg_err *err)
+{
+    memset(a, 0, sizeof *a);
+    a->policy = MON_POLICY_WARN;
+    a->interval_ms = 100;
+    a->containers_dir = "/usr/local/vgpu/containers";
+    a->proc_root = "/proc";
+    a->cgroup_root = "";
+    a->node_name = getenv("NODE_NAME");
+    a->log_level = VG_LOG_INFO;
+    for (int i = 0; i < argc; i++) {
+        const char *flag = argv[i];
+        if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
+            a->help = true;
+            continue;
+        }
+        if (strncmp(flag, "--", 2) != 0)
+            return vg_err_set(err, -EINVAL, "unexpected argument '%s'", flag);
+        const char *value = NULL;
+        const char *eq = strchr(flag, '=');
+        char name[64];
+        size_t nl = eq ? (size_t)(eq - flag) : strlen(flag);
+        if (nl >= sizeof name)
+            return vg_err_set(err, -EINVAL, "unknown flag '%s'", flag);
+        memcpy(name, flag, nl);
+        name[nl] = '\0';
+        if (eq)
+            value = eq + 1;
+        else if (i + 1 < argc)
+            value = argv[++i];
+        else
+            return vg_err_set(err, -EINVAL, "%s: needs a value", name);
+        struct vg_err sub = {0};
+        if (strcmp(name, "--policy") == 0) {
+            if (strcmp(value, "warn") == 0)
+                a->policy = MON_POLICY_WARN;
+            else if (strcmp(value, "kill") == 0)
+                a->policy = MON_POLICY_KILL;
+            else
+                return vg_err_set(err, -EINVAL, "--policy '%s': want warn or kill", value);
+        } else if (strcmp(name, "--interval-ms") == 0) {
+            if (vg_parse_u64(value, 10, 10000, &a->interval_ms, &sub) < 0)
+                return vg_err_set(err, -EINVAL, "--interval-ms '%s': %s", value, sub.msg);
+        } else if (strcmp(name, "--samples") == 0) {
+            if (vg_parse_u64(value, 1, UINT32_MAX, &a->samples, &sub) < 0)
+                return vg_err_set(err, -EINVAL, "--samples '%s': %s", value, sub.msg);
+        } else if (strcmp(name, "--log-level") == 0) {
+            a->log_level = vg_log_level_from_name(value);
+            if (a->log_level < 0)
+                return vg_err_set(err, -EINVAL, "--log-level '%s': want error, warn, info or debug",
+                                  value);
+        } else if (strcmp(name, "--containers-dir") == 0 || strcmp(name, "--proc-root") == 0 ||
+                   strcmp(name, "--cgroup-root") == 0) {
+            if (value[0] != '/')
+                return vg_err_set(err, -EINVAL, "%s '%s': want an absolute path", name, value);
+            if (strlen(value) > 1024)
+                return vg_err_set(err, -EINVAL, "%s: path longer than 1024 bytes", name);
+            if (name[2] == 'c' && name[3] == 'o')
+                a->containers_dir = value;
+            else if (name[2] == 'p')
+                a->proc_root = value;
+            else
+                a->cgroup_root = value;
+        } else if (strcmp(name, "--node-name") == 0) {
+            a->node_name = value;
+        } else if (strcmp(name, "--kubeconfig") == 0) {
+            a->kubeconfig = value;
+        } else if (strcmp(name, "--metrics-file") == 0) {
+            a->metrics_file = value;
+        } else if (strcmp(name, "--nvml-library") == 0) {
+            a->nvml_library = value;
+        } else {
+            return vg_err_set(err, -EINVAL, "unknown flag '%s'", name);
+        }
+    }
+    if (a->node_name && (!a->node_name[0] || strlen(a->node_name) >= MON_NAME_MAX ||
+                         strpbrk(a->node_name, "/\n\r\t ")))
+        return vg_err_set(err, -EINVAL, "--node-name '%s': not a node name", a->node_name);
+    return 0;
+}
+
+/* ---- NVML ------------------------------------------------------------------------ */
+
+struct nvml {
+    __typeof__(&nvmlInit_v2) init;
+    __typeof__(&nvmlErrorString) error_string;
+    __typeof__(&nvmlDeviceGetCount_v2) get_count;
+    __typeof__(&nvmlDeviceGetHandleByIndex_v2) by_index;
+    __typeof__(&nvmlDeviceGetUUID) get_uuid;
+    __typeof__(&nvmlDeviceGetComputeRunningProcesses_v3) procs_v3;
+    __typeof__(&nvmlDeviceGetComputeRunningProcesses_v2) procs_v2;
+    __typeof__(&nvmlDeviceGetComputeRunningProcesses) procs_v1;
+    unsigned count;
+    nvmlDevice_t handles[MON_MAX_GPUS];
+    char uuids[MON_MAX_GPUS][VGPU_CONFIG_UUID_MAX];
+    nvmlProcessInfo_t infos[MON_MAX_PROCS];
+    nvmlProcessInfo_v1_t infos_v1[MON_MAX_PROCS];
+    unsigned failing[MON_MAX_GPUS]; /* samples in a row a GPU could not be listed */
+};
+
+static int nvml_open(struct nvml *n, const char *soname, struct vg_err *err)
+{
+    void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return vg_err_set(err, -ENOENT, "NVML: cannot load %s: %s", soname, dlerror());
+    /* The library stays mapped for the life of the process (driver state outlives
+     * nvmlShutdown). */
+    n->init = (__typeof__(n->init))dlsym(h, "nvmlInit_v2");
+    n->error_string = (__typeof__(n->error_string))dlsym(h, "nvmlErrorString");
+    n->get_count = (__typeof__(n->get_count))dlsym(h, "nvmlDeviceGetCount_v2");
+    n->by_index = (__typeof__(n->by_index))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    n->get_uuid = (__typeof__(n->get_uuid))dlsym(h, "nvmlDeviceGetUUID");
+    n->procs_v3 = (__typeof__(n->procs_v3))dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3");
+    n->procs_v2 = (__typeof__(n->procs_v2))dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v2");
+    n->procs_v1 = (__typeof__(n->procs_v1))dlsym(h, "nvmlDeviceGetComputeRunningProcesses");
+    if (!n->init || !n->error_string || !n->get_count || !n->by_index || !n->get_uuid ||
+        (!n->procs_v3 && !n->procs_v2 && !n->procs_v1))
+        return vg_err_set(err, -ENOSYS, "NVML: %s lacks the calls vgpu-monitor needs", soname);
+    nvmlReturn_t rc = n->init();
+    if (rc != NVML_SUCCESS)
+        return vg_err_set(err, -EIO, "NVML: nvmlInit failed: %s", n->error_string(rc));
+    unsigned count = 0;
+    if ((rc = n->get_count(&count)) != NVML_SUCCESS)
+        return vg_err_set(err, -EIO, "NVML: device count: %s", n->error_string(rc));
+    if (count > MON_MAX_GPUS)
+        return vg_err_set(err, -E2BIG, "NVML: %u GPUs, at most %d", count, MON_MAX_GPUS);
+    for (unsigned i = 0; i < count; i++) {
+        if ((rc = n->by_index(i, &n->handles[i])) != NVML_SUCCESS ||
+            (rc = n->get_uuid(n->handles[i], n->uuids[i], sizeof n->uuids[i])) != NVML_SUCCESS)
+            return vg_err_set(err, -EIO, "NVML: GPU %u: %s", i, n->error_string(rc));
+    }
+    n->count = count;
+    return 0;
+}
+
+/* Every GPU's compute processes into out[max]; *count set. A GPU that cannot be listed
+ * this time (lost, busy) is logged when it starts failing and skipped. */
+static void nvml_sample(struct nvml *n, struct mon_proc *out, size_t max, size_t *count)
+{
+    size_t total = 0;
+    for (unsigned g = 0; g < n->count; g++) {
+        unsigned c = (unsigned)(max - total);
+        nvmlReturn_t rc;
+        bool v1 = false;
+        if (n->procs_v3)
+            rc = n->procs_v3(n->handles[g], &c, n->infos);
+        else if (n->procs_v2)
+            rc = n->procs_v2(n->handles[g], &c, n->infos);
+        else {
+            rc = n->procs_v1(n->handles[g], &c, n->infos_v1);
+            v1 = true;
+        }
+        if (rc != NVML_SUCCESS) {
+            if (n->failing[g]++ == 0)
+                vg_log(VG_LOG_WARN, "cannot list a GPU's processes", "gpu=%s error=\"%s\"",
+                       n->uuids[g], n->error_string(rc));
+            continue;
+        }
+        n->failing[g] = 0;
+        for (unsigned i = 0; i < c; i++) {
+            unsigned long long used = v1 ? n->infos_v1[i].usedGpuMemory : n->infos[i].usedGpuMemory;
+            pid_t pid = (pid_t)(v1 ? n->infos_v1[i].pid : n->infos[i].pid);
+            /* NVML_VALUE_NOT_AVAILABLE: the driver cannot say (not on Linux with a
+             * supported driver); nothing to judge. */
+            if (used == (unsigned long long)NVML_VALUE_NOT_AVAILABLE)
+                continue;
+            out[total++] = (struct mon_proc){.pid = pid, .gpu = g, .used = used};
+        }
+    }
+    *count = total;
+}
+
+/* ---- the pod watch: container ID → names ----------------------------------------- */
+
+struct pod_ctr {
+    uint64_t hash; /* of the container ID */
+    char id[MON_CID_MAX];
+    char uid[MON_UID_MAX];
+    char ns[MON_NAME_MAX], pod[MON_NAME_MAX], name[MON_NAME_MAX];
+};
+
+struct daemon {
+    const struct mon_args *args;
+    struct event_base *base;
+    struct nvml nvml;
+    struct mon_monitor *mon;
+    struct kube_client *kube;
+    struct kube_watch *watch;
+    struct pod_ctr *ctrs;
+    size_t ctr_count, ctr_cap;
+    struct mon_proc procs[MON_MAX_PROCS];
+    uint64_t events_sent, events_failed, event_seq;
+    struct event *timer;
+};
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static void pods_forget(struct daemon *d, const char *uid)
+{
+    size_t keep = 0;
+    for (size_t i = 0; i < d->ctr_count; i++)
+        if (strcmp(d->ctrs[i].uid, uid) != 0)
+            d->ctrs[keep++] = d->ctrs[i];
+    d->ctr_count = keep;
+}
+
+/* A name the API gave us, checked before it reaches a log line, an Event or a path. */
+static bool copy_name(char *dst, const char *src)
+{
+    if (!src || !src[0] || strlen(src) >= MON_NAME_MAX)
+        return false;
+    for (const char *p = src; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.'))
+            return false;
+    (void)vg_strlcpy(dst, src, MON_NAME_MAX);
+    return true;
+}
+
+static void pods_put(struct daemon *d, json_t *pod)
+{
+    json_t *meta = json_object_get(pod, "metadata");
+    const char *uid = json_string_value(json_object_get(meta, "uid"));
+    if (!uid || strlen(uid) >= MON_UID_MAX)
+        return;
+    pods_forget(d, uid);
+    struct pod_ctr base;
+    memset(&base, 0, sizeof base);
+    (void)vg_strlcpy(base.uid, uid, sizeof base.uid);
+    if (!copy_name(base.ns, json_string_value(json_object_get(meta, "namespace"))) ||
+        !copy_name(base.pod, json_string_value(json_object_get(meta, "name"))))
+        return;
+    json_t *status = json_object_get(pod, "status");
+    static const char *const lists[] = {"containerStatuses", "initContainerStatuses",
+                                        "ephemeralContainerStatuses"};
+    for (size_t l = 0; l < 3; l++) {
+        size_t i;
+        json_t *cs;
+        json_array_foreach(json_object_get(status, lists[l]), i, cs)
+        {
+            /* "containerd://<id>", "cri-o://<id>", "docker://<id>" */
+            const char *cid = json_string_value(json_object_get(cs, "containerID"));
+            const char *sep = cid ? strstr(cid, "://") : NULL;
+            struct pod_ctr c = base;
+            if (!sep || strlen(sep + 3) != 64 ||
+                !copy_name(c.name, json_string_value(json_object_get(cs, "name"))))
+                continue;
+            (void)vg_strlcpy(c.id, sep + 3, sizeof c.id);
+            c.hash = hash_str(c.id);
+            struct vg_err ignored;
+            if (vg_array_grow(&d->ctrs, &d->ctr_cap, d->ctr_count + 1, sizeof *d->ctrs, 1u << 16,
+                              "containers", &ignored) < 0)
+                return;
+            d->ctrs[d->ctr_count++] = c;
+        }
+    }
+}
+
+static void pods_resync(void *arg, json_t *items, const char *rv)
+{
+    (void)rv;
+    struct daemon *d = arg;
+    d->ctr_count = 0;
+    size_t i;
+    json_t *pod;
+    json_array_foreach(items, i, pod) pods_put(d, pod);
+    vg_log(VG_LOG_INFO, "pods listed", "pods=%zu containers=%zu", json_array_size(items),
+           d->ctr_count);
+}
+
+static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
+{
+    struct daemon *d = arg;
+    if (type == KUBE_EVENT_DELETED) {
+        const char *uid =
+            json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+        if (uid)
+            pods_forget(d, uid);
+    } else {
+        pods_put(d, pod);
+    }
+}
+
+static void pods_error(void *arg, const struct vg_err *err)
+{
+    (void)arg;
+    vg_log(VG_LOG_WARN, "pod watch", "error=\"%s\"", err->msg);
+}
+
+static const struct pod_ctr *ctr_find(const struct daemon *d, const char *pod_uid,
+                                      const char *container_id)
+{
+    uint64_t h = hash_str(container_id);
+    for (size_t i = 0; i < d->ctr_count; i++)
+        if (d->ctrs[i].hash == h && strcmp(d->ctrs[i].id, container_id) == 0 &&
+            strcmp(d->ctrs[i].uid, pod_uid) == 0)
+            return &d->ctrs[i];
+    return NULL;
+}
+
+static const struct pod_ctr *pod_find(const struct daemon *d, const char *pod_uid)
+{
+    for (size_t i = 0; i < d->ctr_count; i++)
+        if (strcmp(d->ctrs[i].uid, pod_uid) == 0)
+            return &d->ctrs[i];
+    return NULL;
+}
+
+static int resolve(void *arg, const char *pod_uid, const char *container_id,
+                   char name[MON_NAME_MAX])
+{
+    const struct pod_ctr *c = ctr_find(arg, pod_uid, container_id);
+    if (!c)
+        return -ENOENT;
+    (void)vg_strlcpy(name, c->name, MON_NAME_MAX);
+    return 0;
+}
+
+/* ---- reports: log line, Event ---------------------------------------------------- */
+
+static void event_done(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    (void)body;
+    struct daemon *d = arg;
+    if (err->code == 0) {
+        d->events_sent++;
+        return;
+    }
+    d->events_failed++;
+    vg_log(VG_LOG_WARN, "cannot post an Event", "status=%ld error=\"%s\"", status, err->msg);
+}
+
+static void post_event(struct daemon *d, const struct mon_report *r, const char *message)
+{
+    const struct pod_ctr *pod = pod_find(d, r->pod_uid);
+    if (!d->kube || !pod)
+        return;
+    char ts[32], name[MON_NAME_MAX + 40], field[MON_NAME_MAX + 32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (vg_snprintf(name, sizeof name, "%.200s.vgpu-monitor.%llx.%llx", pod->pod,
+                    (unsigned long long)now, (unsigned long long)++d->event_seq) < 0)
+        return;
+    VG_AUTO_JSON json_t *involved =
+        json_pack("{s:s, s:s, s:s, s:s, s:s}", "apiVersion", "v1", "kind", "Pod", "name", pod->pod,
+                  "namespace", pod->ns, "uid", pod->uid);
+    if (r->container[0] &&
+        vg_snprintf(field, sizeof field, "spec.containers{%s}", r->container) >= 0)
+        json_object_set_new(involved, "fieldPath", json_string(field));
+    const char *reason = strcmp(r->kind, "kill") == 0 ? "GPUMemoryLimitKill" : "GPUMemoryOverLimit";
+    const char *node = d->args->node_name ? d->args->node_name : "";
+    VG_AUTO_JSON json_t *ev = json_pack(
+        "{s:s, s:s, s:{s:s, s:s}, s:O, s:s, s:s, s:s, s:{s:s, s:s}, s:s, s:s, s:i, s:s, s:s}",
+        "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace", pod->ns,
+        "involvedObject", involved, "reason", reason, "message", message, "type", "Warning",
+        "source", "component", "vgpu-monitor", "host", node, "firstTimestamp", ts, "lastTimestamp",
+        ts, "count", 1, "reportingComponent", "vgpu-monitor", "reportingInstance", node);
+    char path[MON_NAME_MAX + 40];
+    struct vg_err err = {0};
+    if (!ev || vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", pod->ns) < 0 ||
+        kube_post(d->kube, path, ev, event_done, d, &err) < 0) {
+        d->events_failed++;
+        vg_log(VG_LOG_WARN, "cannot post an Event", "error=\"%s\"", err.msg);
+    }
+}
+
+static void on_report(void *arg, const struct mon_report *r)
+{
+    struct daemon *d = arg;
+    const struct pod_ctr *pod = pod_find(d, r->pod_uid);
+    const char *ns = pod ? pod->ns : "", *pname = pod ? pod->pod : "";
+    const char *policy = d->args->policy == MON_POLICY_KILL ? "kill" : "warn";
+    unsigned long long mib = 1ULL << 20;
+    char message[512];
+    if (strcmp(r->kind, "under") == 0) {
+        vg_log(VG_LOG_INFO, "container back under its GPU memory limit",
+               "pod_uid=%s namespace=%s pod=%s container=%s gpu=%s used_mib=%llu limit_mib=%llu",
+               r->pod_uid, ns, pname, r->container[0] ? r->container : "(whole pod)", r->gpu_uuid,
+               (unsigned long long)r->used / mib, (unsigned long long)r->limit / mib);
+        return;
+    }
+    if (strcmp(r->kind, "over") == 0) {
+        vg_log(VG_LOG_WARN, "container over its GPU memory limit",
+               "policy=%s pod_uid=%s namespace=%s pod=%s container=%s gpu=%s used_mib=%llu "
+               "limit_mib=%llu slack_mib=%llu",
+               policy, r->pod_uid, ns, pname, r->container[0] ? r->container : "(whole pod)",
+               r->gpu_uuid, (unsigned long long)r->used / mib, (unsigned long long)r->limit / mib,
+               (unsigned long long)r->slack / mib);
+        (void)vg_snprintf(message, sizeof message,
+                          "%s%s uses %llu MiB of GPU %s, over its limit of %llu MiB "
+                          "(+%llu MiB slack); policy %s",
+                          r->container[0] ? "container " : "pod", r->container,
+                          (unsigned long long)r->used / mib, r->gpu_uuid,
+                          (unsigned long long)r->limit / mib, (unsigned long long)r->slack / mib,
+                          policy);
+    } else {
+        vg_log(VG_LOG_WARN, "killed a process over its container's GPU memory limit",
+               "pid=%d pod_uid=%s namespace=%s pod=%s container=%s gpu=%s freed_mib=%llu "
+               "left_mib=%llu limit_mib=%llu",
+               (int)r->pid, r->pod_uid, ns, pname, r->container[0] ? r->container : "(whole pod)",
+               r->gpu_uuid, (unsigned long long)r->freed / mib, (unsigned long long)r->used / mib,
+               (unsigned long long)r->limit / mib);
+        (void)vg_snprintf(message, sizeof message,
+                          "killed pid %d (%llu MiB of GPU %s): %s%s over its limit of %llu MiB",
+                          (int)r->pid, (unsigned long long)r->freed / mib, r->gpu_uuid,
+                          r->container[0] ? "container " : "pod", r->container,
+                          (unsigned long long)r->limit / mib);
+    }
+    post_event(d, r, message);
+}
+
+/* ---- the loop -------------------------------------------------------------------- */
+
+static void write_metrics(struct daemon *d)
+{
+    if (!d->args->metrics_file)
+        return;
+    struct mon_counters c;
+    mon_get_counters(d->mon, &c);
+    char text[4096], tmp[1100];
+    int n = mon_format_metrics(&c, d->args->policy == MON_POLICY_KILL ? "kill" : "warn", text,
+                               sizeof text);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n;
+    int w = vg_snprintf(text + len, sizeof text - len,
+                        "# HELP vgpu_monitor_events_total Kubernetes Events posted.\n"
+                        "# TYPE vgpu_monitor_events_total counter\n"
+                        "vgpu_monitor_events_total %llu\n"
+                        "# HELP vgpu_monitor_event_failures_total Events that could not be "
+                        "posted.\n"
+                        "# TYPE vgpu_monitor_event_failures_total counter\n"
+                        "vgpu_monitor_event_failures_total %llu\n",
+                        (unsigned long long)d->events_sent, (unsigned long long)d->events_failed);
+    if (w < 0 || vg_snprintf(tmp, sizeof tmp, "%s.tmp", d->args->metrics_file) < 0)
+        return;
+    len += (size_t)w;
+    VG_AUTO_CLOSE int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || write(fd, text, len) != (ssize_t)len || rename(tmp, d->args->metrics_file) != 0)
+        vg_log(VG_LOG_WARN, "cannot write the metrics file", "path=%s error=\"%s\"",
+               d->args->metrics_file, VG_STRERROR(errno));
+}
+
+/* One sample: NVML → the judge. Kept a function of its own so benchmarks can count it
+ * (callgrind --toggle-collect=mon_daemon_sample). */
+__attribute__((noinline)) void mon_daemon_sample(struct daemon *d);
+__attribute__((noinline)) void mon_daemon_sample(struct daemon *d)
+{
+    size_t count = 0;
+    nvml_sample(&d->nvml, d->procs, MON_MAX_PROCS, &count);
+    struct vg_err err = {0};
+    if (mon_judge(d->mon, d->procs, count, &err) < 0)
+        vg_log(VG_LOG_WARN, "sample not judged", "error=\"%s\"", err.msg);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct daemon *d = arg;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    mon_daemon_sample(d);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    write_metrics(d);
+    struct mon_counters c;
+    mon_get_counters(d->mon, &c);
+    vg_log(VG_LOG_DEBUG, "sample", "n=%llu processes=%llu us=%lld", (unsigned long long)c.samples,
+           (unsigned long long)c.processes,
+           (long long)((t1.tv_sec - t0.tv_sec) * 1000000LL + (t1.tv_nsec - t0.tv_nsec) / 1000));
+    if (d->args->samples && c.samples >= d->args->samples)
+        event_base_loopbreak(d->base);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    vg_log(VG_LOG_INFO, "stopping", "signal=%d", (int)sig);
+    event_base_loopbreak(arg);
+}
+
+VG_DEFINE_AUTO(event_base_freep, struct event_base, event_base_free)
+VG_DEFINE_AUTO(event_freep, struct event, event_free)
+VG_DEFINE_AUTO(kube_config_freep, struct kube_config, kube_config_free)
+VG_DEFINE_AUTO(kube_client_freep, struct kube_client, kube_client_free)
+VG_DEFINE_AUTO(kube_watch_freep, struct kube_watch, kube_watch_free)
+VG_DEFINE_AUTO(mon_freep, struct mon_monitor, mon_free)
+
+int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
+{
+    vg_log_max_level = args->log_level;
+    signal(SIGPIPE, SIG_IGN);
+    VG_AUTO_FREE struct daemon *d = vg_calloc(1, sizeof *d);
+    if (!d)
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    d->args = args;
+    int rc =
+        nvml_open(&d->nvml, args->nvml_library ? args->nvml_library : "libnvidia-ml.so.1", err);
+    if (rc < 0)
+        return rc;
+    VG_AUTO(event_base_freep) struct event_base *base = event_base_new();
+    if (!base)
+        return vg_err_set(err, -ENOMEM, "event_base_new failed");
+    d->base = base;
+    VG_AUTO(kube_config_freep) struct kube_config *kcfg = NULL;
+    VG_AUTO(kube_client_freep) struct kube_client *kube = NULL;
+    if (args->kubeconfig)
+        rc = kube_config_load_file(args->kubeconfig, NULL, &kcfg, err);
+    else if (getenv("KUBERNETES_SERVICE_HOST"))
+        rc = kube_config_in_cluster(NULL, &kcfg, err);
+    if (rc < 0 || (kcfg && kube_client_new(base, kcfg, NULL, &kube, err) < 0))
+        return rc < 0 ? rc : err->code;
+    if (kube && !args->node_name)
+        return vg_err_set(err, -EINVAL, "an API server but no --node-name (or NODE_NAME)");
+    d->kube = kube;
+    VG_AUTO(kube_watch_freep) struct kube_watch *watch = NULL;
+    if (kube) {
+        char selector[MON_NAME_MAX + 16];
+        (void)vg_snprintf(selector, sizeof selector, "spec.nodeName=%s", args->node_name);
+        struct kube_watch_options wo = {
+            .path = "/api/v1/pods", .field_selector = selector, .seed = (uint64_t)getpid()};
+        struct kube_watch_callbacks cb = {
+            .resync = pods_resync, .event = pods_event, .error = pods_error};
+        if ((rc = kube_watch_new(kube, &wo, &cb, d, &watch, err)) < 0)
+            return rc;
+    } else {
+        vg_log(VG_LOG_WARN, "no API server: pods are judged as a whole, no Events",
+               "hint=\"--kubeconfig or in-cluster\"");
+    }
+    const char *uuids[MON_MAX_GPUS];
+    for (unsigned i = 0; i < d->nvml.count; i++)
+        uuids[i] = d->nvml.uuids[i];
+    struct mon_options mo = {.policy = args->policy,
+                             .containers_dir = args->containers_dir,
+                             .proc_root = args->proc_root,
+                             .cgroup_root = args->cgroup_root,
+                             .resolve = kube ? resolve : NULL,
+                             .resolve_arg = d,
+                             .report = on_report,
+                             .report_arg = d};
+    VG_AUTO(mon_freep) struct mon_monitor *mon = NULL;
+    if ((rc = mon_new(&mo, uuids, d->nvml.count, &mon, err)) < 0)
+        return rc;
+    d->mon = mon;
+    struct timeval tv = {.tv_sec = (time_t)(args->interval_ms / 1000),
+                         .tv_usec = (suseconds_t)(args->interval_ms % 1000) * 1000};
+    VG_AUTO(event_freep) struct event *timer = event_new(base, -1, EV_PERSIST, on_timer, d);
+    VG_AUTO(event_freep) struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+    VG_AUTO(event_freep) struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
+    if (!timer || !sigterm || !sigint)
+        return vg_err_set(err, -ENOMEM, "cannot create the loop's events");
+    event_add(timer, &tv);
+    event_add(sigterm, NULL);
+    event_add(sigint, NULL);
+    vg_log(VG_LOG_INFO, "watching",
+           "gpus=%u policy=%s interval_ms=%llu containers_dir=%s node=%s api=%s", d->nvml.count,
+           args->policy == MON_POLICY_KILL ? "kill" : "warn", (unsigned long long)args->interval_ms,
+           args->containers_dir, args->node_name ? args->node_name : "", kube ? "yes" : "no");
+    on_timer(-1, 0, d); /* the first sample at once */
+    if (args->samples != 1)
+        event_base_dispatch(base);
+    free(d->ctrs);
+    return 0;
+}

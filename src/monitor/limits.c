@@ -1,0 +1,61 @@
+/* A container's limits, read from the device plugin's limits file with libvgpu's own
+ * parser (src/libvgpu/config.c), so the monitor and libvgpu can never disagree on what a
+ * file says. */
+#include <errno.h>
+#include <string.h>
+
+#include "base/auto.h"
+#include "base/buf.h"
+#include "base/str.h"
+#include "monitor/monitor.h"
+
+int mon_limits_read(const char *containers_dir, const char *pod_uid, const char *container,
+                    struct mon_limits *out, struct vg_err *err)
+{
+    char path[MON_PATH_MAX];
+    if (strchr(container, '/') || strchr(pod_uid, '/') || !container[0] ||
+        strcmp(container, "..") == 0)
+        return vg_err_set(err, -EINVAL, "container '%s' cannot name a directory", container);
+    if (vg_snprintf(path, sizeof path, "%s/%s_%s/limits", containers_dir, pod_uid, container) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "%s/%s_%s: path too long", containers_dir, pod_uid,
+                          container);
+    VG_AUTO_FREE char *text = NULL;
+    size_t len = 0;
+    struct vg_err sub = {0};
+    int rc = vg_read_file(path, VGPU_LIMITS_FILE_MAX, &text, &len, &sub);
+    if (rc < 0)
+        return vg_err_set(err, rc, "%s", sub.msg);
+    vgpu_config_init(&out->config);
+    if (vgpu_config_parse_file(&out->config, text, len, err) < 0)
+        return vg_err_wrap(err, "%s", path);
+    return 0;
+}
+
+uint64_t mon_limits_for_gpu(const struct mon_limits *limits, const char *uuid)
+{
+    const struct vgpu_config *c = &limits->config;
+    bool any_uuid = false;
+    uint64_t largest = 0;
+    bool unlimited = false;
+    for (unsigned i = 0; i < VGPU_CONFIG_MAX_DEVICES; i++) {
+        uint64_t l = vgpu_config_memory_limit(c, i);
+        if (c->device_uuid[i][0]) {
+            any_uuid = true;
+            if (strcmp(c->device_uuid[i], uuid) == 0)
+                return l ? l : UINT64_MAX;
+        }
+        if (c->memory_limit_given[i] || i == 0) {
+            unlimited |= l == 0;
+            largest = l > largest ? l : largest;
+        }
+    }
+    if (any_uuid)
+        return 0; /* a GPU the container was not given */
+    return unlimited || largest == 0 ? UINT64_MAX : largest;
+}
+
+uint64_t mon_slack(uint64_t limit)
+{
+    uint64_t pct = limit / 50;
+    return pct > (64ULL << 20) ? pct : 64ULL << 20;
+}
