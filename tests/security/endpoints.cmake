@@ -13,3 +13,13 @@ if(TARGET vgpu-scheduler)
   # The default address is a fixed port (8888): one test at a time may hold it.
   set_tests_properties(security.endpoints.Listen PROPERTIES RESOURCE_LOCK vgpu_scheduler_8888)
 endif()
+
+# The bearer-token helpers: the Authorization header reader, the comparison and the token
+# file loader (src/scheduler/auth.c); the reader's fuzz target replays its corpus.
+vgpu_unit_test(endpoints_auth_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/endpoints_auth_test.c
+  LIBS vgpu_scheduler)
+set_tests_properties(unit.endpoints_auth_test PROPERTIES LABELS "unit;security")
+vgpu_fuzz_target(sched_auth
+  SOURCES ${PROJECT_SOURCE_DIR}/tests/fuzz/fuzz_sched_auth.c
+  LIBS vgpu_scheduler)
