@@ -23,3 +23,9 @@ set_tests_properties(unit.endpoints_auth_test PROPERTIES LABELS "unit;security")
 vgpu_fuzz_target(sched_auth
   SOURCES ${PROJECT_SOURCE_DIR}/tests/fuzz/fuzz_sched_auth.c
   LIBS vgpu_scheduler)
+
+# /filter's promises without a network: only pending pods, the per-namespace bound.
+vgpu_unit_test(endpoints_filter_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/endpoints_filter_test.c
+  LIBS vgpu_scheduler)
+set_tests_properties(unit.endpoints_filter_test PROPERTIES LABELS "unit;security")

@@ -159,7 +159,10 @@ class Listen(Base):
             f.write("s3cret\n")
         self.run_refused(["--listen", "0.0.0.0:0", "--token-file", token],
                          "--tls-cert", "--tls-key")
-        # Bad files are named.
+        # Bad values are named.
+        for bad in ("x", "-1", "1000001"):
+            self.run_refused(["--max-assumptions-per-namespace", bad],
+                             "--max-assumptions-per-namespace")
         self.run_refused(["--listen", "0.0.0.0:0", "--tls-cert", crt, "--tls-key", key,
                           "--client-ca", os.path.join(d, "missing.crt")], "missing.crt")
         empty = os.path.join(d, "empty")
