@@ -84,10 +84,16 @@ bool sched_pending_has(const struct sched_state *s, const char *key, const char 
  * watch: many paths). Only at the bound is it recounted exactly, over every pod held, so
  * the common filter pays one lookup and a refusal is never a stale count's. */
 
-static size_t ns_len(const char *key)
+/* key's namespace (the part before '/') into ns (SCHED_KEY_MAX bytes); its length. */
+static size_t ns_of(const char *key, char *ns)
 {
     const char *slash = strchr(key, '/');
-    return slash != NULL ? (size_t)(slash - key) : strlen(key);
+    size_t len = slash != NULL ? (size_t)(slash - key) : strlen(key);
+    if (len >= SCHED_KEY_MAX)
+        len = SCHED_KEY_MAX - 1; /* keys are shorter: sched_pod_key wrote them */
+    memcpy(ns, key, len);
+    ns[len] = '\0';
+    return len;
 }
 
 static uint32_t recount(const struct sched_state *s, const char *ns, size_t len)
@@ -109,8 +115,7 @@ int sched_assume_admit(struct sched_state *s, const char *key, uint32_t *held)
     if (limit == 0)
         return 0;
     char ns[SCHED_KEY_MAX];
-    size_t len = ns_len(key);
-    (void)vg_snprintf(ns, sizeof ns, "%.*s", (int)len, key);
+    size_t len = ns_of(key, ns);
     uint32_t n = (uint32_t)(uintptr_t)sched_map_get(&s->ns_assumed, ns);
     if (n >= limit) {
         n = recount(s, ns, len);
@@ -128,8 +133,7 @@ void sched_assume_count(struct sched_state *s, const char *key)
     if (s->opt.max_assumed_per_namespace == 0)
         return;
     char ns[SCHED_KEY_MAX];
-    size_t len = ns_len(key);
-    (void)vg_snprintf(ns, sizeof ns, "%.*s", (int)len, key);
+    (void)ns_of(key, ns);
     uint32_t n = (uint32_t)(uintptr_t)sched_map_get(&s->ns_assumed, ns);
     sched_map_put(&s->ns_assumed, ns, (void *)(uintptr_t)(n + 1));
 }
