@@ -2,7 +2,7 @@
 # Instructions per /filter (callgrind) with and without the closed endpoints' promise
 # rules: bench/endpoints_filter_cost.c at FILTERS_A and FILTERS_B filters; the difference
 # divided by FILTERS_B - FILTERS_A is the cost of one filter, set-up excluded.
-# usage: bench/endpoints_filter_cost.sh BUILD   (NODES 1000, FILTERS_A 100, FILTERS_B 300)
+# usage: bench/endpoints_filter_cost.sh BUILD   (NODES 1000, FILTERS_A 100, FILTERS_B 600)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -10,7 +10,7 @@ bin=$build/bin/endpoints_filter_cost
 [ -x "$bin" ] || { echo "no $bin: build the endpoints_filter_cost target"; exit 1; }
 command -v valgrind >/dev/null || { echo "needs valgrind"; exit 1; }
 a=${FILTERS_A:-100}
-b=${FILTERS_B:-300}
+b=${FILTERS_B:-600}
 nodes=${NODES:-1000}
 count() { # CHECK FILTERS -> instructions
     valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" "$nodes" 2>&1 |
