@@ -143,6 +143,31 @@ class Listen(Base):
             s.connect((addr, 8888))
         s.close()
 
+    def test_ipv6_loopback_is_loopback(self):
+        if not socket.has_ipv6:
+            vg_skip.skip("IPv6 sockets")
+        try:
+            probe = socket.socket(socket.AF_INET6)
+            probe.bind(("::1", 0))
+            probe.close()
+        except OSError as exc:
+            vg_skip.skip("an IPv6 loopback address (%s)" % exc)
+        self.c = H.Cluster(BINARY, [H.node_object("node-00", 1)],
+                           base_args=("--listen", "[::1]:0"))
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            conn = http.client.HTTPConnection("::1", self.c.port, timeout=5)
+            try:
+                conn.request("GET", "/readyz")
+                if conn.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            finally:
+                conn.close()
+            time.sleep(0.05)
+        self.fail("no answer on [::1]:%d:\n%s" % (self.c.port, self.c.log()))
+
     def test_refuses_other_addresses_without_tls_and_auth(self):
         d = tempfile.mkdtemp(prefix="vgpu-ep-")
         crt, key = make_ca(d, "server")
