@@ -433,18 +433,22 @@ class Assumptions(Base):
         self.assertEqual(self.tenants(), self.NODES * self.GPUS)
 
     def test_pod_the_watch_shows_late_still_fits(self):
-        self.cluster()
+        self.cluster(["--assume-ttl", "300"])  # the promises must outlast a loaded machine
         conn = H.Http(self.c.port)
 
-        def admin(body):
-            status, res = self.c.apic.request("POST", "/admin/faults", body)
+        def admin(body, http=None):
+            status, res = (http or self.c.apic).request("POST", "/admin/faults", body)
             self.assertEqual(status, 200, res)
-        # The watch holds the new pod back for 0.3 s: the filter waits for it.
+        # The watch holds the new pod back for 0.3 s: the filter waits for it. (The timer
+        # thread has its own connection: http.client connections are not thread-safe.)
         admin({"watch_paused": True})
         pod = self.real_pod("late")
-        threading.Timer(0.3, admin, args=({"watch_paused": False},)).start()
+        timer = threading.Timer(0.3, admin, args=({"watch_paused": False},
+                                                  H.Http(self.c.api_port)))
+        timer.start()
         t0 = time.time()
         names, body = self.c.filter(conn, pod, self.names)
+        timer.join()
         self.assertEqual(len(names), 1, body)
         self.assertGreater(time.time() - t0, 0.2)
         # Held back longer than the filter waits: a retriable error, nothing reserved;
