@@ -392,7 +392,7 @@ class Paths(Base):
 
 class Assumptions(Base):
     def test_filters_for_missing_pods_reserve_nothing(self):
-        self.cluster(["--assume-ttl", "30"])
+        self.cluster(["--assume-ttl", "300"])  # no promise may expire while the test runs
         conn = H.Http(self.c.port)
         real = self.real_pod("real")
         ghosts = [H.pod_object("ghost-%d" % i, ONE_GPU) for i in range(10)]
@@ -466,7 +466,7 @@ class Assumptions(Base):
         self.assertEqual(self.tenants(), 2)
 
     def test_namespace_bound(self):
-        self.cluster(["--max-assumptions-per-namespace", "3"])
+        self.cluster(["--max-assumptions-per-namespace", "3", "--assume-ttl", "300"])
         conn = H.Http(self.c.port)
         small = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000", "nvidia.com/gpucores": "5"}
         team_a = [self.real_pod("a-%d" % i, small, ns="team-a") for i in range(5)]
