@@ -56,7 +56,7 @@ contexts: [{name: c, context: {cluster: k, user: u}}]
 clusters: [{name: k, cluster: {server: 'http://127.0.0.1:$(cat "$run/api.port")'}}]
 users: [{name: u, user: {token: bench}}]
 KC
-    "$sched" --listen 127.0.0.1:0 --port-file "$run/sched.port" --kubeconfig "$run/kubeconfig" \
+    "$sched" --listen 127.0.0.1:0 --debug-state --port-file "$run/sched.port" --kubeconfig "$run/kubeconfig" \
         --assume-ttl 120 --log-level warn --policy "$policy" ${SCHED_ARGS:-} >"$run/sched.log" 2>&1 &
     spid=$!
     pids+=($spid)

@@ -31,7 +31,9 @@ def main():
     node_objs = [H.node_object(n, gpus, mem_mib=81559, slots=10) for n in names]
     limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "10000", "nvidia.com/gpucores": "10"}
     pods = [H.pod_object("b-%05d" % i, limits) for i in range(npods)]
-    cluster = H.Cluster(binary, node_objs, pods, ttl=60)
+    # Half the pods are filtered before any is bound: no per-namespace bound on promises.
+    cluster = H.Cluster(binary, node_objs, pods, ttl=60,
+                        extra_args=["--max-assumptions-per-namespace", "0"])
     try:
         ready = cluster.wait_ready(timeout=600)
         listed = cluster.list("pods")

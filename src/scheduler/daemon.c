@@ -1,5 +1,6 @@
-/* vgpu-scheduler's daemon (daemon.h): one libevent loop drives the extender's HTTP server
- * (evhttp), the optional HTTPS webhook server, the Kubernetes API client's node and pod
+/* vgpu-scheduler's daemon (daemon.h): one libevent loop drives the extender's server
+ * (evhttp: plain HTTP on loopback, or HTTPS with client authentication), the optional
+ * HTTPS webhook server, the Kubernetes API client's node and pod
  * watches (src/kube) and a one-second timer that expires assumptions. Decisions live in
  * the scheduler core (sched.h); this file routes requests, renders metrics and moves
  * bytes. docs/scheduler.md lists every path and metric. */
@@ -16,6 +17,7 @@
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,7 @@
 #include "base/parse.h"
 #include "base/str.h"
 #include "kube/kube.h"
+#include "scheduler/auth.h"
 
 /* ---- metrics ------------------------------------------------------------------------ */
 
@@ -55,18 +58,42 @@ static void hist_observe(struct histogram *h, double seconds)
 enum verb { VERB_FILTER, VERB_PRIORITIZE, VERB_BIND, VERB_WEBHOOK, VERB_COUNT };
 static const char *const verb_names[VERB_COUNT] = {"filter", "prioritize", "bind", "webhook"};
 
+/* A /filter for a pod the pod watch has not shown yet: kube-scheduler's own watch may be
+ * a moment ahead of ours. It waits, unanswered, until the pod shows up or PARK_WAIT_MS
+ * pass; at most PARK_MAX wait at once (beyond, the answer is the retriable error now). */
+#define PARK_MAX         64
+#define PARK_WAIT_MS     1000
+#define PARK_RETRY_EVERY 50 /* ms: filters waiting are tried again at least this often */
+
+struct parked_filter {
+    struct evhttp_request *req;
+    double t0;
+    uint64_t deadline_ms;
+    struct parked_filter *next;
+};
+
 struct sched_daemon {
     struct event_base *base;
     struct sched_state *state;
     struct kube_client *client;
     struct kube_watch *nodes, *pods;
     struct evhttp *http, *https;
-    SSL_CTX *ssl;
+    SSL_CTX *ssl;        /* the webhook's */
+    SSL_CTX *ext_ssl;    /* the extender's, when it serves TLS */
     struct event *timer; /* expires assumptions once a second */
     uint16_t port;       /* the extender's, as bound */
+    bool need_cert;      /* extender clients must present a certificate the CA signed */
+    bool need_token;     /* extender clients must send the bearer token */
+    bool debug_state;
+    char token[SCHED_TOKEN_MAX + 1];
+    size_t token_len;
+    struct parked_filter *parked;
+    size_t parked_count;
+    struct event *retry; /* tries the parked filters again */
     struct histogram latency[VERB_COUNT];
     uint64_t http_errors[VERB_COUNT]; /* 400 and 413 answers */
     uint64_t api_errors;
+    uint64_t unauthorized;
     uint64_t bind_inflight;
 };
 
@@ -140,6 +167,12 @@ static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
                         (unsigned long long)st.conflicts);
     evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"api\"} %llu\n",
                         (unsigned long long)d->api_errors);
+    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"unauthorized\"} %llu\n",
+                        (unsigned long long)d->unauthorized);
+    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"unknown_pod\"} %llu\n",
+                        (unsigned long long)st.unknown_pods);
+    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"namespace_bound\"} %llu\n",
+                        (unsigned long long)st.namespace_bound);
     evbuffer_add_printf(b, "# HELP vgpu_scheduler_request_duration_seconds Time to answer an "
                            "extender or webhook call.\n# TYPE "
                            "vgpu_scheduler_request_duration_seconds histogram\n");
@@ -303,28 +336,160 @@ static void handle_bind(struct sched_daemon *d, struct evhttp_request *req, cons
         bind_reply(bc, err.msg, SCHED_BIND_REFUSED);
 }
 
-static void handle(struct evhttp_request *req, void *arg)
+/* The path of req, cut to fit p (longer paths match nothing). */
+static void request_path(struct evhttp_request *req, char *p, size_t size)
 {
-    struct sched_daemon *d = arg;
-    double t0 = mono_s();
-    const char *uri = evhttp_request_get_uri(req);
-    struct evhttp_uri *parsed = evhttp_uri_parse(uri);
+    struct evhttp_uri *parsed = evhttp_uri_parse(evhttp_request_get_uri(req));
     const char *path = parsed != NULL ? evhttp_uri_get_path(parsed) : NULL;
-    char p[64] = "";
+    p[0] = '\0';
     if (path != NULL)
-        (void)vg_strlcpy(p, path, sizeof p);
+        (void)vg_strlcpy(p, path, size);
     evhttp_uri_free(parsed);
-    enum evhttp_cmd_type method = evhttp_request_get_command(req);
+}
+
+static bool serve_health(struct sched_daemon *d, struct evhttp_request *req, const char *p)
+{
     if (strcmp(p, "/healthz") == 0) {
         reply(req, 200, "OK", "text/plain", "ok\n");
-        return;
+        return true;
     }
     if (strcmp(p, "/readyz") == 0) {
         bool ready = kube_watch_synced(d->nodes) && kube_watch_synced(d->pods);
         reply(req, ready ? 200 : 503, ready ? "OK" : "Service Unavailable", "text/plain",
               ready ? "ok\n" : "waiting for the first node and pod lists\n");
-        return;
+        return true;
     }
+    return false;
+}
+
+/* The TLS session of req's connection, or NULL on a plain one. */
+static SSL *request_ssl(struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    struct bufferevent *bev = evcon != NULL ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    return bev != NULL ? bufferevent_openssl_get_ssl(bev) : NULL;
+}
+
+/* Whether the extender's client proved who it is, as configured: a certificate the CA
+ * signed (the handshake refused any other; a client may still have sent none) and the
+ * bearer token. Answers 401 itself when not. */
+static bool authorized(struct sched_daemon *d, struct evhttp_request *req)
+{
+    const char *why = NULL;
+    if (d->need_cert) {
+        SSL *ssl = request_ssl(req);
+        if (ssl == NULL || SSL_get0_peer_certificate(ssl) == NULL ||
+            SSL_get_verify_result(ssl) != X509_V_OK)
+            why = "a client certificate signed by the --client-ca authority is required\n";
+    }
+    if (why == NULL && d->need_token) {
+        const char *header =
+            evhttp_find_header(evhttp_request_get_input_headers(req), "Authorization");
+        const char *tok;
+        size_t len;
+        if (sched_auth_bearer(header, &tok, &len) < 0 ||
+            !sched_auth_token_equal(tok, len, d->token, d->token_len))
+            why = "a valid \"Authorization: Bearer <token>\" header is required\n";
+    }
+    if (why == NULL)
+        return true;
+    d->unauthorized++;
+    if (d->need_token)
+        evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+                          "Bearer realm=\"vgpu-scheduler\"");
+    reply(req, 401, "Unauthorized", "text/plain", why);
+    return false;
+}
+
+/* The request body, contiguous (it stays in req until the reply). */
+static const char *request_body(struct evhttp_request *req, size_t *len)
+{
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    *len = evbuffer_get_length(in);
+    return *len > 0 ? (const char *)evbuffer_pullup(in, -1) : "";
+}
+
+/* Runs /filter on req's body and answers, or, for a pod the pod watch has not shown yet,
+ * parks the request until deadline_ms (see PARK_MAX); true when it was parked. */
+static bool run_filter(struct sched_daemon *d, struct evhttp_request *req, double t0,
+                       uint64_t deadline_ms)
+{
+    size_t len;
+    const char *body = request_body(req, &len);
+    struct vg_err err = {0};
+    VG_AUTO_FREE char *out = NULL;
+    int rc = sched_filter(d->state, body, len, now(), &out, &err);
+    if (rc == SCHED_FILTER_RETRY && mono_ms() < deadline_ms && d->parked_count < PARK_MAX) {
+        struct parked_filter *pf = xcalloc(1, sizeof *pf);
+        pf->req = req;
+        pf->t0 = t0;
+        pf->deadline_ms = deadline_ms;
+        pf->next = d->parked;
+        d->parked = pf;
+        d->parked_count++;
+        struct timeval tv = {0, PARK_RETRY_EVERY * 1000};
+        event_add(d->retry, &tv);
+        return true;
+    }
+    if (rc < 0) {
+        vg_log(VG_LOG_INFO, "bad request", "verb=filter err=\"%s\"", err.msg);
+        reply_error(d, VERB_FILTER, req, &err);
+    } else {
+        reply(req, 200, "OK", "application/json", out);
+    }
+    hist_observe(&d->latency[VERB_FILTER], mono_s() - t0);
+    return false;
+}
+
+/* The parked filters, again: the pod watch moved, or PARK_RETRY_EVERY passed. Each is
+ * answered once its pod shows up or its wait is over. */
+static void retry_parked(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct sched_daemon *d = arg;
+    struct parked_filter *list = d->parked;
+    d->parked = NULL;
+    d->parked_count = 0;
+    while (list != NULL) {
+        struct parked_filter *pf = list;
+        list = pf->next;
+        (void)run_filter(d, pf->req, pf->t0, pf->deadline_ms); /* may park it anew */
+        free(pf);
+    }
+}
+
+/* The pod watch moved: parked filters are worth trying now. */
+static void pods_moved(struct sched_daemon *d)
+{
+    if (d->parked != NULL)
+        event_active(d->retry, EV_TIMEOUT, 0);
+}
+
+static void serve_debug(struct sched_daemon *d, struct evhttp_request *req, bool bound_only)
+{
+    VG_AUTO_FREE char *text = sched_dump(d->state, bound_only);
+    struct vg_err err = {0};
+    int inv = sched_check_invariants(d->state, &err);
+    VG_AUTO_JSON json_t *root = json_loads(text, 0, NULL);
+    json_object_set_new(root, "invariants", json_string(inv == 0 ? "ok" : err.msg));
+    VG_AUTO_FREE char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    reply(req, 200, "OK", "application/json", out);
+}
+
+/* The extender's address: the verbs, health, metrics and, when turned on, the state
+ * dump; never the webhook. */
+static void handle_extender(struct evhttp_request *req, void *arg)
+{
+    struct sched_daemon *d = arg;
+    double t0 = mono_s();
+    char p[64];
+    request_path(req, p, sizeof p);
+    enum evhttp_cmd_type method = evhttp_request_get_command(req);
+    if (serve_health(d, req, p))
+        return;
+    if (!authorized(d, req))
+        return;
     if (strcmp(p, "/metrics") == 0) {
         struct evbuffer *b = evbuffer_new();
         render_metrics(d, b);
@@ -334,14 +499,9 @@ static void handle(struct evhttp_request *req, void *arg)
         evbuffer_free(b);
         return;
     }
-    if (strcmp(p, "/debug/state") == 0 || strcmp(p, "/debug/state-bound") == 0) {
-        VG_AUTO_FREE char *text = sched_dump(d->state, strcmp(p, "/debug/state-bound") == 0);
-        struct vg_err err = {0};
-        int inv = sched_check_invariants(d->state, &err);
-        VG_AUTO_JSON json_t *root = json_loads(text, 0, NULL);
-        json_object_set_new(root, "invariants", json_string(inv == 0 ? "ok" : err.msg));
-        VG_AUTO_FREE char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
-        reply(req, 200, "OK", "application/json", out);
+    if (d->debug_state &&
+        (strcmp(p, "/debug/state") == 0 || strcmp(p, "/debug/state-bound") == 0)) {
+        serve_debug(d, req, strcmp(p, "/debug/state-bound") == 0);
         return;
     }
     enum verb v;
@@ -351,8 +511,6 @@ static void handle(struct evhttp_request *req, void *arg)
         v = VERB_PRIORITIZE;
     else if (strcmp(p, "/bind") == 0)
         v = VERB_BIND;
-    else if (strcmp(p, "/webhook") == 0 || strcmp(p, "/mutate") == 0)
-        v = VERB_WEBHOOK;
     else {
         reply(req, 404, "Not Found", "text/plain", "not found\n");
         return;
@@ -361,34 +519,55 @@ static void handle(struct evhttp_request *req, void *arg)
         reply(req, 405, "Method Not Allowed", "text/plain", "POST only\n");
         return;
     }
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    size_t len = evbuffer_get_length(in);
-    const char *body = len > 0 ? (const char *)evbuffer_pullup(in, -1) : "";
-    struct vg_err err = {0};
-    VG_AUTO_FREE char *out = NULL;
-    int rc = 0;
-    switch (v) {
-    case VERB_FILTER:
-        rc = sched_filter(d->state, body, len, now(), &out, &err);
-        break;
-    case VERB_PRIORITIZE:
-        rc = sched_prioritize(d->state, body, len, &out, &err);
-        break;
-    case VERB_WEBHOOK:
-        rc = sched_admit(d->state, body, len, &out, &err);
-        break;
-    case VERB_BIND:
-    case VERB_COUNT:
+    if (v == VERB_FILTER) {
+        (void)run_filter(d, req, t0, mono_ms() + PARK_WAIT_MS);
+        return;
+    }
+    size_t len;
+    const char *body = request_body(req, &len);
+    if (v == VERB_BIND) {
         handle_bind(d, req, body, len, t0);
         return;
     }
-    if (rc < 0) {
+    struct vg_err err = {0};
+    VG_AUTO_FREE char *out = NULL;
+    if (sched_prioritize(d->state, body, len, &out, &err) < 0) {
         vg_log(VG_LOG_INFO, "bad request", "verb=%s err=\"%s\"", verb_names[v], err.msg);
         reply_error(d, v, req, &err);
     } else {
         reply(req, 200, "OK", "application/json", out);
     }
     hist_observe(&d->latency[v], mono_s() - t0);
+}
+
+/* The webhook's HTTPS address: the admission review and health, nothing else. */
+static void handle_webhook(struct evhttp_request *req, void *arg)
+{
+    struct sched_daemon *d = arg;
+    double t0 = mono_s();
+    char p[64];
+    request_path(req, p, sizeof p);
+    if (serve_health(d, req, p))
+        return;
+    if (strcmp(p, "/webhook") != 0 && strcmp(p, "/mutate") != 0) {
+        reply(req, 404, "Not Found", "text/plain", "not found\n");
+        return;
+    }
+    if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
+        reply(req, 405, "Method Not Allowed", "text/plain", "POST only\n");
+        return;
+    }
+    size_t len;
+    const char *body = request_body(req, &len);
+    struct vg_err err = {0};
+    VG_AUTO_FREE char *out = NULL;
+    if (sched_admit(d->state, body, len, &out, &err) < 0) {
+        vg_log(VG_LOG_INFO, "bad request", "verb=webhook err=\"%s\"", err.msg);
+        reply_error(d, VERB_WEBHOOK, req, &err);
+    } else {
+        reply(req, 200, "OK", "application/json", out);
+    }
+    hist_observe(&d->latency[VERB_WEBHOOK], mono_s() - t0);
 }
 
 /* ---- watches ------------------------------------------------------------------------ */
@@ -416,6 +595,8 @@ static void pods_resync(void *arg, json_t *items, const char *rv)
     struct sched_daemon *d = arg;
     double t0 = mono_s();
     sched_pods_resync(d->state, items);
+    sched_pending_resync(d->state, items);
+    pods_moved(d);
     vg_log(VG_LOG_INFO, "pods listed", "count=%zu rv=%s seconds=%.3f", json_array_size(items), rv,
            mono_s() - t0);
 }
@@ -423,10 +604,14 @@ static void pods_resync(void *arg, json_t *items, const char *rv)
 static void pods_event(void *arg, enum kube_event_type type, json_t *obj)
 {
     struct sched_daemon *d = arg;
-    if (type == KUBE_EVENT_DELETED)
+    if (type == KUBE_EVENT_DELETED) {
         sched_pod_delete(d->state, obj);
-    else
+        sched_pending_delete(d->state, obj);
+    } else {
         sched_pod_update(d->state, obj);
+        sched_pending_update(d->state, obj);
+    }
+    pods_moved(d);
 }
 
 static void watch_error(void *arg, const struct vg_err *err)
@@ -444,13 +629,54 @@ static void tick(evutil_socket_t fd, short what, void *arg)
     sched_expire(d->state, now());
 }
 
-/* ---- TLS for the webhook ------------------------------------------------------------- */
+/* ---- TLS ---------------------------------------------------------------------------- */
 
 static struct bufferevent *tls_bev(struct event_base *base, void *arg)
 {
     SSL_CTX *ctx = arg;
-    return bufferevent_openssl_socket_new(base, -1, SSL_new(ctx), BUFFEREVENT_SSL_ACCEPTING,
+    SSL *ssl = SSL_new(ctx);
+    if (ssl == NULL)
+        return NULL;
+    return bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
                                           BEV_OPT_CLOSE_ON_FREE);
+}
+
+/* The extender over TLS reads as much per read as the plain one (below). */
+static struct bufferevent *ext_tls_bev(struct event_base *base, void *arg)
+{
+    struct bufferevent *bev = tls_bev(base, arg);
+    if (bev != NULL)
+        (void)bufferevent_set_max_single_read(bev, 256 * 1024);
+    return bev;
+}
+
+/* A server context with the certificate chain and key; with ca, clients are asked for a
+ * certificate, and one that the CA did not sign fails the handshake (one that sends none
+ * is refused per request: health probes carry none). */
+static SSL_CTX *server_ctx(const char *cert, const char *key, const char *ca, const char *what,
+                           struct vg_err *err)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == NULL || SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+        SSL_CTX_use_certificate_chain_file(ctx, cert) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(ctx) != 1) {
+        SSL_CTX_free(ctx);
+        vg_err_set(err, -EINVAL, "cannot load the %s certificate %s or key %s", what, cert, key);
+        return NULL;
+    }
+    if (ca != NULL) {
+        STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(ca);
+        if (names == NULL || SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1) {
+            sk_X509_NAME_pop_free(names, X509_NAME_free);
+            SSL_CTX_free(ctx);
+            vg_err_set(err, -EINVAL, "cannot load the client CA certificates from %s", ca);
+            return NULL;
+        }
+        SSL_CTX_set_client_CA_list(ctx, names);
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    }
+    return ctx;
 }
 
 /* Plain extender connections read up to 256 KiB per read: a /filter offering 5,000 nodes
@@ -472,6 +698,11 @@ static int split_addr(const char *text, char *host, size_t size, uint16_t *port,
         return vg_err_set(err, -EINVAL, "'%s' is not ADDR:PORT", text);
     memcpy(host, text, (size_t)(colon - text));
     host[colon - text] = '\0';
+    size_t hl = strlen(host);
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') { /* "[::1]:8888" */
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = '\0';
+    }
     if (host[0] == '\0')
         (void)vg_strlcpy(host, "0.0.0.0", size);
     uint64_t p;
@@ -481,9 +712,24 @@ static int split_addr(const char *text, char *host, size_t size, uint16_t *port,
     return 0;
 }
 
-static int listen_on(struct evhttp *http, const char *addr, const char *port_file, uint16_t *bound,
-                     struct vg_err *err)
+/* Whether a bound socket's address is a loopback one (127.0.0.0/8, ::1, or ::ffff:127.x). */
+static bool is_loopback(const struct sockaddr_storage *ss)
 {
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return false;
+}
+
+/* Listens on addr; *bound is the port, *loopback whether nothing beyond this host can
+ * connect (from the address actually bound, not its spelling). */
+static int listen_on(struct evhttp *http, const char *addr, const char *port_file, uint16_t *bound,
+                     bool *loopback, struct vg_err *err)
+{
+    *loopback = false;
     char host[256];
     uint16_t port = 0;
     if (split_addr(addr, host, sizeof host, &port, err) < 0)
@@ -493,9 +739,13 @@ static int listen_on(struct evhttp *http, const char *addr, const char *port_fil
         return vg_err_set(err, -EADDRINUSE, "cannot listen on %s", addr);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
-    if (getsockname(evhttp_bound_socket_get_fd(sock), (struct sockaddr *)&ss, &sl) == 0 &&
-        ss.ss_family == AF_INET)
-        port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (getsockname(evhttp_bound_socket_get_fd(sock), (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET)
+            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        else if (ss.ss_family == AF_INET6)
+            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        *loopback = is_loopback(&ss);
+    }
     vg_log(VG_LOG_INFO, "listening", "addr=%s port=%u", host, port);
     *bound = port;
     if (port_file != NULL) {
@@ -518,12 +768,26 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
     *out = NULL;
     if (o->listen == NULL)
         return vg_err_set(err, -EINVAL, "no address to listen on");
-    if (o->webhook_listen != NULL && (o->tls_cert == NULL || o->tls_key == NULL))
+    bool tls = o->tls_cert != NULL && o->tls_key != NULL;
+    if (o->webhook_listen != NULL && !tls)
         return vg_err_set(err, -EINVAL, "the webhook server needs a certificate and a key");
+    bool ext_tls = o->client_ca != NULL || o->token_file != NULL;
+    if (ext_tls && !tls)
+        return vg_err_set(err, -EINVAL,
+                          "--client-ca and --token-file serve the extender over TLS: they need "
+                          "--tls-cert and --tls-key");
     VG_AUTO(daemon_freep) struct sched_daemon *d = xcalloc(1, sizeof *d);
     d->base = base;
     d->client = client;
-    if (sched_state_new(sched, &d->state, err) < 0)
+    d->debug_state = o->debug_state;
+    if (o->token_file != NULL) {
+        if (sched_auth_load_token(o->token_file, d->token, sizeof d->token, &d->token_len, err) < 0)
+            return err->code;
+        d->need_token = true;
+    }
+    struct sched_options so = *sched;
+    so.require_pending = true; /* the daemon runs the pod watch that feeds it */
+    if (sched_state_new(&so, &d->state, err) < 0)
         return err->code;
     struct kube_watch_callbacks ncb = {nodes_resync, nodes_event, watch_error};
     struct kube_watch_callbacks pcb = {pods_resync, pods_event, watch_error};
@@ -532,29 +796,46 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
     if (kube_watch_new(client, &nopt, &ncb, d, &d->nodes, err) < 0 ||
         kube_watch_new(client, &popt, &pcb, d, &d->pods, err) < 0)
         return err->code;
+    d->retry = event_new(base, -1, 0, retry_parked, d);
+    if (d->retry == NULL)
+        return vg_err_set(err, -ENOMEM, "cannot create the filter retry event");
     d->http = evhttp_new(base);
     if (d->http == NULL)
         return vg_err_set(err, -ENOMEM, "cannot create the HTTP server");
     evhttp_set_max_body_size(d->http, SCHED_MAX_BODY_BYTES);
     evhttp_set_allowed_methods(d->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD);
-    evhttp_set_bevcb(d->http, plain_bev, NULL);
-    evhttp_set_gencb(d->http, handle, d);
-    if (listen_on(d->http, o->listen, o->port_file, &d->port, err) < 0)
+    if (ext_tls) {
+        d->ext_ssl = server_ctx(o->tls_cert, o->tls_key, o->client_ca, "extender", err);
+        if (d->ext_ssl == NULL)
+            return err->code;
+        d->need_cert = o->client_ca != NULL;
+        evhttp_set_bevcb(d->http, ext_tls_bev, d->ext_ssl);
+    } else {
+        evhttp_set_bevcb(d->http, plain_bev, NULL);
+    }
+    evhttp_set_gencb(d->http, handle_extender, d);
+    bool loopback = false;
+    if (listen_on(d->http, o->listen, o->port_file, &d->port, &loopback, err) < 0)
         return err->code;
+    if (!loopback && !ext_tls)
+        return vg_err_set(err, -EPERM,
+                          "refusing to serve the extender on %.64s (not loopback) without TLS "
+                          "and client authentication: listen on 127.0.0.1 (the default), or "
+                          "give --tls-cert and --tls-key with --client-ca or --token-file",
+                          o->listen);
     if (o->webhook_listen != NULL) {
-        d->ssl = SSL_CTX_new(TLS_server_method());
-        if (d->ssl == NULL || SSL_CTX_use_certificate_chain_file(d->ssl, o->tls_cert) != 1 ||
-            SSL_CTX_use_PrivateKey_file(d->ssl, o->tls_key, SSL_FILETYPE_PEM) != 1)
-            return vg_err_set(err, -EINVAL, "cannot load the webhook certificate %s or key %s",
-                              o->tls_cert, o->tls_key);
+        d->ssl = server_ctx(o->tls_cert, o->tls_key, NULL, "webhook", err);
+        if (d->ssl == NULL)
+            return err->code;
         d->https = evhttp_new(base);
         if (d->https == NULL)
             return vg_err_set(err, -ENOMEM, "cannot create the HTTPS server");
         evhttp_set_max_body_size(d->https, SCHED_MAX_BODY_BYTES);
         evhttp_set_bevcb(d->https, tls_bev, d->ssl);
-        evhttp_set_gencb(d->https, handle, d);
+        evhttp_set_gencb(d->https, handle_webhook, d);
         uint16_t webhook_port;
-        if (listen_on(d->https, o->webhook_listen, NULL, &webhook_port, err) < 0)
+        bool webhook_loopback;
+        if (listen_on(d->https, o->webhook_listen, NULL, &webhook_port, &webhook_loopback, err) < 0)
             return err->code;
     }
     d->timer = event_new(base, -1, EV_PERSIST, tick, d);
@@ -571,12 +852,23 @@ void sched_daemon_free(struct sched_daemon *d)
         return;
     if (d->timer != NULL)
         event_free(d->timer);
+    if (d->retry != NULL)
+        event_free(d->retry);
+    /* Filters still parked: evhttp_free below ends their connections and requests. */
+    while (d->parked != NULL) {
+        struct parked_filter *pf = d->parked;
+        d->parked = pf->next;
+        free(pf);
+    }
     if (d->http != NULL)
         evhttp_free(d->http);
     if (d->https != NULL)
         evhttp_free(d->https);
     if (d->ssl != NULL)
         SSL_CTX_free(d->ssl);
+    if (d->ext_ssl != NULL)
+        SSL_CTX_free(d->ext_ssl);
+    OPENSSL_cleanse(d->token, sizeof d->token);
     kube_watch_free(d->nodes);
     kube_watch_free(d->pods);
     sched_state_free(d->state);

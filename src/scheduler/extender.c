@@ -215,9 +215,10 @@ struct offer {
 
 /* The filter decision over the offered nodes, shared by both readers: sets each offer's
  * verdict, charges and records the promise; *error is the result's Error text ("" when
- * none). pod is a validated object and key its "ns/name". */
-static void filter_decide(struct sched_state *s, json_t *pod, const char *key, struct offer *of,
-                          size_t n, struct sched_now now, char *error, size_t error_size)
+ * none). pod is a validated object and key its "ns/name". 0, or SCHED_FILTER_RETRY for a
+ * pod the pod watch does not show waiting (no offer gets a verdict). */
+static int filter_decide(struct sched_state *s, json_t *pod, const char *key, struct offer *of,
+                         size_t n, struct sched_now now, char *error, size_t error_size)
 {
     error[0] = '\0';
     s->stats.filters++;
@@ -240,7 +241,32 @@ static void filter_decide(struct sched_state *s, json_t *pod, const char *key, s
             of[i].verdict = same ? V_PASS : V_FAIL;
             of[i].why = same ? NULL : "vgpu: pod already has GPUs on another node";
         }
+    } else if (s->opt.require_pending &&
+               !sched_pending_has(s, key, sched_json_str(pod, "metadata", "uid", NULL))) {
+        /* Only a pod the API holds gets a promise: anyone else's filter would reserve
+         * GPUs for nobody until the TTL. The watch may lag kube-scheduler's by a moment:
+         * the error is one kube-scheduler retries, and the daemon asks again first. */
+        const char *uid = sched_json_str(pod, "metadata", "uid", NULL);
+        (void)vg_snprintf(error, error_size,
+                          "vgpu: pod %s (uid %.128s) is not waiting for a node as the API shows "
+                          "it (not created, already bound, finished, or not seen by the "
+                          "scheduler's pod watch yet); nothing reserved, scheduling will be "
+                          "retried",
+                          key, uid != NULL ? uid : "none");
+        s->stats.unknown_pods++;
+        return SCHED_FILTER_RETRY;
     } else {
+        uint32_t held = 0;
+        if (old == NULL && sched_assume_admit(s, key, &held) < 0) {
+            (void)vg_snprintf(error, error_size,
+                              "vgpu: namespace of pod %s holds %u outstanding GPU assumptions "
+                              "(filtered, not yet bound), the most --max-assumptions-per-"
+                              "namespace allows; nothing reserved, scheduling will be retried "
+                              "once some are bound or expire",
+                              key, held);
+            s->stats.namespace_bound++;
+            return 0;
+        }
         if (old != NULL)
             sched_pod_drop(s, old); /* a new attempt replaces the old promise */
         struct sched_pod *p = NULL;
@@ -293,8 +319,11 @@ static void filter_decide(struct sched_state *s, json_t *pod, const char *key, s
             p->assumed = true;
             p->expires_ms = now.mono_ms + s->opt.assume_ttl_ms;
             sched_map_put(&s->pods, p->key, p);
+            if (old == NULL)
+                sched_assume_count(s, p->key);
         }
     }
+    return 0;
 }
 
 /* Counts a refused request; returns rc. */
@@ -361,7 +390,7 @@ int sched_filter_tree(struct sched_state *s, const char *body, size_t len, struc
         of[i].idx = sched_node_find(s, of[i].name);
     }
     char error[VG_ERR_MSG_MAX + 64];
-    filter_decide(s, pod, key, of, n, now, error, sizeof error);
+    int decided = filter_decide(s, pod, key, of, n, now, error, sizeof error);
 
     VG_AUTO_JSON json_t *result = json_object();
     json_t *failed = json_object();
@@ -387,7 +416,7 @@ int sched_filter_tree(struct sched_state *s, const char *body, size_t len, struc
     json_object_set_new(result, "FailedAndUnresolvableNodes", json_object());
     json_object_set_new(result, "Error", json_string(error));
     *out = json_dumps(result, JSON_COMPACT);
-    return 0;
+    return decided;
 }
 
 /* ---- filter, fast lane (args.h) ------------------------------------------------------- */
@@ -533,9 +562,9 @@ static int filter_fast(struct sched_state *s, const char *body, size_t len, stru
             of[i].name = c.text->data + (uintptr_t)of[i].name;
     lookup_offers(s, of, c.n);
     char error[VG_ERR_MSG_MAX + 64];
-    filter_decide(s, pod, key, of, c.n, now, error, sizeof error);
+    int decided = filter_decide(s, pod, key, of, c.n, now, error, sizeof error);
     *out = write_filter_result(s, of, c.n, error);
-    return 0;
+    return decided;
 }
 
 int sched_filter(struct sched_state *s, const char *body, size_t len, struct sched_now now,

@@ -99,6 +99,8 @@ struct sched_state {
     size_t scan_offers_cap;
     struct sched_map node_index; /* name -> index + 1 */
     struct sched_map pods;       /* "ns/name" -> struct sched_pod */
+    struct sched_map pending;    /* "ns/name" -> its uid (owned): pods waiting for a node */
+    struct sched_map ns_assumed; /* namespace -> outstanding assumptions, an upper bound */
     struct vg_prng rng;
     bool batch, refresh_needed;
     size_t waiting_pods;
@@ -129,6 +131,14 @@ const struct place_mix *sched_mix(struct sched_state *s, const struct place_requ
 /* The id of r's GPU-type lists, interned on first sight; 0 when it has none (or when
  * SCHED_TYPES_MAX distinct lists are held already: such pods count as unrestricted). */
 uint16_t sched_types_id(struct sched_state *s, const struct place_request *r);
+/* Whether the pod watch shows key, with this uid, waiting for a node. */
+bool sched_pending_has(const struct sched_state *s, const char *key, const char *uid);
+/* Before filter assumes for key: 0, or -EDQUOT when its namespace holds
+ * max_assumed_per_namespace outstanding assumptions already (*held: how many). */
+int sched_assume_admit(struct sched_state *s, const char *key, uint32_t *held);
+/* After filter assumed for key. */
+void sched_assume_count(struct sched_state *s, const char *key);
+void sched_pending_release(struct sched_state *s);
 /* Parses a JSON request body with the ceiling and duplicate-key refusal. */
 json_t *sched_parse_body(const char *body, size_t len, struct vg_err *err);
 /* sched_filter with jansson only: what sched_filter falls back to for every body the

@@ -19,6 +19,8 @@ void sched_options_default(struct sched_options *o)
     o->defaults.default_cores = 0;
     o->defaults.default_gpu_num = 1;
     o->scheduler_name = "vgpu-scheduler";
+    o->require_pending = false;
+    o->max_assumed_per_namespace = SCHED_MAX_ASSUMED_PER_NAMESPACE;
 }
 
 int sched_options_load_file(const char *file, struct sched_options *o, char **name_store,
@@ -62,6 +64,9 @@ int sched_options_load_file(const char *file, struct sched_options *o, char **na
         } else if (strcmp(key, "defaultGPUNum") == 0 && json_is_integer(v) &&
                    json_integer_value(v) >= 0 && json_integer_value(v) <= PLACE_MAX_GPUS) {
             o->defaults.default_gpu_num = json_integer_value(v);
+        } else if (strcmp(key, "maxAssumptionsPerNamespace") == 0 && json_is_integer(v) &&
+                   json_integer_value(v) >= 0 && json_integer_value(v) <= 1000000) {
+            o->max_assumed_per_namespace = (uint32_t)json_integer_value(v);
         } else if (strcmp(key, "schedulerName") == 0 && json_is_string(v)) {
             *name_store = xstrdup(json_string_value(v));
             o->scheduler_name = *name_store;

@@ -36,7 +36,18 @@ struct sched_options {
     int64_t heartbeat_timeout_s;    /* inventory older than this is ignored; 0 = never */
     struct place_hami_defaults defaults;
     const char *scheduler_name; /* "vgpu-scheduler" */
+    /* /filter assumes only for pods the pod watch shows waiting for a node, with the
+     * request's uid (sched_pending_update); others get a fits-nothing answer whose Error
+     * says why, and SCHED_FILTER_RETRY. The daemon turns it on (it runs the watch); off
+     * by default for callers that feed the state without one. */
+    bool require_pending;
+    /* Outstanding assumptions a namespace may hold (filter's promises not yet bound or
+     * expired); a filter that would add one more fits nothing, with an Error naming the
+     * bound. 0: no bound. Default SCHED_MAX_ASSUMED_PER_NAMESPACE. */
+    uint32_t max_assumed_per_namespace;
 };
+
+#define SCHED_MAX_ASSUMED_PER_NAMESPACE 256
 
 void sched_options_default(struct sched_options *o);
 /* Settings from a JSON file ({"policy": "binpack", ...}; docs/scheduler.md lists the
@@ -50,6 +61,8 @@ struct sched_stats {
     uint64_t nodes, nodes_with_inventory, pods_tracked, assumed, bound;
     uint64_t filters, filter_fits, filter_unschedulable, binds, bind_failures, expired;
     uint64_t bad_requests, skipped_nodes, skipped_pods, conflicts;
+    uint64_t unknown_pods;    /* filters refused: the pod is not pending in the API */
+    uint64_t namespace_bound; /* filters refused: max_assumed_per_namespace reached */
 };
 
 struct sched_state;
@@ -77,6 +90,15 @@ void sched_pod_delete(struct sched_state *s, json_t *pod);
 void sched_nodes_resync(struct sched_state *s, json_t *items);
 void sched_pods_resync(struct sched_state *s, json_t *items);
 
+/* ---- pending pods ------------------------------------------------------------------
+ * The pods waiting for a node (no spec.nodeName, not finished), keyed by namespace/name
+ * with their uid, fed by the same pod watch as above: with require_pending, /filter
+ * promises capacity only to them. */
+void sched_pending_update(struct sched_state *s, json_t *pod);
+void sched_pending_delete(struct sched_state *s, json_t *pod);
+void sched_pending_resync(struct sched_state *s, json_t *items);
+size_t sched_pending_count(const struct sched_state *s);
+
 /* ---- extender verbs --------------------------------------------------------------- */
 
 /* The time, passed by the caller: Unix milliseconds. */
@@ -88,6 +110,9 @@ struct sched_now {
 /* POST /filter: body is ExtenderArgs. On success *out is ExtenderFilterResult JSON (a
  * request the scheduler cannot serve is still a 200 with Error or FailedNodes set).
  * -EINVAL / -EMSGSIZE for a body that is not ExtenderArgs (HTTP 400). */
+#define SCHED_FILTER_RETRY                                                                         \
+    2 /* require_pending and the pod is not (yet) pending: *out fits                               \
+         nothing; worth asking again once the pod watch moves */
 int sched_filter(struct sched_state *s, const char *body, size_t len, struct sched_now now,
                  char **out, struct vg_err *err);
 /* POST /prioritize: HostPriorityList JSON; the node filter chose scores 10. */

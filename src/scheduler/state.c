@@ -81,6 +81,7 @@ void sched_state_free(struct sched_state *s)
          i = sched_map_next(&s->pods, i + 1))
         pod_free(s->pods.slots[i].value);
     sched_map_release(&s->pods);
+    sched_pending_release(s);
     sched_map_release(&s->node_index);
     free(s->nodes);
     free(s->live);

@@ -99,7 +99,11 @@ def wait_port_file(path, proc, timeout=30):
 class Cluster:
     """The test API server plus one vgpu-scheduler."""
 
-    def __init__(self, binary, nodes, pods=(), ttl=30, extra_args=(), api_args=()):
+    # What vgpu-scheduler is started with before extra_args (base_args replaces it).
+    BASE_ARGS = ("--listen", "127.0.0.1:0", "--debug-state")
+
+    def __init__(self, binary, nodes, pods=(), ttl=30, extra_args=(), api_args=(),
+                 base_args=BASE_ARGS):
         self.binary = binary
         self.dir = tempfile.mkdtemp(prefix="vgpu-sched-")
         fixture = os.path.join(self.dir, "fixture.json")
@@ -118,7 +122,7 @@ class Cluster:
                     "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
                     "clusters: [{name: k, cluster: {server: 'http://127.0.0.1:%d'}}]\n"
                     "users: [{name: u, user: {token: test}}]\n" % self.api_port)
-        self.ttl, self.extra_args = ttl, list(extra_args)
+        self.ttl, self.extra_args, self.base_args = ttl, list(extra_args), list(base_args)
         self.sched = None
         self.apic = Http(self.api_port)
         self.start()
@@ -128,8 +132,8 @@ class Cluster:
         if os.path.exists(port_file):
             os.unlink(port_file)
         with open(os.path.join(self.dir, "sched.log"), "a") as log:
-            self.sched = subprocess.Popen([self.binary, "--listen", "127.0.0.1:0",
-                                           "--port-file", port_file, "--kubeconfig",
+            self.sched = subprocess.Popen([self.binary] + self.base_args +
+                                          ["--port-file", port_file, "--kubeconfig",
                                            self.kubeconfig, "--assume-ttl", str(self.ttl)] +
                                           self.extra_args, stdout=log, stderr=subprocess.STDOUT)
         self.port = wait_port_file(port_file, self.sched)

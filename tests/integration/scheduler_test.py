@@ -249,7 +249,8 @@ class SchedulerTest(unittest.TestCase):
                 self.assertIsNotNone(self.schedule(conn, pod))
         time.sleep(0.5)
         check(self.cluster)
-        probes = [H.pod_object("probe-%d-%s" % (i, policy), shape, {"vgpu.io/policy": policy})
+        probes = [self.cluster.create_pod(H.pod_object("probe-%d-%s" % (i, policy), shape,
+                                                       {"vgpu.io/policy": policy}))
                   for i, shape in enumerate(shapes[:3]) for policy in ("default", "fgd")]
 
         def decide():
@@ -287,8 +288,9 @@ class SchedulerTest(unittest.TestCase):
             self.assertEqual(node in a10, i % 4 != 3, (i, node))
         time.sleep(0.5)
         check(self.cluster)
-        probes = [H.pod_object("probe-%d" % i, dict(shape, **{"nvidia.com/gpucores": c}),
-                               {"vgpu.io/policy": "default"}) for i, c in enumerate(("10", "30", "60"))]
+        probes = [self.cluster.create_pod(H.pod_object(
+            "probe-%d" % i, dict(shape, **{"nvidia.com/gpucores": c}),
+            {"vgpu.io/policy": "default"})) for i, c in enumerate(("10", "30", "60"))]
 
         def decide():
             c = H.Http(self.cluster.port)
@@ -340,7 +342,8 @@ class SchedulerTest(unittest.TestCase):
         names, body = self.cluster.filter(conn, pod, self.names)
         self.assertIn("not binpack or spread", body["Error"])
         # Unknown nodes and garbled pod decisions: skipped with a reason, nothing charged.
-        pod = H.pod_object("ok", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"})
+        pod = self.cluster.create_pod(
+            H.pod_object("ok", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}))
         names, body = self.cluster.filter(conn, pod, ["nope"] + self.names)
         self.assertIn("unknown to the scheduler", body["FailedNodes"]["nope"])
         self.assertEqual(len(names), 1)
@@ -366,7 +369,8 @@ class SchedulerTest(unittest.TestCase):
             "application/merge-patch+json")
         time.sleep(0.5)
         self.assertIn("node inventory skipped", self.cluster.log())
-        pod = H.pod_object("one", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"})
+        pod = self.cluster.create_pod(
+            H.pod_object("one", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}))
         names, body = self.cluster.filter(H.Http(self.cluster.port), pod, self.names)
         self.assertIn("no valid vgpu.io/gpus inventory", body["FailedNodes"]["node-01"])
         self.assertNotIn("node-01", names)

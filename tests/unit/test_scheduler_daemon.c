@@ -439,7 +439,7 @@ static int daemon_setup(void **state)
     struct vg_err err = {0};
     struct sched_options o;
     sched_options_default(&o);
-    const struct sched_daemon_options dopt = {.listen = "127.0.0.1:0"};
+    const struct sched_daemon_options dopt = {.listen = "127.0.0.1:0", .debug_state = true};
     if (kube_client_new(base, &config, NULL, &client, &err) < 0 ||
         sched_daemon_new(base, client, &o, &dopt, &sd, &err) < 0) {
         fprintf(stderr, "%s\n", err.msg);
@@ -638,14 +638,15 @@ static void test_bad_requests(void **state)
     assert_int_equal(code, 400);
     assert_non_null(strstr(body, "PodName and Node are required"));
     free(body);
+    /* The webhook is served on its own TLS address only. */
     free(daemon_call(EVHTTP_REQ_POST, "/webhook", "[]", &code, NULL, 0));
-    assert_int_equal(code, 400);
+    assert_int_equal(code, 404);
     free(daemon_call(EVHTTP_REQ_GET, "/bind", NULL, &code, NULL, 0));
     assert_int_equal(code, 405);
     free(daemon_call(EVHTTP_REQ_GET, "/nowhere", NULL, &code, NULL, 0));
     assert_int_equal(code, 404);
     /* Every 400, whatever the verb and however the body was wrong. */
-    assert_true(metric_now("vgpu_scheduler_errors_total{kind=\"bad_request\"}") == 3);
+    assert_true(metric_now("vgpu_scheduler_errors_total{kind=\"bad_request\"}") == 2);
 }
 
 /* ---- metrics ---------------------------------------------------------------------- */

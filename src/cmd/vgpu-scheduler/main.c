@@ -83,29 +83,42 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: vgpu-scheduler [--listen ADDR:PORT] [--kubeconfig FILE] [options]\n"
-        "  --listen ADDR:PORT         extender HTTP address (default 0.0.0.0:8888)\n"
+        "  --listen ADDR:PORT         extender address (default 127.0.0.1:8888); any other\n"
+        "                             than loopback needs --tls-cert, --tls-key and\n"
+        "                             --client-ca or --token-file\n"
         "  --kubeconfig FILE          API credentials (default: in-cluster)\n"
         "  --config FILE              JSON defaults: policy, gpuPolicy, assumeTTLSeconds,\n"
         "                             heartbeatTimeoutSeconds, defaultMemory, defaultCores,\n"
-        "                             defaultGPUNum, schedulerName\n"
+        "                             defaultGPUNum, schedulerName, maxAssumptionsPerNamespace\n"
         "  --policy NAME              node policy: binpack (default), spread, default (vgpu's),\n"
         "                             fgd, bestfit, ...\n"
         "  --gpu-policy NAME          GPU order inside a node: spread (default), binpack\n"
         "  --assume-ttl SECONDS       a filter promise lasts this long without bind (30)\n"
         "  --heartbeat-timeout SECS   ignore inventories older than this (0: never)\n"
         "  --scheduler-name NAME      schedulerName the webhook sets (vgpu-scheduler)\n"
+        "  --max-assumptions-per-namespace N\n"
+        "                             filter promises a namespace may hold unbound (256;\n"
+        "                             0: no bound)\n"
         "  --webhook-listen ADDR:PORT HTTPS admission webhook address (off by default)\n"
-        "  --tls-cert FILE --tls-key FILE   the webhook's certificate and key (PEM)\n"
+        "  --tls-cert FILE --tls-key FILE   the server certificate and key (PEM): the\n"
+        "                             webhook's, and the extender's with the next two\n"
+        "  --client-ca FILE           extender over TLS; clients must present a certificate\n"
+        "                             signed by a CA in FILE (PEM)\n"
+        "  --token-file FILE          extender over TLS; clients must send\n"
+        "                             \"Authorization: Bearer <token>\", the token in FILE\n"
+        "  --debug-state              serve /debug/state and /debug/state-bound\n"
         "  --port-file FILE           write the extender's port here once listening\n"
         "  --log-level LEVEL          error, warn, info (default), debug\n");
 }
 
 int main(int argc, char **argv)
 {
-    const char *listen = "0.0.0.0:8888", *kubeconfig = NULL, *config = NULL, *port_file = NULL;
+    const char *listen = "127.0.0.1:8888", *kubeconfig = NULL, *config = NULL, *port_file = NULL;
     const char *webhook_listen = NULL, *tls_cert = NULL, *tls_key = NULL;
     const char *policy = NULL, *gpu_policy = NULL, *ttl = NULL, *heartbeat = NULL;
-    const char *scheduler_name = NULL;
+    const char *scheduler_name = NULL, *client_ca = NULL, *token_file = NULL;
+    const char *max_assumed = NULL;
+    bool debug_state = false;
     static const struct option longopts[] = {
         {"listen", required_argument, NULL, 'l'},
         {"kubeconfig", required_argument, NULL, 'k'},
@@ -119,6 +132,10 @@ int main(int argc, char **argv)
         {"tls-cert", required_argument, NULL, 'C'},
         {"tls-key", required_argument, NULL, 'K'},
         {"port-file", required_argument, NULL, 'P'},
+        {"client-ca", required_argument, NULL, 'A'},
+        {"token-file", required_argument, NULL, 'T'},
+        {"debug-state", no_argument, NULL, 'D'},
+        {"max-assumptions-per-namespace", required_argument, NULL, 'M'},
         {"log-level", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -161,6 +178,18 @@ int main(int argc, char **argv)
             break;
         case 'P':
             port_file = optarg;
+            break;
+        case 'A':
+            client_ca = optarg;
+            break;
+        case 'T':
+            token_file = optarg;
+            break;
+        case 'D':
+            debug_state = true;
+            break;
+        case 'M':
+            max_assumed = optarg;
             break;
         case 'L': {
             int level = vg_log_level_from_name(optarg);
@@ -227,6 +256,18 @@ int main(int argc, char **argv)
     }
     if (scheduler_name != NULL)
         o.scheduler_name = scheduler_name;
+    if (max_assumed != NULL) {
+        if (vg_parse_u64(max_assumed, 0, 1000000, &n, &err) < 0) {
+            fprintf(stderr, "vgpu-scheduler: --max-assumptions-per-namespace: %s\n", err.msg);
+            return 2;
+        }
+        o.max_assumed_per_namespace = (uint32_t)n;
+    }
+    if ((client_ca != NULL || token_file != NULL) && (tls_cert == NULL || tls_key == NULL)) {
+        fprintf(stderr, "vgpu-scheduler: --client-ca and --token-file serve the extender over "
+                        "TLS: they need --tls-cert and --tls-key\n");
+        return 2;
+    }
     if (webhook_listen != NULL && (tls_cert == NULL || tls_key == NULL)) {
         fprintf(stderr, "vgpu-scheduler: --webhook-listen needs --tls-cert and --tls-key\n");
         return 2;
@@ -237,7 +278,10 @@ int main(int argc, char **argv)
                                               .port_file = port_file,
                                               .webhook_listen = webhook_listen,
                                               .tls_cert = tls_cert,
-                                              .tls_key = tls_key};
+                                              .tls_key = tls_key,
+                                              .client_ca = client_ca,
+                                              .token_file = token_file,
+                                              .debug_state = debug_state};
     if (serve(kubeconfig, &o, &dopt, &err) < 0) {
         fprintf(stderr, "vgpu-scheduler: %s\n", err.msg);
         return 1;

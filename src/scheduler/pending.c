@@ -1,0 +1,139 @@
+/* The pods waiting for a node, as the pod watch shows them, and the per-namespace bound on
+ * filter's outstanding assumptions (sched.h, "pending pods").
+ *
+ * /filter promises capacity for a pod until bind or the assumption TTL. Without these
+ * two checks anyone who can reach the extender could reserve every GPU with filters for
+ * pods that do not exist, and a namespace could hold any number of promises at once. */
+#include "scheduler/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/str.h"
+
+/* A pod filter may still be asked about: not bound to a node, not finished. */
+static bool waiting(json_t *pod)
+{
+    if (sched_json_str(pod, "spec", "nodeName", NULL) != NULL)
+        return false;
+    const char *phase = sched_json_str(pod, "status", "phase", NULL);
+    return phase == NULL || (strcmp(phase, "Succeeded") != 0 && strcmp(phase, "Failed") != 0);
+}
+
+static void forget(struct sched_state *s, const char *key)
+{
+    free(sched_map_remove(&s->pending, key));
+}
+
+void sched_pending_update(struct sched_state *s, json_t *pod)
+{
+    char key[SCHED_KEY_MAX];
+    struct vg_err err = {0};
+    if (sched_pod_key(pod, key, sizeof key, &err) < 0)
+        return; /* sched_pod_update logs and counts it */
+    if (!waiting(pod)) {
+        forget(s, key);
+        return;
+    }
+    const char *uid = sched_json_str(pod, "metadata", "uid", NULL);
+    free(sched_map_put(&s->pending, key, xstrdup(uid != NULL ? uid : "")));
+}
+
+void sched_pending_delete(struct sched_state *s, json_t *pod)
+{
+    char key[SCHED_KEY_MAX];
+    struct vg_err err = {0};
+    if (sched_pod_key(pod, key, sizeof key, &err) == 0)
+        forget(s, key);
+}
+
+void sched_pending_resync(struct sched_state *s, json_t *items)
+{
+    sched_pending_release(s);
+    size_t i;
+    json_t *pod;
+    json_array_foreach(items, i, pod) sched_pending_update(s, pod);
+}
+
+void sched_pending_release(struct sched_state *s)
+{
+    for (size_t i = sched_map_next(&s->pending, 0); i < s->pending.cap;
+         i = sched_map_next(&s->pending, i + 1))
+        free(s->pending.slots[i].value);
+    sched_map_release(&s->pending);
+    sched_map_release(&s->ns_assumed);
+}
+
+size_t sched_pending_count(const struct sched_state *s)
+{
+    return s->pending.count;
+}
+
+bool sched_pending_has(const struct sched_state *s, const char *key, const char *uid)
+{
+    const char *known = sched_map_get(&s->pending, key);
+    return known != NULL && strcmp(known, uid != NULL ? uid : "") == 0;
+}
+
+/* ---- assumptions per namespace ----------------------------------------------------------
+ * ns_assumed holds, per namespace, an upper bound of its outstanding assumptions: one
+ * more for each assumption filter makes, none less when one ends (bind, expiry, the
+ * watch: many paths). Only at the bound is it recounted exactly, over every pod held, so
+ * the common filter pays one lookup and a refusal is never a stale count's. */
+
+/* key's namespace (the part before '/') into ns (SCHED_KEY_MAX bytes); its length. */
+static size_t ns_of(const char *key, char *ns)
+{
+    const char *slash = strchr(key, '/');
+    size_t len = slash != NULL ? (size_t)(slash - key) : strlen(key);
+    if (len >= SCHED_KEY_MAX)
+        len = SCHED_KEY_MAX - 1; /* keys are shorter: sched_pod_key wrote them */
+    memcpy(ns, key, len);
+    ns[len] = '\0';
+    return len;
+}
+
+static uint32_t recount(const struct sched_state *s, const char *ns, size_t len)
+{
+    uint32_t n = 0;
+    for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
+         i = sched_map_next(&s->pods, i + 1)) {
+        const struct sched_pod *p = s->pods.slots[i].value;
+        if (p->assumed && strncmp(p->key, ns, len) == 0 && p->key[len] == '/')
+            n++;
+    }
+    return n;
+}
+
+int sched_assume_admit(struct sched_state *s, const char *key, uint32_t *held)
+{
+    *held = 0;
+    uint32_t limit = s->opt.max_assumed_per_namespace;
+    if (limit == 0)
+        return 0;
+    char ns[SCHED_KEY_MAX];
+    size_t len = ns_of(key, ns);
+    uint32_t n = (uint32_t)(uintptr_t)sched_map_get(&s->ns_assumed, ns);
+    if (n >= limit) {
+        n = recount(s, ns, len);
+        if (n == 0)
+            sched_map_remove(&s->ns_assumed, ns);
+        else
+            sched_map_put(&s->ns_assumed, ns, (void *)(uintptr_t)n);
+    }
+    *held = n;
+    return n >= limit ? -EDQUOT : 0;
+}
+
+void sched_assume_count(struct sched_state *s, const char *key)
+{
+    if (s->opt.max_assumed_per_namespace == 0)
+        return;
+    char ns[SCHED_KEY_MAX];
+    (void)ns_of(key, ns);
+    uint32_t n = (uint32_t)(uintptr_t)sched_map_get(&s->ns_assumed, ns);
+    sched_map_put(&s->ns_assumed, ns, (void *)(uintptr_t)(n + 1));
+}
