@@ -77,11 +77,11 @@ void vgc_settle(struct region_compute *b, int64_t predicted_ns, int64_t actual_n
 int64_t vgc_wait_ns(struct region_compute *b, const struct vgc_params *p);
 
 /* The control tick, at most every VGC_TICK_NS (VGC_BURST_TICK_NS in burst mode), run by
- * whichever process claims it: updates the achieved share, the PI trim (hard mode, frozen
- * while the container did not wait: demand-limited; off, the rate at the share, within
- * VGC_WINDOW_NS of the caller's last wait for its turn, p->turn_wait_at) and, in burst mode, the
- * rate from the share the other containers used (others_ppm). Returns true when this call ran it.
- */
+ * whichever process claims it: updates the achieved share, the PI trim (hard mode: frozen
+ * while the container did not wait, demand-limited; the rate held at the share within
+ * VGC_WINDOW_NS of the caller's last wait for its turn, p->turn_wait_at) and, in burst
+ * mode, the rate from the share the other containers used (others_ppm). Returns true
+ * when this call ran it. */
 bool vgc_tick(struct region_compute *b, const struct vgc_params *p, int64_t now,
               int64_t others_ppm);
 
