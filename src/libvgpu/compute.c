@@ -235,6 +235,10 @@ static void keep_locked(struct cdev *d, int64_t waited)
     int64_t rate = vgc_rate(d->b, &d->p);
     int64_t t = now_ns();
     int64_t cap = vgc_cap_ns(d->p.mode == VGPU_COMPUTE_BURST ? d->p.burst_ppm : d->p.share_ppm);
+    /* In burst mode only the share's earnings are kept: the rest was the idle GPU's, and
+     * a container that waited for the turn found it busy (a returning owner). */
+    if (rate > d->p.share_ppm)
+        rate = d->p.share_ppm;
     int64_t carry = atomic_load(&d->b->credit_ns) - cap;
     int64_t k = waited / 1000 * rate / 1000 + (carry > 0 ? carry : 0);
     int64_t most = VGC_KEEP_MAX_NS / 1000 * rate / 1000;
