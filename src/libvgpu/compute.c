@@ -24,6 +24,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -219,6 +220,7 @@ void vgc_after_fork(void)
         rt.dev[d].inflight_n = 0;
         rt.dev[d].inflight_ns = 0;
         rt.dev[d].turn = rt.dev[d].turn_closing = false; /* the parent's turn */
+        rt.dev[d].p.kept_ns = rt.dev[d].p.turn_wait_at = 0;
     }
 }
 
@@ -253,6 +255,32 @@ static void turn_release_locked(struct cdev *d)
     if (vgc_turn_release(d->board, rt.owner))
         turn_wake(d);
     pthread_cond_broadcast(&rt.room);
+}
+
+/* What the container earned while this process waited `waited` ns for its turn is kept
+ * above the credit ceiling (the wait was not idleness by choice), together with what it
+ * kept before and has not spent, until the process goes idle or its credit runs out; and
+ * the PI trim holds still meanwhile (compute.h, vgc_params). */
+static void keep_locked(struct cdev *d, int64_t waited)
+{
+    int64_t rate = vgc_rate(d->b, &d->p);
+    int64_t t = now_ns();
+    int64_t cap = vgc_cap_ns(d->p.mode == VGPU_COMPUTE_BURST ? d->p.burst_ppm : d->p.share_ppm);
+    /* In burst mode only the share's earnings are kept: the rest was the idle GPU's, and
+     * a container that waited for the turn found it busy (a returning owner). */
+    if (rate > d->p.share_ppm)
+        rate = d->p.share_ppm;
+    int64_t carry = atomic_load(&d->b->credit_ns) - cap;
+    int64_t k = waited / 1000 * rate / 1000 + (carry > 0 ? carry : 0);
+    int64_t most = VGC_KEEP_MAX_NS / 1000 * rate / 1000;
+    __atomic_store_n(&d->p.kept_ns, k < most ? k : most, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->p.turn_wait_at, t, __ATOMIC_RELAXED);
+    vgc_refill(d->b, &d->p, t);
+}
+
+static void unkeep(struct cdev *d)
+{
+    __atomic_store_n(&d->p.kept_ns, 0, __ATOMIC_RELAXED);
 }
 
 /* This process's queue on d drained: it is no longer pending, and gives the turn back. */
@@ -507,6 +535,9 @@ static void *poller(void *arg)
     sigfillset(&all);
     sigdelset(&all, SIGBUS); /* a truncated board mapping: vgc_guard_install's handler */
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    /* The poller's wake-up after a launch ends starts a turn's hand-over: no timer slack
+     * on its sleeps (the default 50 us would leave the GPU idle that much longer). */
+    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     /* Never break another thread's global-mode capture. */
     CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
     (void)REAL.cuThreadExchangeStreamCaptureMode(&mode);
@@ -521,6 +552,7 @@ static void *poller(void *arg)
                 if (cd->inflight_n > 0) {
                     cd->drained_at = 0;
                 } else if (now_ns() >= cd->drained_at + VGC_LINGER_NS) {
+                    unkeep(cd); /* nothing more to launch: idle by choice */
                     turn_release_locked(cd);
                 } else if (cd->drained_at + VGC_LINGER_NS < t) {
                     t = cd->drained_at + VGC_LINGER_NS;
@@ -592,12 +624,14 @@ static bool throttle(struct cdev *d)
         int64_t w = vgc_wait_ns(d->b, &d->p);
         if (w == 0)
             break;
+        unkeep(d); /* what was kept is spent */
         pthread_mutex_lock(&rt.lock);
         d->throttled = true;
         if (d->turn && d->inflight_n == 0)
             turn_release_locked(d);
         pthread_mutex_unlock(&rt.lock);
-        TRACE("throttle t=%lld w=%lld\n", (long long)t, (long long)w);
+        TRACE("throttle t=%lld w=%lld rate=%lld\n", (long long)t, (long long)w,
+              (long long)vgc_rate(d->b, &d->p));
         sleep_until(t + w);
         t = now_ns();
     }
@@ -681,8 +715,8 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     pthread_mutex_lock(&rt.lock);
     d->throttled = false;
     int64_t owed = turn_enter_locked(d);
-    if (owed > 0) /* what the container earned while others held the GPU is kept */
-        vgc_refill_owed(d->b, &d->p, now_ns(), owed / 1000 * vgc_rate(d->b, &d->p) / 1000);
+    if (owed > 0)
+        keep_locked(d, owed);
     vgc_charge(d->b, pred);
     d->win_wanted = d->win_wanted || waited;
     int64_t t = now_ns();

@@ -39,7 +39,17 @@ struct vgc_params {
     int64_t share_ppm; /* the container's share, 1..1e6 */
     int64_t burst_ppm; /* burst ceiling (>= share); = share in hard mode */
     enum vgpu_compute_mode mode;
+    /* Credit kept above the ceiling: what this process earned while it waited for its turn
+     * on the GPU and has not spent yet (0: none). Written and read with __atomic builtins
+     * (the launching threads read it without a lock). */
+    int64_t kept_ns;
+    /* When this process last waited for its turn (0: never). The PI trim holds the rate
+     * at the share for VGC_WINDOW_NS after. Same access as kept_ns. */
+    int64_t turn_wait_at;
 };
+
+/* At most this long a wait's earnings stay kept above the ceiling (x the share). */
+#define VGC_KEEP_MAX_NS INT64_C(250000000)
 
 /* Credit ceiling for a share: idle time banks at most this much. */
 int64_t vgc_cap_ns(int64_t share_ppm);
@@ -47,10 +57,10 @@ int64_t vgc_cap_ns(int64_t share_ppm);
 /* The refill rate in force (ppm). */
 int64_t vgc_rate(struct region_compute *b, const struct vgc_params *p);
 
-/* Adds rate x (now - last refill) to the credit, up to the ceiling. */
+/* Adds rate x (now - last refill) to the credit, up to the ceiling (raised by p->kept_ns). */
 void vgc_refill(struct region_compute *b, const struct vgc_params *p, int64_t now);
-/* The same, the ceiling raised by owed_ns: time the container waited for its turn on the
- * GPU (vgc_turn_take) was not idle by choice, and what it earned meanwhile is kept. */
+/* The same, the ceiling raised by owed_ns more: time the container waited for its turn on
+ * the GPU (vgc_turn_take) was not idle by choice, and what it earned meanwhile is kept. */
 void vgc_refill_owed(struct region_compute *b, const struct vgc_params *p, int64_t now,
                      int64_t owed_ns);
 
@@ -67,9 +77,11 @@ void vgc_settle(struct region_compute *b, int64_t predicted_ns, int64_t actual_n
 int64_t vgc_wait_ns(struct region_compute *b, const struct vgc_params *p);
 
 /* The control tick, at most every VGC_TICK_NS (VGC_BURST_TICK_NS in burst mode), run by
- * whichever process claims it: updates the achieved share, the PI trim (hard mode, frozen
- * while the container did not wait: demand-limited) and, in burst mode, the rate from the
- * share the other containers used (others_ppm). Returns true when this call ran it. */
+ * whichever process claims it: updates the achieved share, the PI trim (hard mode: frozen
+ * while the container did not wait, demand-limited; the rate held at the share within
+ * VGC_WINDOW_NS of the caller's last wait for its turn, p->turn_wait_at) and, in burst
+ * mode, the rate from the share the other containers used (others_ppm). Returns true
+ * when this call ran it. */
 bool vgc_tick(struct region_compute *b, const struct vgc_params *p, int64_t now,
               int64_t others_ppm);
 

@@ -35,6 +35,11 @@ int64_t vgc_cap_ns(int64_t share_ppm)
     return max64(VGC_CAP_MIN_NS, VGC_CAP_NS / VGC_PPM * share_ppm);
 }
 
+static int64_t kept(const struct vgc_params *p)
+{
+    return max64(__atomic_load_n(&p->kept_ns, __ATOMIC_RELAXED), 0);
+}
+
 int64_t vgc_rate(struct region_compute *b, const struct vgc_params *p)
 {
     int64_t r = atomic_load_explicit(&b->rate_ppm, memory_order_relaxed);
@@ -62,8 +67,8 @@ void vgc_refill_owed(struct region_compute *b, const struct vgc_params *p, int64
     int64_t dt = min64(now - last, 10 * VGC_WINDOW_NS); /* the ceiling is far below */
     int64_t add = dt * vgc_rate(b, p) / VGC_PPM;
     int64_t c = atomic_fetch_add(&b->credit_ns, add) + add;
-    int64_t cap =
-        vgc_cap_ns(p->mode == VGPU_COMPUTE_BURST ? p->burst_ppm : p->share_ppm) + max64(owed_ns, 0);
+    int64_t cap = vgc_cap_ns(p->mode == VGPU_COMPUTE_BURST ? p->burst_ppm : p->share_ppm) +
+                  kept(p) + max64(owed_ns, 0);
     while (c > cap && !atomic_compare_exchange_weak(&b->credit_ns, &c, cap))
         ;
 }
@@ -117,7 +122,14 @@ bool vgc_tick(struct region_compute *b, const struct vgc_params *p, int64_t now,
         int64_t hi = p->share_ppm * VGC_TRIM_MAX_PPM / VGC_PPM - p->share_ppm;
         int64_t integral = atomic_load(&b->integral_ppm);
         int64_t corr = integral;
-        if (waited - waited0 > 0) {
+        int64_t turn_at = __atomic_load_n(&p->turn_wait_at, __ATOMIC_RELAXED);
+        if (turn_at != 0 && now - turn_at < VGC_WINDOW_NS) {
+            /* Taking turns: every launch is charged its own GPU time and what was earned
+             * while waiting is kept, so there is no lateness to trim; a trim would only
+             * follow the noise of a few long launches per window. */
+            corr = integral = 0;
+            atomic_store(&b->integral_ppm, 0);
+        } else if (waited - waited0 > 0) {
             /* The container wanted more than its share in this window: the error is
              * bias to trim. Otherwise it was demand-limited and the loop holds still. */
             int64_t err = p->share_ppm - inst;
@@ -128,9 +140,10 @@ bool vgc_tick(struct region_compute *b, const struct vgc_params *p, int64_t now,
         rate = p->share_ppm + clamp64(corr, lo, hi);
     }
     atomic_store(&b->rate_ppm, clamp64(rate, 1, VGC_PPM));
-    /* A lower rate also lowers what may be banked. */
+    /* A lower rate also lowers what may be banked (not what is kept). */
     int64_t cap =
-        vgc_cap_ns(min64(rate, p->mode == VGPU_COMPUTE_BURST ? p->burst_ppm : p->share_ppm));
+        vgc_cap_ns(min64(rate, p->mode == VGPU_COMPUTE_BURST ? p->burst_ppm : p->share_ppm)) +
+        kept(p);
     int64_t c = atomic_load(&b->credit_ns);
     while (c > cap && !atomic_compare_exchange_weak(&b->credit_ns, &c, cap))
         ;

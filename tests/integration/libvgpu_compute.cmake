@@ -21,10 +21,14 @@ if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu)
   # varies under one key (uniform 1-5 ms, log-uniform 20 us-20 ms), which were charged
   # about their fastest run before turns (30 % tenant at 23.5, and 22.6-27.1); and four
   # tenants with uniform 1-5 ms kernels or graphs of four kernels (20 % tenant at 16.9,
-  # 40 % tenant at 36.3).
+  # 40 % tenant at 36.3); four tenants with log-uniform lengths or 20 ms kernels, whose
+  # credit earned while waiting for a turn was cut after the turn's first launch and whose
+  # PI trim followed the noise of a few long kernels per tick (10 % tenant at 7.8, 30 % at
+  # 26.1, 40 % at 35.5-37.9).
   # docs/benchmarks.md lists every shape's figures.
   set(libvgpu_compute_shapes graph-16|30,70 uniform-1-5ms|30,70 loguniform-20us-20ms|30,70
-                             uniform-1-5ms|10,20,30,40 graph-4|10,20,30,40)
+                             uniform-1-5ms|10,20,30,40 graph-4|10,20,30,40
+                             loguniform-20us-20ms|10,20,30,40 fixed-20000000|10,20,30,40)
   foreach(entry ${libvgpu_compute_shapes})
     string(REPLACE "|" ";" parts "${entry}")
     list(GET parts 0 shape)

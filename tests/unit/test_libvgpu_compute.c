@@ -19,7 +19,8 @@
 
 static struct vgc_params hard(int pct)
 {
-    return (struct vgc_params){pct * 10000, pct * 10000, VGPU_COMPUTE_HARD};
+    return (struct vgc_params){
+        .share_ppm = pct * 10000, .burst_ppm = pct * 10000, .mode = VGPU_COMPUTE_HARD};
 }
 
 static void test_credit_and_deadline(void **state)
@@ -172,12 +173,73 @@ static void test_pi_trim(void **state)
     assert_int_equal(atomic_load(&b.integral_ppm), integral);
 }
 
+/* Credit a process earned while it waited for its turn stays above the ceiling for the
+ * whole turn (every launch's refill and the control tick), not only for its first launch:
+ * a 10 % container that waited 300 ms and then launches short kernels kept 5 ms of 30. */
+static void test_kept_credit(void **state)
+{
+    (void)state;
+    struct region_compute b;
+    memset(&b, 0, sizeof b);
+    struct vgc_params p = hard(10);
+    int64_t cap = vgc_cap_ns(100000), t = 10 * S;
+    vgc_refill(&b, &p, t);
+    p.kept_ns = 30 * MS; /* it waited 300 ms for its turn (of the last second) */
+    vgc_refill(&b, &p, t + 1 * S);
+    assert_int_equal(atomic_load(&b.credit_ns), cap + 30 * MS);
+    /* Its next launches in the turn: each charged, the credit refilled, ticks run. */
+    for (int i = 1; i <= 10; i++) {
+        vgc_charge(&b, 1 * MS);
+        vgc_settle(&b, 1 * MS, 1 * MS);
+        vgc_tick(&b, &p, t + 1 * S + i * 100 * MS, 0);
+        vgc_refill(&b, &p, t + 1 * S + i * 100 * MS);
+    }
+    /* 10 ms spent, 1 s x 10 % = 100 ms earned: still at the raised ceiling, none lost. */
+    assert_int_equal(atomic_load(&b.credit_ns), cap + 30 * MS);
+    atomic_store(&b.credit_ns, cap + 20 * MS);
+    vgc_refill(&b, &p, t + 3 * S);
+    assert_int_equal(atomic_load(&b.credit_ns), cap + 30 * MS);
+    /* Nothing kept (idle by choice, or the credit ran out): the usual ceiling. */
+    p.kept_ns = 0;
+    vgc_refill(&b, &p, t + 4 * S);
+    assert_int_equal(atomic_load(&b.credit_ns), cap);
+}
+
+/* Taking turns, the PI trim holds the rate at the share: every launch is then charged its
+ * own GPU time, and a few long launches per tick would only make it follow noise (a 10 %
+ * tenant with 20 ms kernels swung between 0.7 and 1.3 x its share). A second after the
+ * last wait for a turn, it trims again. */
+static void test_pi_off_in_turns(void **state)
+{
+    (void)state;
+    struct region_compute b;
+    memset(&b, 0, sizeof b);
+    struct vgc_params p = hard(10);
+    int64_t t = 10 * S;
+    assert_true(vgc_tick(&b, &p, t, 0));
+    for (int i = 1; i <= 10; i++) {
+        p.turn_wait_at = t + i * 100 * MS - 10 * MS;
+        atomic_fetch_add(&b.busy_ns, (i % 2) * 20 * MS); /* one 20 ms kernel per 200 ms */
+        atomic_fetch_add(&b.waited_ns, 1 * MS);
+        assert_true(vgc_tick(&b, &p, t + i * 100 * MS, 0));
+        assert_int_equal(vgc_rate(&b, &p), 100000);
+    }
+    assert_int_equal(atomic_load(&b.integral_ppm), 0);
+    /* No turn waited for since: short of the share while waiting on the credit, it trims. */
+    for (int i = 11; i <= 30; i++) {
+        atomic_fetch_add(&b.busy_ns, 8 * MS);
+        atomic_fetch_add(&b.waited_ns, 1 * MS);
+        assert_true(vgc_tick(&b, &p, t + i * 100 * MS, 0));
+    }
+    assert_true(vgc_rate(&b, &p) > 100000);
+}
+
 static void test_burst_rate(void **state)
 {
     (void)state;
     struct region_compute b;
     memset(&b, 0, sizeof b);
-    struct vgc_params p = {300000, 1000000, VGPU_COMPUTE_BURST};
+    struct vgc_params p = {.share_ppm = 300000, .burst_ppm = 1000000, .mode = VGPU_COMPUTE_BURST};
     assert_true(vgc_tick(&b, &p, 1 * S, 0));
     assert_true(vgc_tick(&b, &p, 1 * S + VGC_BURST_TICK_NS, 0));
     assert_int_equal(vgc_rate(&b, &p), 1000000 - VGC_BURST_MARGIN); /* alone: the idle GPU */
@@ -413,6 +475,8 @@ int main(void)
         cmocka_unit_test(test_predictor),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_pi_trim),
+        cmocka_unit_test(test_kept_credit),
+        cmocka_unit_test(test_pi_off_in_turns),
         cmocka_unit_test(test_burst_rate),
         cmocka_unit_test(test_board),
         cmocka_unit_test(test_turn),
