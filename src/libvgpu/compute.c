@@ -74,6 +74,8 @@ struct cdev {
     int64_t yield_until;     /* after giving it up so, others go first until then */
     int64_t turns_off_until; /* the turn was held past VGC_TURN_WAIT_MAX_NS: none till then */
     unsigned turns_off_n;    /* how often (each time twice as long) */
+    int64_t stall_ns;        /* waited on holders past VGC_TURN_GRACE_NS, summed over waits */
+    int64_t stall_at;        /* ... last added to then */
     bool throttled;          /* a launch sleeps on the credit */
     int64_t drained_at;      /* holding the turn, the queue drained then (0: it did not) */
 };
@@ -221,6 +223,7 @@ void vgc_after_fork(void)
         rt.dev[d].inflight_ns = 0;
         rt.dev[d].turn = rt.dev[d].turn_closing = false; /* the parent's turn */
         rt.dev[d].p.kept_ns = rt.dev[d].p.turn_wait_at = 0;
+        rt.dev[d].stall_ns = rt.dev[d].stall_at = 0;
     }
 }
 
@@ -299,11 +302,14 @@ static void drained_locked(struct cdev *d, int64_t t)
 
 static void closed_note(struct cdev *d, enum vgc_closed why);
 
-/* One other process held the turn past VGC_TURN_WAIT_MAX_NS while this one waited (or
- * holders together past VGC_TURN_WAIT_TOTAL_NS): no honest holder does (it gives the turn up
- * VGC_TURN_NS after others wait, once its queue of at most VGC_TURN_DEPTH_NS drained), so the turn
- * word cannot be trusted. This process takes no turns for VGC_TURN_OFF_NS, twice as long each time
- * after (up to VGC_TURN_OFF_MAX_NS): a tenant that forges the turn delays the others by at most
+/* Other processes held the turn past VGC_TURN_GRACE_NS at a stretch while this one waited,
+ * VGC_TURN_WAIT_MAX_NS in all (what each stretch lasted beyond VGC_TURN_GRACE_NS, summed over
+ * waits until none came for VGC_TURN_OFF_NS: a forger that lets its turn lapse now and then
+ * does not start the count afresh), or holders together held it past VGC_TURN_WAIT_TOTAL_NS
+ * in one wait: no honest holder does (it gives the turn up VGC_TURN_NS after others wait,
+ * once its queue of at most VGC_TURN_DEPTH_NS drained), so the turn word cannot be trusted. This
+ * process takes no turns for VGC_TURN_OFF_NS, twice as long each time after (up to
+ * VGC_TURN_OFF_MAX_NS): a tenant that forges the turn delays the others by at most
  * VGC_TURN_WAIT_MAX_NS per such period, and meanwhile they run as without a board's turns. */
 static void turns_off_locked(struct cdev *d, int64_t t)
 {
@@ -322,21 +328,32 @@ static int64_t turn_enter_locked(struct cdev *d)
         return 0;
     int64_t t0 = 0;
     struct vgc_board *b = d->board;
-    bool counted = false;
-    int64_t free_seen = 0, seen_since = 0;
+    bool counted = false, expired = false;
+    int64_t free_seen = 0, seen_since = 0, last = now_ns();
     uint64_t seen_holder = 0;
     for (;;) {
         int64_t t = now_ns();
-        /* A holder that never lets go (one holder 1 s, or any holders 5 s): bounded. */
+        /* A holder that never lets go (about 1 s in all, or any holders 5 s): bounded. */
         uint64_t holder = atomic_load(&b->turn);
         if (holder != seen_holder) {
             seen_holder = holder;
             seen_since = t;
         }
-        if (counted && ((holder != 0 && t - seen_since > VGC_TURN_WAIT_MAX_NS) ||
+        if (t - d->stall_at > VGC_TURN_OFF_NS)
+            d->stall_ns = 0;
+        int64_t over = seen_since + VGC_TURN_GRACE_NS;
+        if (counted && holder != 0 && holder != rt.owner && t > over) {
+            d->stall_ns += t - (last > over ? last : over);
+            d->stall_at = t;
+        }
+        last = t;
+        if (counted && (d->stall_ns > VGC_TURN_WAIT_MAX_NS - VGC_TURN_GRACE_NS ||
                         t - t0 > VGC_TURN_WAIT_TOTAL_NS)) {
+            /* A wait that ends here was no neighbour's fair turn: nothing is owed for it
+             * (keeping it would lift this container above its share afterwards). */
             turns_off_locked(d, t);
-            break;
+            atomic_fetch_sub(&b->turn_waiters, 1);
+            return 0;
         }
         if (d->turn) {
             if (!d->turn_closing) {
@@ -375,6 +392,7 @@ static int64_t turn_enter_locked(struct cdev *d)
             free_seen = t;
         bool mine = nx == rt.owner || (free_seen != 0 && t - free_seen > VGC_NEXT_WAIT_NS);
         if ((mine || !free_now) && vgc_turn_take(b, rt.owner, t, t + VGC_TURN_GRACE_NS)) {
+            expired = !free_now; /* taken from a holder that let it lapse */
             d->turn = true;
             d->turn_closing = false;
             d->turn_end = t + VGC_TURN_NS;
@@ -406,7 +424,9 @@ static int64_t turn_enter_locked(struct cdev *d)
     atomic_fetch_sub(&b->turn_waiters, 1);
     TRACE("turn t=%lld waited=%lld credit=%lld\n", (long long)now_ns(), (long long)(now_ns() - t0),
           (long long)atomic_load(&d->b->credit_ns));
-    return now_ns() - t0;
+    /* Owed is a wait for neighbours' fair turns, not for one that was let lapse (a dead or
+     * forging holder). */
+    return expired ? 0 : now_ns() - t0;
 }
 
 /* ---- events ---- */
