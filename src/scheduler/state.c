@@ -82,6 +82,7 @@ void sched_state_free(struct sched_state *s)
         pod_free(s->pods.slots[i].value);
     sched_map_release(&s->pods);
     sched_pending_release(s);
+    sched_verdicts_release(s);
     sched_map_release(&s->node_index);
     free(s->nodes);
     free(s->live);
