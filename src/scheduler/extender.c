@@ -126,6 +126,12 @@ static char *encode_decision(const struct sched_state *s, const struct sched_pod
     return text;
 }
 
+/* The k-th container's name among the filter's requests (one share each, in order). */
+static const char *request_name(const void *arg, unsigned k)
+{
+    return ((const struct sched_container_request *)arg)[k].name;
+}
+
 /* Decides and charges every container of the pod among the nodes in s->offered.
  * Returns the record (charged) or NULL when nothing fits. */
 static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
@@ -307,6 +313,7 @@ static int filter_decide_offers(struct sched_state *s, json_t *pod, const char *
                     if (of[i].idx == p->node)
                         of[i].verdict = V_PASS;
                 p->decision = encode_decision(s, p, reqs, now.unix_s);
+                p->names = sched_share_names(p->share_count, request_name, reqs);
                 s->stats.filter_fits++;
             }
         }

@@ -38,6 +38,9 @@ struct sched_pod {
     bool blocking; /* bound, does not fit: its GPUs take no new tenants until it goes */
     uint64_t expires_ms;
     char *decision; /* vgpu.io/decision text (owned), NULL for a pod without GPUs */
+    char *names;    /* the containers' names, one per share, each NUL-terminated, one
+                       after the other (owned; NULL when unknown): for metrics and the
+                       dashboard, which would otherwise decode every decision */
     unsigned share_count;
     struct sched_share *shares;
     uint16_t types; /* its GPU-type lists (sched_types_id); 0: any model */
@@ -170,6 +173,10 @@ void sched_verdict_fail(struct sched_verdict *v, const char *why, const char *no
 void sched_verdict_drop(struct sched_state *s, const char *key);
 void sched_verdicts_prune(struct sched_state *s);
 void sched_verdicts_release(struct sched_state *s);
+/* The share names of p's containers as sched_pod.names keeps them: n names, each
+ * at most ANNOT_NAME_MAX bytes, from name(arg, k). */
+char *sched_share_names(unsigned n, const char *(*name)(const void *arg, unsigned k),
+                        const void *arg);
 /* Parses a JSON request body with the ceiling and duplicate-key refusal. */
 json_t *sched_parse_body(const char *body, size_t len, struct vg_err *err);
 /* sched_filter with jansson only: what sched_filter falls back to for every body the

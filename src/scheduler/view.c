@@ -188,10 +188,13 @@ static const char *esc(const char *v, char *buf, size_t size)
 
 #define ESC_MAX 600
 
+struct label_cache;
+
 struct out {
     struct vg_buf *b;
     struct vg_err *err;
     int rc;
+    struct label_cache *labels;
 };
 
 static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -245,20 +248,60 @@ static void gpu_labels(const struct sched_state *s, size_t i, unsigned g, enum l
                           node, uuid, g, model);
 }
 
-/* One gauge per GPU: value(s, i, g) under the name, with the labels l. */
+/* One gauge per GPU: value(s, i, g) under the name, with the labels l. The labels of
+ * every GPU are made once per scrape (labels_of). */
 typedef double (*gpu_value)(const struct sched_state *s, size_t i, unsigned g);
+
+struct label_cache {
+    char *text[3]; /* per enum labels: every GPU's labels, one after the other */
+    size_t *at[3]; /* offset of GPU (flat index) in text */
+};
+
+static const char *labels_of(struct label_cache *lc, const struct sched_state *s, enum labels l,
+                             size_t flat)
+{
+    if (lc->text[l] == NULL) {
+        const struct place_cluster *c = s->cluster;
+        size_t total = 0;
+        for (size_t i = 0; i < c->node_count; i++)
+            total += c->nodes[i].gpu_count;
+        struct vg_buf b;
+        vg_buf_init(&b, "metric labels", (size_t)1 << 30);
+        lc->at[l] = xcalloc(total + 1, sizeof(size_t));
+        char one[4 * ESC_MAX];
+        struct vg_err err = {0};
+        size_t f = 0;
+        for (size_t i = 0; i < c->node_count; i++)
+            for (unsigned g = 0; g < c->nodes[i].gpu_count; g++) {
+                gpu_labels(s, i, g, l, one, sizeof one);
+                lc->at[l][f++] = b.len;
+                (void)vg_buf_append(&b, one, strlen(one) + 1, &err);
+            }
+        size_t len = 0;
+        if (vg_buf_steal(&b, &lc->text[l], &len, &err) < 0)
+            lc->text[l] = xstrdup("");
+        vg_buf_free(&b);
+    }
+    return lc->text[l] + lc->at[l][flat];
+}
+
+static void labels_free(struct label_cache *lc)
+{
+    for (int l = 0; l < 3; l++) {
+        free(lc->text[l]);
+        free(lc->at[l]);
+    }
+}
 
 static void per_gpu(struct out *o, const struct sched_state *s, const char *name, const char *help,
                     enum labels l, gpu_value value)
 {
     const struct place_cluster *c = s->cluster;
     head(o, name, "gauge", help);
-    char labels[4 * ESC_MAX];
+    size_t flat = 0;
     for (size_t i = 0; i < c->node_count; i++)
-        for (unsigned g = 0; g < c->nodes[i].gpu_count; g++) {
-            gpu_labels(s, i, g, l, labels, sizeof labels);
-            put(o, "%s{%s} %.17g\n", name, labels, value(s, i, g));
-        }
+        for (unsigned g = 0; g < c->nodes[i].gpu_count; g++)
+            put(o, "%s{%s} %.17g\n", name, labels_of(o->labels, s, l, flat++), value(s, i, g));
 }
 
 static double v_mem_total(const struct sched_state *s, size_t i, unsigned g)
@@ -319,30 +362,39 @@ static double v_stranded_mem(const struct sched_state *s, size_t i, unsigned g)
     return (double)v.stranded_mem;
 }
 
-/* Visits every container share the model holds: pod p, its decoded decision d,
- * container k, GPU share j on model GPU g of node p->node. */
-typedef void (*share_fn)(void *arg, const struct sched_pod *p, const struct annot_decision *d,
-                         unsigned k, unsigned j, unsigned g);
+/* One container's share of one GPU, as the model holds it. */
+struct share_ref {
+    const struct sched_pod *p;
+    unsigned k;       /* the container's place among the pod's GPU containers */
+    const char *name; /* its name ("" when unknown) */
+    unsigned g;       /* the GPU's index on node p->node */
+    uint64_t mem_mib;
+    unsigned cores; /* percent; 0: no compute limit */
+};
+
+/* Visits every container share the model holds (charged pods on known nodes), from the
+ * pod records: no decision is decoded. */
+typedef void (*share_fn)(void *arg, const struct share_ref *r);
 
 static void each_share(const struct sched_state *s, share_fn fn, void *arg)
 {
-    VG_AUTO_FREE struct annot_decision *d = xcalloc(1, sizeof *d);
     for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
          i = sched_map_next(&s->pods, i + 1)) {
         const struct sched_pod *p = s->pods.slots[i].value;
-        if (!p->applied || p->node < 0 || p->decision == NULL)
-            continue;
-        struct vg_err err = {0};
-        if (annot_decision_decode(p->decision, strlen(p->decision), d, &err) < 0)
+        if (!p->applied || p->node < 0 || (size_t)p->node >= s->cluster->node_count)
             continue;
         const struct place_node *n = &s->cluster->nodes[p->node];
-        for (unsigned k = 0; k < d->container_count; k++)
-            for (unsigned j = 0; j < d->containers[k].gpu_count; j++)
-                for (unsigned g = 0; g < n->gpu_count; g++)
-                    if (strcmp(n->gpus[g].uuid, d->containers[k].gpus[j].uuid) == 0) {
-                        fn(arg, p, d, k, j, g);
-                        break;
-                    }
+        const char *name = p->names != NULL ? p->names : "";
+        for (unsigned k = 0; k < p->share_count; k++) {
+            const struct sched_share *sh = &p->shares[k];
+            for (unsigned j = 0; j < sh->gpu_count; j++)
+                if (sh->gpus[j] < n->gpu_count) {
+                    struct share_ref r = {p, k, name, sh->gpus[j], sh->mem[j], sh->milli / 10};
+                    fn(arg, &r);
+                }
+            if (p->names != NULL)
+                name += strlen(name) + 1;
+        }
     }
 }
 
@@ -366,18 +418,16 @@ struct share_out {
     int which; /* 0 hami memory, 1 hami cores, 2 vgpu memory, 3 vgpu compute, 4/5 legacy */
 };
 
-static void share_metric(void *arg, const struct sched_pod *p, const struct annot_decision *d,
-                         unsigned k, unsigned j, unsigned g)
+static void share_metric(void *arg, const struct share_ref *r)
 {
     struct share_out *so = arg;
-    const struct place_node *n = &so->s->cluster->nodes[p->node];
-    const struct annot_share *sh = &d->containers[k].gpus[j];
+    const struct place_node *n = &so->s->cluster->nodes[r->p->node];
     char ns[ESC_MAX], pod[ESC_MAX], node[ESC_MAX], uuid[ESC_MAX], ctr[ESC_MAX];
-    split_key(p->key, ns, pod, sizeof ns);
+    split_key(r->p->key, ns, pod, sizeof ns);
     (void)esc(n->name, node, sizeof node);
-    (void)esc(n->gpus[g].uuid, uuid, sizeof uuid);
-    (void)esc(d->containers[k].name, ctr, sizeof ctr);
-    uint64_t bytes = sh->memory_mib * MIB;
+    (void)esc(n->gpus[r->g].uuid, uuid, sizeof uuid);
+    (void)esc(r->name, ctr, sizeof ctr);
+    uint64_t bytes = r->mem_mib * MIB;
     switch (so->which) {
     case 0:
     case 1:
@@ -385,16 +435,16 @@ static void share_metric(void *arg, const struct sched_pod *p, const struct anno
             "%s{namespace=\"%s\",node=\"%s\",pod=\"%s\",container_index=\"%u\","
             "device_uuid=\"%s\",zone=\"vGPU\"} %llu\n",
             so->which == 0 ? "hami_vgpu_memory_allocated_bytes" : "hami_vgpu_core_allocated_ratio",
-            ns, node, pod, k, uuid,
-            so->which == 0 ? (unsigned long long)bytes : (unsigned long long)sh->cores);
+            ns, node, pod, r->k, uuid,
+            so->which == 0 ? (unsigned long long)bytes : (unsigned long long)r->cores);
         break;
     case 4:
     case 5:
         put(so->o,
             "%s{podnamespace=\"%s\",nodename=\"%s\",podname=\"%s\",containeridx=\"%u\","
             "deviceuuid=\"%s\",zone=\"vGPU\"} %llu\n",
-            so->which == 4 ? "vGPUMemoryAllocated" : "vGPUCoreAllocated", ns, node, pod, k, uuid,
-            so->which == 4 ? (unsigned long long)bytes : (unsigned long long)sh->cores);
+            so->which == 4 ? "vGPUMemoryAllocated" : "vGPUCoreAllocated", ns, node, pod, r->k, uuid,
+            so->which == 4 ? (unsigned long long)bytes : (unsigned long long)r->cores);
         break;
     default:
         put(so->o,
@@ -402,8 +452,8 @@ static void share_metric(void *arg, const struct sched_pod *p, const struct anno
             "state=\"%s\"} %.17g\n",
             so->which == 2 ? "vgpu_scheduler_container_memory_allocated_bytes"
                            : "vgpu_scheduler_container_compute_allocated_ratio",
-            ns, pod, ctr, node, uuid, p->assumed ? "assumed" : "bound",
-            so->which == 2 ? (double)bytes : sh->cores / 100.0);
+            ns, pod, ctr, node, uuid, r->p->assumed ? "assumed" : "bound",
+            so->which == 2 ? (double)bytes : r->cores / 100.0);
     }
 }
 
@@ -418,7 +468,8 @@ static void per_share(struct out *o, const struct sched_state *s, int which, con
 int sched_view_metrics(const struct sched_state *s, bool legacy, struct vg_buf *b,
                        struct vg_err *err)
 {
-    struct out o = {b, err, 0};
+    struct label_cache lc = {0};
+    struct out o = {b, err, 0, &lc};
     const struct place_cluster *c = s->cluster;
 
     /* HAMi's names, labels and values (its scheduler's cmd/scheduler/metrics.go): core
@@ -598,6 +649,7 @@ int sched_view_metrics(const struct sched_state *s, bool legacy, struct vg_buf *
         per_share(&o, s, 4, "vGPUMemoryAllocated", "vGPU memory allocated from a container.");
         per_share(&o, s, 5, "vGPUCoreAllocated", "vGPU core allocated from a container.");
     }
+    labels_free(&lc);
     return o.rc;
 }
 
@@ -613,48 +665,172 @@ static int cmp_named(const void *a, const void *b)
     return strcmp(((const struct named_index *)a)->name, ((const struct named_index *)b)->name);
 }
 
-struct state_ctx {
-    json_t **tenants; /* per node * PLACE_MAX_GPUS: the containers on each GPU */
+/* The state JSON is written directly (4,000 GPUs and 12,000 containers: building a
+ * jansson tree first took several times longer). */
+struct jw {
+    struct vg_buf b;
+    struct vg_err err;
+    int rc;
 };
 
-static void share_json(void *arg, const struct sched_pod *p, const struct annot_decision *d,
-                       unsigned k, unsigned j, unsigned g)
+static void jraw(struct jw *w, const char *s, size_t n)
 {
-    struct state_ctx *sc = arg;
-    const struct annot_share *sh = &d->containers[k].gpus[j];
-    const char *slash = strchr(p->key, '/');
-    json_t *t = json_pack("{s:s%, s:s, s:s, s:s, s:I, s:f}", "namespace", p->key,
-                          slash != NULL ? (size_t)(slash - p->key) : 0, "pod",
-                          slash != NULL ? slash + 1 : p->key, "container", d->containers[k].name,
-                          "state", p->assumed ? "assumed" : "bound", "memBytes",
-                          (json_int_t)(sh->memory_mib * MIB), "compute", sh->cores / 100.0);
-    json_t **slot = &sc->tenants[(size_t)p->node * PLACE_MAX_GPUS + g];
-    if (*slot == NULL)
-        *slot = json_array();
-    json_array_append_new(*slot, t);
+    if (w->rc == 0)
+        w->rc = vg_buf_append(&w->b, s, n, &w->err);
 }
 
-static json_t *totals_json(const struct totals *t)
+static void jlit(struct jw *w, const char *s)
 {
-    return json_pack("{s:I, s:I, s:I, s:f, s:f, s:f, s:I, s:f, s:I}", "gpus", (json_int_t)t->gpus,
-                     "memTotalBytes", (json_int_t)t->mem_total, "memAllocatedBytes",
-                     (json_int_t)t->mem_used, "computeTotal", t->compute_total, "computeAllocated",
-                     t->compute_used, "strandedCompute", t->stranded, "strandedMemoryBytes",
-                     (json_int_t)t->stranded_mem, "fragmentation", frag_ratio(t), "containers",
-                     (json_int_t)t->containers);
+    jraw(w, s, strlen(s));
+}
+
+static void jf(struct jw *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void jf(struct jw *w, const char *fmt, ...)
+{
+    char tmp[128];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n > 0 && (size_t)n < sizeof tmp)
+        jraw(w, tmp, (size_t)n);
+}
+
+/* A JSON string of n bytes of s (UTF-8 as the API gave it; control bytes escaped). */
+static void jstr_n(struct jw *w, const char *s, size_t n)
+{
+    jraw(w, "\"", 1);
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        jraw(w, s + run, i - run);
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            jraw(w, e, 2);
+        } else {
+            jf(w, "\\u%04x", c);
+        }
+        run = i + 1;
+    }
+    jraw(w, s + run, n - run);
+    jraw(w, "\"", 1);
+}
+
+static void jstr(struct jw *w, const char *s)
+{
+    jstr_n(w, s, strlen(s));
+}
+
+static void totals_write(struct jw *w, const struct totals *t)
+{
+    jf(w, "\"gpus\":%llu,\"memTotalBytes\":%llu,\"memAllocatedBytes\":%llu,",
+       (unsigned long long)t->gpus, (unsigned long long)t->mem_total,
+       (unsigned long long)t->mem_used);
+    jf(w, "\"computeTotal\":%.9g,\"computeAllocated\":%.9g,\"strandedCompute\":%.9g,",
+       t->compute_total, t->compute_used, t->stranded);
+    jf(w, "\"strandedMemoryBytes\":%llu,\"fragmentation\":%.9g,\"containers\":%llu",
+       (unsigned long long)t->stranded_mem, frag_ratio(t), (unsigned long long)t->containers);
+}
+
+static void verdict_write(struct jw *w, const struct sched_verdict *v)
+{
+    if (v == NULL) {
+        jlit(w, "null");
+        return;
+    }
+    jf(w, "{\"time\":%lld,\"offered\":%u,\"failed\":%u,\"node\":", (long long)v->time, v->offered,
+       v->failed);
+    if (v->node[0] != '\0')
+        jstr(w, v->node);
+    else
+        jlit(w, "null");
+    jlit(w, ",\"error\":");
+    jstr(w, v->error);
+    if (v->other_reasons > 0)
+        jf(w, ",\"otherReasons\":%u", v->other_reasons);
+    jlit(w, ",\"reasons\":[");
+    for (unsigned r = 0; r < v->reason_count; r++) {
+        const struct sched_verdict_reason *re = &v->reasons[r];
+        jlit(w, r > 0 ? ",{\"reason\":" : "{\"reason\":");
+        jstr(w, re->why);
+        jf(w, ",\"nodes\":%u,\"examples\":[", re->count);
+        for (unsigned k = 0; k < re->count && k < SCHED_VERDICT_EXAMPLES; k++) {
+            if (k > 0)
+                jlit(w, ",");
+            jstr(w, re->nodes[k]);
+        }
+        jlit(w, "]}");
+    }
+    jlit(w, "]}");
+}
+
+/* The key's namespace and name as JSON members. */
+static void key_write(struct jw *w, const char *key)
+{
+    const char *slash = strchr(key, '/');
+    jlit(w, "\"namespace\":");
+    jstr_n(w, key, slash != NULL ? (size_t)(slash - key) : 0);
+    jlit(w, ",\"pod\":");
+    jstr(w, slash != NULL ? slash + 1 : key);
+}
+
+struct share_list {
+    struct share_ref *refs;
+    size_t n, cap;
+};
+
+static void share_collect(void *arg, const struct share_ref *r)
+{
+    struct share_list *l = arg;
+    if (l->n == l->cap) {
+        l->cap = l->cap > 0 ? l->cap * 2 : 256;
+        l->refs = xrealloc(l->refs, l->cap * sizeof *l->refs);
+    }
+    l->refs[l->n++] = *r;
+}
+
+/* Orders shares by node and GPU (then pod key: the same order at every refresh). */
+static int cmp_share(const void *a, const void *b)
+{
+    const struct share_ref *x = a, *y = b;
+    if (x->p->node != y->p->node)
+        return x->p->node < y->p->node ? -1 : 1;
+    if (x->g != y->g)
+        return x->g < y->g ? -1 : 1;
+    int c = strcmp(x->p->key, y->p->key);
+    if (c != 0)
+        return c;
+    return x->k < y->k ? -1 : x->k > y->k;
 }
 
 char *sched_view_state(const struct sched_state *s, int64_t now_unix)
 {
     const struct place_cluster *c = s->cluster;
-    struct state_ctx sc = {xcalloc(c->node_count * PLACE_MAX_GPUS + 1, sizeof(json_t *))};
-    each_share(s, share_json, &sc);
+    struct share_list shares = {0};
+    each_share(s, share_collect, &shares);
+    qsort(shares.refs, shares.n, sizeof *shares.refs, cmp_share);
+    /* first[i * PLACE_MAX_GPUS + g]: where GPU g of node i starts in shares. */
+    size_t slots = c->node_count * PLACE_MAX_GPUS;
+    VG_AUTO_FREE size_t *first = xcalloc(slots + 1, sizeof *first);
+    for (size_t k = 0, at = 0; at <= slots; at++) {
+        while (k < shares.n &&
+               (size_t)shares.refs[k].p->node * PLACE_MAX_GPUS + shares.refs[k].g < at)
+            k++;
+        first[at] = k;
+    }
     VG_AUTO_FREE struct named_index *order = xcalloc(c->node_count + 1, sizeof *order);
     for (size_t i = 0; i < c->node_count; i++)
         order[i] = (struct named_index){c->nodes[i].name, i};
     qsort(order, c->node_count, sizeof *order, cmp_named);
-    json_t *nodes = json_array();
+
+    struct jw w = {0};
+    vg_buf_init(&w.b, "dashboard state", (size_t)1 << 30);
     struct totals all = {0};
+    jf(&w, "{\"version\":1,\"time\":%lld,\"policy\":", (long long)now_unix);
+    jstr(&w, place_policy_name(s->opt.policy));
+    jlit(&w, ",\"nodes\":[");
     for (size_t k = 0; k < c->node_count; k++) {
         size_t i = order[k].index;
         const struct place_node *n = &c->nodes[i];
@@ -671,57 +847,69 @@ char *sched_view_state(const struct sched_state *s, int64_t now_unix)
             all.stranded += t.stranded;
             all.containers += t.containers;
         }
-        json_t *gpus = json_array();
+        jlit(&w, k > 0 ? ",{\"name\":" : "{\"name\":");
+        jstr(&w, n->name);
+        jf(&w, ",\"present\":%s,\"inventory\":%s,\"heartbeat\":%lld,\"totals\":{",
+           sn->present ? "true" : "false", sn->has_inventory ? "true" : "false",
+           (long long)sn->inventory.heartbeat);
+        totals_write(&w, &t);
+        jlit(&w, "},\"gpus\":[");
         for (unsigned g = 0; g < n->gpu_count; g++) {
             const struct place_gpu *gpu = &n->gpus[g];
             struct gpu_view v;
             gpu_view(s, i, g, &v);
-            json_t **tenants = &sc.tenants[i * PLACE_MAX_GPUS + g];
-            json_t *o = json_pack(
-                "{s:I, s:s, s:s, s:I, s:I, s:f, s:I, s:I, s:b, s:b, s:f, s:I, s:o}", "index",
-                (json_int_t)g, "uuid", gpu->uuid, "model",
-                gpu->model < c->model_count ? c->models[gpu->model] : "", "memTotalBytes",
-                (json_int_t)v.mem_total, "memAllocatedBytes", (json_int_t)v.mem_used,
-                "computeAllocated", v.compute_used, "containers", (json_int_t)gpu->tenants, "slots",
-                (json_int_t)gpu->slots, "healthy", gpu->healthy, "blocked", v.blocked,
-                "strandedCompute", v.stranded_compute, "strandedMemoryBytes",
-                (json_int_t)v.stranded_mem, "tenants", *tenants != NULL ? *tenants : json_array());
-            *tenants = NULL;
-            json_array_append_new(gpus, o);
+            jf(&w, "%s{\"index\":%u,\"uuid\":", g > 0 ? "," : "", g);
+            jstr(&w, gpu->uuid);
+            jlit(&w, ",\"model\":");
+            jstr(&w, gpu->model < c->model_count ? c->models[gpu->model] : "");
+            jf(&w, ",\"memTotalBytes\":%llu,\"memAllocatedBytes\":%llu,\"computeAllocated\":%.9g",
+               (unsigned long long)v.mem_total, (unsigned long long)v.mem_used, v.compute_used);
+            jf(&w, ",\"containers\":%u,\"slots\":%u,\"healthy\":%s,\"blocked\":%s", gpu->tenants,
+               gpu->slots, gpu->healthy ? "true" : "false", v.blocked ? "true" : "false");
+            jf(&w, ",\"strandedCompute\":%.9g,\"strandedMemoryBytes\":%llu,\"tenants\":[",
+               v.stranded_compute, (unsigned long long)v.stranded_mem);
+            size_t from = first[i * PLACE_MAX_GPUS + g], to = first[i * PLACE_MAX_GPUS + g + 1];
+            for (size_t r = from; r < to; r++) {
+                const struct share_ref *sr = &shares.refs[r];
+                jlit(&w, r > from ? ",{" : "{");
+                key_write(&w, sr->p->key);
+                jlit(&w, ",\"container\":");
+                jstr(&w, sr->name);
+                jf(&w, ",\"state\":\"%s\",\"memBytes\":%llu,\"compute\":%.9g}",
+                   sr->p->assumed ? "assumed" : "bound", (unsigned long long)(sr->mem_mib * MIB),
+                   sr->cores / 100.0);
+            }
+            jlit(&w, "]}");
         }
-        json_t *node =
-            json_pack("{s:s, s:b, s:b, s:I, s:o, s:o}", "name", n->name, "present", sn->present,
-                      "inventory", sn->has_inventory, "heartbeat",
-                      (json_int_t)sn->inventory.heartbeat, "totals", totals_json(&t), "gpus", gpus);
-        json_array_append_new(nodes, node);
+        jlit(&w, "]}");
     }
-    for (size_t i = 0; i < c->node_count * PLACE_MAX_GPUS; i++)
-        json_decref(sc.tenants[i]); /* GPUs a node no longer lists */
-    free(sc.tenants);
-    json_t *pending = json_array();
+    free(shares.refs);
+    jlit(&w, "],\"pending\":[");
+    bool any = false;
     for (size_t i = sched_map_next(&s->pending, 0); i < s->pending.cap;
          i = sched_map_next(&s->pending, i + 1)) {
         const char *key = s->pending.slots[i].key;
-        const char *slash = strchr(key, '/');
-        const struct sched_verdict *v = sched_map_get(&s->verdicts, key);
-        json_array_append_new(pending, json_pack("{s:s%, s:s, s:o}", "namespace", key,
-                                                 slash != NULL ? (size_t)(slash - key) : 0, "pod",
-                                                 slash != NULL ? slash + 1 : key, "lastFilter",
-                                                 v != NULL ? verdict_json(v) : json_null()));
+        jlit(&w, any ? ",{" : "{");
+        any = true;
+        key_write(&w, key);
+        jlit(&w, ",\"lastFilter\":");
+        verdict_write(&w, sched_map_get(&s->verdicts, key));
+        jlit(&w, "}");
     }
     struct sched_stats st;
     sched_state_stats(s, &st);
-    json_t *cluster = totals_json(&all);
-    json_object_set_new(cluster, "nodes", json_integer((json_int_t)st.nodes));
-    json_object_set_new(cluster, "podsBound", json_integer((json_int_t)st.bound));
-    json_object_set_new(cluster, "podsAssumed", json_integer((json_int_t)st.assumed));
-    json_object_set_new(cluster, "podsPending", json_integer((json_int_t)s->pending.count));
-    VG_AUTO_JSON json_t *root = json_pack(
-        "{s:i, s:I, s:s, s:o, s:o, s:o}", "version", 1, "time", (json_int_t)now_unix, "policy",
-        place_policy_name(s->opt.policy), "cluster", cluster, "nodes", nodes, "pending", pending);
-    if (root == NULL)
+    jlit(&w, "],\"cluster\":{");
+    totals_write(&w, &all);
+    jf(&w, ",\"nodes\":%llu,\"podsBound\":%llu,\"podsAssumed\":%llu,\"podsPending\":%zu}}",
+       (unsigned long long)st.nodes, (unsigned long long)st.bound, (unsigned long long)st.assumed,
+       s->pending.count);
+    char *out = NULL;
+    if (w.rc < 0 || vg_buf_steal(&w.b, &out, NULL, &w.err) < 0) {
+        vg_buf_free(&w.b);
         return NULL;
-    return json_dumps(root, JSON_COMPACT);
+    }
+    vg_buf_free(&w.b);
+    return out;
 }
 
 char *sched_view_explain(const struct sched_state *s, const char *key)
