@@ -385,6 +385,49 @@ class PageTest(unittest.TestCase):
         self.assertIn("not filtered yet", dom)
 
 
+    def test_live_refresh(self):
+        """The page follows the scheduler: a pod bound after the page loaded shows up at
+        the next refresh (?refresh=1), without reloading."""
+        if not os.access(CHROMIUM, os.X_OK):
+            missing(CHROMIUM + " (Debian package chromium)")
+        sys.path.insert(0, os.path.join(HERE, "..", "..", "bench"))
+        try:
+            import dashboard_bench as B
+        except SystemExit as exc:  # python3-websocket missing
+            missing(str(exc))
+        browser = B.Browser()
+        try:
+            browser.call("Page.enable")
+            browser.load("http://127.0.0.1:%d/ui?refresh=1" % self.c.port)
+            before = browser.evaluate("document.getElementById('c-containers').textContent")
+            stamp = browser.evaluate("document.body.getAttribute('data-time')")
+            pod = self.c.create_pod(H.pod_object("late", {"nvidia.com/gpu": "1",
+                                                          "nvidia.com/gpumem": "1000",
+                                                          "nvidia.com/gpucores": "10"}))
+            got, body = self.c.filter(self.conn, pod, NAMES)
+            self.assertEqual(self.c.bind(self.conn, pod, got[0]), "", body)
+            deadline = time.time() + 30
+            while True:
+                now = browser.evaluate("document.getElementById('c-containers').textContent")
+                if now == str(int(before) + 1):
+                    break
+                self.assertLess(time.time(), deadline, "the page never showed the new pod")
+                time.sleep(0.1)
+            self.assertNotEqual(browser.evaluate("document.body.getAttribute('data-time')"),
+                                None)
+            self.assertTrue(browser.evaluate(
+                "!!document.querySelector('tr.ctr[data-pod=\"default/late\"]')"))
+            self.assertIsNotNone(stamp)
+        finally:
+            browser.close()
+            # Leave the cluster as the other test expects it.
+            self.c.apic.request("DELETE", "/api/v1/namespaces/default/pods/late")
+            deadline = time.time() + 20
+            while self.c.ext.request("GET", "/ui/state.json")[1]["cluster"]["podsBound"] != \
+                    len(PODS) and time.time() < deadline:
+                time.sleep(0.05)
+
+
 class ExplainTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
