@@ -810,7 +810,8 @@ char *sched_view_state(const struct sched_state *s, int64_t now_unix)
     const struct place_cluster *c = s->cluster;
     struct share_list shares = {0};
     each_share(s, share_collect, &shares);
-    qsort(shares.refs, shares.n, sizeof *shares.refs, cmp_share);
+    if (shares.n > 1) /* qsort takes no NULL, even for nothing */
+        qsort(shares.refs, shares.n, sizeof *shares.refs, cmp_share);
     /* first[i * PLACE_MAX_GPUS + g]: where GPU g of node i starts in shares. */
     size_t slots = c->node_count * PLACE_MAX_GPUS;
     VG_AUTO_FREE size_t *first = xcalloc(slots + 1, sizeof *first);
