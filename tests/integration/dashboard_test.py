@@ -314,7 +314,7 @@ def chromium(url, out_dir, screenshot=None):
     profile = tempfile.mkdtemp(prefix="vgpu-chromium-")
     args = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
             "--disable-dev-shm-usage", "--user-data-dir=" + profile,
-            "--virtual-time-budget=8000", "--window-size=1400,1100"]
+            "--virtual-time-budget=8000", "--window-size=1400,1500"]
     try:
         if screenshot:
             subprocess.run(args + ["--screenshot=" + screenshot, url], capture_output=True,
