@@ -16,6 +16,8 @@
 #include <event2/keyvalq_struct.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <stdio.h>
@@ -32,6 +34,11 @@
 #include "base/str.h"
 #include "kube/kube.h"
 #include "scheduler/auth.h"
+#include "scheduler/view.h"
+
+/* The dashboard page, compiled in from src/scheduler/ui/index.html (cmake/embed.cmake). */
+extern const unsigned char sched_ui_page[];
+extern const size_t sched_ui_page_len;
 
 /* ---- metrics ------------------------------------------------------------------------ */
 
@@ -95,6 +102,11 @@ struct sched_daemon {
     uint64_t api_errors;
     uint64_t unauthorized;
     uint64_t bind_inflight;
+    uint64_t ui_errors;        /* 4xx answers on /ui paths */
+    bool hami_legacy;          /* /metrics adds HAMi's older names */
+    char ui_csp[256];          /* the page's Content-Security-Policy: its one script, by hash */
+    struct vg_buf metrics_buf; /* the allocation series, kept between scrapes */
+    bool metrics_busy;         /* metrics_buf is still being sent */
 };
 
 static uint64_t mono_ms(void)
@@ -114,6 +126,23 @@ static double mono_s(void)
 static struct sched_now now(void)
 {
     return (struct sched_now){.mono_ms = mono_ms(), .unix_s = (int64_t)time(NULL)};
+}
+
+/* The metrics buffer went out: the kept one is free for the next scrape. */
+static void metrics_sent_kept(const void *data, size_t len, void *arg)
+{
+    (void)data;
+    (void)len;
+    ((struct sched_daemon *)arg)->metrics_busy = false;
+}
+
+/* ... or a scrape's own buffer, freed. */
+static void metrics_sent_own(const void *data, size_t len, void *arg)
+{
+    (void)data;
+    (void)len;
+    vg_buf_free(arg);
+    free(arg);
 }
 
 static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
@@ -157,6 +186,7 @@ static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
     uint64_t bad_requests = 0;
     for (int v = 0; v < VERB_COUNT; v++)
         bad_requests += d->http_errors[v];
+    bad_requests += d->ui_errors;
     evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"bad_request\"} %llu\n",
                         (unsigned long long)bad_requests);
     evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"skipped_node\"} %llu\n",
@@ -222,9 +252,41 @@ static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
             evbuffer_add_printf(b, "vgpu_scheduler_gpu_tenants{node=\"%s\",uuid=\"%s\"} %u\n",
                                 c->nodes[i].name, c->nodes[i].gpus[g].uuid,
                                 c->nodes[i].gpus[g].tenants);
+    /* The allocation series (megabytes on a large cluster) go out by reference from a
+     * buffer kept between scrapes: no copy, and no fresh pages to fault in each time. A
+     * scrape that comes while the last one is still being sent uses a buffer of its own. */
+    bool kept = !d->metrics_busy;
+    struct vg_buf *more = kept ? &d->metrics_buf : xcalloc(1, sizeof *more);
+    if (kept)
+        vg_buf_reset(more);
+    else
+        vg_buf_init(more, "metrics", (size_t)1 << 30);
+    struct vg_err err = {0};
+    if (sched_view_metrics(d->state, d->hami_legacy, more, &err) < 0 || more->len == 0) {
+        if (err.code < 0)
+            vg_log(VG_LOG_WARN, "metrics cut short", "err=\"%s\"", err.msg);
+        if (!kept) {
+            vg_buf_free(more);
+            free(more);
+        }
+        return;
+    }
+    if (kept) {
+        d->metrics_busy = true;
+        evbuffer_add_reference(b, more->data, more->len, metrics_sent_kept, d);
+    } else {
+        evbuffer_add_reference(b, more->data, more->len, metrics_sent_own, more);
+    }
 }
 
 /* ---- HTTP --------------------------------------------------------------------------- */
+
+static void free_text(const void *data, size_t len, void *arg)
+{
+    (void)len;
+    (void)arg;
+    free((void *)(uintptr_t)data);
+}
 
 static void reply(struct evhttp_request *req, int code, const char *reason, const char *ctype,
                   const char *text)
@@ -336,7 +398,8 @@ static void handle_bind(struct sched_daemon *d, struct evhttp_request *req, cons
         bind_reply(bc, err.msg, SCHED_BIND_REFUSED);
 }
 
-/* The path of req, cut to fit p (longer paths match nothing). */
+/* The path of req, cut to fit p (longer paths match nothing; "" when the URI does not
+ * parse, which matches nothing either). */
 static void request_path(struct evhttp_request *req, char *p, size_t size)
 {
     struct evhttp_uri *parsed = evhttp_uri_parse(evhttp_request_get_uri(req));
@@ -344,7 +407,8 @@ static void request_path(struct evhttp_request *req, char *p, size_t size)
     p[0] = '\0';
     if (path != NULL)
         (void)vg_strlcpy(p, path, size);
-    evhttp_uri_free(parsed);
+    if (parsed != NULL) /* libevent's free does not take NULL: an unparsable URI crashed */
+        evhttp_uri_free(parsed);
 }
 
 static bool serve_health(struct sched_daemon *d, struct evhttp_request *req, const char *p)
@@ -477,6 +541,132 @@ static void serve_debug(struct sched_daemon *d, struct evhttp_request *req, bool
     reply(req, 200, "OK", "application/json", out);
 }
 
+/* ---- the dashboard ------------------------------------------------------------------ */
+
+/* A 4xx on a /ui path: JSON {"Error": msg} for the JSON routes, text for the page. */
+static void ui_error(struct sched_daemon *d, struct evhttp_request *req, int code,
+                     const char *reason, bool json, const char *msg)
+{
+    d->ui_errors++;
+    if (!json) {
+        char text[VG_ERR_MSG_MAX + 64];
+        (void)vg_snprintf(text, sizeof text, "%s\n", msg);
+        reply(req, code, reason, "text/plain; charset=utf-8", text);
+        return;
+    }
+    VG_AUTO_JSON json_t *body = json_pack("{s:s}", "Error", msg);
+    VG_AUTO_FREE char *text = json_dumps(body, JSON_COMPACT);
+    reply(req, code, reason, "application/json", text);
+}
+
+/* Headers every /ui answer carries: nothing cached, nothing framed or sniffed, and the
+ * page may run its own script only and talk to this origin only. */
+static void ui_headers(struct sched_daemon *d, struct evhttp_request *req)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Cache-Control", "no-store");
+    evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
+    evhttp_add_header(h, "X-Frame-Options", "DENY");
+    evhttp_add_header(h, "Referrer-Policy", "no-referrer");
+    evhttp_add_header(h, "Content-Security-Policy", d->ui_csp);
+}
+
+/* GET /ui/explain?namespace=NS&pod=NAME (namespace defaults to "default"). */
+static void serve_explain(struct sched_daemon *d, struct evhttp_request *req)
+{
+    /* The request's own parsed URI may be missing (a URI libevent's strict parser
+     * declines): parse it here; no query then. */
+    struct evhttp_uri *uri = evhttp_uri_parse(evhttp_request_get_uri(req));
+    const char *query = uri != NULL ? evhttp_uri_get_query(uri) : NULL;
+    char key[2 * 253 + 2]; /* "ns/name" */
+    struct vg_err err = {0};
+    int rc = sched_view_explain_key(query, key, sizeof key, &err);
+    if (uri != NULL)
+        evhttp_uri_free(uri);
+    if (rc < 0) {
+        ui_error(d, req, 400, "Bad Request", true, err.msg);
+        return;
+    }
+    VG_AUTO_FREE char *text = sched_view_explain(d->state, key);
+    if (text == NULL) {
+        char msg[VG_ERR_MSG_MAX + sizeof key];
+        (void)vg_snprintf(msg, sizeof msg,
+                          "vgpu: pod %s is not known to the scheduler (not waiting for a node, "
+                          "holding no GPU share, never filtered)",
+                          key);
+        ui_error(d, req, 404, "Not Found", true, msg);
+        return;
+    }
+    reply(req, 200, "OK", "application/json", text);
+}
+
+/* /ui (the page), /ui/state.json, /ui/explain: GET or HEAD only. */
+static void serve_ui(struct sched_daemon *d, struct evhttp_request *req, const char *p,
+                     enum evhttp_cmd_type method)
+{
+    ui_headers(d, req);
+    bool page = strcmp(p, "/ui") == 0 || strcmp(p, "/ui/") == 0;
+    bool state = strcmp(p, "/ui/state.json") == 0;
+    bool explain = strcmp(p, "/ui/explain") == 0;
+    if (!page && !state && !explain) {
+        ui_error(d, req, 404, "Not Found", false,
+                 "not found: the dashboard serves /ui, /ui/state.json and /ui/explain");
+        return;
+    }
+    if (method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
+        ui_error(d, req, 405, "Method Not Allowed", !page,
+                 "vgpu: the dashboard is read-only: GET only");
+        return;
+    }
+    if (explain) {
+        serve_explain(d, req);
+        return;
+    }
+    if (page) {
+        struct evbuffer *b = evbuffer_new();
+        evbuffer_add_reference(b, sched_ui_page, sched_ui_page_len, NULL, NULL);
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                          "text/html; charset=utf-8");
+        evhttp_send_reply(req, 200, "OK", b);
+        evbuffer_free(b);
+        return;
+    }
+    char *text = sched_view_state(d->state, (int64_t)time(NULL));
+    if (text == NULL) {
+        reply(req, 500, "Internal Server Error", "text/plain", "out of memory\n");
+        return;
+    }
+    struct evbuffer *b = evbuffer_new();
+    evbuffer_add_reference(b, text, strlen(text), free_text, NULL);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
+    evhttp_send_reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
+
+/* The page's script, hashed for its Content-Security-Policy (script-src 'sha256-...'):
+ * the one inline script runs, anything else that got into the page would not. */
+static void ui_csp_init(struct sched_daemon *d)
+{
+    const char *page = (const char *)sched_ui_page;
+    const char *open = strstr(page, "<script>");
+    const char *close = open != NULL ? strstr(open, "</script>") : NULL;
+    unsigned char digest[SHA256_DIGEST_LENGTH];
+    unsigned char b64[4 * ((SHA256_DIGEST_LENGTH + 2) / 3) + 1];
+    if (open == NULL || close == NULL) {
+        (void)vg_strlcpy(d->ui_csp, "default-src 'none'", sizeof d->ui_csp);
+        return;
+    }
+    open += strlen("<script>");
+    SHA256((const unsigned char *)open, (size_t)(close - open), digest);
+    EVP_EncodeBlock(b64, digest, SHA256_DIGEST_LENGTH);
+    (void)vg_snprintf(d->ui_csp, sizeof d->ui_csp,
+                      "default-src 'none'; script-src 'sha256-%s'; style-src 'unsafe-inline'; "
+                      "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
+                      "frame-ancestors 'none'",
+                      b64);
+}
+
 /* The extender's address: the verbs, health, metrics and, when turned on, the state
  * dump; never the webhook. */
 static void handle_extender(struct evhttp_request *req, void *arg)
@@ -497,6 +687,10 @@ static void handle_extender(struct evhttp_request *req, void *arg)
                           "text/plain; version=0.0.4");
         evhttp_send_reply(req, 200, "OK", b);
         evbuffer_free(b);
+        return;
+    }
+    if (strncmp(p, "/ui", 3) == 0 && (p[3] == '\0' || p[3] == '/')) {
+        serve_ui(d, req, p, method);
         return;
     }
     if (d->debug_state &&
@@ -780,6 +974,9 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
     d->base = base;
     d->client = client;
     d->debug_state = o->debug_state;
+    d->hami_legacy = o->hami_legacy_metrics;
+    vg_buf_init(&d->metrics_buf, "metrics", (size_t)1 << 30);
+    ui_csp_init(d);
     if (o->token_file != NULL) {
         if (sched_auth_load_token(o->token_file, d->token, sizeof d->token, &d->token_len, err) < 0)
             return err->code;
@@ -864,6 +1061,7 @@ void sched_daemon_free(struct sched_daemon *d)
         evhttp_free(d->http);
     if (d->https != NULL)
         evhttp_free(d->https);
+    vg_buf_free(&d->metrics_buf); /* after the servers: a reply may still refer to it */
     if (d->ssl != NULL)
         SSL_CTX_free(d->ssl);
     if (d->ext_ssl != NULL)

@@ -34,6 +34,7 @@ struct sched_daemon_options {
     const char *token_file;     /* or NULL: file holding a bearer token; the extender serves
                                    TLS and answers only "Authorization: Bearer <token>" */
     bool debug_state;           /* serve /debug/state[-bound] (404 otherwise) */
+    bool hami_legacy_metrics;   /* /metrics adds HAMi's older camel-case names too */
 };
 
 struct sched_daemon;

@@ -126,6 +126,12 @@ static char *encode_decision(const struct sched_state *s, const struct sched_pod
     return text;
 }
 
+/* The k-th container's name among the filter's requests (one share each, in order). */
+static const char *request_name(const void *arg, unsigned k)
+{
+    return ((const struct sched_container_request *)arg)[k].name;
+}
+
 /* Decides and charges every container of the pod among the nodes in s->offered.
  * Returns the record (charged) or NULL when nothing fits. */
 static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
@@ -217,8 +223,9 @@ struct offer {
  * verdict, charges and records the promise; *error is the result's Error text ("" when
  * none). pod is a validated object and key its "ns/name". 0, or SCHED_FILTER_RETRY for a
  * pod the pod watch does not show waiting (no offer gets a verdict). */
-static int filter_decide(struct sched_state *s, json_t *pod, const char *key, struct offer *of,
-                         size_t n, struct sched_now now, char *error, size_t error_size)
+static int filter_decide_offers(struct sched_state *s, json_t *pod, const char *key,
+                                struct offer *of, size_t n, struct sched_now now, char *error,
+                                size_t error_size)
 {
     error[0] = '\0';
     s->stats.filters++;
@@ -306,6 +313,7 @@ static int filter_decide(struct sched_state *s, json_t *pod, const char *key, st
                     if (of[i].idx == p->node)
                         of[i].verdict = V_PASS;
                 p->decision = encode_decision(s, p, reqs, now.unix_s);
+                p->names = sched_share_names(p->share_count, request_name, reqs);
                 s->stats.filter_fits++;
             }
         }
@@ -324,6 +332,34 @@ static int filter_decide(struct sched_state *s, json_t *pod, const char *key, st
         }
     }
     return 0;
+}
+
+/* filter_decide_offers, then the verdict kept for the pod (view.h): the node chosen, the
+ * Error, and the reasons the other offers failed. A pod the API does not hold gets none
+ * (anyone who reaches the extender may name one). */
+static int filter_decide(struct sched_state *s, json_t *pod, const char *key, struct offer *of,
+                         size_t n, struct sched_now now, char *error, size_t error_size)
+{
+    int rc = filter_decide_offers(s, pod, key, of, n, now, error, error_size);
+    if (rc == SCHED_FILTER_RETRY)
+        return rc;
+    /* Only pods the API holds (waiting, or with a share): a filter naming anything else
+     * (a malformed request is refused before the pending check) keeps nothing. */
+    if (s->opt.require_pending && sched_map_get(&s->pending, key) == NULL &&
+        sched_map_get(&s->pods, key) == NULL)
+        return rc;
+    struct sched_verdict *v = sched_verdict_begin(s, key, now.unix_s);
+    if (v == NULL)
+        return rc;
+    (void)vg_strlcpy(v->error, error, sizeof v->error);
+    const struct sched_pod *p = sched_map_get(&s->pods, key);
+    if (p != NULL && p->assumed && p->node >= 0)
+        (void)vg_strlcpy(v->node, p->node_name, sizeof v->node);
+    v->offered = (uint32_t)n;
+    for (size_t i = 0; i < n; i++)
+        if (of[i].verdict == V_FAIL)
+            sched_verdict_fail(v, of[i].why, of[i].name, of[i].name_len);
+    return rc;
 }
 
 /* Counts a refused request; returns rc. */

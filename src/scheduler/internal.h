@@ -38,6 +38,9 @@ struct sched_pod {
     bool blocking; /* bound, does not fit: its GPUs take no new tenants until it goes */
     uint64_t expires_ms;
     char *decision; /* vgpu.io/decision text (owned), NULL for a pod without GPUs */
+    char *names;    /* the containers' names, one per share, each NUL-terminated, one
+                       after the other (owned; NULL when unknown): for metrics and the
+                       dashboard, which would otherwise decode every decision */
     unsigned share_count;
     struct sched_share *shares;
     uint16_t types; /* its GPU-type lists (sched_types_id); 0: any model */
@@ -67,6 +70,26 @@ struct sched_node_live {
 };
 
 struct offer; /* extender.c's */
+
+/* The last filter verdict on a pod (view.c): why it is pending, or where it went. The
+ * reasons are the filter's FailedNodes texts (string literals), counted, with the first
+ * few nodes that gave each. Kept until the pod is deleted. */
+#define SCHED_VERDICT_REASONS  8
+#define SCHED_VERDICT_EXAMPLES 3
+#define SCHED_VERDICTS_MAX     65536
+struct sched_verdict_reason {
+    const char *why;
+    uint32_t count;
+    char nodes[SCHED_VERDICT_EXAMPLES][64];
+};
+struct sched_verdict {
+    int64_t time;                    /* Unix seconds */
+    char node[64];                   /* the node chosen; "" when none */
+    char error[VG_ERR_MSG_MAX + 64]; /* the result's Error; "" when none */
+    uint32_t offered, failed, other_reasons;
+    unsigned reason_count;
+    struct sched_verdict_reason reasons[SCHED_VERDICT_REASONS];
+};
 
 struct sched_state {
     struct sched_options opt;
@@ -101,6 +124,7 @@ struct sched_state {
     struct sched_map pods;       /* "ns/name" -> struct sched_pod */
     struct sched_map pending;    /* "ns/name" -> its uid (owned): pods waiting for a node */
     struct sched_map ns_assumed; /* namespace -> outstanding assumptions, an upper bound */
+    struct sched_map verdicts;   /* "ns/name" -> struct sched_verdict (view.c) */
     struct vg_prng rng;
     bool batch, refresh_needed;
     size_t waiting_pods;
@@ -139,6 +163,20 @@ int sched_assume_admit(struct sched_state *s, const char *key, uint32_t *held);
 /* After filter assumed for key. */
 void sched_assume_count(struct sched_state *s, const char *key);
 void sched_pending_release(struct sched_state *s);
+/* The verdict record for key, emptied, stamped with now_s; NULL when SCHED_VERDICTS_MAX
+ * pods hold one already. */
+struct sched_verdict *sched_verdict_begin(struct sched_state *s, const char *key, int64_t now_s);
+/* One offered node that failed, and why (a string literal). */
+void sched_verdict_fail(struct sched_verdict *v, const char *why, const char *node, size_t len);
+/* Drops key's verdict (the pod is gone); sched_verdicts_prune drops those of pods neither
+ * waiting nor held; sched_verdicts_release all. */
+void sched_verdict_drop(struct sched_state *s, const char *key);
+void sched_verdicts_prune(struct sched_state *s);
+void sched_verdicts_release(struct sched_state *s);
+/* The share names of p's containers as sched_pod.names keeps them: n names, each
+ * at most ANNOT_NAME_MAX bytes, from name(arg, k). */
+char *sched_share_names(unsigned n, const char *(*name)(const void *arg, unsigned k),
+                        const void *arg);
 /* Parses a JSON request body with the ceiling and duplicate-key refusal. */
 json_t *sched_parse_body(const char *body, size_t len, struct vg_err *err);
 /* sched_filter with jansson only: what sched_filter falls back to for every body the

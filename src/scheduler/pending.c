@@ -46,8 +46,10 @@ void sched_pending_delete(struct sched_state *s, json_t *pod)
 {
     char key[SCHED_KEY_MAX];
     struct vg_err err = {0};
-    if (sched_pod_key(pod, key, sizeof key, &err) == 0)
+    if (sched_pod_key(pod, key, sizeof key, &err) == 0) {
         forget(s, key);
+        sched_verdict_drop(s, key);
+    }
 }
 
 void sched_pending_resync(struct sched_state *s, json_t *items)
@@ -56,6 +58,7 @@ void sched_pending_resync(struct sched_state *s, json_t *items)
     size_t i;
     json_t *pod;
     json_array_foreach(items, i, pod) sched_pending_update(s, pod);
+    sched_verdicts_prune(s);
 }
 
 void sched_pending_release(struct sched_state *s)

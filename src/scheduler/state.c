@@ -68,6 +68,7 @@ static void pod_free(struct sched_pod *p)
     if (p == NULL)
         return;
     free(p->decision);
+    free(p->names);
     free(p->shares);
     free(p);
 }
@@ -82,6 +83,7 @@ void sched_state_free(struct sched_state *s)
         pod_free(s->pods.slots[i].value);
     sched_map_release(&s->pods);
     sched_pending_release(s);
+    sched_verdicts_release(s);
     sched_map_release(&s->node_index);
     free(s->nodes);
     free(s->live);
@@ -820,6 +822,38 @@ void sched_reapply_all(struct sched_state *s)
 
 /* ---- pods --------------------------------------------------------------------------- */
 
+/* The name of the k-th container with GPUs in decision arg (pod_from_decision keeps one
+ * share per such container, in order). */
+static const char *decision_container_name(const void *arg, unsigned k)
+{
+    const struct annot_decision *d = arg;
+    for (unsigned c = 0; c < d->container_count; c++)
+        if (d->containers[c].gpu_count > 0 && k-- == 0)
+            return d->containers[c].name;
+    return NULL;
+}
+
+char *sched_share_names(unsigned n, const char *(*name)(const void *arg, unsigned k),
+                        const void *arg)
+{
+    size_t len = 0;
+    for (unsigned k = 0; k < n; k++) {
+        const char *s = name(arg, k);
+        len += (s != NULL ? strlen(s) : 0) + 1;
+    }
+    char *out = xmalloc(len + 1);
+    size_t at = 0;
+    for (unsigned k = 0; k < n; k++) {
+        const char *s = name(arg, k);
+        size_t l = s != NULL ? strlen(s) : 0;
+        memcpy(out + at, s != NULL ? s : "", l);
+        out[at + l] = '\0';
+        at += l + 1;
+    }
+    out[at] = '\0';
+    return out;
+}
+
 /* A record from a decision annotation; NULL (err set) when it names GPUs the node lacks. */
 static struct sched_pod *pod_from_decision(struct sched_state *s, const char *key, const char *text,
                                            const struct annot_decision *d, uint16_t types,
@@ -870,6 +904,7 @@ static struct sched_pod *pod_from_decision(struct sched_state *s, const char *ke
             sh->pod_class = r.pod_class;
         p->share_count++;
     }
+    p->names = sched_share_names(p->share_count, decision_container_name, d);
     return p;
 }
 

@@ -664,9 +664,10 @@ static bool name_char(char c, bool first)
 static void check_exposition(const char *text)
 {
     char family[128] = "", type[32] = "", help_of[128] = "";
-    char seen[512][160];
+    /* The per-GPU and per-container series carry five or six labels each. */
+    static char seen[4096][512];
     size_t seen_count = 0;
-    char hist_series[160] = "";
+    char hist_series[512] = "";
     double last_bucket = -1, last_le = -1;
     bool inf = false;
     size_t samples = 0;
@@ -717,7 +718,7 @@ static void check_exposition(const char *text)
             assert_string_equal(name, family);
         }
         char le[32] = "";
-        char others[160] = "";
+        char others[512] = "";
         if (*p == '{') {
             p++;
             while (*p != '}') {
@@ -749,19 +750,19 @@ static void check_exposition(const char *text)
         assert_true(end != p + 1 && *end == '\0');
         assert_true(value >= 0);
         /* No series twice. */
-        char series[160];
+        char series[512];
         size_t series_len = (size_t)(p - line);
         assert_true(series_len < sizeof series);
         memcpy(series, line, series_len);
         series[series_len] = '\0';
         for (size_t i = 0; i < seen_count; i++)
             assert_string_not_equal(seen[i], series);
-        assert_true(seen_count < 512);
+        assert_true(seen_count < 4096);
         (void)vg_strlcpy(seen[seen_count++], series, sizeof seen[0]);
         samples++;
         /* Histograms: cumulative buckets per label set, +Inf last and equal to _count. */
         if (strcmp(type, "histogram") == 0) {
-            char key[160];
+            char key[512];
             (void)vg_snprintf(key, sizeof key, "%s", others);
             if (strstr(name, "_bucket") != NULL) {
                 assert_true(le[0] != '\0');

@@ -107,6 +107,7 @@ static void usage(FILE *f)
         "  --token-file FILE          extender over TLS; clients must send\n"
         "                             \"Authorization: Bearer <token>\", the token in FILE\n"
         "  --debug-state              serve /debug/state and /debug/state-bound\n"
+        "  --hami-legacy-metrics      /metrics adds HAMi's older names (GPUDeviceMemoryLimit...)\n"
         "  --port-file FILE           write the extender's port here once listening\n"
         "  --log-level LEVEL          error, warn, info (default), debug\n");
 }
@@ -119,6 +120,7 @@ int main(int argc, char **argv)
     const char *scheduler_name = NULL, *client_ca = NULL, *token_file = NULL;
     const char *max_assumed = NULL;
     bool debug_state = false;
+    bool hami_legacy = false;
     static const struct option longopts[] = {
         {"listen", required_argument, NULL, 'l'},
         {"kubeconfig", required_argument, NULL, 'k'},
@@ -135,6 +137,7 @@ int main(int argc, char **argv)
         {"client-ca", required_argument, NULL, 'A'},
         {"token-file", required_argument, NULL, 'T'},
         {"debug-state", no_argument, NULL, 'D'},
+        {"hami-legacy-metrics", no_argument, NULL, 'Y'},
         {"max-assumptions-per-namespace", required_argument, NULL, 'M'},
         {"log-level", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},
@@ -184,6 +187,9 @@ int main(int argc, char **argv)
             break;
         case 'T':
             token_file = optarg;
+            break;
+        case 'Y':
+            hami_legacy = true;
             break;
         case 'D':
             debug_state = true;
@@ -281,7 +287,8 @@ int main(int argc, char **argv)
                                               .tls_key = tls_key,
                                               .client_ca = client_ca,
                                               .token_file = token_file,
-                                              .debug_state = debug_state};
+                                              .debug_state = debug_state,
+                                              .hami_legacy_metrics = hami_legacy};
     if (serve(kubeconfig, &o, &dopt, &err) < 0) {
         fprintf(stderr, "vgpu-scheduler: %s\n", err.msg);
         return 1;
