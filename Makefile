@@ -7,10 +7,12 @@ SAN_BUILD ?= build-sanitize
 JOBS      ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-# Everything the build and the tests need, from Debian's packages.
+# Everything the build and the tests need, from Debian's packages. kubernetes-client (for
+# `kubectl kustomize`) counts as present when another package already put kubectl on PATH.
 DEBIAN_PACKAGES := build-essential cmake pkg-config libcmocka-dev python3 valgrind clang-format \
 	procps libevent-dev libcurl4-openssl-dev libjansson-dev libfyaml-dev libnghttp2-dev \
-	libprotobuf-c-dev protobuf-c-compiler python3-grpcio python3-protobuf openssl libssl-dev
+	libprotobuf-c-dev protobuf-c-compiler python3-grpcio python3-protobuf openssl libssl-dev \
+	python3-kubernetes kubernetes-client
 
 print-packages:
 	@echo $(DEBIAN_PACKAGES)
@@ -22,7 +24,8 @@ all: deps $(BUILD)/CMakeCache.txt
 
 deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
-		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || \
+		{ [ $$p = kubernetes-client ] && command -v kubectl >/dev/null; } || echo $$p; \
 	done); \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
