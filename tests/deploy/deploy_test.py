@@ -622,6 +622,13 @@ class Box:
         finally:
             conn.close()
 
+    def stop_one(self, name):
+        p = self.procs[name]
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            p.wait(10)
+        return p.returncode
+
     def stop(self):
         codes = {}
         for name, p in reversed(list(self.procs.items())):
@@ -873,6 +880,15 @@ class Flags(unittest.TestCase):
         problems = check_workloads(objects)
         self.assertEqual(len(problems), 1, problems)
         self.assertIn("--webhook-listen needs --tls-cert and --tls-key", problems[0])
+        # The extender moved off loopback without client authentication: refused, as the
+        # daemon would refuse to start.
+        objects = copy.deepcopy(renderings()["vgpu"])
+        _, c = container(objects, "vgpu-scheduler", "vgpu-scheduler")
+        c["args"] = ["--listen=0.0.0.0:8888" if a.startswith("--listen=") else a
+                     for a in c["args"]]
+        problems = check_workloads(objects)
+        self.assertEqual(len(problems), 1, problems)
+        self.assertIn("--listen 0.0.0.0:8888 is not loopback", problems[0])
         objects = copy.deepcopy(renderings()["mps"])
         cm = one(objects, "ConfigMap", "vgpu-device-plugin-config")
         cm["data"]["config.yaml"] = cm["data"]["config.yaml"].replace("replicas: 10", "replicas: 1")
@@ -1103,6 +1119,30 @@ class NoGpu(unittest.TestCase):
                 # Stopped by SIGTERM, both exit 0: a clean stop, not a failure.
                 self.assertEqual(codes["device-plugin"], 0)
                 self.assertEqual(codes["monitor"], 0)
+
+    def test_idle_without_gpu_hides_no_other_failure(self):
+        """--idle-without-gpu covers a missing driver only: bad API credentials still
+        exit 1 with their message."""
+        objects = renderings()["vgpu"]
+        box = Box(objects)
+        try:
+            bad = os.path.join(box.dir, "kubeconfig-bad")
+            with open(bad, "w") as f:
+                f.write("current-context: nope\n")
+            mon = box.start_monitor(env={"LD_LIBRARY_PATH": os.path.join(BUILD, "fakegpu")},
+                                    kubeconfig=False)
+            self.assertIsNone(mon.poll())
+            box.stop_one("monitor")
+            proc = box.spawn("monitor-bad", [os.path.join(BUILD, "bin", "vgpu-monitor"),
+                                             "--idle-without-gpu", "--kubeconfig=" + bad,
+                                             "--node-name=node-1"],
+                             {"LD_LIBRARY_PATH": os.path.join(BUILD, "fakegpu"),
+                              "FAKEGPU_DEVICES": FAKE_DEVICES,
+                              "FAKEGPU_STATE_DIR": os.path.join(box.dir, "fakegpu")})
+            self.assertEqual(proc.wait(20), 1, box.log("monitor-bad"))
+            self.assertIn("kubeconfig", box.log("monitor-bad"))
+        finally:
+            box.stop()
 
 
 if __name__ == "__main__":
