@@ -17,7 +17,7 @@ DEBIAN_PACKAGES := build-essential cmake pkg-config libcmocka-dev python3 valgri
 print-packages:
 	@echo $(DEBIAN_PACKAGES)
 
-.PHONY: all deps print-packages test sanitize demo bench fuzz format check-format clean
+.PHONY: all deps print-packages test sanitize demo bench e2e fuzz format check-format clean
 
 all: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
@@ -59,6 +59,11 @@ demo: all
 
 bench: all
 	./bench/run.sh $(BUILD)
+
+# The cluster in a box: the rendered vgpu overlay on two simulated nodes (docs/install.md);
+# also part of `make test` (CTest label e2e).
+e2e: all
+	/usr/bin/python3 tests/e2e/e2e.py $(BUILD) $(CURDIR)
 
 # libFuzzer builds of every fuzz target (clang); their corpora also run under `make test`.
 fuzz:

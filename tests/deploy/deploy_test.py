@@ -261,7 +261,10 @@ class Tree:
                 data = {i["path"]: "" for i in v["secret"].get("items", [])} or \
                     {"tls.crt": "", "tls.key": "", "ca.crt": ""}
             for key, text in data.items():
-                with open(os.path.join(local, key), "w") as f:
+                path = os.path.join(local, key)
+                if "secret" in v and os.path.exists(path):
+                    continue  # what a test put there (a certificate) stays
+                with open(path, "w") as f:
                     f.write(text)
             self.mounts.append((m["mountPath"].rstrip("/") or "/", local))
         self.mounts.sort(key=lambda m: -len(m[0]))
@@ -465,15 +468,16 @@ class Box:
     manifests' command lines; paths under the containers' mounts live under one temporary
     root (host paths shared, as on one node)."""
 
-    def __init__(self, objects, authz=None):
+    def __init__(self, objects, authz=None, nodes=("node-1",)):
         self.objects = objects
+        self.kubelet_dirs, self.region_dirs = {}, {}
         self.dir = tempfile.mkdtemp(prefix="vgpu-box-")
         self.procs = {}
         self.logs = {}
         fixture = os.path.join(self.dir, "fixture.json")
         with open(fixture, "w") as f:
-            json.dump({"nodes": [{"metadata": {"name": "node-1", "labels": {
-                "kubernetes.io/hostname": "node-1"}}}], "pods": []}, f)
+            json.dump({"nodes": [{"metadata": {"name": n, "labels": {
+                "kubernetes.io/hostname": n}}} for n in nodes], "pods": []}, f)
         port_file = os.path.join(self.dir, "api.port")
         cmd = ["/usr/bin/python3", os.path.join(SOURCE, "tests", "kube_api_server.py"),
                "--port", "0", "--port-file", port_file, "--fixture", fixture,
@@ -526,13 +530,18 @@ class Box:
     def forbidden(self):
         return self.api("GET", "/admin/stats")[1].get("forbidden", [])
 
-    def tree(self, spec, c):
-        return Tree(self.objects, spec, c, self.dir)
+    def tree(self, spec, c, node="node-1"):
+        """The container's files on this node: each node has its own host paths."""
+        return Tree(self.objects, spec, c, os.path.join(self.dir, node))
+
+    @staticmethod
+    def proc_name(what, node):
+        return what if node == "node-1" else "%s@%s" % (what, node)
 
     def start_device_plugin(self, user="system:serviceaccount:vgpu-system:vgpu-device-plugin",
-                            env=None, kubeconfig=True):
+                            env=None, kubeconfig=True, node="node-1"):
         spec, c = container(self.objects, "vgpu-device-plugin", "vgpu-device-plugin")
-        tree = self.tree(spec, c)
+        tree = self.tree(spec, c, node)
         _, settings, _ = check_config(self.objects, spec, c, "vgpu-device-plugin",
                                       os.path.join(self.dir, "check-dp"))
         args = rewrite_args(container_args(c), tree)
@@ -555,13 +564,15 @@ class Box:
             args.append("--kubeconfig=" + self.kubeconfig(user))
         extra = {"LD_LIBRARY_PATH": os.path.join(BUILD, "fakegpu"),
                  "FAKEGPU_DEVICES": FAKE_DEVICES,
-                 "FAKEGPU_STATE_DIR": os.path.join(self.dir, "fakegpu"),
-                 "VGPU_DP_HEALTH_INTERVAL_MS": "200"}
+                 "FAKEGPU_STATE_DIR": os.path.join(self.dir, node, "fakegpu"),
+                 "VGPU_DP_HEALTH_INTERVAL_MS": "200", "NODE_NAME": node}
         extra.update(env or {})
         os.makedirs(extra["FAKEGPU_STATE_DIR"], exist_ok=True)
-        self.kubelet_dir = tree.local(settings["kubeletDir"])
-        self.region_dir = tree.local(settings["vgpu.regionDir"])
-        return self.spawn("device-plugin",
+        self.kubelet_dir = self.kubelet_dirs[node] = tree.local(settings["kubeletDir"])
+        self.region_dir = self.region_dirs[node] = tree.local(settings["vgpu.regionDir"])
+        self.plugin_env = getattr(self, "plugin_env", {})
+        self.plugin_env[node] = container_env(c, extra)
+        return self.spawn(self.proc_name("device-plugin", node),
                           [os.path.join(BUILD, "bin", "vgpu-device-plugin")] + args,
                           container_env(c, extra))
 
@@ -572,12 +583,15 @@ class Box:
         self.listen = flag_value(args, "--listen")
         self.webhook_listen = flag_value(args, "--webhook-listen")
         cert, key = (tree.local(flag_value(args, f)) for f in ("--tls-cert", "--tls-key"))
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
-                        "1", "-subj", "/CN=vgpu-scheduler-webhook.vgpu-system.svc",
-                        "-keyout", key, "-out", cert], check=True, capture_output=True)
+        if not os.path.getsize(cert):  # a restart keeps the Secret's certificate
+            subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                            "-days", "1", "-subj", "/CN=vgpu-scheduler-webhook.vgpu-system.svc",
+                            "-keyout", key, "-out", cert], check=True, capture_output=True)
         self.cert = cert
         args = rewrite_args(args, tree)
         port_file = os.path.join(self.dir, "sched.port")
+        if os.path.exists(port_file):
+            os.unlink(port_file)
         self.webhook_port = free_port()
         args = replace_flag(args, "--listen", "127.0.0.1:0")
         if self.webhook_listen:
@@ -591,21 +605,24 @@ class Box:
         return proc
 
     def start_monitor(self, user="system:serviceaccount:vgpu-system:vgpu-monitor", env=None,
-                      kubeconfig=True):
+                      kubeconfig=True, node="node-1", args_extra=()):
         spec, c = container(self.objects, "vgpu-monitor", "vgpu-monitor")
-        tree = self.tree(spec, c)
+        tree = self.tree(spec, c, node)
         args = rewrite_args(container_args(c), tree)
         _, settings, _ = check_config(self.objects, spec, c, "vgpu-monitor",
                                       os.path.join(self.dir, "check-mon"))
         args = replace_flag(args, "--containers-dir", tree.local(settings["containers-dir"]))
         args.append("--interval-ms=100")
+        args += list(args_extra)
         if kubeconfig:
             args.append("--kubeconfig=" + self.kubeconfig(user))
         extra = {"LD_LIBRARY_PATH": os.path.join(BUILD, "fakegpu"),
                  "FAKEGPU_DEVICES": FAKE_DEVICES,
-                 "FAKEGPU_STATE_DIR": os.path.join(self.dir, "fakegpu")}
+                 "FAKEGPU_STATE_DIR": os.path.join(self.dir, node, "fakegpu"),
+                 "NODE_NAME": node}
         extra.update(env or {})
-        return self.spawn("monitor", [os.path.join(BUILD, "bin", "vgpu-monitor")] + args,
+        return self.spawn(self.proc_name("monitor", node),
+                          [os.path.join(BUILD, "bin", "vgpu-monitor")] + args,
                           container_env(c, extra))
 
     def ext(self, method, path, body=None):
@@ -710,8 +727,9 @@ def scenario(objects, authz):
         return wait_for(step, timeout=timeout, what=what)
 
     try:
-        os.makedirs(os.path.join(box.dir, "host/var/lib/kubelet/device-plugins"), exist_ok=True)
-        kubelet = dk.FakeKubelet(os.path.join(box.dir, "host/var/lib/kubelet/device-plugins"))
+        kdir = os.path.join(box.dir, "node-1", "host/var/lib/kubelet/device-plugins")
+        os.makedirs(kdir, exist_ok=True)
+        kubelet = dk.FakeKubelet(kdir)
         box.start_device_plugin()
         until(lambda: kubelet.latest("nvidia.com/gpu"), "the device plugin's devices")
         inv = until(lambda: box.api("GET", "/api/v1/nodes/node-1")[1]["metadata"]
