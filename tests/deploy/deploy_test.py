@@ -961,6 +961,23 @@ class Mounts(unittest.TestCase):
         self.assertIn("vgpu-monitor reads the host's processes under /proc but the pod has "
                       "no hostPID", check_workloads(objects))
 
+    def test_libvgpu_lands_where_allocate_mounts_it(self):
+        """The init containers install the image's libvgpu.so (/usr/lib/vgpu/libvgpu.so)
+        at the plugin's vgpu.libvgpuPath, through a temporary name on the same volume."""
+        for name, objects in renderings().items():
+            with self.subTest(rendering=name):
+                spec, c = container(objects, "vgpu-device-plugin", "vgpu-device-plugin")
+                with tempfile.TemporaryDirectory(prefix="vgpu-deploy-") as tmp:
+                    _, settings, _ = check_config(objects, spec, c, "vgpu-device-plugin", tmp)
+                init = {i["name"]: i["command"] for i in spec["initContainers"]}
+                install, mv = init["install-libvgpu"], init["rename-libvgpu"]
+                self.assertEqual(install[:3], ["/usr/bin/install", "-m", "0755"])
+                self.assertEqual(install[3], "/usr/lib/vgpu/libvgpu.so")
+                self.assertEqual(mv[:2], ["/bin/mv", "-f"])
+                self.assertEqual(mv[2], install[4])
+                self.assertEqual(mv[3], settings["vgpu.libvgpuPath"])
+                self.assertEqual(os.path.dirname(mv[2]), os.path.dirname(mv[3]))
+
     def test_mps_mounts(self):
         objects = copy.deepcopy(renderings()["mps"])
         self.assertEqual(check_workloads(objects), [])
