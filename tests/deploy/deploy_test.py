@@ -76,12 +76,18 @@ def kustomize(directory):
     return [o for o in yaml.safe_load_all(r.stdout) if o]
 
 
-def renderings():
-    """{name: objects} for every overlay and the vgpu overlay with every component."""
-    if not _rendered:
+COMBINED = "vgpu+" + "+".join(COMPONENTS)
+
+
+def rendering(name):
+    """The objects of one overlay, or of COMBINED (the vgpu overlay with every
+    component), rendered once per process. None: COMBINED with a kustomize that has no
+    components."""
+    if name not in _rendered:
         deploy = os.path.join(SOURCE, "deploy")
-        for o in OVERLAYS:
-            _rendered[o] = kustomize(os.path.join(deploy, "overlays", o))
+        if name != COMBINED:
+            _rendered[name] = kustomize(os.path.join(deploy, "overlays", name))
+            return _rendered[name]
         tmp = tempfile.mkdtemp(prefix="vgpu-deploy-")
         try:
             rel = lambda p: os.path.relpath(os.path.join(deploy, p), tmp)  # noqa: E731
@@ -90,7 +96,7 @@ def renderings():
                 for c in COMPONENTS:
                     f.write("- %s\n" % rel("components/" + c))
             try:
-                _rendered["vgpu+" + "+".join(COMPONENTS)] = kustomize(tmp)
+                _rendered[name] = kustomize(tmp)
             except AssertionError as e:
                 # kustomize before 3.7 (kubectl 1.20, Debian bookworm's) has no
                 # components; docs/install.md says they need a newer one.
@@ -98,9 +104,16 @@ def renderings():
                     raise
                 print("note: %s has no kustomize components (kubectl 1.21 or later has "
                       "them): the components are not rendered" % KUBECTL)
+                _rendered[name] = None
         finally:
             shutil.rmtree(tmp)
-    return _rendered
+    return _rendered[name]
+
+
+def renderings():
+    """{name: objects} for every overlay and the vgpu overlay with every component."""
+    out = {name: rendering(name) for name in OVERLAYS + (COMBINED,)}
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def find(objects, kind, name=None):
@@ -845,7 +858,7 @@ class Render(unittest.TestCase):
                 self.assertEqual([p["schedulerName"] for p in cfg["profiles"]], ["vgpu-scheduler"])
 
     def test_unknown_fields_are_caught(self):
-        objects = copy.deepcopy(renderings()["vgpu"])
+        objects = copy.deepcopy(rendering("vgpu"))
         ds = one(objects, "DaemonSet", "vgpu-device-plugin")
         ds["spec"]["template"]["spec"]["containers"][0]["volumeMount"] = []
         ds["spec"]["template"]["spec"]["hostPid"] = True
@@ -884,7 +897,7 @@ class Flags(unittest.TestCase):
                                         ("vgpu-scheduler", "vgpu-scheduler", "vgpu-scheduler"),
                                         ("vgpu-monitor", "vgpu-monitor", "vgpu-monitor")):
             with self.subTest(binary=binary):
-                objects = copy.deepcopy(renderings()["vgpu"])
+                objects = copy.deepcopy(rendering("vgpu"))
                 _, c = container(objects, workload, cname)
                 c["args"].append("--regoin-dir=/usr/local/vgpu/containers")
                 problems = check_workloads(objects)
@@ -893,7 +906,7 @@ class Flags(unittest.TestCase):
                 self.assertIn("--regoin-dir", problems[0].split("refused")[1])
 
     def test_a_bad_value_is_named(self):
-        objects = copy.deepcopy(renderings()["vgpu"])
+        objects = copy.deepcopy(rendering("vgpu"))
         _, c = container(objects, "vgpu-scheduler", "vgpu-scheduler")
         c["args"] = [a for a in c["args"] if not a.startswith("--tls-key")]
         problems = check_workloads(objects)
@@ -901,14 +914,14 @@ class Flags(unittest.TestCase):
         self.assertIn("--webhook-listen needs --tls-cert and --tls-key", problems[0])
         # The extender moved off loopback without client authentication: refused, as the
         # daemon would refuse to start.
-        objects = copy.deepcopy(renderings()["vgpu"])
+        objects = copy.deepcopy(rendering("vgpu"))
         _, c = container(objects, "vgpu-scheduler", "vgpu-scheduler")
         c["args"] = ["--listen=0.0.0.0:8888" if a.startswith("--listen=") else a
                      for a in c["args"]]
         problems = check_workloads(objects)
         self.assertEqual(len(problems), 1, problems)
         self.assertIn("--listen 0.0.0.0:8888 is not loopback", problems[0])
-        objects = copy.deepcopy(renderings()["mps"])
+        objects = copy.deepcopy(rendering("mps"))
         cm = one(objects, "ConfigMap", "vgpu-device-plugin-config")
         cm["data"]["config.yaml"] = cm["data"]["config.yaml"].replace("replicas: 10", "replicas: 1")
         problems = check_workloads(objects)
@@ -937,7 +950,7 @@ class Mounts(unittest.TestCase):
                    "mounted there"])]
         for workload, cname, volume, expect in cases:
             with self.subTest(volume=volume):
-                objects = copy.deepcopy(renderings()["vgpu"])
+                objects = copy.deepcopy(rendering("vgpu"))
                 _, c = container(objects, workload, cname)
                 c["volumeMounts"] = [m for m in c["volumeMounts"] if m["name"] != volume]
                 problems = check_workloads(objects)
@@ -945,7 +958,7 @@ class Mounts(unittest.TestCase):
                     self.assertIn(e, problems)
 
     def test_host_paths_and_stray_mounts(self):
-        objects = copy.deepcopy(renderings()["vgpu"])
+        objects = copy.deepcopy(rendering("vgpu"))
         spec, c = container(objects, "vgpu-device-plugin", "vgpu-device-plugin")
         for v in spec["volumes"]:
             if v["name"] == "vgpu-host":
@@ -980,7 +993,7 @@ class Mounts(unittest.TestCase):
                 self.assertEqual(os.path.dirname(mv[2]), os.path.dirname(mv[3]))
 
     def test_mps_mounts(self):
-        objects = copy.deepcopy(renderings()["mps"])
+        objects = copy.deepcopy(rendering("mps"))
         self.assertEqual(check_workloads(objects), [])
         _, c = container(objects, "vgpu-device-plugin", "vgpu-device-plugin")
         c["volumeMounts"] = [m for m in c["volumeMounts"] if m["name"] != "mps-shm"]
@@ -990,7 +1003,7 @@ class Mounts(unittest.TestCase):
 
 class Scheduler(unittest.TestCase):
     def test_extender_verbs_and_webhook_are_served(self):
-        objects = renderings()["vgpu"]
+        objects = rendering("vgpu")
         cfg = scheduler_config(objects)
         ext = cfg["extenders"][0]
         box = Box(objects)
@@ -1052,7 +1065,7 @@ class Scheduler(unittest.TestCase):
             box.stop()
 
     def test_webhook_namespaces_and_failure_policy(self):
-        objects = renderings()["vgpu"]
+        objects = rendering("vgpu")
         wh = one(objects, "MutatingWebhookConfiguration", "vgpu-scheduler")["webhooks"][0]
         self.assertEqual(wh["failurePolicy"], "Fail")
         ns = one(objects, "Deployment", "vgpu-scheduler")["metadata"]["namespace"]
@@ -1065,11 +1078,11 @@ class Scheduler(unittest.TestCase):
 
 class Rbac(unittest.TestCase):
     def test_rendered_roles_suffice(self):
-        objects = renderings()["vgpu"]
+        objects = rendering("vgpu")
         self.assertEqual(scenario(objects, authz_from(objects)), [])
 
     def test_roles_are_exactly_what_is_called(self):
-        objects = renderings()["vgpu"]
+        objects = rendering("vgpu")
         got = {o["metadata"]["name"]: sorted((tuple(r.get("apiGroups", [])),
                                               tuple(r["resources"]), tuple(r["verbs"]))
                                              for r in o["rules"])
@@ -1082,7 +1095,7 @@ class Rbac(unittest.TestCase):
         self.assertEqual(flat["vgpu-monitor"], ["events:create", "pods:list", "pods:watch"])
 
     def test_a_missing_verb_fails(self):
-        objects = renderings()["vgpu"]
+        objects = rendering("vgpu")
         authz = authz_from(objects)
         sa = "system:serviceaccount:vgpu-system:"
         for user, resource, verb, needle in (
@@ -1135,7 +1148,7 @@ class Rbac(unittest.TestCase):
 
 class NoGpu(unittest.TestCase):
     def test_device_plugin_and_monitor_stay_up_without_a_driver(self):
-        objects = renderings()["vgpu"]
+        objects = rendering("vgpu")
         for case, env in (("no driver library", {"LD_LIBRARY_PATH": "/nonexistent"}),
                           ("a driver that fails", {"FAKEGPU_DEVICES": "broken"})):
             with self.subTest(case=case):
@@ -1147,7 +1160,7 @@ class NoGpu(unittest.TestCase):
                              what="the device plugin's log line")
                     wait_for(lambda: "no NVIDIA driver on this node" in box.log("monitor"),
                              what="the monitor's log line")
-                    time.sleep(1.0)
+                    time.sleep(0.5)
                     self.assertIsNone(dp.poll(), box.log("device-plugin"))
                     self.assertIsNone(mon.poll(), box.log("monitor"))
                 finally:
@@ -1159,7 +1172,7 @@ class NoGpu(unittest.TestCase):
     def test_idle_without_gpu_hides_no_other_failure(self):
         """--idle-without-gpu covers a missing driver only: bad API credentials still
         exit 1 with their message."""
-        objects = renderings()["vgpu"]
+        objects = rendering("vgpu")
         box = Box(objects)
         try:
             bad = os.path.join(box.dir, "kubeconfig-bad")

@@ -70,7 +70,7 @@ PODS = [
 
 class Cluster:
     def __init__(self):
-        self.objects = d.renderings()["vgpu"]
+        self.objects = d.rendering("vgpu")
         self.box = d.Box(self.objects, d.authz_from(self.objects), nodes=NODES)
         self.kubelets = {}
         self.metrics = {}
