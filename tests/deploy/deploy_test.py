@@ -996,6 +996,36 @@ class Mounts(unittest.TestCase):
                 self.assertEqual(mv[3], settings["vgpu.libvgpuPath"])
                 self.assertEqual(os.path.dirname(mv[2]), os.path.dirname(mv[3]))
 
+    def test_read_paths_are_the_documented_defaults(self):
+        """The paths of READS, as each binary reports its defaults, are the defaults its
+        documentation gives (docs/config.md, docs/monitor.md): the manifests mount what
+        the docs say and the code does."""
+        docs = {"vgpu-device-plugin": ("config.md", {
+                    "vgpu.regionDir": "`vgpu.regionDir`", "vgpu.computeBoardDir":
+                    "`vgpu.computeBoardDir`", "vgpu.libvgpuPath": "`vgpu.libvgpuPath`",
+                    "vgpu.ldSoPreloadPath": "`vgpu.ldSoPreloadPath`", "flags.mpsRoot":
+                    "`flags.mpsRoot`", "flags.plugin.containerDriverRoot":
+                    "`flags.plugin.containerDriverRoot`", "kubeletDir": "`--kubelet-dir`"}),
+                "vgpu-monitor": ("monitor.md", {"containers-dir": "`--containers-dir DIR`",
+                                                "proc-root": "`--proc-root DIR`"})}
+        for binary, (doc, keys) in docs.items():
+            r = subprocess.run([os.path.join(BUILD, "bin", binary), "--check-config"],
+                               capture_output=True, text=True, env={"NODE_NAME": "n"})
+            self.assertEqual(r.returncode, 0, r.stderr)
+            settings = {}
+            for line in r.stdout.splitlines():
+                sep = " = " if " = " in line else "="
+                if sep in line:
+                    k, v = line.split(sep, 1)
+                    settings[k.strip()] = v.strip().strip('"')
+            with open(os.path.join(SOURCE, "docs", doc)) as f:
+                rows = [line for line in f if line.startswith("| `")]
+            for key, cell in keys.items():
+                with self.subTest(binary=binary, key=key):
+                    row = [line for line in rows if line.startswith("| " + cell + " |")]
+                    self.assertEqual(len(row), 1, cell)
+                    self.assertIn("`%s`" % settings[key], row[0])
+
     def test_mps_mounts(self):
         objects = copy.deepcopy(rendering("mps"))
         self.assertEqual(check_workloads(objects), [])
