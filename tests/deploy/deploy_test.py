@@ -1000,13 +1000,13 @@ class Mounts(unittest.TestCase):
         """The paths of READS, as each binary reports its defaults, are the defaults its
         documentation gives (docs/config.md, docs/monitor.md): the manifests mount what
         the docs say and the code does."""
-        docs = {"vgpu-device-plugin": ("config.md", {
+        docs = {"vgpu-device-plugin": ("docs/config.md", {
                     "vgpu.regionDir": "`vgpu.regionDir`", "vgpu.computeBoardDir":
                     "`vgpu.computeBoardDir`", "vgpu.libvgpuPath": "`vgpu.libvgpuPath`",
                     "vgpu.ldSoPreloadPath": "`vgpu.ldSoPreloadPath`", "flags.mpsRoot":
                     "`flags.mpsRoot`", "flags.plugin.containerDriverRoot":
                     "`flags.plugin.containerDriverRoot`", "kubeletDir": "`--kubelet-dir`"}),
-                "vgpu-monitor": ("monitor.md", {"containers-dir": "`--containers-dir DIR`",
+                "vgpu-monitor": ("docs/monitor.md", {"containers-dir": "`--containers-dir DIR`",
                                                 "proc-root": "`--proc-root DIR`"})}
         for binary, (doc, keys) in docs.items():
             r = subprocess.run([os.path.join(BUILD, "bin", binary), "--check-config"],
@@ -1018,7 +1018,7 @@ class Mounts(unittest.TestCase):
                 if sep in line:
                     k, v = line.split(sep, 1)
                     settings[k.strip()] = v.strip().strip('"')
-            with open(os.path.join(SOURCE, "docs", doc)) as f:
+            with open(os.path.join(SOURCE, doc)) as f:
                 rows = [line for line in f if line.startswith("| `")]
             for key, cell in keys.items():
                 with self.subTest(binary=binary, key=key):
