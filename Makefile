@@ -7,23 +7,25 @@ SAN_BUILD ?= build-sanitize
 JOBS      ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-# Everything the build and the tests need, from Debian's packages.
+# Everything the build and the tests need, from Debian's packages. kubernetes-client (for
+# `kubectl kustomize`) counts as present when another package already put kubectl on PATH.
 DEBIAN_PACKAGES := build-essential cmake pkg-config libcmocka-dev python3 valgrind clang-format \
 	procps libevent-dev libcurl4-openssl-dev libjansson-dev libfyaml-dev libnghttp2-dev \
 	libprotobuf-c-dev protobuf-c-compiler python3-grpcio python3-protobuf openssl libssl-dev \
-	chromium prometheus python3-websocket
+	chromium prometheus python3-websocket python3-kubernetes kubernetes-client
 
 print-packages:
 	@echo $(DEBIAN_PACKAGES)
 
-.PHONY: all deps print-packages test sanitize demo bench fuzz format check-format clean
+.PHONY: all deps print-packages test sanitize demo bench e2e fuzz format check-format clean
 
 all: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)
 
 deps:
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
-		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || \
+		{ [ $$p = kubernetes-client ] && command -v kubectl >/dev/null; } || echo $$p; \
 	done); \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
@@ -57,6 +59,11 @@ demo: all
 
 bench: all
 	./bench/run.sh $(BUILD)
+
+# The cluster in a box: the rendered vgpu overlay on two simulated nodes (docs/install.md);
+# also part of `make test` (CTest label e2e).
+e2e: all
+	/usr/bin/python3 tests/e2e/e2e.py $(BUILD) $(CURDIR)
 
 # libFuzzer builds of every fuzz target (clang); their corpora also run under `make test`.
 fuzz:

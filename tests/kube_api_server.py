@@ -39,6 +39,20 @@ Failure injection, through CLI flags or the admin endpoints:
   POST /admin/reset                   clear all faults
   GET  /admin/stats                   request counters, open watches, current RV
 
+Authentication and RBAC (opt-in, --authz FILE; off by default, every request allowed):
+  {"tokens": {"TOKEN": "USER", ...},
+   "rules": {"USER": [{"verbs": [...], "apiGroups": [""], "resources": ["pods",
+             "pods/binding", ...], "resourceNames": [...], "namespace": null|"NS"}, ...]}}
+  A request without a known "Authorization: Bearer TOKEN" is 401; one no rule of its user
+  allows is 403 with kube-apiserver's Status ("pods is forbidden: User \"U\" cannot list
+  resource \"pods\" in API group \"\" at the cluster scope"). Verbs as RBAC names them:
+  get, list, watch (a GET with watch=1), create (POST; pods/binding for a binding),
+  patch, delete; "*" matches any verb, resource or group. A rule's namespace null is a
+  ClusterRoleBinding's (everywhere), "NS" a RoleBinding's (that namespace only); a rule
+  with resourceNames allows only requests naming one of them. GET /admin/stats lists
+  the refusals under "forbidden" ("USER VERB RESOURCE NAMESPACE/NAME"). The /admin
+  endpoints and /healthz need no token.
+
 Objects come from --fixture FILE ({"nodes": [...], "pods": [...]}) and/or are generated
 with --nodes N --gpus-per-node G --pods P (issue 6's benchmark: 5000 nodes, 8 GPUs).
 --port 0 picks a free port; --port-file writes it once the server listens. --tls-cert,
@@ -143,6 +157,7 @@ class Store:
         self.inject = None
         self.stats = collections.Counter()
         self.active_watches = 0
+        self.forbidden = []  # --authz: "USER VERB RESOURCE NS/NAME" of each 403
 
     # Called with the lock held.
     def _record(self, kind, etype, obj):
@@ -374,6 +389,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.admin(method, parts[1:])
             if url.path == "/healthz":
                 return self.send_json(200, {"ok": True})
+            if self.server.authz is not None:
+                self.authorize(method, parts, query)
             self.apply_faults(store, method)
             if parts[:2] != ["api", "v1"]:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
@@ -432,6 +449,62 @@ class Handler(BaseHTTPRequestHandler):
 
     def read_rest_of_body(self):
         pass  # bodies are read before any error can be raised after them
+
+    # ---- --authz: bearer tokens and RBAC rules ---------------------------------------
+
+    @staticmethod
+    def request_attributes(method, parts, query):
+        """(verb, resource, namespace, name) as kube-apiserver's RBAC sees the request."""
+        rest = parts[2:] if parts[:2] == ["api", "v1"] else parts
+        namespace = None
+        if len(rest) >= 2 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        resource = rest[0] if rest else ""
+        name = rest[1] if len(rest) >= 2 else ""
+        if len(rest) >= 3:
+            resource += "/" + rest[2]
+        if method == "GET":
+            if name:
+                verb = "get"
+            else:
+                verb = "watch" if query.get("watch", ["0"])[0] in ("1", "true") else "list"
+        else:
+            verb = {"POST": "create", "PATCH": "patch", "DELETE": "delete",
+                    "PUT": "update"}.get(method, method.lower())
+        return verb, resource, namespace, name
+
+    def authorize(self, method, parts, query):
+        authz = self.server.authz
+        header = self.headers.get("Authorization") or ""
+        user = authz["tokens"].get(header[7:]) if header.startswith("Bearer ") else None
+        if user is None:
+            length = int(self.headers.get("Content-Length") or 0)
+            if length:
+                self.rfile.read(length)
+            raise ApiError(401, "Unauthorized", "Unauthorized")
+        verb, resource, namespace, name = self.request_attributes(method, parts, query)
+        for rule in authz["rules"].get(user, []):
+            if not ({verb, "*"} & set(rule.get("verbs", [])) and
+                    {"", "*"} & set(rule.get("apiGroups", [])) and
+                    {resource, "*"} & set(rule.get("resources", []))):
+                continue
+            if rule.get("resourceNames") and name not in rule["resourceNames"]:
+                continue
+            if rule.get("namespace") is not None and rule["namespace"] != namespace:
+                continue
+            return
+        with self.server.store.cond:
+            self.server.store.forbidden.append("%s %s %s %s/%s" % (user, verb, resource,
+                                                                  namespace or "", name))
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        base = resource.split("/")[0]
+        what = '%s "%s"' % (base, name) if name else base
+        where = ('in the namespace "%s"' % namespace) if namespace else "at the cluster scope"
+        message = ('%s is forbidden: User "%s" cannot %s resource "%s" in API group "" %s'
+                   % (what, user, verb, resource, where))
+        raise ApiError(403, "Forbidden", message)
 
     def apply_faults(self, store, method="GET"):
         with store.cond:
@@ -663,7 +736,8 @@ class Handler(BaseHTTPRequestHandler):
                 stats.update({"active_watches": store.active_watches, "rv": store.rv,
                               "compacted": store.compacted,
                               "nodes": len(store.objects["nodes"]),
-                              "pods": len(store.objects["pods"])})
+                              "pods": len(store.objects["pods"]),
+                              "forbidden": list(store.forbidden)})
             return self.send_json(200, stats)
         if method != "POST":
             return self.send_error_status(405, "MethodNotAllowed", "admin: POST only")
@@ -725,6 +799,7 @@ def main():
     ap.add_argument("--tls-cert", help="serve https with this PEM certificate chain")
     ap.add_argument("--tls-key", help="PEM private key for --tls-cert")
     ap.add_argument("--tls-client-ca", help="require client certificates signed by this CA")
+    ap.add_argument("--authz", help="JSON tokens and RBAC rules to enforce (see above)")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
 
@@ -744,6 +819,10 @@ def main():
     server.store = store
     server.bookmark_interval = args.bookmark_interval
     server.verbose = args.verbose
+    server.authz = None
+    if args.authz:
+        with open(args.authz) as f:
+            server.authz = json.load(f)
     if args.tls_cert:
         import ssl
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

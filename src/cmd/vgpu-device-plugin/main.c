@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "base/auto.h"
@@ -69,16 +70,35 @@ static int failed(int status, const struct vg_err *err)
     return status;
 }
 
+/* --check-config anywhere among the arguments: removed from argv (argc updated). */
+static bool take_check_config(int *argc, char **argv)
+{
+    bool found = false;
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], "--check-config") == 0)
+            found = true;
+        else
+            argv[out++] = argv[i];
+    }
+    *argc = out;
+    return found;
+}
+
 /* Runs the plugin until a signal stops it or a restart is requested: 0, or 2 for a bad
- * configuration, 1 when the plugin cannot start. Everything is released on return. */
+ * configuration, 1 when the plugin cannot start. Everything is released on return.
+ * With --check-config: the configuration is checked and printed, nothing else done. */
 static int run(int argc, char **argv)
 {
     __attribute__((cleanup(dp_config_free))) struct dp_config cfg;
     dp_config_defaults(&cfg);
     struct vg_err err = {0};
+    bool check_config = take_check_config(&argc, argv);
     int rc = dp_config_from_args(argc - 1, argv + 1, env_lookup, NULL, &cfg, &err);
     if (rc == 1) {
         dp_config_print_help(stdout, "vgpu-device-plugin");
+        printf("  --check-config  check the flags, environment and --config, print the "
+               "effective configuration and exit (0: valid, 2: not); no side effects\n");
         return 0;
     }
     if (rc < 0)
@@ -98,6 +118,11 @@ static int run(int argc, char **argv)
     /* IMEX channels that do not exist: an error with imex.required, else left out. */
     if (dp_imex_check(&cfg, &err) < 0)
         return failed(2, &err);
+    if (check_config) {
+        dp_config_dump(&cfg, stdout);
+        printf("OK\n");
+        return 0;
+    }
     signal(SIGPIPE, SIG_IGN);
     VG_AUTO(event_base_freep) struct event_base *base = event_base_new();
     VG_AUTO(nvml_freep) struct dp_nvml *nvml = NULL;

@@ -1,11 +1,47 @@
 /* vgpu-monitor: the node-side watchdog (docs/monitor.md). Exits 2 on bad flags, 1 when it
- * cannot start (no NVML, bad API credentials), 0 after a signal or --samples samples. */
+ * cannot start (no NVML, bad API credentials), 0 after a signal or --samples samples.
+ * Two flags are main()'s own: --check-config (check the flags, print them, exit) and
+ * --idle-without-gpu (no NVML on the node: log it once and wait for a signal, exit 0,
+ * instead of exiting 1 — a DaemonSet on a node without a GPU does not crash-loop). */
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "base/log.h"
 #include "monitor/monitor.h"
+
+/* Removes every argv[i] equal to flag (argc updated); whether there was one. */
+static bool take_flag(int *argc, char **argv, const char *flag)
+{
+    bool found = false;
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], flag) == 0)
+            found = true;
+        else
+            argv[out++] = argv[i];
+    }
+    *argc = out;
+    return found;
+}
+
+/* Blocks until SIGTERM or SIGINT. */
+static void wait_for_signal(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    int sig = 0;
+    (void)sigwait(&set, &sig);
+}
 
 int main(int argc, char **argv)
 {
+    bool check_config = take_flag(&argc, argv, "--check-config");
+    bool idle_without_gpu = take_flag(&argc, argv, "--idle-without-gpu");
     struct mon_args args;
     struct vg_err err = {0};
     if (mon_args_parse(argc - 1, argv + 1, &args, &err) < 0) {
@@ -15,9 +51,35 @@ int main(int argc, char **argv)
     }
     if (args.help) {
         mon_args_usage(stdout);
+        printf("  --check-config           check the flags, print them and exit (0: valid, 2: "
+               "not)\n"
+               "  --idle-without-gpu       no NVML on this node: log it and wait for a signal "
+               "(exit 0) instead of exiting 1\n");
+        return 0;
+    }
+    if (check_config) {
+        printf("policy=%s\ninterval-ms=%llu\ncontainers-dir=%s\nproc-root=%s\ncgroup-root=%s\n"
+               "node-name=%s\nkubeconfig=%s\nmetrics-file=%s\nnvml-library=%s\n"
+               "idle-without-gpu=%s\nOK\n",
+               args.policy == MON_POLICY_KILL ? "kill" : "warn",
+               (unsigned long long)args.interval_ms, args.containers_dir, args.proc_root,
+               args.cgroup_root, args.node_name ? args.node_name : "",
+               args.kubeconfig ? args.kubeconfig : "(in-cluster)",
+               args.metrics_file ? args.metrics_file : "",
+               args.nvml_library ? args.nvml_library : "libnvidia-ml.so.1",
+               idle_without_gpu ? "true" : "false");
         return 0;
     }
     if (mon_daemon_run(&args, &err) < 0) {
+        /* Every failure to load or start NVML reads "NVML: ..." (src/monitor/daemon.c),
+         * and comes before anything else is started. */
+        if (idle_without_gpu && strncmp(err.msg, "NVML:", 5) == 0) {
+            vg_log(VG_LOG_WARN,
+                   "no NVIDIA driver on this node: nothing to watch, idle until stopped",
+                   "reason=\"%s\"", err.msg);
+            wait_for_signal();
+            return 0;
+        }
         fprintf(stderr, "vgpu-monitor: %s\n", err.msg);
         return 1;
     }

@@ -109,7 +109,43 @@ static void usage(FILE *f)
         "  --debug-state              serve /debug/state and /debug/state-bound\n"
         "  --hami-legacy-metrics      /metrics adds HAMi's older names (GPUDeviceMemoryLimit...)\n"
         "  --port-file FILE           write the extender's port here once listening\n"
-        "  --log-level LEVEL          error, warn, info (default), debug\n");
+        "  --log-level LEVEL          error, warn, info (default), debug\n"
+        "  --check-config             check the flags and --config, print the effective\n"
+        "                             settings and exit (0: valid, 2: not); no side effects\n");
+}
+
+/* ADDR:PORT as the daemon reads it ("[::1]:8888", ":9443"): 0, or -1 with a message. */
+static int check_addr(const char *flag, const char *text, bool *loopback)
+{
+    const char *colon = strrchr(text, ':');
+    struct vg_err err = {0};
+    uint64_t port;
+    if (colon == NULL || vg_parse_u64(colon + 1, 0, 65535, &port, &err) < 0) {
+        fprintf(stderr, "vgpu-scheduler: %s: '%s' is not ADDR:PORT\n", flag, text);
+        return -1;
+    }
+    size_t hl = (size_t)(colon - text);
+    *loopback = (hl >= 4 && strncmp(text, "127.", 4) == 0) ||
+                (hl == 9 && strncmp(text, "localhost", 9) == 0) ||
+                (hl == 5 && strncmp(text, "[::1]", 5) == 0);
+    return 0;
+}
+
+/* --check-config: the settings the daemon would start with, one per line. */
+static void print_settings(const struct sched_options *o, const struct sched_daemon_options *d,
+                           const char *kubeconfig)
+{
+    printf("listen=%s\nwebhook-listen=%s\nkubeconfig=%s\npolicy=%s\ngpu-policy=%s\n"
+           "assume-ttl=%llu\nheartbeat-timeout=%lld\nscheduler-name=%s\n"
+           "max-assumptions-per-namespace=%u\ntls-cert=%s\ntls-key=%s\nclient-ca=%s\n"
+           "token-file=%s\ndebug-state=%s\nOK\n",
+           d->listen, d->webhook_listen ? d->webhook_listen : "",
+           kubeconfig ? kubeconfig : "(in-cluster)", place_policy_name(o->policy),
+           o->gpu_order == PLACE_GPU_BINPACK ? "binpack" : "spread",
+           (unsigned long long)(o->assume_ttl_ms / 1000u), (long long)o->heartbeat_timeout_s,
+           o->scheduler_name, o->max_assumed_per_namespace, d->tls_cert ? d->tls_cert : "",
+           d->tls_key ? d->tls_key : "", d->client_ca ? d->client_ca : "",
+           d->token_file ? d->token_file : "", d->debug_state ? "true" : "false");
 }
 
 int main(int argc, char **argv)
@@ -119,7 +155,7 @@ int main(int argc, char **argv)
     const char *policy = NULL, *gpu_policy = NULL, *ttl = NULL, *heartbeat = NULL;
     const char *scheduler_name = NULL, *client_ca = NULL, *token_file = NULL;
     const char *max_assumed = NULL;
-    bool debug_state = false;
+    bool debug_state = false, check_config = false;
     bool hami_legacy = false;
     static const struct option longopts[] = {
         {"listen", required_argument, NULL, 'l'},
@@ -140,6 +176,7 @@ int main(int argc, char **argv)
         {"hami-legacy-metrics", no_argument, NULL, 'Y'},
         {"max-assumptions-per-namespace", required_argument, NULL, 'M'},
         {"log-level", required_argument, NULL, 'L'},
+        {"check-config", no_argument, NULL, 'X'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -206,6 +243,9 @@ int main(int argc, char **argv)
             vg_log_max_level = level;
             break;
         }
+        case 'X':
+            check_config = true;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -279,7 +319,6 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    signal(SIGPIPE, SIG_IGN);
     const struct sched_daemon_options dopt = {.listen = listen,
                                               .port_file = port_file,
                                               .webhook_listen = webhook_listen,
@@ -289,6 +328,23 @@ int main(int argc, char **argv)
                                               .token_file = token_file,
                                               .debug_state = debug_state,
                                               .hami_legacy_metrics = hami_legacy};
+    if (check_config) {
+        bool loopback = false, webhook_loopback = false;
+        if (check_addr("--listen", listen, &loopback) < 0 ||
+            (webhook_listen != NULL &&
+             check_addr("--webhook-listen", webhook_listen, &webhook_loopback) < 0))
+            return 2;
+        if (!loopback && (tls_cert == NULL || (client_ca == NULL && token_file == NULL))) {
+            fprintf(stderr,
+                    "vgpu-scheduler: --listen %s is not loopback: it needs --tls-cert, "
+                    "--tls-key and --client-ca or --token-file\n",
+                    listen);
+            return 2;
+        }
+        print_settings(&o, &dopt, kubeconfig);
+        return 0;
+    }
+    signal(SIGPIPE, SIG_IGN);
     if (serve(kubeconfig, &o, &dopt, &err) < 0) {
         fprintf(stderr, "vgpu-scheduler: %s\n", err.msg);
         return 1;

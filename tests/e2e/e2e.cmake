@@ -1,0 +1,11 @@
+# The cluster in a box (tests/e2e/e2e.py, also `make e2e`): the rendered vgpu overlay on
+# the test API server with its RBAC, vgpu-scheduler and its webhook, two fakegpu nodes
+# with device plugin, monitor and a kubelet stand-in; HAMi's example pods placed,
+# allocated and run under libvgpu; a node and the scheduler restarted. Label e2e.
+if(TARGET vgpu-scheduler AND TARGET vgpu-device-plugin AND TARGET vgpu-monitor AND
+   TARGET libvgpu_probe)
+  add_test(NAME e2e.cluster
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/e2e.py ${CMAKE_BINARY_DIR}
+                   ${PROJECT_SOURCE_DIR})
+  set_tests_properties(e2e.cluster PROPERTIES LABELS "e2e" TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()
