@@ -351,7 +351,8 @@ int vgpu_pods(const struct vgpu_cmd *cmd)
     struct vgpu_api *api = NULL;
     if (open_api(cmd, &api))
         return 1;
-    const char *ns = vgpu_api_namespace(api, cmd);
+    char ns[CLI_NAME_MAX];
+    (void)vg_strlcpy(ns, vgpu_api_namespace(api, cmd), sizeof ns);
     struct cluster c;
     struct vg_err err = {0};
     int rc = cluster_load(api, &c, true, &err);
@@ -774,7 +775,8 @@ int vgpu_explain(const struct vgpu_cmd *cmd)
     struct vgpu_api *api = NULL;
     if (open_api(cmd, &api))
         return 1;
-    const char *ns = vgpu_api_namespace(api, cmd);
+    char ns[CLI_NAME_MAX];
+    (void)vg_strlcpy(ns, vgpu_api_namespace(api, cmd), sizeof ns);
     const char *name = cmd->args[0];
     if (!annot_dns_label(ns) || !annot_dns_subdomain(name)) {
         vgpu_api_close(api);
@@ -1004,7 +1006,8 @@ int vgpu_sim(const struct vgpu_cmd *cmd, const char *argv0)
     struct vgpu_api *api = NULL;
     if (open_api(cmd, &api))
         return 1;
-    const char *ns = vgpu_api_namespace(api, cmd);
+    char ns[CLI_NAME_MAX];
+    (void)vg_strlcpy(ns, vgpu_api_namespace(api, cmd), sizeof ns);
     struct cluster c;
     struct vg_err err = {0};
     int rc = cluster_load(api, &c, true, &err);

@@ -145,6 +145,7 @@ struct ctr {
     dev_t dev;
     ino_t ino;
     char region_error[VG_ERR_MSG_MAX]; /* "" when the region was read */
+    bool kept;                         /* scan: carried over to the new list */
     /* this refresh */
     unsigned ndev;
     struct {
@@ -323,8 +324,8 @@ static void scan(struct top *t)
         struct ctr **old =
             t->nctrs ? bsearch(&kp, t->ctrs, t->nctrs, sizeof *t->ctrs, by_dir) : NULL;
         if (old != NULL) {
+            (*old)->kept = true;
             now[n++] = *old;
-            *old = NULL;
             continue;
         }
         struct ctr *c = xcalloc(1, sizeof *c);
@@ -335,8 +336,12 @@ static void scan(struct top *t)
         now[n++] = c;
     }
     closedir(d);
-    for (size_t i = 0; i < t->nctrs; i++)
-        ctr_free(t->ctrs[i]);
+    for (size_t i = 0; i < t->nctrs; i++) {
+        if (t->ctrs[i]->kept)
+            t->ctrs[i]->kept = false;
+        else
+            ctr_free(t->ctrs[i]); /* departed */
+    }
     free(t->ctrs);
     qsort(now, n, sizeof *now, by_dir);
     t->ctrs = now;
