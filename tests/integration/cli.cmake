@@ -5,7 +5,7 @@ if(TARGET vgpu AND TARGET fakegpu_nvml)
   vgpu_program(top_fixture ${CMAKE_CURRENT_LIST_DIR}/top_fixture.c)
   target_link_libraries(top_fixture PRIVATE vgpu_region vgpu_base)
   set_target_properties(top_fixture PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
-  foreach(cls ClusterTest TopTest TopLiveTest)
+  foreach(cls ClusterTest TopTest TopLiveTest SimProgressTest)
     add_test(NAME integration.cli.${cls}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/cli_test.py ${CMAKE_BINARY_DIR}
                      ${cls})

@@ -258,6 +258,42 @@ class ClusterTest(unittest.TestCase):
         self.assertIn("explain", run(["--help"], check=0).stdout)
 
 
+class SimProgressTest(unittest.TestCase):
+    """vgpu-sim shows progress on a terminal (script(1) gives it one), never in a pipe."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="vgpu-simp-")
+        self.nodes = os.path.join(self.dir, "nodes.csv")
+        self.pods = os.path.join(self.dir, "pods.csv")
+        with open(self.nodes, "w") as f:
+            f.write("sn,cpu_milli,memory_mib,gpu,model\n")
+            for i in range(4):
+                f.write("n%d,64000,262144,2,A100\n" % i)
+        with open(self.pods, "w") as f:
+            f.write("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n")
+            for i in range(20):
+                f.write("p%02d,1000,1024,1,%d,\n" % (i, 100 + 50 * (i % 10)))
+        self.cmd = [os.path.join(BUILD, "bin", "vgpu-sim"), "--nodes", self.nodes, "--pods",
+                    self.pods, "--policy", "all", "--seeds", "42-51", "--jobs", "1"]
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_progress_on_a_terminal(self):
+        p = subprocess.run(["script", "-qec", " ".join(self.cmd), "/dev/null"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("vgpu-sim: 70/70 runs (100 %)", p.stdout)
+        self.assertIn("\033[Kvgpu-sim: 1/70 runs", p.stdout)  # each line replaces the last
+        self.assertIn("fgd ", p.stdout)  # then the table
+
+    def test_no_progress_in_a_pipe(self):
+        p = subprocess.run(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("runs (", p.stderr + p.stdout)
+
+
 def fakegpu_env(state):
     env = dict(os.environ)
     env["FAKEGPU_DEVICES"] = ",".join(["NVIDIA H100 80GB HBM3:81559MiB:132"] * 2)
