@@ -229,21 +229,58 @@ int cli_limits_owner_parse(const char *text, size_t len, char ns[CLI_NAME_MAX],
 
 /* ---- formatting ------------------------------------------------------------------- */
 
+char *cli_put_u64(char *p, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+char *cli_put_tenths(char *p, uint64_t tenths)
+{
+    p = cli_put_u64(p, tenths / 10);
+    *p++ = '.';
+    *p++ = (char)('0' + tenths % 10);
+    return p;
+}
+
+/* Formatted by hand, not with snprintf: `vgpu top` prints a few of these per container
+ * per refresh. */
 void cli_format_bytes(uint64_t bytes, char *buf, size_t size)
 {
     const uint64_t mi = 1ULL << 20, gi = 1ULL << 30, ti = 1ULL << 40;
-    if (bytes == 0)
-        (void)vg_snprintf(buf, size, "0");
-    else if (bytes < mi)
-        (void)vg_snprintf(buf, size, "%lluKi", (unsigned long long)((bytes + 1023) >> 10));
-    else if (bytes < gi)
-        (void)vg_snprintf(buf, size, "%lluMi", (unsigned long long)((bytes + mi / 2) >> 20));
-    else if (bytes < ti && bytes % gi == 0)
-        (void)vg_snprintf(buf, size, "%lluGi", (unsigned long long)(bytes >> 30));
-    else if (bytes < ti)
-        (void)vg_snprintf(buf, size, "%.1fGi", (double)bytes / (double)gi);
-    else
-        (void)vg_snprintf(buf, size, "%.1fTi", (double)bytes / (double)ti);
+    char tmp[40], *p = tmp;
+    if (bytes == 0) {
+        *p++ = '0';
+    } else if (bytes < mi) {
+        p = cli_put_u64(p, (bytes + 1023) >> 10);
+        *p++ = 'K';
+        *p++ = 'i';
+    } else if (bytes < gi) {
+        p = cli_put_u64(p, (bytes + mi / 2) >> 20);
+        *p++ = 'M';
+        *p++ = 'i';
+    } else if (bytes < ti && bytes % gi == 0) {
+        p = cli_put_u64(p, bytes >> 30);
+        *p++ = 'G';
+        *p++ = 'i';
+    } else if (bytes < ti) {
+        p = cli_put_tenths(p, (bytes * 10 + gi / 2) / gi);
+        *p++ = 'G';
+        *p++ = 'i';
+    } else {
+        p = cli_put_tenths(p, (uint64_t)(((unsigned __int128)bytes * 10 + ti / 2) / ti));
+        *p++ = 'T';
+        *p++ = 'i';
+    }
+    *p = '\0';
+    (void)vg_strlcpy(buf, tmp, size);
 }
 
 void cli_format_age(int64_t seconds, char *buf, size_t size)

@@ -70,6 +70,11 @@ int cli_limits_owner_parse(const char *text, size_t len, char ns[CLI_NAME_MAX],
 
 /* ---- formatting ------------------------------------------------------------------ */
 
+/* Decimal digits of v at p (no NUL); returns the end. p needs 20 bytes. */
+char *cli_put_u64(char *p, uint64_t v);
+/* tenths as "I.F" at p (no NUL); returns the end. */
+char *cli_put_tenths(char *p, uint64_t tenths);
+
 /* Bytes the way kubectl prints memory: "0", "512Mi", "4Gi", "79.6Gi", "1.5Ti". */
 void cli_format_bytes(uint64_t bytes, char *buf, size_t size);
 /* An age the way kubectl prints one: "45s", "12m", "3h", "2d", "<unknown>" for < 0. */
@@ -98,6 +103,8 @@ void cli_table_add_tabbed(struct cli_table *t, const char *tabbed);
  * cut at max_width bytes when max_width > 0. */
 void cli_table_print(const struct cli_table *t, FILE *f, size_t max_width);
 void cli_table_free(struct cli_table *t);
+/* Makes room for rows more rows at once. */
+void cli_table_reserve(struct cli_table *t, size_t rows);
 
 /* Copies s into dst[size] with control characters replaced by '?' and "..." when cut. */
 void cli_sanitize(char *dst, size_t size, const char *s);

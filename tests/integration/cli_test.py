@@ -363,6 +363,21 @@ class TopTest(TopBase):
         self.assertIn("error: container %s: bad region:" % names[0], p.stderr)
         self.assertIn("error: container %s: limits:" % names[1], p.stderr)
 
+    def test_region_truncated_while_watched(self):
+        """A tenant truncating its region while top holds it mapped: no SIGBUS, the
+        container is reported, the others keep being shown."""
+        victim = sorted(os.listdir(self.ctrs))[2]
+        p = subprocess.Popen([vgpu(), "top", "--iterations", "20", "--interval", "0.1"] +
+                             self.nvml, env=self.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        os.truncate(os.path.join(self.ctrs, victim, "region"), 100)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn("error: container %s: bad region" % victim, err)
+        last = out.split("\n\n")[-1]
+        self.assertEqual(last.count(" main "), 6)
+
     def test_missing_directory(self):
         p = run(["top", "--once", "--nvml-library",
                  os.path.join(BUILD, "fakegpu", "libnvidia-ml.so.1"),

@@ -26,8 +26,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: top_fixture DIR PER_GPU UUID...\n");
         return 2;
     }
-    const char *dir = argv[1];
-    (void)mkdir(dir, 0755);
+    (void)mkdir(argv[1], 0755);
+    char dir[4096];
+    if (realpath(argv[1], dir) == NULL) /* the limits file takes absolute paths only */
+        return 1;
     for (int g = 3; g < argc; g++) {
         for (uint64_t k = 0; k < per_gpu; k++) {
             char cdir[4096], path[4200];

@@ -136,6 +136,7 @@ static void nvml_sample(struct nvml *n, struct gpu *gpus)
 
 struct ctr {
     char dir[CLI_NAME_MAX * 2]; /* the directory's name */
+    char region_path[4096];     /* <containers dir>/<dir>/region, "" when too long */
     char uid[CLI_NAME_MAX], container[CLI_NAME_MAX];
     char ns[CLI_NAME_MAX], pod[CLI_NAME_MAX];
     bool limits_ok;
@@ -156,6 +157,17 @@ struct ctr {
     uint64_t closed, repaired;
 };
 
+struct row {
+    int gpu; /* index into t->gpus, or -1: a GPU NVML does not list */
+    const struct ctr *c;
+    unsigned k; /* the index of its limits */
+    const char *uuid;
+    uint64_t limit, used;
+    unsigned share;
+    int64_t achieved_ppm, waited_ns;
+    const char *status;
+};
+
 struct top {
     const struct vgpu_cmd *cmd;
     const char *dir;
@@ -164,7 +176,13 @@ struct top {
     struct ctr **ctrs; /* sorted by dir name */
     size_t nctrs;
     char dir_error[VG_ERR_MSG_MAX];
-    unsigned errors; /* containers whose files could not be read, this refresh */
+    unsigned errors;           /* containers whose files could not be read, this refresh */
+    struct timespec dir_mtime; /* the directory as last scanned */
+    bool scanned;
+    /* The view's rows, sorted, rebuilt when the set of containers changes. */
+    struct row *rows;
+    size_t nrows;
+    bool rows_dirty;
 };
 
 static sigjmp_buf bus_jump;
@@ -211,10 +229,11 @@ static void ctr_load_limits(struct top *t, struct ctr *c)
 /* Reads the region's counters; reopens it when the file was replaced. */
 static void ctr_read_region(struct top *t, struct ctr *c)
 {
-    char path[4096];
+    const char *path = c->region_path;
     struct stat st;
+    (void)t;
     c->ndev = 0;
-    if (vg_snprintf(path, sizeof path, "%s/%s/region", t->dir, c->dir) < 0) {
+    if (!path[0]) {
         (void)vg_snprintf(c->region_error, sizeof c->region_error, "region path too long");
         return;
     }
@@ -237,7 +256,7 @@ static void ctr_read_region(struct top *t, struct ctr *c)
         }
         struct vg_err err = {0};
         bus_armed = 1;
-        if (sigsetjmp(bus_jump, 1) != 0) {
+        if (sigsetjmp(bus_jump, 0) != 0) {
             bus_armed = 0;
             (void)vg_snprintf(c->region_error, sizeof c->region_error,
                               "bad region: truncated while read");
@@ -261,7 +280,7 @@ static void ctr_read_region(struct top *t, struct ctr *c)
         return;
     }
     bus_armed = 1;
-    if (sigsetjmp(bus_jump, 1) != 0) {
+    if (sigsetjmp(bus_jump, 0) != 0) {
         bus_armed = 0;
         c->region = NULL; /* the mapping is leaked rather than touched again */
         c->ndev = 0;
@@ -298,6 +317,15 @@ static int by_dir(const void *a, const void *b)
 /* Scans the containers directory: new containers are loaded, gone ones dropped. */
 static void scan(struct top *t)
 {
+    /* Entries come and go with the directory's mtime; when it has not moved, and did not
+     * move in the last second (a change within one timestamp tick of the last scan would
+     * not move it), the last scan still holds. */
+    struct stat st;
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    if (t->scanned && stat(t->dir, &st) == 0 && st.st_mtim.tv_sec == t->dir_mtime.tv_sec &&
+        st.st_mtim.tv_nsec == t->dir_mtime.tv_nsec && wall.tv_sec > st.st_mtim.tv_sec + 1)
+        return;
     DIR *d = opendir(t->dir);
     if (d == NULL) {
         (void)vg_snprintf(t->dir_error, sizeof t->dir_error, "cannot read %s: %s", t->dir,
@@ -305,6 +333,11 @@ static void scan(struct top *t)
         return;
     }
     t->dir_error[0] = '\0';
+    if (fstat(dirfd(d), &st) == 0) {
+        t->dir_mtime = st.st_mtim;
+        t->scanned = true;
+    }
+    t->rows_dirty = true;
     size_t cap = t->nctrs + 64, n = 0;
     struct ctr **now = xcalloc(cap, sizeof *now);
     struct dirent *e;
@@ -332,6 +365,8 @@ static void scan(struct top *t)
         (void)vg_strlcpy(c->dir, e->d_name, sizeof c->dir);
         (void)vg_strlcpy(c->uid, uid, sizeof c->uid);
         (void)vg_strlcpy(c->container, container, sizeof c->container);
+        if (vg_snprintf(c->region_path, sizeof c->region_path, "%s/%s/region", t->dir, c->dir) < 0)
+            c->region_path[0] = '\0';
         ctr_load_limits(t, c);
         now[n++] = c;
     }
@@ -367,16 +402,6 @@ void top_refresh(struct top *t)
 
 /* ---- the view ----------------------------------------------------------------------- */
 
-struct row {
-    int gpu; /* index into t->gpus, or -1: a GPU NVML does not list */
-    const struct ctr *c;
-    const char *uuid;
-    uint64_t limit, used;
-    unsigned share;
-    int64_t achieved_ppm, waited_ns;
-    const char *status;
-};
-
 static int gpu_of(const struct top *t, const char *uuid)
 {
     for (unsigned g = 0; g < t->nvml.count; g++)
@@ -397,46 +422,63 @@ static int by_gpu(const void *a, const void *b)
     return c ? c : strcmp(x->c->container, y->c->container);
 }
 
-/* The rows: one per container and GPU it was given. */
-static size_t rows_of(const struct top *t, struct row **out)
+/* A row's values from its container, this refresh. */
+static void row_fill(struct row *r)
 {
-    size_t cap = t->nctrs * 2 + 1, n = 0;
-    struct row *rows = xcalloc(cap, sizeof *rows);
-    for (size_t i = 0; i < t->nctrs; i++) {
-        const struct ctr *c = t->ctrs[i];
-        for (unsigned k = 0; k < VGPU_CONFIG_MAX_DEVICES; k++) {
-            const char *uuid = c->limits.device_uuid[k];
-            if (c->limits_ok && !uuid[0])
-                continue;
-            if (!c->limits_ok && k > 0)
-                break;
-            if (n == cap) {
-                cap *= 2;
-                rows = xrealloc(rows, cap * sizeof *rows);
-            }
-            struct row *r = &rows[n++];
-            r->c = c;
-            r->uuid = c->limits_ok ? uuid : "";
-            r->gpu = c->limits_ok ? gpu_of(t, uuid) : -1;
-            r->limit = c->limits_ok ? vgpu_config_memory_limit(&c->limits, k) : 0;
-            r->share = c->limits_ok ? vgpu_config_sm_limit(&c->limits, k) : 0;
-            r->status = !c->limits_ok ? c->limits_error : c->region_error[0] ? c->region_error : "";
-            for (unsigned d = 0; d < c->ndev; d++)
-                if (strcmp(c->devs[d].uuid, uuid) == 0) {
-                    r->used = c->devs[d].used;
-                    r->achieved_ppm = c->devs[d].achieved_ppm;
-                    r->waited_ns = c->devs[d].waited_ns;
-                }
-            if (!r->status[0])
-                r->status = r->limit && r->used > r->limit ? "over its limit" : "ok";
+    const struct ctr *c = r->c;
+    r->used = 0;
+    r->achieved_ppm = r->waited_ns = 0;
+    r->status = !c->limits_ok ? c->limits_error : c->region_error[0] ? c->region_error : "";
+    for (unsigned d = 0; d < c->ndev; d++)
+        if (strcmp(c->devs[d].uuid, r->uuid) == 0) {
+            r->used = c->devs[d].used;
+            r->achieved_ppm = c->devs[d].achieved_ppm;
+            r->waited_ns = c->devs[d].waited_ns;
         }
-    }
-    qsort(rows, n, sizeof *rows, by_gpu);
-    *out = rows;
-    return n;
+    if (!r->status[0])
+        r->status = r->limit && r->used > r->limit ? "over its limit" : "ok";
 }
 
-static void print_text(const struct top *t, FILE *f, size_t width, size_t height)
+/* The rows: one per container and GPU it was given; sorted again only when the set of
+ * containers changed. */
+static size_t rows_update(struct top *t)
+{
+    if (t->rows_dirty) {
+        size_t cap = t->nctrs * 2 + 1, n = 0;
+        struct row *rows = xcalloc(cap, sizeof *rows);
+        for (size_t i = 0; i < t->nctrs; i++) {
+            const struct ctr *c = t->ctrs[i];
+            for (unsigned k = 0; k < VGPU_CONFIG_MAX_DEVICES; k++) {
+                const char *uuid = c->limits.device_uuid[k];
+                if (c->limits_ok && !uuid[0])
+                    continue;
+                if (!c->limits_ok && k > 0)
+                    break;
+                if (n == cap) {
+                    cap *= 2;
+                    rows = xrealloc(rows, cap * sizeof *rows);
+                }
+                struct row *r = &rows[n++];
+                r->c = c;
+                r->k = k;
+                r->uuid = c->limits_ok ? uuid : "";
+                r->gpu = c->limits_ok ? gpu_of(t, uuid) : -1;
+                r->limit = c->limits_ok ? vgpu_config_memory_limit(&c->limits, k) : 0;
+                r->share = c->limits_ok ? vgpu_config_sm_limit(&c->limits, k) : 0;
+            }
+        }
+        qsort(rows, n, sizeof *rows, by_gpu);
+        free(t->rows);
+        t->rows = rows;
+        t->nrows = n;
+        t->rows_dirty = false;
+    }
+    for (size_t i = 0; i < t->nrows; i++)
+        row_fill(&t->rows[i]);
+    return t->nrows;
+}
+
+static void print_text(struct top *t, FILE *f, size_t width, size_t height)
 {
     char host[256] = "?", when[64] = "";
     (void)gethostname(host, sizeof host - 1);
@@ -444,8 +486,8 @@ static void print_text(const struct top *t, FILE *f, size_t width, size_t height
     struct tm tm;
     if (localtime_r(&now, &tm) != NULL)
         (void)strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-    struct row *rows = NULL;
-    size_t nrows = rows_of(t, &rows);
+    size_t nrows = rows_update(t);
+    const struct row *rows = t->rows;
     size_t lines = 0;
     bool wide = t->cmd->output == OUT_WIDE;
     fprintf(f, "vgpu top   node %s   %u GPUs   %zu containers   %s%s\n", host, t->nvml.count,
@@ -487,56 +529,65 @@ static void print_text(const struct top *t, FILE *f, size_t width, size_t height
                    "STATUS\tDIRECTORY"
                  : "GPU\tNAMESPACE\tPOD\tCONTAINER\tMEMORY\tUSE\tCOMPUTE\tACHIEVED\tTHROTTLED");
     size_t shown = 0;
+    cli_table_reserve(&c, nrows);
     for (size_t i = 0; i < nrows; i++) {
         const struct row *r = &rows[i];
         if (height && lines + 1 + shown + 1 >= height)
             break;
-        char gpu[16], mem[64], mu[32], ml[32], use[16], share[16], ach[16], thr[32];
-        char line[CLI_CELL_MAX * 6];
+        /* Formatted by hand: this runs for every container at every refresh. */
+        char gpu[24], mem[64], use[24], share[24], ach[24], thr[CLI_CELL_MAX], *p;
         if (r->gpu >= 0)
-            (void)vg_snprintf(gpu, sizeof gpu, "%u", t->gpus[r->gpu].index);
+            *cli_put_u64(gpu, t->gpus[r->gpu].index) = '\0';
         else
-            (void)vg_snprintf(gpu, sizeof gpu, "?");
-        cli_format_bytes(r->used, mu, sizeof mu);
+            memcpy(gpu, "?", 2);
+        cli_format_bytes(r->used, mem, 32);
+        p = mem + strlen(mem);
+        *p++ = '/';
         if (r->limit) {
-            cli_format_bytes(r->limit, ml, sizeof ml);
-            (void)vg_snprintf(use, sizeof use, "%llu%%",
-                              (unsigned long long)(r->used * 100 / r->limit));
+            cli_format_bytes(r->limit, p, 31);
+            p = cli_put_u64(use, r->used / (r->limit / 100 ? r->limit / 100 : 1));
+            memcpy(p, "%", 2);
         } else {
-            (void)vg_snprintf(ml, sizeof ml, "-");
-            (void)vg_snprintf(use, sizeof use, "-");
+            memcpy(p, "-", 2);
+            memcpy(use, "-", 2);
         }
-        (void)vg_snprintf(mem, sizeof mem, "%s/%s", mu, ml);
         if (r->share)
-            (void)vg_snprintf(share, sizeof share, "%u%%", r->share);
+            memcpy(cli_put_u64(share, r->share), "%", 2);
         else
-            (void)vg_snprintf(share, sizeof share, "-");
-        (void)vg_snprintf(ach, sizeof ach, "%.0f%%", (double)r->achieved_ppm / 1e4);
-        (void)vg_snprintf(thr, sizeof thr, "%.1fs", (double)r->waited_ns / 1e9);
+            memcpy(share, "-", 2);
+        int64_t a = r->achieved_ppm > 0 ? r->achieved_ppm : 0;
+        int64_t w = r->waited_ns > 0 ? r->waited_ns : 0;
+        memcpy(cli_put_u64(ach, (uint64_t)(a + 5000) / 10000), "%", 2);
+        p = cli_put_tenths(thr, (uint64_t)(w / 100000000));
+        *p++ = 's';
+        *p = '\0';
         bool ok = strcmp(r->status, "ok") == 0;
-        if (wide)
-            (void)vg_snprintf(line, sizeof line, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", gpu,
-                              r->c->ns, r->c->pod, r->c->container, mem, use, share, ach, thr,
-                              r->status, r->c->dir);
-        else
-            (void)vg_snprintf(line, sizeof line, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s%s%s", gpu,
-                              r->c->ns[0] ? r->c->ns : "?", r->c->pod[0] ? r->c->pod : r->c->uid,
-                              r->c->container, mem, use, share, ach, thr, ok ? "" : "   ",
-                              ok ? "" : r->status);
-        cli_table_add_tabbed(&c, line);
+        if (!ok && !wide)
+            (void)vg_snprintf(p, sizeof thr - (size_t)(p - thr), "   %s", r->status);
+        const char *cells[11] = {gpu,
+                                 r->c->ns[0] ? r->c->ns : "?",
+                                 r->c->pod[0] ? r->c->pod : r->c->uid,
+                                 r->c->container,
+                                 mem,
+                                 use,
+                                 share,
+                                 ach,
+                                 thr,
+                                 r->status,
+                                 r->c->dir};
+        cli_table_add(&c, cells);
         shown++;
     }
     cli_table_print(&c, f, width);
     if (shown < nrows)
         fprintf(f, "... %zu more (a larger terminal, or vgpu top --once)\n", nrows - shown);
     cli_table_free(&c);
-    free(rows);
 }
 
-static json_t *json_of(const struct top *t)
+static json_t *json_of(struct top *t)
 {
-    struct row *rows = NULL;
-    size_t nrows = rows_of(t, &rows);
+    size_t nrows = rows_update(t);
+    const struct row *rows = t->rows;
     json_t *gpus = json_array();
     for (int i = -1; i < (int)t->nvml.count; i++) {
         json_t *cs = json_array();
@@ -571,7 +622,6 @@ static json_t *json_of(const struct top *t)
             json_object_set_new(jg, "error", json_string(g->error));
         json_array_append_new(gpus, jg);
     }
-    free(rows);
     char host[256] = "?";
     (void)gethostname(host, sizeof host - 1);
     json_t *doc =
@@ -603,15 +653,45 @@ static void on_stop(int sig)
     stop = 1;
 }
 
+/* One frame: a refresh and its rendering (what bench/top.sh measures). */
+void top_frame(struct top *t, bool live, uint64_t n);
+void top_frame(struct top *t, bool live, uint64_t n)
+{
+    top_refresh(t);
+    if (t->dir_error[0] && !live)
+        return;
+    if (live) {
+        struct winsize ws = {0};
+        (void)ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws);
+        fputs("\033[H\033[2J", stdout);
+        print_text(t, stdout, ws.ws_col ? ws.ws_col : 80, ws.ws_row ? ws.ws_row : 24);
+        fflush(stdout);
+    } else if (t->cmd->output == OUT_JSON) {
+        json_t *doc = json_of(t);
+        json_dumpf(doc, stdout, JSON_INDENT(2));
+        fputc('\n', stdout);
+        json_decref(doc);
+    } else {
+        if (n > 0)
+            fputc('\n', stdout);
+        print_text(t, stdout, 0, 0);
+    }
+    fflush(stdout);
+}
+
 static void report_errors(const struct top *t)
 {
+    unsigned shown = 0;
     for (size_t i = 0; i < t->nctrs; i++) {
         const struct ctr *c = t->ctrs[i];
-        if (!c->limits_ok)
-            fprintf(stderr, "error: container %s: %s\n", c->dir, c->limits_error);
-        else if (strncmp(c->region_error, "bad region", 10) == 0)
-            fprintf(stderr, "error: container %s: %s\n", c->dir, c->region_error);
+        const char *why = !c->limits_ok                                     ? c->limits_error
+                          : strncmp(c->region_error, "bad region", 10) == 0 ? c->region_error
+                                                                            : NULL;
+        if (why != NULL && shown++ < 10)
+            fprintf(stderr, "error: container %s: %s\n", c->dir, why);
     }
+    if (shown > 10)
+        fprintf(stderr, "error: and %u more containers that cannot be read\n", shown - 10);
 }
 
 int vgpu_top(const struct vgpu_cmd *cmd)
@@ -619,7 +699,9 @@ int vgpu_top(const struct vgpu_cmd *cmd)
     struct top *t = xcalloc(1, sizeof *t);
     t->cmd = cmd;
     t->dir = cmd->containers_dir ? cmd->containers_dir : DEFAULT_DIR;
-    struct sigaction sa = {.sa_handler = on_sigbus};
+    /* SA_NODEFER: the handler leaves by siglongjmp, and sigsetjmp does not save the mask (a
+     * system call per region read); so SIGBUS must not stay blocked after it. */
+    struct sigaction sa = {.sa_handler = on_sigbus, .sa_flags = SA_NODEFER};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGBUS, &sa, NULL);
     nvml_open(&t->nvml, cmd->nvml_library ? cmd->nvml_library : "libnvidia-ml.so.1", t->gpus);
@@ -649,7 +731,7 @@ int vgpu_top(const struct vgpu_cmd *cmd)
     for (uint64_t n = 0; !stop && (iterations == 0 || n < iterations); n++) {
         struct timespec a, b;
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
-        top_refresh(t);
+        top_frame(t, live, n);
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
         if (tf)
             fprintf(tf, "%lld\n",
@@ -659,11 +741,6 @@ int vgpu_top(const struct vgpu_cmd *cmd)
             break;
         }
         if (live) {
-            struct winsize ws = {0};
-            (void)ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws);
-            fputs("\033[H\033[2J", stdout);
-            print_text(t, stdout, ws.ws_col ? ws.ws_col : 80, ws.ws_row ? ws.ws_row : 24);
-            fflush(stdout);
             struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
             struct timespec until;
             clock_gettime(CLOCK_MONOTONIC, &until);
@@ -681,20 +758,11 @@ int vgpu_top(const struct vgpu_cmd *cmd)
                     if (got == 1 && (ch == 'q' || ch == 'Q'))
                         stop = 1;
                     else if (got == 0)
-                        break; /* stdin closed: keep refreshing on the timer */
+                        p.fd = -1; /* stdin closed: keep refreshing on the timer */
                     else if (got == 1)
                         break; /* any other key: refresh now */
                 }
             }
-        } else if (cmd->output == OUT_JSON) {
-            json_t *doc = json_of(t);
-            json_dumpf(doc, stdout, JSON_INDENT(2));
-            fputc('\n', stdout);
-            json_decref(doc);
-        } else {
-            if (n > 0)
-                fputc('\n', stdout);
-            print_text(t, stdout, 0, 0);
         }
         if (!live && iterations > 1 && n + 1 < iterations)
             usleep((useconds_t)(cmd->interval_ms * 1000));
@@ -711,6 +779,7 @@ int vgpu_top(const struct vgpu_cmd *cmd)
     for (size_t i = 0; i < t->nctrs; i++)
         ctr_free(t->ctrs[i]);
     free(t->ctrs);
+    free(t->rows);
     free(t);
     return status;
 }
