@@ -260,7 +260,7 @@ static void ctr_read_region(struct top *t, struct ctr *c)
             bus_armed = 0;
             (void)vg_snprintf(c->region_error, sizeof c->region_error,
                               "bad region: truncated while read");
-            return; /* the mapping is leaked rather than touched again */
+            return; /* inside region_open: what it had mapped is left behind */
         }
         int rc = region_open(path, &c->region, &err);
         bus_armed = 0;
@@ -282,7 +282,8 @@ static void ctr_read_region(struct top *t, struct ctr *c)
     bus_armed = 1;
     if (sigsetjmp(bus_jump, 0) != 0) {
         bus_armed = 0;
-        c->region = NULL; /* the mapping is leaked rather than touched again */
+        region_close(c->region); /* unmaps without touching the pages */
+        c->region = NULL;
         c->ndev = 0;
         (void)vg_snprintf(c->region_error, sizeof c->region_error,
                           "bad region: truncated while read");
