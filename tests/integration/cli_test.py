@@ -396,6 +396,23 @@ class TopTest(TopBase):
         self.assertIn("5 containers", out)
 
 
+class TopSigbusTest(TopBase):
+    def test_region_truncated_between_check_and_read(self):
+        """The region passes the size check, then shrinks to nothing before it is read
+        (tests/integration/top_truncate_shim.c does it inside stat): the read raises
+        SIGBUS, which top turns into a bad region and survives."""
+        victim = os.path.join(self.ctrs, sorted(os.listdir(self.ctrs))[1], "region")
+        env = dict(self.env)
+        env["LD_PRELOAD"] = os.path.join(BUILD, "tests", "top_truncate_shim.so")
+        env["TOP_SHIM_TRUNCATE"] = victim
+        p = run(["top", "--iterations", "5", "--interval", "0.1"] + self.nvml, env=env)
+        self.assertIn(p.returncode, (0, 1), p.stderr)  # not killed by a signal
+        self.assertIn("bad region: truncated while read", p.stdout)
+        self.assertEqual(os.path.getsize(victim), 0)
+        last = p.stdout.split("\n\n")[-1]
+        self.assertEqual(last.count(" main "), 6)
+
+
 class TopLiveTest(TopBase):
     """The live view in a real terminal: tmux runs it, the test reads the pane."""
 
