@@ -6,6 +6,7 @@ usage: cli_test.py BUILD_DIR [unittest args]
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -122,7 +123,7 @@ class ClusterTest(unittest.TestCase):
                                           "PODS", "HEARTBEAT"])
         a = next(line.split() for line in out if line.startswith("node-a "))
         # two GPUs of 16000 MiB; 4096 + 2048 MiB and 30 + 20 % allocated on GPU 0
-        self.assertEqual(a[1:7], ["2", "2", "1", "6Gi/31.2Gi", "50%/200%", "2"])
+        self.assertEqual(a[1:7], ["2", "2", "1", "6Gi/31.3Gi", "50%/200%", "2"])
         bad = next(line for line in out if line.startswith("node-bad"))
         self.assertIn("invalid inventory", bad)
 
@@ -195,6 +196,20 @@ class ClusterTest(unittest.TestCase):
         self.assertTrue(nodes["node-b"]["fits"])
         self.assertFalse(nodes["node-b"]["chosen"])
         self.assertFalse(nodes["node-bad"]["fits"])
+
+    def test_explain_event_with_control_bytes(self):
+        """Anyone who may create Events can write the message explain prints: its control
+        bytes reach the terminal as '?'."""
+        status, _ = self.api.http.request("POST", "/api/v1/namespaces/team/events", {
+            "metadata": {"name": "small.1", "namespace": "team"},
+            "involvedObject": {"kind": "Pod", "name": "small", "namespace": "team"},
+            "reason": "FailedScheduling", "count": 1, "lastTimestamp": "2026-11-26T01:00:00Z",
+            "message": "0/3 nodes are available: 3 \x1b]0;pwned\x07\x1b[2Jgone."})
+        self.assertEqual(status, 201)
+        out = run(["explain", "small"] + self.kc, check=0).stdout
+        self.assertNotIn("\x1b", out)
+        self.assertNotIn("\x07", out)
+        self.assertIn("3 nodes: ?]0;pwned??[2Jgone", out)
 
     def test_explain_unknown_pod(self):
         p = run(["explain", "no-such-pod"] + self.kc, check=1)
@@ -343,6 +358,27 @@ class TopTest(TopBase):
         self.assertEqual(c["computeLimitPercent"], 25)
         self.assertAlmostEqual(c["computeAchievedRatio"], 0.11)
 
+    def test_missing_directory(self):
+        p = run(["top", "--once", "--nvml-library",
+                 os.path.join(BUILD, "fakegpu", "libnvidia-ml.so.1"),
+                 "--containers-dir", os.path.join(self.dir, "nope")], env=self.env, check=1)
+        self.assertIn("cannot read", p.stderr)
+
+    def test_no_nvml(self):
+        p = run(["top", "--once", "--nvml-library", "/nonexistent/libnvidia-ml.so.1",
+                 "--containers-dir", self.ctrs], env=self.env, check=1)
+        self.assertIn("NVML: cannot load", p.stderr)
+        self.assertIn("job-0", p.stdout)  # the containers are still shown
+
+    def test_departed_container(self):
+        shutil.rmtree(os.path.join(self.ctrs, sorted(os.listdir(self.ctrs))[0]))
+        out = run(["top", "--once"] + self.nvml, env=self.env, check=0).stdout
+        self.assertIn("5 containers", out)
+
+
+class TopHostileTest(TopBase):
+    """A tenant's region is its own to write: what top makes of a hostile one."""
+
     def test_corrupted_region(self):
         victim = sorted(os.listdir(self.ctrs))[0]
         path = os.path.join(self.ctrs, victim, "region")
@@ -378,25 +414,39 @@ class TopTest(TopBase):
         last = out.split("\n\n")[-1]
         self.assertEqual(last.count(" main "), 6)
 
-    def test_missing_directory(self):
-        p = run(["top", "--once", "--nvml-library",
-                 os.path.join(BUILD, "fakegpu", "libnvidia-ml.so.1"),
-                 "--containers-dir", os.path.join(self.dir, "nope")], env=self.env, check=1)
-        self.assertIn("cannot read", p.stderr)
+    def test_region_forged_while_watched(self):
+        """A tenant rewrites its region after top opened it: a device count past the
+        table, an unterminated UUID, a counter at 2^63 - 1, a negative achieved share and
+        throttled time. top keeps to what it validated, prints no control bytes, and the
+        other containers are unchanged."""
+        victim = sorted(os.listdir(self.ctrs))[0]
+        path = os.path.join(self.ctrs, victim, "region")
+        p = subprocess.Popen([vgpu(), "top", "--iterations", "12", "--interval", "0.1"] +
+                             self.nvml, env=self.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        time.sleep(0.4)
+        with open(path, "r+b") as f:  # offsets of docs/protocol.md
+            f.seek(12)
+            f.write(struct.pack("<I", 200))  # device_count
+            f.seek(64)
+            f.write(b"\x1b[2J" + b"A" * 58)  # uuid[64], no NUL
+            f.seek(64 + 80)
+            f.write(struct.pack("<Q", 2 ** 63 - 1))  # used
+            f.seek(64 + 88 + 3 * 8)
+            f.write(struct.pack("<q", -5))  # waited_ns
+            f.seek(64 + 88 + 9 * 8)
+            f.write(struct.pack("<q", -10 ** 9))  # achieved_ppm
+        out, err = p.communicate(timeout=60)
+        self.assertIn(p.returncode, (0, 1), err)
+        self.assertNotIn(b"\x1b", out)
+        last = out.decode().split("\n\n")[-1].splitlines()
+        self.assertEqual(len([line for line in last if " main " in line]), 6)
+        # its GPU is still the one its limits file names; nothing of the forged UUID shows
+        row = next(line.split() for line in last if " job-0 " in line and line[0] == "0")
+        self.assertEqual(row[-2:], ["0%", "0.0s"])
+        other = next(line.split() for line in last if " job-1 " in line and line[0] == "0")
+        self.assertEqual(other[4], "2Gi/4Gi")
 
-    def test_no_nvml(self):
-        p = run(["top", "--once", "--nvml-library", "/nonexistent/libnvidia-ml.so.1",
-                 "--containers-dir", self.ctrs], env=self.env, check=1)
-        self.assertIn("NVML: cannot load", p.stderr)
-        self.assertIn("job-0", p.stdout)  # the containers are still shown
-
-    def test_departed_container(self):
-        shutil.rmtree(os.path.join(self.ctrs, sorted(os.listdir(self.ctrs))[0]))
-        out = run(["top", "--once"] + self.nvml, env=self.env, check=0).stdout
-        self.assertIn("5 containers", out)
-
-
-class TopSigbusTest(TopBase):
     def test_region_truncated_between_check_and_read(self):
         """The region passes the size check, then shrinks to nothing before it is read
         (tests/integration/top_truncate_shim.c does it inside stat): the read raises
@@ -411,6 +461,7 @@ class TopSigbusTest(TopBase):
         self.assertEqual(os.path.getsize(victim), 0)
         last = p.stdout.split("\n\n")[-1]
         self.assertEqual(last.count(" main "), 6)
+
 
 
 class TopLiveTest(TopBase):
