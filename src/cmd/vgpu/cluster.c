@@ -1075,5 +1075,8 @@ int vgpu_sim(const struct vgpu_cmd *cmd, const char *argv0)
     args[na] = NULL;
     fflush(stdout);
     execvp(sim, args);
-    return vgpu_fail("cannot run %s: %s", sim, VG_STRERROR(errno));
+    int e = errno;
+    for (size_t i = 0; i < na; i++)
+        free(args[i]);
+    return vgpu_fail("cannot run %s: %s", sim, VG_STRERROR(e));
 }
