@@ -44,27 +44,30 @@ static const struct verb {
     const char *name;
     unsigned bit;
     size_t args; /* positional arguments it takes */
-    const char *synopsis, *help;
+    const char *summary, *synopsis, *help;
 } verbs[] = {
-    {"top", V_TOP, 0, "top [--once] [--interval SECONDS] [-o wide|json]",
+    {"top", V_TOP, 0, "this node's GPUs and the containers on them, live",
+     "top [--once] [--interval SECONDS] [-o wide|json]",
      "Live per-GPU, per-container view of this node: each GPU's memory and utilization\n"
      "(NVML), and each vgpu container on it with its memory used against its limit and its\n"
      "compute share against what it achieves (the containers' regions and limits files).\n"
      "Keys: q quits. --once prints one snapshot and exits (for scripts)."},
-    {"nodes", V_NODES, 0, "nodes [-o wide|json]",
+    {"nodes", V_NODES, 0, "GPU allocation per node", "nodes [-o wide|json]",
      "GPU allocation per node, from the nodes' vgpu.io/gpus inventories and the bound\n"
      "pods' vgpu.io/decision annotations: GPUs, memory and compute allocated, free GPUs,\n"
      "and (wide) the memory and compute stranded on partly used GPUs."},
-    {"gpus", V_GPUS, 0, "gpus [-o wide|json]",
+    {"gpus", V_GPUS, 0, "GPU allocation per GPU", "gpus [-o wide|json]",
      "GPU allocation per GPU of every node: memory, compute and tenants against capacity."},
-    {"pods", V_PODS, 0, "pods [-n NS | -A] [-o wide|json]",
+    {"pods", V_PODS, 0, "pods with GPUs, and what vgpu gave them",
+     "pods [-n NS | -A] [-o wide|json]",
      "Pods that ask for GPUs, with the node, GPUs, memory and compute vgpu gave them\n"
      "(their vgpu.io/decision), or <pending>."},
-    {"explain", V_EXPLAIN, 1, "explain POD [-n NS] [-o json]",
+    {"explain", V_EXPLAIN, 1, "why a pod runs where it runs, or why it is pending",
+     "explain POD [-n NS] [-o json]",
      "Why POD runs where it runs (its decision, in words), or why it is pending: each\n"
      "node's reason from vgpu-scheduler's filter, run on the cluster as the API shows it\n"
      "now, and kube-scheduler's last FailedScheduling event."},
-    {"sim", V_SIM, 0,
+    {"sim", V_SIM, 0, "this cluster under vgpu-sim's placement policies",
      "sim [--out DIR] [--policy LIST] [--seeds SPEC] [--report FILE.html] [--export-only]",
      "Capacity planning on this cluster: exports its GPU nodes and its pods into\n"
      "vgpu-sim's CSV files (DIR/nodes.csv, DIR/pods.csv; default DIR: vgpu-sim-export) and\n"
@@ -111,8 +114,7 @@ static void usage(FILE *f, const char *prog, const struct verb *v)
                 "Usage:\n  %s VERB [flags]\n\nVerbs:\n",
                 prog, prog);
         for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
-            fprintf(f, "  %-8s %.*s\n", verbs[i].name, (int)strcspn(verbs[i].help, "\n"),
-                    verbs[i].help);
+            fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].summary);
         fprintf(f,
                 "\nUse \"%s VERB --help\" for a verb's flags. Exit status: 0, or 1 on any "
                 "error.\n",
