@@ -12,7 +12,7 @@ CMAKE_FLAGS ?=
 DEBIAN_PACKAGES := build-essential cmake pkg-config libcmocka-dev python3 valgrind clang-format \
 	procps libevent-dev libcurl4-openssl-dev libjansson-dev libfyaml-dev libnghttp2-dev \
 	libprotobuf-c-dev protobuf-c-compiler python3-grpcio python3-protobuf openssl libssl-dev \
-	chromium prometheus python3-websocket python3-kubernetes kubernetes-client
+	chromium prometheus python3-websocket python3-kubernetes kubernetes-client tmux
 
 print-packages:
 	@echo $(DEBIAN_PACKAGES)

@@ -273,7 +273,7 @@ struct pool {
     const struct sim_trace *t;
     const enum place_policy *policies;
     const uint64_t *seeds;
-    size_t seed_count, total, next;
+    size_t seed_count, total, next, done;
     const struct sim_options *opt;
     struct sim_run_result *results;
     pthread_mutex_t lock;
@@ -295,6 +295,12 @@ static void *worker(void *arg)
         int rc = sim_run(p->t, p->policies[job / p->seed_count], p->seeds[job % p->seed_count],
                          p->opt, &p->results[job], &err);
         p->results[job].seconds = (double)(now_ns() - t0) / 1e9;
+        if (rc == 0 && p->opt != NULL && p->opt->progress != NULL) {
+            pthread_mutex_lock(&p->lock);
+            p->done++;
+            p->opt->progress(p->opt->progress_arg, p->done, p->total, &p->results[job]);
+            pthread_mutex_unlock(&p->lock);
+        }
         if (rc < 0) {
             pthread_mutex_lock(&p->lock);
             if (p->rc == 0) {

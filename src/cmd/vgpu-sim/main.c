@@ -126,6 +126,30 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* Progress on a terminal (stderr, only when it is one): runs done, the last one, the time
+ * so far and an estimate of what is left; at most ten lines a second, each over the last. */
+struct progress {
+    double start, last;
+    bool shown;
+};
+
+static void on_progress(void *arg, size_t done, size_t total, const struct sim_run_result *run)
+{
+    struct progress *p = arg;
+    double now = now_s();
+    if (done < total && now - p->last < 0.1)
+        return;
+    p->last = now;
+    p->shown = true;
+    double elapsed = now - p->start;
+    double left = done ? elapsed * (double)(total - done) / (double)done : 0;
+    fprintf(stderr,
+            "\r\033[Kvgpu-sim: %zu/%zu runs (%3.0f %%), last %s seed %llu, %.1f s, ~%.0f s left",
+            done, total, 100.0 * (double)done / (double)total, place_policy_name(run->policy),
+            (unsigned long long)run->seed, elapsed, left);
+    fflush(stderr);
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {{"nodes", required_argument, NULL, 'n'},
@@ -220,9 +244,16 @@ int main(int argc, char **argv)
     }
     struct sim_run_result *results = xcalloc(policy_count * seed_count, sizeof *results);
     double t0 = now_s();
+    struct progress progress = {.start = t0};
+    if (isatty(STDERR_FILENO)) {
+        options.progress = on_progress;
+        options.progress_arg = &progress;
+    }
     int rc = sim_run_many(&trace, policies, policy_count, seeds, seed_count, (unsigned)jobs,
                           &options, results, &err);
     double elapsed = now_s() - t0;
+    if (progress.shown)
+        fputs("\r\033[K", stderr); /* the table takes its place */
     if (rc < 0) {
         fprintf(stderr, "vgpu-sim: %s\n", err.msg);
         free(results);

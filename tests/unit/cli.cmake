@@ -1,0 +1,14 @@
+# src/cli: the vgpu command's parsers and tables (cmocka), and fuzz targets for the
+# parsers whose corpora replay under `make test`.
+vgpu_unit_test(test_cli
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli.c
+  LIBS vgpu_cli)
+vgpu_fuzz_target(cli_quantity
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/../fuzz/fuzz_cli_quantity.c
+  LIBS vgpu_cli)
+vgpu_fuzz_target(cli_sched_message
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/../fuzz/fuzz_cli_sched_message.c
+  LIBS vgpu_cli)
+vgpu_fuzz_target(cli_limits_owner
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/../fuzz/fuzz_cli_limits_owner.c
+  LIBS vgpu_cli)
