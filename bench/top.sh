@@ -9,8 +9,8 @@
 #    the first, which opens every region and reads every limits file);
 #  - CPU time per frame (CLOCK_PROCESS_CPUTIME_ID around top_frame, written by vgpu top
 #    to $VGPU_TOP_TIMING; median and p99 of 200 frames after the first), run natively,
-#    with the 64 GPU processes and again without them: fakegpu's NVML checks every
-#    process it lists against /proc on each call (three calls per GPU per refresh), which
+#    with the 64 GPU processes and again without them: fakegpu's NVML checks the queried
+#    GPU's processes against /proc on each call (three calls per GPU per refresh), which
 #    is the simulator's cost, not vgpu top's (a real driver answers from the kernel).
 set -euo pipefail
 build=$(cd "${1:?usage: bench/top.sh BUILD_DIR}" && pwd)

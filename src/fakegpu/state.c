@@ -290,6 +290,31 @@ static void reap_if_due(struct fg_state *st, uint64_t now)
         reap(st->sh, now);
 }
 
+/* Reaps the dead among dev's processes (those with a context, memory or a stream on it),
+ * the rest when due: what a query about dev shows is exact, for a /proc read per process
+ * on dev rather than per process on the machine (NVML tools ask several questions about
+ * every device each refresh). has_stream[slot]: the live slot has a stream on dev. */
+static void reap_device(struct fg_state *st, int dev, uint64_t now, bool has_stream[FG_MAX_PROCS])
+{
+    struct fg_shared *sh = st->sh;
+    memset(has_stream, 0, FG_MAX_PROCS * sizeof has_stream[0]);
+    for (uint32_t i = 0; i < sh->stream_high; i++) {
+        if (sh->streams[i].in_use && sh->streams[i].dev == dev &&
+            (unsigned)sh->streams[i].owner < FG_MAX_PROCS)
+            has_stream[sh->streams[i].owner] = true;
+    }
+    fg_timeline_advance(sh, now);
+    for (int i = 0; i < FG_MAX_PROCS; i++) {
+        const struct fg_slot *s = &sh->slots[i];
+        if (s->in_use && (s->contexts[dev] != 0 || s->used_bytes[dev] != 0 || has_stream[i]) &&
+            !slot_alive(s)) {
+            release_slot(sh, i);
+            has_stream[i] = false;
+        }
+    }
+    reap_if_due(st, now);
+}
+
 static void sleep_ns(uint64_t ns)
 {
     if (ns < WAIT_MIN_SLEEP_NS)
@@ -622,7 +647,8 @@ int fg_mem_info(struct fg_state *st, int dev, uint64_t *used, uint64_t *total)
     int rc = lock(st);
     if (rc != 0)
         return rc;
-    reap(st->sh, st->now());
+    bool has_stream[FG_MAX_PROCS];
+    reap_device(st, dev, st->now(), has_stream);
     if (used != NULL)
         *used = device_used(st->sh, dev);
     if (total != NULL)
@@ -988,7 +1014,8 @@ int fg_util_device(struct fg_state *st, int dev, uint64_t window_ns, unsigned *g
     if (rc != 0)
         return rc;
     uint64_t now = st->now();
-    reap(st->sh, now);
+    bool has_stream[FG_MAX_PROCS];
+    reap_device(st, dev, now, has_stream);
     uint64_t span;
     uint64_t busy = fg_util_sum(&st->sh->dev[dev].util, now, window_ns, &span);
     uint64_t pct = span ? (busy * 100 + span / 2) / span : 0;
@@ -1007,25 +1034,8 @@ int fg_procs_on_device(struct fg_state *st, int dev, uint64_t window_ns, struct 
         return rc;
     struct fg_shared *sh = st->sh;
     uint64_t now = st->now();
-    bool has_stream[FG_MAX_PROCS] = {false};
-    for (uint32_t i = 0; i < sh->stream_high; i++) {
-        if (sh->streams[i].in_use && sh->streams[i].dev == dev &&
-            (unsigned)sh->streams[i].owner < FG_MAX_PROCS)
-            has_stream[sh->streams[i].owner] = true;
-    }
-    /* Only this device's processes are checked for death (a monitor lists every device
-     * every sample: checking every process each time cost a /proc read per process per
-     * device); the others are reaped by their own devices' queries or when due. */
-    fg_timeline_advance(sh, now);
-    for (int i = 0; i < FG_MAX_PROCS; i++) {
-        const struct fg_slot *s = &sh->slots[i];
-        if (s->in_use && (s->contexts[dev] != 0 || s->used_bytes[dev] != 0 || has_stream[i]) &&
-            !slot_alive(s)) {
-            release_slot(sh, i);
-            has_stream[i] = false;
-        }
-    }
-    reap_if_due(st, now);
+    bool has_stream[FG_MAX_PROCS];
+    reap_device(st, dev, now, has_stream);
     unsigned n = 0;
     for (int i = 0; i < FG_MAX_PROCS; i++) {
         const struct fg_slot *s = &sh->slots[i];
