@@ -10,7 +10,8 @@ CMAKE_FLAGS ?=
 # Everything the build and the tests need, from Debian's packages.
 DEBIAN_PACKAGES := build-essential cmake pkg-config libcmocka-dev python3 valgrind clang-format \
 	procps libevent-dev libcurl4-openssl-dev libjansson-dev libfyaml-dev libnghttp2-dev \
-	libprotobuf-c-dev protobuf-c-compiler python3-grpcio python3-protobuf openssl libssl-dev
+	libprotobuf-c-dev protobuf-c-compiler python3-grpcio python3-protobuf openssl libssl-dev \
+	prometheus
 
 print-packages:
 	@echo $(DEBIAN_PACKAGES)

@@ -160,6 +160,7 @@ struct mon_args {
     uint64_t samples; /* 0: run until a signal */
     const char *containers_dir, *proc_root, *cgroup_root;
     const char *node_name, *kubeconfig, *metrics_file, *nvml_library;
+    const char *listen; /* the metrics endpoint, "ADDR:PORT"; NULL: off (--listen off) */
     int log_level;
     bool help;
 };
