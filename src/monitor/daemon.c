@@ -664,6 +664,13 @@ static void collect_gpus(struct daemon *d)
     }
 }
 
+static int64_t clock_us(clockid_t id)
+{
+    struct timespec t;
+    clock_gettime(id, &t);
+    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
 /* One scrape: NVML, the containers directory, the text. Kept a function of its own so
  * benchmarks can count it (callgrind --toggle-collect=mon_daemon_scrape). */
 __attribute__((noinline)) int mon_daemon_scrape(struct daemon *d, struct vg_buf *out,
@@ -671,13 +678,16 @@ __attribute__((noinline)) int mon_daemon_scrape(struct daemon *d, struct vg_buf 
 __attribute__((noinline)) int mon_daemon_scrape(struct daemon *d, struct vg_buf *out,
                                                 struct vg_err *err)
 {
+    int64_t t0 = clock_us(CLOCK_PROCESS_CPUTIME_ID);
     collect_gpus(d);
+    int64_t t1 = clock_us(CLOCK_PROCESS_CPUTIME_ID);
     const char *uuids[MON_MAX_GPUS];
     for (unsigned i = 0; i < d->nvml.count; i++)
         uuids[i] = d->nvml.uuids[i];
     struct vg_err serr = {0};
     if (mon_scan_run(d->scan, uuids, d->nvml.count, d->errors, &serr) < 0)
         vg_log(VG_LOG_WARN, "cannot list the containers directory", "error=\"%s\"", serr.msg);
+    int64_t t2 = clock_us(CLOCK_PROCESS_CPUTIME_ID);
     size_t nrows = 0;
     const struct mon_ctr_stats *rows = mon_scan_rows(d->scan, &nrows);
     for (size_t r = 0; r < nrows; r++) {
@@ -697,12 +707,22 @@ __attribute__((noinline)) int mon_daemon_scrape(struct daemon *d, struct vg_buf 
                                .events_sent = d->events_sent,
                                .events_failed = d->events_failed,
                                .errors = d->errors};
-    return mon_metrics_format(&x, out, err);
+    int rc = mon_metrics_format(&x, out, err);
+    vg_log(VG_LOG_DEBUG, "scrape phases",
+           "rows=%zu nvml_cpu_us=%lld scan_cpu_us=%lld format_cpu_us=%lld", nrows,
+           (long long)(t1 - t0), (long long)(t2 - t1),
+           (long long)(clock_us(CLOCK_PROCESS_CPUTIME_ID) - t2));
+    return rc;
 }
 
 static int http_metrics(void *arg, struct vg_buf *out, struct vg_err *err)
 {
-    return mon_daemon_scrape(arg, out, err);
+    int64_t w0 = clock_us(CLOCK_MONOTONIC), c0 = clock_us(CLOCK_PROCESS_CPUTIME_ID);
+    int rc = mon_daemon_scrape(arg, out, err);
+    int64_t w1 = clock_us(CLOCK_MONOTONIC), c1 = clock_us(CLOCK_PROCESS_CPUTIME_ID);
+    vg_log(VG_LOG_DEBUG, "scrape", "bytes=%zu us=%lld cpu_us=%lld", out->len, (long long)(w1 - w0),
+           (long long)(c1 - c0));
+    return rc;
 }
 
 static void http_error(void *arg, const char *kind)

@@ -53,8 +53,17 @@ int mon_http_parse(const char *buf, size_t len, struct mon_http_request *out)
 {
     memset(out, 0, sizeof *out);
     size_t n = head_end(buf, len > MON_HTTP_HEAD_MAX ? MON_HTTP_HEAD_MAX : len);
-    if (n == 0)
+    if (n == 0) {
+        /* Not complete: answer garbage at once rather than at the timeout (a NUL, or a
+         * method that is not a token). */
+        size_t scan = len > MON_HTTP_HEAD_MAX ? MON_HTTP_HEAD_MAX : len;
+        if (memchr(buf, '\0', scan) != NULL)
+            return -400;
+        for (size_t i = 0; i < scan && buf[i] != ' '; i++)
+            if (!tchar((unsigned char)buf[i]))
+                return -400;
         return len >= MON_HTTP_HEAD_MAX ? -431 : -EAGAIN;
+    }
     const char *p = buf, *end = buf + n;
     /* Request line: METHOD SP TARGET SP HTTP/1.x */
     const char *eol = line_end(p, end);

@@ -39,10 +39,19 @@ struct out {
     int rc;
 };
 
-static void put(struct out *o, const char *s, size_t n)
+/* The hot path: a memcpy while the buffer has room (vg_buf's invariants kept: within
+ * max, NUL-terminated), vg_buf_append to grow it. */
+static inline void put(struct out *o, const char *s, size_t n)
 {
+    struct vg_buf *b = o->b;
+    if (b->data && n < b->cap - b->len && n <= b->max - b->len) {
+        memcpy(b->data + b->len, s, n);
+        b->len += n;
+        b->data[b->len] = '\0';
+        return;
+    }
     if (o->rc == 0)
-        o->rc = vg_buf_append(o->b, s, n, o->err);
+        o->rc = vg_buf_append(b, s, n, o->err);
 }
 
 static void puts_(struct out *o, const char *s)
@@ -465,6 +474,24 @@ int mon_metrics_format(const struct mon_exposition *x, struct vg_buf *b, struct 
     memset(&s, 0, sizeof s);
     vg_buf_init(&s.b, "metric labels", 64u << 20);
     size_t ng = x->gpu_count, nr = x->ctr_count;
+    /* One allocation for the label sets (a few hundred bytes per row), and the output
+     * grown once to about what it will hold (the families times the rows). */
+    if (vg_buf_append(&s.b, "", 0, err) == 0 && (ng + nr) * 700 < s.b.max) {
+        size_t want = (ng + nr) * 700;
+        char *p = realloc(s.b.data, want + 1);
+        if (p) {
+            s.b.data = p;
+            s.b.cap = want + 1;
+        }
+    }
+    size_t out_want = b->len + (ng * 12 + nr * 20) * 220 + 8192;
+    if (b->cap < out_want + 1 && out_want < b->max && vg_buf_append(b, "", 0, err) == 0) {
+        char *p = realloc(b->data, out_want + 1);
+        if (p) {
+            b->data = p;
+            b->cap = out_want + 1;
+        }
+    }
     s.gpu_hami = vg_calloc(ng + 1, sizeof *s.gpu_hami);
     s.gpu_vgpu = vg_calloc(ng + 1, sizeof *s.gpu_vgpu);
     s.gpu_info = vg_calloc(ng + 1, sizeof *s.gpu_info);

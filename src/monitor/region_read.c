@@ -101,19 +101,25 @@ int mon_region_parse(const void *buf, size_t len, uint64_t file_size,
     return 0;
 }
 
-int mon_region_read_at(int dirfd, const char *path, struct mon_region_snapshot *out,
+int mon_region_open_at(int dirfd, const char *path, struct vg_err *err)
+{
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return vg_err_errno(err, errno, "region %s", path);
+    return fd;
+}
+
+int mon_region_read_fd(int fd, const char *path, struct mon_region_snapshot *out,
                        struct vg_err *err)
 {
     memset(out, 0, sizeof *out);
-    VG_AUTO_CLOSE int fd =
-        openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0)
-        return vg_err_errno(err, errno, "region %s", path);
     struct stat st;
     if (fstat(fd, &st) != 0)
         return vg_err_errno(err, errno, "region %s", path);
     if (!S_ISREG(st.st_mode))
         return vg_err_set(err, -EINVAL, "region %s is not a regular file", path);
+    if (st.st_nlink == 0)
+        return vg_err_set(err, -ESTALE, "region %s was removed", path);
     unsigned char head[MON_REGION_HEAD];
     ssize_t n;
     do
@@ -128,4 +134,14 @@ int mon_region_read_at(int dirfd, const char *path, struct mon_region_snapshot *
         return vg_err_set(err, rc, "region %s: %s", path, msg);
     }
     return 0;
+}
+
+int mon_region_read_at(int dirfd, const char *path, struct mon_region_snapshot *out,
+                       struct vg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    VG_AUTO_CLOSE int fd = mon_region_open_at(dirfd, path, err);
+    if (fd < 0)
+        return fd;
+    return mon_region_read_fd(fd, path, out, err);
 }

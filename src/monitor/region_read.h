@@ -59,4 +59,12 @@ int mon_region_parse(const void *buf, size_t len, uint64_t file_size,
 int mon_region_read_at(int dirfd, const char *path, struct mon_region_snapshot *out,
                        struct vg_err *err);
 
+/* The two halves of mon_region_read_at, for a reader that keeps the file open between
+ * snapshots (vgpu-monitor keeps one descriptor per container): open (a descriptor, or a
+ * negative errno as above), then read any number of times. mon_region_read_fd answers
+ * -ESTALE once the file has been removed or replaced (reopen it by name). */
+int mon_region_open_at(int dirfd, const char *path, struct vg_err *err);
+int mon_region_read_fd(int fd, const char *path, struct mon_region_snapshot *out,
+                       struct vg_err *err);
+
 #endif

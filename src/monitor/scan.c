@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -30,6 +31,7 @@ struct entry {
     uint64_t limit[VGPU_CONFIG_MAX_DEVICES];
     unsigned share[VGPU_CONFIG_MAX_DEVICES];
     int state; /* the last error kind, -1 when fine: logs go out on a change */
+    int fd;    /* the region, kept open between scans; -1 when not */
     uint64_t violations, kills;
     unsigned seen;
 };
@@ -43,7 +45,17 @@ struct mon_scan {
     struct mon_ctr_stats *rows;
     size_t row_count, row_cap;
     unsigned gen;
+    size_t fds, fd_max; /* regions kept open, and how many may be */
 };
+
+static void entry_free(struct mon_scan *s, struct entry *e)
+{
+    if (e->fd >= 0) {
+        close(e->fd);
+        s->fds--;
+    }
+    free(e);
+}
 
 int mon_scan_new(const char *containers_dir, mon_scan_name_fn names, void *names_arg,
                  struct mon_scan **out, struct vg_err *err)
@@ -55,6 +67,12 @@ int mon_scan_new(const char *containers_dir, mon_scan_name_fn names, void *names
     }
     s->names = names;
     s->names_arg = names_arg;
+    /* Keeping the regions open saves an open and a close per container and scan; half
+     * the descriptor limit may go to it, the rest are opened per scan. */
+    struct rlimit rl;
+    s->fd_max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                    ? (size_t)rl.rlim_cur / 2
+                    : 512;
     *out = s;
     return 0;
 }
@@ -64,7 +82,7 @@ void mon_scan_free(struct mon_scan *s)
     if (!s)
         return;
     for (size_t i = 0; i < s->count; i++)
-        free(s->entries[i]);
+        entry_free(s, s->entries[i]);
     free(s->entries);
     free(s->rows);
     free(s->dir);
@@ -124,6 +142,7 @@ static struct entry *add(struct mon_scan *s, const char *name, bool resort)
     memcpy(e->pod_uid, name, MON_UID_MAX - 1);
     (void)vg_strlcpy(e->container, name + MON_UID_MAX, sizeof e->container);
     e->state = -1;
+    e->fd = -1;
     e->seen = s->gen;
     s->entries[s->count++] = e;
     if (resort)
@@ -226,10 +245,35 @@ static void rows_of(struct mon_scan *s, struct entry *e, int dfd, const char *co
                     unsigned ngpu, uint64_t *errors)
 {
     char path[ENTRY_NAME_MAX + 8];
-    (void)vg_snprintf(path, sizeof path, "%s/region", e->name);
+    size_t nl = strlen(e->name);
+    memcpy(path, e->name, nl);
+    memcpy(path + nl, "/region", 8);
     struct mon_region_snapshot snap;
     struct vg_err err = {0};
-    int rc = mon_region_read_at(dfd, path, &snap, &err);
+    int rc = -ESTALE;
+    for (int attempt = 0; attempt < 2 && rc == -ESTALE; attempt++) {
+        if (e->fd < 0) {
+            int fd = mon_region_open_at(dfd, path, &err);
+            if (fd < 0) {
+                rc = fd;
+                memset(&snap, 0, sizeof snap);
+                break;
+            }
+            if (s->fds >= s->fd_max) { /* no room to keep it: read and close */
+                rc = mon_region_read_fd(fd, path, &snap, &err);
+                close(fd);
+                break;
+            }
+            e->fd = fd;
+            s->fds++;
+        }
+        rc = mon_region_read_fd(e->fd, path, &snap, &err);
+        if (rc < 0) { /* removed, replaced or bad: open it afresh next time */
+            close(e->fd);
+            e->fd = -1;
+            s->fds--;
+        }
+    }
     if (rc < 0)
         set_state(e, region_kind(rc), err.msg, errors);
     else
@@ -318,7 +362,7 @@ int mon_scan_run(struct mon_scan *s, const char *const *uuids, unsigned ngpu,
     size_t keep = 0;
     for (size_t i = 0; i < s->count; i++) {
         if (s->entries[i]->seen != s->gen) {
-            free(s->entries[i]);
+            entry_free(s, s->entries[i]);
             continue;
         }
         s->entries[keep++] = s->entries[i];
