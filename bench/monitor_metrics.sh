@@ -70,6 +70,8 @@ percentile() { # P < numbers (one per line) -> the P-th percentile (nearest rank
 }
 
 # callgrind: one dump per scrape.
+ir="- (no valgrind)"
+if command -v valgrind >/dev/null; then
 start "$work/cg.log" valgrind --tool=callgrind --toggle-collect=mon_daemon_scrape \
     --dump-after=mon_daemon_scrape --callgrind-out-file="$work/cg.out" "$monitor"
 for _ in $(seq 21); do scrape; done
@@ -77,6 +79,7 @@ kill -TERM "$mon"
 wait "$mon" || true
 mon=""
 ir=$(for f in "$work"/cg.out.*; do sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$f"; done | percentile 50)
+fi
 
 # native: CPU time per scrape and the peak RSS.
 start "$work/native.log" "$monitor"
@@ -93,4 +96,5 @@ echo "| instructions per scrape (callgrind, median of 21) | $ir |"
 echo "| CPU per scrape, median / p99 (200 scrapes) | $(percentile 50 <"$work/cpu") us / $(percentile 99 <"$work/cpu") us |"
 echo "| wall per scrape, median / p99 | $(percentile 50 <"$work/wall") us / $(percentile 99 <"$work/wall") us |"
 echo "| peak RSS (VmHWM) | $((hwm / 1024)) MiB ($hwm KiB) |"
+echo "| machine | $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) |"
 echo "| exposition size | $bytes bytes |"

@@ -137,18 +137,19 @@ static void family(struct out *o, const char *name, const char *type, const char
     put(o, "\n", 1);
 }
 
-/* A sample: name, a prebuilt label set, the value (written by the caller), newline. */
-static void sample_head(struct out *o, const char *name, const struct vg_buf *labels, size_t off,
-                        size_t len)
-{
-    puts_(o, name);
-    put(o, labels->data + off, len);
-    put(o, " ", 1);
-}
-
+/* A label set: at p, or (p NULL while building) at off in the label buffer. */
 struct span {
+    const char *p;
     size_t off, len;
 };
+
+/* A sample: name, a prebuilt label set, the value (written by the caller), newline. */
+static void sample_head(struct out *o, const char *name, struct span sp)
+{
+    puts_(o, name);
+    put(o, sp.p, sp.len);
+    put(o, " ", 1);
+}
 
 /* The label sets, in one buffer. */
 struct sets {
@@ -506,11 +507,33 @@ int mon_metrics_format(const struct mon_exposition *x, struct vg_buf *b, struct 
         s.gpu_info[g] = build(&o, &s, lbl_gpu_info, &x->gpus[g], x);
     }
     for (size_t r = 0; r < nr && o.rc == 0; r++) {
+        struct mon_label_cache *c = x->ctrs[r].labels;
+        if (c && c->text) {
+            s.row_hami[r] = (struct span){.p = c->text, .len = c->hami_len};
+            s.row_vgpu[r] = (struct span){.p = c->text + c->hami_len, .len = c->row_len};
+            s.ctr_vgpu[r] =
+                (struct span){.p = c->text + c->hami_len + c->row_len, .len = c->ctr_len};
+            continue;
+        }
         s.row_hami[r] = build(&o, &s, lbl_row_hami, &x->ctrs[r], x);
         s.row_vgpu[r] = build(&o, &s, lbl_row_vgpu, &x->ctrs[r], x);
-        if (x->ctrs[r].first)
-            s.ctr_vgpu[r] = build(&o, &s, lbl_ctr_vgpu, &x->ctrs[r], x);
+        s.ctr_vgpu[r] = build(&o, &s, lbl_ctr_vgpu, &x->ctrs[r], x);
+        size_t total = s.row_hami[r].len + s.row_vgpu[r].len + s.ctr_vgpu[r].len;
+        if (c && o.rc == 0 && (c->text = malloc(total)) != NULL) {
+            /* the three were built one after another */
+            memcpy(c->text, s.b.data + s.row_hami[r].off, total);
+            c->hami_len = s.row_hami[r].len;
+            c->row_len = s.row_vgpu[r].len;
+            c->ctr_len = s.ctr_vgpu[r].len;
+        }
     }
+    /* The label buffer is complete: offsets become pointers. */
+    struct span *all[] = {s.gpu_hami, s.gpu_vgpu, s.gpu_info, s.row_hami, s.row_vgpu, s.ctr_vgpu};
+    size_t counts[] = {ng, ng, ng, nr, nr, nr};
+    for (size_t a = 0; a < 6 && o.rc == 0; a++)
+        for (size_t i = 0; i < counts[a]; i++)
+            if (!all[a][i].p)
+                all[a][i].p = s.b.data + all[a][i].off;
     for (size_t f = 0; f < sizeof fams / sizeof fams[0] && o.rc == 0; f++) {
         const struct fam *fm = &fams[f];
         family(&o, fm->name, fm->type, fm->help);
@@ -521,7 +544,7 @@ int mon_metrics_format(const struct mon_exposition *x, struct vg_buf *b, struct 
                                  : fm->col == G_INFO ? s.gpu_info[g]
                                                      : s.gpu_vgpu[g];
                 size_t mark = b->len;
-                sample_head(&o, fm->name, &s.b, sp.off, sp.len);
+                sample_head(&o, fm->name, sp);
                 if (!gpu_value(&o, fm->col, &x->gpus[g])) {
                     b->len = o.rc == 0 ? mark : b->len; /* no value: no sample */
                     if (b->data)
@@ -537,7 +560,7 @@ int mon_metrics_format(const struct mon_exposition *x, struct vg_buf *b, struct 
                     continue;
                 struct span sp = per_ctr ? s.ctr_vgpu[r] : hami ? s.row_hami[r] : s.row_vgpu[r];
                 size_t mark = b->len;
-                sample_head(&o, fm->name, &s.b, sp.off, sp.len);
+                sample_head(&o, fm->name, sp);
                 if (!row_value(&o, fm->col, &x->ctrs[r])) {
                     b->len = o.rc == 0 ? mark : b->len;
                     if (b->data)

@@ -51,8 +51,18 @@ struct mon_gpu_stats {
     uint64_t xids;       /* XID events seen */
 };
 
+/* A row's label sets, kept by the caller between scrapes (they change only with the
+ * names): text holds the HAMi, vgpu-row and vgpu-container sets one after the other.
+ * mon_metrics_format fills an empty one; the owner frees text (and empties it when a
+ * name changes). */
+struct mon_label_cache {
+    char *text;
+    size_t hami_len, row_len, ctr_len;
+};
+
 /* One container on one GPU. */
 struct mon_ctr_stats {
+    struct mon_label_cache *labels;             /* may be NULL */
     const char *pod_uid, *ns, *pod, *container; /* ns, pod "" when not known */
     unsigned gpu;                               /* index into the GPU list */
     unsigned vdevice;                           /* its index in the container's limits */

@@ -32,6 +32,7 @@ struct entry {
     unsigned share[VGPU_CONFIG_MAX_DEVICES];
     int state; /* the last error kind, -1 when fine: logs go out on a change */
     int fd;    /* the region, kept open between scans; -1 when not */
+    struct mon_label_cache labels[VGPU_CONFIG_MAX_DEVICES]; /* per row, kept across scans */
     uint64_t violations, kills;
     unsigned seen;
 };
@@ -48,8 +49,17 @@ struct mon_scan {
     size_t fds, fd_max; /* regions kept open, and how many may be */
 };
 
+static void labels_drop(struct entry *e)
+{
+    for (unsigned i = 0; i < VGPU_CONFIG_MAX_DEVICES; i++) {
+        free(e->labels[i].text);
+        e->labels[i].text = NULL;
+    }
+}
+
 static void entry_free(struct mon_scan *s, struct entry *e)
 {
+    labels_drop(e);
     if (e->fd >= 0) {
         close(e->fd);
         s->fds--;
@@ -196,6 +206,7 @@ static void read_limits(struct mon_scan *s, struct entry *e, uint64_t *errors)
         return;
     }
     const struct vgpu_config *c = &l.config;
+    labels_drop(e); /* the GPUs may have changed */
     e->ndev = 0;
     for (unsigned i = 0; i < VGPU_CONFIG_MAX_DEVICES; i++) {
         (void)vg_strlcpy(e->uuid[i], c->device_uuid[i], sizeof e->uuid[i]);
@@ -278,8 +289,10 @@ static void rows_of(struct mon_scan *s, struct entry *e, int dfd, const char *co
         set_state(e, region_kind(rc), err.msg, errors);
     else
         set_state(e, -1, "", errors);
-    if (!e->named && s->names && s->names(s->names_arg, e->pod_uid, e->ns, e->pod) == 0)
+    if (!e->named && s->names && s->names(s->names_arg, e->pod_uid, e->ns, e->pod) == 0) {
         e->named = true;
+        labels_drop(e); /* built without the names */
+    }
     bool first = true;
     /* The limits file says which GPUs the container was given (VGPU_DEVICE_UUID_<n>); a
      * file without UUIDs (an older device plugin) leaves it to the region's table. */
@@ -292,7 +305,10 @@ static void rows_of(struct mon_scan *s, struct entry *e, int dfd, const char *co
         int g = gpu_of(uuid, uuids, ngpu);
         if (g < 0)
             continue;
-        struct mon_ctr_stats row = {.pod_uid = e->pod_uid,
+        /* Label sets are kept only for GPUs the read-only limits file names (a region's
+         * table is the tenant's to rewrite). */
+        struct mon_ctr_stats row = {.labels = by_limits ? &e->labels[i] : NULL,
+                                    .pod_uid = e->pod_uid,
                                     .ns = e->ns,
                                     .pod = e->pod,
                                     .container = e->container,
