@@ -133,6 +133,7 @@ int mon_http_parse(const char *buf, size_t len, struct mon_http_request *out)
 struct conn {
     struct mon_http *server;
     struct bufferevent *bev;
+    struct event *deadline; /* the connection's whole life is bounded, not each read */
     struct conn *prev, *next;
     bool answered;
 };
@@ -157,6 +158,8 @@ static void conn_free(struct conn *c)
     if (c->next)
         c->next->prev = c->prev;
     h->count--;
+    if (c->deadline)
+        event_free(c->deadline);
     bufferevent_free(c->bev);
     free(c);
 }
@@ -266,6 +269,17 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
     conn_free(c);
 }
 
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct conn *c = arg;
+    count_error(c->server, "http_timeout");
+    vg_log(VG_LOG_DEBUG, "metrics endpoint: connection past its deadline", "answered=%d",
+           (int)c->answered);
+    conn_free(c);
+}
+
 static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa, int salen,
                       void *arg)
 {
@@ -295,6 +309,9 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     struct timeval tv = {.tv_sec = h->timeout_ms / 1000,
                          .tv_usec = (suseconds_t)(h->timeout_ms % 1000) * 1000};
     bufferevent_set_timeouts(bev, &tv, &tv);
+    c->deadline = evtimer_new(h->base, on_deadline, c);
+    if (c->deadline)
+        evtimer_add(c->deadline, &tv);
     bufferevent_setwatermark(bev, EV_READ, 0, MON_HTTP_HEAD_MAX + 1);
     bufferevent_setcb(bev, on_read, on_write, on_event, c);
     bufferevent_enable(bev, EV_READ | EV_WRITE);

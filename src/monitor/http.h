@@ -1,11 +1,11 @@
 /* vgpu-monitor's metrics endpoint: a deliberately small HTTP/1.x server that answers
  * GET /metrics and GET /healthz and nothing else (docs/monitor.md, "Metrics endpoint").
  *
- * One request per connection (the answer carries Connection: close); a request head over
- * MON_HTTP_HEAD_MAX bytes, one not complete within the timeout, a body, any method but
- * GET (and HEAD) and any other path are refused with a status and a counted error. At
- * most MON_HTTP_CONNS connections at once; more are closed at accept. Nothing a client
- * sends reaches anything but the request-line parser below (fuzzed). */
+ * One request per connection (the answer carries Connection: close), the whole exchange
+ * within the timeout from accept; a request head over MON_HTTP_HEAD_MAX bytes, a body, any method
+ * but GET (and HEAD) and any other path are refused with a status and a counted error. At most
+ * MON_HTTP_CONNS connections at once; more are closed at accept. Nothing a client sends reaches
+ * anything but the request-line parser below (fuzzed). */
 #ifndef VGPU_MONITOR_HTTP_H
 #define VGPU_MONITOR_HTTP_H
 

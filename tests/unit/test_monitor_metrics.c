@@ -19,6 +19,11 @@
 
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <event2/event.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "base/str.h"
 #include "monitor/http.h"
 #include "monitor/metrics.h"
@@ -504,6 +509,104 @@ static void test_scan(void **state)
     region_close(r2);
 }
 
+/* ---- the server: a client that drips its request, and too many clients ---- */
+
+struct server_test {
+    uint64_t errors[MON_ERR_KINDS];
+    int drip_fd;
+    unsigned dripped;
+};
+
+static int serve_metrics(void *arg, struct vg_buf *out, struct vg_err *err)
+{
+    (void)arg;
+    return vg_buf_append_str(out, "up 1\n", err);
+}
+
+static void count_kind(void *arg, const char *kind)
+{
+    struct server_test *t = arg;
+    int k = mon_error_kind_from_name(kind);
+    assert_true(k >= 0);
+    t->errors[k]++;
+}
+
+static void drip(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct server_test *t = arg;
+    static const char req[] = "GET /metrics HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaa";
+    if (t->dripped < sizeof req - 1 &&
+        send(t->drip_fd, req + t->dripped, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1)
+        t->dripped++;
+}
+
+static int client(unsigned port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    return fd;
+}
+
+static void run_for(struct event_base *base, long ms)
+{
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    event_base_loopexit(base, &tv);
+    event_base_dispatch(base);
+}
+
+static void test_server_bounds(void **state)
+{
+    (void)state;
+    struct event_base *base = event_base_new();
+    assert_non_null(base);
+    struct server_test t = {0};
+    struct mon_http_handler h = {.metrics = serve_metrics, .error = count_kind, .arg = &t};
+    struct mon_http *srv = NULL;
+    struct vg_err err = {0};
+    assert_int_equal(mon_http_new(base, "127.0.0.1:0", 300, &h, &srv, &err), 0);
+    unsigned port = mon_http_port(srv);
+    assert_true(port > 0);
+    /* A client that sends one byte every 20 ms never goes idle, yet is cut off at the
+     * deadline (300 ms from accept), long before its request could end. */
+    t.drip_fd = client(port);
+    struct timeval every = {.tv_usec = 20000};
+    struct event *timer = event_new(base, -1, EV_PERSIST, drip, &t);
+    event_add(timer, &every);
+    run_for(base, 900);
+    event_free(timer);
+    assert_true(t.errors[MON_ERR_HTTP_TIMEOUT] == 1);
+    assert_true(t.dripped >= 8); /* active all along: an idle timeout alone would not fire */
+    char buf[64];
+    assert_int_equal(recv(t.drip_fd, buf, sizeof buf, MSG_DONTWAIT), 0); /* closed */
+    close(t.drip_fd);
+    /* MON_HTTP_CONNS connections at once; the next ones are closed at accept. */
+    int fds[MON_HTTP_CONNS + 3];
+    for (int i = 0; i < MON_HTTP_CONNS + 3; i++)
+        fds[i] = client(port);
+    run_for(base, 100);
+    assert_true(t.errors[MON_ERR_HTTP_OVERLOAD] == 3);
+    for (int i = 0; i < MON_HTTP_CONNS + 3; i++)
+        close(fds[i]);
+    run_for(base, 50);
+    /* Room again: a request is answered. */
+    int fd = client(port);
+    static const char req[] = "GET /metrics HTTP/1.1\r\n\r\n";
+    assert_int_equal(send(fd, req, sizeof req - 1, MSG_NOSIGNAL), (ssize_t)(sizeof req - 1));
+    run_for(base, 100);
+    ssize_t n = recv(fd, buf, sizeof buf - 1, MSG_DONTWAIT);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    assert_non_null(strstr(buf, "HTTP/1.1 200 OK"));
+    close(fd);
+    mon_http_free(srv);
+    event_base_free(base);
+}
+
 static void test_listen_flag(void **state)
 {
     (void)state;
@@ -532,6 +635,7 @@ int main(void)
         cmocka_unit_test(test_exposition),
         cmocka_unit_test_setup_teardown(test_scan, setup, teardown),
         cmocka_unit_test(test_listen_flag),
+        cmocka_unit_test(test_server_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
