@@ -239,6 +239,19 @@ class Env:
         assert self.mon.poll() is None, "the monitor died: " + slurp(self.mon_log)[-2000:]
 
     def stop(self):
+        """Stops everything; the monitor with SIGTERM, and it must exit 0 (under the
+        sanitizer build that is also its leak check)."""
+        rc = None
+        mon = getattr(self, "mon", None)
+        if mon is not None and mon.poll() is None:
+            mon.terminate()
+            try:
+                rc = mon.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                rc = "hung"
+        elif mon is not None:
+            rc = mon.returncode
+        log = slurp(self.mon_log)[-3000:] if mon is not None else ""
         for p in self.procs:
             if p.poll() is None:
                 p.kill()
@@ -246,6 +259,8 @@ class Env:
         for f in self.logs:
             f.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+        if mon is not None and rc != 0:
+            raise AssertionError("the monitor exited %s on SIGTERM: %s" % (rc, log))
 
 
 class Metrics(unittest.TestCase):
@@ -476,11 +491,14 @@ class Prometheus(unittest.TestCase):
         self.e = Env()
         self.e.start()
         self.prom = None
+        self.cluster = None
 
     def tearDown(self):
         if self.prom and self.prom.poll() is None:
             self.prom.kill()
             self.prom.wait()
+        if self.cluster:
+            self.cluster.stop()
         self.e.stop()
 
     def query(self, q):
@@ -492,13 +510,23 @@ class Prometheus(unittest.TestCase):
 
     def test_prometheus_scrapes_the_monitor(self):
         self.pport = free_port()
+        # The scheduler's /metrics too, when it is built: a cluster of one node with two
+        # GPUs behind the stand-in API server.
+        sched = os.path.join(BUILD, "bin", "vgpu-scheduler")
+        targets = "- job_name: vgpu-monitor\n  static_configs:\n  - targets: ['127.0.0.1:%d']\n" % self.e.port
+        if os.path.exists(sched):
+            sys.path.insert(0, os.path.dirname(__file__))
+            import scheduler_harness as H
+            self.cluster = H.Cluster(sched, [H.node_object("node-1", 2)])
+            self.cluster.wait_ready()
+            targets += "- job_name: vgpu-scheduler\n  static_configs:\n  - targets: ['127.0.0.1:%d']\n" \
+                % self.cluster.port
         cfg = os.path.join(self.e.tmp, "prometheus.yml")
         with open(cfg, "w") as f:
             f.write("global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n"
                     "rule_files: [%s]\n"
-                    "scrape_configs:\n- job_name: vgpu-monitor\n  static_configs:\n"
-                    "  - targets: ['127.0.0.1:%d']\n" % (
-                        os.path.join(ROOT, "deploy", "monitoring", "vgpu-alerts.yaml"), self.e.port))
+                    "scrape_configs:\n%s" % (
+                        os.path.join(ROOT, "deploy", "monitoring", "vgpu-alerts.yaml"), targets))
         self.prom = subprocess.Popen(
             ["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + os.path.join(self.e.tmp, "tsdb"),
              "--web.listen-address=127.0.0.1:%d" % self.pport, "--log.level=warn"],
@@ -516,6 +544,15 @@ class Prometheus(unittest.TestCase):
             time.sleep(0.2)
         self.assertGreaterEqual(scrapes, 2, slurp(os.path.join(self.e.tmp, "prometheus.log")))
         self.assertEqual(self.query('up{job="vgpu-monitor"}')[0]["value"][1], "1")
+        if self.cluster:
+            for _ in range(50):
+                r = self.query('count_over_time(up{job="vgpu-scheduler"}[1m])')
+                if r and float(r[0]["value"][1]) >= 2:
+                    break
+                time.sleep(0.2)
+            self.assertEqual(self.query('up{job="vgpu-scheduler"}')[0]["value"][1], "1")
+            r = self.query('count({job="vgpu-scheduler", __name__=~"vgpu_.*|hami_.*"})')
+            self.assertGreater(float(r[0]["value"][1]), 0)
         for i, (uid, ns, pod, ctr, gpu, limit, share, hold) in enumerate(PODS):
             uuid = self.e.uuids[gpu]
             used, refused = region_values(os.path.join(self.e.dirs[i], "region"))
