@@ -657,6 +657,7 @@ static void collect_gpus(struct daemon *d)
         if (rc == NVML_SUCCESS) {
             s->have_util = true;
             s->util_percent = util.gpu > 100 ? 100 : util.gpu;
+            s->memory_util_percent = util.memory > 100 ? 100 : util.memory;
         } else if (rc != NVML_ERROR_NOT_SUPPORTED) {
             s->healthy = false;
             d->errors[MON_ERR_NVML]++;

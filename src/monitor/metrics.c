@@ -154,7 +154,7 @@ static void sample_head(struct out *o, const char *name, struct span sp)
 /* The label sets, in one buffer. */
 struct sets {
     struct vg_buf b;
-    struct span *gpu_hami, *gpu_vgpu, *gpu_info, *row_hami, *row_vgpu, *ctr_vgpu;
+    struct span *gpu_hami, *gpu_hami_nonode, *gpu_vgpu, *gpu_info, *row_hami, *row_vgpu, *ctr_vgpu;
 };
 
 static struct span build(struct out *o, struct sets *s,
@@ -178,6 +178,20 @@ static void lbl_gpu_hami(struct out *o, const void *a, const void *b)
     char type[MON_MODEL_MAX + 8];
     (void)vg_snprintf(type, sizeof type, "NVIDIA-%s", g->model);
     label(o, &f, "node", x->hostname);
+    label_u(o, &f, "device_index", g->index);
+    label(o, &f, "device_uuid", g->uuid);
+    label(o, &f, "device_type", type);
+    put(o, "}", 1);
+}
+
+/* hami_host_gpu_memory_controller_utilization_ratio: HAMi gives it no node label. */
+static void lbl_gpu_hami_nonode(struct out *o, const void *a, const void *b)
+{
+    const struct mon_gpu_stats *g = a;
+    (void)b;
+    bool f = true;
+    char type[MON_MODEL_MAX + 8];
+    (void)vg_snprintf(type, sizeof type, "NVIDIA-%s", g->model);
     label_u(o, &f, "device_index", g->index);
     label(o, &f, "device_uuid", g->uuid);
     label(o, &f, "device_type", type);
@@ -254,6 +268,7 @@ enum col {
     /* per GPU */
     G_HAMI_USED,
     G_HAMI_UTIL,
+    G_HAMI_MEMUTIL,
     G_INFO,
     G_TOTAL,
     G_USED,
@@ -291,6 +306,8 @@ static const struct fam fams[] = {
      "GPU device memory usage in bytes (NVML; HAMi's name and labels)."},
     {G_HAMI_UTIL, "hami_host_gpu_utilization_ratio", "gauge",
      "GPU core utilization, 0-100 as HAMi exports it (NVML)."},
+    {G_HAMI_MEMUTIL, "hami_host_gpu_memory_controller_utilization_ratio", "gauge",
+     "GPU memory controller utilization, 0-100 as HAMi exports it (NVML)."},
     {G_INFO, "vgpu_gpu_info", "gauge", "A GPU of the node (value 1)."},
     {G_TOTAL, "vgpu_gpu_memory_total_bytes", "gauge", "GPU memory in bytes (NVML)."},
     {G_USED, "vgpu_gpu_memory_used_bytes", "gauge", "GPU memory in use in bytes (NVML)."},
@@ -352,6 +369,11 @@ static bool gpu_value(struct out *o, enum col col, const struct mon_gpu_stats *g
         if (!g->have_util)
             return false;
         put_u64(o, g->util_percent);
+        return true;
+    case G_HAMI_MEMUTIL:
+        if (!g->have_util)
+            return false;
+        put_u64(o, g->memory_util_percent);
         return true;
     case G_UTIL:
         if (!g->have_util)
@@ -496,15 +518,18 @@ int mon_metrics_format(const struct mon_exposition *x, struct vg_buf *b, struct 
     s.gpu_hami = vg_calloc(ng + 1, sizeof *s.gpu_hami);
     s.gpu_vgpu = vg_calloc(ng + 1, sizeof *s.gpu_vgpu);
     s.gpu_info = vg_calloc(ng + 1, sizeof *s.gpu_info);
+    s.gpu_hami_nonode = vg_calloc(ng + 1, sizeof *s.gpu_hami_nonode);
     s.row_hami = vg_calloc(nr + 1, sizeof *s.row_hami);
     s.row_vgpu = vg_calloc(nr + 1, sizeof *s.row_vgpu);
     s.ctr_vgpu = vg_calloc(nr + 1, sizeof *s.ctr_vgpu);
-    if (!s.gpu_hami || !s.gpu_vgpu || !s.gpu_info || !s.row_hami || !s.row_vgpu || !s.ctr_vgpu)
+    if (!s.gpu_hami || !s.gpu_hami_nonode || !s.gpu_vgpu || !s.gpu_info || !s.row_hami ||
+        !s.row_vgpu || !s.ctr_vgpu)
         o.rc = vg_err_set(err, -ENOMEM, "out of memory formatting the metrics");
     for (size_t g = 0; g < ng && o.rc == 0; g++) {
         s.gpu_hami[g] = build(&o, &s, lbl_gpu_hami, &x->gpus[g], x);
         s.gpu_vgpu[g] = build(&o, &s, lbl_gpu_vgpu, &x->gpus[g], x);
         s.gpu_info[g] = build(&o, &s, lbl_gpu_info, &x->gpus[g], x);
+        s.gpu_hami_nonode[g] = build(&o, &s, lbl_gpu_hami_nonode, &x->gpus[g], x);
     }
     for (size_t r = 0; r < nr && o.rc == 0; r++) {
         struct mon_label_cache *c = x->ctrs[r].labels;
@@ -528,9 +553,10 @@ int mon_metrics_format(const struct mon_exposition *x, struct vg_buf *b, struct 
         }
     }
     /* The label buffer is complete: offsets become pointers. */
-    struct span *all[] = {s.gpu_hami, s.gpu_vgpu, s.gpu_info, s.row_hami, s.row_vgpu, s.ctr_vgpu};
-    size_t counts[] = {ng, ng, ng, nr, nr, nr};
-    for (size_t a = 0; a < 6 && o.rc == 0; a++)
+    struct span *all[] = {s.gpu_hami, s.gpu_hami_nonode, s.gpu_vgpu, s.gpu_info,
+                          s.row_hami, s.row_vgpu,        s.ctr_vgpu};
+    size_t counts[] = {ng, ng, ng, ng, nr, nr, nr};
+    for (size_t a = 0; a < sizeof all / sizeof all[0] && o.rc == 0; a++)
         for (size_t i = 0; i < counts[a]; i++)
             if (!all[a][i].p)
                 all[a][i].p = s.b.data + all[a][i].off;
@@ -540,9 +566,10 @@ int mon_metrics_format(const struct mon_exposition *x, struct vg_buf *b, struct 
         bool hami = strncmp(fm->name, "hami_", 5) == 0;
         if (fm->col <= G_XIDS) {
             for (size_t g = 0; g < ng; g++) {
-                struct span sp = hami                ? s.gpu_hami[g]
-                                 : fm->col == G_INFO ? s.gpu_info[g]
-                                                     : s.gpu_vgpu[g];
+                struct span sp = fm->col == G_HAMI_MEMUTIL ? s.gpu_hami_nonode[g]
+                                 : hami                    ? s.gpu_hami[g]
+                                 : fm->col == G_INFO       ? s.gpu_info[g]
+                                                           : s.gpu_vgpu[g];
                 size_t mark = b->len;
                 sample_head(&o, fm->name, sp);
                 if (!gpu_value(&o, fm->col, &x->gpus[g])) {
@@ -577,6 +604,7 @@ int mon_metrics_format(const struct mon_exposition *x, struct vg_buf *b, struct 
     free(s.gpu_hami);
     free(s.gpu_vgpu);
     free(s.gpu_info);
+    free(s.gpu_hami_nonode);
     free(s.row_hami);
     free(s.row_vgpu);
     free(s.ctr_vgpu);

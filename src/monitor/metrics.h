@@ -45,10 +45,11 @@ struct mon_gpu_stats {
     bool have_util;
     uint64_t memory_total, memory_used;
     unsigned util_percent;
-    uint64_t allocated;  /* sum of the memory limits of the containers given it */
-    unsigned containers; /* containers given it (a limits file naming it) */
-    unsigned last_xid;   /* 0: none seen */
-    uint64_t xids;       /* XID events seen */
+    unsigned memory_util_percent; /* NVML's memory-controller utilization (with have_util) */
+    uint64_t allocated;           /* sum of the memory limits of the containers given it */
+    unsigned containers;          /* containers given it (a limits file naming it) */
+    unsigned last_xid;            /* 0: none seen */
+    uint64_t xids;                /* XID events seen */
 };
 
 /* A row's label sets, kept by the caller between scrapes (they change only with the

@@ -270,6 +270,7 @@ static void test_exposition(void **state)
          .memory_total = 80 * 1024 * MiB,
          .memory_used = 1000,
          .util_percent = 37,
+         .memory_util_percent = 12,
          .allocated = 3 * 1024 * MiB,
          .containers = 2,
          .last_xid = 79,
@@ -341,6 +342,9 @@ static void test_exposition(void **state)
     HAS("%s",
         "hami_host_gpu_utilization_ratio{node=\"node-1\",device_index=\"0\",device_uuid=\"" GPU0
         "\",device_type=\"NVIDIA-Quote\\\"Back\\\\slash\\nGPU\"} 37\n");
+    HAS("%s",
+        "hami_host_gpu_memory_controller_utilization_ratio{device_index=\"0\",device_uuid=\"" GPU0
+        "\",device_type=\"NVIDIA-Quote\\\"Back\\\\slash\\nGPU\"} 12\n");
     /* a GPU NVML does not answer has no memory series */
     assert_false(has(t, "vgpu_gpu_memory_used_bytes{Hostname=\"node-1\",gpu=\"1\""));
     const char *r0 = "{Hostname=\"node-1\",namespace=\"team-a\",pod=\"train-0\",container=\"main\","
