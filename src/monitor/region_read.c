@@ -109,17 +109,19 @@ int mon_region_open_at(int dirfd, const char *path, struct vg_err *err)
     return fd;
 }
 
-int mon_region_read_fd(int fd, const char *path, struct mon_region_snapshot *out,
+int mon_region_read_fd(int fd, const char *path, bool check, struct mon_region_snapshot *out,
                        struct vg_err *err)
 {
     memset(out, 0, sizeof *out);
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return vg_err_errno(err, errno, "region %s", path);
-    if (!S_ISREG(st.st_mode))
-        return vg_err_set(err, -EINVAL, "region %s is not a regular file", path);
-    if (st.st_nlink == 0)
-        return vg_err_set(err, -ESTALE, "region %s was removed", path);
+    struct stat st = {.st_size = MON_REGION_FILE_SIZE};
+    if (check) {
+        if (fstat(fd, &st) != 0)
+            return vg_err_errno(err, errno, "region %s", path);
+        if (!S_ISREG(st.st_mode))
+            return vg_err_set(err, -EINVAL, "region %s is not a regular file", path);
+        if (st.st_nlink == 0)
+            return vg_err_set(err, -ESTALE, "region %s was removed", path);
+    }
     unsigned char head[MON_REGION_HEAD];
     ssize_t n;
     do
@@ -143,5 +145,5 @@ int mon_region_read_at(int dirfd, const char *path, struct mon_region_snapshot *
     VG_AUTO_CLOSE int fd = mon_region_open_at(dirfd, path, err);
     if (fd < 0)
         return fd;
-    return mon_region_read_fd(fd, path, out, err);
+    return mon_region_read_fd(fd, path, true, out, err);
 }

@@ -17,6 +17,7 @@
 #ifndef VGPU_MONITOR_REGION_READ_H
 #define VGPU_MONITOR_REGION_READ_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,10 +62,12 @@ int mon_region_read_at(int dirfd, const char *path, struct mon_region_snapshot *
 
 /* The two halves of mon_region_read_at, for a reader that keeps the file open between
  * snapshots (vgpu-monitor keeps one descriptor per container): open (a descriptor, or a
- * negative errno as above), then read any number of times. mon_region_read_fd answers
- * -ESTALE once the file has been removed or replaced (reopen it by name). */
+ * negative errno as above), then read any number of times. check: fstat the file first
+ * (a regular file of the right size, still linked: -ESTALE once removed or replaced,
+ * reopen it by name); without, one pread (a file cut short of its head still reads as
+ * -EMSGSIZE), for the reads between two checks of a file known good. */
 int mon_region_open_at(int dirfd, const char *path, struct vg_err *err);
-int mon_region_read_fd(int fd, const char *path, struct mon_region_snapshot *out,
+int mon_region_read_fd(int fd, const char *path, bool check, struct mon_region_snapshot *out,
                        struct vg_err *err);
 
 #endif

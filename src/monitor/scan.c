@@ -30,8 +30,9 @@ struct entry {
     char uuid[VGPU_CONFIG_MAX_DEVICES][VGPU_CONFIG_UUID_MAX];
     uint64_t limit[VGPU_CONFIG_MAX_DEVICES];
     unsigned share[VGPU_CONFIG_MAX_DEVICES];
-    int state; /* the last error kind, -1 when fine: logs go out on a change */
-    int fd;    /* the region, kept open between scans; -1 when not */
+    int state;      /* the last error kind, -1 when fine: logs go out on a change */
+    int fd;         /* the region, kept open between scans; -1 when not */
+    unsigned reads; /* of the open region: fstat'ed every MON_SCAN_STAT_EVERY reads */
     struct mon_label_cache labels[VGPU_CONFIG_MAX_DEVICES]; /* per row, kept across scans */
     uint64_t violations, kills;
     unsigned seen;
@@ -271,14 +272,15 @@ static void rows_of(struct mon_scan *s, struct entry *e, int dfd, const char *co
                 break;
             }
             if (s->fds >= s->fd_max) { /* no room to keep it: read and close */
-                rc = mon_region_read_fd(fd, path, &snap, &err);
+                rc = mon_region_read_fd(fd, path, true, &snap, &err);
                 close(fd);
                 break;
             }
             e->fd = fd;
+            e->reads = 0;
             s->fds++;
         }
-        rc = mon_region_read_fd(e->fd, path, &snap, &err);
+        rc = mon_region_read_fd(e->fd, path, e->reads++ % MON_SCAN_STAT_EVERY == 0, &snap, &err);
         if (rc < 0) { /* removed, replaced or bad: open it afresh next time */
             close(e->fd);
             e->fd = -1;

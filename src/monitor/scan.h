@@ -15,6 +15,10 @@
 #include "monitor/metrics.h"
 
 #define MON_SCAN_LIMITS_EVERY 20
+/* An open region is checked (fstat: a regular file of the right size, not replaced) at
+ * its first read and every this many after; in between a read is one pread, and a file
+ * cut short of its head is still seen at once. */
+#define MON_SCAN_STAT_EVERY   8
 #define MON_SCAN_MAX          65536 /* container directories */
 
 struct mon_scan;

@@ -483,6 +483,23 @@ static void test_scan(void **state)
     assert_int_equal(side_row->gpu, 1);
     assert_false(side_row->region);
     assert_true(errors[MON_ERR_REGION_MISSING] == 1);
+    /* A region kept open between scans and then cut short is seen at the next scan; one
+     * that grew, within MON_SCAN_STAT_EVERY scans. */
+    region_close(r1);
+    r1 = NULL;
+    char rpath[256];
+    (void)vg_snprintf(rpath, sizeof rpath, "%s/" UID "_main/region", tmp);
+    assert_int_equal(truncate(rpath, 1000), 0);
+    assert_int_equal(mon_scan_run(s, uuids, 2, errors, &err), 0);
+    assert_true(errors[MON_ERR_REGION_TRUNCATED] == 1);
+    rows = mon_scan_rows(s, &n);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(rows[i].container, "main") == 0)
+            assert_false(rows[i].region);
+    assert_int_equal(truncate(rpath, MON_REGION_FILE_SIZE + 4096), 0);
+    for (int i = 0; i < MON_SCAN_STAT_EVERY; i++)
+        assert_int_equal(mon_scan_run(s, uuids, 2, errors, &err), 0);
+    assert_true(errors[MON_ERR_REGION_TRUNCATED] >= 2);
     /* The container leaves: gone from the next scan, its notes with it. */
     char cmd[300];
     (void)vg_snprintf(cmd, sizeof cmd, "rm -rf %s/" UID "_main", tmp);
