@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,10 @@
 #include "base/parse.h"
 #include "base/str.h"
 #include "kube/kube.h"
+#include "monitor/http.h"
+#include "monitor/metrics.h"
 #include "monitor/monitor.h"
+#include "monitor/scan.h"
 
 /* ---- flags ----------------------------------------------------------------------- */
 
@@ -47,6 +51,8 @@ void mon_args_usage(FILE *f)
                "KUBERNETES_SERVICE_HOST is set, else no API)\n"
                "  --metrics-file FILE      Prometheus text of the counters, rewritten each "
                "sample\n"
+               "  --listen ADDR:PORT|off   serve GET /metrics and /healthz there (default "
+               ":9394, every address; docs/monitor.md)\n"
                "  --nvml-library PATH      NVML to load (default libnvidia-ml.so.1)\n"
                "  --samples N              stop after N samples (default: run until a signal)\n"
                "  --log-level LEVEL        error, warn, info (default) or debug\n"
@@ -63,6 +69,7 @@ int mon_args_parse(int argc, char **argv, struct mon_args *a, struct vg_err *err
     a->cgroup_root = "";
     a->node_name = getenv("NODE_NAME");
     a->log_level = VG_LOG_INFO;
+    a->listen = ":9394";
     for (int i = 0; i < argc; i++) {
         const char *flag = argv[i];
         if (strcmp(flag, "--help") == 0 || strcmp(flag, "-h") == 0) {
@@ -124,6 +131,13 @@ int mon_args_parse(int argc, char **argv, struct mon_args *a, struct vg_err *err
             a->metrics_file = value;
         } else if (strcmp(name, "--nvml-library") == 0) {
             a->nvml_library = value;
+        } else if (strcmp(name, "--listen") == 0) {
+            if (strcmp(value, "off") == 0)
+                a->listen = NULL;
+            else if (mon_http_check_listen(value, err) < 0)
+                return err ? err->code : -EINVAL;
+            else
+                a->listen = value;
         } else {
             return vg_err_set(err, -EINVAL, "unknown flag '%s'", name);
         }
@@ -145,12 +159,24 @@ struct nvml {
     __typeof__(&nvmlDeviceGetComputeRunningProcesses_v3) procs_v3;
     __typeof__(&nvmlDeviceGetComputeRunningProcesses_v2) procs_v2;
     __typeof__(&nvmlDeviceGetComputeRunningProcesses) procs_v1;
+    /* for the metrics; any may be missing */
+    __typeof__(&nvmlDeviceGetName) get_name;
+    __typeof__(&nvmlDeviceGetMemoryInfo) memory_info;
+    __typeof__(&nvmlDeviceGetUtilizationRates) utilization;
+    __typeof__(&nvmlEventSetCreate) event_set_create;
+    __typeof__(&nvmlDeviceRegisterEvents) register_events;
+    __typeof__(&nvmlEventSetWait_v2) event_wait;
+    nvmlEventSet_t events;
+    char models[MON_MAX_GPUS][MON_MODEL_MAX];
+    unsigned last_xid[MON_MAX_GPUS];
+    uint64_t xids[MON_MAX_GPUS];
     unsigned count;
     nvmlDevice_t handles[MON_MAX_GPUS];
     char uuids[MON_MAX_GPUS][VGPU_CONFIG_UUID_MAX];
     nvmlProcessInfo_t infos[MON_MAX_PROCS];
     nvmlProcessInfo_v1_t infos_v1[MON_MAX_PROCS];
     unsigned failing[MON_MAX_GPUS]; /* samples in a row a GPU could not be listed */
+    uint64_t *error_count;          /* vgpu_monitor_errors_total{kind="nvml"} */
 };
 
 static int nvml_open(struct nvml *n, const char *soname, struct vg_err *err)
@@ -168,6 +194,12 @@ static int nvml_open(struct nvml *n, const char *soname, struct vg_err *err)
     n->procs_v3 = (__typeof__(n->procs_v3))dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3");
     n->procs_v2 = (__typeof__(n->procs_v2))dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v2");
     n->procs_v1 = (__typeof__(n->procs_v1))dlsym(h, "nvmlDeviceGetComputeRunningProcesses");
+    n->get_name = (__typeof__(n->get_name))dlsym(h, "nvmlDeviceGetName");
+    n->memory_info = (__typeof__(n->memory_info))dlsym(h, "nvmlDeviceGetMemoryInfo");
+    n->utilization = (__typeof__(n->utilization))dlsym(h, "nvmlDeviceGetUtilizationRates");
+    n->event_set_create = (__typeof__(n->event_set_create))dlsym(h, "nvmlEventSetCreate");
+    n->register_events = (__typeof__(n->register_events))dlsym(h, "nvmlDeviceRegisterEvents");
+    n->event_wait = (__typeof__(n->event_wait))dlsym(h, "nvmlEventSetWait_v2");
     if (!n->init || !n->error_string || !n->get_count || !n->by_index || !n->get_uuid ||
         (!n->procs_v3 && !n->procs_v2 && !n->procs_v1))
         return vg_err_set(err, -ENOSYS, "NVML: %s lacks the calls vgpu-monitor needs", soname);
@@ -185,7 +217,46 @@ static int nvml_open(struct nvml *n, const char *soname, struct vg_err *err)
             return vg_err_set(err, -EIO, "NVML: GPU %u: %s", i, n->error_string(rc));
     }
     n->count = count;
+    /* Names and XID events for the metrics: best effort, a GPU without them is shown
+     * without them. */
+    for (unsigned i = 0; i < count; i++)
+        if (!n->get_name ||
+            n->get_name(n->handles[i], n->models[i], sizeof n->models[i]) != NVML_SUCCESS)
+            (void)vg_strlcpy(n->models[i], "unknown", sizeof n->models[i]);
+    if (n->event_set_create && n->register_events && n->event_wait &&
+        n->event_set_create(&n->events) == NVML_SUCCESS) {
+        for (unsigned i = 0; i < count; i++)
+            if ((rc = n->register_events(n->handles[i], nvmlEventTypeXidCriticalError,
+                                         n->events)) != NVML_SUCCESS)
+                vg_log(VG_LOG_DEBUG, "no XID events for a GPU", "gpu=%s error=\"%s\"", n->uuids[i],
+                       n->error_string(rc));
+    } else {
+        n->events = NULL;
+    }
     return 0;
+}
+
+/* XID events since the last call (at most 64 at a time, without waiting). */
+static void nvml_poll_xids(struct nvml *n)
+{
+    if (!n->events)
+        return;
+    for (int k = 0; k < 64; k++) {
+        nvmlEventData_t ev;
+        memset(&ev, 0, sizeof ev);
+        if (n->event_wait(n->events, &ev, 0) != NVML_SUCCESS)
+            return;
+        if (ev.eventType != nvmlEventTypeXidCriticalError)
+            continue;
+        for (unsigned g = 0; g < n->count; g++) {
+            if (n->handles[g] != ev.device)
+                continue;
+            n->last_xid[g] = (unsigned)(ev.eventData > 999999 ? 999999 : ev.eventData);
+            n->xids[g]++;
+            vg_log(VG_LOG_WARN, "GPU reported an XID error", "gpu=%s xid=%u", n->uuids[g],
+                   n->last_xid[g]);
+        }
+    }
 }
 
 /* Every GPU's compute processes into out[max]; *count set. A GPU that cannot be listed
@@ -206,7 +277,9 @@ static void nvml_sample(struct nvml *n, struct mon_proc *out, size_t max, size_t
             v1 = true;
         }
         if (rc != NVML_SUCCESS) {
-            if (n->failing[g]++ == 0)
+            if (n->failing[g]++ == 0 && n->error_count)
+                (*n->error_count)++;
+            if (n->failing[g] == 1)
                 vg_log(VG_LOG_WARN, "cannot list a GPU's processes", "gpu=%s error=\"%s\"",
                        n->uuids[g], n->error_string(rc));
             continue;
@@ -246,6 +319,11 @@ struct daemon {
     struct mon_proc procs[MON_MAX_PROCS];
     uint64_t events_sent, events_failed, event_seq;
     struct event *timer;
+    struct mon_scan *scan;
+    struct mon_http *http;
+    uint64_t errors[MON_ERR_KINDS];
+    struct mon_gpu_stats gpus[MON_MAX_GPUS];
+    char hostname[MON_NAME_MAX];
 };
 
 static uint64_t hash_str(const char *s)
@@ -431,6 +509,8 @@ static void on_report(void *arg, const struct mon_report *r)
     struct daemon *d = arg;
     const struct pod_ctr *pod = pod_find(d, r->pod_uid);
     const char *ns = pod ? pod->ns : "", *pname = pod ? pod->pod : "";
+    if (d->scan)
+        mon_scan_note(d->scan, r->pod_uid, r->container, r->kind);
     const char *policy = d->args->policy == MON_POLICY_KILL ? "kill" : "warn";
     unsigned long long mib = 1ULL << 20;
     char message[512];
@@ -523,6 +603,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     mon_daemon_sample(d);
+    nvml_poll_xids(&d->nvml);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     write_metrics(d);
     struct mon_counters c;
@@ -532,6 +613,126 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
            (long long)((t1.tv_sec - t0.tv_sec) * 1000000LL + (t1.tv_nsec - t0.tv_nsec) / 1000));
     if (d->args->samples && c.samples >= d->args->samples)
         event_base_loopbreak(d->base);
+}
+
+/* ---- the metrics endpoint ------------------------------------------------------- */
+
+static int scan_name(void *arg, const char *pod_uid, char ns[MON_NAME_MAX], char pod[MON_NAME_MAX])
+{
+    const struct pod_ctr *c = pod_find(arg, pod_uid);
+    if (!c)
+        return -ENOENT;
+    (void)vg_strlcpy(ns, c->ns, MON_NAME_MAX);
+    (void)vg_strlcpy(pod, c->pod, MON_NAME_MAX);
+    return 0;
+}
+
+/* NVML's view of every GPU; a call that fails marks the GPU unhealthy and is counted. */
+static void collect_gpus(struct daemon *d)
+{
+    struct nvml *n = &d->nvml;
+    for (unsigned g = 0; g < n->count; g++) {
+        struct mon_gpu_stats *s = &d->gpus[g];
+        memset(s, 0, sizeof *s);
+        s->index = g;
+        (void)vg_strlcpy(s->uuid, n->uuids[g], sizeof s->uuid);
+        (void)vg_strlcpy(s->model, n->models[g], sizeof s->model);
+        s->healthy = true;
+        s->last_xid = n->last_xid[g];
+        s->xids = n->xids[g];
+        nvmlMemory_t mem;
+        nvmlReturn_t rc =
+            n->memory_info ? n->memory_info(n->handles[g], &mem) : NVML_ERROR_NOT_SUPPORTED;
+        if (rc == NVML_SUCCESS) {
+            s->have_memory = true;
+            s->memory_total = mem.total;
+            s->memory_used = mem.used;
+        } else if (rc != NVML_ERROR_NOT_SUPPORTED) {
+            s->healthy = false;
+            d->errors[MON_ERR_NVML]++;
+            vg_log(VG_LOG_DEBUG, "NVML: memory info", "gpu=%s error=\"%s\"", s->uuid,
+                   n->error_string(rc));
+        }
+        nvmlUtilization_t util;
+        rc = n->utilization ? n->utilization(n->handles[g], &util) : NVML_ERROR_NOT_SUPPORTED;
+        if (rc == NVML_SUCCESS) {
+            s->have_util = true;
+            s->util_percent = util.gpu > 100 ? 100 : util.gpu;
+            s->memory_util_percent = util.memory > 100 ? 100 : util.memory;
+        } else if (rc != NVML_ERROR_NOT_SUPPORTED) {
+            s->healthy = false;
+            d->errors[MON_ERR_NVML]++;
+        }
+    }
+}
+
+static int64_t clock_us(clockid_t id)
+{
+    struct timespec t;
+    clock_gettime(id, &t);
+    return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+/* One scrape: NVML, the containers directory, the text. Kept a function of its own so
+ * benchmarks can count it (callgrind --toggle-collect=mon_daemon_scrape). */
+__attribute__((noinline)) int mon_daemon_scrape(struct daemon *d, struct vg_buf *out,
+                                                struct vg_err *err);
+__attribute__((noinline)) int mon_daemon_scrape(struct daemon *d, struct vg_buf *out,
+                                                struct vg_err *err)
+{
+    int64_t t0 = clock_us(CLOCK_PROCESS_CPUTIME_ID);
+    collect_gpus(d);
+    int64_t t1 = clock_us(CLOCK_PROCESS_CPUTIME_ID);
+    const char *uuids[MON_MAX_GPUS];
+    for (unsigned i = 0; i < d->nvml.count; i++)
+        uuids[i] = d->nvml.uuids[i];
+    struct vg_err serr = {0};
+    if (mon_scan_run(d->scan, uuids, d->nvml.count, d->errors, &serr) < 0)
+        vg_log(VG_LOG_WARN, "cannot list the containers directory", "error=\"%s\"", serr.msg);
+    int64_t t2 = clock_us(CLOCK_PROCESS_CPUTIME_ID);
+    size_t nrows = 0;
+    const struct mon_ctr_stats *rows = mon_scan_rows(d->scan, &nrows);
+    for (size_t r = 0; r < nrows; r++) {
+        struct mon_gpu_stats *g = &d->gpus[rows[r].gpu];
+        g->containers++;
+        g->allocated += rows[r].memory_limit;
+    }
+    struct mon_counters c;
+    mon_get_counters(d->mon, &c);
+    struct mon_exposition x = {.hostname = d->hostname,
+                               .gpus = d->gpus,
+                               .gpu_count = d->nvml.count,
+                               .ctrs = rows,
+                               .ctr_count = nrows,
+                               .counters = &c,
+                               .policy = d->args->policy == MON_POLICY_KILL ? "kill" : "warn",
+                               .events_sent = d->events_sent,
+                               .events_failed = d->events_failed,
+                               .errors = d->errors};
+    int rc = mon_metrics_format(&x, out, err);
+    vg_log(VG_LOG_DEBUG, "scrape phases",
+           "rows=%zu nvml_cpu_us=%lld scan_cpu_us=%lld format_cpu_us=%lld", nrows,
+           (long long)(t1 - t0), (long long)(t2 - t1),
+           (long long)(clock_us(CLOCK_PROCESS_CPUTIME_ID) - t2));
+    return rc;
+}
+
+static int http_metrics(void *arg, struct vg_buf *out, struct vg_err *err)
+{
+    int64_t w0 = clock_us(CLOCK_MONOTONIC), c0 = clock_us(CLOCK_PROCESS_CPUTIME_ID);
+    int rc = mon_daemon_scrape(arg, out, err);
+    int64_t w1 = clock_us(CLOCK_MONOTONIC), c1 = clock_us(CLOCK_PROCESS_CPUTIME_ID);
+    vg_log(VG_LOG_DEBUG, "scrape", "bytes=%zu us=%lld cpu_us=%lld", out->len, (long long)(w1 - w0),
+           (long long)(c1 - c0));
+    return rc;
+}
+
+static void http_error(void *arg, const char *kind)
+{
+    struct daemon *d = arg;
+    int k = mon_error_kind_from_name(kind);
+    if (k >= 0)
+        d->errors[k]++;
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -547,15 +748,26 @@ VG_DEFINE_AUTO(kube_config_freep, struct kube_config, kube_config_free)
 VG_DEFINE_AUTO(kube_client_freep, struct kube_client, kube_client_free)
 VG_DEFINE_AUTO(kube_watch_freep, struct kube_watch, kube_watch_free)
 VG_DEFINE_AUTO(mon_freep, struct mon_monitor, mon_free)
+VG_DEFINE_AUTO(mon_scan_freep, struct mon_scan, mon_scan_free)
+VG_DEFINE_AUTO(mon_http_freep, struct mon_http, mon_http_free)
 
 int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
 {
     vg_log_max_level = args->log_level;
     signal(SIGPIPE, SIG_IGN);
+    /* Each scrape builds a few MB of text and frees it once sent: keep that memory in the
+     * heap for the next scrape instead of mapping and faulting it in again each time. */
+    (void)mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    (void)mallopt(M_TRIM_THRESHOLD, 64 << 20);
     VG_AUTO_FREE struct daemon *d = vg_calloc(1, sizeof *d);
     if (!d)
         return vg_err_set(err, -ENOMEM, "out of memory");
     d->args = args;
+    d->nvml.error_count = &d->errors[MON_ERR_NVML];
+    if (args->node_name)
+        (void)vg_strlcpy(d->hostname, args->node_name, sizeof d->hostname);
+    else if (gethostname(d->hostname, sizeof d->hostname - 1) != 0)
+        (void)vg_strlcpy(d->hostname, "unknown", sizeof d->hostname);
     int rc =
         nvml_open(&d->nvml, args->nvml_library ? args->nvml_library : "libnvidia-ml.so.1", err);
     if (rc < 0)
@@ -604,6 +816,19 @@ int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
     if ((rc = mon_new(&mo, uuids, d->nvml.count, &mon, err)) < 0)
         return rc;
     d->mon = mon;
+    VG_AUTO(mon_scan_freep) struct mon_scan *scan = NULL;
+    if ((rc = mon_scan_new(args->containers_dir, scan_name, d, &scan, err)) < 0)
+        return rc;
+    d->scan = scan;
+    VG_AUTO(mon_http_freep) struct mon_http *http = NULL;
+    if (args->listen) {
+        struct mon_http_handler h = {.metrics = http_metrics, .error = http_error, .arg = d};
+        if ((rc = mon_http_new(base, args->listen, 10000, &h, &http, err)) < 0)
+            return rc;
+        d->http = http;
+        vg_log(VG_LOG_INFO, "serving metrics", "listen=%s port=%u", args->listen,
+               mon_http_port(http));
+    }
     struct timeval tv = {.tv_sec = (time_t)(args->interval_ms / 1000),
                          .tv_usec = (suseconds_t)(args->interval_ms % 1000) * 1000};
     VG_AUTO(event_freep) struct event *timer = event_new(base, -1, EV_PERSIST, on_timer, d);

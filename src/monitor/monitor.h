@@ -6,7 +6,9 @@
  * the device plugin wrote (the read-only limits file in the containers directory) and
  * acts by policy: warn (log line, Kubernetes Event, counter) or kill (SIGKILL the
  * container's newest process on that GPU until it is back under its limit plus slack).
- * Nothing it reads can be written by a tenant: not the region, not the environment.
+ * Nothing it judges by can be written by a tenant: not the region, not the environment.
+ * It also serves the node's metrics (metrics.h, scan.h, http.h), where the regions are
+ * shown as read (region_read.h), bounded and never trusted.
  *
  * Layers, each testable alone:
  *  - cgroup paths (mon_cgroup_parse*): pure, fuzzed;
@@ -160,6 +162,7 @@ struct mon_args {
     uint64_t samples; /* 0: run until a signal */
     const char *containers_dir, *proc_root, *cgroup_root;
     const char *node_name, *kubeconfig, *metrics_file, *nvml_library;
+    const char *listen; /* the metrics endpoint, "ADDR:PORT"; NULL: off (--listen off) */
     int log_level;
     bool help;
 };

@@ -55,7 +55,8 @@ struct shared_region {
     uint32_t reserved0;
     _Atomic uint64_t closed;   /* allocations refused because enforcement failed closed */
     _Atomic uint64_t repaired; /* device counters a recount found wrong */
-    uint64_t reserved[2];
+    _Atomic uint64_t refused;  /* reservations refused: they would pass the limit */
+    uint64_t reserved[1];
     struct shared_device devices[REGION_MAX_DEVICES];
     struct shared_proc procs[REGION_MAX_PROCS];
 };
@@ -661,8 +662,10 @@ static int64_t mono_ns(void)
 static __attribute__((noinline, cold)) int reserve_slow(struct region *r, unsigned dev,
                                                         uint64_t bytes, uint64_t cap)
 {
-    if (!take_mine(r, dev, bytes, cap))
+    if (!take_mine(r, dev, bytes, cap)) {
+        atomic_fetch_add(&r->sh->refused, 1);
         return -ENOMEM; /* this process alone would pass its limit */
+    }
     int rc = apply(r, dev, bytes, true, cap);
     if (rc == -ENOMEM) {
         unsigned reclaimed = 0;
@@ -680,6 +683,8 @@ static __attribute__((noinline, cold)) int reserve_slow(struct region *r, unsign
     }
     if (rc != 0)
         give_mine(r, dev, bytes);
+    if (rc == -ENOMEM)
+        atomic_fetch_add(&r->sh->refused, 1);
     return rc;
 }
 
@@ -752,6 +757,7 @@ void region_counters(const struct region *r, struct region_counters *out)
 {
     out->closed = atomic_load(&r->sh->closed);
     out->repaired = atomic_load(&r->sh->repaired);
+    out->refused = atomic_load(&r->sh->refused);
 }
 
 void region_note_closed(struct region *r)

@@ -65,6 +65,7 @@ struct region_device_config {
 struct region_counters {
     uint64_t closed;   /* allocations refused because enforcement failed closed */
     uint64_t repaired; /* device counters a recount found forged or stale */
+    uint64_t refused;  /* reservations refused because they would pass the limit */
 };
 
 struct region_config {

@@ -159,7 +159,7 @@ run_case() {
         vg_skip "a writable cgroup $version file system under $CGFS (creating cgroups needs root)"
     limits "$POD_A" main 1024
     limits "$POD_B" work 1024
-    local flags=(--policy "$policy" --interval-ms 100 --containers-dir "$CONTAINERS"
+    local flags=(--policy "$policy" --interval-ms 100 --listen 127.0.0.1:0 --containers-dir "$CONTAINERS"
         --cgroup-root "/$SUB" --metrics-file "$T/metrics")
     if [ "$api" = yes ]; then
         case $runtime in cri-containerd) api_start containerd ;; crio) api_start cri-o ;; *) api_start docker ;; esac
@@ -225,6 +225,20 @@ run_case() {
     grep -q "pod_uid=$POD_B" "$T/monitor.log" && fail "the neighbour was reported"
     grep -q "vgpu_monitor_violations_total{policy=\"$policy\"} 1$" "$T/metrics" ||
         fail "the metric does not count one violation: $(grep violations_total "$T/metrics")"
+    if [ "$api" = yes ]; then
+        # The metrics endpoint names the container the watchdog acted on, and only it.
+        local port
+        port=$(sed -n 's/.*serving metrics .* port=\([0-9]*\).*/\1/p' "$T/monitor.log")
+        curl -sf "http://127.0.0.1:$port/metrics" >"$T/scrape" || fail "no /metrics on port $port"
+        local kills=0
+        [ "$policy" = kill ] && kills=1
+        grep -q "^vgpu_container_watchdog_violations_total{.*container=\"main\",pod_uid=\"$POD_A\"} 1$" "$T/scrape" ||
+            fail "/metrics does not count the attacker's violation: $(grep watchdog "$T/scrape")"
+        grep -q "^vgpu_container_watchdog_kills_total{.*container=\"main\",pod_uid=\"$POD_A\"} $kills$" "$T/scrape" ||
+            fail "/metrics does not count $kills kills: $(grep watchdog "$T/scrape")"
+        grep -q "^vgpu_container_watchdog_violations_total{.*pod_uid=\"$POD_B\"} 0$" "$T/scrape" ||
+            fail "/metrics counts a violation on the neighbour: $(grep watchdog "$T/scrape")"
+    fi
     if [ "$api" = yes ]; then
         local reason=GPUMemoryOverLimit
         [ "$policy" = kill ] && reason=GPUMemoryLimitKill

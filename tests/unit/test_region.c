@@ -203,6 +203,10 @@ static void test_reserve_exactly_to_limit(void **state)
     assert_true(usage(r, 0) == 4 * GiB);
     assert_int_equal(region_reserve(r, 0, 1), -ENOMEM);
     assert_int_equal(region_reserve(r, 0, UINT64_MAX), -ENOMEM);
+    /* Every refusal is counted for the monitor (vgpu_container_allocations_refused_total). */
+    struct region_counters rc;
+    region_counters(r, &rc);
+    assert_int_equal(rc.refused, 3);
     region_release(r, 0, GiB);
     assert_true(usage(r, 0) == 3 * GiB);
     assert_int_equal(region_reserve(r, 0, GiB), 0);
