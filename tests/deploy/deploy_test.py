@@ -627,6 +627,8 @@ class Box:
                                       os.path.join(self.dir, "check-mon"))
         args = replace_flag(args, "--containers-dir", tree.local(settings["containers-dir"]))
         args.append("--interval-ms=100")
+        # Several nodes share this machine: each monitor's metrics on a port of its own.
+        args = replace_flag(args, "--listen", "127.0.0.1:0")
         args += list(args_extra)
         if kubeconfig:
             args.append("--kubeconfig=" + self.kubeconfig(user))
