@@ -13,7 +13,7 @@ if(TARGET vgpu-monitor AND TARGET fakegpu_nvml)
   endforeach()
 endif()
 add_test(NAME integration.monitoring.alerts_check
-         COMMAND promtool check rules ${PROJECT_SOURCE_DIR}/deploy/monitoring/vgpu-alerts.yaml)
+         COMMAND promtool check rules ${PROJECT_SOURCE_DIR}/deploy/components/monitoring/vgpu-alerts.yaml)
 add_test(NAME integration.monitoring.alerts_test
          COMMAND promtool test rules vgpu-alerts.test.yaml
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/tests/monitoring)

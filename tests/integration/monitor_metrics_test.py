@@ -3,7 +3,7 @@
 
     monitor_metrics_test.py BUILD Metrics     the endpoint, its values and every bad input
     monitor_metrics_test.py BUILD Prometheus  Debian's prometheus scrapes it (1 s interval)
-    monitor_metrics_test.py BUILD Grafana     deploy/monitoring/vgpu-grafana.json names only
+    monitor_metrics_test.py BUILD Grafana     deploy/components/monitoring/vgpu-grafana.json names only
                                               series the monitor exports
 
 Three containers on two fakegpu GPUs, each with the device plugin's files (limits file,
@@ -526,7 +526,7 @@ class Prometheus(unittest.TestCase):
             f.write("global: {scrape_interval: 1s, scrape_timeout: 1s, evaluation_interval: 1s}\n"
                     "rule_files: [%s]\n"
                     "scrape_configs:\n%s" % (
-                        os.path.join(ROOT, "deploy", "monitoring", "vgpu-alerts.yaml"), targets))
+                        os.path.join(ROOT, "deploy", "components", "monitoring", "vgpu-alerts.yaml"), targets))
         self.prom = subprocess.Popen(
             ["prometheus", "--config.file=" + cfg, "--storage.tsdb.path=" + os.path.join(self.e.tmp, "tsdb"),
              "--web.listen-address=127.0.0.1:%d" % self.pport, "--log.level=warn"],
@@ -580,7 +580,7 @@ class Grafana(unittest.TestCase):
     """Every query of the dashboard names only series a running monitor exports."""
 
     def test_dashboard_queries_name_exported_series(self):
-        path = os.path.join(ROOT, "deploy", "monitoring", "vgpu-grafana.json")
+        path = os.path.join(ROOT, "deploy", "components", "monitoring", "vgpu-grafana.json")
         with open(path) as f:
             dash = json.load(f)  # valid JSON, or this fails
         exprs = []
