@@ -42,12 +42,24 @@ EXPECT = {
 }
 PODMAN_RUN = ["run", "--rm", "--runtime", "runc", "--network", "none",
               "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096"]
+# The security context of docs/images.md ("Users and capabilities"), as podman flags:
+# every container runs with exactly these, so a capability or a writable root file system
+# an image needs and the table does not grant fails here.
+CONFINED = ["--cap-drop", "all", "--read-only", "--security-opt", "no-new-privileges"]
+SECURITY = {
+    "vgpu-scheduler": ["--user", "65532:65532"] + CONFINED,
+    "vgpu-device-plugin": ["--user", "0:0"] + CONFINED,
+    "vgpu-monitor": ["--user", "65532:65532"] + CONFINED,
+    "vgpu-monitor-kill": ["--user", "0:0", "--pid", "host"] + CONFINED + ["--cap-add", "KILL"],
+    "vgpu-tools": ["--user", "65532:65532"] + CONFINED,
+}
 
 failures = []
 
 
 def check(cond, what):
-    print("%s %s" % ("ok  " if cond else "FAIL", what), flush=True)
+    print("%s %s" % ("ok  " if cond else "FAIL", what if not cond else what.splitlines()[0]),
+          flush=True)
     if not cond:
         failures.append(what)
     return cond
@@ -207,6 +219,13 @@ def tree_checks(name, archive, build, work, version):
             check(r.stdout.startswith("usage:") and r.returncode in (0, 2),
                   "%s: %s --help runs in the image root as %s (rc %d)"
                   % (name, b, exp["user"], r.returncode))
+    # skopeo (what docs/images.md copies to a registry with) reads the archive
+    if shutil.which("skopeo"):
+        r = run(["skopeo", "inspect", "--config", "oci-archive:" + archive])
+        ok = r.returncode == 0
+        if ok:
+            ok = json.loads(r.stdout)["config"].get("User") == exp["user"]
+        check(ok, "%s: skopeo inspect oci-archive: reads it (%s)" % (name, r.stdout.strip()[-200:] if not ok else "user " + exp["user"]))
     # the package list matches what the recipe's binaries load, today
     plan = run([os.path.join(HERE, "build.sh"), "--plan", build, name])
     derived = []
@@ -247,7 +266,7 @@ def container_checks(podman, images, build, source, work, version):
         ref = "localhost/%s:%s" % (name, version)
         for b in EXPECT[name]["bins"]:
             ep = [] if EXPECT[name]["entrypoint"] == [b] else ["--entrypoint", b]
-            r = run(podman + PODMAN_RUN + ep + [ref, "--help"])
+            r = run(podman + PODMAN_RUN + SECURITY[name] + ep + [ref, "--help"])
             check(r.stdout.startswith("usage:") and r.returncode in (0, 2),
                   "%s: podman run %s --help (rc %d: %s)" % (name, b, r.returncode, r.stdout[:200]))
 
@@ -258,7 +277,7 @@ def container_checks(podman, images, build, source, work, version):
     with open(os.path.join(host, "usr/local/vgpu/libvgpu.so"), "w") as f:
         f.write("old library, still mapped by a running container\n")
     old = open(os.path.join(host, "usr/local/vgpu/libvgpu.so"))
-    mount = ["-v", "%s/usr/local/vgpu:/host/usr/local/vgpu" % host]
+    mount = SECURITY["vgpu-device-plugin"] + ["-v", "%s/usr/local/vgpu:/host/usr/local/vgpu" % host]
     r1 = run(podman + PODMAN_RUN + mount + ["--entrypoint", "/usr/bin/install", ref, "-D", "-m", "0755",
              "/usr/lib/vgpu/libvgpu.so", "/host/usr/local/vgpu/libvgpu.so.new"])
     r2 = run(podman + PODMAN_RUN + mount + ["--entrypoint", "/bin/mv", ref, "-f",
@@ -288,7 +307,7 @@ def container_checks(podman, images, build, source, work, version):
     kubelet = dk.FakeKubelet(os.path.join(tmp, "kubelet"))
     fake = os.path.join(build, "fakegpu")
     cname = "vgpu-dp-test-%d" % os.getpid()
-    cmd = podman + PODMAN_RUN + [
+    cmd = podman + PODMAN_RUN + SECURITY["vgpu-device-plugin"] + [
         "--name", cname,
         "-v", "%s:/var/lib/kubelet/device-plugins" % os.path.join(tmp, "kubelet"),
         "-v", "%s:/etc/vgpu-dp:ro" % tmp,
@@ -331,17 +350,19 @@ def container_checks(podman, images, build, source, work, version):
 
     # the monitor, as user 65532, sampling fakegpu's NVML
     ref = "localhost/vgpu-monitor:%s" % version
-    state = os.path.join(work, "monitor-state")
-    os.makedirs(state)
-    os.chmod(state, 0o777)
-    r = run(podman + PODMAN_RUN + [
-        "-v", "%s:/run/fakegpu" % state, "-v", "%s:/opt/fakegpu:ro" % fake,
-        "-v", "%s:/usr/local/vgpu/containers:ro" % os.path.join(tmp, "containers"),
-        "-e", "FAKEGPU_DEVICES=" + dk.DEVICES, "-e", "FAKEGPU_STATE_DIR=/run/fakegpu", ref,
-        "--nvml-library", "/opt/fakegpu/libnvidia-ml.so.1", "--samples", "3",
-        "--interval-ms", "10", "--node-name", "node-1"])
-    check(r.returncode == 0, "vgpu-monitor: samples fakegpu's NVML as 65532 and exits 0 (rc %d: %s)"
-          % (r.returncode, r.stdout.strip()[-500:]))
+    for sec, policy in (("vgpu-monitor", "warn"), ("vgpu-monitor-kill", "kill")):
+        state = os.path.join(work, "monitor-state-" + policy)  # fakegpu's, per user
+        os.makedirs(state)
+        os.chmod(state, 0o777)
+        r = run(podman + PODMAN_RUN + SECURITY[sec] + [
+            "-v", "%s:/run/fakegpu" % state, "-v", "%s:/opt/fakegpu:ro" % fake,
+            "-v", "%s:/usr/local/vgpu/containers:ro" % os.path.join(tmp, "containers"),
+            "-e", "FAKEGPU_DEVICES=" + dk.DEVICES, "-e", "FAKEGPU_STATE_DIR=/run/fakegpu", ref,
+            "--nvml-library", "/opt/fakegpu/libnvidia-ml.so.1", "--samples", "3",
+            "--interval-ms", "10", "--node-name", "node-1", "--policy", policy])
+        check(r.returncode == 0 and "watching gpus=2 policy=" + policy in r.stdout,
+              "vgpu-monitor: samples fakegpu's NVML, policy %s, as %s, exits 0 (rc %d: %s)"
+              % (policy, SECURITY[sec][1], r.returncode, r.stdout.strip()[-500:]))
 
 
 def main():
