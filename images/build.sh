@@ -184,6 +184,7 @@ out=$(cd "$out" && pwd)
 work=$out/work
 rm -rf "$work"
 cache=$work/cache
+skip_update=
 mkdir -p "$work" "$cache/lists" "$cache/archives"
 trap 'rm -rf "$work"' EXIT
 
@@ -221,6 +222,7 @@ for name in "${images[@]}"; do
     recipe=$recipes/$name.image
     [ -f "$recipe" ] || die "no recipe $recipe"
     parse "$recipe"
+    t0=$SECONDS
     pk=$(packages)
     echo "== $name: $(echo $pk)"
     root=$work/$name/root
@@ -231,16 +233,21 @@ for name in "${images[@]}"; do
     debs=$work/$name/debs
     mmdebstrap --quiet --variant=extract --mode=root --format=directory \
         --setup-hook=/usr/share/mmdebstrap/hooks/merged-usr/setup00.sh \
-        --setup-hook="mkdir -p \"\$1/var/lib/apt/lists\" \"\$1/var/cache/apt/archives\" && cp -a '$cache/lists/.' \"\$1/var/lib/apt/lists/\" && cp -a '$cache/archives/.' \"\$1/var/cache/apt/archives/\"" \
+        --setup-hook="mkdir -p \"\$1/var/lib/apt/lists\" \"\$1/var/cache/apt/archives\" && cp -al '$cache/lists/.' \"\$1/var/lib/apt/lists/\" && cp -al '$cache/archives/.' \"\$1/var/cache/apt/archives/\"" \
         --extract-hook="printf '%s\\n' \$MMDEBSTRAP_ESSENTIAL > '$debs'" \
-        --skip=cleanup/apt/cache --skip=cleanup/apt/lists \
+        --skip=cleanup/apt/cache --skip=cleanup/apt/lists $skip_update \
         --dpkgopt='path-exclude=/usr/share/man/*' \
         --dpkgopt='path-exclude=/usr/share/locale/*' \
         --include="$(echo $pk | tr ' ' ',')" \
         "$suite" "$root" - <<<"$mirrors" ||
         die "$name: mmdebstrap failed"
-    cp -a "$root/var/lib/apt/lists/." "$cache/lists/"
-    cp -a "$root/var/cache/apt/archives/." "$cache/archives/"
+    # hard links: apt replaces files by renaming, so neither side changes the other's
+    if [ -z "$skip_update" ]; then
+        cp -al "$root/var/lib/apt/lists/." "$cache/lists/"
+        skip_update=--skip=update # the lists just fetched serve every later image
+    fi
+    find "$root/var/cache/apt/archives" -maxdepth 1 -name '*.deb' -exec cp -lf -t "$cache/archives" {} +
+    echo "   packages extracted ($((SECONDS - t0)) s)"
     # what the image holds: the extracted packages, by name and version
     while read -r deb; do
         [ -n "$deb" ] || continue
@@ -321,5 +328,5 @@ EOF
     tar --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner --mode=a+rX,u+w \
         -C "$layout" -cf "$out/$name.tar.new" .
     mv -f "$out/$name.tar.new" "$out/$name.tar"
-    echo "   $out/$name.tar ($(du -k "$out/$name.tar" | cut -f1) KiB, localhost/$name:$version)"
+    echo "   $out/$name.tar ($(du -k "$out/$name.tar" | cut -f1) KiB, localhost/$name:$version, $((SECONDS - t0)) s)"
 done
