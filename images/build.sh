@@ -136,20 +136,55 @@ parse() {
     [ ${#files[@]} -gt 0 ] || die "$recipe: no files"
 }
 
+# recipe_paths: the libraries the recipe's files and host files load, and the host files.
+recipe_paths() {
+    local f
+    for f in "${files[@]%%|*}" "${hosts[@]}"; do
+        if [ -n "${LIBS[$f]+set}" ]; then
+            printf '%s' "${LIBS[$f]}"
+        elif is_elf "$f"; then
+            libs "$f" || exit 1
+        fi
+    done
+    printf '%s\n' "${hosts[@]}"
+}
+
+# Owners of every path of every image, looked up once (dpkg's file lists are read in one
+# pass for all of them): OWN[path] = package.
+declare -A OWN LIBS
+lookup_all() {
+    local name all=() line f
+    for name in "${images[@]}"; do
+        [ -f "$recipes/$name.image" ] || die "no recipe $recipes/$name.image"
+        parse "$recipes/$name.image"
+        for f in "${files[@]%%|*}" "${hosts[@]}"; do
+            [ -z "${LIBS[$f]+set}" ] || continue
+            LIBS[$f]=
+            if is_elf "$f"; then
+                LIBS[$f]=$(libs "$f") || exit 1
+                LIBS[$f]+=$'\n'
+            fi
+        done
+        all+=($(recipe_paths)) || exit 1
+    done
+    while read -r line; do
+        OWN[${line% *}]=${line##* }
+    done < <(owners $(printf '%s\n' "${all[@]}" | sort -u))
+}
+
 # packages: the sorted Debian packages owning the host files and every library the
 # recipe's files and the host files load; dies naming a library no package ships.
 packages() {
-    local f paths=() bad
-    for f in "${files[@]%%|*}" "${hosts[@]}"; do
-        is_elf "$f" || continue
-        paths+=($(libs "$f"))
+    local p bad=
+    local paths=($(recipe_paths | sort -u))
+    for p in "${paths[@]}"; do
+        [ "${OWN[$p]:--}" != - ] || bad="$bad $p"
     done
-    paths+=("${hosts[@]}")
-    owned=$(owners $(printf '%s\n' "${paths[@]}" | sort -u))
-    bad=$(printf '%s\n' "$owned" | awk '$2 == "-" { print $1 }')
-    [ -z "$bad" ] || die "no Debian package ships $(echo $bad) (loaded by a file of the recipe)"
-    printf '%s\n' "$owned" | awk '{ print $2 }' | sort -u
+    [ -z "$bad" ] || die "no Debian package ships$bad (loaded by a file of the recipe)"
+    for p in "${paths[@]}"; do echo "${OWN[$p]}"; done | sort -u
 }
+
+lookup_all
 
 if [ $plan_only = 1 ]; then
     for name in "${images[@]}"; do
@@ -163,7 +198,7 @@ if [ $plan_only = 1 ]; then
             IFS='|' read -r src dest mode <<<"$f"
             echo "  file $dest ($mode) from ${src#"$build"/}"
         done
-        for f in "${hosts[@]}"; do echo "  host $f ($(owners "$f" | cut -d' ' -f2))"; done
+        for f in "${hosts[@]}"; do echo "  host $f (${OWN[$f]})"; done
         echo "  packages: $(echo $pk)"
     done
     exit 0
