@@ -36,6 +36,7 @@ EXPECT = {
                            "bins": ["/usr/bin/vgpu-device-plugin"]},
     "vgpu-monitor": {"user": "65532:65532", "entrypoint": ["/usr/bin/vgpu-monitor"],
                      "bins": ["/usr/bin/vgpu-monitor"]},
+    # and every other program its recipe adds (vgpu, once built)
     "vgpu-tools": {"user": "65532:65532", "entrypoint": None,
                    "bins": ["/usr/bin/vgpu-kubectl-lite", "/usr/bin/vgpu-sim",
                             "/usr/bin/fakegpu-ctl"]},
@@ -216,7 +217,7 @@ def tree_checks(name, archive, build, work, version):
             check(r.returncode == 0 and "not found" not in r.stdout,
                   "%s: the image's loader resolves %s (chroot)" % (name, b))
             r = run(["chroot", "--userspec=" + exp["user"], root, b, "--help"])
-            check(r.stdout.startswith("usage:") and r.returncode in (0, 2),
+            check(usage_printed(r.stdout) and r.returncode in (0, 2),
                   "%s: %s --help runs in the image root as %s (rc %d)"
                   % (name, b, exp["user"], r.returncode))
     # skopeo (what docs/images.md copies to a registry with) reads the archive
@@ -267,7 +268,7 @@ def container_checks(podman, images, build, source, work, version):
         for b in EXPECT[name]["bins"]:
             ep = [] if EXPECT[name]["entrypoint"] == [b] else ["--entrypoint", b]
             r = run(podman + PODMAN_RUN + SECURITY[name] + ep + [ref, "--help"])
-            check(r.stdout.startswith("usage:") and r.returncode in (0, 2),
+            check(usage_printed(r.stdout) and r.returncode in (0, 2),
                   "%s: podman run %s --help (rc %d: %s)" % (name, b, r.returncode, r.stdout[:200]))
 
     # the device plugin image's init steps: libvgpu.so installed on the "host"
@@ -365,8 +366,15 @@ def container_checks(podman, images, build, source, work, version):
               % (policy, SECURITY[sec][1], r.returncode, r.stdout.strip()[-500:]))
 
 
+def usage_printed(out):
+    return out.lower().startswith("usage")
+
+
 def main():
     build, source, images_dir, version = [os.path.abspath(a) for a in sys.argv[1:4]] + [sys.argv[4]]
+    tools = EXPECT["vgpu-tools"]["bins"]
+    tools += [d for d, src in recipe_files("vgpu-tools", build)
+              if src is not None and d.startswith("/usr/bin/") and d not in tools]
     images = {}
     for name in sorted(EXPECT):
         p = os.path.join(images_dir, name + ".tar")
