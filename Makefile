@@ -7,23 +7,29 @@ SAN_BUILD ?= build-sanitize
 JOBS      ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-# Everything the build and the tests need, from Debian's packages. kubernetes-client (for
-# `kubectl kustomize`) counts as present when another package already put kubectl on PATH.
+# Everything the build and the tests need, from Debian's packages.
 DEBIAN_PACKAGES := build-essential cmake pkg-config libcmocka-dev python3 valgrind clang-format \
 	procps libevent-dev libcurl4-openssl-dev libjansson-dev libfyaml-dev libnghttp2-dev \
 	libprotobuf-c-dev protobuf-c-compiler python3-grpcio python3-protobuf openssl libssl-dev \
 	chromium prometheus python3-websocket python3-kubernetes kubernetes-client tmux
 
+# What `make images` and `make images-test` need besides (docs/images.md); not needed by
+# `make test`.
+IMAGE_PACKAGES := mmdebstrap podman runc skopeo umoci
+IMAGES_DIR ?= $(BUILD)/images
+VERSION := $(shell grep -m1 -o 'vgpu VERSION [0-9.]*' CMakeLists.txt | cut -d' ' -f3)
+
 print-packages:
 	@echo $(DEBIAN_PACKAGES)
 
-.PHONY: all deps print-packages test sanitize demo bench e2e fuzz format check-format clean
+.PHONY: all deps images-deps print-packages test sanitize demo bench e2e fuzz format \
+	check-format clean images images-test
 
-all: deps $(BUILD)/CMakeCache.txt
-	cmake --build $(BUILD) -j$(JOBS)
-
-deps:
-	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
+# install-packages LIST: installs what of LIST is missing (as root), else prints the line.
+# kubernetes-client (for `kubectl kustomize`) counts as present when another package
+# already put kubectl on PATH.
+define install-packages
+	@missing=$$(for p in $(1); do \
 		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || \
 		{ [ $$p = kubernetes-client ] && command -v kubectl >/dev/null; } || echo $$p; \
 	done); \
@@ -38,6 +44,16 @@ deps:
 			exit 1; \
 		fi; \
 	fi
+endef
+
+all: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j$(JOBS)
+
+deps:
+	$(call install-packages,$(DEBIAN_PACKAGES))
+
+images-deps:
+	$(call install-packages,$(IMAGE_PACKAGES))
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
@@ -53,6 +69,15 @@ sanitize: deps
 		LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure -j$(JOBS) --timeout 900 -LE nosan
+
+# OCI archives of vgpu-scheduler, vgpu-device-plugin, vgpu-monitor and vgpu-tools, built
+# from Debian packages alone (root: mmdebstrap extracts packages with their owners).
+images: all images-deps
+	./images/build.sh $(BUILD) $(IMAGES_DIR) $(VERSION)
+
+# Runs the images with podman (or checks their file trees where podman cannot run).
+images-test: images
+	/usr/bin/python3 images/test.py $(BUILD) $(CURDIR) $(IMAGES_DIR) $(VERSION)
 
 demo: all
 	./demo/run.sh $(BUILD)
