@@ -79,7 +79,8 @@ class Browser:
         self.proc = subprocess.Popen(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
              "--disable-dev-shm-usage", "--user-data-dir=" + self.profile,
-             "--remote-debugging-port=0", "--window-size=1400,1100", "about:blank"],
+             "--remote-debugging-port=0", "--remote-allow-origins=*",
+             "--window-size=1400,1100", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         port = None
         deadline = time.time() + 60
@@ -92,7 +93,10 @@ class Browser:
             raise RuntimeError("chromium printed no DevTools address")
         targets = json.load(urllib.request.urlopen("http://127.0.0.1:%d/json/list" % port))
         page = [t for t in targets if t.get("type") == "page"][0]
-        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=60)
+        # No Origin header: some Chromium releases refuse DevTools clients that send one
+        # unless --remote-allow-origins lets them (both, for every release).
+        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=60,
+                                              suppress_origin=True)
         self.next_id = 0
 
     def call(self, method, **params):
