@@ -273,17 +273,28 @@ class ClusterTest(unittest.TestCase):
         self.assertIn("explain", run(["--help"], check=0).stdout)
 
 
-def need_pty():
-    """Terminal tests need a pseudo-terminal: a chroot whose /dev/pts is not mounted has
-    none (a skip locally, a failure under CI, tests/lib/README.md)."""
+def terminal_missing(tmux=False):
+    """What a terminal test lacks here, or None: a pseudo-terminal (a chroot whose
+    /dev/pts is not mounted has none), and tmux for the live view."""
+    if tmux and shutil.which("tmux") is None:
+        return "tmux (Debian package tmux)"
     try:
         a, b = os.openpty()
     except OSError as exc:
-        sys.path.insert(0, os.path.join(H.ROOT, "tests", "lib"))
-        import vg_skip
-        vg_skip.skip("a pseudo-terminal (%s; is /dev/pts mounted?)" % exc)
+        return "a pseudo-terminal (%s; is /dev/pts mounted?)" % exc
     os.close(a)
     os.close(b)
+    return None
+
+
+def need_terminal(tmux=False):
+    """Exits through vg_skip (77 locally, a failure under CI, tests/lib/README.md) when the
+    terminal tests cannot run: called before unittest starts, for the classes that need it."""
+    what = terminal_missing(tmux)
+    if what is not None:
+        sys.path.insert(0, os.path.join(H.ROOT, "tests", "lib"))
+        import vg_skip
+        vg_skip.skip(what)
 
 
 class SimProgressTest(unittest.TestCase):
@@ -308,7 +319,8 @@ class SimProgressTest(unittest.TestCase):
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def test_progress_on_a_terminal(self):
-        need_pty()
+        if terminal_missing():  # run with other classes: need_terminal() did not exit
+            self.skipTest(terminal_missing())
         p = subprocess.run(["script", "-qec", " ".join(self.cmd), "/dev/null"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -501,11 +513,8 @@ class TopLiveTest(TopBase):
         return self.tmux("has-session", "-t", "t", check=False).returncode == 0
 
     def test_live_refresh_and_quit(self):
-        if shutil.which("tmux") is None:
-            sys.path.insert(0, os.path.join(H.ROOT, "tests", "lib"))
-            import vg_skip
-            vg_skip.skip("tmux (Debian package tmux)")
-        need_pty()
+        if terminal_missing(tmux=True):  # run with other classes: need_terminal() did not exit
+            self.skipTest(terminal_missing(tmux=True))
         self.socket = "vgpu-top-%d" % os.getpid()
         done = os.path.join(self.dir, "done")
         cmd = " ".join([vgpu(), "top", "--interval", "0.2"] + self.nvml) + \
@@ -536,4 +545,6 @@ class TopLiveTest(TopBase):
 
 if __name__ == "__main__":
     BUILD = os.path.abspath(sys.argv.pop(1))
+    if sys.argv[1:] in (["TopLiveTest"], ["SimProgressTest"]):
+        need_terminal(tmux=sys.argv[1] == "TopLiveTest")
     unittest.main(verbosity=2)
