@@ -289,7 +289,8 @@ def terminal_missing(tmux=False):
 
 def need_terminal(tmux=False):
     """Exits through vg_skip (77 locally, a failure under CI, tests/lib/README.md) when the
-    terminal tests cannot run: called before unittest starts, for the classes that need it."""
+    terminal tests cannot run: called before unittest starts, for the classes that need it
+    (CTest runs each class on its own)."""
     what = terminal_missing(tmux)
     if what is not None:
         sys.path.insert(0, os.path.join(H.ROOT, "tests", "lib"))
@@ -319,8 +320,6 @@ class SimProgressTest(unittest.TestCase):
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def test_progress_on_a_terminal(self):
-        if terminal_missing():  # run with other classes: need_terminal() did not exit
-            self.skipTest(terminal_missing())
         p = subprocess.run(["script", "-qec", " ".join(self.cmd), "/dev/null"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -513,8 +512,6 @@ class TopLiveTest(TopBase):
         return self.tmux("has-session", "-t", "t", check=False).returncode == 0
 
     def test_live_refresh_and_quit(self):
-        if terminal_missing(tmux=True):  # run with other classes: need_terminal() did not exit
-            self.skipTest(terminal_missing(tmux=True))
         self.socket = "vgpu-top-%d" % os.getpid()
         done = os.path.join(self.dir, "done")
         cmd = " ".join([vgpu(), "top", "--interval", "0.2"] + self.nvml) + \
