@@ -367,7 +367,8 @@ def container_checks(podman, images, build, source, work, version):
 
 
 def usage_printed(out):
-    return out.lower().startswith("usage")
+    """A line of out starts with "usage" (vgpu's help opens with a summary line first)."""
+    return any(line.lower().startswith("usage") for line in out.splitlines())
 
 
 def main():
