@@ -31,6 +31,12 @@ if [ -n "${VGPU_DRIVER_DIR:-}" ]; then
     note "Driver: simulated (fakegpu from $VGPU_DRIVER_DIR) — a dry run, not a GPU result."
 else
     driver_dir=$(dirname "$(ldconfig -p | sed -n 's/.*libcuda\.so\.1 (libc6,x86-64) => //p' | head -n 1)")
+    if [ ! -e "$driver_dir/libcuda.so.1" ]; then # a driver mounted outside ld.so.conf
+        for d in /usr/local/nvidia/lib64 /usr/local/nvidia/lib /usr/lib/x86_64-linux-gnu /usr/lib64; do
+            [ -e "$d/libcuda.so.1" ] && driver_dir=$d && break
+        done
+    fi
+    echo "driver libraries: $driver_dir"
     if command -v nvidia-smi >/dev/null; then
         nvidia-smi -L | tee "$OUT/devices.txt"
         nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode,mig.mode.current \
