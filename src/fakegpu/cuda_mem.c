@@ -610,6 +610,21 @@ static size_t array_bytes(size_t w, size_t h, size_t d, CUarray_format f, unsign
     return n;
 }
 
+/*
+ * Whether the driver accepts an array of these dimensions: the limits compute
+ * capability 8.x and 9.x cards report (CUDA C Programming Guide, "Features and Technical
+ * Specifications"). A real driver refuses a 2D mipmapped array taller than 32768 with
+ * CUDA_ERROR_INVALID_VALUE however much memory is free.
+ */
+static bool array_dims_ok(size_t w, size_t h, size_t d, bool mipmapped)
+{
+    if (d)
+        return w <= 16384 && h <= 16384 && d <= 16384;
+    if (h)
+        return mipmapped ? w <= 32768 && h <= 32768 : w <= 131072 && h <= 65536;
+    return w <= (mipmapped ? 32768 : 131072);
+}
+
 static CUresult array_new(size_t bytes, enum fg_kind kind, void **out)
 {
     struct fg_ctx *c;
@@ -668,6 +683,8 @@ FG_API CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *
 {
     if (!pHandle || !d)
         return CUDA_ERROR_INVALID_VALUE;
+    if (!array_dims_ok(d->Width, d->Height, 0, false))
+        return CUDA_ERROR_INVALID_VALUE;
     size_t bytes = array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels);
     return array_new(bytes, FG_K_ARRAY, (void **)pHandle);
 }
@@ -683,6 +700,8 @@ FG_API CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *
 FG_API CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
     if (!pHandle || !d)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!array_dims_ok(d->Width, d->Height, d->Depth, false))
         return CUDA_ERROR_INVALID_VALUE;
     size_t bytes = array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels);
     return array_new(bytes, FG_K_ARRAY, (void **)pHandle);
@@ -705,7 +724,7 @@ FG_API CUresult cuArrayDestroy(CUarray hArray)
 FG_API CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
                                        unsigned int levels)
 {
-    if (!pHandle || !d || levels == 0)
+    if (!pHandle || !d || levels == 0 || !array_dims_ok(d->Width, d->Height, d->Depth, true))
         return CUDA_ERROR_INVALID_VALUE;
     size_t total = 0, w = d->Width, h = d->Height, z = d->Depth;
     for (unsigned i = 0; i < levels; i++) {

@@ -175,6 +175,15 @@ static void test_capacity(void)
     CU_OK(cuMemGetInfo_v2(&f, &total));
     CHECK(f == free0 - (256 * 256 + 128 * 128));
     CU_OK(cuMipmappedArrayDestroy(mip));
+    /* past the dimension limits a real driver refuses, whatever memory is free */
+    CUDA_ARRAY3D_DESCRIPTOR tall = {16, 32769, 0, CU_AD_FORMAT_FLOAT, 1, 0};
+    CU_EQ(cuMipmappedArrayCreate(&mip, &tall, 1), CUDA_ERROR_INVALID_VALUE);
+    CUDA_ARRAY_DESCRIPTOR wide = {131073, 1, CU_AD_FORMAT_FLOAT, 1};
+    CU_EQ(cuArrayCreate_v2(&arr, &wide), CUDA_ERROR_INVALID_VALUE);
+    CUDA_ARRAY3D_DESCRIPTOR deep = {16, 16, 16385, CU_AD_FORMAT_FLOAT, 1, 0};
+    CU_EQ(cuArray3DCreate_v2(&arr, &deep), CUDA_ERROR_INVALID_VALUE);
+    CU_OK(cuMemGetInfo_v2(&f, &total));
+    CHECK(f == free0);
     /* async: a freed block stays counted until the pool releases it at synchronize */
     CU_OK(cuMemAllocAsync(&p, 32 * MIB, NULL));
     CU_OK(cuMemGetInfo_v2(&f, &total));

@@ -305,9 +305,10 @@ static CUresult f_array(uint64_t h)
 }
 static CUresult a_mipmap(size_t n, uint64_t *h)
 {
+    /* 3D: a 2D mipmapped array may be at most 32768 rows high (2 GiB of these). */
     CUDA_ARRAY3D_DESCRIPTOR d = {.Width = 16384,
-                                 .Height = n / (16384 * 4),
-                                 .Depth = 0,
+                                 .Height = 16,
+                                 .Depth = n / (16384 * 4 * 16),
                                  .Format = CU_AD_FORMAT_FLOAT,
                                  .NumChannels = 1};
     CUmipmappedArray m;
@@ -349,7 +350,7 @@ static int cmd_paths(void)
         {"cuMemAllocAsync", a_async, f_async, 1},
         {"cuMemAllocFromPoolAsync", a_pool, f_pool, 1},
         {"cuArrayCreate", a_array, f_array, 16384 * 4},
-        {"cuMipmappedArrayCreate", a_mipmap, f_mipmap, 16384 * 4},
+        {"cuMipmappedArrayCreate", a_mipmap, f_mipmap, 16384 * 4 * 16},
         {"cuMemCreate", a_vmm, f_vmm, gran},
     };
     /* On a real GPU leave room for the driver's padding and rounding. */
