@@ -168,6 +168,14 @@ enum place_policy {
     PLACE_POLICY_BINPACK, /* HAMi node binpack (request counted) */
     PLACE_POLICY_SPREAD,  /* HAMi node spread (request counted) */
     PLACE_POLICY_DEFAULT, /* vgpu's own policy */
+    /* Models of kube-scheduler with Dynamic Resource Allocation (docs/dra.md, "Placement
+     * under DRA"), for vgpu-sim only: place_policy_from_name does not know them, so the
+     * scheduler cannot be configured with one (place_sim_policy_from_name does). */
+    PLACE_POLICY_DRA_FIRSTFIT, /* kube-scheduler alone: the node by NodeResourcesFit
+                                  (LeastAllocated) + NodeResourcesBalancedAllocation on CPU
+                                  and memory, the GPUs first-fit in device order */
+    PLACE_POLICY_DRA_DEFAULT,  /* the node by vgpu's default (the extender's prioritize),
+                                  the GPUs inside it first-fit in device order */
     PLACE_POLICY_COUNT,
 };
 
@@ -179,8 +187,13 @@ enum place_gpu_order {
 };
 
 const char *place_policy_name(enum place_policy p);
-/* -1 for an unknown name. */
+/* -1 for an unknown name and for the simulator-only models (place_policy_sim_only). */
 int place_policy_from_name(const char *name);
+/* Whether p models another scheduler (kube-scheduler's DRA allocator) rather than being a
+ * policy vgpu's scheduler can run. */
+bool place_policy_sim_only(enum place_policy p);
+/* Every policy, the simulator-only models included; -1 for an unknown name. */
+int place_sim_policy_from_name(const char *name);
 
 /* Memoised F_n(M) for a mix other than the cluster's metric mix (a learned one): one
  * entry per node index, holding the node state it was computed for (free CPU and each
@@ -300,7 +313,23 @@ struct place_context {
     /* fgd and default use memo too when set: the caller promises to place_memo_reset it
      * whenever mix or waste_mix changes. */
     bool memo_mix;
+    /* Optional, for the DRA models (dra-firstfit, dra-default) only: kube-scheduler's
+     * percentageOfNodesToScore. NULL: every feasible node is scored. */
+    struct place_k8s_sample *k8s_sample;
 };
+
+/* kube-scheduler filters nodes from where its previous cycle stopped, in node order, and
+ * stops once it has found numFeasibleNodesToFind feasible ones: every node below 100
+ * nodes, else n · p / 100 but at least 100, p = percentage, or when 0 (the default)
+ * 50 − n / 125 but at least 5. Only those are scored (by the plugins and extenders). The
+ * caller keeps one per simulated scheduler, zeroed at start. */
+struct place_k8s_sample {
+    uint32_t percentage; /* percentageOfNodesToScore: 0 = adaptive, 100 = every node */
+    size_t next;         /* nextStartNodeIndex */
+};
+
+/* numFeasibleNodesToFind for a cluster of `nodes` nodes. */
+size_t place_k8s_nodes_to_find(size_t nodes, uint32_t percentage);
 
 struct place_decision {
     int32_t node; /* -1: nothing fits */

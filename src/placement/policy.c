@@ -16,11 +16,12 @@
 #define MAX_SPEC_GPU 8000.0
 
 static const char *const policy_names[PLACE_POLICY_COUNT] = {
-    [PLACE_POLICY_RANDOM] = "random",         [PLACE_POLICY_DOTPROD] = "dotprod",
-    [PLACE_POLICY_CLUSTERING] = "clustering", [PLACE_POLICY_PACKING] = "packing",
-    [PLACE_POLICY_BESTFIT] = "bestfit",       [PLACE_POLICY_FGD] = "fgd",
-    [PLACE_POLICY_BINPACK] = "binpack",       [PLACE_POLICY_SPREAD] = "spread",
-    [PLACE_POLICY_DEFAULT] = "default",
+    [PLACE_POLICY_RANDOM] = "random",           [PLACE_POLICY_DOTPROD] = "dotprod",
+    [PLACE_POLICY_CLUSTERING] = "clustering",   [PLACE_POLICY_PACKING] = "packing",
+    [PLACE_POLICY_BESTFIT] = "bestfit",         [PLACE_POLICY_FGD] = "fgd",
+    [PLACE_POLICY_BINPACK] = "binpack",         [PLACE_POLICY_SPREAD] = "spread",
+    [PLACE_POLICY_DEFAULT] = "default",         [PLACE_POLICY_DRA_FIRSTFIT] = "dra-firstfit",
+    [PLACE_POLICY_DRA_DEFAULT] = "dra-default",
 };
 
 const char *place_policy_name(enum place_policy p)
@@ -28,12 +29,23 @@ const char *place_policy_name(enum place_policy p)
     return (unsigned)p < PLACE_POLICY_COUNT ? policy_names[p] : "unknown";
 }
 
-int place_policy_from_name(const char *name)
+bool place_policy_sim_only(enum place_policy p)
+{
+    return p == PLACE_POLICY_DRA_FIRSTFIT || p == PLACE_POLICY_DRA_DEFAULT;
+}
+
+int place_sim_policy_from_name(const char *name)
 {
     for (int p = 0; p < PLACE_POLICY_COUNT; p++)
         if (strcmp(policy_names[p], name) == 0)
             return p;
     return -1;
+}
+
+int place_policy_from_name(const char *name)
+{
+    int p = place_sim_policy_from_name(name);
+    return p >= 0 && place_policy_sim_only((enum place_policy)p) ? -1 : p;
 }
 
 static bool is_sharing(const struct place_request *r)
@@ -107,6 +119,64 @@ static bool select_gpus(const struct place_node *n, const struct place_request *
     }
     memcpy(out, idx, r->gpu_count);
     return true;
+}
+
+/* kube-scheduler's DRA allocator (k8s.io/dynamic-resource-allocation, structured
+ * allocator): it walks the node's devices in the order of its ResourceSlices and keeps the
+ * first that is not in use (with consumable capacity: that has the requested capacity
+ * left) and passes the selectors; for several devices the first combination in that order,
+ * and with a matchAttribute constraint (here: one NUMA node, numa_bind) the first whose
+ * devices all share the attribute. Without a constraint nothing keeps the cards on one
+ * NUMA node. Cards are listed in index order. Returns false when the node cannot host r. */
+static bool select_first_fit(const struct place_node *n, const struct place_request *r,
+                             uint8_t *out)
+{
+    for (uint16_t first = 0; first < n->gpu_count; first++) {
+        if (!place_gpu_usable(&n->gpus[first], r))
+            continue;
+        uint16_t taken = 0;
+        for (uint16_t g = first; g < n->gpu_count && taken < r->gpu_count; g++)
+            if (place_gpu_usable(&n->gpus[g], r) &&
+                (!r->numa_bind || n->gpus[g].numa == n->gpus[first].numa))
+                out[taken++] = (uint8_t)g;
+        if (taken == r->gpu_count)
+            return true;
+        if (!r->numa_bind)
+            return false; /* fewer usable cards after the first than asked for */
+    }
+    return r->gpu_count == 0;
+}
+
+/* kube-scheduler's node score without vgpu's extender, with the default plugins that see
+ * the openb cluster: NodeResourcesFit, strategy LeastAllocated (CPU and memory, weight 1
+ * each): Σ ⌊(capacity − requested)·100 / capacity⌋ · weight / Σ weight, the request
+ * counted; plus NodeResourcesBalancedAllocation: ⌊(1 − std)·100⌋, std of the CPU and
+ * memory fractions requested (|f_cpu − f_mem| / 2 for two). Both plugins have weight 1.
+ * Neither sees the GPUs: devices allocated through DRA are not node resources. */
+static int64_t least_requested(uint64_t requested, uint64_t capacity)
+{
+    return requested > capacity ? 0 : (int64_t)((capacity - requested) * 100 / capacity);
+}
+
+static int64_t score_kube(const struct place_node *n, const struct place_request *r)
+{
+    int64_t fit = 0, weights = 0;
+    double frac[2];
+    int fracs = 0;
+    const uint64_t cap[2] = {n->cpu_total, n->mem_total};
+    const uint64_t req[2] = {n->cpu_used + r->cpu_milli, n->mem_used + r->mem_mib};
+    for (int i = 0; i < 2; i++) {
+        if (cap[i] == 0)
+            continue; /* a resource the node does not have is left out */
+        fit += least_requested(req[i], cap[i]);
+        weights++;
+        double f = (double)req[i] / (double)cap[i];
+        frac[fracs++] = f > 1 ? 1 : f;
+    }
+    if (weights > 0)
+        fit /= weights;
+    double sd = fracs == 2 ? fabs(frac[0] - frac[1]) / 2 : 0;
+    return fit + (int64_t)((1 - sd) * 100);
 }
 
 bool place_node_feasible(const struct place_cluster *c, size_t node, const struct place_request *r)
@@ -518,7 +588,8 @@ static bool node_verdict(const struct place_cluster *c, const struct place_node 
 {
     if (!place_node_resources_fit(n, r))
         return false;
-    if (!select_gpus(n, r, order, gpus))
+    if (policy == PLACE_POLICY_DRA_FIRSTFIT ? !select_first_fit(n, r, gpus)
+                                            : !select_gpus(n, r, order, gpus))
         return false;
     int64_t s = 0;
     switch (policy) {
@@ -553,12 +624,60 @@ static bool node_verdict(const struct place_cluster *c, const struct place_node 
     case PLACE_POLICY_SPREAD:
         s = score_hami_node(n, r, policy == PLACE_POLICY_BINPACK);
         break;
+    case PLACE_POLICY_DRA_FIRSTFIT:
+        s = score_kube(n, r);
+        break;
     case PLACE_POLICY_RANDOM:
+    case PLACE_POLICY_DRA_DEFAULT: /* decided as default, then first-fit (place_decide) */
     case PLACE_POLICY_COUNT:
         break;
     }
     *score = s;
     return true;
+}
+
+size_t place_k8s_nodes_to_find(size_t nodes, uint32_t percentage)
+{
+    if (nodes < 100 || percentage >= 100)
+        return nodes;
+    size_t p = percentage;
+    if (p == 0) {
+        p = nodes / 125 < 45 ? 50 - nodes / 125 : 5;
+    }
+    size_t want = nodes * p / 100;
+    return want < 100 ? 100 : want;
+}
+
+/* kube-scheduler's filter pass under percentageOfNodesToScore: from where the previous
+ * pass stopped, the nodes (of the caller's mask, if any) where the DRA allocator finds
+ * cards, until enough are found; then the policy decides among those alone. */
+static int decide_sampled(const struct place_cluster *c, const struct place_request *r,
+                          enum place_policy policy, const struct place_context *ctx,
+                          struct place_decision *out, struct vg_err *err)
+{
+    struct place_k8s_sample *ks = ctx->k8s_sample;
+    size_t n = c->node_count, words = (n + 63) / 64;
+    uint64_t *mask = vg_calloc(words > 0 ? words : 1, sizeof *mask);
+    if (mask == NULL)
+        return vg_err_set(err, -ENOMEM, "out of memory");
+    size_t want = place_k8s_nodes_to_find(n, ks->percentage), found = 0, walked = 0;
+    uint8_t gpus[PLACE_MAX_GPUS];
+    for (; walked < n && found < want; walked++) {
+        size_t i = (ks->next + walked) % n;
+        if (ctx->node_mask != NULL && !(ctx->node_mask[i / 64] >> (i % 64) & 1))
+            continue;
+        if (place_node_resources_fit(&c->nodes[i], r) && select_first_fit(&c->nodes[i], r, gpus)) {
+            mask[i / 64] |= UINT64_C(1) << (i % 64);
+            found++;
+        }
+    }
+    ks->next = n > 0 ? (ks->next + walked) % n : 0;
+    struct place_context sub = *ctx;
+    sub.node_mask = mask;
+    sub.k8s_sample = NULL;
+    int rc = place_decide(c, r, policy, &sub, out, err);
+    free(mask);
+    return rc;
 }
 
 int place_decide(const struct place_cluster *c, const struct place_request *r,
@@ -571,10 +690,28 @@ int place_decide(const struct place_cluster *c, const struct place_request *r,
         return vg_err_set(err, -EINVAL, "unknown policy %d", (int)policy);
     if (policy == PLACE_POLICY_RANDOM && (ctx == NULL || ctx->rng == NULL))
         return vg_err_set(err, -EINVAL, "policy random needs a random generator");
-    if ((policy == PLACE_POLICY_FGD || policy == PLACE_POLICY_DEFAULT) &&
+    if ((policy == PLACE_POLICY_FGD || policy == PLACE_POLICY_DEFAULT ||
+         policy == PLACE_POLICY_DRA_DEFAULT) &&
         (ctx == NULL || ctx->mix == NULL))
         return vg_err_set(err, -EINVAL, "policy %s needs a task-type mix",
                           place_policy_name(policy));
+    if ((policy == PLACE_POLICY_DRA_FIRSTFIT || policy == PLACE_POLICY_DRA_DEFAULT) &&
+        ctx != NULL && ctx->k8s_sample != NULL)
+        return decide_sampled(c, r, policy, ctx, out, err);
+    if (policy == PLACE_POLICY_DRA_DEFAULT) {
+        /* The extender's prioritize picks the node (its weight dominating the other
+         * plugins' scores); kube-scheduler's DRA allocator then takes the first cards in
+         * device order, whatever card default had in mind. */
+        int rc = place_decide(c, r, PLACE_POLICY_DEFAULT, ctx, out, err);
+        if (rc < 0 || r->gpu_count == 0)
+            return rc;
+        const struct place_node *n = &c->nodes[out->node];
+        if (!select_first_fit(n, r, out->gpus)) /* default's own cards are usable */
+            return vg_err_set(err, -EINVAL, "node %s: no first-fit cards", n->name);
+        for (uint16_t i = 0; i < out->gpu_count; i++)
+            out->mem_mib[i] = place_gpu_mem_need(&n->gpus[out->gpus[i]], r);
+        return 0;
+    }
     enum place_gpu_order order = ctx != NULL ? ctx->gpu_order : PLACE_GPU_POLICY;
     if (order == PLACE_GPU_POLICY && policy == PLACE_POLICY_BINPACK)
         order = PLACE_GPU_BINPACK;

@@ -164,7 +164,7 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
     enum sim_mix_source source = SIM_MIX_ORACLE;
     if (policy == PLACE_POLICY_FGD)
         source = opt->fgd_mix;
-    else if (policy == PLACE_POLICY_DEFAULT)
+    else if (policy == PLACE_POLICY_DEFAULT || policy == PLACE_POLICY_DRA_DEFAULT)
         source = opt->default_mix;
     VG_AUTO(place_mix_clear) struct place_mix seen;
     place_mix_init(&seen);
@@ -173,9 +173,12 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
     VG_AUTO(place_frag_cache_free) struct place_frag_cache cache = {0};
     if (place_frag_cache_init(&cache, c->node_count) < 0)
         return vg_err_set(err, -ENOMEM, "out of memory");
+    /* One kube-scheduler per run: its filter pass resumes where the previous one stopped. */
+    struct place_k8s_sample sample = {.percentage = opt->nodes_to_score_pct};
     struct place_context ctx = {.rng = &rng,
                                 .mix = source == SIM_MIX_ORACLE ? &t->typical : &learned,
-                                .frag_cache = &cache};
+                                .frag_cache = &cache,
+                                .k8s_sample = &sample};
 
     double sum_alloc[SIM_CURVE_POINTS] = {0}, sum_frag[SIM_CURVE_POINTS] = {0},
            sum_rate[SIM_CURVE_POINTS] = {0};

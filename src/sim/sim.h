@@ -95,6 +95,9 @@ struct sim_options {
     enum sim_mix_source fgd_mix;     /* for fgd (paper: oracle) */
     enum sim_mix_source default_mix; /* for default (production-fair: learned) */
     bool time_decisions;             /* measure each decision's latency */
+    /* dra-firstfit and dra-default: kube-scheduler's percentageOfNodesToScore (0, the
+     * default: its adaptive value; 100: every node is scored). */
+    uint32_t nodes_to_score_pct;
     /* Called after each run sim_run_many completes (done of total), from the worker that
      * ran it, one call at a time (under the pool's lock); NULL: none. */
     void (*progress)(void *arg, size_t done, size_t total, const struct sim_run_result *run);

@@ -12,3 +12,10 @@ add_test(NAME integration.sim_placement
                  ${PROJECT_SOURCE_DIR}/../shared/data/openb)
 set_tests_properties(integration.sim_placement PROPERTIES LABELS "integration;placement;nosan"
                      TIMEOUT 600 SKIP_RETURN_CODE 77 PROCESSORS 2)
+# kube-scheduler's DRA allocator modelled (dra-firstfit, dra-default) against default on
+# a sample of the openb trace (seconds; skipped when the trace is absent).
+add_test(NAME integration.sim_dra
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/sim_dra.sh $<TARGET_FILE:vgpu-sim>
+                 ${PROJECT_SOURCE_DIR}/../shared/data/openb)
+set_tests_properties(integration.sim_dra PROPERTIES LABELS "integration;placement"
+                     TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -1050,9 +1050,238 @@ static void test_no_fit_and_policy_names(void **state)
     struct place_request again = r;
     assert_int_equal(place(c, &again, PLACE_POLICY_BESTFIT, NULL, &d), -1);
     assert_int_equal(d.node, -1);
-    for (int p = 0; p < PLACE_POLICY_COUNT; p++)
-        assert_int_equal(place_policy_from_name(place_policy_name((enum place_policy)p)), p);
+    for (int p = 0; p < PLACE_POLICY_COUNT; p++) {
+        const char *name = place_policy_name((enum place_policy)p);
+        assert_int_equal(place_sim_policy_from_name(name), p);
+        /* The models of kube-scheduler's DRA allocator are not policies the scheduler
+         * can be configured with. */
+        bool sim_only = p == PLACE_POLICY_DRA_FIRSTFIT || p == PLACE_POLICY_DRA_DEFAULT;
+        assert_int_equal(place_policy_sim_only((enum place_policy)p), sim_only);
+        assert_int_equal(place_policy_from_name(name), sim_only ? -1 : p);
+    }
+    assert_string_equal(place_policy_name(PLACE_POLICY_DRA_FIRSTFIT), "dra-firstfit");
+    assert_string_equal(place_policy_name(PLACE_POLICY_DRA_DEFAULT), "dra-default");
     assert_int_equal(place_policy_from_name("nope"), -1);
+    assert_int_equal(place_sim_policy_from_name("nope"), -1);
+    place_cluster_free(c);
+}
+
+/* kube-scheduler's DRA allocator takes the first card in device order that has the share
+ * left, where vgpu's policies take the fullest card that fits: on a node with an empty
+ * card 0 and card 1 at 700 milli, a 300-milli pod goes to card 0 and the node can no
+ * longer take a whole GPU (700 and 0 milli left), while best fit fills card 1 and keeps
+ * card 0 whole. */
+static void test_dra_firstfit_card_order(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        enum place_policy p = round == 0 ? PLACE_POLICY_DRA_FIRSTFIT : PLACE_POLICY_BESTFIT;
+        struct place_cluster *c = cluster_of(1, 2, 16000, 65536);
+        c->nodes[0].gpus[1].milli_used = 700;
+        c->nodes[0].gpus[1].tenants = 1;
+        place_cluster_refresh(c);
+        struct place_request share = gpu_request(1000, 1, 300);
+        struct place_decision d;
+        assert_int_equal(place(c, &share, p, NULL, &d), 0);
+        assert_int_equal(d.gpus[0], round == 0 ? 0 : 1);
+        struct place_request whole = gpu_request(1000, 1, 1000);
+        assert_int_equal(place(c, &whole, p, NULL, &d), round == 0 ? -1 : 0);
+        if (round == 1)
+            assert_int_equal(d.gpus[0], 0);
+        /* The first card with enough left, not the first card: a 750-milli pod skips
+         * card 0 (700 left under first-fit) for nothing and fails; a 600 one takes card
+         * 0 under first-fit. */
+        struct place_request big = gpu_request(1000, 1, 750);
+        assert_int_equal(place(c, &big, p, NULL, &d), -1);
+        if (round == 0) {
+            struct place_request six = gpu_request(1000, 1, 600);
+            assert_int_equal(place(c, &six, p, NULL, &d), 0);
+            assert_int_equal(d.gpus[0], 0);
+            assert_int_equal(c->nodes[0].gpus[0].milli_used, 900);
+        }
+        place_cluster_free(c);
+    }
+}
+
+/* The node comes from kube-scheduler's default scores, which do not see the GPUs:
+ * LeastAllocated on CPU and memory plus BalancedAllocation, the request counted. Two
+ * equal nodes: the first 500-milli pod goes to node 0 (tie, lowest rank), the second to
+ * node 1, less allocated by CPU and memory (score by hand: ⌊7000·100/8000⌋ = 87 for CPU,
+ * ⌊7168·100/8192⌋ = 87 for memory, fit 87; fractions 0.125 and 0.125, balance 100), so
+ * the two half cards stay on two nodes where best fit pairs them on one card. */
+static void test_dra_firstfit_node_score(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 2; round++) {
+        enum place_policy p = round == 0 ? PLACE_POLICY_DRA_FIRSTFIT : PLACE_POLICY_BESTFIT;
+        struct place_cluster *c = cluster_of(2, 2, 8000, 8192);
+        struct place_request r = gpu_request(1000, 1, 500);
+        struct place_decision d;
+        assert_int_equal(place(c, &r, p, NULL, &d), 0);
+        assert_int_equal(d.gpus[0], 0);
+        struct place_request again = gpu_request(1000, 1, 500);
+        int node = place(c, &again, p, NULL, &d);
+        assert_int_equal(node, round == 0 ? 1 : 0);
+        assert_int_equal(d.gpus[0], 0);
+        if (round == 0)
+            assert_int_equal(d.score, 87 + 100);
+        place_cluster_free(c);
+    }
+    /* Unbalanced: node 0 has half its CPU taken (fit ⌊(40 + 90) / 2⌋ = 65, fractions 0.6
+     * and 0.1, balance 75: 140) against an empty node 1 (90 + 100 = 190). */
+    struct place_cluster *c = cluster_of(2, 1, 10000, 10000);
+    c->nodes[0].cpu_used = 5000;
+    place_cluster_refresh(c);
+    struct place_request r = gpu_request(1000, 1, 100);
+    r.mem_mib = 1000;
+    resolve(c, &r);
+    struct place_decision d;
+    struct vg_err err = {0};
+    c->nodes[1].cpu_used = 5000; /* both busy: each scores 140, node 0 wins the tie */
+    place_cluster_refresh(c);
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_DRA_FIRSTFIT, NULL, &d, &err), 0);
+    assert_int_equal(d.node, 0);
+    assert_int_equal(d.score, 140);
+    c->nodes[1].cpu_used = 0;
+    place_cluster_refresh(c);
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_DRA_FIRSTFIT, NULL, &d, &err), 0);
+    assert_int_equal(d.node, 1);
+    assert_int_equal(d.score, 190);
+    place_cluster_free(c);
+}
+
+/* Several cards: the first ones in device order, with no NUMA preference (vgpu keeps them
+ * on one NUMA node when it can); with numa_bind (a matchAttribute constraint) the first
+ * combination whose cards share the NUMA node. */
+static void test_dra_firstfit_multi_gpu(void **state)
+{
+    (void)state;
+    for (int bind = 0; bind < 2; bind++) {
+        struct place_cluster *c = cluster_of(1, 4, 64000, 65536);
+        for (int g = 0; g < 4; g++)
+            c->nodes[0].gpus[g].numa = (uint8_t)(g / 2);
+        c->nodes[0].gpus[0].milli_used = 500;
+        c->nodes[0].gpus[0].tenants = 1;
+        place_cluster_refresh(c);
+        struct place_request r = gpu_request(1000, 2, 1000);
+        r.numa_bind = bind == 1;
+        struct place_decision d;
+        struct vg_err err = {0};
+        resolve(c, &r);
+        assert_int_equal(place_decide(c, &r, PLACE_POLICY_DRA_FIRSTFIT, NULL, &d, &err), 0);
+        assert_int_equal(d.gpu_count, 2);
+        assert_int_equal(d.gpus[0], bind ? 2 : 1);
+        assert_int_equal(d.gpus[1], bind ? 3 : 2);
+        /* vgpu's own GPU choice keeps the pair on NUMA node 1 either way. */
+        assert_int_equal(place_decide(c, &r, PLACE_POLICY_BESTFIT, NULL, &d, &err), 0);
+        assert_int_equal(d.gpus[0], 2);
+        assert_int_equal(d.gpus[1], 3);
+        /* Three cards bound to one NUMA node: none has three free. */
+        r.gpu_count = 3;
+        assert_int_equal(place_decide(c, &r, PLACE_POLICY_DRA_FIRSTFIT, NULL, &d, &err),
+                         bind ? -ENOSPC : 0);
+        if (!bind) {
+            assert_int_equal(d.gpus[0], 1);
+            assert_int_equal(d.gpus[2], 3);
+        }
+        place_cluster_free(c);
+    }
+}
+
+/* dra-default: the node vgpu's default picks (the extender's prioritize), the cards
+ * first-fit inside it, whatever card default would have taken. */
+static void test_dra_default_node_then_first_fit(void **state)
+{
+    (void)state;
+    struct place_mix m;
+    place_mix_init(&m);
+    struct place_mix_type types[] = {
+        {.cpu_milli = 1000,
+         .gpu_count = 1,
+         .gpu_milli = 300,
+         .model_mask = UINT64_MAX,
+         .weight = 3},
+        {.cpu_milli = 1000,
+         .gpu_count = 1,
+         .gpu_milli = 1000,
+         .model_mask = UINT64_MAX,
+         .weight = 2},
+    };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        assert_int_equal(place_mix_add(&m, &types[i]), 0);
+    struct place_cluster *c = cluster_of(3, 2, 16000, 65536);
+    c->nodes[2].gpus[1].milli_used = 700; /* node 2: card 1 has exactly 300 left */
+    c->nodes[2].gpus[1].tenants = 1;
+    place_cluster_refresh(c);
+    struct place_context ctx = {.mix = &m};
+    struct place_request r = gpu_request(1000, 1, 300);
+    resolve(c, &r);
+    struct place_decision def, dra;
+    struct vg_err err = {0};
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_DEFAULT, &ctx, &def, &err), 0);
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_DRA_DEFAULT, &ctx, &dra, &err), 0);
+    assert_int_equal(def.node, 2); /* default closes the 300-milli gap */
+    assert_int_equal(def.gpus[0], 1);
+    assert_int_equal(dra.node, def.node);
+    assert_int_equal(dra.gpus[0], 0); /* the allocator takes the first card */
+    assert_int_equal(dra.milli, 300);
+    assert_int_equal(place_allocate(c, &r, &dra, &err), 0);
+    assert_int_equal(c->nodes[2].gpus[0].milli_used, 300);
+    /* Like default, it needs a mix. */
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_DRA_DEFAULT, NULL, &dra, &err), -EINVAL);
+    place_cluster_free(c);
+    place_mix_clear(&m);
+}
+
+/* kube-scheduler scores only the first numFeasibleNodesToFind feasible nodes from where its
+ * previous filter pass stopped. 250 nodes: 50 − 250/125 = 48 %, 120 nodes. Nodes 0-9 have
+ * no CPU left, node 200 is empty, the rest half used: the first pass walks nodes 0-129 and
+ * never sees node 200, the second walks 130-249 and takes it, the third starts at 0 again. */
+static void test_dra_k8s_sample(void **state)
+{
+    (void)state;
+    assert_int_equal(place_k8s_nodes_to_find(50, 0), 50);
+    assert_int_equal(place_k8s_nodes_to_find(99, 0), 99);
+    assert_int_equal(place_k8s_nodes_to_find(100, 0), 100); /* 50 % of 100, at least 100 */
+    assert_int_equal(place_k8s_nodes_to_find(250, 0), 120);
+    assert_int_equal(place_k8s_nodes_to_find(1213, 0), 497);  /* the openb GPU nodes: 41 % */
+    assert_int_equal(place_k8s_nodes_to_find(5000, 0), 500);  /* 10 % */
+    assert_int_equal(place_k8s_nodes_to_find(10000, 0), 500); /* at least 5 % */
+    assert_int_equal(place_k8s_nodes_to_find(1000, 20), 200);
+    assert_int_equal(place_k8s_nodes_to_find(1000, 5), 100);
+    assert_int_equal(place_k8s_nodes_to_find(1000, 100), 1000);
+
+    struct place_cluster *c = cluster_of(250, 1, 8000, 8192);
+    for (int i = 0; i < 250; i++)
+        c->nodes[i].cpu_used = i < 10 ? 8000 : i == 200 ? 0 : 4000;
+    place_cluster_refresh(c);
+    struct place_request r = gpu_request(1000, 1, 500);
+    resolve(c, &r);
+    struct place_decision d;
+    struct vg_err err = {0};
+    struct place_context all = {0};
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_DRA_FIRSTFIT, &all, &d, &err), 0);
+    assert_int_equal(d.node, 200);
+    struct place_k8s_sample ks = {0};
+    struct place_context ctx = {.k8s_sample = &ks};
+    const int expect_node[] = {10, 200, 10};
+    const size_t expect_next[] = {130, 0, 130};
+    for (int pass = 0; pass < 3; pass++) {
+        assert_int_equal(place_decide(c, &r, PLACE_POLICY_DRA_FIRSTFIT, &ctx, &d, &err), 0);
+        assert_int_equal(d.node, expect_node[pass]);
+        assert_int_equal(ks.next, expect_next[pass]);
+    }
+    /* percentageOfNodesToScore 100: every node, as without the sample. */
+    struct place_k8s_sample every = {.percentage = 100};
+    ctx.k8s_sample = &every;
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_DRA_FIRSTFIT, &ctx, &d, &err), 0);
+    assert_int_equal(d.node, 200);
+    assert_int_equal(every.next, 0); /* walked all 250 */
+    /* Other policies ignore it. */
+    ks.next = 0;
+    ctx.k8s_sample = &ks;
+    assert_int_equal(place_decide(c, &r, PLACE_POLICY_BESTFIT, &ctx, &d, &err), 0);
+    assert_int_equal(ks.next, 0);
     place_cluster_free(c);
 }
 
@@ -1305,6 +1534,11 @@ int main(void)
         cmocka_unit_test(test_default_model_pressure),
         cmocka_unit_test(test_default_cpu_scarce),
         cmocka_unit_test(test_no_fit_and_policy_names),
+        cmocka_unit_test(test_dra_firstfit_card_order),
+        cmocka_unit_test(test_dra_firstfit_node_score),
+        cmocka_unit_test(test_dra_firstfit_multi_gpu),
+        cmocka_unit_test(test_dra_default_node_then_first_fit),
+        cmocka_unit_test(test_dra_k8s_sample),
         cmocka_unit_test(test_node_mask_and_memo),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

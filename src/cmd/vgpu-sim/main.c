@@ -20,7 +20,9 @@ static void usage(FILE *f)
     fputs("usage: vgpu-sim --nodes NODES.csv --pods PODS.csv [options]\n"
           "  --policy LIST     random,dotprod,clustering,packing,bestfit,fgd,default,\n"
           "                    binpack,spread, or 'all' (the paper's six + default);\n"
-          "                    default: default\n"
+          "                    dra-firstfit, dra-default: kube-scheduler's DRA\n"
+          "                    allocator (first-fit cards) without / with vgpu's\n"
+          "                    node choice; default: default\n"
           "  --seeds SPEC      N, A-B or A,B,C (default 42-51)\n"
           "  --jobs N          parallel runs (default: online CPUs)\n"
           "  --json            one JSON object per policy on stdout\n"
@@ -28,6 +30,8 @@ static void usage(FILE *f)
           "  --fgd-mix M       oracle (paper, default) or learned\n"
           "  --default-mix M   learned (default) or oracle\n"
           "  --latency         also report each policy's p99 decision latency\n"
+          "  --nodes-to-score PCT  dra-firstfit, dra-default: kube-scheduler's\n"
+          "                    percentageOfNodesToScore, 1-100; 0 (default): adaptive\n"
           "  --data-dir DIR    look up relative --nodes/--pods here when not found\n"
           "                    (default: $VGPU_OPENB_DIR)\n",
           f);
@@ -87,7 +91,7 @@ static int parse_policies(const char *spec, enum place_policy *out, size_t *coun
         char *comma = strchr(p, ',');
         if (comma != NULL)
             *comma = '\0';
-        int id = place_policy_from_name(p);
+        int id = place_sim_policy_from_name(p);
         if (id < 0)
             return vg_err_set(err, -EINVAL, "unknown policy '%s' (see --help)", p);
         if (*count == PLACE_POLICY_COUNT)
@@ -162,6 +166,7 @@ int main(int argc, char **argv)
                                          {"fgd-mix", required_argument, NULL, 'F'},
                                          {"default-mix", required_argument, NULL, 'D'},
                                          {"latency", no_argument, NULL, 'L'},
+                                         {"nodes-to-score", required_argument, NULL, 'N'},
                                          {"data-dir", required_argument, NULL, 'd'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
@@ -209,6 +214,15 @@ int main(int argc, char **argv)
         case 'L':
             options.time_decisions = true;
             break;
+        case 'N': {
+            uint64_t pct;
+            if (vg_parse_u64(optarg, 0, 100, &pct, &err) < 0) {
+                fprintf(stderr, "vgpu-sim: --nodes-to-score: %s\n", err.msg);
+                return 2;
+            }
+            options.nodes_to_score_pct = (uint32_t)pct;
+            break;
+        }
         case 'd':
             dir = optarg;
             break;
