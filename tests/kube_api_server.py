@@ -22,6 +22,37 @@ daemons use, with the wire formats of the real kube-apiserver:
          metadata.resourceVersion, when set, are preconditions (409); 409 if the pod is
          already bound or being deleted
 
+Dynamic Resource Allocation, resource.k8s.io/v1 (cluster-scoped resourceslices and
+deviceclasses, namespaced resourceclaims and resourceclaimtemplates):
+  GET    /apis/resource.k8s.io/v1/resourceslices, .../deviceclasses,
+         /apis/resource.k8s.io/v1[/namespaces/NS]/resourceclaims[templates]   list, watch
+         (the same query parameters as above; field selectors on any field path, e.g.
+         spec.nodeName=N, spec.driver=D)
+  GET    .../resourceslices/N, .../deviceclasses/N, .../namespaces/NS/resourceclaims/N,
+         .../namespaces/NS/resourceclaims/N/status
+  POST   the collections: create; metadata.generateName gives a name with 5 random
+         characters appended; apiVersion/kind, uid and metadata.generation (1) are set
+  PUT    the object paths: update. A non-empty metadata.resourceVersion is a precondition
+         (409 Conflict "the object has been modified", as kube-apiserver); an empty one
+         overwrites unconditionally. The name must match the URL (400). metadata.generation
+         is bumped when spec changes. Immutable: ResourceSlice spec.driver, spec.pool.name,
+         spec.nodeName; ResourceClaim spec (422). PUT on a claim keeps its status; PUT on
+         .../resourceclaims/N/status replaces only the status.
+  PATCH  as for core objects (merge patch, metadata.resourceVersion precondition)
+  DELETE the object paths; a DeleteOptions body's preconditions.resourceVersion and
+         preconditions.uid are checked (409)
+  ResourceSlices are validated on every write as kube-apiserver 1.35 does, for the limits
+  a driver can run into (422 Invalid, field path in the message): spec.driver (DNS
+  subdomain, <= 63), spec.pool.{name, generation, resourceSliceCount > 0}, exactly one of
+  nodeName/nodeSelector/allNodes/perDeviceNodeSelection, <= 128 devices (64 when one has
+  taints or consumesCounters), device names DNS labels unique in the slice, attribute and
+  capacity names (C identifier <= 32, optional DNS-subdomain prefix), each attribute
+  exactly one of int/bool/string/version (strings and versions <= 64, versions semver),
+  capacity values quantities, attributes + capacities <= 32 per device.
+  RBAC (--authz) sees these with apiGroups ["resource.k8s.io"], verbs get, list, watch,
+  create, update (PUT), patch, delete, and resources resourceslices, deviceclasses,
+  resourceclaims, resourceclaims/status, resourceclaimtemplates.
+
 Failure injection, through CLI flags or the admin endpoints:
   POST /admin/faults {"fail_next": N, "fail_status": 500, "delay_ms": D, "delay_next": N,
                       "drop_after_events": N, "watch_410_http": bool, "watch_paused": bool}
@@ -53,7 +84,8 @@ Authentication and RBAC (opt-in, --authz FILE; off by default, every request all
   the refusals under "forbidden" ("USER VERB RESOURCE NAMESPACE/NAME"). The /admin
   endpoints and /healthz need no token.
 
-Objects come from --fixture FILE ({"nodes": [...], "pods": [...]}) and/or are generated
+Objects come from --fixture FILE ({"nodes": [...], "pods": [...], and any of
+"resourceslices", "deviceclasses", "resourceclaims", "resourceclaimtemplates"}) and/or are generated
 with --nodes N --gpus-per-node G --pods P (issue 6's benchmark: 5000 nodes, 8 GPUs).
 --port 0 picks a free port; --port-file writes it once the server listens. --tls-cert,
 --tls-key and --tls-client-ca serve https and can require client certificates.
@@ -62,6 +94,8 @@ import argparse
 import collections
 import copy
 import json
+import random
+import re
 import socket
 import sys
 import threading
@@ -70,6 +104,154 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 KINDS = {"nodes": "Node", "pods": "Pod", "events": "Event"}
+DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"
+DRA_KINDS = {"resourceslices": "ResourceSlice", "deviceclasses": "DeviceClass",
+             "resourceclaims": "ResourceClaim", "resourceclaimtemplates": "ResourceClaimTemplate"}
+ALL_KINDS = dict(KINDS, **DRA_KINDS)
+NAMESPACED = {"pods", "events", "resourceclaims", "resourceclaimtemplates"}
+
+
+def api_version(kind):
+    return "%s/%s" % (DRA_GROUP, DRA_VERSION) if kind in DRA_KINDS else "v1"
+
+
+def qualified(kind):
+    """The resource as kube-apiserver's messages name it: pods, resourceslices.resource.k8s.io."""
+    return "%s.%s" % (kind, DRA_GROUP) if kind in DRA_KINDS else kind
+
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+                    r"(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$")
+QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|[KMGTPE]i|[mkMGTPE]|)$")
+
+
+def dns_subdomain(text, limit=253):
+    return isinstance(text, str) and 0 < len(text) <= limit and \
+        all(DNS_LABEL.match(p) for p in text.split("."))
+
+
+def qualified_name_error(name):
+    """Why a device attribute or capacity name is invalid, or None (QualifiedName)."""
+    if not isinstance(name, str) or not name:
+        return "Required value"
+    domain, _, ident = name.rpartition("/")
+    if "/" in name and not dns_subdomain(domain, 63):
+        return "Invalid value: %r: the domain must be a DNS subdomain of at most 63 " \
+            "characters" % name
+    if len(ident) > 32 or not C_IDENTIFIER.match(ident):
+        return "Invalid value: %r: a C identifier of at most 32 characters is required" % name
+    return None
+
+
+def validate_resource_slice(obj):
+    """The ResourceSlice rules of kube-apiserver 1.35 (resource/v1) a driver can run into:
+    a list of "field: problem" strings, empty when valid."""
+    errs = []
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return ["spec: Required value"]
+    driver = spec.get("driver")
+    if not dns_subdomain(driver, 63):
+        errs.append("spec.driver: Invalid value: %r: a lowercase DNS subdomain of at most "
+                    "63 characters is required" % (driver,))
+    pool = spec.get("pool")
+    if not isinstance(pool, dict):
+        errs.append("spec.pool: Required value")
+    else:
+        name = pool.get("name")
+        if not isinstance(name, str) or not name or len(name) > 253 or \
+                not all(dns_subdomain(p) for p in name.split("/")):
+            errs.append("spec.pool.name: Invalid value: %r" % (name,))
+        gen = pool.get("generation")
+        if not isinstance(gen, int) or isinstance(gen, bool) or gen < 0:
+            errs.append("spec.pool.generation: Invalid value: %r: must be a non-negative "
+                        "integer" % (gen,))
+        count = pool.get("resourceSliceCount")
+        if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
+            errs.append("spec.pool.resourceSliceCount: Invalid value: %r: must be greater "
+                        "than zero" % (count,))
+    chosen = [f for f in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")
+              if spec.get(f) not in (None, False, "")]
+    if len(chosen) != 1:
+        errs.append("spec: Invalid value: exactly one of `nodeName`, `nodeSelector`, "
+                    "`allNodes`, `perDeviceNodeSelection` is required")
+    devices = spec.get("devices") or []
+    if not isinstance(devices, list):
+        return errs + ["spec.devices: Invalid value: must be a list"]
+    limit = 128
+    if any(isinstance(d, dict) and (d.get("taints") or d.get("consumesCounters"))
+           for d in devices):
+        limit = 64
+    if len(devices) > limit:
+        errs.append("spec.devices: Too many: %d: must have at most %d items"
+                    % (len(devices), limit))
+    seen = set()
+    for i, dev in enumerate(devices):
+        path = "spec.devices[%d]" % i
+        if not isinstance(dev, dict):
+            errs.append(path + ": Invalid value: must be an object")
+            continue
+        name = dev.get("name")
+        if not isinstance(name, str) or len(name) > 63 or not DNS_LABEL.match(name):
+            errs.append(path + ".name: Invalid value: %r: a lowercase RFC 1123 label is "
+                        "required" % (name,))
+        elif name in seen:
+            errs.append(path + ".name: Duplicate value: %r" % name)
+        seen.add(name)
+        attrs = dev.get("attributes") or {}
+        caps = dev.get("capacity") or {}
+        if not isinstance(attrs, dict) or not isinstance(caps, dict):
+            errs.append(path + ": Invalid value: attributes and capacity must be maps")
+            continue
+        if len(attrs) + len(caps) > 32:
+            errs.append(path + ": Too many: %d: must have at most 32 attributes and "
+                        "capacities combined" % (len(attrs) + len(caps)))
+        for key, value in attrs.items():
+            apath = "%s.attributes[%s]" % (path, key)
+            why = qualified_name_error(key)
+            if why:
+                errs.append(apath + ": " + why)
+            typed = [t for t in ("int", "bool", "string", "version")
+                     if isinstance(value, dict) and value.get(t) is not None]
+            if len(typed) != 1 or len(value) != 1:
+                errs.append(apath + ": Invalid value: exactly one value must be specified")
+                continue
+            t, v = typed[0], value[typed[0]]
+            ok = {"int": isinstance(v, int) and not isinstance(v, bool),
+                  "bool": isinstance(v, bool),
+                  "string": isinstance(v, str) and len(v) <= 64,
+                  "version": isinstance(v, str) and len(v) <= 64 and bool(SEMVER.match(v))}[t]
+            if not ok:
+                errs.append("%s.%s: Invalid value: %r" % (apath, t, v))
+        for key, value in caps.items():
+            cpath = "%s.capacity[%s]" % (path, key)
+            why = qualified_name_error(key)
+            if why:
+                errs.append(cpath + ": " + why)
+            if not isinstance(value, dict) or not isinstance(value.get("value"), str) or \
+                    not QUANTITY.match(value["value"]):
+                errs.append(cpath + ".value: Invalid value: a quantity is required")
+                continue
+            policy = value.get("requestPolicy")
+            if policy is not None:
+                if dev.get("allowMultipleAllocations") is not True:
+                    errs.append(cpath + ".requestPolicy: Forbidden: only for devices with "
+                                "allowMultipleAllocations")
+                rng = policy.get("validRange") if isinstance(policy, dict) else None
+                if rng is not None and policy.get("validValues") is not None:
+                    errs.append(cpath + ".requestPolicy: Invalid value: validValues and "
+                                "validRange are exclusive")
+                for field, text in list((rng or {}).items()) + \
+                        [("default", (policy or {}).get("default"))]:
+                    if text is not None and (not isinstance(text, str) or
+                                             not QUANTITY.match(text)):
+                        errs.append("%s.requestPolicy.%s: Invalid value: %r"
+                                    % (cpath, field, text))
+                if rng is not None and rng.get("min") is None:
+                    errs.append(cpath + ".requestPolicy.validRange.min: Required value")
+    return errs
 
 
 def status_body(code, reason, message, status="Failure"):
@@ -146,7 +328,7 @@ class Store:
     def __init__(self, event_window):
         self.cond = threading.Condition()
         self.rv = 1
-        self.objects = {"nodes": {}, "pods": {}, "events": {}}
+        self.objects = {kind: {} for kind in ALL_KINDS}
         self.events = collections.deque()  # (rv, kind, obj, type)
         self.compacted = 0  # events with rv <= compacted are gone
         self.event_window = event_window
@@ -174,21 +356,38 @@ class Store:
     @staticmethod
     def key(kind, obj):
         meta = obj.get("metadata", {})
-        if kind in ("pods", "events"):
+        if kind in NAMESPACED:
             return "%s/%s" % (meta.get("namespace", "default"), meta.get("name", ""))
         return meta.get("name", "")
+
+    @staticmethod
+    def validate(kind, obj):
+        if kind == "resourceslices":
+            errs = validate_resource_slice(obj)
+            if errs:
+                raise ApiError(422, "Invalid", 'ResourceSlice.resource.k8s.io "%s" is invalid: '
+                               "%s" % (obj.get("metadata", {}).get("name", ""),
+                                       ", ".join(errs)))
 
     def create(self, kind, obj, record=True):
         with self.cond:
             meta = obj.setdefault("metadata", {})
+            if kind in DRA_KINDS and not meta.get("name") and meta.get("generateName"):
+                meta["name"] = meta["generateName"] + "".join(
+                    random.choice("bcdfghjklmnpqrstvwxz2456789") for _ in range(5))
             if not meta.get("name"):
                 raise ApiError(422, "Invalid", "metadata.name: Required value")
-            if kind in ("pods", "events"):
+            if kind in NAMESPACED:
                 meta.setdefault("namespace", "default")
+            if kind in DRA_KINDS:
+                obj["apiVersion"], obj["kind"] = api_version(kind), DRA_KINDS[kind]
+                meta["generation"] = 1
+                meta.pop("resourceVersion", None)
+                self.validate(kind, obj)
             key = self.key(kind, obj)
             if key in self.objects[kind]:
                 raise ApiError(409, "AlreadyExists",
-                               '%s "%s" already exists' % (kind, meta["name"]))
+                               '%s "%s" already exists' % (qualified(kind), meta["name"]))
             meta.setdefault("uid", "uid-%s-%d" % (kind, self.rv + 1))
             self._bump(obj)
             self.objects[kind][key] = obj
@@ -217,6 +416,8 @@ class Store:
             for fixed in ("name", "namespace", "uid"):
                 if fixed in old["metadata"]:
                     new["metadata"][fixed] = old["metadata"][fixed]
+            if kind in DRA_KINDS:
+                self.check_update(kind, old, new)
             self._bump(new)
             self.objects[kind][key] = new
             self._record(kind, "MODIFIED", new)
@@ -280,9 +481,79 @@ class Store:
             self._record("pods", "MODIFIED", new)
             self.stats["bindings"] += 1
 
-    def delete(self, kind, key):
+    def check_update(self, kind, old, new):
+        """Immutable fields, validation and metadata.generation of a DRA object write."""
+        name = old["metadata"]["name"]
+        immutable = {"resourceslices": ("driver", "pool.name", "nodeName"),
+                     "resourceclaims": ("",)}.get(kind, ())
+        for field in immutable:
+            if field_value(old.get("spec"), field) != field_value(new.get("spec"), field) \
+                    if field else old.get("spec") != new.get("spec"):
+                raise ApiError(422, "Invalid", '%s.%s "%s" is invalid: spec%s: Invalid value: '
+                               "field is immutable" % (DRA_KINDS[kind], DRA_GROUP, name,
+                                                      "." + field if field else ""))
+        self.validate(kind, new)
+        generation = old["metadata"].get("generation", 1)
+        if old.get("spec") != new.get("spec"):
+            generation += 1
+        new["metadata"]["generation"] = generation
+
+    def update(self, kind, key, name, obj, subresource=""):
+        """PUT: replaces the object (or its status) with a resourceVersion precondition."""
+        with self.cond:
+            if not isinstance(obj, dict) or not isinstance(obj.get("metadata", {}), dict):
+                raise ApiError(400, "BadRequest", "body must be an object")
+            meta = obj.setdefault("metadata", {})
+            if meta.get("name", "") != name:
+                raise ApiError(400, "BadRequest", "the name of the object (%s) does not match "
+                               "the name on the URL (%s)" % (meta.get("name", ""), name))
+            old = self.get(kind, key)
+            if meta.get("namespace", old["metadata"].get("namespace")) != \
+                    old["metadata"].get("namespace"):
+                raise ApiError(400, "BadRequest", "the namespace of the object does not match "
+                               "the namespace on the request")
+            want = meta.get("resourceVersion") or ""
+            if want and want != old["metadata"]["resourceVersion"]:
+                raise ApiError(409, "Conflict",
+                               'Operation cannot be fulfilled on %s "%s": the object has been '
+                               "modified; please apply your changes to the latest version and "
+                               "try again" % (qualified(kind), name))
+            if subresource == "status":
+                new = copy.deepcopy(old)
+                new["status"] = copy.deepcopy(obj.get("status"))
+                if new["status"] is None:
+                    del new["status"]
+            else:
+                new = copy.deepcopy(obj)
+                if kind == "resourceclaims":  # the main resource does not write status
+                    new.pop("status", None)
+                    if "status" in old:
+                        new["status"] = copy.deepcopy(old["status"])
+            new["apiVersion"], new["kind"] = api_version(kind), DRA_KINDS[kind]
+            for fixed in ("name", "namespace", "uid", "generateName"):
+                if fixed in old["metadata"]:
+                    new["metadata"][fixed] = old["metadata"][fixed]
+            self.check_update(kind, old, new)
+            self._bump(new)
+            self.objects[kind][key] = new
+            self._record(kind, "MODIFIED", new)
+            self.stats["updates"] += 1
+            return new
+
+    def delete(self, kind, key, options=None):
         with self.cond:
             old = self.get(kind, key)
+            pre = (options or {}).get("preconditions") if isinstance(options, dict) else None
+            if isinstance(pre, dict):
+                name = old["metadata"].get("name", "")
+                for field, have in (("uid", old["metadata"].get("uid", "")),
+                                    ("resourceVersion", old["metadata"]["resourceVersion"])):
+                    if pre.get(field) and pre[field] != have:
+                        raise ApiError(409, "Conflict",
+                                       'Operation cannot be fulfilled on %s "%s": Precondition '
+                                       "failed: %s in precondition: %s, %s in object meta: %s"
+                                       % (qualified(kind), name, field[0].upper() + field[1:],
+                                          pre[field], field[0].upper() + field[1:], have))
             gone = copy.deepcopy(old)
             del self.objects[kind][key]
             self._bump(gone)
@@ -378,6 +649,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self):
         self.dispatch("DELETE")
 
+    def do_PUT(self):
+        self.dispatch("PUT")
+
     def dispatch(self, method):
         self.fail_after = 0
         url = urlsplit(self.path)
@@ -392,6 +666,8 @@ class Handler(BaseHTTPRequestHandler):
             if self.server.authz is not None:
                 self.authorize(method, parts, query)
             self.apply_faults(store, method)
+            if parts[:3] == ["apis", DRA_GROUP, DRA_VERSION]:
+                return self.dispatch_dra(method, parts[3:], query)
             if parts[:2] != ["api", "v1"]:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             rest = parts[2:]
@@ -450,12 +726,76 @@ class Handler(BaseHTTPRequestHandler):
     def read_rest_of_body(self):
         pass  # bodies are read before any error can be raised after them
 
+    def dispatch_dra(self, method, rest, query):
+        """resource.k8s.io/v1: called from dispatch, which answers the ApiErrors."""
+        store = self.server.store
+        not_found = ApiError(404, "NotFound", "the server could not find the requested resource")
+        namespace = None
+        if len(rest) >= 2 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        if not rest or rest[0] not in DRA_KINDS:
+            raise not_found
+        kind = rest[0]
+        namespaced = kind in NAMESPACED
+        if namespace is not None and not namespaced:
+            raise not_found
+        body = self.read_body() if method in ("POST", "PUT", "PATCH", "DELETE") else None
+        if len(rest) == 1:
+            if method == "GET":
+                if query.get("watch", ["0"])[0] in ("1", "true"):
+                    return self.watch(kind, namespace, query)
+                return self.list(kind, namespace, query)
+            if method == "POST":
+                if namespaced and namespace is None:
+                    raise not_found
+                if not isinstance(body, dict) or not isinstance(body.get("metadata", {}), dict):
+                    raise ApiError(400, "BadRequest", "body must be an object")
+                if namespace is not None:
+                    meta = body.setdefault("metadata", {})
+                    if meta.get("namespace", namespace) != namespace:
+                        raise ApiError(400, "BadRequest", "the namespace of the provided object "
+                                       "does not match the namespace sent on the request")
+                    meta["namespace"] = namespace
+                return self.send_json(201, store.create(kind, body))
+            raise ApiError(405, "MethodNotAllowed", "method not allowed")
+        if namespaced and namespace is None:
+            raise not_found
+        name = rest[1]
+        key = "%s/%s" % (namespace, name) if namespaced else name
+        subresource = rest[2] if len(rest) == 3 else ""
+        if len(rest) > 3 or (subresource and (subresource != "status" or
+                                              kind != "resourceclaims")):
+            raise not_found
+        if method == "GET":
+            with store.cond:
+                return self.send_json(200, store.get(kind, key))
+        if method == "PUT":
+            return self.send_json(200, store.update(kind, key, name, body, subresource))
+        if method == "PATCH" and not subresource:
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            if ctype not in ("application/merge-patch+json",
+                             "application/strategic-merge-patch+json"):
+                raise ApiError(415, "UnsupportedMediaType",
+                               "the body of the request was in an unknown format - "
+                               "accepted media types include: application/merge-patch+json, "
+                               "application/strategic-merge-patch+json")
+            if not isinstance(body, dict):
+                raise ApiError(400, "BadRequest", "patch must be an object")
+            store.stats["patches"] += 1
+            return self.send_json(200, store.patch(kind, key, body))
+        if method == "DELETE" and not subresource:
+            return self.send_json(200, store.delete(kind, key, body))
+        raise ApiError(405, "MethodNotAllowed", "method not allowed")
+
     # ---- --authz: bearer tokens and RBAC rules ---------------------------------------
 
     @staticmethod
     def request_attributes(method, parts, query):
-        """(verb, resource, namespace, name) as kube-apiserver's RBAC sees the request."""
+        """(verb, resource, namespace, name) as kube-apiserver's RBAC sees the request;
+        request_group gives the API group."""
         rest = parts[2:] if parts[:2] == ["api", "v1"] else parts
+        if parts[:3] == ["apis", DRA_GROUP, DRA_VERSION]:
+            rest = parts[3:]
         namespace = None
         if len(rest) >= 2 and rest[0] == "namespaces":
             namespace, rest = rest[1], rest[2:]
@@ -473,6 +813,10 @@ class Handler(BaseHTTPRequestHandler):
                     "PUT": "update"}.get(method, method.lower())
         return verb, resource, namespace, name
 
+    @staticmethod
+    def request_group(parts):
+        return DRA_GROUP if parts[:3] == ["apis", DRA_GROUP, DRA_VERSION] else ""
+
     def authorize(self, method, parts, query):
         authz = self.server.authz
         header = self.headers.get("Authorization") or ""
@@ -483,9 +827,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.rfile.read(length)
             raise ApiError(401, "Unauthorized", "Unauthorized")
         verb, resource, namespace, name = self.request_attributes(method, parts, query)
+        group = self.request_group(parts)
         for rule in authz["rules"].get(user, []):
             if not ({verb, "*"} & set(rule.get("verbs", [])) and
-                    {"", "*"} & set(rule.get("apiGroups", [])) and
+                    {group, "*"} & set(rule.get("apiGroups", [])) and
                     {resource, "*"} & set(rule.get("resources", []))):
                 continue
             if rule.get("resourceNames") and name not in rule["resourceNames"]:
@@ -500,10 +845,12 @@ class Handler(BaseHTTPRequestHandler):
         if length:
             self.rfile.read(length)
         base = resource.split("/")[0]
+        if group:
+            base = "%s.%s" % (base, group)
         what = '%s "%s"' % (base, name) if name else base
         where = ('in the namespace "%s"' % namespace) if namespace else "at the cluster scope"
-        message = ('%s is forbidden: User "%s" cannot %s resource "%s" in API group "" %s'
-                   % (what, user, verb, resource, where))
+        message = ('%s is forbidden: User "%s" cannot %s resource "%s" in API group "%s" %s'
+                   % (what, user, verb, resource, group, where))
         raise ApiError(403, "Forbidden", message)
 
     def apply_faults(self, store, method="GET"):
@@ -570,7 +917,7 @@ class Handler(BaseHTTPRequestHandler):
                     next_token = "%d:%s" % (list_rv, items[-1][0])
                     break
                 items.append((k, obj))
-            body = {"kind": KINDS[kind] + "List", "apiVersion": "v1",
+            body = {"kind": ALL_KINDS[kind] + "List", "apiVersion": api_version(kind),
                     "metadata": {"resourceVersion": str(list_rv)},
                     "items": [obj for _, obj in items]}
             if next_token:
@@ -676,7 +1023,7 @@ class Handler(BaseHTTPRequestHandler):
                     last_send = now
                 elif bookmarks and interval > 0 and now - last_send >= interval:
                     self.chunk(line("BOOKMARK", {
-                        "kind": KINDS[kind], "apiVersion": "v1",
+                        "kind": ALL_KINDS[kind], "apiVersion": api_version(kind),
                         "metadata": {"resourceVersion": str(current_rv)}}))
                     store.stats["bookmarks"] += 1
                     last_send = now
@@ -712,7 +1059,7 @@ class Handler(BaseHTTPRequestHandler):
         if name == "oversized":
             size = int(action.get("bytes", 17 << 20))
             head = b'{"type":"ADDED","object":{"kind":"%s","metadata":{"resourceVersion":"1"},' \
-                b'"pad":"' % KINDS[kind].encode()
+                b'"pad":"' % ALL_KINDS[kind].encode()
             self.chunk(head)
             left = size
             block = b"x" * 65536
@@ -737,6 +1084,9 @@ class Handler(BaseHTTPRequestHandler):
                               "compacted": store.compacted,
                               "nodes": len(store.objects["nodes"]),
                               "pods": len(store.objects["pods"]),
+                              "resourceslices": len(store.objects["resourceslices"]),
+                              "resourceclaims": len(store.objects["resourceclaims"]),
+                              "deviceclasses": len(store.objects["deviceclasses"]),
                               "forbidden": list(store.forbidden)})
             return self.send_json(200, stats)
         if method != "POST":
@@ -807,7 +1157,7 @@ def main():
     if args.fixture:
         with open(args.fixture) as f:
             fixture = json.load(f)
-        for kind in ("nodes", "pods"):
+        for kind in ALL_KINDS:
             for obj in fixture.get(kind, []):
                 store.create(kind, obj, record=False)
     generate(store, args.nodes, args.gpus_per_node, args.pods)

@@ -529,6 +529,18 @@ int kube_post(struct kube_client *client, const char *path, json_t *body, kube_r
     return simple_request(client, "POST", path, body, "application/json", done, arg, err);
 }
 
+int kube_put(struct kube_client *client, const char *path, json_t *body, kube_response_fn done,
+             void *arg, struct vg_err *err)
+{
+    return simple_request(client, "PUT", path, body, "application/json", done, arg, err);
+}
+
+int kube_delete(struct kube_client *client, const char *path, kube_response_fn done, void *arg,
+                struct vg_err *err)
+{
+    return simple_request(client, "DELETE", path, NULL, NULL, done, arg, err);
+}
+
 int kube_patch(struct kube_client *client, const char *path, const char *content_type,
                json_t *patch, kube_response_fn done, void *arg, struct vg_err *err)
 {

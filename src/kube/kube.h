@@ -3,7 +3,7 @@
  * Three layers, each usable alone:
  *  - credentials (struct kube_config): a kubeconfig file or in-cluster service-account
  *    files, loaded once at start-up;
- *  - requests (struct kube_client): GET/POST/PATCH on a caller-supplied libevent
+ *  - requests (struct kube_client): GET/POST/PUT/PATCH/DELETE on a caller-supplied libevent
  *    event_base through libcurl's multi interface; the loop never blocks; each request
  *    ends in one callback with the HTTP status and the parsed JSON body;
  *  - watches (struct kube_watch): list + watch of one collection, informer-style, with
@@ -109,6 +109,14 @@ int kube_get(struct kube_client *client, const char *path, kube_response_fn done
              struct vg_err *err);
 int kube_post(struct kube_client *client, const char *path, json_t *body, kube_response_fn done,
               void *arg, struct vg_err *err);
+/* PUT: replaces the object at path with body (an update). A non-empty
+ * metadata.resourceVersion in body is a precondition: 409 (-EEXIST) when the object changed
+ * since it was read. */
+int kube_put(struct kube_client *client, const char *path, json_t *body, kube_response_fn done,
+             void *arg, struct vg_err *err);
+/* DELETE of the object at path. */
+int kube_delete(struct kube_client *client, const char *path, kube_response_fn done, void *arg,
+                struct vg_err *err);
 /* content_type: "application/merge-patch+json" or "application/strategic-merge-patch+json". */
 int kube_patch(struct kube_client *client, const char *path, const char *content_type,
                json_t *patch, kube_response_fn done, void *arg, struct vg_err *err);
