@@ -1,0 +1,6 @@
+vgpu_fuzz_target(dra_claim
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_dra_claim.c
+  LIBS vgpu_dra)
+vgpu_fuzz_target(dra_checkpoint
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_dra_checkpoint.c
+  LIBS vgpu_dra)
