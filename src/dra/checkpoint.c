@@ -92,7 +92,7 @@ char *dra_checkpoint_encode(const struct dra_checkpoint *cp)
         json_pack("{s:i, s:s, s:O}", "version", 1, "bootID", cp->boot_id, "claims", claims);
     if (root == NULL)
         return NULL;
-    return json_dumps(root, JSON_INDENT(1) | JSON_SORT_KEYS);
+    return json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
 }
 
 /* Copies a string member into dst[size], checked by valid (may be NULL). */

@@ -20,6 +20,9 @@ class ClaimsApi:
         api = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # connections kept, as the API server does
+            disable_nagle_algorithm = True  # headers and body leave at once
+
             def log_message(self, *args):
                 pass
 
@@ -47,7 +50,10 @@ class ClaimsApi:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # many claims read at once: no SYN dropped
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
