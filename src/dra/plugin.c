@@ -37,11 +37,13 @@ struct dra_plugin {
     struct dra_node node;
     struct dra_plugin_stats stats;
     struct pending *pending; /* Prepare calls waiting for the API */
+    bool dirty;              /* claims prepared since the checkpoint was last saved */
 };
 
 struct pending_claim {
     char ns[ANNOT_LABEL_MAX + 1], uid[DRA_UID_MAX], name[ANNOT_NAME_MAX];
     bool waiting;
+    bool fresh; /* prepared by this call, maybe not saved yet */
     char error[512];
 };
 
@@ -171,9 +173,37 @@ static int claim_ref(const PbClaim *in, size_t i, struct pending_claim *c, struc
     return 0;
 }
 
+/* The checkpoint is saved once per call, before any answer built from it: a claim
+ * answered as prepared is on disk. When the save fails, this call's new claims are undone
+ * and answered with the error. */
+static void save_fresh(struct pending *p)
+{
+    struct dra_plugin *pl = p->pl;
+    struct vg_err err = {0};
+    if (!pl->dirty)
+        return;
+    if (save(pl, &err) == 0) {
+        pl->dirty = false;
+        return;
+    }
+    for (size_t i = 0; i < p->count; i++) {
+        struct pending_claim *c = &p->claims[i];
+        struct dra_prepared *found = dra_checkpoint_find(&pl->cp, c->uid);
+        if (!c->fresh || found == NULL)
+            continue;
+        struct vg_err ignored;
+        dra_unprepare(&pl->node, c->uid, found, &ignored);
+        dra_checkpoint_remove(&pl->cp, c->uid);
+        pl->stats.prepared--;
+        pl->stats.errors++;
+        vg_strlcpy(c->error, err.msg, sizeof c->error);
+    }
+}
+
 static void finish_prepare(struct pending *p)
 {
     struct dra_plugin *pl = p->pl;
+    save_fresh(p);
     if (p->call == NULL) {
         pending_unlink(p);
         return;
@@ -254,7 +284,7 @@ static void prepare_one(struct dra_plugin *pl, struct pending_claim *c, json_t *
     struct dra_claim claim;
     struct dra_prepared prepared;
     if (dra_checkpoint_find(&pl->cp, c->uid))
-        return; /* a concurrent call prepared it meanwhile */
+        return; /* a concurrent call prepared it meanwhile (saved before its answer) */
     if (dra_claim_decode(body, pl->driver, &claim, &err) < 0)
         goto failed;
     if (strcmp(claim.uid, c->uid) != 0) {
@@ -265,12 +295,8 @@ static void prepare_one(struct dra_plugin *pl, struct pending_claim *c, json_t *
     if (dra_prepare(&pl->node, &claim, &prepared, &err) < 0)
         goto failed;
     dra_checkpoint_put(&pl->cp, &prepared);
-    if (save(pl, &err) < 0) {
-        struct vg_err ignored;
-        dra_checkpoint_remove(&pl->cp, c->uid);
-        dra_unprepare(&pl->node, c->uid, &prepared, &ignored);
-        goto failed;
-    }
+    pl->dirty = true;
+    c->fresh = true;
     pl->stats.prepared++;
     vg_log(VG_LOG_INFO, "claim prepared", "claim=%s/%s uid=%s devices=%u", c->ns, c->name, c->uid,
            prepared.device_count);
@@ -435,6 +461,7 @@ static enum vgrpc_status_code unprepare(void *arg, const uint8_t *req, size_t le
             if (save(pl, &err) < 0) {
                 dra_checkpoint_put(&pl->cp, copy);
             } else {
+                pl->dirty = false;
                 pl->stats.unprepared++;
                 vg_log(VG_LOG_INFO, "claim unprepared", "claim=%s/%s uid=%s", c->ns, c->name,
                        c->uid);

@@ -499,6 +499,18 @@ class BadInput(Base):
             self.assertEqual(list(r.devices), [])
             self.assert_clean()
         self.assertEqual(self.checkpoint()["claims"], [])
+        # A checkpoint that cannot be written: the claim is not answered as prepared, and
+        # what was made for it is gone.
+        self.api.put(claim(UID1, "ok", [result(memory="1Gi", cores="10")]))
+        blocker = os.path.join(self.plugin.state_dir, "checkpoint.json.tmp")
+        os.mkdir(blocker)
+        r = self.prepare(("default", UID1, "ok")).claims[UID1]
+        self.assertIn("checkpoint.json.tmp", r.error)
+        self.assertEqual(list(r.devices), [])
+        self.assert_clean()
+        os.rmdir(blocker)
+        self.assertEqual(self.prepare(("default", UID1, "ok")).claims[UID1].error, "")
+        self.assertEqual(self.unprepare(("default", UID1, "ok")).claims[UID1].error, "")
         # Another driver's results are not ours: prepared with no devices.
         self.api.put(claim(UID1, "other", [result(driver="gpu.nvidia.com")]))
         r = self.prepare(("default", UID1, "other")).claims[UID1]
