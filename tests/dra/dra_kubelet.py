@@ -157,8 +157,8 @@ class Plugin:
         return self.proc.returncode
 
     def close(self):
-        self.stop()
-        self.log.close()
+        """Stops the plugin (the log stays open for output())."""
+        return self.stop()
 
 
 class Base(unittest.TestCase):
@@ -173,17 +173,23 @@ class Base(unittest.TestCase):
     def tearDown(self):
         for ch in self.channels:
             ch.close()
-        out = self.plugin.output() if self.plugin else ""
+        rc, out = 0, ""
         if self.plugin:
-            self.plugin.close()
+            rc = self.plugin.close()
+            out = self.plugin.output()
+            self.plugin.log.close()
         self.api.stop()
         if not getattr(self._outcome, "success", True):
             print(out, file=sys.stderr)
         shutil.rmtree(self.tmp, ignore_errors=True)
+        # Stopped by SIGTERM, the plugin exits 0 with nothing from the sanitizers.
+        self.assertEqual(rc, 0, out[-3000:])
+        self.assertNotIn("Sanitizer", out)
 
     def start(self, boot_id="boot-1"):
         if self.plugin:
             self.plugin.close()
+            self.plugin.log.close()
         self.plugin = Plugin(self.tmp, self.kubeconfig, boot_id)
         return self.plugin
 
