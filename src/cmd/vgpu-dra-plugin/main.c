@@ -1,0 +1,183 @@
+/* vgpu-dra-plugin: the node side of vgpu's DRA driver (docs/dra.md).
+ *
+ *   vgpu-dra-plugin --node-name NAME --kubelet-dir DIR --kubeconfig FILE --cdi-dir DIR
+ *                   --state-dir DIR [--driver-name NAME] [device plugin flags...]
+ *
+ * Its own flags are --kubelet-dir (kubelet's root, default /var/lib/kubelet), --cdi-dir
+ * (default /var/run/cdi), --state-dir (default /var/lib/vgpu-dra) and --driver-name
+ * (default gpu.vgpu.io); every other flag, the environment and --config are the device
+ * plugin's (dpconfig: --node-name, --kubeconfig, --libvgpu-path, --compute-board-dir,
+ * ...), so a claim's container gets what the device plugin's vgpu mode gives. Claim
+ * directories go to <state-dir>/claims. Runs on one event loop until SIGTERM/SIGINT. */
+#include <errno.h>
+#include <event2/event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/auto.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/parse.h"
+#include "base/str.h"
+#include "dpconfig/dpconfig.h"
+#include "dra/dra.h"
+#include "kube/kube.h"
+
+static const char *env_lookup(const char *name, void *user)
+{
+    (void)user;
+    return getenv(name);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    (void)what;
+    vg_log(VG_LOG_INFO, "stopping", "signal=%d", (int)sig);
+    event_base_loopbreak(arg);
+}
+
+VG_DEFINE_AUTO(event_base_freep, struct event_base, event_base_free)
+VG_DEFINE_AUTO(event_freep, struct event, event_free)
+VG_DEFINE_AUTO(nvml_freep, struct dp_nvml, dp_nvml_free)
+VG_DEFINE_AUTO(kube_config_freep, struct kube_config, kube_config_free)
+VG_DEFINE_AUTO(kube_client_freep, struct kube_client, kube_client_free)
+VG_DEFINE_AUTO(dra_plugin_freep, struct dra_plugin, dra_plugin_free)
+
+static int failed(int status, const struct vg_err *err)
+{
+    fprintf(stderr, "vgpu-dra-plugin: %s\n", err->msg);
+    return status;
+}
+
+struct own_flags {
+    const char *kubelet_dir, *cdi_dir, *state_dir, *driver;
+};
+
+/* Takes this program's flags (`--flag value` or `--flag=value`) out of argv. */
+static int take_flags(int *argc, char **argv, struct own_flags *f, struct vg_err *err)
+{
+    static const char *const names[] = {"kubelet-dir", "cdi-dir", "state-dir", "driver-name"};
+    const char **slots[] = {&f->kubelet_dir, &f->cdi_dir, &f->state_dir, &f->driver};
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        bool taken = false;
+        for (size_t k = 0; k < sizeof(names) / sizeof(names[0]) && !taken; k++) {
+            size_t len = strlen(names[k]);
+            const char *a = argv[i];
+            if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, names[k], len) != 0)
+                continue;
+            if (a[2 + len] == '=') {
+                *slots[k] = a + 3 + len;
+            } else if (a[2 + len] == '\0') {
+                if (i + 1 >= *argc)
+                    return vg_err_set(err, -EINVAL, "--%s needs a value", names[k]);
+                *slots[k] = argv[++i];
+            } else
+                continue;
+            if ((*slots[k])[0] == '\0')
+                return vg_err_set(err, -EINVAL, "--%s is empty", names[k]);
+            taken = true;
+        }
+        if (!taken)
+            argv[out++] = argv[i];
+    }
+    *argc = out;
+    return 0;
+}
+
+static void help(void)
+{
+    printf("usage: vgpu-dra-plugin --node-name NAME --kubelet-dir DIR --kubeconfig FILE "
+           "--cdi-dir DIR --state-dir DIR [flags]\n"
+           "  --kubelet-dir DIR   kubelet's root directory (plugins_registry/, plugins/); "
+           "default /var/lib/kubelet\n"
+           "  --cdi-dir DIR       where claims' CDI spec files go; default /var/run/cdi\n"
+           "  --state-dir DIR     checkpoint.json and claims/; default /var/lib/vgpu-dra\n"
+           "  --driver-name NAME  the DRA driver name; default " DRA_DRIVER_DEFAULT "\n"
+           "The device plugin's settings apply to what a claim's container gets:\n");
+    dp_config_print_help(stdout, "vgpu-dra-plugin");
+}
+
+int main(int argc, char **argv)
+{
+    struct own_flags own = {.kubelet_dir = "/var/lib/kubelet",
+                            .cdi_dir = "/var/run/cdi",
+                            .state_dir = "/var/lib/vgpu-dra",
+                            .driver = DRA_DRIVER_DEFAULT};
+    struct vg_err err = {0};
+    if (take_flags(&argc, argv, &own, &err) < 0)
+        return failed(2, &err);
+    __attribute__((cleanup(dp_config_free))) struct dp_config cfg;
+    dp_config_defaults(&cfg);
+    int rc = dp_config_from_args(argc - 1, argv + 1, env_lookup, NULL, &cfg, &err);
+    if (rc == 1) {
+        help();
+        return 0;
+    }
+    if (rc < 0)
+        return failed(2, &err);
+    if (cfg.cli.node_name == NULL || cfg.cli.node_name[0] == '\0') {
+        vg_err_set(&err, -EINVAL, "--node-name (or NODE_NAME) is required");
+        return failed(2, &err);
+    }
+    char claims[1024];
+    if (vg_snprintf(claims, sizeof claims, "%s/claims", own.state_dir) < 0) {
+        vg_err_set(&err, -ENAMETOOLONG, "--state-dir too long");
+        return failed(2, &err);
+    }
+    free(cfg.vgpu.region_dir);
+    cfg.vgpu.region_dir = xstrdup(claims);
+
+    signal(SIGPIPE, SIG_IGN);
+    VG_AUTO(event_base_freep) struct event_base *base = event_base_new();
+    VG_AUTO(nvml_freep) struct dp_nvml *nvml = NULL;
+    char library[1024];
+    dp_nvml_library(&cfg, library, sizeof(library));
+    if (dp_nvml_open(library, &nvml, &err) < 0)
+        return failed(1, &err);
+    struct dp_gpu_source source = dp_nvml_source(nvml);
+    static struct dp_gpu gpus[DP_MAX_GPUS];
+    unsigned gpu_count = 0;
+    if (source.discover(source.arg, gpus, &gpu_count, &err) < 0)
+        return failed(1, &err);
+
+    VG_AUTO(kube_config_freep) struct kube_config *kcfg = NULL;
+    VG_AUTO(kube_client_freep) struct kube_client *kube = NULL;
+    if (cfg.cli.kubeconfig)
+        rc = kube_config_load_file(cfg.cli.kubeconfig, NULL, &kcfg, &err);
+    else if (getenv("KUBERNETES_SERVICE_HOST"))
+        rc = kube_config_in_cluster(NULL, &kcfg, &err);
+    else
+        rc = vg_err_set(&err, -EINVAL,
+                        "no --kubeconfig and not in a cluster: claims cannot "
+                        "be read");
+    if (rc < 0 || kube_client_new(base, kcfg, NULL, &kube, &err) < 0)
+        return failed(1, &err);
+
+    struct dra_plugin_options opt = {.cfg = &cfg,
+                                     .gpus = gpus,
+                                     .gpu_count = gpu_count,
+                                     .kube = kube,
+                                     .driver = own.driver,
+                                     .node_name = cfg.cli.node_name,
+                                     .kubelet_dir = own.kubelet_dir,
+                                     .cdi_dir = own.cdi_dir,
+                                     .state_dir = own.state_dir,
+                                     .boot_id_path = getenv("VGPU_DRA_BOOT_ID_FILE")};
+    const char *check = getenv("VGPU_DRA_SOCKET_CHECK_MS");
+    if (check && vg_parse_u64(check, 10, 3600000, &opt.socket_check_ms, &err) < 0) {
+        vg_err_wrap(&err, "VGPU_DRA_SOCKET_CHECK_MS");
+        return failed(2, &err);
+    }
+    VG_AUTO(dra_plugin_freep) struct dra_plugin *plugin = NULL;
+    if (dra_plugin_new(base, &opt, &plugin, &err) < 0)
+        return failed(1, &err);
+    VG_AUTO(event_freep) struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+    VG_AUTO(event_freep) struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
+    event_add(sigterm, NULL);
+    event_add(sigint, NULL);
+    event_base_dispatch(base);
+    return 0;
+}

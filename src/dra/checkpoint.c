@@ -1,0 +1,321 @@
+/* The prepared claims, kept in <state-dir>/checkpoint.json so that a restarted plugin
+ * answers a repeated NodePrepareResources with what it prepared before and removes exactly
+ * that on NodeUnprepareResources (docs/dra.md, "Checkpoint"):
+ *
+ *   {"version": 1, "bootID": "<node boot id>",
+ *    "claims": [{"uid", "namespace", "name",
+ *                "groups": [{"name", "gpus": [{"uuid", "memoryMiB", "cores"}]}],
+ *                "devices": [{"request", "pool", "device", "shareID", "cdiID"}]}]}
+ *
+ * Everything read back is checked as strictly as a claim from the API: the names reach
+ * paths. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/auto.h"
+#include "base/auto_json.h"
+#include "base/mem.h"
+#include "base/str.h"
+#include "dra/dra.h"
+
+void dra_checkpoint_release(struct dra_checkpoint *cp)
+{
+    free(cp->claims);
+    memset(cp, 0, sizeof(*cp));
+}
+
+struct dra_prepared *dra_checkpoint_find(struct dra_checkpoint *cp, const char *uid)
+{
+    for (size_t i = 0; i < cp->count; i++)
+        if (strcmp(cp->claims[i].uid, uid) == 0)
+            return &cp->claims[i];
+    return NULL;
+}
+
+void dra_checkpoint_put(struct dra_checkpoint *cp, const struct dra_prepared *p)
+{
+    struct dra_prepared *old = dra_checkpoint_find(cp, p->uid);
+    if (old) {
+        *old = *p;
+        return;
+    }
+    if (cp->count == cp->cap) {
+        cp->cap = cp->cap ? cp->cap * 2 : 16;
+        cp->claims = xrealloc(cp->claims, cp->cap * sizeof(*cp->claims));
+    }
+    cp->claims[cp->count++] = *p;
+}
+
+void dra_checkpoint_remove(struct dra_checkpoint *cp, const char *uid)
+{
+    struct dra_prepared *p = dra_checkpoint_find(cp, uid);
+    if (!p)
+        return;
+    size_t i = (size_t)(p - cp->claims);
+    memmove(&cp->claims[i], &cp->claims[i + 1], (cp->count - i - 1) * sizeof(*p));
+    cp->count--;
+}
+
+char *dra_checkpoint_encode(const struct dra_checkpoint *cp)
+{
+    VG_AUTO_JSON json_t *claims = json_array();
+    for (size_t i = 0; i < cp->count; i++) {
+        const struct dra_prepared *p = &cp->claims[i];
+        json_t *groups = json_array(), *devices = json_array();
+        for (unsigned g = 0; g < p->group_count; g++) {
+            const struct dra_group *gr = &p->groups[g];
+            json_t *gpus = json_array();
+            for (unsigned k = 0; k < gr->container.gpu_count; k++) {
+                const struct annot_share *s = &gr->container.gpus[k];
+                json_array_append_new(gpus, json_pack("{s:s, s:I, s:I}", "uuid", s->uuid,
+                                                      "memoryMiB", (json_int_t)s->memory_mib,
+                                                      "cores", (json_int_t)s->cores));
+            }
+            json_array_append_new(groups, json_pack("{s:s, s:o}", "name", gr->name, "gpus", gpus));
+        }
+        for (unsigned d = 0; d < p->device_count; d++) {
+            const struct dra_device *dv = &p->devices[d];
+            json_array_append_new(devices,
+                                  json_pack("{s:s, s:s, s:s, s:s, s:s}", "request", dv->request,
+                                            "pool", dv->pool, "device", dv->device, "shareID",
+                                            dv->share_id, "cdiID", dv->cdi_id));
+        }
+        json_array_append_new(claims, json_pack("{s:s, s:s, s:s, s:o, s:o}", "uid", p->uid,
+                                                "namespace", p->ns, "name", p->name, "groups",
+                                                groups, "devices", devices));
+    }
+    VG_AUTO_JSON json_t *root =
+        json_pack("{s:i, s:s, s:O}", "version", 1, "bootID", cp->boot_id, "claims", claims);
+    if (root == NULL)
+        return NULL;
+    return json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+}
+
+/* Copies a string member into dst[size], checked by valid (may be NULL). */
+static int take(json_t *obj, const char *key, bool (*valid)(const char *), bool empty_ok, char *dst,
+                size_t size, const char *what, struct vg_err *err)
+{
+    const char *s = json_string_value(json_object_get(obj, key));
+    if (s == NULL || (!empty_ok && s[0] == '\0') || (s[0] != '\0' && valid && !valid(s)) ||
+        vg_strlcpy(dst, s, size) < 0)
+        return vg_err_set(err, -EINVAL, "checkpoint: %s.%s missing or malformed", what, key);
+    return 0;
+}
+
+static bool uuid_name(const char *s)
+{
+    return s[0] != '.' && strchr(s, '/') == NULL;
+}
+
+static bool request_or_label(const char *s)
+{
+    const char *slash = strchr(s, '/');
+    if (!slash)
+        return annot_dns_label(s);
+    char first[DRA_REQUEST_MAX];
+    if ((size_t)(slash - s) >= sizeof(first))
+        return false;
+    memcpy(first, s, (size_t)(slash - s));
+    first[slash - s] = '\0';
+    return annot_dns_label(first) && annot_dns_label(slash + 1);
+}
+
+static bool cdi_name(const char *s)
+{
+    return strncmp(s, DRA_CDI_KIND "=", strlen(DRA_CDI_KIND) + 1) == 0;
+}
+
+static bool any(const char *s)
+{
+    (void)s;
+    return true;
+}
+
+static int decode_claim(json_t *c, struct dra_prepared *p, struct vg_err *err)
+{
+    memset(p, 0, sizeof(*p));
+    if (!json_is_object(c))
+        return vg_err_set(err, -EINVAL, "checkpoint: a claim is not an object");
+    int rc;
+    if ((rc = take(c, "uid", annot_pod_uid, false, p->uid, sizeof p->uid, "claim", err)) < 0 ||
+        (rc = take(c, "namespace", annot_dns_label, false, p->ns, sizeof p->ns, "claim", err)) <
+            0 ||
+        (rc = take(c, "name", annot_dns_subdomain, false, p->name, sizeof p->name, "claim", err)) <
+            0)
+        return rc;
+    json_t *groups = json_object_get(c, "groups"), *devices = json_object_get(c, "devices");
+    if (!json_is_array(groups) || json_array_size(groups) > DRA_MAX_RESULTS ||
+        !json_is_array(devices) || json_array_size(devices) > DRA_MAX_RESULTS)
+        return vg_err_set(err, -EINVAL, "checkpoint: claim %s: groups or devices malformed",
+                          p->uid);
+    size_t i;
+    json_t *g;
+    json_array_foreach(groups, i, g)
+    {
+        struct dra_group *gr = &p->groups[p->group_count];
+        if ((rc = take(g, "name", annot_dns_label, false, gr->name, sizeof gr->name, "group",
+                       err)) < 0)
+            return rc;
+        vg_strlcpy(gr->container.name, gr->name, sizeof gr->container.name);
+        json_t *gpus = json_object_get(g, "gpus");
+        if (!json_is_array(gpus) || json_array_size(gpus) == 0 ||
+            json_array_size(gpus) > ANNOT_MAX_GPUS)
+            return vg_err_set(err, -EINVAL, "checkpoint: group %s: gpus malformed", gr->name);
+        size_t k;
+        json_t *s;
+        json_array_foreach(gpus, k, s)
+        {
+            struct annot_share *sh = &gr->container.gpus[gr->container.gpu_count];
+            json_t *mem = json_object_get(s, "memoryMiB"), *cores = json_object_get(s, "cores");
+            if ((rc = take(s, "uuid", uuid_name, false, sh->uuid, sizeof sh->uuid, "gpu", err)) < 0)
+                return rc;
+            if (!json_is_integer(mem) || json_integer_value(mem) < 0 || !json_is_integer(cores) ||
+                json_integer_value(cores) < 0 || json_integer_value(cores) > 100)
+                return vg_err_set(err, -EINVAL, "checkpoint: gpu %s: memoryMiB or cores malformed",
+                                  sh->uuid);
+            sh->memory_mib = (uint64_t)json_integer_value(mem);
+            sh->cores = (unsigned)json_integer_value(cores);
+            gr->container.gpu_count++;
+        }
+        p->group_count++;
+    }
+    json_t *d;
+    json_array_foreach(devices, i, d)
+    {
+        struct dra_device *dv = &p->devices[p->device_count];
+        if ((rc = take(d, "request", request_or_label, false, dv->request, sizeof dv->request,
+                       "device", err)) < 0 ||
+            (rc = take(d, "pool", any, false, dv->pool, sizeof dv->pool, "device", err)) < 0 ||
+            (rc = take(d, "device", annot_dns_label, false, dv->device, sizeof dv->device, "device",
+                       err)) < 0 ||
+            (rc = take(d, "shareID", annot_pod_uid, true, dv->share_id, sizeof dv->share_id,
+                       "device", err)) < 0 ||
+            (rc = take(d, "cdiID", cdi_name, false, dv->cdi_id, sizeof dv->cdi_id, "device", err)) <
+                0)
+            return rc;
+        p->device_count++;
+    }
+    return 0;
+}
+
+int dra_checkpoint_decode(const char *text, size_t len, struct dra_checkpoint *out,
+                          struct vg_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (len > DRA_CHECKPOINT_MAX_BYTES)
+        return vg_err_set(err, -EMSGSIZE, "checkpoint larger than %u bytes",
+                          DRA_CHECKPOINT_MAX_BYTES);
+    json_error_t jerr;
+    VG_AUTO_JSON json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (root == NULL)
+        return vg_err_set(err, -EINVAL, "checkpoint is not JSON: %s (line %d)", jerr.text,
+                          jerr.line);
+    json_t *version = json_object_get(root, "version"), *claims = json_object_get(root, "claims");
+    if (!json_is_integer(version) || json_integer_value(version) != 1)
+        return vg_err_set(err, -EINVAL, "checkpoint: version is not 1");
+    const char *boot = json_string_value(json_object_get(root, "bootID"));
+    if (boot == NULL || vg_strlcpy(out->boot_id, boot, sizeof out->boot_id) < 0)
+        return vg_err_set(err, -EINVAL, "checkpoint: bootID missing or malformed");
+    if (!json_is_array(claims))
+        return vg_err_set(err, -EINVAL, "checkpoint: claims is not a list");
+    size_t i;
+    json_t *c;
+    json_array_foreach(claims, i, c)
+    {
+        struct dra_prepared p;
+        if (decode_claim(c, &p, err) < 0) {
+            dra_checkpoint_release(out);
+            return err->code;
+        }
+        if (dra_checkpoint_find(out, p.uid)) {
+            dra_checkpoint_release(out);
+            return vg_err_set(err, -EINVAL, "checkpoint: claim %s listed twice", p.uid);
+        }
+        dra_checkpoint_put(out, &p);
+    }
+    return 0;
+}
+
+int dra_checkpoint_load(const char *path, struct dra_checkpoint *out, struct vg_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    VG_AUTO_CLOSE int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return vg_err_errno(err, errno, "opening %s", path);
+    }
+    size_t cap = 4096, len = 0;
+    VG_AUTO_FREE char *buf = xmalloc(cap);
+    for (;;) {
+        if (len == cap) {
+            if (cap > DRA_CHECKPOINT_MAX_BYTES)
+                return vg_err_set(err, -EMSGSIZE, "%s: larger than %u bytes", path,
+                                  DRA_CHECKPOINT_MAX_BYTES);
+            cap *= 2;
+            buf = xrealloc(buf, cap);
+        }
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return vg_err_errno(err, errno, "reading %s", path);
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    if (dra_checkpoint_decode(buf, len, out, err) < 0)
+        return vg_err_wrap(err, "%s", path);
+    return 0;
+}
+
+int dra_checkpoint_save(const char *path, const struct dra_checkpoint *cp, struct vg_err *err)
+{
+    VG_AUTO_FREE char *text = dra_checkpoint_encode(cp);
+    if (text == NULL)
+        return vg_err_set(err, -ENOMEM, "encoding the checkpoint");
+    char tmp[1024];
+    if (vg_snprintf(tmp, sizeof tmp, "%s.tmp", path) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "checkpoint path too long");
+    VG_AUTO_CLOSE int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return vg_err_errno(err, errno, "creating %s", tmp);
+    size_t len = strlen(text), done = 0;
+    while (done < len) {
+        ssize_t n = write(fd, text + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = errno;
+            unlink(tmp);
+            return vg_err_errno(err, e, "writing %s", tmp);
+        }
+        done += (size_t)n;
+    }
+    if (fsync(fd) != 0 || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return vg_err_errno(err, e, "writing %s", path);
+    }
+    return 0;
+}
+
+int dra_boot_id(const char *path, char *out, size_t size, struct vg_err *err)
+{
+    if (path == NULL)
+        path = DRA_BOOT_ID_PATH;
+    VG_AUTO_FILE FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return vg_err_errno(err, errno, "opening %s", path);
+    if (fgets(out, (int)size, f) == NULL)
+        return vg_err_set(err, -EINVAL, "%s is empty", path);
+    out[strcspn(out, "\r\n")] = '\0';
+    if (out[0] == '\0')
+        return vg_err_set(err, -EINVAL, "%s is empty", path);
+    return 0;
+}

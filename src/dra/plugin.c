@@ -1,0 +1,623 @@
+/* vgpu-dra-plugin's daemon on one libevent loop (docs/dra.md):
+ *   - the registration socket <kubelet-dir>/plugins_registry/<driver>-reg.sock, where
+ *     kubelet's plugin watcher calls GetInfo and NotifyRegistrationStatus; served again
+ *     when it disappears (kubelet wiped the directory), so kubelet finds it again;
+ *   - the DRA service on <kubelet-dir>/plugins/<driver>/dra.sock, v1 and v1beta1 paths;
+ *   - NodePrepareResources: each claim not yet prepared is read from the API (deferred
+ *     reply), prepared (prepare.c) and checkpointed before the answer; one prepared
+ *     already is answered from the checkpoint. Every step runs on the loop, so concurrent
+ *     calls are serialised and a claim is never prepared twice;
+ *   - NodeUnprepareResources: removes what prepare made, from the checkpoint's record. */
+#include <errno.h>
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/str.h"
+#include "dra/dra.h"
+#include "dra/proto.h"
+#include "grpc/grpc.h"
+#include "kube/kube.h"
+
+struct pending;
+
+struct dra_plugin {
+    struct event_base *base;
+    struct kube_client *kube;
+    char *driver;
+    char *node_name, *cdi_dir;
+    char reg_path[1024], svc_path[1024], cp_path[1024];
+    struct vgrpc_server *reg, *svc;
+    struct event *check;
+    uint64_t check_ms;
+    struct dra_checkpoint cp;
+    struct dra_node node;
+    struct dra_plugin_stats stats;
+    struct pending *pending; /* Prepare calls waiting for the API */
+    bool dirty;              /* claims prepared since the checkpoint was last saved */
+};
+
+struct pending_claim {
+    char ns[ANNOT_LABEL_MAX + 1], uid[DRA_UID_MAX], name[ANNOT_NAME_MAX];
+    bool waiting;
+    bool fresh; /* prepared by this call, maybe not saved yet */
+    char error[512];
+};
+
+struct pending {
+    struct dra_plugin *pl;
+    struct pending *next;
+    struct vgrpc_call *call; /* NULL once gone */
+    bool v1;
+    size_t count, outstanding;
+    struct pending_claim *claims;
+};
+
+struct get_ctx {
+    struct pending *p;
+    size_t index;
+};
+
+static void pending_unlink(struct pending *p)
+{
+    for (struct pending **pp = &p->pl->pending; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    free(p->claims);
+    free(p);
+}
+
+static int save(struct dra_plugin *pl, struct vg_err *err)
+{
+    return dra_checkpoint_save(pl->cp_path, &pl->cp, err);
+}
+
+/* ---- registration ------------------------------------------------------------------- */
+
+static enum vgrpc_status_code get_info(void *arg, const uint8_t *req, size_t len,
+                                       struct vgrpc_reply *reply)
+{
+    struct dra_plugin *pl = arg;
+    (void)req;
+    (void)len;
+    static char v1[] = "v1.DRAPlugin", v1beta1[] = "v1beta1.DRAPlugin", type[] = DRA_PLUGIN_TYPE;
+    static char *versions[] = {v1, v1beta1}; /* kubelet takes the first it serves */
+    Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
+    info.type = type;
+    info.name = pl->driver;
+    info.endpoint = pl->svc_path;
+    info.n_supported_versions = 2;
+    info.supported_versions = versions;
+    reply->len = pluginregistration__plugin_info__get_packed_size(&info);
+    reply->data = xmalloc(reply->len ? reply->len : 1);
+    pluginregistration__plugin_info__pack(&info, reply->data);
+    return VGRPC_STATUS_OK;
+}
+
+static enum vgrpc_status_code notify(void *arg, const uint8_t *req, size_t len,
+                                     struct vgrpc_reply *reply)
+{
+    struct dra_plugin *pl = arg;
+    Pluginregistration__RegistrationStatus *st =
+        pluginregistration__registration_status__unpack(NULL, len, req);
+    if (st == NULL) {
+        vg_strlcpy(reply->message, "malformed RegistrationStatus", sizeof reply->message);
+        return VGRPC_STATUS_INVALID_ARGUMENT;
+    }
+    if (st->plugin_registered) {
+        pl->stats.registrations++;
+        vg_log(VG_LOG_INFO, "registered with kubelet", "driver=%s endpoint=%s", pl->driver,
+               pl->svc_path);
+    } else
+        vg_log(VG_LOG_ERROR, "kubelet refused the registration", "driver=%s error=\"%s\"",
+               pl->driver, st->error ? st->error : "");
+    pluginregistration__registration_status__free_unpacked(st, NULL);
+    reply->data = NULL;
+    reply->len = 0;
+    return VGRPC_STATUS_OK;
+}
+
+static int serve_registration(struct dra_plugin *pl, struct vg_err *err)
+{
+    vgrpc_server_free(pl->reg);
+    pl->reg = vgrpc_server_new(pl->base, NULL, err);
+    if (pl->reg == NULL ||
+        vgrpc_server_add_unary(pl->reg, DRA_REG_GET_INFO, get_info, pl, err) < 0 ||
+        vgrpc_server_add_unary(pl->reg, DRA_REG_NOTIFY, notify, pl, err) < 0 ||
+        vgrpc_server_listen(pl->reg, pl->reg_path, err) < 0)
+        return vg_err_wrap(err, "registration socket %s", pl->reg_path);
+    return 0;
+}
+
+static void on_check(evutil_socket_t fd, short what, void *arg)
+{
+    struct dra_plugin *pl = arg;
+    (void)fd;
+    (void)what;
+    struct stat st;
+    if (lstat(pl->reg_path, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+        struct vg_err err = {0};
+        vg_log(VG_LOG_INFO, "registration socket gone; serving it again", "path=%s", pl->reg_path);
+        if (serve_registration(pl, &err) < 0)
+            vg_log(VG_LOG_ERROR, "cannot serve the registration socket", "err=\"%s\"", err.msg);
+    }
+    struct timeval tv = {.tv_sec = (time_t)(pl->check_ms / 1000),
+                         .tv_usec = (suseconds_t)(pl->check_ms % 1000 * 1000)};
+    event_add(pl->check, &tv);
+}
+
+/* ---- prepare -------------------------------------------------------------------------- */
+
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Claim PbClaim;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__Device PbDevice;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourceResponse PbPrepResult;
+typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse__ClaimsEntry PbPrepEntry;
+
+/* Checks one claim of a request; its fields into c. */
+static int claim_ref(const PbClaim *in, size_t i, struct pending_claim *c, struct vg_err *err)
+{
+    if (in == NULL || in->uid == NULL || !annot_pod_uid(in->uid) || in->namespace_ == NULL ||
+        !annot_dns_label(in->namespace_) || in->name == NULL || !annot_dns_subdomain(in->name))
+        return vg_err_set(err, -EINVAL,
+                          "claims[%zu]: namespace, uid and name must be a Kubernetes namespace, "
+                          "uid and name",
+                          i);
+    vg_strlcpy(c->ns, in->namespace_, sizeof c->ns);
+    vg_strlcpy(c->uid, in->uid, sizeof c->uid);
+    vg_strlcpy(c->name, in->name, sizeof c->name);
+    return 0;
+}
+
+/* The checkpoint is saved once per call, before any answer built from it: a claim
+ * answered as prepared is on disk. When the save fails, this call's new claims are undone
+ * and answered with the error. */
+static void save_fresh(struct pending *p)
+{
+    struct dra_plugin *pl = p->pl;
+    struct vg_err err = {0};
+    if (!pl->dirty)
+        return;
+    if (save(pl, &err) == 0) {
+        pl->dirty = false;
+        return;
+    }
+    for (size_t i = 0; i < p->count; i++) {
+        struct pending_claim *c = &p->claims[i];
+        struct dra_prepared *found = dra_checkpoint_find(&pl->cp, c->uid);
+        if (!c->fresh || found == NULL)
+            continue;
+        struct vg_err ignored;
+        dra_unprepare(&pl->node, c->uid, found, &ignored);
+        dra_checkpoint_remove(&pl->cp, c->uid);
+        pl->stats.prepared--;
+        pl->stats.errors++;
+        vg_strlcpy(c->error, err.msg, sizeof c->error);
+    }
+}
+
+static void finish_prepare(struct pending *p)
+{
+    struct dra_plugin *pl = p->pl;
+    save_fresh(p);
+    if (p->call == NULL) {
+        pending_unlink(p);
+        return;
+    }
+    K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesResponse msg =
+        K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_PREPARE_RESOURCES_RESPONSE__INIT;
+    PbPrepEntry *entries = xcalloc(p->count + 1, sizeof(*entries));
+    PbPrepEntry **entryp = xcalloc(p->count + 1, sizeof(*entryp));
+    PbPrepResult *results = xcalloc(p->count + 1, sizeof(*results));
+    size_t dev_total = p->count * DRA_MAX_RESULTS + 1;
+    PbDevice *devs = xcalloc(dev_total, sizeof(*devs));
+    PbDevice **devp = xcalloc(dev_total, sizeof(*devp));
+    char **reqs = xcalloc(dev_total, sizeof(*reqs));
+    char **cdis = xcalloc(dev_total, sizeof(*cdis));
+    size_t nd = 0, n = 0;
+    for (size_t i = 0; i < p->count; i++) {
+        struct pending_claim *c = &p->claims[i];
+        bool dup = false;
+        for (size_t k = 0; k < i; k++)
+            dup |= strcmp(p->claims[k].uid, c->uid) == 0;
+        if (dup)
+            continue;
+        k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__claims_entry__init(
+            &entries[n]);
+        k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resource_response__init(&results[n]);
+        entries[n].key = c->uid;
+        entries[n].value = &results[n];
+        entryp[n] = &entries[n];
+        const struct dra_prepared *pr = c->error[0] ? NULL : dra_checkpoint_find(&pl->cp, c->uid);
+        if (pr == NULL) {
+            if (c->error[0] == '\0')
+                vg_strlcpy(c->error, "claim was unprepared meanwhile", sizeof c->error);
+            results[n].error = c->error;
+        } else {
+            results[n].devices = &devp[nd];
+            for (unsigned d = 0; d < pr->device_count; d++, nd++) {
+                const struct dra_device *dv = &pr->devices[d];
+                k8s__io__kubelet__pkg__apis__dra__v1__device__init(&devs[nd]);
+                reqs[nd] = (char *)dv->request;
+                cdis[nd] = (char *)dv->cdi_id;
+                devs[nd].n_request_names = 1;
+                devs[nd].request_names = &reqs[nd];
+                devs[nd].pool_name = (char *)dv->pool;
+                devs[nd].device_name = (char *)dv->device;
+                devs[nd].n_cdi_device_ids = 1;
+                devs[nd].cdi_device_ids = &cdis[nd];
+                if (p->v1 && dv->share_id[0])
+                    devs[nd].share_id = (char *)dv->share_id;
+                devp[nd] = &devs[nd];
+                results[n].n_devices++;
+            }
+        }
+        n++;
+    }
+    msg.n_claims = n;
+    msg.claims = entryp;
+    size_t len =
+        k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__get_packed_size(
+            &msg);
+    uint8_t *data = xmalloc(len ? len : 1);
+    k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_response__pack(&msg, data);
+    vgrpc_call_reply(p->call, VGRPC_STATUS_OK, data, len, NULL);
+    free(data);
+    free(entries);
+    free(entryp);
+    free(results);
+    free(devs);
+    free(devp);
+    free(reqs);
+    free(cdis);
+    pending_unlink(p);
+}
+
+/* Prepares claim c from the API's object (on the loop, after the GET). */
+static void prepare_one(struct dra_plugin *pl, struct pending_claim *c, json_t *body)
+{
+    struct vg_err err = {0};
+    struct dra_claim claim;
+    struct dra_prepared prepared;
+    if (dra_checkpoint_find(&pl->cp, c->uid))
+        return; /* a concurrent call prepared it meanwhile (saved before its answer) */
+    if (dra_claim_decode(body, pl->driver, &claim, &err) < 0)
+        goto failed;
+    if (strcmp(claim.uid, c->uid) != 0) {
+        vg_err_set(&err, -ESTALE, "claim %s/%s has uid %s, not %s (deleted and made again)", c->ns,
+                   c->name, claim.uid, c->uid);
+        goto failed;
+    }
+    if (dra_prepare(&pl->node, &claim, &prepared, &err) < 0)
+        goto failed;
+    dra_checkpoint_put(&pl->cp, &prepared);
+    pl->dirty = true;
+    c->fresh = true;
+    pl->stats.prepared++;
+    vg_log(VG_LOG_INFO, "claim prepared", "claim=%s/%s uid=%s devices=%u", c->ns, c->name, c->uid,
+           prepared.device_count);
+    return;
+failed:
+    pl->stats.errors++;
+    vg_strlcpy(c->error, err.msg, sizeof c->error);
+    vg_log(VG_LOG_WARN, "claim not prepared", "claim=%s/%s err=\"%s\"", c->ns, c->name, err.msg);
+}
+
+static void on_claim(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    struct get_ctx *g = arg;
+    struct pending *p = g->p;
+    struct pending_claim *c = &p->claims[g->index];
+    free(g);
+    (void)status;
+    c->waiting = false;
+    p->outstanding--;
+    if (p->call != NULL) {
+        if (err->code != 0)
+            vg_snprintf(c->error, sizeof c->error, "reading claim %s/%s: %s", c->ns, c->name,
+                        err->msg);
+        else
+            prepare_one(p->pl, c, body);
+    }
+    if (p->outstanding == 0)
+        finish_prepare(p);
+}
+
+static void on_gone(void *arg, struct vgrpc_call *call, enum vgrpc_status_code status)
+{
+    struct pending *p = arg;
+    (void)call;
+    (void)status;
+    p->call = NULL;
+    if (p->outstanding == 0)
+        pending_unlink(p);
+}
+
+static void prepare(void *arg, struct vgrpc_call *call, const uint8_t *req, size_t len, bool v1)
+{
+    struct dra_plugin *pl = arg;
+    K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodePrepareResourcesRequest *msg =
+        k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__unpack(NULL, len,
+                                                                                     req);
+    if (msg == NULL) {
+        vgrpc_call_reply(call, VGRPC_STATUS_INVALID_ARGUMENT, NULL, 0,
+                         "malformed NodePrepareResourcesRequest");
+        return;
+    }
+    struct pending *p = xcalloc(1, sizeof(*p));
+    p->pl = pl;
+    p->call = call;
+    p->v1 = v1;
+    p->count = msg->n_claims;
+    p->claims = xcalloc(p->count + 1, sizeof(*p->claims));
+    struct vg_err err = {0};
+    for (size_t i = 0; i < msg->n_claims; i++)
+        if (claim_ref(msg->claims[i], i, &p->claims[i], &err) < 0) {
+            k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__free_unpacked(
+                msg, NULL);
+            free(p->claims);
+            free(p);
+            vgrpc_call_reply(call, VGRPC_STATUS_INVALID_ARGUMENT, NULL, 0, err.msg);
+            return;
+        }
+    k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__free_unpacked(msg, NULL);
+    p->next = pl->pending;
+    pl->pending = p;
+    vgrpc_call_on_gone(call, on_gone, p);
+    for (size_t i = 0; i < p->count; i++) {
+        struct pending_claim *c = &p->claims[i];
+        if (dra_checkpoint_find(&pl->cp, c->uid))
+            continue;
+        char path[1024];
+        vg_snprintf(path, sizeof path, "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s",
+                    c->ns, c->name);
+        struct get_ctx *g = xcalloc(1, sizeof(*g));
+        g->p = p;
+        g->index = i;
+        if (kube_get(pl->kube, path, on_claim, g, &err) < 0) {
+            free(g);
+            vg_snprintf(c->error, sizeof c->error, "reading claim %s/%s: %s", c->ns, c->name,
+                        err.msg);
+            continue;
+        }
+        c->waiting = true;
+        p->outstanding++;
+    }
+    if (p->outstanding == 0)
+        finish_prepare(p);
+}
+
+static void prepare_v1(void *arg, struct vgrpc_call *call, const uint8_t *req, size_t len)
+{
+    prepare(arg, call, req, len, true);
+}
+
+static void prepare_v1beta1(void *arg, struct vgrpc_call *call, const uint8_t *req, size_t len)
+{
+    prepare(arg, call, req, len, false);
+}
+
+/* ---- unprepare ------------------------------------------------------------------------- */
+
+static enum vgrpc_status_code unprepare(void *arg, const uint8_t *req, size_t len,
+                                        struct vgrpc_reply *reply)
+{
+    struct dra_plugin *pl = arg;
+    K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesRequest *msg =
+        k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_request__unpack(NULL, len,
+                                                                                       req);
+    if (msg == NULL) {
+        vg_strlcpy(reply->message, "malformed NodeUnprepareResourcesRequest",
+                   sizeof reply->message);
+        return VGRPC_STATUS_INVALID_ARGUMENT;
+    }
+    size_t count = msg->n_claims;
+    struct pending_claim *claims = xcalloc(count + 1, sizeof(*claims));
+    struct vg_err err = {0};
+    for (size_t i = 0; i < count; i++)
+        if (claim_ref(msg->claims[i], i, &claims[i], &err) < 0) {
+            k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_request__free_unpacked(
+                msg, NULL);
+            free(claims);
+            vg_strlcpy(reply->message, err.msg, sizeof reply->message);
+            return VGRPC_STATUS_INVALID_ARGUMENT;
+        }
+    k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_request__free_unpacked(msg,
+                                                                                          NULL);
+    K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesResponse out =
+        K8S__IO__KUBELET__PKG__APIS__DRA__V1__NODE_UNPREPARE_RESOURCES_RESPONSE__INIT;
+    K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesResponse__ClaimsEntry *entries =
+        xcalloc(count + 1, sizeof(*entries));
+    K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesResponse__ClaimsEntry **entryp =
+        xcalloc(count + 1, sizeof(*entryp));
+    K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourceResponse *results =
+        xcalloc(count + 1, sizeof(*results));
+    size_t n = 0;
+    for (size_t i = 0; i < count; i++) {
+        struct pending_claim *c = &claims[i];
+        bool dup = false;
+        for (size_t k = 0; k < i; k++)
+            dup |= strcmp(claims[k].uid, c->uid) == 0;
+        if (dup)
+            continue;
+        k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_response__claims_entry__init(
+            &entries[n]);
+        k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resource_response__init(&results[n]);
+        entries[n].key = c->uid;
+        entries[n].value = &results[n];
+        entryp[n] = &entries[n];
+        struct dra_prepared *found = dra_checkpoint_find(&pl->cp, c->uid), *copy = NULL;
+        if (found) {
+            copy = xmalloc(sizeof(*copy));
+            memcpy(copy, found, sizeof(*copy));
+        }
+        vg_err_clear(&err);
+        if (dra_unprepare(&pl->node, c->uid, copy, &err) == 0 && copy) {
+            dra_checkpoint_remove(&pl->cp, c->uid);
+            if (save(pl, &err) < 0) {
+                dra_checkpoint_put(&pl->cp, copy);
+            } else {
+                pl->dirty = false;
+                pl->stats.unprepared++;
+                vg_log(VG_LOG_INFO, "claim unprepared", "claim=%s/%s uid=%s", c->ns, c->name,
+                       c->uid);
+            }
+        }
+        free(copy);
+        if (err.code != 0) {
+            pl->stats.errors++;
+            vg_strlcpy(c->error, err.msg, sizeof c->error);
+            results[n].error = c->error;
+        }
+        n++;
+    }
+    out.n_claims = n;
+    out.claims = entryp;
+    reply->len =
+        k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_response__get_packed_size(
+            &out);
+    reply->data = xmalloc(reply->len ? reply->len : 1);
+    k8s__io__kubelet__pkg__apis__dra__v1__node_unprepare_resources_response__pack(&out,
+                                                                                  reply->data);
+    free(entries);
+    free(entryp);
+    free(results);
+    free(claims);
+    return VGRPC_STATUS_OK;
+}
+
+/* ---- life cycle ------------------------------------------------------------------------- */
+
+static int mkdirs(const char *path, struct vg_err *err)
+{
+    char buf[1024];
+    if (vg_strlcpy(buf, path, sizeof buf) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "path too long: %s", path);
+    for (char *s = buf + 1; *s; s++)
+        if (*s == '/') {
+            *s = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return vg_err_errno(err, errno, "creating %s", buf);
+            *s = '/';
+        }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return vg_err_errno(err, errno, "creating %s", buf);
+    return 0;
+}
+
+/* The checkpoint of an earlier run: claims of an earlier boot are gone with their
+ * containers, their files are removed. */
+static int restore(struct dra_plugin *pl, const char *boot_id_path, struct vg_err *err)
+{
+    char boot[64];
+    if (dra_boot_id(boot_id_path, boot, sizeof boot, err) < 0 ||
+        dra_checkpoint_load(pl->cp_path, &pl->cp, err) < 0)
+        return err->code;
+    if (pl->cp.boot_id[0] != '\0' && strcmp(pl->cp.boot_id, boot) != 0) {
+        vg_log(VG_LOG_INFO, "checkpoint from an earlier boot: its claims are released",
+               "claims=%zu", pl->cp.count);
+        for (size_t i = 0; i < pl->cp.count; i++) {
+            struct vg_err ignored;
+            dra_unprepare(&pl->node, pl->cp.claims[i].uid, &pl->cp.claims[i], &ignored);
+        }
+        pl->cp.count = 0;
+    }
+    vg_strlcpy(pl->cp.boot_id, boot, sizeof pl->cp.boot_id);
+    return save(pl, err);
+}
+
+int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
+                   struct dra_plugin **out, struct vg_err *err)
+{
+    *out = NULL;
+    const char *driver = o->driver ? o->driver : DRA_DRIVER_DEFAULT;
+    if (!annot_dns_subdomain(driver) || strlen(driver) > 63)
+        return vg_err_set(err, -EINVAL,
+                          "driver name '%s' is not a DNS subdomain of at most 63 "
+                          "characters",
+                          driver);
+    if (o->kube == NULL || o->node_name == NULL || o->kubelet_dir == NULL || o->cdi_dir == NULL ||
+        o->state_dir == NULL || o->cfg == NULL)
+        return vg_err_set(err, -EINVAL, "dra plugin: missing option");
+    if (!annot_dns_subdomain(o->node_name))
+        return vg_err_set(err, -EINVAL, "node name is not a Kubernetes name");
+    struct dra_plugin *pl = xcalloc(1, sizeof(*pl));
+    pl->base = base;
+    pl->kube = o->kube;
+    pl->driver = xstrdup(driver);
+    pl->node_name = xstrdup(o->node_name);
+    pl->cdi_dir = xstrdup(o->cdi_dir);
+    pl->check_ms = o->socket_check_ms ? o->socket_check_ms : 5000;
+    pl->node = (struct dra_node){.cfg = o->cfg,
+                                 .gpus = o->gpus,
+                                 .gpu_count = o->gpu_count,
+                                 .node_name = pl->node_name,
+                                 .cdi_dir = pl->cdi_dir};
+    char reg_dir[1024], svc_dir[1024];
+    if (vg_snprintf(reg_dir, sizeof reg_dir, "%s/plugins_registry", o->kubelet_dir) < 0 ||
+        vg_snprintf(svc_dir, sizeof svc_dir, "%s/plugins/%s", o->kubelet_dir, driver) < 0 ||
+        vg_snprintf(pl->reg_path, sizeof pl->reg_path, "%s/%s-reg.sock", reg_dir, driver) < 0 ||
+        vg_snprintf(pl->svc_path, sizeof pl->svc_path, "%s/dra.sock", svc_dir) < 0 ||
+        vg_snprintf(pl->cp_path, sizeof pl->cp_path, "%s/checkpoint.json", o->state_dir) < 0) {
+        dra_plugin_free(pl);
+        return vg_err_set(err, -ENAMETOOLONG, "kubelet or state directory path too long");
+    }
+    if (mkdirs(reg_dir, err) < 0 || mkdirs(svc_dir, err) < 0 || mkdirs(o->state_dir, err) < 0 ||
+        mkdirs(o->cdi_dir, err) < 0 || restore(pl, o->boot_id_path, err) < 0) {
+        dra_plugin_free(pl);
+        return err->code;
+    }
+    /* The DRA service first: kubelet calls it as soon as registration succeeds. */
+    pl->svc = vgrpc_server_new(base, NULL, err);
+    if (pl->svc == NULL ||
+        vgrpc_server_add_deferred(pl->svc, DRA_V1_SERVICE "NodePrepareResources", prepare_v1, pl,
+                                  err) < 0 ||
+        vgrpc_server_add_deferred(pl->svc, DRA_V1BETA1_SERVICE "NodePrepareResources",
+                                  prepare_v1beta1, pl, err) < 0 ||
+        vgrpc_server_add_unary(pl->svc, DRA_V1_SERVICE "NodeUnprepareResources", unprepare, pl,
+                               err) < 0 ||
+        vgrpc_server_add_unary(pl->svc, DRA_V1BETA1_SERVICE "NodeUnprepareResources", unprepare, pl,
+                               err) < 0 ||
+        vgrpc_server_listen(pl->svc, pl->svc_path, err) < 0 || serve_registration(pl, err) < 0) {
+        dra_plugin_free(pl);
+        return err->code;
+    }
+    pl->check = event_new(base, -1, 0, on_check, pl);
+    struct timeval tv = {.tv_sec = (time_t)(pl->check_ms / 1000),
+                         .tv_usec = (suseconds_t)(pl->check_ms % 1000 * 1000)};
+    event_add(pl->check, &tv);
+    vg_log(VG_LOG_INFO, "DRA plugin serving", "driver=%s registration=%s service=%s claims=%zu",
+           driver, pl->reg_path, pl->svc_path, pl->cp.count);
+    *out = pl;
+    return 0;
+}
+
+void dra_plugin_free(struct dra_plugin *pl)
+{
+    if (pl == NULL)
+        return;
+    if (pl->check)
+        event_free(pl->check);
+    vgrpc_server_free(pl->reg);
+    vgrpc_server_free(pl->svc); /* deferred calls' gone callbacks run here */
+    while (pl->pending) {
+        struct pending *p = pl->pending;
+        pl->pending = p->next;
+        free(p->claims);
+        free(p);
+    }
+    dra_checkpoint_release(&pl->cp);
+    free(pl->driver);
+    free(pl->node_name);
+    free(pl->cdi_dir);
+    free(pl);
+}
+
+void dra_plugin_get_stats(const struct dra_plugin *pl, struct dra_plugin_stats *stats)
+{
+    *stats = pl->stats;
+}

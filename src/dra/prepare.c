@@ -1,0 +1,302 @@
+/* A claim's files on the node. Each request of the claim (a subrequest counts as its
+ * parent: one of them is allocated) is one "container" of the device plugin's vgpu mode:
+ * the directory <regionDir>/<claim uid>_<request> with the shared region and the
+ * read-only limits file, the compute slots on the board, and the container edits
+ * dp_allocate_vgpu gives (env, mounts of the directory, the limits file at libvgpu's
+ * fixed path, libvgpu.so and /etc/ld.so.preload, the board) plus the GPUs' device nodes.
+ * Those edits become one CDI device `vgpu.io/gpu=<claim uid>_<request>` in the claim's
+ * spec file <cdi-dir>/vgpu.io-gpu_<claim uid>.json. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/auto.h"
+#include "base/auto_json.h"
+#include "base/mem.h"
+#include "base/parse.h"
+#include "base/str.h"
+#include "dra/dra.h"
+
+VG_DEFINE_AUTO(dra_closedirp, DIR, closedir)
+
+int dra_cdi_spec_path(const char *cdi_dir, const char *uid, char *out, size_t size,
+                      struct vg_err *err)
+{
+    if (!annot_pod_uid(uid))
+        return vg_err_set(err, -EINVAL, "claim uid is not a Kubernetes uid");
+    if (vg_snprintf(out, size, "%s/%s-%s_%s.json", cdi_dir, DRA_CDI_VENDOR, DRA_CDI_CLASS, uid) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "CDI spec path too long");
+    return 0;
+}
+
+static const struct dp_gpu *device_gpu(const struct dra_node *node, const char *device)
+{
+    size_t plen = strlen(DRA_DEVICE_PREFIX);
+    uint64_t index;
+    struct vg_err ignored;
+    if (strncmp(device, DRA_DEVICE_PREFIX, plen) != 0 ||
+        vg_parse_u64(device + plen, 0, DP_MAX_GPUS, &index, &ignored) < 0)
+        return NULL;
+    for (unsigned i = 0; i < node->gpu_count; i++)
+        if (node->gpus[i].index == index)
+            return &node->gpus[i];
+    return NULL;
+}
+
+static const struct dp_gpu *uuid_gpu(const struct dra_node *node, const char *uuid)
+{
+    for (unsigned i = 0; i < node->gpu_count; i++)
+        if (strcmp(node->gpus[i].uuid, uuid) == 0)
+            return &node->gpus[i];
+    return NULL;
+}
+
+static void group_match(const struct dra_prepared *p, const struct dra_group *g, struct dp_match *m)
+{
+    memset(m, 0, sizeof(*m));
+    vg_strlcpy(m->pod_uid, p->uid, sizeof m->pod_uid);
+    vg_strlcpy(m->pod_namespace, p->ns, sizeof m->pod_namespace);
+    vg_strlcpy(m->pod_name, p->name, sizeof m->pod_name);
+    m->container = g->container;
+}
+
+/* Whether dp_board_create made a slot for this share (see allocate.c): a compute limit
+ * below 100 %, core limits not disabled. */
+static bool has_slot(const struct dp_config *cfg, const struct annot_share *s)
+{
+    return !cfg->vgpu.disable_core_limit && s->cores > 0 && s->cores < 100;
+}
+
+static void remove_slots(const struct dra_node *node, const char *uid, const struct dra_group *g)
+{
+    char name[256], turn[1024], slot[1024];
+    struct vg_err ignored;
+    if (vg_snprintf(name, sizeof name, "%s_%s", uid, g->name) < 0)
+        return;
+    for (unsigned k = 0; k < g->container.gpu_count; k++) {
+        const struct annot_share *s = &g->container.gpus[k];
+        if (has_slot(node->cfg, s) &&
+            dp_board_paths(node->cfg->vgpu.compute_board_dir, s->uuid, name, s->cores, turn, slot,
+                           sizeof slot, &ignored) == 0)
+            unlink(slot);
+    }
+}
+
+static json_t *mount_json(const struct dp_mount *m)
+{
+    return json_pack("{s:s, s:s, s:[s,s,s,s]}", "hostPath", m->host_path, "containerPath",
+                     m->container_path, "options", m->read_only ? "ro" : "rw", "nosuid", "nodev",
+                     "bind");
+}
+
+VG_DEFINE_AUTO(dra_freep, struct dp_response, free)
+
+json_t *dra_cdi_spec(const struct dra_node *node, const struct dra_prepared *p, struct vg_err *err)
+{
+    VG_AUTO_JSON json_t *devices = json_array();
+    VG_AUTO(dra_freep) struct dp_response *resp = xcalloc(1, sizeof(*resp));
+    for (unsigned i = 0; i < p->group_count; i++) {
+        const struct dra_group *g = &p->groups[i];
+        struct dp_match m;
+        group_match(p, g, &m);
+        char dir[1024];
+        if (dp_container_dir_path(node->cfg->vgpu.region_dir, p->uid, g->name, dir, sizeof dir,
+                                  err) < 0 ||
+            dp_allocate_vgpu(node->cfg, node->gpus, node->gpu_count, &m, dir, resp, err) < 0)
+            return NULL;
+        for (unsigned k = 0; k < g->container.gpu_count; k++) {
+            const struct dp_gpu *gpu = uuid_gpu(node, g->container.gpus[k].uuid);
+            if (gpu == NULL) {
+                vg_err_set(err, -ENOENT, "GPU %s is not on this node", g->container.gpus[k].uuid);
+                return NULL;
+            }
+            if (dp_response_add_gpu_nodes(node->cfg, resp, gpu->minor, err) < 0)
+                return NULL;
+        }
+        json_t *env = json_array(), *nodes = json_array(), *mounts = json_array();
+        char text[sizeof(resp->envs[0].key) + sizeof(resp->envs[0].value) + 2];
+        for (size_t e = 0; e < resp->env_count; e++) {
+            vg_snprintf(text, sizeof text, "%s=%s", resp->envs[e].key, resp->envs[e].value);
+            json_array_append_new(env, json_string(text));
+        }
+        for (size_t d = 0; d < resp->device_count; d++)
+            json_array_append_new(
+                nodes, json_pack("{s:s, s:s, s:s}", "path", resp->devices[d].container_path,
+                                 "hostPath", resp->devices[d].host_path, "permissions", "rw"));
+        for (size_t k = 0; k < resp->mount_count; k++)
+            json_array_append_new(mounts, mount_json(&resp->mounts[k]));
+        char name[256];
+        vg_snprintf(name, sizeof name, "%s_%s", p->uid, g->name);
+        json_array_append_new(devices,
+                              json_pack("{s:s, s:{s:o, s:o, s:o}}", "name", name, "containerEdits",
+                                        "env", env, "deviceNodes", nodes, "mounts", mounts));
+    }
+    json_t *spec = json_pack("{s:s, s:s, s:O}", "cdiVersion", DRA_CDI_VERSION, "kind", DRA_CDI_KIND,
+                             "devices", devices);
+    if (spec == NULL)
+        vg_err_set(err, -ENOMEM, "building the CDI spec");
+    return spec;
+}
+
+/* Writes text to path through path.tmp (a name the CDI cache does not read). */
+static int write_atomic(const char *path, const char *text, struct vg_err *err)
+{
+    char tmp[1100];
+    if (vg_snprintf(tmp, sizeof tmp, "%s.tmp", path) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "path too long: %s", path);
+    VG_AUTO_CLOSE int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return vg_err_errno(err, errno, "creating %s", tmp);
+    size_t len = strlen(text), done = 0;
+    while (done < len) {
+        ssize_t n = write(fd, text + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = errno;
+            unlink(tmp);
+            return vg_err_errno(err, e, "writing %s", tmp);
+        }
+        done += (size_t)n;
+    }
+    if (fchmod(fd, 0644) != 0 || fsync(fd) != 0 || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return vg_err_errno(err, e, "writing %s", path);
+    }
+    return 0;
+}
+
+/* Fills out's groups and devices from claim. */
+static int plan(const struct dra_node *node, const struct dra_claim *claim,
+                struct dra_prepared *out, struct vg_err *err)
+{
+    for (unsigned i = 0; i < claim->count; i++) {
+        const struct dra_result *r = &claim->results[i];
+        if (strcmp(r->pool, node->node_name) != 0)
+            return vg_err_set(err, -ENOENT, "request %s: device %s of pool %s is not on node %s",
+                              r->request, r->device, r->pool, node->node_name);
+        const struct dp_gpu *gpu = device_gpu(node, r->device);
+        if (gpu == NULL)
+            return vg_err_set(err, -ENOENT, "request %s: this node has no device %s", r->request,
+                              r->device);
+        char group[ANNOT_LABEL_MAX + 1];
+        size_t glen = strcspn(r->request, "/");
+        if (glen >= sizeof group)
+            return vg_err_set(err, -EINVAL, "request %s: name too long", r->request);
+        memcpy(group, r->request, glen);
+        group[glen] = '\0';
+        struct dra_group *g = NULL;
+        for (unsigned k = 0; k < out->group_count && !g; k++)
+            if (strcmp(out->groups[k].name, group) == 0)
+                g = &out->groups[k];
+        if (g == NULL) {
+            g = &out->groups[out->group_count++];
+            memset(g, 0, sizeof(*g));
+            vg_strlcpy(g->name, group, sizeof g->name);
+            vg_strlcpy(g->container.name, group, sizeof g->container.name);
+        }
+        for (unsigned k = 0; k < g->container.gpu_count; k++)
+            if (strcmp(g->container.gpus[k].uuid, gpu->uuid) == 0)
+                return vg_err_set(err, -EINVAL, "request %s: device %s allocated twice", r->request,
+                                  r->device);
+        if (g->container.gpu_count == ANNOT_MAX_GPUS)
+            return vg_err_set(err, -E2BIG, "request %s: more than %d GPUs", r->request,
+                              ANNOT_MAX_GPUS);
+        struct annot_share *s = &g->container.gpus[g->container.gpu_count++];
+        vg_strlcpy(s->uuid, gpu->uuid, sizeof s->uuid);
+        s->memory_mib = r->has_memory ? r->memory_mib : gpu->memory_mib;
+        if (s->memory_mib == 0 || s->memory_mib > gpu->memory_mib)
+            return vg_err_set(err, -EINVAL,
+                              "request %s: device %s: %llu MiB consumed of a GPU with %llu MiB",
+                              r->request, r->device, (unsigned long long)s->memory_mib,
+                              (unsigned long long)gpu->memory_mib);
+        /* 0 or no cores consumed: no compute limit (never the device plugin's default). */
+        s->cores = r->has_cores && r->cores > 0 ? r->cores : 100;
+        struct dra_device *d = &out->devices[out->device_count++];
+        vg_strlcpy(d->request, r->request, sizeof d->request);
+        vg_strlcpy(d->pool, r->pool, sizeof d->pool);
+        vg_strlcpy(d->device, r->device, sizeof d->device);
+        vg_strlcpy(d->share_id, r->share_id, sizeof d->share_id);
+        vg_snprintf(d->cdi_id, sizeof d->cdi_id, "%s=%s_%s", DRA_CDI_KIND, claim->uid, group);
+    }
+    return 0;
+}
+
+int dra_prepare(const struct dra_node *node, const struct dra_claim *claim,
+                struct dra_prepared *out, struct vg_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    vg_strlcpy(out->uid, claim->uid, sizeof out->uid);
+    vg_strlcpy(out->ns, claim->ns, sizeof out->ns);
+    vg_strlcpy(out->name, claim->name, sizeof out->name);
+    int rc = plan(node, claim, out, err);
+    if (rc < 0)
+        return vg_err_wrap(err, "claim %s/%s", claim->ns, claim->name);
+    struct vg_err ignored;
+    /* Whatever a crashed attempt left for this claim goes first. */
+    dra_unprepare(node, claim->uid, out, &ignored);
+    for (unsigned i = 0; i < out->group_count; i++) {
+        struct dp_match m;
+        char dir[1024];
+        group_match(out, &out->groups[i], &m);
+        if ((rc = dp_container_dir_path(node->cfg->vgpu.region_dir, out->uid, out->groups[i].name,
+                                        dir, sizeof dir, err)) < 0 ||
+            (rc = dp_container_create(node->cfg, &m, dir, false, err)) < 0)
+            goto undo;
+    }
+    if (out->group_count > 0) {
+        char path[1024];
+        VG_AUTO_JSON json_t *spec = dra_cdi_spec(node, out, err);
+        if (spec == NULL) {
+            rc = err->code ? err->code : -ENOMEM;
+            goto undo;
+        }
+        VG_AUTO_FREE char *text = json_dumps(spec, JSON_INDENT(2));
+        if (mkdir(node->cdi_dir, 0755) != 0 && errno != EEXIST) {
+            rc = vg_err_errno(err, errno, "creating %s", node->cdi_dir);
+            goto undo;
+        }
+        if ((rc = dra_cdi_spec_path(node->cdi_dir, out->uid, path, sizeof path, err)) < 0 ||
+            (rc = write_atomic(path, text, err)) < 0)
+            goto undo;
+    }
+    return 0;
+undo:
+    dra_unprepare(node, claim->uid, out, &ignored);
+    return vg_err_wrap(err, "claim %s/%s", claim->ns, claim->name);
+}
+
+int dra_unprepare(const struct dra_node *node, const char *uid, const struct dra_prepared *p,
+                  struct vg_err *err)
+{
+    char path[1024];
+    int rc = dra_cdi_spec_path(node->cdi_dir, uid, path, sizeof path, err);
+    if (rc < 0)
+        return rc;
+    if (unlink(path) != 0 && errno != ENOENT)
+        return vg_err_errno(err, errno, "removing %s", path);
+    if (p)
+        for (unsigned i = 0; i < p->group_count; i++)
+            remove_slots(node, uid, &p->groups[i]);
+    const char *region = node->cfg->vgpu.region_dir;
+    VG_AUTO(dra_closedirp) DIR *d = opendir(region);
+    if (d == NULL)
+        return errno == ENOENT ? 0 : vg_err_errno(err, errno, "opening %s", region);
+    size_t ulen = strlen(uid);
+    struct dirent *ent;
+    while ((ent = readdir(d)) != NULL) {
+        if (strncmp(ent->d_name, uid, ulen) != 0 || ent->d_name[ulen] != '_' ||
+            !annot_dns_label(ent->d_name + ulen + 1))
+            continue;
+        if (vg_snprintf(path, sizeof path, "%s/%s", region, ent->d_name) < 0)
+            continue;
+        if ((rc = dp_container_dir_remove(path, err)) < 0)
+            return rc;
+    }
+    return 0;
+}

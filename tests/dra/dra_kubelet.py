@@ -1,0 +1,559 @@
+"""vgpu-dra-plugin against a kubelet stand-in written with python3-grpcio (Debian's).
+
+    /usr/bin/python3 dra_kubelet.py BUILD_DIR SOURCE_DIR DESCRIPTOR [unittest names...]
+
+The stand-in does what kubelet's plugin watcher and DRA manager do: finds the
+registration socket under <kubelet-dir>/plugins_registry/, calls GetInfo and
+NotifyRegistrationStatus, dials the endpoint it was given and calls NodePrepareResources
+/ NodeUnprepareResources (v1 and v1beta1). The messages come from the plugin's own
+.proto files (DESCRIPTOR, a FileDescriptorSet the build writes). Claims are served by
+tests/dra/claims_api.py; GPUs by fakegpu. Skips when grpc is not importable (fails
+instead under CI: tests/lib/vg_skip.py).
+"""
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+sys.path.insert(0, HERE)
+import vg_skip  # noqa: E402
+from claims_api import ClaimsApi, claim  # noqa: E402
+
+try:
+    import grpc
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+except ImportError as exc:  # pragma: no cover
+    vg_skip.skip("python3-grpcio (%s; run with /usr/bin/python3)" % exc)
+
+BUILD = SOURCE = None
+M = {}
+DRIVER = "gpu.vgpu.io"
+DEVICES = "Test GPU A:16GiB:40,Test GPU B:8GiB:80"
+V1 = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
+V1BETA1 = "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"
+UID1 = "11111111-1111-4111-8111-111111111111"
+UID2 = "22222222-2222-4222-8222-222222222222"
+SHARE = "33333333-3333-4333-8333-333333333333"
+
+
+def load_messages(path):
+    fds = descriptor_pb2.FileDescriptorSet()
+    with open(path, "rb") as f:
+        fds.ParseFromString(f.read())
+    pool = descriptor_pool.DescriptorPool()
+    for fd in fds.file:
+        pool.Add(fd)
+    factory = message_factory.MessageFactory(pool)
+    for fd in fds.file:
+        for d in fd.message_type:
+            desc = pool.FindMessageTypeByName("%s.%s" % (fd.package, d.name))
+            if hasattr(message_factory, "GetMessageClass"):
+                M[d.name] = message_factory.GetMessageClass(desc)
+            else:
+                M[d.name] = factory.GetPrototype(desc)
+
+
+def wait_for(pred, timeout=15.0, what="condition"):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def call(channel, path, request, response_name, timeout=20):
+    fn = channel.unary_unary(path, request_serializer=lambda m: m.SerializeToString(),
+                             response_deserializer=M[response_name].FromString)
+    return fn(request, timeout=timeout)
+
+
+def raw_call(channel, path, data, timeout=20):
+    fn = channel.unary_unary(path, request_serializer=lambda b: b,
+                             response_deserializer=lambda b: b)
+    return fn(data, timeout=timeout)
+
+
+def claims_msg(name, *claims):
+    req = M[name]()
+    for ns, uid, cname in claims:
+        c = req.claims.add()
+        c.namespace, c.uid, c.name = ns, uid, cname
+    return req
+
+
+def result(request="gpu", device="gpu-0", pool="node-1", memory=None, cores=None, share=None,
+           driver=DRIVER):
+    r = {"request": request, "driver": driver, "pool": pool, "device": device}
+    cap = {}
+    if memory is not None:
+        cap["memory"] = memory
+    if cores is not None:
+        cap["cores"] = cores
+    if cap:
+        r["consumedCapacity"] = cap
+    if share:
+        r["shareID"] = share
+    return r
+
+
+class Plugin:
+    def __init__(self, tmp, kubeconfig, boot_id="boot-1"):
+        self.tmp = tmp
+        self.log = open(os.path.join(tmp, "plugin.log"), "a+")  # closed by stop()
+        with open(os.path.join(tmp, "boot_id"), "w") as f:
+            f.write(boot_id + "\n")
+        env = dict(os.environ)
+        env.update({"LD_LIBRARY_PATH": os.path.join(BUILD, "fakegpu"),
+                    "FAKEGPU_DEVICES": DEVICES,
+                    "FAKEGPU_STATE_DIR": os.path.join(tmp, "fakegpu"),
+                    "VGPU_DRA_BOOT_ID_FILE": os.path.join(tmp, "boot_id"),
+                    "VGPU_DRA_SOCKET_CHECK_MS": "100"})
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        os.makedirs(env["FAKEGPU_STATE_DIR"], exist_ok=True)
+        self.kubelet_dir = os.path.join(tmp, "kubelet")
+        self.cdi_dir = os.path.join(tmp, "cdi")
+        self.state_dir = os.path.join(tmp, "state")
+        self.board = os.path.join(tmp, "board")
+        cmd = [os.path.join(BUILD, "bin", "vgpu-dra-plugin"), "--node-name", "node-1",
+               "--kubelet-dir", self.kubelet_dir, "--kubeconfig", kubeconfig,
+               "--cdi-dir", self.cdi_dir, "--state-dir", self.state_dir,
+               "--compute-board-dir", self.board,
+               "--libvgpu-path", os.path.join(BUILD, "lib", "libvgpu.so"),
+               "--ld-so-preload-path", os.path.join(tmp, "ld.so.preload")]
+        # A killed plugin leaves its sockets: wait for this run's own line.
+        self.mark = self.output().count("DRA plugin serving")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.reg_sock = os.path.join(self.kubelet_dir, "plugins_registry", DRIVER + "-reg.sock")
+        self.svc_sock = os.path.join(self.kubelet_dir, "plugins", DRIVER, "dra.sock")
+        wait_for(lambda: self.output().count("DRA plugin serving") > self.mark
+                 or self.proc.poll() is not None, what="plugin serving")
+        if self.proc.poll() is not None:
+            raise AssertionError("plugin exited: " + self.output())
+
+    def output(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def close(self):
+        """Stops the plugin (the log stays open for output())."""
+        return self.stop()
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="vgpu-dra-")
+        self.api = ClaimsApi()
+        self.kubeconfig = os.path.join(self.tmp, "kubeconfig")
+        self.api.kubeconfig(self.kubeconfig)
+        self.plugin = None
+        self.channels = []
+
+    def tearDown(self):
+        for ch in self.channels:
+            ch.close()
+        rc, out = 0, ""
+        if self.plugin:
+            rc = self.plugin.close()
+            out = self.plugin.output()
+            self.plugin.log.close()
+        self.api.stop()
+        if not getattr(self._outcome, "success", True):
+            print(out, file=sys.stderr)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        # Stopped by SIGTERM, the plugin exits 0 with nothing from the sanitizers.
+        self.assertEqual(rc, 0, out[-3000:])
+        self.assertNotIn("Sanitizer", out)
+
+    def start(self, boot_id="boot-1"):
+        if self.plugin:
+            self.plugin.close()
+            self.plugin.log.close()
+        self.plugin = Plugin(self.tmp, self.kubeconfig, boot_id)
+        return self.plugin
+
+    def channel(self, path):
+        # A channel of its own: grpc's shared subchannels would reuse a connection to a
+        # plugin killed by the test.
+        ch = grpc.insecure_channel("unix://" + path,
+                                   options=[("grpc.use_local_subchannel_pool", 1)])
+        self.channels.append(ch)
+        return ch
+
+    def service(self):
+        return self.channel(self.plugin.svc_sock)
+
+    def prepare(self, *claims, version=V1):
+        return call(self.service(), version + "NodePrepareResources",
+                    claims_msg("NodePrepareResourcesRequest", *claims),
+                    "NodePrepareResourcesResponse")
+
+    def unprepare(self, *claims, version=V1):
+        return call(self.service(), version + "NodeUnprepareResources",
+                    claims_msg("NodeUnprepareResourcesRequest", *claims),
+                    "NodeUnprepareResourcesResponse")
+
+    def claim_dirs(self):
+        d = os.path.join(self.plugin.state_dir, "claims")
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+    def cdi_files(self):
+        d = self.plugin.cdi_dir
+        return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+    def slots(self):
+        out = []
+        for root, _, files in os.walk(self.plugin.board):
+            out += [f for f in files if f.endswith(".slot")]
+        return sorted(out)
+
+    def checkpoint(self):
+        with open(os.path.join(self.plugin.state_dir, "checkpoint.json")) as f:
+            return json.load(f)
+
+    def spec(self, uid):
+        with open(os.path.join(self.plugin.cdi_dir, "vgpu.io-gpu_%s.json" % uid)) as f:
+            return json.load(f)
+
+
+class Registration(Base):
+    """GetInfo names the driver, the DRA socket and v1 before v1beta1; a registration socket
+    removed (kubelet wiping plugins_registry) is served again for the next watcher scan."""
+
+    def test_register(self):
+        self.start()
+        reg = self.channel(self.plugin.reg_sock)
+        info = call(reg, "/pluginregistration.Registration/GetInfo", M["InfoRequest"](),
+                    "PluginInfo")
+        self.assertEqual(info.type, "DRAPlugin")
+        self.assertEqual(info.name, DRIVER)
+        self.assertEqual(info.endpoint, self.plugin.svc_sock)
+        self.assertEqual(list(info.supported_versions), ["v1.DRAPlugin", "v1beta1.DRAPlugin"])
+        self.assertTrue(stat.S_ISSOCK(os.stat(info.endpoint).st_mode))
+        st = M["RegistrationStatus"](plugin_registered=True)
+        call(reg, "/pluginregistration.Registration/NotifyRegistrationStatus", st,
+             "RegistrationStatusResponse")
+        wait_for(lambda: "registered with kubelet" in self.plugin.output(), what="log line")
+        st = M["RegistrationStatus"](plugin_registered=False, error="unsupported version")
+        call(reg, "/pluginregistration.Registration/NotifyRegistrationStatus", st,
+             "RegistrationStatusResponse")
+        wait_for(lambda: "unsupported version" in self.plugin.output(), what="refusal logged")
+
+    def test_socket_served_again(self):
+        self.start()
+        os.unlink(self.plugin.reg_sock)
+        wait_for(lambda: os.path.exists(self.plugin.reg_sock), what="socket served again")
+        info = call(self.channel(self.plugin.reg_sock), "/pluginregistration.Registration/GetInfo",
+                    M["InfoRequest"](), "PluginInfo")
+        self.assertEqual(info.name, DRIVER)
+
+
+class Prepare(Base):
+    """A claim for 10 GiB and 30 % of gpu-0 becomes a directory with a read-only limits file,
+    a compute slot and a CDI spec carrying the device plugin's vgpu container edits; a
+    repeated prepare answers the same without new files; unprepare removes all of it."""
+
+    def put_shared(self):
+        self.api.put(claim(UID1, "c1", [result(memory="10Gi", cores="30", share=SHARE)]))
+
+    def test_prepare_unprepare(self):
+        self.start()
+        self.put_shared()
+        resp = self.prepare(("default", UID1, "c1"))
+        self.assertEqual(list(resp.claims.keys()), [UID1])
+        r = resp.claims[UID1]
+        self.assertEqual(r.error, "")
+        self.assertEqual(len(r.devices), 1)
+        d = r.devices[0]
+        self.assertEqual(list(d.request_names), ["gpu"])
+        self.assertEqual((d.pool_name, d.device_name), ("node-1", "gpu-0"))
+        cdi_id = "vgpu.io/gpu=%s_gpu" % UID1
+        self.assertEqual(list(d.cdi_device_ids), [cdi_id])
+        self.assertEqual(d.share_id, SHARE)
+
+        cdir = os.path.join(self.plugin.state_dir, "claims", UID1 + "_gpu")
+        self.assertEqual(self.claim_dirs(), [UID1 + "_gpu"])
+        limits = os.path.join(cdir, "limits")
+        self.assertEqual(stat.S_IMODE(os.stat(limits).st_mode), 0o444)
+        with open(limits) as f:
+            text = f.read()
+        self.assertIn("vgpu-limits 1", text)
+        spec = self.spec(UID1)
+        self.assertEqual(spec["kind"], "vgpu.io/gpu")
+        self.assertEqual(spec["cdiVersion"], "0.5.0")
+        self.assertEqual([x["name"] for x in spec["devices"]], [UID1 + "_gpu"])
+        edits = spec["devices"][0]["containerEdits"]
+        env = dict(e.split("=", 1) for e in edits["env"])
+        self.assertEqual(env["CUDA_DEVICE_MEMORY_LIMIT_0"], "10240m")
+        self.assertEqual(env["CUDA_DEVICE_SM_LIMIT"], "30")
+        self.assertEqual(env["VGPU_LIMITS_FILE"], limits)
+        self.assertEqual(env["CUDA_DEVICE_MEMORY_SHARED_CACHE"], os.path.join(cdir, "region"))
+        uuid = env["NVIDIA_VISIBLE_DEVICES"]
+        self.assertTrue(uuid.startswith("GPU-"), uuid)
+        self.assertIn(uuid, text)
+        mounts = {m["containerPath"]: m for m in edits["mounts"]}
+        self.assertEqual(mounts["/etc/vgpu/limits"]["hostPath"], limits)
+        self.assertIn("ro", mounts["/etc/vgpu/limits"]["options"])
+        self.assertEqual(mounts["/etc/ld.so.preload"]["hostPath"],
+                         os.path.join(self.tmp, "ld.so.preload"))
+        libvgpu = os.path.join(BUILD, "lib", "libvgpu.so")
+        self.assertIn("ro", mounts[libvgpu]["options"])
+        nodes = sorted(n["path"] for n in edits["deviceNodes"])
+        self.assertEqual(nodes, ["/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia0",
+                                 "/dev/nvidiactl"])
+        self.assertEqual(len(self.slots()), 1)
+        self.assertEqual(self.api.get_count("default", "c1"), 1)
+
+        # Again: the same answer from the checkpoint, nothing read or made twice.
+        again = self.prepare(("default", UID1, "c1"))
+        self.assertEqual(again.claims[UID1], r)
+        self.assertEqual(self.api.get_count("default", "c1"), 1)
+        self.assertEqual(self.claim_dirs(), [UID1 + "_gpu"])
+        self.assertEqual([c["uid"] for c in self.checkpoint()["claims"]], [UID1])
+
+        u = self.unprepare(("default", UID1, "c1"))
+        self.assertEqual(u.claims[UID1].error, "")
+        self.assertEqual(self.claim_dirs(), [])
+        self.assertEqual(self.cdi_files(), [])
+        self.assertEqual(self.slots(), [])
+        self.assertEqual(self.checkpoint()["claims"], [])
+        # Unprepare of a claim not prepared (kubelet retrying) is no error.
+        u = self.unprepare(("default", UID1, "c1"))
+        self.assertEqual(u.claims[UID1].error, "")
+
+    def test_whole_gpus_two_requests(self):
+        """No consumedCapacity: the whole GPU, no compute limit; one CDI device per
+        request, subrequests counted as their parent."""
+        self.start()
+        self.api.put(claim(UID2, "two", [result(request="a", device="gpu-0"),
+                                         result(request="b/small", device="gpu-1")]))
+        r = self.prepare(("default", UID2, "two")).claims[UID2]
+        self.assertEqual(r.error, "")
+        ids = [list(d.cdi_device_ids) for d in r.devices]
+        self.assertEqual(ids, [["vgpu.io/gpu=%s_a" % UID2], ["vgpu.io/gpu=%s_b" % UID2]])
+        self.assertEqual([list(d.request_names) for d in r.devices], [["a"], ["b/small"]])
+        self.assertFalse(r.devices[0].HasField("share_id"))
+        spec = self.spec(UID2)
+        env = [dict(e.split("=", 1) for e in d["containerEdits"]["env"]) for d in spec["devices"]]
+        self.assertEqual(env[0]["CUDA_DEVICE_MEMORY_LIMIT_0"], "16384m")
+        self.assertEqual(env[1]["CUDA_DEVICE_MEMORY_LIMIT_0"], "8192m")
+        self.assertNotIn("CUDA_DEVICE_SM_LIMIT", env[0])
+        self.assertEqual(self.slots(), [])
+        self.assertEqual(self.claim_dirs(), [UID2 + "_a", UID2 + "_b"])
+
+    def test_v1beta1(self):
+        """The v1beta1 service prepares the same way, without share_id."""
+        self.start()
+        self.put_shared()
+        r = self.prepare(("default", UID1, "c1"), version=V1BETA1).claims[UID1]
+        self.assertEqual(r.error, "")
+        self.assertFalse(r.devices[0].HasField("share_id"))
+        u = self.unprepare(("default", UID1, "c1"), version=V1BETA1)
+        self.assertEqual(u.claims[UID1].error, "")
+        self.assertEqual(self.claim_dirs(), [])
+
+
+class Restart(Base):
+    """A restarted plugin answers from its checkpoint (no second API read, no second
+    directory) and unprepares what the first run made; a checkpoint of another boot is
+    released at start."""
+
+    def test_restart_keeps_claims(self):
+        self.start()
+        self.api.put(claim(UID1, "c1", [result(memory="4Gi", cores="50")]))
+        first = self.prepare(("default", UID1, "c1")).claims[UID1]
+        self.plugin.stop(signal.SIGKILL)
+        self.start()
+        again = self.prepare(("default", UID1, "c1")).claims[UID1]
+        self.assertEqual(again, first)
+        self.assertEqual(self.api.get_count("default", "c1"), 1)
+        self.assertEqual(self.claim_dirs(), [UID1 + "_gpu"])
+        self.plugin.stop()
+        self.start()
+        self.assertEqual(self.unprepare(("default", UID1, "c1")).claims[UID1].error, "")
+        self.assertEqual((self.claim_dirs(), self.cdi_files(), self.slots()), ([], [], []))
+
+    def test_other_boot_released(self):
+        self.start()
+        self.api.put(claim(UID1, "c1", [result(memory="4Gi", cores="50")]))
+        self.assertEqual(self.prepare(("default", UID1, "c1")).claims[UID1].error, "")
+        self.plugin.stop()
+        self.start(boot_id="boot-2")
+        self.assertEqual((self.claim_dirs(), self.cdi_files(), self.slots()), ([], [], []))
+        cp = self.checkpoint()
+        self.assertEqual((cp["bootID"], cp["claims"]), ("boot-2", []))
+        # Prepared anew on demand.
+        self.assertEqual(self.prepare(("default", UID1, "c1")).claims[UID1].error, "")
+        self.assertEqual(self.api.get_count("default", "c1"), 2)
+
+    def test_garbled_checkpoint_refused(self):
+        self.start()
+        self.plugin.stop()
+        with open(os.path.join(self.plugin.state_dir, "checkpoint.json"), "w") as f:
+            f.write('{"version": 1, "bootID": "boot-1", "claims": [{"uid": "../../etc"}]}')
+        p = Plugin.__new__(Plugin)
+        with self.assertRaises(AssertionError) as ctx:
+            Plugin.__init__(p, self.tmp, self.kubeconfig)
+        p.log.close()
+        self.assertIn("checkpoint: claim.uid missing or malformed", str(ctx.exception))
+
+
+class Concurrent(Base):
+    """Eight kubelet calls at once for two claims: every answer the same per claim, each
+    claim read... prepared once."""
+
+    def test_concurrent_prepares(self):
+        self.start()
+        self.api.put(claim(UID1, "c1", [result(memory="2Gi", cores="20")]))
+        self.api.put(claim(UID2, "c2", [result(memory="2Gi", cores="20", device="gpu-1")]))
+        self.api.delay = 0.2
+        answers, errors = [], []
+
+        def one(i):
+            try:
+                ch = grpc.insecure_channel("unix://" + self.plugin.svc_sock)
+                req = claims_msg("NodePrepareResourcesRequest", ("default", UID1, "c1"),
+                                 ("default", UID2, "c2"))
+                answers.append(call(ch, V1 + "NodePrepareResources", req,
+                                    "NodePrepareResourcesResponse"))
+                ch.close()
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        self.assertEqual(len(answers), 8)
+        for a in answers:
+            self.assertEqual(a.claims[UID1].error, "")
+            self.assertEqual(a, answers[0])
+        self.assertEqual(self.claim_dirs(), [UID1 + "_gpu", UID2 + "_gpu"])
+        self.assertEqual(len(self.slots()), 2)
+        self.assertEqual(sorted(c["uid"] for c in self.checkpoint()["claims"]), [UID1, UID2])
+
+
+class BadInput(Base):
+    """Malformed requests are refused whole (INVALID_ARGUMENT); a claim that cannot be
+    prepared gets an error naming why, and leaves nothing behind."""
+
+    def assert_clean(self):
+        self.assertEqual((self.claim_dirs(), self.cdi_files(), self.slots()), ([], [], []))
+
+    def test_malformed_requests(self):
+        self.start()
+        ch = self.service()
+        for data in (b"\xff\xff\xff", b"\x0a\x05\x0a\x03"):
+            with self.assertRaises(grpc.RpcError) as ctx:
+                raw_call(ch, V1 + "NodePrepareResources", data)
+            self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        for bad in (("default", "../../etc", "c1"), ("Default", UID1, "c1"),
+                    ("default", UID1, ""), ("default", UID1, "a/b")):
+            for path, name in ((V1 + "NodePrepareResources", "NodePrepareResourcesRequest"),
+                               (V1 + "NodeUnprepareResources",
+                                "NodeUnprepareResourcesRequest")):
+                with self.assertRaises(grpc.RpcError) as ctx:
+                    raw_call(ch, path, claims_msg(name, bad).SerializeToString())
+                self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT, bad)
+        self.assert_clean()
+        self.assertEqual(self.plugin.proc.poll(), None)
+
+    def test_claims_that_fail(self):
+        self.start()
+        cases = {
+            "missing": None,
+            "unalloc": claim(UID1, "unalloc", [], allocated=False),
+            "otherpool": claim(UID1, "otherpool", [result(pool="node-2")]),
+            "nodevice": claim(UID1, "nodevice", [result(device="gpu-7")]),
+            "toobig": claim(UID1, "toobig", [result(memory="17Gi")]),
+            "badmem": claim(UID1, "badmem", [result(memory="10GiB")]),
+            "badcores": claim(UID1, "badcores", [result(memory="1Gi", cores="101")]),
+            "twice": claim(UID1, "twice", [result(), result()]),
+            "wronguid": claim(UID2, "wronguid", [result()]),
+        }
+        words = {"missing": "not found", "unalloc": "not allocated", "otherpool": "node-2",
+                 "nodevice": "gpu-7", "toobig": "17408 MiB", "badmem": "memory",
+                 "badcores": "cores", "twice": "twice", "wronguid": UID2}
+        for name, obj in cases.items():
+            if obj:
+                self.api.put(obj)
+            r = self.prepare(("default", UID1, name)).claims[UID1]
+            self.assertIn(words[name], r.error, name)
+            self.assertEqual(list(r.devices), [])
+            self.assert_clean()
+        self.assertEqual(self.checkpoint()["claims"], [])
+        # A checkpoint that cannot be written: the claim is not answered as prepared, and
+        # what was made for it is gone.
+        self.api.put(claim(UID1, "ok", [result(memory="1Gi", cores="10")]))
+        blocker = os.path.join(self.plugin.state_dir, "checkpoint.json.tmp")
+        os.mkdir(blocker)
+        r = self.prepare(("default", UID1, "ok")).claims[UID1]
+        self.assertIn("checkpoint.json.tmp", r.error)
+        self.assertEqual(list(r.devices), [])
+        self.assert_clean()
+        os.rmdir(blocker)
+        self.assertEqual(self.prepare(("default", UID1, "ok")).claims[UID1].error, "")
+        self.assertEqual(self.unprepare(("default", UID1, "ok")).claims[UID1].error, "")
+        # Another driver's results are not ours: prepared with no devices.
+        self.api.put(claim(UID1, "other", [result(driver="gpu.nvidia.com")]))
+        r = self.prepare(("default", UID1, "other")).claims[UID1]
+        self.assertEqual((r.error, list(r.devices)), ("", []))
+
+
+class Attacks(Base):
+    """What a tenant controls reaches the plugin as names: request names and the claim's
+    own metadata, and (through the API) results naming pools and devices. None of it may
+    make or remove a file outside the claim's own; one claim's unprepare never removes
+    another's files."""
+
+    def test_path_names_refused(self):
+        self.start()
+        outside = os.path.join(self.tmp, "outside")
+        os.makedirs(outside)
+        for i, r in enumerate((result(request="../../outside"), result(device="../outside"),
+                               result(pool="../outside"), result(share="../../outside"))):
+            self.api.put(claim(UID1, "evil%d" % i, [r]))
+            got = self.prepare(("default", UID1, "evil%d" % i)).claims[UID1]
+            self.assertIn("malformed", got.error)
+        self.assertEqual(os.listdir(outside), [])
+        self.assertEqual((self.claim_dirs(), self.cdi_files(), self.slots()), ([], [], []))
+
+    def test_unprepare_touches_only_its_claim(self):
+        self.start()
+        self.api.put(claim(UID1, "c1", [result(memory="1Gi", cores="10")]))
+        self.assertEqual(self.prepare(("default", UID1, "c1")).claims[UID1].error, "")
+        before = (self.claim_dirs(), self.cdi_files(), self.slots())
+        prefix = UID1[:-1] + "0"
+        for uid in (UID2, prefix):
+            self.assertEqual(self.unprepare(("default", uid, "c1")).claims[uid].error, "")
+        self.assertEqual((self.claim_dirs(), self.cdi_files(), self.slots()), before)
+        self.assertEqual([c["uid"] for c in self.checkpoint()["claims"]], [UID1])
+
+
+if __name__ == "__main__":
+    BUILD, SOURCE, desc = sys.argv[1], sys.argv[2], sys.argv[3]
+    load_messages(desc)
+    unittest.main(argv=[sys.argv[0]] + sys.argv[4:], verbosity=2)

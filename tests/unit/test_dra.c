@@ -1,0 +1,216 @@
+/* DRA plugin library: quantities, the claim decoder, the checkpoint round trip and
+ * reader, and a claim prepared and unprepared on a temporary node. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/str.h"
+#include "dra/dra.h"
+#define DP_GOLDEN_DIR "" /* dp_test.h: no golden files here */
+#include "dp_test.h"
+
+#define UID   "11111111-1111-4111-8111-111111111111"
+#define SHARE "33333333-3333-4333-8333-333333333333"
+
+static void test_bytes_mib(void **state)
+{
+    (void)state;
+    struct vg_err err = {0};
+    uint64_t mib;
+    assert_int_equal(dra_parse_bytes_mib("10Gi", &mib, &err), 0);
+    assert_int_equal(mib, 10240);
+    assert_int_equal(dra_parse_bytes_mib("10737418240", &mib, &err), 0);
+    assert_int_equal(mib, 10240);
+    assert_int_equal(dra_parse_bytes_mib("1", &mib, &err), 0);
+    assert_int_equal(mib, 1); /* rounded up */
+    assert_int_equal(dra_parse_bytes_mib("4G", &mib, &err), 0);
+    assert_int_equal(mib, 3815);
+    assert_int_equal(dra_parse_bytes_mib("0", &mib, &err), 0);
+    assert_int_equal(mib, 0);
+    const char *bad[] = {"",      "10GiB", "-1",   "1.5Gi",
+                         "10 Gi", "Gi",    "20Ei", "99999999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_true(dra_parse_bytes_mib(bad[i], &mib, &err) < 0);
+}
+
+static const char *claim_json(const char *results)
+{
+    static char buf[8192];
+    vg_snprintf(buf, sizeof buf,
+                "{\"metadata\":{\"namespace\":\"default\",\"name\":\"c1\",\"uid\":\"" UID "\"},"
+                "\"status\":{\"allocation\":{\"devices\":{\"results\":[%s]}}}}",
+                results);
+    return buf;
+}
+
+static void test_claim_decode(void **state)
+{
+    (void)state;
+    struct dra_claim c;
+    struct vg_err err = {0};
+    const char *text = claim_json(
+        "{\"request\":\"gpu\",\"driver\":\"gpu.vgpu.io\",\"pool\":\"node-1\",\"device\":\"gpu-0\","
+        "\"shareID\":\"" SHARE "\",\"consumedCapacity\":{\"memory\":\"10Gi\",\"cores\":\"30\"}},"
+        "{\"request\":\"x\",\"driver\":\"gpu.nvidia.com\",\"pool\":\"p\",\"device\":\"gpu-0\"},"
+        "{\"request\":\"b/"
+        "small\",\"driver\":\"gpu.vgpu.io\",\"pool\":\"node-1\",\"device\":\"gpu-1\"}");
+    assert_int_equal(dra_claim_decode_text(text, strlen(text), "gpu.vgpu.io", &c, &err), 0);
+    assert_string_equal(c.uid, UID);
+    assert_int_equal(c.count, 2);
+    assert_string_equal(c.results[0].share_id, SHARE);
+    assert_true(c.results[0].has_memory && c.results[0].has_cores);
+    assert_int_equal(c.results[0].memory_mib, 10240);
+    assert_int_equal(c.results[0].cores, 30);
+    assert_string_equal(c.results[1].request, "b/small");
+    assert_false(c.results[1].has_memory);
+
+    text = "{\"metadata\":{\"namespace\":\"default\",\"name\":\"c1\",\"uid\":\"" UID "\"}}";
+    assert_int_equal(dra_claim_decode_text(text, strlen(text), "gpu.vgpu.io", &c, &err), -ENODATA);
+    assert_non_null(strstr(err.msg, "not allocated"));
+    const char *bad[] = {
+        "{\"request\":\"..\",\"driver\":\"gpu.vgpu.io\",\"pool\":\"n\",\"device\":\"gpu-0\"}",
+        "{\"request\":\"gpu\",\"driver\":\"gpu.vgpu.io\",\"pool\":\"n\",\"device\":\"../x\"}",
+        "{\"request\":\"gpu\",\"driver\":\"gpu.vgpu.io\",\"pool\":\"N\",\"device\":\"gpu-0\"}",
+        "{\"request\":\"gpu\",\"driver\":\"gpu.vgpu.io\",\"pool\":\"n\",\"device\":\"gpu-0\","
+        "\"consumedCapacity\":{\"cores\":\"101\"}}",
+        "{\"request\":\"gpu\",\"pool\":\"n\",\"device\":\"gpu-0\"}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        text = claim_json(bad[i]);
+        assert_true(dra_claim_decode_text(text, strlen(text), "gpu.vgpu.io", &c, &err) < 0);
+        assert_non_null(strstr(err.msg, "results[0]"));
+    }
+}
+
+static void test_checkpoint_roundtrip(void **state)
+{
+    (void)state;
+    struct dra_checkpoint cp = {0};
+    vg_strlcpy(cp.boot_id, "boot", sizeof cp.boot_id);
+    struct dra_prepared p;
+    memset(&p, 0, sizeof p);
+    vg_strlcpy(p.uid, UID, sizeof p.uid);
+    vg_strlcpy(p.ns, "default", sizeof p.ns);
+    vg_strlcpy(p.name, "c1", sizeof p.name);
+    p.group_count = 1;
+    vg_strlcpy(p.groups[0].name, "gpu", sizeof p.groups[0].name);
+    vg_strlcpy(p.groups[0].container.name, "gpu", sizeof p.groups[0].container.name);
+    p.groups[0].container.gpu_count = 1;
+    vg_strlcpy(p.groups[0].container.gpus[0].uuid, UUID_A, ANNOT_UUID_MAX);
+    p.groups[0].container.gpus[0].memory_mib = 10240;
+    p.groups[0].container.gpus[0].cores = 30;
+    p.device_count = 1;
+    vg_strlcpy(p.devices[0].request, "gpu", sizeof p.devices[0].request);
+    vg_strlcpy(p.devices[0].pool, "node-1", sizeof p.devices[0].pool);
+    vg_strlcpy(p.devices[0].device, "gpu-0", sizeof p.devices[0].device);
+    vg_strlcpy(p.devices[0].cdi_id, "vgpu.io/gpu=" UID "_gpu", sizeof p.devices[0].cdi_id);
+    dra_checkpoint_put(&cp, &p);
+    char *text = dra_checkpoint_encode(&cp);
+    assert_non_null(text);
+    struct dra_checkpoint back;
+    struct vg_err err = {0};
+    assert_int_equal(dra_checkpoint_decode(text, strlen(text), &back, &err), 0);
+    assert_string_equal(back.boot_id, "boot");
+    assert_int_equal(back.count, 1);
+    assert_int_equal(back.claims[0].groups[0].container.gpus[0].memory_mib, 10240);
+    assert_string_equal(back.claims[0].devices[0].cdi_id, "vgpu.io/gpu=" UID "_gpu");
+    dra_checkpoint_remove(&back, UID);
+    assert_int_equal(back.count, 0);
+    dra_checkpoint_release(&back);
+    dra_checkpoint_release(&cp);
+    free(text);
+    const char *bad = "{\"version\":1,\"bootID\":\"b\",\"claims\":[{\"uid\":\"../x\"}]}";
+    assert_int_equal(dra_checkpoint_decode(bad, strlen(bad), &back, &err), -EINVAL);
+    assert_null(back.claims);
+}
+
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static void test_prepare_unprepare(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/vgpu-dra-unit-XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    char region[256], board[256], cdi[256], yaml[1024];
+    vg_snprintf(region, sizeof region, "%s/claims", tmp);
+    vg_snprintf(board, sizeof board, "%s/board", tmp);
+    vg_snprintf(cdi, sizeof cdi, "%s/cdi", tmp);
+    vg_snprintf(yaml, sizeof yaml, "version: v1\nvgpu:\n  regionDir: %s\n  computeBoardDir: %s\n",
+                region, board);
+    struct dp_config cfg;
+    load(&cfg, yaml);
+    struct dp_gpu g[2];
+    two_gpus(g);
+    struct dra_node node = {
+        .cfg = &cfg, .gpus = g, .gpu_count = 2, .node_name = "node-1", .cdi_dir = cdi};
+    assert_int_equal(mkdir(cdi, 0755), 0);
+    const char *text = claim_json(
+        "{\"request\":\"gpu\",\"driver\":\"gpu.vgpu.io\",\"pool\":\"node-1\",\"device\":\"gpu-1\","
+        "\"consumedCapacity\":{\"memory\":\"10Gi\",\"cores\":\"30\"}}");
+    struct dra_claim c;
+    struct dra_prepared p;
+    struct vg_err err = {0};
+    assert_int_equal(dra_claim_decode_text(text, strlen(text), "gpu.vgpu.io", &c, &err), 0);
+    assert_int_equal(dra_prepare(&node, &c, &p, &err), 0);
+    assert_int_equal(p.group_count, 1);
+    assert_string_equal(p.groups[0].container.gpus[0].uuid, UUID_B);
+    assert_string_equal(p.devices[0].cdi_id, "vgpu.io/gpu=" UID "_gpu");
+    assert_int_equal(count_entries(region), 1);
+    assert_int_equal(count_entries(cdi), 1);
+    char slotdir[512];
+    vg_snprintf(slotdir, sizeof slotdir, "%s/%s", board, UUID_B);
+    assert_int_equal(count_entries(slotdir), 1);
+    /* Prepared again (a crash before the checkpoint): replaced, not doubled. */
+    assert_int_equal(dra_prepare(&node, &c, &p, &err), 0);
+    assert_int_equal(count_entries(region), 1);
+    assert_int_equal(count_entries(slotdir), 1);
+    assert_int_equal(dra_unprepare(&node, UID, &p, &err), 0);
+    assert_int_equal(count_entries(region), 0);
+    assert_int_equal(count_entries(cdi), 0);
+    assert_int_equal(count_entries(slotdir), 0);
+
+    /* A device of another node: an error, nothing made. */
+    text = claim_json("{\"request\":\"gpu\",\"driver\":\"gpu.vgpu.io\",\"pool\":\"node-2\","
+                      "\"device\":\"gpu-1\"}");
+    assert_int_equal(dra_claim_decode_text(text, strlen(text), "gpu.vgpu.io", &c, &err), 0);
+    assert_int_equal(dra_prepare(&node, &c, &p, &err), -ENOENT);
+    assert_non_null(strstr(err.msg, "node-2"));
+    assert_int_equal(count_entries(region), 0);
+    assert_int_equal(count_entries(cdi), 0);
+    dp_config_free(&cfg);
+    char cmd[512];
+    vg_snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bytes_mib),
+        cmocka_unit_test(test_claim_decode),
+        cmocka_unit_test(test_checkpoint_roundtrip),
+        cmocka_unit_test(test_prepare_unprepare),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
