@@ -22,3 +22,8 @@ set_tests_properties(lint.debian_deps_catches_missing PROPERTIES
 # Skips go through tests/lib/vg_skip.* and fail under CI (tests/lib/README.md).
 add_test(NAME lint.skips COMMAND ${CMAKE_CURRENT_LIST_DIR}/skips.sh $<TARGET_FILE:test_sim>)
 set_tests_properties(lint.skips PROPERTIES LABELS "lint;nosan" TIMEOUT 120)
+add_test(NAME lint.ptx COMMAND ${CMAKE_CURRENT_LIST_DIR}/ptx.sh)
+# The check must catch the byte that made the real JIT refuse compute_spin.ptx.
+add_test(NAME lint.ptx_catches_non_ascii
+         COMMAND sh -c "printf '// 20 \\302\\265s\\n.version 7.0\\n' > ptx_lint_bad.ptx && ${CMAKE_CURRENT_LIST_DIR}/ptx.sh $PWD/ptx_lint_bad.ptx")
+set_tests_properties(lint.ptx_catches_non_ascii PROPERTIES WILL_FAIL TRUE)
