@@ -8,7 +8,7 @@ if [ $# -eq 0 ]; then
     mapfile -t files < <(git ls-files '*.ptx' 2>/dev/null || find . -name '*.ptx')
     set -- "${files[@]}"
 fi
-if hits=$(LC_ALL=C grep -nP '[^\x00-\x7F]' "$@"); then
+if hits=$(LC_ALL=C grep -HnP '[^\x00-\x7F]' "$@"); then
     echo "non-ASCII bytes in PTX (a real driver refuses the module):"
     echo "$hits"
     exit 1
