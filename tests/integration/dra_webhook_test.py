@@ -96,6 +96,20 @@ def check_template(t):
         assert set(s) == {"cel"} and 0 < len(s["cel"]["expression"]) <= 10 * 1024
 
 
+class Attrs(dict):
+    __getattr__ = dict.__getitem__
+
+
+def cel_matches(expr, product, uuid):
+    """Evaluates the CEL the selectors use (==, ||, !, lowerAscii, contains, string
+    literals) on a device of driver gpu.vgpu.io."""
+    py = expr.replace("||", " or ").replace(".lowerAscii()", ".lower()")
+    py = py.replace(".contains(", ".__contains__(")
+    py = re.sub(r"!(?!=)", " not ", py)
+    device = Attrs(attributes={"gpu.vgpu.io": Attrs(productName=product, uuid=uuid)})
+    return bool(eval(py, {"__builtins__": {}}, {"device": device}))  # noqa: S307
+
+
 class DraWebhook(unittest.TestCase):
     EXTRA = ("--webhook-dra",)
 
@@ -277,6 +291,14 @@ class ConvertTest(DraWebhook):
             "%s.productName.lowerAscii().contains('a100') || "
             "%s.productName.lowerAscii().contains('h100 80gb')" % (attr, attr),
             "!(%s.uuid == 'GPU-0b1c2d3e-aaaa-bbbb-cccc-0123456789ab')" % attr])
+        exprs = [s["cel"]["expression"] for s in sels]
+        for product, uuid, want in [
+                ("NVIDIA A100-SXM4-80GB", "GPU-1", True),
+                ("NVIDIA H100 80GB HBM3", "GPU-2", True),
+                ("NVIDIA H100 PCIe", "GPU-3", False),
+                ("NVIDIA A100-SXM4-80GB", "GPU-0b1c2d3e-aaaa-bbbb-cccc-0123456789ab", False)]:
+            self.assertEqual(all(cel_matches(e, product, uuid) for e in exprs), want,
+                             (product, uuid))
         # Another selector set: another template; the same set: the same one.
         out2, _ = self.admit(self.pod({"nvidia.com/gpu": "1"},
                                       {"nvidia.com/use-gputype": "H100"}, name="q"))
@@ -383,6 +405,31 @@ class FlagOffTest(DraWebhook):
         self.assertEqual(out["spec"]["containers"][0]["resources"]["limits"],
                          {"nvidia.com/gpumem": "4000", "nvidia.com/gpu": "1"})
         self.assertEqual(self.templates(), {})
+
+
+class CliTest(unittest.TestCase):
+    """--webhook-dra and the config key webhookDRA, as --check-config reports them."""
+
+    def check(self, *args):
+        r = subprocess.run([BINARY, "--check-config"] + list(args), capture_output=True,
+                           text=True)
+        return r.returncode, r.stdout + r.stderr
+
+    def test_flag_and_key(self):
+        self.assertIn("webhook-dra=false\n", self.check()[1])
+        self.assertIn("webhook-dra=true\n", self.check("--webhook-dra")[1])
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            f.write('{"webhookDRA": true}')
+            f.flush()
+            self.assertIn("webhook-dra=true\n", self.check("--config", f.name)[1])
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
+            f.write('{"webhookDRA": "yes"}')
+            f.flush()
+            rc, out = self.check("--config", f.name)
+            self.assertEqual(rc, 2)
+            self.assertIn('bad value for "webhookDRA"', out)
+        rc, out = self.check("--webhook-dra=1")
+        self.assertEqual(rc, 2)
 
 
 class AttackTest(DraWebhook):
