@@ -3,7 +3,8 @@
  * ResourceClaim from a ResourceClaimTemplate of vgpu's DRA classes instead.
  *
  * For each such container (init containers too) the patch removes nvidia.com/gpu,
- * gpumem, gpumem-percentage and gpucores from its limits and requests, adds the claim
+ * gpumem, gpumem-percentage and gpucores from its limits and requests (also where
+ * nvidia.com/gpu is 0: the keys ask for nothing, and a DRA node has none to give), adds the claim
  * vgpu-<i> (vgpu-init-<i>) to spec.resourceClaims with resourceClaimTemplateName set to
  * the template of its shape, and names the claim in the container's resources.claims. The
  * templates themselves are returned to the daemon, which creates them in the pod's
@@ -263,33 +264,39 @@ static int convert_list(const struct sched_options *o, json_t *pod, const char *
     json_t *claims = json_object_get(spec, "resourceClaims");
     bool is_init = strcmp(list, "initContainers") == 0;
     int converted = 0;
-    for (int k = 0; k < count; k++) {
-        size_t i = 0;
-        json_t *c = NULL;
-        json_array_foreach(containers, i, c)
-        {
-            const char *cname = sched_json_str(c, "name", NULL, NULL);
-            if (cname != NULL && strcmp(cname, reqs[k].name) == 0)
-                break;
-        }
+    size_t i;
+    json_t *c;
+    json_array_foreach(containers, i, c)
+    {
         json_t *resources = json_object_get(c, "resources");
-        char tname[128];
-        VG_AUTO_JSON json_t *tmpl =
-            template_for(&reqs[k].request, ns, reqs[k].name, tname, sizeof tname, msg, size);
-        if (tmpl == NULL)
-            return -EINVAL;
-        char claim[64];
-        (void)vg_snprintf(claim, sizeof claim, "vgpu-%s%zu", is_init ? "init-" : "", i);
-        if (claim_name_taken(claims, claim)) {
-            (void)vg_snprintf(msg, size,
-                              "the pod already has a resource claim named %s, the name the "
-                              "DRA mode gives the claim of container %s; rename it",
-                              claim, reqs[k].name);
-            return -EINVAL;
-        }
+        if (!has_hami_key(resources))
+            continue;
+        /* Its request, when it asks for a GPU; none for nvidia.com/gpu: 0, whose HAMi keys
+         * are removed all the same (a DRA node has no such resources to give). */
+        const char *cname = sched_json_str(c, "name", NULL, NULL);
+        const struct sched_container_request *req = NULL;
+        for (int k = 0; k < count && req == NULL; k++)
+            if (cname != NULL && strcmp(cname, reqs[k].name) == 0)
+                req = &reqs[k];
         char base[64];
         (void)vg_snprintf(base, sizeof base, "/spec/%s/%zu/resources", list, i);
         char path[160];
+        char tname[128];
+        char claim[64];
+        VG_AUTO_JSON json_t *tmpl = NULL;
+        if (req != NULL) {
+            tmpl = template_for(&req->request, ns, req->name, tname, sizeof tname, msg, size);
+            if (tmpl == NULL)
+                return -EINVAL;
+            (void)vg_snprintf(claim, sizeof claim, "vgpu-%s%zu", is_init ? "init-" : "", i);
+            if (claim_name_taken(claims, claim)) {
+                (void)vg_snprintf(msg, size,
+                                  "the pod already has a resource claim named %s, the name the "
+                                  "DRA mode gives the claim of container %s; rename it",
+                                  claim, req->name);
+                return -EINVAL;
+            }
+        }
         for (int key = 0; key < 4; key++) {
             static const char *const sections[2] = {"limits", "requests"};
             for (int sct = 0; sct < 2; sct++) {
@@ -301,6 +308,8 @@ static int convert_list(const struct sched_options *o, json_t *pod, const char *
                 json_array_append_new(patch, json_pack("{s:s, s:s}", "op", "remove", "path", path));
             }
         }
+        if (req == NULL)
+            continue;
         if (json_is_array(json_object_get(resources, "claims"))) {
             (void)vg_snprintf(path, sizeof path, "%s/claims/-", base);
             json_array_append_new(patch, json_pack("{s:s, s:s, s:{s:s}}", "op", "add", "path", path,
@@ -330,8 +339,6 @@ static int convert_list(const struct sched_options *o, json_t *pod, const char *
             json_array_append(templates, tmpl);
         converted++;
     }
-    /* A container with HAMi keys that sched_pod_requests did not count (nvidia.com/gpu: 0)
-     * keeps them: they ask for nothing. */
     return converted;
 }
 

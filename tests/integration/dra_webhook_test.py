@@ -272,6 +272,13 @@ class ConvertTest(DraWebhook):
                          {"limits": {}, "claims": [{"name": "vgpu-init-0"}]})
         self.assertEqual(sorted(self.templates()), ["vgpu-1-2000mi", "vgpu-1-whole"])
 
+    def test_zero_gpus_loses_the_keys(self):
+        out, ops = self.admit(self.pod({"nvidia.com/gpu": "0", "nvidia.com/gpumem": "1000",
+                                        "cpu": "1"}))
+        self.assertEqual(out["spec"]["containers"][0]["resources"], {"limits": {"cpu": "1"}})
+        self.assertNotIn("resourceClaims", out["spec"])
+        self.assertEqual(self.templates(), {})
+
     def test_no_claims_array_is_created_once(self):
         pod = self.pod({"nvidia.com/gpu": "1"})
         pod["spec"]["containers"].append({"name": "b", "image": "x", "resources": {
