@@ -15,6 +15,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
@@ -34,6 +35,7 @@
 #include "base/str.h"
 #include "kube/kube.h"
 #include "scheduler/auth.h"
+#include "scheduler/pod.h"
 #include "scheduler/view.h"
 
 /* The dashboard page, compiled in from src/scheduler/ui/index.html (cmake/embed.cmake). */
@@ -734,6 +736,176 @@ static void handle_extender(struct evhttp_request *req, void *arg)
     hist_observe(&d->latency[v], mono_s() - t0);
 }
 
+/* ---- the webhook's DRA mode: creating the templates its claims name ---------------- */
+
+/* How long the webhook waits for the API before it refuses the pod: well inside the
+ * webhook's timeoutSeconds (10 in deploy/), so the refusal carries vgpu's message. */
+#define ADMIT_API_TIMEOUT_MS 5000
+
+struct admit_call {
+    struct sched_daemon *d;
+    struct evhttp_request *req; /* NULL once answered: a late API answer only frees */
+    char *out;                  /* the answer to send once every template exists */
+    char *uid;
+    json_t *templates;
+    size_t next; /* templates[next] is being created, or read back after a 409 */
+    struct event *timer;
+    double t0;
+};
+
+static void admit_call_free(struct admit_call *ac)
+{
+    if (ac->timer != NULL)
+        event_free(ac->timer);
+    json_decref(ac->templates);
+    free(ac->out);
+    free(ac->uid);
+    free(ac);
+}
+
+/* Answers the review: ac->out, or a refusal with message. */
+static void admit_answer(struct admit_call *ac, const char *message)
+{
+    if (ac->req == NULL)
+        return;
+    if (message != NULL) {
+        VG_AUTO_FREE char *refused = sched_admit_refusal(ac->uid, message);
+        reply(ac->req, 200, "OK", "application/json", refused);
+    } else {
+        reply(ac->req, 200, "OK", "application/json", ac->out);
+    }
+    ac->req = NULL;
+    hist_observe(&ac->d->latency[VERB_WEBHOOK], mono_s() - ac->t0);
+}
+
+static void admit_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct admit_call *ac = arg;
+    ac->d->api_errors++;
+    vg_log(VG_LOG_WARN, "webhook template timeout", "uid=%s", ac->uid);
+    admit_answer(ac, "vgpu: the Kubernetes API did not answer in time while vgpu created the "
+                     "pod's ResourceClaimTemplate; try again");
+}
+
+static void admit_step(struct admit_call *ac);
+
+static void admit_fail(struct admit_call *ac, const char *what, const struct vg_err *err)
+{
+    json_t *t = json_array_get(ac->templates, ac->next);
+    char msg[VG_ERR_MSG_MAX + 256];
+    (void)vg_snprintf(msg, sizeof msg, "vgpu: %s ResourceClaimTemplate %s/%s failed: %s", what,
+                      sched_json_str(t, "metadata", "namespace", NULL),
+                      sched_json_str(t, "metadata", "name", NULL), err->msg);
+    ac->d->api_errors++;
+    vg_log(VG_LOG_WARN, "webhook template failed", "uid=%s err=\"%s\"", ac->uid, msg);
+    admit_answer(ac, msg);
+    admit_call_free(ac);
+}
+
+/* The template read back after a 409: it must ask for what this pod's claim needs. */
+static void admit_read(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    (void)status;
+    struct admit_call *ac = arg;
+    if (ac->req == NULL) {
+        admit_call_free(ac);
+        return;
+    }
+    if (err->code < 0) {
+        admit_fail(ac, "reading the existing", err);
+        return;
+    }
+    json_t *t = json_array_get(ac->templates, ac->next);
+    if (!sched_dra_template_same(t, body)) {
+        char msg[512];
+        (void)vg_snprintf(msg, sizeof msg,
+                          "vgpu: ResourceClaimTemplate %s/%s exists but asks for something else "
+                          "than vgpu's template of that name; delete it (vgpu creates it again) "
+                          "or rename it",
+                          sched_json_str(t, "metadata", "namespace", NULL),
+                          sched_json_str(t, "metadata", "name", NULL));
+        ac->d->api_errors++;
+        admit_answer(ac, msg);
+        admit_call_free(ac);
+        return;
+    }
+    ac->next++;
+    admit_step(ac);
+}
+
+static void admit_created(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    (void)status;
+    (void)body;
+    struct admit_call *ac = arg;
+    if (ac->req == NULL) {
+        admit_call_free(ac);
+        return;
+    }
+    if (err->code == -EEXIST) {
+        json_t *t = json_array_get(ac->templates, ac->next);
+        char path[512];
+        struct vg_err gerr = {0};
+        if (vg_snprintf(path, sizeof path,
+                        "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaimtemplates/%s",
+                        sched_json_str(t, "metadata", "namespace", NULL),
+                        sched_json_str(t, "metadata", "name", NULL)) < 0 ||
+            kube_get(ac->d->client, path, admit_read, ac, &gerr) < 0)
+            admit_fail(ac, "reading the existing", &gerr);
+        return;
+    }
+    if (err->code < 0) {
+        admit_fail(ac, "creating", err);
+        return;
+    }
+    ac->next++;
+    admit_step(ac);
+}
+
+/* Creates templates[next], or answers once all exist. */
+static void admit_step(struct admit_call *ac)
+{
+    json_t *t = json_array_get(ac->templates, ac->next);
+    if (t == NULL) {
+        admit_answer(ac, NULL);
+        admit_call_free(ac);
+        return;
+    }
+    char path[256];
+    struct vg_err err = {0};
+    if (vg_snprintf(path, sizeof path,
+                    "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaimtemplates",
+                    sched_json_str(t, "metadata", "namespace", NULL)) < 0) {
+        vg_err_set(&err, -ENAMETOOLONG, "namespace too long");
+        admit_fail(ac, "creating", &err);
+        return;
+    }
+    if (kube_post(ac->d->client, path, t, admit_created, ac, &err) < 0)
+        admit_fail(ac, "creating", &err);
+}
+
+/* Takes out and templates: creates the templates, then answers. */
+static void admit_with_templates(struct sched_daemon *d, struct evhttp_request *req, char *out,
+                                 json_t *templates, double t0)
+{
+    struct admit_call *ac = xcalloc(1, sizeof *ac);
+    ac->d = d;
+    ac->req = req;
+    ac->out = out;
+    ac->templates = templates;
+    ac->t0 = t0;
+    VG_AUTO_JSON json_t *answer = json_loads(out, 0, NULL);
+    const char *uid = sched_json_str(answer, "response", "uid", NULL);
+    ac->uid = xstrdup(uid != NULL ? uid : "");
+    ac->timer = evtimer_new(d->base, admit_timeout, ac);
+    struct timeval tv = {ADMIT_API_TIMEOUT_MS / 1000, (ADMIT_API_TIMEOUT_MS % 1000) * 1000};
+    if (ac->timer != NULL)
+        evtimer_add(ac->timer, &tv);
+    admit_step(ac);
+}
+
 /* The webhook's HTTPS address: the admission review and health, nothing else. */
 static void handle_webhook(struct evhttp_request *req, void *arg)
 {
@@ -755,9 +927,13 @@ static void handle_webhook(struct evhttp_request *req, void *arg)
     const char *body = request_body(req, &len);
     struct vg_err err = {0};
     VG_AUTO_FREE char *out = NULL;
-    if (sched_admit(d->state, body, len, &out, &err) < 0) {
+    json_t *templates = NULL;
+    if (sched_admit_with(d->state, body, len, &out, &templates, &err) < 0) {
         vg_log(VG_LOG_INFO, "bad request", "verb=webhook err=\"%s\"", err.msg);
         reply_error(d, VERB_WEBHOOK, req, &err);
+    } else if (templates != NULL) {
+        admit_with_templates(d, req, vg_steal_ptr(&out), templates, t0);
+        return;
     } else {
         reply(req, 200, "OK", "application/json", out);
     }
@@ -931,6 +1107,11 @@ static int listen_on(struct evhttp *http, const char *addr, const char *port_fil
     struct evhttp_bound_socket *sock = evhttp_bind_socket_with_handle(http, host, port);
     if (sock == NULL)
         return vg_err_set(err, -EADDRINUSE, "cannot listen on %s", addr);
+    /* Accepted connections inherit TCP_NODELAY (Linux). Over TLS an answer leaves as
+     * several records, one write each: without it Nagle holds the last one until the
+     * client's delayed ACK, 40 ms later, on every request of a kept-alive connection. */
+    int one = 1;
+    (void)setsockopt(evhttp_bound_socket_get_fd(sock), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     if (getsockname(evhttp_bound_socket_get_fd(sock), (struct sockaddr *)&ss, &sl) == 0) {

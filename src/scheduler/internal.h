@@ -184,4 +184,14 @@ json_t *sched_parse_body(const char *body, size_t len, struct vg_err *err);
 int sched_filter_tree(struct sched_state *s, const char *body, size_t len, struct sched_now now,
                       char **out, struct vg_err *err);
 
+/* The webhook's DRA mode (webhook_dra.c). Whether a container or init container of pod
+ * names one of HAMi's resources in its limits or requests. */
+bool sched_admit_dra_wanted(json_t *pod);
+/* Appends to patch the JSON Patch operations that turn the HAMi resources of pod's
+ * containers into claims, and to templates the ResourceClaimTemplates (in namespace ns,
+ * "default" when NULL) they name, once each. The count of containers converted, or
+ * -EINVAL with msg for a pod it refuses. */
+int sched_admit_dra_convert(const struct sched_options *o, json_t *pod, const char *ns,
+                            json_t *patch, json_t *templates, char *msg, size_t size);
+
 #endif

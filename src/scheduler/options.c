@@ -67,6 +67,8 @@ int sched_options_load_file(const char *file, struct sched_options *o, char **na
         } else if (strcmp(key, "maxAssumptionsPerNamespace") == 0 && json_is_integer(v) &&
                    json_integer_value(v) >= 0 && json_integer_value(v) <= 1000000) {
             o->max_assumed_per_namespace = (uint32_t)json_integer_value(v);
+        } else if (strcmp(key, "webhookDRA") == 0 && json_is_boolean(v)) {
+            o->webhook_dra = json_is_true(v);
         } else if (strcmp(key, "schedulerName") == 0 && json_is_string(v)) {
             *name_store = xstrdup(json_string_value(v));
             o->scheduler_name = *name_store;

@@ -45,6 +45,9 @@ struct sched_options {
      * expired); a filter that would add one more fits nothing, with an Error naming the
      * bound. 0: no bound. Default SCHED_MAX_ASSUMED_PER_NAMESPACE. */
     uint32_t max_assumed_per_namespace;
+    /* The webhook's DRA mode (--webhook-dra, config webhookDRA): HAMi's GPU resources
+     * become ResourceClaims of vgpu's DRA classes (docs/dra.md). Off by default. */
+    bool webhook_dra;
 };
 
 #define SCHED_MAX_ASSUMED_PER_NAMESPACE 256
@@ -169,5 +172,16 @@ char *sched_dump(const struct sched_state *s, bool bound_only);
  * message. -EINVAL for a body that is not an AdmissionReview (HTTP 400). */
 int sched_admit(struct sched_state *s, const char *body, size_t len, char **out,
                 struct vg_err *err);
+/* sched_admit that also hands out, under webhook_dra, the ResourceClaimTemplates the
+ * answer's claims name (*templates: a JSON array, owned by the caller; NULL when there is
+ * nothing to create, e.g. on a dry run). The caller creates them before it sends *out, or
+ * sends sched_admit_refusal instead when it cannot. */
+int sched_admit_with(struct sched_state *s, const char *body, size_t len, char **out,
+                     json_t **templates, struct vg_err *err);
+/* An AdmissionReview refusing the request uid with message (owned text). */
+char *sched_admit_refusal(const char *uid, const char *message);
+/* Whether the ResourceClaimTemplate have (read from the API) asks for what want asks:
+ * their spec fields are equal. */
+bool sched_dra_template_same(json_t *want, json_t *have);
 
 #endif

@@ -6,6 +6,10 @@
  * point spec.schedulerName at vgpu-scheduler. Pods without vgpu resources, and pods
  * already given to another scheduler, pass unchanged. The patch is a JSON Patch.
  *
+ * With --webhook-dra (sched_options.webhook_dra) a pod whose containers ask for GPUs through
+ * HAMi's resources gets ResourceClaims of vgpu's DRA classes instead (webhook_dra.c), and
+ * the ResourceClaimTemplates they name are handed to the daemon to create.
+ *
  * Before any of that, for every pod (CREATE and UPDATE, GPU or not): vgpu's own vgpu.io/
  * annotations (the decision) are written only through pods/binding, so a pod that carries
  * one on CREATE, or adds or changes one on UPDATE, is refused (docs/security.md). */
@@ -129,9 +133,67 @@ static const char *foreign_annotation(json_t *pod, json_t *old)
     return NULL;
 }
 
+char *sched_admit_refusal(const char *uid, const char *message)
+{
+    VG_AUTO_JSON json_t *refused = review(uid, false, message, NULL);
+    return json_dumps(refused, JSON_COMPACT);
+}
+
+/* The DRA mode's answer for a pod with HAMi resources; *templates gets the templates to
+ * create (none on a dry run). */
+static json_t *admit_dra(struct sched_state *s, json_t *request, json_t *pod, const char *uid,
+                         json_t **templates)
+{
+    char msg[512], full[600];
+    const char *sched_name = sched_json_str(pod, "spec", "schedulerName", NULL);
+    if (sched_name != NULL && strcmp(sched_name, "default-scheduler") != 0 &&
+        strcmp(sched_name, s->opt.scheduler_name) != 0)
+        return review(uid, true, NULL, NULL); /* another scheduler's pod */
+    if (sched_json_str(pod, "spec", "nodeName", NULL) != NULL)
+        return review(uid, false,
+                      "vgpu: the pod asks for GPU shares but already names spec.nodeName; "
+                      "remove nodeName so that the scheduler can allocate its claims",
+                      NULL);
+    VG_AUTO_FREE struct sched_container_request *reqs = xcalloc(ANNOT_MAX_CONTAINERS, sizeof *reqs);
+    struct vg_err perr = {0};
+    int count = sched_pod_requests(&s->opt, pod, reqs, ANNOT_MAX_CONTAINERS, &perr);
+    if (count < 0) {
+        (void)vg_snprintf(full, sizeof full, "vgpu: %s", perr.msg);
+        return review(uid, false, full, NULL);
+    }
+    for (int c = 0; c < count; c++)
+        if (impossible(s, &reqs[c], msg, sizeof msg) != 0) {
+            (void)vg_snprintf(full, sizeof full, "vgpu: %s", msg);
+            return review(uid, false, full, NULL);
+        }
+    const char *ns = sched_json_str(request, "namespace", NULL, NULL);
+    if (ns == NULL)
+        ns = sched_json_str(pod, "metadata", "namespace", NULL);
+    json_t *patch = json_array();
+    VG_AUTO_JSON json_t *tmpls = json_array();
+    if (sched_admit_dra_convert(&s->opt, pod, ns, patch, tmpls, msg, sizeof msg) < 0) {
+        json_decref(patch);
+        (void)vg_snprintf(full, sizeof full, "vgpu: %s", msg);
+        return review(uid, false, full, NULL);
+    }
+    if (!json_is_true(json_object_get(request, "dryRun")) && json_array_size(tmpls) > 0)
+        *templates = json_incref(tmpls);
+    return review(uid, true, NULL, patch);
+}
+
 int sched_admit(struct sched_state *s, const char *body, size_t len, char **out, struct vg_err *err)
 {
+    json_t *templates = NULL;
+    int rc = sched_admit_with(s, body, len, out, &templates, err);
+    json_decref(templates);
+    return rc;
+}
+
+int sched_admit_with(struct sched_state *s, const char *body, size_t len, char **out,
+                     json_t **templates, struct vg_err *err)
+{
     *out = NULL;
+    *templates = NULL;
     VG_AUTO_JSON json_t *root = sched_parse_body(body, len, err);
     if (root == NULL)
         return err->code;
@@ -168,6 +230,11 @@ int sched_admit(struct sched_state *s, const char *body, size_t len, char **out,
          * nothing to default on an update. */
         VG_AUTO_JSON json_t *allowed = review(uid, true, NULL, NULL);
         *out = json_dumps(allowed, JSON_COMPACT);
+        return 0;
+    }
+    if (s->opt.webhook_dra && sched_admit_dra_wanted(pod)) {
+        VG_AUTO_JSON json_t *answer = admit_dra(s, request, pod, uid, templates);
+        *out = json_dumps(answer, JSON_COMPACT);
         return 0;
     }
     VG_AUTO_JSON json_t *answer = NULL;

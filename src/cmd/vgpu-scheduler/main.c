@@ -89,7 +89,8 @@ static void usage(FILE *f)
         "  --kubeconfig FILE          API credentials (default: in-cluster)\n"
         "  --config FILE              JSON defaults: policy, gpuPolicy, assumeTTLSeconds,\n"
         "                             heartbeatTimeoutSeconds, defaultMemory, defaultCores,\n"
-        "                             defaultGPUNum, schedulerName, maxAssumptionsPerNamespace\n"
+        "                             defaultGPUNum, schedulerName, maxAssumptionsPerNamespace,\n"
+        "                             webhookDRA\n"
         "  --policy NAME              node policy: binpack (default), spread, default (vgpu's),\n"
         "                             fgd, bestfit, ...\n"
         "  --gpu-policy NAME          GPU order inside a node: spread (default), binpack\n"
@@ -100,6 +101,8 @@ static void usage(FILE *f)
         "                             filter promises a namespace may hold unbound (256;\n"
         "                             0: no bound)\n"
         "  --webhook-listen ADDR:PORT HTTPS admission webhook address (off by default)\n"
+        "  --webhook-dra              the webhook turns HAMi's GPU resources into DRA\n"
+        "                             ResourceClaims of vgpu's classes (docs/dra.md)\n"
         "  --tls-cert FILE --tls-key FILE   the server certificate and key (PEM): the\n"
         "                             webhook's, and the extender's with the next two\n"
         "  --client-ca FILE           extender over TLS; clients must present a certificate\n"
@@ -138,14 +141,15 @@ static void print_settings(const struct sched_options *o, const struct sched_dae
     printf("listen=%s\nwebhook-listen=%s\nkubeconfig=%s\npolicy=%s\ngpu-policy=%s\n"
            "assume-ttl=%llu\nheartbeat-timeout=%lld\nscheduler-name=%s\n"
            "max-assumptions-per-namespace=%u\ntls-cert=%s\ntls-key=%s\nclient-ca=%s\n"
-           "token-file=%s\ndebug-state=%s\nOK\n",
+           "token-file=%s\ndebug-state=%s\nwebhook-dra=%s\nOK\n",
            d->listen, d->webhook_listen ? d->webhook_listen : "",
            kubeconfig ? kubeconfig : "(in-cluster)", place_policy_name(o->policy),
            o->gpu_order == PLACE_GPU_BINPACK ? "binpack" : "spread",
            (unsigned long long)(o->assume_ttl_ms / 1000u), (long long)o->heartbeat_timeout_s,
            o->scheduler_name, o->max_assumed_per_namespace, d->tls_cert ? d->tls_cert : "",
            d->tls_key ? d->tls_key : "", d->client_ca ? d->client_ca : "",
-           d->token_file ? d->token_file : "", d->debug_state ? "true" : "false");
+           d->token_file ? d->token_file : "", d->debug_state ? "true" : "false",
+           o->webhook_dra ? "true" : "false");
 }
 
 int main(int argc, char **argv)
@@ -156,7 +160,7 @@ int main(int argc, char **argv)
     const char *scheduler_name = NULL, *client_ca = NULL, *token_file = NULL;
     const char *max_assumed = NULL;
     bool debug_state = false, check_config = false;
-    bool hami_legacy = false;
+    bool hami_legacy = false, webhook_dra = false;
     static const struct option longopts[] = {
         {"listen", required_argument, NULL, 'l'},
         {"kubeconfig", required_argument, NULL, 'k'},
@@ -167,6 +171,7 @@ int main(int argc, char **argv)
         {"heartbeat-timeout", required_argument, NULL, 'H'},
         {"scheduler-name", required_argument, NULL, 'n'},
         {"webhook-listen", required_argument, NULL, 'w'},
+        {"webhook-dra", no_argument, NULL, 'R'},
         {"tls-cert", required_argument, NULL, 'C'},
         {"tls-key", required_argument, NULL, 'K'},
         {"port-file", required_argument, NULL, 'P'},
@@ -209,6 +214,9 @@ int main(int argc, char **argv)
             break;
         case 'w':
             webhook_listen = optarg;
+            break;
+        case 'R':
+            webhook_dra = true;
             break;
         case 'C':
             tls_cert = optarg;
@@ -302,6 +310,8 @@ int main(int argc, char **argv)
     }
     if (scheduler_name != NULL)
         o.scheduler_name = scheduler_name;
+    if (webhook_dra)
+        o.webhook_dra = true;
     if (max_assumed != NULL) {
         if (vg_parse_u64(max_assumed, 0, 1000000, &n, &err) < 0) {
             fprintf(stderr, "vgpu-scheduler: --max-assumptions-per-namespace: %s\n", err.msg);
