@@ -1,0 +1,416 @@
+"""vgpu's DRA driver end to end on fakegpu: a claim for 10 GiB and 30 % of a GPU is prepared
+by vgpu-dra-plugin, podman applies the CDI spec the plugin wrote (`--device
+vgpu.io/gpu=<claim uid>_<request>`), and the CUDA programs inside see a 10 GiB GPU, are
+refused memory past it and get 30 % of the GPU's time.
+
+    /usr/bin/python3 e2e_podman.py BUILD_DIR SOURCE_DIR DESCRIPTOR
+
+The pieces are the ones a node runs: the test API server (tests/kube_api_server.py) holds
+the claim, written as kube-scheduler leaves it (created, then its status.allocation with
+the consumed capacity); the kubelet stand-in's gRPC code (tests/dra/dra_kubelet.py) finds
+the plugin through its registration socket and calls NodePrepareResources /
+NodeUnprepareResources; podman 4.3 (runc, cgroupfs, no network, its storage in the test's
+directory) runs a root file system holding only the programs, their libraries and
+fakegpu's libcuda / libnvidia-ml where the NVIDIA container toolkit puts the driver's.
+Everything else a container gets — libvgpu.so, /etc/ld.so.preload, the limits, the
+counters region, the compute board and slot, the /dev/nvidia* nodes, the environment —
+comes from the CDI spec alone. fakegpu's state directory is mounted at the same path and
+the container shares the host's pid namespace, so fakegpu's timeline (the truth the
+compute-share tests read, tests/integration/libvgpu_compute_truth.c) names its processes
+by their host pids.
+
+podman 4.3 reads CDI specs from /etc/cdi and /var/run/cdi only (no cdi_spec_dirs in its
+containers.conf, no flag), so the test runs in a private mount namespace (unshare) with the
+plugin's --cdi-dir bound over /run/cdi; the host's /run/cdi is created empty when missing.
+The device nodes the spec names are made with mknod under the plugin's --nvidia-dev-root
+(NVIDIA's numbers; nothing opens them: fakegpu needs no device), because CDI resolves each
+node's type and numbers from its host path.
+
+Skips (CTest's skip code) where it cannot run: not root, no podman/runc/unshare, podman
+unable to run a container, python3-grpcio missing; fails instead under CI
+(tests/lib/vg_skip.py).
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+sys.path.insert(0, HERE)
+import vg_skip  # noqa: E402
+
+NS_MARK = "VGPU_DRA_E2E_NAMESPACE"
+CDI_RUN_DIR = "/run/cdi"  # /var/run/cdi, one of podman's two CDI directories
+
+
+def preflight():
+    """None when the test can run here, else what is missing."""
+    if os.geteuid() != 0:
+        return "root (podman, mknod and mount namespaces)"
+    for tool in ("podman", "runc", "unshare", "mount"):
+        if not shutil.which(tool):
+            return "%s (Debian packages podman, runc, util-linux)" % tool
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode != 0:
+        return "a private mount namespace (unshare: %s)" % r.stdout.strip()[-200:]
+    return None
+
+
+if os.environ.get(NS_MARK) != "1":
+    why = preflight()
+    if why:
+        vg_skip.skip(why)
+    os.makedirs(CDI_RUN_DIR, exist_ok=True)
+    env = dict(os.environ, **{NS_MARK: "1"})
+    os.execvpe("unshare", ["unshare", "--mount", "--propagation", "private", "--",
+                           sys.executable, os.path.abspath(__file__)] + sys.argv[1:], env)
+
+import dra_kubelet as dk  # noqa: E402 (skips when python3-grpcio is missing)
+
+BUILD = SOURCE = None
+DRIVER = "gpu.vgpu.io"
+NODE = "node-e2e"
+GIB = 1 << 30
+DEVICES = "Test GPU:40GiB:16"  # bigger than the claim; 16 SMs as the compute tests
+# Compute share: the bounds of tests/integration/libvgpu_compute_test.sh (3 windows of 1 s
+# after 1 s of warm-up, 3 points); the tenant runs long enough to cover the windows
+# however late podman hands its pid back.
+WINDOWS = 3
+TOL = 3.0
+TENANT_MS = (WINDOWS + 1) * 1000 + 3000
+PODMAN_RUN = ["run", "--network", "none", "--ulimit", "nofile=1024:1024",
+              "--ulimit", "nproc=4096:4096", "--pid", "host"]
+# NVIDIA's device numbers: the GPU (195, minor), nvidiactl (195, 255), nvidia-uvm (a
+# dynamic major, 510 here) and nvidia-uvm-tools.
+NODES = {"nvidia0": (195, 0), "nvidiactl": (195, 255), "nvidia-uvm": (510, 0),
+         "nvidia-uvm-tools": (510, 1)}
+
+
+def run(cmd, timeout=120, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout, **kw)
+
+
+def api_call(port, method, path, body=None):
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    data = json.dumps(body).encode() if body is not None else None
+    conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    payload = json.loads(resp.read() or b"null")
+    conn.close()
+    return resp.status, payload
+
+
+def copy_into(root, host_path, container_path=None):
+    dest = os.path.join(root, (container_path or host_path).lstrip("/"))
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    shutil.copy2(host_path, dest)
+
+
+def copy_with_libs(root, host_path, container_path, env):
+    """A program and the shared libraries ldd finds for it (fakegpu's at the driver's
+    place, /usr/lib/x86_64-linux-gnu)."""
+    copy_into(root, host_path, container_path)
+    out = run(["ldd", host_path], env=env).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        path = parts[2] if len(parts) > 2 and parts[1] == "=>" else parts[0]
+        if not path.startswith("/"):
+            if "not found" in line:
+                raise AssertionError("ldd %s: %s" % (host_path, line.strip()))
+            continue
+        if path.startswith(BUILD):
+            copy_into(root, path, "/usr/lib/x86_64-linux-gnu/" + os.path.basename(path))
+        else:
+            copy_into(root, os.path.realpath(path), path)
+
+
+class EndToEnd(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="vgpu-dra-e2e-")
+        self.procs = []
+        self.channels = []
+        self.containers = []
+        # The plugin's CDI directory is where podman looks, in this mount namespace only.
+        self.cdi_dir = os.path.join(self.tmp, "cdi")
+        os.makedirs(self.cdi_dir)
+        r = run(["mount", "--bind", self.cdi_dir, CDI_RUN_DIR])
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.fake_env = {"FAKEGPU_DEVICES": DEVICES,
+                         "FAKEGPU_STATE_DIR": os.path.join(self.tmp, "fakegpu")}
+        os.makedirs(self.fake_env["FAKEGPU_STATE_DIR"])
+        storage = os.path.join(self.tmp, "storage")
+        self.podman = ["podman", "--root", os.path.join(storage, "root"),
+                       "--runroot", os.path.join(storage, "run"), "--tmpdir",
+                       os.path.join(storage, "tmp"), "--storage-driver", "vfs",
+                       "--runtime", "runc", "--cgroup-manager", "cgroupfs",
+                       "--events-backend", "none"]
+        self.rootfs = self.make_rootfs()
+
+    def tearDown(self):
+        for ch in self.channels:
+            ch.close()
+        for name in self.containers:
+            run(self.podman + ["rm", "-f", name])
+        out, rcs = "", {}
+        for p, log in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+            rcs[os.path.basename(log.name)] = p.returncode
+            log.seek(0)
+            out += log.read()
+            log.close()
+        if not getattr(self._outcome, "success", True):
+            print(out[-6000:], file=sys.stderr)
+        run(["umount", CDI_RUN_DIR])
+        run(self.podman + ["system", "reset", "-f"])
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        # Stopped by SIGTERM, the plugin exits 0.
+        self.assertIn(rcs.get("plugin.log", 0), (0,), out[-3000:])
+
+    def make_rootfs(self):
+        root = os.path.join(self.tmp, "rootfs")
+        env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(BUILD, "fakegpu"))
+        for prog in ("libvgpu_probe", "compute_tenant"):
+            copy_with_libs(root, os.path.join(BUILD, "bin", prog), "/usr/local/bin/" + prog, env)
+        for lib in ("libcuda.so.1", "libnvidia-ml.so.1"):
+            copy_with_libs(root, os.path.join(BUILD, "fakegpu", lib),
+                           "/usr/lib/x86_64-linux-gnu/" + lib, env)
+        # libvgpu.so comes from the CDI spec; what it links comes from the image.
+        copy_with_libs(root, os.path.join(BUILD, "lib", "libvgpu.so"), "/tmp/libvgpu.so", env)
+        os.unlink(os.path.join(root, "tmp", "libvgpu.so"))
+        return root
+
+    def start(self, cmd, env, name):
+        log = open(os.path.join(self.tmp, name + ".log"), "w+")
+        p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.procs.append((p, log))
+        return p, log
+
+    def start_api(self):
+        port_file = os.path.join(self.tmp, "api.port")
+        self.start(["/usr/bin/python3", os.path.join(SOURCE, "tests", "kube_api_server.py"),
+                    "--port", "0", "--port-file", port_file], dict(os.environ), "api")
+        dk.wait_for(lambda: os.path.exists(port_file) and os.path.getsize(port_file) > 0,
+                    what="test API server")
+        with open(port_file) as f:
+            port = int(f.read())
+        kubeconfig = os.path.join(self.tmp, "kubeconfig")
+        with open(kubeconfig, "w") as f:
+            f.write("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                    "clusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:%d\n"
+                    "contexts:\n- name: t\n  context:\n    cluster: c\n    user: u\n"
+                    "users:\n- name: u\n  user:\n    token: x\n" % port)
+        return port, kubeconfig
+
+    def start_plugin(self, kubeconfig):
+        devroot = os.path.join(self.tmp, "devroot")
+        os.makedirs(os.path.join(devroot, "dev"))
+        for name, (major, minor) in NODES.items():
+            os.mknod(os.path.join(devroot, "dev", name), 0o666 | 0o020000,
+                     os.makedev(major, minor))
+        with open(os.path.join(self.tmp, "boot_id"), "w") as f:
+            f.write("boot-e2e\n")
+        # The file the spec mounts as /etc/ld.so.preload, naming libvgpu where the spec
+        # mounts it. vgpu-device-plugin makes it at start when missing; vgpu-dra-plugin
+        # does not (yet), so the node's installer has to.
+        with open(os.path.join(self.tmp, "ld.so.preload"), "w") as f:
+            f.write(os.path.join(BUILD, "lib", "libvgpu.so") + "\n")
+        env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(BUILD, "fakegpu"),
+                   VGPU_DRA_BOOT_ID_FILE=os.path.join(self.tmp, "boot_id"), **self.fake_env)
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        self.kubelet_dir = os.path.join(self.tmp, "kubelet")
+        self.state_dir = os.path.join(self.tmp, "state")
+        self.board = os.path.join(self.tmp, "board")
+        cmd = [os.path.join(BUILD, "bin", "vgpu-dra-plugin"), "--node-name", NODE,
+               "--kubelet-dir", self.kubelet_dir, "--kubeconfig", kubeconfig,
+               "--cdi-dir", self.cdi_dir, "--state-dir", self.state_dir,
+               "--compute-board-dir", self.board, "--nvidia-dev-root", devroot,
+               "--libvgpu-path", os.path.join(BUILD, "lib", "libvgpu.so"),
+               "--ld-so-preload-path", os.path.join(self.tmp, "ld.so.preload")]
+        p, log = self.start(cmd, env, "plugin")
+        reg = os.path.join(self.kubelet_dir, "plugins_registry", DRIVER + "-reg.sock")
+        dk.wait_for(lambda: os.path.exists(reg) or p.poll() is not None,
+                    what="registration socket")
+        self.assertIsNone(p.poll(), "the plugin exited")
+        return reg
+
+    def channel(self, path):
+        ch = dk.grpc.insecure_channel("unix://" + path,
+                                      options=[("grpc.use_local_subchannel_pool", 1)])
+        self.channels.append(ch)
+        return ch
+
+    def put_claim(self, port):
+        """The claim as a pod's template makes it, then allocated as kube-scheduler does
+        with consumable capacity: 10Gi and 30 cores of gpu-0 in this node's pool."""
+        base = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+        claim = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"name": "train-gpu", "namespace": "default"},
+                 "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                     "deviceClassName": "shared.gpu.vgpu.io",
+                     "capacity": {"requests": {"memory": "10Gi", "cores": "30"}}}}]}}}
+        code, obj = api_call(port, "POST", base, claim)
+        self.assertEqual(code, 201, obj)
+        obj["status"] = {"allocation": {"devices": {"results": [{
+            "request": "gpu", "driver": DRIVER, "pool": NODE, "device": "gpu-0",
+            "shareID": str(uuid.uuid4()),
+            "consumedCapacity": {"memory": "10Gi", "cores": "30"}}]}}}
+        code, obj = api_call(port, "PUT", base + "/train-gpu/status", obj)
+        self.assertEqual(code, 200, obj)
+        return obj["metadata"]["uid"]
+
+    def podman_run(self, args, device=None, detach=False, name=None):
+        cmd = self.podman + PODMAN_RUN
+        cmd += ["-d", "--name", name] if detach else ["--rm"]
+        if device:
+            cmd += ["--device", device]
+        for k, v in self.fake_env.items():
+            cmd += ["--env", "%s=%s" % (k, v)]
+        state = self.fake_env["FAKEGPU_STATE_DIR"]
+        cmd += ["--volume", "%s:%s" % (state, state), "--rootfs", self.rootfs] + args
+        if detach:
+            self.containers.append(name)
+        return run(cmd)
+
+    def probe_info(self, device):
+        r = self.podman_run(["/usr/local/bin/libvgpu_probe", "dlsym", "info"], device)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        line = [x for x in r.stdout.splitlines() if x.startswith("total=")]
+        self.assertTrue(line, r.stdout)
+        return dict(kv.split("=", 1) for kv in line[0].split())
+
+    def test_claim_in_a_container(self):
+        port, kubeconfig = self.start_api()
+        reg = self.start_plugin(kubeconfig)
+        # Kubelet's plugin watcher: GetInfo on the registration socket names the endpoint.
+        info = dk.call(self.channel(reg), "/pluginregistration.Registration/GetInfo",
+                       dk.M["InfoRequest"](), "PluginInfo")
+        self.assertEqual((info.type, info.name), ("DRAPlugin", DRIVER))
+        dk.call(self.channel(reg), "/pluginregistration.Registration/NotifyRegistrationStatus",
+                dk.M["RegistrationStatus"](plugin_registered=True), "RegistrationStatusResponse")
+        svc = self.channel(info.endpoint)
+
+        uid = self.put_claim(port)
+        resp = dk.call(svc, dk.V1 + "NodePrepareResources",
+                       dk.claims_msg("NodePrepareResourcesRequest", ("default", uid, "train-gpu")),
+                       "NodePrepareResourcesResponse")
+        got = resp.claims[uid]
+        self.assertEqual(got.error, "")
+        self.assertEqual(len(got.devices), 1)
+        cdi_ids = list(got.devices[0].cdi_device_ids)
+        self.assertEqual(cdi_ids, ["vgpu.io/gpu=%s_gpu" % uid])
+        device = cdi_ids[0]
+        self.assertEqual(os.listdir(CDI_RUN_DIR), ["vgpu.io-gpu_%s.json" % uid])
+
+        # Without the claim the program sees fakegpu's whole 40 GiB GPU: the limits below
+        # come from the CDI spec and nothing else.
+        whole = self.probe_info(None)
+        self.assertEqual(int(whole["total"]), 40 * GIB, whole)
+
+        # With it: a 10 GiB GPU (the one the claim names) ...
+        seen = self.probe_info(device)
+        self.assertEqual(int(seen["total"]), 10 * GIB, seen)
+        self.assertEqual(int(seen["devtotal"]), 10 * GIB, seen)
+        with open(os.path.join(CDI_RUN_DIR, "vgpu.io-gpu_%s.json" % uid)) as f:
+            spec = json.load(f)
+        env = dict(e.split("=", 1) for e in spec["devices"][0]["containerEdits"]["env"])
+        self.assertEqual(seen["uuid"], env["NVIDIA_VISIBLE_DEVICES"])
+        # ... whose free memory it can allocate in one piece (the context took the rest),
+        # 2 MiB more refused with CUDA_ERROR_OUT_OF_MEMORY, though fakegpu's GPU has 30 GiB
+        # left ...
+        r = self.podman_run(["/usr/local/bin/libvgpu_probe", "dlsym", "fill"], device)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        filled = int(r.stdout.split("filled ")[1].split()[0])
+        self.assertEqual(filled, int(seen["free"]), r.stdout)
+        self.assertGreater(filled, 9 * GIB, r.stdout)
+
+        # ... and 30 % of the GPU's time, alone on it, by fakegpu's timeline.
+        name = "vgpu-dra-e2e-%d" % os.getpid()
+        r = self.podman_run(["/usr/local/bin/compute_tenant", "1000000", str(TENANT_MS)],
+                            device, detach=True, name=name)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        r = subprocess.run(self.podman + ["container", "inspect", name], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ctr = json.loads(r.stdout)[0]
+        pid = ctr["State"]["Pid"]
+        self.assertGreater(pid, 0, ctr["State"])
+        cenv = dict(e.split("=", 1) for e in ctr["Config"]["Env"])
+        self.assertEqual(cenv.get("CUDA_DEVICE_SM_LIMIT"), "30")
+        # The device nodes reach the runtime's spec (podman's inspect lists only --device
+        # paths), with the numbers of the host's nodes.
+        with open(ctr["OCIConfigPath"]) as f:
+            oci = json.load(f)
+        nodes = {d["path"]: (d["major"], d["minor"]) for d in oci["linux"]["devices"]}
+        for n, numbers in NODES.items():
+            self.assertEqual(nodes.get("/dev/" + n), numbers, nodes)
+        truth = run([os.path.join(BUILD, "bin", "libvgpu_compute_truth"), "0", "1",
+                     str(WINDOWS), str(pid)], env=dict(os.environ, **self.fake_env))
+        self.assertEqual(truth.returncode, 0, truth.stdout)
+        mean = float(truth.stdout.split("mean=")[1].split()[0])
+        print("30 %% claim: achieved %.1f %% of the GPU (want 30 ± %g): %s"
+              % (mean, TOL, truth.stdout.strip()), flush=True)
+        r = run(self.podman + ["wait", name], timeout=TENANT_MS / 1000 + 60)
+        logs = run(self.podman + ["logs", name]).stdout
+        self.assertEqual(r.stdout.strip(), "0", logs)
+        self.assertIn("launches=", logs)
+        self.assertLessEqual(abs(mean - 30), TOL, truth.stdout)
+
+        # Unprepare: the spec and the claim's directory are gone, and podman can no longer
+        # resolve the device.
+        resp = dk.call(svc, dk.V1 + "NodeUnprepareResources",
+                       dk.claims_msg("NodeUnprepareResourcesRequest",
+                                     ("default", uid, "train-gpu")),
+                       "NodeUnprepareResourcesResponse")
+        self.assertEqual(resp.claims[uid].error, "")
+        self.assertEqual(os.listdir(CDI_RUN_DIR), [])
+        self.assertEqual(os.listdir(os.path.join(self.state_dir, "claims")), [])
+        r = self.podman_run(["/usr/local/bin/libvgpu_probe", "dlsym", "info"], device)
+        self.assertNotEqual(r.returncode, 0, r.stdout)
+        self.assertIn(uid, r.stdout)
+
+
+def podman_runs():
+    """None when podman runs a container here (a root file system of /bin/true), else why
+    not."""
+    tmp = tempfile.mkdtemp(prefix="vgpu-dra-e2e-check-")
+    storage = os.path.join(tmp, "storage")
+    podman = ["podman", "--root", os.path.join(storage, "root"), "--runroot",
+              os.path.join(storage, "run"), "--tmpdir", os.path.join(storage, "tmp"),
+              "--storage-driver", "vfs", "--runtime", "runc", "--cgroup-manager", "cgroupfs",
+              "--events-backend", "none"]
+    try:
+        root = os.path.join(tmp, "rootfs")
+        copy_with_libs(root, shutil.which("true"), "/bin/true", dict(os.environ))
+        r = run(podman + PODMAN_RUN + ["--rm", "--rootfs", root, "/bin/true"])
+        run(podman + ["system", "reset", "-f"])
+        if r.returncode != 0:
+            return "podman running a container (rc %d: %s)" % (r.returncode,
+                                                               r.stdout.strip()[-300:])
+        return None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    BUILD, SOURCE, desc = (os.path.abspath(a) for a in sys.argv[1:4])
+    why = podman_runs()
+    if why:
+        vg_skip.skip(why)
+    dk.BUILD, dk.SOURCE = BUILD, SOURCE
+    dk.load_messages(desc)
+    unittest.main(argv=[sys.argv[0]] + sys.argv[4:], verbosity=2)
