@@ -12,7 +12,7 @@ if(TARGET vgpu-dra-plugin AND TARGET vgpu_libvgpu AND TARGET fakegpu_cuda AND
    TARGET libvgpu_compute_truth)
   add_test(NAME e2e.dra_podman
            COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/e2e_podman.py ${CMAKE_BINARY_DIR}
-                   ${PROJECT_SOURCE_DIR} ${VGPU_DRA_DESCRIPTOR})
+                   ${PROJECT_SOURCE_DIR} ${VGPU_DRA_DESCRIPTOR} EndToEnd)
   set_tests_properties(e2e.dra_podman PROPERTIES LABELS "e2e;dra;nosan" TIMEOUT 180
                        RUN_SERIAL ON SKIP_RETURN_CODE 77)
 endif()

@@ -3,7 +3,10 @@ by vgpu-dra-plugin, podman applies the CDI spec the plugin wrote (`--device
 vgpu.io/gpu=<claim uid>_<request>`), and the CUDA programs inside see a 10 GiB GPU, are
 refused memory past it and get 30 % of the GPU's time.
 
-    /usr/bin/python3 e2e_podman.py BUILD_DIR SOURCE_DIR DESCRIPTOR
+    /usr/bin/python3 e2e_podman.py BUILD_DIR SOURCE_DIR DESCRIPTOR [EndToEnd | Attacks]
+
+Attacks: a tenant root in its container cannot change the files the spec mounts or raise
+its limits through its environment.
 
 The pieces are the ones a node runs: the test API server (tests/kube_api_server.py) holds
 the claim, written as kube-scheduler leaves it (created, then its status.allocation with
@@ -134,7 +137,7 @@ def copy_with_libs(root, host_path, container_path, env):
             copy_into(root, os.path.realpath(path), path)
 
 
-class EndToEnd(unittest.TestCase):
+class Base(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="vgpu-dra-e2e-")
         self.procs = []
@@ -187,6 +190,8 @@ class EndToEnd(unittest.TestCase):
         env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(BUILD, "fakegpu"))
         for prog in ("libvgpu_probe", "compute_tenant"):
             copy_with_libs(root, os.path.join(BUILD, "bin", prog), "/usr/local/bin/" + prog, env)
+        # A shell for the tenant of the attack cases.
+        copy_with_libs(root, os.path.realpath(shutil.which("sh")), "/bin/sh", env)
         for lib in ("libcuda.so.1", "libnvidia-ml.so.1"):
             copy_with_libs(root, os.path.join(BUILD, "fakegpu", lib),
                            "/usr/lib/x86_64-linux-gnu/" + lib, env)
@@ -228,8 +233,13 @@ class EndToEnd(unittest.TestCase):
         # The file the spec mounts as /etc/ld.so.preload, naming libvgpu where the spec
         # mounts it. vgpu-device-plugin makes it at start when missing; vgpu-dra-plugin
         # does not (yet), so the node's installer has to.
+        # libvgpu.so as a node installs it: a copy of the build's (the attack cases write
+        # at it).
+        self.libvgpu = os.path.join(self.tmp, "vgpu", "libvgpu.so")
+        os.makedirs(os.path.dirname(self.libvgpu))
+        shutil.copy2(os.path.join(BUILD, "lib", "libvgpu.so"), self.libvgpu)
         with open(os.path.join(self.tmp, "ld.so.preload"), "w") as f:
-            f.write(os.path.join(BUILD, "lib", "libvgpu.so") + "\n")
+            f.write(self.libvgpu + "\n")
         env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(BUILD, "fakegpu"),
                    VGPU_DRA_BOOT_ID_FILE=os.path.join(self.tmp, "boot_id"), **self.fake_env)
         env.pop("KUBERNETES_SERVICE_HOST", None)
@@ -240,7 +250,7 @@ class EndToEnd(unittest.TestCase):
                "--kubelet-dir", self.kubelet_dir, "--kubeconfig", kubeconfig,
                "--cdi-dir", self.cdi_dir, "--state-dir", self.state_dir,
                "--compute-board-dir", self.board, "--nvidia-dev-root", devroot,
-               "--libvgpu-path", os.path.join(BUILD, "lib", "libvgpu.so"),
+               "--libvgpu-path", self.libvgpu,
                "--ld-so-preload-path", os.path.join(self.tmp, "ld.so.preload")]
         p, log = self.start(cmd, env, "plugin")
         reg = os.path.join(self.kubelet_dir, "plugins_registry", DRIVER + "-reg.sock")
@@ -331,8 +341,8 @@ class EndToEnd(unittest.TestCase):
         self.assertTrue(state["Running"], "%s: %s" % (state, logs))
         self.assertEqual(run(self.podman + ["rm", "-f", "-t", "0", name]).returncode, 0)
 
-    def podman_run(self, args, device=None, detach=False, name=None):
-        cmd = self.podman + PODMAN_RUN
+    def podman_run(self, args, device=None, detach=False, name=None, extra=()):
+        cmd = self.podman + PODMAN_RUN + list(extra)
         cmd += ["-d", "--name", name] if detach else ["--rm"]
         if device:
             cmd += ["--device", device]
@@ -350,6 +360,10 @@ class EndToEnd(unittest.TestCase):
         line = [x for x in r.stdout.splitlines() if x.startswith("total=")]
         self.assertTrue(line, r.stdout)
         return dict(kv.split("=", 1) for kv in line[0].split())
+
+
+class EndToEnd(Base):
+    """A claim's container gets the GPU, the memory and the compute share of the claim."""
 
     def test_claim_in_a_container(self):
         port, kubeconfig = self.start_api()
@@ -434,6 +448,77 @@ class EndToEnd(unittest.TestCase):
         self.assertLessEqual(abs(mean_a - 30), TOL, out)
         self.assertLessEqual(abs(mean_b - 70), TOL, out)
 
+
+
+class Attacks(Base):
+    """A tenant is root in its container (a pod without a securityContext) and controls its
+    environment. Nothing it does there lifts its claim's limits: the files the CDI spec
+    mounts (the limits at /etc/vgpu/limits and at their own path, /etc/ld.so.preload,
+    libvgpu.so, the compute board) are read-only, and the environment cannot raise what
+    the limits file says."""
+
+    def setUp(self):
+        super().setUp()
+        port, kubeconfig = self.start_api()
+        svc = self.register(self.start_plugin(kubeconfig))
+        self.uid = self.put_claim(port)
+        self.device = self.prepare(svc, self.uid, "train-gpu")
+
+    def host_files(self):
+        """What the spec mounts, as the host holds it: path -> content (directories: their
+        sorted listing, recursively)."""
+        with open(os.path.join(CDI_RUN_DIR, "vgpu.io-gpu_%s.json" % self.uid)) as f:
+            edits = json.load(f)["devices"][0]["containerEdits"]
+        out = {}
+        for m in edits["mounts"]:
+            h = m["hostPath"]
+            if os.path.isdir(h):
+                for root, dirs, files in os.walk(h):
+                    out[root] = sorted(dirs + files)
+                    for name in files:
+                        if not name == "region":  # the live counters
+                            with open(os.path.join(root, name), "rb") as f:
+                                out[os.path.join(root, name)] = f.read()
+            else:
+                with open(h, "rb") as f:
+                    out[h] = f.read()
+        return out, edits
+
+    def test_mounted_files_read_only(self):
+        before, edits = self.host_files()
+        env = dict(e.split("=", 1) for e in edits["env"])
+        board, limits = env["VGPU_COMPUTE_BOARD"], env["VGPU_LIMITS_FILE"]
+        slot = [m["containerPath"] for m in edits["mounts"] if m["containerPath"].endswith(".slot")]
+        self.assertEqual(len(slot), 1, edits["mounts"])
+        uuid_dir = os.path.dirname(slot[0])
+        targets = ["/etc/vgpu/limits", limits, "/etc/ld.so.preload", self.libvgpu,
+                   os.path.join(board, "evil"), os.path.join(uuid_dir, "evil_c.100.slot")]
+        # Each target: overwrite, append, create. A write that lands prints WROTE.
+        script = "; ".join('(echo "vgpu-limits 1" > %s) 2>/dev/null && echo "WROTE %s"; '
+                           '(echo x >> %s) 2>/dev/null && echo "WROTE %s"'
+                           % (t, t, t, t) for t in targets)
+        r = self.podman_run(["/bin/sh", "-c", script + "; echo done"], self.device)
+        self.assertIn("done", r.stdout)
+        self.assertNotIn("WROTE", r.stdout)
+        after, _ = self.host_files()
+        self.assertEqual(after, before)
+        # A container after it still gets the claim's GPU.
+        self.assertEqual(int(self.probe_info(self.device)["total"]), 10 * GIB)
+
+    def test_environment_cannot_raise_limits(self):
+        """The pod's own environment names a bigger limit, another limits file, no compute
+        limit, no preload; the container still sees 10 GiB."""
+        r = self.podman_run(["/usr/local/bin/libvgpu_probe", "dlsym", "info"], self.device,
+                            extra=["--env", "CUDA_DEVICE_MEMORY_LIMIT_0=40960m",
+                                   "--env", "CUDA_DEVICE_MEMORY_LIMIT=40960m",
+                                   "--env", "VGPU_LIMITS_FILE=/nonexistent",
+                                   "--env", "CUDA_DEVICE_SM_LIMIT=100",
+                                   "--env", "LD_PRELOAD="])
+        self.assertEqual(r.returncode, 0, r.stdout)
+        line = [x for x in r.stdout.splitlines() if x.startswith("total=")]
+        self.assertTrue(line, r.stdout)
+        self.assertEqual(int(dict(kv.split("=", 1) for kv in line[0].split())["total"]),
+                         10 * GIB, r.stdout)
 
 def podman_runs():
     """None when podman runs a container here (a root file system of /bin/true), else why
