@@ -341,6 +341,10 @@ class Base(unittest.TestCase):
         self.assertTrue(state["Running"], "%s: %s" % (state, logs))
         self.assertEqual(run(self.podman + ["rm", "-f", "-t", "0", name]).returncode, 0)
 
+    def slots(self):
+        """The compute slots on the board (one per prepared claim with a share)."""
+        return [f for _, _, files in os.walk(self.board) for f in files if f.endswith(".slot")]
+
     def podman_run(self, args, device=None, detach=False, name=None, extra=()):
         cmd = self.podman + PODMAN_RUN + list(extra)
         cmd += ["-d", "--name", name] if detach else ["--rm"]
@@ -372,6 +376,7 @@ class EndToEnd(Base):
         uid = self.put_claim(port)
         device = self.prepare(svc, uid, "train-gpu")
         self.assertEqual(os.listdir(CDI_RUN_DIR), ["vgpu.io-gpu_%s.json" % uid])
+        self.assertEqual(len(self.slots()), 1)
 
         # Without the claim the program sees fakegpu's whole 40 GiB GPU: the limits below
         # come from the CDI spec and nothing else.
@@ -422,6 +427,7 @@ class EndToEnd(Base):
         self.assertEqual(resp.claims[uid].error, "")
         self.assertEqual(os.listdir(CDI_RUN_DIR), [])
         self.assertEqual(os.listdir(os.path.join(self.state_dir, "claims")), [])
+        self.assertEqual(self.slots(), [])
         r = self.podman_run(["/usr/local/bin/libvgpu_probe", "dlsym", "info"], device)
         self.assertNotEqual(r.returncode, 0, r.stdout)
         self.assertIn(uid, r.stdout)
