@@ -9,18 +9,18 @@ Attacks: a tenant root in its container cannot change the files the spec mounts 
 its limits through its environment.
 
 The pieces are the ones a node runs: the test API server (tests/kube_api_server.py) holds
-the claim, written as kube-scheduler leaves it (created, then its status.allocation with
-the consumed capacity); the kubelet stand-in's gRPC code (tests/dra/dra_kubelet.py) finds
-the plugin through its registration socket and calls NodePrepareResources /
-NodeUnprepareResources; podman 4.3 (runc, cgroupfs, no network, its storage in the test's
-directory) runs a root file system holding only the programs, their libraries and
-fakegpu's libcuda / libnvidia-ml where the NVIDIA container toolkit puts the driver's.
-Everything else a container gets — libvgpu.so, /etc/ld.so.preload, the limits, the
-counters region, the compute board and slot, the /dev/nvidia* nodes, the environment —
-comes from the CDI spec alone. fakegpu's state directory is mounted at the same path and
-the container shares the host's pid namespace, so fakegpu's timeline (the truth the
-compute-share tests read, tests/integration/libvgpu_compute_truth.c) names its processes
-by their host pids.
+the claim, written as kube-scheduler leaves it (created, then its status.allocation with the
+consumed capacity); kubelet's calls, made as tests/dra/dra_kubelet.py makes them
+(python3-grpcio, the plugin's own .proto files), find the plugin through its registration
+socket and call NodePrepareResources / NodeUnprepareResources; podman 4.3 (runc, cgroupfs,
+no network, its storage in the test's directory) runs a root file system holding only the
+programs, their libraries and fakegpu's libcuda / libnvidia-ml where the NVIDIA container
+toolkit puts the driver's. Everything else a container gets — libvgpu.so,
+/etc/ld.so.preload, the limits, the counters region, the compute board and slot, the
+/dev/nvidia* nodes, the environment — comes from the CDI spec alone. fakegpu's state
+directory is mounted at the same path and the container shares the host's pid namespace, so
+fakegpu's timeline (the truth the compute-share tests read,
+tests/integration/libvgpu_compute_truth.c) names its processes by their host pids.
 
 podman 4.3 reads CDI specs from /etc/cdi and /var/run/cdi only (no cdi_spec_dirs in its
 containers.conf, no flag), so the test runs in a private mount namespace (unshare) with the
@@ -40,6 +40,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 import uuid
 
@@ -75,7 +76,11 @@ if os.environ.get(NS_MARK) != "1":
     os.execvpe("unshare", ["unshare", "--mount", "--propagation", "private", "--",
                            sys.executable, os.path.abspath(__file__)] + sys.argv[1:], env)
 
-import dra_kubelet as dk  # noqa: E402 (skips when python3-grpcio is missing)
+try:
+    import grpc
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+except ImportError as exc:  # pragma: no cover
+    vg_skip.skip("python3-grpcio (%s; run with /usr/bin/python3)" % exc)
 
 BUILD = SOURCE = None
 DRIVER = "gpu.vgpu.io"
@@ -95,6 +100,50 @@ PODMAN_RUN = ["run", "--network", "none", "--ulimit", "nofile=1024:1024",
 # dynamic major, 510 here) and nvidia-uvm-tools.
 NODES = {"nvidia0": (195, 0), "nvidiactl": (195, 255), "nvidia-uvm": (510, 0),
          "nvidia-uvm-tools": (510, 1)}
+
+
+V1 = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
+M = {}  # message name -> class, from the plugin's own .proto files (DESCRIPTOR)
+
+
+def load_messages(path):
+    fds = descriptor_pb2.FileDescriptorSet()
+    with open(path, "rb") as f:
+        fds.ParseFromString(f.read())
+    pool = descriptor_pool.DescriptorPool()
+    for fd in fds.file:
+        pool.Add(fd)
+    factory = message_factory.MessageFactory(pool)
+    for fd in fds.file:
+        for d in fd.message_type:
+            desc = pool.FindMessageTypeByName("%s.%s" % (fd.package, d.name))
+            if hasattr(message_factory, "GetMessageClass"):
+                M[d.name] = message_factory.GetMessageClass(desc)
+            else:
+                M[d.name] = factory.GetPrototype(desc)
+
+
+def call(channel, path, request, response_name, timeout=20):
+    fn = channel.unary_unary(path, request_serializer=lambda m: m.SerializeToString(),
+                             response_deserializer=M[response_name].FromString)
+    return fn(request, timeout=timeout)
+
+
+def claims_msg(name, *claims):
+    req = M[name]()
+    for ns, uid, cname in claims:
+        c = req.claims.add()
+        c.namespace, c.uid, c.name = ns, uid, cname
+    return req
+
+
+def wait_for(pred, timeout=15.0, what="condition"):
+    end = time.time() + timeout
+    while time.time() < end:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
 
 
 def run(cmd, timeout=120, **kw):
@@ -210,7 +259,7 @@ class Base(unittest.TestCase):
         port_file = os.path.join(self.tmp, "api.port")
         self.start(["/usr/bin/python3", os.path.join(SOURCE, "tests", "kube_api_server.py"),
                     "--port", "0", "--port-file", port_file], dict(os.environ), "api")
-        dk.wait_for(lambda: os.path.exists(port_file) and os.path.getsize(port_file) > 0,
+        wait_for(lambda: os.path.exists(port_file) and os.path.getsize(port_file) > 0,
                     what="test API server")
         with open(port_file) as f:
             port = int(f.read())
@@ -254,13 +303,13 @@ class Base(unittest.TestCase):
                "--ld-so-preload-path", os.path.join(self.tmp, "ld.so.preload")]
         p, log = self.start(cmd, env, "plugin")
         reg = os.path.join(self.kubelet_dir, "plugins_registry", DRIVER + "-reg.sock")
-        dk.wait_for(lambda: os.path.exists(reg) or p.poll() is not None,
+        wait_for(lambda: os.path.exists(reg) or p.poll() is not None,
                     what="registration socket")
         self.assertIsNone(p.poll(), "the plugin exited")
         return reg
 
     def channel(self, path):
-        ch = dk.grpc.insecure_channel("unix://" + path,
+        ch = grpc.insecure_channel("unix://" + path,
                                       options=[("grpc.use_local_subchannel_pool", 1)])
         self.channels.append(ch)
         return ch
@@ -287,17 +336,17 @@ class Base(unittest.TestCase):
     def register(self, reg):
         """Kubelet's plugin watcher: GetInfo on the registration socket names the
         endpoint; the DRA service there."""
-        info = dk.call(self.channel(reg), "/pluginregistration.Registration/GetInfo",
-                       dk.M["InfoRequest"](), "PluginInfo")
+        info = call(self.channel(reg), "/pluginregistration.Registration/GetInfo",
+                       M["InfoRequest"](), "PluginInfo")
         self.assertEqual((info.type, info.name), ("DRAPlugin", DRIVER))
-        dk.call(self.channel(reg), "/pluginregistration.Registration/NotifyRegistrationStatus",
-                dk.M["RegistrationStatus"](plugin_registered=True), "RegistrationStatusResponse")
+        call(self.channel(reg), "/pluginregistration.Registration/NotifyRegistrationStatus",
+                M["RegistrationStatus"](plugin_registered=True), "RegistrationStatusResponse")
         return self.channel(info.endpoint)
 
     def prepare(self, svc, uid, name):
         """NodePrepareResources (v1) for one claim: its one CDI ID."""
-        resp = dk.call(svc, dk.V1 + "NodePrepareResources",
-                       dk.claims_msg("NodePrepareResourcesRequest", ("default", uid, name)),
+        resp = call(svc, V1 + "NodePrepareResources",
+                       claims_msg("NodePrepareResourcesRequest", ("default", uid, name)),
                        "NodePrepareResourcesResponse")
         got = resp.claims[uid]
         self.assertEqual(got.error, "")
@@ -420,8 +469,8 @@ class EndToEnd(Base):
 
         # Unprepare: the spec and the claim's directory are gone, and podman can no longer
         # resolve the device.
-        resp = dk.call(svc, dk.V1 + "NodeUnprepareResources",
-                       dk.claims_msg("NodeUnprepareResourcesRequest",
+        resp = call(svc, V1 + "NodeUnprepareResources",
+                       claims_msg("NodeUnprepareResourcesRequest",
                                      ("default", uid, "train-gpu")),
                        "NodeUnprepareResourcesResponse")
         self.assertEqual(resp.claims[uid].error, "")
@@ -553,6 +602,5 @@ if __name__ == "__main__":
     why = podman_runs()
     if why:
         vg_skip.skip(why)
-    dk.BUILD, dk.SOURCE = BUILD, SOURCE
-    dk.load_messages(desc)
+    load_messages(desc)
     unittest.main(argv=[sys.argv[0]] + sys.argv[4:], verbosity=2)
