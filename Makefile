@@ -11,7 +11,7 @@ CMAKE_FLAGS ?=
 DEBIAN_PACKAGES := build-essential cmake pkg-config libcmocka-dev python3 valgrind clang-format \
 	procps libevent-dev libcurl4-openssl-dev libjansson-dev libfyaml-dev libnghttp2-dev \
 	libprotobuf-c-dev protobuf-c-compiler python3-grpcio python3-protobuf openssl libssl-dev \
-	chromium prometheus python3-websocket python3-kubernetes kubernetes-client tmux
+	chromium prometheus python3-websocket python3-kubernetes kubernetes-client tmux podman runc
 
 # What `make images` and `make images-test` need besides (docs/images.md); not needed by
 # `make test`.
