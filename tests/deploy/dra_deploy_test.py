@@ -705,6 +705,61 @@ class Rbac(unittest.TestCase):
                 self.assertTrue(any(needle in p for p in problems), problems)
 
 
+class Attacks(unittest.TestCase):
+    """Someone holding vgpu-dra-plugin's token (a compromised node or plugin) under the
+    rendered role: each write that would give a claim more of a GPU, redirect the
+    classes, start a pod or read what is not the plugin's is refused (403) and changes
+    nothing."""
+
+    def test_stolen_plugin_token(self):
+        objects = render()
+        box = dt.Box(objects, dt.authz_from(objects))
+        try:
+            make_claim(box)
+            base = "/apis/resource.k8s.io/v1"
+            claim_path = base + "/namespaces/default/resourceclaims/train-gpu"
+            before = box.api("GET", claim_path)[1]
+            greedy = copy.deepcopy(before)
+            greedy["status"]["allocation"]["devices"]["results"][0]["consumedCapacity"] = {
+                "memory": "16Gi", "cores": "100"}
+            token = box.tokens[SA]
+            attempts = (
+                ("PUT", claim_path + "/status", greedy, "update resourceclaims/status"),
+                ("PUT", claim_path, greedy, "update resourceclaims"),
+                ("GET", base + "/resourceclaims", None, "list resourceclaims"),
+                ("DELETE", base + "/deviceclasses/gpu.vgpu.io", None, "delete deviceclasses"),
+                ("POST", base + "/deviceclasses", {
+                    "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                    "metadata": {"name": "evil"}, "spec": {}}, "create deviceclasses"),
+                ("POST", "/api/v1/namespaces/default/pods", {
+                    "metadata": {"name": "evil", "namespace": "default"},
+                    "spec": {"containers": [{"name": "c", "image": "x"}]}}, "create pods"),
+                ("GET", "/api/v1/namespaces/default/secrets", None, "list secrets"),
+                ("PATCH", "/api/v1/nodes/node-1", {"metadata": {"labels": {"x": "y"}}},
+                 "patch nodes"),
+            )
+            for method, path, body, what in attempts:
+                with self.subTest(what=what):
+                    conn = dt.http.client.HTTPConnection("127.0.0.1", box.api_port, timeout=30)
+                    ctype = "application/merge-patch+json" if method == "PATCH" \
+                        else "application/json"
+                    conn.request(method, path, json.dumps(body) if body is not None else None,
+                                 {"Content-Type": ctype, "Authorization": "Bearer " + token})
+                    r = conn.getresponse()
+                    r.read()
+                    conn.close()
+                    self.assertEqual(r.status, 403, what)
+                    self.assertTrue(any(f.startswith("%s %s" % (SA, what))
+                                        for f in box.forbidden()), box.forbidden())
+            after = box.api("GET", claim_path)[1]
+            self.assertEqual(after["status"], before["status"])
+            self.assertEqual(box.api("GET", "/api/v1/nodes/node-1")[1]["metadata"].get(
+                "labels", {}).get("x"), None)
+            self.assertEqual(box.api("GET", base + "/deviceclasses/evil")[0], 404)
+        finally:
+            box.stop()
+
+
 if __name__ == "__main__":
     BUILD, SOURCE, DESCRIPTOR = (os.path.abspath(a) for a in sys.argv[1:4])
     dt.BUILD, dt.SOURCE = BUILD, SOURCE
