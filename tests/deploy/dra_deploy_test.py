@@ -25,6 +25,10 @@ Rbac: the test API server enforces the rendered roles: the slice publisher
 (tests/deploy/dra_publish.c, src/dra/slices.c run under the plugin's token) creates,
 updates and deletes the node's slices, the plugin reads its claim, with no request
 refused; each rule removed fails the run, naming the verb.
+NoGpu: on a node without the driver the plugin stops with the reason, and the DaemonSet
+keeps off nodes labelled vgpu.io/gpu-node=false.
+Attacks (security.dra_deploy): the plugin's token, stolen, cannot change a claim's
+allocation, the classes, pods, secrets or nodes.
 
 An edited manifest fails naming the flag, path or rule: each check is also fed a near
 miss. Skips through tests/lib/vg_skip.py (a failure under CI) when kubectl,
@@ -509,6 +513,30 @@ class Mounts(unittest.TestCase):
         self.assertIn("vgpu-monitor watches /usr/local/vgpu/containers (host path []), not "
                       "the plugin's claim directories /var/lib/vgpu-dra/claims",
                       mount_problems(objects, settings))
+
+
+class NoGpu(unittest.TestCase):
+    def test_a_node_without_a_driver_is_named(self):
+        """The rendered plugin on a node without the NVIDIA driver stops at once with the
+        reason (it has no idle mode like the device plugin's FAIL_ON_INIT_ERROR=false):
+        docs/dra.md, "Install", says to label such nodes vgpu.io/gpu-node=false, which
+        the DaemonSet's node affinity honours."""
+        objects = render()
+        spec, c = plugin_container(objects)
+        root = tempfile.mkdtemp(prefix="vgpu-dra-nogpu-")
+        try:
+            tree = dt.Tree(objects, spec, c, root)
+            env = plugin_env(c, {"LD_LIBRARY_PATH": "/nonexistent"})
+            r = subprocess.run([os.path.join(BUILD, "bin", PLUGIN)] +
+                               local_args(expand(dt.container_args(c), env), tree),
+                               capture_output=True, text=True, env=env, timeout=30)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("is the NVIDIA driver installed?", r.stderr)
+        finally:
+            shutil.rmtree(root)
+        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        self.assertIn({"key": "vgpu.io/gpu-node", "operator": "NotIn", "values": ["false"]},
+                      terms["nodeSelectorTerms"][0]["matchExpressions"])
 
 
 # ---- running it ------------------------------------------------------------------------
