@@ -567,9 +567,10 @@ class Node:
         env["VGPU_DRA_SOCKET_CHECK_MS"] = "100"
         self.proc = box.spawn("dra-plugin", [os.path.join(BUILD, "bin", PLUGIN)] + args, env)
         self.reg = self.tree.local("/var/lib/kubelet/plugins_registry/%s-reg.sock" % DRIVER)
+        # The socket file exists from bind(), before listen(): wait for the log line.
         try:
-            dt.wait_for(lambda: os.path.exists(self.reg) or self.proc.poll() is not None,
-                        timeout=10, what="the registration socket")
+            dt.wait_for(lambda: "DRA plugin serving" in box.log("dra-plugin") or
+                        self.proc.poll() is not None, timeout=20, what="the plugin serving")
         except AssertionError:
             pass
         if self.proc.poll() is not None:
