@@ -390,6 +390,22 @@ class Render(unittest.TestCase):
         self.assertIn(("resource.k8s.io", "resourceclaimtemplates", "get", None), grants)
         self.assertIn(("resource.k8s.io", "resourceclaimtemplates", "create", None), grants)
 
+    def test_webhook_component_dry_run(self):
+        """The component's containers under --check-config. Until vgpu-scheduler has
+        --webhook-dra the only refusal allowed is that flag's (everything else the
+        component renders is valid); once it has it, none."""
+        objects = render(("dra-webhook",))
+        problems = dt.check_workloads(objects)
+        help_text = subprocess.run([os.path.join(BUILD, "bin", "vgpu-scheduler"), "--help"],
+                                   capture_output=True, text=True).stdout
+        if "--webhook-dra" in help_text:
+            self.assertEqual(problems, [])
+        else:
+            self.assertEqual(len(problems), 1, problems)
+            self.assertTrue(problems[0].startswith("vgpu-scheduler: container vgpu-scheduler:"),
+                            problems)
+            self.assertIn("unrecognized option '--webhook-dra'", problems[0])
+
     def test_node_policy(self):
         objects = render(("dra-node-policy",))
         self.assertEqual(policy_problems(objects), [])
