@@ -33,7 +33,7 @@ EXPECT = {
     "vgpu-scheduler": {"user": "65532:65532", "entrypoint": ["/usr/bin/vgpu-scheduler"],
                        "bins": ["/usr/bin/vgpu-scheduler"]},
     "vgpu-device-plugin": {"user": "0:0", "entrypoint": ["/usr/bin/vgpu-device-plugin"],
-                           "bins": ["/usr/bin/vgpu-device-plugin"]},
+                           "bins": ["/usr/bin/vgpu-device-plugin", "/usr/bin/vgpu-dra-plugin"]},
     "vgpu-monitor": {"user": "65532:65532", "entrypoint": ["/usr/bin/vgpu-monitor"],
                      "bins": ["/usr/bin/vgpu-monitor"]},
     # and every other program its recipe adds (vgpu, once built)

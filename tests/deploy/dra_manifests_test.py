@@ -185,7 +185,9 @@ NVIDIA_GPU = Device("gpu.nvidia.com", {"type": "gpu"}, False)
 def load_all():
     objs = []
     root = os.path.join(SOURCE, "deploy", "dra")
-    for dirpath, _, files in os.walk(root):
+    for dirpath, dirs, files in os.walk(root):
+        # plugin/: the node plugin's Kubernetes objects (tests/deploy/dra_deploy_test.py).
+        dirs[:] = [d for d in dirs if d != "plugin"]
         for f in sorted(files):
             if f.endswith(".yaml") and f != "kustomization.yaml":
                 with open(os.path.join(dirpath, f)) as fh:
