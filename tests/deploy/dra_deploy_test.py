@@ -389,6 +389,9 @@ class Render(unittest.TestCase):
                   for res in r["resources"] for v in r["verbs"]}
         self.assertIn(("resource.k8s.io", "resourceclaimtemplates", "get", None), grants)
         self.assertIn(("resource.k8s.io", "resourceclaimtemplates", "create", None), grants)
+        # It creates templates, except for dry-run reviews: kube-apiserver must know.
+        hooks = [o for o in objects if o["kind"] == "MutatingWebhookConfiguration"]
+        self.assertEqual([w["sideEffects"] for h in hooks for w in h["webhooks"]], ["NoneOnDryRun"])
 
     def test_webhook_component_dry_run(self):
         """The component's containers under --check-config. Until vgpu-scheduler has
