@@ -292,8 +292,9 @@ static CUresult f_pool(uint64_t h)
 }
 static CUresult a_array(size_t n, uint64_t *h)
 {
+    /* 512 KiB rows: at most 65536 of them (32 GiB) is what a driver accepts. */
     CUDA_ARRAY_DESCRIPTOR d = {
-        .Width = 16384, .Height = n / (16384 * 4), .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+        .Width = 131072, .Height = n / (131072 * 4), .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
     CUarray a;
     CUresult r = cu.cuArrayCreate_v2(&a, &d);
     *h = (uintptr_t)a;
@@ -349,7 +350,7 @@ static int cmd_paths(void)
         {"cuMemAllocManaged", a_managed, f_plain, 1},
         {"cuMemAllocAsync", a_async, f_async, 1},
         {"cuMemAllocFromPoolAsync", a_pool, f_pool, 1},
-        {"cuArrayCreate", a_array, f_array, 16384 * 4},
+        {"cuArrayCreate", a_array, f_array, 131072 * 4},
         {"cuMipmappedArrayCreate", a_mipmap, f_mipmap, 16384 * 4 * 16},
         {"cuMemCreate", a_vmm, f_vmm, gran},
     };
