@@ -306,10 +306,11 @@ static CUresult f_array(uint64_t h)
 }
 static CUresult a_mipmap(size_t n, uint64_t *h)
 {
-    /* 3D: a 2D mipmapped array may be at most 32768 rows high (2 GiB of these). */
+    /* 3D in 4 MiB slices (up to 64 GiB): a 2D mipmapped array may be at most 32768 rows
+       high, a 3D one 16384 slices deep. */
     CUDA_ARRAY3D_DESCRIPTOR d = {.Width = 16384,
-                                 .Height = 16,
-                                 .Depth = n / (16384 * 4 * 16),
+                                 .Height = 64,
+                                 .Depth = n / (16384 * 4 * 64),
                                  .Format = CU_AD_FORMAT_FLOAT,
                                  .NumChannels = 1};
     CUmipmappedArray m;
@@ -351,7 +352,7 @@ static int cmd_paths(void)
         {"cuMemAllocAsync", a_async, f_async, 1},
         {"cuMemAllocFromPoolAsync", a_pool, f_pool, 1},
         {"cuArrayCreate", a_array, f_array, 131072 * 4},
-        {"cuMipmappedArrayCreate", a_mipmap, f_mipmap, 16384 * 4 * 16},
+        {"cuMipmappedArrayCreate", a_mipmap, f_mipmap, 16384 * 4 * 64},
         {"cuMemCreate", a_vmm, f_vmm, gran},
     };
     /* On a real GPU leave room for the driver's padding and rounding. */
