@@ -175,16 +175,31 @@ struct dra_plugin_options {
     const char *state_dir;    /* checkpoint.json */
     const char *boot_id_path; /* NULL: DRA_BOOT_ID_PATH */
     uint64_t socket_check_ms; /* 0: 5000; a registration socket removed is served again */
+    /* ResourceSlices (slices.h): with publish, the node's pool is published through kube
+     * at start and again whenever a GPU's health changes. */
+    bool publish;
+    bool consumable;             /* consumable capacity: GPUs shared by amount */
+    const char *driver_version;  /* NVML's system driver version, or NULL */
+    struct dp_gpu_source source; /* healthy() polled; NULL healthy: never polled */
+    uint64_t health_interval_ms; /* 0: 5000 */
 };
 
 struct dra_plugin_stats {
     uint64_t registrations; /* NotifyRegistrationStatus with plugin_registered */
     uint64_t prepared, unprepared, errors;
+    uint64_t health_changes;  /* GPUs that turned unhealthy or healthy again */
+    uint64_t slice_syncs;     /* completed ResourceSlice publications */
+    int64_t slice_generation; /* the pool generation last published */
 };
 
 int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *options,
                    struct dra_plugin **out, struct vg_err *err);
+/* Frees the plugin at once, including calls waiting for the API. Requests it has out
+ * through the kube client point into it: free the client before the loop runs again
+ * (kube_client_free cancels them without calling back). */
 void dra_plugin_free(struct dra_plugin *plugin);
+/* Polls the GPUs' health now; a change republishes the slices (tests, benchmarks). */
+void dra_plugin_poll_health(struct dra_plugin *plugin);
 void dra_plugin_get_stats(const struct dra_plugin *plugin, struct dra_plugin_stats *stats);
 
 /* gRPC paths. */

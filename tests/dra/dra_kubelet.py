@@ -10,10 +10,12 @@ NotifyRegistrationStatus, dials the endpoint it was given and calls NodePrepareR
 tests/dra/claims_api.py; GPUs by fakegpu. Skips when grpc is not importable (fails
 instead under CI: tests/lib/vg_skip.py).
 """
+import http.client
 import json
 import os
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -108,7 +110,7 @@ def result(request="gpu", device="gpu-0", pool="node-1", memory=None, cores=None
 
 
 class Plugin:
-    def __init__(self, tmp, kubeconfig, boot_id="boot-1"):
+    def __init__(self, tmp, kubeconfig, boot_id="boot-1", extra_args=(), extra_env=None):
         self.tmp = tmp
         self.log = open(os.path.join(tmp, "plugin.log"), "a+")  # closed by stop()
         with open(os.path.join(tmp, "boot_id"), "w") as f:
@@ -118,7 +120,11 @@ class Plugin:
                     "FAKEGPU_DEVICES": DEVICES,
                     "FAKEGPU_STATE_DIR": os.path.join(tmp, "fakegpu"),
                     "VGPU_DRA_BOOT_ID_FILE": os.path.join(tmp, "boot_id"),
-                    "VGPU_DRA_SOCKET_CHECK_MS": "100"})
+                    "VGPU_DRA_SOCKET_CHECK_MS": "100",
+                    "VGPU_DRA_HEALTH_INTERVAL_MS": "100"})
+        if extra_env:
+            env.update(extra_env)
+        self.env = env
         env.pop("KUBERNETES_SERVICE_HOST", None)
         os.makedirs(env["FAKEGPU_STATE_DIR"], exist_ok=True)
         self.kubelet_dir = os.path.join(tmp, "kubelet")
@@ -130,7 +136,7 @@ class Plugin:
                "--cdi-dir", self.cdi_dir, "--state-dir", self.state_dir,
                "--compute-board-dir", self.board,
                "--libvgpu-path", os.path.join(BUILD, "lib", "libvgpu.so"),
-               "--ld-so-preload-path", os.path.join(tmp, "ld.so.preload")]
+               "--ld-so-preload-path", os.path.join(tmp, "ld.so.preload")] + list(extra_args)
         # A killed plugin leaves its sockets: wait for this run's own line.
         self.mark = self.output().count("DRA plugin serving")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
@@ -161,6 +167,55 @@ class Plugin:
         return self.stop()
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ApiServer:
+    """tests/kube_api_server.py in a process: serves and validates ResourceSlices as
+    kube-apiserver does."""
+
+    def __init__(self, tmp, port=0):
+        self.port_file = os.path.join(tmp, "api-port")
+        if os.path.exists(self.port_file):
+            os.unlink(self.port_file)
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(SOURCE, "tests", "kube_api_server.py"),
+             "--port", str(port), "--port-file", self.port_file], stderr=subprocess.DEVNULL)
+        wait_for(lambda: os.path.exists(self.port_file) and os.path.getsize(self.port_file),
+                 what="API server")
+        with open(self.port_file) as f:
+            self.port = int(f.read())
+
+    def request(self, method, path):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=20)
+        try:
+            conn.request(method, path)
+            r = conn.getresponse()
+            return r.status, json.loads(r.read() or b"{}")
+        finally:
+            conn.close()
+
+    def slices(self, node="node-1"):
+        code, body = self.request("GET", "/apis/resource.k8s.io/v1/resourceslices")
+        assert code == 200, body
+        return [s for s in body["items"] if s["spec"].get("nodeName") == node]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def kubeconfig_for(path, port):
+    with open(path, "w") as f:
+        f.write("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                "clusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:%d\n"
+                "contexts:\n- name: t\n  context:\n    cluster: c\n    user: u\n"
+                "users:\n- name: u\n  user:\n    token: x\n" % port)
+
+
 class Base(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="vgpu-dra-")
@@ -186,11 +241,11 @@ class Base(unittest.TestCase):
         self.assertEqual(rc, 0, out[-3000:])
         self.assertNotIn("Sanitizer", out)
 
-    def start(self, boot_id="boot-1"):
+    def start(self, boot_id="boot-1", **kw):
         if self.plugin:
             self.plugin.close()
             self.plugin.log.close()
-        self.plugin = Plugin(self.tmp, self.kubeconfig, boot_id)
+        self.plugin = Plugin(self.tmp, self.kubeconfig, boot_id, **kw)
         return self.plugin
 
     def channel(self, path):
@@ -551,6 +606,128 @@ class Attacks(Base):
             self.assertEqual(self.unprepare(("default", uid, "c1")).claims[uid].error, "")
         self.assertEqual((self.claim_dirs(), self.cdi_files(), self.slots()), before)
         self.assertEqual([c["uid"] for c in self.checkpoint()["claims"]], [UID1])
+
+
+class Slices(Base):
+    """The plugin publishes the node's ResourceSlices to the API server (which validates
+    them as kube-apiserver does): one device per healthy GPU with NVIDIA's attribute names
+    and the capacities; a GPU that falls off the bus is taken out and comes back, each a
+    new pool generation; an API server down at start is retried; a restart writes
+    nothing new."""
+
+    def setUp(self):
+        super().setUp()
+        self.kapi = None
+
+    def tearDown(self):
+        try:
+            super().tearDown()
+        finally:
+            if self.kapi:
+                self.kapi.stop()
+
+    def serve_api(self, port=0):
+        self.kapi = ApiServer(self.tmp, port)
+        kubeconfig_for(self.kubeconfig, self.kapi.port)
+
+    def ctl(self, *args):
+        r = subprocess.run([os.path.join(BUILD, "bin", "fakegpu-ctl")] + list(args),
+                           env=self.plugin.env, capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def devices(self):
+        sl = self.kapi.slices()
+        return {d["name"]: d for s in sl for d in s["spec"]["devices"]}, sl
+
+    def generation(self, sl):
+        gens = {s["spec"]["pool"]["generation"] for s in sl}
+        self.assertEqual(len(gens), 1, sl)
+        return gens.pop()
+
+    def test_published(self):
+        self.serve_api()
+        self.start()
+        devs, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                            what="two devices published")
+        self.assertEqual(len(sl), 1)
+        spec = sl[0]["spec"]
+        self.assertEqual((spec["driver"], spec["nodeName"], spec["pool"]["name"]),
+                         (DRIVER, "node-1", "node-1"))
+        self.assertEqual(spec["pool"]["resourceSliceCount"], 1)
+        gpu0, gpu1 = devs["gpu-0"], devs["gpu-1"]
+        self.assertEqual(gpu0["attributes"]["productName"], {"string": "Test GPU A"})
+        self.assertEqual(gpu1["attributes"]["productName"], {"string": "Test GPU B"})
+        self.assertTrue(gpu0["attributes"]["uuid"]["string"].startswith("GPU-"))
+        self.assertEqual(gpu0["attributes"]["type"], {"string": "gpu"})
+        self.assertEqual(gpu1["attributes"]["index"], {"int": 1})
+        self.assertIn("version", gpu0["attributes"]["driverVersion"])
+        self.assertIn("version", gpu0["attributes"]["cudaComputeCapability"])
+        self.assertEqual(gpu0["capacity"]["memory"], {"value": "16384Mi"})
+        self.assertEqual(gpu1["capacity"]["memory"], {"value": "8192Mi"})
+        self.assertEqual(gpu0["capacity"]["cores"], {"value": "100"})
+        self.assertNotIn("allowMultipleAllocations", gpu0)  # whole GPUs by default
+
+    def test_consumable(self):
+        self.serve_api()
+        self.start(extra_args=["--consumable-capacity"])
+        devs, _ = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                           what="two devices published")
+        self.assertTrue(devs["gpu-0"]["allowMultipleAllocations"])
+        policy = devs["gpu-0"]["capacity"]["memory"]["requestPolicy"]
+        self.assertEqual(policy["validRange"]["step"], "256Mi")
+
+    def test_bad_flag(self):
+        p = Plugin.__new__(Plugin)
+        with self.assertRaises(AssertionError) as ctx:
+            Plugin.__init__(p, self.tmp, self.kubeconfig,
+                            extra_args=["--consumable-capacity=maybe"])
+        p.log.close()
+        self.assertIn("--consumable-capacity takes true or false, not 'maybe'",
+                      str(ctx.exception))
+
+    def test_health_change(self):
+        self.serve_api()
+        self.start()
+        _, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                         what="two devices published")
+        gen = self.generation(sl)
+        self.ctl("health", "1", "off")
+        devs, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 1 else None)(self.devices()),
+                            what="gpu-1 taken out")
+        self.assertEqual(list(devs), ["gpu-0"])
+        self.assertEqual(self.generation(sl), gen + 1)
+        self.ctl("health", "1", "on")
+        devs, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                            what="gpu-1 back")
+        self.assertEqual(self.generation(sl), gen + 2)
+        self.assertIn("GPU unhealthy: taken out of the slices", self.plugin.output())
+
+    def test_api_down_at_start(self):
+        port = free_port()
+        kubeconfig_for(self.kubeconfig, port)
+        self.start()  # serving although nothing answers on the port
+        time.sleep(0.5)
+        self.assertIsNone(self.plugin.proc.poll())
+        self.serve_api(port)
+        wait_for(lambda: len(self.devices()[0]) == 2, timeout=30, what="published after retry")
+        self.assertIsNone(self.plugin.proc.poll())
+
+    def test_restart_writes_nothing_new(self):
+        self.serve_api()
+        self.start()
+        _, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                         what="two devices published")
+        before = [(s["metadata"]["name"], s["metadata"]["resourceVersion"]) for s in sl]
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            synced = self.plugin.output().count("ResourceSlices published")
+            self.plugin.stop(sig)
+            self.start()
+            # Each run logs its first completed sync: the API server matched.
+            wait_for(lambda: self.plugin.output().count("ResourceSlices published") > synced,
+                     what="restarted plugin synced")
+            sl = self.kapi.slices()
+            self.assertEqual([(s["metadata"]["name"], s["metadata"]["resourceVersion"])
+                              for s in sl], before)
 
 
 if __name__ == "__main__":
