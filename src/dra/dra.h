@@ -108,6 +108,7 @@ struct dra_checkpoint {
     char boot_id[64];
     size_t count, cap;
     struct dra_prepared *claims; /* owned */
+    char **texts; /* owned, parallel to claims: each claim's JSON once encoded, or NULL */
 };
 
 void dra_checkpoint_release(struct dra_checkpoint *cp);
@@ -118,7 +119,9 @@ void dra_checkpoint_remove(struct dra_checkpoint *cp, const char *uid);
 /* Decodes checkpoint text; -EINVAL naming what is wrong. */
 int dra_checkpoint_decode(const char *text, size_t len, struct dra_checkpoint *out,
                           struct vg_err *err);
-/* The JSON text (malloc'ed, NUL-terminated). */
+/* The JSON text (malloc'ed, NUL-terminated). Each claim is encoded once and its text
+ * kept (cp is const for its claims, not for that cache): a save costs a copy per claim,
+ * not an encoding. */
 char *dra_checkpoint_encode(const struct dra_checkpoint *cp);
 /* Reads path (a missing file is an empty checkpoint, boot_id ""). */
 int dra_checkpoint_load(const char *path, struct dra_checkpoint *out, struct vg_err *err);
@@ -145,11 +148,18 @@ struct dra_node {
  * failure nothing is left behind. */
 int dra_prepare(const struct dra_node *node, const struct dra_claim *claim,
                 struct dra_prepared *out, struct vg_err *err);
-/* Removes what dra_prepare made for claim uid: its directories (<regionDir>/<uid>_*), its
- * compute slots (p may be NULL when the checkpoint has no record: then only directories
- * and the CDI spec file), its CDI spec file. Nothing there is not an error. */
+/* Removes what dra_prepare made for claim uid: its CDI spec file, its compute slots and
+ * its directories <regionDir>/<uid>_<request> as p records them (p NULL when the
+ * checkpoint has no record: the CDI spec file and every <uid>_* directory, found by a
+ * scan). Nothing there is not an error. */
 int dra_unprepare(const struct dra_node *node, const char *uid, const struct dra_prepared *p,
                   struct vg_err *err);
+/* Removes what a plugin that died between making a claim's files and checkpointing it
+ * left: claim directories (and dp's staging directories) and CDI spec files (and their
+ * .tmp) of claims cp does not hold, and those claims' slot files on the compute board.
+ * *removed counts the directories and files. Run at start, before any prepare. */
+int dra_sweep_orphans(const struct dra_node *node, const struct dra_checkpoint *cp,
+                      unsigned *removed, struct vg_err *err);
 /* <cdi_dir>/vgpu.io-gpu_<uid>.json into out[size]. */
 int dra_cdi_spec_path(const char *cdi_dir, const char *uid, char *out, size_t size,
                       struct vg_err *err);

@@ -601,9 +601,15 @@ static int restore(struct dra_plugin *pl, const char *boot_id_path, struct vg_er
             struct vg_err ignored;
             dra_unprepare(&pl->node, pl->cp.claims[i].uid, &pl->cp.claims[i], &ignored);
         }
-        pl->cp.count = 0;
+        dra_checkpoint_release(&pl->cp);
     }
     vg_strlcpy(pl->cp.boot_id, boot, sizeof pl->cp.boot_id);
+    unsigned removed;
+    if (dra_sweep_orphans(&pl->node, &pl->cp, &removed, err) < 0)
+        return vg_err_wrap(err, "removing files of claims not in the checkpoint");
+    if (removed)
+        vg_log(VG_LOG_INFO, "removed files of claims never checkpointed (a prepare cut short)",
+               "count=%u", removed);
     return save(pl, err);
 }
 

@@ -142,7 +142,10 @@ json_t *dra_cdi_spec(const struct dra_node *node, const struct dra_prepared *p, 
     return spec;
 }
 
-/* Writes text to path through path.tmp (a name the CDI cache does not read). */
+/* Writes text to path through path.tmp (a name the CDI cache does not read), so a
+ * runtime never reads half a spec. Not synced: only a power loss loses unsynced data,
+ * and after one the node's boot ID has changed, so the plugin's start releases every
+ * claim of the checkpoint anyway (the checkpoint itself is synced). */
 static int write_atomic(const char *path, const char *text, struct vg_err *err)
 {
     char tmp[1100];
@@ -163,7 +166,7 @@ static int write_atomic(const char *path, const char *text, struct vg_err *err)
         }
         done += (size_t)n;
     }
-    if (fchmod(fd, 0644) != 0 || fsync(fd) != 0 || rename(tmp, path) != 0) {
+    if (fchmod(fd, 0644) != 0 || rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
         return vg_err_errno(err, e, "writing %s", path);
@@ -256,7 +259,7 @@ int dra_prepare(const struct dra_node *node, const struct dra_claim *claim,
             rc = err->code ? err->code : -ENOMEM;
             goto undo;
         }
-        VG_AUTO_FREE char *text = json_dumps(spec, JSON_INDENT(2));
+        VG_AUTO_FREE char *text = json_dumps(spec, JSON_COMPACT);
         if (mkdir(node->cdi_dir, 0755) != 0 && errno != EEXIST) {
             rc = vg_err_errno(err, errno, "creating %s", node->cdi_dir);
             goto undo;
@@ -280,10 +283,18 @@ int dra_unprepare(const struct dra_node *node, const char *uid, const struct dra
         return rc;
     if (unlink(path) != 0 && errno != ENOENT)
         return vg_err_errno(err, errno, "removing %s", path);
-    if (p)
-        for (unsigned i = 0; i < p->group_count; i++)
-            remove_slots(node, uid, &p->groups[i]);
     const char *region = node->cfg->vgpu.region_dir;
+    if (p) {
+        /* The record names every directory: no scan. */
+        for (unsigned i = 0; i < p->group_count; i++) {
+            remove_slots(node, uid, &p->groups[i]);
+            if ((rc = dp_container_dir_path(region, uid, p->groups[i].name, path, sizeof path,
+                                            err)) < 0 ||
+                (rc = dp_container_dir_remove(path, err)) < 0)
+                return rc;
+        }
+        return 0;
+    }
     VG_AUTO(dra_closedirp) DIR *d = opendir(region);
     if (d == NULL)
         return errno == ENOENT ? 0 : vg_err_errno(err, errno, "opening %s", region);
@@ -297,6 +308,81 @@ int dra_unprepare(const struct dra_node *node, const char *uid, const struct dra
             continue;
         if ((rc = dp_container_dir_remove(path, err)) < 0)
             return rc;
+    }
+    return 0;
+}
+
+/* The claim uid a name of ours begins with (after prefix): "<uid>_<request>" or
+ * "<uid>.json"-like names; into uid[DRA_UID_MAX]. */
+static bool name_uid(const char *name, const char *prefix, char end, char *uid)
+{
+    size_t plen = strlen(prefix);
+    if (strncmp(name, prefix, plen) != 0)
+        return false;
+    name += plen;
+    const char *e = strchr(name, end);
+    if (e == NULL || (size_t)(e - name) >= DRA_UID_MAX)
+        return false;
+    memcpy(uid, name, (size_t)(e - name));
+    uid[e - name] = '\0';
+    return annot_pod_uid(uid);
+}
+
+static bool known(const struct dra_checkpoint *cp, const char *uid)
+{
+    for (size_t i = 0; i < cp->count; i++)
+        if (strcmp(cp->claims[i].uid, uid) == 0)
+            return true;
+    return false;
+}
+
+/* Removes the slot files of claim uid on every GPU of the board. */
+static void remove_uid_slots(const char *board, const char *uid)
+{
+    VG_AUTO(dra_closedirp) DIR *d = opendir(board);
+    struct dirent *gpu;
+    size_t ulen = strlen(uid);
+    while (d && (gpu = readdir(d)) != NULL) {
+        char dir[1024], path[1400];
+        if (gpu->d_name[0] == '.' || vg_snprintf(dir, sizeof dir, "%s/%s", board, gpu->d_name) < 0)
+            continue;
+        VG_AUTO(dra_closedirp) DIR *g = opendir(dir);
+        struct dirent *ent;
+        while (g && (ent = readdir(g)) != NULL)
+            if (strncmp(ent->d_name, uid, ulen) == 0 && ent->d_name[ulen] == '_' &&
+                vg_snprintf(path, sizeof path, "%s/%s", dir, ent->d_name) >= 0)
+                unlink(path);
+    }
+}
+
+int dra_sweep_orphans(const struct dra_node *node, const struct dra_checkpoint *cp,
+                      unsigned *removed, struct vg_err *err)
+{
+    *removed = 0;
+    char uid[DRA_UID_MAX], path[1400];
+    const char *region = node->cfg->vgpu.region_dir;
+    VG_AUTO(dra_closedirp) DIR *d = opendir(region);
+    struct dirent *ent;
+    while (d && (ent = readdir(d)) != NULL) {
+        if (!name_uid(ent->d_name, ent->d_name[0] == '.' ? DP_STAGE_PREFIX : "", '_', uid) ||
+            known(cp, uid) || vg_snprintf(path, sizeof path, "%s/%s", region, ent->d_name) < 0)
+            continue;
+        if (dp_container_dir_remove(path, err) < 0)
+            return err->code;
+        remove_uid_slots(node->cfg->vgpu.compute_board_dir, uid);
+        (*removed)++;
+    }
+    VG_AUTO(dra_closedirp) DIR *c = opendir(node->cdi_dir);
+    char prefix[64];
+    vg_snprintf(prefix, sizeof prefix, "%s-%s_", DRA_CDI_VENDOR, DRA_CDI_CLASS);
+    while (c && (ent = readdir(c)) != NULL) {
+        if (!name_uid(ent->d_name, prefix, '.', uid) || known(cp, uid) ||
+            vg_snprintf(path, sizeof path, "%s/%s", node->cdi_dir, ent->d_name) < 0)
+            continue;
+        if (unlink(path) != 0 && errno != ENOENT)
+            return vg_err_errno(err, errno, "removing %s", path);
+        remove_uid_slots(node->cfg->vgpu.compute_board_dir, uid);
+        (*removed)++;
     }
     return 0;
 }

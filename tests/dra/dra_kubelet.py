@@ -462,6 +462,38 @@ class Restart(Base):
         self.assertEqual(self.prepare(("default", UID1, "c1")).claims[UID1].error, "")
         self.assertEqual(self.api.get_count("default", "c1"), 2)
 
+    def test_killed_mid_prepare(self):
+        """SIGKILL after a call made its claims' files but before it wrote the checkpoint:
+        the restarted plugin removes those files (no claim is half there), and the
+        claims are prepared anew, once."""
+        self.start()
+        refs = []
+        for i in range(6):
+            uid = "%08x-0000-4000-8000-%012x" % (0xc0000000 + i, i)
+            self.api.put(claim(uid, "k%d" % i, [result(memory="1Gi", cores="10",
+                                                       device="gpu-%d" % (i % 2))]))
+            refs.append(("default", uid, "k%d" % i))
+        self.api.delays[("default", "k5")] = 30  # the call waits for it; the rest is made
+        ch = self.channel(self.plugin.svc_sock)
+        fn = ch.unary_unary(V1 + "NodePrepareResources",
+                            request_serializer=lambda m: m.SerializeToString(),
+                            response_deserializer=M["NodePrepareResourcesResponse"].FromString)
+        fut = fn.future(claims_msg("NodePrepareResourcesRequest", *refs), timeout=60)
+        wait_for(lambda: len(self.claim_dirs()) == 5 and len(self.cdi_files()) == 5
+                 and len(self.slots()) == 5, what="five claims' files")
+        self.assertEqual(self.checkpoint()["claims"], [])
+        self.plugin.stop(signal.SIGKILL)
+        fut.cancel()
+        self.api.delays.clear()
+        self.start()
+        self.assertIn("removed files of claims never checkpointed", self.plugin.output())
+        self.assertEqual((self.claim_dirs(), self.cdi_files(), self.slots()), ([], [], []))
+        got = self.prepare(*refs).claims
+        self.assertTrue(all(got[r[1]].error == "" for r in refs), got)
+        self.assertEqual(len(self.claim_dirs()), 6)
+        self.assertEqual(len(self.cdi_files()), 6)
+        self.assertEqual(len(self.checkpoint()["claims"]), 6)
+
     def test_garbled_checkpoint_refused(self):
         self.start()
         self.plugin.stop()

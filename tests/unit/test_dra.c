@@ -20,6 +20,7 @@
 #include "dp_test.h"
 
 #define UID   "11111111-1111-4111-8111-111111111111"
+#define UID2  "22222222-2222-4222-8222-222222222222"
 #define SHARE "33333333-3333-4333-8333-333333333333"
 
 static void test_bytes_mib(void **state)
@@ -127,6 +128,25 @@ static void test_checkpoint_roundtrip(void **state)
     dra_checkpoint_remove(&back, UID);
     assert_int_equal(back.count, 0);
     dra_checkpoint_release(&back);
+    free(text);
+    /* Each claim's text is kept between saves; a claim put again is encoded anew, a
+     * removed one is gone from the next text. */
+    p.groups[0].container.gpus[0].memory_mib = 2048;
+    dra_checkpoint_put(&cp, &p);
+    text = dra_checkpoint_encode(&cp);
+    assert_non_null(strstr(text, "\"memoryMiB\":2048"));
+    assert_null(strstr(text, "10240"));
+    free(text);
+    struct dra_prepared q = p;
+    vg_strlcpy(q.uid, UID2, sizeof q.uid);
+    dra_checkpoint_put(&cp, &q);
+    free(dra_checkpoint_encode(&cp));
+    dra_checkpoint_remove(&cp, UID);
+    text = dra_checkpoint_encode(&cp);
+    assert_int_equal(dra_checkpoint_decode(text, strlen(text), &back, &err), 0);
+    assert_int_equal(back.count, 1);
+    assert_string_equal(back.claims[0].uid, UID2);
+    dra_checkpoint_release(&back);
     dra_checkpoint_release(&cp);
     free(text);
     const char *bad = "{\"version\":1,\"bootID\":\"b\",\"claims\":[{\"uid\":\"../x\"}]}";
@@ -189,6 +209,37 @@ static void test_prepare_unprepare(void **state)
     assert_int_equal(count_entries(region), 0);
     assert_int_equal(count_entries(cdi), 0);
     assert_int_equal(count_entries(slotdir), 0);
+
+    /* Files a killed plugin left for a claim it never checkpointed (a staged directory,
+     * a claim directory, a CDI spec and its .tmp, a slot) go; a checkpointed claim's
+     * files and other files of the CDI directory stay. */
+    assert_int_equal(dra_prepare(&node, &c, &p, &err), 0);
+    struct dra_checkpoint cp = {0};
+    dra_checkpoint_put(&cp, &p);
+    char path[700];
+    const char *made[] = {"claims/" UID2 "_gpu", "claims/.new." UID2 "_gpu"};
+    for (size_t i = 0; i < 2; i++) {
+        vg_snprintf(path, sizeof path, "%s/%s", tmp, made[i]);
+        assert_int_equal(mkdir(path, 0755), 0);
+    }
+    const char *files[] = {"cdi/vgpu.io-gpu_" UID2 ".json", "cdi/vgpu.io-gpu_" UID2 ".json.tmp",
+                           "cdi/nvidia.com-gpu.json", "board/" UUID_B "/" UID2 "_gpu.30.slot"};
+    for (size_t i = 0; i < 4; i++) {
+        vg_snprintf(path, sizeof path, "%s/%s", tmp, files[i]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fclose(f);
+    }
+    unsigned removed = 0;
+    assert_int_equal(dra_sweep_orphans(&node, &cp, &removed, &err), 0);
+    assert_int_equal(removed, 4);
+    assert_int_equal(count_entries(region), 1); /* the checkpointed claim's */
+    assert_int_equal(count_entries(cdi), 2);    /* its spec and nvidia.com-gpu.json */
+    assert_int_equal(count_entries(slotdir), 1);
+    assert_int_equal(dra_unprepare(&node, UID, &p, &err), 0);
+    dra_checkpoint_release(&cp);
+    vg_snprintf(path, sizeof path, "%s/cdi/nvidia.com-gpu.json", tmp);
+    assert_int_equal(unlink(path), 0);
 
     /* A device of another node: an error, nothing made. */
     text = claim_json("{\"request\":\"gpu\",\"driver\":\"gpu.vgpu.io\",\"pool\":\"node-2\","
