@@ -20,6 +20,7 @@
 #include "base/parse.h"
 #include "base/str.h"
 #include "dra/dra.h"
+#include "dra/slices.h"
 
 VG_DEFINE_AUTO(dra_closedirp, DIR, closedir)
 
@@ -33,18 +34,49 @@ int dra_cdi_spec_path(const char *cdi_dir, const char *uid, char *out, size_t si
     return 0;
 }
 
-static const struct dp_gpu *device_gpu(const struct dra_node *node, const char *device)
+/* The GPU (and MIG device) the slices publish as device: "gpu-<minor>" for a GPU without
+ * MIG, "gpu-<minor>-mig-<gi>-<ci>" for a MIG device (slices.c, dra_gpu_device_name). */
+static const struct dp_gpu *device_gpu(const struct dra_node *node, const char *device,
+                                       const struct dp_mig **mig)
 {
-    size_t plen = strlen(DRA_DEVICE_PREFIX);
-    uint64_t index;
-    struct vg_err ignored;
-    if (strncmp(device, DRA_DEVICE_PREFIX, plen) != 0 ||
-        vg_parse_u64(device + plen, 0, DP_MAX_GPUS, &index, &ignored) < 0)
-        return NULL;
-    for (unsigned i = 0; i < node->gpu_count; i++)
-        if (node->gpus[i].index == index)
-            return &node->gpus[i];
+    char name[DRA_DEVICE_NAME_MAX];
+    *mig = NULL;
+    for (unsigned i = 0; i < node->gpu_count; i++) {
+        const struct dp_gpu *g = &node->gpus[i];
+        if (!g->mig_enabled) {
+            dra_gpu_device_name(g, NULL, name);
+            if (strcmp(name, device) == 0)
+                return g;
+            continue;
+        }
+        for (unsigned m = 0; m < g->mig_count && m < DP_MAX_MIGS; m++) {
+            dra_gpu_device_name(g, &g->migs[m], name);
+            if (strcmp(name, device) == 0) {
+                *mig = &g->migs[m];
+                return g;
+            }
+        }
+    }
     return NULL;
+}
+
+/* The MIG device (and its GPU) of a share's uuid, or NULL: a share of a whole GPU. */
+static const struct dp_mig *uuid_mig(const struct dra_node *node, const char *uuid,
+                                     const struct dp_gpu **gpu)
+{
+    for (unsigned i = 0; i < node->gpu_count; i++)
+        for (unsigned m = 0;
+             node->gpus[i].mig_enabled && m < node->gpus[i].mig_count && m < DP_MAX_MIGS; m++)
+            if (strcmp(node->gpus[i].migs[m].uuid, uuid) == 0) {
+                *gpu = &node->gpus[i];
+                return &node->gpus[i].migs[m];
+            }
+    return NULL;
+}
+
+static bool is_mig_group(const struct dra_group *g)
+{
+    return g->container.gpu_count > 0 && strncmp(g->container.gpus[0].uuid, "MIG-", 4) == 0;
 }
 
 static const struct dp_gpu *uuid_gpu(const struct dra_node *node, const char *uuid)
@@ -95,20 +127,66 @@ static json_t *mount_json(const struct dp_mount *m)
 
 VG_DEFINE_AUTO(dra_freep, struct dp_response, free)
 
+/* A request of MIG devices gets what the device plugin's MIG mode gives a container
+ * (dp_allocate_mig): the MIG devices whole, isolated by the hardware, so no claim
+ * directory, limits or libvgpu; plus their device nodes (the control devices, the parent
+ * GPU's and the MIG device's two capability devices) whatever passDeviceSpecs says, as
+ * a CDI device has no other way to get them. */
+static int mig_edits(const struct dra_node *node, const struct dra_group *g,
+                     struct dp_response *resp, struct vg_err *err)
+{
+    struct dp_device devs[ANNOT_MAX_GPUS];
+    char *ids[ANNOT_MAX_GPUS];
+    struct dp_resource res = {.mig = true, .devices = devs, .replicas = 1};
+    vg_strlcpy(res.name, "gpu.vgpu.io/mig", sizeof res.name);
+    for (unsigned k = 0; k < g->container.gpu_count; k++) {
+        const struct dp_gpu *gpu = NULL;
+        const struct dp_mig *mig = uuid_mig(node, g->container.gpus[k].uuid, &gpu);
+        if (mig == NULL)
+            return vg_err_set(err, -ENOENT, "MIG device %s is not on this node",
+                              g->container.gpus[k].uuid);
+        vg_strlcpy(devs[k].id, mig->uuid, sizeof devs[k].id);
+        devs[k].gpu = (unsigned)(gpu - node->gpus);
+        ids[k] = devs[k].id;
+    }
+    res.device_count = res.device_cap = g->container.gpu_count;
+    int rc = dp_allocate_mig(node->cfg, &res, node->gpus, node->gpu_count, ids,
+                             g->container.gpu_count, resp, err);
+    for (unsigned k = 0; rc == 0 && k < g->container.gpu_count; k++) {
+        const struct dp_gpu *gpu = node->gpus + devs[k].gpu;
+        const struct dp_mig *mig = uuid_mig(node, devs[k].id, &gpu);
+        char path[64];
+        rc = dp_response_add_gpu_nodes(node->cfg, resp, gpu->minor, err);
+        const int caps[] = {mig->gi_cap, mig->ci_cap};
+        for (size_t c = 0; rc == 0 && c < 2; c++) {
+            if (caps[c] < 0)
+                continue;
+            vg_snprintf(path, sizeof path, "/dev/nvidia-caps/nvidia-cap%d", caps[c]);
+            rc = dp_response_add_device(node->cfg, resp, path, err);
+        }
+    }
+    return rc;
+}
+
 json_t *dra_cdi_spec(const struct dra_node *node, const struct dra_prepared *p, struct vg_err *err)
 {
     VG_AUTO_JSON json_t *devices = json_array();
     VG_AUTO(dra_freep) struct dp_response *resp = xcalloc(1, sizeof(*resp));
     for (unsigned i = 0; i < p->group_count; i++) {
         const struct dra_group *g = &p->groups[i];
-        struct dp_match m;
-        group_match(p, g, &m);
-        char dir[1024];
-        if (dp_container_dir_path(node->cfg->vgpu.region_dir, p->uid, g->name, dir, sizeof dir,
-                                  err) < 0 ||
-            dp_allocate_vgpu(node->cfg, node->gpus, node->gpu_count, &m, dir, resp, err) < 0)
-            return NULL;
-        for (unsigned k = 0; k < g->container.gpu_count; k++) {
+        if (is_mig_group(g)) {
+            if (mig_edits(node, g, resp, err) < 0)
+                return NULL;
+        } else {
+            struct dp_match m;
+            group_match(p, g, &m);
+            char dir[1024];
+            if (dp_container_dir_path(node->cfg->vgpu.region_dir, p->uid, g->name, dir, sizeof dir,
+                                      err) < 0 ||
+                dp_allocate_vgpu(node->cfg, node->gpus, node->gpu_count, &m, dir, resp, err) < 0)
+                return NULL;
+        }
+        for (unsigned k = 0; k < g->container.gpu_count && !is_mig_group(g); k++) {
             const struct dp_gpu *gpu = uuid_gpu(node, g->container.gpus[k].uuid);
             if (gpu == NULL) {
                 vg_err_set(err, -ENOENT, "GPU %s is not on this node", g->container.gpus[k].uuid);
@@ -183,7 +261,8 @@ static int plan(const struct dra_node *node, const struct dra_claim *claim,
         if (strcmp(r->pool, node->node_name) != 0)
             return vg_err_set(err, -ENOENT, "request %s: device %s of pool %s is not on node %s",
                               r->request, r->device, r->pool, node->node_name);
-        const struct dp_gpu *gpu = device_gpu(node, r->device);
+        const struct dp_mig *mig;
+        const struct dp_gpu *gpu = device_gpu(node, r->device, &mig);
         if (gpu == NULL)
             return vg_err_set(err, -ENOENT, "request %s: this node has no device %s", r->request,
                               r->device);
@@ -203,23 +282,32 @@ static int plan(const struct dra_node *node, const struct dra_claim *claim,
             vg_strlcpy(g->name, group, sizeof g->name);
             vg_strlcpy(g->container.name, group, sizeof g->container.name);
         }
+        const char *uuid = mig ? mig->uuid : gpu->uuid;
+        uint64_t memory_mib = mig ? mig->memory_mib : gpu->memory_mib;
         for (unsigned k = 0; k < g->container.gpu_count; k++)
-            if (strcmp(g->container.gpus[k].uuid, gpu->uuid) == 0)
+            if (strcmp(g->container.gpus[k].uuid, uuid) == 0)
                 return vg_err_set(err, -EINVAL, "request %s: device %s allocated twice", r->request,
                                   r->device);
+        if (g->container.gpu_count > 0 && is_mig_group(g) != (mig != NULL))
+            return vg_err_set(err, -EINVAL, "request %s: MIG devices and whole GPUs in one request",
+                              r->request);
         if (g->container.gpu_count == ANNOT_MAX_GPUS)
             return vg_err_set(err, -E2BIG, "request %s: more than %d GPUs", r->request,
                               ANNOT_MAX_GPUS);
         struct annot_share *s = &g->container.gpus[g->container.gpu_count++];
-        vg_strlcpy(s->uuid, gpu->uuid, sizeof s->uuid);
-        s->memory_mib = r->has_memory ? r->memory_mib : gpu->memory_mib;
-        if (s->memory_mib == 0 || s->memory_mib > gpu->memory_mib)
+        vg_strlcpy(s->uuid, uuid, sizeof s->uuid);
+        s->memory_mib = r->has_memory ? r->memory_mib : memory_mib;
+        if (s->memory_mib == 0 || s->memory_mib > memory_mib)
             return vg_err_set(err, -EINVAL,
-                              "request %s: device %s: %llu MiB consumed of a GPU with %llu MiB",
+                              "request %s: device %s: %llu MiB consumed of a %s with %llu MiB",
                               r->request, r->device, (unsigned long long)s->memory_mib,
-                              (unsigned long long)gpu->memory_mib);
+                              mig ? "MIG device" : "GPU", (unsigned long long)memory_mib);
         /* 0 or no cores consumed: no compute limit (never the device plugin's default). */
         s->cores = r->has_cores && r->cores > 0 ? r->cores : 100;
+        if (mig) { /* allocated whole: the hardware isolates it */
+            s->memory_mib = mig->memory_mib;
+            s->cores = 100;
+        }
         struct dra_device *d = &out->devices[out->device_count++];
         vg_strlcpy(d->request, r->request, sizeof d->request);
         vg_strlcpy(d->pool, r->pool, sizeof d->pool);
@@ -246,6 +334,8 @@ int dra_prepare(const struct dra_node *node, const struct dra_claim *claim,
     for (unsigned i = 0; i < out->group_count; i++) {
         struct dp_match m;
         char dir[1024];
+        if (is_mig_group(&out->groups[i]))
+            continue; /* nothing on disk but the CDI spec */
         group_match(out, &out->groups[i], &m);
         if ((rc = dp_container_dir_path(node->cfg->vgpu.region_dir, out->uid, out->groups[i].name,
                                         dir, sizeof dir, err)) < 0 ||

@@ -255,6 +255,103 @@ static void test_prepare_unprepare(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Devices are found by the names the slices publish: gpu-<minor> (not the NVML index),
+ * and a MIG device gpu-<minor>-mig-<gi>-<ci>, prepared whole: the MIG device's memory in
+ * the record, no claim directory, its UUID visible and its capability devices in the CDI
+ * spec. */
+static void test_prepare_names_and_mig(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/vgpu-dra-unit-XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    char region[256], board[256], cdi[256], yaml[1024];
+    vg_snprintf(region, sizeof region, "%s/claims", tmp);
+    vg_snprintf(board, sizeof board, "%s/board", tmp);
+    vg_snprintf(cdi, sizeof cdi, "%s/cdi", tmp);
+    vg_snprintf(yaml, sizeof yaml, "version: v1\nvgpu:\n  regionDir: %s\n  computeBoardDir: %s\n",
+                region, board);
+    struct dp_config cfg;
+    load(&cfg, yaml);
+    struct dp_gpu g[2];
+    two_gpus(g);
+    g[1].minor = 5; /* NVML index 1, /dev/nvidia5 */
+    g[0].mig_enabled = true;
+    g[0].mig_count = 1;
+    vg_strlcpy(g[0].migs[0].uuid, "MIG-11111111-2222-3333-4444-555555555555", ANNOT_UUID_MAX);
+    g[0].migs[0].gi = 1;
+    g[0].migs[0].ci = 0;
+    g[0].migs[0].gi_cap = 12;
+    g[0].migs[0].ci_cap = 13;
+    g[0].migs[0].memory_mib = 9984;
+    struct dra_node node = {
+        .cfg = &cfg, .gpus = g, .gpu_count = 2, .node_name = "node-1", .cdi_dir = cdi};
+    struct dra_claim c;
+    struct dra_prepared p;
+    struct vg_err err = {0};
+    const char *names[] = {"gpu-1", "gpu-0"}; /* an index, not a minor; a MIG-enabled GPU */
+    for (size_t i = 0; i < 2; i++) {
+        char r[256];
+        vg_snprintf(r, sizeof r,
+                    "{\"request\":\"gpu\",\"driver\":\"gpu.vgpu.io\",\"pool\":\"node-1\","
+                    "\"device\":\"%s\"}",
+                    names[i]);
+        const char *text = claim_json(r);
+        assert_int_equal(dra_claim_decode_text(text, strlen(text), "gpu.vgpu.io", &c, &err), 0);
+        assert_int_equal(dra_prepare(&node, &c, &p, &err), -ENOENT);
+        assert_non_null(strstr(err.msg, "this node has no device"));
+    }
+    const char *text = claim_json(
+        "{\"request\":\"gpu\",\"driver\":\"gpu.vgpu.io\",\"pool\":\"node-1\",\"device\":\"gpu-5\"},"
+        "{\"request\":\"mig\",\"driver\":\"gpu.vgpu.io\",\"pool\":\"node-1\","
+        "\"device\":\"gpu-0-mig-1-0\"}");
+    assert_int_equal(dra_claim_decode_text(text, strlen(text), "gpu.vgpu.io", &c, &err), 0);
+    assert_int_equal(dra_prepare(&node, &c, &p, &err), 0);
+    assert_int_equal(p.group_count, 2);
+    assert_string_equal(p.groups[0].container.gpus[0].uuid, UUID_B);
+    assert_string_equal(p.groups[1].container.gpus[0].uuid, g[0].migs[0].uuid);
+    assert_int_equal(p.groups[1].container.gpus[0].memory_mib, 9984);
+    assert_string_equal(p.devices[1].cdi_id, "vgpu.io/gpu=" UID "_mig");
+    assert_int_equal(count_entries(region), 1); /* the GPU request's only */
+    char path[512];
+    vg_snprintf(path, sizeof path, "%s/vgpu.io-gpu_%s.json", cdi, UID);
+    json_error_t jerr;
+    json_t *spec = json_load_file(path, 0, &jerr);
+    assert_non_null(spec);
+    json_t *dev = json_array_get(json_object_get(spec, "devices"), 1);
+    assert_string_equal(json_string_value(json_object_get(dev, "name")), UID "_mig");
+    char *edits = json_dumps(json_object_get(dev, "containerEdits"), JSON_COMPACT);
+    assert_non_null(
+        strstr(edits, "NVIDIA_VISIBLE_DEVICES=MIG-11111111-2222-3333-4444-555555555555"));
+    assert_non_null(strstr(edits, "/dev/nvidia-caps/nvidia-cap12"));
+    assert_non_null(strstr(edits, "/dev/nvidia-caps/nvidia-cap13"));
+    assert_non_null(strstr(edits, "\"/dev/nvidia0\""));
+    assert_null(strstr(edits, "libvgpu"));
+    free(edits);
+    dev = json_array_get(json_object_get(spec, "devices"), 0);
+    edits = json_dumps(json_object_get(dev, "containerEdits"), JSON_COMPACT);
+    assert_non_null(strstr(edits, "\"/dev/nvidia5\""));
+    free(edits);
+    json_decref(spec);
+    assert_int_equal(dra_unprepare(&node, UID, &p, &err), 0);
+    assert_int_equal(count_entries(region), 0);
+    assert_int_equal(count_entries(cdi), 0);
+
+    /* A MIG device and a whole GPU in one request: refused, nothing made. */
+    text = claim_json(
+        "{\"request\":\"gpu\",\"driver\":\"gpu.vgpu.io\",\"pool\":\"node-1\",\"device\":\"gpu-5\"},"
+        "{\"request\":\"gpu\",\"driver\":\"gpu.vgpu.io\",\"pool\":\"node-1\","
+        "\"device\":\"gpu-0-mig-1-0\"}");
+    assert_int_equal(dra_claim_decode_text(text, strlen(text), "gpu.vgpu.io", &c, &err), 0);
+    assert_int_equal(dra_prepare(&node, &c, &p, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "MIG devices and whole GPUs in one request"));
+    assert_int_equal(count_entries(region), 0);
+    assert_int_equal(count_entries(cdi), 0);
+    dp_config_free(&cfg);
+    char cmd[512];
+    vg_snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -262,6 +359,7 @@ int main(void)
         cmocka_unit_test(test_claim_decode),
         cmocka_unit_test(test_checkpoint_roundtrip),
         cmocka_unit_test(test_prepare_unprepare),
+        cmocka_unit_test(test_prepare_names_and_mig),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
