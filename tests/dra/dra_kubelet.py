@@ -600,10 +600,14 @@ class BadInput(Base):
             "badcores": claim(UID1, "badcores", [result(memory="1Gi", cores="101")]),
             "twice": claim(UID1, "twice", [result(), result()]),
             "wronguid": claim(UID2, "wronguid", [result()]),
+            "config": claim(UID1, "config", [result()]),
         }
+        cases["config"]["status"]["allocation"]["devices"]["config"] = [
+            {"source": "FromClaim", "opaque": {"driver": DRIVER, "parameters": {"x": 1}}}]
         words = {"missing": "not found", "unalloc": "not allocated", "otherpool": "node-2",
                  "nodevice": "gpu-7", "toobig": "17408 MiB", "badmem": "memory",
-                 "badcores": "cores", "twice": "twice", "wronguid": UID2}
+                 "badcores": "cores", "twice": "twice", "wronguid": UID2,
+                 "config": "opaque parameters for gpu.vgpu.io are not supported"}
         for name, obj in cases.items():
             if obj:
                 self.api.put(obj)

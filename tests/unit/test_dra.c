@@ -93,6 +93,44 @@ static void test_claim_decode(void **state)
     }
 }
 
+/* Claim configuration: another driver's opaque parameters are skipped, ours refused
+ * (vgpu takes none), a malformed list refused naming the field. */
+static void test_claim_config(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *config;
+        int rc;
+        const char *msg;
+    } cases[] = {
+        {"[{\"source\":\"FromClass\",\"opaque\":{\"driver\":\"gpu.nvidia.com\","
+         "\"parameters\":{}}}]",
+         0, NULL},
+        {"[{\"source\":\"FromClaim\",\"requests\":[\"gpu\"]}]", 0, NULL},
+        {"[{\"source\":\"FromClaim\",\"opaque\":{\"driver\":\"gpu.vgpu.io\","
+         "\"parameters\":{\"computeMode\":\"hard\"}}}]",
+         -EINVAL, "config[0]: opaque parameters for gpu.vgpu.io are not supported"},
+        {"[{\"opaque\":{\"parameters\":{}}}]", -EINVAL, "config[0].opaque.driver missing"},
+        {"[7]", -EINVAL, "config[0] is not an object"},
+        {"{}", -EINVAL, "config is not a list"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[2048];
+        vg_snprintf(text, sizeof text,
+                    "{\"metadata\":{\"namespace\":\"default\",\"name\":\"c1\",\"uid\":\"" UID
+                    "\"},\"status\":{\"allocation\":{\"devices\":{\"results\":[{\"request\":"
+                    "\"gpu\",\"driver\":\"gpu.vgpu.io\",\"pool\":\"node-1\",\"device\":"
+                    "\"gpu-0\"}],\"config\":%s}}}}",
+                    cases[i].config);
+        struct dra_claim c;
+        struct vg_err err = {0};
+        assert_int_equal(dra_claim_decode_text(text, strlen(text), "gpu.vgpu.io", &c, &err),
+                         cases[i].rc);
+        if (cases[i].msg)
+            assert_non_null(strstr(err.msg, cases[i].msg));
+    }
+}
+
 static void test_checkpoint_roundtrip(void **state)
 {
     (void)state;
@@ -355,11 +393,9 @@ static void test_prepare_names_and_mig(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bytes_mib),
-        cmocka_unit_test(test_claim_decode),
-        cmocka_unit_test(test_checkpoint_roundtrip),
-        cmocka_unit_test(test_prepare_unprepare),
-        cmocka_unit_test(test_prepare_names_and_mig),
+        cmocka_unit_test(test_bytes_mib),         cmocka_unit_test(test_claim_decode),
+        cmocka_unit_test(test_claim_config),      cmocka_unit_test(test_checkpoint_roundtrip),
+        cmocka_unit_test(test_prepare_unprepare), cmocka_unit_test(test_prepare_names_and_mig),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
