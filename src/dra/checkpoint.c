@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/auto.h"
@@ -23,29 +24,74 @@
 #include "base/str.h"
 #include "dra/dra.h"
 
+static void record_free(struct dra_prepared *r);
+
 void dra_checkpoint_release(struct dra_checkpoint *cp)
 {
-    for (size_t i = 0; cp->texts && i < cp->count; i++)
+    for (size_t i = 0; i < cp->count; i++) {
         free(cp->texts[i]);
+        record_free(cp->claims[i]);
+    }
     free(cp->texts);
     free(cp->claims);
     memset(cp, 0, sizeof(*cp));
 }
 
-struct dra_prepared *dra_checkpoint_find(struct dra_checkpoint *cp, const char *uid)
+void dra_prepared_copy(struct dra_prepared *dst, const struct dra_prepared *src)
+{
+    memcpy(dst->uid, src->uid, sizeof dst->uid);
+    memcpy(dst->ns, src->ns, sizeof dst->ns);
+    memcpy(dst->name, src->name, sizeof dst->name);
+    dst->group_count = src->group_count;
+    memcpy(dst->groups, src->groups, src->group_count * sizeof(src->groups[0]));
+    dst->device_count = src->device_count;
+    memcpy(dst->devices, src->devices, src->device_count * sizeof(src->devices[0]));
+}
+
+/* A record of its own, in pages of its own: most of a record is room for 32 requests
+ * (about 75 KiB), and only the pages of the groups and devices used are ever written, so
+ * a claim of one request costs three pages of memory, not 19. The heap would hand out
+ * memory earlier calls wrote, which calloc clears, touching every page. */
+static struct dra_prepared *record(const struct dra_prepared *p)
+{
+    void *m = mmap(NULL, sizeof(struct dra_prepared), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        fprintf(stderr, "vgpu: out of memory (checkpoint record)\n");
+        abort();
+    }
+    struct dra_prepared *r = m;
+    dra_prepared_copy(r, p);
+    return r;
+}
+
+static void record_free(struct dra_prepared *r)
+{
+    if (r != NULL)
+        munmap(r, sizeof(*r));
+}
+
+static size_t index_of(const struct dra_checkpoint *cp, const char *uid)
 {
     for (size_t i = 0; i < cp->count; i++)
-        if (strcmp(cp->claims[i].uid, uid) == 0)
-            return &cp->claims[i];
-    return NULL;
+        if (strcmp(cp->claims[i]->uid, uid) == 0)
+            return i;
+    return cp->count;
+}
+
+struct dra_prepared *dra_checkpoint_find(struct dra_checkpoint *cp, const char *uid)
+{
+    size_t i = index_of(cp, uid);
+    return i < cp->count ? cp->claims[i] : NULL;
 }
 
 void dra_checkpoint_put(struct dra_checkpoint *cp, const struct dra_prepared *p)
 {
-    struct dra_prepared *old = dra_checkpoint_find(cp, p->uid);
-    if (old) {
-        *old = *p;
-        size_t i = (size_t)(old - cp->claims);
+    size_t i = index_of(cp, p->uid);
+    if (i < cp->count) {
+        struct dra_prepared *r = record(p);
+        record_free(cp->claims[i]);
+        cp->claims[i] = r;
         free(cp->texts[i]);
         cp->texts[i] = NULL;
         return;
@@ -56,17 +102,17 @@ void dra_checkpoint_put(struct dra_checkpoint *cp, const struct dra_prepared *p)
         cp->texts = xrealloc(cp->texts, cp->cap * sizeof(*cp->texts));
     }
     cp->texts[cp->count] = NULL;
-    cp->claims[cp->count++] = *p;
+    cp->claims[cp->count++] = record(p);
 }
 
 void dra_checkpoint_remove(struct dra_checkpoint *cp, const char *uid)
 {
-    struct dra_prepared *p = dra_checkpoint_find(cp, uid);
-    if (!p)
+    size_t i = index_of(cp, uid);
+    if (i == cp->count)
         return;
-    size_t i = (size_t)(p - cp->claims);
     free(cp->texts[i]);
-    memmove(&cp->claims[i], &cp->claims[i + 1], (cp->count - i - 1) * sizeof(*p));
+    record_free(cp->claims[i]);
+    memmove(&cp->claims[i], &cp->claims[i + 1], (cp->count - i - 1) * sizeof(*cp->claims));
     memmove(&cp->texts[i], &cp->texts[i + 1], (cp->count - i - 1) * sizeof(*cp->texts));
     cp->count--;
 }
@@ -107,7 +153,7 @@ char *dra_checkpoint_encode(const struct dra_checkpoint *cp)
         return NULL;
     size_t len = strlen(boot_text) + 64;
     for (size_t i = 0; i < cp->count; i++) {
-        if (cp->texts[i] == NULL && (cp->texts[i] = encode_claim(&cp->claims[i])) == NULL)
+        if (cp->texts[i] == NULL && (cp->texts[i] = encode_claim(cp->claims[i])) == NULL)
             return NULL;
         len += strlen(cp->texts[i]) + 1;
     }

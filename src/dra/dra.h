@@ -107,11 +107,13 @@ struct dra_prepared {
 struct dra_checkpoint {
     char boot_id[64];
     size_t count, cap;
-    struct dra_prepared *claims; /* owned */
+    struct dra_prepared **claims; /* owned, each on its own */
     char **texts; /* owned, parallel to claims: each claim's JSON once encoded, or NULL */
 };
 
 void dra_checkpoint_release(struct dra_checkpoint *cp);
+/* Copies the used part of src (names, the groups and devices counted) into dst. */
+void dra_prepared_copy(struct dra_prepared *dst, const struct dra_prepared *src);
 struct dra_prepared *dra_checkpoint_find(struct dra_checkpoint *cp, const char *uid);
 /* Adds (or replaces) a claim. */
 void dra_checkpoint_put(struct dra_checkpoint *cp, const struct dra_prepared *p);

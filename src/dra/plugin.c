@@ -466,8 +466,8 @@ static enum vgrpc_status_code unprepare(void *arg, const uint8_t *req, size_t le
         entryp[n] = &entries[n];
         struct dra_prepared *found = dra_checkpoint_find(&pl->cp, c->uid), *copy = NULL;
         if (found) {
-            copy = xmalloc(sizeof(*copy));
-            memcpy(copy, found, sizeof(*copy));
+            copy = xcalloc(1, sizeof(*copy));
+            dra_prepared_copy(copy, found);
         }
         vg_err_clear(&err);
         if (dra_unprepare(&pl->node, c->uid, copy, &err) == 0 && copy) {
@@ -599,7 +599,7 @@ static int restore(struct dra_plugin *pl, const char *boot_id_path, struct vg_er
                "claims=%zu", pl->cp.count);
         for (size_t i = 0; i < pl->cp.count; i++) {
             struct vg_err ignored;
-            dra_unprepare(&pl->node, pl->cp.claims[i].uid, &pl->cp.claims[i], &ignored);
+            dra_unprepare(&pl->node, pl->cp.claims[i]->uid, pl->cp.claims[i], &ignored);
         }
         dra_checkpoint_release(&pl->cp);
     }

@@ -421,7 +421,7 @@ static bool name_uid(const char *name, const char *prefix, char end, char *uid)
 static bool known(const struct dra_checkpoint *cp, const char *uid)
 {
     for (size_t i = 0; i < cp->count; i++)
-        if (strcmp(cp->claims[i].uid, uid) == 0)
+        if (strcmp(cp->claims[i]->uid, uid) == 0)
             return true;
     return false;
 }

@@ -161,8 +161,8 @@ static void test_checkpoint_roundtrip(void **state)
     assert_int_equal(dra_checkpoint_decode(text, strlen(text), &back, &err), 0);
     assert_string_equal(back.boot_id, "boot");
     assert_int_equal(back.count, 1);
-    assert_int_equal(back.claims[0].groups[0].container.gpus[0].memory_mib, 10240);
-    assert_string_equal(back.claims[0].devices[0].cdi_id, "vgpu.io/gpu=" UID "_gpu");
+    assert_int_equal(back.claims[0]->groups[0].container.gpus[0].memory_mib, 10240);
+    assert_string_equal(back.claims[0]->devices[0].cdi_id, "vgpu.io/gpu=" UID "_gpu");
     dra_checkpoint_remove(&back, UID);
     assert_int_equal(back.count, 0);
     dra_checkpoint_release(&back);
@@ -183,7 +183,7 @@ static void test_checkpoint_roundtrip(void **state)
     text = dra_checkpoint_encode(&cp);
     assert_int_equal(dra_checkpoint_decode(text, strlen(text), &back, &err), 0);
     assert_int_equal(back.count, 1);
-    assert_string_equal(back.claims[0].uid, UID2);
+    assert_string_equal(back.claims[0]->uid, UID2);
     dra_checkpoint_release(&back);
     dra_checkpoint_release(&cp);
     free(text);
