@@ -189,10 +189,11 @@ class ApiServer:
         with open(self.port_file) as f:
             self.port = int(f.read())
 
-    def request(self, method, path):
+    def request(self, method, path, body=None):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=20)
         try:
-            conn.request(method, path)
+            data = json.dumps(body).encode() if body is not None else None
+            conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
             r = conn.getresponse()
             return r.status, json.loads(r.read() or b"{}")
         finally:
@@ -664,12 +665,8 @@ class Attacks(Base):
         self.assertEqual([c["uid"] for c in self.checkpoint()["claims"]], [UID1])
 
 
-class Slices(Base):
-    """The plugin publishes the node's ResourceSlices to the API server (which validates
-    them as kube-apiserver does): one device per healthy GPU with NVIDIA's attribute names
-    and the capacities; a GPU that falls off the bus is taken out and comes back, each a
-    new pool generation; an API server down at start is retried; a restart writes
-    nothing new."""
+class SliceBase(Base):
+    """Tests against tests/kube_api_server.py, which validates slices as kube-apiserver does."""
 
     def setUp(self):
         super().setUp()
@@ -699,6 +696,14 @@ class Slices(Base):
         gens = {s["spec"]["pool"]["generation"] for s in sl}
         self.assertEqual(len(gens), 1, sl)
         return gens.pop()
+
+
+class Slices(SliceBase):
+    """The plugin publishes the node's ResourceSlices to the API server (which validates
+    them as kube-apiserver does): one device per healthy GPU with NVIDIA's attribute names
+    and the capacities; a GPU that falls off the bus is taken out and comes back, each a
+    new pool generation; an API server down at start is retried; a restart writes
+    nothing new."""
 
     def test_published(self):
         self.serve_api()
@@ -784,6 +789,57 @@ class Slices(Base):
             sl = self.kapi.slices()
             self.assertEqual([(s["metadata"]["name"], s["metadata"]["resourceVersion"])
                               for s in sl], before)
+
+
+class Mig(SliceBase):
+    """A MIG-enabled GPU (fakegpu's FAKEGPU_MIG) is published as its MIG devices,
+    gpu-<minor>-mig-<gi>-<ci>, and a claim allocated one of those names (as the scheduler
+    takes it from the slice) is prepared whole: the MIG device's UUID visible, its parent's
+    device node, no claim directory; the GPU's own name is not a device of this node."""
+
+    H100 = "NVIDIA H100 80GB HBM3:81559MiB:132"
+
+    def put_claim(self, name, device):
+        base = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+        obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+               "metadata": {"name": name, "namespace": "default"},
+               "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                   "deviceClassName": "mig.vgpu.io"}}]}}}
+        code, made = self.kapi.request("POST", base, obj)
+        self.assertEqual(code, 201, made)
+        made["status"] = {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": DRIVER, "pool": "node-1", "device": device}]}}}
+        code, body = self.kapi.request("PUT", "%s/%s/status" % (base, name), made)
+        self.assertEqual(code, 200, body)
+        return made["metadata"]["uid"]
+
+    def test_mig_published_and_prepared(self):
+        self.serve_api()
+        self.start(extra_env={"FAKEGPU_DEVICES": self.H100 + ",Test GPU B:8GiB:80",
+                              "FAKEGPU_MIG": "0:1g.10gb,3g.40gb"})
+        devs, _ = wait_for(lambda: (lambda d: d if len(d[0]) == 3 else None)(self.devices()),
+                           what="three devices published")
+        self.assertEqual(sorted(devs), ["gpu-0-mig-1-0", "gpu-0-mig-2-0", "gpu-1"])
+        mig = devs["gpu-0-mig-2-0"]["attributes"]
+        self.assertEqual(mig["profile"], {"string": "3g.40gb"})
+        uid = self.put_claim("m1", "gpu-0-mig-2-0")
+        got = self.prepare(("default", uid, "m1")).claims[uid]
+        self.assertEqual(got.error, "")
+        self.assertEqual([(d.device_name, list(d.cdi_device_ids)) for d in got.devices],
+                         [("gpu-0-mig-2-0", ["vgpu.io/gpu=%s_gpu" % uid])])
+        edits = self.spec(uid)["devices"][0]["containerEdits"]
+        self.assertIn("NVIDIA_VISIBLE_DEVICES=" + mig["uuid"]["string"], edits["env"])
+        self.assertIn("/dev/nvidia0", [n["path"] for n in edits["deviceNodes"]])
+        self.assertFalse(any("libvgpu" in m["hostPath"] for m in edits.get("mounts", [])))
+        self.assertEqual(self.claim_dirs(), [])
+        gpu = self.checkpoint()["claims"][0]["groups"][0]["gpus"][0]
+        self.assertEqual((gpu["uuid"], gpu["cores"]), (mig["uuid"]["string"], 100))
+        self.assertEqual("%dMi" % gpu["memoryMiB"], devs["gpu-0-mig-2-0"]["capacity"][
+            "memory"]["value"])
+        self.assertEqual(self.unprepare(("default", uid, "m1")).claims[uid].error, "")
+        self.assertEqual((self.claim_dirs(), self.cdi_files()), ([], []))
+        uid2 = self.put_claim("m2", "gpu-0")  # the GPU itself is not published
+        self.assertIn("no device gpu-0", self.prepare(("default", uid2, "m2")).claims[uid2].error)
 
 
 if __name__ == "__main__":
