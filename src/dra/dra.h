@@ -159,7 +159,8 @@ int dra_unprepare(const struct dra_node *node, const char *uid, const struct dra
 /* Removes what a plugin that died between making a claim's files and checkpointing it
  * left: claim directories (and dp's staging directories) and CDI spec files (and their
  * .tmp) of claims cp does not hold, and those claims' slot files on the compute board.
- * *removed counts the directories and files. Run at start, before any prepare. */
+ * *removed counts the directories and files. One that cannot be removed does not stop
+ * the others; the first such error is returned. Run at start, before any prepare. */
 int dra_sweep_orphans(const struct dra_node *node, const struct dra_checkpoint *cp,
                       unsigned *removed, struct vg_err *err);
 /* <cdi_dir>/vgpu.io-gpu_<uid>.json into out[size]. */

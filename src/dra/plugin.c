@@ -605,8 +605,11 @@ static int restore(struct dra_plugin *pl, const char *boot_id_path, struct vg_er
     }
     vg_strlcpy(pl->cp.boot_id, boot, sizeof pl->cp.boot_id);
     unsigned removed;
-    if (dra_sweep_orphans(&pl->node, &pl->cp, &removed, err) < 0)
-        return vg_err_wrap(err, "removing files of claims not in the checkpoint");
+    struct vg_err sweep = {0};
+    /* A leftover that cannot be removed is logged: it names no claim the plugin serves. */
+    if (dra_sweep_orphans(&pl->node, &pl->cp, &removed, &sweep) < 0)
+        vg_log(VG_LOG_WARN, "cannot remove files of claims not in the checkpoint", "err=\"%s\"",
+               sweep.msg);
     if (removed)
         vg_log(VG_LOG_INFO, "removed files of claims never checkpointed (a prepare cut short)",
                "count=%u", removed);

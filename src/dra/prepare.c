@@ -449,6 +449,7 @@ int dra_sweep_orphans(const struct dra_node *node, const struct dra_checkpoint *
                       unsigned *removed, struct vg_err *err)
 {
     *removed = 0;
+    int rc = 0;
     char uid[DRA_UID_MAX], path[1400];
     const char *region = node->cfg->vgpu.region_dir;
     VG_AUTO(dra_closedirp) DIR *d = opendir(region);
@@ -457,8 +458,12 @@ int dra_sweep_orphans(const struct dra_node *node, const struct dra_checkpoint *
         if (!name_uid(ent->d_name, ent->d_name[0] == '.' ? DP_STAGE_PREFIX : "", '_', uid) ||
             known(cp, uid) || vg_snprintf(path, sizeof path, "%s/%s", region, ent->d_name) < 0)
             continue;
-        if (dp_container_dir_remove(path, err) < 0)
-            return err->code;
+        struct vg_err e = {0};
+        if (dp_container_dir_remove(path, &e) < 0) {
+            if (rc == 0)
+                rc = vg_err_set(err, e.code, "%s", e.msg);
+            continue; /* the others still go */
+        }
         remove_uid_slots(node->cfg->vgpu.compute_board_dir, uid);
         (*removed)++;
     }
@@ -469,10 +474,13 @@ int dra_sweep_orphans(const struct dra_node *node, const struct dra_checkpoint *
         if (!name_uid(ent->d_name, prefix, '.', uid) || known(cp, uid) ||
             vg_snprintf(path, sizeof path, "%s/%s", node->cdi_dir, ent->d_name) < 0)
             continue;
-        if (unlink(path) != 0 && errno != ENOENT)
-            return vg_err_errno(err, errno, "removing %s", path);
+        if (unlink(path) != 0 && errno != ENOENT) {
+            if (rc == 0)
+                rc = vg_err_errno(err, errno, "removing %s", path);
+            continue;
+        }
         remove_uid_slots(node->cfg->vgpu.compute_board_dir, uid);
         (*removed)++;
     }
-    return 0;
+    return rc;
 }

@@ -21,6 +21,7 @@
 
 #define UID   "11111111-1111-4111-8111-111111111111"
 #define UID2  "22222222-2222-4222-8222-222222222222"
+#define UID3  "33333333-3333-4333-8333-333333333333"
 #define SHARE "33333333-3333-4333-8333-333333333333"
 
 static void test_bytes_mib(void **state)
@@ -268,9 +269,21 @@ static void test_prepare_unprepare(void **state)
         assert_non_null(f);
         fclose(f);
     }
+    /* One that cannot be removed (a directory holding a file of someone else's) is
+     * reported and does not keep the others. */
+    vg_snprintf(path, sizeof path, "%s/claims/%s_stuck", tmp, UID3);
+    assert_int_equal(mkdir(path, 0755), 0);
+    vg_snprintf(path, sizeof path, "%s/claims/%s_stuck/other", tmp, UID3);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
     unsigned removed = 0;
-    assert_int_equal(dra_sweep_orphans(&node, &cp, &removed, &err), 0);
+    assert_int_equal(dra_sweep_orphans(&node, &cp, &removed, &err), -ENOTEMPTY);
+    assert_non_null(strstr(err.msg, "_stuck"));
     assert_int_equal(removed, 4);
+    assert_int_equal(unlink(path), 0);
+    vg_snprintf(path, sizeof path, "%s/claims/%s_stuck", tmp, UID3);
+    assert_int_equal(rmdir(path), 0);
     assert_int_equal(count_entries(region), 1); /* the checkpointed claim's */
     assert_int_equal(count_entries(cdi), 2);    /* its spec and nvidia.com-gpu.json */
     assert_int_equal(count_entries(slotdir), 1);
