@@ -195,6 +195,7 @@ struct dra_plugin_options {
     const char *driver_version;  /* NVML's system driver version, or NULL */
     struct dp_gpu_source source; /* healthy() polled; NULL healthy: never polled */
     uint64_t health_interval_ms; /* 0: 5000 */
+    uint64_t resync_ms;          /* 0: 600000; the slices compared with the API server's */
 };
 
 struct dra_plugin_stats {

@@ -44,8 +44,8 @@ struct dra_plugin {
     struct dp_gpu *gpus; /* owned copy; health changes here */
     unsigned gpu_count;
     struct dp_gpu_source source;
-    struct event *health;
-    uint64_t health_ms;
+    struct event *health, *resync;
+    uint64_t health_ms, resync_ms;
     struct dra_publisher *publisher; /* NULL: slices not published */
     bool consumable;
     char *driver_version;
@@ -556,6 +556,20 @@ void dra_plugin_poll_health(struct dra_plugin *pl)
         publish(pl);
 }
 
+/* Every resync_ms the slices are handed to the publisher again: it lists the API
+ * server's and writes only what differs, so one deleted or changed by someone else
+ * comes back. */
+static void on_resync(evutil_socket_t fd, short what, void *arg)
+{
+    struct dra_plugin *pl = arg;
+    (void)fd;
+    (void)what;
+    publish(pl);
+    struct timeval tv = {.tv_sec = (time_t)(pl->resync_ms / 1000),
+                         .tv_usec = (suseconds_t)(pl->resync_ms % 1000 * 1000)};
+    event_add(pl->resync, &tv);
+}
+
 static void on_health(evutil_socket_t fd, short what, void *arg)
 {
     struct dra_plugin *pl = arg;
@@ -644,6 +658,7 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
         memcpy(pl->gpus, o->gpus, o->gpu_count * sizeof(*pl->gpus));
     pl->source = o->source;
     pl->health_ms = o->health_interval_ms ? o->health_interval_ms : 5000;
+    pl->resync_ms = o->resync_ms ? o->resync_ms : 600000;
     pl->consumable = o->consumable;
     pl->driver_version = o->driver_version ? xstrdup(o->driver_version) : NULL;
     pl->node = (struct dra_node){.cfg = o->cfg,
@@ -691,6 +706,10 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
             return err->code;
         }
         publish(pl);
+        pl->resync = event_new(base, -1, 0, on_resync, pl);
+        struct timeval rtv = {.tv_sec = (time_t)(pl->resync_ms / 1000),
+                              .tv_usec = (suseconds_t)(pl->resync_ms % 1000 * 1000)};
+        event_add(pl->resync, &rtv);
     }
     if (pl->source.healthy) {
         pl->health = event_new(base, -1, 0, on_health, pl);
@@ -719,6 +738,8 @@ void dra_plugin_free(struct dra_plugin *pl)
     }
     if (pl->health)
         event_free(pl->health);
+    if (pl->resync)
+        event_free(pl->resync);
     dra_publisher_destroy(pl->publisher);
     free(pl->gpus);
     free(pl->driver_version);

@@ -773,6 +773,26 @@ class Slices(SliceBase):
         wait_for(lambda: len(self.devices()[0]) == 2, timeout=30, what="published after retry")
         self.assertIsNone(self.plugin.proc.poll())
 
+    def test_deleted_slice_put_back(self):
+        self.serve_api()
+        self.start(extra_env={"VGPU_DRA_RESYNC_MS": "200"})
+        _, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                         what="two devices published")
+        name = sl[0]["metadata"]["name"]
+        code, body = self.kapi.request("DELETE", "/apis/resource.k8s.io/v1/resourceslices/"
+                                       + name)
+        self.assertEqual(code, 200, body)
+        _, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                         what="slice put back")
+        self.assertEqual([s["metadata"]["name"] for s in sl], [name])
+
+    def test_bad_resync_env(self):
+        p = Plugin.__new__(Plugin)
+        with self.assertRaises(AssertionError) as ctx:
+            Plugin.__init__(p, self.tmp, self.kubeconfig, extra_env={"VGPU_DRA_RESYNC_MS": "x"})
+        p.log.close()
+        self.assertIn("VGPU_DRA_RESYNC_MS", str(ctx.exception))
+
     def test_restart_writes_nothing_new(self):
         self.serve_api()
         self.start()

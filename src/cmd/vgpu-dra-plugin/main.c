@@ -184,10 +184,15 @@ int main(int argc, char **argv)
     struct dp_xid_policy xids;
     if (dp_xid_policy_from_config(&cfg, getenv("DP_DISABLE_HEALTHCHECKS"), &xids, &err) < 0)
         return failed(2, &err);
-    uint64_t health_ms = 0;
+    uint64_t health_ms = 0, resync_ms = 0;
     const char *interval = getenv("VGPU_DRA_HEALTH_INTERVAL_MS");
     if (interval && vg_parse_u64(interval, 10, 3600000, &health_ms, &err) < 0) {
         vg_err_wrap(&err, "VGPU_DRA_HEALTH_INTERVAL_MS");
+        return failed(2, &err);
+    }
+    const char *resync = getenv("VGPU_DRA_RESYNC_MS");
+    if (resync && vg_parse_u64(resync, 10, 86400000, &resync_ms, &err) < 0) {
+        vg_err_wrap(&err, "VGPU_DRA_RESYNC_MS");
         return failed(2, &err);
     }
     if (dp_nvml_open(library, &nvml, &err) < 0)
@@ -230,7 +235,8 @@ int main(int argc, char **argv)
                                      .consumable = own.consumable,
                                      .driver_version = driver_version[0] ? driver_version : NULL,
                                      .source = source,
-                                     .health_interval_ms = health_ms};
+                                     .health_interval_ms = health_ms,
+                                     .resync_ms = resync_ms};
     const char *check = getenv("VGPU_DRA_SOCKET_CHECK_MS");
     if (check && vg_parse_u64(check, 10, 3600000, &opt.socket_check_ms, &err) < 0) {
         vg_err_wrap(&err, "VGPU_DRA_SOCKET_CHECK_MS");
