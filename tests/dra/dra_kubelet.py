@@ -418,6 +418,30 @@ class Prepare(Base):
         self.assertEqual(self.slots(), [])
         self.assertEqual(self.claim_dirs(), [UID2 + "_a", UID2 + "_b"])
 
+    def test_two_devices_one_request(self):
+        """A request for two GPUs (the two-gpus-same-model example): one directory and one
+        CDI device carrying both GPUs, returned for each device with its request."""
+        self.start()
+        self.api.put(claim(UID2, "pair", [result(request="gpus", device="gpu-0"),
+                                          result(request="gpus", device="gpu-1")]))
+        r = self.prepare(("default", UID2, "pair")).claims[UID2]
+        self.assertEqual(r.error, "")
+        self.assertEqual([(d.device_name, list(d.request_names), list(d.cdi_device_ids))
+                          for d in r.devices],
+                         [("gpu-0", ["gpus"], ["vgpu.io/gpu=%s_gpus" % UID2]),
+                          ("gpu-1", ["gpus"], ["vgpu.io/gpu=%s_gpus" % UID2])])
+        spec = self.spec(UID2)
+        self.assertEqual(len(spec["devices"]), 1)
+        edits = spec["devices"][0]["containerEdits"]
+        env = dict(e.split("=", 1) for e in edits["env"])
+        self.assertEqual((env["CUDA_DEVICE_MEMORY_LIMIT_0"], env["CUDA_DEVICE_MEMORY_LIMIT_1"]),
+                         ("16384m", "8192m"))
+        self.assertEqual(len(env["NVIDIA_VISIBLE_DEVICES"].split(",")), 2)
+        nodes = [n["path"] for n in edits["deviceNodes"]]
+        self.assertIn("/dev/nvidia0", nodes)
+        self.assertIn("/dev/nvidia1", nodes)
+        self.assertEqual(self.claim_dirs(), [UID2 + "_gpus"])
+
     def test_v1beta1(self):
         """The v1beta1 service prepares the same way, without share_id."""
         self.start()
