@@ -49,6 +49,8 @@ struct dra_plugin {
     struct dra_publisher *publisher; /* NULL: slices not published */
     bool consumable;
     char *driver_version;
+    char node_uid[DRA_UID_MAX]; /* the Node's, for the slices' ownerReference; "" unknown */
+    bool node_asked;            /* a GET of the Node is out */
     struct dra_plugin_stats stats;
     struct pending *pending; /* Prepare calls waiting for the API */
     bool dirty;              /* claims prepared since the checkpoint was last saved */
@@ -526,6 +528,7 @@ static void publish(struct dra_plugin *pl)
     struct vg_err err = {0};
     struct dra_slice_options so = {.driver = pl->driver,
                                    .node_name = pl->node_name,
+                                   .node_uid = pl->node_uid,
                                    .driver_version = pl->driver_version,
                                    .consumable = pl->consumable};
     json_t *slices = NULL;
@@ -556,6 +559,40 @@ void dra_plugin_poll_health(struct dra_plugin *pl)
         publish(pl);
 }
 
+/* The Node's uid, so the slices are deleted with the Node (an ownerReference). Without
+ * it (no permission to read Nodes, the API server down) the slices are published without
+ * one, and the next resync asks again. */
+static void on_node(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    struct dra_plugin *pl = arg;
+    (void)status;
+    pl->node_asked = false;
+    const char *uid = json_string_value(json_object_get(json_object_get(body, "metadata"), "uid"));
+    if (err->code != 0 || uid == NULL || !annot_pod_uid(uid)) {
+        vg_log(VG_LOG_WARN, "cannot read the Node: slices published without an ownerReference",
+               "node=%s err=\"%s\"", pl->node_name, err->code ? err->msg : "no metadata.uid");
+    } else
+        vg_strlcpy(pl->node_uid, uid, sizeof pl->node_uid);
+    publish(pl);
+}
+
+/* Publishes, first asking for the Node's uid when it is not known yet. */
+static void sync_slices(struct dra_plugin *pl)
+{
+    if (pl->node_uid[0] != '\0' || pl->node_asked) {
+        if (!pl->node_asked)
+            publish(pl);
+        return;
+    }
+    char path[DRA_NAME_MAX + 32];
+    struct vg_err err = {0};
+    vg_snprintf(path, sizeof path, "/api/v1/nodes/%s", pl->node_name);
+    if (kube_get(pl->kube, path, on_node, pl, &err) == 0)
+        pl->node_asked = true;
+    else
+        publish(pl);
+}
+
 /* Every resync_ms the slices are handed to the publisher again: it lists the API
  * server's and writes only what differs, so one deleted or changed by someone else
  * comes back. */
@@ -564,7 +601,7 @@ static void on_resync(evutil_socket_t fd, short what, void *arg)
     struct dra_plugin *pl = arg;
     (void)fd;
     (void)what;
-    publish(pl);
+    sync_slices(pl);
     struct timeval tv = {.tv_sec = (time_t)(pl->resync_ms / 1000),
                          .tv_usec = (suseconds_t)(pl->resync_ms % 1000 * 1000)};
     event_add(pl->resync, &tv);
@@ -705,7 +742,7 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
             dra_plugin_free(pl);
             return err->code;
         }
-        publish(pl);
+        sync_slices(pl);
         pl->resync = event_new(base, -1, 0, on_resync, pl);
         struct timeval rtv = {.tv_sec = (time_t)(pl->resync_ms / 1000),
                               .tv_usec = (suseconds_t)(pl->resync_ms % 1000 * 1000)};

@@ -731,6 +731,9 @@ class Slices(SliceBase):
 
     def test_published(self):
         self.serve_api()
+        code, node = self.kapi.request("POST", "/api/v1/nodes", {
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}})
+        self.assertEqual(code, 201, node)
         self.start()
         devs, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
                             what="two devices published")
@@ -739,6 +742,10 @@ class Slices(SliceBase):
         self.assertEqual((spec["driver"], spec["nodeName"], spec["pool"]["name"]),
                          (DRIVER, "node-1", "node-1"))
         self.assertEqual(spec["pool"]["resourceSliceCount"], 1)
+        # Deleted with the Node.
+        refs = sl[0]["metadata"]["ownerReferences"]
+        self.assertEqual([(r["kind"], r["name"], r["uid"]) for r in refs],
+                         [("Node", "node-1", node["metadata"]["uid"])])
         gpu0, gpu1 = devs["gpu-0"], devs["gpu-1"]
         self.assertEqual(gpu0["attributes"]["productName"], {"string": "Test GPU A"})
         self.assertEqual(gpu1["attributes"]["productName"], {"string": "Test GPU B"})
@@ -758,6 +765,9 @@ class Slices(SliceBase):
         devs, _ = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
                            what="two devices published")
         self.assertTrue(devs["gpu-0"]["allowMultipleAllocations"])
+        # No Node object to own them: published all the same, without an owner.
+        self.assertNotIn("ownerReferences", self.kapi.slices()[0]["metadata"])
+        self.assertIn("cannot read the Node", self.plugin.output())
         policy = devs["gpu-0"]["capacity"]["memory"]["requestPolicy"]
         self.assertEqual(policy["validRange"]["step"], "256Mi")
 
