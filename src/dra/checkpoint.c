@@ -9,11 +9,13 @@
  *
  * Everything read back is checked as strictly as a claim from the API: the names reach
  * paths. */
+#define _GNU_SOURCE /* renameat2 */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "base/auto.h"
@@ -22,77 +24,152 @@
 #include "base/str.h"
 #include "dra/dra.h"
 
+static void record_free(struct dra_prepared *r);
+
 void dra_checkpoint_release(struct dra_checkpoint *cp)
 {
+    for (size_t i = 0; i < cp->count; i++) {
+        free(cp->texts[i]);
+        record_free(cp->claims[i]);
+    }
+    free(cp->texts);
     free(cp->claims);
     memset(cp, 0, sizeof(*cp));
 }
 
-struct dra_prepared *dra_checkpoint_find(struct dra_checkpoint *cp, const char *uid)
+void dra_prepared_copy(struct dra_prepared *dst, const struct dra_prepared *src)
+{
+    memcpy(dst->uid, src->uid, sizeof dst->uid);
+    memcpy(dst->ns, src->ns, sizeof dst->ns);
+    memcpy(dst->name, src->name, sizeof dst->name);
+    dst->group_count = src->group_count;
+    memcpy(dst->groups, src->groups, src->group_count * sizeof(src->groups[0]));
+    dst->device_count = src->device_count;
+    memcpy(dst->devices, src->devices, src->device_count * sizeof(src->devices[0]));
+}
+
+/* A record of its own, in pages of its own: most of a record is room for 32 requests
+ * (about 75 KiB), and only the pages of the groups and devices used are ever written, so
+ * a claim of one request costs three pages of memory, not 19. The heap would hand out
+ * memory earlier calls wrote, which calloc clears, touching every page. */
+static struct dra_prepared *record(const struct dra_prepared *p)
+{
+    void *m = mmap(NULL, sizeof(struct dra_prepared), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        fprintf(stderr, "vgpu: out of memory (checkpoint record)\n");
+        abort();
+    }
+    struct dra_prepared *r = m;
+    dra_prepared_copy(r, p);
+    return r;
+}
+
+static void record_free(struct dra_prepared *r)
+{
+    if (r != NULL)
+        munmap(r, sizeof(*r));
+}
+
+static size_t index_of(const struct dra_checkpoint *cp, const char *uid)
 {
     for (size_t i = 0; i < cp->count; i++)
-        if (strcmp(cp->claims[i].uid, uid) == 0)
-            return &cp->claims[i];
-    return NULL;
+        if (strcmp(cp->claims[i]->uid, uid) == 0)
+            return i;
+    return cp->count;
+}
+
+struct dra_prepared *dra_checkpoint_find(struct dra_checkpoint *cp, const char *uid)
+{
+    size_t i = index_of(cp, uid);
+    return i < cp->count ? cp->claims[i] : NULL;
 }
 
 void dra_checkpoint_put(struct dra_checkpoint *cp, const struct dra_prepared *p)
 {
-    struct dra_prepared *old = dra_checkpoint_find(cp, p->uid);
-    if (old) {
-        *old = *p;
+    size_t i = index_of(cp, p->uid);
+    if (i < cp->count) {
+        struct dra_prepared *r = record(p);
+        record_free(cp->claims[i]);
+        cp->claims[i] = r;
+        free(cp->texts[i]);
+        cp->texts[i] = NULL;
         return;
     }
     if (cp->count == cp->cap) {
         cp->cap = cp->cap ? cp->cap * 2 : 16;
         cp->claims = xrealloc(cp->claims, cp->cap * sizeof(*cp->claims));
+        cp->texts = xrealloc(cp->texts, cp->cap * sizeof(*cp->texts));
     }
-    cp->claims[cp->count++] = *p;
+    cp->texts[cp->count] = NULL;
+    cp->claims[cp->count++] = record(p);
 }
 
 void dra_checkpoint_remove(struct dra_checkpoint *cp, const char *uid)
 {
-    struct dra_prepared *p = dra_checkpoint_find(cp, uid);
-    if (!p)
+    size_t i = index_of(cp, uid);
+    if (i == cp->count)
         return;
-    size_t i = (size_t)(p - cp->claims);
-    memmove(&cp->claims[i], &cp->claims[i + 1], (cp->count - i - 1) * sizeof(*p));
+    free(cp->texts[i]);
+    record_free(cp->claims[i]);
+    memmove(&cp->claims[i], &cp->claims[i + 1], (cp->count - i - 1) * sizeof(*cp->claims));
+    memmove(&cp->texts[i], &cp->texts[i + 1], (cp->count - i - 1) * sizeof(*cp->texts));
     cp->count--;
+}
+
+/* One claim's JSON (compact, keys sorted), malloc'ed. */
+static char *encode_claim(const struct dra_prepared *p)
+{
+    json_t *groups = json_array(), *devices = json_array();
+    for (unsigned g = 0; g < p->group_count; g++) {
+        const struct dra_group *gr = &p->groups[g];
+        json_t *gpus = json_array();
+        for (unsigned k = 0; k < gr->container.gpu_count; k++) {
+            const struct annot_share *s = &gr->container.gpus[k];
+            json_array_append_new(gpus, json_pack("{s:s, s:I, s:I}", "uuid", s->uuid, "memoryMiB",
+                                                  (json_int_t)s->memory_mib, "cores",
+                                                  (json_int_t)s->cores));
+        }
+        json_array_append_new(groups, json_pack("{s:s, s:o}", "name", gr->name, "gpus", gpus));
+    }
+    for (unsigned d = 0; d < p->device_count; d++) {
+        const struct dra_device *dv = &p->devices[d];
+        json_array_append_new(devices,
+                              json_pack("{s:s, s:s, s:s, s:s, s:s}", "request", dv->request, "pool",
+                                        dv->pool, "device", dv->device, "shareID", dv->share_id,
+                                        "cdiID", dv->cdi_id));
+    }
+    VG_AUTO_JSON json_t *claim =
+        json_pack("{s:s, s:s, s:s, s:o, s:o}", "uid", p->uid, "namespace", p->ns, "name", p->name,
+                  "groups", groups, "devices", devices);
+    return claim ? json_dumps(claim, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 }
 
 char *dra_checkpoint_encode(const struct dra_checkpoint *cp)
 {
-    VG_AUTO_JSON json_t *claims = json_array();
-    for (size_t i = 0; i < cp->count; i++) {
-        const struct dra_prepared *p = &cp->claims[i];
-        json_t *groups = json_array(), *devices = json_array();
-        for (unsigned g = 0; g < p->group_count; g++) {
-            const struct dra_group *gr = &p->groups[g];
-            json_t *gpus = json_array();
-            for (unsigned k = 0; k < gr->container.gpu_count; k++) {
-                const struct annot_share *s = &gr->container.gpus[k];
-                json_array_append_new(gpus, json_pack("{s:s, s:I, s:I}", "uuid", s->uuid,
-                                                      "memoryMiB", (json_int_t)s->memory_mib,
-                                                      "cores", (json_int_t)s->cores));
-            }
-            json_array_append_new(groups, json_pack("{s:s, s:o}", "name", gr->name, "gpus", gpus));
-        }
-        for (unsigned d = 0; d < p->device_count; d++) {
-            const struct dra_device *dv = &p->devices[d];
-            json_array_append_new(devices,
-                                  json_pack("{s:s, s:s, s:s, s:s, s:s}", "request", dv->request,
-                                            "pool", dv->pool, "device", dv->device, "shareID",
-                                            dv->share_id, "cdiID", dv->cdi_id));
-        }
-        json_array_append_new(claims, json_pack("{s:s, s:s, s:s, s:o, s:o}", "uid", p->uid,
-                                                "namespace", p->ns, "name", p->name, "groups",
-                                                groups, "devices", devices));
-    }
-    VG_AUTO_JSON json_t *root =
-        json_pack("{s:i, s:s, s:O}", "version", 1, "bootID", cp->boot_id, "claims", claims);
-    if (root == NULL)
+    VG_AUTO_JSON json_t *boot = json_string(cp->boot_id);
+    VG_AUTO_FREE char *boot_text = boot ? json_dumps(boot, JSON_ENCODE_ANY) : NULL;
+    if (boot_text == NULL)
         return NULL;
-    return json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    size_t len = strlen(boot_text) + 64;
+    for (size_t i = 0; i < cp->count; i++) {
+        if (cp->texts[i] == NULL && (cp->texts[i] = encode_claim(cp->claims[i])) == NULL)
+            return NULL;
+        len += strlen(cp->texts[i]) + 1;
+    }
+    /* {"bootID":...,"claims":[...],"version":1}: the keys sorted, as before */
+    char *out = xmalloc(len);
+    size_t at = 0;
+    at += (size_t)vg_snprintf(out, len, "{\"bootID\":%s,\"claims\":[", boot_text);
+    for (size_t i = 0; i < cp->count; i++) {
+        size_t n = strlen(cp->texts[i]);
+        if (i > 0)
+            out[at++] = ',';
+        memcpy(out + at, cp->texts[i], n);
+        at += n;
+    }
+    vg_snprintf(out + at, len - at, "],\"version\":1}");
+    return out;
 }
 
 /* Copies a string member into dst[size], checked by valid (may be NULL). */
@@ -282,6 +359,8 @@ int dra_checkpoint_save(const char *path, const struct dra_checkpoint *cp, struc
     char tmp[1024];
     if (vg_snprintf(tmp, sizeof tmp, "%s.tmp", path) < 0)
         return vg_err_set(err, -ENAMETOOLONG, "checkpoint path too long");
+    /* path.tmp is the previous checkpoint after the first save (swapped below): opened
+     * and truncated, it costs no new inode. */
     VG_AUTO_CLOSE int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0)
         return vg_err_errno(err, errno, "creating %s", tmp);
@@ -297,7 +376,17 @@ int dra_checkpoint_save(const char *path, const struct dra_checkpoint *cp, struc
         }
         done += (size_t)n;
     }
-    if (fsync(fd) != 0 || rename(tmp, path) != 0) {
+    if (fsync(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return vg_err_errno(err, e, "writing %s", path);
+    }
+    /* Swapped rather than renamed over: the old checkpoint's inode is not freed but
+     * becomes path.tmp, the next save's file. A rename that frees an inode per save
+     * makes ext4's inode allocation (it skips recently freed inodes) slower with every
+     * save, and with it the creation of every claim's files. The first save, or a file
+     * system without RENAME_EXCHANGE, renames. */
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) != 0 && rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
         return vg_err_errno(err, e, "writing %s", path);

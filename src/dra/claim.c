@@ -118,6 +118,36 @@ static int decode_capacity(json_t *cap, struct dra_result *r, unsigned index, st
     return 0;
 }
 
+/* status.allocation.devices.config[] ({source, requests, opaque: {driver, parameters}}):
+ * vgpu takes no opaque parameters (a share comes from consumedCapacity), so one for this
+ * driver is refused rather than silently ignored; others' are skipped. */
+static int decode_config(json_t *config, const char *driver, struct vg_err *err)
+{
+    if (config == NULL || json_is_null(config))
+        return 0;
+    if (!json_is_array(config))
+        return vg_err_set(err, -EINVAL, "status.allocation.devices.config is not a list");
+    size_t i;
+    json_t *item;
+    json_array_foreach(config, i, item)
+    {
+        if (!json_is_object(item))
+            return vg_err_set(err, -EINVAL, "config[%zu] is not an object", i);
+        json_t *opaque = json_object_get(item, "opaque");
+        if (opaque == NULL || json_is_null(opaque))
+            continue; /* no opaque parameters: nothing of any driver's */
+        const char *drv = json_is_object(opaque) ? str_field(opaque, "driver") : NULL;
+        if (drv == NULL)
+            return vg_err_set(err, -EINVAL, "config[%zu].opaque.driver missing", i);
+        if (strcmp(drv, driver) == 0)
+            return vg_err_set(err, -EINVAL,
+                              "config[%zu]: opaque parameters for %s are not supported (a share "
+                              "is set by the request's capacity)",
+                              i, driver);
+    }
+    return 0;
+}
+
 int dra_claim_decode(json_t *claim, const char *driver, struct dra_claim *out, struct vg_err *err)
 {
     memset(out, 0, sizeof(*out));
@@ -171,7 +201,7 @@ int dra_claim_decode(json_t *claim, const char *driver, struct dra_claim *out, s
             return err->code;
         out->count++;
     }
-    return 0;
+    return decode_config(json_object_get(json_object_get(alloc, "devices"), "config"), driver, err);
 }
 
 int dra_claim_decode_text(const char *text, size_t len, const char *driver, struct dra_claim *out,

@@ -107,10 +107,13 @@ struct dra_prepared {
 struct dra_checkpoint {
     char boot_id[64];
     size_t count, cap;
-    struct dra_prepared *claims; /* owned */
+    struct dra_prepared **claims; /* owned, each on its own */
+    char **texts; /* owned, parallel to claims: each claim's JSON once encoded, or NULL */
 };
 
 void dra_checkpoint_release(struct dra_checkpoint *cp);
+/* Copies the used part of src (names, the groups and devices counted) into dst. */
+void dra_prepared_copy(struct dra_prepared *dst, const struct dra_prepared *src);
 struct dra_prepared *dra_checkpoint_find(struct dra_checkpoint *cp, const char *uid);
 /* Adds (or replaces) a claim. */
 void dra_checkpoint_put(struct dra_checkpoint *cp, const struct dra_prepared *p);
@@ -118,7 +121,9 @@ void dra_checkpoint_remove(struct dra_checkpoint *cp, const char *uid);
 /* Decodes checkpoint text; -EINVAL naming what is wrong. */
 int dra_checkpoint_decode(const char *text, size_t len, struct dra_checkpoint *out,
                           struct vg_err *err);
-/* The JSON text (malloc'ed, NUL-terminated). */
+/* The JSON text (malloc'ed, NUL-terminated). Each claim is encoded once and its text
+ * kept (cp is const for its claims, not for that cache): a save costs a copy per claim,
+ * not an encoding. */
 char *dra_checkpoint_encode(const struct dra_checkpoint *cp);
 /* Reads path (a missing file is an empty checkpoint, boot_id ""). */
 int dra_checkpoint_load(const char *path, struct dra_checkpoint *out, struct vg_err *err);
@@ -145,11 +150,19 @@ struct dra_node {
  * failure nothing is left behind. */
 int dra_prepare(const struct dra_node *node, const struct dra_claim *claim,
                 struct dra_prepared *out, struct vg_err *err);
-/* Removes what dra_prepare made for claim uid: its directories (<regionDir>/<uid>_*), its
- * compute slots (p may be NULL when the checkpoint has no record: then only directories
- * and the CDI spec file), its CDI spec file. Nothing there is not an error. */
+/* Removes what dra_prepare made for claim uid: its CDI spec file, its compute slots and
+ * its directories <regionDir>/<uid>_<request> as p records them (p NULL when the
+ * checkpoint has no record: the CDI spec file and every <uid>_* directory, found by a
+ * scan). Nothing there is not an error. */
 int dra_unprepare(const struct dra_node *node, const char *uid, const struct dra_prepared *p,
                   struct vg_err *err);
+/* Removes what a plugin that died between making a claim's files and checkpointing it
+ * left: claim directories (and dp's staging directories) and CDI spec files (and their
+ * .tmp) of claims cp does not hold, and those claims' slot files on the compute board.
+ * *removed counts the directories and files. One that cannot be removed does not stop
+ * the others; the first such error is returned. Run at start, before any prepare. */
+int dra_sweep_orphans(const struct dra_node *node, const struct dra_checkpoint *cp,
+                      unsigned *removed, struct vg_err *err);
 /* <cdi_dir>/vgpu.io-gpu_<uid>.json into out[size]. */
 int dra_cdi_spec_path(const char *cdi_dir, const char *uid, char *out, size_t size,
                       struct vg_err *err);
@@ -175,16 +188,32 @@ struct dra_plugin_options {
     const char *state_dir;    /* checkpoint.json */
     const char *boot_id_path; /* NULL: DRA_BOOT_ID_PATH */
     uint64_t socket_check_ms; /* 0: 5000; a registration socket removed is served again */
+    /* ResourceSlices (slices.h): with publish, the node's pool is published through kube
+     * at start and again whenever a GPU's health changes. */
+    bool publish;
+    bool consumable;             /* consumable capacity: GPUs shared by amount */
+    const char *driver_version;  /* NVML's system driver version, or NULL */
+    struct dp_gpu_source source; /* healthy() polled; NULL healthy: never polled */
+    uint64_t health_interval_ms; /* 0: 5000 */
+    uint64_t resync_ms;          /* 0: 600000; the slices compared with the API server's */
 };
 
 struct dra_plugin_stats {
     uint64_t registrations; /* NotifyRegistrationStatus with plugin_registered */
     uint64_t prepared, unprepared, errors;
+    uint64_t health_changes;  /* GPUs that turned unhealthy or healthy again */
+    uint64_t slice_syncs;     /* completed ResourceSlice publications */
+    int64_t slice_generation; /* the pool generation last published */
 };
 
 int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *options,
                    struct dra_plugin **out, struct vg_err *err);
+/* Frees the plugin at once, including calls waiting for the API. Requests it has out
+ * through the kube client point into it: free the client before the loop runs again
+ * (kube_client_free cancels them without calling back). */
 void dra_plugin_free(struct dra_plugin *plugin);
+/* Polls the GPUs' health now; a change republishes the slices (tests, benchmarks). */
+void dra_plugin_poll_health(struct dra_plugin *plugin);
 void dra_plugin_get_stats(const struct dra_plugin *plugin, struct dra_plugin_stats *stats);
 
 /* gRPC paths. */

@@ -19,10 +19,16 @@
 #include "base/str.h"
 #include "dra/dra.h"
 #include "dra/proto.h"
+#include "dra/slices.h"
 #include "grpc/grpc.h"
 #include "kube/kube.h"
 
 struct pending;
+
+struct get_ctx {
+    struct pending *p;
+    size_t index;
+};
 
 struct dra_plugin {
     struct event_base *base;
@@ -35,6 +41,16 @@ struct dra_plugin {
     uint64_t check_ms;
     struct dra_checkpoint cp;
     struct dra_node node;
+    struct dp_gpu *gpus; /* owned copy; health changes here */
+    unsigned gpu_count;
+    struct dp_gpu_source source;
+    struct event *health, *resync;
+    uint64_t health_ms, resync_ms;
+    struct dra_publisher *publisher; /* NULL: slices not published */
+    bool consumable;
+    char *driver_version;
+    char node_uid[DRA_UID_MAX]; /* the Node's, for the slices' ownerReference; "" unknown */
+    bool node_asked;            /* a GET of the Node is out */
     struct dra_plugin_stats stats;
     struct pending *pending; /* Prepare calls waiting for the API */
     bool dirty;              /* claims prepared since the checkpoint was last saved */
@@ -54,12 +70,15 @@ struct pending {
     bool v1;
     size_t count, outstanding;
     struct pending_claim *claims;
+    struct get_ctx *gets; /* one per claim: the API reads' callback arguments */
 };
 
-struct get_ctx {
-    struct pending *p;
-    size_t index;
-};
+static void pending_destroy(struct pending *p)
+{
+    free(p->claims);
+    free(p->gets);
+    free(p);
+}
 
 static void pending_unlink(struct pending *p)
 {
@@ -68,8 +87,7 @@ static void pending_unlink(struct pending *p)
             *pp = p->next;
             break;
         }
-    free(p->claims);
-    free(p);
+    pending_destroy(p);
 }
 
 static int save(struct dra_plugin *pl, struct vg_err *err)
@@ -312,7 +330,6 @@ static void on_claim(void *arg, long status, json_t *body, const struct vg_err *
     struct get_ctx *g = arg;
     struct pending *p = g->p;
     struct pending_claim *c = &p->claims[g->index];
-    free(g);
     (void)status;
     c->waiting = false;
     p->outstanding--;
@@ -354,13 +371,13 @@ static void prepare(void *arg, struct vgrpc_call *call, const uint8_t *req, size
     p->v1 = v1;
     p->count = msg->n_claims;
     p->claims = xcalloc(p->count + 1, sizeof(*p->claims));
+    p->gets = xcalloc(p->count + 1, sizeof(*p->gets));
     struct vg_err err = {0};
     for (size_t i = 0; i < msg->n_claims; i++)
         if (claim_ref(msg->claims[i], i, &p->claims[i], &err) < 0) {
             k8s__io__kubelet__pkg__apis__dra__v1__node_prepare_resources_request__free_unpacked(
                 msg, NULL);
-            free(p->claims);
-            free(p);
+            pending_destroy(p);
             vgrpc_call_reply(call, VGRPC_STATUS_INVALID_ARGUMENT, NULL, 0, err.msg);
             return;
         }
@@ -375,11 +392,10 @@ static void prepare(void *arg, struct vgrpc_call *call, const uint8_t *req, size
         char path[1024];
         vg_snprintf(path, sizeof path, "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaims/%s",
                     c->ns, c->name);
-        struct get_ctx *g = xcalloc(1, sizeof(*g));
+        struct get_ctx *g = &p->gets[i];
         g->p = p;
         g->index = i;
         if (kube_get(pl->kube, path, on_claim, g, &err) < 0) {
-            free(g);
             vg_snprintf(c->error, sizeof c->error, "reading claim %s/%s: %s", c->ns, c->name,
                         err.msg);
             continue;
@@ -452,8 +468,8 @@ static enum vgrpc_status_code unprepare(void *arg, const uint8_t *req, size_t le
         entryp[n] = &entries[n];
         struct dra_prepared *found = dra_checkpoint_find(&pl->cp, c->uid), *copy = NULL;
         if (found) {
-            copy = xmalloc(sizeof(*copy));
-            memcpy(copy, found, sizeof(*copy));
+            copy = xcalloc(1, sizeof(*copy));
+            dra_prepared_copy(copy, found);
         }
         vg_err_clear(&err);
         if (dra_unprepare(&pl->node, c->uid, copy, &err) == 0 && copy) {
@@ -490,6 +506,118 @@ static enum vgrpc_status_code unprepare(void *arg, const uint8_t *req, size_t le
     return VGRPC_STATUS_OK;
 }
 
+/* ---- ResourceSlices --------------------------------------------------------------------- */
+
+static void published(void *arg)
+{
+    struct dra_plugin *pl = arg;
+    int64_t gen = dra_publisher_generation(pl->publisher);
+    pl->stats.slice_syncs++;
+    if (gen != pl->stats.slice_generation)
+        vg_log(VG_LOG_INFO, "ResourceSlices published", "node=%s generation=%lld", pl->node_name,
+               (long long)gen);
+    pl->stats.slice_generation = gen;
+}
+
+/* Builds the node's slices from the GPUs as they are now and hands them to the
+ * publisher, which writes only what changed. */
+static void publish(struct dra_plugin *pl)
+{
+    if (pl->publisher == NULL)
+        return;
+    struct vg_err err = {0};
+    struct dra_slice_options so = {.driver = pl->driver,
+                                   .node_name = pl->node_name,
+                                   .node_uid = pl->node_uid,
+                                   .driver_version = pl->driver_version,
+                                   .consumable = pl->consumable};
+    json_t *slices = NULL;
+    if (dra_slices_build(&so, pl->gpus, pl->gpu_count, &slices, &err) < 0 ||
+        dra_publisher_set(pl->publisher, slices, &err) < 0)
+        vg_log(VG_LOG_ERROR, "cannot publish ResourceSlices", "err=\"%s\"", err.msg);
+    json_decref(slices);
+}
+
+void dra_plugin_poll_health(struct dra_plugin *pl)
+{
+    if (pl->source.healthy == NULL)
+        return;
+    bool changed = false;
+    for (unsigned i = 0; i < pl->gpu_count; i++) {
+        struct dp_gpu *g = &pl->gpus[i];
+        bool h = pl->source.healthy(pl->source.arg, g);
+        if (h == g->healthy)
+            continue;
+        g->healthy = h;
+        changed = true;
+        pl->stats.health_changes++;
+        vg_log(h ? VG_LOG_INFO : VG_LOG_WARN,
+               h ? "GPU healthy again: published" : "GPU unhealthy: taken out of the slices",
+               "gpu=%s index=%u", g->uuid, g->index);
+    }
+    if (changed)
+        publish(pl);
+}
+
+/* The Node's uid, so the slices are deleted with the Node (an ownerReference). Without
+ * it (no permission to read Nodes, the API server down) the slices are published without
+ * one, and the next resync asks again. */
+static void on_node(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    struct dra_plugin *pl = arg;
+    (void)status;
+    pl->node_asked = false;
+    const char *uid = json_string_value(json_object_get(json_object_get(body, "metadata"), "uid"));
+    if (err->code != 0 || uid == NULL || !annot_pod_uid(uid)) {
+        vg_log(VG_LOG_WARN, "cannot read the Node: slices published without an ownerReference",
+               "node=%s err=\"%s\"", pl->node_name, err->code ? err->msg : "no metadata.uid");
+    } else
+        vg_strlcpy(pl->node_uid, uid, sizeof pl->node_uid);
+    publish(pl);
+}
+
+/* Publishes, first asking for the Node's uid when it is not known yet. */
+static void sync_slices(struct dra_plugin *pl)
+{
+    if (pl->node_uid[0] != '\0' || pl->node_asked) {
+        if (!pl->node_asked)
+            publish(pl);
+        return;
+    }
+    char path[DRA_NAME_MAX + 32];
+    struct vg_err err = {0};
+    vg_snprintf(path, sizeof path, "/api/v1/nodes/%s", pl->node_name);
+    if (kube_get(pl->kube, path, on_node, pl, &err) == 0)
+        pl->node_asked = true;
+    else
+        publish(pl);
+}
+
+/* Every resync_ms the slices are handed to the publisher again: it lists the API
+ * server's and writes only what differs, so one deleted or changed by someone else
+ * comes back. */
+static void on_resync(evutil_socket_t fd, short what, void *arg)
+{
+    struct dra_plugin *pl = arg;
+    (void)fd;
+    (void)what;
+    sync_slices(pl);
+    struct timeval tv = {.tv_sec = (time_t)(pl->resync_ms / 1000),
+                         .tv_usec = (suseconds_t)(pl->resync_ms % 1000 * 1000)};
+    event_add(pl->resync, &tv);
+}
+
+static void on_health(evutil_socket_t fd, short what, void *arg)
+{
+    struct dra_plugin *pl = arg;
+    (void)fd;
+    (void)what;
+    dra_plugin_poll_health(pl);
+    struct timeval tv = {.tv_sec = (time_t)(pl->health_ms / 1000),
+                         .tv_usec = (suseconds_t)(pl->health_ms % 1000 * 1000)};
+    event_add(pl->health, &tv);
+}
+
 /* ---- life cycle ------------------------------------------------------------------------- */
 
 static int mkdirs(const char *path, struct vg_err *err)
@@ -522,11 +650,20 @@ static int restore(struct dra_plugin *pl, const char *boot_id_path, struct vg_er
                "claims=%zu", pl->cp.count);
         for (size_t i = 0; i < pl->cp.count; i++) {
             struct vg_err ignored;
-            dra_unprepare(&pl->node, pl->cp.claims[i].uid, &pl->cp.claims[i], &ignored);
+            dra_unprepare(&pl->node, pl->cp.claims[i]->uid, pl->cp.claims[i], &ignored);
         }
-        pl->cp.count = 0;
+        dra_checkpoint_release(&pl->cp);
     }
     vg_strlcpy(pl->cp.boot_id, boot, sizeof pl->cp.boot_id);
+    unsigned removed;
+    struct vg_err sweep = {0};
+    /* A leftover that cannot be removed is logged: it names no claim the plugin serves. */
+    if (dra_sweep_orphans(&pl->node, &pl->cp, &removed, &sweep) < 0)
+        vg_log(VG_LOG_WARN, "cannot remove files of claims not in the checkpoint", "err=\"%s\"",
+               sweep.msg);
+    if (removed)
+        vg_log(VG_LOG_INFO, "removed files of claims never checkpointed (a prepare cut short)",
+               "count=%u", removed);
     return save(pl, err);
 }
 
@@ -552,9 +689,18 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
     pl->node_name = xstrdup(o->node_name);
     pl->cdi_dir = xstrdup(o->cdi_dir);
     pl->check_ms = o->socket_check_ms ? o->socket_check_ms : 5000;
+    pl->gpu_count = o->gpu_count;
+    pl->gpus = xcalloc(o->gpu_count + 1, sizeof(*pl->gpus));
+    if (o->gpu_count)
+        memcpy(pl->gpus, o->gpus, o->gpu_count * sizeof(*pl->gpus));
+    pl->source = o->source;
+    pl->health_ms = o->health_interval_ms ? o->health_interval_ms : 5000;
+    pl->resync_ms = o->resync_ms ? o->resync_ms : 600000;
+    pl->consumable = o->consumable;
+    pl->driver_version = o->driver_version ? xstrdup(o->driver_version) : NULL;
     pl->node = (struct dra_node){.cfg = o->cfg,
-                                 .gpus = o->gpus,
-                                 .gpu_count = o->gpu_count,
+                                 .gpus = pl->gpus,
+                                 .gpu_count = pl->gpu_count,
                                  .node_name = pl->node_name,
                                  .cdi_dir = pl->cdi_dir};
     char reg_dir[1024], svc_dir[1024];
@@ -590,6 +736,24 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
     struct timeval tv = {.tv_sec = (time_t)(pl->check_ms / 1000),
                          .tv_usec = (suseconds_t)(pl->check_ms % 1000 * 1000)};
     event_add(pl->check, &tv);
+    if (o->publish) {
+        if (dra_publisher_new(base, pl->kube, driver, pl->node_name, published, pl, &pl->publisher,
+                              err) < 0) {
+            dra_plugin_free(pl);
+            return err->code;
+        }
+        sync_slices(pl);
+        pl->resync = event_new(base, -1, 0, on_resync, pl);
+        struct timeval rtv = {.tv_sec = (time_t)(pl->resync_ms / 1000),
+                              .tv_usec = (suseconds_t)(pl->resync_ms % 1000 * 1000)};
+        event_add(pl->resync, &rtv);
+    }
+    if (pl->source.healthy) {
+        pl->health = event_new(base, -1, 0, on_health, pl);
+        struct timeval htv = {.tv_sec = (time_t)(pl->health_ms / 1000),
+                              .tv_usec = (suseconds_t)(pl->health_ms % 1000 * 1000)};
+        event_add(pl->health, &htv);
+    }
     vg_log(VG_LOG_INFO, "DRA plugin serving", "driver=%s registration=%s service=%s claims=%zu",
            driver, pl->reg_path, pl->svc_path, pl->cp.count);
     *out = pl;
@@ -607,9 +771,15 @@ void dra_plugin_free(struct dra_plugin *pl)
     while (pl->pending) {
         struct pending *p = pl->pending;
         pl->pending = p->next;
-        free(p->claims);
-        free(p);
+        pending_destroy(p);
     }
+    if (pl->health)
+        event_free(pl->health);
+    if (pl->resync)
+        event_free(pl->resync);
+    dra_publisher_destroy(pl->publisher);
+    free(pl->gpus);
+    free(pl->driver_version);
     dra_checkpoint_release(&pl->cp);
     free(pl->driver);
     free(pl->node_name);

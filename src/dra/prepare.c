@@ -20,6 +20,7 @@
 #include "base/parse.h"
 #include "base/str.h"
 #include "dra/dra.h"
+#include "dra/slices.h"
 
 VG_DEFINE_AUTO(dra_closedirp, DIR, closedir)
 
@@ -33,18 +34,49 @@ int dra_cdi_spec_path(const char *cdi_dir, const char *uid, char *out, size_t si
     return 0;
 }
 
-static const struct dp_gpu *device_gpu(const struct dra_node *node, const char *device)
+/* The GPU (and MIG device) the slices publish as device: "gpu-<minor>" for a GPU without
+ * MIG, "gpu-<minor>-mig-<gi>-<ci>" for a MIG device (slices.c, dra_gpu_device_name). */
+static const struct dp_gpu *device_gpu(const struct dra_node *node, const char *device,
+                                       const struct dp_mig **mig)
 {
-    size_t plen = strlen(DRA_DEVICE_PREFIX);
-    uint64_t index;
-    struct vg_err ignored;
-    if (strncmp(device, DRA_DEVICE_PREFIX, plen) != 0 ||
-        vg_parse_u64(device + plen, 0, DP_MAX_GPUS, &index, &ignored) < 0)
-        return NULL;
-    for (unsigned i = 0; i < node->gpu_count; i++)
-        if (node->gpus[i].index == index)
-            return &node->gpus[i];
+    char name[DRA_DEVICE_NAME_MAX];
+    *mig = NULL;
+    for (unsigned i = 0; i < node->gpu_count; i++) {
+        const struct dp_gpu *g = &node->gpus[i];
+        if (!g->mig_enabled) {
+            dra_gpu_device_name(g, NULL, name);
+            if (strcmp(name, device) == 0)
+                return g;
+            continue;
+        }
+        for (unsigned m = 0; m < g->mig_count && m < DP_MAX_MIGS; m++) {
+            dra_gpu_device_name(g, &g->migs[m], name);
+            if (strcmp(name, device) == 0) {
+                *mig = &g->migs[m];
+                return g;
+            }
+        }
+    }
     return NULL;
+}
+
+/* The MIG device (and its GPU) of a share's uuid, or NULL: a share of a whole GPU. */
+static const struct dp_mig *uuid_mig(const struct dra_node *node, const char *uuid,
+                                     const struct dp_gpu **gpu)
+{
+    for (unsigned i = 0; i < node->gpu_count; i++)
+        for (unsigned m = 0;
+             node->gpus[i].mig_enabled && m < node->gpus[i].mig_count && m < DP_MAX_MIGS; m++)
+            if (strcmp(node->gpus[i].migs[m].uuid, uuid) == 0) {
+                *gpu = &node->gpus[i];
+                return &node->gpus[i].migs[m];
+            }
+    return NULL;
+}
+
+static bool is_mig_group(const struct dra_group *g)
+{
+    return g->container.gpu_count > 0 && strncmp(g->container.gpus[0].uuid, "MIG-", 4) == 0;
 }
 
 static const struct dp_gpu *uuid_gpu(const struct dra_node *node, const char *uuid)
@@ -95,20 +127,66 @@ static json_t *mount_json(const struct dp_mount *m)
 
 VG_DEFINE_AUTO(dra_freep, struct dp_response, free)
 
+/* A request of MIG devices gets what the device plugin's MIG mode gives a container
+ * (dp_allocate_mig): the MIG devices whole, isolated by the hardware, so no claim
+ * directory, limits or libvgpu; plus their device nodes (the control devices, the parent
+ * GPU's and the MIG device's two capability devices) whatever passDeviceSpecs says, as
+ * a CDI device has no other way to get them. */
+static int mig_edits(const struct dra_node *node, const struct dra_group *g,
+                     struct dp_response *resp, struct vg_err *err)
+{
+    struct dp_device devs[ANNOT_MAX_GPUS];
+    char *ids[ANNOT_MAX_GPUS];
+    struct dp_resource res = {.mig = true, .devices = devs, .replicas = 1};
+    vg_strlcpy(res.name, "gpu.vgpu.io/mig", sizeof res.name);
+    for (unsigned k = 0; k < g->container.gpu_count; k++) {
+        const struct dp_gpu *gpu = NULL;
+        const struct dp_mig *mig = uuid_mig(node, g->container.gpus[k].uuid, &gpu);
+        if (mig == NULL)
+            return vg_err_set(err, -ENOENT, "MIG device %s is not on this node",
+                              g->container.gpus[k].uuid);
+        vg_strlcpy(devs[k].id, mig->uuid, sizeof devs[k].id);
+        devs[k].gpu = (unsigned)(gpu - node->gpus);
+        ids[k] = devs[k].id;
+    }
+    res.device_count = res.device_cap = g->container.gpu_count;
+    int rc = dp_allocate_mig(node->cfg, &res, node->gpus, node->gpu_count, ids,
+                             g->container.gpu_count, resp, err);
+    for (unsigned k = 0; rc == 0 && k < g->container.gpu_count; k++) {
+        const struct dp_gpu *gpu = node->gpus + devs[k].gpu;
+        const struct dp_mig *mig = uuid_mig(node, devs[k].id, &gpu);
+        char path[64];
+        rc = dp_response_add_gpu_nodes(node->cfg, resp, gpu->minor, err);
+        const int caps[] = {mig->gi_cap, mig->ci_cap};
+        for (size_t c = 0; rc == 0 && c < 2; c++) {
+            if (caps[c] < 0)
+                continue;
+            vg_snprintf(path, sizeof path, "/dev/nvidia-caps/nvidia-cap%d", caps[c]);
+            rc = dp_response_add_device(node->cfg, resp, path, err);
+        }
+    }
+    return rc;
+}
+
 json_t *dra_cdi_spec(const struct dra_node *node, const struct dra_prepared *p, struct vg_err *err)
 {
     VG_AUTO_JSON json_t *devices = json_array();
     VG_AUTO(dra_freep) struct dp_response *resp = xcalloc(1, sizeof(*resp));
     for (unsigned i = 0; i < p->group_count; i++) {
         const struct dra_group *g = &p->groups[i];
-        struct dp_match m;
-        group_match(p, g, &m);
-        char dir[1024];
-        if (dp_container_dir_path(node->cfg->vgpu.region_dir, p->uid, g->name, dir, sizeof dir,
-                                  err) < 0 ||
-            dp_allocate_vgpu(node->cfg, node->gpus, node->gpu_count, &m, dir, resp, err) < 0)
-            return NULL;
-        for (unsigned k = 0; k < g->container.gpu_count; k++) {
+        if (is_mig_group(g)) {
+            if (mig_edits(node, g, resp, err) < 0)
+                return NULL;
+        } else {
+            struct dp_match m;
+            group_match(p, g, &m);
+            char dir[1024];
+            if (dp_container_dir_path(node->cfg->vgpu.region_dir, p->uid, g->name, dir, sizeof dir,
+                                      err) < 0 ||
+                dp_allocate_vgpu(node->cfg, node->gpus, node->gpu_count, &m, dir, resp, err) < 0)
+                return NULL;
+        }
+        for (unsigned k = 0; k < g->container.gpu_count && !is_mig_group(g); k++) {
             const struct dp_gpu *gpu = uuid_gpu(node, g->container.gpus[k].uuid);
             if (gpu == NULL) {
                 vg_err_set(err, -ENOENT, "GPU %s is not on this node", g->container.gpus[k].uuid);
@@ -142,7 +220,10 @@ json_t *dra_cdi_spec(const struct dra_node *node, const struct dra_prepared *p, 
     return spec;
 }
 
-/* Writes text to path through path.tmp (a name the CDI cache does not read). */
+/* Writes text to path through path.tmp (a name the CDI cache does not read), so a
+ * runtime never reads half a spec. Not synced: only a power loss loses unsynced data,
+ * and after one the node's boot ID has changed, so the plugin's start releases every
+ * claim of the checkpoint anyway (the checkpoint itself is synced). */
 static int write_atomic(const char *path, const char *text, struct vg_err *err)
 {
     char tmp[1100];
@@ -163,7 +244,7 @@ static int write_atomic(const char *path, const char *text, struct vg_err *err)
         }
         done += (size_t)n;
     }
-    if (fchmod(fd, 0644) != 0 || fsync(fd) != 0 || rename(tmp, path) != 0) {
+    if (fchmod(fd, 0644) != 0 || rename(tmp, path) != 0) {
         int e = errno;
         unlink(tmp);
         return vg_err_errno(err, e, "writing %s", path);
@@ -180,7 +261,8 @@ static int plan(const struct dra_node *node, const struct dra_claim *claim,
         if (strcmp(r->pool, node->node_name) != 0)
             return vg_err_set(err, -ENOENT, "request %s: device %s of pool %s is not on node %s",
                               r->request, r->device, r->pool, node->node_name);
-        const struct dp_gpu *gpu = device_gpu(node, r->device);
+        const struct dp_mig *mig;
+        const struct dp_gpu *gpu = device_gpu(node, r->device, &mig);
         if (gpu == NULL)
             return vg_err_set(err, -ENOENT, "request %s: this node has no device %s", r->request,
                               r->device);
@@ -200,23 +282,32 @@ static int plan(const struct dra_node *node, const struct dra_claim *claim,
             vg_strlcpy(g->name, group, sizeof g->name);
             vg_strlcpy(g->container.name, group, sizeof g->container.name);
         }
+        const char *uuid = mig ? mig->uuid : gpu->uuid;
+        uint64_t memory_mib = mig ? mig->memory_mib : gpu->memory_mib;
         for (unsigned k = 0; k < g->container.gpu_count; k++)
-            if (strcmp(g->container.gpus[k].uuid, gpu->uuid) == 0)
+            if (strcmp(g->container.gpus[k].uuid, uuid) == 0)
                 return vg_err_set(err, -EINVAL, "request %s: device %s allocated twice", r->request,
                                   r->device);
+        if (g->container.gpu_count > 0 && is_mig_group(g) != (mig != NULL))
+            return vg_err_set(err, -EINVAL, "request %s: MIG devices and whole GPUs in one request",
+                              r->request);
         if (g->container.gpu_count == ANNOT_MAX_GPUS)
             return vg_err_set(err, -E2BIG, "request %s: more than %d GPUs", r->request,
                               ANNOT_MAX_GPUS);
         struct annot_share *s = &g->container.gpus[g->container.gpu_count++];
-        vg_strlcpy(s->uuid, gpu->uuid, sizeof s->uuid);
-        s->memory_mib = r->has_memory ? r->memory_mib : gpu->memory_mib;
-        if (s->memory_mib == 0 || s->memory_mib > gpu->memory_mib)
+        vg_strlcpy(s->uuid, uuid, sizeof s->uuid);
+        s->memory_mib = r->has_memory ? r->memory_mib : memory_mib;
+        if (s->memory_mib == 0 || s->memory_mib > memory_mib)
             return vg_err_set(err, -EINVAL,
-                              "request %s: device %s: %llu MiB consumed of a GPU with %llu MiB",
+                              "request %s: device %s: %llu MiB consumed of a %s with %llu MiB",
                               r->request, r->device, (unsigned long long)s->memory_mib,
-                              (unsigned long long)gpu->memory_mib);
+                              mig ? "MIG device" : "GPU", (unsigned long long)memory_mib);
         /* 0 or no cores consumed: no compute limit (never the device plugin's default). */
         s->cores = r->has_cores && r->cores > 0 ? r->cores : 100;
+        if (mig) { /* allocated whole: the hardware isolates it */
+            s->memory_mib = mig->memory_mib;
+            s->cores = 100;
+        }
         struct dra_device *d = &out->devices[out->device_count++];
         vg_strlcpy(d->request, r->request, sizeof d->request);
         vg_strlcpy(d->pool, r->pool, sizeof d->pool);
@@ -243,6 +334,8 @@ int dra_prepare(const struct dra_node *node, const struct dra_claim *claim,
     for (unsigned i = 0; i < out->group_count; i++) {
         struct dp_match m;
         char dir[1024];
+        if (is_mig_group(&out->groups[i]))
+            continue; /* nothing on disk but the CDI spec */
         group_match(out, &out->groups[i], &m);
         if ((rc = dp_container_dir_path(node->cfg->vgpu.region_dir, out->uid, out->groups[i].name,
                                         dir, sizeof dir, err)) < 0 ||
@@ -256,7 +349,7 @@ int dra_prepare(const struct dra_node *node, const struct dra_claim *claim,
             rc = err->code ? err->code : -ENOMEM;
             goto undo;
         }
-        VG_AUTO_FREE char *text = json_dumps(spec, JSON_INDENT(2));
+        VG_AUTO_FREE char *text = json_dumps(spec, JSON_COMPACT);
         if (mkdir(node->cdi_dir, 0755) != 0 && errno != EEXIST) {
             rc = vg_err_errno(err, errno, "creating %s", node->cdi_dir);
             goto undo;
@@ -280,10 +373,18 @@ int dra_unprepare(const struct dra_node *node, const char *uid, const struct dra
         return rc;
     if (unlink(path) != 0 && errno != ENOENT)
         return vg_err_errno(err, errno, "removing %s", path);
-    if (p)
-        for (unsigned i = 0; i < p->group_count; i++)
-            remove_slots(node, uid, &p->groups[i]);
     const char *region = node->cfg->vgpu.region_dir;
+    if (p) {
+        /* The record names every directory: no scan. */
+        for (unsigned i = 0; i < p->group_count; i++) {
+            remove_slots(node, uid, &p->groups[i]);
+            if ((rc = dp_container_dir_path(region, uid, p->groups[i].name, path, sizeof path,
+                                            err)) < 0 ||
+                (rc = dp_container_dir_remove(path, err)) < 0)
+                return rc;
+        }
+        return 0;
+    }
     VG_AUTO(dra_closedirp) DIR *d = opendir(region);
     if (d == NULL)
         return errno == ENOENT ? 0 : vg_err_errno(err, errno, "opening %s", region);
@@ -299,4 +400,87 @@ int dra_unprepare(const struct dra_node *node, const char *uid, const struct dra
             return rc;
     }
     return 0;
+}
+
+/* The claim uid a name of ours begins with (after prefix): "<uid>_<request>" or
+ * "<uid>.json"-like names; into uid[DRA_UID_MAX]. */
+static bool name_uid(const char *name, const char *prefix, char end, char *uid)
+{
+    size_t plen = strlen(prefix);
+    if (strncmp(name, prefix, plen) != 0)
+        return false;
+    name += plen;
+    const char *e = strchr(name, end);
+    if (e == NULL || (size_t)(e - name) >= DRA_UID_MAX)
+        return false;
+    memcpy(uid, name, (size_t)(e - name));
+    uid[e - name] = '\0';
+    return annot_pod_uid(uid);
+}
+
+static bool known(const struct dra_checkpoint *cp, const char *uid)
+{
+    for (size_t i = 0; i < cp->count; i++)
+        if (strcmp(cp->claims[i]->uid, uid) == 0)
+            return true;
+    return false;
+}
+
+/* Removes the slot files of claim uid on every GPU of the board. */
+static void remove_uid_slots(const char *board, const char *uid)
+{
+    VG_AUTO(dra_closedirp) DIR *d = opendir(board);
+    struct dirent *gpu;
+    size_t ulen = strlen(uid);
+    while (d && (gpu = readdir(d)) != NULL) {
+        char dir[1024], path[1400];
+        if (gpu->d_name[0] == '.' || vg_snprintf(dir, sizeof dir, "%s/%s", board, gpu->d_name) < 0)
+            continue;
+        VG_AUTO(dra_closedirp) DIR *g = opendir(dir);
+        struct dirent *ent;
+        while (g && (ent = readdir(g)) != NULL)
+            if (strncmp(ent->d_name, uid, ulen) == 0 && ent->d_name[ulen] == '_' &&
+                vg_snprintf(path, sizeof path, "%s/%s", dir, ent->d_name) >= 0)
+                unlink(path);
+    }
+}
+
+int dra_sweep_orphans(const struct dra_node *node, const struct dra_checkpoint *cp,
+                      unsigned *removed, struct vg_err *err)
+{
+    *removed = 0;
+    int rc = 0;
+    char uid[DRA_UID_MAX], path[1400];
+    const char *region = node->cfg->vgpu.region_dir;
+    VG_AUTO(dra_closedirp) DIR *d = opendir(region);
+    struct dirent *ent;
+    while (d && (ent = readdir(d)) != NULL) {
+        if (!name_uid(ent->d_name, ent->d_name[0] == '.' ? DP_STAGE_PREFIX : "", '_', uid) ||
+            known(cp, uid) || vg_snprintf(path, sizeof path, "%s/%s", region, ent->d_name) < 0)
+            continue;
+        struct vg_err e = {0};
+        if (dp_container_dir_remove(path, &e) < 0) {
+            if (rc == 0)
+                rc = vg_err_set(err, e.code, "%s", e.msg);
+            continue; /* the others still go */
+        }
+        remove_uid_slots(node->cfg->vgpu.compute_board_dir, uid);
+        (*removed)++;
+    }
+    VG_AUTO(dra_closedirp) DIR *c = opendir(node->cdi_dir);
+    char prefix[64];
+    vg_snprintf(prefix, sizeof prefix, "%s-%s_", DRA_CDI_VENDOR, DRA_CDI_CLASS);
+    while (c && (ent = readdir(c)) != NULL) {
+        if (!name_uid(ent->d_name, prefix, '.', uid) || known(cp, uid) ||
+            vg_snprintf(path, sizeof path, "%s/%s", node->cdi_dir, ent->d_name) < 0)
+            continue;
+        if (unlink(path) != 0 && errno != ENOENT) {
+            if (rc == 0)
+                rc = vg_err_errno(err, errno, "removing %s", path);
+            continue;
+        }
+        remove_uid_slots(node->cfg->vgpu.compute_board_dir, uid);
+        (*removed)++;
+    }
+    return rc;
 }

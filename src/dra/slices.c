@@ -669,6 +669,12 @@ void dra_publisher_free(struct dra_publisher *p)
     publisher_destroy(p);
 }
 
+void dra_publisher_destroy(struct dra_publisher *p)
+{
+    if (p != NULL)
+        publisher_destroy(p);
+}
+
 int dra_publisher_set(struct dra_publisher *p, json_t *slices, struct vg_err *err)
 {
     if (!json_is_array(slices) || json_array_size(slices) == 0)

@@ -116,6 +116,10 @@ int dra_publisher_new(struct event_base *base, struct kube_client *client, const
                       const char *node, void (*done)(void *arg), void *arg,
                       struct dra_publisher **out, struct vg_err *err);
 void dra_publisher_free(struct dra_publisher *publisher);
+/* Frees the publisher at once, even with a request out: for a client that is freed
+ * before the loop runs again (kube_client_free cancels without calling back), where
+ * dra_publisher_free would leave it to a callback that never comes. */
+void dra_publisher_destroy(struct dra_publisher *publisher);
 
 /* Publishes slices (an array from dra_slices_build; a reference is taken). The
  * generation in them is replaced: the pool's highest generation in the API server when

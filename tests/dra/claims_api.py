@@ -17,6 +17,7 @@ class ClaimsApi:
         self.gets = {}  # (namespace, name) -> count
         self.lock = threading.Lock()
         self.delay = 0.0  # seconds each answer waits (concurrency tests)
+        self.delays = {}  # (namespace, name) -> seconds that claim's answer waits
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -34,8 +35,9 @@ class ClaimsApi:
                     with api.lock:
                         api.gets[key] = api.gets.get(key, 0) + 1
                         obj = api.claims.get(key)
-                if api.delay:
-                    threading.Event().wait(api.delay)
+                wait = api.delays.get(key, api.delay) if m else api.delay
+                if wait:
+                    threading.Event().wait(wait)
                 if obj is None:
                     body = {"kind": "Status", "apiVersion": "v1", "status": "Failure",
                             "message": "resourceclaims not found", "reason": "NotFound",

@@ -10,10 +10,12 @@ NotifyRegistrationStatus, dials the endpoint it was given and calls NodePrepareR
 tests/dra/claims_api.py; GPUs by fakegpu. Skips when grpc is not importable (fails
 instead under CI: tests/lib/vg_skip.py).
 """
+import http.client
 import json
 import os
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -108,7 +110,7 @@ def result(request="gpu", device="gpu-0", pool="node-1", memory=None, cores=None
 
 
 class Plugin:
-    def __init__(self, tmp, kubeconfig, boot_id="boot-1"):
+    def __init__(self, tmp, kubeconfig, boot_id="boot-1", extra_args=(), extra_env=None):
         self.tmp = tmp
         self.log = open(os.path.join(tmp, "plugin.log"), "a+")  # closed by stop()
         with open(os.path.join(tmp, "boot_id"), "w") as f:
@@ -118,7 +120,11 @@ class Plugin:
                     "FAKEGPU_DEVICES": DEVICES,
                     "FAKEGPU_STATE_DIR": os.path.join(tmp, "fakegpu"),
                     "VGPU_DRA_BOOT_ID_FILE": os.path.join(tmp, "boot_id"),
-                    "VGPU_DRA_SOCKET_CHECK_MS": "100"})
+                    "VGPU_DRA_SOCKET_CHECK_MS": "100",
+                    "VGPU_DRA_HEALTH_INTERVAL_MS": "100"})
+        if extra_env:
+            env.update(extra_env)
+        self.env = env
         env.pop("KUBERNETES_SERVICE_HOST", None)
         os.makedirs(env["FAKEGPU_STATE_DIR"], exist_ok=True)
         self.kubelet_dir = os.path.join(tmp, "kubelet")
@@ -130,7 +136,7 @@ class Plugin:
                "--cdi-dir", self.cdi_dir, "--state-dir", self.state_dir,
                "--compute-board-dir", self.board,
                "--libvgpu-path", os.path.join(BUILD, "lib", "libvgpu.so"),
-               "--ld-so-preload-path", os.path.join(tmp, "ld.so.preload")]
+               "--ld-so-preload-path", os.path.join(tmp, "ld.so.preload")] + list(extra_args)
         # A killed plugin leaves its sockets: wait for this run's own line.
         self.mark = self.output().count("DRA plugin serving")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
@@ -161,6 +167,56 @@ class Plugin:
         return self.stop()
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ApiServer:
+    """tests/kube_api_server.py in a process: serves and validates ResourceSlices as
+    kube-apiserver does."""
+
+    def __init__(self, tmp, port=0):
+        self.port_file = os.path.join(tmp, "api-port")
+        if os.path.exists(self.port_file):
+            os.unlink(self.port_file)
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(SOURCE, "tests", "kube_api_server.py"),
+             "--port", str(port), "--port-file", self.port_file], stderr=subprocess.DEVNULL)
+        wait_for(lambda: os.path.exists(self.port_file) and os.path.getsize(self.port_file),
+                 what="API server")
+        with open(self.port_file) as f:
+            self.port = int(f.read())
+
+    def request(self, method, path, body=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=20)
+        try:
+            data = json.dumps(body).encode() if body is not None else None
+            conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            return r.status, json.loads(r.read() or b"{}")
+        finally:
+            conn.close()
+
+    def slices(self, node="node-1"):
+        code, body = self.request("GET", "/apis/resource.k8s.io/v1/resourceslices")
+        assert code == 200, body
+        return [s for s in body["items"] if s["spec"].get("nodeName") == node]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def kubeconfig_for(path, port):
+    with open(path, "w") as f:
+        f.write("apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                "clusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:%d\n"
+                "contexts:\n- name: t\n  context:\n    cluster: c\n    user: u\n"
+                "users:\n- name: u\n  user:\n    token: x\n" % port)
+
+
 class Base(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="vgpu-dra-")
@@ -186,11 +242,11 @@ class Base(unittest.TestCase):
         self.assertEqual(rc, 0, out[-3000:])
         self.assertNotIn("Sanitizer", out)
 
-    def start(self, boot_id="boot-1"):
+    def start(self, boot_id="boot-1", **kw):
         if self.plugin:
             self.plugin.close()
             self.plugin.log.close()
-        self.plugin = Plugin(self.tmp, self.kubeconfig, boot_id)
+        self.plugin = Plugin(self.tmp, self.kubeconfig, boot_id, **kw)
         return self.plugin
 
     def channel(self, path):
@@ -362,6 +418,30 @@ class Prepare(Base):
         self.assertEqual(self.slots(), [])
         self.assertEqual(self.claim_dirs(), [UID2 + "_a", UID2 + "_b"])
 
+    def test_two_devices_one_request(self):
+        """A request for two GPUs (the two-gpus-same-model example): one directory and one
+        CDI device carrying both GPUs, returned for each device with its request."""
+        self.start()
+        self.api.put(claim(UID2, "pair", [result(request="gpus", device="gpu-0"),
+                                          result(request="gpus", device="gpu-1")]))
+        r = self.prepare(("default", UID2, "pair")).claims[UID2]
+        self.assertEqual(r.error, "")
+        self.assertEqual([(d.device_name, list(d.request_names), list(d.cdi_device_ids))
+                          for d in r.devices],
+                         [("gpu-0", ["gpus"], ["vgpu.io/gpu=%s_gpus" % UID2]),
+                          ("gpu-1", ["gpus"], ["vgpu.io/gpu=%s_gpus" % UID2])])
+        spec = self.spec(UID2)
+        self.assertEqual(len(spec["devices"]), 1)
+        edits = spec["devices"][0]["containerEdits"]
+        env = dict(e.split("=", 1) for e in edits["env"])
+        self.assertEqual((env["CUDA_DEVICE_MEMORY_LIMIT_0"], env["CUDA_DEVICE_MEMORY_LIMIT_1"]),
+                         ("16384m", "8192m"))
+        self.assertEqual(len(env["NVIDIA_VISIBLE_DEVICES"].split(",")), 2)
+        nodes = [n["path"] for n in edits["deviceNodes"]]
+        self.assertIn("/dev/nvidia0", nodes)
+        self.assertIn("/dev/nvidia1", nodes)
+        self.assertEqual(self.claim_dirs(), [UID2 + "_gpus"])
+
     def test_v1beta1(self):
         """The v1beta1 service prepares the same way, without share_id."""
         self.start()
@@ -406,6 +486,38 @@ class Restart(Base):
         # Prepared anew on demand.
         self.assertEqual(self.prepare(("default", UID1, "c1")).claims[UID1].error, "")
         self.assertEqual(self.api.get_count("default", "c1"), 2)
+
+    def test_killed_mid_prepare(self):
+        """SIGKILL after a call made its claims' files but before it wrote the checkpoint:
+        the restarted plugin removes those files (no claim is half there), and the
+        claims are prepared anew, once."""
+        self.start()
+        refs = []
+        for i in range(6):
+            uid = "%08x-0000-4000-8000-%012x" % (0xc0000000 + i, i)
+            self.api.put(claim(uid, "k%d" % i, [result(memory="1Gi", cores="10",
+                                                       device="gpu-%d" % (i % 2))]))
+            refs.append(("default", uid, "k%d" % i))
+        self.api.delays[("default", "k5")] = 30  # the call waits for it; the rest is made
+        ch = self.channel(self.plugin.svc_sock)
+        fn = ch.unary_unary(V1 + "NodePrepareResources",
+                            request_serializer=lambda m: m.SerializeToString(),
+                            response_deserializer=M["NodePrepareResourcesResponse"].FromString)
+        fut = fn.future(claims_msg("NodePrepareResourcesRequest", *refs), timeout=60)
+        wait_for(lambda: len(self.claim_dirs()) == 5 and len(self.cdi_files()) == 5
+                 and len(self.slots()) == 5, what="five claims' files")
+        self.assertEqual(self.checkpoint()["claims"], [])
+        self.plugin.stop(signal.SIGKILL)
+        fut.cancel()
+        self.api.delays.clear()
+        self.start()
+        self.assertIn("removed files of claims never checkpointed", self.plugin.output())
+        self.assertEqual((self.claim_dirs(), self.cdi_files(), self.slots()), ([], [], []))
+        got = self.prepare(*refs).claims
+        self.assertTrue(all(got[r[1]].error == "" for r in refs), got)
+        self.assertEqual(len(self.claim_dirs()), 6)
+        self.assertEqual(len(self.cdi_files()), 6)
+        self.assertEqual(len(self.checkpoint()["claims"]), 6)
 
     def test_garbled_checkpoint_refused(self):
         self.start()
@@ -456,6 +568,26 @@ class Concurrent(Base):
         self.assertEqual(sorted(c["uid"] for c in self.checkpoint()["claims"]), [UID1, UID2])
 
 
+class Shutdown(Base):
+    """SIGTERM while a claim is being read from the API: the plugin exits 0 with nothing
+    leaked (the sanitizer build reports leaks at exit; Base.tearDown checks)."""
+
+    def test_stop_with_read_in_flight(self):
+        self.start()
+        self.api.put(claim(UID1, "c1", [result(memory="1Gi", cores="10")]))
+        self.api.delay = 30
+        ch = self.channel(self.plugin.svc_sock)
+        fn = ch.unary_unary(V1 + "NodePrepareResources",
+                            request_serializer=lambda m: m.SerializeToString(),
+                            response_deserializer=M["NodePrepareResourcesResponse"].FromString)
+        fut = fn.future(claims_msg("NodePrepareResourcesRequest", ("default", UID1, "c1")),
+                        timeout=60)
+        wait_for(lambda: self.api.get_count("default", "c1") == 1, what="claim read started")
+        self.assertEqual(self.plugin.stop(), 0, self.plugin.output()[-3000:])
+        fut.cancel()
+        self.assertNotIn("Sanitizer", self.plugin.output())
+
+
 class BadInput(Base):
     """Malformed requests are refused whole (INVALID_ARGUMENT); a claim that cannot be
     prepared gets an error naming why, and leaves nothing behind."""
@@ -493,10 +625,14 @@ class BadInput(Base):
             "badcores": claim(UID1, "badcores", [result(memory="1Gi", cores="101")]),
             "twice": claim(UID1, "twice", [result(), result()]),
             "wronguid": claim(UID2, "wronguid", [result()]),
+            "config": claim(UID1, "config", [result()]),
         }
+        cases["config"]["status"]["allocation"]["devices"]["config"] = [
+            {"source": "FromClaim", "opaque": {"driver": DRIVER, "parameters": {"x": 1}}}]
         words = {"missing": "not found", "unalloc": "not allocated", "otherpool": "node-2",
                  "nodevice": "gpu-7", "toobig": "17408 MiB", "badmem": "memory",
-                 "badcores": "cores", "twice": "twice", "wronguid": UID2}
+                 "badcores": "cores", "twice": "twice", "wronguid": UID2,
+                 "config": "opaque parameters for gpu.vgpu.io are not supported"}
         for name, obj in cases.items():
             if obj:
                 self.api.put(obj)
@@ -551,6 +687,213 @@ class Attacks(Base):
             self.assertEqual(self.unprepare(("default", uid, "c1")).claims[uid].error, "")
         self.assertEqual((self.claim_dirs(), self.cdi_files(), self.slots()), before)
         self.assertEqual([c["uid"] for c in self.checkpoint()["claims"]], [UID1])
+
+
+class SliceBase(Base):
+    """Tests against tests/kube_api_server.py, which validates slices as kube-apiserver does."""
+
+    def setUp(self):
+        super().setUp()
+        self.kapi = None
+
+    def tearDown(self):
+        try:
+            super().tearDown()
+        finally:
+            if self.kapi:
+                self.kapi.stop()
+
+    def serve_api(self, port=0):
+        self.kapi = ApiServer(self.tmp, port)
+        kubeconfig_for(self.kubeconfig, self.kapi.port)
+
+    def ctl(self, *args):
+        r = subprocess.run([os.path.join(BUILD, "bin", "fakegpu-ctl")] + list(args),
+                           env=self.plugin.env, capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def devices(self):
+        sl = self.kapi.slices()
+        return {d["name"]: d for s in sl for d in s["spec"]["devices"]}, sl
+
+    def generation(self, sl):
+        gens = {s["spec"]["pool"]["generation"] for s in sl}
+        self.assertEqual(len(gens), 1, sl)
+        return gens.pop()
+
+
+class Slices(SliceBase):
+    """The plugin publishes the node's ResourceSlices to the API server (which validates
+    them as kube-apiserver does): one device per healthy GPU with NVIDIA's attribute names
+    and the capacities; a GPU that falls off the bus is taken out and comes back, each a
+    new pool generation; an API server down at start is retried; a restart writes
+    nothing new."""
+
+    def test_published(self):
+        self.serve_api()
+        code, node = self.kapi.request("POST", "/api/v1/nodes", {
+            "apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}})
+        self.assertEqual(code, 201, node)
+        self.start()
+        devs, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                            what="two devices published")
+        self.assertEqual(len(sl), 1)
+        spec = sl[0]["spec"]
+        self.assertEqual((spec["driver"], spec["nodeName"], spec["pool"]["name"]),
+                         (DRIVER, "node-1", "node-1"))
+        self.assertEqual(spec["pool"]["resourceSliceCount"], 1)
+        # Deleted with the Node.
+        refs = sl[0]["metadata"]["ownerReferences"]
+        self.assertEqual([(r["kind"], r["name"], r["uid"]) for r in refs],
+                         [("Node", "node-1", node["metadata"]["uid"])])
+        gpu0, gpu1 = devs["gpu-0"], devs["gpu-1"]
+        self.assertEqual(gpu0["attributes"]["productName"], {"string": "Test GPU A"})
+        self.assertEqual(gpu1["attributes"]["productName"], {"string": "Test GPU B"})
+        self.assertTrue(gpu0["attributes"]["uuid"]["string"].startswith("GPU-"))
+        self.assertEqual(gpu0["attributes"]["type"], {"string": "gpu"})
+        self.assertEqual(gpu1["attributes"]["index"], {"int": 1})
+        self.assertIn("version", gpu0["attributes"]["driverVersion"])
+        self.assertIn("version", gpu0["attributes"]["cudaComputeCapability"])
+        self.assertEqual(gpu0["capacity"]["memory"], {"value": "16384Mi"})
+        self.assertEqual(gpu1["capacity"]["memory"], {"value": "8192Mi"})
+        self.assertEqual(gpu0["capacity"]["cores"], {"value": "100"})
+        self.assertNotIn("allowMultipleAllocations", gpu0)  # whole GPUs by default
+
+    def test_consumable(self):
+        self.serve_api()
+        self.start(extra_args=["--consumable-capacity"])
+        devs, _ = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                           what="two devices published")
+        self.assertTrue(devs["gpu-0"]["allowMultipleAllocations"])
+        # No Node object to own them: published all the same, without an owner.
+        self.assertNotIn("ownerReferences", self.kapi.slices()[0]["metadata"])
+        self.assertIn("cannot read the Node", self.plugin.output())
+        policy = devs["gpu-0"]["capacity"]["memory"]["requestPolicy"]
+        self.assertEqual(policy["validRange"]["step"], "256Mi")
+
+    def test_bad_flag(self):
+        p = Plugin.__new__(Plugin)
+        with self.assertRaises(AssertionError) as ctx:
+            Plugin.__init__(p, self.tmp, self.kubeconfig,
+                            extra_args=["--consumable-capacity=maybe"])
+        p.log.close()
+        self.assertIn("--consumable-capacity takes true or false, not 'maybe'",
+                      str(ctx.exception))
+
+    def test_health_change(self):
+        self.serve_api()
+        self.start()
+        _, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                         what="two devices published")
+        gen = self.generation(sl)
+        self.ctl("health", "1", "off")
+        devs, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 1 else None)(self.devices()),
+                            what="gpu-1 taken out")
+        self.assertEqual(list(devs), ["gpu-0"])
+        self.assertEqual(self.generation(sl), gen + 1)
+        self.ctl("health", "1", "on")
+        devs, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                            what="gpu-1 back")
+        self.assertEqual(self.generation(sl), gen + 2)
+        self.assertIn("GPU unhealthy: taken out of the slices", self.plugin.output())
+
+    def test_api_down_at_start(self):
+        port = free_port()
+        kubeconfig_for(self.kubeconfig, port)
+        self.start()  # serving although nothing answers on the port
+        time.sleep(0.5)
+        self.assertIsNone(self.plugin.proc.poll())
+        self.serve_api(port)
+        wait_for(lambda: len(self.devices()[0]) == 2, timeout=30, what="published after retry")
+        self.assertIsNone(self.plugin.proc.poll())
+
+    def test_deleted_slice_put_back(self):
+        self.serve_api()
+        self.start(extra_env={"VGPU_DRA_RESYNC_MS": "200"})
+        _, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                         what="two devices published")
+        name = sl[0]["metadata"]["name"]
+        code, body = self.kapi.request("DELETE", "/apis/resource.k8s.io/v1/resourceslices/"
+                                       + name)
+        self.assertEqual(code, 200, body)
+        _, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                         what="slice put back")
+        self.assertEqual([s["metadata"]["name"] for s in sl], [name])
+
+    def test_bad_resync_env(self):
+        p = Plugin.__new__(Plugin)
+        with self.assertRaises(AssertionError) as ctx:
+            Plugin.__init__(p, self.tmp, self.kubeconfig, extra_env={"VGPU_DRA_RESYNC_MS": "x"})
+        p.log.close()
+        self.assertIn("VGPU_DRA_RESYNC_MS", str(ctx.exception))
+
+    def test_restart_writes_nothing_new(self):
+        self.serve_api()
+        self.start()
+        _, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                         what="two devices published")
+        before = [(s["metadata"]["name"], s["metadata"]["resourceVersion"]) for s in sl]
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            synced = self.plugin.output().count("ResourceSlices published")
+            self.plugin.stop(sig)
+            self.start()
+            # Each run logs its first completed sync: the API server matched.
+            wait_for(lambda: self.plugin.output().count("ResourceSlices published") > synced,
+                     what="restarted plugin synced")
+            sl = self.kapi.slices()
+            self.assertEqual([(s["metadata"]["name"], s["metadata"]["resourceVersion"])
+                              for s in sl], before)
+
+
+class Mig(SliceBase):
+    """A MIG-enabled GPU (fakegpu's FAKEGPU_MIG) is published as its MIG devices,
+    gpu-<minor>-mig-<gi>-<ci>, and a claim allocated one of those names (as the scheduler
+    takes it from the slice) is prepared whole: the MIG device's UUID visible, its parent's
+    device node, no claim directory; the GPU's own name is not a device of this node."""
+
+    H100 = "NVIDIA H100 80GB HBM3:81559MiB:132"
+
+    def put_claim(self, name, device):
+        base = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+        obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+               "metadata": {"name": name, "namespace": "default"},
+               "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                   "deviceClassName": "mig.vgpu.io"}}]}}}
+        code, made = self.kapi.request("POST", base, obj)
+        self.assertEqual(code, 201, made)
+        made["status"] = {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": DRIVER, "pool": "node-1", "device": device}]}}}
+        code, body = self.kapi.request("PUT", "%s/%s/status" % (base, name), made)
+        self.assertEqual(code, 200, body)
+        return made["metadata"]["uid"]
+
+    def test_mig_published_and_prepared(self):
+        self.serve_api()
+        self.start(extra_env={"FAKEGPU_DEVICES": self.H100 + ",Test GPU B:8GiB:80",
+                              "FAKEGPU_MIG": "0:1g.10gb,3g.40gb"})
+        devs, _ = wait_for(lambda: (lambda d: d if len(d[0]) == 3 else None)(self.devices()),
+                           what="three devices published")
+        self.assertEqual(sorted(devs), ["gpu-0-mig-1-0", "gpu-0-mig-2-0", "gpu-1"])
+        mig = devs["gpu-0-mig-2-0"]["attributes"]
+        self.assertEqual(mig["profile"], {"string": "3g.40gb"})
+        uid = self.put_claim("m1", "gpu-0-mig-2-0")
+        got = self.prepare(("default", uid, "m1")).claims[uid]
+        self.assertEqual(got.error, "")
+        self.assertEqual([(d.device_name, list(d.cdi_device_ids)) for d in got.devices],
+                         [("gpu-0-mig-2-0", ["vgpu.io/gpu=%s_gpu" % uid])])
+        edits = self.spec(uid)["devices"][0]["containerEdits"]
+        self.assertIn("NVIDIA_VISIBLE_DEVICES=" + mig["uuid"]["string"], edits["env"])
+        self.assertIn("/dev/nvidia0", [n["path"] for n in edits["deviceNodes"]])
+        self.assertFalse(any("libvgpu" in m["hostPath"] for m in edits.get("mounts", [])))
+        self.assertEqual(self.claim_dirs(), [])
+        gpu = self.checkpoint()["claims"][0]["groups"][0]["gpus"][0]
+        self.assertEqual((gpu["uuid"], gpu["cores"]), (mig["uuid"]["string"], 100))
+        self.assertEqual("%dMi" % gpu["memoryMiB"], devs["gpu-0-mig-2-0"]["capacity"][
+            "memory"]["value"])
+        self.assertEqual(self.unprepare(("default", uid, "m1")).claims[uid].error, "")
+        self.assertEqual((self.claim_dirs(), self.cdi_files()), ([], []))
+        uid2 = self.put_claim("m2", "gpu-0")  # the GPU itself is not published
+        self.assertIn("no device gpu-0", self.prepare(("default", uid2, "m2")).claims[uid2].error)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     for (size_t i = 0; i < cp.count; i++) {
-        const struct dra_prepared *p = &cp.claims[i];
+        const struct dra_prepared *p = cp.claims[i];
         if (!annot_pod_uid(p->uid))
             abort();
         for (unsigned g = 0; g < p->group_count; g++)

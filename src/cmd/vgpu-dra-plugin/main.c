@@ -9,6 +9,7 @@
  * plugin's (dpconfig: --node-name, --kubeconfig, --libvgpu-path, --compute-board-dir,
  * ...), so a claim's container gets what the device plugin's vgpu mode gives. Claim
  * directories go to <state-dir>/claims. Runs on one event loop until SIGTERM/SIGINT. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <signal.h>
@@ -53,7 +54,30 @@ static int failed(int status, const struct vg_err *err)
 
 struct own_flags {
     const char *kubelet_dir, *cdi_dir, *state_dir, *driver;
+    bool consumable;
 };
+
+/* --consumable-capacity, --consumable-capacity=true|false: 1 taken, 0 not this flag. */
+static int take_bool(const char *a, const char *name, bool *out, struct vg_err *err)
+{
+    size_t len = strlen(name);
+    if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, name, len) != 0)
+        return 0;
+    const char *v = a + 2 + len;
+    if (*v == '\0') {
+        *out = true;
+        return 1;
+    }
+    if (*v != '=')
+        return 0;
+    if (strcmp(v + 1, "true") == 0)
+        *out = true;
+    else if (strcmp(v + 1, "false") == 0)
+        *out = false;
+    else
+        return vg_err_set(err, -EINVAL, "--%s takes true or false, not '%s'", name, v + 1);
+    return 1;
+}
 
 /* Takes this program's flags (`--flag value` or `--flag=value`) out of argv. */
 static int take_flags(int *argc, char **argv, struct own_flags *f, struct vg_err *err)
@@ -62,7 +86,10 @@ static int take_flags(int *argc, char **argv, struct own_flags *f, struct vg_err
     const char **slots[] = {&f->kubelet_dir, &f->cdi_dir, &f->state_dir, &f->driver};
     int out = 1;
     for (int i = 1; i < *argc; i++) {
-        bool taken = false;
+        int rc = take_bool(argv[i], "consumable-capacity", &f->consumable, err);
+        if (rc < 0)
+            return rc;
+        bool taken = rc == 1;
         for (size_t k = 0; k < sizeof(names) / sizeof(names[0]) && !taken; k++) {
             size_t len = strlen(names[k]);
             const char *a = argv[i];
@@ -87,6 +114,21 @@ static int take_flags(int *argc, char **argv, struct own_flags *f, struct vg_err
     return 0;
 }
 
+/* NVML's system driver version ("550.54.15"), from the library dp_nvml_open loaded; ""
+ * when it has none. */
+static void driver_version_of(const char *library, char *out, size_t size)
+{
+    void *h = dlopen(library, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (h == NULL)
+        return;
+    int (*get)(char *, unsigned) =
+        (int (*)(char *, unsigned))dlsym(h, "nvmlSystemGetDriverVersion");
+    if (get == NULL || get(out, (unsigned)size) != 0)
+        out[0] = '\0';
+    out[size - 1] = '\0';
+    dlclose(h);
+}
+
 static void help(void)
 {
     printf("usage: vgpu-dra-plugin --node-name NAME --kubelet-dir DIR --kubeconfig FILE "
@@ -96,6 +138,8 @@ static void help(void)
            "  --cdi-dir DIR       where claims' CDI spec files go; default /var/run/cdi\n"
            "  --state-dir DIR     checkpoint.json and claims/; default /var/lib/vgpu-dra\n"
            "  --driver-name NAME  the DRA driver name; default " DRA_DRIVER_DEFAULT "\n"
+           "  --consumable-capacity[=true|false]  publish GPUs shareable by amount (needs "
+           "the DRAConsumableCapacity feature gate); default false: whole GPUs\n"
            "The device plugin's settings apply to what a claim's container gets:\n");
     dp_config_print_help(stdout, "vgpu-dra-plugin");
 }
@@ -135,8 +179,29 @@ int main(int argc, char **argv)
     VG_AUTO(nvml_freep) struct dp_nvml *nvml = NULL;
     char library[1024];
     dp_nvml_library(&cfg, library, sizeof(library));
+    /* What makes a GPU unhealthy: the device plugin's health section and
+     * DP_DISABLE_HEALTHCHECKS. */
+    struct dp_xid_policy xids;
+    if (dp_xid_policy_from_config(&cfg, getenv("DP_DISABLE_HEALTHCHECKS"), &xids, &err) < 0)
+        return failed(2, &err);
+    uint64_t health_ms = 0, resync_ms = 0;
+    const char *interval = getenv("VGPU_DRA_HEALTH_INTERVAL_MS");
+    if (interval && vg_parse_u64(interval, 10, 3600000, &health_ms, &err) < 0) {
+        vg_err_wrap(&err, "VGPU_DRA_HEALTH_INTERVAL_MS");
+        return failed(2, &err);
+    }
+    const char *resync = getenv("VGPU_DRA_RESYNC_MS");
+    if (resync && vg_parse_u64(resync, 10, 86400000, &resync_ms, &err) < 0) {
+        vg_err_wrap(&err, "VGPU_DRA_RESYNC_MS");
+        return failed(2, &err);
+    }
     if (dp_nvml_open(library, &nvml, &err) < 0)
         return failed(1, &err);
+    dp_nvml_set_xid_policy(nvml, &xids);
+    if (getenv("VGPU_DP_MIG_MINORS"))
+        dp_nvml_set_mig_minors_path(nvml, getenv("VGPU_DP_MIG_MINORS"));
+    char driver_version[96] = "";
+    driver_version_of(library, driver_version, sizeof driver_version);
     struct dp_gpu_source source = dp_nvml_source(nvml);
     static struct dp_gpu gpus[DP_MAX_GPUS];
     unsigned gpu_count = 0;
@@ -165,7 +230,13 @@ int main(int argc, char **argv)
                                      .kubelet_dir = own.kubelet_dir,
                                      .cdi_dir = own.cdi_dir,
                                      .state_dir = own.state_dir,
-                                     .boot_id_path = getenv("VGPU_DRA_BOOT_ID_FILE")};
+                                     .boot_id_path = getenv("VGPU_DRA_BOOT_ID_FILE"),
+                                     .publish = true,
+                                     .consumable = own.consumable,
+                                     .driver_version = driver_version[0] ? driver_version : NULL,
+                                     .source = source,
+                                     .health_interval_ms = health_ms,
+                                     .resync_ms = resync_ms};
     const char *check = getenv("VGPU_DRA_SOCKET_CHECK_MS");
     if (check && vg_parse_u64(check, 10, 3600000, &opt.socket_check_ms, &err) < 0) {
         vg_err_wrap(&err, "VGPU_DRA_SOCKET_CHECK_MS");
@@ -179,5 +250,9 @@ int main(int argc, char **argv)
     event_add(sigterm, NULL);
     event_add(sigint, NULL);
     event_base_dispatch(base);
+    /* The client first: it cancels the plugin's requests, whose callbacks point into the
+     * plugin. */
+    kube_client_free(vg_steal_ptr(&kube));
+    dra_plugin_free(vg_steal_ptr(&plugin));
     return 0;
 }
