@@ -293,8 +293,10 @@ static CUresult f_pool(uint64_t h)
 static CUresult a_array(size_t n, uint64_t *h)
 {
     /* 512 KiB rows: at most 65536 of them (32 GiB) is what a driver accepts. */
-    CUDA_ARRAY_DESCRIPTOR d = {
-        .Width = 131072, .Height = n / (131072 * 4), .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+    CUDA_ARRAY_DESCRIPTOR d = {.Width = 131072,
+                               .Height = n / (131072 * 4),
+                               .Format = CU_AD_FORMAT_FLOAT,
+                               .NumChannels = 1};
     CUarray a;
     CUresult r = cu.cuArrayCreate_v2(&a, &d);
     *h = (uintptr_t)a;
