@@ -80,6 +80,11 @@ struct dp_nvml;
  * flags.plugin.containerDriverRoot (usr/lib64, usr/lib/<arch>-linux-gnu, lib64,
  * lib/<arch>-linux-gnu, usr/lib, lib) when there, else DP_NVML_SONAME for the dynamic
  * linker's search; into path[size]. */
+/* A vgpu container's /etc/ld.so.preload comes from the host file
+ * cfg->vgpu.ld_so_preload_path: make it if nobody did, naming libvgpu at the path it is
+ * mounted at. Failing to is a warning: the containers then fail to start, loudly. */
+void dp_ensure_preload_file(const struct dp_config *cfg);
+
 void dp_nvml_library(const struct dp_config *cfg, char *path, size_t size);
 /* dlopens soname (NULL: DP_NVML_SONAME) and calls nvmlInit_v2. Errors say which step. */
 int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err);

@@ -1016,9 +1016,7 @@ static struct event *timer(struct dp_plugin *p, uint64_t ms, event_callback_fn c
     return ev;
 }
 
-/* In vgpu mode the container's /etc/ld.so.preload comes from this host file: make it if
- * nobody did, naming libvgpu at the path it is mounted at. */
-static void ensure_preload_file(const struct dp_config *cfg)
+void dp_ensure_preload_file(const struct dp_config *cfg)
 {
     struct stat st;
     if (stat(cfg->vgpu.ld_so_preload_path, &st) == 0)
@@ -1119,7 +1117,7 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
         }
     }
     if (p->res.mode == ANNOT_MODE_VGPU)
-        ensure_preload_file(cfg);
+        dp_ensure_preload_file(cfg);
     if (cfg->resources.gpus.count || cfg->resources.mig.count)
         vg_log(VG_LOG_WARN,
                "resources.gpus and resources.mig are read but not applied (as NVIDIA's plugin "

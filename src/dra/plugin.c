@@ -717,6 +717,7 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
         dra_plugin_free(pl);
         return err->code;
     }
+    dp_ensure_preload_file(o->cfg); /* every claim's CDI spec mounts it */
     /* The DRA service first: kubelet calls it as soon as registration succeeds. */
     pl->svc = vgrpc_server_new(base, NULL, err);
     if (pl->svc == NULL ||

@@ -373,6 +373,9 @@ class Prepare(Base):
         self.assertIn("ro", mounts["/etc/vgpu/limits"]["options"])
         self.assertEqual(mounts["/etc/ld.so.preload"]["hostPath"],
                          os.path.join(self.tmp, "ld.so.preload"))
+        # The plugin made that file at start (nobody else had), naming libvgpu.so.
+        with open(os.path.join(self.tmp, "ld.so.preload")) as f:
+            self.assertEqual(f.read(), os.path.join(BUILD, "lib", "libvgpu.so") + "\n")
         libvgpu = os.path.join(BUILD, "lib", "libvgpu.so")
         self.assertIn("ro", mounts[libvgpu]["options"])
         nodes = sorted(n["path"] for n in edits["deviceNodes"])

@@ -279,16 +279,11 @@ class Base(unittest.TestCase):
                      os.makedev(major, minor))
         with open(os.path.join(self.tmp, "boot_id"), "w") as f:
             f.write("boot-e2e\n")
-        # The file the spec mounts as /etc/ld.so.preload, naming libvgpu where the spec
-        # mounts it. vgpu-device-plugin makes it at start when missing; vgpu-dra-plugin
-        # does not (yet), so the node's installer has to.
         # libvgpu.so as a node installs it: a copy of the build's (the attack cases write
         # at it).
         self.libvgpu = os.path.join(self.tmp, "vgpu", "libvgpu.so")
         os.makedirs(os.path.dirname(self.libvgpu))
         shutil.copy2(os.path.join(BUILD, "lib", "libvgpu.so"), self.libvgpu)
-        with open(os.path.join(self.tmp, "ld.so.preload"), "w") as f:
-            f.write(self.libvgpu + "\n")
         env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(BUILD, "fakegpu"),
                    VGPU_DRA_BOOT_ID_FILE=os.path.join(self.tmp, "boot_id"), **self.fake_env)
         env.pop("KUBERNETES_SERVICE_HOST", None)
