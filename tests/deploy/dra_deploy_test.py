@@ -42,6 +42,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -65,6 +66,7 @@ DRIVER = "gpu.vgpu.io"
 CLAIM_UID = "44444444-4444-4444-8444-444444444444"
 SHARE = "55555555-5555-4555-8555-555555555555"
 OWN_FLAGS = ("--kubelet-dir", "--cdi-dir", "--state-dir", "--driver-name")
+OWN_BOOL_FLAGS = ("--consumable-capacity", "--idle-without-gpu")  # no separate value
 # The plugin's defaults (src/cmd/vgpu-dra-plugin/main.c, docs/dra.md).
 OWN_DEFAULTS = {"--kubelet-dir": "/var/lib/kubelet", "--cdi-dir": "/var/run/cdi",
                 "--state-dir": "/var/lib/vgpu-dra", "--driver-name": DRIVER}
@@ -108,7 +110,9 @@ def own_and_dp(args):
     while i < len(args):
         a = args[i]
         flag = a.split("=", 1)[0]
-        if flag in OWN_FLAGS:
+        if flag in OWN_BOOL_FLAGS:
+            own[flag] = a.split("=", 1)[1] if "=" in a else "true"
+        elif flag in OWN_FLAGS:
             if "=" in a:
                 own[flag] = a.split("=", 1)[1]
             elif i + 1 < len(args):
@@ -440,7 +444,7 @@ class Flags(unittest.TestCase):
         for a in dt.container_args(c):
             flag = a.split("=", 1)[0]
             with self.subTest(flag=flag):
-                self.assertIn(flag + " ", help_text)
+                self.assertRegex(help_text, re.escape(flag) + r"[ \[]")  # [=true|false]
 
     def test_a_wrong_flag_is_named(self):
         for edit, needle in ((lambda c: c["args"].append("--sate-dir=/var/lib/vgpu-dra"),
@@ -535,22 +539,42 @@ class Mounts(unittest.TestCase):
 
 
 class NoGpu(unittest.TestCase):
-    def test_a_node_without_a_driver_is_named(self):
-        """The rendered plugin on a node without the NVIDIA driver stops at once with the
-        reason (it has no idle mode like the device plugin's FAIL_ON_INIT_ERROR=false):
-        docs/dra.md, "Install", says to label such nodes vgpu.io/gpu-node=false, which
-        the DaemonSet's node affinity honours."""
+    def test_a_node_without_a_driver_idles(self):
+        """The rendered plugin on a node without the NVIDIA driver (the DaemonSet runs on
+        every Linux node not labelled vgpu.io/gpu-node=false) logs the reason once and
+        idles until stopped, exit 0, instead of crash-looping; without
+        --idle-without-gpu it stops at once with the reason."""
         objects = render()
         spec, c = plugin_container(objects)
         root = tempfile.mkdtemp(prefix="vgpu-dra-nogpu-")
         try:
             tree = dt.Tree(objects, spec, c, root)
             env = plugin_env(c, {"LD_LIBRARY_PATH": "/nonexistent"})
-            r = subprocess.run([os.path.join(BUILD, "bin", PLUGIN)] +
-                               local_args(expand(dt.container_args(c), env), tree),
+            args = local_args(expand(dt.container_args(c), env), tree)
+            self.assertIn("--idle-without-gpu", args)
+            with tempfile.TemporaryFile("w+") as log:
+                p = subprocess.Popen([os.path.join(BUILD, "bin", PLUGIN)] + args,
+                                     stdout=log, stderr=subprocess.STDOUT, env=env)
+                deadline = time.monotonic() + 30
+                text = ""
+                while "idle until stopped" not in text and p.poll() is None:
+                    self.assertLess(time.monotonic(), deadline, text)
+                    time.sleep(0.05)
+                    log.seek(0)
+                    text = log.read()
+                self.assertIsNone(p.poll(), text)
+                self.assertIn("is the NVIDIA driver installed?", text)
+                p.terminate()
+                self.assertEqual(p.wait(10), 0)
+            strict = [a for a in args if a != "--idle-without-gpu"]
+            r = subprocess.run([os.path.join(BUILD, "bin", PLUGIN)] + strict,
                                capture_output=True, text=True, env=env, timeout=30)
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertIn("is the NVIDIA driver installed?", r.stderr)
+            r = subprocess.run([os.path.join(BUILD, "bin", PLUGIN), "--idle-without-gpu=maybe"]
+                               + strict, capture_output=True, text=True, env=env, timeout=30)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("--idle-without-gpu takes true or false, not 'maybe'", r.stderr)
         finally:
             shutil.rmtree(root)
         terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]

@@ -55,6 +55,7 @@ static int failed(int status, const struct vg_err *err)
 struct own_flags {
     const char *kubelet_dir, *cdi_dir, *state_dir, *driver;
     bool consumable;
+    bool idle_without_gpu;
 };
 
 /* --consumable-capacity, --consumable-capacity=true|false: 1 taken, 0 not this flag. */
@@ -87,6 +88,8 @@ static int take_flags(int *argc, char **argv, struct own_flags *f, struct vg_err
     int out = 1;
     for (int i = 1; i < *argc; i++) {
         int rc = take_bool(argv[i], "consumable-capacity", &f->consumable, err);
+        if (rc == 0)
+            rc = take_bool(argv[i], "idle-without-gpu", &f->idle_without_gpu, err);
         if (rc < 0)
             return rc;
         bool taken = rc == 1;
@@ -112,6 +115,17 @@ static int take_flags(int *argc, char **argv, struct own_flags *f, struct vg_err
     }
     *argc = out;
     return 0;
+}
+
+static void wait_for_signal(void)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    int sig = 0;
+    (void)sigwait(&set, &sig);
 }
 
 /* NVML's system driver version ("550.54.15"), from the library dp_nvml_open loaded; ""
@@ -140,6 +154,8 @@ static void help(void)
            "  --driver-name NAME  the DRA driver name; default " DRA_DRIVER_DEFAULT "\n"
            "  --consumable-capacity[=true|false]  publish GPUs shareable by amount (needs "
            "the DRAConsumableCapacity feature gate); default false: whole GPUs\n"
+           "  --idle-without-gpu[=true|false]  no NVIDIA driver on this node: log it once "
+           "and wait for a signal (exit 0) instead of failing; default false\n"
            "The device plugin's settings apply to what a claim's container gets:\n");
     dp_config_print_help(stdout, "vgpu-dra-plugin");
 }
@@ -195,8 +211,15 @@ int main(int argc, char **argv)
         vg_err_wrap(&err, "VGPU_DRA_RESYNC_MS");
         return failed(2, &err);
     }
-    if (dp_nvml_open(library, &nvml, &err) < 0)
-        return failed(1, &err);
+    if (dp_nvml_open(library, &nvml, &err) < 0) {
+        if (!own.idle_without_gpu)
+            return failed(1, &err);
+        /* A DaemonSet on every node: a node without GPUs is no failure to restart. */
+        vg_log(VG_LOG_INFO, "no NVIDIA driver on this node: nothing to publish, idle until stopped",
+               "reason=\"%s\"", err.msg);
+        wait_for_signal();
+        return 0;
+    }
     dp_nvml_set_xid_policy(nvml, &xids);
     if (getenv("VGPU_DP_MIG_MINORS"))
         dp_nvml_set_mig_minors_path(nvml, getenv("VGPU_DP_MIG_MINORS"));
