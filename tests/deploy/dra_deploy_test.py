@@ -183,6 +183,8 @@ def flag_problems(objects, root):
             settings[k.strip()] = tree.unlocal(v)
     for flag, default in OWN_DEFAULTS.items():
         settings[flag] = own.get(flag, default)
+    for flag in OWN_BOOL_FLAGS:
+        settings[flag] = own.get(flag, "false")
     return [], settings
 
 
@@ -332,9 +334,25 @@ def policy_problems(objects):
 
 class Render(unittest.TestCase):
     def test_types_and_fields(self):
-        for comps in ((), ("dra-node-policy",), ("dra-webhook",)):
+        for comps in ((), ("dra-node-policy",), ("dra-webhook",), ("dra-shared",)):
             with self.subTest(components=comps):
                 self.assertEqual(api_problems(render(comps)), [])
+
+    def test_shared_gpus_are_a_component(self):
+        """Whole GPUs by default (the gate is off by default); dra-shared publishes them
+        in consumable mode, and the plugin accepts the rendered command line."""
+        _, c = plugin_container(render())
+        self.assertNotIn("--consumable-capacity", dt.container_args(c))
+        objects = render(("dra-shared",))
+        _, c = plugin_container(objects)
+        self.assertIn("--consumable-capacity", dt.container_args(c))
+        root = tempfile.mkdtemp(prefix="vgpu-dra-shared-")
+        try:
+            problems, settings = flag_problems(objects, root)
+        finally:
+            shutil.rmtree(root)
+        self.assertEqual(problems, [])
+        self.assertEqual(settings.get("--consumable-capacity"), "true")
 
     def test_a_wrong_field_is_named(self):
         objects = render(("dra-node-policy",))
