@@ -77,19 +77,31 @@ _rendered = {}
 
 
 def render(components=()):
+    """The DRA overlay's objects, with components. None for components with a kubectl
+    whose kustomize has none (before 3.7: kubectl 1.20, Debian bookworm's); under CI,
+    which has a newer one, that is a failure."""
     key = tuple(components)
     if key not in _rendered:
         deploy = os.path.join(SOURCE, "deploy")
+        if not components:
+            _rendered[key] = dt.kustomize(os.path.join(deploy, "overlays", "dra"))
+            return copy.deepcopy(_rendered[key])
         tmp = tempfile.mkdtemp(prefix="vgpu-dra-deploy-")
         try:
             rel = lambda p: os.path.relpath(os.path.join(deploy, p), tmp)  # noqa: E731
             with open(os.path.join(tmp, "kustomization.yaml"), "w") as f:
-                f.write("resources:\n- %s\n" % rel("overlays/dra"))
-                if components:
-                    f.write("components:\n")
-                    for c in components:
-                        f.write("- %s\n" % rel("components/" + c))
-            _rendered[key] = dt.kustomize(tmp)
+                f.write("resources:\n- %s\ncomponents:\n" % rel("overlays/dra"))
+                for c in components:
+                    f.write("- %s\n" % rel("components/" + c))
+            try:
+                _rendered[key] = dt.kustomize(tmp)
+            except AssertionError as e:
+                if vg_skip.in_ci() or ('unknown field "components"' not in str(e) and
+                                       "must be a file" not in str(e)):
+                    raise
+                print("note: %s has no kustomize components (kubectl 1.21 or later has "
+                      "them): %s not rendered" % (dt.KUBECTL, ", ".join(components)))
+                _rendered[key] = None
         finally:
             shutil.rmtree(tmp)
     return copy.deepcopy(_rendered[key])
@@ -336,7 +348,9 @@ class Render(unittest.TestCase):
     def test_types_and_fields(self):
         for comps in ((), ("dra-node-policy",), ("dra-webhook",), ("dra-shared",)):
             with self.subTest(components=comps):
-                self.assertEqual(api_problems(render(comps)), [])
+                objects = render(comps)
+                if objects is not None:
+                    self.assertEqual(api_problems(objects), [])
 
     def test_shared_gpus_are_a_component(self):
         """Whole GPUs by default (the gate is off by default); dra-shared publishes them
@@ -344,6 +358,8 @@ class Render(unittest.TestCase):
         _, c = plugin_container(render())
         self.assertNotIn("--consumable-capacity", dt.container_args(c))
         objects = render(("dra-shared",))
+        if objects is None:  # no components in this kustomize
+            return
         _, c = plugin_container(objects)
         self.assertIn("--consumable-capacity", dt.container_args(c))
         root = tempfile.mkdtemp(prefix="vgpu-dra-shared-")
@@ -356,6 +372,8 @@ class Render(unittest.TestCase):
 
     def test_a_wrong_field_is_named(self):
         objects = render(("dra-node-policy",))
+        if objects is None:  # no components in this kustomize
+            return
         _, c = plugin_container(objects)
         c["securityContext"]["privilged"] = True
         vap = dt.one(objects, "ValidatingAdmissionPolicy", "vgpu-dra-plugin-own-node")
@@ -404,6 +422,8 @@ class Render(unittest.TestCase):
             return dt.container_args(c)
         self.assertIsNone(sched_args(render()))  # not by default
         objects = render(("dra-webhook",))
+        if objects is None:  # no components in this kustomize
+            return
         self.assertIn("--webhook-dra", sched_args(objects))
         authz = dt.authz_from(objects)
         rules = authz["rules"]["system:serviceaccount:vgpu-system:vgpu-scheduler"]
@@ -419,6 +439,8 @@ class Render(unittest.TestCase):
         """The component's containers under --check-config: vgpu-scheduler takes
         --webhook-dra, and everything else the component renders is valid."""
         objects = render(("dra-webhook",))
+        if objects is None:  # no components in this kustomize
+            return
         self.assertEqual(dt.check_workloads(objects), [])
         _, c = dt.container(objects, "vgpu-scheduler", "vgpu-scheduler")
         c["args"].append("--webhook-dra=maybe")
@@ -429,6 +451,8 @@ class Render(unittest.TestCase):
 
     def test_node_policy(self):
         objects = render(("dra-node-policy",))
+        if objects is None:  # no components in this kustomize
+            return
         self.assertEqual(policy_problems(objects), [])
         vap = dt.one(objects, "ValidatingAdmissionPolicy", "vgpu-dra-plugin-own-node")
         vap["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = ["CREATE"]
