@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "../lib/kube_test_server.h"
 #include "base/str.h"
 #include "dra/slices.h"
 #include "kube/kube.h"
@@ -35,26 +36,11 @@ static struct event_base *base;
 static struct kube_client *client;
 static struct event *ticker;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void tick_cb(evutil_socket_t fd, short kind, void *arg)
 {
     (void)fd;
     (void)kind;
     (void)arg;
-}
-
-static bool run_until(bool (*cond)(void *), void *arg, double timeout_s)
-{
-    double deadline = now_s() + timeout_s;
-    while (!cond(arg) && now_s() < deadline)
-        event_base_loop(base, EVLOOP_ONCE);
-    return cond(arg);
 }
 
 struct reply {
@@ -92,7 +78,7 @@ static json_t *call(const char *method, const char *path, const char *json_text,
         rc = kube_put(client, path, body, reply_cb, &r, &err);
     json_decref(body);
     assert_int_equal(rc, 0);
-    assert_true(run_until(reply_done, &r, 20));
+    assert_true(kts_run_until(base, reply_done, &r, 20));
     if (status != NULL)
         *status = r.status;
     return r.body;
@@ -169,7 +155,7 @@ static void publish(struct dra_publisher *p, unsigned n, bool consumable)
     if (dra_publisher_set(p, slices, &err) != 0)
         fail_msg("set: %s", err.msg);
     json_decref(slices);
-    assert_true(run_until(sync_reached, &w, 30));
+    assert_true(kts_run_until(base, sync_reached, &w, 30));
 }
 
 static int64_t generation_of(const json_t *slice)
@@ -233,9 +219,10 @@ static void test_publish_lifecycle(void **state)
     /* A GPU turns unhealthy: it leaves the pool, generation 2. The time from the new
      * inventory to the API server holding it is printed (docs/benchmarks.md). */
     gpus[2].healthy = false;
-    double t0 = now_s();
+    double t0 = kts_now_s();
     publish(p, 4, true);
-    printf("publication after a health change: %.2f ms (list + 1 update)\n", (now_s() - t0) * 1e3);
+    printf("publication after a health change: %.2f ms (list + 1 update)\n",
+           (kts_now_s() - t0) * 1e3);
     items = node_slices();
     assert_pool(items, 1, 2, 3);
     json_decref(items);
@@ -320,30 +307,7 @@ static int start_server(void **state)
 {
     (void)state;
     vg_snprintf(port_file, sizeof port_file, "/tmp/vgpu-dra-port-%d", (int)getpid());
-    unlink(port_file);
-    server_pid = fork();
-    assert_true(server_pid >= 0);
-    if (server_pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0)
-            dup2(null, 2);
-        const char *argv[] = {"/usr/bin/python3", server_script, "--port", "0",
-                              "--port-file",      port_file,     NULL};
-        execv("/usr/bin/python3", (char *const *)(uintptr_t)argv);
-        _exit(127);
-    }
-    double deadline = now_s() + 20;
-    int port = 0;
-    while (now_s() < deadline && port <= 0) {
-        FILE *f = fopen(port_file, "r");
-        if (f != NULL) {
-            if (fscanf(f, "%d", &port) != 1)
-                port = 0;
-            fclose(f);
-        }
-        if (port <= 0)
-            usleep(20000);
-    }
+    int port = kts_server_start("/usr/bin/python3", server_script, port_file, NULL, &server_pid);
     if (port <= 0)
         fail_msg("test API server did not start (%s)", server_script);
     vg_snprintf(server_url, sizeof server_url, "http://127.0.0.1:%d", port);
@@ -367,13 +331,11 @@ static bool idle(void *arg)
 static int stop_server(void **state)
 {
     (void)state;
-    run_until(idle, NULL, 10);
+    kts_run_until(base, idle, NULL, 10);
     kube_client_free(client);
     event_free(ticker);
     event_base_free(base);
-    kill(server_pid, SIGTERM);
-    waitpid(server_pid, NULL, 0);
-    unlink(port_file);
+    kts_server_stop(server_pid, port_file);
     return 0;
 }
 

@@ -1,7 +1,8 @@
 # The DRA driver's ResourceSlice publisher against the test API server
 # (tests/kube_api_server.py validates slices as kube-apiserver does).
 if(TARGET vgpu_dra_slices)
-  add_executable(test_dra_slices_publish ${CMAKE_CURRENT_LIST_DIR}/dra_slices.c)
+  add_executable(test_dra_slices_publish ${CMAKE_CURRENT_LIST_DIR}/dra_slices.c
+                 ${PROJECT_SOURCE_DIR}/tests/lib/kube_test_server.c)
   set_target_properties(test_dra_slices_publish PROPERTIES
                         RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   target_include_directories(test_dra_slices_publish PRIVATE ${PROJECT_SOURCE_DIR}/src)

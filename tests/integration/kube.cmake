@@ -1,5 +1,6 @@
 # The kube client against the Python test API server (tests/kube_api_server.py).
-add_executable(test_kube_client ${CMAKE_CURRENT_LIST_DIR}/kube_client.c)
+add_executable(test_kube_client ${CMAKE_CURRENT_LIST_DIR}/kube_client.c
+               ${PROJECT_SOURCE_DIR}/tests/lib/kube_test_server.c)
 set_target_properties(test_kube_client PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
 target_include_directories(test_kube_client PRIVATE ${PROJECT_SOURCE_DIR}/src)
 target_compile_options(test_kube_client PRIVATE ${VGPU_SAN_FULL})

@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "../lib/kube_test_server.h"
 #include "../lib/vg_skip.h"
 #include "base/parse.h"
 #include "base/str.h"
@@ -36,13 +37,6 @@ static struct event_base *base;
 static struct kube_client *client;
 static struct event *ticker;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void tick_cb(evutil_socket_t fd, short kind, void *arg)
 {
     (void)fd;
@@ -51,14 +45,6 @@ static void tick_cb(evutil_socket_t fd, short kind, void *arg)
 }
 
 /* Runs the loop until cond(arg) holds or timeout_s passes; returns cond's final value. */
-static bool run_until(bool (*cond)(void *), void *arg, double timeout_s)
-{
-    double deadline = now_s() + timeout_s;
-    while (!cond(arg) && now_s() < deadline)
-        event_base_loop(base, EVLOOP_ONCE);
-    return cond(arg);
-}
-
 /* ---- synchronous helpers over the async client ---------------------------------- */
 
 struct reply {
@@ -84,7 +70,7 @@ static bool reply_done(void *arg)
 
 static void reply_wait(struct reply *r)
 {
-    assert_true(run_until(reply_done, r, 20));
+    assert_true(kts_run_until(base, reply_done, r, 20));
 }
 
 static void reply_clear(struct reply *r)
@@ -265,7 +251,7 @@ static void test_list_pages_and_watch_delivers_every_change(void **state)
     (void)state;
     struct mirror m;
     mirror_start(&m, "/api/v1/nodes", NULL, 100);
-    assert_true(run_until(mirror_synced, &m, 20));
+    assert_true(kts_run_until(base, mirror_synced, &m, 20));
     assert_int_equal(m.last_resync_size, 20);     /* --nodes 20 */
     assert_int_equal(stats_of(&m).list_pages, 3); /* pages of 7 */
 
@@ -285,11 +271,11 @@ static void test_list_pages_and_watch_delivers_every_change(void **state)
     reply_clear(&r);
 
     struct count_wait w = {&m, 21};
-    assert_true(run_until(mirror_has, &w, 20));
+    assert_true(kts_run_until(base, mirror_has, &w, 20));
     /* Every node carries its last annotation. */
     bool all = false;
-    double deadline = now_s() + 10;
-    while (!all && now_s() < deadline) {
+    double deadline = kts_now_s() + 10;
+    while (!all && kts_now_s() < deadline) {
         all = true;
         for (int i = 0; i < 20 && all; i++) {
             char name[32], want[16];
@@ -322,20 +308,20 @@ static void test_bookmarks_advance_resource_version(void **state)
     (void)state;
     struct mirror m;
     mirror_start(&m, "/api/v1/nodes", NULL, 100);
-    assert_true(run_until(mirror_synced, &m, 20));
+    assert_true(kts_run_until(base, mirror_synced, &m, 20));
     uint64_t before = strtoull(kube_watch_resource_version(m.watch), NULL, 10);
     /* Pod changes move the server's version; the node watch only learns of it through a
      * bookmark (--bookmark-interval 0.2). */
     create_pod("bookmark-a");
     create_pod("bookmark-b");
-    assert_true(run_until(bookmarked, &m, 10));
+    assert_true(kts_run_until(base, bookmarked, &m, 10));
     json_t *stats = server_stats();
     uint64_t server_rv = (uint64_t)json_integer_value(json_object_get(stats, "rv"));
     json_decref(stats);
     /* Wait for a bookmark carrying the new version. */
-    double deadline = now_s() + 10;
+    double deadline = kts_now_s() + 10;
     while (strtoull(kube_watch_resource_version(m.watch), NULL, 10) < server_rv &&
-           now_s() < deadline)
+           kts_now_s() < deadline)
         event_base_loop(base, EVLOOP_ONCE);
     uint64_t after = strtoull(kube_watch_resource_version(m.watch), NULL, 10);
     assert_true(after >= server_rv);
@@ -365,9 +351,9 @@ static bool new_bookmark(void *arg)
  * arriving from now on proves ours is one of them. */
 static void wait_watch_open(struct mirror *m)
 {
-    assert_true(run_until(mirror_synced, m, 20));
+    assert_true(kts_run_until(base, mirror_synced, m, 20));
     struct bookmark_wait w = {m, stats_of(m).bookmarks};
-    assert_true(run_until(new_bookmark, &w, 10));
+    assert_true(kts_run_until(base, new_bookmark, &w, 10));
 }
 
 static void test_expired_watch_relists(void **state)
@@ -378,11 +364,11 @@ static void test_expired_watch_relists(void **state)
     wait_watch_open(&m);
     struct count_wait w = {&m, json_object_size(m.objects) + 1};
     create_pod("expire-a");
-    assert_true(run_until(mirror_has, &w, 10));
+    assert_true(kts_run_until(base, mirror_has, &w, 10));
 
     /* An ERROR event with a 410 Status. */
     admin("/admin/inject", "{\"action\":\"expire\"}");
-    assert_true(run_until(relisted, &m, 10));
+    assert_true(kts_run_until(base, relisted, &m, 10));
     assert_int_equal(m.resyncs, 2);
     assert_non_null(json_object_get(m.objects, "expire-a")); /* resync holds everything */
     assert_int_equal(stats_of(&m).expired, 1);
@@ -402,7 +388,7 @@ static void test_compacted_version_on_reconnect_relists(void **state)
     create_pod("compact-a");
     admin("/admin/compact", "{}");
     /* Reconnect from the old version -> HTTP 410 -> relist, which has compact-a. */
-    assert_true(run_until(relisted, &m, 10));
+    assert_true(kts_run_until(base, relisted, &m, 10));
     assert_non_null(json_object_get(m.objects, "compact-a"));
     struct kube_watch_stats s = stats_of(&m);
     assert_true(s.expired >= 1);
@@ -415,7 +401,7 @@ static void test_dropped_watch_loses_nothing(void **state)
     (void)state;
     struct mirror m;
     mirror_start(&m, "/api/v1/pods", "t=x", 50);
-    assert_true(run_until(mirror_synced, &m, 20));
+    assert_true(kts_run_until(base, mirror_synced, &m, 20));
     size_t base_count = json_object_size(m.objects);
     /* Every watch is cut after 3 events; 25 pods need several reconnects. */
     admin("/admin/faults", "{\"drop_after_events\":3}");
@@ -425,7 +411,7 @@ static void test_dropped_watch_loses_nothing(void **state)
         create_pod(name);
     }
     struct count_wait w = {&m, base_count + 25};
-    assert_true(run_until(mirror_has, &w, 30));
+    assert_true(kts_run_until(base, mirror_has, &w, 30));
     struct kube_watch_stats s = stats_of(&m);
     assert_true(s.watches >= 8);  /* 25 events / 3 per watch */
     assert_int_equal(s.lists, 1); /* reconnects resumed; no relist */
@@ -438,11 +424,11 @@ static void test_server_errors_retry_with_backoff(void **state)
 {
     (void)state;
     admin("/admin/faults", "{\"fail_next\":3,\"fail_status\":500}");
-    double start = now_s();
+    double start = kts_now_s();
     struct mirror m;
     mirror_start(&m, "/api/v1/nodes", NULL, 200);
-    assert_true(run_until(mirror_synced, &m, 20));
-    double elapsed = now_s() - start;
+    assert_true(kts_run_until(base, mirror_synced, &m, 20));
+    double elapsed = kts_now_s() - start;
     /* Three failures: delays of at least 100, 200 and 400 ms (equal jitter). */
     assert_int_equal(m.errors, 3);
     assert_non_null(strstr(m.last_error, "HTTP 500"));
@@ -452,8 +438,8 @@ static void test_server_errors_retry_with_backoff(void **state)
 
     /* A watch ERROR event that is not 410: reconnect from the same version, no relist. */
     admin("/admin/inject", "{\"action\":\"error\"}");
-    double deadline = now_s() + 10;
-    while (stats_of(&m).watches < 2 && now_s() < deadline)
+    double deadline = kts_now_s() + 10;
+    while (stats_of(&m).watches < 2 && kts_now_s() < deadline)
         event_base_loop(base, EVLOOP_ONCE);
     assert_true(stats_of(&m).watches >= 2);
     assert_int_equal(stats_of(&m).lists, 1);
@@ -479,10 +465,10 @@ static void test_slow_response_does_not_block_loop(void **state)
     struct timeval tv = {0, 50000};
     event_add(timer, &tv);
     ticks = 0;
-    double start = now_s();
+    double start = kts_now_s();
     struct reply r;
     assert_int_equal(request_sync("GET", "/api/v1/nodes?limit=1", NULL, &r), 200);
-    double elapsed = now_s() - start;
+    double elapsed = kts_now_s() - start;
     event_free(timer);
     assert_true(elapsed >= 1.4);
     /* 50 ms ticks kept firing while the response was pending (about 30 expected). */
@@ -676,14 +662,14 @@ static void test_oversized_and_malformed_lines_relist(void **state)
     wait_watch_open(&m);
 
     admin("/admin/inject", "{\"action\":\"oversized\",\"bytes\":200000}");
-    assert_true(run_until(relisted, &m, 10));
+    assert_true(kts_run_until(base, relisted, &m, 10));
     assert_non_null(strstr(m.last_error, "watch line longer than 65536 bytes"));
     assert_int_equal(m.errors, 1);
 
     wait_watch_open(&m);
     admin("/admin/inject", "{\"action\":\"malformed\"}");
-    double deadline = now_s() + 10;
-    while (m.resyncs < 3 && now_s() < deadline)
+    double deadline = kts_now_s() + 10;
+    while (m.resyncs < 3 && kts_now_s() < deadline)
         event_base_loop(base, EVLOOP_ONCE);
     assert_int_equal(m.resyncs, 3);
     assert_non_null(strstr(m.last_error, "not JSON"));
@@ -731,17 +717,17 @@ static void test_watch_freed_from_its_callback(void **state)
     (void)state;
     struct mirror m;
     mirror_start(&m, "/api/v1/pods", "t=x", 50);
-    assert_true(run_until(mirror_synced, &m, 20));
+    assert_true(kts_run_until(base, mirror_synced, &m, 20));
     m.free_on_event = true;
     create_pod("free-me-a");
     create_pod("free-me-b");
-    double deadline = now_s() + 5;
-    while (m.watch != NULL && now_s() < deadline)
+    double deadline = kts_now_s() + 5;
+    while (m.watch != NULL && kts_now_s() < deadline)
         event_base_loop(base, EVLOOP_ONCE);
     assert_null(m.watch);
     /* Let the aborted stream finish; no further events reach the mirror. */
-    deadline = now_s() + 0.5;
-    while (now_s() < deadline)
+    deadline = kts_now_s() + 0.5;
+    while (kts_now_s() < deadline)
         event_base_loop(base, EVLOOP_ONCE);
     assert_int_equal(m.added, 1);
     json_decref(m.objects);
@@ -838,8 +824,7 @@ static void test_tls_with_client_certificates(void **state)
         reply_clear(&r);
         kube_client_free(tls);
     }
-    kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
+    kts_server_stop(pid, pfile);
     vg_snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
 }
@@ -850,36 +835,10 @@ static void test_tls_with_client_certificates(void **state)
  * its port. */
 static int spawn_server(pid_t *pid, const char *pfile, const char *const *extra)
 {
-    unlink(pfile);
-    *pid = fork();
-    assert_true(*pid >= 0);
-    if (*pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0)
-            dup2(null, 2);
-        const char *argv[24] = {
-            "python3", server_script, "--port",          "0", "--port-file",         pfile,
-            "--nodes", "20",          "--gpus-per-node", "2", "--bookmark-interval", "0.2"};
-        int n = 12;
-        for (int i = 0; extra != NULL && extra[i] != NULL && n < 22; i++)
-            argv[n++] = extra[i];
-        argv[n] = NULL;
-        execvp("python3", (char *const *)(uintptr_t)argv);
-        _exit(127);
-    }
-    double deadline = now_s() + 20;
-    int port = 0;
-    while (now_s() < deadline) {
-        FILE *f = fopen(pfile, "r");
-        if (f != NULL) {
-            if (fscanf(f, "%d", &port) != 1)
-                port = 0;
-            fclose(f);
-            if (port > 0)
-                break;
-        }
-        usleep(20000);
-    }
+    const char *args[16] = {"--nodes", "20", "--gpus-per-node", "2", "--bookmark-interval", "0.2"};
+    for (int i = 0, n = 6; extra != NULL && extra[i] != NULL && n < 15; i++)
+        args[n++] = extra[i];
+    int port = kts_server_start("python3", server_script, pfile, args, pid);
     if (port <= 0)
         fail_msg("test API server did not start (python3 %s)", server_script);
     return port;
@@ -910,11 +869,7 @@ static int stop_server(void **state)
     kube_client_free(client);
     event_free(ticker);
     event_base_free(base);
-    if (server_pid > 0) {
-        kill(server_pid, SIGTERM);
-        waitpid(server_pid, NULL, 0);
-    }
-    unlink(port_file);
+    kts_server_stop(server_pid, port_file);
     return 0;
 }
 

@@ -16,6 +16,7 @@ vgpu_fuzz_target(sched_args
 # server, which the test starts with Debian's python3.
 vgpu_unit_test(test_scheduler_daemon
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_scheduler_daemon.c
+          ${PROJECT_SOURCE_DIR}/tests/lib/kube_test_server.c
   LIBS vgpu_scheduler_daemon)
 target_compile_definitions(test_scheduler_daemon PRIVATE
   KUBE_API_SERVER="${PROJECT_SOURCE_DIR}/tests/kube_api_server.py")

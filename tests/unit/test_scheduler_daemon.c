@@ -28,6 +28,7 @@
 
 #include <cmocka.h>
 
+#include "../lib/kube_test_server.h"
 #include "annot/annot.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -49,13 +50,6 @@ static int pod_seq;
 static char created[16][64]; /* this test's pods: finished at teardown */
 static size_t created_count;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void tick_cb(evutil_socket_t fd, short kind, void *arg)
 {
     (void)fd;
@@ -64,14 +58,6 @@ static void tick_cb(evutil_socket_t fd, short kind, void *arg)
 }
 
 /* Runs the loop until cond(arg) holds or timeout_s passes; returns cond's final value. */
-static bool run_until(bool (*cond)(void *), void *arg, double timeout_s)
-{
-    double deadline = now_s() + timeout_s;
-    while (!cond(arg) && now_s() < deadline)
-        event_base_loop(base, EVLOOP_ONCE);
-    return cond(arg);
-}
-
 /* ---- the test's requests to the API server --------------------------------------- */
 
 struct api_reply {
@@ -111,7 +97,7 @@ static json_t *api_call(const char *method, const char *path, const char *json_t
         rc = kube_patch(api, path, "application/merge-patch+json", body, api_cb, &r, &err);
     json_decref(body);
     assert_int_equal(rc, 0);
-    assert_true(run_until(api_done, &r, 20));
+    assert_true(kts_run_until(base, api_done, &r, 20));
     if (r.status != want)
         fail_msg("%s %s: HTTP %ld, wanted %ld", method, path, r.status, want);
     return r.body;
@@ -224,7 +210,7 @@ static char *daemon_call(enum evhttp_cmd_type method, const char *path, const ch
         evbuffer_add(evhttp_request_get_output_buffer(req), body, strlen(body));
     }
     assert_int_equal(evhttp_make_request(conn, req, method, path), 0);
-    assert_true(run_until(http_done, &r, 20));
+    assert_true(kts_run_until(base, http_done, &r, 20));
     evhttp_connection_free(conn);
     assert_non_null(r.body);
     *code = r.code;
@@ -348,7 +334,7 @@ static bool stats_match(void *arg)
 static void wait_stats(uint64_t nodes, uint64_t assumed, uint64_t bound)
 {
     struct want_stats w = {nodes, assumed, bound};
-    if (!run_until(stats_match, &w, 20)) {
+    if (!kts_run_until(base, stats_match, &w, 20)) {
         struct sched_stats st;
         sched_state_stats(sched_daemon_state(sd), &st);
         fail_msg("the watches did not converge: nodes %llu assumed %llu bound %llu",
@@ -362,30 +348,8 @@ static void wait_stats(uint64_t nodes, uint64_t assumed, uint64_t bound)
 static int spawn_server(void)
 {
     (void)vg_snprintf(port_file, sizeof port_file, "/tmp/vgpu-sched-daemon-port-%d", (int)getpid());
-    unlink(port_file);
-    server_pid = fork();
-    if (server_pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0)
-            dup2(null, 2);
-        const char *argv[] = {"python3", KUBE_API_SERVER,       "--port", "0", "--port-file",
-                              port_file, "--bookmark-interval", "0.2",    NULL};
-        execvp("python3", (char *const *)(uintptr_t)argv);
-        _exit(127);
-    }
-    double deadline = now_s() + 20;
-    int port = 0;
-    while (port <= 0 && now_s() < deadline) {
-        FILE *f = fopen(port_file, "r");
-        if (f != NULL) {
-            if (fscanf(f, "%d", &port) != 1)
-                port = 0;
-            fclose(f);
-        }
-        if (port <= 0)
-            usleep(20000);
-    }
-    return port;
+    const char *args[] = {"--bookmark-interval", "0.2", NULL};
+    return kts_server_start("python3", KUBE_API_SERVER, port_file, args, &server_pid);
 }
 
 static int group_setup(void **state)
@@ -423,11 +387,7 @@ static int group_teardown(void **state)
     kube_client_free(api);
     event_free(ticker);
     event_base_free(base);
-    if (server_pid > 0) {
-        kill(server_pid, SIGTERM);
-        waitpid(server_pid, NULL, 0);
-    }
-    unlink(port_file);
+    kts_server_stop(server_pid, port_file);
     return 0;
 }
 
@@ -471,7 +431,7 @@ static int daemon_teardown(void **state)
 static void wait_ready(void)
 {
     int code = 0;
-    double deadline = now_s() + 20;
+    double deadline = kts_now_s() + 20;
     do {
         free(daemon_call(EVHTTP_REQ_GET, "/readyz", NULL, &code, NULL, 0));
         if (code != 200) {
@@ -479,7 +439,7 @@ static void wait_ready(void)
             event_base_loopexit(base, &tv);
             event_base_dispatch(base);
         }
-    } while (code != 200 && now_s() < deadline);
+    } while (code != 200 && kts_now_s() < deadline);
     assert_int_equal(code, 200);
 }
 
