@@ -8,7 +8,7 @@ sends that reader nowhere, so this check fails on any of them:
 
   * a Markdown link `[text](target)` whose target is not a URL or an anchor must name an
     existing file or directory, relative to the page (anchors after `#` are not checked);
-  * a mention of a `.md` file anywhere (`STYLE.md`, `docs/foo.md`, `foo.md`) must resolve
+  * a mention of a `.md` file anywhere (`GUIDE.md`, `docs/foo.md`, `foo.md`) must resolve
     from the repository root or from the mentioning file's directory;
   * a path that starts with one of the repository's top-level directories (`src/`,
     `tests/`, `bench/`, `demo/`, `docs/`, `cmake/`, `tools/`) must exist; `{a,b}` is

@@ -24,7 +24,7 @@ out=$(python3 "$lint" "$tmp") || { echo "clean tree refused:"; echo "$out"; exit
 
 # Broken: one of each kind.
 printf 'A [link](missing.md) and [dir](../nowhere/).\n' > "$tmp/docs/bad.md"
-printf '/* Error convention (STYLE.md §1), facts in research/fgd-benchmark.md. */\n' \
+printf '/* Error convention (GUIDE.md §1), facts in notes/trace-facts.md. */\n' \
     > "$tmp/src/mod/bad.c"
 printf '# runs tests/unit/gone.sh, see docs/renamed.md\n# and mod/gone.h\n' > "$tmp/tests/unit/bad.sh"
 if out=$(python3 "$lint" "$tmp"); then
@@ -32,8 +32,8 @@ if out=$(python3 "$lint" "$tmp"); then
 fi
 for want in "docs/bad.md:1: link to a file the repository does not have: missing.md" \
             "docs/bad.md:1: link to a file the repository does not have: ../nowhere/" \
-            "src/mod/bad.c:1: mention to a file the repository does not have: STYLE.md" \
-            "src/mod/bad.c:1: mention to a file the repository does not have: research/fgd-benchmark.md" \
+            "src/mod/bad.c:1: mention to a file the repository does not have: GUIDE.md" \
+            "src/mod/bad.c:1: mention to a file the repository does not have: notes/trace-facts.md" \
             "tests/unit/bad.sh:1: path to a file the repository does not have: tests/unit/gone.sh" \
             "tests/unit/bad.sh:1: mention to a file the repository does not have: docs/renamed.md" \
             "tests/unit/bad.sh:2: module path to a file the repository does not have: src/mod/gone.h"; do
