@@ -78,7 +78,7 @@ if os.environ.get(NS_MARK) != "1":
 
 try:
     import grpc
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    import vg_proto  # google.protobuf: skipped below when missing
 except ImportError as exc:  # pragma: no cover
     vg_skip.skip("python3-grpcio (%s; run with /usr/bin/python3)" % exc)
 
@@ -107,20 +107,7 @@ M = {}  # message name -> class, from the plugin's own .proto files (DESCRIPTOR)
 
 
 def load_messages(path):
-    fds = descriptor_pb2.FileDescriptorSet()
-    with open(path, "rb") as f:
-        fds.ParseFromString(f.read())
-    pool = descriptor_pool.DescriptorPool()
-    for fd in fds.file:
-        pool.Add(fd)
-    factory = message_factory.MessageFactory(pool)
-    for fd in fds.file:
-        for d in fd.message_type:
-            desc = pool.FindMessageTypeByName("%s.%s" % (fd.package, d.name))
-            if hasattr(message_factory, "GetMessageClass"):
-                M[d.name] = message_factory.GetMessageClass(desc)
-            else:
-                M[d.name] = factory.GetPrototype(desc)
+    vg_proto.load_messages(path, M)
 
 
 def call(channel, path, request, response_name, timeout=20):

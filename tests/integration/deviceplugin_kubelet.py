@@ -28,7 +28,7 @@ import vg_skip  # noqa: E402  (skips, or fails under CI, when grpc is missing)
 try:
     import grpc
     from concurrent import futures
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    import vg_proto  # google.protobuf: skipped below when missing
 except ImportError as exc:  # pragma: no cover
     vg_skip.skip("python3-grpcio (%s; run with /usr/bin/python3)" % exc)
 
@@ -38,20 +38,7 @@ DEVICES = "Test GPU A:4GiB:40,Test GPU B:8GiB:80"
 
 
 def load_messages(path):
-    fds = descriptor_pb2.FileDescriptorSet()
-    with open(path, "rb") as f:
-        fds.ParseFromString(f.read())
-    pool = descriptor_pool.DescriptorPool()
-    for fd in fds.file:
-        pool.Add(fd)
-    factory = message_factory.MessageFactory(pool)
-    for fd in fds.file:
-        for d in fd.message_type:
-            desc = pool.FindMessageTypeByName("%s.%s" % (fd.package, d.name))
-            if hasattr(message_factory, "GetMessageClass"):
-                M[d.name] = message_factory.GetMessageClass(desc)
-            else:
-                M[d.name] = factory.GetPrototype(desc)
+    vg_proto.load_messages(path, M)
 
 
 def wait_for(pred, timeout=15.0, what="condition"):

@@ -23,7 +23,7 @@ import vg_skip  # noqa: E402  (skips, or fails under CI, when grpc is missing)
 try:
     import grpc
     from concurrent import futures
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    import vg_proto  # google.protobuf: skipped below when missing
 except ImportError as exc:  # pragma: no cover
     vg_skip.skip("python3-grpcio (%s; run with /usr/bin/python3)" % exc)
 
@@ -33,20 +33,7 @@ MIB4 = 4 * 1024 * 1024
 
 
 def load_messages(path):
-    fds = descriptor_pb2.FileDescriptorSet()
-    with open(path, "rb") as f:
-        fds.ParseFromString(f.read())
-    pool = descriptor_pool.DescriptorPool()
-    for fd in fds.file:
-        pool.Add(fd)
-    factory = message_factory.MessageFactory(pool)
-    for fd in fds.file:
-        for name in fd.message_type:
-            desc = pool.FindMessageTypeByName("%s.%s" % (fd.package, name.name))
-            if hasattr(message_factory, "GetMessageClass"):
-                MESSAGES[name.name] = message_factory.GetMessageClass(desc)
-            else:
-                MESSAGES[name.name] = factory.GetPrototype(desc)
+    vg_proto.load_messages(path, MESSAGES)
 
 
 def msg(name, **kw):
