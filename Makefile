@@ -19,6 +19,9 @@ IMAGE_PACKAGES := mmdebstrap podman runc skopeo umoci
 IMAGES_DIR ?= $(BUILD)/images
 VERSION := $(shell grep -m1 -o 'vgpu VERSION [0-9.]*' CMakeLists.txt | cut -d' ' -f3)
 
+# `make` alone builds everything into build/ (tests/lint/make_default.sh checks it).
+.DEFAULT_GOAL := all
+
 print-packages:
 	@echo $(DEBIAN_PACKAGES)
 

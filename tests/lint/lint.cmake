@@ -27,3 +27,6 @@ add_test(NAME lint.ptx COMMAND ${CMAKE_CURRENT_LIST_DIR}/ptx.sh)
 add_test(NAME lint.ptx_catches_non_ascii
          COMMAND sh -c "printf '// 20 \\302\\265s\\n.version 7.0\\n' > ptx_lint_bad.ptx && ${CMAKE_CURRENT_LIST_DIR}/ptx.sh $PWD/ptx_lint_bad.ptx")
 set_tests_properties(lint.ptx_catches_non_ascii PROPERTIES PASS_REGULAR_EXPRESSION "non-ASCII bytes in PTX.*ptx_lint_bad.ptx:1:")
+# `make` with no target builds (the README's first command after clone).
+add_test(NAME lint.make_default COMMAND ${CMAKE_CURRENT_LIST_DIR}/make_default.sh)
+set_tests_properties(lint.make_default PROPERTIES LABELS "lint;nosan" TIMEOUT 60)
