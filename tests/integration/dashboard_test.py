@@ -56,10 +56,7 @@ TOO_BIG = ("huge", "default", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "9000
 NEVER_FILTERED = ("later", "default", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"})
 
 
-def missing(what):
-    if vg_skip.in_ci():
-        raise AssertionError("missing under CI: %s" % what)
-    raise unittest.SkipTest("missing " + what)
+missing = vg_skip.skip_test
 
 
 def start_cluster(extra_args=()):
@@ -548,7 +545,7 @@ class BadInputTest(unittest.TestCase):
 def main():
     global BINARY, OUT_DIR
     BINARY, OUT_DIR = sys.argv[1], sys.argv[2]
-    unittest.main(argv=[sys.argv[0]] + sys.argv[3:], verbosity=2)
+    vg_skip.main(argv=[sys.argv[0]] + sys.argv[3:])
 
 
 if __name__ == "__main__":

@@ -27,3 +27,26 @@ def skip(what):
         sys.exit(1)
     print("skipping: missing %s" % what)
     sys.exit(77)
+
+
+def skip_test(what):
+    """Inside a unittest test method: skip it locally, fail it under CI."""
+    import unittest
+    if in_ci():
+        raise AssertionError("missing under CI (CI=%s): %s" % (os.environ["CI"], what))
+    raise unittest.SkipTest("missing " + what)
+
+
+def main(argv=None):
+    """unittest.main for a CTest test: exits 1 on a failure, 77 (SKIP_RETURN_CODE) when a
+    test skipped and none failed, so that a local skip reads as a skip in CTest, 0 when
+    every test ran and passed."""
+    import unittest
+    prog = unittest.main(argv=argv, verbosity=2, exit=False)
+    result = prog.result
+    if not result.wasSuccessful():
+        sys.exit(1)
+    if result.skipped:
+        print("skipping: %d test(s) skipped" % len(result.skipped))
+        sys.exit(77)
+    sys.exit(0)

@@ -12,12 +12,22 @@ test_sim=$1
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 
-# 1. Skips that bypass the helpers.
-hits=$(grep -rnE --include='*.sh' --include='*.py' --include='*.c' --include='*.h' \
-    -e 'exit[ (]*77\b' -e '(^|[^_[:alnum:]])skip\(\)' -e 'skipTest|unittest\.skip|skipIf|skipUnless' \
-    tests | grep -v -e '^tests/lib/' -e '^tests/lint/skips.sh:' -e '^tests/fuzz/corpus/')
+# 1. Skips that bypass the helpers, in any letter case (unittest.SkipTest, pytest.skip,
+#    skipIf ...), in the tests and in the scripts of bench/, images/ and demo/.
+hits=$(grep -rniE --include='*.sh' --include='*.py' --include='*.c' --include='*.h' \
+    -e 'exit[ (]*77\b' -e '(^|[^_[:alnum:]])skip\(\)' \
+    -e 'skiptest|unittest\.skip|pytest\.skip|skipif|skipunless' \
+    tests bench images demo | grep -v -e '^tests/lib/' -e '^tests/lint/skips.sh:' -e '^tests/fuzz/corpus/')
 if [ -n "$hits" ]; then
     bad "skips that bypass tests/lib/vg_skip.*:"
+    echo "$hits"
+fi
+# CTest's PASS_REGULAR_EXPRESSION ignores the exit status: a check that must refuse
+# goes through tests/lib/expect_fail.sh (non-zero exit AND the message).
+hits=$(grep -rn --include='*.cmake' --include='CMakeLists.txt' 'PASS_REGULAR_EXPRESSION' \
+    tests bench src cmake CMakeLists.txt)
+if [ -n "$hits" ]; then
+    bad "PASS_REGULAR_EXPRESSION ignores the exit status; use tests/lib/expect_fail.sh:"
     echo "$hits"
 fi
 
@@ -40,7 +50,7 @@ check() { # name expected_local_rc command...
 }
 check sim_cli.sh 77 env VGPU_OPENB_DIR="$nowhere" tests/integration/sim_cli.sh /bin/false "$nowhere"
 check grpc_interop.py 77 /usr/bin/python3 -S tests/integration/grpc_interop.py x y z
-check test_sim 0 env VGPU_OPENB_DIR="$nowhere" "$test_sim"
+check test_sim 77 env VGPU_OPENB_DIR="$nowhere" "$test_sim"
 # CI=false and CI=0 are not CI.
 out=$(env CI=false VGPU_OPENB_DIR="$nowhere" tests/integration/sim_cli.sh /bin/false "$nowhere" 2>&1)
 [ $? = 77 ] || bad "CI=false is treated as CI: $out"

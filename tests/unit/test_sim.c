@@ -380,5 +380,5 @@ int main(void)
         cmocka_unit_test(test_trace_file_errors),
         cmocka_unit_test(test_openb_trace_counts),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return VG_TEST_RUN(tests);
 }
