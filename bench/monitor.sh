@@ -111,8 +111,8 @@ cid=$(printf 'a%.0s' {1..64})
 sub=vgpu-monitor-bench-$$
 dir=$base/$sub/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod${uid//-/_}.slice/cri-containerd-$cid.scope
 if ! mkdir -p "$dir" 2>/dev/null || [ ! -e "$dir/cgroup.procs" ]; then
-    echo "| detection / kill latency | needs root and a writable cgroup v2 file system |"
-    exit 0
+    echo "monitor.sh: the latency part needs root and a writable cgroup v2 file system ($base)" >&2
+    exit 1
 fi
 cg=$base/$sub
 export FAKEGPU_STATE_DIR=$work/state1 FAKEGPU_DEVICES="H100:81559MiB:132"

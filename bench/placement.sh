@@ -8,8 +8,8 @@ build=${1:-build}
 sim=$build/bin/vgpu-sim
 data=${VGPU_OPENB_DIR:-../shared/data/openb}
 if [ ! -r "$data/openb_node_list_gpu_node.csv" ]; then
-    echo "openb trace not found in $data (set VGPU_OPENB_DIR): placement benchmark skipped"
-    exit 0
+    echo "placement.sh: the openb trace is not in $data (set VGPU_OPENB_DIR)" >&2
+    exit 1
 fi
 nodes=$data/openb_node_list_gpu_node.csv
 jobs=${VGPU_SIM_JOBS:-2}

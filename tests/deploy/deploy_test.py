@@ -100,7 +100,9 @@ def rendering(name):
             except AssertionError as e:
                 # kustomize before 3.7 (kubectl 1.20, Debian bookworm's) has no
                 # components; docs/install.md says they need a newer one.
-                if 'unknown field "components"' not in str(e):
+                # Under CI, which has a newer kubectl, that is a failure: the components'
+                # checks would pass by not running.
+                if vg_skip.in_ci() or 'unknown field "components"' not in str(e):
                     raise
                 print("note: %s has no kustomize components (kubectl 1.21 or later has "
                       "them): the components are not rendered" % KUBECTL)
