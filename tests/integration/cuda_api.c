@@ -643,15 +643,26 @@ static void test_share(int nproc)
             CUfunction f = get_function("vgpu_spin");
             CUstream s;
             CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+            /* Two batches of 4 spins in flight: the next batch is queued before the
+             * previous one is waited for, so the stream never runs dry while this process
+             * waits for the CPU, and the device's busy time is the simulator's to give. */
+            CUevent batch[2];
+            CU_OK(cuEventCreate(&batch[0], CU_EVENT_DEFAULT));
+            CU_OK(cuEventCreate(&batch[1], CU_EVENT_DEFAULT));
             long done = 0;
             double t0 = now_ms();
-            while (now_ms() - t0 < window_ms) {
+            for (int k = 0; k < 4; k++)
+                CU_OK(spin(f, spin_ns, s));
+            CU_OK(cuEventRecord(batch[0], s));
+            for (int b = 1; now_ms() - t0 < window_ms; b ^= 1) {
                 for (int k = 0; k < 4; k++)
                     CU_OK(spin(f, spin_ns, s));
-                CU_OK(cuStreamSynchronize(s));
+                CU_OK(cuEventRecord(batch[b], s));
+                CU_OK(cuEventSynchronize(batch[b ^ 1]));
                 if (now_ms() - t0 <= window_ms)
                     done += 4;
             }
+            CU_OK(cuStreamSynchronize(s));
             char line[32];
             int len = snprintf(line, sizeof line, "%ld\n", done);
             CHECK(write(fds[1], line, (size_t)len) == len);
@@ -677,11 +688,13 @@ static void test_share(int nproc)
     for (int i = 0; i < nproc; i++)
         printf(" %ld", counts[i]);
     printf(" spins\n");
-    /* busy: at least 70 % of the window (the processes need CPU to keep launching on a
-     * loaded machine); fair: each within 10 % of the mean (measured: within 2 % on a
-     * loaded 2-core machine, this case running alone, RUN_SERIAL), so that an unfair
-     * split, 2 processes at 45/55 or worse, fails */
-    CHECK(busy_ms >= 0.70 * window_ms && busy_ms <= 1.05 * window_ms + 50.0);
+    /* busy: at least 95 % of the window (docs/benchmarks.md states 99 %: two batches in
+     * flight keep each stream fed; the window's last partial batch and start-up are the
+     * 5 %); fair: each within 10 % of the mean (measured: within 2 % on a loaded 2-core
+     * machine, this case running alone, RUN_SERIAL), so that an unfair split, 2 processes
+     * at 45/55 or worse, fails */
+    CHECK(busy_ms >= 0.95 * window_ms - 8.0 * (double)spin_ns / 1e6 &&
+          busy_ms <= 1.05 * window_ms + 50.0);
     double mean = (double)total / nproc;
     for (int i = 0; i < nproc; i++)
         CHECK((double)counts[i] >= 0.90 * mean && (double)counts[i] <= 1.10 * mean);
