@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# libvgpu's compute shares on a real GPU: tests/gpu/compute.sh OUT BIN DRIVER_DIR
-# Called by tests/gpu/run.sh (which built $BIN/libvgpu.so); prints a markdown section to
+# Compute shares on a real GPU: tests/gpu/compute.sh OUT BIN DRIVER_DIR [ENFORCER]
+# Called by tests/gpu/run.sh with the enforcer under test (default $BIN/libvgpu.so, which
+# run.sh built); prints a markdown section to
 # stdout and keeps the raw outputs under $OUT/compute/. Tenants, each a container of its
 # own (its own region file), all on GPU 0 at once:
 #   - spin-kernel tenants (compute_tenant with tests/gpu/compute_spin.ptx, 1 ms kernels,
@@ -10,10 +11,17 @@
 #     (tests/gpu/compute_torch.py; ground truth: iterations x the time one takes alone).
 # Achieved share = GPU time after a warm-up / wall time after it. With VGPU_DRIVER_DIR
 # set (fakegpu: a dry run) the runs are short.
+# Exits non-zero when a tenant misses the tolerance docs/benchmarks.md states: on a real
+# GPU at most 1 point above its target and 3 below (switching between contexts costs the
+# largest tenant of a full card up to 3 points). The dry run on fakegpu checks the
+# plumbing with 1.5 s runs: at most 2 points above and 5 below (a do-nothing enforcer
+# gives a 30 % tenant of a 30/70 pair 50 %, one that refuses everything 0 %); fakegpu's
+# accuracy itself is checked by the integration.libvgpu_compute_* tests.
 set -uo pipefail
 OUT=$1
 BIN=$2
 DRV=$3
+LIB=${4:-$2/libvgpu.so}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$OUT/compute
 mkdir -p "$dir"
@@ -31,19 +39,30 @@ if ! $cc -O2 -std=gnu11 -Wall -I"$root/src" -o "$BIN/compute_tenant" tests/gpu/c
     echo "- compute_tenant: build FAILED (compute/build.txt)"
     exit 1
 fi
-[ -x "$BIN/libvgpu.so" ] || [ -f "$BIN/libvgpu.so" ] || { echo "- libvgpu.so missing: FAILED"; exit 1; }
+[ -f "$LIB" ] || { echo "- enforcer $LIB missing: FAILED"; exit 1; }
 
 export VGPU_COMPUTE_BOARD=$dir/board COMPUTE_PTX=$root/tests/gpu/compute_spin.ptx
 unset CUDA_DEVICE_SM_LIMIT VGPU_COMPUTE_MODE GPU_CORE_UTILIZATION_POLICY VGPU_LIMITS_FILE
 failed=0
 worst=0
 
-# row LABEL TARGET ACHIEVED: a table row; remembers the largest error.
+if [ -n "${VGPU_DRIVER_DIR:-}" ]; then
+    below=5 above=2
+else
+    below=3 above=1
+fi
+
+# row LABEL TARGET ACHIEVED: a table row; remembers the largest error and fails the run
+# on a tenant outside [target - below, target + above].
 row() {
-    local err
+    local err verdict=""
     err=$(awk -v a="$3" -v w="$2" 'BEGIN { printf "%+.2f", a - w }')
     worst=$(awk -v e="$err" -v m="$worst" 'BEGIN { e = e < 0 ? -e : e; print (e > m ? e : m) }')
-    echo "| $1 | $2 | $3 | $err |"
+    if ! awk -v e="$err" -v lo="$below" -v hi="$above" 'BEGIN { exit !(e >= -lo && e <= hi) }'; then
+        verdict=" FAILED (outside -$below/+$above)"
+        failed=1
+    fi
+    echo "| $1 | $2 | $3 | $err$verdict |"
 }
 
 # spin NAME MODE KERNEL_NS SHARE...: one run of spin tenants side by side.
@@ -53,7 +72,7 @@ spin() {
     local pids=() i=0 s
     for s in "$@"; do
         env CUDA_DEVICE_MEMORY_SHARED_CACHE="$dir/region.$name.$i" CUDA_DEVICE_SM_LIMIT="$s" \
-            COMPUTE_WARMUP_MS=$warm_ms LD_PRELOAD="$BIN/libvgpu.so" \
+            COMPUTE_WARMUP_MS=$warm_ms LD_PRELOAD="$LIB" \
             "$BIN/compute_tenant" "$kns" $run_ms "$mode" >"$dir/$name.$i.txt" 2>&1 &
         pids+=($!)
         i=$((i + 1))
@@ -98,7 +117,7 @@ if $py -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null &&
         pids=()
         for s in 30 70; do
             env CUDA_DEVICE_MEMORY_SHARED_CACHE="$dir/region.torch.$mode.$s" CUDA_DEVICE_SM_LIMIT=$s \
-                LD_PRELOAD="$BIN/libvgpu.so" $py tests/gpu/compute_torch.py $mode $secs $wsecs \
+                LD_PRELOAD="$LIB" $py tests/gpu/compute_torch.py $mode $secs $wsecs \
                 >"$dir/torch.$mode.$s.txt" 2>&1 &
             pids+=($!)
         done
@@ -120,6 +139,6 @@ else
     echo "- PyTorch runs: skipped (no PyTorch with CUDA here, or a dry run)"
 fi
 echo
-echo "Largest error: $worst points (issue 4's target: 2)."
+echo "Largest error: $worst points (tolerance: $below below, $above above the target)."
 [ -n "${VGPU_DRIVER_DIR:-}" ] && echo "(dry run on fakegpu: the figures check the plumbing, not a GPU)"
 exit $failed

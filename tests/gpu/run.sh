@@ -8,6 +8,13 @@
 #
 # Needs only gcc and the NVIDIA driver (nvcc is used when present). For a dry run on a
 # machine without a GPU: VGPU_DRIVER_DIR=build/fakegpu tests/gpu/run.sh
+#
+# The enforcer under test is libvgpu built from this tree, or VGPU_ENFORCER=/path/lib.so:
+# any in-container enforcer loaded with LD_PRELOAD (HAMi-core's libvgpu.so, say) is
+# measured by the same checks, side by side. The suite exits non-zero when any claim it
+# prints fails: memory limits (every allocation path stops at the limit, the limit is the
+# total that CUDA, NVML and nvidia-smi report) and compute shares within the tolerance
+# docs/benchmarks.md states (tests/gpu/compute.sh).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$root/gpu-results}
@@ -126,8 +133,17 @@ libvgpu_sources="$(ls src/libvgpu/*.c) src/region/region.c"
 if [ -z "${VGPU_DRIVER_DIR:-}" ] || [ -n "${VGPU_GPU_SUITE_LIBVGPU:-}" ]; then
     note "## libvgpu on this driver (4 GiB limit)"
     note ""
-    build libvgpu.so -shared -fPIC -fvisibility=hidden \
-        -Wl,--version-script=src/libvgpu/libvgpu.map $libvgpu_sources $base -ldl -lpthread
+    if [ -n "${VGPU_ENFORCER:-}" ]; then
+        enforcer=$(cd "$(dirname "$VGPU_ENFORCER")" && pwd)/$(basename "$VGPU_ENFORCER")
+        [ -f "$enforcer" ] || { note "- enforcer $VGPU_ENFORCER: not a file, FAILED"; enforcer=/nonexistent; }
+        note "Enforcer under test: $VGPU_ENFORCER"
+    else
+        build libvgpu.so -shared -fPIC -fvisibility=hidden \
+            -Wl,--version-script=src/libvgpu/libvgpu.map $libvgpu_sources $base -ldl -lpthread
+        enforcer=$bin/libvgpu.so
+        note "Enforcer under test: libvgpu built from this tree"
+    fi
+    note ""
     build libvgpu_probe tests/integration/libvgpu_probe.c -ldl -lpthread
     build libvgpu_probe_link -DPROBE_LINKED tests/integration/libvgpu_probe.c $link \
         -l:libcuda.so.1 -ldl -lpthread
@@ -137,7 +153,7 @@ if [ -z "${VGPU_DRIVER_DIR:-}" ] || [ -n "${VGPU_GPU_SUITE_LIBVGPU:-}" ]; then
     limited() { # runs a command under libvgpu with a fresh region and a 4 GiB limit
         local region
         region=$(mktemp -d)
-        env LD_PRELOAD="$bin/libvgpu.so" VGPU_TEST_REAL=1 VGPU_CONTEXT_MIB=${VGPU_CONTEXT_MIB:-512} \
+        env LD_PRELOAD="$enforcer" VGPU_TEST_REAL=1 VGPU_CONTEXT_MIB=${VGPU_CONTEXT_MIB:-512} \
             CUDA_DEVICE_MEMORY_LIMIT=4g CUDA_DEVICE_MEMORY_SHARED_CACHE="$region/region" "$@"
     }
     run_check() { # name command...
@@ -149,15 +165,32 @@ if [ -z "${VGPU_DRIVER_DIR:-}" ] || [ -n "${VGPU_GPU_SUITE_LIBVGPU:-}" ]; then
             note "- $name: FAILED (libvgpu_$name.txt)"
         fi
     }
+    # claim NAME: a check of what a command printed; "FAILED" in the summary fails the suite.
+    claim() {
+        if [ "$2" = ok ]; then note "- $1: passed"; else note "- $1: FAILED ($2)"; fi
+    }
+    limit=$((4 << 30))
     run_check paths_link limited "$bin/libvgpu_probe_link" link paths
     run_check paths_dlsym limited "$bin/libvgpu_probe" dlsym paths
     run_check paths_procaddr limited "$bin/libvgpu_probe" procaddr paths
     run_check view limited "$bin/libvgpu_probe" dlsym info
     run_check nvml_link limited "$bin/libvgpu_nvml_link" link
     run_check nvml_dlsym limited "$bin/libvgpu_nvml" dlsym
+    # The limit is the device's total memory wherever the program looks.
+    total=$(sed -n 's/^total=\([0-9]*\) .*/\1/p' "$OUT/libvgpu_view.txt")
+    claim "cuMemGetInfo total is the 4 GiB limit" \
+        "$([ "$total" = "$limit" ] && echo ok || echo "total=${total:-none}")"
+    for how in link dlsym; do
+        total=$(sed -n 's/^total=\([0-9]*\) .*/\1/p' "$OUT/libvgpu_nvml_$how.txt")
+        claim "nvmlDeviceGetMemoryInfo ($how) total is the 4 GiB limit" \
+            "$([ "$total" = "$limit" ] && echo ok || echo "total=${total:-none}")"
+    done
     if command -v nvidia-smi >/dev/null; then
         run_check nvidia_smi limited nvidia-smi --query-gpu=memory.total,memory.used --format=csv
-        note "  nvidia-smi under a 4 GiB limit: $(tail -n 1 "$OUT/libvgpu_nvidia_smi.txt")"
+        smi=$(tail -n 1 "$OUT/libvgpu_nvidia_smi.txt")
+        note "  nvidia-smi under a 4 GiB limit: $smi"
+        claim "nvidia-smi memory.total is 4096 MiB" \
+            "$(case "$smi" in "4096 MiB,"*) echo ok ;; *) echo "got: $smi" ;; esac)"
     fi
     if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
         run_check pytorch limited env VGPU_EXPECT_LIMIT=$((4 << 30)) python3 tests/gpu/pytorch_check.py
@@ -168,10 +201,10 @@ if [ -z "${VGPU_DRIVER_DIR:-}" ] || [ -n "${VGPU_GPU_SUITE_LIBVGPU:-}" ]; then
 fi
 
 # --- 5. compute shares (libvgpu's limiter), when present ------------------------------
-if [ -x tests/gpu/compute.sh ] && [ -x "$bin/libvgpu.so" ]; then
+if [ -x tests/gpu/compute.sh ] && [ -n "${enforcer:-}" ]; then
     note "## Compute shares"
     note ""
-    if tests/gpu/compute.sh "$OUT" "$bin" "$driver_dir" >> "$summary"; then
+    if tests/gpu/compute.sh "$OUT" "$bin" "$driver_dir" "$enforcer" >> "$summary"; then
         :
     else
         note "- compute.sh FAILED (log.txt)"
