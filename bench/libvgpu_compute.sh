@@ -3,31 +3,48 @@
 # Prints markdown: every accuracy scenario of issue 4 (achieved share from fakegpu's
 # timeline, mean of 1 s windows after a 1 s warm-up; the hand-back time in 50 ms windows),
 # instructions per launch (callgrind) and the launch throughput of tiny kernels.
+# The test script's own bounds are off here; this script judges the documented figures
+# itself (every share within 2 points, burst mode alone at least 90 %, the hand-back
+# within 150 ms) and exits non-zero after the tables when one is missed.
 set -uo pipefail
 B=$(cd "${1:-build}" && pwd)
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 export VGPU_COMPUTE_TOL=100 VGPU_HANDBACK_MS=100000 VGPU_BURST_MIN=0 VGPU_COMPUTE_WINDOWS=${VGPU_COMPUTE_WINDOWS:-5}
 echo "### Compute shares (fakegpu, $VGPU_COMPUTE_WINDOWS × 1 s windows, load average $(cut -d' ' -f1-3 /proc/loadavg))"
 echo
-echo "| scenario | target % | achieved % | error (points) |"
-echo "| --- | --- | --- | --- |"
+T=$(mktemp -d /tmp/vgpu-cbench-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+: >"$T/misses"
+miss() { echo "$*" >>"$T/misses"; }
+
+echo "| scenario | target % | achieved % | error (points) | meets the documented figure |"
+echo "| --- | --- | --- | --- | --- |"
 for c in split four alone burst handback graph paths procs long bursty; do
     "$HERE/tests/integration/libvgpu_compute_test.sh" "$B" "$c" 2>&1 |
         sed -n 's/^\(.*\): achieved \([0-9.]*\) % *(want \([0-9]*\).*/\1|\3|\2/p
                 s/^\(.*\): achieved \([0-9.]*\) %$/\1|-|\2/p
-                s/^hand-back: \([0-9a-z]*\) ms.*/hand-back time (ms, 50 ms windows)|≤ 150|\1/p' |
-        while IFS='|' read -r label want got; do
-            err=-
-            case $want in
-            [0-9]*) err=$(awk -v a="$got" -v w="$want" 'BEGIN { printf "%+.2f", a - w }') ;;
-            esac
-            echo "| $c: $label | $want | $got | $err |"
-        done
+                s/^hand-back: \([0-9a-z]*\) ms.*/hand-back time (ms, 50 ms windows)|≤ 150|\1/p' >"$T/rows"
+    [ -s "$T/rows" ] || miss "$c: no figures (the scenario failed to run)"
+    while IFS='|' read -r label want got; do
+        err=- ok=-
+        case $label in
+        *"alone (burst"* | "burst tenant alone before")
+            want="≥ 90"
+            ok=$(awk -v a="$got" 'BEGIN { print (a >= 90) ? "yes" : "no" }') ;;
+        "bursty 30 % tenant"*)
+            want="≤ 32"
+            ok=$(awk -v a="$got" 'BEGIN { print (a <= 32) ? "yes" : "no" }') ;;
+        hand-back*)
+            ok=$(case $got in [0-9]*) [ "$got" -le 150 ] && echo yes || echo no ;; *) echo no ;; esac) ;;
+        *)
+            err=$(awk -v a="$got" -v w="$want" 'BEGIN { printf "%+.2f", a - w }')
+            ok=$(awk -v e="$err" 'BEGIN { print (e >= -2 && e <= 2) ? "yes" : "no" }') ;;
+        esac
+        [ "$ok" = yes ] || miss "$c: $label: $got (want $want)"
+        echo "| $c: $label | $want | $got | $err | $ok |"
+    done <"$T/rows"
 done
 echo
-
-T=$(mktemp -d /tmp/vgpu-cbench-XXXXXX)
-trap 'rm -rf "$T"' EXIT
 
 # Kernel shapes: saturating tenants at 30/70 and 10/20/30/40 whose kernels have one shape
 # (fixed lengths, random lengths of one function and launch shape, CUDA graphs of 1, 4 and
@@ -45,8 +62,8 @@ for r in $(seq "$REPEAT"); do
 done
 echo "### Compute shares by kernel shape (fakegpu, median of $REPEAT runs of $VGPU_COMPUTE_WINDOWS × 1 s windows, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end)"
 echo
-echo "| kernels | shares | achieved % (each tenant) | largest error (points) |"
-echo "| --- | --- | --- | --- |"
+echo "| kernels | shares | achieved % (each tenant) | largest error (points) | within 2 points |"
+echo "| --- | --- | --- | --- | --- |"
 for shape in $SHAPES; do
     for split in 30,70 10,20,30,40; do
         got="" worst=0
@@ -58,7 +75,9 @@ for shape in $SHAPES; do
             got="$got${got:+ / }$m"
             worst=$(awk -v m="$m" -v s="$s" -v w="$worst" 'BEGIN { d = m - s; if (d < 0) d = -d; if (m == "-") d = 99; printf "%.2f", (d > w ? d : w) }')
         done
-        echo "| $shape | $split | $got | $worst |"
+        ok=$(awk -v w="$worst" 'BEGIN { print (w <= 2) ? "yes" : "no" }')
+        [ "$ok" = yes ] || miss "shape $shape at $split: largest error $worst points"
+        echo "| $shape | $split | $got | $worst | $ok |"
     done
 done
 echo
@@ -152,3 +171,9 @@ echo "| no libvgpu | $base | 100 % |"
 echo "| libvgpu, limit 100 % | $full | $(pct "$full") |"
 echo "| libvgpu, limit 50 % (two event records and a capture query per launch) | $half | $(pct "$half") |"
 [ ! -s "$T/hung" ] || echo "($(wc -l <"$T/hung") run(s) hung and counted 0: fakegpu's lost event record, see the script)"
+if [ -s "$T/misses" ]; then
+    echo
+    echo "Missed the documented figures:"
+    sed 's/^/- /' "$T/misses"
+    exit 1
+fi

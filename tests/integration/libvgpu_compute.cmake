@@ -1,6 +1,6 @@
 # libvgpu's compute-share limiter against fakegpu: tenant processes under LD_PRELOAD,
 # shares read from fakegpu's timeline. Timing-sensitive: RUN_SERIAL (label compute), with
-# the bounds of libvgpu_compute_test.sh (3 points; burst >= 88 %; hand-back <= 200 ms).
+# the bounds of libvgpu_compute_test.sh (2 points; burst >= 90 %; hand-back <= 150 ms).
 if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu)
   vgpu_program(compute_tenant ${PROJECT_SOURCE_DIR}/tests/gpu/compute_tenant.c)
   target_link_libraries(compute_tenant PRIVATE fakegpu_cuda vgpu_base m)

@@ -2,11 +2,13 @@
 # libvgpu compute-share tests against fakegpu: libvgpu_compute_test.sh BUILD_DIR CASE.
 # Every tenant is a container of its own (its own region file) running compute_tenant
 # under LD_PRELOAD; fakegpu's timeline is the truth (libvgpu_compute_truth). Bounds (CTest
-# runs these serially, label compute): every share within TOL = 3 points (the benchmark,
-# bench/libvgpu_compute.sh, finds at most 2 on fakegpu; 1 point of margin for a loaded
-# machine); burst mode alone at least 90 % of the GPU less 2 points of margin; the
-# hand-back within 150 ms plus one 50 ms window of margin. VGPU_COMPUTE_LIB runs another
-# build of libvgpu (to watch a test fail on a broken one).
+# runs these serially, label compute) are the documented figures (docs/compute.md): every
+# share within TOL = 2 points; burst mode alone at least 90 % of the GPU; the hand-back,
+# after the borrower was seen bursting to 90 %, within 150 ms, measured as the end of the
+# first 50 ms window in which the borrower is back at its share (so the window is the
+# margin: a hand-back of 101-150 ms reads 150). VGPU_COMPUTE_LIB runs another build of
+# libvgpu (to watch a test fail on a broken one); the benchmark
+# (bench/libvgpu_compute.sh) sets the bounds off and judges the figures itself.
 set -uo pipefail
 B=$(cd "$1" && pwd)
 CASE=$2
@@ -27,8 +29,8 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 LIB=${VGPU_COMPUTE_LIB:-$B/lib/libvgpu.so}
 TENANT=$B/bin/compute_tenant
 TRUTH=$B/bin/libvgpu_compute_truth
-TOL=${VGPU_COMPUTE_TOL:-3}
-BURST_MIN=${VGPU_BURST_MIN:-88}
+TOL=${VGPU_COMPUTE_TOL:-2}
+BURST_MIN=${VGPU_BURST_MIN:-90}
 WINDOWS=${VGPU_COMPUTE_WINDOWS:-3}
 RUN_MS=$(((WINDOWS + 1) * 1000 + 700))
 
@@ -108,8 +110,12 @@ handback) # a burst tenant alone for 1.5 s, then the owner of the other half com
     back=$(awk -F'[ =]' '$2 > 1500 && $4 <= 52 { print $2 - 1500; exit }' "$T/steps")
     echo "burst tenant alone before: achieved $alone %"
     echo "hand-back: ${back:-never} ms after the owner started (50 ms windows)"
-    [ -n "$back" ] && [ "$back" -le "${VGPU_HANDBACK_MS:-200}" ] ||
-        { cat "$T/steps" >&2; fail "hand-back took ${back:-forever} ms"; }
+    # A burst mode that never borrows would hand back at once: the borrower must have
+    # been bursting first.
+    atleast "$alone" "$BURST_MIN" ||
+        { cat "$T/steps" >&2; fail "the burst tenant alone reached $alone %, want >= $BURST_MIN"; }
+    [ -n "$back" ] && [ "$back" -le "${VGPU_HANDBACK_MS:-150}" ] ||
+        { cat "$T/steps" >&2; fail "hand-back took ${back:-forever} ms, want <= ${VGPU_HANDBACK_MS:-150}"; }
     check "burst tenant with its neighbour back" "$(mean_of 0 "$out")" 50
     check "hard 50 % neighbour" "$(mean_of 1 "$out")" 50
     ;;
