@@ -2133,15 +2133,28 @@ static void print_allowed(FILE *out, const struct key *k)
     }
 }
 
+static bool skipped(const char *flag, const char *const *skip)
+{
+    for (; skip != NULL && *skip != NULL; skip++)
+        if (strcmp(flag, *skip) == 0)
+            return true;
+    return false;
+}
+
 void dp_config_print_help(FILE *out, const char *program)
 {
     fprintf(out, "usage: %s [--config FILE] [options]\n\n", program);
     fputs("Options override the environment, which overrides the config file "
           "(docs/config.md).\n\n",
           out);
+    dp_config_print_flags(out, NULL);
+}
+
+void dp_config_print_flags(FILE *out, const char *const *skip)
+{
     for (size_t i = 0; i < KEY_COUNT; i++) {
         const struct key *k = &keys[i];
-        if (k->flag == NULL)
+        if (k->flag == NULL || skipped(k->flag, skip))
             continue;
         char left[64];
         vg_snprintf(left, sizeof left, "--%s%s", k->flag, k->type == T_BOOL ? "[=BOOL]" : " VALUE");

@@ -219,6 +219,9 @@ void dp_config_dump(const struct dp_config *cfg, FILE *out);
 
 /* `--help` text and docs/config.md, both from the key table. */
 void dp_config_print_help(FILE *out, const char *program);
+/* The option lines of --help alone, leaving out the flags named in skip (NULL-terminated,
+ * without "--"; NULL: none): for a program that takes some of them itself. */
+void dp_config_print_flags(FILE *out, const char *const *skip);
 void dp_config_print_doc(FILE *out);
 
 /* Settings that belong to other programs reading the same file and that the device

@@ -712,8 +712,16 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
         dra_plugin_free(pl);
         return vg_err_set(err, -ENAMETOOLONG, "kubelet or state directory path too long");
     }
+    /* Every directory a claim needs is made here, with its parents, so that a start
+     * that succeeds never fails claims for a missing directory later. Only the plugin
+     * writes the board's directories (containers get it read-only, their own slot and
+     * the turn files mounted over it), so one left world-writable is closed. */
+    const char *board = o->cfg->vgpu.compute_board_dir;
     if (mkdirs(reg_dir, err) < 0 || mkdirs(svc_dir, err) < 0 || mkdirs(o->state_dir, err) < 0 ||
-        mkdirs(o->cdi_dir, err) < 0 || restore(pl, o->boot_id_path, err) < 0) {
+        mkdirs(o->cdi_dir, err) < 0 || mkdirs(o->cfg->vgpu.region_dir, err) < 0 ||
+        mkdirs(board, err) < 0 ||
+        (chmod(board, 0755) != 0 && vg_err_errno(err, errno, "creating %s", board) < 0) ||
+        restore(pl, o->boot_id_path, err) < 0) {
         dra_plugin_free(pl);
         return err->code;
     }

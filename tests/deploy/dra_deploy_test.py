@@ -9,11 +9,10 @@ the API lacks); the resource.k8s.io/v1 objects pass dra_manifests_test's schema;
 admission policy (no model in python3-kubernetes 22.6) its own; the plugin's DaemonSet
 runs as documented (node selection, tolerations, priority, no privilege); the overlay
 leaves the webhook's DRA mode out, the dra-webhook component adds its flag and role.
-Flags: vgpu-dra-plugin has no --check-config: its command line is run for real (fakegpu,
-no API credentials), which parses every flag and finds the GPUs before it stops at the
-missing credentials (exit 1); a flag it refuses exits 2 naming the flag. The device
-plugin's part of the command line is checked by vgpu-device-plugin --check-config, the
-same parser, which also yields the effective paths.
+Flags: the plugin's command line runs with --check-config, which parses every flag, the
+environment and the config file as a start would (exit 0; a flag it refuses exits 2 naming
+the flag). The device plugin's part of the command line is checked by vgpu-device-plugin
+--check-config, the same parser, which also yields the effective paths.
 Mounts: every path the plugin reads or writes lies under a volume mount, the host paths
 it hands to kubelet and the container runtime are mounted at the same path, every mount
 is used; the init containers put libvgpu.so and ld.so.preload where the plugin's settings
@@ -171,10 +170,10 @@ def flag_problems(objects, root):
     env = plugin_env(c, fake_env(root))
     args = expand(dt.container_args(c), env)
     shown = " ".join(dt.container_args(c))
-    r = subprocess.run([os.path.join(BUILD, "bin", PLUGIN)] + local_args(args, tree),
-                       capture_output=True, text=True, env=env, timeout=30)
+    r = subprocess.run([os.path.join(BUILD, "bin", PLUGIN)] + local_args(args, tree) +
+                       ["--check-config"], capture_output=True, text=True, env=env, timeout=30)
     first = tree.unlocal((r.stderr.strip().splitlines() or ["(no message)"])[0])
-    if r.returncode != 1 or "no --kubeconfig and not in a cluster" not in r.stderr:
+    if r.returncode != 0 or not r.stdout.rstrip().endswith("OK"):
         return ["%s: container %s: `%s` refused (exit %d): %s"
                 % (PLUGIN, c["name"], shown, r.returncode, first)], {}
     own, dp_args = own_and_dp(args)

@@ -97,7 +97,8 @@ def result(request="gpu", device="gpu-0", pool="node-1", memory=None, cores=None
 
 
 class Plugin:
-    def __init__(self, tmp, kubeconfig, boot_id="boot-1", extra_args=(), extra_env=None):
+    def __init__(self, tmp, kubeconfig, boot_id="boot-1", extra_args=(), extra_env=None,
+                 board=None, libvgpu=None):
         self.tmp = tmp
         self.log = open(os.path.join(tmp, "plugin.log"), "a+")  # closed by stop()
         with open(os.path.join(tmp, "boot_id"), "w") as f:
@@ -117,12 +118,12 @@ class Plugin:
         self.kubelet_dir = os.path.join(tmp, "kubelet")
         self.cdi_dir = os.path.join(tmp, "cdi")
         self.state_dir = os.path.join(tmp, "state")
-        self.board = os.path.join(tmp, "board")
+        self.board = board or os.path.join(tmp, "board")
         cmd = [os.path.join(BUILD, "bin", "vgpu-dra-plugin"), "--node-name", "node-1",
                "--kubelet-dir", self.kubelet_dir, "--kubeconfig", kubeconfig,
                "--cdi-dir", self.cdi_dir, "--state-dir", self.state_dir,
                "--compute-board-dir", self.board,
-               "--libvgpu-path", os.path.join(BUILD, "lib", "libvgpu.so"),
+               "--libvgpu-path", libvgpu or os.path.join(BUILD, "lib", "libvgpu.so"),
                "--ld-so-preload-path", os.path.join(tmp, "ld.so.preload")] + list(extra_args)
         # A killed plugin leaves its sockets: wait for this run's own line.
         self.mark = self.output().count("DRA plugin serving")
@@ -442,6 +443,30 @@ class Prepare(Base):
         u = self.unprepare(("default", UID1, "c1"), version=V1BETA1)
         self.assertEqual(u.claims[UID1].error, "")
         self.assertEqual(self.claim_dirs(), [])
+
+
+class Startup(Base):
+    """What a claim needs is made or checked at start: a start that succeeds never fails
+    claims later for a missing directory, and one that cannot serve claims refuses to
+    start, naming the flag to set."""
+
+    def test_missing_directories_made_at_start(self):
+        board = os.path.join(self.tmp, "host", "usr", "local", "vgpu", "compute-board")
+        self.start(board=board)
+        self.assertEqual(stat.S_IMODE(os.stat(board).st_mode), 0o755)
+        self.api.put(claim(UID1, "c1", [result(memory="10Gi", cores="30", share=SHARE)]))
+        resp = self.prepare(("default", UID1, "c1"))
+        self.assertEqual(resp.claims[UID1].error, "")
+        self.assertTrue(self.slots(), "no compute slot made under " + board)
+
+    def test_missing_libvgpu_refused_at_start(self):
+        p = Plugin.__new__(Plugin)
+        missing = os.path.join(self.tmp, "no", "libvgpu.so")
+        with self.assertRaises(AssertionError) as ctx:
+            Plugin.__init__(p, self.tmp, self.kubeconfig, libvgpu=missing)
+        p.log.close()
+        self.assertIn("--libvgpu-path " + missing, str(ctx.exception))
+        self.assertEqual(p.proc.returncode, 2)
 
 
 class Restart(Base):

@@ -29,3 +29,6 @@ add_test(NAME lint.ptx_catches_non_ascii
 # `make` with no target builds (the README's first command after clone).
 add_test(NAME lint.make_default COMMAND ${CMAKE_CURRENT_LIST_DIR}/make_default.sh)
 set_tests_properties(lint.make_default PROPERTIES LABELS "lint;nosan" TIMEOUT 60)
+# One usage and one meaning per flag in every program's --help.
+add_test(NAME lint.help_flags COMMAND ${CMAKE_CURRENT_LIST_DIR}/help_flags.sh ${CMAKE_BINARY_DIR}/bin)
+set_tests_properties(lint.help_flags PROPERTIES LABELS "lint;nosan" TIMEOUT 60)

@@ -1,7 +1,8 @@
 /* vgpu-dra-plugin: the node side of vgpu's DRA driver (docs/dra.md).
  *
  *   vgpu-dra-plugin --node-name NAME --kubelet-dir DIR --kubeconfig FILE --cdi-dir DIR
- *                   --state-dir DIR [--driver-name NAME] [device plugin flags...]
+ *                   --state-dir DIR [--driver-name NAME] [--check-config]
+ *                   [device plugin flags...]
  *
  * Its own flags are --kubelet-dir (kubelet's root, default /var/lib/kubelet), --cdi-dir
  * (default /var/run/cdi), --state-dir (default /var/lib/vgpu-dra) and --driver-name
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/auto.h"
 #include "base/log.h"
@@ -145,19 +147,46 @@ static void driver_version_of(const char *library, char *out, size_t size)
 
 static void help(void)
 {
-    printf("usage: vgpu-dra-plugin --node-name NAME --kubelet-dir DIR --kubeconfig FILE "
-           "--cdi-dir DIR --state-dir DIR [flags]\n"
-           "  --kubelet-dir DIR   kubelet's root directory (plugins_registry/, plugins/); "
-           "default /var/lib/kubelet\n"
-           "  --cdi-dir DIR       where claims' CDI spec files go; default /var/run/cdi\n"
-           "  --state-dir DIR     checkpoint.json and claims/; default /var/lib/vgpu-dra\n"
-           "  --driver-name NAME  the DRA driver name; default " DRA_DRIVER_DEFAULT "\n"
-           "  --consumable-capacity[=true|false]  publish GPUs shareable by amount (needs "
-           "the DRAConsumableCapacity feature gate); default false: whole GPUs\n"
-           "  --idle-without-gpu[=true|false]  no NVIDIA driver on this node: log it once "
-           "and wait for a signal (exit 0) instead of failing; default false\n"
-           "The device plugin's settings apply to what a claim's container gets:\n");
-    dp_config_print_help(stdout, "vgpu-dra-plugin");
+    /* One usage: this program's own flags, then the device plugin's settings that decide
+     * what a claim's container gets. Its --kubelet-dir (kubelet's root) replaces the
+     * device plugin's (the device-plugin socket directory), and claims' directories are
+     * <state-dir>/claims, so the device plugin's --kubelet-dir and --region-dir are not
+     * listed. */
+    printf("usage: vgpu-dra-plugin --node-name NAME [--kubeconfig FILE] [--config FILE] "
+           "[flags]\n\n"
+           "Flags override the environment, which overrides the config file "
+           "(docs/config.md).\n\n"
+           "  --kubelet-dir DIR                            kubelet's root directory "
+           "(plugins_registry/, plugins/); default /var/lib/kubelet\n"
+           "  --cdi-dir DIR                                where claims' CDI spec files go; "
+           "default /var/run/cdi\n"
+           "  --state-dir DIR                              checkpoint.json and claims/ "
+           "(the claims' container directories); default /var/lib/vgpu-dra\n"
+           "  --driver-name NAME                           the DRA driver name; "
+           "default " DRA_DRIVER_DEFAULT "\n"
+           "  --consumable-capacity[=BOOL]                 publish GPUs shareable by amount "
+           "(needs the DRAConsumableCapacity feature gate); default false: whole GPUs\n"
+           "  --idle-without-gpu[=BOOL]                    no NVIDIA driver on this node: log "
+           "it once and wait for a signal (exit 0) instead of failing; default false\n"
+           "  --check-config                               check the flags, environment and "
+           "--config, print the effective configuration and exit (0: valid, 2: not)\n");
+    static const char *const not_ours[] = {"kubelet-dir", "region-dir", NULL};
+    dp_config_print_flags(stdout, not_ours);
+}
+
+/* --check-config anywhere among the arguments: removed from argv (argc updated). */
+static bool take_check_config(int *argc, char **argv)
+{
+    bool found = false;
+    int out = 1;
+    for (int i = 1; i < *argc; i++) {
+        if (strcmp(argv[i], "--check-config") == 0)
+            found = true;
+        else
+            argv[out++] = argv[i];
+    }
+    *argc = out;
+    return found;
 }
 
 int main(int argc, char **argv)
@@ -167,6 +196,7 @@ int main(int argc, char **argv)
                             .state_dir = "/var/lib/vgpu-dra",
                             .driver = DRA_DRIVER_DEFAULT};
     struct vg_err err = {0};
+    bool check_config = take_check_config(&argc, argv);
     if (take_flags(&argc, argv, &own, &err) < 0)
         return failed(2, &err);
     __attribute__((cleanup(dp_config_free))) struct dp_config cfg;
@@ -189,6 +219,15 @@ int main(int argc, char **argv)
     }
     free(cfg.vgpu.region_dir);
     cfg.vgpu.region_dir = xstrdup(claims);
+    if (check_config) {
+        printf("kubelet-dir = %s\ncdi-dir = %s\nstate-dir = %s\ndriver-name = %s\n"
+               "consumable-capacity = %s\nidle-without-gpu = %s\n",
+               own.kubelet_dir, own.cdi_dir, own.state_dir, own.driver,
+               own.consumable ? "true" : "false", own.idle_without_gpu ? "true" : "false");
+        dp_config_dump(&cfg, stdout);
+        printf("OK\n");
+        return 0;
+    }
 
     signal(SIGPIPE, SIG_IGN);
     VG_AUTO(event_base_freep) struct event_base *base = event_base_new();
@@ -219,6 +258,12 @@ int main(int argc, char **argv)
                "reason=\"%s\"", err.msg);
         wait_for_signal();
         return 0;
+    }
+    /* Every claim's CDI spec mounts libvgpu: without it no claim's container could
+     * start, so the plugin refuses to start rather than accept claims it must fail. */
+    if (access(cfg.vgpu.libvgpu_path, R_OK) != 0) {
+        vg_err_errno(&err, errno, "--libvgpu-path %s (vgpu.libvgpuPath)", cfg.vgpu.libvgpu_path);
+        return failed(2, &err);
     }
     dp_nvml_set_xid_policy(nvml, &xids);
     if (getenv("VGPU_DP_MIG_MINORS"))
