@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "base/auto.h"
+#include "base/fs.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
@@ -419,17 +420,17 @@ static int stage_path(const struct dp_config *cfg, const char *prefix, const cha
     return 0;
 }
 
-static int make_parents(const struct dp_config *cfg, struct vg_err *err)
+int dp_vgpu_dirs(const struct dp_config *cfg, struct vg_err *err)
 {
-    if (mkdir(cfg->vgpu.region_dir, 0755) != 0 && errno != EEXIST)
-        return vg_err_errno(err, errno, "creating %s", cfg->vgpu.region_dir);
     /* Only the plugin writes the board's directories (containers see it read-only, with
      * their own slot and the turn files mounted writable over it); one left world-writable
      * by an older version is closed. */
-    if (mkdir(cfg->vgpu.compute_board_dir, 0755) != 0 && errno != EEXIST)
-        return vg_err_errno(err, errno, "creating %s", cfg->vgpu.compute_board_dir);
-    if (chmod(cfg->vgpu.compute_board_dir, 0755) != 0)
-        return vg_err_errno(err, errno, "creating %s", cfg->vgpu.compute_board_dir);
+    int rc = vg_mkdir_parents(cfg->vgpu.region_dir, 0755, err);
+    if (rc < 0)
+        return vg_err_wrap(err, "vgpu.regionDir (--region-dir)");
+    rc = vg_mkdir_parents(cfg->vgpu.compute_board_dir, 0755, err);
+    if (rc < 0)
+        return vg_err_wrap(err, "vgpu.computeBoardDir (--compute-board-dir)");
     return 0;
 }
 
@@ -439,7 +440,7 @@ static int dir_begin(const struct dp_config *cfg, const struct dp_match *match, 
     const struct annot_container *c = &match->container;
     if (c->gpu_count == 0 || c->gpu_count > REGION_MAX_DEVICES)
         return vg_err_set(err, -EINVAL, "container %s: %u GPUs", c->name, c->gpu_count);
-    return make_parents(cfg, err);
+    return dp_vgpu_dirs(cfg, err);
 }
 
 /* Fills <region_dir>/.new.<name> for match (its text naming dir) and renames it to target,

@@ -80,6 +80,11 @@ struct dp_nvml;
  * flags.plugin.containerDriverRoot (usr/lib64, usr/lib/<arch>-linux-gnu, lib64,
  * lib/<arch>-linux-gnu, usr/lib, lib) when there, else DP_NVML_SONAME for the dynamic
  * linker's search; into path[size]. */
+/* The host directories vgpu mode writes into, made with their parents (mode 0755):
+ * vgpu.regionDir and vgpu.computeBoardDir. At start, so that a plugin that starts never
+ * fails an Allocate for a missing directory; again before each container's directory. */
+int dp_vgpu_dirs(const struct dp_config *cfg, struct vg_err *err);
+
 /* A vgpu container's /etc/ld.so.preload comes from the host file
  * cfg->vgpu.ld_so_preload_path: make it if nobody did, naming libvgpu at the path it is
  * mounted at. Failing to is a warning: the containers then fail to start, loudly. */

@@ -1082,6 +1082,8 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
     if ((rc = discover(p, err)) < 0 ||
         (rc = dp_resources_build(cfg, p->gpus, p->gpu_count, &p->res, err)) < 0)
         return rc;
+    if (p->res.mode == ANNOT_MODE_VGPU && (rc = dp_vgpu_dirs(cfg, err)) < 0)
+        return rc;
     p->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (p->inotify_fd < 0 || inotify_add_watch(p->inotify_fd, cfg->cli.kubelet_dir, IN_CREATE) < 0)
         return vg_err_errno(err, errno, "watching kubelet directory %s", cfg->cli.kubelet_dir);

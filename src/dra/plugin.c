@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/fs.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
@@ -620,23 +621,6 @@ static void on_health(evutil_socket_t fd, short what, void *arg)
 
 /* ---- life cycle ------------------------------------------------------------------------- */
 
-static int mkdirs(const char *path, struct vg_err *err)
-{
-    char buf[1024];
-    if (vg_strlcpy(buf, path, sizeof buf) < 0)
-        return vg_err_set(err, -ENAMETOOLONG, "path too long: %s", path);
-    for (char *s = buf + 1; *s; s++)
-        if (*s == '/') {
-            *s = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return vg_err_errno(err, errno, "creating %s", buf);
-            *s = '/';
-        }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return vg_err_errno(err, errno, "creating %s", buf);
-    return 0;
-}
-
 /* The checkpoint of an earlier run: claims of an earlier boot are gone with their
  * containers, their files are removed. */
 static int restore(struct dra_plugin *pl, const char *boot_id_path, struct vg_err *err)
@@ -716,11 +700,9 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
      * that succeeds never fails claims for a missing directory later. Only the plugin
      * writes the board's directories (containers get it read-only, their own slot and
      * the turn files mounted over it), so one left world-writable is closed. */
-    const char *board = o->cfg->vgpu.compute_board_dir;
-    if (mkdirs(reg_dir, err) < 0 || mkdirs(svc_dir, err) < 0 || mkdirs(o->state_dir, err) < 0 ||
-        mkdirs(o->cdi_dir, err) < 0 || mkdirs(o->cfg->vgpu.region_dir, err) < 0 ||
-        mkdirs(board, err) < 0 ||
-        (chmod(board, 0755) != 0 && vg_err_errno(err, errno, "creating %s", board) < 0) ||
+    if (vg_mkdir_parents(reg_dir, 0755, err) < 0 || vg_mkdir_parents(svc_dir, 0755, err) < 0 ||
+        vg_mkdir_parents(o->state_dir, 0755, err) < 0 ||
+        vg_mkdir_parents(o->cdi_dir, 0755, err) < 0 || dp_vgpu_dirs(o->cfg, err) < 0 ||
         restore(pl, o->boot_id_path, err) < 0) {
         dra_plugin_free(pl);
         return err->code;

@@ -18,6 +18,7 @@
 #include "base/auto.h"
 #include "base/auto_json.h"
 #include "base/buf.h"
+#include "base/fs.h"
 #include "base/mem.h"
 #include "base/err.h"
 #include "base/log.h"
@@ -713,6 +714,38 @@ static void test_read_file(void **state)
     rmdir(dir);
 }
 
+/* mkdir -p with a mode: missing parents made, an existing directory's mode set, a file in
+ * the way and an empty name refused with the path in the message. */
+static void test_mkdir_parents(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/vgpu-fs-XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    char path[256], file[256];
+    snprintf(path, sizeof path, "%s/a/b/c", tmp);
+    struct vg_err err = {0};
+    assert_int_equal(vg_mkdir_parents(path, 0755, &err), 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0755);
+    assert_int_equal(chmod(path, 01777), 0);
+    assert_int_equal(vg_mkdir_parents(path, 0755, &err), 0); /* again: the mode is closed */
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0755);
+    snprintf(file, sizeof file, "%s/f", tmp);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/f/d", tmp);
+    assert_true(vg_mkdir_parents(path, 0755, &err) < 0);
+    assert_non_null(strstr(err.msg, file));
+    assert_true(vg_mkdir_parents("", 0755, &err) < 0);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -737,6 +770,7 @@ int main(void)
         cmocka_unit_test(test_log_format_text_and_json),
         cmocka_unit_test(test_log_disabled_level_skips_arguments),
         cmocka_unit_test(test_checked_strings),
+        cmocka_unit_test(test_mkdir_parents),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
