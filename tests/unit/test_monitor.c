@@ -324,7 +324,7 @@ static void test_args(void **state)
     struct vg_err err = {0};
     unsetenv("NODE_NAME");
     assert_int_equal(args(&a, &err, NULL), 0);
-    assert_int_equal(a.policy, MON_POLICY_KILL); /* the default since round 2 (security.md) */
+    assert_int_equal(a.policy, MON_POLICY_KILL); /* the default since round 2 (docs/security.md) */
     assert_true(a.check_registration);
     assert_int_equal(a.quarantine_after, 3);
     assert_int_equal(a.quarantine_window_s, 60);
@@ -705,7 +705,8 @@ static void test_judge_registration(void **state)
         p[i] = (struct mon_proc){cases[i].pid, 0, MiB};
         if (cases[i].why) {
             snprintf(line, sizeof line, "unregistered %d %s;", cases[i].pid, cases[i].why);
-            strcat(want, line);
+            size_t wl = strlen(want);
+            snprintf(want + wl, sizeof want - wl, "%s", line);
         }
     }
     struct mon_monitor *m = judge_new_reg(f, 0);
