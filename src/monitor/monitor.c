@@ -101,7 +101,7 @@ struct mon_monitor {
     struct quar *quars;
     size_t quar_count, quar_cap;
     char cgroup_text[MON_CGROUP_MAX + 1];
-    char *maps;           /* MON_MAPS_MAX + 1, for registered() */
+    char *maps;           /* MON_MAPS_BUF, for registered() */
     unsigned char *slots; /* the region's process table, for registered() */
 };
 
@@ -126,7 +126,7 @@ int mon_new(const struct mon_options *options, const char *const *gpu_uuids, uns
     m->uuids = vg_calloc(gpu_count ? gpu_count : 1, sizeof *m->uuids);
     m->items = vg_calloc(MON_MAX_PROCS, sizeof *m->items);
     if (m->opt.check_registration) {
-        m->maps = vg_calloc(1, MON_MAPS_MAX + 1);
+        m->maps = vg_calloc(1, MON_MAPS_BUF);
         m->slots = vg_calloc(REGION_MAX_PROCS, MON_SLOT_SIZE);
     }
     if (!m->uuids || !m->items || (m->opt.check_registration && (!m->maps || !m->slots))) {
@@ -216,9 +216,8 @@ static bool append(char *buf, size_t size, size_t *len, const char *s, uint64_t 
     return true;
 }
 
-/* Reads <proc_root>/<pid>/<file> into buf[size] (NUL-terminated); its length or -errno. */
-static ssize_t read_proc(const struct mon_monitor *m, pid_t pid, const char *file, char *buf,
-                         size_t size)
+/* Opens <proc_root>/<pid>/<file>: a descriptor or -errno. */
+static int open_proc(const struct mon_monitor *m, pid_t pid, const char *file)
 {
     char path[MON_PATH_MAX];
     size_t pl = 0;
@@ -227,16 +226,34 @@ static ssize_t read_proc(const struct mon_monitor *m, pid_t pid, const char *fil
         !append(path, sizeof path, &pl, NULL, (uint64_t)pid) ||
         !append(path, sizeof path, &pl, "/", 0) || !append(path, sizeof path, &pl, file, 0))
         return pid <= 0 ? -ESRCH : -ENAMETOOLONG;
-    VG_AUTO_CLOSE int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    size_t len = 0;
-    while (len < size - 1) {
-        ssize_t n = read(fd, buf + len, size - 1 - len);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+/* Reads up to size - 1 bytes from fd into buf at *len; the bytes read (0 at the end) or
+ * -errno. */
+static ssize_t read_some(int fd, char *buf, size_t size)
+{
+    for (;;) {
+        ssize_t n = read(fd, buf, size);
         if (n < 0 && errno == EINTR)
             continue;
+        return n < 0 ? -errno : n;
+    }
+}
+
+/* Reads <proc_root>/<pid>/<file> into buf[size] (NUL-terminated); its length or -errno. */
+static ssize_t read_proc(const struct mon_monitor *m, pid_t pid, const char *file, char *buf,
+                         size_t size)
+{
+    VG_AUTO_CLOSE int fd = open_proc(m, pid, file);
+    if (fd < 0)
+        return fd;
+    size_t len = 0;
+    while (len < size - 1) {
+        ssize_t n = read_some(fd, buf + len, size - 1 - len);
         if (n < 0)
-            return -errno;
+            return n;
         if (n == 0)
             break;
         len += (size_t)n;
@@ -488,37 +505,63 @@ static int registered(struct mon_monitor *m, pid_t pid, const char *pod, const c
         *why = "status unreadable";
         return 0;
     }
-    ssize_t len = read_proc(m, pid, "maps", m->maps, MON_MAPS_MAX + 1);
-    if (len == -ENOENT || len == -ESRCH)
+    /* The whole file, a buffer at a time (a process with a huge map cannot push a
+     * mapping out of sight). */
+    VG_AUTO_CLOSE int fd = open_proc(m, pid, "maps");
+    if (fd == -ENOENT || fd == -ESRCH)
         return -ESRCH;
-    if (len < 0) {
+    if (fd < 0) {
         *why = "maps unreadable";
         return 0;
     }
     bool libvgpu = false;
     unsigned cuda_loads = 0;
     const struct candidate *mapped = NULL;
-    for (char *line = m->maps; line && *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl)
-            *nl = '\0';
-        unsigned long long off = 0, ino = 0;
-        unsigned maj = 0, mnr = 0;
-        int at = 0;
-        if (sscanf(line, "%*s %*s %llx %x:%x %llu %n", &off, &maj, &mnr, &ino, &at) == 4 &&
-            at > 0) {
-            const char *file = line + at;
-            const char *b = base_name(file);
-            if (strncmp(b, "libvgpu.so", 10) == 0)
-                libvgpu = true;
-            if (strncmp(b, "libcuda.so", 10) == 0 && off == 0)
-                cuda_loads++;
-            for (size_t i = 0; i < nc && !mapped && ino != 0; i++)
-                if (cands[i].ino == (ino_t)ino && major(cands[i].dev) == maj &&
-                    minor(cands[i].dev) == mnr)
-                    mapped = &cands[i];
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = read_some(fd, m->maps + have, MON_MAPS_BUF - 1 - have);
+        if (n == -ESRCH || n == -ENOENT)
+            return -ESRCH;
+        if (n < 0) {
+            *why = "maps unreadable";
+            return 0;
         }
-        line = nl ? nl + 1 : NULL;
+        have += (size_t)n;
+        m->maps[have] = '\0';
+        char *line = m->maps;
+        for (char *nl; (nl = strchr(line, '\n')) != NULL || (n == 0 && *line); line = nl + 1) {
+            if (!nl)
+                nl = line + strlen(line); /* the last line, without its newline */
+            *nl = '\0';
+            unsigned long long off = 0, ino = 0;
+            unsigned maj = 0, mnr = 0;
+            int at = 0;
+            if (sscanf(line, "%*s %*s %llx %x:%x %llu %n", &off, &maj, &mnr, &ino, &at) == 4 &&
+                at > 0) {
+                const char *b = base_name(line + at);
+                if (strncmp(b, "libvgpu.so", 10) == 0)
+                    libvgpu = true;
+                if (strncmp(b, "libcuda.so", 10) == 0 && off == 0)
+                    cuda_loads++;
+                for (size_t i = 0; i < nc && !mapped && ino != 0; i++)
+                    if (cands[i].ino == (ino_t)ino && major(cands[i].dev) == maj &&
+                        minor(cands[i].dev) == mnr)
+                        mapped = &cands[i];
+            }
+            if (nl == m->maps + have)
+                break;
+        }
+        if (n == 0)
+            break;
+        size_t used = (size_t)(line - m->maps);
+        if (used > have)
+            used = have;
+        if (used == 0 && have == MON_MAPS_BUF - 1) {
+            *why = "maps unreadable"; /* a line longer than any the kernel writes */
+            return 0;
+        }
+        memmove(m->maps, m->maps + used, have - used);
+        have -= used;
     }
     if (!libvgpu)
         *why = "libvgpu not loaded";

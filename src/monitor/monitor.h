@@ -37,8 +37,8 @@
 #define MON_MAX_PROCS        4096 /* GPU processes on a node in one sample */
 #define MON_PATH_MAX         4096 /* a cgroup path */
 #define MON_CGROUP_MAX       65536
-#define MON_MAPS_MAX         (4 << 20) /* /proc/<pid>/maps read at most (lines past it: not seen) */
-#define MON_QUARANTINE_MAX_K 64        /* quarantine_after at most */
+#define MON_MAPS_BUF         (64 << 10) /* /proc/<pid>/maps is read this much at a time */
+#define MON_QUARANTINE_MAX_K 64         /* quarantine_after at most */
 
 /* ---- cgroups --------------------------------------------------------------------- */
 

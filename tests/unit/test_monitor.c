@@ -675,10 +675,20 @@ static void test_judge_registration(void **state)
                 "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\nVGPU_DEVICE_UUID_0=" GPU0 "\n");
     struct stat st;
     fake_region(f, UID, "main", 7, &st); /* slot: container pid 7 */
-    char region[512], good[2048], line[1024];
+    char region[512], line[1024];
+    /* 4,000 anonymous mappings (~240 KiB): what follows lies far past one read buffer. */
+    size_t big = 4000 * 64 + 4096;
+    char *filler = calloc(1, big), *maps = calloc(1, 2 * big);
+    assert_non_null(filler);
+    assert_non_null(maps);
+    for (size_t i = 0, at = 0; i < 4000; i++)
+        at += (size_t)snprintf(filler + at, big - at, "%012zx-%012zx rw-p 00000000 00:00 0 \n",
+                               0x100000 + i * 2, 0x100000 + i * 2 + 1);
+    char region_last[512]; /* the same, as the file's last line without its newline */
     snprintf(region, sizeof region,
              "7f0000000000-7f0000044000 rw-s 00000000 %02x:%02x %llu %s/%s_main/region\n",
              major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino, f->containers, UID);
+    snprintf(region_last, sizeof region_last, "%.*s", (int)strlen(region) - 1, region);
     const char *vgpu =
         "7f1000000000-7f1000001000 r--p 00000000 08:01 11 /usr/local/vgpu/libvgpu.so\n";
     const char *cuda = "7f2000000000-7f2000001000 r--p 00000000 08:01 22 /usr/lib/libcuda.so.1\n"
@@ -688,20 +698,25 @@ static void test_judge_registration(void **state)
         int pid, nspid;
         const char *vgpu, *cuda, *cuda2, *region;
         const char *why;
+        bool filler;
     } cases[] = {
-        {101, 7, vgpu, cuda, "", region, NULL},               /* registered */
-        {102, 7, "", cuda, "", region, "libvgpu not loaded"}, /* a forged slot, no libvgpu */
-        {103, 7, vgpu, cuda, cuda2, region, "the driver loaded twice"},
-        {104, 7, vgpu, cuda, "", "", "the container's region not mapped"},
-        {105, 8, vgpu, cuda, "", region, "no slot in the container's region"},
+        {101, 7, vgpu, cuda, "", region, NULL, false},               /* registered */
+        {102, 7, "", cuda, "", region, "libvgpu not loaded", false}, /* a forged slot, no libvgpu */
+        {103, 7, vgpu, cuda, cuda2, region, "the driver loaded twice", false},
+        {104, 7, vgpu, cuda, "", "", "the container's region not mapped", false},
+        {105, 8, vgpu, cuda, "", region, "no slot in the container's region", false},
+        /* past the first read buffer: a second driver, the region as the last line */
+        {106, 7, vgpu, cuda, cuda2, region, "the driver loaded twice", true},
+        {107, 7, vgpu, cuda, "", region_last, NULL, true},
     };
-    struct mon_proc p[5];
+    enum { N = sizeof cases / sizeof cases[0] };
+    struct mon_proc p[N];
     char want[1024] = "";
-    for (size_t i = 0; i < 5; i++) {
+    for (size_t i = 0; i < N; i++) {
         fake_proc(f, cases[i].pid, "0::/kubepods/pod" UID "/" CID "\n");
-        snprintf(good, sizeof good, "%s%s%s%s", cases[i].vgpu, cases[i].cuda, cases[i].cuda2,
-                 cases[i].region);
-        fake_maps(f, cases[i].pid, cases[i].nspid, good);
+        snprintf(maps, 2 * big, "%s%s%s%s%s", cases[i].vgpu, cases[i].cuda,
+                 cases[i].filler ? filler : "", cases[i].cuda2, cases[i].region);
+        fake_maps(f, cases[i].pid, cases[i].nspid, maps);
         p[i] = (struct mon_proc){cases[i].pid, 0, MiB};
         if (cases[i].why) {
             snprintf(line, sizeof line, "unregistered %d %s;", cases[i].pid, cases[i].why);
@@ -710,12 +725,14 @@ static void test_judge_registration(void **state)
         }
     }
     struct mon_monitor *m = judge_new_reg(f, 0);
-    judge(m, f, p, 5, want);
+    judge(m, f, p, N, want);
     /* once per process */
-    judge(m, f, p, 5, "");
+    judge(m, f, p, N, "");
     struct mon_counters c;
     mon_get_counters(m, &c);
-    assert_int_equal(c.unregistered, 4);
+    assert_int_equal(c.unregistered, 5);
+    free(filler);
+    free(maps);
     assert_int_equal(c.violations, 0); /* 5 MiB: no memory violation */
     mon_free(m);
 }
