@@ -291,6 +291,16 @@ static uint64_t proc_start(struct mon_monitor *m, pid_t pid)
     return vg_parse_u64(p + 1, 0, UINT64_MAX, &v, &ignored) == 0 ? v : 0;
 }
 
+/* Whether the process has exited (a zombie, or gone): state Z or X in /proc/<pid>/stat. */
+static bool proc_exited(struct mon_monitor *m, pid_t pid)
+{
+    char buf[1024];
+    if (read_proc(m, pid, "stat", buf, sizeof buf) < 0)
+        return true;
+    const char *p = strrchr(buf, ')');
+    return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
+}
+
 static int cmp_items(const void *a, const void *b)
 {
     const struct item *x = a, *y = b;
@@ -709,7 +719,7 @@ static void sweep(struct mon_monitor *m, struct quar *q)
             memset(&it, 0, sizeof it);
             it.proc.pid = (pid_t)v;
             if (proc_identity(m, it.proc.pid, &it.id, NULL) < 0 ||
-                strcmp(it.id.pod_uid, q->pod_uid) != 0)
+                strcmp(it.id.pod_uid, q->pod_uid) != 0 || proc_exited(m, it.proc.pid))
                 continue;
             bool ours = q->name[0] == '\0';
             for (unsigned i = 0; i < q->id_count && !ours; i++)

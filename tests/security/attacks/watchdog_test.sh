@@ -181,6 +181,7 @@ if len(ok) != 1 or len(good) != 1 or others or theirs or phase != "Running":
     print("pod:", json.dumps(pod, indent=1))
     sys.exit(1)
 PY
+    [ -n "${VGPU_WATCHDOG_SHOW:-}" ] && cat "$T/monitor.log"
     python3 "$T/quarantine.py" "$API" "$POD_A" ||
         fail "no GPUIsolationViolated Event and condition on the attacker's pod alone"
     grep -q "^vgpu_monitor_quarantines_total 1$" "$T/metrics" ||
