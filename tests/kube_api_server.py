@@ -17,6 +17,10 @@ daemons use, with the wire formats of the real kube-apiserver:
          metadata.annotations/labels); metadata.resourceVersion in the patch is a
          precondition: 409 Conflict when the object has changed
   DELETE the object paths
+  GET    /api/v1/namespaces/NS/pods/P/status
+  PATCH  /api/v1/namespaces/NS/pods/P/status: the status only; a strategic merge patch
+         merges status.conditions by type (kept: the pod's other conditions), a JSON merge
+         patch replaces them
   POST   /api/v1/namespaces/NS/pods/P/binding                       sets spec.nodeName and
          merges the Binding's metadata.annotations in one write; its metadata.uid and
          metadata.resourceVersion, when set, are preconditions (409); 409 if the pod is
@@ -695,6 +699,8 @@ class Handler(BaseHTTPRequestHandler):
             if len(rest) == 3 and kind == "pods" and rest[2] == "binding" and method == "POST":
                 store.bind(namespace or "default", name, self.read_body())
                 return self.send_json(201, status_body(201, "", "", status="Success"))
+            if len(rest) == 3 and kind == "pods" and rest[2] == "status":
+                return self.pod_status(method, store, key)
             if len(rest) != 2:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             if method == "GET":
@@ -722,6 +728,46 @@ class Handler(BaseHTTPRequestHandler):
             self.send_error_status(e.code, e.reason, e.message)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
+
+    def pod_status(self, method, store, key):
+        """pods/NAME/status as kube-apiserver serves it: GET the pod; PATCH writes the
+        status only (spec and the rest of the patch are ignored, as the status strategy
+        does). A strategic merge patch merges status.conditions by their type (the
+        patchMergeKey of PodStatus.Conditions), keeping the others; a JSON merge patch
+        replaces the list."""
+        if method == "GET":
+            with store.cond:
+                return self.send_json(200, store.get("pods", key))
+        if method != "PATCH":
+            raise ApiError(405, "MethodNotAllowed", "method not allowed")
+        ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        if ctype not in ("application/merge-patch+json", "application/strategic-merge-patch+json"):
+            raise ApiError(415, "UnsupportedMediaType",
+                           "the body of the request was in an unknown format - accepted media "
+                           "types include: application/merge-patch+json, "
+                           "application/strategic-merge-patch+json")
+        patch = self.read_body()
+        if not isinstance(patch, dict) or not isinstance(patch.get("status", {}), dict):
+            raise ApiError(400, "BadRequest", "patch must be an object")
+        status = copy.deepcopy(patch.get("status") or {})
+        with store.cond:
+            old = store.get("pods", key)
+            conds = status.pop("conditions", None)
+            if conds is not None:
+                if not isinstance(conds, list) or not all(
+                        isinstance(c, dict) and isinstance(c.get("type"), str) for c in conds):
+                    raise ApiError(422, "Invalid", "status.conditions: each needs a type")
+                merged = conds
+                if ctype == "application/strategic-merge-patch+json":
+                    merged = [c for c in (old.get("status") or {}).get("conditions") or []
+                              if c.get("type") not in {n["type"] for n in conds}]
+                    for c in conds:
+                        prev = [o for o in (old.get("status") or {}).get("conditions") or []
+                                if o.get("type") == c["type"]]
+                        merged.append(merge_patch(copy.deepcopy(prev[0]) if prev else {}, c))
+                status["conditions"] = merged
+            store.stats["patches"] += 1
+        return self.send_json(200, store.patch("pods", key, {"status": status}))
 
     def read_rest_of_body(self):
         pass  # bodies are read before any error can be raised after them

@@ -37,8 +37,14 @@
 void mon_args_usage(FILE *f)
 {
     fprintf(f, "usage: vgpu-monitor [flags]\n"
-               "  --policy warn|kill       what a container over its GPU memory limit gets "
-               "(default warn)\n"
+               "  --policy warn|kill       what a violation gets: a container over its GPU "
+               "memory limit, a process not registered with libvgpu (default kill)\n"
+               "  --registration-check on|off  every GPU process of a limited container must "
+               "be registered with libvgpu (default on)\n"
+               "  --quarantine-after N     violations within the window that quarantine a "
+               "container, 0 never (default 3)\n"
+               "  --quarantine-window-s N  the window (default 60)\n"
+               "  --quarantine-s N         how long a quarantine lasts (default 600)\n"
                "  --interval-ms N          sampling interval, 10..10000 (default 100)\n"
                "  --containers-dir DIR     the device plugin's container directories "
                "(default /usr/local/vgpu/containers)\n"
@@ -62,7 +68,11 @@ void mon_args_usage(FILE *f)
 int mon_args_parse(int argc, char **argv, struct mon_args *a, struct vg_err *err)
 {
     memset(a, 0, sizeof *a);
-    a->policy = MON_POLICY_WARN;
+    a->policy = MON_POLICY_KILL;
+    a->check_registration = true;
+    a->quarantine_after = 3;
+    a->quarantine_window_s = 60;
+    a->quarantine_s = 600;
     a->interval_ms = 100;
     a->containers_dir = "/usr/local/vgpu/containers";
     a->proc_root = "/proc";
@@ -100,6 +110,24 @@ int mon_args_parse(int argc, char **argv, struct mon_args *a, struct vg_err *err
                 a->policy = MON_POLICY_KILL;
             else
                 return vg_err_set(err, -EINVAL, "--policy '%s': want warn or kill", value);
+        } else if (strcmp(name, "--registration-check") == 0) {
+            if (strcmp(value, "on") == 0)
+                a->check_registration = true;
+            else if (strcmp(value, "off") == 0)
+                a->check_registration = false;
+            else
+                return vg_err_set(err, -EINVAL, "--registration-check '%s': want on or off", value);
+        } else if (strcmp(name, "--quarantine-after") == 0) {
+            uint64_t v;
+            if (vg_parse_u64(value, 0, MON_QUARANTINE_MAX_K, &v, &sub) < 0)
+                return vg_err_set(err, -EINVAL, "--quarantine-after '%s': %s", value, sub.msg);
+            a->quarantine_after = (unsigned)v;
+        } else if (strcmp(name, "--quarantine-window-s") == 0) {
+            if (vg_parse_u64(value, 1, 86400, &a->quarantine_window_s, &sub) < 0)
+                return vg_err_set(err, -EINVAL, "--quarantine-window-s '%s': %s", value, sub.msg);
+        } else if (strcmp(name, "--quarantine-s") == 0) {
+            if (vg_parse_u64(value, 1, 7 * 86400, &a->quarantine_s, &sub) < 0)
+                return vg_err_set(err, -EINVAL, "--quarantine-s '%s': %s", value, sub.msg);
         } else if (strcmp(name, "--interval-ms") == 0) {
             if (vg_parse_u64(value, 10, 10000, &a->interval_ms, &sub) < 0)
                 return vg_err_set(err, -EINVAL, "--interval-ms '%s': %s", value, sub.msg);
@@ -468,7 +496,8 @@ static void event_done(void *arg, long status, json_t *body, const struct vg_err
     vg_log(VG_LOG_WARN, "cannot post an Event", "status=%ld error=\"%s\"", status, err->msg);
 }
 
-static void post_event(struct daemon *d, const struct mon_report *r, const char *message)
+static void post_event(struct daemon *d, const struct mon_report *r, const char *reason,
+                       const char *message)
 {
     const struct pod_ctr *pod = pod_find(d, r->pod_uid);
     if (!d->kube || !pod)
@@ -487,7 +516,6 @@ static void post_event(struct daemon *d, const struct mon_report *r, const char 
     if (r->container[0] &&
         vg_snprintf(field, sizeof field, "spec.containers{%s}", r->container) >= 0)
         json_object_set_new(involved, "fieldPath", json_string(field));
-    const char *reason = strcmp(r->kind, "kill") == 0 ? "GPUMemoryLimitKill" : "GPUMemoryOverLimit";
     const char *node = d->args->node_name ? d->args->node_name : "";
     VG_AUTO_JSON json_t *ev = json_pack(
         "{s:s, s:s, s:{s:s, s:s}, s:O, s:s, s:s, s:s, s:{s:s, s:s}, s:s, s:s, s:i, s:s, s:s}",
@@ -501,6 +529,46 @@ static void post_event(struct daemon *d, const struct mon_report *r, const char 
         kube_post(d->kube, path, ev, event_done, d, &err) < 0) {
         d->events_failed++;
         vg_log(VG_LOG_WARN, "cannot post an Event", "error=\"%s\"", err.msg);
+    }
+}
+
+static void condition_done(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    (void)arg;
+    (void)body;
+    if (err->code != 0)
+        vg_log(VG_LOG_WARN, "cannot set the pod's condition", "status=%ld error=\"%s\"", status,
+               err->msg);
+    else
+        vg_log(VG_LOG_INFO, "pod condition set", "type=vgpu.io/GPUIsolationViolated");
+}
+
+/* The pod's condition vgpu.io/GPUIsolationViolated (True while its container is
+ * quarantined), through pods/status with a strategic merge patch: conditions merge by
+ * type, so kubelet's own and other controllers' are kept. */
+static void patch_condition(struct daemon *d, const struct mon_report *r, bool on,
+                            const char *message)
+{
+    const struct pod_ctr *pod = pod_find(d, r->pod_uid);
+    if (!d->kube || !pod)
+        return;
+    char ts[32], path[2 * MON_NAME_MAX + 48];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    VG_AUTO_JSON json_t *patch =
+        json_pack("{s:{s:[{s:s, s:s, s:s, s:s, s:s, s:s}]}}", "status", "conditions", "type",
+                  "vgpu.io/GPUIsolationViolated", "status", on ? "True" : "False", "reason",
+                  on ? "RepeatedViolations" : "QuarantineOver", "message", message,
+                  "lastTransitionTime", ts, "lastProbeTime", ts);
+    struct vg_err err = {0};
+    if (!patch ||
+        vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/pods/%s/status", pod->ns, pod->pod) <
+            0 ||
+        kube_patch(d->kube, path, "application/strategic-merge-patch+json", patch, condition_done,
+                   d, &err) < 0) {
+        vg_log(VG_LOG_WARN, "cannot set the pod's condition", "error=\"%s\"", err.msg);
     }
 }
 
@@ -535,6 +603,61 @@ static void on_report(void *arg, const struct mon_report *r)
                           (unsigned long long)r->used / mib, r->gpu_uuid,
                           (unsigned long long)r->limit / mib, (unsigned long long)r->slack / mib,
                           policy);
+    } else if (strcmp(r->kind, "unregistered") == 0) {
+        vg_log(VG_LOG_WARN, "a GPU process not registered with libvgpu",
+               "policy=%s pid=%d why=\"%s\" pod_uid=%s namespace=%s pod=%s container=%s gpu=%s "
+               "holds_mib=%llu",
+               policy, (int)r->pid, r->why, r->pod_uid, ns, pname,
+               r->container[0] ? r->container : "(whole pod)", r->gpu_uuid,
+               (unsigned long long)r->freed / mib);
+        (void)vg_snprintf(message, sizeof message,
+                          "pid %d uses GPU %s (%llu MiB) without being registered with libvgpu "
+                          "(%s); policy %s",
+                          (int)r->pid, r->gpu_uuid, (unsigned long long)r->freed / mib, r->why,
+                          policy);
+        post_event(d, r, "GPUBypassDetected", message);
+        return;
+    } else if (strcmp(r->kind, "quarantine") == 0 || strcmp(r->kind, "release") == 0) {
+        bool on = r->kind[0] == 'q';
+        if (on) {
+            vg_log(VG_LOG_WARN, "container quarantined for repeated GPU isolation violations",
+                   "policy=%s pod_uid=%s namespace=%s pod=%s container=%s violations=%u "
+                   "quarantine_s=%llu",
+                   policy, r->pod_uid, ns, pname, r->container[0] ? r->container : "(whole pod)",
+                   r->violations, (unsigned long long)r->until_ms / 1000);
+            (void)vg_snprintf(message, sizeof message,
+                              "%s%s quarantined for %llu s after %u GPU isolation violations in "
+                              "%llu s; %s",
+                              r->container[0] ? "container " : "pod", r->container,
+                              (unsigned long long)r->until_ms / 1000, r->violations,
+                              (unsigned long long)d->args->quarantine_window_s,
+                              d->args->policy == MON_POLICY_KILL
+                                  ? "its processes are killed, and any that uses a GPU again"
+                                  : "policy warn: nothing is killed");
+            post_event(d, r, "GPUIsolationViolated", message);
+        } else {
+            vg_log(VG_LOG_INFO, "container quarantine over",
+                   "pod_uid=%s namespace=%s pod=%s container=%s", r->pod_uid, ns, pname,
+                   r->container[0] ? r->container : "(whole pod)");
+            (void)vg_snprintf(message, sizeof message, "%s%s: quarantine over",
+                              r->container[0] ? "container " : "pod", r->container);
+        }
+        patch_condition(d, r, on, message);
+        return;
+    } else if (r->why && strcmp(r->why, "limit") != 0) {
+        bool q = strcmp(r->why, "quarantine") == 0;
+        vg_log(VG_LOG_WARN,
+               q ? "killed a process of a quarantined container"
+                 : "killed a process not registered with libvgpu",
+               "pid=%d pod_uid=%s namespace=%s pod=%s container=%s gpu=%s freed_mib=%llu",
+               (int)r->pid, r->pod_uid, ns, pname, r->container[0] ? r->container : "(whole pod)",
+               r->gpu_uuid[0] ? r->gpu_uuid : "-", (unsigned long long)r->freed / mib);
+        (void)vg_snprintf(message, sizeof message, "killed pid %d%s%s: %s", (int)r->pid,
+                          r->gpu_uuid[0] ? " on GPU " : "", r->gpu_uuid,
+                          q ? "its container is quarantined"
+                            : "a GPU process not registered with libvgpu");
+        post_event(d, r, q ? "GPUQuarantineKill" : "GPUBypassKill", message);
+        return;
     } else {
         vg_log(VG_LOG_WARN, "killed a process over its container's GPU memory limit",
                "pid=%d pod_uid=%s namespace=%s pod=%s container=%s gpu=%s freed_mib=%llu "
@@ -548,7 +671,8 @@ static void on_report(void *arg, const struct mon_report *r)
                           r->container[0] ? "container " : "pod", r->container,
                           (unsigned long long)r->limit / mib);
     }
-    post_event(d, r, message);
+    post_event(d, r, strcmp(r->kind, "kill") == 0 ? "GPUMemoryLimitKill" : "GPUMemoryOverLimit",
+               message);
 }
 
 /* ---- the loop -------------------------------------------------------------------- */
@@ -811,7 +935,11 @@ int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
                              .resolve = kube ? resolve : NULL,
                              .resolve_arg = d,
                              .report = on_report,
-                             .report_arg = d};
+                             .report_arg = d,
+                             .check_registration = args->check_registration,
+                             .quarantine_after = args->quarantine_after,
+                             .quarantine_window_ms = args->quarantine_window_s * 1000,
+                             .quarantine_ms = args->quarantine_s * 1000};
     VG_AUTO(mon_freep) struct mon_monitor *mon = NULL;
     if ((rc = mon_new(&mo, uuids, d->nvml.count, &mon, err)) < 0)
         return rc;
@@ -840,9 +968,13 @@ int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
     event_add(sigterm, NULL);
     event_add(sigint, NULL);
     vg_log(VG_LOG_INFO, "watching",
-           "gpus=%u policy=%s interval_ms=%llu containers_dir=%s node=%s api=%s", d->nvml.count,
-           args->policy == MON_POLICY_KILL ? "kill" : "warn", (unsigned long long)args->interval_ms,
-           args->containers_dir, args->node_name ? args->node_name : "", kube ? "yes" : "no");
+           "gpus=%u policy=%s interval_ms=%llu registration_check=%s quarantine_after=%u "
+           "quarantine_window_s=%llu quarantine_s=%llu containers_dir=%s node=%s api=%s",
+           d->nvml.count, args->policy == MON_POLICY_KILL ? "kill" : "warn",
+           (unsigned long long)args->interval_ms, args->check_registration ? "on" : "off",
+           args->quarantine_after, (unsigned long long)args->quarantine_window_s,
+           (unsigned long long)args->quarantine_s, args->containers_dir,
+           args->node_name ? args->node_name : "", kube ? "yes" : "no");
     on_timer(-1, 0, d); /* the first sample at once */
     if (args->samples != 1)
         event_base_dispatch(base);

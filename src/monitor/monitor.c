@@ -8,7 +8,13 @@
  * and re-read after MON_LIMITS_TTL samples (the device plugin writes them once, before
  * the container starts). Violations are episodes: one "over" report when a group passes
  * its limit plus slack, one "under" when it is back, so a log line or Event is not
- * repeated every sample. */
+ * repeated every sample.
+ *
+ * Independently of the memory, each process of a limited container must be registered
+ * with libvgpu in that container's region (check_registration): verified from outside at
+ * first sight and every MON_VERIFY_TTL samples after (registered()); one that is not is a
+ * violation in the sample NVML lists it, whatever it holds. Violations are counted per
+ * container (quarantine_*): a container that keeps violating is quarantined as a whole. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -16,7 +22,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/auto.h"
@@ -26,10 +35,16 @@
 #include "base/parse.h"
 #include "base/str.h"
 #include "monitor/monitor.h"
+#include "monitor/region_read.h"
 
-#define MON_LIMITS_TTL 20 /* samples a cached limit is trusted */
-#define MON_KEY_MAX    (MON_UID_MAX + MON_NAME_MAX + 8)
-#define MON_TABLE_MAX  (4 * MON_MAX_PROCS)
+#define MON_LIMITS_TTL        20 /* samples a cached limit is trusted */
+#define MON_KEY_MAX           (MON_UID_MAX + MON_NAME_MAX + 8)
+#define MON_TABLE_MAX         (4 * MON_MAX_PROCS)
+#define MON_VERIFY_TTL        10 /* samples a process's registration is trusted before a recheck */
+#define MON_SLOT_SIZE         272
+#define MON_REGION_CANDIDATES 16 /* regions of one pod a process may be registered in */
+#define MON_QUAR_IDS          8  /* container IDs a quarantine remembers (restarts) */
+#define MON_SWEEP_PASSES      4  /* passes over /proc per sweep (forks during one) */
 
 /* A process of the sample with who it belongs to. */
 struct item {
@@ -37,6 +52,29 @@ struct item {
     struct mon_cgroup_id id;
     char name[MON_NAME_MAX]; /* "" unknown */
     uint64_t start;          /* start time (clock ticks since boot), read only for kills */
+    bool killed;             /* in this sample */
+};
+
+/* A process's registration, by pid and start time (a reused pid is another process). */
+struct reg {
+    pid_t pid;
+    uint64_t start;
+    uint64_t checked_at, seen_at; /* samples */
+    bool ok;
+    bool reported; /* its "unregistered" report went out */
+};
+
+/* A container's violations and quarantine (key: pod UID | name, "" the whole pod). */
+struct quar {
+    char key[MON_KEY_MAX];
+    char pod_uid[MON_UID_MAX];
+    char name[MON_NAME_MAX];
+    char ids[MON_QUAR_IDS][MON_CID_MAX]; /* its container IDs seen (a restart makes one) */
+    unsigned id_count;
+    uint64_t times[MON_QUARANTINE_MAX_K]; /* ms of the last violations, a ring */
+    unsigned next;
+    uint64_t until_ms; /* quarantined until; 0: not */
+    bool sweep;        /* kill its processes at the end of this sample */
 };
 
 /* Per (GPU, pod, container) state kept across samples. */
@@ -58,7 +96,13 @@ struct mon_monitor {
     struct item *items; /* MON_MAX_PROCS */
     struct entry *entries;
     size_t entry_count, entry_cap;
+    struct reg *regs;
+    size_t reg_count, reg_cap;
+    struct quar *quars;
+    size_t quar_count, quar_cap;
     char cgroup_text[MON_CGROUP_MAX + 1];
+    char *maps;           /* MON_MAPS_BUF, for registered() */
+    unsigned char *slots; /* the region's process table, for registered() */
 };
 
 int mon_new(const struct mon_options *options, const char *const *gpu_uuids, unsigned gpu_count,
@@ -76,17 +120,28 @@ int mon_new(const struct mon_options *options, const char *const *gpu_uuids, uns
         m->opt.proc_root = "/proc";
     if (!m->opt.cgroup_root)
         m->opt.cgroup_root = "";
+    if (m->opt.quarantine_after > MON_QUARANTINE_MAX_K)
+        return vg_err_set(err, -EINVAL, "quarantine after %u violations: at most %d",
+                          m->opt.quarantine_after, MON_QUARANTINE_MAX_K);
     m->uuids = vg_calloc(gpu_count ? gpu_count : 1, sizeof *m->uuids);
     m->items = vg_calloc(MON_MAX_PROCS, sizeof *m->items);
-    if (!m->uuids || !m->items) {
+    if (m->opt.check_registration) {
+        m->maps = vg_calloc(1, MON_MAPS_BUF);
+        m->slots = vg_calloc(REGION_MAX_PROCS, MON_SLOT_SIZE);
+    }
+    if (!m->uuids || !m->items || (m->opt.check_registration && (!m->maps || !m->slots))) {
         free(m->uuids);
         free(m->items);
+        free(m->maps);
+        free(m->slots);
         return vg_err_set(err, -ENOMEM, "monitor: out of memory");
     }
     for (unsigned i = 0; i < gpu_count; i++)
         if (vg_strlcpy(m->uuids[i], gpu_uuids[i], sizeof m->uuids[i]) < 0) {
             free(m->uuids);
             free(m->items);
+            free(m->maps);
+            free(m->slots);
             return vg_err_set(err, -EINVAL, "GPU UUID '%s' too long", gpu_uuids[i]);
         }
     m->gpu_count = gpu_count;
@@ -101,6 +156,10 @@ void mon_free(struct mon_monitor *mon)
     free(mon->uuids);
     free(mon->items);
     free(mon->entries);
+    free(mon->regs);
+    free(mon->quars);
+    free(mon->maps);
+    free(mon->slots);
     free(mon);
 }
 
@@ -157,9 +216,8 @@ static bool append(char *buf, size_t size, size_t *len, const char *s, uint64_t 
     return true;
 }
 
-/* Reads <proc_root>/<pid>/<file> into buf[size] (NUL-terminated); its length or -errno. */
-static ssize_t read_proc(const struct mon_monitor *m, pid_t pid, const char *file, char *buf,
-                         size_t size)
+/* Opens <proc_root>/<pid>/<file>: a descriptor or -errno. */
+static int open_proc(const struct mon_monitor *m, pid_t pid, const char *file)
 {
     char path[MON_PATH_MAX];
     size_t pl = 0;
@@ -168,16 +226,34 @@ static ssize_t read_proc(const struct mon_monitor *m, pid_t pid, const char *fil
         !append(path, sizeof path, &pl, NULL, (uint64_t)pid) ||
         !append(path, sizeof path, &pl, "/", 0) || !append(path, sizeof path, &pl, file, 0))
         return pid <= 0 ? -ESRCH : -ENAMETOOLONG;
-    VG_AUTO_CLOSE int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    size_t len = 0;
-    while (len < size - 1) {
-        ssize_t n = read(fd, buf + len, size - 1 - len);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+/* Reads up to size - 1 bytes from fd into buf at *len; the bytes read (0 at the end) or
+ * -errno. */
+static ssize_t read_some(int fd, char *buf, size_t size)
+{
+    for (;;) {
+        ssize_t n = read(fd, buf, size);
         if (n < 0 && errno == EINTR)
             continue;
+        return n < 0 ? -errno : n;
+    }
+}
+
+/* Reads <proc_root>/<pid>/<file> into buf[size] (NUL-terminated); its length or -errno. */
+static ssize_t read_proc(const struct mon_monitor *m, pid_t pid, const char *file, char *buf,
+                         size_t size)
+{
+    VG_AUTO_CLOSE int fd = open_proc(m, pid, file);
+    if (fd < 0)
+        return fd;
+    size_t len = 0;
+    while (len < size - 1) {
+        ssize_t n = read_some(fd, buf + len, size - 1 - len);
         if (n < 0)
-            return -errno;
+            return n;
         if (n == 0)
             break;
         len += (size_t)n;
@@ -213,6 +289,16 @@ static uint64_t proc_start(struct mon_monitor *m, pid_t pid)
     uint64_t v;
     struct vg_err ignored;
     return vg_parse_u64(p + 1, 0, UINT64_MAX, &v, &ignored) == 0 ? v : 0;
+}
+
+/* Whether the process has exited (a zombie, or gone): state Z or X in /proc/<pid>/stat. */
+static bool proc_exited(struct mon_monitor *m, pid_t pid)
+{
+    char buf[1024];
+    if (read_proc(m, pid, "stat", buf, sizeof buf) < 0)
+        return true;
+    const char *p = strrchr(buf, ')');
+    return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
 }
 
 static int cmp_items(const void *a, const void *b)
@@ -294,6 +380,302 @@ static void report(struct mon_monitor *m, const char *kind, unsigned gpu, const 
     m->opt.report(m->opt.report_arg, &r);
 }
 
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+/* ---- registration: is a GPU process the one libvgpu registered? ------------------ */
+
+/* A region file a process of the group may be registered in. */
+struct candidate {
+    dev_t dev;
+    ino_t ino;
+    char path[MON_PATH_MAX];
+};
+
+/* The regions of the group's container (name) or, when it is not known, of every
+ * container of the pod: <containers-dir>/<pod>_<name>/region, stat'ed. */
+static size_t candidates(struct mon_monitor *m, const char *pod, const char *name,
+                         struct candidate *out)
+{
+    size_t n = 0;
+    char path[MON_PATH_MAX];
+    struct stat st;
+    if (name[0]) {
+        if (vg_snprintf(path, sizeof path, "%s/%s_%s/region", m->opt.containers_dir, pod, name) <
+                0 ||
+            lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            return 0;
+        out[0].dev = st.st_dev;
+        out[0].ino = st.st_ino;
+        (void)vg_strlcpy(out[0].path, path, sizeof out[0].path);
+        return 1;
+    }
+    VG_AUTO(closedirp) DIR *d = opendir(m->opt.containers_dir);
+    if (!d)
+        return 0;
+    size_t pl = strlen(pod);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL && n < MON_REGION_CANDIDATES) {
+        if (strncmp(de->d_name, pod, pl) != 0 || de->d_name[pl] != '_')
+            continue;
+        if (vg_snprintf(path, sizeof path, "%s/%s/region", m->opt.containers_dir, de->d_name) < 0 ||
+            lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        out[n].dev = st.st_dev;
+        out[n].ino = st.st_ino;
+        (void)vg_strlcpy(out[n].path, path, sizeof out[n].path);
+        n++;
+    }
+    return n;
+}
+
+/* The process's pid in its own (innermost) pid namespace: the last NSpid of its status,
+ * which is what libvgpu wrote in its slot. */
+static int ns_pid(struct mon_monitor *m, pid_t pid, int32_t *out)
+{
+    char buf[4096];
+    ssize_t n = read_proc(m, pid, "status", buf, sizeof buf);
+    if (n < 0)
+        return (int)n;
+    const char *line = strstr(buf, "\nNSpid:");
+    if (!line) { /* kernels before 4.1: no namespaces to translate */
+        *out = (int32_t)pid;
+        return 0;
+    }
+    line += 7;
+    const char *end = strchr(line, '\n');
+    long last = -1;
+    while (*line && (!end || line < end)) {
+        char *next;
+        long v = strtol(line, &next, 10);
+        if (next == line)
+            break;
+        last = v;
+        line = next;
+    }
+    if (last <= 0 || last > INT32_MAX)
+        return -EPROTO;
+    *out = (int32_t)last;
+    return 0;
+}
+
+/* Whether slot table of the region at c (mapped by the process) holds a live slot with
+ * this pid. The file is opened without following links or waiting and must still be the
+ * file the process maps (same device and inode) and a whole region. */
+static bool slot_of(struct mon_monitor *m, const struct candidate *c, int32_t pid)
+{
+    VG_AUTO_CLOSE int fd = open(c->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_dev != c->dev ||
+        st.st_ino != c->ino || st.st_size != (off_t)MON_REGION_FILE_SIZE)
+        return false;
+    size_t want = (size_t)REGION_MAX_PROCS * MON_SLOT_SIZE;
+    ssize_t got = pread(fd, m->slots, want, MON_REGION_HEAD);
+    if (got != (ssize_t)want)
+        return false;
+    for (size_t i = 0; i < REGION_MAX_PROCS; i++) {
+        const unsigned char *slot = m->slots + i * MON_SLOT_SIZE;
+        uint32_t state;
+        int32_t spid;
+        memcpy(&state, slot, sizeof state);
+        memcpy(&spid, slot + 8, sizeof spid);
+        if (state == 1 && spid == pid)
+            return true;
+    }
+    return false;
+}
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* Whether the process is registered with libvgpu in one of the group's regions, verified
+ * from outside: it maps libvgpu (a file named libvgpu.so*), maps the driver (libcuda.so*)
+ * at most once (a second load is dlmopen or a copy by path: allocations libvgpu does not
+ * see), maps one of the regions (device and inode of the file in the containers
+ * directory), and that region has a live slot with the process's own pid. *why names the
+ * first check that failed. A process whose files cannot be read fails (fails closed); one
+ * that is gone returns -ESRCH. */
+static int registered(struct mon_monitor *m, pid_t pid, const char *pod, const char *name,
+                      const char **why)
+{
+    struct candidate cands[MON_REGION_CANDIDATES];
+    size_t nc = candidates(m, pod, name, cands);
+    int32_t nspid = 0;
+    int rc = ns_pid(m, pid, &nspid);
+    if (rc == -ENOENT || rc == -ESRCH)
+        return -ESRCH;
+    if (rc < 0) {
+        *why = "status unreadable";
+        return 0;
+    }
+    /* The whole file, a buffer at a time (a process with a huge map cannot push a
+     * mapping out of sight). */
+    VG_AUTO_CLOSE int fd = open_proc(m, pid, "maps");
+    if (fd == -ENOENT || fd == -ESRCH)
+        return -ESRCH;
+    if (fd < 0) {
+        *why = "maps unreadable";
+        return 0;
+    }
+    bool libvgpu = false;
+    unsigned cuda_loads = 0;
+    const struct candidate *mapped = NULL;
+    size_t have = 0;
+    for (;;) {
+        ssize_t n = read_some(fd, m->maps + have, MON_MAPS_BUF - 1 - have);
+        if (n == -ESRCH || n == -ENOENT)
+            return -ESRCH;
+        if (n < 0) {
+            *why = "maps unreadable";
+            return 0;
+        }
+        have += (size_t)n;
+        m->maps[have] = '\0';
+        char *line = m->maps;
+        for (char *nl; (nl = strchr(line, '\n')) != NULL || (n == 0 && *line); line = nl + 1) {
+            if (!nl)
+                nl = line + strlen(line); /* the last line, without its newline */
+            *nl = '\0';
+            unsigned long long off = 0, ino = 0;
+            unsigned maj = 0, mnr = 0;
+            int at = 0;
+            if (sscanf(line, "%*s %*s %llx %x:%x %llu %n", &off, &maj, &mnr, &ino, &at) == 4 &&
+                at > 0) {
+                const char *b = base_name(line + at);
+                if (strncmp(b, "libvgpu.so", 10) == 0)
+                    libvgpu = true;
+                if (strncmp(b, "libcuda.so", 10) == 0 && off == 0)
+                    cuda_loads++;
+                for (size_t i = 0; i < nc && !mapped && ino != 0; i++)
+                    if (cands[i].ino == (ino_t)ino && major(cands[i].dev) == maj &&
+                        minor(cands[i].dev) == mnr)
+                        mapped = &cands[i];
+            }
+            if (nl == m->maps + have)
+                break;
+        }
+        if (n == 0)
+            break;
+        size_t used = (size_t)(line - m->maps);
+        if (used > have)
+            used = have;
+        if (used == 0 && have == MON_MAPS_BUF - 1) {
+            *why = "maps unreadable"; /* a line longer than any the kernel writes */
+            return 0;
+        }
+        memmove(m->maps, m->maps + used, have - used);
+        have -= used;
+    }
+    if (!libvgpu)
+        *why = "libvgpu not loaded";
+    else if (cuda_loads > 1)
+        *why = "the driver loaded twice";
+    else if (!mapped)
+        *why = "the container's region not mapped";
+    else if (!slot_of(m, mapped, nspid))
+        *why = "no slot in the container's region";
+    else
+        return 1;
+    return 0;
+}
+
+static struct reg *reg_get(struct mon_monitor *m, pid_t pid, uint64_t start)
+{
+    for (size_t i = 0; i < m->reg_count; i++)
+        if (m->regs[i].pid == pid && m->regs[i].start == start)
+            return &m->regs[i];
+    struct vg_err ignored;
+    if (vg_array_grow(&m->regs, &m->reg_cap, m->reg_count + 1, sizeof *m->regs, MON_TABLE_MAX,
+                      "registrations", &ignored) < 0)
+        return NULL;
+    struct reg *r = &m->regs[m->reg_count++];
+    memset(r, 0, sizeof *r);
+    r->pid = pid;
+    r->start = start;
+    return r;
+}
+
+/* ---- containers: violations and quarantine ---------------------------------------- */
+
+static struct quar *quar_get(struct mon_monitor *m, const char *pod, const char *name, bool add)
+{
+    char key[MON_KEY_MAX];
+    if (vg_snprintf(key, sizeof key, "%s|%s", pod, name) < 0)
+        return NULL;
+    for (size_t i = 0; i < m->quar_count; i++)
+        if (strcmp(m->quars[i].key, key) == 0)
+            return &m->quars[i];
+    struct vg_err ignored;
+    if (!add || vg_array_grow(&m->quars, &m->quar_cap, m->quar_count + 1, sizeof *m->quars,
+                              MON_TABLE_MAX, "quarantines", &ignored) < 0)
+        return NULL;
+    struct quar *q = &m->quars[m->quar_count++];
+    memset(q, 0, sizeof *q);
+    (void)vg_strlcpy(q->key, key, sizeof q->key);
+    (void)vg_strlcpy(q->pod_uid, pod, sizeof q->pod_uid);
+    (void)vg_strlcpy(q->name, name, sizeof q->name);
+    return q;
+}
+
+static void quar_add_id(struct quar *q, const char *id)
+{
+    if (!id[0])
+        return;
+    for (unsigned i = 0; i < q->id_count; i++)
+        if (strcmp(q->ids[i], id) == 0)
+            return;
+    unsigned at = q->id_count < MON_QUAR_IDS ? q->id_count++ : MON_QUAR_IDS - 1;
+    (void)vg_strlcpy(q->ids[at], id, sizeof q->ids[at]);
+}
+
+static void report_container(struct mon_monitor *m, const char *kind, const struct quar *q,
+                             unsigned violations, uint64_t until)
+{
+    if (!m->opt.report)
+        return;
+    struct mon_report r = {.kind = kind,
+                           .gpu_uuid = "",
+                           .pod_uid = q->pod_uid,
+                           .container = q->name,
+                           .violations = violations,
+                           .until_ms = until};
+    m->opt.report(m->opt.report_arg, &r);
+}
+
+/* One violation of the container of it: counted in its window; the quarantine_after-th
+ * within the window quarantines the container. */
+static void note_violation(struct mon_monitor *m, const struct item *it, const char *name)
+{
+    unsigned k = m->opt.quarantine_after;
+    if (k == 0)
+        return;
+    struct quar *q = quar_get(m, it->id.pod_uid, name, true);
+    if (!q)
+        return;
+    quar_add_id(q, it->id.container_id);
+    uint64_t now = now_ms();
+    q->times[q->next++ % k] = now;
+    if (q->until_ms != 0)
+        return;
+    unsigned recent = 0;
+    for (unsigned i = 0; i < k && i < q->next; i++)
+        if (now - q->times[i] <= m->opt.quarantine_window_ms)
+            recent++;
+    if (recent < k)
+        return;
+    q->until_ms = now + (m->opt.quarantine_ms ? m->opt.quarantine_ms : 1);
+    q->sweep = true;
+    m->counters.quarantines++;
+    report_container(m, "quarantine", q, recent, m->opt.quarantine_ms);
+}
+
 /* SIGKILL, but only to the process that is still the one judged: through a pidfd (a
  * reused pid cannot be hit) whose cgroup is checked again after it was opened. */
 static int kill_checked(struct mon_monitor *m, const struct item *it, struct vg_err *err)
@@ -312,6 +694,104 @@ static int kill_checked(struct mon_monitor *m, const struct item *it, struct vg_
     if (rc != 0)
         return vg_err_errno(err, errno, "pid %d: SIGKILL", (int)it->proc.pid);
     return 0;
+}
+
+/* Kills every process of a quarantined container, GPU or not (the parent of a relay uses
+ * none): the processes under proc_root whose cgroup names the pod and one of the
+ * container's IDs (any container of the pod when it is judged whole). Passes until one
+ * finds nothing, so a child forked during a pass is found by the next. */
+static void sweep(struct mon_monitor *m, struct quar *q)
+{
+    pid_t self = getpid();
+    for (int pass = 0; pass < MON_SWEEP_PASSES; pass++) {
+        VG_AUTO(closedirp) DIR *d = opendir(m->opt.proc_root);
+        if (!d)
+            return;
+        unsigned killed = 0;
+        struct dirent *de;
+        while ((de = readdir(d)) != NULL) {
+            uint64_t v;
+            struct vg_err ignored;
+            if (de->d_name[0] < '1' || de->d_name[0] > '9' ||
+                vg_parse_u64(de->d_name, 1, INT32_MAX, &v, &ignored) < 0 || (pid_t)v == self)
+                continue;
+            struct item it;
+            memset(&it, 0, sizeof it);
+            it.proc.pid = (pid_t)v;
+            if (proc_identity(m, it.proc.pid, &it.id, NULL) < 0 ||
+                strcmp(it.id.pod_uid, q->pod_uid) != 0 || proc_exited(m, it.proc.pid))
+                continue;
+            bool ours = q->name[0] == '\0';
+            for (unsigned i = 0; i < q->id_count && !ours; i++)
+                ours = strcmp(q->ids[i], it.id.container_id) == 0;
+            if (!ours)
+                continue;
+            struct vg_err err = {0};
+            int rc = kill_checked(m, &it, &err);
+            if (rc == -ESRCH || rc == -ENOENT)
+                continue;
+            if (rc < 0) {
+                m->counters.kill_failures++;
+                continue;
+            }
+            m->counters.kills++;
+            killed++;
+            if (m->opt.report) {
+                struct mon_report r = {.kind = "kill",
+                                       .gpu_uuid = "",
+                                       .pod_uid = q->pod_uid,
+                                       .container = q->name,
+                                       .pid = it.proc.pid,
+                                       .why = "quarantine"};
+                m->opt.report(m->opt.report_arg, &r);
+            }
+        }
+        if (killed == 0)
+            return;
+    }
+}
+
+/* Kills one item for why ("limit", "unregistered", "quarantine"); its memory leaves used.
+ * 1: killed now; 0: killed before or gone; -1: the kill failed. */
+static int kill_item(struct mon_monitor *m, struct entry *e, struct item *it, const char *name,
+                     uint64_t *used, uint64_t limit, const char *why)
+{
+    if (it->killed)
+        return 0;
+    struct vg_err err = {0};
+    int rc = kill_checked(m, it, &err);
+    if (rc == -ESRCH || rc == -ENOENT) {
+        /* Gone since the sample (or its pid now someone else's): it holds nothing of
+         * this container's any more. */
+        it->killed = true;
+        *used -= it->proc.used < *used ? it->proc.used : *used;
+        return 0;
+    }
+    if (rc < 0) {
+        m->counters.kill_failures++;
+        if (!e->kill_failed)
+            vg_log(VG_LOG_WARN, "cannot kill; retried every sample, logged once",
+                   "pod_uid=%s container=%s %s", it->id.pod_uid, name, err.msg);
+        e->kill_failed = true;
+        return -1;
+    }
+    it->killed = true;
+    m->counters.kills++;
+    *used -= it->proc.used < *used ? it->proc.used : *used;
+    if (m->opt.report) {
+        struct mon_report r = {.kind = "kill",
+                               .gpu_uuid = m->uuids[it->proc.gpu],
+                               .pod_uid = it->id.pod_uid,
+                               .container = name,
+                               .used = *used,
+                               .limit = limit,
+                               .slack = mon_slack(limit),
+                               .pid = it->proc.pid,
+                               .freed = it->proc.used,
+                               .why = why};
+        m->opt.report(m->opt.report_arg, &r);
+    }
+    return 1;
 }
 
 /* One group: items[0..n) on one GPU, one pod, one container (name "" = the whole pod). */
@@ -339,12 +819,15 @@ static void judge_group(struct mon_monitor *m, struct item *items, size_t n, con
         m->counters.unlimited += n;
         return;
     }
+    bool kill = m->opt.policy == MON_POLICY_KILL;
     uint64_t used = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         used += items[i].proc.used;
+        if (kill || m->opt.check_registration)
+            items[i].start = proc_start(m, items[i].proc.pid);
+    }
     uint64_t limit = e->limit;
-    if (limit == UINT64_MAX)
-        return;
+    /* 1. Memory: the container's use against its limit plus slack. */
     uint64_t slack = mon_slack(limit);
     uint64_t allowed = limit > UINT64_MAX - slack ? UINT64_MAX : limit + slack;
     if (used <= allowed) {
@@ -352,41 +835,75 @@ static void judge_group(struct mon_monitor *m, struct item *items, size_t n, con
             report(m, "under", gpu, pod, name, used, limit, 0, 0);
         e->over = false;
         e->kill_failed = false;
-        return;
-    }
-    if (!e->over) {
-        e->over = true;
-        m->counters.violations++;
-        report(m, "over", gpu, pod, name, used, limit, 0, 0);
-    }
-    if (m->opt.policy != MON_POLICY_KILL)
-        return;
-    struct item *order[MON_MAX_PROCS];
-    for (size_t i = 0; i < n; i++) {
-        items[i].start = proc_start(m, items[i].proc.pid);
-        order[i] = &items[i];
-    }
-    qsort(order, n, sizeof order[0], cmp_newest);
-    for (size_t i = 0; i < n && used > allowed; i++) {
-        struct vg_err err = {0};
-        int rc = kill_checked(m, order[i], &err);
-        if (rc == -ESRCH || rc == -ENOENT) {
-            /* Gone since the sample (or its pid now someone else's): it holds nothing
-             * of this container's any more. */
-            used -= order[i]->proc.used;
-            continue;
+    } else {
+        if (!e->over) {
+            e->over = true;
+            m->counters.violations++;
+            report(m, "over", gpu, pod, name, used, limit, 0, 0);
+            if (!kill) /* under kill, each kill is the violation counted */
+                note_violation(m, &items[0], name);
         }
-        if (rc < 0) {
-            m->counters.kill_failures++;
-            if (!e->kill_failed)
-                vg_log(VG_LOG_WARN, "cannot kill; retried every sample, logged once",
-                       "pod_uid=%s container=%s %s", pod, name, err.msg);
-            e->kill_failed = true;
-            continue;
+        if (kill) {
+            struct item *order[MON_MAX_PROCS];
+            for (size_t i = 0; i < n; i++)
+                order[i] = &items[i];
+            qsort(order, n, sizeof order[0], cmp_newest);
+            /* A relay of processes each killed keeps the episode open: each kill counts
+             * towards the container's quarantine. */
+            for (size_t i = 0; i < n && used > allowed; i++)
+                if (kill_item(m, e, order[i], name, &used, limit, "limit") == 1)
+                    note_violation(m, order[i], name);
         }
-        m->counters.kills++;
-        used -= order[i]->proc.used;
-        report(m, "kill", gpu, pod, name, used, limit, order[i]->proc.pid, order[i]->proc.used);
+    }
+    /* 2. Registration: every process must be libvgpu's, whatever it holds. */
+    for (size_t i = 0; m->opt.check_registration && i < n; i++) {
+        struct item *it = &items[i];
+        if (it->killed)
+            continue; /* killed for its memory: one violation, not two */
+        struct reg *r = reg_get(m, it->proc.pid, it->start);
+        if (!r)
+            continue;
+        r->seen_at = sample;
+        if (r->checked_at == 0 || (r->ok && sample - r->checked_at >= MON_VERIFY_TTL)) {
+            const char *why = "";
+            int rc = registered(m, it->proc.pid, pod, name, &why);
+            if (rc == -ESRCH)
+                continue; /* gone since the sample */
+            r->checked_at = sample;
+            r->ok = rc == 1;
+            if (!r->ok && !r->reported) {
+                r->reported = true;
+                m->counters.unregistered++;
+                if (m->opt.report) {
+                    struct mon_report rep = {.kind = "unregistered",
+                                             .gpu_uuid = m->uuids[gpu],
+                                             .pod_uid = pod,
+                                             .container = name,
+                                             .used = used,
+                                             .limit = limit,
+                                             .slack = slack,
+                                             .pid = it->proc.pid,
+                                             .freed = it->proc.used,
+                                             .why = why};
+                    m->opt.report(m->opt.report_arg, &rep);
+                }
+                note_violation(m, it, name);
+            }
+        }
+        if (!r->ok && kill)
+            (void)kill_item(m, e, it, name, &used, limit, "unregistered");
+    }
+    /* 3. A quarantined container: under kill, anything of it on a GPU goes at once, and
+     * the rest of the container with it (at the end of the sample). */
+    struct quar *q = m->quar_count ? quar_get(m, pod, name, false) : NULL;
+    if (q && q->until_ms != 0) {
+        for (size_t i = 0; i < n; i++)
+            quar_add_id(q, items[i].id.container_id);
+        if (kill) {
+            q->sweep = true;
+            for (size_t i = 0; i < n; i++)
+                (void)kill_item(m, e, &items[i], name, &used, limit, "quarantine");
+        }
     }
 }
 
@@ -398,6 +915,27 @@ int mon_judge(struct mon_monitor *m, const struct mon_proc *procs, size_t count,
     m->counters.processes = count;
     m->counters.unattributed = 0;
     m->counters.unlimited = 0;
+    /* Quarantines whose period is over; containers without a violation in the window
+     * are forgotten. */
+    uint64_t now = now_ms();
+    size_t keepq = 0;
+    m->counters.quarantined = 0;
+    for (size_t i = 0; i < m->quar_count; i++) {
+        struct quar *q = &m->quars[i];
+        if (q->until_ms != 0 && now >= q->until_ms) {
+            q->until_ms = 0;
+            q->next = 0;
+            report_container(m, "release", q, 0, 0);
+        }
+        bool recent = false;
+        for (unsigned k = 0; k < m->opt.quarantine_after && k < q->next; k++)
+            recent |= now - q->times[k] <= m->opt.quarantine_window_ms;
+        if (q->until_ms == 0 && !recent)
+            continue;
+        m->counters.quarantined += q->until_ms != 0;
+        m->quars[keepq++] = *q;
+    }
+    m->quar_count = keepq;
     size_t n = 0;
     for (size_t i = 0; i < count; i++) {
         if (procs[i].gpu >= m->gpu_count)
@@ -416,6 +954,8 @@ int mon_judge(struct mon_monitor *m, const struct mon_proc *procs, size_t count,
         }
         it->proc = procs[i];
         it->name[0] = '\0';
+        it->killed = false;
+        it->start = 0;
         if (it->id.container_id[0] && m->opt.resolve &&
             m->opt.resolve(m->opt.resolve_arg, it->id.pod_uid, it->id.container_id, it->name) != 0)
             it->name[0] = '\0';
@@ -444,6 +984,19 @@ int mon_judge(struct mon_monitor *m, const struct mon_proc *procs, size_t count,
         }
         i = j;
     }
+    /* Quarantined containers seen this sample: the rest of their processes. */
+    for (size_t i = 0; i < m->quar_count; i++)
+        if (m->quars[i].sweep) {
+            m->quars[i].sweep = false;
+            if (m->opt.policy == MON_POLICY_KILL)
+                sweep(m, &m->quars[i]);
+        }
+    /* Forget processes not listed this sample. */
+    size_t keepr = 0;
+    for (size_t i = 0; i < m->reg_count; i++)
+        if (m->regs[i].seen_at == m->counters.samples)
+            m->regs[keepr++] = m->regs[i];
+    m->reg_count = keepr;
     /* Forget groups that had no process this sample (their episode is over). */
     size_t keep = 0;
     for (size_t i = 0; i < m->entry_count; i++)
@@ -480,9 +1033,21 @@ int mon_format_metrics(const struct mon_counters *c, const char *policy, char *b
         "# HELP vgpu_monitor_unlimited_processes Pod GPU processes without a limits file in "
         "the last sample.\n"
         "# TYPE vgpu_monitor_unlimited_processes gauge\n"
-        "vgpu_monitor_unlimited_processes %llu\n",
+        "vgpu_monitor_unlimited_processes %llu\n"
+        "# HELP vgpu_monitor_unregistered_total GPU processes of limited containers seen "
+        "not registered with libvgpu.\n"
+        "# TYPE vgpu_monitor_unregistered_total counter\n"
+        "vgpu_monitor_unregistered_total %llu\n"
+        "# HELP vgpu_monitor_quarantines_total Containers quarantined for repeated "
+        "violations.\n"
+        "# TYPE vgpu_monitor_quarantines_total counter\n"
+        "vgpu_monitor_quarantines_total %llu\n"
+        "# HELP vgpu_monitor_quarantined_containers Containers in quarantine.\n"
+        "# TYPE vgpu_monitor_quarantined_containers gauge\n"
+        "vgpu_monitor_quarantined_containers %llu\n",
         (unsigned long long)c->samples, policy, (unsigned long long)c->violations,
         (unsigned long long)c->kills, (unsigned long long)c->kill_failures,
         (unsigned long long)c->processes, (unsigned long long)c->unattributed,
-        (unsigned long long)c->unlimited);
+        (unsigned long long)c->unlimited, (unsigned long long)c->unregistered,
+        (unsigned long long)c->quarantines, (unsigned long long)c->quarantined);
 }

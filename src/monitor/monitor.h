@@ -30,13 +30,15 @@
 #include "base/err.h"
 #include "libvgpu/config.h"
 
-#define MON_UID_MAX    37   /* a pod UID, 36 characters with the NUL */
-#define MON_CID_MAX    65   /* a container ID, 64 hex digits with the NUL */
-#define MON_NAME_MAX   254  /* a container, pod or namespace name, with the NUL */
-#define MON_MAX_GPUS   64   /* GPUs on a node */
-#define MON_MAX_PROCS  4096 /* GPU processes on a node in one sample */
-#define MON_PATH_MAX   4096 /* a cgroup path */
-#define MON_CGROUP_MAX 65536
+#define MON_UID_MAX          37   /* a pod UID, 36 characters with the NUL */
+#define MON_CID_MAX          65   /* a container ID, 64 hex digits with the NUL */
+#define MON_NAME_MAX         254  /* a container, pod or namespace name, with the NUL */
+#define MON_MAX_GPUS         64   /* GPUs on a node */
+#define MON_MAX_PROCS        4096 /* GPU processes on a node in one sample */
+#define MON_PATH_MAX         4096 /* a cgroup path */
+#define MON_CGROUP_MAX       65536
+#define MON_MAPS_BUF         (64 << 10) /* /proc/<pid>/maps is read this much at a time */
+#define MON_QUARANTINE_MAX_K 64         /* quarantine_after at most */
 
 /* ---- cgroups --------------------------------------------------------------------- */
 
@@ -102,17 +104,27 @@ struct mon_proc {
 typedef int (*mon_resolve_fn)(void *arg, const char *pod_uid, const char *container_id,
                               char name[MON_NAME_MAX]);
 
-/* What the judge reports: a violation starting (kind "over"), a process killed ("kill"),
- * a group back under its limit ("under"). container is "" when the pod was judged as a
- * whole (its containers' names unknown). */
+/* What the judge reports:
+ *  - "over": a group passes its limit plus slack (an episode starts); "under": it is back;
+ *  - "unregistered": a process of a limited container on a GPU that is not registered
+ *    with libvgpu (first sight; once per process); why says which check failed;
+ *  - "kill": a process killed; why is "limit", "unregistered" or "quarantine";
+ *  - "quarantine": the container passed quarantine_after violations within the window:
+ *    it is quarantined until the period ends ("release"); under kill its processes are
+ *    killed then and whenever one of them is seen on a GPU again.
+ * container is "" when the pod was judged as a whole (its containers' names unknown);
+ * gpu_uuid is "" for "quarantine" and "release". */
 struct mon_report {
     const char *kind;
     const char *gpu_uuid;
     const char *pod_uid;
     const char *container;
     uint64_t used, limit, slack;
-    pid_t pid;      /* "kill": the process killed */
-    uint64_t freed; /* "kill": its memory */
+    pid_t pid;           /* "kill", "unregistered": the process */
+    uint64_t freed;      /* "kill", "unregistered": its memory */
+    const char *why;     /* "kill", "unregistered": see above; NULL otherwise */
+    unsigned violations; /* "quarantine": violations counted in the window */
+    uint64_t until_ms;   /* "quarantine": the period, in ms */
 };
 typedef void (*mon_report_fn)(void *arg, const struct mon_report *report);
 
@@ -125,6 +137,16 @@ struct mon_options {
     void *resolve_arg;
     mon_report_fn report; /* may be NULL */
     void *report_arg;
+    /* First sight (docs/monitor.md, "Registration"): every GPU process of a limited
+     * container must be registered with libvgpu in that container's region, verified
+     * from outside (/proc/<pid>/maps, status; the region's slots); one that is not is a
+     * violation the sample it is listed, whatever it holds. Off: only the memory check. */
+    bool check_registration;
+    /* Container-level action: quarantine_after violations (episodes over the limit and
+     * unregistered processes) within quarantine_window_ms quarantine the container for
+     * quarantine_ms. 0: never. */
+    unsigned quarantine_after;
+    uint64_t quarantine_window_ms, quarantine_ms;
 };
 
 struct mon_counters {
@@ -135,6 +157,9 @@ struct mon_counters {
     uint64_t violations;   /* episodes started */
     uint64_t kills;
     uint64_t kill_failures;
+    uint64_t unregistered; /* processes seen on a GPU not registered with libvgpu */
+    uint64_t quarantines;  /* containers quarantined */
+    uint64_t quarantined;  /* containers in quarantine now */
 };
 
 struct mon_monitor;
@@ -164,6 +189,9 @@ struct mon_args {
     const char *node_name, *kubeconfig, *metrics_file, *nvml_library;
     const char *listen; /* the metrics endpoint, "ADDR:PORT"; NULL: off (--listen off) */
     int log_level;
+    bool check_registration; /* --registration-check on|off */
+    unsigned quarantine_after;
+    uint64_t quarantine_window_s, quarantine_s;
     bool help;
 };
 

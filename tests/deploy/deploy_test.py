@@ -899,6 +899,27 @@ class Flags(unittest.TestCase):
                 seen |= {n for _, _, _, n in vgpu_containers(objects)}
         self.assertEqual(seen, set(BINARIES))
 
+    def test_the_watchdog_kills_by_default(self):
+        """Every rendering's vgpu-monitor runs the kill policy with the registration check
+        and quarantine on (docs/monitor.md, "Policies"), with what they need: CAP_KILL to
+        signal, CAP_SYS_PTRACE to read other users' /proc/<pid>/maps."""
+        for name, objects in renderings().items():
+            if not find(objects, "DaemonSet", "vgpu-monitor"):
+                continue
+            with self.subTest(rendering=name):
+                spec, c = container(objects, "vgpu-monitor", "vgpu-monitor")
+                with tempfile.TemporaryDirectory(prefix="vgpu-deploy-") as tmp:
+                    problems, settings, _ = check_config(objects, spec, c, "vgpu-monitor", tmp)
+                if problems == [MONITOR_LISTEN]:
+                    continue
+                self.assertEqual(problems, [])
+                self.assertEqual(settings.get("policy"), "kill")
+                self.assertEqual(settings.get("registration-check"), "on")
+                self.assertNotEqual(settings.get("quarantine-after"), "0")
+                caps = c["securityContext"]["capabilities"]
+                self.assertEqual(sorted(caps["add"]), ["KILL", "SYS_PTRACE"])
+                self.assertEqual(caps["drop"], ["ALL"])
+
     def test_a_flag_that_does_not_exist_is_named(self):
         for workload, cname, binary in (("vgpu-device-plugin", "vgpu-device-plugin",
                                          "vgpu-device-plugin"),
@@ -1130,7 +1151,8 @@ class Rbac(unittest.TestCase):
         self.assertEqual(flat["vgpu-scheduler"], ["nodes:list", "nodes:watch", "pods/binding:create",
                                                   "pods:list", "pods:watch"])
         self.assertEqual(flat["vgpu-device-plugin"], ["nodes:patch", "pods:list", "pods:watch"])
-        self.assertEqual(flat["vgpu-monitor"], ["events:create", "pods:list", "pods:watch"])
+        self.assertEqual(flat["vgpu-monitor"], ["events:create", "pods/status:patch", "pods:list",
+                                                "pods:watch"])
 
     def test_a_missing_verb_fails(self):
         objects = rendering("vgpu")
@@ -1238,7 +1260,7 @@ if __name__ == "__main__":
     help_text = subprocess.run([os.path.join(BUILD, "bin", "vgpu-monitor"), "--help"],
                                capture_output=True, text=True).stdout
     if "--listen" not in help_text:
-        MONITOR_LISTEN = ("vgpu-monitor: container vgpu-monitor: `--policy=warn "
+        MONITOR_LISTEN = ("vgpu-monitor: container vgpu-monitor: `--policy=kill "
                           "--containers-dir=/usr/local/vgpu/containers --idle-without-gpu "
                           "--listen=:9394` refused (exit 2): vgpu-monitor: unknown flag "
                           "'--listen'")

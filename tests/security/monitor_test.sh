@@ -27,7 +27,7 @@
 set -uo pipefail
 B=$(cd "$1" && pwd)
 CASE=$2
-HERE=$(cd "$(dirname "$0")" && pwd)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 . "$ROOT/tests/lib/vg_skip.sh"
 T=$(mktemp -d /tmp/vgpu-monitor-XXXXXX)
@@ -166,10 +166,11 @@ run_case() {
         flags+=(--kubeconfig "$T/kubeconfig" --node-name node-1)
     fi
     # The neighbour, held to its limit by libvgpu, and an older in-limit process of the
-    # attacker's own container.
+    # attacker's own container, registered with libvgpu as every honest process is.
     start neighbour "$cg_b" env LD_PRELOAD="$B/lib/libvgpu.so" \
         VGPU_LIMITS_FILE="$CONTAINERS/${POD_B}_work/limits" "$PROBE" link hold $((512 * MiB))
-    start elder "$cg_a" "$PROBE" link hold $((256 * MiB))
+    start elder "$cg_a" env LD_PRELOAD="$B/lib/libvgpu.so" \
+        VGPU_LIMITS_FILE="$CONTAINERS/${POD_A}_main/limits" "$PROBE" link hold $((256 * MiB))
     "$MONITOR" "${flags[@]}" >"$T/monitor.log" 2>&1 &
     local mon=$!
     pids+=($mon)
@@ -273,6 +274,9 @@ EOF
     grep -q "stopping signal=15" "$T/monitor.log" || fail "the monitor did not stop cleanly"
     echo "ok: $CASE"
 }
+
+# Sourced by another replay (tests/security/attacks/watchdog_test.sh) for the helpers above.
+[ "${MONITOR_TEST_LIB:-}" = 1 ] && return 0
 
 case $CASE in
 truth)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -323,7 +324,11 @@ static void test_args(void **state)
     struct vg_err err = {0};
     unsetenv("NODE_NAME");
     assert_int_equal(args(&a, &err, NULL), 0);
-    assert_int_equal(a.policy, MON_POLICY_WARN);
+    assert_int_equal(a.policy, MON_POLICY_KILL); /* the default since round 2 (docs/security.md) */
+    assert_true(a.check_registration);
+    assert_int_equal(a.quarantine_after, 3);
+    assert_int_equal(a.quarantine_window_s, 60);
+    assert_int_equal(a.quarantine_s, 600);
     assert_int_equal(a.interval_ms, 100);
     assert_string_equal(a.containers_dir, "/usr/local/vgpu/containers");
     assert_string_equal(a.proc_root, "/proc");
@@ -339,11 +344,28 @@ static void test_args(void **state)
     assert_string_equal(a.containers_dir, "/d");
     assert_string_equal(a.node_name, "n1");
     assert_int_equal(a.samples, 3);
+    assert_int_equal(args(&a, &err, "--policy", "warn", "--registration-check", "off",
+                          "--quarantine-after", "0", "--quarantine-window-s", "5", "--quarantine-s",
+                          "30", NULL),
+                     0);
+    assert_int_equal(a.policy, MON_POLICY_WARN);
+    assert_false(a.check_registration);
+    assert_int_equal(a.quarantine_after, 0);
+    assert_int_equal(a.quarantine_window_s, 5);
+    assert_int_equal(a.quarantine_s, 30);
     static const char *const bad[][3] = {
-        {"--policy", "stop", "--policy"},         {"--interval-ms", "5", "--interval-ms"},
-        {"--interval-ms", "1s", "--interval-ms"}, {"--proc-root", "proc", "--proc-root"},
-        {"--node-name", "a/b", "--node-name"},    {"--bogus", "1", "--bogus"},
-        {"--log-level", "loud", "--log-level"},   {"--samples", "0", "--samples"},
+        {"--registration-check", "yes", "--registration-check"},
+        {"--quarantine-after", "65", "--quarantine-after"},
+        {"--quarantine-window-s", "0", "--quarantine-window-s"},
+        {"--quarantine-s", "0", "--quarantine-s"},
+        {"--policy", "stop", "--policy"},
+        {"--interval-ms", "5", "--interval-ms"},
+        {"--interval-ms", "1s", "--interval-ms"},
+        {"--proc-root", "proc", "--proc-root"},
+        {"--node-name", "a/b", "--node-name"},
+        {"--bogus", "1", "--bogus"},
+        {"--log-level", "loud", "--log-level"},
+        {"--samples", "0", "--samples"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         memset(&err, 0, sizeof err);
@@ -580,6 +602,173 @@ static void test_judge_kill_gone(void **state)
     mon_free(m);
 }
 
+/* ---- registration: what the monitor verifies from outside ---------------------------- */
+
+#define REGION_FILE_SIZE (64 + 16 * 192 + 1024 * 272)
+
+/* A region file of the right size with a live slot for pid (0: none) in slot 3. */
+static void fake_region(struct judge_fixture *f, const char *uid, const char *name, int32_t pid,
+                        struct stat *st)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s_%s/region", f->containers, uid, name);
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    assert_int_equal(ftruncate(fileno(fp), REGION_FILE_SIZE), 0);
+    if (pid) {
+        uint32_t live = 1, gen = 7;
+        assert_int_equal(fseek(fp, 64 + 16 * 192 + 3 * 272, SEEK_SET), 0);
+        fwrite(&live, sizeof live, 1, fp);
+        fwrite(&gen, sizeof gen, 1, fp);
+        fwrite(&pid, sizeof pid, 1, fp);
+    }
+    fclose(fp);
+    assert_int_equal(stat(path, st), 0);
+}
+
+/* /proc/<pid>/status (NSpid: host then container pid) and maps for a fake process. */
+static void fake_maps(struct judge_fixture *f, int pid, int nspid, const char *maps)
+{
+    char path[256], text[256];
+    snprintf(path, sizeof path, "%s/%d/status", f->proc, pid);
+    snprintf(text, sizeof text, "Name:\tprobe\nPid:\t%d\nNSpid:\t%d\t%d\n", pid, pid, nspid);
+    write_file(path, text);
+    snprintf(path, sizeof path, "%s/%d/maps", f->proc, pid);
+    write_file(path, maps);
+}
+
+static void on_report_why(void *arg, const struct mon_report *r)
+{
+    struct judge_fixture *f = arg;
+    int n = snprintf(f->log + f->log_len, sizeof f->log - f->log_len, "%s %d %s;", r->kind,
+                     (int)r->pid, r->why ? r->why : "-");
+    if (n > 0)
+        f->log_len += (size_t)n;
+}
+
+static struct mon_monitor *judge_new_reg(struct judge_fixture *f, unsigned quarantine_after)
+{
+    const char *uuids[] = {GPU0, GPU1};
+    struct mon_options o = {.policy = MON_POLICY_WARN,
+                            .containers_dir = f->containers,
+                            .proc_root = f->proc,
+                            .resolve = resolve,
+                            .resolve_arg = f,
+                            .report = on_report_why,
+                            .report_arg = f,
+                            .check_registration = true,
+                            .quarantine_after = quarantine_after,
+                            .quarantine_window_ms = 60000,
+                            .quarantine_ms = 600000};
+    struct mon_monitor *m;
+    struct vg_err err = {0};
+    assert_int_equal(mon_new(&o, uuids, 2, &m, &err), 0);
+    return m;
+}
+
+/* Each check alone makes a process unregistered; all of them together register it. A
+ * slot in the region (the tenant's to write) is not enough. */
+static void test_judge_registration(void **state)
+{
+    struct judge_fixture *f = *state;
+    fake_limits(f, UID, "main",
+                "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\nVGPU_DEVICE_UUID_0=" GPU0 "\n");
+    struct stat st;
+    fake_region(f, UID, "main", 7, &st); /* slot: container pid 7 */
+    char region[512], line[1024];
+    /* 4,000 anonymous mappings (~240 KiB): what follows lies far past one read buffer. */
+    size_t big = 4000 * 64 + 4096;
+    char *filler = calloc(1, big), *maps = calloc(1, 2 * big);
+    assert_non_null(filler);
+    assert_non_null(maps);
+    for (size_t i = 0, at = 0; i < 4000; i++)
+        at += (size_t)snprintf(filler + at, big - at, "%012zx-%012zx rw-p 00000000 00:00 0 \n",
+                               0x100000 + i * 2, 0x100000 + i * 2 + 1);
+    char region_last[512]; /* the same, as the file's last line without its newline */
+    snprintf(region, sizeof region,
+             "7f0000000000-7f0000044000 rw-s 00000000 %02x:%02x %llu %s/%s_main/region\n",
+             major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino, f->containers, UID);
+    snprintf(region_last, sizeof region_last, "%.*s", (int)strlen(region) - 1, region);
+    const char *vgpu =
+        "7f1000000000-7f1000001000 r--p 00000000 08:01 11 /usr/local/vgpu/libvgpu.so\n";
+    const char *cuda = "7f2000000000-7f2000001000 r--p 00000000 08:01 22 /usr/lib/libcuda.so.1\n"
+                       "7f2000001000-7f2000009000 r-xp 00001000 08:01 22 /usr/lib/libcuda.so.1\n";
+    const char *cuda2 = "7f3000000000-7f3000001000 r--p 00000000 08:01 33 /tmp/x/libcuda.so.535\n";
+    struct {
+        int pid, nspid;
+        const char *vgpu, *cuda, *cuda2, *region;
+        const char *why;
+        bool filler;
+    } cases[] = {
+        {101, 7, vgpu, cuda, "", region, NULL, false},               /* registered */
+        {102, 7, "", cuda, "", region, "libvgpu not loaded", false}, /* a forged slot, no libvgpu */
+        {103, 7, vgpu, cuda, cuda2, region, "the driver loaded twice", false},
+        {104, 7, vgpu, cuda, "", "", "the container's region not mapped", false},
+        {105, 8, vgpu, cuda, "", region, "no slot in the container's region", false},
+        /* past the first read buffer: a second driver, the region as the last line */
+        {106, 7, vgpu, cuda, cuda2, region, "the driver loaded twice", true},
+        {107, 7, vgpu, cuda, "", region_last, NULL, true},
+    };
+    enum { N = sizeof cases / sizeof cases[0] };
+    struct mon_proc p[N];
+    char want[1024] = "";
+    for (size_t i = 0; i < N; i++) {
+        fake_proc(f, cases[i].pid, "0::/kubepods/pod" UID "/" CID "\n");
+        snprintf(maps, 2 * big, "%s%s%s%s%s", cases[i].vgpu, cases[i].cuda,
+                 cases[i].filler ? filler : "", cases[i].cuda2, cases[i].region);
+        fake_maps(f, cases[i].pid, cases[i].nspid, maps);
+        p[i] = (struct mon_proc){cases[i].pid, 0, MiB};
+        if (cases[i].why) {
+            snprintf(line, sizeof line, "unregistered %d %s;", cases[i].pid, cases[i].why);
+            size_t wl = strlen(want);
+            snprintf(want + wl, sizeof want - wl, "%s", line);
+        }
+    }
+    struct mon_monitor *m = judge_new_reg(f, 0);
+    judge(m, f, p, N, want);
+    /* once per process */
+    judge(m, f, p, N, "");
+    struct mon_counters c;
+    mon_get_counters(m, &c);
+    assert_int_equal(c.unregistered, 5);
+    free(filler);
+    free(maps);
+    assert_int_equal(c.violations, 0); /* 5 MiB: no memory violation */
+    mon_free(m);
+}
+
+/* The third violation within the window quarantines the container (under warn: reported,
+ * nothing killed); a pod not limited is not judged at all. */
+static void test_judge_quarantine(void **state)
+{
+    struct judge_fixture *f = *state;
+    fake_limits(f, UID, "main",
+                "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\nVGPU_DEVICE_UUID_0=" GPU0 "\n");
+    struct stat st;
+    fake_region(f, UID, "main", 0, &st);
+    struct mon_monitor *m = judge_new_reg(f, 3);
+    for (int pid = 201; pid <= 203; pid++) {
+        fake_proc(f, pid, "0::/kubepods/pod" UID "/" CID "\n");
+        fake_maps(f, pid, pid, "");
+    }
+    fake_proc(f, 300, "0::/kubepods/pod" UID2 "/" CID2 "\n"); /* no limits: not judged */
+    fake_maps(f, 300, 300, "");
+    struct mon_proc p1[] = {{201, 0, MiB}, {300, 0, MiB}};
+    judge(m, f, p1, 2, "unregistered 201 libvgpu not loaded;");
+    struct mon_proc p2[] = {{202, 0, MiB}};
+    judge(m, f, p2, 1, "unregistered 202 libvgpu not loaded;");
+    struct mon_proc p3[] = {{203, 0, MiB}};
+    judge(m, f, p3, 1, "unregistered 203 libvgpu not loaded;quarantine 0 -;");
+    struct mon_counters c;
+    mon_get_counters(m, &c);
+    assert_int_equal(c.quarantines, 1);
+    assert_int_equal(c.kills, 0);
+    judge(m, f, p3, 1, "");
+    mon_get_counters(m, &c);
+    assert_int_equal(c.quarantined, 1);
+    mon_free(m);
+}
+
 static void test_judge_bad_sample(void **state)
 {
     struct judge_fixture *f = *state;
@@ -613,6 +802,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_judge_pods, judge_setup, judge_teardown),
         cmocka_unit_test_setup_teardown(test_judge_huge_limit, judge_setup, judge_teardown),
         cmocka_unit_test_setup_teardown(test_judge_kill_gone, judge_setup, judge_teardown),
+        cmocka_unit_test_setup_teardown(test_judge_registration, judge_setup, judge_teardown),
+        cmocka_unit_test_setup_teardown(test_judge_quarantine, judge_setup, judge_teardown),
         cmocka_unit_test_setup_teardown(test_judge_bad_sample, judge_setup, judge_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
