@@ -21,9 +21,11 @@
 #   nocgroup    without a writable cgroup file system the test cannot run: skipped
 #               locally, a failure under CI (tests/lib/vg_skip.sh)
 #
-# Targets (docs/monitor.md): detection within 1 s of the attacker starting, the kill
-# within 1 s of detection. The trial count is small here; bench/monitor.sh measures
-# p50/p99 over 50 trials.
+# Targets (docs/security.md): detection within 250 ms p99 of the attacker starting, plus
+# a stated 100 ms margin for the attacker's own start-up on a loaded machine (its process
+# start, cuInit and context, which the figure counts); the kill within 100 ms of
+# detection (documented: 8 ms p99, in the same sample). bench/monitor.sh measures p50/p99
+# over 50 trials.
 set -uo pipefail
 B=$(cd "$1" && pwd)
 CASE=$2
@@ -189,7 +191,7 @@ run_case() {
     local t_over
     t_over=$(log_ms "$T/monitor.log" "container over its GPU memory limit")
     echo "detected $((t_over - t0)) ms after the attacker started"
-    [ $((t_over - t0)) -le 1000 ] || fail "detection took $((t_over - t0)) ms (target 1000)"
+    [ $((t_over - t0)) -le 350 ] || fail "detection took $((t_over - t0)) ms (target 250 + 100 margin)"
     local who="container=main"
     [ "$api" = yes ] || who="container=(whole pod)"
     grep "container over its GPU memory limit" "$T/monitor.log" | grep -q -- "pod_uid=$POD_A" ||
@@ -207,7 +209,7 @@ run_case() {
         t_kill=$(log_ms "$T/monitor.log" "killed a process")
         [ -n "$t_kill" ] || fail "no kill logged"
         echo "killed $((t_kill - t_over)) ms after detection, gone $((t_dead - t0)) ms after the start"
-        [ $((t_kill - t_over)) -le 1000 ] || fail "the kill took $((t_kill - t_over)) ms (target 1000)"
+        [ $((t_kill - t_over)) -le 100 ] || fail "the kill took $((t_kill - t_over)) ms after detection (target 100)"
         grep "killed a process" "$T/monitor.log" | grep -q "pid=$PID_attacker " ||
             fail "the kill was not the attacker's"
         [ "$(grep -c "killed a process" "$T/monitor.log")" = 1 ] || fail "more than one kill"

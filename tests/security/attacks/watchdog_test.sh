@@ -6,8 +6,9 @@
 #
 # Bounds (docs/security.md, "The watchdog acts on the container"), at the default 100 ms:
 #   first sight: a process not registered with libvgpu is killed within one sampling
-#   interval of its first appearance: median <= 250 ms, every trial <= 1000 ms (the
-#   machine the tests share is loaded; bench/ measures p99 on a quiet one);
+#   interval of its first appearance, the documented 250 ms p99 checked as it is: over the
+#   trials the p99 (with 10 trials, the worst) and every single-trial case <= 250 ms
+#   (measured: 76 ms p99, 87 ms worst over 100 trials on the loaded development machine);
 #   relay: the container is quarantined and its parent killed within 2 s; the neighbour's
 #   512 MiB allocations (one every 20 ms for 5 s) fail at most 25 % of the time.
 set -uo pipefail
@@ -100,8 +101,7 @@ small)
     echo "first sight over $trials trials: median $median ms, p99 $p99 ms, worst $worst ms"
     grep -q 'a GPU process not registered with libvgpu.*why="libvgpu not loaded"' "$T/monitor.log" ||
         fail "the reason is not logged"
-    [ "$median" -le 250 ] || fail "median first-sight kill $median ms (target 250)"
-    [ "$worst" -le 1000 ] || fail "worst first-sight kill $worst ms (bound 1000)"
+    [ "$p99" -le 250 ] || fail "first-sight kill p99 $p99 ms (documented 250)"
     grep -q "^vgpu_monitor_unregistered_total $trials$" "$T/metrics" ||
         fail "unregistered_total is not 10: $(grep unregistered "$T/metrics")"
     ;;
@@ -114,7 +114,7 @@ burst)
     neighbour_wait
     read -r attempts failed <<<"$(neighbour_result)"
     echo "neighbour: $failed of $attempts allocations of 512 MiB failed over 3 s"
-    [ "$LAT" -le 1000 ] || fail "the bursting process was killed $LAT ms after it appeared (bound 1000)"
+    [ "$LAT" -le 250 ] || fail "the bursting process was killed $LAT ms after it appeared (documented 250)"
     [ -n "$attempts" ] && [ "$attempts" -gt 0 ] || fail "the neighbour did not report"
     [ $((failed * 100)) -le $((attempts * 5)) ] ||
         fail "the neighbour's allocations failed $failed of $attempts times (bound 5 %)"
@@ -129,7 +129,7 @@ forge)
         VGPU_LIMITS_FILE="$CONTAINERS/${POD_A}_main/limits" "$ATTACK" hold $((64 * MiB))
     first_sight forger "$ATTACK" forge "$CONTAINERS/${POD_A}_main/region" $((1 * MiB))
     grep -q "forged slot" "$T/forger.log" || fail "the forger found no free slot"
-    [ "$LAT" -le 1000 ] || fail "the forger was killed $LAT ms after it appeared (bound 1000)"
+    [ "$LAT" -le 250 ] || fail "the forger was killed $LAT ms after it appeared (documented 250)"
     sleep 0.5
     alive "$PID_elder" || fail "the registered elder of the same container was killed"
     ;;
