@@ -32,3 +32,6 @@ set_tests_properties(lint.make_default PROPERTIES LABELS "lint;nosan" TIMEOUT 60
 # One usage and one meaning per flag in every program's --help.
 add_test(NAME lint.help_flags COMMAND ${CMAKE_CURRENT_LIST_DIR}/help_flags.sh ${CMAKE_BINARY_DIR}/bin)
 set_tests_properties(lint.help_flags PROPERTIES LABELS "lint;nosan" TIMEOUT 60)
+# Every module and program is on docs/architecture.md.
+add_test(NAME lint.architecture COMMAND ${CMAKE_CURRENT_LIST_DIR}/architecture.sh)
+set_tests_properties(lint.architecture PROPERTIES LABELS "lint;nosan" TIMEOUT 60)
