@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/auto.h"
+#include "base/fs.h"
 #include "base/auto_json.h"
 #include "base/mem.h"
 #include "base/str.h"
@@ -356,42 +357,11 @@ int dra_checkpoint_save(const char *path, const struct dra_checkpoint *cp, struc
     VG_AUTO_FREE char *text = dra_checkpoint_encode(cp);
     if (text == NULL)
         return vg_err_set(err, -ENOMEM, "encoding the checkpoint");
-    char tmp[1024];
-    if (vg_snprintf(tmp, sizeof tmp, "%s.tmp", path) < 0)
-        return vg_err_set(err, -ENAMETOOLONG, "checkpoint path too long");
-    /* path.tmp is the previous checkpoint after the first save (swapped below): opened
-     * and truncated, it costs no new inode. */
-    VG_AUTO_CLOSE int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0)
-        return vg_err_errno(err, errno, "creating %s", tmp);
-    size_t len = strlen(text), done = 0;
-    while (done < len) {
-        ssize_t n = write(fd, text + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = errno;
-            unlink(tmp);
-            return vg_err_errno(err, e, "writing %s", tmp);
-        }
-        done += (size_t)n;
-    }
-    if (fsync(fd) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return vg_err_errno(err, e, "writing %s", path);
-    }
-    /* Swapped rather than renamed over: the old checkpoint's inode is not freed but
-     * becomes path.tmp, the next save's file. A rename that frees an inode per save
-     * makes ext4's inode allocation (it skips recently freed inodes) slower with every
-     * save, and with it the creation of every claim's files. The first save, or a file
-     * system without RENAME_EXCHANGE, renames. */
-    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) != 0 && rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return vg_err_errno(err, e, "writing %s", path);
-    }
-    return 0;
+    /* Synced, and swapped with the previous checkpoint rather than renamed over it: the
+     * old inode becomes path.tmp, the next save's file, so no inode is freed per save
+     * (ext4 skips recently freed inodes, which made every claim's file creation slower
+     * with each save). */
+    return vg_write_file_atomic(path, text, strlen(text), 0600, VG_WRITE_SYNC | VG_WRITE_SWAP, err);
 }
 
 int dra_boot_id(const char *path, char *out, size_t size, struct vg_err *err)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/auto.h"
+#include "base/fs.h"
 #include "base/auto_json.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -220,38 +221,6 @@ json_t *dra_cdi_spec(const struct dra_node *node, const struct dra_prepared *p, 
     return spec;
 }
 
-/* Writes text to path through path.tmp (a name the CDI cache does not read), so a
- * runtime never reads half a spec. Not synced: only a power loss loses unsynced data,
- * and after one the node's boot ID has changed, so the plugin's start releases every
- * claim of the checkpoint anyway (the checkpoint itself is synced). */
-static int write_atomic(const char *path, const char *text, struct vg_err *err)
-{
-    char tmp[1100];
-    if (vg_snprintf(tmp, sizeof tmp, "%s.tmp", path) < 0)
-        return vg_err_set(err, -ENAMETOOLONG, "path too long: %s", path);
-    VG_AUTO_CLOSE int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0)
-        return vg_err_errno(err, errno, "creating %s", tmp);
-    size_t len = strlen(text), done = 0;
-    while (done < len) {
-        ssize_t n = write(fd, text + done, len - done);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int e = errno;
-            unlink(tmp);
-            return vg_err_errno(err, e, "writing %s", tmp);
-        }
-        done += (size_t)n;
-    }
-    if (fchmod(fd, 0644) != 0 || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return vg_err_errno(err, e, "writing %s", path);
-    }
-    return 0;
-}
-
 /* Fills out's groups and devices from claim. */
 static int plan(const struct dra_node *node, const struct dra_claim *claim,
                 struct dra_prepared *out, struct vg_err *err)
@@ -355,7 +324,11 @@ int dra_prepare(const struct dra_node *node, const struct dra_claim *claim,
             goto undo;
         }
         if ((rc = dra_cdi_spec_path(node->cdi_dir, out->uid, path, sizeof path, err)) < 0 ||
-            (rc = write_atomic(path, text, err)) < 0)
+            /* Through path.tmp (a name the CDI cache does not read), so a runtime never
+             * reads half a spec. Not synced: only a power loss loses unsynced data, and
+             * after one the node's boot ID has changed, so the plugin's start releases
+             * every claim of the checkpoint anyway (the checkpoint itself is synced). */
+            (rc = vg_write_file_atomic(path, text, strlen(text), 0644, 0, err)) < 0)
             goto undo;
     }
     return 0;

@@ -21,6 +21,7 @@
 
 #include "abi/nvml.h"
 #include "base/auto.h"
+#include "base/fs.h"
 #include "base/auto_json.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -683,7 +684,7 @@ static void write_metrics(struct daemon *d)
         return;
     struct mon_counters c;
     mon_get_counters(d->mon, &c);
-    char text[4096], tmp[1100];
+    char text[4096];
     int n = mon_format_metrics(&c, d->args->policy == MON_POLICY_KILL ? "kill" : "warn", text,
                                sizeof text);
     if (n < 0)
@@ -698,13 +699,12 @@ static void write_metrics(struct daemon *d)
                         "# TYPE vgpu_monitor_event_failures_total counter\n"
                         "vgpu_monitor_event_failures_total %llu\n",
                         (unsigned long long)d->events_sent, (unsigned long long)d->events_failed);
-    if (w < 0 || vg_snprintf(tmp, sizeof tmp, "%s.tmp", d->args->metrics_file) < 0)
+    if (w < 0)
         return;
     len += (size_t)w;
-    VG_AUTO_CLOSE int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || write(fd, text, len) != (ssize_t)len || rename(tmp, d->args->metrics_file) != 0)
-        vg_log(VG_LOG_WARN, "cannot write the metrics file", "path=%s error=\"%s\"",
-               d->args->metrics_file, VG_STRERROR(errno));
+    struct vg_err err = {0};
+    if (vg_write_file_atomic(d->args->metrics_file, text, len, 0644, 0, &err) < 0)
+        vg_log(VG_LOG_WARN, "cannot write the metrics file", "error=\"%s\"", err.msg);
 }
 
 /* One sample: NVML → the judge. Kept a function of its own so benchmarks can count it

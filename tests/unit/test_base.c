@@ -746,6 +746,52 @@ static void test_mkdir_parents(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Atomic replacement: the new content whole with the mode asked for; a symbolic link at
+ * PATH.tmp is not followed; with SWAP the old content is left at PATH.tmp; a directory in
+ * the way leaves the old file and no PATH.tmp. */
+static void test_write_file_atomic(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/vgpu-fs-XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    char path[256], side[256], text[64];
+    snprintf(path, sizeof path, "%s/f", tmp);
+    snprintf(side, sizeof side, "%s/f.tmp", tmp);
+    struct vg_err err = {0};
+    assert_int_equal(vg_write_file_atomic(path, "one", 3, 0600, 0, &err), 0);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_int_equal(
+        vg_write_file_atomic(path, "two!", 4, 0644, VG_WRITE_SYNC | VG_WRITE_SWAP, &err), 0);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(text, 1, sizeof text, f);
+    fclose(f);
+    assert_int_equal(n, 4);
+    assert_memory_equal(text, "two!", 4);
+    f = fopen(side, "r"); /* swapped: the previous content is the next write's file */
+    assert_non_null(f);
+    n = fread(text, 1, sizeof text, f);
+    fclose(f);
+    assert_int_equal(n, 3);
+    assert_int_equal(unlink(side), 0);
+    char target[256];
+    snprintf(target, sizeof target, "%s/elsewhere", tmp);
+    assert_int_equal(symlink(target, side), 0);
+    assert_true(vg_write_file_atomic(path, "x", 1, 0644, 0, &err) < 0);
+    assert_int_not_equal(access(target, F_OK), 0); /* nothing written through the link */
+    assert_int_equal(unlink(side), 0);
+    assert_int_equal(mkdir(side, 0755), 0);
+    assert_true(vg_write_file_atomic(path, "x", 1, 0644, 0, &err) < 0);
+    assert_non_null(strstr(err.msg, side));
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_size, 4);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -771,6 +817,7 @@ int main(void)
         cmocka_unit_test(test_log_disabled_level_skips_arguments),
         cmocka_unit_test(test_checked_strings),
         cmocka_unit_test(test_mkdir_parents),
+        cmocka_unit_test(test_write_file_atomic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
