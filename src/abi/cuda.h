@@ -517,6 +517,8 @@ CUresult VG_CU(cuDeviceGetAttribute)(int *pi, CUdevice_attribute attrib, CUdevic
 CUresult VG_CU(cuDeviceGetPCIBusId)(char *pciBusId, int len, CUdevice dev);
 CUresult VG_CU(cuDeviceGetByPCIBusId)(CUdevice *dev, const char *pciBusId);
 CUresult VG_CU(cuDeviceGetDefaultMemPool)(CUmemoryPool *pool_out, CUdevice dev);
+CUresult VG_CU(cuDeviceGetMemPool)(CUmemoryPool *pool, CUdevice dev);
+CUresult VG_CU(cuDeviceSetMemPool)(CUdevice dev, CUmemoryPool pool);
 
 /* ---- primary and regular contexts ---- */
 CUresult VG_CU(cuDevicePrimaryCtxRetain)(CUcontext *pctx, CUdevice dev);
@@ -708,6 +710,15 @@ CUresult VG_CU(cuMemAddressFree)(CUdeviceptr ptr, size_t size);
 CUresult VG_CU(cuMemMap)(CUdeviceptr ptr, size_t size, size_t offset,
                          CUmemGenericAllocationHandle handle, unsigned long long flags);
 CUresult VG_CU(cuMemUnmap)(CUdeviceptr ptr, size_t size);
+CUresult VG_CU(cuMemGetAllocationPropertiesFromHandle)(CUmemAllocationProp *prop,
+                                                       CUmemGenericAllocationHandle handle);
+CUresult VG_CU(cuMemRetainAllocationHandle)(CUmemGenericAllocationHandle *handle, void *addr);
+CUresult VG_CU(cuMemExportToShareableHandle)(void *shareableHandle,
+                                             CUmemGenericAllocationHandle handle,
+                                             CUmemAllocationHandleType handleType,
+                                             unsigned long long flags);
+CUresult VG_CU(cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                               CUmemAllocationHandleType shHandleType);
 CUresult VG_CU(cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                size_t count);
 CUresult VG_CU(cuMemGetAllocationGranularity)(size_t *granularity, const CUmemAllocationProp *prop,

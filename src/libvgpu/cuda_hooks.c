@@ -424,7 +424,12 @@ LV_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 
 /* ---- stream-ordered allocations: the region holds what each pool holds ---- */
 
-/* Charges only what the pool's cache cannot serve, then re-reads what the pool holds. */
+/* The pool is the one the driver allocates from: the explicit one, else the device's
+ * current pool (cuDeviceSetMemPool may have made another than the default current).
+ * lv_pool_begin charges what the pool's cache cannot serve; after the driver answered,
+ * lv_pool_end re-reads what the pool reserves. When the region cannot take what the pool
+ * really grew by, the block is freed, the pool trimmed back to its charge, and the
+ * allocation refused: a pool never keeps more than was charged. */
 #define LV_ALLOC_ASYNC(call, free_call, dptr, bytes, explicit_pool)                                \
     do {                                                                                           \
         CUcontext ctx_;                                                                            \
@@ -434,31 +439,39 @@ LV_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
             rd_ < 0)                                                                               \
             return call;                                                                           \
         CUmemoryPool pool_ = (explicit_pool);                                                      \
-        if (pool_ == NULL && REAL.cuDeviceGetDefaultMemPool(&pool_, cd_) != CUDA_SUCCESS)          \
+        if (pool_ == NULL && REAL.cuDeviceGetMemPool(&pool_, cd_) != CUDA_SUCCESS &&               \
+            REAL.cuDeviceGetDefaultMemPool(&pool_, cd_) != CUDA_SUCCESS)                           \
             pool_ = NULL;                                                                          \
-        uint64_t cached_ = pool_ != NULL ? lv_pool_cached(pool_) : 0;                              \
-        uint64_t need_ = (bytes) > cached_ ? (bytes)-cached_ : 0;                                  \
-        CUresult r_ = lv_charge(rd_, need_);                                                       \
+        if (pool_ == NULL) {                                                                       \
+            CUresult p_ = lv_charge(rd_, (bytes));                                                 \
+            if (p_ != CUDA_SUCCESS)                                                                \
+                return p_;                                                                         \
+            p_ = call;                                                                             \
+            if (p_ != CUDA_SUCCESS) {                                                              \
+                lv_uncharge(rd_, (bytes));                                                         \
+                return p_;                                                                         \
+            }                                                                                      \
+            if (lv_record(TRACK_DEVPTR, *(dptr), rd_, (bytes), ctx_, NULL) != CUDA_SUCCESS) {      \
+                (void)(free_call);                                                                 \
+                lv_uncharge(rd_, (bytes));                                                         \
+                return CUDA_ERROR_OUT_OF_MEMORY;                                                   \
+            }                                                                                      \
+            return CUDA_SUCCESS;                                                                   \
+        }                                                                                          \
+        CUresult r_ = lv_pool_begin(pool_, rd_, (bytes));                                          \
         if (r_ != CUDA_SUCCESS)                                                                    \
             return r_;                                                                             \
         r_ = call;                                                                                 \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            lv_uncharge(rd_, need_);                                                               \
+        CUresult s_ = lv_pool_end(pool_, (bytes), r_ == CUDA_SUCCESS);                             \
+        if (r_ != CUDA_SUCCESS)                                                                    \
             return r_;                                                                             \
-        }                                                                                          \
-        if (pool_ != NULL) {                                                                       \
-            lv_pool_add(pool_, rd_, need_, (bytes));                                               \
-            r_ = lv_record(TRACK_DEVPTR, *(dptr), rd_, (bytes), ctx_, pool_);                      \
-            lv_pool_resync(pool_);                                                                 \
-        } else {                                                                                   \
-            r_ = lv_record(TRACK_DEVPTR, *(dptr), rd_, need_, ctx_, NULL);                         \
-        }                                                                                          \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
+        if (s_ == CUDA_SUCCESS)                                                                    \
+            s_ = lv_record(TRACK_DEVPTR, *(dptr), rd_, (bytes), ctx_, pool_);                      \
+        if (s_ != CUDA_SUCCESS) {                                                                  \
             (void)(free_call);                                                                     \
-            if (pool_ != NULL)                                                                     \
-                lv_pool_freed(pool_, rd_, (bytes));                                                \
-            else                                                                                   \
-                lv_uncharge(rd_, need_);                                                           \
+            lv_pool_freed(pool_, rd_, (bytes));                                                    \
+            lv_pool_drain(pool_);                                                                  \
+            lv_log_oom(rd_, (bytes));                                                              \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                       \
         }                                                                                          \
         return CUDA_SUCCESS;                                                                       \
@@ -642,39 +655,6 @@ LV_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
     LV_HANDLE_FREE(TRACK_MIPMAP, REAL.cuMipmappedArrayDestroy(h), (uintptr_t)h);
 }
 
-/* ---- virtual memory management: physical memory is what cuMemCreate makes ---- */
-
-LV_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-                               const CUmemAllocationProp *prop, unsigned long long flags)
-{
-    LV_ENFORCING_OR_FORWARD(REAL.cuMemCreate(handle, size, prop, flags));
-    int rd = -1;
-    if (handle != NULL && prop != NULL && size != 0 &&
-        prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
-        rd = lv_regdev_of_cudevice(prop->location.id);
-    if (rd < 0)
-        return REAL.cuMemCreate(handle, size, prop, flags);
-    CUresult r = lv_charge(rd, size);
-    if (r != CUDA_SUCCESS)
-        return r;
-    r = REAL.cuMemCreate(handle, size, prop, flags);
-    if (r != CUDA_SUCCESS) {
-        lv_uncharge(rd, size);
-        return r;
-    }
-    /* Not tied to a context: it lives until cuMemRelease (and its mappings). */
-    if (lv_record(TRACK_VMM, *handle, rd, size, NULL, NULL) != CUDA_SUCCESS) {
-        REAL.cuMemRelease(*handle);
-        lv_uncharge(rd, size);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    return r;
-}
-
-LV_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-    LV_ENFORCING_OR_FORWARD(REAL.cuMemRelease(handle));
-    LV_HANDLE_FREE(TRACK_VMM, REAL.cuMemRelease(handle), handle);
-}
+/* Virtual memory management: vmm.c. */
 
 /* Launches: compute.c (the compute limiter). */

@@ -87,6 +87,10 @@
     X(cuMipmappedArrayDestroy)                                                                     \
     X(cuMemCreate)                                                                                 \
     X(cuMemRelease)                                                                                \
+    X(cuMemMap)                                                                                    \
+    X(cuMemUnmap)                                                                                  \
+    X(cuMemRetainAllocationHandle)                                                                 \
+    X(cuMemImportFromShareableHandle)                                                              \
     X(cuLaunchKernel)                                                                              \
     X(cuLaunchKernel_ptsz)                                                                         \
     X(cuLaunchKernelEx)                                                                            \
@@ -105,6 +109,8 @@
     X(cuDeviceGetUuid)                                                                             \
     X(cuDeviceGetUuid_v2)                                                                          \
     X(cuDeviceGetDefaultMemPool)                                                                   \
+    X(cuDeviceGetMemPool)                                                                          \
+    X(cuMemGetAllocationPropertiesFromHandle)                                                      \
     X(cuMemPoolGetAttribute)                                                                       \
     X(cuStreamIsCapturing)                                                                         \
     X(cuStreamIsCapturing_ptsz)                                                                    \
@@ -142,6 +148,7 @@ struct lv_pool {
     int dev;           /* region device */
     uint64_t charged;  /* bytes of the region charged for this pool */
     uint64_t live;     /* bytes of live allocations from it (ours) */
+    uint64_t inflight; /* bytes of allocations between lv_pool_begin and lv_pool_end */
 };
 
 enum lv_setup_state {
@@ -281,9 +288,20 @@ static inline CUresult lv_record(enum track_space space, uint64_t key, int dev, 
     return CUDA_SUCCESS;
 }
 
-/* Pool bookkeeping for stream-ordered allocations. */
-uint64_t lv_pool_cached(CUmemoryPool pool);
-void lv_pool_add(CUmemoryPool pool, int dev, uint64_t charged, uint64_t live);
+/* Pool bookkeeping for stream-ordered allocations. A pool is charged what the driver
+ * says it reserves (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) plus what allocations in
+ * flight may add; it never holds more than was charged for long: when the region
+ * cannot take what a pool grew by, the pool is trimmed back to its charge.
+ * lv_pool_begin charges an allocation of bytes before the driver is called (what the
+ * pool's cache cannot serve); CUDA_ERROR_OUT_OF_MEMORY when the region refuses or the
+ * pool table is full. lv_pool_end, after the driver answered (allocated or not),
+ * re-reads the pool: CUDA_ERROR_OUT_OF_MEMORY when it now reserves more than the region
+ * allows (the caller frees the block and calls lv_pool_drain). */
+CUresult lv_pool_begin(CUmemoryPool pool, int dev, uint64_t bytes);
+CUresult lv_pool_end(CUmemoryPool pool, uint64_t bytes, bool allocated);
+/* After freeing a block lv_pool_end refused: waits for the free, trims the pool to its
+ * charge. */
+void lv_pool_drain(CUmemoryPool pool);
 void lv_pool_freed(CUmemoryPool pool, int dev, uint64_t bytes);
 void lv_pool_resync(CUmemoryPool pool);
 void lv_pool_resync_all(void);

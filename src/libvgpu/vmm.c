@@ -1,0 +1,285 @@
+/* Virtual memory management: the physical allocation is charged for as long as the
+ * driver holds it. The driver frees a cuMemCreate allocation only when every reference
+ * to its handle is released (cuMemRelease; one per create, retain and import) AND every
+ * mapping of it is unmapped (cuMemUnmap), in either order: a released handle whose
+ * mapping lives keeps the memory. So libvgpu keeps one object per physical allocation
+ * (TRACK_VMM_OBJ, keyed by an id of its own, never by the driver's handle value, which
+ * the driver may hand out again once released) holding the charge, a count of handle
+ * references and a count of mappings; handles (TRACK_VMM) and mappings (TRACK_VMM_MAP)
+ * name their object. The charge goes back when both counts reach zero.
+ *
+ * Who pays for shared memory. An allocation exported with cuMemExportToShareableHandle
+ * stays charged to the exporter's container until the exporter has released and
+ * unmapped it. A process that imports it (cuMemImportFromShareableHandle) holds the
+ * memory as well, as long as its imported handle or a mapping lives, so it is charged
+ * too: the size of each mapping it makes of the imported handle, from cuMemMap until the
+ * imported handle is released and that mapping unmapped (the driver does not say how
+ * large an imported allocation is before it is mapped). Memory shared between two
+ * processes is therefore counted in both (twice when both are in one container): the
+ * safe side, since either may keep it alive alone. */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <string.h>
+
+#include "libvgpu/vgpu.h"
+
+#define REAL lv_g.real
+
+#define LV_ENFORCING_OR_FORWARD(call)                                                              \
+    do {                                                                                           \
+        int lv_mode_ = lv_ensure_setup();                                                          \
+        if (LV_UNLIKELY(lv_mode_ != LV_SETUP_REGION)) {                                            \
+            if (lv_mode_ == LV_SETUP_FAILED)                                                       \
+                return CUDA_ERROR_INVALID_VALUE;                                                   \
+            return call;                                                                           \
+        }                                                                                          \
+    } while (0)
+
+static _Atomic uint64_t next_obj = 1;
+
+/* A change to an object's counts; the object goes when nothing holds it any more. */
+struct obj_change {
+    int refs;
+    int maps;
+    uint64_t bytes;
+};
+
+static bool obj_apply(struct track_entry *e, void *arg)
+{
+    const struct obj_change *c = arg;
+    if (c->refs < 0)
+        e->refs = e->refs > 0 ? e->refs - 1 : 0;
+    else
+        e->refs += (uint32_t)c->refs;
+    if (c->maps < 0)
+        e->maps = e->maps > 0 ? e->maps - 1 : 0;
+    else
+        e->maps += (uint32_t)c->maps;
+    e->bytes += c->bytes;
+    return e->refs == 0 && e->maps == 0;
+}
+
+/* Applies a change to object id; gives its charge back when it is gone. false: no such
+ * object. */
+static bool obj_change(uint64_t id, int refs, int maps, uint64_t bytes)
+{
+    struct obj_change c = {refs, maps, bytes};
+    struct track_entry e;
+    if (!track_modify(&lv_g.track, TRACK_VMM_OBJ, id, obj_apply, &c, &e))
+        return false;
+    if (e.refs == 0 && e.maps == 0)
+        lv_uncharge(e.dev, e.bytes);
+    return true;
+}
+
+/* A handle entry: its own reference count (a retain may return a handle value already
+ * known); removed at its last release. */
+static bool handle_unref(struct track_entry *e, void *arg)
+{
+    const uint64_t *obj = arg;
+    if (e->obj != *obj)
+        return false; /* the value was handed out again meanwhile: not ours to drop */
+    e->refs = e->refs > 0 ? e->refs - 1 : 0;
+    return e->refs == 0;
+}
+
+static bool handle_ref(struct track_entry *e, void *arg)
+{
+    const uint64_t *obj = arg;
+    if (e->obj == *obj)
+        e->refs++;
+    return false;
+}
+
+/* An entry that a new one replaced: its release or unmap was never seen. */
+static void replaced(const struct track_entry *old)
+{
+    if (old->space == TRACK_VMM)
+        for (uint32_t i = 0; i < old->refs; i++)
+            (void)obj_change(old->obj, -1, 0, 0);
+    else if (old->space == TRACK_VMM_MAP)
+        (void)obj_change(old->obj, 0, -1, 0);
+}
+
+static int insert(const struct track_entry *e)
+{
+    struct track_entry old;
+    int rc = track_insert(&lv_g.track, e, &old);
+    if (rc == 1)
+        replaced(&old);
+    return rc < 0 ? rc : 0;
+}
+
+/* Records a new object with one handle reference; false (nothing recorded) if the table
+ * cannot grow. */
+static bool record_handle(CUmemGenericAllocationHandle handle, int rd, uint64_t bytes,
+                          bool imported)
+{
+    uint64_t id = atomic_fetch_add(&next_obj, 1);
+    struct track_entry obj = {.key = id,
+                              .space = TRACK_VMM_OBJ,
+                              .dev = (uint16_t)rd,
+                              .refs = 1,
+                              .bytes = bytes,
+                              .imported = imported};
+    struct track_entry h = {
+        .key = handle, .space = TRACK_VMM, .dev = (uint16_t)rd, .refs = 1, .obj = id};
+    if (insert(&obj) != 0)
+        return false;
+    if (insert(&h) != 0) {
+        (void)track_remove(&lv_g.track, TRACK_VMM_OBJ, id, NULL);
+        return false;
+    }
+    return true;
+}
+
+LV_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                               const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemCreate(handle, size, prop, flags));
+    int rd = -1;
+    if (handle != NULL && prop != NULL && size != 0 &&
+        prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+        rd = lv_regdev_of_cudevice(prop->location.id);
+    if (rd < 0)
+        return REAL.cuMemCreate(handle, size, prop, flags);
+    CUresult r = lv_charge(rd, size);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = REAL.cuMemCreate(handle, size, prop, flags);
+    if (r != CUDA_SUCCESS) {
+        lv_uncharge(rd, size);
+        return r;
+    }
+    /* Not tied to a context: it lives until released and unmapped. */
+    if (!record_handle(*handle, rd, size, false)) {
+        REAL.cuMemRelease(*handle);
+        lv_uncharge(rd, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return r;
+}
+
+LV_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
+                                                  void *osHandle,
+                                                  CUmemAllocationHandleType shHandleType)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemImportFromShareableHandle(handle, osHandle, shHandleType));
+    CUresult r = REAL.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
+    if (r != CUDA_SUCCESS || handle == NULL)
+        return r;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    int rd = -1;
+    if (REAL.cuMemGetAllocationPropertiesFromHandle(&prop, *handle) == CUDA_SUCCESS &&
+        prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+        rd = lv_regdev_of_cudevice(prop.location.id);
+    else {
+        CUcontext ctx; /* no answer: the current device's limit applies */
+        if (lv_current(&ctx, &rd, NULL) != CUDA_SUCCESS)
+            rd = -1;
+    }
+    if (rd < 0)
+        return r;
+    /* Charged per mapping (cuMemMap), when its size is known. */
+    if (!record_handle(*handle, rd, 0, true)) {
+        REAL.cuMemRelease(*handle);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return r;
+}
+
+LV_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemRelease(handle));
+    struct track_entry h;
+    if (!track_find(&lv_g.track, TRACK_VMM, handle, &h))
+        return REAL.cuMemRelease(handle);
+    CUresult r = REAL.cuMemRelease(handle);
+    if (r != CUDA_SUCCESS)
+        return r;
+    uint64_t id = h.obj;
+    struct track_entry now;
+    if (track_modify(&lv_g.track, TRACK_VMM, handle, handle_unref, &id, &now) && now.obj == id)
+        (void)obj_change(id, -1, 0, 0);
+    return r;
+}
+
+LV_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemRetainAllocationHandle(handle, addr));
+    CUresult r = REAL.cuMemRetainAllocationHandle(handle, addr);
+    if (r != CUDA_SUCCESS || handle == NULL)
+        return r;
+    /* The mapping addr lies in names the object: one more reference to it. */
+    struct track_entry m;
+    uint64_t a = (uint64_t)(uintptr_t)addr;
+    if (!track_find(&lv_g.track, TRACK_VMM_MAP, a, &m) &&
+        !track_find_holding(&lv_g.track, TRACK_VMM_MAP, a, &m))
+        return r; /* not a mapping of ours */
+    if (!obj_change(m.obj, 1, 0, 0))
+        return r;
+    uint64_t id = m.obj;
+    struct track_entry now;
+    if (track_modify(&lv_g.track, TRACK_VMM, *handle, handle_ref, &id, &now) && now.obj == id)
+        return r;
+    struct track_entry h = {.key = *handle, .space = TRACK_VMM, .dev = m.dev, .refs = 1, .obj = id};
+    if (insert(&h) != 0) {
+        (void)REAL.cuMemRelease(*handle);
+        (void)obj_change(id, -1, 0, 0);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return r;
+}
+
+LV_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                            CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemMap(ptr, size, offset, handle, flags));
+    struct track_entry h, obj;
+    if (!track_find(&lv_g.track, TRACK_VMM, handle, &h) ||
+        !track_find(&lv_g.track, TRACK_VMM_OBJ, h.obj, &obj))
+        return REAL.cuMemMap(ptr, size, offset, handle, flags);
+    /* An imported allocation is charged to the importer for what it maps. */
+    uint64_t charge = obj.imported ? (uint64_t)size : 0;
+    CUresult r = lv_charge(obj.dev, charge);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = REAL.cuMemMap(ptr, size, offset, handle, flags);
+    if (r != CUDA_SUCCESS) {
+        lv_uncharge(obj.dev, charge);
+        return r;
+    }
+    struct track_entry m = {
+        .key = ptr, .space = TRACK_VMM_MAP, .dev = obj.dev, .bytes = size, .obj = obj.key};
+    if (!obj_change(obj.key, 0, 1, charge) || insert(&m) != 0) {
+        /* Released meanwhile, or no room to record it: the mapping is undone. */
+        (void)REAL.cuMemUnmap(ptr, size);
+        if (!obj_change(obj.key, 0, -1, 0))
+            lv_uncharge(obj.dev, charge);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return r;
+}
+
+LV_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemUnmap(ptr, size));
+    struct track_entry m;
+    bool had = track_remove(&lv_g.track, TRACK_VMM_MAP, ptr, &m);
+    CUresult r = REAL.cuMemUnmap(ptr, size);
+    if (r != CUDA_SUCCESS) {
+        if (had)
+            (void)insert(&m);
+        return r;
+    }
+    if (had)
+        (void)obj_change(m.obj, 0, -1, 0);
+    /* A range that covered further mappings unmapped them too. */
+    if (!had || m.bytes < size) {
+        uint64_t lo = (uint64_t)ptr, hi = lo + size < lo ? UINT64_MAX : lo + size;
+        while (track_find_in_range(&lv_g.track, TRACK_VMM_MAP, lo, hi, true, &m))
+            (void)obj_change(m.obj, 0, -1, 0);
+    }
+    return r;
+}
