@@ -494,6 +494,15 @@ typedef struct CUmemPoolProps_st {
     unsigned char reserved[54];
 } CUmemPoolProps;
 
+/* A graph's memory allocation node: the pool it comes from, its size, its address (out). */
+typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
+    CUmemPoolProps poolProps;
+    const CUmemAccessDesc *accessDescs;
+    size_t accessDescCount;
+    size_t bytesize;
+    CUdeviceptr dptr;
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+
 #endif /* VG_CUDA_TOOLKIT_TYPES */
 
 /* ---- initialisation, version, errors, entry points ---- */
@@ -649,6 +658,9 @@ CUresult VG_CU(cuStreamGetCaptureInfo_v3_ptsz)(CUstream hStream,
 CUresult VG_CU(cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *mode);
 CUresult VG_CU(cuGraphCreate)(CUgraph *phGraph, unsigned int flags);
 CUresult VG_CU(cuGraphDestroy)(CUgraph hGraph);
+CUresult VG_CU(cuGraphAddMemAllocNode)(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                       const CUgraphNode *dependencies, size_t numDependencies,
+                                       CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams);
 CUresult VG_CU(cuGraphInstantiate)(CUgraphExec *phGraphExec, CUgraph hGraph,
                                    CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize);
 CUresult VG_CU(cuGraphInstantiate_v2)(CUgraphExec *phGraphExec, CUgraph hGraph,

@@ -633,6 +633,41 @@ FG_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
     return free_async(dptr, hStream, true);
 }
 
+/* ---- graph memory ---- */
+
+/* A memory allocation node: the memory is taken when the node is added (a real driver
+ * maps it at the first launch and keeps it in the device's graph pool) and lives until
+ * the address is freed (cuMemFree, cuMemFreeAsync). The node itself does nothing at
+ * launch. */
+FG_API CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                       const CUgraphNode *dependencies, size_t numDependencies,
+                                       CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!phGraphNode || !nodeParams || nodeParams->bytesize == 0 ||
+        (numDependencies > 0 && !dependencies) ||
+        nodeParams->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        nodeParams->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        fg_check_device(nodeParams->poolProps.location.id) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    fg_lock();
+    bool known = fg_reg_get((uintptr_t)hGraph, FG_K_GRAPH) != NULL;
+    fg_unlock();
+    if (!known)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUdeviceptr p;
+    r = dev_alloc(nodeParams->poolProps.location.id, nodeParams->bytesize, nodeParams->bytesize,
+                  false, NULL, false, &p);
+    if (r != CUDA_SUCCESS)
+        return r;
+    nodeParams->dptr = p;
+    *phGraphNode = (CUgraphNode)(uintptr_t)p; /* opaque to the caller */
+    return CUDA_SUCCESS;
+}
+
 /* ---- arrays ---- */
 
 /* Bytes of a w x h x d array of `channels` elements of format f; 0 when invalid. */

@@ -130,6 +130,7 @@ static const struct fg_proc fg_procs[] = {
     E("cuThreadExchangeStreamCaptureMode", 10010, cuThreadExchangeStreamCaptureMode),
     E("cuGraphCreate", 10000, cuGraphCreate),
     E("cuGraphDestroy", 10000, cuGraphDestroy),
+    E("cuGraphAddMemAllocNode", 11040, cuGraphAddMemAllocNode),
     E("cuGraphInstantiate", 10000, cuGraphInstantiate),
     E("cuGraphInstantiate", 11000, cuGraphInstantiate_v2),
     E("cuGraphInstantiate", 12000, cuGraphInstantiateWithFlags),

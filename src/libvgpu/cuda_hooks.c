@@ -424,13 +424,23 @@ LV_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 
 /* ---- stream-ordered allocations: the region holds what each pool holds ---- */
 
+/* Whether an allocation on this stream is being captured: the driver then adds a memory
+ * allocation node to the graph instead of growing the pool, so the pool's reserved
+ * memory would not show it. */
+static bool async_captured(CUstream s, bool ptsz)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = ptsz ? REAL.cuStreamIsCapturing_ptsz(s, &cs) : REAL.cuStreamIsCapturing(s, &cs);
+    return r == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 /* The pool is the one the driver allocates from: the explicit one, else the device's
  * current pool (cuDeviceSetMemPool may have made another than the default current).
  * lv_pool_begin charges what the pool's cache cannot serve; after the driver answered,
  * lv_pool_end re-reads what the pool reserves. When the region cannot take what the pool
  * really grew by, the block is freed, the pool trimmed back to its charge, and the
  * allocation refused: a pool never keeps more than was charged. */
-#define LV_ALLOC_ASYNC(call, free_call, dptr, bytes, explicit_pool)                                \
+#define LV_ALLOC_ASYNC(call, free_call, dptr, bytes, explicit_pool, stream, ptsz)                  \
     do {                                                                                           \
         CUcontext ctx_;                                                                            \
         int rd_;                                                                                   \
@@ -442,6 +452,8 @@ LV_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
         if (pool_ == NULL && REAL.cuDeviceGetMemPool(&pool_, cd_) != CUDA_SUCCESS &&               \
             REAL.cuDeviceGetDefaultMemPool(&pool_, cd_) != CUDA_SUCCESS)                           \
             pool_ = NULL;                                                                          \
+        if (async_captured((stream), (ptsz)))                                                      \
+            pool_ = NULL; /* a graph's allocation node: charged on its own until freed */          \
         if (pool_ == NULL) {                                                                       \
             CUresult p_ = lv_charge(rd_, (bytes));                                                 \
             if (p_ != CUDA_SUCCESS)                                                                \
@@ -481,14 +493,14 @@ LV_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream 
 {
     LV_ENFORCING_OR_FORWARD(REAL.cuMemAllocAsync(dptr, bytesize, hStream));
     LV_ALLOC_ASYNC(REAL.cuMemAllocAsync(dptr, bytesize, hStream),
-                   REAL.cuMemFreeAsync(*dptr, hStream), dptr, bytesize, NULL);
+                   REAL.cuMemFreeAsync(*dptr, hStream), dptr, bytesize, NULL, hStream, false);
 }
 
 LV_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     LV_ENFORCING_OR_FORWARD(REAL.cuMemAllocAsync_ptsz(dptr, bytesize, hStream));
     LV_ALLOC_ASYNC(REAL.cuMemAllocAsync_ptsz(dptr, bytesize, hStream),
-                   REAL.cuMemFreeAsync_ptsz(*dptr, hStream), dptr, bytesize, NULL);
+                   REAL.cuMemFreeAsync_ptsz(*dptr, hStream), dptr, bytesize, NULL, hStream, true);
 }
 
 LV_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
@@ -498,7 +510,7 @@ LV_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, C
     if (pool == NULL)
         return REAL.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream);
     LV_ALLOC_ASYNC(REAL.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream),
-                   REAL.cuMemFreeAsync(*dptr, hStream), dptr, bytesize, pool);
+                   REAL.cuMemFreeAsync(*dptr, hStream), dptr, bytesize, pool, hStream, false);
 }
 
 LV_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
@@ -508,7 +520,43 @@ LV_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesi
     if (pool == NULL)
         return REAL.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream);
     LV_ALLOC_ASYNC(REAL.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream),
-                   REAL.cuMemFreeAsync_ptsz(*dptr, hStream), dptr, bytesize, pool);
+                   REAL.cuMemFreeAsync_ptsz(*dptr, hStream), dptr, bytesize, pool, hStream, true);
+}
+
+/* A graph's memory allocation node: charged from the node's creation until its address
+ * is freed (cuMemFree, cuMemFreeAsync, or the context's end); the driver keeps graph
+ * memory in the device's graph pool across launches, so no launch gives it back. */
+LV_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                          const CUgraphNode *dependencies, size_t numDependencies,
+                                          CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies,
+                                                        numDependencies, nodeParams));
+    CUcontext ctx;
+    int cur;
+    int rd = nodeParams != NULL && nodeParams->bytesize != 0 &&
+                     nodeParams->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE
+                 ? lv_regdev_of_cudevice(nodeParams->poolProps.location.id)
+                 : -1;
+    if (rd < 0 || lv_current(&ctx, &cur, NULL) != CUDA_SUCCESS)
+        return REAL.cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies,
+                                           nodeParams);
+    uint64_t bytes = nodeParams->bytesize;
+    CUresult r = lv_charge(rd, bytes);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = REAL.cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+    if (r != CUDA_SUCCESS) {
+        lv_uncharge(rd, bytes);
+        return r;
+    }
+    if (lv_record(TRACK_DEVPTR, nodeParams->dptr, rd, bytes, ctx, NULL) != CUDA_SUCCESS) {
+        /* Cannot follow it: the node stays in the graph, its memory freed at once. */
+        (void)REAL.cuMemFree_v2(nodeParams->dptr);
+        lv_uncharge(rd, bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return r;
 }
 
 LV_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)

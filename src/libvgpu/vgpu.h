@@ -76,6 +76,7 @@
     X(cuMemAllocFromPoolAsync_ptsz)                                                                \
     X(cuMemFreeAsync)                                                                              \
     X(cuMemFreeAsync_ptsz)                                                                         \
+    X(cuGraphAddMemAllocNode)                                                                      \
     X(cuMemPoolTrimTo)                                                                             \
     X(cuMemPoolDestroy)                                                                            \
     X(cuArrayCreate)                                                                               \

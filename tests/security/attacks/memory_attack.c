@@ -318,6 +318,59 @@ static void plain_cleanup(void)
     }
 }
 
+/* ---- graphs: memory allocation nodes, and cuMemAllocAsync captured into a graph ---- */
+
+static CUgraph graph;
+static CUstream stream;
+
+static void graph_nodes(void)
+{
+    MUST(cuGraphCreate(&graph, 0));
+    for (int i = 0; i < ROUND; i++) {
+        CUDA_MEM_ALLOC_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        p.poolProps.location.id = 0;
+        p.bytesize = CHUNK;
+        CUgraphNode node;
+        if (cuGraphAddMemAllocNode(&node, graph, NULL, 0, &p) == CUDA_SUCCESS)
+            ptrs[i] = p.dptr;
+        truth();
+    }
+}
+
+static void graph_capture(void)
+{
+    MUST(cuStreamCreate(&stream, 0));
+    MUST(cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+    for (int i = 0; i < ROUND; i++) {
+        (void)cuMemAllocAsync(&blocks[i], CHUNK, stream);
+        truth();
+    }
+    MUST(cuStreamEndCapture(stream, &graph));
+    truth();
+}
+
+static void graph_cleanup(void)
+{
+    for (int i = 0; i < ROUND; i++) {
+        if (ptrs[i] != 0)
+            (void)cuMemFree_v2(ptrs[i]);
+        if (blocks[i] != 0)
+            (void)cuMemFreeAsync(blocks[i], NULL);
+    }
+    MUST(cuCtxSynchronize());
+    if (graph != NULL)
+        (void)cuGraphDestroy(graph);
+    if (stream != NULL)
+        (void)cuStreamDestroy_v2(stream);
+    /* What the captured allocations left cached in the default pool goes back. */
+    CUmemoryPool def;
+    MUST(cuDeviceGetDefaultMemPool(&def, 0));
+    (void)cuMemPoolTrimTo(def, 0);
+}
+
 static const struct {
     const char *name;
     void (*attack)(void);
@@ -334,6 +387,8 @@ static const struct {
     {"managed", managed, plain_cleanup},
     {"arrays", arrays_2d3d, plain_cleanup},
     {"mipmaps", mipmaps, plain_cleanup},
+    {"graph_nodes", graph_nodes, graph_cleanup},
+    {"graph_capture", graph_capture, graph_cleanup},
 };
 
 int main(int argc, char **argv)
