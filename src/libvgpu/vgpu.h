@@ -112,6 +112,9 @@
     X(cuDeviceGetDefaultMemPool)                                                                   \
     X(cuDeviceGetMemPool)                                                                          \
     X(cuMemGetAllocationPropertiesFromHandle)                                                      \
+    X(cuMemGetAllocationGranularity)                                                               \
+    X(cuMemAddressReserve)                                                                         \
+    X(cuMemAddressFree)                                                                            \
     X(cuMemPoolGetAttribute)                                                                       \
     X(cuStreamIsCapturing)                                                                         \
     X(cuStreamIsCapturing_ptsz)                                                                    \

@@ -12,10 +12,9 @@
  * stays charged to the exporter's container until the exporter has released and
  * unmapped it. A process that imports it (cuMemImportFromShareableHandle) holds the
  * memory as well, as long as its imported handle or a mapping lives, so it is charged
- * too: the size of each mapping it makes of the imported handle, from cuMemMap until the
- * imported handle is released and that mapping unmapped (the driver does not say how
- * large an imported allocation is before it is mapped). Memory shared between two
- * processes is therefore counted in both (twice when both are in one container): the
+ * its size too, from the import until then (the driver does not report that size: it is
+ * found by mapping, see imported_size). Memory shared between two processes is therefore
+ * counted in both (twice when both are in one container): the
  * safe side, since either may keep it alive alone. */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -112,16 +111,11 @@ static int insert(const struct track_entry *e)
 
 /* Records a new object with one handle reference; false (nothing recorded) if the table
  * cannot grow. */
-static bool record_handle(CUmemGenericAllocationHandle handle, int rd, uint64_t bytes,
-                          bool imported)
+static bool record_handle(CUmemGenericAllocationHandle handle, int rd, uint64_t bytes)
 {
     uint64_t id = atomic_fetch_add(&next_obj, 1);
-    struct track_entry obj = {.key = id,
-                              .space = TRACK_VMM_OBJ,
-                              .dev = (uint16_t)rd,
-                              .refs = 1,
-                              .bytes = bytes,
-                              .imported = imported};
+    struct track_entry obj = {
+        .key = id, .space = TRACK_VMM_OBJ, .dev = (uint16_t)rd, .refs = 1, .bytes = bytes};
     struct track_entry h = {
         .key = handle, .space = TRACK_VMM, .dev = (uint16_t)rd, .refs = 1, .obj = id};
     if (insert(&obj) != 0)
@@ -152,12 +146,41 @@ LV_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
         return r;
     }
     /* Not tied to a context: it lives until released and unmapped. */
-    if (!record_handle(*handle, rd, size, false)) {
+    if (!record_handle(*handle, rd, size)) {
         REAL.cuMemRelease(*handle);
         lv_uncharge(rd, size);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return r;
+}
+
+/* The size of an imported allocation, which the driver does not report: the largest
+ * multiple of the allocation granularity it lets be mapped from offset 0 (a mapping of
+ * more than the allocation is refused), found by bisection inside one address
+ * reservation as large as the device. 0 when it cannot be told. */
+static uint64_t imported_size(CUmemGenericAllocationHandle h, const CUmemAllocationProp *prop)
+{
+    size_t gran = 0, total = 0;
+    if (REAL.cuMemGetAllocationGranularity(&gran, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
+            CUDA_SUCCESS ||
+        gran == 0 || REAL.cuDeviceTotalMem_v2(&total, prop->location.id) != CUDA_SUCCESS ||
+        total < gran)
+        return 0;
+    uint64_t hi = total / gran, lo = 0; /* invariant: lo maps (0: nothing yet), hi + 1 not */
+    CUdeviceptr va;
+    if (REAL.cuMemAddressReserve(&va, (size_t)(hi * gran), 0, 0, 0) != CUDA_SUCCESS)
+        return 0;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo + 1) / 2;
+        if (REAL.cuMemMap(va, (size_t)(mid * gran), 0, h, 0) == CUDA_SUCCESS) {
+            (void)REAL.cuMemUnmap(va, (size_t)(mid * gran));
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    (void)REAL.cuMemAddressFree(va, (size_t)(total / gran * gran));
+    return lo * gran;
 }
 
 LV_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
@@ -174,17 +197,19 @@ LV_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
     if (REAL.cuMemGetAllocationPropertiesFromHandle(&prop, *handle) == CUDA_SUCCESS &&
         prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE)
         rd = lv_regdev_of_cudevice(prop.location.id);
-    else {
-        CUcontext ctx; /* no answer: the current device's limit applies */
-        if (lv_current(&ctx, &rd, NULL) != CUDA_SUCCESS)
-            rd = -1;
-    }
     if (rd < 0)
-        return r;
-    /* Charged per mapping (cuMemMap), when its size is known. */
-    if (!record_handle(*handle, rd, 0, true)) {
-        REAL.cuMemRelease(*handle);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return r; /* not on a device this container is limited on */
+    /* The importer holds the memory as long as its handle or a mapping lives: charged its
+     * size from now on. One it cannot size or afford is refused. */
+    uint64_t size = imported_size(*handle, &prop);
+    CUresult c = size != 0 ? lv_charge(rd, size) : CUDA_ERROR_OUT_OF_MEMORY;
+    if (c == CUDA_SUCCESS && !record_handle(*handle, rd, size)) {
+        lv_uncharge(rd, size);
+        c = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (c != CUDA_SUCCESS) {
+        (void)REAL.cuMemRelease(*handle);
+        return c;
     }
     return r;
 }
@@ -240,23 +265,15 @@ LV_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     if (!track_find(&lv_g.track, TRACK_VMM, handle, &h) ||
         !track_find(&lv_g.track, TRACK_VMM_OBJ, h.obj, &obj))
         return REAL.cuMemMap(ptr, size, offset, handle, flags);
-    /* An imported allocation is charged to the importer for what it maps. */
-    uint64_t charge = obj.imported ? (uint64_t)size : 0;
-    CUresult r = lv_charge(obj.dev, charge);
+    CUresult r = REAL.cuMemMap(ptr, size, offset, handle, flags);
     if (r != CUDA_SUCCESS)
         return r;
-    r = REAL.cuMemMap(ptr, size, offset, handle, flags);
-    if (r != CUDA_SUCCESS) {
-        lv_uncharge(obj.dev, charge);
-        return r;
-    }
     struct track_entry m = {
         .key = ptr, .space = TRACK_VMM_MAP, .dev = obj.dev, .bytes = size, .obj = obj.key};
-    if (!obj_change(obj.key, 0, 1, charge) || insert(&m) != 0) {
+    if (!obj_change(obj.key, 0, 1, 0) || insert(&m) != 0) {
         /* Released meanwhile, or no room to record it: the mapping is undone. */
         (void)REAL.cuMemUnmap(ptr, size);
-        if (!obj_change(obj.key, 0, -1, 0))
-            lv_uncharge(obj.dev, charge);
+        (void)obj_change(obj.key, 0, -1, 0);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return r;

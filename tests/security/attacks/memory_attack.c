@@ -171,6 +171,26 @@ static void vmm_import(void)
     }
 }
 
+/* The importer keeps its imported handle without mapping it: the handle alone keeps the
+ * memory once the exporter let go. */
+static void vmm_import_unmapped(void)
+{
+    CUmemAllocationProp p = vmm_prop(true);
+    for (int i = 0; i < ROUND; i++) {
+        if (cuMemCreate(&vs[i].h, CHUNK, &p, 0) == CUDA_SUCCESS) {
+            int fd = -1;
+            MUST(cuMemExportToShareableHandle(&fd, vs[i].h,
+                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+            MUST(cuMemRelease(vs[i].h));
+            vs[i].held2 = cuMemImportFromShareableHandle(
+                              &vs[i].h2, (void *)(intptr_t)fd,
+                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == CUDA_SUCCESS;
+            close(fd);
+        }
+        truth();
+    }
+}
+
 /* ---- pools ---- */
 
 static CUmemoryPool new_pool(void)
@@ -380,6 +400,7 @@ static const struct {
     {"vmm_unmap_held", vmm_unmap_held, vmm_cleanup},
     {"vmm_retain", vmm_retain, vmm_cleanup},
     {"vmm_import", vmm_import, vmm_cleanup},
+    {"vmm_import_unmapped", vmm_import_unmapped, vmm_cleanup},
     {"pool_table", pool_table, pools_cleanup},
     {"pool_cache", pool_cache, pools_cleanup},
     {"pool_current", pool_current, pools_cleanup},
