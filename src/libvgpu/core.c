@@ -551,8 +551,8 @@ static bool pool_resync_locked(struct lv_pool *p)
         if (ok)
             p->charged = target;
     }
-    if (p->charged == 0 && p->live == 0 && p->inflight == 0)
-        p->pool = NULL;
+    if (ok && p->charged == 0 && p->live == 0 && p->inflight == 0)
+        p->pool = NULL; /* holds nothing: its slot is free again */
     return ok;
 }
 
@@ -563,9 +563,8 @@ static bool pool_settle_locked(struct lv_pool *p)
 {
     if (pool_resync_locked(p))
         return true;
-    CUmemoryPool pool = p->pool;
-    (void)lv_g.real.cuMemPoolTrimTo(pool, (size_t)sub_sat(p->charged, p->inflight));
-    return p->pool == NULL || pool_resync_locked(p);
+    (void)lv_g.real.cuMemPoolTrimTo(p->pool, (size_t)sub_sat(p->charged, p->inflight));
+    return pool_resync_locked(p);
 }
 
 CUresult lv_pool_begin(CUmemoryPool pool, int dev, uint64_t bytes)

@@ -538,9 +538,11 @@ LV_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGra
                      nodeParams->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE
                  ? lv_regdev_of_cudevice(nodeParams->poolProps.location.id)
                  : -1;
-    if (rd < 0 || lv_current(&ctx, &cur, NULL) != CUDA_SUCCESS)
+    if (rd < 0)
         return REAL.cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies,
                                            nodeParams);
+    if (lv_current(&ctx, &cur, NULL) != CUDA_SUCCESS)
+        ctx = NULL; /* charged all the same, until its address is freed */
     uint64_t bytes = nodeParams->bytesize;
     CUresult r = lv_charge(rd, bytes);
     if (r != CUDA_SUCCESS)
