@@ -12,17 +12,6 @@
 
 #define REAL lv_g.real
 
-/* The start of every wrapper that needs the region: pure forward otherwise. */
-#define LV_ENFORCING_OR_FORWARD(call)                                                              \
-    do {                                                                                           \
-        int lv_mode_ = lv_ensure_setup();                                                          \
-        if (LV_UNLIKELY(lv_mode_ != LV_SETUP_REGION)) {                                            \
-            if (lv_mode_ == LV_SETUP_FAILED)                                                       \
-                return CUDA_ERROR_INVALID_VALUE;                                                   \
-            return call;                                                                           \
-        }                                                                                          \
-    } while (0)
-
 /* ---- initialisation ---- */
 
 LV_EXPORT CUresult cuInit(unsigned int Flags)

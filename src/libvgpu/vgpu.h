@@ -200,6 +200,18 @@ static inline int lv_ensure_setup(void)
         return s;
     return lv_setup_slow();
 }
+/* The start of every wrapper that needs the region: pure forward otherwise (and
+ * CUDA_ERROR_INVALID_VALUE when the configuration is invalid). */
+#define LV_ENFORCING_OR_FORWARD(call)                                                              \
+    do {                                                                                           \
+        int lv_mode_ = lv_ensure_setup();                                                          \
+        if (LV_UNLIKELY(lv_mode_ != LV_SETUP_REGION)) {                                            \
+            if (lv_mode_ == LV_SETUP_FAILED)                                                       \
+                return CUDA_ERROR_INVALID_VALUE;                                                   \
+            return call;                                                                           \
+        }                                                                                          \
+    } while (0)
+
 /* Setup for NVML when cuInit found no visible device: the existing region only (no CUDA
  * ordinals); returns the state (LV_SETUP_NONE while there is no region yet). */
 int lv_setup_without_cuda(void);

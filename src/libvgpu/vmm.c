@@ -24,16 +24,6 @@
 
 #define REAL lv_g.real
 
-#define LV_ENFORCING_OR_FORWARD(call)                                                              \
-    do {                                                                                           \
-        int lv_mode_ = lv_ensure_setup();                                                          \
-        if (LV_UNLIKELY(lv_mode_ != LV_SETUP_REGION)) {                                            \
-            if (lv_mode_ == LV_SETUP_FAILED)                                                       \
-                return CUDA_ERROR_INVALID_VALUE;                                                   \
-            return call;                                                                           \
-        }                                                                                          \
-    } while (0)
-
 static _Atomic uint64_t next_obj = 1;
 
 /* A change to an object's counts; the object goes when nothing holds it any more. */
