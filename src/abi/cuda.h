@@ -494,6 +494,15 @@ typedef struct CUmemPoolProps_st {
     unsigned char reserved[54];
 } CUmemPoolProps;
 
+/* A graph's memory allocation node: the pool it comes from, its size, its address (out). */
+typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
+    CUmemPoolProps poolProps;
+    const CUmemAccessDesc *accessDescs;
+    size_t accessDescCount;
+    size_t bytesize;
+    CUdeviceptr dptr;
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+
 #endif /* VG_CUDA_TOOLKIT_TYPES */
 
 /* ---- initialisation, version, errors, entry points ---- */
@@ -517,6 +526,8 @@ CUresult VG_CU(cuDeviceGetAttribute)(int *pi, CUdevice_attribute attrib, CUdevic
 CUresult VG_CU(cuDeviceGetPCIBusId)(char *pciBusId, int len, CUdevice dev);
 CUresult VG_CU(cuDeviceGetByPCIBusId)(CUdevice *dev, const char *pciBusId);
 CUresult VG_CU(cuDeviceGetDefaultMemPool)(CUmemoryPool *pool_out, CUdevice dev);
+CUresult VG_CU(cuDeviceGetMemPool)(CUmemoryPool *pool, CUdevice dev);
+CUresult VG_CU(cuDeviceSetMemPool)(CUdevice dev, CUmemoryPool pool);
 
 /* ---- primary and regular contexts ---- */
 CUresult VG_CU(cuDevicePrimaryCtxRetain)(CUcontext *pctx, CUdevice dev);
@@ -647,6 +658,9 @@ CUresult VG_CU(cuStreamGetCaptureInfo_v3_ptsz)(CUstream hStream,
 CUresult VG_CU(cuThreadExchangeStreamCaptureMode)(CUstreamCaptureMode *mode);
 CUresult VG_CU(cuGraphCreate)(CUgraph *phGraph, unsigned int flags);
 CUresult VG_CU(cuGraphDestroy)(CUgraph hGraph);
+CUresult VG_CU(cuGraphAddMemAllocNode)(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                       const CUgraphNode *dependencies, size_t numDependencies,
+                                       CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams);
 CUresult VG_CU(cuGraphInstantiate)(CUgraphExec *phGraphExec, CUgraph hGraph,
                                    CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize);
 CUresult VG_CU(cuGraphInstantiate_v2)(CUgraphExec *phGraphExec, CUgraph hGraph,
@@ -708,6 +722,15 @@ CUresult VG_CU(cuMemAddressFree)(CUdeviceptr ptr, size_t size);
 CUresult VG_CU(cuMemMap)(CUdeviceptr ptr, size_t size, size_t offset,
                          CUmemGenericAllocationHandle handle, unsigned long long flags);
 CUresult VG_CU(cuMemUnmap)(CUdeviceptr ptr, size_t size);
+CUresult VG_CU(cuMemGetAllocationPropertiesFromHandle)(CUmemAllocationProp *prop,
+                                                       CUmemGenericAllocationHandle handle);
+CUresult VG_CU(cuMemRetainAllocationHandle)(CUmemGenericAllocationHandle *handle, void *addr);
+CUresult VG_CU(cuMemExportToShareableHandle)(void *shareableHandle,
+                                             CUmemGenericAllocationHandle handle,
+                                             CUmemAllocationHandleType handleType,
+                                             unsigned long long flags);
+CUresult VG_CU(cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                               CUmemAllocationHandleType shHandleType);
 CUresult VG_CU(cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                size_t count);
 CUresult VG_CU(cuMemGetAllocationGranularity)(size_t *granularity, const CUmemAllocationProp *prop,

@@ -137,12 +137,15 @@ struct fg_array {
     int dev;
 };
 
+/* One physical allocation as this process holds it: made by cuMemCreate or imported
+ * from another process's shareable handle (each holder is charged its size). */
 struct fg_vmm {
     int dev;
     size_t size;
     int fd;
-    bool released;
+    int refs; /* handle references: create or import, plus retains, not yet released */
     int maps;
+    unsigned handle_types; /* CUmemAllocationHandleType bits it may be exported as */
 };
 
 /* The client side of MPS (cuda_mps.c): whether this process is an MPS client, its
@@ -177,6 +180,7 @@ struct fg_global {
     unsigned primary_refs[FG_MAX_DEVICES];
     unsigned primary_flags[FG_MAX_DEVICES];
     struct fg_pool *default_pool[FG_MAX_DEVICES];
+    struct fg_pool *current_pool[FG_MAX_DEVICES]; /* cuDeviceSetMemPool; NULL: default */
     struct fg_pool *pools;
     uint64_t kernel_ns;
     struct fg_mps mps;

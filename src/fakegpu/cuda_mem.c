@@ -14,9 +14,12 @@
  * size, cuMemAddressReserve a PROT_NONE range, and cuMemMap maps the memfd into it. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "abi/cuda_array.h"
@@ -383,6 +386,42 @@ FG_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
     return CUDA_SUCCESS;
 }
 
+/* The pool cuMemAllocAsync draws from: the device's current pool (cuDeviceSetMemPool),
+ * its default pool until one is set. Lock held. */
+static struct fg_pool *current_pool(int dev)
+{
+    return fg_g.current_pool[dev] ? fg_g.current_pool[dev] : default_pool(dev);
+}
+
+FG_API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    CUresult r = fg_check_device(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    fg_lock();
+    struct fg_pool *p = current_pool(dev);
+    fg_unlock();
+    if (!p)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *pool = (CUmemoryPool)p;
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    CUresult r = fg_check_device(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    fg_lock();
+    struct fg_pool *p = fg_reg_get((uintptr_t)pool, FG_K_POOL);
+    if (p && p->dev == dev)
+        fg_g.current_pool[dev] = p;
+    fg_unlock();
+    return p && p->dev == dev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
 FG_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 {
     CUresult r = fg_check_init();
@@ -425,6 +464,8 @@ FG_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
     while ((a = fg_reg_find(FG_K_DEVMEM, alloc_in_pool, p)) != NULL)
         a->pool = NULL;
     fg_reg_del((uintptr_t)p, FG_K_POOL);
+    if (fg_g.current_pool[p->dev] == p)
+        fg_g.current_pool[p->dev] = NULL; /* the default pool is current again */
     for (struct fg_pool **pp = &fg_g.pools; *pp; pp = &(*pp)->next)
         if (*pp == p) {
             *pp = p->next;
@@ -528,7 +569,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool poo
     r = fg_stream_resolve(c, h, pt, &sid, &s);
     struct fg_pool *p = NULL;
     if (r == CUDA_SUCCESS) {
-        p = pool ? fg_reg_get((uintptr_t)pool, FG_K_POOL) : default_pool(c->dev);
+        p = pool ? fg_reg_get((uintptr_t)pool, FG_K_POOL) : current_pool(c->dev);
         if (!p)
             r = pool ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -590,6 +631,41 @@ FG_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 FG_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
     return free_async(dptr, hStream, true);
+}
+
+/* ---- graph memory ---- */
+
+/* A memory allocation node: the memory is taken when the node is added (a real driver
+ * maps it at the first launch and keeps it in the device's graph pool) and lives until
+ * the address is freed (cuMemFree, cuMemFreeAsync). The node itself does nothing at
+ * launch. */
+FG_API CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                       const CUgraphNode *dependencies, size_t numDependencies,
+                                       CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!phGraphNode || !nodeParams || nodeParams->bytesize == 0 ||
+        (numDependencies > 0 && !dependencies) ||
+        nodeParams->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        nodeParams->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        fg_check_device(nodeParams->poolProps.location.id) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    fg_lock();
+    bool known = fg_reg_get((uintptr_t)hGraph, FG_K_GRAPH) != NULL;
+    fg_unlock();
+    if (!known)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUdeviceptr p;
+    r = dev_alloc(nodeParams->poolProps.location.id, nodeParams->bytesize, nodeParams->bytesize,
+                  false, NULL, false, &p);
+    if (r != CUDA_SUCCESS)
+        return r;
+    nodeParams->dptr = p;
+    *phGraphNode = (CUgraphNode)(uintptr_t)p; /* opaque to the caller */
+    return CUDA_SUCCESS;
 }
 
 /* ---- arrays ---- */
@@ -786,7 +862,12 @@ FG_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         return CUDA_ERROR_OUT_OF_MEMORY;
     v->dev = prop->location.id;
     v->size = size;
-    v->fd = memfd_create("fakegpu-vmm", MFD_CLOEXEC);
+    v->refs = 1;
+    v->handle_types = (unsigned)prop->requestedHandleTypes;
+    /* The name carries the physical device, for the process that imports it. */
+    char name[32];
+    snprintf(name, sizeof name, "fakegpu-vmm-%d", fg_phys(v->dev));
+    v->fd = memfd_create(name, MFD_CLOEXEC);
     if (v->fd < 0 || ftruncate(v->fd, (off_t)size) != 0) {
         if (v->fd >= 0)
             close(v->fd);
@@ -812,7 +893,7 @@ FG_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 /* Frees the memory once released and unmapped everywhere (under the lock). */
 static void vmm_maybe_free(struct fg_vmm *v)
 {
-    if (!v->released || v->maps > 0)
+    if (v->refs > 0 || v->maps > 0)
         return;
     release(v->dev, v->size);
     close(v->fd);
@@ -826,13 +907,142 @@ FG_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
         return r;
     fg_lock();
     struct fg_vmm *v = fg_reg_get((uintptr_t)handle, FG_K_VMM);
-    if (v) {
+    if (v && --v->refs == 0) {
         fg_reg_del((uintptr_t)v, FG_K_VMM);
-        v->released = true;
         vmm_maybe_free(v);
     }
     fg_unlock();
     return v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+FG_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    fg_lock();
+    struct fg_alloc *m = find_alloc((uintptr_t)addr, 1, FG_K_MAPPING);
+    struct fg_vmm *v = m ? m->vmm : NULL;
+    if (v && v->refs == 0 && !fg_reg_add((uintptr_t)v, FG_K_VMM, v))
+        v = NULL; /* released but still mapped: the handle becomes valid again */
+    if (v)
+        v->refs++;
+    fg_unlock();
+    if (!v)
+        return m ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)v;
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                       CUmemGenericAllocationHandle handle)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    fg_lock();
+    struct fg_vmm *v = fg_reg_get((uintptr_t)handle, FG_K_VMM);
+    if (v) {
+        memset(prop, 0, sizeof *prop);
+        prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop->location.id = v->dev;
+        prop->requestedHandleTypes = (CUmemAllocationHandleType)v->handle_types;
+    }
+    fg_unlock();
+    return v ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Shareable handles: POSIX file descriptors only (a dup of the allocation's memfd). */
+FG_API CUresult cuMemExportToShareableHandle(void *shareableHandle,
+                                             CUmemGenericAllocationHandle handle,
+                                             CUmemAllocationHandleType handleType,
+                                             unsigned long long flags)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!shareableHandle || flags != 0 || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_INVALID_VALUE;
+    fg_lock();
+    struct fg_vmm *v = fg_reg_get((uintptr_t)handle, FG_K_VMM);
+    int fd = -1;
+    if (v && (v->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+        fd = fcntl(v->fd, F_DUPFD_CLOEXEC, 0);
+    fg_unlock();
+    if (!v)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fd < 0)
+        return (v->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+                   ? CUDA_ERROR_OUT_OF_MEMORY
+                   : CUDA_ERROR_NOT_PERMITTED;
+    *(int *)shareableHandle = fd;
+    return CUDA_SUCCESS;
+}
+
+/* The CUDA ordinal of the physical device named in an exported memfd's name, or -1. */
+static int vmm_fd_device(int fd)
+{
+    char link[64], target[128];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n <= 0)
+        return -1;
+    target[n] = '\0';
+    int phys;
+    if (sscanf(target, "/memfd:fakegpu-vmm-%d", &phys) != 1)
+        return -1;
+    for (int i = 0; i < fg_g.ndev; i++)
+        if (fg_g.phys[i] == phys)
+            return i;
+    return -1;
+}
+
+/* The importing process holds the memory as long as its handle or a mapping lives, and
+ * is charged its size for that long (NVML lists it for each process that holds it). */
+FG_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                               CUmemAllocationHandleType shHandleType)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!handle || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_INVALID_VALUE;
+    int src = (int)(intptr_t)osHandle;
+    struct stat sb;
+    int dev = vmm_fd_device(src);
+    if (dev < 0 || fstat(src, &sb) != 0 || sb.st_size <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fg_vmm *v = calloc(1, sizeof *v);
+    if (!v)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    v->dev = dev;
+    v->size = (size_t)sb.st_size;
+    v->refs = 1;
+    v->handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    v->fd = fcntl(src, F_DUPFD_CLOEXEC, 0);
+    if (v->fd < 0) {
+        free(v);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    fg_lock();
+    r = fg_from_errno(reserve(v->dev, v->size));
+    if (r == CUDA_SUCCESS && !fg_reg_add((uintptr_t)v, FG_K_VMM, v)) {
+        release(v->dev, v->size);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    fg_unlock();
+    if (r != CUDA_SUCCESS) {
+        close(v->fd);
+        free(v);
+        return r;
+    }
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)v;
+    return CUDA_SUCCESS;
 }
 
 FG_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,

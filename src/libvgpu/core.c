@@ -521,49 +521,104 @@ static struct lv_pool *pool_find(CUmemoryPool pool, bool create, int dev)
     free_slot->dev = dev;
     free_slot->charged = 0;
     free_slot->live = 0;
+    free_slot->inflight = 0;
     return free_slot;
 }
 
-uint64_t lv_pool_cached(CUmemoryPool pool)
+static uint64_t sub_sat(uint64_t a, uint64_t b)
 {
-    pthread_mutex_lock(&lv_g.pool_lock);
-    struct lv_pool *p = pool_find(pool, false, 0);
-    uint64_t cached = p != NULL && p->charged > p->live ? p->charged - p->live : 0;
-    pthread_mutex_unlock(&lv_g.pool_lock);
-    return cached;
+    return a > b ? a - b : 0;
 }
 
-void lv_pool_add(CUmemoryPool pool, int dev, uint64_t charged, uint64_t live)
-{
-    pthread_mutex_lock(&lv_g.pool_lock);
-    struct lv_pool *p = pool_find(pool, true, dev);
-    if (p != NULL) {
-        p->charged += charged;
-        p->live += live;
-    }
-    pthread_mutex_unlock(&lv_g.pool_lock);
-    if (p == NULL)
-        lv_uncharge(dev, charged); /* table full: counted as plain allocations instead */
-}
-
-/* Brings the pool's charge to what the driver says the pool holds. Lock held. */
-static void pool_resync_locked(struct lv_pool *p)
+/* Brings the pool's charge to what the driver says the pool holds plus what allocations
+ * in flight may still add. false when the region cannot take the growth (the charge is
+ * left as it was). Lock held. */
+static bool pool_resync_locked(struct lv_pool *p)
 {
     cuuint64_t reserved = 0;
     if (lv_g.real.cuMemPoolGetAttribute(p->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) !=
         CUDA_SUCCESS)
         reserved = p->live; /* no answer: at least what is allocated from it */
-    if (reserved < p->charged) {
-        lv_uncharge(p->dev, p->charged - reserved);
-        p->charged = reserved;
-    } else if (reserved > p->charged) {
-        /* The pool grew past our up-front charge (rounding, or a concurrent allocation
-         * served from a cache we both counted on); count what the driver holds. */
-        if (region_reserve(lv_g.region, (unsigned)p->dev, reserved - p->charged) == 0)
-            p->charged = reserved;
+    uint64_t target = reserved + p->inflight < reserved ? UINT64_MAX : reserved + p->inflight;
+    bool ok = true;
+    if (target < p->charged) {
+        lv_uncharge(p->dev, p->charged - target);
+        p->charged = target;
+    } else if (target > p->charged) {
+        /* The pool grew past what was charged (its cache served less than counted on,
+         * or the driver rounds up): count what the driver holds. */
+        ok = region_reserve(lv_g.region, (unsigned)p->dev, target - p->charged) == 0;
+        if (ok)
+            p->charged = target;
     }
-    if (p->charged == 0 && p->live == 0)
-        p->pool = NULL;
+    if (ok && p->charged == 0 && p->live == 0 && p->inflight == 0)
+        p->pool = NULL; /* holds nothing: its slot is free again */
+    return ok;
+}
+
+/* A resync that may not fail: a pool that holds more than the region took is trimmed
+ * to its charge (unused cached memory goes back to the device), then counted again.
+ * Lock held. */
+static bool pool_settle_locked(struct lv_pool *p)
+{
+    if (pool_resync_locked(p))
+        return true;
+    (void)lv_g.real.cuMemPoolTrimTo(p->pool, (size_t)sub_sat(p->charged, p->inflight));
+    return pool_resync_locked(p);
+}
+
+CUresult lv_pool_begin(CUmemoryPool pool, int dev, uint64_t bytes)
+{
+    pthread_mutex_lock(&lv_g.pool_lock);
+    struct lv_pool *p = pool_find(pool, false, 0);
+    uint64_t cached = p != NULL ? sub_sat(p->charged, p->live + p->inflight) : 0;
+    pthread_mutex_unlock(&lv_g.pool_lock);
+    /* Charged outside the lock: a refusal re-reads every pool (lv_charge_slow). */
+    uint64_t need = sub_sat(bytes, cached);
+    CUresult r = lv_charge(dev, need);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&lv_g.pool_lock);
+    p = pool_find(pool, true, dev);
+    if (p != NULL) {
+        p->charged += need;
+        p->inflight += bytes;
+    }
+    pthread_mutex_unlock(&lv_g.pool_lock);
+    if (p == NULL) {
+        /* The table is full: a pool libvgpu cannot follow is not used at all. */
+        lv_uncharge(dev, need);
+        lv_log_oom(dev, bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult lv_pool_end(CUmemoryPool pool, uint64_t bytes, bool allocated)
+{
+    pthread_mutex_lock(&lv_g.pool_lock);
+    struct lv_pool *p = pool_find(pool, false, 0);
+    bool ok = true;
+    if (p != NULL) {
+        p->inflight = sub_sat(p->inflight, bytes);
+        if (allocated)
+            p->live += bytes;
+        ok = allocated ? pool_resync_locked(p) : pool_settle_locked(p);
+    }
+    pthread_mutex_unlock(&lv_g.pool_lock);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void lv_pool_drain(CUmemoryPool pool)
+{
+    /* The free is stream-ordered: the block returns to the pool when its stream gets
+     * there. A refusal is rare; waiting here keeps the pool within its charge. */
+    (void)lv_g.real.cuCtxSynchronize();
+    pthread_mutex_lock(&lv_g.pool_lock);
+    struct lv_pool *p = pool_find(pool, false, 0);
+    if (p != NULL)
+        (void)pool_settle_locked(p);
+    pthread_mutex_unlock(&lv_g.pool_lock);
 }
 
 void lv_pool_freed(CUmemoryPool pool, int dev, uint64_t bytes)
@@ -571,8 +626,8 @@ void lv_pool_freed(CUmemoryPool pool, int dev, uint64_t bytes)
     pthread_mutex_lock(&lv_g.pool_lock);
     struct lv_pool *p = pool_find(pool, false, 0);
     if (p != NULL) {
-        p->live = p->live > bytes ? p->live - bytes : 0;
-        pool_resync_locked(p);
+        p->live = sub_sat(p->live, bytes);
+        (void)pool_settle_locked(p);
     }
     pthread_mutex_unlock(&lv_g.pool_lock);
     if (p == NULL)
@@ -584,7 +639,7 @@ void lv_pool_resync(CUmemoryPool pool)
     pthread_mutex_lock(&lv_g.pool_lock);
     struct lv_pool *p = pool_find(pool, false, 0);
     if (p != NULL)
-        pool_resync_locked(p);
+        (void)pool_settle_locked(p);
     pthread_mutex_unlock(&lv_g.pool_lock);
 }
 
@@ -593,7 +648,7 @@ void lv_pool_resync_all(void)
     pthread_mutex_lock(&lv_g.pool_lock);
     for (unsigned i = 0; i < LV_MAX_POOLS; i++)
         if (lv_g.pools[i].pool != NULL)
-            pool_resync_locked(&lv_g.pools[i]);
+            (void)pool_settle_locked(&lv_g.pools[i]);
     pthread_mutex_unlock(&lv_g.pool_lock);
 }
 

@@ -12,17 +12,6 @@
 
 #define REAL lv_g.real
 
-/* The start of every wrapper that needs the region: pure forward otherwise. */
-#define LV_ENFORCING_OR_FORWARD(call)                                                              \
-    do {                                                                                           \
-        int lv_mode_ = lv_ensure_setup();                                                          \
-        if (LV_UNLIKELY(lv_mode_ != LV_SETUP_REGION)) {                                            \
-            if (lv_mode_ == LV_SETUP_FAILED)                                                       \
-                return CUDA_ERROR_INVALID_VALUE;                                                   \
-            return call;                                                                           \
-        }                                                                                          \
-    } while (0)
-
 /* ---- initialisation ---- */
 
 LV_EXPORT CUresult cuInit(unsigned int Flags)
@@ -424,8 +413,23 @@ LV_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 
 /* ---- stream-ordered allocations: the region holds what each pool holds ---- */
 
-/* Charges only what the pool's cache cannot serve, then re-reads what the pool holds. */
-#define LV_ALLOC_ASYNC(call, free_call, dptr, bytes, explicit_pool)                                \
+/* Whether an allocation on this stream is being captured: the driver then adds a memory
+ * allocation node to the graph instead of growing the pool, so the pool's reserved
+ * memory would not show it. */
+static bool async_captured(CUstream s, bool ptsz)
+{
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUresult r = ptsz ? REAL.cuStreamIsCapturing_ptsz(s, &cs) : REAL.cuStreamIsCapturing(s, &cs);
+    return r == CUDA_SUCCESS && cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* The pool is the one the driver allocates from: the explicit one, else the device's
+ * current pool (cuDeviceSetMemPool may have made another than the default current).
+ * lv_pool_begin charges what the pool's cache cannot serve; after the driver answered,
+ * lv_pool_end re-reads what the pool reserves. When the region cannot take what the pool
+ * really grew by, the block is freed, the pool trimmed back to its charge, and the
+ * allocation refused: a pool never keeps more than was charged. */
+#define LV_ALLOC_ASYNC(call, free_call, dptr, bytes, explicit_pool, stream, ptsz)                  \
     do {                                                                                           \
         CUcontext ctx_;                                                                            \
         int rd_;                                                                                   \
@@ -434,31 +438,41 @@ LV_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
             rd_ < 0)                                                                               \
             return call;                                                                           \
         CUmemoryPool pool_ = (explicit_pool);                                                      \
-        if (pool_ == NULL && REAL.cuDeviceGetDefaultMemPool(&pool_, cd_) != CUDA_SUCCESS)          \
+        if (pool_ == NULL && REAL.cuDeviceGetMemPool(&pool_, cd_) != CUDA_SUCCESS &&               \
+            REAL.cuDeviceGetDefaultMemPool(&pool_, cd_) != CUDA_SUCCESS)                           \
             pool_ = NULL;                                                                          \
-        uint64_t cached_ = pool_ != NULL ? lv_pool_cached(pool_) : 0;                              \
-        uint64_t need_ = (bytes) > cached_ ? (bytes)-cached_ : 0;                                  \
-        CUresult r_ = lv_charge(rd_, need_);                                                       \
+        if (async_captured((stream), (ptsz)))                                                      \
+            pool_ = NULL; /* a graph's allocation node: charged on its own until freed */          \
+        if (pool_ == NULL) {                                                                       \
+            CUresult p_ = lv_charge(rd_, (bytes));                                                 \
+            if (p_ != CUDA_SUCCESS)                                                                \
+                return p_;                                                                         \
+            p_ = call;                                                                             \
+            if (p_ != CUDA_SUCCESS) {                                                              \
+                lv_uncharge(rd_, (bytes));                                                         \
+                return p_;                                                                         \
+            }                                                                                      \
+            if (lv_record(TRACK_DEVPTR, *(dptr), rd_, (bytes), ctx_, NULL) != CUDA_SUCCESS) {      \
+                (void)(free_call);                                                                 \
+                lv_uncharge(rd_, (bytes));                                                         \
+                return CUDA_ERROR_OUT_OF_MEMORY;                                                   \
+            }                                                                                      \
+            return CUDA_SUCCESS;                                                                   \
+        }                                                                                          \
+        CUresult r_ = lv_pool_begin(pool_, rd_, (bytes));                                          \
         if (r_ != CUDA_SUCCESS)                                                                    \
             return r_;                                                                             \
         r_ = call;                                                                                 \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
-            lv_uncharge(rd_, need_);                                                               \
+        CUresult s_ = lv_pool_end(pool_, (bytes), r_ == CUDA_SUCCESS);                             \
+        if (r_ != CUDA_SUCCESS)                                                                    \
             return r_;                                                                             \
-        }                                                                                          \
-        if (pool_ != NULL) {                                                                       \
-            lv_pool_add(pool_, rd_, need_, (bytes));                                               \
-            r_ = lv_record(TRACK_DEVPTR, *(dptr), rd_, (bytes), ctx_, pool_);                      \
-            lv_pool_resync(pool_);                                                                 \
-        } else {                                                                                   \
-            r_ = lv_record(TRACK_DEVPTR, *(dptr), rd_, need_, ctx_, NULL);                         \
-        }                                                                                          \
-        if (r_ != CUDA_SUCCESS) {                                                                  \
+        if (s_ == CUDA_SUCCESS)                                                                    \
+            s_ = lv_record(TRACK_DEVPTR, *(dptr), rd_, (bytes), ctx_, pool_);                      \
+        if (s_ != CUDA_SUCCESS) {                                                                  \
             (void)(free_call);                                                                     \
-            if (pool_ != NULL)                                                                     \
-                lv_pool_freed(pool_, rd_, (bytes));                                                \
-            else                                                                                   \
-                lv_uncharge(rd_, need_);                                                           \
+            lv_pool_freed(pool_, rd_, (bytes));                                                    \
+            lv_pool_drain(pool_);                                                                  \
+            lv_log_oom(rd_, (bytes));                                                              \
             return CUDA_ERROR_OUT_OF_MEMORY;                                                       \
         }                                                                                          \
         return CUDA_SUCCESS;                                                                       \
@@ -468,14 +482,14 @@ LV_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream 
 {
     LV_ENFORCING_OR_FORWARD(REAL.cuMemAllocAsync(dptr, bytesize, hStream));
     LV_ALLOC_ASYNC(REAL.cuMemAllocAsync(dptr, bytesize, hStream),
-                   REAL.cuMemFreeAsync(*dptr, hStream), dptr, bytesize, NULL);
+                   REAL.cuMemFreeAsync(*dptr, hStream), dptr, bytesize, NULL, hStream, false);
 }
 
 LV_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
     LV_ENFORCING_OR_FORWARD(REAL.cuMemAllocAsync_ptsz(dptr, bytesize, hStream));
     LV_ALLOC_ASYNC(REAL.cuMemAllocAsync_ptsz(dptr, bytesize, hStream),
-                   REAL.cuMemFreeAsync_ptsz(*dptr, hStream), dptr, bytesize, NULL);
+                   REAL.cuMemFreeAsync_ptsz(*dptr, hStream), dptr, bytesize, NULL, hStream, true);
 }
 
 LV_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
@@ -485,7 +499,7 @@ LV_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, C
     if (pool == NULL)
         return REAL.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream);
     LV_ALLOC_ASYNC(REAL.cuMemAllocFromPoolAsync(dptr, bytesize, pool, hStream),
-                   REAL.cuMemFreeAsync(*dptr, hStream), dptr, bytesize, pool);
+                   REAL.cuMemFreeAsync(*dptr, hStream), dptr, bytesize, pool, hStream, false);
 }
 
 LV_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
@@ -495,7 +509,45 @@ LV_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesi
     if (pool == NULL)
         return REAL.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream);
     LV_ALLOC_ASYNC(REAL.cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, hStream),
-                   REAL.cuMemFreeAsync_ptsz(*dptr, hStream), dptr, bytesize, pool);
+                   REAL.cuMemFreeAsync_ptsz(*dptr, hStream), dptr, bytesize, pool, hStream, true);
+}
+
+/* A graph's memory allocation node: charged from the node's creation until its address
+ * is freed (cuMemFree, cuMemFreeAsync, or the context's end); the driver keeps graph
+ * memory in the device's graph pool across launches, so no launch gives it back. */
+LV_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                          const CUgraphNode *dependencies, size_t numDependencies,
+                                          CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies,
+                                                        numDependencies, nodeParams));
+    CUcontext ctx;
+    int cur;
+    int rd = nodeParams != NULL && nodeParams->bytesize != 0 &&
+                     nodeParams->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE
+                 ? lv_regdev_of_cudevice(nodeParams->poolProps.location.id)
+                 : -1;
+    if (rd < 0)
+        return REAL.cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies,
+                                           nodeParams);
+    if (lv_current(&ctx, &cur, NULL) != CUDA_SUCCESS)
+        ctx = NULL; /* charged all the same, until its address is freed */
+    uint64_t bytes = nodeParams->bytesize;
+    CUresult r = lv_charge(rd, bytes);
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = REAL.cuGraphAddMemAllocNode(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+    if (r != CUDA_SUCCESS) {
+        lv_uncharge(rd, bytes);
+        return r;
+    }
+    if (lv_record(TRACK_DEVPTR, nodeParams->dptr, rd, bytes, ctx, NULL) != CUDA_SUCCESS) {
+        /* Cannot follow it: the node stays in the graph, its memory freed at once. */
+        (void)REAL.cuMemFree_v2(nodeParams->dptr);
+        lv_uncharge(rd, bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return r;
 }
 
 LV_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
@@ -642,39 +694,6 @@ LV_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
     LV_HANDLE_FREE(TRACK_MIPMAP, REAL.cuMipmappedArrayDestroy(h), (uintptr_t)h);
 }
 
-/* ---- virtual memory management: physical memory is what cuMemCreate makes ---- */
-
-LV_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-                               const CUmemAllocationProp *prop, unsigned long long flags)
-{
-    LV_ENFORCING_OR_FORWARD(REAL.cuMemCreate(handle, size, prop, flags));
-    int rd = -1;
-    if (handle != NULL && prop != NULL && size != 0 &&
-        prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
-        rd = lv_regdev_of_cudevice(prop->location.id);
-    if (rd < 0)
-        return REAL.cuMemCreate(handle, size, prop, flags);
-    CUresult r = lv_charge(rd, size);
-    if (r != CUDA_SUCCESS)
-        return r;
-    r = REAL.cuMemCreate(handle, size, prop, flags);
-    if (r != CUDA_SUCCESS) {
-        lv_uncharge(rd, size);
-        return r;
-    }
-    /* Not tied to a context: it lives until cuMemRelease (and its mappings). */
-    if (lv_record(TRACK_VMM, *handle, rd, size, NULL, NULL) != CUDA_SUCCESS) {
-        REAL.cuMemRelease(*handle);
-        lv_uncharge(rd, size);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    return r;
-}
-
-LV_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-    LV_ENFORCING_OR_FORWARD(REAL.cuMemRelease(handle));
-    LV_HANDLE_FREE(TRACK_VMM, REAL.cuMemRelease(handle), handle);
-}
+/* Virtual memory management: vmm.c. */
 
 /* Launches: compute.c (the compute limiter). */

@@ -157,6 +157,58 @@ bool track_find(struct track *t, enum track_space space, uint64_t key, struct tr
     return i != SIZE_MAX;
 }
 
+bool track_modify(struct track *t, enum track_space space, uint64_t key,
+                  bool (*fn)(struct track_entry *e, void *arg), void *arg, struct track_entry *out)
+{
+    lock(t);
+    size_t i = lookup(t, (uint8_t)space, key);
+    if (i != SIZE_MAX) {
+        bool drop = fn(&t->slots[i], arg);
+        if (out != NULL)
+            *out = t->slots[i];
+        if (drop)
+            erase(t, i);
+    }
+    unlock(t);
+    return i != SIZE_MAX;
+}
+
+bool track_find_in_range(struct track *t, enum track_space space, uint64_t lo, uint64_t hi,
+                         bool take, struct track_entry *out)
+{
+    bool found = false;
+    lock(t);
+    for (size_t i = 0; i < t->capacity && !found; i++) {
+        struct track_entry *s = &t->slots[i];
+        if (s->space != (uint8_t)space || s->key < lo || s->key >= hi)
+            continue;
+        found = true;
+        if (out != NULL)
+            *out = *s;
+        if (take)
+            erase(t, i);
+    }
+    unlock(t);
+    return found;
+}
+
+bool track_find_holding(struct track *t, enum track_space space, uint64_t addr,
+                        struct track_entry *out)
+{
+    bool found = false;
+    lock(t);
+    for (size_t i = 0; i < t->capacity && !found; i++) {
+        const struct track_entry *s = &t->slots[i];
+        if (s->space == (uint8_t)space && s->key <= addr && addr - s->key < s->bytes) {
+            found = true;
+            if (out != NULL)
+                *out = *s;
+        }
+    }
+    unlock(t);
+    return found;
+}
+
 size_t track_remove_context(struct track *t, uintptr_t ctx,
                             void (*fn)(const struct track_entry *e, void *arg), void *arg)
 {

@@ -22,21 +22,26 @@
 enum track_space {
     TRACK_FREE = 0, /* empty slot */
     TRACK_DEVPTR,   /* cuMemAlloc*, pitch, managed, async: device address */
-    TRACK_VMM,      /* cuMemCreate handle */
+    TRACK_VMM,      /* a VMM handle (cuMemCreate, import, retain): names its object */
     TRACK_ARRAY,    /* CUarray */
     TRACK_MIPMAP,   /* CUmipmappedArray */
     TRACK_CONTEXT,  /* a context's own overhead, keyed by CUcontext */
+    TRACK_VMM_OBJ,  /* a VMM physical allocation, keyed by libvgpu's own id: the charge */
+    TRACK_VMM_MAP,  /* a cuMemMap mapping, keyed by its virtual address */
 };
 
 struct track_entry {
     uint64_t key;
-    uint8_t space; /* enum track_space */
-    uint8_t async; /* allocated from a memory pool (stream-ordered) */
-    uint16_t dev;  /* region device index */
-    uint32_t reserved;
-    uint64_t bytes; /* charged to the region */
-    uintptr_t ctx;  /* context it belongs to (0: not tied to one) */
-    uintptr_t pool; /* memory pool for stream-ordered allocations */
+    uint8_t space;    /* enum track_space */
+    uint8_t async;    /* allocated from a memory pool (stream-ordered) */
+    uint16_t dev;     /* region device index */
+    uint32_t refs;    /* TRACK_VMM, TRACK_VMM_OBJ: handle references not yet released */
+    uint64_t bytes;   /* charged to the region (TRACK_VMM_MAP: the size mapped, not charged) */
+    uintptr_t ctx;    /* context it belongs to (0: not tied to one) */
+    uintptr_t pool;   /* memory pool for stream-ordered allocations */
+    uint32_t maps;    /* TRACK_VMM_OBJ: mappings not yet unmapped */
+    uint8_t imported; /* TRACK_VMM_OBJ: from another process's shareable handle */
+    uint64_t obj;     /* TRACK_VMM, TRACK_VMM_MAP: the TRACK_VMM_OBJ key */
 };
 
 struct track {
@@ -57,6 +62,19 @@ int track_insert(struct track *t, const struct track_entry *e, struct track_entr
 /* Removes (space, key) and copies it to *out; false if absent. */
 bool track_remove(struct track *t, enum track_space space, uint64_t key, struct track_entry *out);
 bool track_find(struct track *t, enum track_space space, uint64_t key, struct track_entry *out);
+
+/* Under the lock: finds (space, key) and lets fn change it in place; when fn returns true
+ * the entry is removed. *out gets the entry as fn left it. false if absent (fn not run). */
+bool track_modify(struct track *t, enum track_space space, uint64_t key,
+                  bool (*fn)(struct track_entry *e, void *arg), void *arg, struct track_entry *out);
+/* The entry of space whose key lies in [lo, hi): removed when take, copied to *out.
+ * A scan of the whole table (for rare calls: unmapping a range, a lookup by address). */
+bool track_find_in_range(struct track *t, enum track_space space, uint64_t lo, uint64_t hi,
+                         bool take, struct track_entry *out);
+
+/* The entry of space with key <= addr < key + bytes (a scan, as above). */
+bool track_find_holding(struct track *t, enum track_space space, uint64_t addr,
+                        struct track_entry *out);
 
 /* Removes every entry of context ctx, calling fn for each (with the lock held: fn must not
  * call back into the table). Returns how many were removed. */

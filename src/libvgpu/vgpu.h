@@ -76,6 +76,7 @@
     X(cuMemAllocFromPoolAsync_ptsz)                                                                \
     X(cuMemFreeAsync)                                                                              \
     X(cuMemFreeAsync_ptsz)                                                                         \
+    X(cuGraphAddMemAllocNode)                                                                      \
     X(cuMemPoolTrimTo)                                                                             \
     X(cuMemPoolDestroy)                                                                            \
     X(cuArrayCreate)                                                                               \
@@ -87,6 +88,10 @@
     X(cuMipmappedArrayDestroy)                                                                     \
     X(cuMemCreate)                                                                                 \
     X(cuMemRelease)                                                                                \
+    X(cuMemMap)                                                                                    \
+    X(cuMemUnmap)                                                                                  \
+    X(cuMemRetainAllocationHandle)                                                                 \
+    X(cuMemImportFromShareableHandle)                                                              \
     X(cuLaunchKernel)                                                                              \
     X(cuLaunchKernel_ptsz)                                                                         \
     X(cuLaunchKernelEx)                                                                            \
@@ -105,6 +110,11 @@
     X(cuDeviceGetUuid)                                                                             \
     X(cuDeviceGetUuid_v2)                                                                          \
     X(cuDeviceGetDefaultMemPool)                                                                   \
+    X(cuDeviceGetMemPool)                                                                          \
+    X(cuMemGetAllocationPropertiesFromHandle)                                                      \
+    X(cuMemGetAllocationGranularity)                                                               \
+    X(cuMemAddressReserve)                                                                         \
+    X(cuMemAddressFree)                                                                            \
     X(cuMemPoolGetAttribute)                                                                       \
     X(cuStreamIsCapturing)                                                                         \
     X(cuStreamIsCapturing_ptsz)                                                                    \
@@ -142,6 +152,7 @@ struct lv_pool {
     int dev;           /* region device */
     uint64_t charged;  /* bytes of the region charged for this pool */
     uint64_t live;     /* bytes of live allocations from it (ours) */
+    uint64_t inflight; /* bytes of allocations between lv_pool_begin and lv_pool_end */
 };
 
 enum lv_setup_state {
@@ -189,6 +200,18 @@ static inline int lv_ensure_setup(void)
         return s;
     return lv_setup_slow();
 }
+/* The start of every wrapper that needs the region: pure forward otherwise (and
+ * CUDA_ERROR_INVALID_VALUE when the configuration is invalid). */
+#define LV_ENFORCING_OR_FORWARD(call)                                                              \
+    do {                                                                                           \
+        int lv_mode_ = lv_ensure_setup();                                                          \
+        if (LV_UNLIKELY(lv_mode_ != LV_SETUP_REGION)) {                                            \
+            if (lv_mode_ == LV_SETUP_FAILED)                                                       \
+                return CUDA_ERROR_INVALID_VALUE;                                                   \
+            return call;                                                                           \
+        }                                                                                          \
+    } while (0)
+
 /* Setup for NVML when cuInit found no visible device: the existing region only (no CUDA
  * ordinals); returns the state (LV_SETUP_NONE while there is no region yet). */
 int lv_setup_without_cuda(void);
@@ -281,9 +304,20 @@ static inline CUresult lv_record(enum track_space space, uint64_t key, int dev, 
     return CUDA_SUCCESS;
 }
 
-/* Pool bookkeeping for stream-ordered allocations. */
-uint64_t lv_pool_cached(CUmemoryPool pool);
-void lv_pool_add(CUmemoryPool pool, int dev, uint64_t charged, uint64_t live);
+/* Pool bookkeeping for stream-ordered allocations. A pool is charged what the driver
+ * says it reserves (CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) plus what allocations in
+ * flight may add; it never holds more than was charged for long: when the region
+ * cannot take what a pool grew by, the pool is trimmed back to its charge.
+ * lv_pool_begin charges an allocation of bytes before the driver is called (what the
+ * pool's cache cannot serve); CUDA_ERROR_OUT_OF_MEMORY when the region refuses or the
+ * pool table is full. lv_pool_end, after the driver answered (allocated or not),
+ * re-reads the pool: CUDA_ERROR_OUT_OF_MEMORY when it now reserves more than the region
+ * allows (the caller frees the block and calls lv_pool_drain). */
+CUresult lv_pool_begin(CUmemoryPool pool, int dev, uint64_t bytes);
+CUresult lv_pool_end(CUmemoryPool pool, uint64_t bytes, bool allocated);
+/* After freeing a block lv_pool_end refused: waits for the free, trims the pool to its
+ * charge. */
+void lv_pool_drain(CUmemoryPool pool);
 void lv_pool_freed(CUmemoryPool pool, int dev, uint64_t bytes);
 void lv_pool_resync(CUmemoryPool pool);
 void lv_pool_resync_all(void);

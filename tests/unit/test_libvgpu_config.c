@@ -459,6 +459,57 @@ static void test_track_growth_failure(void **state)
     assert_int_equal(failures, 4);
 }
 
+static bool add_maps(struct track_entry *e, void *arg)
+{
+    e->maps += *(const uint32_t *)arg;
+    return e->maps >= 3; /* gone at the third */
+}
+
+/* track_modify changes in place and removes on request; the range scans find by key
+ * range and by the address an entry covers, in one space only. */
+static void test_track_modify_and_ranges(void **state)
+{
+    (void)state;
+    struct track t;
+    track_init(&t);
+    for (uint64_t i = 1; i <= 100; i++) {
+        struct track_entry e = {.key = i << 21, .space = TRACK_VMM_MAP, .bytes = 1 << 20};
+        assert_int_equal(track_insert(&t, &e, NULL), 0);
+        struct track_entry o = {.key = i << 21, .space = TRACK_VMM_OBJ, .bytes = 5};
+        assert_int_equal(track_insert(&t, &o, NULL), 0);
+    }
+    uint32_t one = 1;
+    struct track_entry out;
+    assert_false(track_modify(&t, TRACK_VMM_OBJ, 12345, add_maps, &one, &out));
+    assert_true(track_modify(&t, TRACK_VMM_OBJ, 7 << 21, add_maps, &one, &out));
+    assert_int_equal(out.maps, 1);
+    assert_true(track_modify(&t, TRACK_VMM_OBJ, 7 << 21, add_maps, &one, &out));
+    assert_true(track_find(&t, TRACK_VMM_OBJ, 7 << 21, NULL));
+    assert_true(track_modify(&t, TRACK_VMM_OBJ, 7 << 21, add_maps, &one, &out));
+    assert_int_equal(out.maps, 3);
+    assert_false(track_find(&t, TRACK_VMM_OBJ, 7 << 21, NULL));
+    assert_true(track_find(&t, TRACK_VMM_MAP, 7 << 21, NULL)); /* the other space stays */
+
+    /* By address: inside the first MiB of a mapping, not in the gap after it. */
+    assert_true(track_find_holding(&t, TRACK_VMM_MAP, (9 << 21) + 4096, &out));
+    assert_int_equal(out.key, 9 << 21);
+    assert_false(track_find_holding(&t, TRACK_VMM_MAP, (9 << 21) + (1 << 20), &out));
+    assert_false(track_find_holding(&t, TRACK_VMM_MAP, 4096, &out));
+
+    /* Taking every mapping in [10, 20) x 2 MiB leaves the others. */
+    size_t taken = 0;
+    while (track_find_in_range(&t, TRACK_VMM_MAP, 10 << 21, 20 << 21, true, &out)) {
+        assert_true(out.key >= (10 << 21) && out.key < (20 << 21));
+        taken++;
+    }
+    assert_int_equal(taken, 10);
+    assert_true(track_find(&t, TRACK_VMM_MAP, 20 << 21, NULL));
+    assert_true(track_find(&t, TRACK_VMM_MAP, 9 << 21, NULL));
+    assert_true(track_find(&t, TRACK_VMM_OBJ, 15 << 21, NULL));
+    assert_false(track_find_in_range(&t, TRACK_VMM_MAP, 10 << 21, 20 << 21, false, NULL));
+    track_free(&t);
+}
+
 static uint64_t swept;
 static void sweep_cb(const struct track_entry *e, void *arg)
 {
@@ -513,6 +564,7 @@ int main(void)
         cmocka_unit_test(test_track_random),
         cmocka_unit_test(test_track_growth_failure),
         cmocka_unit_test(test_track_context_and_replace),
+        cmocka_unit_test(test_track_modify_and_ranges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
