@@ -44,6 +44,22 @@
 
 #include "libvgpu/vgpu.h"
 
+/* String comparisons of this file: a sanitizer runtime loaded ahead of libc intercepts
+ * strcmp, and its own start-up calls dlsym (RTLD_NEXT) before that interceptor works. */
+static bool same_str(const char *a, const char *b)
+{
+    while (*a != '\0' && *a == *b)
+        a++, b++;
+    return *a == *b;
+}
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+    while (*prefix != '\0' && *s == *prefix)
+        s++, prefix++;
+    return *prefix == '\0';
+}
+
 struct hook {
     const char *name;
     void *wrapper;
@@ -59,7 +75,7 @@ static const struct hook nvml_hooks[] = {LV_NVML_HOOKS(LV_HOOK_ENTRY)};
 void *lv_cuda_wrapper(const char *name)
 {
     for (size_t i = 0; i < N_CUDA; i++)
-        if (strcmp(cuda_hooks[i].name, name) == 0)
+        if (same_str(cuda_hooks[i].name, name))
             return cuda_hooks[i].wrapper;
     return NULL;
 }
@@ -67,7 +83,7 @@ void *lv_cuda_wrapper(const char *name)
 void *lv_nvml_wrapper(const char *name)
 {
     for (size_t i = 0; i < N_NVML; i++)
-        if (strcmp(nvml_hooks[i].name, name) == 0)
+        if (same_str(nvml_hooks[i].name, name))
             return nvml_hooks[i].wrapper;
     return NULL;
 }
@@ -136,21 +152,55 @@ static uintptr_t dyn_addr(const struct link_map *map, ElfW(Addr) ptr)
     return ptr < map->l_addr ? map->l_addr + ptr : ptr;
 }
 
+static void self_marker(void)
+{
+}
+
+/* Is map the object whose DT_SONAME is soname? */
+static bool soname_is(const struct link_map *map, const char *soname)
+{
+    const char *strtab = NULL;
+    ElfW(Xword) name = 0;
+    bool has_name = false;
+    if (map->l_ld == NULL)
+        return false;
+    for (const ElfW(Dyn) *d = map->l_ld; d->d_tag != DT_NULL; d++) {
+        if (d->d_tag == DT_STRTAB)
+            strtab = (const char *)dyn_addr(map, d->d_un.d_ptr);
+        else if (d->d_tag == DT_SONAME) {
+            name = d->d_un.d_val;
+            has_name = true;
+        }
+    }
+    return strtab != NULL && has_name && same_str(strtab + name, soname);
+}
+
+/* libc's link map, found by walking the loaded objects from libvgpu's own: no function
+ * that a sanitizer runtime intercepts is called (its dlsym(RTLD_NEXT) calls during its own
+ * start-up come here before its interceptors work). */
+static const struct link_map *libc_map(void)
+{
+    Dl_info info;
+    struct link_map *map = NULL;
+    if (dladdr1((void *)self_marker, &info, (void **)&map, RTLD_DL_LINKMAP) == 0 || map == NULL)
+        return NULL;
+    while (map->l_prev != NULL)
+        map = map->l_prev;
+    for (; map != NULL; map = map->l_next)
+        if (soname_is(map, "libc.so.6"))
+            return map;
+    return NULL;
+}
+
 /* The function name as glibc (libc.so.6) defines it, read from libc's dynamic symbol table
  * (GNU hash). libvgpu defines dlsym and dlvsym itself, and in ELF a library's references
  * to a name it exports bind to its own definition, so neither glibc function can be found
- * by a lookup; both versions of each are the same code. libc is named, not found from
- * the address of a function libvgpu calls: a sanitizer runtime loaded before libc
- * intercepts some of those. NULL when the table cannot be read. */
+ * by a lookup; both versions of each are the same code. NULL when the table cannot be
+ * read. */
 static void *glibc_function(const char *name)
 {
-    struct link_map *map = NULL;
-    void *libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
-    if (libc == NULL)
-        return NULL;
-    int rc = dlinfo(libc, RTLD_DI_LINKMAP, &map);
-    dlclose(libc); /* libc stays: every program links it */
-    if (rc != 0 || map == NULL || map->l_ld == NULL)
+    const struct link_map *map = libc_map();
+    if (map == NULL || map->l_ld == NULL)
         return NULL;
     const ElfW(Sym) *symtab = NULL;
     const char *strtab = NULL;
@@ -173,7 +223,7 @@ static void *glibc_function(const char *name)
         uint32_t link = chain[i - symoffset];
         const ElfW(Sym) *sym = &symtab[i];
         if ((link | 1) == (h | 1) && sym->st_shndx != SHN_UNDEF &&
-            ELF64_ST_TYPE(sym->st_info) == STT_FUNC && strcmp(strtab + sym->st_name, name) == 0)
+            ELF64_ST_TYPE(sym->st_info) == STT_FUNC && same_str(strtab + sym->st_name, name))
             return (void *)(map->l_addr + sym->st_value);
         if ((link & 1) != 0)
             break; /* end of this hash's chain */
@@ -236,22 +286,18 @@ static void *ours_for(const char *name)
     case 'c':
         return name[1] == 'u' ? lv_cuda_wrapper(name) : NULL;
     case 'n':
-        return strncmp(name, "nvml", 4) == 0 ? lv_nvml_wrapper(name) : NULL;
+        return has_prefix(name, "nvml") ? lv_nvml_wrapper(name) : NULL;
     case 'd':
-        if (strcmp(name, "dlsym") == 0)
+        if (same_str(name, "dlsym"))
             return (void *)lv_dlsym_current;
-        return strcmp(name, "dlvsym") == 0 ? (void *)lv_dlvsym_current : NULL;
+        return same_str(name, "dlvsym") ? (void *)lv_dlvsym_current : NULL;
     case '_':
-        if (strcmp(name, "__libc_dlsym") == 0)
+        if (same_str(name, "__libc_dlsym"))
             return (void *)lv_dlsym_current;
-        return strcmp(name, "__libc_dlvsym") == 0 ? (void *)lv_dlvsym_current : NULL;
+        return same_str(name, "__libc_dlvsym") ? (void *)lv_dlvsym_current : NULL;
     default:
         return NULL;
     }
-}
-
-static void self_marker(void)
-{
 }
 
 /* Is addr inside libvgpu? */
