@@ -19,10 +19,11 @@
  *   - a name libvgpu wraps (vgpu.h's hook lists), and the lookup functions themselves
  *     (dlsym, dlvsym: otherwise glibc's own dlsym, found through a lookup, would find the
  *     driver): glibc answers the lookup from libvgpu's place (for RTLD_NEXT: the objects
- *     after libvgpu, plus the caller's own dependencies, found from its return address),
- *     and any definition found outside libvgpu is replaced by libvgpu's function of that
- *     name. Not found stays not found (NULL, glibc's dlerror), so a program probing for an
- *     entry point the driver lacks still learns that.
+ *     after libvgpu; for RTLD_NEXT and RTLD_DEFAULT, failing that, the caller's own object
+ *     and its dependencies, the caller found from its return address), and any definition
+ *     found outside libvgpu is replaced by libvgpu's function of that name. Not found stays not
+ * found (NULL, glibc's dlerror), so a program probing for an entry point the driver lacks still
+ * learns that.
  *   - every other name: a tail call into glibc, so that glibc reads the real caller's
  *     return address and RTLD_NEXT resolves relative to the real caller.
  * libvgpu's own lookups of the driver (core.c) call glibc's functions directly, found in
@@ -39,7 +40,6 @@
 #include <link.h>
 #include <stdatomic.h>
 #include <stdint.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "libvgpu/vgpu.h"
