@@ -19,9 +19,10 @@
  *   - a name libvgpu wraps (vgpu.h's hook lists), and the lookup functions themselves
  *     (dlsym, dlvsym: otherwise glibc's own dlsym, found through a lookup, would find the
  *     driver): glibc answers the lookup from libvgpu's place (for RTLD_NEXT: the objects
- *     after libvgpu; for RTLD_NEXT and RTLD_DEFAULT, failing that, the caller's own object
- *     and its dependencies, the caller found from its return address), and any definition
- *     found outside libvgpu is replaced by libvgpu's function of that name. Not found stays not
+ *     after libvgpu; failing that, libvgpu itself when the caller comes before it, and
+ *     for RTLD_NEXT and RTLD_DEFAULT the caller's own object and its dependencies, the
+ *     caller found from its return address), and any definition found outside libvgpu
+ *     is replaced by libvgpu's function of that name. Not found stays not
  * found (NULL, glibc's dlerror), so a program probing for an entry point the driver lacks still
  * learns that.
  *   - every other name: a tail call into glibc, so that glibc reads the real caller's
@@ -342,13 +343,57 @@ static void *lookup_from_caller(void *caller, const char *name, const char *vers
     return r;
 }
 
+static bool segment_holds(const struct dl_phdr_info *info, const void *addr)
+{
+    for (ElfW(Half) i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && (uintptr_t)addr >= start &&
+            (uintptr_t)addr - start < ph->p_memsz)
+            return true;
+    }
+    return false;
+}
+
+struct load_order {
+    const void *caller, *self;
+    int caller_at, self_at, index;
+};
+
+static int note_order(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct load_order *o = data;
+    if (o->caller_at < 0 && segment_holds(info, o->caller))
+        o->caller_at = o->index;
+    if (o->self_at < 0 && segment_holds(info, o->self))
+        o->self_at = o->index;
+    o->index++;
+    return o->caller_at >= 0 && o->self_at >= 0; /* both found: stop */
+}
+
+/* Does the caller's object come before libvgpu (the program, a library preloaded ahead of
+ * it)? Then glibc's RTLD_NEXT from it reaches libvgpu's own definition, also before any
+ * driver is loaded. dl_iterate_phdr walks the objects in load order under glibc's lock. */
+static bool precedes_self(const void *caller)
+{
+    struct load_order o = {caller, (const void *)self_marker, -1, -1, 0};
+    if (caller == NULL)
+        return false;
+    (void)dl_iterate_phdr(note_order, &o);
+    return o.caller_at >= 0 && o.self_at >= 0 && o.caller_at < o.self_at;
+}
+
 /* The answer to a lookup of a name libvgpu answers (ours: libvgpu's function of it). */
 __attribute__((noinline)) static void *lookup_ours(void *handle, const char *name,
                                                    const char *version, void *ours, void *caller)
 {
     void *r = glibc_lookup(handle, name, version);
     if (r == NULL && (handle == RTLD_NEXT || handle == RTLD_DEFAULT)) {
-        r = lookup_from_caller(caller, name, version);
+        if (handle == RTLD_NEXT && precedes_self(caller))
+            r = glibc_lookup(RTLD_DEFAULT, name, version); /* libvgpu's, at that version */
+        if (r == NULL)
+            r = lookup_from_caller(caller, name, version);
         if (r != NULL)
             (void)dlerror(); /* the first lookup's failure is not this call's outcome */
         else

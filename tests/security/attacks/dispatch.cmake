@@ -42,7 +42,7 @@ if(TARGET fakegpu_cuda AND TARGET fakegpu_nvml AND TARGET vgpu_libvgpu)
   set(dispatch_memory_cases link-next link-vnext link-default link-vdefault link-vhandle
                             link-indirect link-vindirect dlopen-next dlopen-vnext
                             dlopen-vdefault link-path link-dlmopen)
-  foreach(case ${dispatch_memory_cases} marker)
+  foreach(case ${dispatch_memory_cases} early marker)
     add_test(NAME security.attacks.dispatch.${case}
              COMMAND ${CMAKE_CURRENT_LIST_DIR}/dispatch_test.sh ${CMAKE_BINARY_DIR} ${case})
     set_tests_properties(security.attacks.dispatch.${case} PROPERTIES

@@ -8,6 +8,9 @@
  *                                       total=<bytes> nvml_total=<bytes>" (0: the call
  *                                       failed), then "ready", and holds until killed
  *   dispatch_attack LIB WAY launch MS   1 ms kernels back to back for MS milliseconds
+ *   dispatch_attack - - early           (unlinked build) before any driver is loaded,
+ *                                       RTLD_NEXT from the program, which comes before
+ *                                       libvgpu, finds libvgpu's cuInit, as RTLD_DEFAULT
  *   dispatch_attack - - marker          RTLD_NEXT of a name libvgpu does not wrap still
  *                                       resolves after the real caller: from the program
  *                                       the library's definition, from the library none
@@ -112,11 +115,16 @@ static int cmd_marker(void)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: dispatch_attack LIB|- WAY mem|launch MS|marker\n");
+        fprintf(stderr, "usage: dispatch_attack LIB|- WAY mem|launch MS|early|marker\n");
         return 2;
     }
     if (strcmp(argv[3], "marker") == 0)
         return cmd_marker();
+    if (strcmp(argv[3], "early") == 0) {
+        void *next = dlsym(RTLD_NEXT, "cuInit"), *first = dlsym(RTLD_DEFAULT, "cuInit");
+        printf("next=%p default=%p\n", next, first);
+        return next != NULL && next == first ? 0 : 1;
+    }
     dispatch_resolve_fn *resolve = NULL;
 #ifdef DISPATCH_LINKED
     resolve = dispatch_resolve;

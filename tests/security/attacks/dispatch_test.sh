@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # security.attacks.dispatch: dispatch_test.sh BUILD_DIR CASE, CASE = [compute-]MODE-WAY
 # (MODE link or dlopen: how the program has the attacker's library; WAY: how the library
-# looks the driver up, dispatch_lib.c) or marker. Memory cases: under a 1 GiB limit the
+# looks the driver up, dispatch_lib.c), early or marker (lookups that must keep working). Memory cases: under a 1 GiB limit the
 # driver's truth for the process (fakegpu's NVML per-process memory, context included)
 # stays within 1 GiB, and cuMemGetInfo / NVML, where they answer, report the limit.
 # Compute cases: at a 30 % share, alone (compute-) or beside a 70 % neighbour (compute70-),
@@ -111,6 +111,11 @@ compute() { # compute MODE WAY [NEIGHBOUR_SHARE]: the attacker at 30 %, alone or
 }
 
 case $CASE in
+early)
+    out=$(LD_PRELOAD=$LIB "$B/bin/dispatch_attack" - - early) ||
+        fail "RTLD_NEXT from the program before the driver is loaded: $out"
+    echo "$out"
+    ;;
 marker)
     out=$(LD_PRELOAD=$LIB "$B/bin/dispatch_attack_link" - - marker) ||
         fail "RTLD_NEXT of an unwrapped name no longer resolves after its caller: $out"
