@@ -51,11 +51,12 @@ struct entry {
 struct connguard {
     struct event_base *base;
     char name[32];
-    unsigned max_conns, max_per_peer, head_ms, idle_ms;
+    unsigned fixed_max, fixed_per_peer, listeners, ceiling; /* as asked */
+    unsigned max_conns, max_per_peer, head_ms, idle_ms;     /* in force */
     void (*closed)(void *arg, enum connguard_why why);
     void *closed_arg;
     struct entry *entries;
-    unsigned count;
+    unsigned count, size;
     struct event *sweep;
     struct event *resume_ev;
     void (*resume)(void *arg);
@@ -169,7 +170,9 @@ static void close_entry(struct connguard *g, unsigned i, const char *why)
     struct entry *e = &g->entries[i];
     if (entry_live(e)) {
         vg_log(VG_LOG_DEBUG, "closing a connection", "listener=%s why=%s state=%s", g->name, why,
-               e->state == CONN_NEW ? "new" : e->state == CONN_IDLE ? "idle" : "busy");
+               e->state == CONN_NEW    ? "new"
+               : e->state == CONN_IDLE ? "idle"
+                                       : "busy");
         (void)shutdown(e->fd, SHUT_RDWR);
     }
     entry_remove(g, i);
@@ -235,8 +238,18 @@ static int pick_victim(const struct connguard *g, const struct peer *p)
     return best;
 }
 
+/* The caps in force: fixed ones, or what RLIMIT_NOFILE allows now. */
+static void update_caps(struct connguard *g)
+{
+    g->max_conns = g->fixed_max > 0 ? g->fixed_max : connguard_caps(g->listeners, g->ceiling);
+    g->max_per_peer = g->fixed_per_peer > 0 ? g->fixed_per_peer : g->max_conns / 4;
+    if (g->max_per_peer == 0)
+        g->max_per_peer = 1;
+}
+
 int connguard_admit(struct connguard *g, int fd)
 {
+    update_caps(g);
     struct stat sb;
     struct peer p;
     if (fstat(fd, &sb) != 0 || !peer_of(fd, &p))
@@ -269,6 +282,10 @@ int connguard_admit(struct connguard *g, int fd)
         }
         note(g, CONNGUARD_EVICTED);
         close_entry(g, (unsigned)v, "listener full");
+    }
+    if (g->count == g->size) { /* the cap was raised, or the table is new */
+        g->size = g->size > 0 ? g->size * 2 : 16;
+        g->entries = xrealloc(g->entries, (size_t)g->size * sizeof *g->entries);
     }
     uint64_t now = now_ms();
     g->entries[g->count++] = (struct entry){.fd = fd,
@@ -372,8 +389,8 @@ void connguard_watch_listener(struct connguard *g, struct evconnlistener *listen
             evconnlistener_set_error_cb(listener, listener_error);
             return;
         }
-    vg_log(VG_LOG_WARN, "too many listeners watched; accept errors are not paused",
-           "listener=%s", g->name);
+    vg_log(VG_LOG_WARN, "too many listeners watched; accept errors are not paused", "listener=%s",
+           g->name);
 }
 
 struct connguard *connguard_new(struct event_base *base, const struct connguard_options *o,
@@ -382,15 +399,15 @@ struct connguard *connguard_new(struct event_base *base, const struct connguard_
     struct connguard *g = xcalloc(1, sizeof *g);
     g->base = base;
     (void)vg_strlcpy(g->name, o->name != NULL ? o->name : "listener", sizeof g->name);
-    g->max_conns = o->max_conns > 0 ? o->max_conns : connguard_caps(1, 0);
-    g->max_per_peer = o->max_per_peer > 0 ? o->max_per_peer : g->max_conns / 4;
-    if (g->max_per_peer == 0)
-        g->max_per_peer = 1;
+    g->fixed_max = o->max_conns;
+    g->fixed_per_peer = o->max_per_peer;
+    g->listeners = o->listeners > 0 ? o->listeners : 1;
+    g->ceiling = o->ceiling;
+    update_caps(g);
     g->head_ms = o->head_ms > 0 ? o->head_ms : CONNGUARD_HEAD_MS_DEFAULT;
     g->idle_ms = o->idle_ms > 0 ? o->idle_ms : CONNGUARD_IDLE_MS_DEFAULT;
     g->closed = o->closed;
     g->closed_arg = o->closed_arg;
-    g->entries = xcalloc(g->max_conns, sizeof *g->entries);
     g->sweep = evtimer_new(base, sweep_cb, g);
     g->resume_ev = evtimer_new(base, resume_cb, g);
     if (g->sweep == NULL || g->resume_ev == NULL) {

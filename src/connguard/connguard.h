@@ -43,8 +43,11 @@ enum connguard_why { CONNGUARD_TIMED_OUT, CONNGUARD_EVICTED, CONNGUARD_REFUSED }
 
 struct connguard_options {
     const char *name;      /* the listener, in logs: "webhook", "extender", "metrics", ... */
-    unsigned max_conns;    /* 0: connguard_caps(1, 0) */
-    unsigned max_per_peer; /* 0: a quarter of max_conns, at least 1 */
+    unsigned max_conns;    /* 0: connguard_caps(listeners, ceiling), read again as the
+                              limit changes (prlimit on a running daemon) */
+    unsigned listeners;    /* listeners sharing the process's descriptors; 0: 1 */
+    unsigned ceiling;      /* at most this many connections; 0: no ceiling of its own */
+    unsigned max_per_peer; /* 0: a quarter of the cap, at least 1 */
     unsigned head_ms;      /* 0: CONNGUARD_HEAD_MS_DEFAULT */
     unsigned idle_ms;      /* 0: CONNGUARD_IDLE_MS_DEFAULT */
     /* Optional: told of each connection the guard closes or refuses (for metrics). */

@@ -41,7 +41,7 @@
 /* A connection that goes this long without an open stream is closed; the client dials
  * again when it next calls (kubelet holds ListAndWatch open, so its connection to a device
  * plugin is never idle). */
-#define CONN_IDLE_MS 300000
+#define CONN_IDLE_MS       300000
 
 struct method {
     char *path;
@@ -678,9 +678,8 @@ struct vgrpc_server *vgrpc_server_new(struct event_base *base,
     s->listen_fd = -1;
     /* A process may serve several sockets (a device plugin, one per resource): each takes a
      * share of the descriptors, at most max_connections. */
-    struct connguard_options go = {.name = "grpc",
-                                   .max_conns = connguard_caps(4, s->opt.max_connections),
-                                   .idle_ms = CONN_IDLE_MS};
+    struct connguard_options go = {
+        .name = "grpc", .listeners = 4, .ceiling = s->opt.max_connections, .idle_ms = CONN_IDLE_MS};
     s->guard = connguard_new(base, &go, err);
     if (s->guard == NULL) {
         free(s);

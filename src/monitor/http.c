@@ -227,7 +227,8 @@ static void start_linger(struct conn *c)
 {
     c->lingering = true;
     (void)shutdown(c->fd, SHUT_WR);
-    evbuffer_drain(bufferevent_get_input(c->bev), evbuffer_get_length(bufferevent_get_input(c->bev)));
+    evbuffer_drain(bufferevent_get_input(c->bev),
+                   evbuffer_get_length(bufferevent_get_input(c->bev)));
     bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
     struct timeval tv = {MON_HTTP_LINGER_MS / 1000, (MON_HTTP_LINGER_MS % 1000) * 1000};
     bufferevent_set_timeouts(c->bev, &tv, NULL);
@@ -240,8 +241,7 @@ static void on_write(struct bufferevent *bev, void *arg)
 {
     (void)bev;
     struct conn *c = arg;
-    if (!c->answered || c->lingering ||
-        evbuffer_get_length(bufferevent_get_output(c->bev)) != 0)
+    if (!c->answered || c->lingering || evbuffer_get_length(bufferevent_get_output(c->bev)) != 0)
         return;
     if (c->linger)
         start_linger(c);
@@ -457,7 +457,7 @@ int mon_http_new(struct event_base *base, const char *listen, unsigned timeout_m
     /* The connection's own deadline (timeout_ms from accept) comes first; the guard's head
      * deadline is the backstop. */
     struct connguard_options go = {.name = "metrics",
-                                   .max_conns = connguard_caps(1, MON_HTTP_CONNS),
+                                   .ceiling = MON_HTTP_CONNS,
                                    .max_per_peer = MON_HTTP_CONNS_PER_PEER,
                                    .head_ms = timeout_ms + 1000,
                                    .idle_ms = timeout_ms + 1000,

@@ -19,10 +19,10 @@
 #include "base/buf.h"
 #include "base/err.h"
 
-#define MON_HTTP_HEAD_MAX 8192 /* request line and headers */
-#define MON_HTTP_CONNS    64   /* connections at once, at most */
-#define MON_HTTP_CONNS_PER_PEER 16 /* from one address */
-#define MON_HTTP_PATH_MAX 256
+#define MON_HTTP_HEAD_MAX       8192 /* request line and headers */
+#define MON_HTTP_CONNS          64   /* connections at once, at most */
+#define MON_HTTP_CONNS_PER_PEER 16   /* from one address */
+#define MON_HTTP_PATH_MAX       256
 
 enum mon_http_route { MON_HTTP_METRICS = 1, MON_HTTP_HEALTHZ = 2 };
 
