@@ -142,23 +142,28 @@ class WebhookHalfOpen(unittest.TestCase):
 
     def test_half_open_closed_and_served(self):
         t0 = time.monotonic()
+        unanswered = 0
         for _ in range(self.FLOOD):
             try:
-                s = tcp_from(ATTACKER, self.wport)
+                s = tcp_from(ATTACKER, self.wport, timeout=1)
             except OSError:
-                continue  # refused at once: closed, as far as the attacker can tell
+                unanswered += 1  # refused, or the backlog full: held by nobody
+                continue
             s.send(b"\x16\x03\x01")  # the first bytes of a ClientHello, then nothing
             self.flood.append(s)
+        flooded = time.monotonic()  # the last connection is as old as the timeout from here
         probes = []
-        while time.monotonic() - t0 < HEAD_TIMEOUT_S + 4:
+        while time.monotonic() - flooded < HEAD_TIMEOUT_S + 4:
             probes.append((self.webhook_ok(), self.extender_ok()))
             if all(closed_by_peer(s) for s in self.flood):
                 break
             time.sleep(0.5)
         open_left = sum(not closed_by_peer(s) for s in self.flood)
-        seconds = time.monotonic() - t0
-        print("half-open: %d connected, %d still open after %.1f s; probes: webhook %d/%d, "
-              "extender %d/%d answered" % (len(self.flood), open_left, seconds,
+        seconds = time.monotonic() - flooded
+        print("half-open: flood opened in %.1f s, %d connected (%d not), %d still open %.1f s "
+              "later; probes: webhook "
+              "%d/%d, extender %d/%d answered" % (flooded - t0, len(self.flood), unanswered,
+                                                  open_left, seconds,
                                            sum(w for w, _ in probes), len(probes),
                                            sum(e for _, e in probes), len(probes)),
               file=sys.stderr)
@@ -245,6 +250,8 @@ class MetricsSlowloris(Monitor):
             socks = [open_one() for _ in range(self.SLOW)]
             last_drip = time.monotonic()
             while not stop.is_set():
+                # Those the monitor has not closed since the last look: held by the attack.
+                held.append(sum(s is not None and not closed_by_peer(s) for s in socks))
                 for i, s in enumerate(socks):
                     if s is None or closed_by_peer(s):
                         if s is not None:
@@ -259,7 +266,6 @@ class MetricsSlowloris(Monitor):
                                 s.send(b"X")  # one byte of a header line a second
                         except OSError:
                             pass
-                held.append(sum(s is not None and not closed_by_peer(s) for s in socks))
                 time.sleep(0.2)
             for s in socks:
                 if s is not None:
