@@ -346,7 +346,7 @@ bool connguard_accept_failed(struct connguard *g, int e, void (*resume)(void *ar
     g->last_fail_ms = now;
     g->stats.accept_pause++;
     vg_log(VG_LOG_WARN, "cannot accept a connection; pausing", "listener=%s err=\"%s\" ms=%u",
-           g->name, strerror(e), g->backoff_ms);
+           g->name, VG_STRERROR(e), g->backoff_ms);
     g->resume = resume;
     g->resume_arg = arg;
     struct timeval tv = {g->backoff_ms / 1000, (suseconds_t)(g->backoff_ms % 1000) * 1000};
