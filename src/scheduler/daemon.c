@@ -164,6 +164,46 @@ static void metrics_sent_own(const void *data, size_t len, void *arg)
     free(arg);
 }
 
+/* What the connection guards of the extender's and the webhook's servers hold and close. */
+static void render_connection_metrics(const struct sched_daemon *d, struct evbuffer *b)
+{
+    const struct guarded *servers[] = {&d->ext_guard, &d->hook_guard};
+    struct connguard_stats st[2] = {{0}, {0}};
+    for (int i = 0; i < 2; i++)
+        if (servers[i]->guard != NULL)
+            connguard_stats(servers[i]->guard, &st[i]);
+    evbuffer_add_printf(b, "# HELP vgpu_scheduler_connections Connections held, by server.\n"
+                           "# TYPE vgpu_scheduler_connections gauge\n");
+    for (int i = 0; i < 2; i++)
+        if (servers[i]->guard != NULL)
+            evbuffer_add_printf(b, "vgpu_scheduler_connections{server=\"%s\"} %u\n",
+                                servers[i]->name, st[i].connections);
+    evbuffer_add_printf(b, "# HELP vgpu_scheduler_connections_closed_total Connections closed "
+                           "or refused by the server's guard, by reason.\n# TYPE "
+                           "vgpu_scheduler_connections_closed_total counter\n");
+    for (int i = 0; i < 2; i++) {
+        if (servers[i]->guard == NULL)
+            continue;
+        const struct {
+            const char *reason;
+            uint64_t n;
+        } rows[] = {
+            {"timeout", st[i].timed_out}, {"evicted", st[i].evicted}, {"refused", st[i].refused}};
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+            evbuffer_add_printf(b,
+                                "vgpu_scheduler_connections_closed_total{server=\"%s\","
+                                "reason=\"%s\"} %llu\n",
+                                servers[i]->name, rows[r].reason, (unsigned long long)rows[r].n);
+    }
+    evbuffer_add_printf(b, "# HELP vgpu_scheduler_accept_paused_total Times accepting paused "
+                           "for want of file descriptors or memory.\n# TYPE "
+                           "vgpu_scheduler_accept_paused_total counter\n");
+    for (int i = 0; i < 2; i++)
+        if (servers[i]->guard != NULL)
+            evbuffer_add_printf(b, "vgpu_scheduler_accept_paused_total{server=\"%s\"} %llu\n",
+                                servers[i]->name, (unsigned long long)st[i].accept_pause);
+}
+
 static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
 {
     struct sched_stats st;
@@ -271,6 +311,7 @@ static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
             evbuffer_add_printf(b, "vgpu_scheduler_gpu_tenants{node=\"%s\",uuid=\"%s\"} %u\n",
                                 c->nodes[i].name, c->nodes[i].gpus[g].uuid,
                                 c->nodes[i].gpus[g].tenants);
+    render_connection_metrics(d, b);
     /* The allocation series (megabytes on a large cluster) go out by reference from a
      * buffer kept between scrapes: no copy, and no fresh pages to fault in each time. A
      * scrape that comes while the last one is still being sent uses a buffer of its own. */

@@ -171,6 +171,14 @@ class WebhookHalfOpen(unittest.TestCase):
         self.assertTrue(all(w for w, _ in probes), "the webhook missed a probe: %r" % probes)
         self.assertTrue(all(e for _, e in probes), "the extender missed a probe: %r" % probes)
         self.assertIsNone(self.c.sched.poll(), "vgpu-scheduler exited")
+        # The operator sees it: what the webhook's guard closed, by reason.
+        status, text = self.c.ext.request("GET", "/metrics", raw=True)
+        closed = 0
+        for line in text.decode().splitlines():
+            if line.startswith('vgpu_scheduler_connections_closed_total{server="webhook"'):
+                closed += int(line.split()[-1])
+        self.assertEqual(status, 200)
+        self.assertGreaterEqual(closed, len(self.flood))
 
 
 class WebhookHalfOpenLowLimit(WebhookHalfOpen):
