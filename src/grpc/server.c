@@ -30,6 +30,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
+#include "connguard/connguard.h"
 #include "grpc/grpc.h"
 #include "grpc/transport.h"
 
@@ -37,6 +38,10 @@
 #define STREAM_PENDING_MAX ((size_t)16 << 20)
 #define STREAM_WINDOW      (1 << 20)
 #define CONN_WINDOW        (8 << 20)
+/* A connection that goes this long without an open stream is closed; the client dials
+ * again when it next calls (kubelet holds ListAndWatch open, so its connection to a device
+ * plugin is never idle). */
+#define CONN_IDLE_MS       300000
 
 struct method {
     char *path;
@@ -49,6 +54,8 @@ struct method {
 
 struct server_conn {
     struct vgrpc_conn io;
+    int fd;
+    bool greeted; /* the client's preface and SETTINGS came */
     struct vgrpc_server *server;
     struct vgrpc_stream *streams;
     struct server_conn *prev, *next;
@@ -98,6 +105,7 @@ struct vgrpc_server {
     struct event *listen_ev;
     char *socket_path;
     struct server_conn *conns;
+    struct connguard *guard; /* head and idle deadlines, caps, per-peer shares */
     unsigned connections;
     unsigned streams;
     unsigned waiting; /* deferred calls without a reply */
@@ -363,6 +371,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         return NGHTTP2_ERR_CALLBACK_FAILURE;
     }
     vgrpc_reader_init(&st->reader, sc->server->opt.max_message);
+    connguard_busy(sc->server->guard, sc->fd);
     st->next = sc->streams;
     if (sc->streams)
         sc->streams->prev = st;
@@ -428,7 +437,14 @@ static void stream_request_end(struct vgrpc_stream *st)
 
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
-    (void)user;
+    struct server_conn *sc = user;
+    if (!sc->greeted && frame->hd.type == NGHTTP2_SETTINGS &&
+        !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+        /* The preface is in: from now on the connection is held to the idle deadline. */
+        sc->greeted = true;
+        if (sc->streams == NULL)
+            connguard_idle(sc->server->guard, sc->fd);
+    }
     struct vgrpc_stream *st = stream_of(session, frame->hd.stream_id);
     if (st == NULL)
         return 0;
@@ -489,6 +505,8 @@ static void stream_close(struct vgrpc_stream *st, enum vgrpc_status_code status)
         sc->streams = st->next;
     if (st->next)
         st->next->prev = st->prev;
+    if (sc->streams == NULL && sc->greeted)
+        connguard_idle(sc->server->guard, sc->fd);
     vgrpc_reader_release(&st->reader);
     evbuffer_free(st->out);
     free(st->request);
@@ -527,6 +545,7 @@ static void conn_free(struct server_conn *sc, enum vgrpc_status_code status)
             nghttp2_session_set_stream_user_data(sc->io.session, sc->streams->id, NULL);
         stream_close(sc->streams, status);
     }
+    connguard_release(s->guard, sc->fd);
     vgrpc_conn_release(&sc->io);
     if (sc->prev)
         sc->prev->next = sc->next;
@@ -579,27 +598,48 @@ static nghttp2_session *server_session_new(struct server_conn *sc, struct vg_err
     return session;
 }
 
+static void accept_resume(void *arg)
+{
+    struct vgrpc_server *s = arg;
+    if (s->listen_ev != NULL)
+        event_add(s->listen_ev, NULL);
+}
+
 static void on_accept(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
     struct vgrpc_server *s = arg;
     int cfd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (cfd < 0)
-        return; /* EAGAIN, or a peer that left before we got to it */
-    if (s->shutting_down || s->connections >= s->opt.max_connections) {
-        vg_log(VG_LOG_WARN, "grpc: refusing connection", "connections=%u shutting_down=%d",
-               s->connections, s->shutting_down);
+    if (cfd < 0) {
+        /* Out of descriptors: the socket stays readable, so accepting again at once would
+         * spin; pause instead. Anything else (EAGAIN, a peer that left) concerns one try. */
+        if (connguard_accept_failed(s->guard, errno, accept_resume, s))
+            event_del(s->listen_ev);
+        return;
+    }
+    if (s->shutting_down) {
+        vg_log(VG_LOG_WARN, "grpc: refusing connection while shutting down", "connections=%u",
+               s->connections);
+        close(cfd);
+        return;
+    }
+    /* At the cap, or the peer at its share: the oldest connection that never sent its
+     * preface or sits idle makes room; when all are busy, this one is refused. */
+    if (connguard_admit(s->guard, cfd) < 0) {
+        vg_log(VG_LOG_DEBUG, "grpc: refusing connection", "connections=%u", s->connections);
         close(cfd);
         return;
     }
     struct server_conn *sc = xcalloc(1, sizeof *sc);
     sc->server = s;
+    sc->fd = cfd;
     struct vg_err err = {0};
     nghttp2_session *session = server_session_new(sc, &err);
     if (session == NULL ||
         vgrpc_conn_init(&sc->io, s->base, cfd, session, conn_dead_cb, sc, "server", &err) < 0) {
         vg_log(VG_LOG_WARN, "grpc: connection setup failed", "error=\"%s\"", err.msg);
+        connguard_release(s->guard, cfd);
         if (session == NULL)
             close(cfd);
         free(sc);
@@ -636,6 +676,15 @@ struct vgrpc_server *vgrpc_server_new(struct event_base *base,
     if (s->opt.shutdown_grace_ms == 0)
         s->opt.shutdown_grace_ms = 5000;
     s->listen_fd = -1;
+    /* A process may serve several sockets (a device plugin, one per resource): each takes a
+     * share of the descriptors, at most max_connections. */
+    struct connguard_options go = {
+        .name = "grpc", .listeners = 4, .ceiling = s->opt.max_connections, .idle_ms = CONN_IDLE_MS};
+    s->guard = connguard_new(base, &go, err);
+    if (s->guard == NULL) {
+        free(s);
+        return NULL;
+    }
     return s;
 }
 
@@ -663,6 +712,7 @@ void vgrpc_server_free(struct vgrpc_server *s)
         conn_free(s->conns, VGRPC_STATUS_UNAVAILABLE);
     if (s->grace_ev)
         event_free(s->grace_ev);
+    connguard_free(s->guard);
     struct method *m = s->methods;
     while (m != NULL) {
         struct method *next = m->next;

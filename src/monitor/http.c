@@ -19,6 +19,7 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "base/str.h"
+#include "connguard/connguard.h"
 
 /* ---- the request parser ---------------------------------------------------------- */
 
@@ -84,7 +85,9 @@ int mon_http_parse(const char *buf, size_t len, struct mon_http_request *out)
         return vlen >= 5 && memcmp(version, "HTTP/", 5) == 0 ? -505 : -400;
     if (version[7] != '0' && version[7] != '1')
         return -505;
-    /* Header lines: NAME ":" VALUE, no control bytes but tab; no body. */
+    /* Header lines: NAME ":" VALUE, no control bytes but tab. A body is refused, after the
+     * method: another method is 405 whether or not it carries one. */
+    bool body = false;
     for (p = eol + 1; p < end;) {
         eol = line_end(p, end);
         le = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
@@ -103,10 +106,10 @@ int mon_http_parse(const char *buf, size_t len, struct mon_http_request *out)
         while (v < le && (*v == ' ' || *v == '\t'))
             v++;
         if (nlen == 17 && strncasecmp(p, "Transfer-Encoding", 17) == 0)
-            return -400;
+            body = true;
         if (nlen == 14 && strncasecmp(p, "Content-Length", 14) == 0 &&
             !(le - v >= 1 && *v == '0' && (le - v == 1 || v[1] == ' ' || v[1] == '\t')))
-            return -400;
+            body = true;
         p = eol + 1;
     }
     size_t mlen = (size_t)(sp1 - buf);
@@ -114,6 +117,8 @@ int mon_http_parse(const char *buf, size_t len, struct mon_http_request *out)
     bool head = mlen == 4 && memcmp(buf, "HEAD", 4) == 0;
     if (!get && !head)
         return -405;
+    if (body)
+        return -400;
     size_t plen = (size_t)(sp2 - target);
     const char *q = memchr(target, '?', plen);
     if (q)
@@ -135,7 +140,10 @@ struct conn {
     struct bufferevent *bev;
     struct event *deadline; /* the connection's whole life is bounded, not each read */
     struct conn *prev, *next;
+    evutil_socket_t fd;
     bool answered;
+    bool linger; /* refused: once the answer is out, read what the client still sends */
+    bool lingering;
 };
 
 struct mon_http {
@@ -146,6 +154,7 @@ struct mon_http {
     unsigned port;
     unsigned count;
     struct conn *conns;
+    struct connguard *guard; /* caps, per-peer shares, accept back-off */
 };
 
 static void conn_free(struct conn *c)
@@ -158,6 +167,7 @@ static void conn_free(struct conn *c)
     if (c->next)
         c->next->prev = c->prev;
     h->count--;
+    connguard_release(h->guard, c->fd);
     if (c->deadline)
         event_free(c->deadline);
     bufferevent_free(c->bev);
@@ -202,14 +212,40 @@ static void reply(struct conn *c, int status, const char *ctype, const char *bod
     if (!head && len > 0)
         evbuffer_add(o, body, len);
     c->answered = true;
+    c->linger = status != 200;
+    connguard_busy(c->server->guard, c->fd);
     bufferevent_disable(c->bev, EV_READ);
+}
+
+/* A refused request may leave bytes unread (the rest of an oversized head, a body): closing
+ * then would reset the connection and could destroy the answer before the client reads it.
+ * So the answer is followed by our end of the stream, and what still comes is read and
+ * dropped until the client closes, for at most MON_HTTP_LINGER_MS. */
+#define MON_HTTP_LINGER_MS 2000
+
+static void start_linger(struct conn *c)
+{
+    c->lingering = true;
+    (void)shutdown(c->fd, SHUT_WR);
+    evbuffer_drain(bufferevent_get_input(c->bev),
+                   evbuffer_get_length(bufferevent_get_input(c->bev)));
+    bufferevent_setwatermark(c->bev, EV_READ, 0, 0);
+    struct timeval tv = {MON_HTTP_LINGER_MS / 1000, (MON_HTTP_LINGER_MS % 1000) * 1000};
+    bufferevent_set_timeouts(c->bev, &tv, NULL);
+    if (c->deadline)
+        evtimer_add(c->deadline, &tv);
+    bufferevent_enable(c->bev, EV_READ);
 }
 
 static void on_write(struct bufferevent *bev, void *arg)
 {
     (void)bev;
     struct conn *c = arg;
-    if (c->answered && evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+    if (!c->answered || c->lingering || evbuffer_get_length(bufferevent_get_output(c->bev)) != 0)
+        return;
+    if (c->linger)
+        start_linger(c);
+    else
         conn_free(c);
 }
 
@@ -224,9 +260,13 @@ static void on_read(struct bufferevent *bev, void *arg)
 {
     struct conn *c = arg;
     struct mon_http *h = c->server;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    if (c->lingering) {
+        evbuffer_drain(in, evbuffer_get_length(in));
+        return;
+    }
     if (c->answered)
         return;
-    struct evbuffer *in = bufferevent_get_input(bev);
     size_t len = evbuffer_get_length(in);
     size_t take = len > MON_HTTP_HEAD_MAX ? MON_HTTP_HEAD_MAX : len;
     const char *data = (const char *)evbuffer_pullup(in, (ev_ssize_t)take);
@@ -280,7 +320,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 {
     (void)bev;
     struct conn *c = arg;
-    if (what & BEV_EVENT_TIMEOUT) {
+    if ((what & BEV_EVENT_TIMEOUT) && !c->lingering) {
         count_error(c->server, "http_timeout");
         vg_log(VG_LOG_DEBUG, "metrics endpoint: connection timed out", "answered=%d",
                (int)c->answered);
@@ -293,9 +333,11 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct conn *c = arg;
-    count_error(c->server, "http_timeout");
-    vg_log(VG_LOG_DEBUG, "metrics endpoint: connection past its deadline", "answered=%d",
-           (int)c->answered);
+    if (!c->lingering) {
+        count_error(c->server, "http_timeout");
+        vg_log(VG_LOG_DEBUG, "metrics endpoint: connection past its deadline", "answered=%d",
+               (int)c->answered);
+    }
     conn_free(c);
 }
 
@@ -306,8 +348,8 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     (void)sa;
     (void)salen;
     struct mon_http *h = arg;
-    if (h->count >= MON_HTTP_CONNS) {
-        count_error(h, "http_overload");
+    /* The guard counts what it refuses or evicts (guard_closed). */
+    if (connguard_admit(h->guard, fd) < 0) {
         evutil_closesocket(fd);
         return;
     }
@@ -315,11 +357,13 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     struct bufferevent *bev = c ? bufferevent_socket_new(h->base, fd, BEV_OPT_CLOSE_ON_FREE) : NULL;
     if (!bev) {
         free(c);
+        connguard_release(h->guard, fd);
         evutil_closesocket(fd);
         return;
     }
     c->server = h;
     c->bev = bev;
+    c->fd = fd;
     c->next = h->conns;
     if (h->conns)
         h->conns->prev = c;
@@ -389,6 +433,11 @@ int mon_http_check_listen(const char *listen, struct vg_err *err)
     return rc;
 }
 
+static void guard_closed(void *arg, enum connguard_why why)
+{
+    count_error(arg, why == CONNGUARD_TIMED_OUT ? "http_timeout" : "http_overload");
+}
+
 int mon_http_new(struct event_base *base, const char *listen, unsigned timeout_ms,
                  const struct mon_http_handler *handler, struct mon_http **out, struct vg_err *err)
 {
@@ -405,12 +454,28 @@ int mon_http_new(struct event_base *base, const char *listen, unsigned timeout_m
     h->base = base;
     h->handler = *handler;
     h->timeout_ms = timeout_ms;
+    /* The connection's own deadline (timeout_ms from accept) comes first; the guard's head
+     * deadline is the backstop. */
+    struct connguard_options go = {.name = "metrics",
+                                   .ceiling = MON_HTTP_CONNS,
+                                   .max_per_peer = MON_HTTP_CONNS_PER_PEER,
+                                   .head_ms = timeout_ms + 1000,
+                                   .idle_ms = timeout_ms + 1000,
+                                   .closed = guard_closed,
+                                   .closed_arg = h};
+    h->guard = connguard_new(base, &go, err);
+    if (h->guard == NULL) {
+        freeaddrinfo(res);
+        free(h);
+        return err->code;
+    }
     h->listener = evconnlistener_new_bind(
         base, on_accept, h, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 64,
         res->ai_addr, (int)res->ai_addrlen);
     int e = errno;
     freeaddrinfo(res);
     if (!h->listener) {
+        connguard_free(h->guard);
         free(h);
         return vg_err_errno(err, e ? e : EADDRINUSE, "--listen %s: cannot listen", listen);
     }
@@ -419,6 +484,7 @@ int mon_http_new(struct event_base *base, const char *listen, unsigned timeout_m
     if (getsockname(evconnlistener_get_fd(h->listener), (struct sockaddr *)&ss, &sl) == 0)
         h->port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
                                            : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    connguard_watch_listener(h->guard, h->listener);
     *out = h;
     return 0;
 }
@@ -435,5 +501,6 @@ void mon_http_free(struct mon_http *h)
     while (h->conns)
         conn_free(h->conns);
     evconnlistener_free(h->listener);
+    connguard_free(h->guard);
     free(h);
 }

@@ -3,9 +3,12 @@
  *
  * One request per connection (the answer carries Connection: close), the whole exchange
  * within the timeout from accept; a request head over MON_HTTP_HEAD_MAX bytes, a body, any method
- * but GET (and HEAD) and any other path are refused with a status and a counted error. At most
- * MON_HTTP_CONNS connections at once; more are closed at accept. Nothing a client sends reaches
- * anything but the request-line parser below (fuzzed). */
+ * but GET (and HEAD) and any other path are refused with a status and a counted error, and the
+ * connection closed without a reset (what the client still sends is read and dropped). At most
+ * MON_HTTP_CONNS connections at once (fewer when RLIMIT_NOFILE is low), at most
+ * MON_HTTP_CONNS_PER_PEER from one address: a newcomer past either evicts the oldest connection
+ * still sending its request (src/connguard). Nothing a client sends reaches anything but the
+ * request-line parser below (fuzzed). */
 #ifndef VGPU_MONITOR_HTTP_H
 #define VGPU_MONITOR_HTTP_H
 
@@ -16,9 +19,10 @@
 #include "base/buf.h"
 #include "base/err.h"
 
-#define MON_HTTP_HEAD_MAX 8192 /* request line and headers */
-#define MON_HTTP_CONNS    32   /* connections at once */
-#define MON_HTTP_PATH_MAX 256
+#define MON_HTTP_HEAD_MAX       8192 /* request line and headers */
+#define MON_HTTP_CONNS          64   /* connections at once, at most */
+#define MON_HTTP_CONNS_PER_PEER 16   /* from one address */
+#define MON_HTTP_PATH_MAX       256
 
 enum mon_http_route { MON_HTTP_METRICS = 1, MON_HTTP_HEALTHZ = 2 };
 

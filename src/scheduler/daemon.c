@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "annot/annot.h"
@@ -33,6 +34,7 @@
 #include "base/mem.h"
 #include "base/parse.h"
 #include "base/str.h"
+#include "connguard/connguard.h"
 #include "kube/kube.h"
 #include "scheduler/auth.h"
 #include "scheduler/pod.h"
@@ -81,14 +83,29 @@ struct parked_filter {
     struct parked_filter *next;
 };
 
+/* One HTTP(S) server and the guard of its connections (src/connguard): evhttp accepts and
+ * frees its connections itself, so the guard learns of each one through the bufferevent
+ * made for it, and closes one by shutting its socket down (evhttp then frees it). */
+struct guarded {
+    struct sched_daemon *d;
+    const char *name;
+    struct connguard *guard;
+    SSL_CTX *ssl; /* TLS server context, or NULL for plain HTTP */
+    void (*handle)(struct evhttp_request *req, void *arg);
+    struct bufferevent **fresh; /* made for connections accepted this loop turn */
+    size_t fresh_count, fresh_size;
+    struct event *admit; /* admits the fresh ones once evhttp has set their socket */
+};
+
 struct sched_daemon {
     struct event_base *base;
     struct sched_state *state;
     struct kube_client *client;
     struct kube_watch *nodes, *pods;
     struct evhttp *http, *https;
-    SSL_CTX *ssl;        /* the webhook's */
-    SSL_CTX *ext_ssl;    /* the extender's, when it serves TLS */
+    SSL_CTX *ssl;     /* the webhook's */
+    SSL_CTX *ext_ssl; /* the extender's, when it serves TLS */
+    struct guarded ext_guard, hook_guard;
     struct event *timer; /* expires assumptions once a second */
     uint16_t port;       /* the extender's, as bound */
     bool need_cert;      /* extender clients must present a certificate the CA signed */
@@ -145,6 +162,46 @@ static void metrics_sent_own(const void *data, size_t len, void *arg)
     (void)len;
     vg_buf_free(arg);
     free(arg);
+}
+
+/* What the connection guards of the extender's and the webhook's servers hold and close. */
+static void render_connection_metrics(const struct sched_daemon *d, struct evbuffer *b)
+{
+    const struct guarded *servers[] = {&d->ext_guard, &d->hook_guard};
+    struct connguard_stats st[2] = {{0}, {0}};
+    for (int i = 0; i < 2; i++)
+        if (servers[i]->guard != NULL)
+            connguard_stats(servers[i]->guard, &st[i]);
+    evbuffer_add_printf(b, "# HELP vgpu_scheduler_connections Connections held, by server.\n"
+                           "# TYPE vgpu_scheduler_connections gauge\n");
+    for (int i = 0; i < 2; i++)
+        if (servers[i]->guard != NULL)
+            evbuffer_add_printf(b, "vgpu_scheduler_connections{server=\"%s\"} %u\n",
+                                servers[i]->name, st[i].connections);
+    evbuffer_add_printf(b, "# HELP vgpu_scheduler_connections_closed_total Connections closed "
+                           "or refused by the server's guard, by reason.\n# TYPE "
+                           "vgpu_scheduler_connections_closed_total counter\n");
+    for (int i = 0; i < 2; i++) {
+        if (servers[i]->guard == NULL)
+            continue;
+        const struct {
+            const char *reason;
+            uint64_t n;
+        } rows[] = {
+            {"timeout", st[i].timed_out}, {"evicted", st[i].evicted}, {"refused", st[i].refused}};
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+            evbuffer_add_printf(b,
+                                "vgpu_scheduler_connections_closed_total{server=\"%s\","
+                                "reason=\"%s\"} %llu\n",
+                                servers[i]->name, rows[r].reason, (unsigned long long)rows[r].n);
+    }
+    evbuffer_add_printf(b, "# HELP vgpu_scheduler_accept_paused_total Times accepting paused "
+                           "for want of file descriptors or memory.\n# TYPE "
+                           "vgpu_scheduler_accept_paused_total counter\n");
+    for (int i = 0; i < 2; i++)
+        if (servers[i]->guard != NULL)
+            evbuffer_add_printf(b, "vgpu_scheduler_accept_paused_total{server=\"%s\"} %llu\n",
+                                servers[i]->name, (unsigned long long)st[i].accept_pause);
 }
 
 static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
@@ -254,6 +311,7 @@ static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
             evbuffer_add_printf(b, "vgpu_scheduler_gpu_tenants{node=\"%s\",uuid=\"%s\"} %u\n",
                                 c->nodes[i].name, c->nodes[i].gpus[g].uuid,
                                 c->nodes[i].gpus[g].tenants);
+    render_connection_metrics(d, b);
     /* The allocation series (megabytes on a large cluster) go out by reference from a
      * buffer kept between scrapes: no copy, and no fresh pages to fault in each time. A
      * scrape that comes while the last one is still being sent uses a buffer of its own. */
@@ -1001,23 +1059,121 @@ static void tick(evutil_socket_t fd, short what, void *arg)
 
 /* ---- TLS ---------------------------------------------------------------------------- */
 
-static struct bufferevent *tls_bev(struct event_base *base, void *arg)
+static bool socket_id(int fd, struct stat *sb)
 {
-    SSL_CTX *ctx = arg;
-    SSL *ssl = SSL_new(ctx);
-    if (ssl == NULL)
-        return NULL;
-    return bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                          BEV_OPT_CLOSE_ON_FREE);
+    return fd >= 0 && fstat(fd, sb) == 0;
 }
 
-/* The extender over TLS reads as much per read as the plain one (below). */
-static struct bufferevent *ext_tls_bev(struct event_base *base, void *arg)
+/* The connections accepted in the last loop turn, now that evhttp has given each its
+ * socket: admitted, or shut down (the newcomer when every connection is busy; else the
+ * guard has evicted another). Each bufferevent was held by a reference, so one that
+ * evhttp has freed meanwhile is still safe to look at; its socket closes with our
+ * reference, and it is skipped. */
+static void admit_fresh(evutil_socket_t unused, short what, void *arg)
 {
-    struct bufferevent *bev = tls_bev(base, arg);
-    if (bev != NULL)
+    (void)unused;
+    (void)what;
+    struct guarded *gd = arg;
+    for (size_t i = 0; i < gd->fresh_count; i++) {
+        struct bufferevent *bev = gd->fresh[i];
+        int fd = (int)bufferevent_getfd(bev);
+        struct stat before, after;
+        bool known = socket_id(fd, &before);
+        (void)bufferevent_decref(bev);
+        if (!known || !socket_id(fd, &after) || before.st_ino != after.st_ino ||
+            before.st_dev != after.st_dev)
+            continue;
+        if (connguard_admit(gd->guard, fd) < 0)
+            (void)shutdown(fd, SHUT_RDWR);
+    }
+    gd->fresh_count = 0;
+}
+
+/* evhttp's bufferevent callback: the connection's bufferevent, plain or TLS, noted for
+ * admission. Extender connections read up to 256 KiB per read: a /filter offering 5,000
+ * nodes is about 100 KB, which libevent's default 16 KiB reads take in seven loop turns
+ * and seven buffer chains that the handler then copies into one. */
+static struct bufferevent *guarded_bev(struct event_base *base, void *arg)
+{
+    struct guarded *gd = arg;
+    struct bufferevent *bev;
+    if (gd->ssl != NULL) {
+        SSL *ssl = SSL_new(gd->ssl);
+        if (ssl == NULL)
+            return NULL;
+        bev = bufferevent_openssl_socket_new(base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                             BEV_OPT_CLOSE_ON_FREE);
+    } else {
+        bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    }
+    if (bev == NULL)
+        return NULL;
+    if (gd == &gd->d->ext_guard)
         (void)bufferevent_set_max_single_read(bev, 256 * 1024);
+    if (gd->fresh_count == gd->fresh_size) {
+        gd->fresh_size = gd->fresh_size ? gd->fresh_size * 2 : 16;
+        gd->fresh = xrealloc(gd->fresh, gd->fresh_size * sizeof *gd->fresh);
+    }
+    bufferevent_incref(bev);
+    gd->fresh[gd->fresh_count++] = bev;
+    event_active(gd->admit, 0, 0);
     return bev;
+}
+
+static int request_fd(struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    struct bufferevent *bev = evcon != NULL ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    return bev != NULL ? (int)bufferevent_getfd(bev) : -1;
+}
+
+/* The answer is out: the connection waits for its next request, under the idle deadline. */
+static void guarded_done(struct evhttp_request *req, void *arg)
+{
+    struct guarded *gd = arg;
+    int fd = request_fd(req);
+    if (fd >= 0)
+        connguard_idle(gd->guard, fd);
+}
+
+/* A complete request: its connection is busy (neither timed out nor evicted) until the
+ * answer is out. */
+static void guarded_request(struct evhttp_request *req, void *arg)
+{
+    struct guarded *gd = arg;
+    int fd = request_fd(req);
+    if (fd >= 0) {
+        connguard_busy(gd->guard, fd);
+        evhttp_request_set_on_complete_cb(req, guarded_done, gd);
+    }
+    gd->handle(req, gd->d);
+}
+
+static int guarded_init(struct sched_daemon *d, struct guarded *gd, const char *name, SSL_CTX *ssl,
+                        unsigned listeners, struct vg_err *err)
+{
+    gd->d = d;
+    gd->name = name;
+    gd->ssl = ssl;
+    struct connguard_options go = {.name = name, .listeners = listeners};
+    gd->guard = connguard_new(d->base, &go, err);
+    if (gd->guard == NULL)
+        return err->code;
+    gd->admit = event_new(d->base, -1, 0, admit_fresh, gd);
+    if (gd->admit == NULL)
+        return vg_err_set(err, -ENOMEM, "cannot create the %s admission event", name);
+    return 0;
+}
+
+static void guarded_free(struct guarded *gd)
+{
+    if (gd->admit != NULL) {
+        event_free(gd->admit);
+        for (size_t i = 0; i < gd->fresh_count; i++)
+            (void)bufferevent_decref(gd->fresh[i]);
+    }
+    free(gd->fresh);
+    connguard_free(gd->guard);
 }
 
 /* A server context with the certificate chain and key; with ca, clients are asked for a
@@ -1047,18 +1203,6 @@ static SSL_CTX *server_ctx(const char *cert, const char *key, const char *ca, co
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
     }
     return ctx;
-}
-
-/* Plain extender connections read up to 256 KiB per read: a /filter offering 5,000 nodes
- * is about 100 KB, which libevent's default 16 KiB reads take in seven loop turns and
- * seven buffer chains that the handler then copies into one. */
-static struct bufferevent *plain_bev(struct event_base *base, void *arg)
-{
-    (void)arg;
-    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-    if (bev != NULL)
-        (void)bufferevent_set_max_single_read(bev, 256 * 1024);
-    return bev;
 }
 
 static int split_addr(const char *text, char *host, size_t size, uint16_t *port, struct vg_err *err)
@@ -1096,8 +1240,8 @@ static bool is_loopback(const struct sockaddr_storage *ss)
 
 /* Listens on addr; *bound is the port, *loopback whether nothing beyond this host can
  * connect (from the address actually bound, not its spelling). */
-static int listen_on(struct evhttp *http, const char *addr, const char *port_file, uint16_t *bound,
-                     bool *loopback, struct vg_err *err)
+static int listen_on(struct evhttp *http, struct guarded *gd, const char *addr,
+                     const char *port_file, uint16_t *bound, bool *loopback, struct vg_err *err)
 {
     *loopback = false;
     char host[256];
@@ -1107,6 +1251,8 @@ static int listen_on(struct evhttp *http, const char *addr, const char *port_fil
     struct evhttp_bound_socket *sock = evhttp_bind_socket_with_handle(http, host, port);
     if (sock == NULL)
         return vg_err_set(err, -EADDRINUSE, "cannot listen on %s", addr);
+    /* Out of descriptors, accept pauses instead of spinning on a readable socket. */
+    connguard_watch_listener(gd->guard, evhttp_bound_socket_get_listener(sock));
     /* Accepted connections inherit TCP_NODELAY (Linux). Over TLS an answer leaves as
      * several records, one write each: without it Nagle holds the last one until the
      * client's delayed ACK, 40 ms later, on every request of a kept-alive connection. */
@@ -1187,13 +1333,16 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
         if (d->ext_ssl == NULL)
             return err->code;
         d->need_cert = o->client_ca != NULL;
-        evhttp_set_bevcb(d->http, ext_tls_bev, d->ext_ssl);
-    } else {
-        evhttp_set_bevcb(d->http, plain_bev, NULL);
     }
-    evhttp_set_gencb(d->http, handle_extender, d);
+    /* Each listener's connections are capped from RLIMIT_NOFILE, a share each. */
+    unsigned listeners = o->webhook_listen != NULL ? 2 : 1;
+    if (guarded_init(d, &d->ext_guard, "extender", d->ext_ssl, listeners, err) < 0)
+        return err->code;
+    d->ext_guard.handle = handle_extender;
+    evhttp_set_bevcb(d->http, guarded_bev, &d->ext_guard);
+    evhttp_set_gencb(d->http, guarded_request, &d->ext_guard);
     bool loopback = false;
-    if (listen_on(d->http, o->listen, o->port_file, &d->port, &loopback, err) < 0)
+    if (listen_on(d->http, &d->ext_guard, o->listen, o->port_file, &d->port, &loopback, err) < 0)
         return err->code;
     if (!loopback && !ext_tls)
         return vg_err_set(err, -EPERM,
@@ -1209,11 +1358,15 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
         if (d->https == NULL)
             return vg_err_set(err, -ENOMEM, "cannot create the HTTPS server");
         evhttp_set_max_body_size(d->https, SCHED_MAX_BODY_BYTES);
-        evhttp_set_bevcb(d->https, tls_bev, d->ssl);
-        evhttp_set_gencb(d->https, handle_webhook, d);
+        if (guarded_init(d, &d->hook_guard, "webhook", d->ssl, listeners, err) < 0)
+            return err->code;
+        d->hook_guard.handle = handle_webhook;
+        evhttp_set_bevcb(d->https, guarded_bev, &d->hook_guard);
+        evhttp_set_gencb(d->https, guarded_request, &d->hook_guard);
         uint16_t webhook_port;
         bool webhook_loopback;
-        if (listen_on(d->https, o->webhook_listen, NULL, &webhook_port, &webhook_loopback, err) < 0)
+        if (listen_on(d->https, &d->hook_guard, o->webhook_listen, NULL, &webhook_port,
+                      &webhook_loopback, err) < 0)
             return err->code;
     }
     d->timer = event_new(base, -1, EV_PERSIST, tick, d);
@@ -1242,6 +1395,8 @@ void sched_daemon_free(struct sched_daemon *d)
         evhttp_free(d->http);
     if (d->https != NULL)
         evhttp_free(d->https);
+    guarded_free(&d->ext_guard);
+    guarded_free(&d->hook_guard);
     vg_buf_free(&d->metrics_buf); /* after the servers: a reply may still refer to it */
     if (d->ssl != NULL)
         SSL_CTX_free(d->ssl);

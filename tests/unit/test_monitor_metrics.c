@@ -202,6 +202,9 @@ static void test_http_parse(void **state)
         {"", -EAGAIN, 0},
         {"POST /metrics HTTP/1.1\r\n\r\n", -405, 0},
         {"DELETE /healthz HTTP/1.1\r\n\r\n", -405, 0},
+        /* another method is 405 with or without a body (docs/monitor.md) */
+        {"POST /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", -405, 0},
+        {"PUT /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", -405, 0},
         {"GET / HTTP/1.1\r\n\r\n", -404, 0},
         {"GET /metricsx HTTP/1.1\r\n\r\n", -404, 0},
         {"GET /debug/state HTTP/1.1\r\n\r\n", -404, 0},
@@ -605,13 +608,23 @@ static void test_server_bounds(void **state)
     char buf[64];
     assert_int_equal(recv(t.drip_fd, buf, sizeof buf, MSG_DONTWAIT), 0); /* closed */
     close(t.drip_fd);
-    /* MON_HTTP_CONNS connections at once; the next ones are closed at accept. */
-    int fds[MON_HTTP_CONNS + 3];
-    for (int i = 0; i < MON_HTTP_CONNS + 3; i++)
+    /* MON_HTTP_CONNS_PER_PEER connections from one address at once; each one more evicts
+     * the oldest that has not sent its request. */
+    int fds[MON_HTTP_CONNS_PER_PEER + 3];
+    for (int i = 0; i < MON_HTTP_CONNS_PER_PEER + 3; i++) {
         fds[i] = client(port);
+        run_for(base, 5);
+    }
     run_for(base, 100);
     assert_true(t.errors[MON_ERR_HTTP_OVERLOAD] == 3);
-    for (int i = 0; i < MON_HTTP_CONNS + 3; i++)
+    for (int i = 0; i < MON_HTTP_CONNS_PER_PEER + 3; i++) {
+        ssize_t got = recv(fds[i], buf, sizeof buf, MSG_DONTWAIT);
+        if (i < 3)
+            assert_int_equal(got, 0); /* the oldest three: closed */
+        else
+            assert_true(got < 0 && errno == EAGAIN); /* the others: still open */
+    }
+    for (int i = 0; i < MON_HTTP_CONNS_PER_PEER + 3; i++)
         close(fds[i]);
     run_for(base, 50);
     /* Room again: a request is answered. */
