@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "scheduler/dra_templates.h"
 #include "scheduler/sched.h"
 
 struct event_base;
@@ -33,6 +34,12 @@ struct sched_daemon_options {
                                    answers only clients presenting a certificate it signed */
     const char *token_file;     /* or NULL: file holding a bearer token; the extender serves
                                    TLS and answers only "Authorization: Bearer <token>" */
+    const char *webhook_client_ca; /* or NULL: PEM CA bundle; the webhook asks clients for a
+                                      certificate and answers reviews only from one it
+                                      signed (kube-apiserver's). Required with webhook_dra. */
+    const char *record_namespace;  /* where the decision records go (records.h); NULL:
+                                      SCHED_RECORD_NAMESPACE_DEFAULT */
+    const struct sched_dra_template_options *dra; /* or NULL: the defaults */
     bool debug_state;           /* serve /debug/state[-bound] (404 otherwise) */
     bool hami_legacy_metrics;   /* /metrics adds HAMi's older camel-case names too */
 };
