@@ -1134,9 +1134,7 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
         if (sched_dra_templates_new(base, client, &dto, &d->dra, err) < 0)
             return err->code;
     }
-    /* The pods are listed once the records are in: a bound pod is charged from its
-     * record, never from its annotation alone when it has one. */
-    sched_records_load(d->records, records_loaded, d);
+
     d->retry = event_new(base, -1, 0, retry_parked, d);
     if (d->retry == NULL)
         return vg_err_set(err, -ENOMEM, "cannot create the filter retry event");
@@ -1184,6 +1182,10 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
     struct timeval second = {1, 0};
     if (d->timer == NULL || event_add(d->timer, &second) < 0)
         return vg_err_set(err, -ENOMEM, "cannot start the expiry timer");
+    /* The pods are listed once the records are in: a bound pod is charged from its
+     * record, never from its annotation alone when it has one. Last: nothing above may
+     * fail with this request in flight. */
+    sched_records_load(d->records, records_loaded, d);
     *out = vg_steal_ptr(&d);
     return 0;
 }
