@@ -98,7 +98,7 @@ struct sched_daemon {
     bool need_cert;      /* extender clients must present a certificate the CA signed */
     bool need_token;     /* extender clients must send the bearer token */
     bool debug_state;
-    bool need_webhook_cert; /* webhook clients must present a certificate the CA signed */
+    bool need_webhook_cert;          /* webhook clients must present a certificate the CA signed */
     struct sched_records *records;   /* the bound pods' decision records */
     struct sched_dra_templates *dra; /* the DRA mode's templates; NULL without it */
     char token[SCHED_TOKEN_MAX + 1];
@@ -438,8 +438,7 @@ static bool serve_health(struct sched_daemon *d, struct evhttp_request *req, con
         return true;
     }
     if (strcmp(p, "/readyz") == 0) {
-        bool ready =
-            kube_watch_synced(d->nodes) && d->pods != NULL && kube_watch_synced(d->pods);
+        bool ready = kube_watch_synced(d->nodes) && d->pods != NULL && kube_watch_synced(d->pods);
         reply(req, ready ? 200 : 503, ready ? "OK" : "Service Unavailable", "text/plain",
               ready ? "ok\n" : "waiting for the first node and pod lists\n");
         return true;

@@ -451,8 +451,7 @@ static void sweep_pods(void *arg, long status, json_t *body, const struct vg_err
             t->errors++;
             continue;
         }
-        vg_log(VG_LOG_INFO, "sweep: deleting an unused ResourceClaimTemplate", "template=%s",
-               key);
+        vg_log(VG_LOG_INFO, "sweep: deleting an unused ResourceClaimTemplate", "template=%s", key);
         free(sched_map_remove(&t->known, key));
     }
     sched_map_release(&used);
@@ -486,8 +485,7 @@ static void sweep_listed(void *arg, long status, json_t *body, const struct vg_e
     struct sched_dra_templates *t = sw->t;
     if (err->code < 0) {
         t->errors++;
-        vg_log(VG_LOG_WARN, "sweep: listing ResourceClaimTemplates failed", "err=\"%s\"",
-               err->msg);
+        vg_log(VG_LOG_WARN, "sweep: listing ResourceClaimTemplates failed", "err=\"%s\"", err->msg);
         sweep_end(sw);
         return;
     }

@@ -41,8 +41,8 @@ struct record_call {
 /* The record's name for uid; false when it would not be a valid object name. */
 static bool record_name(const char *uid, char *name, size_t size)
 {
-    return uid != NULL && uid[0] != '\0' &&
-           vg_snprintf(name, size, RECORD_PREFIX "%s", uid) >= 0 && annot_dns_subdomain(name);
+    return uid != NULL && uid[0] != '\0' && vg_snprintf(name, size, RECORD_PREFIX "%s", uid) >= 0 &&
+           annot_dns_subdomain(name);
 }
 
 int sched_records_new(struct event_base *base, struct kube_client *client,
@@ -135,8 +135,8 @@ static void list_start(struct sched_records *r)
 {
     char path[256];
     struct vg_err err = {0};
-    (void)vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps?labelSelector=%s",
-                      r->ns, RECORD_SELECTOR);
+    (void)vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps?labelSelector=%s", r->ns,
+                      RECORD_SELECTOR);
     if (kube_get(r->client, path, listed, r, &err) < 0) {
         vg_log(VG_LOG_WARN, "listing decision records failed; retrying", "err=\"%s\"", err.msg);
         list_again(r);
@@ -156,11 +156,12 @@ static void call_done(void *arg, long status, json_t *body, const struct vg_err 
     struct record_call *c = arg;
     /* A record that exists already is this pod's (its name holds the uid); one already
      * deleted is what a delete wants. */
-    bool fine = err->code == 0 || (c->write && err->code == -EEXIST) ||
-                (!c->write && status == 404);
+    bool fine =
+        err->code == 0 || (c->write && err->code == -EEXIST) || (!c->write && status == 404);
     if (!fine) {
         c->r->errors++;
-        vg_log(VG_LOG_WARN, c->write ? "writing a decision record failed" : "deleting a decision record failed",
+        vg_log(VG_LOG_WARN,
+               c->write ? "writing a decision record failed" : "deleting a decision record failed",
                "uid=%s status=%ld err=\"%s\"", c->uid, status, err->msg);
         if (c->write)
             (void)sched_record_drop(c->r->state, c->uid); /* the pod's next event tries again */
@@ -173,16 +174,15 @@ void sched_records_write(struct sched_records *r, const char *uid, const char *k
 {
     char name[256];
     if (!record_name(uid, name, sizeof name) || decision == NULL) {
-        vg_log(VG_LOG_WARN, "no decision record for a pod whose uid is not a name", "pod=%s",
-               key);
+        vg_log(VG_LOG_WARN, "no decision record for a pod whose uid is not a name", "pod=%s", key);
         return;
     }
     sched_record_put(r->state, uid, decision);
-    VG_AUTO_JSON json_t *cm = json_pack(
-        "{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s}}, s:b, s:{s:s, s:s, s:s}}", "apiVersion", "v1",
-        "kind", "ConfigMap", "metadata", "name", name, "namespace", r->ns, "labels",
-        "app.kubernetes.io/managed-by", "vgpu-scheduler", "vgpu.io/record", "decision",
-        "immutable", 1, "data", "pod", key, "uid", uid, "decision", decision);
+    VG_AUTO_JSON json_t *cm =
+        json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s}}, s:b, s:{s:s, s:s, s:s}}", "apiVersion",
+                  "v1", "kind", "ConfigMap", "metadata", "name", name, "namespace", r->ns, "labels",
+                  "app.kubernetes.io/managed-by", "vgpu-scheduler", "vgpu.io/record", "decision",
+                  "immutable", 1, "data", "pod", key, "uid", uid, "decision", decision);
     char path[256];
     (void)vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps", r->ns);
     struct record_call *c = xcalloc(1, sizeof *c);

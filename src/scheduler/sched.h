@@ -79,8 +79,8 @@ struct sched_stats {
     uint64_t nodes, nodes_with_inventory, pods_tracked, assumed, bound;
     uint64_t filters, filter_fits, filter_unschedulable, binds, bind_failures, expired;
     uint64_t bad_requests, skipped_nodes, skipped_pods, conflicts;
-    uint64_t unknown_pods;    /* filters refused: the pod is not pending in the API */
-    uint64_t namespace_bound; /* filters refused: max_assumed_per_namespace reached */
+    uint64_t unknown_pods;       /* filters refused: the pod is not pending in the API */
+    uint64_t namespace_bound;    /* filters refused: max_assumed_per_namespace reached */
     uint64_t annotation_changes; /* bound pods whose decision annotation was removed or
                                     changed: their charge stayed */
 };

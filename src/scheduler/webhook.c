@@ -214,8 +214,7 @@ static int env_rules(const struct sched_state *s, json_t *pod, const char *where
             json_array_foreach(env, j, e)
             {
                 const char *name = sched_json_str(e, "name", NULL, NULL);
-                for (size_t k = 0; name != NULL && k < sizeof device_env / sizeof *device_env;
-                     k++)
+                for (size_t k = 0; name != NULL && k < sizeof device_env / sizeof *device_env; k++)
                     if (strcmp(name, device_env[k]) == 0) {
                         (void)vg_snprintf(msg, size,
                                           "vgpu: container %.63s asks for a GPU and sets %s in "
@@ -241,8 +240,8 @@ static int env_rules(const struct sched_state *s, json_t *pod, const char *where
                 continue;
             /* Every entry of that name (valueFrom included) becomes the plain value. */
             (void)vg_snprintf(path, sizeof path, "/spec/%s/%zu/env/%zu", where, i, j);
-            json_array_append_new(ops, json_pack("{s:s, s:s, s:O}", "op", "replace", "path", path,
-                                                 "value", value));
+            json_array_append_new(
+                ops, json_pack("{s:s, s:s, s:O}", "op", "replace", "path", path, "value", value));
             found = true;
         }
         if (!found && json_is_array(env)) {

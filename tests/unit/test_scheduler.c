@@ -242,9 +242,9 @@ static void test_decision_rebuild_and_overcommit(void **unused)
 /* A bound pod "p" (uid u1) on n0 whose annotation says dec (NULL: none). */
 static void bound_pod_text(struct sched_state *s, const char *dec)
 {
-    json_t *pod = json_pack("{s:{s:s, s:s, s:s, s:{}}, s:{s:s}}", "metadata", "name", "p",
-                            "namespace", "default", "uid", "u1", "annotations", "spec",
-                            "nodeName", "n0");
+    json_t *pod =
+        json_pack("{s:{s:s, s:s, s:s, s:{}}, s:{s:s}}", "metadata", "name", "p", "namespace",
+                  "default", "uid", "u1", "annotations", "spec", "nodeName", "n0");
     if (dec != NULL)
         json_object_set_new(json_object_get(json_object_get(pod, "metadata"), "annotations"),
                             "vgpu.io/decision", json_string(dec));

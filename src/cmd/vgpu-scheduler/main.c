@@ -379,8 +379,7 @@ int main(int argc, char **argv)
     static const char *const dra_names[4] = {"--dra-max-templates-per-namespace",
                                              "--dra-max-templates", "--dra-template-sweep",
                                              "--dra-template-grace"};
-    uint32_t *dra_values[4] = {&dra.max_per_namespace, &dra.max_total, &dra.sweep_s,
-                               &dra.grace_s};
+    uint32_t *dra_values[4] = {&dra.max_per_namespace, &dra.max_total, &dra.sweep_s, &dra.grace_s};
     for (int k = 0; k < 4; k++) {
         if (dra_flags[k] == NULL)
             continue;
