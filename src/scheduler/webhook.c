@@ -175,8 +175,25 @@ static bool trusted_user(const struct sched_state *s, json_t *request)
 static const char *const device_env[] = {"NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES",
                                          "NVIDIA_MIG_MONITOR_DEVICES"};
 
-/* Whether container c asks for a GPU: any nvidia.com/ resource in its limits or requests,
- * or a DRA claim (resources.claims), whose driver's CDI spec decides its devices. */
+/* Whether a quantity is zero ("0", "0.0", "0Mi", ...): asking for none of a resource. */
+static bool quantity_zero(json_t *v)
+{
+    const char *q = json_string_value(v);
+    if (json_is_integer(v))
+        return json_integer_value(v) == 0;
+    if (q == NULL || *q != '0')
+        return false;
+    while (*q == '0' || *q == '.')
+        q++;
+    for (; *q != '\0'; q++)
+        if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z')))
+            return false;
+    return true;
+}
+
+/* Whether container c asks for a GPU: a nvidia.com/ resource other than zero in its limits
+ * or requests, or a DRA claim (resources.claims), whose driver's CDI spec decides its
+ * devices. */
 static bool container_wants_gpu(json_t *c)
 {
     json_t *res = json_object_get(c, "resources");
@@ -186,7 +203,7 @@ static bool container_wants_gpu(json_t *c)
         json_t *v;
         json_object_foreach(json_object_get(res, parts[k]), key, v)
         {
-            if (strncmp(key, "nvidia.com/", strlen("nvidia.com/")) == 0)
+            if (strncmp(key, "nvidia.com/", strlen("nvidia.com/")) == 0 && !quantity_zero(v))
                 return true;
         }
     }

@@ -317,6 +317,10 @@ class EnvAll(Webhook):
         cpu["spec"]["containers"].append({
             "name": "from-map", "image": "x",
             "envFrom": [{"configMapRef": {"name": "gpu-all"}}]})
+        cpu["spec"]["containers"].append({
+            "name": "zero-gpus", "image": "x",
+            "resources": {"limits": {"nvidia.com/gpu": "0"}},
+            "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]})
         cpu["spec"]["initContainers"] = [{"name": "init", "image": "x", "env": [
             {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]
         del cpu["spec"]["schedulerName"]
@@ -326,7 +330,7 @@ class EnvAll(Webhook):
                             if c.get("envFrom") else None)
                 for c in out["spec"]["containers"] + out["spec"]["initContainers"]]
         figure("env_all.no_gpu_containers_seeing", seen)
-        self.assertEqual(seen, ["void"] * 4)
+        self.assertEqual(seen, ["void"] * 5)
         # The env is otherwise as the author wrote it.
         self.assertEqual(out["spec"]["containers"][1]["env"][0], {"name": "A", "value": "1"})
 
