@@ -31,6 +31,8 @@
 #define TEMPLATE_PREFIX      "vgpu-"
 #define MANAGED_SELECTOR     "app.kubernetes.io%2Fmanaged-by%3Dvgpu-scheduler"
 
+struct sweep;
+
 struct known {
     int64_t used_s; /* monotonic seconds of the last admission that used it (or first sight) */
 };
@@ -41,7 +43,8 @@ struct sched_dra_templates {
     struct sched_dra_template_options opt;
     struct sched_map known; /* "ns/name" -> struct known */
     struct event *sweep_timer;
-    bool sweeping;
+    struct sweep *sweeping; /* the sweep in flight (freed with t: the client cancels its
+                               request without a callback) */
     uint64_t errors;
 };
 
@@ -382,7 +385,7 @@ struct sweep {
 
 static void sweep_end(struct sweep *sw)
 {
-    sw->t->sweeping = false;
+    sw->t->sweeping = NULL;
     json_decref(sw->items);
     json_decref(sw->namespaces);
     free(sw);
@@ -539,11 +542,11 @@ static void sweep_start(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct sched_dra_templates *t = arg;
-    if (t->sweeping)
+    if (t->sweeping != NULL)
         return;
     struct sweep *sw = xcalloc(1, sizeof *sw);
     sw->t = t;
-    t->sweeping = true;
+    t->sweeping = sw;
     struct vg_err err = {0};
     if (kube_get(t->client,
                  "/apis/resource.k8s.io/v1/resourceclaimtemplates?labelSelector=" MANAGED_SELECTOR,
@@ -580,6 +583,8 @@ void sched_dra_templates_free(struct sched_dra_templates *t)
         return;
     if (t->sweep_timer != NULL)
         event_free(t->sweep_timer);
+    if (t->sweeping != NULL)
+        sweep_end(t->sweeping);
     known_clear(&t->known);
     free(t);
 }

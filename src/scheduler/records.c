@@ -29,14 +29,41 @@ struct sched_records {
     void (*loaded)(void *arg);
     void *loaded_arg;
     uint64_t errors;
+    struct record_call *calls; /* in flight: freed with r (their requests are cancelled
+                                  with the client, which calls no callback then) */
 };
 
 /* One write or delete in flight. */
 struct record_call {
     struct sched_records *r;
+    struct record_call *prev, *next;
     char uid[128];
     bool write;
 };
+
+static struct record_call *call_new(struct sched_records *r, const char *uid, bool write)
+{
+    struct record_call *c = xcalloc(1, sizeof *c);
+    c->r = r;
+    c->write = write;
+    (void)vg_strlcpy(c->uid, uid, sizeof c->uid);
+    c->next = r->calls;
+    if (r->calls != NULL)
+        r->calls->prev = c;
+    r->calls = c;
+    return c;
+}
+
+static void call_free(struct record_call *c)
+{
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        c->r->calls = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    free(c);
+}
 
 /* The record's name for uid; false when it would not be a valid object name. */
 static bool record_name(const char *uid, char *name, size_t size)
@@ -67,6 +94,8 @@ void sched_records_free(struct sched_records *r)
         return;
     if (r->retry != NULL)
         event_free(r->retry);
+    while (r->calls != NULL)
+        call_free(r->calls);
     free(r);
 }
 
@@ -166,7 +195,7 @@ static void call_done(void *arg, long status, json_t *body, const struct vg_err 
         if (c->write)
             (void)sched_record_drop(c->r->state, c->uid); /* the pod's next event tries again */
     }
-    free(c);
+    call_free(c);
 }
 
 void sched_records_write(struct sched_records *r, const char *uid, const char *key,
@@ -185,10 +214,7 @@ void sched_records_write(struct sched_records *r, const char *uid, const char *k
                   "immutable", 1, "data", "pod", key, "uid", uid, "decision", decision);
     char path[256];
     (void)vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps", r->ns);
-    struct record_call *c = xcalloc(1, sizeof *c);
-    c->r = r;
-    c->write = true;
-    (void)vg_strlcpy(c->uid, uid, sizeof c->uid);
+    struct record_call *c = call_new(r, uid, true);
     struct vg_err err = {0};
     if (kube_post(r->client, path, cm, call_done, c, &err) < 0)
         call_done(c, 0, NULL, &err);
@@ -200,9 +226,7 @@ void sched_records_delete(struct sched_records *r, const char *uid)
     if (!record_name(uid, name, sizeof name))
         return;
     (void)vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps/%s", r->ns, name);
-    struct record_call *c = xcalloc(1, sizeof *c);
-    c->r = r;
-    (void)vg_strlcpy(c->uid, uid, sizeof c->uid);
+    struct record_call *c = call_new(r, uid, false);
     struct vg_err err = {0};
     if (kube_delete(r->client, path, call_done, c, &err) < 0)
         call_done(c, 0, NULL, &err);

@@ -12,7 +12,8 @@
  * again.
  *
  * Ownership: sched_records_new/sched_records_free; the state and the client are borrowed
- * and outlive it. */
+ * and outlive it. Free it before the client, with no loop turn between (as the daemon is):
+ * the calls in flight are freed with it, and the client cancels their requests. */
 #ifndef VGPU_SCHEDULER_RECORDS_H
 #define VGPU_SCHEDULER_RECORDS_H
 
