@@ -34,10 +34,8 @@ def pod(limits, name):
 class Webhook:
     def __init__(self, binary, extra):
         self.dir = tempfile.mkdtemp(prefix="vgpu-drawebhook-bench-")
-        cert, key = os.path.join(self.dir, "tls.crt"), os.path.join(self.dir, "tls.key")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
-                        "1", "-subj", "/CN=vgpu-scheduler", "-keyout", key, "-out", cert],
-                       check=True, capture_output=True)
+        pki = H.make_pki(self.dir)  # the bench plays kube-apiserver, with its certificate
+        cert, key = pki["cert"], pki["key"]
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -45,10 +43,12 @@ class Webhook:
         nodes = [H.node_object("node-%02d" % i, 2) for i in range(2)]
         self.cluster = H.Cluster(binary, nodes, extra_args=[
             "--webhook-listen", "127.0.0.1:%d" % port, "--tls-cert", cert, "--tls-key", key,
-            "--log-level", "error"] + extra)
+            "--log-level", "error", "--webhook-client-ca", pki["ca"]] + extra,
+            namespaces=["default", "vgpu-system"])
         self.cluster.wait_ready()
         ctx = ssl.create_default_context(cafile=cert)
         ctx.check_hostname = False
+        ctx.load_cert_chain(pki["client"], pki["client_key"])
         self.conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=30)
         self.conn.connect()
         # Headers and body leave in two writes: without this, Nagle and the server's
@@ -89,16 +89,17 @@ def main():
     rows.append(("classic mode, HAMi pod (no API call)",
                  [classic.admit(pod({"nvidia.com/gpumem": "4000"}, "c")) for _ in range(n)]))
     classic.stop()
-    dra = Webhook(binary, ["--webhook-dra"])
+    # No template bound: the last row makes n templates in one namespace.
+    dra = Webhook(binary, ["--webhook-dra", "--dra-max-templates-per-namespace", "0"])
     for _ in range(20):
         dra.admit(pod({"cpu": "1"}, "warm"))
     rows.append(("DRA mode, pod without GPUs (no API call)",
                  [dra.admit(pod({"cpu": "1"}, "c")) for _ in range(n)]))
     dra.admit(pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000"}, "first"))
-    rows.append(("DRA mode, template exists (POST 409 + GET)",
+    rows.append(("DRA mode, template exists (GET namespace, POST 409 + GET)",
                  [dra.admit(pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000"}, "e"))
                   for _ in range(n)]))
-    rows.append(("DRA mode, new template (POST 201)",
+    rows.append(("DRA mode, new template (GET namespace, POST 201)",
                  [dra.admit(pod({"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(1000 + i)},
                                 "n")) for i in range(n)]))
     rss = dra.rss_kib()

@@ -15,6 +15,8 @@
  *                                                  preconditions (409), spec.nodeName and
  *                                                  its annotations are set in one write
  *                                                  (409 if already bound)
+ *   GET/POST/DELETE /api/v1/namespaces/NS/configmaps[/N]  vgpu-scheduler's decision
+ *                                                  records: an empty list, writes taken
  *
  * Nodes carry a vgpu.io/gpus inventory (docs/protocol.md) of G GPUs with 81559 MiB and
  * 10 slots each; pods are pending "default/b-NNNNN" pods asking for one GPU, 10000 MiB
@@ -64,7 +66,7 @@ struct stub {
     struct event_rec *events;
     size_t nevents;
     struct watcher *watchers;
-    unsigned long long patches, binds, conflicts;
+    unsigned long long patches, binds, conflicts, records;
 };
 
 static void reply_json(struct evhttp_request *req, int code, const char *reason, json_t *body)
@@ -352,6 +354,22 @@ static void handle(struct evhttp_request *req, void *arg)
             reply_status(req, 405, "MethodNotAllowed", "not served by kube_stub");
         }
         json_decref(body);
+    } else if (sscanf(path, "/api/v1/namespaces/%127[^/]/configmaps%31s", ns, sub) >= 1) {
+        /* vgpu-scheduler's decision records: none at start, each write taken (counted), as
+         * kube-apiserver would; the stub keeps no copy. */
+        if (method == EVHTTP_REQ_GET) {
+            json_t *list = json_pack("{s:s, s:s, s:{}, s:[]}", "kind", "ConfigMapList",
+                                     "apiVersion", "v1", "metadata", "items");
+            reply_json(req, 200, "OK", list);
+            json_decref(list);
+        } else if (method == EVHTTP_REQ_POST || method == EVHTTP_REQ_DELETE) {
+            json_t *body = method == EVHTTP_REQ_POST ? read_body(req) : json_object();
+            s->records++;
+            reply_json(req, method == EVHTTP_REQ_POST ? 201 : 200, "OK", body);
+            json_decref(body);
+        } else {
+            reply_status(req, 405, "MethodNotAllowed", "not served by kube_stub");
+        }
     } else {
         reply_status(req, 404, "NotFound", "not served by kube_stub");
     }
@@ -452,8 +470,8 @@ int main(int argc, char **argv)
     event_add(sigterm, NULL);
     event_add(sigint, NULL);
     event_base_dispatch(s.base);
-    fprintf(stderr, "kube_stub: %llu patches, %llu bindings, %llu conflicts\n", s.patches, s.binds,
-            s.conflicts);
+    fprintf(stderr, "kube_stub: %llu patches, %llu bindings, %llu conflicts, %llu record writes\n",
+            s.patches, s.binds, s.conflicts, s.records);
     event_free(sigterm);
     event_free(sigint);
     evhttp_free(http);

@@ -10,6 +10,13 @@ daemons use, with the wire formats of the real kube-apiserver:
              chunked stream, one JSON event per line: {"type": ADDED|MODIFIED|DELETED|
              BOOKMARK|ERROR, "object": {...}}; a compacted RV gets an ERROR event with
              a 410 "Expired" Status (or HTTP 410 with --watch-410-http)
+  (configmaps like pods: /api/v1/namespaces/NS/configmaps[/N]; GET/POST/PATCH/DELETE. A
+         ConfigMap with "immutable": true refuses changes to data, binaryData and immutable
+         (422), as kube-apiserver does)
+  GET    /api/v1/namespaces, /api/v1/namespaces/NS  (Namespace objects from the fixture;
+         POST /api/v1/namespaces creates one. NamespaceLifecycle: once the store holds any
+         Namespace, creating a namespaced object in a namespace it lacks is 404
+         'namespaces "NS" not found', and in one with status.phase Terminating 403)
   GET    /api/v1/nodes/N, /api/v1/namespaces/NS/pods/P
   POST   /api/v1/nodes, /api/v1/namespaces/NS/pods, .../NS/events     create (409 if exists)
   PATCH  the object paths: application/merge-patch+json and
@@ -107,12 +114,13 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
-KINDS = {"nodes": "Node", "pods": "Pod", "events": "Event"}
+KINDS = {"nodes": "Node", "pods": "Pod", "events": "Event", "configmaps": "ConfigMap",
+         "namespaces": "Namespace"}
 DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"
 DRA_KINDS = {"resourceslices": "ResourceSlice", "deviceclasses": "DeviceClass",
              "resourceclaims": "ResourceClaim", "resourceclaimtemplates": "ResourceClaimTemplate"}
 ALL_KINDS = dict(KINDS, **DRA_KINDS)
-NAMESPACED = {"pods", "events", "resourceclaims", "resourceclaimtemplates"}
+NAMESPACED = {"pods", "events", "configmaps", "resourceclaims", "resourceclaimtemplates"}
 
 
 def api_version(kind):
@@ -373,6 +381,18 @@ class Store:
                                "%s" % (obj.get("metadata", {}).get("name", ""),
                                        ", ".join(errs)))
 
+    def check_namespace(self, kind, meta):
+        """kube-apiserver's NamespaceLifecycle admission, once namespaces are modelled."""
+        if kind not in NAMESPACED or not self.objects["namespaces"]:
+            return
+        ns = meta.get("namespace", "default")
+        obj = self.objects["namespaces"].get(ns)
+        if obj is None:
+            raise ApiError(404, "NotFound", 'namespaces "%s" not found' % ns)
+        if (obj.get("status") or {}).get("phase") == "Terminating":
+            raise ApiError(403, "Forbidden", 'unable to create new content in namespace %s '
+                           "because it is being terminated" % ns)
+
     def create(self, kind, obj, record=True):
         with self.cond:
             meta = obj.setdefault("metadata", {})
@@ -383,6 +403,10 @@ class Store:
                 raise ApiError(422, "Invalid", "metadata.name: Required value")
             if kind in NAMESPACED:
                 meta.setdefault("namespace", "default")
+                if record:
+                    self.check_namespace(kind, meta)
+            if kind == "namespaces":
+                obj.setdefault("status", {}).setdefault("phase", "Active")
             if kind in DRA_KINDS:
                 obj["apiVersion"], obj["kind"] = api_version(kind), DRA_KINDS[kind]
                 meta["generation"] = 1
@@ -416,6 +440,11 @@ class Store:
                                "modified; please apply your changes to the latest version and "
                                "try again" % (kind, key.split("/")[-1]))
             new = merge_patch(copy.deepcopy(old), patch)
+            if kind == "configmaps" and old.get("immutable") is True and any(
+                    old.get(f) != new.get(f) for f in ("data", "binaryData", "immutable")):
+                raise ApiError(422, "Invalid", 'ConfigMap "%s" is invalid: data: Forbidden: '
+                               "field is immutable when `immutable` is set"
+                               % key.split("/")[-1])
             new.setdefault("metadata", {})
             for fixed in ("name", "namespace", "uid"):
                 if fixed in old["metadata"]:
@@ -676,9 +705,12 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             rest = parts[2:]
             namespace = None
-            if len(rest) >= 2 and rest[0] == "namespaces":
+            if len(rest) == 2 and rest[0] == "namespaces":
+                rest = ["namespaces", rest[1]]  # the Namespace object itself
+            elif len(rest) >= 2 and rest[0] == "namespaces":
                 namespace, rest = rest[1], rest[2:]
-            if not rest or rest[0] not in KINDS or (rest[0] == "nodes" and namespace):
+            if not rest or rest[0] not in KINDS or \
+                    (rest[0] in ("nodes", "namespaces") and namespace):
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             kind = rest[0]
             if len(rest) == 1:
@@ -695,7 +727,7 @@ class Handler(BaseHTTPRequestHandler):
                     return self.send_json(201, store.create(kind, obj))
                 raise ApiError(405, "MethodNotAllowed", "method not allowed")
             name = rest[1]
-            key = "%s/%s" % (namespace or "default", name) if kind in ("pods", "events") else name
+            key = "%s/%s" % (namespace or "default", name) if kind in NAMESPACED else name
             if len(rest) == 3 and kind == "pods" and rest[2] == "binding" and method == "POST":
                 store.bind(namespace or "default", name, self.read_body())
                 return self.send_json(201, status_body(201, "", "", status="Success"))
@@ -843,7 +875,9 @@ class Handler(BaseHTTPRequestHandler):
         if parts[:3] == ["apis", DRA_GROUP, DRA_VERSION]:
             rest = parts[3:]
         namespace = None
-        if len(rest) >= 2 and rest[0] == "namespaces":
+        if len(rest) == 2 and rest[0] == "namespaces":
+            pass  # GET /api/v1/namespaces/NS: resource namespaces, name NS
+        elif len(rest) >= 2 and rest[0] == "namespaces":
             namespace, rest = rest[1], rest[2:]
         resource = rest[0] if rest else ""
         name = rest[1] if len(rest) >= 2 else ""

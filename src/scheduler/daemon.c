@@ -37,12 +37,16 @@
 #include "connguard/connguard.h"
 #include "kube/kube.h"
 #include "scheduler/auth.h"
+#include "scheduler/dra_templates.h"
 #include "scheduler/pod.h"
+#include "scheduler/records.h"
 #include "scheduler/view.h"
 
 /* The dashboard page, compiled in from src/scheduler/ui/index.html (cmake/embed.cmake). */
 extern const unsigned char sched_ui_page[];
 extern const size_t sched_ui_page_len;
+
+#define POD_KEY_MAX 512 /* "namespace/name" */
 
 /* ---- metrics ------------------------------------------------------------------------ */
 
@@ -111,6 +115,9 @@ struct sched_daemon {
     bool need_cert;      /* extender clients must present a certificate the CA signed */
     bool need_token;     /* extender clients must send the bearer token */
     bool debug_state;
+    bool need_webhook_cert;          /* webhook clients must present a certificate the CA signed */
+    struct sched_records *records;   /* the bound pods' decision records */
+    struct sched_dra_templates *dra; /* the DRA mode's templates; NULL without it */
     char token[SCHED_TOKEN_MAX + 1];
     size_t token_len;
     struct parked_filter *parked;
@@ -254,8 +261,12 @@ static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
                         (unsigned long long)st.skipped_pods);
     evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"conflict\"} %llu\n",
                         (unsigned long long)st.conflicts);
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"api\"} %llu\n",
-                        (unsigned long long)d->api_errors);
+    evbuffer_add_printf(
+        b, "vgpu_scheduler_errors_total{kind=\"api\"} %llu\n",
+        (unsigned long long)(d->api_errors + sched_records_errors(d->records) +
+                             (d->dra != NULL ? sched_dra_templates_errors(d->dra) : 0)));
+    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"annotation_changed\"} %llu\n",
+                        (unsigned long long)st.annotation_changes);
     evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"unauthorized\"} %llu\n",
                         (unsigned long long)d->unauthorized);
     evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"unknown_pod\"} %llu\n",
@@ -419,6 +430,13 @@ static void bound(void *arg, long status, json_t *body, const struct vg_err *err
         return;
     }
     vg_log(VG_LOG_DEBUG, "bound", "pod=%s/%s node=%s", bc->b.ns, bc->b.name, bc->b.node);
+    if (bc->b.decision != NULL && bc->b.uid[0] != '\0') {
+        /* The record a pod author cannot edit, at once: the watch would write it too, but
+         * only once it shows the pod bound. */
+        char key[POD_KEY_MAX];
+        (void)vg_snprintf(key, sizeof key, "%s/%s", bc->b.ns, bc->b.name);
+        sched_records_write(bc->d->records, bc->b.uid, key, bc->b.decision);
+    }
     bind_reply(bc, NULL, SCHED_BIND_OK);
 }
 
@@ -478,7 +496,7 @@ static bool serve_health(struct sched_daemon *d, struct evhttp_request *req, con
         return true;
     }
     if (strcmp(p, "/readyz") == 0) {
-        bool ready = kube_watch_synced(d->nodes) && kube_watch_synced(d->pods);
+        bool ready = kube_watch_synced(d->nodes) && d->pods != NULL && kube_watch_synced(d->pods);
         reply(req, ready ? 200 : 503, ready ? "OK" : "Service Unavailable", "text/plain",
               ready ? "ok\n" : "waiting for the first node and pod lists\n");
         return true;
@@ -796,172 +814,44 @@ static void handle_extender(struct evhttp_request *req, void *arg)
 
 /* ---- the webhook's DRA mode: creating the templates its claims name ---------------- */
 
-/* How long the webhook waits for the API before it refuses the pod: well inside the
- * webhook's timeoutSeconds (10 in deploy/), so the refusal carries vgpu's message. */
-#define ADMIT_API_TIMEOUT_MS 5000
-
-struct admit_call {
+/* A review waiting for its templates (dra_templates.c answers it once). */
+struct admit_wait {
     struct sched_daemon *d;
-    struct evhttp_request *req; /* NULL once answered: a late API answer only frees */
-    char *out;                  /* the answer to send once every template exists */
+    struct evhttp_request *req;
+    char *out; /* the answer to send once every template exists */
     char *uid;
-    json_t *templates;
-    size_t next; /* templates[next] is being created, or read back after a 409 */
-    struct event *timer;
     double t0;
 };
 
-static void admit_call_free(struct admit_call *ac)
+static void admit_done(void *arg, const char *refusal)
 {
-    if (ac->timer != NULL)
-        event_free(ac->timer);
-    json_decref(ac->templates);
-    free(ac->out);
-    free(ac->uid);
-    free(ac);
-}
-
-/* Answers the review: ac->out, or a refusal with message. */
-static void admit_answer(struct admit_call *ac, const char *message)
-{
-    if (ac->req == NULL)
-        return;
-    if (message != NULL) {
-        VG_AUTO_FREE char *refused = sched_admit_refusal(ac->uid, message);
-        reply(ac->req, 200, "OK", "application/json", refused);
+    struct admit_wait *w = arg;
+    if (refusal != NULL) {
+        VG_AUTO_FREE char *refused = sched_admit_refusal(w->uid, refusal);
+        reply(w->req, 200, "OK", "application/json", refused);
     } else {
-        reply(ac->req, 200, "OK", "application/json", ac->out);
+        reply(w->req, 200, "OK", "application/json", w->out);
     }
-    ac->req = NULL;
-    hist_observe(&ac->d->latency[VERB_WEBHOOK], mono_s() - ac->t0);
-}
-
-static void admit_timeout(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    struct admit_call *ac = arg;
-    ac->d->api_errors++;
-    vg_log(VG_LOG_WARN, "webhook template timeout", "uid=%s", ac->uid);
-    admit_answer(ac, "vgpu: the Kubernetes API did not answer in time while vgpu created the "
-                     "pod's ResourceClaimTemplate; try again");
-}
-
-static void admit_step(struct admit_call *ac);
-
-static void admit_fail(struct admit_call *ac, const char *what, const struct vg_err *err)
-{
-    json_t *t = json_array_get(ac->templates, ac->next);
-    char msg[VG_ERR_MSG_MAX + 256];
-    (void)vg_snprintf(msg, sizeof msg, "vgpu: %s ResourceClaimTemplate %s/%s failed: %s", what,
-                      sched_json_str(t, "metadata", "namespace", NULL),
-                      sched_json_str(t, "metadata", "name", NULL), err->msg);
-    ac->d->api_errors++;
-    vg_log(VG_LOG_WARN, "webhook template failed", "uid=%s err=\"%s\"", ac->uid, msg);
-    admit_answer(ac, msg);
-    admit_call_free(ac);
-}
-
-/* The template read back after a 409: it must ask for what this pod's claim needs. */
-static void admit_read(void *arg, long status, json_t *body, const struct vg_err *err)
-{
-    (void)status;
-    struct admit_call *ac = arg;
-    if (ac->req == NULL) {
-        admit_call_free(ac);
-        return;
-    }
-    if (err->code < 0) {
-        admit_fail(ac, "reading the existing", err);
-        return;
-    }
-    json_t *t = json_array_get(ac->templates, ac->next);
-    if (!sched_dra_template_same(t, body)) {
-        char msg[512];
-        (void)vg_snprintf(msg, sizeof msg,
-                          "vgpu: ResourceClaimTemplate %s/%s exists but asks for something else "
-                          "than vgpu's template of that name; delete it (vgpu creates it again) "
-                          "or rename it",
-                          sched_json_str(t, "metadata", "namespace", NULL),
-                          sched_json_str(t, "metadata", "name", NULL));
-        ac->d->api_errors++;
-        admit_answer(ac, msg);
-        admit_call_free(ac);
-        return;
-    }
-    ac->next++;
-    admit_step(ac);
-}
-
-static void admit_created(void *arg, long status, json_t *body, const struct vg_err *err)
-{
-    (void)status;
-    (void)body;
-    struct admit_call *ac = arg;
-    if (ac->req == NULL) {
-        admit_call_free(ac);
-        return;
-    }
-    if (err->code == -EEXIST) {
-        json_t *t = json_array_get(ac->templates, ac->next);
-        char path[512];
-        struct vg_err gerr = {0};
-        if (vg_snprintf(path, sizeof path,
-                        "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaimtemplates/%s",
-                        sched_json_str(t, "metadata", "namespace", NULL),
-                        sched_json_str(t, "metadata", "name", NULL)) < 0 ||
-            kube_get(ac->d->client, path, admit_read, ac, &gerr) < 0)
-            admit_fail(ac, "reading the existing", &gerr);
-        return;
-    }
-    if (err->code < 0) {
-        admit_fail(ac, "creating", err);
-        return;
-    }
-    ac->next++;
-    admit_step(ac);
-}
-
-/* Creates templates[next], or answers once all exist. */
-static void admit_step(struct admit_call *ac)
-{
-    json_t *t = json_array_get(ac->templates, ac->next);
-    if (t == NULL) {
-        admit_answer(ac, NULL);
-        admit_call_free(ac);
-        return;
-    }
-    char path[256];
-    struct vg_err err = {0};
-    if (vg_snprintf(path, sizeof path,
-                    "/apis/resource.k8s.io/v1/namespaces/%s/resourceclaimtemplates",
-                    sched_json_str(t, "metadata", "namespace", NULL)) < 0) {
-        vg_err_set(&err, -ENAMETOOLONG, "namespace too long");
-        admit_fail(ac, "creating", &err);
-        return;
-    }
-    if (kube_post(ac->d->client, path, t, admit_created, ac, &err) < 0)
-        admit_fail(ac, "creating", &err);
+    hist_observe(&w->d->latency[VERB_WEBHOOK], mono_s() - w->t0);
+    free(w->out);
+    free(w->uid);
+    free(w);
 }
 
 /* Takes out and templates: creates the templates, then answers. */
 static void admit_with_templates(struct sched_daemon *d, struct evhttp_request *req, char *out,
                                  json_t *templates, double t0)
 {
-    struct admit_call *ac = xcalloc(1, sizeof *ac);
-    ac->d = d;
-    ac->req = req;
-    ac->out = out;
-    ac->templates = templates;
-    ac->t0 = t0;
+    struct admit_wait *w = xcalloc(1, sizeof *w);
+    w->d = d;
+    w->req = req;
+    w->out = out;
+    w->t0 = t0;
     VG_AUTO_JSON json_t *answer = json_loads(out, 0, NULL);
     const char *uid = sched_json_str(answer, "response", "uid", NULL);
-    ac->uid = xstrdup(uid != NULL ? uid : "");
-    ac->timer = evtimer_new(d->base, admit_timeout, ac);
-    struct timeval tv = {ADMIT_API_TIMEOUT_MS / 1000, (ADMIT_API_TIMEOUT_MS % 1000) * 1000};
-    if (ac->timer != NULL)
-        evtimer_add(ac->timer, &tv);
-    admit_step(ac);
+    w->uid = xstrdup(uid != NULL ? uid : "");
+    sched_dra_templates_ensure(d->dra, templates, admit_done, w);
+    json_decref(templates);
 }
 
 /* The webhook's HTTPS address: the admission review and health, nothing else. */
@@ -980,6 +870,19 @@ static void handle_webhook(struct evhttp_request *req, void *arg)
     if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
         reply(req, 405, "Method Not Allowed", "text/plain", "POST only\n");
         return;
+    }
+    if (d->need_webhook_cert) {
+        /* Only kube-apiserver, with the client certificate its AdmissionConfiguration
+         * names, may have reviews acted on (the DRA mode writes with vgpu's credentials). */
+        SSL *ssl = request_ssl(req);
+        if (ssl == NULL || SSL_get0_peer_certificate(ssl) == NULL ||
+            SSL_get_verify_result(ssl) != X509_V_OK) {
+            d->unauthorized++;
+            reply(req, 401, "Unauthorized", "text/plain",
+                  "a client certificate signed by the --webhook-client-ca authority is "
+                  "required\n");
+            return;
+        }
     }
     size_t len;
     const char *body = request_body(req, &len);
@@ -1018,12 +921,39 @@ static void nodes_event(void *arg, enum kube_event_type type, json_t *obj)
         sched_node_update(d->state, obj);
 }
 
+/* A pod the watch showed: its record is written when it holds GPUs without one, and
+ * deleted once it finished. */
+static void pod_record(struct sched_daemon *d, json_t *pod)
+{
+    const char *uid = NULL;
+    const char *decision = sched_record_wanted(d->state, pod, &uid);
+    if (decision != NULL) {
+        char key[POD_KEY_MAX];
+        if (sched_pod_key(pod, key, sizeof key, &(struct vg_err){0}) == 0)
+            sched_records_write(d->records, uid, key, decision);
+        return;
+    }
+    const char *phase = sched_json_str(pod, "status", "phase", NULL);
+    if (phase != NULL && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0) &&
+        sched_record_drop(d->state, uid))
+        sched_records_delete(d->records, uid);
+}
+
+static void record_gone(void *arg, const char *uid)
+{
+    sched_records_delete(arg, uid);
+}
+
 static void pods_resync(void *arg, json_t *items, const char *rv)
 {
     struct sched_daemon *d = arg;
     double t0 = mono_s();
     sched_pods_resync(d->state, items);
     sched_pending_resync(d->state, items);
+    sched_records_prune(d->state, items, record_gone, d->records);
+    size_t i;
+    json_t *pod;
+    json_array_foreach(items, i, pod) pod_record(d, pod);
     pods_moved(d);
     vg_log(VG_LOG_INFO, "pods listed", "count=%zu rv=%s seconds=%.3f", json_array_size(items), rv,
            mono_s() - t0);
@@ -1035,9 +965,13 @@ static void pods_event(void *arg, enum kube_event_type type, json_t *obj)
     if (type == KUBE_EVENT_DELETED) {
         sched_pod_delete(d->state, obj);
         sched_pending_delete(d->state, obj);
+        const char *uid = sched_json_str(obj, "metadata", "uid", NULL);
+        if (sched_record_drop(d->state, uid))
+            sched_records_delete(d->records, uid);
     } else {
         sched_pod_update(d->state, obj);
         sched_pending_update(d->state, obj);
+        pod_record(d, obj);
     }
     pods_moved(d);
 }
@@ -1280,6 +1214,16 @@ static int listen_on(struct evhttp *http, struct guarded *gd, const char *addr,
 
 /* ---- the daemon --------------------------------------------------------------------- */
 
+static void records_loaded(void *arg)
+{
+    struct sched_daemon *d = arg;
+    struct kube_watch_callbacks pcb = {pods_resync, pods_event, watch_error};
+    struct kube_watch_options popt = {.path = "/api/v1/pods", .seed = 2};
+    struct vg_err err = {0};
+    if (kube_watch_new(d->client, &popt, &pcb, d, &d->pods, &err) < 0)
+        vg_log(VG_LOG_ERROR, "cannot watch pods", "err=\"%s\"", err.msg);
+}
+
 VG_DEFINE_AUTO(daemon_freep, struct sched_daemon, sched_daemon_free)
 
 int sched_daemon_new(struct event_base *base, struct kube_client *client,
@@ -1314,12 +1258,28 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
     if (sched_state_new(&so, &d->state, err) < 0)
         return err->code;
     struct kube_watch_callbacks ncb = {nodes_resync, nodes_event, watch_error};
-    struct kube_watch_callbacks pcb = {pods_resync, pods_event, watch_error};
     struct kube_watch_options nopt = {.path = "/api/v1/nodes", .seed = 1};
-    struct kube_watch_options popt = {.path = "/api/v1/pods", .seed = 2};
-    if (kube_watch_new(client, &nopt, &ncb, d, &d->nodes, err) < 0 ||
-        kube_watch_new(client, &popt, &pcb, d, &d->pods, err) < 0)
+    if (kube_watch_new(client, &nopt, &ncb, d, &d->nodes, err) < 0)
         return err->code;
+    if (sched_records_new(base, client, d->state,
+                          o->record_namespace != NULL ? o->record_namespace
+                                                      : SCHED_RECORD_NAMESPACE_DEFAULT,
+                          &d->records, err) < 0)
+        return err->code;
+    if (sched->webhook_dra) {
+        if (o->webhook_client_ca == NULL)
+            return vg_err_set(err, -EPERM,
+                              "--webhook-dra creates objects with vgpu-scheduler's credentials: "
+                              "it needs --webhook-client-ca, so that only kube-apiserver's "
+                              "reviews are acted on (docs/scheduler.md, \"Admission webhook\")");
+        struct sched_dra_template_options dto;
+        sched_dra_template_options_default(&dto);
+        if (o->dra != NULL)
+            dto = *o->dra;
+        if (sched_dra_templates_new(base, client, &dto, &d->dra, err) < 0)
+            return err->code;
+    }
+
     d->retry = event_new(base, -1, 0, retry_parked, d);
     if (d->retry == NULL)
         return vg_err_set(err, -ENOMEM, "cannot create the filter retry event");
@@ -1351,9 +1311,10 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
                           "give --tls-cert and --tls-key with --client-ca or --token-file",
                           o->listen);
     if (o->webhook_listen != NULL) {
-        d->ssl = server_ctx(o->tls_cert, o->tls_key, NULL, "webhook", err);
+        d->ssl = server_ctx(o->tls_cert, o->tls_key, o->webhook_client_ca, "webhook", err);
         if (d->ssl == NULL)
             return err->code;
+        d->need_webhook_cert = o->webhook_client_ca != NULL;
         d->https = evhttp_new(base);
         if (d->https == NULL)
             return vg_err_set(err, -ENOMEM, "cannot create the HTTPS server");
@@ -1373,6 +1334,10 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
     struct timeval second = {1, 0};
     if (d->timer == NULL || event_add(d->timer, &second) < 0)
         return vg_err_set(err, -ENOMEM, "cannot start the expiry timer");
+    /* The pods are listed once the records are in: a bound pod is charged from its
+     * record, never from its annotation alone when it has one. Last: nothing above may
+     * fail with this request in flight. */
+    sched_records_load(d->records, records_loaded, d);
     *out = vg_steal_ptr(&d);
     return 0;
 }
@@ -1405,6 +1370,8 @@ void sched_daemon_free(struct sched_daemon *d)
     OPENSSL_cleanse(d->token, sizeof d->token);
     kube_watch_free(d->nodes);
     kube_watch_free(d->pods);
+    sched_records_free(d->records);
+    sched_dra_templates_free(d->dra);
     sched_state_free(d->state);
     free(d);
 }

@@ -16,25 +16,32 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "scheduler/dra_templates.h"
 #include "scheduler/sched.h"
 
 struct event_base;
 struct kube_client;
 
 struct sched_daemon_options {
-    const char *listen;         /* extender "ADDR:PORT"; empty ADDR = 0.0.0.0, port 0 picks
-                                   a free one. An address other than loopback needs TLS
-                                   and client authentication (client_ca or token_file). */
-    const char *port_file;      /* or NULL: the extender's port is written here */
-    const char *webhook_listen; /* or NULL: no HTTPS webhook server */
-    const char *tls_cert;       /* PEM certificate chain and key: the webhook's, and the */
-    const char *tls_key;        /* extender's when client_ca or token_file is set */
-    const char *client_ca;      /* or NULL: PEM CA bundle; the extender serves TLS and
-                                   answers only clients presenting a certificate it signed */
-    const char *token_file;     /* or NULL: file holding a bearer token; the extender serves
-                                   TLS and answers only "Authorization: Bearer <token>" */
-    bool debug_state;           /* serve /debug/state[-bound] (404 otherwise) */
-    bool hami_legacy_metrics;   /* /metrics adds HAMi's older camel-case names too */
+    const char *listen;            /* extender "ADDR:PORT"; empty ADDR = 0.0.0.0, port 0 picks
+                                      a free one. An address other than loopback needs TLS
+                                      and client authentication (client_ca or token_file). */
+    const char *port_file;         /* or NULL: the extender's port is written here */
+    const char *webhook_listen;    /* or NULL: no HTTPS webhook server */
+    const char *tls_cert;          /* PEM certificate chain and key: the webhook's, and the */
+    const char *tls_key;           /* extender's when client_ca or token_file is set */
+    const char *client_ca;         /* or NULL: PEM CA bundle; the extender serves TLS and
+                                      answers only clients presenting a certificate it signed */
+    const char *token_file;        /* or NULL: file holding a bearer token; the extender serves
+                                      TLS and answers only "Authorization: Bearer <token>" */
+    const char *webhook_client_ca; /* or NULL: PEM CA bundle; the webhook asks clients for a
+                                      certificate and answers reviews only from one it
+                                      signed (kube-apiserver's). Required with webhook_dra. */
+    const char *record_namespace;  /* where the decision records go (records.h); NULL:
+                                      SCHED_RECORD_NAMESPACE_DEFAULT */
+    const struct sched_dra_template_options *dra; /* or NULL: the defaults */
+    bool debug_state;                             /* serve /debug/state[-bound] (404 otherwise) */
+    bool hami_legacy_metrics; /* /metrics adds HAMi's older camel-case names too */
 };
 
 struct sched_daemon;

@@ -122,6 +122,7 @@ struct sched_state {
     size_t scan_offers_cap;
     struct sched_map node_index; /* name -> index + 1 */
     struct sched_map pods;       /* "ns/name" -> struct sched_pod */
+    struct sched_map records;    /* pod uid -> its recorded decision text (owned) */
     struct sched_map pending;    /* "ns/name" -> its uid (owned): pods waiting for a node */
     struct sched_map ns_assumed; /* namespace -> outstanding assumptions, an upper bound */
     struct sched_map verdicts;   /* "ns/name" -> struct sched_verdict (view.c) */

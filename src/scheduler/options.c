@@ -7,6 +7,7 @@
 
 #include "base/auto_json.h"
 #include "base/mem.h"
+#include "base/str.h"
 
 void sched_options_default(struct sched_options *o)
 {
@@ -21,6 +22,25 @@ void sched_options_default(struct sched_options *o)
     o->scheduler_name = "vgpu-scheduler";
     o->require_pending = false;
     o->max_assumed_per_namespace = SCHED_MAX_ASSUMED_PER_NAMESPACE;
+    o->overwrite_env = true;
+    (void)vg_strlcpy(o->webhook_trusted_users, SCHED_TRUSTED_USERS_DEFAULT,
+                     sizeof o->webhook_trusted_users);
+}
+
+int sched_options_trusted_users(struct sched_options *o, const char *list, struct vg_err *err)
+{
+    /* Usernames hold no comma or whitespace (service accounts are
+     * system:serviceaccount:NS:NAME); an empty list trusts nobody. */
+    for (const char *c = list; *c != '\0'; c++)
+        if ((unsigned char)*c <= ' ' || (unsigned char)*c >= 0x7f)
+            return vg_err_set(err, -EINVAL,
+                              "trusted users: '%.64s' holds a space or a control character; "
+                              "give usernames separated by commas",
+                              list);
+    if (vg_strlcpy(o->webhook_trusted_users, list, sizeof o->webhook_trusted_users) < 0)
+        return vg_err_set(err, -EINVAL, "trusted users: longer than %zu bytes",
+                          sizeof o->webhook_trusted_users - 1);
+    return 0;
 }
 
 int sched_options_load_file(const char *file, struct sched_options *o, char **name_store,
@@ -69,6 +89,11 @@ int sched_options_load_file(const char *file, struct sched_options *o, char **na
             o->max_assumed_per_namespace = (uint32_t)json_integer_value(v);
         } else if (strcmp(key, "webhookDRA") == 0 && json_is_boolean(v)) {
             o->webhook_dra = json_is_true(v);
+        } else if (strcmp(key, "overwriteEnv") == 0 && json_is_boolean(v)) {
+            o->overwrite_env = json_is_true(v);
+        } else if (strcmp(key, "webhookTrustedUsers") == 0 && json_is_string(v)) {
+            if (sched_options_trusted_users(o, json_string_value(v), err) < 0)
+                return vg_err_wrap(err, "%s: webhookTrustedUsers", file);
         } else if (strcmp(key, "schedulerName") == 0 && json_is_string(v)) {
             *name_store = xstrdup(json_string_value(v));
             o->scheduler_name = *name_store;

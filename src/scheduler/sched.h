@@ -48,11 +48,26 @@ struct sched_options {
     /* The webhook's DRA mode (--webhook-dra, config webhookDRA): HAMi's GPU resources
      * become ResourceClaims of vgpu's DRA classes (docs/dra.md). Off by default. */
     bool webhook_dra;
+    /* The webhook gives containers that ask for no GPU NVIDIA_VISIBLE_DEVICES=void, so
+     * that NVIDIA's container runtime mounts them none whatever their environment says
+     * (HAMi's overwriteEnv; --overwrite-env, config overwriteEnv). On by default. */
+    bool overwrite_env;
+    /* Users (AdmissionReview request.userInfo.username), comma-separated, whose UPDATEs
+     * may change or remove vgpu's own vgpu.io/ annotations: vgpu's service accounts
+     * (--webhook-trusted-users, config webhookTrustedUsers). */
+    char webhook_trusted_users[1024];
 };
+
+#define SCHED_TRUSTED_USERS_DEFAULT                                                                \
+    "system:serviceaccount:vgpu-system:vgpu-scheduler,"                                            \
+    "system:serviceaccount:vgpu-system:vgpu-device-plugin"
 
 #define SCHED_MAX_ASSUMED_PER_NAMESPACE 256
 
 void sched_options_default(struct sched_options *o);
+/* Sets webhook_trusted_users from a comma-separated list; -EINVAL for one too long or
+ * holding whitespace or control characters. */
+int sched_options_trusted_users(struct sched_options *o, const char *list, struct vg_err *err);
 /* Settings from a JSON file ({"policy": "binpack", ...}; docs/scheduler.md lists the
  * keys) over o. A file that is not a JSON object, an unknown key, a value of the wrong
  * type or out of range is -EINVAL naming the file and the key. schedulerName is copied
@@ -64,8 +79,10 @@ struct sched_stats {
     uint64_t nodes, nodes_with_inventory, pods_tracked, assumed, bound;
     uint64_t filters, filter_fits, filter_unschedulable, binds, bind_failures, expired;
     uint64_t bad_requests, skipped_nodes, skipped_pods, conflicts;
-    uint64_t unknown_pods;    /* filters refused: the pod is not pending in the API */
-    uint64_t namespace_bound; /* filters refused: max_assumed_per_namespace reached */
+    uint64_t unknown_pods;       /* filters refused: the pod is not pending in the API */
+    uint64_t namespace_bound;    /* filters refused: max_assumed_per_namespace reached */
+    uint64_t annotation_changes; /* bound pods whose decision annotation was removed or
+                                    changed: their charge stayed */
 };
 
 struct sched_state;
@@ -92,6 +109,27 @@ void sched_pod_delete(struct sched_state *s, json_t *pod);
 /* After a relist: objects not in items are deleted, the rest updated. */
 void sched_nodes_resync(struct sched_state *s, json_t *items);
 void sched_pods_resync(struct sched_state *s, json_t *items);
+
+/* ---- decision records ----------------------------------------------------------------
+ * A bound pod's decision annotation is its author's to edit (past the webhook), so the
+ * scheduler keeps its own record of each bound pod's decision where a pod author cannot
+ * write: a ConfigMap per pod in vgpu-scheduler's namespace (daemon.c, docs/scheduler.md
+ * "State, and restarts"), loaded here by pod uid before the first pod list. A bound pod
+ * with a record is charged from it, whatever its annotation says; one without keeps what
+ * it was first charged until it is gone (sched_pod_update). */
+const char *sched_record_get(const struct sched_state *s, const char *uid);
+void sched_record_put(struct sched_state *s, const char *uid, const char *decision);
+/* true when uid had a record. */
+bool sched_record_drop(struct sched_state *s, const char *uid);
+size_t sched_record_count(const struct sched_state *s);
+/* The decision to record for a pod object the watch showed (borrowed from the state):
+ * the pod is bound, not finished, charged by the scheduler and has no record yet; NULL
+ * otherwise. *uid is the pod's uid. */
+const char *sched_record_wanted(struct sched_state *s, json_t *pod, const char **uid);
+/* After a full pod list: drops every record whose pod is not among items still holding
+ * its GPUs (bound, not finished), calling gone(arg, uid) first for each. */
+void sched_records_prune(struct sched_state *s, json_t *items,
+                         void (*gone)(void *arg, const char *uid), void *arg);
 
 /* ---- pending pods ------------------------------------------------------------------
  * The pods waiting for a node (no spec.nodeName, not finished), keyed by namespace/name

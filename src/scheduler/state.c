@@ -54,6 +54,7 @@ int sched_state_new(const struct sched_options *o, struct sched_state **out, str
     }
     sched_map_init(&s->node_index);
     sched_map_init(&s->pods);
+    sched_map_init(&s->records);
     place_mix_init(&s->mix_seen);
     place_mix_init(&s->mix_learned);
     place_mix_init(&s->mix_self);
@@ -82,6 +83,10 @@ void sched_state_free(struct sched_state *s)
          i = sched_map_next(&s->pods, i + 1))
         pod_free(s->pods.slots[i].value);
     sched_map_release(&s->pods);
+    for (size_t i = sched_map_next(&s->records, 0); i < s->records.cap;
+         i = sched_map_next(&s->records, i + 1))
+        free(s->records.slots[i].value);
+    sched_map_release(&s->records);
     sched_pending_release(s);
     sched_verdicts_release(s);
     sched_map_release(&s->node_index);
@@ -950,8 +955,28 @@ void sched_pod_update(struct sched_state *s, json_t *pod)
         return;
     }
     const char *rv = sched_json_str(pod, "metadata", "resourceVersion", NULL);
+    const char *uid = sched_json_str(pod, "metadata", "uid", NULL);
     const char *text = sched_json_str(pod, "metadata", "annotations", ANNOT_KEY_DECISION);
     bool has_node = sched_json_str(pod, "spec", "nodeName", NULL) != NULL;
+    const char *recorded = has_node ? sched_record_get(s, uid) : NULL;
+    if (recorded != NULL) {
+        /* The scheduler's own record of the bound pod's decision, which its author cannot
+         * write: it decides, whatever the annotation says now. */
+        if (text == NULL || strcmp(text, recorded) != 0)
+            s->stats.annotation_changes++;
+        text = recorded;
+    } else if (p != NULL && p->bound && !p->assumed && p->decision != NULL && has_node &&
+               (uid == NULL || p->uid[0] == '\0' || strcmp(uid, p->uid) == 0) &&
+               (text == NULL || strcmp(text, p->decision) != 0)) {
+        /* A bound pod keeps what it was charged until it is gone: the annotation is its
+         * author's to edit (past the webhook), the GPUs its containers hold are not. */
+        vg_log(VG_LOG_WARN, "bound pod's decision annotation removed or changed; its charge stays",
+               "pod=%s", key);
+        s->stats.annotation_changes++;
+        if (rv != NULL)
+            (void)vg_strlcpy(p->resource_version, rv, sizeof p->resource_version);
+        return;
+    }
     if (text != NULL && !has_node) {
         /* vgpu-scheduler writes its decision only in the pod's binding, together with
          * spec.nodeName: a decision on a pod that is not bound was written by someone
@@ -973,7 +998,6 @@ void sched_pod_update(struct sched_state *s, json_t *pod)
             sched_pod_drop(s, p);
         return;
     }
-    const char *uid = sched_json_str(pod, "metadata", "uid", NULL);
     if (p != NULL && p->decision != NULL && strcmp(p->decision, text) == 0) {
         if (rv != NULL)
             (void)vg_strlcpy(p->resource_version, rv, sizeof p->resource_version);
@@ -1055,6 +1079,93 @@ void sched_pods_resync(struct sched_state *s, json_t *items)
             sched_pod_drop(s, p);
     }
     sched_reapply_all(s);
+}
+
+/* ---- decision records ------------------------------------------------------------------
+ *
+ * Keyed by the pod's uid, which names one pod instance for its whole life: a pod deleted
+ * and created again under its name has another, so a record never outlives its pod's
+ * charge or passes to a newcomer. */
+
+#define RECORDS_MAX 1000000 /* records held; past this a new one is not kept (logged) */
+
+const char *sched_record_get(const struct sched_state *s, const char *uid)
+{
+    return uid != NULL && uid[0] != '\0' ? sched_map_get(&s->records, uid) : NULL;
+}
+
+void sched_record_put(struct sched_state *s, const char *uid, const char *decision)
+{
+    if (uid == NULL || uid[0] == '\0' || decision == NULL)
+        return;
+    if (s->records.count >= RECORDS_MAX && sched_map_get(&s->records, uid) == NULL) {
+        vg_log(VG_LOG_WARN, "too many decision records; this one is not kept", "uid=%.64s", uid);
+        return;
+    }
+    free(sched_map_put(&s->records, uid, xstrdup(decision)));
+}
+
+bool sched_record_drop(struct sched_state *s, const char *uid)
+{
+    if (uid == NULL)
+        return false;
+    char *old = sched_map_remove(&s->records, uid);
+    free(old);
+    return old != NULL;
+}
+
+size_t sched_record_count(const struct sched_state *s)
+{
+    return s->records.count;
+}
+
+/* Whether the API shows pod bound to a node and not finished: it holds its GPUs. */
+static bool pod_holds(json_t *pod)
+{
+    const char *phase = sched_json_str(pod, "status", "phase", NULL);
+    return sched_json_str(pod, "spec", "nodeName", NULL) != NULL &&
+           (phase == NULL || (strcmp(phase, "Succeeded") != 0 && strcmp(phase, "Failed") != 0));
+}
+
+const char *sched_record_wanted(struct sched_state *s, json_t *pod, const char **uid_out)
+{
+    const char *uid = sched_json_str(pod, "metadata", "uid", NULL);
+    char key[SCHED_KEY_MAX];
+    struct vg_err err = {0};
+    *uid_out = uid;
+    if (uid == NULL || uid[0] == '\0' || !pod_holds(pod) || sched_record_get(s, uid) != NULL ||
+        sched_pod_key(pod, key, sizeof key, &err) < 0)
+        return NULL;
+    const struct sched_pod *p = sched_map_get(&s->pods, key);
+    if (p == NULL || p->assumed || p->decision == NULL || !p->bound ||
+        (p->uid[0] != '\0' && strcmp(p->uid, uid) != 0))
+        return NULL;
+    return p->decision;
+}
+
+void sched_records_prune(struct sched_state *s, json_t *items,
+                         void (*gone)(void *arg, const char *uid), void *arg)
+{
+    struct sched_map live;
+    sched_map_init(&live);
+    size_t k;
+    json_t *pod;
+    json_array_foreach(items, k, pod)
+    {
+        const char *uid = sched_json_str(pod, "metadata", "uid", NULL);
+        if (uid != NULL && uid[0] != '\0' && pod_holds(pod))
+            sched_map_put(&live, uid, pod);
+    }
+    for (size_t i = sched_map_next(&s->records, 0); i < s->records.cap;
+         i = sched_map_next(&s->records, i + 1)) {
+        const char *uid = s->records.slots[i].key;
+        if (sched_map_get(&live, uid) != NULL)
+            continue;
+        if (gone != NULL)
+            gone(arg, uid);
+        free(sched_map_remove(&s->records, uid)); /* removal leaves a tombstone: safe here */
+    }
+    sched_map_release(&live);
 }
 
 /* ---- expiry, invariants, dump -------------------------------------------------------- */

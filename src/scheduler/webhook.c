@@ -12,7 +12,12 @@
  *
  * Before any of that, for every pod (CREATE and UPDATE, GPU or not): vgpu's own vgpu.io/
  * annotations (the decision) are written only through pods/binding, so a pod that carries
- * one on CREATE, or adds or changes one on UPDATE, is refused (docs/security.md). */
+ * one on CREATE, or adds, changes or removes one on UPDATE (unless the UPDATE is by one of
+ * vgpu's own service accounts), is refused (docs/security.md).
+ *
+ * On CREATE, containers get only the GPUs they were given: one that asks for no GPU gets
+ * NVIDIA_VISIBLE_DEVICES=void (overwrite_env), and a GPU container that sets the
+ * variables naming its devices itself is refused. */
 #include "scheduler/internal.h"
 
 #include <errno.h>
@@ -115,13 +120,16 @@ static json_t *review(const char *uid, bool allowed, const char *message, json_t
 /* The first vgpu.io/ annotation of pod that vgpu reserves (annot_key_reserved) and that
  * old (the object before an UPDATE, NULL on CREATE) does not carry with the same value;
  * NULL when none. vgpu writes those only through pods/binding, which no pod webhook sees,
- * so one arriving here was written by someone else. */
-static const char *foreign_annotation(json_t *pod, json_t *old)
+ * so one arriving here was written by someone else. *removed: the key is old's and pod
+ * no longer carries it (a removal is a change too: vgpu-scheduler charges a bound pod
+ * from its own record, but the device plugin and the tools read the annotation). */
+static const char *foreign_annotation(json_t *pod, json_t *old, bool *removed)
 {
     json_t *ann = json_object_get(json_object_get(pod, "metadata"), "annotations");
     json_t *old_ann = json_object_get(json_object_get(old, "metadata"), "annotations");
     const char *key;
     json_t *v;
+    *removed = false;
     json_object_foreach(ann, key, v)
     {
         if (!annot_key_reserved(key))
@@ -130,7 +138,153 @@ static const char *foreign_annotation(json_t *pod, json_t *old)
         if (old == NULL || was == NULL || !json_equal(was, v))
             return key;
     }
+    json_object_foreach(old_ann, key, v)
+    {
+        if (annot_key_reserved(key) && json_object_get(ann, key) == NULL) {
+            *removed = true;
+            return key;
+        }
+    }
     return NULL;
+}
+
+/* Whether the review's request.userInfo.username is one of the trusted users (vgpu's own
+ * service accounts). Only kube-apiserver's reviews carry a true userInfo; a made-up review
+ * can claim anyone, but its answer changes nothing outside it (an UPDATE is applied only
+ * by the API server that asked). */
+static bool trusted_user(const struct sched_state *s, json_t *request)
+{
+    const char *user = sched_json_str(request, "userInfo", "username", NULL);
+    if (user == NULL || user[0] == '\0')
+        return false;
+    size_t n = strlen(user);
+    for (const char *p = s->opt.webhook_trusted_users; *p != '\0';) {
+        const char *end = strchr(p, ',');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, user, n) == 0)
+            return true;
+        p += len + (end != NULL ? 1 : 0);
+    }
+    return false;
+}
+
+/* ---- containers get only the GPUs they were given ------------------------------------ */
+
+/* Variables NVIDIA's container runtime reads to choose the GPUs (and the MIG management
+ * capabilities) it gives a container: on a GPU container the device plugin sets them. */
+static const char *const device_env[] = {"NVIDIA_VISIBLE_DEVICES", "NVIDIA_MIG_CONFIG_DEVICES",
+                                         "NVIDIA_MIG_MONITOR_DEVICES"};
+
+/* Whether a quantity is zero ("0", "0.0", "0Mi", ...): asking for none of a resource. */
+static bool quantity_zero(json_t *v)
+{
+    const char *q = json_string_value(v);
+    if (json_is_integer(v))
+        return json_integer_value(v) == 0;
+    if (q == NULL || *q != '0')
+        return false;
+    while (*q == '0' || *q == '.')
+        q++;
+    for (; *q != '\0'; q++)
+        if (!((*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z')))
+            return false;
+    return true;
+}
+
+/* Whether container c asks for a GPU: a nvidia.com/ resource other than zero in its limits
+ * or requests, or a DRA claim (resources.claims), whose driver's CDI spec decides its
+ * devices. */
+static bool container_wants_gpu(json_t *c)
+{
+    json_t *res = json_object_get(c, "resources");
+    static const char *const parts[] = {"limits", "requests"};
+    for (int k = 0; k < 2; k++) {
+        const char *key;
+        json_t *v;
+        json_object_foreach(json_object_get(res, parts[k]), key, v)
+        {
+            if (strncmp(key, "nvidia.com/", strlen("nvidia.com/")) == 0 && !quantity_zero(v))
+                return true;
+        }
+    }
+    return json_array_size(json_object_get(res, "claims")) > 0;
+}
+
+/* Appends to ops what containers' env needs under the rules above, or returns -EPERM with
+ * msg for a GPU container that sets a device_env variable itself (kubelet puts a
+ * container's own env after the device plugin's, and the runtime takes the last: the
+ * author's value would replace the GPUs the device plugin gave). where: "containers" or
+ * "initContainers". */
+static int env_rules(const struct sched_state *s, json_t *pod, const char *where, json_t *ops,
+                     char *msg, size_t size)
+{
+    json_t *containers = json_object_get(json_object_get(pod, "spec"), where);
+    size_t i;
+    json_t *c;
+    json_array_foreach(containers, i, c)
+    {
+        json_t *env = json_object_get(c, "env");
+        const char *cname = sched_json_str(c, "name", NULL, NULL);
+        if (container_wants_gpu(c)) {
+            size_t j;
+            json_t *e;
+            json_array_foreach(env, j, e)
+            {
+                const char *name = sched_json_str(e, "name", NULL, NULL);
+                for (size_t k = 0; name != NULL && k < sizeof device_env / sizeof *device_env; k++)
+                    if (strcmp(name, device_env[k]) == 0) {
+                        (void)vg_snprintf(msg, size,
+                                          "vgpu: container %.63s asks for a GPU and sets %s in "
+                                          "its env: the GPUs a container sees are the device "
+                                          "plugin's to set; remove the variable",
+                                          cname != NULL ? cname : "?", name);
+                        return -EPERM;
+                    }
+            }
+            continue;
+        }
+        if (!s->opt.overwrite_env)
+            continue;
+        char path[128];
+        json_t *value = json_pack("{s:s, s:s}", "name", "NVIDIA_VISIBLE_DEVICES", "value", "void");
+        bool found = false;
+        size_t j;
+        json_t *e;
+        json_array_foreach(env, j, e)
+        {
+            const char *name = sched_json_str(e, "name", NULL, NULL);
+            if (name == NULL || strcmp(name, "NVIDIA_VISIBLE_DEVICES") != 0)
+                continue;
+            /* Every entry of that name (valueFrom included) becomes the plain value. */
+            (void)vg_snprintf(path, sizeof path, "/spec/%s/%zu/env/%zu", where, i, j);
+            json_array_append_new(
+                ops, json_pack("{s:s, s:s, s:O}", "op", "replace", "path", path, "value", value));
+            found = true;
+        }
+        if (!found && json_is_array(env)) {
+            /* An env entry wins over envFrom's keys of the same name. */
+            (void)vg_snprintf(path, sizeof path, "/spec/%s/%zu/env/-", where, i);
+            json_array_append_new(
+                ops, json_pack("{s:s, s:s, s:O}", "op", "add", "path", path, "value", value));
+        } else if (!found) {
+            (void)vg_snprintf(path, sizeof path, "/spec/%s/%zu/env", where, i);
+            json_array_append_new(
+                ops, json_pack("{s:s, s:s, s:[O]}", "op", "add", "path", path, "value", value));
+        }
+        json_decref(value);
+    }
+    return 0;
+}
+
+/* patch (NULL: none yet) with env_ops appended; NULL when both are empty. */
+static json_t *with_env(json_t *patch, json_t *env_ops)
+{
+    if (json_array_size(env_ops) == 0)
+        return patch;
+    if (patch == NULL)
+        patch = json_array();
+    json_array_extend(patch, env_ops);
+    return patch;
 }
 
 char *sched_admit_refusal(const char *uid, const char *message)
@@ -142,13 +296,13 @@ char *sched_admit_refusal(const char *uid, const char *message)
 /* The DRA mode's answer for a pod with HAMi resources; *templates gets the templates to
  * create (none on a dry run). */
 static json_t *admit_dra(struct sched_state *s, json_t *request, json_t *pod, const char *uid,
-                         json_t **templates)
+                         json_t *env_ops, json_t **templates)
 {
     char msg[512], full[600];
     const char *sched_name = sched_json_str(pod, "spec", "schedulerName", NULL);
     if (sched_name != NULL && strcmp(sched_name, "default-scheduler") != 0 &&
         strcmp(sched_name, s->opt.scheduler_name) != 0)
-        return review(uid, true, NULL, NULL); /* another scheduler's pod */
+        return review(uid, true, NULL, with_env(NULL, env_ops)); /* another scheduler's pod */
     if (sched_json_str(pod, "spec", "nodeName", NULL) != NULL)
         return review(uid, false,
                       "vgpu: the pod asks for GPU shares but already names spec.nodeName; "
@@ -178,7 +332,7 @@ static json_t *admit_dra(struct sched_state *s, json_t *request, json_t *pod, co
     }
     if (!json_is_true(json_object_get(request, "dryRun")) && json_array_size(tmpls) > 0)
         *templates = json_incref(tmpls);
-    return review(uid, true, NULL, patch);
+    return review(uid, true, NULL, with_env(patch, env_ops));
 }
 
 int sched_admit(struct sched_state *s, const char *body, size_t len, char **out, struct vg_err *err)
@@ -214,13 +368,20 @@ int sched_admit_with(struct sched_state *s, const char *body, size_t len, char *
     json_t *old = update ? json_object_get(request, "oldObject") : NULL;
     if (update && !json_is_object(old))
         return vg_err_set(err, -EBADMSG, "AdmissionReview: an UPDATE needs request.oldObject");
-    const char *foreign = foreign_annotation(pod, old);
+    bool removed = false;
+    const char *foreign = foreign_annotation(pod, old, &removed);
+    if (foreign != NULL && update && trusted_user(s, request))
+        foreign = NULL; /* vgpu's own service accounts */
     if (foreign != NULL) {
         char msg[512];
         (void)vg_snprintf(msg, sizeof msg,
                           "vgpu: annotation %.100s is vgpu's own: only vgpu-scheduler writes it, "
-                          "through the pod's binding; a pod may not %s it (remove it)",
-                          foreign, update ? "add or change" : "carry");
+                          "through the pod's binding; a pod may not %s it (%s)",
+                          foreign,
+                          removed  ? "remove"
+                          : update ? "add or change"
+                                   : "carry",
+                          removed ? "put it back as it was" : "remove it");
         VG_AUTO_JSON json_t *refused = review(uid, false, msg, NULL);
         *out = json_dumps(refused, JSON_COMPACT);
         return 0;
@@ -232,8 +393,17 @@ int sched_admit_with(struct sched_state *s, const char *body, size_t len, char *
         *out = json_dumps(allowed, JSON_COMPACT);
         return 0;
     }
+    /* CREATE: a container's env is immutable afterwards. */
+    VG_AUTO_JSON json_t *env_ops = json_array();
+    char env_msg[512];
+    if (env_rules(s, pod, "containers", env_ops, env_msg, sizeof env_msg) < 0 ||
+        env_rules(s, pod, "initContainers", env_ops, env_msg, sizeof env_msg) < 0) {
+        VG_AUTO_JSON json_t *refused = review(uid, false, env_msg, NULL);
+        *out = json_dumps(refused, JSON_COMPACT);
+        return 0;
+    }
     if (s->opt.webhook_dra && sched_admit_dra_wanted(pod)) {
-        VG_AUTO_JSON json_t *answer = admit_dra(s, request, pod, uid, templates);
+        VG_AUTO_JSON json_t *answer = admit_dra(s, request, pod, uid, env_ops, templates);
         *out = json_dumps(answer, JSON_COMPACT);
         return 0;
     }
@@ -248,7 +418,7 @@ int sched_admit_with(struct sched_state *s, const char *body, size_t len, char *
         answer = review(uid, false, msg, NULL);
     } else if (count == 0 || (sched_name != NULL && strcmp(sched_name, "default-scheduler") != 0 &&
                               strcmp(sched_name, s->opt.scheduler_name) != 0)) {
-        answer = review(uid, true, NULL, NULL);
+        answer = review(uid, true, NULL, with_env(NULL, env_ops));
     } else if (sched_json_str(pod, "spec", "nodeName", NULL) != NULL) {
         answer = review(uid, false,
                         "vgpu: the pod asks for GPU shares but already names spec.nodeName; "
@@ -289,7 +459,7 @@ int sched_admit_with(struct sched_state *s, const char *body, size_t len, char *
                 json_array_append_new(
                     patch, json_pack("{s:s, s:s, s:s}", "op", "add", "path", path, "value", value));
             }
-            answer = review(uid, true, NULL, patch);
+            answer = review(uid, true, NULL, with_env(patch, env_ops));
         }
     }
     *out = json_dumps(answer, JSON_COMPACT);

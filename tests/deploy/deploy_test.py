@@ -361,7 +361,7 @@ READS = {
     ],
     "vgpu-scheduler": [
         ("kubeconfig", "path"), ("tls-cert", "path"), ("tls-key", "path"),
-        ("client-ca", "path"), ("token-file", "path"),
+        ("client-ca", "path"), ("token-file", "path"), ("webhook-client-ca", "path"),
     ],
     "vgpu-monitor": [
         ("containers-dir", "path"), ("kubeconfig", "path"), ("metrics-file", "parent"),

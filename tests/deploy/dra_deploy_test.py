@@ -430,6 +430,13 @@ class Render(unittest.TestCase):
                   for res in r["resources"] for v in r["verbs"]}
         self.assertIn(("resource.k8s.io", "resourceclaimtemplates", "get", None), grants)
         self.assertIn(("resource.k8s.io", "resourceclaimtemplates", "create", None), grants)
+        # The sweep lists and deletes unused templates; the namespace is checked first.
+        self.assertIn(("resource.k8s.io", "resourceclaimtemplates", "list", None), grants)
+        self.assertIn(("resource.k8s.io", "resourceclaimtemplates", "delete", None), grants)
+        self.assertIn(("", "namespaces", "get", None), grants)
+        # Only kube-apiserver's reviews are acted on: the client CA is passed and mounted.
+        self.assertIn("--webhook-client-ca=/etc/vgpu/webhook-client-ca/ca.crt",
+                      sched_args(objects))
         # It creates templates, except for dry-run reviews: kube-apiserver must know.
         hooks = [o for o in objects if o["kind"] == "MutatingWebhookConfiguration"]
         self.assertEqual([w["sideEffects"] for h in hooks for w in h["webhooks"]], ["NoneOnDryRun"])

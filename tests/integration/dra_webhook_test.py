@@ -115,19 +115,19 @@ class DraWebhook(unittest.TestCase):
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="vgpu-drawebhook-")
-        self.cert = os.path.join(self.dir, "tls.crt")
-        self.key = os.path.join(self.dir, "tls.key")
-        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                        "-subj", "/CN=vgpu-scheduler", "-keyout", self.key, "-out", self.cert],
-                       check=True, capture_output=True)
+        self.pki = H.make_pki(self.dir)
+        self.cert, self.key = self.pki["cert"], self.pki["key"]
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
         self.wport = s.getsockname()[1]
         s.close()
         nodes = [H.node_object("node-%02d" % i, 2) for i in range(2)]
+        # The webhook acts only for kube-apiserver, which presents its client certificate
+        # (--webhook-client-ca); the reviews below do as it does.
         self.cluster = H.Cluster(BINARY, nodes, extra_args=[
             "--webhook-listen", "127.0.0.1:%d" % self.wport, "--tls-cert", self.cert,
-            "--tls-key", self.key] + list(self.EXTRA))
+            "--tls-key", self.key, "--webhook-client-ca", self.pki["ca"]] + list(self.EXTRA),
+            namespaces=["default", "team-a", "kube-system", "vgpu-system"])
         self.cluster.wait_ready()
         self.api = self.cluster.apic
 
@@ -140,9 +140,14 @@ class DraWebhook(unittest.TestCase):
         for bad in ("Sanitizer", "runtime error:"):
             self.assertNotIn(bad, log, log[-4000:])
 
-    def review(self, pod, ns="default", dry_run=False, timeout=20):
+    def context(self):
         ctx = ssl.create_default_context(cafile=self.cert)
         ctx.check_hostname = False
+        ctx.load_cert_chain(self.pki["client"], self.pki["client_key"])
+        return ctx
+
+    def review(self, pod, ns="default", dry_run=False, timeout=20):
+        ctx = self.context()
         conn = http.client.HTTPSConnection("127.0.0.1", self.wport, context=ctx,
                                            timeout=timeout)
         req = {"uid": "u-1", "operation": "CREATE", "namespace": ns, "object": pod}
@@ -266,7 +271,9 @@ class ConvertTest(DraWebhook):
         cs = out["spec"]["containers"]
         self.assertEqual(cs[0]["resources"], {"limits": {}, "claims": [{"name": "net"},
                                                                        {"name": "vgpu-0"}]})
-        self.assertEqual(cs[1], pod["spec"]["containers"][1])  # no GPU: untouched
+        # No GPU: untouched but for NVIDIA_VISIBLE_DEVICES=void (--overwrite-env).
+        self.assertEqual(cs[1], dict(pod["spec"]["containers"][1], env=[
+            {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]))
         self.assertEqual(cs[2]["resources"], {"limits": {}, "claims": [{"name": "vgpu-2"}]})
         self.assertEqual(out["spec"]["initContainers"][0]["resources"],
                          {"limits": {}, "claims": [{"name": "vgpu-init-0"}]})
@@ -330,7 +337,12 @@ class ConvertTest(DraWebhook):
                         self.pod({"nvidia.com/gpu": "1"})["spec"], schedulerName="other"))):
             r = self.review(pod)
             self.assertTrue(r["allowed"])
-            self.assertNotIn("patch", r)
+            # Nothing but NVIDIA_VISIBLE_DEVICES=void for the container without a GPU.
+            void = [{"op": "add", "path": "/spec/containers/0/env",
+                     "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}]
+            want = void if pod["metadata"]["name"] == "cpu" else None
+            self.assertEqual(json.loads(base64.b64decode(r["patch"])) if "patch" in r
+                             else None, want)
         claim_pod = self.pod({"cpu": "1"})
         claim_pod["spec"]["resourceClaims"] = [{"name": "gpu",
                                                "resourceClaimTemplateName": "whole-gpu"}]
@@ -430,8 +442,7 @@ class KeepAliveTest(DraWebhook):
     EXTRA = ()
 
     def test_reviews_on_one_connection_are_not_held(self):
-        ctx = ssl.create_default_context(cafile=self.cert)
-        ctx.check_hostname = False
+        ctx = self.context()
         conn = http.client.HTTPSConnection("127.0.0.1", self.wport, context=ctx, timeout=20)
         body = json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
                            "request": {"uid": "u", "operation": "CREATE",
@@ -454,8 +465,8 @@ class CliTest(unittest.TestCase):
     """--webhook-dra and the config key webhookDRA, as --check-config reports them."""
 
     def check(self, *args):
-        r = subprocess.run([BINARY, "--check-config"] + list(args), capture_output=True,
-                           text=True)
+        r = subprocess.run([BINARY, "--check-config", "--webhook-client-ca", "/ca.crt"] +
+                           list(args), capture_output=True, text=True)
         return r.returncode, r.stdout + r.stderr
 
     def test_flag_and_key(self):
@@ -473,6 +484,11 @@ class CliTest(unittest.TestCase):
             self.assertIn('bad value for "webhookDRA"', out)
         rc, out = self.check("--webhook-dra=1")
         self.assertEqual(rc, 2)
+        # Without a client CA the DRA mode would act for anyone who reaches the port.
+        r = subprocess.run([BINARY, "--check-config", "--webhook-dra"], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("it needs --webhook-client-ca", r.stderr)
 
 
 class AttackTest(DraWebhook):

@@ -96,6 +96,37 @@ def wait_port_file(path, proc, timeout=30):
     raise RuntimeError("no port in %s" % path)
 
 
+def make_pki(directory, client_cn="kube-apiserver"):
+    """Certificates for the webhook's TLS: the server's own (self-signed, tls.crt/tls.key),
+    a client CA (client-ca.crt) and a client certificate it signed (client.crt/client.key,
+    what kube-apiserver presents), and another CA's client certificate (rogue.crt/.key).
+    Returns a dict of the paths."""
+    p = {k: os.path.join(directory, f) for k, f in (
+        ("cert", "tls.crt"), ("key", "tls.key"), ("ca", "client-ca.crt"),
+        ("ca_key", "client-ca.key"), ("client", "client.crt"), ("client_key", "client.key"),
+        ("rogue", "rogue.crt"), ("rogue_key", "rogue.key"))}
+
+    def run(*args):
+        subprocess.run(["openssl"] + list(args), check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+        "/CN=vgpu-scheduler", "-keyout", p["key"], "-out", p["cert"])
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+        "/CN=webhook-client-ca", "-keyout", p["ca_key"], "-out", p["ca"])
+    csr = os.path.join(directory, "client.csr")
+    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=" + client_cn, "-keyout",
+        p["client_key"], "-out", csr)
+    run("x509", "-req", "-in", csr, "-CA", p["ca"], "-CAkey", p["ca_key"], "-CAcreateserial",
+        "-days", "1", "-out", p["client"])
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+        "/CN=" + client_cn, "-keyout", p["rogue_key"], "-out", p["rogue"])
+    return p
+
+
+def namespace_object(name, phase="Active"):
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+            "status": {"phase": phase}}
+
+
 class Cluster:
     """The test API server plus one vgpu-scheduler."""
 
@@ -103,12 +134,16 @@ class Cluster:
     BASE_ARGS = ("--listen", "127.0.0.1:0", "--debug-state")
 
     def __init__(self, binary, nodes, pods=(), ttl=30, extra_args=(), api_args=(),
-                 base_args=BASE_ARGS):
+                 base_args=BASE_ARGS, namespaces=None):
         self.binary = binary
         self.dir = tempfile.mkdtemp(prefix="vgpu-sched-")
         fixture = os.path.join(self.dir, "fixture.json")
         with open(fixture, "w") as f:
-            json.dump({"nodes": list(nodes), "pods": list(pods)}, f)
+            doc = {"nodes": list(nodes), "pods": list(pods)}
+            if namespaces is not None:  # the API server then checks namespaces exist
+                doc["namespaces"] = [namespace_object(n) if isinstance(n, str) else n
+                                     for n in namespaces]
+            json.dump(doc, f)
         port_file = os.path.join(self.dir, "api.port")
         with open(os.path.join(self.dir, "api.log"), "w") as log:  # the child keeps its copy
             self.api = subprocess.Popen(["/usr/bin/python3", API_SERVER, "--port", "0",

@@ -454,9 +454,13 @@ class WebhookTest(unittest.TestCase):
                                     {"nvidia.com/use-gputype": "A100"}))
         self.assertFalse(r["allowed"])
         self.assertIn("use-gputype 'A100'", r["status"]["message"])
+        # A pod without GPUs is admitted as it is, but for NVIDIA_VISIBLE_DEVICES=void
+        # (--overwrite-env, on by default): NVIDIA's runtime gives it no GPU.
         r = self.admit(H.pod_object("cpu", {"cpu": "1"}))
         self.assertTrue(r["allowed"])
-        self.assertNotIn("patch", r)
+        self.assertEqual(json.loads(base64.b64decode(r["patch"])), [
+            {"op": "add", "path": "/spec/containers/0/env",
+             "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}])
 
 
 def model_matches_api(cluster):

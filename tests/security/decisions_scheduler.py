@@ -238,8 +238,10 @@ class WebhookForgeryTest(unittest.TestCase):
         r = self.admit(relabeled, "UPDATE", bound)
         self.assertTrue(r["allowed"], r)
         self.assertNotIn("patch", r)
-        # Removing it is no forgery either; the per-pod policy is the author's to set.
-        plain = H.pod_object("a", {"nvidia.com/gpu": "1"}, {"vgpu.io/policy": "spread"})
+        # The per-pod policy is the author's to set (removing the decision is not:
+        # security.attacks.sched.decision_removal).
+        plain = json.loads(json.dumps(bound))
+        plain["metadata"]["annotations"]["vgpu.io/policy"] = "spread"
         self.assertTrue(self.admit(plain, "UPDATE", bound)["allowed"])
         r = self.admit(H.pod_object("p", {"nvidia.com/gpumem": "4000"},
                                     {"vgpu.io/policy": "binpack"}))

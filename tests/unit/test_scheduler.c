@@ -239,6 +239,97 @@ static void test_decision_rebuild_and_overcommit(void **unused)
     sched_state_free(s);
 }
 
+/* A bound pod "p" (uid u1) on n0 whose annotation says dec (NULL: none). */
+static void bound_pod_text(struct sched_state *s, const char *dec)
+{
+    json_t *pod =
+        json_pack("{s:{s:s, s:s, s:s, s:{}}, s:{s:s}}", "metadata", "name", "p", "namespace",
+                  "default", "uid", "u1", "annotations", "spec", "nodeName", "n0");
+    if (dec != NULL)
+        json_object_set_new(json_object_get(json_object_get(pod, "metadata"), "annotations"),
+                            "vgpu.io/decision", json_string(dec));
+    sched_pod_update(s, pod);
+    json_decref(pod);
+}
+
+static const char *const whole =
+    "{\"version\":1,\"node\":\"n0\",\"time\":1,\"containers\":[{\"name\":\"m\","
+    "\"gpus\":[{\"uuid\":\"GPU-0\",\"memoryMiB\":10000,\"cores\":100}]}]}";
+static const char *const tiny =
+    "{\"version\":1,\"node\":\"n0\",\"time\":1,\"containers\":[{\"name\":\"m\","
+    "\"gpus\":[{\"uuid\":\"GPU-0\",\"memoryMiB\":1,\"cores\":1}]}]}";
+
+static void gone_uid(void *arg, const char *uid)
+{
+    assert_string_equal(uid, "u1");
+    (*(int *)arg)++;
+}
+
+/* A pod author removes or rewrites the decision of their bound pod (past the webhook): the
+ * GPU stays charged until the pod is gone, and after a restart the scheduler's record,
+ * not the annotation, says what the pod holds. */
+static void test_decision_annotation_edits(void **unused)
+{
+    (void)unused;
+    struct sched_state *s = new_state(1, 10000, 4);
+    bound_pod_text(s, whole);
+    struct sched_stats st;
+    sched_state_stats(s, &st);
+    assert_int_equal(st.bound, 1);
+    bound_pod_text(s, NULL); /* removed */
+    bound_pod_text(s, tiny); /* rewritten smaller */
+    sched_state_stats(s, &st);
+    assert_int_equal(st.bound, 1);
+    assert_int_equal(st.annotation_changes, 2);
+    json_t *r = filter(s, "small", "100", 1, 0);
+    assert_string_equal(node_or_dash(r), "-");
+    json_decref(r);
+    /* The record to write is the decision first charged. */
+    json_t *pod = json_pack("{s:{s:s, s:s, s:s}, s:{s:s}}", "metadata", "name", "p", "namespace",
+                            "default", "uid", "u1", "spec", "nodeName", "n0");
+    const char *uid = NULL;
+    assert_string_equal(sched_record_wanted(s, pod, &uid), whole);
+    assert_string_equal(uid, "u1");
+    sched_state_free(s);
+
+    /* After a restart: the record is loaded before the pods; the annotation, stripped or
+     * rewritten, is not what is charged. */
+    s = new_state(1, 10000, 4);
+    sched_record_put(s, "u1", whole);
+    assert_null(sched_record_wanted(s, pod, &uid));
+    bound_pod_text(s, tiny);
+    r = filter(s, "small", "100", 1, 0);
+    assert_string_equal(node_or_dash(r), "-");
+    json_decref(r);
+    sched_state_free(s);
+    s = new_state(1, 10000, 4);
+    sched_record_put(s, "u1", whole);
+    bound_pod_text(s, NULL);
+    sched_state_stats(s, &st);
+    assert_int_equal(st.bound, 1);
+    /* A record whose pod a full list no longer shows holding GPUs goes; others stay. */
+    int gone = 0;
+    json_t *items = json_array();
+    sched_records_prune(s, items, gone_uid, &gone);
+    json_decref(items);
+    assert_int_equal(gone, 1);
+    assert_int_equal(sched_record_count(s), 0);
+    sched_record_put(s, "u1", whole);
+    sched_record_put(s, "u2", tiny);
+    items = json_pack("[O]", pod);
+    sched_records_prune(s, items, NULL, NULL);
+    json_decref(items);
+    assert_int_equal(sched_record_count(s), 1);
+    assert_string_equal(sched_record_get(s, "u1"), whole);
+    /* The pod's delete frees the GPU. */
+    sched_pod_delete(s, pod);
+    r = filter(s, "small", "100", 1, 0);
+    assert_string_equal(node_or_dash(r), "n0");
+    json_decref(r);
+    json_decref(pod);
+    sched_state_free(s);
+}
+
 /* The node filter picks for a 1-GPU pod of 500 MiB and 30 cores under policy (NULL: the
  * state's default), over nodes n0 and n1. */
 static const char *pick_cores(struct sched_state *s, const char *name, const char *policy,
@@ -614,6 +705,7 @@ int main(void)
         cmocka_unit_test(test_expiry_and_bind),
         cmocka_unit_test(test_old_instance_events),
         cmocka_unit_test(test_decision_rebuild_and_overcommit),
+        cmocka_unit_test(test_decision_annotation_edits),
         cmocka_unit_test(test_learned_mix_policies),
         cmocka_unit_test(test_learned_mix_model_lists),
         cmocka_unit_test(test_types_ids),

@@ -45,12 +45,15 @@ static void test_every_key_is_read(void **state)
     write_file("{\"policy\": \"fgd\", \"gpuPolicy\": \"binpack\", \"assumeTTLSeconds\": 7,"
                " \"heartbeatTimeoutSeconds\": 90, \"defaultMemory\": 2048,"
                " \"defaultCores\": 25, \"defaultGPUNum\": 2, \"schedulerName\": \"gpu-sched\","
-               " \"maxAssumptionsPerNamespace\": 12, \"webhookDRA\": true}");
+               " \"maxAssumptionsPerNamespace\": 12, \"webhookDRA\": true,"
+               " \"overwriteEnv\": false, \"webhookTrustedUsers\": \"a,b:c\"}");
     struct sched_options o;
     sched_options_default(&o);
     assert_int_equal(o.max_assumed_per_namespace, SCHED_MAX_ASSUMED_PER_NAMESPACE);
     assert_false(o.require_pending);
     assert_false(o.webhook_dra);
+    assert_true(o.overwrite_env);
+    assert_string_equal(o.webhook_trusted_users, SCHED_TRUSTED_USERS_DEFAULT);
     char *name = NULL;
     struct vg_err err = {0};
     assert_int_equal(sched_options_load_file(path, &o, &name, &err), 0);
@@ -64,6 +67,8 @@ static void test_every_key_is_read(void **state)
     assert_string_equal(o.scheduler_name, "gpu-sched");
     assert_int_equal(o.max_assumed_per_namespace, 12);
     assert_true(o.webhook_dra);
+    assert_false(o.overwrite_env);
+    assert_string_equal(o.webhook_trusted_users, "a,b:c");
     assert_ptr_equal(o.scheduler_name, name);
     free(name);
 
@@ -118,6 +123,9 @@ static void test_bad_files_are_refused(void **state)
                    "bad value for \"maxAssumptionsPerNamespace\"");
     expect_refused("{\"webhookDRA\": \"true\"}", "bad value for \"webhookDRA\"");
     expect_refused("{\"webhookDRA\": 1}", "bad value for \"webhookDRA\"");
+    expect_refused("{\"overwriteEnv\": \"no\"}", "bad value for \"overwriteEnv\"");
+    expect_refused("{\"webhookTrustedUsers\": [\"a\"]}", "bad value for \"webhookTrustedUsers\"");
+    expect_refused("{\"webhookTrustedUsers\": \"a, b\"}", "webhookTrustedUsers: trusted users");
     expect_refused("{\"assumeTtlSeconds\": 30}",
                    "unknown key or bad value for \"assumeTtlSeconds\"");
     unlink(path);

@@ -16,6 +16,7 @@
 #include "base/parse.h"
 #include "kube/kube.h"
 #include "scheduler/daemon.h"
+#include "scheduler/records.h"
 #include "scheduler/sched.h"
 
 static void on_signal(evutil_socket_t fd, short what, void *arg)
@@ -90,7 +91,7 @@ static void usage(FILE *f)
         "  --config FILE              JSON defaults: policy, gpuPolicy, assumeTTLSeconds,\n"
         "                             heartbeatTimeoutSeconds, defaultMemory, defaultCores,\n"
         "                             defaultGPUNum, schedulerName, maxAssumptionsPerNamespace,\n"
-        "                             webhookDRA\n"
+        "                             webhookDRA, overwriteEnv, webhookTrustedUsers\n"
         "  --policy NAME              node policy: binpack (default), spread, default (vgpu's),\n"
         "                             fgd, bestfit, ...\n"
         "  --gpu-policy NAME          GPU order inside a node: spread (default), binpack\n"
@@ -109,6 +110,18 @@ static void usage(FILE *f)
         "                             signed by a CA in FILE (PEM)\n"
         "  --token-file FILE          extender over TLS; clients must send\n"
         "                             \"Authorization: Bearer <token>\", the token in FILE\n"
+        "  --webhook-client-ca FILE   the webhook answers only clients with a certificate\n"
+        "                             signed by a CA in FILE (kube-apiserver's; needed by\n"
+        "                             --webhook-dra)\n"
+        "  --webhook-trusted-users LIST  users (comma-separated) whose pod UPDATEs may change\n"
+        "                             vgpu.io/ annotations (vgpu's service accounts)\n"
+        "  --no-overwrite-env         leave NVIDIA_VISIBLE_DEVICES of containers without GPUs\n"
+        "                             as the pod says (default: set it to void)\n"
+        "  --record-namespace NS      namespace of the decision records (vgpu-system)\n"
+        "  --dra-max-templates-per-namespace N  vgpu's templates per namespace (64; 0: none)\n"
+        "  --dra-max-templates N      vgpu's templates in the cluster (4096; 0: no bound)\n"
+        "  --dra-template-sweep SECS  collect unused templates this often (300; 0: never)\n"
+        "  --dra-template-grace SECS  a template used this recently stays (300)\n"
         "  --debug-state              serve /debug/state and /debug/state-bound\n"
         "  --hami-legacy-metrics      /metrics adds HAMi's older names (GPUDeviceMemoryLimit...)\n"
         "  --port-file FILE           write the extender's port here once listening\n"
@@ -141,7 +154,10 @@ static void print_settings(const struct sched_options *o, const struct sched_dae
     printf("listen=%s\nwebhook-listen=%s\nkubeconfig=%s\npolicy=%s\ngpu-policy=%s\n"
            "assume-ttl=%llu\nheartbeat-timeout=%lld\nscheduler-name=%s\n"
            "max-assumptions-per-namespace=%u\ntls-cert=%s\ntls-key=%s\nclient-ca=%s\n"
-           "token-file=%s\ndebug-state=%s\nwebhook-dra=%s\nOK\n",
+           "token-file=%s\ndebug-state=%s\nwebhook-dra=%s\nwebhook-client-ca=%s\n"
+           "webhook-trusted-users=%s\noverwrite-env=%s\nrecord-namespace=%s\n"
+           "dra-max-templates-per-namespace=%u\ndra-max-templates=%u\n"
+           "dra-template-sweep=%u\ndra-template-grace=%u\nOK\n",
            d->listen, d->webhook_listen ? d->webhook_listen : "",
            kubeconfig ? kubeconfig : "(in-cluster)", place_policy_name(o->policy),
            o->gpu_order == PLACE_GPU_BINPACK ? "binpack" : "spread",
@@ -149,7 +165,9 @@ static void print_settings(const struct sched_options *o, const struct sched_dae
            o->scheduler_name, o->max_assumed_per_namespace, d->tls_cert ? d->tls_cert : "",
            d->tls_key ? d->tls_key : "", d->client_ca ? d->client_ca : "",
            d->token_file ? d->token_file : "", d->debug_state ? "true" : "false",
-           o->webhook_dra ? "true" : "false");
+           o->webhook_dra ? "true" : "false", d->webhook_client_ca ? d->webhook_client_ca : "",
+           o->webhook_trusted_users, o->overwrite_env ? "true" : "false", d->record_namespace,
+           d->dra->max_per_namespace, d->dra->max_total, d->dra->sweep_s, d->dra->grace_s);
 }
 
 int main(int argc, char **argv)
@@ -158,7 +176,10 @@ int main(int argc, char **argv)
     const char *webhook_listen = NULL, *tls_cert = NULL, *tls_key = NULL;
     const char *policy = NULL, *gpu_policy = NULL, *ttl = NULL, *heartbeat = NULL;
     const char *scheduler_name = NULL, *client_ca = NULL, *token_file = NULL;
-    const char *max_assumed = NULL;
+    const char *max_assumed = NULL, *webhook_client_ca = NULL, *trusted_users = NULL;
+    const char *record_namespace = getenv("POD_NAMESPACE");
+    const char *dra_flags[4] = {NULL, NULL, NULL, NULL};
+    bool no_overwrite_env = false;
     bool debug_state = false, check_config = false;
     bool hami_legacy = false, webhook_dra = false;
     static const struct option longopts[] = {
@@ -182,6 +203,14 @@ int main(int argc, char **argv)
         {"max-assumptions-per-namespace", required_argument, NULL, 'M'},
         {"log-level", required_argument, NULL, 'L'},
         {"check-config", no_argument, NULL, 'X'},
+        {"webhook-client-ca", required_argument, NULL, 256},
+        {"webhook-trusted-users", required_argument, NULL, 257},
+        {"no-overwrite-env", no_argument, NULL, 258},
+        {"record-namespace", required_argument, NULL, 259},
+        {"dra-max-templates-per-namespace", required_argument, NULL, 260},
+        {"dra-max-templates", required_argument, NULL, 261},
+        {"dra-template-sweep", required_argument, NULL, 262},
+        {"dra-template-grace", required_argument, NULL, 263},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -254,6 +283,24 @@ int main(int argc, char **argv)
         case 'X':
             check_config = true;
             break;
+        case 256:
+            webhook_client_ca = optarg;
+            break;
+        case 257:
+            trusted_users = optarg;
+            break;
+        case 258:
+            no_overwrite_env = true;
+            break;
+        case 259:
+            record_namespace = optarg;
+            break;
+        case 260:
+        case 261:
+        case 262:
+        case 263:
+            dra_flags[opt - 260] = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -319,6 +366,35 @@ int main(int argc, char **argv)
         }
         o.max_assumed_per_namespace = (uint32_t)n;
     }
+    if (no_overwrite_env)
+        o.overwrite_env = false;
+    if (trusted_users != NULL && sched_options_trusted_users(&o, trusted_users, &err) < 0) {
+        fprintf(stderr, "vgpu-scheduler: --webhook-trusted-users: %s\n", err.msg);
+        return 2;
+    }
+    if (record_namespace == NULL || record_namespace[0] == '\0')
+        record_namespace = SCHED_RECORD_NAMESPACE_DEFAULT;
+    struct sched_dra_template_options dra;
+    sched_dra_template_options_default(&dra);
+    static const char *const dra_names[4] = {"--dra-max-templates-per-namespace",
+                                             "--dra-max-templates", "--dra-template-sweep",
+                                             "--dra-template-grace"};
+    uint32_t *dra_values[4] = {&dra.max_per_namespace, &dra.max_total, &dra.sweep_s, &dra.grace_s};
+    for (int k = 0; k < 4; k++) {
+        if (dra_flags[k] == NULL)
+            continue;
+        if (vg_parse_u64(dra_flags[k], 0, 1000000, &n, &err) < 0) {
+            fprintf(stderr, "vgpu-scheduler: %s: %s\n", dra_names[k], err.msg);
+            return 2;
+        }
+        *dra_values[k] = (uint32_t)n;
+    }
+    if (o.webhook_dra && webhook_client_ca == NULL) {
+        fprintf(stderr, "vgpu-scheduler: --webhook-dra creates objects with vgpu-scheduler's "
+                        "credentials: it needs --webhook-client-ca, so that only "
+                        "kube-apiserver's reviews are acted on\n");
+        return 2;
+    }
     if ((client_ca != NULL || token_file != NULL) && (tls_cert == NULL || tls_key == NULL)) {
         fprintf(stderr, "vgpu-scheduler: --client-ca and --token-file serve the extender over "
                         "TLS: they need --tls-cert and --tls-key\n");
@@ -336,6 +412,9 @@ int main(int argc, char **argv)
                                               .tls_key = tls_key,
                                               .client_ca = client_ca,
                                               .token_file = token_file,
+                                              .webhook_client_ca = webhook_client_ca,
+                                              .record_namespace = record_namespace,
+                                              .dra = &dra,
                                               .debug_state = debug_state,
                                               .hami_legacy_metrics = hami_legacy};
     if (check_config) {
