@@ -2,12 +2,18 @@
  * sched_admit_with with webhook_dra on. Whatever arrives: no crash, a refusal has a
  * message, and every ResourceClaimTemplate handed out has a DNS-subdomain name, a
  * namespace that is a DNS label, and CEL selectors whose string literals hold only the
- * characters GPU model names and UUIDs use (no pod text can leave a literal). */
+ * characters GPU model names and UUIDs use (no pod text can leave a literal). The answer
+ * is an AdmissionReview response for the request's uid; an allowed answer's patch is a
+ * JSON Patch array (base64), and a refused one says why. Verdict: allowed or not, so the
+ * corpus's ok-* pods must be admitted and its near-* pods (one field wrong) refused. */
 #include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "verdict.h"
 #include "base/log.h"
 #include "scheduler/sched.h"
 
@@ -65,6 +71,41 @@ static void check_template(json_t *t)
     }
 }
 
+/* The answer to a request sched_admit_with took: an AdmissionReview response naming the
+ * request's uid; allowed with a JSON Patch array or nothing, or refused with a message.
+ * Whether it was allowed. */
+static bool check_answer(const char *body, size_t size, const char *out)
+{
+    json_t *req = json_loadb(body, size, 0, NULL);
+    json_t *ans = json_loads(out, 0, NULL);
+    json_t *resp = json_object_get(ans, "response");
+    if (!json_is_object(resp))
+        abort();
+    const char *want = json_string_value(json_object_get(json_object_get(req, "request"), "uid"));
+    const char *uid = json_string_value(json_object_get(resp, "uid"));
+    if (want != NULL && (uid == NULL || strcmp(uid, want) != 0))
+        abort();
+    json_t *a = json_object_get(resp, "allowed");
+    if (!json_is_boolean(a))
+        abort();
+    bool allowed = json_is_true(a);
+    if (allowed) {
+        json_t *patch = json_object_get(resp, "patch");
+        const char *type = json_string_value(json_object_get(resp, "patchType"));
+        if (patch != NULL &&
+            (!json_is_string(patch) || type == NULL || strcmp(type, "JSONPatch") != 0))
+            abort();
+    } else {
+        const char *msg =
+            json_string_value(json_object_get(json_object_get(resp, "status"), "message"));
+        if (msg == NULL || msg[0] == '\0')
+            abort(); /* a refusal says why */
+    }
+    json_decref(req);
+    json_decref(ans);
+    return allowed;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (state == NULL) {
@@ -90,6 +131,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     {
         check_template(t);
     }
+    bool allowed = rc == 0 && check_answer((const char *)data, size, out);
+    if (!allowed && templates != NULL && json_array_size(templates) > 0)
+        abort(); /* nothing is created for a refused pod */
+    vg_fuzz_report(allowed);
     json_decref(templates);
     free(out);
     return 0;
