@@ -71,6 +71,7 @@ struct cdev {
     bool turn;               /* this process holds the board's turn */
     bool turn_closing;       /* ... and queues nothing more until its queue drained */
     int64_t turn_end;        /* when it gives the turn up if others wait */
+    int64_t turn_ext;        /* when it last took or extended the turn */
     int64_t yield_until;     /* after giving it up so, others go first until then */
     int64_t turns_off_until; /* the turn was held past VGC_TURN_WAIT_MAX_NS: none till then */
     unsigned turns_off_n;    /* how often (each time twice as long) */
@@ -256,9 +257,16 @@ static void turn_release_locked(struct cdev *d)
     if (!d->turn)
         return;
     d->turn = d->turn_closing = false;
-    if (vgc_turn_release(d->board, rt.owner))
-        turn_wake(d);
+    bool wake = vgc_turn_release(d->board, rt.owner);
     vgc_bd_turn_mark(&d->bd, d->slot, false); /* after: the word no longer names it */
+    if (!wake && d->bd.plugin && atomic_load(&d->board->turn_waiters) != 0) {
+        /* The word was rewritten under it: waiters found it by its own file's bit, and
+         * learn that it let go the same way. */
+        atomic_fetch_add(&d->board->turn_seq, 1);
+        wake = true;
+    }
+    if (wake)
+        turn_wake(d);
     pthread_cond_broadcast(&rt.room);
 }
 
@@ -345,26 +353,31 @@ static void turn_charge_locked(struct cdev *d, struct turn_judge *j, int64_t t)
     j->blame = -1;
 }
 
-/* Process `id` holds the turn (held) or is named next (!held): true when this waiter
- * disregards it (treats the turn as expired, or the name as nobody's). With the device
- * plugin's board, a turn counts only when the holder's own slot file confirms it (a
- * neighbour's id, a made-up or a dead one is nobody's turn), its slot shows work in flight
- * or went idle less than VGC_TURN_IDLE_NS ago, and its container is within its allowance
- * (compute.h, vgc_allow). Otherwise j->blame names the container the wait is charged to. */
-static bool turn_disregard_locked(struct cdev *d, uint64_t id, bool held, int64_t t,
+/* The word names *id as the turn's holder (held) or as the next one (!held): true when
+ * this waiter disregards it (treats the turn as expired, or the name as nobody's). With
+ * the device plugin's board, a turn counts only when the holder's own slot file confirms
+ * it (a neighbour's id, a made-up or a dead one is nobody's); a word that names nobody
+ * while another process's own file says it holds the turn (the word was rewritten under
+ * it) counts as that process's turn, and *id becomes its id. The holder counts while its
+ * slot shows work in flight or went idle less than VGC_TURN_IDLE_NS ago, and its
+ * container is within its allowance (compute.h, vgc_allow). Otherwise j->blame names the
+ * container the wait is charged to. */
+static bool turn_disregard_locked(struct cdev *d, uint64_t *id, bool held, int64_t t,
                                   struct turn_judge *j)
 {
-    if (!d->bd.plugin || id == 0 || id == rt.owner)
+    if (!d->bd.plugin || *id == 0 || *id == rt.owner)
         return false;
     struct vgc_slot_seen s;
-    int i = vgc_bd_turn_confirm(&d->bd, id, held, t, &s);
+    int i = vgc_bd_turn_confirm(&d->bd, *id, held, t, &s);
+    if (i < 0 && held)
+        i = vgc_bd_turn_find(&d->bd, rt.owner, t, id, &s);
     if (i < 0)
         return true;
     if (held) {
         if (s.pending) {
             j->idle_holder = 0;
-        } else if (j->idle_holder != id || j->idle_flips != s.flips) {
-            j->idle_holder = id;
+        } else if (j->idle_holder != *id || j->idle_flips != s.flips) {
+            j->idle_holder = *id;
             j->idle_flips = s.flips;
             j->idle_since = t;
         } else if (t - j->idle_since > VGC_TURN_IDLE_NS) {
@@ -401,22 +414,31 @@ static int64_t turn_enter_locked(struct cdev *d)
             turn_charge_locked(d, &j, t);
         uint64_t holder = atomic_load(&b->turn);
         if (d->turn && holder != rt.owner) {
-            /* Taken from this process (its turn lapsed, or the word was rewritten): it
-             * queues nothing more until it holds the turn again. */
-            d->turn = d->turn_closing = false;
-            vgc_bd_turn_mark(&d->bd, d->slot, false);
+            if (t - d->turn_ext > VGC_TURN_GRACE_NS) {
+                /* Its turn lapsed (not extended for the grace) and another took it: it
+                 * queues nothing more until it holds the turn again. */
+                d->turn = d->turn_closing = false;
+                vgc_bd_turn_mark(&d->bd, d->slot, false);
+            } else if (vgc_turn_seize(b, rt.owner, holder, t + VGC_TURN_GRACE_NS)) {
+                /* Rewritten under a live holder: no honest process takes a turn that has
+                 * not lapsed (one that disregards it runs beside it instead), so the word
+                 * gets its id back and its own file still says it holds the turn. */
+                holder = rt.owner;
+                d->turn_ext = t;
+            }
         }
         j.blame = -1;
-        bool ignore = turn_disregard_locked(d, holder, true, t, &j);
+        uint64_t real = holder; /* who holds it as this process judges */
+        bool ignore = turn_disregard_locked(d, &real, true, t, &j);
         /* A holder that never lets go (about 1 s in all, or any holders 5 s): bounded. */
-        if (holder != seen_holder) {
-            seen_holder = holder;
+        if (real != seen_holder) {
+            seen_holder = real;
             seen_since = t;
         }
         if (t - d->stall_at > VGC_TURN_OFF_NS)
             d->stall_ns = 0;
         int64_t over = seen_since + VGC_TURN_GRACE_NS;
-        if (counted && holder != 0 && holder != rt.owner && !ignore && t > over) {
+        if (counted && real != 0 && real != rt.owner && !ignore && t > over) {
             d->stall_ns += t - (last > over ? last : over);
             d->stall_at = t;
         }
@@ -455,7 +477,7 @@ static int64_t turn_enter_locked(struct cdev *d)
         uint64_t nx = atomic_load(&b->turn_next);
         bool free_now = ignore || holder == 0;
         struct turn_judge jn = j;
-        if (nx != 0 && turn_disregard_locked(d, nx, false, t, &jn))
+        if (nx != 0 && turn_disregard_locked(d, &nx, false, t, &jn))
             nx = 0; /* named by nobody's process, or one past its allowance */
         else if (free_now && jn.blame >= 0)
             j = jn; /* a free turn kept for the one named next: charged to it */
@@ -473,7 +495,10 @@ static int64_t turn_enter_locked(struct cdev *d)
         /* The own file names this process before the word does (a reader confirms the
          * word by it). */
         bool got = false;
-        if (mine || !free_now) {
+        int64_t held_until = atomic_load(&b->turn_until);
+        bool lapsed =
+            !free_now && real == holder && !(t < held_until && held_until - t <= VGC_TURN_GRACE_NS);
+        if ((free_now && mine) || lapsed) {
             vgc_bd_turn_mark(&d->bd, d->slot, true);
             got = ignore ? vgc_turn_seize(b, rt.owner, holder, t + VGC_TURN_GRACE_NS)
                          : vgc_turn_take(b, rt.owner, t, t + VGC_TURN_GRACE_NS);
@@ -487,6 +512,7 @@ static int64_t turn_enter_locked(struct cdev *d)
             d->turn = true;
             d->turn_closing = false;
             d->turn_end = t + VGC_TURN_NS;
+            d->turn_ext = t;
             atomic_store(&b->turn_next, 0); /* also a stale one (a waiter that died) */
             if (atomic_load(&b->turn_waiters) > (counted ? 1u : 0u)) {
                 /* The others name the next one among themselves. */
@@ -639,8 +665,10 @@ static void settle_locked(const struct mark *m, CUresult r, float ms, int64_t t)
     d->inflight_ns -= m->depth;
     if (d->inflight_n == 0)
         drained_locked(d, t);
-    else if (d->turn)
+    else if (d->turn) {
         vgc_turn_extend(d->board, rt.owner, t + VGC_TURN_GRACE_NS);
+        d->turn_ext = t;
+    }
     share_sample_locked(d, t, actual);
 }
 

@@ -292,9 +292,9 @@ bool vgc_slot_read(const struct vgc_board_slot *s, int64_t now, int64_t bound_pp
  * VGC_ALLOW_BURST_NS plus VGC_ALLOW_BURST_SHARE_NS x the share (a turn of kept credit).
  * A container past it has its turns counted as expired until the bucket refills: over
  * any window T its turns keep a waiter at most rate x T + burst, whatever it writes. */
-#define VGC_ALLOW_SLACK_PPM      20000
-#define VGC_ALLOW_BURST_NS       INT64_C(100000000)
-#define VGC_ALLOW_BURST_SHARE_NS INT64_C(300000000)
+#define VGC_ALLOW_SLACK_PPM      10000
+#define VGC_ALLOW_BURST_NS       INT64_C(50000000)
+#define VGC_ALLOW_BURST_SHARE_NS INT64_C(200000000)
 
 struct vgc_allow {
     int64_t tokens; /* ns of waiting still allowed */
@@ -356,6 +356,12 @@ int64_t vgc_bd_others_share(const struct vgc_bd *bd, uint64_t container, int64_t
  * *seen: that slot (its pending flag, flips). Plugin layout only. */
 int vgc_bd_turn_confirm(const struct vgc_bd *bd, uint64_t id, bool held, int64_t now,
                         struct vgc_slot_seen *seen);
+/* A process other than self whose own file says it holds the turn (a live, valid process
+ * slot with its turn_held bit set), whatever the word says: its peer index and, in *id,
+ * its id; -1 when there is none. For a word that names nobody (rewritten under its
+ * holder), the holder is found this way. */
+int vgc_bd_turn_find(const struct vgc_bd *bd, uint64_t self, int64_t now, uint64_t *id,
+                     struct vgc_slot_seen *seen);
 /* Sets or clears this process's turn_held bit (slot: its index in its own file). */
 void vgc_bd_turn_mark(struct vgc_bd *bd, int slot, bool held);
 

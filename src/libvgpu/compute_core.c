@@ -849,6 +849,28 @@ int vgc_bd_turn_confirm(const struct vgc_bd *bd, uint64_t id, bool held, int64_t
     return -1;
 }
 
+int vgc_bd_turn_find(const struct vgc_bd *bd, uint64_t self, int64_t now, uint64_t *id,
+                     struct vgc_slot_seen *seen)
+{
+    if (!bd->plugin)
+        return -1;
+    for (unsigned i = 0; i < bd->n; i++) {
+        const struct vgc_peer *p = &bd->p[i];
+        if (p->slots == NULL)
+            continue;
+        uint64_t bits = atomic_load(&peer_file(p)->turn_held);
+        for (unsigned k = 0; k < p->nslots && k < 64 && bits != 0; k++) {
+            uint64_t o = atomic_load(&p->slots[k].owner);
+            if ((bits >> k & 1) != 0 && o != 0 && o != self &&
+                vgc_slot_read(&p->slots[k], now, p->bound_ppm, seen)) {
+                *id = o;
+                return (int)i;
+            }
+        }
+    }
+    return -1;
+}
+
 void vgc_bd_turn_mark(struct vgc_bd *bd, int slot, bool held)
 {
     if (!bd->plugin || bd->own == NULL || slot < 0 || slot >= VGC_CTR_PROCS)

@@ -4,7 +4,7 @@
 if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu AND TARGET compute_tenant AND TARGET board_layout)
   vgpu_program(turn_forger ${CMAKE_CURRENT_LIST_DIR}/turn_forger.c)
   target_link_libraries(turn_forger PRIVATE vgpu_base)
-  foreach(case rotate confirmed)
+  foreach(case rotate confirmed honest)
     add_test(NAME security.attacks.turn.${case}
              COMMAND ${CMAKE_CURRENT_LIST_DIR}/turn_test.sh ${CMAKE_BINARY_DIR} ${case})
     set_tests_properties(security.attacks.turn.${case} PROPERTIES
