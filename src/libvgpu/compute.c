@@ -371,8 +371,11 @@ static bool turn_disregard_locked(struct cdev *d, uint64_t *id, bool held, int64
     int i = vgc_bd_turn_confirm(&d->bd, *id, held, t, &s);
     if (i < 0 && held)
         i = vgc_bd_turn_find(&d->bd, rt.owner, t, id, &s);
-    if (i < 0)
+    if (i < 0) {
+        TRACE("disregard t=%lld id=%llx held=%d: nobody's\n", (long long)t, (unsigned long long)*id,
+              (int)held);
         return true;
+    }
     if (held) {
         if (s.pending) {
             j->idle_holder = 0;
@@ -381,6 +384,7 @@ static bool turn_disregard_locked(struct cdev *d, uint64_t *id, bool held, int64
             j->idle_flips = s.flips;
             j->idle_since = t;
         } else if (t - j->idle_since > VGC_TURN_IDLE_NS) {
+            TRACE("disregard t=%lld id=%llx: idle\n", (long long)t, (unsigned long long)*id);
             return true; /* holds the turn with nothing on the GPU */
         }
     }
@@ -388,8 +392,11 @@ static bool turn_disregard_locked(struct cdev *d, uint64_t *id, bool held, int64
     if (p->map == NULL)
         return false; /* a process of this container: its share is this one's */
     int64_t left = vgc_allow_charge(&p->turn, p->bound_ppm, t, 0);
-    if (left <= 0)
+    if (left <= 0) {
+        TRACE("disregard t=%lld id=%llx held=%d: past its allowance\n", (long long)t,
+              (unsigned long long)*id, (int)held);
         return true;
+    }
     j->blame = i;
     j->blame_id = p->id;
     j->left = left;
@@ -498,7 +505,8 @@ static int64_t turn_enter_locked(struct cdev *d)
         int64_t held_until = atomic_load(&b->turn_until);
         bool lapsed =
             !free_now && real == holder && !(t < held_until && held_until - t <= VGC_TURN_GRACE_NS);
-        if ((free_now && mine) || lapsed) {
+        /* A word naming this process (its own lapsed turn, or written by another) is its. */
+        if ((free_now && mine) || lapsed || holder == rt.owner) {
             vgc_bd_turn_mark(&d->bd, d->slot, true);
             got = ignore ? vgc_turn_seize(b, rt.owner, holder, t + VGC_TURN_GRACE_NS)
                          : vgc_turn_take(b, rt.owner, t, t + VGC_TURN_GRACE_NS);
