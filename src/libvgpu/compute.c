@@ -353,38 +353,22 @@ static void turn_charge_locked(struct cdev *d, struct turn_judge *j, int64_t t)
     j->blame = -1;
 }
 
-/* The word names *id as the turn's holder (held) or as the next one (!held): true when
- * this waiter disregards it (treats the turn as expired, or the name as nobody's). With
- * the device plugin's board, a turn counts only when the holder's own slot file confirms
- * it (a neighbour's id, a made-up or a dead one is nobody's); a word that names nobody
- * while another process's own file says it holds the turn (the word was rewritten under
- * it) counts as that process's turn, and *id becomes its id. The holder counts while its
- * slot shows work in flight or went idle less than VGC_TURN_IDLE_NS ago, and its
- * container is within its allowance (compute.h, vgc_allow). Otherwise j->blame names the
- * container the wait is charged to. */
-static bool turn_disregard_locked(struct cdev *d, uint64_t *id, bool held, int64_t t,
-                                  struct turn_judge *j)
+/* Whether this waiter disregards peer i's process *id as holder (held) or next: idle (a
+ * holder seen with no work in flight and no change to its slot for VGC_TURN_IDLE_NS), or
+ * its container past its allowance. Otherwise j->blame names the container charged. */
+static bool turn_peer_disregard_locked(struct cdev *d, int i, uint64_t id, bool held,
+                                       const struct vgc_slot_seen *s, int64_t t,
+                                       struct turn_judge *j)
 {
-    if (!d->bd.plugin || *id == 0 || *id == rt.owner)
-        return false;
-    struct vgc_slot_seen s;
-    int i = vgc_bd_turn_confirm(&d->bd, *id, held, t, &s);
-    if (i < 0 && held)
-        i = vgc_bd_turn_find(&d->bd, rt.owner, t, id, &s);
-    if (i < 0) {
-        TRACE("disregard t=%lld id=%llx held=%d: nobody's\n", (long long)t, (unsigned long long)*id,
-              (int)held);
-        return true;
-    }
     if (held) {
-        if (s.pending) {
+        if (s->pending) {
             j->idle_holder = 0;
-        } else if (j->idle_holder != *id || j->idle_flips != s.flips) {
-            j->idle_holder = *id;
-            j->idle_flips = s.flips;
+        } else if (j->idle_holder != id || j->idle_flips != s->flips) {
+            j->idle_holder = id;
+            j->idle_flips = s->flips;
             j->idle_since = t;
         } else if (t - j->idle_since > VGC_TURN_IDLE_NS) {
-            TRACE("disregard t=%lld id=%llx: idle\n", (long long)t, (unsigned long long)*id);
+            TRACE("disregard t=%lld id=%llx: idle\n", (long long)t, (unsigned long long)id);
             return true; /* holds the turn with nothing on the GPU */
         }
     }
@@ -394,13 +378,45 @@ static bool turn_disregard_locked(struct cdev *d, uint64_t *id, bool held, int64
     int64_t left = vgc_allow_charge(&p->turn, p->bound_ppm, t, 0);
     if (left <= 0) {
         TRACE("disregard t=%lld id=%llx held=%d: past its allowance\n", (long long)t,
-              (unsigned long long)*id, (int)held);
+              (unsigned long long)id, (int)held);
         return true;
     }
     j->blame = i;
     j->blame_id = p->id;
     j->left = left;
     return false;
+}
+
+/* The word names *id as the turn's holder (held) or as the next one (!held): true when
+ * this waiter disregards it (treats the turn as expired, or the name as nobody's). With
+ * the device plugin's board, a turn counts only when the holder's own slot file confirms
+ * it (a neighbour's id, a made-up or a dead one is nobody's); a word that names nobody
+ * while another process's own file says it holds the turn, with work in flight (the word
+ * was rewritten under it), counts as that process's turn, and *id becomes its id. The
+ * holder counts while it is not disregarded (turn_peer_disregard_locked). */
+static bool turn_disregard_locked(struct cdev *d, uint64_t *id, bool held, int64_t t,
+                                  struct turn_judge *j)
+{
+    if (!d->bd.plugin || *id == 0 || *id == rt.owner)
+        return false;
+    struct vgc_slot_seen s;
+    int i = vgc_bd_turn_confirm(&d->bd, *id, held, t, &s);
+    if (i >= 0)
+        return turn_peer_disregard_locked(d, i, *id, held, &s, t, j);
+    if (held) {
+        /* Every process that says it holds the turn is a candidate: a forger that sets its
+         * own bits must not hide an honest holder once it is past its allowance. */
+        uint64_t found;
+        for (i = vgc_bd_turn_find(&d->bd, rt.owner, 0, t, &found, &s); i >= 0;
+             i = vgc_bd_turn_find(&d->bd, rt.owner, (unsigned)i + 1, t, &found, &s))
+            if (s.pending && !turn_peer_disregard_locked(d, i, found, false, &s, t, j)) {
+                *id = found;
+                return false;
+            }
+    }
+    TRACE("disregard t=%lld id=%llx held=%d: nobody's\n", (long long)t, (unsigned long long)*id,
+          (int)held);
+    return true;
 }
 
 /* Waits (rt.lock held, released meanwhile) until this process holds d's turn; the time

@@ -357,11 +357,11 @@ int64_t vgc_bd_others_share(const struct vgc_bd *bd, uint64_t container, int64_t
 int vgc_bd_turn_confirm(const struct vgc_bd *bd, uint64_t id, bool held, int64_t now,
                         struct vgc_slot_seen *seen);
 /* A process other than self whose own file says it holds the turn (a live, valid process
- * slot with its turn_held bit set), whatever the word says: its peer index and, in *id,
- * its id; -1 when there is none. For a word that names nobody (rewritten under its
- * holder), the holder is found this way. */
-int vgc_bd_turn_find(const struct vgc_bd *bd, uint64_t self, int64_t now, uint64_t *id,
-                     struct vgc_slot_seen *seen);
+ * slot with its turn_held bit set), whatever the word says, in the peers from index `from`
+ * on: its peer index and, in *id, its id; -1 when there is none. For a word that names
+ * nobody (rewritten under its holder), the holder is found this way. */
+int vgc_bd_turn_find(const struct vgc_bd *bd, uint64_t self, unsigned from, int64_t now,
+                     uint64_t *id, struct vgc_slot_seen *seen);
 /* Sets or clears this process's turn_held bit (slot: its index in its own file). */
 void vgc_bd_turn_mark(struct vgc_bd *bd, int slot, bool held);
 

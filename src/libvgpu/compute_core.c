@@ -849,12 +849,12 @@ int vgc_bd_turn_confirm(const struct vgc_bd *bd, uint64_t id, bool held, int64_t
     return -1;
 }
 
-int vgc_bd_turn_find(const struct vgc_bd *bd, uint64_t self, int64_t now, uint64_t *id,
-                     struct vgc_slot_seen *seen)
+int vgc_bd_turn_find(const struct vgc_bd *bd, uint64_t self, unsigned from, int64_t now,
+                     uint64_t *id, struct vgc_slot_seen *seen)
 {
     if (!bd->plugin)
         return -1;
-    for (unsigned i = 0; i < bd->n; i++) {
+    for (unsigned i = from; i < bd->n; i++) {
         const struct vgc_peer *p = &bd->p[i];
         if (p->slots == NULL)
             continue;

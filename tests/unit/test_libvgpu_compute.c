@@ -473,6 +473,12 @@ static void test_turn_confirm_and_allowance(void **state)
     /* Its own file says it holds: confirmed, as the neighbour's peer entry. */
     vgc_bd_turn_mark(h, sh, true);
     assert_int_equal(vgc_bd_turn_confirm(a, 22, true, t, &seen), ph);
+    /* A word that names nobody: the holder is found by its bit (never the finder itself). */
+    uint64_t fid = 0;
+    assert_int_equal(vgc_bd_turn_find(a, 11, 0, t, &fid, &seen), ph);
+    assert_int_equal(fid, 22);
+    assert_int_equal(vgc_bd_turn_find(a, 11, (unsigned)ph + 1, t, &fid, &seen), -1);
+    assert_int_equal(vgc_bd_turn_find(a, 22, 0, t, &fid, &seen), -1);
     /* ... but the bit does not confirm another id in another slot, nor a dead process. */
     assert_int_equal(vgc_bd_turn_confirm(a, 11, true, t, &seen), -1);
     assert_int_equal(vgc_bd_turn_confirm(a, 22, true, t + VGC_STALE_NS + 1, &seen), -1);
