@@ -71,6 +71,7 @@ struct cdev {
     bool turn;               /* this process holds the board's turn */
     bool turn_closing;       /* ... and queues nothing more until its queue drained */
     int64_t turn_end;        /* when it gives the turn up if others wait */
+    int64_t turn_ext;        /* when it last took or extended the turn */
     int64_t yield_until;     /* after giving it up so, others go first until then */
     int64_t turns_off_until; /* the turn was held past VGC_TURN_WAIT_MAX_NS: none till then */
     unsigned turns_off_n;    /* how often (each time twice as long) */
@@ -237,6 +238,7 @@ void vgc_after_fork(void)
 #define VGC_TURN_WAIT_TOTAL_NS INT64_C(5000000000)  /* ... nor all holders together this long */
 #define VGC_TURN_OFF_NS        INT64_C(10000000000) /* ... after which turns are off this long */
 #define VGC_TURN_OFF_MAX_NS    INT64_C(300000000000)
+#define VGC_TURN_IDLE_NS       INT64_C(2000000) /* a holder idle this long (10 lingers) lost it */
 
 static void turn_wake(struct cdev *d)
 {
@@ -255,7 +257,15 @@ static void turn_release_locked(struct cdev *d)
     if (!d->turn)
         return;
     d->turn = d->turn_closing = false;
-    if (vgc_turn_release(d->board, rt.owner))
+    bool wake = vgc_turn_release(d->board, rt.owner);
+    vgc_bd_turn_mark(&d->bd, d->slot, false); /* after: the word no longer names it */
+    if (!wake && d->bd.plugin && atomic_load(&d->board->turn_waiters) != 0) {
+        /* The word was rewritten under it: waiters found it by its own file's bit, and
+         * learn that it let go the same way. */
+        atomic_fetch_add(&d->board->turn_seq, 1);
+        wake = true;
+    }
+    if (wake)
         turn_wake(d);
     pthread_cond_broadcast(&rt.room);
 }
@@ -320,6 +330,95 @@ static void turns_off_locked(struct cdev *d, int64_t t)
     closed_note(d, VGC_CLOSED_TURN);
 }
 
+/* What a waiter makes of the turn's holder (docs/compute.md, "Who writes the board"). */
+struct turn_judge {
+    int blame;            /* the peer whose turn keeps this process waiting (-1: none) */
+    uint64_t blame_id;    /* ... its file's identity (a scan may move the peers) */
+    int64_t left;         /* ... how much longer its allowance lets it */
+    int64_t at;           /* the wait was charged up to then */
+    uint64_t idle_holder; /* a holder seen with no work in flight ... */
+    uint64_t idle_flips;  /* ... and no change to its slot since ... */
+    int64_t idle_since;   /* ... then */
+};
+
+/* Charges the wait since the last look to the container whose turn caused it. */
+static void turn_charge_locked(struct cdev *d, struct turn_judge *j, int64_t t)
+{
+    if (j->blame >= 0 && (unsigned)j->blame < d->bd.n) {
+        struct vgc_peer *p = &d->bd.p[j->blame];
+        if (p->slots != NULL && p->id == j->blame_id)
+            (void)vgc_allow_charge(&p->turn, p->bound_ppm, t, t - j->at);
+    }
+    j->at = t;
+    j->blame = -1;
+}
+
+/* Whether this waiter disregards peer i's process *id as holder (held) or next: idle (a
+ * holder seen with no work in flight and no change to its slot for VGC_TURN_IDLE_NS), or
+ * its container past its allowance. Otherwise j->blame names the container charged. */
+static bool turn_peer_disregard_locked(struct cdev *d, int i, uint64_t id, bool held,
+                                       const struct vgc_slot_seen *s, int64_t t,
+                                       struct turn_judge *j)
+{
+    if (held) {
+        if (s->pending) {
+            j->idle_holder = 0;
+        } else if (j->idle_holder != id || j->idle_flips != s->flips) {
+            j->idle_holder = id;
+            j->idle_flips = s->flips;
+            j->idle_since = t;
+        } else if (t - j->idle_since > VGC_TURN_IDLE_NS) {
+            TRACE("disregard t=%lld id=%llx: idle\n", (long long)t, (unsigned long long)id);
+            return true; /* holds the turn with nothing on the GPU */
+        }
+    }
+    struct vgc_peer *p = &d->bd.p[i];
+    if (p->map == NULL)
+        return false; /* a process of this container: its share is this one's */
+    int64_t left = vgc_allow_charge(&p->turn, p->bound_ppm, t, 0);
+    if (left <= 0) {
+        TRACE("disregard t=%lld id=%llx held=%d: past its allowance\n", (long long)t,
+              (unsigned long long)id, (int)held);
+        return true;
+    }
+    j->blame = i;
+    j->blame_id = p->id;
+    j->left = left;
+    return false;
+}
+
+/* The word names *id as the turn's holder (held) or as the next one (!held): true when
+ * this waiter disregards it (treats the turn as expired, or the name as nobody's). With
+ * the device plugin's board, a turn counts only when the holder's own slot file confirms
+ * it (a neighbour's id, a made-up or a dead one is nobody's); a word that names nobody
+ * while another process's own file says it holds the turn, with work in flight (the word
+ * was rewritten under it), counts as that process's turn, and *id becomes its id. The
+ * holder counts while it is not disregarded (turn_peer_disregard_locked). */
+static bool turn_disregard_locked(struct cdev *d, uint64_t *id, bool held, int64_t t,
+                                  struct turn_judge *j)
+{
+    if (!d->bd.plugin || *id == 0 || *id == rt.owner)
+        return false;
+    struct vgc_slot_seen s;
+    int i = vgc_bd_turn_confirm(&d->bd, *id, held, t, &s);
+    if (i >= 0)
+        return turn_peer_disregard_locked(d, i, *id, held, &s, t, j);
+    if (held) {
+        /* Every process that says it holds the turn is a candidate: a forger that sets its
+         * own bits must not hide an honest holder once it is past its allowance. */
+        uint64_t found;
+        for (i = vgc_bd_turn_find(&d->bd, rt.owner, 0, t, &found, &s); i >= 0;
+             i = vgc_bd_turn_find(&d->bd, rt.owner, (unsigned)i + 1, t, &found, &s))
+            if (s.pending && !turn_peer_disregard_locked(d, i, found, false, &s, t, j)) {
+                *id = found;
+                return false;
+            }
+    }
+    TRACE("disregard t=%lld id=%llx held=%d: nobody's\n", (long long)t, (unsigned long long)*id,
+          (int)held);
+    return true;
+}
+
 /* Waits (rt.lock held, released meanwhile) until this process holds d's turn; the time
  * it waited for another process to give it back. */
 static int64_t turn_enter_locked(struct cdev *d)
@@ -331,18 +430,38 @@ static int64_t turn_enter_locked(struct cdev *d)
     bool counted = false, expired = false;
     int64_t free_seen = 0, seen_since = 0, last = now_ns();
     uint64_t seen_holder = 0;
+    struct turn_judge j = {.blame = -1};
     for (;;) {
         int64_t t = now_ns();
-        /* A holder that never lets go (about 1 s in all, or any holders 5 s): bounded. */
+        if (counted)
+            turn_charge_locked(d, &j, t);
         uint64_t holder = atomic_load(&b->turn);
-        if (holder != seen_holder) {
-            seen_holder = holder;
+        if (d->turn && holder != rt.owner) {
+            if (t - d->turn_ext > VGC_TURN_GRACE_NS) {
+                /* Its turn lapsed (not extended for the grace) and another took it: it
+                 * queues nothing more until it holds the turn again. */
+                d->turn = d->turn_closing = false;
+                vgc_bd_turn_mark(&d->bd, d->slot, false);
+            } else if (vgc_turn_seize(b, rt.owner, holder, t + VGC_TURN_GRACE_NS)) {
+                /* Rewritten under a live holder: no honest process takes a turn that has
+                 * not lapsed (one that disregards it runs beside it instead), so the word
+                 * gets its id back and its own file still says it holds the turn. */
+                holder = rt.owner;
+                d->turn_ext = t;
+            }
+        }
+        j.blame = -1;
+        uint64_t real = holder; /* who holds it as this process judges */
+        bool ignore = turn_disregard_locked(d, &real, true, t, &j);
+        /* A holder that never lets go (about 1 s in all, or any holders 5 s): bounded. */
+        if (real != seen_holder) {
+            seen_holder = real;
             seen_since = t;
         }
         if (t - d->stall_at > VGC_TURN_OFF_NS)
             d->stall_ns = 0;
         int64_t over = seen_since + VGC_TURN_GRACE_NS;
-        if (counted && holder != 0 && holder != rt.owner && t > over) {
+        if (counted && real != 0 && real != rt.owner && !ignore && t > over) {
             d->stall_ns += t - (last > over ? last : over);
             d->stall_at = t;
         }
@@ -379,23 +498,45 @@ static int64_t turn_enter_locked(struct cdev *d)
         int64_t key = atomic_load(&d->b->refill_at) -
                       atomic_load(&d->b->credit_ns) / 1000 * VGC_PPM / rate * 1000;
         uint64_t nx = atomic_load(&b->turn_next);
+        bool free_now = ignore || holder == 0;
+        struct turn_judge jn = j;
+        if (nx != 0 && turn_disregard_locked(d, &nx, false, t, &jn))
+            nx = 0; /* named by nobody's process, or one past its allowance */
+        else if (free_now && jn.blame >= 0)
+            j = jn; /* a free turn kept for the one named next: charged to it */
         /* After a full turn, it does not name itself until the others went. */
         if (!yield && (nx == 0 || nx == rt.owner || key < atomic_load(&b->turn_next_key))) {
             atomic_store(&b->turn_next_key, key);
             atomic_store(&b->turn_next, rt.owner);
             nx = rt.owner;
         }
-        bool free_now = atomic_load(&b->turn) == 0;
         if (!free_now || nx == rt.owner)
             free_seen = 0;
         else if (free_seen == 0)
             free_seen = t;
         bool mine = nx == rt.owner || (free_seen != 0 && t - free_seen > VGC_NEXT_WAIT_NS);
-        if ((mine || !free_now) && vgc_turn_take(b, rt.owner, t, t + VGC_TURN_GRACE_NS)) {
-            expired = !free_now; /* taken from a holder that let it lapse */
+        /* The own file names this process before the word does (a reader confirms the
+         * word by it). */
+        bool got = false;
+        int64_t held_until = atomic_load(&b->turn_until);
+        bool lapsed =
+            !free_now && real == holder && !(t < held_until && held_until - t <= VGC_TURN_GRACE_NS);
+        /* A word naming this process (its own lapsed turn, or written by another) is its. */
+        if ((free_now && mine) || lapsed || holder == rt.owner) {
+            vgc_bd_turn_mark(&d->bd, d->slot, true);
+            got = ignore ? vgc_turn_seize(b, rt.owner, holder, t + VGC_TURN_GRACE_NS)
+                         : vgc_turn_take(b, rt.owner, t, t + VGC_TURN_GRACE_NS);
+            if (!got)
+                vgc_bd_turn_mark(&d->bd, d->slot, false);
+        }
+        if (got) {
+            /* Taken from a holder that let it lapse or was disregarded: no neighbour's
+             * fair turn, nothing owed. */
+            expired = !free_now || ignore;
             d->turn = true;
             d->turn_closing = false;
             d->turn_end = t + VGC_TURN_NS;
+            d->turn_ext = t;
             atomic_store(&b->turn_next, 0); /* also a stale one (a waiter that died) */
             if (atomic_load(&b->turn_waiters) > (counted ? 1u : 0u)) {
                 /* The others name the next one among themselves. */
@@ -408,12 +549,17 @@ static int64_t turn_enter_locked(struct cdev *d)
             atomic_fetch_add(&b->turn_waiters, 1);
             counted = true;
             t0 = t;
+            j.at = t;
         }
         d->win_wanted = true;
         int64_t until = atomic_load(&b->turn_until);
         if (free_seen != 0)
             until = free_seen + VGC_NEXT_WAIT_NS + 1;
         int64_t left = until - t;
+        if (j.blame >= 0 && left > j.left)
+            left = j.left; /* look again when its allowance runs out */
+        if (j.idle_holder != 0 && left > VGC_TURN_IDLE_NS / 2)
+            left = VGC_TURN_IDLE_NS / 2;
         left = left < 50000 ? 50000 : left > 10000000 ? 10000000 : left;
         pthread_mutex_unlock(&rt.lock);
         turn_sleep(d, seq, left);
@@ -543,8 +689,10 @@ static void settle_locked(const struct mark *m, CUresult r, float ms, int64_t t)
     d->inflight_ns -= m->depth;
     if (d->inflight_n == 0)
         drained_locked(d, t);
-    else if (d->turn)
+    else if (d->turn) {
         vgc_turn_extend(d->board, rt.owner, t + VGC_TURN_GRACE_NS);
+        d->turn_ext = t;
+    }
     share_sample_locked(d, t, actual);
 }
 

@@ -220,6 +220,9 @@ int64_t vgc_board_others_share(const struct vgc_board *b, uint64_t container, in
 bool vgc_turn_take(struct vgc_board *b, uint64_t owner, int64_t now, int64_t until);
 /* Extends owner's turn to until (no-op when owner does not hold it). */
 void vgc_turn_extend(struct vgc_board *b, uint64_t owner, int64_t until);
+/* Takes the turn from holder `seen` whatever its expiry (a waiter disregards it: not
+ * confirmed, idle, or past its container's allowance). True when owner now holds it. */
+bool vgc_turn_seize(struct vgc_board *b, uint64_t owner, uint64_t seen, int64_t until);
 /* Gives owner's turn back (no-op when owner does not hold it); true when it did and
  * processes are waiting (the caller wakes them on turn_seq). */
 bool vgc_turn_release(struct vgc_board *b, uint64_t owner);
@@ -248,7 +251,11 @@ struct vgc_board *vgc_board_open(const char *dir, const char *uuid, struct vg_er
 
 struct vgc_slot_file {
     _Atomic uint64_t magic;
-    uint64_t spare[7];
+    /* Bit k: the process of procs[k] holds (or is taking) the GPU's turn. Set before the
+     * turn word names it, cleared after the word no longer does: a turn counts only when
+     * its holder's own file confirms it (vgc_bd_turn_confirm). */
+    _Atomic uint64_t turn_held;
+    uint64_t spare[6];
     struct vgc_board_slot procs[VGC_CTR_PROCS];
 };
 
@@ -274,14 +281,41 @@ struct vgc_slot_seen {
 bool vgc_slot_read(const struct vgc_board_slot *s, int64_t now, int64_t bound_ppm,
                    struct vgc_slot_seen *out);
 
+/* ---- the turn's allowance: what one container's turns may keep a waiter waiting ----
+ *
+ * The turn word is writable by every limited container on the GPU, so nothing in it can
+ * be trusted. A waiter counts a turn only when the holder's own slot file confirms it
+ * (vgc_bd_turn_confirm; nobody else can write that file), and charges the time it waits
+ * on a confirmed holder to the holder's container, against a token bucket refilled at
+ * the container's decided share plus slack (VGC_ALLOW_SLACK_PPM and a quarter of the
+ * share, for hand-overs and a holder's queue draining) and holding at most
+ * VGC_ALLOW_BURST_NS plus VGC_ALLOW_BURST_SHARE_NS x the share (a turn of kept credit).
+ * A container past it has its turns counted as expired until the bucket refills: over
+ * any window T its turns keep a waiter at most rate x T + burst, whatever it writes. */
+#define VGC_ALLOW_SLACK_PPM      10000
+#define VGC_ALLOW_BURST_NS       INT64_C(50000000)
+#define VGC_ALLOW_BURST_SHARE_NS INT64_C(200000000)
+
+struct vgc_allow {
+    int64_t tokens; /* ns of waiting still allowed */
+    int64_t at;     /* refilled up to then (0: never used: a full bucket) */
+};
+
+/* The bucket's refill rate (ppm of wall time) and size for a container of share bound. */
+int64_t vgc_allow_rate(int64_t bound_ppm);
+int64_t vgc_allow_burst(int64_t bound_ppm);
+/* Refills a to now, charges waited_ns; the ns of waiting left (<= 0: past it). */
+int64_t vgc_allow_charge(struct vgc_allow *a, int64_t bound_ppm, int64_t now, int64_t waited_ns);
+
 /* A neighbour container's slot file as one reader maps it (read-only). */
 struct vgc_peer {
     const struct vgc_board_slot *slots;
     unsigned nslots;
-    int64_t bound_ppm; /* its decided share */
-    uint64_t id;       /* the file's identity (device, inode) */
-    void *map;         /* to unmap (NULL: the reader's own file, mapped writable) */
-    bool seen;         /* in the directory at the last scan */
+    int64_t bound_ppm;     /* its decided share */
+    uint64_t id;           /* the file's identity (device, inode) */
+    void *map;             /* to unmap (NULL: the reader's own file, mapped writable) */
+    bool seen;             /* in the directory at the last scan */
+    struct vgc_allow turn; /* what its turns may still keep this reader waiting */
 };
 
 /* The board as one process sees it. */
@@ -315,6 +349,21 @@ void vgc_bd_view(const struct vgc_bd *bd, int slot, int64_t now, struct vgc_view
 /* Without the plugin as vgc_board_others_share; with it, over the other containers'
  * files, each bounded by its decided share (container is then unused). */
 int64_t vgc_bd_others_share(const struct vgc_bd *bd, uint64_t container, int64_t now);
+
+/* The peer (index into bd->p) whose file confirms that process `id` holds the turn: a
+ * fresh, valid process slot owned by id whose turn_held bit is set (held false: the bit
+ * is not needed, for the waiter named next); -1 when none does (a forged or a dead id).
+ * *seen: that slot (its pending flag, flips). Plugin layout only. */
+int vgc_bd_turn_confirm(const struct vgc_bd *bd, uint64_t id, bool held, int64_t now,
+                        struct vgc_slot_seen *seen);
+/* A process other than self whose own file says it holds the turn (a live, valid process
+ * slot with its turn_held bit set), whatever the word says, in the peers from index `from`
+ * on: its peer index and, in *id, its id; -1 when there is none. For a word that names
+ * nobody (rewritten under its holder), the holder is found this way. */
+int vgc_bd_turn_find(const struct vgc_bd *bd, uint64_t self, unsigned from, int64_t now,
+                     uint64_t *id, struct vgc_slot_seen *seen);
+/* Sets or clears this process's turn_held bit (slot: its index in its own file). */
+void vgc_bd_turn_mark(struct vgc_bd *bd, int slot, bool held);
 
 /* Installs libvgpu's SIGBUS handler (once): a board mapping that a neighbour truncated
  * is replaced by zero pages (a free turn, empty slots) instead of killing the process;

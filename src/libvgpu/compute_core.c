@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -743,7 +744,10 @@ int vgc_bd_claim(struct vgc_bd *bd, uint64_t owner, uint64_t container, int64_t 
 {
     if (!bd->plugin)
         return vgc_board_claim(bd->shared, owner, container, now);
-    return bd->own != NULL ? claim_in(bd->own->procs, VGC_CTR_PROCS, owner, container, now) : -1;
+    int slot =
+        bd->own != NULL ? claim_in(bd->own->procs, VGC_CTR_PROCS, owner, container, now) : -1;
+    vgc_bd_turn_mark(bd, slot, false); /* a dead process's bit is not the new owner's */
+    return slot;
 }
 
 void vgc_bd_set_pending(struct vgc_bd *bd, int slot, bool pending, int64_t now)
@@ -789,6 +793,95 @@ int64_t vgc_bd_others_share(const struct vgc_bd *bd, uint64_t container, int64_t
     return share_total(&sum);
 }
 
+/* ---- the turn's allowance ---- */
+
+int64_t vgc_allow_rate(int64_t bound_ppm)
+{
+    bound_ppm = clamp64(bound_ppm, 0, VGC_PPM);
+    return min64(VGC_PPM, bound_ppm + bound_ppm / 4 + VGC_ALLOW_SLACK_PPM);
+}
+
+int64_t vgc_allow_burst(int64_t bound_ppm)
+{
+    return VGC_ALLOW_BURST_NS +
+           VGC_ALLOW_BURST_SHARE_NS / 1000 * clamp64(bound_ppm, 0, VGC_PPM) / (VGC_PPM / 1000);
+}
+
+int64_t vgc_allow_charge(struct vgc_allow *a, int64_t bound_ppm, int64_t now, int64_t waited_ns)
+{
+    int64_t burst = vgc_allow_burst(bound_ppm);
+    if (a->at == 0) {
+        a->tokens = burst;
+        a->at = now;
+    } else if (now > a->at) {
+        /* Capped before the product: an idle peer's bucket is simply full. */
+        int64_t dt = min64(now - a->at, 10 * VGC_WINDOW_NS);
+        a->tokens = min64(burst, a->tokens + dt / 1000 * vgc_allow_rate(bound_ppm) / 1000);
+        a->at = now;
+    }
+    /* Never further below zero than one window: a container past its allowance earns it
+     * back within a bounded time, whatever one long wait charged. */
+    a->tokens = max64(a->tokens - max64(waited_ns, 0), -VGC_WINDOW_NS);
+    return a->tokens;
+}
+
+static const struct vgc_slot_file *peer_file(const struct vgc_peer *p)
+{
+    return (const struct vgc_slot_file *)(const void *)((const char *)p->slots -
+                                                        offsetof(struct vgc_slot_file, procs));
+}
+
+int vgc_bd_turn_confirm(const struct vgc_bd *bd, uint64_t id, bool held, int64_t now,
+                        struct vgc_slot_seen *seen)
+{
+    if (!bd->plugin || id == 0)
+        return -1;
+    for (unsigned i = 0; i < bd->n; i++) {
+        const struct vgc_peer *p = &bd->p[i];
+        if (p->slots == NULL)
+            continue;
+        uint64_t bits = held ? atomic_load(&peer_file(p)->turn_held) : ~UINT64_C(0);
+        for (unsigned k = 0; k < p->nslots && k < 64; k++)
+            if ((bits >> k & 1) != 0 && atomic_load(&p->slots[k].owner) == id &&
+                vgc_slot_read(&p->slots[k], now, p->bound_ppm, seen))
+                return (int)i;
+    }
+    return -1;
+}
+
+int vgc_bd_turn_find(const struct vgc_bd *bd, uint64_t self, unsigned from, int64_t now,
+                     uint64_t *id, struct vgc_slot_seen *seen)
+{
+    if (!bd->plugin)
+        return -1;
+    for (unsigned i = from; i < bd->n; i++) {
+        const struct vgc_peer *p = &bd->p[i];
+        if (p->slots == NULL)
+            continue;
+        uint64_t bits = atomic_load(&peer_file(p)->turn_held);
+        for (unsigned k = 0; k < p->nslots && k < 64 && bits != 0; k++) {
+            uint64_t o = atomic_load(&p->slots[k].owner);
+            if ((bits >> k & 1) != 0 && o != 0 && o != self &&
+                vgc_slot_read(&p->slots[k], now, p->bound_ppm, seen)) {
+                *id = o;
+                return (int)i;
+            }
+        }
+    }
+    return -1;
+}
+
+void vgc_bd_turn_mark(struct vgc_bd *bd, int slot, bool held)
+{
+    if (!bd->plugin || bd->own == NULL || slot < 0 || slot >= VGC_CTR_PROCS)
+        return;
+    uint64_t bit = UINT64_C(1) << slot;
+    if (held)
+        atomic_fetch_or(&bd->own->turn_held, bit);
+    else
+        atomic_fetch_and(&bd->own->turn_held, ~bit);
+}
+
 bool vgc_turn_take(struct vgc_board *b, uint64_t owner, int64_t now, int64_t until)
 {
     uint64_t cur = atomic_load(&b->turn);
@@ -809,6 +902,14 @@ void vgc_turn_extend(struct vgc_board *b, uint64_t owner, int64_t until)
 {
     if (atomic_load(&b->turn) == owner)
         atomic_store(&b->turn_until, until);
+}
+
+bool vgc_turn_seize(struct vgc_board *b, uint64_t owner, uint64_t seen, int64_t until)
+{
+    if (!atomic_compare_exchange_strong(&b->turn, &seen, owner))
+        return seen == owner;
+    atomic_store(&b->turn_until, until);
+    return true;
 }
 
 bool vgc_turn_release(struct vgc_board *b, uint64_t owner)

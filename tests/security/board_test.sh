@@ -10,8 +10,9 @@
 #           claims the whole GPU and has work pending forever: a 30 % tenant stays at 30 %
 #   truncate a container truncates the board files it may write: its neighbours go on
 #   turn    a hostile process holds the GPU's turn (far-future expiry, then rewriting it
-#           continually): the honest tenants are stalled at most about 1 s, then run as
-#           without turns (never above their shares, not starved)
+#           continually under an id no slot file confirms): the honest tenants are not
+#           stalled (they used to be for about 1 s, then stopped taking turns), never above
+#           their shares, not starved
 set -uo pipefail
 B=$(cd "$1" && pwd)
 CASE=$2
@@ -133,8 +134,10 @@ slots) # a 30 % tenant with 20 ms kernels, alone on the GPU but for a hostile pr
     ;;
 turn) # two tenants at 30/70 while a hostile process holds the GPU's turn: for 0.5 s with
     # an expiry in the far future (which stalled them for good: 0 %), then rewriting an
-    # honest-looking one every 100 us. They wait at most 1 s, then take no turns for a
-    # while: never above their shares, not starved.
+    # honest-looking one every 100 us. Its id is in no slot file, so it is nobody's turn:
+    # they are not stalled (they used to wait 1 s, then take no turns for a while), never
+    # above their shares, not starved. (tests/security/attacks/turn.cmake has the forgers
+    # that rotate ids and confirm them in their own slot file.)
     board_layout a 30
     board_layout b 70
     "$HOSTILE" turn "$VGPU_COMPUTE_BOARD" "$UUID" $((RUN_MS / 1000 + 3)) >"$T/hostile" &
@@ -158,11 +161,11 @@ turn) # two tenants at 30/70 while a hostile process holds the GPU's turn: for 0
                                          END { print m * 50 }' "$T/steps")
     again=$(awk -F'[ =]' -v f="$from" '$2 > f + 1500 && $4 > 5 && $6 > 5 { n++ } END { print n + 0 }' "$T/steps")
     echo "stalled ${stalled} ms beside the hostile turn; both ran in $again later steps of 50 ms"
-    [ "$stalled" -le 1500 ] || { cat "$T/steps"; fail "the hostile turn stalled the tenants ${stalled} ms"; }
+    [ "$stalled" -le 150 ] || { cat "$T/steps"; fail "the hostile turn stalled the tenants ${stalled} ms"; }
     [ "$again" -ge 5 ] || { cat "$T/steps"; fail "the tenants did not run again beside the hostile turn"; }
-    # Then they run as processes without turns do (docs/compute.md: contended intervals
-    # are charged by the fallback, which errs low): neither above its share, neither
-    # starved (within FALLBACK_TOL points below).
+    # The word is rewritten under them every 100 us, so their turns overlap and some
+    # intervals are contended (docs/compute.md: charged by the fallback, which errs low):
+    # neither above its share, neither starved (within FALLBACK_TOL points below).
     for i in 0 1; do
         want=$((i == 0 ? 30 : 70))
         got=$(mean_of $i "$out")
@@ -171,8 +174,8 @@ turn) # two tenants at 30/70 while a hostile process holds the GPU's turn: for 0
             'BEGIN { exit !(a >= lo && a <= hi) }' ||
             { cat "$T"/out.* >&2; fail "$want % tenant beside a hostile turn holder: $got %"; }
     done
-    grep -q "vgpu: compute limiter: the GPU's turn was held too long" "$T"/out.* ||
-        fail "the limiter did not say that it stopped taking turns"
+    ! grep -q "vgpu: compute limiter: the GPU's turn was held too long" "$T"/out.* ||
+        fail "a tenant stopped taking turns: the unconfirmed turn stalled it"
     ;;
 truncate) # a container truncates the files it may write (its own slot file and the GPU's
     # turn file) while its neighbour uses them: the neighbour used to die of SIGBUS; now

@@ -434,6 +434,110 @@ static void test_board_plugin(void **state)
     free(a);
 }
 
+/* The turn word is anyone's to write: a turn counts only when its holder's own slot file
+ * confirms it, and what a container's turns keep a waiter waiting is bounded by its
+ * decided share over any window. */
+static void test_turn_confirm_and_allowance(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vgc-board-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof path, "%s/GPU-1", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    const char *files[] = {"pod-a_main.30.slot", "pod-h_main.10.slot"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/GPU-1/%s", dir, files[i]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        uint64_t magic = VGC_SLOT_MAGIC;
+        fwrite(&magic, sizeof magic, 1, f);
+        assert_int_equal(ftruncate(fileno(f), sizeof(struct vgc_slot_file)), 0);
+        fclose(f);
+    }
+    struct vg_err err = {0};
+    struct vgc_bd *a = calloc(2, sizeof *a), *h = a + 1;
+    assert_int_equal(vgc_bd_open(a, dir, "GPU-1", "pod-a_main", &err), 0);
+    assert_int_equal(vgc_bd_open(h, dir, "GPU-1", "pod-h_main", &err), 0);
+    int64_t t = 10 * S;
+    int sa = vgc_bd_claim(a, 11, 1, t), sh = vgc_bd_claim(h, 22, 2, t);
+    assert_true(sa >= 0 && sh >= 0);
+    struct vgc_slot_seen seen;
+    /* A made-up id, and a live process that does not say it holds the turn: nobody's. */
+    assert_int_equal(vgc_bd_turn_confirm(a, 999, true, t, &seen), -1);
+    assert_int_equal(vgc_bd_turn_confirm(a, 22, true, t, &seen), -1);
+    /* Named next, a live process counts without its bit. */
+    int ph = vgc_bd_turn_confirm(a, 22, false, t, &seen);
+    assert_true(ph >= 0);
+    assert_int_equal(a->p[ph].bound_ppm, 100000);
+    /* Its own file says it holds: confirmed, as the neighbour's peer entry. */
+    vgc_bd_turn_mark(h, sh, true);
+    assert_int_equal(vgc_bd_turn_confirm(a, 22, true, t, &seen), ph);
+    /* A word that names nobody: the holder is found by its bit (never the finder itself). */
+    uint64_t fid = 0;
+    assert_int_equal(vgc_bd_turn_find(a, 11, 0, t, &fid, &seen), ph);
+    assert_int_equal(fid, 22);
+    assert_int_equal(vgc_bd_turn_find(a, 11, (unsigned)ph + 1, t, &fid, &seen), -1);
+    assert_int_equal(vgc_bd_turn_find(a, 22, 0, t, &fid, &seen), -1);
+    /* ... but the bit does not confirm another id in another slot, nor a dead process. */
+    assert_int_equal(vgc_bd_turn_confirm(a, 11, true, t, &seen), -1);
+    assert_int_equal(vgc_bd_turn_confirm(a, 22, true, t + VGC_STALE_NS + 1, &seen), -1);
+    vgc_bd_turn_mark(h, sh, false);
+    assert_int_equal(vgc_bd_turn_confirm(a, 22, true, t, &seen), -1);
+    /* A slot claimed again starts without the dead owner's bit. */
+    vgc_bd_turn_mark(h, sh, true);
+    atomic_store(&h->own->procs[sh].heartbeat, t - VGC_RECLAIM_NS - 1);
+    assert_int_equal(vgc_bd_claim(h, 33, 2, t), sh);
+    assert_int_equal(atomic_load(&h->own->turn_held) >> sh & 1, 0);
+
+    /* The allowance: a full bucket at first, refilled at the share plus slack. */
+    struct vgc_allow al = {0};
+    int64_t bound = 100000, burst = vgc_allow_burst(bound), rate = vgc_allow_rate(bound);
+    assert_int_equal(burst, VGC_ALLOW_BURST_NS + VGC_ALLOW_BURST_SHARE_NS / 10);
+    assert_int_equal(rate, 100000 + 25000 + VGC_ALLOW_SLACK_PPM);
+    assert_int_equal(vgc_allow_charge(&al, bound, t, 0), burst);
+    assert_true(vgc_allow_charge(&al, bound, t, burst) <= 0); /* spent at once */
+    /* Over any window, at most rate x window + burst of waiting is allowed: a waiter
+     * charged 1 ms at a time whenever allowed, for 20 s. */
+    int64_t waited = 0;
+    al = (struct vgc_allow){0};
+    for (int64_t u = t; u < t + 20 * S; u += MS)
+        if (vgc_allow_charge(&al, bound, u, 0) > 0) {
+            (void)vgc_allow_charge(&al, bound, u, MS);
+            waited += MS;
+        }
+    assert_true(waited <= 20 * S / 1000 * rate / 1000 + burst + MS);
+    assert_true(waited >= 20 * S / 1000 * rate / 1000 - 2 * MS);
+    /* A bucket never sinks below one window: a container past it earns it back. */
+    al = (struct vgc_allow){0};
+    assert_int_equal(vgc_allow_charge(&al, bound, t, 100 * S), -VGC_WINDOW_NS);
+    /* Written nonsense in the share cannot widen it: the bound comes from the file name. */
+    assert_int_equal(vgc_allow_rate(INT64_MAX), VGC_PPM);
+    assert_int_equal(vgc_allow_rate(-5), VGC_ALLOW_SLACK_PPM);
+
+    /* Seizing a disregarded turn: only from the holder seen. */
+    struct vgc_board *b = calloc(1, sizeof *b);
+    atomic_store(&b->turn, 0xbad);
+    atomic_store(&b->turn_until, t + VGC_TURN_GRACE_NS / 2);
+    assert_false(vgc_turn_take(b, 11, t, t + VGC_TURN_GRACE_NS)); /* looks honest */
+    assert_false(vgc_turn_seize(b, 11, 0xbae, t + VGC_TURN_GRACE_NS));
+    assert_true(vgc_turn_seize(b, 11, 0xbad, t + VGC_TURN_GRACE_NS));
+    assert_int_equal(atomic_load(&b->turn), 11);
+    assert_int_equal(atomic_load(&b->turn_until), t + VGC_TURN_GRACE_NS);
+    free(b);
+
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/GPU-1/%s", dir, files[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/GPU-1", dir);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/GPU-1.board", dir);
+    unlink(path);
+    rmdir(dir);
+    free(a);
+}
+
 /* A saturating tenant in virtual time: launches 1 ms kernels whenever the credit allows,
  * each settled at completion. Over 10 s it gets its share within 0.2 points. */
 static void test_virtual_tenant(void **state)
@@ -480,6 +584,7 @@ int main(void)
         cmocka_unit_test(test_burst_rate),
         cmocka_unit_test(test_board),
         cmocka_unit_test(test_turn),
+        cmocka_unit_test(test_turn_confirm_and_allowance),
         cmocka_unit_test(test_board_file),
         cmocka_unit_test(test_board_plugin),
         cmocka_unit_test(test_virtual_tenant),
