@@ -57,8 +57,14 @@ tenant() {
     printf -v "$var" '%s' "${!var:+${!var},}$!"
 }
 
-truth() { "$TRUTH" 0 1 "$WINDOWS" "$@"; }
-mean_of() { sed -n "s/^group=$1 mean=\([0-9.]*\).*/\1/p" <<<"$2"; }
+# The truth tool's failure, or a group it did not report, is a failure, never a 0 %.
+truth() { "$TRUTH" 0 1 "$WINDOWS" "$@" || fail "libvgpu_compute_truth failed"; }
+mean_of() {
+    local m
+    m=$(sed -n "s/^group=$1 mean=\([0-9.]*\).*/\1/p" <<<"$2")
+    [ -n "$m" ] || fail "no share measured for group $1: $2"
+    echo "$m"
+}
 within() { awk -v a="$1" -v w="$2" -v t="$3" 'BEGIN { d = a - w; if (d < 0) d = -d; exit !(d <= t) }'; }
 
 wait_tenants() {
@@ -90,16 +96,18 @@ board_layout() {
 
 case $CASE in
 events) # before its first launch: the limiter has no events and charges wall time,
-    # which covers more than the GPU time: at most the share, and not starved (the wall
-    # time's excess depends on the build: 25 % on a release build, 8 % under the
-    # sanitizers)
+    # which covers more than the GPU time: at most the share, and not starved. The wall
+    # time's excess depends on the build, so does the lower bound: a release build gets
+    # 25.8 % (docs/security.md), at least 20; the sanitizer build 8-23 %, at least 5.
+    low=20
+    [ "${VGPU_SANITIZE:-none}" = none ] || low=5
     tenant a 30 COMPUTE_HOG_EVENTS=before -- 1000000 $RUN_MS
-    out=$(truth "$group_a")
+    out=$(truth "$group_a") || exit 1
     wait_tenants
     cat "$T"/out.a.*
-    got=$(mean_of 0 "$out")
-    echo "30 % tenant holding every event from the start: achieved $got % (want 5..$((30 + TOL)))"
-    awk -v a="$got" -v hi=$((30 + TOL)) 'BEGIN { exit !(a >= 5 && a <= hi) }' ||
+    got=$(mean_of 0 "$out") || exit 1
+    echo "30 % tenant holding every event from the start: achieved $got % (want $low..$((30 + TOL)))"
+    awk -v a="$got" -v lo="$low" -v hi=$((30 + TOL)) 'BEGIN { exit !(a >= lo && a <= hi) }' ||
         fail "30 % tenant holding every event: achieved $got %"
     grep -q "vgpu: compute limiter: no timing events" "$T"/out.a.* ||
         fail "the limiter did not say on stderr that it could not time the launches"
@@ -111,7 +119,7 @@ events) # before its first launch: the limiter has no events and charges wall ti
     # after its first launch: the reserve was made, the hog changes nothing
     group_a=
     tenant a 30 COMPUTE_HOG_EVENTS=after CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/region.b" -- 1000000 $RUN_MS
-    out=$(truth "$group_a")
+    out=$(truth "$group_a") || exit 1
     wait_tenants
     check "30 % tenant holding every event after its first launch" "$(mean_of 0 "$out")" 30
     ;;
@@ -125,7 +133,7 @@ slots) # a 30 % tenant with 20 ms kernels, alone on the GPU but for a hostile pr
     "$HOSTILE" slots "$VGPU_COMPUTE_BOARD" "$UUID" "$slot_h" $((RUN_MS / 1000 + 2)) &
     pids+=($!)
     tenant a 30 VGPU_COMPUTE_SLOT=pod-a_main -- 20000000 $RUN_MS
-    out=$(truth "$group_a")
+    out=$(truth "$group_a") || exit 1
     kill "${pids[0]}" 2>/dev/null
     wait "${pids[0]}" 2>/dev/null
     pids=("${pids[@]:1}")
@@ -146,7 +154,7 @@ turn) # two tenants at 30/70 while a hostile process holds the GPU's turn: for 0
     tenant b 70 VGPU_COMPUTE_SLOT=pod-b_main -- 1000000 $((RUN_MS + 1000))
     "$TRUTH" steps 0 50 70 "$group_a" "$group_b" >"$T/steps" &
     sampler=$!
-    out=$("$TRUTH" 0 2 "$WINDOWS" "$group_a" "$group_b")
+    out=$("$TRUTH" 0 2 "$WINDOWS" "$group_a" "$group_b") || fail "libvgpu_compute_truth failed"
     wait $sampler
     kill "${pids[0]}" 2>/dev/null
     wait "${pids[0]}" 2>/dev/null
@@ -168,7 +176,7 @@ turn) # two tenants at 30/70 while a hostile process holds the GPU's turn: for 0
     # neither above its share, neither starved (within FALLBACK_TOL points below).
     for i in 0 1; do
         want=$((i == 0 ? 30 : 70))
-        got=$(mean_of $i "$out")
+        got=$(mean_of $i "$out") || exit 1
         echo "$want % tenant beside a hostile turn holder: achieved $got % (want $((want - FALLBACK_TOL))..$((want + TOL)))"
         awk -v a="$got" -v lo=$((want - FALLBACK_TOL)) -v hi=$((want + TOL)) \
             'BEGIN { exit !(a >= lo && a <= hi) }' ||
@@ -180,18 +188,19 @@ turn) # two tenants at 30/70 while a hostile process holds the GPU's turn: for 0
 truncate) # a container truncates the files it may write (its own slot file and the GPU's
     # turn file) while its neighbour uses them: the neighbour used to die of SIGBUS; now
     # it goes on (the turn reads as free, the truncated slots as empty), as beside a
-    # process that skips libvgpu: never above its share.
+    # process that skips libvgpu: never above its share, and running (13 % measured: its
+    # intervals hold its neighbour's slices and are charged whole; at least 5).
     board_layout a 30
     board_layout b 70
     tenant a 30 VGPU_COMPUTE_SLOT=pod-a_main -- 1000000 $RUN_MS
     tenant b 70 VGPU_COMPUTE_SLOT=pod-b_main -- 1000000 $RUN_MS
     sleep 1
     truncate -s 0 "$slot_b" "$VGPU_COMPUTE_BOARD/$UUID.board"
-    out=$(truth "$group_a" "$group_b")
+    out=$(truth "$group_a" "$group_b") || exit 1
     wait_tenants # each exited 0: nobody died of SIGBUS
-    got=$(mean_of 0 "$out")
-    echo "30 % tenant after its neighbour truncated the board: achieved $got % (want <= $((30 + TOL)))"
-    awk -v a="$got" -v hi=$((30 + TOL)) 'BEGIN { exit !(a <= hi) }' || fail "30 % tenant: $got %"
+    got=$(mean_of 0 "$out") || exit 1
+    echo "30 % tenant after its neighbour truncated the board: achieved $got % (want 5..$((30 + TOL)))"
+    awk -v a="$got" -v hi=$((30 + TOL)) 'BEGIN { exit !(a >= 5 && a <= hi) }' || fail "30 % tenant: $got %"
     ;;
 *) fail "unknown case $CASE" ;;
 esac
