@@ -15,7 +15,9 @@
 #     Detection: from just before the attacker is started to the monitor's "over" log
 #     line; kill: from that line to the kill's log line; gone: from the start to the
 #     attacker no longer running (its exit seen by polling /proc every millisecond).
-#     Needs root (cgroups); without, the row says so.
+#     Needs root (cgroups); without it the script fails.
+# Exits non-zero when a documented figure is missed: detection p99 over 250 ms (+100 ms
+# for the attacker's own start-up), or the kill p99 over 100 ms after detection.
 set -euo pipefail
 build=$(cd "${1:?usage: bench/monitor.sh BUILD_DIR}" && pwd)
 monitor=$build/bin/vgpu-monitor
@@ -163,3 +165,14 @@ done
 echo "| detection latency, attacker start to the violation (ms, p50 / p99 of $trials) | $(percentile 50 <"$work/detect") / $(percentile 99 <"$work/detect") |"
 echo "| kill latency, violation to SIGKILL (ms, p50 / p99 of $trials) | $(percentile 50 <"$work/kill") / $(percentile 99 <"$work/kill") |"
 echo "| attacker start to attacker gone (ms, p50 / p99 of $trials) | $(percentile 50 <"$work/gone") / $(percentile 99 <"$work/gone") |"
+# The documented figures (docs/security.md, docs/monitor.md): detection within 250 ms at
+# p99, with the 100 ms margin security.monitor.* states for the attacker's own start-up
+# (process start, cuInit, context: counted here, tens of ms under load), and the kill in
+# the same sample (100 ms, as those tests). The other side: a trial the monitor did not
+# detect and kill already failed above.
+detect_p99=$(percentile 99 <"$work/detect")
+kill_p99=$(percentile 99 <"$work/kill")
+missed=0
+[ "$detect_p99" -le 350 ] || { echo "monitor.sh: detection p99 $detect_p99 ms, over the 250 ms documented (+100 ms start-up margin)" >&3; missed=1; }
+[ "$kill_p99" -le 100 ] || { echo "monitor.sh: kill p99 $kill_p99 ms after detection, over 100 ms" >&3; missed=1; }
+exit "$missed"
