@@ -126,9 +126,12 @@ mkdir -p "$work/c1/${uid}_main"
 printf 'vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=1024m\nVGPU_DEVICE_UUID_0=%s\n' "$uuid" \
     >"$work/c1/${uid}_main/limits"
 # 50 attackers in one container would quarantine it at the third (docs/monitor.md,
-# "Quarantine"): off, so every trial measures the memory check's detection and kill.
-"$monitor" --policy kill --quarantine-after 0 --listen 127.0.0.1:0 --containers-dir "$work/c1" \
-    --cgroup-root "/$sub" >"$work/mon.log" 2>&1 &
+# "Quarantine"), and the registration check would kill an attacker seen before it filled
+# the card as unregistered, with another log line (its first-sight kill is measured by
+# security.attacks.watchdog.small): both off, so every trial measures the memory check's
+# detection and kill.
+"$monitor" --policy kill --quarantine-after 0 --registration-check off --listen 127.0.0.1:0 \
+    --containers-dir "$work/c1" --cgroup-root "/$sub" >"$work/mon.log" 2>&1 &
 mon=$!
 pids+=("$mon")
 for _ in $(seq 500); do grep -q watching "$work/mon.log" && break; sleep 0.01; done
