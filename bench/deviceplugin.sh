@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 [ -x "$build/bin/vgpu-device-plugin" ] || { echo "no $build/bin/vgpu-device-plugin: build first"; exit 1; }
 [ -x "$build/bin/fakegpu-ctl" ] || { echo "no $build/bin/fakegpu-ctl: build first"; exit 1; }
-/usr/bin/python3 -W ignore bench/deviceplugin_bench.py "$(realpath "$build")" "$PWD"
+# A missed target (the Python part says which) fails the script after the tables.
+rc=0
+/usr/bin/python3 -W ignore bench/deviceplugin_bench.py "$(realpath "$build")" "$PWD" || rc=$?
 
 prog=$build/bench/deviceplugin_match
 if [ -x "$prog" ] && command -v valgrind >/dev/null 2>&1; then
@@ -29,3 +31,4 @@ if [ -x "$prog" ] && command -v valgrind >/dev/null 2>&1; then
         done
     done
 fi
+exit "$rc"

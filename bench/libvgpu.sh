@@ -3,7 +3,10 @@
 # markdown. "check" (the test bench.libvgpu_alloc): only the allocation figure, for the
 # smallest and largest size, one run each. Both modes exit non-zero when a figure misses
 # its target (30 added instructions per launch, 400 per allocation+free pair): callgrind
-# counts are stable, so a miss is a regression, not noise.
+# counts are stable, so a miss is a regression, not noise. The other side fails too: a
+# figure of 0 or less (libvgpu not on the path: its preload failed or its wrapper is
+# missing, so the bench measured the driver alone), or a benchmark run that failed (an
+# allocation refused: a limiter that refuses everything is cheap).
 # Instructions per call: callgrind counts for N=2000 minus N=1000 iterations, divided by
 # 1000, so start-up cancels. Allocation: the whole program's instructions with libvgpu
 # preloaded minus without (libvgpu's own code and every driver call it adds), median of
@@ -30,7 +33,7 @@ incl() {
 run_cg() { # run_cg MODE N [preload] -> callgrind file
     local out=$T/cg.$1.$2.${3:-0}
     env ${3:+LD_PRELOAD=$LIB} valgrind --tool=callgrind --callgrind-out-file="$out" \
-        "$BIN" "$1" "$2" >/dev/null 2>&1
+        "$BIN" "$1" "$2" >/dev/null 2>&1 || echo "libvgpu_bench $1 $2${3:+ under libvgpu}" >>"$T/failed"
     echo "$out"
 }
 # Per call, N=2000 minus N=1000 (start-up and first-call set-up cancel):
@@ -66,6 +69,9 @@ if [ "$MODE" = full ]; then
     if [ "$la" -gt "$LAUNCH_TARGET" ]; then
         echo "FAIL: cuLaunchKernel adds $la instructions, over the $LAUNCH_TARGET target" >&2
         over=1
+    elif [ "$la" -lt 1 ]; then
+        echo "FAIL: cuLaunchKernel adds $la instructions: libvgpu's wrapper was not on the path" >&2
+        over=1
     fi
 fi
 
@@ -73,7 +79,7 @@ fi
 total() { # total N SIZE [preload] -> Ir
     local out=$T/cg.total
     env ${3:+LD_PRELOAD=$LIB} valgrind --tool=callgrind --callgrind-out-file="$out" \
-        "$BIN" alloc "$1" "$2" >/dev/null 2>&1
+        "$BIN" alloc "$1" "$2" >/dev/null 2>&1 || echo "libvgpu_bench alloc $1 $2${3:+ under libvgpu}" >>"$T/failed"
     sed -n 's/^summary: //p' "$out"
 }
 per_pair() { # per_pair SIZE [preload] -> instructions per alloc+free pair
@@ -110,8 +116,16 @@ for size in $SIZES; do
     if [ "$added" -gt "$TARGET" ]; then
         echo "FAIL: a ${size#*:} allocation+free pair adds $added instructions, over the $TARGET target" >&2
         over=1
+    elif [ "$added" -lt 1 ]; then
+        echo "FAIL: a ${size#*:} allocation+free pair adds $added instructions: libvgpu was not on the path" >&2
+        over=1
     fi
 done
+if [ -s "$T/failed" ]; then
+    echo "FAIL: benchmark runs failed (an allocation or launch refused):" >&2
+    sed 's/^/  /' "$T/failed" >&2
+    over=1
+fi
 if [ "$MODE" = check ]; then
     exit "$over"
 fi

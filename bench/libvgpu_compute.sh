@@ -5,7 +5,8 @@
 # instructions per launch (callgrind) and the launch throughput of tiny kernels.
 # The test script's own bounds are off here; this script judges the documented figures
 # itself (every share within 2 points, burst mode alone at least 90 %, the hand-back
-# within 150 ms) and exits non-zero after the tables when one is missed.
+# within 150 ms, the bursty tenant at 10-32 %) and exits non-zero after the tables when
+# one is missed.
 set -uo pipefail
 B=$(cd "${1:-build}" && pwd)
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,8 +33,10 @@ for c in split four alone burst handback graph paths procs long bursty; do
             want="≥ 90"
             ok=$(awk -v a="$got" 'BEGIN { print (a >= 90) ? "yes" : "no" }') ;;
         "bursty 30 % tenant"*)
-            want="≤ 32"
-            ok=$(awk -v a="$got" 'BEGIN { print (a <= 32) ? "yes" : "no" }') ;;
+            # Never above its share (+2); on about half the time, it gets about half of it
+            # (15 %, less a 5-point margin): a limiter that starves it fails as well.
+            want="10–32"
+            ok=$(awk -v a="$got" 'BEGIN { print (a >= 10 && a <= 32) ? "yes" : "no" }') ;;
         hand-back*)
             ok=$(case $got in [0-9]*) [ "$got" -le 150 ] && echo yes || echo no ;; *) echo no ;; esac) ;;
         *)

@@ -15,7 +15,9 @@
 #     Detection: from just before the attacker is started to the monitor's "over" log
 #     line; kill: from that line to the kill's log line; gone: from the start to the
 #     attacker no longer running (its exit seen by polling /proc every millisecond).
-#     Needs root (cgroups); without, the row says so.
+#     Needs root (cgroups); without it the script fails.
+# Exits non-zero when a documented figure is missed: detection p99 over 250 ms (+100 ms
+# for the attacker's own start-up), or the kill p99 over 100 ms after detection.
 set -euo pipefail
 build=$(cd "${1:?usage: bench/monitor.sh BUILD_DIR}" && pwd)
 monitor=$build/bin/vgpu-monitor
@@ -124,9 +126,12 @@ mkdir -p "$work/c1/${uid}_main"
 printf 'vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=1024m\nVGPU_DEVICE_UUID_0=%s\n' "$uuid" \
     >"$work/c1/${uid}_main/limits"
 # 50 attackers in one container would quarantine it at the third (docs/monitor.md,
-# "Quarantine"): off, so every trial measures the memory check's detection and kill.
-"$monitor" --policy kill --quarantine-after 0 --listen 127.0.0.1:0 --containers-dir "$work/c1" \
-    --cgroup-root "/$sub" >"$work/mon.log" 2>&1 &
+# "Quarantine"), and the registration check would kill an attacker seen before it filled
+# the card as unregistered, with another log line (its first-sight kill is measured by
+# security.attacks.watchdog.small): both off, so every trial measures the memory check's
+# detection and kill.
+"$monitor" --policy kill --quarantine-after 0 --registration-check off --listen 127.0.0.1:0 \
+    --containers-dir "$work/c1" --cgroup-root "/$sub" >"$work/mon.log" 2>&1 &
 mon=$!
 pids+=("$mon")
 for _ in $(seq 500); do grep -q watching "$work/mon.log" && break; sleep 0.01; done
@@ -163,3 +168,14 @@ done
 echo "| detection latency, attacker start to the violation (ms, p50 / p99 of $trials) | $(percentile 50 <"$work/detect") / $(percentile 99 <"$work/detect") |"
 echo "| kill latency, violation to SIGKILL (ms, p50 / p99 of $trials) | $(percentile 50 <"$work/kill") / $(percentile 99 <"$work/kill") |"
 echo "| attacker start to attacker gone (ms, p50 / p99 of $trials) | $(percentile 50 <"$work/gone") / $(percentile 99 <"$work/gone") |"
+# The documented figures (docs/security.md, docs/monitor.md): detection within 250 ms at
+# p99, with the 100 ms margin security.monitor.* states for the attacker's own start-up
+# (process start, cuInit, context: counted here, tens of ms under load), and the kill in
+# the same sample (100 ms, as those tests). The other side: a trial the monitor did not
+# detect and kill already failed above.
+detect_p99=$(percentile 99 <"$work/detect")
+kill_p99=$(percentile 99 <"$work/kill")
+missed=0
+[ "$detect_p99" -le 350 ] || { echo "monitor.sh: detection p99 $detect_p99 ms, over the 250 ms documented (+100 ms start-up margin)" >&3; missed=1; }
+[ "$kill_p99" -le 100 ] || { echo "monitor.sh: kill p99 $kill_p99 ms after detection, over 100 ms" >&3; missed=1; }
+exit "$missed"

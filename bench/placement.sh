@@ -2,6 +2,10 @@
 # Placement benchmark: the FGD paper's procedure on the openb trace (docs/placement.md).
 # Usage: bench/placement.sh BUILD_DIR. Prints markdown tables. The trace is read from
 # $VGPU_OPENB_DIR, else ../shared/data/openb next to the repository.
+# Exits non-zero, after the tables, when a documented claim fails (docs/placement.md,
+# "Results"): a paper policy's mean outside the paper's min-max over the seeds widened by
+# 0.3 point, the paper's ranking FGD < BestFit < Packing < Clustering < DotProd < Random
+# broken, or `default` not below `fgd` on a workload (the paper's and the stand-ins).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -34,13 +38,30 @@ end=$(date +%s.%N)
 "$sim" --nodes "$nodes" --pods "$data/openb_pod_list_default.csv" --policy all --seeds 42 \
     --jobs 1 --latency > "$tmp/latency.txt"
 
-python3 - "$tmp/default.json" "$tmp/latency.txt" "$start" "$end" "$jobs" ${paper[default]} <<'PY'
+python3 - "$tmp/default.json" "$tmp/latency.txt" "$start" "$end" "$jobs" "$tmp/missed" ${paper[default]} <<'PY'
 import json, sys, re
 rows = [json.loads(l) for l in open(sys.argv[1])]
 lat = {l.split()[0]: re.search(r"p99 decision ([0-9.]+) ms", l).group(1)
        for l in open(sys.argv[2]) if "p99" in l}
 wall = float(sys.argv[4]) - float(sys.argv[3]); jobs = sys.argv[5]
-paper = dict(zip(["random", "dotprod", "clustering", "packing", "bestfit", "fgd"], sys.argv[6:]))
+paper = dict(zip(["random", "dotprod", "clustering", "packing", "bestfit", "fgd"], sys.argv[7:]))
+# The paper's min-max over seeds 42-51 (its artifact's per-seed results: docs/placement.md,
+# "The paper's figures"), and the ranking it reports.
+paper_range = {"random": (13.21, 14.13), "dotprod": (9.00, 9.66), "clustering": (7.25, 9.38),
+               "packing": (7.42, 8.93), "bestfit": (6.96, 7.36), "fgd": (4.62, 4.94)}
+ranking = ["fgd", "bestfit", "packing", "clustering", "dotprod", "random"]
+means = {o["policy"]: o["unallocated_gpu_pct_at_arrival_100"]["mean"] for o in rows}
+missed = []
+for pol, (lo, hi) in paper_range.items():
+    m = means.get(pol)
+    if m is None or not lo - 0.3 <= m <= hi + 0.3:
+        missed.append(f"{pol}: mean {m} outside the paper's {lo}-{hi} +- 0.3")
+for a, b in zip(ranking, ranking[1:]):
+    if not (a in means and b in means and means[a] < means[b]):
+        missed.append(f"ranking: {a} ({means.get(a)}) not below {b} ({means.get(b)})")
+with open(sys.argv[6], "a") as f:
+    for m in missed:
+        f.write("default workload: " + m + "\n")
 print("Default workload (openb_pod_list_default.csv), seeds 42-51, unallocated GPU % at 100 % arrival:\n")
 print("| policy | mean | SD | min-max | GPUs | paper mean | alloc % at 130 % | p99 decision (ms) |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -68,12 +89,15 @@ echo "| --- | ---: | ---: | ---: | ---: |"
 compare() { # WORKLOAD FILE PAPER_FGD: one table row, fgd against default
     "$sim" --nodes "$nodes" --pods "$2" --policy fgd,default --seeds 42-51 --jobs "$jobs" \
         --json > "$tmp/$1.json"
-    python3 - "$tmp/$1.json" "$1" "$3" <<'PY'
+    python3 - "$tmp/$1.json" "$1" "$3" "$tmp/missed" <<'PY'
 import json, sys
 r = {o["policy"]: o["unallocated_gpu_pct_at_arrival_100"]["mean"]
      for o in map(json.loads, open(sys.argv[1]))}
 f, d = r["fgd"], r["default"]
 print(f"| {sys.argv[2]} | {sys.argv[3]} | {f:.2f} | {d:.2f} | {100 * (d - f) / f:+.1f} % |")
+if not d < f:
+    with open(sys.argv[4], "a") as out:
+        out.write(f"{sys.argv[2]}: default {d:.3f} not below fgd {f:.3f}\n")
 PY
 }
 for w in default gpushare40 gpushare60 multigpu20 multigpu30 gpuspec10 cpu050 cpu100; do
@@ -92,3 +116,9 @@ python3 bench/openb_variants.py "$data" "$tmp/variants" > /dev/null
 for w in cpu200 cpu250 gpushare80 gpushare100 gpuspec20 gpuspec25 gpuspec33 multigpu40 multigpu50; do
     compare "$w" "$tmp/variants/openb_pod_list_$w.csv" "${paper_fgd[$w]}"
 done
+if [ -s "$tmp/missed" ]; then
+    echo
+    echo "Missed the documented claims:"
+    sed 's/^/- /' "$tmp/missed"
+    exit 1
+fi

@@ -13,6 +13,8 @@
 #   (PERF_ARGS, default -g); part 2 runs once per entry of POLICIES ("binpack default
 #   binpack:mixed default:mixed": the scheduler's --policy, and :mixed for the stub's
 #   mixed pod shapes), each against a fresh stub; SCHED_ARGS adds scheduler flags.
+# Exits non-zero when a documented target is missed (RSS <= 200 MB; for binpack /filter p99
+# <= 2 ms, CPU per decision <= 0.5 ms, >= 2,000 decisions/s) or the invariants break.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -20,7 +22,8 @@ bin=$(find "$build" -name vgpu-scheduler -type f -perm -u+x | head -1)
 [ -n "$bin" ] || { echo "no vgpu-scheduler under $build"; exit 1; }
 echo "### Against the Python test API server (tests/kube_api_server.py)"
 echo
-/usr/bin/python3 bench/scheduler_bench.py "$(realpath "$bin")" "${NODES:-5000}" "${GPUS:-8}" "${PODS:-2000}"
+py_rc=0
+/usr/bin/python3 bench/scheduler_bench.py "$(realpath "$bin")" "${NODES:-5000}" "${GPUS:-8}" "${PODS:-2000}" || py_rc=$?
 echo
 echo "### Against the C API stub (bench/kube_stub.c, bench/sched_load.c)"
 echo
@@ -77,13 +80,39 @@ KC
         perf record -q ${PERF_ARGS:--g} -p "$spid" -o "$PERF_OUT" 2>/dev/null &
         pids+=($!)
     fi
-    "$load" "$port" "$(cat "$run/api.port")" "${CLIENTS:-16}" "${LAT:-1000}" "$spid" || rc=$?
+    "$load" "$port" "$(cat "$run/api.port")" "${CLIENTS:-16}" "${LAT:-1000}" "$spid" >"$run/load.out" || rc=$?
+    cat "$run/load.out"
     cpu1=$(awk '{print $14 + $15}' /proc/$spid/stat)
+    local rss_kib
+    rss_kib=$(awk '/VmRSS/ {print $2}' /proc/$spid/status)
     echo "| scheduler CPU time, whole run (with the final state dump) | $(awk -v a="$cpu0" -v b="$cpu1" -v hz="$(getconf CLK_TCK)" 'BEGIN {printf "%.2f s", (b - a) / hz}') | |"
-    echo "| scheduler RSS after the run | $(awk '/VmRSS/ {printf "%.0f MiB", $2/1024}' /proc/$spid/status) | <= 200 MB |"
+    echo "| scheduler RSS after the run | $((rss_kib / 1024)) MiB | <= 200 MB |"
     if [ "$rc" != 0 ]; then
         echo "sched_load failed (rc $rc); scheduler log:"
         tail -20 "$run/sched.log"
+    fi
+    # The documented targets, judged here (sched_load prints them): RSS <= 200 MB for
+    # every policy; for binpack, the scheduler's default policy, /filter p99 <= 2 ms and
+    # CPU per decision <= 0.5 ms (2,000 decisions/s on a core of its own) and 2,000
+    # decisions/s sustained (docs/benchmarks.md, "vgpu-scheduler"). `default`'s figures are
+    # measured, not held to these (its rescoring costs more: docs/benchmarks.md, rounds 4-5).
+    # The other side: every pod bound, no failed request and the invariants ok, which
+    # sched_load's own exit status already holds.
+    local p99 rate cpu
+    p99=$(sed -n 's/^| \/filter p50 \/ p99 (C client.*| [0-9.]* \/ \([0-9.]*\) ms |.*/\1/p' "$run/load.out")
+    rate=$(sed -n 's/^| filter+prioritize+bind decisions\/s .*| \([0-9.]*\) |.*/\1/p' "$run/load.out")
+    cpu=$(sed -n 's/^| scheduler CPU per decision (throughput phase) | \([0-9.]*\) ms .*/\1/p' "$run/load.out")
+    judge() { # WHAT VALUE OP BOUND: a missed target fails the run
+        if [ -z "$2" ] || ! awk -v v="$2" -v b="$4" -v op="$3" 'BEGIN { exit !(op == "le" ? v <= b : v >= b) }'; then
+            echo "MISSED ($1, --policy $policy): ${2:-no figure}, want $([ "$3" = le ] && echo "<=" || echo ">=") $4" >&2
+            rc=1
+        fi
+    }
+    judge "scheduler RSS, MB" "$(awk -v k="$rss_kib" 'BEGIN { printf "%.1f", k * 1024 / 1e6 }')" le 200
+    if [ "$policy" = binpack ]; then
+        judge "/filter p99, ms" "$p99" le 2
+        judge "scheduler CPU per decision, ms" "$cpu" le 0.5
+        judge "decisions/s" "$rate" ge 2000
     fi
     kill "$spid" "$stub_pid" 2>/dev/null || true
     wait "$spid" "$stub_pid" 2>/dev/null || true
@@ -97,4 +126,5 @@ for policy in ${POLICIES:-binpack default binpack:mixed default:mixed}; do
     echo
     c_harness "$policy" || rc=$?
 done
+[ "$py_rc" = 0 ] || rc=$py_rc
 exit "$rc"
