@@ -371,6 +371,15 @@ static int bad_request(struct sched_state *s, int rc)
 
 /* The filter's ExtenderArgs: the pod, its key, and the node list (NodeNames when
  * *cache, else Nodes.items), every node named. */
+
+/* The pod's key could not be made: a malformed ExtenderArgs, with the reason. (Wrapped,
+ * never formatted into err from err->msg itself.) */
+static int args_error(struct vg_err *err)
+{
+    vg_err_wrap(err, "ExtenderArgs");
+    err->code = -EBADMSG;
+    return -EBADMSG;
+}
 static int filter_args(json_t *args, json_t **pod, json_t **list, bool *cache, char *key,
                        size_t key_size, struct vg_err *err)
 {
@@ -396,7 +405,7 @@ static int filter_args(json_t *args, json_t **pod, json_t **list, bool *cache, c
             return vg_err_set(err, -EBADMSG, "ExtenderArgs: node %zu has no name", i);
     }
     if (sched_pod_key(*pod, key, key_size, err) < 0)
-        return vg_err_set(err, -EBADMSG, "ExtenderArgs: %s", err->msg);
+        return args_error(err);
     return 0;
 }
 
@@ -591,7 +600,7 @@ static int filter_fast(struct sched_state *s, const char *body, size_t len, stru
         return SCHED_ARGS_DECLINE; /* jansson words the error */
     char key[SCHED_KEY_MAX];
     if (sched_pod_key(pod, key, sizeof key, err) < 0)
-        return bad_request(s, vg_err_set(err, -EBADMSG, "ExtenderArgs: %s", err->msg));
+        return bad_request(s, args_error(err));
     struct offer *of = *c.of;
     for (size_t i = 0; i < c.n && c.text->len > 0; i++) /* names that were decoded */
         if (of[i].in_text)
@@ -636,7 +645,7 @@ int sched_prioritize(struct sched_state *s, const char *body, size_t len, char *
             vg_err_set(err, -EBADMSG, "ExtenderArgs: neither NodeNames nor Nodes.items is a list"));
     char key[SCHED_KEY_MAX];
     if (sched_pod_key(pod, key, sizeof key, err) < 0)
-        return bad_request(s, vg_err_set(err, -EBADMSG, "ExtenderArgs: %s", err->msg));
+        return bad_request(s, args_error(err));
     const struct sched_pod *p = sched_map_get(&s->pods, key);
     VG_AUTO_JSON json_t *result = json_array();
     size_t i;

@@ -34,5 +34,14 @@ if [ -n "$hits" ]; then
     status=1
 fi
 
+# An error formatted from its own message (vsnprintf over its own input): wrap it instead.
+hits=$(grep -rnE 'vg_err_(set|errno)\((err|&err),[^;]*([^[:alnum:]_.>]err->msg|[^[:alnum:]_.>]err\.msg)' \
+           --include='*.c' src 2>/dev/null || true)
+if [ -n "$hits" ]; then
+    echo "an error formatted from its own message; use vg_err_wrap(err, ...):"
+    echo "$hits"
+    status=1
+fi
+
 [ "$status" = 0 ] && echo "error-path conventions hold"
 exit "$status"
