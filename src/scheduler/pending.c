@@ -1,5 +1,6 @@
-/* The pods waiting for a node, as the pod watch shows them, and the per-namespace bound on
- * filter's outstanding assumptions (sched.h, "pending pods").
+/* The pods waiting for a node, as the pod watch shows them, the per-namespace bound on
+ * filter's outstanding assumptions (sched.h, "pending pods"), and filter's last verdict on
+ * each of them (the dashboard's and `vgpu explain`'s "why").
  *
  * /filter promises capacity for a pod until bind or the assumption TTL. Without these
  * two checks anyone who can reach the extender could reserve every GPU with filters for
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/auto.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
@@ -139,4 +141,71 @@ void sched_assume_count(struct sched_state *s, const char *key)
     (void)ns_of(key, ns);
     uint32_t n = (uint32_t)(uintptr_t)sched_map_get(&s->ns_assumed, ns);
     sched_map_put(&s->ns_assumed, ns, (void *)(uintptr_t)(n + 1));
+}
+
+/* ---- filter verdicts: why each pending pod was refused where (view.c reads them)
+ * ----------------------------------------------------------------- */
+
+struct sched_verdict *sched_verdict_begin(struct sched_state *s, const char *key, int64_t now_s)
+{
+    struct sched_verdict *v = sched_map_get(&s->verdicts, key);
+    if (v == NULL) {
+        if (s->verdicts.count >= SCHED_VERDICTS_MAX)
+            return NULL;
+        v = xcalloc(1, sizeof *v);
+        sched_map_put(&s->verdicts, key, v);
+    }
+    memset(v, 0, sizeof *v);
+    v->time = now_s;
+    return v;
+}
+
+void sched_verdict_fail(struct sched_verdict *v, const char *why, const char *node, size_t len)
+{
+    v->failed++;
+    unsigned r = 0;
+    while (r < v->reason_count && v->reasons[r].why != why)
+        r++;
+    if (r == v->reason_count) {
+        if (r == SCHED_VERDICT_REASONS) {
+            v->other_reasons++;
+            return;
+        }
+        v->reasons[r].why = why;
+        v->reason_count++;
+    }
+    struct sched_verdict_reason *re = &v->reasons[r];
+    if (re->count < SCHED_VERDICT_EXAMPLES) {
+        size_t n = len < sizeof re->nodes[0] - 1 ? len : sizeof re->nodes[0] - 1;
+        memcpy(re->nodes[re->count], node, n);
+        re->nodes[re->count][n] = '\0';
+    }
+    re->count++;
+}
+
+void sched_verdict_drop(struct sched_state *s, const char *key)
+{
+    free(sched_map_remove(&s->verdicts, key));
+}
+
+void sched_verdicts_prune(struct sched_state *s)
+{
+    size_t n = 0;
+    VG_AUTO_FREE char(*gone)[SCHED_KEY_MAX] = xcalloc(s->verdicts.count + 1, sizeof *gone);
+    for (size_t i = sched_map_next(&s->verdicts, 0); i < s->verdicts.cap;
+         i = sched_map_next(&s->verdicts, i + 1)) {
+        const char *key = s->verdicts.slots[i].key;
+        if (sched_map_get(&s->pending, key) == NULL && sched_map_get(&s->pods, key) == NULL)
+            (void)vg_strlcpy(gone[n++], key, sizeof gone[0]);
+    }
+    for (size_t k = 0; k < n; k++)
+        sched_verdict_drop(s, gone[k]);
+}
+
+void sched_verdicts_release(struct sched_state *s)
+{
+    for (size_t i = sched_map_next(&s->verdicts, 0); i < s->verdicts.cap;
+         i = sched_map_next(&s->verdicts, i + 1))
+        free(s->verdicts.slots[i].value);
+    sched_map_release(&s->verdicts);
 }

@@ -1,5 +1,6 @@
 /* What vgpu-scheduler shows of its model (view.h): allocation metrics, the dashboard's
- * state JSON and the filter verdicts kept per pod. */
+ * state JSON and the filter verdicts kept per pod, read only (the verdict store that
+ * filter writes is pending.c's). */
 #include "scheduler/view.h"
 
 #include <errno.h>
@@ -16,72 +17,6 @@
 #include "scheduler/internal.h"
 
 #define MIB 1048576ull
-
-/* ---- filter verdicts ----------------------------------------------------------------- */
-
-struct sched_verdict *sched_verdict_begin(struct sched_state *s, const char *key, int64_t now_s)
-{
-    struct sched_verdict *v = sched_map_get(&s->verdicts, key);
-    if (v == NULL) {
-        if (s->verdicts.count >= SCHED_VERDICTS_MAX)
-            return NULL;
-        v = xcalloc(1, sizeof *v);
-        sched_map_put(&s->verdicts, key, v);
-    }
-    memset(v, 0, sizeof *v);
-    v->time = now_s;
-    return v;
-}
-
-void sched_verdict_fail(struct sched_verdict *v, const char *why, const char *node, size_t len)
-{
-    v->failed++;
-    unsigned r = 0;
-    while (r < v->reason_count && v->reasons[r].why != why)
-        r++;
-    if (r == v->reason_count) {
-        if (r == SCHED_VERDICT_REASONS) {
-            v->other_reasons++;
-            return;
-        }
-        v->reasons[r].why = why;
-        v->reason_count++;
-    }
-    struct sched_verdict_reason *re = &v->reasons[r];
-    if (re->count < SCHED_VERDICT_EXAMPLES) {
-        size_t n = len < sizeof re->nodes[0] - 1 ? len : sizeof re->nodes[0] - 1;
-        memcpy(re->nodes[re->count], node, n);
-        re->nodes[re->count][n] = '\0';
-    }
-    re->count++;
-}
-
-void sched_verdict_drop(struct sched_state *s, const char *key)
-{
-    free(sched_map_remove(&s->verdicts, key));
-}
-
-void sched_verdicts_prune(struct sched_state *s)
-{
-    size_t n = 0;
-    VG_AUTO_FREE char(*gone)[SCHED_KEY_MAX] = xcalloc(s->verdicts.count + 1, sizeof *gone);
-    for (size_t i = sched_map_next(&s->verdicts, 0); i < s->verdicts.cap;
-         i = sched_map_next(&s->verdicts, i + 1)) {
-        const char *key = s->verdicts.slots[i].key;
-        if (sched_map_get(&s->pending, key) == NULL && sched_map_get(&s->pods, key) == NULL)
-            (void)vg_strlcpy(gone[n++], key, sizeof gone[0]);
-    }
-    for (size_t k = 0; k < n; k++)
-        sched_verdict_drop(s, gone[k]);
-}
-
-void sched_verdicts_release(struct sched_state *s)
-{
-    for (size_t i = sched_map_next(&s->verdicts, 0); i < s->verdicts.cap;
-         i = sched_map_next(&s->verdicts, i + 1))
-        free(s->verdicts.slots[i].value);
-    sched_map_release(&s->verdicts);
-}
 
 static json_t *verdict_json(const struct sched_verdict *v)
 {
