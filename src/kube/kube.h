@@ -1,4 +1,5 @@
-/* Kubernetes API client for vgpu's daemons (vgpu-scheduler, vgpu-device-plugin).
+/* Kubernetes API client for vgpu's daemons and tools (vgpu-scheduler, vgpu-device-plugin,
+ * vgpu-dra-plugin, vgpu-monitor, the vgpu CLI and vgpu-kubectl-lite).
  *
  * Three layers, each usable alone:
  *  - credentials (struct kube_config): a kubeconfig file or in-cluster service-account

@@ -71,9 +71,9 @@ struct sched_node_live {
 
 struct offer; /* extender.c's */
 
-/* The last filter verdict on a pod (view.c): why it is pending, or where it went. The
- * reasons are the filter's FailedNodes texts (string literals), counted, with the first
- * few nodes that gave each. Kept until the pod is deleted. */
+/* The last filter verdict on a pod (kept by pending.c, shown by view.c): why it is pending, or
+ * where it went. The reasons are the filter's FailedNodes texts (string literals), counted, with
+ * the first few nodes that gave each. Kept until the pod is deleted. */
 #define SCHED_VERDICT_REASONS  8
 #define SCHED_VERDICT_EXAMPLES 3
 #define SCHED_VERDICTS_MAX     65536
@@ -125,7 +125,7 @@ struct sched_state {
     struct sched_map records;    /* pod uid -> its recorded decision text (owned) */
     struct sched_map pending;    /* "ns/name" -> its uid (owned): pods waiting for a node */
     struct sched_map ns_assumed; /* namespace -> outstanding assumptions, an upper bound */
-    struct sched_map verdicts;   /* "ns/name" -> struct sched_verdict (view.c) */
+    struct sched_map verdicts;   /* "ns/name" -> struct sched_verdict (pending.c) */
     struct vg_prng rng;
     bool batch, refresh_needed;
     size_t waiting_pods;
