@@ -12,3 +12,9 @@ vgpu_fuzz_target(cli_sched_message
 vgpu_fuzz_target(cli_limits_owner
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../fuzz/fuzz_cli_limits_owner.c
   LIBS vgpu_cli)
+# The verbs (src/cli/verbs.h) against the API answers of tests/data/cli.
+vgpu_unit_test(test_cli_verbs
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_verbs.c
+  LIBS vgpu_cli_verbs)
+target_compile_definitions(test_cli_verbs PRIVATE
+  CLI_DATA_DIR="${PROJECT_SOURCE_DIR}/tests/data/cli")

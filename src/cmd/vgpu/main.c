@@ -12,11 +12,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "base/auto.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/str.h"
+#include "cli/api.h"
+#include "cli/verbs.h"
 #include "cmd/vgpu/vgpu.h"
+
+VG_DEFINE_AUTO(cli_api_freep, struct cli_api, cli_api_free)
 
 int vgpu_fail(const char *fmt, ...)
 {
@@ -167,12 +173,10 @@ static int set_flag(struct vgpu_cmd *c, const struct flag *fl, const char *value
     else if (strcmp(n, "all-namespaces") == 0)
         c->all_namespaces = true;
     else if (strcmp(n, "output") == 0) {
-        if (strcmp(value, "wide") == 0)
-            c->output = OUT_WIDE;
-        else if (strcmp(value, "json") == 0)
-            c->output = OUT_JSON;
-        else
-            return vg_err_set(err, -EINVAL, "--output '%s': expected wide or json", value);
+        enum cli_output output;
+        if (cli_output_parse(value, &output, err) < 0)
+            return err->code;
+        c->output = (enum vgpu_output)output;
     } else if (strcmp(n, "request-timeout") == 0) {
         if (vg_parse_u64(value, 1, 3600, &c->request_timeout_s, err) < 0)
             return vg_err_wrap(err, "--request-timeout");
@@ -217,6 +221,59 @@ static int set_flag(struct vgpu_cmd *c, const struct flag *fl, const char *value
     else if (strcmp(n, "export-only") == 0)
         c->export_only = true;
     return 0;
+}
+
+/* A verb of src/cli over the API server: its error on stderr, and the exit status. */
+static int run_cluster_verb(const struct vgpu_cmd *c, unsigned verb)
+{
+    struct cli_api_options api_options = {.kubeconfig = c->kubeconfig,
+                                          .context = c->context,
+                                          .server = c->server,
+                                          .request_timeout_s = c->request_timeout_s};
+    struct vg_err err = {0};
+    VG_AUTO(cli_api_freep) struct cli_api *api = NULL;
+    if (cli_api_open(&api_options, &api, &err) < 0)
+        return vgpu_fail("%s", err.msg);
+    struct cli_source src = cli_api_source(api);
+    struct timespec mono;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    struct cli_options o = {
+        .output = (enum cli_output)c->output,
+        .namespace = c->namespace,
+        .all_namespaces = c->all_namespaces,
+        .pod = c->nargs > 0 ? c->args[0] : NULL,
+        .now_unix = (int64_t)time(NULL),
+        .now_mono_ms = (uint64_t)mono.tv_sec * 1000 + (uint64_t)mono.tv_nsec / 1000000,
+        .out_dir = c->out_dir,
+        .policy = c->policy,
+        .seeds = c->seeds,
+        .report = c->report,
+        .jobs = c->jobs,
+        .export_only = c->export_only,
+    };
+    int rc;
+    switch (verb) {
+    case V_NODES:
+        rc = cli_nodes(&src, &o, stdout, stderr, &err);
+        break;
+    case V_GPUS:
+        rc = cli_gpus(&src, &o, stdout, stderr, &err);
+        break;
+    case V_PODS:
+        rc = cli_pods(&src, &o, stdout, stderr, &err);
+        break;
+    case V_EXPLAIN:
+        rc = cli_explain(&src, &o, stdout, stderr, &err);
+        break;
+    default: {
+        VG_AUTO(cli_sim_run_free) struct cli_sim_run run = {0};
+        rc = cli_sim_export(&src, &o, stderr, &run, &err);
+        cli_api_free(vg_steal_ptr(&api)); /* vgpu-sim takes this process over */
+        if (rc == 0 && run.argc > 0)
+            rc = cli_sim_exec(&run, &err); /* returns only when it cannot */
+    }
+    }
+    return rc < 0 ? vgpu_fail("%s", err.msg) : 0;
 }
 
 int main(int argc, char **argv)
@@ -313,18 +370,5 @@ int main(int argc, char **argv)
     }
     if (c.nargs < v->args)
         return bad_usage(c.prog, v->name, "%s", "missing the pod's name");
-    switch (v->bit) {
-    case V_TOP:
-        return vgpu_top(&c);
-    case V_NODES:
-        return vgpu_nodes(&c, false);
-    case V_GPUS:
-        return vgpu_nodes(&c, true);
-    case V_PODS:
-        return vgpu_pods(&c);
-    case V_EXPLAIN:
-        return vgpu_explain(&c);
-    default:
-        return vgpu_sim(&c, argv[0]);
-    }
+    return v->bit == V_TOP ? vgpu_top(&c) : run_cluster_verb(&c, v->bit);
 }

@@ -1,4 +1,4 @@
-/* The `vgpu` command (docs/cli.md): shared state of its verbs. */
+/* The `vgpu` command (docs/cli.md): its flags, shared by main.c and top.c. */
 #ifndef VGPU_CMD_VGPU_H
 #define VGPU_CMD_VGPU_H
 
@@ -6,11 +6,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
-
 #include "base/err.h"
+#include "cli/verbs.h"
 
-enum vgpu_output { OUT_TABLE = 0, OUT_WIDE, OUT_JSON };
+enum vgpu_output {
+    OUT_TABLE = CLI_OUTPUT_TABLE,
+    OUT_WIDE = CLI_OUTPUT_WIDE,
+    OUT_JSON = CLI_OUTPUT_JSON
+};
 
 struct vgpu_cmd {
     const char *prog; /* "vgpu", or "kubectl vgpu" when run as the plugin */
@@ -31,20 +34,7 @@ struct vgpu_cmd {
     bool export_only;
 };
 
-/* One blocking GET against the API server: 0 and *out (owned) on 2xx; -ENOENT on 404;
- * another negative errno with a message naming the server otherwise. */
-struct vgpu_api;
-int vgpu_api_open(const struct vgpu_cmd *cmd, struct vgpu_api **out, struct vg_err *err);
-int vgpu_api_get(struct vgpu_api *api, const char *path, json_t **out, struct vg_err *err);
-/* The namespace: -n, else the kubeconfig context's, else "default". */
-const char *vgpu_api_namespace(const struct vgpu_api *api, const struct vgpu_cmd *cmd);
-void vgpu_api_close(struct vgpu_api *api);
-
-/* The verbs: each returns the exit status (0, or 1 with the error printed). */
-int vgpu_nodes(const struct vgpu_cmd *cmd, bool per_gpu);
-int vgpu_pods(const struct vgpu_cmd *cmd);
-int vgpu_explain(const struct vgpu_cmd *cmd);
-int vgpu_sim(const struct vgpu_cmd *cmd, const char *argv0);
+/* The cluster verbs (nodes, gpus, pods, explain, sim) live in src/cli (cli/verbs.h). */
 int vgpu_top(const struct vgpu_cmd *cmd);
 
 /* "error: ..." on stderr; returns 1. */

@@ -1,4 +1,6 @@
-/* Blocking GETs over src/kube's client, with kubectl's rules for finding credentials. */
+/* The API server as the verbs' source (api.h). */
+#include "cli/api.h"
+
 #include <errno.h>
 #include <event2/event.h>
 #include <stdlib.h>
@@ -7,10 +9,9 @@
 
 #include "base/mem.h"
 #include "base/str.h"
-#include "cmd/vgpu/vgpu.h"
 #include "kube/kube.h"
 
-struct vgpu_api {
+struct cli_api {
     struct event_base *base;
     struct kube_config *config;
     struct kube_client *client;
@@ -34,11 +35,11 @@ static void on_reply(void *arg, long status, json_t *body, const struct vg_err *
     event_base_loopbreak(r->base);
 }
 
-int vgpu_api_open(const struct vgpu_cmd *cmd, struct vgpu_api **out, struct vg_err *err)
+int cli_api_open(const struct cli_api_options *options, struct cli_api **out, struct vg_err *err)
 {
     struct kube_config *config = NULL;
     int rc = 0;
-    const char *file = cmd->kubeconfig;
+    const char *file = options->kubeconfig;
     char home_file[4096];
     char env_file[4096];
     if (file == NULL && getenv("KUBECONFIG") != NULL && getenv("KUBECONFIG")[0]) {
@@ -56,51 +57,59 @@ int vgpu_api_open(const struct vgpu_cmd *cmd, struct vgpu_api **out, struct vg_e
         access(home_file, R_OK) == 0)
         file = home_file;
     if (file != NULL) {
-        rc = kube_config_load_file(file, cmd->context, &config, err);
-    } else if (cmd->server == NULL) {
+        rc = kube_config_load_file(file, options->context, &config, err);
+    } else if (options->server == NULL) {
         rc = kube_config_in_cluster(NULL, &config, err);
-        if (rc < 0)
+        if (rc < 0) {
+            char why[VG_ERR_MSG_MAX]; /* err->msg is rewritten below */
+            memcpy(why, err->msg, sizeof why);
             return vg_err_set(err, rc,
                               "no credentials: give --kubeconfig or set KUBECONFIG (no "
                               "~/.kube/config, and not in a pod: %s)",
-                              err->msg);
+                              why);
+        }
     } else {
         config = xcalloc(1, sizeof *config);
     }
     if (rc < 0)
         return rc;
-    if (cmd->server != NULL) {
-        if (strncmp(cmd->server, "http://", 7) != 0 && strncmp(cmd->server, "https://", 8) != 0) {
+    if (options->server != NULL) {
+        if (strncmp(options->server, "http://", 7) != 0 &&
+            strncmp(options->server, "https://", 8) != 0) {
             kube_config_free(config);
             return vg_err_set(err, -EINVAL, "--server '%s': expected an http:// or https:// URL",
-                              cmd->server);
+                              options->server);
         }
         free(config->server);
-        config->server = xstrdup(cmd->server);
+        config->server = xstrdup(options->server);
         size_t n = strlen(config->server);
         while (n > 0 && config->server[n - 1] == '/')
             config->server[--n] = '\0';
     }
-    struct vgpu_api *api = xcalloc(1, sizeof *api);
+    struct cli_api *api = xcalloc(1, sizeof *api);
     api->config = config;
     api->base = event_base_new();
-    struct kube_client_options options = {
-        .request_timeout_ms = (long)cmd->request_timeout_s * 1000,
+    struct kube_client_options client_options = {
+        .request_timeout_ms = (long)options->request_timeout_s * 1000,
         .connect_timeout_ms =
-            (long)(cmd->request_timeout_s < 10 ? cmd->request_timeout_s : 10) * 1000,
+            (long)(options->request_timeout_s < 10 ? options->request_timeout_s : 10) * 1000,
     };
-    if (api->base == NULL || kube_client_new(api->base, config, &options, &api->client, err) < 0) {
+    if (api->base == NULL ||
+        kube_client_new(api->base, config, &client_options, &api->client, err) < 0) {
         if (api->base == NULL)
             vg_err_set(err, -ENOMEM, "cannot create an event loop");
-        vgpu_api_close(api);
+        cli_api_free(api);
         return err->code;
     }
     *out = api;
     return 0;
 }
 
-int vgpu_api_get(struct vgpu_api *api, const char *path, json_t **out, struct vg_err *err)
+/* One GET: 0 and *out (owned) on 2xx; -ENOENT on 404; another negative errno with a message
+ * naming the server otherwise. */
+static int api_get(void *ctx, const char *path, json_t **out, struct vg_err *err)
 {
+    struct cli_api *api = ctx;
     struct reply r = {.base = api->base};
     if (kube_get(api->client, path, on_reply, &r, err) < 0)
         return err->code;
@@ -122,16 +131,12 @@ int vgpu_api_get(struct vgpu_api *api, const char *path, json_t **out, struct vg
     return 0;
 }
 
-const char *vgpu_api_namespace(const struct vgpu_api *api, const struct vgpu_cmd *cmd)
+struct cli_source cli_api_source(struct cli_api *api)
 {
-    if (cmd->namespace != NULL)
-        return cmd->namespace;
-    if (api != NULL && api->config->namespace != NULL && api->config->namespace[0])
-        return api->config->namespace;
-    return "default";
+    return (struct cli_source){.get = api_get, .ctx = api, .namespace = api->config->namespace};
 }
 
-void vgpu_api_close(struct vgpu_api *api)
+void cli_api_free(struct cli_api *api)
 {
     if (api == NULL)
         return;
