@@ -46,8 +46,9 @@ void mon_args_usage(FILE *f)
                "  --quarantine-window-s N  the window (default 60)\n"
                "  --quarantine-s N         how long a quarantine lasts (default 600)\n"
                "  --interval-ms N          sampling interval, 10..10000 (default 100)\n"
-               "  --containers-dir DIR     the device plugin's container directories "
-               "(default /usr/local/vgpu/containers)\n"
+               "  --region-dir DIR         the device plugin's container directories, its "
+               "vgpu.regionDir (default /usr/local/vgpu/containers)\n"
+               "  --containers-dir DIR     alias of --region-dir\n"
                "  --proc-root DIR          where processes are read (default /proc)\n"
                "  --cgroup-root PATH       cgroup path kubelet's hierarchy lies under "
                "(default: anywhere)\n"
@@ -74,7 +75,7 @@ int mon_args_parse(int argc, char **argv, struct mon_args *a, struct vg_err *err
     a->quarantine_window_s = 60;
     a->quarantine_s = 600;
     a->interval_ms = 100;
-    a->containers_dir = "/usr/local/vgpu/containers";
+    a->region_dir = "/usr/local/vgpu/containers";
     a->proc_root = "/proc";
     a->cgroup_root = "";
     a->node_name = getenv("NODE_NAME");
@@ -139,14 +140,14 @@ int mon_args_parse(int argc, char **argv, struct mon_args *a, struct vg_err *err
             if (a->log_level < 0)
                 return vg_err_set(err, -EINVAL, "--log-level '%s': want error, warn, info or debug",
                                   value);
-        } else if (strcmp(name, "--containers-dir") == 0 || strcmp(name, "--proc-root") == 0 ||
-                   strcmp(name, "--cgroup-root") == 0) {
+        } else if (strcmp(name, "--region-dir") == 0 || strcmp(name, "--containers-dir") == 0 ||
+                   strcmp(name, "--proc-root") == 0 || strcmp(name, "--cgroup-root") == 0) {
             if (value[0] != '/')
                 return vg_err_set(err, -EINVAL, "%s '%s': want an absolute path", name, value);
             if (strlen(value) > 1024)
                 return vg_err_set(err, -EINVAL, "%s: path longer than 1024 bytes", name);
-            if (name[2] == 'c' && name[3] == 'o')
-                a->containers_dir = value;
+            if (strcmp(name, "--region-dir") == 0 || strcmp(name, "--containers-dir") == 0)
+                a->region_dir = value;
             else if (name[2] == 'p')
                 a->proc_root = value;
             else
@@ -929,7 +930,7 @@ int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
     for (unsigned i = 0; i < d->nvml.count; i++)
         uuids[i] = d->nvml.uuids[i];
     struct mon_options mo = {.policy = args->policy,
-                             .containers_dir = args->containers_dir,
+                             .region_dir = args->region_dir,
                              .proc_root = args->proc_root,
                              .cgroup_root = args->cgroup_root,
                              .resolve = kube ? resolve : NULL,
@@ -945,7 +946,7 @@ int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
         return rc;
     d->mon = mon;
     VG_AUTO(mon_scan_freep) struct mon_scan *scan = NULL;
-    if ((rc = mon_scan_new(args->containers_dir, scan_name, d, &scan, err)) < 0)
+    if ((rc = mon_scan_new(args->region_dir, scan_name, d, &scan, err)) < 0)
         return rc;
     d->scan = scan;
     VG_AUTO(mon_http_freep) struct mon_http *http = NULL;
@@ -969,11 +970,11 @@ int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
     event_add(sigint, NULL);
     vg_log(VG_LOG_INFO, "watching",
            "gpus=%u policy=%s interval_ms=%llu registration_check=%s quarantine_after=%u "
-           "quarantine_window_s=%llu quarantine_s=%llu containers_dir=%s node=%s api=%s",
+           "quarantine_window_s=%llu quarantine_s=%llu region_dir=%s node=%s api=%s",
            d->nvml.count, args->policy == MON_POLICY_KILL ? "kill" : "warn",
            (unsigned long long)args->interval_ms, args->check_registration ? "on" : "off",
            args->quarantine_after, (unsigned long long)args->quarantine_window_s,
-           (unsigned long long)args->quarantine_s, args->containers_dir,
+           (unsigned long long)args->quarantine_s, args->region_dir,
            args->node_name ? args->node_name : "", kube ? "yes" : "no");
     on_timer(-1, 0, d); /* the first sample at once */
     if (args->samples != 1)

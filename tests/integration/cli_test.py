@@ -350,7 +350,7 @@ class TopBase(unittest.TestCase):
         os.mkdir(self.ctrs)
         self.env = fakegpu_env(self.state)
         self.nvml = ["--nvml-library", os.path.join(BUILD, "fakegpu", "libnvidia-ml.so.1"),
-                     "--containers-dir", self.ctrs]
+                     "--region-dir", self.ctrs]
         doc = json.loads(run(["top", "-o", "json"] + self.nvml, env=self.env, check=0).stdout)
         self.uuids = [g["uuid"] for g in doc["gpus"]]
         self.assertEqual(len(self.uuids), 2)
@@ -386,10 +386,11 @@ class TopTest(TopBase):
     def test_missing_directory(self):
         p = run(["top", "--once", "--nvml-library",
                  os.path.join(BUILD, "fakegpu", "libnvidia-ml.so.1"),
-                 "--containers-dir", os.path.join(self.dir, "nope")], env=self.env, check=1)
+                 "--region-dir", os.path.join(self.dir, "nope")], env=self.env, check=1)
         self.assertIn("cannot read", p.stderr)
 
     def test_no_nvml(self):
+        # --containers-dir: the documented alias of --region-dir still works.
         p = run(["top", "--once", "--nvml-library", "/nonexistent/libnvidia-ml.so.1",
                  "--containers-dir", self.ctrs], env=self.env, check=1)
         self.assertIn("NVML: cannot load", p.stderr)

@@ -178,7 +178,7 @@ class Env:
     def monitor(self, kubeconfig):
         self.mon_log = os.path.join(self.tmp, "monitor.log")
         self.mon = subprocess.Popen(
-            [os.path.join(BUILD, "bin", "vgpu-monitor"), "--containers-dir", self.containers,
+            [os.path.join(BUILD, "bin", "vgpu-monitor"), "--region-dir", self.containers,
              "--listen", "127.0.0.1:0", "--interval-ms", "100", "--kubeconfig", kubeconfig,
              "--node-name", "node-1", "--log-level", "debug"],
             env=self.env, stdout=subprocess.DEVNULL, stderr=self.log("monitor.log"))

@@ -699,7 +699,7 @@ int vgpu_top(const struct vgpu_cmd *cmd)
 {
     struct top *t = xcalloc(1, sizeof *t);
     t->cmd = cmd;
-    t->dir = cmd->containers_dir ? cmd->containers_dir : DEFAULT_DIR;
+    t->dir = cmd->region_dir ? cmd->region_dir : DEFAULT_DIR;
     /* SA_NODEFER: the handler leaves by siglongjmp, and sigsetjmp does not save the mask (a
      * system call per region read); so SIGBUS must not stay blocked after it. */
     struct sigaction sa = {.sa_handler = on_sigbus, .sa_flags = SA_NODEFER};
