@@ -336,6 +336,14 @@ struct pod_ctr {
     char ns[MON_NAME_MAX], pod[MON_NAME_MAX], name[MON_NAME_MAX];
 };
 
+/* A pod of this node by UID, from the moment the watch shows it: its container
+ * directories are named by UID, so its metrics and Events carry its namespace and name
+ * before kubelet reports any container ID (the containers' own names wait for those). */
+struct pod_name {
+    char uid[MON_UID_MAX];
+    char ns[MON_NAME_MAX], pod[MON_NAME_MAX];
+};
+
 struct daemon {
     const struct mon_args *args;
     struct event_base *base;
@@ -345,6 +353,8 @@ struct daemon {
     struct kube_watch *watch;
     struct pod_ctr *ctrs;
     size_t ctr_count, ctr_cap;
+    struct pod_name *pods;
+    size_t pod_count, pod_cap;
     struct mon_proc procs[MON_MAX_PROCS];
     uint64_t events_sent, events_failed, event_seq;
     struct event *timer;
@@ -370,6 +380,11 @@ static void pods_forget(struct daemon *d, const char *uid)
         if (strcmp(d->ctrs[i].uid, uid) != 0)
             d->ctrs[keep++] = d->ctrs[i];
     d->ctr_count = keep;
+    keep = 0;
+    for (size_t i = 0; i < d->pod_count; i++)
+        if (strcmp(d->pods[i].uid, uid) != 0)
+            d->pods[keep++] = d->pods[i];
+    d->pod_count = keep;
 }
 
 /* A name the API gave us, checked before it reaches a log line, an Event or a path. */
@@ -397,6 +412,14 @@ static void pods_put(struct daemon *d, json_t *pod)
     if (!copy_name(base.ns, json_string_value(json_object_get(meta, "namespace"))) ||
         !copy_name(base.pod, json_string_value(json_object_get(meta, "name"))))
         return;
+    struct vg_err ignored;
+    if (vg_array_grow(&d->pods, &d->pod_cap, d->pod_count + 1, sizeof *d->pods, 1u << 16, "pods",
+                      &ignored) < 0)
+        return;
+    struct pod_name *named = &d->pods[d->pod_count++];
+    (void)vg_strlcpy(named->uid, base.uid, sizeof named->uid);
+    (void)vg_strlcpy(named->ns, base.ns, sizeof named->ns);
+    (void)vg_strlcpy(named->pod, base.pod, sizeof named->pod);
     json_t *status = json_object_get(pod, "status");
     static const char *const lists[] = {"containerStatuses", "initContainerStatuses",
                                         "ephemeralContainerStatuses"};
@@ -414,7 +437,6 @@ static void pods_put(struct daemon *d, json_t *pod)
                 continue;
             (void)vg_strlcpy(c.id, sep + 3, sizeof c.id);
             c.hash = hash_str(c.id);
-            struct vg_err ignored;
             if (vg_array_grow(&d->ctrs, &d->ctr_cap, d->ctr_count + 1, sizeof *d->ctrs, 1u << 16,
                               "containers", &ignored) < 0)
                 return;
@@ -428,11 +450,12 @@ static void pods_resync(void *arg, json_t *items, const char *rv)
     (void)rv;
     struct daemon *d = arg;
     d->ctr_count = 0;
+    d->pod_count = 0;
     size_t i;
     json_t *pod;
     json_array_foreach(items, i, pod) pods_put(d, pod);
-    vg_log(VG_LOG_INFO, "pods listed", "pods=%zu containers=%zu", json_array_size(items),
-           d->ctr_count);
+    vg_log(VG_LOG_INFO, "pods listed", "pods=%zu containers=%zu named=%zu", json_array_size(items),
+           d->ctr_count, d->pod_count);
 }
 
 static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
@@ -465,11 +488,11 @@ static const struct pod_ctr *ctr_find(const struct daemon *d, const char *pod_ui
     return NULL;
 }
 
-static const struct pod_ctr *pod_find(const struct daemon *d, const char *pod_uid)
+static const struct pod_name *pod_find(const struct daemon *d, const char *pod_uid)
 {
-    for (size_t i = 0; i < d->ctr_count; i++)
-        if (strcmp(d->ctrs[i].uid, pod_uid) == 0)
-            return &d->ctrs[i];
+    for (size_t i = 0; i < d->pod_count; i++)
+        if (strcmp(d->pods[i].uid, pod_uid) == 0)
+            return &d->pods[i];
     return NULL;
 }
 
@@ -500,7 +523,7 @@ static void event_done(void *arg, long status, json_t *body, const struct vg_err
 static void post_event(struct daemon *d, const struct mon_report *r, const char *reason,
                        const char *message)
 {
-    const struct pod_ctr *pod = pod_find(d, r->pod_uid);
+    const struct pod_name *pod = pod_find(d, r->pod_uid);
     if (!d->kube || !pod)
         return;
     char ts[32], name[MON_NAME_MAX + 40], field[MON_NAME_MAX + 32];
@@ -550,7 +573,7 @@ static void condition_done(void *arg, long status, json_t *body, const struct vg
 static void patch_condition(struct daemon *d, const struct mon_report *r, bool on,
                             const char *message)
 {
-    const struct pod_ctr *pod = pod_find(d, r->pod_uid);
+    const struct pod_name *pod = pod_find(d, r->pod_uid);
     if (!d->kube || !pod)
         return;
     char ts[32], path[2 * MON_NAME_MAX + 48];
@@ -576,7 +599,7 @@ static void patch_condition(struct daemon *d, const struct mon_report *r, bool o
 static void on_report(void *arg, const struct mon_report *r)
 {
     struct daemon *d = arg;
-    const struct pod_ctr *pod = pod_find(d, r->pod_uid);
+    const struct pod_name *pod = pod_find(d, r->pod_uid);
     const char *ns = pod ? pod->ns : "", *pname = pod ? pod->pod : "";
     if (d->scan)
         mon_scan_note(d->scan, r->pod_uid, r->container, r->kind);
@@ -744,7 +767,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 static int scan_name(void *arg, const char *pod_uid, char ns[MON_NAME_MAX], char pod[MON_NAME_MAX])
 {
-    const struct pod_ctr *c = pod_find(arg, pod_uid);
+    const struct pod_name *c = pod_find(arg, pod_uid);
     if (!c)
         return -ENOENT;
     (void)vg_strlcpy(ns, c->ns, MON_NAME_MAX);
@@ -980,5 +1003,6 @@ int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
     if (args->samples != 1)
         event_base_dispatch(base);
     free(d->ctrs);
+    free(d->pods);
     return 0;
 }
