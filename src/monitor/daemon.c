@@ -1,13 +1,11 @@
 /* vgpu-monitor's daemon: flags, NVML sampling on a libevent timer, the pod watch that
  * names containers, Kubernetes Events and the metrics file (docs/monitor.md).
  *
- * NVML is dlopen'ed by SONAME as the device plugin does, and every entry point called
- * through a pointer typed from src/abi/nvml.h. A sample lists every GPU's compute
- * processes (nvmlDeviceGetComputeRunningProcesses_v3, else _v2, else the v1 call) and
- * hands them to the judge; it runs on the loop, between the API client's callbacks. */
+ * NVML comes through the NVML loader (src/nvml/loader.h), as the device plugin's does. A
+ * sample lists every GPU's compute processes (nvmlDeviceGetComputeRunningProcesses_v3,
+ * else _v2, else the v1 call) and hands them to the judge; it runs on the loop, between
+ * the API client's callbacks. */
 #define _GNU_SOURCE
-#define NVML_NO_UNVERSIONED_FUNC_DEFS
-#include <dlfcn.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
@@ -19,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "abi/nvml.h"
 #include "base/auto.h"
 #include "base/auto_json.h"
 #include "base/log.h"
@@ -31,6 +28,7 @@
 #include "monitor/metrics.h"
 #include "monitor/monitor.h"
 #include "monitor/scan.h"
+#include "nvml/loader.h"
 
 /* ---- flags ----------------------------------------------------------------------- */
 
@@ -180,21 +178,7 @@ int mon_args_parse(int argc, char **argv, struct mon_args *a, struct vg_err *err
 /* ---- NVML ------------------------------------------------------------------------ */
 
 struct nvml {
-    __typeof__(&nvmlInit_v2) init;
-    __typeof__(&nvmlErrorString) error_string;
-    __typeof__(&nvmlDeviceGetCount_v2) get_count;
-    __typeof__(&nvmlDeviceGetHandleByIndex_v2) by_index;
-    __typeof__(&nvmlDeviceGetUUID) get_uuid;
-    __typeof__(&nvmlDeviceGetComputeRunningProcesses_v3) procs_v3;
-    __typeof__(&nvmlDeviceGetComputeRunningProcesses_v2) procs_v2;
-    __typeof__(&nvmlDeviceGetComputeRunningProcesses) procs_v1;
-    /* for the metrics; any may be missing */
-    __typeof__(&nvmlDeviceGetName) get_name;
-    __typeof__(&nvmlDeviceGetMemoryInfo) memory_info;
-    __typeof__(&nvmlDeviceGetUtilizationRates) utilization;
-    __typeof__(&nvmlEventSetCreate) event_set_create;
-    __typeof__(&nvmlDeviceRegisterEvents) register_events;
-    __typeof__(&nvmlEventSetWait_v2) event_wait;
+    struct nvml_lib lib; /* stays loaded for the life of the process */
     nvmlEventSet_t events;
     char models[MON_MAX_GPUS][MON_MODEL_MAX];
     unsigned last_xid[MON_MAX_GPUS];
@@ -210,55 +194,41 @@ struct nvml {
 
 static int nvml_open(struct nvml *n, const char *soname, struct vg_err *err)
 {
-    void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return vg_err_set(err, -ENOENT, "NVML: cannot load %s: %s", soname, dlerror());
-    /* The library stays mapped for the life of the process (driver state outlives
-     * nvmlShutdown). */
-    n->init = (__typeof__(n->init))dlsym(h, "nvmlInit_v2");
-    n->error_string = (__typeof__(n->error_string))dlsym(h, "nvmlErrorString");
-    n->get_count = (__typeof__(n->get_count))dlsym(h, "nvmlDeviceGetCount_v2");
-    n->by_index = (__typeof__(n->by_index))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
-    n->get_uuid = (__typeof__(n->get_uuid))dlsym(h, "nvmlDeviceGetUUID");
-    n->procs_v3 = (__typeof__(n->procs_v3))dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3");
-    n->procs_v2 = (__typeof__(n->procs_v2))dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v2");
-    n->procs_v1 = (__typeof__(n->procs_v1))dlsym(h, "nvmlDeviceGetComputeRunningProcesses");
-    n->get_name = (__typeof__(n->get_name))dlsym(h, "nvmlDeviceGetName");
-    n->memory_info = (__typeof__(n->memory_info))dlsym(h, "nvmlDeviceGetMemoryInfo");
-    n->utilization = (__typeof__(n->utilization))dlsym(h, "nvmlDeviceGetUtilizationRates");
-    n->event_set_create = (__typeof__(n->event_set_create))dlsym(h, "nvmlEventSetCreate");
-    n->register_events = (__typeof__(n->register_events))dlsym(h, "nvmlDeviceRegisterEvents");
-    n->event_wait = (__typeof__(n->event_wait))dlsym(h, "nvmlEventSetWait_v2");
-    if (!n->init || !n->error_string || !n->get_count || !n->by_index || !n->get_uuid ||
-        (!n->procs_v3 && !n->procs_v2 && !n->procs_v1))
-        return vg_err_set(err, -ENOSYS, "NVML: %s lacks the calls vgpu-monitor needs", soname);
-    nvmlReturn_t rc = n->init();
-    if (rc != NVML_SUCCESS)
-        return vg_err_set(err, -EIO, "NVML: nvmlInit failed: %s", n->error_string(rc));
+    static const char *const required[] = {"nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
+                                           "nvmlDeviceGetUUID", NULL};
+    int lrc = nvml_lib_open(&n->lib, soname, required, err);
+    if (lrc < 0)
+        return lrc;
+    if (!n->lib.procs_v3 && !n->lib.procs_v2 && !n->lib.procs_v1)
+        return vg_err_set(err, -ENOSYS,
+                          "NVML: %s has no nvmlDeviceGetComputeRunningProcesses (_v3, _v2 or "
+                          "the unversioned call)",
+                          soname);
+    nvmlReturn_t rc;
     unsigned count = 0;
-    if ((rc = n->get_count(&count)) != NVML_SUCCESS)
-        return vg_err_set(err, -EIO, "NVML: device count: %s", n->error_string(rc));
+    if ((rc = n->lib.get_count(&count)) != NVML_SUCCESS)
+        return vg_err_set(err, -EIO, "NVML: device count: %s", n->lib.error_string(rc));
     if (count > MON_MAX_GPUS)
         return vg_err_set(err, -E2BIG, "NVML: %u GPUs, at most %d", count, MON_MAX_GPUS);
     for (unsigned i = 0; i < count; i++) {
-        if ((rc = n->by_index(i, &n->handles[i])) != NVML_SUCCESS ||
-            (rc = n->get_uuid(n->handles[i], n->uuids[i], sizeof n->uuids[i])) != NVML_SUCCESS)
-            return vg_err_set(err, -EIO, "NVML: GPU %u: %s", i, n->error_string(rc));
+        if ((rc = n->lib.by_index(i, &n->handles[i])) != NVML_SUCCESS ||
+            (rc = n->lib.get_uuid(n->handles[i], n->uuids[i], sizeof n->uuids[i])) != NVML_SUCCESS)
+            return vg_err_set(err, -EIO, "NVML: GPU %u: %s", i, n->lib.error_string(rc));
     }
     n->count = count;
     /* Names and XID events for the metrics: best effort, a GPU without them is shown
      * without them. */
     for (unsigned i = 0; i < count; i++)
-        if (!n->get_name ||
-            n->get_name(n->handles[i], n->models[i], sizeof n->models[i]) != NVML_SUCCESS)
+        if (!n->lib.get_name ||
+            n->lib.get_name(n->handles[i], n->models[i], sizeof n->models[i]) != NVML_SUCCESS)
             (void)vg_strlcpy(n->models[i], "unknown", sizeof n->models[i]);
-    if (n->event_set_create && n->register_events && n->event_wait &&
-        n->event_set_create(&n->events) == NVML_SUCCESS) {
+    if (n->lib.event_create && n->lib.event_register && n->lib.event_wait &&
+        n->lib.event_create(&n->events) == NVML_SUCCESS) {
         for (unsigned i = 0; i < count; i++)
-            if ((rc = n->register_events(n->handles[i], nvmlEventTypeXidCriticalError,
-                                         n->events)) != NVML_SUCCESS)
+            if ((rc = n->lib.event_register(n->handles[i], nvmlEventTypeXidCriticalError,
+                                            n->events)) != NVML_SUCCESS)
                 vg_log(VG_LOG_DEBUG, "no XID events for a GPU", "gpu=%s error=\"%s\"", n->uuids[i],
-                       n->error_string(rc));
+                       n->lib.error_string(rc));
     } else {
         n->events = NULL;
     }
@@ -273,7 +243,7 @@ static void nvml_poll_xids(struct nvml *n)
     for (int k = 0; k < 64; k++) {
         nvmlEventData_t ev;
         memset(&ev, 0, sizeof ev);
-        if (n->event_wait(n->events, &ev, 0) != NVML_SUCCESS)
+        if (n->lib.event_wait(n->events, &ev, 0) != NVML_SUCCESS)
             return;
         if (ev.eventType != nvmlEventTypeXidCriticalError)
             continue;
@@ -297,12 +267,12 @@ static void nvml_sample(struct nvml *n, struct mon_proc *out, size_t max, size_t
         unsigned c = (unsigned)(max - total);
         nvmlReturn_t rc;
         bool v1 = false;
-        if (n->procs_v3)
-            rc = n->procs_v3(n->handles[g], &c, n->infos);
-        else if (n->procs_v2)
-            rc = n->procs_v2(n->handles[g], &c, n->infos);
+        if (n->lib.procs_v3)
+            rc = n->lib.procs_v3(n->handles[g], &c, n->infos);
+        else if (n->lib.procs_v2)
+            rc = n->lib.procs_v2(n->handles[g], &c, n->infos);
         else {
-            rc = n->procs_v1(n->handles[g], &c, n->infos_v1);
+            rc = n->lib.procs_v1(n->handles[g], &c, n->infos_v1);
             v1 = true;
         }
         if (rc != NVML_SUCCESS) {
@@ -310,7 +280,7 @@ static void nvml_sample(struct nvml *n, struct mon_proc *out, size_t max, size_t
                 (*n->error_count)++;
             if (n->failing[g] == 1)
                 vg_log(VG_LOG_WARN, "cannot list a GPU's processes", "gpu=%s error=\"%s\"",
-                       n->uuids[g], n->error_string(rc));
+                       n->uuids[g], n->lib.error_string(rc));
             continue;
         }
         n->failing[g] = 0;
@@ -790,7 +760,7 @@ static void collect_gpus(struct daemon *d)
         s->xids = n->xids[g];
         nvmlMemory_t mem;
         nvmlReturn_t rc =
-            n->memory_info ? n->memory_info(n->handles[g], &mem) : NVML_ERROR_NOT_SUPPORTED;
+            n->lib.get_memory ? n->lib.get_memory(n->handles[g], &mem) : NVML_ERROR_NOT_SUPPORTED;
         if (rc == NVML_SUCCESS) {
             s->have_memory = true;
             s->memory_total = mem.total;
@@ -799,10 +769,11 @@ static void collect_gpus(struct daemon *d)
             s->healthy = false;
             d->errors[MON_ERR_NVML]++;
             vg_log(VG_LOG_DEBUG, "NVML: memory info", "gpu=%s error=\"%s\"", s->uuid,
-                   n->error_string(rc));
+                   n->lib.error_string(rc));
         }
         nvmlUtilization_t util;
-        rc = n->utilization ? n->utilization(n->handles[g], &util) : NVML_ERROR_NOT_SUPPORTED;
+        rc = n->lib.get_utilization ? n->lib.get_utilization(n->handles[g], &util)
+                                    : NVML_ERROR_NOT_SUPPORTED;
         if (rc == NVML_SUCCESS) {
             s->have_util = true;
             s->util_percent = util.gpu > 100 ? 100 : util.gpu;
@@ -916,8 +887,7 @@ int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
         (void)vg_strlcpy(d->hostname, args->node_name, sizeof d->hostname);
     else if (gethostname(d->hostname, sizeof d->hostname - 1) != 0)
         (void)vg_strlcpy(d->hostname, "unknown", sizeof d->hostname);
-    int rc =
-        nvml_open(&d->nvml, args->nvml_library ? args->nvml_library : "libnvidia-ml.so.1", err);
+    int rc = nvml_open(&d->nvml, args->nvml_library ? args->nvml_library : NVML_LIB_SONAME, err);
     if (rc < 0)
         return rc;
     VG_AUTO(event_base_freep) struct event_base *base = event_base_new();

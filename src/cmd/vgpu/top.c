@@ -12,7 +12,6 @@
  * refresh is a directory scan, a stat per container and a few loads per region. */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <setjmp.h>
@@ -26,13 +25,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "abi/nvml.h"
 #include "base/buf.h"
 #include "base/mem.h"
 #include "base/str.h"
 #include "cli/cli.h"
 #include "cmd/vgpu/vgpu.h"
 #include "libvgpu/config.h"
+#include "nvml/loader.h"
 #include "region/region.h"
 
 #define TOP_MAX_GPUS       64
@@ -46,10 +45,7 @@
 struct nvml {
     bool ok;
     char error[VG_ERR_MSG_MAX];
-    __typeof__(&nvmlErrorString) error_string;
-    __typeof__(&nvmlDeviceGetMemoryInfo) memory;
-    __typeof__(&nvmlDeviceGetUtilizationRates) utilization;
-    __typeof__(&nvmlDeviceGetComputeRunningProcesses_v3) procs;
+    struct nvml_lib lib;
     unsigned count;
     nvmlDevice_t handles[TOP_MAX_GPUS];
 };
@@ -66,40 +62,26 @@ struct gpu {
 
 static void nvml_open(struct nvml *n, const char *soname, struct gpu *gpus)
 {
-    void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-        (void)vg_snprintf(n->error, sizeof n->error, "NVML: cannot load %s: %s", soname, dlerror());
+    static const char *const required[] = {
+        "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetUUID",
+        "nvmlDeviceGetName",     "nvmlDeviceGetMemoryInfo",       NULL};
+    struct vg_err err = {0};
+    if (nvml_lib_open(&n->lib, soname, required, &err) < 0) {
+        (void)vg_strlcpy(n->error, err.msg, sizeof n->error);
         return;
     }
-    __typeof__(&nvmlInit_v2) init = (__typeof__(init))dlsym(h, "nvmlInit_v2");
-    __typeof__(&nvmlDeviceGetCount_v2) count = (__typeof__(count))dlsym(h, "nvmlDeviceGetCount_v2");
-    __typeof__(&nvmlDeviceGetHandleByIndex_v2) by_index =
-        (__typeof__(by_index))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
-    __typeof__(&nvmlDeviceGetUUID) get_uuid = (__typeof__(get_uuid))dlsym(h, "nvmlDeviceGetUUID");
-    __typeof__(&nvmlDeviceGetName) get_name = (__typeof__(get_name))dlsym(h, "nvmlDeviceGetName");
-    n->error_string = (__typeof__(n->error_string))dlsym(h, "nvmlErrorString");
-    n->memory = (__typeof__(n->memory))dlsym(h, "nvmlDeviceGetMemoryInfo");
-    n->utilization = (__typeof__(n->utilization))dlsym(h, "nvmlDeviceGetUtilizationRates");
-    n->procs = (__typeof__(n->procs))dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3");
-    if (!init || !count || !by_index || !get_uuid || !get_name || !n->error_string || !n->memory) {
-        (void)vg_snprintf(n->error, sizeof n->error, "NVML: %s lacks the calls vgpu top needs",
-                          soname);
-        return;
-    }
-    nvmlReturn_t rc = init();
     unsigned c = 0;
-    if (rc == NVML_SUCCESS)
-        rc = count(&c);
+    nvmlReturn_t rc = n->lib.get_count(&c);
     if (rc != NVML_SUCCESS) {
-        (void)vg_snprintf(n->error, sizeof n->error, "NVML: %s", n->error_string(rc));
+        (void)vg_snprintf(n->error, sizeof n->error, "NVML: %s", n->lib.error_string(rc));
         return;
     }
     n->count = c < TOP_MAX_GPUS ? c : TOP_MAX_GPUS;
     for (unsigned i = 0; i < n->count; i++) {
         gpus[i].index = i;
-        if (by_index(i, &n->handles[i]) != NVML_SUCCESS ||
-            get_uuid(n->handles[i], gpus[i].uuid, sizeof gpus[i].uuid) != NVML_SUCCESS ||
-            get_name(n->handles[i], gpus[i].name, sizeof gpus[i].name) != NVML_SUCCESS) {
+        if (n->lib.by_index(i, &n->handles[i]) != NVML_SUCCESS ||
+            n->lib.get_uuid(n->handles[i], gpus[i].uuid, sizeof gpus[i].uuid) != NVML_SUCCESS ||
+            n->lib.get_name(n->handles[i], gpus[i].name, sizeof gpus[i].name) != NVML_SUCCESS) {
             n->handles[i] = NULL;
             (void)vg_snprintf(gpus[i].error, sizeof gpus[i].error, "NVML cannot open it");
         }
@@ -115,9 +97,9 @@ static void nvml_sample(struct nvml *n, struct gpu *gpus)
         if (n->handles[i] == NULL)
             continue;
         nvmlMemory_t mem;
-        nvmlReturn_t rc = n->memory(n->handles[i], &mem);
+        nvmlReturn_t rc = n->lib.get_memory(n->handles[i], &mem);
         if (rc != NVML_SUCCESS) {
-            (void)vg_snprintf(g->error, sizeof g->error, "%s", n->error_string(rc));
+            (void)vg_snprintf(g->error, sizeof g->error, "%s", n->lib.error_string(rc));
             continue;
         }
         g->ok = true;
@@ -125,10 +107,15 @@ static void nvml_sample(struct nvml *n, struct gpu *gpus)
         g->mem_total = mem.total;
         g->mem_used = mem.used;
         nvmlUtilization_t u = {0};
-        g->util = n->utilization && n->utilization(n->handles[i], &u) == NVML_SUCCESS ? u.gpu : 0;
+        g->util =
+            n->lib.get_utilization && n->lib.get_utilization(n->handles[i], &u) == NVML_SUCCESS
+                ? u.gpu
+                : 0;
         nvmlProcessInfo_t infos[256];
         unsigned cnt = 256;
-        g->procs = n->procs && n->procs(n->handles[i], &cnt, infos) == NVML_SUCCESS ? cnt : 0;
+        g->procs = n->lib.procs_v3 && n->lib.procs_v3(n->handles[i], &cnt, infos) == NVML_SUCCESS
+                       ? cnt
+                       : 0;
     }
 }
 
@@ -705,7 +692,7 @@ int vgpu_top(const struct vgpu_cmd *cmd)
     struct sigaction sa = {.sa_handler = on_sigbus, .sa_flags = SA_NODEFER};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGBUS, &sa, NULL);
-    nvml_open(&t->nvml, cmd->nvml_library ? cmd->nvml_library : "libnvidia-ml.so.1", t->gpus);
+    nvml_open(&t->nvml, cmd->nvml_library ? cmd->nvml_library : NVML_LIB_SONAME, t->gpus);
     bool live =
         !cmd->once && cmd->output != OUT_JSON && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     uint64_t iterations = cmd->iterations ? cmd->iterations : (live ? 0 : 1);
