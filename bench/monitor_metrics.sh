@@ -57,7 +57,7 @@ PY
 start() { # start LOG ARGS...: the monitor in the background, its port in $port
     local log=$1
     shift
-    "$@" --containers-dir "$work/containers" --listen 127.0.0.1:0 --interval-ms 10000 \
+    "$@" --region-dir "$work/containers" --listen 127.0.0.1:0 --interval-ms 10000 \
         --log-level debug >"$log" 2>&1 &
     mon=$!
     port=""

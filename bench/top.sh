@@ -52,7 +52,7 @@ done
 for i in $(seq 0 63); do
     for _ in $(seq 500); do grep -q ready "$work/p$i.out" && break; sleep 0.01; done
 done
-flags=(top --containers-dir "$work/containers" --interval 0.1)
+flags=(top --region-dir "$work/containers" --interval 0.1)
 "$vgpu" "${flags[@]}" --once >"$work/once.txt"
 grep -q "8 GPUs   512 containers" "$work/once.txt" || { echo "top.sh: vgpu top did not see 512 containers" >&2; cat "$work/once.txt" >&2; exit 1; }
 valgrind --tool=callgrind --toggle-collect=top_frame --dump-after=top_frame \

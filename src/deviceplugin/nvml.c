@@ -1,8 +1,6 @@
-/* GPU discovery and health through NVML, dlopen'ed by SONAME as a real device plugin does:
- * the plugin must start (and say why it has no GPUs) on a node without a driver, and the
- * same binary runs on fakegpu when build/fakegpu is first on LD_LIBRARY_PATH. Every entry
- * point is called through a pointer typed from our own prototype (src/abi/nvml.h), so a
- * signature mismatch is a compile error, not a crash.
+/* GPU discovery and health through NVML, loaded by the NVML loader (src/nvml/loader.h:
+ * dlopen'ed by SONAME, so the plugin starts and says why it has no GPUs on a node without
+ * a driver, and every entry point typed from src/abi/nvml.h).
  *
  * Health is polled: a GPU is healthy while NVML can still find it by UUID and read its
  * memory. NVML errors such as GPU_IS_LOST or a vanished device turn it Unhealthy. NUMA
@@ -17,14 +15,12 @@
  * clears it. MIG devices share their GPU's health. Libraries without the event API (or
  * GPUs refusing registration) get the polled health only; health.disabled turns every
  * check off. */
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "abi/nvml.h"
 #include "base/auto.h"
 #include "base/buf.h"
 #include "base/log.h"
@@ -32,35 +28,11 @@
 #include "base/parse.h"
 #include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
+#include "nvml/loader.h"
 
 struct dp_nvml {
-    void *handle;
-    __typeof__(&nvmlInit_v2) init;
-    __typeof__(&nvmlShutdown) shutdown;
-    __typeof__(&nvmlErrorString) error_string;
-    __typeof__(&nvmlDeviceGetCount_v2) get_count;
-    __typeof__(&nvmlDeviceGetHandleByIndex_v2) by_index;
-    __typeof__(&nvmlDeviceGetHandleByUUID) by_uuid;
-    __typeof__(&nvmlDeviceGetName) get_name;
-    __typeof__(&nvmlDeviceGetUUID) get_uuid;
-    __typeof__(&nvmlDeviceGetPciInfo_v3) get_pci;
-    __typeof__(&nvmlDeviceGetMemoryInfo) get_memory;
-    __typeof__(&nvmlDeviceGetCudaComputeCapability) get_cc;
-    __typeof__(&nvmlDeviceGetMinorNumber) get_minor;
-    __typeof__(&nvmlDeviceGetMigMode) get_mig; /* optional */
-    /* MIG devices (optional: without them a MIG-enabled GPU has no MIG devices) */
-    __typeof__(&nvmlDeviceGetMaxMigDeviceCount) mig_max;
-    __typeof__(&nvmlDeviceGetMigDeviceHandleByIndex) mig_by_index;
-    __typeof__(&nvmlDeviceGetAttributes_v2) attributes;
-    __typeof__(&nvmlDeviceGetGpuInstanceId) gi_id;
-    __typeof__(&nvmlDeviceGetComputeInstanceId) ci_id;
-    /* XID events (optional) */
-    __typeof__(&nvmlEventSetCreate) event_create;
-    __typeof__(&nvmlDeviceRegisterEvents) event_register;
-    __typeof__(&nvmlEventSetWait_v2) event_wait;
-    __typeof__(&nvmlEventSetFree) event_free;
-    __typeof__(&nvmlDeviceGetSupportedEventTypes) event_supported; /* optional */
-    nvmlEventSet_t events;                                         /* NULL: no XID health */
+    struct nvml_lib lib;
+    nvmlEventSet_t events; /* NULL: no XID health */
     nvmlDevice_t handles[DP_MAX_GPUS];
     unsigned handle_count;
     bool xid_failed[DP_MAX_GPUS]; /* by NVML index: a critical XID was seen */
@@ -68,17 +40,9 @@ struct dp_nvml {
     char mig_minors[256]; /* the MIG capability table's path */
 };
 
-/* Unmaps a library that was loaded but not taken into use. */
-static void dlclosep(void **handle)
-{
-    if (*handle != NULL)
-        dlclose(*handle);
-    *handle = NULL;
-}
-
 static const char *nvml_error(const struct dp_nvml *nvml, nvmlReturn_t rc)
 {
-    return nvml->error_string ? nvml->error_string(rc) : "unknown NVML error";
+    return nvml_lib_error(&nvml->lib, rc);
 }
 
 void dp_nvml_library(const struct dp_config *cfg, char *path, size_t size)
@@ -105,56 +69,26 @@ void dp_nvml_library(const struct dp_config *cfg, char *path, size_t size)
 
 int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err)
 {
-    if (!soname)
-        soname = DP_NVML_SONAME;
-    VG_AUTO(dlclosep) void *handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-    if (!handle)
-        return vg_err_set(err, -ENOENT,
-                          "NVML: cannot load %s: %s (is the NVIDIA driver installed?)", soname,
-                          dlerror());
-    VG_AUTO_FREE struct dp_nvml *nvml = xcalloc(1, sizeof(*nvml));
-    nvml->handle = handle;
-    struct {
-        const char *name;
-        void **slot;
-        bool optional;
-    } syms[] = {
-        {"nvmlInit_v2", (void **)&nvml->init, false},
-        {"nvmlShutdown", (void **)&nvml->shutdown, false},
-        {"nvmlErrorString", (void **)&nvml->error_string, false},
-        {"nvmlDeviceGetCount_v2", (void **)&nvml->get_count, false},
-        {"nvmlDeviceGetHandleByIndex_v2", (void **)&nvml->by_index, false},
-        {"nvmlDeviceGetHandleByUUID", (void **)&nvml->by_uuid, false},
-        {"nvmlDeviceGetName", (void **)&nvml->get_name, false},
-        {"nvmlDeviceGetUUID", (void **)&nvml->get_uuid, false},
-        {"nvmlDeviceGetPciInfo_v3", (void **)&nvml->get_pci, false},
-        {"nvmlDeviceGetMemoryInfo", (void **)&nvml->get_memory, false},
-        {"nvmlDeviceGetCudaComputeCapability", (void **)&nvml->get_cc, false},
-        {"nvmlDeviceGetMinorNumber", (void **)&nvml->get_minor, false},
-        {"nvmlDeviceGetMigMode", (void **)&nvml->get_mig, true},
-        {"nvmlDeviceGetMaxMigDeviceCount", (void **)&nvml->mig_max, true},
-        {"nvmlDeviceGetMigDeviceHandleByIndex", (void **)&nvml->mig_by_index, true},
-        {"nvmlDeviceGetAttributes_v2", (void **)&nvml->attributes, true},
-        {"nvmlDeviceGetGpuInstanceId", (void **)&nvml->gi_id, true},
-        {"nvmlDeviceGetComputeInstanceId", (void **)&nvml->ci_id, true},
-        {"nvmlEventSetCreate", (void **)&nvml->event_create, true},
-        {"nvmlDeviceRegisterEvents", (void **)&nvml->event_register, true},
-        {"nvmlEventSetWait_v2", (void **)&nvml->event_wait, true},
-        {"nvmlEventSetFree", (void **)&nvml->event_free, true},
-        {"nvmlDeviceGetSupportedEventTypes", (void **)&nvml->event_supported, true},
+    static const char *const required[] = {
+        "nvmlShutdown",
+        "nvmlDeviceGetCount_v2",
+        "nvmlDeviceGetHandleByIndex_v2",
+        "nvmlDeviceGetHandleByUUID",
+        "nvmlDeviceGetName",
+        "nvmlDeviceGetUUID",
+        "nvmlDeviceGetPciInfo_v3",
+        "nvmlDeviceGetMemoryInfo",
+        "nvmlDeviceGetCudaComputeCapability",
+        "nvmlDeviceGetMinorNumber",
+        NULL,
     };
-    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-        *syms[i].slot = dlsym(handle, syms[i].name);
-        if (!*syms[i].slot && !syms[i].optional)
-            return vg_err_set(err, -ENOSYS, "NVML: %s has no %s", soname, syms[i].name);
-    }
-    nvmlReturn_t rc = nvml->init();
-    if (rc != NVML_SUCCESS)
-        return vg_err_set(err, -EIO, "NVML: nvmlInit failed: %s", nvml_error(nvml, rc));
+    VG_AUTO_FREE struct dp_nvml *nvml = xcalloc(1, sizeof(*nvml));
+    int rc = nvml_lib_open(&nvml->lib, soname ? soname : DP_NVML_SONAME, required, err);
+    if (rc < 0)
+        return rc;
     struct vg_err ignored;
     (void)dp_xid_policy_parse(NULL, &nvml->policy, &ignored);
     vg_strlcpy(nvml->mig_minors, DP_MIG_MINORS_PATH, sizeof(nvml->mig_minors));
-    handle = NULL; /* stays mapped while the library is in use (see dp_nvml_free) */
     *out = vg_steal_ptr(&nvml);
     return 0;
 }
@@ -164,10 +98,8 @@ void dp_nvml_free(struct dp_nvml *nvml)
     if (!nvml)
         return;
     if (nvml->events)
-        nvml->event_free(nvml->events);
-    nvml->shutdown();
-    /* The library stays mapped: driver libraries keep process-wide state past
-     * nvmlShutdown (fakegpu does too), and unmapping it under that state is unsafe. */
+        nvml->lib.event_free(nvml->events);
+    nvml_lib_close(&nvml->lib);
     free(nvml);
 }
 
@@ -254,15 +186,16 @@ static int discover_migs(struct dp_nvml *nvml, nvmlDevice_t dev, struct dp_gpu *
                          uint64_t gpu_bytes, struct vg_err *err)
 {
     g->mig_count = 0;
-    if (!nvml->mig_max || !nvml->mig_by_index || !nvml->attributes || !nvml->gi_id || !nvml->ci_id)
+    if (!nvml->lib.mig_max || !nvml->lib.mig_by_index || !nvml->lib.attributes ||
+        !nvml->lib.gi_id || !nvml->lib.ci_id)
         return 0;
     unsigned max = 0;
-    nvmlReturn_t rc = nvml->mig_max(dev, &max);
+    nvmlReturn_t rc = nvml->lib.mig_max(dev, &max);
     if (rc != NVML_SUCCESS)
         return step_failed(nvml, g->index, NO_MIG, "nvmlDeviceGetMaxMigDeviceCount", rc, err);
     for (unsigned k = 0; k < max; k++) {
         nvmlDevice_t mig;
-        rc = nvml->mig_by_index(dev, k, &mig);
+        rc = nvml->lib.mig_by_index(dev, k, &mig);
         if (rc == NVML_ERROR_NOT_FOUND)
             continue; /* no MIG device at this index */
         if (rc != NVML_SUCCESS)
@@ -273,13 +206,13 @@ static int discover_migs(struct dp_nvml *nvml, nvmlDevice_t dev, struct dp_gpu *
         struct dp_mig *m = &g->migs[g->mig_count];
         memset(m, 0, sizeof(*m));
         nvmlDeviceAttributes_t attr;
-        if ((rc = nvml->get_uuid(mig, m->uuid, sizeof(m->uuid))) != NVML_SUCCESS)
+        if ((rc = nvml->lib.get_uuid(mig, m->uuid, sizeof(m->uuid))) != NVML_SUCCESS)
             return step_failed(nvml, g->index, k, "nvmlDeviceGetUUID", rc, err);
-        if ((rc = nvml->attributes(mig, &attr)) != NVML_SUCCESS)
+        if ((rc = nvml->lib.attributes(mig, &attr)) != NVML_SUCCESS)
             return step_failed(nvml, g->index, k, "nvmlDeviceGetAttributes", rc, err);
-        if ((rc = nvml->gi_id(mig, &m->gi)) != NVML_SUCCESS)
+        if ((rc = nvml->lib.gi_id(mig, &m->gi)) != NVML_SUCCESS)
             return step_failed(nvml, g->index, k, "nvmlDeviceGetGpuInstanceId", rc, err);
-        if ((rc = nvml->ci_id(mig, &m->ci)) != NVML_SUCCESS)
+        if ((rc = nvml->lib.ci_id(mig, &m->ci)) != NVML_SUCCESS)
             return step_failed(nvml, g->index, k, "nvmlDeviceGetComputeInstanceId", rc, err);
         m->index = k;
         m->memory_mib = attr.memorySizeMB;
@@ -310,10 +243,10 @@ static unsigned long long policy_mask(const struct dp_xid_policy *p)
 static void register_events(struct dp_nvml *nvml, unsigned count)
 {
     unsigned long long want = policy_mask(&nvml->policy);
-    if (nvml->events || !nvml->event_create || !nvml->event_register || !nvml->event_wait ||
-        !nvml->event_free || want == 0)
+    if (nvml->events || !nvml->lib.event_create || !nvml->lib.event_register ||
+        !nvml->lib.event_wait || !nvml->lib.event_free || want == 0)
         return;
-    nvmlReturn_t rc = nvml->event_create(&nvml->events);
+    nvmlReturn_t rc = nvml->lib.event_create(&nvml->events);
     if (rc != NVML_SUCCESS) {
         nvml->events = NULL;
         vg_log(VG_LOG_WARN, "no XID health: nvmlEventSetCreate failed", "err=\"%s\"",
@@ -322,15 +255,15 @@ static void register_events(struct dp_nvml *nvml, unsigned count)
     }
     for (unsigned i = 0; i < count; i++) {
         unsigned long long mask = want, supported = 0;
-        if (nvml->event_supported &&
-            nvml->event_supported(nvml->handles[i], &supported) == NVML_SUCCESS)
+        if (nvml->lib.event_supported &&
+            nvml->lib.event_supported(nvml->handles[i], &supported) == NVML_SUCCESS)
             mask &= supported;
         if (mask != want)
             vg_log(VG_LOG_INFO, "a GPU does not report every watched event type",
                    "gpu=%u watched=0x%llx supported=0x%llx", i, want, supported);
         if (mask == 0)
             continue;
-        rc = nvml->event_register(nvml->handles[i], mask, nvml->events);
+        rc = nvml->lib.event_register(nvml->handles[i], mask, nvml->events);
         if (rc != NVML_SUCCESS)
             vg_log(VG_LOG_WARN, "no event health for a GPU: nvmlDeviceRegisterEvents failed",
                    "gpu=%u err=\"%s\"", i, nvml_error(nvml, rc));
@@ -347,7 +280,7 @@ static void drain_events(struct dp_nvml *nvml)
     for (int n = 0; n < 1024; n++) {
         nvmlEventData_t ev;
         memset(&ev, 0, sizeof(ev));
-        if (nvml->event_wait(nvml->events, &ev, 0) != NVML_SUCCESS)
+        if (nvml->lib.event_wait(nvml->events, &ev, 0) != NVML_SUCCESS)
             return; /* NVML_ERROR_TIMEOUT: nothing more */
         if (!(ev.eventType & mask))
             continue;
@@ -377,7 +310,7 @@ static int nvml_discover(void *arg, struct dp_gpu *gpus, unsigned *count, struct
 {
     struct dp_nvml *nvml = arg;
     unsigned n = 0;
-    nvmlReturn_t rc = nvml->get_count(&n);
+    nvmlReturn_t rc = nvml->lib.get_count(&n);
     if (rc != NVML_SUCCESS)
         return vg_err_set(err, -EIO, "NVML: nvmlDeviceGetCount: %s", nvml_error(nvml, rc));
     if (n > DP_MAX_GPUS)
@@ -390,22 +323,22 @@ static int nvml_discover(void *arg, struct dp_gpu *gpus, unsigned *count, struct
         nvmlMemory_t mem;
         nvmlPciInfo_t pci;
         memset(&pci, 0, sizeof(pci));
-        if ((rc = nvml->by_index(i, &dev)) != NVML_SUCCESS)
+        if ((rc = nvml->lib.by_index(i, &dev)) != NVML_SUCCESS)
             return step_failed(nvml, i, NO_MIG, "nvmlDeviceGetHandleByIndex", rc, err);
-        if ((rc = nvml->get_uuid(dev, g->uuid, sizeof(g->uuid))) != NVML_SUCCESS)
+        if ((rc = nvml->lib.get_uuid(dev, g->uuid, sizeof(g->uuid))) != NVML_SUCCESS)
             return step_failed(nvml, i, NO_MIG, "nvmlDeviceGetUUID", rc, err);
-        if ((rc = nvml->get_name(dev, g->model, sizeof(g->model))) != NVML_SUCCESS)
+        if ((rc = nvml->lib.get_name(dev, g->model, sizeof(g->model))) != NVML_SUCCESS)
             return step_failed(nvml, i, NO_MIG, "nvmlDeviceGetName", rc, err);
-        if ((rc = nvml->get_memory(dev, &mem)) != NVML_SUCCESS)
+        if ((rc = nvml->lib.get_memory(dev, &mem)) != NVML_SUCCESS)
             return step_failed(nvml, i, NO_MIG, "nvmlDeviceGetMemoryInfo", rc, err);
-        if ((rc = nvml->get_pci(dev, &pci)) != NVML_SUCCESS)
+        if ((rc = nvml->lib.get_pci(dev, &pci)) != NVML_SUCCESS)
             return step_failed(nvml, i, NO_MIG, "nvmlDeviceGetPciInfo", rc, err);
-        if ((rc = nvml->get_cc(dev, &g->cc_major, &g->cc_minor)) != NVML_SUCCESS)
+        if ((rc = nvml->lib.get_cc(dev, &g->cc_major, &g->cc_minor)) != NVML_SUCCESS)
             return step_failed(nvml, i, NO_MIG, "nvmlDeviceGetCudaComputeCapability", rc, err);
-        if (nvml->get_minor(dev, &g->minor) != NVML_SUCCESS)
+        if (nvml->lib.get_minor(dev, &g->minor) != NVML_SUCCESS)
             g->minor = i;
         unsigned current = 0, pending = 0;
-        if (nvml->get_mig && nvml->get_mig(dev, &current, &pending) == NVML_SUCCESS)
+        if (nvml->lib.get_mig && nvml->lib.get_mig(dev, &current, &pending) == NVML_SUCCESS)
             g->mig_enabled = current == NVML_DEVICE_MIG_ENABLE;
         g->index = i;
         nvml->handles[i] = dev;
@@ -438,9 +371,9 @@ static bool nvml_healthy(void *arg, const struct dp_gpu *gpu)
     drain_events(nvml);
     if (gpu->index < DP_MAX_GPUS && nvml->xid_failed[gpu->index])
         return false;
-    if (nvml->by_uuid(gpu->uuid, &dev) != NVML_SUCCESS)
+    if (nvml->lib.by_uuid(gpu->uuid, &dev) != NVML_SUCCESS)
         return false;
-    return nvml->get_memory(dev, &mem) == NVML_SUCCESS;
+    return nvml->lib.get_memory(dev, &mem) == NVML_SUCCESS;
 }
 
 struct dp_gpu_source dp_nvml_source(struct dp_nvml *nvml)

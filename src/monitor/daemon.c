@@ -1,13 +1,11 @@
 /* vgpu-monitor's daemon: flags, NVML sampling on a libevent timer, the pod watch that
  * names containers, Kubernetes Events and the metrics file (docs/monitor.md).
  *
- * NVML is dlopen'ed by SONAME as the device plugin does, and every entry point called
- * through a pointer typed from src/abi/nvml.h. A sample lists every GPU's compute
- * processes (nvmlDeviceGetComputeRunningProcesses_v3, else _v2, else the v1 call) and
- * hands them to the judge; it runs on the loop, between the API client's callbacks. */
+ * NVML comes through the NVML loader (src/nvml/loader.h), as the device plugin's does. A
+ * sample lists every GPU's compute processes (nvmlDeviceGetComputeRunningProcesses_v3,
+ * else _v2, else the v1 call) and hands them to the judge; it runs on the loop, between
+ * the API client's callbacks. */
 #define _GNU_SOURCE
-#define NVML_NO_UNVERSIONED_FUNC_DEFS
-#include <dlfcn.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
@@ -19,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "abi/nvml.h"
 #include "base/auto.h"
 #include "base/fs.h"
 #include "base/auto_json.h"
@@ -32,6 +29,7 @@
 #include "monitor/metrics.h"
 #include "monitor/monitor.h"
 #include "monitor/scan.h"
+#include "nvml/loader.h"
 
 /* ---- flags ----------------------------------------------------------------------- */
 
@@ -47,8 +45,9 @@ void mon_args_usage(FILE *f)
                "  --quarantine-window-s N  the window (default 60)\n"
                "  --quarantine-s N         how long a quarantine lasts (default 600)\n"
                "  --interval-ms N          sampling interval, 10..10000 (default 100)\n"
-               "  --containers-dir DIR     the device plugin's container directories "
-               "(default /usr/local/vgpu/containers)\n"
+               "  --region-dir DIR         the device plugin's container directories, its "
+               "vgpu.regionDir (default /usr/local/vgpu/containers)\n"
+               "  --containers-dir DIR     alias of --region-dir\n"
                "  --proc-root DIR          where processes are read (default /proc)\n"
                "  --cgroup-root PATH       cgroup path kubelet's hierarchy lies under "
                "(default: anywhere)\n"
@@ -75,7 +74,7 @@ int mon_args_parse(int argc, char **argv, struct mon_args *a, struct vg_err *err
     a->quarantine_window_s = 60;
     a->quarantine_s = 600;
     a->interval_ms = 100;
-    a->containers_dir = "/usr/local/vgpu/containers";
+    a->region_dir = "/usr/local/vgpu/containers";
     a->proc_root = "/proc";
     a->cgroup_root = "";
     a->node_name = getenv("NODE_NAME");
@@ -140,14 +139,14 @@ int mon_args_parse(int argc, char **argv, struct mon_args *a, struct vg_err *err
             if (a->log_level < 0)
                 return vg_err_set(err, -EINVAL, "--log-level '%s': want error, warn, info or debug",
                                   value);
-        } else if (strcmp(name, "--containers-dir") == 0 || strcmp(name, "--proc-root") == 0 ||
-                   strcmp(name, "--cgroup-root") == 0) {
+        } else if (strcmp(name, "--region-dir") == 0 || strcmp(name, "--containers-dir") == 0 ||
+                   strcmp(name, "--proc-root") == 0 || strcmp(name, "--cgroup-root") == 0) {
             if (value[0] != '/')
                 return vg_err_set(err, -EINVAL, "%s '%s': want an absolute path", name, value);
             if (strlen(value) > 1024)
                 return vg_err_set(err, -EINVAL, "%s: path longer than 1024 bytes", name);
-            if (name[2] == 'c' && name[3] == 'o')
-                a->containers_dir = value;
+            if (strcmp(name, "--region-dir") == 0 || strcmp(name, "--containers-dir") == 0)
+                a->region_dir = value;
             else if (name[2] == 'p')
                 a->proc_root = value;
             else
@@ -180,21 +179,7 @@ int mon_args_parse(int argc, char **argv, struct mon_args *a, struct vg_err *err
 /* ---- NVML ------------------------------------------------------------------------ */
 
 struct nvml {
-    __typeof__(&nvmlInit_v2) init;
-    __typeof__(&nvmlErrorString) error_string;
-    __typeof__(&nvmlDeviceGetCount_v2) get_count;
-    __typeof__(&nvmlDeviceGetHandleByIndex_v2) by_index;
-    __typeof__(&nvmlDeviceGetUUID) get_uuid;
-    __typeof__(&nvmlDeviceGetComputeRunningProcesses_v3) procs_v3;
-    __typeof__(&nvmlDeviceGetComputeRunningProcesses_v2) procs_v2;
-    __typeof__(&nvmlDeviceGetComputeRunningProcesses) procs_v1;
-    /* for the metrics; any may be missing */
-    __typeof__(&nvmlDeviceGetName) get_name;
-    __typeof__(&nvmlDeviceGetMemoryInfo) memory_info;
-    __typeof__(&nvmlDeviceGetUtilizationRates) utilization;
-    __typeof__(&nvmlEventSetCreate) event_set_create;
-    __typeof__(&nvmlDeviceRegisterEvents) register_events;
-    __typeof__(&nvmlEventSetWait_v2) event_wait;
+    struct nvml_lib lib; /* stays loaded for the life of the process */
     nvmlEventSet_t events;
     char models[MON_MAX_GPUS][MON_MODEL_MAX];
     unsigned last_xid[MON_MAX_GPUS];
@@ -210,55 +195,41 @@ struct nvml {
 
 static int nvml_open(struct nvml *n, const char *soname, struct vg_err *err)
 {
-    void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return vg_err_set(err, -ENOENT, "NVML: cannot load %s: %s", soname, dlerror());
-    /* The library stays mapped for the life of the process (driver state outlives
-     * nvmlShutdown). */
-    n->init = (__typeof__(n->init))dlsym(h, "nvmlInit_v2");
-    n->error_string = (__typeof__(n->error_string))dlsym(h, "nvmlErrorString");
-    n->get_count = (__typeof__(n->get_count))dlsym(h, "nvmlDeviceGetCount_v2");
-    n->by_index = (__typeof__(n->by_index))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
-    n->get_uuid = (__typeof__(n->get_uuid))dlsym(h, "nvmlDeviceGetUUID");
-    n->procs_v3 = (__typeof__(n->procs_v3))dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3");
-    n->procs_v2 = (__typeof__(n->procs_v2))dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v2");
-    n->procs_v1 = (__typeof__(n->procs_v1))dlsym(h, "nvmlDeviceGetComputeRunningProcesses");
-    n->get_name = (__typeof__(n->get_name))dlsym(h, "nvmlDeviceGetName");
-    n->memory_info = (__typeof__(n->memory_info))dlsym(h, "nvmlDeviceGetMemoryInfo");
-    n->utilization = (__typeof__(n->utilization))dlsym(h, "nvmlDeviceGetUtilizationRates");
-    n->event_set_create = (__typeof__(n->event_set_create))dlsym(h, "nvmlEventSetCreate");
-    n->register_events = (__typeof__(n->register_events))dlsym(h, "nvmlDeviceRegisterEvents");
-    n->event_wait = (__typeof__(n->event_wait))dlsym(h, "nvmlEventSetWait_v2");
-    if (!n->init || !n->error_string || !n->get_count || !n->by_index || !n->get_uuid ||
-        (!n->procs_v3 && !n->procs_v2 && !n->procs_v1))
-        return vg_err_set(err, -ENOSYS, "NVML: %s lacks the calls vgpu-monitor needs", soname);
-    nvmlReturn_t rc = n->init();
-    if (rc != NVML_SUCCESS)
-        return vg_err_set(err, -EIO, "NVML: nvmlInit failed: %s", n->error_string(rc));
+    static const char *const required[] = {"nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2",
+                                           "nvmlDeviceGetUUID", NULL};
+    int lrc = nvml_lib_open(&n->lib, soname, required, err);
+    if (lrc < 0)
+        return lrc;
+    if (!n->lib.procs_v3 && !n->lib.procs_v2 && !n->lib.procs_v1)
+        return vg_err_set(err, -ENOSYS,
+                          "NVML: %s has no nvmlDeviceGetComputeRunningProcesses (_v3, _v2 or "
+                          "the unversioned call)",
+                          soname);
+    nvmlReturn_t rc;
     unsigned count = 0;
-    if ((rc = n->get_count(&count)) != NVML_SUCCESS)
-        return vg_err_set(err, -EIO, "NVML: device count: %s", n->error_string(rc));
+    if ((rc = n->lib.get_count(&count)) != NVML_SUCCESS)
+        return vg_err_set(err, -EIO, "NVML: device count: %s", n->lib.error_string(rc));
     if (count > MON_MAX_GPUS)
         return vg_err_set(err, -E2BIG, "NVML: %u GPUs, at most %d", count, MON_MAX_GPUS);
     for (unsigned i = 0; i < count; i++) {
-        if ((rc = n->by_index(i, &n->handles[i])) != NVML_SUCCESS ||
-            (rc = n->get_uuid(n->handles[i], n->uuids[i], sizeof n->uuids[i])) != NVML_SUCCESS)
-            return vg_err_set(err, -EIO, "NVML: GPU %u: %s", i, n->error_string(rc));
+        if ((rc = n->lib.by_index(i, &n->handles[i])) != NVML_SUCCESS ||
+            (rc = n->lib.get_uuid(n->handles[i], n->uuids[i], sizeof n->uuids[i])) != NVML_SUCCESS)
+            return vg_err_set(err, -EIO, "NVML: GPU %u: %s", i, n->lib.error_string(rc));
     }
     n->count = count;
     /* Names and XID events for the metrics: best effort, a GPU without them is shown
      * without them. */
     for (unsigned i = 0; i < count; i++)
-        if (!n->get_name ||
-            n->get_name(n->handles[i], n->models[i], sizeof n->models[i]) != NVML_SUCCESS)
+        if (!n->lib.get_name ||
+            n->lib.get_name(n->handles[i], n->models[i], sizeof n->models[i]) != NVML_SUCCESS)
             (void)vg_strlcpy(n->models[i], "unknown", sizeof n->models[i]);
-    if (n->event_set_create && n->register_events && n->event_wait &&
-        n->event_set_create(&n->events) == NVML_SUCCESS) {
+    if (n->lib.event_create && n->lib.event_register && n->lib.event_wait &&
+        n->lib.event_create(&n->events) == NVML_SUCCESS) {
         for (unsigned i = 0; i < count; i++)
-            if ((rc = n->register_events(n->handles[i], nvmlEventTypeXidCriticalError,
-                                         n->events)) != NVML_SUCCESS)
+            if ((rc = n->lib.event_register(n->handles[i], nvmlEventTypeXidCriticalError,
+                                            n->events)) != NVML_SUCCESS)
                 vg_log(VG_LOG_DEBUG, "no XID events for a GPU", "gpu=%s error=\"%s\"", n->uuids[i],
-                       n->error_string(rc));
+                       n->lib.error_string(rc));
     } else {
         n->events = NULL;
     }
@@ -273,7 +244,7 @@ static void nvml_poll_xids(struct nvml *n)
     for (int k = 0; k < 64; k++) {
         nvmlEventData_t ev;
         memset(&ev, 0, sizeof ev);
-        if (n->event_wait(n->events, &ev, 0) != NVML_SUCCESS)
+        if (n->lib.event_wait(n->events, &ev, 0) != NVML_SUCCESS)
             return;
         if (ev.eventType != nvmlEventTypeXidCriticalError)
             continue;
@@ -297,12 +268,12 @@ static void nvml_sample(struct nvml *n, struct mon_proc *out, size_t max, size_t
         unsigned c = (unsigned)(max - total);
         nvmlReturn_t rc;
         bool v1 = false;
-        if (n->procs_v3)
-            rc = n->procs_v3(n->handles[g], &c, n->infos);
-        else if (n->procs_v2)
-            rc = n->procs_v2(n->handles[g], &c, n->infos);
+        if (n->lib.procs_v3)
+            rc = n->lib.procs_v3(n->handles[g], &c, n->infos);
+        else if (n->lib.procs_v2)
+            rc = n->lib.procs_v2(n->handles[g], &c, n->infos);
         else {
-            rc = n->procs_v1(n->handles[g], &c, n->infos_v1);
+            rc = n->lib.procs_v1(n->handles[g], &c, n->infos_v1);
             v1 = true;
         }
         if (rc != NVML_SUCCESS) {
@@ -310,7 +281,7 @@ static void nvml_sample(struct nvml *n, struct mon_proc *out, size_t max, size_t
                 (*n->error_count)++;
             if (n->failing[g] == 1)
                 vg_log(VG_LOG_WARN, "cannot list a GPU's processes", "gpu=%s error=\"%s\"",
-                       n->uuids[g], n->error_string(rc));
+                       n->uuids[g], n->lib.error_string(rc));
             continue;
         }
         n->failing[g] = 0;
@@ -336,6 +307,14 @@ struct pod_ctr {
     char ns[MON_NAME_MAX], pod[MON_NAME_MAX], name[MON_NAME_MAX];
 };
 
+/* A pod of this node by UID, from the moment the watch shows it: its container
+ * directories are named by UID, so its metrics and Events carry its namespace and name
+ * before kubelet reports any container ID (the containers' own names wait for those). */
+struct pod_name {
+    char uid[MON_UID_MAX];
+    char ns[MON_NAME_MAX], pod[MON_NAME_MAX];
+};
+
 struct daemon {
     const struct mon_args *args;
     struct event_base *base;
@@ -345,6 +324,8 @@ struct daemon {
     struct kube_watch *watch;
     struct pod_ctr *ctrs;
     size_t ctr_count, ctr_cap;
+    struct pod_name *pods;
+    size_t pod_count, pod_cap;
     struct mon_proc procs[MON_MAX_PROCS];
     uint64_t events_sent, events_failed, event_seq;
     struct event *timer;
@@ -370,6 +351,11 @@ static void pods_forget(struct daemon *d, const char *uid)
         if (strcmp(d->ctrs[i].uid, uid) != 0)
             d->ctrs[keep++] = d->ctrs[i];
     d->ctr_count = keep;
+    keep = 0;
+    for (size_t i = 0; i < d->pod_count; i++)
+        if (strcmp(d->pods[i].uid, uid) != 0)
+            d->pods[keep++] = d->pods[i];
+    d->pod_count = keep;
 }
 
 /* A name the API gave us, checked before it reaches a log line, an Event or a path. */
@@ -397,6 +383,14 @@ static void pods_put(struct daemon *d, json_t *pod)
     if (!copy_name(base.ns, json_string_value(json_object_get(meta, "namespace"))) ||
         !copy_name(base.pod, json_string_value(json_object_get(meta, "name"))))
         return;
+    struct vg_err ignored;
+    if (vg_array_grow(&d->pods, &d->pod_cap, d->pod_count + 1, sizeof *d->pods, 1u << 16, "pods",
+                      &ignored) < 0)
+        return;
+    struct pod_name *named = &d->pods[d->pod_count++];
+    (void)vg_strlcpy(named->uid, base.uid, sizeof named->uid);
+    (void)vg_strlcpy(named->ns, base.ns, sizeof named->ns);
+    (void)vg_strlcpy(named->pod, base.pod, sizeof named->pod);
     json_t *status = json_object_get(pod, "status");
     static const char *const lists[] = {"containerStatuses", "initContainerStatuses",
                                         "ephemeralContainerStatuses"};
@@ -414,7 +408,6 @@ static void pods_put(struct daemon *d, json_t *pod)
                 continue;
             (void)vg_strlcpy(c.id, sep + 3, sizeof c.id);
             c.hash = hash_str(c.id);
-            struct vg_err ignored;
             if (vg_array_grow(&d->ctrs, &d->ctr_cap, d->ctr_count + 1, sizeof *d->ctrs, 1u << 16,
                               "containers", &ignored) < 0)
                 return;
@@ -428,11 +421,12 @@ static void pods_resync(void *arg, json_t *items, const char *rv)
     (void)rv;
     struct daemon *d = arg;
     d->ctr_count = 0;
+    d->pod_count = 0;
     size_t i;
     json_t *pod;
     json_array_foreach(items, i, pod) pods_put(d, pod);
-    vg_log(VG_LOG_INFO, "pods listed", "pods=%zu containers=%zu", json_array_size(items),
-           d->ctr_count);
+    vg_log(VG_LOG_INFO, "pods listed", "pods=%zu containers=%zu named=%zu", json_array_size(items),
+           d->ctr_count, d->pod_count);
 }
 
 static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
@@ -465,11 +459,11 @@ static const struct pod_ctr *ctr_find(const struct daemon *d, const char *pod_ui
     return NULL;
 }
 
-static const struct pod_ctr *pod_find(const struct daemon *d, const char *pod_uid)
+static const struct pod_name *pod_find(const struct daemon *d, const char *pod_uid)
 {
-    for (size_t i = 0; i < d->ctr_count; i++)
-        if (strcmp(d->ctrs[i].uid, pod_uid) == 0)
-            return &d->ctrs[i];
+    for (size_t i = 0; i < d->pod_count; i++)
+        if (strcmp(d->pods[i].uid, pod_uid) == 0)
+            return &d->pods[i];
     return NULL;
 }
 
@@ -500,7 +494,7 @@ static void event_done(void *arg, long status, json_t *body, const struct vg_err
 static void post_event(struct daemon *d, const struct mon_report *r, const char *reason,
                        const char *message)
 {
-    const struct pod_ctr *pod = pod_find(d, r->pod_uid);
+    const struct pod_name *pod = pod_find(d, r->pod_uid);
     if (!d->kube || !pod)
         return;
     char ts[32], name[MON_NAME_MAX + 40], field[MON_NAME_MAX + 32];
@@ -550,7 +544,7 @@ static void condition_done(void *arg, long status, json_t *body, const struct vg
 static void patch_condition(struct daemon *d, const struct mon_report *r, bool on,
                             const char *message)
 {
-    const struct pod_ctr *pod = pod_find(d, r->pod_uid);
+    const struct pod_name *pod = pod_find(d, r->pod_uid);
     if (!d->kube || !pod)
         return;
     char ts[32], path[2 * MON_NAME_MAX + 48];
@@ -576,7 +570,7 @@ static void patch_condition(struct daemon *d, const struct mon_report *r, bool o
 static void on_report(void *arg, const struct mon_report *r)
 {
     struct daemon *d = arg;
-    const struct pod_ctr *pod = pod_find(d, r->pod_uid);
+    const struct pod_name *pod = pod_find(d, r->pod_uid);
     const char *ns = pod ? pod->ns : "", *pname = pod ? pod->pod : "";
     if (d->scan)
         mon_scan_note(d->scan, r->pod_uid, r->container, r->kind);
@@ -743,7 +737,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 static int scan_name(void *arg, const char *pod_uid, char ns[MON_NAME_MAX], char pod[MON_NAME_MAX])
 {
-    const struct pod_ctr *c = pod_find(arg, pod_uid);
+    const struct pod_name *c = pod_find(arg, pod_uid);
     if (!c)
         return -ENOENT;
     (void)vg_strlcpy(ns, c->ns, MON_NAME_MAX);
@@ -766,7 +760,7 @@ static void collect_gpus(struct daemon *d)
         s->xids = n->xids[g];
         nvmlMemory_t mem;
         nvmlReturn_t rc =
-            n->memory_info ? n->memory_info(n->handles[g], &mem) : NVML_ERROR_NOT_SUPPORTED;
+            n->lib.get_memory ? n->lib.get_memory(n->handles[g], &mem) : NVML_ERROR_NOT_SUPPORTED;
         if (rc == NVML_SUCCESS) {
             s->have_memory = true;
             s->memory_total = mem.total;
@@ -775,10 +769,11 @@ static void collect_gpus(struct daemon *d)
             s->healthy = false;
             d->errors[MON_ERR_NVML]++;
             vg_log(VG_LOG_DEBUG, "NVML: memory info", "gpu=%s error=\"%s\"", s->uuid,
-                   n->error_string(rc));
+                   n->lib.error_string(rc));
         }
         nvmlUtilization_t util;
-        rc = n->utilization ? n->utilization(n->handles[g], &util) : NVML_ERROR_NOT_SUPPORTED;
+        rc = n->lib.get_utilization ? n->lib.get_utilization(n->handles[g], &util)
+                                    : NVML_ERROR_NOT_SUPPORTED;
         if (rc == NVML_SUCCESS) {
             s->have_util = true;
             s->util_percent = util.gpu > 100 ? 100 : util.gpu;
@@ -892,8 +887,7 @@ int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
         (void)vg_strlcpy(d->hostname, args->node_name, sizeof d->hostname);
     else if (gethostname(d->hostname, sizeof d->hostname - 1) != 0)
         (void)vg_strlcpy(d->hostname, "unknown", sizeof d->hostname);
-    int rc =
-        nvml_open(&d->nvml, args->nvml_library ? args->nvml_library : "libnvidia-ml.so.1", err);
+    int rc = nvml_open(&d->nvml, args->nvml_library ? args->nvml_library : NVML_LIB_SONAME, err);
     if (rc < 0)
         return rc;
     VG_AUTO(event_base_freep) struct event_base *base = event_base_new();
@@ -929,7 +923,7 @@ int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
     for (unsigned i = 0; i < d->nvml.count; i++)
         uuids[i] = d->nvml.uuids[i];
     struct mon_options mo = {.policy = args->policy,
-                             .containers_dir = args->containers_dir,
+                             .region_dir = args->region_dir,
                              .proc_root = args->proc_root,
                              .cgroup_root = args->cgroup_root,
                              .resolve = kube ? resolve : NULL,
@@ -945,7 +939,7 @@ int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
         return rc;
     d->mon = mon;
     VG_AUTO(mon_scan_freep) struct mon_scan *scan = NULL;
-    if ((rc = mon_scan_new(args->containers_dir, scan_name, d, &scan, err)) < 0)
+    if ((rc = mon_scan_new(args->region_dir, scan_name, d, &scan, err)) < 0)
         return rc;
     d->scan = scan;
     VG_AUTO(mon_http_freep) struct mon_http *http = NULL;
@@ -969,15 +963,16 @@ int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
     event_add(sigint, NULL);
     vg_log(VG_LOG_INFO, "watching",
            "gpus=%u policy=%s interval_ms=%llu registration_check=%s quarantine_after=%u "
-           "quarantine_window_s=%llu quarantine_s=%llu containers_dir=%s node=%s api=%s",
+           "quarantine_window_s=%llu quarantine_s=%llu region_dir=%s node=%s api=%s",
            d->nvml.count, args->policy == MON_POLICY_KILL ? "kill" : "warn",
            (unsigned long long)args->interval_ms, args->check_registration ? "on" : "off",
            args->quarantine_after, (unsigned long long)args->quarantine_window_s,
-           (unsigned long long)args->quarantine_s, args->containers_dir,
+           (unsigned long long)args->quarantine_s, args->region_dir,
            args->node_name ? args->node_name : "", kube ? "yes" : "no");
     on_timer(-1, 0, d); /* the first sample at once */
     if (args->samples != 1)
         event_base_dispatch(base);
     free(d->ctrs);
+    free(d->pods);
     return 0;
 }

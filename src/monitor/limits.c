@@ -9,15 +9,15 @@
 #include "base/str.h"
 #include "monitor/monitor.h"
 
-int mon_limits_read(const char *containers_dir, const char *pod_uid, const char *container,
+int mon_limits_read(const char *region_dir, const char *pod_uid, const char *container,
                     struct mon_limits *out, struct vg_err *err)
 {
     char path[MON_PATH_MAX];
     if (strchr(container, '/') || strchr(pod_uid, '/') || !container[0] ||
         strcmp(container, "..") == 0)
         return vg_err_set(err, -EINVAL, "container '%s' cannot name a directory", container);
-    if (vg_snprintf(path, sizeof path, "%s/%s_%s/limits", containers_dir, pod_uid, container) < 0)
-        return vg_err_set(err, -ENAMETOOLONG, "%s/%s_%s: path too long", containers_dir, pod_uid,
+    if (vg_snprintf(path, sizeof path, "%s/%s_%s/limits", region_dir, pod_uid, container) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "%s/%s_%s: path too long", region_dir, pod_uid,
                           container);
     VG_AUTO_FREE char *text = NULL;
     size_t len = 0;

@@ -114,8 +114,8 @@ int mon_new(const struct mon_options *options, const char *const *gpu_uuids, uns
     if (!m)
         return vg_err_set(err, -ENOMEM, "monitor: out of memory");
     m->opt = *options;
-    if (!m->opt.containers_dir)
-        m->opt.containers_dir = "/usr/local/vgpu/containers";
+    if (!m->opt.region_dir)
+        m->opt.region_dir = "/usr/local/vgpu/containers";
     if (!m->opt.proc_root)
         m->opt.proc_root = "/proc";
     if (!m->opt.cgroup_root)
@@ -325,7 +325,7 @@ static bool container_limit(struct mon_monitor *m, const char *pod, const char *
 {
     struct mon_limits lim;
     struct vg_err err = {0};
-    int rc = mon_limits_read(m->opt.containers_dir, pod, name, &lim, &err);
+    int rc = mon_limits_read(m->opt.region_dir, pod, name, &lim, &err);
     if (rc == -ENOENT)
         return false;
     if (rc < 0) {
@@ -343,7 +343,7 @@ VG_DEFINE_AUTO(closedirp, DIR, closedir)
 /* The sum of a pod's containers' limits on one GPU (its directories "<uid>_*"). */
 static bool pod_limit(struct mon_monitor *m, const char *pod, unsigned gpu, uint64_t *limit)
 {
-    VG_AUTO(closedirp) DIR *d = opendir(m->opt.containers_dir);
+    VG_AUTO(closedirp) DIR *d = opendir(m->opt.region_dir);
     if (!d)
         return false;
     size_t pl = strlen(pod);
@@ -397,7 +397,7 @@ struct candidate {
 };
 
 /* The regions of the group's container (name) or, when it is not known, of every
- * container of the pod: <containers-dir>/<pod>_<name>/region, stat'ed. */
+ * container of the pod: <region-dir>/<pod>_<name>/region, stat'ed. */
 static size_t candidates(struct mon_monitor *m, const char *pod, const char *name,
                          struct candidate *out)
 {
@@ -405,8 +405,7 @@ static size_t candidates(struct mon_monitor *m, const char *pod, const char *nam
     char path[MON_PATH_MAX];
     struct stat st;
     if (name[0]) {
-        if (vg_snprintf(path, sizeof path, "%s/%s_%s/region", m->opt.containers_dir, pod, name) <
-                0 ||
+        if (vg_snprintf(path, sizeof path, "%s/%s_%s/region", m->opt.region_dir, pod, name) < 0 ||
             lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
             return 0;
         out[0].dev = st.st_dev;
@@ -414,7 +413,7 @@ static size_t candidates(struct mon_monitor *m, const char *pod, const char *nam
         (void)vg_strlcpy(out[0].path, path, sizeof out[0].path);
         return 1;
     }
-    VG_AUTO(closedirp) DIR *d = opendir(m->opt.containers_dir);
+    VG_AUTO(closedirp) DIR *d = opendir(m->opt.region_dir);
     if (!d)
         return 0;
     size_t pl = strlen(pod);
@@ -422,7 +421,7 @@ static size_t candidates(struct mon_monitor *m, const char *pod, const char *nam
     while ((de = readdir(d)) != NULL && n < MON_REGION_CANDIDATES) {
         if (strncmp(de->d_name, pod, pl) != 0 || de->d_name[pl] != '_')
             continue;
-        if (vg_snprintf(path, sizeof path, "%s/%s/region", m->opt.containers_dir, de->d_name) < 0 ||
+        if (vg_snprintf(path, sizeof path, "%s/%s/region", m->opt.region_dir, de->d_name) < 0 ||
             lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
         out[n].dev = st.st_dev;

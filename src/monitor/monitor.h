@@ -77,7 +77,7 @@ struct mon_limits {
 
 /* Reads DIR/<pod_uid>_<container>/limits. -ENOENT when there is none (a container vgpu
  * did not allocate), other errors with the file named. */
-int mon_limits_read(const char *containers_dir, const char *pod_uid, const char *container,
+int mon_limits_read(const char *region_dir, const char *pod_uid, const char *container,
                     struct mon_limits *out, struct vg_err *err);
 
 /* The memory limit (bytes) of the GPU with this NVML UUID: the limit of the index whose
@@ -130,10 +130,10 @@ typedef void (*mon_report_fn)(void *arg, const struct mon_report *report);
 
 struct mon_options {
     enum mon_policy policy;
-    const char *containers_dir; /* default /usr/local/vgpu/containers */
-    const char *proc_root;      /* default /proc */
-    const char *cgroup_root;    /* default "" (anywhere) */
-    mon_resolve_fn resolve;     /* may be NULL: every pod judged as a whole */
+    const char *region_dir;  /* default /usr/local/vgpu/containers */
+    const char *proc_root;   /* default /proc */
+    const char *cgroup_root; /* default "" (anywhere) */
+    mon_resolve_fn resolve;  /* may be NULL: every pod judged as a whole */
     void *resolve_arg;
     mon_report_fn report; /* may be NULL */
     void *report_arg;
@@ -185,7 +185,7 @@ struct mon_args {
     enum mon_policy policy;
     uint64_t interval_ms;
     uint64_t samples; /* 0: run until a signal */
-    const char *containers_dir, *proc_root, *cgroup_root;
+    const char *region_dir, *proc_root, *cgroup_root;
     const char *node_name, *kubeconfig, *metrics_file, *nvml_library;
     const char *listen; /* the metrics endpoint, "ADDR:PORT"; NULL: off (--listen off) */
     int log_level;

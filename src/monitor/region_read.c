@@ -130,6 +130,7 @@ int mon_region_read_fd(int fd, const char *path, bool check, struct mon_region_s
     if (n < 0)
         return vg_err_errno(err, errno, "region %s", path);
     int rc = mon_region_parse(head, (size_t)n, (uint64_t)st.st_size, out, err);
+    out->file_size = (uint64_t)st.st_size;
     if (rc < 0) {
         char msg[VG_ERR_MSG_MAX];
         (void)vg_strlcpy(msg, err ? err->msg : "", sizeof msg);

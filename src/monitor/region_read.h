@@ -38,6 +38,8 @@ struct mon_region_device {
 };
 
 struct mon_region_snapshot {
+    uint64_t file_size;    /* mon_region_read_fd with check: the size fstat saw, set on
+                            * failure too (0: an empty file, no process has sized it) */
     unsigned device_count; /* 1..REGION_MAX_DEVICES */
     uint64_t closed;       /* allocations refused because enforcement failed closed */
     uint64_t repaired;     /* device counters a recount found wrong */

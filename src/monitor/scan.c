@@ -68,11 +68,11 @@ static void entry_free(struct mon_scan *s, struct entry *e)
     free(e);
 }
 
-int mon_scan_new(const char *containers_dir, mon_scan_name_fn names, void *names_arg,
+int mon_scan_new(const char *region_dir, mon_scan_name_fn names, void *names_arg,
                  struct mon_scan **out, struct vg_err *err)
 {
     struct mon_scan *s = vg_calloc(1, sizeof *s);
-    if (!s || !(s->dir = strdup(containers_dir))) {
+    if (!s || !(s->dir = strdup(region_dir))) {
         free(s);
         return vg_err_set(err, -ENOMEM, "out of memory");
     }

@@ -1,5 +1,5 @@
 /* The containers vgpu-monitor shows (docs/monitor.md, "Metrics"): every container
- * directory the device plugin made (<containers-dir>/<pod uid>_<container>/), its
+ * directory the device plugin made (<region-dir>/<pod uid>_<container>/), its
  * read-only limits file (cached, read again every MON_SCAN_LIMITS_EVERY scans) and a
  * snapshot of its region (region_read.h) at each scan. A directory that is gone is
  * forgotten at the next scan (its series disappear); one that cannot be read is logged
@@ -28,7 +28,7 @@ struct mon_scan;
 typedef int (*mon_scan_name_fn)(void *arg, const char *pod_uid, char ns[MON_NAME_MAX],
                                 char pod[MON_NAME_MAX]);
 
-int mon_scan_new(const char *containers_dir, mon_scan_name_fn names, void *names_arg,
+int mon_scan_new(const char *region_dir, mon_scan_name_fn names, void *names_arg,
                  struct mon_scan **out, struct vg_err *err);
 void mon_scan_free(struct mon_scan *s);
 

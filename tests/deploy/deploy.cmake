@@ -1,12 +1,12 @@
 # The manifests under deploy/ against the binaries they run (tests/deploy/deploy_test.py,
 # Debian's /usr/bin/python3 with python3-kubernetes, kubectl for `kubectl kustomize`):
 # deploy.Manifests renders every overlay once and checks API types, --check-config dry
-# runs and mounts; deploy.Scheduler the extender's routes and the webhook; deploy.Rbac
-# the daemons under the rendered roles, enforced by the test API server; deploy.NoGpu a
-# node without a GPU. Label deploy. Exit 77: kubectl or python3-kubernetes missing (a
+# runs, mounts and the flags' canonical names; deploy.Scheduler the extender's routes and
+# the webhook; deploy.Rbac the daemons under the rendered roles, enforced by the test API
+# server; deploy.NoGpu a node without a GPU. Label deploy. Exit 77: kubectl or python3-kubernetes missing (a
 # failure under CI).
 if(TARGET vgpu-scheduler AND TARGET vgpu-device-plugin AND TARGET vgpu-monitor)
-  set(deploy_cases "Manifests=Render Flags Mounts" "Scheduler=Scheduler" "Rbac=Rbac"
+  set(deploy_cases "Manifests=Render Flags Mounts Names" "Scheduler=Scheduler" "Rbac=Rbac"
                    "NoGpu=NoGpu")
   foreach(case ${deploy_cases})
     string(REPLACE "=" ";" parts "${case}")

@@ -11,6 +11,9 @@ kubescheduler.config.k8s.io/v1.
 Flags: every container that runs one of vgpu's binaries is started with its command,
 args and env plus --check-config, which parses and validates everything as the daemon
 would and prints the effective settings; a flag the binary lacks fails with its name.
+Names: every daemon in every rendering (the DRA overlay and its components too) is started
+with its flags' canonical names: those its --help lists, none it lists as an alias
+("alias of --NAME"), and every daemon lists --check-config.
 Mounts: every path the binary reads (the effective settings, table READS) lies under a
 volume mount, host paths handed to kubelet are mounted at the same path, and every mount
 is one the binary reads.
@@ -33,6 +36,7 @@ import copy
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -243,14 +247,14 @@ def pod_specs(objects):
             yield o, o["spec"]["template"]["spec"]
 
 
-def vgpu_containers(objects):
+def vgpu_containers(objects, binaries=BINARIES):
     """(workload, pod spec, container, binary name) for every container running one of
     vgpu's binaries."""
     for w, spec in pod_specs(objects):
         for c in spec.get("initContainers", []) + spec.get("containers", []):
             cmd = c.get("command") or []
             name = os.path.basename(cmd[0]) if cmd else ""
-            if name in BINARIES:
+            if name in binaries:
                 yield w, spec, c, name
 
 
@@ -364,7 +368,7 @@ READS = {
         ("client-ca", "path"), ("token-file", "path"), ("webhook-client-ca", "path"),
     ],
     "vgpu-monitor": [
-        ("containers-dir", "path"), ("kubeconfig", "path"), ("metrics-file", "parent"),
+        ("region-dir", "path"), ("kubeconfig", "path"), ("metrics-file", "parent"),
     ],
 }
 # Settings the device plugin hands to kubelet as host paths: mounted from the same host
@@ -444,6 +448,88 @@ def container(objects, workload, cname):
                 if c["name"] == cname:
                     return spec, c
     raise AssertionError("no container %s in %s" % (cname, workload))
+
+
+# ---- flag names ------------------------------------------------------------------------
+
+# Every daemon a manifest may run, the DRA plugin included (its overlay is checked in
+# depth by dra_deploy_test.py).
+DAEMONS = BINARIES + ("vgpu-dra-plugin",)
+# The DRA overlay and its components, besides OVERLAYS and COMBINED.
+DRA_RENDERINGS = ((), ("dra-node-policy",), ("dra-webhook",), ("dra-shared",))
+
+_help_flags = {}
+
+
+def help_flags(binary):
+    """(canonical flags, {alias: canonical flag}) from `binary --help`: a flag's own line
+    starts with "  --NAME" (or "  -X, --NAME"); an alias's line says "alias of --OTHER"
+    after its flag column."""
+    if binary not in _help_flags:
+        r = subprocess.run([os.path.join(BUILD, "bin", binary), "--help"], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0, "%s --help exits %d" % (binary, r.returncode)
+        canonical, aliases = set(), {}
+        for line in r.stdout.splitlines():
+            if not re.match(r"^  (?:-[A-Za-z], )?--[a-z]", line):
+                continue
+            # The flag column ends at the first gap of two spaces; it may name two flags
+            # that go together ("--tls-cert FILE --tls-key FILE").
+            column, _, rest = line.strip().partition("  ")
+            a = re.search(r"alias of --([a-z][a-z0-9-]*)", rest)
+            for flag in re.findall(r"--([a-z][a-z0-9-]*)", column):
+                if a:
+                    aliases[flag] = a.group(1)
+                else:
+                    canonical.add(flag)
+        assert canonical, "%s --help lists no flags" % binary
+        for alias, target in aliases.items():
+            assert target in canonical, "%s --help: --%s is an alias of --%s, which it does " \
+                "not list" % (binary, alias, target)
+        _help_flags[binary] = (canonical, aliases)
+    return _help_flags[binary]
+
+
+def flag_name_problems(objects):
+    """Every flag a vgpu daemon is started with, by its canonical name: one its --help
+    lists as an alias, or does not list at all, is named."""
+    problems = []
+    for w, _spec, c, name in vgpu_containers(objects, DAEMONS):
+        canonical, aliases = help_flags(name)
+        for a in container_args(c):
+            if not a.startswith("--"):
+                continue
+            flag = a[2:].split("=", 1)[0]
+            if flag in aliases:
+                problems.append("%s %s: container %s: --%s is an alias; the canonical name is "
+                                "--%s" % (w["kind"], w["metadata"]["name"], c["name"], flag,
+                                          aliases[flag]))
+            elif flag not in canonical:
+                problems.append("%s %s: container %s: --%s is not a flag `%s --help` lists"
+                                % (w["kind"], w["metadata"]["name"], c["name"], flag, name))
+    return problems
+
+
+def render_overlay(overlay, components):
+    """An overlay with components (None: this kustomize has no components)."""
+    deploy = os.path.join(SOURCE, "deploy")
+    if not components:
+        return kustomize(os.path.join(deploy, "overlays", overlay))
+    tmp = tempfile.mkdtemp(prefix="vgpu-deploy-")
+    try:
+        rel = lambda p: os.path.relpath(os.path.join(deploy, p), tmp)  # noqa: E731
+        with open(os.path.join(tmp, "kustomization.yaml"), "w") as f:
+            f.write("resources:\n- %s\ncomponents:\n" % rel("overlays/" + overlay))
+            for comp in components:
+                f.write("- %s\n" % rel("components/" + comp))
+        try:
+            return kustomize(tmp)
+        except AssertionError as e:
+            if vg_skip.in_ci() or 'unknown field "components"' not in str(e):
+                raise
+            return None
+    finally:
+        shutil.rmtree(tmp)
 
 
 # ---- processes -------------------------------------------------------------------------
@@ -627,7 +713,7 @@ class Box:
         args = rewrite_args(container_args(c), tree)
         _, settings, _ = check_config(self.objects, spec, c, "vgpu-monitor",
                                       os.path.join(self.dir, "check-mon"))
-        args = replace_flag(args, "--containers-dir", tree.local(settings["containers-dir"]))
+        args = replace_flag(args, "--region-dir", tree.local(settings["region-dir"]))
         args.append("--interval-ms=100")
         # Several nodes share this machine: each monitor's metrics on a port of its own.
         args = replace_flag(args, "--listen", "127.0.0.1:0")
@@ -963,6 +1049,47 @@ class Flags(unittest.TestCase):
 MONITOR_LISTEN = None
 
 
+class Names(unittest.TestCase):
+    """One name per thing: every manifest starts every daemon with its flags' canonical
+    names (those its --help lists; an alias is listed as "alias of --NAME")."""
+
+    def all_renderings(self):
+        out = dict(renderings())
+        for comps in DRA_RENDERINGS:
+            objects = render_overlay("dra", comps)
+            if objects is not None:
+                out["+".join(("dra",) + comps)] = objects
+        return out
+
+    def test_manifests_use_canonical_flag_names(self):
+        seen = set()
+        for name, objects in self.all_renderings().items():
+            with self.subTest(rendering=name):
+                self.assertEqual(flag_name_problems(objects), [])
+                seen |= {n for _, _, _, n in vgpu_containers(objects, DAEMONS)}
+        self.assertEqual(seen, set(DAEMONS))
+
+    def test_an_alias_is_named(self):
+        """The check can fail: the monitor started with --containers-dir (the alias of
+        --region-dir) and the device plugin with a flag its --help lacks are named."""
+        self.assertEqual(help_flags("vgpu-monitor")[1].get("containers-dir"), "region-dir")
+        objects = copy.deepcopy(rendering("vgpu"))
+        _, c = container(objects, "vgpu-monitor", "vgpu-monitor")
+        c["args"] = [a.replace("--region-dir=", "--containers-dir=") for a in c["args"]]
+        _, c = container(objects, "vgpu-device-plugin", "vgpu-device-plugin")
+        c["args"] = list(c.get("args", [])) + ["--no-such-flag=1"]
+        self.assertEqual(sorted(flag_name_problems(objects)), [
+            "DaemonSet vgpu-device-plugin: container vgpu-device-plugin: --no-such-flag is not "
+            "a flag `vgpu-device-plugin --help` lists",
+            "DaemonSet vgpu-monitor: container vgpu-monitor: --containers-dir is an alias; the "
+            "canonical name is --region-dir"])
+
+    def test_every_daemon_has_check_config(self):
+        for binary in DAEMONS:
+            with self.subTest(binary=binary):
+                self.assertIn("check-config", help_flags(binary)[0])
+
+
 class Mounts(unittest.TestCase):
     def test_a_missing_mount_is_named(self):
         cases = [("vgpu-device-plugin", "vgpu-device-plugin", "vgpu-host",
@@ -972,7 +1099,7 @@ class Mounts(unittest.TestCase):
                   ["vgpu-device-plugin reads /var/lib/kubelet/device-plugins (kubeletDir) but "
                    "no volume is mounted there"]),
                  ("vgpu-monitor", "vgpu-monitor", "containers",
-                  ["vgpu-monitor reads /usr/local/vgpu/containers (containers-dir) but no "
+                  ["vgpu-monitor reads /usr/local/vgpu/containers (region-dir) but no "
                    "volume is mounted there"]),
                  ("vgpu-scheduler", "vgpu-scheduler", "tls",
                   ["vgpu-scheduler reads /etc/vgpu/tls/tls.crt (tls-cert) but no volume is "
@@ -1031,7 +1158,7 @@ class Mounts(unittest.TestCase):
                     "vgpu.ldSoPreloadPath": "`vgpu.ldSoPreloadPath`", "flags.mpsRoot":
                     "`flags.mpsRoot`", "flags.plugin.containerDriverRoot":
                     "`flags.plugin.containerDriverRoot`", "kubeletDir": "`--kubelet-dir`"}),
-                "vgpu-monitor": ("docs/monitor.md", {"containers-dir": "`--containers-dir DIR`",
+                "vgpu-monitor": ("docs/monitor.md", {"region-dir": "`--region-dir DIR`",
                                                 "proc-root": "`--proc-root DIR`"})}
         for binary, (doc, keys) in docs.items():
             r = subprocess.run([os.path.join(BUILD, "bin", binary), "--check-config"],
@@ -1261,7 +1388,7 @@ if __name__ == "__main__":
                                capture_output=True, text=True).stdout
     if "--listen" not in help_text:
         MONITOR_LISTEN = ("vgpu-monitor: container vgpu-monitor: `--policy=kill "
-                          "--containers-dir=/usr/local/vgpu/containers --idle-without-gpu "
+                          "--region-dir=/usr/local/vgpu/containers --idle-without-gpu "
                           "--listen=:9394` refused (exit 2): vgpu-monitor: unknown flag "
                           "'--listen'")
     unittest.main(argv=[sys.argv[0]] + sys.argv[3:], verbosity=2)

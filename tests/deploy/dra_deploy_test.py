@@ -248,7 +248,7 @@ def mount_problems(objects, settings):
     # The monitor's directories are the plugin's claim directories, on the same host path.
     mspec, mc = dt.container(objects, "vgpu-monitor", "vgpu-monitor")
     claims = settings["--state-dir"] + "/claims"
-    cdir = dt.flag_value(dt.container_args(mc), "--containers-dir")
+    cdir = dt.flag_value(dt.container_args(mc), "--region-dir")
     mvol = {v["name"]: v for v in mspec.get("volumes", [])}
     mhost = [mvol[m["name"]].get("hostPath", {}).get("path") for m in mc["volumeMounts"]
              if m["mountPath"] == cdir]
@@ -576,7 +576,7 @@ class Mounts(unittest.TestCase):
             "at /usr/local/vgpu/ld.so.preload (vgpu.ldSoPreloadPath)"])
         objects = render()
         _, mc = dt.container(objects, "vgpu-monitor", "vgpu-monitor")
-        mc["args"] = dt.replace_flag(mc["args"], "--containers-dir", "/usr/local/vgpu/containers")
+        mc["args"] = dt.replace_flag(mc["args"], "--region-dir", "/usr/local/vgpu/containers")
         self.assertIn("vgpu-monitor watches /usr/local/vgpu/containers (host path []), not "
                       "the plugin's claim directories /var/lib/vgpu-dra/claims",
                       mount_problems(objects, settings))

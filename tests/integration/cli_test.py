@@ -350,7 +350,7 @@ class TopBase(unittest.TestCase):
         os.mkdir(self.ctrs)
         self.env = fakegpu_env(self.state)
         self.nvml = ["--nvml-library", os.path.join(BUILD, "fakegpu", "libnvidia-ml.so.1"),
-                     "--containers-dir", self.ctrs]
+                     "--region-dir", self.ctrs]
         doc = json.loads(run(["top", "-o", "json"] + self.nvml, env=self.env, check=0).stdout)
         self.uuids = [g["uuid"] for g in doc["gpus"]]
         self.assertEqual(len(self.uuids), 2)
@@ -386,10 +386,11 @@ class TopTest(TopBase):
     def test_missing_directory(self):
         p = run(["top", "--once", "--nvml-library",
                  os.path.join(BUILD, "fakegpu", "libnvidia-ml.so.1"),
-                 "--containers-dir", os.path.join(self.dir, "nope")], env=self.env, check=1)
+                 "--region-dir", os.path.join(self.dir, "nope")], env=self.env, check=1)
         self.assertIn("cannot read", p.stderr)
 
     def test_no_nvml(self):
+        # --containers-dir: the documented alias of --region-dir still works.
         p = run(["top", "--once", "--nvml-library", "/nonexistent/libnvidia-ml.so.1",
                  "--containers-dir", self.ctrs], env=self.env, check=1)
         self.assertIn("NVML: cannot load", p.stderr)
@@ -425,8 +426,8 @@ class TopHostileTest(TopBase):
         self.assertIn("error: container %s: limits:" % names[1], p.stderr)
 
     def test_region_truncated_while_watched(self):
-        """A tenant truncating its region while top holds it mapped: no SIGBUS, the
-        container is reported, the others keep being shown."""
+        """A tenant truncating its region while top watches it: the container is reported,
+        the others keep being shown."""
         victim = sorted(os.listdir(self.ctrs))[2]
         p = subprocess.Popen([vgpu(), "top", "--iterations", "20", "--interval", "0.1"] +
                              self.nvml, env=self.env, stdout=subprocess.PIPE,
@@ -439,54 +440,76 @@ class TopHostileTest(TopBase):
         last = out.split("\n\n")[-1]
         self.assertEqual(last.count(" main "), 6)
 
-    def test_region_forged_while_watched(self):
-        """A tenant rewrites its region after top opened it: a device count past the
-        table, an unterminated UUID, a counter at 2^63 - 1, a negative achieved share and
-        throttled time. top keeps to what it validated, prints no control bytes, and the
-        other containers are unchanged."""
-        victim = sorted(os.listdir(self.ctrs))[0]
+    def watch_while(self, victim, forge, iterations=12):
+        """top, live for iterations refreshes, while forge(path) rewrites the victim's
+        region once top has read it: (exit status, stderr, the last frame's lines)."""
         path = os.path.join(self.ctrs, victim, "region")
-        p = subprocess.Popen([vgpu(), "top", "--iterations", "12", "--interval", "0.1"] +
-                             self.nvml, env=self.env, stdout=subprocess.PIPE,
+        p = subprocess.Popen([vgpu(), "top", "--iterations", str(iterations), "--interval",
+                              "0.1"] + self.nvml, env=self.env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
         time.sleep(0.4)
         with open(path, "r+b") as f:  # offsets of docs/protocol.md
+            forge(f)
+        out, err = p.communicate(timeout=60)
+        self.assertNotIn(b"\x1b", out)
+        last = out.decode().split("\n\n")[-1].splitlines()
+        self.assertEqual(len([line for line in last if " main " in line]), 6)
+        other = next(line.split() for line in last if " job-1 " in line and line[0] == "0")
+        self.assertEqual(other[4], "2Gi/4Gi")  # the other containers are unchanged
+        return p.returncode, err.decode(), last
+
+    def test_region_forged_while_watched(self):
+        """A tenant rewrites its region after top first read it: a device count past the
+        table, an unterminated UUID with control bytes, a counter at 2^63 - 1. Every read
+        validates the header again: the region is bad, shown as such, nothing of it (no
+        control byte) printed, and the other containers are unchanged."""
+        def forge(f):
             f.seek(12)
             f.write(struct.pack("<I", 200))  # device_count
             f.seek(64)
-            f.write(b"\x1b[2J" + b"A" * 58)  # uuid[64], no NUL
+            f.write(b"\x1b[2J" + b"A" * 60)  # uuid[64], no NUL
             f.seek(64 + 80)
             f.write(struct.pack("<Q", 2 ** 63 - 1))  # used
+        victim = sorted(os.listdir(self.ctrs))[0]
+        rc, err, last = self.watch_while(victim, forge)
+        self.assertEqual(rc, 1, err)
+        self.assertIn("error: container %s: bad region: " % victim, err)
+        self.assertIn("region has 200 devices, expected 1..16", err)
+        # its GPU is still the one its limits file names; no number of the region shows
+        row = next(line for line in last if " job-0 " in line and line[0] == "0")
+        self.assertEqual(row.split()[4:9], ["0/4Gi", "0%", "25%", "0%", "0.0s"])
+        self.assertIn("bad region: ", row)
+
+    def test_region_values_forged_while_watched(self):
+        """A valid header with hostile values: a negative achieved share and throttled
+        time read as 0, never as a huge unsigned number."""
+        def forge(f):
             f.seek(64 + 88 + 3 * 8)
             f.write(struct.pack("<q", -5))  # waited_ns
             f.seek(64 + 88 + 9 * 8)
             f.write(struct.pack("<q", -10 ** 9))  # achieved_ppm
-        out, err = p.communicate(timeout=60)
-        self.assertIn(p.returncode, (0, 1), err)
-        self.assertNotIn(b"\x1b", out)
-        last = out.decode().split("\n\n")[-1].splitlines()
-        self.assertEqual(len([line for line in last if " main " in line]), 6)
-        # its GPU is still the one its limits file names; nothing of the forged UUID shows
+        rc, err, last = self.watch_while(sorted(os.listdir(self.ctrs))[0], forge)
+        self.assertEqual(rc, 0, err)
         row = next(line.split() for line in last if " job-0 " in line and line[0] == "0")
         self.assertEqual(row[-2:], ["0%", "0.0s"])
-        other = next(line.split() for line in last if " job-1 " in line and line[0] == "0")
-        self.assertEqual(other[4], "2Gi/4Gi")
 
     def test_region_truncated_between_check_and_read(self):
-        """The region passes the size check, then shrinks to nothing before it is read
-        (tests/integration/top_truncate_shim.c does it inside stat): the read raises
-        SIGBUS, which top turns into a bad region and survives."""
-        victim = os.path.join(self.ctrs, sorted(os.listdir(self.ctrs))[1], "region")
+        """The region passes the size check (fstat), then shrinks to nothing before it is
+        read (tests/integration/top_truncate_shim.c does it inside fstat): the read comes
+        back short, top reports a bad region and carries on (nothing is mapped, so there is
+        no SIGBUS to die of)."""
+        victim = os.path.realpath(
+            os.path.join(self.ctrs, sorted(os.listdir(self.ctrs))[1], "region"))
         env = dict(self.env)
         env["LD_PRELOAD"] = os.path.join(BUILD, "tests", "top_truncate_shim.so")
         env["TOP_SHIM_TRUNCATE"] = victim
         p = run(["top", "--iterations", "5", "--interval", "0.1"] + self.nvml, env=env)
         self.assertIn(p.returncode, (0, 1), p.stderr)  # not killed by a signal
-        self.assertIn("bad region: truncated while read", p.stdout)
+        self.assertRegex(p.stdout, r"bad region: region \S+: region read 0 bytes of its "
+                                   r"\d+-byte head")
         self.assertEqual(os.path.getsize(victim), 0)
         last = p.stdout.split("\n\n")[-1]
         self.assertEqual(last.count(" main "), 6)
-
 
 
 class TopLiveTest(TopBase):

@@ -37,6 +37,11 @@ PODS = [  # uid, namespace, pod, container, gpu, limit MiB, share %, held MiB
 ]
 
 
+# A pod whose container's ID kubelet has not reported yet (the stand-in API server shows
+# it waiting, without containerID): still named by its UID.
+UNSTARTED = "batch-2"
+
+
 def slurp(path):
     with open(path) as f:
         return f.read()
@@ -151,10 +156,13 @@ class Env:
     def api(self):
         pods = []
         for i, (uid, ns, pod, ctr, *_rest) in enumerate(PODS):
+            status = {"name": ctr, "containerID": "containerd://" + ("%x" % (i + 10)) * 64}
+            if pod == UNSTARTED:  # kubelet has not reported its container's ID yet
+                status = {"name": ctr, "state": {"waiting": {"reason": "ContainerCreating"}}}
             pods.append({"metadata": {"name": pod, "namespace": ns, "uid": uid},
                          "spec": {"nodeName": "node-1", "containers": [{"name": ctr}]},
-                         "status": {"phase": "Running", "containerStatuses": [
-                             {"name": ctr, "containerID": "containerd://" + ("%x" % (i + 10)) * 64}]}})
+                         "status": {"phase": "Running" if pod != UNSTARTED else "Pending",
+                                    "containerStatuses": [status]}})
         fixture = os.path.join(self.tmp, "fixture.json")
         with open(fixture, "w") as f:
             json.dump({"pods": pods}, f)
@@ -178,7 +186,7 @@ class Env:
     def monitor(self, kubeconfig):
         self.mon_log = os.path.join(self.tmp, "monitor.log")
         self.mon = subprocess.Popen(
-            [os.path.join(BUILD, "bin", "vgpu-monitor"), "--containers-dir", self.containers,
+            [os.path.join(BUILD, "bin", "vgpu-monitor"), "--region-dir", self.containers,
              "--listen", "127.0.0.1:0", "--interval-ms", "100", "--kubeconfig", kubeconfig,
              "--node-name", "node-1", "--log-level", "debug"],
             env=self.env, stdout=subprocess.DEVNULL, stderr=self.log("monitor.log"))
@@ -203,9 +211,9 @@ class Env:
         p.kill()
         p.wait()
         self.monitor(self.api())
-        # Names arrive with the pod watch: wait for them.
+        # Names arrive with the pod watch (every pod in one list): wait for them.
         for _ in range(300):
-            if pick(self.samples(), "hami_vgpu_memory_used_bytes", pod="batch-2"):
+            if pick(self.samples(), "hami_vgpu_memory_used_bytes", pod="train-0"):
                 return
             time.sleep(0.02)
         raise AssertionError("pod names never showed up")
@@ -309,6 +317,20 @@ class Metrics(unittest.TestCase):
         hami_gpu = dict(node="node-1", device_index="1", device_uuid=self.e.uuids[1],
                         device_type="NVIDIA-Test GPU")
         self.assertEqual(len(pick(s, "hami_host_gpu_memory_used_bytes", **hami_gpu)), 1)
+
+    def test_a_pod_is_named_before_its_container_id(self):
+        """The container directory names the pod's UID, and the pod watch shows the pod:
+        its series carry its namespace and name from the first sample, before kubelet
+        reports a container ID (never namespace="",pod="")."""
+        s = self.e.samples()
+        uid, ns, pod, ctr, gpu, limit = next(p[:6] for p in PODS if p[2] == UNSTARTED)
+        hami = dict(container=ctr, vdevice_index="0", device_uuid=self.e.uuids[gpu])
+        self.assertEqual(pick(s, "hami_vgpu_memory_limit_bytes", namespace=ns, pod=pod, **hami),
+                         [limit * MiB])
+        self.assertEqual(pick(s, "hami_vgpu_memory_limit_bytes", namespace="", pod="", **hami),
+                         [])
+        self.assertEqual(pick(s, "vgpu_container_memory_limit_bytes", pod_uid=uid, namespace=ns,
+                              pod=pod, container=ctr), [limit * MiB])
 
     def test_promtool_check_metrics_is_clean(self):
         text = self.e.get("/metrics")[2]

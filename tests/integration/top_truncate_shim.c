@@ -1,24 +1,33 @@
 /* For vgpu top's test of a region truncated between its check and its read: preloaded,
- * this stat() truncates the file named by $TOP_SHIM_TRUNCATE to 0 bytes on the third
- * call for it, after reporting the size it had. The read that follows touches a page past
- * the end of the file: SIGBUS, which vgpu top must survive. */
+ * this fstat() truncates the file named by $TOP_SHIM_TRUNCATE to 0 bytes on the third
+ * call for it, after reporting the size it had. The pread that follows gets nothing of
+ * the region's head: vgpu top must report the container's region as bad and carry on (a
+ * reader that mapped the file would die of SIGBUS here). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-int stat(const char *path, struct stat *st)
+int fstat(int fd, struct stat *st)
 {
-    static int (*real)(const char *, struct stat *);
+    static int (*real)(int, struct stat *);
     static int calls;
     if (real == NULL)
-        real = (int (*)(const char *, struct stat *))dlsym(RTLD_NEXT, "stat");
-    int rc = real(path, st);
+        real = (int (*)(int, struct stat *))dlsym(RTLD_NEXT, "fstat");
+    int rc = real(fd, st);
     const char *victim = getenv("TOP_SHIM_TRUNCATE");
-    if (rc == 0 && victim != NULL && strcmp(path, victim) == 0 && ++calls == 3)
-        if (truncate(path, 0) != 0)
+    char link[64], target[4096];
+    if (rc != 0 || victim == NULL || snprintf(link, sizeof link, "/proc/self/fd/%d", fd) < 0)
+        return rc;
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n <= 0)
+        return rc;
+    target[n] = '\0';
+    if (strcmp(target, victim) == 0 && ++calls == 3)
+        if (truncate(victim, 0) != 0)
             abort();
     return rc;
 }

@@ -330,20 +330,23 @@ static void test_args(void **state)
     assert_int_equal(a.quarantine_window_s, 60);
     assert_int_equal(a.quarantine_s, 600);
     assert_int_equal(a.interval_ms, 100);
-    assert_string_equal(a.containers_dir, "/usr/local/vgpu/containers");
+    assert_string_equal(a.region_dir, "/usr/local/vgpu/containers");
     assert_string_equal(a.proc_root, "/proc");
     assert_null(a.node_name);
     assert_int_equal(args(&a, &err, "--policy", "kill", "--interval-ms=50", "--proc-root", "/p",
-                          "--cgroup-root", "/c", "--containers-dir", "/d", "--node-name", "n1",
+                          "--cgroup-root", "/c", "--region-dir", "/d", "--node-name", "n1",
                           "--samples", "3", NULL),
                      0);
     assert_int_equal(a.policy, MON_POLICY_KILL);
     assert_int_equal(a.interval_ms, 50);
     assert_string_equal(a.proc_root, "/p");
     assert_string_equal(a.cgroup_root, "/c");
-    assert_string_equal(a.containers_dir, "/d");
+    assert_string_equal(a.region_dir, "/d");
     assert_string_equal(a.node_name, "n1");
     assert_int_equal(a.samples, 3);
+    /* --containers-dir: the documented alias of --region-dir */
+    assert_int_equal(args(&a, &err, "--containers-dir=/e", NULL), 0);
+    assert_string_equal(a.region_dir, "/e");
     assert_int_equal(args(&a, &err, "--policy", "warn", "--registration-check", "off",
                           "--quarantine-after", "0", "--quarantine-window-s", "5", "--quarantine-s",
                           "30", NULL),
@@ -470,7 +473,7 @@ static struct mon_monitor *judge_new(struct judge_fixture *f, bool with_names)
 {
     const char *uuids[] = {GPU0, GPU1};
     struct mon_options o = {.policy = MON_POLICY_WARN,
-                            .containers_dir = f->containers,
+                            .region_dir = f->containers,
                             .proc_root = f->proc,
                             .resolve = with_names ? resolve : NULL,
                             .resolve_arg = f,
@@ -584,7 +587,7 @@ static void test_judge_kill_gone(void **state)
     fake_proc(f, 4194305, "0::/kubepods/pod" UID "/" CID "\n");
     const char *uuids[] = {GPU0, GPU1};
     struct mon_options o = {.policy = MON_POLICY_KILL,
-                            .containers_dir = f->containers,
+                            .region_dir = f->containers,
                             .proc_root = f->proc,
                             .resolve = resolve,
                             .resolve_arg = f,
@@ -650,7 +653,7 @@ static struct mon_monitor *judge_new_reg(struct judge_fixture *f, unsigned quara
 {
     const char *uuids[] = {GPU0, GPU1};
     struct mon_options o = {.policy = MON_POLICY_WARN,
-                            .containers_dir = f->containers,
+                            .region_dir = f->containers,
                             .proc_root = f->proc,
                             .resolve = resolve,
                             .resolve_arg = f,

@@ -59,13 +59,13 @@ int main(int argc, char **argv)
     }
     if (check_config) {
         printf("policy=%s\nregistration-check=%s\nquarantine-after=%u\nquarantine-window-s=%llu\n"
-               "quarantine-s=%llu\ninterval-ms=%llu\ncontainers-dir=%s\nproc-root=%s\n"
+               "quarantine-s=%llu\ninterval-ms=%llu\nregion-dir=%s\nproc-root=%s\n"
                "cgroup-root=%s\nnode-name=%s\nkubeconfig=%s\nmetrics-file=%s\nnvml-library=%s\n"
                "idle-without-gpu=%s\nOK\n",
                args.policy == MON_POLICY_KILL ? "kill" : "warn",
                args.check_registration ? "on" : "off", args.quarantine_after,
                (unsigned long long)args.quarantine_window_s, (unsigned long long)args.quarantine_s,
-               (unsigned long long)args.interval_ms, args.containers_dir, args.proc_root,
+               (unsigned long long)args.interval_ms, args.region_dir, args.proc_root,
                args.cgroup_root, args.node_name ? args.node_name : "",
                args.kubeconfig ? args.kubeconfig : "(in-cluster)",
                args.metrics_file ? args.metrics_file : "",

@@ -100,8 +100,10 @@ static const struct flag {
     {"once", 0, false, V_TOP, "print one snapshot and exit"},
     {"interval", 0, true, V_TOP, "seconds between refreshes (default 1; 0.1 .. 3600)"},
     {"iterations", 0, true, V_TOP, "stop after N refreshes"},
-    {"containers-dir", 0, true, V_TOP,
-     "the device plugin's containers (default /usr/local/vgpu/containers)"},
+    {"region-dir", 0, true, V_TOP,
+     "the device plugin's container directories, its vgpu.regionDir (default "
+     "/usr/local/vgpu/containers)"},
+    {"containers-dir", 0, true, V_TOP, "alias of --region-dir"},
     {"nvml-library", 0, true, V_TOP, "NVML to load (default libnvidia-ml.so.1)"},
     {"out", 0, true, V_SIM, "where the CSV files go (default vgpu-sim-export)"},
     {"policy", 0, true, V_SIM, "vgpu-sim's --policy (default default,fgd,binpack,spread)"},
@@ -204,8 +206,8 @@ static int set_flag(struct vgpu_cmd *c, const struct flag *fl, const char *value
     } else if (strcmp(n, "iterations") == 0) {
         if (vg_parse_u64(value, 1, UINT32_MAX, &c->iterations, err) < 0)
             return vg_err_wrap(err, "--iterations");
-    } else if (strcmp(n, "containers-dir") == 0)
-        c->containers_dir = value;
+    } else if (strcmp(n, "region-dir") == 0 || strcmp(n, "containers-dir") == 0)
+        c->region_dir = value;
     else if (strcmp(n, "nvml-library") == 0)
         c->nvml_library = value;
     else if (strcmp(n, "out") == 0)

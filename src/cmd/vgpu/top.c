@@ -2,20 +2,21 @@
  * containers directory: each container's read-only limits file and its shared region).
  *
  * Reading tenants' files safely: a container's processes can write its region (mode
- * 0666), so nothing read from it is trusted beyond display. Regions are opened with
- * region_open, which validates the header, and read only through src/region's accessors,
- * which index with the validated device count. A region truncated under us would raise
- * SIGBUS on the mapping: the reads run under a SIGBUS guard and such a region is shown as
- * unreadable, then reopened (and validated again) on the next refresh. Nothing here takes
- * a lock a tenant could hold. The limits file is the device plugin's, read-only to the
- * tenant, and parsed by libvgpu's own parser. Regions stay mapped between refreshes, so a
- * refresh is a directory scan, a stat per container and a few loads per region. */
+ * 0666), so nothing read from it is trusted beyond display. Regions are read as
+ * vgpu-monitor reads them, through monitor/region_read.h (the one way to read a region
+ * from outside): a descriptor kept open per container (O_NOFOLLOW | O_NONBLOCK), and at
+ * each refresh one fstat (a regular file of the right size, still linked; reopened by
+ * name once removed or replaced) and one pread of the header and device table into
+ * private memory, validated and bounded there. Nothing is mapped, so a tenant truncating
+ * its file gives a short read, never a SIGBUS; nothing here takes a lock a tenant could
+ * hold. The limits file is the device plugin's, read-only to the tenant, and parsed by
+ * libvgpu's own parser. A refresh is a directory scan and two system calls per
+ * container. */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
-#include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,30 +27,26 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "abi/nvml.h"
 #include "base/buf.h"
 #include "base/mem.h"
 #include "base/str.h"
 #include "cli/cli.h"
 #include "cmd/vgpu/vgpu.h"
 #include "libvgpu/config.h"
+#include "monitor/region_read.h"
+#include "nvml/loader.h"
 #include "region/region.h"
 
 #define TOP_MAX_GPUS       64
 #define TOP_MAX_CONTAINERS 8192
 #define DEFAULT_DIR        "/usr/local/vgpu/containers"
-/* docs/protocol.md: the region's size, version 2 */
-#define REGION_FILE_SIZE   ((size_t)64 + REGION_MAX_DEVICES * 192 + REGION_MAX_PROCS * 272)
 
 /* ---- NVML ------------------------------------------------------------------------ */
 
 struct nvml {
     bool ok;
     char error[VG_ERR_MSG_MAX];
-    __typeof__(&nvmlErrorString) error_string;
-    __typeof__(&nvmlDeviceGetMemoryInfo) memory;
-    __typeof__(&nvmlDeviceGetUtilizationRates) utilization;
-    __typeof__(&nvmlDeviceGetComputeRunningProcesses_v3) procs;
+    struct nvml_lib lib;
     unsigned count;
     nvmlDevice_t handles[TOP_MAX_GPUS];
 };
@@ -66,40 +63,26 @@ struct gpu {
 
 static void nvml_open(struct nvml *n, const char *soname, struct gpu *gpus)
 {
-    void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL) {
-        (void)vg_snprintf(n->error, sizeof n->error, "NVML: cannot load %s: %s", soname, dlerror());
+    static const char *const required[] = {
+        "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetUUID",
+        "nvmlDeviceGetName",     "nvmlDeviceGetMemoryInfo",       NULL};
+    struct vg_err err = {0};
+    if (nvml_lib_open(&n->lib, soname, required, &err) < 0) {
+        (void)vg_strlcpy(n->error, err.msg, sizeof n->error);
         return;
     }
-    __typeof__(&nvmlInit_v2) init = (__typeof__(init))dlsym(h, "nvmlInit_v2");
-    __typeof__(&nvmlDeviceGetCount_v2) count = (__typeof__(count))dlsym(h, "nvmlDeviceGetCount_v2");
-    __typeof__(&nvmlDeviceGetHandleByIndex_v2) by_index =
-        (__typeof__(by_index))dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
-    __typeof__(&nvmlDeviceGetUUID) get_uuid = (__typeof__(get_uuid))dlsym(h, "nvmlDeviceGetUUID");
-    __typeof__(&nvmlDeviceGetName) get_name = (__typeof__(get_name))dlsym(h, "nvmlDeviceGetName");
-    n->error_string = (__typeof__(n->error_string))dlsym(h, "nvmlErrorString");
-    n->memory = (__typeof__(n->memory))dlsym(h, "nvmlDeviceGetMemoryInfo");
-    n->utilization = (__typeof__(n->utilization))dlsym(h, "nvmlDeviceGetUtilizationRates");
-    n->procs = (__typeof__(n->procs))dlsym(h, "nvmlDeviceGetComputeRunningProcesses_v3");
-    if (!init || !count || !by_index || !get_uuid || !get_name || !n->error_string || !n->memory) {
-        (void)vg_snprintf(n->error, sizeof n->error, "NVML: %s lacks the calls vgpu top needs",
-                          soname);
-        return;
-    }
-    nvmlReturn_t rc = init();
     unsigned c = 0;
-    if (rc == NVML_SUCCESS)
-        rc = count(&c);
+    nvmlReturn_t rc = n->lib.get_count(&c);
     if (rc != NVML_SUCCESS) {
-        (void)vg_snprintf(n->error, sizeof n->error, "NVML: %s", n->error_string(rc));
+        (void)vg_snprintf(n->error, sizeof n->error, "NVML: %s", n->lib.error_string(rc));
         return;
     }
     n->count = c < TOP_MAX_GPUS ? c : TOP_MAX_GPUS;
     for (unsigned i = 0; i < n->count; i++) {
         gpus[i].index = i;
-        if (by_index(i, &n->handles[i]) != NVML_SUCCESS ||
-            get_uuid(n->handles[i], gpus[i].uuid, sizeof gpus[i].uuid) != NVML_SUCCESS ||
-            get_name(n->handles[i], gpus[i].name, sizeof gpus[i].name) != NVML_SUCCESS) {
+        if (n->lib.by_index(i, &n->handles[i]) != NVML_SUCCESS ||
+            n->lib.get_uuid(n->handles[i], gpus[i].uuid, sizeof gpus[i].uuid) != NVML_SUCCESS ||
+            n->lib.get_name(n->handles[i], gpus[i].name, sizeof gpus[i].name) != NVML_SUCCESS) {
             n->handles[i] = NULL;
             (void)vg_snprintf(gpus[i].error, sizeof gpus[i].error, "NVML cannot open it");
         }
@@ -115,9 +98,9 @@ static void nvml_sample(struct nvml *n, struct gpu *gpus)
         if (n->handles[i] == NULL)
             continue;
         nvmlMemory_t mem;
-        nvmlReturn_t rc = n->memory(n->handles[i], &mem);
+        nvmlReturn_t rc = n->lib.get_memory(n->handles[i], &mem);
         if (rc != NVML_SUCCESS) {
-            (void)vg_snprintf(g->error, sizeof g->error, "%s", n->error_string(rc));
+            (void)vg_snprintf(g->error, sizeof g->error, "%s", n->lib.error_string(rc));
             continue;
         }
         g->ok = true;
@@ -125,10 +108,15 @@ static void nvml_sample(struct nvml *n, struct gpu *gpus)
         g->mem_total = mem.total;
         g->mem_used = mem.used;
         nvmlUtilization_t u = {0};
-        g->util = n->utilization && n->utilization(n->handles[i], &u) == NVML_SUCCESS ? u.gpu : 0;
+        g->util =
+            n->lib.get_utilization && n->lib.get_utilization(n->handles[i], &u) == NVML_SUCCESS
+                ? u.gpu
+                : 0;
         nvmlProcessInfo_t infos[256];
         unsigned cnt = 256;
-        g->procs = n->procs && n->procs(n->handles[i], &cnt, infos) == NVML_SUCCESS ? cnt : 0;
+        g->procs = n->lib.procs_v3 && n->lib.procs_v3(n->handles[i], &cnt, infos) == NVML_SUCCESS
+                       ? cnt
+                       : 0;
     }
 }
 
@@ -142,9 +130,7 @@ struct ctr {
     bool limits_ok;
     char limits_error[VG_ERR_MSG_MAX];
     struct vgpu_config limits;
-    struct region *region;
-    dev_t dev;
-    ino_t ino;
+    int fd;                            /* the region, open between refreshes; -1 when not */
     char region_error[VG_ERR_MSG_MAX]; /* "" when the region was read */
     bool kept;                         /* scan: carried over to the new list */
     /* this refresh */
@@ -185,23 +171,12 @@ struct top {
     bool rows_dirty;
 };
 
-static sigjmp_buf bus_jump;
-static volatile sig_atomic_t bus_armed;
-
-static void on_sigbus(int sig)
-{
-    (void)sig;
-    if (bus_armed)
-        siglongjmp(bus_jump, 1);
-    signal(SIGBUS, SIG_DFL);
-    raise(SIGBUS);
-}
-
 static void ctr_free(struct ctr *c)
 {
     if (c == NULL)
         return;
-    region_close(c->region);
+    if (c->fd >= 0)
+        close(c->fd);
     free(c);
 }
 
@@ -226,87 +201,56 @@ static void ctr_load_limits(struct top *t, struct ctr *c)
     c->limits_ok = true;
 }
 
-/* Reads the region's counters; reopens it when the file was replaced. */
-static void ctr_read_region(struct top *t, struct ctr *c)
+/* Reads the region's counters (monitor/region_read.h): fstat and pread of the descriptor
+ * kept open, reopened by name when the file was removed or replaced. */
+static void ctr_read_region(struct ctr *c)
 {
-    const char *path = c->region_path;
-    struct stat st;
-    (void)t;
     c->ndev = 0;
-    if (!path[0]) {
+    if (!c->region_path[0]) {
         (void)vg_snprintf(c->region_error, sizeof c->region_error, "region path too long");
         return;
     }
-    if (stat(path, &st) != 0) {
-        region_close(c->region);
-        c->region = NULL;
-        (void)vg_snprintf(c->region_error, sizeof c->region_error, "no region (%s)",
-                          VG_STRERROR(errno));
-        return;
+    struct mon_region_snapshot snap;
+    struct vg_err err = {0};
+    int rc = -ESTALE;
+    if (c->fd >= 0 &&
+        (rc = mon_region_read_fd(c->fd, c->region_path, true, &snap, &err)) == -ESTALE) {
+        close(c->fd);
+        c->fd = -1;
     }
-    if (c->region != NULL && (st.st_dev != c->dev || st.st_ino != c->ino)) {
-        region_close(c->region);
-        c->region = NULL;
-    }
-    if (c->region == NULL) {
-        if (st.st_size == 0) {
-            (void)vg_snprintf(c->region_error, sizeof c->region_error,
-                              "no CUDA process has started yet");
+    if (c->fd < 0) {
+        int fd = mon_region_open_at(AT_FDCWD, c->region_path, &err);
+        if (fd < 0) {
+            if (fd == -ENOENT)
+                (void)vg_snprintf(c->region_error, sizeof c->region_error, "no region (%s)",
+                                  VG_STRERROR(ENOENT));
+            else
+                (void)vg_snprintf(c->region_error, sizeof c->region_error, "bad region: %s",
+                                  err.msg);
             return;
         }
-        struct vg_err err = {0};
-        bus_armed = 1;
-        if (sigsetjmp(bus_jump, 0) != 0) {
-            bus_armed = 0;
-            (void)vg_snprintf(c->region_error, sizeof c->region_error,
-                              "bad region: truncated while read");
-            return; /* inside region_open: what it had mapped is left behind */
-        }
-        int rc = region_open(path, &c->region, &err);
-        bus_armed = 0;
-        if (rc < 0) {
-            c->region = NULL;
-            (void)vg_snprintf(c->region_error, sizeof c->region_error, "bad region: %s", err.msg);
-            return;
-        }
-        c->dev = st.st_dev;
-        c->ino = st.st_ino;
+        c->fd = fd;
+        rc = mon_region_read_fd(fd, c->region_path, true, &snap, &err);
     }
-    if ((size_t)st.st_size != REGION_FILE_SIZE) {
-        region_close(c->region);
-        c->region = NULL;
+    if (rc == -EMSGSIZE && snap.file_size == 0) {
+        /* libvgpu sizes the file when the container's first CUDA process starts */
         (void)vg_snprintf(c->region_error, sizeof c->region_error,
-                          "bad region: %lld bytes, not a region", (long long)st.st_size);
+                          "no CUDA process has started yet");
         return;
     }
-    bus_armed = 1;
-    if (sigsetjmp(bus_jump, 0) != 0) {
-        bus_armed = 0;
-        region_close(c->region); /* unmaps without touching the pages */
-        c->region = NULL;
-        c->ndev = 0;
-        (void)vg_snprintf(c->region_error, sizeof c->region_error,
-                          "bad region: truncated while read");
+    if (rc < 0) {
+        (void)vg_snprintf(c->region_error, sizeof c->region_error, "bad region: %s", err.msg);
         return;
     }
-    unsigned n = region_device_count(c->region);
-    for (unsigned d = 0; d < n && d < REGION_MAX_DEVICES; d++) {
-        const struct region_device_config *dc = region_device(c->region, d);
-        memcpy(c->devs[d].uuid, dc->uuid, sizeof c->devs[d].uuid - 1);
-        c->devs[d].uuid[sizeof c->devs[d].uuid - 1] = '\0';
-        uint64_t used = 0;
-        (void)region_usage(c->region, d, &used, NULL);
-        c->devs[d].used = used;
-        struct region_compute *rc = region_compute(c->region, d);
-        c->devs[d].achieved_ppm = rc ? atomic_load(&rc->achieved_ppm) : 0;
-        c->devs[d].waited_ns = rc ? atomic_load(&rc->waited_ns) : 0;
+    for (unsigned d = 0; d < snap.device_count; d++) {
+        memcpy(c->devs[d].uuid, snap.devices[d].uuid, sizeof c->devs[d].uuid);
+        c->devs[d].used = snap.devices[d].used;
+        c->devs[d].achieved_ppm = snap.devices[d].achieved_ppm;
+        c->devs[d].waited_ns = (int64_t)snap.devices[d].waited_ns;
     }
-    struct region_counters counters;
-    region_counters(c->region, &counters);
-    bus_armed = 0;
-    c->ndev = n;
-    c->closed = counters.closed;
-    c->repaired = counters.repaired;
+    c->ndev = snap.device_count;
+    c->closed = snap.closed;
+    c->repaired = snap.repaired;
     c->region_error[0] = '\0';
 }
 
@@ -363,6 +307,7 @@ static void scan(struct top *t)
             continue;
         }
         struct ctr *c = xcalloc(1, sizeof *c);
+        c->fd = -1;
         (void)vg_strlcpy(c->dir, e->d_name, sizeof c->dir);
         (void)vg_strlcpy(c->uid, uid, sizeof c->uid);
         (void)vg_strlcpy(c->container, container, sizeof c->container);
@@ -395,7 +340,7 @@ void top_refresh(struct top *t)
     for (size_t i = 0; i < t->nctrs; i++) {
         struct ctr *c = t->ctrs[i];
         if (c->limits_ok)
-            ctr_read_region(t, c);
+            ctr_read_region(c);
         if (!c->limits_ok || strncmp(c->region_error, "bad region", 10) == 0)
             t->errors++;
     }
@@ -699,13 +644,8 @@ int vgpu_top(const struct vgpu_cmd *cmd)
 {
     struct top *t = xcalloc(1, sizeof *t);
     t->cmd = cmd;
-    t->dir = cmd->containers_dir ? cmd->containers_dir : DEFAULT_DIR;
-    /* SA_NODEFER: the handler leaves by siglongjmp, and sigsetjmp does not save the mask (a
-     * system call per region read); so SIGBUS must not stay blocked after it. */
-    struct sigaction sa = {.sa_handler = on_sigbus, .sa_flags = SA_NODEFER};
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGBUS, &sa, NULL);
-    nvml_open(&t->nvml, cmd->nvml_library ? cmd->nvml_library : "libnvidia-ml.so.1", t->gpus);
+    t->dir = cmd->region_dir ? cmd->region_dir : DEFAULT_DIR;
+    nvml_open(&t->nvml, cmd->nvml_library ? cmd->nvml_library : NVML_LIB_SONAME, t->gpus);
     bool live =
         !cmd->once && cmd->output != OUT_JSON && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     uint64_t iterations = cmd->iterations ? cmd->iterations : (live ? 0 : 1);

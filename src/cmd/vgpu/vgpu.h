@@ -28,7 +28,7 @@ struct vgpu_cmd {
     /* top */
     bool once;
     uint64_t interval_ms, iterations;
-    const char *containers_dir, *nvml_library;
+    const char *region_dir, *nvml_library;
     /* sim */
     const char *out_dir, *policy, *seeds, *report, *jobs;
     bool export_only;
