@@ -1487,6 +1487,10 @@ static int decode_mapping(struct loader *ld, struct fy_node *map, const struct k
         const char *key = fy_node_get_scalar0(kn);
         if (kraw == NULL || key == NULL)
             return fail(ld, line, shown_prefix, -ENOMEM, "cannot read a key");
+        /* An empty key (": x") may have no token, hence no line: name the mapping. */
+        if (klen == 0)
+            return fail(ld, line, shown_prefix[0] ? shown_prefix : "(top level)", -EINVAL,
+                        "a key is empty");
         int r1 = vg_snprintf(lookup, sizeof lookup, "%s%s%s", prefix, prefix[0] ? "." : "", key);
         int r2 =
             vg_snprintf(path, sizeof path, "%s%s%s", shown_prefix, shown_prefix[0] ? "." : "", key);
@@ -1592,8 +1596,13 @@ int dp_config_load_buffer(const char *name, const char *text, size_t len, struct
         name = "(config)";
     if (len > DP_CONFIG_MAX_BYTES)
         return vg_err_set(err, -EFBIG, "%s: larger than %d bytes", name, DP_CONFIG_MAX_BYTES);
-    if (len > 0 && memchr(text, '\0', len) != NULL)
-        return vg_err_set(err, -EINVAL, "%s: contains a NUL byte", name);
+    const char *nul = len > 0 ? memchr(text, '\0', len) : NULL;
+    if (nul != NULL) {
+        int line = 1;
+        for (const char *p = text; p < nul; p++)
+            line += *p == '\n';
+        return vg_err_set(err, -EINVAL, "%s:%d: contains a NUL byte", name, line);
+    }
 
     AUTO_CONFIG struct dp_config work;
     dp_config_defaults(&work);
@@ -2041,9 +2050,19 @@ static void dump_fields(FILE *out, const struct key *table, size_t n, const void
         case T_DURATION:
             fprintf(out, "%lluns", (unsigned long long)*AT(base, k->offset, uint64_t));
             break;
-        case T_FLOAT:
-            fprintf(out, "%g", *AT(base, k->offset, double));
+        case T_FLOAT: {
+            /* The shortest text that reads back as the same number (1.5, 1.23456789), so
+             * the dump says exactly what the plugin uses. */
+            double v = *AT(base, k->offset, double);
+            char text[40];
+            for (int digits = 6; digits <= 17; digits++) {
+                vg_snprintf(text, sizeof text, "%.*g", digits, v);
+                if (strtod(text, NULL) == v)
+                    break;
+            }
+            fputs(text, out);
             break;
+        }
         case T_ENUM_SET:
             print_set(out, k->values, *AT(base, k->offset, unsigned));
             break;
