@@ -1996,6 +1996,27 @@ static void print_set(FILE *out, const char *const *values, unsigned set)
     fputc(']', out);
 }
 
+/* A string between double quotes, with YAML's (and JSON's) escapes for the quote, the
+ * backslash and control characters, so that a value holding a line break still takes
+ * one line of the dump and reads back as it was. */
+static void print_quoted(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", out);
+        else if (*p == '\t')
+            fputs("\\t", out);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(out, "\\x%02x", *p);
+        else
+            fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
 static void print_uints(FILE *out, const struct dp_uint_list *l)
 {
     fputc('[', out);
@@ -2034,7 +2055,7 @@ static void dump_fields(FILE *out, const struct key *table, size_t n, const void
             if (s == NULL)
                 fputs("null", out);
             else
-                fprintf(out, "\"%s\"", s);
+                print_quoted(out, s);
             break;
         }
         case T_ENUM:
@@ -2085,8 +2106,10 @@ static void dump_fields(FILE *out, const struct key *table, size_t n, const void
                 fprintf(out, "%llu", (unsigned long long)d->count);
             else {
                 fputc('[', out);
-                for (size_t j = 0; j < d->list_count; j++)
-                    fprintf(out, "%s\"%s\"", j ? ", " : "", d->list[j]);
+                for (size_t j = 0; j < d->list_count; j++) {
+                    fputs(j ? ", " : "", out);
+                    print_quoted(out, d->list[j]);
+                }
                 fputc(']', out);
             }
             break;

@@ -46,35 +46,6 @@ __attribute__((noinline)) static char *dump_text(const struct dp_config *cfg)
     return text;
 }
 
-/* A dumped value as YAML: a string is requoted with YAML's escapes (the dump writes it
- * between plain quotes), everything else (numbers, booleans, null, enum words, flow
- * lists, durations such as "60000000000ns") is already YAML. */
-static char *yaml_value(const char *v)
-{
-    size_t n = strlen(v);
-    if (n < 2 || v[0] != '"' || v[n - 1] != '"')
-        return strdup(v);
-    char *out = malloc(4 * n + 3), *o = out;
-    if (out == NULL)
-        abort();
-    *o++ = '"';
-    for (size_t i = 1; i + 1 < n; i++) {
-        unsigned char c = (unsigned char)v[i];
-        if (c == '"' || c == '\\') {
-            *o++ = '\\';
-            *o++ = (char)c;
-        } else if (c < 0x20 || c == 0x7f) {
-            snprintf(o, 5, "\\x%02x", c);
-            o += 4;
-        } else {
-            *o++ = (char)c;
-        }
-    }
-    *o++ = '"';
-    *o = '\0';
-    return out;
-}
-
 /* Places leaf (a YAML value, as text) at path in tree: dots are mappings, "[i]" list
  * items in order. False when the dump's paths do not nest. */
 static bool place(json_t *tree, char *path, const char *leaf)
@@ -147,7 +118,9 @@ static void emit(FILE *out, json_t *node)
 }
 
 /* The dump as a config file (YAML flow style); NULL when a line is not "key = value" or
- * the keys do not nest. */
+ * the keys do not nest. Every value of the dump is YAML already: numbers, booleans,
+ * null, enum words, flow lists, durations ("60000000000ns"), and strings between double
+ * quotes with YAML's escapes. */
 static char *dump_to_yaml(const char *dump)
 {
     json_t *tree = json_object();
@@ -174,9 +147,7 @@ static char *dump_to_yaml(const char *dump)
                 ok = place(tree, line, "[]");
             continue;
         }
-        char *leaf = yaml_value(value);
-        ok = place(tree, line, leaf);
-        free(leaf);
+        ok = place(tree, line, value);
     }
     char *yaml = NULL;
     if (ok) {
