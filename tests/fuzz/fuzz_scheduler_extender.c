@@ -135,9 +135,9 @@ static void check_refusal(const char *msg)
 
 /* Bind finds the promise filter made for the pod on node: a decision for that node
  * naming its GPUs only, or none for a pod without GPUs (a pod the API shows bound holds
- * its node already). The bind is then left unknown,
- * which keeps a GPU promise as it was (until the TTL); the record of a pod without GPUs
- * goes, as after any bind. Returns whether there is a decision. */
+ * its node already). The bind is then left unknown, which keeps a GPU promise as it was
+ * (until the TTL); the record of a pod without GPUs goes, as after any bind. Returns
+ * whether there is a decision. */
 static bool check_promise(json_t *args, const char *node)
 {
     json_t *meta = json_object_get(json_object_get(args, "Pod"), "metadata");
