@@ -68,7 +68,8 @@ Failure injection, through CLI flags or the admin endpoints:
   POST /admin/faults {"fail_next": N, "fail_status": 500, "delay_ms": D, "delay_next": N,
                       "drop_after_events": N, "watch_410_http": bool, "watch_paused": bool}
        fail_next: the next N API requests answer fail_status with a Status body;
-       delay_ms: the next delay_next API requests (all if 0) wait D ms before answering;
+       delay_ms: the next delay_next API requests (all if 0) wait D ms before answering
+       (each counted in /admin/stats "delayed" when it starts to wait);
        drop_after_events: every watch is cut (no final chunk) after sending N events;
        watch_paused: open watches hold new events back (a slow watch) until it is false;
        fail_after: the failing requests are carried out first and only their answer is
@@ -957,6 +958,8 @@ class Handler(BaseHTTPRequestHandler):
                     self.fail_after = code
                     fail = False
         if delay:
+            with store.cond:
+                store.stats["delayed"] += 1
             time.sleep(delay / 1000.0)
         if fail:
             # Drain a request body so the connection stays usable.

@@ -1487,6 +1487,10 @@ static int decode_mapping(struct loader *ld, struct fy_node *map, const struct k
         const char *key = fy_node_get_scalar0(kn);
         if (kraw == NULL || key == NULL)
             return fail(ld, line, shown_prefix, -ENOMEM, "cannot read a key");
+        /* An empty key (": x") may have no token, hence no line: name the mapping. */
+        if (klen == 0)
+            return fail(ld, line, shown_prefix[0] ? shown_prefix : "(top level)", -EINVAL,
+                        "a key is empty");
         int r1 = vg_snprintf(lookup, sizeof lookup, "%s%s%s", prefix, prefix[0] ? "." : "", key);
         int r2 =
             vg_snprintf(path, sizeof path, "%s%s%s", shown_prefix, shown_prefix[0] ? "." : "", key);
@@ -1592,8 +1596,13 @@ int dp_config_load_buffer(const char *name, const char *text, size_t len, struct
         name = "(config)";
     if (len > DP_CONFIG_MAX_BYTES)
         return vg_err_set(err, -EFBIG, "%s: larger than %d bytes", name, DP_CONFIG_MAX_BYTES);
-    if (len > 0 && memchr(text, '\0', len) != NULL)
-        return vg_err_set(err, -EINVAL, "%s: contains a NUL byte", name);
+    const char *nul = len > 0 ? memchr(text, '\0', len) : NULL;
+    if (nul != NULL) {
+        int line = 1;
+        for (const char *p = text; p < nul; p++)
+            line += *p == '\n';
+        return vg_err_set(err, -EINVAL, "%s:%d: contains a NUL byte", name, line);
+    }
 
     AUTO_CONFIG struct dp_config work;
     dp_config_defaults(&work);
@@ -1987,6 +1996,27 @@ static void print_set(FILE *out, const char *const *values, unsigned set)
     fputc(']', out);
 }
 
+/* A string between double quotes, with YAML's (and JSON's) escapes for the quote, the
+ * backslash and control characters, so that a value holding a line break still takes
+ * one line of the dump and reads back as it was. */
+static void print_quoted(FILE *out, const char *s)
+{
+    fputc('"', out);
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else if (*p == '\n')
+            fputs("\\n", out);
+        else if (*p == '\t')
+            fputs("\\t", out);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(out, "\\x%02x", *p);
+        else
+            fputc(*p, out);
+    }
+    fputc('"', out);
+}
+
 static void print_uints(FILE *out, const struct dp_uint_list *l)
 {
     fputc('[', out);
@@ -2025,7 +2055,7 @@ static void dump_fields(FILE *out, const struct key *table, size_t n, const void
             if (s == NULL)
                 fputs("null", out);
             else
-                fprintf(out, "\"%s\"", s);
+                print_quoted(out, s);
             break;
         }
         case T_ENUM:
@@ -2041,9 +2071,19 @@ static void dump_fields(FILE *out, const struct key *table, size_t n, const void
         case T_DURATION:
             fprintf(out, "%lluns", (unsigned long long)*AT(base, k->offset, uint64_t));
             break;
-        case T_FLOAT:
-            fprintf(out, "%g", *AT(base, k->offset, double));
+        case T_FLOAT: {
+            /* The shortest text that reads back as the same number (1.5, 1.23456789), so
+             * the dump says exactly what the plugin uses. */
+            double v = *AT(base, k->offset, double);
+            char text[40];
+            for (int digits = 6; digits <= 17; digits++) {
+                vg_snprintf(text, sizeof text, "%.*g", digits, v);
+                if (strtod(text, NULL) == v)
+                    break;
+            }
+            fputs(text, out);
             break;
+        }
         case T_ENUM_SET:
             print_set(out, k->values, *AT(base, k->offset, unsigned));
             break;
@@ -2066,8 +2106,10 @@ static void dump_fields(FILE *out, const struct key *table, size_t n, const void
                 fprintf(out, "%llu", (unsigned long long)d->count);
             else {
                 fputc('[', out);
-                for (size_t j = 0; j < d->list_count; j++)
-                    fprintf(out, "%s\"%s\"", j ? ", " : "", d->list[j]);
+                for (size_t j = 0; j < d->list_count; j++) {
+                    fputs(j ? ", " : "", out);
+                    print_quoted(out, d->list[j]);
+                }
                 fputc(']', out);
             }
             break;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "annot/annot.h"
 #include "base/parse.h"
 #include "base/str.h"
 #include "scheduler/sched.h"
@@ -35,6 +36,14 @@ int sched_pod_key(json_t *pod, char *buf, size_t size, struct vg_err *err)
         return vg_err_set(err, -EINVAL, "pod has no metadata.name");
     if (ns == NULL || ns[0] == '\0')
         ns = "default";
+    /* What the API server allows, and all a binding can name: a promise for anything else
+     * could never be bound and would only hold GPUs until it expires. */
+    if (!annot_dns_subdomain(name))
+        return vg_err_set(err, -EINVAL,
+                          "pod metadata.name '%.64s' is not a DNS subdomain (RFC 1123)", name);
+    if (!annot_dns_label(ns))
+        return vg_err_set(err, -EINVAL,
+                          "pod metadata.namespace '%.64s' is not a DNS label (RFC 1123)", ns);
     if (vg_snprintf(buf, size, "%s/%s", ns, name) < 0)
         return vg_err_set(err, -ENAMETOOLONG, "pod name too long");
     return 0;
@@ -180,6 +189,14 @@ int sched_pod_requests(const struct sched_options *o, json_t *pod,
             continue;
         if (count >= max)
             return vg_err_set(err, -EINVAL, "more than %zu containers ask for GPUs", max);
+        /* The name goes into the decision, which the node refuses unless it is a label
+         * given once. */
+        if (!annot_dns_label(name))
+            return vg_err_set(err, -EINVAL,
+                              "container %zu: name '%.64s' is not a DNS label (RFC 1123)", i, name);
+        for (size_t k = 0; k < count; k++)
+            if (strcmp(out[k].name, name) == 0)
+                return vg_err_set(err, -EINVAL, "container %s: the name is given twice", name);
         if (sched_pod_selection(pod, &r, err) < 0)
             return -EINVAL;
         if (vg_strlcpy(out[count].name, name, sizeof out[count].name) < 0)

@@ -99,6 +99,10 @@ static void diag_output(struct fy_diag *diag, void *user, const char *buf, size_
 {
     (void)diag;
     struct diag_capture *capture = user;
+    /* A diagnostic starts with its place; the pieces that follow it echo the source line,
+     * whose text (say "error:") says nothing about the diagnostic. */
+    if (len < 8 || memcmp(buf, "<memory-", 8) != 0)
+        return;
     /* Keep the first error; a warning only until an error comes. */
     if (capture->first[0] != '\0' && (capture->is_error || memmem(buf, len, "error:", 6) == NULL))
         return;
@@ -151,7 +155,7 @@ int vg_yaml_load(const char *text, size_t len, bool allow_duplicate_keys, struct
         const char *msg = capture.first;
         if (strncmp(msg, "<memory-", 8) == 0 && strstr(msg, ">:") != NULL)
             msg = strstr(msg, ">:") + 2;
-        return vg_err_set(err, -EINVAL, "%s", msg);
+        return vg_err_set(err, -EINVAL, "%s", msg[0] != '\0' ? msg : "1: not a YAML document");
     }
     *out = doc;
     return 0;

@@ -67,6 +67,19 @@ class Base(dk.Base):
         devs = self.kubelet.latest(resource)
         return dict(devs) if devs else None
 
+    def poll_marker(self, gpu, while_lost, restored, what):
+        """A positive signal that the plugin has polled health since everything injected
+        so far, instead of a sleep that proves nothing when the plugin was not scheduled:
+        GPU `gpu` is lost in fakegpu, then found again. Every health poll drains the
+        pending XID events before it checks any GPU, so the ListAndWatch update that shows
+        the marker GPU Unhealthy comes from a poll that saw every earlier event; that update
+        must satisfy while_lost (the state the earlier events must have left), the one
+        after the marker is back restored."""
+        self.assertEqual(self.ctl("health", str(gpu), "off").returncode, 0)
+        dk.wait_for(while_lost, what=what + " (GPU %d lost as the marker)" % gpu)
+        self.assertEqual(self.ctl("health", str(gpu), "on").returncode, 0)
+        dk.wait_for(restored, what="GPU %d found again after the marker" % gpu)
+
 
 class Mig(Base):
     def test_mixed(self):
@@ -221,8 +234,9 @@ class Xid(Base):
         # An application XID (13: graphics engine exception) is not the GPU's fault.
         self.assertEqual(self.ctl("xid", "0", "13").returncode, 0)
         dk.wait_for(lambda: "XID event ignored" in self.plugin.output(), what="XID 13 seen")
-        time.sleep(0.3)  # a few more health polls
-        self.assertTrue(all_health("Healthy", "Healthy"))
+        self.poll_marker(1, lambda: all_health("Healthy", "Unhealthy"),
+                         lambda: all_health("Healthy", "Healthy"),
+                         "GPU 0's MIG devices Healthy after XID 13")
         # XID 48 (double-bit ECC) on GPU 0: both its MIG devices, nothing else.
         self.assertEqual(self.ctl("xid", "0", "48").returncode, 0)
         dk.wait_for(lambda: all_health("Unhealthy", "Healthy"), what="MIG devices Unhealthy")
@@ -240,16 +254,25 @@ class Xid(Base):
         gpu1 = self.ctl("status").stdout.splitlines()[1].split()[1]
         self.assertEqual(self.ctl("xid", "1", "79").returncode, 0)
         dk.wait_for(lambda: "xid=79" in self.plugin.output(), what="XID 79 seen")
-        time.sleep(0.3)
-        self.assertTrue(all(v == "Healthy" for v in self.health("nvidia.com/gpu").values()))
+        gpu0 = self.ctl("status").stdout.splitlines()[0].split()[1]
+
+        def unhealthy(*uuids):
+            """Exactly the replicas of these GPUs Unhealthy."""
+            h = self.health("nvidia.com/gpu")
+            return h is not None and all((v == "Unhealthy") == d.startswith(uuids)
+                                         for d, v in h.items())
+        self.poll_marker(0, lambda: unhealthy(gpu0 + "::"), lambda: unhealthy(),
+                         "GPU 1 Healthy after XID 79")
         self.assertEqual(self.ctl("xid", "1", "31").returncode, 0)  # default-ignored
         self.assertEqual(self.ctl("xid", "1", "62").returncode, 0)  # critical
         devs = dk.wait_for(lambda: (lambda h: h if "Unhealthy" in h.values() else None)(
             self.health("nvidia.com/gpu")), what="Unhealthy after XID 62")
         self.assertEqual(sorted(d for d, v in devs.items() if v == "Unhealthy"),
                          [gpu1 + "::0", gpu1 + "::1"])
-        # Like NVIDIA's plugin, an XID-failed GPU stays Unhealthy (until a restart).
-        time.sleep(0.3)
+        # Like NVIDIA's plugin, an XID-failed GPU stays Unhealthy (until a restart): still
+        # so in the polls that lose and find GPU 0 again.
+        self.poll_marker(0, lambda: unhealthy(gpu0 + "::", gpu1 + "::"),
+                         lambda: unhealthy(gpu1 + "::"), "GPU 1 still Unhealthy")
         self.assertEqual(sum(v == "Unhealthy" for v in self.health("nvidia.com/gpu").values()), 2)
 
     def test_bad_value(self):
@@ -274,8 +297,14 @@ class HealthConfig(Base):
         return {i: {v for d, v in h.items() if d.startswith(u + "::")}
                 for i, u in enumerate(uuids)}
 
-    def settle(self):
-        time.sleep(0.5)  # five health polls
+    def settle(self, healthy_gpu):
+        """GPU healthy_gpu stays Healthy through a health poll after everything injected
+        so far (the other GPU, lost and found again, is the marker)."""
+        marker = 1 - healthy_gpu
+        self.poll_marker(marker, lambda: self.gpu_health() == {healthy_gpu: {"Healthy"},
+                                                               marker: {"Unhealthy"}},
+                         lambda: self.gpu_health() == {0: {"Healthy"}, 1: {"Healthy"}},
+                         "GPU %d Healthy" % healthy_gpu)
 
     def test_ignored_xids(self):
         self.start(TS2 + "health:\n  ignoredXIDs: [48]\n", H100 + "," + H100, "")
@@ -283,8 +312,7 @@ class HealthConfig(Base):
         dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
         self.assertEqual(self.ctl("xid", "0", "48").returncode, 0)
         dk.wait_for(lambda: "xid=48" in self.plugin.output(), what="XID 48 seen")
-        self.settle()
-        self.assertEqual(self.gpu_health(), {0: {"Healthy"}, 1: {"Healthy"}})
+        self.settle(0)
         self.assertEqual(self.ctl("xid", "1", "79").returncode, 0)
         dk.wait_for(lambda: self.gpu_health() == {0: {"Healthy"}, 1: {"Unhealthy"}},
                     what="GPU 1 Unhealthy after XID 79, GPU 0 Healthy")
@@ -295,8 +323,7 @@ class HealthConfig(Base):
         dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
         self.assertEqual(self.ctl("xid", "0", "48").returncode, 0)  # not in the list
         dk.wait_for(lambda: "xid=48" in self.plugin.output(), what="XID 48 seen")
-        self.settle()
-        self.assertEqual(self.gpu_health(), {0: {"Healthy"}, 1: {"Healthy"}})
+        self.settle(0)
         self.assertEqual(self.ctl("xid", "0", "79").returncode, 0)
         dk.wait_for(lambda: self.gpu_health() == {0: {"Unhealthy"}, 1: {"Healthy"}},
                     what="GPU 0 Unhealthy after XID 79")
@@ -309,8 +336,7 @@ class HealthConfig(Base):
         # fakegpu reports XIDs only: the plugin says so, and registers nothing.
         self.assertIn("does not report every watched event type", self.plugin.output())
         self.assertEqual(self.ctl("xid", "1", "79").returncode, 0)
-        self.settle()
-        self.assertEqual(self.gpu_health(), {0: {"Healthy"}, 1: {"Healthy"}})
+        self.settle(1)
         self.assertNotIn("xid=79", self.plugin.output())
 
     def test_restart_on_device_unhealthy(self):
@@ -338,7 +364,15 @@ class HealthConfig(Base):
         dk.wait_for(lambda: self.health("nvidia.com/gpu"), what="list")
         self.assertEqual(self.ctl("xid", "1", "79").returncode, 0)
         self.assertEqual(self.ctl("health", "0", "off").returncode, 0)  # GPU 0 lost
-        self.settle()
+        # No poll looks at anything, so no marker can show one ran: instead, the plugin
+        # answers a call once its health timer (100 ms) was due, and then a second call.
+        # One libevent loop serves the timer and the calls, and a timer due when the
+        # first call is read runs in that turn of the loop at the latest, so by the second
+        # answer a poll has run since the faults and sent whatever it found first.
+        ids = sorted(self.health("nvidia.com/gpu"))
+        time.sleep(0.3)  # until the timer is due: the answers below are the signal
+        for _ in range(2):
+            self.assertEqual(len(self.kubelet.preferred("nvidia.com/gpu", ids, 1)), 1)
         self.assertEqual(self.gpu_health(), {0: {"Healthy"}, 1: {"Healthy"}})
         self.assertNotIn("GPU unhealthy", self.plugin.output())
 

@@ -80,6 +80,19 @@ class Http:
         raise AssertionError("unreachable")
 
 
+def wait_for(pred, what, timeout=30):
+    """Polls pred until it returns something true (returned); fails naming what after
+    timeout seconds."""
+    deadline = time.time() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.time() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.02)
+
+
 def wait_port_file(path, proc, timeout=30):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -246,6 +259,16 @@ class Cluster:
             "PodUID": meta.get("uid", ""), "Node": node})
         assert status == 200, (status, body)
         return body.get("Error", "")
+
+    def sync_pods(self, timeout=30):
+        """Returns once the scheduler has handled every pod event the API sent before the
+        call: a marker pod created now (waiting for a node, asking for nothing) shows up
+        in the scheduler's view, and one watch delivers its events in order."""
+        self.markers = getattr(self, "markers", 0) + 1
+        name = "sync-marker-%d" % self.markers
+        self.create_pod(pod_object(name, {}))
+        return wait_for(lambda: self.ext.request("GET", "/ui/explain?pod=" + name)[0] == 200,
+                        "the scheduler to see pod " + name, timeout)
 
     def state(self, bound=False):
         status, body = self.ext.request("GET", "/debug/state-bound" if bound else "/debug/state")

@@ -107,7 +107,7 @@ class SchedulerTest(unittest.TestCase):
         for t in threads:
             t.join()
         self.assertEqual(errors, [])
-        time.sleep(0.5)
+        self.cluster.sync_pods()  # the watch has shown the bindings
         used = check(self.cluster)
         bound = [p for p in self.cluster.list("pods") if p["spec"].get("nodeName")]
         self.assertEqual(len(bound), 24)
@@ -146,9 +146,9 @@ class SchedulerTest(unittest.TestCase):
             self.assertEqual(len(names), 1)
         busy = sum(g["tenants"] for gpus in self.cluster.state()["nodes"].values() for g in gpus)
         self.assertEqual(busy, 8)
-        time.sleep(4.0)  # TTL 2 s, swept every second
-        busy = sum(g["tenants"] for gpus in self.cluster.state()["nodes"].values() for g in gpus)
-        self.assertEqual(busy, 0)
+        # TTL 2 s, swept every second: the promises go without a bind.
+        H.wait_for(lambda: sum(g["tenants"] for gpus in self.cluster.state()["nodes"].values()
+                               for g in gpus) == 0, "the promises to expire", timeout=20)
         self.assertIn("no live filter decision", self.cluster.bind(conn, pods[0], "node-00"))
 
     def test_bind_conflict_on_changed_pod(self):
@@ -220,7 +220,7 @@ class SchedulerTest(unittest.TestCase):
             pods.append(self.cluster.create_pod(H.pod_object("r-%03d" % i, limits)))
         for pod in pods[:14]:
             self.schedule(conn, pod)
-        time.sleep(0.5)
+        self.cluster.sync_pods()  # the watch has shown the bindings
         before = check(self.cluster)
         before_bound = self.cluster.state(bound=True)
         self.cluster.kill9()
@@ -247,7 +247,7 @@ class SchedulerTest(unittest.TestCase):
                 pod = self.cluster.create_pod(H.pod_object(
                     "%s-%03d" % (policy, i), rng.choice(shapes), {"vgpu.io/policy": policy}))
                 self.assertIsNotNone(self.schedule(conn, pod))
-        time.sleep(0.5)
+        self.cluster.sync_pods()  # the watch has shown the bindings
         check(self.cluster)
         probes = [self.cluster.create_pod(H.pod_object("probe-%d-%s" % (i, policy), shape,
                                                        {"vgpu.io/policy": policy}))
@@ -286,7 +286,7 @@ class SchedulerTest(unittest.TestCase):
             node = self.schedule(conn, pod)
             self.assertIsNotNone(node)
             self.assertEqual(node in a10, i % 4 != 3, (i, node))
-        time.sleep(0.5)
+        self.cluster.sync_pods()  # the watch has shown the bindings
         check(self.cluster)
         probes = [self.cluster.create_pod(H.pod_object(
             "probe-%d" % i, dict(shape, **{"nvidia.com/gpucores": c}),
@@ -351,8 +351,8 @@ class SchedulerTest(unittest.TestCase):
                                {"vgpu.io/decision": '{"version":1,"node":7}'})
         garbled["spec"]["nodeName"] = "node-00"
         self.cluster.create_pod(garbled)
-        time.sleep(0.5)
-        self.assertIn("pod decision skipped", self.cluster.log())
+        H.wait_for(lambda: "pod decision skipped" in self.cluster.log(),
+                   "the garbled decision to be skipped")
         self.assertEqual(self.cluster.sched.poll(), None)
         check(self.cluster)
 
@@ -367,8 +367,8 @@ class SchedulerTest(unittest.TestCase):
             {"metadata": {"annotations": {"vgpu.io/gpus": H.inventory("node-02", 2,
                                                                       heartbeat=1000)}}},
             "application/merge-patch+json")
-        time.sleep(0.5)
-        self.assertIn("node inventory skipped", self.cluster.log())
+        H.wait_for(lambda: "node inventory skipped" in self.cluster.log(),
+                   "the garbled inventory to be skipped")
         pod = self.cluster.create_pod(
             H.pod_object("one", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}))
         names, body = self.cluster.filter(H.Http(self.cluster.port), pod, self.names)
@@ -684,9 +684,11 @@ class FaultTest(unittest.TestCase):
             names, _ = self.cluster.filter(c, pod, self.names)
             results.append(self.cluster.bind(c, pod, names[0]))
         threads = [threading.Thread(target=bind_slowly, args=(p,)) for p in slow]
+        delayed = self.api_stats().get("delayed", 0)
         for t in threads:
             t.start()
-        time.sleep(0.5)  # the binds are now waiting on the API
+        H.wait_for(lambda: self.api_stats().get("delayed", 0) >= delayed + 3,
+                   "the three bindings to wait on the API")
         t0 = time.time()
         names, _ = self.cluster.filter(self.conn, quick, self.names)
         self.assertEqual(len(names), 1)

@@ -413,7 +413,7 @@ static void test_bounds_and_files(void **state)
 
     /* NUL bytes, missing files, directories. */
     assert_int_equal(dp_config_load_buffer("nul.yaml", "a: b\0c", 6, &cfg, &err), -EINVAL);
-    assert_non_null(strstr(err.msg, "nul.yaml: contains a NUL byte"));
+    assert_non_null(strstr(err.msg, "nul.yaml:1: contains a NUL byte"));
     snprintf(path, sizeof path, "%s/missing.yaml", dir);
     assert_int_equal(dp_config_load_file(path, &cfg, &err), -ENOENT);
     assert_non_null(strstr(err.msg, "missing.yaml: cannot open"));
