@@ -482,7 +482,8 @@ static const struct key keys[] = {
      .def = "/usr/local/vgpu/containers",
      .env = "VGPU_REGION_DIR",
      .flag = "region-dir",
-     .doc = "host directory holding one directory per container (limits file, shared region)"},
+     .doc = "host directory holding one directory per container (limits file, shared region); "
+            "vgpu-monitor and `vgpu top` read it under the same flag name"},
     {.path = "vgpu.computeBoardDir",
      .type = T_STRING,
      .offset = OFF(vgpu.compute_board_dir),
