@@ -80,7 +80,7 @@ for i in $(seq 0 63); do
 done
 # The memory check alone, as before round 2: the fake /proc has no maps for the
 # registration check to read (docs/monitor.md, "Registration"), so it is off here.
-flags=(--listen 127.0.0.1:0 --containers-dir "$work/containers" --proc-root "$work/proc" --interval-ms 10
+flags=(--listen 127.0.0.1:0 --region-dir "$work/containers" --proc-root "$work/proc" --interval-ms 10
     --policy warn --registration-check off)
 valgrind --tool=callgrind --toggle-collect=mon_daemon_sample --dump-after=mon_daemon_sample \
     --callgrind-out-file="$work/cg.out" "$monitor" "${flags[@]}" --samples 40 \
@@ -131,7 +131,7 @@ printf 'vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=1024m\nVGPU_DEVICE_UUID_0=%s\n
 # security.attacks.watchdog.small): both off, so every trial measures the memory check's
 # detection and kill.
 "$monitor" --policy kill --quarantine-after 0 --registration-check off --listen 127.0.0.1:0 \
-    --containers-dir "$work/c1" --cgroup-root "/$sub" >"$work/mon.log" 2>&1 &
+    --region-dir "$work/c1" --cgroup-root "/$sub" >"$work/mon.log" 2>&1 &
 mon=$!
 pids+=("$mon")
 for _ in $(seq 500); do grep -q watching "$work/mon.log" && break; sleep 0.01; done

@@ -161,7 +161,7 @@ run_case() {
         vg_skip "a writable cgroup $version file system under $CGFS (creating cgroups needs root)"
     limits "$POD_A" main 1024
     limits "$POD_B" work 1024
-    local flags=(--policy "$policy" --interval-ms 100 --listen 127.0.0.1:0 --containers-dir "$CONTAINERS"
+    local flags=(--policy "$policy" --interval-ms 100 --listen 127.0.0.1:0 --region-dir "$CONTAINERS"
         --cgroup-root "/$SUB" --metrics-file "$T/metrics")
     if [ "$api" = yes ]; then
         case $runtime in cri-containerd) api_start containerd ;; crio) api_start cri-o ;; *) api_start docker ;; esac

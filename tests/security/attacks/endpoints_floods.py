@@ -198,7 +198,7 @@ class Monitor(unittest.TestCase):
         self.log = os.path.join(self.dir, "monitor.log")
         with open(self.log, "w") as log:
             self.mon = subprocess.Popen(
-                [os.path.join(BUILD, "bin", "vgpu-monitor"), "--containers-dir",
+                [os.path.join(BUILD, "bin", "vgpu-monitor"), "--region-dir",
                  os.path.join(self.dir, "containers"), "--listen", CLIENT + ":0",
                  "--node-name", "node-1"], env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 30

@@ -32,7 +32,7 @@ setup() {
         vg_skip "a writable cgroup v2 file system under $CGFS (creating cgroups needs root)"
     limits "$POD_A" main 1024
     limits "$POD_B" work 1024
-    local flags=(--interval-ms 100 --listen off --containers-dir "$CONTAINERS"
+    local flags=(--interval-ms 100 --listen off --region-dir "$CONTAINERS"
         --cgroup-root "/$SUB" --metrics-file "$T/metrics" "${EXTRA_FLAGS[@]}" "${MORE_FLAGS[@]}")
     if [ "$1" = yes ]; then
         api_start containerd
