@@ -5,7 +5,8 @@
  *   budget_forger REGION_FILE VALUES SECONDS
  *
  * Waits for the region to appear, then every 200 us for SECONDS rewrites every field of
- * every device's compute budget (struct region_compute) with VALUES:
+ * every device's compute budget (struct region_compute) with VALUES, and the device's
+ * recorded share (0 for zero, 100 otherwise):
  *   zero    every field 0 (a credit of 0 never waits)
  *   minus1  every field -1 (a refill time long past refills to the ceiling at once)
  *   max     every field INT64_MAX (a credit that never runs out, times in the future)
@@ -87,15 +88,20 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &next);
     while (now_ns() < end) {
         int64_t t = now_ns();
-        for (unsigned d = 0; d < region_device_count(r); d++) {
+        for (unsigned d = 0; d < region_device_count(r) && strcmp(how, "none") != 0; d++) {
             struct region_compute *c = region_compute(r, d);
+            /* The recorded share too (a record only; over 100 no process would open the
+             * region, which would only refuse its own container's next processes). */
+            struct region_device_config *rec =
+                (struct region_device_config *)(uintptr_t)region_device(r, d);
+            rec->sm_limit_percent = strcmp(how, "zero") == 0 ? 0 : 100;
             if (strcmp(how, "zero") == 0)
                 fill(c, 0);
             else if (strcmp(how, "minus1") == 0)
                 fill(c, -1);
             else if (strcmp(how, "max") == 0)
                 fill(c, INT64_MAX);
-            else if (strcmp(how, "big") == 0)
+            else
                 big(c, t);
         }
         writes++;
