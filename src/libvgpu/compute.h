@@ -58,8 +58,9 @@ struct vgc_params {
 
 /* At most this long a wait's earnings stay kept above the ceiling (x the share). */
 #define VGC_KEEP_MAX_NS INT64_C(250000000)
-/* A debt read from the region counts as at most this much (a forged one cannot overflow
- * the wait's arithmetic; a launch's own bucket still holds its whole debt). */
+/* A debt counts as at most this much: a forged one cannot overflow the wait's arithmetic
+ * or stall the container for longer than it repays (a kernel of more than 100 s of GPU
+ * time is forgiven the rest). */
 #define VGC_DEBT_MAX_NS INT64_C(100000000000)
 
 /* The least and the most refill rate the limits allow (ppm): hard mode 0.7 .. 1.3 x the
