@@ -5,7 +5,7 @@ if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu AND TARGET compute_tenant
    AND TARGET libvgpu_compute_truth AND TARGET board_layout)
   vgpu_program(budget_forger ${CMAKE_CURRENT_LIST_DIR}/budget_forger.c)
   target_link_libraries(budget_forger PRIVATE vgpu_region vgpu_base)
-  foreach(case alone pair)
+  foreach(case alone pair burst)
     add_test(NAME security.attacks.budget.${case}
              COMMAND ${CMAKE_CURRENT_LIST_DIR}/budget_test.sh ${CMAKE_BINARY_DIR} ${case})
     set_tests_properties(security.attacks.budget.${case} PROPERTIES
