@@ -272,7 +272,7 @@ static void turn_release_locked(struct cdev *d)
 static void keep_locked(struct cdev *d, int64_t waited)
 {
     int64_t t = now_ns();
-    __atomic_store_n(&d->p.kept_ns, vgc_keep(d->b, &d->p, waited), __ATOMIC_RELAXED);
+    __atomic_store_n(&d->p.kept_ns, vgc_keep(&d->own, &d->p, waited), __ATOMIC_RELAXED);
     __atomic_store_n(&d->p.turn_wait_at, t, __ATOMIC_RELAXED);
     vgc_refill(d->b, &d->p, t);
     vgc_refill(&d->own, &d->p, t);

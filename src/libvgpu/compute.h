@@ -99,7 +99,8 @@ int64_t vgc_wait_ns(struct region_compute *b, const struct vgc_params *p);
 
 /* What is kept above the ceiling after this process waited waited_ns for its turn (for
  * p->kept_ns): the share's earnings meanwhile (burst mode too) and what was kept before
- * and not spent, at most VGC_KEEP_MAX_NS x the share. */
+ * and not spent, at most VGC_KEEP_MAX_NS x the share. b is the process's own bucket (the
+ * container's would let a forged credit keep what was spent). */
 int64_t vgc_keep(struct region_compute *b, const struct vgc_params *p, int64_t waited_ns);
 
 /* A process's own bucket has the same shape as the container's, in process memory, and

@@ -155,7 +155,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 int64_t w = next(&in) * INT64_C(1000000);
                 t += w;
                 next_forge = t;
-                __atomic_store_n(&p.kept_ns, vgc_keep(&shared, &p, w), __ATOMIC_RELAXED);
+                __atomic_store_n(&p.kept_ns, vgc_keep(&own, &p, w), __ATOMIC_RELAXED);
                 __atomic_store_n(&p.turn_wait_at, t, __ATOMIC_RELAXED);
                 vgc_refill(&shared, &p, t);
                 vgc_refill(&own, &p, t);
