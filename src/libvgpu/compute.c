@@ -6,7 +6,8 @@
  *  2. waits while this process already has two launches and about one time slice of
  *     predicted work in flight on the device (VGC_DEPTH_NS), so throttling acts within
  *     a slice or two;
- *  3. sleeps once, to the exact moment the container's shared credit is back at zero;
+ *  3. sleeps once, to the exact moment both the container's shared credit and this
+ *     process's own (compute.h, "the budget") are back at zero;
  *  4. waits until this process holds its GPU's turn (compute.h, "turns"), so that no other
  *     limited process has work queued while it runs;
  *  5. charges its predicted cost and is bracketed by two timing events.
