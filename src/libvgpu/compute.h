@@ -107,8 +107,8 @@ int64_t vgc_keep(struct region_compute *b, const struct vgc_params *p, int64_t w
  * goes through the same functions. Its rate is the share in hard mode (no trim); in burst
  * mode what vgc_own_tick sets from this process's own view of the board. vgc_own_tick
  * sets it, at most every VGC_BURST_TICK_NS, to 1 - others_ppm - VGC_BURST_MARGIN within
- * the share .. the burst ceiling, as the container's tick does; nothing in hard mode.
- * True when it did. */
+ * the share .. the burst ceiling, and cuts its credit to that rate's ceiling, as the
+ * container's tick does; nothing in hard mode. True when it did. */
 bool vgc_own_tick(struct region_compute *own, const struct vgc_params *p, int64_t now,
                   int64_t others_ppm);
 /* True when the container's control tick is due at now (vgc_tick would run it); a tick

@@ -157,6 +157,12 @@ bool vgc_own_tick(struct region_compute *own, const struct vgc_params *p, int64_
     int64_t rate = clamp64(VGC_PPM - clamp64(others_ppm, 0, VGC_PPM) - VGC_BURST_MARGIN,
                            p->share_ppm, p->burst_ppm);
     atomic_store(&own->rate_ppm, clamp64(rate, 1, VGC_PPM));
+    /* As the container's tick: a lower rate also lowers what may be banked (not what is
+     * kept), or a borrower would bank the idle GPU's 50 ms while the owner is back. */
+    int64_t cap = vgc_cap_ns(rate) + kept(p);
+    int64_t c = atomic_load(&own->credit_ns);
+    while (c > cap && !atomic_compare_exchange_weak(&own->credit_ns, &c, cap))
+        ;
     return true;
 }
 
