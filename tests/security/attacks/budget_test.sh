@@ -5,11 +5,11 @@
 #   alone  a 30 % tenant, its region's budget and recorded share rewritten every 200 us by
 #          budget_forger with each of 0, -1, INT64_MAX and a plausible big budget in turn:
 #          it stays within its share (at most 30 + TOL) and still gets it (at least
-#          30 - TOL) (before: 99.0-99.6 % for all but 0)
+#          30 - TOL) (before: 99.1-99.3 % for all but 0)
 #   pair   the same beside an honest 70 % container on the device plugin's board: the
 #          forger's tenant within 30 +- TOL (forged to 0: at most 30 + TOL, at least 3, as
 #          zeroing only wipes its own container's kept credit), the neighbour within
-#          70 +- TOL (before: 39-50 / 49-59)
+#          70 +- TOL (before: 39-55 / 45-61)
 #   burst  the pair with the forger's tenant in burst mode (ceiling 100 %): its own view
 #          of the board holds it to 30 +- TOL beside the 70 (before: 47-55 %)
 # Each tenant runs as in a vgpu container: its share in a read-only limits file at
