@@ -18,7 +18,8 @@
 # tests/security/limits_test.sh does; without root or mount namespaces it skips, which
 # fails under CI). TOL is the compute tests' bound (3 points). The shares are checked
 # before the processes are waited for: a tenant the limiter stalls fails at once (and is
-# killed on exit). CTest runs these serially.
+# killed on exit); a value whose run misses a bound runs once more, and the test fails
+# when it misses twice. CTest runs these serially.
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../../lib/vg_skip.sh"
@@ -105,11 +106,11 @@ wait_all() {
     [ $rc -eq 0 ] || { cat "$T"/out.* >&2; fail "a tenant or the forger failed"; }
 }
 
-failed=0
+failed=0 vfail=0
 check() { # check LABEL ACTUAL LOW HIGH: every value is tried, the test fails at the end
     echo "$1: achieved $2 % (want $3..$4)"
     awk -v a="$2" -v lo="$3" -v hi="$4" 'BEGIN { exit !(a != "" && a >= lo && a <= hi) }' ||
-        { echo "FAIL: $1: achieved $2 %, want $3..$4" >&2; failed=1; }
+        { echo "missed: $1: achieved $2 %, want $3..$4" >&2; vfail=1; }
 }
 
 # The GPU's UUID as libvgpu names its board file (from a throwaway run, outside any
@@ -129,7 +130,7 @@ board_layout() {
 # settle: after a value's checks, waits for the processes, or kills them when a check
 # failed (a stalled tenant would never end).
 settle() {
-    if [ "$failed" = 1 ]; then
+    if [ "$vfail" = 1 ]; then
         for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
         wait 2>/dev/null
         pids=()
@@ -146,7 +147,10 @@ LO=$((30 - TOL)) HI=$((30 + TOL))
 # burst): it can only cost its own container, so for 0 the floor is only that the limiter
 # did not refuse everything.
 ZERO_LO=3
-for v in $VALUES; do
+# run_value V: one run with the budget forged to V; vfail=1 when a check missed.
+run_value() {
+    local v=$1
+    vfail=0
     rm -rf "$T"/region.* "$T/board" "$T"/out.*
     mkdir -p "$T/board"
     case $CASE in
@@ -188,6 +192,18 @@ for v in $VALUES; do
     *) fail "unknown case $CASE" ;;
     esac
     settle "$v"
+}
+
+# A value whose run misses a bound is run once more: on a machine loaded far beyond its
+# cores a share can fall a few points for a run (as in the compute tests), while the
+# attack this replays misses by tens of points every time (the table in docs/security.md).
+for v in $VALUES; do
+    run_value "$v"
+    if [ "$vfail" = 1 ]; then
+        echo "$v: a bound was missed; once more"
+        run_value "$v"
+        [ "$vfail" = 0 ] || { echo "FAIL: forged to $v: missed twice" >&2; failed=1; }
+    fi
 done
 [ "$failed" = 0 ] || fail "see above"
 echo "ok"
