@@ -6,7 +6,8 @@
  *  2. waits while this process already has two launches and about one time slice of
  *     predicted work in flight on the device (VGC_DEPTH_NS), so throttling acts within
  *     a slice or two;
- *  3. sleeps once, to the exact moment the container's shared credit is back at zero;
+ *  3. sleeps once, to the exact moment both the container's shared credit and this
+ *     process's own (compute.h, "the budget") are back at zero;
  *  4. waits until this process holds its GPU's turn (compute.h, "turns"), so that no other
  *     limited process has work queued while it runs;
  *  5. charges its predicted cost and is bracketed by two timing events.
@@ -57,7 +58,10 @@ _Atomic int vgc_active;
 
 struct cdev {
     bool on;
-    struct region_compute *b;
+    struct region_compute *b; /* the container's budget, in the region: read bounded */
+    /* This process's own bucket, which no other process can write: the authority on how
+     * much it may launch (compute.h, "the budget"). */
+    struct region_compute own;
     struct vgc_params p;
     struct vgc_board *board; /* NULL: no node-wide board (every interval counts as alone) */
     struct vgc_bd bd;        /* the board's slots as this process sees them (board: bd.shared) */
@@ -225,6 +229,8 @@ void vgc_after_fork(void)
         rt.dev[d].turn = rt.dev[d].turn_closing = false; /* the parent's turn */
         rt.dev[d].p.kept_ns = rt.dev[d].p.turn_wait_at = 0;
         rt.dev[d].stall_ns = rt.dev[d].stall_at = 0;
+        /* The child's own bucket starts empty, as any new process's. */
+        memset(&rt.dev[d].own, 0, sizeof rt.dev[d].own);
     }
 }
 
@@ -276,19 +282,20 @@ static void turn_release_locked(struct cdev *d)
  * the PI trim holds still meanwhile (compute.h, vgc_params). */
 static void keep_locked(struct cdev *d, int64_t waited)
 {
-    int64_t rate = vgc_rate(d->b, &d->p);
     int64_t t = now_ns();
-    int64_t cap = vgc_cap_ns(d->p.mode == VGPU_COMPUTE_BURST ? d->p.burst_ppm : d->p.share_ppm);
-    /* In burst mode only the share's earnings are kept: the rest was the idle GPU's, and
-     * a container that waited for the turn found it busy (a returning owner). */
-    if (rate > d->p.share_ppm)
-        rate = d->p.share_ppm;
-    int64_t carry = atomic_load(&d->b->credit_ns) - cap;
-    int64_t k = waited / 1000 * rate / 1000 + (carry > 0 ? carry : 0);
-    int64_t most = VGC_KEEP_MAX_NS / 1000 * rate / 1000;
-    __atomic_store_n(&d->p.kept_ns, k < most ? k : most, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->p.kept_ns, vgc_keep(&d->own, &d->p, waited), __ATOMIC_RELAXED);
     __atomic_store_n(&d->p.turn_wait_at, t, __ATOMIC_RELAXED);
     vgc_refill(d->b, &d->p, t);
+    vgc_refill(&d->own, &d->p, t);
+}
+
+/* When this process's credit was last at zero, for the turn's order: from its own bucket,
+ * which no other process can write (the container's would let a forged refill time or
+ * credit put it first, or last). */
+static int64_t behind_key(struct cdev *d)
+{
+    return atomic_load(&d->own.refill_at) -
+           vgc_credit(&d->own, &d->p) / 1000 * VGC_PPM / vgc_rate(&d->own, &d->p) * 1000;
 }
 
 static void unkeep(struct cdev *d)
@@ -494,9 +501,7 @@ static int64_t turn_enter_locked(struct cdev *d)
         bool yield = t < d->yield_until && atomic_load(&b->turn_waiters) > (counted ? 1u : 0u);
         /* The waiter furthest behind its share (whose credit was at zero longest ago) is
          * next; another takes a free turn only when that one did not for a while. */
-        int64_t rate = vgc_rate(d->b, &d->p);
-        int64_t key = atomic_load(&d->b->refill_at) -
-                      atomic_load(&d->b->credit_ns) / 1000 * VGC_PPM / rate * 1000;
+        int64_t key = behind_key(d);
         uint64_t nx = atomic_load(&b->turn_next);
         bool free_now = ignore || holder == 0;
         struct turn_judge jn = j;
@@ -682,6 +687,7 @@ static void settle_locked(const struct mark *m, CUresult r, float ms, int64_t t)
     if (r == CUDA_SUCCESS)
         actual = vgc_observe(&rt.pred, m->key, measured, alone, split);
     vgc_settle(d->b, m->pred, actual);
+    vgc_settle(&d->own, m->pred, actual);
     TRACE("t=%lld r=%d pred=%lld meas=%lld alone=%d split=%lld act=%lld credit=%lld\n",
           (long long)t, (int)r, (long long)m->pred, (long long)measured, (int)alone,
           (long long)split, (long long)actual, (long long)atomic_load(&d->b->credit_ns));
@@ -773,23 +779,28 @@ struct vgc_launch {
     struct vgc_view before;
 };
 
-/* Sleeps until the container's credit allows a launch; true if it had to. */
+/* Sleeps until both the container's credit and this process's own allow a launch; true
+ * if it had to. */
 static bool throttle(struct cdev *d)
 {
     int64_t t0 = now_ns(), t = t0;
     for (;;) {
-        int64_t period = d->p.mode == VGPU_COMPUTE_BURST ? VGC_BURST_TICK_NS : VGC_TICK_NS;
-        if (t - atomic_load_explicit(&d->b->tick_at, memory_order_relaxed) >= period) {
+        bool due = vgc_tick_due(d->b, &d->p, t);
+        if (d->p.mode == VGPU_COMPUTE_BURST &&
+            (due || t - atomic_load(&d->own.tick_at) >= VGC_BURST_TICK_NS)) {
             int64_t others = 0;
-            if (d->board != NULL && d->p.mode == VGPU_COMPUTE_BURST) {
+            if (d->board != NULL) {
                 pthread_mutex_lock(&rt.lock); /* the scan changes the neighbours */
                 others = vgc_bd_others_share(&d->bd, d->container, t);
                 pthread_mutex_unlock(&rt.lock);
             }
-            vgc_tick(d->b, &d->p, t, others);
+            (void)vgc_own_tick(&d->own, &d->p, t, others);
+            if (due)
+                vgc_tick(d->b, &d->p, t, others);
+        } else if (due) {
+            vgc_tick(d->b, &d->p, t, 0);
         }
-        vgc_refill(d->b, &d->p, t);
-        int64_t w = vgc_wait_ns(d->b, &d->p);
+        int64_t w = vgc_gate(d->b, &d->own, &d->p, t);
         if (w == 0)
             break;
         unkeep(d); /* what was kept is spent */
@@ -886,6 +897,7 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     if (owed > 0)
         keep_locked(d, owed);
     vgc_charge(d->b, pred);
+    vgc_charge(&d->own, pred);
     d->win_wanted = d->win_wanted || waited;
     int64_t t = now_ns();
     if (d->inflight_n++ == 0 && d->board != NULL && d->slot >= 0)
@@ -935,6 +947,7 @@ static CUresult end_closed(struct vgc_launch *L, CUresult r)
     int64_t t = now_ns();
     pthread_mutex_lock(&rt.lock);
     vgc_settle(d->b, L->pred, actual);
+    vgc_settle(&d->own, L->pred, actual);
     d->inflight_ns -= L->depth;
     if (--d->inflight_n == 0) {
         drained_locked(d, t);
@@ -979,6 +992,7 @@ static CUresult vgc_end(struct vgc_launch *L, CUstream s, bool ptsz, CUresult r)
     } else {
         /* Failed launch: nothing ran, nothing is owed. */
         vgc_settle(d->b, L->pred, 0);
+        vgc_settle(&d->own, L->pred, 0);
         d->inflight_ns -= L->depth;
         if (--d->inflight_n == 0)
             drained_locked(d, now_ns());

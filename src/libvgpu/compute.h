@@ -33,7 +33,15 @@
 #define VGC_BURST_MARGIN  20000           /* burst leaves 2 % of the GPU unclaimed */
 #define VGC_DEFAULT_COST  INT64_C(100000) /* prediction for a launch never seen */
 
-/* ---- the budget (one per container per device, in the region) ---- */
+/* ---- the budget (one per container per device, in the region) ----
+ *
+ * Every process of the container can write the region, so no field of its budget decides
+ * how much a process gets: each read below is bounded by what the process's own,
+ * read-only limits allow (vgc_params), and each process keeps a second bucket of the same
+ * shape in its own memory (its own bucket, never in the region), refilled at the rate its
+ * limits allow and charged with its own launches only. A launch waits for both; the
+ * shared one splits the share between the container's processes, the own one is the
+ * authority (docs/compute.md, "Who decides the budget"). */
 
 struct vgc_params {
     int64_t share_ppm; /* the container's share, 1..1e6 */
@@ -50,11 +58,26 @@ struct vgc_params {
 
 /* At most this long a wait's earnings stay kept above the ceiling (x the share). */
 #define VGC_KEEP_MAX_NS INT64_C(250000000)
+/* A debt counts as at most this much: a forged one cannot overflow the wait's arithmetic
+ * or stall the container for longer than it repays (a kernel of more than 100 s of GPU
+ * time is forgiven the rest). */
+#define VGC_DEBT_MAX_NS INT64_C(100000000000)
+
+/* The least and the most refill rate the limits allow (ppm): hard mode 0.7 .. 1.3 x the
+ * share (the PI trim's range), burst mode the share .. the burst ceiling. */
+int64_t vgc_rate_min(const struct vgc_params *p);
+int64_t vgc_rate_max(const struct vgc_params *p);
+/* The credit ceiling in force: vgc_cap_ns of the share (burst mode: of the burst
+ * ceiling), raised by p->kept_ns. */
+int64_t vgc_cap_for(const struct vgc_params *p);
+/* The credit as the limits allow it to be read: within -VGC_DEBT_MAX_NS .. vgc_cap_for. */
+int64_t vgc_credit(struct region_compute *b, const struct vgc_params *p);
 
 /* Credit ceiling for a share: idle time banks at most this much. */
 int64_t vgc_cap_ns(int64_t share_ppm);
 
-/* The refill rate in force (ppm). */
+/* The refill rate in force (ppm), within vgc_rate_min .. vgc_rate_max whatever the field
+ * holds (0 or less: the share). */
 int64_t vgc_rate(struct region_compute *b, const struct vgc_params *p);
 
 /* Adds rate x (now - last refill) to the credit, up to the ceiling (raised by p->kept_ns). */
@@ -64,17 +87,36 @@ void vgc_refill(struct region_compute *b, const struct vgc_params *p, int64_t no
 void vgc_refill_owed(struct region_compute *b, const struct vgc_params *p, int64_t now,
                      int64_t owed_ns);
 
-/* Charges a predicted cost at launch (debt allowed). */
-static inline void vgc_charge(struct region_compute *b, int64_t cost_ns)
-{
-    atomic_fetch_sub_explicit(&b->credit_ns, cost_ns, memory_order_relaxed);
-}
+/* Charges a predicted cost at launch (debt allowed). Like vgc_settle it saturates instead
+ * of wrapping: a forged credit at the type's end must not turn into its opposite. */
+void vgc_charge(struct region_compute *b, int64_t cost_ns);
 
 /* Settles a completed launch: gives back predicted - actual and counts actual as busy. */
 void vgc_settle(struct region_compute *b, int64_t predicted_ns, int64_t actual_ns);
 
 /* How long a launch must wait for the credit to be back at zero (0: go now). */
 int64_t vgc_wait_ns(struct region_compute *b, const struct vgc_params *p);
+
+/* What is kept above the ceiling after this process waited waited_ns for its turn (for
+ * p->kept_ns): the share's earnings meanwhile (burst mode too) and what was kept before
+ * and not spent, at most VGC_KEEP_MAX_NS x the share. b is the process's own bucket (the
+ * container's would let a forged credit keep what was spent). */
+int64_t vgc_keep(struct region_compute *b, const struct vgc_params *p, int64_t waited_ns);
+
+/* A process's own bucket has the same shape as the container's, in process memory, and
+ * goes through the same functions. Its rate is the share in hard mode (no trim); in burst
+ * mode what vgc_own_tick sets from this process's own view of the board. vgc_own_tick
+ * sets it, at most every VGC_BURST_TICK_NS, to 1 - others_ppm - VGC_BURST_MARGIN within
+ * the share .. the burst ceiling, and cuts its credit to that rate's ceiling, as the
+ * container's tick does; nothing in hard mode. True when it did. */
+bool vgc_own_tick(struct region_compute *own, const struct vgc_params *p, int64_t now,
+                  int64_t others_ppm);
+/* True when the container's control tick is due at now (vgc_tick would run it); a tick
+ * time from the future (forged) counts as due. */
+bool vgc_tick_due(struct region_compute *b, const struct vgc_params *p, int64_t now);
+/* Refills both buckets to now; how long a launch must wait until both allow it. */
+int64_t vgc_gate(struct region_compute *shared, struct region_compute *own,
+                 const struct vgc_params *p, int64_t now);
 
 /* The control tick, at most every VGC_TICK_NS (VGC_BURST_TICK_NS in burst mode), run by
  * whichever process claims it: updates the achieved share, the PI trim (hard mode: frozen

@@ -41,12 +41,37 @@ static int64_t kept(const struct vgc_params *p)
     return max64(__atomic_load_n(&p->kept_ns, __ATOMIC_RELAXED), 0);
 }
 
+int64_t vgc_rate_min(const struct vgc_params *p)
+{
+    int64_t lo =
+        p->mode == VGPU_COMPUTE_BURST ? p->share_ppm : p->share_ppm * VGC_TRIM_MIN_PPM / VGC_PPM;
+    return clamp64(lo, 1, VGC_PPM);
+}
+
+int64_t vgc_rate_max(const struct vgc_params *p)
+{
+    int64_t hi =
+        p->mode == VGPU_COMPUTE_BURST ? p->burst_ppm : p->share_ppm * VGC_TRIM_MAX_PPM / VGC_PPM;
+    return clamp64(hi, vgc_rate_min(p), VGC_PPM);
+}
+
+int64_t vgc_cap_for(const struct vgc_params *p)
+{
+    return vgc_cap_ns(p->mode == VGPU_COMPUTE_BURST ? p->burst_ppm : p->share_ppm) + kept(p);
+}
+
+int64_t vgc_credit(struct region_compute *b, const struct vgc_params *p)
+{
+    return clamp64(atomic_load_explicit(&b->credit_ns, memory_order_relaxed), -VGC_DEBT_MAX_NS,
+                   vgc_cap_for(p));
+}
+
 int64_t vgc_rate(struct region_compute *b, const struct vgc_params *p)
 {
     int64_t r = atomic_load_explicit(&b->rate_ppm, memory_order_relaxed);
     if (r <= 0)
         r = p->share_ppm;
-    return clamp64(r, 1, VGC_PPM);
+    return clamp64(r, vgc_rate_min(p), vgc_rate_max(p));
 }
 
 void vgc_refill(struct region_compute *b, const struct vgc_params *p, int64_t now)
@@ -58,70 +83,148 @@ void vgc_refill_owed(struct region_compute *b, const struct vgc_params *p, int64
                      int64_t owed_ns)
 {
     int64_t last = atomic_load_explicit(&b->refill_at, memory_order_relaxed);
-    if (last == 0) {
-        /* First use: the budget starts empty, at zero. */
+    if (last == 0 || last > now + VGC_SKEW_NS) {
+        /* First use: the budget starts empty, at zero. A refill time from the future can
+         * only be forged: the budget goes on from now, with nothing added for it. */
         atomic_compare_exchange_strong(&b->refill_at, &last, now);
         return;
     }
     if (now <= last || !atomic_compare_exchange_strong(&b->refill_at, &last, now))
         return; /* another launch refilled up to (about) now */
-    int64_t dt = min64(now - last, 10 * VGC_WINDOW_NS); /* the ceiling is far below */
+    /* The ceiling is far below 10 windows' earnings; a forged time long past (or negative)
+     * earns no more than that, and the credit stays within the ceiling. */
+    int64_t dt = last < now - 10 * VGC_WINDOW_NS ? 10 * VGC_WINDOW_NS : now - last;
     int64_t add = dt * vgc_rate(b, p) / VGC_PPM;
-    int64_t c = atomic_fetch_add(&b->credit_ns, add) + add;
-    int64_t cap = vgc_cap_ns(p->mode == VGPU_COMPUTE_BURST ? p->burst_ppm : p->share_ppm) +
-                  kept(p) + max64(owed_ns, 0);
-    while (c > cap && !atomic_compare_exchange_weak(&b->credit_ns, &c, cap))
-        ;
+    int64_t cap = vgc_cap_for(p) + max64(owed_ns, 0);
+    int64_t c = atomic_load(&b->credit_ns), n;
+    do
+        n = min64(clamp64(c, -VGC_DEBT_MAX_NS, cap) + add, cap);
+    while (!atomic_compare_exchange_weak(&b->credit_ns, &c, n));
+}
+
+/* *v += d, saturating at the type's ends (a region field may hold anything). */
+static void add_sat(_Atomic int64_t *v, int64_t d)
+{
+    int64_t c = atomic_load_explicit(v, memory_order_relaxed), n;
+    do {
+        if (__builtin_add_overflow(c, d, &n))
+            n = d > 0 ? INT64_MAX : INT64_MIN;
+    } while (!atomic_compare_exchange_weak_explicit(v, &c, n, memory_order_relaxed,
+                                                    memory_order_relaxed));
+}
+
+void vgc_charge(struct region_compute *b, int64_t cost_ns)
+{
+    add_sat(&b->credit_ns, -cost_ns);
 }
 
 void vgc_settle(struct region_compute *b, int64_t predicted_ns, int64_t actual_ns)
 {
     if (predicted_ns != actual_ns)
-        atomic_fetch_add_explicit(&b->credit_ns, predicted_ns - actual_ns, memory_order_relaxed);
+        add_sat(&b->credit_ns, predicted_ns - actual_ns);
     if (actual_ns > 0)
-        atomic_fetch_add_explicit(&b->busy_ns, actual_ns, memory_order_relaxed);
+        add_sat(&b->busy_ns, actual_ns);
 }
 
 int64_t vgc_wait_ns(struct region_compute *b, const struct vgc_params *p)
 {
-    int64_t c = atomic_load_explicit(&b->credit_ns, memory_order_relaxed);
+    int64_t c = vgc_credit(b, p);
     if (c >= 0)
         return 0;
     int64_t rate = vgc_rate(b, p);
     return (-c * VGC_PPM + rate - 1) / rate;
 }
 
+int64_t vgc_keep(struct region_compute *b, const struct vgc_params *p, int64_t waited_ns)
+{
+    /* In burst mode only the share's earnings are kept: the rest was the idle GPU's, and
+     * a container that waited for the turn found it busy (a returning owner). */
+    int64_t rate = min64(vgc_rate(b, p), p->share_ppm);
+    int64_t cap = vgc_cap_ns(p->mode == VGPU_COMPUTE_BURST ? p->burst_ppm : p->share_ppm);
+    int64_t carry = max64(vgc_credit(b, p) - cap, 0);
+    int64_t most = VGC_KEEP_MAX_NS / 1000 * rate / 1000;
+    return min64(clamp64(waited_ns, 0, VGC_KEEP_MAX_NS) / 1000 * rate / 1000 + carry, most);
+}
+
+bool vgc_own_tick(struct region_compute *own, const struct vgc_params *p, int64_t now,
+                  int64_t others_ppm)
+{
+    if (p->mode != VGPU_COMPUTE_BURST)
+        return false;
+    int64_t at = atomic_load_explicit(&own->tick_at, memory_order_relaxed);
+    if (at != 0 && at <= now + VGC_SKEW_NS && now - at < VGC_BURST_TICK_NS)
+        return false;
+    atomic_store(&own->tick_at, now);
+    int64_t rate = clamp64(VGC_PPM - clamp64(others_ppm, 0, VGC_PPM) - VGC_BURST_MARGIN,
+                           p->share_ppm, p->burst_ppm);
+    atomic_store(&own->rate_ppm, clamp64(rate, 1, VGC_PPM));
+    /* As the container's tick: a lower rate also lowers what may be banked (not what is
+     * kept), or a borrower would bank the idle GPU's 50 ms while the owner is back. */
+    int64_t cap = vgc_cap_ns(rate) + kept(p);
+    int64_t c = atomic_load(&own->credit_ns);
+    while (c > cap && !atomic_compare_exchange_weak(&own->credit_ns, &c, cap))
+        ;
+    return true;
+}
+
+bool vgc_tick_due(struct region_compute *b, const struct vgc_params *p, int64_t now)
+{
+    int64_t period = p->mode == VGPU_COMPUTE_BURST ? VGC_BURST_TICK_NS : VGC_TICK_NS;
+    int64_t at = atomic_load_explicit(&b->tick_at, memory_order_relaxed);
+    return at <= 0 || at > now + VGC_SKEW_NS || now - at >= period;
+}
+
+int64_t vgc_gate(struct region_compute *shared, struct region_compute *own,
+                 const struct vgc_params *p, int64_t now)
+{
+    vgc_refill(shared, p, now);
+    vgc_refill(own, p, now);
+    return max64(vgc_wait_ns(shared, p), vgc_wait_ns(own, p));
+}
+
 /* PI gains: rate = share + KP x error + integral, integral += KI x error x dt. */
 #define VGC_KP_PERMILLE 200
 #define VGC_KI_PER_S    2
 
+/* b - a for two counters read from the region, 0 when it is negative or overflows (a
+ * forged counter). */
+static int64_t grown(int64_t a, int64_t b)
+{
+    int64_t d;
+    return __builtin_sub_overflow(b, a, &d) || d < 0 ? 0 : d;
+}
+
 bool vgc_tick(struct region_compute *b, const struct vgc_params *p, int64_t now, int64_t others_ppm)
 {
-    int64_t period = p->mode == VGPU_COMPUTE_BURST ? VGC_BURST_TICK_NS : VGC_TICK_NS;
-    int64_t at = atomic_load_explicit(&b->tick_at, memory_order_relaxed);
-    if (at != 0 && now - at < period)
+    if (!vgc_tick_due(b, p, now))
         return false;
+    int64_t at = atomic_load_explicit(&b->tick_at, memory_order_relaxed);
     if (!atomic_compare_exchange_strong(&b->tick_at, &at, now))
         return false;
     int64_t busy = atomic_load(&b->busy_ns);
     int64_t waited = atomic_load(&b->waited_ns);
     int64_t busy0 = atomic_exchange(&b->tick_busy, busy);
     int64_t waited0 = atomic_exchange(&b->tick_waited, waited);
-    if (at == 0 || now - at > VGC_WINDOW_NS)
-        return true; /* first tick, or the container slept: start a new window */
+    /* First tick, the container slept, or a tick time that cannot be right (from the
+     * future, or not a time at all): start a new window. */
+    if (at <= 0 || at >= now || now - at > VGC_WINDOW_NS)
+        return true;
     int64_t dt = now - at;
-    int64_t inst = clamp64((busy - busy0) * (VGC_PPM / 1000) / (dt / 1000 + 1), 0, VGC_PPM);
-    int64_t ach = atomic_load(&b->achieved_ppm);
+    int64_t inst =
+        clamp64(min64(grown(busy0, busy), 10 * VGC_WINDOW_NS) * (VGC_PPM / 1000) / (dt / 1000 + 1),
+                0, VGC_PPM);
+    int64_t ach = clamp64(atomic_load(&b->achieved_ppm), 0, VGC_PPM);
     ach += (inst - ach) * dt / VGC_WINDOW_NS;
     atomic_store(&b->achieved_ppm, ach);
 
     int64_t rate;
     if (p->mode == VGPU_COMPUTE_BURST) {
-        rate = clamp64(VGC_PPM - others_ppm - VGC_BURST_MARGIN, p->share_ppm, p->burst_ppm);
+        rate = clamp64(VGC_PPM - clamp64(others_ppm, 0, VGC_PPM) - VGC_BURST_MARGIN, p->share_ppm,
+                       p->burst_ppm);
     } else {
         int64_t lo = p->share_ppm * VGC_TRIM_MIN_PPM / VGC_PPM - p->share_ppm;
         int64_t hi = p->share_ppm * VGC_TRIM_MAX_PPM / VGC_PPM - p->share_ppm;
-        int64_t integral = atomic_load(&b->integral_ppm);
+        int64_t integral = clamp64(atomic_load(&b->integral_ppm), lo, hi);
         int64_t corr = integral;
         int64_t turn_at = __atomic_load_n(&p->turn_wait_at, __ATOMIC_RELAXED);
         if (turn_at != 0 && now - turn_at < VGC_WINDOW_NS) {
@@ -130,7 +233,7 @@ bool vgc_tick(struct region_compute *b, const struct vgc_params *p, int64_t now,
              * follow the noise of a few long launches per window. */
             corr = integral = 0;
             atomic_store(&b->integral_ppm, 0);
-        } else if (waited - waited0 > 0) {
+        } else if (grown(waited0, waited) > 0) {
             /* The container wanted more than its share in this window: the error is
              * bias to trim. Otherwise it was demand-limited and the loop holds still. */
             int64_t err = p->share_ppm - inst;

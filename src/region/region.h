@@ -83,7 +83,9 @@ struct region_proc_info {
 
 /* The container's compute budget on one device (docs/compute.md, docs/protocol.md): 13
  * 64-bit atomics inside the device record, zero in a new region, shared by every process
- * of the container. Times are CLOCK_MONOTONIC nanoseconds (one clock for the whole host). */
+ * of the container. Times are CLOCK_MONOTONIC nanoseconds (one clock for the whole host).
+ * Like the rest of the file it decides nothing: libvgpu bounds every field by the process's
+ * own limits as it reads it, and each process's own bucket (compute.h) is the authority. */
 struct region_compute {
     _Atomic int64_t credit_ns;    /* GPU time the container may still start; < 0: debt */
     _Atomic int64_t refill_at;    /* time the credit was refilled up to; 0: never */

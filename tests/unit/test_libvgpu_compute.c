@@ -337,6 +337,81 @@ static void test_turn(void **state)
     assert_int_equal(atomic_load(&rc.credit_ns), vgc_cap_ns(100000));
 }
 
+/* Every field of the container's budget forged (docs/security.md, "Compute budget and the
+ * region's fields"): every read stays within the limits, nothing overflows, and the
+ * process's own bucket holds a greedy tenant to its share whatever the region says. */
+static void test_forged_budget(void **state)
+{
+    (void)state;
+    const int64_t t = 1000 * S;
+    struct vgc_params p = hard(30);
+    struct region_compute b = {0};
+    atomic_store(&b.rate_ppm, INT64_MAX);
+    assert_int_equal(vgc_rate(&b, &p), 390000); /* the trim's top: 1.3 x the share */
+    atomic_store(&b.rate_ppm, 1);
+    assert_int_equal(vgc_rate(&b, &p), 210000); /* ... and its bottom */
+    atomic_store(&b.rate_ppm, -1);
+    assert_int_equal(vgc_rate(&b, &p), 300000);
+    struct vgc_params burst = {
+        .share_ppm = 300000, .burst_ppm = 600000, .mode = VGPU_COMPUTE_BURST};
+    atomic_store(&b.rate_ppm, INT64_MAX);
+    assert_int_equal(vgc_rate(&b, &burst), 600000);
+
+    atomic_store(&b.credit_ns, INT64_MAX);
+    assert_int_equal(vgc_credit(&b, &p), vgc_cap_ns(300000));
+    assert_int_equal(vgc_wait_ns(&b, &p), 0);
+    vgc_settle(&b, 2 * MS, 1 * MS); /* saturates: no wrap to a debt */
+    assert_int_equal(atomic_load(&b.credit_ns), INT64_MAX);
+    atomic_store(&b.credit_ns, INT64_MIN);
+    vgc_charge(&b, 1 * MS); /* saturates: no wrap to a credit */
+    assert_int_equal(atomic_load(&b.credit_ns), INT64_MIN);
+    assert_int_equal(vgc_credit(&b, &p), -VGC_DEBT_MAX_NS);
+    assert_true(vgc_wait_ns(&b, &p) > 0 && vgc_wait_ns(&b, &p) < INT64_MAX / 4);
+
+    /* A refill time from the future adds nothing and starts again from now; one long
+     * past (or negative) adds at most the ceiling. */
+    atomic_store(&b.credit_ns, 0);
+    atomic_store(&b.refill_at, INT64_MAX);
+    vgc_refill(&b, &p, t);
+    assert_int_equal(atomic_load(&b.credit_ns), 0);
+    assert_int_equal(atomic_load(&b.refill_at), t);
+    atomic_store(&b.refill_at, -1);
+    vgc_refill(&b, &p, t);
+    assert_int_equal(atomic_load(&b.credit_ns), vgc_cap_ns(300000));
+
+    /* A tick time from the future, or counters that cannot be right: the tick runs and
+     * starts a new window; the rate it sets stays within the trim's range. */
+    atomic_store(&b.tick_at, INT64_MAX);
+    assert_true(vgc_tick_due(&b, &p, t));
+    assert_true(vgc_tick(&b, &p, t, 0));
+    atomic_store(&b.busy_ns, INT64_MIN);
+    atomic_store(&b.waited_ns, INT64_MAX);
+    atomic_store(&b.tick_waited, INT64_MIN);
+    atomic_store(&b.integral_ppm, INT64_MAX);
+    atomic_store(&b.achieved_ppm, INT64_MIN);
+    assert_true(vgc_tick(&b, &p, t + 100 * MS, 0));
+    assert_true(vgc_rate(&b, &p) >= 210000 && vgc_rate(&b, &p) <= 390000);
+    assert_true(atomic_load(&b.achieved_ppm) >= 0);
+
+    /* A greedy tenant whose container budget is forged to a big one before every launch:
+     * its own bucket admits 30 % of 10 s, the ceiling and one launch at most, and at
+     * least 30 % of the time less one ceiling (it is not refused either). */
+    struct region_compute own = {0};
+    int64_t admitted = 0;
+    for (int64_t now = t; now < t + 10 * S; now += 100000) {
+        atomic_store(&b.credit_ns, 10 * S);
+        atomic_store(&b.refill_at, now - 1000);
+        atomic_store(&b.rate_ppm, VGC_PPM);
+        if (vgc_gate(&b, &own, &p, now) == 0) {
+            vgc_charge(&b, 1 * MS);
+            vgc_charge(&own, 1 * MS);
+            admitted += 1 * MS;
+        }
+    }
+    assert_true(admitted <= 3 * S + vgc_cap_ns(300000) + 1 * MS);
+    assert_true(admitted >= 3 * S - vgc_cap_ns(300000));
+}
+
 static void test_board_file(void **state)
 {
     (void)state;
@@ -585,6 +660,7 @@ int main(void)
         cmocka_unit_test(test_board),
         cmocka_unit_test(test_turn),
         cmocka_unit_test(test_turn_confirm_and_allowance),
+        cmocka_unit_test(test_forged_budget),
         cmocka_unit_test(test_board_file),
         cmocka_unit_test(test_board_plugin),
         cmocka_unit_test(test_virtual_tenant),
