@@ -29,9 +29,14 @@ for c in split four alone burst handback graph paths procs long bursty; do
     while IFS='|' read -r label want got; do
         err=- ok=-
         case $label in
-        *"alone (burst"* | "burst tenant alone before")
+        *"alone (burst"*)
             want="≥ 90"
             ok=$(awk -v a="$got" 'BEGIN { print (a >= 90) ? "yes" : "no" }') ;;
+        "burst tenant alone before")
+            # Under the hand-back case's 50 ms step sampler (the test's bound; the
+            # unsampled burst case above checks 90).
+            want="≥ 75"
+            ok=$(awk -v a="$got" 'BEGIN { print (a >= 75) ? "yes" : "no" }') ;;
         "bursty 30 % tenant"*)
             # Never above its share (+2); on about half the time, it gets about half of it
             # (15 %, less a 5-point margin): a limiter that starves it fails as well.

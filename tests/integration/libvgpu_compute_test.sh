@@ -4,7 +4,8 @@
 # under LD_PRELOAD; fakegpu's timeline is the truth (libvgpu_compute_truth). Bounds (CTest
 # runs these serially, label compute) are the documented figures (docs/compute.md): every
 # share within TOL = 2 points; burst mode alone at least 90 % of the GPU; the hand-back,
-# after the borrower was seen bursting to 90 %, within 150 ms, measured as the end of the
+# after the borrower was seen bursting (at least 75 % under the step sampler, against
+# its 50 % share), within 150 ms, measured as the end of the
 # first 50 ms window in which the borrower is back at its share (so the window is the
 # margin: a hand-back of 101-150 ms reads 150). VGPU_COMPUTE_LIB runs another build of
 # libvgpu (to watch a test fail on a broken one); the benchmark
@@ -111,9 +112,12 @@ handback) # a burst tenant alone for 1.5 s, then the owner of the other half com
     echo "burst tenant alone before: achieved $alone %"
     echo "hand-back: ${back:-never} ms after the owner started (50 ms windows)"
     # A burst mode that never borrows would hand back at once: the borrower must have
-    # been bursting first.
-    atleast "$alone" "$BURST_MIN" ||
-        { cat "$T/steps" >&2; fail "the burst tenant alone reached $alone %, want >= $BURST_MIN"; }
+    # been bursting first, well above its 50 % share. The 50 ms step sampler that times
+    # the hand-back takes fakegpu's lock 20 times a second and costs the lone borrower
+    # some of the device (80-95 % measured here where the burst case, unsampled, gets
+    # 97 %), so the bound here is HANDBACK_BURST_MIN = 75 %; the burst case checks 90 %.
+    atleast "$alone" "${VGPU_HANDBACK_BURST_MIN:-75}" ||
+        { cat "$T/steps" >&2; fail "the burst tenant alone reached $alone %, want >= ${VGPU_HANDBACK_BURST_MIN:-75} (it did not borrow)"; }
     [ -n "$back" ] && [ "$back" -le "${VGPU_HANDBACK_MS:-150}" ] ||
         { cat "$T/steps" >&2; fail "hand-back took ${back:-forever} ms, want <= ${VGPU_HANDBACK_MS:-150}"; }
     check "burst tenant with its neighbour back" "$(mean_of 0 "$out")" 50
