@@ -13,6 +13,24 @@
  * command of at most 64 bytes: 2 KiB holds it whole; only the first 22 fields are read. */
 #define PROC_STAT_MAX 2048
 
+/* The number at p, which must end at a space: a number the text stops in may have been
+ * cut by a short read. The position after the space, or NULL. */
+static const char *number(const char *p, const char *end, uint64_t *out)
+{
+    uint64_t v = 0;
+    const char *digits = p;
+    for (; p < end && *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return NULL;
+        v = v * 10 + d;
+    }
+    if (p == digits || p == end || *p != ' ')
+        return NULL;
+    *out = v;
+    return p + 1;
+}
+
 int vg_proc_stat_parse(const char *text, size_t len, struct vg_proc_stat *out, struct vg_err *err)
 {
     const char *close = NULL;
@@ -28,28 +46,26 @@ int vg_proc_stat_parse(const char *text, size_t len, struct vg_proc_stat *out, s
     /* Field 3, the state: one character between single spaces. */
     if (end - p < 3 || p[0] != ' ' || p[1] == ' ' || p[2] != ' ')
         return vg_err_set(err, -EINVAL, "stat line: no state after the command");
-    char state = p[1];
+    struct vg_proc_stat st = {.state = p[1]};
     p += 3;
-    /* Fields 4 to 21 are skipped: each ends at a space. */
-    for (int field = 4; field < 22; field++) {
-        const char *space = memchr(p, ' ', (size_t)(end - p));
-        if (space == NULL || space == p)
-            return vg_err_set(err, -EINVAL, "stat line: field %d is missing", field);
-        p = space + 1;
+    for (int field = 4; field <= 22; field++) {
+        uint64_t *want = field == 14   ? &st.utime
+                         : field == 15 ? &st.stime
+                         : field == 22 ? &st.start_time
+                                       : NULL;
+        const char *next;
+        if (want != NULL) {
+            next = number(p, end, want);
+        } else { /* skipped: it ends at a space */
+            const char *space = memchr(p, ' ', (size_t)(end - p));
+            next = space != NULL && space != p ? space + 1 : NULL;
+        }
+        if (next == NULL)
+            return vg_err_set(err, -EINVAL, "stat line: field %d missing, cut or not a number",
+                              field);
+        p = next;
     }
-    uint64_t v = 0;
-    const char *digits = p;
-    for (; p < end && *p >= '0' && *p <= '9'; p++) {
-        unsigned d = (unsigned)(*p - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return vg_err_set(err, -EINVAL, "stat line: start time out of range");
-        v = v * 10 + d;
-    }
-    /* A start time not followed by the next field may have been cut by a short read. */
-    if (p == digits || p == end || *p != ' ')
-        return vg_err_set(err, -EINVAL, "stat line: start time (field 22) missing or cut");
-    out->state = state;
-    out->start_time = v;
+    *out = st;
     return 0;
 }
 

@@ -17,12 +17,15 @@
 
 struct vg_proc_stat {
     char state;          /* field 3: R, S, D, Z (zombie), X (dead), ... */
+    uint64_t utime;      /* field 14: clock ticks run in user mode */
+    uint64_t stime;      /* field 15: clock ticks run in kernel mode */
     uint64_t start_time; /* field 22: clock ticks after boot */
 };
 
 /* Parses LEN bytes of a /proc/<pid>/stat line (no NUL needed). -EINVAL ("stat line:
- * ...") when the command has no closing ')', a field is missing or not a number, or the
- * line stops inside or right after the start time (a truncated read). */
+ * ...", naming the field) when the command has no closing ')', a field is missing, one
+ * read is not a number, or the line stops inside or right after the start time (a
+ * truncated read). */
 int vg_proc_stat_parse(const char *text, size_t len, struct vg_proc_stat *out, struct vg_err *err);
 
 /* Reads and parses <proc_root>/<pid>/stat (proc_root NULL: "/proc"). -ENOENT or -ESRCH
