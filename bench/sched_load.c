@@ -32,6 +32,7 @@
 #include "annot/annot.h"
 #include "base/mem.h"
 #include "base/parse.h"
+#include "base/proc.h"
 #include "base/str.h"
 
 struct conn {
@@ -411,45 +412,15 @@ static int check_api(unsigned api_port, size_t *bound_out)
     return bad ? -1 : 0;
 }
 
-/* utime + stime of process pid, in seconds (/proc/PID/stat fields 14 and 15, counted
- * after the ')' that ends the command name); -1 when unreadable. */
+/* utime + stime of process pid, in seconds (/proc/PID/stat fields 14 and 15); -1 when
+ * unreadable. */
 static double proc_cpu_s(uint64_t pid)
 {
-    char path[64], buf[1024];
-    (void)vg_snprintf(path, sizeof path, "/proc/%llu/stat", (unsigned long long)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
+    struct vg_proc_stat st;
+    if (pid > INT32_MAX || vg_proc_stat_read(NULL, (pid_t)pid, &st, NULL) < 0)
         return -1;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    if (p == NULL)
-        return -1;
-    uint64_t ticks[2];
-    int field = 2; /* the ')' closes field 2 */
-    for (int got = 0; got < 2;) {
-        while (*p != '\0' && *p != ' ')
-            p++;
-        while (*p == ' ')
-            p++;
-        if (*p == '\0')
-            return -1;
-        field++;
-        if (field == 14 || field == 15) {
-            char num[32];
-            size_t k = strcspn(p, " ");
-            if (k == 0 || k >= sizeof num)
-                return -1;
-            memcpy(num, p, k);
-            num[k] = '\0';
-            struct vg_err err = {0};
-            if (vg_parse_u64(num, 0, UINT64_MAX, &ticks[got++], &err) < 0)
-                return -1;
-        }
-    }
     long hz = sysconf(_SC_CLK_TCK);
-    return hz > 0 ? (double)(ticks[0] + ticks[1]) / (double)hz : -1;
+    return hz > 0 ? (double)(st.utime + st.stime) / (double)hz : -1;
 }
 
 int main(int argc, char **argv)

@@ -138,11 +138,8 @@ int vg_array_grow(void *array, size_t *cap, size_t need, size_t elem, size_t max
     return 0;
 }
 
-int vg_read_file(const char *path, size_t max, char **out, size_t *len, struct vg_err *err)
+int vg_read_fd(int fd, const char *path, size_t max, char **out, size_t *len, struct vg_err *err)
 {
-    VG_AUTO_CLOSE int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return vg_err_errno(err, errno, "%s: cannot open", path);
     struct stat st;
     if (fstat(fd, &st) < 0)
         return vg_err_errno(err, errno, "%s: cannot stat", path);
@@ -174,4 +171,12 @@ int vg_read_file(const char *path, size_t max, char **out, size_t *len, struct v
         rc = vg_buf_steal(&b, out, len, err);
     vg_buf_free(&b);
     return rc;
+}
+
+int vg_read_file(const char *path, size_t max, char **out, size_t *len, struct vg_err *err)
+{
+    VG_AUTO_CLOSE int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return vg_err_errno(err, errno, "%s: cannot open", path);
+    return vg_read_fd(fd, path, max, out, len, err);
 }

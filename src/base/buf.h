@@ -66,4 +66,8 @@ int vg_array_grow(void *array, size_t *cap, size_t need, size_t elem, size_t max
  * than <max> bytes" (-EFBIG; a file that grows while it is read is caught too). */
 int vg_read_file(const char *path, size_t max, char **out, size_t *len, struct vg_err *err);
 
+/* The same from a descriptor the caller opened (with O_NOFOLLOW, say) and still owns;
+ * path names it in the errors. */
+int vg_read_fd(int fd, const char *path, size_t max, char **out, size_t *len, struct vg_err *err);
+
 #endif

@@ -1,10 +1,13 @@
 #include "base/mem.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "base/buf.h"
 
 static void *check(void *p, size_t size)
 {
@@ -34,6 +37,15 @@ char *xstrdup(const char *s)
 {
     size_t n = strlen(s) + 1;
     return memcpy(xmalloc(n), s, n);
+}
+
+void xarray_grow(void *array, size_t *cap, size_t need, size_t elem)
+{
+    struct vg_err err;
+    if (vg_array_grow(array, cap, need, elem, SIZE_MAX, "array", &err) < 0) {
+        fprintf(stderr, "fatal: %s\n", err.msg);
+        abort();
+    }
 }
 
 _Atomic unsigned long vg_mem_fail_countdown_;

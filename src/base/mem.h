@@ -21,6 +21,10 @@ void *xmalloc(size_t size);
 void *xcalloc(size_t count, size_t size);
 void *xrealloc(void *ptr, size_t size);
 char *xstrdup(const char *s);
+/* vg_array_grow (base/buf.h) for daemon code that cannot fail: *array holds at least need
+ * items of elem bytes afterwards (doubling, at least 16); out of memory, or a size past
+ * SIZE_MAX, aborts as xmalloc does. */
+void xarray_grow(void *array, size_t *cap, size_t need, size_t elem);
 
 /* Fallible allocation, for code that reports -ENOMEM instead of aborting (libvgpu's
  * allocation table, the region, placement). Every allocation there goes through these,

@@ -30,16 +30,12 @@ static char *cell(const struct cli_table *t, size_t row, size_t col)
 
 void cli_table_reserve(struct cli_table *t, size_t rows)
 {
-    if (t->rows + rows > t->cap) {
-        t->cap = t->rows + rows;
-        t->cells = xrealloc(t->cells, t->cap * t->cols * CLI_CELL_MAX);
-    }
+    xarray_grow(&t->cells, &t->cap, t->rows + rows, t->cols * CLI_CELL_MAX);
 }
 
 void cli_table_add(struct cli_table *t, const char *const *cells)
 {
-    if (t->rows == t->cap)
-        cli_table_reserve(t, t->cap ? t->cap : 16);
+    cli_table_reserve(t, 1);
     for (size_t c = 0; c < t->cols; c++) {
         char *dst = cell(t, t->rows, c);
         cli_sanitize(dst, CLI_CELL_MAX, cells[c]);

@@ -9,6 +9,7 @@
 #include "connguard/connguard.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <event2/event.h>
 #include <event2/listener.h>
 #include <netinet/in.h>
@@ -19,6 +20,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "base/buf.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
@@ -56,7 +58,8 @@ struct connguard {
     void (*closed)(void *arg, enum connguard_why why);
     void *closed_arg;
     struct entry *entries;
-    unsigned count, size;
+    unsigned count;
+    size_t size; /* entries allocated */
     struct event *sweep;
     struct event *resume_ev;
     void (*resume)(void *arg);
@@ -257,6 +260,13 @@ int connguard_admit(struct connguard *g, int fd)
     struct entry *old = find(g, fd);
     if (old != NULL) /* a descriptor closed behind our back, now reused */
         entry_remove(g, (unsigned)(old - g->entries));
+    /* Room first, so that a refusal for want of memory evicts nobody; the caps below
+     * bound the table, UINT_MAX is what its counter holds. */
+    if (vg_array_grow(&g->entries, &g->size, (size_t)g->count + 1, sizeof *g->entries, UINT_MAX,
+                      "connection table", NULL) < 0) {
+        note(g, CONNGUARD_REFUSED);
+        return -EBUSY;
+    }
     unsigned mine = 0;
     for (unsigned i = 0; i < g->count; i++)
         mine += same_peer(&g->entries[i].peer, &p);
@@ -282,10 +292,6 @@ int connguard_admit(struct connguard *g, int fd)
         }
         note(g, CONNGUARD_EVICTED);
         close_entry(g, (unsigned)v, "listener full");
-    }
-    if (g->count == g->size) { /* the cap was raised, or the table is new */
-        g->size = g->size > 0 ? g->size * 2 : 16;
-        g->entries = xrealloc(g->entries, (size_t)g->size * sizeof *g->entries);
     }
     uint64_t now = now_ms();
     g->entries[g->count++] = (struct entry){.fd = fd,

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/auto.h"
+#include "base/buf.h"
 #include "base/fs.h"
 #include "base/auto_json.h"
 #include "base/mem.h"
@@ -97,11 +98,9 @@ void dra_checkpoint_put(struct dra_checkpoint *cp, const struct dra_prepared *p)
         cp->texts[i] = NULL;
         return;
     }
-    if (cp->count == cp->cap) {
-        cp->cap = cp->cap ? cp->cap * 2 : 16;
-        cp->claims = xrealloc(cp->claims, cp->cap * sizeof(*cp->claims));
-        cp->texts = xrealloc(cp->texts, cp->cap * sizeof(*cp->texts));
-    }
+    size_t claims_cap = cp->cap; /* both arrays grow alike from the same cap */
+    xarray_grow(&cp->claims, &claims_cap, cp->count + 1, sizeof(*cp->claims));
+    xarray_grow(&cp->texts, &cp->cap, cp->count + 1, sizeof(*cp->texts));
     cp->texts[cp->count] = NULL;
     cp->claims[cp->count++] = record(p);
 }
@@ -327,26 +326,11 @@ int dra_checkpoint_load(const char *path, struct dra_checkpoint *out, struct vg_
             return 0;
         return vg_err_errno(err, errno, "opening %s", path);
     }
-    size_t cap = 4096, len = 0;
-    VG_AUTO_FREE char *buf = xmalloc(cap);
-    for (;;) {
-        if (len == cap) {
-            if (cap > DRA_CHECKPOINT_MAX_BYTES)
-                return vg_err_set(err, -EMSGSIZE, "%s: larger than %u bytes", path,
-                                  DRA_CHECKPOINT_MAX_BYTES);
-            cap *= 2;
-            buf = xrealloc(buf, cap);
-        }
-        ssize_t n = read(fd, buf + len, cap - len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return vg_err_errno(err, errno, "reading %s", path);
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
+    VG_AUTO_FREE char *buf = NULL;
+    size_t len = 0;
+    int rc = vg_read_fd(fd, path, DRA_CHECKPOINT_MAX_BYTES, &buf, &len, err);
+    if (rc < 0)
+        return rc;
     if (dra_checkpoint_decode(buf, len, out, err) < 0)
         return vg_err_wrap(err, "%s", path);
     return 0;

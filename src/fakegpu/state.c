@@ -27,6 +27,7 @@
 
 #include "base/err.h"
 #include "base/parse.h"
+#include "base/proc.h"
 #include "base/str.h"
 #include "fakegpu/state.h"
 #include "fakegpu/timeline.h"
@@ -113,52 +114,15 @@ static int env_u64(const char *name, uint64_t def, uint64_t min, uint64_t max, u
 
 /* ---- process identity ------------------------------------------------------------- */
 
-/* Start time (field 22 of /proc/<pid>/stat) and whether the process is a zombie; -1 if
- * the process does not exist or the file cannot be read. */
-static int proc_start_time(pid_t pid, uint64_t *start, bool *zombie)
-{
-    char path[64], buf[1024];
-    if (vg_snprintf(path, sizeof path, "/proc/%d/stat", (int)pid) < 0)
-        return -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    /* The command name (field 2) may hold spaces and ')': fields resume after the last
-     * ')'. Field 3 is the state, field 22 the start time. */
-    char *p = strrchr(buf, ')');
-    if (p == NULL || p[1] != ' ')
-        return -1;
-    p += 2;
-    *zombie = *p == 'Z' || *p == 'X';
-    for (int field = 3; field < 22; field++) {
-        p = strchr(p, ' ');
-        if (p == NULL)
-            return -1;
-        p++;
-    }
-    char *end = strchr(p, ' ');
-    if (end != NULL)
-        *end = '\0';
-    struct vg_err err;
-    if (vg_parse_u64(p, 0, UINT64_MAX, start, &err) != 0)
-        return -1;
-    return 0;
-}
-
 static bool slot_alive(const struct fg_slot *s)
 {
     if (kill(s->pid, 0) != 0 && errno == ESRCH)
         return false;
-    uint64_t start;
-    bool zombie = false;
-    if (proc_start_time(s->pid, &start, &zombie) != 0)
-        return errno != ENOENT && errno != ESRCH; /* unreadable but present: keep it */
-    return !zombie && start == s->start_time;
+    struct vg_proc_stat st;
+    int rc = vg_proc_stat_read(NULL, s->pid, &st, NULL);
+    if (rc != 0)
+        return rc != -ENOENT && rc != -ESRCH; /* unreadable but present: keep it */
+    return !vg_proc_state_exited(st.state) && st.start_time == s->start_time;
 }
 
 /* ---- slots and reaping (shared lock held) ---------------------------------------- */
@@ -263,8 +227,7 @@ static int claim_slot(struct fg_state *st)
     reap(sh, st->now());
     pid_t pid = getpid();
     uint64_t start;
-    bool zombie;
-    if (proc_start_time(pid, &start, &zombie) != 0)
+    if (vg_proc_start_time(NULL, pid, &start, NULL) != 0)
         return -EIO;
     for (int i = 0; i < FG_MAX_PROCS; i++) {
         struct fg_slot *s = &sh->slots[i];

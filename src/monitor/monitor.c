@@ -33,6 +33,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
+#include "base/proc.h"
 #include "base/str.h"
 #include "monitor/monitor.h"
 #include "monitor/region_read.h"
@@ -271,34 +272,19 @@ static int proc_identity(struct mon_monitor *m, pid_t pid, struct mon_cgroup_id 
     return mon_cgroup_parse(m->cgroup_text, (size_t)n, m->opt.cgroup_root, id, err);
 }
 
-/* Field 22 of /proc/<pid>/stat (after the command, which may hold anything but ends at
- * the last ')'). */
+/* Field 22 of /proc/<pid>/stat, the start time; 0 when it cannot be read. */
 static uint64_t proc_start(struct mon_monitor *m, pid_t pid)
 {
-    char buf[1024];
-    if (read_proc(m, pid, "stat", buf, sizeof buf) < 0)
-        return 0;
-    char *p = strrchr(buf, ')');
-    for (int field = 2; p && field < 22; field++)
-        p = strchr(p + 1, ' ');
-    if (!p)
-        return 0;
-    char *end = strchr(p + 1, ' ');
-    if (end)
-        *end = '\0';
     uint64_t v;
-    struct vg_err ignored;
-    return vg_parse_u64(p + 1, 0, UINT64_MAX, &v, &ignored) == 0 ? v : 0;
+    return vg_proc_start_time(m->opt.proc_root, pid, &v, NULL) == 0 ? v : 0;
 }
 
-/* Whether the process has exited (a zombie, or gone): state Z or X in /proc/<pid>/stat. */
+/* Whether the process has exited (a zombie, or gone). */
 static bool proc_exited(struct mon_monitor *m, pid_t pid)
 {
-    char buf[1024];
-    if (read_proc(m, pid, "stat", buf, sizeof buf) < 0)
-        return true;
-    const char *p = strrchr(buf, ')');
-    return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
+    struct vg_proc_stat st;
+    return vg_proc_stat_read(m->opt.proc_root, pid, &st, NULL) != 0 ||
+           vg_proc_state_exited(st.state);
 }
 
 static int cmp_items(const void *a, const void *b)

@@ -393,17 +393,11 @@ int sched_args_scan(const char *body, size_t len, struct sched_args_view *v, sch
 /* ---- writer --------------------------------------------------------------------------- */
 
 /* Not a vg_buf: this writes every filter response, name by name, and stays infallible
- * (xrealloc, as the daemon treats running out of memory). Its size follows from the
+ * (xarray_grow aborts, as the daemon treats running out of memory). Its size follows from the
  * request, which is at most SCHED_MAX_BODY_BYTES. */
 static void reserve(struct sched_jbuf *b, size_t more)
 {
-    if (b->cap - b->len > more)
-        return;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->len <= more)
-        cap *= 2;
-    b->p = xrealloc(b->p, cap);
-    b->cap = cap;
+    xarray_grow(&b->p, &b->cap, b->len + more + 1, 1); /* + 1: the NUL */
 }
 
 void sched_jbuf_raw(struct sched_jbuf *b, const char *s, size_t n)

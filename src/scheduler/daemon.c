@@ -1044,10 +1044,7 @@ static struct bufferevent *guarded_bev(struct event_base *base, void *arg)
         return NULL;
     if (gd == &gd->d->ext_guard)
         (void)bufferevent_set_max_single_read(bev, 256 * 1024);
-    if (gd->fresh_count == gd->fresh_size) {
-        gd->fresh_size = gd->fresh_size ? gd->fresh_size * 2 : 16;
-        gd->fresh = xrealloc(gd->fresh, gd->fresh_size * sizeof *gd->fresh);
-    }
+    xarray_grow(&gd->fresh, &gd->fresh_size, gd->fresh_count + 1, sizeof *gd->fresh);
     bufferevent_incref(bev);
     gd->fresh[gd->fresh_count++] = bev;
     event_active(gd->admit, 0, 0);

@@ -719,10 +719,7 @@ struct share_list {
 static void share_collect(void *arg, const struct share_ref *r)
 {
     struct share_list *l = arg;
-    if (l->n == l->cap) {
-        l->cap = l->cap > 0 ? l->cap * 2 : 256;
-        l->refs = xrealloc(l->refs, l->cap * sizeof *l->refs);
-    }
+    xarray_grow(&l->refs, &l->cap, l->n + 1, sizeof *l->refs);
     l->refs[l->n++] = *r;
 }
 

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/parse.h"
+#include "base/proc.h"
 #include "fakegpu/state.h"
 
 /* fakegpu gives a process's memory back when it notices the process is gone, which for
@@ -17,16 +18,8 @@
  * process's files close. Zombies are therefore not counted. */
 static bool exited(pid_t pid)
 {
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return true;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *paren = strrchr(buf, ')');
-    return paren == NULL || paren[1] != ' ' || paren[2] == 'Z' || paren[2] == 'X';
+    struct vg_proc_stat st;
+    return vg_proc_stat_read(NULL, pid, &st, NULL) < 0 || vg_proc_state_exited(st.state);
 }
 
 static uint64_t sum(struct fg_state *st, int dev, int npids, char **pids)

@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/times.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -24,6 +27,7 @@
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/prng.h"
+#include "base/proc.h"
 #include "base/str.h"
 
 static void test_err_set_and_wrap(void **state)
@@ -792,6 +796,164 @@ static void test_write_file_atomic(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A stat line as the kernel writes it, with COMM as the command and 52 fields. */
+static size_t stat_line(char *buf, size_t size, const char *comm, char state,
+                        unsigned long long start)
+{
+    int n = snprintf(buf, size,
+                     "4242 (%s) %c 1 4242 4242 0 -1 4194560 100 0 0 0 3 1 0 0 20 0 1 0 %llu "
+                     "12345678 300 18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 17 3 0 0 0 "
+                     "0 0 0 0 0 0 0 0 0 0\n",
+                     comm, state, start);
+    assert_true(n > 0 && (size_t)n < size);
+    return (size_t)n;
+}
+
+/* The start time is field 22 counted from the last ')', whatever the command holds; a
+ * line cut anywhere up to and including the start time is refused, never misread. */
+static void test_proc_stat_parse(void **state)
+{
+    (void)state;
+    static const char *const comms[] = {
+        "sleep", ") 1 2 3 (", "a b",
+        "((",    "))",        ") R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 99 ",
+        ""};
+    char line[1024];
+    struct vg_proc_stat st;
+    struct vg_err err = {0};
+    for (size_t i = 0; i < sizeof comms / sizeof comms[0]; i++) {
+        size_t len = stat_line(line, sizeof line, comms[i], 'S', 987654321ULL);
+        memset(&st, 0, sizeof st);
+        assert_int_equal(vg_proc_stat_parse(line, len, &st, &err), 0);
+        assert_int_equal(st.state, 'S');
+        assert_int_equal(st.utime, 3);
+        assert_int_equal(st.stime, 1);
+        assert_int_equal(st.start_time, 987654321ULL);
+    }
+    size_t len = stat_line(line, sizeof line, ") 1 2 3 (", 'Z', 77);
+    const char *after = strstr(line, " 77 ");
+    assert_non_null(after);
+    size_t whole = (size_t)(after - line) + 4; /* through the space after the start time */
+    for (size_t cut = 0; cut < whole; cut++)
+        assert_int_equal(vg_proc_stat_parse(line, cut, &st, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "field 22"));
+    assert_int_equal(vg_proc_stat_parse(line, whole, &st, &err), 0);
+    assert_int_equal(st.start_time, 77);
+    assert_true(vg_proc_state_exited(st.state));
+    assert_int_equal(vg_proc_stat_parse(line, len, &st, &err), 0);
+
+    assert_int_equal(vg_proc_stat_parse("4242 sleep S 1", 14, &st, &err), -EINVAL);
+    assert_string_equal(err.msg, "stat line: no ')' after the command");
+    len = stat_line(line, sizeof line, "x", 'S', 0);
+    char *start = strstr(line, " 0 12345678");
+    assert_non_null(start);
+    memcpy(start + 1, "x", 1); /* not a number */
+    assert_int_equal(vg_proc_stat_parse(line, len, &st, &err), -EINVAL);
+    char big[1024];
+    snprintf(big, sizeof big,
+             "1 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 18446744073709551616 1 1\n");
+    assert_int_equal(vg_proc_stat_parse(big, strlen(big), &st, &err), -EINVAL);
+    assert_string_equal(err.msg, "stat line: field 22 missing, cut or not a number");
+    snprintf(big, sizeof big, "1 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0  5 1\n");
+    assert_int_equal(vg_proc_stat_parse(big, strlen(big), &st, &err), -EINVAL);
+}
+
+/* A live process renames itself ") 1 2 3 (" (prctl, as any program may): its start time
+ * reads the same as under its first name; once it exits it reads as exited, once reaped
+ * as gone; a truncated file under another proc root is refused with its path. */
+static void test_proc_stat_read(void **state)
+{
+    (void)state;
+    int go[2], ready[2];
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(ready), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        char c;
+        close(go[1]);
+        close(ready[0]);
+        prctl(PR_SET_NAME, "plainname");
+        if (write(ready[1], "a", 1) != 1 || read(go[0], &c, 1) != 1)
+            _exit(1);
+        prctl(PR_SET_NAME, ") 1 2 3 (");
+        if (write(ready[1], "b", 1) != 1 || read(go[0], &c, 1) != 1)
+            _exit(1);
+        _exit(0);
+    }
+    close(go[0]);
+    close(ready[1]);
+    char c;
+    struct vg_err err = {0};
+    struct vg_proc_stat first, renamed;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    assert_int_equal(vg_proc_stat_read(NULL, child, &first, &err), 0);
+    assert_false(vg_proc_state_exited(first.state));
+    uint64_t self = 0;
+    assert_int_equal(vg_proc_start_time(NULL, getpid(), &self, &err), 0);
+    /* utime + stime are this process's CPU ticks, as times() counts them (a tick may
+     * pass between the two reads); burnt first so that another field cannot pass. */
+    struct tms t;
+    volatile uint64_t spin = 0;
+    while (times(&t) != (clock_t)-1 && t.tms_utime + t.tms_stime < 5)
+        spin++;
+    struct vg_proc_stat me;
+    assert_int_equal(vg_proc_stat_read(NULL, getpid(), &me, &err), 0);
+    uint64_t ticks = (uint64_t)(t.tms_utime + t.tms_stime);
+    assert_true(me.utime + me.stime >= ticks && me.utime + me.stime <= ticks + 2);
+    assert_true(first.start_time >= self && first.start_time > 0);
+    assert_int_equal(write(go[1], "x", 1), 1);
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    char path[64], comm[64] = {0};
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)child);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(comm, sizeof comm, f));
+    fclose(f);
+    assert_string_equal(comm, ") 1 2 3 (\n"); /* the hostile name is really in place */
+    assert_int_equal(vg_proc_stat_read(NULL, child, &renamed, &err), 0);
+    assert_int_equal(renamed.start_time, first.start_time);
+    assert_false(vg_proc_state_exited(renamed.state));
+
+    assert_int_equal(write(go[1], "x", 1), 1);
+    siginfo_t info;
+    assert_int_equal(waitid(P_PID, (id_t)child, &info, WEXITED | WNOWAIT), 0); /* a zombie */
+    assert_int_equal(vg_proc_stat_read(NULL, child, &renamed, &err), 0);
+    assert_true(vg_proc_state_exited(renamed.state));
+    assert_int_equal(renamed.start_time, first.start_time);
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    int rc = vg_proc_stat_read(NULL, child, &renamed, &err);
+    assert_true(rc == -ENOENT || rc == -ESRCH);
+    assert_int_equal(vg_proc_start_time(NULL, 0, &self, &err), -ESRCH);
+    close(go[1]);
+    close(ready[0]);
+
+    char root[] = "/tmp/vgpu-proc-XXXXXX";
+    assert_non_null(mkdtemp(root));
+    char dir[128], file[160];
+    snprintf(dir, sizeof dir, "%s/4242", root);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(file, sizeof file, "%s/stat", dir);
+    f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("4242 (a) b) S 1 4242 4242 0 -1 4194560 100 0 0 0 3 1 0 0 20 0 1 0 5551", f);
+    fclose(f);
+    assert_int_equal(vg_proc_start_time(root, 4242, &self, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, file));
+    f = fopen(file, "a");
+    assert_non_null(f);
+    fputs(" 12 34\n", f);
+    fclose(f);
+    assert_int_equal(vg_proc_start_time(root, 4242, &self, &err), 0);
+    assert_int_equal(self, 5551);
+    assert_int_equal(vg_proc_start_time(root, 4343, &self, &err), -ENOENT);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -818,6 +980,8 @@ int main(void)
         cmocka_unit_test(test_checked_strings),
         cmocka_unit_test(test_mkdir_parents),
         cmocka_unit_test(test_write_file_atomic),
+        cmocka_unit_test(test_proc_stat_parse),
+        cmocka_unit_test(test_proc_stat_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

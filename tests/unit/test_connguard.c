@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
+#include "base/mem.h"
 #include "connguard/connguard.h"
 
 static void run_for(struct event_base *base, long ms)
@@ -136,6 +137,45 @@ static void test_shares_and_eviction(void **state)
     event_base_free(base);
 }
 
+/* The table full and no memory to grow it: the newcomer is refused (counted), nobody is
+ * evicted and the daemon does not abort; with memory back, the same peer is admitted. */
+static void test_no_memory_refuses(void **state)
+{
+    (void)state;
+    struct event_base *base = event_base_new();
+    struct vg_err err = {0};
+    struct connguard_options o = {.name = "test", .max_conns = 64, .max_per_peer = 64};
+    struct connguard *g = connguard_new(base, &o, &err);
+    assert_non_null(g);
+    uint16_t port;
+    int lfd = listener(&port);
+    enum { N = 17 }; /* one past the first allocation of 16 entries */
+    int c[N + 1], s[N + 1];
+    for (int i = 0; i < N - 1; i++) {
+        pair(lfd, port, "127.0.0.2", &c[i], &s[i]);
+        assert_int_equal(connguard_admit(g, s[i]), 0);
+    }
+    pair(lfd, port, "127.0.0.2", &c[N - 1], &s[N - 1]);
+    vg_mem_fail_nth(1);
+    assert_int_equal(connguard_admit(g, s[N - 1]), -EBUSY);
+    assert_true(vg_mem_fail_fired());
+    struct connguard_stats st;
+    connguard_stats(g, &st);
+    assert_int_equal(st.refused, 1);
+    assert_int_equal(st.evicted, 0);
+    for (int i = 0; i < N - 1; i++)
+        assert_false(ended(c[i]));
+    pair(lfd, port, "127.0.0.2", &c[N], &s[N]);
+    assert_int_equal(connguard_admit(g, s[N]), 0);
+    for (int i = 0; i <= N; i++) {
+        close(c[i]);
+        close(s[i]);
+    }
+    close(lfd);
+    connguard_free(g);
+    event_base_free(base);
+}
+
 static void test_deadlines(void **state)
 {
     (void)state;
@@ -240,6 +280,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_caps_follow_the_file_limit),
         cmocka_unit_test(test_shares_and_eviction),
+        cmocka_unit_test(test_no_memory_refuses),
         cmocka_unit_test(test_deadlines),
         cmocka_unit_test(test_accept_backs_off),
     };

@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "base/proc.h"
 #include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
 #include "dp_test.h"
@@ -276,12 +277,9 @@ static pid_t daemon_pid(const char *root, const char *uuid)
 /* Gone: no such process, or a zombie nobody reaped yet. */
 static bool process_gone(pid_t pid)
 {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     for (int i = 0; i < 500; i++) {
-        char *text = slurp(path);
-        const char *paren = text ? strrchr(text, ')') : NULL;
-        if (!text || (paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X')))
+        struct vg_proc_stat st;
+        if (vg_proc_stat_read(NULL, pid, &st, NULL) < 0 || vg_proc_state_exited(st.state))
             return true;
         usleep(10000);
     }

@@ -193,6 +193,58 @@ static void test_checkpoint_roundtrip(void **state)
     assert_null(back.claims);
 }
 
+/* A checkpoint on disk: 40 claims (past the first growth of its arrays) come back in
+ * order; no file is an empty checkpoint; a symbolic link and a file past the ceiling are
+ * refused with the path named. */
+static void test_checkpoint_file(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/vgpu-dra-cp-XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    char path[128], link[128];
+    snprintf(path, sizeof path, "%s/checkpoint.json", tmp);
+    snprintf(link, sizeof link, "%s/link.json", tmp);
+    struct dra_checkpoint cp = {0}, back;
+    struct vg_err err = {0};
+    assert_int_equal(dra_checkpoint_load(path, &back, &err), 0);
+    assert_int_equal(back.count, 0);
+    vg_strlcpy(cp.boot_id, "boot", sizeof cp.boot_id);
+    enum { N = 40 };
+    for (int i = 0; i < N; i++) {
+        struct dra_prepared p;
+        memset(&p, 0, sizeof p);
+        snprintf(p.uid, sizeof p.uid, "11111111-1111-4111-8111-%012d", i);
+        vg_strlcpy(p.ns, "default", sizeof p.ns);
+        snprintf(p.name, sizeof p.name, "c%d", i);
+        dra_checkpoint_put(&cp, &p);
+    }
+    assert_int_equal(cp.count, N);
+    assert_true(cp.cap >= N);
+    assert_int_equal(dra_checkpoint_save(path, &cp, &err), 0);
+    assert_int_equal(dra_checkpoint_load(path, &back, &err), 0);
+    assert_int_equal(back.count, N);
+    for (int i = 0; i < N; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "c%d", i);
+        assert_string_equal(back.claims[i]->name, name);
+        assert_non_null(dra_checkpoint_find(&back, cp.claims[i]->uid));
+    }
+    dra_checkpoint_release(&back);
+    dra_checkpoint_release(&cp);
+
+    assert_int_equal(symlink(path, link), 0);
+    assert_true(dra_checkpoint_load(link, &back, &err) < 0); /* O_NOFOLLOW kept */
+    assert_non_null(strstr(err.msg, link));
+    assert_int_equal(truncate(path, (off_t)DRA_CHECKPOINT_MAX_BYTES + 1), 0);
+    assert_int_equal(dra_checkpoint_load(path, &back, &err), -EFBIG);
+    assert_non_null(strstr(err.msg, path));
+    assert_non_null(strstr(err.msg, "larger than"));
+    assert_null(back.claims);
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    assert_int_equal(system(cmd), 0);
+}
+
 static int count_entries(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -406,9 +458,13 @@ static void test_prepare_names_and_mig(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bytes_mib),         cmocka_unit_test(test_claim_decode),
-        cmocka_unit_test(test_claim_config),      cmocka_unit_test(test_checkpoint_roundtrip),
-        cmocka_unit_test(test_prepare_unprepare), cmocka_unit_test(test_prepare_names_and_mig),
+        cmocka_unit_test(test_bytes_mib),
+        cmocka_unit_test(test_claim_decode),
+        cmocka_unit_test(test_claim_config),
+        cmocka_unit_test(test_checkpoint_roundtrip),
+        cmocka_unit_test(test_checkpoint_file),
+        cmocka_unit_test(test_prepare_unprepare),
+        cmocka_unit_test(test_prepare_names_and_mig),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
