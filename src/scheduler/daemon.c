@@ -38,6 +38,7 @@
 #include "kube/kube.h"
 #include "scheduler/auth.h"
 #include "scheduler/dra_templates.h"
+#include "scheduler/metrics.h"
 #include "scheduler/pod.h"
 #include "scheduler/records.h"
 #include "scheduler/view.h"
@@ -171,161 +172,44 @@ static void metrics_sent_own(const void *data, size_t len, void *arg)
     free(arg);
 }
 
-/* What the connection guards of the extender's and the webhook's servers hold and close. */
-static void render_connection_metrics(const struct sched_daemon *d, struct evbuffer *b)
-{
-    const struct guarded *servers[] = {&d->ext_guard, &d->hook_guard};
-    struct connguard_stats st[2] = {{0}, {0}};
-    for (int i = 0; i < 2; i++)
-        if (servers[i]->guard != NULL)
-            connguard_stats(servers[i]->guard, &st[i]);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_connections Connections held, by server.\n"
-                           "# TYPE vgpu_scheduler_connections gauge\n");
-    for (int i = 0; i < 2; i++)
-        if (servers[i]->guard != NULL)
-            evbuffer_add_printf(b, "vgpu_scheduler_connections{server=\"%s\"} %u\n",
-                                servers[i]->name, st[i].connections);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_connections_closed_total Connections closed "
-                           "or refused by the server's guard, by reason.\n# TYPE "
-                           "vgpu_scheduler_connections_closed_total counter\n");
-    for (int i = 0; i < 2; i++) {
-        if (servers[i]->guard == NULL)
-            continue;
-        const struct {
-            const char *reason;
-            uint64_t n;
-        } rows[] = {
-            {"timeout", st[i].timed_out}, {"evicted", st[i].evicted}, {"refused", st[i].refused}};
-        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
-            evbuffer_add_printf(b,
-                                "vgpu_scheduler_connections_closed_total{server=\"%s\","
-                                "reason=\"%s\"} %llu\n",
-                                servers[i]->name, rows[r].reason, (unsigned long long)rows[r].n);
-    }
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_accept_paused_total Times accepting paused "
-                           "for want of file descriptors or memory.\n# TYPE "
-                           "vgpu_scheduler_accept_paused_total counter\n");
-    for (int i = 0; i < 2; i++)
-        if (servers[i]->guard != NULL)
-            evbuffer_add_printf(b, "vgpu_scheduler_accept_paused_total{server=\"%s\"} %llu\n",
-                                servers[i]->name, (unsigned long long)st[i].accept_pause);
-}
-
+/* The metrics page: the daemon's series and the model's (metrics.h), megabytes on a large
+ * cluster, go out by reference from a buffer kept between scrapes: no copy, and no fresh
+ * pages to fault in each time. A scrape that comes while the last one is still being
+ * sent uses a buffer of its own. */
 static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
 {
-    struct sched_stats st;
-    sched_state_stats(d->state, &st);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_nodes Nodes known, and nodes with a valid GPU "
-                           "inventory.\n# TYPE vgpu_scheduler_nodes gauge\n");
-    evbuffer_add_printf(b, "vgpu_scheduler_nodes{inventory=\"any\"} %llu\n",
-                        (unsigned long long)st.nodes);
-    evbuffer_add_printf(b, "vgpu_scheduler_nodes{inventory=\"valid\"} %llu\n",
-                        (unsigned long long)st.nodes_with_inventory);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_pods Pods holding GPU shares, by state.\n"
-                           "# TYPE vgpu_scheduler_pods gauge\n");
-    evbuffer_add_printf(b, "vgpu_scheduler_pods{state=\"assumed\"} %llu\n",
-                        (unsigned long long)st.assumed);
-    evbuffer_add_printf(b, "vgpu_scheduler_pods{state=\"bound\"} %llu\n",
-                        (unsigned long long)st.bound);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_decisions_total Filter outcomes.\n"
-                           "# TYPE vgpu_scheduler_decisions_total counter\n");
-    evbuffer_add_printf(b, "vgpu_scheduler_decisions_total{result=\"fit\"} %llu\n",
-                        (unsigned long long)st.filter_fits);
-    evbuffer_add_printf(b, "vgpu_scheduler_decisions_total{result=\"unschedulable\"} %llu\n",
-                        (unsigned long long)st.filter_unschedulable);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_binds_total Bind calls, by result.\n"
-                           "# TYPE vgpu_scheduler_binds_total counter\n");
-    evbuffer_add_printf(
-        b, "vgpu_scheduler_binds_total{result=\"ok\"} %llu\n",
-        (unsigned long long)(st.binds > st.bind_failures ? st.binds - st.bind_failures : 0));
-    evbuffer_add_printf(b, "vgpu_scheduler_binds_total{result=\"error\"} %llu\n",
-                        (unsigned long long)st.bind_failures);
-    evbuffer_add_printf(b,
-                        "# HELP vgpu_scheduler_assumptions_expired_total Filter promises "
-                        "dropped because no bind came.\n# TYPE "
-                        "vgpu_scheduler_assumptions_expired_total counter\n"
-                        "vgpu_scheduler_assumptions_expired_total %llu\n",
-                        (unsigned long long)st.expired);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_errors_total Errors by kind.\n"
-                           "# TYPE vgpu_scheduler_errors_total counter\n");
+    struct sched_metrics_server servers[2];
+    size_t server_count = 0;
+    const struct guarded *guarded[] = {&d->ext_guard, &d->hook_guard};
+    for (int i = 0; i < 2; i++) {
+        if (guarded[i]->guard == NULL)
+            continue;
+        struct connguard_stats st = {0};
+        connguard_stats(guarded[i]->guard, &st);
+        servers[server_count++] =
+            (struct sched_metrics_server){guarded[i]->name, st.connections, st.timed_out,
+                                          st.evicted,       st.refused,     st.accept_pause};
+    }
+    struct sched_metrics_latency latency[VERB_COUNT];
+    for (int v = 0; v < VERB_COUNT; v++)
+        latency[v] = (struct sched_metrics_latency){verb_names[v], d->latency[v].counts,
+                                                    d->latency[v].count, d->latency[v].sum};
     /* Every 400 and 413 answer, whatever the verb and however the body was wrong. */
-    uint64_t bad_requests = 0;
+    uint64_t bad_requests = d->ui_errors;
     for (int v = 0; v < VERB_COUNT; v++)
         bad_requests += d->http_errors[v];
-    bad_requests += d->ui_errors;
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"bad_request\"} %llu\n",
-                        (unsigned long long)bad_requests);
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"skipped_node\"} %llu\n",
-                        (unsigned long long)st.skipped_nodes);
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"skipped_pod\"} %llu\n",
-                        (unsigned long long)st.skipped_pods);
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"conflict\"} %llu\n",
-                        (unsigned long long)st.conflicts);
-    evbuffer_add_printf(
-        b, "vgpu_scheduler_errors_total{kind=\"api\"} %llu\n",
-        (unsigned long long)(d->api_errors + sched_records_errors(d->records) +
-                             (d->dra != NULL ? sched_dra_templates_errors(d->dra) : 0)));
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"annotation_changed\"} %llu\n",
-                        (unsigned long long)st.annotation_changes);
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"unauthorized\"} %llu\n",
-                        (unsigned long long)d->unauthorized);
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"unknown_pod\"} %llu\n",
-                        (unsigned long long)st.unknown_pods);
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"namespace_bound\"} %llu\n",
-                        (unsigned long long)st.namespace_bound);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_request_duration_seconds Time to answer an "
-                           "extender or webhook call.\n# TYPE "
-                           "vgpu_scheduler_request_duration_seconds histogram\n");
-    for (int v = 0; v < VERB_COUNT; v++) {
-        const struct histogram *h = &d->latency[v];
-        uint64_t cum = 0;
-        for (int i = 0; i < HIST_BUCKETS; i++) {
-            cum += h->counts[i];
-            evbuffer_add_printf(b,
-                                "vgpu_scheduler_request_duration_seconds_bucket{verb=\"%s\","
-                                "le=\"%g\"} %llu\n",
-                                verb_names[v], hist_bounds[i], (unsigned long long)cum);
-        }
-        evbuffer_add_printf(b,
-                            "vgpu_scheduler_request_duration_seconds_bucket{verb=\"%s\",le=\"+"
-                            "Inf\"} %llu\n",
-                            verb_names[v], (unsigned long long)h->count);
-        evbuffer_add_printf(b, "vgpu_scheduler_request_duration_seconds_sum{verb=\"%s\"} %.9f\n",
-                            verb_names[v], h->sum);
-        evbuffer_add_printf(b, "vgpu_scheduler_request_duration_seconds_count{verb=\"%s\"} %llu\n",
-                            verb_names[v], (unsigned long long)h->count);
-    }
-    const struct place_cluster *c = sched_state_cluster(d->state);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_gpu_memory_used_mib GPU memory handed out.\n"
-                           "# TYPE vgpu_scheduler_gpu_memory_used_mib gauge\n");
-    for (size_t i = 0; i < c->node_count; i++)
-        for (unsigned g = 0; g < c->nodes[i].gpu_count; g++)
-            evbuffer_add_printf(b,
-                                "vgpu_scheduler_gpu_memory_used_mib{node=\"%s\",uuid=\"%s\"} "
-                                "%llu\n",
-                                c->nodes[i].name, c->nodes[i].gpus[g].uuid,
-                                (unsigned long long)c->nodes[i].gpus[g].mem_used_mib);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_gpu_cores_used_percent GPU compute handed out "
-                           "(plus any the inventory withholds).\n# TYPE "
-                           "vgpu_scheduler_gpu_cores_used_percent gauge\n");
-    for (size_t i = 0; i < c->node_count; i++)
-        for (unsigned g = 0; g < c->nodes[i].gpu_count; g++)
-            evbuffer_add_printf(b,
-                                "vgpu_scheduler_gpu_cores_used_percent{node=\"%s\",uuid=\"%s\"} "
-                                "%u\n",
-                                c->nodes[i].name, c->nodes[i].gpus[g].uuid,
-                                c->nodes[i].gpus[g].milli_used / 10);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_gpu_tenants Containers placed on each GPU.\n"
-                           "# TYPE vgpu_scheduler_gpu_tenants gauge\n");
-    for (size_t i = 0; i < c->node_count; i++)
-        for (unsigned g = 0; g < c->nodes[i].gpu_count; g++)
-            evbuffer_add_printf(b, "vgpu_scheduler_gpu_tenants{node=\"%s\",uuid=\"%s\"} %u\n",
-                                c->nodes[i].name, c->nodes[i].gpus[g].uuid,
-                                c->nodes[i].gpus[g].tenants);
-    render_connection_metrics(d, b);
-    /* The allocation series (megabytes on a large cluster) go out by reference from a
-     * buffer kept between scrapes: no copy, and no fresh pages to fault in each time. A
-     * scrape that comes while the last one is still being sent uses a buffer of its own. */
+    struct sched_metrics_daemon m = {
+        .bad_requests = bad_requests,
+        .api_errors = d->api_errors + sched_records_errors(d->records) +
+                      (d->dra != NULL ? sched_dra_templates_errors(d->dra) : 0),
+        .unauthorized = d->unauthorized,
+        .bounds = hist_bounds,
+        .bucket_count = HIST_BUCKETS,
+        .latency = latency,
+        .verb_count = VERB_COUNT,
+        .servers = servers,
+        .server_count = server_count,
+    };
     bool kept = !d->metrics_busy;
     struct vg_buf *more = kept ? &d->metrics_buf : xcalloc(1, sizeof *more);
     if (kept)
@@ -333,7 +217,11 @@ static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
     else
         vg_buf_init(more, "metrics", (size_t)1 << 30);
     struct vg_err err = {0};
-    if (sched_view_metrics(d->state, d->hami_legacy, more, &err) < 0 || more->len == 0) {
+    struct vg_prom p;
+    vg_prom_init(&p, more, &err);
+    sched_metrics_daemon(&p, d->state, &m);
+    sched_metrics_allocation(&p, d->state, d->hami_legacy);
+    if (vg_prom_done(&p) < 0 || more->len == 0) {
         if (err.code < 0)
             vg_log(VG_LOG_WARN, "metrics cut short", "err=\"%s\"", err.msg);
         if (!kept) {
