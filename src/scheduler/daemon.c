@@ -37,15 +37,15 @@
 #include "connguard/connguard.h"
 #include "kube/kube.h"
 #include "scheduler/auth.h"
+#include "scheduler/dashboard.h"
 #include "scheduler/dra_templates.h"
+#include "scheduler/http.h"
 #include "scheduler/metrics.h"
 #include "scheduler/pod.h"
 #include "scheduler/records.h"
 #include "scheduler/view.h"
 
 /* The dashboard page, compiled in from src/scheduler/ui/index.html (cmake/embed.cmake). */
-extern const unsigned char sched_ui_page[];
-extern const size_t sched_ui_page_len;
 
 #define POD_KEY_MAX 512 /* "namespace/name" */
 
@@ -129,9 +129,8 @@ struct sched_daemon {
     uint64_t api_errors;
     uint64_t unauthorized;
     uint64_t bind_inflight;
-    uint64_t ui_errors;        /* 4xx answers on /ui paths */
     bool hami_legacy;          /* /metrics adds HAMi's older names */
-    char ui_csp[256];          /* the page's Content-Security-Policy: its one script, by hash */
+    struct sched_dashboard ui; /* /ui, /ui/state.json, /ui/explain */
     struct vg_buf metrics_buf; /* the allocation series, kept between scrapes */
     bool metrics_busy;         /* metrics_buf is still being sent */
 };
@@ -195,7 +194,7 @@ static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
         latency[v] = (struct sched_metrics_latency){verb_names[v], d->latency[v].counts,
                                                     d->latency[v].count, d->latency[v].sum};
     /* Every 400 and 413 answer, whatever the verb and however the body was wrong. */
-    uint64_t bad_requests = d->ui_errors;
+    uint64_t bad_requests = d->ui.errors;
     for (int v = 0; v < VERB_COUNT; v++)
         bad_requests += d->http_errors[v];
     struct sched_metrics_daemon m = {
@@ -240,24 +239,6 @@ static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
 
 /* ---- HTTP --------------------------------------------------------------------------- */
 
-static void free_text(const void *data, size_t len, void *arg)
-{
-    (void)len;
-    (void)arg;
-    free((void *)(uintptr_t)data);
-}
-
-static void reply(struct evhttp_request *req, int code, const char *reason, const char *ctype,
-                  const char *text)
-{
-    struct evbuffer *b = evbuffer_new();
-    if (text != NULL)
-        evbuffer_add(b, text, strlen(text));
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
-    evhttp_send_reply(req, code, reason, b);
-    evbuffer_free(b);
-}
-
 static void reply_error(struct sched_daemon *d, enum verb v, struct evhttp_request *req,
                         const struct vg_err *err)
 {
@@ -265,7 +246,8 @@ static void reply_error(struct sched_daemon *d, enum verb v, struct evhttp_reque
     VG_AUTO_JSON json_t *body = json_pack("{s:s}", "Error", err->msg);
     VG_AUTO_FREE char *text = json_dumps(body, JSON_COMPACT);
     int code = err->code == -EMSGSIZE ? 413 : 400;
-    reply(req, code, code == 413 ? "Payload Too Large" : "Bad Request", "application/json", text);
+    sched_http_reply(req, code, code == 413 ? "Payload Too Large" : "Bad Request",
+                     "application/json", text);
 }
 
 /* A 200 whose body carries the error: the scheduler retries the pod. */
@@ -273,7 +255,7 @@ static void reply_retry(struct evhttp_request *req, const char *error)
 {
     VG_AUTO_JSON json_t *body = json_pack("{s:s}", "Error", error != NULL ? error : "");
     VG_AUTO_FREE char *text = json_dumps(body, JSON_COMPACT);
-    reply(req, 200, "OK", "application/json", text);
+    sched_http_reply(req, 200, "OK", "application/json", text);
 }
 
 struct bind_call {
@@ -380,13 +362,13 @@ static void request_path(struct evhttp_request *req, char *p, size_t size)
 static bool serve_health(struct sched_daemon *d, struct evhttp_request *req, const char *p)
 {
     if (strcmp(p, "/healthz") == 0) {
-        reply(req, 200, "OK", "text/plain", "ok\n");
+        sched_http_reply(req, 200, "OK", "text/plain", "ok\n");
         return true;
     }
     if (strcmp(p, "/readyz") == 0) {
         bool ready = kube_watch_synced(d->nodes) && d->pods != NULL && kube_watch_synced(d->pods);
-        reply(req, ready ? 200 : 503, ready ? "OK" : "Service Unavailable", "text/plain",
-              ready ? "ok\n" : "waiting for the first node and pod lists\n");
+        sched_http_reply(req, ready ? 200 : 503, ready ? "OK" : "Service Unavailable", "text/plain",
+                         ready ? "ok\n" : "waiting for the first node and pod lists\n");
         return true;
     }
     return false;
@@ -427,7 +409,7 @@ static bool authorized(struct sched_daemon *d, struct evhttp_request *req)
     if (d->need_token)
         evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
                           "Bearer realm=\"vgpu-scheduler\"");
-    reply(req, 401, "Unauthorized", "text/plain", why);
+    sched_http_reply(req, 401, "Unauthorized", "text/plain", why);
     return false;
 }
 
@@ -465,7 +447,7 @@ static bool run_filter(struct sched_daemon *d, struct evhttp_request *req, doubl
         vg_log(VG_LOG_INFO, "bad request", "verb=filter err=\"%s\"", err.msg);
         reply_error(d, VERB_FILTER, req, &err);
     } else {
-        reply(req, 200, "OK", "application/json", out);
+        sched_http_reply(req, 200, "OK", "application/json", out);
     }
     hist_observe(&d->latency[VERB_FILTER], mono_s() - t0);
     return false;
@@ -504,133 +486,7 @@ static void serve_debug(struct sched_daemon *d, struct evhttp_request *req, bool
     VG_AUTO_JSON json_t *root = json_loads(text, 0, NULL);
     json_object_set_new(root, "invariants", json_string(inv == 0 ? "ok" : err.msg));
     VG_AUTO_FREE char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
-    reply(req, 200, "OK", "application/json", out);
-}
-
-/* ---- the dashboard ------------------------------------------------------------------ */
-
-/* A 4xx on a /ui path: JSON {"Error": msg} for the JSON routes, text for the page. */
-static void ui_error(struct sched_daemon *d, struct evhttp_request *req, int code,
-                     const char *reason, bool json, const char *msg)
-{
-    d->ui_errors++;
-    if (!json) {
-        char text[VG_ERR_MSG_MAX + 64];
-        (void)vg_snprintf(text, sizeof text, "%s\n", msg);
-        reply(req, code, reason, "text/plain; charset=utf-8", text);
-        return;
-    }
-    VG_AUTO_JSON json_t *body = json_pack("{s:s}", "Error", msg);
-    VG_AUTO_FREE char *text = json_dumps(body, JSON_COMPACT);
-    reply(req, code, reason, "application/json", text);
-}
-
-/* Headers every /ui answer carries: nothing cached, nothing framed or sniffed, and the
- * page may run its own script only and talk to this origin only. */
-static void ui_headers(struct sched_daemon *d, struct evhttp_request *req)
-{
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Cache-Control", "no-store");
-    evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
-    evhttp_add_header(h, "X-Frame-Options", "DENY");
-    evhttp_add_header(h, "Referrer-Policy", "no-referrer");
-    evhttp_add_header(h, "Content-Security-Policy", d->ui_csp);
-}
-
-/* GET /ui/explain?namespace=NS&pod=NAME (namespace defaults to "default"). */
-static void serve_explain(struct sched_daemon *d, struct evhttp_request *req)
-{
-    /* The request's own parsed URI may be missing (a URI libevent's strict parser
-     * declines): parse it here; no query then. */
-    struct evhttp_uri *uri = evhttp_uri_parse(evhttp_request_get_uri(req));
-    const char *query = uri != NULL ? evhttp_uri_get_query(uri) : NULL;
-    char key[2 * 253 + 2]; /* "ns/name" */
-    struct vg_err err = {0};
-    int rc = sched_view_explain_key(query, key, sizeof key, &err);
-    if (uri != NULL)
-        evhttp_uri_free(uri);
-    if (rc < 0) {
-        ui_error(d, req, 400, "Bad Request", true, err.msg);
-        return;
-    }
-    VG_AUTO_FREE char *text = sched_view_explain(d->state, key);
-    if (text == NULL) {
-        char msg[VG_ERR_MSG_MAX + sizeof key];
-        (void)vg_snprintf(msg, sizeof msg,
-                          "vgpu: pod %s is not known to the scheduler (not waiting for a node, "
-                          "holding no GPU share, never filtered)",
-                          key);
-        ui_error(d, req, 404, "Not Found", true, msg);
-        return;
-    }
-    reply(req, 200, "OK", "application/json", text);
-}
-
-/* /ui (the page), /ui/state.json, /ui/explain: GET or HEAD only. */
-static void serve_ui(struct sched_daemon *d, struct evhttp_request *req, const char *p,
-                     enum evhttp_cmd_type method)
-{
-    ui_headers(d, req);
-    bool page = strcmp(p, "/ui") == 0 || strcmp(p, "/ui/") == 0;
-    bool state = strcmp(p, "/ui/state.json") == 0;
-    bool explain = strcmp(p, "/ui/explain") == 0;
-    if (!page && !state && !explain) {
-        ui_error(d, req, 404, "Not Found", false,
-                 "not found: the dashboard serves /ui, /ui/state.json and /ui/explain");
-        return;
-    }
-    if (method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
-        ui_error(d, req, 405, "Method Not Allowed", !page,
-                 "vgpu: the dashboard is read-only: GET only");
-        return;
-    }
-    if (explain) {
-        serve_explain(d, req);
-        return;
-    }
-    if (page) {
-        struct evbuffer *b = evbuffer_new();
-        evbuffer_add_reference(b, sched_ui_page, sched_ui_page_len, NULL, NULL);
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                          "text/html; charset=utf-8");
-        evhttp_send_reply(req, 200, "OK", b);
-        evbuffer_free(b);
-        return;
-    }
-    char *text = sched_view_state(d->state, (int64_t)time(NULL));
-    if (text == NULL) {
-        reply(req, 500, "Internal Server Error", "text/plain", "out of memory\n");
-        return;
-    }
-    struct evbuffer *b = evbuffer_new();
-    evbuffer_add_reference(b, text, strlen(text), free_text, NULL);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
-    evhttp_send_reply(req, 200, "OK", b);
-    evbuffer_free(b);
-}
-
-/* The page's script, hashed for its Content-Security-Policy (script-src 'sha256-...'):
- * the one inline script runs, anything else that got into the page would not. */
-static void ui_csp_init(struct sched_daemon *d)
-{
-    const char *page = (const char *)sched_ui_page;
-    const char *open = strstr(page, "<script>");
-    const char *close = open != NULL ? strstr(open, "</script>") : NULL;
-    unsigned char digest[SHA256_DIGEST_LENGTH];
-    unsigned char b64[4 * ((SHA256_DIGEST_LENGTH + 2) / 3) + 1];
-    if (open == NULL || close == NULL) {
-        (void)vg_strlcpy(d->ui_csp, "default-src 'none'", sizeof d->ui_csp);
-        return;
-    }
-    open += strlen("<script>");
-    SHA256((const unsigned char *)open, (size_t)(close - open), digest);
-    EVP_EncodeBlock(b64, digest, SHA256_DIGEST_LENGTH);
-    (void)vg_snprintf(d->ui_csp, sizeof d->ui_csp,
-                      "default-src 'none'; script-src 'sha256-%s'; style-src 'unsafe-inline'; "
-                      "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
-                      "frame-ancestors 'none'",
-                      b64);
+    sched_http_reply(req, 200, "OK", "application/json", out);
 }
 
 /* The extender's address: the verbs, health, metrics and, when turned on, the state
@@ -656,7 +512,7 @@ static void handle_extender(struct evhttp_request *req, void *arg)
         return;
     }
     if (strncmp(p, "/ui", 3) == 0 && (p[3] == '\0' || p[3] == '/')) {
-        serve_ui(d, req, p, method);
+        sched_dashboard_serve(&d->ui, req, p, method);
         return;
     }
     if (d->debug_state &&
@@ -672,11 +528,11 @@ static void handle_extender(struct evhttp_request *req, void *arg)
     else if (strcmp(p, "/bind") == 0)
         v = VERB_BIND;
     else {
-        reply(req, 404, "Not Found", "text/plain", "not found\n");
+        sched_http_reply(req, 404, "Not Found", "text/plain", "not found\n");
         return;
     }
     if (method != EVHTTP_REQ_POST) {
-        reply(req, 405, "Method Not Allowed", "text/plain", "POST only\n");
+        sched_http_reply(req, 405, "Method Not Allowed", "text/plain", "POST only\n");
         return;
     }
     if (v == VERB_FILTER) {
@@ -695,7 +551,7 @@ static void handle_extender(struct evhttp_request *req, void *arg)
         vg_log(VG_LOG_INFO, "bad request", "verb=%s err=\"%s\"", verb_names[v], err.msg);
         reply_error(d, v, req, &err);
     } else {
-        reply(req, 200, "OK", "application/json", out);
+        sched_http_reply(req, 200, "OK", "application/json", out);
     }
     hist_observe(&d->latency[v], mono_s() - t0);
 }
@@ -716,9 +572,9 @@ static void admit_done(void *arg, const char *refusal)
     struct admit_wait *w = arg;
     if (refusal != NULL) {
         VG_AUTO_FREE char *refused = sched_admit_refusal(w->uid, refusal);
-        reply(w->req, 200, "OK", "application/json", refused);
+        sched_http_reply(w->req, 200, "OK", "application/json", refused);
     } else {
-        reply(w->req, 200, "OK", "application/json", w->out);
+        sched_http_reply(w->req, 200, "OK", "application/json", w->out);
     }
     hist_observe(&w->d->latency[VERB_WEBHOOK], mono_s() - w->t0);
     free(w->out);
@@ -752,11 +608,11 @@ static void handle_webhook(struct evhttp_request *req, void *arg)
     if (serve_health(d, req, p))
         return;
     if (strcmp(p, "/webhook") != 0 && strcmp(p, "/mutate") != 0) {
-        reply(req, 404, "Not Found", "text/plain", "not found\n");
+        sched_http_reply(req, 404, "Not Found", "text/plain", "not found\n");
         return;
     }
     if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
-        reply(req, 405, "Method Not Allowed", "text/plain", "POST only\n");
+        sched_http_reply(req, 405, "Method Not Allowed", "text/plain", "POST only\n");
         return;
     }
     if (d->need_webhook_cert) {
@@ -766,9 +622,9 @@ static void handle_webhook(struct evhttp_request *req, void *arg)
         if (ssl == NULL || SSL_get0_peer_certificate(ssl) == NULL ||
             SSL_get_verify_result(ssl) != X509_V_OK) {
             d->unauthorized++;
-            reply(req, 401, "Unauthorized", "text/plain",
-                  "a client certificate signed by the --webhook-client-ca authority is "
-                  "required\n");
+            sched_http_reply(req, 401, "Unauthorized", "text/plain",
+                             "a client certificate signed by the --webhook-client-ca authority is "
+                             "required\n");
             return;
         }
     }
@@ -784,7 +640,7 @@ static void handle_webhook(struct evhttp_request *req, void *arg)
         admit_with_templates(d, req, vg_steal_ptr(&out), templates, t0);
         return;
     } else {
-        reply(req, 200, "OK", "application/json", out);
+        sched_http_reply(req, 200, "OK", "application/json", out);
     }
     hist_observe(&d->latency[VERB_WEBHOOK], mono_s() - t0);
 }
@@ -1135,7 +991,6 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
     d->debug_state = o->debug_state;
     d->hami_legacy = o->hami_legacy_metrics;
     vg_buf_init(&d->metrics_buf, "metrics", (size_t)1 << 30);
-    ui_csp_init(d);
     if (o->token_file != NULL) {
         if (sched_auth_load_token(o->token_file, d->token, sizeof d->token, &d->token_len, err) < 0)
             return err->code;
@@ -1145,6 +1000,7 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
     so.require_pending = true; /* the daemon runs the pod watch that feeds it */
     if (sched_state_new(&so, &d->state, err) < 0)
         return err->code;
+    sched_dashboard_init(&d->ui, d->state);
     struct kube_watch_callbacks ncb = {nodes_resync, nodes_event, watch_error};
     struct kube_watch_options nopt = {.path = "/api/v1/nodes", .seed = 1};
     if (kube_watch_new(client, &nopt, &ncb, d, &d->nodes, err) < 0)
