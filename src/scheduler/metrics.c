@@ -486,9 +486,10 @@ void sched_metrics_daemon(struct vg_prom *p, const struct sched_state *s,
         vg_prom_label(p, "verb", h->verb);
         vg_prom_label(p, "le", "+Inf");
         vg_prom_u64(p, h->count);
+        /* In nanoseconds, exactly: the nine decimals the sum always had. */
         vg_prom_sample(p, "vgpu_scheduler_request_duration_seconds_sum");
         vg_prom_label(p, "verb", h->verb);
-        vg_prom_double(p, h->sum);
+        vg_prom_fixed(p, h->sum > 0 ? (uint64_t)(h->sum * 1e9 + 0.5) : 0, 1000000000, 9);
         labelled(p, "vgpu_scheduler_request_duration_seconds_count", "verb", h->verb, h->count);
     }
     const struct place_cluster *c = sched_state_cluster(s);
