@@ -9,10 +9,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void put(struct vg_prom *p, const char *s, size_t n)
+/* The hot path (a scrape is tens of thousands of short pieces): a memcpy while the buffer
+ * has room (and no error yet), keeping buf.h's invariants (within the ceiling, NUL-terminated;
+ * base's own type), vg_buf_append to grow it or to report the ceiling. */
+static inline void put(struct vg_prom *p, const char *s, size_t n)
 {
+    struct vg_buf *b = p->b;
+    if (p->rc == 0 && b->data != NULL && n < b->cap - b->len && n <= b->max - b->len) {
+        memcpy(b->data + b->len, s, n);
+        b->len += n;
+        b->data[b->len] = '\0';
+        return;
+    }
     if (p->rc == 0)
-        p->rc = vg_buf_append(p->b, s, n, p->err);
+        p->rc = vg_buf_append(b, s, n, p->err);
 }
 
 static void puts_(struct vg_prom *p, const char *s)
@@ -27,6 +37,15 @@ static int fail(struct vg_prom *p, int rc)
     return rc;
 }
 
+/* False (and the error set) when a sample was begun and not given its value. */
+static bool sample_closed(struct vg_prom *p)
+{
+    if (!p->in_sample)
+        return true;
+    fail(p, vg_err_set(p->err, -EINVAL, "metrics: sample of %s left without a value", p->family));
+    return false;
+}
+
 void vg_prom_init(struct vg_prom *p, struct vg_buf *b, struct vg_err *err)
 {
     memset(p, 0, sizeof *p);
@@ -36,9 +55,8 @@ void vg_prom_init(struct vg_prom *p, struct vg_buf *b, struct vg_err *err)
 
 int vg_prom_done(struct vg_prom *p)
 {
-    if (p->rc == 0 && p->in_sample)
-        fail(p,
-             vg_err_set(p->err, -EINVAL, "metrics: sample of %s left without a value", p->family));
+    if (p->rc == 0)
+        (void)sample_closed(p);
     free(p->families);
     p->families = NULL;
     p->family_count = p->family_cap = 0;
@@ -76,11 +94,9 @@ void vg_prom_family(struct vg_prom *p, const char *name, const char *type, const
 {
     if (p->rc < 0)
         return;
-    if (p->in_sample) {
-        fail(p,
-             vg_err_set(p->err, -EINVAL, "metrics: sample of %s left without a value", p->family));
+    if (!sample_closed(p))
         return;
-    }
+    p->in_set = false;
     if (!name_ok(name, false)) {
         fail(p, vg_err_set(p->err, -EINVAL, "metrics: '%s' is not a metric name", name));
         return;
@@ -122,35 +138,43 @@ void vg_prom_sample(struct vg_prom *p, const char *name)
 {
     if (p->rc < 0)
         return;
-    if (p->in_sample) {
-        fail(p,
-             vg_err_set(p->err, -EINVAL, "metrics: sample of %s left without a value", p->family));
+    if (!sample_closed(p))
         return;
-    }
-    if (p->family == NULL || strncmp(name, p->family, p->family_len) != 0 ||
-        (name[p->family_len] != '\0' && name[p->family_len] != '_')) {
+    if (name == p->family) { /* the common case: the family's own name, checked already */
+        put(p, name, p->family_len);
+    } else if (p->family == NULL || strncmp(name, p->family, p->family_len) != 0 ||
+               (name[p->family_len] != '\0' && name[p->family_len] != '_')) {
         fail(p, vg_err_set(p->err, -EINVAL, "metrics: sample %s outside its family (%s)", name,
                            p->family != NULL ? p->family : "none begun"));
         return;
+    } else {
+        puts_(p, name);
     }
-    puts_(p, name);
     p->in_sample = true;
+    p->in_set = false;
     p->labels = 0;
 }
 
 void vg_prom_set_begin(struct vg_prom *p)
 {
     p->labels = 0;
+    p->in_set = true;
 }
 
 /* "{" before a sample's first label, "," before the others; nothing before a set's first. */
-static void label_sep(struct vg_prom *p)
+static bool label_sep(struct vg_prom *p)
 {
+    if (!p->in_sample && !p->in_set) {
+        fail(p, vg_err_set(p->err, -EINVAL, "metrics: a label outside a sample (%s)",
+                           p->family != NULL ? p->family : "no family"));
+        return false;
+    }
     if (p->labels > 0)
         put(p, ",", 1);
     else if (p->in_sample)
         put(p, "{", 1);
     p->labels++;
+    return true;
 }
 
 /* The length of the well-formed UTF-8 sequence at s (n bytes left), 0 if there is none. */
@@ -200,7 +224,8 @@ void vg_prom_label_n(struct vg_prom *p, const char *name, const char *value, siz
                         p->family != NULL ? p->family : "label set", name, len, VG_PROM_VALUE_MAX));
         return;
     }
-    label_sep(p);
+    if (!label_sep(p))
+        return;
     puts_(p, name);
     put(p, "=\"", 2);
     const unsigned char *s = (const unsigned char *)value;
@@ -253,9 +278,8 @@ void vg_prom_label_u64(struct vg_prom *p, const char *name, uint64_t value)
 
 void vg_prom_label_set(struct vg_prom *p, const char *set, size_t len)
 {
-    if (len == 0)
+    if (len == 0 || p->rc < 0 || !label_sep(p))
         return;
-    label_sep(p);
     put(p, set, len);
 }
 

@@ -57,6 +57,7 @@ struct vg_prom {
     size_t family_len;     /* strlen(family) */
     unsigned labels;       /* labels written in the sample or set being written */
     bool in_sample;        /* a sample's name is written, its value not yet */
+    bool in_set;           /* a label set is being built (vg_prom_set_begin) */
     const char **families; /* the families begun, for the once-only check */
     size_t family_count, family_cap;
 };

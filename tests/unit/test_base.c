@@ -915,6 +915,15 @@ static void test_prom_family_once(void **state)
     vg_prom_family(&p, "vgpu_a", "gauge", "A.");
     vg_prom_sample(&p, "vgpu_a");
     assert_int_equal(vg_prom_done(&p), -EINVAL); /* a sample without its value */
+    vg_prom_init(&p, &b, &err);
+    vg_prom_family(&p, "vgpu_a", "gauge", "A.");
+    vg_prom_label(&p, "x", "y"); /* a label outside a sample or set */
+    assert_int_equal(vg_prom_done(&p), -EINVAL);
+    assert_non_null(strstr(err.msg, "a label outside a sample (vgpu_a)"));
+    vg_prom_init(&p, &b, &err);
+    vg_prom_family(&p, "vgpu_a", "gauge", "A.");
+    vg_prom_u64(&p, 1); /* a value outside a sample */
+    assert_int_equal(vg_prom_done(&p), -EINVAL);
     vg_buf_free(&b);
 }
 
