@@ -283,8 +283,15 @@ void vg_prom_label_set(struct vg_prom *p, const char *set, size_t len)
     put(p, set, len);
 }
 
-/* "} " (or " " without labels) before a sample's value; false outside a sample. */
-static bool value_sep(struct vg_prom *p)
+/* A sample's end is built in one piece ("} " or " ", the value, the newline) and written
+ * with one copy. The longest: "} ", 20 digits, '.', 18 fraction digits, "\n". */
+struct line_end {
+    char text[64];
+    size_t len;
+};
+
+/* Starts the end of the sample; false (nothing to write) outside a sample. */
+static bool end_begin(struct vg_prom *p, struct line_end *e)
 {
     if (p->rc < 0)
         return false;
@@ -293,25 +300,36 @@ static bool value_sep(struct vg_prom *p)
                            p->family != NULL ? p->family : "no family"));
         return false;
     }
-    put(p, p->labels > 0 ? "} " : " ", p->labels > 0 ? 2 : 1);
+    e->len = 0;
+    if (p->labels > 0)
+        e->text[e->len++] = '}';
+    e->text[e->len++] = ' ';
     p->in_sample = false;
     p->labels = 0;
     return true;
 }
 
-static void put_u64(struct vg_prom *p, uint64_t v)
+static void end_u64(struct line_end *e, uint64_t v)
 {
     char tmp[24];
     size_t i = u64_text(tmp, v);
-    put(p, tmp + i, sizeof tmp - i);
+    memcpy(e->text + e->len, tmp + i, sizeof tmp - i);
+    e->len += sizeof tmp - i;
+}
+
+static void end_write(struct vg_prom *p, struct line_end *e)
+{
+    e->text[e->len++] = '\n';
+    put(p, e->text, e->len);
 }
 
 void vg_prom_u64(struct vg_prom *p, uint64_t value)
 {
-    if (!value_sep(p))
+    struct line_end e;
+    if (!end_begin(p, &e))
         return;
-    put_u64(p, value);
-    put(p, "\n", 1);
+    end_u64(&e, value);
+    end_write(p, &e);
 }
 
 void vg_prom_fixed(struct vg_prom *p, uint64_t value, uint64_t scale, unsigned digits)
@@ -321,37 +339,43 @@ void vg_prom_fixed(struct vg_prom *p, uint64_t value, uint64_t scale, unsigned d
                            p->family != NULL ? p->family : "no family"));
         return;
     }
-    if (!value_sep(p))
+    struct line_end e;
+    if (!end_begin(p, &e))
         return;
-    put_u64(p, value / scale);
+    if (scale == 1) {
+        end_u64(&e, value);
+        end_write(p, &e);
+        return;
+    }
+    end_u64(&e, value / scale);
     uint64_t f = value % scale;
     if (f != 0 && digits > 0) {
-        char tmp[20];
-        tmp[0] = '.';
+        char *t = e.text + e.len; /* '.' then the digits, trailing zeros dropped */
+        t[0] = '.';
         for (unsigned i = digits; i > 0; i--) {
-            tmp[i] = (char)('0' + f % 10);
+            t[i] = (char)('0' + f % 10);
             f /= 10;
         }
         unsigned n = digits;
-        while (n > 1 && tmp[n] == '0')
+        while (n > 1 && t[n] == '0')
             n--;
-        put(p, tmp, n + 1);
+        e.len += n + 1;
     }
-    put(p, "\n", 1);
+    end_write(p, &e);
 }
 
 void vg_prom_double(struct vg_prom *p, double value)
 {
-    if (!value_sep(p))
+    struct line_end e;
+    if (!end_begin(p, &e))
         return;
-    if (isnan(value))
-        put(p, "NaN", 3);
-    else if (isinf(value))
-        puts_(p, value > 0 ? "+Inf" : "-Inf");
-    else {
-        char tmp[32];
-        int n = snprintf(tmp, sizeof tmp, "%.17g", value);
-        put(p, tmp, n > 0 && (size_t)n < sizeof tmp ? (size_t)n : 0);
+    const char *special = isnan(value) ? "NaN" : !isinf(value) ? NULL : value > 0 ? "+Inf" : "-Inf";
+    if (special != NULL) {
+        memcpy(e.text + e.len, special, strlen(special));
+        e.len += strlen(special);
+    } else {
+        int n = snprintf(e.text + e.len, sizeof e.text - e.len - 1, "%.17g", value);
+        e.len += n > 0 && (size_t)n < sizeof e.text - e.len - 1 ? (size_t)n : 0;
     }
-    put(p, "\n", 1);
+    end_write(p, &e);
 }
