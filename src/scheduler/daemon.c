@@ -17,8 +17,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <stdio.h>
@@ -43,9 +41,6 @@
 #include "scheduler/metrics.h"
 #include "scheduler/pod.h"
 #include "scheduler/records.h"
-#include "scheduler/view.h"
-
-/* The dashboard page, compiled in from src/scheduler/ui/index.html (cmake/embed.cmake). */
 
 #define POD_KEY_MAX 512 /* "namespace/name" */
 
@@ -131,7 +126,7 @@ struct sched_daemon {
     uint64_t bind_inflight;
     bool hami_legacy;          /* /metrics adds HAMi's older names */
     struct sched_dashboard ui; /* /ui, /ui/state.json, /ui/explain */
-    struct vg_buf metrics_buf; /* the allocation series, kept between scrapes */
+    struct vg_buf metrics_buf; /* the /metrics text, kept between scrapes */
     bool metrics_busy;         /* metrics_buf is still being sent */
 };
 
