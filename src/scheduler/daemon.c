@@ -169,8 +169,8 @@ static void metrics_sent_own(const void *data, size_t len, void *arg)
 /* The metrics page: the daemon's series and the model's (metrics.h), megabytes on a large
  * cluster, go out by reference from a buffer kept between scrapes: no copy, and no fresh
  * pages to fault in each time. A scrape that comes while the last one is still being
- * sent uses a buffer of its own. */
-static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
+ * sent uses a buffer of its own. False (logged) when the text could not be written. */
+static bool render_metrics(struct sched_daemon *d, struct evbuffer *b)
 {
     struct sched_metrics_server servers[2];
     size_t server_count = 0;
@@ -215,14 +215,13 @@ static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
     vg_prom_init(&p, more, &err);
     sched_metrics_daemon(&p, d->state, &m);
     sched_metrics_allocation(&p, d->state, d->hami_legacy);
-    if (vg_prom_done(&p) < 0 || more->len == 0) {
-        if (err.code < 0)
-            vg_log(VG_LOG_WARN, "metrics cut short", "err=\"%s\"", err.msg);
+    if (vg_prom_done(&p) < 0) {
+        vg_log(VG_LOG_WARN, "metrics endpoint: cannot format the metrics", "error=\"%s\"", err.msg);
         if (!kept) {
             vg_buf_free(more);
             free(more);
         }
-        return;
+        return false;
     }
     if (kept) {
         d->metrics_busy = true;
@@ -230,6 +229,7 @@ static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
     } else {
         evbuffer_add_reference(b, more->data, more->len, metrics_sent_own, more);
     }
+    return true;
 }
 
 /* ---- HTTP --------------------------------------------------------------------------- */
@@ -499,7 +499,12 @@ static void handle_extender(struct evhttp_request *req, void *arg)
         return;
     if (strcmp(p, "/metrics") == 0) {
         struct evbuffer *b = evbuffer_new();
-        render_metrics(d, b);
+        if (!render_metrics(d, b)) { /* a failed scrape, not an empty one (as the monitor) */
+            evbuffer_free(b);
+            sched_http_reply(req, 500, "Internal Server Error", "text/plain",
+                             "500 Internal Server Error\n");
+            return;
+        }
         evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                           "text/plain; version=0.0.4");
         evhttp_send_reply(req, 200, "OK", b);
