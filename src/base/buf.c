@@ -29,8 +29,7 @@ static int too_big(const struct vg_buf *b, struct vg_err *err)
     return vg_err_set(err, -E2BIG, "%s: larger than %zu bytes", b->what, b->max);
 }
 
-/* Makes room for extra more bytes plus the NUL. */
-static int reserve(struct vg_buf *b, size_t extra, struct vg_err *err)
+int vg_buf_reserve(struct vg_buf *b, size_t extra, struct vg_err *err)
 {
     if (extra > b->max - b->len)
         return too_big(b, err);
@@ -51,7 +50,7 @@ static int reserve(struct vg_buf *b, size_t extra, struct vg_err *err)
 
 int vg_buf_append(struct vg_buf *b, const void *data, size_t n, struct vg_err *err)
 {
-    int rc = reserve(b, n, err);
+    int rc = vg_buf_reserve(b, n, err);
     if (rc < 0)
         return rc;
     if (n > 0)
@@ -74,7 +73,7 @@ int vg_buf_appendf(struct vg_buf *b, struct vg_err *err, const char *fmt, ...)
     va_end(ap);
     if (n < 0)
         return vg_err_set(err, -EINVAL, "%s: bad format", b->what);
-    int rc = reserve(b, (size_t)n, err);
+    int rc = vg_buf_reserve(b, (size_t)n, err);
     if (rc < 0)
         return rc;
     va_start(ap, fmt);
@@ -94,7 +93,7 @@ void vg_buf_reset(struct vg_buf *b)
 int vg_buf_steal(struct vg_buf *b, char **out, size_t *len, struct vg_err *err)
 {
     if (b->data == NULL) {
-        int rc = reserve(b, 0, err);
+        int rc = vg_buf_reserve(b, 0, err);
         if (rc < 0)
             return rc;
     }
@@ -151,7 +150,7 @@ int vg_read_fd(int fd, const char *path, size_t max, char **out, size_t *len, st
     vg_buf_init(&b, path, max);
     /* One allocation for a regular file that keeps its size; the loop reads to EOF, so a
      * file that grows, or has no size (/proc, a pipe), is still caught at the ceiling. */
-    int rc = S_ISREG(st.st_mode) ? reserve(&b, (size_t)st.st_size, err) : 0;
+    int rc = S_ISREG(st.st_mode) ? vg_buf_reserve(&b, (size_t)st.st_size, err) : 0;
     while (rc == 0) {
         char chunk[16384];
         ssize_t n = read(fd, chunk, sizeof chunk);

@@ -42,6 +42,12 @@ int vg_buf_append_str(struct vg_buf *b, const char *s, struct vg_err *err);
 int vg_buf_appendf(struct vg_buf *b, struct vg_err *err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Makes room for extra more bytes (and the NUL) so that appending them does not
+ * allocate again: for a producer that knows about how much it will write. Sets data even
+ * when extra is 0. -E2BIG when len + extra would pass the ceiling, -ENOMEM; the contents
+ * are unchanged either way. */
+int vg_buf_reserve(struct vg_buf *b, size_t extra, struct vg_err *err);
+
 /* Empties the buffer and keeps its memory for reuse. */
 void vg_buf_reset(struct vg_buf *b);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/prom.h"
 #include "base/str.h"
 
 const char *const mon_error_kind_names[MON_ERR_KINDS] = {
@@ -33,235 +34,112 @@ int mon_error_kind_from_name(const char *name)
     return -1;
 }
 
-struct out {
-    struct vg_buf *b;
-    struct vg_err *err;
-    int rc;
-};
-
-/* The hot path: a memcpy while the buffer has room (vg_buf's invariants kept: within
- * max, NUL-terminated), vg_buf_append to grow it. */
-static inline void put(struct out *o, const char *s, size_t n)
-{
-    struct vg_buf *b = o->b;
-    if (b->data && n < b->cap - b->len && n <= b->max - b->len) {
-        memcpy(b->data + b->len, s, n);
-        b->len += n;
-        b->data[b->len] = '\0';
-        return;
-    }
-    if (o->rc == 0)
-        o->rc = vg_buf_append(b, s, n, o->err);
-}
-
-static void puts_(struct out *o, const char *s)
-{
-    put(o, s, strlen(s));
-}
-
-static void put_u64(struct out *o, uint64_t v)
-{
-    char tmp[24];
-    size_t i = sizeof tmp;
-    do {
-        tmp[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    put(o, tmp + i, sizeof tmp - i);
-}
-
-/* v / scale with its fraction, exactly (scale a power of ten up to 10^9). */
-static void put_frac(struct out *o, uint64_t v, uint64_t scale, unsigned digits)
-{
-    put_u64(o, v / scale);
-    uint64_t f = v % scale;
-    if (f == 0)
-        return;
-    char tmp[16];
-    tmp[0] = '.';
-    for (unsigned i = digits; i > 0; i--) {
-        tmp[i] = (char)('0' + f % 10);
-        f /= 10;
-    }
-    unsigned n = digits;
-    while (n > 1 && tmp[n] == '0')
-        n--;
-    put(o, tmp, n + 1);
-}
-
-/* A label value, escaped as the text format wants (\\, \", \n). */
-static void put_value(struct out *o, const char *s)
-{
-    const char *run = s;
-    for (; *s; s++) {
-        const char *esc = *s == '\\' ? "\\\\" : *s == '"' ? "\\\"" : *s == '\n' ? "\\n" : NULL;
-        if (!esc)
-            continue;
-        put(o, run, (size_t)(s - run));
-        put(o, esc, 2);
-        run = s + 1;
-    }
-    put(o, run, (size_t)(s - run));
-}
-
-static void label(struct out *o, bool *first, const char *name, const char *value)
-{
-    put(o, *first ? "{" : ",", 1);
-    *first = false;
-    puts_(o, name);
-    put(o, "=\"", 2);
-    put_value(o, value);
-    put(o, "\"", 1);
-}
-
-static void label_u(struct out *o, bool *first, const char *name, uint64_t v)
-{
-    put(o, *first ? "{" : ",", 1);
-    *first = false;
-    puts_(o, name);
-    put(o, "=\"", 2);
-    put_u64(o, v);
-    put(o, "\"", 1);
-}
-
-static void family(struct out *o, const char *name, const char *type, const char *help)
-{
-    put(o, "# HELP ", 7);
-    puts_(o, name);
-    put(o, " ", 1);
-    puts_(o, help);
-    put(o, "\n# TYPE ", 8);
-    puts_(o, name);
-    put(o, " ", 1);
-    puts_(o, type);
-    put(o, "\n", 1);
-}
-
 /* A label set: at p, or (p NULL while building) at off in the label buffer. */
 struct span {
     const char *p;
     size_t off, len;
 };
 
-/* A sample: name, a prebuilt label set, the value (written by the caller), newline. */
-static void sample_head(struct out *o, const char *name, struct span sp)
-{
-    puts_(o, name);
-    put(o, sp.p, sp.len);
-    put(o, " ", 1);
-}
-
-/* The label sets, in one buffer. */
+/* The label sets (labels without braces), in one buffer. */
 struct sets {
     struct vg_buf b;
     struct span *gpu_hami, *gpu_hami_nonode, *gpu_vgpu, *gpu_info, *row_hami, *row_vgpu, *ctr_vgpu;
 };
 
-static struct span build(struct out *o, struct sets *s,
-                         void (*fn)(struct out *, const void *, const void *), const void *a,
+static struct span build(struct vg_prom *o, struct sets *s,
+                         void (*fn)(struct vg_prom *, const void *, const void *), const void *a,
                          const void *b)
 {
     struct span sp = {.off = s->b.len};
-    struct out lo = {.b = &s->b, .err = o->err};
+    struct vg_prom lo;
+    vg_prom_init(&lo, &s->b, o->err);
+    vg_prom_set_begin(&lo);
     fn(&lo, a, b);
-    if (lo.rc < 0 && o->rc == 0)
-        o->rc = lo.rc;
+    int rc = vg_prom_done(&lo);
+    if (rc < 0 && o->rc == 0)
+        o->rc = rc;
     sp.len = s->b.len - sp.off;
     return sp;
 }
 
-static void lbl_gpu_hami(struct out *o, const void *a, const void *b)
+static void lbl_gpu_hami(struct vg_prom *o, const void *a, const void *b)
 {
     const struct mon_gpu_stats *g = a;
     const struct mon_exposition *x = b;
-    bool f = true;
     char type[MON_MODEL_MAX + 8];
     (void)vg_snprintf(type, sizeof type, "NVIDIA-%s", g->model);
-    label(o, &f, "node", x->hostname);
-    label_u(o, &f, "device_index", g->index);
-    label(o, &f, "device_uuid", g->uuid);
-    label(o, &f, "device_type", type);
-    put(o, "}", 1);
+    vg_prom_label(o, "node", x->hostname);
+    vg_prom_label_u64(o, "device_index", g->index);
+    vg_prom_label(o, "device_uuid", g->uuid);
+    vg_prom_label(o, "device_type", type);
 }
 
 /* hami_host_gpu_memory_controller_utilization_ratio: HAMi gives it no node label. */
-static void lbl_gpu_hami_nonode(struct out *o, const void *a, const void *b)
+static void lbl_gpu_hami_nonode(struct vg_prom *o, const void *a, const void *b)
 {
     const struct mon_gpu_stats *g = a;
     (void)b;
-    bool f = true;
     char type[MON_MODEL_MAX + 8];
     (void)vg_snprintf(type, sizeof type, "NVIDIA-%s", g->model);
-    label_u(o, &f, "device_index", g->index);
-    label(o, &f, "device_uuid", g->uuid);
-    label(o, &f, "device_type", type);
-    put(o, "}", 1);
+    vg_prom_label_u64(o, "device_index", g->index);
+    vg_prom_label(o, "device_uuid", g->uuid);
+    vg_prom_label(o, "device_type", type);
 }
 
-static void lbl_gpu_vgpu(struct out *o, const void *a, const void *b)
+static void lbl_gpu_vgpu(struct vg_prom *o, const void *a, const void *b)
 {
     const struct mon_gpu_stats *g = a;
     const struct mon_exposition *x = b;
-    bool f = true;
-    label(o, &f, "Hostname", x->hostname);
-    label_u(o, &f, "gpu", g->index);
-    label(o, &f, "UUID", g->uuid);
-    put(o, "}", 1);
+    vg_prom_label(o, "Hostname", x->hostname);
+    vg_prom_label_u64(o, "gpu", g->index);
+    vg_prom_label(o, "UUID", g->uuid);
 }
 
 /* vgpu_gpu_info: the GPU labels and its model (model_name: dcgm-exporter's modelName is
  * camelCase, which promtool's lint refuses; join on UUID). */
-static void lbl_gpu_info(struct out *o, const void *a, const void *b)
+static void lbl_gpu_info(struct vg_prom *o, const void *a, const void *b)
 {
     const struct mon_gpu_stats *g = a;
     const struct mon_exposition *x = b;
-    bool f = true;
-    label(o, &f, "Hostname", x->hostname);
-    label_u(o, &f, "gpu", g->index);
-    label(o, &f, "UUID", g->uuid);
-    label(o, &f, "model_name", g->model);
-    put(o, "}", 1);
+    vg_prom_label(o, "Hostname", x->hostname);
+    vg_prom_label_u64(o, "gpu", g->index);
+    vg_prom_label(o, "UUID", g->uuid);
+    vg_prom_label(o, "model_name", g->model);
 }
 
-static void lbl_row_hami(struct out *o, const void *a, const void *b)
+static void lbl_row_hami(struct vg_prom *o, const void *a, const void *b)
 {
     const struct mon_ctr_stats *c = a;
     const struct mon_exposition *x = b;
-    bool f = true;
-    label(o, &f, "namespace", c->ns);
-    label(o, &f, "pod", c->pod);
-    label(o, &f, "container", c->container);
-    label_u(o, &f, "vdevice_index", c->vdevice);
-    label(o, &f, "device_uuid", x->gpus[c->gpu].uuid);
-    put(o, "}", 1);
+    vg_prom_label(o, "namespace", c->ns);
+    vg_prom_label(o, "pod", c->pod);
+    vg_prom_label(o, "container", c->container);
+    vg_prom_label_u64(o, "vdevice_index", c->vdevice);
+    vg_prom_label(o, "device_uuid", x->gpus[c->gpu].uuid);
 }
 
-static void ctr_labels(struct out *o, bool *f, const struct mon_ctr_stats *c,
+static void ctr_labels(struct vg_prom *o, const struct mon_ctr_stats *c,
                        const struct mon_exposition *x)
 {
-    label(o, f, "Hostname", x->hostname);
-    label(o, f, "namespace", c->ns);
-    label(o, f, "pod", c->pod);
-    label(o, f, "container", c->container);
-    label(o, f, "pod_uid", c->pod_uid);
+    vg_prom_label(o, "Hostname", x->hostname);
+    vg_prom_label(o, "namespace", c->ns);
+    vg_prom_label(o, "pod", c->pod);
+    vg_prom_label(o, "container", c->container);
+    vg_prom_label(o, "pod_uid", c->pod_uid);
 }
 
-static void lbl_row_vgpu(struct out *o, const void *a, const void *b)
+static void lbl_row_vgpu(struct vg_prom *o, const void *a, const void *b)
 {
     const struct mon_ctr_stats *c = a;
     const struct mon_exposition *x = b;
-    bool f = true;
-    ctr_labels(o, &f, c, x);
-    label_u(o, &f, "gpu", x->gpus[c->gpu].index);
-    label(o, &f, "UUID", x->gpus[c->gpu].uuid);
-    put(o, "}", 1);
+    ctr_labels(o, c, x);
+    vg_prom_label_u64(o, "gpu", x->gpus[c->gpu].index);
+    vg_prom_label(o, "UUID", x->gpus[c->gpu].uuid);
 }
 
-static void lbl_ctr_vgpu(struct out *o, const void *a, const void *b)
+static void lbl_ctr_vgpu(struct vg_prom *o, const void *a, const void *b)
 {
-    bool f = true;
-    ctr_labels(o, &f, a, b);
-    put(o, "}", 1);
+    ctr_labels(o, a, b);
 }
 
 enum col {
@@ -351,170 +229,180 @@ static const struct fam fams[] = {
      "Processes of the container the watchdog killed."},
 };
 
-static bool gpu_value(struct out *o, enum col col, const struct mon_gpu_stats *g)
+/* A sample's value: v / scale (scale 1: an integer), digits the scale's exponent. */
+struct num {
+    uint64_t v, scale;
+    unsigned digits;
+};
+
+static struct num u(uint64_t v)
+{
+    return (struct num){v, 1, 0};
+}
+
+static struct num frac(uint64_t v, uint64_t scale, unsigned digits)
+{
+    return (struct num){v, scale, digits};
+}
+
+/* The GPU's value for the column; false when it has none (no sample then). */
+static bool gpu_value(enum col col, const struct mon_gpu_stats *g, struct num *n)
 {
     switch (col) {
     case G_HAMI_USED:
     case G_USED:
-        if (!g->have_memory)
-            return false;
-        put_u64(o, g->memory_used);
-        return true;
+        *n = u(g->memory_used);
+        return g->have_memory;
     case G_TOTAL:
-        if (!g->have_memory)
-            return false;
-        put_u64(o, g->memory_total);
-        return true;
+        *n = u(g->memory_total);
+        return g->have_memory;
     case G_HAMI_UTIL:
-        if (!g->have_util)
-            return false;
-        put_u64(o, g->util_percent);
-        return true;
+        *n = u(g->util_percent);
+        return g->have_util;
     case G_HAMI_MEMUTIL:
-        if (!g->have_util)
-            return false;
-        put_u64(o, g->memory_util_percent);
-        return true;
+        *n = u(g->memory_util_percent);
+        return g->have_util;
     case G_UTIL:
-        if (!g->have_util)
-            return false;
-        put_frac(o, g->util_percent > 100 ? 100 : g->util_percent, 100, 2);
-        return true;
+        *n = frac(g->util_percent > 100 ? 100 : g->util_percent, 100, 2);
+        return g->have_util;
     case G_INFO:
-        put_u64(o, 1);
+        *n = u(1);
         return true;
     case G_ALLOC:
-        put_u64(o, g->allocated);
+        *n = u(g->allocated);
         return true;
     case G_CTRS:
-        put_u64(o, g->containers);
+        *n = u(g->containers);
         return true;
     case G_HEALTHY:
-        put_u64(o, g->healthy ? 1 : 0);
+        *n = u(g->healthy ? 1 : 0);
         return true;
     case G_XID:
-        put_u64(o, g->last_xid);
+        *n = u(g->last_xid);
         return true;
     case G_XIDS:
-        put_u64(o, g->xids);
+        *n = u(g->xids);
         return true;
     default:
         return false;
     }
 }
 
-static bool row_value(struct out *o, enum col col, const struct mon_ctr_stats *c)
+static bool row_value(enum col col, const struct mon_ctr_stats *c, struct num *n)
 {
     switch (col) {
     case R_HAMI_USED:
     case R_HAMI_DEV:
     case R_USED:
-        if (!c->region)
-            return false;
-        put_u64(o, c->used);
-        return true;
+        *n = u(c->used);
+        return c->region;
     case R_HAMI_LIMIT:
     case R_LIMIT:
-        if (!c->memory_limit)
-            return false;
-        put_u64(o, c->memory_limit);
-        return true;
+        *n = u(c->memory_limit);
+        return c->memory_limit != 0;
     case R_HAMI_UTIL:
-        if (!c->region)
-            return false;
-        put_frac(o, c->achieved_ppm, 10000, 4);
-        return true;
+        *n = frac(c->achieved_ppm, 10000, 4);
+        return c->region;
     case R_SHARE_LIMIT:
-        if (!c->share_percent)
-            return false;
-        put_frac(o, c->share_percent, 100, 2);
-        return true;
+        *n = frac(c->share_percent, 100, 2);
+        return c->share_percent != 0;
     case R_SHARE:
-        if (!c->region)
-            return false;
-        put_frac(o, c->achieved_ppm, 1000000, 6);
-        return true;
+        *n = frac(c->achieved_ppm, 1000000, 6);
+        return c->region;
     case R_THROTTLED:
-        if (!c->region)
-            return false;
-        put_frac(o, c->waited_ns, 1000000000, 9);
-        return true;
+        *n = frac(c->waited_ns, 1000000000, 9);
+        return c->region;
     case R_BUSY:
-        if (!c->region)
-            return false;
-        put_frac(o, c->busy_ns, 1000000000, 9);
-        return true;
+        *n = frac(c->busy_ns, 1000000000, 9);
+        return c->region;
     case C_REFUSED:
-        if (!c->region)
-            return false;
-        put_u64(o, c->refused);
-        return true;
+        *n = u(c->refused);
+        return c->region;
     case C_CLOSED:
-        if (!c->region)
-            return false;
-        put_u64(o, c->closed);
-        return true;
+        *n = u(c->closed);
+        return c->region;
     case C_VIOLATIONS:
-        put_u64(o, c->violations);
+        *n = u(c->violations);
         return true;
     case C_KILLS:
-        put_u64(o, c->kills);
+        *n = u(c->kills);
         return true;
     default:
         return false;
     }
 }
 
-static void monitor_counters(struct out *o, const struct mon_exposition *x)
+static void one(struct vg_prom *p, const char *name, uint64_t v)
 {
-    char text[4096];
-    int n = mon_format_metrics(x->counters, x->policy, text, sizeof text);
-    if (n > 0)
-        put(o, text, (size_t)n);
-    family(o, "vgpu_monitor_events_total", "counter", "Kubernetes Events posted.");
-    puts_(o, "vgpu_monitor_events_total ");
-    put_u64(o, x->events_sent);
-    put(o, "\n", 1);
-    family(o, "vgpu_monitor_event_failures_total", "counter", "Events that could not be posted.");
-    puts_(o, "vgpu_monitor_event_failures_total ");
-    put_u64(o, x->events_failed);
-    put(o, "\n", 1);
-    family(o, "vgpu_monitor_errors_total", "counter",
-           "Errors the monitor logged and survived, by kind.");
+    vg_prom_sample(p, name);
+    vg_prom_u64(p, v);
+}
+
+void mon_metrics_own(struct vg_prom *p, const struct mon_counters *c, const char *policy,
+                     uint64_t events_sent, uint64_t events_failed)
+{
+    vg_prom_family(p, "vgpu_monitor_samples_total", "counter",
+                   "Samples of NVML's per-process GPU memory taken.");
+    one(p, "vgpu_monitor_samples_total", c->samples);
+    vg_prom_family(p, "vgpu_monitor_violations_total", "counter",
+                   "Episodes of a container over its GPU memory limit plus slack.");
+    vg_prom_sample(p, "vgpu_monitor_violations_total");
+    vg_prom_label(p, "policy", policy);
+    vg_prom_u64(p, c->violations);
+    vg_prom_family(p, "vgpu_monitor_kills_total", "counter",
+                   "Processes killed for a container over its limit.");
+    one(p, "vgpu_monitor_kills_total", c->kills);
+    vg_prom_family(p, "vgpu_monitor_kill_failures_total", "counter", "Kills that failed.");
+    one(p, "vgpu_monitor_kill_failures_total", c->kill_failures);
+    vg_prom_family(p, "vgpu_monitor_processes", "gauge", "GPU processes in the last sample.");
+    one(p, "vgpu_monitor_processes", c->processes);
+    vg_prom_family(p, "vgpu_monitor_unattributed_processes", "gauge",
+                   "GPU processes outside every pod in the last sample.");
+    one(p, "vgpu_monitor_unattributed_processes", c->unattributed);
+    vg_prom_family(p, "vgpu_monitor_unlimited_processes", "gauge",
+                   "Pod GPU processes without a limits file in the last sample.");
+    one(p, "vgpu_monitor_unlimited_processes", c->unlimited);
+    vg_prom_family(p, "vgpu_monitor_unregistered_total", "counter",
+                   "GPU processes of limited containers seen not registered with libvgpu.");
+    one(p, "vgpu_monitor_unregistered_total", c->unregistered);
+    vg_prom_family(p, "vgpu_monitor_quarantines_total", "counter",
+                   "Containers quarantined for repeated violations.");
+    one(p, "vgpu_monitor_quarantines_total", c->quarantines);
+    vg_prom_family(p, "vgpu_monitor_quarantined_containers", "gauge", "Containers in quarantine.");
+    one(p, "vgpu_monitor_quarantined_containers", c->quarantined);
+    vg_prom_family(p, "vgpu_monitor_events_total", "counter", "Kubernetes Events posted.");
+    one(p, "vgpu_monitor_events_total", events_sent);
+    vg_prom_family(p, "vgpu_monitor_event_failures_total", "counter",
+                   "Events that could not be posted.");
+    one(p, "vgpu_monitor_event_failures_total", events_failed);
+}
+
+static void monitor_counters(struct vg_prom *p, const struct mon_exposition *x)
+{
+    mon_metrics_own(p, x->counters, x->policy, x->events_sent, x->events_failed);
+    vg_prom_family(p, "vgpu_monitor_errors_total", "counter",
+                   "Errors the monitor logged and survived, by kind.");
     for (int k = 0; k < MON_ERR_KINDS; k++) {
-        puts_(o, "vgpu_monitor_errors_total{kind=\"");
-        puts_(o, mon_error_kind_names[k]);
-        puts_(o, "\"} ");
-        put_u64(o, x->errors ? x->errors[k] : 0);
-        put(o, "\n", 1);
+        vg_prom_sample(p, "vgpu_monitor_errors_total");
+        vg_prom_label(p, "kind", mon_error_kind_names[k]);
+        vg_prom_u64(p, x->errors ? x->errors[k] : 0);
     }
 }
 
 int mon_metrics_format(const struct mon_exposition *x, struct vg_buf *b, struct vg_err *err)
 {
-    struct out o = {.b = b, .err = err};
+    struct vg_prom o;
+    vg_prom_init(&o, b, err);
     struct sets s;
     memset(&s, 0, sizeof s);
     vg_buf_init(&s.b, "metric labels", 64u << 20);
     size_t ng = x->gpu_count, nr = x->ctr_count;
     /* One allocation for the label sets (a few hundred bytes per row), and the output
-     * grown once to about what it will hold (the families times the rows). */
-    if (vg_buf_append(&s.b, "", 0, err) == 0 && (ng + nr) * 700 < s.b.max) {
-        size_t want = (ng + nr) * 700;
-        char *p = realloc(s.b.data, want + 1);
-        if (p) {
-            s.b.data = p;
-            s.b.cap = want + 1;
-        }
-    }
-    size_t out_want = b->len + (ng * 12 + nr * 20) * 220 + 8192;
-    if (b->cap < out_want + 1 && out_want < b->max && vg_buf_append(b, "", 0, err) == 0) {
-        char *p = realloc(b->data, out_want + 1);
-        if (p) {
-            b->data = p;
-            b->cap = out_want + 1;
-        }
-    }
+     * grown once to about what it will hold (the families times the rows); a hint only,
+     * so a ceiling it would pass is left to the writes themselves to report. */
+    struct vg_err ignored = {0};
+    (void)vg_buf_reserve(&s.b, (ng + nr) * 700, &ignored);
+    (void)vg_buf_reserve(b, (ng * 12 + nr * 20) * 220 + 8192, &ignored);
     s.gpu_hami = vg_calloc(ng + 1, sizeof *s.gpu_hami);
     s.gpu_vgpu = vg_calloc(ng + 1, sizeof *s.gpu_vgpu);
     s.gpu_info = vg_calloc(ng + 1, sizeof *s.gpu_info);
@@ -562,44 +450,36 @@ int mon_metrics_format(const struct mon_exposition *x, struct vg_buf *b, struct 
                 all[a][i].p = s.b.data + all[a][i].off;
     for (size_t f = 0; f < sizeof fams / sizeof fams[0] && o.rc == 0; f++) {
         const struct fam *fm = &fams[f];
-        family(&o, fm->name, fm->type, fm->help);
+        vg_prom_family(&o, fm->name, fm->type, fm->help);
         bool hami = strncmp(fm->name, "hami_", 5) == 0;
+        struct num n;
         if (fm->col <= G_XIDS) {
             for (size_t g = 0; g < ng; g++) {
+                if (!gpu_value(fm->col, &x->gpus[g], &n))
+                    continue; /* no value: no sample */
                 struct span sp = fm->col == G_HAMI_MEMUTIL ? s.gpu_hami_nonode[g]
                                  : hami                    ? s.gpu_hami[g]
                                  : fm->col == G_INFO       ? s.gpu_info[g]
                                                            : s.gpu_vgpu[g];
-                size_t mark = b->len;
-                sample_head(&o, fm->name, sp);
-                if (!gpu_value(&o, fm->col, &x->gpus[g])) {
-                    b->len = o.rc == 0 ? mark : b->len; /* no value: no sample */
-                    if (b->data)
-                        b->data[b->len] = '\0';
-                    continue;
-                }
-                put(&o, "\n", 1);
+                vg_prom_sample(&o, fm->name);
+                vg_prom_label_set(&o, sp.p, sp.len);
+                vg_prom_fixed(&o, n.v, n.scale, n.digits);
             }
         } else {
             bool per_ctr = fm->col >= C_REFUSED;
             for (size_t r = 0; r < nr; r++) {
                 if (per_ctr && !x->ctrs[r].first)
                     continue;
-                struct span sp = per_ctr ? s.ctr_vgpu[r] : hami ? s.row_hami[r] : s.row_vgpu[r];
-                size_t mark = b->len;
-                sample_head(&o, fm->name, sp);
-                if (!row_value(&o, fm->col, &x->ctrs[r])) {
-                    b->len = o.rc == 0 ? mark : b->len;
-                    if (b->data)
-                        b->data[b->len] = '\0';
+                if (!row_value(fm->col, &x->ctrs[r], &n))
                     continue;
-                }
-                put(&o, "\n", 1);
+                struct span sp = per_ctr ? s.ctr_vgpu[r] : hami ? s.row_hami[r] : s.row_vgpu[r];
+                vg_prom_sample(&o, fm->name);
+                vg_prom_label_set(&o, sp.p, sp.len);
+                vg_prom_fixed(&o, n.v, n.scale, n.digits);
             }
         }
     }
-    if (o.rc == 0)
-        monitor_counters(&o, x);
+    monitor_counters(&o, x);
     vg_buf_free(&s.b);
     free(s.gpu_hami);
     free(s.gpu_vgpu);
@@ -608,5 +488,5 @@ int mon_metrics_format(const struct mon_exposition *x, struct vg_buf *b, struct 
     free(s.row_hami);
     free(s.row_vgpu);
     free(s.ctr_vgpu);
-    return o.rc;
+    return vg_prom_done(&o);
 }

@@ -12,6 +12,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/prom.h"
 #include "monitor/monitor.h"
 
 /* Errors the monitor logs and counts (vgpu_monitor_errors_total{kind}). */
@@ -89,7 +90,12 @@ struct mon_exposition {
     const uint64_t *errors; /* [MON_ERR_KINDS] */
 };
 
-/* Appends the exposition to out. -ENOSPC (out's ceiling) or -ENOMEM. */
+/* The monitor's own series (its counters and the Events it posted): what the /metrics
+ * page and the metrics file (--metrics-file) share. */
+void mon_metrics_own(struct vg_prom *p, const struct mon_counters *c, const char *policy,
+                     uint64_t events_sent, uint64_t events_failed);
+
+/* Appends the exposition to out. -E2BIG (out's ceiling) or -ENOMEM. */
 int mon_metrics_format(const struct mon_exposition *x, struct vg_buf *out, struct vg_err *err);
 
 #endif

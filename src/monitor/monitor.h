@@ -176,8 +176,7 @@ int mon_judge(struct mon_monitor *mon, const struct mon_proc *procs, size_t coun
 
 void mon_get_counters(const struct mon_monitor *mon, struct mon_counters *out);
 
-/* Prometheus text of the counters (into buf[size]); the length, or -ENOSPC. */
-int mon_format_metrics(const struct mon_counters *c, const char *policy, char *buf, size_t size);
+/* The counters' Prometheus text is written by mon_metrics_own (metrics.h). */
 
 /* ---- the daemon ------------------------------------------------------------------ */
 

@@ -17,8 +17,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
-#include <openssl/evp.h>
-#include <openssl/sha.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <stdio.h>
@@ -37,14 +35,12 @@
 #include "connguard/connguard.h"
 #include "kube/kube.h"
 #include "scheduler/auth.h"
+#include "scheduler/dashboard.h"
 #include "scheduler/dra_templates.h"
+#include "scheduler/http.h"
+#include "scheduler/metrics.h"
 #include "scheduler/pod.h"
 #include "scheduler/records.h"
-#include "scheduler/view.h"
-
-/* The dashboard page, compiled in from src/scheduler/ui/index.html (cmake/embed.cmake). */
-extern const unsigned char sched_ui_page[];
-extern const size_t sched_ui_page_len;
 
 #define POD_KEY_MAX 512 /* "namespace/name" */
 
@@ -128,10 +124,9 @@ struct sched_daemon {
     uint64_t api_errors;
     uint64_t unauthorized;
     uint64_t bind_inflight;
-    uint64_t ui_errors;        /* 4xx answers on /ui paths */
     bool hami_legacy;          /* /metrics adds HAMi's older names */
-    char ui_csp[256];          /* the page's Content-Security-Policy: its one script, by hash */
-    struct vg_buf metrics_buf; /* the allocation series, kept between scrapes */
+    struct sched_dashboard ui; /* /ui, /ui/state.json, /ui/explain */
+    struct vg_buf metrics_buf; /* the /metrics text, kept between scrapes */
     bool metrics_busy;         /* metrics_buf is still being sent */
 };
 
@@ -171,161 +166,44 @@ static void metrics_sent_own(const void *data, size_t len, void *arg)
     free(arg);
 }
 
-/* What the connection guards of the extender's and the webhook's servers hold and close. */
-static void render_connection_metrics(const struct sched_daemon *d, struct evbuffer *b)
+/* The metrics page: the daemon's series and the model's (metrics.h), megabytes on a large
+ * cluster, go out by reference from a buffer kept between scrapes: no copy, and no fresh
+ * pages to fault in each time. A scrape that comes while the last one is still being
+ * sent uses a buffer of its own. False (logged) when the text could not be written. */
+static bool render_metrics(struct sched_daemon *d, struct evbuffer *b)
 {
-    const struct guarded *servers[] = {&d->ext_guard, &d->hook_guard};
-    struct connguard_stats st[2] = {{0}, {0}};
-    for (int i = 0; i < 2; i++)
-        if (servers[i]->guard != NULL)
-            connguard_stats(servers[i]->guard, &st[i]);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_connections Connections held, by server.\n"
-                           "# TYPE vgpu_scheduler_connections gauge\n");
-    for (int i = 0; i < 2; i++)
-        if (servers[i]->guard != NULL)
-            evbuffer_add_printf(b, "vgpu_scheduler_connections{server=\"%s\"} %u\n",
-                                servers[i]->name, st[i].connections);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_connections_closed_total Connections closed "
-                           "or refused by the server's guard, by reason.\n# TYPE "
-                           "vgpu_scheduler_connections_closed_total counter\n");
+    struct sched_metrics_server servers[2];
+    size_t server_count = 0;
+    const struct guarded *guarded[] = {&d->ext_guard, &d->hook_guard};
     for (int i = 0; i < 2; i++) {
-        if (servers[i]->guard == NULL)
+        if (guarded[i]->guard == NULL)
             continue;
-        const struct {
-            const char *reason;
-            uint64_t n;
-        } rows[] = {
-            {"timeout", st[i].timed_out}, {"evicted", st[i].evicted}, {"refused", st[i].refused}};
-        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
-            evbuffer_add_printf(b,
-                                "vgpu_scheduler_connections_closed_total{server=\"%s\","
-                                "reason=\"%s\"} %llu\n",
-                                servers[i]->name, rows[r].reason, (unsigned long long)rows[r].n);
+        struct connguard_stats st = {0};
+        connguard_stats(guarded[i]->guard, &st);
+        servers[server_count++] =
+            (struct sched_metrics_server){guarded[i]->name, st.connections, st.timed_out,
+                                          st.evicted,       st.refused,     st.accept_pause};
     }
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_accept_paused_total Times accepting paused "
-                           "for want of file descriptors or memory.\n# TYPE "
-                           "vgpu_scheduler_accept_paused_total counter\n");
-    for (int i = 0; i < 2; i++)
-        if (servers[i]->guard != NULL)
-            evbuffer_add_printf(b, "vgpu_scheduler_accept_paused_total{server=\"%s\"} %llu\n",
-                                servers[i]->name, (unsigned long long)st[i].accept_pause);
-}
-
-static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
-{
-    struct sched_stats st;
-    sched_state_stats(d->state, &st);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_nodes Nodes known, and nodes with a valid GPU "
-                           "inventory.\n# TYPE vgpu_scheduler_nodes gauge\n");
-    evbuffer_add_printf(b, "vgpu_scheduler_nodes{inventory=\"any\"} %llu\n",
-                        (unsigned long long)st.nodes);
-    evbuffer_add_printf(b, "vgpu_scheduler_nodes{inventory=\"valid\"} %llu\n",
-                        (unsigned long long)st.nodes_with_inventory);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_pods Pods holding GPU shares, by state.\n"
-                           "# TYPE vgpu_scheduler_pods gauge\n");
-    evbuffer_add_printf(b, "vgpu_scheduler_pods{state=\"assumed\"} %llu\n",
-                        (unsigned long long)st.assumed);
-    evbuffer_add_printf(b, "vgpu_scheduler_pods{state=\"bound\"} %llu\n",
-                        (unsigned long long)st.bound);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_decisions_total Filter outcomes.\n"
-                           "# TYPE vgpu_scheduler_decisions_total counter\n");
-    evbuffer_add_printf(b, "vgpu_scheduler_decisions_total{result=\"fit\"} %llu\n",
-                        (unsigned long long)st.filter_fits);
-    evbuffer_add_printf(b, "vgpu_scheduler_decisions_total{result=\"unschedulable\"} %llu\n",
-                        (unsigned long long)st.filter_unschedulable);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_binds_total Bind calls, by result.\n"
-                           "# TYPE vgpu_scheduler_binds_total counter\n");
-    evbuffer_add_printf(
-        b, "vgpu_scheduler_binds_total{result=\"ok\"} %llu\n",
-        (unsigned long long)(st.binds > st.bind_failures ? st.binds - st.bind_failures : 0));
-    evbuffer_add_printf(b, "vgpu_scheduler_binds_total{result=\"error\"} %llu\n",
-                        (unsigned long long)st.bind_failures);
-    evbuffer_add_printf(b,
-                        "# HELP vgpu_scheduler_assumptions_expired_total Filter promises "
-                        "dropped because no bind came.\n# TYPE "
-                        "vgpu_scheduler_assumptions_expired_total counter\n"
-                        "vgpu_scheduler_assumptions_expired_total %llu\n",
-                        (unsigned long long)st.expired);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_errors_total Errors by kind.\n"
-                           "# TYPE vgpu_scheduler_errors_total counter\n");
+    struct sched_metrics_latency latency[VERB_COUNT];
+    for (int v = 0; v < VERB_COUNT; v++)
+        latency[v] = (struct sched_metrics_latency){verb_names[v], d->latency[v].counts,
+                                                    d->latency[v].count, d->latency[v].sum};
     /* Every 400 and 413 answer, whatever the verb and however the body was wrong. */
-    uint64_t bad_requests = 0;
+    uint64_t bad_requests = d->ui.errors;
     for (int v = 0; v < VERB_COUNT; v++)
         bad_requests += d->http_errors[v];
-    bad_requests += d->ui_errors;
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"bad_request\"} %llu\n",
-                        (unsigned long long)bad_requests);
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"skipped_node\"} %llu\n",
-                        (unsigned long long)st.skipped_nodes);
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"skipped_pod\"} %llu\n",
-                        (unsigned long long)st.skipped_pods);
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"conflict\"} %llu\n",
-                        (unsigned long long)st.conflicts);
-    evbuffer_add_printf(
-        b, "vgpu_scheduler_errors_total{kind=\"api\"} %llu\n",
-        (unsigned long long)(d->api_errors + sched_records_errors(d->records) +
-                             (d->dra != NULL ? sched_dra_templates_errors(d->dra) : 0)));
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"annotation_changed\"} %llu\n",
-                        (unsigned long long)st.annotation_changes);
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"unauthorized\"} %llu\n",
-                        (unsigned long long)d->unauthorized);
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"unknown_pod\"} %llu\n",
-                        (unsigned long long)st.unknown_pods);
-    evbuffer_add_printf(b, "vgpu_scheduler_errors_total{kind=\"namespace_bound\"} %llu\n",
-                        (unsigned long long)st.namespace_bound);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_request_duration_seconds Time to answer an "
-                           "extender or webhook call.\n# TYPE "
-                           "vgpu_scheduler_request_duration_seconds histogram\n");
-    for (int v = 0; v < VERB_COUNT; v++) {
-        const struct histogram *h = &d->latency[v];
-        uint64_t cum = 0;
-        for (int i = 0; i < HIST_BUCKETS; i++) {
-            cum += h->counts[i];
-            evbuffer_add_printf(b,
-                                "vgpu_scheduler_request_duration_seconds_bucket{verb=\"%s\","
-                                "le=\"%g\"} %llu\n",
-                                verb_names[v], hist_bounds[i], (unsigned long long)cum);
-        }
-        evbuffer_add_printf(b,
-                            "vgpu_scheduler_request_duration_seconds_bucket{verb=\"%s\",le=\"+"
-                            "Inf\"} %llu\n",
-                            verb_names[v], (unsigned long long)h->count);
-        evbuffer_add_printf(b, "vgpu_scheduler_request_duration_seconds_sum{verb=\"%s\"} %.9f\n",
-                            verb_names[v], h->sum);
-        evbuffer_add_printf(b, "vgpu_scheduler_request_duration_seconds_count{verb=\"%s\"} %llu\n",
-                            verb_names[v], (unsigned long long)h->count);
-    }
-    const struct place_cluster *c = sched_state_cluster(d->state);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_gpu_memory_used_mib GPU memory handed out.\n"
-                           "# TYPE vgpu_scheduler_gpu_memory_used_mib gauge\n");
-    for (size_t i = 0; i < c->node_count; i++)
-        for (unsigned g = 0; g < c->nodes[i].gpu_count; g++)
-            evbuffer_add_printf(b,
-                                "vgpu_scheduler_gpu_memory_used_mib{node=\"%s\",uuid=\"%s\"} "
-                                "%llu\n",
-                                c->nodes[i].name, c->nodes[i].gpus[g].uuid,
-                                (unsigned long long)c->nodes[i].gpus[g].mem_used_mib);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_gpu_cores_used_percent GPU compute handed out "
-                           "(plus any the inventory withholds).\n# TYPE "
-                           "vgpu_scheduler_gpu_cores_used_percent gauge\n");
-    for (size_t i = 0; i < c->node_count; i++)
-        for (unsigned g = 0; g < c->nodes[i].gpu_count; g++)
-            evbuffer_add_printf(b,
-                                "vgpu_scheduler_gpu_cores_used_percent{node=\"%s\",uuid=\"%s\"} "
-                                "%u\n",
-                                c->nodes[i].name, c->nodes[i].gpus[g].uuid,
-                                c->nodes[i].gpus[g].milli_used / 10);
-    evbuffer_add_printf(b, "# HELP vgpu_scheduler_gpu_tenants Containers placed on each GPU.\n"
-                           "# TYPE vgpu_scheduler_gpu_tenants gauge\n");
-    for (size_t i = 0; i < c->node_count; i++)
-        for (unsigned g = 0; g < c->nodes[i].gpu_count; g++)
-            evbuffer_add_printf(b, "vgpu_scheduler_gpu_tenants{node=\"%s\",uuid=\"%s\"} %u\n",
-                                c->nodes[i].name, c->nodes[i].gpus[g].uuid,
-                                c->nodes[i].gpus[g].tenants);
-    render_connection_metrics(d, b);
-    /* The allocation series (megabytes on a large cluster) go out by reference from a
-     * buffer kept between scrapes: no copy, and no fresh pages to fault in each time. A
-     * scrape that comes while the last one is still being sent uses a buffer of its own. */
+    struct sched_metrics_daemon m = {
+        .bad_requests = bad_requests,
+        .api_errors = d->api_errors + sched_records_errors(d->records) +
+                      (d->dra != NULL ? sched_dra_templates_errors(d->dra) : 0),
+        .unauthorized = d->unauthorized,
+        .bounds = hist_bounds,
+        .bucket_count = HIST_BUCKETS,
+        .latency = latency,
+        .verb_count = VERB_COUNT,
+        .servers = servers,
+        .server_count = server_count,
+    };
     bool kept = !d->metrics_busy;
     struct vg_buf *more = kept ? &d->metrics_buf : xcalloc(1, sizeof *more);
     if (kept)
@@ -333,14 +211,17 @@ static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
     else
         vg_buf_init(more, "metrics", (size_t)1 << 30);
     struct vg_err err = {0};
-    if (sched_view_metrics(d->state, d->hami_legacy, more, &err) < 0 || more->len == 0) {
-        if (err.code < 0)
-            vg_log(VG_LOG_WARN, "metrics cut short", "err=\"%s\"", err.msg);
+    struct vg_prom p;
+    vg_prom_init(&p, more, &err);
+    sched_metrics_daemon(&p, d->state, &m);
+    sched_metrics_allocation(&p, d->state, d->hami_legacy);
+    if (vg_prom_done(&p) < 0) {
+        vg_log(VG_LOG_WARN, "metrics endpoint: cannot format the metrics", "error=\"%s\"", err.msg);
         if (!kept) {
             vg_buf_free(more);
             free(more);
         }
-        return;
+        return false;
     }
     if (kept) {
         d->metrics_busy = true;
@@ -348,27 +229,10 @@ static void render_metrics(struct sched_daemon *d, struct evbuffer *b)
     } else {
         evbuffer_add_reference(b, more->data, more->len, metrics_sent_own, more);
     }
+    return true;
 }
 
 /* ---- HTTP --------------------------------------------------------------------------- */
-
-static void free_text(const void *data, size_t len, void *arg)
-{
-    (void)len;
-    (void)arg;
-    free((void *)(uintptr_t)data);
-}
-
-static void reply(struct evhttp_request *req, int code, const char *reason, const char *ctype,
-                  const char *text)
-{
-    struct evbuffer *b = evbuffer_new();
-    if (text != NULL)
-        evbuffer_add(b, text, strlen(text));
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", ctype);
-    evhttp_send_reply(req, code, reason, b);
-    evbuffer_free(b);
-}
 
 static void reply_error(struct sched_daemon *d, enum verb v, struct evhttp_request *req,
                         const struct vg_err *err)
@@ -377,7 +241,8 @@ static void reply_error(struct sched_daemon *d, enum verb v, struct evhttp_reque
     VG_AUTO_JSON json_t *body = json_pack("{s:s}", "Error", err->msg);
     VG_AUTO_FREE char *text = json_dumps(body, JSON_COMPACT);
     int code = err->code == -EMSGSIZE ? 413 : 400;
-    reply(req, code, code == 413 ? "Payload Too Large" : "Bad Request", "application/json", text);
+    sched_http_reply(req, code, code == 413 ? "Payload Too Large" : "Bad Request",
+                     "application/json", text);
 }
 
 /* A 200 whose body carries the error: the scheduler retries the pod. */
@@ -385,7 +250,7 @@ static void reply_retry(struct evhttp_request *req, const char *error)
 {
     VG_AUTO_JSON json_t *body = json_pack("{s:s}", "Error", error != NULL ? error : "");
     VG_AUTO_FREE char *text = json_dumps(body, JSON_COMPACT);
-    reply(req, 200, "OK", "application/json", text);
+    sched_http_reply(req, 200, "OK", "application/json", text);
 }
 
 struct bind_call {
@@ -492,13 +357,13 @@ static void request_path(struct evhttp_request *req, char *p, size_t size)
 static bool serve_health(struct sched_daemon *d, struct evhttp_request *req, const char *p)
 {
     if (strcmp(p, "/healthz") == 0) {
-        reply(req, 200, "OK", "text/plain", "ok\n");
+        sched_http_reply(req, 200, "OK", "text/plain", "ok\n");
         return true;
     }
     if (strcmp(p, "/readyz") == 0) {
         bool ready = kube_watch_synced(d->nodes) && d->pods != NULL && kube_watch_synced(d->pods);
-        reply(req, ready ? 200 : 503, ready ? "OK" : "Service Unavailable", "text/plain",
-              ready ? "ok\n" : "waiting for the first node and pod lists\n");
+        sched_http_reply(req, ready ? 200 : 503, ready ? "OK" : "Service Unavailable", "text/plain",
+                         ready ? "ok\n" : "waiting for the first node and pod lists\n");
         return true;
     }
     return false;
@@ -539,7 +404,7 @@ static bool authorized(struct sched_daemon *d, struct evhttp_request *req)
     if (d->need_token)
         evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
                           "Bearer realm=\"vgpu-scheduler\"");
-    reply(req, 401, "Unauthorized", "text/plain", why);
+    sched_http_reply(req, 401, "Unauthorized", "text/plain", why);
     return false;
 }
 
@@ -577,7 +442,7 @@ static bool run_filter(struct sched_daemon *d, struct evhttp_request *req, doubl
         vg_log(VG_LOG_INFO, "bad request", "verb=filter err=\"%s\"", err.msg);
         reply_error(d, VERB_FILTER, req, &err);
     } else {
-        reply(req, 200, "OK", "application/json", out);
+        sched_http_reply(req, 200, "OK", "application/json", out);
     }
     hist_observe(&d->latency[VERB_FILTER], mono_s() - t0);
     return false;
@@ -616,133 +481,7 @@ static void serve_debug(struct sched_daemon *d, struct evhttp_request *req, bool
     VG_AUTO_JSON json_t *root = json_loads(text, 0, NULL);
     json_object_set_new(root, "invariants", json_string(inv == 0 ? "ok" : err.msg));
     VG_AUTO_FREE char *out = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
-    reply(req, 200, "OK", "application/json", out);
-}
-
-/* ---- the dashboard ------------------------------------------------------------------ */
-
-/* A 4xx on a /ui path: JSON {"Error": msg} for the JSON routes, text for the page. */
-static void ui_error(struct sched_daemon *d, struct evhttp_request *req, int code,
-                     const char *reason, bool json, const char *msg)
-{
-    d->ui_errors++;
-    if (!json) {
-        char text[VG_ERR_MSG_MAX + 64];
-        (void)vg_snprintf(text, sizeof text, "%s\n", msg);
-        reply(req, code, reason, "text/plain; charset=utf-8", text);
-        return;
-    }
-    VG_AUTO_JSON json_t *body = json_pack("{s:s}", "Error", msg);
-    VG_AUTO_FREE char *text = json_dumps(body, JSON_COMPACT);
-    reply(req, code, reason, "application/json", text);
-}
-
-/* Headers every /ui answer carries: nothing cached, nothing framed or sniffed, and the
- * page may run its own script only and talk to this origin only. */
-static void ui_headers(struct sched_daemon *d, struct evhttp_request *req)
-{
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Cache-Control", "no-store");
-    evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
-    evhttp_add_header(h, "X-Frame-Options", "DENY");
-    evhttp_add_header(h, "Referrer-Policy", "no-referrer");
-    evhttp_add_header(h, "Content-Security-Policy", d->ui_csp);
-}
-
-/* GET /ui/explain?namespace=NS&pod=NAME (namespace defaults to "default"). */
-static void serve_explain(struct sched_daemon *d, struct evhttp_request *req)
-{
-    /* The request's own parsed URI may be missing (a URI libevent's strict parser
-     * declines): parse it here; no query then. */
-    struct evhttp_uri *uri = evhttp_uri_parse(evhttp_request_get_uri(req));
-    const char *query = uri != NULL ? evhttp_uri_get_query(uri) : NULL;
-    char key[2 * 253 + 2]; /* "ns/name" */
-    struct vg_err err = {0};
-    int rc = sched_view_explain_key(query, key, sizeof key, &err);
-    if (uri != NULL)
-        evhttp_uri_free(uri);
-    if (rc < 0) {
-        ui_error(d, req, 400, "Bad Request", true, err.msg);
-        return;
-    }
-    VG_AUTO_FREE char *text = sched_view_explain(d->state, key);
-    if (text == NULL) {
-        char msg[VG_ERR_MSG_MAX + sizeof key];
-        (void)vg_snprintf(msg, sizeof msg,
-                          "vgpu: pod %s is not known to the scheduler (not waiting for a node, "
-                          "holding no GPU share, never filtered)",
-                          key);
-        ui_error(d, req, 404, "Not Found", true, msg);
-        return;
-    }
-    reply(req, 200, "OK", "application/json", text);
-}
-
-/* /ui (the page), /ui/state.json, /ui/explain: GET or HEAD only. */
-static void serve_ui(struct sched_daemon *d, struct evhttp_request *req, const char *p,
-                     enum evhttp_cmd_type method)
-{
-    ui_headers(d, req);
-    bool page = strcmp(p, "/ui") == 0 || strcmp(p, "/ui/") == 0;
-    bool state = strcmp(p, "/ui/state.json") == 0;
-    bool explain = strcmp(p, "/ui/explain") == 0;
-    if (!page && !state && !explain) {
-        ui_error(d, req, 404, "Not Found", false,
-                 "not found: the dashboard serves /ui, /ui/state.json and /ui/explain");
-        return;
-    }
-    if (method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
-        ui_error(d, req, 405, "Method Not Allowed", !page,
-                 "vgpu: the dashboard is read-only: GET only");
-        return;
-    }
-    if (explain) {
-        serve_explain(d, req);
-        return;
-    }
-    if (page) {
-        struct evbuffer *b = evbuffer_new();
-        evbuffer_add_reference(b, sched_ui_page, sched_ui_page_len, NULL, NULL);
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                          "text/html; charset=utf-8");
-        evhttp_send_reply(req, 200, "OK", b);
-        evbuffer_free(b);
-        return;
-    }
-    char *text = sched_view_state(d->state, (int64_t)time(NULL));
-    if (text == NULL) {
-        reply(req, 500, "Internal Server Error", "text/plain", "out of memory\n");
-        return;
-    }
-    struct evbuffer *b = evbuffer_new();
-    evbuffer_add_reference(b, text, strlen(text), free_text, NULL);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
-    evhttp_send_reply(req, 200, "OK", b);
-    evbuffer_free(b);
-}
-
-/* The page's script, hashed for its Content-Security-Policy (script-src 'sha256-...'):
- * the one inline script runs, anything else that got into the page would not. */
-static void ui_csp_init(struct sched_daemon *d)
-{
-    const char *page = (const char *)sched_ui_page;
-    const char *open = strstr(page, "<script>");
-    const char *close = open != NULL ? strstr(open, "</script>") : NULL;
-    unsigned char digest[SHA256_DIGEST_LENGTH];
-    unsigned char b64[4 * ((SHA256_DIGEST_LENGTH + 2) / 3) + 1];
-    if (open == NULL || close == NULL) {
-        (void)vg_strlcpy(d->ui_csp, "default-src 'none'", sizeof d->ui_csp);
-        return;
-    }
-    open += strlen("<script>");
-    SHA256((const unsigned char *)open, (size_t)(close - open), digest);
-    EVP_EncodeBlock(b64, digest, SHA256_DIGEST_LENGTH);
-    (void)vg_snprintf(d->ui_csp, sizeof d->ui_csp,
-                      "default-src 'none'; script-src 'sha256-%s'; style-src 'unsafe-inline'; "
-                      "connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
-                      "frame-ancestors 'none'",
-                      b64);
+    sched_http_reply(req, 200, "OK", "application/json", out);
 }
 
 /* The extender's address: the verbs, health, metrics and, when turned on, the state
@@ -760,7 +499,12 @@ static void handle_extender(struct evhttp_request *req, void *arg)
         return;
     if (strcmp(p, "/metrics") == 0) {
         struct evbuffer *b = evbuffer_new();
-        render_metrics(d, b);
+        if (!render_metrics(d, b)) { /* a failed scrape, not an empty one (as the monitor) */
+            evbuffer_free(b);
+            sched_http_reply(req, 500, "Internal Server Error", "text/plain",
+                             "500 Internal Server Error\n");
+            return;
+        }
         evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                           "text/plain; version=0.0.4");
         evhttp_send_reply(req, 200, "OK", b);
@@ -768,7 +512,7 @@ static void handle_extender(struct evhttp_request *req, void *arg)
         return;
     }
     if (strncmp(p, "/ui", 3) == 0 && (p[3] == '\0' || p[3] == '/')) {
-        serve_ui(d, req, p, method);
+        sched_dashboard_serve(&d->ui, req, p, method);
         return;
     }
     if (d->debug_state &&
@@ -784,11 +528,11 @@ static void handle_extender(struct evhttp_request *req, void *arg)
     else if (strcmp(p, "/bind") == 0)
         v = VERB_BIND;
     else {
-        reply(req, 404, "Not Found", "text/plain", "not found\n");
+        sched_http_reply(req, 404, "Not Found", "text/plain", "not found\n");
         return;
     }
     if (method != EVHTTP_REQ_POST) {
-        reply(req, 405, "Method Not Allowed", "text/plain", "POST only\n");
+        sched_http_reply(req, 405, "Method Not Allowed", "text/plain", "POST only\n");
         return;
     }
     if (v == VERB_FILTER) {
@@ -807,7 +551,7 @@ static void handle_extender(struct evhttp_request *req, void *arg)
         vg_log(VG_LOG_INFO, "bad request", "verb=%s err=\"%s\"", verb_names[v], err.msg);
         reply_error(d, v, req, &err);
     } else {
-        reply(req, 200, "OK", "application/json", out);
+        sched_http_reply(req, 200, "OK", "application/json", out);
     }
     hist_observe(&d->latency[v], mono_s() - t0);
 }
@@ -828,9 +572,9 @@ static void admit_done(void *arg, const char *refusal)
     struct admit_wait *w = arg;
     if (refusal != NULL) {
         VG_AUTO_FREE char *refused = sched_admit_refusal(w->uid, refusal);
-        reply(w->req, 200, "OK", "application/json", refused);
+        sched_http_reply(w->req, 200, "OK", "application/json", refused);
     } else {
-        reply(w->req, 200, "OK", "application/json", w->out);
+        sched_http_reply(w->req, 200, "OK", "application/json", w->out);
     }
     hist_observe(&w->d->latency[VERB_WEBHOOK], mono_s() - w->t0);
     free(w->out);
@@ -864,11 +608,11 @@ static void handle_webhook(struct evhttp_request *req, void *arg)
     if (serve_health(d, req, p))
         return;
     if (strcmp(p, "/webhook") != 0 && strcmp(p, "/mutate") != 0) {
-        reply(req, 404, "Not Found", "text/plain", "not found\n");
+        sched_http_reply(req, 404, "Not Found", "text/plain", "not found\n");
         return;
     }
     if (evhttp_request_get_command(req) != EVHTTP_REQ_POST) {
-        reply(req, 405, "Method Not Allowed", "text/plain", "POST only\n");
+        sched_http_reply(req, 405, "Method Not Allowed", "text/plain", "POST only\n");
         return;
     }
     if (d->need_webhook_cert) {
@@ -878,9 +622,9 @@ static void handle_webhook(struct evhttp_request *req, void *arg)
         if (ssl == NULL || SSL_get0_peer_certificate(ssl) == NULL ||
             SSL_get_verify_result(ssl) != X509_V_OK) {
             d->unauthorized++;
-            reply(req, 401, "Unauthorized", "text/plain",
-                  "a client certificate signed by the --webhook-client-ca authority is "
-                  "required\n");
+            sched_http_reply(req, 401, "Unauthorized", "text/plain",
+                             "a client certificate signed by the --webhook-client-ca authority is "
+                             "required\n");
             return;
         }
     }
@@ -896,7 +640,7 @@ static void handle_webhook(struct evhttp_request *req, void *arg)
         admit_with_templates(d, req, vg_steal_ptr(&out), templates, t0);
         return;
     } else {
-        reply(req, 200, "OK", "application/json", out);
+        sched_http_reply(req, 200, "OK", "application/json", out);
     }
     hist_observe(&d->latency[VERB_WEBHOOK], mono_s() - t0);
 }
@@ -1244,7 +988,6 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
     d->debug_state = o->debug_state;
     d->hami_legacy = o->hami_legacy_metrics;
     vg_buf_init(&d->metrics_buf, "metrics", (size_t)1 << 30);
-    ui_csp_init(d);
     if (o->token_file != NULL) {
         if (sched_auth_load_token(o->token_file, d->token, sizeof d->token, &d->token_len, err) < 0)
             return err->code;
@@ -1254,6 +997,7 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
     so.require_pending = true; /* the daemon runs the pod watch that feeds it */
     if (sched_state_new(&so, &d->state, err) < 0)
         return err->code;
+    sched_dashboard_init(&d->ui, d->state);
     struct kube_watch_callbacks ncb = {nodes_resync, nodes_event, watch_error};
     struct kube_watch_options nopt = {.path = "/api/v1/nodes", .seed = 1};
     if (kube_watch_new(client, &nopt, &ncb, d, &d->nodes, err) < 0)

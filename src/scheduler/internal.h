@@ -195,4 +195,41 @@ bool sched_admit_dra_wanted(json_t *pod);
 int sched_admit_dra_convert(const struct sched_options *o, json_t *pod, const char *ns,
                             json_t *patch, json_t *templates, char *msg, size_t size);
 
+/* ---- the model as view.c and metrics.c read it ------------------------------------- */
+
+#define SCHED_MIB 1048576ull
+
+/* One GPU as the views show it. */
+struct sched_gpu_view {
+    uint64_t mem_total, mem_used; /* bytes */
+    double compute_used;          /* 0..1 */
+    double stranded_compute;      /* 0..1 */
+    uint64_t stranded_mem;        /* bytes */
+    bool blocked;
+};
+void sched_gpu_view(const struct sched_state *s, size_t i, unsigned g, struct sched_gpu_view *out);
+
+/* A node's (or, summed, the cluster's) GPUs. */
+struct sched_totals {
+    uint64_t gpus, mem_total, mem_used, stranded_mem, containers;
+    double compute_total, compute_used, stranded;
+};
+void sched_node_totals(const struct sched_state *s, size_t i, struct sched_totals *t);
+/* Stranded compute over unallocated compute, 0 when nothing is free. */
+double sched_frag_ratio(const struct sched_totals *t);
+
+/* One container's share of one GPU, as the model holds it. */
+struct sched_share_ref {
+    const struct sched_pod *p;
+    unsigned k;       /* the container's place among the pod's GPU containers */
+    const char *name; /* its name ("" when unknown) */
+    unsigned g;       /* the GPU's index on node p->node */
+    uint64_t mem_mib;
+    unsigned cores; /* percent; 0: no compute limit */
+};
+/* Visits every container share the model holds (charged pods on known nodes), from the
+ * pod records: no decision is decoded. */
+typedef void (*sched_share_fn)(void *arg, const struct sched_share_ref *r);
+void sched_each_share(const struct sched_state *s, sched_share_fn fn, void *arg);
+
 #endif

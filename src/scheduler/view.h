@@ -1,8 +1,7 @@
-/* What vgpu-scheduler shows of its model: the Prometheus exposition of allocation per GPU,
- * node, container and cluster (HAMi's scheduler metric names and vgpu's own, base units),
- * the dashboard's state JSON (/ui/state.json), and the per-pod filter verdicts that say
- * why a pod is pending or where it went (docs/scheduler.md, "Metrics" and "Dashboard").
- * Reads the state only; no I/O.
+/* What vgpu-scheduler shows of its model: the dashboard's state JSON (/ui/state.json), and the
+ * per-pod filter verdicts that say why a pod is pending or where it went (docs/scheduler.md,
+ * "Dashboard"; the Prometheus exposition of the same model is metrics.h's). Reads the state only;
+ * no I/O.
  *
  * Fragmentation. A GPU is *partly used* when it holds at least one container and some of
  * its compute is unallocated. Its unallocated compute (1 - allocated, in GPUs) and memory
@@ -18,12 +17,6 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "scheduler/sched.h"
-
-/* Appends the allocation metrics to b: hami_* (HAMi's current names and labels), vgpu_*
- * per GPU, node, container and cluster; with legacy also HAMi's older camel-case names
- * (GPUDeviceMemoryLimit, ...). Errors are b's (-E2BIG past its ceiling, -ENOMEM). */
-int sched_view_metrics(const struct sched_state *s, bool legacy, struct vg_buf *b,
-                       struct vg_err *err);
 
 /* The dashboard's state as JSON text (owned): cluster totals, nodes sorted by name with
  * their GPUs and the containers on each, and the pods waiting for a node with the last

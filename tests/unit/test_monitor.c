@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "monitor/metrics.h"
 #include "monitor/monitor.h"
 
 #define MiB (UINT64_C(1) << 20)
@@ -785,10 +786,15 @@ static void test_judge_bad_sample(void **state)
     struct mon_counters c;
     mon_get_counters(m, &c);
     assert_int_equal(c.unattributed, 1);
-    char text[4096];
-    assert_true(mon_format_metrics(&c, "warn", text, sizeof text) > 0);
-    assert_non_null(strstr(text, "vgpu_monitor_violations_total{policy=\"warn\"} 0\n"));
-    assert_non_null(strstr(text, "vgpu_monitor_unattributed_processes 1\n"));
+    struct vg_buf b;
+    vg_buf_init(&b, "metrics", 1 << 16);
+    struct vg_prom w;
+    vg_prom_init(&w, &b, &err);
+    mon_metrics_own(&w, &c, "warn", 0, 0);
+    assert_int_equal(vg_prom_done(&w), 0);
+    assert_non_null(strstr(b.data, "vgpu_monitor_violations_total{policy=\"warn\"} 0\n"));
+    assert_non_null(strstr(b.data, "vgpu_monitor_unattributed_processes 1\n"));
+    vg_buf_free(&b);
     mon_free(m);
 }
 

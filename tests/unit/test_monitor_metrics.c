@@ -302,7 +302,7 @@ static void test_exposition(void **state)
         {.pod_uid = UID,
          .ns = "team-a",
          .pod = "train-0",
-         .container = "main",
+         .container = "main\xff", /* a byte that is not UTF-8, from a directory name */
          .gpu = 1,
          .vdevice = 1,
          .first = false,
@@ -373,12 +373,13 @@ static void test_exposition(void **state)
     HAS("%s", "vgpu_monitor_errors_total{kind=\"region_corrupt\"} 7\n");
     HAS("%s", "vgpu_monitor_errors_total{kind=\"http_overload\"} 0\n");
     HAS("%s", "vgpu_monitor_samples_total 5\n");
-    /* the second row: its limit, no region values, and no second per-container sample */
-    HAS("%s",
-        "hami_vgpu_memory_limit_bytes{namespace=\"team-a\",pod=\"train-0\",container=\"main\","
-        "vdevice_index=\"1\",device_uuid=\"" GPU1 "\"} 2147483648\n");
+    /* the second row: its limit, no region values, and no second per-container sample;
+     * the byte that is not UTF-8 in its name written as U+FFFD */
+    HAS("%s", "hami_vgpu_memory_limit_bytes{namespace=\"team-a\",pod=\"train-0\",container=\"main"
+              "\xEF\xBF\xBD\",vdevice_index=\"1\",device_uuid=\"" GPU1 "\"} 2147483648\n");
     assert_false(has(t, "hami_vgpu_memory_used_bytes{namespace=\"team-a\",pod=\"train-0\","
-                        "container=\"main\",vdevice_index=\"1\""));
+                        "container=\"main\xEF\xBF\xBD\",vdevice_index=\"1\""));
+    assert_null(strchr(t, '\xff'));
     const char *first = strstr(t, "vgpu_container_allocations_refused_total{");
     assert_non_null(first);
     assert_null(strstr(first + 1, "vgpu_container_allocations_refused_total{"));

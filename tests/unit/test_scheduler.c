@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "scheduler/internal.h"
+#include "scheduler/metrics.h"
 #include "scheduler/sched.h"
 
 static char *xstrdup_test(const char *s)
@@ -697,6 +698,83 @@ static void test_bad_bodies(void **unused)
     sched_state_free(s);
 }
 
+/* The exposition through the one writer: a GPU model with a quote, a backslash and a
+ * newline comes out escaped in every label that carries it, every family's HELP and TYPE
+ * appear once, and every sample line belongs to the family above it. */
+static void test_metrics_escaped_and_once(void **unused)
+{
+    (void)unused;
+    struct sched_options o;
+    sched_options_default(&o);
+    struct sched_state *s = NULL;
+    struct vg_err err = {0};
+    assert_int_equal(sched_state_new(&o, &s, &err), 0);
+    const char *inv = "{\"version\":1,\"heartbeat\":1,\"mode\":\"vgpu\",\"gpus\":[{\"uuid\":"
+                      "\"GPU-0\",\"index\":0,\"model\":\"H100 \\\"SXM\\\" \\\\x\\nB\","
+                      "\"memoryMiB\":1000,\"cores\":100,\"slots\":4,\"healthy\":true}]}";
+    json_t *node = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", "n0", "annotations",
+                             "vgpu.io/gpus", inv);
+    sched_node_update(s, node);
+    json_decref(node);
+    struct vg_buf b;
+    vg_buf_init(&b, "metrics", 1 << 20);
+    struct vg_prom p;
+    vg_prom_init(&p, &b, &err);
+    const uint64_t counts[3] = {1, 0, 2};
+    const struct sched_metrics_latency lat = {"filter", counts, 3, 0.25};
+    const double bounds[2] = {0.001, 0.5};
+    const struct sched_metrics_server server = {"extender", 2, 1, 0, 3, 0};
+    const struct sched_metrics_daemon d = {.bounds = bounds,
+                                           .bucket_count = 2,
+                                           .latency = &lat,
+                                           .verb_count = 1,
+                                           .servers = &server,
+                                           .server_count = 1};
+    sched_metrics_daemon(&p, s, &d);
+    sched_metrics_allocation(&p, s, true);
+    assert_int_equal(vg_prom_done(&p), 0);
+    const char *want = "model_name=\"H100 \\\"SXM\\\" \\\\x\\nB\"";
+    assert_non_null(strstr(b.data, want));
+    assert_non_null(strstr(b.data, "device_type=\"H100 \\\"SXM\\\" \\\\x\\nB\",zone=\"vGPU\""));
+    assert_non_null(strstr(b.data, "vgpu_scheduler_request_duration_seconds_bucket{verb=\"filter\","
+                                   "le=\"0.5\"} 1\n"));
+    assert_non_null(strstr(b.data, "vgpu_scheduler_request_duration_seconds_bucket{verb=\"filter\","
+                                   "le=\"+Inf\"} 3\n"));
+    assert_non_null(strstr(b.data, "vgpu_scheduler_request_duration_seconds_sum{verb=\"filter\"} "
+                                   "0.25\n"));
+    assert_non_null(strstr(b.data, "vgpu_scheduler_connections_closed_total{server=\"extender\","
+                                   "reason=\"refused\"} 3\n"));
+    /* Line by line: a TYPE names a family not seen before; a sample is of the family. */
+    char family[128] = "";
+    char seen[8192] = " ";
+    size_t families = 0;
+    for (char *line = b.data; *line != '\0';) {
+        char *end = strchr(line, '\n');
+        assert_non_null(end);
+        *end = '\0';
+        if (strncmp(line, "# TYPE ", 7) == 0) {
+            assert_int_equal(sscanf(line + 7, "%127s", family), 1);
+            char key[132];
+            snprintf(key, sizeof key, " %s ", family);
+            if (strstr(seen, key) != NULL)
+                fail_msg("family %s written twice", family);
+            size_t used = strlen(seen);
+            int n = snprintf(seen + used, sizeof seen - used, "%s ", family);
+            assert_true(n > 0 && (size_t)n < sizeof seen - used);
+            families++;
+        } else if (line[0] != '#') {
+            size_t n = strlen(family);
+            if (n == 0 || strncmp(line, family, n) != 0 ||
+                (line[n] != '{' && line[n] != ' ' && line[n] != '_'))
+                fail_msg("sample '%s' outside family %s", line, family);
+        }
+        line = end + 1;
+    }
+    assert_true(families > 40);
+    vg_buf_free(&b);
+    sched_state_free(s);
+}
+
 int main(void)
 {
     vg_log_max_level = VG_LOG_ERROR;
@@ -709,6 +787,7 @@ int main(void)
         cmocka_unit_test(test_learned_mix_policies),
         cmocka_unit_test(test_learned_mix_model_lists),
         cmocka_unit_test(test_types_ids),
+        cmocka_unit_test(test_metrics_escaped_and_once),
         cmocka_unit_test(test_deleted_node_out_of_pressure),
         cmocka_unit_test(test_bind_outcomes),
         cmocka_unit_test(test_bad_bodies),
