@@ -1,0 +1,241 @@
+/* Unit tests for src/base/flags: every accepted form, bad values naming the flag, unknown
+ * flags, aliases, once-only flags, positional arguments and the generated --help. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/flags.h"
+
+struct opts {
+    const char *listen, *dir;
+    bool json, help, jobs_given;
+    uint64_t jobs;
+    int policy;
+    int level;
+};
+
+static int parse_level(const char *value, void *target, struct vg_err *err)
+{
+    if (strcmp(value, "debug") != 0 && strcmp(value, "info") != 0)
+        return vg_err_set(err, -EINVAL, "unknown level '%s'", value);
+    *(int *)target = value[0] == 'd' ? 2 : 1;
+    return 0;
+}
+
+static const char *const policies[] = {"spread", "binpack", "fgd", NULL};
+
+/* Runs one command line against the test table: the code, positionals into pos. */
+static int run(struct opts *o, const char **pos, size_t *npos, struct vg_err *err, int argc,
+               const char **cargv)
+{
+    const struct vg_flag flags[] = {
+        {.name = "listen",
+         .value = "ADDR:PORT",
+         .type = VG_FLAG_STRING,
+         .target = &o->listen,
+         .doc = "where to listen",
+         .def = "127.0.0.1:8888"},
+        {.name = "region-dir",
+         .value = "DIR",
+         .type = VG_FLAG_STRING,
+         .target = &o->dir,
+         .doc = "the regions",
+         .opts = VG_FLAG_ONCE},
+        {.name = "containers-dir", .alias_of = "region-dir"},
+        {.name = "json", .type = VG_FLAG_BOOL, .target = &o->json, .doc = "JSON output"},
+        {.name = "jobs",
+         .value = "N",
+         .type = VG_FLAG_U64,
+         .target = &o->jobs,
+         .min = 1,
+         .max = 64,
+         .doc = "parallel runs",
+         .given = &o->jobs_given},
+        {.name = "policy",
+         .value = "NAME",
+         .type = VG_FLAG_ENUM,
+         .target = &o->policy,
+         .choices = policies,
+         .doc = "node policy"},
+        {.name = "log-level",
+         .value = "LEVEL",
+         .type = VG_FLAG_FUNC,
+         .target = &o->level,
+         .fn = parse_level,
+         .doc = "debug or info"},
+        {.name = "help", .type = VG_FLAG_HELP, .target = &o->help, .doc = "this text"},
+    };
+    char *argv[16];
+    assert_true(argc <= 16);
+    for (int i = 0; i < argc; i++)
+        argv[i] = (char *)(uintptr_t)cargv[i]; /* argv's type; the parser never writes it */
+    memset(o, 0, sizeof *o);
+    o->policy = -1;
+    vg_err_clear(err);
+    return vg_flags_parse(flags, VG_FLAGS_COUNT(flags), argc, argv, pos, 2, npos, err);
+}
+
+#define RUN(o, pos, npos, err, ...)                                                                \
+    run(o, pos, npos, err, (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(char *)),          \
+        (const char *[]){__VA_ARGS__})
+
+static void test_forms(void **state)
+{
+    (void)state;
+    struct opts o;
+    struct vg_err err;
+    const char *pos[2];
+    size_t npos;
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--listen", "a:1", "--jobs=7", "--json",
+                         "--policy", "fgd", "--log-level=debug", "x"),
+                     0);
+    assert_string_equal(o.listen, "a:1");
+    assert_int_equal(o.jobs, 7);
+    assert_true(o.jobs_given);
+    assert_true(o.json);
+    assert_int_equal(o.policy, 2);
+    assert_int_equal(o.level, 2);
+    assert_int_equal(npos, 1);
+    assert_string_equal(pos[0], "x");
+    /* Bools: bare, =true, =false; the last one wins. */
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--json=true"), 0);
+    assert_true(o.json);
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--json", "--json=false"), 0);
+    assert_false(o.json);
+    /* A value may start with a dash or be empty; "--" ends the flags; "-" is positional. */
+    assert_int_equal(
+        RUN(&o, pos, &npos, &err, "p", "--listen", "-x", "--listen=", "-", "--", "--json"), 0);
+    assert_string_equal(o.listen, "");
+    assert_false(o.json);
+    assert_int_equal(npos, 2);
+    assert_string_equal(pos[0], "-");
+    assert_string_equal(pos[1], "--json");
+    /* Not given: untouched, and "given" stays false. */
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p"), 0);
+    assert_null(o.listen);
+    assert_false(o.jobs_given);
+    assert_int_equal(npos, 0);
+}
+
+static void test_errors_name_the_flag(void **state)
+{
+    (void)state;
+    struct opts o;
+    struct vg_err err;
+    const char *pos[2];
+    size_t npos;
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--jobs", "0"), -ERANGE);
+    assert_non_null(strstr(err.msg, "--jobs: "));
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--jobs=65"), -ERANGE);
+    assert_non_null(strstr(err.msg, "--jobs: "));
+    assert_true(RUN(&o, pos, &npos, &err, "p", "--jobs=x") < 0);
+    assert_non_null(strstr(err.msg, "--jobs: "));
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--jobs"), -EINVAL);
+    assert_string_equal(err.msg, "--jobs needs a value");
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--json=yes"), -EINVAL);
+    assert_string_equal(err.msg, "--json: 'yes' is not true or false");
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--policy", "best"), -EINVAL);
+    assert_string_equal(err.msg, "--policy: 'best' is not spread, binpack or fgd");
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--log-level=loud"), -EINVAL);
+    assert_string_equal(err.msg, "--log-level: unknown level 'loud'");
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--nope=1"), -EINVAL);
+    assert_string_equal(err.msg, "unknown option '--nope' (see --help)");
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "-j"), -EINVAL);
+    assert_string_equal(err.msg, "unknown option '-j' (see --help)");
+    /* No prefix matching: a flag is named in full. */
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--lis", "a:1"), -EINVAL);
+    assert_string_equal(err.msg, "unknown option '--lis' (see --help)");
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "a", "b", "c"), -EINVAL);
+    assert_string_equal(err.msg, "unexpected argument 'c'");
+}
+
+static void test_alias_and_once(void **state)
+{
+    (void)state;
+    struct opts o;
+    struct vg_err err;
+    const char *pos[2];
+    size_t npos;
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--containers-dir", "/c"), 0);
+    assert_string_equal(o.dir, "/c");
+    /* A once-only flag given twice, under either name, is refused. */
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--region-dir=/a", "--containers-dir=/b"),
+                     -EINVAL);
+    assert_string_equal(err.msg, "--containers-dir given twice");
+    /* Others: the last one wins. */
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--listen=a:1", "--listen=b:2"), 0);
+    assert_string_equal(o.listen, "b:2");
+}
+
+static void test_help_stops_parsing(void **state)
+{
+    (void)state;
+    struct opts o;
+    struct vg_err err;
+    const char *pos[2];
+    size_t npos;
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--help", "--nope"), 1);
+    assert_true(o.help);
+    assert_int_equal(RUN(&o, pos, &npos, &err, "p", "-h"), 1);
+}
+
+static void test_help_text(void **state)
+{
+    (void)state;
+    bool b = false;
+    const char *s = NULL;
+    uint64_t n = 0;
+    const struct vg_flag flags[] = {
+        {.name = "listen",
+         .value = "ADDR:PORT",
+         .type = VG_FLAG_STRING,
+         .target = &s,
+         .doc = "where to listen",
+         .def = "127.0.0.1:8888"},
+        {.name = "max-assumptions-per-namespace",
+         .value = "N",
+         .type = VG_FLAG_U64,
+         .target = &n,
+         .max = 10,
+         .doc = "a long flag whose doc goes on the next line"},
+        {.name = "json",
+         .type = VG_FLAG_BOOL,
+         .target = &b,
+         .doc = "a doc long enough to wrap: one JSON object per policy on stdout, written "
+                "as soon as the policy's runs are done"},
+        {.name = "containers-dir", .alias_of = "listen"},
+    };
+    char out[2048] = "";
+    FILE *f = fmemopen(out, sizeof out, "w");
+    assert_non_null(f);
+    vg_flags_help(f, "usage: p [options]", flags, VG_FLAGS_COUNT(flags));
+    fclose(f);
+    assert_string_equal(
+        out, "usage: p [options]\n"
+             "  --listen ADDR:PORT          where to listen (default: 127.0.0.1:8888)\n"
+             "  --max-assumptions-per-namespace N\n"
+             "                              a long flag whose doc goes on the next line\n"
+             "  --json                      a doc long enough to wrap: one JSON object "
+             "per policy on\n"
+             "                              stdout, written as soon as the policy's "
+             "runs are done\n"
+             "  --containers-dir ADDR:PORT  alias of --listen\n");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_forms),          cmocka_unit_test(test_errors_name_the_flag),
+        cmocka_unit_test(test_alias_and_once), cmocka_unit_test(test_help_stops_parsing),
+        cmocka_unit_test(test_help_text),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
