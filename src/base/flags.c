@@ -57,31 +57,40 @@ static int enum_error(const char *value, const char *const *choices, struct vg_e
     return vg_err_set(err, -EINVAL, "'%s' is not %s", value, list);
 }
 
-/* Stores value (NULL: a bool given bare) into f's target; err names no flag yet. */
-static int store(const struct vg_flag *f, const char *value, struct vg_err *err)
+/* Stores value (NULL: a bool given bare) into f's target; the message names the flag as the
+ * user wrote it (shown). */
+static int store(const struct vg_flag *f, const char *shown, const char *value, struct vg_err *err)
 {
+    int rc = 0;
     switch (f->type) {
     case VG_FLAG_STRING:
+        if ((f->opts & VG_FLAG_NONEMPTY) && value[0] == '\0')
+            return vg_err_set(err, -EINVAL, "--%s is empty", shown);
         *(const char **)f->target = value;
         return 0;
     case VG_FLAG_BOOL:
     case VG_FLAG_HELP:
         if (parse_bool(value, f->target) < 0)
-            return vg_err_set(err, -EINVAL, "'%s' is not true or false", value);
+            return vg_err_set(err, -EINVAL, "--%s takes true or false, not '%s'", shown, value);
         return 0;
     case VG_FLAG_U64:
-        return vg_parse_u64(value, f->min, f->max, f->target, err);
+        rc = vg_parse_u64(value, f->min, f->max, f->target, err);
+        break;
     case VG_FLAG_ENUM:
-        for (int i = 0; f->choices[i] != NULL; i++)
+        rc = -EINVAL;
+        for (int i = 0; f->choices[i] != NULL && rc < 0; i++)
             if (strcmp(f->choices[i], value) == 0) {
                 *(int *)f->target = i;
-                return 0;
+                rc = 0;
             }
-        return enum_error(value, f->choices, err);
+        if (rc < 0)
+            enum_error(value, f->choices, err);
+        break;
     case VG_FLAG_FUNC:
-        return f->fn(value, f->target, err);
+        rc = f->fn(value, f->target, err);
+        break;
     }
-    return vg_err_set(err, -EINVAL, "unknown flag type");
+    return rc < 0 ? vg_err_wrap(err, "--%s", shown) : 0;
 }
 
 static bool takes_value(const struct vg_flag *f)
@@ -89,17 +98,33 @@ static bool takes_value(const struct vg_flag *f)
     return f->type != VG_FLAG_BOOL && f->type != VG_FLAG_HELP;
 }
 
-int vg_flags_parse(const struct vg_flag *flags, size_t n, int argc, char **argv,
-                   const char **positional, size_t max_positional, size_t *n_positional,
-                   struct vg_err *err)
+/* The one loop behind vg_flags_parse and vg_flags_take. With kept non-NULL (take), what is
+ * not this table's (other flags, positionals, everything from "--" on) is moved down in
+ * argv in order and counted in *kept; otherwise positionals go to positional[]. */
+static int parse(const struct vg_flag *flags, size_t n, int argc, char **argv,
+                 const char **positional, size_t max_positional, size_t *n_positional, int *kept,
+                 struct vg_err *err)
 {
     bool seen[VG_FLAGS_MAX] = {false};
     if (n > VG_FLAGS_MAX)
         return vg_err_set(err, -E2BIG, "more than %d flags in one table", VG_FLAGS_MAX);
     *n_positional = 0;
+    if (kept != NULL)
+        *kept = 1;
     bool flags_done = false;
     for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
+        char *arg = argv[i];
+        const char *name = strcmp(arg, "-h") == 0 ? "help" : arg + 2;
+        const char *eq = strchr(name, '=');
+        size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
+        const struct vg_flag *f = NULL;
+        if (!flags_done && (strncmp(arg, "--", 2) == 0 || strcmp(arg, "-h") == 0))
+            f = find(flags, n, name, len);
+        if (f == NULL && kept != NULL) {
+            flags_done = flags_done || strcmp(arg, "--") == 0;
+            argv[(*kept)++] = arg;
+            continue;
+        }
         if (flags_done || arg[0] != '-' || strcmp(arg, "-") == 0) {
             if (*n_positional == max_positional)
                 return vg_err_set(err, -EINVAL, "unexpected argument '%s'", arg);
@@ -110,12 +135,6 @@ int vg_flags_parse(const struct vg_flag *flags, size_t n, int argc, char **argv,
             flags_done = true;
             continue;
         }
-        const char *name = strcmp(arg, "-h") == 0 ? "help" : arg + 2;
-        const char *eq = strchr(name, '=');
-        size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
-        const struct vg_flag *f = NULL;
-        if (strncmp(arg, "--", 2) == 0 || strcmp(arg, "-h") == 0)
-            f = find(flags, n, name, len);
         if (f == NULL)
             return vg_err_set(err, -EINVAL, "unknown option '%.*s' (see --help)",
                               (int)(eq != NULL ? (size_t)(eq - arg) : strlen(arg)), arg);
@@ -131,14 +150,31 @@ int vg_flags_parse(const struct vg_flag *flags, size_t n, int argc, char **argv,
         if ((f->opts & VG_FLAG_ONCE) && seen[k])
             return vg_err_set(err, -EINVAL, "--%s given twice", shown);
         seen[k] = true;
-        if (store(f, value, err) < 0)
-            return vg_err_wrap(err, "--%s", shown);
+        if (store(f, shown, value, err) < 0)
+            return err->code;
         if (f->given != NULL)
             *f->given = true;
         if (f->type == VG_FLAG_HELP)
             return 1;
     }
     return 0;
+}
+
+int vg_flags_parse(const struct vg_flag *flags, size_t n, int argc, char **argv,
+                   const char **positional, size_t max_positional, size_t *n_positional,
+                   struct vg_err *err)
+{
+    return parse(flags, n, argc, argv, positional, max_positional, n_positional, NULL, err);
+}
+
+int vg_flags_take(const struct vg_flag *flags, size_t n, int *argc, char **argv, struct vg_err *err)
+{
+    size_t none;
+    int kept = 1;
+    int rc = parse(flags, n, *argc, argv, NULL, 0, &none, &kept, err);
+    if (rc == 0)
+        *argc = kept;
+    return rc;
 }
 
 /* Writes text from column col, wrapping at HELP_WIDTH, continuation lines at HELP_DOC_COL. */

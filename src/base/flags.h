@@ -28,8 +28,10 @@ enum vg_flag_type {
     VG_FLAG_HELP,   /* target: bool set true; vg_flags_parse stops and returns 1 */
 };
 
-/* VG_FLAG_ONCE: giving the flag twice is an error ("--x given twice"). */
-#define VG_FLAG_ONCE 0x1u
+/* VG_FLAG_ONCE: giving the flag twice is an error ("--x given twice").
+ * VG_FLAG_NONEMPTY: a string flag's value may not be empty ("--x is empty"). */
+#define VG_FLAG_ONCE     0x1u
+#define VG_FLAG_NONEMPTY 0x2u
 
 struct vg_flag {
     const char *name;     /* without the leading dashes: "listen" */
@@ -53,6 +55,13 @@ struct vg_flag {
 int vg_flags_parse(const struct vg_flag *flags, size_t n, int argc, char **argv,
                    const char **positional, size_t max_positional, size_t *n_positional,
                    struct vg_err *err);
+
+/* For a program whose other flags another parser reads (vgpu-dra-plugin: dpconfig's):
+ * takes this table's flags out of argv and leaves the rest in order in argv[1..*argc-1]
+ * (flags it does not know, positionals, and everything from "--" on), for the other parser
+ * to refuse what neither knows. Returns as vg_flags_parse; *argc is updated on 0. */
+int vg_flags_take(const struct vg_flag *flags, size_t n, int *argc, char **argv,
+                  struct vg_err *err);
 
 /* Writes usage (one line, a trailing newline added), then one line per flag: the flag and
  * its value name, the doc, and the default. Aliases read "alias of --x". */

@@ -141,7 +141,7 @@ static void test_errors_name_the_flag(void **state)
     assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--jobs"), -EINVAL);
     assert_string_equal(err.msg, "--jobs needs a value");
     assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--json=yes"), -EINVAL);
-    assert_string_equal(err.msg, "--json: 'yes' is not true or false");
+    assert_string_equal(err.msg, "--json takes true or false, not 'yes'");
     assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--policy", "best"), -EINVAL);
     assert_string_equal(err.msg, "--policy: 'best' is not spread, binpack or fgd");
     assert_int_equal(RUN(&o, pos, &npos, &err, "p", "--log-level=loud"), -EINVAL);
@@ -230,12 +230,47 @@ static void test_help_text(void **state)
              "  --containers-dir ADDR:PORT  alias of --listen\n");
 }
 
+/* vg_flags_take: this table's flags leave argv, everything else stays in order. */
+static void test_take_leaves_the_rest(void **state)
+{
+    (void)state;
+    const char *dir = NULL;
+    bool on = false;
+    const struct vg_flag flags[] = {
+        {.name = "state-dir",
+         .value = "DIR",
+         .type = VG_FLAG_STRING,
+         .target = &dir,
+         .opts = VG_FLAG_NONEMPTY},
+        {.name = "on", .type = VG_FLAG_BOOL, .target = &on},
+    };
+    char a0[] = "p", a1[] = "--node-name", a2[] = "n1", a3[] = "--state-dir", a4[] = "/s",
+         a5[] = "--on=true", a6[] = "pos", a7[] = "--", a8[] = "--on=false";
+    char *argv[] = {a0, a1, a2, a3, a4, a5, a6, a7, a8};
+    int argc = 9;
+    struct vg_err err = {0};
+    assert_int_equal(vg_flags_take(flags, VG_FLAGS_COUNT(flags), &argc, argv, &err), 0);
+    assert_string_equal(dir, "/s");
+    assert_true(on);
+    assert_int_equal(argc, 6);
+    assert_string_equal(argv[1], "--node-name");
+    assert_string_equal(argv[2], "n1");
+    assert_string_equal(argv[3], "pos");
+    assert_string_equal(argv[4], "--");
+    assert_string_equal(argv[5], "--on=false");
+    char b0[] = "p", b1[] = "--state-dir=";
+    char *argv2[] = {b0, b1};
+    argc = 2;
+    assert_int_equal(vg_flags_take(flags, VG_FLAGS_COUNT(flags), &argc, argv2, &err), -EINVAL);
+    assert_string_equal(err.msg, "--state-dir is empty");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forms),          cmocka_unit_test(test_errors_name_the_flag),
         cmocka_unit_test(test_alias_and_once), cmocka_unit_test(test_help_stops_parsing),
-        cmocka_unit_test(test_help_text),
+        cmocka_unit_test(test_help_text),      cmocka_unit_test(test_take_leaves_the_rest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
