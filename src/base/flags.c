@@ -202,7 +202,8 @@ static void write_wrapped(FILE *f, size_t col, const char *text)
 
 void vg_flags_help(FILE *f, const char *usage, const struct vg_flag *flags, size_t n)
 {
-    fprintf(f, "%s\n", usage);
+    if (usage != NULL)
+        fprintf(f, "%s\n", usage);
     for (size_t i = 0; i < n; i++) {
         const struct vg_flag *fl = &flags[i];
         const struct vg_flag *to = resolve(flags, n, fl);

@@ -63,7 +63,8 @@ int vg_flags_parse(const struct vg_flag *flags, size_t n, int argc, char **argv,
 int vg_flags_take(const struct vg_flag *flags, size_t n, int *argc, char **argv,
                   struct vg_err *err);
 
-/* Writes usage (one line, a trailing newline added), then one line per flag: the flag and
+/* Writes usage (one line, a trailing newline added; NULL: none, for a second table under
+ * another's usage), then one line per flag: the flag and
  * its value name, the doc, and the default. Aliases read "alias of --x". */
 void vg_flags_help(FILE *f, const char *usage, const struct vg_flag *flags, size_t n);
 
