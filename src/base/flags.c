@@ -23,6 +23,14 @@ static const struct vg_flag *find(const struct vg_flag *flags, size_t n, const c
     return NULL;
 }
 
+static const struct vg_flag *find_short(const struct vg_flag *flags, size_t n, char c)
+{
+    for (size_t i = 0; i < n; i++)
+        if (flags[i].short_name != '\0' && flags[i].short_name == c)
+            return &flags[i];
+    return NULL;
+}
+
 /* The entry an alias stands for (itself when it is no alias). */
 static const struct vg_flag *resolve(const struct vg_flag *flags, size_t n, const struct vg_flag *f)
 {
@@ -98,12 +106,36 @@ static bool takes_value(const struct vg_flag *f)
     return f->type != VG_FLAG_BOOL && f->type != VG_FLAG_HELP;
 }
 
-/* The one loop behind vg_flags_parse and vg_flags_take. With kept non-NULL (take), what is
- * not this table's (other flags, positionals, everything from "--" on) is moved down in
- * argv in order and counted in *kept; otherwise positionals go to positional[]. */
+/* A long flag ("--name", "--name=value"), a short one ("-n", "-nVALUE", "-n=VALUE"), or
+ * NULL; *value is what the argument itself carries, NULL when nothing. */
+static const struct vg_flag *lookup(const struct vg_flag *flags, size_t n, const char *arg,
+                                    const char **value)
+{
+    *value = NULL;
+    if (strncmp(arg, "--", 2) == 0) {
+        const char *eq = strchr(arg + 2, '=');
+        size_t len = eq != NULL ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+        *value = eq != NULL ? eq + 1 : NULL;
+        return find(flags, n, arg + 2, len);
+    }
+    if (arg[0] != '-' || arg[1] == '\0')
+        return NULL;
+    const struct vg_flag *f = find_short(flags, n, arg[1]);
+    if (f == NULL && strcmp(arg, "-h") == 0)
+        f = find(flags, n, "help", 4);
+    if (f != NULL && arg[2] != '\0')
+        *value = arg[2] == '=' ? arg + 3 : arg + 2;
+    return f;
+}
+
+/* The one loop behind vg_flags_parse, vg_flags_parse_kubectl and vg_flags_take. With kept
+ * non-NULL (take), what is not this table's (other flags, positionals, everything from "--"
+ * on) is moved down in argv in order and counted in *kept; otherwise positionals go to
+ * positional[]. kubectl: kubectl's wording for unknown flags, missing values and extra
+ * arguments. */
 static int parse(const struct vg_flag *flags, size_t n, int argc, char **argv,
                  const char **positional, size_t max_positional, size_t *n_positional, int *kept,
-                 struct vg_err *err)
+                 bool kubectl, struct vg_err *err)
 {
     bool seen[VG_FLAGS_MAX] = {false};
     if (n > VG_FLAGS_MAX)
@@ -114,36 +146,38 @@ static int parse(const struct vg_flag *flags, size_t n, int argc, char **argv,
     bool flags_done = false;
     for (int i = 1; i < argc; i++) {
         char *arg = argv[i];
-        const char *name = strcmp(arg, "-h") == 0 ? "help" : arg + 2;
-        const char *eq = strchr(name, '=');
-        size_t len = eq != NULL ? (size_t)(eq - name) : strlen(name);
-        const struct vg_flag *f = NULL;
-        if (!flags_done && (strncmp(arg, "--", 2) == 0 || strcmp(arg, "-h") == 0))
-            f = find(flags, n, name, len);
+        const char *value = NULL;
+        const struct vg_flag *f = flags_done ? NULL : lookup(flags, n, arg, &value);
         if (f == NULL && kept != NULL) {
             flags_done = flags_done || strcmp(arg, "--") == 0;
             argv[(*kept)++] = arg;
             continue;
         }
-        if (flags_done || arg[0] != '-' || strcmp(arg, "-") == 0) {
-            if (*n_positional == max_positional)
-                return vg_err_set(err, -EINVAL, "unexpected argument '%s'", arg);
-            positional[(*n_positional)++] = arg;
-            continue;
-        }
-        if (strcmp(arg, "--") == 0) {
+        if (f == NULL && !flags_done && strcmp(arg, "--") == 0) {
             flags_done = true;
             continue;
         }
-        if (f == NULL)
-            return vg_err_set(err, -EINVAL, "unknown option '%.*s' (see --help)",
-                              (int)(eq != NULL ? (size_t)(eq - arg) : strlen(arg)), arg);
+        if (f == NULL && (flags_done || arg[0] != '-' || strcmp(arg, "-") == 0)) {
+            if (*n_positional == max_positional)
+                return vg_err_set(
+                    err, -EINVAL,
+                    kubectl ? "unexpected argument \"%s\"" : "unexpected argument '%s'", arg);
+            positional[(*n_positional)++] = arg;
+            continue;
+        }
+        if (f == NULL) {
+            int len = (int)strcspn(arg, "=");
+            return vg_err_set(err, -EINVAL,
+                              kubectl ? "unknown flag: %.*s" : "unknown option '%.*s' (see --help)",
+                              len, arg);
+        }
         const char *shown = f->name;
         f = resolve(flags, n, f);
-        const char *value = eq != NULL ? eq + 1 : NULL;
         if (takes_value(f) && value == NULL) {
             if (i + 1 >= argc)
-                return vg_err_set(err, -EINVAL, "--%s needs a value", shown);
+                return vg_err_set(err, -EINVAL,
+                                  kubectl ? "flag needs an argument: --%s" : "--%s needs a value",
+                                  shown);
             value = argv[++i];
         }
         size_t k = (size_t)(f - flags);
@@ -164,14 +198,21 @@ int vg_flags_parse(const struct vg_flag *flags, size_t n, int argc, char **argv,
                    const char **positional, size_t max_positional, size_t *n_positional,
                    struct vg_err *err)
 {
-    return parse(flags, n, argc, argv, positional, max_positional, n_positional, NULL, err);
+    return parse(flags, n, argc, argv, positional, max_positional, n_positional, NULL, false, err);
+}
+
+int vg_flags_parse_kubectl(const struct vg_flag *flags, size_t n, int argc, char **argv,
+                           const char **positional, size_t max_positional, size_t *n_positional,
+                           struct vg_err *err)
+{
+    return parse(flags, n, argc, argv, positional, max_positional, n_positional, NULL, true, err);
 }
 
 int vg_flags_take(const struct vg_flag *flags, size_t n, int *argc, char **argv, struct vg_err *err)
 {
     size_t none;
     int kept = 1;
-    int rc = parse(flags, n, *argc, argv, NULL, 0, &none, &kept, err);
+    int rc = parse(flags, n, *argc, argv, NULL, 0, &none, &kept, false, err);
     if (rc == 0)
         *argc = kept;
     return rc;
@@ -207,7 +248,8 @@ void vg_flags_help(FILE *f, const char *usage, const struct vg_flag *flags, size
     for (size_t i = 0; i < n; i++) {
         const struct vg_flag *fl = &flags[i];
         const struct vg_flag *to = resolve(flags, n, fl);
-        int w = fprintf(f, "  --%s", fl->name);
+        int w = fl->short_name != '\0' ? fprintf(f, "  -%c, --%s", fl->short_name, fl->name)
+                                       : fprintf(f, "  --%s", fl->name);
         if (takes_value(to) && to->value != NULL)
             w += fprintf(f, " %s", to->value);
         size_t col = w > 0 ? (size_t)w : 0;

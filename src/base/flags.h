@@ -5,7 +5,9 @@
  * walks argv once, stores each value into its target as it is read (so when a flag is given
  * twice the last one wins, unless it is marked VG_FLAG_ONCE), and hands back the
  * positional arguments in order. Accepted forms: --name VALUE, --name=VALUE, and for a bool
- * --name, --name=true, --name=false. "--" ends the flags; "-" alone is positional.
+ * --name, --name=true, --name=false; with a short name also -n VALUE, -nVALUE, -n=VALUE;
+ * -h is --help's. Names are matched whole (no prefixes). "--" ends the flags; "-" alone is
+ * positional.
  * Nothing is allocated; a failure is a vg_err whose message starts with the flag
  * ("--jobs: ..."), or "unknown option '--x' (see --help)". vg_flags_help prints the usage
  * line the program gives, then one line per flag (wrapped when long). */
@@ -35,6 +37,7 @@ enum vg_flag_type {
 
 struct vg_flag {
     const char *name;     /* without the leading dashes: "listen" */
+    char short_name;      /* '\0', or 'n' for -n VALUE, -nVALUE, -n=VALUE (and -A for a bool) */
     const char *alias_of; /* non-NULL: this name is an alias; help says "alias of --x" */
     const char *value;    /* the value's name in help ("ADDR:PORT"); ignored for bools */
     enum vg_flag_type type;
@@ -51,10 +54,17 @@ struct vg_flag {
 /* Parses argv[1..argc-1] against flags[0..n-1]. Positional arguments are stored in
  * positional[0..*n_positional-1] (at most max_positional; more is an error "unexpected
  * argument 'x'"); positional may be NULL with max_positional 0. Returns 0, 1 when a
- * VG_FLAG_HELP flag was read (parsing stops there), or a negative code with err set. */
+ * VG_FLAG_HELP flag was read (parsing stops there), or a negative code with err set (the
+ * positionals read until then are in positional[0..*n_positional-1]). */
 int vg_flags_parse(const struct vg_flag *flags, size_t n, int argc, char **argv,
                    const char **positional, size_t max_positional, size_t *n_positional,
                    struct vg_err *err);
+
+/* The same, in kubectl's words (vgpu's CLI is a kubectl plugin): "unknown flag: --x",
+ * "flag needs an argument: --x", "unexpected argument \"x\"". */
+int vg_flags_parse_kubectl(const struct vg_flag *flags, size_t n, int argc, char **argv,
+                           const char **positional, size_t max_positional, size_t *n_positional,
+                           struct vg_err *err);
 
 /* For a program whose other flags another parser reads (vgpu-dra-plugin: dpconfig's):
  * takes this table's flags out of argv and leaves the rest in order in argv[1..*argc-1]

@@ -265,12 +265,72 @@ static void test_take_leaves_the_rest(void **state)
     assert_string_equal(err.msg, "--state-dir is empty");
 }
 
+/* Short names (-n NS, -nNS, -n=NS, -A) and kubectl's wording for the CLI. */
+static void test_short_names_and_kubectl_words(void **state)
+{
+    (void)state;
+    const char *ns = NULL;
+    bool all = false;
+    const struct vg_flag flags[] = {
+        {.name = "namespace",
+         .short_name = 'n',
+         .value = "NS",
+         .type = VG_FLAG_STRING,
+         .target = &ns,
+         .doc = "namespace"},
+        {.name = "all-namespaces",
+         .short_name = 'A',
+         .type = VG_FLAG_BOOL,
+         .target = &all,
+         .doc = "every namespace"},
+    };
+    const size_t n = VG_FLAGS_COUNT(flags);
+    const char *pos[1];
+    size_t npos;
+    struct vg_err err = {0};
+    char a0[] = "vgpu", a1[] = "-n", a2[] = "team", a3[] = "-nteam2", a4[] = "-A", a5[] = "pods",
+         a6[] = "-n=team3", a7[] = "--bogus=1", a8[] = "extra";
+    char *argv[] = {a0, a1, a2, a4, a5};
+    assert_int_equal(vg_flags_parse_kubectl(flags, n, 5, argv, pos, 1, &npos, &err), 0);
+    assert_string_equal(ns, "team");
+    assert_true(all);
+    assert_int_equal(npos, 1);
+    assert_string_equal(pos[0], "pods");
+    char *argv2[] = {a0, a3};
+    assert_int_equal(vg_flags_parse(flags, n, 2, argv2, pos, 1, &npos, &err), 0);
+    assert_string_equal(ns, "team2");
+    char *argv3[] = {a0, a6};
+    assert_int_equal(vg_flags_parse(flags, n, 2, argv3, pos, 1, &npos, &err), 0);
+    assert_string_equal(ns, "team3");
+    char *argv4[] = {a0, a5, a7};
+    assert_int_equal(vg_flags_parse_kubectl(flags, n, 3, argv4, pos, 1, &npos, &err), -EINVAL);
+    assert_string_equal(err.msg, "unknown flag: --bogus");
+    assert_int_equal(npos, 1); /* the verb read before the failure */
+    char *argv5[] = {a0, a1};
+    assert_int_equal(vg_flags_parse_kubectl(flags, n, 2, argv5, pos, 1, &npos, &err), -EINVAL);
+    assert_string_equal(err.msg, "flag needs an argument: --namespace");
+    char *argv6[] = {a0, a5, a8};
+    assert_int_equal(vg_flags_parse_kubectl(flags, n, 3, argv6, pos, 1, &npos, &err), -EINVAL);
+    assert_string_equal(err.msg, "unexpected argument \"extra\"");
+    char out[512] = "";
+    FILE *f = fmemopen(out, sizeof out, "w");
+    assert_non_null(f);
+    vg_flags_help(f, NULL, flags, n);
+    fclose(f);
+    assert_string_equal(out, "  -n, --namespace NS          namespace\n"
+                             "  -A, --all-namespaces        every namespace\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_forms),          cmocka_unit_test(test_errors_name_the_flag),
-        cmocka_unit_test(test_alias_and_once), cmocka_unit_test(test_help_stops_parsing),
-        cmocka_unit_test(test_help_text),      cmocka_unit_test(test_take_leaves_the_rest),
+        cmocka_unit_test(test_forms),
+        cmocka_unit_test(test_errors_name_the_flag),
+        cmocka_unit_test(test_alias_and_once),
+        cmocka_unit_test(test_help_stops_parsing),
+        cmocka_unit_test(test_help_text),
+        cmocka_unit_test(test_take_leaves_the_rest),
+        cmocka_unit_test(test_short_names_and_kubectl_words),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
