@@ -65,54 +65,56 @@ static int parse_listen(const char *value, void *target, struct vg_err *err)
     return 0;
 }
 
-#define FN(n, v, field, f, d)                                                                      \
+#define FN(n, v, field, f, d, dflt)                                                                \
     {                                                                                              \
-        .name = n, .value = v, .type = VG_FLAG_FUNC, .target = &parsed.field, .fn = f, .doc = d    \
+        .name = n, .value = v, .type = VG_FLAG_FUNC, .target = &parsed.field, .fn = f, .doc = d,   \
+        .def = dflt                                                                                \
     }
-#define U64(n, field, lo, hi, d)                                                                   \
+#define U64(n, field, lo, hi, d, dflt)                                                             \
     {                                                                                              \
         .name = n, .value = "N", .type = VG_FLAG_U64, .target = &parsed.field, .min = lo,          \
-        .max = hi, .doc = d                                                                        \
+        .max = hi, .doc = d, .def = dflt                                                           \
     }
-#define STR(n, v, field, d)                                                                        \
+#define STR(n, v, field, d, dflt)                                                                  \
     {                                                                                              \
-        .name = n, .value = v, .type = VG_FLAG_STRING, .target = &parsed.field, .doc = d           \
+        .name = n, .value = v, .type = VG_FLAG_STRING, .target = &parsed.field, .doc = d,          \
+        .def = dflt                                                                                \
     }
 
 static const struct vg_flag flags[] = {
     FN("policy", "warn|kill", policy, parse_policy,
        "what a violation gets: a container over its GPU memory limit, a process not "
-       "registered with libvgpu (default kill)"),
+       "registered with libvgpu",
+       "kill"),
     FN("registration-check", "on|off", check_registration, parse_on_off,
-       "every GPU process of a limited container must be registered with libvgpu (default on)"),
+       "every GPU process of a limited container must be registered with libvgpu", "on"),
     {.name = "quarantine-after",
      .value = "N",
      .type = VG_FLAG_U64,
      .target = &quarantine_after,
      .max = MON_QUARANTINE_MAX_K,
-     .doc = "violations within the window that quarantine a container, 0 never (default 3)"},
-    U64("quarantine-window-s", quarantine_window_s, 1, 86400, "the window (default 60)"),
-    U64("quarantine-s", quarantine_s, 1, 7 * 86400, "how long a quarantine lasts (default 600)"),
-    U64("interval-ms", interval_ms, 10, 10000, "sampling interval, 10..10000 (default 100)"),
+     .doc = "violations within the window that quarantine a container, 0 never",
+     .def = "3"},
+    U64("quarantine-window-s", quarantine_window_s, 1, 86400, "the window", "60"),
+    U64("quarantine-s", quarantine_s, 1, 7 * 86400, "how long a quarantine lasts", "600"),
+    U64("interval-ms", interval_ms, 10, 10000, "sampling interval, 10..10000", "100"),
     FN("region-dir", "DIR", region_dir, parse_abs_path,
-       "the device plugin's container directories, its vgpu.regionDir (default "
-       "/usr/local/vgpu/containers)"),
+       "the device plugin's container directories, its vgpu.regionDir",
+       "/usr/local/vgpu/containers"),
     {.name = "containers-dir", .alias_of = "region-dir"},
-    FN("proc-root", "DIR", proc_root, parse_abs_path, "where processes are read (default /proc)"),
+    FN("proc-root", "DIR", proc_root, parse_abs_path, "where processes are read", "/proc"),
     FN("cgroup-root", "PATH", cgroup_root, parse_abs_path,
-       "cgroup path kubelet's hierarchy lies under (default: anywhere)"),
-    STR("node-name", "NAME", node_name,
-        "this node (default $NODE_NAME); pods watched and Events sent"),
-    STR("kubeconfig", "FILE", kubeconfig,
-        "API credentials (default: in-cluster when KUBERNETES_SERVICE_HOST is set, else no "
-        "API)"),
+       "cgroup path kubelet's hierarchy lies under", "anywhere"),
+    STR("node-name", "NAME", node_name, "this node; pods watched and Events sent", "$NODE_NAME"),
+    STR("kubeconfig", "FILE", kubeconfig, "API credentials",
+        "in-cluster when KUBERNETES_SERVICE_HOST is set, else no API"),
     STR("metrics-file", "FILE", metrics_file,
-        "Prometheus text of the counters, rewritten each sample"),
+        "Prometheus text of the counters, rewritten each sample", NULL),
     FN("listen", "ADDR:PORT|off", listen, parse_listen,
-       "serve GET /metrics and /healthz there (default :9394, every address; docs/monitor.md)"),
-    STR("nvml-library", "PATH", nvml_library, "NVML to load (default libnvidia-ml.so.1)"),
-    U64("samples", samples, 1, UINT32_MAX, "stop after N samples (default: run until a signal)"),
-    FN("log-level", "LEVEL", log_level, parse_level, "error, warn, info (default) or debug"),
+       "serve GET /metrics and /healthz there (docs/monitor.md)", ":9394, every address"),
+    STR("nvml-library", "PATH", nvml_library, "NVML to load", "libnvidia-ml.so.1"),
+    U64("samples", samples, 1, UINT32_MAX, "stop after N samples", "run until a signal"),
+    FN("log-level", "LEVEL", log_level, parse_level, "error, warn, info or debug", "info"),
     {.name = "help", .type = VG_FLAG_HELP, .target = &parsed.help, .doc = "print this text"},
 };
 
