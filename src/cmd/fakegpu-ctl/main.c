@@ -18,15 +18,23 @@
 #include <strings.h>
 
 #include "base/err.h"
+#include "base/flags.h"
 #include "base/parse.h"
 #include "fakegpu/state.h"
 
-static int usage(void)
+static bool help;
+static const struct vg_flag flags[] = {
+    {.name = "help", .type = VG_FLAG_HELP, .target = &help, .doc = "print this text"},
+};
+
+static int usage(FILE *f)
 {
-    fprintf(stderr, "usage: fakegpu-ctl health DEVICE on|off\n"
-                    "       fakegpu-ctl xid DEVICE CODE\n"
-                    "       fakegpu-ctl status\n"
-                    "DEVICE: an NVML index or a GPU-... UUID\n");
+    vg_flags_help(f,
+                  "usage: fakegpu-ctl health DEVICE on|off\n"
+                  "       fakegpu-ctl xid DEVICE CODE\n"
+                  "       fakegpu-ctl status\n"
+                  "DEVICE: an NVML index or a GPU-... UUID",
+                  flags, VG_FLAGS_COUNT(flags));
     return 2;
 }
 
@@ -52,27 +60,48 @@ static int find_device(struct fg_state *st, const char *arg)
     return (int)idx;
 }
 
+/* fakegpu-ctl status: one line per device, one indented line per MIG device. */
+static void print_status(struct fg_state *st)
+{
+    for (int i = 0; i < fg_state_device_count(st); i++) {
+        struct fg_device_info info;
+        if (fg_state_device_info(st, i, &info) != 0)
+            continue;
+        printf("%d %s %s\n", i, info.uuid, fg_device_lost(st, i) ? "lost" : "healthy");
+        for (unsigned m = 0; info.mig_enabled && m < info.mig_count; m++)
+            printf("  mig %u %s %s gi %u\n", m, info.mig[m].profile, info.mig[m].uuid,
+                   info.mig[m].gi_id);
+    }
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2)
-        return usage();
-    bool status = strcmp(argv[1], "status") == 0 && argc == 2;
-    bool health = strcmp(argv[1], "health") == 0 && argc == 4;
-    bool xid = strcmp(argv[1], "xid") == 0 && argc == 4;
-    if (!status && !health && !xid)
-        return usage();
+    const char *arg[3];
+    size_t n = 0;
+    struct vg_err perr = {0};
+    int prc = vg_flags_parse(flags, VG_FLAGS_COUNT(flags), argc, argv, arg, 3, &n, &perr);
+    if (prc == 1) {
+        usage(stdout);
+        return 0;
+    }
+    if (prc < 0)
+        fprintf(stderr, "fakegpu-ctl: %s\n", perr.msg);
+    bool status = n == 1 && strcmp(arg[0], "status") == 0;
+    bool health = n == 3 && strcmp(arg[0], "health") == 0;
+    bool xid = n == 3 && strcmp(arg[0], "xid") == 0;
+    if (prc < 0 || (!status && !health && !xid))
+        return usage(stderr);
     bool on = false;
     uint64_t code = 0;
-    struct vg_err perr = {0};
-    if (xid && vg_parse_u64(argv[3], 1, 9999, &code, &perr) < 0) {
-        fprintf(stderr, "fakegpu-ctl: XID '%s': %s\n", argv[3], perr.msg);
+    if (xid && vg_parse_u64(arg[2], 1, 9999, &code, &perr) < 0) {
+        fprintf(stderr, "fakegpu-ctl: XID '%s': %s\n", arg[2], perr.msg);
         return 2;
     }
     if (health) {
-        if (strcmp(argv[3], "on") == 0)
+        if (strcmp(arg[2], "on") == 0)
             on = true;
-        else if (strcmp(argv[3], "off") != 0) {
-            fprintf(stderr, "fakegpu-ctl: health must be 'on' or 'off', not '%s'\n", argv[3]);
+        else if (strcmp(arg[2], "off") != 0) {
+            fprintf(stderr, "fakegpu-ctl: health must be 'on' or 'off', not '%s'\n", arg[2]);
             return 2;
         }
     }
@@ -83,18 +112,10 @@ int main(int argc, char **argv)
         return 1;
     }
     if (status) {
-        for (int i = 0; i < fg_state_device_count(st); i++) {
-            struct fg_device_info info;
-            if (fg_state_device_info(st, i, &info) != 0)
-                continue;
-            printf("%d %s %s\n", i, info.uuid, fg_device_lost(st, i) ? "lost" : "healthy");
-            for (unsigned m = 0; info.mig_enabled && m < info.mig_count; m++)
-                printf("  mig %u %s %s gi %u\n", m, info.mig[m].profile, info.mig[m].uuid,
-                       info.mig[m].gi_id);
-        }
+        print_status(st);
         return 0;
     }
-    int dev = find_device(st, argv[2]);
+    int dev = find_device(st, arg[1]);
     if (dev < 0)
         return 2;
     rc = xid ? fg_xid_inject(st, dev, (unsigned)code) : fg_device_set_lost(st, dev, !on);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "base/auto.h"
+#include "base/flags.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -54,70 +55,47 @@ static int failed(int status, const struct vg_err *err)
     return status;
 }
 
-struct own_flags {
+/* This program's own flags; every other flag is dpconfig's (the device plugin's). */
+static struct own_flags {
     const char *kubelet_dir, *cdi_dir, *state_dir, *driver;
-    bool consumable;
-    bool idle_without_gpu;
+    bool consumable, idle_without_gpu, check_config;
+} own = {.kubelet_dir = "/var/lib/kubelet",
+         .cdi_dir = "/var/run/cdi",
+         .state_dir = "/var/lib/vgpu-dra",
+         .driver = DRA_DRIVER_DEFAULT};
+
+#define DIR_FLAG(n, v, field, d, dflt)                                                             \
+    {                                                                                              \
+        .name = n, .value = v, .type = VG_FLAG_STRING, .target = &own.field, .doc = d,             \
+        .def = dflt, .opts = VG_FLAG_NONEMPTY                                                      \
+    }
+
+static const struct vg_flag own_flags[] = {
+    DIR_FLAG("kubelet-dir", "DIR", kubelet_dir,
+             "kubelet's root directory (plugins_registry/, plugins/)", "/var/lib/kubelet"),
+    DIR_FLAG("cdi-dir", "DIR", cdi_dir, "where claims' CDI spec files go", "/var/run/cdi"),
+    DIR_FLAG("state-dir", "DIR", state_dir,
+             "checkpoint.json and claims/ (the claims' container directories)",
+             "/var/lib/vgpu-dra"),
+    DIR_FLAG("driver-name", "NAME", driver, "the DRA driver name", DRA_DRIVER_DEFAULT),
+    {.name = "consumable-capacity",
+     .type = VG_FLAG_BOOL,
+     .target = &own.consumable,
+     .doc = "publish GPUs shareable by amount (needs the DRAConsumableCapacity feature gate); "
+            "false: whole GPUs",
+     .def = "false"},
+    {.name = "idle-without-gpu",
+     .type = VG_FLAG_BOOL,
+     .target = &own.idle_without_gpu,
+     .doc = "no NVIDIA driver on this node: log it once and wait for a signal (exit 0) instead "
+            "of failing",
+     .def = "false"},
+    {.name = "check-config",
+     .type = VG_FLAG_BOOL,
+     .target = &own.check_config,
+     .doc = "check the flags, environment and --config, print the effective configuration and "
+            "exit (0: valid, 2: not)"},
 };
-
-/* --consumable-capacity, --consumable-capacity=true|false: 1 taken, 0 not this flag. */
-static int take_bool(const char *a, const char *name, bool *out, struct vg_err *err)
-{
-    size_t len = strlen(name);
-    if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, name, len) != 0)
-        return 0;
-    const char *v = a + 2 + len;
-    if (*v == '\0') {
-        *out = true;
-        return 1;
-    }
-    if (*v != '=')
-        return 0;
-    if (strcmp(v + 1, "true") == 0)
-        *out = true;
-    else if (strcmp(v + 1, "false") == 0)
-        *out = false;
-    else
-        return vg_err_set(err, -EINVAL, "--%s takes true or false, not '%s'", name, v + 1);
-    return 1;
-}
-
-/* Takes this program's flags (`--flag value` or `--flag=value`) out of argv. */
-static int take_flags(int *argc, char **argv, struct own_flags *f, struct vg_err *err)
-{
-    static const char *const names[] = {"kubelet-dir", "cdi-dir", "state-dir", "driver-name"};
-    const char **slots[] = {&f->kubelet_dir, &f->cdi_dir, &f->state_dir, &f->driver};
-    int out = 1;
-    for (int i = 1; i < *argc; i++) {
-        int rc = take_bool(argv[i], "consumable-capacity", &f->consumable, err);
-        if (rc == 0)
-            rc = take_bool(argv[i], "idle-without-gpu", &f->idle_without_gpu, err);
-        if (rc < 0)
-            return rc;
-        bool taken = rc == 1;
-        for (size_t k = 0; k < sizeof(names) / sizeof(names[0]) && !taken; k++) {
-            size_t len = strlen(names[k]);
-            const char *a = argv[i];
-            if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, names[k], len) != 0)
-                continue;
-            if (a[2 + len] == '=') {
-                *slots[k] = a + 3 + len;
-            } else if (a[2 + len] == '\0') {
-                if (i + 1 >= *argc)
-                    return vg_err_set(err, -EINVAL, "--%s needs a value", names[k]);
-                *slots[k] = argv[++i];
-            } else
-                continue;
-            if ((*slots[k])[0] == '\0')
-                return vg_err_set(err, -EINVAL, "--%s is empty", names[k]);
-            taken = true;
-        }
-        if (!taken)
-            argv[out++] = argv[i];
-    }
-    *argc = out;
-    return 0;
-}
 
 static void wait_for_signal(void)
 {
@@ -152,147 +130,142 @@ static void help(void)
      * device plugin's (the device-plugin socket directory), and claims' directories are
      * <state-dir>/claims, so the device plugin's --kubelet-dir and --region-dir are not
      * listed. */
-    printf("usage: vgpu-dra-plugin --node-name NAME [--kubeconfig FILE] [--config FILE] "
-           "[flags]\n\n"
-           "Flags override the environment, which overrides the config file "
-           "(docs/config.md).\n\n"
-           "  --kubelet-dir DIR                            kubelet's root directory "
-           "(plugins_registry/, plugins/); default /var/lib/kubelet\n"
-           "  --cdi-dir DIR                                where claims' CDI spec files go; "
-           "default /var/run/cdi\n"
-           "  --state-dir DIR                              checkpoint.json and claims/ "
-           "(the claims' container directories); default /var/lib/vgpu-dra\n"
-           "  --driver-name NAME                           the DRA driver name; "
-           "default " DRA_DRIVER_DEFAULT "\n"
-           "  --consumable-capacity[=BOOL]                 publish GPUs shareable by amount "
-           "(needs the DRAConsumableCapacity feature gate); default false: whole GPUs\n"
-           "  --idle-without-gpu[=BOOL]                    no NVIDIA driver on this node: log "
-           "it once and wait for a signal (exit 0) instead of failing; default false\n"
-           "  --check-config                               check the flags, environment and "
-           "--config, print the effective configuration and exit (0: valid, 2: not)\n");
+    vg_flags_help(stdout,
+                  "usage: vgpu-dra-plugin --node-name NAME [--kubeconfig FILE] [--config FILE] "
+                  "[flags]\n\nFlags override the environment, which overrides the config file "
+                  "(docs/config.md).\n",
+                  own_flags, VG_FLAGS_COUNT(own_flags));
     static const char *const not_ours[] = {"kubelet-dir", "region-dir", NULL};
     dp_config_print_flags(stdout, not_ours);
 }
 
-/* --check-config anywhere among the arguments: removed from argv (argc updated). */
-static bool take_check_config(int *argc, char **argv)
+/* The flags (own, then dpconfig's), the environment and --config: 0, 1 when --help was
+ * printed, or a negative code with err set. Claims' directories are <state-dir>/claims. */
+static int configure(int argc, char **argv, struct dp_config *cfg, struct vg_err *err)
 {
-    bool found = false;
-    int out = 1;
-    for (int i = 1; i < *argc; i++) {
-        if (strcmp(argv[i], "--check-config") == 0)
-            found = true;
-        else
-            argv[out++] = argv[i];
+    if (vg_flags_take(own_flags, VG_FLAGS_COUNT(own_flags), &argc, argv, err) < 0)
+        return err->code;
+    int rc = dp_config_from_args(argc - 1, argv + 1, env_lookup, NULL, cfg, err);
+    if (rc == 1)
+        help();
+    if (rc != 0)
+        return rc;
+    if (cfg->cli.node_name == NULL || cfg->cli.node_name[0] == '\0')
+        return vg_err_set(err, -EINVAL, "--node-name (or NODE_NAME) is required");
+    char claims[1024];
+    if (vg_snprintf(claims, sizeof claims, "%s/claims", own.state_dir) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "--state-dir too long");
+    free(cfg->vgpu.region_dir);
+    cfg->vgpu.region_dir = xstrdup(claims);
+    return 0;
+}
+
+static int print_check_config(const struct dp_config *cfg)
+{
+    printf("kubelet-dir = %s\ncdi-dir = %s\nstate-dir = %s\ndriver-name = %s\n"
+           "consumable-capacity = %s\nidle-without-gpu = %s\n",
+           own.kubelet_dir, own.cdi_dir, own.state_dir, own.driver,
+           own.consumable ? "true" : "false", own.idle_without_gpu ? "true" : "false");
+    dp_config_dump(cfg, stdout);
+    printf("OK\n");
+    return 0;
+}
+
+/* An interval in milliseconds from the environment, when set. */
+static int env_ms(const char *name, uint64_t max, uint64_t *out, struct vg_err *err)
+{
+    const char *v = getenv(name);
+    if (v != NULL && vg_parse_u64(v, 10, max, out, err) < 0)
+        return vg_err_wrap(err, "%s", name);
+    return 0;
+}
+
+/* What makes a GPU unhealthy (the device plugin's health section and
+ * DP_DISABLE_HEALTHCHECKS) and the loop's intervals (the environment's test knobs). */
+static int read_knobs(const struct dp_config *cfg, struct dp_xid_policy *xids,
+                      struct dra_plugin_options *opt, struct vg_err *err)
+{
+    if (dp_xid_policy_from_config(cfg, getenv("DP_DISABLE_HEALTHCHECKS"), xids, err) < 0 ||
+        env_ms("VGPU_DRA_HEALTH_INTERVAL_MS", 3600000, &opt->health_interval_ms, err) < 0 ||
+        env_ms("VGPU_DRA_RESYNC_MS", 86400000, &opt->resync_ms, err) < 0 ||
+        env_ms("VGPU_DRA_SOCKET_CHECK_MS", 3600000, &opt->socket_check_ms, err) < 0)
+        return err->code;
+    return 0;
+}
+
+/* Opens NVML and finds the GPUs: 0, or -1 with *status the exit status: 0 when there is
+ * no driver and --idle-without-gpu said to wait (the signal came), else 1 or 2 with err. */
+static int open_gpus(const struct dp_config *cfg, const struct dp_xid_policy *xids,
+                     struct dp_nvml **nvml, struct dra_plugin_options *opt, char *version,
+                     size_t version_size, int *status, struct vg_err *err)
+{
+    static struct dp_gpu gpus[DP_MAX_GPUS];
+    char library[1024];
+    dp_nvml_library(cfg, library, sizeof(library));
+    if (dp_nvml_open(library, nvml, err) < 0) {
+        *status = 1;
+        if (!own.idle_without_gpu)
+            return -1;
+        /* A DaemonSet on every node: a node without GPUs is no failure to restart. */
+        vg_log(VG_LOG_INFO, "no NVIDIA driver on this node: nothing to publish, idle until stopped",
+               "reason=\"%s\"", err->msg);
+        wait_for_signal();
+        *status = 0;
+        return -1;
     }
-    *argc = out;
-    return found;
+    /* Every claim's CDI spec mounts libvgpu: without it no claim's container could
+     * start, so the plugin refuses to start rather than accept claims it must fail. */
+    if (access(cfg->vgpu.libvgpu_path, R_OK) != 0) {
+        vg_err_errno(err, errno, "--libvgpu-path %s (vgpu.libvgpuPath)", cfg->vgpu.libvgpu_path);
+        *status = 2;
+        return -1;
+    }
+    dp_nvml_set_xid_policy(*nvml, xids);
+    if (getenv("VGPU_DP_MIG_MINORS"))
+        dp_nvml_set_mig_minors_path(*nvml, getenv("VGPU_DP_MIG_MINORS"));
+    driver_version_of(library, version, version_size);
+    opt->driver_version = version[0] ? version : NULL;
+    opt->source = dp_nvml_source(*nvml);
+    opt->gpus = gpus;
+    *status = 1;
+    if (opt->source.discover(opt->source.arg, gpus, &opt->gpu_count, err) < 0)
+        return -1;
+    return 0;
+}
+
+/* The API client: --kubeconfig, else in-cluster credentials. */
+static int connect_kube(struct event_base *base, const struct dp_config *cfg,
+                        struct kube_config **kcfg, struct kube_client **kube, struct vg_err *err)
+{
+    int rc;
+    if (cfg->cli.kubeconfig)
+        rc = kube_config_load_file(cfg->cli.kubeconfig, NULL, kcfg, err);
+    else if (getenv("KUBERNETES_SERVICE_HOST"))
+        rc = kube_config_in_cluster(NULL, kcfg, err);
+    else
+        rc = vg_err_set(err, -EINVAL,
+                        "no --kubeconfig and not in a cluster: claims cannot "
+                        "be read");
+    if (rc < 0 || kube_client_new(base, *kcfg, NULL, kube, err) < 0)
+        return err->code;
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    struct own_flags own = {.kubelet_dir = "/var/lib/kubelet",
-                            .cdi_dir = "/var/run/cdi",
-                            .state_dir = "/var/lib/vgpu-dra",
-                            .driver = DRA_DRIVER_DEFAULT};
     struct vg_err err = {0};
-    bool check_config = take_check_config(&argc, argv);
-    if (take_flags(&argc, argv, &own, &err) < 0)
-        return failed(2, &err);
     __attribute__((cleanup(dp_config_free))) struct dp_config cfg;
     dp_config_defaults(&cfg);
-    int rc = dp_config_from_args(argc - 1, argv + 1, env_lookup, NULL, &cfg, &err);
-    if (rc == 1) {
-        help();
-        return 0;
-    }
-    if (rc < 0)
-        return failed(2, &err);
-    if (cfg.cli.node_name == NULL || cfg.cli.node_name[0] == '\0') {
-        vg_err_set(&err, -EINVAL, "--node-name (or NODE_NAME) is required");
-        return failed(2, &err);
-    }
-    char claims[1024];
-    if (vg_snprintf(claims, sizeof claims, "%s/claims", own.state_dir) < 0) {
-        vg_err_set(&err, -ENAMETOOLONG, "--state-dir too long");
-        return failed(2, &err);
-    }
-    free(cfg.vgpu.region_dir);
-    cfg.vgpu.region_dir = xstrdup(claims);
-    if (check_config) {
-        printf("kubelet-dir = %s\ncdi-dir = %s\nstate-dir = %s\ndriver-name = %s\n"
-               "consumable-capacity = %s\nidle-without-gpu = %s\n",
-               own.kubelet_dir, own.cdi_dir, own.state_dir, own.driver,
-               own.consumable ? "true" : "false", own.idle_without_gpu ? "true" : "false");
-        dp_config_dump(&cfg, stdout);
-        printf("OK\n");
-        return 0;
-    }
+    int rc = configure(argc, argv, &cfg, &err);
+    if (rc != 0)
+        return rc == 1 ? 0 : failed(2, &err);
+    if (own.check_config)
+        return print_check_config(&cfg);
 
     signal(SIGPIPE, SIG_IGN);
     VG_AUTO(event_base_freep) struct event_base *base = event_base_new();
     VG_AUTO(nvml_freep) struct dp_nvml *nvml = NULL;
-    char library[1024];
-    dp_nvml_library(&cfg, library, sizeof(library));
-    /* What makes a GPU unhealthy: the device plugin's health section and
-     * DP_DISABLE_HEALTHCHECKS. */
-    struct dp_xid_policy xids;
-    if (dp_xid_policy_from_config(&cfg, getenv("DP_DISABLE_HEALTHCHECKS"), &xids, &err) < 0)
-        return failed(2, &err);
-    uint64_t health_ms = 0, resync_ms = 0;
-    const char *interval = getenv("VGPU_DRA_HEALTH_INTERVAL_MS");
-    if (interval && vg_parse_u64(interval, 10, 3600000, &health_ms, &err) < 0) {
-        vg_err_wrap(&err, "VGPU_DRA_HEALTH_INTERVAL_MS");
-        return failed(2, &err);
-    }
-    const char *resync = getenv("VGPU_DRA_RESYNC_MS");
-    if (resync && vg_parse_u64(resync, 10, 86400000, &resync_ms, &err) < 0) {
-        vg_err_wrap(&err, "VGPU_DRA_RESYNC_MS");
-        return failed(2, &err);
-    }
-    if (dp_nvml_open(library, &nvml, &err) < 0) {
-        if (!own.idle_without_gpu)
-            return failed(1, &err);
-        /* A DaemonSet on every node: a node without GPUs is no failure to restart. */
-        vg_log(VG_LOG_INFO, "no NVIDIA driver on this node: nothing to publish, idle until stopped",
-               "reason=\"%s\"", err.msg);
-        wait_for_signal();
-        return 0;
-    }
-    /* Every claim's CDI spec mounts libvgpu: without it no claim's container could
-     * start, so the plugin refuses to start rather than accept claims it must fail. */
-    if (access(cfg.vgpu.libvgpu_path, R_OK) != 0) {
-        vg_err_errno(&err, errno, "--libvgpu-path %s (vgpu.libvgpuPath)", cfg.vgpu.libvgpu_path);
-        return failed(2, &err);
-    }
-    dp_nvml_set_xid_policy(nvml, &xids);
-    if (getenv("VGPU_DP_MIG_MINORS"))
-        dp_nvml_set_mig_minors_path(nvml, getenv("VGPU_DP_MIG_MINORS"));
-    char driver_version[96] = "";
-    driver_version_of(library, driver_version, sizeof driver_version);
-    struct dp_gpu_source source = dp_nvml_source(nvml);
-    static struct dp_gpu gpus[DP_MAX_GPUS];
-    unsigned gpu_count = 0;
-    if (source.discover(source.arg, gpus, &gpu_count, &err) < 0)
-        return failed(1, &err);
-
-    VG_AUTO(kube_config_freep) struct kube_config *kcfg = NULL;
-    VG_AUTO(kube_client_freep) struct kube_client *kube = NULL;
-    if (cfg.cli.kubeconfig)
-        rc = kube_config_load_file(cfg.cli.kubeconfig, NULL, &kcfg, &err);
-    else if (getenv("KUBERNETES_SERVICE_HOST"))
-        rc = kube_config_in_cluster(NULL, &kcfg, &err);
-    else
-        rc = vg_err_set(&err, -EINVAL,
-                        "no --kubeconfig and not in a cluster: claims cannot "
-                        "be read");
-    if (rc < 0 || kube_client_new(base, kcfg, NULL, &kube, &err) < 0)
-        return failed(1, &err);
-
     struct dra_plugin_options opt = {.cfg = &cfg,
-                                     .gpus = gpus,
-                                     .gpu_count = gpu_count,
-                                     .kube = kube,
                                      .driver = own.driver,
                                      .node_name = cfg.cli.node_name,
                                      .kubelet_dir = own.kubelet_dir,
@@ -300,16 +273,21 @@ int main(int argc, char **argv)
                                      .state_dir = own.state_dir,
                                      .boot_id_path = getenv("VGPU_DRA_BOOT_ID_FILE"),
                                      .publish = true,
-                                     .consumable = own.consumable,
-                                     .driver_version = driver_version[0] ? driver_version : NULL,
-                                     .source = source,
-                                     .health_interval_ms = health_ms,
-                                     .resync_ms = resync_ms};
-    const char *check = getenv("VGPU_DRA_SOCKET_CHECK_MS");
-    if (check && vg_parse_u64(check, 10, 3600000, &opt.socket_check_ms, &err) < 0) {
-        vg_err_wrap(&err, "VGPU_DRA_SOCKET_CHECK_MS");
+                                     .consumable = own.consumable};
+    struct dp_xid_policy xids;
+    if (read_knobs(&cfg, &xids, &opt, &err) < 0)
         return failed(2, &err);
-    }
+    char driver_version[96] = "";
+    int status = 0;
+    if (open_gpus(&cfg, &xids, &nvml, &opt, driver_version, sizeof driver_version, &status, &err) <
+        0)
+        return status == 0 ? 0 : failed(status, &err);
+
+    VG_AUTO(kube_config_freep) struct kube_config *kcfg = NULL;
+    VG_AUTO(kube_client_freep) struct kube_client *kube = NULL;
+    if (connect_kube(base, &cfg, &kcfg, &kube, &err) < 0)
+        return failed(1, &err);
+    opt.kube = kube;
     VG_AUTO(dra_plugin_freep) struct dra_plugin *plugin = NULL;
     if (dra_plugin_new(base, &opt, &plugin, &err) < 0)
         return failed(1, &err);

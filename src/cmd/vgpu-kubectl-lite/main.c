@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/flags.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/parse.h"
@@ -86,94 +87,124 @@ static void stop_cb(evutil_socket_t fd, short kind, void *arg)
     event_base_loopbreak(base);
 }
 
-static int usage(void)
+static struct {
+    const char *kubeconfig, *context, *server;
+    bool help;
+} cli;
+
+static const struct vg_flag flags[] = {
+    {.name = "kubeconfig",
+     .value = "FILE",
+     .type = VG_FLAG_STRING,
+     .target = &cli.kubeconfig,
+     .doc = "API credentials",
+     .def = "in-cluster"},
+    {.name = "context",
+     .value = "NAME",
+     .type = VG_FLAG_STRING,
+     .target = &cli.context,
+     .doc = "the kubeconfig context to use"},
+    {.name = "server",
+     .value = "URL",
+     .type = VG_FLAG_STRING,
+     .target = &cli.server,
+     .doc = "the API server's http:// or https:// URL, without credentials"},
+    {.name = "help", .type = VG_FLAG_HELP, .target = &cli.help, .doc = "print this text"},
+};
+
+static int usage(FILE *f)
 {
-    fprintf(stderr, "usage: vgpu-kubectl-lite [--kubeconfig FILE [--context NAME] | --server URL]\n"
-                    "         get PATH | watch PATH [SECONDS] | bind NAMESPACE POD NODE |\n"
-                    "         annotate PATH KEY=VALUE [RESOURCE_VERSION]\n");
+    vg_flags_help(f,
+                  "usage: vgpu-kubectl-lite [--kubeconfig FILE [--context NAME] | --server URL]\n"
+                  "         get PATH | watch PATH [SECONDS] | bind NAMESPACE POD NODE |\n"
+                  "         annotate PATH KEY=VALUE [RESOURCE_VERSION]",
+                  flags, VG_FLAGS_COUNT(flags));
     return 2;
 }
 
-int main(int argc, char **argv)
+/* The API client from --server, --kubeconfig or in-cluster credentials. */
+static int connect_api(struct kube_config **config, struct kube_client **client, struct vg_err *err)
 {
-    const char *kubeconfig = NULL, *context = NULL, *server = NULL;
-    int i = 1;
-    for (; i < argc && strncmp(argv[i], "--", 2) == 0; i += 2) {
-        if (i + 1 >= argc)
-            return usage();
-        if (strcmp(argv[i], "--kubeconfig") == 0)
-            kubeconfig = argv[i + 1];
-        else if (strcmp(argv[i], "--context") == 0)
-            context = argv[i + 1];
-        else if (strcmp(argv[i], "--server") == 0)
-            server = argv[i + 1];
-        else
-            return usage();
-    }
-    if (i >= argc)
-        return usage();
-    const char *command = argv[i];
-    char **args = argv + i + 1;
-    int nargs = argc - i - 1;
-
-    struct vg_err err = {0};
-    struct kube_config *config = NULL;
     int rc;
-    if (server != NULL) {
-        if (strncmp(server, "http://", 7) != 0 && strncmp(server, "https://", 8) != 0) {
-            fprintf(stderr, "vgpu-kubectl-lite: --server must be an http:// or https:// URL\n");
-            return 1;
-        }
-        config = xcalloc(1, sizeof *config);
-        config->server = xstrdup(server);
+    if (cli.server != NULL) {
+        if (strncmp(cli.server, "http://", 7) != 0 && strncmp(cli.server, "https://", 8) != 0)
+            return vg_err_set(err, -EINVAL, "--server must be an http:// or https:// URL");
+        *config = xcalloc(1, sizeof **config);
+        (*config)->server = xstrdup(cli.server);
         rc = 0;
-    } else if (kubeconfig != NULL) {
-        rc = kube_config_load_file(kubeconfig, context, &config, &err);
+    } else if (cli.kubeconfig != NULL) {
+        rc = kube_config_load_file(cli.kubeconfig, cli.context, config, err);
     } else {
-        rc = kube_config_in_cluster(NULL, &config, &err);
+        rc = kube_config_in_cluster(NULL, config, err);
     }
-    if (rc < 0) {
-        fprintf(stderr, "vgpu-kubectl-lite: %s\n", err.msg);
-        return 1;
-    }
+    if (rc < 0)
+        return rc;
     base = event_base_new();
-    struct kube_client *client = NULL;
-    if (base == NULL || kube_client_new(base, config, NULL, &client, &err) < 0) {
-        fprintf(stderr, "vgpu-kubectl-lite: %s\n", err.msg);
-        return 1;
-    }
-    struct kube_watch *watch = NULL;
-    struct event *stop = NULL;
+    if (base == NULL)
+        return vg_err_set(err, -ENOMEM, "cannot create the event loop");
+    return kube_client_new(base, *config, NULL, client, err);
+}
+
+/* Starts the command's request or watch: 0, 1 for bad usage, or a negative code. */
+static int start(struct kube_client *client, const char *command, const char **args, size_t nargs,
+                 struct kube_watch **watch, struct event **stop, struct vg_err *err)
+{
+    int rc;
     if (strcmp(command, "get") == 0 && nargs == 1) {
-        rc = kube_get(client, args[0], print_reply, NULL, &err);
+        rc = kube_get(client, args[0], print_reply, NULL, err);
     } else if (strcmp(command, "bind") == 0 && nargs == 3) {
-        rc = kube_bind_pod(client, args[0], args[1], args[2], print_reply, NULL, &err);
+        rc = kube_bind_pod(client, args[0], args[1], args[2], print_reply, NULL, err);
     } else if (strcmp(command, "annotate") == 0 && (nargs == 2 || nargs == 3)) {
-        char *eq = strchr(args[1], '=');
+        const char *eq = strchr(args[1], '=');
         if (eq == NULL)
-            return usage();
-        *eq = '\0';
-        json_t *annotations = json_pack("{s:s}", args[1], eq + 1);
+            return 1;
+        json_t *annotations = json_object();
+        json_object_setn_new(annotations, args[1], (size_t)(eq - args[1]), json_string(eq + 1));
         rc = kube_patch_annotations(client, args[0], annotations, nargs == 3 ? args[2] : NULL,
-                                    print_reply, NULL, &err);
+                                    print_reply, NULL, err);
         json_decref(annotations);
     } else if (strcmp(command, "watch") == 0 && (nargs == 1 || nargs == 2)) {
         struct kube_watch_options options = {.path = args[0], .seed = (uint64_t)time(NULL)};
         struct kube_watch_callbacks callbacks = {on_resync, on_event, on_error};
         watch_start = now_s();
-        rc = kube_watch_new(client, &options, &callbacks, NULL, &watch, &err);
-        if (rc == 0 && nargs == 2) {
-            uint64_t seconds;
-            rc = vg_parse_u64(args[1], 1, 86400, &seconds, &err);
-            if (rc == 0) {
-                stop = evtimer_new(base, stop_cb, NULL);
-                struct timeval tv = {(time_t)seconds, 0};
-                evtimer_add(stop, &tv);
-            }
+        rc = kube_watch_new(client, &options, &callbacks, NULL, watch, err);
+        uint64_t seconds;
+        if (rc == 0 && nargs == 2 && (rc = vg_parse_u64(args[1], 1, 86400, &seconds, err)) == 0) {
+            *stop = evtimer_new(base, stop_cb, NULL);
+            struct timeval tv = {(time_t)seconds, 0};
+            evtimer_add(*stop, &tv);
         }
     } else {
-        return usage();
+        return 1;
     }
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    const char *pos[5];
+    size_t npos = 0;
+    struct vg_err err = {0};
+    int rc = vg_flags_parse(flags, VG_FLAGS_COUNT(flags), argc, argv, pos, 5, &npos, &err);
+    if (rc == 1) {
+        usage(stdout);
+        return 0;
+    }
+    if (rc < 0)
+        fprintf(stderr, "vgpu-kubectl-lite: %s\n", err.msg);
+    if (rc < 0 || npos == 0)
+        return usage(stderr);
+    struct kube_config *config = NULL;
+    struct kube_client *client = NULL;
+    struct kube_watch *watch = NULL;
+    struct event *stop = NULL;
+    if (connect_api(&config, &client, &err) < 0) {
+        fprintf(stderr, "vgpu-kubectl-lite: %s\n", err.msg);
+        return 1;
+    }
+    rc = start(client, pos[0], pos + 1, npos - 1, &watch, &stop, &err);
+    if (rc == 1)
+        return usage(stderr);
     if (rc < 0) {
         fprintf(stderr, "vgpu-kubectl-lite: %s\n", err.msg);
         return 1;

@@ -8,22 +8,38 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/flags.h"
 #include "base/log.h"
 #include "monitor/monitor.h"
 
-/* Removes every argv[i] equal to flag (argc updated); whether there was one. */
-static bool take_flag(int *argc, char **argv, const char *flag)
+/* main()'s own flags; the others are the monitor's (mon_args_parse). */
+static bool check_config, idle_without_gpu;
+static const struct vg_flag own_flags[] = {
+    {.name = "check-config",
+     .type = VG_FLAG_BOOL,
+     .target = &check_config,
+     .doc = "check the flags, print them and exit (0: valid, 2: not)"},
+    {.name = "idle-without-gpu",
+     .type = VG_FLAG_BOOL,
+     .target = &idle_without_gpu,
+     .doc = "no NVML on this node: log it and wait for a signal (exit 0) instead of exiting 1"},
+};
+
+static void print_settings(const struct mon_args *args)
 {
-    bool found = false;
-    int out = 1;
-    for (int i = 1; i < *argc; i++) {
-        if (strcmp(argv[i], flag) == 0)
-            found = true;
-        else
-            argv[out++] = argv[i];
-    }
-    *argc = out;
-    return found;
+    printf("policy=%s\nregistration-check=%s\nquarantine-after=%u\nquarantine-window-s=%llu\n"
+           "quarantine-s=%llu\ninterval-ms=%llu\nregion-dir=%s\nproc-root=%s\n"
+           "cgroup-root=%s\nnode-name=%s\nkubeconfig=%s\nmetrics-file=%s\nnvml-library=%s\n"
+           "idle-without-gpu=%s\nOK\n",
+           args->policy == MON_POLICY_KILL ? "kill" : "warn",
+           args->check_registration ? "on" : "off", args->quarantine_after,
+           (unsigned long long)args->quarantine_window_s, (unsigned long long)args->quarantine_s,
+           (unsigned long long)args->interval_ms, args->region_dir, args->proc_root,
+           args->cgroup_root, args->node_name ? args->node_name : "",
+           args->kubeconfig ? args->kubeconfig : "(in-cluster)",
+           args->metrics_file ? args->metrics_file : "",
+           args->nvml_library ? args->nvml_library : "libnvidia-ml.so.1",
+           idle_without_gpu ? "true" : "false");
 }
 
 /* Blocks until SIGTERM or SIGINT. */
@@ -40,37 +56,20 @@ static void wait_for_signal(void)
 
 int main(int argc, char **argv)
 {
-    bool check_config = take_flag(&argc, argv, "--check-config");
-    bool idle_without_gpu = take_flag(&argc, argv, "--idle-without-gpu");
     struct mon_args args;
     struct vg_err err = {0};
-    if (mon_args_parse(argc - 1, argv + 1, &args, &err) < 0) {
+    if (vg_flags_take(own_flags, VG_FLAGS_COUNT(own_flags), &argc, argv, &err) < 0 ||
+        mon_args_parse(argc - 1, argv + 1, &args, &err) < 0) {
         fprintf(stderr, "vgpu-monitor: %s\n", err.msg);
-        mon_args_usage(stderr);
         return 2;
     }
     if (args.help) {
         mon_args_usage(stdout);
-        printf("  --check-config           check the flags, print them and exit (0: valid, 2: "
-               "not)\n"
-               "  --idle-without-gpu       no NVML on this node: log it and wait for a signal "
-               "(exit 0) instead of exiting 1\n");
+        vg_flags_help(stdout, NULL, own_flags, VG_FLAGS_COUNT(own_flags));
         return 0;
     }
     if (check_config) {
-        printf("policy=%s\nregistration-check=%s\nquarantine-after=%u\nquarantine-window-s=%llu\n"
-               "quarantine-s=%llu\ninterval-ms=%llu\nregion-dir=%s\nproc-root=%s\n"
-               "cgroup-root=%s\nnode-name=%s\nkubeconfig=%s\nmetrics-file=%s\nnvml-library=%s\n"
-               "idle-without-gpu=%s\nOK\n",
-               args.policy == MON_POLICY_KILL ? "kill" : "warn",
-               args.check_registration ? "on" : "off", args.quarantine_after,
-               (unsigned long long)args.quarantine_window_s, (unsigned long long)args.quarantine_s,
-               (unsigned long long)args.interval_ms, args.region_dir, args.proc_root,
-               args.cgroup_root, args.node_name ? args.node_name : "",
-               args.kubeconfig ? args.kubeconfig : "(in-cluster)",
-               args.metrics_file ? args.metrics_file : "",
-               args.nvml_library ? args.nvml_library : "libnvidia-ml.so.1",
-               idle_without_gpu ? "true" : "false");
+        print_settings(&args);
         return 0;
     }
     if (mon_daemon_run(&args, &err) < 0) {

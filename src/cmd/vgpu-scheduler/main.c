@@ -5,13 +5,13 @@
  * API client (src/kube), until SIGINT or SIGTERM. docs/scheduler.md lists every flag. */
 #include <errno.h>
 #include <event2/event.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/auto.h"
+#include "base/flags.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "kube/kube.h"
@@ -77,58 +77,139 @@ static int serve(const char *kubeconfig, const struct sched_options *o,
     return 0;
 }
 
-/* ---- main --------------------------------------------------------------------------- */
+/* ---- flags ------------------------------------------------------------------------- */
 
-static void usage(FILE *f)
+/* The command line as given; what was not given stays NULL, -1 or false. */
+static struct cli {
+    const char *listen, *kubeconfig, *config, *port_file, *webhook_listen, *tls_cert, *tls_key;
+    const char *scheduler_name, *client_ca, *token_file, *webhook_client_ca, *trusted_users;
+    const char *record_namespace;
+    int policy, gpu_policy;
+    uint64_t ttl, heartbeat, max_assumed, dra[4];
+    bool ttl_given, heartbeat_given, max_assumed_given, dra_given[4];
+    bool no_overwrite_env, debug_state, check_config, hami_legacy, webhook_dra, help;
+} cli = {.listen = "127.0.0.1:8888", .policy = -1, .gpu_policy = -1};
+
+static int parse_policy(const char *value, void *target, struct vg_err *err)
 {
-    fprintf(
-        f,
-        "usage: vgpu-scheduler [--listen ADDR:PORT] [--kubeconfig FILE] [options]\n"
-        "  --listen ADDR:PORT         extender address (default 127.0.0.1:8888); any other\n"
-        "                             than loopback needs --tls-cert, --tls-key and\n"
-        "                             --client-ca or --token-file\n"
-        "  --kubeconfig FILE          API credentials (default: in-cluster)\n"
-        "  --config FILE              JSON defaults: policy, gpuPolicy, assumeTTLSeconds,\n"
-        "                             heartbeatTimeoutSeconds, defaultMemory, defaultCores,\n"
-        "                             defaultGPUNum, schedulerName, maxAssumptionsPerNamespace,\n"
-        "                             webhookDRA, overwriteEnv, webhookTrustedUsers\n"
-        "  --policy NAME              node policy: binpack (default), spread, default (vgpu's),\n"
-        "                             fgd, bestfit, ...\n"
-        "  --gpu-policy NAME          GPU order inside a node: spread (default), binpack\n"
-        "  --assume-ttl SECONDS       a filter promise lasts this long without bind (30)\n"
-        "  --heartbeat-timeout SECS   ignore inventories older than this (0: never)\n"
-        "  --scheduler-name NAME      schedulerName the webhook sets (vgpu-scheduler)\n"
-        "  --max-assumptions-per-namespace N\n"
-        "                             filter promises a namespace may hold unbound (256;\n"
-        "                             0: no bound)\n"
-        "  --webhook-listen ADDR:PORT HTTPS admission webhook address (off by default)\n"
-        "  --webhook-dra              the webhook turns HAMi's GPU resources into DRA\n"
-        "                             ResourceClaims of vgpu's classes (docs/dra.md)\n"
-        "  --tls-cert FILE --tls-key FILE   the server certificate and key (PEM): the\n"
-        "                             webhook's, and the extender's with the next two\n"
-        "  --client-ca FILE           extender over TLS; clients must present a certificate\n"
-        "                             signed by a CA in FILE (PEM)\n"
-        "  --token-file FILE          extender over TLS; clients must send\n"
-        "                             \"Authorization: Bearer <token>\", the token in FILE\n"
-        "  --webhook-client-ca FILE   the webhook answers only clients with a certificate\n"
-        "                             signed by a CA in FILE (kube-apiserver's; needed by\n"
-        "                             --webhook-dra)\n"
-        "  --webhook-trusted-users LIST  users (comma-separated) whose pod UPDATEs may change\n"
-        "                             vgpu.io/ annotations (vgpu's service accounts)\n"
-        "  --no-overwrite-env         leave NVIDIA_VISIBLE_DEVICES of containers without GPUs\n"
-        "                             as the pod says (default: set it to void)\n"
-        "  --record-namespace NS      namespace of the decision records (vgpu-system)\n"
-        "  --dra-max-templates-per-namespace N  vgpu's templates per namespace (64; 0: none)\n"
-        "  --dra-max-templates N      vgpu's templates in the cluster (4096; 0: no bound)\n"
-        "  --dra-template-sweep SECS  collect unused templates this often (300; 0: never)\n"
-        "  --dra-template-grace SECS  a template used this recently stays (300)\n"
-        "  --debug-state              serve /debug/state and /debug/state-bound\n"
-        "  --hami-legacy-metrics      /metrics adds HAMi's older names (GPUDeviceMemoryLimit...)\n"
-        "  --port-file FILE           write the extender's port here once listening\n"
-        "  --log-level LEVEL          error, warn, info (default), debug\n"
-        "  --check-config             check the flags and --config, print the effective\n"
-        "                             settings and exit (0: valid, 2: not); no side effects\n");
+    int p = place_policy_from_name(value);
+    if (p < 0)
+        return vg_err_set(err, -EINVAL, "unsupported policy '%s'", value);
+    *(int *)target = p;
+    return 0;
 }
+
+static int parse_log_level(const char *value, void *target, struct vg_err *err)
+{
+    int level = vg_log_level_from_name(value);
+    if (level < 0)
+        return vg_err_set(err, -EINVAL, "unknown level '%s'", value);
+    *(int *)target = level;
+    return 0;
+}
+
+static const char *const gpu_policies[] = {"binpack", "spread", NULL};
+
+#define U64(n, v, field, lo, hi, d, dflt)                                                          \
+    {                                                                                              \
+        .name = n, .value = v, .type = VG_FLAG_U64, .target = &cli.field, .min = lo, .max = hi,    \
+        .given = &cli.field##_given, .doc = d, .def = dflt                                         \
+    }
+#define DRA(n, k, d, dflt)                                                                         \
+    {                                                                                              \
+        .name = n, .value = "N", .type = VG_FLAG_U64, .target = &cli.dra[k], .max = 1000000,       \
+        .given = &cli.dra_given[k], .doc = d, .def = dflt                                          \
+    }
+#define STR(n, v, field, d, dflt)                                                                  \
+    {                                                                                              \
+        .name = n, .value = v, .type = VG_FLAG_STRING, .target = &cli.field, .doc = d, .def = dflt \
+    }
+#define BOOL(n, field, d)                                                                          \
+    {                                                                                              \
+        .name = n, .type = VG_FLAG_BOOL, .target = &cli.field, .doc = d                            \
+    }
+
+static const struct vg_flag flags[] = {
+    STR("listen", "ADDR:PORT", listen,
+        "extender address; any other than loopback needs --tls-cert, --tls-key and "
+        "--client-ca or --token-file",
+        "127.0.0.1:8888"),
+    STR("kubeconfig", "FILE", kubeconfig, "API credentials", "in-cluster"),
+    STR("config", "FILE", config,
+        "JSON defaults: policy, gpuPolicy, assumeTTLSeconds, heartbeatTimeoutSeconds, "
+        "defaultMemory, defaultCores, defaultGPUNum, schedulerName, maxAssumptionsPerNamespace, "
+        "webhookDRA, overwriteEnv, webhookTrustedUsers",
+        NULL),
+    {.name = "policy",
+     .value = "NAME",
+     .type = VG_FLAG_FUNC,
+     .target = &cli.policy,
+     .fn = parse_policy,
+     .doc = "node policy: binpack, spread, default (vgpu's), fgd, bestfit, ...",
+     .def = "binpack"},
+    {.name = "gpu-policy",
+     .value = "NAME",
+     .type = VG_FLAG_ENUM,
+     .target = &cli.gpu_policy,
+     .choices = gpu_policies,
+     .doc = "GPU order inside a node: spread or binpack",
+     .def = "spread"},
+    U64("assume-ttl", "SECONDS", ttl, 1, 3600, "a filter promise lasts this long without bind",
+        "30"),
+    U64("heartbeat-timeout", "SECS", heartbeat, 0, 86400 * 365,
+        "ignore inventories older than this (0: never)", "0"),
+    STR("scheduler-name", "NAME", scheduler_name, "schedulerName the webhook sets",
+        "vgpu-scheduler"),
+    U64("max-assumptions-per-namespace", "N", max_assumed, 0, 1000000,
+        "filter promises a namespace may hold unbound (0: no bound)", "256"),
+    STR("webhook-listen", "ADDR:PORT", webhook_listen, "HTTPS admission webhook address", "off"),
+    BOOL("webhook-dra", webhook_dra,
+         "the webhook turns HAMi's GPU resources into DRA ResourceClaims of vgpu's classes "
+         "(docs/dra.md)"),
+    STR("tls-cert", "FILE", tls_cert,
+        "the server certificate (PEM), with --tls-key: the webhook's, and the extender's with "
+        "--client-ca or --token-file",
+        NULL),
+    STR("tls-key", "FILE", tls_key, "the server certificate's key (PEM)", NULL),
+    STR("client-ca", "FILE", client_ca,
+        "extender over TLS; clients must present a certificate signed by a CA in FILE (PEM)", NULL),
+    STR("token-file", "FILE", token_file,
+        "extender over TLS; clients must send \"Authorization: Bearer <token>\", the token in "
+        "FILE",
+        NULL),
+    STR("webhook-client-ca", "FILE", webhook_client_ca,
+        "the webhook answers only clients with a certificate signed by a CA in FILE "
+        "(kube-apiserver's; needed by --webhook-dra)",
+        NULL),
+    STR("webhook-trusted-users", "LIST", trusted_users,
+        "users (comma-separated) whose pod UPDATEs may change vgpu.io/ annotations (vgpu's "
+        "service accounts)",
+        NULL),
+    BOOL("no-overwrite-env", no_overwrite_env,
+         "leave NVIDIA_VISIBLE_DEVICES of containers without GPUs as the pod says (default: set "
+         "it to void)"),
+    STR("record-namespace", "NS", record_namespace, "namespace of the decision records",
+        "$POD_NAMESPACE, else vgpu-system"),
+    DRA("dra-max-templates-per-namespace", 0, "vgpu's templates per namespace (0: none)", "64"),
+    DRA("dra-max-templates", 1, "vgpu's templates in the cluster (0: no bound)", "4096"),
+    DRA("dra-template-sweep", 2, "collect unused templates this often, seconds (0: never)", "300"),
+    DRA("dra-template-grace", 3, "a template used this recently (seconds) stays", "300"),
+    BOOL("debug-state", debug_state, "serve /debug/state and /debug/state-bound"),
+    BOOL("hami-legacy-metrics", hami_legacy,
+         "/metrics adds HAMi's older names (GPUDeviceMemoryLimit...)"),
+    STR("port-file", "FILE", port_file, "write the extender's port here once listening", NULL),
+    {.name = "log-level",
+     .value = "LEVEL",
+     .type = VG_FLAG_FUNC,
+     .target = &vg_log_max_level,
+     .fn = parse_log_level,
+     .doc = "error, warn, info or debug",
+     .def = "info"},
+    BOOL("check-config", check_config,
+         "check the flags and --config, print the effective settings and exit (0: valid, 2: "
+         "not); no side effects"),
+    {.name = "help", .type = VG_FLAG_HELP, .target = &cli.help, .doc = "print this text"},
+};
 
 /* ADDR:PORT as the daemon reads it ("[::1]:8888", ":9443"): 0, or -1 with a message. */
 static int check_addr(const char *flag, const char *text, bool *loopback)
@@ -170,271 +251,115 @@ static void print_settings(const struct sched_options *o, const struct sched_dae
            d->dra->max_per_namespace, d->dra->max_total, d->dra->sweep_s, d->dra->grace_s);
 }
 
-int main(int argc, char **argv)
+/* The options the daemon runs with: --config's, then the flags over them. */
+static int build_options(struct sched_options *o, char **name_store,
+                         struct sched_dra_template_options *dra, struct vg_err *err)
 {
-    const char *listen = "127.0.0.1:8888", *kubeconfig = NULL, *config = NULL, *port_file = NULL;
-    const char *webhook_listen = NULL, *tls_cert = NULL, *tls_key = NULL;
-    const char *policy = NULL, *gpu_policy = NULL, *ttl = NULL, *heartbeat = NULL;
-    const char *scheduler_name = NULL, *client_ca = NULL, *token_file = NULL;
-    const char *max_assumed = NULL, *webhook_client_ca = NULL, *trusted_users = NULL;
-    const char *record_namespace = getenv("POD_NAMESPACE");
-    const char *dra_flags[4] = {NULL, NULL, NULL, NULL};
-    bool no_overwrite_env = false;
-    bool debug_state = false, check_config = false;
-    bool hami_legacy = false, webhook_dra = false;
-    static const struct option longopts[] = {
-        {"listen", required_argument, NULL, 'l'},
-        {"kubeconfig", required_argument, NULL, 'k'},
-        {"config", required_argument, NULL, 'c'},
-        {"policy", required_argument, NULL, 'p'},
-        {"gpu-policy", required_argument, NULL, 'g'},
-        {"assume-ttl", required_argument, NULL, 't'},
-        {"heartbeat-timeout", required_argument, NULL, 'H'},
-        {"scheduler-name", required_argument, NULL, 'n'},
-        {"webhook-listen", required_argument, NULL, 'w'},
-        {"webhook-dra", no_argument, NULL, 'R'},
-        {"tls-cert", required_argument, NULL, 'C'},
-        {"tls-key", required_argument, NULL, 'K'},
-        {"port-file", required_argument, NULL, 'P'},
-        {"client-ca", required_argument, NULL, 'A'},
-        {"token-file", required_argument, NULL, 'T'},
-        {"debug-state", no_argument, NULL, 'D'},
-        {"hami-legacy-metrics", no_argument, NULL, 'Y'},
-        {"max-assumptions-per-namespace", required_argument, NULL, 'M'},
-        {"log-level", required_argument, NULL, 'L'},
-        {"check-config", no_argument, NULL, 'X'},
-        {"webhook-client-ca", required_argument, NULL, 256},
-        {"webhook-trusted-users", required_argument, NULL, 257},
-        {"no-overwrite-env", no_argument, NULL, 258},
-        {"record-namespace", required_argument, NULL, 259},
-        {"dra-max-templates-per-namespace", required_argument, NULL, 260},
-        {"dra-max-templates", required_argument, NULL, 261},
-        {"dra-template-sweep", required_argument, NULL, 262},
-        {"dra-template-grace", required_argument, NULL, 263},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    int opt;
-    while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'l':
-            listen = optarg;
-            break;
-        case 'k':
-            kubeconfig = optarg;
-            break;
-        case 'c':
-            config = optarg;
-            break;
-        case 'p':
-            policy = optarg;
-            break;
-        case 'g':
-            gpu_policy = optarg;
-            break;
-        case 't':
-            ttl = optarg;
-            break;
-        case 'H':
-            heartbeat = optarg;
-            break;
-        case 'n':
-            scheduler_name = optarg;
-            break;
-        case 'w':
-            webhook_listen = optarg;
-            break;
-        case 'R':
-            webhook_dra = true;
-            break;
-        case 'C':
-            tls_cert = optarg;
-            break;
-        case 'K':
-            tls_key = optarg;
-            break;
-        case 'P':
-            port_file = optarg;
-            break;
-        case 'A':
-            client_ca = optarg;
-            break;
-        case 'T':
-            token_file = optarg;
-            break;
-        case 'Y':
-            hami_legacy = true;
-            break;
-        case 'D':
-            debug_state = true;
-            break;
-        case 'M':
-            max_assumed = optarg;
-            break;
-        case 'L': {
-            int level = vg_log_level_from_name(optarg);
-            if (level < 0) {
-                fprintf(stderr, "vgpu-scheduler: --log-level: unknown level '%s'\n", optarg);
-                return 2;
-            }
-            vg_log_max_level = level;
-            break;
-        }
-        case 'X':
-            check_config = true;
-            break;
-        case 256:
-            webhook_client_ca = optarg;
-            break;
-        case 257:
-            trusted_users = optarg;
-            break;
-        case 258:
-            no_overwrite_env = true;
-            break;
-        case 259:
-            record_namespace = optarg;
-            break;
-        case 260:
-        case 261:
-        case 262:
-        case 263:
-            dra_flags[opt - 260] = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "vgpu-scheduler: unexpected argument '%s'\n", argv[optind]);
+    sched_options_default(o);
+    if (cli.config != NULL && sched_options_load_file(cli.config, o, name_store, err) < 0)
+        return err->code;
+    if (cli.policy >= 0)
+        o->policy = (enum place_policy)cli.policy;
+    if (cli.gpu_policy >= 0)
+        o->gpu_order = cli.gpu_policy == 0 ? PLACE_GPU_BINPACK : PLACE_GPU_SPREAD;
+    if (cli.ttl_given)
+        o->assume_ttl_ms = cli.ttl * 1000u;
+    if (cli.heartbeat_given)
+        o->heartbeat_timeout_s = (int64_t)cli.heartbeat;
+    if (cli.scheduler_name != NULL)
+        o->scheduler_name = cli.scheduler_name;
+    if (cli.webhook_dra)
+        o->webhook_dra = true;
+    if (cli.max_assumed_given)
+        o->max_assumed_per_namespace = (uint32_t)cli.max_assumed;
+    if (cli.no_overwrite_env)
+        o->overwrite_env = false;
+    if (cli.trusted_users != NULL && sched_options_trusted_users(o, cli.trusted_users, err) < 0)
+        return vg_err_wrap(err, "--webhook-trusted-users");
+    if (cli.record_namespace == NULL || cli.record_namespace[0] == '\0')
+        cli.record_namespace = SCHED_RECORD_NAMESPACE_DEFAULT;
+    sched_dra_template_options_default(dra);
+    uint32_t *dra_values[4] = {&dra->max_per_namespace, &dra->max_total, &dra->sweep_s,
+                               &dra->grace_s};
+    for (int k = 0; k < 4; k++)
+        if (cli.dra_given[k])
+            *dra_values[k] = (uint32_t)cli.dra[k];
+    return 0;
+}
+
+/* Flags that only make sense together; the message names what is missing. */
+static int check_combinations(const struct sched_options *o, struct vg_err *err)
+{
+    if (o->webhook_dra && cli.webhook_client_ca == NULL)
+        return vg_err_set(err, -EINVAL,
+                          "--webhook-dra creates objects with vgpu-scheduler's credentials: it "
+                          "needs --webhook-client-ca, so that only kube-apiserver's reviews are "
+                          "acted on");
+    if ((cli.client_ca != NULL || cli.token_file != NULL) &&
+        (cli.tls_cert == NULL || cli.tls_key == NULL))
+        return vg_err_set(err, -EINVAL,
+                          "--client-ca and --token-file serve the extender over TLS: they need "
+                          "--tls-cert and --tls-key");
+    if (cli.webhook_listen != NULL && (cli.tls_cert == NULL || cli.tls_key == NULL))
+        return vg_err_set(err, -EINVAL, "--webhook-listen needs --tls-cert and --tls-key");
+    return 0;
+}
+
+/* --check-config: what serve() would refuse at start, then the settings; the exit code. */
+static int check_config(const struct sched_options *o, const struct sched_daemon_options *dopt)
+{
+    bool loopback = false, webhook_loopback = false;
+    if (check_addr("--listen", cli.listen, &loopback) < 0 ||
+        (cli.webhook_listen != NULL &&
+         check_addr("--webhook-listen", cli.webhook_listen, &webhook_loopback) < 0))
+        return 2;
+    if (!loopback && (cli.tls_cert == NULL || (cli.client_ca == NULL && cli.token_file == NULL))) {
+        fprintf(stderr,
+                "vgpu-scheduler: --listen %s is not loopback: it needs --tls-cert, "
+                "--tls-key and --client-ca or --token-file\n",
+                cli.listen);
         return 2;
     }
+    print_settings(o, dopt, cli.kubeconfig);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
     struct vg_err err = {0};
+    size_t npos;
+    cli.record_namespace = getenv("POD_NAMESPACE");
+    int rc = vg_flags_parse(flags, VG_FLAGS_COUNT(flags), argc, argv, NULL, 0, &npos, &err);
+    if (rc == 1) {
+        vg_flags_help(stdout,
+                      "usage: vgpu-scheduler [--listen ADDR:PORT] [--kubeconfig FILE] [options]",
+                      flags, VG_FLAGS_COUNT(flags));
+        return 0;
+    }
     struct sched_options o;
-    sched_options_default(&o);
+    struct sched_dra_template_options dra;
     VG_AUTO_FREE char *name_store = NULL;
-    if (config != NULL && sched_options_load_file(config, &o, &name_store, &err) < 0) {
+    if (rc < 0 || build_options(&o, &name_store, &dra, &err) < 0 ||
+        check_combinations(&o, &err) < 0) {
         fprintf(stderr, "vgpu-scheduler: %s\n", err.msg);
         return 2;
     }
-    if (policy != NULL) {
-        int p = place_policy_from_name(policy);
-        if (p < 0) {
-            fprintf(stderr, "vgpu-scheduler: --policy: unsupported policy '%s'\n", policy);
-            return 2;
-        }
-        o.policy = (enum place_policy)p;
-    }
-    if (gpu_policy != NULL) {
-        if (strcmp(gpu_policy, "binpack") == 0)
-            o.gpu_order = PLACE_GPU_BINPACK;
-        else if (strcmp(gpu_policy, "spread") == 0)
-            o.gpu_order = PLACE_GPU_SPREAD;
-        else {
-            fprintf(stderr, "vgpu-scheduler: --gpu-policy: '%s' is not binpack or spread\n",
-                    gpu_policy);
-            return 2;
-        }
-    }
-    uint64_t n;
-    if (ttl != NULL) {
-        if (vg_parse_u64(ttl, 1, 3600, &n, &err) < 0) {
-            fprintf(stderr, "vgpu-scheduler: --assume-ttl: %s\n", err.msg);
-            return 2;
-        }
-        o.assume_ttl_ms = n * 1000u;
-    }
-    if (heartbeat != NULL) {
-        if (vg_parse_u64(heartbeat, 0, 86400 * 365, &n, &err) < 0) {
-            fprintf(stderr, "vgpu-scheduler: --heartbeat-timeout: %s\n", err.msg);
-            return 2;
-        }
-        o.heartbeat_timeout_s = (int64_t)n;
-    }
-    if (scheduler_name != NULL)
-        o.scheduler_name = scheduler_name;
-    if (webhook_dra)
-        o.webhook_dra = true;
-    if (max_assumed != NULL) {
-        if (vg_parse_u64(max_assumed, 0, 1000000, &n, &err) < 0) {
-            fprintf(stderr, "vgpu-scheduler: --max-assumptions-per-namespace: %s\n", err.msg);
-            return 2;
-        }
-        o.max_assumed_per_namespace = (uint32_t)n;
-    }
-    if (no_overwrite_env)
-        o.overwrite_env = false;
-    if (trusted_users != NULL && sched_options_trusted_users(&o, trusted_users, &err) < 0) {
-        fprintf(stderr, "vgpu-scheduler: --webhook-trusted-users: %s\n", err.msg);
-        return 2;
-    }
-    if (record_namespace == NULL || record_namespace[0] == '\0')
-        record_namespace = SCHED_RECORD_NAMESPACE_DEFAULT;
-    struct sched_dra_template_options dra;
-    sched_dra_template_options_default(&dra);
-    static const char *const dra_names[4] = {"--dra-max-templates-per-namespace",
-                                             "--dra-max-templates", "--dra-template-sweep",
-                                             "--dra-template-grace"};
-    uint32_t *dra_values[4] = {&dra.max_per_namespace, &dra.max_total, &dra.sweep_s, &dra.grace_s};
-    for (int k = 0; k < 4; k++) {
-        if (dra_flags[k] == NULL)
-            continue;
-        if (vg_parse_u64(dra_flags[k], 0, 1000000, &n, &err) < 0) {
-            fprintf(stderr, "vgpu-scheduler: %s: %s\n", dra_names[k], err.msg);
-            return 2;
-        }
-        *dra_values[k] = (uint32_t)n;
-    }
-    if (o.webhook_dra && webhook_client_ca == NULL) {
-        fprintf(stderr, "vgpu-scheduler: --webhook-dra creates objects with vgpu-scheduler's "
-                        "credentials: it needs --webhook-client-ca, so that only "
-                        "kube-apiserver's reviews are acted on\n");
-        return 2;
-    }
-    if ((client_ca != NULL || token_file != NULL) && (tls_cert == NULL || tls_key == NULL)) {
-        fprintf(stderr, "vgpu-scheduler: --client-ca and --token-file serve the extender over "
-                        "TLS: they need --tls-cert and --tls-key\n");
-        return 2;
-    }
-    if (webhook_listen != NULL && (tls_cert == NULL || tls_key == NULL)) {
-        fprintf(stderr, "vgpu-scheduler: --webhook-listen needs --tls-cert and --tls-key\n");
-        return 2;
-    }
-
-    const struct sched_daemon_options dopt = {.listen = listen,
-                                              .port_file = port_file,
-                                              .webhook_listen = webhook_listen,
-                                              .tls_cert = tls_cert,
-                                              .tls_key = tls_key,
-                                              .client_ca = client_ca,
-                                              .token_file = token_file,
-                                              .webhook_client_ca = webhook_client_ca,
-                                              .record_namespace = record_namespace,
+    const struct sched_daemon_options dopt = {.listen = cli.listen,
+                                              .port_file = cli.port_file,
+                                              .webhook_listen = cli.webhook_listen,
+                                              .tls_cert = cli.tls_cert,
+                                              .tls_key = cli.tls_key,
+                                              .client_ca = cli.client_ca,
+                                              .token_file = cli.token_file,
+                                              .webhook_client_ca = cli.webhook_client_ca,
+                                              .record_namespace = cli.record_namespace,
                                               .dra = &dra,
-                                              .debug_state = debug_state,
-                                              .hami_legacy_metrics = hami_legacy};
-    if (check_config) {
-        bool loopback = false, webhook_loopback = false;
-        if (check_addr("--listen", listen, &loopback) < 0 ||
-            (webhook_listen != NULL &&
-             check_addr("--webhook-listen", webhook_listen, &webhook_loopback) < 0))
-            return 2;
-        if (!loopback && (tls_cert == NULL || (client_ca == NULL && token_file == NULL))) {
-            fprintf(stderr,
-                    "vgpu-scheduler: --listen %s is not loopback: it needs --tls-cert, "
-                    "--tls-key and --client-ca or --token-file\n",
-                    listen);
-            return 2;
-        }
-        print_settings(&o, &dopt, kubeconfig);
-        return 0;
-    }
+                                              .debug_state = cli.debug_state,
+                                              .hami_legacy_metrics = cli.hami_legacy};
+    if (cli.check_config)
+        return check_config(&o, &dopt);
     signal(SIGPIPE, SIG_IGN);
-    if (serve(kubeconfig, &o, &dopt, &err) < 0) {
+    if (serve(cli.kubeconfig, &o, &dopt, &err) < 0) {
         fprintf(stderr, "vgpu-scheduler: %s\n", err.msg);
         return 1;
     }

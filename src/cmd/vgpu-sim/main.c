@@ -1,13 +1,13 @@
 /* vgpu-sim: replays a pod list on a cluster through the placement core (user
  * guide and JSON output in docs/placement.md). */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "base/flags.h"
 #include "base/mem.h"
 #include "base/parse.h"
 #include "base/str.h"
@@ -15,26 +15,99 @@
 
 #define MAX_SEEDS 1000
 
+/* The command line: flags, and what they fill. */
+static struct cli {
+    const char *nodes, *pods, *report, *dir, *policy, *seeds;
+    bool json, help;
+    uint64_t jobs, nodes_to_score;
+    struct sim_options options;
+} cli = {.policy = "default",
+         .seeds = "42-51",
+         .options = {.fgd_mix = SIM_MIX_ORACLE, .default_mix = SIM_MIX_LEARNED}};
+
+static int parse_mix(const char *s, void *target, struct vg_err *err);
+
+static const struct vg_flag flags[] = {
+    {.name = "nodes",
+     .value = "NODES.csv",
+     .type = VG_FLAG_STRING,
+     .target = &cli.nodes,
+     .doc = "the cluster's nodes (required)"},
+    {.name = "pods",
+     .value = "PODS.csv",
+     .type = VG_FLAG_STRING,
+     .target = &cli.pods,
+     .doc = "the pods, in arrival order (required)"},
+    {.name = "policy",
+     .value = "LIST",
+     .type = VG_FLAG_STRING,
+     .target = &cli.policy,
+     .doc = "random,dotprod,clustering,packing,bestfit,fgd,default,binpack,spread, or 'all' "
+            "(the paper's six + default); dra-firstfit, dra-default: kube-scheduler's DRA "
+            "allocator (first-fit cards) without / with vgpu's node choice",
+     .def = "default"},
+    {.name = "seeds",
+     .value = "SPEC",
+     .type = VG_FLAG_STRING,
+     .target = &cli.seeds,
+     .doc = "N, A-B or A,B,C",
+     .def = "42-51"},
+    {.name = "jobs",
+     .value = "N",
+     .type = VG_FLAG_U64,
+     .target = &cli.jobs,
+     .min = 1,
+     .max = 64,
+     .doc = "parallel runs",
+     .def = "online CPUs"},
+    {.name = "json",
+     .type = VG_FLAG_BOOL,
+     .target = &cli.json,
+     .doc = "one JSON object per policy on stdout"},
+    {.name = "report",
+     .value = "FILE",
+     .type = VG_FLAG_STRING,
+     .target = &cli.report,
+     .doc = "write a self-contained HTML report"},
+    {.name = "fgd-mix",
+     .value = "M",
+     .type = VG_FLAG_FUNC,
+     .target = &cli.options.fgd_mix,
+     .fn = parse_mix,
+     .doc = "oracle (the paper's) or learned",
+     .def = "oracle"},
+    {.name = "default-mix",
+     .value = "M",
+     .type = VG_FLAG_FUNC,
+     .target = &cli.options.default_mix,
+     .fn = parse_mix,
+     .doc = "learned or oracle",
+     .def = "learned"},
+    {.name = "latency",
+     .type = VG_FLAG_BOOL,
+     .target = &cli.options.time_decisions,
+     .doc = "also report each policy's p99 decision latency"},
+    {.name = "nodes-to-score",
+     .value = "PCT",
+     .type = VG_FLAG_U64,
+     .target = &cli.nodes_to_score,
+     .max = 100,
+     .doc = "dra-firstfit, dra-default: kube-scheduler's percentageOfNodesToScore, 1-100; 0: "
+            "adaptive",
+     .def = "0"},
+    {.name = "data-dir",
+     .value = "DIR",
+     .type = VG_FLAG_STRING,
+     .target = &cli.dir,
+     .doc = "look up relative --nodes/--pods here when not found",
+     .def = "$VGPU_OPENB_DIR"},
+    {.name = "help", .type = VG_FLAG_HELP, .target = &cli.help, .doc = "print this text"},
+};
+
 static void usage(FILE *f)
 {
-    fputs("usage: vgpu-sim --nodes NODES.csv --pods PODS.csv [options]\n"
-          "  --policy LIST     random,dotprod,clustering,packing,bestfit,fgd,default,\n"
-          "                    binpack,spread, or 'all' (the paper's six + default);\n"
-          "                    dra-firstfit, dra-default: kube-scheduler's DRA\n"
-          "                    allocator (first-fit cards) without / with vgpu's\n"
-          "                    node choice; default: default\n"
-          "  --seeds SPEC      N, A-B or A,B,C (default 42-51)\n"
-          "  --jobs N          parallel runs (default: online CPUs)\n"
-          "  --json            one JSON object per policy on stdout\n"
-          "  --report FILE     write a self-contained HTML report\n"
-          "  --fgd-mix M       oracle (paper, default) or learned\n"
-          "  --default-mix M   learned (default) or oracle\n"
-          "  --latency         also report each policy's p99 decision latency\n"
-          "  --nodes-to-score PCT  dra-firstfit, dra-default: kube-scheduler's\n"
-          "                    percentageOfNodesToScore, 1-100; 0 (default): adaptive\n"
-          "  --data-dir DIR    look up relative --nodes/--pods here when not found\n"
-          "                    (default: $VGPU_OPENB_DIR)\n",
-          f);
+    vg_flags_help(f, "usage: vgpu-sim --nodes NODES.csv --pods PODS.csv [options]", flags,
+                  VG_FLAGS_COUNT(flags));
 }
 
 static int parse_seeds(const char *spec, uint64_t *seeds, size_t *count, struct vg_err *err)
@@ -102,8 +175,9 @@ static int parse_policies(const char *spec, enum place_policy *out, size_t *coun
     return 0;
 }
 
-static int parse_mix(const char *s, enum sim_mix_source *out, struct vg_err *err)
+static int parse_mix(const char *s, void *target, struct vg_err *err)
 {
+    enum sim_mix_source *out = target;
     if (strcmp(s, "oracle") == 0)
         *out = SIM_MIX_ORACLE;
     else if (strcmp(s, "learned") == 0)
@@ -154,137 +228,48 @@ static void on_progress(void *arg, size_t done, size_t total, const struct sim_r
     fflush(stderr);
 }
 
-int main(int argc, char **argv)
+/* The flags: 0, 1 when --help was printed, or the exit status 2 with the message printed. */
+static int parse_flags(int argc, char **argv)
 {
-    static const struct option opts[] = {{"nodes", required_argument, NULL, 'n'},
-                                         {"pods", required_argument, NULL, 'p'},
-                                         {"policy", required_argument, NULL, 'P'},
-                                         {"seeds", required_argument, NULL, 's'},
-                                         {"jobs", required_argument, NULL, 'j'},
-                                         {"json", no_argument, NULL, 'J'},
-                                         {"report", required_argument, NULL, 'r'},
-                                         {"fgd-mix", required_argument, NULL, 'F'},
-                                         {"default-mix", required_argument, NULL, 'D'},
-                                         {"latency", no_argument, NULL, 'L'},
-                                         {"nodes-to-score", required_argument, NULL, 'N'},
-                                         {"data-dir", required_argument, NULL, 'd'},
-                                         {"help", no_argument, NULL, 'h'},
-                                         {NULL, 0, NULL, 0}};
-    const char *nodes = NULL, *pods = NULL, *report = NULL, *dir = getenv("VGPU_OPENB_DIR");
-    const char *policy_spec = "default", *seed_spec = "42-51";
-    bool json = false;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    uint64_t jobs = cpus > 0 ? (uint64_t)cpus : 1;
-    struct sim_options options = {.fgd_mix = SIM_MIX_ORACLE, .default_mix = SIM_MIX_LEARNED};
     struct vg_err err = {0};
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'n':
-            nodes = optarg;
-            break;
-        case 'p':
-            pods = optarg;
-            break;
-        case 'P':
-            policy_spec = optarg;
-            break;
-        case 's':
-            seed_spec = optarg;
-            break;
-        case 'j':
-            if (vg_parse_u64(optarg, 1, 64, &jobs, &err) < 0) {
-                fprintf(stderr, "vgpu-sim: --jobs: %s\n", err.msg);
-                return 2;
-            }
-            break;
-        case 'J':
-            json = true;
-            break;
-        case 'r':
-            report = optarg;
-            break;
-        case 'F':
-        case 'D':
-            if (parse_mix(optarg, c == 'F' ? &options.fgd_mix : &options.default_mix, &err) < 0) {
-                fprintf(stderr, "vgpu-sim: %s\n", err.msg);
-                return 2;
-            }
-            break;
-        case 'L':
-            options.time_decisions = true;
-            break;
-        case 'N': {
-            uint64_t pct;
-            if (vg_parse_u64(optarg, 0, 100, &pct, &err) < 0) {
-                fprintf(stderr, "vgpu-sim: --nodes-to-score: %s\n", err.msg);
-                return 2;
-            }
-            options.nodes_to_score_pct = (uint32_t)pct;
-            break;
-        }
-        case 'd':
-            dir = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
+    size_t npos;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cli.jobs = cpus > 0 ? (uint64_t)cpus : 1;
+    cli.dir = getenv("VGPU_OPENB_DIR");
+    int rc = vg_flags_parse(flags, VG_FLAGS_COUNT(flags), argc, argv, NULL, 0, &npos, &err);
+    if (rc == 1) {
+        usage(stdout);
+        return 1;
     }
-    if (optind < argc || nodes == NULL || pods == NULL) {
-        fprintf(stderr, "vgpu-sim: %s\n",
-                optind < argc ? "unexpected argument" : "--nodes and --pods are required");
+    if (rc < 0) {
+        fprintf(stderr, "vgpu-sim: %s\n", err.msg);
+        return 2;
+    }
+    if (cli.nodes == NULL || cli.pods == NULL) {
+        fprintf(stderr, "vgpu-sim: --nodes and --pods are required\n");
         usage(stderr);
         return 2;
     }
-    enum place_policy policies[PLACE_POLICY_COUNT];
-    size_t policy_count = 0, seed_count = 0;
-    static uint64_t seeds[MAX_SEEDS];
-    if (parse_policies(policy_spec, policies, &policy_count, &err) < 0 ||
-        parse_seeds(seed_spec, seeds, &seed_count, &err) < 0) {
-        fprintf(stderr, "vgpu-sim: %s\n", err.msg);
-        return 2;
-    }
-    char nodes_buf[4096], pods_buf[4096];
-    nodes = resolve(nodes, dir, nodes_buf, sizeof nodes_buf);
-    pods = resolve(pods, dir, pods_buf, sizeof pods_buf);
-    struct sim_trace trace;
-    if (sim_trace_load(&trace, nodes, pods, &err) < 0) {
-        fprintf(stderr, "vgpu-sim: %s\n", err.msg);
-        return 1;
-    }
-    struct sim_run_result *results = xcalloc(policy_count * seed_count, sizeof *results);
-    double t0 = now_s();
-    struct progress progress = {.start = t0};
-    if (isatty(STDERR_FILENO)) {
-        options.progress = on_progress;
-        options.progress_arg = &progress;
-    }
-    int rc = sim_run_many(&trace, policies, policy_count, seeds, seed_count, (unsigned)jobs,
-                          &options, results, &err);
-    double elapsed = now_s() - t0;
-    if (progress.shown)
-        fputs("\r\033[K", stderr); /* the table takes its place */
-    if (rc < 0) {
-        fprintf(stderr, "vgpu-sim: %s\n", err.msg);
-        free(results);
-        sim_trace_free(&trace);
-        return 1;
-    }
+    cli.options.nodes_to_score_pct = (uint32_t)cli.nodes_to_score;
+    return 0;
+}
+
+/* One line per policy (or one JSON object): the seeds' statistics. */
+static void print_results(const struct sim_trace *trace, const struct sim_run_result *results,
+                          const enum place_policy *policies, size_t policy_count, size_t seed_count,
+                          double elapsed)
+{
     for (size_t p = 0; p < policy_count; p++) {
         const struct sim_run_result *runs = &results[p * seed_count];
         double busy = 0;
         for (size_t s = 0; s < seed_count; s++)
             busy += runs[s].seconds;
-        if (json) {
+        if (cli.json) {
             /* Each policy's share of the wall time, in proportion to its CPU time. */
             double total_busy = 0;
             for (size_t i = 0; i < policy_count * seed_count; i++)
                 total_busy += results[i].seconds;
-            sim_write_json(stdout, &trace, runs, seed_count,
+            sim_write_json(stdout, trace, runs, seed_count,
                            total_busy > 0 ? elapsed * busy / total_busy : elapsed);
             continue;
         }
@@ -300,7 +285,7 @@ int main(int argc, char **argv)
                "run %.2f s",
                place_policy_name(policies[p]), u.mean, u.sd, u.min, u.max, a.mean,
                busy / (double)seed_count);
-        if (options.time_decisions) {
+        if (cli.options.time_decisions) {
             uint64_t worst = 0;
             for (size_t s = 0; s < seed_count; s++)
                 worst = runs[s].decision_ns_p99 > worst ? runs[s].decision_ns_p99 : worst;
@@ -308,13 +293,53 @@ int main(int argc, char **argv)
         }
         putchar('\n');
     }
-    if (!json)
-        printf("workload %s: %zu policies x %zu seeds in %.2f s on %llu threads\n", trace.workload,
-               policy_count, seed_count, elapsed, (unsigned long long)jobs);
-    if (report != NULL &&
-        sim_write_html(report, &trace, results, policy_count, seed_count, &err) < 0) {
+    if (!cli.json)
+        printf("workload %s: %zu policies x %zu seeds in %.2f s on %llu threads\n", trace->workload,
+               policy_count, seed_count, elapsed, (unsigned long long)cli.jobs);
+}
+
+int main(int argc, char **argv)
+{
+    int rc = parse_flags(argc, argv);
+    if (rc != 0)
+        return rc == 1 ? 0 : rc;
+    struct vg_err err = {0};
+    enum place_policy policies[PLACE_POLICY_COUNT];
+    size_t policy_count = 0, seed_count = 0;
+    static uint64_t seeds[MAX_SEEDS];
+    if (parse_policies(cli.policy, policies, &policy_count, &err) < 0 ||
+        parse_seeds(cli.seeds, seeds, &seed_count, &err) < 0) {
         fprintf(stderr, "vgpu-sim: %s\n", err.msg);
-        rc = 1;
+        return 2;
+    }
+    char nodes_buf[4096], pods_buf[4096];
+    const char *nodes = resolve(cli.nodes, cli.dir, nodes_buf, sizeof nodes_buf);
+    const char *pods = resolve(cli.pods, cli.dir, pods_buf, sizeof pods_buf);
+    struct sim_trace trace;
+    if (sim_trace_load(&trace, nodes, pods, &err) < 0) {
+        fprintf(stderr, "vgpu-sim: %s\n", err.msg);
+        return 1;
+    }
+    struct sim_run_result *results = xcalloc(policy_count * seed_count, sizeof *results);
+    double t0 = now_s();
+    struct progress progress = {.start = t0};
+    if (isatty(STDERR_FILENO)) {
+        cli.options.progress = on_progress;
+        cli.options.progress_arg = &progress;
+    }
+    rc = sim_run_many(&trace, policies, policy_count, seeds, seed_count, (unsigned)cli.jobs,
+                      &cli.options, results, &err);
+    double elapsed = now_s() - t0;
+    if (progress.shown)
+        fputs("\r\033[K", stderr); /* the table takes its place */
+    if (rc < 0)
+        fprintf(stderr, "vgpu-sim: %s\n", err.msg);
+    else
+        print_results(&trace, results, policies, policy_count, seed_count, elapsed);
+    if (rc == 0 && cli.report != NULL &&
+        sim_write_html(cli.report, &trace, results, policy_count, seed_count, &err) < 0) {
+        fprintf(stderr, "vgpu-sim: %s\n", err.msg);
+        rc = -1;
     }
     free(results);
     sim_trace_free(&trace);

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "base/auto.h"
+#include "base/flags.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "base/str.h"
@@ -81,38 +82,95 @@ static const struct verb {
      "when --report is given."},
 };
 
-static const struct flag {
-    const char *name;
-    char short_name;
-    bool arg;
-    unsigned verbs;
-    const char *help;
-} flags[] = {
-    {"kubeconfig", 0, true, V_API,
-     "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"},
-    {"context", 0, true, V_API, "the kubeconfig context to use"},
-    {"server", 's', true, V_API, "the API server's URL, overriding the kubeconfig's"},
-    {"namespace", 'n', true, V_PODS | V_EXPLAIN | V_SIM,
-     "namespace (default: the context's, else default)"},
-    {"all-namespaces", 'A', false, V_PODS | V_SIM, "every namespace"},
-    {"output", 'o', true, V_ALL & ~V_SIM, "wide or json"},
-    {"request-timeout", 0, true, V_API, "seconds to wait for the API server (default 30)"},
-    {"once", 0, false, V_TOP, "print one snapshot and exit"},
-    {"interval", 0, true, V_TOP, "seconds between refreshes (default 1; 0.1 .. 3600)"},
-    {"iterations", 0, true, V_TOP, "stop after N refreshes"},
-    {"region-dir", 0, true, V_TOP,
-     "the device plugin's container directories, its vgpu.regionDir (default "
-     "/usr/local/vgpu/containers)"},
-    {"containers-dir", 0, true, V_TOP, "alias of --region-dir"},
-    {"nvml-library", 0, true, V_TOP, "NVML to load (default libnvidia-ml.so.1)"},
-    {"out", 0, true, V_SIM, "where the CSV files go (default vgpu-sim-export)"},
-    {"policy", 0, true, V_SIM, "vgpu-sim's --policy (default default,fgd,binpack,spread)"},
-    {"seeds", 0, true, V_SIM, "vgpu-sim's --seeds (default 42-44)"},
-    {"jobs", 0, true, V_SIM, "vgpu-sim's --jobs"},
-    {"report", 0, true, V_SIM, "write vgpu-sim's HTML report here"},
-    {"export-only", 0, false, V_SIM, "write the CSV files and stop"},
-    {"help", 'h', false, V_ALL, "this help"},
+/* The command being read: the flags' targets. */
+static struct vgpu_cmd cmd = {.prog = "vgpu", .interval_ms = 1000, .request_timeout_s = 30};
+static const char *interval_text; /* seconds with up to three decimals, read after parsing */
+static bool help;
+
+static int parse_output(const char *value, void *target, struct vg_err *err)
+{
+    enum cli_output output;
+    if (cli_output_parse(value, &output, err) < 0)
+        return err->code;
+    *(enum vgpu_output *)target = (enum vgpu_output)output;
+    return 0;
+}
+
+/* One entry per flag of flags[]: the verbs that take it. */
+static const unsigned flag_verbs[] = {
+    V_API,          V_API,          V_API, V_PODS | V_EXPLAIN | V_SIM,
+    V_PODS | V_SIM, V_ALL & ~V_SIM, V_API, V_TOP,
+    V_TOP,          V_TOP,          V_TOP, V_TOP,
+    V_TOP,          V_SIM,          V_SIM, V_SIM,
+    V_SIM,          V_SIM,          V_SIM, V_ALL,
 };
+static bool given[sizeof flag_verbs / sizeof flag_verbs[0]];
+
+#define STR(n, s, v, field, k, d)                                                                  \
+    {                                                                                              \
+        .name = n, .short_name = s, .value = v, .type = VG_FLAG_STRING, .target = &cmd.field,      \
+        .given = &given[k], .doc = d                                                               \
+    }
+#define BOOL(n, s, t, k, d)                                                                        \
+    {                                                                                              \
+        .name = n, .short_name = s, .type = VG_FLAG_BOOL, .target = t, .given = &given[k],         \
+        .doc = d                                                                                   \
+    }
+
+static const struct vg_flag flags[] = {
+    STR("kubeconfig", 0, "FILE", kubeconfig, 0,
+        "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"),
+    STR("context", 0, "NAME", context, 1, "the kubeconfig context to use"),
+    STR("server", 's', "URL", server, 2, "the API server's URL, overriding the kubeconfig's"),
+    STR("namespace", 'n', "NS", namespace, 3, "namespace (default: the context's, else default)"),
+    BOOL("all-namespaces", 'A', &cmd.all_namespaces, 4, "every namespace"),
+    {.name = "output",
+     .short_name = 'o',
+     .value = "wide|json",
+     .type = VG_FLAG_FUNC,
+     .target = &cmd.output,
+     .fn = parse_output,
+     .given = &given[5],
+     .doc = "wide or json"},
+    {.name = "request-timeout",
+     .value = "SECONDS",
+     .type = VG_FLAG_U64,
+     .target = &cmd.request_timeout_s,
+     .min = 1,
+     .max = 3600,
+     .given = &given[6],
+     .doc = "seconds to wait for the API server (default 30)"},
+    BOOL("once", 0, &cmd.once, 7, "print one snapshot and exit"),
+    {.name = "interval",
+     .value = "SECONDS",
+     .type = VG_FLAG_STRING,
+     .target = &interval_text,
+     .given = &given[8],
+     .doc = "seconds between refreshes (default 1; 0.1 .. 3600)"},
+    {.name = "iterations",
+     .value = "N",
+     .type = VG_FLAG_U64,
+     .target = &cmd.iterations,
+     .min = 1,
+     .max = UINT32_MAX,
+     .given = &given[9],
+     .doc = "stop after N refreshes"},
+    STR("region-dir", 0, "DIR", region_dir, 10,
+        "the device plugin's container directories, its vgpu.regionDir (default "
+        "/usr/local/vgpu/containers)"),
+    {.name = "containers-dir", .alias_of = "region-dir", .given = &given[11]},
+    STR("nvml-library", 0, "PATH", nvml_library, 12, "NVML to load (default libnvidia-ml.so.1)"),
+    STR("out", 0, "DIR", out_dir, 13, "where the CSV files go (default vgpu-sim-export)"),
+    STR("policy", 0, "LIST", policy, 14,
+        "vgpu-sim's --policy (default default,fgd,binpack,spread)"),
+    STR("seeds", 0, "SPEC", seeds, 15, "vgpu-sim's --seeds (default 42-44)"),
+    STR("jobs", 0, "N", jobs, 16, "vgpu-sim's --jobs"),
+    STR("report", 0, "FILE", report, 17, "write vgpu-sim's HTML report here"),
+    BOOL("export-only", 0, &cmd.export_only, 18, "write the CSV files and stop"),
+    BOOL("help", 'h', &help, 19, "this help"),
+};
+_Static_assert(sizeof flags / sizeof flags[0] == sizeof flag_verbs / sizeof flag_verbs[0],
+               "one flag_verbs entry per flag");
 
 static void usage(FILE *f, const char *prog, const struct verb *v)
 {
@@ -129,19 +187,16 @@ static void usage(FILE *f, const char *prog, const struct verb *v)
                 prog);
         return;
     }
-    fprintf(f, "%s\n\nUsage:\n  %s %s\n\nFlags:\n", v->help, prog, v->synopsis);
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
-        const struct flag *fl = &flags[i];
-        if (!(fl->verbs & v->bit))
-            continue;
-        char spec[64];
-        if (fl->short_name)
-            (void)vg_snprintf(spec, sizeof spec, "-%c, --%s%s", fl->short_name, fl->name,
-                              fl->arg ? " X" : "");
-        else
-            (void)vg_snprintf(spec, sizeof spec, "    --%s%s", fl->name, fl->arg ? " X" : "");
-        fprintf(f, "  %-24s %s\n", spec, fl->help);
-    }
+    /* The verb's own flags, in the table's order. */
+    struct vg_flag mine[sizeof flags / sizeof flags[0]];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (flag_verbs[i] & v->bit)
+            mine[n++] = flags[i];
+    char head[1024];
+    (void)vg_snprintf(head, sizeof head, "%s\n\nUsage:\n  %s %s\n\nFlags:", v->help, prog,
+                      v->synopsis);
+    vg_flags_help(f, head, mine, n);
 }
 
 static int bad_usage(const char *prog, const char *verb, const char *fmt, ...)
@@ -160,69 +215,35 @@ static int bad_usage(const char *prog, const char *verb, const char *fmt, ...)
     return 1;
 }
 
-static int set_flag(struct vgpu_cmd *c, const struct flag *fl, const char *value,
-                    struct vg_err *err)
+/* --interval: seconds with up to three decimals, 0.1 to 3600. */
+static int parse_interval(const char *value, uint64_t *ms, struct vg_err *err)
 {
-    const char *n = fl->name;
-    if (strcmp(n, "kubeconfig") == 0)
-        c->kubeconfig = value;
-    else if (strcmp(n, "context") == 0)
-        c->context = value;
-    else if (strcmp(n, "server") == 0)
-        c->server = value;
-    else if (strcmp(n, "namespace") == 0)
-        c->namespace = value;
-    else if (strcmp(n, "all-namespaces") == 0)
-        c->all_namespaces = true;
-    else if (strcmp(n, "output") == 0) {
-        enum cli_output output;
-        if (cli_output_parse(value, &output, err) < 0)
-            return err->code;
-        c->output = (enum vgpu_output)output;
-    } else if (strcmp(n, "request-timeout") == 0) {
-        if (vg_parse_u64(value, 1, 3600, &c->request_timeout_s, err) < 0)
-            return vg_err_wrap(err, "--request-timeout");
-    } else if (strcmp(n, "once") == 0)
-        c->once = true;
-    else if (strcmp(n, "interval") == 0) {
-        /* seconds with up to three decimals */
-        char buf[32];
-        const char *dot = strchr(value, '.');
-        uint64_t whole = 0, frac = 0;
-        size_t fl_len = dot ? strlen(dot + 1) : 0;
-        if (strlen(value) >= sizeof buf || fl_len > 3 || (dot && fl_len == 0))
-            return vg_err_set(err, -EINVAL, "--interval '%s': seconds, e.g. 1 or 0.5", value);
-        memcpy(buf, value, strlen(value) + 1);
-        if (dot)
-            buf[dot - value] = '\0';
-        if ((buf[0] && vg_parse_u64(buf, 0, 3600, &whole, err) < 0) ||
-            (dot && vg_parse_u64(dot + 1, 0, 999, &frac, err) < 0) || (!buf[0] && !dot))
-            return vg_err_set(err, -EINVAL, "--interval '%s': seconds, e.g. 1 or 0.5", value);
-        for (size_t i = fl_len; i < 3; i++)
-            frac *= 10;
-        c->interval_ms = whole * 1000 + frac;
-        if (c->interval_ms < 100 || c->interval_ms > 3600 * 1000)
-            return vg_err_set(err, -ERANGE, "--interval '%s': 0.1 to 3600 seconds", value);
-    } else if (strcmp(n, "iterations") == 0) {
-        if (vg_parse_u64(value, 1, UINT32_MAX, &c->iterations, err) < 0)
-            return vg_err_wrap(err, "--iterations");
-    } else if (strcmp(n, "region-dir") == 0 || strcmp(n, "containers-dir") == 0)
-        c->region_dir = value;
-    else if (strcmp(n, "nvml-library") == 0)
-        c->nvml_library = value;
-    else if (strcmp(n, "out") == 0)
-        c->out_dir = value;
-    else if (strcmp(n, "policy") == 0)
-        c->policy = value;
-    else if (strcmp(n, "seeds") == 0)
-        c->seeds = value;
-    else if (strcmp(n, "jobs") == 0)
-        c->jobs = value;
-    else if (strcmp(n, "report") == 0)
-        c->report = value;
-    else if (strcmp(n, "export-only") == 0)
-        c->export_only = true;
+    char buf[32];
+    const char *dot = strchr(value, '.');
+    uint64_t whole = 0, frac = 0;
+    size_t fl_len = dot ? strlen(dot + 1) : 0;
+    if (strlen(value) >= sizeof buf || fl_len > 3 || (dot && fl_len == 0))
+        return vg_err_set(err, -EINVAL, "--interval '%s': seconds, e.g. 1 or 0.5", value);
+    memcpy(buf, value, strlen(value) + 1);
+    if (dot)
+        buf[dot - value] = '\0';
+    if ((buf[0] && vg_parse_u64(buf, 0, 3600, &whole, err) < 0) ||
+        (dot && vg_parse_u64(dot + 1, 0, 999, &frac, err) < 0) || (!buf[0] && !dot))
+        return vg_err_set(err, -EINVAL, "--interval '%s': seconds, e.g. 1 or 0.5", value);
+    for (size_t i = fl_len; i < 3; i++)
+        frac *= 10;
+    *ms = whole * 1000 + frac;
+    if (*ms < 100 || *ms > 3600 * 1000)
+        return vg_err_set(err, -ERANGE, "--interval '%s': 0.1 to 3600 seconds", value);
     return 0;
+}
+
+static const struct verb *find_verb(const char *name)
+{
+    for (size_t k = 0; k < sizeof verbs / sizeof verbs[0]; k++)
+        if (strcmp(verbs[k].name, name) == 0)
+            return &verbs[k];
+    return NULL;
 }
 
 /* A verb of src/cli over the API server: its error on stderr, and the exit status. */
@@ -278,99 +299,57 @@ static int run_cluster_verb(const struct vgpu_cmd *c, unsigned verb)
     return rc < 0 ? vgpu_fail("%s", err.msg) : 0;
 }
 
+/* The command line against the table, then against the verb: 0 with *verb set (NULL with
+ * --help and no verb), or the exit status 1 with the message printed. */
+static int read_command(int argc, char **argv, const struct verb **verb)
+{
+    const char *pos[2 + sizeof cmd.args / sizeof cmd.args[0]];
+    size_t npos = 0;
+    struct vg_err err = {0};
+    int rc = vg_flags_parse_kubectl(flags, sizeof flags / sizeof flags[0], argc, argv, pos,
+                                    sizeof pos / sizeof pos[0], &npos, &err);
+    const struct verb *v = npos > 0 ? find_verb(pos[0]) : NULL;
+    if (npos > 0 && v == NULL)
+        return bad_usage(cmd.prog, NULL, "unknown command \"%s\"", pos[0]);
+    if (rc < 0)
+        return bad_usage(cmd.prog, v ? v->name : NULL, "%s", err.msg);
+    *verb = v;
+    if (help || v == NULL)
+        return 0;
+    cmd.verb = v->name;
+    if (npos - 1 > v->args)
+        return bad_usage(cmd.prog, v->name, "unexpected argument \"%s\"", pos[v->args + 1]);
+    for (size_t i = 1; i < npos; i++)
+        cmd.args[cmd.nargs++] = pos[i];
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        if (given[i] && !(flag_verbs[i] & v->bit))
+            return bad_usage(cmd.prog, v->name, "unknown flag: --%s", flags[i].name);
+    if (interval_text != NULL && parse_interval(interval_text, &cmd.interval_ms, &err) < 0)
+        return bad_usage(cmd.prog, v->name, "%s", err.msg);
+    if (cmd.nargs < v->args)
+        return bad_usage(cmd.prog, v->name, "%s", "missing the pod's name");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    struct vgpu_cmd c = {.prog = "vgpu", .interval_ms = 1000, .request_timeout_s = 30};
     /* The libraries' log lines (a skipped inventory, a retried request) would garble the
      * output: what matters reaches the user as the verb's own words. */
     vg_log_max_level = getenv("VGPU_LOG_DEBUG") ? VG_LOG_DEBUG : -1;
     const char *base = strrchr(argv[0], '/');
     base = base != NULL ? base + 1 : argv[0];
     if (strcmp(base, "kubectl-vgpu") == 0)
-        c.prog = "kubectl vgpu";
-
-    /* First pass: the verb (the first word that is not a flag or a flag's value). */
-    const struct flag *pending = NULL;
+        cmd.prog = "kubectl vgpu";
     const struct verb *v = NULL;
-    bool help = false;
-    struct {
-        const struct flag *flag;
-        const char *value;
-    } seen[64];
-    size_t nseen = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (pending != NULL) {
-            seen[nseen - 1].value = a;
-            pending = NULL;
-            continue;
-        }
-        if (a[0] == '-' && a[1] != '\0') {
-            const struct flag *fl = NULL;
-            const char *value = NULL;
-            if (a[1] == '-') {
-                const char *eq = strchr(a + 2, '=');
-                size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-                for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
-                    if (strlen(flags[k].name) == len && strncmp(flags[k].name, a + 2, len) == 0)
-                        fl = &flags[k];
-                if (fl != NULL && eq != NULL) {
-                    if (!fl->arg)
-                        return bad_usage(c.prog, v ? v->name : NULL, "flag --%s takes no value",
-                                         fl->name);
-                    value = eq + 1;
-                }
-            } else if (a[2] == '\0' || a[1] == 'n' || a[1] == 'o' || a[1] == 's') {
-                for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
-                    if (flags[k].short_name == a[1])
-                        fl = &flags[k];
-                if (fl != NULL && a[2] != '\0')
-                    value = a[2] == '=' ? a + 3 : a + 2;
-            }
-            if (fl == NULL)
-                return bad_usage(c.prog, v ? v->name : NULL, "unknown flag: %s", a);
-            if (nseen == sizeof seen / sizeof seen[0])
-                return bad_usage(c.prog, NULL, "too many flags");
-            seen[nseen].flag = fl;
-            seen[nseen++].value = value;
-            if (strcmp(fl->name, "help") == 0)
-                help = true;
-            else if (fl->arg && value == NULL)
-                pending = fl;
-            continue;
-        }
-        if (v == NULL) {
-            for (size_t k = 0; k < sizeof verbs / sizeof verbs[0]; k++)
-                if (strcmp(verbs[k].name, a) == 0)
-                    v = &verbs[k];
-            if (v == NULL)
-                return bad_usage(c.prog, NULL, "unknown command \"%s\"", a);
-            c.verb = v->name;
-        } else if (c.nargs < v->args) {
-            c.args[c.nargs++] = a;
-        } else {
-            return bad_usage(c.prog, v->name, "unexpected argument \"%s\"", a);
-        }
-    }
+    if (read_command(argc, argv, &v) != 0)
+        return 1;
     if (help) {
-        usage(stdout, c.prog, v);
+        usage(stdout, cmd.prog, v);
         return 0;
     }
-    if (pending != NULL)
-        return bad_usage(c.prog, v ? v->name : NULL, "flag needs an argument: --%s", pending->name);
     if (v == NULL) {
-        usage(stderr, c.prog, NULL);
+        usage(stderr, cmd.prog, NULL);
         return 1;
     }
-    for (size_t i = 0; i < nseen; i++) {
-        const struct flag *fl = seen[i].flag;
-        if (!(fl->verbs & v->bit))
-            return bad_usage(c.prog, v->name, "unknown flag: --%s", fl->name);
-        struct vg_err err = {0};
-        if (set_flag(&c, fl, seen[i].value, &err) < 0)
-            return bad_usage(c.prog, v->name, "%s", err.msg);
-    }
-    if (c.nargs < v->args)
-        return bad_usage(c.prog, v->name, "%s", "missing the pod's name");
-    return v->bit == V_TOP ? vgpu_top(&c) : run_cluster_verb(&c, v->bit);
+    return v->bit == V_TOP ? vgpu_top(&cmd) : run_cluster_verb(&cmd, v->bit);
 }
