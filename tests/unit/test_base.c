@@ -953,260 +953,261 @@ static void test_proc_stat_read(void **state)
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     assert_int_equal(system(cmd), 0);
-    static void test_buf_reserve(void **state)
-    {
-        (void)state;
-        struct vg_err err = {0};
-        struct vg_buf b;
-        vg_buf_init(&b, "reserved", 100);
-        assert_int_equal(vg_buf_reserve(&b, 0, &err), 0);
-        assert_non_null(b.data);
-        assert_string_equal(b.data, "");
-        assert_int_equal(vg_buf_reserve(&b, 90, &err), 0);
-        size_t cap = b.cap;
-        assert_true(cap >= 91);
-        char block[90];
-        memset(block, 'a', sizeof block);
-        assert_int_equal(vg_buf_append(&b, block, sizeof block, &err), 0);
-        assert_int_equal(b.cap, cap); /* no growth: the room was there */
-        assert_int_equal(vg_buf_reserve(&b, 11, &err), -E2BIG);
-        assert_non_null(strstr(err.msg, "reserved: larger than 100 bytes"));
-        assert_int_equal(b.len, 90); /* unchanged */
-        assert_int_equal(vg_buf_reserve(&b, 10, &err), 0);
-        vg_buf_free(&b);
-    }
+}
 
-    /* Writes one family of one labelled sample through a writer; returns its rc. */
-    static int prom_one(struct vg_buf * b, struct vg_err * err, const char *value, size_t len)
-    {
-        struct vg_prom p;
-        vg_prom_init(&p, b, err);
-        vg_prom_family(&p, "vgpu_test", "gauge", "A test.");
+static void test_buf_reserve(void **state)
+{
+    (void)state;
+    struct vg_err err = {0};
+    struct vg_buf b;
+    vg_buf_init(&b, "reserved", 100);
+    assert_int_equal(vg_buf_reserve(&b, 0, &err), 0);
+    assert_non_null(b.data);
+    assert_string_equal(b.data, "");
+    assert_int_equal(vg_buf_reserve(&b, 90, &err), 0);
+    size_t cap = b.cap;
+    assert_true(cap >= 91);
+    char block[90];
+    memset(block, 'a', sizeof block);
+    assert_int_equal(vg_buf_append(&b, block, sizeof block, &err), 0);
+    assert_int_equal(b.cap, cap); /* no growth: the room was there */
+    assert_int_equal(vg_buf_reserve(&b, 11, &err), -E2BIG);
+    assert_non_null(strstr(err.msg, "reserved: larger than 100 bytes"));
+    assert_int_equal(b.len, 90); /* unchanged */
+    assert_int_equal(vg_buf_reserve(&b, 10, &err), 0);
+    vg_buf_free(&b);
+}
+
+/* Writes one family of one labelled sample through a writer; returns its rc. */
+static int prom_one(struct vg_buf *b, struct vg_err *err, const char *value, size_t len)
+{
+    struct vg_prom p;
+    vg_prom_init(&p, b, err);
+    vg_prom_family(&p, "vgpu_test", "gauge", "A test.");
+    vg_prom_sample(&p, "vgpu_test");
+    vg_prom_label_n(&p, "v", value, len);
+    vg_prom_u64(&p, 1);
+    return vg_prom_done(&p);
+}
+
+static void test_prom_writer(void **state)
+{
+    (void)state;
+    struct vg_err err = {0};
+    struct vg_buf b;
+    vg_buf_init(&b, "metrics", 1 << 16);
+    struct vg_prom p;
+    vg_prom_init(&p, &b, &err);
+    vg_prom_family(&p, "vgpu_things_total", "counter", "Things\\done,\nby kind.");
+    vg_prom_sample(&p, "vgpu_things_total");
+    vg_prom_label(&p, "kind", "a");
+    vg_prom_label_u64(&p, "gpu", 3);
+    vg_prom_u64(&p, 18446744073709551615ull);
+    vg_prom_sample(&p, "vgpu_things_total");
+    vg_prom_u64(&p, 0);
+    vg_prom_family(&p, "vgpu_ratio", "gauge", "Fixed and floating.");
+    vg_prom_sample(&p, "vgpu_ratio");
+    vg_prom_fixed(&p, 1250, 10000, 4);
+    vg_prom_sample(&p, "vgpu_ratio");
+    vg_prom_fixed(&p, 7000000000, 1000000000, 9);
+    vg_prom_sample(&p, "vgpu_ratio");
+    vg_prom_double(&p, 0.1);
+    vg_prom_sample(&p, "vgpu_ratio");
+    vg_prom_double(&p, 1.0 / 0.0);
+    vg_prom_sample(&p, "vgpu_ratio");
+    vg_prom_double(&p, 0.0 / 0.0);
+    vg_prom_family(&p, "vgpu_seconds", "histogram", "A histogram.");
+    vg_prom_sample(&p, "vgpu_seconds_bucket");
+    vg_prom_label(&p, "le", "+Inf");
+    vg_prom_u64(&p, 2);
+    assert_int_equal(vg_prom_done(&p), 0);
+    assert_string_equal(b.data, "# HELP vgpu_things_total Things\\\\done,\\nby kind.\n"
+                                "# TYPE vgpu_things_total counter\n"
+                                "vgpu_things_total{kind=\"a\",gpu=\"3\"} 18446744073709551615\n"
+                                "vgpu_things_total 0\n"
+                                "# HELP vgpu_ratio Fixed and floating.\n"
+                                "# TYPE vgpu_ratio gauge\n"
+                                "vgpu_ratio 0.125\n"
+                                "vgpu_ratio 7\n"
+                                "vgpu_ratio 0.10000000000000001\n"
+                                "vgpu_ratio +Inf\n"
+                                "vgpu_ratio NaN\n"
+                                "# HELP vgpu_seconds A histogram.\n"
+                                "# TYPE vgpu_seconds histogram\n"
+                                "vgpu_seconds_bucket{le=\"+Inf\"} 2\n");
+    vg_buf_free(&b);
+}
+
+static void test_prom_family_once(void **state)
+{
+    (void)state;
+    struct vg_err err = {0};
+    struct vg_buf b;
+    vg_buf_init(&b, "metrics", 1 << 16);
+    struct vg_prom p;
+    vg_prom_init(&p, &b, &err);
+    vg_prom_family(&p, "vgpu_a", "gauge", "A.");
+    vg_prom_family(&p, "vgpu_b", "gauge", "B.");
+    vg_prom_family(&p, "vgpu_a", "gauge", "A again.");
+    assert_int_equal(vg_prom_done(&p), -EEXIST);
+    assert_non_null(strstr(err.msg, "family vgpu_a written twice"));
+    assert_null(strstr(b.data, "A again")); /* nothing of the second written */
+    /* Sticky: nothing written after the first error. */
+    vg_buf_reset(&b);
+    vg_prom_init(&p, &b, &err);
+    vg_prom_family(&p, "vgpu_a", "gauge", "A.");
+    vg_prom_sample(&p, "vgpu_b"); /* not the family's */
+    vg_prom_family(&p, "vgpu_c", "gauge", "C.");
+    assert_int_equal(vg_prom_done(&p), -EINVAL);
+    assert_non_null(strstr(err.msg, "sample vgpu_b outside its family (vgpu_a)"));
+    assert_null(strstr(b.data, "vgpu_c"));
+    /* vgpu_ab is not of family vgpu_a; bad names and types refused. */
+    vg_buf_reset(&b);
+    vg_prom_init(&p, &b, &err);
+    vg_prom_family(&p, "vgpu_a", "gauge", "A.");
+    vg_prom_sample(&p, "vgpu_ab");
+    assert_int_equal(vg_prom_done(&p), -EINVAL);
+    vg_prom_init(&p, &b, &err);
+    vg_prom_family(&p, "vgpu-a", "gauge", "A.");
+    assert_int_equal(vg_prom_done(&p), -EINVAL);
+    vg_prom_init(&p, &b, &err);
+    vg_prom_family(&p, "vgpu_a", "meter", "A.");
+    assert_int_equal(vg_prom_done(&p), -EINVAL);
+    vg_prom_init(&p, &b, &err);
+    vg_prom_family(&p, "vgpu_a", "gauge", "A.");
+    vg_prom_sample(&p, "vgpu_a");
+    assert_int_equal(vg_prom_done(&p), -EINVAL); /* a sample without its value */
+    vg_prom_init(&p, &b, &err);
+    vg_prom_family(&p, "vgpu_a", "gauge", "A.");
+    vg_prom_label(&p, "x", "y"); /* a label outside a sample or set */
+    assert_int_equal(vg_prom_done(&p), -EINVAL);
+    assert_non_null(strstr(err.msg, "a label outside a sample (vgpu_a)"));
+    vg_prom_init(&p, &b, &err);
+    vg_prom_family(&p, "vgpu_a", "gauge", "A.");
+    vg_prom_u64(&p, 1); /* a value outside a sample */
+    assert_int_equal(vg_prom_done(&p), -EINVAL);
+    vg_buf_free(&b);
+}
+
+static void test_prom_escaping_and_utf8(void **state)
+{
+    (void)state;
+    struct vg_err err = {0};
+    struct vg_buf b;
+    vg_buf_init(&b, "metrics", 1 << 16);
+    const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"plain", "plain"},
+        {"a\\b\"c\nd", "a\\\\b\\\"c\\nd"},
+        {"tab\there", "tab\there"}, /* other controls pass */
+        {"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80", "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"},
+        {"a\xFFz", "a\xEF\xBF\xBDz"},             /* a byte that never starts one */
+        {"\xC3", "\xEF\xBF\xBD"},                 /* cut short at the end */
+        {"\xC3(", "\xEF\xBF\xBD("},               /* bad continuation: next tried */
+        {"\xC0\xAF", "\xEF\xBF\xBD\xEF\xBF\xBD"}, /* overlong: each byte replaced */
+        {"\xE0\x80\xAF", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},
+        {"\xED\xA0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},                 /* a surrogate */
+        {"\xF4\x90\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"}, /* > 10FFFF */
+        {"\xF4\x8F\xBF\xBF", "\xF4\x8F\xBF\xBF"},                                 /* U+10FFFF */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        vg_buf_reset(&b);
+        assert_int_equal(prom_one(&b, &err, cases[i].in, strlen(cases[i].in)), 0);
+        char want[256];
+        snprintf(want, sizeof want, "vgpu_test{v=\"%s\"} 1\n", cases[i].out);
+        assert_non_null(strstr(b.data, want));
+    }
+    /* An embedded NUL is a control byte like another (label_n takes a length). */
+    vg_buf_reset(&b);
+    assert_int_equal(prom_one(&b, &err, "a\0b", 3), 0);
+    assert_int_equal(memcmp(b.data + b.len - 12, "{v=\"a\0b\"} 1\n", 12), 0);
+    /* The longest value passes whole; one byte more is an error, never a cut. */
+    static char big[VG_PROM_VALUE_MAX + 1];
+    memset(big, 'x', sizeof big);
+    vg_buf_reset(&b);
+    assert_int_equal(prom_one(&b, &err, big, VG_PROM_VALUE_MAX), 0);
+    assert_true(b.len > VG_PROM_VALUE_MAX);
+    vg_buf_reset(&b);
+    assert_int_equal(prom_one(&b, &err, big, VG_PROM_VALUE_MAX + 1), -E2BIG);
+    assert_non_null(strstr(err.msg, "vgpu_test: label v: value of 4097 bytes"));
+    /* Label sets built once, used in many samples. */
+    struct vg_buf sets;
+    vg_buf_init(&sets, "label sets", 1024);
+    struct vg_prom s;
+    vg_prom_init(&s, &sets, &err);
+    vg_prom_set_begin(&s);
+    vg_prom_label(&s, "pod", "p\"1");
+    vg_prom_label_u64(&s, "gpu", 0);
+    assert_int_equal(vg_prom_done(&s), 0);
+    assert_string_equal(sets.data, "pod=\"p\\\"1\",gpu=\"0\"");
+    vg_buf_reset(&b);
+    struct vg_prom p;
+    vg_prom_init(&p, &b, &err);
+    vg_prom_family(&p, "vgpu_x", "gauge", "X.");
+    vg_prom_sample(&p, "vgpu_x");
+    vg_prom_label_set(&p, sets.data, sets.len);
+    vg_prom_label(&p, "zone", "vGPU");
+    vg_prom_u64(&p, 5);
+    assert_int_equal(vg_prom_done(&p), 0);
+    assert_non_null(strstr(b.data, "\nvgpu_x{pod=\"p\\\"1\",gpu=\"0\",zone=\"vGPU\"} 5\n"));
+    vg_buf_free(&sets);
+    vg_buf_free(&b);
+}
+
+static void test_prom_ceiling(void **state)
+{
+    (void)state;
+    struct vg_err err = {0};
+    struct vg_buf b;
+    vg_buf_init(&b, "metrics", 100);
+    struct vg_prom p;
+    vg_prom_init(&p, &b, &err);
+    vg_prom_family(&p, "vgpu_test", "gauge", "A test.");
+    for (int i = 0; i < 20; i++) {
         vg_prom_sample(&p, "vgpu_test");
-        vg_prom_label_n(&p, "v", value, len);
+        vg_prom_label_u64(&p, "i", (uint64_t)i);
         vg_prom_u64(&p, 1);
-        return vg_prom_done(&p);
     }
+    assert_int_equal(vg_prom_done(&p), -E2BIG);
+    assert_non_null(strstr(err.msg, "metrics: larger than 100 bytes"));
+    assert_true(b.len <= 100);
+    vg_buf_free(&b);
+}
 
-    static void test_prom_writer(void **state)
-    {
-        (void)state;
-        struct vg_err err = {0};
-        struct vg_buf b;
-        vg_buf_init(&b, "metrics", 1 << 16);
-        struct vg_prom p;
-        vg_prom_init(&p, &b, &err);
-        vg_prom_family(&p, "vgpu_things_total", "counter", "Things\\done,\nby kind.");
-        vg_prom_sample(&p, "vgpu_things_total");
-        vg_prom_label(&p, "kind", "a");
-        vg_prom_label_u64(&p, "gpu", 3);
-        vg_prom_u64(&p, 18446744073709551615ull);
-        vg_prom_sample(&p, "vgpu_things_total");
-        vg_prom_u64(&p, 0);
-        vg_prom_family(&p, "vgpu_ratio", "gauge", "Fixed and floating.");
-        vg_prom_sample(&p, "vgpu_ratio");
-        vg_prom_fixed(&p, 1250, 10000, 4);
-        vg_prom_sample(&p, "vgpu_ratio");
-        vg_prom_fixed(&p, 7000000000, 1000000000, 9);
-        vg_prom_sample(&p, "vgpu_ratio");
-        vg_prom_double(&p, 0.1);
-        vg_prom_sample(&p, "vgpu_ratio");
-        vg_prom_double(&p, 1.0 / 0.0);
-        vg_prom_sample(&p, "vgpu_ratio");
-        vg_prom_double(&p, 0.0 / 0.0);
-        vg_prom_family(&p, "vgpu_seconds", "histogram", "A histogram.");
-        vg_prom_sample(&p, "vgpu_seconds_bucket");
-        vg_prom_label(&p, "le", "+Inf");
-        vg_prom_u64(&p, 2);
-        assert_int_equal(vg_prom_done(&p), 0);
-        assert_string_equal(b.data, "# HELP vgpu_things_total Things\\\\done,\\nby kind.\n"
-                                    "# TYPE vgpu_things_total counter\n"
-                                    "vgpu_things_total{kind=\"a\",gpu=\"3\"} 18446744073709551615\n"
-                                    "vgpu_things_total 0\n"
-                                    "# HELP vgpu_ratio Fixed and floating.\n"
-                                    "# TYPE vgpu_ratio gauge\n"
-                                    "vgpu_ratio 0.125\n"
-                                    "vgpu_ratio 7\n"
-                                    "vgpu_ratio 0.10000000000000001\n"
-                                    "vgpu_ratio +Inf\n"
-                                    "vgpu_ratio NaN\n"
-                                    "# HELP vgpu_seconds A histogram.\n"
-                                    "# TYPE vgpu_seconds histogram\n"
-                                    "vgpu_seconds_bucket{le=\"+Inf\"} 2\n");
-        vg_buf_free(&b);
-    }
-
-    static void test_prom_family_once(void **state)
-    {
-        (void)state;
-        struct vg_err err = {0};
-        struct vg_buf b;
-        vg_buf_init(&b, "metrics", 1 << 16);
-        struct vg_prom p;
-        vg_prom_init(&p, &b, &err);
-        vg_prom_family(&p, "vgpu_a", "gauge", "A.");
-        vg_prom_family(&p, "vgpu_b", "gauge", "B.");
-        vg_prom_family(&p, "vgpu_a", "gauge", "A again.");
-        assert_int_equal(vg_prom_done(&p), -EEXIST);
-        assert_non_null(strstr(err.msg, "family vgpu_a written twice"));
-        assert_null(strstr(b.data, "A again")); /* nothing of the second written */
-        /* Sticky: nothing written after the first error. */
-        vg_buf_reset(&b);
-        vg_prom_init(&p, &b, &err);
-        vg_prom_family(&p, "vgpu_a", "gauge", "A.");
-        vg_prom_sample(&p, "vgpu_b"); /* not the family's */
-        vg_prom_family(&p, "vgpu_c", "gauge", "C.");
-        assert_int_equal(vg_prom_done(&p), -EINVAL);
-        assert_non_null(strstr(err.msg, "sample vgpu_b outside its family (vgpu_a)"));
-        assert_null(strstr(b.data, "vgpu_c"));
-        /* vgpu_ab is not of family vgpu_a; bad names and types refused. */
-        vg_buf_reset(&b);
-        vg_prom_init(&p, &b, &err);
-        vg_prom_family(&p, "vgpu_a", "gauge", "A.");
-        vg_prom_sample(&p, "vgpu_ab");
-        assert_int_equal(vg_prom_done(&p), -EINVAL);
-        vg_prom_init(&p, &b, &err);
-        vg_prom_family(&p, "vgpu-a", "gauge", "A.");
-        assert_int_equal(vg_prom_done(&p), -EINVAL);
-        vg_prom_init(&p, &b, &err);
-        vg_prom_family(&p, "vgpu_a", "meter", "A.");
-        assert_int_equal(vg_prom_done(&p), -EINVAL);
-        vg_prom_init(&p, &b, &err);
-        vg_prom_family(&p, "vgpu_a", "gauge", "A.");
-        vg_prom_sample(&p, "vgpu_a");
-        assert_int_equal(vg_prom_done(&p), -EINVAL); /* a sample without its value */
-        vg_prom_init(&p, &b, &err);
-        vg_prom_family(&p, "vgpu_a", "gauge", "A.");
-        vg_prom_label(&p, "x", "y"); /* a label outside a sample or set */
-        assert_int_equal(vg_prom_done(&p), -EINVAL);
-        assert_non_null(strstr(err.msg, "a label outside a sample (vgpu_a)"));
-        vg_prom_init(&p, &b, &err);
-        vg_prom_family(&p, "vgpu_a", "gauge", "A.");
-        vg_prom_u64(&p, 1); /* a value outside a sample */
-        assert_int_equal(vg_prom_done(&p), -EINVAL);
-        vg_buf_free(&b);
-    }
-
-    static void test_prom_escaping_and_utf8(void **state)
-    {
-        (void)state;
-        struct vg_err err = {0};
-        struct vg_buf b;
-        vg_buf_init(&b, "metrics", 1 << 16);
-        const struct {
-            const char *in, *out;
-        } cases[] = {
-            {"plain", "plain"},
-            {"a\\b\"c\nd", "a\\\\b\\\"c\\nd"},
-            {"tab\there", "tab\there"}, /* other controls pass */
-            {"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80",
-             "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"},
-            {"a\xFFz", "a\xEF\xBF\xBDz"},             /* a byte that never starts one */
-            {"\xC3", "\xEF\xBF\xBD"},                 /* cut short at the end */
-            {"\xC3(", "\xEF\xBF\xBD("},               /* bad continuation: next tried */
-            {"\xC0\xAF", "\xEF\xBF\xBD\xEF\xBF\xBD"}, /* overlong: each byte replaced */
-            {"\xE0\x80\xAF", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},
-            {"\xED\xA0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"}, /* a surrogate */
-            {"\xF4\x90\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"}, /* > 10FFFF */
-            {"\xF4\x8F\xBF\xBF", "\xF4\x8F\xBF\xBF"},                                 /* U+10FFFF */
-        };
-        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-            vg_buf_reset(&b);
-            assert_int_equal(prom_one(&b, &err, cases[i].in, strlen(cases[i].in)), 0);
-            char want[256];
-            snprintf(want, sizeof want, "vgpu_test{v=\"%s\"} 1\n", cases[i].out);
-            assert_non_null(strstr(b.data, want));
-        }
-        /* An embedded NUL is a control byte like another (label_n takes a length). */
-        vg_buf_reset(&b);
-        assert_int_equal(prom_one(&b, &err, "a\0b", 3), 0);
-        assert_int_equal(memcmp(b.data + b.len - 12, "{v=\"a\0b\"} 1\n", 12), 0);
-        /* The longest value passes whole; one byte more is an error, never a cut. */
-        static char big[VG_PROM_VALUE_MAX + 1];
-        memset(big, 'x', sizeof big);
-        vg_buf_reset(&b);
-        assert_int_equal(prom_one(&b, &err, big, VG_PROM_VALUE_MAX), 0);
-        assert_true(b.len > VG_PROM_VALUE_MAX);
-        vg_buf_reset(&b);
-        assert_int_equal(prom_one(&b, &err, big, VG_PROM_VALUE_MAX + 1), -E2BIG);
-        assert_non_null(strstr(err.msg, "vgpu_test: label v: value of 4097 bytes"));
-        /* Label sets built once, used in many samples. */
-        struct vg_buf sets;
-        vg_buf_init(&sets, "label sets", 1024);
-        struct vg_prom s;
-        vg_prom_init(&s, &sets, &err);
-        vg_prom_set_begin(&s);
-        vg_prom_label(&s, "pod", "p\"1");
-        vg_prom_label_u64(&s, "gpu", 0);
-        assert_int_equal(vg_prom_done(&s), 0);
-        assert_string_equal(sets.data, "pod=\"p\\\"1\",gpu=\"0\"");
-        vg_buf_reset(&b);
-        struct vg_prom p;
-        vg_prom_init(&p, &b, &err);
-        vg_prom_family(&p, "vgpu_x", "gauge", "X.");
-        vg_prom_sample(&p, "vgpu_x");
-        vg_prom_label_set(&p, sets.data, sets.len);
-        vg_prom_label(&p, "zone", "vGPU");
-        vg_prom_u64(&p, 5);
-        assert_int_equal(vg_prom_done(&p), 0);
-        assert_non_null(strstr(b.data, "\nvgpu_x{pod=\"p\\\"1\",gpu=\"0\",zone=\"vGPU\"} 5\n"));
-        vg_buf_free(&sets);
-        vg_buf_free(&b);
-    }
-
-    static void test_prom_ceiling(void **state)
-    {
-        (void)state;
-        struct vg_err err = {0};
-        struct vg_buf b;
-        vg_buf_init(&b, "metrics", 100);
-        struct vg_prom p;
-        vg_prom_init(&p, &b, &err);
-        vg_prom_family(&p, "vgpu_test", "gauge", "A test.");
-        for (int i = 0; i < 20; i++) {
-            vg_prom_sample(&p, "vgpu_test");
-            vg_prom_label_u64(&p, "i", (uint64_t)i);
-            vg_prom_u64(&p, 1);
-        }
-        assert_int_equal(vg_prom_done(&p), -E2BIG);
-        assert_non_null(strstr(err.msg, "metrics: larger than 100 bytes"));
-        assert_true(b.len <= 100);
-        vg_buf_free(&b);
-    }
-
-    int main(void)
-    {
-        const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_err_set_and_wrap),
-            cmocka_unit_test(test_err_truncation_is_marked),
-            cmocka_unit_test(test_err_wrap_passes_failure_up),
-            cmocka_unit_test(test_err_errno),
-            cmocka_unit_test(test_auto_cleanup),
-            cmocka_unit_test(test_buf_append_and_ceiling),
-            cmocka_unit_test(test_array_grow),
-            cmocka_unit_test(test_array_grow_allocation_failure),
-            cmocka_unit_test(test_read_file),
-            cmocka_unit_test(test_parse_u64),
-            cmocka_unit_test(test_parse_i64),
-            cmocka_unit_test(test_parse_bytes_units),
-            cmocka_unit_test(test_parse_bytes_malformed),
-            cmocka_unit_test(test_parse_mib_default),
-            cmocka_unit_test(test_parse_kube_mib),
-            cmocka_unit_test(test_parse_kube_count),
-            cmocka_unit_test(test_prng_reference_vectors),
-            cmocka_unit_test(test_prng_determinism_and_ranges),
-            cmocka_unit_test(test_log_format_text_and_json),
-            cmocka_unit_test(test_log_disabled_level_skips_arguments),
-            cmocka_unit_test(test_checked_strings),
-            cmocka_unit_test(test_mkdir_parents),
-            cmocka_unit_test(test_write_file_atomic),
-            cmocka_unit_test(test_proc_stat_parse),
-            cmocka_unit_test(test_proc_stat_read),
-            cmocka_unit_test(test_buf_reserve),
-            cmocka_unit_test(test_prom_writer),
-            cmocka_unit_test(test_prom_family_once),
-            cmocka_unit_test(test_prom_escaping_and_utf8),
-            cmocka_unit_test(test_prom_ceiling),
-        };
-        return cmocka_run_group_tests(tests, NULL, NULL);
-    }
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_err_set_and_wrap),
+        cmocka_unit_test(test_err_truncation_is_marked),
+        cmocka_unit_test(test_err_wrap_passes_failure_up),
+        cmocka_unit_test(test_err_errno),
+        cmocka_unit_test(test_auto_cleanup),
+        cmocka_unit_test(test_buf_append_and_ceiling),
+        cmocka_unit_test(test_array_grow),
+        cmocka_unit_test(test_array_grow_allocation_failure),
+        cmocka_unit_test(test_read_file),
+        cmocka_unit_test(test_parse_u64),
+        cmocka_unit_test(test_parse_i64),
+        cmocka_unit_test(test_parse_bytes_units),
+        cmocka_unit_test(test_parse_bytes_malformed),
+        cmocka_unit_test(test_parse_mib_default),
+        cmocka_unit_test(test_parse_kube_mib),
+        cmocka_unit_test(test_parse_kube_count),
+        cmocka_unit_test(test_prng_reference_vectors),
+        cmocka_unit_test(test_prng_determinism_and_ranges),
+        cmocka_unit_test(test_log_format_text_and_json),
+        cmocka_unit_test(test_log_disabled_level_skips_arguments),
+        cmocka_unit_test(test_checked_strings),
+        cmocka_unit_test(test_mkdir_parents),
+        cmocka_unit_test(test_write_file_atomic),
+        cmocka_unit_test(test_proc_stat_parse),
+        cmocka_unit_test(test_proc_stat_read),
+        cmocka_unit_test(test_buf_reserve),
+        cmocka_unit_test(test_prom_writer),
+        cmocka_unit_test(test_prom_family_once),
+        cmocka_unit_test(test_prom_escaping_and_utf8),
+        cmocka_unit_test(test_prom_ceiling),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
