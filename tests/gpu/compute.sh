@@ -35,7 +35,7 @@ else
     run_ms=8000 warm_ms=2000
 fi
 cc=${CC:-gcc}
-base="src/base/err.c src/base/parse.c src/base/str.c src/base/log.c src/base/mem.c src/base/prng.c"
+base="src/base/buf.c src/base/err.c src/base/parse.c src/base/str.c src/base/log.c src/base/mem.c src/base/prng.c"
 if ! $cc -O2 -std=gnu11 -Wall -I"$root/src" -o "$BIN/compute_tenant" tests/gpu/compute_tenant.c \
     $base -L"$DRV" -Wl,-rpath,"$DRV" -l:libcuda.so.1 -lm 2>"$dir/build.txt"; then
     echo "- compute_tenant: build FAILED (compute/build.txt)"

@@ -59,7 +59,7 @@ note ""
 # --- build, with gcc alone -------------------------------------------------------------
 cc=${CC:-gcc}
 cflags="-O2 -std=gnu11 -Wall -I$root/src"
-base="src/base/err.c src/base/parse.c src/base/str.c src/base/log.c src/base/mem.c src/base/prng.c"
+base="src/base/buf.c src/base/err.c src/base/parse.c src/base/str.c src/base/log.c src/base/mem.c src/base/prng.c"
 link="-L$driver_dir -Wl,-rpath,$driver_dir"
 ptx=tests/gpu/vgpu_spin.ptx
 if command -v nvcc >/dev/null; then
