@@ -33,7 +33,7 @@
 
 VG_DEFINE_AUTO(closedirp, DIR, closedir)
 
-int dp_allocate_shared(const struct dp_config *cfg, const struct dp_resource *resource,
+int dp_allocate_shared(const struct dpconfig *cfg, const struct dp_resource *resource,
                        const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
                        size_t id_count, struct dp_response *out, struct vg_err *err)
 {
@@ -65,7 +65,7 @@ int dp_allocate_shared(const struct dp_config *cfg, const struct dp_resource *re
     return dp_response_for_gpus(cfg, gpus, list, n, out, err);
 }
 
-static unsigned effective_cores(const struct dp_config *cfg, unsigned cores)
+static unsigned effective_cores(const struct dpconfig *cfg, unsigned cores)
 {
     if (cfg->vgpu.disable_core_limit)
         return 0;
@@ -82,7 +82,7 @@ static int find_gpu(const struct dp_gpu *gpus, unsigned gpu_count, const char *u
     return -1;
 }
 
-int dp_allocate_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
+int dp_allocate_vgpu(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
                      const struct dp_match *match, const char *container_dir,
                      struct dp_response *out, struct vg_err *err)
 {
@@ -194,7 +194,7 @@ static int board_file(const char *path, size_t size, uint64_t magic, bool keep, 
     return 0;
 }
 
-int dp_board_create(const struct dp_config *cfg, const struct dp_match *match, const char *dir,
+int dp_board_create(const struct dpconfig *cfg, const struct dp_match *match, const char *dir,
                     struct vg_err *err)
 {
     const char *board = cfg->vgpu.compute_board_dir;
@@ -284,7 +284,7 @@ int dp_container_dir_remove(const char *dir, struct vg_err *err)
 
 /* Writes the limits file into stage/limits (made empty by dp_stage_make); its text names
  * the directory it will have, dir. */
-static int write_limits(const struct dp_config *cfg, const struct dp_match *match, const char *dir,
+static int write_limits(const struct dpconfig *cfg, const struct dp_match *match, const char *dir,
                         const char *stage, struct vg_err *err)
 {
     char path[1024], text[8192];
@@ -337,7 +337,7 @@ static int write_limits(const struct dp_config *cfg, const struct dp_match *matc
     return 0;
 }
 
-static int write_region(const struct dp_config *cfg, const struct annot_container *c,
+static int write_region(const struct dpconfig *cfg, const struct annot_container *c,
                         const char *stage, struct vg_err *err)
 {
     struct region_config rc_cfg;
@@ -395,7 +395,7 @@ static int stage_make(const char *dir, struct vg_err *err)
 }
 
 /* Makes and fills stage for match (its text naming dir); nothing left on failure. */
-static int stage_fill(const struct dp_config *cfg, const struct dp_match *match, const char *dir,
+static int stage_fill(const struct dpconfig *cfg, const struct dp_match *match, const char *dir,
                       const char *stage, struct vg_err *err)
 {
     int rc = stage_make(stage, err);
@@ -410,7 +410,7 @@ static int stage_fill(const struct dp_config *cfg, const struct dp_match *match,
 }
 
 /* <region_dir>/<prefix><basename of dir>, into stage[size]. */
-static int stage_path(const struct dp_config *cfg, const char *prefix, const char *dir, char *stage,
+static int stage_path(const struct dpconfig *cfg, const char *prefix, const char *dir, char *stage,
                       size_t size, struct vg_err *err)
 {
     const char *base = strrchr(dir, '/');
@@ -420,7 +420,7 @@ static int stage_path(const struct dp_config *cfg, const char *prefix, const cha
     return 0;
 }
 
-int dp_vgpu_dirs(const struct dp_config *cfg, struct vg_err *err)
+int dp_vgpu_dirs(const struct dpconfig *cfg, struct vg_err *err)
 {
     /* Only the plugin writes the board's directories (containers see it read-only, with
      * their own slot and the turn files mounted writable over it); one left world-writable
@@ -435,7 +435,7 @@ int dp_vgpu_dirs(const struct dp_config *cfg, struct vg_err *err)
 }
 
 /* The checks and parent directories every container directory needs. */
-static int dir_begin(const struct dp_config *cfg, const struct dp_match *match, struct vg_err *err)
+static int dir_begin(const struct dpconfig *cfg, const struct dp_match *match, struct vg_err *err)
 {
     const struct annot_container *c = &match->container;
     if (c->gpu_count == 0 || c->gpu_count > REGION_MAX_DEVICES)
@@ -445,7 +445,7 @@ static int dir_begin(const struct dp_config *cfg, const struct dp_match *match, 
 
 /* Fills <region_dir>/.new.<name> for match (its text naming dir) and renames it to target,
  * so target appears complete or not at all; nothing is left behind on failure. */
-static int build(const struct dp_config *cfg, const struct dp_match *match, const char *dir,
+static int build(const struct dpconfig *cfg, const struct dp_match *match, const char *dir,
                  const char *target, struct vg_err *err)
 {
     char stage[1024];
@@ -460,7 +460,7 @@ static int build(const struct dp_config *cfg, const struct dp_match *match, cons
     return 0;
 }
 
-int dp_container_dir_prepare(const struct dp_config *cfg, const struct dp_match *match,
+int dp_container_dir_prepare(const struct dpconfig *cfg, const struct dp_match *match,
                              const char *dir, struct vg_err *err)
 {
     char ready[1024];
@@ -473,7 +473,7 @@ int dp_container_dir_prepare(const struct dp_config *cfg, const struct dp_match 
     return 0;
 }
 
-int dp_container_dir_create(const struct dp_config *cfg, const struct dp_match *match,
+int dp_container_dir_create(const struct dpconfig *cfg, const struct dp_match *match,
                             const char *dir, bool prepared, struct vg_err *err)
 {
     int rc = dir_begin(cfg, match, err);
@@ -495,7 +495,7 @@ int dp_container_dir_create(const struct dp_config *cfg, const struct dp_match *
     return 0;
 }
 
-int dp_container_create(const struct dp_config *cfg, const struct dp_match *match, const char *dir,
+int dp_container_create(const struct dpconfig *cfg, const struct dp_match *match, const char *dir,
                         bool prepared, struct vg_err *err)
 {
     int rc = dp_container_dir_create(cfg, match, dir, prepared, err);
@@ -566,7 +566,7 @@ int dp_container_dirs_sweep(const char *region_dir, const char *const *live_uids
     return removed;
 }
 
-void dp_inventory(const struct dp_config *cfg, enum annot_mode mode, const struct dp_gpu *gpus,
+void dp_inventory(const struct dpconfig *cfg, enum annot_mode mode, const struct dp_gpu *gpus,
                   unsigned gpu_count, int64_t now, struct annot_inventory *out)
 {
     memset(out, 0, sizeof(*out));

@@ -83,14 +83,14 @@ struct dp_nvml;
 /* The host directories vgpu mode writes into, made with their parents (mode 0755):
  * vgpu.regionDir and vgpu.computeBoardDir. At start, so that a plugin that starts never
  * fails an Allocate for a missing directory; again before each container's directory. */
-int dp_vgpu_dirs(const struct dp_config *cfg, struct vg_err *err);
+int dp_vgpu_dirs(const struct dpconfig *cfg, struct vg_err *err);
 
 /* A vgpu container's /etc/ld.so.preload comes from the host file
  * cfg->vgpu.ld_so_preload_path: make it if nobody did, naming libvgpu at the path it is
  * mounted at. Failing to is a warning: the containers then fail to start, loudly. */
-void dp_ensure_preload_file(const struct dp_config *cfg);
+void dp_ensure_preload_file(const struct dpconfig *cfg);
 
-void dp_nvml_library(const struct dp_config *cfg, char *path, size_t size);
+void dp_nvml_library(const struct dpconfig *cfg, char *path, size_t size);
 /* dlopens soname (NULL: DP_NVML_SONAME) and calls nvmlInit_v2. Errors say which step. */
 int dp_nvml_open(const char *soname, struct dp_nvml **out, struct vg_err *err);
 void dp_nvml_free(struct dp_nvml *nvml);
@@ -126,7 +126,7 @@ struct dp_xid_policy {
  * naming the bad entry. */
 int dp_xid_policy_parse(const char *value, struct dp_xid_policy *out, struct vg_err *err);
 /* cfg's health section, then DP_DISABLE_HEALTHCHECKS (env_value, may be NULL) on top. */
-int dp_xid_policy_from_config(const struct dp_config *cfg, const char *env_value,
+int dp_xid_policy_from_config(const struct dpconfig *cfg, const char *env_value,
                               struct dp_xid_policy *out, struct vg_err *err);
 bool dp_xid_critical(const struct dp_xid_policy *policy, unsigned long long xid);
 /* Replaces the policy nvml's health uses (default: dp_xid_policy_parse(NULL)); call
@@ -162,10 +162,10 @@ struct dp_device {
 };
 
 struct dp_resource {
-    char name[DP_RESOURCE_NAME_MAX + 1]; /* "nvidia.com/gpu", "nvidia.com/gpu.shared" */
-    char endpoint[96];                   /* socket file name in the kubelet directory */
-    unsigned replicas;                   /* per GPU; 1: not replicated */
-    bool mig;                            /* devices are MIG devices, IDs their MIG UUIDs */
+    char name[DPCONFIG_RESOURCE_NAME_MAX + 1]; /* "nvidia.com/gpu", "nvidia.com/gpu.shared" */
+    char endpoint[96];                         /* socket file name in the kubelet directory */
+    unsigned replicas;                         /* per GPU; 1: not replicated */
+    bool mig;                                  /* devices are MIG devices, IDs their MIG UUIDs */
     bool fail_requests_greater_than_one;
     bool mps;                  /* replicas served by MPS control daemons (mps.c) */
     struct dp_device *devices; /* owned */
@@ -187,7 +187,7 @@ struct dp_resources {
  * their MIG devices are, once each, under nvidia.com/gpu (single: every GPU MIG-enabled,
  * every MIG device the same profile, timeSlicing mode only) or nvidia.com/mig-<profile>
  * (mixed, timeSlicing or vgpu mode); MPS on MIG devices is refused. */
-int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
+int dp_resources_build(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
                        struct dp_resources *out, struct vg_err *err);
 void dp_resources_release(struct dp_resources *res);
 /* Preferred allocation of replicas (resources with replicas > 1) by
@@ -196,7 +196,7 @@ void dp_resources_release(struct dp_resources *res);
  * (packed: a GPU fills up before the next is used), counting those already picked; ties
  * go to the lower GPU index. available are kubelet's candidates (taken marks those not to
  * pick, and is updated); the indices picked, at most want, go to picked. Returns how many. */
-size_t dp_prefer_replicas(const struct dp_resource *r, enum dp_allocation_policy policy,
+size_t dp_prefer_replicas(const struct dp_resource *r, enum dpconfig_allocation_policy policy,
                           char *const *available, size_t n_available, bool *taken, size_t want,
                           size_t *picked);
 /* The GPU UUID a device ID stands for (strips `-<i>` or `::<n>`), into uuid[ANNOT_UUID_MAX]. */
@@ -274,7 +274,7 @@ struct dp_response {
 
 /* timeSlicing (or plain) Allocate: NVIDIA's semantics, no enforcement. ids are kubelet's
  * device IDs of resource. */
-int dp_allocate_shared(const struct dp_config *cfg, const struct dp_resource *resource,
+int dp_allocate_shared(const struct dpconfig *cfg, const struct dp_resource *resource,
                        const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
                        size_t id_count, struct dp_response *out, struct vg_err *err);
 
@@ -283,17 +283,17 @@ int dp_allocate_shared(const struct dp_config *cfg, const struct dp_resource *re
  * strategy, the control devices, the parent GPU's /dev/nvidia<minor> and the MIG
  * device's two capability devices (when known) with passDeviceSpecs. dp_allocate_shared
  * hands MIG resources here. */
-int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resource,
+int dp_allocate_mig(const struct dpconfig *cfg, const struct dp_resource *resource,
                     const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
                     size_t id_count, struct dp_response *out, struct vg_err *err);
 /* Whether vgpu mode splits this GPU: not a MIG-enabled GPU whose MIG devices are
  * advertised (migStrategy single/mixed); those stay out of nvidia.com/gpu and of the
  * inventory the scheduler places on. */
-bool dp_gpu_split(const struct dp_config *cfg, const struct dp_gpu *gpu);
+bool dp_gpu_split(const struct dpconfig *cfg, const struct dp_gpu *gpu);
 
 /* vgpu Allocate for a matched container: the response for the container directory
  * container_dir (see dp_container_dir_create). */
-int dp_allocate_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
+int dp_allocate_vgpu(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
                      const struct dp_match *match, const char *container_dir,
                      struct dp_response *out, struct vg_err *err);
 
@@ -306,34 +306,34 @@ int dp_allocate_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, uns
  * -ENAMETOOLONG when it does not fit. */
 int dp_root_path(const char *root, const char *path, char *out, size_t size);
 /* The host's root of the device nodes: flags.nvidiaDevRoot, else flags.nvidiaDriverRoot. */
-const char *dp_dev_root(const struct dp_config *cfg);
+const char *dp_dev_root(const struct dpconfig *cfg);
 
 /* Where the plugin itself finds the node's device nodes: flags.plugin.containerDriverRoot
  * when it has a `dev` directory (the driver root mounted into the plugin's container),
  * else "/". */
-const char *dp_container_dev_root(const struct dp_config *cfg);
+const char *dp_container_dev_root(const struct dpconfig *cfg);
 /* imex.channelIDs against the node, at start (NVIDIA's rule): a channel whose device node
  * (DP_IMEX_CHANNEL_DIR/channel<N> under dp_container_dev_root) does not exist fails the
  * start with imex.required, else it is dropped from cfg with a warning (containers then
  * get no IMEX channel). */
-int dp_imex_check(struct dp_config *cfg, struct vg_err *err);
+int dp_imex_check(struct dpconfig *cfg, struct vg_err *err);
 
 /* What every mode returns for GPUs gpu_list[0..n) (GPU table indices, de-duplicated, in
  * order), as NVIDIA's getAllocateResponse: the visible devices by deviceListStrategy
  * (every strategy of the list, combined) and deviceIDStrategy, device specs when
  * passDeviceSpecs (not with CDI strategies only: the CDI specification carries the device
  * nodes), IMEX channels. */
-int dp_response_for_gpus(const struct dp_config *cfg, const struct dp_gpu *gpus,
+int dp_response_for_gpus(const struct dpconfig *cfg, const struct dp_gpu *gpus,
                          const unsigned *gpu_list, size_t n, struct dp_response *out,
                          struct vg_err *err);
 
 /* One device spec: path inside the container, dp_dev_root + path on the host, "rw"; a
  * path already there is not added twice. -ENOSPC when full. */
-int dp_response_add_device(const struct dp_config *cfg, struct dp_response *r, const char *path,
+int dp_response_add_device(const struct dpconfig *cfg, struct dp_response *r, const char *path,
                            struct vg_err *err);
 /* The control devices (/dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-uvm-tools) and
  * /dev/nvidia<minor>. */
-int dp_response_add_gpu_nodes(const struct dp_config *cfg, struct dp_response *r, unsigned minor,
+int dp_response_add_gpu_nodes(const struct dpconfig *cfg, struct dp_response *r, unsigned minor,
                               struct vg_err *err);
 
 /* Adds (or replaces) one env; appends one mount. -ENOSPC when full or too long. */
@@ -345,13 +345,13 @@ int dp_response_add_mount(struct dp_response *r, const char *container_path, con
 /* Lists one device ID for the container: appends it to visible (size bytes, *used of them
  * used; comma-separated) and, with the volume-mounts list strategy, mounts /dev/null at
  * /var/run/nvidia-container-devices/<id> as NVIDIA's plugin does. */
-int dp_response_list_id(const struct dp_config *cfg, struct dp_response *r, char *visible,
+int dp_response_list_id(const struct dpconfig *cfg, struct dp_response *r, char *visible,
                         size_t size, size_t *used, const char *id, struct vg_err *err);
 
 /* NVIDIA_VISIBLE_DEVICES for the device list strategy (the ids, or the volume-mounts
  * directory), the GDS, MOFED and GDRCOPY switches of flags, and the IMEX channels of
  * imex.channelIDs (NVIDIA_IMEX_CHANNELS, their device nodes with passDeviceSpecs). */
-int dp_response_add_visible(const struct dp_config *cfg, const char *visible,
+int dp_response_add_visible(const struct dpconfig *cfg, const char *visible,
                             struct dp_response *out, struct vg_err *err);
 
 /* Canonical text form, sorted envs: what golden tests compare. */
@@ -373,17 +373,17 @@ int dp_container_dir_path(const char *region_dir, const char *pod_uid, const cha
  * renames the directory dp_container_dir_prepare made when prepared is true (and it is
  * there), otherwise fills <region_dir>/.new.<name> and renames that. Fails if dir exists.
  * On failure nothing is left behind. */
-int dp_container_dir_create(const struct dp_config *cfg, const struct dp_match *match,
+int dp_container_dir_create(const struct dpconfig *cfg, const struct dp_match *match,
                             const char *dir, bool prepared, struct vg_err *err);
 /* dp_container_dir_create, then the container's files on the compute board
  * (dp_board_create); nothing is left behind on failure. */
-int dp_container_create(const struct dp_config *cfg, const struct dp_match *match, const char *dir,
+int dp_container_create(const struct dpconfig *cfg, const struct dp_match *match, const char *dir,
                         bool prepared, struct vg_err *err);
 /* The compute board's files for the container of directory dir (docs/compute.md): for each
  * GPU it has a share of, <board>/<uuid>/ (0755), the GPU's turn file <board>/<uuid>.board
  * (kept when there) and the container's slot file <board>/<uuid>/<name>.<percent>.slot
  * (made new), both 0666: the container writes them through its writable mounts only. */
-int dp_board_create(const struct dp_config *cfg, const struct dp_match *match, const char *dir,
+int dp_board_create(const struct dpconfig *cfg, const struct dp_match *match, const char *dir,
                     struct vg_err *err);
 /* The turn file and the slot file of container name on GPU uuid, each into size bytes. */
 int dp_board_paths(const char *board, const char *uuid, const char *name, unsigned cores,
@@ -393,7 +393,7 @@ int dp_board_sweep(const char *board, const char *const *live_uids);
 /* Fills <region_dir>/.ready.<name> (staged, then renamed) for match ahead of its Allocate
  * (replacing one made for an earlier decision), its text naming dir. The caller remembers for which
  * match (dp_match_digest) and passes prepared to dp_container_dir_create only for that one. */
-int dp_container_dir_prepare(const struct dp_config *cfg, const struct dp_match *match,
+int dp_container_dir_prepare(const struct dpconfig *cfg, const struct dp_match *match,
                              const char *dir, struct vg_err *err);
 /* A digest of everything a container directory is made from. */
 uint64_t dp_match_digest(const struct dp_match *match);
@@ -409,14 +409,14 @@ int dp_container_dir_remove(const char *dir, struct vg_err *err);
 /* ---- inventory ---------------------------------------------------------------------- */
 
 /* The node annotation's value for these GPUs (after memory and core scaling). */
-void dp_inventory(const struct dp_config *cfg, enum annot_mode mode, const struct dp_gpu *gpus,
+void dp_inventory(const struct dpconfig *cfg, enum annot_mode mode, const struct dp_gpu *gpus,
                   unsigned gpu_count, int64_t now, struct annot_inventory *out);
 
 /* ---- MPS (mps.c) --------------------------------------------------------------------- */
 
 /* Where a GPU's control daemon keeps its pipes and log, on the host:
  * <flags.mpsRoot>/<resource>/<uuid>/{pipe,log}; into pipe[size] and log[size]. */
-int dp_mps_dirs(const struct dp_config *cfg, const char *resource, const char *uuid, char *pipe,
+int dp_mps_dirs(const struct dpconfig *cfg, const char *resource, const char *uuid, char *pipe,
                 char *log, size_t size, struct vg_err *err);
 #define DP_MPS_CONTAINER_ROOT "/mps"
 #define DP_MPS_PID_FILE       "nvidia-cuda-mps-control.pid"
@@ -432,7 +432,7 @@ int dp_mps_parse_percentage(const char *text, size_t len, unsigned *out, struct 
  * GPU, mounts of the pipe directory (rw), the log directory (ro) and <mpsRoot>/shm as
  * /dev/shm. Replicas of two GPUs in one request are refused (a client talks to one
  * daemon). */
-int dp_allocate_mps(const struct dp_config *cfg, const struct dp_resource *resource,
+int dp_allocate_mps(const struct dpconfig *cfg, const struct dp_resource *resource,
                     const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
                     size_t id_count, struct dp_response *out, struct vg_err *err);
 
@@ -458,7 +458,7 @@ struct dp_mps_stats {
  * sends the per-GPU defaults, checks it answers, watches its pid and queries it every
  * check interval; a daemon that dies or stops answering is restarted with backoff. All
  * asynchronous on base. *out is NULL (and 0 returned) when no resource is mps. */
-int dp_mps_new(struct event_base *base, const struct dp_config *cfg, const struct dp_gpu *gpus,
+int dp_mps_new(struct event_base *base, const struct dpconfig *cfg, const struct dp_gpu *gpus,
                unsigned gpu_count, const struct dp_resources *res,
                const struct dp_mps_options *options, struct dp_mps **out, struct vg_err *err);
 /* True when GPU gpu (table index) needs no daemon or its daemon is up. NULL: true. */
@@ -491,7 +491,7 @@ struct dp_plugin_options {
  * the plugin serves no devices), builds resources, listens on every resource's socket in
  * cfg->cli.kubelet_dir and registers. A missing kubelet.sock is logged and retried; the
  * plugin re-registers whenever kubelet.sock is created again. cfg is borrowed. */
-int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
+int dp_plugin_new(struct event_base *base, const struct dpconfig *cfg,
                   const struct dp_plugin_options *options, struct dp_plugin **out,
                   struct vg_err *err);
 void dp_plugin_free(struct dp_plugin *plugin);

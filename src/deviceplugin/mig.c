@@ -32,14 +32,14 @@ void dp_mig_profile(unsigned gi_slices, unsigned ci_slices, uint64_t mig_memory_
                           (unsigned long long)gb);
 }
 
-bool dp_gpu_split(const struct dp_config *cfg, const struct dp_gpu *gpu)
+bool dp_gpu_split(const struct dpconfig *cfg, const struct dp_gpu *gpu)
 {
-    return !(gpu->mig_enabled && cfg->flags.mig_strategy != DP_MIG_NONE);
+    return !(gpu->mig_enabled && cfg->flags.mig_strategy != DPCONFIG_MIG_NONE);
 }
 
 /* ---- Allocate ------------------------------------------------------------------------ */
 
-int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resource,
+int dp_allocate_mig(const struct dpconfig *cfg, const struct dp_resource *resource,
                     const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
                     size_t id_count, struct dp_response *out, struct vg_err *err)
 {
@@ -71,7 +71,7 @@ int dp_allocate_mig(const struct dp_config *cfg, const struct dp_resource *resou
             return vg_err_set(err, -E2BIG, "%s: too many devices", resource->name);
         seen[n++] = m->uuid;
         char id[ANNOT_UUID_MAX];
-        if (cfg->flags.plugin.device_id_strategy == DP_DEVICE_ID_INDEX)
+        if (cfg->flags.plugin.device_id_strategy == DPCONFIG_DEVICE_ID_INDEX)
             vg_snprintf(id, sizeof(id), "%u:%u", g->index, m->index);
         else
             vg_strlcpy(id, m->uuid, sizeof(id));
@@ -146,7 +146,8 @@ static const unsigned default_ignored[] = {13, 31, 43, 45, 68, 109};
 int dp_xid_policy_parse(const char *value, struct dp_xid_policy *out, struct vg_err *err)
 {
     memset(out, 0, sizeof(*out));
-    out->events = DP_EVENT_XID_CRITICAL | DP_EVENT_DOUBLE_BIT_ECC | DP_EVENT_SINGLE_BIT_ECC;
+    out->events =
+        DPCONFIG_EVENT_XID_CRITICAL | DPCONFIG_EVENT_DOUBLE_BIT_ECC | DPCONFIG_EVENT_SINGLE_BIT_ECC;
     out->critical_all = true;
     for (size_t i = 0; i < sizeof(default_ignored) / sizeof(default_ignored[0]); i++)
         out->ignored[out->ignored_count++] = default_ignored[i];
@@ -190,7 +191,7 @@ int dp_xid_policy_parse(const char *value, struct dp_xid_policy *out, struct vg_
     return 0;
 }
 
-int dp_xid_policy_from_config(const struct dp_config *cfg, const char *env_value,
+int dp_xid_policy_from_config(const struct dpconfig *cfg, const char *env_value,
                               struct dp_xid_policy *out, struct vg_err *err)
 {
     struct dp_xid_policy env;
@@ -198,8 +199,8 @@ int dp_xid_policy_from_config(const struct dp_config *cfg, const char *env_value
     if (rc < 0)
         return rc;
     const size_t defaults = sizeof(default_ignored) / sizeof(default_ignored[0]);
-    const struct dp_uint_list *ig = &cfg->health.ignored_xids;
-    const struct dp_xids *cr = &cfg->health.critical_xids;
+    const struct dpconfig_uint_list *ig = &cfg->health.ignored_xids;
+    const struct dpconfig_xids *cr = &cfg->health.critical_xids;
     if (ig->count + (env.ignored_count - defaults) > DP_XID_MAX_IGNORED)
         return vg_err_set(err, -EINVAL,
                           "health.ignoredXIDs and DP_DISABLE_HEALTHCHECKS: more than %d XIDs",
@@ -223,7 +224,7 @@ int dp_xid_policy_from_config(const struct dp_config *cfg, const char *env_value
 
 bool dp_xid_critical(const struct dp_xid_policy *policy, unsigned long long xid)
 {
-    if (policy->off || policy->disabled || !(policy->events & DP_EVENT_XID_CRITICAL))
+    if (policy->off || policy->disabled || !(policy->events & DPCONFIG_EVENT_XID_CRITICAL))
         return false;
     for (size_t i = 0; i < policy->ignored_count; i++)
         if (policy->ignored[i] == xid)

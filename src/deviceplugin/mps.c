@@ -59,7 +59,7 @@ extern char **environ;
 
 /* ---- pure helpers ------------------------------------------------------------------- */
 
-int dp_mps_dirs(const struct dp_config *cfg, const char *resource, const char *uuid, char *pipe,
+int dp_mps_dirs(const struct dpconfig *cfg, const char *resource, const char *uuid, char *pipe,
                 char *log, size_t size, struct vg_err *err)
 {
     const char *root = cfg->flags.mps_root;
@@ -114,7 +114,7 @@ int dp_mps_parse_percentage(const char *text, size_t len, unsigned *out, struct 
 
 /* ---- Allocate ----------------------------------------------------------------------- */
 
-int dp_allocate_mps(const struct dp_config *cfg, const struct dp_resource *resource,
+int dp_allocate_mps(const struct dpconfig *cfg, const struct dp_resource *resource,
                     const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
                     size_t id_count, struct dp_response *out, struct vg_err *err)
 {
@@ -375,7 +375,7 @@ struct daemon {
 
 struct dp_mps {
     struct event_base *base;
-    const struct dp_config *cfg;
+    const struct dpconfig *cfg;
     struct dp_mps_options opt;
     struct daemon daemons[DP_MAX_GPUS];
     struct dp_mps_stats stats;
@@ -666,7 +666,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 
 VG_DEFINE_AUTO(mps_freep, struct dp_mps, dp_mps_free)
 
-int dp_mps_new(struct event_base *base, const struct dp_config *cfg, const struct dp_gpu *gpus,
+int dp_mps_new(struct event_base *base, const struct dpconfig *cfg, const struct dp_gpu *gpus,
                unsigned gpu_count, const struct dp_resources *res,
                const struct dp_mps_options *options, struct dp_mps **out, struct vg_err *err)
 {

@@ -45,7 +45,7 @@ static const char *nvml_error(const struct dp_nvml *nvml, nvmlReturn_t rc)
     return nvml_lib_error(&nvml->lib, rc);
 }
 
-void dp_nvml_library(const struct dp_config *cfg, char *path, size_t size)
+void dp_nvml_library(const struct dpconfig *cfg, char *path, size_t size)
 {
     static const char *const dirs[] = {
         "/usr/lib64",
@@ -229,11 +229,11 @@ static unsigned long long policy_mask(const struct dp_xid_policy *p)
     unsigned long long mask = 0;
     if (p->off)
         return 0;
-    if ((p->events & DP_EVENT_XID_CRITICAL) && !p->disabled)
+    if ((p->events & DPCONFIG_EVENT_XID_CRITICAL) && !p->disabled)
         mask |= nvmlEventTypeXidCriticalError;
-    if (p->events & DP_EVENT_DOUBLE_BIT_ECC)
+    if (p->events & DPCONFIG_EVENT_DOUBLE_BIT_ECC)
         mask |= nvmlEventTypeDoubleBitEccError;
-    if (p->events & DP_EVENT_SINGLE_BIT_ECC)
+    if (p->events & DPCONFIG_EVENT_SINGLE_BIT_ECC)
         mask |= nvmlEventTypeSingleBitEccError;
     return mask;
 }

@@ -55,7 +55,7 @@ struct serving {
 
 struct dp_plugin {
     struct event_base *base;
-    const struct dp_config *cfg;
+    const struct dpconfig *cfg;
     struct dp_plugin_options opt;
     struct dp_gpu gpus[DP_MAX_GPUS];
     unsigned gpu_count;
@@ -1016,7 +1016,7 @@ static struct event *timer(struct dp_plugin *p, uint64_t ms, event_callback_fn c
     return ev;
 }
 
-void dp_ensure_preload_file(const struct dp_config *cfg)
+void dp_ensure_preload_file(const struct dpconfig *cfg)
 {
     struct stat st;
     if (stat(cfg->vgpu.ld_so_preload_path, &st) == 0)
@@ -1047,7 +1047,7 @@ static int discover(struct dp_plugin *p, struct vg_err *err)
 
 VG_DEFINE_AUTO(plugin_freep, struct dp_plugin, dp_plugin_free)
 
-int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
+int dp_plugin_new(struct event_base *base, const struct dpconfig *cfg,
                   const struct dp_plugin_options *options, struct dp_plugin **out,
                   struct vg_err *err)
 {
@@ -1126,7 +1126,7 @@ int dp_plugin_new(struct event_base *base, const struct dp_config *cfg,
                "does): resources keep their standard names",
                "gpus=%zu mig=%zu", cfg->resources.gpus.count, cfg->resources.mig.count);
     char foreign[512];
-    if (dp_config_foreign_settings(cfg, foreign, sizeof(foreign)) > 0)
+    if (dpconfig_foreign_settings(cfg, foreign, sizeof(foreign)) > 0)
         vg_log(VG_LOG_WARN,
                "settings the device plugin does not act on: gpu-feature-discovery's (which "
                "reads the same file), resources (NVIDIA's plugin ignores them too)",

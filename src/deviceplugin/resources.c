@@ -61,8 +61,8 @@ static struct dp_resource *resource_get(struct dp_resources *res, const char *na
         return NULL;
     }
     const char *short_name = name;
-    if (strncmp(name, DP_RESOURCE_PREFIX, strlen(DP_RESOURCE_PREFIX)) == 0)
-        short_name = name + strlen(DP_RESOURCE_PREFIX);
+    if (strncmp(name, DPCONFIG_RESOURCE_PREFIX, strlen(DPCONFIG_RESOURCE_PREFIX)) == 0)
+        short_name = name + strlen(DPCONFIG_RESOURCE_PREFIX);
     if (vg_snprintf(r->endpoint, sizeof(r->endpoint), "nvidia-%s.sock", short_name) < 0) {
         vg_err_set(err, -ENAMETOOLONG, "resource name '%s' is too long", name);
         return NULL;
@@ -93,18 +93,18 @@ static int resource_add(struct dp_resource *r, const char *id, unsigned gpu, str
 }
 
 /* Does a timeSlicing entry select GPU g (position i among gpu_count)? */
-static int entry_selects(const struct dp_replicated_resource *item, const struct dp_gpu *g,
+static int entry_selects(const struct dpconfig_replicated_resource *item, const struct dp_gpu *g,
                          unsigned i, bool *selected, struct vg_err *err)
 {
     *selected = false;
     switch (item->devices.kind) {
-    case DP_DEVICES_ALL:
+    case DPCONFIG_DEVICES_ALL:
         *selected = true;
         return 0;
-    case DP_DEVICES_COUNT:
+    case DPCONFIG_DEVICES_COUNT:
         *selected = i < item->devices.count;
         return 0;
-    case DP_DEVICES_LIST:
+    case DPCONFIG_DEVICES_LIST:
         for (size_t k = 0; k < item->devices.list_count; k++) {
             const char *want = item->devices.list[k];
             if (strchr(want, ':') || strncmp(want, "MIG-", 4) == 0)
@@ -128,14 +128,14 @@ static int entry_selects(const struct dp_replicated_resource *item, const struct
 
 /* timeSlicing and mps advertise the same replicas; mps marks its resources and refuses
  * MIG-enabled GPUs (MPS on MIG devices is not supported, as in NVIDIA's plugin). */
-static int build_replicated(const struct dp_config *cfg, bool mps, const struct dp_gpu *gpus,
+static int build_replicated(const struct dpconfig *cfg, bool mps, const struct dp_gpu *gpus,
                             unsigned gpu_count, struct dp_resources *out, struct vg_err *err)
 {
-    const struct dp_replicated *ts = mps ? &cfg->sharing.mps : &cfg->sharing.time_slicing;
+    const struct dpconfig_replicated *ts = mps ? &cfg->sharing.mps : &cfg->sharing.time_slicing;
     for (unsigned i = 0; i < gpu_count; i++) {
         if (!dp_gpu_split(cfg, &gpus[i]))
             continue; /* advertised as MIG devices */
-        const struct dp_replicated_resource *entry = NULL;
+        const struct dpconfig_replicated_resource *entry = NULL;
         for (size_t k = 0; k < ts->resources.count && !entry; k++) {
             bool selected;
             int rc = entry_selects(&ts->resources.items[k], &gpus[i], i, &selected, err);
@@ -146,7 +146,7 @@ static int build_replicated(const struct dp_config *cfg, bool mps, const struct 
         }
         char id[DP_ID_MAX * 2];
         if (!entry) {
-            struct dp_resource *r = resource_get(out, DP_RESOURCE_PREFIX "gpu", err);
+            struct dp_resource *r = resource_get(out, DPCONFIG_RESOURCE_PREFIX "gpu", err);
             if (!r)
                 return err->code;
             int rc = resource_add(r, gpus[i].uuid, i, err);
@@ -181,7 +181,7 @@ static int build_replicated(const struct dp_config *cfg, bool mps, const struct 
 }
 
 /* migStrategy single: NVIDIA's checks, with its messages where it has one. */
-static int check_single(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
+static int check_single(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
                         struct vg_err *err)
 {
     const char *profile = NULL;
@@ -208,7 +208,7 @@ static int check_single(const struct dp_config *cfg, const struct dp_gpu *gpus, 
                                   profile, g->migs[k].profile, g->index);
         }
     }
-    if (cfg->sharing_strategy == DP_SHARING_NONE)
+    if (cfg->sharing_strategy == DPCONFIG_SHARING_NONE)
         return vg_err_set(err, -ENOTSUP,
                           "flags.migStrategy single: in vgpu mode nvidia.com/gpu is vgpu's split "
                           "resource; use migStrategy mixed (nvidia.com/mig-<profile>) or a "
@@ -216,17 +216,17 @@ static int check_single(const struct dp_config *cfg, const struct dp_gpu *gpus, 
     return 0;
 }
 
-static int build_mig(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
+static int build_mig(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
                      struct dp_resources *out, struct vg_err *err)
 {
     for (unsigned i = 0; i < gpu_count; i++) {
         if (dp_gpu_split(cfg, &gpus[i]))
             continue;
         for (unsigned k = 0; k < gpus[i].mig_count; k++) {
-            char name[DP_RESOURCE_NAME_MAX + 8];
-            if (cfg->flags.mig_strategy == DP_MIG_SINGLE)
-                vg_strlcpy(name, DP_RESOURCE_PREFIX "gpu", sizeof(name));
-            else if (vg_snprintf(name, sizeof(name), DP_RESOURCE_PREFIX "mig-%s",
+            char name[DPCONFIG_RESOURCE_NAME_MAX + 8];
+            if (cfg->flags.mig_strategy == DPCONFIG_MIG_SINGLE)
+                vg_strlcpy(name, DPCONFIG_RESOURCE_PREFIX "gpu", sizeof(name));
+            else if (vg_snprintf(name, sizeof(name), DPCONFIG_RESOURCE_PREFIX "mig-%s",
                                  gpus[i].migs[k].profile) < 0)
                 return vg_err_set(err, -ENAMETOOLONG, "MIG profile '%s' too long",
                                   gpus[i].migs[k].profile);
@@ -243,10 +243,10 @@ static int build_mig(const struct dp_config *cfg, const struct dp_gpu *gpus, uns
 }
 
 /* vgpu mode: deviceSplitCount devices per GPU under nvidia.com/gpu. */
-static int build_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
+static int build_vgpu(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
                       struct dp_resources *out, struct vg_err *err)
 {
-    struct dp_resource *r = resource_get(out, DP_RESOURCE_PREFIX "gpu", err);
+    struct dp_resource *r = resource_get(out, DPCONFIG_RESOURCE_PREFIX "gpu", err);
     if (!r)
         return err->code;
     r->replicas = (unsigned)cfg->vgpu.device_split_count;
@@ -262,7 +262,7 @@ static int build_vgpu(const struct dp_config *cfg, const struct dp_gpu *gpus, un
     return 0;
 }
 
-int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
+int dp_resources_build(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsigned gpu_count,
                        struct dp_resources *out, struct vg_err *err)
 {
     memset(out, 0, sizeof(*out));
@@ -271,27 +271,27 @@ int dp_resources_build(const struct dp_config *cfg, const struct dp_gpu *gpus, u
         any_mig |= gpus[i].mig_enabled;
     /* NVIDIA's validation refuses MPS on MIG devices (mps with mixed already fails in
      * dpconfig); single on a node without MIG-enabled GPUs is none. */
-    if (any_mig && cfg->flags.mig_strategy != DP_MIG_NONE &&
-        cfg->sharing_strategy == DP_SHARING_MPS)
+    if (any_mig && cfg->flags.mig_strategy != DPCONFIG_MIG_NONE &&
+        cfg->sharing_strategy == DPCONFIG_SHARING_MPS)
         return vg_err_set(err, -ENOTSUP,
                           "sharing.mps: MPS on MIG devices is not supported; use "
                           "flags.migStrategy none or disable MIG");
-    if (any_mig && cfg->flags.mig_strategy == DP_MIG_SINGLE) {
+    if (any_mig && cfg->flags.mig_strategy == DPCONFIG_MIG_SINGLE) {
         int rc = check_single(cfg, gpus, gpu_count, err);
         if (rc < 0)
             return rc;
     }
     int rc = 0;
     switch (cfg->sharing_strategy) {
-    case DP_SHARING_MPS:
+    case DPCONFIG_SHARING_MPS:
         out->mode = ANNOT_MODE_MPS;
         rc = build_replicated(cfg, true, gpus, gpu_count, out, err);
         break;
-    case DP_SHARING_TIME_SLICING:
+    case DPCONFIG_SHARING_TIME_SLICING:
         out->mode = ANNOT_MODE_TIME_SLICING;
         rc = build_replicated(cfg, false, gpus, gpu_count, out, err);
         break;
-    case DP_SHARING_NONE:
+    case DPCONFIG_SHARING_NONE:
         out->mode = ANNOT_MODE_VGPU;
         rc = build_vgpu(cfg, gpus, gpu_count, out, err);
         break;
@@ -323,7 +323,7 @@ static int gpu_of(const struct dp_resource *r, const char *id)
     return -1;
 }
 
-size_t dp_prefer_replicas(const struct dp_resource *r, enum dp_allocation_policy policy,
+size_t dp_prefer_replicas(const struct dp_resource *r, enum dpconfig_allocation_policy policy,
                           char *const *available, size_t n_available, bool *taken, size_t want,
                           size_t *picked)
 {
@@ -348,7 +348,7 @@ size_t dp_prefer_replicas(const struct dp_resource *r, enum dp_allocation_policy
             if (free_left[g] == 0)
                 continue;
             if (best < 0 ||
-                (policy == DP_ALLOC_PACKED ? used[g] > used[best] : used[g] < used[best]))
+                (policy == DPCONFIG_ALLOC_PACKED ? used[g] > used[best] : used[g] < used[best]))
                 best = (int)g;
         }
         if (best < 0)

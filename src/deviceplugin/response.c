@@ -72,7 +72,7 @@ int dp_root_path(const char *root, const char *path, char *out, size_t size)
                                                                                  : 0;
 }
 
-const char *dp_dev_root(const struct dp_config *cfg)
+const char *dp_dev_root(const struct dpconfig *cfg)
 {
     const char *root = cfg->flags.nvidia_dev_root;
     if (root == NULL || root[0] == '\0')
@@ -80,7 +80,7 @@ const char *dp_dev_root(const struct dp_config *cfg)
     return root != NULL && root[0] != '\0' ? root : "/";
 }
 
-int dp_response_add_device(const struct dp_config *cfg, struct dp_response *r, const char *path,
+int dp_response_add_device(const struct dpconfig *cfg, struct dp_response *r, const char *path,
                            struct vg_err *err)
 {
     for (size_t i = 0; i < r->device_count; i++)
@@ -101,7 +101,7 @@ int dp_response_add_device(const struct dp_config *cfg, struct dp_response *r, c
     return 0;
 }
 
-int dp_response_add_gpu_nodes(const struct dp_config *cfg, struct dp_response *r, unsigned minor,
+int dp_response_add_gpu_nodes(const struct dpconfig *cfg, struct dp_response *r, unsigned minor,
                               struct vg_err *err)
 {
     char path[64];
@@ -120,7 +120,7 @@ int dp_response_add_gpu_nodes(const struct dp_config *cfg, struct dp_response *r
  * device (cdi-annotations), and/or the CRI's CDI device list (cdi-cri). The key must be
  * unique among the container's annotations, also across resources: it is derived from
  * the device list (FNV-1a), which keeps responses reproducible. */
-static int cdi_response(const struct dp_config *cfg, char ids[][ANNOT_UUID_MAX], size_t n,
+static int cdi_response(const struct dpconfig *cfg, char ids[][ANNOT_UUID_MAX], size_t n,
                         struct dp_response *out, struct vg_err *err)
 {
     unsigned list = cfg->flags.plugin.device_list_strategy;
@@ -136,11 +136,11 @@ static int cdi_response(const struct dp_config *cfg, char ids[][ANNOT_UUID_MAX],
         if (w < 0)
             return vg_err_set(err, -ENOSPC, "CDI annotation too long");
         used += (size_t)w;
-        if ((list & DP_LIST_CDI_CRI) && out->cdi_device_count < DP_MAX_GPUS)
+        if ((list & DPCONFIG_LIST_CDI_CRI) && out->cdi_device_count < DP_MAX_GPUS)
             vg_snprintf(out->cdi_devices[out->cdi_device_count++].name,
                         sizeof(out->cdi_devices[0].name), "%s=%s", DP_CDI_KIND, ids[i]);
     }
-    if (!(list & DP_LIST_CDI_ANNOTATIONS))
+    if (!(list & DPCONFIG_LIST_CDI_ANNOTATIONS))
         return 0;
     if (out->annotation_count == DP_RESPONSE_MAX_ANNOTATIONS)
         return vg_err_set(err, -ENOSPC, "too many annotations");
@@ -153,14 +153,14 @@ static int cdi_response(const struct dp_config *cfg, char ids[][ANNOT_UUID_MAX],
     return 0;
 }
 
-int dp_response_list_id(const struct dp_config *cfg, struct dp_response *r, char *visible,
+int dp_response_list_id(const struct dpconfig *cfg, struct dp_response *r, char *visible,
                         size_t size, size_t *used, const char *id, struct vg_err *err)
 {
     int w = vg_snprintf(visible + *used, size - *used, "%s%s", *used ? "," : "", id);
     if (w < 0)
         return vg_err_set(err, -ENOSPC, "NVIDIA_VISIBLE_DEVICES too long");
     *used += (size_t)w;
-    if (!(cfg->flags.plugin.device_list_strategy & DP_LIST_VOLUME_MOUNTS))
+    if (!(cfg->flags.plugin.device_list_strategy & DPCONFIG_LIST_VOLUME_MOUNTS))
         return 0;
     char path[256];
     if (vg_snprintf(path, sizeof(path), "/var/run/nvidia-container-devices/%s", id) < 0)
@@ -173,7 +173,7 @@ int dp_response_list_id(const struct dp_config *cfg, struct dp_response *r, char
  * deviceIDStrategy, device specs when passDeviceSpecs (not with CDI strategies only: the
  * CDI specification carries the device nodes). gpu_list holds GPU table indices,
  * de-duplicated, in order. */
-int dp_response_for_gpus(const struct dp_config *cfg, const struct dp_gpu *gpus,
+int dp_response_for_gpus(const struct dpconfig *cfg, const struct dp_gpu *gpus,
                          const unsigned *gpu_list, size_t n, struct dp_response *out,
                          struct vg_err *err)
 {
@@ -181,11 +181,11 @@ int dp_response_for_gpus(const struct dp_config *cfg, const struct dp_gpu *gpus,
     size_t used = 0;
     char ids[DP_MAX_GPUS][ANNOT_UUID_MAX];
     unsigned list = cfg->flags.plugin.device_list_strategy;
-    bool legacy = list & (DP_LIST_ENVVAR | DP_LIST_VOLUME_MOUNTS);
+    bool legacy = list & (DPCONFIG_LIST_ENVVAR | DPCONFIG_LIST_VOLUME_MOUNTS);
     for (size_t i = 0; i < n && i < DP_MAX_GPUS; i++) {
         const struct dp_gpu *g = &gpus[gpu_list[i]];
         char *id = ids[i];
-        if (cfg->flags.plugin.device_id_strategy == DP_DEVICE_ID_INDEX)
+        if (cfg->flags.plugin.device_id_strategy == DPCONFIG_DEVICE_ID_INDEX)
             vg_snprintf(id, ANNOT_UUID_MAX, "%u", g->index);
         else
             vg_strlcpy(id, g->uuid, ANNOT_UUID_MAX);
@@ -201,7 +201,7 @@ int dp_response_for_gpus(const struct dp_config *cfg, const struct dp_gpu *gpus,
     return dp_response_add_visible(cfg, visible, out, err);
 }
 
-const char *dp_container_dev_root(const struct dp_config *cfg)
+const char *dp_container_dev_root(const struct dpconfig *cfg)
 {
     const char *root = cfg->flags.plugin.container_driver_root;
     char dev[1024];
@@ -212,9 +212,9 @@ const char *dp_container_dev_root(const struct dp_config *cfg)
     return "/";
 }
 
-int dp_imex_check(struct dp_config *cfg, struct vg_err *err)
+int dp_imex_check(struct dpconfig *cfg, struct vg_err *err)
 {
-    struct dp_uint_list *ids = &cfg->imex.channel_ids;
+    struct dpconfig_uint_list *ids = &cfg->imex.channel_ids;
     const char *root = dp_container_dev_root(cfg);
     for (size_t i = 0; i < ids->count; i++) {
         char node[64], path[1024];
@@ -241,9 +241,9 @@ int dp_imex_check(struct dp_config *cfg, struct vg_err *err)
 /* IMEX channels (imex.channelIDs, already checked by dp_imex_check): NVIDIA's
  * NVIDIA_IMEX_CHANNELS for the container toolkit, and with passDeviceSpecs the channel
  * device nodes themselves. */
-static int add_imex(const struct dp_config *cfg, struct dp_response *out, struct vg_err *err)
+static int add_imex(const struct dpconfig *cfg, struct dp_response *out, struct vg_err *err)
 {
-    const struct dp_uint_list *ids = &cfg->imex.channel_ids;
+    const struct dpconfig_uint_list *ids = &cfg->imex.channel_ids;
     if (ids->count == 0)
         return 0;
     char list[256] = "";
@@ -266,13 +266,14 @@ static int add_imex(const struct dp_config *cfg, struct dp_response *out, struct
     return add_env(out, "NVIDIA_IMEX_CHANNELS", list, err);
 }
 
-int dp_response_add_visible(const struct dp_config *cfg, const char *visible,
+int dp_response_add_visible(const struct dpconfig *cfg, const char *visible,
                             struct dp_response *out, struct vg_err *err)
 {
     unsigned list = cfg->flags.plugin.device_list_strategy;
-    const char *devices = (list & DP_LIST_ENVVAR)          ? visible
-                          : (list & DP_LIST_VOLUME_MOUNTS) ? "/var/run/nvidia-container-devices"
-                                                           : NULL;
+    const char *devices = (list & DPCONFIG_LIST_ENVVAR) ? visible
+                          : (list & DPCONFIG_LIST_VOLUME_MOUNTS)
+                              ? "/var/run/nvidia-container-devices"
+                              : NULL;
     int rc = 0;
     if ((devices && (rc = add_env(out, "NVIDIA_VISIBLE_DEVICES", devices, err)) < 0) ||
         (cfg->flags.gds_enabled && (rc = add_env(out, "NVIDIA_GDS", "enabled", err)) < 0) ||

@@ -42,10 +42,10 @@ enum key_type {
     T_DURATION,      /* uint64_t nanoseconds; Go syntax "60s", "1m30s", or an integer ns */
     T_MIB,           /* uint64_t MiB; an integer (MiB) or a quantity "4GiB" */
     T_ENUM_SET,      /* unsigned bitmask; a string or a list of strings from values */
-    T_UINT_LIST,     /* struct dp_uint_list */
-    T_XIDS,          /* struct dp_xids: "all" or a list of integers */
+    T_UINT_LIST,     /* struct dpconfig_uint_list */
+    T_XIDS,          /* struct dpconfig_xids: "all" or a list of integers */
     T_RESOURCE_NAME, /* char *, normalised to nvidia.com/<name> */
-    T_DEVICES,       /* struct dp_devices: "all", a count, or a list */
+    T_DEVICES,       /* struct dpconfig_devices: "all", a count, or a list */
     T_LIST,          /* a list of mappings, each decoded with the key's item table */
 };
 
@@ -88,9 +88,9 @@ static const char *const event_values[] = {
 static const char *const version_values[] = {"v1", NULL};
 static const char *const sharing_names[] = {"none", "time-slicing", "mps", NULL};
 
-#define OFF(field)  offsetof(struct dp_config, field)
-#define ROFF(field) offsetof(struct dp_replicated_resource, field)
-#define POFF(field) offsetof(struct dp_resource_pattern, field)
+#define OFF(field)  offsetof(struct dpconfig, field)
+#define ROFF(field) offsetof(struct dpconfig_replicated_resource, field)
+#define POFF(field) offsetof(struct dpconfig_resource_pattern, field)
 
 static const struct key replicated_items[] = {
     {.path = "name",
@@ -148,14 +148,14 @@ static const struct key pattern_items[] = {
     {                                                                                              \
         .path = prefix ".resources", .type = T_LIST, .offset = OFF(field.resources.items),         \
         .count_offset = OFF(field.resources.count),                                                \
-        .elem_size = sizeof(struct dp_replicated_resource), .elem_line_offset = ROFF(line),        \
+        .elem_size = sizeof(struct dpconfig_replicated_resource), .elem_line_offset = ROFF(line),  \
         ITEMS(replicated_items), .doc = "resources to replicate"                                   \
     }
 
 #define PATTERNS(prefix, field, what)                                                              \
     {                                                                                              \
         .path = prefix, .type = T_LIST, .offset = OFF(field.items),                                \
-        .count_offset = OFF(field.count), .elem_size = sizeof(struct dp_resource_pattern),         \
+        .count_offset = OFF(field.count), .elem_size = sizeof(struct dpconfig_resource_pattern),   \
         .elem_line_offset = POFF(line), ITEMS(pattern_items), .doc = what                          \
     }
 
@@ -288,7 +288,7 @@ static const struct key keys[] = {
     {.path = "flags.plugin.nvidiaCTKPath",
      .type = T_STRING,
      .offset = OFF(flags.plugin.nvidia_ctk_path),
-     .def = DP_DEFAULT_NVIDIA_CTK_PATH,
+     .def = DPCONFIG_DEFAULT_NVIDIA_CTK_PATH,
      .env = "NVIDIA_CTK_PATH",
      .flag = "nvidia-ctk-path",
      .doc = "nvidia-ctk named in generated CDI specifications; vgpu generates none, so "
@@ -709,18 +709,18 @@ static int set_enum_member(const struct key *k, const char *s, unsigned *set, st
     return 0;
 }
 
-static void uint_list_clear(struct dp_uint_list *l)
+static void uint_list_clear(struct dpconfig_uint_list *l)
 {
     free(l->items);
     l->items = NULL;
     l->count = 0;
 }
 
-/* -E2BIG past DP_CONFIG_MAX_LIST_ITEMS ("list: more than N items"), -ENOMEM. */
-static int uint_list_push(struct dp_uint_list *l, uint64_t v, struct vg_err *err)
+/* -E2BIG past DPCONFIG_MAX_LIST_ITEMS ("list: more than N items"), -ENOMEM. */
+static int uint_list_push(struct dpconfig_uint_list *l, uint64_t v, struct vg_err *err)
 {
     int rc = vg_array_grow(&l->items, &l->cap, l->count + 1, sizeof l->items[0],
-                           DP_CONFIG_MAX_LIST_ITEMS, "list", err);
+                           DPCONFIG_MAX_LIST_ITEMS, "list", err);
     if (rc < 0)
         return rc;
     l->items[l->count++] = v;
@@ -728,7 +728,7 @@ static int uint_list_push(struct dp_uint_list *l, uint64_t v, struct vg_err *err
 }
 
 #define AUTO_UINT_LIST __attribute__((cleanup(uint_list_clear)))
-_Static_assert(DP_CONFIG_MAX_LIST_ITEMS == 4096, "docs/config.md (dp_config_doc) says 4096");
+_Static_assert(DPCONFIG_MAX_LIST_ITEMS == 4096, "docs/config.md (dp_config_doc) says 4096");
 
 static int text_uint(const struct key *k, const char *s, uint64_t *out, struct why *why)
 {
@@ -745,10 +745,10 @@ static int text_uint(const struct key *k, const char *s, uint64_t *out, struct w
 }
 
 /* Comma-separated lists on the command line and in defaults; "" is the empty list. */
-static int text_uint_list(const struct key *k, const char *s, struct dp_uint_list *out,
+static int text_uint_list(const struct key *k, const char *s, struct dpconfig_uint_list *out,
                           struct why *why)
 {
-    AUTO_UINT_LIST struct dp_uint_list l = {0};
+    AUTO_UINT_LIST struct dpconfig_uint_list l = {0};
     while (*s != '\0') {
         const char *comma = strchr(s, ',');
         size_t n = comma ? (size_t)(comma - s) : strlen(s);
@@ -771,7 +771,7 @@ static int text_uint_list(const struct key *k, const char *s, struct dp_uint_lis
     return 0;
 }
 
-static void devices_clear(struct dp_devices *d)
+static void devices_clear(struct dpconfig_devices *d)
 {
     for (size_t i = 0; i < d->list_count; i++)
         free(d->list[i]);
@@ -865,9 +865,9 @@ static int parse_text(const struct key *k, const char *s, void *base, struct why
         return 0;
     }
     case T_UINT_LIST:
-        return text_uint_list(k, s, AT(base, k->offset, struct dp_uint_list), why);
+        return text_uint_list(k, s, AT(base, k->offset, struct dpconfig_uint_list), why);
     case T_XIDS: {
-        struct dp_xids *x = AT(base, k->offset, struct dp_xids);
+        struct dpconfig_xids *x = AT(base, k->offset, struct dpconfig_xids);
         if (strcasecmp(s, "all") == 0) {
             uint_list_clear(&x->list);
             x->all = true;
@@ -879,12 +879,12 @@ static int parse_text(const struct key *k, const char *s, void *base, struct why
         return 0;
     }
     case T_DEVICES: {
-        struct dp_devices *d = AT(base, k->offset, struct dp_devices);
+        struct dpconfig_devices *d = AT(base, k->offset, struct dpconfig_devices);
         if (strcmp(s, "all") != 0)
             return why_set(why, "devices set as '%s' but the only valid string is 'all'",
                            shown(s, b, sizeof b));
         devices_clear(d);
-        d->kind = DP_DEVICES_ALL;
+        d->kind = DPCONFIG_DEVICES_ALL;
         return 0;
     }
     case T_SECTION:
@@ -925,13 +925,13 @@ static void free_fields(const struct key *table, size_t n, void *base)
             }
             break;
         case T_UINT_LIST:
-            uint_list_clear(AT(base, k->offset, struct dp_uint_list));
+            uint_list_clear(AT(base, k->offset, struct dpconfig_uint_list));
             break;
         case T_XIDS:
-            uint_list_clear(&AT(base, k->offset, struct dp_xids)->list);
+            uint_list_clear(&AT(base, k->offset, struct dpconfig_xids)->list);
             break;
         case T_DEVICES:
-            devices_clear(AT(base, k->offset, struct dp_devices));
+            devices_clear(AT(base, k->offset, struct dpconfig_devices));
             break;
         case T_LIST: {
             char *items = list_items(base, k);
@@ -949,13 +949,13 @@ static void free_fields(const struct key *table, size_t n, void *base)
     }
 }
 
-void dp_config_defaults(struct dp_config *cfg)
+void dpconfig_defaults(struct dpconfig *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     apply_defaults(keys, KEY_COUNT, cfg);
 }
 
-void dp_config_free(struct dp_config *cfg)
+void dpconfig_free(struct dpconfig *cfg)
 {
     if (cfg == NULL)
         return;
@@ -1213,7 +1213,7 @@ static int decode_scalar_key(struct loader *ld, const struct key *k, struct fy_n
     case T_UINT_LIST:
         return wrong_type(ld, line, path, "a list of integers", &s);
     case T_DEVICES: {
-        struct dp_devices *d = AT(base, k->offset, struct dp_devices);
+        struct dpconfig_devices *d = AT(base, k->offset, struct dpconfig_devices);
         if (s.kind == Y_INT) {
             uint64_t count;
             struct vg_err e = {0};
@@ -1222,7 +1222,7 @@ static int decode_scalar_key(struct loader *ld, const struct key *k, struct fy_n
                             "devices set as '%s' but a count of devices must be from 1 to 1024",
                             s.text);
             devices_clear(d);
-            d->kind = DP_DEVICES_COUNT;
+            d->kind = DPCONFIG_DEVICES_COUNT;
             d->count = count;
             return 0;
         }
@@ -1309,8 +1309,8 @@ static int decode_sequence_key(struct loader *ld, const struct key *k, struct fy
     void *iter = NULL;
     struct fy_node *item;
     size_t index = 0;
-    AUTO_UINT_LIST struct dp_uint_list uints = {0};
-    AUTO_DEVICES struct dp_devices devices = {.kind = DP_DEVICES_LIST};
+    AUTO_UINT_LIST struct dpconfig_uint_list uints = {0};
+    AUTO_DEVICES struct dpconfig_devices devices = {.kind = DPCONFIG_DEVICES_LIST};
     unsigned set = 0;
     int rc;
     if (k->type != T_ENUM_SET && k->type != T_UINT_LIST && k->type != T_XIDS &&
@@ -1340,7 +1340,7 @@ static int decode_sequence_key(struct loader *ld, const struct key *k, struct fy
                 return fail(ld, item_line, item_path, -EINVAL,
                             "'%s' is not a GPU index, MIG index (0:1) or GPU-/MIG- UUID", s.text);
             if ((rc = vg_array_grow(&devices.list, &devices.list_cap, devices.list_count + 1,
-                                    sizeof(char *), DP_CONFIG_MAX_LIST_ITEMS, "list", &e)) < 0)
+                                    sizeof(char *), DPCONFIG_MAX_LIST_ITEMS, "list", &e)) < 0)
                 return fail(ld, item_line, path, rc, "%s", e.msg);
             devices.list[devices.list_count++] = xstrdup(s.text);
         } else {
@@ -1365,12 +1365,12 @@ static int decode_sequence_key(struct loader *ld, const struct key *k, struct fy
     case T_DEVICES:
         if (devices.list_count == 0)
             return fail(ld, line, path, -EINVAL, "an empty list of devices shares nothing");
-        devices_clear(AT(base, k->offset, struct dp_devices));
-        *AT(base, k->offset, struct dp_devices) = devices;
+        devices_clear(AT(base, k->offset, struct dpconfig_devices));
+        *AT(base, k->offset, struct dpconfig_devices) = devices;
         memset(&devices, 0, sizeof devices);
         break;
     case T_XIDS: {
-        struct dp_xids *x = AT(base, k->offset, struct dp_xids);
+        struct dpconfig_xids *x = AT(base, k->offset, struct dpconfig_xids);
         uint_list_clear(&x->list);
         x->all = false;
         x->list = uints;
@@ -1380,8 +1380,8 @@ static int decode_sequence_key(struct loader *ld, const struct key *k, struct fy
     default:
         if (uints.count == 0 && (k->flags & K_EMPTY_KEEPS))
             break;
-        uint_list_clear(AT(base, k->offset, struct dp_uint_list));
-        *AT(base, k->offset, struct dp_uint_list) = uints;
+        uint_list_clear(AT(base, k->offset, struct dpconfig_uint_list));
+        *AT(base, k->offset, struct dpconfig_uint_list) = uints;
         memset(&uints, 0, sizeof uints);
         break;
     }
@@ -1580,23 +1580,23 @@ static bool blank_document(const char *text, size_t len)
 }
 
 /* Moves src's contents into dst (freeing dst's first). */
-/* A struct dp_config released (dp_config_free) at scope exit. */
-#define AUTO_CONFIG __attribute__((cleanup(dp_config_free)))
+/* A struct dpconfig released (dpconfig_free) at scope exit. */
+#define AUTO_CONFIG __attribute__((cleanup(dpconfig_free)))
 
-static void move_config(struct dp_config *dst, struct dp_config *src)
+static void move_config(struct dpconfig *dst, struct dpconfig *src)
 {
-    dp_config_free(dst);
+    dpconfig_free(dst);
     *dst = *src;
     memset(src, 0, sizeof *src);
 }
 
-int dp_config_load_buffer(const char *name, const char *text, size_t len, struct dp_config *cfg,
-                          struct vg_err *err)
+int dpconfig_load_buffer(const char *name, const char *text, size_t len, struct dpconfig *cfg,
+                         struct vg_err *err)
 {
     if (name == NULL)
         name = "(config)";
-    if (len > DP_CONFIG_MAX_BYTES)
-        return vg_err_set(err, -EFBIG, "%s: larger than %d bytes", name, DP_CONFIG_MAX_BYTES);
+    if (len > DPCONFIG_MAX_BYTES)
+        return vg_err_set(err, -EFBIG, "%s: larger than %d bytes", name, DPCONFIG_MAX_BYTES);
     const char *nul = len > 0 ? memchr(text, '\0', len) : NULL;
     if (nul != NULL) {
         int line = 1;
@@ -1605,13 +1605,13 @@ int dp_config_load_buffer(const char *name, const char *text, size_t len, struct
         return vg_err_set(err, -EINVAL, "%s:%d: contains a NUL byte", name, line);
     }
 
-    AUTO_CONFIG struct dp_config work;
-    dp_config_defaults(&work);
+    AUTO_CONFIG struct dpconfig work;
+    dpconfig_defaults(&work);
     work.source = xstrdup(name);
     int rc;
     if (len == 0 || blank_document(text, len)) {
         /* As NVIDIA's loader: an empty file is all defaults. */
-        if ((rc = dp_config_validate(&work, err)) < 0)
+        if ((rc = dpconfig_validate(&work, err)) < 0)
             return rc;
         move_config(cfg, &work);
         return 0;
@@ -1621,7 +1621,7 @@ int dp_config_load_buffer(const char *name, const char *text, size_t len, struct
     struct vg_err yerr = {0};
     /* Duplicate keys are allowed here and refused by decode_mapping(), whose message names
      * the key. */
-    int yrc = vg_yaml_load(text, len, true, &doc, &yerr);
+    int yrc = vgpu_yaml_load(text, len, true, &doc, &yerr);
     if (yrc != 0) {
         if (yerr.msg[0] == '\0')
             return vg_err_set(err, yrc, "%s: not valid YAML", name);
@@ -1640,25 +1640,25 @@ int dp_config_load_buffer(const char *name, const char *text, size_t len, struct
                (rc = decode_mapping(&ld, root, keys, KEY_COUNT, "", "", &work, NULL)) < 0) {
         return rc;
     }
-    if ((rc = dp_config_validate(&work, err)) < 0)
+    if ((rc = dpconfig_validate(&work, err)) < 0)
         return rc;
     move_config(cfg, &work);
     return 0;
 }
 
-int dp_config_load_file(const char *path, struct dp_config *cfg, struct vg_err *err)
+int dpconfig_load_file(const char *path, struct dpconfig *cfg, struct vg_err *err)
 {
     VG_AUTO_FREE char *buf = NULL;
     size_t len = 0;
-    int rc = vg_read_file(path, DP_CONFIG_MAX_BYTES, &buf, &len, err);
+    int rc = vg_read_file(path, DPCONFIG_MAX_BYTES, &buf, &len, err);
     if (rc < 0)
         return rc;
-    return dp_config_load_buffer(path, buf, len, cfg, err);
+    return dpconfig_load_buffer(path, buf, len, cfg, err);
 }
 
 /* ---- validation --------------------------------------------------------------------- */
 
-static int where_fail(const struct dp_config *cfg, struct vg_err *err, int line, const char *path,
+static int where_fail(const struct dpconfig *cfg, struct vg_err *err, int line, const char *path,
                       const char *msg)
 {
     const char *src = cfg->source != NULL ? cfg->source : "configuration";
@@ -1678,18 +1678,18 @@ static int normalise_name(char **name, struct why *why)
 {
     char b[64];
     const char *in = *name;
-    size_t plen = strlen(DP_RESOURCE_PREFIX);
+    size_t plen = strlen(DPCONFIG_RESOURCE_PREFIX);
     char *full;
-    if (strncmp(in, DP_RESOURCE_PREFIX, plen) == 0) {
+    if (strncmp(in, DPCONFIG_RESOURCE_PREFIX, plen) == 0) {
         full = xstrdup(in);
     } else {
         size_t len = plen + strlen(in) + 1;
         full = xmalloc(len);
-        vg_snprintf(full, len, "%s%s", DP_RESOURCE_PREFIX, in);
+        vg_snprintf(full, len, "%s%s", DPCONFIG_RESOURCE_PREFIX, in);
     }
-    if (strlen(full) > DP_RESOURCE_NAME_MAX) {
+    if (strlen(full) > DPCONFIG_RESOURCE_NAME_MAX) {
         why_set(why, "fully-qualified resource name '%s' is longer than %d characters",
-                shown(full, b, sizeof b), DP_RESOURCE_NAME_MAX);
+                shown(full, b, sizeof b), DPCONFIG_RESOURCE_NAME_MAX);
         free(full);
         return -EINVAL;
     }
@@ -1716,13 +1716,13 @@ static int normalise_name(char **name, struct why *why)
     return 0;
 }
 
-static int validate_replicated(struct dp_config *cfg, struct dp_replicated *r, const char *path,
-                               struct vg_err *err)
+static int validate_replicated(struct dpconfig *cfg, struct dpconfig_replicated *r,
+                               const char *path, struct vg_err *err)
 {
     char item[200];
     struct why why;
     for (size_t i = 0; i < r->resources.count; i++) {
-        struct dp_replicated_resource *res = &r->resources.items[i];
+        struct dpconfig_replicated_resource *res = &r->resources.items[i];
         vg_snprintf(item, sizeof item, "%s.resources[%zu].name", path, i);
         if (normalise_name(&res->name, &why) < 0)
             return where_fail(cfg, err, res->line, item, why.msg);
@@ -1750,7 +1750,7 @@ static int validate_replicated(struct dp_config *cfg, struct dp_replicated *r, c
     return 0;
 }
 
-static bool replicated(const struct dp_replicated *r)
+static bool replicated(const struct dpconfig_replicated *r)
 {
     for (size_t i = 0; i < r->resources.count; i++)
         if (r->resources.items[i].replicas > 1)
@@ -1758,7 +1758,7 @@ static bool replicated(const struct dp_replicated *r)
     return false;
 }
 
-int dp_config_validate(struct dp_config *cfg, struct vg_err *err)
+int dpconfig_validate(struct dpconfig *cfg, struct vg_err *err)
 {
     struct why why;
     int rc;
@@ -1767,7 +1767,7 @@ int dp_config_validate(struct dp_config *cfg, struct vg_err *err)
         (rc = validate_replicated(cfg, &cfg->sharing.mps, "sharing.mps", err)) < 0)
         return rc;
     for (int g = 0; g < 2; g++) {
-        struct dp_resource_pattern *items =
+        struct dpconfig_resource_pattern *items =
             g == 0 ? cfg->resources.gpus.items : cfg->resources.mig.items;
         size_t count = g == 0 ? cfg->resources.gpus.count : cfg->resources.mig.count;
         for (size_t i = 0; i < count; i++) {
@@ -1778,7 +1778,7 @@ int dp_config_validate(struct dp_config *cfg, struct vg_err *err)
         }
     }
     bool mps = replicated(&cfg->sharing.mps);
-    if (mps && cfg->flags.mig_strategy == DP_MIG_MIXED)
+    if (mps && cfg->flags.mig_strategy == DPCONFIG_MIG_MIXED)
         return where_fail(cfg, err, cfg->sharing.mps.line, "sharing.mps",
                           "MPS sharing cannot be combined with flags.migStrategy 'mixed'");
     if (mps && (cfg->flags.mps_root == NULL || cfg->flags.mps_root[0] == '\0'))
@@ -1788,7 +1788,7 @@ int dp_config_validate(struct dp_config *cfg, struct vg_err *err)
         return where_fail(cfg, err, cfg->sharing.mps.line, "vgpu.mpsControlPath",
                           "must be set when sharing.mps is used");
     for (size_t i = 0; mps && i < cfg->sharing.mps.resources.count; i++) {
-        const struct dp_replicated_resource *res = &cfg->sharing.mps.resources.items[i];
+        const struct dpconfig_replicated_resource *res = &cfg->sharing.mps.resources.items[i];
         for (size_t k = 0; k < res->devices.list_count; k++) {
             const char *dev = res->devices.list[k];
             if (strchr(dev, ':') == NULL && strncmp(dev, "MIG-", 4) != 0)
@@ -1801,22 +1801,22 @@ int dp_config_validate(struct dp_config *cfg, struct vg_err *err)
             return where_fail(cfg, err, res->line, item, msg);
         }
     }
-    const struct dp_uint_list *ch = &cfg->imex.channel_ids;
+    const struct dpconfig_uint_list *ch = &cfg->imex.channel_ids;
     if (ch->count > 1 || (ch->count == 1 && ch->items[0] != 0))
         return where_fail(cfg, err, cfg->imex.line, "imex.channelIDs", "must be [] or [0]");
-    if (ch->count > 0 &&
-        !(cfg->flags.plugin.device_list_strategy & (DP_LIST_ENVVAR | DP_LIST_VOLUME_MOUNTS)))
+    if (ch->count > 0 && !(cfg->flags.plugin.device_list_strategy &
+                           (DPCONFIG_LIST_ENVVAR | DPCONFIG_LIST_VOLUME_MOUNTS)))
         return where_fail(cfg, err, cfg->imex.line, "imex.channelIDs",
                           "IMEX channels reach containers through NVIDIA_IMEX_CHANNELS and device "
                           "specs, which a CDI-only flags.plugin.deviceListStrategy does not "
                           "pass (vgpu writes no CDI specification); add envvar to the list");
     /* Keys vgpu cannot act on: refused unless they hold the value that changes nothing. */
-    if (cfg->flags.device_discovery_strategy == DP_DISCOVERY_TEGRA)
+    if (cfg->flags.device_discovery_strategy == DPCONFIG_DISCOVERY_TEGRA)
         return where_fail(cfg, err, 0, "flags.deviceDiscoveryStrategy",
                           "'tegra' is not supported: vgpu finds GPUs through NVML only "
                           "(use auto or nvml)");
     if (cfg->flags.plugin.nvidia_ctk_path == NULL ||
-        strcmp(cfg->flags.plugin.nvidia_ctk_path, DP_DEFAULT_NVIDIA_CTK_PATH) != 0)
+        strcmp(cfg->flags.plugin.nvidia_ctk_path, DPCONFIG_DEFAULT_NVIDIA_CTK_PATH) != 0)
         return where_fail(cfg, err, 0, "flags.plugin.nvidiaCTKPath",
                           "vgpu generates no CDI specification, so nothing would run "
                           "nvidia-ctk; remove the setting (generate the specification with "
@@ -1827,8 +1827,8 @@ int dp_config_validate(struct dp_config *cfg, struct vg_err *err)
                           "in vgpu-scheduler's configuration); the device plugin never sees a "
                           "container without one");
     if (!cfg->health.critical_xids.all) {
-        const struct dp_uint_list *c = &cfg->health.critical_xids.list;
-        const struct dp_uint_list *ig = &cfg->health.ignored_xids;
+        const struct dpconfig_uint_list *c = &cfg->health.critical_xids.list;
+        const struct dpconfig_uint_list *ig = &cfg->health.ignored_xids;
         for (size_t i = 0; i < c->count; i++)
             for (size_t j = 0; j < ig->count; j++)
                 if (c->items[i] == ig->items[j]) {
@@ -1840,18 +1840,18 @@ int dp_config_validate(struct dp_config *cfg, struct vg_err *err)
                 }
     }
     if (mps)
-        cfg->sharing_strategy = DP_SHARING_MPS;
+        cfg->sharing_strategy = DPCONFIG_SHARING_MPS;
     else if (replicated(&cfg->sharing.time_slicing))
-        cfg->sharing_strategy = DP_SHARING_TIME_SLICING;
+        cfg->sharing_strategy = DPCONFIG_SHARING_TIME_SLICING;
     else
-        cfg->sharing_strategy = DP_SHARING_NONE;
+        cfg->sharing_strategy = DPCONFIG_SHARING_NONE;
     return 0;
 }
 
-size_t dp_config_foreign_settings(const struct dp_config *cfg, char *out, size_t size)
+size_t dpconfig_foreign_settings(const struct dpconfig *cfg, char *out, size_t size)
 {
-    struct dp_config def;
-    dp_config_defaults(&def);
+    struct dpconfig def;
+    dpconfig_defaults(&def);
     const struct {
         const char *key;
         bool differs;
@@ -1882,11 +1882,11 @@ size_t dp_config_foreign_settings(const struct dp_config *cfg, char *out, size_t
             used += (size_t)w;
         n++;
     }
-    dp_config_free(&def);
+    dpconfig_free(&def);
     return n;
 }
 
-const char *dp_sharing_strategy_name(enum dp_sharing_strategy s)
+const char *dpconfig_sharing_strategy_name(enum dpconfig_sharing_strategy s)
 {
     return (unsigned)s < 3 ? sharing_names[s] : "?";
 }
@@ -1902,8 +1902,8 @@ static const struct key *find_flag(const char *name, size_t len)
     return NULL;
 }
 
-int dp_config_apply_overrides(struct dp_config *cfg, int argc, char *const argv[],
-                              dp_getenv_fn getenv_fn, void *getenv_user, struct vg_err *err)
+int dpconfig_apply_overrides(struct dpconfig *cfg, int argc, char *const argv[],
+                             dpconfig_getenv_fn getenv_fn, void *getenv_user, struct vg_err *err)
 {
     struct why why;
     for (int i = 0; i < argc; i++)
@@ -1951,11 +1951,11 @@ int dp_config_apply_overrides(struct dp_config *cfg, int argc, char *const argv[
             return vg_err_set(err, -EINVAL, "option '--%s': key '%s': %s", k->flag, k->path,
                               why.msg);
     }
-    return dp_config_validate(cfg, err);
+    return dpconfig_validate(cfg, err);
 }
 
-int dp_config_from_args(int argc, char *const argv[], dp_getenv_fn getenv_fn, void *getenv_user,
-                        struct dp_config *cfg, struct vg_err *err)
+int dpconfig_from_args(int argc, char *const argv[], dpconfig_getenv_fn getenv_fn,
+                       void *getenv_user, struct dpconfig *cfg, struct vg_err *err)
 {
     const char *path = NULL;
     for (int i = 0; i < argc; i++) {
@@ -1971,12 +1971,12 @@ int dp_config_from_args(int argc, char *const argv[], dp_getenv_fn getenv_fn, vo
         if (path != NULL && path[0] == '\0')
             path = NULL;
     }
-    AUTO_CONFIG struct dp_config work;
-    dp_config_defaults(&work);
+    AUTO_CONFIG struct dpconfig work;
+    dpconfig_defaults(&work);
     int rc;
-    if (path != NULL && (rc = dp_config_load_file(path, &work, err)) < 0)
+    if (path != NULL && (rc = dpconfig_load_file(path, &work, err)) < 0)
         return rc;
-    if ((rc = dp_config_apply_overrides(&work, argc, argv, getenv_fn, getenv_user, err)) < 0)
+    if ((rc = dpconfig_apply_overrides(&work, argc, argv, getenv_fn, getenv_user, err)) < 0)
         return rc;
     move_config(cfg, &work);
     return 0;
@@ -2018,7 +2018,7 @@ static void print_quoted(FILE *out, const char *s)
     fputc('"', out);
 }
 
-static void print_uints(FILE *out, const struct dp_uint_list *l)
+static void print_uints(FILE *out, const struct dpconfig_uint_list *l)
 {
     fputc('[', out);
     for (size_t i = 0; i < l->count; i++)
@@ -2089,10 +2089,10 @@ static void dump_fields(FILE *out, const struct key *table, size_t n, const void
             print_set(out, k->values, *AT(base, k->offset, unsigned));
             break;
         case T_UINT_LIST:
-            print_uints(out, AT(base, k->offset, struct dp_uint_list));
+            print_uints(out, AT(base, k->offset, struct dpconfig_uint_list));
             break;
         case T_XIDS: {
-            const struct dp_xids *x = AT(base, k->offset, struct dp_xids);
+            const struct dpconfig_xids *x = AT(base, k->offset, struct dpconfig_xids);
             if (x->all)
                 fputs("all", out);
             else
@@ -2100,10 +2100,10 @@ static void dump_fields(FILE *out, const struct key *table, size_t n, const void
             break;
         }
         case T_DEVICES: {
-            const struct dp_devices *d = AT(base, k->offset, struct dp_devices);
-            if (d->kind == DP_DEVICES_ALL)
+            const struct dpconfig_devices *d = AT(base, k->offset, struct dpconfig_devices);
+            if (d->kind == DPCONFIG_DEVICES_ALL)
                 fputs("all", out);
-            else if (d->kind == DP_DEVICES_COUNT)
+            else if (d->kind == DPCONFIG_DEVICES_COUNT)
                 fprintf(out, "%llu", (unsigned long long)d->count);
             else {
                 fputc('[', out);
@@ -2122,10 +2122,10 @@ static void dump_fields(FILE *out, const struct key *table, size_t n, const void
     }
 }
 
-void dp_config_dump(const struct dp_config *cfg, FILE *out)
+void dpconfig_dump(const struct dpconfig *cfg, FILE *out)
 {
     dump_fields(out, keys, KEY_COUNT, cfg, "");
-    fprintf(out, "sharingStrategy = %s\n", dp_sharing_strategy_name(cfg->sharing_strategy));
+    fprintf(out, "sharingStrategy = %s\n", dpconfig_sharing_strategy_name(cfg->sharing_strategy));
 }
 
 static const char *type_name(const struct key *k)
@@ -2184,16 +2184,16 @@ static bool skipped(const char *flag, const char *const *skip)
     return false;
 }
 
-void dp_config_print_help(FILE *out, const char *program)
+void dpconfig_print_help(FILE *out, const char *program)
 {
     fprintf(out, "usage: %s [--config FILE] [options]\n\n", program);
     fputs("Options override the environment, which overrides the config file "
           "(docs/config.md).\n\n",
           out);
-    dp_config_print_flags(out, NULL);
+    dpconfig_print_flags(out, NULL);
 }
 
-void dp_config_print_flags(FILE *out, const char *const *skip)
+void dpconfig_print_flags(FILE *out, const char *const *skip)
 {
     for (size_t i = 0; i < KEY_COUNT; i++) {
         const struct key *k = &keys[i];
@@ -2232,7 +2232,7 @@ static void doc_row(FILE *out, const struct key *k, const char *path)
             k->doc);
 }
 
-void dp_config_print_doc(FILE *out)
+void dpconfig_print_doc(FILE *out)
 {
     fputs("# vgpu-device-plugin configuration\n\n"
           "<!-- Generated by build/tests/dpconfig_doc (src/cmd/dpconfig-doc) from the key table in "

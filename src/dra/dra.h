@@ -135,7 +135,7 @@ int dra_boot_id(const char *path, char *out, size_t size, struct vg_err *err);
 /* ---- prepare ---------------------------------------------------------------------------- */
 
 struct dra_node {
-    const struct dp_config *cfg; /* vgpu.regionDir is where the claim directories go */
+    const struct dpconfig *cfg; /* vgpu.regionDir is where the claim directories go */
     const struct dp_gpu *gpus;
     unsigned gpu_count;
     const char *node_name; /* the pool of the node's devices */
@@ -176,8 +176,8 @@ struct kube_client;
 struct dra_plugin;
 
 struct dra_plugin_options {
-    const struct dp_config *cfg; /* borrowed */
-    const struct dp_gpu *gpus;   /* borrowed */
+    const struct dpconfig *cfg; /* borrowed */
+    const struct dp_gpu *gpus;  /* borrowed */
     unsigned gpu_count;
     struct kube_client *kube; /* borrowed; required */
     const char *driver;       /* NULL: DRA_DRIVER_DEFAULT */

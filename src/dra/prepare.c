@@ -99,7 +99,7 @@ static void group_match(const struct dra_prepared *p, const struct dra_group *g,
 
 /* Whether dp_board_create made a slot for this share (see allocate.c): a compute limit
  * below 100 %, core limits not disabled. */
-static bool has_slot(const struct dp_config *cfg, const struct annot_share *s)
+static bool has_slot(const struct dpconfig *cfg, const struct annot_share *s)
 {
     return !cfg->vgpu.disable_core_limit && s->cores > 0 && s->cores < 100;
 }

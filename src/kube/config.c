@@ -368,7 +368,7 @@ int kube_config_load_text(const char *text, size_t len, const char *source, cons
 
     VG_AUTO_YAML_DOC struct fy_document *doc = NULL;
     struct vg_err yerr = {0};
-    int yrc = vg_yaml_load(text, len, false, &doc, &yerr);
+    int yrc = vgpu_yaml_load(text, len, false, &doc, &yerr);
     if (yrc != 0) {
         if (yerr.msg[0] == '\0' || strstr(yerr.msg, "fy_parse_load_document") != NULL)
             return LOAD_FAIL(&ld, yrc, "not valid YAML (or empty)");

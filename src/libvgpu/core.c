@@ -494,7 +494,7 @@ CUresult lv_charge_slow(int dev, uint64_t bytes)
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-void lv_record_replaced(const struct track_entry *old)
+void lv_record_replaced(const struct lv_track_entry *old)
 {
     /* The driver reused an address whose free we never saw (freed with its context). */
     if (old->async)
@@ -668,7 +668,7 @@ void lv_pool_forget(CUmemoryPool pool)
 
 /* ---- contexts ---- */
 
-static void release_entry(const struct track_entry *e, void *arg)
+static void release_entry(const struct lv_track_entry *e, void *arg)
 {
     (void)arg;
     if (e->async)
@@ -680,7 +680,7 @@ static void release_entry(const struct track_entry *e, void *arg)
 void lv_context_gone(CUcontext ctx)
 {
     atomic_fetch_add(&lv_g.ctx_epoch, 1);
-    (void)track_remove_context(&lv_g.track, (uintptr_t)ctx, release_entry, NULL);
+    (void)lv_track_remove_context(&lv_g.track, (uintptr_t)ctx, release_entry, NULL);
     lv_pool_resync_all();
 }
 
@@ -697,7 +697,7 @@ static void after_fork_child(void)
     if (lv_g.region != NULL)
         region_after_fork(lv_g.region);
     atomic_store(&lv_g.attached, false);
-    track_reset_after_fork(&lv_g.track);
+    lv_track_reset_after_fork(&lv_g.track);
     lv_nvml_after_fork();
     vgc_after_fork();
     memset(lv_g.pools, 0, sizeof lv_g.pools);
@@ -709,7 +709,7 @@ static void after_fork_child(void)
 __attribute__((constructor)) static void lv_constructor(void)
 {
     vg_log_max_level = -1; /* silent until the configuration asks */
-    track_init(&lv_g.track);
+    lv_track_init(&lv_g.track);
     pthread_atfork(NULL, NULL, after_fork_child);
 }
 

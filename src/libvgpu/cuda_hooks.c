@@ -192,7 +192,7 @@ LV_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
             lv_uncharge(rd_, cost_);                                                               \
             return r_;                                                                             \
         }                                                                                          \
-        if (lv_record(TRACK_CONTEXT, (uintptr_t) * (pctx), rd_, cost_, *(pctx), NULL) !=           \
+        if (lv_record(LV_TRACK_CONTEXT, (uintptr_t) * (pctx), rd_, cost_, *(pctx), NULL) !=        \
             CUDA_SUCCESS)                                                                          \
             lv_uncharge(rd_, cost_); /* untracked: cannot give it back later */                    \
         return r_;                                                                                 \
@@ -256,7 +256,7 @@ LV_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
             lv_uncharge(rd_, bytes_);                                                              \
             return r_;                                                                             \
         }                                                                                          \
-        if (lv_record(TRACK_DEVPTR, (uint64_t)(key_expr), rd_, bytes_, ctx_, NULL) !=              \
+        if (lv_record(LV_TRACK_DEVPTR, (uint64_t)(key_expr), rd_, bytes_, ctx_, NULL) !=           \
             CUDA_SUCCESS) {                                                                        \
             (void)(undo);                                                                          \
             lv_uncharge(rd_, bytes_);                                                              \
@@ -311,7 +311,7 @@ static CUresult pitch_settle(int rd, CUcontext ctx, uint64_t estimate, CUdevicep
     CUresult r = pitch_fix(rd, estimate, actual);
     if (r == CUDA_SUCCESS) {
         charged = actual;
-        r = lv_record(TRACK_DEVPTR, ptr, rd, actual, ctx, NULL);
+        r = lv_record(LV_TRACK_DEVPTR, ptr, rd, actual, ctx, NULL);
     }
     if (r == CUDA_SUCCESS)
         return CUDA_SUCCESS;
@@ -374,12 +374,12 @@ LV_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
  * be forgotten by mistake), put back if the driver refuses. */
 #define LV_FREE(call, key)                                                                         \
     do {                                                                                           \
-        struct track_entry e_;                                                                     \
-        if (!track_remove(&lv_g.track, TRACK_DEVPTR, (uint64_t)(key), &e_))                        \
+        struct lv_track_entry e_;                                                                  \
+        if (!lv_track_remove(&lv_g.track, LV_TRACK_DEVPTR, (uint64_t)(key), &e_))                  \
             return call;                                                                           \
         CUresult r_ = call;                                                                        \
         if (LV_UNLIKELY(r_ != CUDA_SUCCESS))                                                       \
-            (void)track_insert(&lv_g.track, &e_, NULL);                                            \
+            (void)lv_track_insert(&lv_g.track, &e_, NULL);                                         \
         else if (e_.async)                                                                         \
             lv_pool_freed((CUmemoryPool)e_.pool, e_.dev, e_.bytes);                                \
         else                                                                                       \
@@ -452,7 +452,7 @@ static bool async_captured(CUstream s, bool ptsz)
                 lv_uncharge(rd_, (bytes));                                                         \
                 return p_;                                                                         \
             }                                                                                      \
-            if (lv_record(TRACK_DEVPTR, *(dptr), rd_, (bytes), ctx_, NULL) != CUDA_SUCCESS) {      \
+            if (lv_record(LV_TRACK_DEVPTR, *(dptr), rd_, (bytes), ctx_, NULL) != CUDA_SUCCESS) {   \
                 (void)(free_call);                                                                 \
                 lv_uncharge(rd_, (bytes));                                                         \
                 return CUDA_ERROR_OUT_OF_MEMORY;                                                   \
@@ -467,7 +467,7 @@ static bool async_captured(CUstream s, bool ptsz)
         if (r_ != CUDA_SUCCESS)                                                                    \
             return r_;                                                                             \
         if (s_ == CUDA_SUCCESS)                                                                    \
-            s_ = lv_record(TRACK_DEVPTR, *(dptr), rd_, (bytes), ctx_, pool_);                      \
+            s_ = lv_record(LV_TRACK_DEVPTR, *(dptr), rd_, (bytes), ctx_, pool_);                   \
         if (s_ != CUDA_SUCCESS) {                                                                  \
             (void)(free_call);                                                                     \
             lv_pool_freed(pool_, rd_, (bytes));                                                    \
@@ -541,7 +541,7 @@ LV_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGra
         lv_uncharge(rd, bytes);
         return r;
     }
-    if (lv_record(TRACK_DEVPTR, nodeParams->dptr, rd, bytes, ctx, NULL) != CUDA_SUCCESS) {
+    if (lv_record(LV_TRACK_DEVPTR, nodeParams->dptr, rd, bytes, ctx, NULL) != CUDA_SUCCESS) {
         /* Cannot follow it: the node stays in the graph, its memory freed at once. */
         (void)REAL.cuMemFree_v2(nodeParams->dptr);
         lv_uncharge(rd, bytes);
@@ -611,11 +611,11 @@ static uint64_t array_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f
 
 #define LV_HANDLE_FREE(space, call, key)                                                           \
     do {                                                                                           \
-        struct track_entry e_;                                                                     \
-        bool had_ = track_remove(&lv_g.track, space, (uint64_t)(key), &e_);                        \
+        struct lv_track_entry e_;                                                                  \
+        bool had_ = lv_track_remove(&lv_g.track, space, (uint64_t)(key), &e_);                     \
         CUresult r_ = call;                                                                        \
         if (had_ && r_ != CUDA_SUCCESS)                                                            \
-            (void)track_insert(&lv_g.track, &e_, NULL);                                            \
+            (void)lv_track_insert(&lv_g.track, &e_, NULL);                                         \
         else if (had_)                                                                             \
             lv_uncharge(e_.dev, e_.bytes);                                                         \
         return r_;                                                                                 \
@@ -626,8 +626,8 @@ LV_EXPORT CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTO
     LV_ENFORCING_OR_FORWARD(REAL.cuArrayCreate_v2(pHandle, d));
     if (d == NULL)
         return REAL.cuArrayCreate_v2(pHandle, d);
-    LV_ARRAY(TRACK_ARRAY, REAL.cuArrayCreate_v2(pHandle, d), REAL.cuArrayDestroy(*pHandle), pHandle,
-             array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels));
+    LV_ARRAY(LV_TRACK_ARRAY, REAL.cuArrayCreate_v2(pHandle, d), REAL.cuArrayDestroy(*pHandle),
+             pHandle, array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels));
 }
 
 LV_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v1 *d)
@@ -635,7 +635,7 @@ LV_EXPORT CUresult cuArrayCreate(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR_v
     LV_ENFORCING_OR_FORWARD(REAL.cuArrayCreate(pHandle, d));
     if (d == NULL)
         return REAL.cuArrayCreate(pHandle, d);
-    LV_ARRAY(TRACK_ARRAY, REAL.cuArrayCreate(pHandle, d), REAL.cuArrayDestroy(*pHandle), pHandle,
+    LV_ARRAY(LV_TRACK_ARRAY, REAL.cuArrayCreate(pHandle, d), REAL.cuArrayDestroy(*pHandle), pHandle,
              array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels));
 }
 
@@ -644,7 +644,7 @@ LV_EXPORT CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCR
     LV_ENFORCING_OR_FORWARD(REAL.cuArray3DCreate_v2(pHandle, d));
     if (d == NULL)
         return REAL.cuArray3DCreate_v2(pHandle, d);
-    LV_ARRAY(TRACK_ARRAY, REAL.cuArray3DCreate_v2(pHandle, d), REAL.cuArrayDestroy(*pHandle),
+    LV_ARRAY(LV_TRACK_ARRAY, REAL.cuArray3DCreate_v2(pHandle, d), REAL.cuArrayDestroy(*pHandle),
              pHandle, array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels));
 }
 
@@ -653,14 +653,14 @@ LV_EXPORT CUresult cuArray3DCreate(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPT
     LV_ENFORCING_OR_FORWARD(REAL.cuArray3DCreate(pHandle, d));
     if (d == NULL)
         return REAL.cuArray3DCreate(pHandle, d);
-    LV_ARRAY(TRACK_ARRAY, REAL.cuArray3DCreate(pHandle, d), REAL.cuArrayDestroy(*pHandle), pHandle,
-             array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels));
+    LV_ARRAY(LV_TRACK_ARRAY, REAL.cuArray3DCreate(pHandle, d), REAL.cuArrayDestroy(*pHandle),
+             pHandle, array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels));
 }
 
 LV_EXPORT CUresult cuArrayDestroy(CUarray hArray)
 {
     LV_ENFORCING_OR_FORWARD(REAL.cuArrayDestroy(hArray));
-    LV_HANDLE_FREE(TRACK_ARRAY, REAL.cuArrayDestroy(hArray), (uintptr_t)hArray);
+    LV_HANDLE_FREE(LV_TRACK_ARRAY, REAL.cuArrayDestroy(hArray), (uintptr_t)hArray);
 }
 
 static uint64_t mipmap_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
@@ -684,14 +684,14 @@ LV_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle,
     LV_ENFORCING_OR_FORWARD(REAL.cuMipmappedArrayCreate(pHandle, d, levels));
     if (d == NULL || levels == 0 || levels > 64)
         return REAL.cuMipmappedArrayCreate(pHandle, d, levels);
-    LV_ARRAY(TRACK_MIPMAP, REAL.cuMipmappedArrayCreate(pHandle, d, levels),
+    LV_ARRAY(LV_TRACK_MIPMAP, REAL.cuMipmappedArrayCreate(pHandle, d, levels),
              REAL.cuMipmappedArrayDestroy(*pHandle), pHandle, mipmap_bytes(d, levels));
 }
 
 LV_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray h)
 {
     LV_ENFORCING_OR_FORWARD(REAL.cuMipmappedArrayDestroy(h));
-    LV_HANDLE_FREE(TRACK_MIPMAP, REAL.cuMipmappedArrayDestroy(h), (uintptr_t)h);
+    LV_HANDLE_FREE(LV_TRACK_MIPMAP, REAL.cuMipmappedArrayDestroy(h), (uintptr_t)h);
 }
 
 /* Virtual memory management: vmm.c. */

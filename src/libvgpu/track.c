@@ -8,20 +8,20 @@
 
 #include "base/mem.h"
 
-static __attribute__((noinline, cold)) void lock_contended(struct track *t)
+static __attribute__((noinline, cold)) void lock_contended(struct lv_track *t)
 {
     do
         sched_yield();
     while (atomic_flag_test_and_set_explicit(&t->lock, memory_order_acquire));
 }
 
-static inline void lock(struct track *t)
+static inline void lock(struct lv_track *t)
 {
     if (__builtin_expect(atomic_flag_test_and_set_explicit(&t->lock, memory_order_acquire), 0))
         lock_contended(t);
 }
 
-static void unlock(struct track *t)
+static void unlock(struct lv_track *t)
 {
     atomic_flag_clear_explicit(&t->lock, memory_order_release);
 }
@@ -30,13 +30,13 @@ static void unlock(struct track *t)
 #define TRACK_MIN_BITS     8
 _Static_assert(TRACK_MIN_CAPACITY == 1u << TRACK_MIN_BITS, "minimum capacity");
 
-void track_init(struct track *t)
+void lv_track_init(struct lv_track *t)
 {
     memset(t, 0, sizeof *t);
     atomic_flag_clear(&t->lock);
 }
 
-void track_free(struct track *t)
+void lv_track_free(struct lv_track *t)
 {
     free(t->slots);
     t->slots = NULL;
@@ -52,38 +52,38 @@ static inline size_t slot_of(uint64_t key, uint8_t space, unsigned shift)
 }
 
 /* Index of (space, key), or SIZE_MAX. */
-static inline size_t lookup(const struct track *t, uint8_t space, uint64_t key)
+static inline size_t lookup(const struct lv_track *t, uint8_t space, uint64_t key)
 {
     if (t->capacity == 0)
         return SIZE_MAX;
     size_t mask = t->capacity - 1;
     for (size_t i = slot_of(key, space, t->shift);; i = (i + 1) & mask) {
-        const struct track_entry *s = &t->slots[i];
+        const struct lv_track_entry *s = &t->slots[i];
         if (s->key == key && s->space == space)
             return i;
-        if (s->space == TRACK_FREE)
+        if (s->space == LV_TRACK_FREE)
             return SIZE_MAX;
     }
 }
 
-static void place(struct track_entry *slots, size_t capacity, unsigned shift,
-                  const struct track_entry *e)
+static void place(struct lv_track_entry *slots, size_t capacity, unsigned shift,
+                  const struct lv_track_entry *e)
 {
     size_t i = slot_of(e->key, e->space, shift);
-    while (slots[i].space != TRACK_FREE)
+    while (slots[i].space != LV_TRACK_FREE)
         i = (i + 1) & (capacity - 1);
     slots[i] = *e;
 }
 
-static __attribute__((noinline, cold)) int grow(struct track *t)
+static __attribute__((noinline, cold)) int grow(struct lv_track *t)
 {
     size_t cap = t->capacity == 0 ? TRACK_MIN_CAPACITY : t->capacity * 2;
     unsigned shift = t->capacity == 0 ? 64 - TRACK_MIN_BITS : t->shift - 1;
-    struct track_entry *slots = vg_calloc(cap, sizeof *slots);
+    struct lv_track_entry *slots = vg_calloc(cap, sizeof *slots);
     if (slots == NULL)
         return -ENOMEM;
     for (size_t i = 0; i < t->capacity; i++)
-        if (t->slots[i].space != TRACK_FREE)
+        if (t->slots[i].space != LV_TRACK_FREE)
             place(slots, cap, shift, &t->slots[i]);
     free(t->slots);
     t->slots = slots;
@@ -93,10 +93,10 @@ static __attribute__((noinline, cold)) int grow(struct track *t)
 }
 
 /* Backward-shift deletion: moves later members of the probe chain into the hole. */
-static inline void erase(struct track *t, size_t hole)
+static inline void erase(struct lv_track *t, size_t hole)
 {
     size_t mask = t->capacity - 1;
-    for (size_t j = (hole + 1) & mask; t->slots[j].space != TRACK_FREE; j = (j + 1) & mask) {
+    for (size_t j = (hole + 1) & mask; t->slots[j].space != LV_TRACK_FREE; j = (j + 1) & mask) {
         size_t home = slot_of(t->slots[j].key, t->slots[j].space, t->shift);
         /* j's entry may move to hole if hole lies on its probe path home..j. */
         if (((j - home) & mask) >= ((j - hole) & mask)) {
@@ -104,11 +104,12 @@ static inline void erase(struct track *t, size_t hole)
             hole = j;
         }
     }
-    t->slots[hole].space = TRACK_FREE;
+    t->slots[hole].space = LV_TRACK_FREE;
     t->count--;
 }
 
-int track_insert(struct track *t, const struct track_entry *e, struct track_entry *replaced)
+int lv_track_insert(struct lv_track *t, const struct lv_track_entry *e,
+                    struct lv_track_entry *replaced)
 {
     lock(t);
     if ((t->count + 1) * 2 > t->capacity && grow(t) != 0) {
@@ -118,11 +119,11 @@ int track_insert(struct track *t, const struct track_entry *e, struct track_entr
     /* One probe: the entry with this key, or the first free slot of its chain. */
     size_t mask = t->capacity - 1;
     size_t i = slot_of(e->key, e->space, t->shift);
-    while (t->slots[i].space != TRACK_FREE &&
+    while (t->slots[i].space != LV_TRACK_FREE &&
            (t->slots[i].key != e->key || t->slots[i].space != e->space))
         i = (i + 1) & mask;
     int rc = 0;
-    if (t->slots[i].space != TRACK_FREE) {
+    if (t->slots[i].space != LV_TRACK_FREE) {
         if (replaced != NULL)
             *replaced = t->slots[i];
         rc = 1;
@@ -134,7 +135,8 @@ int track_insert(struct track *t, const struct track_entry *e, struct track_entr
     return rc;
 }
 
-bool track_remove(struct track *t, enum track_space space, uint64_t key, struct track_entry *out)
+bool lv_track_remove(struct lv_track *t, enum lv_track_space space, uint64_t key,
+                     struct lv_track_entry *out)
 {
     lock(t);
     size_t i = lookup(t, (uint8_t)space, key);
@@ -147,7 +149,8 @@ bool track_remove(struct track *t, enum track_space space, uint64_t key, struct 
     return i != SIZE_MAX;
 }
 
-bool track_find(struct track *t, enum track_space space, uint64_t key, struct track_entry *out)
+bool lv_track_find(struct lv_track *t, enum lv_track_space space, uint64_t key,
+                   struct lv_track_entry *out)
 {
     lock(t);
     size_t i = lookup(t, (uint8_t)space, key);
@@ -157,8 +160,9 @@ bool track_find(struct track *t, enum track_space space, uint64_t key, struct tr
     return i != SIZE_MAX;
 }
 
-bool track_modify(struct track *t, enum track_space space, uint64_t key,
-                  bool (*fn)(struct track_entry *e, void *arg), void *arg, struct track_entry *out)
+bool lv_track_modify(struct lv_track *t, enum lv_track_space space, uint64_t key,
+                     bool (*fn)(struct lv_track_entry *e, void *arg), void *arg,
+                     struct lv_track_entry *out)
 {
     lock(t);
     size_t i = lookup(t, (uint8_t)space, key);
@@ -173,13 +177,13 @@ bool track_modify(struct track *t, enum track_space space, uint64_t key,
     return i != SIZE_MAX;
 }
 
-bool track_find_in_range(struct track *t, enum track_space space, uint64_t lo, uint64_t hi,
-                         bool take, struct track_entry *out)
+bool lv_track_find_in_range(struct lv_track *t, enum lv_track_space space, uint64_t lo, uint64_t hi,
+                            bool take, struct lv_track_entry *out)
 {
     bool found = false;
     lock(t);
     for (size_t i = 0; i < t->capacity && !found; i++) {
-        struct track_entry *s = &t->slots[i];
+        struct lv_track_entry *s = &t->slots[i];
         if (s->space != (uint8_t)space || s->key < lo || s->key >= hi)
             continue;
         found = true;
@@ -192,13 +196,13 @@ bool track_find_in_range(struct track *t, enum track_space space, uint64_t lo, u
     return found;
 }
 
-bool track_find_holding(struct track *t, enum track_space space, uint64_t addr,
-                        struct track_entry *out)
+bool lv_track_find_holding(struct lv_track *t, enum lv_track_space space, uint64_t addr,
+                           struct lv_track_entry *out)
 {
     bool found = false;
     lock(t);
     for (size_t i = 0; i < t->capacity && !found; i++) {
-        const struct track_entry *s = &t->slots[i];
+        const struct lv_track_entry *s = &t->slots[i];
         if (s->space == (uint8_t)space && s->key <= addr && addr - s->key < s->bytes) {
             found = true;
             if (out != NULL)
@@ -209,15 +213,15 @@ bool track_find_holding(struct track *t, enum track_space space, uint64_t addr,
     return found;
 }
 
-size_t track_remove_context(struct track *t, uintptr_t ctx,
-                            void (*fn)(const struct track_entry *e, void *arg), void *arg)
+size_t lv_track_remove_context(struct lv_track *t, uintptr_t ctx,
+                               void (*fn)(const struct lv_track_entry *e, void *arg), void *arg)
 {
     size_t n = 0;
     lock(t);
     for (size_t i = 0; i < t->capacity;) {
-        struct track_entry *s = &t->slots[i];
-        if (s->space != TRACK_FREE && s->ctx == ctx) {
-            struct track_entry copy = *s;
+        struct lv_track_entry *s = &t->slots[i];
+        if (s->space != LV_TRACK_FREE && s->ctx == ctx) {
+            struct lv_track_entry copy = *s;
             erase(t, i);
             if (fn != NULL)
                 fn(&copy, arg);
@@ -230,7 +234,7 @@ size_t track_remove_context(struct track *t, uintptr_t ctx,
     return n;
 }
 
-void track_reset_after_fork(struct track *t)
+void lv_track_reset_after_fork(struct lv_track *t)
 {
     atomic_flag_clear(&t->lock);
     if (t->slots != NULL)

@@ -178,7 +178,7 @@ struct lv_global {
     bool primary_charged[LV_MAX_CUDEVICES];
     pthread_mutex_t ctx_lock;
     _Atomic uint32_t ctx_epoch; /* bumped when a context goes away (thread caches) */
-    struct track track;
+    struct lv_track track;
     pthread_mutex_t pool_lock;
     struct lv_pool pools[LV_MAX_POOLS];
     _Atomic int64_t oom_logged_ns[REGION_MAX_DEVICES];
@@ -228,8 +228,8 @@ struct lv_thread {
     CUdevice cudev;
     CUdevice scratch_dev;
     CUcontext scratch_ctx;
-    struct track_entry scratch_new;   /* the entry lv_record inserts */
-    struct track_entry scratch_entry; /* an entry lv_record replaced */
+    struct lv_track_entry scratch_new;   /* the entry lv_record inserts */
+    struct lv_track_entry scratch_entry; /* an entry lv_record replaced */
 };
 extern __thread __attribute__((tls_model("initial-exec"))) struct lv_thread lv_thread;
 /* The current context changed (or one went away): asks the driver for its device. */
@@ -281,12 +281,12 @@ static inline void lv_uncharge(int dev, uint64_t bytes)
 void lv_reclaim_for_view(void);
 
 /* Releases what an entry that lv_record replaced held. */
-void lv_record_replaced(const struct track_entry *old);
+void lv_record_replaced(const struct lv_track_entry *old);
 /* Records an allocation just made; on failure to record, the caller frees it. */
-static inline CUresult lv_record(enum track_space space, uint64_t key, int dev, uint64_t bytes,
+static inline CUresult lv_record(enum lv_track_space space, uint64_t key, int dev, uint64_t bytes,
                                  CUcontext ctx, CUmemoryPool pool)
 {
-    lv_thread.scratch_new = (struct track_entry){
+    lv_thread.scratch_new = (struct lv_track_entry){
         .key = key,
         .space = (uint8_t)space,
         .async = pool != NULL,
@@ -295,7 +295,7 @@ static inline CUresult lv_record(enum track_space space, uint64_t key, int dev, 
         .ctx = (uintptr_t)ctx,
         .pool = (uintptr_t)pool,
     };
-    int rc = track_insert(&lv_g.track, &lv_thread.scratch_new, &lv_thread.scratch_entry);
+    int rc = lv_track_insert(&lv_g.track, &lv_thread.scratch_new, &lv_thread.scratch_entry);
     if (LV_UNLIKELY(rc != 0)) {
         if (rc < 0)
             return CUDA_ERROR_OUT_OF_MEMORY;

@@ -3,9 +3,9 @@
  * to its handle is released (cuMemRelease; one per create, retain and import) AND every
  * mapping of it is unmapped (cuMemUnmap), in either order: a released handle whose
  * mapping lives keeps the memory. So libvgpu keeps one object per physical allocation
- * (TRACK_VMM_OBJ, keyed by an id of its own, never by the driver's handle value, which
+ * (LV_TRACK_VMM_OBJ, keyed by an id of its own, never by the driver's handle value, which
  * the driver may hand out again once released) holding the charge, a count of handle
- * references and a count of mappings; handles (TRACK_VMM) and mappings (TRACK_VMM_MAP)
+ * references and a count of mappings; handles (LV_TRACK_VMM) and mappings (LV_TRACK_VMM_MAP)
  * name their object. The charge goes back when both counts reach zero.
  *
  * Who pays for shared memory. An allocation exported with cuMemExportToShareableHandle
@@ -33,7 +33,7 @@ struct obj_change {
     uint64_t bytes;
 };
 
-static bool obj_apply(struct track_entry *e, void *arg)
+static bool obj_apply(struct lv_track_entry *e, void *arg)
 {
     const struct obj_change *c = arg;
     if (c->refs < 0)
@@ -53,8 +53,8 @@ static bool obj_apply(struct track_entry *e, void *arg)
 static bool obj_change(uint64_t id, int refs, int maps, uint64_t bytes)
 {
     struct obj_change c = {refs, maps, bytes};
-    struct track_entry e;
-    if (!track_modify(&lv_g.track, TRACK_VMM_OBJ, id, obj_apply, &c, &e))
+    struct lv_track_entry e;
+    if (!lv_track_modify(&lv_g.track, LV_TRACK_VMM_OBJ, id, obj_apply, &c, &e))
         return false;
     if (e.refs == 0 && e.maps == 0)
         lv_uncharge(e.dev, e.bytes);
@@ -63,7 +63,7 @@ static bool obj_change(uint64_t id, int refs, int maps, uint64_t bytes)
 
 /* A handle entry: its own reference count (a retain may return a handle value already
  * known); removed at its last release. */
-static bool handle_unref(struct track_entry *e, void *arg)
+static bool handle_unref(struct lv_track_entry *e, void *arg)
 {
     const uint64_t *obj = arg;
     if (e->obj != *obj)
@@ -72,7 +72,7 @@ static bool handle_unref(struct track_entry *e, void *arg)
     return e->refs == 0;
 }
 
-static bool handle_ref(struct track_entry *e, void *arg)
+static bool handle_ref(struct lv_track_entry *e, void *arg)
 {
     const uint64_t *obj = arg;
     if (e->obj == *obj)
@@ -81,19 +81,19 @@ static bool handle_ref(struct track_entry *e, void *arg)
 }
 
 /* An entry that a new one replaced: its release or unmap was never seen. */
-static void replaced(const struct track_entry *old)
+static void replaced(const struct lv_track_entry *old)
 {
-    if (old->space == TRACK_VMM)
+    if (old->space == LV_TRACK_VMM)
         for (uint32_t i = 0; i < old->refs; i++)
             (void)obj_change(old->obj, -1, 0, 0);
-    else if (old->space == TRACK_VMM_MAP)
+    else if (old->space == LV_TRACK_VMM_MAP)
         (void)obj_change(old->obj, 0, -1, 0);
 }
 
-static int insert(const struct track_entry *e)
+static int insert(const struct lv_track_entry *e)
 {
-    struct track_entry old;
-    int rc = track_insert(&lv_g.track, e, &old);
+    struct lv_track_entry old;
+    int rc = lv_track_insert(&lv_g.track, e, &old);
     if (rc == 1)
         replaced(&old);
     return rc < 0 ? rc : 0;
@@ -104,14 +104,14 @@ static int insert(const struct track_entry *e)
 static bool record_handle(CUmemGenericAllocationHandle handle, int rd, uint64_t bytes)
 {
     uint64_t id = atomic_fetch_add(&next_obj, 1);
-    struct track_entry obj = {
-        .key = id, .space = TRACK_VMM_OBJ, .dev = (uint16_t)rd, .refs = 1, .bytes = bytes};
-    struct track_entry h = {
-        .key = handle, .space = TRACK_VMM, .dev = (uint16_t)rd, .refs = 1, .obj = id};
+    struct lv_track_entry obj = {
+        .key = id, .space = LV_TRACK_VMM_OBJ, .dev = (uint16_t)rd, .refs = 1, .bytes = bytes};
+    struct lv_track_entry h = {
+        .key = handle, .space = LV_TRACK_VMM, .dev = (uint16_t)rd, .refs = 1, .obj = id};
     if (insert(&obj) != 0)
         return false;
     if (insert(&h) != 0) {
-        (void)track_remove(&lv_g.track, TRACK_VMM_OBJ, id, NULL);
+        (void)lv_track_remove(&lv_g.track, LV_TRACK_VMM_OBJ, id, NULL);
         return false;
     }
     return true;
@@ -207,15 +207,16 @@ LV_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
 LV_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     LV_ENFORCING_OR_FORWARD(REAL.cuMemRelease(handle));
-    struct track_entry h;
-    if (!track_find(&lv_g.track, TRACK_VMM, handle, &h))
+    struct lv_track_entry h;
+    if (!lv_track_find(&lv_g.track, LV_TRACK_VMM, handle, &h))
         return REAL.cuMemRelease(handle);
     CUresult r = REAL.cuMemRelease(handle);
     if (r != CUDA_SUCCESS)
         return r;
     uint64_t id = h.obj;
-    struct track_entry now;
-    if (track_modify(&lv_g.track, TRACK_VMM, handle, handle_unref, &id, &now) && now.obj == id)
+    struct lv_track_entry now;
+    if (lv_track_modify(&lv_g.track, LV_TRACK_VMM, handle, handle_unref, &id, &now) &&
+        now.obj == id)
         (void)obj_change(id, -1, 0, 0);
     return r;
 }
@@ -227,18 +228,19 @@ LV_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *han
     if (r != CUDA_SUCCESS || handle == NULL)
         return r;
     /* The mapping addr lies in names the object: one more reference to it. */
-    struct track_entry m;
+    struct lv_track_entry m;
     uint64_t a = (uint64_t)(uintptr_t)addr;
-    if (!track_find(&lv_g.track, TRACK_VMM_MAP, a, &m) &&
-        !track_find_holding(&lv_g.track, TRACK_VMM_MAP, a, &m))
+    if (!lv_track_find(&lv_g.track, LV_TRACK_VMM_MAP, a, &m) &&
+        !lv_track_find_holding(&lv_g.track, LV_TRACK_VMM_MAP, a, &m))
         return r; /* not a mapping of ours */
     if (!obj_change(m.obj, 1, 0, 0))
         return r;
     uint64_t id = m.obj;
-    struct track_entry now;
-    if (track_modify(&lv_g.track, TRACK_VMM, *handle, handle_ref, &id, &now) && now.obj == id)
+    struct lv_track_entry now;
+    if (lv_track_modify(&lv_g.track, LV_TRACK_VMM, *handle, handle_ref, &id, &now) && now.obj == id)
         return r;
-    struct track_entry h = {.key = *handle, .space = TRACK_VMM, .dev = m.dev, .refs = 1, .obj = id};
+    struct lv_track_entry h = {
+        .key = *handle, .space = LV_TRACK_VMM, .dev = m.dev, .refs = 1, .obj = id};
     if (insert(&h) != 0) {
         (void)REAL.cuMemRelease(*handle);
         (void)obj_change(id, -1, 0, 0);
@@ -251,15 +253,15 @@ LV_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                             CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
     LV_ENFORCING_OR_FORWARD(REAL.cuMemMap(ptr, size, offset, handle, flags));
-    struct track_entry h, obj;
-    if (!track_find(&lv_g.track, TRACK_VMM, handle, &h) ||
-        !track_find(&lv_g.track, TRACK_VMM_OBJ, h.obj, &obj))
+    struct lv_track_entry h, obj;
+    if (!lv_track_find(&lv_g.track, LV_TRACK_VMM, handle, &h) ||
+        !lv_track_find(&lv_g.track, LV_TRACK_VMM_OBJ, h.obj, &obj))
         return REAL.cuMemMap(ptr, size, offset, handle, flags);
     CUresult r = REAL.cuMemMap(ptr, size, offset, handle, flags);
     if (r != CUDA_SUCCESS)
         return r;
-    struct track_entry m = {
-        .key = ptr, .space = TRACK_VMM_MAP, .dev = obj.dev, .bytes = size, .obj = obj.key};
+    struct lv_track_entry m = {
+        .key = ptr, .space = LV_TRACK_VMM_MAP, .dev = obj.dev, .bytes = size, .obj = obj.key};
     if (!obj_change(obj.key, 0, 1, 0) || insert(&m) != 0) {
         /* Released meanwhile, or no room to record it: the mapping is undone. */
         (void)REAL.cuMemUnmap(ptr, size);
@@ -272,8 +274,8 @@ LV_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 LV_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     LV_ENFORCING_OR_FORWARD(REAL.cuMemUnmap(ptr, size));
-    struct track_entry m;
-    bool had = track_remove(&lv_g.track, TRACK_VMM_MAP, ptr, &m);
+    struct lv_track_entry m;
+    bool had = lv_track_remove(&lv_g.track, LV_TRACK_VMM_MAP, ptr, &m);
     CUresult r = REAL.cuMemUnmap(ptr, size);
     if (r != CUDA_SUCCESS) {
         if (had)
@@ -285,7 +287,7 @@ LV_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     /* A range that covered further mappings unmapped them too. */
     if (!had || m.bytes < size) {
         uint64_t lo = (uint64_t)ptr, hi = lo + size < lo ? UINT64_MAX : lo + size;
-        while (track_find_in_range(&lv_g.track, TRACK_VMM_MAP, lo, hi, true, &m))
+        while (lv_track_find_in_range(&lv_g.track, LV_TRACK_VMM_MAP, lo, hi, true, &m))
             (void)obj_change(m.obj, 0, -1, 0);
     }
     return r;

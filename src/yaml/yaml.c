@@ -115,8 +115,8 @@ static void diag_output(struct fy_diag *diag, void *user, const char *buf, size_
         *nl = '\0';
 }
 
-int vg_yaml_load(const char *text, size_t len, bool allow_duplicate_keys, struct fy_document **out,
-                 struct vg_err *err)
+int vgpu_yaml_load(const char *text, size_t len, bool allow_duplicate_keys,
+                   struct fy_document **out, struct vg_err *err)
 {
     *out = NULL;
     unsigned byte = 0;
@@ -161,7 +161,7 @@ int vg_yaml_load(const char *text, size_t len, bool allow_duplicate_keys, struct
     return 0;
 }
 
-void vg_yaml_docp(struct fy_document **doc)
+void vgpu_yaml_docp(struct fy_document **doc)
 {
     if (*doc != NULL)
         fy_document_destroy(*doc);

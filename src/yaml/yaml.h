@@ -19,12 +19,12 @@ struct fy_document;
  * "LINE: explicit keys ('? key') are not supported", or libfyaml's first error
  * ("LINE:COLUMN: error: ..."; an empty message when libfyaml gave none). Duplicate keys
  * are left for the caller to refuse when allow_duplicate_keys is set. */
-int vg_yaml_load(const char *text, size_t len, bool allow_duplicate_keys, struct fy_document **out,
-                 struct vg_err *err);
+int vgpu_yaml_load(const char *text, size_t len, bool allow_duplicate_keys,
+                   struct fy_document **out, struct vg_err *err);
 
 /* fy_document_destroy(*doc) at scope exit: `VG_AUTO_YAML_DOC struct fy_document *doc = NULL;`
  * (see base/auto.h). */
-void vg_yaml_docp(struct fy_document **doc);
-#define VG_AUTO_YAML_DOC __attribute__((cleanup(vg_yaml_docp)))
+void vgpu_yaml_docp(struct fy_document **doc);
+#define VG_AUTO_YAML_DOC __attribute__((cleanup(vgpu_yaml_docp)))
 
 #endif

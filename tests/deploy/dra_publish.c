@@ -83,8 +83,8 @@ int main(int argc, char **argv)
     if (kubeconfig == NULL || node == NULL)
         return usage("--kubeconfig and --node-name are required");
 
-    struct dp_config cfg;
-    dp_config_defaults(&cfg);
+    struct dpconfig cfg;
+    dpconfig_defaults(&cfg);
     char library[1024];
     dp_nvml_library(&cfg, library, sizeof library);
     struct dp_nvml *nvml = NULL;
@@ -149,7 +149,7 @@ out:
     kube_client_free(kube);
     kube_config_free(kcfg);
     dp_nvml_free(nvml);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
     event_base_free(r.base);
     return status;
 }

@@ -34,14 +34,14 @@ static bool not_in_file(const char *path)
 
 /* Not inlined: GCC 12 then takes the result for a pointer to the local it was written
  * through (-Wdangling-pointer). */
-__attribute__((noinline)) static char *dump_text(const struct dp_config *cfg)
+__attribute__((noinline)) static char *dump_text(const struct dpconfig *cfg)
 {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     if (f == NULL)
         abort();
-    dp_config_dump(cfg, f);
+    dpconfig_dump(cfg, f);
     fclose(f);
     return text;
 }
@@ -175,7 +175,7 @@ static void check_complete(const char *dump)
     FILE *f = open_memstream(&doc, &len);
     if (f == NULL)
         abort();
-    dp_config_print_doc(f);
+    dpconfig_print_doc(f);
     fclose(f);
     for (const char *line = doc; line != NULL;
          line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
@@ -251,24 +251,24 @@ static void check_refusal(const char *msg, const char *defaults)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct vg_err err = {0};
-    dp_config_defaults(&cfg);
-    bool loaded = dp_config_load_buffer("fuzz.yaml", (const char *)data, size, &cfg, &err) == 0;
+    dpconfig_defaults(&cfg);
+    bool loaded = dpconfig_load_buffer("fuzz.yaml", (const char *)data, size, &cfg, &err) == 0;
     vg_fuzz_report(loaded);
     if (!loaded) {
         if (err.msg[0] == '\0')
             abort(); /* a refusal always says why */
-        struct dp_config defaults;
-        dp_config_defaults(&defaults);
+        struct dpconfig defaults;
+        dpconfig_defaults(&defaults);
         char *dump = dump_text(&defaults);
         check_refusal(err.msg, dump);
         free(dump);
-        dp_config_free(&defaults);
-        dp_config_free(&cfg);
+        dpconfig_free(&defaults);
+        dpconfig_free(&cfg);
         return 0;
     }
-    if (dp_config_validate(&cfg, &err) != 0)
+    if (dpconfig_validate(&cfg, &err) != 0)
         abort(); /* a loaded config stays valid */
     char *dump = dump_text(&cfg);
     check_complete(dump);
@@ -277,9 +277,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fprintf(stderr, "the dump is not one \"key = value\" per line:\n%s", dump);
         abort();
     }
-    struct dp_config again;
-    dp_config_defaults(&again);
-    if (dp_config_load_buffer("dump.yaml", yaml, strlen(yaml), &again, &err) != 0) {
+    struct dpconfig again;
+    dpconfig_defaults(&again);
+    if (dpconfig_load_buffer("dump.yaml", yaml, strlen(yaml), &again, &err) != 0) {
         fprintf(stderr, "the dump does not load back: %s\n%s\n", err.msg, yaml);
         abort();
     }
@@ -293,9 +293,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     free(dump2);
-    dp_config_free(&again);
+    dpconfig_free(&again);
     free(yaml);
     free(dump);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
     return 0;
 }

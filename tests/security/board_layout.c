@@ -18,8 +18,8 @@ int main(int argc, char **argv)
         return 2;
     }
     (void)mkdir(argv[1], 0755); /* the plugin makes it at start */
-    struct dp_config cfg;
-    dp_config_defaults(&cfg);
+    struct dpconfig cfg;
+    dpconfig_defaults(&cfg);
     char *own_dir = cfg.vgpu.compute_board_dir;
     cfg.vgpu.compute_board_dir = argv[1];
     struct dp_match m;
@@ -38,7 +38,7 @@ int main(int argc, char **argv)
         rc = dp_board_paths(argv[1], argv[2], strrchr(dir, '/') + 1, (unsigned)pct, turn, slot,
                             sizeof turn, &err);
     cfg.vgpu.compute_board_dir = own_dir;
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
     if (rc < 0) {
         fprintf(stderr, "board_layout: %s\n", err.msg);
         return 1;

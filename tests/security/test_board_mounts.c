@@ -29,7 +29,7 @@
 
 struct setup {
     char tmp[64], board[128], regions[128];
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct dp_match a, b;
 };
 
@@ -55,7 +55,7 @@ static int setup(void **state)
     snprintf(s->board, sizeof s->board, "%s/board", s->tmp);
     snprintf(s->regions, sizeof s->regions, "%s/containers", s->tmp);
     assert_int_equal(mkdir(s->board, 0755), 0);
-    dp_config_defaults(&s->cfg);
+    dpconfig_defaults(&s->cfg);
     free(s->cfg.vgpu.compute_board_dir);
     free(s->cfg.vgpu.region_dir);
     s->cfg.vgpu.compute_board_dir = strdup(s->board);
@@ -73,7 +73,7 @@ static int teardown(void **state)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", s->tmp);
     if (system(cmd) != 0)
         fprintf(stderr, "cannot remove %s\n", s->tmp);
-    dp_config_free(&s->cfg);
+    dpconfig_free(&s->cfg);
     free(s);
     return 0;
 }

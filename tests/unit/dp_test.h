@@ -29,11 +29,11 @@ static inline void two_gpus(struct dp_gpu g[2])
     }
 }
 
-static inline void load(struct dp_config *cfg, const char *yaml)
+static inline void load(struct dpconfig *cfg, const char *yaml)
 {
     struct vg_err err = {0};
-    dp_config_defaults(cfg);
-    int rc = dp_config_load_buffer("test.yaml", yaml, strlen(yaml), cfg, &err);
+    dpconfig_defaults(cfg);
+    int rc = dpconfig_load_buffer("test.yaml", yaml, strlen(yaml), cfg, &err);
     if (rc != 0)
         fail_msg("config: %s", err.msg);
 }

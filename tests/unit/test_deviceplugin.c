@@ -42,7 +42,7 @@ static void test_resources_vgpu(void **state)
     (void)state;
     struct dp_gpu g[2];
     two_gpus(g);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     load(&cfg, "version: v1\nvgpu:\n  deviceSplitCount: 3\n");
     struct dp_resources res;
     struct vg_err err = {0};
@@ -56,7 +56,7 @@ static void test_resources_vgpu(void **state)
     assert_string_equal(res.items[0].devices[5].id, UUID_B "-2");
     assert_int_equal(res.items[0].devices[5].gpu, 1);
     dp_resources_release(&res);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 static void test_resources_time_slicing(void **state)
@@ -64,7 +64,7 @@ static void test_resources_time_slicing(void **state)
     (void)state;
     struct dp_gpu g[2];
     two_gpus(g);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     /* Only GPU 1 is shared, renamed; GPU 0 stays plain nvidia.com/gpu. */
     load(&cfg, "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
                "      rename: gpu.shared\n      replicas: 2\n      devices: [\"1\"]\n");
@@ -92,7 +92,7 @@ static void test_resources_time_slicing(void **state)
     assert_int_equal(dp_allocate_shared(&cfg, &res.items[1], g, 2, bad, 1, &resp, &err), -ENOENT);
     assert_non_null(strstr(err.msg, "unknown device ID"));
     dp_resources_release(&res);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 static void test_fail_requests_greater_than_one(void **state)
@@ -100,7 +100,7 @@ static void test_fail_requests_greater_than_one(void **state)
     (void)state;
     struct dp_gpu g[2];
     two_gpus(g);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     load(&cfg, "version: v1\nflags:\n  plugin:\n    passDeviceSpecs: true\n"
                "    deviceIDStrategy: index\nsharing:\n  timeSlicing:\n"
                "    renameByDefault: true\n    failRequestsGreaterThanOne: true\n"
@@ -117,7 +117,7 @@ static void test_fail_requests_greater_than_one(void **state)
     assert_int_equal(dp_allocate_shared(&cfg, &res.items[0], g, 2, two + 1, 1, &resp, &err), 0);
     golden("time_slicing_index_device_specs", &resp);
     dp_resources_release(&res);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 /* One timeSlicing Allocate of GPU 1 with passDeviceSpecs under the extra YAML (flags and
@@ -131,7 +131,7 @@ static void allocate_with(const char *extra, const char *name)
              "version: v1\n%ssharing:\n  timeSlicing:\n    resources:\n"
              "    - name: nvidia.com/gpu\n      replicas: 2\n",
              extra);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     load(&cfg, yaml);
     struct dp_resources res;
     struct vg_err err = {0};
@@ -143,7 +143,7 @@ static void allocate_with(const char *extra, const char *name)
         fail_msg("%s: %s", name, err.msg);
     golden(name, &resp);
     dp_resources_release(&res);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 /* Device specs name the node under flags.nvidiaDevRoot (else flags.nvidiaDriverRoot) on
@@ -158,8 +158,8 @@ static void test_dev_root(void **state)
     allocate_with("flags:\n  nvidiaDriverRoot: /run/nvidia/driver\n  nvidiaDevRoot: /host/\n"
                   "  plugin:\n    passDeviceSpecs: true\n",
                   "dev_root_dev_root");
-    struct dp_config cfg;
-    dp_config_defaults(&cfg);
+    struct dpconfig cfg;
+    dpconfig_defaults(&cfg);
     assert_string_equal(dp_dev_root(&cfg), "/");
     char out[32];
     assert_int_equal(dp_root_path("/", "/dev/nvidia0", out, sizeof(out)), 0);
@@ -168,7 +168,7 @@ static void test_dev_root(void **state)
     assert_string_equal(out, "/a/dev/nvidia0");
     assert_int_equal(dp_root_path("/a-very-long-root-directory", "/dev/nvidia0", out, sizeof(out)),
                      -ENAMETOOLONG);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
     /* A root too long for a device spec is refused, naming the key. */
     struct dp_gpu g[2];
     two_gpus(g);
@@ -186,7 +186,7 @@ static void test_dev_root(void **state)
                      -ENAMETOOLONG);
     assert_non_null(strstr(err.msg, "flags.nvidiaDevRoot"));
     dp_resources_release(&res);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 /* imex.channelIDs: NVIDIA_IMEX_CHANNELS, and the channel's device node with
@@ -202,7 +202,7 @@ static void test_imex(void **state)
     char tmp[] = "/tmp/dp-imex.XXXXXX";
     assert_non_null(mkdtemp(tmp));
     char yaml[512], path[512];
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct vg_err err = {0};
     /* No <root>/dev: the plugin looks under /, which has no IMEX channel here. */
     snprintf(yaml, sizeof(yaml),
@@ -224,14 +224,14 @@ static void test_imex(void **state)
     assert_string_equal(dp_container_dev_root(&cfg), tmp);
     assert_int_equal(dp_imex_check(&cfg, &err), -ENOENT);
     assert_non_null(strstr(err.msg, tmp));
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
     /* Not required: dropped, so Allocate passes no channel. */
     snprintf(yaml, sizeof(yaml),
              "flags:\n  plugin:\n    containerDriverRoot: %s\nimex:\n  channelIDs: [0]\n", tmp);
     load(&cfg, yaml);
     assert_int_equal(dp_imex_check(&cfg, &err), 0);
     assert_int_equal(cfg.imex.channel_ids.count, 0);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
     /* Present: kept. */
     snprintf(path, sizeof(path), "%s/dev/nvidia-caps-imex-channels", tmp);
     assert_int_equal(mkdir(path, 0755), 0);
@@ -246,7 +246,7 @@ static void test_imex(void **state)
     load(&cfg, yaml);
     assert_int_equal(dp_imex_check(&cfg, &err), 0);
     assert_int_equal(cfg.imex.channel_ids.count, 1);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
     unlink(path);
     snprintf(path, sizeof(path), "%s/dev/nvidia-caps-imex-channels", tmp);
     rmdir(path);
@@ -264,7 +264,7 @@ static void test_nvml_library(void **state)
     assert_non_null(mkdtemp(tmp));
     char yaml[512], path[512], dir[512];
     snprintf(yaml, sizeof(yaml), "flags:\n  plugin:\n    containerDriverRoot: %s/\n", tmp);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     load(&cfg, yaml);
     dp_nvml_library(&cfg, path, sizeof(path));
     assert_string_equal(path, DP_NVML_SONAME);
@@ -279,7 +279,7 @@ static void test_nvml_library(void **state)
     fclose(f);
     dp_nvml_library(&cfg, path, sizeof(path));
     assert_string_equal(path, lib);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
     unlink(lib);
     rmdir(dir);
     snprintf(dir, sizeof(dir), "%s/usr", tmp);
@@ -294,10 +294,10 @@ static void test_allocation_policy(void **state)
     (void)state;
     struct dp_gpu g[2];
     two_gpus(g);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     load(&cfg, "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
                "      replicas: 4\n");
-    assert_int_equal(cfg.flags.plugin.shared_devices_allocation_policy, DP_ALLOC_DISTRIBUTED);
+    assert_int_equal(cfg.flags.plugin.shared_devices_allocation_policy, DPCONFIG_ALLOC_DISTRIBUTED);
     struct dp_resources res;
     struct vg_err err = {0};
     assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), 0);
@@ -308,25 +308,27 @@ static void test_allocation_policy(void **state)
     char *avail[] = {a2, a3, b0, b1, b2, b3};
     bool taken[6] = {false};
     size_t picked[6];
-    assert_int_equal(dp_prefer_replicas(r, DP_ALLOC_DISTRIBUTED, avail, 6, taken, 2, picked), 2);
+    assert_int_equal(dp_prefer_replicas(r, DPCONFIG_ALLOC_DISTRIBUTED, avail, 6, taken, 2, picked),
+                     2);
     assert_string_equal(avail[picked[0]], b0);
     assert_string_equal(avail[picked[1]], b1);
     /* Three from four free on B and two on A: B, B, then A (B 2 used, A 2 used: tie to A). */
     memset(taken, 0, sizeof(taken));
-    assert_int_equal(dp_prefer_replicas(r, DP_ALLOC_DISTRIBUTED, avail, 6, taken, 3, picked), 3);
+    assert_int_equal(dp_prefer_replicas(r, DPCONFIG_ALLOC_DISTRIBUTED, avail, 6, taken, 3, picked),
+                     3);
     assert_string_equal(avail[picked[2]], a2);
     memset(taken, 0, sizeof(taken));
-    assert_int_equal(dp_prefer_replicas(r, DP_ALLOC_PACKED, avail, 6, taken, 3, picked), 3);
+    assert_int_equal(dp_prefer_replicas(r, DPCONFIG_ALLOC_PACKED, avail, 6, taken, 3, picked), 3);
     assert_string_equal(avail[picked[0]], a2);
     assert_string_equal(avail[picked[1]], a3);
     assert_string_equal(avail[picked[2]], b0);
     /* Taken candidates are skipped; no more than there are. */
     memset(taken, 0, sizeof(taken));
     taken[0] = true;
-    assert_int_equal(dp_prefer_replicas(r, DP_ALLOC_PACKED, avail, 6, taken, 8, picked), 5);
+    assert_int_equal(dp_prefer_replicas(r, DPCONFIG_ALLOC_PACKED, avail, 6, taken, 8, picked), 5);
     assert_string_equal(avail[picked[0]], a3);
     dp_resources_release(&res);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 /* flags.plugin.deviceListStrategy, alone and combined, in timeSlicing and vgpu mode:
@@ -370,7 +372,7 @@ static void test_device_list_strategies(void **state)
     struct vg_err err = {0};
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
         char yaml[1024], name[128];
-        struct dp_config cfg;
+        struct dpconfig cfg;
         struct dp_resources res;
         struct dp_response resp;
         snprintf(yaml, sizeof(yaml),
@@ -383,7 +385,7 @@ static void test_device_list_strategies(void **state)
         snprintf(name, sizeof(name), "list_%s_time_slicing", lists[i].name);
         golden(name, &resp);
         dp_resources_release(&res);
-        dp_config_free(&cfg);
+        dpconfig_free(&cfg);
 
         snprintf(
             yaml, sizeof(yaml),
@@ -399,7 +401,7 @@ static void test_device_list_strategies(void **state)
             0);
         snprintf(name, sizeof(name), "list_%s_vgpu", lists[i].name);
         golden(name, &resp);
-        dp_config_free(&cfg);
+        dpconfig_free(&cfg);
     }
 }
 
@@ -412,7 +414,7 @@ static void test_pack_cdi(void **state)
     (void)state;
     struct dp_gpu g[2];
     two_gpus(g);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     load(&cfg, "version: v1\nflags:\n  plugin:\n    deviceListStrategy:\n    - cdi-annotations\n"
                "    - cdi-cri\n" SHARED);
     struct dp_resources res;
@@ -449,7 +451,7 @@ static void test_pack_cdi(void **state)
                             msg->container_responses[1]->annotations[0]->key);
     v1beta1__allocate_response__free_unpacked(msg, NULL);
     free(data);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
     /* A prefix that cannot make a key is refused with a message, not cut. */
     char yaml[600], prefix[300];
     memset(prefix, 'p', sizeof(prefix) - 2);
@@ -462,7 +464,7 @@ static void test_pack_cdi(void **state)
     load(&cfg, yaml);
     assert_int_equal(dp_allocate_shared(&cfg, &res.items[0], g, 2, one, 1, &r[0], &err), -ENOSPC);
     assert_non_null(strstr(err.msg, "CDI annotation prefix too long"));
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
     dp_resources_release(&res);
 }
 
@@ -570,7 +572,7 @@ static void test_vgpu_allocate_and_dirs(void **state)
              "  ldSoPreloadPath: /usr/local/vgpu/ld.so.preload\n"
              "  computeBoardDir: /tmp/vgpu-unit-compute-board\n",
              tmp);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     load(&cfg, yaml);
     struct dp_match m;
     train_match(&m);
@@ -640,7 +642,7 @@ static void test_vgpu_allocate_and_dirs(void **state)
     }
     rmdir(cfg.vgpu.compute_board_dir);
     rmdir(tmp);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 /* Entries of dir (dot entries aside), sorted by name, joined by spaces into out. */
@@ -685,7 +687,7 @@ static void test_container_dir_staging(void **state)
              "version: v1\nvgpu:\n  regionDir: %s/containers\n"
              "  computeBoardDir: %s/board\n",
              tmp, tmp);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     load(&cfg, yaml);
     const char *rd = cfg.vgpu.region_dir;
     struct dp_match m;
@@ -832,7 +834,7 @@ static void test_container_dir_staging(void **state)
     assert_int_equal(unlink(rd), 0);
     rmdir(cfg.vgpu.compute_board_dir);
     assert_int_equal(rmdir(tmp), 0);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 static void test_inventory(void **state)
@@ -841,7 +843,7 @@ static void test_inventory(void **state)
     struct dp_gpu g[2];
     two_gpus(g);
     g[1].healthy = false;
-    struct dp_config cfg;
+    struct dpconfig cfg;
     load(&cfg, "version: v1\nvgpu:\n  deviceSplitCount: 5\n  deviceMemoryScaling: 0.5\n");
     struct annot_inventory inv;
     dp_inventory(&cfg, ANNOT_MODE_VGPU, g, 2, 1700000000, &inv);
@@ -857,7 +859,7 @@ static void test_inventory(void **state)
     assert_int_equal(annot_inventory_decode(text, strlen(text), &back, &err), 0);
     assert_int_equal(back.heartbeat, 1700000000);
     free(text);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 /* A container directory is named only from Kubernetes-valid names: nothing else reaches

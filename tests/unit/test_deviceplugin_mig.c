@@ -89,7 +89,7 @@ static void test_mixed(void **state)
     (void)state;
     struct dp_gpu g[2];
     two_mig_gpus(g, false, false);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct dp_resources res;
     struct vg_err err = {0};
     /* timeSlicing mode (NVIDIA's plain advertising): GPU 1 whole, GPU 0's MIG devices. */
@@ -125,7 +125,7 @@ static void test_mixed(void **state)
     bad[0] = gpu_id;
     assert_int_equal(dp_allocate_shared(&cfg, small, g, 2, bad, 1, &resp, &err), -ENOENT);
     dp_resources_release(&res);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 
     /* vgpu mode: the MIG GPU is not split and stays out of nvidia.com/gpu. */
     load(&cfg, "version: v1\nflags:\n  migStrategy: mixed\nvgpu:\n  deviceSplitCount: 4\n");
@@ -138,7 +138,7 @@ static void test_mixed(void **state)
     assert_false(dp_gpu_split(&cfg, &g[0]));
     assert_true(dp_gpu_split(&cfg, &g[1]));
     dp_resources_release(&res);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 
     /* migStrategy none: MIG GPUs are advertised whole, as before. */
     load(&cfg, "version: v1\nvgpu:\n  deviceSplitCount: 2\n");
@@ -147,7 +147,7 @@ static void test_mixed(void **state)
     assert_int_equal(res.items[0].device_count, 4);
     assert_true(dp_gpu_split(&cfg, &g[0]));
     dp_resources_release(&res);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 static void test_single(void **state)
@@ -155,7 +155,7 @@ static void test_single(void **state)
     (void)state;
     struct dp_gpu g[2];
     two_mig_gpus(g, true, true);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct dp_resources res;
     struct vg_err err = {0};
     const char *ts = "version: v1\nflags:\n  migStrategy: single\n  plugin:\n"
@@ -201,7 +201,7 @@ static void test_single(void **state)
     assert_false(res.items[0].mig);
     assert_int_equal(res.items[0].device_count, 4); /* two GPUs, two replicas each */
     dp_resources_release(&res);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 
     /* MPS on MIG devices is refused, as NVIDIA's validation does. */
     load(&cfg, "version: v1\nflags:\n  migStrategy: single\nsharing:\n  mps:\n    resources:\n"
@@ -209,14 +209,14 @@ static void test_single(void **state)
     two_mig_gpus(g, true, true);
     assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), -ENOTSUP);
     assert_non_null(strstr(err.msg, "MPS on MIG devices"));
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 
     /* vgpu mode owns nvidia.com/gpu: single is refused with a way out. */
     two_mig_gpus(g, true, true);
     load(&cfg, "version: v1\nflags:\n  migStrategy: single\n");
     assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), -ENOTSUP);
     assert_non_null(strstr(err.msg, "migStrategy mixed"));
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 static void test_volume_mounts(void **state)
@@ -224,7 +224,7 @@ static void test_volume_mounts(void **state)
     (void)state;
     struct dp_gpu g[2];
     two_mig_gpus(g, false, false);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct dp_resources res;
     struct vg_err err = {0};
     load(&cfg, "version: v1\nflags:\n  migStrategy: mixed\n  plugin:\n"
@@ -239,7 +239,7 @@ static void test_volume_mounts(void **state)
         0);
     golden("mig_mixed_volume_mounts", &resp);
     dp_resources_release(&res);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 static void test_cap_minors(void **state)
@@ -305,14 +305,14 @@ static void test_xid_policy(void **state)
  * DP_DISABLE_HEALTHCHECKS on top of it. */
 static struct dp_xid_policy policy_of(const char *yaml, const char *env)
 {
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct dp_xid_policy p;
     struct vg_err err = {0};
-    dp_config_defaults(&cfg);
-    if (dp_config_load_buffer("h.yaml", yaml, strlen(yaml), &cfg, &err) < 0 ||
+    dpconfig_defaults(&cfg);
+    if (dpconfig_load_buffer("h.yaml", yaml, strlen(yaml), &cfg, &err) < 0 ||
         dp_xid_policy_from_config(&cfg, env, &p, &err) < 0)
         fail_msg("%s", err.msg);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
     return p;
 }
 
@@ -344,18 +344,18 @@ static void test_health_config(void **state)
     /* eventTypes without XIDs: no XID counts. */
     p = policy_of("health:\n  eventTypes: [EventTypeDoubleBitEccError]\n", NULL);
     assert_false(dp_xid_critical(&p, 79));
-    assert_int_equal(p.events, DP_EVENT_DOUBLE_BIT_ECC);
+    assert_int_equal(p.events, DPCONFIG_EVENT_DOUBLE_BIT_ECC);
     /* disabled: no checks at all. */
     p = policy_of("health:\n  disabled: true\n", NULL);
     assert_true(p.off);
     assert_false(dp_xid_critical(&p, 79));
     /* A bad variable is still refused with the file's policy. */
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct vg_err err = {0};
-    dp_config_defaults(&cfg);
+    dpconfig_defaults(&cfg);
     assert_int_equal(dp_xid_policy_from_config(&cfg, "48;79", &p, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "DP_DISABLE_HEALTHCHECKS"));
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 int main(void)

@@ -37,7 +37,7 @@ static void test_resources(void **state)
     (void)state;
     struct dp_gpu g[2];
     two_gpus_mps(g);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     load(&cfg, "version: v1\nsharing:\n  mps:\n    resources:\n    - name: nvidia.com/gpu\n"
                "      replicas: 4\n");
     struct dp_resources res;
@@ -56,7 +56,7 @@ static void test_resources(void **state)
     dp_resources_release(&res);
 
     /* GPUs no entry selects stay plain, without a daemon. */
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
     load(&cfg, "version: v1\nsharing:\n  mps:\n    renameByDefault: true\n    resources:\n"
                "    - name: gpu\n      replicas: 2\n      devices: [\"1\"]\n");
     assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), 0);
@@ -72,7 +72,7 @@ static void test_resources(void **state)
     g[1].mig_enabled = true;
     assert_int_equal(dp_resources_build(&cfg, g, 2, &res, &err), -ENOTSUP);
     assert_non_null(strstr(err.msg, "MPS sharing is not supported on MIG devices"));
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 static void test_config_validation(void **state)
@@ -101,24 +101,24 @@ static void test_config_validation(void **state)
          "key 'vgpu.mpsControlPath': must be set when sharing.mps is used"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        struct dp_config cfg;
+        struct dpconfig cfg;
         struct vg_err err = {0};
-        dp_config_defaults(&cfg);
-        int rc = dp_config_load_buffer("m.yaml", bad[i].yaml, strlen(bad[i].yaml), &cfg, &err);
+        dpconfig_defaults(&cfg);
+        int rc = dpconfig_load_buffer("m.yaml", bad[i].yaml, strlen(bad[i].yaml), &cfg, &err);
         if (rc == 0 || !strstr(err.msg, bad[i].msg))
             fail_msg("case %zu: rc %d, message '%s', want '%s'", i, rc, err.msg, bad[i].msg);
-        dp_config_free(&cfg);
+        dpconfig_free(&cfg);
     }
     /* The control program's path, from the file and from the command line. */
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct vg_err err = {0};
     load(&cfg, "vgpu:\n  mpsControlPath: /opt/mps/control\n");
     assert_string_equal(cfg.vgpu.mps_control_path, "/opt/mps/control");
     char a0[] = "--mps-control-path=/x/y";
     char *argv[] = {a0};
-    assert_int_equal(dp_config_apply_overrides(&cfg, 1, argv, NULL, NULL, &err), 0);
+    assert_int_equal(dpconfig_apply_overrides(&cfg, 1, argv, NULL, NULL, &err), 0);
     assert_string_equal(cfg.vgpu.mps_control_path, "/x/y");
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 static void test_allocate(void **state)
@@ -126,7 +126,7 @@ static void test_allocate(void **state)
     (void)state;
     struct dp_gpu g[2];
     two_gpus_mps(g);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     load(&cfg, "version: v1\nflags:\n  mpsRoot: /run/nvidia/mps\nsharing:\n  mps:\n"
                "    resources:\n    - name: nvidia.com/gpu\n      replicas: 4\n");
     struct dp_resources res;
@@ -145,7 +145,7 @@ static void test_allocate(void **state)
     char *bad[] = {bad0};
     assert_int_equal(dp_allocate_mps(&cfg, &res.items[0], g, 2, bad, 1, &resp, &err), -ENOENT);
     dp_resources_release(&res);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 
     /* Without it: two replicas of one GPU give twice the share; two GPUs are refused. */
     load(&cfg, "version: v1\nflags:\n  mpsRoot: /run/nvidia/mps\nsharing:\n  mps:\n"
@@ -158,7 +158,7 @@ static void test_allocate(void **state)
     assert_int_equal(dp_allocate_mps(&cfg, &res.items[0], g, 2, mixed, 2, &resp, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "must all be on one GPU"));
     dp_resources_release(&res);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 static void test_parse_percentage(void **state)
@@ -189,7 +189,7 @@ static void test_parse_percentage(void **state)
 static void test_dirs(void **state)
 {
     (void)state;
-    struct dp_config cfg;
+    struct dpconfig cfg;
     load(&cfg, "flags:\n  mpsRoot: /run/mps\n");
     char pipe[256], log[256];
     struct vg_err err = {0};
@@ -201,7 +201,7 @@ static void test_dirs(void **state)
     char small[16];
     assert_int_equal(dp_mps_dirs(&cfg, "nvidia.com/gpu", UUID_A, small, small, sizeof(small), &err),
                      -ENAMETOOLONG);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 /* ---- daemon life cycle against the fake control program ---------------------------- */
@@ -289,7 +289,7 @@ static bool process_gone(pid_t pid)
 struct fixture {
     char root[128];
     const char *fake;
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct dp_gpu gpus[2];
     struct dp_resources res;
     struct loop loop;
@@ -331,7 +331,7 @@ static void fixture_stop(struct fixture *f)
     dp_mps_free(f->loop.mps);
     event_base_free(f->loop.base);
     dp_resources_release(&f->res);
-    dp_config_free(&f->cfg);
+    dpconfig_free(&f->cfg);
     char cmd[256];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->root);
     assert_int_equal(system(cmd), 0);

@@ -37,13 +37,13 @@ static char *read_all(const char *path)
     return buf;
 }
 
-static char *dump(const struct dp_config *cfg)
+static char *dump(const struct dpconfig *cfg)
 {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     assert_non_null(f);
-    dp_config_dump(cfg, f);
+    dpconfig_dump(cfg, f);
     fclose(f);
     return text;
 }
@@ -70,10 +70,10 @@ static void test_golden(void **state)
         char path[512], expected_path[512];
         snprintf(path, sizeof path, "%s/%s", data_dir(), fixtures[i][0]);
         snprintf(expected_path, sizeof expected_path, "%s/%s", data_dir(), fixtures[i][1]);
-        struct dp_config cfg;
+        struct dpconfig cfg;
         struct vg_err err = {0};
-        dp_config_defaults(&cfg);
-        if (dp_config_load_file(path, &cfg, &err) != 0)
+        dpconfig_defaults(&cfg);
+        if (dpconfig_load_file(path, &cfg, &err) != 0)
             fail_msg("%s: %s", fixtures[i][0], err.msg);
         char *got = dump(&cfg);
         char *want = read_all(expected_path);
@@ -83,7 +83,7 @@ static void test_golden(void **state)
             fail_msg("%s decodes differently from %s:\n%s", fixtures[i][0], fixtures[i][1], got);
         free(got);
         free(want);
-        dp_config_free(&cfg);
+        dpconfig_free(&cfg);
     }
 }
 
@@ -92,64 +92,65 @@ static void test_fixture_facts(void **state)
     /* The facts a user relies on, spelled out beside the golden dumps. */
     (void)state;
     char path[512];
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct vg_err err = {0};
-    dp_config_defaults(&cfg);
+    dpconfig_defaults(&cfg);
 
     snprintf(path, sizeof path, "%s/ts-operator.yaml", data_dir());
-    assert_int_equal(dp_config_load_file(path, &cfg, &err), 0);
-    assert_int_equal(cfg.sharing_strategy, DP_SHARING_TIME_SLICING);
+    assert_int_equal(dpconfig_load_file(path, &cfg, &err), 0);
+    assert_int_equal(cfg.sharing_strategy, DPCONFIG_SHARING_TIME_SLICING);
     assert_int_equal(cfg.sharing.time_slicing.resources.count, 1);
     assert_string_equal(cfg.sharing.time_slicing.resources.items[0].name, "nvidia.com/gpu");
     assert_true(cfg.sharing.time_slicing.resources.items[0].replicas == 4);
     assert_int_equal(cfg.sharing.time_slicing.resources.items[0].line, 9);
 
     snprintf(path, sizeof path, "%s/ts-rename.yaml", data_dir());
-    assert_int_equal(dp_config_load_file(path, &cfg, &err), 0);
+    assert_int_equal(dpconfig_load_file(path, &cfg, &err), 0);
     assert_string_equal(cfg.sharing.time_slicing.resources.items[0].rename,
                         "nvidia.com/gpu.shared");
     assert_true(cfg.sharing.time_slicing.fail_requests_greater_than_one);
 
     snprintf(path, sizeof path, "%s/mps.yaml", data_dir());
-    assert_int_equal(dp_config_load_file(path, &cfg, &err), 0);
-    assert_int_equal(cfg.sharing_strategy, DP_SHARING_MPS);
+    assert_int_equal(dpconfig_load_file(path, &cfg, &err), 0);
+    assert_int_equal(cfg.sharing_strategy, DPCONFIG_SHARING_MPS);
     assert_true(cfg.sharing.mps.fail_requests_greater_than_one); /* MPS default */
     assert_string_equal(cfg.flags.mps_root, "/run/nvidia/mps");
 
     snprintf(path, sizeof path, "%s/ts-mig-mixed.yaml", data_dir());
-    assert_int_equal(dp_config_load_file(path, &cfg, &err), 0);
-    assert_int_equal(cfg.flags.mig_strategy, DP_MIG_MIXED);
+    assert_int_equal(dpconfig_load_file(path, &cfg, &err), 0);
+    assert_int_equal(cfg.flags.mig_strategy, DPCONFIG_MIG_MIXED);
     assert_int_equal(cfg.sharing.time_slicing.resources.count, 5);
     assert_string_equal(cfg.sharing.time_slicing.resources.items[4].name, "nvidia.com/mig-7g.40gb");
 
     snprintf(path, sizeof path, "%s/config.json", data_dir());
-    assert_int_equal(dp_config_load_file(path, &cfg, &err), 0);
+    assert_int_equal(dpconfig_load_file(path, &cfg, &err), 0);
     assert_int_equal(cfg.flags.plugin.device_list_strategy,
-                     DP_LIST_VOLUME_MOUNTS | DP_LIST_CDI_ANNOTATIONS);
-    assert_int_equal(cfg.flags.plugin.device_id_strategy, DP_DEVICE_ID_INDEX);
-    assert_int_equal(cfg.sharing.time_slicing.resources.items[0].devices.kind, DP_DEVICES_COUNT);
+                     DPCONFIG_LIST_VOLUME_MOUNTS | DPCONFIG_LIST_CDI_ANNOTATIONS);
+    assert_int_equal(cfg.flags.plugin.device_id_strategy, DPCONFIG_DEVICE_ID_INDEX);
+    assert_int_equal(cfg.sharing.time_slicing.resources.items[0].devices.kind,
+                     DPCONFIG_DEVICES_COUNT);
 
     snprintf(path, sizeof path, "%s/vgpu.yaml", data_dir());
-    assert_int_equal(dp_config_load_file(path, &cfg, &err), 0);
+    assert_int_equal(dpconfig_load_file(path, &cfg, &err), 0);
     assert_true(cfg.vgpu.device_split_count == 4);
     assert_true(cfg.vgpu.device_memory_scaling > 1.49 && cfg.vgpu.device_memory_scaling < 1.51);
     assert_true(cfg.vgpu.default_cores == 25);
     assert_true(cfg.vgpu.default_memory_mib == 0);
     assert_string_equal(cfg.vgpu.region_dir, "/opt/vgpu/containers");
-    assert_int_equal(cfg.sharing_strategy, DP_SHARING_NONE);
-    dp_config_free(&cfg);
+    assert_int_equal(cfg.sharing_strategy, DPCONFIG_SHARING_NONE);
+    dpconfig_free(&cfg);
 }
 
 static void test_defaults(void **state)
 {
     (void)state;
-    struct dp_config cfg, loaded;
+    struct dpconfig cfg, loaded;
     struct vg_err err = {0};
-    dp_config_defaults(&cfg);
+    dpconfig_defaults(&cfg);
     assert_string_equal(cfg.version, "v1");
-    assert_int_equal(cfg.flags.mig_strategy, DP_MIG_NONE);
+    assert_int_equal(cfg.flags.mig_strategy, DPCONFIG_MIG_NONE);
     assert_true(cfg.flags.fail_on_init_error);
-    assert_int_equal(cfg.flags.plugin.device_list_strategy, DP_LIST_ENVVAR);
+    assert_int_equal(cfg.flags.plugin.device_list_strategy, DPCONFIG_LIST_ENVVAR);
     assert_string_equal(cfg.flags.nvidia_driver_root, "/");
     assert_null(cfg.flags.nvidia_dev_root);
     assert_true(cfg.flags.gfd.sleep_interval_ns == 60ull * 1000000000ull);
@@ -159,23 +160,23 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.health.ignored_xids.count, 6);
     assert_string_equal(cfg.cli.kubelet_dir, "/var/lib/kubelet/device-plugins");
     assert_null(cfg.cli.kubeconfig);
-    assert_int_equal(cfg.sharing_strategy, DP_SHARING_NONE);
+    assert_int_equal(cfg.sharing_strategy, DPCONFIG_SHARING_NONE);
 
     /* An empty file, a comment-only file and `version:` alone are all the defaults. */
     static const char *const empties[] = {"", "# nothing\n\n", "version:\n", "---\n", "~\n"};
     char *want = dump(&cfg);
     for (size_t i = 0; i < sizeof empties / sizeof empties[0]; i++) {
-        dp_config_defaults(&loaded);
-        if (dp_config_load_buffer("e.yaml", empties[i], strlen(empties[i]), &loaded, &err) != 0)
+        dpconfig_defaults(&loaded);
+        if (dpconfig_load_buffer("e.yaml", empties[i], strlen(empties[i]), &loaded, &err) != 0)
             fail_msg("'%s': %s", empties[i], err.msg);
         char *got = dump(&loaded);
         assert_string_equal(got, want);
         free(got);
-        dp_config_free(&loaded);
+        dpconfig_free(&loaded);
     }
     free(want);
-    dp_config_free(&cfg);
-    dp_config_free(NULL);
+    dpconfig_free(&cfg);
+    dpconfig_free(NULL);
 }
 
 /* ---- malformed input: refused with file:line: key '...' ---- */
@@ -340,12 +341,12 @@ static void test_malformed(void **state)
 {
     (void)state;
     for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
-        struct dp_config cfg;
+        struct dpconfig cfg;
         struct vg_err err = {0};
-        dp_config_defaults(&cfg);
+        dpconfig_defaults(&cfg);
         char *before = dump(&cfg);
-        int rc = dp_config_load_buffer("bad.yaml", bad_cases[i].text, strlen(bad_cases[i].text),
-                                       &cfg, &err);
+        int rc = dpconfig_load_buffer("bad.yaml", bad_cases[i].text, strlen(bad_cases[i].text),
+                                      &cfg, &err);
         if (rc == 0)
             fail_msg("case %zu accepted:\n%s", i, bad_cases[i].text);
         assert_true(rc < 0);
@@ -359,44 +360,44 @@ static void test_malformed(void **state)
         assert_string_equal(before, after);
         free(before);
         free(after);
-        dp_config_free(&cfg);
+        dpconfig_free(&cfg);
     }
 }
 
 static void test_failed_load_keeps_previous(void **state)
 {
     (void)state;
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct vg_err err = {0};
-    dp_config_defaults(&cfg);
+    dpconfig_defaults(&cfg);
     const char *good = "sharing:\n  timeSlicing:\n    resources:\n    - name: gpu\n"
                        "      replicas: 3\n";
-    assert_int_equal(dp_config_load_buffer("good.yaml", good, strlen(good), &cfg, &err), 0);
+    assert_int_equal(dpconfig_load_buffer("good.yaml", good, strlen(good), &cfg, &err), 0);
     char *before = dump(&cfg);
     /* Fails late: after the list was decoded, at validation. */
     const char *bad = "sharing:\n  timeSlicing:\n    resources:\n    - name: gpu\n"
                       "      replicas: 3\n    - name: gpu\n      replicas: 2\n";
-    assert_true(dp_config_load_buffer("bad.yaml", bad, strlen(bad), &cfg, &err) < 0);
+    assert_true(dpconfig_load_buffer("bad.yaml", bad, strlen(bad), &cfg, &err) < 0);
     char *after = dump(&cfg);
     assert_string_equal(before, after);
     assert_true(cfg.sharing.time_slicing.resources.items[0].replicas == 3);
     free(before);
     free(after);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 static void test_bounds_and_files(void **state)
 {
     (void)state;
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct vg_err err = {0};
-    dp_config_defaults(&cfg);
+    dpconfig_defaults(&cfg);
 
     /* Past the 1 MiB ceiling. */
-    size_t big = DP_CONFIG_MAX_BYTES + 1;
+    size_t big = DPCONFIG_MAX_BYTES + 1;
     char *text = malloc(big);
     memset(text, '#', big);
-    assert_int_equal(dp_config_load_buffer("big.yaml", text, big, &cfg, &err), -EFBIG);
+    assert_int_equal(dpconfig_load_buffer("big.yaml", text, big, &cfg, &err), -EFBIG);
     assert_non_null(strstr(err.msg, "big.yaml: larger than 1048576 bytes"));
 
     char dir[] = "/tmp/dpconfig-test-XXXXXX";
@@ -407,28 +408,28 @@ static void test_bounds_and_files(void **state)
     assert_non_null(f);
     assert_int_equal(fwrite(text, 1, big, f), big);
     fclose(f);
-    assert_int_equal(dp_config_load_file(path, &cfg, &err), -EFBIG);
+    assert_int_equal(dpconfig_load_file(path, &cfg, &err), -EFBIG);
     unlink(path);
     free(text);
 
     /* NUL bytes, missing files, directories. */
-    assert_int_equal(dp_config_load_buffer("nul.yaml", "a: b\0c", 6, &cfg, &err), -EINVAL);
+    assert_int_equal(dpconfig_load_buffer("nul.yaml", "a: b\0c", 6, &cfg, &err), -EINVAL);
     assert_non_null(strstr(err.msg, "nul.yaml:1: contains a NUL byte"));
     snprintf(path, sizeof path, "%s/missing.yaml", dir);
-    assert_int_equal(dp_config_load_file(path, &cfg, &err), -ENOENT);
+    assert_int_equal(dpconfig_load_file(path, &cfg, &err), -ENOENT);
     assert_non_null(strstr(err.msg, "missing.yaml: cannot open"));
-    assert_int_equal(dp_config_load_file(dir, &cfg, &err), -EISDIR);
+    assert_int_equal(dpconfig_load_file(dir, &cfg, &err), -EISDIR);
     rmdir(dir);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 static void test_yaml_typing(void **state)
 {
     /* The scalar typing NVIDIA's loader applies (sigs.k8s.io/yaml over go-yaml v2). */
     (void)state;
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct vg_err err = {0};
-    dp_config_defaults(&cfg);
+    dpconfig_defaults(&cfg);
     const char *text = "version:\n"
                        "flags:\n"
                        "  failOnInitError: off\n"
@@ -449,7 +450,7 @@ static void test_yaml_typing(void **state)
                        "    - name: \"nvidia.com/gpu\"\n"
                        "      replicas: 2\n"
                        "      devices: \"all\"\n";
-    if (dp_config_load_buffer("t.yaml", text, strlen(text), &cfg, &err) != 0)
+    if (dpconfig_load_buffer("t.yaml", text, strlen(text), &cfg, &err) != 0)
         fail_msg("%s", err.msg);
     assert_string_equal(cfg.version, "v1");
     assert_false(cfg.flags.fail_on_init_error);
@@ -457,21 +458,22 @@ static void test_yaml_typing(void **state)
     assert_false(cfg.flags.mofed_enabled);
     assert_string_equal(cfg.flags.nvidia_driver_root, "123");
     assert_string_equal(cfg.flags.mps_root, "/run/mps-\xc3\xa9t\xc3\xa9\xf0\x9f\x98\x80");
-    assert_int_equal(cfg.flags.mig_strategy, DP_MIG_SINGLE);
+    assert_int_equal(cfg.flags.mig_strategy, DPCONFIG_MIG_SINGLE);
     assert_true(cfg.flags.gfd.sleep_interval_ns == 90ull * 1000000000ull);
     assert_true(cfg.vgpu.device_memory_scaling == 2.0);
     assert_true(cfg.vgpu.device_core_scaling == 0.5);
     assert_true(cfg.vgpu.default_memory_mib == 0);
-    assert_int_equal(cfg.sharing.time_slicing.resources.items[0].devices.kind, DP_DEVICES_ALL);
+    assert_int_equal(cfg.sharing.time_slicing.resources.items[0].devices.kind,
+                     DPCONFIG_DEVICES_ALL);
 
     /* Both sections replicated: MPS wins, as in NVIDIA's plugin. */
     const char *both = "sharing:\n  timeSlicing:\n    resources:\n    - name: gpu\n"
                        "      replicas: 2\n  mps:\n    resources:\n    - name: gpu\n"
                        "      replicas: 4\n";
-    assert_int_equal(dp_config_load_buffer("b.yaml", both, strlen(both), &cfg, &err), 0);
-    assert_int_equal(cfg.sharing_strategy, DP_SHARING_MPS);
-    assert_string_equal(dp_sharing_strategy_name(cfg.sharing_strategy), "mps");
-    dp_config_free(&cfg);
+    assert_int_equal(dpconfig_load_buffer("b.yaml", both, strlen(both), &cfg, &err), 0);
+    assert_int_equal(cfg.sharing_strategy, DPCONFIG_SHARING_MPS);
+    assert_string_equal(dpconfig_sharing_strategy_name(cfg.sharing_strategy), "mps");
+    dpconfig_free(&cfg);
 }
 
 /* ---- environment and command line ---- */
@@ -539,19 +541,19 @@ static int teardown_file(void **state)
 static void test_precedence(void **state)
 {
     (void)state;
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct vg_err err = {0};
-    dp_config_defaults(&cfg);
+    dpconfig_defaults(&cfg);
 
     /* File alone. */
     struct fake_env env = {{{"CONFIG_FILE", config_path}}};
     char *none[] = {NULL};
-    if (dp_config_from_args(0, none, fake_getenv, &env, &cfg, &err) != 0)
+    if (dpconfig_from_args(0, none, fake_getenv, &env, &cfg, &err) != 0)
         fail_msg("%s", err.msg);
-    assert_int_equal(cfg.flags.mig_strategy, DP_MIG_SINGLE);
+    assert_int_equal(cfg.flags.mig_strategy, DPCONFIG_MIG_SINGLE);
     assert_true(cfg.vgpu.device_split_count == 4);
     assert_true(cfg.vgpu.default_cores == 30);
-    assert_int_equal(cfg.flags.plugin.device_id_strategy, DP_DEVICE_ID_INDEX);
+    assert_int_equal(cfg.flags.plugin.device_id_strategy, DPCONFIG_DEVICE_ID_INDEX);
 
     /* Environment beats the file; the command line beats both. */
     struct fake_env env2 = {{{"CONFIG_FILE", config_path},
@@ -564,18 +566,19 @@ static void test_precedence(void **state)
     const char *const argv_src[] = {"--device-split-count=8", "--node-name",         "node-b",
                                     "--kubeconfig=/k/config", "--pass-device-specs", NULL};
     struct args argv = make_args(argv_src, (int)(sizeof argv_src / sizeof argv_src[0]));
-    if (dp_config_from_args(5, argv.v, fake_getenv, &env2, &cfg, &err) != 0)
+    if (dpconfig_from_args(5, argv.v, fake_getenv, &env2, &cfg, &err) != 0)
         fail_msg("%s", err.msg);
-    assert_int_equal(cfg.flags.mig_strategy, DP_MIG_MIXED);   /* env over file */
-    assert_true(cfg.vgpu.device_split_count == 8);            /* CLI over env over file */
-    assert_true(cfg.vgpu.default_cores == 30);                /* file, env empty */
-    assert_int_equal(cfg.flags.plugin.device_id_strategy, 1); /* file */
-    assert_string_equal(cfg.cli.node_name, "node-b");         /* CLI over env */
+    assert_int_equal(cfg.flags.mig_strategy, DPCONFIG_MIG_MIXED); /* env over file */
+    assert_true(cfg.vgpu.device_split_count == 8);                /* CLI over env over file */
+    assert_true(cfg.vgpu.default_cores == 30);                    /* file, env empty */
+    assert_int_equal(cfg.flags.plugin.device_id_strategy, 1);     /* file */
+    assert_string_equal(cfg.cli.node_name, "node-b");             /* CLI over env */
     assert_string_equal(cfg.cli.kubeconfig, "/k/config");
     assert_string_equal(cfg.cli.config_file, config_path);
     assert_true(cfg.flags.plugin.pass_device_specs); /* bare boolean flag */
     assert_false(cfg.flags.fail_on_init_error);
-    assert_int_equal(cfg.flags.plugin.device_list_strategy, DP_LIST_ENVVAR | DP_LIST_CDI_CRI);
+    assert_int_equal(cfg.flags.plugin.device_list_strategy,
+                     DPCONFIG_LIST_ENVVAR | DPCONFIG_LIST_CDI_CRI);
 
     /* --config on the command line beats $CONFIG_FILE. */
     struct fake_env env3 = {{{"CONFIG_FILE", "/nonexistent/config.yaml"}}};
@@ -583,7 +586,7 @@ static void test_precedence(void **state)
     snprintf(cfg_arg, sizeof cfg_arg, "--config=%s", config_path);
     const char *const argv3_src[] = {cfg_arg, NULL};
     struct args argv3 = make_args(argv3_src, (int)(sizeof argv3_src / sizeof argv3_src[0]));
-    if (dp_config_from_args(1, argv3.v, fake_getenv, &env3, &cfg, &err) != 0)
+    if (dpconfig_from_args(1, argv3.v, fake_getenv, &env3, &cfg, &err) != 0)
         fail_msg("%s", err.msg);
     assert_true(cfg.vgpu.device_split_count == 4);
 
@@ -591,23 +594,23 @@ static void test_precedence(void **state)
     const char *const argv4_src[] = {"--mig-strategy", "single", "--fail-on-init-error=false",
                                      NULL};
     struct args argv4 = make_args(argv4_src, (int)(sizeof argv4_src / sizeof argv4_src[0]));
-    assert_int_equal(dp_config_from_args(3, argv4.v, NULL, NULL, &cfg, &err), 0);
-    assert_int_equal(cfg.flags.mig_strategy, DP_MIG_SINGLE);
+    assert_int_equal(dpconfig_from_args(3, argv4.v, NULL, NULL, &cfg, &err), 0);
+    assert_int_equal(cfg.flags.mig_strategy, DPCONFIG_MIG_SINGLE);
     assert_false(cfg.flags.fail_on_init_error);
     assert_true(cfg.vgpu.device_split_count == 10);
     assert_null(cfg.cli.config_file);
     free_args(&argv);
     free_args(&argv3);
     free_args(&argv4);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 static void test_override_errors(void **state)
 {
     (void)state;
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct vg_err err = {0};
-    dp_config_defaults(&cfg);
+    dpconfig_defaults(&cfg);
     static const struct {
         const char *argv[3];
         int argc;
@@ -648,7 +651,7 @@ static void test_override_errors(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct args a = make_args(cases[i].argv, cases[i].argc);
-        int rc = dp_config_from_args(cases[i].argc, a.v, NULL, NULL, &cfg, &err);
+        int rc = dpconfig_from_args(cases[i].argc, a.v, NULL, NULL, &cfg, &err);
         free_args(&a);
         if (rc >= 0)
             fail_msg("case %zu accepted", i);
@@ -658,42 +661,42 @@ static void test_override_errors(void **state)
 
     /* Environment errors name the variable. */
     struct fake_env env = {{{"MIG_STRATEGY", "bogus"}}};
-    assert_true(dp_config_from_args(0, NULL, fake_getenv, &env, &cfg, &err) < 0);
+    assert_true(dpconfig_from_args(0, NULL, fake_getenv, &env, &cfg, &err) < 0);
     assert_string_equal(err.msg, "environment MIG_STRATEGY: key 'flags.migStrategy': 'bogus' "
                                  "is not one of none, single, mixed");
     struct fake_env ctk = {{{"NVIDIA_CTK_PATH", "/usr/local/bin/nvidia-ctk"}}};
-    assert_true(dp_config_from_args(0, NULL, fake_getenv, &ctk, &cfg, &err) < 0);
+    assert_true(dpconfig_from_args(0, NULL, fake_getenv, &ctk, &cfg, &err) < 0);
     assert_non_null(strstr(err.msg, "key 'flags.plugin.nvidiaCTKPath': vgpu generates no CDI"));
 
     /* An override that breaks a rule across keys is caught, with the file's line. */
     const char *mps = "sharing:\n  mps:\n    resources:\n    - name: gpu\n      replicas: 2\n";
-    assert_int_equal(dp_config_load_buffer("m.yaml", mps, strlen(mps), &cfg, &err), 0);
+    assert_int_equal(dpconfig_load_buffer("m.yaml", mps, strlen(mps), &cfg, &err), 0);
     const char *const argv_src[] = {"--mig-strategy=mixed", NULL};
     struct args argv = make_args(argv_src, (int)(sizeof argv_src / sizeof argv_src[0]));
-    assert_true(dp_config_apply_overrides(&cfg, 1, argv.v, NULL, NULL, &err) < 0);
+    assert_true(dpconfig_apply_overrides(&cfg, 1, argv.v, NULL, NULL, &err) < 0);
     assert_string_equal(err.msg, "m.yaml:2: key 'sharing.mps': MPS sharing cannot be combined "
                                  "with flags.migStrategy 'mixed'");
 
     /* --help stops everything else. */
     const char *const help_src[] = {"--bogus", "--help", NULL};
     struct args help = make_args(help_src, (int)(sizeof help_src / sizeof help_src[0]));
-    assert_int_equal(dp_config_from_args(2, help.v, NULL, NULL, &cfg, &err), 1);
+    assert_int_equal(dpconfig_from_args(2, help.v, NULL, NULL, &cfg, &err), 1);
     free_args(&argv);
     free_args(&help);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
-/* List values in a file have a ceiling (DP_CONFIG_MAX_LIST_ITEMS): one item more is
+/* List values in a file have a ceiling (DPCONFIG_MAX_LIST_ITEMS): one item more is
  * refused naming the key, a list at the ceiling loads. (The environment and flags are
  * bounded by their 4096-byte values already.) */
 static void test_list_ceiling(void **state)
 {
     (void)state;
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct vg_err err = {0};
-    dp_config_defaults(&cfg);
+    dpconfig_defaults(&cfg);
     for (int over = 0; over <= 1; over++) {
-        size_t n = DP_CONFIG_MAX_LIST_ITEMS + (size_t)over;
+        size_t n = DPCONFIG_MAX_LIST_ITEMS + (size_t)over;
         size_t cap = 64 + n * 8;
         char *yaml = malloc(cap);
         size_t y = (size_t)snprintf(yaml, cap, "health:\n  ignoredXIDs: [");
@@ -701,7 +704,7 @@ static void test_list_ceiling(void **state)
             y += (size_t)snprintf(yaml + y, cap - y, "%s%zu", i ? "," : "", i);
         }
         snprintf(yaml + y, cap - y, "]\n");
-        int rc = dp_config_load_buffer("l.yaml", yaml, strlen(yaml), &cfg, &err);
+        int rc = dpconfig_load_buffer("l.yaml", yaml, strlen(yaml), &cfg, &err);
         if (!over) {
             assert_int_equal(rc, 0);
             assert_int_equal(cfg.health.ignored_xids.count, n);
@@ -712,34 +715,34 @@ static void test_list_ceiling(void **state)
         }
         free(yaml);
     }
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
 }
 
 /* Settings of other programs sharing the file load and are named at start. */
 static void test_foreign_settings(void **state)
 {
     (void)state;
-    struct dp_config cfg;
+    struct dpconfig cfg;
     struct vg_err err = {0};
     char keys[256];
-    dp_config_defaults(&cfg);
-    assert_int_equal(dp_config_foreign_settings(&cfg, keys, sizeof keys), 0);
+    dpconfig_defaults(&cfg);
+    assert_int_equal(dpconfig_foreign_settings(&cfg, keys, sizeof keys), 0);
     assert_string_equal(keys, "");
     /* The README's example: GFD settings at their defaults change nothing. */
     char path[512];
     snprintf(path, sizeof path, "%s/flags-full.yaml", data_dir());
-    assert_int_equal(dp_config_load_file(path, &cfg, &err), 0);
-    assert_int_equal(dp_config_foreign_settings(&cfg, keys, sizeof keys), 0);
+    assert_int_equal(dpconfig_load_file(path, &cfg, &err), 0);
+    assert_int_equal(dpconfig_foreign_settings(&cfg, keys, sizeof keys), 0);
     const char *text = "flags:\n  useNodeFeatureAPI: true\n  gfd:\n    oneshot: true\n"
                        "    sleepInterval: 10s\nresources:\n  gpus:\n  - pattern: '*'\n"
                        "    name: gpu\n";
-    assert_int_equal(dp_config_load_buffer("g.yaml", text, strlen(text), &cfg, &err), 0);
-    assert_int_equal(dp_config_foreign_settings(&cfg, keys, sizeof keys), 4);
+    assert_int_equal(dpconfig_load_buffer("g.yaml", text, strlen(text), &cfg, &err), 0);
+    assert_int_equal(dpconfig_foreign_settings(&cfg, keys, sizeof keys), 4);
     assert_string_equal(keys, "flags.useNodeFeatureAPI,flags.gfd.oneshot,"
                               "flags.gfd.sleepInterval,resources.gpus");
     /* A short buffer still counts them all. */
-    assert_int_equal(dp_config_foreign_settings(&cfg, keys, 8), 4);
-    dp_config_free(&cfg);
+    assert_int_equal(dpconfig_foreign_settings(&cfg, keys, 8), 4);
+    dpconfig_free(&cfg);
 }
 
 static void test_help_and_doc(void **state)
@@ -748,7 +751,7 @@ static void test_help_and_doc(void **state)
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    dp_config_print_help(f, "vgpu-device-plugin");
+    dpconfig_print_help(f, "vgpu-device-plugin");
     fclose(f);
     /* The contract's flags and NVIDIA's, each with default and environment. */
     static const char *const must[] = {
@@ -770,7 +773,7 @@ static void test_help_and_doc(void **state)
     free(text);
 
     f = open_memstream(&text, &len);
-    dp_config_print_doc(f);
+    dpconfig_print_doc(f);
     fclose(f);
     assert_non_null(strstr(text, "| `sharing.mps.failRequestsGreaterThanOne` | bool | `true` |"));
     assert_non_null(strstr(text, "| `sharing.timeSlicing.resources[].replicas` | integer | "

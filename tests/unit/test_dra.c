@@ -269,7 +269,7 @@ static void test_prepare_unprepare(void **state)
     vg_snprintf(cdi, sizeof cdi, "%s/cdi", tmp);
     vg_snprintf(yaml, sizeof yaml, "version: v1\nvgpu:\n  regionDir: %s\n  computeBoardDir: %s\n",
                 region, board);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     load(&cfg, yaml);
     struct dp_gpu g[2];
     two_gpus(g);
@@ -352,7 +352,7 @@ static void test_prepare_unprepare(void **state)
     assert_non_null(strstr(err.msg, "node-2"));
     assert_int_equal(count_entries(region), 0);
     assert_int_equal(count_entries(cdi), 0);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
     char cmd[512];
     vg_snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     assert_int_equal(system(cmd), 0);
@@ -373,7 +373,7 @@ static void test_prepare_names_and_mig(void **state)
     vg_snprintf(cdi, sizeof cdi, "%s/cdi", tmp);
     vg_snprintf(yaml, sizeof yaml, "version: v1\nvgpu:\n  regionDir: %s\n  computeBoardDir: %s\n",
                 region, board);
-    struct dp_config cfg;
+    struct dpconfig cfg;
     load(&cfg, yaml);
     struct dp_gpu g[2];
     two_gpus(g);
@@ -449,7 +449,7 @@ static void test_prepare_names_and_mig(void **state)
     assert_non_null(strstr(err.msg, "MIG devices and whole GPUs in one request"));
     assert_int_equal(count_entries(region), 0);
     assert_int_equal(count_entries(cdi), 0);
-    dp_config_free(&cfg);
+    dpconfig_free(&cfg);
     char cmd[512];
     vg_snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     assert_int_equal(system(cmd), 0);

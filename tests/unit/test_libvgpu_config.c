@@ -381,8 +381,8 @@ static void test_fixed_path_closed(void **state)
 static void test_track_random(void **state)
 {
     (void)state;
-    struct track t;
-    track_init(&t);
+    struct lv_track t;
+    lv_track_init(&t);
     enum { N = 20000 };
     static uint64_t keys[N];
     static bool live[N];
@@ -392,31 +392,32 @@ static void test_track_random(void **state)
         keys[i] = 0x7f0000000000ull + ((uint64_t)i * 2654435761u % (1u << 31)) * 512;
     for (int round = 0; round < 200000; round++) {
         int i = (int)vg_prng_below(&rng, N);
-        struct track_entry out;
+        struct lv_track_entry out;
         if (live[i]) {
-            assert_true(track_remove(&t, TRACK_DEVPTR, keys[i], &out));
+            assert_true(lv_track_remove(&t, LV_TRACK_DEVPTR, keys[i], &out));
             assert_int_equal(out.bytes, (uint64_t)i);
-            assert_false(track_find(&t, TRACK_DEVPTR, keys[i], NULL));
+            assert_false(lv_track_find(&t, LV_TRACK_DEVPTR, keys[i], NULL));
         } else {
-            struct track_entry e = {.key = keys[i], .space = TRACK_DEVPTR, .bytes = (uint64_t)i};
-            assert_int_equal(track_insert(&t, &e, NULL), 0);
+            struct lv_track_entry e = {
+                .key = keys[i], .space = LV_TRACK_DEVPTR, .bytes = (uint64_t)i};
+            assert_int_equal(lv_track_insert(&t, &e, NULL), 0);
         }
         live[i] = !live[i];
     }
     size_t count = 0;
     for (int i = 0; i < N; i++) {
-        struct track_entry out;
-        bool found = track_find(&t, TRACK_DEVPTR, keys[i], &out);
+        struct lv_track_entry out;
+        bool found = lv_track_find(&t, LV_TRACK_DEVPTR, keys[i], &out);
         if (live[i]) {
             assert_true(found);
             assert_int_equal(out.bytes, (uint64_t)i);
             count++;
         }
         /* Same value in another space is another handle. */
-        assert_false(track_find(&t, TRACK_VMM, keys[i], NULL));
+        assert_false(lv_track_find(&t, LV_TRACK_VMM, keys[i], NULL));
     }
     assert_int_equal(t.count, count);
-    track_free(&t);
+    lv_track_free(&t);
 }
 
 /* The table's only allocation is its growth. Failing it (each growth in turn) must refuse
@@ -428,30 +429,31 @@ static void test_track_growth_failure(void **state)
     enum { N = 600 }; /* grows at 0, 128, 256 and 512 entries */
     unsigned failures = 0;
     for (unsigned long n = 1;; n++) {
-        struct track t;
-        track_init(&t);
+        struct lv_track t;
+        lv_track_init(&t);
         vg_mem_fail_nth(n);
         bool refused = false;
         for (int i = 0; i < N; i++) {
-            struct track_entry e = {
-                .key = 0x7f0000000000ull + (uint64_t)i * 4096, .space = TRACK_DEVPTR, .bytes = 1};
-            int rc = track_insert(&t, &e, NULL);
+            struct lv_track_entry e = {.key = 0x7f0000000000ull + (uint64_t)i * 4096,
+                                       .space = LV_TRACK_DEVPTR,
+                                       .bytes = 1};
+            int rc = lv_track_insert(&t, &e, NULL);
             if (rc == -ENOMEM) {
                 assert_false(refused);
                 refused = true;
                 assert_int_equal(t.count, (size_t)i);
                 for (int j = 0; j < i; j++)
-                    assert_true(
-                        track_find(&t, TRACK_DEVPTR, 0x7f0000000000ull + (uint64_t)j * 4096, NULL));
-                assert_false(track_find(&t, TRACK_DEVPTR, e.key, NULL));
-                rc = track_insert(&t, &e, NULL);
+                    assert_true(lv_track_find(&t, LV_TRACK_DEVPTR,
+                                              0x7f0000000000ull + (uint64_t)j * 4096, NULL));
+                assert_false(lv_track_find(&t, LV_TRACK_DEVPTR, e.key, NULL));
+                rc = lv_track_insert(&t, &e, NULL);
             }
             assert_int_equal(rc, 0);
         }
         assert_int_equal(t.count, N);
         bool fired = vg_mem_fail_fired();
         assert_int_equal(fired, refused);
-        track_free(&t);
+        lv_track_free(&t);
         if (!fired)
             break;
         failures++;
@@ -459,59 +461,59 @@ static void test_track_growth_failure(void **state)
     assert_int_equal(failures, 4);
 }
 
-static bool add_maps(struct track_entry *e, void *arg)
+static bool add_maps(struct lv_track_entry *e, void *arg)
 {
     e->maps += *(const uint32_t *)arg;
     return e->maps >= 3; /* gone at the third */
 }
 
-/* track_modify changes in place and removes on request; the range scans find by key
+/* lv_track_modify changes in place and removes on request; the range scans find by key
  * range and by the address an entry covers, in one space only. */
 static void test_track_modify_and_ranges(void **state)
 {
     (void)state;
-    struct track t;
-    track_init(&t);
+    struct lv_track t;
+    lv_track_init(&t);
     for (uint64_t i = 1; i <= 100; i++) {
-        struct track_entry e = {.key = i << 21, .space = TRACK_VMM_MAP, .bytes = 1 << 20};
-        assert_int_equal(track_insert(&t, &e, NULL), 0);
-        struct track_entry o = {.key = i << 21, .space = TRACK_VMM_OBJ, .bytes = 5};
-        assert_int_equal(track_insert(&t, &o, NULL), 0);
+        struct lv_track_entry e = {.key = i << 21, .space = LV_TRACK_VMM_MAP, .bytes = 1 << 20};
+        assert_int_equal(lv_track_insert(&t, &e, NULL), 0);
+        struct lv_track_entry o = {.key = i << 21, .space = LV_TRACK_VMM_OBJ, .bytes = 5};
+        assert_int_equal(lv_track_insert(&t, &o, NULL), 0);
     }
     uint32_t one = 1;
-    struct track_entry out;
-    assert_false(track_modify(&t, TRACK_VMM_OBJ, 12345, add_maps, &one, &out));
-    assert_true(track_modify(&t, TRACK_VMM_OBJ, 7 << 21, add_maps, &one, &out));
+    struct lv_track_entry out;
+    assert_false(lv_track_modify(&t, LV_TRACK_VMM_OBJ, 12345, add_maps, &one, &out));
+    assert_true(lv_track_modify(&t, LV_TRACK_VMM_OBJ, 7 << 21, add_maps, &one, &out));
     assert_int_equal(out.maps, 1);
-    assert_true(track_modify(&t, TRACK_VMM_OBJ, 7 << 21, add_maps, &one, &out));
-    assert_true(track_find(&t, TRACK_VMM_OBJ, 7 << 21, NULL));
-    assert_true(track_modify(&t, TRACK_VMM_OBJ, 7 << 21, add_maps, &one, &out));
+    assert_true(lv_track_modify(&t, LV_TRACK_VMM_OBJ, 7 << 21, add_maps, &one, &out));
+    assert_true(lv_track_find(&t, LV_TRACK_VMM_OBJ, 7 << 21, NULL));
+    assert_true(lv_track_modify(&t, LV_TRACK_VMM_OBJ, 7 << 21, add_maps, &one, &out));
     assert_int_equal(out.maps, 3);
-    assert_false(track_find(&t, TRACK_VMM_OBJ, 7 << 21, NULL));
-    assert_true(track_find(&t, TRACK_VMM_MAP, 7 << 21, NULL)); /* the other space stays */
+    assert_false(lv_track_find(&t, LV_TRACK_VMM_OBJ, 7 << 21, NULL));
+    assert_true(lv_track_find(&t, LV_TRACK_VMM_MAP, 7 << 21, NULL)); /* the other space stays */
 
     /* By address: inside the first MiB of a mapping, not in the gap after it. */
-    assert_true(track_find_holding(&t, TRACK_VMM_MAP, (9 << 21) + 4096, &out));
+    assert_true(lv_track_find_holding(&t, LV_TRACK_VMM_MAP, (9 << 21) + 4096, &out));
     assert_int_equal(out.key, 9 << 21);
-    assert_false(track_find_holding(&t, TRACK_VMM_MAP, (9 << 21) + (1 << 20), &out));
-    assert_false(track_find_holding(&t, TRACK_VMM_MAP, 4096, &out));
+    assert_false(lv_track_find_holding(&t, LV_TRACK_VMM_MAP, (9 << 21) + (1 << 20), &out));
+    assert_false(lv_track_find_holding(&t, LV_TRACK_VMM_MAP, 4096, &out));
 
     /* Taking every mapping in [10, 20) x 2 MiB leaves the others. */
     size_t taken = 0;
-    while (track_find_in_range(&t, TRACK_VMM_MAP, 10 << 21, 20 << 21, true, &out)) {
+    while (lv_track_find_in_range(&t, LV_TRACK_VMM_MAP, 10 << 21, 20 << 21, true, &out)) {
         assert_true(out.key >= (10 << 21) && out.key < (20 << 21));
         taken++;
     }
     assert_int_equal(taken, 10);
-    assert_true(track_find(&t, TRACK_VMM_MAP, 20 << 21, NULL));
-    assert_true(track_find(&t, TRACK_VMM_MAP, 9 << 21, NULL));
-    assert_true(track_find(&t, TRACK_VMM_OBJ, 15 << 21, NULL));
-    assert_false(track_find_in_range(&t, TRACK_VMM_MAP, 10 << 21, 20 << 21, false, NULL));
-    track_free(&t);
+    assert_true(lv_track_find(&t, LV_TRACK_VMM_MAP, 20 << 21, NULL));
+    assert_true(lv_track_find(&t, LV_TRACK_VMM_MAP, 9 << 21, NULL));
+    assert_true(lv_track_find(&t, LV_TRACK_VMM_OBJ, 15 << 21, NULL));
+    assert_false(lv_track_find_in_range(&t, LV_TRACK_VMM_MAP, 10 << 21, 20 << 21, false, NULL));
+    lv_track_free(&t);
 }
 
 static uint64_t swept;
-static void sweep_cb(const struct track_entry *e, void *arg)
+static void sweep_cb(const struct lv_track_entry *e, void *arg)
 {
     (void)arg;
     swept += e->bytes;
@@ -520,19 +522,19 @@ static void sweep_cb(const struct track_entry *e, void *arg)
 static void test_track_context_and_replace(void **state)
 {
     (void)state;
-    struct track t;
-    track_init(&t);
+    struct lv_track t;
+    lv_track_init(&t);
     for (uint64_t i = 1; i <= 3000; i++) {
-        struct track_entry e = {
-            .key = i * 4096, .space = TRACK_DEVPTR, .bytes = i, .ctx = (i % 3) + 1};
-        assert_int_equal(track_insert(&t, &e, NULL), 0);
+        struct lv_track_entry e = {
+            .key = i * 4096, .space = LV_TRACK_DEVPTR, .bytes = i, .ctx = (i % 3) + 1};
+        assert_int_equal(lv_track_insert(&t, &e, NULL), 0);
     }
-    struct track_entry again = {.key = 4096, .space = TRACK_DEVPTR, .bytes = 7, .ctx = 9};
-    struct track_entry old;
-    assert_int_equal(track_insert(&t, &again, &old), 1);
+    struct lv_track_entry again = {.key = 4096, .space = LV_TRACK_DEVPTR, .bytes = 7, .ctx = 9};
+    struct lv_track_entry old;
+    assert_int_equal(lv_track_insert(&t, &again, &old), 1);
     assert_int_equal(old.bytes, 1);
     swept = 0;
-    size_t n = track_remove_context(&t, 2, sweep_cb, NULL);
+    size_t n = lv_track_remove_context(&t, 2, sweep_cb, NULL);
     uint64_t want = 0;
     size_t want_n = 0;
     for (uint64_t i = 2; i <= 3000; i++)
@@ -543,11 +545,11 @@ static void test_track_context_and_replace(void **state)
     assert_int_equal(n, want_n);
     assert_int_equal(swept, want);
     for (uint64_t i = 2; i <= 3000; i++)
-        assert_int_equal(track_find(&t, TRACK_DEVPTR, i * 4096, NULL), (i % 3) + 1 != 2);
-    track_reset_after_fork(&t);
-    assert_false(track_find(&t, TRACK_DEVPTR, 4096 * 3, NULL));
+        assert_int_equal(lv_track_find(&t, LV_TRACK_DEVPTR, i * 4096, NULL), (i % 3) + 1 != 2);
+    lv_track_reset_after_fork(&t);
+    assert_false(lv_track_find(&t, LV_TRACK_DEVPTR, 4096 * 3, NULL));
     assert_int_equal(t.count, 0);
-    track_free(&t);
+    lv_track_free(&t);
 }
 
 int main(void)

@@ -6,6 +6,6 @@
 
 int main(void)
 {
-    dp_config_print_doc(stdout);
+    dpconfig_print_doc(stdout);
     return fflush(stdout) == 0 ? 0 : 1;
 }

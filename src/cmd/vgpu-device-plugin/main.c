@@ -90,13 +90,13 @@ static bool take_check_config(int *argc, char **argv)
  * With --check-config: the configuration is checked and printed, nothing else done. */
 static int run(int argc, char **argv)
 {
-    __attribute__((cleanup(dp_config_free))) struct dp_config cfg;
-    dp_config_defaults(&cfg);
+    __attribute__((cleanup(dpconfig_free))) struct dpconfig cfg;
+    dpconfig_defaults(&cfg);
     struct vg_err err = {0};
     bool check_config = take_check_config(&argc, argv);
-    int rc = dp_config_from_args(argc - 1, argv + 1, env_lookup, NULL, &cfg, &err);
+    int rc = dpconfig_from_args(argc - 1, argv + 1, env_lookup, NULL, &cfg, &err);
     if (rc == 1) {
-        dp_config_print_help(stdout, "vgpu-device-plugin");
+        dpconfig_print_help(stdout, "vgpu-device-plugin");
         printf("  --check-config  check the flags, environment and --config, print the "
                "effective configuration and exit (0: valid, 2: not); no side effects\n");
         return 0;
@@ -119,7 +119,7 @@ static int run(int argc, char **argv)
     if (dp_imex_check(&cfg, &err) < 0)
         return failed(2, &err);
     if (check_config) {
-        dp_config_dump(&cfg, stdout);
+        dpconfig_dump(&cfg, stdout);
         printf("OK\n");
         return 0;
     }

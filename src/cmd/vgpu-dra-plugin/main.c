@@ -136,16 +136,16 @@ static void help(void)
                   "(docs/config.md).\n",
                   own_flags, VG_FLAGS_COUNT(own_flags));
     static const char *const not_ours[] = {"kubelet-dir", "region-dir", NULL};
-    dp_config_print_flags(stdout, not_ours);
+    dpconfig_print_flags(stdout, not_ours);
 }
 
 /* The flags (own, then dpconfig's), the environment and --config: 0, 1 when --help was
  * printed, or a negative code with err set. Claims' directories are <state-dir>/claims. */
-static int configure(int argc, char **argv, struct dp_config *cfg, struct vg_err *err)
+static int configure(int argc, char **argv, struct dpconfig *cfg, struct vg_err *err)
 {
     if (vg_flags_take(own_flags, VG_FLAGS_COUNT(own_flags), &argc, argv, err) < 0)
         return err->code;
-    int rc = dp_config_from_args(argc - 1, argv + 1, env_lookup, NULL, cfg, err);
+    int rc = dpconfig_from_args(argc - 1, argv + 1, env_lookup, NULL, cfg, err);
     if (rc == 1)
         help();
     if (rc != 0)
@@ -160,13 +160,13 @@ static int configure(int argc, char **argv, struct dp_config *cfg, struct vg_err
     return 0;
 }
 
-static int print_check_config(const struct dp_config *cfg)
+static int print_check_config(const struct dpconfig *cfg)
 {
     printf("kubelet-dir = %s\ncdi-dir = %s\nstate-dir = %s\ndriver-name = %s\n"
            "consumable-capacity = %s\nidle-without-gpu = %s\n",
            own.kubelet_dir, own.cdi_dir, own.state_dir, own.driver,
            own.consumable ? "true" : "false", own.idle_without_gpu ? "true" : "false");
-    dp_config_dump(cfg, stdout);
+    dpconfig_dump(cfg, stdout);
     printf("OK\n");
     return 0;
 }
@@ -182,7 +182,7 @@ static int env_ms(const char *name, uint64_t max, uint64_t *out, struct vg_err *
 
 /* What makes a GPU unhealthy (the device plugin's health section and
  * DP_DISABLE_HEALTHCHECKS) and the loop's intervals (the environment's test knobs). */
-static int read_knobs(const struct dp_config *cfg, struct dp_xid_policy *xids,
+static int read_knobs(const struct dpconfig *cfg, struct dp_xid_policy *xids,
                       struct dra_plugin_options *opt, struct vg_err *err)
 {
     if (dp_xid_policy_from_config(cfg, getenv("DP_DISABLE_HEALTHCHECKS"), xids, err) < 0 ||
@@ -195,7 +195,7 @@ static int read_knobs(const struct dp_config *cfg, struct dp_xid_policy *xids,
 
 /* Opens NVML and finds the GPUs: 0, or -1 with *status the exit status: 0 when there is
  * no driver and --idle-without-gpu said to wait (the signal came), else 1 or 2 with err. */
-static int open_gpus(const struct dp_config *cfg, const struct dp_xid_policy *xids,
+static int open_gpus(const struct dpconfig *cfg, const struct dp_xid_policy *xids,
                      struct dp_nvml **nvml, struct dra_plugin_options *opt, char *version,
                      size_t version_size, int *status, struct vg_err *err)
 {
@@ -234,7 +234,7 @@ static int open_gpus(const struct dp_config *cfg, const struct dp_xid_policy *xi
 }
 
 /* The API client: --kubeconfig, else in-cluster credentials. */
-static int connect_kube(struct event_base *base, const struct dp_config *cfg,
+static int connect_kube(struct event_base *base, const struct dpconfig *cfg,
                         struct kube_config **kcfg, struct kube_client **kube, struct vg_err *err)
 {
     int rc;
@@ -254,8 +254,8 @@ static int connect_kube(struct event_base *base, const struct dp_config *cfg,
 int main(int argc, char **argv)
 {
     struct vg_err err = {0};
-    __attribute__((cleanup(dp_config_free))) struct dp_config cfg;
-    dp_config_defaults(&cfg);
+    __attribute__((cleanup(dpconfig_free))) struct dpconfig cfg;
+    dpconfig_defaults(&cfg);
     int rc = configure(argc, argv, &cfg, &err);
     if (rc != 0)
         return rc == 1 ? 0 : failed(2, &err);
