@@ -11,11 +11,8 @@
 # libvgpu (to watch a test fail on a broken one); the benchmark
 # (bench/libvgpu_compute.sh) sets the bounds off and judges the figures itself.
 set -uo pipefail
-B=$(cd "$1" && pwd)
-CASE=$2
-# shellcheck source=../lib/fakegpu_tenants.sh
 . "$(dirname "$0")/../lib/fakegpu_tenants.sh"
-vg_tenants_init compute
+vg_tenants_init compute "$@"
 vg_compute_env
 TOL=${VGPU_COMPUTE_TOL:-2}
 BURST_MIN=${VGPU_BURST_MIN:-90}

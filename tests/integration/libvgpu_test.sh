@@ -3,11 +3,8 @@
 # Each run gets a fresh FAKEGPU_STATE_DIR and region (mktemp -d), so cases run in parallel.
 # On a real GPU: VGPU_TEST_REAL=1 and no FAKEGPU_* (see docs/libvgpu.md, "Testing").
 set -uo pipefail
-B=$(cd "$1" && pwd)
-CASE=$2
-# shellcheck source=../lib/fakegpu_tenants.sh
 . "$(dirname "$0")/../lib/fakegpu_tenants.sh"
-vg_tenants_init libvgpu
+vg_tenants_init libvgpu "$@"
 vg_fakegpu_env
 export FAKEGPU_CONTEXT_MIB=256 VGPU_CONTEXT_MIB=256
 export CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/region CUDA_DEVICE_MEMORY_LIMIT=2g

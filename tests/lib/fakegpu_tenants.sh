@@ -1,8 +1,8 @@
 # Shared set-up of the shell tests that run libvgpu tenants against fakegpu
 # (tests/integration/libvgpu_test.sh, libvgpu_compute_test.sh, tests/security/board_test.sh,
-# limits_test.sh, attacks/budget_test.sh, turn_test.sh, dispatch_test.sh), sourced after
-# B (the build directory) is set. Each script keeps its own bounds, messages and cases;
-# this file holds only what they do alike. tests/lib/README.md describes it.
+# limits_test.sh, attacks/budget_test.sh, turn_test.sh, dispatch_test.sh), sourced at the
+# start; vg_tenants_init takes the script's arguments. Each script keeps its own bounds,
+# messages and cases; this file holds only what they do alike (tests/lib/README.md).
 # shellcheck shell=bash
 
 # vg_ns_reexec VAR ARGS...: unless VAR is set, re-runs the script ($0 ARGS) as root in a
@@ -19,9 +19,12 @@ vg_ns_reexec() {
     exec unshare --mount --propagation private "$0" "$@"
 }
 
-# vg_tenants_init NAME: T, a fresh directory /tmp/vgpu-NAME-XXXXXX; pids, the background
+# vg_tenants_init NAME BUILD_DIR CASE [ARG...] (NAME and the script's arguments): B, the
+# build directory; CASE; T, a fresh directory /tmp/vgpu-NAME-XXXXXX; pids, the background
 # processes the exit trap kills (with SIGKILL) before it removes T.
 vg_tenants_init() {
+    B=$(cd "$2" && pwd)
+    CASE=$3
     T=$(mktemp -d "/tmp/vgpu-$1-XXXXXX")
     pids=()
     trap vg_tenants_cleanup EXIT

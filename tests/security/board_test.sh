@@ -14,11 +14,8 @@
 #           stalled (they used to be for about 1 s, then stopped taking turns), never above
 #           their shares, not starved
 set -uo pipefail
-B=$(cd "$1" && pwd)
-CASE=$2
-# shellcheck source=../lib/fakegpu_tenants.sh
 . "$(dirname "$0")/../lib/fakegpu_tenants.sh"
-vg_tenants_init board
+vg_tenants_init board "$@"
 vg_compute_env
 HOSTILE=$B/bin/board_hostile
 TOL=${VGPU_COMPUTE_TOL:-3}

@@ -12,13 +12,9 @@
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib/vg_skip.sh"
-B=$(cd "$1" && pwd)
-CASE=$2
-
-# shellcheck source=../lib/fakegpu_tenants.sh
 . "$HERE/../lib/fakegpu_tenants.sh"
 vg_ns_reexec VGPU_LIMITS_TEST_NS "$@"
-vg_tenants_init seclimits
+vg_tenants_init seclimits "$@"
 vg_private_etc_vgpu
 FIXED=/etc/vgpu/limits
 

@@ -23,13 +23,9 @@
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../../lib/vg_skip.sh"
-B=$(cd "$1" && pwd)
-CASE=$2
-
-# shellcheck source=../../lib/fakegpu_tenants.sh
 . "$HERE/../../lib/fakegpu_tenants.sh"
 vg_ns_reexec VGPU_BUDGET_TEST_NS "$@"
-vg_tenants_init budget
+vg_tenants_init budget "$@"
 # /etc/vgpu, private to this namespace, with a file for each tenant's limits to go over.
 vg_private_etc_vgpu
 vg_compute_env

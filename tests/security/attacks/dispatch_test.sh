@@ -7,11 +7,8 @@
 # Compute cases: at a 30 % share, alone (compute-) or beside a 70 % neighbour (compute70-),
 # fakegpu's timeline gives each 30 (70) ± TOL points.
 set -uo pipefail
-B=$(cd "$1" && pwd)
-CASE=$2
-# shellcheck source=../../lib/fakegpu_tenants.sh
 . "$(dirname "$0")/../../lib/fakegpu_tenants.sh"
-vg_tenants_init dispatch
+vg_tenants_init dispatch "$@"
 vg_fakegpu_env
 TOL=${VGPU_COMPUTE_TOL:-3}
 export FAKEGPU_CONTEXT_MIB=256 VGPU_CONTEXT_MIB=256 VGPU_COMPUTE_BOARD=$T/board

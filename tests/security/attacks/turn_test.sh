@@ -16,11 +16,8 @@
 #              board (confirmation and allowances in force) keep their shares (within
 #              3 points, the compute tests' bound), with 1 ms and with 20 ms kernels.
 set -uo pipefail
-B=$(cd "$1" && pwd)
-CASE=$2
-# shellcheck source=../../lib/fakegpu_tenants.sh
 . "$(dirname "$0")/../../lib/fakegpu_tenants.sh"
-vg_tenants_init turn
+vg_tenants_init turn "$@"
 vg_compute_env
 FORGER=$B/bin/turn_forger
 
