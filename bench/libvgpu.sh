@@ -57,6 +57,18 @@ measure() { # measure MODE FN... -> "base added"
     echo "$base $added"
 }
 
+# judge ADDED TARGET WHAT WHO: WHAT adding more than TARGET instructions fails, and so does
+# it adding none (WHO, libvgpu's code, was not on the path).
+judge() {
+    if [ "$1" -gt "$2" ]; then
+        echo "FAIL: $3 adds $1 instructions, over the $2 target" >&2
+        over=1
+    elif [ "$1" -lt 1 ]; then
+        echo "FAIL: $3 adds $1 instructions: $4 was not on the path" >&2
+        over=1
+    fi
+}
+
 unset CUDA_DEVICE_MEMORY_LIMIT CUDA_DEVICE_MEMORY_SHARED_CACHE
 if [ "$MODE" = full ]; then
     echo "Instructions per launch (callgrind against fakegpu; N=2000 minus N=1000 calls; the"
@@ -66,13 +78,7 @@ if [ "$MODE" = full ]; then
     echo "| --- | ---: | ---: | ---: |"
     read -r lb la <<<"$(measure launch cuLaunchKernel)"
     echo "| cuLaunchKernel, no compute limit | $lb | $la | $LAUNCH_TARGET |"
-    if [ "$la" -gt "$LAUNCH_TARGET" ]; then
-        echo "FAIL: cuLaunchKernel adds $la instructions, over the $LAUNCH_TARGET target" >&2
-        over=1
-    elif [ "$la" -lt 1 ]; then
-        echo "FAIL: cuLaunchKernel adds $la instructions: libvgpu's wrapper was not on the path" >&2
-        over=1
-    fi
+    judge "$la" "$LAUNCH_TARGET" cuLaunchKernel "libvgpu's wrapper"
 fi
 
 # Whole program, N=2000 minus N=1000 pairs of SIZE bytes: "preload" (1 or empty).
@@ -113,13 +119,7 @@ for size in $SIZES; do
     added=$(cut -d' ' -f3 "$T/runs" | median)
     echo "| ${size#*:} | $(cut -d' ' -f1 "$T/runs" | median) | $(cut -d' ' -f2 "$T/runs" | median)" \
         "| $added | $TARGET |"
-    if [ "$added" -gt "$TARGET" ]; then
-        echo "FAIL: a ${size#*:} allocation+free pair adds $added instructions, over the $TARGET target" >&2
-        over=1
-    elif [ "$added" -lt 1 ]; then
-        echo "FAIL: a ${size#*:} allocation+free pair adds $added instructions: libvgpu was not on the path" >&2
-        over=1
-    fi
+    judge "$added" "$TARGET" "a ${size#*:} allocation+free pair" libvgpu
 done
 if [ -s "$T/failed" ]; then
     echo "FAIL: benchmark runs failed (an allocation or launch refused):" >&2

@@ -370,7 +370,9 @@ static struct fg_pool *default_pool(int dev)
     return fg_g.default_pool[dev];
 }
 
-FG_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+/* *pool_out = pick(dev), made under the lock: cuDeviceGetDefaultMemPool and
+ * cuDeviceGetMemPool. */
+static CUresult get_pool(CUmemoryPool *pool_out, CUdevice dev, struct fg_pool *(*pick)(int))
 {
     CUresult r = fg_check_device(dev);
     if (r != CUDA_SUCCESS)
@@ -378,12 +380,17 @@ FG_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
     if (!pool_out)
         return CUDA_ERROR_INVALID_VALUE;
     fg_lock();
-    struct fg_pool *p = default_pool(dev);
+    struct fg_pool *p = pick(dev);
     fg_unlock();
     if (!p)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *pool_out = (CUmemoryPool)p;
     return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    return get_pool(pool_out, dev, default_pool);
 }
 
 /* The pool cuMemAllocAsync draws from: the device's current pool (cuDeviceSetMemPool),
@@ -395,18 +402,7 @@ static struct fg_pool *current_pool(int dev)
 
 FG_API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
 {
-    CUresult r = fg_check_device(dev);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!pool)
-        return CUDA_ERROR_INVALID_VALUE;
-    fg_lock();
-    struct fg_pool *p = current_pool(dev);
-    fg_unlock();
-    if (!p)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    *pool = (CUmemoryPool)p;
-    return CUDA_SUCCESS;
+    return get_pool(pool, dev, current_pool);
 }
 
 FG_API CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
@@ -846,6 +842,27 @@ FG_API CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAl
     return r;
 }
 
+/* A new handle v (its fd open) charged to its device and registered, then given out in
+ * *handle; on failure v is closed and freed. cuMemCreate and
+ * cuMemImportFromShareableHandle. */
+static CUresult vmm_charge(struct fg_vmm *v, CUmemGenericAllocationHandle *handle)
+{
+    fg_lock();
+    CUresult r = fg_from_errno(reserve(v->dev, v->size));
+    if (r == CUDA_SUCCESS && !fg_reg_add((uintptr_t)v, FG_K_VMM, v)) {
+        release(v->dev, v->size);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    fg_unlock();
+    if (r != CUDA_SUCCESS) {
+        close(v->fd);
+        free(v);
+        return r;
+    }
+    *handle = (CUmemGenericAllocationHandle)(uintptr_t)v;
+    return CUDA_SUCCESS;
+}
+
 FG_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                             const CUmemAllocationProp *prop, unsigned long long flags)
 {
@@ -874,20 +891,7 @@ FG_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         free(v);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    fg_lock();
-    r = fg_from_errno(reserve(v->dev, size));
-    if (r == CUDA_SUCCESS && !fg_reg_add((uintptr_t)v, FG_K_VMM, v)) {
-        release(v->dev, size);
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    fg_unlock();
-    if (r != CUDA_SUCCESS) {
-        close(v->fd);
-        free(v);
-        return r;
-    }
-    *handle = (CUmemGenericAllocationHandle)(uintptr_t)v;
-    return CUDA_SUCCESS;
+    return vmm_charge(v, handle);
 }
 
 /* Frees the memory once released and unmapped everywhere (under the lock). */
@@ -1029,20 +1033,7 @@ FG_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *han
         free(v);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    fg_lock();
-    r = fg_from_errno(reserve(v->dev, v->size));
-    if (r == CUDA_SUCCESS && !fg_reg_add((uintptr_t)v, FG_K_VMM, v)) {
-        release(v->dev, v->size);
-        r = CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    fg_unlock();
-    if (r != CUDA_SUCCESS) {
-        close(v->fd);
-        free(v);
-        return r;
-    }
-    *handle = (CUmemGenericAllocationHandle)(uintptr_t)v;
-    return CUDA_SUCCESS;
+    return vmm_charge(v, handle);
 }
 
 FG_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,

@@ -135,8 +135,8 @@ LV_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVers
 
 typedef void *(*dlsym_fn)(void *, const char *);
 typedef void *(*dlvsym_fn)(void *, const char *, const char *);
-static _Atomic(dlsym_fn) real_dlsym;
-static _Atomic(dlvsym_fn) real_dlvsym;
+static _Atomic(void *) real_dlsym;  /* a dlsym_fn */
+static _Atomic(void *) real_dlvsym; /* a dlvsym_fn */
 
 static uint32_t gnu_hash(const char *s)
 {
@@ -240,28 +240,27 @@ static void say_no_lookup(void)
         (void)!write(2, line, sizeof line - 1);
 }
 
-static dlsym_fn glibc_dlsym(void)
+/* glibc's function name (glibc_function), looked up on first use and kept in *slot. */
+static void *glibc_kept(_Atomic(void *) *slot, const char *name)
 {
-    dlsym_fn fn = atomic_load_explicit(&real_dlsym, memory_order_relaxed);
+    void *fn = atomic_load_explicit(slot, memory_order_relaxed);
     if (LV_UNLIKELY(fn == NULL)) {
-        fn = (dlsym_fn)glibc_function("dlsym");
+        fn = glibc_function(name);
         if (fn == NULL)
             say_no_lookup();
-        atomic_store(&real_dlsym, fn);
+        atomic_store(slot, fn);
     }
     return fn;
 }
 
+static dlsym_fn glibc_dlsym(void)
+{
+    return (dlsym_fn)glibc_kept(&real_dlsym, "dlsym");
+}
+
 static dlvsym_fn glibc_dlvsym(void)
 {
-    dlvsym_fn fn = atomic_load_explicit(&real_dlvsym, memory_order_relaxed);
-    if (LV_UNLIKELY(fn == NULL)) {
-        fn = (dlvsym_fn)glibc_function("dlvsym");
-        if (fn == NULL)
-            say_no_lookup();
-        atomic_store(&real_dlvsym, fn);
-    }
-    return fn;
+    return (dlvsym_fn)glibc_kept(&real_dlvsym, "dlvsym");
 }
 
 void *lv_real_dlsym(void *handle, const char *name)
@@ -412,44 +411,30 @@ LV_EXPORT void *lv_dlsym_current(void *handle, const char *name)
     void *ours = ours_for(name);
     if (LV_UNLIKELY(ours != NULL))
         return lookup_ours(handle, name, NULL, ours, __builtin_return_address(0));
-    dlsym_fn fn = atomic_load_explicit(&real_dlsym, memory_order_relaxed);
+    dlsym_fn fn = (dlsym_fn)atomic_load_explicit(&real_dlsym, memory_order_relaxed);
     if (LV_UNLIKELY(fn == NULL) && (fn = glibc_dlsym()) == NULL)
         return NULL;
     return fn(handle, name);
 }
 
+/* The older versions are the same code under a second name (glibc's versions of each
+ * function are the same code too). */
 LV_EXPORT void *lv_dlsym_old(void *handle, const char *name)
-{
-    void *ours = ours_for(name);
-    if (LV_UNLIKELY(ours != NULL))
-        return lookup_ours(handle, name, NULL, ours, __builtin_return_address(0));
-    dlsym_fn fn = atomic_load_explicit(&real_dlsym, memory_order_relaxed);
-    if (LV_UNLIKELY(fn == NULL) && (fn = glibc_dlsym()) == NULL)
-        return NULL;
-    return fn(handle, name);
-}
+    __attribute__((alias("lv_dlsym_current")));
 
 LV_EXPORT void *lv_dlvsym_current(void *handle, const char *name, const char *version)
 {
     void *ours = ours_for(name);
     if (LV_UNLIKELY(ours != NULL))
         return lookup_ours(handle, name, version, ours, __builtin_return_address(0));
-    dlvsym_fn fn = atomic_load_explicit(&real_dlvsym, memory_order_relaxed);
+    dlvsym_fn fn = (dlvsym_fn)atomic_load_explicit(&real_dlvsym, memory_order_relaxed);
     if (LV_UNLIKELY(fn == NULL) && (fn = glibc_dlvsym()) == NULL)
         return NULL;
     return fn(handle, name, version);
 }
 
 LV_EXPORT void *lv_dlvsym_old(void *handle, const char *name, const char *version)
-{
-    void *ours = ours_for(name);
-    if (LV_UNLIKELY(ours != NULL))
-        return lookup_ours(handle, name, version, ours, __builtin_return_address(0));
-    dlvsym_fn fn = atomic_load_explicit(&real_dlvsym, memory_order_relaxed);
-    if (LV_UNLIKELY(fn == NULL) && (fn = glibc_dlvsym()) == NULL)
-        return NULL;
-    return fn(handle, name, version);
-}
+    __attribute__((alias("lv_dlvsym_current")));
 
 #if defined(__x86_64__)
 __asm__(".symver lv_dlsym_current, dlsym@@GLIBC_2.34");

@@ -187,6 +187,17 @@ static void admit_fail(struct admit_call *ac, const char *what, const struct vg_
 
 static void admit_step(struct admit_call *ac);
 
+/* Template t (templates[next]) is in place: its key counts as in use, and the next one
+ * goes. */
+static void admit_next(struct admit_call *ac, json_t *t)
+{
+    char key[512];
+    (void)vg_snprintf(key, sizeof key, "%s/%s", tmpl_ns(t), tmpl_name(t));
+    known_use(ac->t, key);
+    ac->next++;
+    admit_step(ac);
+}
+
 /* The template read back after a 409: it must ask for what this pod's claim needs. */
 static void admit_read(void *arg, long status, json_t *body, const struct vg_err *err)
 {
@@ -210,11 +221,7 @@ static void admit_read(void *arg, long status, json_t *body, const struct vg_err
         admit_end(ac, msg);
         return;
     }
-    char key[512];
-    (void)vg_snprintf(key, sizeof key, "%s/%s", tmpl_ns(t), tmpl_name(t));
-    known_use(ac->t, key);
-    ac->next++;
-    admit_step(ac);
+    admit_next(ac, t);
 }
 
 static void admit_created(void *arg, long status, json_t *body, const struct vg_err *err)
@@ -242,11 +249,7 @@ static void admit_created(void *arg, long status, json_t *body, const struct vg_
         admit_fail(ac, "creating", err);
         return;
     }
-    char key[512];
-    (void)vg_snprintf(key, sizeof key, "%s/%s", tmpl_ns(t), tmpl_name(t));
-    known_use(ac->t, key);
-    ac->next++;
-    admit_step(ac);
+    admit_next(ac, t);
 }
 
 /* Creates templates[next] (within the bounds), or answers once all exist. */

@@ -215,6 +215,8 @@ struct sched_totals {
     double compute_total, compute_used, stranded;
 };
 void sched_node_totals(const struct sched_state *s, size_t i, struct sched_totals *t);
+/* Adds t into all, field by field (the cluster's totals over its nodes). */
+void sched_totals_add(struct sched_totals *all, const struct sched_totals *t);
 /* Stranded compute over unallocated compute, 0 when nothing is free. */
 double sched_frag_ratio(const struct sched_totals *t);
 

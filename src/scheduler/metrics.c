@@ -205,27 +205,27 @@ static void share_metric(void *arg, const struct sched_share_ref *r)
     const char *uuid = n->gpus[r->g].uuid;
     uint64_t bytes = r->mem_mib * SCHED_MIB;
     vg_prom_sample(p, so->name);
+    /* Families 0, 1 and 4, 5 carry the same labels under two spellings (the even one
+     * the bytes, the odd one the cores). */
+    static const char *const spelling[2][5] = {
+        {"namespace", "node", "pod", "container_index", "device_uuid"},
+        {"podnamespace", "nodename", "podname", "containeridx", "deviceuuid"},
+    };
     switch (so->which) {
     case 0:
     case 1:
-        vg_prom_label_n(p, "namespace", key, ns_len);
-        vg_prom_label(p, "node", n->name);
-        vg_prom_label(p, "pod", pod);
-        vg_prom_label_u64(p, "container_index", r->k);
-        vg_prom_label(p, "device_uuid", uuid);
-        vg_prom_label(p, "zone", "vGPU");
-        vg_prom_u64(p, so->which == 0 ? bytes : r->cores);
-        break;
     case 4:
-    case 5:
-        vg_prom_label_n(p, "podnamespace", key, ns_len);
-        vg_prom_label(p, "nodename", n->name);
-        vg_prom_label(p, "podname", pod);
-        vg_prom_label_u64(p, "containeridx", r->k);
-        vg_prom_label(p, "deviceuuid", uuid);
+    case 5: {
+        const char *const *l = spelling[so->which >= 4];
+        vg_prom_label_n(p, l[0], key, ns_len);
+        vg_prom_label(p, l[1], n->name);
+        vg_prom_label(p, l[2], pod);
+        vg_prom_label_u64(p, l[3], r->k);
+        vg_prom_label(p, l[4], uuid);
         vg_prom_label(p, "zone", "vGPU");
-        vg_prom_u64(p, so->which == 4 ? bytes : r->cores);
+        vg_prom_u64(p, so->which % 2 == 0 ? bytes : r->cores);
         break;
+    }
     default:
         vg_prom_label_n(p, "namespace", key, ns_len);
         vg_prom_label(p, "pod", pod);
@@ -346,15 +346,8 @@ void sched_metrics_allocation(struct vg_prom *p, const struct sched_state *s, bo
             vg_prom_sample(p, node_names[m]);
             vg_prom_label(p, "Hostname", c->nodes[i].name);
             vg_prom_double(p, v);
-            if (m == 0 && s->nodes[i].present) {
-                all.gpus += t.gpus;
-                all.mem_total += t.mem_total;
-                all.mem_used += t.mem_used;
-                all.stranded_mem += t.stranded_mem;
-                all.compute_total += t.compute_total;
-                all.compute_used += t.compute_used;
-                all.stranded += t.stranded;
-            }
+            if (m == 0 && s->nodes[i].present)
+                sched_totals_add(&all, &t);
         }
     }
     cluster_gauge(p, "vgpu_scheduler_cluster_compute_free_gpus",

@@ -81,6 +81,18 @@ void sched_node_totals(const struct sched_state *s, size_t i, struct sched_total
     }
 }
 
+void sched_totals_add(struct sched_totals *all, const struct sched_totals *t)
+{
+    all->gpus += t->gpus;
+    all->mem_total += t->mem_total;
+    all->mem_used += t->mem_used;
+    all->stranded_mem += t->stranded_mem;
+    all->compute_total += t->compute_total;
+    all->compute_used += t->compute_used;
+    all->stranded += t->stranded;
+    all->containers += t->containers;
+}
+
 double sched_frag_ratio(const struct sched_totals *t)
 {
     double free_compute = t->compute_total - t->compute_used;
@@ -292,16 +304,8 @@ char *sched_view_state(const struct sched_state *s, int64_t now_unix)
         const struct sched_node *sn = &s->nodes[i];
         struct sched_totals t = {0};
         sched_node_totals(s, i, &t);
-        if (sn->present) {
-            all.gpus += t.gpus;
-            all.mem_total += t.mem_total;
-            all.mem_used += t.mem_used;
-            all.stranded_mem += t.stranded_mem;
-            all.compute_total += t.compute_total;
-            all.compute_used += t.compute_used;
-            all.stranded += t.stranded;
-            all.containers += t.containers;
-        }
+        if (sn->present)
+            sched_totals_add(&all, &t);
         jlit(&w, k > 0 ? ",{\"name\":" : "{\"name\":");
         jstr(&w, n->name);
         jf(&w, ",\"present\":%s,\"inventory\":%s,\"heartbeat\":%lld,\"totals\":{",

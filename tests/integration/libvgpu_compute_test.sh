@@ -11,61 +11,17 @@
 # libvgpu (to watch a test fail on a broken one); the benchmark
 # (bench/libvgpu_compute.sh) sets the bounds off and judges the figures itself.
 set -uo pipefail
-B=$(cd "$1" && pwd)
-CASE=$2
-T=$(mktemp -d /tmp/vgpu-compute-XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-
-export FAKEGPU_STATE_DIR=$T/state FAKEGPU_DEVICES="Test GPU:8GiB:16"
-export LD_LIBRARY_PATH=$B/fakegpu VGPU_COMPUTE_BOARD=$T/board
-unset VGPU_LIMITS_FILE VGPU_LOG_LEVEL CUDA_DEVICE_SM_LIMIT CUDA_DEVICE_MEMORY_LIMIT \
-    CUDA_VISIBLE_DEVICES VGPU_COMPUTE_MODE VGPU_COMPUTE_BURST_LIMIT GPU_CORE_UTILIZATION_POLICY
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-LIB=${VGPU_COMPUTE_LIB:-$B/lib/libvgpu.so}
-TENANT=$B/bin/compute_tenant
-TRUTH=$B/bin/libvgpu_compute_truth
+. "$(dirname "$0")/../lib/fakegpu_tenants.sh"
+vg_tenants_init compute "$@"
+vg_compute_env
 TOL=${VGPU_COMPUTE_TOL:-2}
 BURST_MIN=${VGPU_BURST_MIN:-90}
 WINDOWS=${VGPU_COMPUTE_WINDOWS:-3}
 RUN_MS=$(((WINDOWS + 1) * 1000 + 700))
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# tenant NAME SHARE [ENV...] -- ARGS: starts one container's process in the background
-# (after DELAY seconds when DELAY is set); its pid is appended to the variable group_NAME.
-tenant() {
-    local name=$1 share=$2
-    shift 2
-    local envs=()
-    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-    shift
-    bash -c 'sleep "$0"; exec "$@"' "${DELAY:-0}" \
-        env CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/region.$name" CUDA_DEVICE_SM_LIMIT="$share" \
-        "${envs[@]}" LD_PRELOAD="$LIB" "$TENANT" "$@" >"$T/out.$name.$RANDOM" 2>&1 &
-    pids+=($!)
-    local var=group_$name
-    printf -v "$var" '%s' "${!var:+${!var},}$!"
-}
-
-# truth GROUP...: mean share per group after a 1 s warm-up, one line per group.
-truth() { "$TRUTH" 0 1 "$WINDOWS" "$@"; }
-mean_of() { sed -n "s/^group=$1 mean=\([0-9.]*\).*/\1/p" <<<"$2"; }
-# within ACTUAL WANT TOL
-within() { awk -v a="$1" -v w="$2" -v t="$3" 'BEGIN { d = a - w; if (d < 0) d = -d; exit !(d <= t) }'; }
+# tenant (DELAY: seconds before it starts), truth, mean_of, within, wait_tenants:
+# tests/lib/fakegpu_tenants.sh.
 atleast() { awk -v a="$1" -v w="$2" 'BEGIN { exit !(a >= w) }'; }
-
-wait_tenants() {
-    local rc=0
-    for p in "${pids[@]}"; do wait "$p" || rc=1; done
-    pids=()
-    [ $rc -eq 0 ] || { cat "$T"/out.* >&2; fail "a tenant failed"; }
-}
 
 check() { # check LABEL ACTUAL WANT
     echo "$1: achieved $2 % (want $3 ± $TOL)"

@@ -3,33 +3,18 @@
 # Each run gets a fresh FAKEGPU_STATE_DIR and region (mktemp -d), so cases run in parallel.
 # On a real GPU: VGPU_TEST_REAL=1 and no FAKEGPU_* (see docs/libvgpu.md, "Testing").
 set -uo pipefail
-B=$(cd "$1" && pwd)
-CASE=$2
-T=$(mktemp -d /tmp/vgpu-libvgpu-XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-
-MiB=$((1 << 20))
-GiB=$((1 << 30))
-export FAKEGPU_STATE_DIR=$T/state FAKEGPU_DEVICES="Test GPU:8GiB:16" FAKEGPU_CONTEXT_MIB=256
-export VGPU_CONTEXT_MIB=256 LD_LIBRARY_PATH=$B/fakegpu
+. "$(dirname "$0")/../lib/fakegpu_tenants.sh"
+vg_tenants_init libvgpu "$@"
+vg_fakegpu_env
+export FAKEGPU_CONTEXT_MIB=256 VGPU_CONTEXT_MIB=256
 export CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/region CUDA_DEVICE_MEMORY_LIMIT=2g
-unset VGPU_LIMITS_FILE VGPU_LOG_LEVEL CUDA_DEVICE_SM_LIMIT CUDA_VISIBLE_DEVICES
-# Sanitizer builds: the test programs carry ASan, libvgpu (UBSan only) is preloaded ahead.
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
 LIB=$B/lib/libvgpu.so
 PROBE=$B/bin/libvgpu_probe
 PROBE_LINK=$B/bin/libvgpu_probe_link
 TRUTH=$B/bin/libvgpu_truth
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# fail, field, MiB, GiB: tests/lib/fakegpu_tenants.sh.
 pre() { LD_PRELOAD=$LIB "$@"; }
-field() { sed -n "s/.*\b$1=\([0-9]*\).*/\1/p" <<<"$2"; }
 uuid_of() { sed -n 's/.*\buuid=\(GPU-[0-9a-f-]*\).*/\1/p' <<<"$1"; }
 # NVML's view of physical device $1 (NVML ignores CUDA_VISIBLE_DEVICES), through libvgpu.
 nvml_view() { LD_PRELOAD=$LIB "$B/bin/libvgpu_nvml" dlsym "$1"; }

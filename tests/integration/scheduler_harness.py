@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -274,6 +275,22 @@ class Cluster:
         status, body = self.ext.request("GET", "/debug/state-bound" if bound else "/debug/state")
         assert status == 200, (status, body)
         return body
+
+
+def one_gpu_cluster(test, binary, node, **kw):
+    """For a unittest case's setUp: test.cluster, a scheduler over node with one 16000 MiB
+    GPU of 4 slots (kw: Cluster's options), ready; test.conn, a connection to it. It stops
+    when the test ends, writing the end of its log first when VGPU_TEST_LOG is set."""
+    test.cluster = Cluster(binary, [node_object(node, 1, mem_mib=16000, slots=4)], **kw)
+    test.addCleanup(_stop_with_log, test.cluster)
+    test.cluster.wait_ready()
+    test.conn = Http(test.cluster.port)
+
+
+def _stop_with_log(cluster):
+    cluster.stop()
+    if os.environ.get("VGPU_TEST_LOG"):
+        sys.stderr.write(cluster.log()[-6000:])
 
 
 def check_api_invariants(cluster):

@@ -14,85 +14,23 @@
 #           stalled (they used to be for about 1 s, then stopped taking turns), never above
 #           their shares, not starved
 set -uo pipefail
-B=$(cd "$1" && pwd)
-CASE=$2
-T=$(mktemp -d /tmp/vgpu-board-XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-
-export FAKEGPU_STATE_DIR=$T/state FAKEGPU_DEVICES="Test GPU:8GiB:16"
-export LD_LIBRARY_PATH=$B/fakegpu VGPU_COMPUTE_BOARD=$T/board
-unset VGPU_LIMITS_FILE VGPU_LOG_LEVEL CUDA_DEVICE_SM_LIMIT CUDA_DEVICE_MEMORY_LIMIT \
-    CUDA_VISIBLE_DEVICES VGPU_COMPUTE_MODE VGPU_COMPUTE_BURST_LIMIT GPU_CORE_UTILIZATION_POLICY \
-    VGPU_COMPUTE_SLOT
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-LIB=${VGPU_COMPUTE_LIB:-$B/lib/libvgpu.so}
-TENANT=$B/bin/compute_tenant
-TRUTH=$B/bin/libvgpu_compute_truth
+. "$(dirname "$0")/../lib/fakegpu_tenants.sh"
+vg_tenants_init board "$@"
+vg_compute_env
 HOSTILE=$B/bin/board_hostile
 TOL=${VGPU_COMPUTE_TOL:-3}
 FALLBACK_TOL=${VGPU_COMPUTE_FALLBACK_TOL:-6}
 WINDOWS=${VGPU_COMPUTE_WINDOWS:-3}
 RUN_MS=$(((WINDOWS + 1) * 1000 + 700))
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# tenant NAME SHARE [ENV...] -- ARGS: one container's process in the background; its pid
-# is appended to group_NAME.
-tenant() {
-    local name=$1 share=$2
-    shift 2
-    local envs=()
-    while [ "$1" != "--" ]; do envs+=("$1"); shift; done
-    shift
-    env CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/region.$name" CUDA_DEVICE_SM_LIMIT="$share" \
-        "${envs[@]}" LD_PRELOAD="$LIB" "$TENANT" "$@" >"$T/out.$name.$RANDOM" 2>&1 &
-    pids+=($!)
-    local var=group_$name
-    printf -v "$var" '%s' "${!var:+${!var},}$!"
-}
-
-# The truth tool's failure, or a group it did not report, is a failure, never a 0 %.
-truth() { "$TRUTH" 0 1 "$WINDOWS" "$@" || fail "libvgpu_compute_truth failed"; }
-mean_of() {
-    local m
-    m=$(sed -n "s/^group=$1 mean=\([0-9.]*\).*/\1/p" <<<"$2")
-    [ -n "$m" ] || fail "no share measured for group $1: $2"
-    echo "$m"
-}
-within() { awk -v a="$1" -v w="$2" -v t="$3" 'BEGIN { d = a - w; if (d < 0) d = -d; exit !(d <= t) }'; }
-
-wait_tenants() {
-    local rc=0
-    for p in "${pids[@]}"; do wait "$p" || rc=1; done
-    pids=()
-    [ $rc -eq 0 ] || { cat "$T"/out.* >&2; fail "a tenant failed"; }
-}
+# tenant, truth, mean_of, within, wait_tenants: tests/lib/fakegpu_tenants.sh.
 
 check() { # check LABEL ACTUAL WANT
     echo "$1: achieved $2 % (want $3 ± $TOL)"
     within "$2" "$3" "$TOL" || { cat "$T"/out.* >&2; fail "$1: achieved $2 %, want $3 ± $TOL"; }
 }
 
-# The GPU's UUID as libvgpu names its board file (from a throwaway run).
-env CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/region.probe" CUDA_DEVICE_SM_LIMIT=50 \
-    VGPU_COMPUTE_BOARD="$T/probe" LD_PRELOAD="$LIB" "$TENANT" 1000 20 >/dev/null 2>&1 ||
-    fail "probe tenant failed"
-UUID=$(basename "$(ls "$T"/probe/*.board)" .board)
-
-# board_layout NAME PERCENT: container NAME's board files as the device plugin makes them
-# (pod uid pod-NAME, container main); the slot file's path in slot_NAME.
-board_layout() {
-    local path
-    path=$("$B/bin/board_layout" "$VGPU_COMPUTE_BOARD" "$UUID" "pod-$1" main "$2") ||
-        fail "board_layout failed"
-    printf -v "slot_$1" '%s' "$path"
-}
+vg_board_uuid # board_layout (tests/lib/fakegpu_tenants.sh) needs it
 
 case $CASE in
 events) # before its first launch: the limiter has no events and charges wall time,

@@ -56,14 +56,7 @@ class ForgedDecisionTest(unittest.TestCase):
     """The scheduler binds only decisions it made, and only ones that fit."""
 
     def setUp(self):
-        self.cluster = H.Cluster(BINARY, [H.node_object(NODE, 1, mem_mib=16000, slots=4)], ttl=30)
-        self.cluster.wait_ready()
-        self.conn = H.Http(self.cluster.port)
-
-    def tearDown(self):
-        self.cluster.stop()
-        if os.environ.get("VGPU_TEST_LOG"):
-            sys.stderr.write(self.cluster.log()[-6000:])
+        H.one_gpu_cluster(self, BINARY, NODE, ttl=30)
 
     def wait_watch(self, name, pred, timeout=20):
         """Until the scheduler's watch has surely seen the API's state: the API changes

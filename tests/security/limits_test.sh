@@ -12,55 +12,25 @@
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../lib/vg_skip.sh"
-B=$(cd "$1" && pwd)
-CASE=$2
-
-if [ -z "${VGPU_LIMITS_TEST_NS:-}" ]; then
-    [ "$(id -u)" = 0 ] || vg_skip "root (a private mount namespace over /etc/vgpu)"
-    command -v unshare >/dev/null || vg_skip "unshare (util-linux)"
-    unshare --mount --propagation private true 2>/dev/null || vg_skip "mount namespaces"
-    VGPU_LIMITS_TEST_NS=1 exec unshare --mount --propagation private "$0" "$@"
-fi
-
-T=$(mktemp -d /tmp/vgpu-seclimits-XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    umount /etc/vgpu 2>/dev/null
-    umount /etc 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-
-# /etc/vgpu, private to this namespace.
-if [ -d /etc/vgpu ]; then
-    mount -t tmpfs tmpfs /etc/vgpu || vg_skip "a tmpfs over /etc/vgpu"
-else
-    mkdir -p "$T/etc.up" "$T/etc.work"
-    mount -t overlay overlay -o "lowerdir=/etc,upperdir=$T/etc.up,workdir=$T/etc.work" /etc ||
-        vg_skip "an overlay over /etc (to add /etc/vgpu privately)"
-    mkdir /etc/vgpu || vg_skip "/etc/vgpu in the overlay"
-fi
+. "$HERE/../lib/fakegpu_tenants.sh"
+vg_ns_reexec VGPU_LIMITS_TEST_NS "$@"
+vg_tenants_init seclimits "$@"
+vg_private_etc_vgpu
 FIXED=/etc/vgpu/limits
 
-MiB=$((1 << 20))
-GiB=$((1 << 30))
-export FAKEGPU_STATE_DIR=$T/state FAKEGPU_DEVICES="Test GPU:8GiB:16" FAKEGPU_CONTEXT_MIB=256
-export LD_LIBRARY_PATH=$B/fakegpu
+vg_fakegpu_env
+export FAKEGPU_CONTEXT_MIB=256
 # What the device plugin gives a container: the environment and the same file.
 export CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/ctr/region VGPU_LIMITS_FILE=$T/ctr/limits
 export CUDA_DEVICE_MEMORY_LIMIT_0=1024m
-unset VGPU_LOG_LEVEL CUDA_DEVICE_SM_LIMIT CUDA_VISIBLE_DEVICES CUDA_DEVICE_MEMORY_LIMIT VGPU_CONTEXT_MIB
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+unset CUDA_DEVICE_MEMORY_LIMIT VGPU_CONTEXT_MIB
 mkdir -p "$T/ctr"
 LIB=$B/lib/libvgpu.so
 PROBE=$B/bin/libvgpu_probe
 TRUTH=$B/bin/libvgpu_truth
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# fail, field, MiB, GiB: tests/lib/fakegpu_tenants.sh.
 pre() { LD_PRELOAD=$LIB "$@"; }
-field() { sed -n "s/.*\b$1=\([0-9]*\).*/\1/p" <<<"$2"; }
 
 # limits FILE LINE...: a limits file as the device plugin writes it, read-only.
 limits() {

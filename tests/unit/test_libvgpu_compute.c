@@ -431,18 +431,15 @@ static void test_board_file(void **state)
     rmdir(dir);
 }
 
-/* The device plugin's board: a slot file per container; a hostile neighbour's file is
- * bounded by its decided share, nonsense in it counts as absent. */
-static void test_board_plugin(void **state)
+/* dir (a mkdtemp template): a new board directory as the device plugin makes it, GPU-1's
+ * slot files named in files (the magic set, a slot file's size). */
+static void board_dir_make(char *dir, const char *const *files, int n)
 {
-    (void)state;
-    char dir[] = "/tmp/vgc-board-XXXXXX";
     assert_non_null(mkdtemp(dir));
     char path[256];
     snprintf(path, sizeof path, "%s/GPU-1", dir);
     assert_int_equal(mkdir(path, 0755), 0);
-    const char *files[] = {"pod-a_main.30.slot", "pod-h_main.10.slot", "junk.slot"};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/GPU-1/%s", dir, files[i]);
         FILE *f = fopen(path, "w");
         assert_non_null(f);
@@ -451,6 +448,32 @@ static void test_board_plugin(void **state)
         assert_int_equal(ftruncate(fileno(f), sizeof(struct vgc_slot_file)), 0);
         fclose(f);
     }
+}
+
+/* Removes what board_dir_make made and the GPU's board file. */
+static void board_dir_remove(const char *dir, const char *const *files, int n)
+{
+    char path[256];
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/GPU-1/%s", dir, files[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/GPU-1", dir);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/GPU-1.board", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* The device plugin's board: a slot file per container; a hostile neighbour's file is
+ * bounded by its decided share, nonsense in it counts as absent. */
+static void test_board_plugin(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vgc-board-XXXXXX";
+    const char *files[] = {"pod-a_main.30.slot", "pod-h_main.10.slot", "junk.slot"};
+    char path[256];
+    board_dir_make(dir, files, 3);
     struct vg_err err = {0};
     struct vgc_bd *a = calloc(2, sizeof *a), *h = a + 1;
     assert_int_equal(vgc_bd_open(a, dir, "GPU-1", "pod-a_main", &err), 0);
@@ -497,15 +520,7 @@ static void test_board_plugin(void **state)
     unlink(path);
     vgc_bd_scan(a, t + VGC_SCAN_NS);
     assert_int_equal(vgc_bd_others_share(a, 0, t), 0);
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/GPU-1/%s", dir, files[i]);
-        unlink(path);
-    }
-    snprintf(path, sizeof path, "%s/GPU-1", dir);
-    rmdir(path);
-    snprintf(path, sizeof path, "%s/GPU-1.board", dir);
-    unlink(path);
-    rmdir(dir);
+    board_dir_remove(dir, files, 3);
     free(a);
 }
 
@@ -516,20 +531,8 @@ static void test_turn_confirm_and_allowance(void **state)
 {
     (void)state;
     char dir[] = "/tmp/vgc-board-XXXXXX";
-    assert_non_null(mkdtemp(dir));
-    char path[256];
-    snprintf(path, sizeof path, "%s/GPU-1", dir);
-    assert_int_equal(mkdir(path, 0755), 0);
     const char *files[] = {"pod-a_main.30.slot", "pod-h_main.10.slot"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(path, sizeof path, "%s/GPU-1/%s", dir, files[i]);
-        FILE *f = fopen(path, "w");
-        assert_non_null(f);
-        uint64_t magic = VGC_SLOT_MAGIC;
-        fwrite(&magic, sizeof magic, 1, f);
-        assert_int_equal(ftruncate(fileno(f), sizeof(struct vgc_slot_file)), 0);
-        fclose(f);
-    }
+    board_dir_make(dir, files, 2);
     struct vg_err err = {0};
     struct vgc_bd *a = calloc(2, sizeof *a), *h = a + 1;
     assert_int_equal(vgc_bd_open(a, dir, "GPU-1", "pod-a_main", &err), 0);
@@ -601,15 +604,7 @@ static void test_turn_confirm_and_allowance(void **state)
     assert_int_equal(atomic_load(&b->turn_until), t + VGC_TURN_GRACE_NS);
     free(b);
 
-    for (int i = 0; i < 2; i++) {
-        snprintf(path, sizeof path, "%s/GPU-1/%s", dir, files[i]);
-        unlink(path);
-    }
-    snprintf(path, sizeof path, "%s/GPU-1", dir);
-    rmdir(path);
-    snprintf(path, sizeof path, "%s/GPU-1.board", dir);
-    unlink(path);
-    rmdir(dir);
+    board_dir_remove(dir, files, 2);
     free(a);
 }
 

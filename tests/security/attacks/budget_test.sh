@@ -23,53 +23,21 @@
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/../../lib/vg_skip.sh"
-B=$(cd "$1" && pwd)
-CASE=$2
-
-if [ -z "${VGPU_BUDGET_TEST_NS:-}" ]; then
-    [ "$(id -u)" = 0 ] || vg_skip "root (a private mount namespace over /etc/vgpu)"
-    command -v unshare >/dev/null || vg_skip "unshare (util-linux)"
-    unshare --mount --propagation private true 2>/dev/null || vg_skip "mount namespaces"
-    VGPU_BUDGET_TEST_NS=1 exec unshare --mount --propagation private "$0" "$@"
-fi
-
-T=$(mktemp -d /tmp/vgpu-budget-XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    umount /etc/vgpu 2>/dev/null
-    umount /etc 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-
+. "$HERE/../../lib/fakegpu_tenants.sh"
+vg_ns_reexec VGPU_BUDGET_TEST_NS "$@"
+vg_tenants_init budget "$@"
 # /etc/vgpu, private to this namespace, with a file for each tenant's limits to go over.
-if [ -d /etc/vgpu ]; then
-    mount -t tmpfs tmpfs /etc/vgpu || vg_skip "a tmpfs over /etc/vgpu"
-else
-    mkdir -p "$T/etc.up" "$T/etc.work"
-    mount -t overlay overlay -o "lowerdir=/etc,upperdir=$T/etc.up,workdir=$T/etc.work" /etc ||
-        vg_skip "an overlay over /etc (to add /etc/vgpu privately)"
-    mkdir /etc/vgpu || vg_skip "/etc/vgpu in the overlay"
-fi
-
-export FAKEGPU_STATE_DIR=$T/state FAKEGPU_DEVICES="Test GPU:8GiB:16"
-export LD_LIBRARY_PATH=$B/fakegpu VGPU_COMPUTE_BOARD=$T/board
-unset VGPU_LIMITS_FILE VGPU_LOG_LEVEL CUDA_DEVICE_SM_LIMIT CUDA_DEVICE_MEMORY_LIMIT \
-    CUDA_VISIBLE_DEVICES VGPU_COMPUTE_MODE VGPU_COMPUTE_BURST_LIMIT GPU_CORE_UTILIZATION_POLICY \
-    VGPU_COMPUTE_SLOT CUDA_DEVICE_MEMORY_SHARED_CACHE
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-LIB=${VGPU_COMPUTE_LIB:-$B/lib/libvgpu.so}
-TENANT=$B/bin/compute_tenant
-TRUTH=$B/bin/libvgpu_compute_truth
+vg_private_etc_vgpu
+vg_compute_env
+unset CUDA_DEVICE_MEMORY_SHARED_CACHE
 FORGER=$B/bin/budget_forger
 TOL=${VGPU_COMPUTE_TOL:-3}
 WINDOWS=${VGPU_COMPUTE_WINDOWS:-3}
 RUN_MS=$(((WINDOWS + 1) * 1000 + 700))
 VALUES=${VGPU_BUDGET_VALUES:-zero minus1 max big}
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# fail: tests/lib/fakegpu_tenants.sh; its own tenant (below) runs in a container's mount
+# namespace, and a missing share is a missed bound (tried once more), not a failure.
 
 # tenant NAME SHARE [KEY=VALUE...] -- ARGS: one container's process in the background, as
 # the device plugin starts it: the limits file (the share, the region $T/region.NAME, the
@@ -113,19 +81,9 @@ check() { # check LABEL ACTUAL LOW HIGH: every value is tried, the test fails at
         { echo "missed: $1: achieved $2 %, want $3..$4" >&2; vfail=1; }
 }
 
-# The GPU's UUID as libvgpu names its board file (from a throwaway run, outside any
-# container: there is no /etc/vgpu/limits yet).
-env CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/region.probe" CUDA_DEVICE_SM_LIMIT=50 \
-    VGPU_COMPUTE_BOARD="$T/probe" LD_PRELOAD="$LIB" "$TENANT" 1000 20 >/dev/null 2>&1 ||
-    fail "probe tenant failed"
-UUID=$(basename "$(ls "$T"/probe/*.board)" .board)
+# The probe runs outside any container: there is no /etc/vgpu/limits yet.
+vg_board_uuid # board_layout (tests/lib/fakegpu_tenants.sh) needs it
 : >/etc/vgpu/limits # what each tenant's own limits file is mounted over
-
-# board_layout NAME PERCENT: container NAME's board files as the device plugin makes them.
-board_layout() {
-    "$B/bin/board_layout" "$VGPU_COMPUTE_BOARD" "$UUID" "pod-$1" main "$2" >/dev/null ||
-        fail "board_layout failed"
-}
 
 # settle: after a value's checks, waits for the processes, or kills them when a check
 # failed (a stalled tenant would never end).

@@ -7,31 +7,16 @@
 # Compute cases: at a 30 % share, alone (compute-) or beside a 70 % neighbour (compute70-),
 # fakegpu's timeline gives each 30 (70) ± TOL points.
 set -uo pipefail
-B=$(cd "$1" && pwd)
-CASE=$2
-T=$(mktemp -d /tmp/vgpu-dispatch-XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-
-MiB=$((1 << 20))
-GiB=$((1 << 30))
+. "$(dirname "$0")/../../lib/fakegpu_tenants.sh"
+vg_tenants_init dispatch "$@"
+vg_fakegpu_env
 TOL=${VGPU_COMPUTE_TOL:-3}
-export FAKEGPU_STATE_DIR=$T/state FAKEGPU_DEVICES="Test GPU:8GiB:16" FAKEGPU_CONTEXT_MIB=256
-export VGPU_CONTEXT_MIB=256 LD_LIBRARY_PATH=$B/fakegpu VGPU_COMPUTE_BOARD=$T/board
+export FAKEGPU_CONTEXT_MIB=256 VGPU_CONTEXT_MIB=256 VGPU_COMPUTE_BOARD=$T/board
 export CUDA_DEVICE_MEMORY_SHARED_CACHE=$T/region CUDA_DEVICE_MEMORY_LIMIT=1g
-unset VGPU_LIMITS_FILE VGPU_LOG_LEVEL CUDA_DEVICE_SM_LIMIT CUDA_VISIBLE_DEVICES \
-    VGPU_COMPUTE_MODE VGPU_COMPUTE_BURST_LIMIT GPU_CORE_UTILIZATION_POLICY
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
+unset VGPU_COMPUTE_MODE VGPU_COMPUTE_BURST_LIMIT GPU_CORE_UTILIZATION_POLICY
 LIB=${VGPU_DISPATCH_LIB:-$B/lib/libvgpu.so}
 ATTACK_LIB=$B/tests/lib/libdispatch_attack.so
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-field() { sed -n "s/.*\b$1=\([0-9]*\).*/\1/p" <<<"$2"; }
+# fail, field, MiB, GiB: tests/lib/fakegpu_tenants.sh.
 
 # program MODE: the attack program and its LIB argument for MODE.
 program() {
@@ -76,8 +61,6 @@ memory() { # memory MODE WAY
     [ "$total" = 0 ] || [ "$total" = $((GiB)) ] || fail "$1 $2: cuMemGetInfo total $total, not the limit"
     [ "$nvml" = 0 ] || [ "$nvml" = $((GiB)) ] || fail "$1 $2: NVML total $nvml, not the limit"
 }
-
-within() { awk -v a="$1" -v w="$2" -v t="$3" 'BEGIN { d = a - w; if (d < 0) d = -d; exit !(d <= t) }'; }
 
 compute() { # compute MODE WAY [NEIGHBOUR_SHARE]: the attacker at 30 %, alone or beside one
     local run_ms=3700 groups

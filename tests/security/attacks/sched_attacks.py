@@ -111,14 +111,7 @@ class Scheduling(unittest.TestCase):
     the decision from it."""
 
     def setUp(self):
-        self.cluster = H.Cluster(BINARY, [H.node_object(NODE, 1, mem_mib=16000, slots=4)])
-        self.cluster.wait_ready()
-        self.conn = H.Http(self.cluster.port)
-
-    def tearDown(self):
-        self.cluster.stop()
-        if os.environ.get("VGPU_TEST_LOG"):
-            sys.stderr.write(self.cluster.log()[-6000:])
+        H.one_gpu_cluster(self, BINARY, NODE)
 
     def schedule(self, pod):
         names, _ = self.cluster.filter(self.conn, pod, [NODE])

@@ -16,32 +16,14 @@
 #              board (confirmation and allowances in force) keep their shares (within
 #              3 points, the compute tests' bound), with 1 ms and with 20 ms kernels.
 set -uo pipefail
-B=$(cd "$1" && pwd)
-CASE=$2
-T=$(mktemp -d /tmp/vgpu-turn-XXXXXX)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    wait 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-
-export FAKEGPU_STATE_DIR=$T/state FAKEGPU_DEVICES="Test GPU:8GiB:16"
-export LD_LIBRARY_PATH=$B/fakegpu VGPU_COMPUTE_BOARD=$T/board
-unset VGPU_LIMITS_FILE VGPU_LOG_LEVEL CUDA_DEVICE_SM_LIMIT CUDA_DEVICE_MEMORY_LIMIT \
-    CUDA_VISIBLE_DEVICES VGPU_COMPUTE_MODE VGPU_COMPUTE_BURST_LIMIT GPU_CORE_UTILIZATION_POLICY \
-    VGPU_COMPUTE_SLOT
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0"
-LIB=${VGPU_COMPUTE_LIB:-$B/lib/libvgpu.so}
-TENANT=$B/bin/compute_tenant
-TRUTH=$B/bin/libvgpu_compute_truth
+. "$(dirname "$0")/../../lib/fakegpu_tenants.sh"
+vg_tenants_init turn "$@"
+vg_compute_env
 FORGER=$B/bin/turn_forger
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# tenant NAME SHARE MS [KERNEL_NS]: one container's process (its own region and slot
-# file), 1 ms kernels unless said, in the background; its pid in pid_NAME.
+# tenant NAME SHARE MS [KERNEL_NS] (not the shared one of tests/lib/fakegpu_tenants.sh):
+# one container's process (its own region and slot file), 1 ms kernels unless said, in
+# the background; its pid in pid_NAME.
 tenant() {
     env CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/region.$1" CUDA_DEVICE_SM_LIMIT="$2" \
         VGPU_COMPUTE_SLOT="pod-$1_main" LD_PRELOAD="$LIB" "$TENANT" "${4:-1000000}" "$3" \
@@ -50,20 +32,7 @@ tenant() {
     printf -v "pid_$1" '%s' "$!"
 }
 
-# The GPU's UUID as libvgpu names its board file (from a throwaway run).
-env CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/region.probe" CUDA_DEVICE_SM_LIMIT=50 \
-    VGPU_COMPUTE_BOARD="$T/probe" LD_PRELOAD="$LIB" "$TENANT" 1000 20 >/dev/null 2>&1 ||
-    fail "probe tenant failed"
-UUID=$(basename "$(ls "$T"/probe/*.board)" .board)
-
-# board_layout NAME PERCENT: container NAME's board files as the device plugin makes them;
-# the slot file's path in slot_NAME.
-board_layout() {
-    local path
-    path=$("$B/bin/board_layout" "$VGPU_COMPUTE_BOARD" "$UUID" "pod-$1" main "$2") ||
-        fail "board_layout failed"
-    printf -v "slot_$1" '%s' "$path"
-}
+vg_board_uuid # board_layout (tests/lib/fakegpu_tenants.sh) needs it
 
 # run WINDOWS SHARE_A SHARE_B FORGER_ARGS...: the two honest tenants and the forger; the
 # truth's output (1 s warm-up, then WINDOWS windows of 1 s) in $out.
