@@ -1,6 +1,13 @@
 # libvgpu's compute-share limiter against fakegpu: tenant processes under LD_PRELOAD,
 # shares read from fakegpu's timeline. Timing-sensitive: RUN_SERIAL (label compute), with
 # the bounds of libvgpu_compute_test.sh (2 points; burst >= 90 %; hand-back <= 150 ms).
+# The sanitizer build's instrumented launchers and limiter cost more CPU, which the
+# largest tenant of a full card pays at the turns' hand-overs: there the bound is 3 points
+# (the documented 2 is the release build's, which `make test` checks).
+set(libvgpu_compute_env "")
+if(VGPU_SANITIZE STREQUAL "address")
+  set(libvgpu_compute_env "VGPU_COMPUTE_TOL=3")
+endif()
 if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu)
   vgpu_program(compute_tenant ${PROJECT_SOURCE_DIR}/tests/gpu/compute_tenant.c)
   target_link_libraries(compute_tenant PRIVATE fakegpu_cuda vgpu_base m)
@@ -14,7 +21,8 @@ if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu)
     add_test(NAME integration.libvgpu_compute_${case}
              COMMAND ${CMAKE_CURRENT_LIST_DIR}/libvgpu_compute_test.sh ${CMAKE_BINARY_DIR} ${case})
     set_tests_properties(integration.libvgpu_compute_${case} PROPERTIES
-                         LABELS "integration;compute" TIMEOUT 180 RUN_SERIAL ON)
+                         LABELS "integration;compute" TIMEOUT 180 RUN_SERIAL ON
+                         ENVIRONMENT "${libvgpu_compute_env}")
   endforeach()
   # Kernel shapes of the benchmark that hold within the bounds on fakegpu (the graph case
   # above is graphs of four 1 ms kernels): graphs of 16 kernels; kernels whose length
@@ -38,6 +46,7 @@ if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu)
              COMMAND ${CMAKE_CURRENT_LIST_DIR}/libvgpu_compute_test.sh ${CMAKE_BINARY_DIR}
                      shape ${shape} ${split})
     set_tests_properties(integration.libvgpu_compute_shape_${shape}_${split_name} PROPERTIES
-                         LABELS "integration;compute" TIMEOUT 180 RUN_SERIAL ON)
+                         LABELS "integration;compute" TIMEOUT 180 RUN_SERIAL ON
+                         ENVIRONMENT "${libvgpu_compute_env}")
   endforeach()
 endif()
