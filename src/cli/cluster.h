@@ -40,8 +40,12 @@ const char *cli_meta(json_t *obj, const char *key);
 const char *cli_annotation(json_t *obj, const char *key);
 /* Succeeded or Failed. */
 bool cli_pod_finished(json_t *pod);
-/* The pod's decision, when it is bound to the node the decision names. */
+/* The pod's decision, when it is bound to the node the decision names; for a pod that
+ * Volcano placed, read from its volcano.sh/vgpu-ids-new (docs/volcano.md). */
 bool cli_pod_decision(json_t *pod, struct annot_decision *d);
+/* Whether a container of the pod asks for Volcano's vGPUs (volcano.sh/vgpu-number or
+ * volcano.sh/vgpu-memory in its limits). */
+bool cli_volcano_pod(json_t *pod);
 
 /* A node's name and its decoded vgpu.io/gpus inventory: 1; 0 for a node without a name or
  * an inventory (not a vgpu node); the decoder's negative errno and message for an
