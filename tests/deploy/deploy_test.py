@@ -1333,6 +1333,54 @@ class Rbac(unittest.TestCase):
             box.stop()
 
 
+class Volcano(unittest.TestCase):
+    """deploy/overlays/volcano (docs/volcano.md): the node side beside Volcano's scheduler."""
+
+    def test_objects(self):
+        objects = rendering("volcano")
+        # Volcano's ConfigMap where its scheduler reads it, and the same file beside the
+        # device plugin (a pod mounts ConfigMaps of its own namespace only).
+        cms = {o["metadata"]["namespace"]: o for o in find(objects, "ConfigMap")
+               if o["metadata"]["name"] == "volcano-vgpu-device-config"}
+        self.assertEqual(sorted(cms), ["kube-system", "vgpu-system"])
+        self.assertEqual(cms["kube-system"]["data"], cms["vgpu-system"]["data"])
+        conf = yaml.safe_load(cms["kube-system"]["data"]["device-config.yaml"])["nvidia"]
+        self.assertEqual([conf[k] for k in ("resourceCountName", "resourceMemoryName",
+                                            "resourceCoreName")],
+                         ["volcano.sh/vgpu-number", "volcano.sh/vgpu-memory",
+                          "volcano.sh/vgpu-cores"])
+        spec, c = container(objects, "vgpu-device-plugin", "vgpu-device-plugin")
+        args = container_args(c)
+        self.assertEqual(flag_value(args, "--scheduler-protocol"), "volcano")
+        path = flag_value(args, "--volcano-config")
+        mount = [m for m in c["volumeMounts"] if path.startswith(m["mountPath"] + "/")]
+        self.assertEqual(len(mount), 1, c["volumeMounts"])
+        vol = [v for v in spec["volumes"] if v["name"] == mount[0]["name"]][0]
+        self.assertEqual(vol["configMap"]["name"], "volcano-vgpu-device-config")
+        self.assertEqual(os.path.basename(path), "device-config.yaml")
+        # The monitor watches the same containers; Volcano schedules, so no vgpu-scheduler,
+        # no kube-scheduler profile, no webhook.
+        self.assertEqual(len(find(objects, "DaemonSet", "vgpu-monitor")), 1)
+        self.assertEqual(find(objects, "Deployment"), [])
+        self.assertEqual(find(objects, "MutatingWebhookConfiguration"), [])
+        self.assertEqual([p for o in objects for p in validate(o)], [])
+
+    def test_rbac_is_least_privilege(self):
+        """What vgpu mode grants, plus pods patch for the write-back (bind-phase,
+        devices-to-allocate, vgpu-time): no get/update/delete, no other resource."""
+        objects = rendering("volcano")
+        flat = {o["metadata"]["name"]: sorted("%s:%s" % (res, v) for r in o["rules"]
+                                              for res in r["resources"] for v in r["verbs"])
+                for o in find(objects, "ClusterRole")}
+        self.assertEqual(flat, {"vgpu-device-plugin": ["nodes:patch", "pods:list", "pods:patch",
+                                                       "pods:watch"],
+                                "vgpu-monitor": ["events:create", "pods/status:patch",
+                                                 "pods:list", "pods:watch"]})
+        self.assertEqual(sorted(o["kind"] for o in objects if o["kind"].endswith("Binding")),
+                         ["ClusterRoleBinding", "ClusterRoleBinding"])
+        self.assertEqual(find(objects, "Role"), [])
+
+
 class NoGpu(unittest.TestCase):
     def test_device_plugin_and_monitor_stay_up_without_a_driver(self):
         objects = rendering("vgpu")
