@@ -40,8 +40,8 @@ def pod(name, containers, annotations=None, ns="default"):
 
 
 def gpu_pod12():
-    """Volcano's docs/user-guide/how_to_use_vgpu.md example: a GPU container, one without,
-    and another GPU container."""
+    """Volcano's gpu-pod12 example (docs/volcano.md has it, with its source): a GPU
+    container, one without, and another GPU container."""
     return pod("gpu-pod12", [("ubuntu-container", {"vgpu-number": 2, "vgpu-memory": 2000}),
                              ("ubuntu-container0", {}),
                              ("ubuntu-container1", {"vgpu-number": 2, "vgpu-memory": 3000})])
