@@ -161,13 +161,17 @@ struct dp_device {
     unsigned gpu; /* index into the plugin's GPU table */
 };
 
+/* Volcano mode's resources (volcano_plugin.h); NONE in every other mode. */
+enum dp_volcano_kind { DP_VOLCANO_NONE, DP_VOLCANO_NUMBER, DP_VOLCANO_MEMORY, DP_VOLCANO_CORES };
+
 struct dp_resource {
     char name[DPCONFIG_RESOURCE_NAME_MAX + 1]; /* "nvidia.com/gpu", "nvidia.com/gpu.shared" */
     char endpoint[96];                         /* socket file name in the kubelet directory */
     unsigned replicas;                         /* per GPU; 1: not replicated */
     bool mig;                                  /* devices are MIG devices, IDs their MIG UUIDs */
     bool fail_requests_greater_than_one;
-    bool mps;                  /* replicas served by MPS control daemons (mps.c) */
+    bool mps; /* replicas served by MPS control daemons (mps.c) */
+    enum dp_volcano_kind volcano;
     struct dp_device *devices; /* owned */
     size_t device_count;
     size_t device_cap; /* allocated, at most DP_MAX_IDS */
