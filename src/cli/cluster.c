@@ -152,11 +152,12 @@ static bool volcano_device(const char *text, size_t len, struct annot_share *out
     return true;
 }
 
-/* A bound pod's decision from Volcano's volcano.sh/vgpu-ids-new (docs/volcano.md): one
- * segment per container that asks for Volcano's vGPUs, in the order of spec.containers,
- * segments joined by ';', each device ending in ':'. False when it does not read so. */
-static bool volcano_decision(json_t *pod, const char *node, struct annot_decision *d)
+/* Segments joined by ';', each device ending in ':' (cluster.h). */
+bool cli_volcano_decision(json_t *pod, struct annot_decision *d)
 {
+    const char *node = sched_json_str(pod, "spec", "nodeName", NULL);
+    if (node == NULL)
+        return false;
     const char *text = cli_annotation(pod, "volcano.sh/vgpu-ids-new");
     if (text == NULL || strlen(text) > ANNOT_MAX_BYTES)
         return false;
@@ -196,8 +197,6 @@ bool cli_pod_decision(json_t *pod, struct annot_decision *d)
     const char *node = sched_json_str(pod, "spec", "nodeName", NULL);
     const char *text = cli_annotation(pod, ANNOT_KEY_DECISION);
     struct vg_err err = {0};
-    if (node && text == NULL)
-        return volcano_decision(pod, node, d);
     return node && text && annot_decision_decode(text, strlen(text), d, &err) == 0 &&
            strcmp(d->node, node) == 0;
 }

@@ -40,9 +40,14 @@ const char *cli_meta(json_t *obj, const char *key);
 const char *cli_annotation(json_t *obj, const char *key);
 /* Succeeded or Failed. */
 bool cli_pod_finished(json_t *pod);
-/* The pod's decision, when it is bound to the node the decision names; for a pod that
- * Volcano placed, read from its volcano.sh/vgpu-ids-new (docs/volcano.md). */
+/* The pod's decision, when it is bound to the node the decision names. */
 bool cli_pod_decision(json_t *pod, struct annot_decision *d);
+/* A bound pod's decision from Volcano's volcano.sh/vgpu-ids-new (docs/volcano.md): one
+ * segment per container that asks for Volcano's vGPUs, in the order of spec.containers,
+ * each named after its container. False when the pod is not bound or the annotation does
+ * not read as Volcano writes it (a device without its ':', more segments than GPU
+ * containers, a number out of range). */
+bool cli_volcano_decision(json_t *pod, struct annot_decision *d);
 /* Whether a container of the pod asks for Volcano's vGPUs (volcano.sh/vgpu-number or
  * volcano.sh/vgpu-memory in its limits). */
 bool cli_volcano_pod(json_t *pod);

@@ -88,7 +88,9 @@ int cli_pods(const struct cli_source *src, const struct cli_options *opt, FILE *
         struct vg_err rerr = {0};
         int n = sched_pod_requests(&c.options, pod, req, ANNOT_MAX_CONTAINERS, &rerr);
         struct annot_decision d;
-        bool decided = cli_pod_decision(pod, &d);
+        bool decided =
+            cli_pod_decision(pod, &d) ||
+            (cli_annotation(pod, ANNOT_KEY_DECISION) == NULL && cli_volcano_decision(pod, &d));
         if (n == 0 && !decided && !cli_volcano_pod(pod))
             continue; /* no GPUs asked, none given */
         const char *phase = sched_json_str(pod, "status", "phase", NULL);
