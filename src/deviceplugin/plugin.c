@@ -78,6 +78,7 @@ struct dp_plugin {
     /* Volcano mode: what is given out per GPU, and the pod annotations one Allocate call
      * writes back ("<ns>/<name>" -> annotations), sent with its answer. */
     struct vc_ledger *ledger;
+    json_t *vc_waiting; /* uid -> pod: the pods with a Volcano decision left to allocate */
     json_t *vc_writes;
     bool vc_release_lock;
 };
@@ -272,6 +273,24 @@ static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequ
     return 0;
 }
 
+/* Volcano mode: keeps p->vc_waiting to the pods placed here with devices left to allocate,
+ * so that an Allocate looks at those only, not at every pod of the node. */
+static void vc_track(struct dp_plugin *p, json_t *pod)
+{
+    json_t *md = json_object_get(pod, "metadata"), *ann = json_object_get(md, "annotations");
+    const char *uid = json_string_value(json_object_get(md, "uid"));
+    const char *where = json_string_value(json_object_get(ann, VC_KEY_NODE));
+    const char *left = json_string_value(json_object_get(ann, VC_KEY_TO_ALLOCATE));
+    const char *phase = json_string_value(json_object_get(ann, VC_KEY_BIND_PHASE));
+    if (uid == NULL)
+        return;
+    if (where != NULL && strcmp(where, p->cfg->cli.node_name) == 0 && left != NULL &&
+        left[0] != '\0' && (phase == NULL || strcmp(phase, "allocating") == 0))
+        json_object_set(p->vc_waiting, uid, pod);
+    else
+        json_object_del(p->vc_waiting, uid);
+}
+
 /* Volcano mode: what the pod's annotations become, sent with the Allocate answer. The
  * pod's copy here takes them at once (the watch brings the same a moment later), so that
  * the next Allocate does not see the pod as it was. */
@@ -292,6 +311,7 @@ static void vc_write(struct dp_plugin *p, json_t *pod, const char *key, const ch
     json_t *mine = json_object_get(meta, "annotations");
     if (json_is_object(mine))
         json_object_set_new(mine, key, json_string(value));
+    vc_track(p, pod);
 }
 
 /* The protocol's failure: bind-phase failed, vgpu-time past every other, the node lock
@@ -329,8 +349,8 @@ static int allocate_volcano_one(struct dp_plugin *p, const struct dp_resource *r
         return rc;
     struct vc_pending pending;
     json_t *twin = NULL;
-    rc = vc_find_pending(p->pods, p->cfg->cli.node_name, &p->cfg->volcano, p->ledger, n, &pending,
-                         &twin, err);
+    rc = vc_find_pending(p->vc_waiting, p->cfg->cli.node_name, &p->cfg->volcano, p->ledger, n,
+                         &pending, &twin, err);
     if (rc == -ENOENT) {
         *missed = true;
         p->vc_release_lock = true;
@@ -347,8 +367,15 @@ static int allocate_volcano_one(struct dp_plugin *p, const struct dp_resource *r
                                    dir, dir_size, err);
     if (rc == 0)
         rc = dp_allocate_vgpu(p->cfg, p->gpus, p->gpu_count, match, dir, resp, err);
-    if (rc == 0 && (rc = dp_container_create(p->cfg, match, dir, false, err)) < 0)
-        dir[0] = '\0';
+    if (rc == 0) {
+        /* The directory filled when the decision arrived, if it was for this very match. */
+        const char *key = prepared_key(dir);
+        json_t *digest = json_object_get(p->prepared, key);
+        bool prepared = digest && (uint64_t)json_integer_value(digest) == dp_match_digest(match);
+        json_object_del(p->prepared, key);
+        if ((rc = dp_container_create(p->cfg, match, dir, prepared, err)) < 0)
+            dir[0] = '\0';
+    }
     if (rc == 0 && (rc = vc_ledger_add(p->ledger, &charge, err)) < 0) {
         struct vg_err ignored;
         dp_container_dir_remove(dir, &ignored);
@@ -500,19 +527,25 @@ static void vc_flush(struct dp_plugin *p)
     }
 }
 
-static void allocate_reply(struct serving *s, struct vgrpc_call *call, int rc, uint8_t *data,
-                           size_t len, const struct vg_err *err)
+/* After the answer: Volcano mode's write-back goes out (kubelet does not wait for it). */
+static void allocate_written(struct dp_plugin *p)
 {
-    struct dp_plugin *p = s->plugin;
     if (p->ledger && p->opt.kube)
         vc_flush(p);
     else if (p->vc_writes)
         json_object_clear(p->vc_writes);
     p->vc_release_lock = false;
+}
+
+static void allocate_reply(struct serving *s, struct vgrpc_call *call, int rc, uint8_t *data,
+                           size_t len, const struct vg_err *err)
+{
+    struct dp_plugin *p = s->plugin;
     if (rc == 0) {
         p->stats.allocations++;
         vgrpc_call_reply(call, VGRPC_STATUS_OK, data, len, NULL);
         free(data);
+        allocate_written(p);
         return;
     }
     p->stats.allocate_errors++;
@@ -525,6 +558,7 @@ static void allocate_reply(struct serving *s, struct vgrpc_call *call, int rc, u
     if (rc == -ENOSPC || rc == -EEXIST)
         status = VGRPC_STATUS_FAILED_PRECONDITION;
     vgrpc_call_reply(call, status, NULL, 0, err->msg);
+    allocate_written(p);
 }
 
 /* A pod bound a moment before kubelet's Allocate may not have come through the watch
@@ -597,9 +631,11 @@ static void lookup_done(void *arg, long status, json_t *body, const struct vg_er
                 continue;
             json_object_set(p->pods, uid, pod);
             dp_podcache_put(p->decisions, pod);
-            if (p->ledger)
+            if (p->ledger) {
                 vc_ledger_put_pod(p->ledger, pod, p->cfg->cli.node_name,
                                   p->cfg->volcano.gpu_memory_factor);
+                vc_track(p, pod);
+            }
         }
     } else {
         vg_log(VG_LOG_WARN, "looking up this node's pods failed", "status=%ld err=\"%s\"", status,
@@ -1208,11 +1244,18 @@ static void pods_resync(void *arg, json_t *items, const char *rv)
             if (l->items[j].local && json_object_get(p->pods, l->items[j].pod_uid))
                 l->items[k++] = l->items[j];
         l->count = k;
+        json_object_clear(p->vc_waiting);
         json_array_foreach(items, i, pod)
+        {
             vc_ledger_put_pod(l, pod, p->cfg->cli.node_name, p->cfg->volcano.gpu_memory_factor);
+            vc_track(p, pod);
+        }
     }
     sweep(p);
     dp_podcache_foreach_waiting(p->decisions, NULL, prepare_one, p);
+    if (p->ledger)
+        json_array_foreach(items, i, pod)
+            dp_volcano_foreach_waiting(p->cfg, p->gpus, p->gpu_count, pod, prepare_one, p);
 }
 
 static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
@@ -1224,16 +1267,22 @@ static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
     if (type == KUBE_EVENT_DELETED) {
         json_object_del(p->pods, uid);
         dp_podcache_remove(p->decisions, uid);
-        if (p->ledger)
+        if (p->ledger) {
             vc_ledger_drop_pod(p->ledger, uid, true);
+            json_object_del(p->vc_waiting, uid);
+        }
         sweep(p);
     } else {
         json_object_set(p->pods, uid, pod);
         dp_podcache_put(p->decisions, pod);
-        if (p->ledger)
+        if (p->ledger) {
             vc_ledger_put_pod(p->ledger, pod, p->cfg->cli.node_name,
                               p->cfg->volcano.gpu_memory_factor);
+            vc_track(p, pod);
+        }
         dp_podcache_foreach_waiting(p->decisions, uid, prepare_one, p);
+        if (p->ledger)
+            dp_volcano_foreach_waiting(p->cfg, p->gpus, p->gpu_count, pod, prepare_one, p);
     }
 }
 
@@ -1323,6 +1372,7 @@ int dp_plugin_new(struct event_base *base, const struct dpconfig *cfg,
     if (dp_volcano_mode(cfg)) {
         p->ledger = xcalloc(1, sizeof(*p->ledger));
         p->vc_writes = json_object();
+        p->vc_waiting = json_object();
         rc = dp_volcano_resources(cfg, p->gpus, p->gpu_count, &p->res, err);
     } else {
         rc = dp_resources_build(cfg, p->gpus, p->gpu_count, &p->res, err);
@@ -1410,6 +1460,7 @@ void dp_plugin_free(struct dp_plugin *p)
     json_decref(p->pods);
     json_decref(p->prepared);
     json_decref(p->vc_writes);
+    json_decref(p->vc_waiting);
     free(p->ledger);
     dp_podcache_free(p->decisions);
     free(p);

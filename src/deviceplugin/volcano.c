@@ -289,3 +289,53 @@ bool dp_volcano_id_known(const struct dpconfig *cfg, const struct dp_gpu *gpus, 
     }
     return false;
 }
+
+void dp_volcano_foreach_waiting(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsigned n,
+                                json_t *pod, void (*fn)(void *arg, const struct dp_match *m),
+                                void *arg)
+{
+    json_t *meta = json_object_get(pod, "metadata"), *ann = json_object_get(meta, "annotations");
+    const char *where = json_string_value(json_object_get(ann, VC_KEY_NODE));
+    const char *left = json_string_value(json_object_get(ann, VC_KEY_TO_ALLOCATE));
+    const char *phase = json_string_value(json_object_get(ann, VC_KEY_BIND_PHASE));
+    const char *uid = json_string_value(json_object_get(meta, "uid"));
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    if (where == NULL || strcmp(where, cfg->cli.node_name) != 0 || left == NULL ||
+        left[0] == '\0' || (phase != NULL && strcmp(phase, "allocating") != 0) ||
+        !annot_pod_uid(uid) || !annot_dns_label(ns) || !annot_dns_subdomain(name))
+        return;
+    struct vc_pod_devices *pd = malloc(sizeof(*pd));
+    struct dp_match *m = malloc(sizeof(*m));
+    char(*names)[ANNOT_NAME_MAX] = malloc(ANNOT_MAX_CONTAINERS * ANNOT_NAME_MAX);
+    int count;
+    if (pd == NULL || m == NULL || names == NULL ||
+        vc_pod_devices_decode(left, strlen(left), pd, NULL) < 0 ||
+        (count = vc_gpu_containers(pod, &cfg->volcano, names, NULL)) < 0)
+        goto out;
+    for (unsigned s = 0; s < pd->count && (int)s < count; s++) {
+        const struct vc_segment *seg = &pd->segs[s];
+        bool ok = seg->count > 0;
+        memset(m, 0, sizeof(*m));
+        vg_strlcpy(m->pod_uid, uid, sizeof m->pod_uid);
+        vg_strlcpy(m->pod_namespace, ns, sizeof m->pod_namespace);
+        vg_strlcpy(m->pod_name, name, sizeof m->pod_name);
+        vg_strlcpy(m->container.name, names[s], sizeof m->container.name);
+        for (unsigned i = 0; i < seg->count && ok; i++) {
+            const struct dp_gpu *g = gpu_by_uuid(gpus, n, seg->devs[i].uuid);
+            ok = g != NULL && strcmp(seg->devs[i].type, VC_TYPE_NVIDIA) == 0 &&
+                 seg->devs[i].memory <= dp_volcano_units(cfg, g);
+            vg_strlcpy(m->container.gpus[i].uuid, seg->devs[i].uuid,
+                       sizeof m->container.gpus[i].uuid);
+            m->container.gpus[i].memory_mib = seg->devs[i].memory * cfg->volcano.gpu_memory_factor;
+            m->container.gpus[i].cores = seg->devs[i].cores;
+        }
+        m->container.gpu_count = seg->count;
+        if (ok)
+            fn(arg, m);
+    }
+out:
+    free(pd);
+    free(m);
+    free(names);
+}

@@ -263,10 +263,16 @@ int vc_node_register_decode(const char *text, size_t len, struct vc_node_device 
 
 int64_t vc_parse_time(const char *s)
 {
-    uint64_t v;
-    if (s == NULL || vg_parse_u64(s, 0, INT64_MAX, &v, NULL) < 0)
+    /* On every pod of every Allocate: a plain digit walk, no message formatting. */
+    if (s == NULL || *s == '\0' || strlen(s) > 18)
         return -1;
-    return (int64_t)v;
+    int64_t v = 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    return v;
 }
 
 /* ---- ledger ----------------------------------------------------------------------------- */
@@ -442,73 +448,82 @@ static void fill_identity(json_t *pod, struct vc_pending *out)
     out->time = vc_parse_time(ann(pod, VC_KEY_TIME));
 }
 
+/* The next segment of devices-to-allocate without decoding it: the first one with an
+ * entry (a ':'-ended entry, or trailing text, which the full decode then refuses) that the
+ * ledger does not hold. Counts its entries into *count; false when none is left. */
+static bool next_segment(const char *s, const char *uid, const struct vc_ledger *ledger,
+                         unsigned *seg, unsigned *count)
+{
+    for (unsigned i = 0;; i++) {
+        unsigned n = 0;
+        const char *p = s;
+        for (; *p && *p != ';'; p++)
+            n += *p == ':';
+        if (p > s && p[-1] != ':')
+            n++;
+        if (n > 0 && !vc_ledger_has(ledger, uid, i)) {
+            *seg = i;
+            *count = n;
+            return true;
+        }
+        if (*p == '\0')
+            return false;
+        s = p + 1;
+    }
+}
+
 int vc_find_pending(json_t *pods, const char *node, const struct dpconfig_volcano *v,
                     const struct vc_ledger *ledger, size_t count, struct vc_pending *out,
                     json_t **twin, struct vg_err *err)
 {
-    json_t *best = NULL, *tie = NULL, *bad = NULL;
-    int64_t best_time = -1, bad_time = -1;
+    json_t *best = NULL, *tie = NULL;
+    int64_t best_time = -1;
     unsigned best_seg = 0;
-    char bad_msg[VG_ERR_MSG_MAX] = "";
-    struct vc_pod_devices *remain = malloc(sizeof(*remain));
-    if (remain == NULL)
-        return vg_err_set(err, -ENOMEM, "out of memory");
     *twin = NULL;
     const char *key;
     json_t *pod;
+    /* Only pods as old as the best so far are looked into: the string of every other pod
+     * is never scanned, so one Allocate costs little more than a walk over the pods. */
     json_object_foreach(pods, key, pod)
     {
-        const char *where = ann(pod, VC_KEY_NODE), *left = ann(pod, VC_KEY_TO_ALLOCATE);
-        const char *phase = ann(pod, VC_KEY_BIND_PHASE), *uid = meta(pod, "uid");
-        int64_t t = vc_parse_time(ann(pod, VC_KEY_TIME));
+        json_t *md = json_object_get(pod, "metadata"), *a = json_object_get(md, "annotations");
+        const char *where = json_string_value(json_object_get(a, VC_KEY_NODE));
+        const char *left = json_string_value(json_object_get(a, VC_KEY_TO_ALLOCATE));
+        if (where == NULL || left == NULL || left[0] == '\0' || strcmp(where, node) != 0)
+            continue;
+        const char *phase = json_string_value(json_object_get(a, VC_KEY_BIND_PHASE));
+        int64_t t = vc_parse_time(json_string_value(json_object_get(a, VC_KEY_TIME)));
+        const char *uid = json_string_value(json_object_get(md, "uid"));
+        unsigned seg, n;
         /* Names reach an API path and a directory: Kubernetes' own rules or not at all. */
-        if (where == NULL || strcmp(where, node) != 0 || left == NULL || left[0] == '\0' ||
+        if (t < 0 || (best != NULL && t > best_time) ||
+            (phase != NULL && strcmp(phase, "allocating") != 0) || finished(pod) ||
             !annot_pod_uid(uid) || !annot_dns_label(meta(pod, "namespace")) ||
-            !annot_dns_subdomain(meta(pod, "name")) || finished(pod) || t < 0 ||
-            (phase != NULL && strcmp(phase, "allocating") != 0))
-            continue;
-        struct vg_err derr = {0};
-        if (vc_pod_devices_decode(left, strlen(left), remain, &derr) < 0) {
-            if (bad == NULL || t < bad_time) {
-                bad = pod;
-                bad_time = t;
-                vg_snprintf(bad_msg, sizeof bad_msg, "%s: %s", VC_KEY_TO_ALLOCATE, derr.msg);
-            }
-            continue;
-        }
-        unsigned s = 0;
-        while (s < remain->count && (remain->segs[s].count == 0 || vc_ledger_has(ledger, uid, s)))
-            s++;
-        if (s == remain->count || remain->segs[s].count != count)
+            !annot_dns_subdomain(meta(pod, "name")) || strlen(left) > ANNOT_MAX_BYTES ||
+            !next_segment(left, uid, ledger, &seg, &n) || n != count)
             continue;
         if (best == NULL || t < best_time) {
             best = pod;
             best_time = t;
-            best_seg = s;
+            best_seg = seg;
             tie = NULL;
-        } else if (t == best_time) {
+        } else {
             tie = pod;
         }
     }
     memset(out, 0, sizeof(*out));
-    if (best == NULL && bad == NULL) {
-        free(remain);
+    if (best == NULL)
         return vg_err_set(err, -ENOENT,
                           "no pod placed on node %s by Volcano waits for %zu GPU%s "
                           "(annotations %s, %s)",
                           node, count, count == 1 ? "" : "s", VC_KEY_NODE, VC_KEY_TO_ALLOCATE);
-    }
-    if (best == NULL) {
-        fill_identity(bad, out);
-        free(remain);
-        return vg_err_set(err, -EINVAL, "pod %s/%s: %s", out->pod_namespace, out->pod_name,
-                          bad_msg);
-    }
     fill_identity(best, out);
     const char *left = ann(best, VC_KEY_TO_ALLOCATE);
-    (void)vc_pod_devices_decode(left, strlen(left), &out->remain, NULL);
+    struct vg_err derr = {0};
+    if (vc_pod_devices_decode(left, strlen(left), &out->remain, &derr) < 0)
+        return vg_err_set(err, -EINVAL, "pod %s/%s: %s: %s", out->pod_namespace, out->pod_name,
+                          VC_KEY_TO_ALLOCATE, derr.msg);
     out->segment = best_seg;
-    free(remain);
     if (tie != NULL) {
         *twin = tie;
         return vg_err_set(err, -EEXIST,

@@ -45,6 +45,13 @@ void dp_volcano_handshake_value(int64_t now, char *out, size_t size);
 int dp_volcano_check(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsigned n,
                      const struct vc_ledger *ledger, const struct vc_pending *pending,
                      struct dp_match *match, struct vc_charge *charge, struct vg_err *err);
+/* For each segment still to allocate of a pod placed here whose devices this node can
+ * serve (the checks of dp_volcano_check but the ledger's), the match Allocate will make:
+ * the plugin fills the container's directory ahead, as in vgpu mode, and Allocate renames
+ * it when the match is the same. */
+void dp_volcano_foreach_waiting(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsigned n,
+                                json_t *pod, void (*fn)(void *arg, const struct dp_match *m),
+                                void *arg);
 /* devices-to-allocate once the pod's segments the ledger holds are consumed (emptied, as
  * Volcano's plugin leaves them), into out[size]; *done when no NVIDIA device is left. */
 int dp_volcano_remaining(const struct vc_pending *pending, const struct vc_ledger *ledger,
