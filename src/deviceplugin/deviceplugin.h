@@ -203,6 +203,9 @@ void dp_resources_release(struct dp_resources *res);
 size_t dp_prefer_replicas(const struct dp_resource *r, enum dpconfig_allocation_policy policy,
                           char *const *available, size_t n_available, bool *taken, size_t want,
                           size_t *picked);
+/* Appends device id (of GPU table index gpu) to r, which holds at most max. */
+int dp_resource_add(struct dp_resource *r, const char *id, unsigned gpu, size_t max,
+                    struct vg_err *err);
 /* The GPU UUID a device ID stands for (strips `-<i>` or `::<n>`), into uuid[ANNOT_UUID_MAX]. */
 int dp_physical_uuid(const char *id, char *uuid, struct vg_err *err);
 

@@ -1029,38 +1029,20 @@ static void inventory_done(void *arg, long status, json_t *body, const struct vg
            err->msg);
 }
 
-/* Volcano mode: the GPUs as Volcano's scheduler reads them, and the handshake of Volcano
- * v1.15.0 and older, on every health change and heartbeat. */
-static void publish_volcano(struct dp_plugin *p)
+/* The node's annotations for the scheduler: vgpu-scheduler's inventory, or in Volcano mode
+ * the GPUs as Volcano's scheduler reads them and the handshake of Volcano v1.15.0 and
+ * older. Written at start, on every health change and every heartbeat. */
+static json_t *inventory_annotations(struct dp_plugin *p, struct vg_err *err)
 {
-    struct vg_err err = {0};
-    char *text = dp_volcano_register_value(p->cfg, p->gpus, p->gpu_count, &err);
-    if (!text) {
-        vg_log(VG_LOG_ERROR, "cannot encode the GPU list for Volcano", "err=\"%s\"", err.msg);
-        return;
-    }
-    char hs[96];
-    dp_volcano_handshake_value((int64_t)time(NULL), hs, sizeof hs);
     json_t *ann = json_object();
-    json_object_set_new(ann, VC_KEY_REGISTER, json_string(text));
-    json_object_set_new(ann, VC_KEY_HANDSHAKE, json_string(hs));
-    free(text);
-    char path[512];
-    if (vg_snprintf(path, sizeof(path), "/api/v1/nodes/%s", p->cfg->cli.node_name) >= 0 &&
-        kube_patch_annotations(p->opt.kube, path, ann, NULL, inventory_done, p, &err) == 0)
-        p->inventory_in_flight = true;
-    else
-        vg_log(VG_LOG_WARN, "cannot publish the GPU list for Volcano", "err=\"%s\"", err.msg);
-    json_decref(ann);
-}
-
-static void publish_inventory(struct dp_plugin *p)
-{
-    if (!p->opt.kube || p->inventory_in_flight)
-        return;
     if (p->ledger) {
-        publish_volcano(p);
-        return;
+        char *text = dp_volcano_register_value(p->cfg, p->gpus, p->gpu_count, err);
+        char hs[96];
+        dp_volcano_handshake_value((int64_t)time(NULL), hs, sizeof hs);
+        json_object_set_new(ann, VC_KEY_REGISTER, text ? json_string(text) : json_null());
+        json_object_set_new(ann, VC_KEY_HANDSHAKE, json_string(hs));
+        free(text);
+        return text ? ann : (json_decref(ann), NULL);
     }
     struct annot_inventory inv;
     /* MIG GPUs advertised as MIG devices are not the scheduler's to split. */
@@ -1070,15 +1052,26 @@ static void publish_inventory(struct dp_plugin *p)
         if (dp_gpu_split(p->cfg, &p->gpus[i]))
             split[n++] = p->gpus[i];
     dp_inventory(p->cfg, p->res.mode, split, n, (int64_t)time(NULL), &inv);
-    struct vg_err err = {0};
-    char *text = annot_inventory_encode(&inv, &err);
+    char *text = annot_inventory_encode(&inv, err);
     if (!text) {
+        json_decref(ann);
+        return NULL;
+    }
+    json_object_set_new(ann, ANNOT_KEY_GPUS, json_string(text));
+    free(text);
+    return ann;
+}
+
+static void publish_inventory(struct dp_plugin *p)
+{
+    if (!p->opt.kube || p->inventory_in_flight)
+        return;
+    struct vg_err err = {0};
+    json_t *ann = inventory_annotations(p, &err);
+    if (!ann) {
         vg_log(VG_LOG_ERROR, "cannot encode the inventory", "err=\"%s\"", err.msg);
         return;
     }
-    json_t *ann = json_object();
-    json_object_set_new(ann, ANNOT_KEY_GPUS, json_string(text));
-    free(text);
     char path[512];
     if (vg_snprintf(path, sizeof(path), "/api/v1/nodes/%s", p->cfg->cli.node_name) >= 0 &&
         kube_patch_annotations(p->opt.kube, path, ann, NULL, inventory_done, p, &err) == 0)

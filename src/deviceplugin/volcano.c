@@ -34,17 +34,7 @@ uint64_t dp_volcano_capacity_mib(const struct dpconfig *cfg, const struct dp_gpu
 
 static int add_id(struct dp_resource *r, const char *id, unsigned gpu, struct vg_err *err)
 {
-    if (strlen(id) >= DP_ID_MAX)
-        return vg_err_set(err, -ENAMETOOLONG, "device ID '%s' is longer than %d characters", id,
-                          DP_ID_MAX - 1);
-    int rc = vg_array_grow(&r->devices, &r->device_cap, r->device_count + 1, sizeof(*r->devices),
-                           DP_VOLCANO_MAX_IDS, "device IDs", err);
-    if (rc < 0)
-        return rc;
-    struct dp_device *d = &r->devices[r->device_count++];
-    vg_strlcpy(d->id, id, sizeof(d->id));
-    d->gpu = gpu;
-    return 0;
+    return dp_resource_add(r, id, gpu, DP_VOLCANO_MAX_IDS, err);
 }
 
 static int resource(struct dp_resources *out, const char *name, enum dp_volcano_kind kind,

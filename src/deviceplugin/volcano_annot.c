@@ -511,7 +511,12 @@ int vc_find_pending(json_t *pods, const char *node, const struct dpconfig_volcan
             tie = pod;
         }
     }
-    memset(out, 0, sizeof(*out));
+    /* out->remain (large) is filled by the decode below, the rest here. */
+    out->pod = NULL;
+    out->pod_uid[0] = out->pod_namespace[0] = out->pod_name[0] = out->container[0] = '\0';
+    out->segment = 0;
+    out->time = -1;
+    out->remain.count = 0;
     if (best == NULL)
         return vg_err_set(err, -ENOENT,
                           "no pod placed on node %s by Volcano waits for %zu GPU%s "

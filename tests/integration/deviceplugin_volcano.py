@@ -11,6 +11,7 @@ ledger unchanged). Skips when grpc is not importable (fails instead under CI).
 """
 import json
 import os
+import subprocess
 import sys
 import time
 import unittest
@@ -41,13 +42,16 @@ VOLCANO_CONFIG = """nvidia:
 
 
 class Volcano(dk.Base):
-    def start(self, config=VOLCANO_CONFIG):
+    def start(self, config=VOLCANO_CONFIG, before=None, env=None):
         self.api = dk.ApiServer(self.tmp)
+        if before:
+            before()
         self.kubelet = dk.FakeKubelet(os.path.join(self.tmp, "kubelet"))
         vc = os.path.join(self.tmp, "device-config.yaml")
         with open(vc, "w") as f:
             f.write(config)
         self.plugin = dk.Plugin(self.tmp, "version: v1\n", kubeconfig=self.api.kubeconfig,
+                                extra_env=env,
                                 args=("--scheduler-protocol", "volcano", "--volcano-config", vc))
         wait_for(lambda: len(self.kubelet.registrations) >= 3, what="three registrations")
         names = sorted(r.resource_name for _, r in self.kubelet.registrations)
@@ -263,6 +267,43 @@ class Volcano(dk.Base):
                 return False
         wait_for(whole, what="the whole card once the holder is gone")
         self.assertTrue(os.path.isdir(self.cdir(uid)))
+
+    def register(self):
+        text = self.api.request("GET", "/api/v1/nodes/node-1")["metadata"].get(
+            "annotations", {}).get("volcano.sh/node-vgpu-register")
+        return {e.split(",")[0]: e.split(",") for e in (text or "").split(":") if "," in e}
+
+    def test_ledger_rebuilt_at_start_and_health(self):
+        """A pod allocated before the plugin (re)started still holds its share of the card:
+        the ledger is rebuilt from the node's pods. A lost GPU turns false in the node
+        annotation, and true again."""
+        status = subprocess.run([os.path.join(dk.BUILD, "bin", "fakegpu-ctl"), "status"],
+                                env=dict(os.environ, FAKEGPU_DEVICES=dk.DEVICES,
+                                         FAKEGPU_STATE_DIR=os.path.join(self.tmp, "state")),
+                                capture_output=True, text=True, timeout=30)
+        big = status.stdout.splitlines()[1].split()[1]  # NVML index 1: 8 GiB
+
+        def before():
+            self.uuids = []
+            self.pod("earlier", "%s,NVIDIA,7000,50:" % big,
+                     extra={"volcano.sh/bind-phase": "success", "volcano.sh/vgpu-time": DONE,
+                            "volcano.sh/devices-to-allocate": ""})
+        self.start(before=before, env={"VGPU_DP_HEALTH_INTERVAL_MS": "100"})
+        self.assertEqual(self.register()[big][2], "8192")
+        uid = self.pod("after", "%s,NVIDIA,2000,10:" % big)
+        why = self.refused("after", uid, self.number_ids(big), "already promised")
+        self.assertIn("2000 MiB asked, 1192 MiB left", why)
+        uid = self.pod("fits", "%s,NVIDIA,1192,50:" % big)
+        self.allocate(self.number_ids(big))
+        self.assertTrue(os.path.isdir(self.cdir(uid)))
+        ctl = [os.path.join(dk.BUILD, "bin", "fakegpu-ctl")]
+        subprocess.run(ctl + ["health", "1", "off"], env=self.plugin.env, check=True,
+                       capture_output=True, timeout=30)
+        wait_for(lambda: self.register()[big][4] == "false", what="lost GPU published")
+        self.assertTrue(all(f[4] == "true" for u, f in self.register().items() if u != big))
+        subprocess.run(ctl + ["health", "1", "on"], env=self.plugin.env, check=True,
+                       capture_output=True, timeout=30)
+        wait_for(lambda: self.register()[big][4] == "true", what="GPU back")
 
     def test_no_pending_pod(self):
         self.start()
