@@ -13,7 +13,9 @@ PATCH, then the Binding; the node lock on). The kubelet stand-in then allocates 
 container (Allocate of volcano.sh/vgpu-number with as many devices as the container asks,
 in the order of spec.containers) and runs its workload on fakegpu under libvgpu, with the
 environment Allocate returned LESS every limit variable (CUDA_DEVICE_MEMORY_LIMIT*,
-CUDA_DEVICE_SM_LIMIT*): what holds it is the device plugin's limits file.
+CUDA_DEVICE_SM_LIMIT*): what holds it is what the device plugin wrote, the read-only
+limits file (here named by VGPU_LIMITS_FILE, in a container at /etc/vgpu/limits) and the
+container's region; a limit variable the workload sets four times higher changes nothing.
 
 Checked: Volcano's example pods (its documentation's hami-pod and gpu-pod12) placed,
 allocated and run: the limit seen inside (total memory = the decision), half of it
@@ -163,6 +165,10 @@ class Node(e2e.Cluster):
             assert "total=%d " % (mib << 20) in info.stdout, (info.stdout, name)
             assert hold(probe, wenv, (mib << 20) // 2) == "ready", name
             assert hold(probe, wenv, (mib << 20) * 3 // 2) == "oom", name
+            # A limit variable the workload sets itself, four times higher: nothing changes.
+            raised = dict(wenv, **{"CUDA_DEVICE_MEMORY_LIMIT_%d" % i: "%dm" % (m * 4)
+                                   for i, (_, m, _) in enumerate(devs)})
+            assert hold(probe, raised, (mib << 20) * 3 // 2) == "oom", name
         ann = self.until(lambda: (lambda a: a if a.get(V.BIND_PHASE) == "success" else None)(
             self.pod(pod["metadata"]["name"])["metadata"].get("annotations") or {}),
             "the write-back of " + pod["metadata"]["name"])
