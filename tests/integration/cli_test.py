@@ -80,6 +80,27 @@ def pending_pod(name, limits, ns="team"):
     return pod
 
 
+def volcano_pod(name, ids, node="node-b"):
+    """A pod Volcano placed (docs/volcano.md): a GPU container, one without, another GPU
+    container (Volcano's gpu-pod12 example, one card each), its decision in
+    volcano.sh/vgpu-ids-new, one segment per GPU container."""
+    pod = H.pod_object(name, {}, annotations={
+        "volcano.sh/vgpu-ids-new": ids, "volcano.sh/devices-to-allocate": "",
+        "volcano.sh/bind-phase": "success", "volcano.sh/vgpu-node": node}, ns="vol")
+    pod["spec"]["schedulerName"] = "volcano"
+    pod["spec"]["containers"] = [
+        {"name": "ubuntu-container", "image": "ubuntu",
+         "resources": {"limits": {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "2000"}}},
+        {"name": "ubuntu-container0", "image": "ubuntu"},
+        {"name": "ubuntu-container1", "image": "ubuntu",
+         "resources": {"limits": {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "3000",
+                                  "volcano.sh/vgpu-cores": "30"}}}]
+    pod["spec"]["nodeName"] = node
+    pod["status"]["phase"] = "Running"
+    pod["metadata"]["uid"] = "uid-" + name
+    return pod
+
+
 class ClusterTest(unittest.TestCase):
     """nodes, gpus, pods, explain and sim."""
 
@@ -100,6 +121,8 @@ class ClusterTest(unittest.TestCase):
                 pending_pod("web", {"cpu": "1"})]
         pods[-1]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "500m",
                                                                       "memory": "1Gi"}
+        pods += [volcano_pod("gpu-pod12", "GPU-node-b-0,NVIDIA,2000,0:;GPU-node-b-0,NVIDIA,3000,30:"),
+                 volcano_pod("torn", "GPU-node-b-0,NVIDIA,2000,0;GPU-node-b-0,NVIDIA,3000,30:")]
         cls.api = Api(nodes, pods)
         msg = ("0/3 nodes are available: 2 vgpu: no GPU with enough free memory, compute and "
                "slots, 1 vgpu: node has no valid vgpu.io/gpus inventory. preemption: 0/3 nodes "
@@ -162,6 +185,25 @@ class ClusterTest(unittest.TestCase):
         row = next(line.split() for line in out.splitlines() if "train-0" in line)
         self.assertEqual(row[0], "team")
         self.assertEqual(row[-1], "main=0:4Gi/30%")
+
+    def test_pods_placed_by_volcano(self):
+        """A Volcano pod shows the GPUs of its volcano.sh/vgpu-ids-new, each segment on the
+        container that asked (the one without GPUs between them gets none); a decision that
+        does not read as Volcano writes it (a device without its ':') is no decision."""
+        out = run(["-n", "vol", "pods", "-o", "wide"] + self.kc, check=0).stdout
+        row = next(line.split("  ") for line in out.splitlines() if line.startswith("gpu-pod12 "))
+        cells = [c.strip() for c in row if c.strip()]
+        self.assertEqual(cells[1:4], ["Running", "node-b", "2"])
+        self.assertEqual(cells[5], "30%")
+        alloc = cells[-1].split(",")
+        self.assertEqual([a.split("=")[0] for a in alloc], ["ubuntu-container", "ubuntu-container1"])
+        self.assertTrue(alloc[0].endswith("/0%") and alloc[1].endswith("/30%"), alloc)
+        torn = next(line for line in out.splitlines() if line.startswith("torn "))
+        self.assertIn("(no vgpu decision)", torn)
+        doc = json.loads(run(["-n", "vol", "pods", "-o", "json"] + self.kc, check=0).stdout)
+        d = next(p for p in doc["pods"] if p["name"] == "gpu-pod12")["decision"]
+        self.assertEqual(json.dumps(d["containers"], sort_keys=True).count("GPU-node-b-0"), 2)
+        self.assertIn("3000", json.dumps(d))
 
     def test_pods_n(self):
         out = run(["-n", "other", "pods"] + self.kc, check=0).stdout
