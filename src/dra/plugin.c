@@ -13,12 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
 #include "dra/dra.h"
+#include "dra/health.h"
 #include "dra/proto.h"
 #include "dra/slices.h"
 #include "grpc/grpc.h"
@@ -45,7 +47,13 @@ struct dra_plugin {
     struct dp_gpu *gpus; /* owned copy; health changes here */
     unsigned gpu_count;
     struct dp_gpu_source source;
-    struct event *health, *resync;
+    struct dra_health_monitor *monitor; /* borrowed, or NULL */
+    struct dra_gpu_health *health;      /* per GPU */
+    int taints_mode;
+    bool taints; /* the slices carry taints */
+    bool version_known, version_asked;
+    bool version_tried; /* asked in this resync round: a failure waits for the next */
+    struct event *health_ev, *resync;
     uint64_t health_ms, resync_ms;
     struct dra_publisher *publisher; /* NULL: slices not published */
     bool consumable;
@@ -531,7 +539,9 @@ static void publish(struct dra_plugin *pl)
                                    .node_name = pl->node_name,
                                    .node_uid = pl->node_uid,
                                    .driver_version = pl->driver_version,
-                                   .consumable = pl->consumable};
+                                   .consumable = pl->consumable,
+                                   .health = pl->health,
+                                   .taints = pl->taints};
     json_t *slices = NULL;
     if (dra_slices_build(&so, pl->gpus, pl->gpu_count, &slices, &err) < 0 ||
         dra_publisher_set(pl->publisher, slices, &err) < 0)
@@ -539,8 +549,39 @@ static void publish(struct dra_plugin *pl)
     json_decref(slices);
 }
 
+/* The health monitor's view: taints that change republish. */
+static void poll_monitor(struct dra_plugin *pl)
+{
+    struct dra_health_obs obs[DP_MAX_GPUS];
+    dra_health_monitor_poll(pl->monitor, obs);
+    int64_t now = (int64_t)time(NULL);
+    bool changed = false;
+    for (unsigned i = 0; i < pl->gpu_count && i < DP_MAX_GPUS; i++) {
+        struct dp_gpu *g = &pl->gpus[i];
+        if (!dra_health_observe(&pl->health[i], &obs[i], now))
+            continue;
+        changed = true;
+        bool h = dra_health_ok(&pl->health[i]);
+        if (h != g->healthy)
+            pl->stats.health_changes++;
+        g->healthy = h;
+        char why[128];
+        dra_health_message(&pl->health[i], why, sizeof why);
+        vg_log(h ? VG_LOG_INFO : VG_LOG_WARN,
+               h ? "GPU healthy: its taints cleared" : "GPU unhealthy: its devices tainted",
+               "gpu=%s index=%u taints=%s why=\"%s\"", g->uuid, g->index,
+               pl->taints ? "published" : "unsupported (left out of the slices)", why);
+    }
+    if (changed)
+        publish(pl);
+}
+
 void dra_plugin_poll_health(struct dra_plugin *pl)
 {
+    if (pl->monitor != NULL) {
+        poll_monitor(pl);
+        return;
+    }
     if (pl->source.healthy == NULL)
         return;
     bool changed = false;
@@ -577,9 +618,69 @@ static void on_node(void *arg, long status, json_t *body, const struct vg_err *e
     publish(pl);
 }
 
-/* Publishes, first asking for the Node's uid when it is not known yet. */
+int dra_version_has_taints(const json_t *version, bool *taints, struct vg_err *err)
+{
+    const char *major = json_string_value(json_object_get(version, "major"));
+    const char *minor = json_string_value(json_object_get(version, "minor"));
+    unsigned long ma = 0, mi = 0;
+    char *end;
+    if (major == NULL || minor == NULL || major[0] < '0' || major[0] > '9' || minor[0] < '0' ||
+        minor[0] > '9')
+        return vg_err_set(err, -EINVAL, "/version: no major and minor");
+    ma = strtoul(major, &end, 10);
+    if (*end != '\0' && strcmp(end, "+") != 0)
+        return vg_err_set(err, -EINVAL, "/version: major '%.16s' is not a number", major);
+    mi = strtoul(minor, &end, 10);
+    if (*end != '\0' && strcmp(end, "+") != 0)
+        return vg_err_set(err, -EINVAL, "/version: minor '%.16s' is not a number", minor);
+    *taints = ma > 1 || (ma == 1 && mi >= 36);
+    return 0;
+}
+
+static void sync_slices(struct dra_plugin *pl);
+
+/* The API server's version decides whether the slices carry taints (DRA_TAINTS_AUTO).
+ * Unknown (no answer yet, an error): no taints, unhealthy GPUs left out, which is right
+ * on every version; the next resync asks again. */
+static void on_version(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    struct dra_plugin *pl = arg;
+    (void)status;
+    pl->version_asked = false;
+    struct vg_err verr = {0};
+    bool taints = false;
+    if (err->code != 0 || dra_version_has_taints(body, &taints, &verr) < 0) {
+        vg_log(VG_LOG_WARN,
+               "cannot read the API server's version: unhealthy GPUs left out of "
+               "the slices until it is known",
+               "err=\"%s\"", err->code ? err->msg : verr.msg);
+    } else {
+        pl->version_known = true;
+        pl->taints = taints;
+        vg_log(VG_LOG_INFO,
+               taints ? "API server has device taints: unhealthy GPUs published tainted"
+                      : "API server without device taints: unhealthy GPUs left out",
+               "major=%s minor=%s", json_string_value(json_object_get(body, "major")),
+               json_string_value(json_object_get(body, "minor")));
+    }
+    sync_slices(pl);
+}
+
+/* Publishes, first asking for the server's version and the Node's uid when they are not
+ * known yet. */
 static void sync_slices(struct dra_plugin *pl)
 {
+    if (pl->version_asked)
+        return;
+    if (!pl->version_known && !pl->version_tried && pl->taints_mode == DRA_TAINTS_AUTO &&
+        pl->monitor != NULL) {
+        struct vg_err err = {0};
+        pl->version_tried = true;
+        if (kube_get(pl->kube, "/version", on_version, pl, &err) == 0) {
+            pl->version_asked = true;
+            return;
+        }
+    }
     if (pl->node_uid[0] != '\0' || pl->node_asked) {
         if (!pl->node_asked)
             publish(pl);
@@ -602,6 +703,7 @@ static void on_resync(evutil_socket_t fd, short what, void *arg)
     struct dra_plugin *pl = arg;
     (void)fd;
     (void)what;
+    pl->version_tried = false;
     sync_slices(pl);
     struct timeval tv = {.tv_sec = (time_t)(pl->resync_ms / 1000),
                          .tv_usec = (suseconds_t)(pl->resync_ms % 1000 * 1000)};
@@ -616,7 +718,7 @@ static void on_health(evutil_socket_t fd, short what, void *arg)
     dra_plugin_poll_health(pl);
     struct timeval tv = {.tv_sec = (time_t)(pl->health_ms / 1000),
                          .tv_usec = (suseconds_t)(pl->health_ms % 1000 * 1000)};
-    event_add(pl->health, &tv);
+    event_add(pl->health_ev, &tv);
 }
 
 /* ---- life cycle ------------------------------------------------------------------------- */
@@ -678,6 +780,10 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
     if (o->gpu_count)
         memcpy(pl->gpus, o->gpus, o->gpu_count * sizeof(*pl->gpus));
     pl->source = o->source;
+    pl->monitor = o->health;
+    pl->health = xcalloc(o->gpu_count + 1, sizeof(*pl->health));
+    pl->taints_mode = o->device_taints;
+    pl->taints = o->device_taints == DRA_TAINTS_ON;
     pl->health_ms = o->health_interval_ms ? o->health_interval_ms : 5000;
     pl->resync_ms = o->resync_ms ? o->resync_ms : 600000;
     pl->consumable = o->consumable;
@@ -727,6 +833,8 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
     struct timeval tv = {.tv_sec = (time_t)(pl->check_ms / 1000),
                          .tv_usec = (suseconds_t)(pl->check_ms % 1000 * 1000)};
     event_add(pl->check, &tv);
+    if (pl->monitor != NULL)
+        poll_monitor(pl); /* the first state (unmonitored GPUs) is in the first slices */
     if (o->publish) {
         if (dra_publisher_new(base, pl->kube, driver, pl->node_name, published, pl, &pl->publisher,
                               err) < 0) {
@@ -739,11 +847,11 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
                               .tv_usec = (suseconds_t)(pl->resync_ms % 1000 * 1000)};
         event_add(pl->resync, &rtv);
     }
-    if (pl->source.healthy) {
-        pl->health = event_new(base, -1, 0, on_health, pl);
+    if (pl->source.healthy || pl->monitor) {
+        pl->health_ev = event_new(base, -1, 0, on_health, pl);
         struct timeval htv = {.tv_sec = (time_t)(pl->health_ms / 1000),
                               .tv_usec = (suseconds_t)(pl->health_ms % 1000 * 1000)};
-        event_add(pl->health, &htv);
+        event_add(pl->health_ev, &htv);
     }
     vg_log(VG_LOG_INFO, "DRA plugin serving", "driver=%s registration=%s service=%s claims=%zu",
            driver, pl->reg_path, pl->svc_path, pl->cp.count);
@@ -764,8 +872,9 @@ void dra_plugin_free(struct dra_plugin *pl)
         pl->pending = p->next;
         pending_destroy(p);
     }
-    if (pl->health)
-        event_free(pl->health);
+    if (pl->health_ev)
+        event_free(pl->health_ev);
+    free(pl->health);
     if (pl->resync)
         event_free(pl->resync);
     dra_publisher_destroy(pl->publisher);
@@ -781,4 +890,5 @@ void dra_plugin_free(struct dra_plugin *pl)
 void dra_plugin_get_stats(const struct dra_plugin *pl, struct dra_plugin_stats *stats)
 {
     *stats = pl->stats;
+    stats->taints = pl->taints;
 }

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -257,6 +258,30 @@ static json_t *mig_device(const struct dp_gpu *gpu, const struct dp_mig *mig,
                      quantity_int(100));
 }
 
+/* The taints of a GPU's devices (KEP-5055): key, value, effect and timeAdded (RFC 3339),
+ * kept from when the condition began so that republishing does not change them. */
+static json_t *taints_json(const char *driver, const struct dra_gpu_health *h)
+{
+    struct dra_taint t[DRA_MAX_TAINTS];
+    unsigned n = dra_health_taints(h, driver, t);
+    if (n == 0)
+        return NULL;
+    json_t *arr = json_array();
+    for (unsigned i = 0; i < n; i++) {
+        char when[32];
+        time_t secs = (time_t)t[i].time_added;
+        struct tm tm;
+        gmtime_r(&secs, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        json_t *o =
+            json_pack("{s:s, s:s, s:s}", "key", t[i].key, "effect", t[i].effect, "timeAdded", when);
+        if (t[i].value[0] != '\0')
+            json_object_set_new(o, "value", json_string(t[i].value));
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
 int dra_slices_build(const struct dra_slice_options *o, const struct dp_gpu *gpus,
                      unsigned gpu_count, json_t **out, struct vg_err *err)
 {
@@ -281,17 +306,24 @@ int dra_slices_build(const struct dra_slice_options *o, const struct dp_gpu *gpu
         version[0] = '\0'; /* not a version the API takes: left out, not a failure */
 
     VG_AUTO_JSON json_t *devices = json_array();
+    bool tainted = false;
     for (unsigned g = 0; g < gpu_count; g++) {
         const struct dp_gpu *gpu = &gpus[g];
-        if (!gpu->healthy)
+        bool taints = o->taints && o->health != NULL;
+        if (!taints && !gpu->healthy)
             continue;
-        if (!gpu->mig_enabled) {
+        VG_AUTO_JSON json_t *t = taints ? taints_json(driver, &o->health[g]) : NULL;
+        size_t first = json_array_size(devices);
+        if (!gpu->mig_enabled)
             json_array_append_new(devices, gpu_device(o, gpu, version));
-            continue;
-        }
-        for (unsigned m = 0; m < gpu->mig_count && m < DP_MAX_MIGS; m++)
+        for (unsigned m = 0; gpu->mig_enabled && m < gpu->mig_count && m < DP_MAX_MIGS; m++)
             json_array_append_new(devices, mig_device(gpu, &gpu->migs[m], version));
+        for (size_t k = first; t != NULL && k < json_array_size(devices); k++)
+            json_object_set_new(json_array_get(devices, k), "taints", json_deep_copy(t));
+        tainted |= t != NULL && json_array_size(devices) > first;
     }
+    if (tainted && per_slice > DRA_SLICE_MAX_TAINTED)
+        per_slice = DRA_SLICE_MAX_TAINTED;
 
     size_t n = json_array_size(devices);
     size_t count = n == 0 ? 1 : (n + per_slice - 1) / per_slice;

@@ -165,13 +165,14 @@ class ApiServer:
     """tests/kube_api_server.py in a process: serves and validates ResourceSlices as
     kube-apiserver does."""
 
-    def __init__(self, tmp, port=0):
+    def __init__(self, tmp, port=0, version="1.36"):
         self.port_file = os.path.join(tmp, "api-port")
         if os.path.exists(self.port_file):
             os.unlink(self.port_file)
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(SOURCE, "tests", "kube_api_server.py"),
-             "--port", str(port), "--port-file", self.port_file], stderr=subprocess.DEVNULL)
+             "--port", str(port), "--port-file", self.port_file, "--k8s-version", version],
+            stderr=subprocess.DEVNULL)
         wait_for(lambda: os.path.exists(self.port_file) and os.path.getsize(self.port_file),
                  what="API server")
         with open(self.port_file) as f:
@@ -718,8 +719,8 @@ class SliceBase(Base):
             if self.kapi:
                 self.kapi.stop()
 
-    def serve_api(self, port=0):
-        self.kapi = ApiServer(self.tmp, port)
+    def serve_api(self, port=0, version="1.36"):
+        self.kapi = ApiServer(self.tmp, port, version)
         kubeconfig_for(self.kubeconfig, self.kapi.port)
 
     def ctl(self, *args):
@@ -796,7 +797,9 @@ class Slices(SliceBase):
                       str(ctx.exception))
 
     def test_health_change(self):
-        self.serve_api()
+        """Kubernetes 1.35 (no device taints by default): a lost GPU is taken out and comes
+        back, each a new pool generation."""
+        self.serve_api(version="1.35")
         self.start()
         _, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
                          what="two devices published")
@@ -810,7 +813,8 @@ class Slices(SliceBase):
         devs, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
                             what="gpu-1 back")
         self.assertEqual(self.generation(sl), gen + 2)
-        self.assertIn("GPU unhealthy: taken out of the slices", self.plugin.output())
+        self.assertIn("API server without device taints", self.plugin.output())
+        self.assertNotIn("taints", json.dumps(sl))
 
     def test_api_down_at_start(self):
         port = free_port()
@@ -909,6 +913,123 @@ class Mig(SliceBase):
         self.assertEqual((self.claim_dirs(), self.cdi_files()), ([], []))
         uid2 = self.put_claim("m2", "gpu-0")  # the GPU itself is not published
         self.assertIn("no device gpu-0", self.prepare(("default", uid2, "m2")).claims[uid2].error)
+
+
+class Taints(SliceBase):
+    """Kubernetes 1.36 (DRADeviceTaints on): an unhealthy GPU stays in the slice with a
+    taint (docs/dra.md "Device taints"): an XID taints it <driver>/xid=<XID>:NoSchedule
+    until the GPU is reset (lost and found again), a lost GPU <driver>/gpu-lost; the test
+    API server's allocator then gives it only to a claim that tolerates the taint, and
+    the taints clear when the GPU recovers."""
+
+    CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+
+    def taints(self, device):
+        devs, sl = self.devices()
+        return [(t["key"], t.get("value", ""), t["effect"])
+                for t in devs.get(device, {}).get("taints", [])], sl
+
+    def wait_taints(self, device, want, what):
+        return wait_for(lambda: (lambda t: t if t[0] == want else None)(self.taints(device)),
+                        what=what)[1]
+
+    def make_claim(self, name, tolerations=None):
+        exactly = {"deviceClassName": "gpu.vgpu.io"}
+        if tolerations is not None:
+            exactly["tolerations"] = tolerations
+        code, body = self.kapi.request("POST", self.CLAIMS, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}})
+        return code, body
+
+    def allocate(self, name):
+        code, body = self.kapi.request("POST", "/admin/allocate",
+                                       {"namespace": "default", "name": name, "node": "node-1"})
+        if code != 200:
+            return code, body.get("message")
+        return code, [r["device"] for r in body["status"]["allocation"]["devices"]["results"]]
+
+    def test_xid_taint_toleration_and_recovery(self):
+        self.serve_api()
+        self.start()
+        _, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                         what="two devices published")
+        gen = self.generation(sl)
+        self.assertEqual(self.taints("gpu-1")[0], [])
+        self.ctl("xid", "1", "79")
+        sl = self.wait_taints("gpu-1", [(DRIVER + "/xid", "79", "NoSchedule")], "XID taint")
+        self.assertEqual(self.generation(sl), gen + 1)
+        self.assertEqual(self.taints("gpu-0")[0], [])  # only the GPU that reported it
+        devs, _ = self.devices()
+        self.assertRegex(devs["gpu-1"]["taints"][0]["timeAdded"],
+                         r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        # An XID that is not critical (NVIDIA's ignored list: 13, application error) taints
+        # nothing.
+        self.ctl("xid", "0", "13")
+        time.sleep(0.5)
+        self.assertEqual(self.taints("gpu-0")[0], [])
+        # gpu-0 taken; a claim without a toleration finds no device, one tolerating the
+        # XID taint gets gpu-1.
+        for name in ("first", "plain", "tolerant"):
+            tol = [{"key": DRIVER + "/xid", "operator": "Exists", "effect": "NoSchedule"}] \
+                if name == "tolerant" else None
+            code, body = self.make_claim(name, tol)
+            self.assertEqual(code, 201, body)
+        self.assertEqual(self.allocate("first"), (200, ["gpu-0"]))
+        code, why = self.allocate("plain")
+        self.assertEqual(code, 409, why)
+        self.assertIn("request gpu wants 1 devices, 0 fit", why)
+        self.assertEqual(self.allocate("tolerant"), (200, ["gpu-1"]))
+        # The plugin prepares the tolerated device like any other.
+        code, claim_obj = self.kapi.request("GET", self.CLAIMS + "/tolerant")
+        uid = claim_obj["metadata"]["uid"]
+        self.assertEqual(self.prepare(("default", uid, "tolerant")).claims[uid].error, "")
+        # Still answering NVML: the XID stays. Reset (lost, then back): both clear.
+        self.ctl("health", "1", "off")
+        self.wait_taints("gpu-1", [(DRIVER + "/xid", "79", "NoSchedule"),
+                                   (DRIVER + "/gpu-lost", "", "NoSchedule")], "lost too")
+        self.ctl("health", "1", "on")
+        sl = self.wait_taints("gpu-1", [], "taints cleared after the reset")
+        self.assertEqual(len(self.devices()[0]), 2)
+        self.assertIn("GPU healthy: its taints cleared", self.plugin.output())
+        self.assertEqual(self.unprepare(("default", uid, "tolerant")).claims[uid].error, "")
+
+    def test_lost_gpu_stays_listed(self):
+        self.serve_api()
+        self.start()
+        wait_for(lambda: len(self.devices()[0]) == 2, what="two devices published")
+        self.ctl("health", "0", "off")
+        self.wait_taints("gpu-0", [(DRIVER + "/gpu-lost", "", "NoSchedule")], "lost taint")
+        self.assertEqual(sorted(self.devices()[0]), ["gpu-0", "gpu-1"])
+        self.assertIn("API server has device taints", self.plugin.output())
+        self.ctl("health", "0", "on")
+        self.wait_taints("gpu-0", [], "lost taint cleared")
+
+    def test_unmonitored(self):
+        """Health checks off (DP_DISABLE_HEALTHCHECKS=all): every GPU says so with a None
+        taint, which keeps no claim away."""
+        self.serve_api()
+        self.start(extra_env={"DP_DISABLE_HEALTHCHECKS": "all"})
+        self.wait_taints("gpu-0", [(DRIVER + "/unmonitored", "", "None")], "unmonitored")
+        code, body = self.make_claim("any")
+        self.assertEqual(code, 201, body)
+        self.assertEqual(self.allocate("any"), (200, ["gpu-0"]))
+
+    def test_forced_off(self):
+        """--device-taints=false on a 1.36 server: left out as before."""
+        self.serve_api()
+        self.start(extra_args=["--device-taints=false"])
+        wait_for(lambda: len(self.devices()[0]) == 2, what="two devices published")
+        self.ctl("health", "1", "off")
+        wait_for(lambda: list(self.devices()[0]) == ["gpu-0"], what="gpu-1 taken out")
+
+    def test_bad_flag(self):
+        p = Plugin.__new__(Plugin)
+        with self.assertRaises(AssertionError) as ctx:
+            Plugin.__init__(p, self.tmp, self.kubeconfig, extra_args=["--device-taints=maybe"])
+        p.log.close()
+        self.assertIn("--device-taints", str(ctx.exception))
 
 
 if __name__ == "__main__":
