@@ -215,6 +215,8 @@ struct dra_plugin_stats {
     uint64_t slice_syncs;     /* completed ResourceSlice publications */
     int64_t slice_generation; /* the pool generation last published */
     bool taints;              /* the slices carry device taints */
+    uint64_t health_streams;  /* NodeWatchResources streams open now */
+    uint64_t health_sends;    /* device health lists sent on them */
 };
 
 /* "1.36" style server versions: true when (major, minor) is at least 1.36, where
@@ -238,5 +240,9 @@ void dra_plugin_get_stats(const struct dra_plugin *plugin, struct dra_plugin_sta
 #define DRA_V1_SERVICE      "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
 #define DRA_V1BETA1_SERVICE "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"
 #define DRA_PLUGIN_TYPE     "DRAPlugin"
+/* KEP-4680's health service: listed in the registration's supported services, so kubelet
+ * opens the stream. */
+#define DRA_HEALTH_SERVICE  "v1alpha1.DRAResourceHealth"
+#define DRA_HEALTH_WATCH    "/" DRA_HEALTH_SERVICE "/NodeWatchResources"
 
 #endif

@@ -27,6 +27,7 @@
 #include "kube/kube.h"
 
 struct pending;
+struct watcher;
 
 struct get_ctx {
     struct pending *p;
@@ -52,7 +53,9 @@ struct dra_plugin {
     int taints_mode;
     bool taints; /* the slices carry taints */
     bool version_known, version_asked;
-    bool version_tried; /* asked in this resync round: a failure waits for the next */
+    bool version_tried;       /* asked in this resync round: a failure waits for the next */
+    struct watcher *watchers; /* kubelet's NodeWatchResources streams */
+    int64_t health_time;      /* unix seconds of the last health poll */
     struct event *health_ev, *resync;
     uint64_t health_ms, resync_ms;
     struct dra_publisher *publisher; /* NULL: slices not published */
@@ -113,12 +116,15 @@ static enum vgrpc_status_code get_info(void *arg, const uint8_t *req, size_t len
     (void)req;
     (void)len;
     static char v1[] = "v1.DRAPlugin", v1beta1[] = "v1beta1.DRAPlugin", type[] = DRA_PLUGIN_TYPE;
-    static char *versions[] = {v1, v1beta1}; /* kubelet takes the first it serves */
+    static char health[] = DRA_HEALTH_SERVICE;
+    /* kubelet takes the first DRA version it serves, and opens the health stream when
+     * the health service is listed (kubelets before 1.34 ignore the name). */
+    static char *versions[] = {v1, v1beta1, health};
     Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
     info.type = type;
     info.name = pl->driver;
     info.endpoint = pl->svc_path;
-    info.n_supported_versions = 2;
+    info.n_supported_versions = 3;
     info.supported_versions = versions;
     reply->len = pluginregistration__plugin_info__get_packed_size(&info);
     reply->data = xmalloc(reply->len ? reply->len : 1);
@@ -515,6 +521,129 @@ static enum vgrpc_status_code unprepare(void *arg, const uint8_t *req, size_t le
     return VGRPC_STATUS_OK;
 }
 
+/* ---- resource health (KEP-4680) ---------------------------------------------------------- */
+
+/* One kubelet stream of NodeWatchResources. */
+struct watcher {
+    struct dra_plugin *pl;
+    struct vgrpc_stream *stream;
+    struct watcher *next;
+};
+
+/* A GPU's health as kubelet's enum: unhealthy with a NoSchedule taint, unknown when its
+ * XIDs are not watched (health checks off), else healthy. */
+static V1alpha1__HealthStatus health_status(const struct dra_gpu_health *h)
+{
+    if (!dra_health_ok(h))
+        return V1ALPHA1__HEALTH_STATUS__UNHEALTHY;
+    return h->unmonitored ? V1ALPHA1__HEALTH_STATUS__UNKNOWN : V1ALPHA1__HEALTH_STATUS__HEALTHY;
+}
+
+/* Every device of the node's pool (the names the slices publish) with its GPU's health;
+ * packed into *data (malloc'ed). */
+static size_t health_message(struct dra_plugin *pl, uint8_t **data)
+{
+    size_t max = (size_t)pl->gpu_count * (DP_MAX_MIGS + 1) + 1, n = 0;
+    V1alpha1__DeviceHealth *devs = xcalloc(max, sizeof *devs);
+    V1alpha1__DeviceHealth **ptrs = xcalloc(max, sizeof *ptrs);
+    V1alpha1__DeviceIdentifier *ids = xcalloc(max, sizeof *ids);
+    char(*names)[DRA_DEVICE_NAME_MAX] = xcalloc(max, sizeof *names);
+    for (unsigned g = 0; g < pl->gpu_count; g++) {
+        const struct dp_gpu *gpu = &pl->gpus[g];
+        unsigned count = gpu->mig_enabled ? gpu->mig_count : 1;
+        for (unsigned m = 0; m < count && m < DP_MAX_MIGS && n < max; m++, n++) {
+            dra_gpu_device_name(gpu, gpu->mig_enabled ? &gpu->migs[m] : NULL, names[n]);
+            v1alpha1__device_identifier__init(&ids[n]);
+            ids[n].pool_name = pl->node_name;
+            ids[n].device_name = names[n];
+            v1alpha1__device_health__init(&devs[n]);
+            devs[n].device = &ids[n];
+            devs[n].health = health_status(&pl->health[g]);
+            devs[n].last_updated_time = pl->health_time;
+            ptrs[n] = &devs[n];
+        }
+    }
+    V1alpha1__NodeWatchResourcesResponse resp = V1ALPHA1__NODE_WATCH_RESOURCES_RESPONSE__INIT;
+    resp.n_devices = n;
+    resp.devices = ptrs;
+    size_t len = v1alpha1__node_watch_resources_response__get_packed_size(&resp);
+    *data = xmalloc(len ? len : 1);
+    v1alpha1__node_watch_resources_response__pack(&resp, *data);
+    free(names);
+    free(ids);
+    free(ptrs);
+    free(devs);
+    return len;
+}
+
+static void watcher_send(struct watcher *w, const uint8_t *data, size_t len)
+{
+    struct vg_err err = {0};
+    if (vgrpc_stream_send(w->stream, data, len, &err) < 0) {
+        vg_log(VG_LOG_WARN, "health stream: cannot send, ending it", "err=\"%s\"", err.msg);
+        vgrpc_stream_finish(w->stream, VGRPC_STATUS_UNAVAILABLE, "cannot send");
+        return;
+    }
+    w->pl->stats.health_sends++;
+}
+
+/* The full list to every stream: after each health poll, so kubelet's timeout (a device
+ * not reported again for a while is Unknown) never runs out while the plugin runs. */
+static void send_health(struct dra_plugin *pl)
+{
+    if (pl->watchers == NULL)
+        return;
+    uint8_t *data = NULL;
+    size_t len = health_message(pl, &data);
+    for (struct watcher *w = pl->watchers, *next; w != NULL; w = next) {
+        next = w->next; /* a failed send may close (and free) w */
+        watcher_send(w, data, len);
+    }
+    free(data);
+}
+
+static void watch_closed(void *arg, struct vgrpc_stream *stream, enum vgrpc_status_code status)
+{
+    struct watcher *w = arg;
+    (void)stream;
+    for (struct watcher **pp = &w->pl->watchers; *pp; pp = &(*pp)->next)
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+    w->pl->stats.health_streams--;
+    vg_log(VG_LOG_INFO, "kubelet's health stream closed", "status=%d", (int)status);
+    free(w);
+}
+
+static enum vgrpc_status_code watch_resources(void *arg, struct vgrpc_stream *stream,
+                                              const uint8_t *req, size_t len,
+                                              char message[VGRPC_STATUS_MESSAGE_MAX])
+{
+    struct dra_plugin *pl = arg;
+    V1alpha1__NodeWatchResourcesRequest *r =
+        v1alpha1__node_watch_resources_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        vg_snprintf(message, VGRPC_STATUS_MESSAGE_MAX, "NodeWatchResourcesRequest: malformed");
+        return VGRPC_STATUS_INVALID_ARGUMENT;
+    }
+    v1alpha1__node_watch_resources_request__free_unpacked(r, NULL);
+    struct watcher *w = xcalloc(1, sizeof *w);
+    w->pl = pl;
+    w->stream = stream;
+    w->next = pl->watchers;
+    pl->watchers = w;
+    pl->stats.health_streams++;
+    vgrpc_stream_on_close(stream, watch_closed, w);
+    vg_log(VG_LOG_INFO, "kubelet watches device health", "streams=%llu",
+           (unsigned long long)pl->stats.health_streams);
+    uint8_t *data = NULL;
+    size_t n = health_message(pl, &data);
+    watcher_send(w, data, n);
+    free(data);
+    return VGRPC_STATUS_OK;
+}
+
 /* ---- ResourceSlices --------------------------------------------------------------------- */
 
 static void published(void *arg)
@@ -555,6 +684,7 @@ static void poll_monitor(struct dra_plugin *pl)
     struct dra_health_obs obs[DP_MAX_GPUS];
     dra_health_monitor_poll(pl->monitor, obs);
     int64_t now = (int64_t)time(NULL);
+    pl->health_time = now;
     bool changed = false;
     for (unsigned i = 0; i < pl->gpu_count && i < DP_MAX_GPUS; i++) {
         struct dp_gpu *g = &pl->gpus[i];
@@ -574,6 +704,7 @@ static void poll_monitor(struct dra_plugin *pl)
     }
     if (changed)
         publish(pl);
+    send_health(pl);
 }
 
 void dra_plugin_poll_health(struct dra_plugin *pl)
@@ -784,6 +915,7 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
     pl->health = xcalloc(o->gpu_count + 1, sizeof(*pl->health));
     pl->taints_mode = o->device_taints;
     pl->taints = o->device_taints == DRA_TAINTS_ON;
+    pl->health_time = (int64_t)time(NULL);
     pl->health_ms = o->health_interval_ms ? o->health_interval_ms : 5000;
     pl->resync_ms = o->resync_ms ? o->resync_ms : 600000;
     pl->consumable = o->consumable;
@@ -825,6 +957,7 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
                                err) < 0 ||
         vgrpc_server_add_unary(pl->svc, DRA_V1BETA1_SERVICE "NodeUnprepareResources", unprepare, pl,
                                err) < 0 ||
+        vgrpc_server_add_stream(pl->svc, DRA_HEALTH_WATCH, watch_resources, pl, err) < 0 ||
         vgrpc_server_listen(pl->svc, pl->svc_path, err) < 0 || serve_registration(pl, err) < 0) {
         dra_plugin_free(pl);
         return err->code;

@@ -294,7 +294,8 @@ class Registration(Base):
         self.assertEqual(info.type, "DRAPlugin")
         self.assertEqual(info.name, DRIVER)
         self.assertEqual(info.endpoint, self.plugin.svc_sock)
-        self.assertEqual(list(info.supported_versions), ["v1.DRAPlugin", "v1beta1.DRAPlugin"])
+        self.assertEqual(list(info.supported_versions),
+                         ["v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth"])
         self.assertTrue(stat.S_ISSOCK(os.stat(info.endpoint).st_mode))
         st = M["RegistrationStatus"](plugin_registered=True)
         call(reg, "/pluginregistration.Registration/NotifyRegistrationStatus", st,
@@ -1030,6 +1031,109 @@ class Taints(SliceBase):
             Plugin.__init__(p, self.tmp, self.kubeconfig, extra_args=["--device-taints=maybe"])
         p.log.close()
         self.assertIn("--device-taints", str(ctx.exception))
+
+
+WATCH = "/v1alpha1.DRAResourceHealth/NodeWatchResources"
+
+
+class Health(SliceBase):
+    """KEP-4680: kubelet's health stream (NodeWatchResources, listed in the registration as
+    v1alpha1.DRAResourceHealth) carries every device of the node with its GPU's health,
+    again after each health poll; the stand-in maps it onto the pod's
+    allocatedResourcesStatus as kubelet does (claim:<claim>/<request>, resourceID
+    <driver>/<pool>/<device>)."""
+
+    CLAIMS = Taints.CLAIMS
+    make_claim = Taints.make_claim
+    allocate = Taints.allocate
+    wait_taints = Taints.wait_taints
+    taints = Taints.taints
+
+    def watch(self):
+        fn = self.channel(self.plugin.svc_sock).unary_stream(
+            WATCH, request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=M["NodeWatchResourcesResponse"].FromString)
+        return fn(M["NodeWatchResourcesRequest"](), timeout=90)
+
+    @staticmethod
+    def states(msg):
+        names = {0: "Unknown", 1: "Healthy", 2: "Unhealthy"}
+        return {(d.device.pool_name, d.device.device_name): names[d.health] for d in msg.devices}
+
+    def next_matching(self, stream, pred, what):
+        for msg in stream:
+            if pred(self.states(msg)):
+                return msg
+        raise AssertionError("stream ended before " + what)
+
+    @staticmethod
+    def allocated_resources_status(claim_obj, msg):
+        """What kubelet writes into containerStatuses[].allocatedResourcesStatus for a
+        container using claim_obj: one entry per request, one resource per device."""
+        health = {(d.device.pool_name, d.device.device_name): d.health for d in msg.devices}
+        names = {0: "Unknown", 1: "Healthy", 2: "Unhealthy"}
+        out = {}
+        for r in claim_obj["status"]["allocation"]["devices"]["results"]:
+            entry = out.setdefault("claim:%s/%s" % (claim_obj["metadata"]["name"], r["request"]),
+                                   [])
+            entry.append({"resourceID": "%s/%s/%s" % (r["driver"], r["pool"], r["device"]),
+                          "health": names[health.get((r["pool"], r["device"]), 0)]})
+        return [{"name": k, "resources": v} for k, v in sorted(out.items())]
+
+    def test_stream_follows_health(self):
+        self.serve_api()
+        self.start()
+        stream = self.watch()
+        first = next(stream)
+        self.assertEqual(self.states(first), {("node-1", "gpu-0"): "Healthy",
+                                              ("node-1", "gpu-1"): "Healthy"})
+        now = time.time()
+        self.assertTrue(all(now - 60 < d.last_updated_time <= now + 1 for d in first.devices))
+        code, body = self.make_claim("train")
+        self.assertEqual(code, 201, body)
+        self.assertEqual(self.allocate("train"), (200, ["gpu-0"]))
+        _, claim_obj = self.kapi.request("GET", self.CLAIMS + "/train")
+        self.assertEqual(self.allocated_resources_status(claim_obj, first), [
+            {"name": "claim:train/gpu",
+             "resources": [{"resourceID": DRIVER + "/node-1/gpu-0", "health": "Healthy"}]}])
+        self.ctl("xid", "0", "79")
+        msg = self.next_matching(stream, lambda s: s[("node-1", "gpu-0")] == "Unhealthy",
+                                 "gpu-0 unhealthy")
+        self.assertEqual(self.states(msg)[("node-1", "gpu-1")], "Healthy")
+        self.assertEqual(self.allocated_resources_status(claim_obj, msg)[0]["resources"][0][
+            "health"], "Unhealthy")
+        # Sent again at every poll (kubelet takes a device not reported for a while as
+        # Unknown): more messages come with nothing changed.
+        t0 = time.time()
+        for _ in range(3):
+            next(stream)
+        self.assertLess(time.time() - t0, 5)
+        self.ctl("health", "0", "off")
+        self.wait_taints("gpu-0", [(DRIVER + "/xid", "79", "NoSchedule"),
+                                   (DRIVER + "/gpu-lost", "", "NoSchedule")], "lost seen")
+        self.ctl("health", "0", "on")
+        self.next_matching(stream, lambda s: s[("node-1", "gpu-0")] == "Healthy",
+                           "gpu-0 healthy after the reset")
+        # A second watcher gets the list at once; closing the first leaves it served.
+        second = self.watch()
+        self.assertEqual(len(next(second).devices), 2)
+        stream.cancel()
+        self.assertEqual(len(next(second).devices), 2)
+        second.cancel()
+
+    def test_unmonitored_is_unknown(self):
+        self.serve_api()
+        self.start(extra_env={"DP_DISABLE_HEALTHCHECKS": "all"})
+        self.assertEqual(set(self.states(next(self.watch())).values()), {"Unknown"})
+
+    def test_malformed_request(self):
+        self.start()
+        fn = self.channel(self.plugin.svc_sock).unary_stream(
+            WATCH, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        with self.assertRaises(grpc.RpcError) as ctx:
+            next(fn(b"\xff\xff\xff", timeout=10))
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIsNone(self.plugin.proc.poll())
 
 
 if __name__ == "__main__":
