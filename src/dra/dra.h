@@ -177,6 +177,7 @@ struct dra_plugin;
 
 enum { DRA_TAINTS_AUTO = 0, DRA_TAINTS_ON = 1, DRA_TAINTS_OFF = 2 };
 struct dra_health_monitor;
+struct dra_mig;
 
 struct dra_plugin_options {
     const struct dpconfig *cfg; /* borrowed */
@@ -204,6 +205,11 @@ struct dra_plugin_options {
      * later, where DRADeviceTaints is on by default), _ON, _OFF (unhealthy GPUs left
      * out, as before 1.36). */
     int device_taints;
+    /* MIG on demand (mig.h; borrowed, NULL: MIG GPUs served statically): every GPU in
+     * MIG mode is published as partitions when the API server is 1.36 or later, and an
+     * allocated partition's instance is made in NodePrepareResources. */
+    struct dra_mig *mig;
+    uint64_t mig_gi_pause_ms;    /* tests: a pause after the GPU instance is made */
     uint64_t health_interval_ms; /* 0: 5000 */
     uint64_t resync_ms;          /* 0: 600000; the slices compared with the API server's */
 };
@@ -217,6 +223,8 @@ struct dra_plugin_stats {
     bool taints;              /* the slices carry device taints */
     uint64_t health_streams;  /* NodeWatchResources streams open now */
     uint64_t health_sends;    /* device health lists sent on them */
+    bool partitionable;       /* dynamic MIG GPUs published as partitions */
+    uint64_t instances_made, instances_destroyed;
 };
 
 /* "1.36" style server versions: true when (major, minor) is at least 1.36, where

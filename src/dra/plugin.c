@@ -21,6 +21,7 @@
 #include "base/str.h"
 #include "dra/dra.h"
 #include "dra/health.h"
+#include "dra/mig.h"
 #include "dra/proto.h"
 #include "dra/slices.h"
 #include "grpc/grpc.h"
@@ -39,7 +40,12 @@ struct dra_plugin {
     struct kube_client *kube;
     char *driver;
     char *node_name, *cdi_dir;
-    char reg_path[1024], svc_path[1024], cp_path[1024];
+    char reg_path[1024], svc_path[1024], cp_path[1024], mig_path[1024];
+    struct dra_mig *mig;             /* borrowed, or NULL */
+    struct dra_mig_gpu *migs;        /* per GPU: its partitions when dynamic */
+    struct dra_instances *instances; /* made for claims, as <state>/mig.json records them */
+    bool partitionable;              /* the API server has partitionable devices */
+    uint64_t gi_pause_ms;            /* tests: a pause between the GPU and compute instance */
     struct vgrpc_server *reg, *svc;
     struct event *check;
     uint64_t check_ms;
@@ -310,6 +316,180 @@ static void finish_prepare(struct pending *p)
     pending_unlink(p);
 }
 
+/* ---- MIG instances for claims (mig.h) -------------------------------------------------------- */
+
+static int save_instances(struct dra_plugin *pl, struct vg_err *err)
+{
+    return dra_instances_save(pl->mig_path, pl->instances, err);
+}
+
+static void drop_record(struct dra_plugin *pl, unsigned i)
+{
+    struct dra_instances *in = pl->instances;
+    memmove(&in->items[i], &in->items[i + 1], (in->count - i - 1) * sizeof in->items[0]);
+    in->count--;
+}
+
+/* The MIG device of uuid leaves the node's inventory (prepare no longer finds it). */
+static void forget_mig(struct dra_plugin *pl, const char *uuid)
+{
+    for (unsigned g = 0; g < pl->gpu_count; g++) {
+        struct dp_gpu *gpu = &pl->gpus[g];
+        for (unsigned m = 0; m < gpu->mig_count && m < DP_MAX_MIGS; m++)
+            if (uuid[0] != '\0' && strcmp(gpu->migs[m].uuid, uuid) == 0) {
+                memmove(&gpu->migs[m], &gpu->migs[m + 1],
+                        (gpu->mig_count - m - 1) * sizeof gpu->migs[0]);
+                gpu->mig_count--;
+                return;
+            }
+    }
+}
+
+/* Destroys every instance made for claim uid (all of them when uid is NULL and keep says
+ * which to spare): its record goes once NVML has destroyed it or found it gone. The first
+ * error is returned (an instance with processes is -EBUSY: kubelet calls again). */
+static int destroy_instances(struct dra_plugin *pl, const char *uid,
+                             bool (*keep)(struct dra_plugin *, const struct dra_instance *),
+                             struct vg_err *err)
+{
+    int first = 0;
+    bool changed = false;
+    for (unsigned i = 0; pl->instances != NULL && i < pl->instances->count;) {
+        struct dra_instance *t = &pl->instances->items[i];
+        if ((uid != NULL && strcmp(t->claim, uid) != 0) || (keep != NULL && keep(pl, t))) {
+            i++;
+            continue;
+        }
+        struct vg_err e = {0};
+        if (dra_mig_destroy(pl->mig, t, &e) < 0) {
+            vg_log(VG_LOG_WARN, "cannot destroy a claim's MIG instance",
+                   "claim=%s device=%s err=\"%s\"", t->claim, t->device, e.msg);
+            if (first == 0)
+                first = vg_err_set(err, e.code, "MIG instance of %s: %s", t->device, e.msg);
+            i++;
+            continue;
+        }
+        vg_log(VG_LOG_INFO, "MIG instance destroyed", "claim=%s device=%s gi=%d ci=%d", t->claim,
+               t->device, t->gi, t->ci);
+        pl->stats.instances_destroyed++;
+        forget_mig(pl, t->uuid);
+        drop_record(pl, i);
+        changed = true;
+    }
+    if (changed) {
+        struct vg_err e = {0};
+        if (save_instances(pl, &e) < 0 && first == 0)
+            first = vg_err_set(err, e.code, "%s", e.msg);
+    }
+    return first;
+}
+
+/* Makes the instance of each result naming a partition, and points the result at the MIG
+ * device made (gpu-<minor>-mig-<gi>-<ci>, which prepare then serves like a static one).
+ * Each step is recorded before it is taken, so a plugin killed in between destroys what
+ * it made at its next start. An instance the claim already has (an earlier attempt) is
+ * reused. */
+static int make_instances(struct dra_plugin *pl, struct dra_claim *claim, struct vg_err *err)
+{
+    for (unsigned i = 0; i < claim->count; i++) {
+        struct dra_result *r = &claim->results[i];
+        unsigned g;
+        const struct dra_partition *part =
+            pl->mig ? dra_partition_find(pl->gpus, pl->migs, pl->gpu_count, r->device, &g) : NULL;
+        if (part == NULL || strcmp(r->pool, pl->node_name) != 0)
+            continue;
+        struct dp_gpu *gpu = &pl->gpus[g];
+        struct dra_instance *t = NULL;
+        for (unsigned k = 0; k < pl->instances->count && t == NULL; k++)
+            if (strcmp(pl->instances->items[k].claim, claim->uid) == 0 &&
+                strcmp(pl->instances->items[k].device, r->device) == 0)
+                t = &pl->instances->items[k];
+        if (t != NULL && (t->ci < 0 || t->uuid[0] == '\0')) { /* half made: start over */
+            if (destroy_instances(pl, claim->uid, NULL, err) < 0)
+                return err->code;
+            t = NULL;
+        }
+        if (t == NULL) {
+            if (pl->instances->count == DRA_MIG_MAX_INSTANCES)
+                return vg_err_set(err, -E2BIG, "more than %d MIG instances", DRA_MIG_MAX_INSTANCES);
+            if (gpu->mig_count >= DP_MAX_MIGS)
+                return vg_err_set(err, -E2BIG, "GPU %s has %d MIG devices already", gpu->uuid,
+                                  DP_MAX_MIGS);
+            t = &pl->instances->items[pl->instances->count++];
+            memset(t, 0, sizeof *t);
+            vg_strlcpy(t->claim, claim->uid, sizeof t->claim);
+            vg_strlcpy(t->device, r->device, sizeof t->device);
+            vg_strlcpy(t->gpu_uuid, gpu->uuid, sizeof t->gpu_uuid);
+            t->profile_id = part->profile_id;
+            t->start = part->start;
+            t->size = part->size;
+            t->gi = t->ci = -1;
+            if (save_instances(pl, err) < 0 || dra_mig_create_gi(pl->mig, t, err) < 0 ||
+                save_instances(pl, err) < 0)
+                goto undo;
+            if (pl->gi_pause_ms > 0) { /* tests: the window between the two instances */
+                struct timespec ts = {(time_t)(pl->gi_pause_ms / 1000),
+                                      (long)(pl->gi_pause_ms % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
+            }
+            struct dp_mig mig;
+            if (dra_mig_create_ci(pl->mig, t, gpu->minor, gpu->memory_mib, &mig, err) < 0 ||
+                save_instances(pl, err) < 0)
+                goto undo;
+            gpu->migs[gpu->mig_count++] = mig;
+            pl->stats.instances_made++;
+            vg_log(VG_LOG_INFO, "MIG instance made", "claim=%s device=%s gi=%d ci=%d uuid=%s",
+                   claim->uid, r->device, t->gi, t->ci, t->uuid);
+        }
+        for (unsigned m = 0; m < gpu->mig_count; m++)
+            if (strcmp(gpu->migs[m].uuid, t->uuid) == 0)
+                dra_gpu_device_name(gpu, &gpu->migs[m], r->device);
+    }
+    return 0;
+undo:;
+    struct vg_err ignored;
+    destroy_instances(pl, claim->uid, NULL, &ignored);
+    return vg_err_wrap(err, "claim %s/%s", claim->ns, claim->name);
+}
+
+static bool claim_prepared(struct dra_plugin *pl, const struct dra_instance *t)
+{
+    return dra_checkpoint_find(&pl->cp, t->claim) != NULL;
+}
+
+/* At start: instances of claims the checkpoint does not hold (a prepare cut short, an
+ * unprepare that did not finish) are destroyed; those of prepared claims are kept, and
+ * every other MIG device of a dynamic GPU leaves the inventory until a claim makes it. */
+static int restore_instances(struct dra_plugin *pl, struct vg_err *err)
+{
+    if (dra_instances_load(pl->mig_path, pl->instances, err) < 0)
+        return err->code;
+    struct vg_err e = {0};
+    unsigned before = pl->instances->count;
+    if (destroy_instances(pl, NULL, claim_prepared, &e) < 0)
+        vg_log(VG_LOG_WARN, "cannot destroy MIG instances of claims not prepared", "err=\"%s\"",
+               e.msg);
+    if (before != pl->instances->count)
+        vg_log(VG_LOG_INFO,
+               "destroyed MIG instances of claims never prepared (a prepare cut short)", "count=%u",
+               before - pl->instances->count);
+    for (unsigned g = 0; g < pl->gpu_count; g++) {
+        struct dp_gpu *gpu = &pl->gpus[g];
+        if (!pl->migs[g].dynamic)
+            continue;
+        unsigned kept = 0;
+        for (unsigned m = 0; m < gpu->mig_count && m < DP_MAX_MIGS; m++) {
+            bool ours = false;
+            for (unsigned k = 0; k < pl->instances->count; k++)
+                ours |= strcmp(pl->instances->items[k].uuid, gpu->migs[m].uuid) == 0;
+            if (ours)
+                gpu->migs[kept++] = gpu->migs[m];
+        }
+        gpu->mig_count = kept;
+    }
+    return 0;
+}
+
 /* Prepares claim c from the API's object (on the loop, after the GET). */
 static void prepare_one(struct dra_plugin *pl, struct pending_claim *c, json_t *body)
 {
@@ -325,8 +505,21 @@ static void prepare_one(struct dra_plugin *pl, struct pending_claim *c, json_t *
                    c->name, claim.uid, c->uid);
         goto failed;
     }
-    if (dra_prepare(&pl->node, &claim, &prepared, &err) < 0)
+    char allocated[DRA_MAX_RESULTS][ANNOT_LABEL_MAX + 1];
+    for (unsigned i = 0; i < claim.count; i++)
+        vg_strlcpy(allocated[i], claim.results[i].device, sizeof allocated[i]);
+    if (pl->mig != NULL && make_instances(pl, &claim, &err) < 0)
         goto failed;
+    if (dra_prepare(&pl->node, &claim, &prepared, &err) < 0) {
+        struct vg_err ignored;
+        if (pl->mig != NULL)
+            destroy_instances(pl, claim.uid, NULL, &ignored);
+        goto failed;
+    }
+    /* kubelet knows the devices by their allocated names (a partition's, not the MIG
+     * device made for it); plan() keeps the results' order. */
+    for (unsigned i = 0; i < prepared.device_count && i < claim.count; i++)
+        vg_strlcpy(prepared.devices[i].device, allocated[i], sizeof prepared.devices[i].device);
     dra_checkpoint_put(&pl->cp, &prepared);
     pl->dirty = true;
     c->fresh = true;
@@ -487,7 +680,9 @@ static enum vgrpc_status_code unprepare(void *arg, const uint8_t *req, size_t le
             dra_prepared_copy(copy, found);
         }
         vg_err_clear(&err);
-        if (dra_unprepare(&pl->node, c->uid, copy, &err) == 0 && copy) {
+        if (dra_unprepare(&pl->node, c->uid, copy, &err) == 0 && pl->mig != NULL)
+            destroy_instances(pl, c->uid, NULL, &err); /* after the files: nothing names it */
+        if (err.code == 0 && copy) {
             dra_checkpoint_remove(&pl->cp, c->uid);
             if (save(pl, &err) < 0) {
                 dra_checkpoint_put(&pl->cp, copy);
@@ -670,7 +865,9 @@ static void publish(struct dra_plugin *pl)
                                    .driver_version = pl->driver_version,
                                    .consumable = pl->consumable,
                                    .health = pl->health,
-                                   .taints = pl->taints};
+                                   .taints = pl->taints,
+                                   .migs = pl->migs,
+                                   .partitionable = pl->partitionable};
     json_t *slices = NULL;
     if (dra_slices_build(&so, pl->gpus, pl->gpu_count, &slices, &err) < 0 ||
         dra_publisher_set(pl->publisher, slices, &err) < 0)
@@ -787,12 +984,20 @@ static void on_version(void *arg, long status, json_t *body, const struct vg_err
                "err=\"%s\"", err->code ? err->msg : verr.msg);
     } else {
         pl->version_known = true;
-        pl->taints = taints;
+        if (pl->taints_mode == DRA_TAINTS_AUTO)
+            pl->taints = taints;
+        pl->partitionable = taints && pl->mig != NULL; /* the same release, 1.36 */
         vg_log(VG_LOG_INFO,
                taints ? "API server has device taints: unhealthy GPUs published tainted"
                       : "API server without device taints: unhealthy GPUs left out",
                "major=%s minor=%s", json_string_value(json_object_get(body, "major")),
                json_string_value(json_object_get(body, "minor")));
+        if (pl->mig != NULL)
+            vg_log(VG_LOG_INFO,
+                   pl->partitionable ? "MIG GPUs published as partitions (counters)"
+                                     : "API server without partitionable devices: MIG GPUs "
+                                       "published as their instances",
+                   "partitionable=%s", pl->partitionable ? "true" : "false");
     }
     sync_slices(pl);
 }
@@ -803,8 +1008,8 @@ static void sync_slices(struct dra_plugin *pl)
 {
     if (pl->version_asked)
         return;
-    if (!pl->version_known && !pl->version_tried && pl->taints_mode == DRA_TAINTS_AUTO &&
-        pl->monitor != NULL) {
+    if (!pl->version_known && !pl->version_tried &&
+        ((pl->taints_mode == DRA_TAINTS_AUTO && pl->monitor != NULL) || pl->mig != NULL)) {
         struct vg_err err = {0};
         pl->version_tried = true;
         if (kube_get(pl->kube, "/version", on_version, pl, &err) == 0) {
@@ -853,6 +1058,20 @@ static void on_health(evutil_socket_t fd, short what, void *arg)
 }
 
 /* ---- life cycle ------------------------------------------------------------------------- */
+
+/* The partitions of every GPU in MIG mode, when MIG is served on demand. */
+static int discover_partitions(struct dra_plugin *pl, struct vg_err *err)
+{
+    for (unsigned g = 0; pl->mig != NULL && g < pl->gpu_count; g++) {
+        if (!pl->gpus[g].mig_enabled)
+            continue;
+        if (dra_mig_discover(pl->mig, &pl->gpus[g], &pl->migs[g], err) < 0)
+            return vg_err_wrap(err, "MIG partitions of GPU %u", pl->gpus[g].index);
+        vg_log(VG_LOG_INFO, "MIG GPU served on demand", "gpu=%s partitions=%u slices=%u",
+               pl->gpus[g].uuid, pl->migs[g].count, pl->migs[g].memory_slices);
+    }
+    return 0;
+}
 
 /* The checkpoint of an earlier run: claims of an earlier boot are gone with their
  * containers, their files are removed. */
@@ -914,6 +1133,10 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
     pl->monitor = o->health;
     pl->health = xcalloc(o->gpu_count + 1, sizeof(*pl->health));
     pl->taints_mode = o->device_taints;
+    pl->mig = o->mig;
+    pl->gi_pause_ms = o->mig_gi_pause_ms;
+    pl->migs = xcalloc(o->gpu_count + 1, sizeof(*pl->migs));
+    pl->instances = xcalloc(1, sizeof(*pl->instances));
     pl->taints = o->device_taints == DRA_TAINTS_ON;
     pl->health_time = (int64_t)time(NULL);
     pl->health_ms = o->health_interval_ms ? o->health_interval_ms : 5000;
@@ -930,7 +1153,8 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
         vg_snprintf(svc_dir, sizeof svc_dir, "%s/plugins/%s", o->kubelet_dir, driver) < 0 ||
         vg_snprintf(pl->reg_path, sizeof pl->reg_path, "%s/%s-reg.sock", reg_dir, driver) < 0 ||
         vg_snprintf(pl->svc_path, sizeof pl->svc_path, "%s/dra.sock", svc_dir) < 0 ||
-        vg_snprintf(pl->cp_path, sizeof pl->cp_path, "%s/checkpoint.json", o->state_dir) < 0) {
+        vg_snprintf(pl->cp_path, sizeof pl->cp_path, "%s/checkpoint.json", o->state_dir) < 0 ||
+        vg_snprintf(pl->mig_path, sizeof pl->mig_path, "%s/mig.json", o->state_dir) < 0) {
         dra_plugin_free(pl);
         return vg_err_set(err, -ENAMETOOLONG, "kubelet or state directory path too long");
     }
@@ -941,7 +1165,8 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
     if (vg_mkdir_parents(reg_dir, 0755, err) < 0 || vg_mkdir_parents(svc_dir, 0755, err) < 0 ||
         vg_mkdir_parents(o->state_dir, 0755, err) < 0 ||
         vg_mkdir_parents(o->cdi_dir, 0755, err) < 0 || dp_vgpu_dirs(o->cfg, err) < 0 ||
-        restore(pl, o->boot_id_path, err) < 0) {
+        restore(pl, o->boot_id_path, err) < 0 || discover_partitions(pl, err) < 0 ||
+        (pl->mig != NULL && restore_instances(pl, err) < 0)) {
         dra_plugin_free(pl);
         return err->code;
     }
@@ -1012,6 +1237,8 @@ void dra_plugin_free(struct dra_plugin *pl)
         event_free(pl->resync);
     dra_publisher_destroy(pl->publisher);
     free(pl->gpus);
+    free(pl->migs);
+    free(pl->instances);
     free(pl->driver_version);
     dra_checkpoint_release(&pl->cp);
     free(pl->driver);
@@ -1024,4 +1251,5 @@ void dra_plugin_get_stats(const struct dra_plugin *pl, struct dra_plugin_stats *
 {
     *stats = pl->stats;
     stats->taints = pl->taints;
+    stats->partitionable = pl->partitionable;
 }

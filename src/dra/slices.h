@@ -31,6 +31,7 @@
 #include "base/err.h"
 #include "deviceplugin/deviceplugin.h"
 #include "dra/health.h"
+#include "dra/mig.h"
 
 #define DRA_DRIVER_NAME         "gpu.vgpu.io"
 #define DRA_API_PATH            "/apis/resource.k8s.io/v1"
@@ -56,10 +57,19 @@ struct dra_slice_options {
      * as a server that drops the taints field would otherwise offer them. */
     const struct dra_gpu_health *health;
     bool taints;
+    /* MIG on demand (mig.h), parallel to gpus, or NULL. With partitionable (the API server
+     * has DRAPartitionableDevices: 1.36 and later) a dynamic GPU is published as a counter
+     * set (memory-slice-<i>, multiprocessors, memory) in a slice of its own, the whole GPU
+     * consuming all of it and one device per (profile, placement) consuming its part;
+     * without, it is published as its MIG devices that exist, as a static one. */
+    const struct dra_mig_gpu *migs;
+    bool partitionable;
 };
+/* Counter sets per slice (ResourceSliceMaxCounterSets). */
+#define DRA_SLICE_MAX_COUNTER_SETS 8
 /* Devices per slice when one of them has taints
  * (ResourceSliceMaxDevicesWithTaintsOrConsumesCounters). */
-#define DRA_SLICE_MAX_TAINTED 64
+#define DRA_SLICE_MAX_TAINTED      64
 
 /* The node's slices: a JSON array of ResourceSlice objects (apiVersion, kind,
  * metadata.name "<node>-<driver>-<i>", spec), at least one (an empty pool still says it

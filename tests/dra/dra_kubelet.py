@@ -731,7 +731,7 @@ class SliceBase(Base):
 
     def devices(self):
         sl = self.kapi.slices()
-        return {d["name"]: d for s in sl for d in s["spec"]["devices"]}, sl
+        return {d["name"]: d for s in sl for d in s["spec"].get("devices", [])}, sl
 
     def generation(self, sl):
         gens = {s["spec"]["pool"]["generation"] for s in sl}
@@ -1134,6 +1134,189 @@ class Health(SliceBase):
             next(fn(b"\xff\xff\xff", timeout=10))
         self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
         self.assertIsNone(self.plugin.proc.poll())
+
+
+class NvmlPeek:
+    """fakegpu's NVML through ctypes, as another process on the node sees it."""
+
+    def __init__(self, env):
+        import ctypes
+        os.environ["FAKEGPU_STATE_DIR"] = env["FAKEGPU_STATE_DIR"]
+        os.environ["FAKEGPU_DEVICES"] = env["FAKEGPU_DEVICES"]
+        os.environ["FAKEGPU_MIG"] = env.get("FAKEGPU_MIG", "")
+        self.ct = ctypes
+        self.lib = ctypes.CDLL(os.path.join(BUILD, "fakegpu", "libnvidia-ml.so.1"))
+        assert self.lib.nvmlInit_v2() == 0
+
+    def memory_mib(self, uuid):
+        """The device's total memory in MiB, or None when NVML does not know the UUID."""
+        ct = self.ct
+        handle = ct.c_void_p()
+        if self.lib.nvmlDeviceGetHandleByUUID(uuid.encode(), ct.byref(handle)) != 0:
+            return None
+        mem = (ct.c_ulonglong * 3)()
+        if self.lib.nvmlDeviceGetMemoryInfo(handle, ct.byref(mem)) != 0:
+            return None
+        return mem[0] >> 20
+
+
+class Partitions(SliceBase):
+    """KEP-4815 on fakegpu's H100 in MIG mode with no instances (FAKEGPU_MIG=0:) and
+    --mig-mode=dynamic: a counter set in a slice of its own, the whole GPU and every
+    (profile, placement) as devices consuming it; a claim for a partition gets its
+    instance made in NodePrepareResources (the MIG device in its CDI spec, NVML seeing it
+    with the profile's memory), NodeUnprepareResources destroys it and only it; a plugin
+    killed between the GPU instance and the compute instance leaves nothing once
+    restarted; a 1.35 API server gets today's static slices."""
+
+    H100 = "NVIDIA H100 80GB HBM3:81559MiB:132"
+    CLAIMS = Taints.CLAIMS
+    make_claim = Taints.make_claim
+
+    def env(self, **extra):
+        env = {"FAKEGPU_DEVICES": self.H100 + ",Test GPU B:8GiB:80", "FAKEGPU_MIG": "0:"}
+        env.update(extra)
+        return env
+
+    def mig_records(self):
+        path = os.path.join(self.plugin.state_dir, "mig.json")
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return json.load(f)["instances"]
+
+    def claim_for(self, name, device):
+        code, body = self.make_claim(name)
+        self.assertEqual(code, 201, body)
+        code, body = self.kapi.request("POST", "/admin/allocate", {
+            "namespace": "default", "name": name, "node": "node-1",
+            "devices": {"gpu": [device]}})
+        self.assertEqual(code, 200, body)
+        return body["metadata"]["uid"]
+
+    def published(self):
+        devs, sl = self.devices()
+        sets = [cs for s in sl for cs in s["spec"].get("sharedCounters", [])]
+        return devs, sets, sl
+
+    def test_partitions_made_and_destroyed(self):
+        self.serve_api()
+        self.start(extra_args=["--mig-mode=dynamic"], extra_env=self.env())
+        devs, sets, sl = wait_for(lambda: (lambda p: p if p[1] else None)(self.published()),
+                                  what="counter set published")
+        self.assertIn("MIG GPUs published as partitions", self.plugin.output())
+        self.assertEqual([cs["name"] for cs in sets], ["gpu-0-counters"])
+        counters = sets[0]["counters"]
+        self.assertEqual(sorted(k for k in counters if k.startswith("memory-slice-")),
+                         ["memory-slice-%d" % i for i in range(8)])
+        self.assertEqual(counters["multiprocessors"], {"value": "132"})
+        # Counters and devices never share a slice; every slice is one pool's.
+        self.assertTrue(all(not (s["spec"].get("devices") and s["spec"].get("sharedCounters"))
+                            for s in sl))
+        self.assertEqual({s["spec"]["pool"]["resourceSliceCount"] for s in sl}, {len(sl)})
+        parts = sorted(d for d in devs if d.startswith("gpu-0-mig-"))
+        # NVML's H100 placements: 7 + 7 (+me) + 4 + 3 + 2 + 1 + 1.
+        self.assertEqual(len(parts), 25, parts)
+        p9 = devs["gpu-0-mig-p9-s4"]
+        self.assertEqual(p9["attributes"]["profile"], {"string": "3g.40gb"})
+        self.assertEqual(p9["attributes"]["placementStart"], {"int": 4})
+        used = p9["consumesCounters"][0]["counters"]
+        self.assertEqual(sorted(k for k in used if k.startswith("memory-slice-")),
+                         ["memory-slice-%d" % i for i in range(4, 8)])
+        self.assertEqual(len(devs["gpu-0"]["consumesCounters"][0]["counters"]), 10)
+        self.assertNotIn("consumesCounters", devs["gpu-1"])
+        # Two claims: 3g.40gb at 4 and 1g.10gb at 0; the whole GPU no longer fits.
+        nv = NvmlPeek(self.plugin.env)
+        uid_a = self.claim_for("big", "gpu-0-mig-p9-s4")
+        uid_b = self.claim_for("small", "gpu-0-mig-p19-s0")
+        code, body = self.make_claim("whole")
+        self.assertEqual(code, 201, body)
+        code, body = self.kapi.request("POST", "/admin/allocate", {
+            "namespace": "default", "name": "whole", "devices": {"gpu": ["gpu-0"]}})
+        self.assertEqual(code, 409, body)
+        got = self.prepare(("default", uid_a, "big"), ("default", uid_b, "small")).claims
+        self.assertEqual((got[uid_a].error, got[uid_b].error), ("", ""))
+        self.assertEqual([d.device_name for d in got[uid_a].devices], ["gpu-0-mig-p9-s4"])
+        uuids = {}
+        for uid, mib in ((uid_a, 40448), (uid_b, 9984)):
+            env = self.spec(uid)["devices"][0]["containerEdits"]["env"]
+            uuid = [e.split("=", 1)[1] for e in env if e.startswith("NVIDIA_VISIBLE_DEVICES=")][0]
+            self.assertTrue(uuid.startswith("MIG-"), env)
+            self.assertEqual(nv.memory_mib(uuid), mib)  # the container's MIG device
+            uuids[uid] = uuid
+        self.assertEqual(sorted(r["claim"] for r in self.mig_records()), sorted([uid_a, uid_b]))
+        # Unprepare destroys that claim's instance only.
+        self.assertEqual(self.unprepare(("default", uid_a, "big")).claims[uid_a].error, "")
+        self.assertIsNone(nv.memory_mib(uuids[uid_a]))
+        self.assertEqual(nv.memory_mib(uuids[uid_b]), 9984)
+        self.assertEqual([r["claim"] for r in self.mig_records()], [uid_b])
+        # A restart keeps the prepared claim's instance.
+        self.start(extra_args=["--mig-mode=dynamic"], extra_env=self.env())
+        self.assertEqual(nv.memory_mib(uuids[uid_b]), 9984)
+        self.assertEqual(self.unprepare(("default", uid_b, "small")).claims[uid_b].error, "")
+        self.assertIsNone(nv.memory_mib(uuids[uid_b]))
+        self.assertEqual(self.mig_records(), [])
+
+    def test_killed_between_gpu_and_compute_instance(self):
+        self.serve_api()
+        self.start(extra_args=["--mig-mode=dynamic"],
+                   extra_env=self.env(VGPU_DRA_TEST_GI_PAUSE_MS="20000"))
+        wait_for(lambda: self.published()[1], what="counter set published")
+        uid = self.claim_for("cut", "gpu-0-mig-p9-s0")
+        ch = self.channel(self.plugin.svc_sock)
+        fn = ch.unary_unary(V1 + "NodePrepareResources",
+                            request_serializer=lambda m: m.SerializeToString(),
+                            response_deserializer=M["NodePrepareResourcesResponse"].FromString)
+        fut = fn.future(claims_msg("NodePrepareResourcesRequest", ("default", uid, "cut")),
+                        timeout=60)
+        rec = wait_for(lambda: [r for r in self.mig_records() if r["gi"] >= 0],
+                       what="the GPU instance made")[0]
+        self.assertEqual((rec["ci"], rec["uuid"]), (-1, ""))
+        self.plugin.stop(signal.SIGKILL)
+        fut.cancel()
+        self.start(extra_args=["--mig-mode=dynamic"], extra_env=self.env())
+        self.assertIn("destroyed MIG instances of claims never prepared", self.plugin.output())
+        self.assertEqual(self.mig_records(), [])
+        # Nothing left at that placement: the claim's instance is made there again.
+        got = self.prepare(("default", uid, "cut")).claims[uid]
+        self.assertEqual(got.error, "")
+        self.assertEqual(len(self.mig_records()), 1)
+
+    def test_placement_taken_refused(self):
+        """Two claims whose partitions overlap (the tests' allocator would not allocate
+        them, a stale allocation could): NVML refuses the second, which gets the reason
+        and leaves nothing behind."""
+        self.serve_api()
+        self.start(extra_args=["--mig-mode=dynamic"], extra_env=self.env())
+        wait_for(lambda: self.published()[1], what="counter set published")
+        uid_a = self.claim_for("a", "gpu-0-mig-p9-s0")
+        self.assertEqual(self.prepare(("default", uid_a, "a")).claims[uid_a].error, "")
+        code, body = self.make_claim("b")
+        code, b = self.kapi.request("GET", self.CLAIMS + "/b")
+        b["status"] = {"allocation": {"devices": {"results": [{
+            "request": "gpu", "driver": DRIVER, "pool": "node-1", "device": "gpu-0-mig-p19-s1"}]}}}
+        code, body = self.kapi.request("PUT", self.CLAIMS + "/b/status", b)
+        self.assertEqual(code, 200, body)
+        uid_b = b["metadata"]["uid"]
+        err = self.prepare(("default", uid_b, "b")).claims[uid_b].error
+        self.assertIn("Insufficient", err)
+        self.assertEqual([r["claim"] for r in self.mig_records()], [uid_a])
+
+    def test_old_api_server_static(self):
+        self.serve_api(version="1.35")
+        self.start(extra_args=["--mig-mode=dynamic"], extra_env=self.env())
+        devs, sets, _ = wait_for(lambda: (lambda p: p if "gpu-1" in p[0] else None)(
+            self.published()), what="slices published")
+        self.assertEqual(sets, [])
+        self.assertEqual(sorted(devs), ["gpu-1"])  # no instances: nothing of gpu-0 yet
+        self.assertIn("without partitionable devices", self.plugin.output())
+
+    def test_bad_mig_mode(self):
+        p = Plugin.__new__(Plugin)
+        with self.assertRaises(AssertionError) as ctx:
+            Plugin.__init__(p, self.tmp, self.kubeconfig, extra_args=["--mig-mode=auto"])
+        p.log.close()
+        self.assertIn("--mig-mode", str(ctx.exception))
 
 
 if __name__ == "__main__":
