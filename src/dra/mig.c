@@ -13,6 +13,7 @@
 #include "base/buf.h"
 #include "base/fs.h"
 #include "base/mem.h"
+#include "annot/annot.h"
 #include "base/str.h"
 #include "nvml/loader.h"
 
@@ -113,6 +114,14 @@ int dra_instances_decode(const char *text, size_t len, struct dra_instances *out
             int_field(o, "gi", -1, 1 << 16, &gi, i, err) < 0 ||
             int_field(o, "ci", -1, 1 << 16, &ci, i, err) < 0)
             return err->code;
+        if (!annot_pod_uid(t->claim) || !annot_dns_label(t->device) ||
+            strncmp(t->gpu_uuid, "GPU-", 4) != 0 ||
+            (t->uuid[0] != '\0' && strncmp(t->uuid, "MIG-", 4) != 0))
+            return vg_err_set(err, -EINVAL,
+                              "MIG instances: item %u: claim, device, gpu or uuid malformed", i);
+        if (start + size > DRA_MIG_MAX_SLICES || (ci >= 0 && gi < 0))
+            return vg_err_set(err, -EINVAL, "MIG instances: item %u: placement or ids inconsistent",
+                              i);
         t->profile_id = (unsigned)id;
         t->start = (unsigned)start;
         t->size = (unsigned)size;
