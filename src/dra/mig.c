@@ -154,7 +154,11 @@ int dra_instances_load(const char *path, struct dra_instances *out, struct vg_er
 int dra_instances_save(const char *path, const struct dra_instances *in, struct vg_err *err)
 {
     char *text = dra_instances_encode(in);
-    int rc = vg_write_file_atomic(path, text, strlen(text), 0644, VG_WRITE_SYNC, err);
+    /* Atomic, not synced: a killed plugin's writes are in the page cache for its next
+     * start, and a power loss takes every MIG instance with it (they do not outlive the
+     * driver), so there is nothing a synced record would find. Swapped, not renamed: no
+     * inode freed per write (base/fs.h). */
+    int rc = vg_write_file_atomic(path, text, strlen(text), 0644, VG_WRITE_SWAP, err);
     free(text);
     return rc;
 }
