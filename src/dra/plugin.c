@@ -734,20 +734,43 @@ static V1alpha1__HealthStatus health_status(const struct dra_gpu_health *h)
     return h->unmonitored ? V1ALPHA1__HEALTH_STATUS__UNKNOWN : V1ALPHA1__HEALTH_STATUS__HEALTHY;
 }
 
+/* The names the slices publish for GPU g into names[] (at most room): the GPU, or its
+ * MIG devices, or (dynamic MIG on a server with partitionable devices) the GPU and every
+ * partition. Their count. */
+static unsigned device_names(const struct dra_plugin *pl, unsigned g,
+                             char (*names)[DRA_DEVICE_NAME_MAX], size_t room)
+{
+    const struct dp_gpu *gpu = &pl->gpus[g];
+    unsigned n = 0;
+    if (pl->partitionable && pl->migs[g].dynamic) {
+        if (room > 0)
+            dra_gpu_device_name(gpu, NULL, names[n++]);
+        for (unsigned k = 0; k < pl->migs[g].count && n < room; k++)
+            dra_partition_name(gpu, &pl->migs[g].parts[k], names[n++]);
+        return n;
+    }
+    if (!gpu->mig_enabled) {
+        if (room > 0)
+            dra_gpu_device_name(gpu, NULL, names[n++]);
+        return n;
+    }
+    for (unsigned m = 0; m < gpu->mig_count && m < DP_MAX_MIGS && n < room; m++)
+        dra_gpu_device_name(gpu, &gpu->migs[m], names[n++]);
+    return n;
+}
+
 /* Every device of the node's pool (the names the slices publish) with its GPU's health;
  * packed into *data (malloc'ed). */
 static size_t health_message(struct dra_plugin *pl, uint8_t **data)
 {
-    size_t max = (size_t)pl->gpu_count * (DP_MAX_MIGS + 1) + 1, n = 0;
+    size_t max = (size_t)pl->gpu_count * (DRA_MIG_MAX_PARTS + DP_MAX_MIGS + 1) + 1, n = 0;
     V1alpha1__DeviceHealth *devs = xcalloc(max, sizeof *devs);
     V1alpha1__DeviceHealth **ptrs = xcalloc(max, sizeof *ptrs);
     V1alpha1__DeviceIdentifier *ids = xcalloc(max, sizeof *ids);
     char(*names)[DRA_DEVICE_NAME_MAX] = xcalloc(max, sizeof *names);
     for (unsigned g = 0; g < pl->gpu_count; g++) {
-        const struct dp_gpu *gpu = &pl->gpus[g];
-        unsigned count = gpu->mig_enabled ? gpu->mig_count : 1;
-        for (unsigned m = 0; m < count && m < DP_MAX_MIGS && n < max; m++, n++) {
-            dra_gpu_device_name(gpu, gpu->mig_enabled ? &gpu->migs[m] : NULL, names[n]);
+        unsigned count = device_names(pl, g, names + n, max - n);
+        for (unsigned m = 0; m < count; m++, n++) {
             v1alpha1__device_identifier__init(&ids[n]);
             ids[n].pool_name = pl->node_name;
             ids[n].device_name = names[n];

@@ -1172,6 +1172,8 @@ class Partitions(SliceBase):
     H100 = "NVIDIA H100 80GB HBM3:81559MiB:132"
     CLAIMS = Taints.CLAIMS
     make_claim = Taints.make_claim
+    watch = Health.watch
+    states = staticmethod(Health.states)
 
     def env(self, **extra):
         env = {"FAKEGPU_DEVICES": self.H100 + ",Test GPU B:8GiB:80", "FAKEGPU_MIG": "0:"}
@@ -1225,6 +1227,10 @@ class Partitions(SliceBase):
                          ["memory-slice-%d" % i for i in range(4, 8)])
         self.assertEqual(len(devs["gpu-0"]["consumesCounters"][0]["counters"]), 10)
         self.assertNotIn("consumesCounters", devs["gpu-1"])
+        # kubelet's health stream names the devices as the slices do.
+        health = self.states(next(self.watch()))
+        self.assertEqual(sorted(d for _, d in health), sorted(devs))
+        self.assertEqual(health[("node-1", "gpu-0-mig-p9-s4")], "Healthy")
         # Two claims: 3g.40gb at 4 and 1g.10gb at 0; the whole GPU no longer fits.
         nv = NvmlPeek(self.plugin.env)
         uid_a = self.claim_for("big", "gpu-0-mig-p9-s4")
