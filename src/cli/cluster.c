@@ -255,11 +255,16 @@ json_t *cli_decision_json(const struct annot_decision *d)
     json_t *cs = json_array();
     for (unsigned i = 0; i < d->container_count; i++) {
         json_t *gs = json_array();
-        for (unsigned g = 0; g < d->containers[i].gpu_count; g++)
-            json_array_append_new(gs, json_pack("{s:s, s:I, s:i}", "uuid",
-                                                d->containers[i].gpus[g].uuid, "memoryMiB",
-                                                (json_int_t)d->containers[i].gpus[g].memory_mib,
-                                                "cores", (int)d->containers[i].gpus[g].cores));
+        for (unsigned g = 0; g < d->containers[i].gpu_count; g++) {
+            const struct annot_share *sh = &d->containers[i].gpus[g];
+            json_t *o = json_pack("{s:s, s:I, s:i}", "uuid", sh->uuid, "memoryMiB",
+                                  (json_int_t)sh->memory_mib, "cores", (int)sh->cores);
+            if (o != NULL && sh->mig_profile[0] != '\0')
+                json_object_set_new(o, "mig",
+                                    json_pack("{s:s, s:i}", "profile", sh->mig_profile, "start",
+                                              (int)sh->mig_start));
+            json_array_append_new(gs, o);
+        }
         json_array_append_new(cs,
                               json_pack("{s:s, s:o}", "name", d->containers[i].name, "gpus", gs));
     }

@@ -96,6 +96,8 @@ void sched_state_free(struct sched_state *s)
     free(s->picked);
     free(s->listed);
     free(s->filter_reqs);
+    free(s->mig_ids);
+    free(s->mig_why);
     vg_buf_free(&s->scan_text);
     free(s->scan_offers);
     memo_each(s, MEMO_FREE, 0);
@@ -389,6 +391,10 @@ int sched_share_charge(struct sched_state *s, int32_t node, const struct sched_s
 {
     struct place_request r;
     struct place_decision d;
+    if (sh->mig_size > 0) { /* its own GPU instance: slices, not a share of the card */
+        memo_each(s, MEMO_FORGET, (size_t)node);
+        return sched_mig_charge(s, node, sh, err);
+    }
     share_to_place(sh, node, &r, &d);
     const struct place_node *n = &s->cluster->nodes[node];
     for (unsigned i = 0; i < sh->gpu_count; i++) {
@@ -412,6 +418,11 @@ void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sche
     struct place_request r;
     struct place_decision d;
     struct vg_err err = {0};
+    if (sh->mig_size > 0) {
+        memo_each(s, MEMO_FORGET, (size_t)node);
+        sched_mig_uncharge(s, node, sh);
+        return;
+    }
     share_to_place(sh, node, &r, &d);
     memo_each(s, MEMO_FORGET, (size_t)node);
     if (place_release(s->cluster, &r, &d, &err) < 0)
@@ -607,6 +618,11 @@ static void node_rebuild(struct sched_state *s, int32_t idx, const struct annot_
             /* A card that offers less than 100 % of its compute starts with the rest
              * taken. */
             pg->milli_used = (100u - a->cores) * 10u;
+            if (a->mig.slices > 0) {
+                /* Dynamic MIG: the card takes GPU instances (mig.c), never a share. */
+                pg->milli_used = PLACE_GPU_MILLI;
+                pg->mem_used_mib = pg->mem_total_mib;
+            }
         }
         if (ok) {
             n->gpu_count = (uint16_t)inv->gpu_count;
@@ -650,7 +666,7 @@ static bool same_gpus(const struct annot_inventory *a, const struct annot_invent
         if (strcmp(x->uuid, y->uuid) != 0 || x->index != y->index ||
             strcmp(x->model, y->model) != 0 || x->memory_mib != y->memory_mib ||
             x->cores != y->cores || x->slots != y->slots || x->numa != y->numa ||
-            x->healthy != y->healthy)
+            x->healthy != y->healthy || memcmp(&x->mig, &y->mig, sizeof x->mig) != 0)
             return false;
     }
     return true;
@@ -747,6 +763,8 @@ void sched_node_update(struct sched_state *s, json_t *node)
     } else if (have || info->has_inventory || added) {
         node_rebuild(s, idx, have ? &inv : NULL);
     }
+    sched_mig_refused_update(
+        s, idx, sched_json_str(node, "metadata", "annotations", ANNOT_KEY_MIG_REFUSED));
     sched_node_sync(s, idx);
     if (added && s->waiting_pods > 0)
         apply_waiting(s, idx, name);
@@ -902,6 +920,14 @@ static struct sched_pod *pod_from_decision(struct sched_state *s, const char *ke
                 return NULL;
             }
             sh->gpus[g] = (uint8_t)found;
+        }
+        if (ac->gpus[0].mig_profile[0] != '\0') {
+            (void)vg_strlcpy(sh->mig_profile, ac->gpus[0].mig_profile, sizeof sh->mig_profile);
+            sh->mig_start = ac->gpus[0].mig_start;
+            if (n != NULL && sched_mig_resolve(s, p->node, sh, err) < 0) {
+                pod_free(p);
+                return NULL;
+            }
         }
         struct place_request r = {.gpu_count = sh->gpu_count, .gpu_milli = sh->milli};
         struct vg_err ignored = {0};

@@ -15,6 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct annot_inventory inv, inv2;
     static struct annot_decision dec, dec2;
+    static struct annot_mig_refused ref, ref2;
     struct vg_err err = {0};
     bool accepted = false;
     if (annot_inventory_decode((const char *)data, size, &inv, &err) == 0) {
@@ -42,6 +43,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (err.msg[0] == '\0') {
         abort();
     }
+    err.msg[0] = '\0';
+    if (annot_mig_refused_decode((const char *)data, size, &ref, &err) == 0) {
+        accepted = true;
+        char *text = annot_mig_refused_encode(&ref, &err);
+        if (text == NULL || annot_mig_refused_decode(text, strlen(text), &ref2, &err) != 0 ||
+            memcmp(&ref, &ref2, sizeof ref) != 0)
+            abort();
+        free(text);
+        for (unsigned i = 0; i < ref.count; i++)
+            if (!annot_mig_profile_name(ref.refused[i].profile))
+                abort();
+    } else if (err.msg[0] == '\0') {
+        abort();
+    }
+    /* An accepted inventory's MIG fields hold only what a GPU can: profiles and instances
+     * inside its slices, instances that never overlap. */
+    if (annot_inventory_decode((const char *)data, size, &inv, &err) == 0)
+        for (unsigned i = 0; i < inv.gpu_count; i++) {
+            const struct annot_mig *m = &inv.gpus[i].mig;
+            unsigned used = 0;
+            for (unsigned k = 0; k < m->profile_count; k++)
+                if (m->profiles[k].size > m->slices ||
+                    (m->profiles[k].placements >> (m->slices - m->profiles[k].size + 1u)) != 0 ||
+                    !annot_mig_profile_name(m->profiles[k].name))
+                    abort();
+            for (unsigned k = 0; k < m->instance_count; k++) {
+                unsigned mask = ((1u << m->instances[k].size) - 1u) << m->instances[k].start;
+                if ((used & mask) || m->instances[k].start + m->instances[k].size > m->slices)
+                    abort();
+                used |= mask;
+            }
+        }
     /* The name validators (names.c) on the input as one string: whatever they accept
      * can safely name a file, an environment value or a log field. An accepted decision
      * names only such containers and nodes. */
@@ -74,6 +107,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (!annot_dns_label(dec.containers[i].name))
                 abort();
     }
-    vg_fuzz_report(accepted); /* as a node inventory or as a pod decision */
+    vg_fuzz_report(accepted); /* as a node inventory, a pod decision or a refusal list */
     return 0;
 }
