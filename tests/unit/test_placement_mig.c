@@ -139,9 +139,12 @@ static void test_table_matches(void **state)
     place_mig_frag_table(&g, mix, 3, table);
     for (unsigned u = 0; u < PLACE_MIG_STATES; u++)
         assert_true(table[u] == place_mig_frag(&g, (uint8_t)u, mix, 3));
-    /* An empty GPU loses nothing; a full one has nothing free to lose. */
-    assert_true(table[0] == 0);
+    /* A full GPU has nothing free to lose. An empty one loses, to the 9,000 MiB requests
+     * (whose smallest profile, 1g, has no start at slice 7), slice 7; to the 18,000 MiB ones
+     * (2g starts 0, 2, 4) slices 6 and 7; nothing to the whole-GPU ones. */
     assert_true(table[0xff] == 0);
+    assert_true(table[0] > (5.0 * 1 + 2.0 * 2) / 8 - 1e-9 &&
+                table[0] < (5.0 * 1 + 2.0 * 2) / 8 + 1e-9);
     /* Slice 7 alone free: no 1g or 2g start covers it, so every demand loses it. */
     assert_true(table[0x7f] == 1.0);
     /* The choice through the table is the choice without it. */
