@@ -111,6 +111,22 @@ static void test_vgpu_rule_keeps_large_profiles(void **state)
                      -ENOSPC);
 }
 
+static void test_vgpu_rule_3g_leaves_room_for_2g(void **state)
+{
+    (void)state;
+    struct place_mig_gpu g;
+    struct place_mig_choice c;
+    h100(&g);
+    const struct place_mig_demand mix[] = {{18000, 0, 1}, {40000, 0, 1}};
+    assert_int_equal(place_mig_choose(&g, 40000, 0, PLACE_MIG_RULE_VGPU, mix, 2, NULL, &c), 0);
+    assert_int_equal(c.profile, profile_of(&g, "3g.40gb"));
+    assert_int_equal(c.start, 4);
+    /* The slices left take two 2g.20gb; had it gone to 0, only one. */
+    g.used = place_mig_mask(4, 4);
+    assert_true(place_mig_frag(&g, g.used, mix, 2) <
+                place_mig_frag(&g, place_mig_mask(0, 4), mix, 2));
+}
+
 static void test_vgpu_rule_compute(void **state)
 {
     (void)state;
@@ -239,6 +255,7 @@ int main(void)
         cmocka_unit_test(test_check_gpu),
         cmocka_unit_test(test_hami_rule),
         cmocka_unit_test(test_vgpu_rule_keeps_large_profiles),
+        cmocka_unit_test(test_vgpu_rule_3g_leaves_room_for_2g),
         cmocka_unit_test(test_vgpu_rule_compute),
         cmocka_unit_test(test_table_matches),
         cmocka_unit_test(test_never_overlaps),
