@@ -187,11 +187,12 @@ void sched_mig_refused_update(struct sched_state *s, int32_t idx, const char *te
 int sched_mig_resolve(const struct sched_state *s, int32_t idx, struct sched_share *sh,
                       struct vg_err *err);
 /* For a pod the card shares could not place: its containers on MIG GPUs of the offered
- * nodes (ids[0..n)), each an instance chosen by vgpu's rule. The record (charged), or NULL
- * with why[i] set for each offered node (a string literal). */
+ * nodes (ids[0..n), -1 for none; those without a MIG GPU are set to -1), each an instance
+ * chosen by vgpu's rule. The record (charged), or NULL with why[i] set for each offered
+ * node with a MIG GPU (a string literal; NULL for the others). */
 struct sched_pod *sched_mig_decide(struct sched_state *s, const char *key,
                                    const struct sched_container_request *reqs, int count,
-                                   const int32_t *ids, size_t n, const char **why, int64_t now_s);
+                                   int32_t *ids, size_t n, const char **why, int64_t now_s);
 
 /* Whether the pod watch shows key, with this uid, waiting for a node. */
 bool sched_pending_has(const struct sched_state *s, const char *key, const char *uid);

@@ -198,7 +198,7 @@ static int mig_best_gpu(const struct sched_state *s, int32_t idx, const struct p
 
 struct sched_pod *sched_mig_decide(struct sched_state *s, const char *key,
                                    const struct sched_container_request *reqs, int count,
-                                   const int32_t *ids, size_t n, const char **why, int64_t now_s)
+                                   int32_t *ids, size_t n, const char **why, int64_t now_s)
 {
     struct place_mig_demand mix[MIG_DEMANDS];
     int32_t best_node = -1;
@@ -210,17 +210,27 @@ struct sched_pod *sched_mig_decide(struct sched_state *s, const char *key,
             first_gpu = c;
     if (first_gpu < 0)
         return NULL;
+    /* Only offers with a MIG GPU take part; without any, nothing else is done (the mix is
+     * a pass over the pods). */
+    size_t with_mig = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t idx = ids[i];
+        bool has_mig = false;
+        for (unsigned g = 0; idx >= 0 && g < s->cluster->nodes[idx].gpu_count && !has_mig; g++)
+            has_mig = sched_mig_gpu(s, idx, g);
+        why[i] = NULL;
+        if (!has_mig)
+            ids[i] = -1;
+        else
+            with_mig++;
+    }
+    if (with_mig == 0)
+        return NULL;
     size_t mix_n = mig_mix(s, reqs[first_gpu].request.gpu_mem_mib,
                            reqs[first_gpu].request.gpu_milli / 10, mix);
     for (size_t i = 0; i < n; i++) {
         int32_t idx = ids[i];
-        why[i] = NULL;
         if (idx < 0)
-            continue;
-        bool has_mig = false;
-        for (unsigned g = 0; g < s->cluster->nodes[idx].gpu_count; g++)
-            has_mig = has_mig || sched_mig_gpu(s, idx, g);
-        if (!has_mig)
             continue;
         struct sched_share shares[ANNOT_MAX_CONTAINERS];
         uint8_t extra[PLACE_MAX_GPUS] = {0};
