@@ -57,9 +57,31 @@ struct sched_types {
     struct place_request sel; /* the lists alone, resolved against the models known now */
 };
 
+/* A node's inventory as the scheduler keeps it: the GPUs without their MIG fields (kept
+ * apart, for the few nodes in dynamic MIG mode: 5,000 nodes would otherwise hold 13 KB of
+ * them each). */
+struct sched_gpu_info {
+    char uuid[ANNOT_UUID_MAX];
+    unsigned index;
+    char model[ANNOT_MODEL_MAX];
+    uint64_t memory_mib;
+    unsigned cores, slots;
+    int numa;
+    bool healthy;
+};
+
+struct sched_inventory {
+    int64_t heartbeat;
+    enum annot_mode mode;
+    unsigned gpu_count;
+    struct sched_gpu_info gpus[ANNOT_MAX_GPUS];
+};
+
 struct sched_node {
     bool present, seen, has_inventory;
-    struct annot_inventory inventory;
+    struct sched_inventory inventory;
+    struct annot_mig *mig; /* ANNOT_MAX_GPUS of them (owned), NULL while no GPU of the node
+                              is in dynamic MIG mode */
     /* Per GPU: bound pods whose decision does not fit beside what the GPU holds (written
      * by someone other than this scheduler). Such a GPU takes no new tenants while any
      * holds it: the scheduler cannot tell how much of it they really use. */
