@@ -126,8 +126,9 @@ static void mig_view(const struct sched_state *s, int32_t idx, unsigned g, int64
     }
 }
 
-/* The memory a container asks of one GPU of mem_total MiB (HAMi's defaulting: no amount
- * means the whole card). */
+/* The memory a container asks of one GPU whose largest profile has mem_total MiB (HAMi's
+ * defaulting: no amount means the whole card; in MIG mode the whole card is its largest
+ * instance, whose memory is a little below the card's). */
 static uint64_t mig_mem_need(const struct place_request *r, uint64_t mem_total)
 {
     if (r->gpu_mem_mib > 0)
@@ -181,7 +182,10 @@ static int mig_best_gpu(const struct sched_state *s, int32_t idx, const struct p
         mig_view(s, idx, g, now_s, &v);
         v.used |= extra[g];
         struct place_mig_choice c;
-        uint64_t mem = mig_mem_need(r, s->nodes[idx].inventory.gpus[g].memory_mib);
+        uint64_t largest = 0;
+        for (unsigned p = 0; p < v.profile_count; p++)
+            largest = v.profiles[p].mem_mib > largest ? v.profiles[p].mem_mib : largest;
+        uint64_t mem = mig_mem_need(r, largest);
         if (place_mig_choose(&v, mem, r->gpu_milli / 10, PLACE_MIG_RULE_VGPU, mix, mix_n, NULL,
                              &c) < 0) {
             if (c.why > *why) /* occupied or refused say more than "no profile" */

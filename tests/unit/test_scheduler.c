@@ -810,7 +810,18 @@ static json_t *mig_filter(struct sched_state *s, const char *pod, const char *me
         json_pack("{s:{s:{s:s, s:s, s:s, s:s}, s:{s:[{s:s, s:{s:{s:s, s:s}}}]}}, s:[s]}", "Pod",
                   "metadata", "name", pod, "namespace", "default", "resourceVersion", "7", "uid",
                   "uid-7", "spec", "containers", "name", "main", "resources", "limits",
-                  "nvidia.com/gpu", "1", "nvidia.com/gpumem", mem, "NodeNames", "m0");
+                  "nvidia.com/gpu", "1", "nvidia.com/gpumem", mem ? mem : "-", "NodeNames", "m0");
+    if (mem == NULL) /* no amount: the whole GPU */
+        json_object_del(
+            json_object_get(
+                json_object_get(
+                    json_array_get(
+                        json_object_get(json_object_get(json_object_get(args, "Pod"), "spec"),
+                                        "containers"),
+                        0),
+                    "resources"),
+                "limits"),
+            "nvidia.com/gpumem");
     char *body = json_dumps(args, JSON_COMPACT), *out = NULL;
     json_decref(args);
     struct vg_err err = {0};
@@ -965,6 +976,15 @@ static void test_mig_bad_decisions(void **unused)
     assert_string_equal(node_or_dash(r), "m0");
     json_decref(r);
     assert_string_equal(mig_of(s, "big"), "7g.80gb@0/81152/0");
+    /* A pod asking a whole GPU without an amount (HAMi: all of its memory) gets the largest
+     * instance, whose memory is below the card's 81,559 MiB. */
+    json_t *gone = json_pack("{s:{s:s, s:s}}", "metadata", "name", "big", "namespace", "default");
+    sched_pod_delete(s, gone);
+    json_decref(gone);
+    r = mig_filter(s, "whole", NULL, 0);
+    assert_string_equal(node_or_dash(r), "m0");
+    json_decref(r);
+    assert_string_equal(mig_of(s, "whole"), "7g.80gb@0/81152/0");
     sched_state_free(s);
 }
 
