@@ -73,7 +73,7 @@ static int impossible(const struct sched_state *s, const struct sched_container_
         if (!info->present || !info->has_inventory)
             continue;
         for (unsigned g = 0; g < info->inventory.gpu_count; g++) {
-            const struct annot_gpu *gpu = &info->inventory.gpus[g];
+            const struct sched_gpu_info *gpu = &info->inventory.gpus[g];
             any = true;
             if (gpu->memory_mib > biggest)
                 biggest = gpu->memory_mib;

@@ -605,6 +605,70 @@ class TopLiveTest(TopBase):
             self.tmux("kill-server", check=False)
 
 
+H100_PROFILES = [
+    {"name": "1g.10gb", "id": 19, "memoryMiB": 9984, "sms": 16, "size": 1,
+     "placements": [0, 1, 2, 3, 4, 5, 6]},
+    {"name": "2g.20gb", "id": 14, "memoryMiB": 20096, "sms": 32, "size": 2, "placements": [0, 2, 4]},
+    {"name": "3g.40gb", "id": 9, "memoryMiB": 40448, "sms": 60, "size": 4, "placements": [0, 4]},
+    {"name": "7g.80gb", "id": 0, "memoryMiB": 81152, "sms": 132, "size": 8, "placements": [0]},
+]
+
+
+class MigTest(unittest.TestCase):
+    """explain on a node in dynamic MIG mode: the instance a bound pod has, and why a pod no
+    placement can take stays pending (docs/scheduler.md, "MIG on demand")."""
+
+    @classmethod
+    def setUpClass(cls):
+        node = H.node_object("node-m", 1)
+        node["metadata"]["annotations"]["vgpu.io/gpus"] = json.dumps({
+            "version": 1, "heartbeat": int(time.time()), "mode": "vgpu",
+            "gpus": [{"uuid": "GPU-m", "index": 0, "model": "NVIDIA H100 80GB HBM3",
+                      "memoryMiB": 81559, "cores": 100, "slots": 7, "healthy": True,
+                      "mig": {"slices": 8, "profiles": H100_PROFILES, "instances": [
+                          {"profile": "3g.40gb", "start": 4, "size": 4, "pod": "uid-inf-0"}]}}]})
+        dec = json.dumps({"version": 1, "node": "node-m", "time": int(time.time()) - 60,
+                          "containers": [{"name": "main", "gpus": [
+                              {"uuid": "GPU-m", "memoryMiB": 40448, "cores": 0,
+                               "mig": {"profile": "3g.40gb", "start": 4}}]}]})
+        bound = H.pod_object("inf-0", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "30000"},
+                             annotations={"vgpu.io/decision": dec}, ns="team")
+        bound["spec"]["nodeName"] = "node-m"
+        bound["status"]["phase"] = "Running"
+        bound["metadata"]["uid"] = "uid-inf-0"
+        pods = [bound,
+                pending_pod("half", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "40000"}),
+                pending_pod("whole", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "60000"}),
+                pending_pod("huge", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "90000"})]
+        cls.api = Api([node], pods)
+        cls.kc = ["--kubeconfig", cls.api.kubeconfig]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.api.stop()
+
+    def test_explain_bound_names_the_instance(self):
+        out = run(["explain", "inf-0"] + self.kc, check=0).stdout
+        self.assertIn("runs on node node-m", out)
+        self.assertIn("in its own MIG instance 3g.40gb at memory slice 4", out)
+        doc = json.loads(run(["explain", "inf-0", "-o", "json"] + self.kc, check=0).stdout)
+        self.assertEqual(doc["decision"]["containers"][0]["gpus"][0]["mig"],
+                         {"profile": "3g.40gb", "start": 4})
+
+    def test_explain_pending_that_fits_beside_the_instance(self):
+        doc = json.loads(run(["explain", "half", "-o", "json"] + self.kc, check=0).stdout)
+        self.assertTrue(doc["nodes"][0]["chosen"], doc)
+
+    def test_explain_pending_reasons(self):
+        out = run(["explain", "whole"] + self.kc, check=0).stdout
+        self.assertIn("No node can take it now", out)
+        line = next(x for x in out.splitlines() if x.startswith("node-m "))
+        self.assertIn("every MIG placement that fits overlaps an existing instance", line)
+        out = run(["explain", "huge"] + self.kc, check=0).stdout
+        line = next(x for x in out.splitlines() if x.startswith("node-m "))
+        self.assertIn("no MIG profile the GPUs allow has the memory and compute asked", line)
+
+
 if __name__ == "__main__":
     BUILD = os.path.abspath(sys.argv.pop(1))
     if sys.argv[1:] in (["TopLiveTest"], ["SimProgressTest"]):
