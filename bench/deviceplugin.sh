@@ -24,7 +24,7 @@ if [ -x "$prog" ] && command -v valgrind >/dev/null 2>&1; then
     echo "| matching one Allocate (callgrind, (I(200 calls) - I(100 calls)) / 100) | instructions |"
     echo "| --- | --- |"
     for pods in 100 300; do
-        for mode in cache decode volcano; do
+        for mode in cache decode volcano volcano-worst; do
             a=$(instructions $mode $pods 100)
             b=$(instructions $mode $pods 200)
             echo "| $pods pods, $mode | $(( (b - a) / 100 )) |"
