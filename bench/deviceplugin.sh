@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # vgpu-device-plugin figures against the fake kubelet of tests/integration on fakegpu:
-# Allocate latency, ListAndWatch update latency after a health change and after an XID,
-# RSS, and time to re-register after a kubelet restart; then the instructions one Allocate
-# spends matching (callgrind over bench/deviceplugin_match.c). usage: bench/deviceplugin.sh BUILD
+# Allocate latency (timeSlicing, vgpu mode, Volcano mode), ListAndWatch update latency after
+# a health change and after an XID, RSS, and time to re-register after a kubelet restart;
+# then the instructions one Allocate spends matching, in vgpu and Volcano mode (callgrind
+# over bench/deviceplugin_match.c). usage: bench/deviceplugin.sh BUILD
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
