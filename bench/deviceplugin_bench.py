@@ -196,6 +196,27 @@ def xid(rows):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def timed_allocations(kubelet, resource, device, pods, add, race, after=None):
+    """One Allocate per pod, each timed. race: each right after its pod is created, as
+    kubelet sees a pod bound a moment ago, racing the plugin's own watch event (and the
+    directory it prepares on that event); otherwise the pods first, then a second for the
+    plugin's pod watch to have the last one, then the calls (after(i) following call i)."""
+    lat = []
+    if not race:
+        for i in range(pods):
+            add(i)
+        time.sleep(1.0)
+    for i in range(pods):
+        if race:
+            add(i)
+        t = time.perf_counter()
+        kubelet.allocate(resource, [device])
+        lat.append(time.perf_counter() - t)
+        if after and not race:
+            after(i)
+    return lat
+
+
 def vgpu(rows, pods, where=None, race=False):
     tmp = tempfile.mkdtemp(prefix="dp-bench.", dir=where)
     os.makedirs(os.path.join(tmp, "kubelet"))
@@ -212,25 +233,7 @@ def vgpu(rows, pods, where=None, race=False):
                 "version": 1, "node": "node-1", "time": int(time.time()),
                 "containers": [{"name": "main", "gpus": [
                     {"uuid": uuid, "memoryMiB": 256, "cores": 10}]}]}))
-        lat = []
-        if race:
-            # Kubelet's view: Allocate as soon as the pod is bound, racing the plugin's
-            # own watch event (and the directory it prepares on that event).
-            for i in range(pods):
-                add(i)
-                t = time.perf_counter()
-                kubelet.allocate("nvidia.com/gpu", [ids[0]])
-                lat.append(time.perf_counter() - t)
-        else:
-            for i in range(pods):
-                add(i)
-            # Wait until the plugin's pod watch has the last pod: its preferred allocation
-            # follows a decision only once the pod is known.
-            time.sleep(1.0)
-            for i in range(pods):
-                t = time.perf_counter()
-                kubelet.allocate("nvidia.com/gpu", [ids[0]])
-                lat.append(time.perf_counter() - t)
+        lat = timed_allocations(kubelet, "nvidia.com/gpu", ids[0], pods, add, race)
         # Pods the watch had not delivered yet were looked up directly (slower calls).
         lookups = plugin.output().count("looking this node's pods up")
         fs = subprocess.run(["stat", "-f", "-c", "%T", tmp], capture_output=True,
@@ -290,31 +293,18 @@ def volcano(rows, pods, race=False, where=None):
                 "spec": {"nodeName": "node-1", "schedulerName": "volcano", "containers": [
                     {"name": "main", "resources": {"limits": {number: "1"}}}]},
                 "status": {"phase": "Pending"}})
-        lat = []
-        if race:
-            for i in range(pods):
-                add(i)
-                t = time.perf_counter()
-                kubelet.allocate(number, [ids[0]])
-                lat.append(time.perf_counter() - t)
-        else:
-            for i in range(pods):
-                add(i)
-            time.sleep(1.0)
-            for i in range(pods):
-                t = time.perf_counter()
-                kubelet.allocate(number, [ids[0]])
-                lat.append(time.perf_counter() - t)
-                # The write-back (a PATCH of the pod, and its watch event coming back) is
-                # the plugin's work after the answer; kubelet admits pods one at a time, so
-                # the next call comes once the previous pod's annotations are written
-                # (PAUSE_MS more, default 0: a pause lets the processes go cold, which
-                # measures the scheduler's wake-up rather than the plugin).
-                k.wait_for(lambda i=i: api.request(
-                    "GET", "/api/v1/namespaces/default/pods/vc-%d" % i)["metadata"][
-                        "annotations"].get("volcano.sh/bind-phase") == "success",
-                    what="write-back of vc-%d" % i)
-                time.sleep(PAUSE_MS / 1000.0)
+        def written(i):
+            # The write-back (a PATCH of the pod, and its watch event coming back) is the
+            # plugin's work after the answer; kubelet admits pods one at a time, so the
+            # next call comes once the previous pod's annotations are written (PAUSE_MS
+            # more, default 0: a pause lets the processes go cold, which measures the
+            # scheduler's wake-up rather than the plugin).
+            k.wait_for(lambda: api.request(
+                "GET", "/api/v1/namespaces/default/pods/vc-%d" % i)["metadata"][
+                    "annotations"].get("volcano.sh/bind-phase") == "success",
+                what="write-back of vc-%d" % i)
+            time.sleep(PAUSE_MS / 1000.0)
+        lat = timed_allocations(kubelet, number, ids[0], pods, add, race, after=written)
         lookups = plugin.output().count("looking this node's pods up")
         fs = subprocess.run(["stat", "-f", "-c", "%T", tmp], capture_output=True,
                             text=True).stdout.strip()

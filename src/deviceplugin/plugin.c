@@ -78,7 +78,7 @@ struct dp_plugin {
     /* Volcano mode: what is given out per GPU, and the pod annotations one Allocate call
      * writes back ("<ns>/<name>" -> annotations), sent with its answer. */
     struct vc_ledger *ledger;
-    json_t *vc_waiting; /* uid -> pod: the pods with a Volcano decision left to allocate */
+    struct vc_waiting vc_waiting; /* pods with a Volcano decision left to allocate */
     json_t *vc_writes;
     bool vc_release_lock;
 };
@@ -274,21 +274,10 @@ static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequ
 }
 
 /* Volcano mode: keeps p->vc_waiting to the pods placed here with devices left to allocate,
- * so that an Allocate looks at those only, not at every pod of the node. */
+ * so that an Allocate looks at the oldest of those only, not at every pod of the node. */
 static void vc_track(struct dp_plugin *p, json_t *pod)
 {
-    json_t *md = json_object_get(pod, "metadata"), *ann = json_object_get(md, "annotations");
-    const char *uid = json_string_value(json_object_get(md, "uid"));
-    const char *where = json_string_value(json_object_get(ann, VC_KEY_NODE));
-    const char *left = json_string_value(json_object_get(ann, VC_KEY_TO_ALLOCATE));
-    const char *phase = json_string_value(json_object_get(ann, VC_KEY_BIND_PHASE));
-    if (uid == NULL)
-        return;
-    if (where != NULL && strcmp(where, p->cfg->cli.node_name) == 0 && left != NULL &&
-        left[0] != '\0' && (phase == NULL || strcmp(phase, "allocating") == 0))
-        json_object_set(p->vc_waiting, uid, pod);
-    else
-        json_object_del(p->vc_waiting, uid);
+    vc_waiting_put(&p->vc_waiting, pod, p->cfg->cli.node_name);
 }
 
 /* Volcano mode: what the pod's annotations become, sent with the Allocate answer. The
@@ -349,7 +338,7 @@ static int allocate_volcano_one(struct dp_plugin *p, const struct dp_resource *r
         return rc;
     struct vc_pending pending;
     json_t *twin = NULL;
-    rc = vc_find_pending(p->vc_waiting, p->cfg->cli.node_name, &p->cfg->volcano, p->ledger, n,
+    rc = vc_find_pending(&p->vc_waiting, p->cfg->cli.node_name, &p->cfg->volcano, p->ledger, n,
                          &pending, &twin, err);
     if (rc == -ENOENT) {
         *missed = true;
@@ -1237,7 +1226,7 @@ static void pods_resync(void *arg, json_t *items, const char *rv)
             if (l->items[j].local && json_object_get(p->pods, l->items[j].pod_uid))
                 l->items[k++] = l->items[j];
         l->count = k;
-        json_object_clear(p->vc_waiting);
+        vc_waiting_clear(&p->vc_waiting);
         json_array_foreach(items, i, pod)
         {
             vc_ledger_put_pod(l, pod, p->cfg->cli.node_name, p->cfg->volcano.gpu_memory_factor);
@@ -1262,7 +1251,7 @@ static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
         dp_podcache_remove(p->decisions, uid);
         if (p->ledger) {
             vc_ledger_drop_pod(p->ledger, uid, true);
-            json_object_del(p->vc_waiting, uid);
+            vc_waiting_drop(&p->vc_waiting, uid);
         }
         sweep(p);
     } else {
@@ -1365,7 +1354,6 @@ int dp_plugin_new(struct event_base *base, const struct dpconfig *cfg,
     if (dp_volcano_mode(cfg)) {
         p->ledger = xcalloc(1, sizeof(*p->ledger));
         p->vc_writes = json_object();
-        p->vc_waiting = json_object();
         rc = dp_volcano_resources(cfg, p->gpus, p->gpu_count, &p->res, err);
     } else {
         rc = dp_resources_build(cfg, p->gpus, p->gpu_count, &p->res, err);
@@ -1453,7 +1441,7 @@ void dp_plugin_free(struct dp_plugin *p)
     json_decref(p->pods);
     json_decref(p->prepared);
     json_decref(p->vc_writes);
-    json_decref(p->vc_waiting);
+    vc_waiting_free(&p->vc_waiting);
     free(p->ledger);
     dp_podcache_free(p->decisions);
     free(p);

@@ -88,7 +88,7 @@ int dp_volcano_resources(const struct dpconfig *cfg, const struct dp_gpu *gpus, 
         }
         for (uint64_t k = 0; k < units && rc == 0; k++) {
             vg_snprintf(id, sizeof id, "%s-memory-%llu", gpus[i].uuid, (unsigned long long)k);
-            bytes += strlen(id) + 16; /* the ID, "Healthy" and protobuf framing */
+            bytes += strlen(id) + 24; /* the ID, health, NUMA node and protobuf framing */
             rc = add_id(&out->items[1], id, i, err);
         }
         for (unsigned k = 0; k < cores && rc == 0; k++) {

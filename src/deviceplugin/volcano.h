@@ -63,7 +63,7 @@ struct vc_pod_devices {
  * than 4, an empty or over-long UUID or Type, characters outside [A-Za-z0-9-_], a memory
  * that is not a decimal in 1..2^31-1 or cores not a decimal in 0..100, more than
  * ANNOT_MAX_GPUS devices or ANNOT_MAX_CONTAINERS segments, more than ANNOT_MAX_BYTES.
- * "" is zero segments. */
+ * "" is zero segments. Only the segments and devices counted are written. */
 int vc_pod_devices_decode(const char *text, size_t len, struct vc_pod_devices *out,
                           struct vg_err *err);
 /* The canonical text (what Volcano's encodePodDevices writes) into out[size]; -ENOSPC when
@@ -151,13 +151,33 @@ struct vc_pending {
     struct vc_pod_devices remain; /* devices-to-allocate as decoded */
     int64_t time;
 };
-/* Among pods (uid -> pod) placed on node by Volcano, not finished, with a decision left to
- * allocate, the one with the oldest vgpu-time whose next segment (the first non-empty one
- * not in the ledger) has count devices. 0 and *out; -ENOENT when there is none; -EINVAL
- * with the pod in *out when that pod's annotations are malformed or its segment has no
- * container; -EEXIST when two pods share the oldest time (out names the first, *twin the
- * other), since the plugin cannot know which of them kubelet is allocating. */
-int vc_find_pending(json_t *pods, const char *node, const struct dpconfig_volcano *v,
+/* The pods placed on this node with devices left to allocate, oldest vgpu-time first (a
+ * tie keeps arrival order), so that an Allocate looks at the oldest ones only. Holds a
+ * reference to each pod. */
+struct vc_wait {
+    json_t *pod;
+    int64_t time;
+    char uid[128];
+};
+struct vc_waiting {
+    size_t count, cap;
+    struct vc_wait *items;
+};
+/* Adds, moves or removes the pod (by uid) as its annotations say: kept when `vgpu-node`
+ * is node, `devices-to-allocate` is not empty, `bind-phase` is absent or `allocating` and
+ * `vgpu-time` reads; removed otherwise. */
+void vc_waiting_put(struct vc_waiting *w, json_t *pod, const char *node);
+void vc_waiting_drop(struct vc_waiting *w, const char *uid);
+void vc_waiting_clear(struct vc_waiting *w);
+void vc_waiting_free(struct vc_waiting *w);
+
+/* Among the waiting pods not finished (checked again here), the one with the oldest
+ * vgpu-time whose next segment (the first non-empty one not in the ledger) has count
+ * devices. 0 and *out; -ENOENT when there is none; -EINVAL with the pod in *out when that
+ * pod's annotations are malformed or its segment has no container; -EEXIST when two pods
+ * share the oldest time (out names the first, *twin the other), since the plugin cannot
+ * know which of them kubelet is allocating. */
+int vc_find_pending(const struct vc_waiting *w, const char *node, const struct dpconfig_volcano *v,
                     const struct vc_ledger *ledger, size_t count, struct vc_pending *out,
                     json_t **twin, struct vg_err *err);
 

@@ -76,7 +76,8 @@ static int num_field(const char *s, const char *e, uint64_t min, uint64_t max, u
 int vc_pod_devices_decode(const char *text, size_t len, struct vc_pod_devices *out,
                           struct vg_err *err)
 {
-    memset(out, 0, sizeof(*out));
+    /* Only what is filled is written: the struct is 47 KiB and an Allocate decodes one. */
+    out->count = 0;
     if (text == NULL)
         return vg_err_set(err, -EINVAL, "no value");
     if (len > ANNOT_MAX_BYTES)
@@ -90,6 +91,7 @@ int vc_pod_devices_decode(const char *text, size_t len, struct vc_pod_devices *o
         if (out->count == ANNOT_MAX_CONTAINERS)
             return vg_err_set(err, -EINVAL, "more than %d containers", ANNOT_MAX_CONTAINERS);
         struct vc_segment *seg = &out->segs[out->count++];
+        seg->count = 0;
         const char *semi = memchr(p, ';', (size_t)(end - p));
         const char *se = semi ? semi : end;
         while (p < se) {
@@ -472,7 +474,72 @@ static bool next_segment(const char *s, const char *uid, const struct vc_ledger 
     }
 }
 
-int vc_find_pending(json_t *pods, const char *node, const struct dpconfig_volcano *v,
+static int64_t waiting_time(json_t *pod, const char *node)
+{
+    json_t *a = json_object_get(json_object_get(pod, "metadata"), "annotations");
+    const char *where = json_string_value(json_object_get(a, VC_KEY_NODE));
+    const char *left = json_string_value(json_object_get(a, VC_KEY_TO_ALLOCATE));
+    const char *phase = json_string_value(json_object_get(a, VC_KEY_BIND_PHASE));
+    if (where == NULL || left == NULL || left[0] == '\0' || strcmp(where, node) != 0 ||
+        (phase != NULL && strcmp(phase, "allocating") != 0))
+        return -1;
+    return vc_parse_time(json_string_value(json_object_get(a, VC_KEY_TIME)));
+}
+
+void vc_waiting_drop(struct vc_waiting *w, const char *uid)
+{
+    for (size_t i = 0; i < w->count; i++)
+        if (strcmp(w->items[i].uid, uid) == 0) {
+            json_decref(w->items[i].pod);
+            memmove(&w->items[i], &w->items[i + 1], (w->count - i - 1) * sizeof(w->items[0]));
+            w->count--;
+            return;
+        }
+}
+
+void vc_waiting_put(struct vc_waiting *w, json_t *pod, const char *node)
+{
+    const char *uid = meta(pod, "uid");
+    if (uid == NULL || strlen(uid) >= sizeof(w->items[0].uid))
+        return;
+    vc_waiting_drop(w, uid);
+    int64_t t = waiting_time(pod, node);
+    if (t < 0)
+        return;
+    if (w->count == w->cap) {
+        size_t cap = w->cap ? 2 * w->cap : 64;
+        struct vc_wait *items = realloc(w->items, cap * sizeof(*items));
+        if (items == NULL)
+            return;
+        w->items = items;
+        w->cap = cap;
+    }
+    size_t at = w->count;
+    while (at > 0 && w->items[at - 1].time > t)
+        at--;
+    memmove(&w->items[at + 1], &w->items[at], (w->count - at) * sizeof(w->items[0]));
+    w->items[at].pod = json_incref(pod);
+    w->items[at].time = t;
+    vg_strlcpy(w->items[at].uid, uid, sizeof w->items[at].uid);
+    w->count++;
+}
+
+void vc_waiting_clear(struct vc_waiting *w)
+{
+    for (size_t i = 0; i < w->count; i++)
+        json_decref(w->items[i].pod);
+    w->count = 0;
+}
+
+void vc_waiting_free(struct vc_waiting *w)
+{
+    vc_waiting_clear(w);
+    free(w->items);
+    w->items = NULL;
+    w->cap = 0;
+}
+
+int vc_find_pending(const struct vc_waiting *w, const char *node, const struct dpconfig_volcano *v,
                     const struct vc_ledger *ledger, size_t count, struct vc_pending *out,
                     json_t **twin, struct vg_err *err)
 {
@@ -480,35 +547,25 @@ int vc_find_pending(json_t *pods, const char *node, const struct dpconfig_volcan
     int64_t best_time = -1;
     unsigned best_seg = 0;
     *twin = NULL;
-    const char *key;
-    json_t *pod;
-    /* Only pods as old as the best so far are looked into: the string of every other pod
-     * is never scanned, so one Allocate costs little more than a walk over the pods. */
-    json_object_foreach(pods, key, pod)
-    {
-        json_t *md = json_object_get(pod, "metadata"), *a = json_object_get(md, "annotations");
-        const char *where = json_string_value(json_object_get(a, VC_KEY_NODE));
-        const char *left = json_string_value(json_object_get(a, VC_KEY_TO_ALLOCATE));
-        if (where == NULL || left == NULL || left[0] == '\0' || strcmp(where, node) != 0)
-            continue;
-        const char *phase = json_string_value(json_object_get(a, VC_KEY_BIND_PHASE));
-        int64_t t = vc_parse_time(json_string_value(json_object_get(a, VC_KEY_TIME)));
-        const char *uid = json_string_value(json_object_get(md, "uid"));
+    /* Oldest first: the walk ends at the first pod that fits, or at the last of its time. */
+    for (size_t i = 0; i < w->count && (best == NULL || w->items[i].time == best_time); i++) {
+        json_t *pod = w->items[i].pod;
+        const char *left = ann(pod, VC_KEY_TO_ALLOCATE), *uid = w->items[i].uid;
         unsigned seg, n;
-        /* Names reach an API path and a directory: Kubernetes' own rules or not at all. */
-        if (t < 0 || (best != NULL && t > best_time) ||
-            (phase != NULL && strcmp(phase, "allocating") != 0) || finished(pod) ||
-            !annot_pod_uid(uid) || !annot_dns_label(meta(pod, "namespace")) ||
-            !annot_dns_subdomain(meta(pod, "name")) || strlen(left) > ANNOT_MAX_BYTES ||
-            !next_segment(left, uid, ledger, &seg, &n) || n != count)
+        /* The annotations are read again (the entry may be older than a change), and the
+         * names reach an API path and a directory: Kubernetes' own rules or not at all. */
+        if (waiting_time(pod, node) != w->items[i].time || finished(pod) || !annot_pod_uid(uid) ||
+            !annot_dns_label(meta(pod, "namespace")) || !annot_dns_subdomain(meta(pod, "name")) ||
+            strlen(left) > ANNOT_MAX_BYTES || !next_segment(left, uid, ledger, &seg, &n) ||
+            n != count)
             continue;
-        if (best == NULL || t < best_time) {
+        if (best == NULL) {
             best = pod;
-            best_time = t;
+            best_time = w->items[i].time;
             best_seg = seg;
-            tie = NULL;
         } else {
             tie = pod;
+            break;
         }
     }
     /* out->remain (large) is filled by the decode below, the rest here. */

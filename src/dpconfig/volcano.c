@@ -311,5 +311,7 @@ void dpconfig_volcano_dump(const struct dpconfig_volcano *v, FILE *out)
     fprintf(out, "volcano.deviceCoreScaling = %g\n", v->device_core_scaling);
     fprintf(out, "volcano.disableCoreLimit = %s\n", v->disable_core_limit ? "true" : "false");
     fprintf(out, "volcano.gpuMemoryFactor = %llu\n", (unsigned long long)v->gpu_memory_factor);
+    fprintf(out, "volcano.passDeviceSpecs = %s\n",
+            v->pass_device_specs_set ? (v->pass_device_specs ? "true" : "false") : "unset");
     fprintf(out, "volcano.knownMigGeometries = %zu entries\n", v->mig_geometries);
 }

@@ -250,6 +250,17 @@ static json_t *vpod(const char *uid, const char *time, const char *left, const c
                      "spec", "containers", cs, "status", "phase", "Pending");
 }
 
+/* The waiting list the plugin keeps, from a uid -> pod map. */
+static struct vc_waiting waiting;
+static const struct vc_waiting *waiting_of(json_t *pods)
+{
+    vc_waiting_clear(&waiting);
+    const char *uid;
+    json_t *pod;
+    json_object_foreach(pods, uid, pod) vc_waiting_put(&waiting, pod, "node-1");
+    return &waiting;
+}
+
 static void test_find_pending(void **state)
 {
     (void)state;
@@ -259,52 +270,75 @@ static void test_find_pending(void **state)
     struct vg_err err = {0};
     struct vc_pending p;
     json_t *twin;
+    const char *uid;
+    json_t *pod;
     json_t *pods = json_object();
-    assert_int_equal(vc_find_pending(pods, "node-1", &v, &ledger, 1, &p, &twin, &err), -ENOENT);
+    assert_int_equal(vc_find_pending(waiting_of(pods), "node-1", &v, &ledger, 1, &p, &twin, &err),
+                     -ENOENT);
     assert_non_null(strstr(err.msg, "no pod placed on node node-1"));
     /* A non-GPU container first: segment 0 is the second container's. */
     json_object_set_new(pods, "u1", vpod("u1", "200", UA ",NVIDIA,1000,10:", "sidecar,main:gpu"));
-    assert_int_equal(vc_find_pending(pods, "node-1", &v, &ledger, 1, &p, &twin, &err), 0);
+    assert_int_equal(vc_find_pending(waiting_of(pods), "node-1", &v, &ledger, 1, &p, &twin, &err),
+                     0);
     assert_string_equal(p.container, "main");
     assert_int_equal(p.segment, 0);
     /* The oldest vgpu-time wins; a different device count does not match. */
     json_object_set_new(pods, "u2",
                         vpod("u2", "100", UA ",NVIDIA,1,1:;" UB ",NVIDIA,1,1:", "a:gpu,b,c:gpu"));
     json_object_set_new(pods, "u3", vpod("u3", "50", UA ",NVIDIA,1,1:" UB ",NVIDIA,1,1:", "x:gpu"));
-    assert_int_equal(vc_find_pending(pods, "node-1", &v, &ledger, 1, &p, &twin, &err), 0);
+    assert_int_equal(vc_find_pending(waiting_of(pods), "node-1", &v, &ledger, 1, &p, &twin, &err),
+                     0);
     assert_string_equal(p.pod_uid, "u2");
     assert_string_equal(p.container, "a");
     /* Two GPU containers: once the first segment is charged, the next is the third container. */
     struct vc_charge c;
     charge(&c, "u2", 0, UA, 1, 1);
     assert_int_equal(vc_ledger_add(&ledger, &c, &err), 0);
-    assert_int_equal(vc_find_pending(pods, "node-1", &v, &ledger, 1, &p, &twin, &err), 0);
+    assert_int_equal(vc_find_pending(waiting_of(pods), "node-1", &v, &ledger, 1, &p, &twin, &err),
+                     0);
     assert_string_equal(p.pod_uid, "u2");
     assert_string_equal(p.container, "c");
     assert_int_equal(p.segment, 1);
-    assert_int_equal(vc_find_pending(pods, "node-1", &v, &ledger, 2, &p, &twin, &err), 0);
+    assert_int_equal(vc_find_pending(waiting_of(pods), "node-1", &v, &ledger, 2, &p, &twin, &err),
+                     0);
     assert_string_equal(p.pod_uid, "u3");
     /* Another node's pod, a finished pod, one already done: never pending. */
     json_object_del(pods, "u2");
     json_object_del(pods, "u3");
-    assert_int_equal(vc_find_pending(pods, "node-2", &v, &ledger, 1, &p, &twin, &err), -ENOENT);
+    assert_int_equal(vc_find_pending(waiting_of(pods), "node-2", &v, &ledger, 1, &p, &twin, &err),
+                     -ENOENT);
     /* Same vgpu-time: refused, naming both. */
     json_object_set_new(pods, "u4", vpod("u4", "200", UB ",NVIDIA,1000,10:", "main:gpu"));
-    assert_int_equal(vc_find_pending(pods, "node-1", &v, &ledger, 1, &p, &twin, &err), -EEXIST);
+    assert_int_equal(vc_find_pending(waiting_of(pods), "node-1", &v, &ledger, 1, &p, &twin, &err),
+                     -EEXIST);
     assert_non_null(twin);
     assert_non_null(strstr(err.msg, "same volcano.sh/vgpu-time 200"));
     json_object_del(pods, "u4");
     /* Malformed devices-to-allocate, and no well-formed pod: that pod, named. */
     json_object_del(pods, "u1");
     json_object_set_new(pods, "u5", vpod("u5", "300", UA ",NVIDIA,1000", "main:gpu"));
-    assert_int_equal(vc_find_pending(pods, "node-1", &v, &ledger, 1, &p, &twin, &err), -EINVAL);
+    assert_int_equal(vc_find_pending(waiting_of(pods), "node-1", &v, &ledger, 1, &p, &twin, &err),
+                     -EINVAL);
     assert_string_equal(p.pod_uid, "u5");
     assert_non_null(strstr(err.msg, "truncated"));
     /* A segment with no container asking for GPUs. */
     json_object_set_new(pods, "u6", vpod("u6", "10", UA ",NVIDIA,1000,1:", "main"));
-    assert_int_equal(vc_find_pending(pods, "node-1", &v, &ledger, 1, &p, &twin, &err), -EINVAL);
+    assert_int_equal(vc_find_pending(waiting_of(pods), "node-1", &v, &ledger, 1, &p, &twin, &err),
+                     -EINVAL);
     assert_string_equal(p.pod_uid, "u6");
     assert_non_null(strstr(err.msg, "only 0 containers ask"));
+    /* The list keeps the oldest first, and drops a pod once it is allocated. */
+    vc_waiting_clear(&waiting);
+    json_object_foreach(pods, uid, pod) vc_waiting_put(&waiting, pod, "node-1");
+    assert_int_equal(waiting.count, 2);
+    assert_string_equal(waiting.items[0].uid, "u6");
+    json_object_set_new(
+        json_object_get(json_object_get(json_object_get(pods, "u6"), "metadata"), "annotations"),
+        VC_KEY_BIND_PHASE, json_string("success"));
+    vc_waiting_put(&waiting, json_object_get(pods, "u6"), "node-1");
+    assert_int_equal(waiting.count, 1);
+    assert_string_equal(waiting.items[0].uid, "u5");
+    vc_waiting_free(&waiting);
     json_decref(pods);
 }
 
