@@ -370,6 +370,9 @@ void mon_metrics_own(struct vg_prom *p, const struct mon_counters *c, const char
     one(p, "vgpu_monitor_quarantines_total", c->quarantines);
     vg_prom_family(p, "vgpu_monitor_quarantined_containers", "gauge", "Containers in quarantine.");
     one(p, "vgpu_monitor_quarantined_containers", c->quarantined);
+    vg_prom_family(p, "vgpu_monitor_compute_violations_total", "counter",
+                   "Episodes of a container over its GPU compute share plus the margin.");
+    one(p, "vgpu_monitor_compute_violations_total", c->compute_violations);
     vg_prom_family(p, "vgpu_monitor_events_total", "counter", "Kubernetes Events posted.");
     one(p, "vgpu_monitor_events_total", events_sent);
     vg_prom_family(p, "vgpu_monitor_event_failures_total", "counter",
