@@ -503,6 +503,13 @@ typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
     CUdeviceptr dptr;
 } CUDA_MEM_ALLOC_NODE_PARAMS;
 
+/* Legacy IPC: an opaque handle to a cuMemAlloc allocation, opened by another process. */
+#define CU_IPC_HANDLE_SIZE 64
+typedef struct CUipcMemHandle_st {
+    char reserved[CU_IPC_HANDLE_SIZE];
+} CUipcMemHandle;
+typedef enum CUipcMem_flags_enum { CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1 } CUipcMem_flags;
+
 #endif /* VG_CUDA_TOOLKIT_TYPES */
 
 /* ---- initialisation, version, errors, entry points ---- */
@@ -731,6 +738,15 @@ CUresult VG_CU(cuMemExportToShareableHandle)(void *shareableHandle,
                                              unsigned long long flags);
 CUresult VG_CU(cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *handle, void *osHandle,
                                                CUmemAllocationHandleType shHandleType);
+/* ---- legacy IPC ---- */
+CUresult VG_CU(cuIpcGetMemHandle)(CUipcMemHandle *pHandle, CUdeviceptr dptr);
+/* The toolkit's cuda.h calls cuIpcOpenMemHandle_v2 where the source says
+ * cuIpcOpenMemHandle; both are exported, with one signature. */
+CUresult VG_CU(cuIpcOpenMemHandle)(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
+CUresult VG_CU(cuIpcOpenMemHandle_v2)(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                      unsigned int Flags);
+CUresult VG_CU(cuIpcCloseMemHandle)(CUdeviceptr dptr);
+
 CUresult VG_CU(cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                size_t count);
 CUresult VG_CU(cuMemGetAllocationGranularity)(size_t *granularity, const CUmemAllocationProp *prop,

@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,16 +217,6 @@ static CUresult dev_free(uintptr_t p, bool async)
     return CUDA_SUCCESS;
 }
 
-FG_API CUresult cuMemFree_v2(CUdeviceptr dptr)
-{
-    return dev_free((uintptr_t)dptr, false);
-}
-
-FG_API CUresult cuMemFree(CUdeviceptr_v1 dptr)
-{
-    return dev_free((uintptr_t)dptr, false);
-}
-
 static bool alloc_holds(void *value, const void *arg)
 {
     const struct fg_alloc *a = value;
@@ -247,6 +238,181 @@ bool fg_range_known(uintptr_t p, size_t n)
 {
     return find_alloc(p, n, FG_K_DEVMEM) || find_alloc(p, n, FG_K_MAPPING) ||
            find_alloc(p, n, FG_K_HOSTMEM);
+}
+
+/* ---- legacy IPC ----
+ *
+ * A handle names the exporter (pid), the physical device and the allocation (its address
+ * and size there). Contents are not shared (each process's device memory is its own host
+ * memory): what is modelled is who holds memory. The importer holds the allocation's size
+ * from its open until its last close, charged to it (NVML lists it for the importer), as
+ * the real driver keeps an exported allocation while an importer has it open. A handle
+ * opened again by the importer returns the same address and counts the open. */
+#define IPC_MAGIC  0x6670676970636d31ULL /* "fpgipcm1" */
+#define IPC_OPENED 64                    /* imports one process holds at once */
+
+struct ipc_handle {
+    uint64_t magic;
+    int64_t pid;
+    int64_t phys;
+    uint64_t base, size;
+    uint64_t serial; /* the allocation's: an address freed and allocated again is another */
+};
+_Static_assert(sizeof(struct ipc_handle) <= sizeof(CUipcMemHandle), "IPC handle too large");
+
+static struct {
+    struct ipc_handle from;
+    CUdeviceptr at;
+    unsigned opens;
+} ipc_opened[IPC_OPENED]; /* under fg_lock */
+
+#define IPC_EXPORTED 256 /* allocations one process exports at once */
+static struct {
+    uintptr_t base;
+    uint64_t serial;
+} ipc_exported[IPC_EXPORTED]; /* under fg_lock; an entry goes when its allocation is freed */
+static uint64_t ipc_serial;
+
+/* The serial of the allocation at base, given at its first export; 0 when the table is
+ * full. */
+static uint64_t ipc_serial_of(uintptr_t base)
+{
+    int free_slot = -1;
+    for (int i = 0; i < IPC_EXPORTED; i++) {
+        if (ipc_exported[i].serial != 0 && ipc_exported[i].base == base)
+            return ipc_exported[i].serial;
+        if (ipc_exported[i].serial == 0 && free_slot < 0)
+            free_slot = i;
+    }
+    if (free_slot < 0)
+        return 0;
+    ipc_exported[free_slot].base = base;
+    ipc_exported[free_slot].serial = ++ipc_serial;
+    return ipc_serial;
+}
+
+static int ipc_find(CUdeviceptr at)
+{
+    for (int i = 0; i < IPC_OPENED; i++)
+        if (ipc_opened[i].opens != 0 && ipc_opened[i].at == at)
+            return i;
+    return -1;
+}
+
+FG_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pHandle)
+        return CUDA_ERROR_INVALID_VALUE;
+    fg_lock();
+    struct fg_alloc *a = find_alloc((uintptr_t)dptr, 0, FG_K_DEVMEM);
+    bool ok = a && !a->managed && !a->pool && ipc_find(a->base) < 0;
+    struct ipc_handle h = {.magic = IPC_MAGIC, .pid = getpid()};
+    if (ok) {
+        h.phys = fg_phys(a->dev);
+        h.base = a->base;
+        h.size = a->size;
+        h.serial = ipc_serial_of(a->base);
+        ok = h.serial != 0;
+    }
+    fg_unlock();
+    if (!ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(pHandle, 0, sizeof *pHandle);
+    memcpy(pHandle, &h, sizeof h);
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct ipc_handle h;
+    memcpy(&h, &handle, sizeof h);
+    if (!pdptr || (Flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != 0 ||
+        h.magic != IPC_MAGIC || h.size == 0 || h.pid <= 0 || h.pid > INT32_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (h.pid == getpid())
+        return CUDA_ERROR_INVALID_CONTEXT; /* a process cannot open its own handle */
+    if (kill((pid_t)h.pid, 0) != 0 && errno == ESRCH)
+        return CUDA_ERROR_INVALID_HANDLE; /* the exporter is gone, and its memory */
+    if (h.phys != fg_phys(c->dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    fg_lock();
+    int free_slot = -1;
+    for (int i = 0; i < IPC_OPENED; i++) {
+        if (ipc_opened[i].opens != 0 && memcmp(&ipc_opened[i].from, &h, sizeof h) == 0) {
+            ipc_opened[i].opens++;
+            *pdptr = ipc_opened[i].at;
+            fg_unlock();
+            return CUDA_SUCCESS;
+        }
+        if (ipc_opened[i].opens == 0 && free_slot < 0)
+            free_slot = i;
+    }
+    if (free_slot >= 0)
+        ipc_opened[free_slot].opens = 1; /* taken; filled below */
+    fg_unlock();
+    if (free_slot < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY; /* the driver: too many peers */
+    CUdeviceptr at;
+    r = dev_alloc(c->dev, (size_t)h.size, h.size, false, NULL, false, &at);
+    fg_lock();
+    if (r == CUDA_SUCCESS) {
+        ipc_opened[free_slot].from = h;
+        ipc_opened[free_slot].at = at;
+        *pdptr = at;
+    } else {
+        ipc_opened[free_slot].opens = 0;
+    }
+    fg_unlock();
+    return r;
+}
+
+FG_API CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    return cuIpcOpenMemHandle_v2(pdptr, handle, Flags);
+}
+
+FG_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    fg_lock();
+    int i = ipc_find(dptr);
+    bool last = i >= 0 && --ipc_opened[i].opens == 0;
+    fg_unlock();
+    if (i < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return last ? dev_free((uintptr_t)dptr, false) : CUDA_SUCCESS;
+}
+
+/* cuMemFree of an address cuIpcOpenMemHandle returned is refused: it is closed with
+ * cuIpcCloseMemHandle. */
+static CUresult dev_free_not_ipc(uintptr_t p)
+{
+    fg_lock();
+    bool ipc = p != 0 && ipc_find((CUdeviceptr)p) >= 0;
+    for (int i = 0; !ipc && p != 0 && i < IPC_EXPORTED; i++)
+        if (ipc_exported[i].serial != 0 && ipc_exported[i].base == p)
+            ipc_exported[i].serial = 0;
+    fg_unlock();
+    return ipc ? CUDA_ERROR_INVALID_VALUE : dev_free(p, false);
+}
+
+FG_API CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    return dev_free_not_ipc((uintptr_t)dptr);
+}
+
+FG_API CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    return dev_free_not_ipc((uintptr_t)dptr);
 }
 
 FG_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)

@@ -550,6 +550,98 @@ LV_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGra
     return r;
 }
 
+/* ---- legacy IPC: the importer is charged what it maps ----
+ *
+ * cuIpcOpenMemHandle maps another process's cuMemAlloc allocation. The exporter stays
+ * charged for it until its cuMemFree; the importer is charged its size too, from the open
+ * until its last cuIpcCloseMemHandle (or its context's end): the driver keeps the memory
+ * while an importer has it open (CUDA calls freeing it first undefined), so an exporter
+ * that frees and allocates again while its importer holds on would otherwise hold more
+ * than its container's limit between them. Shared memory is so counted twice within one
+ * container, the safe side. The size is the allocation's, as cuMemGetAddressRange gives
+ * it; an open the importer cannot afford (or size, or record) is closed again and refused
+ * with CUDA_ERROR_OUT_OF_MEMORY. A handle opened again by the same context returns the
+ * same address (the driver counts opens): charged once, released at the last close. */
+
+static bool ipc_ref(struct lv_track_entry *e, void *arg)
+{
+    (void)arg;
+    e->refs++;
+    return false;
+}
+
+static bool ipc_unref(struct lv_track_entry *e, void *arg)
+{
+    (void)arg;
+    e->refs = e->refs > 0 ? e->refs - 1 : 0;
+    return e->refs == 0;
+}
+
+#define LV_IPC_OPEN(call)                                                                          \
+    do {                                                                                           \
+        CUcontext ctx_;                                                                            \
+        int rd_;                                                                                   \
+        if (pdptr == NULL || lv_current(&ctx_, &rd_, NULL) != CUDA_SUCCESS || rd_ < 0)             \
+            return call;                                                                           \
+        CUresult r_ = call;                                                                        \
+        if (r_ != CUDA_SUCCESS)                                                                    \
+            return r_;                                                                             \
+        struct lv_track_entry e_;                                                                  \
+        if (lv_track_modify(&lv_g.track, LV_TRACK_IPC, *pdptr, ipc_ref, NULL, &e_))                \
+            return r_; /* opened before by this context: charged once */                           \
+        CUdeviceptr base_ = 0;                                                                     \
+        size_t size_ = 0;                                                                          \
+        CUresult c_ =                                                                              \
+            REAL.cuMemGetAddressRange_v2(&base_, &size_, *pdptr) == CUDA_SUCCESS && size_ != 0     \
+                ? lv_charge(rd_, size_)                                                            \
+                : CUDA_ERROR_OUT_OF_MEMORY;                                                        \
+        if (c_ == CUDA_SUCCESS) {                                                                  \
+            struct lv_track_entry n_ = {.key = *pdptr,                                             \
+                                        .space = LV_TRACK_IPC,                                     \
+                                        .dev = (uint16_t)rd_,                                      \
+                                        .refs = 1,                                                 \
+                                        .bytes = size_,                                            \
+                                        .ctx = (uintptr_t)ctx_};                                   \
+            int i_ = lv_track_insert(&lv_g.track, &n_, &e_);                                       \
+            if (i_ < 0) {                                                                          \
+                lv_uncharge(rd_, size_);                                                           \
+                c_ = CUDA_ERROR_OUT_OF_MEMORY;                                                     \
+            } else if (i_ > 0) {                                                                   \
+                lv_record_replaced(&e_);                                                           \
+            }                                                                                      \
+        }                                                                                          \
+        if (c_ != CUDA_SUCCESS) {                                                                  \
+            (void)REAL.cuIpcCloseMemHandle(*pdptr);                                                \
+            *pdptr = 0;                                                                            \
+            return c_;                                                                             \
+        }                                                                                          \
+        return r_;                                                                                 \
+    } while (0)
+
+LV_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                         unsigned int Flags)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuIpcOpenMemHandle_v2(pdptr, handle, Flags));
+    LV_IPC_OPEN(REAL.cuIpcOpenMemHandle_v2(pdptr, handle, Flags));
+}
+
+LV_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuIpcOpenMemHandle(pdptr, handle, Flags));
+    LV_IPC_OPEN(REAL.cuIpcOpenMemHandle(pdptr, handle, Flags));
+}
+
+LV_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuIpcCloseMemHandle(dptr));
+    CUresult r = REAL.cuIpcCloseMemHandle(dptr);
+    struct lv_track_entry e;
+    if (r == CUDA_SUCCESS &&
+        lv_track_modify(&lv_g.track, LV_TRACK_IPC, dptr, ipc_unref, NULL, &e) && e.refs == 0)
+        lv_uncharge(e.dev, e.bytes);
+    return r;
+}
+
 LV_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
     LV_ENFORCING_OR_FORWARD(REAL.cuMemPoolTrimTo(pool, minBytesToKeep));

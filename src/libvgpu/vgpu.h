@@ -92,6 +92,9 @@
     X(cuMemUnmap)                                                                                  \
     X(cuMemRetainAllocationHandle)                                                                 \
     X(cuMemImportFromShareableHandle)                                                              \
+    X(cuIpcOpenMemHandle)                                                                          \
+    X(cuIpcOpenMemHandle_v2)                                                                       \
+    X(cuIpcCloseMemHandle)                                                                         \
     X(cuLaunchKernel)                                                                              \
     X(cuLaunchKernel_ptsz)                                                                         \
     X(cuLaunchKernelEx)                                                                            \
@@ -115,6 +118,7 @@
     X(cuMemGetAllocationGranularity)                                                               \
     X(cuMemAddressReserve)                                                                         \
     X(cuMemAddressFree)                                                                            \
+    X(cuMemGetAddressRange_v2)                                                                     \
     X(cuMemPoolGetAttribute)                                                                       \
     X(cuStreamIsCapturing)                                                                         \
     X(cuStreamIsCapturing_ptsz)                                                                    \

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "abi/cuda.h"
@@ -29,6 +30,7 @@
 
 static struct fg_state *truth_state;
 static uint64_t held_max;
+static pid_t partner; /* "ipc": the importing process, counted with this one */
 
 /* What fakegpu says this process holds on device 0 now; the maximum is kept. */
 static uint64_t truth(void)
@@ -38,8 +40,8 @@ static uint64_t truth(void)
     uint64_t mine = 0;
     if (fg_procs_on_device(truth_state, 0, 1000000, procs, &count) == 0)
         for (unsigned i = 0; i < count; i++)
-            if (procs[i].pid == getpid())
-                mine = procs[i].used_bytes;
+            if (procs[i].pid == getpid() || (partner > 0 && procs[i].pid == partner))
+                mine += procs[i].used_bytes;
     if (mine > held_max)
         held_max = mine;
     return mine;
@@ -391,6 +393,86 @@ static void graph_cleanup(void)
     (void)cuMemPoolTrimTo(def, 0);
 }
 
+/* ---- legacy IPC between two processes of one container ---- */
+
+static int to_importer[2], from_importer[2];
+
+/* The importer, a second process of the container (forked before CUDA starts): starts
+ * CUDA when told (after the exporter measured its free memory) and says so, opens every
+ * handle it is sent and keeps it open, answering 1 (opened) or 0 (refused); an all-zero
+ * handle ends it, closing everything and releasing its context, so that everything it
+ * was charged comes back before it exits. */
+static int importer(void)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    char go = 0;
+    if (read(to_importer[0], &go, 1) != 1)
+        return 2;
+    MUST(cuInit(0));
+    MUST(cuDeviceGet(&dev, 0));
+    MUST(cuDevicePrimaryCtxRetain(&ctx, dev));
+    MUST(cuCtxSetCurrent(ctx));
+    if (write(from_importer[1], &go, 1) != 1)
+        return 2;
+    CUdeviceptr opened[ROUND];
+    int n = 0;
+    CUipcMemHandle h, zero;
+    memset(&zero, 0, sizeof zero);
+    while (read(to_importer[0], &h, sizeof h) == (ssize_t)sizeof h &&
+           memcmp(&h, &zero, sizeof h) != 0) {
+        CUdeviceptr p = 0;
+        /* as programs built with the toolkit's cuda.h call it, and by the old name */
+        CUresult r = n % 2 ? cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+                           : cuIpcOpenMemHandle_v2(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        char ok = r == CUDA_SUCCESS && n < ROUND;
+        if (ok)
+            opened[n++] = p;
+        if (write(from_importer[1], &ok, 1) != 1)
+            return 2;
+    }
+    for (int i = 0; i < n; i++)
+        MUST(cuIpcCloseMemHandle(opened[i]));
+    MUST(cuDevicePrimaryCtxRelease_v2(dev));
+    return 0;
+}
+
+/* The exporter allocates, hands the importer its handle, waits until it is open, and
+ * frees its own: the importer's open keeps the memory, so each round would add a chunk
+ * the container holds beyond what its counters show. */
+static void ipc_relay(void)
+{
+    char go = 1;
+    if (write(to_importer[1], &go, 1) != 1 || read(from_importer[0], &go, 1) != 1)
+        die("starting the importer", CUDA_ERROR_UNKNOWN);
+    for (int i = 0; i < ROUND; i++) {
+        CUdeviceptr p = 0;
+        if (cuMemAlloc_v2(&p, CHUNK) == CUDA_SUCCESS) {
+            CUipcMemHandle h;
+            MUST(cuIpcGetMemHandle(&h, p));
+            char ok = 0;
+            if (write(to_importer[1], &h, sizeof h) != (ssize_t)sizeof h ||
+                read(from_importer[0], &ok, 1) != 1)
+                die("talking to the importer", CUDA_ERROR_UNKNOWN);
+            truth();
+            MUST(cuMemFree_v2(p)); /* the exporter lets go; the importer holds on */
+        }
+        truth();
+    }
+}
+
+static void ipc_cleanup(void)
+{
+    CUipcMemHandle zero;
+    memset(&zero, 0, sizeof zero);
+    if (write(to_importer[1], &zero, sizeof zero) != (ssize_t)sizeof zero)
+        die("ending the importer", CUDA_ERROR_UNKNOWN);
+    int status = 0;
+    if (waitpid(partner, &status, 0) != partner || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        die("the importer failed", CUDA_ERROR_UNKNOWN);
+    partner = 0;
+}
+
 static const struct {
     const char *name;
     void (*attack)(void);
@@ -410,6 +492,7 @@ static const struct {
     {"mipmaps", mipmaps, plain_cleanup},
     {"graph_nodes", graph_nodes, graph_cleanup},
     {"graph_capture", graph_capture, graph_cleanup},
+    {"ipc", ipc_relay, ipc_cleanup},
 };
 
 int main(int argc, char **argv)
@@ -428,6 +511,15 @@ int main(int argc, char **argv)
     if (fg_state_get(&truth_state) != 0) {
         fprintf(stderr, "memory_attack: no fakegpu state (FAKEGPU_STATE_DIR)\n");
         return 2;
+    }
+    if (strcmp(argv[1], "ipc") == 0) {
+        if (pipe(to_importer) != 0 || pipe(from_importer) != 0)
+            return 2;
+        partner = fork();
+        if (partner < 0)
+            return 2;
+        if (partner == 0)
+            _exit(importer());
     }
     CUdevice dev;
     CUcontext ctx;
