@@ -508,6 +508,14 @@ typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
 typedef struct CUipcMemHandle_st {
     char reserved[CU_IPC_HANDLE_SIZE];
 } CUipcMemHandle;
+/* The graph memory pool's figures (cuDeviceGetGraphMemAttribute). */
+typedef enum CUgraphMem_attribute_enum {
+    CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT = 0,
+    CU_GRAPH_MEM_ATTR_USED_MEM_HIGH = 1,
+    CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT = 2,
+    CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH = 3
+} CUgraphMem_attribute;
+
 typedef enum CUipcMem_flags_enum { CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1 } CUipcMem_flags;
 
 #endif /* VG_CUDA_TOOLKIT_TYPES */
@@ -668,6 +676,11 @@ CUresult VG_CU(cuGraphDestroy)(CUgraph hGraph);
 CUresult VG_CU(cuGraphAddMemAllocNode)(CUgraphNode *phGraphNode, CUgraph hGraph,
                                        const CUgraphNode *dependencies, size_t numDependencies,
                                        CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams);
+/* The device's graph memory pool: what graphs' allocations hold, kept after their frees
+ * until trimmed. */
+CUresult VG_CU(cuDeviceGraphMemTrim)(CUdevice device);
+CUresult VG_CU(cuDeviceGetGraphMemAttribute)(CUdevice device, CUgraphMem_attribute attr,
+                                             void *value);
 CUresult VG_CU(cuGraphInstantiate)(CUgraphExec *phGraphExec, CUgraph hGraph,
                                    CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize);
 CUresult VG_CU(cuGraphInstantiate_v2)(CUgraphExec *phGraphExec, CUgraph hGraph,

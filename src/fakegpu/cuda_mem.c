@@ -392,6 +392,8 @@ FG_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
     return last ? dev_free((uintptr_t)dptr, false) : CUDA_SUCCESS;
 }
 
+static bool graph_free(uintptr_t p);
+
 /* cuMemFree of an address cuIpcOpenMemHandle returned is refused: it is closed with
  * cuIpcCloseMemHandle. */
 static CUresult dev_free_not_ipc(uintptr_t p)
@@ -402,7 +404,9 @@ static CUresult dev_free_not_ipc(uintptr_t p)
         if (ipc_exported[i].serial != 0 && ipc_exported[i].base == p)
             ipc_exported[i].serial = 0;
     fg_unlock();
-    return ipc ? CUDA_ERROR_INVALID_VALUE : dev_free(p, false);
+    if (ipc)
+        return CUDA_ERROR_INVALID_VALUE;
+    return graph_free(p) ? CUDA_SUCCESS : dev_free(p, false);
 }
 
 FG_API CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -782,7 +786,7 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
         return r;
     if (dptr == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    return dev_free((uintptr_t)dptr, true);
+    return graph_free((uintptr_t)dptr) ? CUDA_SUCCESS : dev_free((uintptr_t)dptr, true);
 }
 
 FG_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
@@ -797,10 +801,50 @@ FG_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 
 /* ---- graph memory ---- */
 
-/* A memory allocation node: the memory is taken when the node is added (a real driver
- * maps it at the first launch and keeps it in the device's graph pool) and lives until
- * the address is freed (cuMemFree, cuMemFreeAsync). The node itself does nothing at
- * launch. */
+/* A memory allocation node's memory comes from the device's graph pool: taken when the
+ * node is added (a real driver maps it at the first launch), it lives until the address
+ * is freed (cuMemFree, cuMemFreeAsync) and then stays in the graph pool, charged, until
+ * cuDeviceGraphMemTrim; the next node is served from what the pool keeps. The node itself
+ * does nothing at launch. cuDeviceGetGraphMemAttribute reports the pool's figures. */
+#define GRAPH_ALLOCS 1024 /* live graph allocations of one process */
+static struct {
+    uintptr_t base;
+    uint64_t bytes;
+    int dev; /* -1: free entry */
+} graph_allocs[GRAPH_ALLOCS];
+static uint64_t graph_reserved[FG_MAX_DEVICES], graph_used[FG_MAX_DEVICES];
+static uint64_t graph_reserved_high[FG_MAX_DEVICES], graph_used_high[FG_MAX_DEVICES];
+static bool graph_inited;
+
+static void graph_init_locked(void)
+{
+    if (graph_inited)
+        return;
+    for (int i = 0; i < GRAPH_ALLOCS; i++)
+        graph_allocs[i].dev = -1;
+    graph_inited = true;
+}
+
+/* A free of p: when it is a graph allocation, its memory goes back to the graph pool
+ * (still charged) and it is unmapped; true when it was one. */
+static bool graph_free(uintptr_t p)
+{
+    fg_lock();
+    graph_init_locked();
+    int i = 0;
+    while (i < GRAPH_ALLOCS && !(graph_allocs[i].dev >= 0 && graph_allocs[i].base == p))
+        i++;
+    if (i < GRAPH_ALLOCS) {
+        graph_used[graph_allocs[i].dev] -= graph_allocs[i].bytes;
+        graph_allocs[i].dev = -1;
+    }
+    fg_unlock();
+    if (i == GRAPH_ALLOCS)
+        return false;
+    (void)dev_free(p, false); /* charged 0: the graph pool holds the charge */
+    return true;
+}
+
 FG_API CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                        const CUgraphNode *dependencies, size_t numDependencies,
                                        CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
@@ -815,19 +859,98 @@ FG_API CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
         nodeParams->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
         fg_check_device(nodeParams->poolProps.location.id) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
+    int dev = nodeParams->poolProps.location.id;
+    uint64_t bytes = nodeParams->bytesize;
     fg_lock();
+    graph_init_locked();
     bool known = fg_reg_get((uintptr_t)hGraph, FG_K_GRAPH) != NULL;
+    int slot = 0;
+    while (slot < GRAPH_ALLOCS && graph_allocs[slot].dev >= 0)
+        slot++;
+    if (!known || slot == GRAPH_ALLOCS) {
+        fg_unlock();
+        return known ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+    }
+    uint64_t cached = graph_reserved[dev] - graph_used[dev];
+    uint64_t need = bytes > cached ? bytes - cached : 0;
+    if (need > 0 && (r = fg_from_errno(reserve(dev, need))) != CUDA_SUCCESS) {
+        fg_unlock();
+        return r;
+    }
+    graph_reserved[dev] += need;
+    graph_used[dev] += bytes;
+    graph_allocs[slot].dev = dev; /* taken; its address below */
+    graph_allocs[slot].base = 0;
+    graph_allocs[slot].bytes = bytes;
+    if (graph_reserved[dev] > graph_reserved_high[dev])
+        graph_reserved_high[dev] = graph_reserved[dev];
+    if (graph_used[dev] > graph_used_high[dev])
+        graph_used_high[dev] = graph_used[dev];
     fg_unlock();
-    if (!known)
-        return CUDA_ERROR_INVALID_VALUE;
     CUdeviceptr p;
-    r = dev_alloc(nodeParams->poolProps.location.id, nodeParams->bytesize, nodeParams->bytesize,
-                  false, NULL, false, &p);
+    r = dev_alloc(dev, bytes, 0, false, NULL, false, &p);
+    fg_lock();
+    if (r == CUDA_SUCCESS) {
+        graph_allocs[slot].base = (uintptr_t)p;
+    } else {
+        graph_used[dev] -= bytes; /* what was reserved stays in the pool */
+        graph_allocs[slot].dev = -1;
+    }
+    fg_unlock();
     if (r != CUDA_SUCCESS)
         return r;
     nodeParams->dptr = p;
     *phGraphNode = (CUgraphNode)(uintptr_t)p; /* opaque to the caller */
     return CUDA_SUCCESS;
+}
+
+/* Gives back to the device what the graph pool keeps beyond its live allocations. */
+FG_API CUresult cuDeviceGraphMemTrim(CUdevice device)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (fg_check_device(device) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_DEVICE;
+    fg_lock();
+    uint64_t cached = graph_reserved[device] - graph_used[device];
+    if (cached > 0)
+        release(device, cached);
+    graph_reserved[device] = graph_used[device];
+    fg_unlock();
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr,
+                                             void *value)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (fg_check_device(device) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    cuuint64_t *out = value;
+    fg_lock();
+    switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+        *out = graph_used[device];
+        break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+        *out = graph_used_high[device];
+        break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+        *out = graph_reserved[device];
+        break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+        *out = graph_reserved_high[device];
+        break;
+    default:
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    fg_unlock();
+    return r;
 }
 
 /* ---- arrays ---- */

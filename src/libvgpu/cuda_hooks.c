@@ -380,6 +380,8 @@ LV_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
         CUresult r_ = call;                                                                        \
         if (LV_UNLIKELY(r_ != CUDA_SUCCESS))                                                       \
             (void)lv_track_insert(&lv_g.track, &e_, NULL);                                         \
+        else if (e_.graph)                                                                         \
+            lv_graph_freed(e_.dev, e_.bytes);                                                      \
         else if (e_.async)                                                                         \
             lv_pool_freed((CUmemoryPool)e_.pool, e_.dev, e_.bytes);                                \
         else                                                                                       \
@@ -452,7 +454,7 @@ static bool async_captured(CUstream s, bool ptsz)
                 lv_uncharge(rd_, (bytes));                                                         \
                 return p_;                                                                         \
             }                                                                                      \
-            if (lv_record(LV_TRACK_DEVPTR, *(dptr), rd_, (bytes), ctx_, NULL) != CUDA_SUCCESS) {   \
+            if (lv_record_graph(*(dptr), rd_, cd_, (bytes), ctx_) != CUDA_SUCCESS) {               \
                 (void)(free_call);                                                                 \
                 lv_uncharge(rd_, (bytes));                                                         \
                 return CUDA_ERROR_OUT_OF_MEMORY;                                                   \
@@ -513,8 +515,8 @@ LV_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesi
 }
 
 /* A graph's memory allocation node: charged from the node's creation until its address
- * is freed (cuMemFree, cuMemFreeAsync, or the context's end); the driver keeps graph
- * memory in the device's graph pool across launches, so no launch gives it back. */
+ * is freed (cuMemFree, cuMemFreeAsync, or the context's end); what the device's graph
+ * pool keeps beyond the live allocations is charged on top (lv_graph_resync, core.c). */
 LV_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                           const CUgraphNode *dependencies, size_t numDependencies,
                                           CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
@@ -541,7 +543,8 @@ LV_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGra
         lv_uncharge(rd, bytes);
         return r;
     }
-    if (lv_record(LV_TRACK_DEVPTR, nodeParams->dptr, rd, bytes, ctx, NULL) != CUDA_SUCCESS) {
+    if (lv_record_graph(nodeParams->dptr, rd, nodeParams->poolProps.location.id, bytes, ctx) !=
+        CUDA_SUCCESS) {
         /* Cannot follow it: the node stays in the graph, its memory freed at once. */
         (void)REAL.cuMemFree_v2(nodeParams->dptr);
         lv_uncharge(rd, bytes);
@@ -639,6 +642,16 @@ LV_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
     if (r == CUDA_SUCCESS &&
         lv_track_modify(&lv_g.track, LV_TRACK_IPC, dptr, ipc_unref, NULL, &e) && e.refs == 0)
         lv_uncharge(e.dev, e.bytes);
+    return r;
+}
+
+/* What the graph pool kept goes back to the device: re-read, the charge follows. */
+LV_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuDeviceGraphMemTrim(device));
+    CUresult r = REAL.cuDeviceGraphMemTrim(device);
+    if (r == CUDA_SUCCESS)
+        lv_graph_resync(lv_regdev_of_cudevice(device));
     return r;
 }
 

@@ -43,6 +43,7 @@ struct lv_track_entry {
     uintptr_t pool;   /* memory pool for stream-ordered allocations */
     uint32_t maps;    /* LV_TRACK_VMM_OBJ: mappings not yet unmapped */
     uint8_t imported; /* LV_TRACK_VMM_OBJ: from another process's shareable handle */
+    uint8_t graph;    /* LV_TRACK_DEVPTR: a graph's allocation (node or captured) */
     uint64_t obj;     /* LV_TRACK_VMM, LV_TRACK_VMM_MAP: the LV_TRACK_VMM_OBJ key */
 };
 

@@ -374,6 +374,43 @@ static void graph_capture(void)
     truth();
 }
 
+/* Graph memory kept in the device's graph pool after its addresses were freed: three
+ * 256 MiB allocation nodes, freed with cuMemFree (the pool keeps them for the graph's
+ * next launch), then plain allocations; then cuDeviceGraphMemTrim and plain allocations
+ * again (what the trim gave back may be allocated). */
+static void graph_pool(void)
+{
+    MUST(cuGraphCreate(&graph, 0));
+    for (int i = 0; i < 3; i++) {
+        CUDA_MEM_ALLOC_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        p.poolProps.location.id = 0;
+        p.bytesize = CHUNK;
+        CUgraphNode node;
+        if (cuGraphAddMemAllocNode(&node, graph, NULL, 0, &p) == CUDA_SUCCESS)
+            ptrs[i] = p.dptr;
+        truth();
+    }
+    for (int i = 0; i < 3; i++)
+        if (ptrs[i] != 0 && cuMemFree_v2(ptrs[i]) == CUDA_SUCCESS)
+            ptrs[i] = 0;
+    truth();
+    for (int i = 3; i < 13; i++) {
+        (void)cuMemAlloc_v2(&ptrs[i], CHUNK);
+        truth();
+    }
+    MUST(cuDeviceGraphMemTrim(0));
+    int got = 0;
+    for (int i = 13; i < ROUND; i++) {
+        got += cuMemAlloc_v2(&ptrs[i], CHUNK) == CUDA_SUCCESS;
+        truth();
+    }
+    if (got < 3) /* the trim gave the pool's 768 MiB back: they fit again */
+        die("after the trim, fewer than three chunks could be allocated", CUDA_ERROR_OUT_OF_MEMORY);
+}
+
 static void graph_cleanup(void)
 {
     for (int i = 0; i < ROUND; i++) {
@@ -391,6 +428,8 @@ static void graph_cleanup(void)
     CUmemoryPool def;
     MUST(cuDeviceGetDefaultMemPool(&def, 0));
     (void)cuMemPoolTrimTo(def, 0);
+    /* ... and what the graph pool kept. */
+    MUST(cuDeviceGraphMemTrim(0));
 }
 
 /* ---- legacy IPC between two processes of one container ---- */
@@ -492,6 +531,7 @@ static const struct {
     {"mipmaps", mipmaps, plain_cleanup},
     {"graph_nodes", graph_nodes, graph_cleanup},
     {"graph_capture", graph_capture, graph_cleanup},
+    {"graph_pool", graph_pool, graph_cleanup},
     {"ipc", ipc_relay, ipc_cleanup},
 };
 
