@@ -508,6 +508,11 @@ typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
 typedef struct CUipcMemHandle_st {
     char reserved[CU_IPC_HANDLE_SIZE];
 } CUipcMemHandle;
+/* A pool allocation exported to another process (cuMemPoolExportPointer). */
+typedef struct CUmemPoolPtrExportData_st {
+    unsigned char reserved[64];
+} CUmemPoolPtrExportData;
+
 /* The graph memory pool's figures (cuDeviceGetGraphMemAttribute). */
 typedef enum CUgraphMem_attribute_enum {
     CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT = 0,
@@ -715,6 +720,17 @@ CUresult VG_CU(cuMemAllocFromPoolAsync_ptsz)(CUdeviceptr *dptr, size_t bytesize,
                                              CUstream hStream);
 CUresult VG_CU(cuMemFreeAsync)(CUdeviceptr dptr, CUstream hStream);
 CUresult VG_CU(cuMemFreeAsync_ptsz)(CUdeviceptr dptr, CUstream hStream);
+/* Pools shared between processes: the pool by a shareable handle, each allocation by its
+ * export data. */
+CUresult VG_CU(cuMemPoolExportToShareableHandle)(void *handle_out, CUmemoryPool pool,
+                                                 CUmemAllocationHandleType handleType,
+                                                 unsigned long long flags);
+CUresult VG_CU(cuMemPoolImportFromShareableHandle)(CUmemoryPool *pool_out, void *handle,
+                                                   CUmemAllocationHandleType handleType,
+                                                   unsigned long long flags);
+CUresult VG_CU(cuMemPoolExportPointer)(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr);
+CUresult VG_CU(cuMemPoolImportPointer)(CUdeviceptr *ptr_out, CUmemoryPool pool,
+                                       CUmemPoolPtrExportData *shareData);
 CUresult VG_CU(cuMemPoolCreate)(CUmemoryPool *pool, const CUmemPoolProps *poolProps);
 CUresult VG_CU(cuMemPoolDestroy)(CUmemoryPool pool);
 CUresult VG_CU(cuMemPoolTrimTo)(CUmemoryPool pool, size_t minBytesToKeep);

@@ -291,6 +291,14 @@ static uint64_t ipc_serial_of(uintptr_t base)
     return ipc_serial;
 }
 
+/* The allocation at base is freed: its serial goes (lock held). */
+static void ipc_forget(uintptr_t base)
+{
+    for (int i = 0; base != 0 && i < IPC_EXPORTED; i++)
+        if (ipc_exported[i].serial != 0 && ipc_exported[i].base == base)
+            ipc_exported[i].serial = 0;
+}
+
 static int ipc_find(CUdeviceptr at)
 {
     for (int i = 0; i < IPC_OPENED; i++)
@@ -400,9 +408,8 @@ static CUresult dev_free_not_ipc(uintptr_t p)
 {
     fg_lock();
     bool ipc = p != 0 && ipc_find((CUdeviceptr)p) >= 0;
-    for (int i = 0; !ipc && p != 0 && i < IPC_EXPORTED; i++)
-        if (ipc_exported[i].serial != 0 && ipc_exported[i].base == p)
-            ipc_exported[i].serial = 0;
+    if (!ipc)
+        ipc_forget(p);
     fg_unlock();
     if (ipc)
         return CUDA_ERROR_INVALID_VALUE;
@@ -613,6 +620,118 @@ static bool alloc_in_pool(void *value, const void *arg)
     return ((struct fg_alloc *)value)->pool == arg;
 }
 
+/* Pools shared between processes. The pool's handle is a memfd named after the physical
+ * device; an imported pool is a pool of the importer's own on that device. A pointer's
+ * export data is that of legacy IPC (the exporter, the device, the allocation and its
+ * serial); the importer gets memory of the allocation's size, charged to it until it frees
+ * the address (cuMemFree, cuMemFreeAsync), as the driver keeps the allocation while an
+ * importer holds it. The bytes are not shared. */
+FG_API CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool,
+                                                 CUmemAllocationHandleType handleType,
+                                                 unsigned long long flags)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!handle_out || flags != 0 || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_INVALID_VALUE;
+    fg_lock();
+    struct fg_pool *p = fg_reg_get((uintptr_t)pool, FG_K_POOL);
+    int phys = p ? fg_phys(p->dev) : -1;
+    fg_unlock();
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    char name[64];
+    snprintf(name, sizeof name, "fakegpu-pool-%d", phys);
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *(int *)handle_out = fd;
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
+                                                   CUmemAllocationHandleType handleType,
+                                                   unsigned long long flags)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pool_out || flags != 0 || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_INVALID_VALUE;
+    char link[64], target[128];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", (int)(intptr_t)handle);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    int phys = -1, dev = -1;
+    if (n > 0) {
+        target[n] = '\0';
+        if (sscanf(target, "/memfd:fakegpu-pool-%d", &phys) != 1)
+            phys = -1;
+    }
+    for (int i = 0; phys >= 0 && i < fg_g.ndev; i++)
+        if (fg_g.phys[i] == phys)
+            dev = i;
+    if (dev < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = dev;
+    return cuMemPoolCreate(pool_out, &props);
+}
+
+FG_API CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!shareData_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    fg_lock();
+    struct fg_alloc *a = fg_reg_get((uintptr_t)ptr, FG_K_DEVMEM);
+    bool ok = a && a->pool;
+    struct ipc_handle h = {.magic = IPC_MAGIC, .pid = getpid()};
+    if (ok) {
+        h.phys = fg_phys(a->dev);
+        h.base = a->base;
+        h.size = a->size;
+        h.serial = ipc_serial_of(a->base);
+        ok = h.serial != 0;
+    }
+    fg_unlock();
+    if (!ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(shareData_out, 0, sizeof *shareData_out);
+    memcpy(shareData_out, &h, sizeof h);
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,
+                                       CUmemPoolPtrExportData *shareData)
+{
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!ptr_out || !shareData)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct ipc_handle h;
+    memcpy(&h, shareData, sizeof h);
+    fg_lock();
+    struct fg_pool *p = fg_reg_get((uintptr_t)pool, FG_K_POOL);
+    int dev = p ? p->dev : -1;
+    fg_unlock();
+    if (dev < 0 || h.magic != IPC_MAGIC || h.size == 0 || h.pid <= 0 || h.pid > INT32_MAX ||
+        h.phys != fg_phys(dev))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (h.pid == getpid())
+        return CUDA_ERROR_INVALID_VALUE;
+    if (kill((pid_t)h.pid, 0) != 0 && errno == ESRCH)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return dev_alloc(dev, (size_t)h.size, h.size, false, NULL, false, ptr_out);
+}
+
 FG_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
     CUresult r = fg_check_init();
@@ -786,6 +905,9 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
         return r;
     if (dptr == 0)
         return CUDA_ERROR_INVALID_VALUE;
+    fg_lock();
+    ipc_forget((uintptr_t)dptr);
+    fg_unlock();
     return graph_free((uintptr_t)dptr) ? CUDA_SUCCESS : dev_free((uintptr_t)dptr, true);
 }
 

@@ -645,6 +645,39 @@ LV_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
     return r;
 }
 
+/* A pool allocation of another process, imported through a shared pool: as for legacy
+ * IPC, the importer is charged the allocation's size until it frees the address
+ * (cuMemFree, cuMemFreeAsync: the LV_TRACK_DEVPTR entry), the exporter until its own
+ * free; an import the container cannot afford is freed again and refused. */
+LV_EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,
+                                          CUmemPoolPtrExportData *shareData)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemPoolImportPointer(ptr_out, pool, shareData));
+    CUcontext ctx;
+    int rd;
+    if (ptr_out == NULL || lv_current(&ctx, &rd, NULL) != CUDA_SUCCESS || rd < 0)
+        return REAL.cuMemPoolImportPointer(ptr_out, pool, shareData);
+    CUresult r = REAL.cuMemPoolImportPointer(ptr_out, pool, shareData);
+    if (r != CUDA_SUCCESS)
+        return r;
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CUresult c = REAL.cuMemGetAddressRange_v2(&base, &size, *ptr_out) == CUDA_SUCCESS && size != 0
+                     ? lv_charge(rd, size)
+                     : CUDA_ERROR_OUT_OF_MEMORY;
+    if (c == CUDA_SUCCESS &&
+        lv_record(LV_TRACK_DEVPTR, *ptr_out, rd, size, ctx, NULL) != CUDA_SUCCESS) {
+        lv_uncharge(rd, size);
+        c = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (c != CUDA_SUCCESS) {
+        (void)REAL.cuMemFree_v2(*ptr_out);
+        *ptr_out = 0;
+        return c;
+    }
+    return r;
+}
+
 /* What the graph pool kept goes back to the device: re-read, the charge follows. */
 LV_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
 {

@@ -96,6 +96,7 @@
     X(cuIpcOpenMemHandle)                                                                          \
     X(cuIpcOpenMemHandle_v2)                                                                       \
     X(cuIpcCloseMemHandle)                                                                         \
+    X(cuMemPoolImportPointer)                                                                      \
     X(cuLaunchKernel)                                                                              \
     X(cuLaunchKernel_ptsz)                                                                         \
     X(cuLaunchKernelEx)                                                                            \

@@ -435,6 +435,13 @@ static void graph_cleanup(void)
 /* ---- legacy IPC between two processes of one container ---- */
 
 static int to_importer[2], from_importer[2];
+static bool pool_mode; /* "pool_import": pool allocations through a shared pool */
+static CUmemoryPool shared_pool;
+
+/* The first message in pool mode: where the exporter's pool handle is. */
+struct pool_where {
+    int32_t pid, fd;
+};
 
 /* The importer, a second process of the container (forked before CUDA starts): starts
  * CUDA when told (after the exporter measured its free memory) and says so, opens every
@@ -458,12 +465,30 @@ static int importer(void)
     int n = 0;
     CUipcMemHandle h, zero;
     memset(&zero, 0, sizeof zero);
+    CUmemoryPool imported = NULL;
+    if (pool_mode) {
+        struct pool_where w;
+        char path[64];
+        if (read(to_importer[0], &h, sizeof h) != (ssize_t)sizeof h)
+            return 2;
+        memcpy(&w, &h, sizeof w);
+        snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)w.pid, (int)w.fd);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return 2;
+        MUST(cuMemPoolImportFromShareableHandle(&imported, (void *)(intptr_t)fd,
+                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        close(fd);
+    }
     while (read(to_importer[0], &h, sizeof h) == (ssize_t)sizeof h &&
            memcmp(&h, &zero, sizeof h) != 0) {
         CUdeviceptr p = 0;
+        CUmemPoolPtrExportData d;
+        memcpy(&d, &h, sizeof d);
         /* as programs built with the toolkit's cuda.h call it, and by the old name */
-        CUresult r = n % 2 ? cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
-                           : cuIpcOpenMemHandle_v2(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        CUresult r = pool_mode ? cuMemPoolImportPointer(&p, imported, &d)
+                     : n % 2   ? cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+                               : cuIpcOpenMemHandle_v2(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
         char ok = r == CUDA_SUCCESS && n < ROUND;
         if (ok)
             opened[n++] = p;
@@ -471,7 +496,9 @@ static int importer(void)
             return 2;
     }
     for (int i = 0; i < n; i++)
-        MUST(cuIpcCloseMemHandle(opened[i]));
+        MUST(pool_mode ? cuMemFree_v2(opened[i]) : cuIpcCloseMemHandle(opened[i]));
+    if (imported != NULL)
+        MUST(cuMemPoolDestroy(imported));
     MUST(cuDevicePrimaryCtxRelease_v2(dev));
     return 0;
 }
@@ -500,6 +527,52 @@ static void ipc_relay(void)
     }
 }
 
+/* The same through a shared pool: the exporter's pool is exported by a file descriptor,
+ * each allocation from it by cuMemPoolExportPointer and imported with
+ * cuMemPoolImportPointer, then freed by the exporter (the pool releases it at the next
+ * synchronisation). */
+static void pool_import(void)
+{
+    char go = 1;
+    if (write(to_importer[1], &go, 1) != 1 || read(from_importer[0], &go, 1) != 1)
+        die("starting the importer", CUDA_ERROR_UNKNOWN);
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = 0;
+    MUST(cuMemPoolCreate(&shared_pool, &props));
+    int fd = -1;
+    MUST(cuMemPoolExportToShareableHandle(&fd, shared_pool,
+                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    CUipcMemHandle msg;
+    memset(&msg, 0, sizeof msg);
+    struct pool_where w = {(int32_t)getpid(), fd};
+    memcpy(&msg, &w, sizeof w);
+    if (write(to_importer[1], &msg, sizeof msg) != (ssize_t)sizeof msg)
+        die("talking to the importer", CUDA_ERROR_UNKNOWN);
+    for (int i = 0; i < ROUND; i++) {
+        CUdeviceptr p = 0;
+        if (cuMemAllocFromPoolAsync(&p, CHUNK, shared_pool, NULL) == CUDA_SUCCESS) {
+            MUST(cuCtxSynchronize());
+            CUmemPoolPtrExportData d;
+            MUST(cuMemPoolExportPointer(&d, p));
+            memset(&msg, 0, sizeof msg);
+            memcpy(&msg, &d, sizeof d);
+            char ok = 0;
+            if (write(to_importer[1], &msg, sizeof msg) != (ssize_t)sizeof msg ||
+                read(from_importer[0], &ok, 1) != 1)
+                die("talking to the importer", CUDA_ERROR_UNKNOWN);
+            truth();
+            MUST(cuMemFreeAsync(p, NULL)); /* the exporter lets go; the importer holds on */
+            MUST(cuCtxSynchronize());
+        }
+        truth();
+    }
+    close(fd);
+}
+
 static void ipc_cleanup(void)
 {
     CUipcMemHandle zero;
@@ -510,6 +583,8 @@ static void ipc_cleanup(void)
     if (waitpid(partner, &status, 0) != partner || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
         die("the importer failed", CUDA_ERROR_UNKNOWN);
     partner = 0;
+    if (shared_pool != NULL)
+        MUST(cuMemPoolDestroy(shared_pool));
 }
 
 static const struct {
@@ -533,6 +608,7 @@ static const struct {
     {"graph_capture", graph_capture, graph_cleanup},
     {"graph_pool", graph_pool, graph_cleanup},
     {"ipc", ipc_relay, ipc_cleanup},
+    {"pool_import", pool_import, ipc_cleanup},
 };
 
 int main(int argc, char **argv)
@@ -552,7 +628,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "memory_attack: no fakegpu state (FAKEGPU_STATE_DIR)\n");
         return 2;
     }
-    if (strcmp(argv[1], "ipc") == 0) {
+    pool_mode = strcmp(argv[1], "pool_import") == 0;
+    if (strcmp(argv[1], "ipc") == 0 || pool_mode) {
         if (pipe(to_importer) != 0 || pipe(from_importer) != 0)
             return 2;
         partner = fork();
