@@ -132,8 +132,16 @@ KINDS = {"nodes": "Node", "pods": "Pod", "events": "Event", "configmaps": "Confi
 DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"
 DRA_KINDS = {"resourceslices": "ResourceSlice", "deviceclasses": "DeviceClass",
              "resourceclaims": "ResourceClaim", "resourceclaimtemplates": "ResourceClaimTemplate"}
-ALL_KINDS = dict(KINDS, **DRA_KINDS)
-NAMESPACED = {"pods", "events", "configmaps", "resourceclaims", "resourceclaimtemplates"}
+# Workloads that own pods (apps/v1, batch/v1): create, get, list, delete, enough for a
+# pod's ownerReferences to point at something (the DRA webhook reads them back).
+WORKLOAD_KINDS = {"replicasets": ("apps/v1", "ReplicaSet"),
+                  "statefulsets": ("apps/v1", "StatefulSet"),
+                  "daemonsets": ("apps/v1", "DaemonSet"),
+                  "deployments": ("apps/v1", "Deployment"),
+                  "jobs": ("batch/v1", "Job"), "cronjobs": ("batch/v1", "CronJob")}
+ALL_KINDS = dict(KINDS, **DRA_KINDS, **{k: v[1] for k, v in WORKLOAD_KINDS.items()})
+NAMESPACED = {"pods", "events", "configmaps", "resourceclaims",
+              "resourceclaimtemplates"} | set(WORKLOAD_KINDS)
 
 
 def api_version(kind):
@@ -1005,6 +1013,9 @@ class Handler(BaseHTTPRequestHandler):
             self.apply_faults(store, method)
             if parts[:3] == ["apis", DRA_GROUP, DRA_VERSION]:
                 return self.dispatch_dra(method, parts[3:], query)
+            if len(parts) >= 3 and parts[0] == "apis" and \
+                    "%s/%s" % (parts[1], parts[2]) in {v[0] for v in WORKLOAD_KINDS.values()}:
+                return self.dispatch_workload(method, parts, query)
             if parts[:2] != ["api", "v1"]:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             rest = parts[2:]
@@ -1107,6 +1118,33 @@ class Handler(BaseHTTPRequestHandler):
 
     def read_rest_of_body(self):
         pass  # bodies are read before any error can be raised after them
+
+    def dispatch_workload(self, method, parts, query):
+        """apps/v1 and batch/v1 workloads: called from dispatch, which answers ApiErrors."""
+        store = self.server.store
+        rest = parts[3:]
+        if len(rest) not in (3, 4) or rest[0] != "namespaces" or \
+                WORKLOAD_KINDS.get(rest[2], ("",))[0] != "%s/%s" % (parts[1], parts[2]):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        namespace, kind = rest[1], rest[2]
+        if len(rest) == 3:
+            if method == "GET":
+                return self.list(kind, namespace, query)
+            if method == "POST":
+                obj = self.read_body()
+                if not isinstance(obj, dict):
+                    raise ApiError(400, "BadRequest", "body must be an object")
+                obj.setdefault("metadata", {})["namespace"] = namespace
+                obj["apiVersion"], obj["kind"] = WORKLOAD_KINDS[kind]
+                return self.send_json(201, store.create(kind, obj))
+            raise ApiError(405, "MethodNotAllowed", "method not allowed")
+        key = "%s/%s" % (namespace, rest[3])
+        if method == "GET":
+            with store.cond:
+                return self.send_json(200, store.get(kind, key))
+        if method == "DELETE":
+            return self.send_json(200, store.delete(kind, key))
+        raise ApiError(405, "MethodNotAllowed", "method not allowed")
 
     def dispatch_dra(self, method, rest, query):
         """resource.k8s.io/v1: called from dispatch, which answers the ApiErrors."""

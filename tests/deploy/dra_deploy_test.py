@@ -450,6 +450,10 @@ class Render(unittest.TestCase):
         self.assertIn(("resource.k8s.io", "resourceclaimtemplates", "list", None), grants)
         self.assertIn(("resource.k8s.io", "resourceclaimtemplates", "delete", None), grants)
         self.assertIn(("", "namespaces", "get", None), grants)
+        # ... and the pod's owners, read back before anything is created.
+        for group, res in (("apps", "replicasets"), ("apps", "statefulsets"),
+                           ("apps", "daemonsets"), ("batch", "jobs"), ("", "nodes")):
+            self.assertIn((group, res, "get", None), grants)
         # Only kube-apiserver's reviews are acted on: the client CA is passed and mounted.
         self.assertIn("--webhook-client-ca=/etc/vgpu/webhook-client-ca/ca.crt",
                       sched_args(objects))
