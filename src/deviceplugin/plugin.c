@@ -962,6 +962,54 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
     sweep(arg);
 }
 
+/* A live resize reaching the node (docs/deviceplugin.md, "Live resize"): the decision of
+ * a pod bound here names containers whose directories exist; each gets the decision's
+ * limits at the decision's generation. Allocate matching does not apply (the decision no
+ * longer equals the pod spec's requests after a resize); the pod must be bound to this
+ * node and the decision name it and the container's GPUs. */
+static void apply_decision(struct dp_plugin *p, json_t *pod)
+{
+    if (p->res.mode != ANNOT_MODE_VGPU)
+        return;
+    json_t *meta = json_object_get(pod, "metadata");
+    const char *uid = json_string_value(json_object_get(meta, "uid"));
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    const char *text = json_string_value(
+        json_object_get(json_object_get(meta, "annotations"), ANNOT_KEY_DECISION));
+    struct annot_decision d;
+    struct vg_err err = {0};
+    if (uid == NULL || ns == NULL || name == NULL || node == NULL || text == NULL ||
+        strcmp(node, p->cfg->cli.node_name) != 0 || !annot_pod_uid(uid) || !annot_dns_label(ns) ||
+        !annot_dns_subdomain(name) || annot_decision_decode(text, strlen(text), &d, &err) < 0 ||
+        strcmp(d.node, p->cfg->cli.node_name) != 0)
+        return;
+    for (unsigned i = 0; i < d.container_count; i++) {
+        char dir[1024];
+        struct stat st;
+        if (d.containers[i].gpu_count == 0 ||
+            dp_container_dir_path(p->cfg->vgpu.region_dir, uid, d.containers[i].name, dir,
+                                  sizeof dir, NULL) < 0 ||
+            stat(dir, &st) != 0)
+            continue; /* not allocated (yet): Allocate writes the limits then */
+        struct dp_match m = {.container = d.containers[i]};
+        (void)vg_strlcpy(m.pod_uid, uid, sizeof m.pod_uid);
+        (void)vg_strlcpy(m.pod_namespace, ns, sizeof m.pod_namespace);
+        (void)vg_strlcpy(m.pod_name, name, sizeof m.pod_name);
+        int rc = dp_container_limits_update(p->cfg, &m, dir, d.generation, &err);
+        if (rc < 0) {
+            p->stats.resize_errors++;
+            vg_log(VG_LOG_WARN, "new limits not applied", "pod=%s/%s container=%s err=\"%s\"", ns,
+                   name, d.containers[i].name, err.msg);
+        } else if (rc > 0) {
+            p->stats.resizes++;
+            vg_log(VG_LOG_INFO, "limits changed", "pod=%s/%s container=%s generation=%llu", ns,
+                   name, d.containers[i].name, (unsigned long long)d.generation);
+        }
+    }
+}
+
 static void pods_resync(void *arg, json_t *items, const char *rv)
 {
     struct dp_plugin *p = arg;
@@ -978,6 +1026,7 @@ static void pods_resync(void *arg, json_t *items, const char *rv)
     }
     dp_podcache_replace(p->decisions, items);
     sweep(p);
+    json_array_foreach(items, i, pod) apply_decision(p, pod);
     dp_podcache_foreach_waiting(p->decisions, NULL, prepare_one, p);
 }
 
@@ -994,6 +1043,7 @@ static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
     } else {
         json_object_set(p->pods, uid, pod);
         dp_podcache_put(p->decisions, pod);
+        apply_decision(p, pod);
         dp_podcache_foreach_waiting(p->decisions, uid, prepare_one, p);
     }
 }
