@@ -874,7 +874,7 @@ def scenario(objects, authz):
         assert env.get("CUDA_DEVICE_MEMORY_LIMIT_0") == "1024m", env
         assert env.get("CUDA_DEVICE_SM_LIMIT") == "30", env
         until(lambda: os.path.exists(os.path.join(box.region_dir, "%s_main" % pod["metadata"]["uid"],
-                                                  "limits")), "the container's limits file")
+                                                  "etc", "limits")), "the container's limits file")
         # The monitor has listed and is watching the node's pods.
         time.sleep(0.5)
         refused()

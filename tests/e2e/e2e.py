@@ -265,7 +265,7 @@ def main():
         victim = placed["gpu-pod"]
         uid = c.box.api("GET", "/api/v1/namespaces/default/pods/gpu-pod")[1]["metadata"]["uid"]
         limits_file = os.path.join(c.box.region_dirs[victim], "%s_ubuntu-container" % uid,
-                                   "limits")
+                                   "etc", "limits")
         for what in ("device-plugin", "monitor"):
             assert c.box.stop_one(d.Box.proc_name(what, victim)) == 0, what
         c.start_node(victim)

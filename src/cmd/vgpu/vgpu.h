@@ -32,6 +32,8 @@ struct vgpu_cmd {
     /* sim */
     const char *out_dir, *policy, *seeds, *report, *jobs;
     bool export_only;
+    /* resize */
+    const char *container, *gpumem, *gpucores;
 };
 
 /* The cluster verbs (nodes, gpus, pods, explain, sim) live in src/cli (cli/verbs.h). */
