@@ -1,4 +1,4 @@
-/* A CUDA process for the live-resize tests (libvgpu_resize.py, bench/resize.py): it sets
+/* A CUDA process for the live-resize tests (libvgpu_resize.py, bench/resize_bench.py): it sets
  * up CUDA once, then answers one line per command read on stdin, so a test can hold
  * memory in a running process and watch its limit change under it:
  *   info          "total=<bytes> free=<bytes>" (cuMemGetInfo: the limit as the app sees it)

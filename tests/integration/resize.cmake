@@ -10,3 +10,15 @@ if(TARGET vgpu AND TARGET vgpu-scheduler)
                          TIMEOUT 300)
   endforeach()
 endif()
+
+# The latency target (docs/libvgpu.md "Live resize"): every process of a running container
+# has the new limit within 1 s of `vgpu resize` returning, p99; bench/resize.sh with 20
+# rounds, the device plugin and CUDA processes on fakegpu included.
+if(TARGET vgpu AND TARGET vgpu-scheduler AND TARGET vgpu-device-plugin AND
+   TARGET libvgpu_resize_watch)
+  add_test(NAME integration.resize_latency
+           COMMAND ${PROJECT_SOURCE_DIR}/bench/resize.sh ${CMAKE_BINARY_DIR} 20)
+  set_tests_properties(integration.resize_latency PROPERTIES LABELS "integration;serial"
+                       ENVIRONMENT VGPU_RESIZE_AS_TEST=1 TIMEOUT 300 RUN_SERIAL ON
+                       SKIP_RETURN_CODE 77)
+endif()
