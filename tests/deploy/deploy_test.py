@@ -1275,8 +1275,10 @@ class Rbac(unittest.TestCase):
                for o in find(objects, "ClusterRole")}
         flat = {name: sorted("%s:%s" % (res, v) for g, rs, vs in rules for res in rs for v in vs)
                 for name, rules in got.items()}
+        # A live resize reads and patches the pod and lists the namespace's quotas.
         self.assertEqual(flat["vgpu-scheduler"], ["nodes:list", "nodes:watch", "pods/binding:create",
-                                                  "pods:list", "pods:watch"])
+                                                  "pods:get", "pods:list", "pods:patch",
+                                                  "pods:watch", "resourcequotas:list"])
         self.assertEqual(flat["vgpu-device-plugin"], ["nodes:patch", "pods:list", "pods:watch"])
         self.assertEqual(flat["vgpu-monitor"], ["events:create", "pods/status:patch", "pods:list",
                                                 "pods:watch"])

@@ -520,19 +520,29 @@ class Vgpu(Base):
             self.assertEqual(self.hold(probe, penv, 512 << 20), "ready")
             self.assertEqual(self.hold(probe, penv, 2048 << 20), "oom")
 
-        # A live resize reaches the node: the scheduler's new decision (generation 1)
-        # replaces the limits file by rename, then raises the generation libvgpu watches.
+        # A live resize reaches the node: the scheduler's new decision (generation 1),
+        # which its record in vgpu-system holds, replaces the limits file by rename, then
+        # raises the generation libvgpu watches.
         before = os.stat(cdir + "/etc/limits").st_ino
-        resized = json.loads(self.decision(target, 2048, 50))
-        resized["generation"] = 1
-        self.api.request("PATCH", "/api/v1/namespaces/default/pods/train-0",
-                         {"metadata": {"annotations": {"vgpu.io/decision": json.dumps(resized)}}})
+
+        def resize(decision, gen, record=True):
+            d = json.loads(decision)
+            d["generation"] = gen
+            text = json.dumps(d)
+            if record:
+                self.api.request("POST", "/api/v1/namespaces/vgpu-system/configmaps", {
+                    "metadata": {"name": "vgpu-decision-%s-g%d" % (uid, gen),
+                                 "namespace": "vgpu-system"},
+                    "immutable": True, "data": {"uid": uid, "decision": text}})
+            self.api.request("PATCH", "/api/v1/namespaces/default/pods/train-0",
+                             {"metadata": {"annotations": {"vgpu.io/decision": text}}})
 
         def generation():
             with open(cdir + "/etc/generation", "rb") as f:
                 raw = f.read()
             self.assertEqual(raw[:8], b"vgpugen1")
             return int.from_bytes(raw[8:16], "little")
+        resize(self.decision(target, 2048, 50), 1)
         wait_for(lambda: generation() == 1, what="generation 1")
         with open(cdir + "/etc/limits") as f:
             text = f.read()
@@ -540,12 +550,14 @@ class Vgpu(Base):
         self.assertIn("CUDA_DEVICE_MEMORY_LIMIT_0=2048m\n", text)
         self.assertIn("CUDA_DEVICE_SM_LIMIT_0=50\n", text)
         self.assertNotEqual(os.stat(cdir + "/etc/limits").st_ino, before)
-        # A decision moving the container to another GPU is not applied.
-        moved = json.loads(self.decision(uuids[0], 4096, 50))
-        moved["generation"] = 2
-        self.api.request("PATCH", "/api/v1/namespaces/default/pods/train-0",
-                         {"metadata": {"annotations": {"vgpu.io/decision": json.dumps(moved)}}})
-        wait_for(lambda: "new limits not applied" in self.plugin.output(), what="refusal logged")
+        # A pod author who rewrites the decision past the webhook (no record of it): not
+        # applied. Nor a decision moving the container to another GPU, recorded or not.
+        resize(self.decision(target, 65536, 99), 2, record=False)
+        wait_for(lambda: "record does not hold them" in self.plugin.output(),
+                 what="unrecorded decision refused")
+        resize(self.decision(uuids[0], 4096, 50), 3)
+        wait_for(lambda: "new limits not applied pod" in self.plugin.output(),
+                 what="moved decision refused")
         self.assertEqual(generation(), 1)
         with open(cdir + "/etc/limits") as f:
             self.assertEqual(f.read(), text)

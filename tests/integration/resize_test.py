@@ -113,6 +113,8 @@ class ResizeTest(ResizeBase):
         pods = json.loads(self.vgpu("pods", "-o", "json").stdout)["pods"]
         a = [p for p in pods if p["name"] == "a"][0]
         self.assertEqual(a["decision"]["containers"][0]["gpus"][0]["memoryMiB"], 6144)
+        self.assertEqual(a["decision"]["generation"], 1)
+        self.assertRegex(self.vgpu("pods").stdout, r"\ba +Running \(resized\) +node-a +1 +6Gi +40%")
         # Lowering: recorded, and said to free nothing.
         r = self.vgpu("resize", "a", "--gpumem", "2048")
         self.assertEqual(r.returncode, 0, r.stderr)
