@@ -187,8 +187,13 @@ static void ctr_load_limits(struct top *t, struct ctr *c)
     size_t len = 0;
     struct vg_err err = {0};
     vgpu_config_init(&c->limits);
-    if (vg_snprintf(path, sizeof path, "%s/%s/limits", t->dir, c->dir) < 0 ||
-        vg_read_file(path, VGPU_LIMITS_FILE_MAX, &text, &len, &err) < 0 ||
+    struct stat st;
+    /* "limits" in a directory made before etc/ existed, else etc/limits (the file a live
+     * resize replaces; docs/deviceplugin.md), as vgpu-monitor reads them. */
+    int rc = vg_snprintf(path, sizeof path, "%s/%s/limits", t->dir, c->dir);
+    if (rc >= 0 && lstat(path, &st) != 0)
+        rc = vg_snprintf(path, sizeof path, "%s/%s/etc/limits", t->dir, c->dir);
+    if (rc < 0 || vg_read_file(path, VGPU_LIMITS_FILE_MAX, &text, &len, &err) < 0 ||
         vgpu_config_parse_file(&c->limits, text, len, &err) < 0) {
         (void)vg_snprintf(c->limits_error, sizeof c->limits_error, "limits: %s", err.msg);
         return;
