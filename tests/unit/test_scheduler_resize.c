@@ -27,8 +27,8 @@ static const char *decision_2 = "{\"version\":1,\"node\":\"n0\",\"time\":5,\"con
 static struct annot_resize req(const char *container, uint64_t mib, unsigned cores)
 {
     struct annot_resize r = {.memory_mib = mib, .cores = cores};
-    strcpy(r.id, "r-1");
-    strcpy(r.container, container);
+    snprintf(r.id, sizeof r.id, "r-1");
+    snprintf(r.container, sizeof r.container, "%s", container);
     return r;
 }
 
