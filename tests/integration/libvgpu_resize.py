@@ -32,19 +32,21 @@ def fail(msg):
 class NodeWriter:
     """The device plugin's side: limits file by rename, then the generation."""
 
-    def __init__(self, mib):
+    def __init__(self, mib, cores=0):
         self.gen = 0
-        self.write_limits(mib, 0)
+        self.write_limits(mib, 0, cores=cores)
         with open(os.path.join(ETC, "generation"), "wb") as f:
             f.write(b"vgpugen1" + struct.pack("<Q", 0))
         subprocess.run(["mount", "--bind", ETC, "/etc/vgpu"], check=True)
         subprocess.run(["mount", "-o", "remount,bind,ro", "/etc/vgpu"], check=True)
 
-    def write_limits(self, mib, gen, text=None):
+    def write_limits(self, mib, gen, text=None, cores=0):
         if text is None:
             text = "# written by vgpu-device-plugin for pod t/p, container main\nvgpu-limits 1\n"
             if gen > 0:
                 text += "VGPU_LIMITS_GENERATION=%d\n" % gen
+            if cores:
+                text += "CUDA_DEVICE_SM_LIMIT_0=%d\nVGPU_COMPUTE_BOARD=%s/board\n" % (cores, T)
             text += ("CUDA_DEVICE_MEMORY_LIMIT_0=%dm\nCUDA_DEVICE_MEMORY_SHARED_CACHE=%s\n"
                      "VGPU_CONTEXT_MIB=%d\n" % (mib, REGION, CONTEXT_MIB))
         tmp = os.path.join(ETC, "limits.tmp")
@@ -60,10 +62,10 @@ class NodeWriter:
             m.close()
         self.gen = gen
 
-    def resize(self, mib, text=None):
+    def resize(self, mib, text=None, cores=0):
         """Returns CLOCK_MONOTONIC ns just after the generation was raised."""
         gen = self.gen + 1
-        self.write_limits(mib, gen, text)
+        self.write_limits(mib, gen, text, cores)
         self.raise_generation(gen)
         return time.monotonic_ns()
 
@@ -202,7 +204,33 @@ def case_env_cannot_raise():
     q.close()
 
 
-CASES = {"grow": case_grow, "lower_holds": case_lower_holds, "every_process": case_every_process,
+def case_compute():
+    """A running tenant's compute share, 30 % then resized to 70 %: fakegpu's timeline
+    (libvgpu_compute_truth) sees each within 5 points, in 500 ms windows away from the
+    change (a timing test: CTest runs it serially)."""
+    node = NodeWriter(4096, cores=30)
+    env = dict(os.environ, LD_PRELOAD=LIB)
+    tenant = subprocess.Popen([os.path.join(B, "bin", "compute_tenant"), "1000000", "5500"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+    truth = subprocess.Popen([os.path.join(B, "bin", "libvgpu_compute_truth"), "steps", "0",
+                              "500", "10", str(tenant.pid)], stdout=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    node.resize(4096, cores=70)
+    steps = truth.communicate(timeout=60)[0].split("\n")
+    out = tenant.communicate(timeout=60)[0]
+    if tenant.returncode != 0:
+        fail("tenant: %s" % out)
+    share = {int(l.split()[0][2:]): float(l.split()[1].split("=")[1]) for l in steps if l}
+    before = [share[t] for t in (1000, 1500, 2000)]
+    after = [share[t] for t in (3500, 4000, 4500, 5000)]
+    mb, ma = sum(before) / len(before), sum(after) / len(after)
+    print("compute share before %.1f %%, after %.1f %% (steps %s)" % (mb, ma, share))
+    if abs(mb - 30) > 5 or abs(ma - 70) > 5:
+        fail("share %.1f %% before (want 30 +- 5), %.1f %% after (want 70 +- 5)" % (mb, ma))
+
+
+CASES = {"compute": case_compute, "grow": case_grow, "lower_holds": case_lower_holds, "every_process": case_every_process,
          "unusable": case_unusable, "env_cannot_raise": case_env_cannot_raise}
 CASES[CASE]()
 print("ok " + CASE)
