@@ -405,6 +405,27 @@ int annot_resize_status_decode(const char *text, size_t len, struct annot_resize
                        err)) ||
         (rc = get_uint(root, ANNOT_KEY_RESIZE_STATUS, "time", 0, INT64_MAX, false, &time, err)))
         return rc;
+    json_t *earlier = NULL;
+    if (json_object_get(root, "earlier") != NULL &&
+        (rc = get_array(root, ANNOT_KEY_RESIZE_STATUS, "earlier", ANNOT_RESIZE_EARLIER, &earlier,
+                        err)))
+        return rc;
+    for (size_t i = 0; i < json_array_size(earlier); i++) {
+        json_t *e = json_array_get(earlier, i);
+        const char *t = json_string_value(e);
+        unsigned long long g;
+        char eid[ANNOT_LABEL_MAX + 1], est[16];
+        int used = 0;
+        if (t == NULL || json_string_length(e) >= ANNOT_RESIZE_EARLIER_LEN ||
+            sscanf(t, "%63s %15s %llu%n", eid, est, &g, &used) != 3 || (size_t)used != strlen(t) ||
+            strspn(strrchr(t, ' ') + 1, "0123456789") != strlen(strrchr(t, ' ') + 1) ||
+            !annot_dns_label(eid) || (strcmp(est, "done") != 0 && strcmp(est, "refused") != 0))
+            return vg_err_set(err, -EINVAL,
+                              "%s.earlier[%zu]: want \"<id> done|refused <generation>\"",
+                              ANNOT_KEY_RESIZE_STATUS, i);
+        (void)vg_snprintf(out->earlier[i], sizeof out->earlier[i], "%s %s %llu", eid, est, g);
+        out->earlier_count++;
+    }
     if (strcmp(state, "done") == 0)
         out->state = ANNOT_RESIZE_DONE;
     else if (strcmp(state, "refused") == 0)
@@ -429,5 +450,32 @@ char *annot_resize_status_encode(const struct annot_resize_status *in, struct vg
         put(root, "reason", json_string(in->reason), &ok);
     put(root, "generation", json_integer((json_int_t)in->generation), &ok);
     put(root, "time", json_integer(in->time), &ok);
+    if (in->earlier_count > 0) {
+        json_t *a = json_array();
+        for (unsigned i = 0; i < in->earlier_count && i < ANNOT_RESIZE_EARLIER; i++)
+            if (json_array_append_new(a, json_string(in->earlier[i])) != 0)
+                ok = false;
+        put(root, "earlier", a, &ok);
+    }
     return finish(root, ok && root != NULL, err);
+}
+
+int annot_resize_status_find(const struct annot_resize_status *st, const char *id,
+                             enum annot_resize_state *state, uint64_t *generation)
+{
+    if (strcmp(st->id, id) == 0) {
+        *state = st->state;
+        *generation = st->generation;
+        return 1;
+    }
+    size_t n = strlen(id);
+    for (unsigned i = 0; i < st->earlier_count && i < ANNOT_RESIZE_EARLIER; i++) {
+        const char *e = st->earlier[i];
+        if (strncmp(e, id, n) != 0 || e[n] != ' ')
+            continue;
+        *state = strncmp(e + n + 1, "done ", 5) == 0 ? ANNOT_RESIZE_DONE : ANNOT_RESIZE_REFUSED;
+        *generation = strtoull(strrchr(e, ' ') + 1, NULL, 10);
+        return 1;
+    }
+    return 0;
 }

@@ -171,10 +171,23 @@ int cli_resize(const struct cli_source *src, const struct cli_options *opt, FILE
                                  : rc;
         waiting = sched_json_str(pod, "metadata", "annotations", ANNOT_KEY_RESIZE);
         answered = sched_json_str(pod, "metadata", "annotations", ANNOT_KEY_RESIZE_STATUS);
+        /* Its answer, or one earlier than the newest: another request may have been
+         * written and answered between two reads. */
+        enum annot_resize_state state;
+        uint64_t gen;
         if (answered != NULL &&
             annot_resize_status_decode(answered, strlen(answered), &st, &sub) == 0 &&
-            strcmp(st.id, req.id) == 0)
+            annot_resize_status_find(&st, req.id, &state, &gen) == 1) {
+            if (strcmp(st.id, req.id) != 0) { /* an earlier answer: its words are gone */
+                st.state = state;
+                st.generation = gen;
+                (void)vg_snprintf(st.reason, sizeof st.reason, "%s",
+                                  state == ANNOT_RESIZE_DONE
+                                      ? ""
+                                      : "(its reason was replaced by a later request's answer)");
+            }
             break;
+        }
         if (waiting == NULL || annot_resize_decode(waiting, strlen(waiting), &prev, &sub) < 0 ||
             strcmp(prev.id, req.id) != 0)
             return vg_err_set(err, -EBUSY,

@@ -34,6 +34,7 @@ struct resize_op {
     struct sched_resizer *r;
     char uid[128], key[512], path[600];
     char rv[64]; /* the pod's resourceVersion as the request was read: step 3's precondition */
+    struct annot_resize_status prev; /* the pod's answer before this one (id "" when none) */
     struct annot_resize req;
     char *decision;     /* the new decision text (owned) */
     char *old_decision; /* what it replaces, to put back if recording fails (owned) */
@@ -203,6 +204,29 @@ static void status_written(void *arg, long status, json_t *body, const struct vg
     look_again(r, path);
 }
 
+/* st follows op->prev: the answer before it, and those before that, go to st.earlier. */
+static void chain(const struct resize_op *op, struct annot_resize_status *st)
+{
+    const struct annot_resize_status *p = &op->prev;
+    st->earlier_count = 0;
+    if (p->id[0] == '\0' || strcmp(p->id, st->id) == 0)
+        return;
+    (void)vg_snprintf(st->earlier[st->earlier_count++], sizeof st->earlier[0], "%s %s %llu", p->id,
+                      p->state == ANNOT_RESIZE_DONE ? "done" : "refused",
+                      (unsigned long long)p->generation);
+    for (unsigned i = 0; i < p->earlier_count && st->earlier_count < ANNOT_RESIZE_EARLIER; i++)
+        memcpy(st->earlier[st->earlier_count++], p->earlier[i], sizeof st->earlier[0]);
+}
+
+/* The pod's current answer into op->prev (none when absent or unreadable). */
+static void read_prev(struct resize_op *op, json_t *pod)
+{
+    const char *text = sched_json_str(pod, "metadata", "annotations", ANNOT_KEY_RESIZE_STATUS);
+    struct vg_err sub = {0};
+    if (text == NULL || annot_resize_status_decode(text, strlen(text), &op->prev, &sub) < 0)
+        memset(&op->prev, 0, sizeof op->prev);
+}
+
 /* Answers the request with a refusal: nothing changed. */
 static void refuse(struct resize_op *op, const char *reason)
 {
@@ -210,6 +234,7 @@ static void refuse(struct resize_op *op, const char *reason)
     (void)vg_strlcpy(st.id, op->req.id, sizeof st.id);
     if (vg_strlcpy(st.reason, reason, sizeof st.reason) < 0)
         st.reason[sizeof st.reason - 1] = '\0';
+    chain(op, &st);
     op->r->stats.refused++;
     vg_log(VG_LOG_INFO, "resize refused", "pod=%s id=%s reason=\"%s\"", op->key, op->req.id,
            reason);
@@ -230,6 +255,7 @@ static void patch_pod(struct resize_op *op, const char *rv, bool answer)
         .state = ANNOT_RESIZE_DONE, .generation = op->generation, .time = (int64_t)time(NULL)};
     (void)vg_strlcpy(st.id, op->req.id, sizeof st.id);
     (void)vg_strlcpy(st.reason, op->note, sizeof st.reason);
+    chain(op, &st);
     struct vg_err err = {0};
     VG_AUTO_FREE char *text = annot_resize_status_encode(&st, &err);
     VG_AUTO_JSON json_t *ann = json_pack("{s:s}", ANNOT_KEY_DECISION, op->decision);
@@ -256,6 +282,7 @@ static void reread_done(void *arg, long status, json_t *body, const struct vg_er
     struct vg_err sub = {0};
     bool ours = req != NULL && annot_resize_decode(req, strlen(req), &now, &sub) == 0 &&
                 strcmp(now.id, op->req.id) == 0;
+    read_prev(op, body);
     patch_pod(op, sched_json_str(body, "metadata", "resourceVersion", NULL), ours);
 }
 
@@ -392,8 +419,9 @@ static bool reconcile(struct sched_resizer *r, json_t *pod, const char *uid, con
     const char *shown = sched_json_str(pod, "metadata", "annotations", ANNOT_KEY_DECISION);
     struct annot_decision rec, have;
     struct vg_err sub = {0};
-    if (recorded_text == NULL ||
-        annot_decision_decode(recorded_text, strlen(recorded_text), &rec, &sub) < 0 ||
+    if (recorded_text == NULL || (shown != NULL && strcmp(shown, recorded_text) == 0))
+        return false; /* the common case, without decoding: the pod shows its record */
+    if (annot_decision_decode(recorded_text, strlen(recorded_text), &rec, &sub) < 0 ||
         rec.generation == 0)
         return false;
     if (shown != NULL && annot_decision_decode(shown, strlen(shown), &have, &sub) == 0 &&
@@ -406,6 +434,7 @@ static bool reconcile(struct sched_resizer *r, json_t *pod, const char *uid, con
     (void)vg_strlcpy(op->path, path, sizeof op->path);
     op->decision = xstrdup(recorded_text);
     op->generation = rec.generation;
+    read_prev(op, pod);
     const char *id = sched_records_resize_id(r->records, uid);
     const char *req = sched_json_str(pod, "metadata", "annotations", ANNOT_KEY_RESIZE);
     bool answer = id != NULL && req != NULL &&
@@ -459,6 +488,7 @@ void sched_resizer_pod(struct sched_resizer *r, json_t *pod)
     (void)vg_strlcpy(op->path, path, sizeof op->path);
     const char *rv = sched_json_str(pod, "metadata", "resourceVersion", NULL);
     (void)vg_strlcpy(op->rv, rv != NULL ? rv : "", sizeof op->rv);
+    read_prev(op, pod);
     json_object_set_new(r->inflight, uid, json_true());
     if (qrc < 0) {
         /* Answered when its id can be read (the reason is the decoder's); else there is

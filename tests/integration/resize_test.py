@@ -185,6 +185,8 @@ class ResizeTest(ResizeBase):
         ask('{"version":1,"id":"auto-1","container":"main","memoryMiB":5000}')
         st = answer("auto-1")
         self.assertEqual(st["state"], "done", st)
+        # The answer before it stays readable for a client that looks late.
+        self.assertEqual(st["earlier"], ["bad-1 refused 0"])
         self.assertEqual(self.shown(), (5000, 30, 1))
 
     def test_two_resizes_racing(self):
