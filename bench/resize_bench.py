@@ -63,6 +63,19 @@ def main():
             uuid = inv["gpus"][0]["uuid"]
             return uuid if uuid != "GPU-%s-0" % NODE else None
         uuid = H.wait_for(inventory_uuid, "the device plugin's inventory", 60)
+        dec = json.dumps({"version": 1, "node": NODE, "time": int(time.time()),
+                          "containers": [{"name": "main", "gpus": [
+                              {"uuid": uuid, "memoryMiB": 4096, "cores": 30}]}]})
+        pod = H.pod_object("a", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4096",
+                                 "nvidia.com/gpucores": "30"}, {"vgpu.io/decision": dec})
+        pod["metadata"]["uid"] = "uid-a"
+        pod["spec"]["nodeName"] = NODE
+        pod["status"]["phase"] = "Running"
+        cluster.create_pod(pod)
+        # Once the plugin's watch shows the pod (it prepares the container's directory
+        # ahead of Allocate): its sweep removes directories of pods it does not know.
+        H.wait_for(lambda: os.path.exists(os.path.join(T, "ctrs", ".ready.uid-a_main")),
+                   "the device plugin to see the pod")
         # The container directory as Allocate makes it, and its limits at /etc/vgpu.
         os.makedirs(ETC)
         with open(os.path.join(ETC, "limits"), "w") as f:
@@ -74,15 +87,6 @@ def main():
             f.write(b"vgpugen1" + bytes(8))
         subprocess.run(["mount", "--bind", ETC, "/etc/vgpu"], check=True)
         subprocess.run(["mount", "-o", "remount,bind,ro", "/etc/vgpu"], check=True)
-        dec = json.dumps({"version": 1, "node": NODE, "time": int(time.time()),
-                          "containers": [{"name": "main", "gpus": [
-                              {"uuid": uuid, "memoryMiB": 4096, "cores": 30}]}]})
-        pod = H.pod_object("a", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4096",
-                                 "nvidia.com/gpucores": "30"}, {"vgpu.io/decision": dec})
-        pod["metadata"]["uid"] = "uid-a"
-        pod["spec"]["nodeName"] = NODE
-        pod["status"]["phase"] = "Running"
-        cluster.create_pod(pod)
         H.wait_for(lambda: any(cm["metadata"]["name"] == "vgpu-decision-uid-a" for cm in
                                cluster.apic.request("GET", "/api/v1/namespaces/vgpu-system/"
                                                            "configmaps")[1]["items"]),
