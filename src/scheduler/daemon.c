@@ -201,11 +201,16 @@ static bool render_metrics(struct sched_daemon *d, struct evbuffer *b)
     uint64_t bad_requests = d->ui.errors;
     for (int v = 0; v < VERB_COUNT; v++)
         bad_requests += d->http_errors[v];
+    struct sched_resize_stats rs;
+    sched_resizer_stats(d->resizer, &rs);
     struct sched_metrics_daemon m = {
         .bad_requests = bad_requests,
         .api_errors = d->api_errors + sched_records_errors(d->records) + resize_errors(d) +
                       (d->dra != NULL ? sched_dra_templates_errors(d->dra) : 0),
         .unauthorized = d->unauthorized,
+        .resizes_done = rs.done,
+        .resizes_refused = rs.refused,
+        .resizes_reconciled = rs.reconciled,
         .bounds = hist_bounds,
         .bucket_count = HIST_BUCKETS,
         .latency = latency,

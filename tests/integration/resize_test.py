@@ -126,6 +126,10 @@ class ResizeTest(ResizeBase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("unchanged", r.stdout)
         self.assertEqual(self.shown(), (2048, 40, 2))
+        status, text = self.cluster.ext.request("GET", "/metrics")
+        self.assertEqual(status, 200)
+        self.assertIn('vgpu_scheduler_resizes_total{result="done"} 3', text)
+        self.assertIn('vgpu_scheduler_resizes_total{result="refused"} 0', text)
 
     def test_no_room_changes_nothing(self):
         r = self.vgpu("resize", "a", "--gpumem", "8000")  # 8000 + 9000 > 16000
