@@ -10,6 +10,8 @@ daemons use, with the wire formats of the real kube-apiserver:
              chunked stream, one JSON event per line: {"type": ADDED|MODIFIED|DELETED|
              BOOKMARK|ERROR, "object": {...}}; a compacted RV gets an ERROR event with
              a 410 "Expired" Status (or HTTP 410 with --watch-410-http)
+  (resourcequotas like configmaps, stored as written: status.used is the fixture's or the
+         test's, never computed)
   (configmaps like pods: /api/v1/namespaces/NS/configmaps[/N]; GET/POST/PATCH/DELETE. A
          ConfigMap with "immutable": true refuses changes to data, binaryData and immutable
          (422), as kube-apiserver does)
@@ -128,7 +130,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 KINDS = {"nodes": "Node", "pods": "Pod", "events": "Event", "configmaps": "ConfigMap",
-         "namespaces": "Namespace"}
+         "namespaces": "Namespace", "resourcequotas": "ResourceQuota"}
 DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"
 DRA_KINDS = {"resourceslices": "ResourceSlice", "deviceclasses": "DeviceClass",
              "resourceclaims": "ResourceClaim", "resourceclaimtemplates": "ResourceClaimTemplate"}
@@ -140,7 +142,7 @@ WORKLOAD_KINDS = {"replicasets": ("apps/v1", "ReplicaSet"),
                   "deployments": ("apps/v1", "Deployment"),
                   "jobs": ("batch/v1", "Job"), "cronjobs": ("batch/v1", "CronJob")}
 ALL_KINDS = dict(KINDS, **DRA_KINDS, **{k: v[1] for k, v in WORKLOAD_KINDS.items()})
-NAMESPACED = {"pods", "events", "configmaps", "resourceclaims",
+NAMESPACED = {"pods", "events", "configmaps", "resourcequotas", "resourceclaims",
               "resourceclaimtemplates"} | set(WORKLOAD_KINDS)
 
 

@@ -363,6 +363,8 @@ int annot_decision_decode(const char *text, size_t len, struct annot_decision *o
     if ((rc = get_string(root, ANNOT_KEY_DECISION, "node", out->node, sizeof out->node, true,
                          err)) ||
         (rc = get_uint(root, ANNOT_KEY_DECISION, "time", 0, INT64_MAX, true, &time, err)) ||
+        (rc = get_uint(root, ANNOT_KEY_DECISION, "generation", 0, INT64_MAX, false,
+                       &out->generation, err)) ||
         (rc = get_array(root, ANNOT_KEY_DECISION, "containers", ANNOT_MAX_CONTAINERS, &containers,
                         err)))
         return rc;
@@ -511,6 +513,8 @@ char *annot_decision_encode(const struct annot_decision *in, struct vg_err *err)
     put(root, "version", json_integer(ANNOT_VERSION), &ok);
     put(root, "node", json_string(in->node), &ok);
     put(root, "time", json_integer(in->time), &ok);
+    if (in->generation > 0) /* absent until a resize: older readers see what they knew */
+        put(root, "generation", json_integer((json_int_t)in->generation), &ok);
     for (unsigned i = 0; i < in->container_count && ok; i++) {
         const struct annot_container *c = &in->containers[i];
         json_t *o = json_object(), *gpus = json_array();
@@ -594,4 +598,149 @@ char *annot_mig_refused_encode(const struct annot_mig_refused *in, struct vg_err
     }
     put(root, "refused", list, &ok);
     return finish(root, ok && root != NULL, err);
+}
+
+/* ---- live resize ---- */
+
+int annot_resize_decode(const char *text, size_t len, struct annot_resize *out, struct vg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (len > ANNOT_RESIZE_MAX_BYTES)
+        return vg_err_set(err, -E2BIG, "%s is %zu bytes, more than the %d allowed",
+                          ANNOT_KEY_RESIZE, len, ANNOT_RESIZE_MAX_BYTES);
+    VG_AUTO_JSON json_t *root = parse(text, len, ANNOT_KEY_RESIZE, err);
+    if (root == NULL)
+        return err != NULL ? err->code : -EINVAL;
+    uint64_t mib = 0, cores = 0;
+    int rc;
+    if ((rc = get_string(root, ANNOT_KEY_RESIZE, "id", out->id, sizeof out->id, true, err)) ||
+        (rc = get_string(root, ANNOT_KEY_RESIZE, "container", out->container, sizeof out->container,
+                         false, err)) ||
+        (rc = get_uint(root, ANNOT_KEY_RESIZE, "memoryMiB", 1, ANNOT_RESIZE_MAX_MIB, false, &mib,
+                       err)) ||
+        (rc = get_uint(root, ANNOT_KEY_RESIZE, "cores", 1, 100, false, &cores, err)))
+        return rc;
+    if (!annot_dns_label(out->id))
+        return vg_err_set(err, -EINVAL, "%s.id: not an RFC 1123 label (1..63 of a-z, 0-9, '-')",
+                          ANNOT_KEY_RESIZE);
+    if (out->container[0] != '\0' && !annot_dns_label(out->container))
+        return vg_err_set(err, -EINVAL, "%s.container: not a container name", ANNOT_KEY_RESIZE);
+    if (mib == 0 && cores == 0)
+        return vg_err_set(err, -EINVAL, "%s: neither memoryMiB nor cores: nothing to change",
+                          ANNOT_KEY_RESIZE);
+    out->memory_mib = mib;
+    out->cores = (unsigned)cores;
+    return 0;
+}
+
+char *annot_resize_encode(const struct annot_resize *in, struct vg_err *err)
+{
+    bool ok = true;
+    json_t *root = json_object();
+    put(root, "version", json_integer(ANNOT_VERSION), &ok);
+    put(root, "id", json_string(in->id), &ok);
+    if (in->container[0] != '\0')
+        put(root, "container", json_string(in->container), &ok);
+    if (in->memory_mib > 0)
+        put(root, "memoryMiB", json_integer((json_int_t)in->memory_mib), &ok);
+    if (in->cores > 0)
+        put(root, "cores", json_integer(in->cores), &ok);
+    return finish(root, ok && root != NULL, err);
+}
+
+int annot_resize_status_decode(const char *text, size_t len, struct annot_resize_status *out,
+                               struct vg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (len > ANNOT_RESIZE_MAX_BYTES)
+        return vg_err_set(err, -E2BIG, "%s is %zu bytes, more than the %d allowed",
+                          ANNOT_KEY_RESIZE_STATUS, len, ANNOT_RESIZE_MAX_BYTES);
+    VG_AUTO_JSON json_t *root = parse(text, len, ANNOT_KEY_RESIZE_STATUS, err);
+    if (root == NULL)
+        return err != NULL ? err->code : -EINVAL;
+    char state[16];
+    uint64_t gen = 0, time = 0;
+    int rc;
+    if ((rc =
+             get_string(root, ANNOT_KEY_RESIZE_STATUS, "id", out->id, sizeof out->id, true, err)) ||
+        (rc = get_string(root, ANNOT_KEY_RESIZE_STATUS, "state", state, sizeof state, true, err)) ||
+        (rc = get_string(root, ANNOT_KEY_RESIZE_STATUS, "reason", out->reason, sizeof out->reason,
+                         false, err)) ||
+        (rc = get_uint(root, ANNOT_KEY_RESIZE_STATUS, "generation", 0, INT64_MAX, false, &gen,
+                       err)) ||
+        (rc = get_uint(root, ANNOT_KEY_RESIZE_STATUS, "time", 0, INT64_MAX, false, &time, err)))
+        return rc;
+    json_t *earlier = NULL;
+    if (json_object_get(root, "earlier") != NULL &&
+        (rc = get_array(root, ANNOT_KEY_RESIZE_STATUS, "earlier", ANNOT_RESIZE_EARLIER, &earlier,
+                        err)))
+        return rc;
+    for (size_t i = 0; i < json_array_size(earlier); i++) {
+        json_t *e = json_array_get(earlier, i);
+        const char *t = json_string_value(e);
+        unsigned long long g;
+        char eid[ANNOT_LABEL_MAX + 1], est[16];
+        int used = 0;
+        if (t == NULL || json_string_length(e) >= ANNOT_RESIZE_EARLIER_LEN ||
+            sscanf(t, "%63s %15s %llu%n", eid, est, &g, &used) != 3 || (size_t)used != strlen(t) ||
+            strspn(strrchr(t, ' ') + 1, "0123456789") != strlen(strrchr(t, ' ') + 1) ||
+            !annot_dns_label(eid) || (strcmp(est, "done") != 0 && strcmp(est, "refused") != 0))
+            return vg_err_set(err, -EINVAL,
+                              "%s.earlier[%zu]: want \"<id> done|refused <generation>\"",
+                              ANNOT_KEY_RESIZE_STATUS, i);
+        (void)vg_snprintf(out->earlier[i], sizeof out->earlier[i], "%s %s %llu", eid, est, g);
+        out->earlier_count++;
+    }
+    if (strcmp(state, "done") == 0)
+        out->state = ANNOT_RESIZE_DONE;
+    else if (strcmp(state, "refused") == 0)
+        out->state = ANNOT_RESIZE_REFUSED;
+    else
+        return vg_err_set(err, -EINVAL, "%s.state: want done or refused", ANNOT_KEY_RESIZE_STATUS);
+    if (!annot_dns_label(out->id))
+        return vg_err_set(err, -EINVAL, "%s.id: not an RFC 1123 label", ANNOT_KEY_RESIZE_STATUS);
+    out->generation = gen;
+    out->time = (int64_t)time;
+    return 0;
+}
+
+char *annot_resize_status_encode(const struct annot_resize_status *in, struct vg_err *err)
+{
+    bool ok = true;
+    json_t *root = json_object();
+    put(root, "version", json_integer(ANNOT_VERSION), &ok);
+    put(root, "id", json_string(in->id), &ok);
+    put(root, "state", json_string(in->state == ANNOT_RESIZE_DONE ? "done" : "refused"), &ok);
+    if (in->reason[0] != '\0')
+        put(root, "reason", json_string(in->reason), &ok);
+    put(root, "generation", json_integer((json_int_t)in->generation), &ok);
+    put(root, "time", json_integer(in->time), &ok);
+    if (in->earlier_count > 0) {
+        json_t *a = json_array();
+        for (unsigned i = 0; i < in->earlier_count && i < ANNOT_RESIZE_EARLIER; i++)
+            if (json_array_append_new(a, json_string(in->earlier[i])) != 0)
+                ok = false;
+        put(root, "earlier", a, &ok);
+    }
+    return finish(root, ok && root != NULL, err);
+}
+
+int annot_resize_status_find(const struct annot_resize_status *st, const char *id,
+                             enum annot_resize_state *state, uint64_t *generation)
+{
+    if (strcmp(st->id, id) == 0) {
+        *state = st->state;
+        *generation = st->generation;
+        return 1;
+    }
+    size_t n = strlen(id);
+    for (unsigned i = 0; i < st->earlier_count && i < ANNOT_RESIZE_EARLIER; i++) {
+        const char *e = st->earlier[i];
+        if (strncmp(e, id, n) != 0 || e[n] != ' ')
+            continue;
+        *state = strncmp(e + n + 1, "done ", 5) == 0 ? ANNOT_RESIZE_DONE : ANNOT_RESIZE_REFUSED;
+        *generation = strtoull(strrchr(e, ' ') + 1, NULL, 10);
+        return 1;
+    }
+    return 0;
 }

@@ -102,6 +102,9 @@ struct annot_container {
 struct annot_decision {
     char node[ANNOT_NAME_MAX];
     int64_t time; /* Unix seconds of the decision */
+    /* Live resizes applied (optional "generation", 0 when absent): raised by one with each
+     * resize vgpu-scheduler records; the node writes it into the limits file. */
+    uint64_t generation;
     unsigned container_count;
     struct annot_container containers[ANNOT_MAX_CONTAINERS];
 };
@@ -162,5 +165,46 @@ bool annot_key_reserved(const char *key);
 
 /* "vgpu", "timeSlicing", "mps", "mig". */
 const char *annot_mode_name(enum annot_mode mode);
+
+/* ---- Live resize (docs/protocol.md "Live resize") ----
+ * vgpu.io/resize: a request to change a running container's limits, which anyone the
+ * API server lets patch the pod may write (the CLI's `vgpu resize`, automation);
+ * vgpu.io/resize-status: vgpu-scheduler's answer to the request with that id. */
+#define ANNOT_KEY_RESIZE         "vgpu.io/resize"
+#define ANNOT_KEY_RESIZE_STATUS  "vgpu.io/resize-status"
+#define ANNOT_RESIZE_MAX_BYTES   4096
+#define ANNOT_RESIZE_MAX_MIB     ((UINT64_C(1) << 31) - 1) /* as pod quantities */
+#define ANNOT_REASON_MAX         512
+#define ANNOT_RESIZE_EARLIER     4 /* earlier answers a status keeps */
+#define ANNOT_RESIZE_EARLIER_LEN 96
+
+struct annot_resize {
+    char id[ANNOT_LABEL_MAX + 1];        /* an RFC 1123 label naming this request */
+    char container[ANNOT_LABEL_MAX + 1]; /* "": the pod's one container with GPUs */
+    uint64_t memory_mib;                 /* new memory per GPU; 0: unchanged */
+    unsigned cores;                      /* new compute share, percent; 0: unchanged */
+};
+int annot_resize_decode(const char *text, size_t len, struct annot_resize *out, struct vg_err *err);
+char *annot_resize_encode(const struct annot_resize *in, struct vg_err *err);
+
+enum annot_resize_state { ANNOT_RESIZE_DONE, ANNOT_RESIZE_REFUSED };
+struct annot_resize_status {
+    char id[ANNOT_LABEL_MAX + 1]; /* the request answered */
+    enum annot_resize_state state;
+    uint64_t generation;           /* the decision's generation after it (done) */
+    char reason[ANNOT_REASON_MAX]; /* why it was refused; a note when done ("" none) */
+    int64_t time;                  /* Unix seconds of the answer */
+    /* The answers before this one, newest first, "<id> done|refused <generation>": a
+     * client whose request was answered and then followed by another still finds it. */
+    unsigned earlier_count;
+    char earlier[ANNOT_RESIZE_EARLIER][ANNOT_RESIZE_EARLIER_LEN];
+};
+/* The answer to request id in st (the current one or an earlier one): 1 and *state,
+ * *generation when found, 0 when not. */
+int annot_resize_status_find(const struct annot_resize_status *st, const char *id,
+                             enum annot_resize_state *state, uint64_t *generation);
+int annot_resize_status_decode(const char *text, size_t len, struct annot_resize_status *out,
+                               struct vg_err *err);
+char *annot_resize_status_encode(const struct annot_resize_status *in, struct vg_err *err);
 
 #endif

@@ -268,8 +268,8 @@ json_t *cli_decision_json(const struct annot_decision *d)
         json_array_append_new(cs,
                               json_pack("{s:s, s:o}", "name", d->containers[i].name, "gpus", gs));
     }
-    return json_pack("{s:s, s:I, s:o}", "node", d->node, "time", (json_int_t)d->time, "containers",
-                     cs);
+    return json_pack("{s:s, s:I, s:I, s:o}", "node", d->node, "time", (json_int_t)d->time,
+                     "generation", (json_int_t)d->generation, "containers", cs);
 }
 
 json_t *cli_request_json(const struct sched_container_request *r, int n)

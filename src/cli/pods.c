@@ -102,6 +102,8 @@ int cli_pods(const struct cli_source *src, const struct cli_options *opt, FILE *
         else if (node && !decided)
             (void)vg_snprintf(status, sizeof status, "%s (no vgpu decision)",
                               phase ? phase : "Unknown");
+        else if (decided && d.generation > 0) /* the spec's requests no longer say them */
+            (void)vg_snprintf(status, sizeof status, "%s (resized)", phase ? phase : "Unknown");
         json_t *jp = json_pack("{s:s, s:s, s:s, s:o}", "namespace", pns, "name", name, "phase",
                                phase ? phase : "Unknown", "request",
                                n > 0 ? cli_request_json(req, n) : json_array());

@@ -129,6 +129,8 @@ struct ctr {
     char ns[CLI_NAME_MAX], pod[CLI_NAME_MAX];
     bool limits_ok;
     char limits_error[VG_ERR_MSG_MAX];
+    char limits_path[4096]; /* the file read, and its inode: a live resize replaces it */
+    ino_t limits_ino;
     struct vgpu_config limits;
     int fd;                            /* the region, open between refreshes; -1 when not */
     char region_error[VG_ERR_MSG_MAX]; /* "" when the region was read */
@@ -187,8 +189,15 @@ static void ctr_load_limits(struct top *t, struct ctr *c)
     size_t len = 0;
     struct vg_err err = {0};
     vgpu_config_init(&c->limits);
-    if (vg_snprintf(path, sizeof path, "%s/%s/limits", t->dir, c->dir) < 0 ||
-        vg_read_file(path, VGPU_LIMITS_FILE_MAX, &text, &len, &err) < 0 ||
+    struct stat st;
+    /* "limits" in a directory made before etc/ existed, else etc/limits (the file a live
+     * resize replaces; docs/deviceplugin.md), as vgpu-monitor reads them. */
+    int rc = vg_snprintf(path, sizeof path, "%s/%s/limits", t->dir, c->dir);
+    if (rc >= 0 && lstat(path, &st) != 0)
+        rc = vg_snprintf(path, sizeof path, "%s/%s/etc/limits", t->dir, c->dir);
+    c->limits_ino = rc >= 0 && stat(path, &st) == 0 ? st.st_ino : 0;
+    (void)vg_strlcpy(c->limits_path, rc >= 0 ? path : "", sizeof c->limits_path);
+    if (rc < 0 || vg_read_file(path, VGPU_LIMITS_FILE_MAX, &text, &len, &err) < 0 ||
         vgpu_config_parse_file(&c->limits, text, len, &err) < 0) {
         (void)vg_snprintf(c->limits_error, sizeof c->limits_error, "limits: %s", err.msg);
         return;
@@ -339,6 +348,14 @@ void top_refresh(struct top *t)
     t->errors = 0;
     for (size_t i = 0; i < t->nctrs; i++) {
         struct ctr *c = t->ctrs[i];
+        struct stat st;
+        /* A live resize renamed a new limits file in: one stat per container per refresh. */
+        if (c->limits_ok && c->limits_path[0] && stat(c->limits_path, &st) == 0 &&
+            st.st_ino != c->limits_ino) {
+            c->limits_ok = false;
+            ctr_load_limits(t, c);
+            t->rows_dirty = true;
+        }
         if (c->limits_ok)
             ctr_read_region(c);
         if (!c->limits_ok || strncmp(c->region_error, "bad region", 10) == 0)

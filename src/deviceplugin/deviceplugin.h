@@ -371,6 +371,16 @@ int dp_response_pack(const struct dp_response *const *resps, size_t count, uint8
  * and the container an RFC 1123 label (annot_pod_uid, annot_dns_label). */
 int dp_container_dir_path(const char *region_dir, const char *pod_uid, const char *container,
                           char *path, size_t size, struct vg_err *err);
+/* The container directory's read-only subdirectory mounted at /etc/vgpu (limits file and
+ * its generation; allocate.c). */
+#define DP_LIMITS_DIR "etc"
+/* Applies a new decision of an allocated container (a live resize): rewrites dir's
+ * limits file for match at generation (by rename; untouched when the text is the same)
+ * and then raises its generation to it, so that every process of the container reads it
+ * again. The decision must name the GPUs the container has. 1 when something changed, 0
+ * when the container already had it (or a later generation). */
+int dp_container_limits_update(const struct dpconfig *cfg, const struct dp_match *match,
+                               const char *dir, uint64_t generation, struct vg_err *err);
 /* Where dp_container_dir_create fills a directory before renaming it into place. */
 #define DP_STAGE_PREFIX ".new."
 /* Where dp_container_dir_prepare keeps a directory filled ahead of Allocate. */
@@ -511,6 +521,8 @@ struct dp_plugin_stats {
     uint64_t inventory_writes;
     uint64_t swept_dirs;
     uint64_t lookups; /* direct pod lookups after a pod cache miss */
+    uint64_t resizes; /* containers whose limits a new decision changed (live resize) */
+    uint64_t resize_errors;
 };
 void dp_plugin_get_stats(const struct dp_plugin *plugin, struct dp_plugin_stats *stats);
 /* Polls health now (tests, benchmarks). */

@@ -1203,6 +1203,104 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
     sweep(arg);
 }
 
+/* A live resize reaching the node (docs/deviceplugin.md, "Live resize"): the decision of
+ * a pod bound here with a generation above 0 names containers whose directories exist;
+ * each gets the decision's limits at its generation. Allocate matching does not apply (a
+ * resized decision no longer equals the pod spec's requests), so the decision is applied
+ * only when vgpu-scheduler's own record of that generation, in its namespace where a pod
+ * author cannot write, holds the same text: an annotation rewritten past the webhook
+ * changes nothing. A decision of generation 0 is Allocate's alone. */
+struct resize_check {
+    struct dp_plugin *p;
+    char uid[128], ns[ANNOT_LABEL_MAX + 1], name[ANNOT_SUBDOMAIN_MAX + 1];
+    char *text; /* the pod's decision (owned) */
+};
+
+static void apply_checked(struct dp_plugin *p, const struct resize_check *rc)
+{
+    struct annot_decision d;
+    struct vg_err err = {0};
+    if (annot_decision_decode(rc->text, strlen(rc->text), &d, &err) < 0)
+        return;
+    for (unsigned i = 0; i < d.container_count; i++) {
+        char dir[1024];
+        struct stat st;
+        if (d.containers[i].gpu_count == 0 ||
+            dp_container_dir_path(p->cfg->vgpu.region_dir, rc->uid, d.containers[i].name, dir,
+                                  sizeof dir, NULL) < 0 ||
+            stat(dir, &st) != 0)
+            continue; /* not allocated (yet): Allocate writes the limits then */
+        struct dp_match m = {.container = d.containers[i]};
+        (void)vg_strlcpy(m.pod_uid, rc->uid, sizeof m.pod_uid);
+        (void)vg_strlcpy(m.pod_namespace, rc->ns, sizeof m.pod_namespace);
+        (void)vg_strlcpy(m.pod_name, rc->name, sizeof m.pod_name);
+        int n = dp_container_limits_update(p->cfg, &m, dir, d.generation, &err);
+        if (n < 0) {
+            p->stats.resize_errors++;
+            vg_log(VG_LOG_WARN, "new limits not applied", "pod=%s/%s container=%s err=\"%s\"",
+                   rc->ns, rc->name, d.containers[i].name, err.msg);
+        } else if (n > 0) {
+            p->stats.resizes++;
+            vg_log(VG_LOG_INFO, "limits changed", "pod=%s/%s container=%s generation=%llu", rc->ns,
+                   rc->name, d.containers[i].name, (unsigned long long)d.generation);
+        }
+    }
+}
+
+static void record_read(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    (void)status;
+    struct resize_check *rc = arg;
+    const char *recorded =
+        json_string_value(json_object_get(json_object_get(body, "data"), "decision"));
+    const char *uid = json_string_value(json_object_get(json_object_get(body, "data"), "uid"));
+    if (err->code == 0 && recorded != NULL && uid != NULL && strcmp(recorded, rc->text) == 0 &&
+        strcmp(uid, rc->uid) == 0) {
+        apply_checked(rc->p, rc);
+    } else {
+        rc->p->stats.resize_errors++;
+        vg_log(VG_LOG_WARN, "new limits not applied: vgpu-scheduler's record does not hold them",
+               "pod=%s/%s err=\"%s\"", rc->ns, rc->name, err->code < 0 ? err->msg : "differs");
+    }
+    free(rc->text);
+    free(rc);
+}
+
+static void apply_decision(struct dp_plugin *p, json_t *pod)
+{
+    if (p->res.mode != ANNOT_MODE_VGPU || p->opt.kube == NULL)
+        return;
+    json_t *meta = json_object_get(pod, "metadata");
+    const char *uid = json_string_value(json_object_get(meta, "uid"));
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    const char *text = json_string_value(
+        json_object_get(json_object_get(meta, "annotations"), ANNOT_KEY_DECISION));
+    struct annot_decision d;
+    struct vg_err err = {0};
+    if (uid == NULL || ns == NULL || name == NULL || node == NULL || text == NULL ||
+        strcmp(node, p->cfg->cli.node_name) != 0 || !annot_pod_uid(uid) || !annot_dns_label(ns) ||
+        !annot_dns_subdomain(name) || annot_decision_decode(text, strlen(text), &d, &err) < 0 ||
+        strcmp(d.node, p->cfg->cli.node_name) != 0 || d.generation == 0)
+        return;
+    const char *rns =
+        p->cfg->vgpu.record_namespace != NULL ? p->cfg->vgpu.record_namespace : "vgpu-system";
+    char path[512];
+    if (!annot_dns_label(rns) ||
+        vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps/vgpu-decision-%s-g%llu",
+                    rns, uid, (unsigned long long)d.generation) < 0)
+        return;
+    struct resize_check *rc = xcalloc(1, sizeof *rc);
+    rc->p = p;
+    (void)vg_strlcpy(rc->uid, uid, sizeof rc->uid);
+    (void)vg_strlcpy(rc->ns, ns, sizeof rc->ns);
+    (void)vg_strlcpy(rc->name, name, sizeof rc->name);
+    rc->text = xstrdup(text);
+    if (kube_get(p->opt.kube, path, record_read, rc, &err) < 0)
+        record_read(rc, 0, NULL, &err);
+}
+
 static void pods_resync(void *arg, json_t *items, const char *rv)
 {
     struct dp_plugin *p = arg;
@@ -1234,6 +1332,7 @@ static void pods_resync(void *arg, json_t *items, const char *rv)
         }
     }
     sweep(p);
+    json_array_foreach(items, i, pod) apply_decision(p, pod);
     dp_podcache_foreach_waiting(p->decisions, NULL, prepare_one, p);
     if (p->ledger)
         json_array_foreach(items, i, pod)
@@ -1262,6 +1361,7 @@ static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
                               p->cfg->volcano.gpu_memory_factor);
             vc_track(p, pod);
         }
+        apply_decision(p, pod);
         dp_podcache_foreach_waiting(p->decisions, uid, prepare_one, p);
         if (p->ledger)
             dp_volcano_foreach_waiting(p->cfg, p->gpus, p->gpu_count, pod, prepare_one, p);

@@ -503,6 +503,15 @@ static const struct key keys[] = {
      .flag = "scheduler-name",
      .doc = "vgpu-scheduler's `--scheduler-name`: Allocate uses the `vgpu.io/decision` of pods "
             "whose `spec.schedulerName` is this, and of no other pod"},
+    {.path = "vgpu.recordNamespace",
+     .type = T_STRING,
+     .offset = OFF(vgpu.record_namespace),
+     .def = "vgpu-system",
+     .env = "VGPU_RECORD_NAMESPACE",
+     .flag = "record-namespace",
+     .doc = "vgpu-scheduler's `--record-namespace`: a live resize is applied only when the "
+            "scheduler's record of it there (vgpu-decision-<uid>-g<generation>) holds the "
+            "pod's decision"},
     {.path = "vgpu.mpsControlPath",
      .type = T_STRING,
      .offset = OFF(vgpu.mps_control_path),

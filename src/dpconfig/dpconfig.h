@@ -197,7 +197,8 @@ struct dpconfig {
         char *ld_so_preload_path;
         char *region_dir;
         char *compute_board_dir;
-        char *scheduler_name; /* the schedulerName whose pods' decisions are used */
+        char *scheduler_name;   /* the schedulerName whose pods' decisions are used */
+        char *record_namespace; /* where vgpu-scheduler keeps its decision records */
         char *mps_control_path;
         int scheduler_protocol; /* enum dpconfig_scheduler_protocol */
     } vgpu;

@@ -38,6 +38,10 @@ const struct vgpu_key vgpu_config_keys[] = {
     {"VGPU_DEVICE_UUID", VGPU_KEY_UUID, true, true, "none",
      "_<n> only: NVML UUID (GPU-... or MIG-...) of the GPU the n-th limits are for; written "
      "by the device plugin for vgpu-monitor; ignored in the environment"},
+    {"VGPU_LIMITS_GENERATION", VGPU_KEY_GENERATION, false, true, "none",
+     "the limits' generation, 1..2^63-1, written by the device plugin after a live resize: "
+     "the environment's limits no longer lower a file that has one; ignored in the "
+     "environment"},
     {"VGPU_LOG_LEVEL", VGPU_KEY_LOGLEVEL, false, false, "silent",
      "error, warn, info or debug; stderr, one line per event, rate-limited"},
     {"VGPU_LIMITS_FILE", VGPU_KEY_PATH, false, false, "unset",
@@ -195,6 +199,15 @@ int vgpu_config_apply(struct vgpu_config *c, const char *name, size_t name_len, 
             return vg_err_set(err, -EINVAL, "%s: path longer than %d bytes", key->name,
                               VGPU_CONFIG_PATH_MAX - 32);
         return 0;
+    case VGPU_KEY_GENERATION: {
+        uint64_t gen;
+        if (vg_parse_u64(value, 1, INT64_MAX, &gen, &sub) != 0)
+            return vg_err_set(err, -EINVAL, "%s=\"%s\": want a generation 1..%lld (%s)", key->name,
+                              value, (long long)INT64_MAX, sub.msg);
+        if (from_file)
+            c->generation = gen;
+        return 0;
+    }
     case VGPU_KEY_UUID: {
         size_t len = strlen(value), ok = 4;
         while (ok < len && (value[ok] == '-' || (value[ok] >= '0' && value[ok] <= '9') ||
@@ -425,6 +438,11 @@ int vgpu_config_load_at(struct vgpu_config *c, char *const *envp, const char *fi
     if (rc < 0)
         return rc;
     c->log_level = env.log_level;
+    /* A resized container's file decides alone: the environment was fixed when the
+     * container started, and every process must read the same limits from the same file,
+     * whenever it started (docs/libvgpu.md, "Live resize"). */
+    if (c->generation > 0)
+        return 0;
     lower_limits(c, &env);
     const char *other = env_value(envp, "VGPU_LIMITS_FILE");
     if (other != NULL) {

@@ -30,6 +30,8 @@ struct lv_global lv_g = {
     .ctx_lock = PTHREAD_MUTEX_INITIALIZER,
     .pool_lock = PTHREAD_MUTEX_INITIALIZER,
     .private_fd = -1,
+    .limits_gen = &lv_limits_none,
+    .limits_lock = PTHREAD_MUTEX_INITIALIZER,
 };
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
@@ -168,6 +170,8 @@ static void give_limit(unsigned d, int n, bool closed)
         share = n >= 0 ? region_device(lv_g.region, d)->sm_limit_percent : 0;
     }
     region_set_limit(lv_g.region, d, limit, share);
+    if (d < REGION_MAX_DEVICES)
+        lv_g.limit_index[d] = n; /* a live resize gives d the n-th limit again */
 }
 
 /* Maps each visible device to its region entry and gives the region this process's
@@ -264,9 +268,14 @@ static int setup_region(struct vg_err *err)
         rc.devices[i].sm_limit_percent = vgpu_config_sm_limit(&lv_g.config, (unsigned)i);
     }
     const char *path = lv_g.config.region_path;
-    int rc_ = region_create(path, &rc, err);
-    if (rc_ >= 0)
-        rc_ = region_open(path, &lv_g.region, err);
+    /* The device plugin made the container's region and mounts that one file: its
+     * directory need not be writable here, so a region is only created where none is. */
+    int rc_ = region_open(path, &lv_g.region, err);
+    if (rc_ == -ENOENT) {
+        rc_ = region_create(path, &rc, err);
+        if (rc_ >= 0)
+            rc_ = region_open(path, &lv_g.region, err);
+    }
     if (rc_ < 0) {
         if (!lv_g.config.in_container)
             return vg_err_wrap(err, "region %s", path);
@@ -288,6 +297,7 @@ static int setup_region(struct vg_err *err)
 static bool load_config_locked(void)
 {
     struct vg_err err = {0};
+    lv_limits_map(); /* first: a resize from here on is seen */
     if (vgpu_config_load(&lv_g.config, environ, &err) < 0) {
         refuse(err.msg);
         return false;
@@ -454,6 +464,7 @@ static bool ensure_attached(void)
 
 void lv_reclaim_for_view(void)
 {
+    lv_limits_check(); /* the view shows the newest limit */
     /* At most every 50 ms per process: a probe per live slot is a syscall each. */
     static _Atomic int64_t last;
     int64_t now = now_ns(), prev = atomic_load_explicit(&last, memory_order_relaxed);
@@ -470,6 +481,7 @@ CUresult lv_charge_slow(int dev, uint64_t bytes)
 {
     if (bytes == 0)
         return CUDA_SUCCESS;
+    lv_limits_check();
     if (!ensure_attached())
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (LV_UNLIKELY(lv_g.closed)) {

@@ -198,7 +198,16 @@ struct lv_global {
     bool closed;              /* enforcement failed closed: every allocation is refused */
     _Atomic bool attach_said; /* a failed attach was reported */
     int private_fd;           /* the memfd behind a private region when closed (-1: none) */
+    /* Live resize (resize.c): the limits generation the device plugin raises, mapped
+     * read-only from VGPU_GENERATION_PATH (&lv_limits_none when there is none), and the
+     * generation this process's limits were read at. */
+    const _Atomic uint64_t *limits_gen;
+    _Atomic uint64_t limits_seen;
+    pthread_mutex_t limits_lock;
+    int limit_index[REGION_MAX_DEVICES]; /* configuration index of region device d (-1) */
 };
+
+extern const _Atomic uint64_t lv_limits_none;
 
 extern struct lv_global lv_g;
 
@@ -278,10 +287,27 @@ int lv_regdev_of_cudevice(CUdevice dev);
  * rate-limited). Reclaims dead processes and re-reads this process's pools before
  * refusing. */
 CUresult lv_charge_slow(int dev, uint64_t bytes);
+/* Live resize (resize.c). lv_limits_map maps the generation before the configuration is
+ * read (setup lock held); lv_limits_current is the whole hot-path cost, one load and a
+ * compare where limits are read already; lv_limits_reload re-reads the limits file and
+ * gives the region and the compute limiter the new limits. */
+void lv_limits_map(void);
+void lv_limits_reload(void);
+static inline bool lv_limits_current(void)
+{
+    return LV_LIKELY(atomic_load_explicit(lv_g.limits_gen, memory_order_relaxed) ==
+                     atomic_load_explicit(&lv_g.limits_seen, memory_order_relaxed));
+}
+static inline void lv_limits_check(void)
+{
+    if (!lv_limits_current())
+        lv_limits_reload();
+}
+
 static inline CUresult lv_charge(int dev, uint64_t bytes)
 {
     if (LV_LIKELY(atomic_load_explicit(&lv_g.attached, memory_order_acquire)) &&
-        region_reserve(lv_g.region, (unsigned)dev, bytes) == 0)
+        lv_limits_current() && region_reserve(lv_g.region, (unsigned)dev, bytes) == 0)
         return CUDA_SUCCESS;
     return lv_charge_slow(dev, bytes);
 }

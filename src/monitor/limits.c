@@ -3,6 +3,7 @@
  * file says. */
 #include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/auto.h"
 #include "base/buf.h"
@@ -16,9 +17,17 @@ int mon_limits_read(const char *region_dir, const char *pod_uid, const char *con
     if (strchr(container, '/') || strchr(pod_uid, '/') || !container[0] ||
         strcmp(container, "..") == 0)
         return vg_err_set(err, -EINVAL, "container '%s' cannot name a directory", container);
-    if (vg_snprintf(path, sizeof path, "%s/%s_%s/limits", region_dir, pod_uid, container) < 0)
+    /* "limits" in a directory made before etc/ existed (read-only in its container);
+     * else etc/limits, which a live resize replaces (docs/deviceplugin.md). A container
+     * cannot add either: the device plugin mounts its files, never the directory. */
+    char dir[MON_PATH_MAX];
+    struct stat st;
+    if (vg_snprintf(dir, sizeof dir, "%s/%s_%s", region_dir, pod_uid, container) < 0 ||
+        vg_snprintf(path, sizeof path, "%s/limits", dir) < 0)
         return vg_err_set(err, -ENAMETOOLONG, "%s/%s_%s: path too long", region_dir, pod_uid,
                           container);
+    if (lstat(path, &st) != 0 && vg_snprintf(path, sizeof path, "%s/etc/limits", dir) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "%s: path too long", dir);
     VG_AUTO_FREE char *text = NULL;
     size_t len = 0;
     struct vg_err sub = {0};

@@ -85,6 +85,10 @@ struct entry {
     char key[MON_KEY_MAX];
     uint64_t limit; /* bytes; UINT64_MAX: none */
     bool limited;   /* a limits file was found */
+    /* A live resize lowered the limit from this (bytes; 0: not lowered, or the container
+     * is below the new limit since): lowering frees nothing, so what the container held
+     * under the old limit stays allowed until its use falls below the new one. */
+    uint64_t lowered_from;
     uint64_t loaded_at, seen_at;
     bool over;        /* in a violation episode */
     bool kill_failed; /* a kill failed in this episode (logged once) */
@@ -900,8 +904,12 @@ static void judge_group(struct mon_monitor *m, struct item *items, size_t n, con
     uint64_t sample = m->counters.samples;
     e->seen_at = sample;
     if (e->loaded_at == 0 || sample - e->loaded_at >= MON_LIMITS_TTL) {
+        uint64_t before = e->limit;
+        bool had = e->limited;
         e->limited = name[0] ? container_limit(m, pod, name, gpu, &e->limit, &e->ceiling)
                              : pod_limit(m, pod, gpu, &e->limit, &e->ceiling);
+        if (had && e->limited && e->limit < before && before > e->lowered_from)
+            e->lowered_from = before;
         e->loaded_at = sample;
     }
     if (!e->limited) {
@@ -916,6 +924,12 @@ static void judge_group(struct mon_monitor *m, struct item *items, size_t n, con
             items[i].start = proc_start(m, items[i].proc.pid);
     }
     uint64_t limit = e->limit;
+    if (e->lowered_from > limit) {
+        if (used <= limit)
+            e->lowered_from = 0; /* below the lowered limit: it holds from now on */
+        else
+            limit = e->lowered_from;
+    }
     /* 1. Memory: the container's use against its limit plus slack. */
     uint64_t slack = mon_slack(limit);
     uint64_t allowed = limit > UINT64_MAX - slack ? UINT64_MAX : limit + slack;

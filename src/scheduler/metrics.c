@@ -443,6 +443,12 @@ void sched_metrics_daemon(struct vg_prom *p, const struct sched_state *s,
                    "Filter promises dropped because no bind came.");
     vg_prom_sample(p, "vgpu_scheduler_assumptions_expired_total");
     vg_prom_u64(p, st.expired);
+    vg_prom_family(p, "vgpu_scheduler_resizes_total", "counter",
+                   "Live resize requests answered, and resizes written to their pods after a "
+                   "restart.");
+    labelled(p, "vgpu_scheduler_resizes_total", "result", "done", d->resizes_done);
+    labelled(p, "vgpu_scheduler_resizes_total", "result", "refused", d->resizes_refused);
+    labelled(p, "vgpu_scheduler_resizes_total", "result", "reconciled", d->resizes_reconciled);
     vg_prom_family(p, "vgpu_scheduler_errors_total", "counter", "Errors by kind.");
     const struct {
         const char *kind;

@@ -1115,6 +1115,38 @@ void sched_pod_update(struct sched_state *s, json_t *pod)
     }
 }
 
+int sched_pod_recharge(struct sched_state *s, const char *key, const char *text, struct vg_err *err)
+{
+    struct sched_pod *p = sched_map_get(&s->pods, key);
+    if (p == NULL || !p->applied || p->decision == NULL || !p->bound || p->assumed)
+        return vg_err_set(err, -ENOENT, "pod %s holds no GPUs that vgpu-scheduler charged", key);
+    struct annot_decision d;
+    if (annot_decision_decode(text, strlen(text), &d, err) < 0)
+        return err->code;
+    struct sched_pod *np = pod_from_decision(s, key, text, &d, p->types, err);
+    if (np == NULL)
+        return err->code;
+    /* The same ledger filter charges: the pod's own charge goes, the new one must fit
+     * beside everything else, or the old one comes back. np is not bound yet, so a trial
+     * that does not fit blocks nothing. */
+    sched_pod_unapply(s, p);
+    int rc = sched_pod_apply(s, np, err);
+    if (rc < 0) {
+        pod_free(np);
+        struct vg_err again = {0};
+        if (sched_pod_apply(s, p, &again) < 0)
+            vg_log(VG_LOG_ERROR, "pod's own charge does not fit back; model out of step",
+                   "pod=%s err=\"%s\"", key, again.msg);
+        return rc;
+    }
+    np->bound = true;
+    np->seen = p->seen;
+    (void)vg_strlcpy(np->uid, p->uid, sizeof np->uid);
+    (void)vg_strlcpy(np->resource_version, p->resource_version, sizeof np->resource_version);
+    pod_free(sched_map_put(&s->pods, np->key, np));
+    return 0;
+}
+
 void sched_pod_delete(struct sched_state *s, json_t *pod)
 {
     char key[SCHED_KEY_MAX];

@@ -877,7 +877,7 @@ def scenario(objects, authz):
         assert env.get("CUDA_DEVICE_MEMORY_LIMIT_0") == "1024m", env
         assert env.get("CUDA_DEVICE_SM_LIMIT") == "30", env
         until(lambda: os.path.exists(os.path.join(box.region_dir, "%s_main" % pod["metadata"]["uid"],
-                                                  "limits")), "the container's limits file")
+                                                  "etc", "limits")), "the container's limits file")
         # The monitor has listed and is watching the node's pods.
         time.sleep(0.5)
         refused()
@@ -1278,8 +1278,10 @@ class Rbac(unittest.TestCase):
                for o in find(objects, "ClusterRole")}
         flat = {name: sorted("%s:%s" % (res, v) for g, rs, vs in rules for res in rs for v in vs)
                 for name, rules in got.items()}
+        # A live resize reads and patches the pod and lists the namespace's quotas.
         self.assertEqual(flat["vgpu-scheduler"], ["nodes:list", "nodes:watch", "pods/binding:create",
-                                                  "pods:list", "pods:watch"])
+                                                  "pods:get", "pods:list", "pods:patch",
+                                                  "pods:watch", "resourcequotas:list"])
         self.assertEqual(flat["vgpu-device-plugin"], ["nodes:patch", "pods:list", "pods:watch"])
         self.assertEqual(flat["vgpu-monitor"], ["events:create", "pods/status:patch", "pods:list",
                                                 "pods:watch"])

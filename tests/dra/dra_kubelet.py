@@ -340,7 +340,7 @@ class Prepare(Base):
 
         cdir = os.path.join(self.plugin.state_dir, "claims", UID1 + "_gpu")
         self.assertEqual(self.claim_dirs(), [UID1 + "_gpu"])
-        limits = os.path.join(cdir, "limits")
+        limits = os.path.join(cdir, "etc", "limits")
         self.assertEqual(stat.S_IMODE(os.stat(limits).st_mode), 0o444)
         with open(limits) as f:
             text = f.read()
@@ -359,8 +359,9 @@ class Prepare(Base):
         self.assertTrue(uuid.startswith("GPU-"), uuid)
         self.assertIn(uuid, text)
         mounts = {m["containerPath"]: m for m in edits["mounts"]}
-        self.assertEqual(mounts["/etc/vgpu/limits"]["hostPath"], limits)
-        self.assertIn("ro", mounts["/etc/vgpu/limits"]["options"])
+        # The limits directory, so that the fixed path /etc/vgpu/limits is the file.
+        self.assertEqual(mounts["/etc/vgpu"]["hostPath"], os.path.dirname(limits))
+        self.assertIn("ro", mounts["/etc/vgpu"]["options"])
         self.assertEqual(mounts["/etc/ld.so.preload"]["hostPath"],
                          os.path.join(self.tmp, "ld.so.preload"))
         # The plugin made that file at start (nobody else had), naming libvgpu.so.

@@ -14,7 +14,8 @@ environment Allocate returned. Pods are HAMi's examples from its documentation.
 Checked: each pod placed on a node and GPUs whose inventory holds it (no GPU over its
 memory or slots, summed from the bound pods' decisions), the limit seen and enforced
 inside each workload (total memory = the limit; half of it allocates, one and a half
-is refused), the scheduler's and the monitors' metrics, a node whose device plugin and
+is refused), a running workload resized with `vgpu resize` (the new limit seen inside a
+CUDA process of it, without a restart, when root can bind its limits at /etc/vgpu), the scheduler's and the monitors' metrics, a node whose device plugin and
 monitor restart (its running containers keep their limits files, the node serves new
 pods), and a scheduler killed and restarted (state rebuilt from the API: the next pods
 still fit). Every API request is checked against the rendered roles: any refusal fails.
@@ -74,6 +75,7 @@ class Cluster:
         self.box = d.Box(self.objects, d.authz_from(self.objects), nodes=NODES)
         self.kubelets = {}
         self.metrics = {}
+        self.penv = {}  # pod name -> its workload's environment
         for n in NODES:
             self.start_node(n)
         self.box.start_scheduler()
@@ -188,6 +190,7 @@ class Cluster:
         assert "total=%d " % (limits[0] << 20) in info.stdout, (info.stdout, env)
         assert self.hold(probe, penv, (limits[0] << 20) // 2) == "ready"
         assert self.hold(probe, penv, (limits[0] << 20) * 3 // 2) == "oom"
+        self.penv[pod["metadata"]["name"]] = penv
         return env
 
     @staticmethod
@@ -222,6 +225,51 @@ class Cluster:
                     cap[1] -= 1
         over = {u: c for u, c in caps.items() if c[0] < 0 or c[1] < 0}
         assert not over, over
+
+    def resize_running(self, name, mib):
+        """`vgpu resize` of a running workload: the command succeeds with the rendered
+        roles, the node rewrites the container's limits, and a CUDA process running in the
+        container (its limits directory bound at /etc/vgpu, as the runtime mounts it; root
+        and a private mount namespace) sees the new limit without a restart."""
+        path = "/api/v1/namespaces/default/pods/" + name
+        conn = http.client.HTTPConnection("127.0.0.1", self.box.api_port, timeout=30)
+        conn.request("PATCH", path + "/status", json.dumps({"status": {"phase": "Running"}}),
+                     {"Content-Type": "application/merge-patch+json",
+                      "Authorization": "Bearer " + self.box.admin_token})
+        assert conn.getresponse().status == 200
+        conn.close()
+        pod = self.box.api("GET", path)[1]
+        node, uid = pod["spec"]["nodeName"], pod["metadata"]["uid"]
+        etc = os.path.join(self.box.region_dirs[node], "%s_ubuntu-container" % uid, "etc")
+        watcher = None
+        if os.geteuid() == 0 and subprocess.run(["unshare", "--mount", "true"]).returncode == 0:
+            env = dict(self.penv[name])
+            env.pop("VGPU_LIMITS_FILE", None)  # the container reads /etc/vgpu/limits
+            watcher = subprocess.Popen(
+                ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                 'if [ -d /etc/vgpu ]; then mount -t tmpfs tmpfs /etc/vgpu; else '
+                 'w=$(mktemp -d); mkdir -p "$w/u" "$w/w"; mount -t overlay overlay -o '
+                 '"lowerdir=/etc,upperdir=$w/u,workdir=$w/w" /etc; mkdir /etc/vgpu; fi; '
+                 'mount --bind "$0" /etc/vgpu && mount -o remount,bind,ro /etc/vgpu && '
+                 'exec "$1"', etc, os.path.join(d.BUILD, "bin", "libvgpu_resize_watch")],
+                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            assert watcher.stdout.readline().strip() == "ready"
+        r = subprocess.run([os.path.join(d.BUILD, "bin", "vgpu"), "resize", name, "--gpumem",
+                            str(mib), "--kubeconfig", self.box.kubeconfig("admin")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        self.until(lambda: "CUDA_DEVICE_MEMORY_LIMIT_0=%dm\n" % mib in
+                   open(os.path.join(etc, "limits")).read(), "the node's new limits file")
+        if watcher is not None:
+            watcher.stdin.write("wait %d 5000\n" % (mib << 20))
+            watcher.stdin.flush()
+            seen = watcher.stdout.readline().strip()
+            watcher.stdin.close()
+            watcher.wait(10)
+            watcher.stdout.close()
+            assert seen.startswith("applied"), seen
+        print("%-20s resized to %d MiB: %s%s" % (name, mib, r.stdout.strip(),
+                                                 " (seen inside)" if watcher else ""))
 
     def stop(self):
         for k in self.kubelets.values():
@@ -258,6 +306,8 @@ def main():
                                       " ".join("%s=%s" % kv for kv in sorted(env.items())
                                                if kv[0].startswith(("CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM")))))
         c.check_capacity()
+        c.resize_running("gpu-pod", 4000)
+        c.check_capacity()
         pct = [p for p in c.box.api("GET", "/api/v1/pods")[1]["items"]
                if p["metadata"]["name"] == "gpu-pod-percentage"][0]
         assert json.loads(pct["metadata"]["annotations"]["vgpu.io/decision"])[
@@ -277,7 +327,7 @@ def main():
         victim = placed["gpu-pod"]
         uid = c.box.api("GET", "/api/v1/namespaces/default/pods/gpu-pod")[1]["metadata"]["uid"]
         limits_file = os.path.join(c.box.region_dirs[victim], "%s_ubuntu-container" % uid,
-                                   "limits")
+                                   "etc", "limits")
         for what in ("device-plugin", "monitor"):
             assert c.box.stop_one(d.Box.proc_name(what, victim)) == 0, what
         c.start_node(victim)

@@ -75,6 +75,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 used |= mask;
             }
         }
+    /* The live-resize request and status (vgpu.io/resize is anyone's to write): the
+     * same round trip, and an accepted request names a valid id and container and asks
+     * for something within bounds. */
+    static struct annot_resize rq, rq2;
+    static struct annot_resize_status st, st2;
+    err.msg[0] = '\0';
+    if (annot_resize_decode((const char *)data, size, &rq, &err) == 0) {
+        accepted = true;
+        if (!annot_dns_label(rq.id) ||
+            (rq.container[0] != '\0' && !annot_dns_label(rq.container)) ||
+            rq.memory_mib > ANNOT_RESIZE_MAX_MIB || rq.cores > 100 ||
+            (rq.memory_mib == 0 && rq.cores == 0))
+            abort();
+        char *text = annot_resize_encode(&rq, &err);
+        if (text == NULL || annot_resize_decode(text, strlen(text), &rq2, &err) != 0 ||
+            memcmp(&rq, &rq2, sizeof rq) != 0)
+            abort();
+        free(text);
+    } else if (err.msg[0] == '\0') {
+        abort();
+    }
+    err.msg[0] = '\0';
+    if (annot_resize_status_decode((const char *)data, size, &st, &err) == 0) {
+        accepted = true;
+        char *text = annot_resize_status_encode(&st, &err);
+        if (text == NULL || annot_resize_status_decode(text, strlen(text), &st2, &err) != 0 ||
+            memcmp(&st, &st2, sizeof st) != 0)
+            abort();
+        free(text);
+    } else if (err.msg[0] == '\0') {
+        abort();
+    }
     /* The name validators (names.c) on the input as one string: whatever they accept
      * can safely name a file, an environment value or a log field. An accepted decision
      * names only such containers and nodes. */

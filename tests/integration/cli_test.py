@@ -425,6 +425,37 @@ class TopTest(TopBase):
         self.assertEqual(c["computeLimitPercent"], 25)
         self.assertAlmostEqual(c["computeAchievedRatio"], 0.11)
 
+    def test_resized_limits_shown(self):
+        """A live resize renames a new limits file in: the next refresh shows it."""
+        p = subprocess.Popen([vgpu(), "top", "-o", "json", "--iterations", "2", "--interval",
+                              "1.5"] + self.nvml, env=self.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        name = sorted(os.listdir(self.ctrs))[1]
+        path = os.path.join(self.ctrs, name, "limits")
+        with open(path) as f:
+            text = f.read()
+        with open(path + ".new", "w") as f:
+            f.write(text.replace("CUDA_DEVICE_MEMORY_LIMIT_0=4096m", "CUDA_DEVICE_MEMORY_LIMIT_0=8192m")
+                    .replace("CUDA_DEVICE_MEMORY_LIMIT_0=4g", "CUDA_DEVICE_MEMORY_LIMIT_0=8g"))
+        os.rename(path + ".new", path)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, err)
+        dec, docs, i = json.JSONDecoder(), [], 0
+        while i < len(out):
+            if out[i].isspace():
+                i += 1
+                continue
+            doc, i = dec.raw_decode(out, i)
+            docs.append(doc)
+        self.assertEqual(len(docs), 2, out)
+
+        def limit(doc):
+            return [c["memoryLimitBytes"] for g in doc["gpus"] for c in g["containers"]
+                    if c["pod"] == "job-1" and c["namespace"] == "team-0"][0]
+        self.assertEqual(limit(docs[0]), 4 << 30)
+        self.assertEqual(limit(docs[1]), 8 << 30, text)
+
     def test_missing_directory(self):
         p = run(["top", "--once", "--nvml-library",
                  os.path.join(BUILD, "fakegpu", "libnvidia-ml.so.1"),

@@ -320,6 +320,27 @@ class WebhookForgeryTest(unittest.TestCase):
         paths = [op["path"] for op in patch if "env" in op["path"]]
         self.assertEqual(paths, ["/spec/containers/1/env"], patch)
 
+    def test_resize_request_open_answer_reserved(self):
+        """vgpu.io/resize is anyone's who may patch the pod (RBAC decides); its answer and
+        the decision stay vgpu's: a tenant cannot mark its own request done."""
+        bound = H.pod_object("a", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000"},
+                             {"vgpu.io/decision": forged(4000, 0)})
+        bound["spec"]["nodeName"] = NODE
+        asked = json.loads(json.dumps(bound))
+        asked["metadata"]["annotations"]["vgpu.io/resize"] = \
+            '{"version":1,"id":"r-1","memoryMiB":8000}'
+        self.assertTrue(self.admit(asked, "UPDATE", bound)["allowed"])
+        answered = json.loads(json.dumps(asked))
+        answered["metadata"]["annotations"]["vgpu.io/resize-status"] = \
+            '{"version":1,"id":"r-1","state":"done","generation":1}'
+        r = self.admit(answered, "UPDATE", asked)
+        self.assertFalse(r["allowed"], r)
+        self.assertIn("vgpu.io/resize-status", r["status"]["message"])
+        # The request and a decision raised by the tenant together: refused.
+        both = json.loads(json.dumps(asked))
+        both["metadata"]["annotations"]["vgpu.io/decision"] = forged(8000, 0)
+        self.refused(self.admit(both, "UPDATE", bound))
+
 
 if __name__ == "__main__":
     BINARY = sys.argv.pop(1)

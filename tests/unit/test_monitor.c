@@ -894,6 +894,37 @@ static void test_judge_bad_sample(void **state)
     mon_free(m);
 }
 
+/* A live resize lowers a container's limit below what it holds: lowering frees nothing,
+ * so the watchdog lets it keep what the old limit allowed until its use falls below the
+ * new limit, then holds it to the new one. */
+#define MON_TEST_LIMITS_TTL 20 /* monitor.c's MON_LIMITS_TTL: samples between reads */
+
+static void test_judge_lowered_limit(void **state)
+{
+    struct judge_fixture *f = *state;
+    fake_limits(f, UID, "main",
+                "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=2g\nVGPU_DEVICE_UUID_0=" GPU0 "\n");
+    fake_proc(f, 100, "0::/kubepods/pod" UID "/" CID "\n");
+    struct mon_monitor *m = judge_new(f, true);
+    struct mon_proc p[] = {{100, 0, 1536 * MiB, 0}};
+    judge(m, f, p, 1, "");
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s_main/limits", f->containers, UID);
+    write_file(path, "vgpu-limits 1\nVGPU_LIMITS_GENERATION=1\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\n"
+                     "VGPU_DEVICE_UUID_0=" GPU0 "\n");
+    for (int i = 0; i < 2 * MON_TEST_LIMITS_TTL; i++)
+        judge(m, f, p, 1, ""); /* 1.5 GiB held, new limit 1 GiB: not a violation */
+    p[0].used = 900 * MiB;     /* freed below the new limit: from now on it holds */
+    judge(m, f, p, 1, "");
+    p[0].used = 1536 * MiB;
+    judge(m, f, p, 1, "over g0 p1 main 1536 1024;");
+    /* Past the old limit at any time is over the old limit too. */
+    struct mon_counters c;
+    mon_get_counters(m, &c);
+    assert_int_equal(c.violations, 1);
+    mon_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -911,6 +942,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_judge_quarantine, judge_setup, judge_teardown),
         cmocka_unit_test_setup_teardown(test_judge_bad_sample, judge_setup, judge_teardown),
         cmocka_unit_test_setup_teardown(test_judge_compute, judge_setup, judge_teardown),
+        cmocka_unit_test_setup_teardown(test_judge_lowered_limit, judge_setup, judge_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
