@@ -152,7 +152,7 @@ class Node(e2e.Cluster):
                 (name, env, devs)
             uid = pod["metadata"]["uid"]
             assert limits_file == os.path.join(self.box.region_dirs[NODE], "%s_%s" % (uid, name),
-                                               "limits"), (limits_file, env)
+                                               "etc", "limits"), (limits_file, env)
             text = open(limits_file).read()
             for i, (_, mib, _) in enumerate(devs):
                 assert "CUDA_DEVICE_MEMORY_LIMIT_%d=%dm\n" % (i, mib) in text, (text, devs)

@@ -138,14 +138,14 @@ class Volcano(dk.Base):
         env, c = self.allocate(self.number_ids(b))
         self.assertEqual(env["NVIDIA_VISIBLE_DEVICES"], b)
         cdir = self.cdir(uid)
-        self.assertEqual(env["VGPU_LIMITS_FILE"], cdir + "/limits")
+        self.assertEqual(env["VGPU_LIMITS_FILE"], cdir + "/etc/limits")
         mounts = {m.container_path: (m.host_path, m.read_only) for m in c.mounts}
-        self.assertEqual(mounts["/etc/vgpu/limits"], (cdir + "/limits", True))
-        with open(cdir + "/limits") as f:
+        self.assertEqual(mounts["/etc/vgpu"], (cdir + "/etc", True))
+        with open(cdir + "/etc/limits") as f:
             text = f.read()
         self.assertIn("CUDA_DEVICE_MEMORY_LIMIT_0=1024m\n", text)
         self.assertIn("CUDA_DEVICE_SM_LIMIT_0=30\n", text)
-        self.assertEqual(os.stat(cdir + "/limits").st_mode & 0o777, 0o444)
+        self.assertEqual(os.stat(cdir + "/etc/limits").st_mode & 0o777, 0o444)
         # HAMi-core's environment is not vgpu's: no /tmp/vgpu cache, no /usr/local/vgpu lock.
         self.assertNotIn("/tmp/vgpu", json.dumps(env))
         # The write-back of the protocol.
@@ -190,14 +190,14 @@ class Volcano(dk.Base):
                        containers=(("first", True), ("log", False), ("second", True)))
         env, _ = self.allocate(self.number_ids(a))
         self.assertEqual(env["NVIDIA_VISIBLE_DEVICES"], a)
-        with open(self.cdir(uid, "first") + "/limits") as f:
+        with open(self.cdir(uid, "first") + "/etc/limits") as f:
             self.assertIn("CUDA_DEVICE_MEMORY_LIMIT_0=512m\n", f.read())
         ann = wait_for(lambda: (lambda x: x if x.get("volcano.sh/devices-to-allocate", "").startswith(";")
                                 else None)(self.annotations("two")), what="first consumed")
         self.assertEqual(ann["volcano.sh/bind-phase"], "allocating")
         env, _ = self.allocate(self.number_ids(b))
         self.assertEqual(env["NVIDIA_VISIBLE_DEVICES"], b)
-        with open(self.cdir(uid, "second") + "/limits") as f:
+        with open(self.cdir(uid, "second") + "/etc/limits") as f:
             self.assertIn("CUDA_DEVICE_MEMORY_LIMIT_0=256m\n", f.read())
         ann = wait_for(lambda: (lambda x: x if x.get("volcano.sh/bind-phase") == "success"
                                 else None)(self.annotations("two")), what="success")
