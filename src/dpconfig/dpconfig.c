@@ -78,6 +78,7 @@ struct key {
 };
 
 static const char *const mig_values[] = {"none", "single", "mixed", NULL};
+static const char *const mig_mode_values[] = {"static", "dynamic", NULL};
 static const char *const discovery_values[] = {"auto", "nvml", "tegra", NULL};
 static const char *const list_values[] = {"envvar", "volume-mounts", "cdi-annotations", "cdi-cri",
                                           NULL};
@@ -510,6 +511,25 @@ static const struct key keys[] = {
      .flag = "mps-control-path",
      .doc = "the MPS control program the plugin runs for `sharing.mps` (one daemon per GPU); "
             "a name without `/` is looked up in PATH"},
+    {.path = "vgpu.migMode",
+     .type = T_ENUM,
+     .offset = OFF(vgpu.mig_mode),
+     .def = "static",
+     .values = mig_mode_values,
+     .env = "VGPU_MIG_MODE",
+     .flag = "mig-mode",
+     .doc = "MIG-mode GPUs in vgpu mode: `static` serves the instances an administrator made "
+            "(`flags.migStrategy`); `dynamic` makes a GPU instance for each container the "
+            "scheduler gave a MIG placement, and destroys it when the pod is gone "
+            "(docs/deviceplugin.md)"},
+    {.path = "vgpu.migDynamicGPUs",
+     .type = T_UINT_LIST,
+     .offset = OFF(vgpu.mig_dynamic_gpus),
+     .max = 15,
+     .env = "VGPU_MIG_DYNAMIC_GPUS",
+     .flag = "mig-dynamic-gpus",
+     .doc = "with `migMode: dynamic`, the NVML indices of the GPUs served that way (the "
+            "others stay static); `[]`: every GPU in MIG mode"},
 
     {.path = "nodeName",
      .type = T_STRING,

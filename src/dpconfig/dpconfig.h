@@ -34,6 +34,9 @@
 #define DPCONFIG_DEFAULT_NVIDIA_CTK_PATH "/usr/bin/nvidia-ctk"
 
 enum dpconfig_mig_strategy { DPCONFIG_MIG_NONE, DPCONFIG_MIG_SINGLE, DPCONFIG_MIG_MIXED };
+/* vgpu.migMode: MIG instances made by hand (static) or by the plugin for the pods that
+ * the scheduler gave a MIG placement (dynamic; docs/deviceplugin.md). */
+enum dpconfig_mig_mode { DPCONFIG_MIG_MODE_STATIC, DPCONFIG_MIG_MODE_DYNAMIC };
 enum dpconfig_discovery_strategy {
     DPCONFIG_DISCOVERY_AUTO,
     DPCONFIG_DISCOVERY_NVML,
@@ -175,6 +178,8 @@ struct dpconfig {
         char *compute_board_dir;
         char *scheduler_name; /* the schedulerName whose pods' decisions are used */
         char *mps_control_path;
+        enum dpconfig_mig_mode mig_mode;
+        struct dpconfig_uint_list mig_dynamic_gpus; /* NVML indices; empty: every MIG GPU */
     } vgpu;
     /* Command line only (never in the file). */
     struct {

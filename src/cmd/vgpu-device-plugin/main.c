@@ -110,6 +110,14 @@ static int run(int argc, char **argv)
         vg_err_wrap(&err, "VGPU_DP_HEALTH_INTERVAL_MS");
         return failed(2, &err);
     }
+    /* Tests kill the plugin between a GPU instance and its compute instance. */
+    const char *pause = getenv("VGPU_DP_MIG_CREATE_PAUSE_MS");
+    uint64_t pause_ms = 0;
+    if (pause && vg_parse_u64(pause, 0, 60000, &pause_ms, &err) < 0) {
+        vg_err_wrap(&err, "VGPU_DP_MIG_CREATE_PAUSE_MS");
+        return failed(2, &err);
+    }
+    dp_nvml_set_mig_pause(pause_ms);
     /* What makes a GPU unhealthy: the health section, then DP_DISABLE_HEALTHCHECKS, as
      * NVIDIA's plugin reads them. */
     struct dp_xid_policy xids;
