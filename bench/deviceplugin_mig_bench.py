@@ -13,7 +13,7 @@ tests/kube_api_server.py. Prints a markdown table.
 - Pod deleted to instance destroyed: the seven pods deleted one by one, time until the
   instance is gone from `fakegpu-ctl status` (polled every 10 ms).
 
-Exits non-zero when an instance outlives its pod by more than 5 s (deviceplugin.md:
+Exits non-zero when an instance outlives its pod by more than 5 s (docs/deviceplugin.md:
 "destroyed when its pod is gone (within 5 s)") or an Allocate fails.
 """
 import json
