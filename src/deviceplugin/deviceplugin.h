@@ -31,6 +31,7 @@
 #include "annot/annot.h"
 #include "base/err.h"
 #include "dpconfig/dpconfig.h"
+#include "dpconfig/hami.h"
 #include "nvml/mig.h"
 
 #define DP_MAX_GPUS      16
@@ -73,6 +74,7 @@ struct dp_gpu {
     size_t mig_profile_count, mig_instance_count;
     struct nvml_mig_profile mig_profiles[NVML_MIG_MAX_PROFILES];
     struct nvml_mig_instance mig_instances[NVML_MIG_MAX_INSTANCES];
+    uint32_t mig_allowed; /* bit i: mig_profiles[i] may be given (dp_migdyn_allow) */
 };
 
 /* Where GPUs come from: NVML in production, a table in tests. discover fills up to
@@ -185,6 +187,11 @@ struct dp_mig_claim {
 /* Marks the GPUs served with dynamic MIG: vgpu.migMode dynamic, MIG mode on, and listed
  * in vgpu.migDynamicGPUs when that is not empty. */
 void dp_migdyn_mark(const struct dpconfig *cfg, struct dp_gpu *gpus, unsigned count);
+/* The profiles GPU g may give: all that NVML reports, or with HAMi's lists (hami not
+ * NULL and hami->key set) those of the rule for g's model. -EINVAL naming the GPU and the
+ * list when no rule matches its model or the rule names a profile NVML does not report
+ * for it. */
+int dp_migdyn_allow(struct dp_gpu *g, const struct hami_mig *hami, struct vg_err *err);
 /* The claims of the decisions of pods (uid -> pod JSON) that are not finished, into
  * out[DP_MIG_MAX_CLAIMS]; how many. Garbled decisions claim nothing. */
 size_t dp_migdyn_claims(json_t *pods, struct dp_mig_claim *out);
@@ -539,6 +546,7 @@ struct dp_plugin_options {
      * restarts the plugin. NULL: the flag is refused by dp_plugin_new. */
     void (*restart)(void *arg);
     void *restart_arg;
+    const struct hami_mig *hami_mig; /* HAMi's MIG profile lists; NULL: none (borrowed) */
 };
 
 /* Discovers GPUs (honouring flags.failOnInitError: a failure then is an error, otherwise

@@ -69,12 +69,49 @@ static const struct nvml_mig_profile *profile_by_id(const struct dp_gpu *g, unsi
     return NULL;
 }
 
+/* The allowed profile named name. */
 static const struct nvml_mig_profile *profile_by_name(const struct dp_gpu *g, const char *name)
 {
     for (size_t i = 0; i < g->mig_profile_count; i++)
-        if (strcmp(g->mig_profiles[i].name, name) == 0)
+        if ((g->mig_allowed & (1u << i)) && strcmp(g->mig_profiles[i].name, name) == 0)
             return &g->mig_profiles[i];
     return NULL;
+}
+
+int dp_migdyn_allow(struct dp_gpu *g, const struct hami_mig *hami, struct vg_err *err)
+{
+    g->mig_allowed = (1u << g->mig_profile_count) - 1;
+    if (!hami || !hami->key)
+        return 0;
+    const struct hami_mig_rule *r = hami_mig_rule_for(hami, g->model);
+    if (!r)
+        return vg_err_set(err, -EINVAL,
+                          "GPU %u (%s): no entry of nvidia.%s names its model; add one, or "
+                          "leave it out of vgpu.migDynamicGPUs",
+                          g->index, g->model, hami->key);
+    g->mig_allowed = 0;
+    for (size_t k = 0; k < r->profile_count; k++) {
+        size_t i = 0;
+        while (i < g->mig_profile_count && strcmp(g->mig_profiles[i].name, r->profiles[k]) != 0)
+            i++;
+        if (i == g->mig_profile_count) {
+            char have[256] = "";
+            size_t used = 0;
+            for (size_t j = 0; j < g->mig_profile_count; j++) {
+                int n = vg_snprintf(have + used, sizeof have - used, "%s%s", j ? ", " : "",
+                                    g->mig_profiles[j].name);
+                if (n < 0)
+                    break;
+                used += (size_t)n;
+            }
+            return vg_err_set(err, -EINVAL,
+                              "GPU %u (%s): nvidia.%s names profile '%s', which NVML does not "
+                              "report for it (it has %s)",
+                              g->index, g->model, hami->key, r->profiles[k], have);
+        }
+        g->mig_allowed |= 1u << i;
+    }
+    return 0;
 }
 
 /* The claim naming instance mi of g, or NULL. */
@@ -97,7 +134,8 @@ void dp_migdyn_annot(const struct dp_gpu *g, const struct dp_mig_claim *claims, 
     for (size_t i = 0; i < g->mig_profile_count && out->profile_count < ANNOT_MIG_PROFILES_MAX;
          i++) {
         const struct nvml_mig_profile *p = &g->mig_profiles[i];
-        if (!annot_mig_profile_name(p->name) || p->size == 0 || p->size > g->mig_slices)
+        if (!(g->mig_allowed & (1u << i)) || !annot_mig_profile_name(p->name) || p->size == 0 ||
+            p->size > g->mig_slices)
             continue;
         struct annot_mig_profile *a = &out->profiles[out->profile_count++];
         vg_strlcpy(a->name, p->name, sizeof a->name);

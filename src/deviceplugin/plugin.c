@@ -1277,6 +1277,8 @@ static int discover(struct dp_plugin *p, struct vg_err *err)
                 continue;
             rc = p->opt.source.mig_state ? p->opt.source.mig_state(p->opt.source.arg, g, &derr)
                                          : vg_err_set(&derr, -ENOTSUP, "no dynamic MIG");
+            if (rc == 0)
+                rc = dp_migdyn_allow(g, p->opt.hami_mig, &derr);
             if (rc < 0)
                 return vg_err_set(err, rc, "GPU %u (%s): vgpu.migMode dynamic: %s", g->index,
                                   g->uuid, derr.msg);

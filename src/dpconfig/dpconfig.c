@@ -530,6 +530,21 @@ static const struct key keys[] = {
      .flag = "mig-dynamic-gpus",
      .doc = "with `migMode: dynamic`, the NVML indices of the GPUs served that way (the "
             "others stay static); `[]`: every GPU in MIG mode"},
+    {.path = "vgpu.hamiNodeConfig",
+     .type = T_STRING,
+     .offset = OFF(vgpu.hami_node_config),
+     .env = "VGPU_HAMI_NODE_CONFIG",
+     .flag = "hami-node-config",
+     .doc = "HAMi's device-plugin `config.json` (ConfigMap `hami-device-plugin`): "
+            "`operatingmode: mig` on this node's `nodeconfig` entry turns `migMode` dynamic"},
+    {.path = "vgpu.hamiDeviceConfig",
+     .type = T_STRING,
+     .offset = OFF(vgpu.hami_device_config),
+     .env = "VGPU_HAMI_DEVICE_CONFIG",
+     .flag = "hami-device-config",
+     .doc = "HAMi's `device-config.yaml`: `nvidia.migProfileAllowlist` (v2.10) or "
+            "`nvidia.knownMigGeometries` (v2.9 and older) limit the profiles a dynamic MIG "
+            "GPU offers, by model"},
 
     {.path = "nodeName",
      .type = T_STRING,

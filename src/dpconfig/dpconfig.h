@@ -180,6 +180,8 @@ struct dpconfig {
         char *mps_control_path;
         enum dpconfig_mig_mode mig_mode;
         struct dpconfig_uint_list mig_dynamic_gpus; /* NVML indices; empty: every MIG GPU */
+        char *hami_node_config;                     /* HAMi's config.json; NULL: none */
+        char *hami_device_config;                   /* HAMi's device-config.yaml; NULL: none */
     } vgpu;
     /* Command line only (never in the file). */
     struct {

@@ -14,7 +14,7 @@ endif()
 # Dynamic MIG (tests/integration/deviceplugin_mig_dynamic.py): instances made at Allocate
 # for the pods' decisions, destroyed with their pods, refusals, a kill -9 half-way.
 if(TARGET vgpu-device-plugin)
-  foreach(case Instances Refusals Crash)
+  foreach(case Instances Refusals Hami Crash)
     add_test(NAME integration.deviceplugin.MigDynamic${case}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/deviceplugin_mig_dynamic.py
                      ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR} ${case})

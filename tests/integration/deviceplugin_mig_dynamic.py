@@ -231,6 +231,98 @@ class Refusals(Base):
         self.plugin = None
 
 
+STATIC = "version: v1\nvgpu:\n  deviceSplitCount: 4\n"
+ALLOWLIST = """nvidia:
+  resourceCountName: nvidia.com/gpu
+  migProfileAllowlist:
+  - models: ["A100-SXM4-40GB"]
+    profiles: ["1g.5gb"]
+  - models: ["H100-SXM5-80GB", "H100 80GB"]
+    profiles: ["1g.10gb", "3g.40gb"]
+"""
+GEOMETRIES = """nvidia:
+  knownMigGeometries:
+  - models: ["H100-PCIE-80GB", "H100 80GB HBM3"]
+    allowedGeometries:
+    - - {name: 1g.10gb, core: 14, memory: 10240, count: 7}
+    - - {name: 1g.10gb, core: 14, memory: 10240, count: 1}
+      - {name: 2g.20gb, core: 28, memory: 20480, count: 3}
+"""
+
+
+class Hami(Base):
+    """HAMi's configuration files, read as HAMi writes them."""
+
+    def files(self, node_mode="mig", device_config=ALLOWLIST):
+        node = os.path.join(self.tmp, "config.json")
+        with open(node, "w") as f:
+            json.dump({"nodeconfig": [{"name": "other", "operatingmode": "hami-core"},
+                                      {"name": "node-1", "operatingmode": node_mode,
+                                       "filterdevices": {"uuid": [], "index": []}}]}, f)
+        dev = os.path.join(self.tmp, "device-config.yaml")
+        with open(dev, "w") as f:
+            f.write(device_config)
+        return STATIC + "  hamiNodeConfig: %s\n  hamiDeviceConfig: %s\n" % (node, dev)
+
+    def profiles(self):
+        return [sorted(p["name"] for p in g["mig"]["profiles"])
+                for g in self.inventory()["gpus"]]
+
+    def test_operatingmode_mig_and_allowlist(self):
+        self.start(self.files())
+        self.registered()
+        ids = self.ids()
+        # operatingmode mig made the node dynamic; the allowlist of its model counts.
+        self.assertEqual(self.profiles(), [["1g.10gb", "3g.40gb"]] * 2)
+        uuid0 = self.gpu_uuid(0)
+        self.add("listed", uuid0, 40448, "3g.40gb", 4)
+        env = dict(self.allocate(uuid0, ids).container_responses[0].envs)
+        self.assertEqual(self.status(), [(0, "3g.40gb", env["NVIDIA_VISIBLE_DEVICES"])])
+        self.add("unlisted", uuid0, 20096, "1g.20gb", 0)
+        dev = [d for d in ids if d.startswith(uuid0 + "-")][:1]
+
+        def refusal():
+            try:
+                self.kubelet.allocate("nvidia.com/gpu", dev)
+            except dk.grpc.RpcError as e:
+                return e.details() if "offers no MIG profile '1g.20gb'" in e.details() else None
+            raise AssertionError("a profile the allowlist leaves out was made")
+        dk.wait_for(refusal, what="the unlisted profile refused")
+
+    def test_known_mig_geometries(self):
+        self.start(self.files(device_config=GEOMETRIES))
+        self.registered()
+        self.assertEqual(self.profiles(), [["1g.10gb", "2g.20gb"]] * 2)
+
+    def test_other_modes_stay_static(self):
+        self.start(self.files(node_mode="hami-core"))
+        self.registered()
+        self.assertEqual([g.get("mig") for g in self.inventory()["gpus"]], [None, None])
+
+    def test_bad_files(self):
+        """Each is an error at start naming the file's key and what is wrong."""
+        cases = [
+            ("mig", ALLOWLIST.replace('"3g.40gb"', '"1g.5gb"'),
+             "names profile '1g.5gb', which NVML does not report"),
+            ("mig", ALLOWLIST.replace('"H100-SXM5-80GB", "H100 80GB"', '"H800"'),
+             "no entry of nvidia.migProfileAllowlist names its model"),
+            ("mig", ALLOWLIST.replace('"1g.10gb"', '"1g.10"'),
+             "vgpu.hamiDeviceConfig"),
+            ("mig", ALLOWLIST.replace('"1g.10gb"', '"1g.10"'),
+             "'1g.10' is not a MIG profile name"),
+            ("turbo", ALLOWLIST, "vgpu.hamiNodeConfig"),
+            ("turbo", ALLOWLIST, "operatingmode 'turbo' is not one of"),
+        ]
+        for node_mode, device_config, words in cases:
+            self.start(self.files(node_mode, device_config))
+            rc = self.plugin.proc.wait(30)
+            out = self.plugin.output()
+            self.assertNotEqual(rc, 0, out)
+            self.assertIn(words, out)
+            self.plugin.log.close()
+            self.plugin = None
+
+
 class Crash(Base):
     def test_kill_between_gpu_and_compute_instance(self):
         self.start(extra={"VGPU_DP_MIG_CREATE_PAUSE_MS": "20000"})
