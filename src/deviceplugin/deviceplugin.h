@@ -264,11 +264,21 @@ int dp_physical_uuid(const char *id, char *uuid, struct vg_err *err);
 
 /* ---- matching (vgpu mode) ---------------------------------------------------------- */
 
+/* The MIG device dynamic MIG gave one GPU of a container (uuid "" when none). */
+struct dp_match_mig {
+    char uuid[NVML_MIG_UUID_MAX];
+    char profile[ANNOT_MIG_NAME_MAX];
+    unsigned gi, start;
+    int64_t created; /* Unix seconds the instance was made (or adopted) */
+};
+
 struct dp_match {
     char pod_uid[128];
     char pod_namespace[ANNOT_NAME_MAX];
     char pod_name[ANNOT_NAME_MAX];
     struct annot_container container;
+    struct dp_match_mig mig[ANNOT_MAX_GPUS]; /* filled by Allocate; written to the limits
+                                                file as "# mig ..." lines for vgpu top */
 };
 
 /* Tells whether a container has been allocated already (its directory exists). */

@@ -320,9 +320,10 @@ static int visible_mig(struct dp_plugin *p, const struct dp_gpu *g,
 
 /* Makes (or finds the pod's own) GPU instance a container's decision names on one GPU,
  * and gives the container that MIG device. */
-static int allocate_mig(struct dp_plugin *p, const struct dp_match *m, const struct annot_share *s,
+static int allocate_mig(struct dp_plugin *p, struct dp_match *m, unsigned k,
                         struct dp_response *resp, struct vg_err *err)
 {
+    const struct annot_share *s = &m->container.gpus[k];
     struct dp_gpu *g = NULL;
     for (unsigned i = 0; i < p->gpu_count && !g; i++)
         if (strcmp(p->gpus[i].uuid, s->uuid) == 0)
@@ -365,6 +366,12 @@ static int allocate_mig(struct dp_plugin *p, const struct dp_match *m, const str
         (void)p->opt.source.mig_state(p->opt.source.arg, g, err);
         publish_inventory(p);
     }
+    struct dp_match_mig *rec = &m->mig[k];
+    vg_strlcpy(rec->uuid, mi->uuid, sizeof rec->uuid);
+    vg_strlcpy(rec->profile, prof->name, sizeof rec->profile);
+    rec->gi = mi->gi;
+    rec->start = mi->start;
+    rec->created = (int64_t)time(NULL);
     return visible_mig(p, g, mi, resp, err);
 }
 
@@ -404,11 +411,13 @@ static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequ
         return rc;
     for (unsigned k = 0; k < match->container.gpu_count; k++)
         if (match->container.gpus[k].mig_profile[0] &&
-            (rc = allocate_mig(p, match, &match->container.gpus[k], resp, err)) < 0)
+            (rc = allocate_mig(p, match, k, resp, err)) < 0)
             return rc;
     const char *key = prepared_key(dir);
     json_t *digest = json_object_get(p->prepared, key);
     bool prepared = digest && (uint64_t)json_integer_value(digest) == dp_match_digest(match);
+    for (unsigned k = 0; k < match->container.gpu_count; k++)
+        prepared &= !match->mig[k].uuid[0]; /* its limits file names the MIG device */
     json_object_del(p->prepared, key);
     rc = dp_container_create(p->cfg, match, dir, prepared, err);
     if (rc < 0)

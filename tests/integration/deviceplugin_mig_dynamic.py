@@ -149,6 +149,17 @@ class Instances(Base):
         self.assertEqual(sorted((i["profile"], i["start"], i["size"], i["pod"]) for i in inst),
                          [("1g.10gb", 6, 1, uid_a), ("1g.20gb", 2, 2, uid_b)])
 
+        # vgpu top lists each instance with its profile, pod and age.
+        top = subprocess.run([os.path.join(dk.BUILD, "bin", "vgpu"), "top", "--once",
+                              "--containers-dir", os.path.join(self.tmp, "containers")],
+                             env=self.plugin.env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(top.returncode, 0, top.stderr)
+        rows = [line.split() for line in top.stdout.splitlines() if "MIG-" in line]
+        self.assertEqual(sorted((r[0], r[1], r[2], r[4]) for r in rows),
+                         sorted([("0", mig_a, "1g.10gb", "small"), ("0", mig_b, "1g.20gb", "large")]),
+                         top.stdout)
+        self.assertTrue(all(r[-1] == "ago" and r[-2].endswith("s") for r in rows), top.stdout)
+
         # A CUDA process in the container sees the MIG device: its memory and SMs.
         probe_env = dict(self.plugin.env, CUDA_VISIBLE_DEVICES=mig_a, MIG_MIB="9984",
                          MIG_SMS="16")
