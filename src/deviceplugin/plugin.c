@@ -79,6 +79,7 @@ struct dp_plugin {
      * the first reconciliation (adopt or destroy what is there) has run, the refusals. */
     bool mig_owned[DP_MAX_GPUS][8];
     bool mig_reconciled;
+    bool mig_pending; /* an unused instance had processes: look again at each health poll */
     struct annot_mig_refused mig_refused;
     struct dp_plugin_stats stats;
 };
@@ -1030,6 +1031,8 @@ static void mps_changed(void *arg)
 
 void dp_plugin_poll_health(struct dp_plugin *p)
 {
+    if (p->mig_pending)
+        mig_reconcile(p); /* its processes may have ended */
     bool changed = false;
     for (unsigned i = 0; i < p->gpu_count; i++) {
         bool h = p->opt.source.healthy(p->opt.source.arg, &p->gpus[i]);
@@ -1112,6 +1115,7 @@ static void mig_reconcile(struct dp_plugin *p)
     VG_AUTO_FREE struct dp_mig_claim *claims = xcalloc(DP_MIG_MAX_CLAIMS, sizeof(*claims));
     size_t n_claims = dp_migdyn_claims(p->pods, claims);
     bool changed = false;
+    p->mig_pending = false;
     for (unsigned i = 0; i < p->gpu_count; i++) {
         struct dp_gpu *g = &p->gpus[i];
         struct vg_err err = {0};
@@ -1135,6 +1139,7 @@ static void mig_reconcile(struct dp_plugin *p)
                     p->mig_owned[i][mi->start] = false;
                 changed = true;
             } else {
+                p->mig_pending = true;
                 vg_log(rc == -EBUSY ? VG_LOG_INFO : VG_LOG_WARN,
                        "GPU instance not destroyed (tried again later)", "gpu=%s gi=%u err=\"%s\"",
                        g->uuid, mi->gi, err.msg);

@@ -181,6 +181,54 @@ class Instances(Base):
         self.assertEqual(self.status(), [(0, "1g.20gb", mig_b)])
 
 
+    def test_processes_keep_an_instance_and_a_gpu(self):
+        """An instance whose pod is gone stays while a process runs in it, and goes once
+        it ends; a GPU running work outside MIG instances is not reconfigured."""
+        self.start()
+        self.registered()
+        ids = self.ids()
+        uuid0, uuid1 = self.gpu_uuid(0), self.gpu_uuid(1)
+        self.add("busy", uuid0, 9984, "1g.10gb", 0)
+        mig = dict(self.allocate(uuid0, ids).container_responses[0].envs)["NVIDIA_VISIBLE_DEVICES"]
+        cuda = subprocess.Popen([os.path.join(dk.BUILD, "tests", "cuda_api"), "mig"],
+                                env=dict(self.plugin.env, CUDA_VISIBLE_DEVICES=mig,
+                                         MIG_MIB="9984", MIG_SMS="16"),
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(cuda.stdout.readline().strip(), "ready")
+            self.api.request("DELETE", "/api/v1/namespaces/default/pods/busy")
+            dk.wait_for(lambda: "GPU instance not destroyed" in self.plugin.output(),
+                        what="the destruction refused while the process runs")
+            self.assertEqual(self.status(), [(0, "1g.10gb", mig)])
+        finally:
+            cuda.kill()
+            cuda.wait()
+            cuda.stdout.close()
+        dk.wait_for(lambda: self.status() == [], timeout=5.0,
+                    what="the instance destroyed once its process ended")
+
+        # Work outside MIG on GPU 1: no instance is made there.
+        holder = subprocess.Popen([os.path.join(dk.BUILD, "tests", "nvml_gpu_proc"), "1", "64",
+                                   "0"], env=self.plugin.env, stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(holder.stdout.readline().strip(), "ready")
+            self.add("other", uuid1, 9984, "1g.10gb", 0)
+            dev = [d for d in ids if d.startswith(uuid1 + "-")][:1]
+
+            def refusal():
+                try:
+                    self.kubelet.allocate("nvidia.com/gpu", dev)
+                except dk.grpc.RpcError as e:
+                    return e.details() if "outside MIG instances" in e.details() else None
+                raise AssertionError("GPU 1 was reconfigured under non-MIG work")
+            dk.wait_for(refusal, what="the busy GPU refused")
+            self.assertEqual(self.status(), [])
+        finally:
+            holder.kill()
+            holder.wait()
+            holder.stdout.close()
+
+
 class Refusals(Base):
     def refused(self, name, uuid, ids, profile, start, words):
         """Allocate for pod name is refused, for the reason words say. Until the plugin's
