@@ -18,11 +18,14 @@ Skips when grpc is not importable (fails instead under CI: tests/lib/vg_skip.py)
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 import unittest
+import urllib.request
+import uuid as uuidlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import deviceplugin_kubelet as dk  # noqa: E402  (skips without grpc; fails under CI)
@@ -88,8 +91,10 @@ class Base(dk.Base):
                                 "mig": {"profile": profile, "start": start}}]}]})
 
     def add(self, name, uuid, mib, profile, start):
-        pod = self.api.add_pod(name, self.decision(uuid, mib, profile, start))
-        return pod["metadata"]["uid"]
+        text = self.decision(uuid, mib, profile, start)
+        pod = dk.ApiServer.pod_for(name, text)
+        pod["metadata"]["uid"] = str(uuidlib.uuid4())  # as the API server makes them
+        return self.api.add_pod(name, text, pod)["metadata"]["uid"]
 
     def allocate(self, uuid, ids):
         """Allocate of one device of GPU uuid once the plugin's pod watch has the pod."""
@@ -110,6 +115,32 @@ class Base(dk.Base):
 
 
 class Instances(Base):
+    def scrape_monitor(self):
+        """One /metrics page of vgpu-monitor over this test's containers directory."""
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        mon = subprocess.Popen([os.path.join(dk.BUILD, "bin", "vgpu-monitor"), "--node-name",
+                                "node-1", "--listen", "127.0.0.1:%d" % port, "--policy", "warn",
+                                "--registration-check", "off", "--containers-dir",
+                                os.path.join(self.tmp, "containers")],
+                               env=self.plugin.env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        try:
+            def page():
+                try:
+                    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port,
+                                                timeout=5) as r:
+                        text = r.read().decode()
+                    return text if "vgpu_container_memory_limit_bytes{" in text else None
+                except OSError:
+                    return None
+            return dk.wait_for(page, what="vgpu-monitor's metrics")
+        finally:
+            mon.terminate()
+            mon.wait()
+
     def test_pods_get_instances_and_lose_them(self):
         self.start()
         self.registered()
@@ -159,6 +190,19 @@ class Instances(Base):
                          sorted([("0", mig_a, "1g.10gb", "small"), ("0", mig_b, "1g.20gb", "large")]),
                          top.stdout)
         self.assertTrue(all(r[-1] == "ago" and r[-2].endswith("s") for r in rows), top.stdout)
+
+        # vgpu-monitor exports each instance with its profile, pod and when it was made.
+        metrics = self.scrape_monitor()
+        samples = [line for line in metrics.splitlines()
+                   if line.startswith("vgpu_container_mig_instance_created_seconds{")]
+        self.assertEqual(len(samples), 2, metrics)
+        for line in samples:
+            labels, value = line.rsplit(" ", 1)
+            small = 'pod_uid="%s"' % uid_a in labels
+            self.assertTrue(small or 'pod_uid="%s"' % uid_b in labels, line)
+            self.assertTrue(abs(int(value) - time.time()) < 600, line)
+            self.assertIn('mig_uuid="%s"' % (mig_a if small else mig_b), labels)
+            self.assertIn('profile="%s"' % ("1g.10gb" if small else "1g.20gb"), labels)
 
         # A CUDA process in the container sees the MIG device: its memory and SMs.
         probe_env = dict(self.plugin.env, CUDA_VISIBLE_DEVICES=mig_a, MIG_MIB="9984",
