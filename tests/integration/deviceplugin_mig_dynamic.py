@@ -109,6 +109,20 @@ class Base(dk.Base):
                 raise
         return dk.wait_for(attempt, what="Allocate")
 
+    def refused(self, uuid, ids, words, what):
+        """Allocate of a device of GPU uuid is refused for the reason words say. Until the
+        plugin's watch has seen an earlier pod go, Allocate may still pick that one (refused
+        for its own reason): the attempt is repeated until this reason shows."""
+        dev = [d for d in ids if d.startswith(uuid + "-")][:1]
+
+        def attempt():
+            try:
+                self.kubelet.allocate("nvidia.com/gpu", dev)
+            except dk.grpc.RpcError as e:
+                return e.details() if words in e.details() else None
+            raise AssertionError("Allocate succeeded: " + what)
+        return dk.wait_for(attempt, what=what)
+
     def events(self, reason):
         items = self.api.request("GET", "/api/v1/namespaces/default/events").get("items", [])
         return [e for e in items if e.get("reason") == reason]
@@ -257,15 +271,7 @@ class Instances(Base):
         try:
             self.assertEqual(holder.stdout.readline().strip(), "ready")
             self.add("other", uuid1, 9984, "1g.10gb", 0)
-            dev = [d for d in ids if d.startswith(uuid1 + "-")][:1]
-
-            def refusal():
-                try:
-                    self.kubelet.allocate("nvidia.com/gpu", dev)
-                except dk.grpc.RpcError as e:
-                    return e.details() if "outside MIG instances" in e.details() else None
-                raise AssertionError("GPU 1 was reconfigured under non-MIG work")
-            dk.wait_for(refusal, what="the busy GPU refused")
+            self.refused(uuid1, ids, "outside MIG instances", "the GPU with non-MIG work refused")
             self.assertEqual(self.status(), [])
         finally:
             holder.kill()
@@ -274,20 +280,10 @@ class Instances(Base):
 
 
 class Refusals(Base):
-    def refused(self, name, uuid, ids, profile, start, words):
-        """Allocate for pod name is refused, for the reason words say. Until the plugin's
-        watch has seen the previous pod go, Allocate may still pick that one (refused for
-        its own reason): the attempt is repeated until this pod's reason shows."""
+    def refuse(self, name, uuid, ids, profile, start, words):
+        """Pod name's decision is refused, for the reason words say; then the pod goes."""
         self.add(name, uuid, 9984, profile, start)
-        dev = [d for d in ids if d.startswith(uuid + "-")][:1]
-
-        def attempt():
-            try:
-                self.kubelet.allocate("nvidia.com/gpu", dev)
-            except dk.grpc.RpcError as e:
-                return e.details() if words in e.details() else None
-            raise AssertionError("Allocate for %s succeeded" % name)
-        details = dk.wait_for(attempt, what="the refusal of " + name)
+        details = self.refused(uuid, ids, words, "the refusal of " + name)
         self.assertIn("MIG %s at memory slice %d" % (profile, start), details)
         self.assertIn("refused", details)
         self.api.request("DELETE", "/api/v1/namespaces/default/pods/" + name)
@@ -300,12 +296,12 @@ class Refusals(Base):
         uuid0 = self.gpu_uuid(0)
         self.add("owner", uuid0, 9984, "1g.10gb", 0)
         mig = self.allocate(uuid0, ids).container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"]
-        self.refused("unknown", uuid0, ids, "9g.99gb", 0, "offers no MIG profile")
-        self.refused("misplaced", uuid0, ids, "3g.40gb", 2, "cannot start at memory slice 2")
+        self.refuse("unknown", uuid0, ids, "9g.99gb", 0, "offers no MIG profile")
+        self.refuse("misplaced", uuid0, ids, "3g.40gb", 2, "cannot start at memory slice 2")
         # A decision naming the owner's placement (a forged or stale one) is refused, and
         # the owner's instance is untouched.
-        self.refused("forged", uuid0, ids, "1g.10gb", 0, "belongs to pod")
-        self.refused("overlap", uuid0, ids, "3g.40gb", 0, "belongs to pod")
+        self.refuse("forged", uuid0, ids, "1g.10gb", 0, "belongs to pod")
+        self.refuse("overlap", uuid0, ids, "3g.40gb", 0, "belongs to pod")
         self.assertEqual(self.status(), [(0, "1g.10gb", mig)])
         # Each refusal is in the pod's events and in the node's refused list.
         # (A refusal repeated while a deleted pod was still cached is listed again.)
@@ -382,15 +378,7 @@ class Hami(Base):
         env = dict(self.allocate(uuid0, ids).container_responses[0].envs)
         self.assertEqual(self.status(), [(0, "3g.40gb", env["NVIDIA_VISIBLE_DEVICES"])])
         self.add("unlisted", uuid0, 20096, "1g.20gb", 0)
-        dev = [d for d in ids if d.startswith(uuid0 + "-")][:1]
-
-        def refusal():
-            try:
-                self.kubelet.allocate("nvidia.com/gpu", dev)
-            except dk.grpc.RpcError as e:
-                return e.details() if "offers no MIG profile '1g.20gb'" in e.details() else None
-            raise AssertionError("a profile the allowlist leaves out was made")
-        dk.wait_for(refusal, what="the unlisted profile refused")
+        self.refused(uuid0, ids, "offers no MIG profile '1g.20gb'", "the unlisted profile refused")
 
     def test_known_mig_geometries(self):
         self.start(self.files(device_config=GEOMETRIES))
