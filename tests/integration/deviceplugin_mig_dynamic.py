@@ -90,9 +90,14 @@ class Base(dk.Base):
                                {"uuid": uuid, "memoryMiB": mib, "cores": 0,
                                 "mig": {"profile": profile, "start": start}}]}]})
 
-    def add(self, name, uuid, mib, profile, start):
+    def add(self, name, uuid, mib, profile, start, request_mib=None):
+        """A pod whose decision names a MIG instance (mib: the profile's memory) and whose
+        container asks for request_mib of GPU memory (nvidia.com/gpumem), when given."""
         text = self.decision(uuid, mib, profile, start)
         pod = dk.ApiServer.pod_for(name, text)
+        if request_mib:
+            pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem"] = \
+                str(request_mib)
         pod["metadata"]["uid"] = str(uuidlib.uuid4())  # as the API server makes them
         return self.api.add_pod(name, text, pod)["metadata"]["uid"]
 
@@ -176,9 +181,9 @@ class Instances(Base):
 
         # 9,000 MiB: a 1g.10gb at slice 6; 18,000 MiB: a 1g.20gb at slice 2.
         # (One at a time: Allocate cannot tell two pending pods on one GPU apart.)
-        uid_a = self.add("small", uuid0, 9984, "1g.10gb", 6)
+        uid_a = self.add("small", uuid0, 9984, "1g.10gb", 6, request_mib=9000)
         env_a = dict(self.allocate(uuid0, ids).container_responses[0].envs)
-        uid_b = self.add("large", uuid0, 20096, "1g.20gb", 2)
+        uid_b = self.add("large", uuid0, 20096, "1g.20gb", 2, request_mib=18000)
         env_b = dict(self.allocate(uuid0, ids).container_responses[0].envs)
         mig_a, mig_b = env_a["NVIDIA_VISIBLE_DEVICES"], env_b["NVIDIA_VISIBLE_DEVICES"]
         self.assertTrue(mig_a.startswith("MIG-") and mig_b.startswith("MIG-"), (mig_a, mig_b))
