@@ -221,13 +221,17 @@ struct dp_device {
     unsigned gpu; /* index into the plugin's GPU table */
 };
 
+/* Volcano mode's resources (volcano_plugin.h); NONE in every other mode. */
+enum dp_volcano_kind { DP_VOLCANO_NONE, DP_VOLCANO_NUMBER, DP_VOLCANO_MEMORY, DP_VOLCANO_CORES };
+
 struct dp_resource {
     char name[DPCONFIG_RESOURCE_NAME_MAX + 1]; /* "nvidia.com/gpu", "nvidia.com/gpu.shared" */
     char endpoint[96];                         /* socket file name in the kubelet directory */
     unsigned replicas;                         /* per GPU; 1: not replicated */
     bool mig;                                  /* devices are MIG devices, IDs their MIG UUIDs */
     bool fail_requests_greater_than_one;
-    bool mps;                  /* replicas served by MPS control daemons (mps.c) */
+    bool mps; /* replicas served by MPS control daemons (mps.c) */
+    enum dp_volcano_kind volcano;
     struct dp_device *devices; /* owned */
     size_t device_count;
     size_t device_cap; /* allocated, at most DP_MAX_IDS */
@@ -259,6 +263,9 @@ void dp_resources_release(struct dp_resources *res);
 size_t dp_prefer_replicas(const struct dp_resource *r, enum dpconfig_allocation_policy policy,
                           char *const *available, size_t n_available, bool *taken, size_t want,
                           size_t *picked);
+/* Appends device id (of GPU table index gpu) to r, which holds at most max. */
+int dp_resource_add(struct dp_resource *r, const char *id, unsigned gpu, size_t max,
+                    struct vg_err *err);
 /* The GPU UUID a device ID stands for (strips `-<i>` or `::<n>`), into uuid[ANNOT_UUID_MAX]. */
 int dp_physical_uuid(const char *id, char *uuid, struct vg_err *err);
 

@@ -32,6 +32,7 @@
 #include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
 #include "deviceplugin/podcache.h"
+#include "deviceplugin/volcano_plugin.h"
 #include "grpc/grpc.h"
 #include "grpc/kubelet/api.h"
 #include "kube/kube.h"
@@ -82,6 +83,12 @@ struct dp_plugin {
     bool mig_pending; /* an unused instance had processes: look again at each health poll */
     struct annot_mig_refused mig_refused;
     struct dp_plugin_stats stats;
+    /* Volcano mode: what is given out per GPU, and the pod annotations one Allocate call
+     * writes back ("<ns>/<name>" -> annotations), sent with its answer. */
+    struct vc_ledger *ledger;
+    struct vc_waiting vc_waiting; /* pods with a Volcano decision left to allocate */
+    json_t *vc_writes;
+    bool vc_release_lock;
 };
 
 static void publish_inventory(struct dp_plugin *p);
@@ -429,6 +436,127 @@ static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequ
     return 0;
 }
 
+/* Volcano mode: keeps p->vc_waiting to the pods placed here with devices left to allocate,
+ * so that an Allocate looks at the oldest of those only, not at every pod of the node. */
+static void vc_track(struct dp_plugin *p, json_t *pod)
+{
+    vc_waiting_put(&p->vc_waiting, pod, p->cfg->cli.node_name);
+}
+
+/* Volcano mode: what the pod's annotations become, sent with the Allocate answer. The
+ * pod's copy here takes them at once (the watch brings the same a moment later), so that
+ * the next Allocate does not see the pod as it was. */
+static void vc_write(struct dp_plugin *p, json_t *pod, const char *key, const char *value)
+{
+    json_t *meta = json_object_get(pod, "metadata");
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    char id[2 * ANNOT_NAME_MAX + 2];
+    if (ns == NULL || name == NULL || vg_snprintf(id, sizeof id, "%s/%s", ns, name) < 0)
+        return;
+    json_t *ann = json_object_get(p->vc_writes, id);
+    if (ann == NULL) {
+        ann = json_object();
+        json_object_set_new(p->vc_writes, id, ann);
+    }
+    json_object_set_new(ann, key, json_string(value));
+    json_t *mine = json_object_get(meta, "annotations");
+    if (json_is_object(mine))
+        json_object_set_new(mine, key, json_string(value));
+    vc_track(p, pod);
+}
+
+/* The protocol's failure: bind-phase failed, vgpu-time past every other, the node lock
+ * released (Volcano then releases the pod's devices and may place it again). */
+static void vc_fail(struct dp_plugin *p, json_t *pod)
+{
+    if (pod == NULL)
+        return;
+    vc_write(p, pod, VC_KEY_BIND_PHASE, "failed");
+    vc_write(p, pod, VC_KEY_TIME, VC_TIME_DONE);
+    p->vc_release_lock = true;
+}
+
+/* Volcano mode. Only the count resource does work, as in Volcano's plugin: the memory and
+ * cores resources only check their IDs and answer an empty response. */
+static int allocate_volcano_one(struct dp_plugin *p, const struct dp_resource *r,
+                                V1beta1__ContainerAllocateRequest *creq, struct dp_match *match,
+                                unsigned *segment, struct dp_response *resp, char *dir,
+                                size_t dir_size, bool *missed, struct vg_err *err)
+{
+    size_t n = creq->n_devices_ids;
+    memset(resp, 0, sizeof(*resp));
+    if (n == 0)
+        return vg_err_set(err, -EINVAL, "%s: Allocate without devices", r->name);
+    for (size_t i = 0; i < n; i++)
+        if (!dp_volcano_id_known(p->cfg, p->gpus, p->gpu_count, r->volcano, creq->devices_ids[i]))
+            return vg_err_set(err, -ENOENT, "%s: unknown device ID '%s'", r->name,
+                              creq->devices_ids[i]);
+    if (r->volcano != DP_VOLCANO_NUMBER)
+        return 0;
+    if (n > ANNOT_MAX_GPUS)
+        return vg_err_set(err, -EINVAL, "Allocate for %zu devices (1..%d)", n, ANNOT_MAX_GPUS);
+    int rc = check_pods_ready(p, err);
+    if (rc < 0)
+        return rc;
+    struct vc_pending pending;
+    json_t *twin = NULL;
+    rc = vc_find_pending(&p->vc_waiting, p->cfg->cli.node_name, &p->cfg->volcano, p->ledger, n,
+                         &pending, &twin, err);
+    if (rc == -ENOENT) {
+        *missed = true;
+        p->vc_release_lock = true;
+        return rc;
+    }
+    if (rc == -EEXIST)
+        vc_fail(p, twin);
+    struct vc_charge charge;
+    if (rc == 0)
+        rc = dp_volcano_check(p->cfg, p->gpus, p->gpu_count, p->ledger, &pending, match, &charge,
+                              err);
+    if (rc == 0)
+        rc = dp_container_dir_path(p->cfg->vgpu.region_dir, match->pod_uid, match->container.name,
+                                   dir, dir_size, err);
+    if (rc == 0)
+        rc = dp_allocate_vgpu(p->cfg, p->gpus, p->gpu_count, match, dir, resp, err);
+    if (rc == 0) {
+        /* The directory filled when the decision arrived, if it was for this very match. */
+        const char *key = prepared_key(dir);
+        json_t *digest = json_object_get(p->prepared, key);
+        bool prepared = digest && (uint64_t)json_integer_value(digest) == dp_match_digest(match);
+        json_object_del(p->prepared, key);
+        if ((rc = dp_container_create(p->cfg, match, dir, prepared, err)) < 0)
+            dir[0] = '\0';
+    }
+    if (rc == 0 && (rc = vc_ledger_add(p->ledger, &charge, err)) < 0) {
+        struct vg_err ignored;
+        dp_container_dir_remove(dir, &ignored);
+        dir[0] = '\0';
+    }
+    if (rc < 0) {
+        if (dir_size)
+            dir[0] = '\0';
+        vc_fail(p, pending.pod);
+        return rc;
+    }
+    *segment = pending.segment;
+    char *left = xmalloc(ANNOT_MAX_BYTES + 1);
+    bool done = false;
+    if (dp_volcano_remaining(&pending, p->ledger, left, ANNOT_MAX_BYTES + 1, &done, err) == 0) {
+        vc_write(p, pending.pod, VC_KEY_TO_ALLOCATE, left);
+        if (done) {
+            vc_write(p, pending.pod, VC_KEY_BIND_PHASE, "success");
+            vc_write(p, pending.pod, VC_KEY_TIME, VC_TIME_DONE);
+            p->vc_release_lock = true;
+        }
+    }
+    free(left);
+    vg_log(VG_LOG_INFO, "allocated", "pod=%s/%s container=%s segment=%u gpus=%u dir=%s",
+           match->pod_namespace, match->pod_name, match->container.name, pending.segment,
+           match->container.gpu_count, dir);
+    return 0;
+}
+
 /* MPS: only while the GPU's control daemon is up (kubelet may still hold a list from
  * before it went down). */
 static int allocate_mps_one(struct dp_plugin *p, const struct dp_resource *r,
@@ -451,7 +579,7 @@ static int allocate_mps_one(struct dp_plugin *p, const struct dp_resource *r,
 
 /* Removes the directories an AllocateRequest made for its first n containers. */
 static void allocate_undo(struct dp_plugin *p, char (*dirs)[1024], const struct dp_match *matches,
-                          size_t n)
+                          const unsigned *segments, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (dirs[i][0]) {
@@ -459,6 +587,11 @@ static void allocate_undo(struct dp_plugin *p, char (*dirs)[1024], const struct 
             dp_container_dir_remove(dirs[i], &ignored);
             dp_podcache_set_allocated(p->decisions, matches[i].pod_uid, matches[i].container.name,
                                       false);
+            if (p->ledger) {
+                /* Volcano mode: the pod's decision is refused as a whole. */
+                vc_ledger_drop_charge(p->ledger, matches[i].pod_uid, segments[i]);
+                vc_fail(p, json_object_get(p->pods, matches[i].pod_uid));
+            }
         }
 }
 
@@ -477,10 +610,14 @@ static int allocate_request(struct serving *s, V1beta1__AllocateRequest *r, uint
     VG_AUTO_FREE const struct dp_response **ptrs = xcalloc(n, sizeof(*ptrs));
     VG_AUTO_FREE char(*dirs)[1024] = xcalloc(n, sizeof(*dirs));
     VG_AUTO_FREE struct dp_match *matches = xcalloc(n, sizeof(*matches));
+    VG_AUTO_FREE unsigned *segments = xcalloc(n, sizeof(*segments));
     for (size_t i = 0; i < n; i++) {
         V1beta1__ContainerAllocateRequest *c = r->container_requests[i];
         int rc;
-        if (p->res.mode == ANNOT_MODE_VGPU && !s->resource->mig)
+        if (s->resource->volcano != DP_VOLCANO_NONE)
+            rc = allocate_volcano_one(p, s->resource, c, &matches[i], &segments[i], &resps[i],
+                                      dirs[i], sizeof(dirs[i]), missed, err);
+        else if (p->res.mode == ANNOT_MODE_VGPU && !s->resource->mig)
             rc = allocate_vgpu_one(p, c, &matches[i], &resps[i], dirs[i], sizeof(dirs[i]), missed,
                                    err);
         else if (s->resource->mps)
@@ -489,18 +626,69 @@ static int allocate_request(struct serving *s, V1beta1__AllocateRequest *r, uint
             rc = dp_allocate_shared(p->cfg, s->resource, p->gpus, p->gpu_count, c->devices_ids,
                                     c->n_devices_ids, &resps[i], err);
         if (rc < 0) {
-            allocate_undo(p, dirs, matches, i + 1);
+            allocate_undo(p, dirs, matches, segments, i + 1);
             return rc;
         }
         ptrs[i] = &resps[i];
     }
     int rc = dp_response_pack(ptrs, n, data, len, err);
     if (rc < 0)
-        allocate_undo(p, dirs, matches, n);
+        allocate_undo(p, dirs, matches, segments, n);
     return rc;
 }
 
 /* Answers an Allocate call with what allocate_request gave. */
+static void vc_patch_done(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    (void)arg;
+    (void)body;
+    if (err->code != 0)
+        vg_log(VG_LOG_WARN, "writing Volcano's pod annotations back failed",
+               "status=%ld err=\"%s\"", status, err->msg);
+}
+
+/* Sends what the Allocate call decided: pod annotations, the node lock's release. */
+static void vc_flush(struct dp_plugin *p)
+{
+    const char *id;
+    json_t *ann;
+    json_object_foreach(p->vc_writes, id, ann)
+    {
+        char path[3 * ANNOT_NAME_MAX];
+        const char *slash = strchr(id, '/');
+        struct vg_err err = {0};
+        if (slash == NULL ||
+            vg_snprintf(path, sizeof path, "/api/v1/namespaces/%.*s/pods/%s", (int)(slash - id), id,
+                        slash + 1) < 0 ||
+            kube_patch_annotations(p->opt.kube, path, ann, NULL, vc_patch_done, p, &err) < 0)
+            vg_log(VG_LOG_WARN, "cannot write Volcano's pod annotations back", "pod=%s err=\"%s\"",
+                   id, err.msg);
+    }
+    json_object_clear(p->vc_writes);
+    if (p->vc_release_lock) {
+        char path[ANNOT_NAME_MAX + 32];
+        struct vg_err err = {0};
+        json_t *lock = json_object();
+        json_object_set_new(lock, VC_NODE_LOCK, json_null());
+        if (vg_snprintf(path, sizeof path, "/api/v1/nodes/%s", p->cfg->cli.node_name) < 0 ||
+            kube_patch_annotations(p->opt.kube, path, lock, NULL, vc_patch_done, p, &err) < 0)
+            vg_log(VG_LOG_WARN, "cannot release the node lock", "lock=%s err=\"%s\"", VC_NODE_LOCK,
+                   err.msg);
+        json_decref(lock);
+        p->vc_release_lock = false;
+    }
+}
+
+/* After the answer: Volcano mode's write-back goes out (kubelet does not wait for it). */
+static void allocate_written(struct dp_plugin *p)
+{
+    if (p->ledger && p->opt.kube)
+        vc_flush(p);
+    else if (p->vc_writes)
+        json_object_clear(p->vc_writes);
+    p->vc_release_lock = false;
+}
+
 static void allocate_reply(struct serving *s, struct vgrpc_call *call, int rc, uint8_t *data,
                            size_t len, const struct vg_err *err)
 {
@@ -509,6 +697,7 @@ static void allocate_reply(struct serving *s, struct vgrpc_call *call, int rc, u
         p->stats.allocations++;
         vgrpc_call_reply(call, VGRPC_STATUS_OK, data, len, NULL);
         free(data);
+        allocate_written(p);
         return;
     }
     p->stats.allocate_errors++;
@@ -518,7 +707,10 @@ static void allocate_reply(struct serving *s, struct vgrpc_call *call, int rc, u
                                         : VGRPC_STATUS_FAILED_PRECONDITION;
     if (rc == -ENOENT && p->res.mode == ANNOT_MODE_VGPU && !s->resource->mig)
         status = VGRPC_STATUS_FAILED_PRECONDITION;
+    if (rc == -ENOSPC || rc == -EEXIST)
+        status = VGRPC_STATUS_FAILED_PRECONDITION;
     vgrpc_call_reply(call, status, NULL, 0, err->msg);
+    allocate_written(p);
 }
 
 /* A pod bound a moment before kubelet's Allocate may not have come through the watch
@@ -570,7 +762,8 @@ static void lookup_free(struct lookup *lk)
 static bool has_decision(json_t *pod)
 {
     json_t *ann = json_object_get(json_object_get(pod, "metadata"), "annotations");
-    return json_is_string(json_object_get(ann, ANNOT_KEY_DECISION));
+    return json_is_string(json_object_get(ann, ANNOT_KEY_DECISION)) ||
+           json_is_string(json_object_get(ann, VC_KEY_TO_ALLOCATE));
 }
 
 static void lookup_done(void *arg, long status, json_t *body, const struct vg_err *err)
@@ -590,6 +783,11 @@ static void lookup_done(void *arg, long status, json_t *body, const struct vg_er
                 continue;
             json_object_set(p->pods, uid, pod);
             dp_podcache_put(p->decisions, pod);
+            if (p->ledger) {
+                vc_ledger_put_pod(p->ledger, pod, p->cfg->cli.node_name,
+                                  p->cfg->volcano.gpu_memory_factor);
+                vc_track(p, pod);
+            }
         }
     } else {
         vg_log(VG_LOG_WARN, "looking up this node's pods failed", "status=%ld err=\"%s\"", status,
@@ -657,6 +855,9 @@ static void handle_allocate(void *arg, struct vgrpc_call *call, const uint8_t *r
     struct vg_err err = {0};
     int rc = allocate_request(s, r, &data, &dlen, &missed, &err);
     if (rc < 0 && missed && p->opt.kube && lookup_start(s, call, r) == 0) {
+        if (p->vc_writes)
+            json_object_clear(p->vc_writes);
+        p->vc_release_lock = false;
         vg_log(VG_LOG_INFO, "no decision in the pod cache; looking this node's pods up",
                "err=\"%s\"", err.msg);
         return; /* the lookup owns r now */
@@ -705,6 +906,23 @@ static void prefer(struct dp_plugin *p, const struct dp_resource *r,
     char **picked = xcalloc(want + 1, sizeof(*picked));
     size_t n = 0;
     bool *taken = xcalloc(c->n_available_deviceids + 1, sizeof(*taken));
+    if (r->volcano == DP_VOLCANO_MEMORY || r->volcano == DP_VOLCANO_CORES) {
+        /* Units of memory or compute (up to one ID per MiB): any will do, and the NUMA
+         * search below is quadratic in the list. */
+        for (size_t i = 0; i < c->n_must_include_deviceids && n < want; i++)
+            picked[n++] = c->must_include_deviceids[i];
+        for (size_t k = 0; k < c->n_available_deviceids && n < want; k++) {
+            bool dup = false;
+            for (size_t i = 0; i < c->n_must_include_deviceids && !dup; i++)
+                dup = strcmp(c->must_include_deviceids[i], c->available_deviceids[k]) == 0;
+            if (!dup)
+                picked[n++] = c->available_deviceids[k];
+        }
+        free(taken);
+        *out = picked;
+        *out_n = n;
+        return;
+    }
     for (size_t i = 0; i < c->n_must_include_deviceids && n < want; i++) {
         picked[n++] = c->must_include_deviceids[i];
         for (size_t k = 0; k < c->n_available_deviceids; k++)
@@ -713,7 +931,8 @@ static void prefer(struct dp_plugin *p, const struct dp_resource *r,
     }
     struct vg_err err = {0};
     struct dp_match match;
-    if (p->res.mode == ANNOT_MODE_VGPU && !r->mig && n == 0 && check_pods_ready(p, &err) == 0) {
+    if (p->res.mode == ANNOT_MODE_VGPU && !r->mig && r->volcano == DP_VOLCANO_NONE && n == 0 &&
+        check_pods_ready(p, &err) == 0) {
         int rc = dp_podcache_match(p->decisions, NULL, want, dir_allocated, p, &match, &err);
         for (unsigned g = 0; rc == 0 && g < match.container.gpu_count && n < want; g++)
             for (size_t k = 0; k < c->n_available_deviceids; k++) {
@@ -963,15 +1182,21 @@ static void inventory_done(void *arg, long status, json_t *body, const struct vg
         publish_inventory(p);
 }
 
-static void publish_inventory(struct dp_plugin *p)
+/* The node's annotations for the scheduler: vgpu-scheduler's inventory, or in Volcano mode
+ * the GPUs as Volcano's scheduler reads them and the handshake of Volcano v1.15.0 and
+ * older. Written at start, on every health change and every heartbeat. */
+static json_t *inventory_annotations(struct dp_plugin *p, struct vg_err *err)
 {
-    if (!p->opt.kube)
-        return;
-    if (p->inventory_in_flight) {
-        p->inventory_dirty = true;
-        return;
+    json_t *ann = json_object();
+    if (p->ledger) {
+        char *text = dp_volcano_register_value(p->cfg, p->gpus, p->gpu_count, err);
+        char hs[96];
+        dp_volcano_handshake_value((int64_t)time(NULL), hs, sizeof hs);
+        json_object_set_new(ann, VC_KEY_REGISTER, text ? json_string(text) : json_null());
+        json_object_set_new(ann, VC_KEY_HANDSHAKE, json_string(hs));
+        free(text);
+        return text ? ann : (json_decref(ann), NULL);
     }
-    p->inventory_dirty = false;
     VG_AUTO_FREE struct annot_inventory *inv = xcalloc(1, sizeof(*inv));
     /* MIG GPUs advertised as MIG devices are not the scheduler's to split. */
     VG_AUTO_FREE struct dp_gpu *split = xcalloc(DP_MAX_GPUS, sizeof(*split));
@@ -986,15 +1211,31 @@ static void publish_inventory(struct dp_plugin *p)
     for (unsigned i = 0; i < n && i < inv->gpu_count; i++)
         if (split[i].mig_dynamic)
             dp_migdyn_annot(&split[i], claims, n_claims, &inv->gpus[i].mig);
-    struct vg_err err = {0};
-    char *text = annot_inventory_encode(inv, &err);
+    char *text = annot_inventory_encode(inv, err);
     if (!text) {
+        json_decref(ann);
+        return NULL;
+    }
+    json_object_set_new(ann, ANNOT_KEY_GPUS, json_string(text));
+    free(text);
+    return ann;
+}
+
+static void publish_inventory(struct dp_plugin *p)
+{
+    if (!p->opt.kube)
+        return;
+    if (p->inventory_in_flight) {
+        p->inventory_dirty = true;
+        return;
+    }
+    p->inventory_dirty = false;
+    struct vg_err err = {0};
+    json_t *ann = inventory_annotations(p, &err);
+    if (!ann) {
         vg_log(VG_LOG_ERROR, "cannot encode the inventory", "err=\"%s\"", err.msg);
         return;
     }
-    json_t *ann = json_object();
-    json_object_set_new(ann, ANNOT_KEY_GPUS, json_string(text));
-    free(text);
     if (p->mig_refused.count > 0) {
         char *refused = annot_mig_refused_encode(&p->mig_refused, &err);
         if (refused)
@@ -1221,8 +1462,26 @@ static void pods_resync(void *arg, json_t *items, const char *rv)
             json_object_set(p->pods, uid, pod);
     }
     dp_podcache_replace(p->decisions, items);
+    if (p->ledger) {
+        /* Rebuilt from the node's pods; charges made here stay while their pod lives. */
+        struct vc_ledger *l = p->ledger;
+        size_t k = 0;
+        for (size_t j = 0; j < l->count; j++)
+            if (l->items[j].local && json_object_get(p->pods, l->items[j].pod_uid))
+                l->items[k++] = l->items[j];
+        l->count = k;
+        vc_waiting_clear(&p->vc_waiting);
+        json_array_foreach(items, i, pod)
+        {
+            vc_ledger_put_pod(l, pod, p->cfg->cli.node_name, p->cfg->volcano.gpu_memory_factor);
+            vc_track(p, pod);
+        }
+    }
     sweep(p);
     dp_podcache_foreach_waiting(p->decisions, NULL, prepare_one, p);
+    if (p->ledger)
+        json_array_foreach(items, i, pod)
+            dp_volcano_foreach_waiting(p->cfg, p->gpus, p->gpu_count, pod, prepare_one, p);
 }
 
 static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
@@ -1234,11 +1493,22 @@ static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
     if (type == KUBE_EVENT_DELETED) {
         json_object_del(p->pods, uid);
         dp_podcache_remove(p->decisions, uid);
+        if (p->ledger) {
+            vc_ledger_drop_pod(p->ledger, uid, true);
+            vc_waiting_drop(&p->vc_waiting, uid);
+        }
         sweep(p);
     } else {
         json_object_set(p->pods, uid, pod);
         dp_podcache_put(p->decisions, pod);
+        if (p->ledger) {
+            vc_ledger_put_pod(p->ledger, pod, p->cfg->cli.node_name,
+                              p->cfg->volcano.gpu_memory_factor);
+            vc_track(p, pod);
+        }
         dp_podcache_foreach_waiting(p->decisions, uid, prepare_one, p);
+        if (p->ledger)
+            dp_volcano_foreach_waiting(p->cfg, p->gpus, p->gpu_count, pod, prepare_one, p);
         const char *phase =
             json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
         if (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0))
@@ -1343,8 +1613,16 @@ int dp_plugin_new(struct event_base *base, const struct dpconfig *cfg,
                     cfg->cli.kubelet_dir) < 0)
         return vg_err_set(err, -ENAMETOOLONG, "kubelet directory path too long");
     int rc;
-    if ((rc = discover(p, err)) < 0 ||
-        (rc = dp_resources_build(cfg, p->gpus, p->gpu_count, &p->res, err)) < 0)
+    if ((rc = discover(p, err)) < 0)
+        return rc;
+    if (dp_volcano_mode(cfg)) {
+        p->ledger = xcalloc(1, sizeof(*p->ledger));
+        p->vc_writes = json_object();
+        rc = dp_volcano_resources(cfg, p->gpus, p->gpu_count, &p->res, err);
+    } else {
+        rc = dp_resources_build(cfg, p->gpus, p->gpu_count, &p->res, err);
+    }
+    if (rc < 0)
         return rc;
     if (p->res.mode == ANNOT_MODE_VGPU && (rc = dp_vgpu_dirs(cfg, err)) < 0)
         return rc;
@@ -1395,8 +1673,10 @@ int dp_plugin_new(struct event_base *base, const struct dpconfig *cfg,
                "settings the device plugin does not act on: gpu-feature-discovery's (which "
                "reads the same file), resources (NVIDIA's plugin ignores them too)",
                "keys=%s", foreign);
-    vg_log(VG_LOG_INFO, "device plugin started", "node=%s mode=%s gpus=%u resources=%zu",
-           cfg->cli.node_name, annot_mode_name(p->res.mode), p->gpu_count, p->res.count);
+    vg_log(VG_LOG_INFO, "device plugin started",
+           "node=%s mode=%s protocol=%s gpus=%u resources=%zu", cfg->cli.node_name,
+           annot_mode_name(p->res.mode), dp_volcano_mode(cfg) ? "volcano" : "vgpu", p->gpu_count,
+           p->res.count);
     register_all(p);
     *out = vg_steal_ptr(&p);
     return 0;
@@ -1424,6 +1704,9 @@ void dp_plugin_free(struct dp_plugin *p)
     dp_resources_release(&p->res);
     json_decref(p->pods);
     json_decref(p->prepared);
+    json_decref(p->vc_writes);
+    vc_waiting_free(&p->vc_waiting);
+    free(p->ledger);
     dp_podcache_free(p->decisions);
     free(p);
 }

@@ -87,6 +87,7 @@ static const char *const policy_values[] = {"distributed", "packed", NULL};
 static const char *const event_values[] = {
     "EventTypeXidCriticalError", "EventTypeDoubleBitEccError", "EventTypeSingleBitEccError", NULL};
 static const char *const version_values[] = {"v1", NULL};
+static const char *const protocol_values[] = {"vgpu", "volcano", NULL};
 static const char *const sharing_names[] = {"none", "time-slicing", "mps", NULL};
 
 #define OFF(field)  offsetof(struct dpconfig, field)
@@ -511,6 +512,17 @@ static const struct key keys[] = {
      .flag = "mps-control-path",
      .doc = "the MPS control program the plugin runs for `sharing.mps` (one daemon per GPU); "
             "a name without `/` is looked up in PATH"},
+    {.path = "vgpu.schedulerProtocol",
+     .type = T_ENUM,
+     .offset = OFF(vgpu.scheduler_protocol),
+     .def = "vgpu",
+     .values = protocol_values,
+     .env = "VGPU_SCHEDULER_PROTOCOL",
+     .flag = "scheduler-protocol",
+     .doc = "whose placement decisions Allocate serves: `vgpu` (vgpu-scheduler's "
+            "`vgpu.io/decision`) or `volcano` (Volcano's vGPU protocol: resources "
+            "`volcano.sh/vgpu-number`, `-memory`, `-cores`, annotations `volcano.sh/*`; "
+            "docs/volcano.md)"},
     {.path = "vgpu.migMode",
      .type = T_ENUM,
      .offset = OFF(vgpu.mig_mode),
@@ -573,6 +585,14 @@ static const struct key keys[] = {
      .flag = "config",
      .flags = K_CLI_ONLY,
      .doc = "this configuration file"},
+    {.path = "volcanoConfig",
+     .type = T_STRING,
+     .offset = OFF(cli.volcano_config),
+     .env = "VOLCANO_CONFIG",
+     .flag = "volcano-config",
+     .flags = K_CLI_ONLY,
+     .doc = "Volcano's device-config.yaml (ConfigMap `volcano-vgpu-device-config`), read in "
+            "Volcano mode; unset: Volcano's defaults"},
 };
 
 #define KEY_COUNT (sizeof keys / sizeof keys[0])
@@ -2013,6 +2033,25 @@ int dpconfig_from_args(int argc, char *const argv[], dpconfig_getenv_fn getenv_f
         return rc;
     if ((rc = dpconfig_apply_overrides(&work, argc, argv, getenv_fn, getenv_user, err)) < 0)
         return rc;
+    dpconfig_volcano_defaults(&work.volcano);
+    if (work.cli.volcano_config != NULL && work.cli.volcano_config[0] != '\0') {
+        if (work.vgpu.scheduler_protocol != DPCONFIG_PROTOCOL_VOLCANO)
+            return vg_err_set(err, -EINVAL,
+                              "--volcano-config %s: needs --scheduler-protocol volcano "
+                              "(vgpu.schedulerProtocol)",
+                              work.cli.volcano_config);
+        if ((rc = dpconfig_volcano_load_file(work.cli.volcano_config, &work.volcano, err)) < 0)
+            return rc;
+    }
+    if (work.vgpu.scheduler_protocol == DPCONFIG_PROTOCOL_VOLCANO) {
+        if (work.sharing_strategy != DPCONFIG_SHARING_NONE)
+            return vg_err_set(err, -EINVAL,
+                              "vgpu.schedulerProtocol volcano: sharing.%s cannot be combined "
+                              "with Volcano's vGPU protocol (it splits GPUs itself)",
+                              work.sharing_strategy == DPCONFIG_SHARING_MPS ? "mps"
+                                                                            : "timeSlicing");
+        dpconfig_volcano_apply(&work);
+    }
     move_config(cfg, &work);
     return 0;
 }
@@ -2161,6 +2200,8 @@ void dpconfig_dump(const struct dpconfig *cfg, FILE *out)
 {
     dump_fields(out, keys, KEY_COUNT, cfg, "");
     fprintf(out, "sharingStrategy = %s\n", dpconfig_sharing_strategy_name(cfg->sharing_strategy));
+    if (cfg->vgpu.scheduler_protocol == DPCONFIG_PROTOCOL_VOLCANO)
+        dpconfig_volcano_dump(&cfg->volcano, out);
 }
 
 static const char *type_name(const struct key *k)

@@ -1192,9 +1192,18 @@ VGC_SLOW static CUresult slow_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hSt
     return launch_graph(false, hGraphExec, hStream);
 }
 
-LV_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+static CUresult graph_launch(CUgraphExec hGraphExec, CUstream hStream)
 {
     VGC_FAST(cuGraphLaunch, hGraphExec, hStream);
+}
+
+/* A launch maps what the graph allocates into the device's graph pool: re-read it. */
+LV_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    CUresult r = graph_launch(hGraphExec, hStream);
+    if (LV_UNLIKELY(atomic_load_explicit(&lv_g.graph_mem, memory_order_relaxed)))
+        lv_graph_resync_all();
+    return r;
 }
 
 VGC_SLOW static CUresult slow_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
@@ -1202,7 +1211,15 @@ VGC_SLOW static CUresult slow_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstrea
     return launch_graph(true, hGraphExec, hStream);
 }
 
-LV_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+static CUresult graph_launch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
     VGC_FAST(cuGraphLaunch_ptsz, hGraphExec, hStream);
+}
+
+LV_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    CUresult r = graph_launch_ptsz(hGraphExec, hStream);
+    if (LV_UNLIKELY(atomic_load_explicit(&lv_g.graph_mem, memory_order_relaxed)))
+        lv_graph_resync_all();
+    return r;
 }

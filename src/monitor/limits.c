@@ -89,3 +89,34 @@ uint64_t mon_slack(uint64_t limit)
     uint64_t pct = limit / 50;
     return pct > (64ULL << 20) ? pct : 64ULL << 20;
 }
+
+/* The ceiling of one index: what libvgpu holds each process to, in the container's own
+ * read-only file (the environment may only lower it, which the monitor does not see). */
+static unsigned compute_ceiling(const struct vgpu_config *c, unsigned n)
+{
+    uint32_t share = vgpu_config_sm_limit(c, n);
+    enum vgpu_compute_mode mode = vgpu_config_compute_mode(c);
+    if (share == 0 || share >= 100 || mode == VGPU_COMPUTE_OFF)
+        return 100;
+    if (mode == VGPU_COMPUTE_BURST)
+        return c->burst_limit > share ? (c->burst_limit < 100 ? c->burst_limit : 100) : share;
+    return share;
+}
+
+unsigned mon_limits_compute_for_gpu(const struct mon_limits *limits, const char *uuid)
+{
+    const struct vgpu_config *c = &limits->config;
+    bool any_uuid = false;
+    unsigned largest = 0;
+    for (unsigned i = 0; i < VGPU_CONFIG_MAX_DEVICES; i++) {
+        unsigned ceiling = compute_ceiling(c, i);
+        if (c->device_uuid[i][0]) {
+            any_uuid = true;
+            if (strcmp(c->device_uuid[i], uuid) == 0)
+                return ceiling;
+        }
+        if (c->sm_limit_given[i] || i == 0)
+            largest = ceiling > largest ? ceiling : largest;
+    }
+    return any_uuid ? 0 : largest;
+}

@@ -34,6 +34,7 @@ static const struct {
     ENTRY(nvmlDeviceGetPciInfo_v3, get_pci),
     ENTRY(nvmlDeviceGetMemoryInfo, get_memory),
     ENTRY(nvmlDeviceGetUtilizationRates, get_utilization),
+    ENTRY(nvmlDeviceGetProcessUtilization, proc_utilization),
     ENTRY(nvmlDeviceGetCudaComputeCapability, get_cc),
     ENTRY(nvmlDeviceGetMinorNumber, get_minor),
     ENTRY(nvmlDeviceGetComputeRunningProcesses_v3, procs_v3),

@@ -35,6 +35,7 @@ struct nvml_lib {
     __typeof__(&nvmlDeviceGetPciInfo_v3) get_pci;
     __typeof__(&nvmlDeviceGetMemoryInfo) get_memory;
     __typeof__(&nvmlDeviceGetUtilizationRates) get_utilization;
+    __typeof__(&nvmlDeviceGetProcessUtilization) proc_utilization;
     __typeof__(&nvmlDeviceGetCudaComputeCapability) get_cc;
     __typeof__(&nvmlDeviceGetMinorNumber) get_minor;
     __typeof__(&nvmlDeviceGetComputeRunningProcesses_v3) procs_v3;

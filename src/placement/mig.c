@@ -50,13 +50,27 @@ bool place_mig_fits(const struct place_mig_gpu *g, unsigned p, uint64_t mem_mib,
     return rule == PLACE_MIG_RULE_HAMI || cores == 0 || share_of(g, pr) >= cores;
 }
 
-/* The slices free placements of the profiles serving (mem, cores) cover under `used`. */
+/* The fewest slices a profile serving (mem, cores) takes; 0 when none serves it. */
+static unsigned min_fit_size(const struct place_mig_gpu *g, uint64_t mem, uint32_t cores)
+{
+    unsigned min_size = 0;
+    for (unsigned p = 0; p < g->profile_count; p++)
+        if (place_mig_fits(g, p, mem, cores, PLACE_MIG_RULE_VGPU) &&
+            (min_size == 0 || g->profiles[p].size < min_size))
+            min_size = g->profiles[p].size;
+    return min_size;
+}
+
+/* The slices that free placements of the smallest profiles serving (mem, cores) cover
+ * under `used`. Only the smallest: a request takes one of those (a larger one would waste
+ * slices), so slices only a larger profile reaches are lost to it. */
 static uint8_t usable(const struct place_mig_gpu *g, uint8_t used, uint64_t mem, uint32_t cores)
 {
     uint8_t cover = 0;
+    unsigned size = min_fit_size(g, mem, cores);
     for (unsigned p = 0; p < g->profile_count; p++) {
         const struct place_mig_profile *pr = &g->profiles[p];
-        if (!place_mig_fits(g, p, mem, cores, PLACE_MIG_RULE_VGPU))
+        if (pr->size != size || !place_mig_fits(g, p, mem, cores, PLACE_MIG_RULE_VGPU))
             continue;
         for (unsigned s = 0; s + pr->size <= g->slices; s++) {
             uint8_t m = place_mig_mask(s, pr->size);
@@ -152,11 +166,7 @@ static int choose_vgpu(const struct place_mig_gpu *g, uint64_t mem, uint32_t cor
                        const struct place_mig_demand *mix, size_t count, const double *table,
                        struct place_mig_choice *out)
 {
-    unsigned min_size = 0;
-    for (unsigned p = 0; p < g->profile_count; p++)
-        if (place_mig_fits(g, p, mem, cores, PLACE_MIG_RULE_VGPU) &&
-            (min_size == 0 || g->profiles[p].size < min_size))
-            min_size = g->profiles[p].size;
+    unsigned min_size = min_fit_size(g, mem, cores);
     if (min_size == 0) {
         out->why = PLACE_MIG_NO_PROFILE;
         return -ENOSPC;

@@ -584,7 +584,7 @@ static void admit_done(void *arg, const char *refusal)
 
 /* Takes out and templates: creates the templates, then answers. */
 static void admit_with_templates(struct sched_daemon *d, struct evhttp_request *req, char *out,
-                                 json_t *templates, double t0)
+                                 json_t *templates, const char *body, size_t len, double t0)
 {
     struct admit_wait *w = xcalloc(1, sizeof *w);
     w->d = d;
@@ -594,7 +594,13 @@ static void admit_with_templates(struct sched_daemon *d, struct evhttp_request *
     VG_AUTO_JSON json_t *answer = json_loads(out, 0, NULL);
     const char *uid = sched_json_str(answer, "response", "uid", NULL);
     w->uid = xstrdup(uid != NULL ? uid : "");
-    sched_dra_templates_ensure(d->dra, templates, admit_done, w);
+    /* The pod's owners, checked before anything is created (sched_admit_with parsed the
+     * same body and accepted it). */
+    VG_AUTO_JSON json_t *review = json_loadb(body, len, 0, NULL);
+    json_t *owners = json_object_get(
+        json_object_get(json_object_get(json_object_get(review, "request"), "object"), "metadata"),
+        "ownerReferences");
+    sched_dra_templates_ensure(d->dra, templates, owners, admit_done, w);
     json_decref(templates);
 }
 
@@ -637,7 +643,7 @@ static void handle_webhook(struct evhttp_request *req, void *arg)
         vg_log(VG_LOG_INFO, "bad request", "verb=webhook err=\"%s\"", err.msg);
         reply_error(d, VERB_WEBHOOK, req, &err);
     } else if (templates != NULL) {
-        admit_with_templates(d, req, vg_steal_ptr(&out), templates, t0);
+        admit_with_templates(d, req, vg_steal_ptr(&out), templates, body, len, t0);
         return;
     } else {
         sched_http_reply(req, 200, "OK", "application/json", out);

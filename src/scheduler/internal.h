@@ -57,9 +57,31 @@ struct sched_types {
     struct place_request sel; /* the lists alone, resolved against the models known now */
 };
 
+/* A node's inventory as the scheduler keeps it: the GPUs without their MIG fields (kept
+ * apart, for the few nodes in dynamic MIG mode: 5,000 nodes would otherwise hold 13 KB of
+ * them each). */
+struct sched_gpu_info {
+    char uuid[ANNOT_UUID_MAX];
+    unsigned index;
+    char model[ANNOT_MODEL_MAX];
+    uint64_t memory_mib;
+    unsigned cores, slots;
+    int numa;
+    bool healthy;
+};
+
+struct sched_inventory {
+    int64_t heartbeat;
+    enum annot_mode mode;
+    unsigned gpu_count;
+    struct sched_gpu_info gpus[ANNOT_MAX_GPUS];
+};
+
 struct sched_node {
     bool present, seen, has_inventory;
-    struct annot_inventory inventory;
+    struct sched_inventory inventory;
+    struct annot_mig *mig; /* ANNOT_MAX_GPUS of them (owned), NULL while no GPU of the node
+                              is in dynamic MIG mode */
     /* Per GPU: bound pods whose decision does not fit beside what the GPU holds (written
      * by someone other than this scheduler). Such a GPU takes no new tenants while any
      * holds it: the scheduler cannot tell how much of it they really use. */
@@ -187,11 +209,12 @@ void sched_mig_refused_update(struct sched_state *s, int32_t idx, const char *te
 int sched_mig_resolve(const struct sched_state *s, int32_t idx, struct sched_share *sh,
                       struct vg_err *err);
 /* For a pod the card shares could not place: its containers on MIG GPUs of the offered
- * nodes (ids[0..n)), each an instance chosen by vgpu's rule. The record (charged), or NULL
- * with why[i] set for each offered node (a string literal). */
+ * nodes (ids[0..n), -1 for none; those without a MIG GPU are set to -1), each an instance
+ * chosen by vgpu's rule. The record (charged), or NULL with why[i] set for each offered
+ * node with a MIG GPU (a string literal; NULL for the others). */
 struct sched_pod *sched_mig_decide(struct sched_state *s, const char *key,
                                    const struct sched_container_request *reqs, int count,
-                                   const int32_t *ids, size_t n, const char **why, int64_t now_s);
+                                   int32_t *ids, size_t n, const char **why, int64_t now_s);
 
 /* Whether the pod watch shows key, with this uid, waiting for a node. */
 bool sched_pending_has(const struct sched_state *s, const char *key, const char *uid);

@@ -19,8 +19,8 @@
 bool sched_mig_gpu(const struct sched_state *s, int32_t idx, unsigned g)
 {
     const struct sched_node *info = &s->nodes[idx];
-    return info->has_inventory && g < info->inventory.gpu_count &&
-           info->inventory.gpus[g].mig.slices > 0;
+    return info->has_inventory && info->mig != NULL && g < info->inventory.gpu_count &&
+           info->mig[g].slices > 0;
 }
 
 int sched_mig_charge(struct sched_state *s, int32_t node, const struct sched_share *sh,
@@ -77,7 +77,7 @@ int sched_mig_resolve(const struct sched_state *s, int32_t idx, struct sched_sha
     if (sh->gpu_count != 1 || !sched_mig_gpu(s, idx, sh->gpus[0]))
         return vg_err_set(err, -EINVAL, "MIG profile %s named for a GPU not in dynamic MIG mode",
                           sh->mig_profile);
-    const struct annot_mig *m = &s->nodes[idx].inventory.gpus[sh->gpus[0]].mig;
+    const struct annot_mig *m = &s->nodes[idx].mig[sh->gpus[0]];
     int p = annot_mig_profile_find(m, sh->mig_profile);
     unsigned size = 0;
     if (p >= 0)
@@ -99,35 +99,36 @@ static void mig_view(const struct sched_state *s, int32_t idx, unsigned g, int64
                      struct place_mig_gpu *out)
 {
     const struct sched_node *info = &s->nodes[idx];
-    const struct annot_gpu *a = &info->inventory.gpus[g];
+    const struct annot_mig *a = &info->mig[g];
     memset(out, 0, sizeof *out);
-    out->slices = a->mig.slices;
-    out->profile_count = a->mig.profile_count;
-    for (unsigned p = 0; p < a->mig.profile_count; p++) {
-        const struct annot_mig_profile *ap = &a->mig.profiles[p];
+    out->slices = a->slices;
+    out->profile_count = a->profile_count;
+    for (unsigned p = 0; p < a->profile_count; p++) {
+        const struct annot_mig_profile *ap = &a->profiles[p];
         struct place_mig_profile *pp = &out->profiles[p];
         (void)vg_strlcpy(pp->name, ap->name, sizeof pp->name);
         pp->mem_mib = ap->memory_mib;
         pp->sms = ap->sms;
         pp->size = ap->size;
         pp->placements = ap->placements;
-        if (ap->size == a->mig.slices && ap->sms > out->max_sms)
+        if (ap->size == a->slices && ap->sms > out->max_sms)
             out->max_sms = ap->sms; /* the whole-GPU profile's SMs; else the largest listed */
     }
-    for (unsigned i = 0; i < a->mig.instance_count; i++)
-        out->used |= place_mig_mask(a->mig.instances[i].start, a->mig.instances[i].size);
+    for (unsigned i = 0; i < a->instance_count; i++)
+        out->used |= place_mig_mask(a->instances[i].start, a->instances[i].size);
     out->used |= info->mig_held[g];
     for (unsigned i = 0; i < info->refused_count; i++) {
         const struct sched_mig_refusal *r = &info->refused[i];
-        int p = annot_mig_profile_find(&a->mig, r->profile);
+        int p = annot_mig_profile_find(a, r->profile);
         if (r->gpu == g && p >= 0 && r->start < PLACE_MIG_SLICES_MAX &&
             now_s - r->time < MIG_REFUSAL_S)
             out->refused[p] |= (uint8_t)(1u << r->start);
     }
 }
 
-/* The memory a container asks of one GPU of mem_total MiB (HAMi's defaulting: no amount
- * means the whole card). */
+/* The memory a container asks of one GPU whose largest profile has mem_total MiB (HAMi's
+ * defaulting: no amount means the whole card; in MIG mode the whole card is its largest
+ * instance, whose memory is a little below the card's). */
 static uint64_t mig_mem_need(const struct place_request *r, uint64_t mem_total)
 {
     if (r->gpu_mem_mib > 0)
@@ -181,7 +182,10 @@ static int mig_best_gpu(const struct sched_state *s, int32_t idx, const struct p
         mig_view(s, idx, g, now_s, &v);
         v.used |= extra[g];
         struct place_mig_choice c;
-        uint64_t mem = mig_mem_need(r, s->nodes[idx].inventory.gpus[g].memory_mib);
+        uint64_t largest = 0;
+        for (unsigned p = 0; p < v.profile_count; p++)
+            largest = v.profiles[p].mem_mib > largest ? v.profiles[p].mem_mib : largest;
+        uint64_t mem = mig_mem_need(r, largest);
         if (place_mig_choose(&v, mem, r->gpu_milli / 10, PLACE_MIG_RULE_VGPU, mix, mix_n, NULL,
                              &c) < 0) {
             if (c.why > *why) /* occupied or refused say more than "no profile" */
@@ -198,7 +202,7 @@ static int mig_best_gpu(const struct sched_state *s, int32_t idx, const struct p
 
 struct sched_pod *sched_mig_decide(struct sched_state *s, const char *key,
                                    const struct sched_container_request *reqs, int count,
-                                   const int32_t *ids, size_t n, const char **why, int64_t now_s)
+                                   int32_t *ids, size_t n, const char **why, int64_t now_s)
 {
     struct place_mig_demand mix[MIG_DEMANDS];
     int32_t best_node = -1;
@@ -210,17 +214,27 @@ struct sched_pod *sched_mig_decide(struct sched_state *s, const char *key,
             first_gpu = c;
     if (first_gpu < 0)
         return NULL;
+    /* Only offers with a MIG GPU take part; without any, nothing else is done (the mix is
+     * a pass over the pods). */
+    size_t with_mig = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t idx = ids[i];
+        bool has_mig = false;
+        for (unsigned g = 0; idx >= 0 && g < s->cluster->nodes[idx].gpu_count && !has_mig; g++)
+            has_mig = sched_mig_gpu(s, idx, g);
+        why[i] = NULL;
+        if (!has_mig)
+            ids[i] = -1;
+        else
+            with_mig++;
+    }
+    if (with_mig == 0)
+        return NULL;
     size_t mix_n = mig_mix(s, reqs[first_gpu].request.gpu_mem_mib,
                            reqs[first_gpu].request.gpu_milli / 10, mix);
     for (size_t i = 0; i < n; i++) {
         int32_t idx = ids[i];
-        why[i] = NULL;
         if (idx < 0)
-            continue;
-        bool has_mig = false;
-        for (unsigned g = 0; g < s->cluster->nodes[idx].gpu_count; g++)
-            has_mig = has_mig || sched_mig_gpu(s, idx, g);
-        if (!has_mig)
             continue;
         struct sched_share shares[ANNOT_MAX_CONTAINERS];
         uint8_t extra[PLACE_MAX_GPUS] = {0};
@@ -246,8 +260,7 @@ struct sched_pod *sched_mig_decide(struct sched_state *s, const char *key,
                 ok = false;
                 break;
             }
-            const struct annot_mig_profile *ap =
-                &s->nodes[idx].inventory.gpus[g].mig.profiles[ch.profile];
+            const struct annot_mig_profile *ap = &s->nodes[idx].mig[g].profiles[ch.profile];
             struct sched_share *sh = &shares[c];
             sh->gpu_count = 1;
             sh->gpus[0] = (uint8_t)g;

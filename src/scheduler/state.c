@@ -90,6 +90,8 @@ void sched_state_free(struct sched_state *s)
     sched_pending_release(s);
     sched_verdicts_release(s);
     sched_map_release(&s->node_index);
+    for (size_t i = 0; s->nodes != NULL && i < s->cluster->node_count; i++)
+        free(s->nodes[i].mig);
     free(s->nodes);
     free(s->live);
     free(s->offered);
@@ -580,6 +582,40 @@ static int32_t node_add(struct sched_state *s, const char *name, struct vg_err *
     return idx;
 }
 
+/* Keeps inv as info's inventory: the GPUs, and their MIG fields apart when any has them. */
+static void inventory_keep(struct sched_node *info, const struct annot_inventory *inv)
+{
+    struct sched_inventory *k = &info->inventory;
+    memset(k, 0, sizeof *k);
+    k->heartbeat = inv->heartbeat;
+    k->mode = inv->mode;
+    k->gpu_count = inv->gpu_count;
+    bool mig = false;
+    for (unsigned g = 0; g < inv->gpu_count && g < ANNOT_MAX_GPUS; g++) {
+        const struct annot_gpu *a = &inv->gpus[g];
+        struct sched_gpu_info *o = &k->gpus[g];
+        memcpy(o->uuid, a->uuid, sizeof o->uuid);
+        memcpy(o->model, a->model, sizeof o->model);
+        o->index = a->index;
+        o->memory_mib = a->memory_mib;
+        o->cores = a->cores;
+        o->slots = a->slots;
+        o->numa = a->numa;
+        o->healthy = a->healthy;
+        mig |= a->mig.slices > 0;
+    }
+    if (!mig) {
+        free(info->mig);
+        info->mig = NULL;
+        return;
+    }
+    if (info->mig == NULL)
+        info->mig = xmalloc(ANNOT_MAX_GPUS * sizeof *info->mig);
+    memset(info->mig, 0, ANNOT_MAX_GPUS * sizeof *info->mig);
+    for (unsigned g = 0; g < inv->gpu_count && g < ANNOT_MAX_GPUS; g++)
+        info->mig[g] = inv->gpus[g].mig;
+}
+
 /* Sets node idx's GPUs from an inventory (or none), zeroes their use, and charges back
  * every applied pod on it. */
 static void node_rebuild(struct sched_state *s, int32_t idx, const struct annot_inventory *inv)
@@ -628,7 +664,7 @@ static void node_rebuild(struct sched_state *s, int32_t idx, const struct annot_
             n->gpu_count = (uint16_t)inv->gpu_count;
             n->model = inv->gpu_count > 0 ? n->gpus[0].model : 0;
             info->has_inventory = true;
-            info->inventory = *inv;
+            inventory_keep(info, inv);
         } else {
             n->gpu_count = 0;
             s->stats.skipped_nodes++;
@@ -657,16 +693,20 @@ static void node_rebuild(struct sched_state *s, int32_t idx, const struct annot_
     }
 }
 
-static bool same_gpus(const struct annot_inventory *a, const struct annot_inventory *b)
+static bool same_gpus(const struct annot_inventory *a, const struct sched_node *info)
 {
+    const struct sched_inventory *b = &info->inventory;
     if (a->gpu_count != b->gpu_count || a->mode != b->mode)
         return false;
     for (unsigned i = 0; i < a->gpu_count; i++) {
-        const struct annot_gpu *x = &a->gpus[i], *y = &b->gpus[i];
+        const struct annot_gpu *x = &a->gpus[i];
+        const struct sched_gpu_info *y = &b->gpus[i];
+        static const struct annot_mig none;
+        const struct annot_mig *ym = info->mig != NULL ? &info->mig[i] : &none;
         if (strcmp(x->uuid, y->uuid) != 0 || x->index != y->index ||
             strcmp(x->model, y->model) != 0 || x->memory_mib != y->memory_mib ||
             x->cores != y->cores || x->slots != y->slots || x->numa != y->numa ||
-            x->healthy != y->healthy || memcmp(&x->mig, &y->mig, sizeof x->mig) != 0)
+            x->healthy != y->healthy || memcmp(&x->mig, ym, sizeof x->mig) != 0)
             return false;
     }
     return true;
@@ -758,7 +798,7 @@ void sched_node_update(struct sched_state *s, json_t *node)
             s->stats.skipped_nodes++;
         }
     }
-    if (have && info->has_inventory && !returned && same_gpus(&inv, &info->inventory)) {
+    if (have && info->has_inventory && !returned && same_gpus(&inv, info)) {
         info->inventory.heartbeat = inv.heartbeat; /* a heartbeat alone changes nothing */
     } else if (have || info->has_inventory || added) {
         node_rebuild(s, idx, have ? &inv : NULL);

@@ -111,6 +111,22 @@ static void test_vgpu_rule_keeps_large_profiles(void **state)
                      -ENOSPC);
 }
 
+static void test_vgpu_rule_3g_leaves_room_for_2g(void **state)
+{
+    (void)state;
+    struct place_mig_gpu g;
+    struct place_mig_choice c;
+    h100(&g);
+    const struct place_mig_demand mix[] = {{18000, 0, 1}, {40000, 0, 1}};
+    assert_int_equal(place_mig_choose(&g, 40000, 0, PLACE_MIG_RULE_VGPU, mix, 2, NULL, &c), 0);
+    assert_int_equal(c.profile, profile_of(&g, "3g.40gb"));
+    assert_int_equal(c.start, 4);
+    /* The slices left take two 2g.20gb; had it gone to 0, only one. */
+    g.used = place_mig_mask(4, 4);
+    assert_true(place_mig_frag(&g, g.used, mix, 2) <
+                place_mig_frag(&g, place_mig_mask(0, 4), mix, 2));
+}
+
 static void test_vgpu_rule_compute(void **state)
 {
     (void)state;
@@ -139,9 +155,12 @@ static void test_table_matches(void **state)
     place_mig_frag_table(&g, mix, 3, table);
     for (unsigned u = 0; u < PLACE_MIG_STATES; u++)
         assert_true(table[u] == place_mig_frag(&g, (uint8_t)u, mix, 3));
-    /* An empty GPU loses nothing; a full one has nothing free to lose. */
-    assert_true(table[0] == 0);
+    /* A full GPU has nothing free to lose. An empty one loses, to the 9,000 MiB requests
+     * (whose smallest profile, 1g, has no start at slice 7), slice 7; to the 18,000 MiB ones
+     * (2g starts 0, 2, 4) slices 6 and 7; nothing to the whole-GPU ones. */
     assert_true(table[0xff] == 0);
+    assert_true(table[0] > (5.0 * 1 + 2.0 * 2) / 8 - 1e-9 &&
+                table[0] < (5.0 * 1 + 2.0 * 2) / 8 + 1e-9);
     /* Slice 7 alone free: no 1g or 2g start covers it, so every demand loses it. */
     assert_true(table[0x7f] == 1.0);
     /* The choice through the table is the choice without it. */
@@ -236,6 +255,7 @@ int main(void)
         cmocka_unit_test(test_check_gpu),
         cmocka_unit_test(test_hami_rule),
         cmocka_unit_test(test_vgpu_rule_keeps_large_profiles),
+        cmocka_unit_test(test_vgpu_rule_3g_leaves_room_for_2g),
         cmocka_unit_test(test_vgpu_rule_compute),
         cmocka_unit_test(test_table_matches),
         cmocka_unit_test(test_never_overlaps),

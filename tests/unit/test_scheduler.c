@@ -810,7 +810,18 @@ static json_t *mig_filter(struct sched_state *s, const char *pod, const char *me
         json_pack("{s:{s:{s:s, s:s, s:s, s:s}, s:{s:[{s:s, s:{s:{s:s, s:s}}}]}}, s:[s]}", "Pod",
                   "metadata", "name", pod, "namespace", "default", "resourceVersion", "7", "uid",
                   "uid-7", "spec", "containers", "name", "main", "resources", "limits",
-                  "nvidia.com/gpu", "1", "nvidia.com/gpumem", mem, "NodeNames", "m0");
+                  "nvidia.com/gpu", "1", "nvidia.com/gpumem", mem ? mem : "-", "NodeNames", "m0");
+    if (mem == NULL) /* no amount: the whole GPU */
+        json_object_del(
+            json_object_get(
+                json_object_get(
+                    json_array_get(
+                        json_object_get(json_object_get(json_object_get(args, "Pod"), "spec"),
+                                        "containers"),
+                        0),
+                    "resources"),
+                "limits"),
+            "nvidia.com/gpumem");
     char *body = json_dumps(args, JSON_COMPACT), *out = NULL;
     json_decref(args);
     struct vg_err err = {0};
@@ -928,12 +939,62 @@ static void test_mig_instances_and_refusals(void **unused)
     sched_state_free(s);
 }
 
+/* A bound pod's decision naming a MIG profile or start the GPU does not list, or MIG on a
+ * GPU not in dynamic MIG mode, is skipped with a reason: it holds no slices. */
+static void test_mig_bad_decisions(void **unused)
+{
+    (void)unused;
+    struct sched_state *s = new_state(1, 10000, 2);
+    mig_node(s, "[]", NULL);
+    const char *bad[] = {
+        "{\"uuid\":\"GPU-m\",\"memoryMiB\":40448,\"cores\":0,\"mig\":{\"profile\":\"4g.40gb\","
+        "\"start\":0}}",
+        "{\"uuid\":\"GPU-m\",\"memoryMiB\":40448,\"cores\":0,\"mig\":{\"profile\":\"3g.40gb\","
+        "\"start\":6}}",
+        "{\"uuid\":\"GPU-0\",\"memoryMiB\":1000,\"cores\":0,\"mig\":{\"profile\":\"1g.10gb\","
+        "\"start\":0}}",
+    };
+    const char *node[] = {"m0", "m0", "n0"};
+    for (int i = 0; i < 3; i++) {
+        char dec[512], name[16];
+        snprintf(dec, sizeof dec,
+                 "{\"version\":1,\"node\":\"%s\",\"time\":1,\"containers\":[{\"name\":\"m\","
+                 "\"gpus\":[%s]}]}",
+                 node[i], bad[i]);
+        snprintf(name, sizeof name, "forged%d", i);
+        json_t *pod = json_pack("{s:{s:s, s:s, s:{s:s}}, s:{s:s}}", "metadata", "name", name,
+                                "namespace", "default", "annotations", "vgpu.io/decision", dec,
+                                "spec", "nodeName", node[i]);
+        sched_pod_update(s, pod);
+        json_decref(pod);
+        struct sched_stats st;
+        sched_state_stats(s, &st);
+        assert_int_equal(st.skipped_pods, (uint64_t)i + 1);
+    }
+    /* The whole GPU is still free: a 7g.80gb at 0. */
+    json_t *r = mig_filter(s, "big", "80000", 0);
+    assert_string_equal(node_or_dash(r), "m0");
+    json_decref(r);
+    assert_string_equal(mig_of(s, "big"), "7g.80gb@0/81152/0");
+    /* A pod asking a whole GPU without an amount (HAMi: all of its memory) gets the largest
+     * instance, whose memory is below the card's 81,559 MiB. */
+    json_t *gone = json_pack("{s:{s:s, s:s}}", "metadata", "name", "big", "namespace", "default");
+    sched_pod_delete(s, gone);
+    json_decref(gone);
+    r = mig_filter(s, "whole", NULL, 0);
+    assert_string_equal(node_or_dash(r), "m0");
+    json_decref(r);
+    assert_string_equal(mig_of(s, "whole"), "7g.80gb@0/81152/0");
+    sched_state_free(s);
+}
+
 int main(void)
 {
     vg_log_max_level = VG_LOG_ERROR;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mig_decisions),
         cmocka_unit_test(test_mig_instances_and_refusals),
+        cmocka_unit_test(test_mig_bad_decisions),
         cmocka_unit_test(test_no_double_promise),
         cmocka_unit_test(test_expiry_and_bind),
         cmocka_unit_test(test_old_instance_events),
