@@ -81,12 +81,7 @@ def main():
             migs[name] = (mig, share)
             # The container's CUDA process under libvgpu: the MIG device, held to the
             # decision's memory.
-            penv = dict(c.box.plugin_env["node-1"])
-            penv.update(env)
-            penv["CUDA_VISIBLE_DEVICES"] = mig
-            penv["LD_PRELOAD"] = os.path.join(d.BUILD, "lib", "libvgpu.so")
-            penv["ASAN_OPTIONS"] = ":".join(filter(None, [penv.get("ASAN_OPTIONS"),
-                                                          "verify_asan_link_order=0"]))
+            penv = c.workload_env("node-1", env, mig)
             probe = os.path.join(d.BUILD, "bin", "libvgpu_probe")
             info = subprocess.run([probe, "dlsym", "info"], env=penv, capture_output=True,
                                   text=True, timeout=60)
