@@ -143,6 +143,13 @@ struct ctr {
         int64_t achieved_ppm, waited_ns;
     } devs[REGION_MAX_DEVICES];
     uint64_t closed, repaired;
+    /* Dynamic MIG instances of the container, from its limits file's "# mig" lines. */
+    unsigned nmig;
+    struct {
+        unsigned dev, gi, start;
+        char uuid[64], profile[16];
+        long long created;
+    } mig[4];
 };
 
 struct row {
@@ -201,6 +208,28 @@ static void ctr_load_limits(struct top *t, struct ctr *c)
         vgpu_config_parse_file(&c->limits, text, len, &err) < 0) {
         (void)vg_snprintf(c->limits_error, sizeof c->limits_error, "limits: %s", err.msg);
         return;
+    }
+    /* "# mig DEV MIG-UUID PROFILE gi GI start START created UNIX" (the device plugin's,
+     * read-only to the tenant; still bounded, and shown only). */
+    c->nmig = 0;
+    for (const char *l = text; l && l < text + len && c->nmig < 4;
+         l = memchr(l, '\n', (size_t)(text + len - l))) {
+        if (*l == '\n')
+            l++;
+        if ((size_t)(text + len - l) < 6 || memcmp(l, "# mig ", 6) != 0)
+            continue;
+        char line[256];
+        const char *e = memchr(l, '\n', (size_t)(text + len - l));
+        size_t n = e ? (size_t)(e - l) : (size_t)(text + len - l);
+        if (n >= sizeof line)
+            continue;
+        memcpy(line, l, n);
+        line[n] = '\0';
+        __typeof__(c->mig[0]) *m = &c->mig[c->nmig];
+        if (sscanf(line, "# mig %u %63s %15s gi %u start %u created %lld", &m->dev, m->uuid,
+                   m->profile, &m->gi, &m->start, &m->created) == 6 &&
+            strncmp(m->uuid, "MIG-", 4) == 0)
+            c->nmig++;
     }
     struct vg_err oerr = {0};
     if (cli_limits_owner_parse(text, len, c->ns, c->pod, c->container, &oerr) < 0) {
@@ -441,6 +470,51 @@ static size_t rows_update(struct top *t)
     return t->nrows;
 }
 
+/* The dynamic MIG instances the containers were given: one row each, with its pod and
+ * how long ago it was made. Nothing when there are none. */
+static void print_mig(struct top *t, FILE *f, size_t width)
+{
+    struct cli_table m;
+    cli_table_init(&m, 7);
+    cli_table_add_tabbed(&m, "GPU\tMIG DEVICE\tPROFILE\tNAMESPACE\tPOD\tCONTAINER\tMADE");
+    long long now = (long long)time(NULL);
+    size_t n = 0;
+    for (size_t i = 0; i < t->nctrs; i++) {
+        const struct ctr *c = t->ctrs[i];
+        for (unsigned k = 0; k < c->nmig; k++) {
+            char gpu[24] = "?", made[48];
+            const char *uuid =
+                c->mig[k].dev < VGPU_CONFIG_MAX_DEVICES ? c->limits.device_uuid[c->mig[k].dev] : "";
+            for (unsigned g = 0; g < t->nvml.count; g++)
+                if (strcmp(t->gpus[g].uuid, uuid) == 0)
+                    (void)vg_snprintf(gpu, sizeof gpu, "%u", t->gpus[g].index);
+            long long age = now - c->mig[k].created;
+            if (age < 0)
+                age = 0;
+            if (age < 120)
+                (void)vg_snprintf(made, sizeof made, "%llds ago", age);
+            else if (age < 7200)
+                (void)vg_snprintf(made, sizeof made, "%lldm ago", age / 60);
+            else
+                (void)vg_snprintf(made, sizeof made, "%lldh ago", age / 3600);
+            const char *cells[7] = {gpu,
+                                    c->mig[k].uuid,
+                                    c->mig[k].profile,
+                                    c->ns[0] ? c->ns : "?",
+                                    c->pod[0] ? c->pod : c->uid,
+                                    c->container,
+                                    made};
+            cli_table_add(&m, cells);
+            n++;
+        }
+    }
+    if (n > 0) {
+        fputc('\n', f);
+        cli_table_print(&m, f, width);
+    }
+    cli_table_free(&m);
+}
+
 static void print_text(struct top *t, FILE *f, size_t width, size_t height)
 {
     char host[256] = "?", when[64] = "";
@@ -545,6 +619,7 @@ static void print_text(struct top *t, FILE *f, size_t width, size_t height)
     if (shown < nrows)
         fprintf(f, "... %zu more (a larger terminal, or vgpu top --once)\n", nrows - shown);
     cli_table_free(&c);
+    print_mig(t, f, width);
 }
 
 static json_t *json_of(struct top *t)

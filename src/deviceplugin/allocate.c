@@ -333,6 +333,16 @@ static int limits_text(const struct dpconfig *cfg, const struct dp_match *match,
             used += w > 0 ? (size_t)w : 0;
         }
     }
+    /* Dynamic MIG: what vgpu top shows of each instance (a comment to libvgpu). */
+    for (unsigned i = 0; i < c->gpu_count && w >= 0; i++) {
+        const struct dp_match_mig *m = &match->mig[i];
+        if (!m->uuid[0])
+            continue;
+        w = vg_snprintf(text + used, sizeof(text) - used,
+                        "# mig %u %s %s gi %u start %u created %lld\n", i, m->uuid, m->profile,
+                        m->gi, m->start, (long long)m->created);
+        used += w > 0 ? (size_t)w : 0;
+    }
     /* The board too: libvgpu takes no key the file may hold from the environment once
      * the file is given, so VGPU_COMPUTE_BOARD in the environment alone would leave each
      * container on a private default board, blind to its neighbours. */

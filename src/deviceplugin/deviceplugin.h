@@ -31,6 +31,8 @@
 #include "annot/annot.h"
 #include "base/err.h"
 #include "dpconfig/dpconfig.h"
+#include "dpconfig/hami.h"
+#include "nvml/mig.h"
 
 #define DP_MAX_GPUS      16
 #define DP_ID_MAX        64 /* kubelet's device ID limit is 63 characters */
@@ -65,13 +67,28 @@ struct dp_gpu {
     bool healthy;
     unsigned mig_count; /* MIG devices, when mig_enabled */
     struct dp_mig migs[DP_MAX_MIGS];
+    /* Dynamic MIG (migdyn.c): served with vgpu.migMode dynamic; then what NVML reports of
+     * its profiles and GPU instances, refreshed by dp_migdyn_refresh. */
+    bool mig_dynamic;
+    unsigned mig_slices;
+    size_t mig_profile_count, mig_instance_count;
+    struct nvml_mig_profile mig_profiles[NVML_MIG_MAX_PROFILES];
+    struct nvml_mig_instance mig_instances[NVML_MIG_MAX_INSTANCES];
+    uint32_t mig_allowed; /* bit i: mig_profiles[i] may be given (dp_migdyn_allow) */
 };
 
 /* Where GPUs come from: NVML in production, a table in tests. discover fills up to
- * DP_MAX_GPUS; healthy is polled. */
+ * DP_MAX_GPUS; healthy is polled. The mig_* calls (NULL: no dynamic MIG) read a GPU's
+ * profiles and instances into it, make a GPU instance of profile p at start with its
+ * compute instance (refused while the GPU runs work outside MIG instances), destroy GPU
+ * instance gi; errors as src/nvml/mig.h's. */
 struct dp_gpu_source {
     int (*discover)(void *arg, struct dp_gpu *gpus, unsigned *count, struct vg_err *err);
     bool (*healthy)(void *arg, const struct dp_gpu *gpu);
+    int (*mig_state)(void *arg, struct dp_gpu *gpu, struct vg_err *err);
+    int (*mig_create)(void *arg, const struct dp_gpu *gpu, const struct nvml_mig_profile *p,
+                      unsigned start, struct nvml_mig_instance *out, struct vg_err *err);
+    int (*mig_destroy)(void *arg, const struct dp_gpu *gpu, unsigned gi, struct vg_err *err);
     void *arg;
 };
 
@@ -98,6 +115,8 @@ void dp_nvml_free(struct dp_nvml *nvml);
  * registers every GPU for XID events; health then also drains those events (without
  * waiting) and keeps a GPU that had a critical XID Unhealthy until the plugin restarts. */
 struct dp_gpu_source dp_nvml_source(struct dp_nvml *nvml);
+/* Tests: pause ms between making a GPU instance and its compute instance (0: none). */
+void dp_nvml_set_mig_pause(uint64_t ms);
 
 /* What marks a GPU unhealthy, as NVIDIA's plugin reads its `health` section and
  * DP_DISABLE_HEALTHCHECKS:
@@ -153,6 +172,47 @@ void dp_nvml_set_mig_minors_path(struct dp_nvml *nvml, const char *path);
  * GiB (rounded up), rounded to an integer. */
 void dp_mig_profile(unsigned gi_slices, unsigned ci_slices, uint64_t mig_memory_mib,
                     uint64_t gpu_memory_bytes, char *out, size_t size);
+
+/* ---- dynamic MIG (migdyn.c) ------------------------------------------------------------ */
+
+/* A GPU instance a live pod's decision names (its owner). */
+struct dp_mig_claim {
+    char uuid[ANNOT_UUID_MAX];
+    char profile[ANNOT_MIG_NAME_MAX];
+    unsigned start;
+    char pod[ANNOT_MIG_POD_MAX];
+};
+#define DP_MIG_MAX_CLAIMS (DP_MAX_GPUS * NVML_MIG_MAX_INSTANCES * 2)
+
+/* Marks the GPUs served with dynamic MIG: vgpu.migMode dynamic, MIG mode on, and listed
+ * in vgpu.migDynamicGPUs when that is not empty. */
+void dp_migdyn_mark(const struct dpconfig *cfg, struct dp_gpu *gpus, unsigned count);
+/* The profiles GPU g may give: all that NVML reports, or with HAMi's lists (hami not
+ * NULL and hami->key set) those of the rule for g's model. -EINVAL naming the GPU and the
+ * list when no rule matches its model or the rule names a profile NVML does not report
+ * for it. */
+int dp_migdyn_allow(struct dp_gpu *g, const struct hami_mig *hami, struct vg_err *err);
+/* The claims of the decisions of pods (uid -> pod JSON) that are not finished, into
+ * out[DP_MIG_MAX_CLAIMS]; how many. Garbled decisions claim nothing. */
+size_t dp_migdyn_claims(json_t *pods, struct dp_mig_claim *out);
+/* The inventory's `mig` object of a dynamic GPU, instances named by their owners. */
+void dp_migdyn_annot(const struct dp_gpu *g, const struct dp_mig_claim *claims, size_t n_claims,
+                     struct annot_mig *out);
+/* Checks share (of pod uid pod) against GPU g: its profile is one g offers, its start one
+ * of the profile's placements, and it overlaps no instance that another pod owns or that
+ * nobody owns. 0 with *existing set to the index of the pod's own instance there (-1:
+ * none, make one) and *profile to the profile, or -EINVAL with the reason in err. */
+int dp_migdyn_check(const struct dp_gpu *g, const struct annot_share *share, const char *pod,
+                    const struct dp_mig_claim *claims, size_t n_claims, int *existing,
+                    const struct nvml_mig_profile **profile, struct vg_err *err);
+/* The instances of g to destroy now: GPU instances without their compute instance, and
+ * those no claim names that are owned[] (slot by start; all when owned is NULL). Their
+ * indices into g->mig_instances, into out; how many. */
+size_t dp_migdyn_unused(const struct dp_gpu *g, const struct dp_mig_claim *claims, size_t n_claims,
+                        const bool *owned, size_t *out);
+/* Appends a refusal to the node's list (the last ANNOT_MIG_REFUSED_MAX kept). */
+void dp_migdyn_refused_add(struct annot_mig_refused *list, const char *uuid, const char *profile,
+                           unsigned start, int64_t now, const char *reason);
 
 /* ---- resources ---------------------------------------------------------------------- */
 
@@ -211,11 +271,21 @@ int dp_physical_uuid(const char *id, char *uuid, struct vg_err *err);
 
 /* ---- matching (vgpu mode) ---------------------------------------------------------- */
 
+/* The MIG device dynamic MIG gave one GPU of a container (uuid "" when none). */
+struct dp_match_mig {
+    char uuid[NVML_MIG_UUID_MAX];
+    char profile[ANNOT_MIG_NAME_MAX];
+    unsigned gi, start;
+    int64_t created; /* Unix seconds the instance was made (or adopted) */
+};
+
 struct dp_match {
     char pod_uid[128];
     char pod_namespace[ANNOT_NAME_MAX];
     char pod_name[ANNOT_NAME_MAX];
     struct annot_container container;
+    struct dp_match_mig mig[ANNOT_MAX_GPUS]; /* filled by Allocate; written to the limits
+                                                file as "# mig ..." lines for vgpu top */
 };
 
 /* Tells whether a container has been allocated already (its directory exists). */
@@ -295,7 +365,8 @@ int dp_allocate_mig(const struct dpconfig *cfg, const struct dp_resource *resour
                     size_t id_count, struct dp_response *out, struct vg_err *err);
 /* Whether vgpu mode splits this GPU: not a MIG-enabled GPU whose MIG devices are
  * advertised (migStrategy single/mixed); those stay out of nvidia.com/gpu and of the
- * inventory the scheduler places on. */
+ * inventory the scheduler places on. A dynamic MIG GPU is split (its containers get the
+ * instances made for them). */
 bool dp_gpu_split(const struct dpconfig *cfg, const struct dp_gpu *gpu);
 
 /* vgpu Allocate for a matched container: the response for the container directory
@@ -502,6 +573,7 @@ struct dp_plugin_options {
      * restarts the plugin. NULL: the flag is refused by dp_plugin_new. */
     void (*restart)(void *arg);
     void *restart_arg;
+    const struct hami_mig *hami_mig; /* HAMi's MIG profile lists; NULL: none (borrowed) */
 };
 
 /* Discovers GPUs (honouring flags.failOnInitError: a failure then is an error, otherwise

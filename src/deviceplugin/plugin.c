@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/auto.h"
+#include "base/auto_json.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
@@ -74,6 +75,13 @@ struct dp_plugin {
     struct dp_mps *mps;            /* MPS control daemons; NULL unless mps mode */
     struct lookup *lookups;        /* Allocate calls waiting for a direct pod lookup */
     bool inventory_in_flight;
+    bool inventory_dirty; /* changed while a write was in flight: write again */
+    /* Dynamic MIG: the instances this plugin made or adopted (by GPU and start), whether
+     * the first reconciliation (adopt or destroy what is there) has run, the refusals. */
+    bool mig_owned[DP_MAX_GPUS][8];
+    bool mig_reconciled;
+    bool mig_pending; /* an unused instance had processes: look again at each health poll */
+    struct annot_mig_refused mig_refused;
     struct dp_plugin_stats stats;
     /* Volcano mode: what is given out per GPU, and the pod annotations one Allocate call
      * writes back ("<ns>/<name>" -> annotations), sent with its answer. */
@@ -82,6 +90,9 @@ struct dp_plugin {
     json_t *vc_writes;
     bool vc_release_lock;
 };
+
+static void publish_inventory(struct dp_plugin *p);
+static void mig_reconcile(struct dp_plugin *p);
 
 /* ---- ListAndWatch ------------------------------------------------------------------- */
 
@@ -226,6 +237,152 @@ static int check_pods_ready(struct dp_plugin *p, struct vg_err *err)
     return 0;
 }
 
+/* ---- dynamic MIG ------------------------------------------------------------------- */
+
+static void event_done(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    (void)arg;
+    (void)body;
+    if (err->code != 0)
+        vg_log(VG_LOG_WARN, "cannot post an Event", "status=%ld err=\"%s\"", status, err->msg);
+}
+
+/* A Warning Event on the pod, as kubectl describe shows it. */
+static void post_event(struct dp_plugin *p, const struct dp_match *m, const char *reason,
+                       const char *message)
+{
+    if (!p->opt.kube)
+        return;
+    char ts[32], name[ANNOT_NAME_MAX + 48], path[ANNOT_NAME_MAX + 48];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    static unsigned long long seq;
+    if (vg_snprintf(name, sizeof name, "%.200s.vgpu-device-plugin.%llx.%llx", m->pod_name,
+                    (unsigned long long)now, ++seq) < 0 ||
+        vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", m->pod_namespace) < 0)
+        return;
+    const char *node = p->cfg->cli.node_name;
+    VG_AUTO_JSON json_t *ev = json_pack(
+        "{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s}, s:s, s:s, s:s, s:{s:s, s:s}, "
+        "s:s, s:s, s:i, s:s, s:s}",
+        "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace",
+        m->pod_namespace, "involvedObject", "apiVersion", "v1", "kind", "Pod", "name", m->pod_name,
+        "namespace", m->pod_namespace, "uid", m->pod_uid, "reason", reason, "message", message,
+        "type", "Warning", "source", "component", "vgpu-device-plugin", "host", node,
+        "firstTimestamp", ts, "lastTimestamp", ts, "count", 1, "reportingComponent",
+        "vgpu-device-plugin", "reportingInstance", node);
+    struct vg_err err = {0};
+    if (!ev || kube_post(p->opt.kube, path, ev, event_done, p, &err) < 0)
+        vg_log(VG_LOG_WARN, "cannot post an Event", "err=\"%s\"", err.msg);
+}
+
+/* The decision's MIG placement is refused: the pod's events, the node's refused list (the
+ * scheduler avoids the placement for a while), the log. */
+static int mig_refuse(struct dp_plugin *p, const struct dp_match *m, const struct annot_share *s,
+                      struct vg_err *err)
+{
+    char message[512];
+    (void)vg_snprintf(message, sizeof message, "MIG %s at memory slice %u on GPU %s refused: %s",
+                      s->mig_profile, s->mig_start, s->uuid, err->msg);
+    vg_log(VG_LOG_WARN, "MIG placement refused", "pod=%s/%s container=%s err=\"%s\"",
+           m->pod_namespace, m->pod_name, m->container.name, message);
+    post_event(p, m, "MIGPlacementRefused", message);
+    dp_migdyn_refused_add(&p->mig_refused, s->uuid, s->mig_profile, s->mig_start,
+                          (int64_t)time(NULL), err->msg);
+    publish_inventory(p);
+    return vg_err_set(err, err->code ? err->code : -EINVAL, "%s", message);
+}
+
+/* Replaces the entries of NVIDIA_VISIBLE_DEVICES that name GPU g (its UUID, or its index
+ * with deviceIDStrategy index) by its MIG device. */
+static int visible_mig(struct dp_plugin *p, const struct dp_gpu *g,
+                       const struct nvml_mig_instance *mi, struct dp_response *resp,
+                       struct vg_err *err)
+{
+    char index[16], mig_index[32];
+    (void)vg_snprintf(index, sizeof index, "%u", g->index);
+    (void)vg_snprintf(mig_index, sizeof mig_index, "%u:%u", g->index, mi->mig_index);
+    for (size_t i = 0; i < resp->env_count; i++) {
+        struct dp_env *e = &resp->envs[i];
+        if (strcmp(e->key, "NVIDIA_VISIBLE_DEVICES") != 0)
+            continue;
+        char out[sizeof e->value] = "";
+        size_t used = 0;
+        char *save = NULL;
+        for (char *t = strtok_r(e->value, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            const char *v = strcmp(t, g->uuid) == 0 ? mi->uuid
+                            : strcmp(t, index) == 0 ? mig_index
+                                                    : t;
+            int n = vg_snprintf(out + used, sizeof out - used, "%s%s", used ? "," : "", v);
+            if (n < 0)
+                return vg_err_set(err, -ENOSPC, "NVIDIA_VISIBLE_DEVICES too long");
+            used += (size_t)n;
+        }
+        memcpy(e->value, out, sizeof out);
+    }
+    (void)p;
+    return 0;
+}
+
+/* Makes (or finds the pod's own) GPU instance a container's decision names on one GPU,
+ * and gives the container that MIG device. */
+static int allocate_mig(struct dp_plugin *p, struct dp_match *m, unsigned k,
+                        struct dp_response *resp, struct vg_err *err)
+{
+    const struct annot_share *s = &m->container.gpus[k];
+    struct dp_gpu *g = NULL;
+    for (unsigned i = 0; i < p->gpu_count && !g; i++)
+        if (strcmp(p->gpus[i].uuid, s->uuid) == 0)
+            g = &p->gpus[i];
+    if (!g)
+        return vg_err_set(err, -EINVAL, "the decision names GPU %s, which this node lacks",
+                          s->uuid);
+    if (!g->mig_dynamic || !p->opt.source.mig_state || !p->opt.source.mig_create) {
+        vg_err_set(err, -EINVAL, "GPU %s is not served with dynamic MIG", g->uuid);
+        return mig_refuse(p, m, s, err);
+    }
+    int rc = p->opt.source.mig_state(p->opt.source.arg, g, err);
+    if (rc < 0)
+        return mig_refuse(p, m, s, err);
+    VG_AUTO_FREE struct dp_mig_claim *claims = xcalloc(DP_MIG_MAX_CLAIMS, sizeof(*claims));
+    size_t n = dp_migdyn_claims(p->pods, claims);
+    int existing;
+    const struct nvml_mig_profile *prof;
+    rc = dp_migdyn_check(g, s, m->pod_uid, claims, n, &existing, &prof, err);
+    if (rc < 0)
+        return mig_refuse(p, m, s, err);
+    struct nvml_mig_instance made;
+    const struct nvml_mig_instance *mi;
+    if (existing >= 0) {
+        mi = &g->mig_instances[existing];
+    } else {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        rc = p->opt.source.mig_create(p->opt.source.arg, g, prof, s->mig_start, &made, err);
+        if (rc < 0)
+            return mig_refuse(p, m, s, err);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        mi = &made;
+        p->mig_owned[g - p->gpus][s->mig_start] = true;
+        vg_log(VG_LOG_INFO, "GPU instance made",
+               "pod=%s/%s gpu=%s profile=%s start=%u mig=%s "
+               "ms=%.1f",
+               m->pod_namespace, m->pod_name, g->uuid, prof->name, s->mig_start, mi->uuid,
+               (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+        (void)p->opt.source.mig_state(p->opt.source.arg, g, err);
+        publish_inventory(p);
+    }
+    struct dp_match_mig *rec = &m->mig[k];
+    vg_strlcpy(rec->uuid, mi->uuid, sizeof rec->uuid);
+    vg_strlcpy(rec->profile, prof->name, sizeof rec->profile);
+    rec->gi = mi->gi;
+    rec->start = mi->start;
+    rec->created = (int64_t)time(NULL);
+    return visible_mig(p, g, mi, resp, err);
+}
+
 static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequest *creq,
                              struct dp_match *match, struct dp_response *resp, char *dir,
                              size_t dir_size, bool *missed, struct vg_err *err)
@@ -260,9 +417,15 @@ static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequ
     rc = dp_allocate_vgpu(p->cfg, p->gpus, p->gpu_count, match, dir, resp, err);
     if (rc < 0)
         return rc;
+    for (unsigned k = 0; k < match->container.gpu_count; k++)
+        if (match->container.gpus[k].mig_profile[0] &&
+            (rc = allocate_mig(p, match, k, resp, err)) < 0)
+            return rc;
     const char *key = prepared_key(dir);
     json_t *digest = json_object_get(p->prepared, key);
     bool prepared = digest && (uint64_t)json_integer_value(digest) == dp_match_digest(match);
+    for (unsigned k = 0; k < match->container.gpu_count; k++)
+        prepared &= !match->mig[k].uuid[0]; /* its limits file names the MIG device */
     json_object_del(p->prepared, key);
     rc = dp_container_create(p->cfg, match, dir, prepared, err);
     if (rc < 0)
@@ -1010,12 +1173,13 @@ static void inventory_done(void *arg, long status, json_t *body, const struct vg
     struct dp_plugin *p = arg;
     (void)body;
     p->inventory_in_flight = false;
-    if (err->code == 0) {
+    if (err->code == 0)
         p->stats.inventory_writes++;
-        return;
-    }
-    vg_log(VG_LOG_WARN, "publishing the GPU inventory failed", "status=%ld err=\"%s\"", status,
-           err->msg);
+    else
+        vg_log(VG_LOG_WARN, "publishing the GPU inventory failed", "status=%ld err=\"%s\"", status,
+               err->msg);
+    if (p->inventory_dirty)
+        publish_inventory(p);
 }
 
 /* The node's annotations for the scheduler: vgpu-scheduler's inventory, or in Volcano mode
@@ -1033,15 +1197,21 @@ static json_t *inventory_annotations(struct dp_plugin *p, struct vg_err *err)
         free(text);
         return text ? ann : (json_decref(ann), NULL);
     }
-    struct annot_inventory inv;
+    VG_AUTO_FREE struct annot_inventory *inv = xcalloc(1, sizeof(*inv));
     /* MIG GPUs advertised as MIG devices are not the scheduler's to split. */
-    struct dp_gpu split[DP_MAX_GPUS];
+    VG_AUTO_FREE struct dp_gpu *split = xcalloc(DP_MAX_GPUS, sizeof(*split));
     unsigned n = 0;
     for (unsigned i = 0; i < p->gpu_count; i++)
         if (dp_gpu_split(p->cfg, &p->gpus[i]))
             split[n++] = p->gpus[i];
-    dp_inventory(p->cfg, p->res.mode, split, n, (int64_t)time(NULL), &inv);
-    char *text = annot_inventory_encode(&inv, err);
+    dp_inventory(p->cfg, p->res.mode, split, n, (int64_t)time(NULL), inv);
+    /* Dynamic MIG GPUs: their profiles and instances, named by their owners. */
+    VG_AUTO_FREE struct dp_mig_claim *claims = xcalloc(DP_MIG_MAX_CLAIMS, sizeof(*claims));
+    size_t n_claims = dp_migdyn_claims(p->pods, claims);
+    for (unsigned i = 0; i < n && i < inv->gpu_count; i++)
+        if (split[i].mig_dynamic)
+            dp_migdyn_annot(&split[i], claims, n_claims, &inv->gpus[i].mig);
+    char *text = annot_inventory_encode(inv, err);
     if (!text) {
         json_decref(ann);
         return NULL;
@@ -1053,13 +1223,26 @@ static json_t *inventory_annotations(struct dp_plugin *p, struct vg_err *err)
 
 static void publish_inventory(struct dp_plugin *p)
 {
-    if (!p->opt.kube || p->inventory_in_flight)
+    if (!p->opt.kube)
         return;
+    if (p->inventory_in_flight) {
+        p->inventory_dirty = true;
+        return;
+    }
+    p->inventory_dirty = false;
     struct vg_err err = {0};
     json_t *ann = inventory_annotations(p, &err);
     if (!ann) {
         vg_log(VG_LOG_ERROR, "cannot encode the inventory", "err=\"%s\"", err.msg);
         return;
+    }
+    if (p->mig_refused.count > 0) {
+        char *refused = annot_mig_refused_encode(&p->mig_refused, &err);
+        if (refused)
+            json_object_set_new(ann, ANNOT_KEY_MIG_REFUSED, json_string(refused));
+        else
+            vg_log(VG_LOG_ERROR, "cannot encode the refused MIG placements", "err=\"%s\"", err.msg);
+        free(refused);
     }
     char path[512];
     if (vg_snprintf(path, sizeof(path), "/api/v1/nodes/%s", p->cfg->cli.node_name) >= 0 &&
@@ -1089,6 +1272,8 @@ static void mps_changed(void *arg)
 
 void dp_plugin_poll_health(struct dp_plugin *p)
 {
+    if (p->mig_pending)
+        mig_reconcile(p); /* its processes may have ended */
     bool changed = false;
     for (unsigned i = 0; i < p->gpu_count; i++) {
         bool h = p->opt.source.healthy(p->opt.source.arg, &p->gpus[i]);
@@ -1158,6 +1343,64 @@ static void prepare_one(void *arg, const struct dp_match *m)
     json_object_set_new(p->prepared, key, json_integer((json_int_t)digest));
 }
 
+/* Destroys the GPU instances of dynamic GPUs that no live pod's decision names: at the
+ * first run (the pod list just loaded) every such one, later those this plugin made or
+ * adopted (one an administrator makes meanwhile is left alone), and always a GPU instance
+ * without its compute instance (a plugin killed half-way). One with processes stays
+ * (NVML refuses; it is tried again next time). Adopts those a live pod names. */
+static void mig_reconcile(struct dp_plugin *p)
+{
+    if (!p->opt.source.mig_state || !p->opt.source.mig_destroy || !p->pods_watch ||
+        !kube_watch_synced(p->pods_watch))
+        return;
+    VG_AUTO_FREE struct dp_mig_claim *claims = xcalloc(DP_MIG_MAX_CLAIMS, sizeof(*claims));
+    size_t n_claims = dp_migdyn_claims(p->pods, claims);
+    bool changed = false;
+    p->mig_pending = false;
+    for (unsigned i = 0; i < p->gpu_count; i++) {
+        struct dp_gpu *g = &p->gpus[i];
+        struct vg_err err = {0};
+        if (!g->mig_dynamic)
+            continue;
+        if (p->opt.source.mig_state(p->opt.source.arg, g, &err) < 0) {
+            vg_log(VG_LOG_WARN, "cannot read a GPU's MIG instances", "gpu=%s err=\"%s\"", g->uuid,
+                   err.msg);
+            continue;
+        }
+        size_t unused[NVML_MIG_MAX_INSTANCES];
+        size_t n = dp_migdyn_unused(g, claims, n_claims, p->mig_reconciled ? p->mig_owned[i] : NULL,
+                                    unused);
+        for (size_t k = 0; k < n; k++) {
+            const struct nvml_mig_instance *mi = &g->mig_instances[unused[k]];
+            int rc = p->opt.source.mig_destroy(p->opt.source.arg, g, mi->gi, &err);
+            if (rc == 0) {
+                vg_log(VG_LOG_INFO, "GPU instance destroyed: no live pod uses it",
+                       "gpu=%s gi=%u start=%u size=%u", g->uuid, mi->gi, mi->start, mi->size);
+                if (mi->start < 8)
+                    p->mig_owned[i][mi->start] = false;
+                changed = true;
+            } else {
+                p->mig_pending = true;
+                vg_log(rc == -EBUSY ? VG_LOG_INFO : VG_LOG_WARN,
+                       "GPU instance not destroyed (tried again later)", "gpu=%s gi=%u err=\"%s\"",
+                       g->uuid, mi->gi, err.msg);
+            }
+        }
+        if (n > 0)
+            (void)p->opt.source.mig_state(p->opt.source.arg, g, &err);
+        /* What live pods still name is theirs: adopted. */
+        for (size_t k = 0; k < g->mig_instance_count; k++)
+            if (g->mig_instances[k].start < 8)
+                for (size_t c = 0; c < n_claims; c++)
+                    if (strcmp(claims[c].uuid, g->uuid) == 0 &&
+                        claims[c].start == g->mig_instances[k].start)
+                        p->mig_owned[i][g->mig_instances[k].start] = true;
+    }
+    p->mig_reconciled = true;
+    if (changed)
+        publish_inventory(p);
+}
+
 static void sweep(struct dp_plugin *p)
 {
     if (!p->pods_watch || !kube_watch_synced(p->pods_watch))
@@ -1188,6 +1431,7 @@ static void sweep(struct dp_plugin *p)
             json_object_del(p->prepared, key);
     }
     free(live);
+    mig_reconcile(p);
     if (removed > 0) {
         p->stats.swept_dirs += (uint64_t)removed;
         vg_log(VG_LOG_INFO, "removed directories of containers that are gone", "count=%d", removed);
@@ -1365,6 +1609,10 @@ static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
         dp_podcache_foreach_waiting(p->decisions, uid, prepare_one, p);
         if (p->ledger)
             dp_volcano_foreach_waiting(p->cfg, p->gpus, p->gpu_count, pod, prepare_one, p);
+        const char *phase =
+            json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+        if (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0))
+            mig_reconcile(p); /* a finished pod's instances go at once */
     }
 }
 
@@ -1405,8 +1653,24 @@ static int discover(struct dp_plugin *p, struct vg_err *err)
 {
     struct vg_err derr = {0};
     int rc = p->opt.source.discover(p->opt.source.arg, p->gpus, &p->gpu_count, &derr);
-    if (rc >= 0)
+    if (rc >= 0) {
+        dp_migdyn_mark(p->cfg, p->gpus, p->gpu_count);
+        for (unsigned i = 0; i < p->gpu_count; i++) {
+            struct dp_gpu *g = &p->gpus[i];
+            if (!g->mig_dynamic)
+                continue;
+            rc = p->opt.source.mig_state ? p->opt.source.mig_state(p->opt.source.arg, g, &derr)
+                                         : vg_err_set(&derr, -ENOTSUP, "no dynamic MIG");
+            if (rc == 0)
+                rc = dp_migdyn_allow(g, p->opt.hami_mig, &derr);
+            if (rc < 0)
+                return vg_err_set(err, rc, "GPU %u (%s): vgpu.migMode dynamic: %s", g->index,
+                                  g->uuid, derr.msg);
+            vg_log(VG_LOG_INFO, "GPU served with dynamic MIG", "gpu=%s profiles=%zu instances=%zu",
+                   g->uuid, g->mig_profile_count, g->mig_instance_count);
+        }
         return 0;
+    }
     if (p->cfg->flags.fail_on_init_error)
         return vg_err_set(err, rc, "%s (flags.failOnInitError is true)", derr.msg);
     vg_log(VG_LOG_WARN, "GPU discovery failed; serving no GPUs (flags.failOnInitError is false)",

@@ -78,6 +78,7 @@ struct key {
 };
 
 static const char *const mig_values[] = {"none", "single", "mixed", NULL};
+static const char *const mig_mode_values[] = {"static", "dynamic", NULL};
 static const char *const discovery_values[] = {"auto", "nvml", "tegra", NULL};
 static const char *const list_values[] = {"envvar", "volume-mounts", "cdi-annotations", "cdi-cri",
                                           NULL};
@@ -531,6 +532,40 @@ static const struct key keys[] = {
             "`vgpu.io/decision`) or `volcano` (Volcano's vGPU protocol: resources "
             "`volcano.sh/vgpu-number`, `-memory`, `-cores`, annotations `volcano.sh/*`; "
             "docs/volcano.md)"},
+    {.path = "vgpu.migMode",
+     .type = T_ENUM,
+     .offset = OFF(vgpu.mig_mode),
+     .def = "static",
+     .values = mig_mode_values,
+     .env = "VGPU_MIG_MODE",
+     .flag = "mig-mode",
+     .doc = "MIG-mode GPUs in vgpu mode: `static` serves the instances an administrator made "
+            "(`flags.migStrategy`); `dynamic` makes a GPU instance for each container the "
+            "scheduler gave a MIG placement, and destroys it when the pod is gone "
+            "(docs/deviceplugin.md)"},
+    {.path = "vgpu.migDynamicGPUs",
+     .type = T_UINT_LIST,
+     .offset = OFF(vgpu.mig_dynamic_gpus),
+     .max = 15,
+     .env = "VGPU_MIG_DYNAMIC_GPUS",
+     .flag = "mig-dynamic-gpus",
+     .doc = "with `migMode: dynamic`, the NVML indices of the GPUs served that way (the "
+            "others stay static); `[]`: every GPU in MIG mode"},
+    {.path = "vgpu.hamiNodeConfig",
+     .type = T_STRING,
+     .offset = OFF(vgpu.hami_node_config),
+     .env = "VGPU_HAMI_NODE_CONFIG",
+     .flag = "hami-node-config",
+     .doc = "HAMi's device-plugin `config.json` (ConfigMap `hami-device-plugin`): "
+            "`operatingmode: mig` on this node's `nodeconfig` entry turns `migMode` dynamic"},
+    {.path = "vgpu.hamiDeviceConfig",
+     .type = T_STRING,
+     .offset = OFF(vgpu.hami_device_config),
+     .env = "VGPU_HAMI_DEVICE_CONFIG",
+     .flag = "hami-device-config",
+     .doc = "HAMi's `device-config.yaml`: `nvidia.migProfileAllowlist` (v2.10) or "
+            "`nvidia.knownMigGeometries` (v2.9 and older) limit the profiles a dynamic MIG "
+            "GPU offers, by model"},
 
     {.path = "nodeName",
      .type = T_STRING,

@@ -34,6 +34,9 @@
 #define DPCONFIG_DEFAULT_NVIDIA_CTK_PATH "/usr/bin/nvidia-ctk"
 
 enum dpconfig_mig_strategy { DPCONFIG_MIG_NONE, DPCONFIG_MIG_SINGLE, DPCONFIG_MIG_MIXED };
+/* vgpu.migMode: MIG instances made by hand (static) or by the plugin for the pods that
+ * the scheduler gave a MIG placement (dynamic; docs/deviceplugin.md). */
+enum dpconfig_mig_mode { DPCONFIG_MIG_MODE_STATIC, DPCONFIG_MIG_MODE_DYNAMIC };
 enum dpconfig_discovery_strategy {
     DPCONFIG_DISCOVERY_AUTO,
     DPCONFIG_DISCOVERY_NVML,
@@ -200,7 +203,11 @@ struct dpconfig {
         char *scheduler_name;   /* the schedulerName whose pods' decisions are used */
         char *record_namespace; /* where vgpu-scheduler keeps its decision records */
         char *mps_control_path;
-        int scheduler_protocol; /* enum dpconfig_scheduler_protocol */
+        enum dpconfig_mig_mode mig_mode;
+        struct dpconfig_uint_list mig_dynamic_gpus; /* NVML indices; empty: every MIG GPU */
+        char *hami_node_config;                     /* HAMi's config.json; NULL: none */
+        char *hami_device_config;                   /* HAMi's device-config.yaml; NULL: none */
+        int scheduler_protocol;                     /* enum dpconfig_scheduler_protocol */
     } vgpu;
     /* Volcano mode (vgpu.schedulerProtocol volcano): its device configuration. */
     struct dpconfig_volcano volcano;

@@ -2,6 +2,7 @@
  * parser (src/libvgpu/config.c), so the monitor and libvgpu can never disagree on what a
  * file says. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -9,6 +10,34 @@
 #include "base/buf.h"
 #include "base/str.h"
 #include "monitor/monitor.h"
+
+/* "# mig DEV MIG-UUID PROFILE gi GI start START created UNIX": the device plugin's comment
+ * lines (libvgpu skips them); a line of any other shape is ignored. */
+static void mig_lines(const char *text, size_t len, struct mon_limits *out)
+{
+    memset(out->mig, 0, sizeof out->mig);
+    const char *end = text + len;
+    for (const char *p = text; p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        char line[200];
+        unsigned dev, gi, start;
+        char uuid[64], profile[16];
+        long long created;
+        if (n > 6 && n < sizeof line && strncmp(p, "# mig ", 6) == 0) {
+            memcpy(line, p, n);
+            line[n] = '\0';
+            if (sscanf(line, "# mig %u %63s %15s gi %u start %u created %lld", &dev, uuid, profile,
+                       &gi, &start, &created) == 6 &&
+                dev < VGPU_CONFIG_MAX_DEVICES && strncmp(uuid, "MIG-", 4) == 0) {
+                (void)vg_strlcpy(out->mig[dev].uuid, uuid, sizeof out->mig[dev].uuid);
+                (void)vg_strlcpy(out->mig[dev].profile, profile, sizeof out->mig[dev].profile);
+                out->mig[dev].created = created;
+            }
+        }
+        p += n + 1;
+    }
+}
 
 int mon_limits_read(const char *region_dir, const char *pod_uid, const char *container,
                     struct mon_limits *out, struct vg_err *err)
@@ -37,6 +66,7 @@ int mon_limits_read(const char *region_dir, const char *pod_uid, const char *con
     vgpu_config_init(&out->config);
     if (vgpu_config_parse_file(&out->config, text, len, err) < 0)
         return vg_err_wrap(err, "%s", path);
+    mig_lines(text, len, out);
     return 0;
 }
 

@@ -480,6 +480,26 @@ int mon_metrics_format(const struct mon_exposition *x, struct vg_buf *b, struct 
             }
         }
     }
+    /* Dynamic MIG: the instance each container was given, with when it was made (only
+     * when there is one, so nodes without dynamic MIG show no empty family). */
+    bool any_mig = false;
+    for (size_t r = 0; r < nr; r++)
+        any_mig |= x->ctrs[r].mig != NULL;
+    if (any_mig && o.rc == 0) {
+        vg_prom_family(&o, "vgpu_container_mig_instance_created_seconds", "gauge",
+                       "The dynamic MIG instance the container was given on this GPU (labels "
+                       "mig_uuid, profile): when the device plugin made it, Unix seconds.");
+        for (size_t r = 0; r < nr; r++) {
+            const struct mon_limits_mig *m = x->ctrs[r].mig;
+            if (!m)
+                continue;
+            vg_prom_sample(&o, "vgpu_container_mig_instance_created_seconds");
+            vg_prom_label_set(&o, s.row_vgpu[r].p, s.row_vgpu[r].len);
+            vg_prom_label(&o, "mig_uuid", m->uuid);
+            vg_prom_label(&o, "profile", m->profile);
+            vg_prom_u64(&o, m->created > 0 ? (uint64_t)m->created : 0);
+        }
+    }
     monitor_counters(&o, x);
     vg_buf_free(&s.b);
     free(s.gpu_hami);

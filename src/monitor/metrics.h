@@ -74,8 +74,9 @@ struct mon_ctr_stats {
     bool region;            /* the region was read: the values below are valid */
     uint64_t used, busy_ns, waited_ns;
     uint32_t achieved_ppm;
-    uint64_t refused, closed;   /* per container */
-    uint64_t violations, kills; /* the watchdog's actions on the container */
+    uint64_t refused, closed;         /* per container */
+    uint64_t violations, kills;       /* the watchdog's actions on the container */
+    const struct mon_limits_mig *mig; /* the dynamic MIG instance of this GPU; NULL: none */
 };
 
 struct mon_exposition {

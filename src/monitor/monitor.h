@@ -71,8 +71,17 @@ int mon_cgroup_parse(const char *text, size_t len, const char *root, struct mon_
 /* ---- limits ---------------------------------------------------------------------- */
 
 /* A container's limits as the device plugin wrote them (libvgpu's limits file). */
+/* A dynamic MIG instance the device plugin gave one GPU of the container (the limits
+ * file's "# mig" comment lines; docs/deviceplugin.md). uuid "" when none. */
+struct mon_limits_mig {
+    char uuid[64];
+    char profile[16];
+    int64_t created; /* Unix seconds */
+};
+
 struct mon_limits {
     struct vgpu_config config;
+    struct mon_limits_mig mig[VGPU_CONFIG_MAX_DEVICES];
 };
 
 /* Reads DIR/<pod_uid>_<container>/limits. -ENOENT when there is none (a container vgpu

@@ -21,3 +21,13 @@ if(TARGET vgpu-device-plugin AND TARGET vgpu-monitor AND TARGET libvgpu_probe AN
   set_tests_properties(e2e.volcano PROPERTIES LABELS "e2e;volcano" TIMEOUT 300
                        SKIP_RETURN_CODE 77 RUN_SERIAL ON)
 endif()
+# Dynamic MIG in the cluster in a box (tests/e2e/mig.py): vgpu-scheduler places HAMi's pods
+# of 9,000 and 18,000 MiB on MIG profiles, the device plugin in dynamic MIG mode makes the
+# instances, libvgpu runs inside them, a deleted pod's instance goes.
+if(TARGET vgpu-scheduler AND TARGET vgpu-device-plugin AND TARGET vgpu-monitor AND
+   TARGET libvgpu_probe)
+  add_test(NAME e2e.mig
+           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/mig.py ${CMAKE_BINARY_DIR}
+                   ${PROJECT_SOURCE_DIR})
+  set_tests_properties(e2e.mig PROPERTIES LABELS "e2e" TIMEOUT 300 SKIP_RETURN_CODE 77)
+endif()

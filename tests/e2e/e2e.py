@@ -177,12 +177,8 @@ class Cluster:
         env = dict(resp.envs)
         limits = [int(env["CUDA_DEVICE_MEMORY_LIMIT_%d" % i].rstrip("m")) for i in range(want)]
         assert limits == [g["memoryMiB"] for g in decision["containers"][0]["gpus"]], (env, decision)
-        penv = dict(self.box.plugin_env[node])
-        penv.update(env)
-        penv["CUDA_VISIBLE_DEVICES"] = ",".join(str(dk.order_index(ids, u)) for u in gpus)
-        penv["LD_PRELOAD"] = os.path.join(d.BUILD, "lib", "libvgpu.so")
-        penv["ASAN_OPTIONS"] = ":".join(filter(None, [penv.get("ASAN_OPTIONS"),
-                                                      "verify_asan_link_order=0"]))
+        penv = self.workload_env(node, env,
+                                 ",".join(str(dk.order_index(ids, u)) for u in gpus))
         probe = os.path.join(d.BUILD, "bin", "libvgpu_probe")
         info = subprocess.run([probe, "dlsym", "info"], env=penv, capture_output=True,
                               text=True, timeout=60)
@@ -192,6 +188,17 @@ class Cluster:
         assert self.hold(probe, penv, (limits[0] << 20) * 3 // 2) == "oom"
         self.penv[pod["metadata"]["name"]] = penv
         return env
+
+    def workload_env(self, node, env, visible):
+        """The environment of a container's process on node: Allocate's env, the devices
+        the runtime makes visible, libvgpu preloaded (/etc/ld.so.preload's part)."""
+        penv = dict(self.box.plugin_env[node])
+        penv.update(env)
+        penv["CUDA_VISIBLE_DEVICES"] = visible
+        penv["LD_PRELOAD"] = os.path.join(d.BUILD, "lib", "libvgpu.so")
+        penv["ASAN_OPTIONS"] = ":".join(filter(None, [penv.get("ASAN_OPTIONS"),
+                                                      "verify_asan_link_order=0"]))
+        return penv
 
     @staticmethod
     def hold(probe, env, size):

@@ -156,13 +156,15 @@ static void help(void)
      * what a claim's container gets. Its --kubelet-dir (kubelet's root) replaces the
      * device plugin's (the device-plugin socket directory), and claims' directories are
      * <state-dir>/claims, so the device plugin's --kubelet-dir and --region-dir are not
-     * listed. */
+     * listed; nor its dynamic MIG settings (this program's own --mig-mode is taken first). */
     vg_flags_help(stdout,
                   "usage: vgpu-dra-plugin --node-name NAME [--kubeconfig FILE] [--config FILE] "
                   "[flags]\n\nFlags override the environment, which overrides the config file "
                   "(docs/config.md).\n",
                   own_flags, VG_FLAGS_COUNT(own_flags));
-    static const char *const not_ours[] = {"kubelet-dir", "region-dir", NULL};
+    static const char *const not_ours[] = {
+        "kubelet-dir",      "region-dir",         "mig-mode", "mig-dynamic-gpus",
+        "hami-node-config", "hami-device-config", NULL};
     dpconfig_print_flags(stdout, not_ours);
 }
 
