@@ -1382,8 +1382,12 @@ class Volcano(unittest.TestCase):
                                 "vgpu-monitor": ["events:create", "pods/status:patch",
                                                  "pods:list", "pods:watch"]})
         self.assertEqual(sorted(o["kind"] for o in objects if o["kind"].endswith("Binding")),
-                         ["ClusterRoleBinding", "ClusterRoleBinding"])
-        self.assertEqual(find(objects, "Role"), [])
+                         ["ClusterRoleBinding", "ClusterRoleBinding", "RoleBinding"])
+        # vgpu mode's one namespaced grant: reading vgpu-scheduler's decision records in
+        # its own namespace (a resized decision is applied only when its record agrees).
+        self.assertEqual([(o["metadata"]["namespace"], o["rules"]) for o in find(objects, "Role")],
+                         [("vgpu-system", [{"apiGroups": [""], "resources": ["configmaps"],
+                                            "verbs": ["get"]}])])
 
     def volcano_run(self, authz):
         """A Volcano pod through the rendered node side under authz: the device plugin in
