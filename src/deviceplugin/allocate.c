@@ -149,12 +149,13 @@ int dp_allocate_vgpu(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsi
     name = name != NULL ? name + 1 : container_dir;
     bool slots = false;
     for (unsigned i = 0; i < c->gpu_count; i++) {
-        unsigned cores = effective_cores(cfg, c->gpus[i].cores);
+        unsigned cores = dp_board_cores(cfg, match, i);
         char turn[1024], slot[1024];
         if (cores == 0)
             continue;
-        if ((rc = dp_board_paths(board, c->gpus[i].uuid, name, cores, turn, slot, sizeof turn,
-                                 err)) < 0 ||
+        if ((rc = dp_board_paths(board, c->gpus[i].uuid, name, cores,
+                                 match->priority_given && match->priority == 0, turn, slot,
+                                 sizeof turn, err)) < 0 ||
             (rc = dp_response_add_mount(out, turn, turn, false, err)) < 0 ||
             (rc = dp_response_add_mount(out, slot, slot, false, err)) < 0)
             return rc;
@@ -165,13 +166,22 @@ int dp_allocate_vgpu(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsi
     return 0;
 }
 
-int dp_board_paths(const char *board, const char *uuid, const char *name, unsigned cores,
+unsigned dp_board_cores(const struct dpconfig *cfg, const struct dp_match *match, unsigned gpu)
+{
+    unsigned cores = effective_cores(cfg, match->container.gpus[gpu].cores);
+    if (cores == 0 && match->priority_given)
+        cores = 100; /* priority without a share: on the board all the same */
+    return cores;
+}
+
+int dp_board_paths(const char *board, const char *uuid, const char *name, unsigned cores, bool high,
                    char *turn, char *slot, size_t size, struct vg_err *err)
 {
     if (!uuid[0] || strchr(uuid, '/') || strcmp(uuid, "..") == 0 || uuid[0] == '.')
         return vg_err_set(err, -EINVAL, "GPU UUID '%s' cannot name a board file", uuid);
     if (vg_snprintf(turn, size, "%s/%s.board", board, uuid) < 0 ||
-        vg_snprintf(slot, size, "%s/%s/%s.%u.slot", board, uuid, name, cores) < 0)
+        vg_snprintf(slot, size, "%s/%s/%s.%u%s.slot", board, uuid, name, cores,
+                    high ? ".high" : "") < 0)
         return vg_err_set(err, -ENAMETOOLONG, "board path too long");
     return 0;
 }
@@ -202,11 +212,13 @@ int dp_board_create(const struct dpconfig *cfg, const struct dp_match *match, co
     name = name != NULL ? name + 1 : dir;
     const struct annot_container *c = &match->container;
     for (unsigned i = 0; i < c->gpu_count; i++) {
-        unsigned cores = effective_cores(cfg, c->gpus[i].cores);
+        unsigned cores = dp_board_cores(cfg, match, i);
         char turn[1024], slot[1024], gpu_dir[1024];
         if (cores == 0)
             continue;
-        int rc = dp_board_paths(board, c->gpus[i].uuid, name, cores, turn, slot, sizeof turn, err);
+        int rc = dp_board_paths(board, c->gpus[i].uuid, name, cores,
+                                match->priority_given && match->priority == 0, turn, slot,
+                                sizeof turn, err);
         if (rc < 0)
             return rc;
         if (vg_snprintf(gpu_dir, sizeof gpu_dir, "%s/%s", board, c->gpus[i].uuid) < 0)
@@ -311,6 +323,13 @@ static int write_limits(const struct dpconfig *cfg, const struct dp_match *match
                             cores);
             used += w > 0 ? (size_t)w : 0;
         }
+    }
+    /* The priority its pod named (docs/compute.md, "Priority"): read-only, so the
+     * environment can only lower it. */
+    if (w >= 0 && match->priority_given) {
+        w = vg_snprintf(text + used, sizeof(text) - used, "CUDA_DEVICE_TASK_PRIORITY=%d\n",
+                        match->priority);
+        used += w > 0 ? (size_t)w : 0;
     }
     /* The board too: libvgpu takes no key the file may hold from the environment once
      * the file is given, so VGPU_COMPUTE_BOARD in the environment alone would leave each

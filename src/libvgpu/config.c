@@ -38,6 +38,11 @@ const struct vgpu_key vgpu_config_keys[] = {
     {"VGPU_DEVICE_UUID", VGPU_KEY_UUID, true, true, "none",
      "_<n> only: NVML UUID (GPU-... or MIG-...) of the GPU the n-th limits are for; written "
      "by the device plugin for vgpu-monitor; ignored in the environment"},
+    {"CUDA_DEVICE_TASK_PRIORITY", VGPU_KEY_PRIORITY, false, true, "1",
+     "task priority: 0 (high: low-priority containers on the GPU wait while it has work) or "
+     "1 (low); from the environment it can only lower the limits file's"},
+    {"CUDA_TASK_PRIORITY", VGPU_KEY_PRIORITY, false, false, "1",
+     "HAMi-core's name for CUDA_DEVICE_TASK_PRIORITY; environment only, can only lower it"},
     {"VGPU_LOG_LEVEL", VGPU_KEY_LOGLEVEL, false, false, "silent",
      "error, warn, info or debug; stderr, one line per event, rate-limited"},
     {"VGPU_LIMITS_FILE", VGPU_KEY_PATH, false, false, "unset",
@@ -56,6 +61,7 @@ void vgpu_config_init(struct vgpu_config *c)
     c->log_level = -1;
     c->compute_mode = VGPU_COMPUTE_HARD;
     c->burst_limit = 100;
+    c->priority = VGPU_PRIORITY_LOW;
     (void)vg_strlcpy(c->board_dir, VGPU_DEFAULT_BOARD_DIR, sizeof c->board_dir);
 }
 
@@ -210,6 +216,17 @@ int vgpu_config_apply(struct vgpu_config *c, const char *name, size_t name_len, 
             (void)vg_strlcpy(c->device_uuid[index], value, sizeof c->device_uuid[index]);
         return 0;
     }
+    case VGPU_KEY_PRIORITY:
+        /* Exactly "0" or "1": anything else (2, -1, "high", " 0") is refused, never read
+         * as a default that could rank a tenant above its neighbours. */
+        if ((value[0] != '0' && value[0] != '1') || value[1] != '\0')
+            return vg_err_set(err, -EINVAL, "%s=\"%s\": want 0 (high) or 1 (low)", key->name,
+                              value);
+        /* Of the two names the lower priority (the larger number) wins. */
+        if (!c->priority_given || value[0] - '0' > c->priority)
+            c->priority = value[0] - '0';
+        c->priority_given = true;
+        return 0;
     }
     return vg_err_set(err, -EINVAL, "%s: unhandled key kind", key->name);
 }
@@ -373,6 +390,12 @@ static void lower_limits(struct vgpu_config *c, const struct vgpu_config *other)
     }
     c->memory_limit_all = lower(c->memory_limit_all, other->memory_limit_all);
     c->sm_limit_all = (uint32_t)lower(c->sm_limit_all, other->sm_limit_all);
+    /* A priority can only be lowered (0 high -> 1 low), never raised. */
+    if (other->priority_given) {
+        if (other->priority > c->priority)
+            c->priority = other->priority;
+        c->priority_given = true;
+    }
     c->memory_limit_set = false;
     for (unsigned n = 0; n < VGPU_CONFIG_MAX_DEVICES; n++)
         c->memory_limit_set |= c->memory_limit[n] != 0;

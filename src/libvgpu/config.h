@@ -47,8 +47,13 @@ enum vgpu_key_kind {
     VGPU_KEY_MODE,     /* VGPU_COMPUTE_MODE: hard | burst | disable */
     VGPU_KEY_BURST,    /* VGPU_COMPUTE_BURST_LIMIT: percent 1..100 */
     VGPU_KEY_DIR,      /* VGPU_COMPUTE_BOARD: absolute directory path */
-    VGPU_KEY_UUID      /* VGPU_DEVICE_UUID_<n>: GPU-... or MIG-..., limits file only */
+    VGPU_KEY_UUID,     /* VGPU_DEVICE_UUID_<n>: GPU-... or MIG-..., limits file only */
+    VGPU_KEY_PRIORITY  /* CUDA_DEVICE_TASK_PRIORITY, CUDA_TASK_PRIORITY: 0 (high) or 1 (low) */
 };
+
+/* Task priority (docs/compute.md, "Priority"): HAMi's nvidia.com/priority. */
+#define VGPU_PRIORITY_HIGH 0
+#define VGPU_PRIORITY_LOW  1
 
 /* How the compute share is enforced (docs/compute.md). */
 enum vgpu_compute_mode {
@@ -92,6 +97,10 @@ struct vgpu_config {
     /* VGPU_DEVICE_UUID_<n> from the limits file: which GPU the n-th limit is for ("" when
      * not given). libvgpu does not need it; vgpu-monitor matches NVML's processes with it. */
     char device_uuid[VGPU_CONFIG_MAX_DEVICES][VGPU_CONFIG_UUID_MAX];
+    /* Task priority, VGPU_PRIORITY_HIGH or _LOW (the default). In a vgpu container the
+     * limits file decides it and the environment can only lower it (0 -> 1). */
+    int priority;
+    bool priority_given; /* some source named a priority: the limiter takes part in it */
 };
 
 /* Defaults: no limits, default region path, silent. */
