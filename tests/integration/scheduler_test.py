@@ -462,6 +462,19 @@ class WebhookTest(unittest.TestCase):
             {"op": "add", "path": "/spec/containers/0/env",
              "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}])
 
+    def test_priority(self):
+        # HAMi's nvidia.com/priority: 0 (high) and 1 (low) are admitted as they are (the
+        # device plugin writes them into the limits file); anything else is refused.
+        for v in ("0", "1", 0):
+            r = self.admit(H.pod_object("p", {"nvidia.com/gpu": "1", "nvidia.com/priority": v}))
+            self.assertTrue(r["allowed"], r)
+        for v, shown in (("2", "'2'"), ("-1", "'-1'"), ("high", "'high'"), (2, "2"), (-1, "-1"),
+                         ("0.5", "'0.5'"), ("1k", "'1k'"), ("x" * 40, "a value")):
+            r = self.admit(H.pod_object("p", {"nvidia.com/gpu": "1", "nvidia.com/priority": v}))
+            self.assertFalse(r["allowed"], v)
+            self.assertIn("container main: nvidia.com/priority %s is not 0 (high) or 1 (low" % shown,
+                          r["status"]["message"])
+
 
 def model_matches_api(cluster):
     """The scheduler's bound model equals the decisions in the API, GPU by GPU."""
