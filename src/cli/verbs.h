@@ -1,5 +1,5 @@
-/* The `vgpu` command's cluster verbs (docs/cli.md): nodes, gpus, pods, explain and sim,
- * one file each, over the cluster as a source of API answers shows it: the API server
+/* The `vgpu` command's verbs (docs/cli.md): top, nodes, gpus, pods, explain and sim, one
+ * file each; the cluster verbs over the cluster as a source of API answers shows it: the API server
  * (api.h) in the command, fixture JSON in the tests. The program around them
  * (src/cmd/vgpu/main.c) only parses flags, opens the source and prints the error.
  *
@@ -56,6 +56,11 @@ struct cli_options {
     const char *jobs;        /* NULL: vgpu-sim's */
     const char *sim_program; /* NULL: vgpu-sim beside this program, else on PATH */
     bool export_only;
+    /* top */
+    bool once;
+    uint64_t interval_ms, iterations; /* iterations 0: until q (live), else 1 */
+    const char *region_dir;           /* NULL: /usr/local/vgpu/containers */
+    const char *nvml_library;         /* NULL: libnvidia-ml.so.1 */
 };
 
 /* The namespace the verbs work in: -n, else the source's, else "default". */
@@ -75,6 +80,12 @@ int cli_pods(const struct cli_source *src, const struct cli_options *opt, FILE *
  * pod that does not exist, -EINVAL for a name that is not a Kubernetes name. */
 int cli_explain(const struct cli_source *src, const struct cli_options *opt, FILE *out, FILE *diag,
                 struct vg_err *err);
+
+/* `vgpu top`: this node's GPUs and the vgpu containers on them, read from NVML and the
+ * device plugin's container directories, never from the API server. Live on a terminal
+ * (until q), else opt->iterations snapshots on stdout. A container whose files cannot be
+ * read is named on stderr; then, or when NVML cannot be read, -EIO with err. */
+int cli_top(const struct cli_options *opt, struct vg_err *err);
 
 /* `vgpu sim`, in two steps so the export is tested without running vgpu-sim:
  * cli_sim_export writes DIR/nodes.csv and DIR/pods.csv, says so on diag, and fills *run

@@ -332,49 +332,47 @@ static bool row_value(enum col col, const struct mon_ctr_stats *c, struct num *n
     }
 }
 
-static void one(struct vg_prom *p, const char *name, uint64_t v)
-{
-    vg_prom_sample(p, name);
-    vg_prom_u64(p, v);
-}
-
 void mon_metrics_own(struct vg_prom *p, const struct mon_counters *c, const char *policy,
                      uint64_t events_sent, uint64_t events_failed)
 {
-    vg_prom_family(p, "vgpu_monitor_samples_total", "counter",
-                   "Samples of NVML's per-process GPU memory taken.");
-    one(p, "vgpu_monitor_samples_total", c->samples);
-    vg_prom_family(p, "vgpu_monitor_violations_total", "counter",
-                   "Episodes of a container over its GPU memory limit plus slack.");
-    vg_prom_sample(p, "vgpu_monitor_violations_total");
-    vg_prom_label(p, "policy", policy);
-    vg_prom_u64(p, c->violations);
-    vg_prom_family(p, "vgpu_monitor_kills_total", "counter",
-                   "Processes killed for a container over its limit.");
-    one(p, "vgpu_monitor_kills_total", c->kills);
-    vg_prom_family(p, "vgpu_monitor_kill_failures_total", "counter", "Kills that failed.");
-    one(p, "vgpu_monitor_kill_failures_total", c->kill_failures);
-    vg_prom_family(p, "vgpu_monitor_processes", "gauge", "GPU processes in the last sample.");
-    one(p, "vgpu_monitor_processes", c->processes);
-    vg_prom_family(p, "vgpu_monitor_unattributed_processes", "gauge",
-                   "GPU processes outside every pod in the last sample.");
-    one(p, "vgpu_monitor_unattributed_processes", c->unattributed);
-    vg_prom_family(p, "vgpu_monitor_unlimited_processes", "gauge",
-                   "Pod GPU processes without a limits file in the last sample.");
-    one(p, "vgpu_monitor_unlimited_processes", c->unlimited);
-    vg_prom_family(p, "vgpu_monitor_unregistered_total", "counter",
-                   "GPU processes of limited containers seen not registered with libvgpu.");
-    one(p, "vgpu_monitor_unregistered_total", c->unregistered);
-    vg_prom_family(p, "vgpu_monitor_quarantines_total", "counter",
-                   "Containers quarantined for repeated violations.");
-    one(p, "vgpu_monitor_quarantines_total", c->quarantines);
-    vg_prom_family(p, "vgpu_monitor_quarantined_containers", "gauge", "Containers in quarantine.");
-    one(p, "vgpu_monitor_quarantined_containers", c->quarantined);
-    vg_prom_family(p, "vgpu_monitor_events_total", "counter", "Kubernetes Events posted.");
-    one(p, "vgpu_monitor_events_total", events_sent);
-    vg_prom_family(p, "vgpu_monitor_event_failures_total", "counter",
-                   "Events that could not be posted.");
-    one(p, "vgpu_monitor_event_failures_total", events_failed);
+    /* The watchdog's own counters: one family each, in this order. */
+    const struct {
+        const char *name, *type, *help;
+        uint64_t value;
+        bool by_policy; /* labelled with the policy that answered it */
+    } own[] = {
+        {"vgpu_monitor_samples_total", "counter", "Samples of NVML's per-process GPU memory taken.",
+         c->samples, false},
+        {"vgpu_monitor_violations_total", "counter",
+         "Episodes of a container over its GPU memory limit plus slack.", c->violations, true},
+        {"vgpu_monitor_kills_total", "counter", "Processes killed for a container over its limit.",
+         c->kills, false},
+        {"vgpu_monitor_kill_failures_total", "counter", "Kills that failed.", c->kill_failures,
+         false},
+        {"vgpu_monitor_processes", "gauge", "GPU processes in the last sample.", c->processes,
+         false},
+        {"vgpu_monitor_unattributed_processes", "gauge",
+         "GPU processes outside every pod in the last sample.", c->unattributed, false},
+        {"vgpu_monitor_unlimited_processes", "gauge",
+         "Pod GPU processes without a limits file in the last sample.", c->unlimited, false},
+        {"vgpu_monitor_unregistered_total", "counter",
+         "GPU processes of limited containers seen not registered with libvgpu.", c->unregistered,
+         false},
+        {"vgpu_monitor_quarantines_total", "counter",
+         "Containers quarantined for repeated violations.", c->quarantines, false},
+        {"vgpu_monitor_quarantined_containers", "gauge", "Containers in quarantine.",
+         c->quarantined, false},
+        {"vgpu_monitor_events_total", "counter", "Kubernetes Events posted.", events_sent, false},
+        {"vgpu_monitor_event_failures_total", "counter", "Events that could not be posted.",
+         events_failed, false},
+    };
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+        vg_prom_family(p, own[i].name, own[i].type, own[i].help);
+        vg_prom_sample(p, own[i].name);
+        if (own[i].by_policy)
+            vg_prom_label(p, "policy", policy);
+        vg_prom_u64(p, own[i].value);
+    }
 }
 
 static void monitor_counters(struct vg_prom *p, const struct mon_exposition *x)

@@ -9,7 +9,7 @@
  * which of them it cannot do without, and the others are NULL where the library lacks
  * them (older drivers, fakegpu builds without an API). Users: src/deviceplugin/nvml.c
  * (discovery, health, MIG, XID events), src/monitor/daemon.c (processes, memory,
- * utilization, XIDs), src/cmd/vgpu/top.c (memory, utilization, processes). */
+ * utilization, XIDs), src/cli/top.c (memory, utilization, processes). */
 #ifndef VGPU_NVML_LOADER_H
 #define VGPU_NVML_LOADER_H
 

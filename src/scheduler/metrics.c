@@ -96,8 +96,10 @@ struct out {
 /* One gauge per GPU: value(s, i, g) under the name, with the labels l. */
 typedef double (*gpu_value)(const struct sched_state *s, size_t i, unsigned g);
 
-static void per_gpu(struct out *o, const char *name, const char *help, enum labels l,
-                    gpu_value value)
+/* HAMi's allocated-memory gauges add to the GPU's labels cores="100" under the name
+ * `cores`, and with `memory_limit` the GPU's memory in MiB under that name. */
+static void gpu_family(struct out *o, const char *name, const char *help, enum labels l,
+                       gpu_value value, const char *cores, const char *memory_limit)
 {
     const struct place_cluster *c = o->s->cluster;
     vg_prom_family(o->p, name, "gauge", help);
@@ -106,8 +108,18 @@ static void per_gpu(struct out *o, const char *name, const char *help, enum labe
         for (unsigned g = 0; g < c->nodes[i].gpu_count; g++) {
             vg_prom_sample(o->p, name);
             labels_put(o->p, &o->labels, o->s, l, flat++);
+            if (cores != NULL)
+                vg_prom_label(o->p, cores, "100");
+            if (memory_limit != NULL)
+                vg_prom_label_u64(o->p, memory_limit, c->nodes[i].gpus[g].mem_total_mib);
             vg_prom_double(o->p, value(o->s, i, g));
         }
+}
+
+static void per_gpu(struct out *o, const char *name, const char *help, enum labels l,
+                    gpu_value value)
+{
+    gpu_family(o, name, help, l, value, NULL, NULL);
 }
 
 static double v_mem_total(const struct sched_state *s, size_t i, unsigned g)
@@ -168,23 +180,10 @@ static double v_stranded_mem(const struct sched_state *s, size_t i, unsigned g)
     return (double)v.stranded_mem;
 }
 
-/* HAMi's allocated-memory gauges: the GPU's labels, cores="100", and with memory_limit
- * the GPU's memory in MiB under that label. */
 static void per_gpu_allocated(struct out *o, const char *name, const char *help, enum labels l,
                               const char *cores, const char *memory_limit)
 {
-    const struct place_cluster *c = o->s->cluster;
-    vg_prom_family(o->p, name, "gauge", help);
-    size_t flat = 0;
-    for (size_t i = 0; i < c->node_count; i++)
-        for (unsigned g = 0; g < c->nodes[i].gpu_count; g++) {
-            vg_prom_sample(o->p, name);
-            labels_put(o->p, &o->labels, o->s, l, flat++);
-            vg_prom_label(o->p, cores, "100");
-            if (memory_limit != NULL)
-                vg_prom_label_u64(o->p, memory_limit, c->nodes[i].gpus[g].mem_total_mib);
-            vg_prom_double(o->p, v_mem_used(o->s, i, g));
-        }
+    gpu_family(o, name, help, l, v_mem_used, cores, memory_limit);
 }
 
 struct share_out {

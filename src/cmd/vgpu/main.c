@@ -21,18 +21,23 @@
 #include "base/str.h"
 #include "cli/api.h"
 #include "cli/verbs.h"
-#include "cmd/vgpu/vgpu.h"
+
+/* The command line: kubectl's flags, the verb's, and what the verb is given. */
+struct vgpu_cmd {
+    const char *prog;    /* "vgpu", or "kubectl vgpu" when run as the plugin */
+    const char *args[4]; /* positional arguments after the verb */
+    size_t nargs;
+    const char *kubeconfig, *context, *server;
+    uint64_t request_timeout_s;
+    struct cli_options o;
+};
 
 VG_DEFINE_AUTO(cli_api_freep, struct cli_api, cli_api_free)
 
-int vgpu_fail(const char *fmt, ...)
+/* "error: ..." on stderr; returns the exit status 1. */
+static int fail(const char *msg)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
+    fprintf(stderr, "error: %s\n", msg);
     return 1;
 }
 
@@ -83,7 +88,7 @@ static const struct verb {
 };
 
 /* The command being read: the flags' targets. */
-static struct vgpu_cmd cmd = {.prog = "vgpu", .interval_ms = 1000, .request_timeout_s = 30};
+static struct vgpu_cmd cmd = {.prog = "vgpu", .o.interval_ms = 1000, .request_timeout_s = 30};
 static const char *interval_text; /* seconds with up to three decimals, read after parsing */
 static bool help;
 
@@ -92,7 +97,7 @@ static int parse_output(const char *value, void *target, struct vg_err *err)
     enum cli_output output;
     if (cli_output_parse(value, &output, err) < 0)
         return err->code;
-    *(enum vgpu_output *)target = (enum vgpu_output)output;
+    *(enum cli_output *)target = output;
     return 0;
 }
 
@@ -122,13 +127,13 @@ static const struct vg_flag flags[] = {
         "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)"),
     STR("context", 0, "NAME", context, 1, "the kubeconfig context to use"),
     STR("server", 's', "URL", server, 2, "the API server's URL, overriding the kubeconfig's"),
-    STR("namespace", 'n', "NS", namespace, 3, "namespace (default: the context's, else default)"),
-    BOOL("all-namespaces", 'A', &cmd.all_namespaces, 4, "every namespace"),
+    STR("namespace", 'n', "NS", o.namespace, 3, "namespace (default: the context's, else default)"),
+    BOOL("all-namespaces", 'A', &cmd.o.all_namespaces, 4, "every namespace"),
     {.name = "output",
      .short_name = 'o',
      .value = "wide|json",
      .type = VG_FLAG_FUNC,
-     .target = &cmd.output,
+     .target = &cmd.o.output,
      .fn = parse_output,
      .given = &given[5],
      .doc = "wide or json"},
@@ -140,7 +145,7 @@ static const struct vg_flag flags[] = {
      .max = 3600,
      .given = &given[6],
      .doc = "seconds to wait for the API server (default 30)"},
-    BOOL("once", 0, &cmd.once, 7, "print one snapshot and exit"),
+    BOOL("once", 0, &cmd.o.once, 7, "print one snapshot and exit"),
     {.name = "interval",
      .value = "SECONDS",
      .type = VG_FLAG_STRING,
@@ -150,23 +155,23 @@ static const struct vg_flag flags[] = {
     {.name = "iterations",
      .value = "N",
      .type = VG_FLAG_U64,
-     .target = &cmd.iterations,
+     .target = &cmd.o.iterations,
      .min = 1,
      .max = UINT32_MAX,
      .given = &given[9],
      .doc = "stop after N refreshes"},
-    STR("region-dir", 0, "DIR", region_dir, 10,
+    STR("region-dir", 0, "DIR", o.region_dir, 10,
         "the device plugin's container directories, its vgpu.regionDir (default "
         "/usr/local/vgpu/containers)"),
     {.name = "containers-dir", .alias_of = "region-dir", .given = &given[11]},
-    STR("nvml-library", 0, "PATH", nvml_library, 12, "NVML to load (default libnvidia-ml.so.1)"),
-    STR("out", 0, "DIR", out_dir, 13, "where the CSV files go (default vgpu-sim-export)"),
-    STR("policy", 0, "LIST", policy, 14,
+    STR("nvml-library", 0, "PATH", o.nvml_library, 12, "NVML to load (default libnvidia-ml.so.1)"),
+    STR("out", 0, "DIR", o.out_dir, 13, "where the CSV files go (default vgpu-sim-export)"),
+    STR("policy", 0, "LIST", o.policy, 14,
         "vgpu-sim's --policy (default default,fgd,binpack,spread)"),
-    STR("seeds", 0, "SPEC", seeds, 15, "vgpu-sim's --seeds (default 42-44)"),
-    STR("jobs", 0, "N", jobs, 16, "vgpu-sim's --jobs"),
-    STR("report", 0, "FILE", report, 17, "write vgpu-sim's HTML report here"),
-    BOOL("export-only", 0, &cmd.export_only, 18, "write the CSV files and stop"),
+    STR("seeds", 0, "SPEC", o.seeds, 15, "vgpu-sim's --seeds (default 42-44)"),
+    STR("jobs", 0, "N", o.jobs, 16, "vgpu-sim's --jobs"),
+    STR("report", 0, "FILE", o.report, 17, "write vgpu-sim's HTML report here"),
+    BOOL("export-only", 0, &cmd.o.export_only, 18, "write the CSV files and stop"),
     BOOL("help", 'h', &help, 19, "this help"),
 };
 _Static_assert(sizeof flags / sizeof flags[0] == sizeof flag_verbs / sizeof flag_verbs[0],
@@ -256,24 +261,14 @@ static int run_cluster_verb(const struct vgpu_cmd *c, unsigned verb)
     struct vg_err err = {0};
     VG_AUTO(cli_api_freep) struct cli_api *api = NULL;
     if (cli_api_open(&api_options, &api, &err) < 0)
-        return vgpu_fail("%s", err.msg);
+        return fail(err.msg);
     struct cli_source src = cli_api_source(api);
     struct timespec mono;
     clock_gettime(CLOCK_MONOTONIC, &mono);
-    struct cli_options o = {
-        .output = (enum cli_output)c->output,
-        .namespace = c->namespace,
-        .all_namespaces = c->all_namespaces,
-        .pod = c->nargs > 0 ? c->args[0] : NULL,
-        .now_unix = (int64_t)time(NULL),
-        .now_mono_ms = (uint64_t)mono.tv_sec * 1000 + (uint64_t)mono.tv_nsec / 1000000,
-        .out_dir = c->out_dir,
-        .policy = c->policy,
-        .seeds = c->seeds,
-        .report = c->report,
-        .jobs = c->jobs,
-        .export_only = c->export_only,
-    };
+    struct cli_options o = c->o;
+    o.pod = c->nargs > 0 ? c->args[0] : NULL;
+    o.now_unix = (int64_t)time(NULL);
+    o.now_mono_ms = (uint64_t)mono.tv_sec * 1000 + (uint64_t)mono.tv_nsec / 1000000;
     int rc;
     switch (verb) {
     case V_NODES:
@@ -296,7 +291,7 @@ static int run_cluster_verb(const struct vgpu_cmd *c, unsigned verb)
             rc = cli_sim_exec(&run, &err); /* returns only when it cannot */
     }
     }
-    return rc < 0 ? vgpu_fail("%s", err.msg) : 0;
+    return rc < 0 ? fail(err.msg) : 0;
 }
 
 /* The command line against the table, then against the verb: 0 with *verb set (NULL with
@@ -316,7 +311,6 @@ static int read_command(int argc, char **argv, const struct verb **verb)
     *verb = v;
     if (help || v == NULL)
         return 0;
-    cmd.verb = v->name;
     if (npos - 1 > v->args)
         return bad_usage(cmd.prog, v->name, "unexpected argument \"%s\"", pos[v->args + 1]);
     for (size_t i = 1; i < npos; i++)
@@ -324,7 +318,7 @@ static int read_command(int argc, char **argv, const struct verb **verb)
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (given[i] && !(flag_verbs[i] & v->bit))
             return bad_usage(cmd.prog, v->name, "unknown flag: --%s", flags[i].name);
-    if (interval_text != NULL && parse_interval(interval_text, &cmd.interval_ms, &err) < 0)
+    if (interval_text != NULL && parse_interval(interval_text, &cmd.o.interval_ms, &err) < 0)
         return bad_usage(cmd.prog, v->name, "%s", err.msg);
     if (cmd.nargs < v->args)
         return bad_usage(cmd.prog, v->name, "%s", "missing the pod's name");
@@ -351,5 +345,8 @@ int main(int argc, char **argv)
         usage(stderr, cmd.prog, NULL);
         return 1;
     }
-    return v->bit == V_TOP ? vgpu_top(&cmd) : run_cluster_verb(&cmd, v->bit);
+    if (v->bit != V_TOP)
+        return run_cluster_verb(&cmd, v->bit);
+    struct vg_err err = {0};
+    return cli_top(&cmd.o, &err) < 0 ? fail(err.msg) : 0;
 }

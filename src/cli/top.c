@@ -31,7 +31,7 @@
 #include "base/mem.h"
 #include "base/str.h"
 #include "cli/cli.h"
-#include "cmd/vgpu/vgpu.h"
+#include "cli/verbs.h"
 #include "libvgpu/config.h"
 #include "monitor/region_read.h"
 #include "nvml/loader.h"
@@ -155,7 +155,7 @@ struct row {
 };
 
 struct top {
-    const struct vgpu_cmd *cmd;
+    const struct cli_options *opt;
     const char *dir;
     struct nvml nvml;
     struct gpu gpus[TOP_MAX_GPUS];
@@ -435,7 +435,7 @@ static void print_text(struct top *t, FILE *f, size_t width, size_t height)
     size_t nrows = rows_update(t);
     const struct row *rows = t->rows;
     size_t lines = 0;
-    bool wide = t->cmd->output == OUT_WIDE;
+    bool wide = t->opt->output == CLI_OUTPUT_WIDE;
     fprintf(f, "vgpu top   node %s   %u GPUs   %zu containers   %s%s\n", host, t->nvml.count,
             t->nctrs, when, height ? "   (q quits)" : "");
     lines++;
@@ -612,7 +612,7 @@ void top_frame(struct top *t, bool live, uint64_t n)
         fputs("\033[H\033[2J", stdout);
         print_text(t, stdout, ws.ws_col ? ws.ws_col : 80, ws.ws_row ? ws.ws_row : 24);
         fflush(stdout);
-    } else if (t->cmd->output == OUT_JSON) {
+    } else if (t->opt->output == CLI_OUTPUT_JSON) {
         json_t *doc = json_of(t);
         json_dumpf(doc, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
@@ -640,15 +640,15 @@ static void report_errors(const struct top *t)
         fprintf(stderr, "error: and %u more containers that cannot be read\n", shown - 10);
 }
 
-int vgpu_top(const struct vgpu_cmd *cmd)
+int cli_top(const struct cli_options *opt, struct vg_err *err)
 {
     struct top *t = xcalloc(1, sizeof *t);
-    t->cmd = cmd;
-    t->dir = cmd->region_dir ? cmd->region_dir : DEFAULT_DIR;
-    nvml_open(&t->nvml, cmd->nvml_library ? cmd->nvml_library : NVML_LIB_SONAME, t->gpus);
-    bool live =
-        !cmd->once && cmd->output != OUT_JSON && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
-    uint64_t iterations = cmd->iterations ? cmd->iterations : (live ? 0 : 1);
+    t->opt = opt;
+    t->dir = opt->region_dir ? opt->region_dir : DEFAULT_DIR;
+    nvml_open(&t->nvml, opt->nvml_library ? opt->nvml_library : NVML_LIB_SONAME, t->gpus);
+    bool live = !opt->once && opt->output != CLI_OUTPUT_JSON && isatty(STDIN_FILENO) &&
+                isatty(STDOUT_FILENO);
+    uint64_t iterations = opt->iterations ? opt->iterations : (live ? 0 : 1);
     const char *timing = getenv("VGPU_TOP_TIMING"); /* bench/top.sh: CPU ns per refresh */
     FILE *tf = timing ? fopen(timing, "w") : NULL;
     if (live) {
@@ -678,7 +678,7 @@ int vgpu_top(const struct vgpu_cmd *cmd)
             fprintf(tf, "%lld\n",
                     (long long)((b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec)));
         if (t->dir_error[0] && !live) {
-            status = vgpu_fail("%s", t->dir_error);
+            status = vg_err_set(err, -ENOENT, "%s", t->dir_error);
             break;
         }
         if (live) {
@@ -686,7 +686,7 @@ int vgpu_top(const struct vgpu_cmd *cmd)
             struct timespec until;
             clock_gettime(CLOCK_MONOTONIC, &until);
             int64_t end_ms =
-                (int64_t)until.tv_sec * 1000 + until.tv_nsec / 1000000 + (int64_t)cmd->interval_ms;
+                (int64_t)until.tv_sec * 1000 + until.tv_nsec / 1000000 + (int64_t)opt->interval_ms;
             while (!stop) {
                 struct timespec nowts;
                 clock_gettime(CLOCK_MONOTONIC, &nowts);
@@ -706,16 +706,16 @@ int vgpu_top(const struct vgpu_cmd *cmd)
             }
         }
         if (!live && iterations > 1 && n + 1 < iterations)
-            usleep((useconds_t)(cmd->interval_ms * 1000));
+            usleep((useconds_t)(opt->interval_ms * 1000));
     }
     if (tf)
         fclose(tf);
     restore_terminal();
     if (status == 0 && !live && (t->errors || !t->nvml.ok)) {
         report_errors(t);
-        if (!t->nvml.ok)
-            fprintf(stderr, "error: %s\n", t->nvml.error);
-        status = 1;
+        status = !t->nvml.ok ? vg_err_set(err, -EIO, "%s", t->nvml.error)
+                             : vg_err_set(err, -EIO, "%u of %zu containers could not be read",
+                                          t->errors, t->nctrs);
     }
     for (size_t i = 0; i < t->nctrs; i++)
         ctr_free(t->ctrs[i]);
