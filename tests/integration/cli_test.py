@@ -369,9 +369,15 @@ class TopTest(TopBase):
         gpu0 = next(line.split() for line in lines if line.startswith("0 "))
         self.assertEqual(gpu0[-1], "3")  # three containers on GPU 0
         row = next(line.split() for line in lines if " job-2 " in line and line.startswith("1"))
-        # GPU 1, team-1/job-2: 3 GiB of 4 GiB, 75 %, share 25 %, achieved 12 %, waited 2 s
+        # GPU 1, team-1/job-2: 3 GiB of 4 GiB, 75 %, share 25 %, achieved 12 %, waited 2 s,
+        # high priority, never held
         self.assertEqual(row, ["1", "team-1", "job-2", "main", "3Gi/4Gi", "75%", "25%", "12%",
-                               "2.0s"])
+                               "2.0s", "high", "0.0s"])
+        # team-0/job-1: low priority, held 0.5 s; team-0/job-0: none named
+        row = next(line.split() for line in lines if " job-1 " in line and line.startswith("0"))
+        self.assertEqual(row[-3:], ["1.0s", "low", "0.5s"])
+        row = next(line.split() for line in lines if " job-0 " in line and line.startswith("0"))
+        self.assertEqual(row[-2:], ["-", "0.0s"])
 
     def test_json(self):
         doc = json.loads(run(["top", "-o", "json"] + self.nvml, env=self.env, check=0).stdout)
@@ -382,6 +388,8 @@ class TopTest(TopBase):
         self.assertEqual(c["memoryLimitBytes"], 4 << 30)
         self.assertEqual(c["computeLimitPercent"], 25)
         self.assertAlmostEqual(c["computeAchievedRatio"], 0.11)
+        self.assertEqual((c["priority"], c["heldSeconds"]), (1, 0.5))
+        self.assertIsNone(doc["gpus"][0]["containers"][0]["priority"])
 
     def test_missing_directory(self):
         p = run(["top", "--once", "--nvml-library",
@@ -488,10 +496,12 @@ class TopHostileTest(TopBase):
             f.write(struct.pack("<q", -5))  # waited_ns
             f.seek(64 + 88 + 9 * 8)
             f.write(struct.pack("<q", -10 ** 9))  # achieved_ppm
+            f.seek(64 + 88 + 12 * 8)
+            f.write(struct.pack("<q", -7))  # held_ns
         rc, err, last = self.watch_while(sorted(os.listdir(self.ctrs))[0], forge)
         self.assertEqual(rc, 0, err)
         row = next(line.split() for line in last if " job-0 " in line and line[0] == "0")
-        self.assertEqual(row[-2:], ["0%", "0.0s"])
+        self.assertEqual(row[-4:], ["0%", "0.0s", "-", "0.0s"])
 
     def test_region_truncated_between_check_and_read(self):
         """The region passes the size check (fstat), then shrinks to nothing before it is
