@@ -19,6 +19,7 @@ struct sched_share {
     uint8_t gpus[PLACE_MAX_GPUS];
     uint8_t pod_class;
     bool exclusive;
+    bool high; /* nvidia.com/priority 0: counted in each of its GPUs' place_gpu.high */
     uint32_t milli;
     uint64_t mem[PLACE_MAX_GPUS];
 };

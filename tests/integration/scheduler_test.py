@@ -208,6 +208,48 @@ class SchedulerTest(unittest.TestCase):
         self.assertIsNotNone(self.schedule(conn, fresh))
         check(self.cluster)
 
+    def test_priority_apart(self):
+        """Two high-priority pods share a GPU only when no offered GPU can take the pod
+        otherwise (docs/scheduler.md, "Priority"), whatever the GPU order would choose; the
+        rule survives a restart (the priorities come from the pods' specs)."""
+        conn = [H.Http(self.cluster.port)]
+        binpack = {"hami.io/gpu-scheduler-policy": "binpack"}
+
+        def place(name, prio):
+            limits = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "20",
+                      "nvidia.com/gpumem": "1000"}
+            if prio is not None:
+                limits["nvidia.com/priority"] = prio
+            pod = self.cluster.create_pod(H.pod_object(name, limits, binpack))
+            names, body = self.cluster.filter(conn[0], pod, ["node-00"])
+            self.assertEqual(names, ["node-00"], body)
+            self.assertEqual(self.cluster.bind(conn[0], pod, "node-00"), "")
+            d = json.loads(self.cluster.get_pod(name)["metadata"]["annotations"]["vgpu.io/decision"])
+            return d["containers"][0]["gpus"][0]["uuid"]
+
+        h1 = place("h1", "0")
+        self.assertEqual(place("l1", "1"), h1)  # binpack: the most used GPU
+        self.assertEqual(place("n1", None), h1)
+        h2 = place("h2", "0")
+        self.assertNotEqual(h2, h1)  # binpack would stack it on h1's GPU
+        h3 = place("h3", "0")  # both GPUs hold one: it shares, rather than not run
+        self.assertIn(h3, (h1, h2))
+        self.cluster.sync_pods()
+        high = sorted(g["highPriorityTenants"] for g in self.cluster.state()["nodes"]["node-00"])
+        self.assertEqual(high, [1, 2])
+        self.cluster.kill9()
+        self.cluster.start()
+        self.cluster.wait_ready()
+        check(self.cluster)
+        high = sorted(g["highPriorityTenants"] for g in self.cluster.state()["nodes"]["node-00"])
+        self.assertEqual(high, [1, 2])
+        # After the restart a fourth goes beside the GPU with one, not the one with two.
+        conn[0] = H.Http(self.cluster.port)
+        h4 = place("h4", "0")
+        byuuid = {g["uuid"]: g["highPriorityTenants"] for g in self.cluster.state()["nodes"]["node-00"]}
+        self.assertEqual(byuuid[h4], 2)
+        check(self.cluster)
+
     def test_restart_kill9_rebuilds_same_state(self):
         conn = H.Http(self.cluster.port)
         rng = random.Random(7)
