@@ -229,6 +229,7 @@ struct sched_share_ref {
     unsigned g;       /* the GPU's index on node p->node */
     uint64_t mem_mib;
     unsigned cores; /* percent; 0: no compute limit */
+    bool high;      /* nvidia.com/priority 0 */
 };
 /* Visits every container share the model holds (charged pods on known nodes), from the
  * pod records: no decision is decoded. */

@@ -248,6 +248,12 @@ class SchedulerTest(unittest.TestCase):
         h4 = place("h4", "0")
         byuuid = {g["uuid"]: g["highPriorityTenants"] for g in self.cluster.state()["nodes"]["node-00"]}
         self.assertEqual(byuuid[h4], 2)
+        # The dashboard marks the high-priority tenants.
+        ui = self.cluster.ext.request("GET", "/ui/state.json")[1]
+        node = next(n for n in ui["nodes"] if n["name"] == "node-00")
+        marks = sorted((t["pod"], t["highPriority"]) for g in node["gpus"] for t in g["tenants"])
+        self.assertEqual(marks, [("h1", True), ("h2", True), ("h3", True), ("h4", True),
+                                 ("l1", False), ("n1", False)])
         check(self.cluster)
 
     def test_restart_kill9_rebuilds_same_state(self):
