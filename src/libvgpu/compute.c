@@ -621,9 +621,10 @@ static bool high_active_locked(struct cdev *d, int64_t t, int64_t *until)
 
 /* A low-priority launch waits (rt.lock held, released meanwhile) while a high-priority
  * container on its GPU is active: it gives its turn back (high never waits for it) and
- * looks again when the high one's idle interval ends, or, while one has work pending, when
- * a high process drains its queue (it wakes the turn's futex) or VGC_PRIO_POLL_NS passed.
- * The time held is counted in the region (held_ns, for the monitor). */
+ * looks again when the high one's work should be done by its predictions and its idle
+ * interval has passed, when a high process drains its queue (it wakes the turn's futex),
+ * or after VGC_PRIO_POLL_NS. The time held is counted in the region (held_ns, for the
+ * monitor). */
 static void prio_hold_locked(struct cdev *d)
 {
     int64_t t0 = now_ns(), t = t0, until;
@@ -634,10 +635,9 @@ static void prio_hold_locked(struct cdev *d)
         if (d->turn)
             turn_release_locked(d);
         pthread_mutex_unlock(&rt.lock);
-        if (until != 0)
-            sleep_until(until);
-        else
-            turn_sleep(d, seq, VGC_PRIO_POLL_NS);
+        /* Until the predicted end (a drain wakes it sooner), else a drain or the poll. */
+        int64_t left = until != 0 ? until - t : VGC_PRIO_POLL_NS;
+        turn_sleep(d, seq, left > 1000 ? left : 1000);
         pthread_mutex_lock(&rt.lock);
         t = now_ns();
         if (t - d->bd.scanned_at >= VGC_SCAN_NS)
@@ -645,6 +645,32 @@ static void prio_hold_locked(struct cdev *d)
     }
     if (t > t0)
         atomic_fetch_add_explicit(&d->b->held_ns, t - t0, memory_order_relaxed);
+}
+
+/* At exit the poller may not have settled the last launches (their work is done: the
+ * process synchronised, or it is going away), so the board still says this process has
+ * work pending: its low-priority neighbours would wait until its slot goes stale (1 s)
+ * and turn waiters until its turn lapses. It says it has none, without the lock (the
+ * poller may hold it when exit runs). */
+__attribute__((destructor)) static void vgc_exit(void)
+{
+    if (atomic_load_explicit(&vgc_active, memory_order_relaxed) == 0)
+        return;
+    int64_t t = now_ns();
+    for (int i = 0; i < REGION_MAX_DEVICES; i++) {
+        struct cdev *d = &rt.dev[i];
+        if (!d->on || d->board == NULL || d->slot < 0)
+            continue;
+        vgc_bd_set_pending(&d->bd, d->slot, false, t);
+        if (d->prio == VGPU_PRIORITY_HIGH && d->bd.plugin)
+            vgc_bd_note_idle(&d->bd, t - VGC_PRIO_IDLE_NS);
+        bool waiters = vgc_turn_release(d->board, rt.owner);
+        vgc_bd_turn_mark(&d->bd, d->slot, false);
+        vgc_bd_release(&d->bd, d->slot, rt.owner); /* gone from the GPU: nobody waits on it */
+        atomic_fetch_add(&d->board->turn_seq, 1);
+        if (waiters || d->prio == VGPU_PRIORITY_HIGH)
+            turn_wake(d);
+    }
 }
 
 /* ---- events ---- */
@@ -1008,6 +1034,8 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
         vgc_bd_set_pending(&d->bd, d->slot, true, t);
     d->inflight_ns += depth;
     d->queue_end = (d->queue_end > t && d->inflight_n > 1 ? d->queue_end : t) + depth;
+    if (d->prio == VGPU_PRIORITY_HIGH && d->board != NULL)
+        vgc_bd_note_busy(&d->bd, d->queue_end); /* low ones go when it should be done */
     struct vgc_view *v = &L->before;
     if (d->board != NULL && d->slot >= 0) {
         vgc_bd_view(&d->bd, d->slot, t, v);

@@ -872,6 +872,20 @@ void vgc_bd_set_pending(struct vgc_bd *bd, int slot, bool pending, int64_t now)
     slot_set_pending(bd_slot(bd, slot), pending, now);
 }
 
+void vgc_bd_release(struct vgc_bd *bd, int slot, uint64_t owner)
+{
+    if (!bd->plugin) {
+        vgc_board_release(bd->shared, slot, owner);
+        return;
+    }
+    if (bd->own == NULL || slot < 0 || slot >= VGC_CTR_PROCS)
+        return;
+    struct vgc_board_slot *s = &bd->own->procs[slot];
+    atomic_store(&s->pending, 0);
+    atomic_fetch_add(&s->flips, 1);
+    atomic_compare_exchange_strong(&s->owner, &owner, 0);
+}
+
 void vgc_bd_heartbeat(struct vgc_bd *bd, int slot, int64_t share_ppm, int64_t claim_ppm,
                       int64_t now)
 {
@@ -1024,34 +1038,48 @@ bool vgc_bd_high_active(const struct vgc_bd *bd, int64_t now, bool *present, int
     *until = 0;
     if (!bd->plugin)
         return false;
-    bool active = false;
+    bool active = false, open = false; /* open: an active one whose end is not known */
+    int64_t end = 0;
     for (unsigned i = 0; i < bd->n; i++) {
         const struct vgc_peer *p = &bd->p[i];
         if (p->slots == NULL || p->map == NULL || !p->high)
             continue; /* free, the reader's own container, or low */
-        bool live = false;
+        bool live = false, pending = false;
         for (unsigned k = 0; k < p->nslots; k++) {
             struct vgc_slot_seen ss;
             if (!vgc_bd_proc_high(bd, i, k) || !vgc_slot_read(&p->slots[k], now, 0, &ss))
                 continue;
             live = true;
-            if (ss.pending) {
-                *present = true;
-                *until = 0;
-                return true;
-            }
+            pending = pending || ss.pending;
         }
         if (!live)
             continue; /* no process of it on the GPU */
         *present = true;
+        const struct vgc_slot_file *f = peer_file(p);
+        if (pending) {
+            /* The work it queued should be done by its predicted end: its poller may be
+             * late to say so (a wake-up that would leave the GPU idle). A time in the past
+             * only makes it look idle sooner, its own loss; a far one is no more than the
+             * pending flag already says. */
+            int64_t busy = atomic_load(&f->busy_until);
+            if (busy > 0 && busy <= now - VGC_PRIO_IDLE_NS)
+                continue;
+            active = true;
+            if (busy > 0 && busy + VGC_PRIO_IDLE_NS - now <= VGC_PRIO_POLL_NS)
+                end = max64(end, busy + VGC_PRIO_IDLE_NS);
+            else
+                open = true;
+            continue;
+        }
         /* Drained a moment ago: the next launch of a burst is likely on its way. A time
          * from the future is forged and counts as absent. */
-        int64_t idle = atomic_load(&peer_file(p)->idle_at);
+        int64_t idle = atomic_load(&f->idle_at);
         if (idle <= now && now - idle < VGC_PRIO_IDLE_NS) {
             active = true;
-            *until = max64(*until, idle + VGC_PRIO_IDLE_NS);
+            end = max64(end, idle + VGC_PRIO_IDLE_NS);
         }
     }
+    *until = active && !open ? end : 0;
     return active;
 }
 
@@ -1069,6 +1097,15 @@ void vgc_bd_note_idle(struct vgc_bd *bd, int64_t now)
 {
     if (bd->plugin && bd->own != NULL)
         atomic_store(&bd->own->idle_at, now);
+}
+
+void vgc_bd_note_busy(struct vgc_bd *bd, int64_t until)
+{
+    if (!bd->plugin || bd->own == NULL)
+        return;
+    int64_t cur = atomic_load(&bd->own->busy_until);
+    while (cur < until && !atomic_compare_exchange_weak(&bd->own->busy_until, &cur, until))
+        ;
 }
 
 bool vgc_turn_take(struct vgc_board *b, uint64_t owner, int64_t now, int64_t until)

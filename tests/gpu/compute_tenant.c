@@ -14,7 +14,8 @@
  * inference-like tenant, a request every PERIOD_MS of N kernels of KERNEL_NS (one graph of
  * N kernels with :graph), whose latency is from its first launch to the stream's
  * synchronize; prints "requests=<n> p50_us=<n> p99_us=<n> max_us=<n>" over the requests
- * after COMPUTE_WARMUP_MS. SEED seeds the random draws.
+ * after COMPUTE_WARMUP_MS (COMPUTE_INFER_PHASE_MS: each request that far into a period of
+ * the monotonic clock, for tenants that must not drift). SEED seeds the random draws.
  * Prints "launches=<n> gpu_ns=<n>" at the end, where
  * gpu_ns is the kernel time it asked for, and, when COMPUTE_WARMUP_MS is set, the same for
  * the launches made after the warm-up: "window_ns=<wall time after the warm-up>
@@ -199,7 +200,21 @@ int main(int argc, char **argv)
         int64_t t0 = now_ns(), stop = t0 + (int64_t)ms * 1000000;
         int64_t warm = t0 + (int64_t)warm_ms * 1000000;
         unsigned long long requests = 0;
-        for (int64_t next = t0; next < stop; next += (int64_t)infer_ms * 1000000) {
+        /* COMPUTE_INFER_PHASE_MS: requests at that offset into each period of the
+         * monotonic clock, so that tenants started apart keep a fixed phase. */
+        int64_t first = t0, period = (int64_t)infer_ms * 1000000;
+        const char *phase_env = getenv("COMPUTE_INFER_PHASE_MS");
+        uint64_t phase_ms = 0;
+        if (phase_env != NULL) {
+            if (vg_parse_u64(phase_env, 0, infer_ms - 1, &phase_ms, NULL) != 0) {
+                fprintf(stderr,
+                        "compute_tenant: bad COMPUTE_INFER_PHASE_MS \"%s\" (0..PERIOD_MS-1)\n",
+                        phase_env);
+                return 2;
+            }
+            first = (t0 / period + 1) * period + (int64_t)phase_ms * 1000000;
+        }
+        for (int64_t next = first; next < stop; next += period) {
             struct timespec at = {.tv_sec = (time_t)(next / 1000000000),
                                   .tv_nsec = (long)(next % 1000000000)};
             clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL);
@@ -215,8 +230,8 @@ int main(int argc, char **argv)
             requests++;
             if (a >= warm && n < cap)
                 lat[n++] = b - a;
-            if (b > next + (int64_t)infer_ms * 1000000)
-                next = b - (b - t0) % ((int64_t)infer_ms * 1000000); /* skip missed slots */
+            if (b > next + period)
+                next = b - (b - first) % period; /* skip missed slots, keeping the phase */
         }
         if (n == 0) {
             fprintf(stderr, "compute_tenant: no request after the warm-up\n");

@@ -44,24 +44,47 @@ ptenant() {
     tenant "$name" 0 "${envs[@]}" -- "$@"
 }
 
-bound() { # bound LABEL OK-EXPRESSION-RESULT MESSAGE
+# bound LABEL OK MESSAGE: a missed bound is remembered in missed (the case runs once
+# more, and fails when it misses twice, as tests/security/attacks/budget_test.sh does: a
+# host that stalls the tenants' processes for tens of ms now and then moves a p99 of 200
+# requests).
+missed=""
+bound() {
     [ -n "$REPORT" ] && return 0
-    [ "$2" = 1 ] || fail "$1: $3"
+    [ "$2" = 1 ] || missed="$missed; $1: $3"
+}
+twice() { # twice COMMAND...: runs it, and once more when it missed a bound
+    missed=""
+    "$@"
+    [ -z "$missed" ] && return 0
+    echo "missed${missed}; once more" >&2
+    missed=""
+    rm -f "$T"/out.* "$T/steps"
+    for v in ${!group_@}; do unset "$v"; done
+    "$@"
+    [ -z "$missed" ] || fail "${missed#; }"
 }
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { print (a >= b) ? 1 : 0 }'; }
 le() { awk -v a="$1" -v b="$2" 'BEGIN { print (a <= b) ? 1 : 0 }'; }
 
-# latency_alone MODE: the high tenant's p99 alone on the GPU (us), into alone_p99/p50.
+# latency_alone MODE [HIGHS]: the high tenants' p99 without the low ones (us), the worst
+# of HIGHS tenants together (default 1), into alone_p99/p50.
 latency_alone() {
-    ptenant solo 0 2000000 $RUN_MS "$1"
+    local i n=${2:-1} line p50 p99
+    alone_p50=0 alone_p99=0
+    for i in $(seq "$n"); do
+        COMPUTE_INFER_PHASE_MS=$(((i - 1) * 12)) ptenant "solo$i" 0 2000000 $RUN_MS "$1"
+    done
     wait_tenants
-    local line
-    line=$(grep -h '^requests=' "$T"/out.solo.* | tail -1)
-    alone_p50=$(field p50_us "$line")
-    alone_p99=$(field p99_us "$line")
-    [ -n "$alone_p99" ] || fail "no latency from the high tenant alone"
+    for i in $(seq "$n"); do
+        line=$(grep -h '^requests=' "$T"/out.solo$i.* | tail -1)
+        p50=$(field p50_us "$line")
+        p99=$(field p99_us "$line")
+        [ -n "$p99" ] || fail "no latency from high tenant $i alone"
+        [ "$p99" -gt "$alone_p99" ] && alone_p99=$p99 alone_p50=$p50
+    done
     echo "high tenant alone ($1): p50 ${alone_p50} us, p99 ${alone_p99} us"
-    rm -f "$T"/out.solo.*
+    rm -f "$T"/out.solo*
 }
 
 # pair HIGHS LOWS MODE PRIO_HIGH PRIO_LOW: HIGHS inference tenants and LOWS saturating
@@ -69,7 +92,11 @@ latency_alone() {
 pair() {
     local highs=$1 lows=$2 mode=$3 ph=$4 pl=$5 i groups=()
     for i in $(seq "$lows"); do ptenant "l$i" "$pl" 500000 $RUN_MS; done
-    for i in $(seq "$highs"); do ptenant "h$i" "$ph" 2000000 $RUN_MS "$mode"; done
+    # Several high tenants keep fixed phases 12 ms apart (their bursts would otherwise
+    # overlap by chance, differently in each run), as in latency_alone.
+    for i in $(seq "$highs"); do
+        COMPUTE_INFER_PHASE_MS=$(((i - 1) * 12)) ptenant "h$i" "$ph" 2000000 $RUN_MS "$mode"
+    done
     for i in $(seq "$highs"); do v=group_h$i; groups+=("${!v}"); done
     for i in $(seq "$lows"); do v=group_l$i; groups+=("${!v}"); done
     out=$("$TRUTH" 0 1 "$WINDOWS" "${groups[@]}") || fail "libvgpu_compute_truth failed"
@@ -102,30 +129,7 @@ pair() {
     bound "low share" "$(ge "$got" "$LOW_MIN")" "low tenants got $got % of what high left, want >= $LOW_MIN"
 }
 
-case $CASE in
-priority)
-    latency_alone infer:4:25
-    pair 1 1 infer:4:25 0 1
-    ;;
-nopriority)
-    latency_alone infer:4:25
-    pair 1 1 infer:4:25 - -
-    ;;
-graph)
-    latency_alone infer:4:25:graph
-    pair 1 1 infer:4:25:graph 0 1
-    ;;
-several)
-    latency_alone infer:4:25
-    pair 2 2 infer:4:25 0 1
-    ;;
-lowalone) # the saturating low tenant alone: what the GPU gives it with nothing to yield to
-    ptenant l1 1 500000 $RUN_MS
-    out=$("$TRUTH" 0 1 "$WINDOWS" "$group_l1") || fail "libvgpu_compute_truth failed"
-    wait_tenants
-    echo "low tenant alone: $(mean_of 0 "$out") %"
-    ;;
-handback) # the high tenant stops after 1.5 s; the low one keeps going
+handback() {
     ptenant l1 1 500000 3000
     DELAY=0.5 ptenant h1 0 2000000 1500 infer:4:25
     "$TRUTH" steps 0 20 140 "$group_h1" "$group_l1" >"$T/steps" || fail "truth steps failed"
@@ -144,8 +148,10 @@ handback) # the high tenant stops after 1.5 s; the low one keeps going
     [ -n "$full" ] && [ -n "$last" ] || { cat "$T/steps" >&2; fail "no steps measured"; }
     [ -n "$back" ] || { cat "$T/steps" >&2; fail "the low tenant never got the GPU back"; }
     bound "hand-back" "$(le "$back" "$HANDBACK_MS")" "hand-back took $back ms, want <= $HANDBACK_MS"
-    ;;
-badenv) # a priority that is not 0 or 1 is refused, from the environment as from the file
+}
+
+# badenv: a priority that is not 0 or 1 is refused, from the environment as from the file
+badenv() {
     for v in 2 -1 high ""; do
         for var in CUDA_DEVICE_TASK_PRIORITY CUDA_TASK_PRIORITY; do
             err=$(env -u COMPUTE_WARMUP_MS CUDA_DEVICE_MEMORY_SHARED_CACHE="$T/region.bad" VGPU_LOG_LEVEL=error \
@@ -155,6 +161,36 @@ badenv) # a priority that is not 0 or 1 is refused, from the environment as from
             echo "$var=\"$v\": refused"
         done
     done
+}
+
+case $CASE in
+priority)
+    run_pair() { latency_alone infer:4:25 && pair 1 1 infer:4:25 0 1; }
+    twice run_pair
+    ;;
+nopriority)
+    latency_alone infer:4:25
+    pair 1 1 infer:4:25 - -
+    ;;
+graph)
+    run_pair() { latency_alone infer:4:25:graph && pair 1 1 infer:4:25:graph 0 1; }
+    twice run_pair
+    ;;
+several) # two high beside two low; alone: the two high ones together
+    run_pair() { latency_alone infer:4:25 2 && pair 2 2 infer:4:25 0 1; }
+    twice run_pair
+    ;;
+lowalone) # the saturating low tenant alone: what the GPU gives it with nothing to yield to
+    ptenant l1 1 500000 $RUN_MS
+    out=$("$TRUTH" 0 1 "$WINDOWS" "$group_l1") || fail "libvgpu_compute_truth failed"
+    wait_tenants
+    echo "low tenant alone: $(mean_of 0 "$out") %"
+    ;;
+handback) # the high tenant stops after 1.5 s; the low one keeps going
+    twice handback
+    ;;
+badenv) # a priority that is not 0 or 1 is refused, from the environment as from the file
+    badenv
     ;;
 *) fail "unknown case $CASE" ;;
 esac

@@ -561,6 +561,18 @@ static void test_priority_board(void **state)
     vgc_bd_set_pending(h, sh, true, t);
     assert_true(vgc_bd_high_active(l, t, &present, &until));
     assert_int_equal(until, 0);
+    /* Its work predicted done at t + 3 ms: active until then and the idle interval, then
+     * not, though its poller has not said so yet; a prediction far off is no end known. */
+    vgc_bd_note_busy(h, t + 3 * MS);
+    assert_true(vgc_bd_high_active(l, t, &present, &until));
+    assert_int_equal(until, t + 3 * MS + VGC_PRIO_IDLE_NS);
+    assert_false(vgc_bd_high_active(l, t + 3 * MS + VGC_PRIO_IDLE_NS, &present, &until));
+    vgc_bd_note_busy(h, t - 5 * MS); /* an earlier end does not replace a later one */
+    assert_true(vgc_bd_high_active(l, t + 3 * MS, &present, &until));
+    atomic_store(&h->own->busy_until, t + 3600 * S);
+    assert_true(vgc_bd_high_active(l, t, &present, &until));
+    assert_int_equal(until, 0);
+    atomic_store(&h->own->busy_until, 0);
     /* It drained at t: active until t + VGC_PRIO_IDLE_NS, then not. */
     vgc_bd_set_pending(h, sh, false, t);
     vgc_bd_note_idle(h, t);
