@@ -547,6 +547,8 @@ uint64_t dp_match_digest(const struct dp_match *m)
         for (size_t k = 0; k < 2; k++)
             h = (h ^ v[k]) * 0x100000001b3ull;
     }
+    /* The limits file holds the priority too. */
+    h = (h ^ (m->priority_given ? 2u + (unsigned)m->priority : 0u)) * 0x100000001b3ull;
     return h;
 }
 

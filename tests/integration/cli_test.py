@@ -64,9 +64,9 @@ def decision(node, uuid, mem, cores, age=60):
                            {"uuid": uuid, "memoryMiB": mem, "cores": cores}]}]})
 
 
-def bound_pod(name, node, uuid, mem, cores, ns="team"):
-    pod = H.pod_object(name, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem),
-                              "nvidia.com/gpucores": str(cores)},
+def bound_pod(name, node, uuid, mem, cores, ns="team", extra=None):
+    pod = H.pod_object(name, dict({"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem),
+                                   "nvidia.com/gpucores": str(cores)}, **(extra or {})),
                        annotations={"vgpu.io/decision": decision(node, uuid, mem, cores)}, ns=ns)
     pod["spec"]["nodeName"] = node
     pod["status"]["phase"] = "Running"
@@ -91,8 +91,10 @@ class ClusterTest(unittest.TestCase):
         bad = H.node_object("node-bad", 1)
         bad["metadata"]["annotations"]["vgpu.io/gpus"] = "{garbage"
         nodes.append(bad)
-        pods = [bound_pod("train-0", "node-a", "GPU-node-a-0", 4096, 30),
-                bound_pod("train-1", "node-a", "GPU-node-a-0", 2048, 20),
+        # Both high priority on one GPU (placed so by hand: two high pods share one)
+        high = {"nvidia.com/priority": "0"}
+        pods = [bound_pod("train-0", "node-a", "GPU-node-a-0", 4096, 30, extra=high),
+                bound_pod("train-1", "node-a", "GPU-node-a-0", 2048, 20, extra=high),
                 pending_pod("big", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000"}),
                 pending_pod("small", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000",
                                       "nvidia.com/gpucores": "10"}),
@@ -174,6 +176,9 @@ class ClusterTest(unittest.TestCase):
         self.assertIn("GPU 0 (GPU-node-a-0): 4Gi", out)
         self.assertIn("30% of its compute", out)
         self.assertIn("binpack", out)
+        self.assertIn("container main: task priority 0 (high; nvidia.com/priority)", out)
+        self.assertIn("high priority: it shares this GPU with another high-priority container",
+                      out)
 
     def test_explain_pending_reasons_per_node(self):
         out = run(["explain", "big"] + self.kc, check=0).stdout
