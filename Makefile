@@ -88,10 +88,11 @@ demo: all
 bench: all
 	./bench/run.sh $(BUILD)
 
-# The cluster in a box: the rendered vgpu overlay on two simulated nodes (docs/install.md);
-# also part of `make test` (CTest label e2e).
+# The cluster in a box: the rendered vgpu overlay on two simulated nodes (docs/install.md),
+# then a Volcano node (docs/volcano.md); also part of `make test` (CTest label e2e).
 e2e: all
 	/usr/bin/python3 tests/e2e/e2e.py $(BUILD) $(CURDIR)
+	/usr/bin/python3 tests/e2e/volcano.py $(BUILD) $(CURDIR)
 
 # libFuzzer builds of every fuzz target (clang); their corpora also run under `make test`.
 fuzz:

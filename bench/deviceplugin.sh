@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # vgpu-device-plugin figures against the fake kubelet of tests/integration on fakegpu:
-# Allocate latency, ListAndWatch update latency after a health change and after an XID,
-# RSS, and time to re-register after a kubelet restart; then the instructions one Allocate
-# spends matching (callgrind over bench/deviceplugin_match.c). usage: bench/deviceplugin.sh BUILD
+# Allocate latency (timeSlicing, vgpu mode, Volcano mode), ListAndWatch update latency after
+# a health change and after an XID, RSS, and time to re-register after a kubelet restart;
+# then the instructions one Allocate spends matching, in vgpu and Volcano mode (callgrind
+# over bench/deviceplugin_match.c). usage: bench/deviceplugin.sh BUILD
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -24,7 +25,7 @@ if [ -x "$prog" ] && command -v valgrind >/dev/null 2>&1; then
     echo "| matching one Allocate (callgrind, (I(200 calls) - I(100 calls)) / 100) | instructions |"
     echo "| --- | --- |"
     for pods in 100 300; do
-        for mode in cache decode; do
+        for mode in cache decode volcano volcano-worst; do
             a=$(instructions $mode $pods 100)
             b=$(instructions $mode $pods 200)
             echo "| $pods pods, $mode | $(( (b - a) / 100 )) |"

@@ -13,6 +13,12 @@ python) on fakegpu's NVML and prints a markdown table.
   with the container directories in the temporary directory ($TMPDIR) and, where
   /dev/shm exists, on tmpfs too (file creation alone, no disk file system), and in every
   directory DP_BENCH_DIRS lists (colon-separated), e.g. a journaled ext4 mount.
+- Allocate latency in Volcano mode (--scheduler-protocol volcano, docs/volcano.md): one
+  pod per call annotated as Volcano's deviceshare annotates it, each with its own
+  vgpu-time, for each count in VGPU_PODS, the pods watched first (each container's
+  directory prepared when its decision arrived, as in vgpu mode); each call after the
+  previous pod's write-back is visible in the API server; once more racing the watch.
+  Every pod must end with bind-phase success.
 - ListAndWatch update latency: `fakegpu-ctl health 1 off|on`, time until the fake kubelet
   receives the list with the new health, with the plugin polling every POLL_MS.
 - ListAndWatch update latency after an XID: `fakegpu-ctl xid N 48` on each of 16 GPUs in
@@ -23,8 +29,8 @@ python) on fakegpu's NVML and prints a markdown table.
   Register call, and to the first ListAndWatch list on the new connection.
 
 Exits non-zero when a documented target is missed (docs/benchmarks.md,
-"vgpu-device-plugin"): an Allocate's p99 over 1 ms (timeSlicing, and vgpu mode with the
-pods watched; the race with the watch has no target), or a ListAndWatch update after a
+"vgpu-device-plugin"): an Allocate's p99 over 1 ms (timeSlicing, vgpu mode and Volcano
+mode with the pods watched; the race with the watch has no target), or a ListAndWatch update after a
 health change or an XID later than one poll period plus UPDATE_MARGIN_MS (50 ms: the
 fake kubelet's 20 ms polling step and the run of fakegpu-ctl, both inside the figure).
 A plugin that never updates or refuses an Allocate fails too (the waits time out).
@@ -190,6 +196,27 @@ def xid(rows):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def timed_allocations(kubelet, resource, device, pods, add, race, after=None):
+    """One Allocate per pod, each timed. race: each right after its pod is created, as
+    kubelet sees a pod bound a moment ago, racing the plugin's own watch event (and the
+    directory it prepares on that event); otherwise the pods first, then a second for the
+    plugin's pod watch to have the last one, then the calls (after(i) following call i)."""
+    lat = []
+    if not race:
+        for i in range(pods):
+            add(i)
+        time.sleep(1.0)
+    for i in range(pods):
+        if race:
+            add(i)
+        t = time.perf_counter()
+        kubelet.allocate(resource, [device])
+        lat.append(time.perf_counter() - t)
+        if after and not race:
+            after(i)
+    return lat
+
+
 def vgpu(rows, pods, where=None, race=False):
     tmp = tempfile.mkdtemp(prefix="dp-bench.", dir=where)
     os.makedirs(os.path.join(tmp, "kubelet"))
@@ -206,25 +233,7 @@ def vgpu(rows, pods, where=None, race=False):
                 "version": 1, "node": "node-1", "time": int(time.time()),
                 "containers": [{"name": "main", "gpus": [
                     {"uuid": uuid, "memoryMiB": 256, "cores": 10}]}]}))
-        lat = []
-        if race:
-            # Kubelet's view: Allocate as soon as the pod is bound, racing the plugin's
-            # own watch event (and the directory it prepares on that event).
-            for i in range(pods):
-                add(i)
-                t = time.perf_counter()
-                kubelet.allocate("nvidia.com/gpu", [ids[0]])
-                lat.append(time.perf_counter() - t)
-        else:
-            for i in range(pods):
-                add(i)
-            # Wait until the plugin's pod watch has the last pod: its preferred allocation
-            # follows a decision only once the pod is known.
-            time.sleep(1.0)
-            for i in range(pods):
-                t = time.perf_counter()
-                kubelet.allocate("nvidia.com/gpu", [ids[0]])
-                lat.append(time.perf_counter() - t)
+        lat = timed_allocations(kubelet, "nvidia.com/gpu", ids[0], pods, add, race)
         # Pods the watch had not delivered yet were looked up directly (slower calls).
         lookups = plugin.output().count("looking this node's pods up")
         fs = subprocess.run(["stat", "-f", "-c", "%T", tmp], capture_output=True,
@@ -248,19 +257,108 @@ def vgpu(rows, pods, where=None, race=False):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+PAUSE_MS = int(os.environ.get("PAUSE_MS", "0"))
+VOLCANO_CONFIG = "nvidia:\n  deviceSplitCount: 10\n  gpuMemoryFactor: 1\n"
+
+
+def volcano(rows, pods, race=False, where=None):
+    """Volcano mode: one pod per call, annotated as Volcano's deviceshare annotates it
+    (docs/volcano.md), each with its own vgpu-time; Allocate finds the oldest, checks the
+    ledger, makes the container directory (not prepared ahead in this mode) and writes
+    the pod's annotations back."""
+    tmp = tempfile.mkdtemp(prefix="dp-bench.", dir=where)
+    os.makedirs(os.path.join(tmp, "kubelet"))
+    api = k.ApiServer(tmp)
+    kubelet = k.FakeKubelet(os.path.join(tmp, "kubelet"))
+    vc = os.path.join(tmp, "device-config.yaml")
+    with open(vc, "w") as f:
+        f.write(VOLCANO_CONFIG)
+    plugin = k.Plugin(tmp, "version: v1\n", kubeconfig=api.kubeconfig,
+                      args=("--scheduler-protocol", "volcano", "--volcano-config", vc))
+    number = "volcano.sh/vgpu-number"
+    try:
+        k.wait_for(lambda: len(kubelet.registrations) >= 3, what="registrations")
+        ids = [d for d, _ in k.wait_for(lambda: kubelet.latest(number), what="list")]
+        uuids = sorted({d.rsplit("-", 1)[0] for d in ids})
+        base = int(time.time()) - 10 * pods
+
+        def add(i):
+            devices = "%s,NVIDIA,16,0:" % uuids[i % len(uuids)]
+            api.request("POST", "/api/v1/namespaces/default/pods", {
+                "metadata": {"name": "vc-%d" % i, "namespace": "default", "annotations": {
+                    "volcano.sh/vgpu-node": "node-1", "volcano.sh/vgpu-time": str(base + i),
+                    "volcano.sh/vgpu-ids-new": devices,
+                    "volcano.sh/devices-to-allocate": devices,
+                    "volcano.sh/bind-phase": "allocating"}},
+                "spec": {"nodeName": "node-1", "schedulerName": "volcano", "containers": [
+                    {"name": "main", "resources": {"limits": {number: "1"}}}]},
+                "status": {"phase": "Pending"}})
+        def written(i):
+            # The write-back (a PATCH of the pod, and its watch event coming back) is the
+            # plugin's work after the answer; kubelet admits pods one at a time, so the
+            # next call comes once the previous pod's annotations are written (PAUSE_MS
+            # more, default 0: a pause lets the processes go cold, which measures the
+            # scheduler's wake-up rather than the plugin).
+            k.wait_for(lambda: api.request(
+                "GET", "/api/v1/namespaces/default/pods/vc-%d" % i)["metadata"][
+                    "annotations"].get("volcano.sh/bind-phase") == "success",
+                what="write-back of vc-%d" % i)
+            time.sleep(PAUSE_MS / 1000.0)
+        lat = timed_allocations(kubelet, number, ids[0], pods, add, race, after=written)
+        lookups = plugin.output().count("looking this node's pods up")
+        fs = subprocess.run(["stat", "-f", "-c", "%T", tmp], capture_output=True,
+                            text=True).stdout.strip()
+        if not race:
+            judge("Allocate p99, volcano, %d pods watched, %s" % (pods, fs), pct(lat, 99), 1.0)
+        rows.append(("Allocate, volcano, %d pods (%s; one call each, directories on %s, %s)"
+                     % (pods, "each right after its pod is bound" if race else "pods watched first",
+                        fs, os.path.dirname(tmp)),
+                     "p50 %s ms, p99 %s ms, max %s ms%s"
+                     % (ms(pct(lat, 50)), ms(pct(lat, 99)), ms(max(lat)),
+                        "; %d direct lookups" % lookups if lookups else "")))
+        done = sum(1 for i in range(pods) if api.request(
+            "GET", "/api/v1/namespaces/default/pods/vc-%d" % i)["metadata"]["annotations"]
+            .get("volcano.sh/bind-phase") == "success")
+        if done != pods:
+            MISSED.append("volcano: %d of %d pods written back as allocated" % (done, pods))
+    finally:
+        plugin.stop()
+        kubelet.stop()
+        api.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     rows = []
+    if os.environ.get("DP_BENCH_ONLY") == "volcano":
+        for pods in VGPU_PODS:
+            volcano(rows, pods)
+        volcano(rows, VGPU_PODS[0], race=True)
+        if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
+            for pods in VGPU_PODS:
+                volcano(rows, pods, where="/dev/shm")
+        print("| measure | result |")
+        print("| --- | --- |")
+        for name, value in rows:
+            print("| %s | %s |" % (name, value))
+        for m in MISSED:
+            print("MISSED: " + m, file=sys.stderr)
+        return 1 if MISSED else 0
     time_slicing(rows)
     xid(rows)
     for pods in VGPU_PODS:
         vgpu(rows, pods)
     vgpu(rows, VGPU_PODS[0], race=True)
+    for pods in VGPU_PODS:
+        volcano(rows, pods)
+    volcano(rows, VGPU_PODS[0], race=True)
     extra = [d for d in os.environ.get("DP_BENCH_DIRS", "").split(":") if d]
     if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
         extra.insert(0, "/dev/shm")
     for where in extra:
         for pods in VGPU_PODS:
             vgpu(rows, pods, where)
+            volcano(rows, pods, where=where)
     print("fake kubelet (python3-grpcio) and fakegpu NVML with 2 GPUs; latencies are the "
           "client's round trip.\n")
     print("| measure | result |")

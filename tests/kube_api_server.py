@@ -10,6 +10,8 @@ daemons use, with the wire formats of the real kube-apiserver:
              chunked stream, one JSON event per line: {"type": ADDED|MODIFIED|DELETED|
              BOOKMARK|ERROR, "object": {...}}; a compacted RV gets an ERROR event with
              a 410 "Expired" Status (or HTTP 410 with --watch-410-http)
+  (resourcequotas like configmaps, stored as written: status.used is the fixture's or the
+         test's, never computed)
   (configmaps like pods: /api/v1/namespaces/NS/configmaps[/N]; GET/POST/PATCH/DELETE. A
          ConfigMap with "immutable": true refuses changes to data, binaryData and immutable
          (422), as kube-apiserver does)
@@ -59,7 +61,12 @@ deviceclasses, namespaced resourceclaims and resourceclaimtemplates):
   taints or consumesCounters), device names DNS labels unique in the slice, attribute and
   capacity names (C identifier <= 32, optional DNS-subdomain prefix), each attribute
   exactly one of int/bool/string/version (strings and versions <= 64, versions semver),
-  capacity values quantities, attributes + capacities <= 32 per device.
+  capacity values quantities, attributes + capacities <= 32 per device; as 1.36 adds:
+  device taints (<= 16, key a label name, value a label value, effect None, NoSchedule
+  or NoExecute, timeAdded RFC 3339 and set by the server when empty), sharedCounters
+  (<= 8 sets of <= 32 counters, DNS-label names, never with devices in one slice),
+  consumesCounters (<= 2 per device, <= 32 counters each). ResourceClaims: request
+  tolerations (<= 16, operator Exists or Equal, Exists without a value).
   RBAC (--authz) sees these with apiGroups ["resource.k8s.io"], verbs get, list, watch,
   create, update (PUT), patch, delete, and resources resourceslices, deviceclasses,
   resourceclaims, resourceclaims/status, resourceclaimtemplates.
@@ -80,6 +87,13 @@ Failure injection, through CLI flags or the admin endpoints:
                       "bytes": N}     once, on every watch open now
   POST /admin/compact                 forget every event so far: old RVs get 410
   POST /admin/reset                   clear all faults
+  POST /admin/allocate {"namespace": NS, "name": CLAIM, "node": N, "driver": D,
+                        "devices": {"REQUEST": ["DEVICE", ...]}}
+       the tests' allocator (function allocate: first fit, taints and tolerations as
+       KEP-5055 says, shared counters never exceeded as KEP-4815 says) writes the claim's
+       status.allocation; 409 when a request cannot be met
+  GET  /version  {"major", "minor", "gitVersion"} from --k8s-version (default 1.36), which
+       the DRA driver reads to choose device taints
   GET  /admin/stats                   request counters, open watches, current RV
 
 Authentication and RBAC (opt-in, --authz FILE; off by default, every request allowed):
@@ -116,12 +130,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 KINDS = {"nodes": "Node", "pods": "Pod", "events": "Event", "configmaps": "ConfigMap",
-         "namespaces": "Namespace"}
+         "namespaces": "Namespace", "resourcequotas": "ResourceQuota"}
 DRA_GROUP, DRA_VERSION = "resource.k8s.io", "v1"
 DRA_KINDS = {"resourceslices": "ResourceSlice", "deviceclasses": "DeviceClass",
              "resourceclaims": "ResourceClaim", "resourceclaimtemplates": "ResourceClaimTemplate"}
-ALL_KINDS = dict(KINDS, **DRA_KINDS)
-NAMESPACED = {"pods", "events", "configmaps", "resourceclaims", "resourceclaimtemplates"}
+# Workloads that own pods (apps/v1, batch/v1): create, get, list, delete, enough for a
+# pod's ownerReferences to point at something (the DRA webhook reads them back).
+WORKLOAD_KINDS = {"replicasets": ("apps/v1", "ReplicaSet"),
+                  "statefulsets": ("apps/v1", "StatefulSet"),
+                  "daemonsets": ("apps/v1", "DaemonSet"),
+                  "deployments": ("apps/v1", "Deployment"),
+                  "jobs": ("batch/v1", "Job"), "cronjobs": ("batch/v1", "CronJob")}
+ALL_KINDS = dict(KINDS, **DRA_KINDS, **{k: v[1] for k, v in WORKLOAD_KINDS.items()})
+NAMESPACED = {"pods", "events", "configmaps", "resourcequotas", "resourceclaims",
+              "resourceclaimtemplates"} | set(WORKLOAD_KINDS)
 
 
 def api_version(kind):
@@ -200,12 +222,15 @@ def validate_resource_slice(obj):
     if len(devices) > limit:
         errs.append("spec.devices: Too many: %d: must have at most %d items"
                     % (len(devices), limit))
+    errs += validate_counters(spec, devices)
     seen = set()
     for i, dev in enumerate(devices):
         path = "spec.devices[%d]" % i
         if not isinstance(dev, dict):
             errs.append(path + ": Invalid value: must be an object")
             continue
+        errs += validate_taints(dev.get("taints"), path + ".taints")
+        errs += validate_consumes(dev.get("consumesCounters"), path + ".consumesCounters")
         name = dev.get("name")
         if not isinstance(name, str) or len(name) > 63 or not DNS_LABEL.match(name):
             errs.append(path + ".name: Invalid value: %r: a lowercase RFC 1123 label is "
@@ -265,6 +290,279 @@ def validate_resource_slice(obj):
                 if rng is not None and rng.get("min") is None:
                     errs.append(cpath + ".requestPolicy.validRange.min: Required value")
     return errs
+
+
+# ---- 1.36: device taints (KEP-5055) and partitionable devices (KEP-4815) ----------------
+
+LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+TAINT_EFFECTS = ("None", "NoSchedule", "NoExecute")
+RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$")
+MAX_TAINTS, MAX_TOLERATIONS = 16, 16
+MAX_COUNTER_SETS, MAX_COUNTERS, MAX_CONSUMPTIONS = 8, 32, 2
+
+
+def label_key_error(key):
+    """Why key is not a label name (an optional DNS-subdomain prefix, a name <= 63)."""
+    if not isinstance(key, str) or not key:
+        return "Required value"
+    prefix, _, name = key.rpartition("/")
+    if "/" in key and not dns_subdomain(prefix, 253):
+        return "Invalid value: %r: prefix part must be a DNS subdomain" % key
+    if len(name) > 63 or not LABEL_NAME.match(name):
+        return "Invalid value: %r: name part must consist of alphanumeric characters, '-', " \
+            "'_' or '.', and must start and end with an alphanumeric character" % key
+    return None
+
+
+def label_value_ok(value):
+    return isinstance(value, str) and (value == "" or (len(value) <= 63 and
+                                                       bool(LABEL_NAME.match(value))))
+
+
+def validate_taints(taints, path):
+    """DeviceTaint: key a label name, value a label value, effect None|NoSchedule|NoExecute,
+    timeAdded RFC 3339 when set; at most 16 per device."""
+    if taints is None:
+        return []
+    if not isinstance(taints, list):
+        return [path + ": Invalid value: must be a list"]
+    errs = []
+    if len(taints) > MAX_TAINTS:
+        errs.append("%s: Too many: %d: must have at most %d items" % (path, len(taints),
+                                                                    MAX_TAINTS))
+    for i, t in enumerate(taints):
+        tpath = "%s[%d]" % (path, i)
+        if not isinstance(t, dict):
+            errs.append(tpath + ": Invalid value: must be an object")
+            continue
+        why = label_key_error(t.get("key"))
+        if why:
+            errs.append(tpath + ".key: " + why)
+        if not label_value_ok(t.get("value", "")):
+            errs.append("%s.value: Invalid value: %r: a valid label value is required"
+                        % (tpath, t.get("value")))
+        if t.get("effect") not in TAINT_EFFECTS:
+            errs.append("%s.effect: %s" % (tpath, "Required value" if not t.get("effect") else
+                                           "Unsupported value: %r: supported values: "
+                                           "\"NoExecute\", \"NoSchedule\", \"None\""
+                                           % t.get("effect")))
+        if t.get("timeAdded") is not None and (not isinstance(t["timeAdded"], str) or
+                                               not RFC3339.match(t["timeAdded"])):
+            errs.append("%s.timeAdded: Invalid value: %r" % (tpath, t.get("timeAdded")))
+    return errs
+
+
+def validate_counter_map(counters, path):
+    errs = []
+    if not isinstance(counters, dict) or not counters:
+        return [path + ": Required value"]
+    if len(counters) > MAX_COUNTERS:
+        errs.append("%s: Too many: %d: must have at most %d items" % (path, len(counters),
+                                                                    MAX_COUNTERS))
+    for name, c in counters.items():
+        if not isinstance(name, str) or len(name) > 63 or not DNS_LABEL.match(name):
+            errs.append("%s[%s]: Invalid value: a lowercase RFC 1123 label is required"
+                        % (path, name))
+        if not isinstance(c, dict) or not isinstance(c.get("value"), str) or \
+                not QUANTITY.match(c["value"]):
+            errs.append("%s[%s].value: Invalid value: a quantity is required" % (path, name))
+    return errs
+
+
+def validate_counters(spec, devices):
+    """sharedCounters: <= 8 sets of <= 32 counters, names DNS labels unique in the slice;
+    a slice has devices or sharedCounters, never both."""
+    sets = spec.get("sharedCounters")
+    if sets is None:
+        return []
+    if not isinstance(sets, list):
+        return ["spec.sharedCounters: Invalid value: must be a list"]
+    errs = []
+    if devices:
+        errs.append("spec: Invalid value: only one of `devices` and `sharedCounters` may be set")
+    if len(sets) > MAX_COUNTER_SETS:
+        errs.append("spec.sharedCounters: Too many: %d: must have at most %d items"
+                    % (len(sets), MAX_COUNTER_SETS))
+    seen = set()
+    for i, cs in enumerate(sets):
+        path = "spec.sharedCounters[%d]" % i
+        name = cs.get("name") if isinstance(cs, dict) else None
+        if not isinstance(name, str) or len(name) > 63 or not DNS_LABEL.match(name):
+            errs.append(path + ".name: Invalid value: %r: a lowercase RFC 1123 label is "
+                        "required" % (name,))
+        elif name in seen:
+            errs.append(path + ".name: Duplicate value: %r" % name)
+        seen.add(name)
+        errs += validate_counter_map(cs.get("counters") if isinstance(cs, dict) else None,
+                                     path + ".counters")
+    return errs
+
+
+def validate_consumes(consumes, path):
+    """consumesCounters: <= 2 per device, each a counterSet name and <= 32 counters."""
+    if consumes is None:
+        return []
+    if not isinstance(consumes, list):
+        return [path + ": Invalid value: must be a list"]
+    errs = []
+    if len(consumes) > MAX_CONSUMPTIONS:
+        errs.append("%s: Too many: %d: must have at most %d items" % (path, len(consumes),
+                                                                    MAX_CONSUMPTIONS))
+    for i, c in enumerate(consumes):
+        cpath = "%s[%d]" % (path, i)
+        name = c.get("counterSet") if isinstance(c, dict) else None
+        if not isinstance(name, str) or not DNS_LABEL.match(name):
+            errs.append(cpath + ".counterSet: Invalid value: %r" % (name,))
+        errs += validate_counter_map(c.get("counters") if isinstance(c, dict) else None,
+                                     cpath + ".counters")
+    return errs
+
+
+def validate_resource_claim(obj):
+    """The request fields the tests' allocator reads: exactly.tolerations (<= 16, operator
+    Exists|Equal, Exists with no value, effect None|NoSchedule|NoExecute or empty)."""
+    errs = []
+    reqs = (((obj.get("spec") or {}).get("devices") or {}).get("requests")) or []
+    for i, req in enumerate(reqs if isinstance(reqs, list) else []):
+        exactly = req.get("exactly") if isinstance(req, dict) else None
+        tols = (exactly or {}).get("tolerations")
+        if tols is None:
+            continue
+        path = "spec.devices.requests[%d].exactly.tolerations" % i
+        if not isinstance(tols, list):
+            errs.append(path + ": Invalid value: must be a list")
+            continue
+        if len(tols) > MAX_TOLERATIONS:
+            errs.append("%s: Too many: %d: must have at most %d items" % (path, len(tols),
+                                                                        MAX_TOLERATIONS))
+        for k, t in enumerate(tols):
+            tpath = "%s[%d]" % (path, k)
+            if not isinstance(t, dict):
+                errs.append(tpath + ": Invalid value: must be an object")
+                continue
+            op = t.get("operator", "Equal")
+            if op not in ("Exists", "Equal"):
+                errs.append("%s.operator: Unsupported value: %r" % (tpath, op))
+            if t.get("key"):
+                why = label_key_error(t["key"])
+                if why:
+                    errs.append(tpath + ".key: " + why)
+            elif op != "Exists":
+                errs.append(tpath + ".operator: Invalid value: an empty key needs Exists")
+            if op == "Exists" and t.get("value"):
+                errs.append(tpath + ".value: Invalid value: must be empty when operator is "
+                            "Exists")
+            if not label_value_ok(t.get("value", "")):
+                errs.append(tpath + ".value: Invalid value: %r" % (t.get("value"),))
+            if t.get("effect") not in (None, "") + TAINT_EFFECTS:
+                errs.append("%s.effect: Unsupported value: %r" % (tpath, t.get("effect")))
+    return errs
+
+
+UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+         "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def quantity(text):
+    """A whole quantity ("79Gi", "132", "1") as an int; fractions are not needed here."""
+    m = re.match(r"^(\d+)([KMGTPE]i|[kMGTPE]|)$", text or "")
+    if not m:
+        raise ApiError(422, "Invalid", "quantity %r is not a whole number with a suffix" % text)
+    return int(m.group(1)) * UNITS[m.group(2)]
+
+
+def tolerates(tolerations, taint):
+    """A toleration matches a taint as KEP-5055 says: same key (or an empty key with
+    Exists), Exists or Equal value, and an empty effect or the same effect."""
+    for t in tolerations or []:
+        if t.get("key") and t["key"] != taint.get("key"):
+            continue
+        if t.get("operator", "Equal") == "Equal" and t.get("value", "") != taint.get("value", ""):
+            continue
+        if t.get("effect") and t["effect"] != taint.get("effect"):
+            continue
+        return True
+    return False
+
+
+def allocate(store, claim, node=None, devices_wanted=None, driver=None):
+    """The tests' allocator, kube-scheduler's rule for what these tests need: per request
+    (exactly: count, default 1) devices of the node's pools in slice-name then listed
+    order, first fit; a device is skipped when another claim holds it (unless it allows
+    multiple allocations), when it has a NoSchedule or NoExecute taint the request does
+    not tolerate (None is informational), or when its consumesCounters do not fit what
+    the pool's sharedCounters have left after every allocated device (counters are never
+    exceeded). devices_wanted {request: [names]} restricts a request to those devices.
+    Returns the status.allocation; ApiError 409 when a request cannot be satisfied."""
+    slices = sorted(store.objects["resourceslices"].values(),
+                    key=lambda s: s["metadata"]["name"])
+    if node:
+        slices = [s for s in slices if s["spec"].get("nodeName") == node]
+    if driver:
+        slices = [s for s in slices if s["spec"].get("driver") == driver]
+    remaining, candidates = {}, []
+    for s in slices:
+        spec = s["spec"]
+        key = (spec["driver"], spec["pool"]["name"])
+        for cs in spec.get("sharedCounters") or []:
+            remaining[key + (cs["name"],)] = {n: quantity(c["value"])
+                                              for n, c in cs["counters"].items()}
+        for d in spec.get("devices") or []:
+            candidates.append((key, d))
+    used = set()
+    for other in store.objects["resourceclaims"].values():
+        if other is claim:
+            continue
+        for r in (((other.get("status") or {}).get("allocation") or {}).get("devices") or {}) \
+                .get("results") or []:
+            used.add((r["driver"], r["pool"], r["device"]))
+
+    def consume(key, dev, apply):
+        for c in dev.get("consumesCounters") or []:
+            left = remaining.get(key + (c["counterSet"],))
+            if left is None:
+                raise ApiError(409, "Conflict", "device %s consumes unknown counter set %s"
+                               % (dev["name"], c["counterSet"]))
+            for n, v in c["counters"].items():
+                if n not in left or left[n] < quantity(v["value"]):
+                    return False
+        if apply:
+            for c in dev.get("consumesCounters") or []:
+                left = remaining[key + (c["counterSet"],)]
+                for n, v in c["counters"].items():
+                    left[n] -= quantity(v["value"])
+        return True
+
+    for key, dev in candidates:  # what allocated devices already consume
+        if key + (dev["name"],) in used:
+            consume(key, dev, True)
+    results = []
+    for req in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        exactly = req.get("exactly") or {}
+        count = int(exactly.get("count", 1))
+        want = (devices_wanted or {}).get(req["name"])
+        got = 0
+        for key, dev in candidates:
+            if got == count:
+                break
+            full = key + (dev["name"],)
+            if want is not None and dev["name"] not in want:
+                continue
+            if full in used and not dev.get("allowMultipleAllocations"):
+                continue
+            if any(t.get("effect") in ("NoSchedule", "NoExecute") and
+                   not tolerates(exactly.get("tolerations"), t) for t in dev.get("taints") or []):
+                continue
+            if not consume(key, dev, True):
+                continue
+            used.add(full)
+            results.append({"request": req["name"], "driver": key[0], "pool": key[1],
+                            "device": dev["name"]})
+            got += 1
+        if got < count:
+            raise ApiError(409, "Conflict", "cannot allocate all claims: request %s wants %d "
+                           "devices, %d fit" % (req["name"], count, got))
+    return {"devices": {"results": results}}
 
 
 def status_body(code, reason, message, status="Failure"):
@@ -375,12 +673,22 @@ class Store:
 
     @staticmethod
     def validate(kind, obj):
+        if kind == "resourceclaims":
+            errs = validate_resource_claim(obj)
+            if errs:
+                raise ApiError(422, "Invalid", 'ResourceClaim.resource.k8s.io "%s" is invalid: '
+                               "%s" % (obj.get("metadata", {}).get("name", ""),
+                                       ", ".join(errs)))
         if kind == "resourceslices":
             errs = validate_resource_slice(obj)
             if errs:
                 raise ApiError(422, "Invalid", 'ResourceSlice.resource.k8s.io "%s" is invalid: '
                                "%s" % (obj.get("metadata", {}).get("name", ""),
                                        ", ".join(errs)))
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            for dev in obj["spec"].get("devices") or []:
+                for t in dev.get("taints") or []:
+                    t.setdefault("timeAdded", now)  # set by the server when empty
 
     def check_namespace(self, kind, meta):
         """kube-apiserver's NamespaceLifecycle admission, once namespaces are modelled."""
@@ -697,11 +1005,19 @@ class Handler(BaseHTTPRequestHandler):
                 return self.admin(method, parts[1:])
             if url.path == "/healthz":
                 return self.send_json(200, {"ok": True})
+            if url.path == "/version":
+                major, minor = self.server.k8s_version
+                return self.send_json(200, {"major": major, "minor": minor,
+                                            "gitVersion": "v%s.%s.0" % (major, minor.rstrip("+")),
+                                            "platform": "linux/amd64"})
             if self.server.authz is not None:
                 self.authorize(method, parts, query)
             self.apply_faults(store, method)
             if parts[:3] == ["apis", DRA_GROUP, DRA_VERSION]:
                 return self.dispatch_dra(method, parts[3:], query)
+            if len(parts) >= 3 and parts[0] == "apis" and \
+                    "%s/%s" % (parts[1], parts[2]) in {v[0] for v in WORKLOAD_KINDS.values()}:
+                return self.dispatch_workload(method, parts, query)
             if parts[:2] != ["api", "v1"]:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             rest = parts[2:]
@@ -804,6 +1120,33 @@ class Handler(BaseHTTPRequestHandler):
 
     def read_rest_of_body(self):
         pass  # bodies are read before any error can be raised after them
+
+    def dispatch_workload(self, method, parts, query):
+        """apps/v1 and batch/v1 workloads: called from dispatch, which answers ApiErrors."""
+        store = self.server.store
+        rest = parts[3:]
+        if len(rest) not in (3, 4) or rest[0] != "namespaces" or \
+                WORKLOAD_KINDS.get(rest[2], ("",))[0] != "%s/%s" % (parts[1], parts[2]):
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        namespace, kind = rest[1], rest[2]
+        if len(rest) == 3:
+            if method == "GET":
+                return self.list(kind, namespace, query)
+            if method == "POST":
+                obj = self.read_body()
+                if not isinstance(obj, dict):
+                    raise ApiError(400, "BadRequest", "body must be an object")
+                obj.setdefault("metadata", {})["namespace"] = namespace
+                obj["apiVersion"], obj["kind"] = WORKLOAD_KINDS[kind]
+                return self.send_json(201, store.create(kind, obj))
+            raise ApiError(405, "MethodNotAllowed", "method not allowed")
+        key = "%s/%s" % (namespace, rest[3])
+        if method == "GET":
+            with store.cond:
+                return self.send_json(200, store.get(kind, key))
+        if method == "DELETE":
+            return self.send_json(200, store.delete(kind, key))
+        raise ApiError(405, "MethodNotAllowed", "method not allowed")
 
     def dispatch_dra(self, method, rest, query):
         """resource.k8s.io/v1: called from dispatch, which answers the ApiErrors."""
@@ -1193,6 +1536,22 @@ class Handler(BaseHTTPRequestHandler):
                 store.compacted = store.rv
                 store.events.clear()
                 store.cond.notify_all()
+            elif what == "allocate":
+                if not isinstance(body, dict) or not body.get("name"):
+                    return self.send_error_status(400, "BadRequest",
+                                                  "allocate: {namespace, name} required")
+                key = "%s/%s" % (body.get("namespace", "default"), body["name"])
+                try:
+                    claim = store.get("resourceclaims", key)
+                    stored = store.objects["resourceclaims"][key]
+                    alloc = allocate(store, stored, body.get("node"), body.get("devices"),
+                                     body.get("driver"))
+                    claim = copy.deepcopy(claim)
+                    claim["status"] = dict(claim.get("status") or {}, allocation=alloc)
+                    updated = store.update("resourceclaims", key, body["name"], claim, "status")
+                except ApiError as e:
+                    return self.send_error_status(e.code, e.reason, e.message)
+                return self.send_json(200, updated)
             elif what == "reset":
                 store.faults.update({"fail_next": 0, "delay_ms": 0, "delay_next": 0,
                                      "fail_after": False, "drop_after_events": 0,
@@ -1233,6 +1592,8 @@ def main():
     ap.add_argument("--tls-key", help="PEM private key for --tls-cert")
     ap.add_argument("--tls-client-ca", help="require client certificates signed by this CA")
     ap.add_argument("--authz", help="JSON tokens and RBAC rules to enforce (see above)")
+    ap.add_argument("--k8s-version", default="1.36",
+                    help="MAJOR.MINOR that GET /version reports (drivers choose features by it)")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
 
@@ -1252,6 +1613,8 @@ def main():
     server.store = store
     server.bookmark_interval = args.bookmark_interval
     server.verbose = args.verbose
+    major, _, minor = args.k8s_version.partition(".")
+    server.k8s_version = (major, minor)
     server.authz = None
     if args.authz:
         with open(args.authz) as f:

@@ -503,6 +503,26 @@ typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
     CUdeviceptr dptr;
 } CUDA_MEM_ALLOC_NODE_PARAMS;
 
+/* Legacy IPC: an opaque handle to a cuMemAlloc allocation, opened by another process. */
+#define CU_IPC_HANDLE_SIZE 64
+typedef struct CUipcMemHandle_st {
+    char reserved[CU_IPC_HANDLE_SIZE];
+} CUipcMemHandle;
+/* A pool allocation exported to another process (cuMemPoolExportPointer). */
+typedef struct CUmemPoolPtrExportData_st {
+    unsigned char reserved[64];
+} CUmemPoolPtrExportData;
+
+/* The graph memory pool's figures (cuDeviceGetGraphMemAttribute). */
+typedef enum CUgraphMem_attribute_enum {
+    CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT = 0,
+    CU_GRAPH_MEM_ATTR_USED_MEM_HIGH = 1,
+    CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT = 2,
+    CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH = 3
+} CUgraphMem_attribute;
+
+typedef enum CUipcMem_flags_enum { CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1 } CUipcMem_flags;
+
 #endif /* VG_CUDA_TOOLKIT_TYPES */
 
 /* ---- initialisation, version, errors, entry points ---- */
@@ -661,6 +681,11 @@ CUresult VG_CU(cuGraphDestroy)(CUgraph hGraph);
 CUresult VG_CU(cuGraphAddMemAllocNode)(CUgraphNode *phGraphNode, CUgraph hGraph,
                                        const CUgraphNode *dependencies, size_t numDependencies,
                                        CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams);
+/* The device's graph memory pool: what graphs' allocations hold, kept after their frees
+ * until trimmed. */
+CUresult VG_CU(cuDeviceGraphMemTrim)(CUdevice device);
+CUresult VG_CU(cuDeviceGetGraphMemAttribute)(CUdevice device, CUgraphMem_attribute attr,
+                                             void *value);
 CUresult VG_CU(cuGraphInstantiate)(CUgraphExec *phGraphExec, CUgraph hGraph,
                                    CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize);
 CUresult VG_CU(cuGraphInstantiate_v2)(CUgraphExec *phGraphExec, CUgraph hGraph,
@@ -695,6 +720,17 @@ CUresult VG_CU(cuMemAllocFromPoolAsync_ptsz)(CUdeviceptr *dptr, size_t bytesize,
                                              CUstream hStream);
 CUresult VG_CU(cuMemFreeAsync)(CUdeviceptr dptr, CUstream hStream);
 CUresult VG_CU(cuMemFreeAsync_ptsz)(CUdeviceptr dptr, CUstream hStream);
+/* Pools shared between processes: the pool by a shareable handle, each allocation by its
+ * export data. */
+CUresult VG_CU(cuMemPoolExportToShareableHandle)(void *handle_out, CUmemoryPool pool,
+                                                 CUmemAllocationHandleType handleType,
+                                                 unsigned long long flags);
+CUresult VG_CU(cuMemPoolImportFromShareableHandle)(CUmemoryPool *pool_out, void *handle,
+                                                   CUmemAllocationHandleType handleType,
+                                                   unsigned long long flags);
+CUresult VG_CU(cuMemPoolExportPointer)(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr);
+CUresult VG_CU(cuMemPoolImportPointer)(CUdeviceptr *ptr_out, CUmemoryPool pool,
+                                       CUmemPoolPtrExportData *shareData);
 CUresult VG_CU(cuMemPoolCreate)(CUmemoryPool *pool, const CUmemPoolProps *poolProps);
 CUresult VG_CU(cuMemPoolDestroy)(CUmemoryPool pool);
 CUresult VG_CU(cuMemPoolTrimTo)(CUmemoryPool pool, size_t minBytesToKeep);
@@ -731,6 +767,15 @@ CUresult VG_CU(cuMemExportToShareableHandle)(void *shareableHandle,
                                              unsigned long long flags);
 CUresult VG_CU(cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *handle, void *osHandle,
                                                CUmemAllocationHandleType shHandleType);
+/* ---- legacy IPC ---- */
+CUresult VG_CU(cuIpcGetMemHandle)(CUipcMemHandle *pHandle, CUdeviceptr dptr);
+/* The toolkit's cuda.h calls cuIpcOpenMemHandle_v2 where the source says
+ * cuIpcOpenMemHandle; both are exported, with one signature. */
+CUresult VG_CU(cuIpcOpenMemHandle)(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags);
+CUresult VG_CU(cuIpcOpenMemHandle_v2)(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                      unsigned int Flags);
+CUresult VG_CU(cuIpcCloseMemHandle)(CUdeviceptr dptr);
+
 CUresult VG_CU(cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                size_t count);
 CUresult VG_CU(cuMemGetAllocationGranularity)(size_t *granularity, const CUmemAllocationProp *prop,

@@ -29,6 +29,40 @@
 #define ANNOT_MODEL_MAX      64
 #define ANNOT_NAME_MAX       254 /* DNS subdomain: node and container names */
 
+/* Dynamic MIG (docs/protocol.md, "MIG placement in the decision"): a GPU served with
+ * --mig-mode dynamic lists the profiles it allows and the GPU instances it holds; a
+ * decision names the profile and start slice of the instance to make. */
+#define ANNOT_KEY_MIG_REFUSED   "vgpu.io/mig-refused"
+#define ANNOT_MIG_SLICES_MAX    8  /* memory slices of a GPU (NVML placement unit) */
+#define ANNOT_MIG_PROFILES_MAX  12 /* profiles one GPU lists */
+#define ANNOT_MIG_INSTANCES_MAX 8  /* GPU instances on one GPU (one per slice at most) */
+#define ANNOT_MIG_NAME_MAX      16 /* "1g.10gb+me": 1..15 of [0-9a-z.+] */
+#define ANNOT_MIG_POD_MAX       40 /* a pod uid (36 characters) */
+#define ANNOT_MIG_REFUSED_MAX   16
+#define ANNOT_MIG_REASON_MAX    128
+
+struct annot_mig_profile {
+    char name[ANNOT_MIG_NAME_MAX];
+    uint16_t id;         /* NVML GPU-instance profile ID */
+    uint16_t sms;        /* multiprocessors, >= 1 */
+    uint32_t memory_mib; /* >= 1 */
+    uint8_t size;        /* memory slices it takes, 1..slices */
+    uint8_t placements;  /* bit s: start slice s allowed (s + size <= slices) */
+};
+
+struct annot_mig_instance {
+    char profile[ANNOT_MIG_NAME_MAX]; /* one made by hand may name a profile not allowed */
+    uint8_t start, size;
+    char pod[ANNOT_MIG_POD_MAX]; /* the pod uid that owns it; "" when none */
+};
+
+struct annot_mig {
+    uint8_t slices; /* 0: the GPU has no dynamic MIG field */
+    uint8_t profile_count, instance_count;
+    struct annot_mig_profile profiles[ANNOT_MIG_PROFILES_MAX];
+    struct annot_mig_instance instances[ANNOT_MIG_INSTANCES_MAX];
+};
+
 enum annot_mode { ANNOT_MODE_VGPU, ANNOT_MODE_TIME_SLICING, ANNOT_MODE_MPS, ANNOT_MODE_MIG };
 
 struct annot_gpu {
@@ -40,6 +74,7 @@ struct annot_gpu {
     unsigned slots;      /* most tenants at once, >= 1 */
     int numa;            /* NUMA node, -1 when unknown */
     bool healthy;
+    struct annot_mig mig; /* mig.slices 0: not in dynamic MIG mode */
 };
 
 struct annot_inventory {
@@ -53,6 +88,9 @@ struct annot_share {
     char uuid[ANNOT_UUID_MAX];
     uint64_t memory_mib;
     unsigned cores; /* percent, 0..100 (0: no compute limit) */
+    /* Dynamic MIG: the GPU instance to make; mig_profile "" when none. */
+    char mig_profile[ANNOT_MIG_NAME_MAX];
+    uint8_t mig_start;
 };
 
 struct annot_container {
@@ -64,6 +102,9 @@ struct annot_container {
 struct annot_decision {
     char node[ANNOT_NAME_MAX];
     int64_t time; /* Unix seconds of the decision */
+    /* Live resizes applied (optional "generation", 0 when absent): raised by one with each
+     * resize vgpu-scheduler records; the node writes it into the limits file. */
+    uint64_t generation;
     unsigned container_count;
     struct annot_container containers[ANNOT_MAX_CONTAINERS];
 };
@@ -76,6 +117,29 @@ char *annot_inventory_encode(const struct annot_inventory *in, struct vg_err *er
 int annot_decision_decode(const char *text, size_t len, struct annot_decision *out,
                           struct vg_err *err);
 char *annot_decision_encode(const struct annot_decision *in, struct vg_err *err);
+
+/* The node annotation vgpu.io/mig-refused: the placements the device plugin refused
+ * lately (the last ANNOT_MIG_REFUSED_MAX), which the scheduler avoids for a while. */
+struct annot_mig_refusal {
+    char uuid[ANNOT_UUID_MAX];
+    char profile[ANNOT_MIG_NAME_MAX];
+    uint8_t start;
+    int64_t time; /* Unix seconds */
+    char reason[ANNOT_MIG_REASON_MAX];
+};
+
+struct annot_mig_refused {
+    unsigned count;
+    struct annot_mig_refusal refused[ANNOT_MIG_REFUSED_MAX];
+};
+
+int annot_mig_refused_decode(const char *text, size_t len, struct annot_mig_refused *out,
+                             struct vg_err *err);
+char *annot_mig_refused_encode(const struct annot_mig_refused *in, struct vg_err *err);
+/* Whether s is a MIG profile name as the annotations carry it: 1..15 of [0-9a-z.+]. */
+bool annot_mig_profile_name(const char *s);
+/* Index of the profile named name in m, -1 when m lists none such. */
+int annot_mig_profile_find(const struct annot_mig *m, const char *name);
 
 /* ---- Names ----
  *
@@ -101,5 +165,46 @@ bool annot_key_reserved(const char *key);
 
 /* "vgpu", "timeSlicing", "mps", "mig". */
 const char *annot_mode_name(enum annot_mode mode);
+
+/* ---- Live resize (docs/protocol.md "Live resize") ----
+ * vgpu.io/resize: a request to change a running container's limits, which anyone the
+ * API server lets patch the pod may write (the CLI's `vgpu resize`, automation);
+ * vgpu.io/resize-status: vgpu-scheduler's answer to the request with that id. */
+#define ANNOT_KEY_RESIZE         "vgpu.io/resize"
+#define ANNOT_KEY_RESIZE_STATUS  "vgpu.io/resize-status"
+#define ANNOT_RESIZE_MAX_BYTES   4096
+#define ANNOT_RESIZE_MAX_MIB     ((UINT64_C(1) << 31) - 1) /* as pod quantities */
+#define ANNOT_REASON_MAX         512
+#define ANNOT_RESIZE_EARLIER     4 /* earlier answers a status keeps */
+#define ANNOT_RESIZE_EARLIER_LEN 96
+
+struct annot_resize {
+    char id[ANNOT_LABEL_MAX + 1];        /* an RFC 1123 label naming this request */
+    char container[ANNOT_LABEL_MAX + 1]; /* "": the pod's one container with GPUs */
+    uint64_t memory_mib;                 /* new memory per GPU; 0: unchanged */
+    unsigned cores;                      /* new compute share, percent; 0: unchanged */
+};
+int annot_resize_decode(const char *text, size_t len, struct annot_resize *out, struct vg_err *err);
+char *annot_resize_encode(const struct annot_resize *in, struct vg_err *err);
+
+enum annot_resize_state { ANNOT_RESIZE_DONE, ANNOT_RESIZE_REFUSED };
+struct annot_resize_status {
+    char id[ANNOT_LABEL_MAX + 1]; /* the request answered */
+    enum annot_resize_state state;
+    uint64_t generation;           /* the decision's generation after it (done) */
+    char reason[ANNOT_REASON_MAX]; /* why it was refused; a note when done ("" none) */
+    int64_t time;                  /* Unix seconds of the answer */
+    /* The answers before this one, newest first, "<id> done|refused <generation>": a
+     * client whose request was answered and then followed by another still finds it. */
+    unsigned earlier_count;
+    char earlier[ANNOT_RESIZE_EARLIER][ANNOT_RESIZE_EARLIER_LEN];
+};
+/* The answer to request id in st (the current one or an earlier one): 1 and *state,
+ * *generation when found, 0 when not. */
+int annot_resize_status_find(const struct annot_resize_status *st, const char *id,
+                             enum annot_resize_state *state, uint64_t *generation);
+int annot_resize_status_decode(const char *text, size_t len, struct annot_resize_status *out,
+                               struct vg_err *err);
+char *annot_resize_status_encode(const struct annot_resize_status *in, struct vg_err *err);
 
 #endif

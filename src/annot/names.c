@@ -61,7 +61,9 @@ bool annot_pod_uid(const char *s)
 
 bool annot_key_reserved(const char *key)
 {
-    static const char *const open_keys[] = {"vgpu.io/policy"};
+    /* The author's scoring policy, and a live-resize request: who may resize is the API
+     * server's RBAC on the pod (docs/security.md "What a resize trusts"). */
+    static const char *const open_keys[] = {"vgpu.io/policy", ANNOT_KEY_RESIZE};
     if (key == NULL || strncmp(key, ANNOT_PREFIX, strlen(ANNOT_PREFIX)) != 0)
         return false;
     for (size_t i = 0; i < sizeof(open_keys) / sizeof(open_keys[0]); i++)

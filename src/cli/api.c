@@ -131,9 +131,31 @@ static int api_get(void *ctx, const char *path, json_t **out, struct vg_err *err
     return 0;
 }
 
+/* One merge patch: the errors api_get gives, and -EEXIST for 409 (a precondition). */
+static int api_patch(void *ctx, const char *path, json_t *body, struct vg_err *err)
+{
+    struct cli_api *api = ctx;
+    struct reply r = {.base = api->base};
+    if (kube_patch(api->client, path, "application/merge-patch+json", body, on_reply, &r, err) < 0)
+        return err->code;
+    while (!r.done)
+        if (event_base_dispatch(api->base) < 0)
+            return vg_err_set(err, -EIO, "event loop failed");
+    json_decref(r.body);
+    if (r.err.code == -ENOENT || r.err.code == -EEXIST) {
+        *err = r.err;
+        return r.err.code;
+    }
+    if (r.err.code != 0)
+        return vg_err_set(err, r.err.code, "the API server at %s: %s", api->config->server,
+                          r.err.msg);
+    return 0;
+}
+
 struct cli_source cli_api_source(struct cli_api *api)
 {
-    return (struct cli_source){.get = api_get, .ctx = api, .namespace = api->config->namespace};
+    return (struct cli_source){
+        .get = api_get, .patch = api_patch, .ctx = api, .namespace = api->config->namespace};
 }
 
 void cli_api_free(struct cli_api *api)

@@ -7,6 +7,7 @@
 
 #include "base/auto.h"
 #include "base/auto_json.h"
+#include "base/parse.h"
 #include "base/str.h"
 #include "cli/cli.h"
 
@@ -96,6 +97,101 @@ bool cli_pod_finished(json_t *pod)
     return phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
 }
 
+/* Whether container c asks for Volcano's vGPUs: the count or the memory resource in its
+ * limits (Volcano's ExtractResourceRequest, default names; docs/volcano.md). */
+static bool volcano_gpu_container(json_t *c)
+{
+    json_t *limits = json_object_get(json_object_get(c, "resources"), "limits");
+    return json_object_get(limits, "volcano.sh/vgpu-number") != NULL ||
+           json_object_get(limits, "volcano.sh/vgpu-memory") != NULL;
+}
+
+bool cli_volcano_pod(json_t *pod)
+{
+    json_t *containers = json_object_get(json_object_get(pod, "spec"), "containers");
+    size_t i;
+    json_t *c;
+    json_array_foreach(containers, i, c)
+    {
+        if (volcano_gpu_container(c))
+            return true;
+    }
+    return false;
+}
+
+/* One device of a Volcano segment, "UUID,TYPE,MEM,CORES" (docs/volcano.md): false on
+ * anything else (a field missing, a number that does not parse, cores past 100). */
+static bool volcano_device(const char *text, size_t len, struct annot_share *out)
+{
+    char buf[ANNOT_UUID_MAX + 64];
+    if (len == 0 || len >= sizeof buf)
+        return false;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    char *field[4];
+    size_t n = 0;
+    for (char *p = buf; n < 4; n++) {
+        field[n] = p;
+        char *comma = strchr(p, ',');
+        if (comma == NULL) {
+            n++;
+            break;
+        }
+        *comma = '\0';
+        p = comma + 1;
+    }
+    uint64_t mib, cores;
+    struct vg_err err = {0};
+    if (n != 4 || strchr(field[3], ',') != NULL || field[0][0] == '\0' ||
+        vg_strlcpy(out->uuid, field[0], sizeof out->uuid) < 0 ||
+        vg_parse_u64(field[2], 0, UINT32_MAX, &mib, &err) < 0 ||
+        vg_parse_u64(field[3], 0, 100, &cores, &err) < 0)
+        return false;
+    out->memory_mib = mib;
+    out->cores = (unsigned)cores;
+    return true;
+}
+
+/* Segments joined by ';', each device ending in ':' (cluster.h). */
+bool cli_volcano_decision(json_t *pod, struct annot_decision *d)
+{
+    const char *node = sched_json_str(pod, "spec", "nodeName", NULL);
+    if (node == NULL)
+        return false;
+    const char *text = cli_annotation(pod, "volcano.sh/vgpu-ids-new");
+    if (text == NULL || strlen(text) > ANNOT_MAX_BYTES)
+        return false;
+    memset(d, 0, sizeof *d);
+    if (vg_strlcpy(d->node, node, sizeof d->node) < 0)
+        return false;
+    json_t *containers = json_object_get(json_object_get(pod, "spec"), "containers");
+    size_t i = 0, count = json_array_size(containers);
+    const char *seg = text;
+    while (true) {
+        while (i < count && !volcano_gpu_container(json_array_get(containers, i)))
+            i++;
+        if (i == count || d->container_count == ANNOT_MAX_CONTAINERS)
+            return false; /* more segments than GPU containers */
+        struct annot_container *ac = &d->containers[d->container_count++];
+        const char *name = sched_json_str(json_array_get(containers, i++), "name", NULL, NULL);
+        if (vg_strlcpy(ac->name, name ? name : "?", sizeof ac->name) < 0)
+            return false;
+        const char *end = strchr(seg, ';');
+        size_t seg_len = end ? (size_t)(end - seg) : strlen(seg);
+        for (size_t at = 0; at < seg_len;) {
+            const char *colon = memchr(seg + at, ':', seg_len - at);
+            if (colon == NULL || ac->gpu_count == ANNOT_MAX_GPUS ||
+                !volcano_device(seg + at, (size_t)(colon - (seg + at)), &ac->gpus[ac->gpu_count]))
+                return false; /* every device ends in ':' */
+            ac->gpu_count++;
+            at = (size_t)(colon - seg) + 1;
+        }
+        if (end == NULL)
+            return d->container_count > 0;
+        seg = end + 1;
+    }
+}
+
 bool cli_pod_decision(json_t *pod, struct annot_decision *d)
 {
     const char *node = sched_json_str(pod, "spec", "nodeName", NULL);
@@ -159,16 +255,21 @@ json_t *cli_decision_json(const struct annot_decision *d)
     json_t *cs = json_array();
     for (unsigned i = 0; i < d->container_count; i++) {
         json_t *gs = json_array();
-        for (unsigned g = 0; g < d->containers[i].gpu_count; g++)
-            json_array_append_new(gs, json_pack("{s:s, s:I, s:i}", "uuid",
-                                                d->containers[i].gpus[g].uuid, "memoryMiB",
-                                                (json_int_t)d->containers[i].gpus[g].memory_mib,
-                                                "cores", (int)d->containers[i].gpus[g].cores));
+        for (unsigned g = 0; g < d->containers[i].gpu_count; g++) {
+            const struct annot_share *sh = &d->containers[i].gpus[g];
+            json_t *o = json_pack("{s:s, s:I, s:i}", "uuid", sh->uuid, "memoryMiB",
+                                  (json_int_t)sh->memory_mib, "cores", (int)sh->cores);
+            if (o != NULL && sh->mig_profile[0] != '\0')
+                json_object_set_new(o, "mig",
+                                    json_pack("{s:s, s:i}", "profile", sh->mig_profile, "start",
+                                              (int)sh->mig_start));
+            json_array_append_new(gs, o);
+        }
         json_array_append_new(cs,
                               json_pack("{s:s, s:o}", "name", d->containers[i].name, "gpus", gs));
     }
-    return json_pack("{s:s, s:I, s:o}", "node", d->node, "time", (json_int_t)d->time, "containers",
-                     cs);
+    return json_pack("{s:s, s:I, s:I, s:o}", "node", d->node, "time", (json_int_t)d->time,
+                     "generation", (json_int_t)d->generation, "containers", cs);
 }
 
 json_t *cli_request_json(const struct sched_container_request *r, int n)

@@ -42,6 +42,15 @@ const char *cli_annotation(json_t *obj, const char *key);
 bool cli_pod_finished(json_t *pod);
 /* The pod's decision, when it is bound to the node the decision names. */
 bool cli_pod_decision(json_t *pod, struct annot_decision *d);
+/* A bound pod's decision from Volcano's volcano.sh/vgpu-ids-new (docs/volcano.md): one
+ * segment per container that asks for Volcano's vGPUs, in the order of spec.containers,
+ * each named after its container. False when the pod is not bound or the annotation does
+ * not read as Volcano writes it (a device without its ':', more segments than GPU
+ * containers, a number out of range). */
+bool cli_volcano_decision(json_t *pod, struct annot_decision *d);
+/* Whether a container of the pod asks for Volcano's vGPUs (volcano.sh/vgpu-number or
+ * volcano.sh/vgpu-memory in its limits). */
+bool cli_volcano_pod(json_t *pod);
 
 /* A node's name and its decoded vgpu.io/gpus inventory: 1; 0 for a node without a name or
  * an inventory (not a vgpu node); the decoder's negative errno and message for an

@@ -207,7 +207,10 @@ static void explain_bound(const struct cli_cluster *c, json_t *pod, const struct
             cli_format_bytes(cli_json_u64(dg, "memTotalMiB") << 20, total, sizeof total);
             fprintf(f, "  container %s: GPU %d (%s): %s of its %s of memory, ",
                     d->containers[k].name, cli_gpu_index(c, d->node, s->uuid), s->uuid, mem, total);
-            if (s->cores == 100)
+            if (s->mig_profile[0] != '\0')
+                fprintf(f, "in its own MIG instance %s at memory slice %u\n", s->mig_profile,
+                        s->mig_start);
+            else if (s->cores == 100)
                 fprintf(f, "the whole card to itself\n");
             else if (s->cores)
                 fprintf(f, "%u%% of its compute\n", s->cores);

@@ -1,6 +1,7 @@
 /* vgpu pods (verbs.h): the pods that ask for GPUs (HAMi's resources, read as the
- * scheduler reads them) or hold a decision, with what their decision gave them or, while
- * pending, what they ask for. */
+ * scheduler reads them; Volcano's) or hold a decision (vgpu's, or Volcano's
+ * volcano.sh/vgpu-ids-new), with what their decision gave them or, while pending, what
+ * they ask for (HAMi's resources; "-" for Volcano's). */
 #include <string.h>
 
 #include "base/auto_json.h"
@@ -87,8 +88,10 @@ int cli_pods(const struct cli_source *src, const struct cli_options *opt, FILE *
         struct vg_err rerr = {0};
         int n = sched_pod_requests(&c.options, pod, req, ANNOT_MAX_CONTAINERS, &rerr);
         struct annot_decision d;
-        bool decided = cli_pod_decision(pod, &d);
-        if (n == 0 && !decided)
+        bool decided =
+            cli_pod_decision(pod, &d) ||
+            (cli_annotation(pod, ANNOT_KEY_DECISION) == NULL && cli_volcano_decision(pod, &d));
+        if (n == 0 && !decided && !cli_volcano_pod(pod))
             continue; /* no GPUs asked, none given */
         const char *phase = sched_json_str(pod, "status", "phase", NULL);
         const char *node = sched_json_str(pod, "spec", "nodeName", NULL);
@@ -99,6 +102,8 @@ int cli_pods(const struct cli_source *src, const struct cli_options *opt, FILE *
         else if (node && !decided)
             (void)vg_snprintf(status, sizeof status, "%s (no vgpu decision)",
                               phase ? phase : "Unknown");
+        else if (decided && d.generation > 0) /* the spec's requests no longer say them */
+            (void)vg_snprintf(status, sizeof status, "%s (resized)", phase ? phase : "Unknown");
         json_t *jp = json_pack("{s:s, s:s, s:s, s:o}", "namespace", pns, "name", name, "phase",
                                phase ? phase : "Unknown", "request",
                                n > 0 ? cli_request_json(req, n) : json_array());

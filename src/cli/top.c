@@ -129,6 +129,8 @@ struct ctr {
     char ns[CLI_NAME_MAX], pod[CLI_NAME_MAX];
     bool limits_ok;
     char limits_error[VG_ERR_MSG_MAX];
+    char limits_path[4096]; /* the file read, and its inode: a live resize replaces it */
+    ino_t limits_ino;
     struct vgpu_config limits;
     int fd;                            /* the region, open between refreshes; -1 when not */
     char region_error[VG_ERR_MSG_MAX]; /* "" when the region was read */
@@ -141,6 +143,13 @@ struct ctr {
         int64_t achieved_ppm, waited_ns, held_ns;
     } devs[REGION_MAX_DEVICES];
     uint64_t closed, repaired;
+    /* Dynamic MIG instances of the container, from its limits file's "# mig" lines. */
+    unsigned nmig;
+    struct {
+        unsigned dev, gi, start;
+        char uuid[64], profile[16];
+        long long created;
+    } mig[4];
 };
 
 struct row {
@@ -187,11 +196,40 @@ static void ctr_load_limits(struct top *t, struct ctr *c)
     size_t len = 0;
     struct vg_err err = {0};
     vgpu_config_init(&c->limits);
-    if (vg_snprintf(path, sizeof path, "%s/%s/limits", t->dir, c->dir) < 0 ||
-        vg_read_file(path, VGPU_LIMITS_FILE_MAX, &text, &len, &err) < 0 ||
+    struct stat st;
+    /* "limits" in a directory made before etc/ existed, else etc/limits (the file a live
+     * resize replaces; docs/deviceplugin.md), as vgpu-monitor reads them. */
+    int rc = vg_snprintf(path, sizeof path, "%s/%s/limits", t->dir, c->dir);
+    if (rc >= 0 && lstat(path, &st) != 0)
+        rc = vg_snprintf(path, sizeof path, "%s/%s/etc/limits", t->dir, c->dir);
+    c->limits_ino = rc >= 0 && stat(path, &st) == 0 ? st.st_ino : 0;
+    (void)vg_strlcpy(c->limits_path, rc >= 0 ? path : "", sizeof c->limits_path);
+    if (rc < 0 || vg_read_file(path, VGPU_LIMITS_FILE_MAX, &text, &len, &err) < 0 ||
         vgpu_config_parse_file(&c->limits, text, len, &err) < 0) {
         (void)vg_snprintf(c->limits_error, sizeof c->limits_error, "limits: %s", err.msg);
         return;
+    }
+    /* "# mig DEV MIG-UUID PROFILE gi GI start START created UNIX" (the device plugin's,
+     * read-only to the tenant; still bounded, and shown only). */
+    c->nmig = 0;
+    for (const char *l = text; l && l < text + len && c->nmig < 4;
+         l = memchr(l, '\n', (size_t)(text + len - l))) {
+        if (*l == '\n')
+            l++;
+        if ((size_t)(text + len - l) < 6 || memcmp(l, "# mig ", 6) != 0)
+            continue;
+        char line[256];
+        const char *e = memchr(l, '\n', (size_t)(text + len - l));
+        size_t n = e ? (size_t)(e - l) : (size_t)(text + len - l);
+        if (n >= sizeof line)
+            continue;
+        memcpy(line, l, n);
+        line[n] = '\0';
+        __typeof__(c->mig[0]) *m = &c->mig[c->nmig];
+        if (sscanf(line, "# mig %u %63s %15s gi %u start %u created %lld", &m->dev, m->uuid,
+                   m->profile, &m->gi, &m->start, &m->created) == 6 &&
+            strncmp(m->uuid, "MIG-", 4) == 0)
+            c->nmig++;
     }
     struct vg_err oerr = {0};
     if (cli_limits_owner_parse(text, len, c->ns, c->pod, c->container, &oerr) < 0) {
@@ -340,6 +378,14 @@ void top_refresh(struct top *t)
     t->errors = 0;
     for (size_t i = 0; i < t->nctrs; i++) {
         struct ctr *c = t->ctrs[i];
+        struct stat st;
+        /* A live resize renamed a new limits file in: one stat per container per refresh. */
+        if (c->limits_ok && c->limits_path[0] && stat(c->limits_path, &st) == 0 &&
+            st.st_ino != c->limits_ino) {
+            c->limits_ok = false;
+            ctr_load_limits(t, c);
+            t->rows_dirty = true;
+        }
         if (c->limits_ok)
             ctr_read_region(c);
         if (!c->limits_ok || strncmp(c->region_error, "bad region", 10) == 0)
@@ -424,6 +470,51 @@ static size_t rows_update(struct top *t)
     for (size_t i = 0; i < t->nrows; i++)
         row_fill(&t->rows[i]);
     return t->nrows;
+}
+
+/* The dynamic MIG instances the containers were given: one row each, with its pod and
+ * how long ago it was made. Nothing when there are none. */
+static void print_mig(struct top *t, FILE *f, size_t width)
+{
+    struct cli_table m;
+    cli_table_init(&m, 7);
+    cli_table_add_tabbed(&m, "GPU\tMIG DEVICE\tPROFILE\tNAMESPACE\tPOD\tCONTAINER\tMADE");
+    long long now = (long long)time(NULL);
+    size_t n = 0;
+    for (size_t i = 0; i < t->nctrs; i++) {
+        const struct ctr *c = t->ctrs[i];
+        for (unsigned k = 0; k < c->nmig; k++) {
+            char gpu[24] = "?", made[48];
+            const char *uuid =
+                c->mig[k].dev < VGPU_CONFIG_MAX_DEVICES ? c->limits.device_uuid[c->mig[k].dev] : "";
+            for (unsigned g = 0; g < t->nvml.count; g++)
+                if (strcmp(t->gpus[g].uuid, uuid) == 0)
+                    (void)vg_snprintf(gpu, sizeof gpu, "%u", t->gpus[g].index);
+            long long age = now - c->mig[k].created;
+            if (age < 0)
+                age = 0;
+            if (age < 120)
+                (void)vg_snprintf(made, sizeof made, "%llds ago", age);
+            else if (age < 7200)
+                (void)vg_snprintf(made, sizeof made, "%lldm ago", age / 60);
+            else
+                (void)vg_snprintf(made, sizeof made, "%lldh ago", age / 3600);
+            const char *cells[7] = {gpu,
+                                    c->mig[k].uuid,
+                                    c->mig[k].profile,
+                                    c->ns[0] ? c->ns : "?",
+                                    c->pod[0] ? c->pod : c->uid,
+                                    c->container,
+                                    made};
+            cli_table_add(&m, cells);
+            n++;
+        }
+    }
+    if (n > 0) {
+        fputc('\n', f);
+        cli_table_print(&m, f, width);
+    }
+    cli_table_free(&m);
 }
 
 static void print_text(struct top *t, FILE *f, size_t width, size_t height)
@@ -538,6 +629,7 @@ static void print_text(struct top *t, FILE *f, size_t width, size_t height)
     if (shown < nrows)
         fprintf(f, "... %zu more (a larger terminal, or vgpu top --once)\n", nrows - shown);
     cli_table_free(&c);
+    print_mig(t, f, width);
 }
 
 static json_t *json_of(struct top *t)

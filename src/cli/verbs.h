@@ -34,6 +34,10 @@ int cli_output_parse(const char *text, enum cli_output *out, struct vg_err *err)
  * another negative errno with a message naming the server otherwise. */
 struct cli_source {
     int (*get)(void *ctx, const char *path, json_t **out, struct vg_err *err);
+    /* One JSON merge patch of an object (NULL in sources that only read): 0, -ENOENT for
+     * an object that does not exist, -EEXIST when a metadata.resourceVersion in the patch
+     * no longer matches (409: nothing written), another negative errno otherwise. */
+    int (*patch)(void *ctx, const char *path, json_t *body, struct vg_err *err);
     void *ctx;
     const char *namespace; /* the kubeconfig context's namespace, or NULL */
 };
@@ -56,6 +60,11 @@ struct cli_options {
     const char *jobs;        /* NULL: vgpu-sim's */
     const char *sim_program; /* NULL: vgpu-sim beside this program, else on PATH */
     bool export_only;
+    /* resize */
+    const char *container; /* -c, or NULL: the pod's one container with GPUs */
+    const char *gpumem;    /* --gpumem QUANTITY (nvidia.com/gpumem's reading), or NULL */
+    const char *gpucores;  /* --gpucores PERCENT, or NULL */
+    uint64_t wait_ms;      /* how long to wait for vgpu-scheduler's answer */
     /* top */
     bool once;
     uint64_t interval_ms, iterations; /* iterations 0: until q (live), else 1 */
@@ -81,6 +90,15 @@ int cli_pods(const struct cli_source *src, const struct cli_options *opt, FILE *
 int cli_explain(const struct cli_source *src, const struct cli_options *opt, FILE *out, FILE *diag,
                 struct vg_err *err);
 
+/* `vgpu resize POD`: asks vgpu-scheduler for new limits of a running container (the
+ * vgpu.io/resize annotation, docs/protocol.md "Live resize") and waits for its answer: 0
+ * once they are recorded (what changed, and a note when a lower memory limit frees
+ * nothing, on out); -EPERM with the scheduler's reason when refused (nothing changed);
+ * -EINVAL for a bad flag or a pod that cannot be resized, -ENOENT for a pod that does not
+ * exist, -EBUSY when another request or change raced this one, -ETIMEDOUT without an
+ * answer in opt->wait_ms (the request stays; its id is named). */
+int cli_resize(const struct cli_source *src, const struct cli_options *opt, FILE *out, FILE *diag,
+               struct vg_err *err);
 /* `vgpu top`: this node's GPUs and the vgpu containers on them, read from NVML and the
  * device plugin's container directories, never from the API server. Live on a terminal
  * (until q), else opt->iterations snapshots on stdout. A container whose files cannot be

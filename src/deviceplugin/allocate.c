@@ -1,11 +1,19 @@
 /* Allocate of whole GPUs (timeSlicing and vgpu modes), per-container directories and the
  * inventory value. The response itself is assembled by response.c. In vgpu mode the
- * container gets a directory of its own under vgpu.regionDir, mounted at the same path
- * inside the container (so the paths in env and in the limits file are true on both
- * sides), holding:
+ * container gets a directory of its own under vgpu.regionDir, whose files are mounted at
+ * the same paths inside the container (so the paths in env and in the limits file are true
+ * on both sides; the directory itself is not, so a container cannot add files to it that
+ * the host would read), holding:
  *   region  the shared region (src/region), limits per GPU UUID, mode 0666;
- *   limits  the libvgpu limits file (docs/protocol.md), 0444 and also mounted read-only
- *           on its own, so a process in the container cannot raise its own limit.
+ *   etc/    mounted read-only over itself and at /etc/vgpu, so a process in the container
+ *           cannot raise its own limit, holding
+ *     limits      the libvgpu limits file (docs/protocol.md), 0444;
+ *     generation  the limits' generation (VGPU_GENERATION_PATH), 0444.
+ * A directory, not the file, is mounted so that a live resize can replace the limits file
+ * by rename and every process sees the new one (a bind-mounted file would keep showing
+ * the inode it was mounted with); the generation, raised in place after the rename, tells
+ * libvgpu to read it again (dp_container_limits_update). Readers on the host take
+ * etc/limits, or the limits file of a directory made before etc/ existed.
  * The directory's existence is also the record that the container was allocated
  * (match.c), and its name `<pod uid>_<container>` is what cleanup keys on.
  *
@@ -19,10 +27,13 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/auto.h"
+#include "base/buf.h"
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/str.h"
@@ -123,18 +134,19 @@ int dp_allocate_vgpu(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsi
         if ((rc = dp_response_add_env(out, key, value, err)) < 0)
             return rc;
     }
-    char region[1024], limits[1024];
+    char region[1024], etc[1024], limits[1024];
     if (vg_snprintf(region, sizeof(region), "%s/region", container_dir) < 0 ||
-        vg_snprintf(limits, sizeof(limits), "%s/limits", container_dir) < 0)
+        vg_snprintf(etc, sizeof(etc), "%s/" DP_LIMITS_DIR, container_dir) < 0 ||
+        vg_snprintf(limits, sizeof(limits), "%s/limits", etc) < 0)
         return vg_err_set(err, -ENAMETOOLONG, "container directory path too long");
     const char *libvgpu = cfg->vgpu.libvgpu_path, *board = cfg->vgpu.compute_board_dir;
     /* The compute limiters of all containers on the node see each other on one board
      * (docs/compute.md): all of it read-only, its own slot and the turn writable. */
     if ((rc = dp_response_add_env(out, "CUDA_DEVICE_MEMORY_SHARED_CACHE", region, err)) < 0 ||
-        (rc = dp_response_add_mount(out, container_dir, container_dir, false, err)) < 0 ||
+        (rc = dp_response_add_mount(out, region, region, false, err)) < 0 ||
         (rc = dp_response_add_env(out, "VGPU_LIMITS_FILE", limits, err)) < 0 ||
-        (rc = dp_response_add_mount(out, limits, limits, true, err)) < 0 ||
-        (rc = dp_response_add_mount(out, VGPU_LIMITS_PATH, limits, true, err)) < 0)
+        (rc = dp_response_add_mount(out, etc, etc, true, err)) < 0 ||
+        (rc = dp_response_add_mount(out, VGPU_LIMITS_DIR, etc, true, err)) < 0)
         return rc;
     if (cfg->vgpu.device_memory_scaling > 1.0 &&
         (rc = dp_response_add_env(out, "CUDA_OVERSUBSCRIBE", "true", err)) < 0)
@@ -281,12 +293,20 @@ int dp_container_dir_path(const char *region_dir, const char *pod_uid, const cha
 
 int dp_container_dir_remove(const char *dir, struct vg_err *err)
 {
-    static const char *const files[] = {"region", "limits", "limits.tmp"};
+    /* "limits" and "limits.tmp" in dir itself: directories made before etc/ existed. */
+    static const char *const files[] = {DP_LIMITS_DIR "/limits",
+                                        DP_LIMITS_DIR "/limits.tmp",
+                                        DP_LIMITS_DIR "/generation",
+                                        DP_LIMITS_DIR,
+                                        "region",
+                                        "limits",
+                                        "limits.tmp"};
     char path[1024];
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         if (vg_snprintf(path, sizeof(path), "%s/%s", dir, files[i]) < 0)
             return vg_err_set(err, -ENAMETOOLONG, "path too long");
-        if (unlink(path) != 0 && errno != ENOENT)
+        int rc = strcmp(files[i], DP_LIMITS_DIR) == 0 ? rmdir(path) : unlink(path);
+        if (rc != 0 && errno != ENOENT)
             return vg_err_errno(err, errno, "removing %s", path);
     }
     if (rmdir(dir) != 0 && errno != ENOENT)
@@ -294,66 +314,188 @@ int dp_container_dir_remove(const char *dir, struct vg_err *err)
     return 0;
 }
 
-/* Writes the limits file into stage/limits (made empty by dp_stage_make); its text names
- * the directory it will have, dir. */
-static int write_limits(const struct dpconfig *cfg, const struct dp_match *match, const char *dir,
-                        const char *stage, struct vg_err *err)
+/* The limits file's text for match (naming the directory it will have, dir) into
+ * text[size]; its length, or -ENOSPC. */
+static int limits_text(const struct dpconfig *cfg, const struct dp_match *match, const char *dir,
+                       uint64_t generation, char *text, size_t size, struct vg_err *err)
 {
-    char path[1024], text[8192];
-    if (vg_snprintf(path, sizeof(path), "%s/limits", stage) < 0)
-        return vg_err_set(err, -ENAMETOOLONG, "path too long");
     const struct annot_container *c = &match->container;
     size_t used = 0;
-    int w = vg_snprintf(text, sizeof(text),
+    int w = vg_snprintf(text, size,
                         "# written by vgpu-device-plugin for pod %s/%s, container %s\n"
                         "vgpu-limits 1\n",
                         match->pod_namespace, match->pod_name, c->name);
-    if (w < 0)
-        return vg_err_set(err, -ENOSPC, "limits file too long");
-    used = (size_t)w;
+    used = w > 0 ? (size_t)w : 0;
+    /* Only once resized: a file without it reads as before everywhere (older libvgpu
+     * refuses a key it does not know). */
+    if (w >= 0 && generation > 0) {
+        w = vg_snprintf(text + used, size - used, "VGPU_LIMITS_GENERATION=%llu\n",
+                        (unsigned long long)generation);
+        used += w > 0 ? (size_t)w : 0;
+    }
     for (unsigned i = 0; i < c->gpu_count && w >= 0; i++) {
         /* The UUID tells vgpu-monitor which GPU the limit is for (docs/monitor.md). */
-        w = vg_snprintf(text + used, sizeof(text) - used,
+        w = vg_snprintf(text + used, size - used,
                         "CUDA_DEVICE_MEMORY_LIMIT_%u=%llum\nVGPU_DEVICE_UUID_%u=%s\n", i,
                         (unsigned long long)c->gpus[i].memory_mib, i, c->gpus[i].uuid);
         used += w > 0 ? (size_t)w : 0;
         unsigned cores = effective_cores(cfg, c->gpus[i].cores);
         if (cores && w >= 0) {
-            w = vg_snprintf(text + used, sizeof(text) - used, "CUDA_DEVICE_SM_LIMIT_%u=%u\n", i,
-                            cores);
+            w = vg_snprintf(text + used, size - used, "CUDA_DEVICE_SM_LIMIT_%u=%u\n", i, cores);
             used += w > 0 ? (size_t)w : 0;
         }
     }
     /* The priority its pod named (docs/compute.md, "Priority"): read-only, so the
      * environment can only lower it. */
     if (w >= 0 && match->priority_given) {
-        w = vg_snprintf(text + used, sizeof(text) - used, "CUDA_DEVICE_TASK_PRIORITY=%d\n",
+        w = vg_snprintf(text + used, size - used, "CUDA_DEVICE_TASK_PRIORITY=%d\n",
                         match->priority);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    /* Dynamic MIG: what vgpu top shows of each instance (a comment to libvgpu). */
+    for (unsigned i = 0; i < c->gpu_count && w >= 0; i++) {
+        const struct dp_match_mig *m = &match->mig[i];
+        if (!m->uuid[0])
+            continue;
+        w = vg_snprintf(text + used, size - used, "# mig %u %s %s gi %u start %u created %lld\n", i,
+                        m->uuid, m->profile, m->gi, m->start, (long long)m->created);
         used += w > 0 ? (size_t)w : 0;
     }
     /* The board too: libvgpu takes no key the file may hold from the environment once
      * the file is given, so VGPU_COMPUTE_BOARD in the environment alone would leave each
      * container on a private default board, blind to its neighbours. */
     if (w >= 0)
-        w = vg_snprintf(text + used, sizeof(text) - used,
+        w = vg_snprintf(text + used, size - used,
                         "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/region\nVGPU_COMPUTE_BOARD=%s\n", dir,
                         cfg->vgpu.compute_board_dir);
     if (w < 0)
         return vg_err_set(err, -ENOSPC, "limits file too long");
-    used += (size_t)w;
-    VG_AUTO_CLOSE int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    return (int)(used + (size_t)w);
+}
+
+/* Writes len bytes of text to path (made or emptied), read-only, synced. */
+static int write_file(const char *path, const char *text, size_t len, int flags, struct vg_err *err)
+{
+    VG_AUTO_CLOSE int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | flags, 0600);
     if (fd < 0)
         return vg_err_errno(err, errno, "opening %s", path);
-    ssize_t n = write(fd, text, used);
+    ssize_t n = write(fd, text, len);
     if (n < 0)
         return vg_err_errno(err, errno, "writing %s", path);
-    if ((size_t)n != used)
-        return vg_err_set(err, -EIO, "writing %s: %zd of %zu bytes written", path, n, used);
+    if ((size_t)n != len)
+        return vg_err_set(err, -EIO, "writing %s: %zd of %zu bytes written", path, n, len);
     if (fchmod(fd, 0444) != 0)
         return vg_err_errno(err, errno, "writing %s: making it read-only", path);
+    if (flags != 0 && fsync(fd) != 0)
+        return vg_err_errno(err, errno, "writing %s", path);
     if (close(vg_steal_fd(&fd)) != 0)
         return vg_err_errno(err, errno, "writing %s", path);
     return 0;
+}
+
+/* Writes the limits file into stage/etc/limits and its generation (0) beside it; its text
+ * names the directory it will have, dir. */
+static int write_limits(const struct dpconfig *cfg, const struct dp_match *match, const char *dir,
+                        const char *stage, struct vg_err *err)
+{
+    char path[1024], text[8192];
+    int len = limits_text(cfg, match, dir, 0, text, sizeof text, err);
+    if (len < 0)
+        return len;
+    if (vg_snprintf(path, sizeof(path), "%s/" DP_LIMITS_DIR "/limits", stage) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "path too long");
+    int rc = write_file(path, text, (size_t)len, 0, err);
+    if (rc < 0)
+        return rc;
+    char gen[VGPU_GENERATION_SIZE] = VGPU_GENERATION_MAGIC; /* then generation 0 */
+    if (vg_snprintf(path, sizeof(path), "%s/" DP_LIMITS_DIR "/generation", stage) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "path too long");
+    return write_file(path, gen, sizeof gen, O_CREAT | O_EXCL, err);
+}
+
+/* Raises dir's limits generation to gen (never lowers it): in place, through a shared
+ * mapping, one atomic store that every process's read-only mapping sees. 1 when raised. */
+static int generation_raise(const char *dir, uint64_t gen, struct vg_err *err)
+{
+    char path[1024];
+    if (vg_snprintf(path, sizeof(path), "%s/" DP_LIMITS_DIR "/generation", dir) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "path too long");
+    VG_AUTO_CLOSE int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0)
+        return vg_err_errno(err, errno, "opening %s", path);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != VGPU_GENERATION_SIZE)
+        return vg_err_set(err, -EPROTO, "%s: not a generation file", path);
+    char *map = mmap(NULL, VGPU_GENERATION_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED)
+        return vg_err_errno(err, errno, "mapping %s", path);
+    int rc = 0;
+    if (memcmp(map, VGPU_GENERATION_MAGIC, 8) != 0) {
+        rc = vg_err_set(err, -EPROTO, "%s: not a generation file", path);
+    } else {
+        _Atomic uint64_t *word = (_Atomic uint64_t *)(void *)(map + 8);
+        uint64_t old = atomic_load(word);
+        while (old < gen && !atomic_compare_exchange_weak(word, &old, gen))
+            ;
+        rc = old < gen ? 1 : 0;
+    }
+    munmap(map, VGPU_GENERATION_SIZE);
+    return rc;
+}
+
+int dp_container_limits_update(const struct dpconfig *cfg, const struct dp_match *match,
+                               const char *dir, uint64_t generation, struct vg_err *err)
+{
+    char path[1024], tmp[1024], text[8192];
+    if (vg_snprintf(path, sizeof(path), "%s/" DP_LIMITS_DIR "/limits", dir) < 0 ||
+        vg_snprintf(tmp, sizeof(tmp), "%s/" DP_LIMITS_DIR "/limits.tmp", dir) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "path too long");
+    /* What the container holds now: the same GPUs (a resize never moves a container), and
+     * nothing to do when the text is already this. */
+    VG_AUTO_FREE char *have = NULL;
+    size_t have_len = 0;
+    struct vgpu_config now;
+    vgpu_config_init(&now);
+    int rc = vg_read_file(path, VGPU_LIMITS_FILE_MAX, &have, &have_len, err);
+    if (rc < 0)
+        return rc == -ENOENT ? vg_err_set(err, -ENOENT,
+                                          "%s: no limits directory (made before "
+                                          "live resize); not resizable",
+                                          dir)
+                             : rc;
+    if (vgpu_config_parse_file(&now, have, have_len, err) < 0)
+        return vg_err_wrap(err, "%s", path);
+    for (unsigned i = 0; i < match->container.gpu_count; i++)
+        if (strcmp(now.device_uuid[i], match->container.gpus[i].uuid) != 0)
+            return vg_err_set(err, -EINVAL,
+                              "%s: the decision names GPU %s where the container "
+                              "has %s; not applied",
+                              dir, match->container.gpus[i].uuid, now.device_uuid[i]);
+    if (now.generation > generation)
+        return 0; /* a later resize is applied already */
+    /* The priority Allocate wrote stands (a resize changes memory and compute only; the
+     * decision does not carry it). */
+    struct dp_match m = *match;
+    m.priority_given = now.priority_given;
+    m.priority = now.priority;
+    int len = limits_text(cfg, &m, dir, generation, text, sizeof text, err);
+    if (len < 0)
+        return len;
+    bool same = have_len == (size_t)len && memcmp(have, text, have_len) == 0;
+    if (!same) {
+        /* Complete and durable under its own name first: a reader, or a plugin killed at
+         * any point, sees the old file or the new one whole. */
+        if ((rc = write_file(tmp, text, (size_t)len, O_CREAT, err)) < 0)
+            return rc;
+        if (rename(tmp, path) != 0)
+            return vg_err_errno(err, errno, "renaming %s to %s", tmp, path);
+    }
+    /* After the rename, and also when the file was already renamed by a plugin killed
+     * before this step: the generation never runs behind the file. */
+    rc = generation_raise(dir, generation, err);
+    if (rc < 0)
+        return rc;
+    return !same || rc > 0;
 }
 
 static int write_region(const struct dpconfig *cfg, const struct annot_container *c,
@@ -400,14 +542,20 @@ static int create_empty(const char *dir, const char *name, struct vg_err *err)
     return 0;
 }
 
-/* dir with an empty "region" and "limits" file. Nothing is left behind on failure. */
+/* dir with an empty "region" and "etc/limits" file. Nothing is left behind on failure. */
 static int stage_make(const char *dir, struct vg_err *err)
 {
     if (mkdir(dir, 0755) != 0)
         return vg_err_errno(err, errno, "creating %s", dir);
     VG_AUTO(undo_dirp) const char *undo = dir;
     int rc;
-    if ((rc = create_empty(dir, "region", err)) < 0 || (rc = create_empty(dir, "limits", err)) < 0)
+    char etc[1024];
+    if (vg_snprintf(etc, sizeof(etc), "%s/" DP_LIMITS_DIR, dir) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "path too long");
+    if (mkdir(etc, 0755) != 0)
+        return vg_err_errno(err, errno, "creating %s", etc);
+    if ((rc = create_empty(dir, "region", err)) < 0 ||
+        (rc = create_empty(dir, DP_LIMITS_DIR "/limits", err)) < 0)
         return rc;
     undo = NULL;
     return 0;

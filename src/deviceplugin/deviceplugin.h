@@ -31,6 +31,8 @@
 #include "annot/annot.h"
 #include "base/err.h"
 #include "dpconfig/dpconfig.h"
+#include "dpconfig/hami.h"
+#include "nvml/mig.h"
 
 #define DP_MAX_GPUS      16
 #define DP_ID_MAX        64 /* kubelet's device ID limit is 63 characters */
@@ -65,13 +67,28 @@ struct dp_gpu {
     bool healthy;
     unsigned mig_count; /* MIG devices, when mig_enabled */
     struct dp_mig migs[DP_MAX_MIGS];
+    /* Dynamic MIG (migdyn.c): served with vgpu.migMode dynamic; then what NVML reports of
+     * its profiles and GPU instances, refreshed by dp_migdyn_refresh. */
+    bool mig_dynamic;
+    unsigned mig_slices;
+    size_t mig_profile_count, mig_instance_count;
+    struct nvml_mig_profile mig_profiles[NVML_MIG_MAX_PROFILES];
+    struct nvml_mig_instance mig_instances[NVML_MIG_MAX_INSTANCES];
+    uint32_t mig_allowed; /* bit i: mig_profiles[i] may be given (dp_migdyn_allow) */
 };
 
 /* Where GPUs come from: NVML in production, a table in tests. discover fills up to
- * DP_MAX_GPUS; healthy is polled. */
+ * DP_MAX_GPUS; healthy is polled. The mig_* calls (NULL: no dynamic MIG) read a GPU's
+ * profiles and instances into it, make a GPU instance of profile p at start with its
+ * compute instance (refused while the GPU runs work outside MIG instances), destroy GPU
+ * instance gi; errors as src/nvml/mig.h's. */
 struct dp_gpu_source {
     int (*discover)(void *arg, struct dp_gpu *gpus, unsigned *count, struct vg_err *err);
     bool (*healthy)(void *arg, const struct dp_gpu *gpu);
+    int (*mig_state)(void *arg, struct dp_gpu *gpu, struct vg_err *err);
+    int (*mig_create)(void *arg, const struct dp_gpu *gpu, const struct nvml_mig_profile *p,
+                      unsigned start, struct nvml_mig_instance *out, struct vg_err *err);
+    int (*mig_destroy)(void *arg, const struct dp_gpu *gpu, unsigned gi, struct vg_err *err);
     void *arg;
 };
 
@@ -98,6 +115,8 @@ void dp_nvml_free(struct dp_nvml *nvml);
  * registers every GPU for XID events; health then also drains those events (without
  * waiting) and keeps a GPU that had a critical XID Unhealthy until the plugin restarts. */
 struct dp_gpu_source dp_nvml_source(struct dp_nvml *nvml);
+/* Tests: pause ms between making a GPU instance and its compute instance (0: none). */
+void dp_nvml_set_mig_pause(uint64_t ms);
 
 /* What marks a GPU unhealthy, as NVIDIA's plugin reads its `health` section and
  * DP_DISABLE_HEALTHCHECKS:
@@ -154,6 +173,47 @@ void dp_nvml_set_mig_minors_path(struct dp_nvml *nvml, const char *path);
 void dp_mig_profile(unsigned gi_slices, unsigned ci_slices, uint64_t mig_memory_mib,
                     uint64_t gpu_memory_bytes, char *out, size_t size);
 
+/* ---- dynamic MIG (migdyn.c) ------------------------------------------------------------ */
+
+/* A GPU instance a live pod's decision names (its owner). */
+struct dp_mig_claim {
+    char uuid[ANNOT_UUID_MAX];
+    char profile[ANNOT_MIG_NAME_MAX];
+    unsigned start;
+    char pod[ANNOT_MIG_POD_MAX];
+};
+#define DP_MIG_MAX_CLAIMS (DP_MAX_GPUS * NVML_MIG_MAX_INSTANCES * 2)
+
+/* Marks the GPUs served with dynamic MIG: vgpu.migMode dynamic, MIG mode on, and listed
+ * in vgpu.migDynamicGPUs when that is not empty. */
+void dp_migdyn_mark(const struct dpconfig *cfg, struct dp_gpu *gpus, unsigned count);
+/* The profiles GPU g may give: all that NVML reports, or with HAMi's lists (hami not
+ * NULL and hami->key set) those of the rule for g's model. -EINVAL naming the GPU and the
+ * list when no rule matches its model or the rule names a profile NVML does not report
+ * for it. */
+int dp_migdyn_allow(struct dp_gpu *g, const struct hami_mig *hami, struct vg_err *err);
+/* The claims of the decisions of pods (uid -> pod JSON) that are not finished, into
+ * out[DP_MIG_MAX_CLAIMS]; how many. Garbled decisions claim nothing. */
+size_t dp_migdyn_claims(json_t *pods, struct dp_mig_claim *out);
+/* The inventory's `mig` object of a dynamic GPU, instances named by their owners. */
+void dp_migdyn_annot(const struct dp_gpu *g, const struct dp_mig_claim *claims, size_t n_claims,
+                     struct annot_mig *out);
+/* Checks share (of pod uid pod) against GPU g: its profile is one g offers, its start one
+ * of the profile's placements, and it overlaps no instance that another pod owns or that
+ * nobody owns. 0 with *existing set to the index of the pod's own instance there (-1:
+ * none, make one) and *profile to the profile, or -EINVAL with the reason in err. */
+int dp_migdyn_check(const struct dp_gpu *g, const struct annot_share *share, const char *pod,
+                    const struct dp_mig_claim *claims, size_t n_claims, int *existing,
+                    const struct nvml_mig_profile **profile, struct vg_err *err);
+/* The instances of g to destroy now: GPU instances without their compute instance, and
+ * those no claim names that are owned[] (slot by start; all when owned is NULL). Their
+ * indices into g->mig_instances, into out; how many. */
+size_t dp_migdyn_unused(const struct dp_gpu *g, const struct dp_mig_claim *claims, size_t n_claims,
+                        const bool *owned, size_t *out);
+/* Appends a refusal to the node's list (the last ANNOT_MIG_REFUSED_MAX kept). */
+void dp_migdyn_refused_add(struct annot_mig_refused *list, const char *uuid, const char *profile,
+                           unsigned start, int64_t now, const char *reason);
+
 /* ---- resources ---------------------------------------------------------------------- */
 
 struct dp_device {
@@ -161,13 +221,17 @@ struct dp_device {
     unsigned gpu; /* index into the plugin's GPU table */
 };
 
+/* Volcano mode's resources (volcano_plugin.h); NONE in every other mode. */
+enum dp_volcano_kind { DP_VOLCANO_NONE, DP_VOLCANO_NUMBER, DP_VOLCANO_MEMORY, DP_VOLCANO_CORES };
+
 struct dp_resource {
     char name[DPCONFIG_RESOURCE_NAME_MAX + 1]; /* "nvidia.com/gpu", "nvidia.com/gpu.shared" */
     char endpoint[96];                         /* socket file name in the kubelet directory */
     unsigned replicas;                         /* per GPU; 1: not replicated */
     bool mig;                                  /* devices are MIG devices, IDs their MIG UUIDs */
     bool fail_requests_greater_than_one;
-    bool mps;                  /* replicas served by MPS control daemons (mps.c) */
+    bool mps; /* replicas served by MPS control daemons (mps.c) */
+    enum dp_volcano_kind volcano;
     struct dp_device *devices; /* owned */
     size_t device_count;
     size_t device_cap; /* allocated, at most DP_MAX_IDS */
@@ -199,10 +263,21 @@ void dp_resources_release(struct dp_resources *res);
 size_t dp_prefer_replicas(const struct dp_resource *r, enum dpconfig_allocation_policy policy,
                           char *const *available, size_t n_available, bool *taken, size_t want,
                           size_t *picked);
+/* Appends device id (of GPU table index gpu) to r, which holds at most max. */
+int dp_resource_add(struct dp_resource *r, const char *id, unsigned gpu, size_t max,
+                    struct vg_err *err);
 /* The GPU UUID a device ID stands for (strips `-<i>` or `::<n>`), into uuid[ANNOT_UUID_MAX]. */
 int dp_physical_uuid(const char *id, char *uuid, struct vg_err *err);
 
 /* ---- matching (vgpu mode) ---------------------------------------------------------- */
+
+/* The MIG device dynamic MIG gave one GPU of a container (uuid "" when none). */
+struct dp_match_mig {
+    char uuid[NVML_MIG_UUID_MAX];
+    char profile[ANNOT_MIG_NAME_MAX];
+    unsigned gi, start;
+    int64_t created; /* Unix seconds the instance was made (or adopted) */
+};
 
 struct dp_match {
     char pod_uid[128];
@@ -213,6 +288,8 @@ struct dp_match {
      * 1 low. Not given (a zeroed match): no priority key in its limits file. */
     bool priority_given;
     int priority;
+    struct dp_match_mig mig[ANNOT_MAX_GPUS]; /* filled by Allocate; written to the limits
+                                                file as "# mig ..." lines for vgpu top */
 };
 
 /* Tells whether a container has been allocated already (its directory exists). */
@@ -292,7 +369,8 @@ int dp_allocate_mig(const struct dpconfig *cfg, const struct dp_resource *resour
                     size_t id_count, struct dp_response *out, struct vg_err *err);
 /* Whether vgpu mode splits this GPU: not a MIG-enabled GPU whose MIG devices are
  * advertised (migStrategy single/mixed); those stay out of nvidia.com/gpu and of the
- * inventory the scheduler places on. */
+ * inventory the scheduler places on. A dynamic MIG GPU is split (its containers get the
+ * instances made for them). */
 bool dp_gpu_split(const struct dpconfig *cfg, const struct dp_gpu *gpu);
 
 /* vgpu Allocate for a matched container: the response for the container directory
@@ -368,6 +446,16 @@ int dp_response_pack(const struct dp_response *const *resps, size_t count, uint8
  * and the container an RFC 1123 label (annot_pod_uid, annot_dns_label). */
 int dp_container_dir_path(const char *region_dir, const char *pod_uid, const char *container,
                           char *path, size_t size, struct vg_err *err);
+/* The container directory's read-only subdirectory mounted at /etc/vgpu (limits file and
+ * its generation; allocate.c). */
+#define DP_LIMITS_DIR "etc"
+/* Applies a new decision of an allocated container (a live resize): rewrites dir's
+ * limits file for match at generation (by rename; untouched when the text is the same)
+ * and then raises its generation to it, so that every process of the container reads it
+ * again. The decision must name the GPUs the container has. 1 when something changed, 0
+ * when the container already had it (or a later generation). */
+int dp_container_limits_update(const struct dpconfig *cfg, const struct dp_match *match,
+                               const char *dir, uint64_t generation, struct vg_err *err);
 /* Where dp_container_dir_create fills a directory before renaming it into place. */
 #define DP_STAGE_PREFIX ".new."
 /* Where dp_container_dir_prepare keeps a directory filled ahead of Allocate. */
@@ -494,6 +582,7 @@ struct dp_plugin_options {
      * restarts the plugin. NULL: the flag is refused by dp_plugin_new. */
     void (*restart)(void *arg);
     void *restart_arg;
+    const struct hami_mig *hami_mig; /* HAMi's MIG profile lists; NULL: none (borrowed) */
 };
 
 /* Discovers GPUs (honouring flags.failOnInitError: a failure then is an error, otherwise
@@ -513,6 +602,8 @@ struct dp_plugin_stats {
     uint64_t inventory_writes;
     uint64_t swept_dirs;
     uint64_t lookups; /* direct pod lookups after a pod cache miss */
+    uint64_t resizes; /* containers whose limits a new decision changed (live resize) */
+    uint64_t resize_errors;
 };
 void dp_plugin_get_stats(const struct dp_plugin *plugin, struct dp_plugin_stats *stats);
 /* Polls health now (tests, benchmarks). */

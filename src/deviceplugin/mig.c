@@ -34,7 +34,7 @@ void dp_mig_profile(unsigned gi_slices, unsigned ci_slices, uint64_t mig_memory_
 
 bool dp_gpu_split(const struct dpconfig *cfg, const struct dp_gpu *gpu)
 {
-    return !(gpu->mig_enabled && cfg->flags.mig_strategy != DPCONFIG_MIG_NONE);
+    return gpu->mig_dynamic || !(gpu->mig_enabled && cfg->flags.mig_strategy != DPCONFIG_MIG_NONE);
 }
 
 /* ---- Allocate ------------------------------------------------------------------------ */

@@ -19,6 +19,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/auto.h"
@@ -376,7 +377,91 @@ static bool nvml_healthy(void *arg, const struct dp_gpu *gpu)
     return nvml->lib.get_memory(dev, &mem) == NVML_SUCCESS;
 }
 
+/* ---- dynamic MIG -------------------------------------------------------------------- */
+
+static uint64_t mig_pause_ms; /* dp_nvml_set_mig_pause: tests only */
+
+void dp_nvml_set_mig_pause(uint64_t ms)
+{
+    mig_pause_ms = ms;
+}
+
+/* Between the GPU instance and its compute instance: where a test kills the plugin. */
+static void mig_pause(void)
+{
+    if (mig_pause_ms == 0)
+        return;
+    vg_log(VG_LOG_INFO, "GPU instance made; pausing before its compute instance (test knob)",
+           "ms=%llu", (unsigned long long)mig_pause_ms);
+    struct timespec ts = {.tv_sec = (time_t)(mig_pause_ms / 1000),
+                          .tv_nsec = (long)(mig_pause_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static nvmlDevice_t handle_of(const struct dp_nvml *nvml, const struct dp_gpu *gpu)
+{
+    return gpu->index < nvml->handle_count ? nvml->handles[gpu->index] : NULL;
+}
+
+static int nvml_mig_state(void *arg, struct dp_gpu *gpu, struct vg_err *err)
+{
+    struct dp_nvml *nvml = arg;
+    nvmlDevice_t dev = handle_of(nvml, gpu);
+    if (!dev)
+        return vg_err_set(err, -EINVAL, "GPU %u has no NVML handle", gpu->index);
+    int rc = nvml_mig_profiles(&nvml->lib, dev, gpu->mig_profiles, &gpu->mig_profile_count,
+                               &gpu->mig_slices, err);
+    if (rc == 0)
+        rc = nvml_mig_instances(&nvml->lib, dev, gpu->mig_profiles, gpu->mig_profile_count,
+                                gpu->mig_instances, &gpu->mig_instance_count, err);
+    return rc;
+}
+
+/* Whether dev runs a process outside every MIG instance (work a reconfiguration would
+ * disturb). */
+static bool non_mig_work(const struct dp_nvml *nvml, nvmlDevice_t dev)
+{
+    if (!nvml->lib.procs_v3)
+        return false;
+    nvmlProcessInfo_t infos[64];
+    unsigned n = 64;
+    if (nvml->lib.procs_v3(dev, &n, infos) != NVML_SUCCESS)
+        return n > 64; /* too many to list: surely busy */
+    for (unsigned i = 0; i < n; i++)
+        if (infos[i].gpuInstanceId == NVML_INVALID_INSTANCE_ID)
+            return true;
+    return false;
+}
+
+static int nvml_mig_make(void *arg, const struct dp_gpu *gpu, const struct nvml_mig_profile *p,
+                         unsigned start, struct nvml_mig_instance *out, struct vg_err *err)
+{
+    struct dp_nvml *nvml = arg;
+    nvmlDevice_t dev = handle_of(nvml, gpu);
+    if (!dev)
+        return vg_err_set(err, -EINVAL, "GPU %u has no NVML handle", gpu->index);
+    if (non_mig_work(nvml, dev))
+        return vg_err_set(err, -EBUSY,
+                          "GPU %s runs work outside MIG instances: it is not reconfigured",
+                          gpu->uuid);
+    return nvml_mig_create(&nvml->lib, dev, p, start, mig_pause, out, err);
+}
+
+static int nvml_mig_unmake(void *arg, const struct dp_gpu *gpu, unsigned gi, struct vg_err *err)
+{
+    struct dp_nvml *nvml = arg;
+    nvmlDevice_t dev = handle_of(nvml, gpu);
+    if (!dev)
+        return vg_err_set(err, -EINVAL, "GPU %u has no NVML handle", gpu->index);
+    return nvml_mig_destroy(&nvml->lib, dev, gi, err);
+}
+
 struct dp_gpu_source dp_nvml_source(struct dp_nvml *nvml)
 {
-    return (struct dp_gpu_source){.discover = nvml_discover, .healthy = nvml_healthy, .arg = nvml};
+    return (struct dp_gpu_source){.discover = nvml_discover,
+                                  .healthy = nvml_healthy,
+                                  .mig_state = nvml_mig_state,
+                                  .mig_create = nvml_mig_make,
+                                  .mig_destroy = nvml_mig_unmake,
+                                  .arg = nvml};
 }

@@ -26,11 +26,13 @@
 #include <unistd.h>
 
 #include "base/auto.h"
+#include "base/auto_json.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
 #include "deviceplugin/podcache.h"
+#include "deviceplugin/volcano_plugin.h"
 #include "grpc/grpc.h"
 #include "grpc/kubelet/api.h"
 #include "kube/kube.h"
@@ -73,8 +75,24 @@ struct dp_plugin {
     struct dp_mps *mps;            /* MPS control daemons; NULL unless mps mode */
     struct lookup *lookups;        /* Allocate calls waiting for a direct pod lookup */
     bool inventory_in_flight;
+    bool inventory_dirty; /* changed while a write was in flight: write again */
+    /* Dynamic MIG: the instances this plugin made or adopted (by GPU and start), whether
+     * the first reconciliation (adopt or destroy what is there) has run, the refusals. */
+    bool mig_owned[DP_MAX_GPUS][8];
+    bool mig_reconciled;
+    bool mig_pending; /* an unused instance had processes: look again at each health poll */
+    struct annot_mig_refused mig_refused;
     struct dp_plugin_stats stats;
+    /* Volcano mode: what is given out per GPU, and the pod annotations one Allocate call
+     * writes back ("<ns>/<name>" -> annotations), sent with its answer. */
+    struct vc_ledger *ledger;
+    struct vc_waiting vc_waiting; /* pods with a Volcano decision left to allocate */
+    json_t *vc_writes;
+    bool vc_release_lock;
 };
+
+static void publish_inventory(struct dp_plugin *p);
+static void mig_reconcile(struct dp_plugin *p);
 
 /* ---- ListAndWatch ------------------------------------------------------------------- */
 
@@ -219,6 +237,152 @@ static int check_pods_ready(struct dp_plugin *p, struct vg_err *err)
     return 0;
 }
 
+/* ---- dynamic MIG ------------------------------------------------------------------- */
+
+static void event_done(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    (void)arg;
+    (void)body;
+    if (err->code != 0)
+        vg_log(VG_LOG_WARN, "cannot post an Event", "status=%ld err=\"%s\"", status, err->msg);
+}
+
+/* A Warning Event on the pod, as kubectl describe shows it. */
+static void post_event(struct dp_plugin *p, const struct dp_match *m, const char *reason,
+                       const char *message)
+{
+    if (!p->opt.kube)
+        return;
+    char ts[32], name[ANNOT_NAME_MAX + 48], path[ANNOT_NAME_MAX + 48];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    static unsigned long long seq;
+    if (vg_snprintf(name, sizeof name, "%.200s.vgpu-device-plugin.%llx.%llx", m->pod_name,
+                    (unsigned long long)now, ++seq) < 0 ||
+        vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", m->pod_namespace) < 0)
+        return;
+    const char *node = p->cfg->cli.node_name;
+    VG_AUTO_JSON json_t *ev = json_pack(
+        "{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s}, s:s, s:s, s:s, s:{s:s, s:s}, "
+        "s:s, s:s, s:i, s:s, s:s}",
+        "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace",
+        m->pod_namespace, "involvedObject", "apiVersion", "v1", "kind", "Pod", "name", m->pod_name,
+        "namespace", m->pod_namespace, "uid", m->pod_uid, "reason", reason, "message", message,
+        "type", "Warning", "source", "component", "vgpu-device-plugin", "host", node,
+        "firstTimestamp", ts, "lastTimestamp", ts, "count", 1, "reportingComponent",
+        "vgpu-device-plugin", "reportingInstance", node);
+    struct vg_err err = {0};
+    if (!ev || kube_post(p->opt.kube, path, ev, event_done, p, &err) < 0)
+        vg_log(VG_LOG_WARN, "cannot post an Event", "err=\"%s\"", err.msg);
+}
+
+/* The decision's MIG placement is refused: the pod's events, the node's refused list (the
+ * scheduler avoids the placement for a while), the log. */
+static int mig_refuse(struct dp_plugin *p, const struct dp_match *m, const struct annot_share *s,
+                      struct vg_err *err)
+{
+    char message[512];
+    (void)vg_snprintf(message, sizeof message, "MIG %s at memory slice %u on GPU %s refused: %s",
+                      s->mig_profile, s->mig_start, s->uuid, err->msg);
+    vg_log(VG_LOG_WARN, "MIG placement refused", "pod=%s/%s container=%s err=\"%s\"",
+           m->pod_namespace, m->pod_name, m->container.name, message);
+    post_event(p, m, "MIGPlacementRefused", message);
+    dp_migdyn_refused_add(&p->mig_refused, s->uuid, s->mig_profile, s->mig_start,
+                          (int64_t)time(NULL), err->msg);
+    publish_inventory(p);
+    return vg_err_set(err, err->code ? err->code : -EINVAL, "%s", message);
+}
+
+/* Replaces the entries of NVIDIA_VISIBLE_DEVICES that name GPU g (its UUID, or its index
+ * with deviceIDStrategy index) by its MIG device. */
+static int visible_mig(struct dp_plugin *p, const struct dp_gpu *g,
+                       const struct nvml_mig_instance *mi, struct dp_response *resp,
+                       struct vg_err *err)
+{
+    char index[16], mig_index[32];
+    (void)vg_snprintf(index, sizeof index, "%u", g->index);
+    (void)vg_snprintf(mig_index, sizeof mig_index, "%u:%u", g->index, mi->mig_index);
+    for (size_t i = 0; i < resp->env_count; i++) {
+        struct dp_env *e = &resp->envs[i];
+        if (strcmp(e->key, "NVIDIA_VISIBLE_DEVICES") != 0)
+            continue;
+        char out[sizeof e->value] = "";
+        size_t used = 0;
+        char *save = NULL;
+        for (char *t = strtok_r(e->value, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            const char *v = strcmp(t, g->uuid) == 0 ? mi->uuid
+                            : strcmp(t, index) == 0 ? mig_index
+                                                    : t;
+            int n = vg_snprintf(out + used, sizeof out - used, "%s%s", used ? "," : "", v);
+            if (n < 0)
+                return vg_err_set(err, -ENOSPC, "NVIDIA_VISIBLE_DEVICES too long");
+            used += (size_t)n;
+        }
+        memcpy(e->value, out, sizeof out);
+    }
+    (void)p;
+    return 0;
+}
+
+/* Makes (or finds the pod's own) GPU instance a container's decision names on one GPU,
+ * and gives the container that MIG device. */
+static int allocate_mig(struct dp_plugin *p, struct dp_match *m, unsigned k,
+                        struct dp_response *resp, struct vg_err *err)
+{
+    const struct annot_share *s = &m->container.gpus[k];
+    struct dp_gpu *g = NULL;
+    for (unsigned i = 0; i < p->gpu_count && !g; i++)
+        if (strcmp(p->gpus[i].uuid, s->uuid) == 0)
+            g = &p->gpus[i];
+    if (!g)
+        return vg_err_set(err, -EINVAL, "the decision names GPU %s, which this node lacks",
+                          s->uuid);
+    if (!g->mig_dynamic || !p->opt.source.mig_state || !p->opt.source.mig_create) {
+        vg_err_set(err, -EINVAL, "GPU %s is not served with dynamic MIG", g->uuid);
+        return mig_refuse(p, m, s, err);
+    }
+    int rc = p->opt.source.mig_state(p->opt.source.arg, g, err);
+    if (rc < 0)
+        return mig_refuse(p, m, s, err);
+    VG_AUTO_FREE struct dp_mig_claim *claims = xcalloc(DP_MIG_MAX_CLAIMS, sizeof(*claims));
+    size_t n = dp_migdyn_claims(p->pods, claims);
+    int existing;
+    const struct nvml_mig_profile *prof;
+    rc = dp_migdyn_check(g, s, m->pod_uid, claims, n, &existing, &prof, err);
+    if (rc < 0)
+        return mig_refuse(p, m, s, err);
+    struct nvml_mig_instance made;
+    const struct nvml_mig_instance *mi;
+    if (existing >= 0) {
+        mi = &g->mig_instances[existing];
+    } else {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        rc = p->opt.source.mig_create(p->opt.source.arg, g, prof, s->mig_start, &made, err);
+        if (rc < 0)
+            return mig_refuse(p, m, s, err);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        mi = &made;
+        p->mig_owned[g - p->gpus][s->mig_start] = true;
+        vg_log(VG_LOG_INFO, "GPU instance made",
+               "pod=%s/%s gpu=%s profile=%s start=%u mig=%s "
+               "ms=%.1f",
+               m->pod_namespace, m->pod_name, g->uuid, prof->name, s->mig_start, mi->uuid,
+               (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+        (void)p->opt.source.mig_state(p->opt.source.arg, g, err);
+        publish_inventory(p);
+    }
+    struct dp_match_mig *rec = &m->mig[k];
+    vg_strlcpy(rec->uuid, mi->uuid, sizeof rec->uuid);
+    vg_strlcpy(rec->profile, prof->name, sizeof rec->profile);
+    rec->gi = mi->gi;
+    rec->start = mi->start;
+    rec->created = (int64_t)time(NULL);
+    return visible_mig(p, g, mi, resp, err);
+}
+
 static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequest *creq,
                              struct dp_match *match, struct dp_response *resp, char *dir,
                              size_t dir_size, bool *missed, struct vg_err *err)
@@ -253,9 +417,15 @@ static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequ
     rc = dp_allocate_vgpu(p->cfg, p->gpus, p->gpu_count, match, dir, resp, err);
     if (rc < 0)
         return rc;
+    for (unsigned k = 0; k < match->container.gpu_count; k++)
+        if (match->container.gpus[k].mig_profile[0] &&
+            (rc = allocate_mig(p, match, k, resp, err)) < 0)
+            return rc;
     const char *key = prepared_key(dir);
     json_t *digest = json_object_get(p->prepared, key);
     bool prepared = digest && (uint64_t)json_integer_value(digest) == dp_match_digest(match);
+    for (unsigned k = 0; k < match->container.gpu_count; k++)
+        prepared &= !match->mig[k].uuid[0]; /* its limits file names the MIG device */
     json_object_del(p->prepared, key);
     rc = dp_container_create(p->cfg, match, dir, prepared, err);
     if (rc < 0)
@@ -263,6 +433,127 @@ static int allocate_vgpu_one(struct dp_plugin *p, V1beta1__ContainerAllocateRequ
     dp_podcache_set_allocated(p->decisions, match->pod_uid, match->container.name, true);
     vg_log(VG_LOG_INFO, "allocated", "pod=%s/%s container=%s gpus=%u dir=%s", match->pod_namespace,
            match->pod_name, match->container.name, match->container.gpu_count, dir);
+    return 0;
+}
+
+/* Volcano mode: keeps p->vc_waiting to the pods placed here with devices left to allocate,
+ * so that an Allocate looks at the oldest of those only, not at every pod of the node. */
+static void vc_track(struct dp_plugin *p, json_t *pod)
+{
+    vc_waiting_put(&p->vc_waiting, pod, p->cfg->cli.node_name);
+}
+
+/* Volcano mode: what the pod's annotations become, sent with the Allocate answer. The
+ * pod's copy here takes them at once (the watch brings the same a moment later), so that
+ * the next Allocate does not see the pod as it was. */
+static void vc_write(struct dp_plugin *p, json_t *pod, const char *key, const char *value)
+{
+    json_t *meta = json_object_get(pod, "metadata");
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    char id[2 * ANNOT_NAME_MAX + 2];
+    if (ns == NULL || name == NULL || vg_snprintf(id, sizeof id, "%s/%s", ns, name) < 0)
+        return;
+    json_t *ann = json_object_get(p->vc_writes, id);
+    if (ann == NULL) {
+        ann = json_object();
+        json_object_set_new(p->vc_writes, id, ann);
+    }
+    json_object_set_new(ann, key, json_string(value));
+    json_t *mine = json_object_get(meta, "annotations");
+    if (json_is_object(mine))
+        json_object_set_new(mine, key, json_string(value));
+    vc_track(p, pod);
+}
+
+/* The protocol's failure: bind-phase failed, vgpu-time past every other, the node lock
+ * released (Volcano then releases the pod's devices and may place it again). */
+static void vc_fail(struct dp_plugin *p, json_t *pod)
+{
+    if (pod == NULL)
+        return;
+    vc_write(p, pod, VC_KEY_BIND_PHASE, "failed");
+    vc_write(p, pod, VC_KEY_TIME, VC_TIME_DONE);
+    p->vc_release_lock = true;
+}
+
+/* Volcano mode. Only the count resource does work, as in Volcano's plugin: the memory and
+ * cores resources only check their IDs and answer an empty response. */
+static int allocate_volcano_one(struct dp_plugin *p, const struct dp_resource *r,
+                                V1beta1__ContainerAllocateRequest *creq, struct dp_match *match,
+                                unsigned *segment, struct dp_response *resp, char *dir,
+                                size_t dir_size, bool *missed, struct vg_err *err)
+{
+    size_t n = creq->n_devices_ids;
+    memset(resp, 0, sizeof(*resp));
+    if (n == 0)
+        return vg_err_set(err, -EINVAL, "%s: Allocate without devices", r->name);
+    for (size_t i = 0; i < n; i++)
+        if (!dp_volcano_id_known(p->cfg, p->gpus, p->gpu_count, r->volcano, creq->devices_ids[i]))
+            return vg_err_set(err, -ENOENT, "%s: unknown device ID '%s'", r->name,
+                              creq->devices_ids[i]);
+    if (r->volcano != DP_VOLCANO_NUMBER)
+        return 0;
+    if (n > ANNOT_MAX_GPUS)
+        return vg_err_set(err, -EINVAL, "Allocate for %zu devices (1..%d)", n, ANNOT_MAX_GPUS);
+    int rc = check_pods_ready(p, err);
+    if (rc < 0)
+        return rc;
+    struct vc_pending pending;
+    json_t *twin = NULL;
+    rc = vc_find_pending(&p->vc_waiting, p->cfg->cli.node_name, &p->cfg->volcano, p->ledger, n,
+                         &pending, &twin, err);
+    if (rc == -ENOENT) {
+        *missed = true;
+        p->vc_release_lock = true;
+        return rc;
+    }
+    if (rc == -EEXIST)
+        vc_fail(p, twin);
+    struct vc_charge charge;
+    if (rc == 0)
+        rc = dp_volcano_check(p->cfg, p->gpus, p->gpu_count, p->ledger, &pending, match, &charge,
+                              err);
+    if (rc == 0)
+        rc = dp_container_dir_path(p->cfg->vgpu.region_dir, match->pod_uid, match->container.name,
+                                   dir, dir_size, err);
+    if (rc == 0)
+        rc = dp_allocate_vgpu(p->cfg, p->gpus, p->gpu_count, match, dir, resp, err);
+    if (rc == 0) {
+        /* The directory filled when the decision arrived, if it was for this very match. */
+        const char *key = prepared_key(dir);
+        json_t *digest = json_object_get(p->prepared, key);
+        bool prepared = digest && (uint64_t)json_integer_value(digest) == dp_match_digest(match);
+        json_object_del(p->prepared, key);
+        if ((rc = dp_container_create(p->cfg, match, dir, prepared, err)) < 0)
+            dir[0] = '\0';
+    }
+    if (rc == 0 && (rc = vc_ledger_add(p->ledger, &charge, err)) < 0) {
+        struct vg_err ignored;
+        dp_container_dir_remove(dir, &ignored);
+        dir[0] = '\0';
+    }
+    if (rc < 0) {
+        if (dir_size)
+            dir[0] = '\0';
+        vc_fail(p, pending.pod);
+        return rc;
+    }
+    *segment = pending.segment;
+    char *left = xmalloc(ANNOT_MAX_BYTES + 1);
+    bool done = false;
+    if (dp_volcano_remaining(&pending, p->ledger, left, ANNOT_MAX_BYTES + 1, &done, err) == 0) {
+        vc_write(p, pending.pod, VC_KEY_TO_ALLOCATE, left);
+        if (done) {
+            vc_write(p, pending.pod, VC_KEY_BIND_PHASE, "success");
+            vc_write(p, pending.pod, VC_KEY_TIME, VC_TIME_DONE);
+            p->vc_release_lock = true;
+        }
+    }
+    free(left);
+    vg_log(VG_LOG_INFO, "allocated", "pod=%s/%s container=%s segment=%u gpus=%u dir=%s",
+           match->pod_namespace, match->pod_name, match->container.name, pending.segment,
+           match->container.gpu_count, dir);
     return 0;
 }
 
@@ -288,7 +579,7 @@ static int allocate_mps_one(struct dp_plugin *p, const struct dp_resource *r,
 
 /* Removes the directories an AllocateRequest made for its first n containers. */
 static void allocate_undo(struct dp_plugin *p, char (*dirs)[1024], const struct dp_match *matches,
-                          size_t n)
+                          const unsigned *segments, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (dirs[i][0]) {
@@ -296,6 +587,11 @@ static void allocate_undo(struct dp_plugin *p, char (*dirs)[1024], const struct 
             dp_container_dir_remove(dirs[i], &ignored);
             dp_podcache_set_allocated(p->decisions, matches[i].pod_uid, matches[i].container.name,
                                       false);
+            if (p->ledger) {
+                /* Volcano mode: the pod's decision is refused as a whole. */
+                vc_ledger_drop_charge(p->ledger, matches[i].pod_uid, segments[i]);
+                vc_fail(p, json_object_get(p->pods, matches[i].pod_uid));
+            }
         }
 }
 
@@ -314,10 +610,14 @@ static int allocate_request(struct serving *s, V1beta1__AllocateRequest *r, uint
     VG_AUTO_FREE const struct dp_response **ptrs = xcalloc(n, sizeof(*ptrs));
     VG_AUTO_FREE char(*dirs)[1024] = xcalloc(n, sizeof(*dirs));
     VG_AUTO_FREE struct dp_match *matches = xcalloc(n, sizeof(*matches));
+    VG_AUTO_FREE unsigned *segments = xcalloc(n, sizeof(*segments));
     for (size_t i = 0; i < n; i++) {
         V1beta1__ContainerAllocateRequest *c = r->container_requests[i];
         int rc;
-        if (p->res.mode == ANNOT_MODE_VGPU && !s->resource->mig)
+        if (s->resource->volcano != DP_VOLCANO_NONE)
+            rc = allocate_volcano_one(p, s->resource, c, &matches[i], &segments[i], &resps[i],
+                                      dirs[i], sizeof(dirs[i]), missed, err);
+        else if (p->res.mode == ANNOT_MODE_VGPU && !s->resource->mig)
             rc = allocate_vgpu_one(p, c, &matches[i], &resps[i], dirs[i], sizeof(dirs[i]), missed,
                                    err);
         else if (s->resource->mps)
@@ -326,18 +626,69 @@ static int allocate_request(struct serving *s, V1beta1__AllocateRequest *r, uint
             rc = dp_allocate_shared(p->cfg, s->resource, p->gpus, p->gpu_count, c->devices_ids,
                                     c->n_devices_ids, &resps[i], err);
         if (rc < 0) {
-            allocate_undo(p, dirs, matches, i + 1);
+            allocate_undo(p, dirs, matches, segments, i + 1);
             return rc;
         }
         ptrs[i] = &resps[i];
     }
     int rc = dp_response_pack(ptrs, n, data, len, err);
     if (rc < 0)
-        allocate_undo(p, dirs, matches, n);
+        allocate_undo(p, dirs, matches, segments, n);
     return rc;
 }
 
 /* Answers an Allocate call with what allocate_request gave. */
+static void vc_patch_done(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    (void)arg;
+    (void)body;
+    if (err->code != 0)
+        vg_log(VG_LOG_WARN, "writing Volcano's pod annotations back failed",
+               "status=%ld err=\"%s\"", status, err->msg);
+}
+
+/* Sends what the Allocate call decided: pod annotations, the node lock's release. */
+static void vc_flush(struct dp_plugin *p)
+{
+    const char *id;
+    json_t *ann;
+    json_object_foreach(p->vc_writes, id, ann)
+    {
+        char path[3 * ANNOT_NAME_MAX];
+        const char *slash = strchr(id, '/');
+        struct vg_err err = {0};
+        if (slash == NULL ||
+            vg_snprintf(path, sizeof path, "/api/v1/namespaces/%.*s/pods/%s", (int)(slash - id), id,
+                        slash + 1) < 0 ||
+            kube_patch_annotations(p->opt.kube, path, ann, NULL, vc_patch_done, p, &err) < 0)
+            vg_log(VG_LOG_WARN, "cannot write Volcano's pod annotations back", "pod=%s err=\"%s\"",
+                   id, err.msg);
+    }
+    json_object_clear(p->vc_writes);
+    if (p->vc_release_lock) {
+        char path[ANNOT_NAME_MAX + 32];
+        struct vg_err err = {0};
+        json_t *lock = json_object();
+        json_object_set_new(lock, VC_NODE_LOCK, json_null());
+        if (vg_snprintf(path, sizeof path, "/api/v1/nodes/%s", p->cfg->cli.node_name) < 0 ||
+            kube_patch_annotations(p->opt.kube, path, lock, NULL, vc_patch_done, p, &err) < 0)
+            vg_log(VG_LOG_WARN, "cannot release the node lock", "lock=%s err=\"%s\"", VC_NODE_LOCK,
+                   err.msg);
+        json_decref(lock);
+        p->vc_release_lock = false;
+    }
+}
+
+/* After the answer: Volcano mode's write-back goes out (kubelet does not wait for it). */
+static void allocate_written(struct dp_plugin *p)
+{
+    if (p->ledger && p->opt.kube)
+        vc_flush(p);
+    else if (p->vc_writes)
+        json_object_clear(p->vc_writes);
+    p->vc_release_lock = false;
+}
+
 static void allocate_reply(struct serving *s, struct vgrpc_call *call, int rc, uint8_t *data,
                            size_t len, const struct vg_err *err)
 {
@@ -346,6 +697,7 @@ static void allocate_reply(struct serving *s, struct vgrpc_call *call, int rc, u
         p->stats.allocations++;
         vgrpc_call_reply(call, VGRPC_STATUS_OK, data, len, NULL);
         free(data);
+        allocate_written(p);
         return;
     }
     p->stats.allocate_errors++;
@@ -355,7 +707,10 @@ static void allocate_reply(struct serving *s, struct vgrpc_call *call, int rc, u
                                         : VGRPC_STATUS_FAILED_PRECONDITION;
     if (rc == -ENOENT && p->res.mode == ANNOT_MODE_VGPU && !s->resource->mig)
         status = VGRPC_STATUS_FAILED_PRECONDITION;
+    if (rc == -ENOSPC || rc == -EEXIST)
+        status = VGRPC_STATUS_FAILED_PRECONDITION;
     vgrpc_call_reply(call, status, NULL, 0, err->msg);
+    allocate_written(p);
 }
 
 /* A pod bound a moment before kubelet's Allocate may not have come through the watch
@@ -407,7 +762,8 @@ static void lookup_free(struct lookup *lk)
 static bool has_decision(json_t *pod)
 {
     json_t *ann = json_object_get(json_object_get(pod, "metadata"), "annotations");
-    return json_is_string(json_object_get(ann, ANNOT_KEY_DECISION));
+    return json_is_string(json_object_get(ann, ANNOT_KEY_DECISION)) ||
+           json_is_string(json_object_get(ann, VC_KEY_TO_ALLOCATE));
 }
 
 static void lookup_done(void *arg, long status, json_t *body, const struct vg_err *err)
@@ -427,6 +783,11 @@ static void lookup_done(void *arg, long status, json_t *body, const struct vg_er
                 continue;
             json_object_set(p->pods, uid, pod);
             dp_podcache_put(p->decisions, pod);
+            if (p->ledger) {
+                vc_ledger_put_pod(p->ledger, pod, p->cfg->cli.node_name,
+                                  p->cfg->volcano.gpu_memory_factor);
+                vc_track(p, pod);
+            }
         }
     } else {
         vg_log(VG_LOG_WARN, "looking up this node's pods failed", "status=%ld err=\"%s\"", status,
@@ -494,6 +855,9 @@ static void handle_allocate(void *arg, struct vgrpc_call *call, const uint8_t *r
     struct vg_err err = {0};
     int rc = allocate_request(s, r, &data, &dlen, &missed, &err);
     if (rc < 0 && missed && p->opt.kube && lookup_start(s, call, r) == 0) {
+        if (p->vc_writes)
+            json_object_clear(p->vc_writes);
+        p->vc_release_lock = false;
         vg_log(VG_LOG_INFO, "no decision in the pod cache; looking this node's pods up",
                "err=\"%s\"", err.msg);
         return; /* the lookup owns r now */
@@ -542,6 +906,23 @@ static void prefer(struct dp_plugin *p, const struct dp_resource *r,
     char **picked = xcalloc(want + 1, sizeof(*picked));
     size_t n = 0;
     bool *taken = xcalloc(c->n_available_deviceids + 1, sizeof(*taken));
+    if (r->volcano == DP_VOLCANO_MEMORY || r->volcano == DP_VOLCANO_CORES) {
+        /* Units of memory or compute (up to one ID per MiB): any will do, and the NUMA
+         * search below is quadratic in the list. */
+        for (size_t i = 0; i < c->n_must_include_deviceids && n < want; i++)
+            picked[n++] = c->must_include_deviceids[i];
+        for (size_t k = 0; k < c->n_available_deviceids && n < want; k++) {
+            bool dup = false;
+            for (size_t i = 0; i < c->n_must_include_deviceids && !dup; i++)
+                dup = strcmp(c->must_include_deviceids[i], c->available_deviceids[k]) == 0;
+            if (!dup)
+                picked[n++] = c->available_deviceids[k];
+        }
+        free(taken);
+        *out = picked;
+        *out_n = n;
+        return;
+    }
     for (size_t i = 0; i < c->n_must_include_deviceids && n < want; i++) {
         picked[n++] = c->must_include_deviceids[i];
         for (size_t k = 0; k < c->n_available_deviceids; k++)
@@ -550,7 +931,8 @@ static void prefer(struct dp_plugin *p, const struct dp_resource *r,
     }
     struct vg_err err = {0};
     struct dp_match match;
-    if (p->res.mode == ANNOT_MODE_VGPU && !r->mig && n == 0 && check_pods_ready(p, &err) == 0) {
+    if (p->res.mode == ANNOT_MODE_VGPU && !r->mig && r->volcano == DP_VOLCANO_NONE && n == 0 &&
+        check_pods_ready(p, &err) == 0) {
         int rc = dp_podcache_match(p->decisions, NULL, want, dir_allocated, p, &match, &err);
         for (unsigned g = 0; rc == 0 && g < match.container.gpu_count && n < want; g++)
             for (size_t k = 0; k < c->n_available_deviceids; k++) {
@@ -791,35 +1173,77 @@ static void inventory_done(void *arg, long status, json_t *body, const struct vg
     struct dp_plugin *p = arg;
     (void)body;
     p->inventory_in_flight = false;
-    if (err->code == 0) {
+    if (err->code == 0)
         p->stats.inventory_writes++;
-        return;
-    }
-    vg_log(VG_LOG_WARN, "publishing the GPU inventory failed", "status=%ld err=\"%s\"", status,
-           err->msg);
+    else
+        vg_log(VG_LOG_WARN, "publishing the GPU inventory failed", "status=%ld err=\"%s\"", status,
+               err->msg);
+    if (p->inventory_dirty)
+        publish_inventory(p);
 }
 
-static void publish_inventory(struct dp_plugin *p)
+/* The node's annotations for the scheduler: vgpu-scheduler's inventory, or in Volcano mode
+ * the GPUs as Volcano's scheduler reads them and the handshake of Volcano v1.15.0 and
+ * older. Written at start, on every health change and every heartbeat. */
+static json_t *inventory_annotations(struct dp_plugin *p, struct vg_err *err)
 {
-    if (!p->opt.kube || p->inventory_in_flight)
-        return;
-    struct annot_inventory inv;
+    json_t *ann = json_object();
+    if (p->ledger) {
+        char *text = dp_volcano_register_value(p->cfg, p->gpus, p->gpu_count, err);
+        char hs[96];
+        dp_volcano_handshake_value((int64_t)time(NULL), hs, sizeof hs);
+        json_object_set_new(ann, VC_KEY_REGISTER, text ? json_string(text) : json_null());
+        json_object_set_new(ann, VC_KEY_HANDSHAKE, json_string(hs));
+        free(text);
+        return text ? ann : (json_decref(ann), NULL);
+    }
+    VG_AUTO_FREE struct annot_inventory *inv = xcalloc(1, sizeof(*inv));
     /* MIG GPUs advertised as MIG devices are not the scheduler's to split. */
-    struct dp_gpu split[DP_MAX_GPUS];
+    VG_AUTO_FREE struct dp_gpu *split = xcalloc(DP_MAX_GPUS, sizeof(*split));
     unsigned n = 0;
     for (unsigned i = 0; i < p->gpu_count; i++)
         if (dp_gpu_split(p->cfg, &p->gpus[i]))
             split[n++] = p->gpus[i];
-    dp_inventory(p->cfg, p->res.mode, split, n, (int64_t)time(NULL), &inv);
-    struct vg_err err = {0};
-    char *text = annot_inventory_encode(&inv, &err);
+    dp_inventory(p->cfg, p->res.mode, split, n, (int64_t)time(NULL), inv);
+    /* Dynamic MIG GPUs: their profiles and instances, named by their owners. */
+    VG_AUTO_FREE struct dp_mig_claim *claims = xcalloc(DP_MIG_MAX_CLAIMS, sizeof(*claims));
+    size_t n_claims = dp_migdyn_claims(p->pods, claims);
+    for (unsigned i = 0; i < n && i < inv->gpu_count; i++)
+        if (split[i].mig_dynamic)
+            dp_migdyn_annot(&split[i], claims, n_claims, &inv->gpus[i].mig);
+    char *text = annot_inventory_encode(inv, err);
     if (!text) {
+        json_decref(ann);
+        return NULL;
+    }
+    json_object_set_new(ann, ANNOT_KEY_GPUS, json_string(text));
+    free(text);
+    return ann;
+}
+
+static void publish_inventory(struct dp_plugin *p)
+{
+    if (!p->opt.kube)
+        return;
+    if (p->inventory_in_flight) {
+        p->inventory_dirty = true;
+        return;
+    }
+    p->inventory_dirty = false;
+    struct vg_err err = {0};
+    json_t *ann = inventory_annotations(p, &err);
+    if (!ann) {
         vg_log(VG_LOG_ERROR, "cannot encode the inventory", "err=\"%s\"", err.msg);
         return;
     }
-    json_t *ann = json_object();
-    json_object_set_new(ann, ANNOT_KEY_GPUS, json_string(text));
-    free(text);
+    if (p->mig_refused.count > 0) {
+        char *refused = annot_mig_refused_encode(&p->mig_refused, &err);
+        if (refused)
+            json_object_set_new(ann, ANNOT_KEY_MIG_REFUSED, json_string(refused));
+        else
+            vg_log(VG_LOG_ERROR, "cannot encode the refused MIG placements", "err=\"%s\"", err.msg);
+        free(refused);
+    }
     char path[512];
     if (vg_snprintf(path, sizeof(path), "/api/v1/nodes/%s", p->cfg->cli.node_name) >= 0 &&
         kube_patch_annotations(p->opt.kube, path, ann, NULL, inventory_done, p, &err) == 0)
@@ -848,6 +1272,8 @@ static void mps_changed(void *arg)
 
 void dp_plugin_poll_health(struct dp_plugin *p)
 {
+    if (p->mig_pending)
+        mig_reconcile(p); /* its processes may have ended */
     bool changed = false;
     for (unsigned i = 0; i < p->gpu_count; i++) {
         bool h = p->opt.source.healthy(p->opt.source.arg, &p->gpus[i]);
@@ -917,6 +1343,64 @@ static void prepare_one(void *arg, const struct dp_match *m)
     json_object_set_new(p->prepared, key, json_integer((json_int_t)digest));
 }
 
+/* Destroys the GPU instances of dynamic GPUs that no live pod's decision names: at the
+ * first run (the pod list just loaded) every such one, later those this plugin made or
+ * adopted (one an administrator makes meanwhile is left alone), and always a GPU instance
+ * without its compute instance (a plugin killed half-way). One with processes stays
+ * (NVML refuses; it is tried again next time). Adopts those a live pod names. */
+static void mig_reconcile(struct dp_plugin *p)
+{
+    if (!p->opt.source.mig_state || !p->opt.source.mig_destroy || !p->pods_watch ||
+        !kube_watch_synced(p->pods_watch))
+        return;
+    VG_AUTO_FREE struct dp_mig_claim *claims = xcalloc(DP_MIG_MAX_CLAIMS, sizeof(*claims));
+    size_t n_claims = dp_migdyn_claims(p->pods, claims);
+    bool changed = false;
+    p->mig_pending = false;
+    for (unsigned i = 0; i < p->gpu_count; i++) {
+        struct dp_gpu *g = &p->gpus[i];
+        struct vg_err err = {0};
+        if (!g->mig_dynamic)
+            continue;
+        if (p->opt.source.mig_state(p->opt.source.arg, g, &err) < 0) {
+            vg_log(VG_LOG_WARN, "cannot read a GPU's MIG instances", "gpu=%s err=\"%s\"", g->uuid,
+                   err.msg);
+            continue;
+        }
+        size_t unused[NVML_MIG_MAX_INSTANCES];
+        size_t n = dp_migdyn_unused(g, claims, n_claims, p->mig_reconciled ? p->mig_owned[i] : NULL,
+                                    unused);
+        for (size_t k = 0; k < n; k++) {
+            const struct nvml_mig_instance *mi = &g->mig_instances[unused[k]];
+            int rc = p->opt.source.mig_destroy(p->opt.source.arg, g, mi->gi, &err);
+            if (rc == 0) {
+                vg_log(VG_LOG_INFO, "GPU instance destroyed: no live pod uses it",
+                       "gpu=%s gi=%u start=%u size=%u", g->uuid, mi->gi, mi->start, mi->size);
+                if (mi->start < 8)
+                    p->mig_owned[i][mi->start] = false;
+                changed = true;
+            } else {
+                p->mig_pending = true;
+                vg_log(rc == -EBUSY ? VG_LOG_INFO : VG_LOG_WARN,
+                       "GPU instance not destroyed (tried again later)", "gpu=%s gi=%u err=\"%s\"",
+                       g->uuid, mi->gi, err.msg);
+            }
+        }
+        if (n > 0)
+            (void)p->opt.source.mig_state(p->opt.source.arg, g, &err);
+        /* What live pods still name is theirs: adopted. */
+        for (size_t k = 0; k < g->mig_instance_count; k++)
+            if (g->mig_instances[k].start < 8)
+                for (size_t c = 0; c < n_claims; c++)
+                    if (strcmp(claims[c].uuid, g->uuid) == 0 &&
+                        claims[c].start == g->mig_instances[k].start)
+                        p->mig_owned[i][g->mig_instances[k].start] = true;
+    }
+    p->mig_reconciled = true;
+    if (changed)
+        publish_inventory(p);
+}
+
 static void sweep(struct dp_plugin *p)
 {
     if (!p->pods_watch || !kube_watch_synced(p->pods_watch))
@@ -947,6 +1431,7 @@ static void sweep(struct dp_plugin *p)
             json_object_del(p->prepared, key);
     }
     free(live);
+    mig_reconcile(p);
     if (removed > 0) {
         p->stats.swept_dirs += (uint64_t)removed;
         vg_log(VG_LOG_INFO, "removed directories of containers that are gone", "count=%d", removed);
@@ -960,6 +1445,104 @@ static void sweep_cb(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     sweep(arg);
+}
+
+/* A live resize reaching the node (docs/deviceplugin.md, "Live resize"): the decision of
+ * a pod bound here with a generation above 0 names containers whose directories exist;
+ * each gets the decision's limits at its generation. Allocate matching does not apply (a
+ * resized decision no longer equals the pod spec's requests), so the decision is applied
+ * only when vgpu-scheduler's own record of that generation, in its namespace where a pod
+ * author cannot write, holds the same text: an annotation rewritten past the webhook
+ * changes nothing. A decision of generation 0 is Allocate's alone. */
+struct resize_check {
+    struct dp_plugin *p;
+    char uid[128], ns[ANNOT_LABEL_MAX + 1], name[ANNOT_SUBDOMAIN_MAX + 1];
+    char *text; /* the pod's decision (owned) */
+};
+
+static void apply_checked(struct dp_plugin *p, const struct resize_check *rc)
+{
+    struct annot_decision d;
+    struct vg_err err = {0};
+    if (annot_decision_decode(rc->text, strlen(rc->text), &d, &err) < 0)
+        return;
+    for (unsigned i = 0; i < d.container_count; i++) {
+        char dir[1024];
+        struct stat st;
+        if (d.containers[i].gpu_count == 0 ||
+            dp_container_dir_path(p->cfg->vgpu.region_dir, rc->uid, d.containers[i].name, dir,
+                                  sizeof dir, NULL) < 0 ||
+            stat(dir, &st) != 0)
+            continue; /* not allocated (yet): Allocate writes the limits then */
+        struct dp_match m = {.container = d.containers[i]};
+        (void)vg_strlcpy(m.pod_uid, rc->uid, sizeof m.pod_uid);
+        (void)vg_strlcpy(m.pod_namespace, rc->ns, sizeof m.pod_namespace);
+        (void)vg_strlcpy(m.pod_name, rc->name, sizeof m.pod_name);
+        int n = dp_container_limits_update(p->cfg, &m, dir, d.generation, &err);
+        if (n < 0) {
+            p->stats.resize_errors++;
+            vg_log(VG_LOG_WARN, "new limits not applied", "pod=%s/%s container=%s err=\"%s\"",
+                   rc->ns, rc->name, d.containers[i].name, err.msg);
+        } else if (n > 0) {
+            p->stats.resizes++;
+            vg_log(VG_LOG_INFO, "limits changed", "pod=%s/%s container=%s generation=%llu", rc->ns,
+                   rc->name, d.containers[i].name, (unsigned long long)d.generation);
+        }
+    }
+}
+
+static void record_read(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    (void)status;
+    struct resize_check *rc = arg;
+    const char *recorded =
+        json_string_value(json_object_get(json_object_get(body, "data"), "decision"));
+    const char *uid = json_string_value(json_object_get(json_object_get(body, "data"), "uid"));
+    if (err->code == 0 && recorded != NULL && uid != NULL && strcmp(recorded, rc->text) == 0 &&
+        strcmp(uid, rc->uid) == 0) {
+        apply_checked(rc->p, rc);
+    } else {
+        rc->p->stats.resize_errors++;
+        vg_log(VG_LOG_WARN, "new limits not applied: vgpu-scheduler's record does not hold them",
+               "pod=%s/%s err=\"%s\"", rc->ns, rc->name, err->code < 0 ? err->msg : "differs");
+    }
+    free(rc->text);
+    free(rc);
+}
+
+static void apply_decision(struct dp_plugin *p, json_t *pod)
+{
+    if (p->res.mode != ANNOT_MODE_VGPU || p->opt.kube == NULL)
+        return;
+    json_t *meta = json_object_get(pod, "metadata");
+    const char *uid = json_string_value(json_object_get(meta, "uid"));
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    const char *node = json_string_value(json_object_get(json_object_get(pod, "spec"), "nodeName"));
+    const char *text = json_string_value(
+        json_object_get(json_object_get(meta, "annotations"), ANNOT_KEY_DECISION));
+    struct annot_decision d;
+    struct vg_err err = {0};
+    if (uid == NULL || ns == NULL || name == NULL || node == NULL || text == NULL ||
+        strcmp(node, p->cfg->cli.node_name) != 0 || !annot_pod_uid(uid) || !annot_dns_label(ns) ||
+        !annot_dns_subdomain(name) || annot_decision_decode(text, strlen(text), &d, &err) < 0 ||
+        strcmp(d.node, p->cfg->cli.node_name) != 0 || d.generation == 0)
+        return;
+    const char *rns =
+        p->cfg->vgpu.record_namespace != NULL ? p->cfg->vgpu.record_namespace : "vgpu-system";
+    char path[512];
+    if (!annot_dns_label(rns) ||
+        vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps/vgpu-decision-%s-g%llu",
+                    rns, uid, (unsigned long long)d.generation) < 0)
+        return;
+    struct resize_check *rc = xcalloc(1, sizeof *rc);
+    rc->p = p;
+    (void)vg_strlcpy(rc->uid, uid, sizeof rc->uid);
+    (void)vg_strlcpy(rc->ns, ns, sizeof rc->ns);
+    (void)vg_strlcpy(rc->name, name, sizeof rc->name);
+    rc->text = xstrdup(text);
+    if (kube_get(p->opt.kube, path, record_read, rc, &err) < 0)
+        record_read(rc, 0, NULL, &err);
 }
 
 static void pods_resync(void *arg, json_t *items, const char *rv)
@@ -977,8 +1560,27 @@ static void pods_resync(void *arg, json_t *items, const char *rv)
             json_object_set(p->pods, uid, pod);
     }
     dp_podcache_replace(p->decisions, items);
+    if (p->ledger) {
+        /* Rebuilt from the node's pods; charges made here stay while their pod lives. */
+        struct vc_ledger *l = p->ledger;
+        size_t k = 0;
+        for (size_t j = 0; j < l->count; j++)
+            if (l->items[j].local && json_object_get(p->pods, l->items[j].pod_uid))
+                l->items[k++] = l->items[j];
+        l->count = k;
+        vc_waiting_clear(&p->vc_waiting);
+        json_array_foreach(items, i, pod)
+        {
+            vc_ledger_put_pod(l, pod, p->cfg->cli.node_name, p->cfg->volcano.gpu_memory_factor);
+            vc_track(p, pod);
+        }
+    }
     sweep(p);
+    json_array_foreach(items, i, pod) apply_decision(p, pod);
     dp_podcache_foreach_waiting(p->decisions, NULL, prepare_one, p);
+    if (p->ledger)
+        json_array_foreach(items, i, pod)
+            dp_volcano_foreach_waiting(p->cfg, p->gpus, p->gpu_count, pod, prepare_one, p);
 }
 
 static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
@@ -990,11 +1592,27 @@ static void pods_event(void *arg, enum kube_event_type type, json_t *pod)
     if (type == KUBE_EVENT_DELETED) {
         json_object_del(p->pods, uid);
         dp_podcache_remove(p->decisions, uid);
+        if (p->ledger) {
+            vc_ledger_drop_pod(p->ledger, uid, true);
+            vc_waiting_drop(&p->vc_waiting, uid);
+        }
         sweep(p);
     } else {
         json_object_set(p->pods, uid, pod);
         dp_podcache_put(p->decisions, pod);
+        if (p->ledger) {
+            vc_ledger_put_pod(p->ledger, pod, p->cfg->cli.node_name,
+                              p->cfg->volcano.gpu_memory_factor);
+            vc_track(p, pod);
+        }
+        apply_decision(p, pod);
         dp_podcache_foreach_waiting(p->decisions, uid, prepare_one, p);
+        if (p->ledger)
+            dp_volcano_foreach_waiting(p->cfg, p->gpus, p->gpu_count, pod, prepare_one, p);
+        const char *phase =
+            json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+        if (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0))
+            mig_reconcile(p); /* a finished pod's instances go at once */
     }
 }
 
@@ -1035,8 +1653,24 @@ static int discover(struct dp_plugin *p, struct vg_err *err)
 {
     struct vg_err derr = {0};
     int rc = p->opt.source.discover(p->opt.source.arg, p->gpus, &p->gpu_count, &derr);
-    if (rc >= 0)
+    if (rc >= 0) {
+        dp_migdyn_mark(p->cfg, p->gpus, p->gpu_count);
+        for (unsigned i = 0; i < p->gpu_count; i++) {
+            struct dp_gpu *g = &p->gpus[i];
+            if (!g->mig_dynamic)
+                continue;
+            rc = p->opt.source.mig_state ? p->opt.source.mig_state(p->opt.source.arg, g, &derr)
+                                         : vg_err_set(&derr, -ENOTSUP, "no dynamic MIG");
+            if (rc == 0)
+                rc = dp_migdyn_allow(g, p->opt.hami_mig, &derr);
+            if (rc < 0)
+                return vg_err_set(err, rc, "GPU %u (%s): vgpu.migMode dynamic: %s", g->index,
+                                  g->uuid, derr.msg);
+            vg_log(VG_LOG_INFO, "GPU served with dynamic MIG", "gpu=%s profiles=%zu instances=%zu",
+                   g->uuid, g->mig_profile_count, g->mig_instance_count);
+        }
         return 0;
+    }
     if (p->cfg->flags.fail_on_init_error)
         return vg_err_set(err, rc, "%s (flags.failOnInitError is true)", derr.msg);
     vg_log(VG_LOG_WARN, "GPU discovery failed; serving no GPUs (flags.failOnInitError is false)",
@@ -1079,8 +1713,16 @@ int dp_plugin_new(struct event_base *base, const struct dpconfig *cfg,
                     cfg->cli.kubelet_dir) < 0)
         return vg_err_set(err, -ENAMETOOLONG, "kubelet directory path too long");
     int rc;
-    if ((rc = discover(p, err)) < 0 ||
-        (rc = dp_resources_build(cfg, p->gpus, p->gpu_count, &p->res, err)) < 0)
+    if ((rc = discover(p, err)) < 0)
+        return rc;
+    if (dp_volcano_mode(cfg)) {
+        p->ledger = xcalloc(1, sizeof(*p->ledger));
+        p->vc_writes = json_object();
+        rc = dp_volcano_resources(cfg, p->gpus, p->gpu_count, &p->res, err);
+    } else {
+        rc = dp_resources_build(cfg, p->gpus, p->gpu_count, &p->res, err);
+    }
+    if (rc < 0)
         return rc;
     if (p->res.mode == ANNOT_MODE_VGPU && (rc = dp_vgpu_dirs(cfg, err)) < 0)
         return rc;
@@ -1131,8 +1773,10 @@ int dp_plugin_new(struct event_base *base, const struct dpconfig *cfg,
                "settings the device plugin does not act on: gpu-feature-discovery's (which "
                "reads the same file), resources (NVIDIA's plugin ignores them too)",
                "keys=%s", foreign);
-    vg_log(VG_LOG_INFO, "device plugin started", "node=%s mode=%s gpus=%u resources=%zu",
-           cfg->cli.node_name, annot_mode_name(p->res.mode), p->gpu_count, p->res.count);
+    vg_log(VG_LOG_INFO, "device plugin started",
+           "node=%s mode=%s protocol=%s gpus=%u resources=%zu", cfg->cli.node_name,
+           annot_mode_name(p->res.mode), dp_volcano_mode(cfg) ? "volcano" : "vgpu", p->gpu_count,
+           p->res.count);
     register_all(p);
     *out = vg_steal_ptr(&p);
     return 0;
@@ -1160,6 +1804,9 @@ void dp_plugin_free(struct dp_plugin *p)
     dp_resources_release(&p->res);
     json_decref(p->pods);
     json_decref(p->prepared);
+    json_decref(p->vc_writes);
+    vc_waiting_free(&p->vc_waiting);
+    free(p->ledger);
     dp_podcache_free(p->decisions);
     free(p);
 }

@@ -271,7 +271,9 @@ static json_t *spec_container(json_t *pod, const char *name)
 /* Why the decision's container dc does not belong to pod (into why), or NULL: the pod's
  * spec must have a container of that name whose GPU requests are the decision's: as many
  * GPUs (nvidia.com/gpu), and where the container sets them, the same memory per GPU
- * (nvidia.com/gpumem) and compute share (nvidia.com/gpucores). */
+ * (nvidia.com/gpumem) and compute share (nvidia.com/gpucores). A GPU given as a dynamic
+ * MIG instance has its profile's memory, at least the request, and no compute share (the
+ * instance's SMs are its own). */
 static const char *container_mismatch(json_t *pod, const struct annot_container *dc, char *why,
                                       size_t size)
 {
@@ -306,6 +308,17 @@ static const char *container_mismatch(json_t *pod, const struct annot_container 
         return why;
     }
     for (unsigned g = 0; g < dc->gpu_count; g++) {
+        bool mig = dc->gpus[g].mig_profile[0] != '\0';
+        if (mig && has_mib >= 0 && has_cores >= 0 && dc->gpus[g].cores == 0 &&
+            (has_mib == 0 || mib == 0 || dc->gpus[g].memory_mib >= mib))
+            continue;
+        if (mig) {
+            vg_snprintf(why, size,
+                        "container %s: the MIG instance decided (%llu MiB) is smaller than its "
+                        "nvidia.com/gpumem, or has a compute share",
+                        dc->name, (unsigned long long)dc->gpus[g].memory_mib);
+            return why;
+        }
         if (has_mib < 0 || (has_mib > 0 && mib > 0 && dc->gpus[g].memory_mib != mib)) {
             vg_snprintf(why, size, "container %s: nvidia.com/gpumem differs, decided %llu MiB",
                         dc->name, (unsigned long long)dc->gpus[g].memory_mib);

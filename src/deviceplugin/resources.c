@@ -77,13 +77,19 @@ static struct dp_resource *resource_get(struct dp_resources *res, const char *na
 
 static int resource_add(struct dp_resource *r, const char *id, unsigned gpu, struct vg_err *err)
 {
-    if (r->device_count >= DP_MAX_IDS)
-        return vg_err_set(err, -E2BIG, "resource %s: more than %d devices", r->name, DP_MAX_IDS);
+    return dp_resource_add(r, id, gpu, DP_MAX_IDS, err);
+}
+
+int dp_resource_add(struct dp_resource *r, const char *id, unsigned gpu, size_t max,
+                    struct vg_err *err)
+{
+    if (r->device_count >= max)
+        return vg_err_set(err, -E2BIG, "resource %s: more than %zu devices", r->name, max);
     if (strlen(id) >= DP_ID_MAX)
         return vg_err_set(err, -ENAMETOOLONG, "device ID '%s' is longer than %d characters", id,
                           DP_ID_MAX - 1);
     int rc = vg_array_grow(&r->devices, &r->device_cap, r->device_count + 1, sizeof(*r->devices),
-                           DP_MAX_IDS, "device IDs", err);
+                           max, "device IDs", err);
     if (rc < 0)
         return rc;
     struct dp_device *d = &r->devices[r->device_count++];

@@ -78,6 +78,7 @@ struct key {
 };
 
 static const char *const mig_values[] = {"none", "single", "mixed", NULL};
+static const char *const mig_mode_values[] = {"static", "dynamic", NULL};
 static const char *const discovery_values[] = {"auto", "nvml", "tegra", NULL};
 static const char *const list_values[] = {"envvar", "volume-mounts", "cdi-annotations", "cdi-cri",
                                           NULL};
@@ -86,6 +87,7 @@ static const char *const policy_values[] = {"distributed", "packed", NULL};
 static const char *const event_values[] = {
     "EventTypeXidCriticalError", "EventTypeDoubleBitEccError", "EventTypeSingleBitEccError", NULL};
 static const char *const version_values[] = {"v1", NULL};
+static const char *const protocol_values[] = {"vgpu", "volcano", NULL};
 static const char *const sharing_names[] = {"none", "time-slicing", "mps", NULL};
 
 #define OFF(field)  offsetof(struct dpconfig, field)
@@ -502,6 +504,15 @@ static const struct key keys[] = {
      .flag = "scheduler-name",
      .doc = "vgpu-scheduler's `--scheduler-name`: Allocate uses the `vgpu.io/decision` of pods "
             "whose `spec.schedulerName` is this, and of no other pod"},
+    {.path = "vgpu.recordNamespace",
+     .type = T_STRING,
+     .offset = OFF(vgpu.record_namespace),
+     .def = "vgpu-system",
+     .env = "VGPU_RECORD_NAMESPACE",
+     .flag = "record-namespace",
+     .doc = "vgpu-scheduler's `--record-namespace`: a live resize is applied only when the "
+            "scheduler's record of it there (vgpu-decision-<uid>-g<generation>) holds the "
+            "pod's decision"},
     {.path = "vgpu.mpsControlPath",
      .type = T_STRING,
      .offset = OFF(vgpu.mps_control_path),
@@ -510,6 +521,51 @@ static const struct key keys[] = {
      .flag = "mps-control-path",
      .doc = "the MPS control program the plugin runs for `sharing.mps` (one daemon per GPU); "
             "a name without `/` is looked up in PATH"},
+    {.path = "vgpu.schedulerProtocol",
+     .type = T_ENUM,
+     .offset = OFF(vgpu.scheduler_protocol),
+     .def = "vgpu",
+     .values = protocol_values,
+     .env = "VGPU_SCHEDULER_PROTOCOL",
+     .flag = "scheduler-protocol",
+     .doc = "whose placement decisions Allocate serves: `vgpu` (vgpu-scheduler's "
+            "`vgpu.io/decision`) or `volcano` (Volcano's vGPU protocol: resources "
+            "`volcano.sh/vgpu-number`, `-memory`, `-cores`, annotations `volcano.sh/*`; "
+            "docs/volcano.md)"},
+    {.path = "vgpu.migMode",
+     .type = T_ENUM,
+     .offset = OFF(vgpu.mig_mode),
+     .def = "static",
+     .values = mig_mode_values,
+     .env = "VGPU_MIG_MODE",
+     .flag = "mig-mode",
+     .doc = "MIG-mode GPUs in vgpu mode: `static` serves the instances an administrator made "
+            "(`flags.migStrategy`); `dynamic` makes a GPU instance for each container the "
+            "scheduler gave a MIG placement, and destroys it when the pod is gone "
+            "(docs/deviceplugin.md)"},
+    {.path = "vgpu.migDynamicGPUs",
+     .type = T_UINT_LIST,
+     .offset = OFF(vgpu.mig_dynamic_gpus),
+     .max = 15,
+     .env = "VGPU_MIG_DYNAMIC_GPUS",
+     .flag = "mig-dynamic-gpus",
+     .doc = "with `migMode: dynamic`, the NVML indices of the GPUs served that way (the "
+            "others stay static); `[]`: every GPU in MIG mode"},
+    {.path = "vgpu.hamiNodeConfig",
+     .type = T_STRING,
+     .offset = OFF(vgpu.hami_node_config),
+     .env = "VGPU_HAMI_NODE_CONFIG",
+     .flag = "hami-node-config",
+     .doc = "HAMi's device-plugin `config.json` (ConfigMap `hami-device-plugin`): "
+            "`operatingmode: mig` on this node's `nodeconfig` entry turns `migMode` dynamic"},
+    {.path = "vgpu.hamiDeviceConfig",
+     .type = T_STRING,
+     .offset = OFF(vgpu.hami_device_config),
+     .env = "VGPU_HAMI_DEVICE_CONFIG",
+     .flag = "hami-device-config",
+     .doc = "HAMi's `device-config.yaml`: `nvidia.migProfileAllowlist` (v2.10) or "
+            "`nvidia.knownMigGeometries` (v2.9 and older) limit the profiles a dynamic MIG "
+            "GPU offers, by model"},
 
     {.path = "nodeName",
      .type = T_STRING,
@@ -538,6 +594,14 @@ static const struct key keys[] = {
      .flag = "config",
      .flags = K_CLI_ONLY,
      .doc = "this configuration file"},
+    {.path = "volcanoConfig",
+     .type = T_STRING,
+     .offset = OFF(cli.volcano_config),
+     .env = "VOLCANO_CONFIG",
+     .flag = "volcano-config",
+     .flags = K_CLI_ONLY,
+     .doc = "Volcano's device-config.yaml (ConfigMap `volcano-vgpu-device-config`), read in "
+            "Volcano mode; unset: Volcano's defaults"},
 };
 
 #define KEY_COUNT (sizeof keys / sizeof keys[0])
@@ -1978,6 +2042,25 @@ int dpconfig_from_args(int argc, char *const argv[], dpconfig_getenv_fn getenv_f
         return rc;
     if ((rc = dpconfig_apply_overrides(&work, argc, argv, getenv_fn, getenv_user, err)) < 0)
         return rc;
+    dpconfig_volcano_defaults(&work.volcano);
+    if (work.cli.volcano_config != NULL && work.cli.volcano_config[0] != '\0') {
+        if (work.vgpu.scheduler_protocol != DPCONFIG_PROTOCOL_VOLCANO)
+            return vg_err_set(err, -EINVAL,
+                              "--volcano-config %s: needs --scheduler-protocol volcano "
+                              "(vgpu.schedulerProtocol)",
+                              work.cli.volcano_config);
+        if ((rc = dpconfig_volcano_load_file(work.cli.volcano_config, &work.volcano, err)) < 0)
+            return rc;
+    }
+    if (work.vgpu.scheduler_protocol == DPCONFIG_PROTOCOL_VOLCANO) {
+        if (work.sharing_strategy != DPCONFIG_SHARING_NONE)
+            return vg_err_set(err, -EINVAL,
+                              "vgpu.schedulerProtocol volcano: sharing.%s cannot be combined "
+                              "with Volcano's vGPU protocol (it splits GPUs itself)",
+                              work.sharing_strategy == DPCONFIG_SHARING_MPS ? "mps"
+                                                                            : "timeSlicing");
+        dpconfig_volcano_apply(&work);
+    }
     move_config(cfg, &work);
     return 0;
 }
@@ -2126,6 +2209,8 @@ void dpconfig_dump(const struct dpconfig *cfg, FILE *out)
 {
     dump_fields(out, keys, KEY_COUNT, cfg, "");
     fprintf(out, "sharingStrategy = %s\n", dpconfig_sharing_strategy_name(cfg->sharing_strategy));
+    if (cfg->vgpu.scheduler_protocol == DPCONFIG_PROTOCOL_VOLCANO)
+        dpconfig_volcano_dump(&cfg->volcano, out);
 }
 
 static const char *type_name(const struct key *k)

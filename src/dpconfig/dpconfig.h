@@ -34,6 +34,9 @@
 #define DPCONFIG_DEFAULT_NVIDIA_CTK_PATH "/usr/bin/nvidia-ctk"
 
 enum dpconfig_mig_strategy { DPCONFIG_MIG_NONE, DPCONFIG_MIG_SINGLE, DPCONFIG_MIG_MIXED };
+/* vgpu.migMode: MIG instances made by hand (static) or by the plugin for the pods that
+ * the scheduler gave a MIG placement (dynamic; docs/deviceplugin.md). */
+enum dpconfig_mig_mode { DPCONFIG_MIG_MODE_STATIC, DPCONFIG_MIG_MODE_DYNAMIC };
 enum dpconfig_discovery_strategy {
     DPCONFIG_DISCOVERY_AUTO,
     DPCONFIG_DISCOVERY_NVML,
@@ -41,6 +44,30 @@ enum dpconfig_discovery_strategy {
 };
 enum dpconfig_device_id_strategy { DPCONFIG_DEVICE_ID_UUID, DPCONFIG_DEVICE_ID_INDEX };
 enum dpconfig_allocation_policy { DPCONFIG_ALLOC_DISTRIBUTED, DPCONFIG_ALLOC_PACKED };
+/* vgpu.schedulerProtocol: whose placement decisions the plugin serves. */
+enum dpconfig_scheduler_protocol { DPCONFIG_PROTOCOL_VGPU, DPCONFIG_PROTOCOL_VOLCANO };
+
+/* Volcano's device configuration (ConfigMap volcano-vgpu-device-config, key
+ * device-config.yaml, section `nvidia:`), read with --volcano-config FILE in Volcano mode;
+ * Volcano's defaults otherwise (docs/volcano.md lists every key and what the plugin does
+ * with it). Fixed-size fields: nothing to free. */
+#define DPCONFIG_VOLCANO_NAME_MAX 64
+struct dpconfig_volcano {
+    char count_name[DPCONFIG_VOLCANO_NAME_MAX];  /* resourceCountName */
+    char memory_name[DPCONFIG_VOLCANO_NAME_MAX]; /* resourceMemoryName */
+    char core_name[DPCONFIG_VOLCANO_NAME_MAX];   /* resourceCoreName */
+    char memory_percentage_name[DPCONFIG_VOLCANO_NAME_MAX];
+    bool overwrite_env;
+    int64_t default_memory, default_cores, default_gpu_num;
+    uint64_t device_split_count;
+    double device_memory_scaling, device_core_scaling;
+    bool disable_core_limit;
+    uint64_t gpu_memory_factor; /* MiB per unit of the memory resource, >= 1 */
+    bool pass_device_specs;
+    bool pass_device_specs_set;
+    size_t mig_geometries; /* knownMigGeometries entries (the mig mode is not served) */
+};
+
 enum dpconfig_sharing_strategy {
     DPCONFIG_SHARING_NONE,
     DPCONFIG_SHARING_TIME_SLICING,
@@ -173,15 +200,24 @@ struct dpconfig {
         char *ld_so_preload_path;
         char *region_dir;
         char *compute_board_dir;
-        char *scheduler_name; /* the schedulerName whose pods' decisions are used */
+        char *scheduler_name;   /* the schedulerName whose pods' decisions are used */
+        char *record_namespace; /* where vgpu-scheduler keeps its decision records */
         char *mps_control_path;
+        enum dpconfig_mig_mode mig_mode;
+        struct dpconfig_uint_list mig_dynamic_gpus; /* NVML indices; empty: every MIG GPU */
+        char *hami_node_config;                     /* HAMi's config.json; NULL: none */
+        char *hami_device_config;                   /* HAMi's device-config.yaml; NULL: none */
+        int scheduler_protocol;                     /* enum dpconfig_scheduler_protocol */
     } vgpu;
+    /* Volcano mode (vgpu.schedulerProtocol volcano): its device configuration. */
+    struct dpconfig_volcano volcano;
     /* Command line only (never in the file). */
     struct {
         char *node_name;
         char *kubelet_dir;
         char *kubeconfig; /* NULL: in-cluster credentials */
         char *config_file;
+        char *volcano_config; /* --volcano-config: Volcano's device-config.yaml */
     } cli;
     /* Derived by validation. */
     enum dpconfig_sharing_strategy sharing_strategy;
@@ -237,6 +273,21 @@ void dpconfig_print_doc(FILE *out);
  * flags.gfd.* (gpu-feature-discovery's), resources.gpus/mig (NVIDIA's plugin ignores them
  * too). Their keys, comma-separated, into out[size]; returns how many. */
 size_t dpconfig_foreign_settings(const struct dpconfig *cfg, char *out, size_t size);
+
+/* Volcano's defaults (GetDefaultDevicesConfig in volcano-sh/volcano). */
+void dpconfig_volcano_defaults(struct dpconfig_volcano *v);
+/* Decodes Volcano's device-config.yaml (at most DPCONFIG_MAX_BYTES) on top of the defaults:
+ * every key of `nvidia:` is known by name (an unknown one is refused, naming it), typed as
+ * Volcano's Go struct types it, range-checked. name is used in errors. *out is left as it
+ * was on failure. */
+int dpconfig_volcano_load_buffer(const char *name, const char *text, size_t len,
+                                 struct dpconfig_volcano *out, struct vg_err *err);
+int dpconfig_volcano_load_file(const char *path, struct dpconfig_volcano *out, struct vg_err *err);
+/* In Volcano mode, the Volcano file's node-side settings replace their vgpu.* equivalents
+ * (deviceSplitCount, deviceMemoryScaling, deviceCoreScaling, disableCoreLimit, defaultCores,
+ * passDeviceSpecs), since Volcano's scheduler reads the same file. */
+void dpconfig_volcano_apply(struct dpconfig *cfg);
+void dpconfig_volcano_dump(const struct dpconfig_volcano *v, FILE *out);
 
 const char *dpconfig_sharing_strategy_name(enum dpconfig_sharing_strategy s);
 

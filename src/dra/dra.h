@@ -175,6 +175,10 @@ struct event_base;
 struct kube_client;
 struct dra_plugin;
 
+enum { DRA_TAINTS_AUTO = 0, DRA_TAINTS_ON = 1, DRA_TAINTS_OFF = 2 };
+struct dra_health_monitor;
+struct dra_mig;
+
 struct dra_plugin_options {
     const struct dpconfig *cfg; /* borrowed */
     const struct dp_gpu *gpus;  /* borrowed */
@@ -194,6 +198,18 @@ struct dra_plugin_options {
     bool consumable;             /* consumable capacity: GPUs shared by amount */
     const char *driver_version;  /* NVML's system driver version, or NULL */
     struct dp_gpu_source source; /* healthy() polled; NULL healthy: never polled */
+    /* Health as device taints (health.h): polled instead of source.healthy when set
+     * (borrowed). */
+    struct dra_health_monitor *health;
+    /* Taints in the slices: DRA_TAINTS_AUTO (the API server's /version says 1.36 or
+     * later, where DRADeviceTaints is on by default), _ON, _OFF (unhealthy GPUs left
+     * out, as before 1.36). */
+    int device_taints;
+    /* MIG on demand (mig.h; borrowed, NULL: MIG GPUs served statically): every GPU in
+     * MIG mode is published as partitions when the API server is 1.36 or later, and an
+     * allocated partition's instance is made in NodePrepareResources. */
+    struct dra_mig *mig;
+    uint64_t mig_gi_pause_ms;    /* tests: a pause after the GPU instance is made */
     uint64_t health_interval_ms; /* 0: 5000 */
     uint64_t resync_ms;          /* 0: 600000; the slices compared with the API server's */
 };
@@ -204,7 +220,17 @@ struct dra_plugin_stats {
     uint64_t health_changes;  /* GPUs that turned unhealthy or healthy again */
     uint64_t slice_syncs;     /* completed ResourceSlice publications */
     int64_t slice_generation; /* the pool generation last published */
+    bool taints;              /* the slices carry device taints */
+    uint64_t health_streams;  /* NodeWatchResources streams open now */
+    uint64_t health_sends;    /* device health lists sent on them */
+    bool partitionable;       /* dynamic MIG GPUs published as partitions */
+    uint64_t instances_made, instances_destroyed;
 };
+
+/* "1.36" style server versions: true when (major, minor) is at least 1.36, where
+ * DRADeviceTaints is beta and on by default. -EINVAL for a /version body that says no
+ * version (major and minor, digits with an optional "+" as providers add). */
+int dra_version_has_taints(const json_t *version, bool *taints, struct vg_err *err);
 
 int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *options,
                    struct dra_plugin **out, struct vg_err *err);
@@ -222,5 +248,9 @@ void dra_plugin_get_stats(const struct dra_plugin *plugin, struct dra_plugin_sta
 #define DRA_V1_SERVICE      "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/"
 #define DRA_V1BETA1_SERVICE "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/"
 #define DRA_PLUGIN_TYPE     "DRAPlugin"
+/* KEP-4680's health service: listed in the registration's supported services, so kubelet
+ * opens the stream. */
+#define DRA_HEALTH_SERVICE  "v1alpha1.DRAResourceHealth"
+#define DRA_HEALTH_WATCH    "/" DRA_HEALTH_SERVICE "/NodeWatchResources"
 
 #endif

@@ -13,18 +13,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/fs.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/str.h"
 #include "dra/dra.h"
+#include "dra/health.h"
+#include "dra/mig.h"
 #include "dra/proto.h"
 #include "dra/slices.h"
 #include "grpc/grpc.h"
 #include "kube/kube.h"
 
 struct pending;
+struct watcher;
 
 struct get_ctx {
     struct pending *p;
@@ -36,7 +40,12 @@ struct dra_plugin {
     struct kube_client *kube;
     char *driver;
     char *node_name, *cdi_dir;
-    char reg_path[1024], svc_path[1024], cp_path[1024];
+    char reg_path[1024], svc_path[1024], cp_path[1024], mig_path[1024];
+    struct dra_mig *mig;             /* borrowed, or NULL */
+    struct dra_mig_gpu *migs;        /* per GPU: its partitions when dynamic */
+    struct dra_instances *instances; /* made for claims, as <state>/mig.json records them */
+    bool partitionable;              /* the API server has partitionable devices */
+    uint64_t gi_pause_ms;            /* tests: a pause between the GPU and compute instance */
     struct vgrpc_server *reg, *svc;
     struct event *check;
     uint64_t check_ms;
@@ -45,7 +54,15 @@ struct dra_plugin {
     struct dp_gpu *gpus; /* owned copy; health changes here */
     unsigned gpu_count;
     struct dp_gpu_source source;
-    struct event *health, *resync;
+    struct dra_health_monitor *monitor; /* borrowed, or NULL */
+    struct dra_gpu_health *health;      /* per GPU */
+    int taints_mode;
+    bool taints; /* the slices carry taints */
+    bool version_known, version_asked;
+    bool version_tried;       /* asked in this resync round: a failure waits for the next */
+    struct watcher *watchers; /* kubelet's NodeWatchResources streams */
+    int64_t health_time;      /* unix seconds of the last health poll */
+    struct event *health_ev, *resync;
     uint64_t health_ms, resync_ms;
     struct dra_publisher *publisher; /* NULL: slices not published */
     bool consumable;
@@ -105,12 +122,15 @@ static enum vgrpc_status_code get_info(void *arg, const uint8_t *req, size_t len
     (void)req;
     (void)len;
     static char v1[] = "v1.DRAPlugin", v1beta1[] = "v1beta1.DRAPlugin", type[] = DRA_PLUGIN_TYPE;
-    static char *versions[] = {v1, v1beta1}; /* kubelet takes the first it serves */
+    static char health[] = DRA_HEALTH_SERVICE;
+    /* kubelet takes the first DRA version it serves, and opens the health stream when
+     * the health service is listed (kubelets before 1.34 ignore the name). */
+    static char *versions[] = {v1, v1beta1, health};
     Pluginregistration__PluginInfo info = PLUGINREGISTRATION__PLUGIN_INFO__INIT;
     info.type = type;
     info.name = pl->driver;
     info.endpoint = pl->svc_path;
-    info.n_supported_versions = 2;
+    info.n_supported_versions = 3;
     info.supported_versions = versions;
     reply->len = pluginregistration__plugin_info__get_packed_size(&info);
     reply->data = xmalloc(reply->len ? reply->len : 1);
@@ -296,6 +316,180 @@ static void finish_prepare(struct pending *p)
     pending_unlink(p);
 }
 
+/* ---- MIG instances for claims (mig.h) -------------------------------------------------------- */
+
+static int save_instances(struct dra_plugin *pl, struct vg_err *err)
+{
+    return dra_instances_save(pl->mig_path, pl->instances, err);
+}
+
+static void drop_record(struct dra_plugin *pl, unsigned i)
+{
+    struct dra_instances *in = pl->instances;
+    memmove(&in->items[i], &in->items[i + 1], (in->count - i - 1) * sizeof in->items[0]);
+    in->count--;
+}
+
+/* The MIG device of uuid leaves the node's inventory (prepare no longer finds it). */
+static void forget_mig(struct dra_plugin *pl, const char *uuid)
+{
+    for (unsigned g = 0; g < pl->gpu_count; g++) {
+        struct dp_gpu *gpu = &pl->gpus[g];
+        for (unsigned m = 0; m < gpu->mig_count && m < DP_MAX_MIGS; m++)
+            if (uuid[0] != '\0' && strcmp(gpu->migs[m].uuid, uuid) == 0) {
+                memmove(&gpu->migs[m], &gpu->migs[m + 1],
+                        (gpu->mig_count - m - 1) * sizeof gpu->migs[0]);
+                gpu->mig_count--;
+                return;
+            }
+    }
+}
+
+/* Destroys every instance made for claim uid (all of them when uid is NULL and keep says
+ * which to spare): its record goes once NVML has destroyed it or found it gone. The first
+ * error is returned (an instance with processes is -EBUSY: kubelet calls again). */
+static int destroy_instances(struct dra_plugin *pl, const char *uid,
+                             bool (*keep)(struct dra_plugin *, const struct dra_instance *),
+                             struct vg_err *err)
+{
+    int first = 0;
+    bool changed = false;
+    for (unsigned i = 0; pl->instances != NULL && i < pl->instances->count;) {
+        struct dra_instance *t = &pl->instances->items[i];
+        if ((uid != NULL && strcmp(t->claim, uid) != 0) || (keep != NULL && keep(pl, t))) {
+            i++;
+            continue;
+        }
+        struct vg_err e = {0};
+        if (dra_mig_destroy(pl->mig, t, &e) < 0) {
+            vg_log(VG_LOG_WARN, "cannot destroy a claim's MIG instance",
+                   "claim=%s device=%s err=\"%s\"", t->claim, t->device, e.msg);
+            if (first == 0)
+                first = vg_err_set(err, e.code, "MIG instance of %s: %s", t->device, e.msg);
+            i++;
+            continue;
+        }
+        vg_log(VG_LOG_INFO, "MIG instance destroyed", "claim=%s device=%s gi=%d ci=%d", t->claim,
+               t->device, t->gi, t->ci);
+        pl->stats.instances_destroyed++;
+        forget_mig(pl, t->uuid);
+        drop_record(pl, i);
+        changed = true;
+    }
+    if (changed) {
+        struct vg_err e = {0};
+        if (save_instances(pl, &e) < 0 && first == 0)
+            first = vg_err_set(err, e.code, "%s", e.msg);
+    }
+    return first;
+}
+
+/* Makes the instance of each result naming a partition, and points the result at the MIG
+ * device made (gpu-<minor>-mig-<gi>-<ci>, which prepare then serves like a static one).
+ * Each step is recorded before it is taken, so a plugin killed in between destroys what
+ * it made at its next start. An instance the claim already has (an earlier attempt) is
+ * reused. */
+static int make_instances(struct dra_plugin *pl, struct dra_claim *claim, struct vg_err *err)
+{
+    for (unsigned i = 0; i < claim->count; i++) {
+        struct dra_result *r = &claim->results[i];
+        unsigned g;
+        const struct dra_partition *part =
+            pl->mig ? dra_partition_find(pl->gpus, pl->migs, pl->gpu_count, r->device, &g) : NULL;
+        if (part == NULL || strcmp(r->pool, pl->node_name) != 0)
+            continue;
+        struct dp_gpu *gpu = &pl->gpus[g];
+        struct dra_instance *t = NULL;
+        for (unsigned k = 0; k < pl->instances->count && t == NULL; k++)
+            if (strcmp(pl->instances->items[k].claim, claim->uid) == 0 &&
+                strcmp(pl->instances->items[k].device, r->device) == 0)
+                t = &pl->instances->items[k];
+        if (t != NULL && (t->ci < 0 || t->uuid[0] == '\0')) { /* half made: start over */
+            if (destroy_instances(pl, claim->uid, NULL, err) < 0)
+                return err->code;
+            t = NULL;
+        }
+        if (t == NULL) {
+            if (pl->instances->count == DRA_MIG_MAX_INSTANCES)
+                return vg_err_set(err, -E2BIG, "more than %d MIG instances", DRA_MIG_MAX_INSTANCES);
+            if (gpu->mig_count >= DP_MAX_MIGS)
+                return vg_err_set(err, -E2BIG, "GPU %s has %d MIG devices already", gpu->uuid,
+                                  DP_MAX_MIGS);
+            t = &pl->instances->items[pl->instances->count++];
+            memset(t, 0, sizeof *t);
+            vg_strlcpy(t->claim, claim->uid, sizeof t->claim);
+            vg_strlcpy(t->device, r->device, sizeof t->device);
+            vg_strlcpy(t->gpu_uuid, gpu->uuid, sizeof t->gpu_uuid);
+            t->profile_id = part->profile_id;
+            t->start = part->start;
+            t->size = part->size;
+            t->gi = t->ci = -1;
+            if (save_instances(pl, err) < 0 || dra_mig_create_gi(pl->mig, t, err) < 0 ||
+                save_instances(pl, err) < 0)
+                goto undo;
+            if (pl->gi_pause_ms > 0) { /* tests: the window between the two instances */
+                struct timespec ts = {(time_t)(pl->gi_pause_ms / 1000),
+                                      (long)(pl->gi_pause_ms % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
+            }
+            struct dp_mig mig;
+            if (dra_mig_create_ci(pl->mig, t, gpu->minor, gpu->memory_mib, &mig, err) < 0 ||
+                save_instances(pl, err) < 0)
+                goto undo;
+            gpu->migs[gpu->mig_count++] = mig;
+            pl->stats.instances_made++;
+            vg_log(VG_LOG_INFO, "MIG instance made", "claim=%s device=%s gi=%d ci=%d uuid=%s",
+                   claim->uid, r->device, t->gi, t->ci, t->uuid);
+        }
+        for (unsigned m = 0; m < gpu->mig_count; m++)
+            if (strcmp(gpu->migs[m].uuid, t->uuid) == 0)
+                dra_gpu_device_name(gpu, &gpu->migs[m], r->device);
+    }
+    return 0;
+undo:;
+    struct vg_err ignored;
+    destroy_instances(pl, claim->uid, NULL, &ignored);
+    return vg_err_wrap(err, "claim %s/%s", claim->ns, claim->name);
+}
+
+static bool claim_prepared(struct dra_plugin *pl, const struct dra_instance *t)
+{
+    return dra_checkpoint_find(&pl->cp, t->claim) != NULL;
+}
+
+/* At start: instances of claims the checkpoint does not hold (a prepare cut short, an
+ * unprepare that did not finish) are destroyed; those of prepared claims are kept, and
+ * every other MIG device of a dynamic GPU leaves the inventory until a claim makes it. */
+static int restore_instances(struct dra_plugin *pl, struct vg_err *err)
+{
+    if (dra_instances_load(pl->mig_path, pl->instances, err) < 0)
+        return err->code;
+    struct vg_err e = {0};
+    unsigned before = pl->instances->count;
+    if (destroy_instances(pl, NULL, claim_prepared, &e) < 0)
+        vg_log(VG_LOG_WARN, "cannot destroy MIG instances of claims not prepared", "err=\"%s\"",
+               e.msg);
+    if (before != pl->instances->count)
+        vg_log(VG_LOG_INFO,
+               "destroyed MIG instances of claims never prepared (a prepare cut short)", "count=%u",
+               before - pl->instances->count);
+    for (unsigned g = 0; g < pl->gpu_count; g++) {
+        struct dp_gpu *gpu = &pl->gpus[g];
+        if (!pl->migs[g].dynamic)
+            continue;
+        unsigned kept = 0;
+        for (unsigned m = 0; m < gpu->mig_count && m < DP_MAX_MIGS; m++) {
+            bool ours = false;
+            for (unsigned k = 0; k < pl->instances->count; k++)
+                ours |= strcmp(pl->instances->items[k].uuid, gpu->migs[m].uuid) == 0;
+            if (ours)
+                gpu->migs[kept++] = gpu->migs[m];
+        }
+        gpu->mig_count = kept;
+    }
+    return 0;
+}
+
 /* Prepares claim c from the API's object (on the loop, after the GET). */
 static void prepare_one(struct dra_plugin *pl, struct pending_claim *c, json_t *body)
 {
@@ -311,8 +505,21 @@ static void prepare_one(struct dra_plugin *pl, struct pending_claim *c, json_t *
                    c->name, claim.uid, c->uid);
         goto failed;
     }
-    if (dra_prepare(&pl->node, &claim, &prepared, &err) < 0)
+    char allocated[DRA_MAX_RESULTS][ANNOT_LABEL_MAX + 1];
+    for (unsigned i = 0; i < claim.count; i++)
+        vg_strlcpy(allocated[i], claim.results[i].device, sizeof allocated[i]);
+    if (pl->mig != NULL && make_instances(pl, &claim, &err) < 0)
         goto failed;
+    if (dra_prepare(&pl->node, &claim, &prepared, &err) < 0) {
+        struct vg_err ignored;
+        if (pl->mig != NULL)
+            destroy_instances(pl, claim.uid, NULL, &ignored);
+        goto failed;
+    }
+    /* kubelet knows the devices by their allocated names (a partition's, not the MIG
+     * device made for it); plan() keeps the results' order. */
+    for (unsigned i = 0; i < prepared.device_count && i < claim.count; i++)
+        vg_strlcpy(prepared.devices[i].device, allocated[i], sizeof prepared.devices[i].device);
     dra_checkpoint_put(&pl->cp, &prepared);
     pl->dirty = true;
     c->fresh = true;
@@ -473,7 +680,9 @@ static enum vgrpc_status_code unprepare(void *arg, const uint8_t *req, size_t le
             dra_prepared_copy(copy, found);
         }
         vg_err_clear(&err);
-        if (dra_unprepare(&pl->node, c->uid, copy, &err) == 0 && copy) {
+        if (dra_unprepare(&pl->node, c->uid, copy, &err) == 0 && pl->mig != NULL)
+            destroy_instances(pl, c->uid, NULL, &err); /* after the files: nothing names it */
+        if (err.code == 0 && copy) {
             dra_checkpoint_remove(&pl->cp, c->uid);
             if (save(pl, &err) < 0) {
                 dra_checkpoint_put(&pl->cp, copy);
@@ -507,6 +716,152 @@ static enum vgrpc_status_code unprepare(void *arg, const uint8_t *req, size_t le
     return VGRPC_STATUS_OK;
 }
 
+/* ---- resource health (KEP-4680) ---------------------------------------------------------- */
+
+/* One kubelet stream of NodeWatchResources. */
+struct watcher {
+    struct dra_plugin *pl;
+    struct vgrpc_stream *stream;
+    struct watcher *next;
+};
+
+/* A GPU's health as kubelet's enum: unhealthy with a NoSchedule taint, unknown when its
+ * XIDs are not watched (health checks off), else healthy. */
+static V1alpha1__HealthStatus health_status(const struct dra_gpu_health *h)
+{
+    if (!dra_health_ok(h))
+        return V1ALPHA1__HEALTH_STATUS__UNHEALTHY;
+    return h->unmonitored ? V1ALPHA1__HEALTH_STATUS__UNKNOWN : V1ALPHA1__HEALTH_STATUS__HEALTHY;
+}
+
+/* The names the slices publish for GPU g into names[] (at most room): the GPU, or its
+ * MIG devices, or (dynamic MIG on a server with partitionable devices) the GPU and every
+ * partition. Their count. */
+static unsigned device_names(const struct dra_plugin *pl, unsigned g,
+                             char (*names)[DRA_DEVICE_NAME_MAX], size_t room)
+{
+    const struct dp_gpu *gpu = &pl->gpus[g];
+    unsigned n = 0;
+    if (pl->partitionable && pl->migs[g].dynamic) {
+        if (room > 0)
+            dra_gpu_device_name(gpu, NULL, names[n++]);
+        for (unsigned k = 0; k < pl->migs[g].count && n < room; k++)
+            dra_partition_name(gpu, &pl->migs[g].parts[k], names[n++]);
+        return n;
+    }
+    if (!gpu->mig_enabled) {
+        if (room > 0)
+            dra_gpu_device_name(gpu, NULL, names[n++]);
+        return n;
+    }
+    for (unsigned m = 0; m < gpu->mig_count && m < DP_MAX_MIGS && n < room; m++)
+        dra_gpu_device_name(gpu, &gpu->migs[m], names[n++]);
+    return n;
+}
+
+/* Every device of the node's pool (the names the slices publish) with its GPU's health;
+ * packed into *data (malloc'ed). */
+static size_t health_message(struct dra_plugin *pl, uint8_t **data)
+{
+    size_t max = (size_t)pl->gpu_count * (DRA_MIG_MAX_PARTS + DP_MAX_MIGS + 1) + 1, n = 0;
+    V1alpha1__DeviceHealth *devs = xcalloc(max, sizeof *devs);
+    V1alpha1__DeviceHealth **ptrs = xcalloc(max, sizeof *ptrs);
+    V1alpha1__DeviceIdentifier *ids = xcalloc(max, sizeof *ids);
+    char(*names)[DRA_DEVICE_NAME_MAX] = xcalloc(max, sizeof *names);
+    for (unsigned g = 0; g < pl->gpu_count; g++) {
+        unsigned count = device_names(pl, g, names + n, max - n);
+        for (unsigned m = 0; m < count; m++, n++) {
+            v1alpha1__device_identifier__init(&ids[n]);
+            ids[n].pool_name = pl->node_name;
+            ids[n].device_name = names[n];
+            v1alpha1__device_health__init(&devs[n]);
+            devs[n].device = &ids[n];
+            devs[n].health = health_status(&pl->health[g]);
+            devs[n].last_updated_time = pl->health_time;
+            ptrs[n] = &devs[n];
+        }
+    }
+    V1alpha1__NodeWatchResourcesResponse resp = V1ALPHA1__NODE_WATCH_RESOURCES_RESPONSE__INIT;
+    resp.n_devices = n;
+    resp.devices = ptrs;
+    size_t len = v1alpha1__node_watch_resources_response__get_packed_size(&resp);
+    *data = xmalloc(len ? len : 1);
+    v1alpha1__node_watch_resources_response__pack(&resp, *data);
+    free(names);
+    free(ids);
+    free(ptrs);
+    free(devs);
+    return len;
+}
+
+static void watcher_send(struct watcher *w, const uint8_t *data, size_t len)
+{
+    struct vg_err err = {0};
+    if (vgrpc_stream_send(w->stream, data, len, &err) < 0) {
+        vg_log(VG_LOG_WARN, "health stream: cannot send, ending it", "err=\"%s\"", err.msg);
+        vgrpc_stream_finish(w->stream, VGRPC_STATUS_UNAVAILABLE, "cannot send");
+        return;
+    }
+    w->pl->stats.health_sends++;
+}
+
+/* The full list to every stream: after each health poll, so kubelet's timeout (a device
+ * not reported again for a while is Unknown) never runs out while the plugin runs. */
+static void send_health(struct dra_plugin *pl)
+{
+    if (pl->watchers == NULL)
+        return;
+    uint8_t *data = NULL;
+    size_t len = health_message(pl, &data);
+    for (struct watcher *w = pl->watchers, *next; w != NULL; w = next) {
+        next = w->next; /* a failed send may close (and free) w */
+        watcher_send(w, data, len);
+    }
+    free(data);
+}
+
+static void watch_closed(void *arg, struct vgrpc_stream *stream, enum vgrpc_status_code status)
+{
+    struct watcher *w = arg;
+    (void)stream;
+    for (struct watcher **pp = &w->pl->watchers; *pp; pp = &(*pp)->next)
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+    w->pl->stats.health_streams--;
+    vg_log(VG_LOG_INFO, "kubelet's health stream closed", "status=%d", (int)status);
+    free(w);
+}
+
+static enum vgrpc_status_code watch_resources(void *arg, struct vgrpc_stream *stream,
+                                              const uint8_t *req, size_t len,
+                                              char message[VGRPC_STATUS_MESSAGE_MAX])
+{
+    struct dra_plugin *pl = arg;
+    V1alpha1__NodeWatchResourcesRequest *r =
+        v1alpha1__node_watch_resources_request__unpack(NULL, len, req);
+    if (r == NULL) {
+        vg_snprintf(message, VGRPC_STATUS_MESSAGE_MAX, "NodeWatchResourcesRequest: malformed");
+        return VGRPC_STATUS_INVALID_ARGUMENT;
+    }
+    v1alpha1__node_watch_resources_request__free_unpacked(r, NULL);
+    struct watcher *w = xcalloc(1, sizeof *w);
+    w->pl = pl;
+    w->stream = stream;
+    w->next = pl->watchers;
+    pl->watchers = w;
+    pl->stats.health_streams++;
+    vgrpc_stream_on_close(stream, watch_closed, w);
+    vg_log(VG_LOG_INFO, "kubelet watches device health", "streams=%llu",
+           (unsigned long long)pl->stats.health_streams);
+    uint8_t *data = NULL;
+    size_t n = health_message(pl, &data);
+    watcher_send(w, data, n);
+    free(data);
+    return VGRPC_STATUS_OK;
+}
+
 /* ---- ResourceSlices --------------------------------------------------------------------- */
 
 static void published(void *arg)
@@ -531,7 +886,11 @@ static void publish(struct dra_plugin *pl)
                                    .node_name = pl->node_name,
                                    .node_uid = pl->node_uid,
                                    .driver_version = pl->driver_version,
-                                   .consumable = pl->consumable};
+                                   .consumable = pl->consumable,
+                                   .health = pl->health,
+                                   .taints = pl->taints,
+                                   .migs = pl->migs,
+                                   .partitionable = pl->partitionable};
     json_t *slices = NULL;
     if (dra_slices_build(&so, pl->gpus, pl->gpu_count, &slices, &err) < 0 ||
         dra_publisher_set(pl->publisher, slices, &err) < 0)
@@ -539,8 +898,41 @@ static void publish(struct dra_plugin *pl)
     json_decref(slices);
 }
 
+/* The health monitor's view: taints that change republish. */
+static void poll_monitor(struct dra_plugin *pl)
+{
+    struct dra_health_obs obs[DP_MAX_GPUS];
+    dra_health_monitor_poll(pl->monitor, obs);
+    int64_t now = (int64_t)time(NULL);
+    pl->health_time = now;
+    bool changed = false;
+    for (unsigned i = 0; i < pl->gpu_count && i < DP_MAX_GPUS; i++) {
+        struct dp_gpu *g = &pl->gpus[i];
+        if (!dra_health_observe(&pl->health[i], &obs[i], now))
+            continue;
+        changed = true;
+        bool h = dra_health_ok(&pl->health[i]);
+        if (h != g->healthy)
+            pl->stats.health_changes++;
+        g->healthy = h;
+        char why[128];
+        dra_health_message(&pl->health[i], why, sizeof why);
+        vg_log(h ? VG_LOG_INFO : VG_LOG_WARN,
+               h ? "GPU healthy: its taints cleared" : "GPU unhealthy: its devices tainted",
+               "gpu=%s index=%u taints=%s why=\"%s\"", g->uuid, g->index,
+               pl->taints ? "published" : "unsupported (left out of the slices)", why);
+    }
+    if (changed)
+        publish(pl);
+    send_health(pl);
+}
+
 void dra_plugin_poll_health(struct dra_plugin *pl)
 {
+    if (pl->monitor != NULL) {
+        poll_monitor(pl);
+        return;
+    }
     if (pl->source.healthy == NULL)
         return;
     bool changed = false;
@@ -577,9 +969,77 @@ static void on_node(void *arg, long status, json_t *body, const struct vg_err *e
     publish(pl);
 }
 
-/* Publishes, first asking for the Node's uid when it is not known yet. */
+int dra_version_has_taints(const json_t *version, bool *taints, struct vg_err *err)
+{
+    const char *major = json_string_value(json_object_get(version, "major"));
+    const char *minor = json_string_value(json_object_get(version, "minor"));
+    unsigned long ma = 0, mi = 0;
+    char *end;
+    if (major == NULL || minor == NULL || major[0] < '0' || major[0] > '9' || minor[0] < '0' ||
+        minor[0] > '9')
+        return vg_err_set(err, -EINVAL, "/version: no major and minor");
+    ma = strtoul(major, &end, 10);
+    if (*end != '\0' && strcmp(end, "+") != 0)
+        return vg_err_set(err, -EINVAL, "/version: major '%.16s' is not a number", major);
+    mi = strtoul(minor, &end, 10);
+    if (*end != '\0' && strcmp(end, "+") != 0)
+        return vg_err_set(err, -EINVAL, "/version: minor '%.16s' is not a number", minor);
+    *taints = ma > 1 || (ma == 1 && mi >= 36);
+    return 0;
+}
+
+static void sync_slices(struct dra_plugin *pl);
+
+/* The API server's version decides whether the slices carry taints (DRA_TAINTS_AUTO).
+ * Unknown (no answer yet, an error): no taints, unhealthy GPUs left out, which is right
+ * on every version; the next resync asks again. */
+static void on_version(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    struct dra_plugin *pl = arg;
+    (void)status;
+    pl->version_asked = false;
+    struct vg_err verr = {0};
+    bool taints = false;
+    if (err->code != 0 || dra_version_has_taints(body, &taints, &verr) < 0) {
+        vg_log(VG_LOG_WARN,
+               "cannot read the API server's version: unhealthy GPUs left out of "
+               "the slices until it is known",
+               "err=\"%s\"", err->code ? err->msg : verr.msg);
+    } else {
+        pl->version_known = true;
+        if (pl->taints_mode == DRA_TAINTS_AUTO)
+            pl->taints = taints;
+        pl->partitionable = taints && pl->mig != NULL; /* the same release, 1.36 */
+        vg_log(VG_LOG_INFO,
+               taints ? "API server has device taints: unhealthy GPUs published tainted"
+                      : "API server without device taints: unhealthy GPUs left out",
+               "major=%s minor=%s", json_string_value(json_object_get(body, "major")),
+               json_string_value(json_object_get(body, "minor")));
+        if (pl->mig != NULL)
+            vg_log(VG_LOG_INFO,
+                   pl->partitionable ? "MIG GPUs published as partitions (counters)"
+                                     : "API server without partitionable devices: MIG GPUs "
+                                       "published as their instances",
+                   "partitionable=%s", pl->partitionable ? "true" : "false");
+    }
+    sync_slices(pl);
+}
+
+/* Publishes, first asking for the server's version and the Node's uid when they are not
+ * known yet. */
 static void sync_slices(struct dra_plugin *pl)
 {
+    if (pl->version_asked)
+        return;
+    if (!pl->version_known && !pl->version_tried &&
+        ((pl->taints_mode == DRA_TAINTS_AUTO && pl->monitor != NULL) || pl->mig != NULL)) {
+        struct vg_err err = {0};
+        pl->version_tried = true;
+        if (kube_get(pl->kube, "/version", on_version, pl, &err) == 0) {
+            pl->version_asked = true;
+            return;
+        }
+    }
     if (pl->node_uid[0] != '\0' || pl->node_asked) {
         if (!pl->node_asked)
             publish(pl);
@@ -602,6 +1062,7 @@ static void on_resync(evutil_socket_t fd, short what, void *arg)
     struct dra_plugin *pl = arg;
     (void)fd;
     (void)what;
+    pl->version_tried = false;
     sync_slices(pl);
     struct timeval tv = {.tv_sec = (time_t)(pl->resync_ms / 1000),
                          .tv_usec = (suseconds_t)(pl->resync_ms % 1000 * 1000)};
@@ -616,10 +1077,24 @@ static void on_health(evutil_socket_t fd, short what, void *arg)
     dra_plugin_poll_health(pl);
     struct timeval tv = {.tv_sec = (time_t)(pl->health_ms / 1000),
                          .tv_usec = (suseconds_t)(pl->health_ms % 1000 * 1000)};
-    event_add(pl->health, &tv);
+    event_add(pl->health_ev, &tv);
 }
 
 /* ---- life cycle ------------------------------------------------------------------------- */
+
+/* The partitions of every GPU in MIG mode, when MIG is served on demand. */
+static int discover_partitions(struct dra_plugin *pl, struct vg_err *err)
+{
+    for (unsigned g = 0; pl->mig != NULL && g < pl->gpu_count; g++) {
+        if (!pl->gpus[g].mig_enabled)
+            continue;
+        if (dra_mig_discover(pl->mig, &pl->gpus[g], &pl->migs[g], err) < 0)
+            return vg_err_wrap(err, "MIG partitions of GPU %u", pl->gpus[g].index);
+        vg_log(VG_LOG_INFO, "MIG GPU served on demand", "gpu=%s partitions=%u slices=%u",
+               pl->gpus[g].uuid, pl->migs[g].count, pl->migs[g].memory_slices);
+    }
+    return 0;
+}
 
 /* The checkpoint of an earlier run: claims of an earlier boot are gone with their
  * containers, their files are removed. */
@@ -678,6 +1153,15 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
     if (o->gpu_count)
         memcpy(pl->gpus, o->gpus, o->gpu_count * sizeof(*pl->gpus));
     pl->source = o->source;
+    pl->monitor = o->health;
+    pl->health = xcalloc(o->gpu_count + 1, sizeof(*pl->health));
+    pl->taints_mode = o->device_taints;
+    pl->mig = o->mig;
+    pl->gi_pause_ms = o->mig_gi_pause_ms;
+    pl->migs = xcalloc(o->gpu_count + 1, sizeof(*pl->migs));
+    pl->instances = xcalloc(1, sizeof(*pl->instances));
+    pl->taints = o->device_taints == DRA_TAINTS_ON;
+    pl->health_time = (int64_t)time(NULL);
     pl->health_ms = o->health_interval_ms ? o->health_interval_ms : 5000;
     pl->resync_ms = o->resync_ms ? o->resync_ms : 600000;
     pl->consumable = o->consumable;
@@ -692,7 +1176,8 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
         vg_snprintf(svc_dir, sizeof svc_dir, "%s/plugins/%s", o->kubelet_dir, driver) < 0 ||
         vg_snprintf(pl->reg_path, sizeof pl->reg_path, "%s/%s-reg.sock", reg_dir, driver) < 0 ||
         vg_snprintf(pl->svc_path, sizeof pl->svc_path, "%s/dra.sock", svc_dir) < 0 ||
-        vg_snprintf(pl->cp_path, sizeof pl->cp_path, "%s/checkpoint.json", o->state_dir) < 0) {
+        vg_snprintf(pl->cp_path, sizeof pl->cp_path, "%s/checkpoint.json", o->state_dir) < 0 ||
+        vg_snprintf(pl->mig_path, sizeof pl->mig_path, "%s/mig.json", o->state_dir) < 0) {
         dra_plugin_free(pl);
         return vg_err_set(err, -ENAMETOOLONG, "kubelet or state directory path too long");
     }
@@ -703,7 +1188,8 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
     if (vg_mkdir_parents(reg_dir, 0755, err) < 0 || vg_mkdir_parents(svc_dir, 0755, err) < 0 ||
         vg_mkdir_parents(o->state_dir, 0755, err) < 0 ||
         vg_mkdir_parents(o->cdi_dir, 0755, err) < 0 || dp_vgpu_dirs(o->cfg, err) < 0 ||
-        restore(pl, o->boot_id_path, err) < 0) {
+        restore(pl, o->boot_id_path, err) < 0 || discover_partitions(pl, err) < 0 ||
+        (pl->mig != NULL && restore_instances(pl, err) < 0)) {
         dra_plugin_free(pl);
         return err->code;
     }
@@ -719,6 +1205,7 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
                                err) < 0 ||
         vgrpc_server_add_unary(pl->svc, DRA_V1BETA1_SERVICE "NodeUnprepareResources", unprepare, pl,
                                err) < 0 ||
+        vgrpc_server_add_stream(pl->svc, DRA_HEALTH_WATCH, watch_resources, pl, err) < 0 ||
         vgrpc_server_listen(pl->svc, pl->svc_path, err) < 0 || serve_registration(pl, err) < 0) {
         dra_plugin_free(pl);
         return err->code;
@@ -727,6 +1214,8 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
     struct timeval tv = {.tv_sec = (time_t)(pl->check_ms / 1000),
                          .tv_usec = (suseconds_t)(pl->check_ms % 1000 * 1000)};
     event_add(pl->check, &tv);
+    if (pl->monitor != NULL)
+        poll_monitor(pl); /* the first state (unmonitored GPUs) is in the first slices */
     if (o->publish) {
         if (dra_publisher_new(base, pl->kube, driver, pl->node_name, published, pl, &pl->publisher,
                               err) < 0) {
@@ -739,11 +1228,11 @@ int dra_plugin_new(struct event_base *base, const struct dra_plugin_options *o,
                               .tv_usec = (suseconds_t)(pl->resync_ms % 1000 * 1000)};
         event_add(pl->resync, &rtv);
     }
-    if (pl->source.healthy) {
-        pl->health = event_new(base, -1, 0, on_health, pl);
+    if (pl->source.healthy || pl->monitor) {
+        pl->health_ev = event_new(base, -1, 0, on_health, pl);
         struct timeval htv = {.tv_sec = (time_t)(pl->health_ms / 1000),
                               .tv_usec = (suseconds_t)(pl->health_ms % 1000 * 1000)};
-        event_add(pl->health, &htv);
+        event_add(pl->health_ev, &htv);
     }
     vg_log(VG_LOG_INFO, "DRA plugin serving", "driver=%s registration=%s service=%s claims=%zu",
            driver, pl->reg_path, pl->svc_path, pl->cp.count);
@@ -764,12 +1253,15 @@ void dra_plugin_free(struct dra_plugin *pl)
         pl->pending = p->next;
         pending_destroy(p);
     }
-    if (pl->health)
-        event_free(pl->health);
+    if (pl->health_ev)
+        event_free(pl->health_ev);
+    free(pl->health);
     if (pl->resync)
         event_free(pl->resync);
     dra_publisher_destroy(pl->publisher);
     free(pl->gpus);
+    free(pl->migs);
+    free(pl->instances);
     free(pl->driver_version);
     dra_checkpoint_release(&pl->cp);
     free(pl->driver);
@@ -781,4 +1273,6 @@ void dra_plugin_free(struct dra_plugin *pl)
 void dra_plugin_get_stats(const struct dra_plugin *pl, struct dra_plugin_stats *stats)
 {
     *stats = pl->stats;
+    stats->taints = pl->taints;
+    stats->partitionable = pl->partitionable;
 }

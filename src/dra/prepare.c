@@ -153,6 +153,15 @@ static int mig_edits(const struct dra_node *node, const struct dra_group *g,
     res.device_count = res.device_cap = g->container.gpu_count;
     int rc = dp_allocate_mig(node->cfg, &res, node->gpus, node->gpu_count, ids,
                              g->container.gpu_count, resp, err);
+    /* CUDA's own selection too: the runtime's hook reads NVIDIA_VISIBLE_DEVICES, a
+     * container given the device nodes by CDI alone is confined by CUDA_VISIBLE_DEVICES
+     * (MIG-<uuid> entries, which CUDA takes). */
+    char visible[ANNOT_MAX_GPUS * ANNOT_UUID_MAX] = "";
+    for (unsigned k = 0; rc == 0 && k < g->container.gpu_count; k++)
+        vg_snprintf(visible + strlen(visible), sizeof visible - strlen(visible), "%s%s",
+                    k ? "," : "", devs[k].id);
+    if (rc == 0)
+        rc = dp_response_add_env(resp, "CUDA_VISIBLE_DEVICES", visible, err);
     for (unsigned k = 0; rc == 0 && k < g->container.gpu_count; k++) {
         const struct dp_gpu *gpu = node->gpus + devs[k].gpu;
         const struct dp_mig *mig = uuid_mig(node, devs[k].id, &gpu);

@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -257,6 +258,99 @@ static json_t *mig_device(const struct dp_gpu *gpu, const struct dp_mig *mig,
                      quantity_int(100));
 }
 
+/* ---- partitionable devices (KEP-4815) --------------------------------------------------- */
+
+static void counter_set_name(const struct dp_gpu *gpu, char *out, size_t size)
+{
+    vg_snprintf(out, size, "gpu-%u-counters", gpu->minor);
+}
+
+/* {memory-slice-<i>: 1 for start..start+size-1, multiprocessors, memory}. */
+static json_t *counters(unsigned start, unsigned size, unsigned sms, uint64_t memory_mib)
+{
+    json_t *c = json_object();
+    for (unsigned i = start; i < start + size; i++) {
+        char name[32];
+        vg_snprintf(name, sizeof name, "memory-slice-%u", i);
+        json_object_set_new(c, name, json_pack("{s:s}", "value", "1"));
+    }
+    json_object_set_new(c, "multiprocessors", json_pack("{s:o}", "value", quantity_int(sms)));
+    json_object_set_new(c, "memory", json_pack("{s:o}", "value", quantity_mib(memory_mib)));
+    return c;
+}
+
+static json_t *consumes(const struct dp_gpu *gpu, json_t *counter_map)
+{
+    char set[64];
+    counter_set_name(gpu, set, sizeof set);
+    return json_pack("[{s:s, s:o}]", "counterSet", set, "counters", counter_map);
+}
+
+static json_t *partition_device(const struct dp_gpu *gpu, const struct dra_partition *p,
+                                const char *driver_version)
+{
+    char name[DRA_DEVICE_NAME_MAX];
+    dra_partition_name(gpu, p, name);
+    json_t *attrs = json_object();
+    set_string(attrs, "type", "mig");
+    set_string(attrs, "parentUUID", gpu->uuid);
+    set_string(attrs, "profile", p->profile);
+    set_attr(attrs, "profileID", "int", json_integer((json_int_t)p->profile_id));
+    set_attr(attrs, "placementStart", "int", json_integer((json_int_t)p->start));
+    set_attr(attrs, "placementSize", "int", json_integer((json_int_t)p->size));
+    common_attrs(attrs, gpu, driver_version);
+    return json_pack("{s:s, s:o, s:{s:{s:o}, s:{s:o}, s:{s:o}}, s:o}", "name", name, "attributes",
+                     attrs, "capacity", "memory", "value", quantity_mib(p->memory_mib),
+                     "multiprocessors", "value", quantity_int(p->sms), "cores", "value",
+                     quantity_int(100), "consumesCounters",
+                     consumes(gpu, counters(p->start, p->size, p->sms, p->memory_mib)));
+}
+
+/* A dynamic GPU: its counter set into sets, the whole GPU and its partitions into
+ * devices. */
+static void partitioned_gpu(const struct dra_slice_options *o, const struct dp_gpu *gpu,
+                            const struct dra_mig_gpu *mig, const char *driver_version,
+                            json_t *devices, json_t *sets)
+{
+    char set[64];
+    counter_set_name(gpu, set, sizeof set);
+    json_array_append_new(sets,
+                          json_pack("{s:s, s:o}", "name", set, "counters",
+                                    counters(0, mig->memory_slices, mig->sms, mig->memory_mib)));
+    struct dra_slice_options whole = *o;
+    whole.consumable = false; /* a GPU shared by amount cannot also be cut in partitions */
+    json_t *dev = gpu_device(&whole, gpu, driver_version);
+    json_object_set_new(dev, "consumesCounters",
+                        consumes(gpu, counters(0, mig->memory_slices, mig->sms, mig->memory_mib)));
+    json_array_append_new(devices, dev);
+    for (unsigned k = 0; k < mig->count; k++)
+        json_array_append_new(devices, partition_device(gpu, &mig->parts[k], driver_version));
+}
+
+/* The taints of a GPU's devices (KEP-5055): key, value, effect and timeAdded (RFC 3339),
+ * kept from when the condition began so that republishing does not change them. */
+static json_t *taints_json(const char *driver, const struct dra_gpu_health *h)
+{
+    struct dra_taint t[DRA_MAX_TAINTS];
+    unsigned n = dra_health_taints(h, driver, t);
+    if (n == 0)
+        return NULL;
+    json_t *arr = json_array();
+    for (unsigned i = 0; i < n; i++) {
+        char when[32];
+        time_t secs = (time_t)t[i].time_added;
+        struct tm tm;
+        gmtime_r(&secs, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        json_t *o =
+            json_pack("{s:s, s:s, s:s}", "key", t[i].key, "effect", t[i].effect, "timeAdded", when);
+        if (t[i].value[0] != '\0')
+            json_object_set_new(o, "value", json_string(t[i].value));
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
 int dra_slices_build(const struct dra_slice_options *o, const struct dp_gpu *gpus,
                      unsigned gpu_count, json_t **out, struct vg_err *err)
 {
@@ -281,20 +375,35 @@ int dra_slices_build(const struct dra_slice_options *o, const struct dp_gpu *gpu
         version[0] = '\0'; /* not a version the API takes: left out, not a failure */
 
     VG_AUTO_JSON json_t *devices = json_array();
+    VG_AUTO_JSON json_t *sets = json_array();
+    bool tainted = false, counted = false;
     for (unsigned g = 0; g < gpu_count; g++) {
         const struct dp_gpu *gpu = &gpus[g];
-        if (!gpu->healthy)
+        bool taints = o->taints && o->health != NULL;
+        if (!taints && !gpu->healthy)
             continue;
-        if (!gpu->mig_enabled) {
+        VG_AUTO_JSON json_t *t = taints ? taints_json(driver, &o->health[g]) : NULL;
+        size_t first = json_array_size(devices);
+        bool partitioned = o->partitionable && o->migs != NULL && o->migs[g].dynamic;
+        if (partitioned) {
+            partitioned_gpu(o, gpu, &o->migs[g], version, devices, sets);
+            counted = true;
+        } else if (!gpu->mig_enabled)
             json_array_append_new(devices, gpu_device(o, gpu, version));
-            continue;
-        }
-        for (unsigned m = 0; m < gpu->mig_count && m < DP_MAX_MIGS; m++)
+        for (unsigned m = 0;
+             !partitioned && gpu->mig_enabled && m < gpu->mig_count && m < DP_MAX_MIGS; m++)
             json_array_append_new(devices, mig_device(gpu, &gpu->migs[m], version));
+        for (size_t k = first; t != NULL && k < json_array_size(devices); k++)
+            json_object_set_new(json_array_get(devices, k), "taints", json_deep_copy(t));
+        tainted |= t != NULL && json_array_size(devices) > first;
     }
+    if ((tainted || counted) && per_slice > DRA_SLICE_MAX_TAINTED)
+        per_slice = DRA_SLICE_MAX_TAINTED;
 
-    size_t n = json_array_size(devices);
-    size_t count = n == 0 ? 1 : (n + per_slice - 1) / per_slice;
+    size_t n = json_array_size(devices), nsets = json_array_size(sets);
+    size_t device_slices = n == 0 && nsets == 0 ? 1 : (n + per_slice - 1) / per_slice;
+    size_t count =
+        device_slices + (nsets + DRA_SLICE_MAX_COUNTER_SETS - 1) / DRA_SLICE_MAX_COUNTER_SETS;
     if (count > DRA_MAX_SLICES)
         return vg_err_set(err, -E2BIG, "%zu devices need %zu slices, more than %d", n, count,
                           DRA_MAX_SLICES);
@@ -303,8 +412,14 @@ int dra_slices_build(const struct dra_slice_options *o, const struct dp_gpu *gpu
         char name[DRA_NAME_MAX];
         slice_name(o->node_name, driver, i, name);
         json_t *chunk = json_array();
-        for (size_t k = i * per_slice; k < n && k < (i + 1) * per_slice; k++)
-            json_array_append(chunk, json_array_get(devices, k));
+        const char *field = i < device_slices ? "devices" : "sharedCounters";
+        if (i < device_slices)
+            for (size_t k = i * per_slice; k < n && k < (i + 1) * per_slice; k++)
+                json_array_append(chunk, json_array_get(devices, k));
+        else /* counter sets: a slice of their own (never with devices) */
+            for (size_t k = (i - device_slices) * DRA_SLICE_MAX_COUNTER_SETS;
+                 k < nsets && k < (i - device_slices + 1) * DRA_SLICE_MAX_COUNTER_SETS; k++)
+                json_array_append(chunk, json_array_get(sets, k));
         json_t *meta = json_pack("{s:s}", "name", name);
         if (o->node_uid != NULL && o->node_uid[0] != '\0')
             json_object_set_new(meta, "ownerReferences",
@@ -316,7 +431,7 @@ int dra_slices_build(const struct dra_slice_options *o, const struct dp_gpu *gpu
                               "resource.k8s.io/v1", "kind", "ResourceSlice", "metadata", meta,
                               "spec", "driver", driver, "nodeName", o->node_name, "pool", "name",
                               o->node_name, "generation", (json_int_t)o->generation,
-                              "resourceSliceCount", (json_int_t)count, "devices", chunk));
+                              "resourceSliceCount", (json_int_t)count, field, chunk));
     }
     *out = slices;
     return 0;

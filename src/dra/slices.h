@@ -30,6 +30,8 @@
 
 #include "base/err.h"
 #include "deviceplugin/deviceplugin.h"
+#include "dra/health.h"
+#include "dra/mig.h"
 
 #define DRA_DRIVER_NAME         "gpu.vgpu.io"
 #define DRA_API_PATH            "/apis/resource.k8s.io/v1"
@@ -49,13 +51,31 @@ struct dra_slice_options {
     int64_t generation;         /* spec.pool.generation of every slice */
     unsigned max_devices;       /* per slice; 0 = DRA_SLICE_MAX_DEVICES (tests use less) */
     uint64_t memory_step;       /* bytes; 0 = DRA_DEFAULT_MEMORY_STEP */
+    /* GPU health (health.h), parallel to gpus, or NULL. With taints (the API server has
+     * DRADeviceTaints: Kubernetes 1.36 and later) every GPU is listed and an unhealthy
+     * one's devices carry its taints; without, GPUs whose healthy is false are left out,
+     * as a server that drops the taints field would otherwise offer them. */
+    const struct dra_gpu_health *health;
+    bool taints;
+    /* MIG on demand (mig.h), parallel to gpus, or NULL. With partitionable (the API server
+     * has DRAPartitionableDevices: 1.36 and later) a dynamic GPU is published as a counter
+     * set (memory-slice-<i>, multiprocessors, memory) in a slice of its own, the whole GPU
+     * consuming all of it and one device per (profile, placement) consuming its part;
+     * without, it is published as its MIG devices that exist, as a static one. */
+    const struct dra_mig_gpu *migs;
+    bool partitionable;
 };
+/* Counter sets per slice (ResourceSliceMaxCounterSets). */
+#define DRA_SLICE_MAX_COUNTER_SETS 8
+/* Devices per slice when one of them has taints
+ * (ResourceSliceMaxDevicesWithTaintsOrConsumesCounters). */
+#define DRA_SLICE_MAX_TAINTED      64
 
 /* The node's slices: a JSON array of ResourceSlice objects (apiVersion, kind,
  * metadata.name "<node>-<driver>-<i>", spec), at least one (an empty pool still says it
- * has no devices). Unhealthy GPUs are left out. Errors: -EINVAL for options or inventory
- * the API would refuse (a missing or invalid node name, a driver name that is not a DNS
- * subdomain), with the reason. */
+ * has no devices). Unhealthy GPUs are tainted or left out (options.taints). Errors: -EINVAL for
+ * options or inventory the API would refuse (a missing or invalid node name, a driver name that is
+ * not a DNS subdomain), with the reason. */
 int dra_slices_build(const struct dra_slice_options *options, const struct dp_gpu *gpus,
                      unsigned gpu_count, json_t **out, struct vg_err *err);
 

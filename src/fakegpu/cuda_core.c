@@ -285,6 +285,20 @@ FG_API CUresult cuGetErrorName(CUresult error, const char **pStr)
 
 /* ---- initialisation ---- */
 
+/* Ordinal i names a MIG device: it shows the instance's memory, SMs and name, and this
+ * process's work on the GPU is accounted inside the instance (fg_mig_bind). */
+static CUresult mig_ordinal(struct fg_state *st, int i)
+{
+    struct fg_device_info *d = &fg_g.info[i];
+    const struct fg_mig_info *mi = &d->mig[fg_g.mig[i]];
+    char name[FG_NAME_MAX];
+    (void)vg_snprintf(name, sizeof name, "%s MIG %s", d->name, mi->profile);
+    memcpy(d->name, name, sizeof name);
+    d->total_bytes = mi->memory_bytes;
+    d->sm_count = mi->sm_count;
+    return fg_mig_bind(st, fg_g.phys[i], fg_g.mig[i]) == 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+}
+
 FG_API CUresult cuInit(unsigned int Flags)
 {
     if (Flags != 0)
@@ -307,12 +321,16 @@ FG_API CUresult cuInit(unsigned int Flags)
             /* As the driver: read once, at initialisation; no visible device fails it. */
             int visible = 0;
             if (res == CUDA_SUCCESS) {
-                visible = fg_visible_parse(getenv("CUDA_VISIBLE_DEVICES"), all, n, fg_g.phys);
+                visible =
+                    fg_visible_parse(getenv("CUDA_VISIBLE_DEVICES"), all, n, fg_g.phys, fg_g.mig);
                 if (visible == 0)
                     res = CUDA_ERROR_NO_DEVICE;
             }
-            for (int i = 0; i < visible && res == CUDA_SUCCESS; i++)
+            for (int i = 0; i < visible && res == CUDA_SUCCESS; i++) {
                 fg_g.info[i] = all[fg_g.phys[i]];
+                if (fg_g.mig[i] >= 0)
+                    res = mig_ordinal(st, i);
+            }
             /* MPS client settings, over the visible devices (cuda_mps.c). */
             struct fg_mps mps;
             if (res == CUDA_SUCCESS) {

@@ -173,8 +173,9 @@ struct fg_global {
     pthread_mutex_t lock;
     bool inited;
     struct fg_state *st;
-    int ndev;                                   /* visible devices (CUDA ordinals) */
-    int phys[FG_MAX_DEVICES];                   /* ordinal -> physical index in the state */
+    int ndev;                 /* visible devices (CUDA ordinals) */
+    int phys[FG_MAX_DEVICES]; /* ordinal -> physical index in the state */
+    int mig[FG_MAX_DEVICES];  /* ordinal -> MIG device slot on it (-1: the whole GPU) */
     struct fg_device_info info[FG_MAX_DEVICES]; /* by ordinal: the physical device's */
     struct fg_ctx *primary[FG_MAX_DEVICES];
     unsigned primary_refs[FG_MAX_DEVICES];
@@ -190,9 +191,11 @@ struct fg_global {
 extern struct fg_global fg_g;
 
 /* CUDA_VISIBLE_DEVICES (spec; NULL when unset) over the count physical devices devs:
- * fills phys[0..n) with the physical index of each CUDA ordinal and returns n (0: no
- * device visible). phys has room for count entries. Rules in cuda_visible.c. */
-int fg_visible_parse(const char *spec, const struct fg_device_info *devs, int count, int *phys);
+ * fills phys[0..n) with the physical index of each CUDA ordinal, mig[0..n) with the MIG
+ * device slot it names (-1: the whole GPU), and returns n (0: no device visible). phys
+ * and mig have room for count entries. Rules in cuda_visible.c. */
+int fg_visible_parse(const char *spec, const struct fg_device_info *devs, int count, int *phys,
+                     int *mig);
 
 /* The physical device behind a CUDA ordinal, for calls into the shared state (-1 for an
  * ordinal that is not visible, which the state refuses). Everything else in libcuda

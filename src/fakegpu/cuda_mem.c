@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,16 +217,6 @@ static CUresult dev_free(uintptr_t p, bool async)
     return CUDA_SUCCESS;
 }
 
-FG_API CUresult cuMemFree_v2(CUdeviceptr dptr)
-{
-    return dev_free((uintptr_t)dptr, false);
-}
-
-FG_API CUresult cuMemFree(CUdeviceptr_v1 dptr)
-{
-    return dev_free((uintptr_t)dptr, false);
-}
-
 static bool alloc_holds(void *value, const void *arg)
 {
     const struct fg_alloc *a = value;
@@ -247,6 +238,192 @@ bool fg_range_known(uintptr_t p, size_t n)
 {
     return find_alloc(p, n, FG_K_DEVMEM) || find_alloc(p, n, FG_K_MAPPING) ||
            find_alloc(p, n, FG_K_HOSTMEM);
+}
+
+/* ---- legacy IPC ----
+ *
+ * A handle names the exporter (pid), the physical device and the allocation (its address
+ * and size there). Contents are not shared (each process's device memory is its own host
+ * memory): what is modelled is who holds memory. The importer holds the allocation's size
+ * from its open until its last close, charged to it (NVML lists it for the importer), as
+ * the real driver keeps an exported allocation while an importer has it open. A handle
+ * opened again by the importer returns the same address and counts the open. */
+#define IPC_MAGIC  0x6670676970636d31ULL /* "fpgipcm1" */
+#define IPC_OPENED 64                    /* imports one process holds at once */
+
+struct ipc_handle {
+    uint64_t magic;
+    int64_t pid;
+    int64_t phys;
+    uint64_t base, size;
+    uint64_t serial; /* the allocation's: an address freed and allocated again is another */
+};
+_Static_assert(sizeof(struct ipc_handle) <= sizeof(CUipcMemHandle), "IPC handle too large");
+
+static struct {
+    struct ipc_handle from;
+    CUdeviceptr at;
+    unsigned opens;
+} ipc_opened[IPC_OPENED]; /* under fg_lock */
+
+#define IPC_EXPORTED 256 /* allocations one process exports at once */
+static struct {
+    uintptr_t base;
+    uint64_t serial;
+} ipc_exported[IPC_EXPORTED]; /* under fg_lock; an entry goes when its allocation is freed */
+static uint64_t ipc_serial;
+
+/* The serial of the allocation at base, given at its first export; 0 when the table is
+ * full. */
+static uint64_t ipc_serial_of(uintptr_t base)
+{
+    int free_slot = -1;
+    for (int i = 0; i < IPC_EXPORTED; i++) {
+        if (ipc_exported[i].serial != 0 && ipc_exported[i].base == base)
+            return ipc_exported[i].serial;
+        if (ipc_exported[i].serial == 0 && free_slot < 0)
+            free_slot = i;
+    }
+    if (free_slot < 0)
+        return 0;
+    ipc_exported[free_slot].base = base;
+    ipc_exported[free_slot].serial = ++ipc_serial;
+    return ipc_serial;
+}
+
+/* The allocation at base is freed: its serial goes (lock held). */
+static void ipc_forget(uintptr_t base)
+{
+    for (int i = 0; base != 0 && i < IPC_EXPORTED; i++)
+        if (ipc_exported[i].serial != 0 && ipc_exported[i].base == base)
+            ipc_exported[i].serial = 0;
+}
+
+static int ipc_find(CUdeviceptr at)
+{
+    for (int i = 0; i < IPC_OPENED; i++)
+        if (ipc_opened[i].opens != 0 && ipc_opened[i].at == at)
+            return i;
+    return -1;
+}
+
+FG_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pHandle)
+        return CUDA_ERROR_INVALID_VALUE;
+    fg_lock();
+    struct fg_alloc *a = find_alloc((uintptr_t)dptr, 0, FG_K_DEVMEM);
+    bool ok = a && !a->managed && !a->pool && ipc_find(a->base) < 0;
+    struct ipc_handle h = {.magic = IPC_MAGIC, .pid = getpid()};
+    if (ok) {
+        h.phys = fg_phys(a->dev);
+        h.base = a->base;
+        h.size = a->size;
+        h.serial = ipc_serial_of(a->base);
+        ok = h.serial != 0;
+    }
+    fg_unlock();
+    if (!ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(pHandle, 0, sizeof *pHandle);
+    memcpy(pHandle, &h, sizeof h);
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    struct ipc_handle h;
+    memcpy(&h, &handle, sizeof h);
+    if (!pdptr || (Flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != 0 ||
+        h.magic != IPC_MAGIC || h.size == 0 || h.pid <= 0 || h.pid > INT32_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (h.pid == getpid())
+        return CUDA_ERROR_INVALID_CONTEXT; /* a process cannot open its own handle */
+    if (kill((pid_t)h.pid, 0) != 0 && errno == ESRCH)
+        return CUDA_ERROR_INVALID_HANDLE; /* the exporter is gone, and its memory */
+    if (h.phys != fg_phys(c->dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    fg_lock();
+    int free_slot = -1;
+    for (int i = 0; i < IPC_OPENED; i++) {
+        if (ipc_opened[i].opens != 0 && memcmp(&ipc_opened[i].from, &h, sizeof h) == 0) {
+            ipc_opened[i].opens++;
+            *pdptr = ipc_opened[i].at;
+            fg_unlock();
+            return CUDA_SUCCESS;
+        }
+        if (ipc_opened[i].opens == 0 && free_slot < 0)
+            free_slot = i;
+    }
+    if (free_slot >= 0)
+        ipc_opened[free_slot].opens = 1; /* taken; filled below */
+    fg_unlock();
+    if (free_slot < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY; /* the driver: too many peers */
+    CUdeviceptr at;
+    r = dev_alloc(c->dev, (size_t)h.size, h.size, false, NULL, false, &at);
+    fg_lock();
+    if (r == CUDA_SUCCESS) {
+        ipc_opened[free_slot].from = h;
+        ipc_opened[free_slot].at = at;
+        *pdptr = at;
+    } else {
+        ipc_opened[free_slot].opens = 0;
+    }
+    fg_unlock();
+    return r;
+}
+
+FG_API CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    return cuIpcOpenMemHandle_v2(pdptr, handle, Flags);
+}
+
+FG_API CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    fg_lock();
+    int i = ipc_find(dptr);
+    bool last = i >= 0 && --ipc_opened[i].opens == 0;
+    fg_unlock();
+    if (i < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return last ? dev_free((uintptr_t)dptr, false) : CUDA_SUCCESS;
+}
+
+static bool graph_free(uintptr_t p);
+
+/* cuMemFree of an address cuIpcOpenMemHandle returned is refused: it is closed with
+ * cuIpcCloseMemHandle. */
+static CUresult dev_free_not_ipc(uintptr_t p)
+{
+    fg_lock();
+    bool ipc = p != 0 && ipc_find((CUdeviceptr)p) >= 0;
+    if (!ipc)
+        ipc_forget(p);
+    fg_unlock();
+    if (ipc)
+        return CUDA_ERROR_INVALID_VALUE;
+    return graph_free(p) ? CUDA_SUCCESS : dev_free(p, false);
+}
+
+FG_API CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    return dev_free_not_ipc((uintptr_t)dptr);
+}
+
+FG_API CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    return dev_free_not_ipc((uintptr_t)dptr);
 }
 
 FG_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
@@ -443,6 +620,118 @@ static bool alloc_in_pool(void *value, const void *arg)
     return ((struct fg_alloc *)value)->pool == arg;
 }
 
+/* Pools shared between processes. The pool's handle is a memfd named after the physical
+ * device; an imported pool is a pool of the importer's own on that device. A pointer's
+ * export data is that of legacy IPC (the exporter, the device, the allocation and its
+ * serial); the importer gets memory of the allocation's size, charged to it until it frees
+ * the address (cuMemFree, cuMemFreeAsync), as the driver keeps the allocation while an
+ * importer holds it. The bytes are not shared. */
+FG_API CUresult cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool,
+                                                 CUmemAllocationHandleType handleType,
+                                                 unsigned long long flags)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!handle_out || flags != 0 || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_INVALID_VALUE;
+    fg_lock();
+    struct fg_pool *p = fg_reg_get((uintptr_t)pool, FG_K_POOL);
+    int phys = p ? fg_phys(p->dev) : -1;
+    fg_unlock();
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    char name[64];
+    snprintf(name, sizeof name, "fakegpu-pool-%d", phys);
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *(int *)handle_out = fd;
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
+                                                   CUmemAllocationHandleType handleType,
+                                                   unsigned long long flags)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pool_out || flags != 0 || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_INVALID_VALUE;
+    char link[64], target[128];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", (int)(intptr_t)handle);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    int phys = -1, dev = -1;
+    if (n > 0) {
+        target[n] = '\0';
+        if (sscanf(target, "/memfd:fakegpu-pool-%d", &phys) != 1)
+            phys = -1;
+    }
+    for (int i = 0; phys >= 0 && i < fg_g.ndev; i++)
+        if (fg_g.phys[i] == phys)
+            dev = i;
+    if (dev < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = dev;
+    return cuMemPoolCreate(pool_out, &props);
+}
+
+FG_API CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CUdeviceptr ptr)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!shareData_out)
+        return CUDA_ERROR_INVALID_VALUE;
+    fg_lock();
+    struct fg_alloc *a = fg_reg_get((uintptr_t)ptr, FG_K_DEVMEM);
+    bool ok = a && a->pool;
+    struct ipc_handle h = {.magic = IPC_MAGIC, .pid = getpid()};
+    if (ok) {
+        h.phys = fg_phys(a->dev);
+        h.base = a->base;
+        h.size = a->size;
+        h.serial = ipc_serial_of(a->base);
+        ok = h.serial != 0;
+    }
+    fg_unlock();
+    if (!ok)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(shareData_out, 0, sizeof *shareData_out);
+    memcpy(shareData_out, &h, sizeof h);
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,
+                                       CUmemPoolPtrExportData *shareData)
+{
+    struct fg_ctx *c;
+    CUresult r = fg_current(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!ptr_out || !shareData)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct ipc_handle h;
+    memcpy(&h, shareData, sizeof h);
+    fg_lock();
+    struct fg_pool *p = fg_reg_get((uintptr_t)pool, FG_K_POOL);
+    int dev = p ? p->dev : -1;
+    fg_unlock();
+    if (dev < 0 || h.magic != IPC_MAGIC || h.size == 0 || h.pid <= 0 || h.pid > INT32_MAX ||
+        h.phys != fg_phys(dev))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (h.pid == getpid())
+        return CUDA_ERROR_INVALID_VALUE;
+    if (kill((pid_t)h.pid, 0) != 0 && errno == ESRCH)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return dev_alloc(dev, (size_t)h.size, h.size, false, NULL, false, ptr_out);
+}
+
 FG_API CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
     CUresult r = fg_check_init();
@@ -616,7 +905,10 @@ static CUresult free_async(CUdeviceptr dptr, CUstream h, bool pt)
         return r;
     if (dptr == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    return dev_free((uintptr_t)dptr, true);
+    fg_lock();
+    ipc_forget((uintptr_t)dptr);
+    fg_unlock();
+    return graph_free((uintptr_t)dptr) ? CUDA_SUCCESS : dev_free((uintptr_t)dptr, true);
 }
 
 FG_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
@@ -631,10 +923,50 @@ FG_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 
 /* ---- graph memory ---- */
 
-/* A memory allocation node: the memory is taken when the node is added (a real driver
- * maps it at the first launch and keeps it in the device's graph pool) and lives until
- * the address is freed (cuMemFree, cuMemFreeAsync). The node itself does nothing at
- * launch. */
+/* A memory allocation node's memory comes from the device's graph pool: taken when the
+ * node is added (a real driver maps it at the first launch), it lives until the address
+ * is freed (cuMemFree, cuMemFreeAsync) and then stays in the graph pool, charged, until
+ * cuDeviceGraphMemTrim; the next node is served from what the pool keeps. The node itself
+ * does nothing at launch. cuDeviceGetGraphMemAttribute reports the pool's figures. */
+#define GRAPH_ALLOCS 1024 /* live graph allocations of one process */
+static struct {
+    uintptr_t base;
+    uint64_t bytes;
+    int dev; /* -1: free entry */
+} graph_allocs[GRAPH_ALLOCS];
+static uint64_t graph_reserved[FG_MAX_DEVICES], graph_used[FG_MAX_DEVICES];
+static uint64_t graph_reserved_high[FG_MAX_DEVICES], graph_used_high[FG_MAX_DEVICES];
+static bool graph_inited;
+
+static void graph_init_locked(void)
+{
+    if (graph_inited)
+        return;
+    for (int i = 0; i < GRAPH_ALLOCS; i++)
+        graph_allocs[i].dev = -1;
+    graph_inited = true;
+}
+
+/* A free of p: when it is a graph allocation, its memory goes back to the graph pool
+ * (still charged) and it is unmapped; true when it was one. */
+static bool graph_free(uintptr_t p)
+{
+    fg_lock();
+    graph_init_locked();
+    int i = 0;
+    while (i < GRAPH_ALLOCS && !(graph_allocs[i].dev >= 0 && graph_allocs[i].base == p))
+        i++;
+    if (i < GRAPH_ALLOCS) {
+        graph_used[graph_allocs[i].dev] -= graph_allocs[i].bytes;
+        graph_allocs[i].dev = -1;
+    }
+    fg_unlock();
+    if (i == GRAPH_ALLOCS)
+        return false;
+    (void)dev_free(p, false); /* charged 0: the graph pool holds the charge */
+    return true;
+}
+
 FG_API CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                        const CUgraphNode *dependencies, size_t numDependencies,
                                        CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
@@ -649,19 +981,98 @@ FG_API CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
         nodeParams->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
         fg_check_device(nodeParams->poolProps.location.id) != CUDA_SUCCESS)
         return CUDA_ERROR_INVALID_VALUE;
+    int dev = nodeParams->poolProps.location.id;
+    uint64_t bytes = nodeParams->bytesize;
     fg_lock();
+    graph_init_locked();
     bool known = fg_reg_get((uintptr_t)hGraph, FG_K_GRAPH) != NULL;
+    int slot = 0;
+    while (slot < GRAPH_ALLOCS && graph_allocs[slot].dev >= 0)
+        slot++;
+    if (!known || slot == GRAPH_ALLOCS) {
+        fg_unlock();
+        return known ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
+    }
+    uint64_t cached = graph_reserved[dev] - graph_used[dev];
+    uint64_t need = bytes > cached ? bytes - cached : 0;
+    if (need > 0 && (r = fg_from_errno(reserve(dev, need))) != CUDA_SUCCESS) {
+        fg_unlock();
+        return r;
+    }
+    graph_reserved[dev] += need;
+    graph_used[dev] += bytes;
+    graph_allocs[slot].dev = dev; /* taken; its address below */
+    graph_allocs[slot].base = 0;
+    graph_allocs[slot].bytes = bytes;
+    if (graph_reserved[dev] > graph_reserved_high[dev])
+        graph_reserved_high[dev] = graph_reserved[dev];
+    if (graph_used[dev] > graph_used_high[dev])
+        graph_used_high[dev] = graph_used[dev];
     fg_unlock();
-    if (!known)
-        return CUDA_ERROR_INVALID_VALUE;
     CUdeviceptr p;
-    r = dev_alloc(nodeParams->poolProps.location.id, nodeParams->bytesize, nodeParams->bytesize,
-                  false, NULL, false, &p);
+    r = dev_alloc(dev, bytes, 0, false, NULL, false, &p);
+    fg_lock();
+    if (r == CUDA_SUCCESS) {
+        graph_allocs[slot].base = (uintptr_t)p;
+    } else {
+        graph_used[dev] -= bytes; /* what was reserved stays in the pool */
+        graph_allocs[slot].dev = -1;
+    }
+    fg_unlock();
     if (r != CUDA_SUCCESS)
         return r;
     nodeParams->dptr = p;
     *phGraphNode = (CUgraphNode)(uintptr_t)p; /* opaque to the caller */
     return CUDA_SUCCESS;
+}
+
+/* Gives back to the device what the graph pool keeps beyond its live allocations. */
+FG_API CUresult cuDeviceGraphMemTrim(CUdevice device)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (fg_check_device(device) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_DEVICE;
+    fg_lock();
+    uint64_t cached = graph_reserved[device] - graph_used[device];
+    if (cached > 0)
+        release(device, cached);
+    graph_reserved[device] = graph_used[device];
+    fg_unlock();
+    return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr,
+                                             void *value)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (fg_check_device(device) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    cuuint64_t *out = value;
+    fg_lock();
+    switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+        *out = graph_used[device];
+        break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+        *out = graph_used_high[device];
+        break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+        *out = graph_reserved[device];
+        break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+        *out = graph_reserved_high[device];
+        break;
+    default:
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    fg_unlock();
+    return r;
 }
 
 /* ---- arrays ---- */

@@ -97,7 +97,8 @@ static int resolve(nvmlDevice_t device, int *mig, nvmlReturn_t *ret)
                (p - mbase) % sizeof mig_handles[0][0] == 0 && device->index < (unsigned)count) {
         struct fg_device_info info;
         if (fg_state_device_info(state, (int)device->index, &info) != 0 || !info.mig_enabled ||
-            device->mig < 0 || (unsigned)device->mig >= info.mig_count) {
+            device->mig < 0 || (unsigned)device->mig >= info.mig_count ||
+            info.mig[device->mig].gi_id == 0 || !info.mig[device->mig].has_ci) {
             *ret = NVML_ERROR_INVALID_ARGUMENT;
             return -1;
         }
@@ -228,6 +229,10 @@ NVML_API const char *nvmlErrorString(nvmlReturn_t result)
         return "No data";
     case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
         return "Argument version mismatch";
+    case NVML_ERROR_IN_USE:
+        return "In use by another client";
+    case NVML_ERROR_INSUFFICIENT_RESOURCES:
+        return "Insufficient resources";
     default:
         return "Unknown Error";
     }
@@ -312,7 +317,8 @@ NVML_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *
             return NVML_SUCCESS;
         }
         for (unsigned m = 0; info.mig_enabled && m < info.mig_count; m++) {
-            if (strcasecmp(info.mig[m].uuid, uuid) == 0) {
+            if (info.mig[m].gi_id != 0 && info.mig[m].has_ci &&
+                strcasecmp(info.mig[m].uuid, uuid) == 0) {
                 *device = &mig_handles[i][m];
                 return NVML_SUCCESS;
             }
@@ -490,8 +496,9 @@ NVML_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, u
         return NVML_ERROR_NOT_SUPPORTED;
     if (index >= slices)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (!info.mig_enabled || index >= info.mig_count)
-        return NVML_ERROR_NOT_FOUND;
+    if (!info.mig_enabled || index >= info.mig_count || info.mig[index].gi_id == 0 ||
+        !info.mig[index].has_ci)
+        return NVML_ERROR_NOT_FOUND; /* slot index = MIG device index: gaps stay gaps */
     *migDevice = &mig_handles[dev][index];
     return NVML_SUCCESS;
 }
@@ -593,12 +600,20 @@ static nvmlReturn_t memory_info(nvmlDevice_t device, unsigned long long *total,
     if (dev < 0)
         return ret;
     if (mig >= 0) {
-        /* libcuda does not run work inside instances: a MIG device is always empty */
+        /* What the processes running inside the instance hold. */
         struct fg_device_info info;
-        if (fg_state_device_info(state, dev, &info) != 0)
+        struct fg_proc_usage procs[FG_MAX_PROCS];
+        unsigned n = FG_MAX_PROCS;
+        if (fg_state_device_info(state, dev, &info) != 0 ||
+            fg_procs_on_device(state, dev, UTIL_WINDOW_NS, procs, &n) != 0)
             return NVML_ERROR_UNKNOWN;
         *total = info.mig[mig].memory_bytes;
         *used = 0;
+        for (unsigned i = 0; i < n; i++)
+            if (procs[i].gi_id == info.mig[mig].gi_id)
+                *used += procs[i].used_bytes;
+        if (*used > *total)
+            *used = *total;
         return NVML_SUCCESS;
     }
     uint64_t u = 0, t = 0;
@@ -662,16 +677,31 @@ NVML_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
 /* ---- processes -------------------------------------------------------------------- */
 
 /* The processes on a device, with busy time over window_ns. */
+/* Through a MIG device's handle, only the processes inside that instance (as the driver
+ * answers an unprivileged caller on a MIG device). */
 static nvmlReturn_t list_procs(nvmlDevice_t device, uint64_t window_ns, struct fg_proc_usage *procs,
                                unsigned *count)
 {
     nvmlReturn_t ret;
-    int dev = device_index(device, &ret);
+    int mig;
+    int dev = resolve(device, &mig, &ret);
     if (dev < 0)
         return ret;
     *count = FG_MAX_PROCS;
     int rc = fg_procs_on_device(state, dev, window_ns, procs, count);
-    return rc == 0 ? NVML_SUCCESS : from_errno(rc);
+    if (rc != 0)
+        return from_errno(rc);
+    if (mig >= 0) {
+        struct fg_device_info info;
+        if (fg_state_device_info(state, dev, &info) != 0)
+            return NVML_ERROR_UNKNOWN;
+        unsigned kept = 0;
+        for (unsigned i = 0; i < *count; i++)
+            if (procs[i].gi_id == info.mig[mig].gi_id)
+                procs[kept++] = procs[i];
+        *count = kept;
+    }
+    return NVML_SUCCESS;
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
@@ -692,8 +722,8 @@ NVML_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t devic
     for (unsigned i = 0; i < n; i++) {
         infos[i].pid = (unsigned)procs[i].pid;
         infos[i].usedGpuMemory = procs[i].used_bytes;
-        infos[i].gpuInstanceId = NOT_MIG;
-        infos[i].computeInstanceId = NOT_MIG;
+        infos[i].gpuInstanceId = procs[i].gi_id != 0 ? procs[i].gi_id : NOT_MIG;
+        infos[i].computeInstanceId = procs[i].gi_id != 0 ? 0 : NOT_MIG;
     }
     *infoCount = n;
     return NVML_SUCCESS;
@@ -932,4 +962,391 @@ NVML_API nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t *data
                                        unsigned int timeoutms)
 {
     return nvmlEventSetWait_v2(set, data, timeoutms);
+}
+
+/* ---- dynamic MIG ------------------------------------------------------------------ */
+
+/* GPU instances and their compute instances have handles of their own: one per (GPU, slot),
+ * checked like device handles. The one compute instance fakegpu makes spans its GPU
+ * instance, so a GPU instance has at most one and the two share a slot. */
+struct nvmlGpuInstance_st {
+    unsigned index;
+    int slot;
+};
+struct nvmlComputeInstance_st {
+    unsigned index;
+    int slot;
+};
+
+static struct nvmlGpuInstance_st gi_handles[FG_MAX_DEVICES][FG_MAX_MIG];
+static struct nvmlComputeInstance_st ci_handles[FG_MAX_DEVICES][FG_MAX_MIG];
+static pthread_once_t mig_handles_once = PTHREAD_ONCE_INIT;
+
+static void init_mig_handles(void)
+{
+    for (unsigned i = 0; i < FG_MAX_DEVICES; i++)
+        for (int k = 0; k < FG_MAX_MIG; k++) {
+            gi_handles[i][k] = (struct nvmlGpuInstance_st){.index = i, .slot = k};
+            ci_handles[i][k] = (struct nvmlComputeInstance_st){.index = i, .slot = k};
+        }
+}
+
+static nvmlReturn_t mig_ret(int rc)
+{
+    switch (rc) {
+    case 0:
+        return NVML_SUCCESS;
+    case -ENOTSUP:
+        return NVML_ERROR_NOT_SUPPORTED;
+    case -ENOSPC:
+        return NVML_ERROR_INSUFFICIENT_RESOURCES;
+    case -EBUSY:
+        return NVML_ERROR_IN_USE;
+    case -EINVAL:
+    case -ENOENT:
+        return NVML_ERROR_INVALID_ARGUMENT;
+    default:
+        return NVML_ERROR_UNKNOWN;
+    }
+}
+
+/* A GPU handle's device in MIG mode with a profile table: its index, record and table. */
+static nvmlReturn_t mig_gpu(nvmlDevice_t device, bool args_ok, int *dev,
+                            struct fg_device_info *info, const struct fg_mig_profile **table,
+                            size_t *count)
+{
+    pthread_once(&mig_handles_once, init_mig_handles);
+    nvmlReturn_t ret = device_info(device, args_ok, dev, info);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    *table = fg_mig_profiles(info, count);
+    if (*table == NULL || !info->mig_enabled)
+        return NVML_ERROR_NOT_SUPPORTED;
+    return NVML_SUCCESS;
+}
+
+/* What a GPU or compute instance handle stands for. */
+struct mig_ref {
+    int dev, slot;
+    struct fg_device_info info;
+    const struct fg_mig_info *mi; /* into info */
+};
+
+/* Resolves a GPU instance handle (ci: a compute instance handle, whose compute instance
+ * must exist), then checks args_ok: NVML_SUCCESS with *r filled, or why not. */
+static nvmlReturn_t mig_ref(const void *h, bool ci, bool args_ok, struct mig_ref *r)
+{
+    pthread_once(&mig_handles_once, init_mig_handles);
+    if (!initialised())
+        return NVML_ERROR_UNINITIALIZED;
+    uintptr_t p = (uintptr_t)h;
+    uintptr_t base = ci ? (uintptr_t)&ci_handles[0][0] : (uintptr_t)&gi_handles[0][0];
+    size_t size = ci ? sizeof ci_handles : sizeof gi_handles;
+    size_t elem = ci ? sizeof ci_handles[0][0] : sizeof gi_handles[0][0];
+    if (p < base || p >= base + size || (p - base) % elem != 0)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    size_t n = (p - base) / elem;
+    r->dev = (int)(n / FG_MAX_MIG);
+    r->slot = (int)(n % FG_MAX_MIG);
+    if (r->dev >= fg_state_device_count(state) || fg_state_device_info(state, r->dev, &r->info))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    r->mi = &r->info.mig[r->slot];
+    if ((unsigned)r->slot >= r->info.mig_count || r->mi->gi_id == 0 || (ci && !r->mi->has_ci))
+        return NVML_ERROR_INVALID_ARGUMENT; /* destroyed: a stale handle */
+    if (fg_device_lost(state, r->dev))
+        return NVML_ERROR_GPU_IS_LOST;
+    return args_ok ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
+}
+
+/* mig_gpu, then the entry of profile id (INVALID_ARGUMENT when the model has none such). */
+static nvmlReturn_t mig_profile(nvmlDevice_t device, bool args_ok, unsigned id, int *dev,
+                                struct fg_device_info *info, const struct fg_mig_profile **p)
+{
+    const struct fg_mig_profile *table;
+    size_t count;
+    nvmlReturn_t ret = mig_gpu(device, args_ok, dev, info, &table, &count);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    *p = fg_mig_profile_by_id(info, id);
+    return *p == NULL ? NVML_ERROR_INVALID_ARGUMENT : NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile,
+                                                          nvmlGpuInstanceProfileInfo_t *info)
+{
+    struct fg_device_info dinfo;
+    const struct fg_mig_profile *table;
+    size_t count;
+    int dev;
+    nvmlReturn_t ret = mig_gpu(device, info != NULL, &dev, &dinfo, &table, &count);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (profile > NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < count; i++) {
+        const struct fg_mig_profile *p = &table[i];
+        if (p->nvml_profile != profile)
+            continue;
+        memset(info, 0, sizeof *info);
+        info->id = p->id;
+        info->sliceCount = p->slices;
+        info->instanceCount = p->max_count;
+        info->multiprocessorCount = p->sms;
+        info->copyEngineCount = p->slices;
+        info->memorySizeMB = p->memory_mib;
+        return NVML_SUCCESS;
+    }
+    return NVML_ERROR_NOT_SUPPORTED; /* a profile this model does not have */
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(
+    nvmlDevice_t device, unsigned int profileId, nvmlGpuInstancePlacement_t *placements,
+    unsigned int *count)
+{
+    struct fg_device_info info;
+    const struct fg_mig_profile *p;
+    int dev;
+    nvmlReturn_t ret = mig_profile(device, count != NULL, profileId, &dev, &info, &p);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    /* Every placement the profile has, taken or not (as the driver lists them). */
+    unsigned k = 0;
+    for (unsigned s = 0; s < 8; s++) {
+        if (!(p->starts & (1u << s)))
+            continue;
+        if (placements != NULL && k < *count)
+            placements[k] = (nvmlGpuInstancePlacement_t){.start = s, .size = p->size};
+        k++;
+    }
+    ret = placements != NULL && k > *count ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+    *count = k;
+    return ret;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device,
+                                                                unsigned int profileId,
+                                                                unsigned int *count)
+{
+    struct fg_device_info info;
+    const struct fg_mig_profile *p;
+    int dev;
+    nvmlReturn_t ret = mig_profile(device, count != NULL, profileId, &dev, &info, &p);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    /* Instances that fit one after another at the lowest free starts. */
+    unsigned busy = 0, have = 0, mask = (1u << p->size) - 1, fit = 0;
+    for (unsigned k = 0; k < info.mig_count; k++) {
+        const struct fg_mig_info *mi = &info.mig[k];
+        if (mi->gi_id == 0)
+            continue;
+        busy |= ((1u << mi->mem_slices) - 1) << mi->start;
+        have += mi->profile_id == p->id;
+    }
+    for (unsigned s = 0; s < 8 && have + fit < p->max_count; s++) {
+        if ((p->starts & (1u << s)) && s + p->size <= 8 && (busy & (mask << s)) == 0) {
+            busy |= mask << s;
+            fit++;
+        }
+    }
+    *count = fit;
+    return NVML_SUCCESS;
+}
+
+/* A GPU instance of profile id at start (-1: the first free one the profile allows);
+ * size, when not 0, must be the profile's. */
+static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned id, int start, unsigned size,
+                              nvmlGpuInstance_t *gpuInstance)
+{
+    struct fg_device_info info;
+    const struct fg_mig_profile *p;
+    int dev, slot = -1;
+    nvmlReturn_t ret = mig_profile(device, gpuInstance != NULL, id, &dev, &info, &p);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if ((size != 0 && size != p->size) || start >= 8)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    ret = mig_ret(fg_mig_create_gi(state, dev, id, start, &slot));
+    if (ret == NVML_SUCCESS)
+        *gpuInstance = &gi_handles[dev][slot];
+    return ret;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceCreateGpuInstance(nvmlDevice_t device, unsigned int profileId,
+                                                  nvmlGpuInstance_t *gpuInstance)
+{
+    return create_gi(device, profileId, -1, 0, gpuInstance);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(
+    nvmlDevice_t device, unsigned int profileId, const nvmlGpuInstancePlacement_t *placement,
+    nvmlGpuInstance_t *gpuInstance)
+{
+    if (placement == NULL)
+        return initialised() ? NVML_ERROR_INVALID_ARGUMENT : NVML_ERROR_UNINITIALIZED;
+    if (placement->size == 0 || placement->start >= 8)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    return create_gi(device, profileId, (int)placement->start, placement->size, gpuInstance);
+}
+
+NVML_API nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
+{
+    struct mig_ref r;
+    nvmlReturn_t ret = mig_ref(gpuInstance, false, true, &r);
+    return ret != NVML_SUCCESS ? ret : mig_ret(fg_mig_destroy_gi(state, r.dev, r.slot));
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
+                                                nvmlGpuInstance_t *gpuInstances,
+                                                unsigned int *count)
+{
+    struct fg_device_info info;
+    const struct fg_mig_profile *p;
+    int dev;
+    nvmlReturn_t ret =
+        mig_profile(device, gpuInstances != NULL && count != NULL, profileId, &dev, &info, &p);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    /* The buffer holds the profile's instanceCount, as the real call requires. */
+    unsigned k = 0;
+    for (unsigned m = 0; m < info.mig_count && k < p->max_count; m++)
+        if (info.mig[m].gi_id != 0 && info.mig[m].profile_id == profileId)
+            gpuInstances[k++] = &gi_handles[dev][m];
+    *count = k;
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
+                                                   nvmlGpuInstance_t *gpuInstance)
+{
+    struct fg_device_info info;
+    const struct fg_mig_profile *table;
+    size_t n;
+    int dev;
+    nvmlReturn_t ret = mig_gpu(device, gpuInstance != NULL, &dev, &info, &table, &n);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (id == 0 || id > FG_MAX_MIG || id > info.mig_count || info.mig[id - 1].gi_id != id)
+        return NVML_ERROR_NOT_FOUND;
+    *gpuInstance = &gi_handles[dev][id - 1];
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t gpuInstance,
+                                             nvmlGpuInstanceInfo_t *info)
+{
+    struct mig_ref r;
+    nvmlReturn_t ret = mig_ref(gpuInstance, false, info != NULL, &r);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    memset(info, 0, sizeof *info);
+    info->device = &handles[r.dev];
+    info->id = r.mi->gi_id;
+    info->profileId = r.mi->profile_id;
+    info->placement.start = r.mi->start;
+    info->placement.size = r.mi->mem_slices;
+    return NVML_SUCCESS;
+}
+
+/* The compute instance profile (the NVML_COMPUTE_INSTANCE_PROFILE_* value, also its id)
+ * that spans a GPU instance of `slices` compute slices. */
+static unsigned full_ci_profile(unsigned slices)
+{
+    switch (slices) {
+    case 1:
+        return NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE;
+    case 2:
+        return NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE;
+    case 3:
+        return NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE;
+    case 4:
+        return NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE;
+    default:
+        return NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE;
+    }
+}
+
+NVML_API nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(
+    nvmlGpuInstance_t gpuInstance, unsigned int profile, unsigned int engProfile,
+    nvmlComputeInstanceProfileInfo_t *info)
+{
+    struct mig_ref r;
+    nvmlReturn_t ret =
+        mig_ref(gpuInstance, false,
+                info != NULL && profile <= NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1, &r);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    /* Only the compute instance spanning the GPU instance is simulated. */
+    if (engProfile != NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED ||
+        profile != full_ci_profile(r.mi->slices))
+        return NVML_ERROR_NOT_SUPPORTED;
+    memset(info, 0, sizeof *info);
+    info->id = profile;
+    info->sliceCount = r.mi->slices;
+    info->instanceCount = 1;
+    info->multiprocessorCount = (unsigned)r.mi->sm_count;
+    info->sharedCopyEngineCount = r.mi->slices;
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlGpuInstanceCreateComputeInstance(nvmlGpuInstance_t gpuInstance,
+                                                           unsigned int profileId,
+                                                           nvmlComputeInstance_t *computeInstance)
+{
+    struct mig_ref r;
+    nvmlReturn_t ret = mig_ref(gpuInstance, false, computeInstance != NULL, &r);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    if (profileId != full_ci_profile(r.mi->slices))
+        return NVML_ERROR_INVALID_ARGUMENT;
+    ret = mig_ret(fg_mig_create_ci(state, r.dev, r.slot));
+    if (ret == NVML_SUCCESS)
+        *computeInstance = &ci_handles[r.dev][r.slot];
+    return ret;
+}
+
+NVML_API nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance,
+                                                         unsigned int profileId,
+                                                         nvmlComputeInstance_t *computeInstances,
+                                                         unsigned int *count)
+{
+    struct mig_ref r;
+    nvmlReturn_t ret = mig_ref(gpuInstance, false, computeInstances != NULL && count != NULL, &r);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    *count = 0;
+    if (r.mi->has_ci && profileId == full_ci_profile(r.mi->slices)) {
+        computeInstances[0] = &ci_handles[r.dev][r.slot];
+        *count = 1;
+    }
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance)
+{
+    struct mig_ref r;
+    nvmlReturn_t ret = mig_ref(computeInstance, true, true, &r);
+    return ret != NVML_SUCCESS ? ret : mig_ret(fg_mig_destroy_ci(state, r.dev, r.slot));
+}
+
+NVML_API nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t computeInstance,
+                                                    nvmlComputeInstanceInfo_t *info)
+{
+    struct mig_ref r;
+    nvmlReturn_t ret = mig_ref(computeInstance, true, info != NULL, &r);
+    if (ret != NVML_SUCCESS)
+        return ret;
+    memset(info, 0, sizeof *info);
+    info->device = &handles[r.dev];
+    info->gpuInstance = &gi_handles[r.dev][r.slot];
+    info->id = r.mi->ci_id;
+    info->profileId = full_ci_profile(r.mi->slices);
+    info->placement.start = 0;
+    info->placement.size = r.mi->slices;
+    return NVML_SUCCESS;
+}
+
+NVML_API nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t computeInstance,
+                                                 nvmlComputeInstanceInfo_t *info)
+{
+    return nvmlComputeInstanceGetInfo_v2(computeInstance, info);
 }

@@ -145,6 +145,7 @@ static void release_slot(struct fg_shared *sh, int slot)
     sl->in_use = 0;
     memset(sl->used_bytes, 0, sizeof sl->used_bytes);
     memset(sl->contexts, 0, sizeof sl->contexts);
+    memset(sl->mig, 0, sizeof sl->mig);
     sl->streams = 0;
 }
 
@@ -165,6 +166,27 @@ static uint64_t device_used(const struct fg_shared *sh, int dev)
     uint64_t used = 0;
     for (int i = 0; i < FG_MAX_PROCS; i++) {
         if (sh->slots[i].in_use)
+            used += sh->slots[i].used_bytes[dev];
+    }
+    return used;
+}
+
+/* Memory of what a process bound to MIG device mig - 1 (0: the whole GPU) can use, and
+ * what is used there. */
+static uint64_t mig_total(const struct fg_shared *sh, int dev, unsigned mig)
+{
+    if (mig == 0 || mig > FG_MAX_MIG || sh->info[dev].mig[mig - 1].gi_id == 0)
+        return sh->info[dev].total_bytes;
+    return sh->info[dev].mig[mig - 1].memory_bytes;
+}
+
+static uint64_t mig_used(const struct fg_shared *sh, int dev, unsigned mig)
+{
+    if (mig == 0)
+        return device_used(sh, dev);
+    uint64_t used = 0;
+    for (int i = 0; i < FG_MAX_PROCS; i++) {
+        if (sh->slots[i].in_use && sh->slots[i].mig[dev] == mig)
             used += sh->slots[i].used_bytes[dev];
     }
     return used;
@@ -245,6 +267,26 @@ static int claim_slot(struct fg_state *st)
         return i;
     }
     return -ENOSPC;
+}
+
+int fg_state_lock(struct fg_state *st)
+{
+    return lock(st);
+}
+
+void fg_state_unlock(struct fg_state *st)
+{
+    unlock(st);
+}
+
+void fg_state_reap_locked(struct fg_state *st)
+{
+    reap(st->sh, st->now());
+}
+
+int fg_state_claim_locked(struct fg_state *st)
+{
+    return claim_slot(st);
 }
 
 static void reap_if_due(struct fg_state *st, uint64_t now)
@@ -508,7 +550,11 @@ int fg_state_device_info(struct fg_state *st, int dev, struct fg_device_info *ou
 {
     if (bad_dev(st, dev) || out == NULL)
         return -EINVAL;
+    /* Under the lock: MIG instances change at run time. */
+    if (lock(st) != 0)
+        return -EIO;
     *out = st->sh->info[dev];
+    unlock(st);
     out->name[FG_NAME_MAX - 1] = '\0';
     out->uuid[sizeof out->uuid - 1] = '\0';
     out->pci_bus_id[sizeof out->pci_bus_id - 1] = '\0';
@@ -522,11 +568,12 @@ int fg_state_device_info(struct fg_state *st, int dev, struct fg_device_info *ou
  * processes, so memory a killed process held is never refused to the living. */
 static int charge(struct fg_state *st, int slot, int dev, uint64_t bytes)
 {
-    uint64_t total = st->sh->info[dev].total_bytes;
-    uint64_t used = device_used(st->sh, dev);
+    unsigned mig = st->sh->slots[slot].mig[dev];
+    uint64_t total = mig_total(st->sh, dev, mig);
+    uint64_t used = mig_used(st->sh, dev, mig);
     if (bytes <= total && used > total - bytes) {
         reap(st->sh, st->now());
-        used = device_used(st->sh, dev);
+        used = mig_used(st->sh, dev, mig);
     }
     if (bytes > total || used > total - bytes)
         return -ENOMEM;
@@ -612,10 +659,13 @@ int fg_mem_info(struct fg_state *st, int dev, uint64_t *used, uint64_t *total)
         return rc;
     bool has_stream[FG_MAX_PROCS];
     reap_device(st, dev, st->now(), has_stream);
+    /* A process inside a MIG device sees that device's memory, as CUDA shows it there. */
+    int slot = own_slot(st);
+    unsigned mig = slot == FG_NO_SLOT ? 0 : st->sh->slots[slot].mig[dev];
     if (used != NULL)
-        *used = device_used(st->sh, dev);
+        *used = mig_used(st->sh, dev, mig);
     if (total != NULL)
-        *total = st->sh->info[dev].total_bytes;
+        *total = mig_total(st->sh, dev, mig);
     unlock(st);
     return 0;
 }
@@ -1008,6 +1058,7 @@ int fg_procs_on_device(struct fg_state *st, int dev, uint64_t window_ns, struct 
             uint64_t span;
             out[n].pid = s->pid;
             out[n].used_bytes = s->used_bytes[dev];
+            out[n].gi_id = s->mig[dev] == 0 ? 0 : sh->info[dev].mig[s->mig[dev] - 1].gi_id;
             out[n].busy_ns = fg_util_sum(&s->util[dev], now, window_ns, &span);
         }
         n++;

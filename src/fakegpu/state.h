@@ -41,16 +41,36 @@
 #define FG_MIG_PROFILE    16          /* "7g.141gb" and the like, with the NUL */
 #define FG_XID_RING       32          /* XID events kept per device for waiting processes */
 
-/* One MIG device (a GPU instance with one compute instance spanning it), fixed by
- * FAKEGPU_MIG when the state is created. */
+/* One GPU instance, fixed by FAKEGPU_MIG when the state is created or made and destroyed
+ * at run time through NVML (fg_mig_create_gi and friends). A slot is in use while its
+ * gi_id is not 0 (slot k holds GPU instance id k + 1); it is a MIG device (a handle, a
+ * UUID, somewhere CUDA work can run) while it also has its compute instance. */
 struct fg_mig_info {
     char profile[FG_MIG_PROFILE]; /* NVIDIA's name, "<g>g.<mem>gb" */
     char uuid[41];                /* "MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
     unsigned slices;              /* GPU (= compute) instance slices */
-    unsigned mem_slices;          /* memory slices (of 8, or 4 on an A30) */
+    unsigned mem_slices;          /* memory slices (of 8, or 4 on an A30): placement.size */
     unsigned gi_id, ci_id;        /* NVML's GPU and compute instance ids */
     uint64_t memory_bytes;
     int sm_count;
+    unsigned profile_id; /* NVML's GPU instance profile id (19 for 1g.10gb, ...) */
+    unsigned start;      /* first memory slice: placement.start */
+    bool has_ci;         /* its compute instance exists (FAKEGPU_MIG: always) */
+    uint64_t created_s;  /* CLOCK_REALTIME seconds when made; 0 for FAKEGPU_MIG's */
+};
+
+/* One GPU instance profile of a model, as the driver reports it (the tables in
+ * state_mig.c, sources in docs/fakegpu.md). */
+struct fg_mig_profile {
+    unsigned nvml_profile; /* NVML_GPU_INSTANCE_PROFILE_* (the enum profile info takes) */
+    unsigned id;           /* the profile id everything else takes */
+    const char *name;      /* "1g.10gb", "1g.10gb+me", ... */
+    unsigned slices;       /* compute slices */
+    unsigned size;         /* memory slices */
+    unsigned memory_mib;
+    unsigned sms;
+    unsigned starts;    /* bit s: placement start s is allowed */
+    unsigned max_count; /* instances of this profile a GPU can hold */
 };
 
 struct fg_device_info {
@@ -64,7 +84,8 @@ struct fg_device_info {
     int cc_major, cc_minor; /* compute capability, derived from the name (H100: 9.0) */
     unsigned pci_domain, pci_bus, pci_device; /* distinct bus per device */
     bool mig_enabled;                         /* named in FAKEGPU_MIG */
-    unsigned mig_count;
+    unsigned mig_count;                       /* slots [0, mig_count) may be in use */
+    uint32_t mig_serial;                      /* GPU instances ever made at run time */
     struct fg_mig_info mig[FG_MAX_MIG];
 };
 
@@ -72,6 +93,7 @@ struct fg_proc_usage {
     pid_t pid;
     uint64_t used_bytes; /* allocations + context overhead on that device */
     uint64_t busy_ns;    /* device time used in the queried window */
+    unsigned gi_id;      /* GPU instance it runs in (fg_mig_bind); 0: the whole GPU */
 };
 
 struct fg_state;
@@ -165,12 +187,40 @@ struct vg_err;
 void fg_mig_geometry(const char *model, unsigned *slices, unsigned *mem_slices);
 void fg_mig_profile_name(unsigned slices, unsigned mem_slices, unsigned total_mem_slices,
                          uint64_t total_bytes, char *name);
-/* Parses a FAKEGPU_MIG value (`GPU:PROFILE[,PROFILE...][;GPU:...]`) onto devs[0..count),
+/* Parses a FAKEGPU_MIG value (`GPU:[PROFILE[,PROFILE...]][;GPU:...]`) onto devs[0..count),
  * which fg_parse_devices filled: marks the named GPUs MIG-enabled and fills their
- * instances. NULL or "" leaves every GPU without MIG. -EINVAL naming the bad part for an
- * unknown GPU or profile, a GPU named twice, a model without MIG, or instances that do
- * not fit the GPU's slices. */
+ * instances ("0:" is MIG mode with none). NULL or "" leaves every GPU without MIG.
+ * -EINVAL naming the bad part for an unknown GPU or profile, a GPU named twice, a model
+ * without MIG, or instances that do not fit the GPU (at the placements the model allows,
+ * for a model with a profile table). */
 int fg_parse_mig(const char *spec, struct fg_device_info *devs, int count, struct vg_err *err);
+
+/* The GPU instance profiles of d's model (NULL and 0 for a model fakegpu has no table
+ * for: only A100 40/80 GB, H100 80 GB and H200 have one). */
+const struct fg_mig_profile *fg_mig_profiles(const struct fg_device_info *d, size_t *count);
+const struct fg_mig_profile *fg_mig_profile_by_id(const struct fg_device_info *d, unsigned id);
+
+/* Dynamic MIG, on the shared state (every process sees the result at once). Errors:
+ * -ENOTSUP the GPU is not in MIG mode or its model has no table; -EINVAL a bad device,
+ * profile id, start or slot; -ENOSPC no room (the placement overlaps an instance, the
+ * profile's count is reached, or no placement is free: NVML's INSUFFICIENT_RESOURCES);
+ * -EBUSY in use (a compute instance or a process is in it: NVML's IN_USE); -ENOENT no such
+ * instance. fg_mig_create_gi places at start, or at the first free allowed start when
+ * start < 0, and gives the slot. */
+int fg_mig_create_gi(struct fg_state *st, int dev, unsigned profile_id, int start, int *slot);
+int fg_mig_destroy_gi(struct fg_state *st, int dev, int slot);
+int fg_mig_create_ci(struct fg_state *st, int dev, int slot);
+int fg_mig_destroy_ci(struct fg_state *st, int dev, int slot);
+/* Processes with a context in GPU instance slot of dev (0 when none). */
+int fg_mig_procs(struct fg_state *st, int dev, int slot, unsigned *count);
+/* The slot of the MIG device whose UUID is uuid on dev, or -ENOENT. */
+int fg_mig_find(const struct fg_device_info *d, const char *uuid);
+
+/* Runs this process's later contexts on dev inside MIG device slot (-1: the whole GPU):
+ * memory is then capped at the instance's, shared with the instance's other processes.
+ * -ENOENT when the slot is not a MIG device. Called by libcuda for a MIG-... entry of
+ * CUDA_VISIBLE_DEVICES before its first context there. */
+int fg_mig_bind(struct fg_state *st, int dev, int slot);
 
 /* Parses a FAKEGPU_DEVICES value into out[0..max) (name, memory, SMs, and the derived
  * UUID, PCI id and compute capability); *count receives the number of devices. -EINVAL

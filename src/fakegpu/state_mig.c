@@ -1,18 +1,20 @@
-/* FAKEGPU_MIG: which simulated GPUs are in MIG mode and their instances; and the XID
+/* FAKEGPU_MIG: which simulated GPUs are in MIG mode and their instances; dynamic MIG
+ * (GPU and compute instances made and destroyed through NVML at run time); and the XID
  * event sequence that fakegpu-ctl xid appends to and NVML's event sets read.
  *
- * MIG layout is fixed with the devices by the process that creates the state (it lives in
- * struct fg_device_info), so every process agrees on the instances, their UUIDs and ids.
- * The geometry is NVIDIA's: A30 has 4 compute and 4 memory slices, every other MIG-capable
- * model 7 compute and 8 memory slices; an instance takes `<g>` compute slices and the
- * memory slices its profile names (1g.10gb one eighth, 1g.20gb two eighths, ...). Profile
- * names are formed from memory as NVIDIA's tools form them: the instance's fraction of the
- * card (in eighths, rounded up) times the card's memory in whole GiB (rounded up),
- * rounded. The check that instances fit is the slice sums; the placement rules of real
- * hardware (which start slices each profile may use) are not simulated. */
+ * Instances live in struct fg_device_info in the shared state, changed only under its
+ * lock, so every process agrees on them, their UUIDs and ids. The geometry is NVIDIA's:
+ * A30 has 4 compute and 4 memory slices, every other MIG-capable model 7 compute and 8
+ * memory slices. For the models with a profile table below (A100 40 GB and 80 GB, H100
+ * 80 GB, H200) the profiles, their memory, SMs and allowed placements are the driver's,
+ * and an instance must sit at an allowed start without overlapping another, as on the
+ * hardware; for the other MIG models (FAKEGPU_MIG only) names are formed from memory as
+ * NVIDIA's tools form them (the instance's share in eighths, rounded up, times the card's
+ * memory in whole GiB, rounded up, rounded) and only the slice sums are checked. */
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/err.h"
 #include "base/parse.h"
@@ -92,7 +94,178 @@ static void mig_uuid(const struct fg_device_info *gpu, unsigned gi, char *out, s
                       u[12], u[13], u[14], u[15]);
 }
 
-/* Adds one instance named by [s, s+n) to GPU d. */
+/* ---- profile tables ---------------------------------------------------------------- */
+
+/* NVML_GPU_INSTANCE_PROFILE_* values (nvml.h). */
+enum { P1 = 0x0, P2 = 0x1, P3 = 0x2, P4 = 0x3, P7 = 0x4, P1_REV1 = 0x7, P1_REV2 = 0x9 };
+
+#define S_1G  0x7Fu /* starts 0..6 */
+#define S_1G2 0x55u /* 0, 2, 4, 6 */
+#define S_2G  0x15u /* 0, 2, 4 */
+#define S_3G  0x11u /* 0, 4 */
+#define S_ONE 0x01u /* 0 */
+
+/* Profile ids, slices and placements: `nvidia-smi mig -lgip` / `-lgipp` as NVIDIA's MIG
+ * user guide prints them; memory and SMs per model (sources in docs/fakegpu.md). */
+static const struct fg_mig_profile a100_40[] = {
+    {P1, 19, "1g.5gb", 1, 1, 4864, 14, S_1G, 7},
+    {P1_REV1, 20, "1g.5gb+me", 1, 1, 4864, 14, S_1G, 1},
+    {P1_REV2, 15, "1g.10gb", 1, 2, 9856, 14, S_1G2, 4},
+    {P2, 14, "2g.10gb", 2, 2, 9856, 28, S_2G, 3},
+    {P3, 9, "3g.20gb", 3, 4, 19968, 42, S_3G, 2},
+    {P4, 5, "4g.20gb", 4, 4, 19968, 56, S_ONE, 1},
+    {P7, 0, "7g.40gb", 7, 8, 40192, 98, S_ONE, 1},
+};
+static const struct fg_mig_profile a100_80[] = {
+    {P1, 19, "1g.10gb", 1, 1, 9856, 14, S_1G, 7},
+    {P1_REV1, 20, "1g.10gb+me", 1, 1, 9856, 14, S_1G, 1},
+    {P1_REV2, 15, "1g.20gb", 1, 2, 19968, 14, S_1G2, 4},
+    {P2, 14, "2g.20gb", 2, 2, 19968, 28, S_2G, 3},
+    {P3, 9, "3g.40gb", 3, 4, 40192, 42, S_3G, 2},
+    {P4, 5, "4g.40gb", 4, 4, 40192, 56, S_ONE, 1},
+    {P7, 0, "7g.80gb", 7, 8, 80384, 98, S_ONE, 1},
+};
+static const struct fg_mig_profile h100_80[] = {
+    {P1, 19, "1g.10gb", 1, 1, 9984, 16, S_1G, 7},
+    {P1_REV1, 20, "1g.10gb+me", 1, 1, 9984, 16, S_1G, 1},
+    {P1_REV2, 15, "1g.20gb", 1, 2, 20096, 26, S_1G2, 4},
+    {P2, 14, "2g.20gb", 2, 2, 20096, 32, S_2G, 3},
+    {P3, 9, "3g.40gb", 3, 4, 40448, 60, S_3G, 2},
+    {P4, 5, "4g.40gb", 4, 4, 40448, 64, S_ONE, 1},
+    {P7, 0, "7g.80gb", 7, 8, 81152, 132, S_ONE, 1},
+};
+static const struct fg_mig_profile h200[] = {
+    {P1, 19, "1g.18gb", 1, 1, 16384, 16, S_1G, 7},
+    {P1_REV1, 20, "1g.18gb+me", 1, 1, 16384, 16, S_1G, 1},
+    {P1_REV2, 15, "1g.35gb", 1, 2, 32960, 26, S_1G2, 4},
+    {P2, 14, "2g.35gb", 2, 2, 32960, 32, S_2G, 3},
+    {P3, 9, "3g.71gb", 3, 4, 66368, 60, S_3G, 2},
+    {P4, 5, "4g.71gb", 4, 4, 66368, 64, S_ONE, 1},
+    {P7, 0, "7g.141gb", 7, 8, 133184, 132, S_ONE, 1},
+};
+
+struct mig_table {
+    const char *needle;
+    uint64_t min_gib, max_gib; /* card memory, whole GiB rounded up, inclusive */
+    const struct fg_mig_profile *profiles;
+    size_t count;
+};
+
+#define TABLE(needle, lo, hi, t)                                                                   \
+    {                                                                                              \
+        needle, lo, hi, t, sizeof t / sizeof t[0]                                                  \
+    }
+static const struct mig_table mig_tables[] = {
+    TABLE("A100", 1, 48, a100_40),
+    TABLE("A100", 49, 96, a100_80),
+    TABLE("H100", 1, 88, h100_80), /* not the 94 GB NVL, whose names differ */
+    TABLE("H200", 120, 160, h200),
+};
+
+const struct fg_mig_profile *fg_mig_profiles(const struct fg_device_info *d, size_t *count)
+{
+    uint64_t gib = (d->total_bytes + GIB - 1) / GIB;
+    for (size_t i = 0; i < sizeof mig_tables / sizeof mig_tables[0]; i++) {
+        const struct mig_table *t = &mig_tables[i];
+        if (strstr(d->name, t->needle) != NULL && gib >= t->min_gib && gib <= t->max_gib) {
+            *count = t->count;
+            return t->profiles;
+        }
+    }
+    *count = 0;
+    return NULL;
+}
+
+const struct fg_mig_profile *fg_mig_profile_by_id(const struct fg_device_info *d, unsigned id)
+{
+    size_t n;
+    const struct fg_mig_profile *p = fg_mig_profiles(d, &n);
+    for (size_t i = 0; i < n; i++)
+        if (p[i].id == id)
+            return &p[i];
+    return NULL;
+}
+
+/* Memory slices the instances of d occupy (bit s: slice s). */
+static unsigned occupied(const struct fg_device_info *d)
+{
+    unsigned bits = 0;
+    for (unsigned k = 0; k < d->mig_count && k < FG_MAX_MIG; k++) {
+        const struct fg_mig_info *mi = &d->mig[k];
+        if (mi->gi_id != 0)
+            bits |= ((1u << mi->mem_slices) - 1) << mi->start;
+    }
+    return bits;
+}
+
+/* The first start p allows that is free in d at or after from, or -1. */
+static int free_start(const struct fg_device_info *d, const struct fg_mig_profile *p, int want)
+{
+    unsigned busy = occupied(d), mask = (1u << p->size) - 1;
+    for (unsigned s = 0; s < 8; s++) {
+        if (!(p->starts & (1u << s)) || (want >= 0 && (unsigned)want != s))
+            continue;
+        if (s + p->size <= 8 && (busy & (mask << s)) == 0)
+            return (int)s;
+    }
+    return -1;
+}
+
+static unsigned count_profile(const struct fg_device_info *d, unsigned id)
+{
+    unsigned n = 0;
+    for (unsigned k = 0; k < d->mig_count && k < FG_MAX_MIG; k++)
+        n += d->mig[k].gi_id != 0 && d->mig[k].profile_id == id;
+    return n;
+}
+
+/* Fills slot k of d with profile p at start (gi id k + 1). serial tells instances made
+ * at the same slot apart (their UUIDs differ, as a recreated instance's does). */
+static void fill_instance(struct fg_device_info *d, unsigned k, const struct fg_mig_profile *p,
+                          unsigned start, uint64_t serial)
+{
+    struct fg_mig_info *mi = &d->mig[k];
+    memset(mi, 0, sizeof *mi);
+    (void)vg_snprintf(mi->profile, sizeof mi->profile, "%s", p->name);
+    mi->slices = p->slices;
+    mi->mem_slices = p->size;
+    mi->gi_id = k + 1;
+    mi->ci_id = 0; /* the one compute instance spanning the GPU instance */
+    mi->memory_bytes = (uint64_t)p->memory_mib * MIB;
+    mi->sm_count = (int)p->sms;
+    mi->profile_id = p->id;
+    mi->start = start;
+    mig_uuid(d, mi->gi_id + (unsigned)(serial << 8), mi->uuid, sizeof mi->uuid);
+    if (d->mig_count < k + 1)
+        d->mig_count = k + 1;
+}
+
+/* Adds one instance named by [s, s+n) to GPU d, from its model's table: at the first free
+ * start the profile allows. */
+static int add_table_instance(struct fg_device_info *d, int index, const char *s, size_t n,
+                              struct vg_err *err)
+{
+    size_t count;
+    const struct fg_mig_profile *table = fg_mig_profiles(d, &count);
+    for (size_t i = 0; i < count; i++) {
+        const struct fg_mig_profile *p = &table[i];
+        if (strlen(p->name) != n || memcmp(p->name, s, n) != 0)
+            continue;
+        int start = free_start(d, p, -1);
+        if (start < 0 || count_profile(d, p->id) >= p->max_count)
+            return vg_err_set(err, -EINVAL,
+                              "FAKEGPU_MIG: GPU %d: instance '%s' does not fit (no allowed "
+                              "placement is free after the instances before it)",
+                              index, p->name);
+        fill_instance(d, d->mig_count, p, (unsigned)start, 0);
+        d->mig[d->mig_count - 1].has_ci = true;
+        return 0;
+    }
+    return vg_err_set(err, -EINVAL, "FAKEGPU_MIG: GPU %d (%s) has no MIG profile '%.*s'", index,
+                      d->name, (int)(n > 32 ? 32 : n), s);
+}
+
+/* Adds one instance named by [s, s+n) to GPU d (a model without a table). */
 static int add_instance(struct fg_device_info *d, int index, const char *s, size_t n,
                         unsigned slices, unsigned mem_slices, unsigned *used, unsigned *mem_used,
                         struct vg_err *err)
@@ -103,6 +276,9 @@ static int add_instance(struct fg_device_info *d, int index, const char *s, size
     if (d->mig_count == FG_MAX_MIG)
         return vg_err_set(err, -EINVAL, "FAKEGPU_MIG: GPU %d: more than %d instances", index,
                           FG_MAX_MIG);
+    size_t table_count;
+    if (fg_mig_profiles(d, &table_count) != NULL)
+        return add_table_instance(d, index, s, n, err);
     const struct mig_shape *shapes = slices == 4 ? shapes_a30 : shapes_full;
     size_t shape_count = slices == 4 ? sizeof shapes_a30 / sizeof shapes_a30[0]
                                      : sizeof shapes_full / sizeof shapes_full[0];
@@ -124,8 +300,10 @@ static int add_instance(struct fg_device_info *d, int index, const char *s, size
         memcpy(mi->profile, name, n + 1);
         mi->slices = g;
         mi->mem_slices = m;
-        mi->gi_id = d->mig_count; /* 1, 2, ... in FAKEGPU_MIG order */
-        mi->ci_id = 0;            /* the one compute instance spanning the GPU instance */
+        mi->gi_id = d->mig_count;  /* 1, 2, ... in FAKEGPU_MIG order */
+        mi->start = *mem_used - m; /* packed in order: no placement rules here */
+        mi->has_ci = true;
+        mi->ci_id = 0; /* the one compute instance spanning the GPU instance */
         mi->memory_bytes = d->total_bytes / mem_slices * m / MIB * MIB;
         mi->sm_count = d->sm_count * (int)g / (int)slices;
         if (mi->sm_count < 1)
@@ -171,6 +349,8 @@ static int parse_gpu(const char *s, size_t n, struct fg_device_info *devs, int c
     d->mig_count = 0;
     unsigned used = 0, mem_used = 0;
     const char *p = colon + 1, *end = s + n;
+    if (p == end)
+        return 0; /* "GPU:": MIG mode without instances, for dynamic MIG */
     for (;;) {
         const char *comma = memchr(p, ',', (size_t)(end - p));
         size_t len = comma ? (size_t)(comma - p) : (size_t)(end - p);
@@ -206,6 +386,172 @@ int fg_parse_mig(const char *spec, struct fg_device_info *devs, int count, struc
         p = semi + 1;
     }
     return 0;
+}
+
+/* ---- dynamic MIG (shared lock held inside each call) --------------------------------- */
+
+/* Device dev's record for a MIG call: -EINVAL for a bad index, -ENOTSUP unless in MIG mode
+ * with a profile table. */
+static int mig_device(struct fg_shared *sh, int dev, struct fg_device_info **out)
+{
+    if (dev < 0 || (uint32_t)dev >= sh->device_count)
+        return -EINVAL;
+    struct fg_device_info *d = &sh->info[dev];
+    size_t n;
+    if (!d->mig_enabled || fg_mig_profiles(d, &n) == NULL)
+        return -ENOTSUP;
+    *out = d;
+    return 0;
+}
+
+static bool slot_ok(const struct fg_device_info *d, int slot)
+{
+    return slot >= 0 && slot < FG_MAX_MIG && d->mig[slot].gi_id != 0;
+}
+
+/* Live processes in MIG slot of dev (lock held, dead ones reaped first). */
+static unsigned procs_in(struct fg_state *st, int dev, int slot)
+{
+    struct fg_shared *sh = fg_state_shared(st);
+    fg_state_reap_locked(st);
+    unsigned n = 0;
+    for (int i = 0; i < FG_MAX_PROCS; i++) {
+        const struct fg_slot *s = &sh->slots[i];
+        n += s->in_use && s->mig[dev] == (unsigned)slot + 1 &&
+             (s->contexts[dev] > 0 || s->used_bytes[dev] > 0);
+    }
+    return n;
+}
+
+int fg_mig_create_gi(struct fg_state *st, int dev, unsigned profile_id, int start, int *slot)
+{
+    if (start >= 8 || slot == NULL)
+        return -EINVAL;
+    int rc = fg_state_lock(st);
+    if (rc != 0)
+        return rc;
+    struct fg_device_info *d = NULL;
+    rc = mig_device(fg_state_shared(st), dev, &d);
+    const struct fg_mig_profile *p = rc == 0 ? fg_mig_profile_by_id(d, profile_id) : NULL;
+    if (rc == 0 && p == NULL)
+        rc = -EINVAL;
+    else if (rc == 0 && start >= 0 && !(p->starts & (1u << start)))
+        rc = -EINVAL; /* not a placement the profile has */
+    int at = -1, k = -1;
+    if (rc == 0) {
+        at = free_start(d, p, start);
+        for (int i = 0; i < FG_MAX_MIG && k < 0; i++)
+            if (d->mig[i].gi_id == 0)
+                k = i;
+        if (at < 0 || k < 0 || count_profile(d, p->id) >= p->max_count)
+            rc = -ENOSPC;
+    }
+    if (rc == 0) {
+        d->mig_serial++;
+        fill_instance(d, (unsigned)k, p, (unsigned)at, d->mig_serial);
+        d->mig[k].has_ci = false;
+        d->mig[k].created_s = (uint64_t)time(NULL);
+        *slot = k;
+    }
+    fg_state_unlock(st);
+    return rc;
+}
+
+int fg_mig_destroy_gi(struct fg_state *st, int dev, int slot)
+{
+    int rc = fg_state_lock(st);
+    if (rc != 0)
+        return rc;
+    struct fg_device_info *d = NULL;
+    rc = mig_device(fg_state_shared(st), dev, &d);
+    if (rc == 0 && !slot_ok(d, slot))
+        rc = -ENOENT;
+    if (rc == 0 && (d->mig[slot].has_ci || procs_in(st, dev, slot) > 0))
+        rc = -EBUSY;
+    if (rc == 0) {
+        memset(&d->mig[slot], 0, sizeof d->mig[slot]);
+        while (d->mig_count > 0 && d->mig[d->mig_count - 1].gi_id == 0)
+            d->mig_count--;
+    }
+    fg_state_unlock(st);
+    return rc;
+}
+
+int fg_mig_create_ci(struct fg_state *st, int dev, int slot)
+{
+    int rc = fg_state_lock(st);
+    if (rc != 0)
+        return rc;
+    struct fg_device_info *d = NULL;
+    rc = mig_device(fg_state_shared(st), dev, &d);
+    if (rc == 0 && !slot_ok(d, slot))
+        rc = -ENOENT;
+    if (rc == 0 && d->mig[slot].has_ci)
+        rc = -ENOSPC; /* the one compute instance spanning it exists */
+    if (rc == 0)
+        d->mig[slot].has_ci = true;
+    fg_state_unlock(st);
+    return rc;
+}
+
+int fg_mig_destroy_ci(struct fg_state *st, int dev, int slot)
+{
+    int rc = fg_state_lock(st);
+    if (rc != 0)
+        return rc;
+    struct fg_device_info *d = NULL;
+    rc = mig_device(fg_state_shared(st), dev, &d);
+    if (rc == 0 && (!slot_ok(d, slot) || !d->mig[slot].has_ci))
+        rc = -ENOENT;
+    if (rc == 0 && procs_in(st, dev, slot) > 0)
+        rc = -EBUSY;
+    if (rc == 0)
+        d->mig[slot].has_ci = false;
+    fg_state_unlock(st);
+    return rc;
+}
+
+int fg_mig_procs(struct fg_state *st, int dev, int slot, unsigned *count)
+{
+    struct fg_shared *sh = fg_state_shared(st);
+    if (dev < 0 || (uint32_t)dev >= sh->device_count || slot < 0 || slot >= FG_MAX_MIG)
+        return -EINVAL;
+    int rc = fg_state_lock(st);
+    if (rc != 0)
+        return rc;
+    *count = procs_in(st, dev, slot);
+    fg_state_unlock(st);
+    return 0;
+}
+
+int fg_mig_find(const struct fg_device_info *d, const char *uuid)
+{
+    for (unsigned k = 0; d->mig_enabled && k < d->mig_count && k < FG_MAX_MIG; k++) {
+        const struct fg_mig_info *mi = &d->mig[k];
+        if (mi->gi_id != 0 && mi->has_ci && strcmp(mi->uuid, uuid) == 0)
+            return (int)k;
+    }
+    return -ENOENT;
+}
+
+int fg_mig_bind(struct fg_state *st, int dev, int slot)
+{
+    struct fg_shared *sh = fg_state_shared(st);
+    if (dev < 0 || (uint32_t)dev >= sh->device_count || slot < -1 || slot >= FG_MAX_MIG)
+        return -EINVAL;
+    int rc = fg_state_lock(st);
+    if (rc != 0)
+        return rc;
+    const struct fg_device_info *d = &sh->info[dev];
+    if (slot >= 0 && (d->mig[slot].gi_id == 0 || !d->mig[slot].has_ci)) {
+        fg_state_unlock(st);
+        return -ENOENT;
+    }
+    int own = fg_state_claim_locked(st);
+    if (own >= 0)
+        sh->slots[own].mig[dev] = (uint8_t)(slot + 1);
+    fg_state_unlock(st);
+    return own < 0 ? own : 0;
 }
 
 /* ---- XID events ------------------------------------------------------------------- */

@@ -26,7 +26,7 @@
 #include "fakegpu/state.h"
 
 #define FG_STATE_MAGIC   0x3154534755504746ULL /* "FGPUGST1" little-endian */
-#define FG_STATE_VERSION 2u
+#define FG_STATE_VERSION 3u
 #define FG_STREAM_POOL   512 /* streams of all processes together */
 #define FG_NO_SLOT       (-1)
 #define FG_SLICE_OPEN    UINT64_MAX /* slice of a context alone on its device */
@@ -66,7 +66,9 @@ struct fg_slot {
     uint64_t gen;
     uint64_t used_bytes[FG_MAX_DEVICES]; /* allocations + context cost */
     uint32_t contexts[FG_MAX_DEVICES];
-    uint32_t streams; /* open streams, all devices */
+    uint32_t streams;            /* open streams, all devices */
+    uint8_t mig[FG_MAX_DEVICES]; /* MIG device slot + 1 this process runs in (fg_mig_bind);
+                                    0: the whole GPU */
     struct fg_util util[FG_MAX_DEVICES];
     struct fg_event_shared events[FG_MAX_EVENTS];
 };
@@ -134,6 +136,14 @@ uint64_t fg_util_sum(const struct fg_util *u, uint64_t now_ns, uint64_t window_n
 
 /* Kernel work still queued on a stream (ns), a lower bound on its remaining time. */
 uint64_t fg_stream_pending_ns(const struct fg_stream_shared *s);
+
+/* The shared lock (both locks: see state.c), for state_mig.c: 0 or -EIO; and a reap of
+ * dead processes with it held. */
+int fg_state_lock(struct fg_state *st);
+void fg_state_unlock(struct fg_state *st);
+void fg_state_reap_locked(struct fg_state *st);
+/* This process's slot, claimed if needed (lock held): the index or a negative errno. */
+int fg_state_claim_locked(struct fg_state *st);
 
 /* For tests: the mapping behind a handle, and its slot (FG_NO_SLOT before the first
  * context/memory/stream/event call). */

@@ -226,6 +226,24 @@ void vgc_setup(const struct vgpu_config *c, struct region *r, const char *region
         atomic_store_explicit(&vgc_active, 1, memory_order_release);
 }
 
+void vgc_set_share(unsigned d, uint32_t percent, uint32_t burst_limit)
+{
+    if (d >= REGION_MAX_DEVICES)
+        return;
+    struct cdev *cd = &rt.dev[d];
+    pthread_mutex_lock(&rt.lock);
+    if (cd->on) {
+        int64_t share = percent == 0 || percent >= 100 ? VGC_PPM : (int64_t)percent * 10000;
+        int64_t burst = cd->p.mode == VGPU_COMPUTE_BURST && (int64_t)burst_limit * 10000 > share
+                            ? (int64_t)burst_limit * 10000
+                            : share;
+        /* Launching threads read the parameters without the lock: one atomic store each. */
+        __atomic_store_n(&cd->p.share_ppm, share, __ATOMIC_RELAXED);
+        __atomic_store_n(&cd->p.burst_ppm, burst, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&rt.lock);
+}
+
 void vgc_after_fork(void)
 {
     /* Only the forking thread survives: no poller, nothing in flight here. */
@@ -927,6 +945,7 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     if (lv_current(&ctx, &regdev, NULL) != CUDA_SUCCESS || regdev < 0 ||
         regdev >= REGION_MAX_DEVICES || !rt.dev[regdev].on)
         return false;
+    lv_limits_check(); /* a resized share applies from this launch on */
     CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
     CUresult cr = ptsz ? REAL.cuStreamIsCapturing_ptsz(s, &cs) : REAL.cuStreamIsCapturing(s, &cs);
     if (cr != CUDA_SUCCESS || cs != CU_STREAM_CAPTURE_STATUS_NONE)
@@ -1325,9 +1344,18 @@ VGC_SLOW static CUresult slow_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hSt
     return launch_graph(false, hGraphExec, hStream);
 }
 
-LV_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+static CUresult graph_launch(CUgraphExec hGraphExec, CUstream hStream)
 {
     VGC_FAST(cuGraphLaunch, hGraphExec, hStream);
+}
+
+/* A launch maps what the graph allocates into the device's graph pool: re-read it. */
+LV_EXPORT CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    CUresult r = graph_launch(hGraphExec, hStream);
+    if (LV_UNLIKELY(atomic_load_explicit(&lv_g.graph_mem, memory_order_relaxed)))
+        lv_graph_resync_all();
+    return r;
 }
 
 VGC_SLOW static CUresult slow_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
@@ -1335,7 +1363,15 @@ VGC_SLOW static CUresult slow_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstrea
     return launch_graph(true, hGraphExec, hStream);
 }
 
-LV_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+static CUresult graph_launch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
     VGC_FAST(cuGraphLaunch_ptsz, hGraphExec, hStream);
+}
+
+LV_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    CUresult r = graph_launch_ptsz(hGraphExec, hStream);
+    if (LV_UNLIKELY(atomic_load_explicit(&lv_g.graph_mem, memory_order_relaxed)))
+        lv_graph_resync_all();
+    return r;
 }

@@ -470,5 +470,10 @@ extern _Atomic int vgc_active;
 void vgc_setup(const struct vgpu_config *c, struct region *r, const char *region_path);
 /* In a forked child: the parent's poller and in-flight work are not the child's. */
 void vgc_after_fork(void);
+/* A live resize's new share of region device d (percent; 0 or 100: the whole GPU) with
+ * the burst limit (percent). Only a device limited since setup changes: its board slot
+ * is the one the device plugin mounted then; a device set up without a share keeps none
+ * until the container restarts. */
+void vgc_set_share(unsigned d, uint32_t percent, uint32_t burst_limit);
 
 #endif

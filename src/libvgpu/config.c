@@ -43,6 +43,10 @@ const struct vgpu_key vgpu_config_keys[] = {
      "1 (low); from the environment it can only lower the limits file's"},
     {"CUDA_TASK_PRIORITY", VGPU_KEY_PRIORITY, false, false, "1",
      "HAMi-core's name for CUDA_DEVICE_TASK_PRIORITY; environment only, can only lower it"},
+    {"VGPU_LIMITS_GENERATION", VGPU_KEY_GENERATION, false, true, "none",
+     "the limits' generation, 1..2^63-1, written by the device plugin after a live resize: "
+     "the environment's limits no longer lower a file that has one; ignored in the "
+     "environment"},
     {"VGPU_LOG_LEVEL", VGPU_KEY_LOGLEVEL, false, false, "silent",
      "error, warn, info or debug; stderr, one line per event, rate-limited"},
     {"VGPU_LIMITS_FILE", VGPU_KEY_PATH, false, false, "unset",
@@ -201,6 +205,15 @@ int vgpu_config_apply(struct vgpu_config *c, const char *name, size_t name_len, 
             return vg_err_set(err, -EINVAL, "%s: path longer than %d bytes", key->name,
                               VGPU_CONFIG_PATH_MAX - 32);
         return 0;
+    case VGPU_KEY_GENERATION: {
+        uint64_t gen;
+        if (vg_parse_u64(value, 1, INT64_MAX, &gen, &sub) != 0)
+            return vg_err_set(err, -EINVAL, "%s=\"%s\": want a generation 1..%lld (%s)", key->name,
+                              value, (long long)INT64_MAX, sub.msg);
+        if (from_file)
+            c->generation = gen;
+        return 0;
+    }
     case VGPU_KEY_UUID: {
         size_t len = strlen(value), ok = 4;
         while (ok < len && (value[ok] == '-' || (value[ok] >= '0' && value[ok] <= '9') ||
@@ -377,6 +390,16 @@ static void flatten(struct vgpu_config *c)
     c->sm_limit_all = sm;
 }
 
+/* A priority can only be lowered (0 high -> 1 low), never raised. */
+static void lower_priority(struct vgpu_config *c, const struct vgpu_config *other)
+{
+    if (other->priority_given) {
+        if (other->priority > c->priority)
+            c->priority = other->priority;
+        c->priority_given = true;
+    }
+}
+
 /* Lowers c's limits to other's where other's are lower. */
 static void lower_limits(struct vgpu_config *c, const struct vgpu_config *other)
 {
@@ -390,12 +413,7 @@ static void lower_limits(struct vgpu_config *c, const struct vgpu_config *other)
     }
     c->memory_limit_all = lower(c->memory_limit_all, other->memory_limit_all);
     c->sm_limit_all = (uint32_t)lower(c->sm_limit_all, other->sm_limit_all);
-    /* A priority can only be lowered (0 high -> 1 low), never raised. */
-    if (other->priority_given) {
-        if (other->priority > c->priority)
-            c->priority = other->priority;
-        c->priority_given = true;
-    }
+    lower_priority(c, other);
     c->memory_limit_set = false;
     for (unsigned n = 0; n < VGPU_CONFIG_MAX_DEVICES; n++)
         c->memory_limit_set |= c->memory_limit[n] != 0;
@@ -448,6 +466,12 @@ int vgpu_config_load_at(struct vgpu_config *c, char *const *envp, const char *fi
     if (rc < 0)
         return rc;
     c->log_level = env.log_level;
+    /* A resized container's file decides alone: the environment was fixed when the
+     * container started, and every process must read the same limits from the same file,
+     * whenever it started (docs/libvgpu.md, "Live resize"). */
+    lower_priority(c, &env); /* a process may always run at low priority */
+    if (c->generation > 0)
+        return 0;
     lower_limits(c, &env);
     const char *other = env_value(envp, "VGPU_LIMITS_FILE");
     if (other != NULL) {

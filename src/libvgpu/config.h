@@ -32,23 +32,32 @@
 #define VGPU_LIMITS_LINE_MAX     512   /* bytes in one line of it */
 #define VGPU_LIMITS_FILE_HEADER  "vgpu-limits 1"
 #define VGPU_LIMITS_PATH         "/etc/vgpu/limits" /* where the device plugin mounts it */
+/* Beside it, in the same read-only directory: the limits' generation, a 16-byte file
+ * (VGPU_GENERATION_MAGIC, then a little-endian 64-bit count) that the device plugin
+ * raises, in place, after it has replaced the limits file by rename (a live resize,
+ * docs/protocol.md "Limits generation"). */
+#define VGPU_LIMITS_DIR          "/etc/vgpu" /* the directory the device plugin mounts there */
+#define VGPU_GENERATION_PATH     "/etc/vgpu/generation"
+#define VGPU_GENERATION_MAGIC    "vgpugen1"
+#define VGPU_GENERATION_SIZE     16
 #define VGPU_DEFAULT_REGION_PATH "/tmp/vgpu.region"
 #define VGPU_DEFAULT_CONTEXT_MIB 256
 #define VGPU_DEFAULT_BOARD_DIR   "/tmp/vgpu-compute"
 #define VGPU_CONFIG_UUID_MAX     64 /* VGPU_DEVICE_UUID_<n>, with the NUL */
 
 enum vgpu_key_kind {
-    VGPU_KEY_BYTES,    /* "<number>" bytes or with k/m/g (binary); 0 = no limit */
-    VGPU_KEY_PERCENT,  /* 0 (no limit) or 1..100 */
-    VGPU_KEY_PATH,     /* absolute path, at most VGPU_CONFIG_PATH_MAX - 1 bytes */
-    VGPU_KEY_MIB,      /* a number of MiB, 0..65536 */
-    VGPU_KEY_LOGLEVEL, /* error | warn | info | debug */
-    VGPU_KEY_POLICY,   /* GPU_CORE_UTILIZATION_POLICY: default | force | disable */
-    VGPU_KEY_MODE,     /* VGPU_COMPUTE_MODE: hard | burst | disable */
-    VGPU_KEY_BURST,    /* VGPU_COMPUTE_BURST_LIMIT: percent 1..100 */
-    VGPU_KEY_DIR,      /* VGPU_COMPUTE_BOARD: absolute directory path */
-    VGPU_KEY_UUID,     /* VGPU_DEVICE_UUID_<n>: GPU-... or MIG-..., limits file only */
-    VGPU_KEY_PRIORITY  /* CUDA_DEVICE_TASK_PRIORITY, CUDA_TASK_PRIORITY: 0 (high) or 1 (low) */
+    VGPU_KEY_BYTES,      /* "<number>" bytes or with k/m/g (binary); 0 = no limit */
+    VGPU_KEY_PERCENT,    /* 0 (no limit) or 1..100 */
+    VGPU_KEY_PATH,       /* absolute path, at most VGPU_CONFIG_PATH_MAX - 1 bytes */
+    VGPU_KEY_MIB,        /* a number of MiB, 0..65536 */
+    VGPU_KEY_LOGLEVEL,   /* error | warn | info | debug */
+    VGPU_KEY_POLICY,     /* GPU_CORE_UTILIZATION_POLICY: default | force | disable */
+    VGPU_KEY_MODE,       /* VGPU_COMPUTE_MODE: hard | burst | disable */
+    VGPU_KEY_BURST,      /* VGPU_COMPUTE_BURST_LIMIT: percent 1..100 */
+    VGPU_KEY_DIR,        /* VGPU_COMPUTE_BOARD: absolute directory path */
+    VGPU_KEY_UUID,       /* VGPU_DEVICE_UUID_<n>: GPU-... or MIG-..., limits file only */
+    VGPU_KEY_GENERATION, /* VGPU_LIMITS_GENERATION: 1..2^63-1, limits file only */
+    VGPU_KEY_PRIORITY    /* CUDA_DEVICE_TASK_PRIORITY, CUDA_TASK_PRIORITY: 0 (high) or 1 (low) */
 };
 
 /* Task priority (docs/compute.md, "Priority"): HAMi's nvidia.com/priority. */
@@ -101,6 +110,10 @@ struct vgpu_config {
      * limits file decides it and the environment can only lower it (0 -> 1). */
     int priority;
     bool priority_given; /* some source named a priority: the limiter takes part in it */
+    /* VGPU_LIMITS_GENERATION from the limits file (0: none, never resized). A file with
+     * one is not lowered by the environment (the limits a live resize set hold for every
+     * process alike). */
+    uint64_t generation;
 };
 
 /* Defaults: no limits, default region path, silent. */

@@ -30,6 +30,8 @@ struct lv_global lv_g = {
     .ctx_lock = PTHREAD_MUTEX_INITIALIZER,
     .pool_lock = PTHREAD_MUTEX_INITIALIZER,
     .private_fd = -1,
+    .limits_gen = &lv_limits_none,
+    .limits_lock = PTHREAD_MUTEX_INITIALIZER,
 };
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
@@ -168,6 +170,8 @@ static void give_limit(unsigned d, int n, bool closed)
         share = n >= 0 ? region_device(lv_g.region, d)->sm_limit_percent : 0;
     }
     region_set_limit(lv_g.region, d, limit, share);
+    if (d < REGION_MAX_DEVICES)
+        lv_g.limit_index[d] = n; /* a live resize gives d the n-th limit again */
 }
 
 /* Maps each visible device to its region entry and gives the region this process's
@@ -264,9 +268,14 @@ static int setup_region(struct vg_err *err)
         rc.devices[i].sm_limit_percent = vgpu_config_sm_limit(&lv_g.config, (unsigned)i);
     }
     const char *path = lv_g.config.region_path;
-    int rc_ = region_create(path, &rc, err);
-    if (rc_ >= 0)
-        rc_ = region_open(path, &lv_g.region, err);
+    /* The device plugin made the container's region and mounts that one file: its
+     * directory need not be writable here, so a region is only created where none is. */
+    int rc_ = region_open(path, &lv_g.region, err);
+    if (rc_ == -ENOENT) {
+        rc_ = region_create(path, &rc, err);
+        if (rc_ >= 0)
+            rc_ = region_open(path, &lv_g.region, err);
+    }
     if (rc_ < 0) {
         if (!lv_g.config.in_container)
             return vg_err_wrap(err, "region %s", path);
@@ -288,6 +297,7 @@ static int setup_region(struct vg_err *err)
 static bool load_config_locked(void)
 {
     struct vg_err err = {0};
+    lv_limits_map(); /* first: a resize from here on is seen */
     if (vgpu_config_load(&lv_g.config, environ, &err) < 0) {
         refuse(err.msg);
         return false;
@@ -454,6 +464,7 @@ static bool ensure_attached(void)
 
 void lv_reclaim_for_view(void)
 {
+    lv_limits_check(); /* the view shows the newest limit */
     /* At most every 50 ms per process: a probe per live slot is a syscall each. */
     static _Atomic int64_t last;
     int64_t now = now_ns(), prev = atomic_load_explicit(&last, memory_order_relaxed);
@@ -470,6 +481,7 @@ CUresult lv_charge_slow(int dev, uint64_t bytes)
 {
     if (bytes == 0)
         return CUDA_SUCCESS;
+    lv_limits_check();
     if (!ensure_attached())
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (LV_UNLIKELY(lv_g.closed)) {
@@ -497,7 +509,9 @@ CUresult lv_charge_slow(int dev, uint64_t bytes)
 void lv_record_replaced(const struct lv_track_entry *old)
 {
     /* The driver reused an address whose free we never saw (freed with its context). */
-    if (old->async)
+    if (old->graph)
+        lv_graph_freed(old->dev, old->bytes);
+    else if (old->async)
         lv_pool_freed((CUmemoryPool)old->pool, old->dev, old->bytes);
     else
         lv_uncharge(old->dev, old->bytes);
@@ -652,6 +666,110 @@ void lv_pool_resync_all(void)
     pthread_mutex_unlock(&lv_g.pool_lock);
 }
 
+/* ---- the device graph pools ----
+ *
+ * The driver serves graphs' allocations from a pool per device and keeps what a graph
+ * freed (its free node, a captured cuMemFreeAsync, a cuMemFree of its address) reserved
+ * for the next launch until cuDeviceGraphMemTrim; at a launch it maps what the graph
+ * allocates, whatever was charged when the graph was built. So each allocation is charged
+ * its size from its creation until its address is freed (graph_live), and whatever the
+ * driver reserves for graphs beyond the live allocations is charged on top (graph_kept),
+ * re-read after every graph allocation, free, trim and launch. When the region cannot
+ * take what the pool grew by, the pool is trimmed and read again; what a launch mapped
+ * beyond that stays uncharged until the next re-read (docs/security.md). */
+
+/* Not pool_lock: a refused charge re-reads the pools under it (lv_charge_slow). */
+static pthread_mutex_t graph_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t graph_reserved(int rd, bool *ok)
+{
+    cuuint64_t v = 0;
+    int cd = lv_g.graph_cudev[rd] - 1;
+    *ok = cd >= 0 && lv_g.real.cuDeviceGetGraphMemAttribute != NULL &&
+          lv_g.real.cuDeviceGetGraphMemAttribute(cd, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &v) ==
+              CUDA_SUCCESS;
+    return v;
+}
+
+static void graph_resync_locked(int rd)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        bool ok;
+        uint64_t reserved = graph_reserved(rd, &ok);
+        if (!ok)
+            return;
+        uint64_t live = lv_g.graph_live[rd], kept = lv_g.graph_kept[rd];
+        uint64_t target = reserved > live ? reserved - live : 0;
+        if (target <= kept) {
+            lv_uncharge(rd, kept - target);
+            lv_g.graph_kept[rd] = target;
+            return;
+        }
+        if (lv_charge(rd, target - kept) == CUDA_SUCCESS) {
+            lv_g.graph_kept[rd] = target;
+            return;
+        }
+        /* More than the region takes: give the pool's unused memory back, then again. */
+        if (pass == 0 && lv_g.real.cuDeviceGraphMemTrim != NULL)
+            (void)lv_g.real.cuDeviceGraphMemTrim(lv_g.graph_cudev[rd] - 1);
+    }
+    lv_log_oom(rd, 0);
+}
+
+void lv_graph_resync(int rd)
+{
+    if (rd < 0 || rd >= REGION_MAX_DEVICES)
+        return;
+    pthread_mutex_lock(&graph_lock);
+    graph_resync_locked(rd);
+    pthread_mutex_unlock(&graph_lock);
+}
+
+void lv_graph_resync_all(void)
+{
+    pthread_mutex_lock(&graph_lock);
+    for (int rd = 0; rd < REGION_MAX_DEVICES; rd++)
+        if (lv_g.graph_cudev[rd] != 0)
+            graph_resync_locked(rd);
+    pthread_mutex_unlock(&graph_lock);
+}
+
+CUresult lv_record_graph(uint64_t key, int rd, CUdevice cudev, uint64_t bytes, CUcontext ctx)
+{
+    struct lv_track_entry e = {.key = key,
+                               .space = LV_TRACK_DEVPTR,
+                               .dev = (uint16_t)rd,
+                               .bytes = bytes,
+                               .ctx = (uintptr_t)ctx,
+                               .graph = 1};
+    pthread_mutex_lock(&graph_lock);
+    lv_g.graph_live[rd] += bytes;
+    lv_g.graph_cudev[rd] = cudev + 1;
+    pthread_mutex_unlock(&graph_lock);
+    atomic_store(&lv_g.graph_mem, true);
+    struct lv_track_entry old;
+    int rc = lv_track_insert(&lv_g.track, &e, &old);
+    if (rc < 0) {
+        pthread_mutex_lock(&graph_lock);
+        lv_g.graph_live[rd] -= bytes;
+        pthread_mutex_unlock(&graph_lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (rc > 0)
+        lv_record_replaced(&old);
+    lv_graph_resync(rd);
+    return CUDA_SUCCESS;
+}
+
+void lv_graph_freed(int rd, uint64_t bytes)
+{
+    pthread_mutex_lock(&graph_lock);
+    lv_g.graph_live[rd] -= bytes < lv_g.graph_live[rd] ? bytes : lv_g.graph_live[rd];
+    lv_uncharge(rd, bytes);
+    graph_resync_locked(rd);
+    pthread_mutex_unlock(&graph_lock);
+}
+
 void lv_pool_forget(CUmemoryPool pool)
 {
     pthread_mutex_lock(&lv_g.pool_lock);
@@ -671,7 +789,9 @@ void lv_pool_forget(CUmemoryPool pool)
 static void release_entry(const struct lv_track_entry *e, void *arg)
 {
     (void)arg;
-    if (e->async)
+    if (e->graph)
+        lv_graph_freed(e->dev, e->bytes);
+    else if (e->async)
         lv_pool_freed((CUmemoryPool)e->pool, e->dev, e->bytes);
     else
         lv_uncharge(e->dev, e->bytes);
@@ -701,6 +821,11 @@ static void after_fork_child(void)
     lv_nvml_after_fork();
     vgc_after_fork();
     memset(lv_g.pools, 0, sizeof lv_g.pools);
+    pthread_mutex_init(&graph_lock, NULL);
+    memset(lv_g.graph_live, 0, sizeof lv_g.graph_live);
+    memset(lv_g.graph_kept, 0, sizeof lv_g.graph_kept);
+    memset(lv_g.graph_cudev, 0, sizeof lv_g.graph_cudev);
+    atomic_store(&lv_g.graph_mem, false);
     memset(lv_g.primary_refs, 0, sizeof lv_g.primary_refs);
     memset(lv_g.primary_charged, 0, sizeof lv_g.primary_charged);
     atomic_fetch_add(&lv_g.ctx_epoch, 1);

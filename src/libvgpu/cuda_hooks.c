@@ -380,6 +380,8 @@ LV_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch,
         CUresult r_ = call;                                                                        \
         if (LV_UNLIKELY(r_ != CUDA_SUCCESS))                                                       \
             (void)lv_track_insert(&lv_g.track, &e_, NULL);                                         \
+        else if (e_.graph)                                                                         \
+            lv_graph_freed(e_.dev, e_.bytes);                                                      \
         else if (e_.async)                                                                         \
             lv_pool_freed((CUmemoryPool)e_.pool, e_.dev, e_.bytes);                                \
         else                                                                                       \
@@ -452,7 +454,7 @@ static bool async_captured(CUstream s, bool ptsz)
                 lv_uncharge(rd_, (bytes));                                                         \
                 return p_;                                                                         \
             }                                                                                      \
-            if (lv_record(LV_TRACK_DEVPTR, *(dptr), rd_, (bytes), ctx_, NULL) != CUDA_SUCCESS) {   \
+            if (lv_record_graph(*(dptr), rd_, cd_, (bytes), ctx_) != CUDA_SUCCESS) {               \
                 (void)(free_call);                                                                 \
                 lv_uncharge(rd_, (bytes));                                                         \
                 return CUDA_ERROR_OUT_OF_MEMORY;                                                   \
@@ -513,8 +515,8 @@ LV_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesi
 }
 
 /* A graph's memory allocation node: charged from the node's creation until its address
- * is freed (cuMemFree, cuMemFreeAsync, or the context's end); the driver keeps graph
- * memory in the device's graph pool across launches, so no launch gives it back. */
+ * is freed (cuMemFree, cuMemFreeAsync, or the context's end); what the device's graph
+ * pool keeps beyond the live allocations is charged on top (lv_graph_resync, core.c). */
 LV_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                           const CUgraphNode *dependencies, size_t numDependencies,
                                           CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
@@ -541,12 +543,148 @@ LV_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGra
         lv_uncharge(rd, bytes);
         return r;
     }
-    if (lv_record(LV_TRACK_DEVPTR, nodeParams->dptr, rd, bytes, ctx, NULL) != CUDA_SUCCESS) {
+    if (lv_record_graph(nodeParams->dptr, rd, nodeParams->poolProps.location.id, bytes, ctx) !=
+        CUDA_SUCCESS) {
         /* Cannot follow it: the node stays in the graph, its memory freed at once. */
         (void)REAL.cuMemFree_v2(nodeParams->dptr);
         lv_uncharge(rd, bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    return r;
+}
+
+/* ---- legacy IPC: the importer is charged what it maps ----
+ *
+ * cuIpcOpenMemHandle maps another process's cuMemAlloc allocation. The exporter stays
+ * charged for it until its cuMemFree; the importer is charged its size too, from the open
+ * until its last cuIpcCloseMemHandle (or its context's end): the driver keeps the memory
+ * while an importer has it open (CUDA calls freeing it first undefined), so an exporter
+ * that frees and allocates again while its importer holds on would otherwise hold more
+ * than its container's limit between them. Shared memory is so counted twice within one
+ * container, the safe side. The size is the allocation's, as cuMemGetAddressRange gives
+ * it; an open the importer cannot afford (or size, or record) is closed again and refused
+ * with CUDA_ERROR_OUT_OF_MEMORY. A handle opened again by the same context returns the
+ * same address (the driver counts opens): charged once, released at the last close. */
+
+static bool ipc_ref(struct lv_track_entry *e, void *arg)
+{
+    (void)arg;
+    e->refs++;
+    return false;
+}
+
+static bool ipc_unref(struct lv_track_entry *e, void *arg)
+{
+    (void)arg;
+    e->refs = e->refs > 0 ? e->refs - 1 : 0;
+    return e->refs == 0;
+}
+
+#define LV_IPC_OPEN(call)                                                                          \
+    do {                                                                                           \
+        CUcontext ctx_;                                                                            \
+        int rd_;                                                                                   \
+        if (pdptr == NULL || lv_current(&ctx_, &rd_, NULL) != CUDA_SUCCESS || rd_ < 0)             \
+            return call;                                                                           \
+        CUresult r_ = call;                                                                        \
+        if (r_ != CUDA_SUCCESS)                                                                    \
+            return r_;                                                                             \
+        struct lv_track_entry e_;                                                                  \
+        if (lv_track_modify(&lv_g.track, LV_TRACK_IPC, *pdptr, ipc_ref, NULL, &e_))                \
+            return r_; /* opened before by this context: charged once */                           \
+        CUdeviceptr base_ = 0;                                                                     \
+        size_t size_ = 0;                                                                          \
+        CUresult c_ =                                                                              \
+            REAL.cuMemGetAddressRange_v2(&base_, &size_, *pdptr) == CUDA_SUCCESS && size_ != 0     \
+                ? lv_charge(rd_, size_)                                                            \
+                : CUDA_ERROR_OUT_OF_MEMORY;                                                        \
+        if (c_ == CUDA_SUCCESS) {                                                                  \
+            struct lv_track_entry n_ = {.key = *pdptr,                                             \
+                                        .space = LV_TRACK_IPC,                                     \
+                                        .dev = (uint16_t)rd_,                                      \
+                                        .refs = 1,                                                 \
+                                        .bytes = size_,                                            \
+                                        .ctx = (uintptr_t)ctx_};                                   \
+            int i_ = lv_track_insert(&lv_g.track, &n_, &e_);                                       \
+            if (i_ < 0) {                                                                          \
+                lv_uncharge(rd_, size_);                                                           \
+                c_ = CUDA_ERROR_OUT_OF_MEMORY;                                                     \
+            } else if (i_ > 0) {                                                                   \
+                lv_record_replaced(&e_);                                                           \
+            }                                                                                      \
+        }                                                                                          \
+        if (c_ != CUDA_SUCCESS) {                                                                  \
+            (void)REAL.cuIpcCloseMemHandle(*pdptr);                                                \
+            *pdptr = 0;                                                                            \
+            return c_;                                                                             \
+        }                                                                                          \
+        return r_;                                                                                 \
+    } while (0)
+
+LV_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                         unsigned int Flags)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuIpcOpenMemHandle_v2(pdptr, handle, Flags));
+    LV_IPC_OPEN(REAL.cuIpcOpenMemHandle_v2(pdptr, handle, Flags));
+}
+
+LV_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuIpcOpenMemHandle(pdptr, handle, Flags));
+    LV_IPC_OPEN(REAL.cuIpcOpenMemHandle(pdptr, handle, Flags));
+}
+
+LV_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuIpcCloseMemHandle(dptr));
+    CUresult r = REAL.cuIpcCloseMemHandle(dptr);
+    struct lv_track_entry e;
+    if (r == CUDA_SUCCESS &&
+        lv_track_modify(&lv_g.track, LV_TRACK_IPC, dptr, ipc_unref, NULL, &e) && e.refs == 0)
+        lv_uncharge(e.dev, e.bytes);
+    return r;
+}
+
+/* A pool allocation of another process, imported through a shared pool: as for legacy
+ * IPC, the importer is charged the allocation's size until it frees the address
+ * (cuMemFree, cuMemFreeAsync: the LV_TRACK_DEVPTR entry), the exporter until its own
+ * free; an import the container cannot afford is freed again and refused. */
+LV_EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,
+                                          CUmemPoolPtrExportData *shareData)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuMemPoolImportPointer(ptr_out, pool, shareData));
+    CUcontext ctx;
+    int rd;
+    if (ptr_out == NULL || lv_current(&ctx, &rd, NULL) != CUDA_SUCCESS || rd < 0)
+        return REAL.cuMemPoolImportPointer(ptr_out, pool, shareData);
+    CUresult r = REAL.cuMemPoolImportPointer(ptr_out, pool, shareData);
+    if (r != CUDA_SUCCESS)
+        return r;
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CUresult c = REAL.cuMemGetAddressRange_v2(&base, &size, *ptr_out) == CUDA_SUCCESS && size != 0
+                     ? lv_charge(rd, size)
+                     : CUDA_ERROR_OUT_OF_MEMORY;
+    if (c == CUDA_SUCCESS &&
+        lv_record(LV_TRACK_DEVPTR, *ptr_out, rd, size, ctx, NULL) != CUDA_SUCCESS) {
+        lv_uncharge(rd, size);
+        c = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (c != CUDA_SUCCESS) {
+        (void)REAL.cuMemFree_v2(*ptr_out);
+        *ptr_out = 0;
+        return c;
+    }
+    return r;
+}
+
+/* What the graph pool kept goes back to the device: re-read, the charge follows. */
+LV_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice device)
+{
+    LV_ENFORCING_OR_FORWARD(REAL.cuDeviceGraphMemTrim(device));
+    CUresult r = REAL.cuDeviceGraphMemTrim(device);
+    if (r == CUDA_SUCCESS)
+        lv_graph_resync(lv_regdev_of_cudevice(device));
     return r;
 }
 

@@ -28,6 +28,7 @@ enum lv_track_space {
     LV_TRACK_CONTEXT,  /* a context's own overhead, keyed by CUcontext */
     LV_TRACK_VMM_OBJ,  /* a VMM physical allocation, keyed by libvgpu's own id: the charge */
     LV_TRACK_VMM_MAP,  /* a cuMemMap mapping, keyed by its virtual address */
+    LV_TRACK_IPC,      /* cuIpcOpenMemHandle: the imported address, refs: opens not closed */
 };
 
 struct lv_track_entry {
@@ -35,12 +36,14 @@ struct lv_track_entry {
     uint8_t space;    /* enum lv_track_space */
     uint8_t async;    /* allocated from a memory pool (stream-ordered) */
     uint16_t dev;     /* region device index */
-    uint32_t refs;    /* LV_TRACK_VMM, LV_TRACK_VMM_OBJ: handle references not yet released */
+    uint32_t refs;    /* LV_TRACK_VMM, LV_TRACK_VMM_OBJ: handle references not yet released;
+                         LV_TRACK_IPC: opens not yet closed */
     uint64_t bytes;   /* charged to the region (LV_TRACK_VMM_MAP: the size mapped, not charged) */
     uintptr_t ctx;    /* context it belongs to (0: not tied to one) */
     uintptr_t pool;   /* memory pool for stream-ordered allocations */
     uint32_t maps;    /* LV_TRACK_VMM_OBJ: mappings not yet unmapped */
     uint8_t imported; /* LV_TRACK_VMM_OBJ: from another process's shareable handle */
+    uint8_t graph;    /* LV_TRACK_DEVPTR: a graph's allocation (node or captured) */
     uint64_t obj;     /* LV_TRACK_VMM, LV_TRACK_VMM_MAP: the LV_TRACK_VMM_OBJ key */
 };
 

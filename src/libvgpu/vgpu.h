@@ -78,6 +78,7 @@
     X(cuMemFreeAsync_ptsz)                                                                         \
     X(cuGraphAddMemAllocNode)                                                                      \
     X(cuMemPoolTrimTo)                                                                             \
+    X(cuDeviceGraphMemTrim)                                                                        \
     X(cuMemPoolDestroy)                                                                            \
     X(cuArrayCreate)                                                                               \
     X(cuArrayCreate_v2)                                                                            \
@@ -92,6 +93,10 @@
     X(cuMemUnmap)                                                                                  \
     X(cuMemRetainAllocationHandle)                                                                 \
     X(cuMemImportFromShareableHandle)                                                              \
+    X(cuIpcOpenMemHandle)                                                                          \
+    X(cuIpcOpenMemHandle_v2)                                                                       \
+    X(cuIpcCloseMemHandle)                                                                         \
+    X(cuMemPoolImportPointer)                                                                      \
     X(cuLaunchKernel)                                                                              \
     X(cuLaunchKernel_ptsz)                                                                         \
     X(cuLaunchKernelEx)                                                                            \
@@ -115,7 +120,9 @@
     X(cuMemGetAllocationGranularity)                                                               \
     X(cuMemAddressReserve)                                                                         \
     X(cuMemAddressFree)                                                                            \
+    X(cuMemGetAddressRange_v2)                                                                     \
     X(cuMemPoolGetAttribute)                                                                       \
+    X(cuDeviceGetGraphMemAttribute)                                                                \
     X(cuStreamIsCapturing)                                                                         \
     X(cuStreamIsCapturing_ptsz)                                                                    \
     X(cuThreadExchangeStreamCaptureMode)                                                           \
@@ -181,11 +188,26 @@ struct lv_global {
     struct lv_track track;
     pthread_mutex_t pool_lock;
     struct lv_pool pools[LV_MAX_POOLS];
+    /* The device graph pools (under core.c's graph lock): per region device, the bytes of live
+     * graph allocations charged on their own, what is charged for the rest of what the driver
+     * reserves for graphs, and the CUdevice to ask (+1; 0: no graph memory seen). */
+    uint64_t graph_live[REGION_MAX_DEVICES], graph_kept[REGION_MAX_DEVICES];
+    int graph_cudev[REGION_MAX_DEVICES];
+    _Atomic bool graph_mem; /* some graph memory was seen: launches re-read the pools */
     _Atomic int64_t oom_logged_ns[REGION_MAX_DEVICES];
     bool closed;              /* enforcement failed closed: every allocation is refused */
     _Atomic bool attach_said; /* a failed attach was reported */
     int private_fd;           /* the memfd behind a private region when closed (-1: none) */
+    /* Live resize (resize.c): the limits generation the device plugin raises, mapped
+     * read-only from VGPU_GENERATION_PATH (&lv_limits_none when there is none), and the
+     * generation this process's limits were read at. */
+    const _Atomic uint64_t *limits_gen;
+    _Atomic uint64_t limits_seen;
+    pthread_mutex_t limits_lock;
+    int limit_index[REGION_MAX_DEVICES]; /* configuration index of region device d (-1) */
 };
+
+extern const _Atomic uint64_t lv_limits_none;
 
 extern struct lv_global lv_g;
 
@@ -265,10 +287,27 @@ int lv_regdev_of_cudevice(CUdevice dev);
  * rate-limited). Reclaims dead processes and re-reads this process's pools before
  * refusing. */
 CUresult lv_charge_slow(int dev, uint64_t bytes);
+/* Live resize (resize.c). lv_limits_map maps the generation before the configuration is
+ * read (setup lock held); lv_limits_current is the whole hot-path cost, one load and a
+ * compare where limits are read already; lv_limits_reload re-reads the limits file and
+ * gives the region and the compute limiter the new limits. */
+void lv_limits_map(void);
+void lv_limits_reload(void);
+static inline bool lv_limits_current(void)
+{
+    return LV_LIKELY(atomic_load_explicit(lv_g.limits_gen, memory_order_relaxed) ==
+                     atomic_load_explicit(&lv_g.limits_seen, memory_order_relaxed));
+}
+static inline void lv_limits_check(void)
+{
+    if (!lv_limits_current())
+        lv_limits_reload();
+}
+
 static inline CUresult lv_charge(int dev, uint64_t bytes)
 {
     if (LV_LIKELY(atomic_load_explicit(&lv_g.attached, memory_order_acquire)) &&
-        region_reserve(lv_g.region, (unsigned)dev, bytes) == 0)
+        lv_limits_current() && region_reserve(lv_g.region, (unsigned)dev, bytes) == 0)
         return CUDA_SUCCESS;
     return lv_charge_slow(dev, bytes);
 }
@@ -279,6 +318,17 @@ static inline void lv_uncharge(int dev, uint64_t bytes)
 }
 /* Before reporting usage: takes back what dead processes held (rate-limited). */
 void lv_reclaim_for_view(void);
+
+/* Graph memory (core.c). lv_record_graph records a graph's allocation (a memory
+ * allocation node, or cuMemAllocAsync on a capturing stream) already charged its size;
+ * lv_graph_freed gives that back when its address is freed and re-reads the device's
+ * graph pool; lv_graph_resync charges what the driver reserves for graphs beyond the live
+ * allocations (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), trimming the pool when the region
+ * cannot take it; lv_graph_resync_all does so for every device with graph memory. */
+CUresult lv_record_graph(uint64_t key, int rd, CUdevice cudev, uint64_t bytes, CUcontext ctx);
+void lv_graph_freed(int rd, uint64_t bytes);
+void lv_graph_resync(int rd);
+void lv_graph_resync_all(void);
 
 /* Releases what an entry that lv_record replaced held. */
 void lv_record_replaced(const struct lv_track_entry *old);

@@ -97,6 +97,13 @@ static const struct vg_flag flags[] = {
      .def = "3"},
     U64("quarantine-window-s", quarantine_window_s, 1, 86400, "the window", "60"),
     U64("quarantine-s", quarantine_s, 1, 7 * 86400, "how long a quarantine lasts", "600"),
+    FN("compute-check", "on|off", check_compute, parse_on_off,
+       "a container's GPU utilization (NVML's, its processes summed) over the window may "
+       "pass its compute share (burst mode: its burst limit) by at most the margin",
+       "on"),
+    U64("compute-window-s", compute_window_s, 1, 600, "the window of the compute check", "3"),
+    U64("compute-margin", compute_margin, 1, 100,
+        "points of the GPU a container may use over its share before it is a violation", "10"),
     U64("interval-ms", interval_ms, 10, 10000, "sampling interval, 10..10000", "100"),
     FN("region-dir", "DIR", region_dir, parse_abs_path,
        "the device plugin's container directories, its vgpu.regionDir",
@@ -128,6 +135,9 @@ int mon_args_parse(int argc, char **argv, struct mon_args *a, struct vg_err *err
     memset(&parsed, 0, sizeof parsed);
     parsed.policy = MON_POLICY_KILL;
     parsed.check_registration = true;
+    parsed.check_compute = true;
+    parsed.compute_window_s = 3;
+    parsed.compute_margin = 10;
     quarantine_after = 3;
     parsed.quarantine_window_s = 60;
     parsed.quarantine_s = 600;

@@ -44,8 +44,10 @@ struct nvml {
     char uuids[MON_MAX_GPUS][VGPU_CONFIG_UUID_MAX];
     nvmlProcessInfo_t infos[MON_MAX_PROCS];
     nvmlProcessInfo_v1_t infos_v1[MON_MAX_PROCS];
-    unsigned failing[MON_MAX_GPUS]; /* samples in a row a GPU could not be listed */
-    uint64_t *error_count;          /* vgpu_monitor_errors_total{kind="nvml"} */
+    nvmlProcessUtilizationSample_t utils[MON_MAX_PROCS];
+    bool util_failing[MON_MAX_GPUS]; /* logged once while it fails */
+    unsigned failing[MON_MAX_GPUS];  /* samples in a row a GPU could not be listed */
+    uint64_t *error_count;           /* vgpu_monitor_errors_total{kind="nvml"} */
 };
 
 static int nvml_open(struct nvml *n, const char *soname, struct vg_err *err)
@@ -114,6 +116,53 @@ static void nvml_poll_xids(struct nvml *n)
     }
 }
 
+static int cmp_util_pid(const void *a, const void *b)
+{
+    const nvmlProcessUtilizationSample_t *x = a, *y = b;
+    return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+/* Each process's share of GPU g's SM time over the last second, into procs[0..count)
+ * (all on g): NVML's samples newer than 1 s ago, averaged per process (the real driver
+ * returns one per process and driver sample period, fakegpu one over the span). No
+ * samples (NOT_FOUND: nothing ran) leaves 0; another failure is logged once and leaves 0,
+ * which only makes the compute check lenient (docs/monitor.md). */
+static void nvml_utils(struct nvml *n, unsigned g, struct mon_proc *procs, size_t count)
+{
+    if (!n->lib.proc_utilization || count == 0)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long now_us =
+        (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000;
+    unsigned c = MON_MAX_PROCS;
+    nvmlReturn_t rc = n->lib.proc_utilization(n->handles[g], n->utils, &c, now_us - 1000000ULL);
+    if (rc == NVML_ERROR_NOT_FOUND)
+        return;
+    if (rc != NVML_SUCCESS) {
+        if (!n->util_failing[g])
+            vg_log(VG_LOG_WARN, "cannot read a GPU's per-process utilization; compute not judged",
+                   "gpu=%s error=\"%s\"", n->uuids[g], n->lib.error_string(rc));
+        n->util_failing[g] = true;
+        return;
+    }
+    n->util_failing[g] = false;
+    qsort(n->utils, c, sizeof n->utils[0], cmp_util_pid);
+    for (size_t i = 0; i < count; i++) {
+        nvmlProcessUtilizationSample_t key = {.pid = (unsigned)procs[i].pid};
+        nvmlProcessUtilizationSample_t *hit =
+            bsearch(&key, n->utils, c, sizeof n->utils[0], cmp_util_pid);
+        if (!hit)
+            continue;
+        while (hit > n->utils && hit[-1].pid == key.pid)
+            hit--;
+        unsigned long long sum = 0, k = 0;
+        for (; hit < n->utils + c && hit->pid == key.pid; hit++, k++)
+            sum += hit->smUtil < 100 ? hit->smUtil : 100;
+        procs[i].util = (unsigned)(sum / k);
+    }
+}
+
 /* Every GPU's compute processes into out[max]; *count set. A GPU that cannot be listed
  * this time (lost, busy) is logged when it starts failing and skipped. */
 static void nvml_sample(struct nvml *n, struct mon_proc *out, size_t max, size_t *count)
@@ -140,6 +189,7 @@ static void nvml_sample(struct nvml *n, struct mon_proc *out, size_t max, size_t
             continue;
         }
         n->failing[g] = 0;
+        size_t first = total;
         for (unsigned i = 0; i < c; i++) {
             unsigned long long used = v1 ? n->infos_v1[i].usedGpuMemory : n->infos[i].usedGpuMemory;
             pid_t pid = (pid_t)(v1 ? n->infos_v1[i].pid : n->infos[i].pid);
@@ -149,6 +199,7 @@ static void nvml_sample(struct nvml *n, struct mon_proc *out, size_t max, size_t
                 continue;
             out[total++] = (struct mon_proc){.pid = pid, .gpu = g, .used = used};
         }
+        nvml_utils(n, g, out + first, total - first);
     }
     *count = total;
 }
@@ -439,6 +490,29 @@ static void on_report(void *arg, const struct mon_report *r)
                (unsigned long long)r->used / mib, (unsigned long long)r->limit / mib);
         return;
     }
+    if (strcmp(r->kind, "compute_under") == 0) {
+        vg_log(VG_LOG_INFO, "container back within its GPU compute share",
+               "pod_uid=%s namespace=%s pod=%s container=%s gpu=%s util=%u ceiling=%u", r->pod_uid,
+               ns, pname, r->container[0] ? r->container : "(whole pod)", r->gpu_uuid, r->util,
+               r->ceiling);
+        return;
+    }
+    if (strcmp(r->kind, "compute_over") == 0) {
+        vg_log(VG_LOG_WARN, "container over its GPU compute share",
+               "policy=%s pod_uid=%s namespace=%s pod=%s container=%s gpu=%s util=%u ceiling=%u "
+               "margin=%u window_s=%llu",
+               policy, r->pod_uid, ns, pname, r->container[0] ? r->container : "(whole pod)",
+               r->gpu_uuid, r->util, r->ceiling, r->margin,
+               (unsigned long long)d->args->compute_window_s);
+        (void)vg_snprintf(message, sizeof message,
+                          "%s%s used %u %% of GPU %s over %llu s, over its share of %u %% "
+                          "(+%u points); policy %s",
+                          r->container[0] ? "container " : "pod", r->container, r->util,
+                          r->gpu_uuid, (unsigned long long)d->args->compute_window_s, r->ceiling,
+                          r->margin, policy);
+        post_event(d, r, "GPUComputeOverShare", message);
+        return;
+    }
     if (strcmp(r->kind, "over") == 0) {
         vg_log(VG_LOG_WARN, "container over its GPU memory limit",
                "policy=%s pod_uid=%s namespace=%s pod=%s container=%s gpu=%s used_mib=%llu "
@@ -495,18 +569,20 @@ static void on_report(void *arg, const struct mon_report *r)
         patch_condition(d, r, on, message);
         return;
     } else if (r->why && strcmp(r->why, "limit") != 0) {
-        bool q = strcmp(r->why, "quarantine") == 0;
+        bool q = strcmp(r->why, "quarantine") == 0, c = strcmp(r->why, "compute") == 0;
         vg_log(VG_LOG_WARN,
-               q ? "killed a process of a quarantined container"
-                 : "killed a process not registered with libvgpu",
+               q   ? "killed a process of a quarantined container"
+               : c ? "killed a process of a container over its GPU compute share"
+                   : "killed a process not registered with libvgpu",
                "pid=%d pod_uid=%s namespace=%s pod=%s container=%s gpu=%s freed_mib=%llu",
                (int)r->pid, r->pod_uid, ns, pname, r->container[0] ? r->container : "(whole pod)",
                r->gpu_uuid[0] ? r->gpu_uuid : "-", (unsigned long long)r->freed / mib);
         (void)vg_snprintf(message, sizeof message, "killed pid %d%s%s: %s", (int)r->pid,
                           r->gpu_uuid[0] ? " on GPU " : "", r->gpu_uuid,
-                          q ? "its container is quarantined"
-                            : "a GPU process not registered with libvgpu");
-        post_event(d, r, q ? "GPUQuarantineKill" : "GPUBypassKill", message);
+                          q   ? "its container is quarantined"
+                          : c ? "its container is over its GPU compute share"
+                              : "a GPU process not registered with libvgpu");
+        post_event(d, r, q ? "GPUQuarantineKill" : c ? "GPUComputeKill" : "GPUBypassKill", message);
         return;
     } else {
         vg_log(VG_LOG_WARN, "killed a process over its container's GPU memory limit",
@@ -778,7 +854,10 @@ int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
                              .check_registration = args->check_registration,
                              .quarantine_after = args->quarantine_after,
                              .quarantine_window_ms = args->quarantine_window_s * 1000,
-                             .quarantine_ms = args->quarantine_s * 1000};
+                             .quarantine_ms = args->quarantine_s * 1000,
+                             .check_compute = args->check_compute,
+                             .compute_window_ms = args->compute_window_s * 1000,
+                             .compute_margin = (unsigned)args->compute_margin};
     VG_AUTO(mon_freep) struct mon_monitor *mon = NULL;
     if ((rc = mon_new(&mo, uuids, d->nvml.count, &mon, err)) < 0)
         return rc;
@@ -808,12 +887,14 @@ int mon_daemon_run(const struct mon_args *args, struct vg_err *err)
     event_add(sigint, NULL);
     vg_log(VG_LOG_INFO, "watching",
            "gpus=%u policy=%s interval_ms=%llu registration_check=%s quarantine_after=%u "
-           "quarantine_window_s=%llu quarantine_s=%llu region_dir=%s node=%s api=%s",
+           "quarantine_window_s=%llu quarantine_s=%llu compute_check=%s compute_window_s=%llu "
+           "compute_margin=%llu region_dir=%s node=%s api=%s",
            d->nvml.count, args->policy == MON_POLICY_KILL ? "kill" : "warn",
            (unsigned long long)args->interval_ms, args->check_registration ? "on" : "off",
            args->quarantine_after, (unsigned long long)args->quarantine_window_s,
-           (unsigned long long)args->quarantine_s, args->region_dir,
-           args->node_name ? args->node_name : "", kube ? "yes" : "no");
+           (unsigned long long)args->quarantine_s, args->check_compute ? "on" : "off",
+           (unsigned long long)args->compute_window_s, (unsigned long long)args->compute_margin,
+           args->region_dir, args->node_name ? args->node_name : "", kube ? "yes" : "no");
     on_timer(-1, 0, d); /* the first sample at once */
     if (args->samples != 1)
         event_base_dispatch(base);

@@ -375,6 +375,9 @@ void mon_metrics_own(struct vg_prom *p, const struct mon_counters *c, const char
          "Containers quarantined for repeated violations.", c->quarantines, false},
         {"vgpu_monitor_quarantined_containers", "gauge", "Containers in quarantine.",
          c->quarantined, false},
+        {"vgpu_monitor_compute_violations_total", "counter",
+         "Episodes of a container over its GPU compute share plus the margin.",
+         c->compute_violations, false},
         {"vgpu_monitor_events_total", "counter", "Kubernetes Events posted.", events_sent, false},
         {"vgpu_monitor_event_failures_total", "counter", "Events that could not be posted.",
          events_failed, false},
@@ -488,6 +491,26 @@ int mon_metrics_format(const struct mon_exposition *x, struct vg_buf *b, struct 
                 vg_prom_label_set(&o, sp.p, sp.len);
                 vg_prom_fixed(&o, n.v, n.scale, n.digits);
             }
+        }
+    }
+    /* Dynamic MIG: the instance each container was given, with when it was made (only
+     * when there is one, so nodes without dynamic MIG show no empty family). */
+    bool any_mig = false;
+    for (size_t r = 0; r < nr; r++)
+        any_mig |= x->ctrs[r].mig != NULL;
+    if (any_mig && o.rc == 0) {
+        vg_prom_family(&o, "vgpu_container_mig_instance_created_seconds", "gauge",
+                       "The dynamic MIG instance the container was given on this GPU (labels "
+                       "mig_uuid, profile): when the device plugin made it, Unix seconds.");
+        for (size_t r = 0; r < nr; r++) {
+            const struct mon_limits_mig *m = x->ctrs[r].mig;
+            if (!m)
+                continue;
+            vg_prom_sample(&o, "vgpu_container_mig_instance_created_seconds");
+            vg_prom_label_set(&o, s.row_vgpu[r].p, s.row_vgpu[r].len);
+            vg_prom_label(&o, "mig_uuid", m->uuid);
+            vg_prom_label(&o, "profile", m->profile);
+            vg_prom_u64(&o, m->created > 0 ? (uint64_t)m->created : 0);
         }
     }
     monitor_counters(&o, x);

@@ -76,8 +76,9 @@ struct mon_ctr_stats {
     uint64_t held_ns; /* launches held behind a high-priority container */
     int priority;     /* task priority from its limits file: 0 high, 1 low; -1 none named */
     uint32_t achieved_ppm;
-    uint64_t refused, closed;   /* per container */
-    uint64_t violations, kills; /* the watchdog's actions on the container */
+    uint64_t refused, closed;         /* per container */
+    uint64_t violations, kills;       /* the watchdog's actions on the container */
+    const struct mon_limits_mig *mig; /* the dynamic MIG instance of this GPU; NULL: none */
 };
 
 struct mon_exposition {

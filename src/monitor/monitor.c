@@ -46,6 +46,7 @@
 #define MON_REGION_CANDIDATES 16 /* regions of one pod a process may be registered in */
 #define MON_QUAR_IDS          8  /* container IDs a quarantine remembers (restarts) */
 #define MON_SWEEP_PASSES      4  /* passes over /proc per sweep (forks during one) */
+#define MON_UTIL_BUCKETS      32 /* a group's utilization over the compute window */
 
 /* A process of the sample with who it belongs to. */
 struct item {
@@ -84,9 +85,23 @@ struct entry {
     char key[MON_KEY_MAX];
     uint64_t limit; /* bytes; UINT64_MAX: none */
     bool limited;   /* a limits file was found */
+    /* A live resize lowered the limit from this (bytes; 0: not lowered, or the container
+     * is below the new limit since): lowering frees nothing, so what the container held
+     * under the old limit stays allowed until its use falls below the new one. */
+    uint64_t lowered_from;
     uint64_t loaded_at, seen_at;
     bool over;        /* in a violation episode */
     bool kill_failed; /* a kill failed in this episode (logged once) */
+    /* Compute (judge_compute): the ceiling in percent (100: none), and the group's summed
+     * utilization per sample in buckets of compute_window_ms / MON_UTIL_BUCKETS. */
+    unsigned ceiling;
+    bool compute_over;
+    uint64_t first_ms; /* when the group was first seen (a window must have passed) */
+    struct {
+        uint64_t start_ms, sum;
+        unsigned count;
+    } util[MON_UTIL_BUCKETS];
+    unsigned util_next;
 };
 
 struct mon_monitor {
@@ -305,9 +320,10 @@ static int cmp_newest(const void *a, const void *b)
     return x->proc.pid > y->proc.pid ? -1 : x->proc.pid < y->proc.pid;
 }
 
-/* The limit of one container on one GPU; false when it has no limits file. */
+/* The memory limit and compute ceiling of one container on one GPU; false when it has no
+ * limits file. */
 static bool container_limit(struct mon_monitor *m, const char *pod, const char *name, unsigned gpu,
-                            uint64_t *limit)
+                            uint64_t *limit, unsigned *ceiling)
 {
     struct mon_limits lim;
     struct vg_err err = {0};
@@ -321,13 +337,16 @@ static bool container_limit(struct mon_monitor *m, const char *pod, const char *
         return false;
     }
     *limit = mon_limits_for_gpu(&lim, m->uuids[gpu]);
+    *ceiling = mon_limits_compute_for_gpu(&lim, m->uuids[gpu]);
     return true;
 }
 
 VG_DEFINE_AUTO(closedirp, DIR, closedir)
 
-/* The sum of a pod's containers' limits on one GPU (its directories "<uid>_*"). */
-static bool pod_limit(struct mon_monitor *m, const char *pod, unsigned gpu, uint64_t *limit)
+/* The sum of a pod's containers' limits and ceilings on one GPU (its directories
+ * "<uid>_*"); the ceilings' sum at most 100. */
+static bool pod_limit(struct mon_monitor *m, const char *pod, unsigned gpu, uint64_t *limit,
+                      unsigned *ceiling)
 {
     VG_AUTO(closedirp) DIR *d = opendir(m->opt.region_dir);
     if (!d)
@@ -335,17 +354,21 @@ static bool pod_limit(struct mon_monitor *m, const char *pod, unsigned gpu, uint
     size_t pl = strlen(pod);
     bool any = false;
     uint64_t sum = 0;
+    unsigned csum = 0;
     struct dirent *de;
     while ((de = readdir(d)) != NULL) {
         if (strncmp(de->d_name, pod, pl) != 0 || de->d_name[pl] != '_')
             continue;
         uint64_t l;
-        if (!container_limit(m, pod, de->d_name + pl + 1, gpu, &l))
+        unsigned c;
+        if (!container_limit(m, pod, de->d_name + pl + 1, gpu, &l, &c))
             continue;
         any = true;
         sum = (l == UINT64_MAX || sum > UINT64_MAX - l) ? UINT64_MAX : sum + l;
+        csum = csum + c > 100 ? 100 : csum + c;
     }
     *limit = sum;
+    *ceiling = csum;
     return any;
 }
 
@@ -634,6 +657,14 @@ static void report_container(struct mon_monitor *m, const char *kind, const stru
     m->opt.report(m->opt.report_arg, &r);
 }
 
+static void quarantine(struct mon_monitor *m, struct quar *q, unsigned violations, uint64_t now)
+{
+    q->until_ms = now + (m->opt.quarantine_ms ? m->opt.quarantine_ms : 1);
+    q->sweep = true;
+    m->counters.quarantines++;
+    report_container(m, "quarantine", q, violations, m->opt.quarantine_ms);
+}
+
 /* One violation of the container of it: counted in its window; the quarantine_after-th
  * within the window quarantines the container. */
 static void note_violation(struct mon_monitor *m, const struct item *it, const char *name)
@@ -655,10 +686,7 @@ static void note_violation(struct mon_monitor *m, const struct item *it, const c
             recent++;
     if (recent < k)
         return;
-    q->until_ms = now + (m->opt.quarantine_ms ? m->opt.quarantine_ms : 1);
-    q->sweep = true;
-    m->counters.quarantines++;
-    report_container(m, "quarantine", q, recent, m->opt.quarantine_ms);
+    quarantine(m, q, recent, now);
 }
 
 /* SIGKILL, but only to the process that is still the one judged: through a pidfd (a
@@ -779,6 +807,86 @@ static int kill_item(struct mon_monitor *m, struct entry *e, struct item *it, co
     return 1;
 }
 
+/* The group's compute as a whole: the sum of its processes' utilization this sample goes
+ * into the window's buckets; once the group has been seen for a whole window, a mean over
+ * the window above the ceiling plus the margin starts an episode. Under kill the container
+ * is quarantined at once: libvgpu holds each honest process to the share, so a container
+ * that stays over it has forged the budget its processes share (docs/security.md,
+ * "Cooperating processes"). Under warn it is a violation like the others. */
+static void judge_compute(struct mon_monitor *m, struct entry *e, struct item *items, size_t n,
+                          const char *name, uint64_t *used)
+{
+    if (!m->opt.check_compute || e->ceiling >= 100)
+        return;
+    uint64_t window = m->opt.compute_window_ms ? m->opt.compute_window_ms : 3000;
+    uint64_t width = window / MON_UTIL_BUCKETS ? window / MON_UTIL_BUCKETS : 1;
+    unsigned sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += items[i].proc.util < 100 ? items[i].proc.util : 100;
+    if (sum > 100)
+        sum = 100; /* one GPU: NVML's samples of processes side by side can overlap */
+    uint64_t now = now_ms();
+    if (e->first_ms == 0)
+        e->first_ms = now;
+    unsigned cur = e->util_next % MON_UTIL_BUCKETS;
+    if (e->util[cur].count == 0 || now - e->util[cur].start_ms >= width) {
+        if (e->util[cur].count != 0)
+            cur = ++e->util_next % MON_UTIL_BUCKETS;
+        e->util[cur].start_ms = now;
+        e->util[cur].sum = 0;
+        e->util[cur].count = 0;
+    }
+    e->util[cur].sum += sum;
+    e->util[cur].count++;
+    if (now - e->first_ms + width < window)
+        return; /* not a whole window yet */
+    uint64_t total = 0, count = 0;
+    for (unsigned b = 0; b < MON_UTIL_BUCKETS; b++)
+        if (e->util[b].count != 0 && now - e->util[b].start_ms < window) {
+            total += e->util[b].sum;
+            count += e->util[b].count;
+        }
+    unsigned mean = count ? (unsigned)((total + count / 2) / count) : 0;
+    unsigned margin = m->opt.compute_margin ? m->opt.compute_margin : 10;
+    unsigned gpu = items[0].proc.gpu;
+    struct mon_report r = {.gpu_uuid = m->uuids[gpu],
+                           .pod_uid = items[0].id.pod_uid,
+                           .container = name,
+                           .util = mean,
+                           .ceiling = e->ceiling,
+                           .margin = margin};
+    if (mean <= e->ceiling + margin) {
+        if (e->compute_over && m->opt.report) {
+            r.kind = "compute_under";
+            m->opt.report(m->opt.report_arg, &r);
+        }
+        e->compute_over = false;
+        return;
+    }
+    if (e->compute_over)
+        return;
+    e->compute_over = true;
+    m->counters.compute_violations++;
+    if (m->opt.report) {
+        r.kind = "compute_over";
+        m->opt.report(m->opt.report_arg, &r);
+    }
+    if (m->opt.policy != MON_POLICY_KILL) {
+        note_violation(m, &items[0], name);
+        return;
+    }
+    struct quar *q = m->opt.quarantine_after ? quar_get(m, r.pod_uid, name, true) : NULL;
+    if (q) {
+        for (size_t i = 0; i < n; i++)
+            quar_add_id(q, items[i].id.container_id);
+        if (q->until_ms == 0)
+            quarantine(m, q, 1, now);
+        return; /* the quarantine below kills them */
+    }
+    for (size_t i = 0; i < n; i++)
+        (void)kill_item(m, e, &items[i], name, used, e->limit, "compute");
+}
+
 /* One group: items[0..n) on one GPU, one pod, one container (name "" = the whole pod). */
 static void judge_group(struct mon_monitor *m, struct item *items, size_t n, const char *name)
 {
@@ -796,8 +904,12 @@ static void judge_group(struct mon_monitor *m, struct item *items, size_t n, con
     uint64_t sample = m->counters.samples;
     e->seen_at = sample;
     if (e->loaded_at == 0 || sample - e->loaded_at >= MON_LIMITS_TTL) {
-        e->limited = name[0] ? container_limit(m, pod, name, gpu, &e->limit)
-                             : pod_limit(m, pod, gpu, &e->limit);
+        uint64_t before = e->limit;
+        bool had = e->limited;
+        e->limited = name[0] ? container_limit(m, pod, name, gpu, &e->limit, &e->ceiling)
+                             : pod_limit(m, pod, gpu, &e->limit, &e->ceiling);
+        if (had && e->limited && e->limit < before && before > e->lowered_from)
+            e->lowered_from = before;
         e->loaded_at = sample;
     }
     if (!e->limited) {
@@ -812,6 +924,12 @@ static void judge_group(struct mon_monitor *m, struct item *items, size_t n, con
             items[i].start = proc_start(m, items[i].proc.pid);
     }
     uint64_t limit = e->limit;
+    if (e->lowered_from > limit) {
+        if (used <= limit)
+            e->lowered_from = 0; /* below the lowered limit: it holds from now on */
+        else
+            limit = e->lowered_from;
+    }
     /* 1. Memory: the container's use against its limit plus slack. */
     uint64_t slack = mon_slack(limit);
     uint64_t allowed = limit > UINT64_MAX - slack ? UINT64_MAX : limit + slack;
@@ -840,6 +958,8 @@ static void judge_group(struct mon_monitor *m, struct item *items, size_t n, con
                     note_violation(m, order[i], name);
         }
     }
+    /* 1b. Compute: the container's utilization over the window against its ceiling. */
+    judge_compute(m, e, items, n, name, &used);
     /* 2. Registration: every process must be libvgpu's, whatever it holds. */
     for (size_t i = 0; m->opt.check_registration && i < n; i++) {
         struct item *it = &items[i];

@@ -71,8 +71,17 @@ int mon_cgroup_parse(const char *text, size_t len, const char *root, struct mon_
 /* ---- limits ---------------------------------------------------------------------- */
 
 /* A container's limits as the device plugin wrote them (libvgpu's limits file). */
+/* A dynamic MIG instance the device plugin gave one GPU of the container (the limits
+ * file's "# mig" comment lines; docs/deviceplugin.md). uuid "" when none. */
+struct mon_limits_mig {
+    char uuid[64];
+    char profile[16];
+    int64_t created; /* Unix seconds */
+};
+
 struct mon_limits {
     struct vgpu_config config;
+    struct mon_limits_mig mig[VGPU_CONFIG_MAX_DEVICES];
 };
 
 /* Reads DIR/<pod_uid>_<container>/limits. -ENOENT when there is none (a container vgpu
@@ -86,6 +95,13 @@ int mon_limits_read(const char *region_dir, const char *pod_uid, const char *con
  * plugin older than this monitor) gives the largest of its limits. */
 uint64_t mon_limits_for_gpu(const struct mon_limits *limits, const char *uuid);
 
+/* The most of the GPU with this NVML UUID, in percent, the container may use over time:
+ * its compute share (CUDA_DEVICE_SM_LIMIT[_<n>]), or in burst mode its burst limit; 100
+ * when its compute is not limited there (no share, mode disable); 0 when it was not given
+ * that GPU. Matched by VGPU_DEVICE_UUID_<n> as mon_limits_for_gpu; without UUIDs, the
+ * largest of its ceilings. */
+unsigned mon_limits_compute_for_gpu(const struct mon_limits *limits, const char *uuid);
+
 /* Driver overhead allowed over a limit before it is a violation: max(64 MiB, 2 %). */
 uint64_t mon_slack(uint64_t limit);
 
@@ -98,6 +114,9 @@ struct mon_proc {
     pid_t pid;
     unsigned gpu;  /* index into the GPU list */
     uint64_t used; /* bytes NVML reports */
+    /* Percent of the GPU's SM time the process used over the last second
+     * (nvmlDeviceGetProcessUtilization; 0 when NVML reports none for it). */
+    unsigned util;
 };
 
 /* A container's name from its ID (the pod watch): 0 and name filled, -ENOENT unknown. */
@@ -111,7 +130,10 @@ typedef int (*mon_resolve_fn)(void *arg, const char *pod_uid, const char *contai
  *  - "kill": a process killed; why is "limit", "unregistered" or "quarantine";
  *  - "quarantine": the container passed quarantine_after violations within the window:
  *    it is quarantined until the period ends ("release"); under kill its processes are
- *    killed then and whenever one of them is seen on a GPU again.
+ *    killed then and whenever one of them is seen on a GPU again;
+ *  - "compute_over": a group's GPU utilization (the sum of its processes', NVML's),
+ *    averaged over compute_window_ms, passes its compute ceiling plus compute_margin
+ *    (util, ceiling, margin); "compute_under": back at or under the ceiling plus margin.
  * container is "" when the pod was judged as a whole (its containers' names unknown);
  * gpu_uuid is "" for "quarantine" and "release". */
 struct mon_report {
@@ -120,11 +142,12 @@ struct mon_report {
     const char *pod_uid;
     const char *container;
     uint64_t used, limit, slack;
-    pid_t pid;           /* "kill", "unregistered": the process */
-    uint64_t freed;      /* "kill", "unregistered": its memory */
-    const char *why;     /* "kill", "unregistered": see above; NULL otherwise */
-    unsigned violations; /* "quarantine": violations counted in the window */
-    uint64_t until_ms;   /* "quarantine": the period, in ms */
+    pid_t pid;                      /* "kill", "unregistered": the process */
+    uint64_t freed;                 /* "kill", "unregistered": its memory */
+    const char *why;                /* "kill", "unregistered": see above; NULL otherwise */
+    unsigned violations;            /* "quarantine": violations counted in the window */
+    uint64_t until_ms;              /* "quarantine": the period, in ms */
+    unsigned util, ceiling, margin; /* "compute_over", "compute_under": percent */
 };
 typedef void (*mon_report_fn)(void *arg, const struct mon_report *report);
 
@@ -147,6 +170,15 @@ struct mon_options {
      * quarantine_ms. 0: never. */
     unsigned quarantine_after;
     uint64_t quarantine_window_ms, quarantine_ms;
+    /* The container's compute as a whole (docs/compute.md, "The container's total"): the
+     * sum of its processes' NVML utilization on a GPU, averaged over compute_window_ms,
+     * may pass its ceiling (mon_limits_compute_for_gpu) by at most compute_margin points.
+     * Past that, under kill the container is quarantined at once (its processes killed;
+     * with quarantine_after 0, its processes on that GPU); under warn it is one violation.
+     * Nothing a tenant writes enters: NVML's figures, the cgroup, the read-only limits. */
+    bool check_compute;
+    uint64_t compute_window_ms; /* 1000 .. 600000 */
+    unsigned compute_margin;    /* points, 1 .. 100 */
 };
 
 struct mon_counters {
@@ -157,9 +189,10 @@ struct mon_counters {
     uint64_t violations;   /* episodes started */
     uint64_t kills;
     uint64_t kill_failures;
-    uint64_t unregistered; /* processes seen on a GPU not registered with libvgpu */
-    uint64_t quarantines;  /* containers quarantined */
-    uint64_t quarantined;  /* containers in quarantine now */
+    uint64_t unregistered;       /* processes seen on a GPU not registered with libvgpu */
+    uint64_t quarantines;        /* containers quarantined */
+    uint64_t quarantined;        /* containers in quarantine now */
+    uint64_t compute_violations; /* episodes of a container over its compute ceiling */
 };
 
 struct mon_monitor;
@@ -191,6 +224,8 @@ struct mon_args {
     bool check_registration; /* --registration-check on|off */
     unsigned quarantine_after;
     uint64_t quarantine_window_s, quarantine_s;
+    bool check_compute; /* --compute-check on|off */
+    uint64_t compute_window_s, compute_margin;
     bool help;
 };
 

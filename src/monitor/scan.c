@@ -30,7 +30,8 @@ struct entry {
     char uuid[VGPU_CONFIG_MAX_DEVICES][VGPU_CONFIG_UUID_MAX];
     uint64_t limit[VGPU_CONFIG_MAX_DEVICES];
     unsigned share[VGPU_CONFIG_MAX_DEVICES];
-    int priority;   /* CUDA_DEVICE_TASK_PRIORITY, -1 when the file names none */
+    int priority; /* CUDA_DEVICE_TASK_PRIORITY, -1 when the file names none */
+    struct mon_limits_mig mig[VGPU_CONFIG_MAX_DEVICES];
     int state;      /* the last error kind, -1 when fine: logs go out on a change */
     int fd;         /* the region, kept open between scans; -1 when not */
     unsigned reads; /* of the open region: fstat'ed every MON_SCAN_STAT_EVERY reads */
@@ -220,6 +221,7 @@ static void read_limits(struct mon_scan *s, struct entry *e, uint64_t *errors)
             e->ndev = i + 1;
     }
     e->priority = c->priority_given ? c->priority : -1;
+    memcpy(e->mig, l.mig, sizeof e->mig);
     e->limits_ok = true;
 }
 
@@ -325,7 +327,8 @@ static void rows_of(struct mon_scan *s, struct entry *e, int dfd, const char *co
                                     .share_percent = by_limits ? e->share[i] : 0,
                                     .priority = e->priority,
                                     .violations = e->violations,
-                                    .kills = e->kills};
+                                    .kills = e->kills,
+                                    .mig = by_limits && e->mig[i].uuid[0] ? &e->mig[i] : NULL};
         if (!by_limits && i < VGPU_CONFIG_MAX_DEVICES) {
             row.memory_limit = e->limit[0];
             row.share_percent = e->share[0];

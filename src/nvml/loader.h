@@ -8,8 +8,9 @@
  * One table (loader.c) names every entry point a vgpu program calls; a program says
  * which of them it cannot do without, and the others are NULL where the library lacks
  * them (older drivers, fakegpu builds without an API). Users: src/deviceplugin/nvml.c
- * (discovery, health, MIG, XID events), src/monitor/daemon.c (processes, memory,
- * utilization, XIDs), src/cli/top.c (memory, utilization, processes). */
+ * (discovery, health, MIG, XID events), src/nvml/mig.c (dynamic MIG instances),
+ * src/monitor/daemon.c (processes, memory, utilization, XIDs), src/cli/top.c (memory,
+ * utilization, processes). */
 #ifndef VGPU_NVML_LOADER_H
 #define VGPU_NVML_LOADER_H
 
@@ -34,6 +35,7 @@ struct nvml_lib {
     __typeof__(&nvmlDeviceGetPciInfo_v3) get_pci;
     __typeof__(&nvmlDeviceGetMemoryInfo) get_memory;
     __typeof__(&nvmlDeviceGetUtilizationRates) get_utilization;
+    __typeof__(&nvmlDeviceGetProcessUtilization) proc_utilization;
     __typeof__(&nvmlDeviceGetCudaComputeCapability) get_cc;
     __typeof__(&nvmlDeviceGetMinorNumber) get_minor;
     __typeof__(&nvmlDeviceGetComputeRunningProcesses_v3) procs_v3;
@@ -48,6 +50,18 @@ struct nvml_lib {
     __typeof__(&nvmlDeviceGetAttributes_v2) attributes;
     __typeof__(&nvmlDeviceGetGpuInstanceId) gi_id;
     __typeof__(&nvmlDeviceGetComputeInstanceId) ci_id;
+    /* dynamic MIG (src/nvml/mig.h) */
+    __typeof__(&nvmlDeviceGetGpuInstanceProfileInfo) gi_profile_info;
+    __typeof__(&nvmlDeviceGetGpuInstancePossiblePlacements_v2) gi_placements;
+    __typeof__(&nvmlDeviceCreateGpuInstanceWithPlacement) gi_create_at;
+    __typeof__(&nvmlGpuInstanceDestroy) gi_destroy;
+    __typeof__(&nvmlDeviceGetGpuInstances) gi_list;
+    __typeof__(&nvmlDeviceGetGpuInstanceById) gi_by_id;
+    __typeof__(&nvmlGpuInstanceGetInfo) gi_info;
+    __typeof__(&nvmlGpuInstanceGetComputeInstanceProfileInfo) ci_profile_info;
+    __typeof__(&nvmlGpuInstanceCreateComputeInstance) ci_create;
+    __typeof__(&nvmlGpuInstanceGetComputeInstances) ci_list;
+    __typeof__(&nvmlComputeInstanceDestroy) ci_destroy;
     /* events */
     __typeof__(&nvmlEventSetCreate) event_create;
     __typeof__(&nvmlDeviceRegisterEvents) event_register;

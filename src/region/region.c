@@ -80,10 +80,12 @@ struct region {
      * the container can write. */
     unsigned device_count;
     /* Process-private limits (region_set_limit), never in the file: cap is the most the
-     * container's counter may reach (0 when closed, 2^63 - 1 when there is no limit). */
-    uint64_t cap[REGION_MAX_DEVICES];
-    uint64_t limit[REGION_MAX_DEVICES];
-    uint32_t share[REGION_MAX_DEVICES];
+     * container's counter may reach (0 when closed, 2^63 - 1 when there is no limit).
+     * Atomic because a live resize (docs/libvgpu.md) sets them while other threads
+     * allocate; relaxed loads cost what plain ones do. */
+    _Atomic uint64_t cap[REGION_MAX_DEVICES];
+    _Atomic uint64_t limit[REGION_MAX_DEVICES];
+    _Atomic uint32_t share[REGION_MAX_DEVICES];
     /* What this process holds, as it knows it: the truth for its own slot, and a ceiling
      * no forged counter can lift. */
     _Atomic uint64_t mine[REGION_MAX_DEVICES];
@@ -274,7 +276,7 @@ int region_open(const char *path, struct region **out, struct vg_err *err)
         return vg_err_wrap(err, "region %s", path);
     r->device_count = r->sh->device_count;
     for (unsigned d = 0; d < REGION_MAX_DEVICES; d++)
-        r->cap[d] = FROZEN - 1;
+        atomic_store_explicit(&r->cap[d], FROZEN - 1, memory_order_relaxed);
     pthread_mutex_init(&r->mutex, NULL);
     *out = vg_steal_ptr(&r);
     return 0;
@@ -567,16 +569,19 @@ void region_set_limit(struct region *r, unsigned dev, uint64_t limit, uint32_t s
 {
     if (dev >= REGION_MAX_DEVICES)
         return;
-    r->limit[dev] = limit;
-    r->cap[dev] = limit == REGION_LIMIT_CLOSED       ? 0
-                  : limit == 0 || limit > FROZEN - 1 ? FROZEN - 1
-                                                     : limit;
-    r->share[dev] = share_percent > 100 ? 100 : share_percent;
+    atomic_store_explicit(&r->limit[dev], limit, memory_order_relaxed);
+    atomic_store_explicit(&r->cap[dev],
+                          limit == REGION_LIMIT_CLOSED       ? 0
+                          : limit == 0 || limit > FROZEN - 1 ? FROZEN - 1
+                                                             : limit,
+                          memory_order_relaxed);
+    atomic_store_explicit(&r->share[dev], share_percent > 100 ? 100 : share_percent,
+                          memory_order_relaxed);
 }
 
 uint32_t region_share(const struct region *r, unsigned dev)
 {
-    return dev < r->device_count ? r->share[dev] : 0;
+    return dev < r->device_count ? atomic_load_explicit(&r->share[dev], memory_order_relaxed) : 0;
 }
 
 /* --- the allocation path --- */
@@ -697,7 +702,7 @@ int region_reserve(struct region *r, unsigned dev, uint64_t bytes)
     if (__builtin_expect(p == NULL || dev >= r->device_count, 0))
         return -EINVAL;
     struct shared_device *d = &r->sh->devices[dev];
-    uint64_t cap = r->cap[dev];
+    uint64_t cap = atomic_load_explicit(&r->cap[dev], memory_order_relaxed);
     if (__builtin_expect(!take_mine(r, dev, bytes, cap), 0))
         return reserve_slow(r, dev, bytes, cap);
     atomic_fetch_add(&p->inflight[dev], 1);
@@ -749,7 +754,7 @@ int region_usage(const struct region *r, unsigned dev, uint64_t *used, uint64_t 
     if (used != NULL)
         *used = atomic_load(&r->sh->devices[dev].used) & ~FROZEN;
     if (limit != NULL)
-        *limit = r->limit[dev];
+        *limit = atomic_load_explicit(&r->limit[dev], memory_order_relaxed);
     return 0;
 }
 

@@ -141,7 +141,8 @@ void region_after_fork(struct region *r);
 
 /* This process's limit on dev (bytes; 0: none; REGION_LIMIT_CLOSED: refuse everything)
  * and compute share (percent; 0: none). Process-private: never read from or written to
- * the file. Set before attaching. */
+ * the file. Set before attaching, and again at any time by a live resize: a lower limit
+ * frees nothing, it refuses reservations until the container's usage is below it. */
 void region_set_limit(struct region *r, unsigned dev, uint64_t limit, uint32_t share_percent);
 /* The share region_set_limit gave dev (0 for a bad device). */
 uint32_t region_share(const struct region *r, unsigned dev);

@@ -41,6 +41,7 @@
 #include "scheduler/metrics.h"
 #include "scheduler/pod.h"
 #include "scheduler/records.h"
+#include "scheduler/resize.h"
 
 #define POD_KEY_MAX 512 /* "namespace/name" */
 
@@ -113,6 +114,7 @@ struct sched_daemon {
     bool debug_state;
     bool need_webhook_cert;          /* webhook clients must present a certificate the CA signed */
     struct sched_records *records;   /* the bound pods' decision records */
+    struct sched_resizer *resizer;   /* live resize requests */
     struct sched_dra_templates *dra; /* the DRA mode's templates; NULL without it */
     char token[SCHED_TOKEN_MAX + 1];
     size_t token_len;
@@ -170,6 +172,13 @@ static void metrics_sent_own(const void *data, size_t len, void *arg)
  * cluster, go out by reference from a buffer kept between scrapes: no copy, and no fresh
  * pages to fault in each time. A scrape that comes while the last one is still being
  * sent uses a buffer of its own. False (logged) when the text could not be written. */
+static uint64_t resize_errors(const struct sched_daemon *d)
+{
+    struct sched_resize_stats st;
+    sched_resizer_stats(d->resizer, &st);
+    return st.errors;
+}
+
 static bool render_metrics(struct sched_daemon *d, struct evbuffer *b)
 {
     struct sched_metrics_server servers[2];
@@ -192,11 +201,16 @@ static bool render_metrics(struct sched_daemon *d, struct evbuffer *b)
     uint64_t bad_requests = d->ui.errors;
     for (int v = 0; v < VERB_COUNT; v++)
         bad_requests += d->http_errors[v];
+    struct sched_resize_stats rs;
+    sched_resizer_stats(d->resizer, &rs);
     struct sched_metrics_daemon m = {
         .bad_requests = bad_requests,
-        .api_errors = d->api_errors + sched_records_errors(d->records) +
+        .api_errors = d->api_errors + sched_records_errors(d->records) + resize_errors(d) +
                       (d->dra != NULL ? sched_dra_templates_errors(d->dra) : 0),
         .unauthorized = d->unauthorized,
+        .resizes_done = rs.done,
+        .resizes_refused = rs.refused,
+        .resizes_reconciled = rs.reconciled,
         .bounds = hist_bounds,
         .bucket_count = HIST_BUCKETS,
         .latency = latency,
@@ -584,7 +598,7 @@ static void admit_done(void *arg, const char *refusal)
 
 /* Takes out and templates: creates the templates, then answers. */
 static void admit_with_templates(struct sched_daemon *d, struct evhttp_request *req, char *out,
-                                 json_t *templates, double t0)
+                                 json_t *templates, const char *body, size_t len, double t0)
 {
     struct admit_wait *w = xcalloc(1, sizeof *w);
     w->d = d;
@@ -594,7 +608,13 @@ static void admit_with_templates(struct sched_daemon *d, struct evhttp_request *
     VG_AUTO_JSON json_t *answer = json_loads(out, 0, NULL);
     const char *uid = sched_json_str(answer, "response", "uid", NULL);
     w->uid = xstrdup(uid != NULL ? uid : "");
-    sched_dra_templates_ensure(d->dra, templates, admit_done, w);
+    /* The pod's owners, checked before anything is created (sched_admit_with parsed the
+     * same body and accepted it). */
+    VG_AUTO_JSON json_t *review = json_loadb(body, len, 0, NULL);
+    json_t *owners = json_object_get(
+        json_object_get(json_object_get(json_object_get(review, "request"), "object"), "metadata"),
+        "ownerReferences");
+    sched_dra_templates_ensure(d->dra, templates, owners, admit_done, w);
     json_decref(templates);
 }
 
@@ -637,7 +657,7 @@ static void handle_webhook(struct evhttp_request *req, void *arg)
         vg_log(VG_LOG_INFO, "bad request", "verb=webhook err=\"%s\"", err.msg);
         reply_error(d, VERB_WEBHOOK, req, &err);
     } else if (templates != NULL) {
-        admit_with_templates(d, req, vg_steal_ptr(&out), templates, t0);
+        admit_with_templates(d, req, vg_steal_ptr(&out), templates, body, len, t0);
         return;
     } else {
         sched_http_reply(req, 200, "OK", "application/json", out);
@@ -697,7 +717,11 @@ static void pods_resync(void *arg, json_t *items, const char *rv)
     sched_records_prune(d->state, items, record_gone, d->records);
     size_t i;
     json_t *pod;
-    json_array_foreach(items, i, pod) pod_record(d, pod);
+    json_array_foreach(items, i, pod)
+    {
+        pod_record(d, pod);
+        sched_resizer_pod(d->resizer, pod);
+    }
     pods_moved(d);
     vg_log(VG_LOG_INFO, "pods listed", "count=%zu rv=%s seconds=%.3f", json_array_size(items), rv,
            mono_s() - t0);
@@ -716,6 +740,7 @@ static void pods_event(void *arg, enum kube_event_type type, json_t *obj)
         sched_pod_update(d->state, obj);
         sched_pending_update(d->state, obj);
         pod_record(d, obj);
+        sched_resizer_pod(d->resizer, obj);
     }
     pods_moved(d);
 }
@@ -1007,6 +1032,7 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
                                                       : SCHED_RECORD_NAMESPACE_DEFAULT,
                           &d->records, err) < 0)
         return err->code;
+    d->resizer = sched_resizer_new(client, d->state, d->records);
     if (sched->webhook_dra) {
         if (o->webhook_client_ca == NULL)
             return vg_err_set(err, -EPERM,
@@ -1111,6 +1137,7 @@ void sched_daemon_free(struct sched_daemon *d)
     OPENSSL_cleanse(d->token, sizeof d->token);
     kube_watch_free(d->nodes);
     kube_watch_free(d->pods);
+    sched_resizer_free(d->resizer);
     sched_records_free(d->records);
     sched_dra_templates_free(d->dra);
     sched_state_free(d->state);

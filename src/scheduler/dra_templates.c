@@ -30,6 +30,7 @@
 #define ADMIT_API_TIMEOUT_MS 5000
 #define TEMPLATE_PREFIX      "vgpu-"
 #define MANAGED_SELECTOR     "app.kubernetes.io%2Fmanaged-by%3Dvgpu-scheduler"
+#define ADMIT_MAX_OWNERS     8 /* ownerReferences checked; a pod with more is refused */
 
 struct sweep;
 
@@ -110,6 +111,8 @@ struct admit_call {
     sched_dra_done_fn done; /* NULL once answered: a late API answer only frees */
     void *arg;
     json_t *templates;
+    json_t *owners; /* the pod's ownerReferences, each checked before anything is created */
+    size_t owner_next;
     size_t next; /* templates[next] is being created, or read back after a 409 */
     struct event *timer;
     int pending; /* API calls in flight: the call is freed when answered and none is */
@@ -120,6 +123,7 @@ static void admit_call_free(struct admit_call *ac)
     if (ac->timer != NULL)
         event_free(ac->timer);
     json_decref(ac->templates);
+    json_decref(ac->owners);
     free(ac);
 }
 
@@ -304,6 +308,132 @@ static void admit_step(struct admit_call *ac)
     ac->pending++;
 }
 
+/* ---- the pod's owners -------------------------------------------------------------- */
+
+static bool chars_in(const char *s, size_t max, const char *allowed)
+{
+    size_t n = s ? strlen(s) : 0;
+    return n > 0 && n <= max && strspn(s, allowed) == n;
+}
+
+#define LOWER_DIGITS "abcdefghijklmnopqrstuvwxyz0123456789"
+#define ALNUM        LOWER_DIGITS "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+/* The REST path of one ownerReference in namespace ns: /api/v1/... for the core group,
+ * /apis/GROUP/VERSION/... otherwise, the resource being the kind's plural by Kubernetes'
+ * rule (lower case; -s, -es after s/x/ch/sh, -ies after a consonant and y). Node is the
+ * one cluster-scoped owner a pod has (a static pod's mirror). 0, or -EINVAL with what is
+ * wrong in msg: every field is checked before it reaches a path. */
+static int owner_path(json_t *o, const char *ns, char *path, size_t size, char *msg, size_t msize)
+{
+    const char *av = json_string_value(json_object_get(o, "apiVersion"));
+    const char *kind = json_string_value(json_object_get(o, "kind"));
+    const char *name = json_string_value(json_object_get(o, "name"));
+    const char *uid = json_string_value(json_object_get(o, "uid"));
+    if (!chars_in(av, 253, LOWER_DIGITS ".-/") || av[0] == '/' ||
+        strchr(av, '/') != strrchr(av, '/') || av[strlen(av) - 1] == '/' ||
+        strstr(av, "..") != NULL || !chars_in(kind, 63, ALNUM) || kind[0] < 'A' || kind[0] > 'Z' ||
+        !chars_in(name, 253, LOWER_DIGITS ".-:") || strstr(name, "..") != NULL ||
+        !chars_in(uid, 64, ALNUM "-")) {
+        (void)vg_snprintf(msg, msize,
+                          "vgpu: the pod's ownerReferences entry %s %s is malformed (apiVersion, "
+                          "kind, name and uid are required)",
+                          kind ? kind : "(no kind)", name ? name : "(no name)");
+        return -EINVAL;
+    }
+    char plural[80];
+    size_t k = strlen(kind);
+    for (size_t i = 0; i < k; i++)
+        plural[i] = (char)(kind[i] >= 'A' && kind[i] <= 'Z' ? kind[i] - 'A' + 'a' : kind[i]);
+    plural[k] = '\0';
+    char last = plural[k - 1], before = k > 1 ? plural[k - 2] : '\0';
+    if (last == 's' || last == 'x' || (last == 'h' && (before == 'c' || before == 's')))
+        (void)vg_strlcpy(plural + k, "es", sizeof plural - k);
+    else if (last == 'y' && k > 1 && !strchr("aeiou", before))
+        (void)vg_strlcpy(plural + k - 1, "ies", sizeof plural - k + 1);
+    else
+        (void)vg_strlcpy(plural + k, "s", sizeof plural - k);
+    bool core = strchr(av, '/') == NULL;
+    bool cluster = core && strcmp(kind, "Node") == 0;
+    int rc = cluster ? vg_snprintf(path, size, "/api/v1/%s/%s", plural, name)
+                     : vg_snprintf(path, size, "%s%s/namespaces/%s/%s/%s",
+                                   core ? "/api/" : "/apis/", av, ns, plural, name);
+    if (rc < 0) {
+        (void)vg_snprintf(msg, msize, "vgpu: the pod's owner %s %s: name too long", kind, name);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static void admit_owner_next(struct admit_call *ac);
+
+/* One owner read back: it must exist with the uid the pod names. */
+static void admit_owner(void *arg, long status, json_t *body, const struct vg_err *err)
+{
+    struct admit_call *ac = arg;
+    if (!admit_live(ac))
+        return;
+    json_t *o = json_array_get(ac->owners, ac->owner_next);
+    const char *ns = tmpl_ns(json_array_get(ac->templates, 0));
+    const char *kind = json_string_value(json_object_get(o, "kind"));
+    const char *name = json_string_value(json_object_get(o, "name"));
+    const char *uid = json_string_value(json_object_get(o, "uid"));
+    char msg[VG_ERR_MSG_MAX + 512];
+    if (status == 404) {
+        (void)vg_snprintf(msg, sizeof msg,
+                          "vgpu: the pod's owner %s %s does not exist in namespace %s; vgpu "
+                          "creates ResourceClaimTemplates only for pods whose owners exist",
+                          kind, name, ns);
+        ac->t->errors++;
+        admit_end(ac, msg);
+        return;
+    }
+    if (err->code < 0) {
+        (void)vg_snprintf(msg, sizeof msg, "vgpu: reading the pod's owner %s %s failed: %s", kind,
+                          name, err->msg);
+        ac->t->errors++;
+        admit_end(ac, msg);
+        return;
+    }
+    const char *have = sched_json_str(body, "metadata", "uid", NULL);
+    if (have == NULL || strcmp(have, uid) != 0) {
+        (void)vg_snprintf(
+            msg, sizeof msg,
+            "vgpu: the pod names owner %s %s with uid %s, but that owner's uid is "
+            "%s; vgpu creates ResourceClaimTemplates only for pods whose owners exist",
+            kind, name, uid, have ? have : "(none)");
+        ac->t->errors++;
+        admit_end(ac, msg);
+        return;
+    }
+    ac->owner_next++;
+    admit_owner_next(ac);
+}
+
+/* The next owner to read, or the templates once every owner was found. */
+static void admit_owner_next(struct admit_call *ac)
+{
+    json_t *o = json_array_get(ac->owners, ac->owner_next);
+    if (o == NULL) {
+        admit_step(ac);
+        return;
+    }
+    const char *ns = tmpl_ns(json_array_get(ac->templates, 0));
+    char path[1024], msg[512];
+    struct vg_err err = {0};
+    if (owner_path(o, ns, path, sizeof path, msg, sizeof msg) < 0) {
+        admit_end(ac, msg);
+        return;
+    }
+    if (kube_get(ac->t->client, path, admit_owner, ac, &err) < 0) {
+        (void)vg_snprintf(msg, sizeof msg, "vgpu: reading the pod's owner failed: %s", err.msg);
+        ac->t->errors++;
+        admit_end(ac, msg);
+        return;
+    }
+    ac->pending++;
+}
+
 /* The namespace the templates go to: it must exist and not be going away, or the
  * review was not about a pod kube-apiserver will create. */
 static void admit_namespace(void *arg, long status, json_t *body, const struct vg_err *err)
@@ -338,10 +468,10 @@ static void admit_namespace(void *arg, long status, json_t *body, const struct v
         admit_end(ac, msg);
         return;
     }
-    admit_step(ac);
+    admit_owner_next(ac);
 }
 
-void sched_dra_templates_ensure(struct sched_dra_templates *t, json_t *templates,
+void sched_dra_templates_ensure(struct sched_dra_templates *t, json_t *templates, json_t *owners,
                                 sched_dra_done_fn done, void *arg)
 {
     struct admit_call *ac = xcalloc(1, sizeof *ac);
@@ -349,6 +479,20 @@ void sched_dra_templates_ensure(struct sched_dra_templates *t, json_t *templates
     ac->done = done;
     ac->arg = arg;
     ac->templates = json_incref(templates);
+    ac->owners = json_is_array(owners) ? json_incref(owners) : json_array();
+    if (owners != NULL && !json_is_array(owners)) {
+        admit_end(ac, "vgpu: the pod's metadata.ownerReferences is not a list");
+        return;
+    }
+    if (json_array_size(ac->owners) > ADMIT_MAX_OWNERS) {
+        char msg[256];
+        (void)vg_snprintf(msg, sizeof msg,
+                          "vgpu: the pod names %zu owners; vgpu checks at most %d before it "
+                          "creates ResourceClaimTemplates",
+                          json_array_size(ac->owners), ADMIT_MAX_OWNERS);
+        admit_end(ac, msg);
+        return;
+    }
     const char *ns = tmpl_ns(json_array_get(templates, 0));
     size_t i;
     json_t *tm;

@@ -117,6 +117,11 @@ static char *encode_decision(const struct sched_state *s, const struct sched_pod
             ac->gpus[g].memory_mib = sh->mem[g];
             ac->gpus[g].cores = sh->milli / 10;
         }
+        if (sh->mig_size > 0) {
+            (void)vg_strlcpy(ac->gpus[0].mig_profile, sh->mig_profile,
+                             sizeof ac->gpus[0].mig_profile);
+            ac->gpus[0].mig_start = sh->mig_start;
+        }
     }
     struct vg_err err = {0};
     char *text = annot_decision_encode(d, &err);
@@ -246,6 +251,12 @@ static const char *node_name_of(json_t *item)
 }
 
 /* One offered node and what filter says of it (32 bytes: the filter walks 5,000). */
+struct offer;
+static struct sched_pod *decide_mig(struct sched_state *s, const char *key,
+                                    const struct sched_container_request *reqs, int count,
+                                    const struct offer *of, size_t n, int64_t now_s,
+                                    const char ***why);
+
 enum verdict { V_OMIT = 0, V_PASS, V_FAIL };
 struct offer {
     const char *name; /* name_len bytes; NUL-terminated only on the jansson path */
@@ -258,6 +269,26 @@ struct offer {
     bool in_text; /* fast path: name is an offset into the scan's text until it settles */
     uint8_t verdict;
 };
+
+/* The pod on MIG GPUs of the offers still standing (sched_mig_decide); *why is kept by the
+ * state for the reasons, one per offer (NULL: the generic one). */
+static struct sched_pod *decide_mig(struct sched_state *s, const char *key,
+                                    const struct sched_container_request *reqs, int count,
+                                    const struct offer *of, size_t n, int64_t now_s,
+                                    const char ***why)
+{
+    if (n > s->mig_cap) {
+        free(s->mig_ids);
+        free(s->mig_why);
+        s->mig_cap = n;
+        s->mig_ids = xcalloc(n, sizeof *s->mig_ids);
+        s->mig_why = xcalloc(n, sizeof *s->mig_why);
+    }
+    for (size_t i = 0; i < n; i++)
+        s->mig_ids[i] = of[i].verdict == V_FAIL ? -1 : of[i].idx;
+    *why = s->mig_why;
+    return sched_mig_decide(s, key, reqs, count, s->mig_ids, n, s->mig_why, now_s);
+}
 
 /* The filter decision over the offered nodes, shared by both readers: sets each offer's
  * verdict, charges and records the promise; *error is the result's Error text ("" when
@@ -340,11 +371,17 @@ static int filter_decide_offers(struct sched_state *s, json_t *pod, const char *
             if (nmarked > 0) /* decide_pod may clear bits too: clear the whole set (a few
                                 hundred words, not one step per offer) */
                 memset(s->offered, 0, s->node_info_cap / 64 * sizeof *s->offered);
+            const char **mig_why = NULL;
+            if (p == NULL && nmarked > 0)
+                p = decide_mig(s, key, reqs, count, of, n, now.unix_s, &mig_why);
             if (p == NULL) {
                 for (size_t i = 0; i < n; i++)
                     if (of[i].verdict != V_FAIL) {
                         of[i].verdict = V_FAIL;
-                        of[i].why = "vgpu: no GPU with enough free memory, compute and slots";
+                        of[i].why = mig_why != NULL && mig_why[i] != NULL
+                                        ? mig_why[i]
+                                        : "vgpu: no GPU with enough free memory, compute and "
+                                          "slots";
                     }
                 s->stats.filter_unschedulable++;
             } else {

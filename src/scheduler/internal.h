@@ -22,6 +22,10 @@ struct sched_share {
     bool high; /* nvidia.com/priority 0: counted in each of its GPUs' place_gpu.high */
     uint32_t milli;
     uint64_t mem[PLACE_MAX_GPUS];
+    /* Dynamic MIG (mig.c): one GPU, an instance of this profile at mig_start, taking
+     * mig_size slices; mig_size 0 for a share of a card. */
+    uint8_t mig_start, mig_size;
+    char mig_profile[ANNOT_MIG_NAME_MAX];
 };
 
 struct sched_pod {
@@ -54,13 +58,45 @@ struct sched_types {
     struct place_request sel; /* the lists alone, resolved against the models known now */
 };
 
+/* A node's inventory as the scheduler keeps it: the GPUs without their MIG fields (kept
+ * apart, for the few nodes in dynamic MIG mode: 5,000 nodes would otherwise hold 13 KB of
+ * them each). */
+struct sched_gpu_info {
+    char uuid[ANNOT_UUID_MAX];
+    unsigned index;
+    char model[ANNOT_MODEL_MAX];
+    uint64_t memory_mib;
+    unsigned cores, slots;
+    int numa;
+    bool healthy;
+};
+
+struct sched_inventory {
+    int64_t heartbeat;
+    enum annot_mode mode;
+    unsigned gpu_count;
+    struct sched_gpu_info gpus[ANNOT_MAX_GPUS];
+};
+
 struct sched_node {
     bool present, seen, has_inventory;
-    struct annot_inventory inventory;
+    struct sched_inventory inventory;
+    struct annot_mig *mig; /* ANNOT_MAX_GPUS of them (owned), NULL while no GPU of the node
+                              is in dynamic MIG mode */
     /* Per GPU: bound pods whose decision does not fit beside what the GPU holds (written
      * by someone other than this scheduler). Such a GPU takes no new tenants while any
      * holds it: the scheduler cannot tell how much of it they really use. */
     uint16_t blocked[PLACE_MAX_GPUS];
+    /* Dynamic MIG: per GPU, the slices the model's MIG shares hold, and the placements the
+     * node refused lately (vgpu.io/mig-refused). */
+    uint8_t mig_held[PLACE_MAX_GPUS];
+    uint8_t refused_count;
+    struct sched_mig_refusal {
+        uint8_t gpu;
+        uint8_t start;
+        char profile[ANNOT_MIG_NAME_MAX];
+        int64_t time;
+    } refused[ANNOT_MIG_REFUSED_MAX];
 };
 
 /* What filter reads of each offered node, packed: struct sched_node holds the whole
@@ -121,6 +157,9 @@ struct sched_state {
     struct vg_buf scan_text;   /* at most SCHED_MAX_BODY_BYTES: names come from the body */
     struct offer *scan_offers; /* extender.c's, at most one per byte of the body */
     size_t scan_offers_cap;
+    int32_t *mig_ids; /* the MIG chooser's offers and reasons (extender.c), mig_cap each */
+    const char **mig_why;
+    size_t mig_cap;
     struct sched_map node_index; /* name -> index + 1 */
     struct sched_map pods;       /* "ns/name" -> struct sched_pod */
     struct sched_map records;    /* pod uid -> its recorded decision text (owned) */
@@ -157,6 +196,27 @@ const struct place_mix *sched_mix(struct sched_state *s, const struct place_requ
 /* The id of r's GPU-type lists, interned on first sight; 0 when it has none (or when
  * SCHED_TYPES_MAX distinct lists are held already: such pods count as unrestricted). */
 uint16_t sched_types_id(struct sched_state *s, const struct place_request *r);
+/* Dynamic MIG (mig.c). Whether GPU g of node idx is served in dynamic MIG mode. */
+bool sched_mig_gpu(const struct sched_state *s, int32_t idx, unsigned g);
+/* Charges / returns a MIG share's slices (sh->mig_size > 0). -EINVAL when they overlap
+ * another share's. */
+int sched_mig_charge(struct sched_state *s, int32_t node, const struct sched_share *sh,
+                     struct vg_err *err);
+void sched_mig_uncharge(struct sched_state *s, int32_t node, const struct sched_share *sh);
+/* Reads node idx's vgpu.io/mig-refused (text may be NULL: none). */
+void sched_mig_refused_update(struct sched_state *s, int32_t idx, const char *text);
+/* Fills a MIG share's size from the node's inventory: -EINVAL when the GPU lists no such
+ * profile. */
+int sched_mig_resolve(const struct sched_state *s, int32_t idx, struct sched_share *sh,
+                      struct vg_err *err);
+/* For a pod the card shares could not place: its containers on MIG GPUs of the offered
+ * nodes (ids[0..n), -1 for none; those without a MIG GPU are set to -1), each an instance
+ * chosen by vgpu's rule. The record (charged), or NULL with why[i] set for each offered
+ * node with a MIG GPU (a string literal; NULL for the others). */
+struct sched_pod *sched_mig_decide(struct sched_state *s, const char *key,
+                                   const struct sched_container_request *reqs, int count,
+                                   int32_t *ids, size_t n, const char **why, int64_t now_s);
+
 /* Whether the pod watch shows key, with this uid, waiting for a node. */
 bool sched_pending_has(const struct sched_state *s, const char *key, const char *uid);
 /* Before filter assumes for key: 0, or -EDQUOT when its namespace holds

@@ -448,6 +448,12 @@ void sched_metrics_daemon(struct vg_prom *p, const struct sched_state *s,
                    "theirs already held another one (shared) or not (apart).");
     labelled(p, "vgpu_scheduler_priority_placements_total", "gpu", "apart", st.priority_apart);
     labelled(p, "vgpu_scheduler_priority_placements_total", "gpu", "shared", st.priority_shared);
+    vg_prom_family(p, "vgpu_scheduler_resizes_total", "counter",
+                   "Live resize requests answered, and resizes written to their pods after a "
+                   "restart.");
+    labelled(p, "vgpu_scheduler_resizes_total", "result", "done", d->resizes_done);
+    labelled(p, "vgpu_scheduler_resizes_total", "result", "refused", d->resizes_refused);
+    labelled(p, "vgpu_scheduler_resizes_total", "result", "reconciled", d->resizes_reconciled);
     vg_prom_family(p, "vgpu_scheduler_errors_total", "counter", "Errors by kind.");
     const struct {
         const char *kind;

@@ -35,6 +35,9 @@ struct sched_metrics_daemon {
     uint64_t bad_requests; /* 400 and 413 answers, extender, webhook and dashboard */
     uint64_t api_errors;   /* API calls that failed */
     uint64_t unauthorized;
+    /* live resizes answered (resize.h): done, refused, and records written to their pods
+     * after a restart */
+    uint64_t resizes_done, resizes_refused, resizes_reconciled;
     const double *bounds; /* the latency buckets' upper bounds, seconds */
     size_t bucket_count;
     const struct sched_metrics_latency *latency;

@@ -13,6 +13,7 @@
 #include "base/auto_json.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/parse.h"
 #include "base/str.h"
 #include "kube/kube.h"
 #include "scheduler/pod.h"
@@ -31,6 +32,9 @@ struct sched_records {
     uint64_t errors;
     struct record_call *calls; /* in flight: freed with r (their requests are cancelled
                                   with the client, which calls no callback then) */
+    /* Per pod uid, what the newest record says beyond its decision (records.h):
+     * {"gen": generation, "id": resize request id, "ns": namespace, "raised": MiB}. */
+    json_t *meta;
 };
 
 /* One write or delete in flight. */
@@ -39,6 +43,8 @@ struct record_call {
     struct record_call *prev, *next;
     char uid[128];
     bool write;
+    void (*done)(void *arg, const struct vg_err *err); /* a resize record's caller */
+    void *done_arg;
 };
 
 static struct record_call *call_new(struct sched_records *r, const char *uid, bool write)
@@ -65,11 +71,40 @@ static void call_free(struct record_call *c)
     free(c);
 }
 
-/* The record's name for uid; false when it would not be a valid object name. */
+/* The record's name for uid at generation gen (0: the bind's record, named after the uid
+ * alone; a resize's: "-g<gen>" appended); false when it would not be a valid object name. */
+static bool record_name_gen(const char *uid, uint64_t gen, char *name, size_t size)
+{
+    if (uid == NULL || uid[0] == '\0')
+        return false;
+    int n = gen == 0
+                ? vg_snprintf(name, size, RECORD_PREFIX "%s", uid)
+                : vg_snprintf(name, size, RECORD_PREFIX "%s-g%llu", uid, (unsigned long long)gen);
+    return n >= 0 && annot_dns_subdomain(name);
+}
+
 static bool record_name(const char *uid, char *name, size_t size)
 {
-    return uid != NULL && uid[0] != '\0' && vg_snprintf(name, size, RECORD_PREFIX "%s", uid) >= 0 &&
-           annot_dns_subdomain(name);
+    return record_name_gen(uid, 0, name, size);
+}
+
+static uint64_t meta_gen(const struct sched_records *r, const char *uid)
+{
+    json_t *m = json_object_get(r->meta, uid);
+    json_int_t g = json_integer_value(json_object_get(m, "gen"));
+    return g > 0 ? (uint64_t)g : 0;
+}
+
+static void meta_set(struct sched_records *r, const char *uid, uint64_t gen, const char *id,
+                     const char *key, int64_t raised)
+{
+    char ns[ANNOT_LABEL_MAX + 1] = "";
+    const char *slash = key != NULL ? strchr(key, '/') : NULL;
+    if (slash != NULL && (size_t)(slash - key) < sizeof ns)
+        memcpy(ns, key, (size_t)(slash - key)), ns[slash - key] = '\0';
+    json_object_set_new(r->meta, uid,
+                        json_pack("{s:I, s:s, s:s, s:I}", "gen", (json_int_t)gen, "id",
+                                  id != NULL ? id : "", "ns", ns, "raised", (json_int_t)raised));
 }
 
 int sched_records_new(struct event_base *base, struct kube_client *client,
@@ -84,6 +119,7 @@ int sched_records_new(struct event_base *base, struct kube_client *client,
     r->client = client;
     r->state = state;
     (void)vg_strlcpy(r->ns, ns, sizeof r->ns);
+    r->meta = json_object();
     *out = r;
     return 0;
 }
@@ -96,6 +132,7 @@ void sched_records_free(struct sched_records *r)
         event_free(r->retry);
     while (r->calls != NULL)
         call_free(r->calls);
+    json_decref(r->meta);
     free(r);
 }
 
@@ -140,16 +177,34 @@ static void listed(void *arg, long status, json_t *body, const struct vg_err *er
         const char *uid = sched_json_str(cm, "data", "uid", NULL);
         const char *decision = sched_json_str(cm, "data", "decision", NULL);
         const char *name = sched_json_str(cm, "metadata", "name", NULL);
+        const char *gen_text = sched_json_str(cm, "data", "generation", NULL);
+        uint64_t gen = 0;
+        struct annot_decision d;
+        struct vg_err sub = {0};
         char want[256];
-        /* Only the record named after the uid it holds: its name is what the API keeps
-         * unique, so no two records can speak for one pod. */
-        if (decision == NULL || name == NULL || !record_name(uid, want, sizeof want) ||
+        /* Only the record named after the uid and the generation it holds (the decision's
+         * own): its name is what the API keeps unique, so no two records can speak for one
+         * pod's generation, and the newest generation speaks for the pod. */
+        if (decision == NULL || name == NULL ||
+            (gen_text != NULL && vg_parse_u64(gen_text, 1, INT64_MAX, &gen, &sub) < 0) ||
+            annot_decision_decode(decision, strlen(decision), &d, &sub) < 0 ||
+            d.generation != gen || !record_name_gen(uid, gen, want, sizeof want) ||
             strcmp(want, name) != 0) {
             vg_log(VG_LOG_WARN, "decision record skipped", "name=%.100s",
                    name != NULL ? name : "?");
             continue;
         }
+        if (sched_record_get(r->state, uid) != NULL && meta_gen(r, uid) > gen) {
+            sched_records_delete_generation(r, uid, gen); /* left by a restart */
+            continue;
+        }
+        if (sched_record_get(r->state, uid) != NULL && meta_gen(r, uid) < gen)
+            sched_records_delete_generation(r, uid, meta_gen(r, uid));
         sched_record_put(r->state, uid, decision);
+        const char *raised = sched_json_str(cm, "data", "raisedMiB", NULL);
+        meta_set(r, uid, gen, sched_json_str(cm, "data", "resize", NULL),
+                 sched_json_str(cm, "data", "pod", NULL),
+                 raised != NULL ? strtoll(raised, NULL, 10) : 0);
         n++;
     }
     vg_log(VG_LOG_INFO, "decision records loaded", "namespace=%s count=%zu", r->ns, n);
@@ -183,6 +238,17 @@ static void call_done(void *arg, long status, json_t *body, const struct vg_err 
 {
     (void)body;
     struct record_call *c = arg;
+    if (c->done != NULL) {
+        /* A resize's record: its caller decides what a failure means. One that exists
+         * already was written by this scheduler before a restart (its name holds the uid
+         * and the generation; the caller checks the request). */
+        struct vg_err ok = {0};
+        c->done(c->done_arg, err->code == 0 || err->code == -EEXIST ? &ok : err);
+        if (err->code != 0 && err->code != -EEXIST)
+            c->r->errors++;
+        call_free(c);
+        return;
+    }
     /* A record that exists already is this pod's (its name holds the uid); one already
      * deleted is what a delete wants. */
     bool fine =
@@ -207,6 +273,7 @@ void sched_records_write(struct sched_records *r, const char *uid, const char *k
         return;
     }
     sched_record_put(r->state, uid, decision);
+    meta_set(r, uid, 0, NULL, key, 0);
     VG_AUTO_JSON json_t *cm =
         json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s}}, s:b, s:{s:s, s:s, s:s}}", "apiVersion",
                   "v1", "kind", "ConfigMap", "metadata", "name", name, "namespace", r->ns, "labels",
@@ -220,14 +287,79 @@ void sched_records_write(struct sched_records *r, const char *uid, const char *k
         call_done(c, 0, NULL, &err);
 }
 
-void sched_records_delete(struct sched_records *r, const char *uid)
+void sched_records_delete_generation(struct sched_records *r, const char *uid, uint64_t gen)
 {
     char name[256], path[512];
-    if (!record_name(uid, name, sizeof name))
+    if (!record_name_gen(uid, gen, name, sizeof name))
         return;
     (void)vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps/%s", r->ns, name);
     struct record_call *c = call_new(r, uid, false);
     struct vg_err err = {0};
     if (kube_delete(r->client, path, call_done, c, &err) < 0)
         call_done(c, 0, NULL, &err);
+}
+
+void sched_records_delete(struct sched_records *r, const char *uid)
+{
+    uint64_t gen = meta_gen(r, uid);
+    sched_records_delete_generation(r, uid, 0);
+    if (gen > 0)
+        sched_records_delete_generation(r, uid, gen);
+    if (uid != NULL)
+        json_object_del(r->meta, uid);
+}
+
+void sched_records_write_resize(struct sched_records *r, const char *uid, const char *key,
+                                const char *decision, uint64_t gen, const char *request,
+                                int64_t raised, void (*done)(void *arg, const struct vg_err *err),
+                                void *arg)
+{
+    char name[256], path[256], gen_text[32], raised_text[32];
+    struct vg_err err = {0};
+    if (gen == 0 || !record_name_gen(uid, gen, name, sizeof name)) {
+        vg_err_set(&err, -EINVAL, "pod %s: no record name for generation %llu", key,
+                   (unsigned long long)gen);
+        done(arg, &err);
+        return;
+    }
+    (void)vg_snprintf(gen_text, sizeof gen_text, "%llu", (unsigned long long)gen);
+    (void)vg_snprintf(raised_text, sizeof raised_text, "%lld", (long long)raised);
+    VG_AUTO_JSON json_t *cm = json_pack(
+        "{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s}}, s:b, s:{s:s, s:s, s:s, s:s, s:s, s:s}}",
+        "apiVersion", "v1", "kind", "ConfigMap", "metadata", "name", name, "namespace", r->ns,
+        "labels", "app.kubernetes.io/managed-by", "vgpu-scheduler", "vgpu.io/record", "decision",
+        "immutable", 1, "data", "pod", key, "uid", uid, "decision", decision, "generation",
+        gen_text, "resize", request, "raisedMiB", raised_text);
+    (void)vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps", r->ns);
+    meta_set(r, uid, gen, request, key, raised);
+    struct record_call *c = call_new(r, uid, true);
+    c->done = done;
+    c->done_arg = arg;
+    if (kube_post(r->client, path, cm, call_done, c, &err) < 0)
+        call_done(c, 0, NULL, &err);
+}
+
+const char *sched_records_resize_id(const struct sched_records *r, const char *uid)
+{
+    const char *id = json_string_value(json_object_get(json_object_get(r->meta, uid), "id"));
+    return id != NULL && id[0] != '\0' ? id : NULL;
+}
+
+int64_t sched_records_raised(const struct sched_records *r, const char *uid)
+{
+    return (int64_t)json_integer_value(json_object_get(json_object_get(r->meta, uid), "raised"));
+}
+
+int64_t sched_records_raised_in(const struct sched_records *r, const char *ns)
+{
+    int64_t sum = 0;
+    const char *uid;
+    json_t *m;
+    json_object_foreach(r->meta, uid, m)
+    {
+        const char *mns = json_string_value(json_object_get(m, "ns"));
+        if (mns != NULL && strcmp(mns, ns) == 0)
+            sum += (int64_t)json_integer_value(json_object_get(m, "raised"));
+    }
+    return sum;
 }

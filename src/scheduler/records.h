@@ -38,8 +38,28 @@ void sched_records_load(struct sched_records *r, void (*loaded)(void *arg), void
 /* Records decision for pod key ("ns/name") of uid, in the state at once and in the API. */
 void sched_records_write(struct sched_records *r, const char *uid, const char *key,
                          const char *decision);
-/* Deletes uid's record from the API (the state's is dropped by the caller). */
+/* Deletes uid's records from the API (the state's is dropped by the caller). */
 void sched_records_delete(struct sched_records *r, const char *uid);
+
+/* ---- live resize (resize.h; docs/scheduler.md "Live resize") ----
+ * A resize records the pod's new decision under a new name, vgpu-decision-<uid>-g<gen>,
+ * immutable like the bind's, with the generation, the request id and the memory the
+ * resizes raised the container by (raisedMiB, for namespace quotas); the load keeps the
+ * highest generation of each pod and deletes the others. */
+/* Writes the resize's record and calls done(arg, err) with its outcome (err->code 0:
+ * written, or written already by this scheduler before a restart). */
+void sched_records_write_resize(struct sched_records *r, const char *uid, const char *key,
+                                const char *decision, uint64_t gen, const char *request,
+                                int64_t raised, void (*done)(void *arg, const struct vg_err *err),
+                                void *arg);
+/* Deletes uid's record of generation gen (an older one, once a newer is in place). */
+void sched_records_delete_generation(struct sched_records *r, const char *uid, uint64_t gen);
+/* The request id of uid's newest record (NULL: none, or the bind's). */
+const char *sched_records_resize_id(const struct sched_records *r, const char *uid);
+/* MiB by which resizes raised uid's container (negative: lowered), and the sum of that over
+ * namespace ns's pods. */
+int64_t sched_records_raised(const struct sched_records *r, const char *uid);
+int64_t sched_records_raised_in(const struct sched_records *r, const char *ns);
 /* API calls that failed (for the api error counter). */
 uint64_t sched_records_errors(const struct sched_records *r);
 

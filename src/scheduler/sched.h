@@ -108,6 +108,12 @@ void sched_node_delete(struct sched_state *s, json_t *node);
  * only with the binding) and is ignored. */
 void sched_pod_update(struct sched_state *s, json_t *pod);
 void sched_pod_delete(struct sched_state *s, json_t *pod);
+/* A live resize (resize.h): charges the bound pod key with decision text in place of its
+ * current decision, through the same ledger filter uses; all or nothing. -ENOENT when the
+ * pod holds no charged decision, the placement's error (naming the GPU) when the new one
+ * does not fit beside the others; the old charge stands then. */
+int sched_pod_recharge(struct sched_state *s, const char *key, const char *text,
+                       struct vg_err *err);
 /* After a relist: objects not in items are deleted, the rest updated. */
 void sched_nodes_resync(struct sched_state *s, json_t *items);
 void sched_pods_resync(struct sched_state *s, json_t *items);

@@ -90,12 +90,16 @@ void sched_state_free(struct sched_state *s)
     sched_pending_release(s);
     sched_verdicts_release(s);
     sched_map_release(&s->node_index);
+    for (size_t i = 0; s->nodes != NULL && i < s->cluster->node_count; i++)
+        free(s->nodes[i].mig);
     free(s->nodes);
     free(s->live);
     free(s->offered);
     free(s->picked);
     free(s->listed);
     free(s->filter_reqs);
+    free(s->mig_ids);
+    free(s->mig_why);
     vg_buf_free(&s->scan_text);
     free(s->scan_offers);
     memo_each(s, MEMO_FREE, 0);
@@ -390,6 +394,10 @@ int sched_share_charge(struct sched_state *s, int32_t node, const struct sched_s
 {
     struct place_request r;
     struct place_decision d;
+    if (sh->mig_size > 0) { /* its own GPU instance: slices, not a share of the card */
+        memo_each(s, MEMO_FORGET, (size_t)node);
+        return sched_mig_charge(s, node, sh, err);
+    }
     share_to_place(sh, node, &r, &d);
     const struct place_node *n = &s->cluster->nodes[node];
     for (unsigned i = 0; i < sh->gpu_count; i++) {
@@ -413,6 +421,11 @@ void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sche
     struct place_request r;
     struct place_decision d;
     struct vg_err err = {0};
+    if (sh->mig_size > 0) {
+        memo_each(s, MEMO_FORGET, (size_t)node);
+        sched_mig_uncharge(s, node, sh);
+        return;
+    }
     share_to_place(sh, node, &r, &d);
     memo_each(s, MEMO_FORGET, (size_t)node);
     if (place_release(s->cluster, &r, &d, &err) < 0)
@@ -570,6 +583,40 @@ static int32_t node_add(struct sched_state *s, const char *name, struct vg_err *
     return idx;
 }
 
+/* Keeps inv as info's inventory: the GPUs, and their MIG fields apart when any has them. */
+static void inventory_keep(struct sched_node *info, const struct annot_inventory *inv)
+{
+    struct sched_inventory *k = &info->inventory;
+    memset(k, 0, sizeof *k);
+    k->heartbeat = inv->heartbeat;
+    k->mode = inv->mode;
+    k->gpu_count = inv->gpu_count;
+    bool mig = false;
+    for (unsigned g = 0; g < inv->gpu_count && g < ANNOT_MAX_GPUS; g++) {
+        const struct annot_gpu *a = &inv->gpus[g];
+        struct sched_gpu_info *o = &k->gpus[g];
+        memcpy(o->uuid, a->uuid, sizeof o->uuid);
+        memcpy(o->model, a->model, sizeof o->model);
+        o->index = a->index;
+        o->memory_mib = a->memory_mib;
+        o->cores = a->cores;
+        o->slots = a->slots;
+        o->numa = a->numa;
+        o->healthy = a->healthy;
+        mig |= a->mig.slices > 0;
+    }
+    if (!mig) {
+        free(info->mig);
+        info->mig = NULL;
+        return;
+    }
+    if (info->mig == NULL)
+        info->mig = xmalloc(ANNOT_MAX_GPUS * sizeof *info->mig);
+    memset(info->mig, 0, ANNOT_MAX_GPUS * sizeof *info->mig);
+    for (unsigned g = 0; g < inv->gpu_count && g < ANNOT_MAX_GPUS; g++)
+        info->mig[g] = inv->gpus[g].mig;
+}
+
 /* Sets node idx's GPUs from an inventory (or none), zeroes their use, and charges back
  * every applied pod on it. */
 static void node_rebuild(struct sched_state *s, int32_t idx, const struct annot_inventory *inv)
@@ -608,12 +655,17 @@ static void node_rebuild(struct sched_state *s, int32_t idx, const struct annot_
             /* A card that offers less than 100 % of its compute starts with the rest
              * taken. */
             pg->milli_used = (100u - a->cores) * 10u;
+            if (a->mig.slices > 0) {
+                /* Dynamic MIG: the card takes GPU instances (mig.c), never a share. */
+                pg->milli_used = PLACE_GPU_MILLI;
+                pg->mem_used_mib = pg->mem_total_mib;
+            }
         }
         if (ok) {
             n->gpu_count = (uint16_t)inv->gpu_count;
             n->model = inv->gpu_count > 0 ? n->gpus[0].model : 0;
             info->has_inventory = true;
-            info->inventory = *inv;
+            inventory_keep(info, inv);
         } else {
             n->gpu_count = 0;
             s->stats.skipped_nodes++;
@@ -642,16 +694,20 @@ static void node_rebuild(struct sched_state *s, int32_t idx, const struct annot_
     }
 }
 
-static bool same_gpus(const struct annot_inventory *a, const struct annot_inventory *b)
+static bool same_gpus(const struct annot_inventory *a, const struct sched_node *info)
 {
+    const struct sched_inventory *b = &info->inventory;
     if (a->gpu_count != b->gpu_count || a->mode != b->mode)
         return false;
     for (unsigned i = 0; i < a->gpu_count; i++) {
-        const struct annot_gpu *x = &a->gpus[i], *y = &b->gpus[i];
+        const struct annot_gpu *x = &a->gpus[i];
+        const struct sched_gpu_info *y = &b->gpus[i];
+        static const struct annot_mig none;
+        const struct annot_mig *ym = info->mig != NULL ? &info->mig[i] : &none;
         if (strcmp(x->uuid, y->uuid) != 0 || x->index != y->index ||
             strcmp(x->model, y->model) != 0 || x->memory_mib != y->memory_mib ||
             x->cores != y->cores || x->slots != y->slots || x->numa != y->numa ||
-            x->healthy != y->healthy)
+            x->healthy != y->healthy || memcmp(&x->mig, ym, sizeof x->mig) != 0)
             return false;
     }
     return true;
@@ -746,11 +802,13 @@ void sched_node_update(struct sched_state *s, json_t *node)
             s->stats.skipped_nodes++;
         }
     }
-    if (have && info->has_inventory && !returned && same_gpus(&inv, &info->inventory)) {
+    if (have && info->has_inventory && !returned && same_gpus(&inv, info)) {
         info->inventory.heartbeat = inv.heartbeat; /* a heartbeat alone changes nothing */
     } else if (have || info->has_inventory || added) {
         node_rebuild(s, idx, have ? &inv : NULL);
     }
+    sched_mig_refused_update(
+        s, idx, sched_json_str(node, "metadata", "annotations", ANNOT_KEY_MIG_REFUSED));
     sched_node_sync(s, idx);
     if (added && s->waiting_pods > 0)
         apply_waiting(s, idx, name);
@@ -906,6 +964,14 @@ static struct sched_pod *pod_from_decision(struct sched_state *s, const char *ke
                 return NULL;
             }
             sh->gpus[g] = (uint8_t)found;
+        }
+        if (ac->gpus[0].mig_profile[0] != '\0') {
+            (void)vg_strlcpy(sh->mig_profile, ac->gpus[0].mig_profile, sizeof sh->mig_profile);
+            sh->mig_start = ac->gpus[0].mig_start;
+            if (n != NULL && sched_mig_resolve(s, p->node, sh, err) < 0) {
+                pod_free(p);
+                return NULL;
+            }
         }
         struct place_request r = {.gpu_count = sh->gpu_count, .gpu_milli = sh->milli};
         struct vg_err ignored = {0};
@@ -1074,6 +1140,38 @@ void sched_pod_update(struct sched_state *s, json_t *pod)
                err.msg);
         s->stats.conflicts++;
     }
+}
+
+int sched_pod_recharge(struct sched_state *s, const char *key, const char *text, struct vg_err *err)
+{
+    struct sched_pod *p = sched_map_get(&s->pods, key);
+    if (p == NULL || !p->applied || p->decision == NULL || !p->bound || p->assumed)
+        return vg_err_set(err, -ENOENT, "pod %s holds no GPUs that vgpu-scheduler charged", key);
+    struct annot_decision d;
+    if (annot_decision_decode(text, strlen(text), &d, err) < 0)
+        return err->code;
+    struct sched_pod *np = pod_from_decision(s, key, text, &d, p->types, err);
+    if (np == NULL)
+        return err->code;
+    /* The same ledger filter charges: the pod's own charge goes, the new one must fit
+     * beside everything else, or the old one comes back. np is not bound yet, so a trial
+     * that does not fit blocks nothing. */
+    sched_pod_unapply(s, p);
+    int rc = sched_pod_apply(s, np, err);
+    if (rc < 0) {
+        pod_free(np);
+        struct vg_err again = {0};
+        if (sched_pod_apply(s, p, &again) < 0)
+            vg_log(VG_LOG_ERROR, "pod's own charge does not fit back; model out of step",
+                   "pod=%s err=\"%s\"", key, again.msg);
+        return rc;
+    }
+    np->bound = true;
+    np->seen = p->seen;
+    (void)vg_strlcpy(np->uid, p->uid, sizeof np->uid);
+    (void)vg_strlcpy(np->resource_version, p->resource_version, sizeof np->resource_version);
+    pod_free(sched_map_put(&s->pods, np->key, np));
+    return 0;
 }
 
 void sched_pod_delete(struct sched_state *s, json_t *pod)

@@ -13,7 +13,10 @@
  * Before any of that, for every pod (CREATE and UPDATE, GPU or not): vgpu's own vgpu.io/
  * annotations (the decision) are written only through pods/binding, so a pod that carries
  * one on CREATE, or adds, changes or removes one on UPDATE (unless the UPDATE is by one of
- * vgpu's own service accounts), is refused (docs/security.md).
+ * the trusted users), is refused (docs/security.md). Volcano's decision (volcano_reserved:
+ * volcano.sh/vgpu-node, -time, -ids-new, devices-to-allocate, bind-phase, bind-time) is
+ * held to the same rule, since vgpu's device plugin in Volcano mode reads it; Volcano's
+ * scheduler and the device plugin, which write it, are trusted users in that mode.
  *
  * On CREATE, containers get only the GPUs they were given: one that asks for no GPU gets
  * NVIDIA_VISIBLE_DEVICES=void (overwrite_env), and a GPU container that sets the
@@ -70,7 +73,7 @@ static int impossible(const struct sched_state *s, const struct sched_container_
         if (!info->present || !info->has_inventory)
             continue;
         for (unsigned g = 0; g < info->inventory.gpu_count; g++) {
-            const struct annot_gpu *gpu = &info->inventory.gpus[g];
+            const struct sched_gpu_info *gpu = &info->inventory.gpus[g];
             any = true;
             if (gpu->memory_mib > biggest)
                 biggest = gpu->memory_mib;
@@ -117,6 +120,34 @@ static json_t *review(const char *uid, bool allowed, const char *message, json_t
                      "AdmissionReview", "response", resp);
 }
 
+/* Whether key is part of Volcano's vGPU decision (docs/volcano.md): every volcano.sh/vgpu-
+ * key but the four Volcano documents for a pod's author, and the three the decision
+ * writes beside them. A pod author who could set them at create (and name spec.nodeName to
+ * skip the scheduler) would choose the GPU and the share vgpu's device plugin gives. */
+static bool volcano_reserved(const char *key)
+{
+    static const char *const author_keys[] = {
+        "volcano.sh/vgpu-mode", "volcano.sh/vgpu-podgroup-policy", "volcano.sh/vgpu-use-gpuuuid",
+        "volcano.sh/vgpu-nouse-gpuuuid"};
+    static const char *const decision_keys[] = {"volcano.sh/devices-to-allocate",
+                                                "volcano.sh/bind-phase", "volcano.sh/bind-time"};
+    for (size_t i = 0; i < sizeof decision_keys / sizeof *decision_keys; i++)
+        if (strcmp(key, decision_keys[i]) == 0)
+            return true;
+    if (strncmp(key, "volcano.sh/vgpu-", strlen("volcano.sh/vgpu-")) != 0)
+        return false;
+    for (size_t i = 0; i < sizeof author_keys / sizeof *author_keys; i++)
+        if (strcmp(key, author_keys[i]) == 0)
+            return false;
+    return true;
+}
+
+/* Whether a pod's author may not write key: vgpu's reserved vgpu.io/ keys, Volcano's. */
+static bool reserved_key(const char *key)
+{
+    return annot_key_reserved(key) || volcano_reserved(key);
+}
+
 /* The first vgpu.io/ annotation of pod that vgpu reserves (annot_key_reserved) and that
  * old (the object before an UPDATE, NULL on CREATE) does not carry with the same value;
  * NULL when none. vgpu writes those only through pods/binding, which no pod webhook sees,
@@ -132,7 +163,7 @@ static const char *foreign_annotation(json_t *pod, json_t *old, bool *removed)
     *removed = false;
     json_object_foreach(ann, key, v)
     {
-        if (!annot_key_reserved(key))
+        if (!reserved_key(key))
             continue;
         json_t *was = json_object_get(old_ann, key);
         if (old == NULL || was == NULL || !json_equal(was, v))
@@ -140,7 +171,7 @@ static const char *foreign_annotation(json_t *pod, json_t *old, bool *removed)
     }
     json_object_foreach(old_ann, key, v)
     {
-        if (annot_key_reserved(key) && json_object_get(ann, key) == NULL) {
+        if (reserved_key(key) && json_object_get(ann, key) == NULL) {
             *removed = true;
             return key;
         }
@@ -191,9 +222,9 @@ static bool quantity_zero(json_t *v)
     return true;
 }
 
-/* Whether container c asks for a GPU: a nvidia.com/ resource other than zero in its limits
- * or requests, or a DRA claim (resources.claims), whose driver's CDI spec decides its
- * devices. */
+/* Whether container c asks for a GPU: a nvidia.com/ or Volcano's volcano.sh/vgpu- resource
+ * other than zero in its limits or requests, or a DRA claim (resources.claims), whose
+ * driver's CDI spec decides its devices. */
 static bool container_wants_gpu(json_t *c)
 {
     json_t *res = json_object_get(c, "resources");
@@ -203,7 +234,9 @@ static bool container_wants_gpu(json_t *c)
         json_t *v;
         json_object_foreach(json_object_get(res, parts[k]), key, v)
         {
-            if (strncmp(key, "nvidia.com/", strlen("nvidia.com/")) == 0 && !quantity_zero(v))
+            if ((strncmp(key, "nvidia.com/", strlen("nvidia.com/")) == 0 ||
+                 strncmp(key, "volcano.sh/vgpu-", strlen("volcano.sh/vgpu-")) == 0) &&
+                !quantity_zero(v))
                 return true;
         }
     }
@@ -374,10 +407,13 @@ int sched_admit_with(struct sched_state *s, const char *body, size_t len, char *
         foreign = NULL; /* vgpu's own service accounts */
     if (foreign != NULL) {
         char msg[512];
+        bool volcano = volcano_reserved(foreign);
         (void)vg_snprintf(msg, sizeof msg,
-                          "vgpu: annotation %.100s is vgpu's own: only vgpu-scheduler writes it, "
-                          "through the pod's binding; a pod may not %s it (%s)",
-                          foreign,
+                          "vgpu: annotation %.100s is %s; a pod may not %s it (%s)", foreign,
+                          volcano ? "part of Volcano's vGPU decision: only Volcano's scheduler "
+                                    "and the device plugin write it"
+                                  : "vgpu's own: only vgpu-scheduler writes it, through the "
+                                    "pod's binding",
                           removed  ? "remove"
                           : update ? "add or change"
                                    : "carry",

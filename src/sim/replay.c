@@ -86,16 +86,11 @@ static bool refresh_due(size_t arrivals)
     return arrivals % 256 == 0 || (arrivals < 256 && (arrivals & (arrivals - 1)) == 0);
 }
 
-int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
-            const struct sim_options *opt, struct sim_run_result *out, struct vg_err *err)
+int sim_arrival_order(const struct sim_trace *t, struct vg_prng *rng, size_t **out, size_t *out_len,
+                      struct vg_err *err)
 {
-    memset(out, 0, sizeof *out);
-    out->policy = policy;
-    out->seed = seed;
-    struct vg_prng rng;
-    vg_prng_seed(&rng, seed);
-
-    /* Arrival order: shuffle the name-sorted pods. */
+    struct vg_prng *r = rng;
+    /* Shuffle the name-sorted pods. */
     size_t n = t->pod_count, len = n, cap = 0;
     VG_AUTO_FREE size_t *order = NULL;
     int rc = vg_array_grow(&order, &cap, n + n / 2 + 16, sizeof *order, SIM_ARRIVALS_MAX,
@@ -105,7 +100,7 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
     for (size_t i = 0; i < n; i++)
         order[i] = i;
     for (size_t i = n; i > 1; i--) {
-        size_t j = (size_t)vg_prng_below(&rng, i);
+        size_t j = (size_t)vg_prng_below(r, i);
         size_t tmp = order[i - 1];
         order[i - 1] = order[j];
         order[j] = tmp;
@@ -125,7 +120,7 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
                               "%u %% of its GPU capacity",
                               SIM_TUNE_PCT);
         for (;;) {
-            size_t i = (size_t)vg_prng_below(&rng, n);
+            size_t i = (size_t)vg_prng_below(r, n);
             /* The paper's check adds the per-GPU share, not the whole request. */
             if (total + t->pods[i].gpu_milli > target)
                 break;
@@ -138,12 +133,32 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
         }
     } else {
         while (total > target && len > 0) {
-            size_t j = (size_t)vg_prng_below(&rng, len);
+            size_t j = (size_t)vg_prng_below(r, len);
             total -= pod_request_milli(&t->pods[order[j]]);
             memmove(&order[j], &order[j + 1], (len - j - 1) * sizeof *order);
             len--;
         }
     }
+    *out = vg_steal_ptr(&order);
+    *out_len = len;
+    return 0;
+}
+
+int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
+            const struct sim_options *opt, struct sim_run_result *out, struct vg_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->policy = policy;
+    out->seed = seed;
+    struct vg_prng rng;
+    vg_prng_seed(&rng, seed);
+
+    /* Arrival order: shuffle the name-sorted pods, tuned to 130 %. */
+    VG_AUTO_FREE size_t *order = NULL;
+    size_t len = 0;
+    int rc = sim_arrival_order(t, &rng, &order, &len, err);
+    if (rc < 0)
+        return rc;
     /* A fixed random node ranking breaks ties for the whole run. */
     VG_AUTO(cluster_cleanup) struct place_cluster *c = clone_cluster(t->cluster);
     size_t nodes = c->node_count;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "base/err.h"
+#include "placement/mig.h"
 #include "placement/placement.h"
 
 #define SIM_LINE_MAX     4096                 /* longest accepted CSV line, bytes */
@@ -112,6 +113,12 @@ struct sim_options {
     void *progress_arg;
 };
 
+/* A run's arrivals (indices into t->pods, *len of them, malloc'ed): the name-sorted pods
+ * shuffled with rng, then pods cloned or dropped at random until their GPU request is
+ * SIM_TUNE_PCT % of the cluster's GPUs (docs/openb.md). rng goes on from there. */
+int sim_arrival_order(const struct sim_trace *t, struct vg_prng *rng, size_t **order, size_t *len,
+                      struct vg_err *err);
+
 /* One run: shuffle, tune to 130 %, rank nodes, place every pod in order. */
 int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
             const struct sim_options *opt, struct sim_run_result *out, struct vg_err *err);
@@ -133,5 +140,46 @@ int sim_write_json(FILE *f, const struct sim_trace *t, const struct sim_run_resu
 int sim_write_html(const char *path, const struct sim_trace *t,
                    const struct sim_run_result *results, size_t policy_count, size_t seed_count,
                    struct vg_err *err);
+
+/* ---- MIG on demand (mig.c; docs/placement.md, "MIG placement") ----
+ *
+ * Every GPU of the cluster a MIG-capable card of one model, in dynamic MIG mode; each GPU
+ * pod of the trace asks for instances: a share of d milli-GPU asks d/1000 of the model's
+ * nominal memory on one GPU, a whole-GPU pod its nominal memory on each of its GPUs (all on
+ * one node). CPU and host memory are not modelled. Pods arrive as in sim_run (same seed,
+ * same order); each is placed by one rule or left pending. */
+struct sim_mig_model {
+    const char *name;     /* "h100-80gb" */
+    uint64_t nominal_mib; /* what a whole-GPU request asks (80 GB: 80,000 MiB) */
+    struct place_mig_gpu gpu;
+};
+
+/* The model named name (h100-80gb, a100-40gb), NULL when unknown. */
+const struct sim_mig_model *sim_mig_model_find(const char *name);
+
+/* The rules compared: HAMi v2.10's selectMigCandidate on each GPU, with its chart's default
+ * policies (nodes binpack, GPUs spread) or with GPUs binpack; and vgpu's. */
+enum sim_mig_rule { SIM_MIG_HAMI_SPREAD = 0, SIM_MIG_HAMI_BINPACK, SIM_MIG_VGPU, SIM_MIG_RULES };
+const char *sim_mig_rule_name(enum sim_mig_rule r);
+
+struct sim_mig_result {
+    enum sim_mig_rule rule;
+    uint64_t seed;
+    uint64_t gpu_pods, unplaced;        /* GPU pods arrived (to 130 %), and left pending */
+    uint64_t unplaced_100;              /* pods left pending up to 100 % arrival */
+    double unusable_slices_100;         /* at 100 %: Σ over GPUs of place_mig_frag under the
+                                           trace's request mix */
+    double unusable_pct_100;            /* the same, % of all slices */
+    double free_pct_100, alloc_pct_100; /* free slices, slices in instances, % */
+    /* Churn at full load: after 100 % arrival each arrival follows one departure of a
+     * running pod drawn at random. The pods arrived then, those left pending, and the
+     * unusable slices (as above, % of all) averaged over those arrivals. */
+    uint64_t churn_pods, churn_unplaced;
+    double churn_unusable_pct;
+    double seconds;
+};
+
+int sim_mig_run(const struct sim_trace *t, const struct sim_mig_model *m, enum sim_mig_rule rule,
+                uint64_t seed, struct sim_mig_result *out, struct vg_err *err);
 
 #endif

@@ -3,11 +3,12 @@
 # deploy.Manifests renders every overlay once and checks API types, --check-config dry
 # runs, mounts and the flags' canonical names; deploy.Scheduler the extender's routes and
 # the webhook; deploy.Rbac the daemons under the rendered roles, enforced by the test API
-# server; deploy.NoGpu a node without a GPU. Label deploy. Exit 77: kubectl or python3-kubernetes missing (a
+# server; deploy.NoGpu a node without a GPU; deploy.Volcano the Volcano overlay's objects
+# and least-privilege roles. Label deploy. Exit 77: kubectl or python3-kubernetes missing (a
 # failure under CI).
 if(TARGET vgpu-scheduler AND TARGET vgpu-device-plugin AND TARGET vgpu-monitor)
   set(deploy_cases "Manifests=Render Flags Mounts Names" "Scheduler=Scheduler" "Rbac=Rbac"
-                   "NoGpu=NoGpu")
+                   "NoGpu=NoGpu" "Volcano=Volcano")
   foreach(case ${deploy_cases})
     string(REPLACE "=" ";" parts "${case}")
     list(GET parts 0 name)

@@ -62,7 +62,7 @@ if not KUBECTL:
     vg_skip.skip("kubectl (Debian's kubernetes-client) for `kubectl kustomize`")
 
 BUILD = SOURCE = None
-OVERLAYS = ("vgpu", "time-slicing", "mps", "mig")
+OVERLAYS = ("vgpu", "time-slicing", "mps", "mig", "volcano")
 COMPONENTS = ("monitoring", "cert-manager")
 BINARIES = ("vgpu-scheduler", "vgpu-device-plugin", "vgpu-monitor")
 FAKE_DEVICES = "NVIDIA H100 80GB HBM3:16GiB:132,NVIDIA H100 80GB HBM3:16GiB:132"
@@ -261,9 +261,11 @@ def vgpu_containers(objects, binaries=BINARIES):
 class Tree:
     """The files a container sees under its volume mounts, materialized under a
     temporary root: ConfigMaps and Secrets by their keys, the rest as empty directories.
-    paths(x) maps a path inside the container to the one here."""
+    paths(x) maps a path inside the container to the one here. A pod mounts ConfigMaps of
+    its own namespace: vgpu's daemons run in vgpu-system (the Volcano overlay has a
+    ConfigMap of the same name in kube-system too)."""
 
-    def __init__(self, objects, spec, container, root):
+    def __init__(self, objects, spec, container, root, namespace="vgpu-system"):
         self.root = root
         self.mounts = []  # (mountPath, local dir)
         volumes = {v["name"]: v for v in spec.get("volumes", [])}
@@ -276,7 +278,8 @@ class Tree:
             os.makedirs(local, exist_ok=True)
             data = {}
             if "configMap" in v:
-                data = one(objects, "ConfigMap", v["configMap"]["name"]).get("data", {})
+                data = one([o for o in objects if o["metadata"].get("namespace") == namespace],
+                           "ConfigMap", v["configMap"]["name"]).get("data", {})
             elif "secret" in v:
                 data = {i["path"]: "" for i in v["secret"].get("items", [])} or \
                     {"tls.crt": "", "tls.key": "", "ca.crt": ""}
@@ -361,7 +364,7 @@ READS = {
         ("kubeletDir", "path"), ("config", "path"), ("kubeconfig", "path"),
         ("vgpu.regionDir", "path"), ("vgpu.computeBoardDir", "path"),
         ("vgpu.libvgpuPath", "path"), ("vgpu.ldSoPreloadPath", "parent"),
-        ("flags.plugin.containerDriverRoot", "path"),
+        ("flags.plugin.containerDriverRoot", "path"), ("volcanoConfig", "path"),
     ],
     "vgpu-scheduler": [
         ("kubeconfig", "path"), ("tls-cert", "path"), ("tls-key", "path"),
@@ -874,7 +877,7 @@ def scenario(objects, authz):
         assert env.get("CUDA_DEVICE_MEMORY_LIMIT_0") == "1024m", env
         assert env.get("CUDA_DEVICE_SM_LIMIT") == "30", env
         until(lambda: os.path.exists(os.path.join(box.region_dir, "%s_main" % pod["metadata"]["uid"],
-                                                  "limits")), "the container's limits file")
+                                                  "etc", "limits")), "the container's limits file")
         # The monitor has listed and is watching the node's pods.
         time.sleep(0.5)
         refused()
@@ -1275,8 +1278,10 @@ class Rbac(unittest.TestCase):
                for o in find(objects, "ClusterRole")}
         flat = {name: sorted("%s:%s" % (res, v) for g, rs, vs in rules for res in rs for v in vs)
                 for name, rules in got.items()}
+        # A live resize reads and patches the pod and lists the namespace's quotas.
         self.assertEqual(flat["vgpu-scheduler"], ["nodes:list", "nodes:watch", "pods/binding:create",
-                                                  "pods:list", "pods:watch"])
+                                                  "pods:get", "pods:list", "pods:patch",
+                                                  "pods:watch", "resourcequotas:list"])
         self.assertEqual(flat["vgpu-device-plugin"], ["nodes:patch", "pods:list", "pods:watch"])
         self.assertEqual(flat["vgpu-monitor"], ["events:create", "pods/status:patch", "pods:list",
                                                 "pods:watch"])
@@ -1333,6 +1338,112 @@ class Rbac(unittest.TestCase):
             box.stop()
 
 
+class Volcano(unittest.TestCase):
+    """deploy/overlays/volcano (docs/volcano.md): the node side beside Volcano's scheduler."""
+
+    def test_objects(self):
+        objects = rendering("volcano")
+        # Volcano's ConfigMap where its scheduler reads it, and the same file beside the
+        # device plugin (a pod mounts ConfigMaps of its own namespace only).
+        cms = {o["metadata"]["namespace"]: o for o in find(objects, "ConfigMap")
+               if o["metadata"]["name"] == "volcano-vgpu-device-config"}
+        self.assertEqual(sorted(cms), ["kube-system", "vgpu-system"])
+        self.assertEqual(cms["kube-system"]["data"], cms["vgpu-system"]["data"])
+        conf = yaml.safe_load(cms["kube-system"]["data"]["device-config.yaml"])["nvidia"]
+        self.assertEqual([conf[k] for k in ("resourceCountName", "resourceMemoryName",
+                                            "resourceCoreName")],
+                         ["volcano.sh/vgpu-number", "volcano.sh/vgpu-memory",
+                          "volcano.sh/vgpu-cores"])
+        spec, c = container(objects, "vgpu-device-plugin", "vgpu-device-plugin")
+        args = container_args(c)
+        self.assertEqual(flag_value(args, "--scheduler-protocol"), "volcano")
+        path = flag_value(args, "--volcano-config")
+        mount = [m for m in c["volumeMounts"] if path.startswith(m["mountPath"] + "/")]
+        self.assertEqual(len(mount), 1, c["volumeMounts"])
+        vol = [v for v in spec["volumes"] if v["name"] == mount[0]["name"]][0]
+        self.assertEqual(vol["configMap"]["name"], "volcano-vgpu-device-config")
+        self.assertEqual(os.path.basename(path), "device-config.yaml")
+        # The monitor watches the same containers; Volcano schedules, so no vgpu-scheduler,
+        # no kube-scheduler profile, no webhook.
+        self.assertEqual(len(find(objects, "DaemonSet", "vgpu-monitor")), 1)
+        self.assertEqual(find(objects, "Deployment"), [])
+        self.assertEqual(find(objects, "MutatingWebhookConfiguration"), [])
+        self.assertEqual([p for o in objects for p in validate(o)], [])
+
+    def test_rbac_is_least_privilege(self):
+        """What vgpu mode grants, plus pods patch for the write-back (bind-phase,
+        devices-to-allocate, vgpu-time): no get/update/delete, no other resource."""
+        objects = rendering("volcano")
+        flat = {o["metadata"]["name"]: sorted("%s:%s" % (res, v) for r in o["rules"]
+                                              for res in r["resources"] for v in r["verbs"])
+                for o in find(objects, "ClusterRole")}
+        self.assertEqual(flat, {"vgpu-device-plugin": ["nodes:patch", "pods:list", "pods:patch",
+                                                       "pods:watch"],
+                                "vgpu-monitor": ["events:create", "pods/status:patch",
+                                                 "pods:list", "pods:watch"]})
+        self.assertEqual(sorted(o["kind"] for o in objects if o["kind"].endswith("Binding")),
+                         ["ClusterRoleBinding", "ClusterRoleBinding"])
+        self.assertEqual(find(objects, "Role"), [])
+
+    def volcano_run(self, authz):
+        """A Volcano pod through the rendered node side under authz: the device plugin in
+        Volcano mode registers its three resources, Volcano's decision is written by the
+        scheduler stand-in (tests/volcano_scheduler.py, with admin rights: Volcano's own
+        roles are Volcano's), kubelet's Allocate gets the container. The requests the API
+        server refused."""
+        import deviceplugin_kubelet as dk
+        import volcano_scheduler as V
+        if not dk.M:
+            dk.load_messages(os.path.join(BUILD, "gen", "grpc", "kubelet", "api.desc"))
+        objects = rendering("volcano")
+        box = Box(objects, authz)
+        kubelet = None
+        try:
+            kdir = os.path.join(box.dir, "node-1", "host/var/lib/kubelet/device-plugins")
+            os.makedirs(kdir, exist_ok=True)
+            kubelet = dk.FakeKubelet(kdir)
+            box.start_device_plugin()
+            ids = wait_for(lambda: kubelet.latest(V.ALLOCATABLE[0]), what="volcano.sh/vgpu-number")
+            wait_for(lambda: all(kubelet.latest(n) for n in V.ALLOCATABLE), what="3 resources")
+            volcano = V.Api("http://127.0.0.1:%d" % box.api_port, box.admin_token)
+            # kubelet's part: the node's Allocatable from the devices each resource lists.
+            volcano.ok("PATCH", "/api/v1/nodes/node-1", {"status": {"allocatable": {
+                n: str(len(kubelet.latest(n))) for n in V.ALLOCATABLE}}},
+                "application/merge-patch+json")
+            wait_for(lambda: V.REGISTER in (box.api("GET", "/api/v1/nodes/node-1")[1]
+                                            ["metadata"].get("annotations") or {}),
+                     what="the node's vGPU register")
+            pod = {"metadata": {"name": "p", "namespace": "default"},
+                   "spec": {"schedulerName": "volcano", "containers": [{
+                       "name": "main", "image": "cuda", "resources": {"limits": {
+                           "volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "1000"}}}]},
+                   "status": {"phase": "Pending"}}
+            status, body = box.api("POST", "/api/v1/namespaces/default/pods", pod)
+            assert status == 201, body
+            V.Scheduler(volcano).schedule("default", "p")
+            kubelet.allocate(V.ALLOCATABLE[0], [ids[0][0]])
+
+            def settled():
+                phase = (box.api("GET", "/api/v1/namespaces/default/pods/p")[1]["metadata"]
+                         .get("annotations") or {}).get(V.BIND_PHASE)
+                return phase == "success" or box.forbidden()
+            wait_for(settled, what="the write-back or a refusal")
+            return box.forbidden()
+        finally:
+            if kubelet is not None:
+                kubelet.stop()
+            box.stop()
+
+    def test_rendered_roles_suffice(self):
+        self.assertEqual(self.volcano_run(authz_from(rendering("volcano"))), [])
+
+    def test_the_write_back_needs_pods_patch(self):
+        sa = "system:serviceaccount:vgpu-system:vgpu-device-plugin"
+        authz = without_verb(authz_from(rendering("volcano")), sa, "pods", "patch")
+        refused = self.volcano_run(authz)
+        self.assertTrue(any(sa + " patch pods default/p" in r for r in refused), refused)
+
+
 class NoGpu(unittest.TestCase):
     def test_device_plugin_and_monitor_stay_up_without_a_driver(self):
         objects = rendering("vgpu")
@@ -1384,6 +1495,7 @@ class NoGpu(unittest.TestCase):
 if __name__ == "__main__":
     BUILD, SOURCE = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     sys.path.insert(0, os.path.join(SOURCE, "tests", "integration"))
+    sys.path.insert(0, os.path.join(SOURCE, "tests"))  # volcano_scheduler
     help_text = subprocess.run([os.path.join(BUILD, "bin", "vgpu-monitor"), "--help"],
                                capture_output=True, text=True).stdout
     if "--listen" not in help_text:

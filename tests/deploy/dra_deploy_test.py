@@ -345,7 +345,8 @@ def policy_problems(objects):
 
 class Render(unittest.TestCase):
     def test_types_and_fields(self):
-        for comps in ((), ("dra-node-policy",), ("dra-webhook",), ("dra-shared",)):
+        for comps in ((), ("dra-node-policy",), ("dra-webhook",), ("dra-shared",),
+                      ("dra-extended-resource",)):
             with self.subTest(components=comps):
                 objects = render(comps)
                 if objects is not None:
@@ -368,6 +369,21 @@ class Render(unittest.TestCase):
             shutil.rmtree(root)
         self.assertEqual(problems, [])
         self.assertEqual(settings.get("--consumable-capacity"), "true")
+
+    def test_extended_resource_is_a_component(self):
+        """No class maps nvidia.com/gpu by default; dra-extended-resource adds one, which
+        selects the driver's whole GPUs."""
+        self.assertFalse([o for o in render() if o["kind"] == "DeviceClass" and
+                          o["spec"].get("extendedResourceName")])
+        objects = render(("dra-extended-resource",))
+        if objects is None:  # no components in this kustomize
+            return
+        mapped = [o for o in objects if o["kind"] == "DeviceClass" and
+                  o["spec"].get("extendedResourceName")]
+        self.assertEqual([(o["metadata"]["name"], o["spec"]["extendedResourceName"])
+                          for o in mapped], [("extended.gpu.vgpu.io", "nvidia.com/gpu")])
+        gpu = dt.one(objects, "DeviceClass", "gpu.vgpu.io")
+        self.assertEqual(mapped[0]["spec"]["selectors"], gpu["spec"]["selectors"])
 
     def test_a_wrong_field_is_named(self):
         objects = render(("dra-node-policy",))
@@ -434,6 +450,10 @@ class Render(unittest.TestCase):
         self.assertIn(("resource.k8s.io", "resourceclaimtemplates", "list", None), grants)
         self.assertIn(("resource.k8s.io", "resourceclaimtemplates", "delete", None), grants)
         self.assertIn(("", "namespaces", "get", None), grants)
+        # ... and the pod's owners, read back before anything is created.
+        for group, res in (("apps", "replicasets"), ("apps", "statefulsets"),
+                           ("apps", "daemonsets"), ("batch", "jobs"), ("", "nodes")):
+            self.assertIn((group, res, "get", None), grants)
         # Only kube-apiserver's reviews are acted on: the client CA is passed and mounted.
         self.assertIn("--webhook-client-ca=/etc/vgpu/webhook-client-ca/ca.crt",
                       sched_args(objects))

@@ -165,13 +165,14 @@ class ApiServer:
     """tests/kube_api_server.py in a process: serves and validates ResourceSlices as
     kube-apiserver does."""
 
-    def __init__(self, tmp, port=0):
+    def __init__(self, tmp, port=0, version="1.36"):
         self.port_file = os.path.join(tmp, "api-port")
         if os.path.exists(self.port_file):
             os.unlink(self.port_file)
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(SOURCE, "tests", "kube_api_server.py"),
-             "--port", str(port), "--port-file", self.port_file], stderr=subprocess.DEVNULL)
+             "--port", str(port), "--port-file", self.port_file, "--k8s-version", version],
+            stderr=subprocess.DEVNULL)
         wait_for(lambda: os.path.exists(self.port_file) and os.path.getsize(self.port_file),
                  what="API server")
         with open(self.port_file) as f:
@@ -293,7 +294,8 @@ class Registration(Base):
         self.assertEqual(info.type, "DRAPlugin")
         self.assertEqual(info.name, DRIVER)
         self.assertEqual(info.endpoint, self.plugin.svc_sock)
-        self.assertEqual(list(info.supported_versions), ["v1.DRAPlugin", "v1beta1.DRAPlugin"])
+        self.assertEqual(list(info.supported_versions),
+                         ["v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth"])
         self.assertTrue(stat.S_ISSOCK(os.stat(info.endpoint).st_mode))
         st = M["RegistrationStatus"](plugin_registered=True)
         call(reg, "/pluginregistration.Registration/NotifyRegistrationStatus", st,
@@ -338,7 +340,7 @@ class Prepare(Base):
 
         cdir = os.path.join(self.plugin.state_dir, "claims", UID1 + "_gpu")
         self.assertEqual(self.claim_dirs(), [UID1 + "_gpu"])
-        limits = os.path.join(cdir, "limits")
+        limits = os.path.join(cdir, "etc", "limits")
         self.assertEqual(stat.S_IMODE(os.stat(limits).st_mode), 0o444)
         with open(limits) as f:
             text = f.read()
@@ -357,8 +359,9 @@ class Prepare(Base):
         self.assertTrue(uuid.startswith("GPU-"), uuid)
         self.assertIn(uuid, text)
         mounts = {m["containerPath"]: m for m in edits["mounts"]}
-        self.assertEqual(mounts["/etc/vgpu/limits"]["hostPath"], limits)
-        self.assertIn("ro", mounts["/etc/vgpu/limits"]["options"])
+        # The limits directory, so that the fixed path /etc/vgpu/limits is the file.
+        self.assertEqual(mounts["/etc/vgpu"]["hostPath"], os.path.dirname(limits))
+        self.assertIn("ro", mounts["/etc/vgpu"]["options"])
         self.assertEqual(mounts["/etc/ld.so.preload"]["hostPath"],
                          os.path.join(self.tmp, "ld.so.preload"))
         # The plugin made that file at start (nobody else had), naming libvgpu.so.
@@ -718,8 +721,8 @@ class SliceBase(Base):
             if self.kapi:
                 self.kapi.stop()
 
-    def serve_api(self, port=0):
-        self.kapi = ApiServer(self.tmp, port)
+    def serve_api(self, port=0, version="1.36"):
+        self.kapi = ApiServer(self.tmp, port, version)
         kubeconfig_for(self.kubeconfig, self.kapi.port)
 
     def ctl(self, *args):
@@ -729,7 +732,7 @@ class SliceBase(Base):
 
     def devices(self):
         sl = self.kapi.slices()
-        return {d["name"]: d for s in sl for d in s["spec"]["devices"]}, sl
+        return {d["name"]: d for s in sl for d in s["spec"].get("devices", [])}, sl
 
     def generation(self, sl):
         gens = {s["spec"]["pool"]["generation"] for s in sl}
@@ -796,7 +799,9 @@ class Slices(SliceBase):
                       str(ctx.exception))
 
     def test_health_change(self):
-        self.serve_api()
+        """Kubernetes 1.35 (no device taints by default): a lost GPU is taken out and comes
+        back, each a new pool generation."""
+        self.serve_api(version="1.35")
         self.start()
         _, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
                          what="two devices published")
@@ -810,7 +815,8 @@ class Slices(SliceBase):
         devs, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
                             what="gpu-1 back")
         self.assertEqual(self.generation(sl), gen + 2)
-        self.assertIn("GPU unhealthy: taken out of the slices", self.plugin.output())
+        self.assertIn("API server without device taints", self.plugin.output())
+        self.assertNotIn("taints", json.dumps(sl))
 
     def test_api_down_at_start(self):
         port = free_port()
@@ -909,6 +915,415 @@ class Mig(SliceBase):
         self.assertEqual((self.claim_dirs(), self.cdi_files()), ([], []))
         uid2 = self.put_claim("m2", "gpu-0")  # the GPU itself is not published
         self.assertIn("no device gpu-0", self.prepare(("default", uid2, "m2")).claims[uid2].error)
+
+
+class Taints(SliceBase):
+    """Kubernetes 1.36 (DRADeviceTaints on): an unhealthy GPU stays in the slice with a
+    taint (docs/dra.md "Device taints"): an XID taints it <driver>/xid=<XID>:NoSchedule
+    until the GPU is reset (lost and found again), a lost GPU <driver>/gpu-lost; the test
+    API server's allocator then gives it only to a claim that tolerates the taint, and
+    the taints clear when the GPU recovers."""
+
+    CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+
+    def taints(self, device):
+        devs, sl = self.devices()
+        return [(t["key"], t.get("value", ""), t["effect"])
+                for t in devs.get(device, {}).get("taints", [])], sl
+
+    def wait_taints(self, device, want, what):
+        return wait_for(lambda: (lambda t: t if t[0] == want else None)(self.taints(device)),
+                        what=what)[1]
+
+    def make_claim(self, name, tolerations=None):
+        exactly = {"deviceClassName": "gpu.vgpu.io"}
+        if tolerations is not None:
+            exactly["tolerations"] = tolerations
+        code, body = self.kapi.request("POST", self.CLAIMS, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}})
+        return code, body
+
+    def allocate(self, name):
+        code, body = self.kapi.request("POST", "/admin/allocate",
+                                       {"namespace": "default", "name": name, "node": "node-1"})
+        if code != 200:
+            return code, body.get("message")
+        return code, [r["device"] for r in body["status"]["allocation"]["devices"]["results"]]
+
+    def test_xid_taint_toleration_and_recovery(self):
+        self.serve_api()
+        self.start()
+        _, sl = wait_for(lambda: (lambda d: d if len(d[0]) == 2 else None)(self.devices()),
+                         what="two devices published")
+        gen = self.generation(sl)
+        self.assertEqual(self.taints("gpu-1")[0], [])
+        self.ctl("xid", "1", "79")
+        sl = self.wait_taints("gpu-1", [(DRIVER + "/xid", "79", "NoSchedule")], "XID taint")
+        self.assertEqual(self.generation(sl), gen + 1)
+        self.assertEqual(self.taints("gpu-0")[0], [])  # only the GPU that reported it
+        devs, _ = self.devices()
+        self.assertRegex(devs["gpu-1"]["taints"][0]["timeAdded"],
+                         r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        # An XID that is not critical (NVIDIA's ignored list: 13, application error) taints
+        # nothing.
+        self.ctl("xid", "0", "13")
+        time.sleep(0.5)
+        self.assertEqual(self.taints("gpu-0")[0], [])
+        # gpu-0 taken; a claim without a toleration finds no device, one tolerating the
+        # XID taint gets gpu-1.
+        for name in ("first", "plain", "tolerant"):
+            tol = [{"key": DRIVER + "/xid", "operator": "Exists", "effect": "NoSchedule"}] \
+                if name == "tolerant" else None
+            code, body = self.make_claim(name, tol)
+            self.assertEqual(code, 201, body)
+        self.assertEqual(self.allocate("first"), (200, ["gpu-0"]))
+        code, why = self.allocate("plain")
+        self.assertEqual(code, 409, why)
+        self.assertIn("request gpu wants 1 devices, 0 fit", why)
+        self.assertEqual(self.allocate("tolerant"), (200, ["gpu-1"]))
+        # The plugin prepares the tolerated device like any other.
+        code, claim_obj = self.kapi.request("GET", self.CLAIMS + "/tolerant")
+        uid = claim_obj["metadata"]["uid"]
+        self.assertEqual(self.prepare(("default", uid, "tolerant")).claims[uid].error, "")
+        # Still answering NVML: the XID stays. Reset (lost, then back): both clear.
+        self.ctl("health", "1", "off")
+        self.wait_taints("gpu-1", [(DRIVER + "/xid", "79", "NoSchedule"),
+                                   (DRIVER + "/gpu-lost", "", "NoSchedule")], "lost too")
+        self.ctl("health", "1", "on")
+        sl = self.wait_taints("gpu-1", [], "taints cleared after the reset")
+        self.assertEqual(len(self.devices()[0]), 2)
+        self.assertIn("GPU healthy: its taints cleared", self.plugin.output())
+        self.assertEqual(self.unprepare(("default", uid, "tolerant")).claims[uid].error, "")
+
+    def test_lost_gpu_stays_listed(self):
+        self.serve_api()
+        self.start()
+        wait_for(lambda: len(self.devices()[0]) == 2, what="two devices published")
+        self.ctl("health", "0", "off")
+        self.wait_taints("gpu-0", [(DRIVER + "/gpu-lost", "", "NoSchedule")], "lost taint")
+        self.assertEqual(sorted(self.devices()[0]), ["gpu-0", "gpu-1"])
+        self.assertIn("API server has device taints", self.plugin.output())
+        self.ctl("health", "0", "on")
+        self.wait_taints("gpu-0", [], "lost taint cleared")
+
+    def test_unmonitored(self):
+        """Health checks off (DP_DISABLE_HEALTHCHECKS=all): every GPU says so with a None
+        taint, which keeps no claim away."""
+        self.serve_api()
+        self.start(extra_env={"DP_DISABLE_HEALTHCHECKS": "all"})
+        self.wait_taints("gpu-0", [(DRIVER + "/unmonitored", "", "None")], "unmonitored")
+        code, body = self.make_claim("any")
+        self.assertEqual(code, 201, body)
+        self.assertEqual(self.allocate("any"), (200, ["gpu-0"]))
+
+    def test_forced_off(self):
+        """--device-taints=false on a 1.36 server: left out as before."""
+        self.serve_api()
+        self.start(extra_args=["--device-taints=false"])
+        wait_for(lambda: len(self.devices()[0]) == 2, what="two devices published")
+        self.ctl("health", "1", "off")
+        wait_for(lambda: list(self.devices()[0]) == ["gpu-0"], what="gpu-1 taken out")
+
+    def test_bad_flag(self):
+        p = Plugin.__new__(Plugin)
+        with self.assertRaises(AssertionError) as ctx:
+            Plugin.__init__(p, self.tmp, self.kubeconfig, extra_args=["--device-taints=maybe"])
+        p.log.close()
+        self.assertIn("--device-taints", str(ctx.exception))
+
+
+WATCH = "/v1alpha1.DRAResourceHealth/NodeWatchResources"
+
+
+class Health(SliceBase):
+    """KEP-4680: kubelet's health stream (NodeWatchResources, listed in the registration as
+    v1alpha1.DRAResourceHealth) carries every device of the node with its GPU's health,
+    again after each health poll; the stand-in maps it onto the pod's
+    allocatedResourcesStatus as kubelet does (claim:<claim>/<request>, resourceID
+    <driver>/<pool>/<device>)."""
+
+    CLAIMS = Taints.CLAIMS
+    make_claim = Taints.make_claim
+    allocate = Taints.allocate
+    wait_taints = Taints.wait_taints
+    taints = Taints.taints
+
+    def watch(self):
+        fn = self.channel(self.plugin.svc_sock).unary_stream(
+            WATCH, request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=M["NodeWatchResourcesResponse"].FromString)
+        return fn(M["NodeWatchResourcesRequest"](), timeout=90)
+
+    @staticmethod
+    def states(msg):
+        names = {0: "Unknown", 1: "Healthy", 2: "Unhealthy"}
+        return {(d.device.pool_name, d.device.device_name): names[d.health] for d in msg.devices}
+
+    def next_matching(self, stream, pred, what):
+        for msg in stream:
+            if pred(self.states(msg)):
+                return msg
+        raise AssertionError("stream ended before " + what)
+
+    @staticmethod
+    def allocated_resources_status(claim_obj, msg):
+        """What kubelet writes into containerStatuses[].allocatedResourcesStatus for a
+        container using claim_obj: one entry per request, one resource per device."""
+        health = {(d.device.pool_name, d.device.device_name): d.health for d in msg.devices}
+        names = {0: "Unknown", 1: "Healthy", 2: "Unhealthy"}
+        out = {}
+        for r in claim_obj["status"]["allocation"]["devices"]["results"]:
+            entry = out.setdefault("claim:%s/%s" % (claim_obj["metadata"]["name"], r["request"]),
+                                   [])
+            entry.append({"resourceID": "%s/%s/%s" % (r["driver"], r["pool"], r["device"]),
+                          "health": names[health.get((r["pool"], r["device"]), 0)]})
+        return [{"name": k, "resources": v} for k, v in sorted(out.items())]
+
+    def test_stream_follows_health(self):
+        self.serve_api()
+        self.start()
+        stream = self.watch()
+        first = next(stream)
+        self.assertEqual(self.states(first), {("node-1", "gpu-0"): "Healthy",
+                                              ("node-1", "gpu-1"): "Healthy"})
+        now = time.time()
+        self.assertTrue(all(now - 60 < d.last_updated_time <= now + 1 for d in first.devices))
+        code, body = self.make_claim("train")
+        self.assertEqual(code, 201, body)
+        self.assertEqual(self.allocate("train"), (200, ["gpu-0"]))
+        _, claim_obj = self.kapi.request("GET", self.CLAIMS + "/train")
+        self.assertEqual(self.allocated_resources_status(claim_obj, first), [
+            {"name": "claim:train/gpu",
+             "resources": [{"resourceID": DRIVER + "/node-1/gpu-0", "health": "Healthy"}]}])
+        self.ctl("xid", "0", "79")
+        msg = self.next_matching(stream, lambda s: s[("node-1", "gpu-0")] == "Unhealthy",
+                                 "gpu-0 unhealthy")
+        self.assertEqual(self.states(msg)[("node-1", "gpu-1")], "Healthy")
+        self.assertEqual(self.allocated_resources_status(claim_obj, msg)[0]["resources"][0][
+            "health"], "Unhealthy")
+        # Sent again at every poll (kubelet takes a device not reported for a while as
+        # Unknown): more messages come with nothing changed.
+        t0 = time.time()
+        for _ in range(3):
+            next(stream)
+        self.assertLess(time.time() - t0, 5)
+        self.ctl("health", "0", "off")
+        self.wait_taints("gpu-0", [(DRIVER + "/xid", "79", "NoSchedule"),
+                                   (DRIVER + "/gpu-lost", "", "NoSchedule")], "lost seen")
+        self.ctl("health", "0", "on")
+        self.next_matching(stream, lambda s: s[("node-1", "gpu-0")] == "Healthy",
+                           "gpu-0 healthy after the reset")
+        # A second watcher gets the list at once; closing the first leaves it served.
+        second = self.watch()
+        self.assertEqual(len(next(second).devices), 2)
+        stream.cancel()
+        self.assertEqual(len(next(second).devices), 2)
+        second.cancel()
+
+    def test_unmonitored_is_unknown(self):
+        self.serve_api()
+        self.start(extra_env={"DP_DISABLE_HEALTHCHECKS": "all"})
+        self.assertEqual(set(self.states(next(self.watch())).values()), {"Unknown"})
+
+    def test_malformed_request(self):
+        self.start()
+        fn = self.channel(self.plugin.svc_sock).unary_stream(
+            WATCH, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        with self.assertRaises(grpc.RpcError) as ctx:
+            next(fn(b"\xff\xff\xff", timeout=10))
+        self.assertEqual(ctx.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIsNone(self.plugin.proc.poll())
+
+
+class NvmlPeek:
+    """fakegpu's NVML through ctypes, as another process on the node sees it."""
+
+    def __init__(self, env):
+        import ctypes
+        os.environ["FAKEGPU_STATE_DIR"] = env["FAKEGPU_STATE_DIR"]
+        os.environ["FAKEGPU_DEVICES"] = env["FAKEGPU_DEVICES"]
+        os.environ["FAKEGPU_MIG"] = env.get("FAKEGPU_MIG", "")
+        self.ct = ctypes
+        self.lib = ctypes.CDLL(os.path.join(BUILD, "fakegpu", "libnvidia-ml.so.1"))
+        assert self.lib.nvmlInit_v2() == 0
+
+    def memory_mib(self, uuid):
+        """The device's total memory in MiB, or None when NVML does not know the UUID."""
+        ct = self.ct
+        handle = ct.c_void_p()
+        if self.lib.nvmlDeviceGetHandleByUUID(uuid.encode(), ct.byref(handle)) != 0:
+            return None
+        mem = (ct.c_ulonglong * 3)()
+        if self.lib.nvmlDeviceGetMemoryInfo(handle, ct.byref(mem)) != 0:
+            return None
+        return mem[0] >> 20
+
+
+class Partitions(SliceBase):
+    """KEP-4815 on fakegpu's H100 in MIG mode with no instances (FAKEGPU_MIG=0:) and
+    --mig-mode=dynamic: a counter set in a slice of its own, the whole GPU and every
+    (profile, placement) as devices consuming it; a claim for a partition gets its
+    instance made in NodePrepareResources (the MIG device in its CDI spec, NVML seeing it
+    with the profile's memory), NodeUnprepareResources destroys it and only it; a plugin
+    killed between the GPU instance and the compute instance leaves nothing once
+    restarted; a 1.35 API server gets today's static slices."""
+
+    H100 = "NVIDIA H100 80GB HBM3:81559MiB:132"
+    CLAIMS = Taints.CLAIMS
+    make_claim = Taints.make_claim
+    watch = Health.watch
+    states = staticmethod(Health.states)
+
+    def env(self, **extra):
+        env = {"FAKEGPU_DEVICES": self.H100 + ",Test GPU B:8GiB:80", "FAKEGPU_MIG": "0:"}
+        env.update(extra)
+        return env
+
+    def mig_records(self):
+        path = os.path.join(self.plugin.state_dir, "mig.json")
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return json.load(f)["instances"]
+
+    def claim_for(self, name, device):
+        code, body = self.make_claim(name)
+        self.assertEqual(code, 201, body)
+        code, body = self.kapi.request("POST", "/admin/allocate", {
+            "namespace": "default", "name": name, "node": "node-1",
+            "devices": {"gpu": [device]}})
+        self.assertEqual(code, 200, body)
+        return body["metadata"]["uid"]
+
+    def published(self):
+        devs, sl = self.devices()
+        sets = [cs for s in sl for cs in s["spec"].get("sharedCounters", [])]
+        return devs, sets, sl
+
+    def test_partitions_made_and_destroyed(self):
+        self.serve_api()
+        self.start(extra_args=["--mig-mode=dynamic"], extra_env=self.env())
+        devs, sets, sl = wait_for(lambda: (lambda p: p if p[1] else None)(self.published()),
+                                  what="counter set published")
+        self.assertIn("MIG GPUs published as partitions", self.plugin.output())
+        self.assertEqual([cs["name"] for cs in sets], ["gpu-0-counters"])
+        counters = sets[0]["counters"]
+        self.assertEqual(sorted(k for k in counters if k.startswith("memory-slice-")),
+                         ["memory-slice-%d" % i for i in range(8)])
+        self.assertEqual(counters["multiprocessors"], {"value": "132"})
+        # Counters and devices never share a slice; every slice is one pool's.
+        self.assertTrue(all(not (s["spec"].get("devices") and s["spec"].get("sharedCounters"))
+                            for s in sl))
+        self.assertEqual({s["spec"]["pool"]["resourceSliceCount"] for s in sl}, {len(sl)})
+        parts = sorted(d for d in devs if d.startswith("gpu-0-mig-"))
+        # NVML's H100 placements: 7 + 7 (+me) + 4 + 3 + 2 + 1 + 1.
+        self.assertEqual(len(parts), 25, parts)
+        p9 = devs["gpu-0-mig-p9-s4"]
+        self.assertEqual(p9["attributes"]["profile"], {"string": "3g.40gb"})
+        self.assertEqual(p9["attributes"]["placementStart"], {"int": 4})
+        used = p9["consumesCounters"][0]["counters"]
+        self.assertEqual(sorted(k for k in used if k.startswith("memory-slice-")),
+                         ["memory-slice-%d" % i for i in range(4, 8)])
+        self.assertEqual(len(devs["gpu-0"]["consumesCounters"][0]["counters"]), 10)
+        self.assertNotIn("consumesCounters", devs["gpu-1"])
+        # kubelet's health stream names the devices as the slices do.
+        health = self.states(next(self.watch()))
+        self.assertEqual(sorted(d for _, d in health), sorted(devs))
+        self.assertEqual(health[("node-1", "gpu-0-mig-p9-s4")], "Healthy")
+        # Two claims: 3g.40gb at 4 and 1g.10gb at 0; the whole GPU no longer fits.
+        nv = NvmlPeek(self.plugin.env)
+        uid_a = self.claim_for("big", "gpu-0-mig-p9-s4")
+        uid_b = self.claim_for("small", "gpu-0-mig-p19-s0")
+        code, body = self.make_claim("whole")
+        self.assertEqual(code, 201, body)
+        code, body = self.kapi.request("POST", "/admin/allocate", {
+            "namespace": "default", "name": "whole", "devices": {"gpu": ["gpu-0"]}})
+        self.assertEqual(code, 409, body)
+        got = self.prepare(("default", uid_a, "big"), ("default", uid_b, "small")).claims
+        self.assertEqual((got[uid_a].error, got[uid_b].error), ("", ""))
+        self.assertEqual([d.device_name for d in got[uid_a].devices], ["gpu-0-mig-p9-s4"])
+        uuids = {}
+        for uid, mib in ((uid_a, 40448), (uid_b, 9984)):
+            env = self.spec(uid)["devices"][0]["containerEdits"]["env"]
+            uuid = [e.split("=", 1)[1] for e in env if e.startswith("NVIDIA_VISIBLE_DEVICES=")][0]
+            self.assertTrue(uuid.startswith("MIG-"), env)
+            self.assertEqual(nv.memory_mib(uuid), mib)  # the container's MIG device
+            uuids[uid] = uuid
+        self.assertEqual(sorted(r["claim"] for r in self.mig_records()), sorted([uid_a, uid_b]))
+        # Unprepare destroys that claim's instance only.
+        self.assertEqual(self.unprepare(("default", uid_a, "big")).claims[uid_a].error, "")
+        self.assertIsNone(nv.memory_mib(uuids[uid_a]))
+        self.assertEqual(nv.memory_mib(uuids[uid_b]), 9984)
+        self.assertEqual([r["claim"] for r in self.mig_records()], [uid_b])
+        # A restart keeps the prepared claim's instance.
+        self.start(extra_args=["--mig-mode=dynamic"], extra_env=self.env())
+        self.assertEqual(nv.memory_mib(uuids[uid_b]), 9984)
+        self.assertEqual(self.unprepare(("default", uid_b, "small")).claims[uid_b].error, "")
+        self.assertIsNone(nv.memory_mib(uuids[uid_b]))
+        self.assertEqual(self.mig_records(), [])
+
+    def test_killed_between_gpu_and_compute_instance(self):
+        self.serve_api()
+        self.start(extra_args=["--mig-mode=dynamic"],
+                   extra_env=self.env(VGPU_DRA_TEST_GI_PAUSE_MS="20000"))
+        wait_for(lambda: self.published()[1], what="counter set published")
+        uid = self.claim_for("cut", "gpu-0-mig-p9-s0")
+        ch = self.channel(self.plugin.svc_sock)
+        fn = ch.unary_unary(V1 + "NodePrepareResources",
+                            request_serializer=lambda m: m.SerializeToString(),
+                            response_deserializer=M["NodePrepareResourcesResponse"].FromString)
+        fut = fn.future(claims_msg("NodePrepareResourcesRequest", ("default", uid, "cut")),
+                        timeout=60)
+        rec = wait_for(lambda: [r for r in self.mig_records() if r["gi"] >= 0],
+                       what="the GPU instance made")[0]
+        self.assertEqual((rec["ci"], rec["uuid"]), (-1, ""))
+        self.plugin.stop(signal.SIGKILL)
+        fut.cancel()
+        self.start(extra_args=["--mig-mode=dynamic"], extra_env=self.env())
+        self.assertIn("destroyed MIG instances of claims never prepared", self.plugin.output())
+        self.assertEqual(self.mig_records(), [])
+        # Nothing left at that placement: the claim's instance is made there again.
+        got = self.prepare(("default", uid, "cut")).claims[uid]
+        self.assertEqual(got.error, "")
+        self.assertEqual(len(self.mig_records()), 1)
+
+    def test_placement_taken_refused(self):
+        """Two claims whose partitions overlap (the tests' allocator would not allocate
+        them, a stale allocation could): NVML refuses the second, which gets the reason
+        and leaves nothing behind."""
+        self.serve_api()
+        self.start(extra_args=["--mig-mode=dynamic"], extra_env=self.env())
+        wait_for(lambda: self.published()[1], what="counter set published")
+        uid_a = self.claim_for("a", "gpu-0-mig-p9-s0")
+        self.assertEqual(self.prepare(("default", uid_a, "a")).claims[uid_a].error, "")
+        code, body = self.make_claim("b")
+        code, b = self.kapi.request("GET", self.CLAIMS + "/b")
+        b["status"] = {"allocation": {"devices": {"results": [{
+            "request": "gpu", "driver": DRIVER, "pool": "node-1", "device": "gpu-0-mig-p19-s1"}]}}}
+        code, body = self.kapi.request("PUT", self.CLAIMS + "/b/status", b)
+        self.assertEqual(code, 200, body)
+        uid_b = b["metadata"]["uid"]
+        err = self.prepare(("default", uid_b, "b")).claims[uid_b].error
+        self.assertIn("Insufficient", err)
+        self.assertEqual([r["claim"] for r in self.mig_records()], [uid_a])
+
+    def test_old_api_server_static(self):
+        self.serve_api(version="1.35")
+        self.start(extra_args=["--mig-mode=dynamic"], extra_env=self.env())
+        devs, sets, _ = wait_for(lambda: (lambda p: p if "gpu-1" in p[0] else None)(
+            self.published()), what="slices published")
+        self.assertEqual(sets, [])
+        self.assertEqual(sorted(devs), ["gpu-1"])  # no instances: nothing of gpu-0 yet
+        self.assertIn("without partitionable devices", self.plugin.output())
+
+    def test_bad_mig_mode(self):
+        p = Plugin.__new__(Plugin)
+        with self.assertRaises(AssertionError) as ctx:
+            Plugin.__init__(p, self.tmp, self.kubeconfig, extra_args=["--mig-mode=auto"])
+        p.log.close()
+        self.assertIn("--mig-mode", str(ctx.exception))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,11 @@ if(TARGET vgpu-dra-plugin AND TARGET vgpu_libvgpu AND TARGET fakegpu_cuda AND
               ${PROJECT_SOURCE_DIR} ${VGPU_DRA_DESCRIPTOR})
   add_test(NAME e2e.dra_podman COMMAND ${dra_e2e} EndToEnd.test_claim_in_a_container)
   add_test(NAME e2e.dra_podman_shared COMMAND ${dra_e2e} EndToEnd.test_two_claims_share_a_gpu)
+  # e2e.dra_mig: MIG on demand (MigOnDemand): partitions' instances made for claims and seen
+  # in containers, one destroyed by unprepare, an XID's taint until the GPU's reset.
+  add_test(NAME e2e.dra_mig COMMAND ${dra_e2e} MigOnDemand.test_partition_in_a_container)
+  set_tests_properties(e2e.dra_mig PROPERTIES TIMEOUT 180 RUN_SERIAL ON SKIP_RETURN_CODE 77
+                       LABELS "e2e;dra;nosan")
   set_tests_properties(e2e.dra_podman e2e.dra_podman_shared PROPERTIES TIMEOUT 180
                        RUN_SERIAL ON SKIP_RETURN_CODE 77)
   set_tests_properties(e2e.dra_podman PROPERTIES LABELS "e2e;dra;nosan")

@@ -258,7 +258,7 @@ class Base(unittest.TestCase):
                     "users:\n- name: u\n  user:\n    token: x\n" % port)
         return port, kubeconfig
 
-    def start_plugin(self, kubeconfig):
+    def start_plugin(self, kubeconfig, extra=()):
         devroot = os.path.join(self.tmp, "devroot")
         os.makedirs(os.path.join(devroot, "dev"))
         for name, (major, minor) in NODES.items():
@@ -282,7 +282,7 @@ class Base(unittest.TestCase):
                "--cdi-dir", self.cdi_dir, "--state-dir", self.state_dir,
                "--compute-board-dir", self.board, "--nvidia-dev-root", devroot,
                "--libvgpu-path", self.libvgpu,
-               "--ld-so-preload-path", os.path.join(self.tmp, "ld.so.preload")]
+               "--ld-so-preload-path", os.path.join(self.tmp, "ld.so.preload")] + list(extra)
         p, log = self.start(cmd, env, "plugin")
         reg = os.path.join(self.kubelet_dir, "plugins_registry", DRIVER + "-reg.sock")
         wait_for(lambda: os.path.exists(reg) or p.poll() is not None,
@@ -485,6 +485,84 @@ class EndToEnd(Base):
         self.assertLessEqual(abs(mean_a - 30), TOL, out)
         self.assertLessEqual(abs(mean_b - 70), TOL, out)
 
+
+
+class MigOnDemand(Base):
+    """MIG on demand through DRA, end to end on fakegpu (docs/dra.md "Partitionable
+    devices"): an H100 in MIG mode with no instances, vgpu-dra-plugin --mig-mode=dynamic
+    against the 1.36 test API server; claims allocated a 3g.40gb and a 1g.10gb partition
+    by the test API server's allocator get their instances made by NodePrepareResources,
+    and podman containers given the CDI devices see one MIG device each with its
+    instance's memory; NodeUnprepareResources destroys one instance and leaves the other;
+    an XID taints the GPU's devices in the slice until the GPU is reset."""
+
+    H100 = "NVIDIA H100 80GB HBM3:81559MiB:132"
+    CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+
+    def devices(self, port):
+        code, body = api_call(port, "GET", "/apis/resource.k8s.io/v1/resourceslices")
+        self.assertEqual(code, 200, body)
+        return {d["name"]: d for s in body["items"] for d in s["spec"].get("devices", [])}
+
+    def claim_partition(self, port, name, device):
+        code, obj = api_call(port, "POST", self.CLAIMS, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "mig.vgpu.io"}}]}}})
+        self.assertEqual(code, 201, obj)
+        code, obj = api_call(port, "POST", "/admin/allocate", {
+            "namespace": "default", "name": name, "node": NODE, "devices": {"gpu": [device]}})
+        self.assertEqual(code, 200, obj)
+        return obj["metadata"]["uid"]
+
+    def ctl(self, *args):
+        r = run([os.path.join(BUILD, "bin", "fakegpu-ctl")] + list(args),
+                env=dict(os.environ, **self.fake_env))
+        self.assertEqual(r.returncode, 0, r.stdout)
+
+    def taints(self, port, device):
+        return [(t["key"], t.get("value", "")) for t in
+                self.devices(port).get(device, {}).get("taints", [])]
+
+    def test_partition_in_a_container(self):
+        self.fake_env.update({"FAKEGPU_DEVICES": self.H100, "FAKEGPU_MIG": "0:"})
+        port, kubeconfig = self.start_api()
+        reg = self.start_plugin(kubeconfig, ["--mig-mode=dynamic"])
+        svc = self.register(reg)
+        wait_for(lambda: "gpu-0-mig-p9-s4" in self.devices(port), what="partitions published")
+        big = self.claim_partition(port, "big", "gpu-0-mig-p9-s4")
+        small = self.claim_partition(port, "small", "gpu-0-mig-p19-s0")
+        dev_big = self.prepare(svc, big, "big")
+        dev_small = self.prepare(svc, small, "small")
+        seen_big, seen_small = self.probe_info(dev_big), self.probe_info(dev_small)
+        # Each container sees one device: its MIG instance, with the profile's memory.
+        self.assertEqual(int(seen_big["total"]), 40448 << 20, seen_big)
+        self.assertEqual(int(seen_small["total"]), 9984 << 20, seen_small)
+        self.assertEqual(int(self.probe_info(None)["total"]), 81559 << 20)
+        with open(os.path.join(CDI_RUN_DIR, "vgpu.io-gpu_%s.json" % small)) as f:
+            env = dict(e.split("=", 1) for e in
+                       json.load(f)["devices"][0]["containerEdits"]["env"])
+        self.assertTrue(env["NVIDIA_VISIBLE_DEVICES"].startswith("MIG-"), env)
+        # Unprepare the big claim: its instance goes, the small one's stays.
+        resp = call(svc, V1 + "NodeUnprepareResources",
+                    claims_msg("NodeUnprepareResourcesRequest", ("default", big, "big")),
+                    "NodeUnprepareResourcesResponse")
+        self.assertEqual(resp.claims[big].error, "")
+        self.assertNotEqual(self.podman_run(["/usr/local/bin/libvgpu_probe", "dlsym", "info"],
+                                            dev_big).returncode, 0)
+        self.assertEqual(int(self.probe_info(dev_small)["total"]), 9984 << 20)
+        with open(os.path.join(self.state_dir, "mig.json")) as f:
+            self.assertEqual([i["claim"] for i in json.load(f)["instances"]], [small])
+        # An XID taints every device of the GPU; a reset (lost, back) clears it.
+        self.ctl("xid", "0", "79")
+        wait_for(lambda: self.taints(port, "gpu-0-mig-p19-s0") == [(DRIVER + "/xid", "79")],
+                 what="XID taint")
+        self.ctl("health", "0", "off")
+        wait_for(lambda: (DRIVER + "/gpu-lost", "") in self.taints(port, "gpu-0"),
+                 what="lost taint")
+        self.ctl("health", "0", "on")
+        wait_for(lambda: self.taints(port, "gpu-0-mig-p19-s0") == [], what="taints cleared")
 
 
 class Attacks(Base):

@@ -14,7 +14,8 @@ environment Allocate returned. Pods are HAMi's examples from its documentation.
 Checked: each pod placed on a node and GPUs whose inventory holds it (no GPU over its
 memory or slots, summed from the bound pods' decisions), the limit seen and enforced
 inside each workload (total memory = the limit; half of it allocates, one and a half
-is refused), the scheduler's and the monitors' metrics, a node whose device plugin and
+is refused), a running workload resized with `vgpu resize` (the new limit seen inside a
+CUDA process of it, without a restart, when root can bind its limits at /etc/vgpu), the scheduler's and the monitors' metrics, a node whose device plugin and
 monitor restart (its running containers keep their limits files, the node serves new
 pods), and a scheduler killed and restarted (state rebuilt from the API: the next pods
 still fit). Every API request is checked against the rendered roles: any refusal fails.
@@ -74,6 +75,7 @@ class Cluster:
         self.box = d.Box(self.objects, d.authz_from(self.objects), nodes=NODES)
         self.kubelets = {}
         self.metrics = {}
+        self.penv = {}  # pod name -> its workload's environment
         for n in NODES:
             self.start_node(n)
         self.box.start_scheduler()
@@ -175,12 +177,8 @@ class Cluster:
         env = dict(resp.envs)
         limits = [int(env["CUDA_DEVICE_MEMORY_LIMIT_%d" % i].rstrip("m")) for i in range(want)]
         assert limits == [g["memoryMiB"] for g in decision["containers"][0]["gpus"]], (env, decision)
-        penv = dict(self.box.plugin_env[node])
-        penv.update(env)
-        penv["CUDA_VISIBLE_DEVICES"] = ",".join(str(dk.order_index(ids, u)) for u in gpus)
-        penv["LD_PRELOAD"] = os.path.join(d.BUILD, "lib", "libvgpu.so")
-        penv["ASAN_OPTIONS"] = ":".join(filter(None, [penv.get("ASAN_OPTIONS"),
-                                                      "verify_asan_link_order=0"]))
+        penv = self.workload_env(node, env,
+                                 ",".join(str(dk.order_index(ids, u)) for u in gpus))
         probe = os.path.join(d.BUILD, "bin", "libvgpu_probe")
         info = subprocess.run([probe, "dlsym", "info"], env=penv, capture_output=True,
                               text=True, timeout=60)
@@ -188,7 +186,19 @@ class Cluster:
         assert "total=%d " % (limits[0] << 20) in info.stdout, (info.stdout, env)
         assert self.hold(probe, penv, (limits[0] << 20) // 2) == "ready"
         assert self.hold(probe, penv, (limits[0] << 20) * 3 // 2) == "oom"
+        self.penv[pod["metadata"]["name"]] = penv
         return env
+
+    def workload_env(self, node, env, visible):
+        """The environment of a container's process on node: Allocate's env, the devices
+        the runtime makes visible, libvgpu preloaded (/etc/ld.so.preload's part)."""
+        penv = dict(self.box.plugin_env[node])
+        penv.update(env)
+        penv["CUDA_VISIBLE_DEVICES"] = visible
+        penv["LD_PRELOAD"] = os.path.join(d.BUILD, "lib", "libvgpu.so")
+        penv["ASAN_OPTIONS"] = ":".join(filter(None, [penv.get("ASAN_OPTIONS"),
+                                                      "verify_asan_link_order=0"]))
+        return penv
 
     @staticmethod
     def hold(probe, env, size):
@@ -223,10 +233,67 @@ class Cluster:
         over = {u: c for u, c in caps.items() if c[0] < 0 or c[1] < 0}
         assert not over, over
 
+    def resize_running(self, name, mib):
+        """`vgpu resize` of a running workload: the command succeeds with the rendered
+        roles, the node rewrites the container's limits, and a CUDA process running in the
+        container (its limits directory bound at /etc/vgpu, as the runtime mounts it; root
+        and a private mount namespace) sees the new limit without a restart."""
+        path = "/api/v1/namespaces/default/pods/" + name
+        conn = http.client.HTTPConnection("127.0.0.1", self.box.api_port, timeout=30)
+        conn.request("PATCH", path + "/status", json.dumps({"status": {"phase": "Running"}}),
+                     {"Content-Type": "application/merge-patch+json",
+                      "Authorization": "Bearer " + self.box.admin_token})
+        assert conn.getresponse().status == 200
+        conn.close()
+        pod = self.box.api("GET", path)[1]
+        node, uid = pod["spec"]["nodeName"], pod["metadata"]["uid"]
+        etc = os.path.join(self.box.region_dirs[node], "%s_ubuntu-container" % uid, "etc")
+        watcher = None
+        if os.geteuid() == 0 and subprocess.run(["unshare", "--mount", "true"]).returncode == 0:
+            env = dict(self.penv[name])
+            env.pop("VGPU_LIMITS_FILE", None)  # the container reads /etc/vgpu/limits
+            watcher = subprocess.Popen(
+                ["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                 'if [ -d /etc/vgpu ]; then mount -t tmpfs tmpfs /etc/vgpu; else '
+                 'w=$(mktemp -d); mkdir -p "$w/u" "$w/w"; mount -t overlay overlay -o '
+                 '"lowerdir=/etc,upperdir=$w/u,workdir=$w/w" /etc; mkdir /etc/vgpu; fi; '
+                 'mount --bind "$0" /etc/vgpu && mount -o remount,bind,ro /etc/vgpu && '
+                 'exec "$1"', etc, os.path.join(d.BUILD, "bin", "libvgpu_resize_watch")],
+                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            assert watcher.stdout.readline().strip() == "ready"
+        r = subprocess.run([os.path.join(d.BUILD, "bin", "vgpu"), "resize", name, "--gpumem",
+                            str(mib), "--kubeconfig", self.box.kubeconfig("admin")],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        self.until(lambda: "CUDA_DEVICE_MEMORY_LIMIT_0=%dm\n" % mib in
+                   open(os.path.join(etc, "limits")).read(), "the node's new limits file")
+        if watcher is not None:
+            watcher.stdin.write("wait %d 5000\n" % (mib << 20))
+            watcher.stdin.flush()
+            seen = watcher.stdout.readline().strip()
+            watcher.stdin.close()
+            watcher.wait(10)
+            watcher.stdout.close()
+            assert seen.startswith("applied"), seen
+        print("%-20s resized to %d MiB: %s%s" % (name, mib, r.stdout.strip(),
+                                                 " (seen inside)" if watcher else ""))
+
     def stop(self):
         for k in self.kubelets.values():
             k.stop()
         return self.box.stop()
+
+    def finish(self, ok):
+        """Stops everything, printing the logs of a failed run. After a run that passed,
+        every daemon must have stopped cleanly on SIGTERM (under the sanitizers: nothing
+        leaked)."""
+        if not ok:
+            for name in self.box.logs:
+                print("---- %s\n%s" % (name, self.box.log(name)[-3000:]))
+        logs = {name: self.box.log(name) for name in self.box.logs}
+        codes = self.stop()
+        bad = {n: code for n, code in codes.items() if n != "api" and code != 0}
+        assert not ok or not bad, [(n, code, logs[n][-2000:]) for n, code in bad.items()]
 
 
 def main():
@@ -245,6 +312,8 @@ def main():
             print("%-20s -> %s  %s" % (pod["metadata"]["name"], bound["spec"]["nodeName"],
                                       " ".join("%s=%s" % kv for kv in sorted(env.items())
                                                if kv[0].startswith(("CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM")))))
+        c.check_capacity()
+        c.resize_running("gpu-pod", 4000)
         c.check_capacity()
         pct = [p for p in c.box.api("GET", "/api/v1/pods")[1]["items"]
                if p["metadata"]["name"] == "gpu-pod-percentage"][0]
@@ -265,7 +334,7 @@ def main():
         victim = placed["gpu-pod"]
         uid = c.box.api("GET", "/api/v1/namespaces/default/pods/gpu-pod")[1]["metadata"]["uid"]
         limits_file = os.path.join(c.box.region_dirs[victim], "%s_ubuntu-container" % uid,
-                                   "limits")
+                                   "etc", "limits")
         for what in ("device-plugin", "monitor"):
             assert c.box.stop_one(d.Box.proc_name(what, victim)) == 0, what
         c.start_node(victim)
@@ -290,14 +359,7 @@ def main():
             assert p.poll() is None or name == "scheduler-old", (name, c.box.log(name)[-2000:])
         ok = True
     finally:
-        if not ok:
-            for name in c.box.logs:
-                print("---- %s\n%s" % (name, c.box.log(name)[-3000:]))
-        logs = {name: c.box.log(name) for name in c.box.logs}
-        codes = c.stop()
-    # Every daemon stops cleanly on SIGTERM (under the sanitizers: nothing leaked).
-    bad = {n: code for n, code in codes.items() if n != "api" and code != 0}
-    assert not bad, [(n, code, logs[n][-2000:]) for n, code in bad.items()]
+        c.finish(ok)
     elapsed = time.time() - start
     print("cluster in a box: %d pods placed, allocated and run on %d nodes in %.1f s"
           % (len(PODS) + 3, len(NODES), elapsed))

@@ -9,3 +9,8 @@ vgpu_fuzz_target(dra_claim
 vgpu_fuzz_target(dra_checkpoint
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_dra_checkpoint.c
   LIBS vgpu_dra)
+if(TARGET vgpu_dra_slices)
+  vgpu_fuzz_target(dra_mig_instances
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/fuzz_dra_mig_instances.c
+    LIBS vgpu_dra_slices)
+endif()

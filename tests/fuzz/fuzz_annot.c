@@ -15,6 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct annot_inventory inv, inv2;
     static struct annot_decision dec, dec2;
+    static struct annot_mig_refused ref, ref2;
     struct vg_err err = {0};
     bool accepted = false;
     if (annot_inventory_decode((const char *)data, size, &inv, &err) == 0) {
@@ -39,6 +40,70 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
             free(text);
         }
+    } else if (err.msg[0] == '\0') {
+        abort();
+    }
+    err.msg[0] = '\0';
+    if (annot_mig_refused_decode((const char *)data, size, &ref, &err) == 0) {
+        accepted = true;
+        char *text = annot_mig_refused_encode(&ref, &err);
+        if (text == NULL || annot_mig_refused_decode(text, strlen(text), &ref2, &err) != 0 ||
+            memcmp(&ref, &ref2, sizeof ref) != 0)
+            abort();
+        free(text);
+        for (unsigned i = 0; i < ref.count; i++)
+            if (!annot_mig_profile_name(ref.refused[i].profile))
+                abort();
+    } else if (err.msg[0] == '\0') {
+        abort();
+    }
+    /* An accepted inventory's MIG fields hold only what a GPU can: profiles and instances
+     * inside its slices, instances that never overlap. */
+    if (annot_inventory_decode((const char *)data, size, &inv, &err) == 0)
+        for (unsigned i = 0; i < inv.gpu_count; i++) {
+            const struct annot_mig *m = &inv.gpus[i].mig;
+            unsigned used = 0;
+            for (unsigned k = 0; k < m->profile_count; k++)
+                if (m->profiles[k].size > m->slices ||
+                    (m->profiles[k].placements >> (m->slices - m->profiles[k].size + 1u)) != 0 ||
+                    !annot_mig_profile_name(m->profiles[k].name))
+                    abort();
+            for (unsigned k = 0; k < m->instance_count; k++) {
+                unsigned mask = ((1u << m->instances[k].size) - 1u) << m->instances[k].start;
+                if ((used & mask) || m->instances[k].start + m->instances[k].size > m->slices)
+                    abort();
+                used |= mask;
+            }
+        }
+    /* The live-resize request and status (vgpu.io/resize is anyone's to write): the
+     * same round trip, and an accepted request names a valid id and container and asks
+     * for something within bounds. */
+    static struct annot_resize rq, rq2;
+    static struct annot_resize_status st, st2;
+    err.msg[0] = '\0';
+    if (annot_resize_decode((const char *)data, size, &rq, &err) == 0) {
+        accepted = true;
+        if (!annot_dns_label(rq.id) ||
+            (rq.container[0] != '\0' && !annot_dns_label(rq.container)) ||
+            rq.memory_mib > ANNOT_RESIZE_MAX_MIB || rq.cores > 100 ||
+            (rq.memory_mib == 0 && rq.cores == 0))
+            abort();
+        char *text = annot_resize_encode(&rq, &err);
+        if (text == NULL || annot_resize_decode(text, strlen(text), &rq2, &err) != 0 ||
+            memcmp(&rq, &rq2, sizeof rq) != 0)
+            abort();
+        free(text);
+    } else if (err.msg[0] == '\0') {
+        abort();
+    }
+    err.msg[0] = '\0';
+    if (annot_resize_status_decode((const char *)data, size, &st, &err) == 0) {
+        accepted = true;
+        char *text = annot_resize_status_encode(&st, &err);
+        if (text == NULL || annot_resize_status_decode(text, strlen(text), &st2, &err) != 0 ||
+            memcmp(&st, &st2, sizeof st) != 0)
+            abort();
+        free(text);
     } else if (err.msg[0] == '\0') {
         abort();
     }
@@ -74,6 +139,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (!annot_dns_label(dec.containers[i].name))
                 abort();
     }
-    vg_fuzz_report(accepted); /* as a node inventory or as a pod decision */
+    vg_fuzz_report(accepted); /* as a node inventory, a pod decision or a refusal list */
     return 0;
 }

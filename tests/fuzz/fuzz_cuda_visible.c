@@ -22,8 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(spec, data, size);
     spec[size] = '\0';
-    int phys[FG_MAX_DEVICES];
-    int n = fg_visible_parse(spec, devs, 3, phys);
+    int phys[FG_MAX_DEVICES], mig[FG_MAX_DEVICES];
+    int n = fg_visible_parse(spec, devs, 3, phys, mig);
     if (n < 0 || n > 3)
         abort();
     int entries = spec[0] != '\0';
@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         entries += *c == ',';
     vg_fuzz_report(n == entries); /* every entry named a device */
     for (int i = 0; i < n; i++) {
-        if (phys[i] < 0 || phys[i] >= 3)
+        if (phys[i] < 0 || phys[i] >= 3 || mig[i] != -1) /* these GPUs have no MIG */
             abort();
         for (int j = 0; j < i; j++)
             if (phys[i] == phys[j])

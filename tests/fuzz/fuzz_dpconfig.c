@@ -24,8 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Settings that the file cannot hold (command line only) or that validation derives. */
 static bool not_in_file(const char *path)
 {
-    static const char *const skip[] = {"nodeName", "kubeletDir", "kubeconfig", "config",
-                                       "sharingStrategy"};
+    static const char *const skip[] = {"nodeName", "kubeletDir",    "kubeconfig",
+                                       "config",   "volcanoConfig", "sharingStrategy"};
     for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
         if (strcmp(path, skip[i]) == 0)
             return true;

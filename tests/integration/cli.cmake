@@ -9,7 +9,7 @@ if(TARGET vgpu AND TARGET fakegpu_nvml)
   set_target_properties(top_truncate_shim PROPERTIES LIBRARY_OUTPUT_DIRECTORY
                         ${CMAKE_BINARY_DIR}/tests PREFIX "")
   target_link_libraries(top_truncate_shim PRIVATE ${CMAKE_DL_LIBS})
-  foreach(cls ClusterTest TopTest TopLiveTest SimProgressTest)
+  foreach(cls ClusterTest TopTest TopLiveTest SimProgressTest MigTest)
     add_test(NAME integration.cli.${cls}
              COMMAND /usr/bin/python3 ${CMAKE_CURRENT_LIST_DIR}/cli_test.py ${CMAKE_BINARY_DIR}
                      ${cls})

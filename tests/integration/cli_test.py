@@ -80,6 +80,27 @@ def pending_pod(name, limits, ns="team"):
     return pod
 
 
+def volcano_pod(name, ids, node="node-b"):
+    """A pod Volcano placed (docs/volcano.md): a GPU container, one without, another GPU
+    container (Volcano's gpu-pod12 example, one card each), its decision in
+    volcano.sh/vgpu-ids-new, one segment per GPU container."""
+    pod = H.pod_object(name, {}, annotations={
+        "volcano.sh/vgpu-ids-new": ids, "volcano.sh/devices-to-allocate": "",
+        "volcano.sh/bind-phase": "success", "volcano.sh/vgpu-node": node}, ns="vol")
+    pod["spec"]["schedulerName"] = "volcano"
+    pod["spec"]["containers"] = [
+        {"name": "ubuntu-container", "image": "ubuntu",
+         "resources": {"limits": {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "2000"}}},
+        {"name": "ubuntu-container0", "image": "ubuntu"},
+        {"name": "ubuntu-container1", "image": "ubuntu",
+         "resources": {"limits": {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "3000",
+                                  "volcano.sh/vgpu-cores": "30"}}}]
+    pod["spec"]["nodeName"] = node
+    pod["status"]["phase"] = "Running"
+    pod["metadata"]["uid"] = "uid-" + name
+    return pod
+
+
 class ClusterTest(unittest.TestCase):
     """nodes, gpus, pods, explain and sim."""
 
@@ -102,6 +123,8 @@ class ClusterTest(unittest.TestCase):
                 pending_pod("web", {"cpu": "1"})]
         pods[-1]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "500m",
                                                                       "memory": "1Gi"}
+        pods += [volcano_pod("gpu-pod12", "GPU-node-b-0,NVIDIA,2000,0:;GPU-node-b-0,NVIDIA,3000,30:"),
+                 volcano_pod("torn", "GPU-node-b-0,NVIDIA,2000,0;GPU-node-b-0,NVIDIA,3000,30:")]
         cls.api = Api(nodes, pods)
         msg = ("0/3 nodes are available: 2 vgpu: no GPU with enough free memory, compute and "
                "slots, 1 vgpu: node has no valid vgpu.io/gpus inventory. preemption: 0/3 nodes "
@@ -164,6 +187,25 @@ class ClusterTest(unittest.TestCase):
         row = next(line.split() for line in out.splitlines() if "train-0" in line)
         self.assertEqual(row[0], "team")
         self.assertEqual(row[-1], "main=0:4Gi/30%")
+
+    def test_pods_placed_by_volcano(self):
+        """A Volcano pod shows the GPUs of its volcano.sh/vgpu-ids-new, each segment on the
+        container that asked (the one without GPUs between them gets none); a decision that
+        does not read as Volcano writes it (a device without its ':') is no decision."""
+        out = run(["-n", "vol", "pods", "-o", "wide"] + self.kc, check=0).stdout
+        row = next(line.split("  ") for line in out.splitlines() if line.startswith("gpu-pod12 "))
+        cells = [c.strip() for c in row if c.strip()]
+        self.assertEqual(cells[1:4], ["Running", "node-b", "2"])
+        self.assertEqual(cells[5], "30%")
+        alloc = cells[-1].split(",")
+        self.assertEqual([a.split("=")[0] for a in alloc], ["ubuntu-container", "ubuntu-container1"])
+        self.assertTrue(alloc[0].endswith("/0%") and alloc[1].endswith("/30%"), alloc)
+        torn = next(line for line in out.splitlines() if line.startswith("torn "))
+        self.assertIn("(no vgpu decision)", torn)
+        doc = json.loads(run(["-n", "vol", "pods", "-o", "json"] + self.kc, check=0).stdout)
+        d = next(p for p in doc["pods"] if p["name"] == "gpu-pod12")["decision"]
+        self.assertEqual(json.dumps(d["containers"], sort_keys=True).count("GPU-node-b-0"), 2)
+        self.assertIn("3000", json.dumps(d))
 
     def test_pods_n(self):
         out = run(["-n", "other", "pods"] + self.kc, check=0).stdout
@@ -396,6 +438,37 @@ class TopTest(TopBase):
         self.assertEqual((c["priority"], c["heldSeconds"]), (1, 0.5))
         self.assertIsNone(doc["gpus"][0]["containers"][0]["priority"])
 
+    def test_resized_limits_shown(self):
+        """A live resize renames a new limits file in: the next refresh shows it."""
+        p = subprocess.Popen([vgpu(), "top", "-o", "json", "--iterations", "2", "--interval",
+                              "1.5"] + self.nvml, env=self.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        name = sorted(os.listdir(self.ctrs))[1]
+        path = os.path.join(self.ctrs, name, "limits")
+        with open(path) as f:
+            text = f.read()
+        with open(path + ".new", "w") as f:
+            f.write(text.replace("CUDA_DEVICE_MEMORY_LIMIT_0=4096m", "CUDA_DEVICE_MEMORY_LIMIT_0=8192m")
+                    .replace("CUDA_DEVICE_MEMORY_LIMIT_0=4g", "CUDA_DEVICE_MEMORY_LIMIT_0=8g"))
+        os.rename(path + ".new", path)
+        out, err = p.communicate(timeout=60)
+        self.assertEqual(p.returncode, 0, err)
+        dec, docs, i = json.JSONDecoder(), [], 0
+        while i < len(out):
+            if out[i].isspace():
+                i += 1
+                continue
+            doc, i = dec.raw_decode(out, i)
+            docs.append(doc)
+        self.assertEqual(len(docs), 2, out)
+
+        def limit(doc):
+            return [c["memoryLimitBytes"] for g in doc["gpus"] for c in g["containers"]
+                    if c["pod"] == "job-1" and c["namespace"] == "team-0"][0]
+        self.assertEqual(limit(docs[0]), 4 << 30)
+        self.assertEqual(limit(docs[1]), 8 << 30, text)
+
     def test_missing_directory(self):
         p = run(["top", "--once", "--nvml-library",
                  os.path.join(BUILD, "fakegpu", "libnvidia-ml.so.1"),
@@ -576,6 +649,70 @@ class TopLiveTest(TopBase):
             self.assertNotIn("(q quits)", self.pane())
         finally:
             self.tmux("kill-server", check=False)
+
+
+H100_PROFILES = [
+    {"name": "1g.10gb", "id": 19, "memoryMiB": 9984, "sms": 16, "size": 1,
+     "placements": [0, 1, 2, 3, 4, 5, 6]},
+    {"name": "2g.20gb", "id": 14, "memoryMiB": 20096, "sms": 32, "size": 2, "placements": [0, 2, 4]},
+    {"name": "3g.40gb", "id": 9, "memoryMiB": 40448, "sms": 60, "size": 4, "placements": [0, 4]},
+    {"name": "7g.80gb", "id": 0, "memoryMiB": 81152, "sms": 132, "size": 8, "placements": [0]},
+]
+
+
+class MigTest(unittest.TestCase):
+    """explain on a node in dynamic MIG mode: the instance a bound pod has, and why a pod no
+    placement can take stays pending (docs/scheduler.md, "MIG on demand")."""
+
+    @classmethod
+    def setUpClass(cls):
+        node = H.node_object("node-m", 1)
+        node["metadata"]["annotations"]["vgpu.io/gpus"] = json.dumps({
+            "version": 1, "heartbeat": int(time.time()), "mode": "vgpu",
+            "gpus": [{"uuid": "GPU-m", "index": 0, "model": "NVIDIA H100 80GB HBM3",
+                      "memoryMiB": 81559, "cores": 100, "slots": 7, "healthy": True,
+                      "mig": {"slices": 8, "profiles": H100_PROFILES, "instances": [
+                          {"profile": "3g.40gb", "start": 4, "size": 4, "pod": "uid-inf-0"}]}}]})
+        dec = json.dumps({"version": 1, "node": "node-m", "time": int(time.time()) - 60,
+                          "containers": [{"name": "main", "gpus": [
+                              {"uuid": "GPU-m", "memoryMiB": 40448, "cores": 0,
+                               "mig": {"profile": "3g.40gb", "start": 4}}]}]})
+        bound = H.pod_object("inf-0", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "30000"},
+                             annotations={"vgpu.io/decision": dec}, ns="team")
+        bound["spec"]["nodeName"] = "node-m"
+        bound["status"]["phase"] = "Running"
+        bound["metadata"]["uid"] = "uid-inf-0"
+        pods = [bound,
+                pending_pod("half", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "40000"}),
+                pending_pod("whole", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "60000"}),
+                pending_pod("huge", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "90000"})]
+        cls.api = Api([node], pods)
+        cls.kc = ["--kubeconfig", cls.api.kubeconfig]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.api.stop()
+
+    def test_explain_bound_names_the_instance(self):
+        out = run(["explain", "inf-0"] + self.kc, check=0).stdout
+        self.assertIn("runs on node node-m", out)
+        self.assertIn("in its own MIG instance 3g.40gb at memory slice 4", out)
+        doc = json.loads(run(["explain", "inf-0", "-o", "json"] + self.kc, check=0).stdout)
+        self.assertEqual(doc["decision"]["containers"][0]["gpus"][0]["mig"],
+                         {"profile": "3g.40gb", "start": 4})
+
+    def test_explain_pending_that_fits_beside_the_instance(self):
+        doc = json.loads(run(["explain", "half", "-o", "json"] + self.kc, check=0).stdout)
+        self.assertTrue(doc["nodes"][0]["chosen"], doc)
+
+    def test_explain_pending_reasons(self):
+        out = run(["explain", "whole"] + self.kc, check=0).stdout
+        self.assertIn("No node can take it now", out)
+        line = next(x for x in out.splitlines() if x.startswith("node-m "))
+        self.assertIn("every MIG placement that fits overlaps an existing instance", line)
+        out = run(["explain", "huge"] + self.kc, check=0).stdout
+        line = next(x for x in out.splitlines() if x.startswith("node-m "))
+        self.assertIn("no MIG profile the GPUs allow has the memory and compute asked", line)
 
 
 if __name__ == "__main__":

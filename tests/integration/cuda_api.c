@@ -985,11 +985,48 @@ static void test_sigkill(void)
     CU_EQ(r, CUDA_SUCCESS);
 }
 
+/* CUDA_VISIBLE_DEVICES names a MIG device (nvml_run.sh dynamic): one device, with the
+ * instance's memory (MIG_MIB) and SMs (MIG_SMS), allocations capped there; prints
+ * "ready" holding 1 GiB, then waits to be killed. */
+static void test_mig(void)
+{
+    const char *mib_env = getenv("MIG_MIB"), *sms_env = getenv("MIG_SMS");
+    CHECK(mib_env != NULL && sms_env != NULL);
+    if (mib_env == NULL || sms_env == NULL)
+        return;
+    unsigned long long want_mib = strtoull(mib_env, NULL, 10);
+    int want_sms = (int)strtol(sms_env, NULL, 10);
+    CUdevice dev;
+    setup(&dev);
+    int count = 0, sms = 0;
+    CU_OK(cuDeviceGetCount(&count));
+    CHECK(count == 1);
+    CU_OK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+    CHECK(sms == want_sms);
+    size_t total = 0, free_b = 0;
+    CU_OK(cuDeviceTotalMem_v2(&total, dev));
+    CHECK(total == want_mib * MIB);
+    CU_OK(cuMemGetInfo_v2(&free_b, &total));
+    CHECK(total == want_mib * MIB && free_b < total);
+    char name[128];
+    CU_OK(cuDeviceGetName(name, sizeof name, dev));
+    CHECK(strstr(name, " MIG ") != NULL);
+    CUdeviceptr p = 0, q = 0;
+    CU_EQ(cuMemAlloc_v2(&p, (size_t)want_mib * MIB), CUDA_ERROR_OUT_OF_MEMORY);
+    CU_OK(cuMemAlloc_v2(&q, 1024 * MIB));
+    if (failures)
+        return;
+    printf("ready\n");
+    fflush(stdout);
+    for (;;)
+        pause();
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
         fprintf(stderr, "usage: cuda_api devices|capacity|memcpy|spin|graph|bad_use|"
-                        "proc_address|share2|share4|sigkill|visible\n");
+                        "proc_address|share2|share4|sigkill|visible|mig\n");
         return 2;
     }
     const char *t = argv[1];
@@ -1015,6 +1052,8 @@ int main(int argc, char **argv)
         test_sigkill();
     else if (strcmp(t, "visible") == 0)
         test_visible();
+    else if (strcmp(t, "mig") == 0)
+        test_mig();
     else {
         fprintf(stderr, "cuda_api: unknown case '%s'\n", t);
         return 2;

@@ -219,8 +219,9 @@ class ApiServer:
 
     def request(self, method, path, body=None):
         data = json.dumps(body).encode() if body is not None else None
+        kind = "application/merge-patch+json" if method == "PATCH" else "application/json"
         req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": kind})
         with urllib.request.urlopen(req, timeout=10) as r:
             return json.loads(r.read() or b"null")
 
@@ -465,9 +466,9 @@ class Vgpu(Base):
         # name Allocate renames: the same inode ends up as the container's directory.
         cdir = os.path.join(self.tmp, "containers", "%s_main" % uid)
         ready = os.path.join(self.tmp, "containers", ".ready.%s_main" % uid)
-        ino = wait_for(lambda: os.path.exists(ready + "/limits") and os.stat(ready).st_ino,
+        ino = wait_for(lambda: os.path.exists(ready + "/etc/limits") and os.stat(ready).st_ino,
                        what="prepared directory")
-        with open(ready + "/limits") as f:
+        with open(ready + "/etc/limits") as f:
             self.assertIn("CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/region\n" % cdir, f.read())
         resp = self.kubelet.allocate("nvidia.com/gpu", pref)
         c = resp.container_responses[0]
@@ -478,15 +479,19 @@ class Vgpu(Base):
         self.assertEqual(env["CUDA_DEVICE_MEMORY_LIMIT_0"], "1024m")
         self.assertEqual(env["CUDA_DEVICE_SM_LIMIT"], "30")
         self.assertEqual(env["CUDA_DEVICE_MEMORY_SHARED_CACHE"], cdir + "/region")
-        self.assertEqual(env["VGPU_LIMITS_FILE"], cdir + "/limits")
+        self.assertEqual(env["VGPU_LIMITS_FILE"], cdir + "/etc/limits")
         mounts = {m.container_path: (m.host_path, m.read_only) for m in c.mounts}
         self.assertEqual(mounts["/etc/ld.so.preload"], (os.path.join(self.tmp, "ld.so.preload"), True))
-        self.assertEqual(mounts[cdir + "/limits"], (cdir + "/limits", True))
-        # libvgpu's fixed path, where the environment cannot move it (docs/libvgpu.md).
-        self.assertEqual(mounts["/etc/vgpu/limits"], (cdir + "/limits", True))
-        self.assertEqual(mounts[cdir], (cdir, False))
-        self.assertEqual(os.stat(cdir + "/limits").st_mode & 0o777, 0o444)
-        with open(cdir + "/limits") as f:
+        self.assertEqual(mounts[cdir + "/etc"], (cdir + "/etc", True))
+        # libvgpu's fixed path, where the environment cannot move it (docs/libvgpu.md): the
+        # directory, so that a live resize's new file shows there.
+        self.assertEqual(mounts["/etc/vgpu"], (cdir + "/etc", True))
+        # The region alone is writable; the directory is not mounted (nothing a container
+        # adds to it reaches the host's readers).
+        self.assertEqual(mounts[cdir + "/region"], (cdir + "/region", False))
+        self.assertNotIn(cdir, mounts)
+        self.assertEqual(os.stat(cdir + "/etc/limits").st_mode & 0o777, 0o444)
+        with open(cdir + "/etc/limits") as f:
             text = f.read()
         self.assertIn("vgpu-limits 1\n", text)
         self.assertIn("CUDA_DEVICE_MEMORY_LIMIT_0=1024m\n", text)
@@ -511,9 +516,51 @@ class Vgpu(Base):
             info = subprocess.run([probe, "dlsym", "info"], env=penv, capture_output=True,
                                   text=True, timeout=60)
             self.assertEqual(info.returncode, 0, info.stdout + info.stderr)
-            self.assertIn("total=%d " % (1024 << 20), info.stdout, (info.stderr, env, open(cdir + "/limits").read()))
+            self.assertIn("total=%d " % (1024 << 20), info.stdout, (info.stderr, env, open(cdir + "/etc/limits").read()))
             self.assertEqual(self.hold(probe, penv, 512 << 20), "ready")
             self.assertEqual(self.hold(probe, penv, 2048 << 20), "oom")
+
+        # A live resize reaches the node: the scheduler's new decision (generation 1),
+        # which its record in vgpu-system holds, replaces the limits file by rename, then
+        # raises the generation libvgpu watches.
+        before = os.stat(cdir + "/etc/limits").st_ino
+
+        def resize(decision, gen, record=True):
+            d = json.loads(decision)
+            d["generation"] = gen
+            text = json.dumps(d)
+            if record:
+                self.api.request("POST", "/api/v1/namespaces/vgpu-system/configmaps", {
+                    "metadata": {"name": "vgpu-decision-%s-g%d" % (uid, gen),
+                                 "namespace": "vgpu-system"},
+                    "immutable": True, "data": {"uid": uid, "decision": text}})
+            self.api.request("PATCH", "/api/v1/namespaces/default/pods/train-0",
+                             {"metadata": {"annotations": {"vgpu.io/decision": text}}})
+
+        def generation():
+            with open(cdir + "/etc/generation", "rb") as f:
+                raw = f.read()
+            self.assertEqual(raw[:8], b"vgpugen1")
+            return int.from_bytes(raw[8:16], "little")
+        resize(self.decision(target, 2048, 50), 1)
+        wait_for(lambda: generation() == 1, what="generation 1")
+        with open(cdir + "/etc/limits") as f:
+            text = f.read()
+        self.assertIn("VGPU_LIMITS_GENERATION=1\n", text)
+        self.assertIn("CUDA_DEVICE_MEMORY_LIMIT_0=2048m\n", text)
+        self.assertIn("CUDA_DEVICE_SM_LIMIT_0=50\n", text)
+        self.assertNotEqual(os.stat(cdir + "/etc/limits").st_ino, before)
+        # A pod author who rewrites the decision past the webhook (no record of it): not
+        # applied. Nor a decision moving the container to another GPU, recorded or not.
+        resize(self.decision(target, 65536, 99), 2, record=False)
+        wait_for(lambda: "record does not hold them" in self.plugin.output(),
+                 what="unrecorded decision refused")
+        resize(self.decision(uuids[0], 4096, 50), 3)
+        wait_for(lambda: "new limits not applied pod" in self.plugin.output(),
+                 what="moved decision refused")
+        self.assertEqual(generation(), 1)
+        with open(cdir + "/etc/limits") as f:
+            self.assertEqual(f.read(), text)
 
         # The pod goes away: its directory is cleaned up.
         self.api.request("DELETE", "/api/v1/namespaces/default/pods/train-0")

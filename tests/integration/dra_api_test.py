@@ -386,6 +386,205 @@ class ResourceClaimTest(unittest.TestCase):
         self.assertEqual(self.api.call("DELETE", BASE + "/deviceclasses/gpu.vgpu.io")[0], 200)
 
 
+def counters_slice(name, node="node-1", sets=None):
+    """A slice holding only sharedCounters (KEP-4815: never with devices)."""
+    body = slice_obj(name, node, devices=[])
+    del body["spec"]["devices"]
+    body["spec"]["sharedCounters"] = sets if sets is not None else [
+        {"name": "gpu-0-counters", "counters": {
+            "memory-slice-%d" % i: {"value": "1"} for i in range(8)}}]
+    return body
+
+
+def partition(name, start, size, counter_set="gpu-0-counters"):
+    return {"name": name, "consumesCounters": [{"counterSet": counter_set, "counters": {
+        "memory-slice-%d" % i: {"value": "1"} for i in range(start, start + size)}}]}
+
+
+class Api136Test(unittest.TestCase):
+    """What 1.36 adds and vgpu's driver uses: device taints (KEP-5055) and partitionable
+    devices (KEP-4815) validated as kube-apiserver validates them, request tolerations,
+    GET /version, and the allocator (POST /admin/allocate): first fit, taints honoured
+    unless tolerated, shared counters never exceeded."""
+
+    def setUp(self):
+        self.proc, port = start_server()
+        self.api = Api(port)
+
+    def tearDown(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+    def put(self, body):
+        return self.api.call("POST", BASE + "/resourceslices", body)
+
+    def claim(self, name, requests):
+        code, body = self.api.call("POST", BASE + "/namespaces/default/resourceclaims", {
+            "metadata": {"name": name}, "spec": {"devices": {"requests": requests}}})
+        self.assertEqual(code, 201, body)
+
+    def allocate(self, name, **extra):
+        code, body = self.api.call("POST", "/admin/allocate", dict(name=name, **extra))
+        if code != 200:
+            return code, body["message"]
+        return code, [r["device"] for r in body["status"]["allocation"]["devices"]["results"]]
+
+    def test_version(self):
+        code, body = self.api.call("GET", "/version")
+        self.assertEqual((code, body["major"], body["minor"]), (200, "1", "36"))
+        proc, port = start_server("--k8s-version", "1.35")
+        try:
+            self.assertEqual(Api(port).call("GET", "/version")[1]["minor"], "35")
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+    def test_taint_validation(self):
+        good = {"key": "gpu.vgpu.io/xid", "value": "79", "effect": "NoSchedule"}
+        code, body = self.put(slice_obj("ok", devices=[gpu_device("gpu-0", taints=[good])]))
+        self.assertEqual(code, 201, body)
+        # The server sets timeAdded when empty.
+        self.assertRegex(body["spec"]["devices"][0]["taints"][0]["timeAdded"],
+                         r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        bad = {
+            "effect PreferNoSchedule": (dict(good, effect="PreferNoSchedule"),
+                                        "taints[0].effect: Unsupported value"),
+            "no effect": ({"key": "a"}, "taints[0].effect: Required value"),
+            "key not a label name": (dict(good, key="gpu.vgpu.io/-x"), "taints[0].key"),
+            "value too long": (dict(good, value="v" * 64), "taints[0].value"),
+            "timeAdded not RFC 3339": (dict(good, timeAdded="yesterday"),
+                                       "taints[0].timeAdded"),
+        }
+        for i, (what, (taint, want)) in enumerate(sorted(bad.items())):
+            with self.subTest(what):
+                code, body = self.put(slice_obj("bad-%d" % i,
+                                                devices=[gpu_device("gpu-0", taints=[taint])]))
+                self.assertEqual(code, 422, body)
+                self.assertIn(want, body["message"])
+        # 16 taints per device; 17 are refused.
+        many = [dict(good, key="k%d" % i) for i in range(17)]
+        code, body = self.put(slice_obj("many", devices=[gpu_device("gpu-0", taints=many[:16])]))
+        self.assertEqual(code, 201, body)
+        code, body = self.put(slice_obj("toomany", devices=[gpu_device("gpu-0", taints=many)]))
+        self.assertEqual(code, 422, body)
+        self.assertIn("taints: Too many: 17: must have at most 16", body["message"])
+        # 64 devices when one has a taint, 65 refused (128 without).
+        devs = [gpu_device("gpu-%d" % i) for i in range(65)]
+        code, body = self.put(slice_obj("plain65", devices=devs))
+        self.assertEqual(code, 201, body)
+        devs[0]["taints"] = [good]
+        code, body = self.put(slice_obj("tainted65", devices=devs))
+        self.assertEqual(code, 422, body)
+        self.assertIn("spec.devices: Too many: 65: must have at most 64", body["message"])
+
+    def test_counter_validation(self):
+        code, body = self.put(counters_slice("counters"))
+        self.assertEqual(code, 201, body)
+        sets = [{"name": "s%d" % i, "counters": {"c": {"value": "1"}}} for i in range(9)]
+        bad = {
+            "9 counter sets": (counters_slice("b1", sets=sets),
+                               "spec.sharedCounters: Too many: 9: must have at most 8"),
+            "33 counters": (counters_slice("b2", sets=[{"name": "s", "counters": {
+                "c%d" % i: {"value": "1"} for i in range(33)}}]),
+                "counters: Too many: 33: must have at most 32"),
+            "counter name not a DNS label": (counters_slice("b3", sets=[
+                {"name": "s", "counters": {"Memory_Slice": {"value": "1"}}}]),
+                "Invalid value: a lowercase RFC 1123 label"),
+            "duplicate set": (counters_slice("b4", sets=[sets[0], sets[0]]),
+                              "spec.sharedCounters[1].name: Duplicate value"),
+            "devices and counters": (dict(counters_slice("b5"), spec=dict(
+                counters_slice("b5")["spec"], devices=[gpu_device("gpu-0")])),
+                "only one of `devices` and `sharedCounters`"),
+            "3 consumptions": (slice_obj("b6", devices=[dict(
+                partition("p", 0, 1), consumesCounters=partition("p", 0, 1)[
+                    "consumesCounters"] * 3)]), "consumesCounters: Too many: 3"),
+            "consumption not a quantity": (slice_obj("b7", devices=[{
+                "name": "p", "consumesCounters": [{"counterSet": "gpu-0-counters",
+                                                   "counters": {"m": {"value": "lots"}}}]}]),
+                "a quantity is required"),
+        }
+        for what, (body_in, want) in sorted(bad.items()):
+            with self.subTest(what):
+                code, body = self.put(body_in)
+                self.assertEqual(code, 422, body)
+                self.assertIn(want, body["message"])
+
+    def test_toleration_validation(self):
+        bad = {
+            "Exists with a value": ({"key": "k", "operator": "Exists", "value": "v"},
+                                    "must be empty when operator is Exists"),
+            "unknown operator": ({"key": "k", "operator": "In"}, "Unsupported value"),
+            "empty key with Equal": ({"operator": "Equal"}, "an empty key needs Exists"),
+            "bad effect": ({"key": "k", "operator": "Exists", "effect": "Evict"},
+                           "effect: Unsupported value"),
+        }
+        for i, (what, (tol, want)) in enumerate(sorted(bad.items())):
+            with self.subTest(what):
+                code, body = self.api.call("POST", BASE + "/namespaces/default/resourceclaims", {
+                    "metadata": {"name": "c%d" % i}, "spec": {"devices": {"requests": [{
+                        "name": "gpu", "exactly": {"deviceClassName": "gpu.vgpu.io",
+                                                   "tolerations": [tol]}}]}}})
+                self.assertEqual(code, 422, body)
+                self.assertIn(want, body["message"])
+
+    def test_allocator_taints(self):
+        taint = {"key": "gpu.vgpu.io/xid", "value": "79", "effect": "NoSchedule"}
+        info = {"key": "gpu.vgpu.io/unmonitored", "effect": "None"}
+        code, body = self.put(slice_obj("s", devices=[
+            gpu_device("gpu-0", taints=[taint]), gpu_device("gpu-1", taints=[info])]))
+        self.assertEqual(code, 201, body)
+        req = {"name": "gpu", "exactly": {"deviceClassName": "gpu.vgpu.io"}}
+        self.claim("a", [req])
+        self.assertEqual(self.allocate("a"), (200, ["gpu-1"]))  # None does not repel
+        self.claim("b", [req])
+        code, why = self.allocate("b")
+        self.assertEqual(code, 409)
+        self.assertIn("0 fit", why)
+        tols = {
+            "other value": ([{"key": "gpu.vgpu.io/xid", "value": "48"}], False),
+            "other effect": ([{"key": "gpu.vgpu.io/xid", "operator": "Exists",
+                               "effect": "NoExecute"}], False),
+            "equal value": ([{"key": "gpu.vgpu.io/xid", "value": "79"}], True),
+            "empty key exists": ([{"operator": "Exists"}], True),
+        }
+        for i, (what, (tol, ok)) in enumerate(sorted(tols.items())):
+            with self.subTest(what):
+                self.claim("t%d" % i, [dict(req, exactly=dict(req["exactly"], tolerations=tol))])
+                code, got = self.allocate("t%d" % i)
+                self.assertEqual(code, 200 if ok else 409, got)
+                if ok:
+                    self.assertEqual(got, ["gpu-0"])
+                    self.api.call("DELETE", BASE + "/namespaces/default/resourceclaims/t%d" % i)
+
+    def test_allocator_counters(self):
+        """Partitions of one GPU: the whole GPU consumes all 8 slices, 4-slice partitions
+        at 0 and 4, 1-slice ones; first fit in listed order, counters never exceeded."""
+        code, body = self.put(counters_slice("c"))
+        self.assertEqual(code, 201, body)
+        devs = [partition("p1-%d" % i, i, 1) for i in range(7)] + \
+            [partition("p4-0", 0, 4), partition("p4-4", 4, 4), partition("whole", 0, 8)]
+        code, body = self.put(slice_obj("d", devices=devs))
+        self.assertEqual(code, 201, body)
+        req = {"name": "gpu", "exactly": {"deviceClassName": "mig.vgpu.io"}}
+        self.claim("four", [req])
+        self.assertEqual(self.allocate("four", devices={"gpu": ["p4-4"]}), (200, ["p4-4"]))
+        # The whole GPU overlaps it; so does a 1-slice partition in slices 4..7.
+        self.claim("whole", [req])
+        code, why = self.allocate("whole", devices={"gpu": ["whole"]})
+        self.assertEqual(code, 409, why)
+        self.claim("p15", [req])
+        self.assertEqual(self.allocate("p15", devices={"gpu": ["p1-5"]})[0], 409)
+        # First fit: four 1-slice claims take p1-0..p1-3; a fifth finds nothing free.
+        for i in range(4):
+            self.claim("one%d" % i, [req])
+            self.assertEqual(self.allocate("one%d" % i), (200, ["p1-%d" % i]))
+        self.claim("five", [req])
+        self.assertEqual(self.allocate("five")[0], 409)
+        # Freeing the 4-slice partition lets the 1-slice ones at 4.. be allocated.
+        self.api.call("DELETE", BASE + "/namespaces/default/resourceclaims/four")
+        self.assertEqual(self.allocate("five"), (200, ["p1-4"]))
+
+
 class AuthzTest(unittest.TestCase):
     """--authz: the node plugin's ClusterRole allows slices and reading claims, no more."""
 

@@ -2,7 +2,8 @@
 # speaking the registration and DRA services, with claims from tests/dra/claims_api.py
 # and GPUs from fakegpu. Exit 77: grpc missing.
 if(TARGET vgpu-dra-plugin)
-  foreach(case Registration Startup Prepare Restart Concurrent BadInput Slices Shutdown Mig)
+  foreach(case Registration Startup Prepare Restart Concurrent BadInput Slices Shutdown Mig
+               Taints Health Partitions)
     add_test(NAME integration.dra_plugin.${case}
              COMMAND /usr/bin/python3 ${PROJECT_SOURCE_DIR}/tests/dra/dra_kubelet.py
                      ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR} ${VGPU_DRA_DESCRIPTOR} ${case})

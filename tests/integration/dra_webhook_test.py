@@ -520,6 +520,47 @@ class AttackTest(DraWebhook):
         self.assertEqual(self.templates("kube-system"), {})
         self.refused(self.pod({"nvidia.com/gpu": "1"}), "not a DNS label", ns="../pods")
 
+    def test_owner_must_exist(self):
+        """A review for a pod whose ownerReferences name an owner that does not exist, or
+        exists with another uid, creates nothing and says why; a real owner, a Node (a
+        static pod's mirror) and no owner at all are fine."""
+        rs = {"metadata": {"name": "web-7d9f", "uid": "6c1f0e5a-1111-4a4b-9c9d-000000000001"}}
+        status, made = self.api.request("POST", "/apis/apps/v1/namespaces/default/replicasets", rs)
+        self.assertEqual(status, 201, made)
+
+        def owned(*owners, name="p"):
+            pod = self.pod({"nvidia.com/gpu": "1"}, name=name)
+            pod["metadata"]["ownerReferences"] = [dict(o, controller=True) for o in owners]
+            return pod
+
+        real = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f",
+                "uid": rs["metadata"]["uid"]}
+        forged = [
+            (dict(real, name="web-made-up"),
+             "the pod's owner ReplicaSet web-made-up does not exist in namespace default"),
+            (dict(real, uid="0badc0de-0000-4000-8000-000000000000"),
+             "but that owner's uid is " + rs["metadata"]["uid"]),
+            (dict(real, apiVersion="batch/v1", kind="Job", name="train"),
+             "the pod's owner Job train does not exist in namespace default"),
+            (dict(real, name="../../kube-system/replicasets/x"), "is malformed"),
+            (dict(real, kind="replica/set"), "is malformed"),
+            ({"kind": "ReplicaSet", "name": "web-7d9f"}, "is malformed"),
+        ]
+        for owner, text in forged:
+            with self.subTest(owner=owner):
+                self.refused(owned(owner), text)
+                # a real owner beside a forged one is refused too
+                self.refused(owned(real, owner), text)
+        self.assertEqual(self.templates(), {})
+        self.refused(owned(*([real] * 9)), "vgpu checks at most 8")
+        self.assertEqual(self.templates(), {})
+        self.admit(owned(real))
+        self.assertEqual(list(self.templates()), ["vgpu-1-whole"])
+        self.admit(self.pod({"nvidia.com/gpu": "1"}, name="bare"))
+        node = {"apiVersion": "v1", "kind": "Node", "name": "node-00",
+                "uid": self.api.request("GET", "/api/v1/nodes/node-00")[1]["metadata"]["uid"]}
+        self.admit(owned(node, name="mirror"))
+
     def test_squatted_template_not_used(self):
         squat = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
                  "metadata": {"name": "vgpu-1-4000mi"},

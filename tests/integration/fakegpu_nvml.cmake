@@ -8,7 +8,7 @@ if(TARGET fakegpu_nvml AND TARGET fakegpu_state)
   set_target_properties(nvml_probe nvml_gpu_proc PROPERTIES
     RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
   add_dependencies(nvml_probe fakegpu_nvml)
-  foreach(case before-init discovery processes utilization bad-devices mig bad-mig xid)
+  foreach(case before-init discovery processes utilization bad-devices mig dynamic bad-mig xid)
     add_test(NAME integration.nvml.${case}
              COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/nvml_run.sh ${CMAKE_BINARY_DIR} ${case})
     set_tests_properties(integration.nvml.${case} PROPERTIES LABELS integration TIMEOUT 60)

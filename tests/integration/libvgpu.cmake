@@ -28,3 +28,18 @@ if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu)
     set_tests_properties(integration.libvgpu_${case} PROPERTIES LABELS integration TIMEOUT 180)
   endforeach()
 endif()
+
+# Live resize (docs/libvgpu.md, "Live resize"): running processes in a private mount
+# namespace with /etc/vgpu bound to a container's limits directory, whose limits file is
+# replaced and generation raised under them.
+if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu)
+  vgpu_program(libvgpu_resize_watch ${CMAKE_CURRENT_LIST_DIR}/libvgpu_resize_watch.c)
+  target_link_libraries(libvgpu_resize_watch PRIVATE fakegpu_cuda)
+  set_target_properties(libvgpu_resize_watch PROPERTIES SKIP_BUILD_RPATH ON)
+  foreach(case grow lower_holds every_process unusable env_cannot_raise)
+    add_test(NAME integration.libvgpu_resize.${case}
+             COMMAND ${CMAKE_CURRENT_LIST_DIR}/libvgpu_resize_test.sh ${CMAKE_BINARY_DIR} ${case})
+    set_tests_properties(integration.libvgpu_resize.${case} PROPERTIES LABELS integration
+                         TIMEOUT 120 SKIP_RETURN_CODE 77)
+  endforeach()
+endif()

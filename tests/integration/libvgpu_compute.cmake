@@ -50,3 +50,13 @@ if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu)
                          ENVIRONMENT "${libvgpu_compute_env}")
   endforeach()
 endif()
+
+# A live resize of a running tenant's compute share (docs/libvgpu.md "Live resize"): 30 %,
+# then 70 %, each within 5 points (tests/integration/libvgpu_resize.py, case compute).
+if(TARGET compute_tenant AND TARGET libvgpu_compute_truth AND TARGET libvgpu_resize_watch)
+  add_test(NAME integration.libvgpu_resize.compute
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/libvgpu_resize_test.sh ${CMAKE_BINARY_DIR} compute)
+  set_tests_properties(integration.libvgpu_resize.compute PROPERTIES
+                       LABELS "integration;compute" TIMEOUT 120 RUN_SERIAL ON
+                       SKIP_RETURN_CODE 77)
+endif()

@@ -8,12 +8,20 @@
  *   nvml_probe processes DEV PID BYTES    (PID holds exactly BYTES on DEV)
  *   nvml_probe utilization DEV PID PID    (both saturate DEV: ~50 % each, ~100 % device)
  *   nvml_probe mig                        (FAKEGPU_MIG=0:1g.10gb,1g.10gb,3g.40gb;1:2g.10gb)
+ *   nvml_probe dynamic                    (FAKEGPU_MIG=0:, GPU 0 an H100 80GB, 1 not MIG):
+ *                                          makes a 3g.40gb at start 4 and a 1g.10gb
+ *                                          wherever the driver puts it (start 0), checks
+ *                                          every refusal, prints the 3g.40gb's MIG UUID
+ *   nvml_probe destroy UUID WANT          destroys that MIG device's compute instance,
+ *                                          then its GPU instance: WANT is "in-use" (a
+ *                                          process runs in it: both refused) or "ok"
  *   nvml_probe xid DEV CODE               (prints "ready", then waits at most 20 s for
  *                                          XID CODE on DEV, injected by fakegpu-ctl) */
 #define NVML_NO_UNVERSIONED_FUNC_DEFS
 #include "abi/nvml.h"
 
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,8 +269,8 @@ static int mig(void)
     static const char *profiles[2][3] = {{"1g.10gb", "1g.10gb", "3g.40gb"}, {"2g.10gb"}};
     static const unsigned counts[2] = {3, 1};
     static const unsigned slices[2][3] = {{1, 1, 3}, {2}};
-    /* An eighth of 81559 MiB per memory slice; a quarter of the 40 GiB A100 for 2g.10gb. */
-    static const unsigned long long mib[2][3] = {{10194, 10194, 40779}, {10240}};
+    /* The driver's profile memory (H100 80GB; A100 40GB for 2g.10gb). */
+    static const unsigned long long mib[2][3] = {{9984, 9984, 40448}, {9856}};
     char seen[4][NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     unsigned n_seen = 0;
     for (unsigned i = 0; i < 2; i++) {
@@ -396,6 +404,210 @@ static int xid(unsigned dev_index, unsigned long long code)
     return failures;
 }
 
+#define GI_1G  19 /* profile ids on an H100 80GB */
+#define GI_1G2 15
+#define GI_3G  9
+
+static int dynamic(void)
+{
+    CHECK(SYM(nvmlInit_v2)() == NVML_SUCCESS, "init");
+    nvmlDevice_t gpu = NULL, other = NULL, m = NULL;
+    CHECK(SYM(nvmlDeviceGetHandleByIndex_v2)(0, &gpu) == NVML_SUCCESS, "handle 0");
+    CHECK(SYM(nvmlDeviceGetHandleByIndex_v2)(1, &other) == NVML_SUCCESS, "handle 1");
+    unsigned cur = 9, pending = 9;
+    CHECK(SYM(nvmlDeviceGetMigMode)(gpu, &cur, &pending) == NVML_SUCCESS &&
+              cur == NVML_DEVICE_MIG_ENABLE,
+          "MIG mode %u", cur);
+    CHECK(SYM(nvmlDeviceGetMigDeviceHandleByIndex)(gpu, 0, &m) == NVML_ERROR_NOT_FOUND,
+          "no MIG device yet");
+
+    /* Profile info by the enum; the id it returns is what the other calls take. */
+    nvmlGpuInstanceProfileInfo_t pi;
+    static const struct {
+        unsigned profile, id, slices, count, sms;
+        unsigned long long mib;
+    } want[] = {{NVML_GPU_INSTANCE_PROFILE_1_SLICE, GI_1G, 1, 7, 16, 9984},
+                {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2, GI_1G2, 1, 4, 26, 20096},
+                {NVML_GPU_INSTANCE_PROFILE_3_SLICE, GI_3G, 3, 2, 60, 40448},
+                {NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, 1, 132, 81152}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        memset(&pi, 0xff, sizeof pi);
+        CHECK(SYM(nvmlDeviceGetGpuInstanceProfileInfo)(gpu, want[i].profile, &pi) == NVML_SUCCESS &&
+                  pi.id == want[i].id && pi.sliceCount == want[i].slices &&
+                  pi.instanceCount == want[i].count && pi.multiprocessorCount == want[i].sms &&
+                  pi.memorySizeMB == want[i].mib,
+              "profile %u: id %u slices %u count %u sms %u %llu MiB", want[i].profile, pi.id,
+              pi.sliceCount, pi.instanceCount, pi.multiprocessorCount, pi.memorySizeMB);
+    }
+    CHECK(SYM(nvmlDeviceGetGpuInstanceProfileInfo)(gpu, NVML_GPU_INSTANCE_PROFILE_8_SLICE, &pi) ==
+              NVML_ERROR_NOT_SUPPORTED,
+          "no 8-slice profile on an H100");
+    CHECK(SYM(nvmlDeviceGetGpuInstanceProfileInfo)(gpu, 99, &pi) == NVML_ERROR_INVALID_ARGUMENT,
+          "unknown profile enum");
+    CHECK(SYM(nvmlDeviceGetGpuInstanceProfileInfo)(other, 0, &pi) == NVML_ERROR_NOT_SUPPORTED,
+          "GPU not in MIG mode");
+
+    /* Possible placements by profile id: all of them, taken or not. */
+    nvmlGpuInstancePlacement_t pl[8];
+    unsigned n = 0;
+    CHECK(SYM(nvmlDeviceGetGpuInstancePossiblePlacements_v2)(gpu, GI_3G, NULL, &n) ==
+                  NVML_SUCCESS &&
+              n == 2,
+          "3g placements count %u", n);
+    n = 8;
+    CHECK(SYM(nvmlDeviceGetGpuInstancePossiblePlacements_v2)(gpu, GI_3G, pl, &n) == NVML_SUCCESS &&
+              n == 2 && pl[0].start == 0 && pl[0].size == 4 && pl[1].start == 4 && pl[1].size == 4,
+          "3g placements");
+    n = 8;
+    CHECK(SYM(nvmlDeviceGetGpuInstancePossiblePlacements_v2)(gpu, GI_1G2, pl, &n) == NVML_SUCCESS &&
+              n == 4 && pl[3].start == 6 && pl[3].size == 2,
+          "1g.20gb placements %u", n);
+    n = 1;
+    CHECK(SYM(nvmlDeviceGetGpuInstancePossiblePlacements_v2)(gpu, GI_1G, pl, &n) ==
+                  NVML_ERROR_INSUFFICIENT_SIZE &&
+              n == 7,
+          "short buffer %u", n);
+    CHECK(SYM(nvmlDeviceGetGpuInstancePossiblePlacements_v2)(gpu, 77, pl, &n) ==
+              NVML_ERROR_INVALID_ARGUMENT,
+          "unknown profile id");
+
+    /* A GPU instance at a placement; the refusals the hardware gives. */
+    nvmlGpuInstance_t gi3 = NULL, gi1 = NULL, bad = NULL;
+    nvmlGpuInstancePlacement_t at = {.start = 4, .size = 4};
+    CHECK(SYM(nvmlDeviceCreateGpuInstanceWithPlacement)(gpu, GI_3G, &at, &gi3) == NVML_SUCCESS,
+          "3g.40gb at 4");
+    CHECK(SYM(nvmlDeviceCreateGpuInstanceWithPlacement)(gpu, GI_3G, &at, &bad) ==
+              NVML_ERROR_INSUFFICIENT_RESOURCES,
+          "occupied placement");
+    nvmlGpuInstancePlacement_t overlap = {.start = 5, .size = 1};
+    CHECK(SYM(nvmlDeviceCreateGpuInstanceWithPlacement)(gpu, GI_1G, &overlap, &bad) ==
+              NVML_ERROR_INSUFFICIENT_RESOURCES,
+          "overlapping placement");
+    nvmlGpuInstancePlacement_t not_allowed = {.start = 7, .size = 1};
+    CHECK(SYM(nvmlDeviceCreateGpuInstanceWithPlacement)(gpu, GI_1G, &not_allowed, &bad) ==
+              NVML_ERROR_INVALID_ARGUMENT,
+          "start 7 is no 1g placement");
+    nvmlGpuInstancePlacement_t wrong_size = {.start = 0, .size = 2};
+    CHECK(SYM(nvmlDeviceCreateGpuInstanceWithPlacement)(gpu, GI_1G, &wrong_size, &bad) ==
+              NVML_ERROR_INVALID_ARGUMENT,
+          "size differs from the profile's");
+    CHECK(SYM(nvmlDeviceCreateGpuInstance)(other, GI_1G, &bad) == NVML_ERROR_NOT_SUPPORTED,
+          "GPU not in MIG mode");
+    CHECK(SYM(nvmlDeviceCreateGpuInstance)(gpu, 0, &bad) == NVML_ERROR_INSUFFICIENT_RESOURCES,
+          "7g.80gb next to a 3g.40gb");
+    CHECK(SYM(nvmlDeviceCreateGpuInstance)(gpu, GI_1G, &gi1) == NVML_SUCCESS, "1g.10gb anywhere");
+    unsigned left = 9;
+    CHECK(SYM(nvmlDeviceGetGpuInstanceRemainingCapacity)(gpu, GI_1G, &left) == NVML_SUCCESS &&
+              left == 3,
+          "1g.10gb left: %u", left);
+    nvmlGpuInstanceInfo_t gii;
+    CHECK(SYM(nvmlGpuInstanceGetInfo)(gi3, &gii) == NVML_SUCCESS && gii.device == gpu &&
+              gii.profileId == GI_3G && gii.placement.start == 4 && gii.placement.size == 4 &&
+              gii.id > 0,
+          "3g info: profile %u at %u+%u", gii.profileId, gii.placement.start, gii.placement.size);
+    unsigned id3 = gii.id;
+    CHECK(SYM(nvmlGpuInstanceGetInfo)(gi1, &gii) == NVML_SUCCESS && gii.placement.start == 0 &&
+              gii.id != id3,
+          "1g placed first fit: at %u", gii.placement.start);
+    nvmlGpuInstance_t by_id = NULL, list[7];
+    CHECK(SYM(nvmlDeviceGetGpuInstanceById)(gpu, id3, &by_id) == NVML_SUCCESS && by_id == gi3,
+          "by id");
+    n = 0;
+    CHECK(SYM(nvmlDeviceGetGpuInstances)(gpu, GI_3G, list, &n) == NVML_SUCCESS && n == 1 &&
+              list[0] == gi3,
+          "3g instances %u", n);
+    /* No compute instance yet: no MIG device. */
+    for (unsigned k = 0; k < 7; k++)
+        CHECK(SYM(nvmlDeviceGetMigDeviceHandleByIndex)(gpu, k, &m) == NVML_ERROR_NOT_FOUND,
+              "MIG device %u before its compute instance", k);
+
+    /* The compute instance spanning the GPU instance. */
+    nvmlComputeInstanceProfileInfo_t cpi;
+    CHECK(SYM(nvmlGpuInstanceGetComputeInstanceProfileInfo)(
+              gi3, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE,
+              NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &cpi) == NVML_SUCCESS &&
+              cpi.sliceCount == 3 && cpi.multiprocessorCount == 60,
+          "CI profile %u slices %u SMs", cpi.sliceCount, cpi.multiprocessorCount);
+    CHECK(SYM(nvmlGpuInstanceGetComputeInstanceProfileInfo)(
+              gi3, NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE,
+              NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &cpi) == NVML_ERROR_NOT_SUPPORTED,
+          "CI larger than its GPU instance");
+    nvmlComputeInstance_t ci = NULL, ci2 = NULL;
+    CHECK(SYM(nvmlGpuInstanceCreateComputeInstance)(gi3, cpi.id, &ci) == NVML_SUCCESS, "CI");
+    CHECK(SYM(nvmlGpuInstanceCreateComputeInstance)(gi3, cpi.id, &ci2) ==
+              NVML_ERROR_INSUFFICIENT_RESOURCES,
+          "second CI");
+    nvmlComputeInstanceInfo_t cii;
+    CHECK(SYM(nvmlComputeInstanceGetInfo_v2)(ci, &cii) == NVML_SUCCESS && cii.gpuInstance == gi3 &&
+              cii.device == gpu,
+          "CI info");
+    CHECK(SYM(nvmlGpuInstanceDestroy)(gi3) == NVML_ERROR_IN_USE, "GI with a CI");
+
+    /* Now a MIG device, with the instance's memory, SMs and ids. */
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = "";
+    unsigned found = 0;
+    for (unsigned k = 0; k < 7; k++) {
+        if (SYM(nvmlDeviceGetMigDeviceHandleByIndex)(gpu, k, &m) != NVML_SUCCESS)
+            continue;
+        found++;
+        nvmlDeviceAttributes_t attr;
+        unsigned gid = 0;
+        CHECK(SYM(nvmlDeviceGetUUID)(m, uuid, sizeof uuid) == NVML_SUCCESS &&
+                  strncmp(uuid, "MIG-", 4) == 0,
+              "uuid");
+        CHECK(SYM(nvmlDeviceGetAttributes_v2)(m, &attr) == NVML_SUCCESS &&
+                  attr.memorySizeMB == 40448 && attr.multiprocessorCount == 60 &&
+                  attr.gpuInstanceSliceCount == 3,
+              "attributes %llu MiB %u SMs", attr.memorySizeMB, attr.multiprocessorCount);
+        CHECK(SYM(nvmlDeviceGetGpuInstanceId)(m, &gid) == NVML_SUCCESS && gid == id3, "gi id");
+    }
+    CHECK(found == 1, "%u MIG devices, want 1", found);
+    CHECK(SYM(nvmlShutdown)() == NVML_SUCCESS, "shutdown");
+    if (failures == 0)
+        printf("%s\n", uuid);
+    return failures;
+}
+
+/* Destroys MIG device uuid's compute instance and GPU instance from another process. */
+static int destroy(const char *uuid, const char *want)
+{
+    bool in_use = strcmp(want, "in-use") == 0;
+    CHECK(SYM(nvmlInit_v2)() == NVML_SUCCESS, "init");
+    nvmlDevice_t m = NULL, gpu = NULL;
+    CHECK(SYM(nvmlDeviceGetHandleByUUID)(uuid, &m) == NVML_SUCCESS, "MIG device %s", uuid);
+    unsigned gid = 0;
+    nvmlGpuInstance_t gi = NULL;
+    nvmlComputeInstance_t ci[1] = {NULL};
+    unsigned n = 0;
+    nvmlGpuInstanceInfo_t info;
+    CHECK(SYM(nvmlDeviceGetDeviceHandleFromMigDeviceHandle)(m, &gpu) == NVML_SUCCESS &&
+              SYM(nvmlDeviceGetGpuInstanceId)(m, &gid) == NVML_SUCCESS &&
+              SYM(nvmlDeviceGetGpuInstanceById)(gpu, gid, &gi) == NVML_SUCCESS &&
+              SYM(nvmlGpuInstanceGetInfo)(gi, &info) == NVML_SUCCESS,
+          "its GPU instance");
+    CHECK(SYM(nvmlGpuInstanceGetComputeInstances)(gi, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE, ci,
+                                                  &n) == NVML_SUCCESS &&
+              n == 1,
+          "its compute instance");
+    if (failures)
+        return failures;
+    nvmlReturn_t rc = SYM(nvmlComputeInstanceDestroy)(ci[0]);
+    CHECK(rc == (in_use ? NVML_ERROR_IN_USE : NVML_SUCCESS), "CI destroy: %d", rc);
+    rc = SYM(nvmlGpuInstanceDestroy)(gi);
+    CHECK(rc == (in_use ? NVML_ERROR_IN_USE : NVML_SUCCESS), "GI destroy: %d", rc);
+    if (!in_use) {
+        CHECK(SYM(nvmlDeviceGetHandleByUUID)(uuid, &m) == NVML_ERROR_NOT_FOUND, "gone");
+        CHECK(SYM(nvmlGpuInstanceGetInfo)(gi, &info) == NVML_ERROR_INVALID_ARGUMENT,
+              "stale handle");
+        /* Its placement is free again. */
+        nvmlGpuInstancePlacement_t at = {.start = 4, .size = 4};
+        CHECK(SYM(nvmlDeviceCreateGpuInstanceWithPlacement)(gpu, GI_3G, &at, &gi) == NVML_SUCCESS &&
+                  SYM(nvmlGpuInstanceDestroy)(gi) == NVML_SUCCESS,
+              "placement reusable");
+    }
+    return failures;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -419,13 +631,17 @@ int main(int argc, char **argv)
                          (unsigned)arg_u64(argv[4]));
     else if (strcmp(argv[1], "mig") == 0)
         rc = mig();
+    else if (strcmp(argv[1], "dynamic") == 0)
+        rc = dynamic();
+    else if (strcmp(argv[1], "destroy") == 0 && argc == 4)
+        rc = destroy(argv[2], argv[3]);
     else if (strcmp(argv[1], "xid") == 0 && argc == 4)
         rc = xid((unsigned)arg_u64(argv[2]), arg_u64(argv[3]));
     else {
         fprintf(stderr, "nvml_probe: bad arguments\n");
         return 2;
     }
-    if (rc == 0)
+    if (rc == 0 && strcmp(argv[1], "dynamic") != 0) /* dynamic prints the UUID alone */
         printf("nvml_probe %s: ok\n", argv[1]);
     return rc == 0 ? 0 : 1;
 }

@@ -70,9 +70,36 @@ mig)
     [ "$(grep -c ' mig ' "$state/status")" = 4 ] || { cat "$state/status"; exit 1; }
     grep -q '^  mig 2 3g.40gb MIG-' "$state/status" || { cat "$state/status"; exit 1; }
     ;;
+dynamic)
+    # MIG mode without instances; instances made by one process are everybody's.
+    export FAKEGPU_MIG="0:"
+    uuid=$("$probe" dynamic)
+    case $uuid in MIG-*) ;; *) echo "no MIG UUID from the probe: '$uuid'"; exit 1 ;; esac
+    "$build/bin/fakegpu-ctl" status >"$state/status"
+    grep -q "^  mig [0-9] 3g.40gb $uuid gi [0-9]" "$state/status" || { cat "$state/status"; exit 1; }
+    grep -q "^  gi [0-9] 1g.10gb start 0 (no compute instance)" "$state/status" || { cat "$state/status"; exit 1; }
+    # CUDA work inside the instance gets its memory and SMs; while it runs, the instance
+    # cannot be destroyed; once it is gone, it can.
+    out=$state/cuda.out
+    CUDA_VISIBLE_DEVICES=$uuid MIG_MIB=40448 MIG_SMS=60 "$build/tests/cuda_api" mig >"$out" &
+    pids+=($!)
+    for _ in $(seq 100); do
+        grep -q ready "$out" 2>/dev/null && break
+        kill -0 "${pids[-1]}" 2>/dev/null || { echo "CUDA in the MIG device failed"; exit 1; }
+        sleep 0.1
+    done
+    grep -q ready "$out" || { echo "CUDA process not ready"; exit 1; }
+    "$probe" destroy "$uuid" in-use
+    kill -9 "${pids[-1]}"
+    wait "${pids[-1]}" 2>/dev/null || true
+    "$probe" destroy "$uuid" ok
+    "$build/bin/fakegpu-ctl" status >"$state/status"
+    if grep -q "$uuid" "$state/status"; then cat "$state/status"; exit 1; fi
+    grep -q "^  gi [0-9] 1g.10gb start 0 (no compute instance)" "$state/status" || { cat "$state/status"; exit 1; }
+    ;;
 bad-mig)
     # Every malformed FAKEGPU_MIG is an error naming the variable and the bad part.
-    bad=("0" "0:" "0:1g.10gb;" ";0:1g.10gb" "0:1g.10gb,,1g.10gb" "2:1g.10gb" "x:1g.10gb"
+    bad=("0" "0:1g.10gb;" ";0:1g.10gb" "0:1g.10gb,,1g.10gb" "2:1g.10gb" "x:1g.10gb"
          "0:1g.5gb" "0:1g.10gb;0:1g.10gb" "0:7g.80gb,1g.10gb" "1:4g.20gb,4g.20gb"
          "0:1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb" "0:1G.10GB")
     for value in "${bad[@]}"; do

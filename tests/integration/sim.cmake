@@ -19,3 +19,10 @@ add_test(NAME integration.sim_dra
                  ${PROJECT_SOURCE_DIR}/../shared/data/openb)
 set_tests_properties(integration.sim_dra PROPERTIES LABELS "integration;placement"
                      TIMEOUT 300 SKIP_RETURN_CODE 77)
+# MIG on demand: HAMi v2.10's rule against vgpu's on a sample of the openb trace
+# (vgpu-sim --mig; a second; skipped when the trace is absent).
+add_test(NAME integration.sim_mig
+         COMMAND ${CMAKE_CURRENT_LIST_DIR}/sim_mig.sh $<TARGET_FILE:vgpu-sim>
+                 ${PROJECT_SOURCE_DIR}/../shared/data/openb)
+set_tests_properties(integration.sim_mig PROPERTIES LABELS "integration;placement"
+                     TIMEOUT 300 SKIP_RETURN_CODE 77)

@@ -63,8 +63,8 @@ class ForgedAllocateTest(K.Base):
         env = dict(resp.container_responses[0].envs)
         self.assertEqual(env["CUDA_DEVICE_MEMORY_LIMIT_0"], "1024m", env)
         self.assertEqual(env["CUDA_DEVICE_SM_LIMIT"], "30", env)
-        self.assertEqual(env["VGPU_LIMITS_FILE"], cdir + "/limits")
-        with open(cdir + "/limits") as f:
+        self.assertEqual(env["VGPU_LIMITS_FILE"], cdir + "/etc/limits")
+        with open(cdir + "/etc/limits") as f:
             limits = f.read()
         self.assertIn("CUDA_DEVICE_MEMORY_LIMIT_0=1024m\n", limits)
         self.assertIn("pod default/victim, container main\n", limits)

@@ -243,6 +243,104 @@ class WebhookForgeryTest(unittest.TestCase):
         self.assertIn({"op": "add", "path": "/spec/schedulerName", "value": "vgpu-scheduler"},
                       patch)
 
+    # ---- Volcano's decision (docs/volcano.md): the same rule for its annotations ----
+
+    VOLCANO_DECISION = {"volcano.sh/vgpu-node": NODE, "volcano.sh/vgpu-time": "1764385200",
+                        "volcano.sh/vgpu-ids-new": "GPU-0,NVIDIA,80000,100:",
+                        "volcano.sh/devices-to-allocate": "GPU-0,NVIDIA,80000,100:",
+                        "volcano.sh/bind-phase": "allocating",
+                        "volcano.sh/bind-time": "1764385200"}
+
+    @staticmethod
+    def volcano_pod(name, annotations=None):
+        pod = H.pod_object(name, {"volcano.sh/vgpu-number": "1",
+                                  "volcano.sh/vgpu-memory": "1000"}, annotations)
+        pod["spec"]["schedulerName"] = "volcano"
+        return pod
+
+    def test_volcano_decision_refused_at_create(self):
+        """Each key of Volcano's decision, alone, on a Volcano pod (with spec.nodeName, to
+        skip the scheduler) and on a pod with no GPU: refused, naming the key."""
+        for key, value in self.VOLCANO_DECISION.items():
+            for pod in (self.volcano_pod("v", {key: value}),
+                        H.pod_object("c", {"cpu": "1"}, {key: value})):
+                pod["spec"]["nodeName"] = NODE
+                with self.subTest(key=key, pod=pod["metadata"]["name"]):
+                    r = self.admit(pod)
+                    self.assertFalse(r["allowed"], r)
+                    self.assertIn("annotation %s is part of Volcano's vGPU decision" % key,
+                                  r["status"]["message"])
+        # Any other volcano.sh/vgpu- key too, but not the four Volcano gives pod authors.
+        r = self.admit(self.volcano_pod("w", {"volcano.sh/vgpu-anything": "x"}))
+        self.assertFalse(r["allowed"], r)
+        authors = {"volcano.sh/vgpu-mode": "hami-core", "volcano.sh/vgpu-podgroup-policy": "spread",
+                   "volcano.sh/vgpu-use-gpuuuid": "GPU-0", "volcano.sh/vgpu-nouse-gpuuuid": "GPU-1",
+                   "volcano.sh/queue-name": "default"}
+        r = self.admit(self.volcano_pod("ok", authors))
+        self.assertTrue(r["allowed"], r)
+
+    def review_as(self, user, pod, old):
+        status, text = self.review({"uid": "u-1", "operation": "UPDATE", "object": pod,
+                                    "oldObject": old, "userInfo": {"username": user}})
+        self.assertEqual(status, 200, text)
+        return json.loads(text)["response"]
+
+    def test_volcano_decision_update(self):
+        """An UPDATE that adds, changes or removes a key of the decision: refused for the
+        pod's author, allowed for a trusted user (the device plugin's write-back)."""
+        old = self.volcano_pod("v", self.VOLCANO_DECISION)
+        old["spec"]["nodeName"] = NODE
+        success = json.loads(json.dumps(old))
+        success["metadata"]["annotations"].update({"volcano.sh/bind-phase": "success",
+                                                   "volcano.sh/devices-to-allocate": ""})
+        author = "system:serviceaccount:default:default"
+        plugin = "system:serviceaccount:vgpu-system:vgpu-device-plugin"
+        r = self.review_as(author, success, old)
+        self.assertFalse(r["allowed"], r)
+        self.assertIn("volcano.sh/", r["status"]["message"])
+        self.assertTrue(self.review_as(plugin, success, old)["allowed"])
+        removed = json.loads(json.dumps(old))
+        del removed["metadata"]["annotations"]["volcano.sh/vgpu-ids-new"]
+        r = self.review_as(author, removed, old)
+        self.assertFalse(r["allowed"], r)
+        self.assertIn("remove it (put it back as it was)", r["status"]["message"])
+        changed = json.loads(json.dumps(old))
+        changed["metadata"]["annotations"]["volcano.sh/vgpu-ids-new"] = "GPU-1,NVIDIA,80000,100:"
+        self.assertFalse(self.review_as(author, changed, old)["allowed"])
+
+    def test_volcano_gpu_container_keeps_its_devices(self):
+        """A container that asks for Volcano's vGPU resources is a GPU container: it does
+        not get NVIDIA_VISIBLE_DEVICES=void (which would hide the GPUs the device plugin
+        gives it); the pod's container without GPUs does."""
+        pod = self.volcano_pod("v")
+        pod["spec"]["containers"].append({"name": "sidecar", "image": "busybox"})
+        r = self.admit(pod)
+        self.assertTrue(r["allowed"], r)
+        patch = json.loads(base64.b64decode(r["patch"]))
+        paths = [op["path"] for op in patch if "env" in op["path"]]
+        self.assertEqual(paths, ["/spec/containers/1/env"], patch)
+
+    def test_resize_request_open_answer_reserved(self):
+        """vgpu.io/resize is anyone's who may patch the pod (RBAC decides); its answer and
+        the decision stay vgpu's: a tenant cannot mark its own request done."""
+        bound = H.pod_object("a", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "4000"},
+                             {"vgpu.io/decision": forged(4000, 0)})
+        bound["spec"]["nodeName"] = NODE
+        asked = json.loads(json.dumps(bound))
+        asked["metadata"]["annotations"]["vgpu.io/resize"] = \
+            '{"version":1,"id":"r-1","memoryMiB":8000}'
+        self.assertTrue(self.admit(asked, "UPDATE", bound)["allowed"])
+        answered = json.loads(json.dumps(asked))
+        answered["metadata"]["annotations"]["vgpu.io/resize-status"] = \
+            '{"version":1,"id":"r-1","state":"done","generation":1}'
+        r = self.admit(answered, "UPDATE", asked)
+        self.assertFalse(r["allowed"], r)
+        self.assertIn("vgpu.io/resize-status", r["status"]["message"])
+        # The request and a decision raised by the tenant together: refused.
+        both = json.loads(json.dumps(asked))
+        both["metadata"]["annotations"]["vgpu.io/decision"] = forged(8000, 0)
+        self.refused(self.admit(both, "UPDATE", bound))
+
 
 if __name__ == "__main__":
     BINARY = sys.argv.pop(1)

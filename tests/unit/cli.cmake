@@ -12,6 +12,10 @@ vgpu_fuzz_target(cli_sched_message
 vgpu_fuzz_target(cli_limits_owner
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../fuzz/fuzz_cli_limits_owner.c
   LIBS vgpu_cli)
+# `vgpu pods`' reader of Volcano's decision (cli_volcano_decision).
+vgpu_fuzz_target(cli_volcano_decision
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/../fuzz/fuzz_cli_volcano_decision.c
+  LIBS vgpu_cli_verbs)
 # The verbs (src/cli/verbs.h) against the API answers of tests/data/cli.
 vgpu_unit_test(test_cli_verbs
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cli_verbs.c

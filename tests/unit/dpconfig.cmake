@@ -8,6 +8,9 @@ set_tests_properties(unit.test_dpconfig PROPERTIES
 vgpu_fuzz_target(dpconfig
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/../fuzz/fuzz_dpconfig.c
   LIBS vgpu_dpconfig PkgConfig::KUBE_JANSSON)
+vgpu_fuzz_target(dpconfig_hami
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/../fuzz/fuzz_dpconfig_hami.c
+  LIBS vgpu_dpconfig)
 add_test(NAME unit.dpconfig_doc
   COMMAND sh -c "\"$1\" | diff -u \"$2\" - && echo 'docs/config.md matches the key table'"
           sh $<TARGET_FILE:dpconfig_doc> ${PROJECT_SOURCE_DIR}/docs/config.md)

@@ -23,3 +23,7 @@ target_compile_definitions(test_scheduler_daemon PRIVATE
 vgpu_unit_test(test_scheduler_options
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_scheduler_options.c
   LIBS vgpu_scheduler)
+# Live resize: the decision a request makes, the quota check, the ledger's recharge.
+vgpu_unit_test(test_scheduler_resize
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_scheduler_resize.c
+  LIBS vgpu_scheduler_daemon)

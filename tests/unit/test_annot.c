@@ -286,6 +286,165 @@ static void test_kube_time(void **state)
     assert_true(annot_kube_time(NULL) == -1);
 }
 
+/* A GPU in dynamic MIG mode: its profiles and instances decode and round-trip. */
+#define MIG_GPU_HEAD                                                                               \
+    "{\"version\":1,\"heartbeat\":5,\"mode\":\"vgpu\",\"gpus\":[{\"uuid\":\"GPU-a\",\"index\":0,"  \
+    "\"model\":\"NVIDIA H100 80GB HBM3\",\"memoryMiB\":81559,\"cores\":100,\"slots\":1,"           \
+    "\"healthy\":true,\"mig\":"
+static const char *mig_ok =
+    MIG_GPU_HEAD "{\"slices\":8,\"profiles\":["
+                 "{\"name\":\"1g.10gb\",\"id\":19,\"memoryMiB\":9984,\"sms\":16,\"size\":1,"
+                 "\"placements\":[0,1,2,3,4,5,6]},"
+                 "{\"name\":\"3g.40gb\",\"id\":9,\"memoryMiB\":40448,\"sms\":60,\"size\":4,"
+                 "\"placements\":[0,4]}],"
+                 "\"instances\":[{\"profile\":\"1g.10gb\",\"start\":0,\"size\":1,"
+                 "\"pod\":\"0b7c3c1e-7d2a-4d0e-9f51-2c7d1d3f4a10\"},"
+                 "{\"profile\":\"2g.20gb\",\"start\":2,\"size\":2,\"pod\":\"\"}]}}]}";
+
+static void test_inventory_mig(void **state)
+{
+    (void)state;
+    static struct annot_inventory inv, back;
+    struct vg_err err = {0};
+    if (annot_inventory_decode(mig_ok, strlen(mig_ok), &inv, &err) != 0)
+        fail_msg("%s", err.msg);
+    const struct annot_mig *m = &inv.gpus[0].mig;
+    assert_int_equal(m->slices, 8);
+    assert_int_equal(m->profile_count, 2);
+    assert_string_equal(m->profiles[1].name, "3g.40gb");
+    assert_int_equal(m->profiles[1].id, 9);
+    assert_int_equal(m->profiles[1].placements, 0x11);
+    assert_int_equal(m->profiles[0].placements, 0x7f);
+    assert_int_equal(m->instance_count, 2);
+    assert_string_equal(m->instances[1].profile, "2g.20gb"); /* made by hand: not allowed */
+    assert_string_equal(m->instances[0].pod, "0b7c3c1e-7d2a-4d0e-9f51-2c7d1d3f4a10");
+    assert_int_equal(annot_mig_profile_find(m, "3g.40gb"), 1);
+    assert_int_equal(annot_mig_profile_find(m, "7g.80gb"), -1);
+    char *text = annot_inventory_encode(&inv, &err);
+    assert_non_null(text);
+    assert_int_equal(annot_inventory_decode(text, strlen(text), &back, &err), 0);
+    assert_memory_equal(&inv, &back, sizeof inv);
+    free(text);
+    /* A GPU without the field has none. */
+    assert_int_equal(annot_inventory_decode(inventory_json, strlen(inventory_json), &inv, &err), 0);
+    assert_int_equal(inv.gpus[0].mig.slices, 0);
+}
+
+static void test_inventory_mig_malformed(void **state)
+{
+    (void)state;
+    static struct annot_inventory inv;
+    const struct {
+        const char *mig, *field;
+    } bad[] = {
+        {"[]", "gpus[0].mig: not an object"},
+        {"{\"slices\":9,\"profiles\":[],\"instances\":[]}", "gpus[0].mig.slices"},
+        {"{\"slices\":8,\"instances\":[]}", "gpus[0].mig.profiles: missing"},
+        {"{\"slices\":8,\"profiles\":[]}", "gpus[0].mig.instances: missing"},
+        {"{\"slices\":8,\"profiles\":[{\"name\":\"1G.10GB\",\"id\":19,\"memoryMiB\":1,\"sms\":1,"
+         "\"size\":1,\"placements\":[0]}],\"instances\":[]}",
+         "gpus[0].mig.profiles[0].name"},
+        {"{\"slices\":8,\"profiles\":[{\"name\":\"3g.40gb\",\"id\":9,\"memoryMiB\":1,\"sms\":1,"
+         "\"size\":4,\"placements\":[0,5]}],\"instances\":[]}",
+         "gpus[0].mig.profiles[0].placements[1]"},
+        {"{\"slices\":8,\"profiles\":[{\"name\":\"3g.40gb\",\"id\":9,\"memoryMiB\":1,\"sms\":1,"
+         "\"size\":9,\"placements\":[0]}],\"instances\":[]}",
+         "gpus[0].mig.profiles[0].size"},
+        {"{\"slices\":8,\"profiles\":[{\"name\":\"1g.10gb\",\"id\":19,\"memoryMiB\":1,\"sms\":1,"
+         "\"size\":1,\"placements\":[0,0]}],\"instances\":[]}",
+         "listed twice"},
+        {"{\"slices\":8,\"profiles\":[{\"name\":\"1g.10gb\",\"id\":19,\"memoryMiB\":1,\"sms\":1,"
+         "\"size\":1,\"placements\":[0]},{\"name\":\"1g.10gb\",\"id\":19,\"memoryMiB\":1,"
+         "\"sms\":1,\"size\":1,\"placements\":[1]}],\"instances\":[]}",
+         "gpus[0].mig.profiles[1].name"},
+        {"{\"slices\":8,\"profiles\":[],\"instances\":[{\"profile\":\"3g.40gb\",\"start\":6,"
+         "\"size\":4}]}",
+         "gpus[0].mig.instances[0].start"},
+        {"{\"slices\":8,\"profiles\":[],\"instances\":[{\"profile\":\"3g.40gb\",\"start\":4,"
+         "\"size\":4},{\"profile\":\"1g.10gb\",\"start\":5,\"size\":1}]}",
+         "gpus[0].mig.instances[1]: slices 5..5 overlap"},
+        {"{\"slices\":8,\"profiles\":[],\"instances\":[{\"profile\":\"1g.10gb\",\"start\":0,"
+         "\"size\":1,\"pod\":\"../x\"}]}",
+         "gpus[0].mig.instances[0].pod"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[2048];
+        snprintf(text, sizeof text, MIG_GPU_HEAD "%s}]}", bad[i].mig);
+        struct vg_err err = {0};
+        if (annot_inventory_decode(text, strlen(text), &inv, &err) == 0)
+            fail_msg("accepted %s", bad[i].mig);
+        if (strstr(err.msg, bad[i].field) == NULL)
+            fail_msg("'%s' does not name %s", err.msg, bad[i].field);
+    }
+}
+
+static void test_decision_mig(void **state)
+{
+    (void)state;
+    static struct annot_decision d, back;
+    const char *ok = "{\"version\":1,\"node\":\"n\",\"time\":1,\"containers\":[{\"name\":\"main\","
+                     "\"gpus\":[{\"uuid\":\"GPU-a\",\"memoryMiB\":40448,\"cores\":0,"
+                     "\"mig\":{\"profile\":\"3g.40gb\",\"start\":4}}]}]}";
+    struct vg_err err = {0};
+    if (annot_decision_decode(ok, strlen(ok), &d, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_string_equal(d.containers[0].gpus[0].mig_profile, "3g.40gb");
+    assert_int_equal(d.containers[0].gpus[0].mig_start, 4);
+    char *text = annot_decision_encode(&d, &err);
+    assert_non_null(strstr(text, "\"mig\":{\"profile\":\"3g.40gb\",\"start\":4}"));
+    assert_int_equal(annot_decision_decode(text, strlen(text), &back, &err), 0);
+    assert_memory_equal(&d, &back, sizeof d);
+    free(text);
+    const char *bad[] = {"{\"profile\":\"3g.40gb\",\"start\":8}",
+                         "{\"profile\":\"3g/40gb\","
+                         "\"start\":0}",
+                         "{\"start\":0}", "\"3g.40gb\""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char t[512];
+        snprintf(t, sizeof t,
+                 "{\"version\":1,\"node\":\"n\",\"time\":1,\"containers\":[{\"name\":\"main\","
+                 "\"gpus\":[{\"uuid\":\"GPU-a\",\"memoryMiB\":1,\"cores\":0,\"mig\":%s}]}]}",
+                 bad[i]);
+        if (annot_decision_decode(t, strlen(t), &d, &err) == 0)
+            fail_msg("accepted %s", bad[i]);
+        assert_non_null(strstr(err.msg, "containers[0].gpus[0].mig"));
+    }
+}
+
+static void test_mig_refused(void **state)
+{
+    (void)state;
+    static struct annot_mig_refused r, back;
+    const char *ok = "{\"version\":1,\"refused\":[{\"uuid\":\"GPU-a\",\"profile\":\"3g.40gb\","
+                     "\"start\":4,\"time\":1763780000,\"reason\":\"Insufficient Resources\"}]}";
+    struct vg_err err = {0};
+    if (annot_mig_refused_decode(ok, strlen(ok), &r, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(r.count, 1);
+    assert_string_equal(r.refused[0].profile, "3g.40gb");
+    assert_int_equal(r.refused[0].start, 4);
+    assert_true(r.refused[0].time == 1763780000);
+    char *text = annot_mig_refused_encode(&r, &err);
+    assert_int_equal(annot_mig_refused_decode(text, strlen(text), &back, &err), 0);
+    assert_memory_equal(&r, &back, sizeof r);
+    free(text);
+    const char *bad[] = {
+        "{\"version\":1}",
+        "{\"version\":1,\"refused\":[{\"uuid\":\"GPU-a\",\"profile\":\"3g.40gb\",\"start\":9,"
+        "\"time\":1}]}",
+        "{\"version\":1,\"refused\":[{\"uuid\":\"GPU-a\",\"profile\":\"\",\"start\":0,"
+        "\"time\":1}]}",
+        "{\"version\":1,\"refused\":[{\"uuid\":\"GPU-a\",\"profile\":\"1g.10gb\",\"start\":0}]}",
+        "{\"version\":1,\"refused\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err.msg[0] = '\0';
+        if (annot_mig_refused_decode(bad[i], strlen(bad[i]), &r, &err) == 0)
+            fail_msg("accepted %s", bad[i]);
+        assert_true(err.msg[0] != '\0');
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +456,10 @@ int main(void)
         cmocka_unit_test(test_decision_malformed),
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_kube_time),
+        cmocka_unit_test(test_inventory_mig),
+        cmocka_unit_test(test_inventory_mig_malformed),
+        cmocka_unit_test(test_decision_mig),
+        cmocka_unit_test(test_mig_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

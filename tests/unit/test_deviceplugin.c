@@ -604,7 +604,7 @@ static void test_vgpu_allocate_and_dirs(void **state)
     assert_int_equal(dp_board_sweep(cfg.vgpu.compute_board_dir, (const char *[]){"uid-1", NULL}),
                      0);
     assert_int_equal(stat(path, &st), 0);
-    snprintf(path, sizeof(path), "%s/limits", dir);
+    snprintf(path, sizeof(path), "%s/etc/limits", dir);
     assert_int_equal(stat(path, &st), 0);
     assert_int_equal(st.st_mode & 0777, 0444);
     snprintf(path, sizeof(path), "%s/region", dir);
@@ -674,6 +674,110 @@ static size_t read_file(const char *path, char *buf, size_t size)
     return (size_t)n;
 }
 
+/* The generation in dir/etc/generation (the 8 bytes after the magic). */
+static uint64_t generation_of(const char *dir)
+{
+    char path[1100], buf[VGPU_GENERATION_SIZE];
+    snprintf(path, sizeof(path), "%s/etc/generation", dir);
+    assert_int_equal(read_file(path, buf, sizeof(buf)), VGPU_GENERATION_SIZE);
+    assert_memory_equal(buf, VGPU_GENERATION_MAGIC, 8);
+    uint64_t gen;
+    memcpy(&gen, buf + 8, sizeof gen);
+    return gen;
+}
+
+/* A live resize on the node: the limits file is replaced by rename (a new inode, so a
+ * reader holding the old one sees the old text whole), carries the generation, and the
+ * generation file is raised after it; the same decision again changes nothing; an older
+ * generation never replaces a newer one; a decision moving the container to another GPU,
+ * or a directory made before etc/ existed, is refused with a message and changes nothing. */
+static void test_container_limits_update(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/dp-resize.XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    char yaml[1024];
+    snprintf(yaml, sizeof(yaml),
+             "version: v1\nvgpu:\n  regionDir: %s/containers\n"
+             "  computeBoardDir: %s/board\n",
+             tmp, tmp);
+    struct dpconfig cfg;
+    load(&cfg, yaml);
+    struct dp_match m;
+    train_match(&m);
+    m.container.gpu_count = 1;
+    vg_strlcpy(m.container.gpus[0].uuid, UUID_A, sizeof(m.container.gpus[0].uuid));
+    m.container.gpus[0].memory_mib = 3000;
+    m.container.gpus[0].cores = 25;
+    char dir[1024], path[1100];
+    snprintf(dir, sizeof(dir), "%s/uid-1_main", cfg.vgpu.region_dir);
+    struct vg_err err = {0};
+    assert_int_equal(dp_container_dir_create(&cfg, &m, dir, false, &err), 0);
+    assert_int_equal(generation_of(dir), 0);
+    snprintf(path, sizeof(path), "%s/etc/limits", dir);
+    struct stat before, after;
+    assert_int_equal(stat(path, &before), 0);
+    /* Generation 0 again, same limits: nothing to do. */
+    assert_int_equal(dp_container_limits_update(&cfg, &m, dir, 0, &err), 0);
+    m.container.gpus[0].memory_mib = 5000;
+    m.container.gpus[0].cores = 40;
+    assert_int_equal(dp_container_limits_update(&cfg, &m, dir, 1, &err), 1);
+    assert_int_equal(stat(path, &after), 0);
+    assert_true(after.st_ino != before.st_ino);
+    assert_int_equal(after.st_mode & 0777, 0444);
+    assert_int_equal(generation_of(dir), 1);
+    static char text[1 << 14];
+    size_t n = read_file(path, text, sizeof(text) - 1);
+    text[n] = '\0';
+    assert_non_null(strstr(text, "VGPU_LIMITS_GENERATION=1\n"));
+    assert_non_null(strstr(text, "CUDA_DEVICE_MEMORY_LIMIT_0=5000m\n"));
+    assert_non_null(strstr(text, "CUDA_DEVICE_SM_LIMIT_0=40\n"));
+    /* libvgpu's reading of it: the new limits, and the environment no longer lowers them. */
+    char limit_env[] = "CUDA_DEVICE_MEMORY_LIMIT_0=3000m";
+    char *envp[] = {limit_env, NULL};
+    struct vgpu_config vc;
+    assert_int_equal(vgpu_config_load_at(&vc, envp, path, &err), 0);
+    assert_int_equal(vgpu_config_memory_limit(&vc, 0), 5000ull << 20);
+    assert_int_equal(vgpu_config_sm_limit(&vc, 0), 40);
+    assert_int_equal(vc.generation, 1);
+    /* The same again: nothing; an older generation: nothing either. */
+    assert_int_equal(dp_container_limits_update(&cfg, &m, dir, 1, &err), 0);
+    m.container.gpus[0].memory_mib = 1000;
+    assert_int_equal(dp_container_limits_update(&cfg, &m, dir, 0, &err), 0);
+    assert_int_equal(stat(path, &before), 0);
+    assert_int_equal(before.st_ino, after.st_ino);
+    /* Killed between the rename and the generation: the next run raises the generation
+     * although the text is already the new one. */
+    char gpath[1100];
+    snprintf(gpath, sizeof(gpath), "%s/etc/generation", dir);
+    char gen0[VGPU_GENERATION_SIZE] = VGPU_GENERATION_MAGIC;
+    assert_int_equal(chmod(gpath, 0644), 0);
+    FILE *f = fopen(gpath, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(gen0, 1, sizeof gen0, f), sizeof gen0);
+    fclose(f);
+    m.container.gpus[0].memory_mib = 5000;
+    assert_int_equal(dp_container_limits_update(&cfg, &m, dir, 1, &err), 1);
+    assert_int_equal(generation_of(dir), 1);
+    /* Another GPU: refused, nothing changed. */
+    vg_strlcpy(m.container.gpus[0].uuid, UUID_B, sizeof(m.container.gpus[0].uuid));
+    assert_int_equal(dp_container_limits_update(&cfg, &m, dir, 2, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "not applied"));
+    assert_int_equal(generation_of(dir), 1);
+    /* A directory of the layout before etc/: not resizable, said so. */
+    char old[1024];
+    snprintf(old, sizeof(old), "%s/uid-9_main", cfg.vgpu.region_dir);
+    assert_int_equal(mkdir(old, 0755), 0);
+    assert_int_equal(dp_container_limits_update(&cfg, &m, old, 2, &err), -ENOENT);
+    assert_non_null(strstr(err.msg, "not resizable"));
+    assert_int_equal(rmdir(old), 0);
+    assert_int_equal(dp_container_dir_remove(dir, &err), 0);
+    assert_int_equal(rmdir(cfg.vgpu.region_dir), 0);
+    assert_int_equal(rmdir(cfg.vgpu.compute_board_dir), 0);
+    dpconfig_free(&cfg);
+    assert_int_equal(rmdir(tmp), 0);
+}
+
 /* nvidia.com/priority: the limits file carries it, the slot file's name says high, and a
  * container with a priority but no share is on the board all the same (at 100 %). */
 static void test_vgpu_priority(void **state)
@@ -712,7 +816,7 @@ static void test_vgpu_priority(void **state)
     snprintf(path, sizeof(path), "%s/%s/uid-1_main.100.high.slot", cfg.vgpu.compute_board_dir,
              UUID_B);
     assert_int_equal(stat(path, &st), 0);
-    snprintf(path, sizeof(path), "%s/limits", dir);
+    snprintf(path, sizeof(path), "%s/etc/limits", dir);
     size_t n = read_file(path, text, sizeof(text) - 1);
     text[n] = '\0';
     assert_non_null(strstr(text, "\nCUDA_DEVICE_TASK_PRIORITY=0\n"));
@@ -723,7 +827,7 @@ static void test_vgpu_priority(void **state)
     assert_int_equal(dp_container_create(&cfg, &m, dir, false, &err), 0);
     snprintf(path, sizeof(path), "%s/%s/uid-1_main.30.slot", cfg.vgpu.compute_board_dir, UUID_B);
     assert_int_equal(stat(path, &st), 0);
-    snprintf(path, sizeof(path), "%s/limits", dir);
+    snprintf(path, sizeof(path), "%s/etc/limits", dir);
     n = read_file(path, text, sizeof(text) - 1);
     text[n] = '\0';
     assert_non_null(strstr(text, "\nCUDA_DEVICE_TASK_PRIORITY=1\n"));
@@ -733,7 +837,7 @@ static void test_vgpu_priority(void **state)
     m.priority_given = false;
     m.container.gpus[0].cores = 0;
     assert_int_equal(dp_container_create(&cfg, &m, dir, false, &err), 0);
-    snprintf(path, sizeof(path), "%s/limits", dir);
+    snprintf(path, sizeof(path), "%s/etc/limits", dir);
     n = read_file(path, text, sizeof(text) - 1);
     text[n] = '\0';
     assert_null(strstr(text, "PRIORITY"));
@@ -781,10 +885,13 @@ static void test_container_dir_staging(void **state)
     list_dir(rd, listing, sizeof(listing));
     assert_string_equal(listing, "uid-1_main");
     list_dir(dir, listing, sizeof(listing));
-    assert_string_equal(listing, "limits region");
+    assert_string_equal(listing, "etc region");
+    snprintf(path, sizeof(path), "%s/etc", dir);
+    list_dir(path, listing, sizeof(listing));
+    assert_string_equal(listing, "generation limits");
 
     static char a[1 << 19], b[1 << 19];
-    snprintf(path, sizeof(path), "%s/limits", dir);
+    snprintf(path, sizeof(path), "%s/etc/limits", dir);
     size_t na = read_file(path, a, sizeof(a) - 1);
     a[na] = '\0';
     assert_non_null(strstr(a, "CUDA_DEVICE_MEMORY_LIMIT_0=3000m\n"));
@@ -877,7 +984,7 @@ static void test_container_dir_staging(void **state)
     assert_int_equal(dp_container_dir_create(&cfg, &m, dir4, true, &err), 0);
     assert_int_equal(stat(dir4, &st), 0);
     assert_int_equal(st.st_ino, before.st_ino);
-    snprintf(path, sizeof(path), "%s/limits", dir4);
+    snprintf(path, sizeof(path), "%s/etc/limits", dir4);
     na = read_file(path, a, sizeof(a) - 1);
     a[na] = '\0';
     assert_non_null(strstr(a, "CUDA_DEVICE_MEMORY_LIMIT_0=4000m\n"));
@@ -888,7 +995,7 @@ static void test_container_dir_staging(void **state)
     snprintf(path, sizeof(path), "%s/uid-5_main", rd);
     assert_int_equal(dp_container_dir_create(&cfg, &m, path, true, &err), 0);
     list_dir(path, listing, sizeof(listing));
-    assert_string_equal(listing, "limits region");
+    assert_string_equal(listing, "etc region");
     /* The sweep keeps a live pod's prepared directory and removes a dead one's. */
     vg_strlcpy(m.pod_uid, "uid-6", sizeof(m.pod_uid));
     snprintf(path, sizeof(path), "%s/uid-6_main", rd);
@@ -978,6 +1085,7 @@ int main(void)
         cmocka_unit_test(test_vgpu_allocate_and_dirs),
         cmocka_unit_test(test_vgpu_priority),
         cmocka_unit_test(test_container_dir_staging),
+        cmocka_unit_test(test_container_limits_update),
         cmocka_unit_test(test_inventory),
         cmocka_unit_test(test_dev_root),
         cmocka_unit_test(test_imex),

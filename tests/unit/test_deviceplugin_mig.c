@@ -1,7 +1,9 @@
 /* Device plugin, MIG and XID parts: profile names as NVIDIA forms them, resources for
  * migStrategy single and mixed (and their refusals), Allocate of MIG devices against
  * golden files (tests/data/deviceplugin/mig_*.golden, regenerate with VGPU_UPDATE_GOLDEN=1
- * and review the diff), and the XID policy (DP_DISABLE_HEALTHCHECKS). */
+ * and review the diff), the XID policy (DP_DISABLE_HEALTHCHECKS), and dynamic MIG
+ * (migdyn.c: placement checks, ownership, what to destroy, the inventory object, HAMi's
+ * allowlist, the refused list). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -358,13 +360,220 @@ static void test_health_config(void **state)
     dpconfig_free(&cfg);
 }
 
+/* ---- dynamic MIG (migdyn.c) ---------------------------------------------------------- */
+
+#define POD_A "0a0a0a0a-0000-4000-8000-00000000000a"
+#define POD_B "0b0b0b0b-0000-4000-8000-00000000000b"
+
+/* An H100 80GB in dynamic MIG mode as NVML reports it: 1g.10gb (19), 1g.20gb (15),
+ * 3g.40gb (9), 7g.80gb (0); instances per `inst` ("start:id,..."), all with their CI. */
+static void dyn_gpu(struct dp_gpu *g, const unsigned (*inst)[2], size_t n)
+{
+    memset(g, 0, sizeof(*g));
+    vg_strlcpy(g->uuid, "GPU-11111111-0000-0000-0000-000000000000", sizeof(g->uuid));
+    vg_strlcpy(g->model, "NVIDIA H100 80GB HBM3", sizeof(g->model));
+    g->mig_enabled = g->mig_dynamic = true;
+    g->mig_slices = 8;
+    static const struct nvml_mig_profile profs[] = {{"1g.10gb", 19, 1, 1, 16, 9984, 0x7F},
+                                                    {"1g.20gb", 15, 1, 2, 26, 20096, 0x55},
+                                                    {"3g.40gb", 9, 3, 4, 60, 40448, 0x11},
+                                                    {"7g.80gb", 0, 7, 8, 132, 81152, 0x01}};
+    memcpy(g->mig_profiles, profs, sizeof(profs));
+    g->mig_profile_count = 4;
+    g->mig_allowed = 0xF;
+    for (size_t i = 0; i < n; i++) {
+        struct nvml_mig_instance *mi = &g->mig_instances[g->mig_instance_count++];
+        mi->start = inst[i][0];
+        mi->profile_id = inst[i][1];
+        for (size_t k = 0; k < 4; k++)
+            if (profs[k].id == inst[i][1])
+                mi->size = profs[k].size;
+        mi->gi = (unsigned)i + 1;
+        mi->has_ci = true;
+        (void)vg_snprintf(mi->uuid, sizeof(mi->uuid), "MIG-%08zx-0000-0000-0000-000000000000", i);
+    }
+}
+
+static struct dp_mig_claim claim(const struct dp_gpu *g, const char *profile, unsigned start,
+                                 const char *pod)
+{
+    struct dp_mig_claim c;
+    memset(&c, 0, sizeof(c));
+    vg_strlcpy(c.uuid, g->uuid, sizeof(c.uuid));
+    vg_strlcpy(c.profile, profile, sizeof(c.profile));
+    c.start = start;
+    vg_strlcpy(c.pod, pod, sizeof(c.pod));
+    return c;
+}
+
+static struct annot_share share(const struct dp_gpu *g, const char *profile, unsigned start)
+{
+    struct annot_share s;
+    memset(&s, 0, sizeof(s));
+    vg_strlcpy(s.uuid, g->uuid, sizeof(s.uuid));
+    vg_strlcpy(s.mig_profile, profile, sizeof(s.mig_profile));
+    s.mig_start = (uint8_t)start;
+    return s;
+}
+
+static void test_migdyn_check(void **state)
+{
+    (void)state;
+    struct dp_gpu g;
+    static const unsigned inst[][2] = {{0, 19}, {4, 9}}; /* A's 1g.10gb at 0, a 3g.40gb at 4 */
+    dyn_gpu(&g, inst, 2);
+    struct dp_mig_claim claims[] = {claim(&g, "1g.10gb", 0, POD_A)};
+    struct vg_err err = {0};
+    int existing = 7;
+    const struct nvml_mig_profile *p = NULL;
+    struct annot_share s = share(&g, "1g.10gb", 1); /* free: made anew */
+    assert_int_equal(dp_migdyn_check(&g, &s, POD_B, claims, 1, &existing, &p, &err), 0);
+    assert_int_equal(existing, -1);
+    assert_string_equal(p->name, "1g.10gb");
+    s = share(&g, "1g.10gb", 0); /* A's own: used again */
+    assert_int_equal(dp_migdyn_check(&g, &s, POD_A, claims, 1, &existing, &p, &err), 0);
+    assert_int_equal(existing, 0);
+    /* B naming A's placement, an overlap with A's, the nobody's 3g.40gb, a start the
+     * profile lacks, an unknown profile, a profile left out of the allowed ones. */
+    s = share(&g, "1g.10gb", 0);
+    assert_int_equal(dp_migdyn_check(&g, &s, POD_B, claims, 1, &existing, &p, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "belongs to pod " POD_A));
+    s = share(&g, "1g.20gb", 0);
+    assert_int_equal(dp_migdyn_check(&g, &s, POD_B, claims, 1, &existing, &p, &err), -EINVAL);
+    s = share(&g, "1g.20gb", 4);
+    assert_int_equal(dp_migdyn_check(&g, &s, POD_B, claims, 1, &existing, &p, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "no pod owns"));
+    s = share(&g, "1g.20gb", 3);
+    assert_int_equal(dp_migdyn_check(&g, &s, POD_B, claims, 1, &existing, &p, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "cannot start at memory slice 3"));
+    s = share(&g, "2g.20gb", 2);
+    assert_int_equal(dp_migdyn_check(&g, &s, POD_B, claims, 1, &existing, &p, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "offers no MIG profile '2g.20gb'"));
+    g.mig_allowed = 0x1; /* 1g.10gb only */
+    s = share(&g, "1g.20gb", 2);
+    assert_int_equal(dp_migdyn_check(&g, &s, POD_B, claims, 1, &existing, &p, &err), -EINVAL);
+    g.mig_dynamic = false;
+    s = share(&g, "1g.10gb", 1);
+    assert_int_equal(dp_migdyn_check(&g, &s, POD_B, claims, 1, &existing, &p, &err), -EINVAL);
+}
+
+static void test_migdyn_unused_and_annot(void **state)
+{
+    (void)state;
+    struct dp_gpu g;
+    static const unsigned inst[][2] = {{0, 19}, {2, 15}, {4, 9}};
+    dyn_gpu(&g, inst, 3);
+    g.mig_instances[1].has_ci = false; /* half made */
+    struct dp_mig_claim claims[] = {claim(&g, "1g.10gb", 0, POD_A)};
+    size_t out[8];
+    /* First run: everything no pod names, and the half-made one. */
+    assert_int_equal(dp_migdyn_unused(&g, claims, 1, NULL, out), 2);
+    assert_int_equal(out[0], 1);
+    assert_int_equal(out[1], 2);
+    /* Later: only its own (the 3g.40gb at 4 is not), and half-made ones always. */
+    bool owned[8] = {false};
+    owned[0] = true;
+    assert_int_equal(dp_migdyn_unused(&g, claims, 1, owned, out), 1);
+    assert_int_equal(out[0], 1);
+    owned[4] = true;
+    assert_int_equal(dp_migdyn_unused(&g, claims, 1, owned, out), 2);
+
+    struct annot_mig m;
+    g.mig_allowed = 0xD; /* 1g.20gb left out */
+    dp_migdyn_annot(&g, claims, 1, &m);
+    assert_int_equal(m.slices, 8);
+    assert_int_equal(m.profile_count, 3);
+    assert_string_equal(m.profiles[1].name, "3g.40gb");
+    assert_int_equal(m.profiles[1].placements, 0x11);
+    assert_int_equal(m.instance_count, 3);
+    assert_string_equal(m.instances[0].pod, POD_A);
+    assert_string_equal(m.instances[1].profile, "1g.20gb"); /* named even if not offered */
+    assert_string_equal(m.instances[2].pod, "");
+    struct vg_err err = {0};
+    char *text = NULL;
+    struct annot_inventory inv;
+    memset(&inv, 0, sizeof(inv));
+    inv.gpu_count = 1;
+    vg_strlcpy(inv.gpus[0].uuid, g.uuid, sizeof(inv.gpus[0].uuid));
+    vg_strlcpy(inv.gpus[0].model, g.model, sizeof(inv.gpus[0].model));
+    inv.gpus[0].memory_mib = 81559;
+    inv.gpus[0].cores = 100;
+    inv.gpus[0].slots = 4;
+    inv.gpus[0].numa = -1;
+    inv.gpus[0].healthy = true;
+    inv.gpus[0].mig = m;
+    inv.mode = ANNOT_MODE_VGPU;
+    inv.heartbeat = 1;
+    text = annot_inventory_encode(&inv, &err);
+    assert_non_null(text); /* what the plugin publishes decodes as the contract says */
+    free(text);
+}
+
+static void test_migdyn_claims_and_allow(void **state)
+{
+    (void)state;
+    json_t *pods = json_pack(
+        "{s:{s:{s:{s:s}}, s:{s:s}}, s:{s:{s:{s:s}}, s:{s:s}}}", POD_A, "metadata", "annotations",
+        "vgpu.io/decision",
+        "{\"version\":1,\"node\":\"n\",\"time\":1,\"containers\":[{\"name\":\"c\",\"gpus\":[{"
+        "\"uuid\":\"GPU-11111111-0000-0000-0000-000000000000\",\"memoryMiB\":9984,\"cores\":0,"
+        "\"mig\":{\"profile\":\"1g.10gb\",\"start\":6}}]}]}",
+        "status", "phase", "Running", POD_B, "metadata", "annotations", "vgpu.io/decision",
+        "{\"version\":1,\"node\":\"n\",\"time\":1,\"containers\":[{\"name\":\"c\",\"gpus\":[{"
+        "\"uuid\":\"GPU-11111111-0000-0000-0000-000000000000\",\"memoryMiB\":9984,\"cores\":0,"
+        "\"mig\":{\"profile\":\"1g.10gb\",\"start\":5}}]}]}",
+        "status", "phase", "Succeeded");
+    assert_non_null(pods);
+    struct dp_mig_claim *claims = calloc(DP_MIG_MAX_CLAIMS, sizeof(*claims));
+    assert_int_equal(dp_migdyn_claims(pods, claims), 1); /* a finished pod claims nothing */
+    assert_string_equal(claims[0].pod, POD_A);
+    assert_int_equal(claims[0].start, 6);
+    free(claims);
+    json_decref(pods);
+
+    struct dp_gpu g;
+    dyn_gpu(&g, NULL, 0);
+    struct hami_mig hami;
+    struct vg_err err = {0};
+    static const char yaml[] = "nvidia:\n  migProfileAllowlist:\n  - models: [H100 80GB]\n"
+                               "    profiles: [1g.10gb, 3g.40gb]\n";
+    assert_int_equal(hami_mig_parse(yaml, strlen(yaml), &hami, &err), 0);
+    assert_int_equal(dp_migdyn_allow(&g, &hami, &err), 0);
+    assert_int_equal(g.mig_allowed, 0x5);
+    assert_int_equal(dp_migdyn_allow(&g, NULL, &err), 0);
+    assert_int_equal(g.mig_allowed, 0xF);
+    vg_strlcpy(hami.rules[0].profiles[1], "1g.5gb", sizeof(hami.rules[0].profiles[1]));
+    assert_int_equal(dp_migdyn_allow(&g, &hami, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "names profile '1g.5gb'"));
+    vg_strlcpy(hami.rules[0].models[0], "A100", sizeof(hami.rules[0].models[0]));
+    assert_int_equal(dp_migdyn_allow(&g, &hami, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "no entry"));
+
+    struct annot_mig_refused list;
+    memset(&list, 0, sizeof(list));
+    for (unsigned i = 0; i < ANNOT_MIG_REFUSED_MAX + 3; i++)
+        dp_migdyn_refused_add(&list, g.uuid, i % 2 ? "1g.10gb" : "not a name!", i % 8, i, "r");
+    assert_int_equal(list.count, ANNOT_MIG_REFUSED_MAX);
+    assert_int_equal(list.refused[0].time, 3);               /* the oldest dropped */
+    assert_string_equal(list.refused[1].profile, "unknown"); /* time 4 */
+    char *text = annot_mig_refused_encode(&list, &err);
+    assert_non_null(text);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_profile_names), cmocka_unit_test(test_mixed),
-        cmocka_unit_test(test_single),        cmocka_unit_test(test_volume_mounts),
-        cmocka_unit_test(test_xid_policy),    cmocka_unit_test(test_cap_minors),
+        cmocka_unit_test(test_profile_names),
+        cmocka_unit_test(test_mixed),
+        cmocka_unit_test(test_single),
+        cmocka_unit_test(test_volume_mounts),
+        cmocka_unit_test(test_xid_policy),
+        cmocka_unit_test(test_cap_minors),
         cmocka_unit_test(test_health_config),
+        cmocka_unit_test(test_migdyn_check),
+        cmocka_unit_test(test_migdyn_unused_and_annot),
+        cmocka_unit_test(test_migdyn_claims_and_allow),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

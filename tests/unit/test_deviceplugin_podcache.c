@@ -435,6 +435,49 @@ static void test_forged_decisions(void **state)
     dp_podcache_free(c);
 }
 
+/* A dynamic MIG share gives the profile's memory, at least the pod's nvidia.com/gpumem,
+ * and no compute share, whatever nvidia.com/gpucores asks: such a decision is used; one
+ * smaller than the request, or with a share, is not. */
+static void test_mig_shares(void **state)
+{
+    (void)state;
+    static const char *const texts[] = {
+        "{\"version\":1,\"node\":\"node-1\",\"time\":1,\"containers\":[{\"name\":\"main\","
+        "\"gpus\":[{\"uuid\":\"" UUID_A "\",\"memoryMiB\":9984,\"cores\":0,"
+        "\"mig\":{\"profile\":\"1g.10gb\",\"start\":0}}]}]}",
+        "{\"version\":1,\"node\":\"node-1\",\"time\":1,\"containers\":[{\"name\":\"main\","
+        "\"gpus\":[{\"uuid\":\"" UUID_A "\",\"memoryMiB\":8000,\"cores\":0,"
+        "\"mig\":{\"profile\":\"1g.10gb\",\"start\":0}}]}]}",
+        "{\"version\":1,\"node\":\"node-1\",\"time\":1,\"containers\":[{\"name\":\"main\","
+        "\"gpus\":[{\"uuid\":\"" UUID_A "\",\"memoryMiB\":9984,\"cores\":30,"
+        "\"mig\":{\"profile\":\"1g.10gb\",\"start\":0}}]}]}"};
+    static const bool used[] = {true, false, false};
+    for (size_t i = 0; i < 3; i++) {
+        struct dp_podcache *c = dp_podcache_new("node-1");
+        json_t *p = pod("mig", "u1", texts[i]);
+        json_t *limits = json_object_get(
+            json_object_get(
+                json_array_get(json_object_get(json_object_get(p, "spec"), "containers"), 0),
+                "resources"),
+            "limits");
+        json_object_set_new(limits, "nvidia.com/gpumem", json_string("9000"));
+        json_object_set_new(limits, "nvidia.com/gpucores", json_string("30"));
+        put(c, p);
+        struct disk d = {{NULL}, 0};
+        struct dp_match m;
+        struct vg_err err = {0};
+        int rc = dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err);
+        if (used[i]) {
+            assert_int_equal(rc, 0);
+            assert_string_equal(m.container.gpus[0].mig_profile, "1g.10gb");
+        } else {
+            assert_int_equal(rc, -ENOENT);
+            assert_non_null(strstr(err.msg, "the MIG instance decided"));
+        }
+        dp_podcache_free(c);
+    }
+}
+
 /* nvidia.com/priority from the pod's spec reaches the match (the limits file and the slot
  * file's name); a value other than 0 or 1 makes the decision unusable, with the reason. */
 static void test_priority(void **state)
@@ -481,6 +524,7 @@ int main(void)
         cmocka_unit_test(test_unusable_named),
         cmocka_unit_test(test_ceiling),
         cmocka_unit_test(test_forged_decisions),
+        cmocka_unit_test(test_mig_shares),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

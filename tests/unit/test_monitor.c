@@ -509,8 +509,10 @@ static void test_judge_containers(void **state)
     fake_proc(f, 300, "0::/user.slice\n"); /* not a pod: never judged */
     struct mon_monitor *m = judge_new(f, true);
     /* main at its limit plus slack exactly: not over; side within */
-    struct mon_proc p[] = {
-        {100, 0, 600 * MiB}, {101, 0, 488 * MiB}, {200, 0, 2 * GiB}, {300, 0, 70 * GiB}};
+    struct mon_proc p[] = {{100, 0, 600 * MiB, 0},
+                           {101, 0, 488 * MiB, 0},
+                           {200, 0, 2 * GiB, 0},
+                           {300, 0, 70 * GiB, 0}};
     judge(m, f, p, 4, "");
     /* one MiB more: main is over, once per episode */
     p[1].used += MiB;
@@ -523,7 +525,7 @@ static void test_judge_containers(void **state)
     judge(m, f, p, 4, "over g0 p1 main 5120 1024;");
     /* a GPU main was not given: any use past the slack is over */
     p[0].used = 100 * MiB;
-    struct mon_proc q[] = {{100, 0, 100 * MiB}, {100, 1, 65 * MiB}};
+    struct mon_proc q[] = {{100, 0, 100 * MiB, 0}, {100, 1, 65 * MiB, 0}};
     judge(m, f, q, 2, "under g0 p1 main 100 1024;over g1 p1 main 65 0;");
     struct mon_counters c;
     mon_get_counters(m, &c);
@@ -545,7 +547,7 @@ static void test_judge_pods(void **state)
     fake_proc(f, 400, "0::/kubepods/pod" UID2 "/" CID "\n"); /* a pod vgpu did not allocate */
     /* Without names, the pod's containers share the sum of their limits (3 GiB). */
     struct mon_monitor *m = judge_new(f, false);
-    struct mon_proc p[] = {{100, 0, 2 * GiB}, {200, 0, GiB}, {400, 0, 60 * GiB}};
+    struct mon_proc p[] = {{100, 0, 2 * GiB, 0}, {200, 0, GiB, 0}, {400, 0, 60 * GiB, 0}};
     judge(m, f, p, 3, "");
     p[0].used = 3 * GiB;
     judge(m, f, p, 3, "over g0 p1 - 4096 3072;");
@@ -568,7 +570,7 @@ static void test_judge_huge_limit(void **state)
                 "VGPU_DEVICE_UUID_0=" GPU0 "\n");
     fake_proc(f, 500, "0::/kubepods/pod" UID2 "/" CID "\n");
     struct mon_monitor *m = judge_new(f, false);
-    struct mon_proc p[] = {{500, 0, 70 * GiB}};
+    struct mon_proc p[] = {{500, 0, 70 * GiB, 0}};
     judge(m, f, p, 1, "");
     struct mon_counters c;
     mon_get_counters(m, &c);
@@ -597,7 +599,7 @@ static void test_judge_kill_gone(void **state)
     struct mon_monitor *m;
     struct vg_err err = {0};
     assert_int_equal(mon_new(&o, uuids, 2, &m, &err), 0);
-    struct mon_proc p[] = {{4194305, 0, 8 * GiB}};
+    struct mon_proc p[] = {{4194305, 0, 8 * GiB, 0}};
     judge(m, f, p, 1, "over g0 p1 main 8192 1024;");
     struct mon_counters c;
     mon_get_counters(m, &c);
@@ -648,6 +650,100 @@ static void on_report_why(void *arg, const struct mon_report *r)
                      (int)r->pid, r->why ? r->why : "-");
     if (n > 0)
         f->log_len += (size_t)n;
+}
+
+static void on_report_compute(void *arg, const struct mon_report *r)
+{
+    struct judge_fixture *f = arg;
+    int n = snprintf(f->log + f->log_len, sizeof f->log - f->log_len, "%s %s %u %u;", r->kind,
+                     r->container[0] ? r->container : "-", r->util, r->ceiling);
+    if (n > 0)
+        f->log_len += (size_t)n;
+}
+
+/* samples of p every 20 ms for ms, the reports of all of them in f->log */
+static void judge_for(struct mon_monitor *m, struct judge_fixture *f, const struct mon_proc *p,
+                      size_t n, unsigned ms)
+{
+    f->log_len = 0;
+    f->log[0] = '\0';
+    for (unsigned t = 0; t < ms; t += 20) {
+        struct vg_err err = {0};
+        assert_int_equal(mon_judge(m, p, n, &err), 0);
+        usleep(20000);
+    }
+}
+
+/* The container's processes' utilization summed against its ceiling (its share, or in
+ * burst mode its burst limit) plus the margin, over the window; nothing the tenant writes
+ * enters. An episode is reported once, its end once; a container without a share, or with
+ * a ceiling of 100, is never judged. */
+static void test_judge_compute(void **state)
+{
+    struct judge_fixture *f = *state;
+    fake_limits(f, UID, "main",
+                "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\nCUDA_DEVICE_SM_LIMIT_0=30\n"
+                "VGPU_DEVICE_UUID_0=" GPU0 "\n");
+    fake_limits(f, UID, "side",
+                "vgpu-limits 1\nCUDA_DEVICE_SM_LIMIT=20\nVGPU_COMPUTE_MODE=burst\n"
+                "VGPU_COMPUTE_BURST_LIMIT=60\nVGPU_DEVICE_UUID_0=" GPU0 "\n");
+    fake_limits(f, UID2, "main", "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\n");
+    fake_proc(f, 100, "0::/kubepods/pod" UID "/" CID "\n");
+    fake_proc(f, 101, "0::/kubepods/pod" UID "/" CID "\n");
+    fake_proc(f, 200, "0::/kubepods/pod" UID "/" CID2 "\n");
+    fake_proc(f, 300, "0::/kubepods/pod" UID2 "/" CID "\n");
+    const char *uuids[] = {GPU0, GPU1};
+    struct mon_options o = {.policy = MON_POLICY_WARN,
+                            .region_dir = f->containers,
+                            .proc_root = f->proc,
+                            .resolve = resolve,
+                            .resolve_arg = f,
+                            .report = on_report_compute,
+                            .report_arg = f,
+                            .check_compute = true,
+                            .compute_window_ms = 200,
+                            .compute_margin = 10,
+                            .quarantine_after = 1,
+                            .quarantine_window_ms = 60000,
+                            .quarantine_ms = 600000};
+    struct mon_monitor *m;
+    struct vg_err err = {0};
+    assert_int_equal(mon_new(&o, uuids, 2, &m, &err), 0);
+    /* main: 45 % > 30 + 10; side in burst at 65 <= 60 + 10; the other pod's main has no
+     * share: 100 % is its right. The first window is not judged before it is whole. */
+    struct mon_proc p[] = {
+        {100, 0, MiB, 25}, {101, 0, MiB, 20}, {200, 0, MiB, 65}, {300, 0, MiB, 100}};
+    struct vg_err e2 = {0};
+    f->log_len = 0;
+    f->log[0] = '\0';
+    assert_int_equal(mon_judge(m, p, 4, &e2), 0);
+    assert_string_equal(f->log, "");
+    judge_for(m, f, p, 4, 400);
+    assert_string_equal(f->log, "compute_over main 45 30;quarantine main 0 0;");
+    /* back at 30: the window's mean falls, the episode ends once */
+    p[0].util = 20;
+    p[1].util = 10;
+    judge_for(m, f, p, 4, 400);
+    unsigned mean = 0;
+    char rest[64] = "";
+    assert_int_equal(sscanf(f->log, "compute_under main %u 30;%63s", &mean, rest), 1);
+    assert_true(mean >= 30 && mean <= 40);
+    /* side past its burst limit plus the margin; a process's util past 100 counts 100 */
+    p[2].util = 1000;
+    judge_for(m, f, p, 4, 400);
+    assert_int_equal(sscanf(f->log, "compute_over side %u 60;%63s", &mean, rest), 2);
+    assert_true(mean > 70 && mean <= 100);
+    assert_string_equal(rest, "quarantine");
+    struct mon_counters c;
+    mon_get_counters(m, &c);
+    assert_int_equal(c.compute_violations, 2);
+    mon_free(m);
+    /* off: nothing */
+    o.check_compute = false;
+    assert_int_equal(mon_new(&o, uuids, 2, &m, &err), 0);
+    judge_for(m, f, p, 4, 400);
+    assert_string_equal(f->log, "");
+    mon_free(m);
 }
 
 static struct mon_monitor *judge_new_reg(struct judge_fixture *f, unsigned quarantine_after)
@@ -721,7 +817,7 @@ static void test_judge_registration(void **state)
         snprintf(maps, 2 * big, "%s%s%s%s%s", cases[i].vgpu, cases[i].cuda,
                  cases[i].filler ? filler : "", cases[i].cuda2, cases[i].region);
         fake_maps(f, cases[i].pid, cases[i].nspid, maps);
-        p[i] = (struct mon_proc){cases[i].pid, 0, MiB};
+        p[i] = (struct mon_proc){cases[i].pid, 0, MiB, 0};
         if (cases[i].why) {
             snprintf(line, sizeof line, "unregistered %d %s;", cases[i].pid, cases[i].why);
             size_t wl = strlen(want);
@@ -757,11 +853,11 @@ static void test_judge_quarantine(void **state)
     }
     fake_proc(f, 300, "0::/kubepods/pod" UID2 "/" CID2 "\n"); /* no limits: not judged */
     fake_maps(f, 300, 300, "");
-    struct mon_proc p1[] = {{201, 0, MiB}, {300, 0, MiB}};
+    struct mon_proc p1[] = {{201, 0, MiB, 0}, {300, 0, MiB, 0}};
     judge(m, f, p1, 2, "unregistered 201 libvgpu not loaded;");
-    struct mon_proc p2[] = {{202, 0, MiB}};
+    struct mon_proc p2[] = {{202, 0, MiB, 0}};
     judge(m, f, p2, 1, "unregistered 202 libvgpu not loaded;");
-    struct mon_proc p3[] = {{203, 0, MiB}};
+    struct mon_proc p3[] = {{203, 0, MiB, 0}};
     judge(m, f, p3, 1, "unregistered 203 libvgpu not loaded;quarantine 0 -;");
     struct mon_counters c;
     mon_get_counters(m, &c);
@@ -778,10 +874,10 @@ static void test_judge_bad_sample(void **state)
     struct judge_fixture *f = *state;
     struct mon_monitor *m = judge_new(f, false);
     struct vg_err err = {0};
-    struct mon_proc p[] = {{100, 7, MiB}};
+    struct mon_proc p[] = {{100, 7, MiB, 0}};
     assert_int_equal(mon_judge(m, p, 1, &err), -EINVAL);
     /* a process that vanished between NVML and /proc is left alone */
-    struct mon_proc gone[] = {{12345, 0, 70 * GiB}};
+    struct mon_proc gone[] = {{12345, 0, 70 * GiB, 0}};
     assert_int_equal(mon_judge(m, gone, 1, &err), 0);
     struct mon_counters c;
     mon_get_counters(m, &c);
@@ -795,6 +891,37 @@ static void test_judge_bad_sample(void **state)
     assert_non_null(strstr(b.data, "vgpu_monitor_violations_total{policy=\"warn\"} 0\n"));
     assert_non_null(strstr(b.data, "vgpu_monitor_unattributed_processes 1\n"));
     vg_buf_free(&b);
+    mon_free(m);
+}
+
+/* A live resize lowers a container's limit below what it holds: lowering frees nothing,
+ * so the watchdog lets it keep what the old limit allowed until its use falls below the
+ * new limit, then holds it to the new one. */
+#define MON_TEST_LIMITS_TTL 20 /* monitor.c's MON_LIMITS_TTL: samples between reads */
+
+static void test_judge_lowered_limit(void **state)
+{
+    struct judge_fixture *f = *state;
+    fake_limits(f, UID, "main",
+                "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=2g\nVGPU_DEVICE_UUID_0=" GPU0 "\n");
+    fake_proc(f, 100, "0::/kubepods/pod" UID "/" CID "\n");
+    struct mon_monitor *m = judge_new(f, true);
+    struct mon_proc p[] = {{100, 0, 1536 * MiB, 0}};
+    judge(m, f, p, 1, "");
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s_main/limits", f->containers, UID);
+    write_file(path, "vgpu-limits 1\nVGPU_LIMITS_GENERATION=1\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\n"
+                     "VGPU_DEVICE_UUID_0=" GPU0 "\n");
+    for (int i = 0; i < 2 * MON_TEST_LIMITS_TTL; i++)
+        judge(m, f, p, 1, ""); /* 1.5 GiB held, new limit 1 GiB: not a violation */
+    p[0].used = 900 * MiB;     /* freed below the new limit: from now on it holds */
+    judge(m, f, p, 1, "");
+    p[0].used = 1536 * MiB;
+    judge(m, f, p, 1, "over g0 p1 main 1536 1024;");
+    /* Past the old limit at any time is over the old limit too. */
+    struct mon_counters c;
+    mon_get_counters(m, &c);
+    assert_int_equal(c.violations, 1);
     mon_free(m);
 }
 
@@ -814,6 +941,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_judge_registration, judge_setup, judge_teardown),
         cmocka_unit_test_setup_teardown(test_judge_quarantine, judge_setup, judge_teardown),
         cmocka_unit_test_setup_teardown(test_judge_bad_sample, judge_setup, judge_teardown),
+        cmocka_unit_test_setup_teardown(test_judge_compute, judge_setup, judge_teardown),
+        cmocka_unit_test_setup_teardown(test_judge_lowered_limit, judge_setup, judge_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -775,10 +775,226 @@ static void test_metrics_escaped_and_once(void **unused)
     sched_state_free(s);
 }
 
+/* ---- dynamic MIG ---- */
+
+/* Node m0: one H100 in dynamic MIG mode with HAMi's documented allowlist, and the
+ * instances given (JSON array text). */
+static void mig_node(struct sched_state *s, const char *instances, const char *refused)
+{
+    char inv[2048];
+    snprintf(inv, sizeof inv,
+             "{\"version\":1,\"heartbeat\":1,\"mode\":\"vgpu\",\"gpus\":[{\"uuid\":\"GPU-m\","
+             "\"index\":0,\"model\":\"H100\",\"memoryMiB\":81559,\"cores\":100,\"slots\":7,"
+             "\"healthy\":true,\"mig\":{\"slices\":8,\"profiles\":["
+             "{\"name\":\"1g.10gb\",\"id\":19,\"memoryMiB\":9984,\"sms\":16,\"size\":1,"
+             "\"placements\":[0,1,2,3,4,5,6]},"
+             "{\"name\":\"2g.20gb\",\"id\":14,\"memoryMiB\":20096,\"sms\":32,\"size\":2,"
+             "\"placements\":[0,2,4]},"
+             "{\"name\":\"3g.40gb\",\"id\":9,\"memoryMiB\":40448,\"sms\":60,\"size\":4,"
+             "\"placements\":[0,4]},"
+             "{\"name\":\"7g.80gb\",\"id\":0,\"memoryMiB\":81152,\"sms\":132,\"size\":8,"
+             "\"placements\":[0]}],\"instances\":%s}}]}",
+             instances);
+    json_t *node = json_pack("{s:{s:s, s:{s:s}}}", "metadata", "name", "m0", "annotations",
+                             "vgpu.io/gpus", inv);
+    if (refused != NULL)
+        json_object_set_new(json_object_get(json_object_get(node, "metadata"), "annotations"),
+                            "vgpu.io/mig-refused", json_string(refused));
+    sched_node_update(s, node);
+    json_decref(node);
+}
+
+static json_t *mig_filter(struct sched_state *s, const char *pod, const char *mem, int64_t t)
+{
+    json_t *args =
+        json_pack("{s:{s:{s:s, s:s, s:s, s:s}, s:{s:[{s:s, s:{s:{s:s, s:s}}}]}}, s:[s]}", "Pod",
+                  "metadata", "name", pod, "namespace", "default", "resourceVersion", "7", "uid",
+                  "uid-7", "spec", "containers", "name", "main", "resources", "limits",
+                  "nvidia.com/gpu", "1", "nvidia.com/gpumem", mem ? mem : "-", "NodeNames", "m0");
+    if (mem == NULL) /* no amount: the whole GPU */
+        json_object_del(
+            json_object_get(
+                json_object_get(
+                    json_array_get(
+                        json_object_get(json_object_get(json_object_get(args, "Pod"), "spec"),
+                                        "containers"),
+                        0),
+                    "resources"),
+                "limits"),
+            "nvidia.com/gpumem");
+    char *body = json_dumps(args, JSON_COMPACT), *out = NULL;
+    json_decref(args);
+    struct vg_err err = {0};
+    assert_int_equal(sched_filter(s, body, strlen(body), (struct sched_now){100, t}, &out, &err),
+                     0);
+    json_t *res = json_loads(out, 0, NULL);
+    assert_non_null(res);
+    free(out);
+    free(body);
+    return res;
+}
+
+/* The decision's MIG placement for pod, as "profile@start" ("-" when none). */
+static const char *mig_of(struct sched_state *s, const char *pod)
+{
+    static char buf[64];
+    char key[64];
+    snprintf(key, sizeof key, "default/%s", pod);
+    const struct sched_pod *p = sched_map_get(&s->pods, key);
+    if (p == NULL || p->decision == NULL)
+        return "-";
+    struct annot_decision d;
+    struct vg_err err = {0};
+    assert_int_equal(annot_decision_decode(p->decision, strlen(p->decision), &d, &err), 0);
+    const struct annot_share *g = &d.containers[0].gpus[0];
+    if (g->mig_profile[0] == '\0')
+        return "-";
+    snprintf(buf, sizeof buf, "%s@%u/%llu/%u", g->mig_profile, g->mig_start,
+             (unsigned long long)g->memory_mib, g->cores);
+    return buf;
+}
+
+static void test_mig_decisions(void **unused)
+{
+    (void)unused;
+    struct sched_state *s = new_state(0, 0, 0);
+    mig_node(s, "[]", NULL);
+    /* 9,000 and 18,000 MiB get a 1g and a 2g instance with the profile's memory. */
+    json_t *r = mig_filter(s, "a", "9000", 0);
+    assert_string_equal(node_or_dash(r), "m0");
+    json_decref(r);
+    assert_string_equal(mig_of(s, "a"), "1g.10gb@0/9984/0");
+    r = mig_filter(s, "b", "18000", 0);
+    assert_string_equal(node_or_dash(r), "m0");
+    json_decref(r);
+    /* Not over the 1g: beside it, keeping the 3g at 4 whole. */
+    const char *b = mig_of(s, "b");
+    assert_true(strncmp(b, "2g.20gb@", 8) == 0);
+    assert_true(b[8] == '2');
+    /* A 40,000 MiB pod still finds the 3g at 4; a second one has no room left. */
+    r = mig_filter(s, "c", "40000", 0);
+    json_decref(r);
+    assert_string_equal(mig_of(s, "c"), "3g.40gb@4/40448/0");
+    r = mig_filter(s, "d", "40000", 0);
+    assert_string_equal(node_or_dash(r), "-");
+    const char *why = json_string_value(json_object_get(json_object_get(r, "FailedNodes"), "m0"));
+    assert_non_null(why);
+    assert_non_null(strstr(why, "overlaps an existing instance"));
+    json_decref(r);
+    /* More memory than any profile: pending, with that reason. */
+    r = mig_filter(s, "e", "90000", 0);
+    why = json_string_value(json_object_get(json_object_get(r, "FailedNodes"), "m0"));
+    assert_non_null(strstr(why, "no MIG profile"));
+    json_decref(r);
+    struct vg_err err = {0};
+    assert_int_equal(sched_check_invariants(s, &err), 0);
+    sched_state_free(s);
+}
+
+static void test_mig_instances_and_refusals(void **unused)
+{
+    (void)unused;
+    struct sched_state *s = new_state(0, 0, 0);
+    /* An instance made by hand at 4..7, and the 3g at 0 refused a minute ago. */
+    mig_node(s, "[{\"profile\":\"3g.40gb\",\"start\":4,\"size\":4,\"pod\":\"\"}]",
+             "{\"version\":1,\"refused\":[{\"uuid\":\"GPU-m\",\"profile\":\"3g.40gb\","
+             "\"start\":0,\"time\":1000,\"reason\":\"NVML: Insufficient Resources\"}]}");
+    json_t *r = mig_filter(s, "a", "30000", 1060);
+    assert_string_equal(node_or_dash(r), "-");
+    const char *why = json_string_value(json_object_get(json_object_get(r, "FailedNodes"), "m0"));
+    assert_non_null(strstr(why, "mig-refused"));
+    json_decref(r);
+    /* Ten minutes after the refusal it is tried again. */
+    r = mig_filter(s, "a", "30000", 1000 + 601);
+    assert_string_equal(node_or_dash(r), "m0");
+    json_decref(r);
+    assert_string_equal(mig_of(s, "a"), "3g.40gb@0/40448/0");
+    json_t *gone = json_pack("{s:{s:s, s:s}}", "metadata", "name", "a", "namespace", "default");
+    sched_pod_delete(s, gone);
+    json_decref(gone);
+    /* A bound pod's decision read back holds its slices: nothing overlaps it. */
+    json_t *pod = json_pack(
+        "{s:{s:s, s:s, s:{s:s}}, s:{s:s}}", "metadata", "name", "bound", "namespace", "default",
+        "annotations", "vgpu.io/decision",
+        "{\"version\":1,\"node\":\"m0\",\"time\":1,\"containers\":[{\"name\":\"m\",\"gpus\":[{"
+        "\"uuid\":\"GPU-m\",\"memoryMiB\":9984,\"cores\":0,\"mig\":{\"profile\":\"1g.10gb\","
+        "\"start\":0}}]}]}",
+        "spec", "nodeName", "m0");
+    sched_pod_update(s, pod);
+    json_decref(pod);
+    struct sched_stats st;
+    sched_state_stats(s, &st);
+    assert_int_equal(st.conflicts, 0);
+    r = mig_filter(s, "c", "30000", 1700);
+    assert_string_equal(node_or_dash(r), "-");
+    why = json_string_value(json_object_get(json_object_get(r, "FailedNodes"), "m0"));
+    assert_non_null(strstr(why, "overlaps"));
+    json_decref(r);
+    r = mig_filter(s, "b", "9000", 1700);
+    assert_string_equal(node_or_dash(r), "m0");
+    json_decref(r);
+    assert_string_equal(mig_of(s, "b"), "1g.10gb@1/9984/0");
+    struct vg_err err = {0};
+    assert_int_equal(sched_check_invariants(s, &err), 0);
+    sched_state_free(s);
+}
+
+/* A bound pod's decision naming a MIG profile or start the GPU does not list, or MIG on a
+ * GPU not in dynamic MIG mode, is skipped with a reason: it holds no slices. */
+static void test_mig_bad_decisions(void **unused)
+{
+    (void)unused;
+    struct sched_state *s = new_state(1, 10000, 2);
+    mig_node(s, "[]", NULL);
+    const char *bad[] = {
+        "{\"uuid\":\"GPU-m\",\"memoryMiB\":40448,\"cores\":0,\"mig\":{\"profile\":\"4g.40gb\","
+        "\"start\":0}}",
+        "{\"uuid\":\"GPU-m\",\"memoryMiB\":40448,\"cores\":0,\"mig\":{\"profile\":\"3g.40gb\","
+        "\"start\":6}}",
+        "{\"uuid\":\"GPU-0\",\"memoryMiB\":1000,\"cores\":0,\"mig\":{\"profile\":\"1g.10gb\","
+        "\"start\":0}}",
+    };
+    const char *node[] = {"m0", "m0", "n0"};
+    for (int i = 0; i < 3; i++) {
+        char dec[512], name[16];
+        snprintf(dec, sizeof dec,
+                 "{\"version\":1,\"node\":\"%s\",\"time\":1,\"containers\":[{\"name\":\"m\","
+                 "\"gpus\":[%s]}]}",
+                 node[i], bad[i]);
+        snprintf(name, sizeof name, "forged%d", i);
+        json_t *pod = json_pack("{s:{s:s, s:s, s:{s:s}}, s:{s:s}}", "metadata", "name", name,
+                                "namespace", "default", "annotations", "vgpu.io/decision", dec,
+                                "spec", "nodeName", node[i]);
+        sched_pod_update(s, pod);
+        json_decref(pod);
+        struct sched_stats st;
+        sched_state_stats(s, &st);
+        assert_int_equal(st.skipped_pods, (uint64_t)i + 1);
+    }
+    /* The whole GPU is still free: a 7g.80gb at 0. */
+    json_t *r = mig_filter(s, "big", "80000", 0);
+    assert_string_equal(node_or_dash(r), "m0");
+    json_decref(r);
+    assert_string_equal(mig_of(s, "big"), "7g.80gb@0/81152/0");
+    /* A pod asking a whole GPU without an amount (HAMi: all of its memory) gets the largest
+     * instance, whose memory is below the card's 81,559 MiB. */
+    json_t *gone = json_pack("{s:{s:s, s:s}}", "metadata", "name", "big", "namespace", "default");
+    sched_pod_delete(s, gone);
+    json_decref(gone);
+    r = mig_filter(s, "whole", NULL, 0);
+    assert_string_equal(node_or_dash(r), "m0");
+    json_decref(r);
+    assert_string_equal(mig_of(s, "whole"), "7g.80gb@0/81152/0");
+    sched_state_free(s);
+}
+
 int main(void)
 {
     vg_log_max_level = VG_LOG_ERROR;
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mig_decisions),
+        cmocka_unit_test(test_mig_instances_and_refusals),
+        cmocka_unit_test(test_mig_bad_decisions),
         cmocka_unit_test(test_no_double_promise),
         cmocka_unit_test(test_expiry_and_bind),
         cmocka_unit_test(test_old_instance_events),

@@ -60,7 +60,8 @@ static int find_device(struct fg_state *st, const char *arg)
     return (int)idx;
 }
 
-/* fakegpu-ctl status: one line per device, one indented line per MIG device. */
+/* fakegpu-ctl status: one line per device, one indented line per MIG device (and per GPU
+ * instance still without its compute instance), made by FAKEGPU_MIG or through NVML. */
 static void print_status(struct fg_state *st)
 {
     for (int i = 0; i < fg_state_device_count(st); i++) {
@@ -68,9 +69,14 @@ static void print_status(struct fg_state *st)
         if (fg_state_device_info(st, i, &info) != 0)
             continue;
         printf("%d %s %s\n", i, info.uuid, fg_device_lost(st, i) ? "lost" : "healthy");
-        for (unsigned m = 0; info.mig_enabled && m < info.mig_count; m++)
-            printf("  mig %u %s %s gi %u\n", m, info.mig[m].profile, info.mig[m].uuid,
-                   info.mig[m].gi_id);
+        for (unsigned m = 0; info.mig_enabled && m < info.mig_count && m < FG_MAX_MIG; m++) {
+            const struct fg_mig_info *mi = &info.mig[m];
+            if (mi->gi_id != 0 && mi->has_ci)
+                printf("  mig %u %s %s gi %u\n", m, mi->profile, mi->uuid, mi->gi_id);
+            else if (mi->gi_id != 0)
+                printf("  gi %u %s start %u (no compute instance)\n", mi->gi_id, mi->profile,
+                       mi->start);
+        }
     }
 }
 

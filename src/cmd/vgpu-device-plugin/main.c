@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/auto.h"
+#include "base/buf.h"
 #include "base/log.h"
 #include "base/parse.h"
 #include "deviceplugin/deviceplugin.h"
@@ -85,6 +86,34 @@ static bool take_check_config(int *argc, char **argv)
     return found;
 }
 
+/* vgpu.hamiNodeConfig (this node's operatingmode mig turns migMode dynamic) and
+ * vgpu.hamiDeviceConfig (the MIG profile lists). Errors name the file. */
+static int read_hami(struct dpconfig *cfg, struct hami_mig *hami, struct vg_err *err)
+{
+    memset(hami, 0, sizeof *hami);
+    VG_AUTO_FREE char *text = NULL;
+    size_t len = 0;
+    const char *path = cfg->vgpu.hami_node_config;
+    if (path) {
+        bool mig = false;
+        if (vg_read_file(path, HAMI_MAX_BYTES, &text, &len, err) < 0 ||
+            hami_node_mig(text, len, cfg->cli.node_name ? cfg->cli.node_name : "", &mig, err) < 0)
+            return vg_err_wrap(err, "vgpu.hamiNodeConfig %s", path);
+        if (mig) {
+            cfg->vgpu.mig_mode = DPCONFIG_MIG_MODE_DYNAMIC;
+            vg_log(VG_LOG_INFO, "HAMi's node configuration: operatingmode mig, dynamic MIG",
+                   "file=%s", path);
+        }
+        free(text);
+        text = NULL;
+    }
+    path = cfg->vgpu.hami_device_config;
+    if (path && (vg_read_file(path, HAMI_MAX_BYTES, &text, &len, err) < 0 ||
+                 hami_mig_parse(text, len, hami, err) < 0))
+        return vg_err_wrap(err, "vgpu.hamiDeviceConfig %s", path);
+    return 0;
+}
+
 /* Runs the plugin until a signal stops it or a restart is requested: 0, or 2 for a bad
  * configuration, 1 when the plugin cannot start. Everything is released on return.
  * With --check-config: the configuration is checked and printed, nothing else done. */
@@ -110,6 +139,18 @@ static int run(int argc, char **argv)
         vg_err_wrap(&err, "VGPU_DP_HEALTH_INTERVAL_MS");
         return failed(2, &err);
     }
+    /* Tests kill the plugin between a GPU instance and its compute instance. */
+    const char *pause = getenv("VGPU_DP_MIG_CREATE_PAUSE_MS");
+    uint64_t pause_ms = 0;
+    if (pause && vg_parse_u64(pause, 0, 60000, &pause_ms, &err) < 0) {
+        vg_err_wrap(&err, "VGPU_DP_MIG_CREATE_PAUSE_MS");
+        return failed(2, &err);
+    }
+    dp_nvml_set_mig_pause(pause_ms);
+    /* HAMi's configuration, read as HAMi writes it. */
+    static struct hami_mig hami;
+    if (read_hami(&cfg, &hami, &err) < 0)
+        return failed(2, &err);
     /* What makes a GPU unhealthy: the health section, then DP_DISABLE_HEALTHCHECKS, as
      * NVIDIA's plugin reads them. */
     struct dp_xid_policy xids;
@@ -156,6 +197,7 @@ static int run(int argc, char **argv)
 
     opt.restart = request_restart;
     opt.restart_arg = base;
+    opt.hami_mig = &hami;
     VG_AUTO(plugin_freep) struct dp_plugin *plugin = NULL;
     if (dp_plugin_new(base, &cfg, &opt, &plugin, &err) < 0)
         return failed(1, &err);

@@ -27,6 +27,8 @@
 #include "base/str.h"
 #include "dpconfig/dpconfig.h"
 #include "dra/dra.h"
+#include "dra/health.h"
+#include "dra/mig.h"
 #include "kube/kube.h"
 
 static const char *env_lookup(const char *name, void *user)
@@ -48,6 +50,8 @@ VG_DEFINE_AUTO(nvml_freep, struct dp_nvml, dp_nvml_free)
 VG_DEFINE_AUTO(kube_config_freep, struct kube_config, kube_config_free)
 VG_DEFINE_AUTO(kube_client_freep, struct kube_client, kube_client_free)
 VG_DEFINE_AUTO(dra_plugin_freep, struct dra_plugin, dra_plugin_free)
+VG_DEFINE_AUTO(health_freep, struct dra_health_monitor, dra_health_monitor_free)
+VG_DEFINE_AUTO(mig_freep, struct dra_mig, dra_mig_close)
 
 static int failed(int status, const struct vg_err *err)
 {
@@ -59,6 +63,8 @@ static int failed(int status, const struct vg_err *err)
 static struct own_flags {
     const char *kubelet_dir, *cdi_dir, *state_dir, *driver;
     bool consumable, idle_without_gpu, check_config;
+    int device_taints; /* DRA_TAINTS_* */
+    int mig_mode;      /* 0 static, 1 dynamic */
 } own = {.kubelet_dir = "/var/lib/kubelet",
          .cdi_dir = "/var/run/cdi",
          .state_dir = "/var/lib/vgpu-dra",
@@ -69,6 +75,10 @@ static struct own_flags {
         .name = n, .value = v, .type = VG_FLAG_STRING, .target = &own.field, .doc = d,             \
         .def = dflt, .opts = VG_FLAG_NONEMPTY                                                      \
     }
+
+/* In the order of DRA_TAINTS_AUTO, _ON, _OFF. */
+static const char *const taint_choices[] = {"auto", "true", "false", NULL};
+static const char *const mig_choices[] = {"static", "dynamic", NULL};
 
 static const struct vg_flag own_flags[] = {
     DIR_FLAG("kubelet-dir", "DIR", kubelet_dir,
@@ -84,6 +94,23 @@ static const struct vg_flag own_flags[] = {
      .doc = "publish GPUs shareable by amount (needs the DRAConsumableCapacity feature gate); "
             "false: whole GPUs",
      .def = "false"},
+    {.name = "device-taints",
+     .value = "auto|true|false",
+     .type = VG_FLAG_ENUM,
+     .target = &own.device_taints,
+     .choices = taint_choices,
+     .doc = "an unhealthy GPU stays in the ResourceSlice with taints (DRADeviceTaints; auto: "
+            "when the API server is Kubernetes 1.36 or later); false: it is left out",
+     .def = "auto"},
+    {.name = "mig-mode",
+     .value = "static|dynamic",
+     .type = VG_FLAG_ENUM,
+     .target = &own.mig_mode,
+     .choices = mig_choices,
+     .doc = "GPUs in MIG mode: static, their instances as they are; dynamic, partitions made "
+            "for the claims that get them (Kubernetes 1.36 partitionable devices; static "
+            "before 1.36)",
+     .def = "static"},
     {.name = "idle-without-gpu",
      .type = VG_FLAG_BOOL,
      .target = &own.idle_without_gpu,
@@ -129,13 +156,15 @@ static void help(void)
      * what a claim's container gets. Its --kubelet-dir (kubelet's root) replaces the
      * device plugin's (the device-plugin socket directory), and claims' directories are
      * <state-dir>/claims, so the device plugin's --kubelet-dir and --region-dir are not
-     * listed. */
+     * listed; nor its dynamic MIG settings (this program's own --mig-mode is taken first). */
     vg_flags_help(stdout,
                   "usage: vgpu-dra-plugin --node-name NAME [--kubeconfig FILE] [--config FILE] "
                   "[flags]\n\nFlags override the environment, which overrides the config file "
                   "(docs/config.md).\n",
                   own_flags, VG_FLAGS_COUNT(own_flags));
-    static const char *const not_ours[] = {"kubelet-dir", "region-dir", NULL};
+    static const char *const not_ours[] = {
+        "kubelet-dir",      "region-dir",         "mig-mode", "mig-dynamic-gpus",
+        "hami-node-config", "hami-device-config", NULL};
     dpconfig_print_flags(stdout, not_ours);
 }
 
@@ -163,9 +192,11 @@ static int configure(int argc, char **argv, struct dpconfig *cfg, struct vg_err 
 static int print_check_config(const struct dpconfig *cfg)
 {
     printf("kubelet-dir = %s\ncdi-dir = %s\nstate-dir = %s\ndriver-name = %s\n"
-           "consumable-capacity = %s\nidle-without-gpu = %s\n",
+           "consumable-capacity = %s\ndevice-taints = %s\nmig-mode = %s\n"
+           "idle-without-gpu = %s\n",
            own.kubelet_dir, own.cdi_dir, own.state_dir, own.driver,
-           own.consumable ? "true" : "false", own.idle_without_gpu ? "true" : "false");
+           own.consumable ? "true" : "false", taint_choices[own.device_taints],
+           mig_choices[own.mig_mode], own.idle_without_gpu ? "true" : "false");
     dpconfig_dump(cfg, stdout);
     printf("OK\n");
     return 0;
@@ -188,7 +219,8 @@ static int read_knobs(const struct dpconfig *cfg, struct dp_xid_policy *xids,
     if (dp_xid_policy_from_config(cfg, getenv("DP_DISABLE_HEALTHCHECKS"), xids, err) < 0 ||
         env_ms("VGPU_DRA_HEALTH_INTERVAL_MS", 3600000, &opt->health_interval_ms, err) < 0 ||
         env_ms("VGPU_DRA_RESYNC_MS", 86400000, &opt->resync_ms, err) < 0 ||
-        env_ms("VGPU_DRA_SOCKET_CHECK_MS", 3600000, &opt->socket_check_ms, err) < 0)
+        env_ms("VGPU_DRA_SOCKET_CHECK_MS", 3600000, &opt->socket_check_ms, err) < 0 ||
+        env_ms("VGPU_DRA_TEST_GI_PAUSE_MS", 600000, &opt->mig_gi_pause_ms, err) < 0)
         return err->code;
     return 0;
 }
@@ -230,6 +262,13 @@ static int open_gpus(const struct dpconfig *cfg, const struct dp_xid_policy *xid
     *status = 1;
     if (opt->source.discover(opt->source.arg, gpus, &opt->gpu_count, err) < 0)
         return -1;
+    /* Health with its reasons (XID, lost, unmonitored) for the taints. */
+    if (dra_health_monitor_new(library, xids, gpus, opt->gpu_count, &opt->health, err) < 0)
+        return -1;
+    if (own.mig_mode == 1 && dra_mig_open(library, &opt->mig, err) < 0) {
+        *status = 2;
+        return -1;
+    }
     return 0;
 }
 
@@ -273,14 +312,18 @@ int main(int argc, char **argv)
                                      .state_dir = own.state_dir,
                                      .boot_id_path = getenv("VGPU_DRA_BOOT_ID_FILE"),
                                      .publish = true,
-                                     .consumable = own.consumable};
+                                     .consumable = own.consumable,
+                                     .device_taints = own.device_taints};
     struct dp_xid_policy xids;
     if (read_knobs(&cfg, &xids, &opt, &err) < 0)
         return failed(2, &err);
     char driver_version[96] = "";
     int status = 0;
-    if (open_gpus(&cfg, &xids, &nvml, &opt, driver_version, sizeof driver_version, &status, &err) <
-        0)
+    int gpus_rc =
+        open_gpus(&cfg, &xids, &nvml, &opt, driver_version, sizeof driver_version, &status, &err);
+    VG_AUTO(health_freep) struct dra_health_monitor *health = opt.health;
+    VG_AUTO(mig_freep) struct dra_mig *mig = opt.mig;
+    if (gpus_rc < 0)
         return status == 0 ? 0 : failed(status, &err);
 
     VG_AUTO(kube_config_freep) struct kube_config *kcfg = NULL;

@@ -17,7 +17,7 @@
 
 /* The command line: flags, and what they fill. */
 static struct cli {
-    const char *nodes, *pods, *report, *dir, *policy, *seeds;
+    const char *nodes, *pods, *report, *dir, *policy, *seeds, *mig;
     bool json, help;
     uint64_t jobs, nodes_to_score, high_pct;
     struct sim_options options;
@@ -109,6 +109,13 @@ static const struct vg_flag flags[] = {
      .target = &cli.dir,
      .doc = "look up relative --nodes/--pods here when not found",
      .def = "$VGPU_OPENB_DIR"},
+    {.name = "mig",
+     .value = "MODEL",
+     .type = VG_FLAG_STRING,
+     .target = &cli.mig,
+     .doc = "every GPU a MIG-capable MODEL (h100-80gb, a100-40gb) in dynamic MIG mode: the "
+            "pods as GPU instances, placed by HAMi v2.10's rule and by vgpu's in the same "
+            "arrival order (--policy is not used)"},
     {.name = "help", .type = VG_FLAG_HELP, .target = &cli.help, .doc = "print this text"},
 };
 
@@ -307,6 +314,69 @@ static void print_results(const struct sim_trace *trace, const struct sim_run_re
                policy_count, seed_count, elapsed, (unsigned long long)cli.jobs);
 }
 
+/* --mig: both rules on every seed; one line (or JSON object) per rule. */
+static int run_mig(const struct sim_trace *trace, const struct sim_mig_model *m,
+                   const uint64_t *seeds, size_t seed_count)
+{
+    static struct sim_mig_result r[SIM_MIG_RULES][MAX_SEEDS];
+    for (int k = 0; k < SIM_MIG_RULES; k++)
+        for (size_t s = 0; s < seed_count; s++) {
+            struct vg_err err = {0};
+            if (sim_mig_run(trace, m, (enum sim_mig_rule)k, seeds[s], &r[k][s], &err) < 0) {
+                fprintf(stderr, "vgpu-sim: %s\n", err.msg);
+                return 1;
+            }
+        }
+    for (int k = 0; k < SIM_MIG_RULES; k++) {
+        const char *name = sim_mig_rule_name((enum sim_mig_rule)k);
+        double v[MAX_SEEDS], secs = 0;
+        struct sim_stats unusable, unplaced, unplaced_all, alloc, churn_unplaced, churn_unusable;
+        for (size_t s = 0; s < seed_count; s++)
+            v[s] = (double)r[k][s].churn_unplaced;
+        sim_stats(v, seed_count, &churn_unplaced);
+        for (size_t s = 0; s < seed_count; s++)
+            v[s] = r[k][s].churn_unusable_pct;
+        sim_stats(v, seed_count, &churn_unusable);
+        for (size_t s = 0; s < seed_count; s++)
+            v[s] = r[k][s].unusable_pct_100;
+        sim_stats(v, seed_count, &unusable);
+        for (size_t s = 0; s < seed_count; s++)
+            v[s] = (double)r[k][s].unplaced_100;
+        sim_stats(v, seed_count, &unplaced);
+        for (size_t s = 0; s < seed_count; s++)
+            v[s] = (double)r[k][s].unplaced;
+        sim_stats(v, seed_count, &unplaced_all);
+        for (size_t s = 0; s < seed_count; s++) {
+            v[s] = r[k][s].alloc_pct_100;
+            secs += r[k][s].seconds;
+        }
+        sim_stats(v, seed_count, &alloc);
+        if (cli.json)
+            printf("{\"mig\":\"%s\",\"rule\":\"%s\",\"workload\":\"%s\",\"seeds\":%zu,"
+                   "\"unusable_slice_pct_at_arrival_100\":{\"mean\":%.4f,\"sd\":%.4f,"
+                   "\"min\":%.4f,\"max\":%.4f},\"unplaced_pods_at_arrival_100\":{\"mean\":%.2f,"
+                   "\"sd\":%.2f,\"min\":%.0f,\"max\":%.0f},\"unplaced_pods_at_arrival_130\":{"
+                   "\"mean\":%.2f},\"allocated_slice_pct_at_arrival_100\":{\"mean\":%.4f},"
+                   "\"churn_unplaced_pods\":{\"mean\":%.2f,\"sd\":%.2f},"
+                   "\"churn_unusable_slice_pct\":{\"mean\":%.4f,\"sd\":%.4f},\"churn_pods\":%llu,"
+                   "\"gpu_pods\":%llu,\"seconds\":%.3f}\n",
+                   m->name, name, trace->workload, seed_count, unusable.mean, unusable.sd,
+                   unusable.min, unusable.max, unplaced.mean, unplaced.sd, unplaced.min,
+                   unplaced.max, unplaced_all.mean, alloc.mean, churn_unplaced.mean,
+                   churn_unplaced.sd, churn_unusable.mean, churn_unusable.sd,
+                   (unsigned long long)r[k][0].churn_pods, (unsigned long long)r[k][0].gpu_pods,
+                   secs);
+        else
+            printf("%-12s %s fill-up@100%%: unusable slices %6.3f %%, unplaced %6.1f; churn: "
+                   "unusable slices %6.3f %% (sd %.3f), unplaced %7.1f (sd %.1f) of %llu; "
+                   "run %.2f s\n",
+                   name, m->name, unusable.mean, unplaced.mean, churn_unusable.mean,
+                   churn_unusable.sd, churn_unplaced.mean, churn_unplaced.sd,
+                   (unsigned long long)r[k][0].churn_pods, secs / (double)seed_count);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     int rc = parse_flags(argc, argv);
@@ -328,6 +398,18 @@ int main(int argc, char **argv)
     if (sim_trace_load(&trace, nodes, pods, &err) < 0) {
         fprintf(stderr, "vgpu-sim: %s\n", err.msg);
         return 1;
+    }
+    if (cli.mig != NULL) {
+        const struct sim_mig_model *m = sim_mig_model_find(cli.mig);
+        if (m == NULL) {
+            fprintf(stderr, "vgpu-sim: --mig: unknown model '%s' (h100-80gb, a100-40gb)\n",
+                    cli.mig);
+            sim_trace_free(&trace);
+            return 2;
+        }
+        rc = run_mig(&trace, m, seeds, seed_count);
+        sim_trace_free(&trace);
+        return rc;
     }
     struct sim_run_result *results = xcalloc(policy_count * seed_count, sizeof *results);
     double t0 = now_s();

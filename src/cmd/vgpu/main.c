@@ -1,6 +1,6 @@
 /* vgpu: see what vgpu did with a cluster's GPUs (docs/cli.md).
  *
- *   vgpu top | nodes | gpus | pods | explain POD | sim   [flags]
+ *   vgpu top | nodes | gpus | pods | explain POD | sim | resize POD   [flags]
  *
  * Installed as `kubectl-vgpu` (a link to this binary) it is the kubectl plugin
  * `kubectl vgpu`, and names itself so in its messages. kubectl's conventions: flags before
@@ -48,7 +48,8 @@ enum {
     V_PODS = 1 << 3,
     V_EXPLAIN = 1 << 4,
     V_SIM = 1 << 5,
-    V_API = V_NODES | V_GPUS | V_PODS | V_EXPLAIN | V_SIM,
+    V_RESIZE = 1 << 6,
+    V_API = V_NODES | V_GPUS | V_PODS | V_EXPLAIN | V_SIM | V_RESIZE,
     V_ALL = V_API | V_TOP,
 };
 
@@ -85,6 +86,14 @@ static const struct verb {
      "vgpu-sim's CSV files (DIR/nodes.csv, DIR/pods.csv; default DIR: vgpu-sim-export) and\n"
      "runs vgpu-sim's placement policies on them (docs/placement.md), with its HTML report\n"
      "when --report is given."},
+    {"resize", V_RESIZE, 1, "change a running container's GPU memory or compute share",
+     "resize POD [-n NS] [-c CONTAINER] [--gpumem QUANTITY] [--gpucores PERCENT]",
+     "Changes the memory limit (per GPU) and compute share of a running container of POD\n"
+     "without a restart: vgpu-scheduler checks the GPU has room and the namespace's quotas\n"
+     "hold, records the new limits, and the node applies them in every process of the\n"
+     "container. Exits 0 once they are recorded, 1 with the reason when refused (nothing\n"
+     "changed). A lower memory limit frees nothing: new allocations are refused until the\n"
+     "container uses less. QUANTITY as nvidia.com/gpumem takes it (8192, 8Gi)."},
 };
 
 /* The command being read: the flags' targets. */
@@ -103,11 +112,18 @@ static int parse_output(const char *value, void *target, struct vg_err *err)
 
 /* One entry per flag of flags[]: the verbs that take it. */
 static const unsigned flag_verbs[] = {
-    V_API,          V_API,          V_API, V_PODS | V_EXPLAIN | V_SIM,
-    V_PODS | V_SIM, V_ALL & ~V_SIM, V_API, V_TOP,
-    V_TOP,          V_TOP,          V_TOP, V_TOP,
-    V_TOP,          V_SIM,          V_SIM, V_SIM,
-    V_SIM,          V_SIM,          V_SIM, V_ALL,
+    V_API,          V_API,
+    V_API,          V_PODS | V_EXPLAIN | V_SIM | V_RESIZE,
+    V_PODS | V_SIM, V_ALL & ~V_SIM & ~V_RESIZE,
+    V_API,          V_TOP,
+    V_TOP,          V_TOP,
+    V_TOP,          V_TOP,
+    V_TOP,          V_SIM,
+    V_SIM,          V_SIM,
+    V_SIM,          V_SIM,
+    V_SIM,          V_ALL,
+    V_RESIZE,       V_RESIZE,
+    V_RESIZE,
 };
 static bool given[sizeof flag_verbs / sizeof flag_verbs[0]];
 
@@ -173,6 +189,11 @@ static const struct vg_flag flags[] = {
     STR("report", 0, "FILE", o.report, 17, "write vgpu-sim's HTML report here"),
     BOOL("export-only", 0, &cmd.o.export_only, 18, "write the CSV files and stop"),
     BOOL("help", 'h', &help, 19, "this help"),
+    STR("container", 'c', "CONTAINER", o.container, 20,
+        "the container to resize (default: the pod's one container with GPUs)"),
+    STR("gpumem", 0, "QUANTITY", o.gpumem, 21,
+        "new memory limit per GPU, as nvidia.com/gpumem takes it (8192 = 8192 MiB, 8Gi)"),
+    STR("gpucores", 0, "PERCENT", o.gpucores, 22, "new compute share, percent of a GPU (1..100)"),
 };
 _Static_assert(sizeof flags / sizeof flags[0] == sizeof flag_verbs / sizeof flag_verbs[0],
                "one flag_verbs entry per flag");
@@ -269,6 +290,7 @@ static int run_cluster_verb(const struct vgpu_cmd *c, unsigned verb)
     o.pod = c->nargs > 0 ? c->args[0] : NULL;
     o.now_unix = (int64_t)time(NULL);
     o.now_mono_ms = (uint64_t)mono.tv_sec * 1000 + (uint64_t)mono.tv_nsec / 1000000;
+    o.wait_ms = c->request_timeout_s * 1000;
     int rc;
     switch (verb) {
     case V_NODES:
@@ -282,6 +304,9 @@ static int run_cluster_verb(const struct vgpu_cmd *c, unsigned verb)
         break;
     case V_EXPLAIN:
         rc = cli_explain(&src, &o, stdout, stderr, &err);
+        break;
+    case V_RESIZE:
+        rc = cli_resize(&src, &o, stdout, stderr, &err);
         break;
     default: {
         VG_AUTO(cli_sim_run_free) struct cli_sim_run run = {0};

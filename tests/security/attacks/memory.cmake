@@ -8,7 +8,8 @@ if(TARGET fakegpu_cuda AND TARGET fakegpu_state AND TARGET vgpu_libvgpu)
   set_target_properties(memory_attack PROPERTIES SKIP_BUILD_RPATH ON)
   foreach(case vmm_release_mapped vmm_unmap_held vmm_retain vmm_import vmm_import_unmapped
                pool_table pool_cache
-               pool_current async_default managed arrays mipmaps graph_nodes graph_capture)
+               pool_current async_default managed arrays mipmaps graph_nodes graph_capture
+               graph_pool ipc pool_import)
     add_test(NAME security.attacks.memory.${case}
              COMMAND ${CMAKE_CURRENT_LIST_DIR}/memory_test.sh ${CMAKE_BINARY_DIR} ${case})
     set_tests_properties(security.attacks.memory.${case} PROPERTIES LABELS "security;attacks"

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "abi/cuda.h"
@@ -29,6 +30,7 @@
 
 static struct fg_state *truth_state;
 static uint64_t held_max;
+static pid_t partner; /* "ipc": the importing process, counted with this one */
 
 /* What fakegpu says this process holds on device 0 now; the maximum is kept. */
 static uint64_t truth(void)
@@ -38,8 +40,8 @@ static uint64_t truth(void)
     uint64_t mine = 0;
     if (fg_procs_on_device(truth_state, 0, 1000000, procs, &count) == 0)
         for (unsigned i = 0; i < count; i++)
-            if (procs[i].pid == getpid())
-                mine = procs[i].used_bytes;
+            if (procs[i].pid == getpid() || (partner > 0 && procs[i].pid == partner))
+                mine += procs[i].used_bytes;
     if (mine > held_max)
         held_max = mine;
     return mine;
@@ -372,6 +374,43 @@ static void graph_capture(void)
     truth();
 }
 
+/* Graph memory kept in the device's graph pool after its addresses were freed: three
+ * 256 MiB allocation nodes, freed with cuMemFree (the pool keeps them for the graph's
+ * next launch), then plain allocations; then cuDeviceGraphMemTrim and plain allocations
+ * again (what the trim gave back may be allocated). */
+static void graph_pool(void)
+{
+    MUST(cuGraphCreate(&graph, 0));
+    for (int i = 0; i < 3; i++) {
+        CUDA_MEM_ALLOC_NODE_PARAMS p;
+        memset(&p, 0, sizeof p);
+        p.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        p.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        p.poolProps.location.id = 0;
+        p.bytesize = CHUNK;
+        CUgraphNode node;
+        if (cuGraphAddMemAllocNode(&node, graph, NULL, 0, &p) == CUDA_SUCCESS)
+            ptrs[i] = p.dptr;
+        truth();
+    }
+    for (int i = 0; i < 3; i++)
+        if (ptrs[i] != 0 && cuMemFree_v2(ptrs[i]) == CUDA_SUCCESS)
+            ptrs[i] = 0;
+    truth();
+    for (int i = 3; i < 13; i++) {
+        (void)cuMemAlloc_v2(&ptrs[i], CHUNK);
+        truth();
+    }
+    MUST(cuDeviceGraphMemTrim(0));
+    int got = 0;
+    for (int i = 13; i < ROUND; i++) {
+        got += cuMemAlloc_v2(&ptrs[i], CHUNK) == CUDA_SUCCESS;
+        truth();
+    }
+    if (got < 3) /* the trim gave the pool's 768 MiB back: they fit again */
+        die("after the trim, fewer than three chunks could be allocated", CUDA_ERROR_OUT_OF_MEMORY);
+}
+
 static void graph_cleanup(void)
 {
     for (int i = 0; i < ROUND; i++) {
@@ -389,6 +428,163 @@ static void graph_cleanup(void)
     CUmemoryPool def;
     MUST(cuDeviceGetDefaultMemPool(&def, 0));
     (void)cuMemPoolTrimTo(def, 0);
+    /* ... and what the graph pool kept. */
+    MUST(cuDeviceGraphMemTrim(0));
+}
+
+/* ---- legacy IPC between two processes of one container ---- */
+
+static int to_importer[2], from_importer[2];
+static bool pool_mode; /* "pool_import": pool allocations through a shared pool */
+static CUmemoryPool shared_pool;
+
+/* The first message in pool mode: where the exporter's pool handle is. */
+struct pool_where {
+    int32_t pid, fd;
+};
+
+/* The importer, a second process of the container (forked before CUDA starts): starts
+ * CUDA when told (after the exporter measured its free memory) and says so, opens every
+ * handle it is sent and keeps it open, answering 1 (opened) or 0 (refused); an all-zero
+ * handle ends it, closing everything and releasing its context, so that everything it
+ * was charged comes back before it exits. */
+static int importer(void)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    char go = 0;
+    if (read(to_importer[0], &go, 1) != 1)
+        return 2;
+    MUST(cuInit(0));
+    MUST(cuDeviceGet(&dev, 0));
+    MUST(cuDevicePrimaryCtxRetain(&ctx, dev));
+    MUST(cuCtxSetCurrent(ctx));
+    if (write(from_importer[1], &go, 1) != 1)
+        return 2;
+    CUdeviceptr opened[ROUND];
+    int n = 0;
+    CUipcMemHandle h, zero;
+    memset(&zero, 0, sizeof zero);
+    CUmemoryPool imported = NULL;
+    if (pool_mode) {
+        struct pool_where w;
+        char path[64];
+        if (read(to_importer[0], &h, sizeof h) != (ssize_t)sizeof h)
+            return 2;
+        memcpy(&w, &h, sizeof w);
+        snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)w.pid, (int)w.fd);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return 2;
+        MUST(cuMemPoolImportFromShareableHandle(&imported, (void *)(intptr_t)fd,
+                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+        close(fd);
+    }
+    while (read(to_importer[0], &h, sizeof h) == (ssize_t)sizeof h &&
+           memcmp(&h, &zero, sizeof h) != 0) {
+        CUdeviceptr p = 0;
+        CUmemPoolPtrExportData d;
+        memcpy(&d, &h, sizeof d);
+        /* as programs built with the toolkit's cuda.h call it, and by the old name */
+        CUresult r = pool_mode ? cuMemPoolImportPointer(&p, imported, &d)
+                     : n % 2   ? cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+                               : cuIpcOpenMemHandle_v2(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        char ok = r == CUDA_SUCCESS && n < ROUND;
+        if (ok)
+            opened[n++] = p;
+        if (write(from_importer[1], &ok, 1) != 1)
+            return 2;
+    }
+    for (int i = 0; i < n; i++)
+        MUST(pool_mode ? cuMemFree_v2(opened[i]) : cuIpcCloseMemHandle(opened[i]));
+    if (imported != NULL)
+        MUST(cuMemPoolDestroy(imported));
+    MUST(cuDevicePrimaryCtxRelease_v2(dev));
+    return 0;
+}
+
+/* The exporter allocates, hands the importer its handle, waits until it is open, and
+ * frees its own: the importer's open keeps the memory, so each round would add a chunk
+ * the container holds beyond what its counters show. */
+static void ipc_relay(void)
+{
+    char go = 1;
+    if (write(to_importer[1], &go, 1) != 1 || read(from_importer[0], &go, 1) != 1)
+        die("starting the importer", CUDA_ERROR_UNKNOWN);
+    for (int i = 0; i < ROUND; i++) {
+        CUdeviceptr p = 0;
+        if (cuMemAlloc_v2(&p, CHUNK) == CUDA_SUCCESS) {
+            CUipcMemHandle h;
+            MUST(cuIpcGetMemHandle(&h, p));
+            char ok = 0;
+            if (write(to_importer[1], &h, sizeof h) != (ssize_t)sizeof h ||
+                read(from_importer[0], &ok, 1) != 1)
+                die("talking to the importer", CUDA_ERROR_UNKNOWN);
+            truth();
+            MUST(cuMemFree_v2(p)); /* the exporter lets go; the importer holds on */
+        }
+        truth();
+    }
+}
+
+/* The same through a shared pool: the exporter's pool is exported by a file descriptor,
+ * each allocation from it by cuMemPoolExportPointer and imported with
+ * cuMemPoolImportPointer, then freed by the exporter (the pool releases it at the next
+ * synchronisation). */
+static void pool_import(void)
+{
+    char go = 1;
+    if (write(to_importer[1], &go, 1) != 1 || read(from_importer[0], &go, 1) != 1)
+        die("starting the importer", CUDA_ERROR_UNKNOWN);
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = 0;
+    MUST(cuMemPoolCreate(&shared_pool, &props));
+    int fd = -1;
+    MUST(cuMemPoolExportToShareableHandle(&fd, shared_pool,
+                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    CUipcMemHandle msg;
+    memset(&msg, 0, sizeof msg);
+    struct pool_where w = {(int32_t)getpid(), fd};
+    memcpy(&msg, &w, sizeof w);
+    if (write(to_importer[1], &msg, sizeof msg) != (ssize_t)sizeof msg)
+        die("talking to the importer", CUDA_ERROR_UNKNOWN);
+    for (int i = 0; i < ROUND; i++) {
+        CUdeviceptr p = 0;
+        if (cuMemAllocFromPoolAsync(&p, CHUNK, shared_pool, NULL) == CUDA_SUCCESS) {
+            MUST(cuCtxSynchronize());
+            CUmemPoolPtrExportData d;
+            MUST(cuMemPoolExportPointer(&d, p));
+            memset(&msg, 0, sizeof msg);
+            memcpy(&msg, &d, sizeof d);
+            char ok = 0;
+            if (write(to_importer[1], &msg, sizeof msg) != (ssize_t)sizeof msg ||
+                read(from_importer[0], &ok, 1) != 1)
+                die("talking to the importer", CUDA_ERROR_UNKNOWN);
+            truth();
+            MUST(cuMemFreeAsync(p, NULL)); /* the exporter lets go; the importer holds on */
+            MUST(cuCtxSynchronize());
+        }
+        truth();
+    }
+    close(fd);
+}
+
+static void ipc_cleanup(void)
+{
+    CUipcMemHandle zero;
+    memset(&zero, 0, sizeof zero);
+    if (write(to_importer[1], &zero, sizeof zero) != (ssize_t)sizeof zero)
+        die("ending the importer", CUDA_ERROR_UNKNOWN);
+    int status = 0;
+    if (waitpid(partner, &status, 0) != partner || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        die("the importer failed", CUDA_ERROR_UNKNOWN);
+    partner = 0;
+    if (shared_pool != NULL)
+        MUST(cuMemPoolDestroy(shared_pool));
 }
 
 static const struct {
@@ -410,6 +606,9 @@ static const struct {
     {"mipmaps", mipmaps, plain_cleanup},
     {"graph_nodes", graph_nodes, graph_cleanup},
     {"graph_capture", graph_capture, graph_cleanup},
+    {"graph_pool", graph_pool, graph_cleanup},
+    {"ipc", ipc_relay, ipc_cleanup},
+    {"pool_import", pool_import, ipc_cleanup},
 };
 
 int main(int argc, char **argv)
@@ -428,6 +627,16 @@ int main(int argc, char **argv)
     if (fg_state_get(&truth_state) != 0) {
         fprintf(stderr, "memory_attack: no fakegpu state (FAKEGPU_STATE_DIR)\n");
         return 2;
+    }
+    pool_mode = strcmp(argv[1], "pool_import") == 0;
+    if (strcmp(argv[1], "ipc") == 0 || pool_mode) {
+        if (pipe(to_importer) != 0 || pipe(from_importer) != 0)
+            return 2;
+        partner = fork();
+        if (partner < 0)
+            return 2;
+        if (partner == 0)
+            _exit(importer());
     }
     CUdevice dev;
     CUcontext ctx;
