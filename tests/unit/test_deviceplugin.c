@@ -820,6 +820,16 @@ static void test_vgpu_priority(void **state)
     size_t n = read_file(path, text, sizeof(text) - 1);
     text[n] = '\0';
     assert_non_null(strstr(text, "\nCUDA_DEVICE_TASK_PRIORITY=0\n"));
+    /* A live resize (whose decision does not carry the priority) keeps it. */
+    struct dp_match resized = m;
+    resized.priority_given = false;
+    resized.priority = 1;
+    resized.container.gpus[0].memory_mib = 2048;
+    assert_int_equal(dp_container_limits_update(&cfg, &resized, dir, 1, &err), 1);
+    n = read_file(path, text, sizeof(text) - 1);
+    text[n] = '\0';
+    assert_non_null(strstr(text, "CUDA_DEVICE_MEMORY_LIMIT_0=2048m"));
+    assert_non_null(strstr(text, "\nCUDA_DEVICE_TASK_PRIORITY=0\n"));
     /* Low, with a share: the share's name, no ".high". */
     assert_int_equal(dp_container_dirs_sweep(cfg.vgpu.region_dir, (const char *[]){NULL}, &err), 1);
     m.priority = 1;
