@@ -187,7 +187,8 @@ static int run_filter(struct cli_cluster *c, json_t *pod, struct sched_now now, 
 }
 
 static void explain_bound(const struct cli_cluster *c, json_t *pod, const struct annot_decision *d,
-                          FILE *f, json_t *jout)
+                          const struct sched_container_request *req, int nreq, FILE *f,
+                          json_t *jout)
 {
     const char *phase = sched_json_str(pod, "status", "phase", NULL);
     fprintf(f, "It runs on node %s (%s).\n", d->node, phase ? phase : "phase unknown");
@@ -215,6 +216,18 @@ static void explain_bound(const struct cli_cluster *c, json_t *pod, const struct
                 fprintf(f, "%u%% of its compute\n", s->cores);
             else
                 fprintf(f, "no compute limit\n");
+            bool high = false;
+            for (int r = 0; r < nreq; r++)
+                high = high ||
+                       (req[r].priority == 0 && strcmp(req[r].name, d->containers[k].name) == 0);
+            uint64_t others = cli_json_u64(dg, "highPriorityTenants");
+            others = others > 0 && high ? others - 1 : others;
+            if (dg != NULL && high)
+                fprintf(f,
+                        "    high priority: %s (vgpu-scheduler puts a high-priority pod beside "
+                        "another only when no offered GPU can take it otherwise)\n",
+                        others == 0 ? "no other high-priority container on this GPU"
+                                    : "it shares this GPU with another high-priority container");
             if (dg != NULL) {
                 char used[32];
                 cli_format_bytes(cli_json_u64(dg, "memUsedMiB") << 20, used, sizeof used);
@@ -341,6 +354,14 @@ static void explain(struct cli_cluster *c, json_t *pod, json_t *events, const ch
     if (n > 0) {
         fprintf(f, " asks for:\n");
         request_words(req, n, f);
+        for (int k = 0; k < n; k++)
+            if (req[k].priority_given)
+                fprintf(f, "  container %s: task priority %d (%s; nvidia.com/priority)%s\n",
+                        req[k].name, req[k].priority, req[k].priority == 0 ? "high" : "low",
+                        req[k].priority == 0
+                            ? ": placed on a GPU that holds no other high-priority container "
+                              "when any offered GPU can take it"
+                            : "");
         json_object_set_new(jout, "request", cli_request_json(req, n));
     } else if (n == 0) {
         fprintf(f, " asks for no GPUs.\n");
@@ -350,7 +371,7 @@ static void explain(struct cli_cluster *c, json_t *pod, json_t *events, const ch
         fprintf(f, " asks for GPUs in a way no node can serve: %s\n", clean);
     }
     if (cli_pod_decision(pod, &d)) {
-        explain_bound(c, pod, &d, f, jout);
+        explain_bound(c, pod, &d, req, n, f, jout);
     } else if (node != NULL) {
         fprintf(f,
                 "It runs on node %s, placed without vgpu (it carries no vgpu.io/decision for "

@@ -140,7 +140,7 @@ struct ctr {
     struct {
         char uuid[REGION_UUID_MAX];
         uint64_t used;
-        int64_t achieved_ppm, waited_ns;
+        int64_t achieved_ppm, waited_ns, held_ns;
     } devs[REGION_MAX_DEVICES];
     uint64_t closed, repaired;
     /* Dynamic MIG instances of the container, from its limits file's "# mig" lines. */
@@ -159,7 +159,7 @@ struct row {
     const char *uuid;
     uint64_t limit, used;
     unsigned share;
-    int64_t achieved_ppm, waited_ns;
+    int64_t achieved_ppm, waited_ns, held_ns;
     const char *status;
 };
 
@@ -285,6 +285,7 @@ static void ctr_read_region(struct ctr *c)
         c->devs[d].used = snap.devices[d].used;
         c->devs[d].achieved_ppm = snap.devices[d].achieved_ppm;
         c->devs[d].waited_ns = (int64_t)snap.devices[d].waited_ns;
+        c->devs[d].held_ns = (int64_t)snap.devices[d].held_ns;
     }
     c->ndev = snap.device_count;
     c->closed = snap.closed;
@@ -419,13 +420,14 @@ static void row_fill(struct row *r)
 {
     const struct ctr *c = r->c;
     r->used = 0;
-    r->achieved_ppm = r->waited_ns = 0;
+    r->achieved_ppm = r->waited_ns = r->held_ns = 0;
     r->status = !c->limits_ok ? c->limits_error : c->region_error[0] ? c->region_error : "";
     for (unsigned d = 0; d < c->ndev; d++)
         if (strcmp(c->devs[d].uuid, r->uuid) == 0) {
             r->used = c->devs[d].used;
             r->achieved_ppm = c->devs[d].achieved_ppm;
             r->waited_ns = c->devs[d].waited_ns;
+            r->held_ns = c->devs[d].held_ns;
         }
     if (!r->status[0])
         r->status = r->limit && r->used > r->limit ? "over its limit" : "ok";
@@ -560,11 +562,12 @@ static void print_text(struct top *t, FILE *f, size_t width, size_t height)
     fputc('\n', f);
     lines++;
     struct cli_table c;
-    cli_table_init(&c, wide ? 11 : 9);
-    cli_table_add_tabbed(
-        &c, wide ? "GPU\tNAMESPACE\tPOD\tCONTAINER\tMEMORY\tUSE\tCOMPUTE\tACHIEVED\tTHROTTLED\t"
-                   "STATUS\tDIRECTORY"
-                 : "GPU\tNAMESPACE\tPOD\tCONTAINER\tMEMORY\tUSE\tCOMPUTE\tACHIEVED\tTHROTTLED");
+    cli_table_init(&c, wide ? 13 : 11);
+    cli_table_add_tabbed(&c,
+                         wide ? "GPU\tNAMESPACE\tPOD\tCONTAINER\tMEMORY\tUSE\tCOMPUTE\tACHIEVED\t"
+                                "THROTTLED\tPRIO\tHELD\tSTATUS\tDIRECTORY"
+                              : "GPU\tNAMESPACE\tPOD\tCONTAINER\tMEMORY\tUSE\tCOMPUTE\tACHIEVED\t"
+                                "THROTTLED\tPRIO\tHELD");
     size_t shown = 0;
     cli_table_reserve(&c, nrows);
     for (size_t i = 0; i < nrows; i++) {
@@ -572,7 +575,7 @@ static void print_text(struct top *t, FILE *f, size_t width, size_t height)
         if (height && lines + 1 + shown + 1 >= height)
             break;
         /* Formatted by hand: this runs for every container at every refresh. */
-        char gpu[24], mem[64], use[24], share[24], ach[24], thr[CLI_CELL_MAX], *p;
+        char gpu[24], mem[64], use[24], share[24], ach[24], thr[24], held[CLI_CELL_MAX], *p;
         if (r->gpu >= 0)
             *cli_put_u64(gpu, t->gpus[r->gpu].index) = '\0';
         else
@@ -595,13 +598,18 @@ static void print_text(struct top *t, FILE *f, size_t width, size_t height)
         int64_t a = r->achieved_ppm > 0 ? r->achieved_ppm : 0;
         int64_t w = r->waited_ns > 0 ? r->waited_ns : 0;
         memcpy(cli_put_u64(ach, (uint64_t)(a + 5000) / 10000), "%", 2);
-        p = cli_put_tenths(thr, (uint64_t)(w / 100000000));
+        /* The limits file's priority ("-": its pod named none) and the time held. */
+        const char *prio = !r->c->limits_ok || !r->c->limits.priority_given ? "-"
+                           : r->c->limits.priority == VGPU_PRIORITY_HIGH    ? "high"
+                                                                            : "low";
+        memcpy(cli_put_tenths(thr, (uint64_t)(w / 100000000)), "s", 2);
+        p = cli_put_tenths(held, (uint64_t)((r->held_ns > 0 ? r->held_ns : 0) / 100000000));
         *p++ = 's';
         *p = '\0';
         bool ok = strcmp(r->status, "ok") == 0;
         if (!ok && !wide)
-            (void)vg_snprintf(p, sizeof thr - (size_t)(p - thr), "   %s", r->status);
-        const char *cells[11] = {gpu,
+            (void)vg_snprintf(p, sizeof held - (size_t)(p - held), "   %s", r->status);
+        const char *cells[13] = {gpu,
                                  r->c->ns[0] ? r->c->ns : "?",
                                  r->c->pod[0] ? r->c->pod : r->c->uid,
                                  r->c->container,
@@ -610,6 +618,8 @@ static void print_text(struct top *t, FILE *f, size_t width, size_t height)
                                  share,
                                  ach,
                                  thr,
+                                 prio,
+                                 held,
                                  r->status,
                                  r->c->dir};
         cli_table_add(&c, cells);
@@ -635,12 +645,17 @@ static json_t *json_of(struct top *t)
                 continue;
             json_array_append_new(
                 cs,
-                json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:f, s:f, s:s}", "namespace",
-                          r->c->ns, "pod", r->c->pod, "podUID", r->c->uid, "container",
+                json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:f, s:f, s:f, s:o, s:s}",
+                          "namespace", r->c->ns, "pod", r->c->pod, "podUID", r->c->uid, "container",
                           r->c->container, "uuid", r->uuid, "memoryUsedBytes", (json_int_t)r->used,
                           "memoryLimitBytes", (json_int_t)r->limit, "computeLimitPercent",
                           (int)r->share, "computeAchievedRatio", (double)r->achieved_ppm / 1e6,
-                          "throttledSeconds", (double)r->waited_ns / 1e9, "status", r->status));
+                          "throttledSeconds", (double)r->waited_ns / 1e9, "heldSeconds",
+                          (double)r->held_ns / 1e9, "priority",
+                          r->c->limits_ok && r->c->limits.priority_given
+                              ? json_integer(r->c->limits.priority)
+                              : json_null(),
+                          "status", r->status));
         }
         if (i < 0) {
             if (json_array_size(cs))

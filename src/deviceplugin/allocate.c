@@ -161,12 +161,13 @@ int dp_allocate_vgpu(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsi
     name = name != NULL ? name + 1 : container_dir;
     bool slots = false;
     for (unsigned i = 0; i < c->gpu_count; i++) {
-        unsigned cores = effective_cores(cfg, c->gpus[i].cores);
+        unsigned cores = dp_board_cores(cfg, match, i);
         char turn[1024], slot[1024];
         if (cores == 0)
             continue;
-        if ((rc = dp_board_paths(board, c->gpus[i].uuid, name, cores, turn, slot, sizeof turn,
-                                 err)) < 0 ||
+        if ((rc = dp_board_paths(board, c->gpus[i].uuid, name, cores,
+                                 match->priority_given && match->priority == 0, turn, slot,
+                                 sizeof turn, err)) < 0 ||
             (rc = dp_response_add_mount(out, turn, turn, false, err)) < 0 ||
             (rc = dp_response_add_mount(out, slot, slot, false, err)) < 0)
             return rc;
@@ -177,13 +178,22 @@ int dp_allocate_vgpu(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsi
     return 0;
 }
 
-int dp_board_paths(const char *board, const char *uuid, const char *name, unsigned cores,
+unsigned dp_board_cores(const struct dpconfig *cfg, const struct dp_match *match, unsigned gpu)
+{
+    unsigned cores = effective_cores(cfg, match->container.gpus[gpu].cores);
+    if (cores == 0 && match->priority_given)
+        cores = 100; /* priority without a share: on the board all the same */
+    return cores;
+}
+
+int dp_board_paths(const char *board, const char *uuid, const char *name, unsigned cores, bool high,
                    char *turn, char *slot, size_t size, struct vg_err *err)
 {
     if (!uuid[0] || strchr(uuid, '/') || strcmp(uuid, "..") == 0 || uuid[0] == '.')
         return vg_err_set(err, -EINVAL, "GPU UUID '%s' cannot name a board file", uuid);
     if (vg_snprintf(turn, size, "%s/%s.board", board, uuid) < 0 ||
-        vg_snprintf(slot, size, "%s/%s/%s.%u.slot", board, uuid, name, cores) < 0)
+        vg_snprintf(slot, size, "%s/%s/%s.%u%s.slot", board, uuid, name, cores,
+                    high ? ".high" : "") < 0)
         return vg_err_set(err, -ENAMETOOLONG, "board path too long");
     return 0;
 }
@@ -214,11 +224,13 @@ int dp_board_create(const struct dpconfig *cfg, const struct dp_match *match, co
     name = name != NULL ? name + 1 : dir;
     const struct annot_container *c = &match->container;
     for (unsigned i = 0; i < c->gpu_count; i++) {
-        unsigned cores = effective_cores(cfg, c->gpus[i].cores);
+        unsigned cores = dp_board_cores(cfg, match, i);
         char turn[1024], slot[1024], gpu_dir[1024];
         if (cores == 0)
             continue;
-        int rc = dp_board_paths(board, c->gpus[i].uuid, name, cores, turn, slot, sizeof turn, err);
+        int rc = dp_board_paths(board, c->gpus[i].uuid, name, cores,
+                                match->priority_given && match->priority == 0, turn, slot,
+                                sizeof turn, err);
         if (rc < 0)
             return rc;
         if (vg_snprintf(gpu_dir, sizeof gpu_dir, "%s/%s", board, c->gpus[i].uuid) < 0)
@@ -333,14 +345,20 @@ static int limits_text(const struct dpconfig *cfg, const struct dp_match *match,
             used += w > 0 ? (size_t)w : 0;
         }
     }
+    /* The priority its pod named (docs/compute.md, "Priority"): read-only, so the
+     * environment can only lower it. */
+    if (w >= 0 && match->priority_given) {
+        w = vg_snprintf(text + used, size - used, "CUDA_DEVICE_TASK_PRIORITY=%d\n",
+                        match->priority);
+        used += w > 0 ? (size_t)w : 0;
+    }
     /* Dynamic MIG: what vgpu top shows of each instance (a comment to libvgpu). */
     for (unsigned i = 0; i < c->gpu_count && w >= 0; i++) {
         const struct dp_match_mig *m = &match->mig[i];
         if (!m->uuid[0])
             continue;
-        w = vg_snprintf(text + used, sizeof(text) - used,
-                        "# mig %u %s %s gi %u start %u created %lld\n", i, m->uuid, m->profile,
-                        m->gi, m->start, (long long)m->created);
+        w = vg_snprintf(text + used, size - used, "# mig %u %s %s gi %u start %u created %lld\n", i,
+                        m->uuid, m->profile, m->gi, m->start, (long long)m->created);
         used += w > 0 ? (size_t)w : 0;
     }
     /* The board too: libvgpu takes no key the file may hold from the environment once
@@ -429,9 +447,6 @@ int dp_container_limits_update(const struct dpconfig *cfg, const struct dp_match
                                const char *dir, uint64_t generation, struct vg_err *err)
 {
     char path[1024], tmp[1024], text[8192];
-    int len = limits_text(cfg, match, dir, generation, text, sizeof text, err);
-    if (len < 0)
-        return len;
     if (vg_snprintf(path, sizeof(path), "%s/" DP_LIMITS_DIR "/limits", dir) < 0 ||
         vg_snprintf(tmp, sizeof(tmp), "%s/" DP_LIMITS_DIR "/limits.tmp", dir) < 0)
         return vg_err_set(err, -ENAMETOOLONG, "path too long");
@@ -458,6 +473,14 @@ int dp_container_limits_update(const struct dpconfig *cfg, const struct dp_match
                               dir, match->container.gpus[i].uuid, now.device_uuid[i]);
     if (now.generation > generation)
         return 0; /* a later resize is applied already */
+    /* The priority Allocate wrote stands (a resize changes memory and compute only; the
+     * decision does not carry it). */
+    struct dp_match m = *match;
+    m.priority_given = now.priority_given;
+    m.priority = now.priority;
+    int len = limits_text(cfg, &m, dir, generation, text, sizeof text, err);
+    if (len < 0)
+        return len;
     bool same = have_len == (size_t)len && memcmp(have, text, have_len) == 0;
     if (!same) {
         /* Complete and durable under its own name first: a reader, or a plugin killed at
@@ -672,6 +695,8 @@ uint64_t dp_match_digest(const struct dp_match *m)
         for (size_t k = 0; k < 2; k++)
             h = (h ^ v[k]) * 0x100000001b3ull;
     }
+    /* The limits file holds the priority too. */
+    h = (h ^ (m->priority_given ? 2u + (unsigned)m->priority : 0u)) * 0x100000001b3ull;
     return h;
 }
 

@@ -284,6 +284,10 @@ struct dp_match {
     char pod_namespace[ANNOT_NAME_MAX];
     char pod_name[ANNOT_NAME_MAX];
     struct annot_container container;
+    /* The container's nvidia.com/priority from the pod's spec (priority_given): 0 high,
+     * 1 low. Not given (a zeroed match): no priority key in its limits file. */
+    bool priority_given;
+    int priority;
     struct dp_match_mig mig[ANNOT_MAX_GPUS]; /* filled by Allocate; written to the limits
                                                 file as "# mig ..." lines for vgpu top */
 };
@@ -468,14 +472,19 @@ int dp_container_dir_create(const struct dpconfig *cfg, const struct dp_match *m
 int dp_container_create(const struct dpconfig *cfg, const struct dp_match *match, const char *dir,
                         bool prepared, struct vg_err *err);
 /* The compute board's files for the container of directory dir (docs/compute.md): for each
- * GPU it has a share of, <board>/<uuid>/ (0755), the GPU's turn file <board>/<uuid>.board
- * (kept when there) and the container's slot file <board>/<uuid>/<name>.<percent>.slot
- * (made new), both 0666: the container writes them through its writable mounts only. */
+ * GPU it has a share of (or every GPU when its pod names a priority), <board>/<uuid>/ (0755), the
+ * GPU's turn file <board>/<uuid>.board (kept when there) and the container's slot file
+ * <board>/<uuid>/<name>.<percent>.slot (made new), both 0666: the container writes them through its
+ * writable mounts only. */
 int dp_board_create(const struct dpconfig *cfg, const struct dp_match *match, const char *dir,
                     struct vg_err *err);
-/* The turn file and the slot file of container name on GPU uuid, each into size bytes. */
-int dp_board_paths(const char *board, const char *uuid, const char *name, unsigned cores,
+/* The turn file and the slot file of container name on GPU uuid, each into size bytes;
+ * high: its slot file says high priority (<name>.<percent>.high.slot). */
+int dp_board_paths(const char *board, const char *uuid, const char *name, unsigned cores, bool high,
                    char *turn, char *slot, size_t size, struct vg_err *err);
+/* The share a container's slot file names on a GPU (cores, 100 when it has none but a
+ * priority), 0 when it takes no part in the compute board there. */
+unsigned dp_board_cores(const struct dpconfig *cfg, const struct dp_match *match, unsigned gpu);
 /* Removes the slot files of pods not in live_uids (NULL-terminated); how many. */
 int dp_board_sweep(const char *board, const char *const *live_uids);
 /* Fills <region_dir>/.ready.<name> (staged, then renamed) for match ahead of its Allocate

@@ -23,6 +23,7 @@ struct pc_container {
     bool allocated; /* its directory is known to exist */
     unsigned gpu_count;
     struct annot_share *gpus;
+    int priority; /* nvidia.com/priority: 0 high, 1 low, -1 not named */
 };
 
 struct pc_entry {
@@ -235,6 +236,38 @@ static int container_resource(json_t *container, const char *key, bool memory, u
     return rc < 0 ? -1 : 1;
 }
 
+/* The container's nvidia.com/priority (limits first, requests as the fallback): -1 when
+ * it names none, 0 (high) or 1 (low); -2 for anything else (2, -1, "high"): the webhook
+ * refuses those, and a pod that got past it has no usable decision. */
+static int container_priority(json_t *container)
+{
+    json_t *res = json_object_get(container, "resources");
+    json_t *v = json_object_get(json_object_get(res, "limits"), "nvidia.com/priority");
+    if (v == NULL)
+        v = json_object_get(json_object_get(res, "requests"), "nvidia.com/priority");
+    if (v == NULL)
+        return -1;
+    if (json_is_integer(v))
+        return json_integer_value(v) == 0 || json_integer_value(v) == 1 ? (int)json_integer_value(v)
+                                                                        : -2;
+    const char *t = json_is_string(v) ? json_string_value(v) : "";
+    return (t[0] == '0' || t[0] == '1') && t[1] == '\0' ? t[0] - '0' : -2;
+}
+
+static json_t *spec_container(json_t *pod, const char *name)
+{
+    json_t *containers = json_object_get(json_object_get(pod, "spec"), "containers");
+    json_t *found = NULL, *c;
+    size_t i;
+    json_array_foreach(containers, i, c)
+    {
+        const char *n = str_at(c, "name", NULL);
+        if (n && strcmp(n, name) == 0)
+            found = c;
+    }
+    return found;
+}
+
 /* Why the decision's container dc does not belong to pod (into why), or NULL: the pod's
  * spec must have a container of that name whose GPU requests are the decision's: as many
  * GPUs (nvidia.com/gpu), and where the container sets them, the same memory per GPU
@@ -255,6 +288,11 @@ static const char *container_mismatch(json_t *pod, const struct annot_container 
     }
     if (!found) {
         vg_snprintf(why, size, "no container %s in its spec", dc->name);
+        return why;
+    }
+    if (container_priority(found) == -2) {
+        vg_snprintf(why, size, "container %s: nvidia.com/priority is not 0 (high) or 1 (low)",
+                    dc->name);
         return why;
     }
     uint64_t count = 0, mib = 0, cores = 0;
@@ -361,6 +399,8 @@ static struct pc_entry *entry_new(struct dp_podcache *c, const char *uid, json_t
         dst->gpu_count = src->gpu_count;
         dst->gpus = xcalloc(src->gpu_count ? src->gpu_count : 1, sizeof(*dst->gpus));
         memcpy(dst->gpus, src->gpus, src->gpu_count * sizeof(*dst->gpus));
+        json_t *sc = spec_container(pod, src->name);
+        dst->priority = sc != NULL ? container_priority(sc) : -1;
         if (src->gpu_count)
             e->pending++;
     }
@@ -472,6 +512,8 @@ static int fill(const struct pc_entry *e, const struct pc_container *pc, struct 
         return vg_err_set(err, -ENAMETOOLONG, "pod identity too long");
     out->container.gpu_count = pc->gpu_count;
     memcpy(out->container.gpus, pc->gpus, pc->gpu_count * sizeof(pc->gpus[0]));
+    out->priority_given = pc->priority >= 0;
+    out->priority = pc->priority >= 0 ? pc->priority : 1;
     return 0;
 }
 

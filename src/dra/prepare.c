@@ -113,8 +113,8 @@ static void remove_slots(const struct dra_node *node, const char *uid, const str
     for (unsigned k = 0; k < g->container.gpu_count; k++) {
         const struct annot_share *s = &g->container.gpus[k];
         if (has_slot(node->cfg, s) &&
-            dp_board_paths(node->cfg->vgpu.compute_board_dir, s->uuid, name, s->cores, turn, slot,
-                           sizeof slot, &ignored) == 0)
+            dp_board_paths(node->cfg->vgpu.compute_board_dir, s->uuid, name, s->cores, false, turn,
+                           slot, sizeof slot, &ignored) == 0)
             unlink(slot);
     }
 }

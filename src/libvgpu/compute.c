@@ -82,6 +82,9 @@ struct cdev {
     int64_t stall_ns;        /* waited on holders past VGC_TURN_GRACE_NS, summed over waits */
     int64_t stall_at;        /* ... last added to then */
     bool throttled;          /* a launch sleeps on the credit */
+    int prio;                /* VGPU_PRIORITY_HIGH or _LOW (docs/compute.md, "Priority") */
+    bool high_near;          /* low: a high-priority container is on the GPU */
+    int64_t queue_end;       /* when its queued work should be done, by the predictions */
     int64_t drained_at;      /* holding the turn, the queue drained then (0: it did not) */
 };
 
@@ -181,8 +184,13 @@ void vgc_setup(const struct vgpu_config *c, struct region *r, const char *region
         uint32_t pct = region_share(r, d); /* the configuration's, never the file's */
         struct cdev *cd = &rt.dev[d];
         cd->slot = -1;
-        if (pct == 0 || pct >= 100)
+        /* A container that names a priority takes part in it with or without a share:
+         * it publishes its work on the board (high) or holds its launches (low). */
+        if ((pct == 0 || pct >= 100) && !c->priority_given)
             continue;
+        if (pct == 0 || pct > 100)
+            pct = 100;
+        cd->prio = c->priority;
         cd->b = region_compute(r, d);
         cd->p.mode = mode;
         cd->p.share_ppm = (int64_t)pct * 10000;
@@ -205,9 +213,14 @@ void vgc_setup(const struct vgpu_config *c, struct region *r, const char *region
                    "error=\"%s\"", err.msg);
         cd->on = true;
         any = true;
-        vg_log(VG_LOG_INFO, "compute share enforced", "uuid=%s share=%u%% mode=%s burst=%u%%",
-               dc->uuid, pct, mode == VGPU_COMPUTE_BURST ? "burst" : "hard",
-               (unsigned)(cd->p.burst_ppm / 10000));
+        if (c->priority_given && (cd->board == NULL || !cd->bd.plugin))
+            vg_log(VG_LOG_WARN,
+                   "task priority needs the device plugin's compute board; not enforced",
+                   "uuid=%s priority=%d", dc->uuid, cd->prio);
+        vg_log(VG_LOG_INFO, "compute share enforced",
+               "uuid=%s share=%u%% mode=%s burst=%u%% priority=%d", dc->uuid, pct,
+               mode == VGPU_COMPUTE_BURST ? "burst" : "hard", (unsigned)(cd->p.burst_ppm / 10000),
+               cd->prio);
     }
     if (any)
         atomic_store_explicit(&vgc_active, 1, memory_order_release);
@@ -327,6 +340,12 @@ static void drained_locked(struct cdev *d, int64_t t)
     if (d->board == NULL || d->slot < 0)
         return;
     vgc_bd_set_pending(&d->bd, d->slot, false, t);
+    if (d->prio == VGPU_PRIORITY_HIGH && d->bd.plugin) {
+        /* Low-priority neighbours held on the turn's futex wait VGC_PRIO_IDLE_NS more. */
+        vgc_bd_note_idle(&d->bd, t);
+        atomic_fetch_add(&d->board->turn_seq, 1);
+        turn_wake(d);
+    }
     if (d->turn && !d->turn_closing && !d->throttled) {
         /* The launcher may be about to launch again: the turn is kept a moment. */
         d->drained_at = t;
@@ -426,6 +445,11 @@ static bool turn_disregard_locked(struct cdev *d, uint64_t *id, bool held, int64
         return false;
     struct vgc_slot_seen s;
     int i = vgc_bd_turn_confirm(&d->bd, *id, held, t, &s);
+    /* High priority never waits for a low-priority process's turn: it runs beside what
+     * that one has queued (at most VGC_PRIO_LOW_DEPTH_NS), which queues nothing more. */
+    bool high = d->prio == VGPU_PRIORITY_HIGH;
+    if (i >= 0 && high && !vgc_bd_id_high(&d->bd, (unsigned)i, *id))
+        return true;
     if (i >= 0)
         return turn_peer_disregard_locked(d, i, *id, held, &s, t, j);
     if (held) {
@@ -434,7 +458,8 @@ static bool turn_disregard_locked(struct cdev *d, uint64_t *id, bool held, int64
         uint64_t found;
         for (i = vgc_bd_turn_find(&d->bd, rt.owner, 0, t, &found, &s); i >= 0;
              i = vgc_bd_turn_find(&d->bd, rt.owner, (unsigned)i + 1, t, &found, &s))
-            if (s.pending && !turn_peer_disregard_locked(d, i, found, false, &s, t, j)) {
+            if (s.pending && !(high && !vgc_bd_id_high(&d->bd, (unsigned)i, found)) &&
+                !turn_peer_disregard_locked(d, i, found, false, &s, t, j)) {
                 *id = found;
                 return false;
             }
@@ -596,6 +621,74 @@ static int64_t turn_enter_locked(struct cdev *d)
     /* Owed is a wait for neighbours' fair turns, not for one that was let lapse (a dead or
      * forging holder). */
     return expired ? 0 : now_ns() - t0;
+}
+
+/* ---- priority ---- */
+
+/* Whether a high-priority container on d's GPU is active now; sets d->high_near. */
+static bool high_active_locked(struct cdev *d, int64_t t, int64_t *until)
+{
+    bool present = false;
+    *until = 0;
+    if (d->prio != VGPU_PRIORITY_LOW || d->board == NULL || !d->bd.plugin)
+        return false;
+    bool active = vgc_bd_high_active(&d->bd, t, &present, until);
+    d->high_near = present;
+    return active;
+}
+
+/* A low-priority launch waits (rt.lock held, released meanwhile) while a high-priority
+ * container on its GPU is active: it gives its turn back (high never waits for it) and
+ * looks again when the high one's work should be done by its predictions and its idle
+ * interval has passed, when a high process drains its queue (it wakes the turn's futex),
+ * or after VGC_PRIO_POLL_NS. The time held is counted in the region (held_ns, for the
+ * monitor). */
+static void prio_hold_locked(struct cdev *d)
+{
+    int64_t t0 = now_ns(), t = t0, until;
+    for (;;) {
+        uint32_t seq = atomic_load(&d->board->turn_seq); /* before the look: no lost wake */
+        if (!high_active_locked(d, t, &until))
+            break;
+        if (d->turn)
+            turn_release_locked(d);
+        pthread_mutex_unlock(&rt.lock);
+        /* Until the predicted end (a drain wakes it sooner), else a drain or the poll. */
+        int64_t left = until != 0 ? until - t : VGC_PRIO_POLL_NS;
+        turn_sleep(d, seq, left > 1000 ? left : 1000);
+        pthread_mutex_lock(&rt.lock);
+        t = now_ns();
+        if (t - d->bd.scanned_at >= VGC_SCAN_NS)
+            vgc_bd_scan(&d->bd, t); /* a high container that went away */
+    }
+    if (t > t0)
+        atomic_fetch_add_explicit(&d->b->held_ns, t - t0, memory_order_relaxed);
+}
+
+/* At exit the poller may not have settled the last launches (their work is done: the
+ * process synchronised, or it is going away), so the board still says this process has
+ * work pending: its low-priority neighbours would wait until its slot goes stale (1 s)
+ * and turn waiters until its turn lapses. It says it has none, without the lock (the
+ * poller may hold it when exit runs). */
+__attribute__((destructor)) static void vgc_exit(void)
+{
+    if (atomic_load_explicit(&vgc_active, memory_order_relaxed) == 0)
+        return;
+    int64_t t = now_ns();
+    for (int i = 0; i < REGION_MAX_DEVICES; i++) {
+        struct cdev *d = &rt.dev[i];
+        if (!d->on || d->board == NULL || d->slot < 0)
+            continue;
+        vgc_bd_set_pending(&d->bd, d->slot, false, t);
+        if (d->prio == VGPU_PRIORITY_HIGH && d->bd.plugin)
+            vgc_bd_note_idle(&d->bd, t - VGC_PRIO_IDLE_NS);
+        bool waiters = vgc_turn_release(d->board, rt.owner);
+        vgc_bd_turn_mark(&d->bd, d->slot, false);
+        vgc_bd_release(&d->bd, d->slot, rt.owner); /* gone from the GPU: nobody waits on it */
+        atomic_fetch_add(&d->board->turn_seq, 1);
+        if (waiters || d->prio == VGPU_PRIORITY_HIGH)
+            turn_wake(d);
+    }
 }
 
 /* ---- events ---- */
@@ -870,8 +963,14 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     }
     if (d->board != NULL && d->bd.plugin && now_ns() - d->bd.scanned_at >= VGC_SCAN_NS)
         vgc_bd_scan(&d->bd, now_ns()); /* containers come and go */
-    if (d->board != NULL && d->slot < 0)
+    if (d->board != NULL && d->slot < 0) {
         d->slot = vgc_bd_claim(&d->bd, rt.owner, d->container, now_ns());
+        /* Its environment may have lowered a high container's priority for it. */
+        if (d->slot >= 0)
+            vgc_bd_mark_low(&d->bd, d->slot, d->prio == VGPU_PRIORITY_LOW);
+    }
+    int64_t prio_until;
+    (void)high_active_locked(d, now_ns(), &prio_until); /* d->high_near */
     bool known;
     int64_t pred = vgc_predict(&rt.pred, key, &known);
     /* A launch of unknown cost counts as a whole time slice until it is measured: a long
@@ -883,6 +982,26 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
      * depth by itself (a graph, a kernel of a slice or more) runs dry while its poller
      * settles it, and every launch it makes then arrives behind a neighbour's slice, so
      * none of its intervals is ever clean. */
+    /* Beside a high-priority container a low one keeps at most VGC_PRIO_LOW_DEPTH_NS of
+     * work queued (at least one launch): that is what a high burst may find ahead of it.
+     * What is left of the queue is counted from the predictions (queue_end), so the next
+     * launch goes when the queue is that short, without waiting for the poller to settle
+     * the one before (a wake-up that would leave the GPU idle). */
+    if (d->prio == VGPU_PRIORITY_LOW && d->high_near) {
+        for (;;) {
+            int64_t t = now_ns(), left = d->queue_end > t ? d->queue_end - t : 0;
+            if (d->inflight_n == 0 ||
+                (left + depth <= VGC_PRIO_LOW_DEPTH_NS && rt.count < VGC_MAX_INFLIGHT))
+                break;
+            d->win_wanted = true;
+            int64_t w =
+                t + (left + depth > VGC_PRIO_LOW_DEPTH_NS ? left + depth - VGC_PRIO_LOW_DEPTH_NS
+                                                          : VGC_PRIO_POLL_NS);
+            struct timespec ts = {.tv_sec = (time_t)(w / 1000000000),
+                                  .tv_nsec = (long)(w % 1000000000)};
+            (void)pthread_cond_timedwait(&rt.room, &rt.lock, &ts);
+        }
+    }
     while (d->inflight_n > 1 &&
            (d->inflight_ns + depth > (d->turn ? VGC_TURN_DEPTH_NS : VGC_DEPTH_NS) ||
             rt.count >= VGC_MAX_INFLIGHT)) {
@@ -912,7 +1031,18 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
 
     pthread_mutex_lock(&rt.lock);
     d->throttled = false;
-    int64_t owed = turn_enter_locked(d);
+    int64_t owed = 0;
+    for (;;) {
+        if (d->prio == VGPU_PRIORITY_LOW)
+            prio_hold_locked(d);
+        owed = turn_enter_locked(d);
+        /* A high-priority container that became active while this one waited for its
+         * turn goes first. */
+        if (d->prio != VGPU_PRIORITY_LOW || !high_active_locked(d, now_ns(), &prio_until))
+            break;
+        if (d->turn && d->inflight_n == 0)
+            turn_release_locked(d);
+    }
     if (owed > 0)
         keep_locked(d, owed);
     vgc_charge(d->b, pred);
@@ -922,6 +1052,9 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     if (d->inflight_n++ == 0 && d->board != NULL && d->slot >= 0)
         vgc_bd_set_pending(&d->bd, d->slot, true, t);
     d->inflight_ns += depth;
+    d->queue_end = (d->queue_end > t && d->inflight_n > 1 ? d->queue_end : t) + depth;
+    if (d->prio == VGPU_PRIORITY_HIGH && d->board != NULL)
+        vgc_bd_note_busy(&d->bd, d->queue_end); /* low ones go when it should be done */
     struct vgc_view *v = &L->before;
     if (d->board != NULL && d->slot >= 0) {
         vgc_bd_view(&d->bd, d->slot, t, v);

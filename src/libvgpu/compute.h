@@ -297,13 +297,25 @@ struct vgc_slot_file {
      * turn word names it, cleared after the word no longer does: a turn counts only when
      * its holder's own file confirms it (vgc_bd_turn_confirm). */
     _Atomic uint64_t turn_held;
-    uint64_t spare[6];
+    /* Priority (docs/compute.md, "Priority"). The file's name says the container's
+     * priority as the plugin decided it (".high"); low_mask bit k: the process of procs[k]
+     * runs at low priority all the same (its environment lowered it), which only lowers.
+     * idle_at: when a high-priority process of the container last drained its queue (a
+     * time in the future counts as absent); busy_until: when the work its high processes
+     * queued should be done, by their predictions (the latest; 0: none yet). */
+    _Atomic uint64_t low_mask;
+    _Atomic int64_t idle_at;
+    _Atomic int64_t busy_until;
+    uint64_t spare[3];
     struct vgc_board_slot procs[VGC_CTR_PROCS];
 };
 
-/* Parses a slot file's name "<name>.<percent>.slot": the container's name (letters,
- * digits, '-', '_'; at most VGC_NAME_MAX - 1 bytes) and its decided share (1..100 %, no
- * leading zero) in ppm. 0, or -EINVAL with err set. */
+/* Parses a slot file's name "<name>.<percent>.slot" or "<name>.<percent>.high.slot": the
+ * container's name (letters, digits, '-', '_'; at most VGC_NAME_MAX - 1 bytes), its
+ * decided share (1..100 %, no leading zero) in ppm and, when high is not NULL, whether
+ * the plugin gave it high priority (".high"). 0, or -EINVAL with err set. */
+int vgc_slot_name_parse_prio(const char *fname, char *name, size_t name_size, int64_t *share_ppm,
+                             bool *high, struct vg_err *err);
 int vgc_slot_name_parse(const char *fname, char *name, size_t name_size, int64_t *share_ppm,
                         struct vg_err *err);
 
@@ -357,6 +369,7 @@ struct vgc_peer {
     uint64_t id;           /* the file's identity (device, inode) */
     void *map;             /* to unmap (NULL: the reader's own file, mapped writable) */
     bool seen;             /* in the directory at the last scan */
+    bool high;             /* the plugin gave it high priority (its file's name) */
     struct vgc_allow turn; /* what its turns may still keep this reader waiting */
 };
 
@@ -385,6 +398,8 @@ void vgc_bd_scan(struct vgc_bd *bd, int64_t now);
  * the plugin, into the shared file without. */
 int vgc_bd_claim(struct vgc_bd *bd, uint64_t owner, uint64_t container, int64_t now);
 void vgc_bd_set_pending(struct vgc_bd *bd, int slot, bool pending, int64_t now);
+/* Gives process slot `slot` back (its owner going away): free, nothing pending. */
+void vgc_bd_release(struct vgc_bd *bd, int slot, uint64_t owner);
 void vgc_bd_heartbeat(struct vgc_bd *bd, int slot, int64_t share_ppm, int64_t claim_ppm,
                       int64_t now);
 void vgc_bd_view(const struct vgc_bd *bd, int slot, int64_t now, struct vgc_view *v);
@@ -406,6 +421,39 @@ int vgc_bd_turn_find(const struct vgc_bd *bd, uint64_t self, unsigned from, int6
                      uint64_t *id, struct vgc_slot_seen *seen);
 /* Sets or clears this process's turn_held bit (slot: its index in its own file). */
 void vgc_bd_turn_mark(struct vgc_bd *bd, int slot, bool held);
+
+/* ---- priority: low-priority launches wait while a high-priority container works ----
+ *
+ * A container's priority for its neighbours is its slot file's name (only the plugin
+ * writes names); a process can mark itself low in its own file (low_mask), never high.
+ * A high-priority container is active while one of its high processes has work pending
+ * (a valid, fresh slot) and its predicted end (busy_until) is not VGC_PRIO_IDLE_NS past,
+ * or it drained less than VGC_PRIO_IDLE_NS ago (idle_at); low-priority
+ * processes on the GPU hold their launches meanwhile, and keep at most
+ * VGC_PRIO_LOW_DEPTH_NS of predicted work queued (at least one launch) while any
+ * high-priority container is on the GPU, so that a high burst waits at most for that. */
+#define VGC_PRIO_IDLE_NS      INT64_C(250000)   /* high idle this long: low goes again */
+#define VGC_PRIO_LOW_DEPTH_NS INT64_C(800000)   /* low's queue beside a high container */
+#define VGC_PRIO_POLL_NS      INT64_C(20000000) /* a held launch looks again at least this often */
+
+/* Whether the process `slot` of peer i runs at high priority (its file's name says high,
+ * and its low_mask bit is clear). */
+bool vgc_bd_proc_high(const struct vgc_bd *bd, unsigned i, unsigned slot);
+/* Whether process id (owner) of peer i runs at high priority; false when not found. */
+bool vgc_bd_id_high(const struct vgc_bd *bd, unsigned i, uint64_t id);
+/* Any high-priority container other than the reader's own on the GPU (*present), and
+ * whether one is active at now; *until: when the active ones stop counting as active,
+ * by their predictions and drain times (0: not known within VGC_PRIO_POLL_NS, or none is
+ * active). Plugin layout only (false otherwise). */
+bool vgc_bd_high_active(const struct vgc_bd *bd, int64_t now, bool *present, int64_t *until);
+/* Sets (low) or clears this process's low_mask bit: set when it runs at low priority in a
+ * file named high, cleared for any other new owner of the slot. */
+void vgc_bd_mark_low(struct vgc_bd *bd, int slot, bool low);
+/* A high process of this container drained its queue at now. */
+void vgc_bd_note_idle(struct vgc_bd *bd, int64_t now);
+/* A high process of this container queued work predicted to be done at until (kept when
+ * an earlier one is later). */
+void vgc_bd_note_busy(struct vgc_bd *bd, int64_t until);
 
 /* Installs libvgpu's SIGBUS handler (once): a board mapping that a neighbour truncated
  * is replaced by zero pages (a free turn, empty slots) instead of killing the process;

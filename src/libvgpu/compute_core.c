@@ -678,11 +678,21 @@ int64_t vgc_board_others_share(const struct vgc_board *b, uint64_t container, in
 int vgc_slot_name_parse(const char *fname, char *name, size_t name_size, int64_t *share_ppm,
                         struct vg_err *err)
 {
+    return vgc_slot_name_parse_prio(fname, name, name_size, share_ppm, NULL, err);
+}
+
+int vgc_slot_name_parse_prio(const char *fname, char *name, size_t name_size, int64_t *share_ppm,
+                             bool *high, struct vg_err *err)
+{
     size_t len = strlen(fname);
-    static const char suffix[] = ".slot";
+    static const char suffix[] = ".slot", hi[] = ".high";
     if (len <= sizeof suffix - 1 || strcmp(fname + len - (sizeof suffix - 1), suffix) != 0)
         return vg_err_set(err, -EINVAL, "slot file \"%s\": not <name>.<percent>.slot", fname);
     len -= sizeof suffix - 1;
+    bool is_high =
+        len > sizeof hi - 1 && memcmp(fname + len - (sizeof hi - 1), hi, sizeof hi - 1) == 0;
+    if (is_high)
+        len -= sizeof hi - 1;
     size_t dot = len;
     while (dot > 0 && fname[dot - 1] != '.')
         dot--;
@@ -711,6 +721,8 @@ int vgc_slot_name_parse(const char *fname, char *name, size_t name_size, int64_t
     memcpy(name, fname, nlen);
     name[nlen] = '\0';
     *share_ppm = pct * 10000;
+    if (high != NULL)
+        *high = is_high;
     return 0;
 }
 
@@ -757,9 +769,10 @@ void vgc_bd_scan(struct vgc_bd *bd, int64_t now)
     while ((e = readdir(d)) != NULL) {
         char name[VGC_NAME_MAX];
         int64_t bound;
+        bool high = false;
         struct vg_err ignored;
         if (e->d_name[0] == '.' ||
-            vgc_slot_name_parse(e->d_name, name, sizeof name, &bound, &ignored) != 0)
+            vgc_slot_name_parse_prio(e->d_name, name, sizeof name, &bound, &high, &ignored) != 0)
             continue;
         bool own = bd->own == NULL && bd->name[0] != '\0' && strcmp(name, bd->name) == 0;
         uint64_t id = 0;
@@ -796,6 +809,7 @@ void vgc_bd_scan(struct vgc_bd *bd, int64_t now)
         p->slots = f->procs;
         p->nslots = VGC_CTR_PROCS;
         p->bound_ppm = bound;
+        p->high = high;
         p->id = id;
         p->map = id == bd->own_id ? NULL : f;
         p->seen = true;
@@ -856,6 +870,20 @@ int vgc_bd_claim(struct vgc_bd *bd, uint64_t owner, uint64_t container, int64_t 
 void vgc_bd_set_pending(struct vgc_bd *bd, int slot, bool pending, int64_t now)
 {
     slot_set_pending(bd_slot(bd, slot), pending, now);
+}
+
+void vgc_bd_release(struct vgc_bd *bd, int slot, uint64_t owner)
+{
+    if (!bd->plugin) {
+        vgc_board_release(bd->shared, slot, owner);
+        return;
+    }
+    if (bd->own == NULL || slot < 0 || slot >= VGC_CTR_PROCS)
+        return;
+    struct vgc_board_slot *s = &bd->own->procs[slot];
+    atomic_store(&s->pending, 0);
+    atomic_fetch_add(&s->flips, 1);
+    atomic_compare_exchange_strong(&s->owner, &owner, 0);
 }
 
 void vgc_bd_heartbeat(struct vgc_bd *bd, int slot, int64_t share_ppm, int64_t claim_ppm,
@@ -983,6 +1011,101 @@ void vgc_bd_turn_mark(struct vgc_bd *bd, int slot, bool held)
         atomic_fetch_or(&bd->own->turn_held, bit);
     else
         atomic_fetch_and(&bd->own->turn_held, ~bit);
+}
+
+/* ---- priority ---- */
+
+bool vgc_bd_proc_high(const struct vgc_bd *bd, unsigned i, unsigned slot)
+{
+    if (!bd->plugin || i >= bd->n || bd->p[i].slots == NULL || !bd->p[i].high || slot >= 64)
+        return false;
+    return (atomic_load(&peer_file(&bd->p[i])->low_mask) >> slot & 1) == 0;
+}
+
+bool vgc_bd_id_high(const struct vgc_bd *bd, unsigned i, uint64_t id)
+{
+    if (!bd->plugin || i >= bd->n || bd->p[i].slots == NULL || id == 0)
+        return false;
+    for (unsigned k = 0; k < bd->p[i].nslots; k++)
+        if (atomic_load(&bd->p[i].slots[k].owner) == id)
+            return vgc_bd_proc_high(bd, i, k);
+    return false;
+}
+
+bool vgc_bd_high_active(const struct vgc_bd *bd, int64_t now, bool *present, int64_t *until)
+{
+    *present = false;
+    *until = 0;
+    if (!bd->plugin)
+        return false;
+    bool active = false, open = false; /* open: an active one whose end is not known */
+    int64_t end = 0;
+    for (unsigned i = 0; i < bd->n; i++) {
+        const struct vgc_peer *p = &bd->p[i];
+        if (p->slots == NULL || p->map == NULL || !p->high)
+            continue; /* free, the reader's own container, or low */
+        bool live = false, pending = false;
+        for (unsigned k = 0; k < p->nslots; k++) {
+            struct vgc_slot_seen ss;
+            if (!vgc_bd_proc_high(bd, i, k) || !vgc_slot_read(&p->slots[k], now, 0, &ss))
+                continue;
+            live = true;
+            pending = pending || ss.pending;
+        }
+        if (!live)
+            continue; /* no process of it on the GPU */
+        *present = true;
+        const struct vgc_slot_file *f = peer_file(p);
+        if (pending) {
+            /* The work it queued should be done by its predicted end: its poller may be
+             * late to say so (a wake-up that would leave the GPU idle). A time in the past
+             * only makes it look idle sooner, its own loss; a far one is no more than the
+             * pending flag already says. */
+            int64_t busy = atomic_load(&f->busy_until);
+            if (busy > 0 && busy <= now - VGC_PRIO_IDLE_NS)
+                continue;
+            active = true;
+            if (busy > 0 && busy + VGC_PRIO_IDLE_NS - now <= VGC_PRIO_POLL_NS)
+                end = max64(end, busy + VGC_PRIO_IDLE_NS);
+            else
+                open = true;
+            continue;
+        }
+        /* Drained a moment ago: the next launch of a burst is likely on its way. A time
+         * from the future is forged and counts as absent. */
+        int64_t idle = atomic_load(&f->idle_at);
+        if (idle <= now && now - idle < VGC_PRIO_IDLE_NS) {
+            active = true;
+            end = max64(end, idle + VGC_PRIO_IDLE_NS);
+        }
+    }
+    *until = active && !open ? end : 0;
+    return active;
+}
+
+void vgc_bd_mark_low(struct vgc_bd *bd, int slot, bool low)
+{
+    if (!bd->plugin || bd->own == NULL || slot < 0 || slot >= VGC_CTR_PROCS)
+        return;
+    if (low)
+        atomic_fetch_or(&bd->own->low_mask, UINT64_C(1) << slot);
+    else
+        atomic_fetch_and(&bd->own->low_mask, ~(UINT64_C(1) << slot));
+}
+
+void vgc_bd_note_idle(struct vgc_bd *bd, int64_t now)
+{
+    if (bd->plugin && bd->own != NULL)
+        atomic_store(&bd->own->idle_at, now);
+}
+
+void vgc_bd_note_busy(struct vgc_bd *bd, int64_t until)
+{
+    if (!bd->plugin || bd->own == NULL)
+        return;
+    int64_t cur = atomic_load(&bd->own->busy_until);
+    while (cur < until && !atomic_compare_exchange_weak(&bd->own->busy_until, &cur, until))
+        ;
 }
 
 bool vgc_turn_take(struct vgc_board *b, uint64_t owner, int64_t now, int64_t until)

@@ -38,6 +38,11 @@ const struct vgpu_key vgpu_config_keys[] = {
     {"VGPU_DEVICE_UUID", VGPU_KEY_UUID, true, true, "none",
      "_<n> only: NVML UUID (GPU-... or MIG-...) of the GPU the n-th limits are for; written "
      "by the device plugin for vgpu-monitor; ignored in the environment"},
+    {"CUDA_DEVICE_TASK_PRIORITY", VGPU_KEY_PRIORITY, false, true, "1",
+     "task priority: 0 (high: low-priority containers on the GPU wait while it has work) or "
+     "1 (low); from the environment it can only lower the limits file's"},
+    {"CUDA_TASK_PRIORITY", VGPU_KEY_PRIORITY, false, false, "1",
+     "HAMi-core's name for CUDA_DEVICE_TASK_PRIORITY; environment only, can only lower it"},
     {"VGPU_LIMITS_GENERATION", VGPU_KEY_GENERATION, false, true, "none",
      "the limits' generation, 1..2^63-1, written by the device plugin after a live resize: "
      "the environment's limits no longer lower a file that has one; ignored in the "
@@ -60,6 +65,7 @@ void vgpu_config_init(struct vgpu_config *c)
     c->log_level = -1;
     c->compute_mode = VGPU_COMPUTE_HARD;
     c->burst_limit = 100;
+    c->priority = VGPU_PRIORITY_LOW;
     (void)vg_strlcpy(c->board_dir, VGPU_DEFAULT_BOARD_DIR, sizeof c->board_dir);
 }
 
@@ -223,6 +229,17 @@ int vgpu_config_apply(struct vgpu_config *c, const char *name, size_t name_len, 
             (void)vg_strlcpy(c->device_uuid[index], value, sizeof c->device_uuid[index]);
         return 0;
     }
+    case VGPU_KEY_PRIORITY:
+        /* Exactly "0" or "1": anything else (2, -1, "high", " 0") is refused, never read
+         * as a default that could rank a tenant above its neighbours. */
+        if ((value[0] != '0' && value[0] != '1') || value[1] != '\0')
+            return vg_err_set(err, -EINVAL, "%s=\"%s\": want 0 (high) or 1 (low)", key->name,
+                              value);
+        /* Of the two names the lower priority (the larger number) wins. */
+        if (!c->priority_given || value[0] - '0' > c->priority)
+            c->priority = value[0] - '0';
+        c->priority_given = true;
+        return 0;
     }
     return vg_err_set(err, -EINVAL, "%s: unhandled key kind", key->name);
 }
@@ -373,6 +390,16 @@ static void flatten(struct vgpu_config *c)
     c->sm_limit_all = sm;
 }
 
+/* A priority can only be lowered (0 high -> 1 low), never raised. */
+static void lower_priority(struct vgpu_config *c, const struct vgpu_config *other)
+{
+    if (other->priority_given) {
+        if (other->priority > c->priority)
+            c->priority = other->priority;
+        c->priority_given = true;
+    }
+}
+
 /* Lowers c's limits to other's where other's are lower. */
 static void lower_limits(struct vgpu_config *c, const struct vgpu_config *other)
 {
@@ -386,6 +413,7 @@ static void lower_limits(struct vgpu_config *c, const struct vgpu_config *other)
     }
     c->memory_limit_all = lower(c->memory_limit_all, other->memory_limit_all);
     c->sm_limit_all = (uint32_t)lower(c->sm_limit_all, other->sm_limit_all);
+    lower_priority(c, other);
     c->memory_limit_set = false;
     for (unsigned n = 0; n < VGPU_CONFIG_MAX_DEVICES; n++)
         c->memory_limit_set |= c->memory_limit[n] != 0;
@@ -441,6 +469,7 @@ int vgpu_config_load_at(struct vgpu_config *c, char *const *envp, const char *fi
     /* A resized container's file decides alone: the environment was fixed when the
      * container started, and every process must read the same limits from the same file,
      * whenever it started (docs/libvgpu.md, "Live resize"). */
+    lower_priority(c, &env); /* a process may always run at low priority */
     if (c->generation > 0)
         return 0;
     lower_limits(c, &env);

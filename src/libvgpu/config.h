@@ -46,18 +46,23 @@
 #define VGPU_CONFIG_UUID_MAX     64 /* VGPU_DEVICE_UUID_<n>, with the NUL */
 
 enum vgpu_key_kind {
-    VGPU_KEY_BYTES,     /* "<number>" bytes or with k/m/g (binary); 0 = no limit */
-    VGPU_KEY_PERCENT,   /* 0 (no limit) or 1..100 */
-    VGPU_KEY_PATH,      /* absolute path, at most VGPU_CONFIG_PATH_MAX - 1 bytes */
-    VGPU_KEY_MIB,       /* a number of MiB, 0..65536 */
-    VGPU_KEY_LOGLEVEL,  /* error | warn | info | debug */
-    VGPU_KEY_POLICY,    /* GPU_CORE_UTILIZATION_POLICY: default | force | disable */
-    VGPU_KEY_MODE,      /* VGPU_COMPUTE_MODE: hard | burst | disable */
-    VGPU_KEY_BURST,     /* VGPU_COMPUTE_BURST_LIMIT: percent 1..100 */
-    VGPU_KEY_DIR,       /* VGPU_COMPUTE_BOARD: absolute directory path */
-    VGPU_KEY_UUID,      /* VGPU_DEVICE_UUID_<n>: GPU-... or MIG-..., limits file only */
-    VGPU_KEY_GENERATION /* VGPU_LIMITS_GENERATION: 1..2^63-1, limits file only */
+    VGPU_KEY_BYTES,      /* "<number>" bytes or with k/m/g (binary); 0 = no limit */
+    VGPU_KEY_PERCENT,    /* 0 (no limit) or 1..100 */
+    VGPU_KEY_PATH,       /* absolute path, at most VGPU_CONFIG_PATH_MAX - 1 bytes */
+    VGPU_KEY_MIB,        /* a number of MiB, 0..65536 */
+    VGPU_KEY_LOGLEVEL,   /* error | warn | info | debug */
+    VGPU_KEY_POLICY,     /* GPU_CORE_UTILIZATION_POLICY: default | force | disable */
+    VGPU_KEY_MODE,       /* VGPU_COMPUTE_MODE: hard | burst | disable */
+    VGPU_KEY_BURST,      /* VGPU_COMPUTE_BURST_LIMIT: percent 1..100 */
+    VGPU_KEY_DIR,        /* VGPU_COMPUTE_BOARD: absolute directory path */
+    VGPU_KEY_UUID,       /* VGPU_DEVICE_UUID_<n>: GPU-... or MIG-..., limits file only */
+    VGPU_KEY_GENERATION, /* VGPU_LIMITS_GENERATION: 1..2^63-1, limits file only */
+    VGPU_KEY_PRIORITY    /* CUDA_DEVICE_TASK_PRIORITY, CUDA_TASK_PRIORITY: 0 (high) or 1 (low) */
 };
+
+/* Task priority (docs/compute.md, "Priority"): HAMi's nvidia.com/priority. */
+#define VGPU_PRIORITY_HIGH 0
+#define VGPU_PRIORITY_LOW  1
 
 /* How the compute share is enforced (docs/compute.md). */
 enum vgpu_compute_mode {
@@ -101,6 +106,10 @@ struct vgpu_config {
     /* VGPU_DEVICE_UUID_<n> from the limits file: which GPU the n-th limit is for ("" when
      * not given). libvgpu does not need it; vgpu-monitor matches NVML's processes with it. */
     char device_uuid[VGPU_CONFIG_MAX_DEVICES][VGPU_CONFIG_UUID_MAX];
+    /* Task priority, VGPU_PRIORITY_HIGH or _LOW (the default). In a vgpu container the
+     * limits file decides it and the environment can only lower it (0 -> 1). */
+    int priority;
+    bool priority_given; /* some source named a priority: the limiter takes part in it */
     /* VGPU_LIMITS_GENERATION from the limits file (0: none, never resized). A file with
      * one is not lowered by the environment (the limits a live resize set hold for every
      * process alike). */

@@ -167,6 +167,8 @@ enum col {
     R_SHARE,
     R_THROTTLED,
     R_BUSY,
+    R_PRIORITY,
+    R_HELD,
     /* per container */
     C_REFUSED,
     C_CLOSED,
@@ -219,6 +221,11 @@ static const struct fam fams[] = {
      "Time the container's kernel launches waited for its compute share (its region)."},
     {R_BUSY, "vgpu_container_gpu_busy_seconds_total", "counter",
      "GPU time the container's kernels used (its region)."},
+    {R_PRIORITY, "vgpu_container_priority", "gauge",
+     "The container's task priority, 0 high or 1 low (its limits file; absent: none named)."},
+    {R_HELD, "vgpu_container_priority_held_seconds_total", "counter",
+     "Time the container's kernel launches waited behind a high-priority container (its "
+     "region)."},
     {C_REFUSED, "vgpu_container_allocations_refused_total", "counter",
      "GPU memory allocations refused because they would pass the container's limit."},
     {C_CLOSED, "vgpu_container_allocations_failed_closed_total", "counter",
@@ -314,6 +321,12 @@ static bool row_value(enum col col, const struct mon_ctr_stats *c, struct num *n
         return c->region;
     case R_BUSY:
         *n = frac(c->busy_ns, 1000000000, 9);
+        return c->region;
+    case R_PRIORITY:
+        *n = u(c->priority > 0 ? 1 : 0);
+        return c->priority >= 0;
+    case R_HELD:
+        *n = frac(c->held_ns, 1000000000, 9);
         return c->region;
     case C_REFUSED:
         *n = u(c->refused);

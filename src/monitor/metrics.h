@@ -73,6 +73,8 @@ struct mon_ctr_stats {
     unsigned share_percent; /* compute share, 0: none */
     bool region;            /* the region was read: the values below are valid */
     uint64_t used, busy_ns, waited_ns;
+    uint64_t held_ns; /* launches held behind a high-priority container */
+    int priority;     /* task priority from its limits file: 0 high, 1 low; -1 none named */
     uint32_t achieved_ppm;
     uint64_t refused, closed;         /* per container */
     uint64_t violations, kills;       /* the watchdog's actions on the container */

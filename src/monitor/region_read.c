@@ -93,6 +93,7 @@ int mon_region_parse(const void *buf, size_t len, uint64_t file_size,
         uint64_t ppm = nonneg(c + offsetof(struct region_compute, achieved_ppm));
         o->achieved_ppm = ppm > 1000000 ? 1000000 : (uint32_t)ppm;
         o->closed_launches = nonneg(c + offsetof(struct region_compute, closed_n));
+        o->held_ns = nonneg(c + offsetof(struct region_compute, held_ns));
     }
     out->device_count = count;
     out->closed = get_u64(b + OFF_CLOSED);

@@ -35,6 +35,7 @@ struct mon_region_device {
     uint64_t waited_ns;         /* time launches spent throttled, only grows */
     uint32_t achieved_ppm;      /* achieved compute share, 0..1,000,000 */
     uint64_t closed_launches;   /* launches charged their wall time (fail-closed) */
+    uint64_t held_ns;           /* time launches waited behind high priority, only grows */
 };
 
 struct mon_region_snapshot {

@@ -30,6 +30,7 @@ struct entry {
     char uuid[VGPU_CONFIG_MAX_DEVICES][VGPU_CONFIG_UUID_MAX];
     uint64_t limit[VGPU_CONFIG_MAX_DEVICES];
     unsigned share[VGPU_CONFIG_MAX_DEVICES];
+    int priority; /* CUDA_DEVICE_TASK_PRIORITY, -1 when the file names none */
     struct mon_limits_mig mig[VGPU_CONFIG_MAX_DEVICES];
     int state;      /* the last error kind, -1 when fine: logs go out on a change */
     int fd;         /* the region, kept open between scans; -1 when not */
@@ -154,6 +155,7 @@ static struct entry *add(struct mon_scan *s, const char *name, bool resort)
     memcpy(e->pod_uid, name, MON_UID_MAX - 1);
     (void)vg_strlcpy(e->container, name + MON_UID_MAX, sizeof e->container);
     e->state = -1;
+    e->priority = -1;
     e->fd = -1;
     e->seen = s->gen;
     s->entries[s->count++] = e;
@@ -203,6 +205,7 @@ static void read_limits(struct mon_scan *s, struct entry *e, uint64_t *errors)
     int rc = mon_limits_read(s->dir, e->pod_uid, e->container, &l, &err);
     if (rc < 0) {
         e->limits_ok = false;
+        e->priority = -1;
         if (rc != -ENOENT) /* no limits (yet, or any more): not a container to show */
             set_state(e, MON_ERR_LIMITS, err.msg, errors);
         return;
@@ -217,6 +220,7 @@ static void read_limits(struct mon_scan *s, struct entry *e, uint64_t *errors)
         if (c->device_uuid[i][0] || c->memory_limit_given[i])
             e->ndev = i + 1;
     }
+    e->priority = c->priority_given ? c->priority : -1;
     memcpy(e->mig, l.mig, sizeof e->mig);
     e->limits_ok = true;
 }
@@ -321,6 +325,7 @@ static void rows_of(struct mon_scan *s, struct entry *e, int dfd, const char *co
                                     .first = first,
                                     .memory_limit = by_limits ? e->limit[i] : 0,
                                     .share_percent = by_limits ? e->share[i] : 0,
+                                    .priority = e->priority,
                                     .violations = e->violations,
                                     .kills = e->kills,
                                     .mig = by_limits && e->mig[i].uuid[0] ? &e->mig[i] : NULL};
@@ -338,6 +343,7 @@ static void rows_of(struct mon_scan *s, struct entry *e, int dfd, const char *co
                 row.used = d->used;
                 row.busy_ns = d->busy_ns;
                 row.waited_ns = d->waited_ns;
+                row.held_ns = d->held_ns;
                 row.achieved_ppm = d->achieved_ppm;
                 row.refused = snap.refused;
                 row.closed = snap.closed;

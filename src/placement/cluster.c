@@ -168,6 +168,8 @@ int place_allocate(struct place_cluster *c, const struct place_request *r,
         g->milli_used += d->milli;
         g->mem_used_mib += d->mem_mib[i];
         g->tenants++;
+        if (r->high)
+            g->high++;
         if (d->exclusive)
             g->exclusive = 1;
     }
@@ -201,6 +203,8 @@ int place_release(struct place_cluster *c, const struct place_request *r,
         g->milli_used -= d->milli;
         g->mem_used_mib -= d->mem_mib[i];
         g->tenants--;
+        if (r->high && g->high > 0)
+            g->high--;
         if (d->exclusive)
             g->exclusive = 0;
     }

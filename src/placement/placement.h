@@ -42,6 +42,7 @@ struct place_gpu {
     uint64_t mem_used_mib;
     uint32_t milli_used; /* compute handed out, 0..1000 */
     uint32_t exclusive;  /* tenants holding the card exclusively (0 or 1) */
+    uint16_t high;       /* high-priority tenants (nvidia.com/priority 0) */
 };
 
 struct place_label {
@@ -111,6 +112,9 @@ struct place_request {
     uint64_t gpu_mem_mib; /* memory per GPU in MiB; 0 = none asked */
     uint32_t gpu_mem_pct; /* memory per GPU as % of the card (1..100); 0 = unset */
     bool exclusive;       /* whole cards: no co-tenant before or after */
+    bool high;            /* high task priority: counted in place_gpu.high */
+    bool avoid_high;      /* cards that already hold a high-priority tenant are not usable
+                             (the scheduler's first pass for a high-priority pod) */
     bool numa_bind;       /* all GPUs on one NUMA node */
     bool type_exact;      /* type lists match model names exactly (trace gpu_spec) rather
                              than HAMi's case-insensitive substring */

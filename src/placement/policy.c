@@ -524,9 +524,10 @@ static bool request_equal(const struct place_request *a, const struct place_requ
     return a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib &&
            a->gpu_count == b->gpu_count && a->gpu_milli == b->gpu_milli &&
            a->gpu_mem_mib == b->gpu_mem_mib && a->gpu_mem_pct == b->gpu_mem_pct &&
-           a->exclusive == b->exclusive && a->numa_bind == b->numa_bind &&
-           a->type_exact == b->type_exact && a->model_mask == b->model_mask &&
-           a->pod_class == b->pod_class && a->type_include_count == b->type_include_count &&
+           a->exclusive == b->exclusive && a->numa_bind == b->numa_bind && a->high == b->high &&
+           a->avoid_high == b->avoid_high && a->type_exact == b->type_exact &&
+           a->model_mask == b->model_mask && a->pod_class == b->pod_class &&
+           a->type_include_count == b->type_include_count &&
            a->type_exclude_count == b->type_exclude_count &&
            a->uuid_include_count == b->uuid_include_count &&
            a->uuid_exclude_count == b->uuid_exclude_count &&

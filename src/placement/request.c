@@ -122,6 +122,8 @@ bool place_gpu_usable(const struct place_gpu *g, const struct place_request *r)
         return false;
     if (r->exclusive && g->tenants > 0)
         return false;
+    if (r->avoid_high && g->high > 0)
+        return false;
     if (g->slots != 0 && g->tenants >= g->slots)
         return false;
     if (g->milli_used > PLACE_GPU_MILLI)

@@ -101,7 +101,9 @@ struct region_compute {
      * time instead (fail-closed), and which reasons it met (bits of enum vgc_closed). */
     _Atomic int64_t closed_n;
     _Atomic int64_t closed_why;
-    _Atomic int64_t spare[1]; /* zero */
+    /* Time launches spent held behind a high-priority container (docs/compute.md,
+     * "Priority"), only grows. */
+    _Atomic int64_t held_ns;
 };
 
 struct region;

@@ -139,9 +139,47 @@ static const char *request_name(const void *arg, unsigned k)
 
 /* Decides and charges every container of the pod among the nodes in s->offered.
  * Returns the record (charged) or NULL when nothing fits. */
+static struct sched_pod *decide_pod_once(struct sched_state *s, const char *key,
+                                         struct sched_container_request *reqs, int count,
+                                         const struct sched_pod_policy *pp, struct vg_err *err);
+
+/* Task priority (docs/scheduler.md, "Priority"): a high-priority pod's containers first
+ * try only GPUs that hold no high-priority container yet, so that two high-priority pods
+ * share a GPU only when no offered GPU can take the pod otherwise. */
 static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
                                     struct sched_container_request *reqs, int count,
                                     const struct sched_pod_policy *pp, struct vg_err *err)
+{
+    bool any_high = false;
+    for (int c = 0; c < count; c++) {
+        reqs[c].request.high = reqs[c].priority == 0;
+        reqs[c].request.avoid_high = false;
+        any_high = any_high || reqs[c].request.high;
+    }
+    if (!any_high)
+        return decide_pod_once(s, key, reqs, count, pp, err);
+    size_t words = s->node_info_cap / 64;
+    VG_AUTO_FREE uint64_t *offered = xmalloc(words * sizeof *offered);
+    memcpy(offered, s->offered, words * sizeof *offered);
+    for (int c = 0; c < count; c++)
+        reqs[c].request.avoid_high = reqs[c].request.high;
+    struct sched_pod *p = decide_pod_once(s, key, reqs, count, pp, err);
+    for (int c = 0; c < count; c++)
+        reqs[c].request.avoid_high = false;
+    if (p != NULL) {
+        s->stats.priority_apart++;
+        return p;
+    }
+    memcpy(s->offered, offered, words * sizeof *offered);
+    p = decide_pod_once(s, key, reqs, count, pp, err);
+    if (p != NULL)
+        s->stats.priority_shared++;
+    return p;
+}
+
+static struct sched_pod *decide_pod_once(struct sched_state *s, const char *key,
+                                         struct sched_container_request *reqs, int count,
+                                         const struct sched_pod_policy *pp, struct vg_err *err)
 {
     /* The first container chooses among the offered nodes (through the memo: pods of
      * one shape mostly meet unchanged nodes); the others must fit on the node it chose. */
@@ -172,6 +210,7 @@ static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
         p->node = d.node;
         p->share_count = 0;
         share_from_decision(&p->shares[0], &d);
+        p->shares[0].high = reqs[0].request.high;
         if (sched_share_charge(s, d.node, &p->shares[0], p->types, err) < 0)
             break; /* cannot happen: the core said it fits */
         p->share_count = 1;
@@ -182,6 +221,7 @@ static struct sched_pod *decide_pod(struct sched_state *s, const char *key,
             ok = place_decide(s->cluster, &reqs[c].request, pp->policy, &rest, &dc, err) == 0;
             if (ok) {
                 share_from_decision(&p->shares[c], &dc);
+                p->shares[c].high = reqs[c].request.high;
                 ok = sched_share_charge(s, dc.node, &p->shares[c], p->types, err) == 0;
             }
             if (ok)

@@ -19,6 +19,7 @@ struct sched_share {
     uint8_t gpus[PLACE_MAX_GPUS];
     uint8_t pod_class;
     bool exclusive;
+    bool high; /* nvidia.com/priority 0: counted in each of its GPUs' place_gpu.high */
     uint32_t milli;
     uint64_t mem[PLACE_MAX_GPUS];
     /* Dynamic MIG (mig.c): one GPU, an instance of this profile at mig_start, taking
@@ -288,6 +289,7 @@ struct sched_share_ref {
     unsigned g;       /* the GPU's index on node p->node */
     uint64_t mem_mib;
     unsigned cores; /* percent; 0: no compute limit */
+    bool high;      /* nvidia.com/priority 0 */
 };
 /* Visits every container share the model holds (charged pods on known nodes), from the
  * pod records: no decision is decoded. */

@@ -443,6 +443,11 @@ void sched_metrics_daemon(struct vg_prom *p, const struct sched_state *s,
                    "Filter promises dropped because no bind came.");
     vg_prom_sample(p, "vgpu_scheduler_assumptions_expired_total");
     vg_prom_u64(p, st.expired);
+    vg_prom_family(p, "vgpu_scheduler_priority_placements_total", "counter",
+                   "High-priority pods placed (nvidia.com/priority 0), by whether a GPU of "
+                   "theirs already held another one (shared) or not (apart).");
+    labelled(p, "vgpu_scheduler_priority_placements_total", "gpu", "apart", st.priority_apart);
+    labelled(p, "vgpu_scheduler_priority_placements_total", "gpu", "shared", st.priority_shared);
     vg_prom_family(p, "vgpu_scheduler_resizes_total", "counter",
                    "Live resize requests answered, and resizes written to their pods after a "
                    "restart.");

@@ -3,6 +3,7 @@
  * Depends on nothing else in the scheduler. */
 #include "scheduler/pod.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -148,6 +149,47 @@ int sched_pod_selection(json_t *pod, struct place_request *r, struct vg_err *err
     return 0;
 }
 
+/* A short value that can be echoed in a message as it is (letters, digits, '+-.'). */
+static bool echoable(const char *t)
+{
+    size_t n = 0;
+    for (; t[n] != '\0'; n++)
+        if (!isalnum((unsigned char)t[n]) && t[n] != '-' && t[n] != '+' && t[n] != '.')
+            return false;
+    return n < 16;
+}
+
+int sched_container_priority(json_t *container, const char *name, int *prio, struct vg_err *err)
+{
+    *prio = -1;
+    json_t *res = json_object_get(container, "resources");
+    json_t *v = json_object_get(json_object_get(res, "limits"), "nvidia.com/priority");
+    if (v == NULL)
+        v = json_object_get(json_object_get(res, "requests"), "nvidia.com/priority");
+    if (v == NULL)
+        return 0;
+    if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1)) {
+        *prio = (int)json_integer_value(v);
+        return 0;
+    }
+    const char *t = json_is_string(v) ? json_string_value(v) : NULL;
+    if (t != NULL && (t[0] == '0' || t[0] == '1') && t[1] == '\0') {
+        *prio = t[0] - '0';
+        return 0;
+    }
+    char shown[24];
+    if (json_is_integer(v))
+        vg_snprintf(shown, sizeof shown, "%lld", (long long)json_integer_value(v));
+    else if (t != NULL && echoable(t))
+        vg_snprintf(shown, sizeof shown, "'%s'", t);
+    else
+        vg_snprintf(shown, sizeof shown, "a value");
+    return vg_err_set(err, -EINVAL,
+                      "container %s: nvidia.com/priority %s is not 0 (high) or 1 (low, the "
+                      "default)",
+                      name, shown);
+}
+
 int sched_pod_requests(const struct sched_options *o, json_t *pod,
                        struct sched_container_request *out, size_t max, struct vg_err *err)
 {
@@ -181,6 +223,9 @@ int sched_pod_requests(const struct sched_options *o, json_t *pod,
                               "container %s: nvidia.com/gpucores %lld is over 100 (percent of "
                               "one GPU)",
                               name, (long long)res.gpucores);
+        int prio;
+        if (sched_container_priority(c, name, &prio, err) < 0)
+            return -EINVAL;
         struct place_request r;
         memset(&r, 0, sizeof r);
         if (place_request_from_hami(&res, &o->defaults, &r, err) < 0)
@@ -202,6 +247,8 @@ int sched_pod_requests(const struct sched_options *o, json_t *pod,
         if (vg_strlcpy(out[count].name, name, sizeof out[count].name) < 0)
             return vg_err_set(err, -EINVAL, "container name too long");
         out[count].request = r;
+        out[count].priority = prio < 0 ? 1 : prio;
+        out[count].priority_given = prio >= 0;
         count++;
     }
     return (int)count;

@@ -28,7 +28,15 @@ int sched_pod_key(json_t *pod, char *buf, size_t size, struct vg_err *err);
 struct sched_container_request {
     char name[254];
     struct place_request request;
+    /* nvidia.com/priority (docs/compute.md, "Priority"): 0 high, 1 low (the default). */
+    int priority;
+    bool priority_given;
 };
+
+/* A container's nvidia.com/priority (limits first, requests as HAMi's fallback): 0 with
+ * *prio -1 when it names none, 0 or 1 when it does; -EINVAL with a message for anything
+ * else (2, -1, "high"). */
+int sched_container_priority(json_t *container, const char *name, int *prio, struct vg_err *err);
 /* Fills up to max containers (init containers are not given GPUs). Returns the count
  * with GPUs, or -EINVAL with a message for a request nobody can serve. */
 int sched_pod_requests(const struct sched_options *o, json_t *pod,

@@ -83,6 +83,8 @@ struct sched_stats {
     uint64_t namespace_bound;    /* filters refused: max_assumed_per_namespace reached */
     uint64_t annotation_changes; /* bound pods whose decision annotation was removed or
                                     changed: their charge stayed */
+    uint64_t priority_apart;     /* high-priority pods placed on GPUs with no other one */
+    uint64_t priority_shared;    /* ... that had to share a GPU with another one */
 };
 
 struct sched_state;
@@ -206,7 +208,8 @@ size_t sched_expire(struct sched_state *s, struct sched_now now);
 int sched_check_invariants(const struct sched_state *s, struct vg_err *err);
 
 /* Per-GPU usage as JSON, sorted by node and GPU: {"nodes":{"n":[{"uuid","memUsedMiB",
- * "coresUsed","tenants"}...]}}; bound_only leaves assumptions out. Owned text. */
+ * "coresUsed","tenants","highPriorityTenants"}...]}}; bound_only leaves assumptions out.
+ * Owned text. */
 char *sched_dump(const struct sched_state *s, bool bound_only);
 
 /* ---- admission webhook -------------------------------------------------------------- */

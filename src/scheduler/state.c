@@ -159,6 +159,7 @@ static void share_to_place(const struct sched_share *sh, int32_t node, struct pl
     r->gpu_count = sh->gpu_count;
     r->gpu_milli = sh->milli;
     r->exclusive = sh->exclusive;
+    r->high = sh->high;
     d->node = node;
     d->gpu_count = sh->gpu_count;
     memcpy(d->gpus, sh->gpus, sizeof d->gpus);
@@ -729,6 +730,9 @@ static bool resolve_waiting(struct sched_state *s, struct sched_pod *p)
         vg_log(VG_LOG_WARN, "pod decision skipped", "pod=%s reason=\"%s\"", p->key, err.msg);
         return false;
     }
+    /* The same decision, the same shares in the same order: their priorities stand. */
+    for (unsigned k = 0; k < fresh->share_count && k < p->share_count; k++)
+        fresh->shares[k].high = p->shares[k].high;
     free(p->shares);
     p->shares = vg_steal_ptr(&fresh->shares);
     p->share_count = fresh->share_count;
@@ -981,6 +985,28 @@ static struct sched_pod *pod_from_decision(struct sched_state *s, const char *ke
 
 /* The types id of a watched pod's GPU-type lists. Malformed lists (filter refuses such a
  * pod, but another scheduler may have placed it) count as none. */
+/* Each share's task priority from the pod's spec (its container's nvidia.com/priority;
+ * a value the webhook would refuse counts as low): high-priority shares are counted on
+ * their GPUs, which the next high-priority pod avoids when it can. */
+static void pod_priorities(struct sched_pod *p, json_t *pod)
+{
+    json_t *containers = json_object_get(json_object_get(pod, "spec"), "containers");
+    const char *name = p->names;
+    for (unsigned k = 0; k < p->share_count && name != NULL; k++, name += strlen(name) + 1) {
+        size_t i;
+        json_t *c;
+        json_array_foreach(containers, i, c)
+        {
+            const char *n = sched_json_str(c, "name", NULL, NULL);
+            int prio;
+            struct vg_err ignored = {0};
+            if (n != NULL && strcmp(n, name) == 0 &&
+                sched_container_priority(c, n, &prio, &ignored) == 0)
+                p->shares[k].high = prio == 0;
+        }
+    }
+}
+
 static uint16_t pod_types(struct sched_state *s, json_t *pod)
 {
     struct place_request r;
@@ -1090,6 +1116,7 @@ void sched_pod_update(struct sched_state *s, json_t *pod)
         s->stats.skipped_pods++;
         return;
     }
+    pod_priorities(np, pod);
     if (p != NULL) {
         if (p->assumed)
             s->stats.conflicts++; /* someone else decided for this pod: theirs stands */
@@ -1311,7 +1338,7 @@ int sched_check_invariants(const struct sched_state *s, struct vg_err *err)
 
 struct usage {
     uint64_t mem;
-    uint32_t milli, tenants;
+    uint32_t milli, tenants, high;
 };
 
 struct named {
@@ -1340,6 +1367,7 @@ char *sched_dump(const struct sched_state *s, bool bound_only)
                 u->mem += sh->mem[g];
                 u->milli += sh->milli;
                 u->tenants++;
+                u->high += sh->high ? 1u : 0u;
             }
         }
     }
@@ -1357,11 +1385,12 @@ char *sched_dump(const struct sched_state *s, bool bound_only)
         for (unsigned g = 0; g < n->gpu_count; g++) {
             const struct usage *u = &use[i * PLACE_MAX_GPUS + g];
             json_array_append_new(
-                gpus,
-                json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "uuid", n->gpus[g].uuid, "memUsedMiB",
-                          (json_int_t)u->mem, "memTotalMiB", (json_int_t)n->gpus[g].mem_total_mib,
-                          "coresUsed", (json_int_t)(u->milli / 10), "tenants",
-                          (json_int_t)u->tenants, "slots", (json_int_t)n->gpus[g].slots));
+                gpus, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "uuid", n->gpus[g].uuid,
+                                "memUsedMiB", (json_int_t)u->mem, "memTotalMiB",
+                                (json_int_t)n->gpus[g].mem_total_mib, "coresUsed",
+                                (json_int_t)(u->milli / 10), "tenants", (json_int_t)u->tenants,
+                                "highPriorityTenants", (json_int_t)u->high, "slots",
+                                (json_int_t)n->gpus[g].slots));
         }
         json_object_set_new(nodes, n->name, gpus);
     }

@@ -112,8 +112,8 @@ void sched_each_share(const struct sched_state *s, sched_share_fn fn, void *arg)
             const struct sched_share *sh = &p->shares[k];
             for (unsigned j = 0; j < sh->gpu_count; j++)
                 if (sh->gpus[j] < n->gpu_count) {
-                    struct sched_share_ref r = {p,           k,          name,
-                                                sh->gpus[j], sh->mem[j], sh->milli / 10};
+                    struct sched_share_ref r = {
+                        p, k, name, sh->gpus[j], sh->mem[j], sh->milli / 10, sh->high};
                     fn(arg, &r);
                 }
             if (p->names != NULL)
@@ -334,9 +334,9 @@ char *sched_view_state(const struct sched_state *s, int64_t now_unix)
                 key_write(&w, sr->p->key);
                 jlit(&w, ",\"container\":");
                 jstr(&w, sr->name);
-                jf(&w, ",\"state\":\"%s\",\"memBytes\":%llu,\"compute\":%.9g}",
+                jf(&w, ",\"state\":\"%s\",\"memBytes\":%llu,\"compute\":%.9g,\"highPriority\":%s}",
                    sr->p->assumed ? "assumed" : "bound", (unsigned long long)(sr->mem_mib * MIB),
-                   sr->cores / 100.0);
+                   sr->cores / 100.0, sr->high ? "true" : "false");
             }
             jlit(&w, "]}");
         }

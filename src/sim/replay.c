@@ -200,6 +200,10 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
     uint32_t events[SIM_CURVE_POINTS] = {0};
     VG_AUTO_FREE uint64_t *lat = opt->time_decisions ? xmalloc(len * sizeof *lat) : NULL;
     uint64_t arrived = 0, milli_total = c->milli_total;
+    /* Priorities are drawn from a stream of their own: the runs without them are
+     * unchanged, and the same seed marks the same pods whatever the policy. */
+    struct vg_prng prio_rng;
+    vg_prng_seed(&prio_rng, seed ^ UINT64_C(0x9e3779b97f4a7c15));
     double weight = (double)t->typical.total_weight;
     for (size_t k = 0; k < len; k++) {
         const struct sim_pod *p = &t->pods[order[k]];
@@ -228,7 +232,16 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
         }
         struct place_decision d;
         uint64_t t0 = lat != NULL ? now_ns() : 0;
+        r.high = opt->high_pct > 0 && r.gpu_count > 0 && r.gpu_milli < PLACE_GPU_MILLI &&
+                 vg_prng_below(&prio_rng, 100) < opt->high_pct;
+        r.avoid_high = r.high;
         rc = place_decide(c, &r, policy, &ctx, &d, err);
+        if (r.high && rc == -ENOSPC) {
+            r.avoid_high = false; /* no GPU without one can take it: beside one */
+            rc = place_decide(c, &r, policy, &ctx, &d, err);
+            out->high_shared += rc == 0 ? 1u : 0u;
+        }
+        out->high_pods += r.high && rc == 0 ? 1u : 0u;
         if (lat != NULL)
             lat[k] = now_ns() - t0;
         if (rc == 0) /* -ENOSPC from either step is a rejected pod, counted below */

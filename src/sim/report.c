@@ -100,6 +100,14 @@ int sim_write_json(FILE *f, const struct sim_trace *t, const struct sim_run_resu
                 n > 0 ? gpus / (double)n : 0);
     }
     fputc('}', f);
+    if (n > 0 && runs[0].high_pods > 0) {
+        /* Task priority (--priority-high): the share of high-priority pods that had to share
+         * a GPU with another one. */
+        for (size_t i = 0; i < n; i++)
+            v[i] = 100.0 * (double)runs[i].high_shared /
+                   (double)(runs[i].high_pods > 0 ? runs[i].high_pods : 1);
+        json_stats(f, "high_priority_pods_sharing_pct", v, n);
+    }
     fputs(",\"runs\":[", f);
     for (size_t i = 0; i < n; i++)
         fprintf(f,

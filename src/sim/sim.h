@@ -90,6 +90,10 @@ struct sim_run_result {
     uint64_t failed_100_milli[SIM_SHAPE_COUNT];
     double seconds; /* wall time of this run (filled by the runner, not part of identity) */
     uint64_t decision_ns_p99;
+    /* With sim_options.high_pct: sharing pods drawn high-priority, and how many of those
+     * placed had to share a GPU with another high-priority pod (no GPU could take them
+     * otherwise; docs/scheduler.md, "Priority"). */
+    uint64_t high_pods, high_shared;
 };
 
 struct sim_options {
@@ -99,6 +103,10 @@ struct sim_options {
     /* dra-firstfit and dra-default: kube-scheduler's percentageOfNodesToScore (0, the
      * default: its adaptive value; 100: every node is scored). */
     uint32_t nodes_to_score_pct;
+    /* Task priority: this percentage of the sharing pods (a fraction of one GPU) is
+     * high-priority and placed as vgpu-scheduler places it: first on GPUs holding no other
+     * high-priority pod, else anywhere (0: no priorities, the runs as before). */
+    uint32_t high_pct;
     /* Called after each run sim_run_many completes (done of total), from the worker that
      * ran it, one call at a time (under the pool's lock); NULL: none. */
     void (*progress)(void *arg, size_t done, size_t total, const struct sim_run_result *run);

@@ -3,7 +3,9 @@
  * process slot as a neighbour may have written them (any bytes: the file is the
  * neighbour's). The name either parses to a share of 1..100 % or is refused with a
  * message; the slot, read with that share as its bound, either counts as absent or gives
- * figures within the bound. The verdict is the name's. */
+ * figures within the bound. The name's priority (".high" before ".slot") is what the name
+ * says, and the same name parses to the same share with or without asking for it. The
+ * verdict is the name's. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc == 0 && (bound < 10000 || bound > VGC_PPM || strlen(name) == 0))
         abort();
     if (rc != 0 && err.msg[0] == '\0')
+        abort();
+    char name2[VGC_NAME_MAX];
+    int64_t bound2 = -1;
+    bool high = false;
+    int rc2 = vgc_slot_name_parse_prio(fname, name2, sizeof name2, &bound2, &high, &err);
+    size_t fl = strlen(fname);
+    bool says_high = fl >= 10 && strcmp(fname + fl - 10, ".high.slot") == 0;
+    if (rc2 != rc ||
+        (rc == 0 && (bound2 != bound || strcmp(name, name2) != 0 || high != says_high)))
         abort();
     if (rc != 0)
         bound = VGC_PPM;

@@ -97,7 +97,7 @@ static _Atomic int64_t *field(struct region_compute *b, unsigned k)
     _Atomic int64_t *f[13] = {&b->credit_ns,    &b->refill_at,    &b->busy_ns,   &b->waited_ns,
                               &b->rate_ppm,     &b->tick_at,      &b->tick_busy, &b->tick_waited,
                               &b->integral_ppm, &b->achieved_ppm, &b->closed_n,  &b->closed_why,
-                              &b->spare[0]};
+                              &b->held_ns};
     return f[k];
 }
 

@@ -10,7 +10,12 @@
  * uniform:LO, loguniform:LO: each kernel's length drawn uniformly (or log-uniformly)
  * from [LO, KERNEL_NS] ns; one function and shape for all of them, as a kernel whose
  * work depends on its data. bursty: random on/off periods of 50..300 ms. ex:
- * cuLaunchKernelEx. coop: cuLaunchCooperativeKernel. SEED seeds the random draws.
+ * cuLaunchKernelEx. coop: cuLaunchCooperativeKernel. infer:N:PERIOD_MS[:graph]: an
+ * inference-like tenant, a request every PERIOD_MS of N kernels of KERNEL_NS (one graph of
+ * N kernels with :graph), whose latency is from its first launch to the stream's
+ * synchronize; prints "requests=<n> p50_us=<n> p99_us=<n> max_us=<n>" over the requests
+ * after COMPUTE_WARMUP_MS (COMPUTE_INFER_PHASE_MS: each request that far into a period of
+ * the monotonic clock, for tenants that must not drift). SEED seeds the random draws.
  * Prints "launches=<n> gpu_ns=<n>" at the end, where
  * gpu_ns is the kernel time it asked for, and, when COMPUTE_WARMUP_MS is set, the same for
  * the launches made after the warm-up: "window_ns=<wall time after the warm-up>
@@ -48,6 +53,12 @@ static int64_t now_ns(void)
         }                                                                                          \
     } while (0)
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
 static char *read_ptx(void)
 {
     const char *path = getenv("COMPUTE_PTX");
@@ -82,8 +93,32 @@ int main(int argc, char **argv)
     }
     unsigned seed = (unsigned)seed64;
     uint64_t graph_n = 0, lo_ns = 0;
-    bool uniform = false, loguniform = false;
-    if (strcmp(mode, "graph") == 0) {
+    bool uniform = false, loguniform = false, infer = false;
+    uint64_t infer_n = 0, infer_ms = 0;
+    if (strncmp(mode, "infer:", 6) == 0) {
+        char nbuf[16], pbuf[16];
+        const char *c1 = strchr(mode + 6, ':');
+        const char *c2 = c1 != NULL ? strchr(c1 + 1, ':') : NULL;
+        size_t nl = c1 != NULL ? (size_t)(c1 - mode - 6) : 0;
+        size_t pl = c1 == NULL ? 0 : c2 != NULL ? (size_t)(c2 - c1 - 1) : strlen(c1 + 1);
+        if (nl == 0 || nl >= sizeof nbuf || pl == 0 || pl >= sizeof pbuf ||
+            (c2 != NULL && strcmp(c2, ":graph") != 0)) {
+            fprintf(stderr, "compute_tenant: bad \"%s\" (infer:N:PERIOD_MS[:graph])\n", mode);
+            return 2;
+        }
+        memcpy(nbuf, mode + 6, nl);
+        nbuf[nl] = '\0';
+        memcpy(pbuf, c1 + 1, pl);
+        pbuf[pl] = '\0';
+        if (vg_parse_u64(nbuf, 1, 64, &infer_n, NULL) != 0 ||
+            vg_parse_u64(pbuf, 1, 10000, &infer_ms, NULL) != 0) {
+            fprintf(stderr, "compute_tenant: bad \"%s\" (N 1..64, PERIOD_MS 1..10000)\n", mode);
+            return 2;
+        }
+        infer = true;
+        if (c2 != NULL)
+            graph_n = infer_n;
+    } else if (strcmp(mode, "graph") == 0) {
         graph_n = 4;
     } else if (strncmp(mode, "graph:", 6) == 0) {
         if (vg_parse_u64(mode + 6, 1, 1024, &graph_n, NULL) != 0) {
@@ -156,6 +191,60 @@ int main(int argc, char **argv)
     cfg.blockDimX = cfg.blockDimY = cfg.blockDimZ = 1;
     cfg.hStream = s;
 
+    if (infer) {
+        /* Requests on a fixed schedule (a late one does not shift the next). */
+        size_t cap = (size_t)(ms / infer_ms) + 2, n = 0;
+        int64_t *lat = calloc(cap, sizeof *lat);
+        if (lat == NULL)
+            return 1;
+        int64_t t0 = now_ns(), stop = t0 + (int64_t)ms * 1000000;
+        int64_t warm = t0 + (int64_t)warm_ms * 1000000;
+        unsigned long long requests = 0;
+        /* COMPUTE_INFER_PHASE_MS: requests at that offset into each period of the
+         * monotonic clock, so that tenants started apart keep a fixed phase. */
+        int64_t first = t0, period = (int64_t)infer_ms * 1000000;
+        const char *phase_env = getenv("COMPUTE_INFER_PHASE_MS");
+        uint64_t phase_ms = 0;
+        if (phase_env != NULL) {
+            if (vg_parse_u64(phase_env, 0, infer_ms - 1, &phase_ms, NULL) != 0) {
+                fprintf(stderr,
+                        "compute_tenant: bad COMPUTE_INFER_PHASE_MS \"%s\" (0..PERIOD_MS-1)\n",
+                        phase_env);
+                return 2;
+            }
+            first = (t0 / period + 1) * period + (int64_t)phase_ms * 1000000;
+        }
+        for (int64_t next = first; next < stop; next += period) {
+            struct timespec at = {.tv_sec = (time_t)(next / 1000000000),
+                                  .tv_nsec = (long)(next % 1000000000)};
+            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL);
+            int64_t a = now_ns();
+            if (exec != NULL) {
+                CHECK(cuGraphLaunch(exec, s));
+            } else {
+                for (uint64_t i = 0; i < infer_n; i++)
+                    CHECK(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
+            }
+            CHECK(cuStreamSynchronize(s));
+            int64_t b = now_ns();
+            requests++;
+            if (a >= warm && n < cap)
+                lat[n++] = b - a;
+            if (b > next + period)
+                next = b - (b - first) % period; /* skip missed slots, keeping the phase */
+        }
+        if (n == 0) {
+            fprintf(stderr, "compute_tenant: no request after the warm-up\n");
+            return 1;
+        }
+        qsort(lat, n, sizeof *lat, cmp_i64);
+        printf("requests=%zu p50_us=%lld p99_us=%lld max_us=%lld gpu_ns=%llu\n", n,
+               (long long)(lat[n / 2] / 1000),
+               (long long)(lat[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1] / 1000),
+               (long long)(lat[n - 1] / 1000), requests * infer_n * (unsigned long long)ns);
+        free(lat);
+        return 0;
+    }
     int64_t t0 = now_ns(), stop = t0 + (int64_t)ms * 1000000;
     int64_t phase_end = t0;
     int on = 1;

@@ -14,7 +14,8 @@
 # measured by the same checks, side by side. The suite exits non-zero when any claim it
 # prints fails: memory limits (every allocation path stops at the limit, the limit is the
 # total that CUDA, NVML and nvidia-smi report) and compute shares within the tolerance
-# docs/benchmarks.md states (tests/gpu/compute.sh).
+# docs/benchmarks.md states (tests/gpu/compute.sh), and task priority's targets
+# (tests/gpu/priority.sh: a high-priority tenant's p99 beside a saturating low one).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=${OUT:-$root/gpu-results}
@@ -208,6 +209,17 @@ if [ -x tests/gpu/compute.sh ] && [ -n "${enforcer:-}" ]; then
         :
     else
         note "- compute.sh FAILED (log.txt)"
+    fi
+fi
+
+# --- 6. task priority (libvgpu's limiter), when present --------------------------------
+if [ -x tests/gpu/priority.sh ] && [ -n "${enforcer:-}" ] && [ -x "$bin/compute_tenant" ]; then
+    note "## Task priority"
+    note ""
+    if tests/gpu/priority.sh "$OUT" "$bin" "$driver_dir" "$enforcer" >> "$summary"; then
+        :
+    else
+        note "- priority.sh FAILED (log.txt)"
     fi
 fi
 

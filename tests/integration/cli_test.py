@@ -64,9 +64,9 @@ def decision(node, uuid, mem, cores, age=60):
                            {"uuid": uuid, "memoryMiB": mem, "cores": cores}]}]})
 
 
-def bound_pod(name, node, uuid, mem, cores, ns="team"):
-    pod = H.pod_object(name, {"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem),
-                              "nvidia.com/gpucores": str(cores)},
+def bound_pod(name, node, uuid, mem, cores, ns="team", extra=None):
+    pod = H.pod_object(name, dict({"nvidia.com/gpu": "1", "nvidia.com/gpumem": str(mem),
+                                   "nvidia.com/gpucores": str(cores)}, **(extra or {})),
                        annotations={"vgpu.io/decision": decision(node, uuid, mem, cores)}, ns=ns)
     pod["spec"]["nodeName"] = node
     pod["status"]["phase"] = "Running"
@@ -112,8 +112,10 @@ class ClusterTest(unittest.TestCase):
         bad = H.node_object("node-bad", 1)
         bad["metadata"]["annotations"]["vgpu.io/gpus"] = "{garbage"
         nodes.append(bad)
-        pods = [bound_pod("train-0", "node-a", "GPU-node-a-0", 4096, 30),
-                bound_pod("train-1", "node-a", "GPU-node-a-0", 2048, 20),
+        # Both high priority on one GPU (placed so by hand: two high pods share one)
+        high = {"nvidia.com/priority": "0"}
+        pods = [bound_pod("train-0", "node-a", "GPU-node-a-0", 4096, 30, extra=high),
+                bound_pod("train-1", "node-a", "GPU-node-a-0", 2048, 20, extra=high),
                 pending_pod("big", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000"}),
                 pending_pod("small", {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000",
                                       "nvidia.com/gpucores": "10"}),
@@ -216,6 +218,9 @@ class ClusterTest(unittest.TestCase):
         self.assertIn("GPU 0 (GPU-node-a-0): 4Gi", out)
         self.assertIn("30% of its compute", out)
         self.assertIn("binpack", out)
+        self.assertIn("container main: task priority 0 (high; nvidia.com/priority)", out)
+        self.assertIn("high priority: it shares this GPU with another high-priority container",
+                      out)
 
     def test_explain_pending_reasons_per_node(self):
         out = run(["explain", "big"] + self.kc, check=0).stdout
@@ -411,9 +416,15 @@ class TopTest(TopBase):
         gpu0 = next(line.split() for line in lines if line.startswith("0 "))
         self.assertEqual(gpu0[-1], "3")  # three containers on GPU 0
         row = next(line.split() for line in lines if " job-2 " in line and line.startswith("1"))
-        # GPU 1, team-1/job-2: 3 GiB of 4 GiB, 75 %, share 25 %, achieved 12 %, waited 2 s
+        # GPU 1, team-1/job-2: 3 GiB of 4 GiB, 75 %, share 25 %, achieved 12 %, waited 2 s,
+        # high priority, never held
         self.assertEqual(row, ["1", "team-1", "job-2", "main", "3Gi/4Gi", "75%", "25%", "12%",
-                               "2.0s"])
+                               "2.0s", "high", "0.0s"])
+        # team-0/job-1: low priority, held 0.5 s; team-0/job-0: none named
+        row = next(line.split() for line in lines if " job-1 " in line and line.startswith("0"))
+        self.assertEqual(row[-3:], ["1.0s", "low", "0.5s"])
+        row = next(line.split() for line in lines if " job-0 " in line and line.startswith("0"))
+        self.assertEqual(row[-2:], ["-", "0.0s"])
 
     def test_json(self):
         doc = json.loads(run(["top", "-o", "json"] + self.nvml, env=self.env, check=0).stdout)
@@ -424,6 +435,8 @@ class TopTest(TopBase):
         self.assertEqual(c["memoryLimitBytes"], 4 << 30)
         self.assertEqual(c["computeLimitPercent"], 25)
         self.assertAlmostEqual(c["computeAchievedRatio"], 0.11)
+        self.assertEqual((c["priority"], c["heldSeconds"]), (1, 0.5))
+        self.assertIsNone(doc["gpus"][0]["containers"][0]["priority"])
 
     def test_resized_limits_shown(self):
         """A live resize renames a new limits file in: the next refresh shows it."""
@@ -561,10 +574,12 @@ class TopHostileTest(TopBase):
             f.write(struct.pack("<q", -5))  # waited_ns
             f.seek(64 + 88 + 9 * 8)
             f.write(struct.pack("<q", -10 ** 9))  # achieved_ppm
+            f.seek(64 + 88 + 12 * 8)
+            f.write(struct.pack("<q", -7))  # held_ns
         rc, err, last = self.watch_while(sorted(os.listdir(self.ctrs))[0], forge)
         self.assertEqual(rc, 0, err)
         row = next(line.split() for line in last if " job-0 " in line and line[0] == "0")
-        self.assertEqual(row[-2:], ["0%", "0.0s"])
+        self.assertEqual(row[-4:], ["0%", "0.0s", "-", "0.0s"])
 
     def test_region_truncated_between_check_and_read(self):
         """The region passes the size check (fstat), then shrinks to nothing before it is

@@ -208,6 +208,54 @@ class SchedulerTest(unittest.TestCase):
         self.assertIsNotNone(self.schedule(conn, fresh))
         check(self.cluster)
 
+    def test_priority_apart(self):
+        """Two high-priority pods share a GPU only when no offered GPU can take the pod
+        otherwise (docs/scheduler.md, "Priority"), whatever the GPU order would choose; the
+        rule survives a restart (the priorities come from the pods' specs)."""
+        conn = [H.Http(self.cluster.port)]
+        binpack = {"hami.io/gpu-scheduler-policy": "binpack"}
+
+        def place(name, prio):
+            limits = {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "20",
+                      "nvidia.com/gpumem": "1000"}
+            if prio is not None:
+                limits["nvidia.com/priority"] = prio
+            pod = self.cluster.create_pod(H.pod_object(name, limits, binpack))
+            names, body = self.cluster.filter(conn[0], pod, ["node-00"])
+            self.assertEqual(names, ["node-00"], body)
+            self.assertEqual(self.cluster.bind(conn[0], pod, "node-00"), "")
+            d = json.loads(self.cluster.get_pod(name)["metadata"]["annotations"]["vgpu.io/decision"])
+            return d["containers"][0]["gpus"][0]["uuid"]
+
+        h1 = place("h1", "0")
+        self.assertEqual(place("l1", "1"), h1)  # binpack: the most used GPU
+        self.assertEqual(place("n1", None), h1)
+        h2 = place("h2", "0")
+        self.assertNotEqual(h2, h1)  # binpack would stack it on h1's GPU
+        h3 = place("h3", "0")  # both GPUs hold one: it shares, rather than not run
+        self.assertIn(h3, (h1, h2))
+        self.cluster.sync_pods()
+        high = sorted(g["highPriorityTenants"] for g in self.cluster.state()["nodes"]["node-00"])
+        self.assertEqual(high, [1, 2])
+        self.cluster.kill9()
+        self.cluster.start()
+        self.cluster.wait_ready()
+        check(self.cluster)
+        high = sorted(g["highPriorityTenants"] for g in self.cluster.state()["nodes"]["node-00"])
+        self.assertEqual(high, [1, 2])
+        # After the restart a fourth goes beside the GPU with one, not the one with two.
+        conn[0] = H.Http(self.cluster.port)
+        h4 = place("h4", "0")
+        byuuid = {g["uuid"]: g["highPriorityTenants"] for g in self.cluster.state()["nodes"]["node-00"]}
+        self.assertEqual(byuuid[h4], 2)
+        # The dashboard marks the high-priority tenants.
+        ui = self.cluster.ext.request("GET", "/ui/state.json")[1]
+        node = next(n for n in ui["nodes"] if n["name"] == "node-00")
+        marks = sorted((t["pod"], t["highPriority"]) for g in node["gpus"] for t in g["tenants"])
+        self.assertEqual(marks, [("h1", True), ("h2", True), ("h3", True), ("h4", True),
+                                 ("l1", False), ("n1", False)])
+        check(self.cluster)
+
     def test_restart_kill9_rebuilds_same_state(self):
         conn = H.Http(self.cluster.port)
         rng = random.Random(7)
@@ -461,6 +509,19 @@ class WebhookTest(unittest.TestCase):
         self.assertEqual(json.loads(base64.b64decode(r["patch"])), [
             {"op": "add", "path": "/spec/containers/0/env",
              "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}])
+
+    def test_priority(self):
+        # HAMi's nvidia.com/priority: 0 (high) and 1 (low) are admitted as they are (the
+        # device plugin writes them into the limits file); anything else is refused.
+        for v in ("0", "1", 0):
+            r = self.admit(H.pod_object("p", {"nvidia.com/gpu": "1", "nvidia.com/priority": v}))
+            self.assertTrue(r["allowed"], r)
+        for v, shown in (("2", "'2'"), ("-1", "'-1'"), ("high", "'high'"), (2, "2"), (-1, "-1"),
+                         ("0.5", "'0.5'"), ("1k", "'1k'"), ("x" * 40, "a value")):
+            r = self.admit(H.pod_object("p", {"nvidia.com/gpu": "1", "nvidia.com/priority": v}))
+            self.assertFalse(r["allowed"], v)
+            self.assertIn("container main: nvidia.com/priority %s is not 0 (high) or 1 (low" % shown,
+                          r["status"]["message"])
 
 
 def model_matches_api(cluster):

@@ -6,7 +6,9 @@
  *   top_fixture DIR PER_GPU UUID...
  *
  * Container k on GPU g: pod team-<g>/job-<k>, container main, limit 4 GiB and 25 % of the
- * compute; it holds (k % 4 + 1) GiB, has achieved (10 + k % 20) % and waited k seconds. */
+ * compute; it holds (k % 4 + 1) GiB, has achieved (10 + k % 20) % and waited k seconds;
+ * its pod names priority 1 (low) when k % 3 is 1, held k / 2 seconds, 0 (high) when k % 3 is
+ * 2, none otherwise. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -46,8 +48,11 @@ int main(int argc, char **argv)
             fprintf(f,
                     "# written by vgpu-device-plugin for pod team-%u/job-%llu, container main\n"
                     "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=4096m\nVGPU_DEVICE_UUID_0=%s\n"
-                    "CUDA_DEVICE_SM_LIMIT_0=25\nCUDA_DEVICE_MEMORY_SHARED_CACHE=%s/region\n",
-                    gi, (unsigned long long)k, argv[g], cdir);
+                    "CUDA_DEVICE_SM_LIMIT_0=25\nCUDA_DEVICE_MEMORY_SHARED_CACHE=%s/region\n%s",
+                    gi, (unsigned long long)k, argv[g], cdir,
+                    k % 3 == 1   ? "CUDA_DEVICE_TASK_PRIORITY=1\n"
+                    : k % 3 == 2 ? "CUDA_DEVICE_TASK_PRIORITY=0\n"
+                                 : "");
             fclose(f);
             (void)vg_snprintf(path, sizeof path, "%s/region", cdir);
             struct region_config config = {.device_count = 1};
@@ -67,6 +72,8 @@ int main(int argc, char **argv)
             struct region_compute *c = region_compute(r, 0);
             atomic_store(&c->achieved_ppm, (int64_t)(10 + k % 20) * 10000);
             atomic_store(&c->waited_ns, (int64_t)k * 1000000000LL);
+            if (k % 3 == 1)
+                atomic_store(&c->held_ns, (int64_t)k * 500000000LL);
         }
     }
     /* Leaves without detaching, as a killed process would: the counters stay as they are.

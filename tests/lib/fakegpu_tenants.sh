@@ -114,12 +114,12 @@ vg_board_uuid() {
     UUID=$(basename "$(ls "$T"/probe/*.board)" .board)
 }
 
-# board_layout NAME PERCENT: container NAME's board files as the device plugin makes them
-# (pod uid pod-NAME, container main; after vg_board_uuid); the slot file's path in
-# slot_NAME.
+# board_layout NAME PERCENT [PRIORITY]: container NAME's board files as the device plugin
+# makes them (pod uid pod-NAME, container main; after vg_board_uuid; PRIORITY: its pod's
+# nvidia.com/priority); the slot file's path in slot_NAME.
 board_layout() {
     local path
-    path=$("$B/bin/board_layout" "$VGPU_COMPUTE_BOARD" "$UUID" "pod-$1" main "$2") ||
+    path=$("$B/bin/board_layout" "$VGPU_COMPUTE_BOARD" "$UUID" "pod-$1" main "${@:2}") ||
         fail "board_layout failed"
     printf -v "slot_$1" '%s' "$path"
 }

@@ -1,7 +1,8 @@
 /* Makes the device plugin's compute-board files for one container, with the plugin's own
  * code (dp_board_create), so tests run libvgpu on the board as a node would have it:
- *   board_layout BOARD UUID POD_UID CONTAINER PERCENT
- * prints the slot file's path. */
+ *   board_layout BOARD UUID POD_UID CONTAINER PERCENT [PRIORITY]
+ * (PRIORITY: the pod's nvidia.com/priority, 0 or 1; PERCENT 100: a priority without a
+ * share) prints the slot file's path. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,9 +13,10 @@
 
 int main(int argc, char **argv)
 {
-    uint64_t pct;
-    if (argc != 6 || vg_parse_u64(argv[5], 1, 99, &pct, NULL) != 0) {
-        fprintf(stderr, "usage: board_layout BOARD UUID POD_UID CONTAINER PERCENT\n");
+    uint64_t pct, prio = 1;
+    if ((argc != 6 && argc != 7) || vg_parse_u64(argv[5], 1, 100, &pct, NULL) != 0 ||
+        (argc == 7 && vg_parse_u64(argv[6], 0, 1, &prio, NULL) != 0) || (pct == 100 && argc == 6)) {
+        fprintf(stderr, "usage: board_layout BOARD UUID POD_UID CONTAINER PERCENT [PRIORITY]\n");
         return 2;
     }
     (void)mkdir(argv[1], 0755); /* the plugin makes it at start */
@@ -28,15 +30,17 @@ int main(int argc, char **argv)
     vg_strlcpy(m.container.name, argv[4], sizeof m.container.name);
     m.container.gpu_count = 1;
     vg_strlcpy(m.container.gpus[0].uuid, argv[2], sizeof m.container.gpus[0].uuid);
-    m.container.gpus[0].cores = (unsigned)pct;
+    m.container.gpus[0].cores = pct < 100 ? (unsigned)pct : 0;
+    m.priority_given = argc == 7;
+    m.priority = (int)prio;
     char dir[1024], turn[1024], slot[1024];
     struct vg_err err = {0};
     int rc = dp_container_dir_path("/nonexistent", argv[3], argv[4], dir, sizeof dir, &err);
     if (rc == 0)
         rc = dp_board_create(&cfg, &m, dir, &err);
     if (rc == 0)
-        rc = dp_board_paths(argv[1], argv[2], strrchr(dir, '/') + 1, (unsigned)pct, turn, slot,
-                            sizeof turn, &err);
+        rc = dp_board_paths(argv[1], argv[2], strrchr(dir, '/') + 1, (unsigned)pct,
+                            m.priority_given && prio == 0, turn, slot, sizeof turn, &err);
     cfg.vgpu.compute_board_dir = own_dir;
     dpconfig_free(&cfg);
     if (rc < 0) {

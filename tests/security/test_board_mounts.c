@@ -103,8 +103,10 @@ static void test_response(void **state)
     dir_of(s, &s->a, dir_a, sizeof dir_a);
     dir_of(s, &s->b, dir_b, sizeof dir_b);
     struct vg_err err = {0};
-    assert_int_equal(dp_board_paths(s->board, UUID, "uid-a_main", 30, turn, slot_a, 1024, &err), 0);
-    assert_int_equal(dp_board_paths(s->board, UUID, "uid-b_main", 70, turn, slot_b, 1024, &err), 0);
+    assert_int_equal(
+        dp_board_paths(s->board, UUID, "uid-a_main", 30, false, turn, slot_a, 1024, &err), 0);
+    assert_int_equal(
+        dp_board_paths(s->board, UUID, "uid-b_main", 70, false, turn, slot_b, 1024, &err), 0);
     struct dp_response *r = calloc(1, sizeof *r);
     assert_int_equal(dp_allocate_vgpu(&s->cfg, &g, 1, &s->a, dir_a, r, &err), 0);
     unsigned board_ro = 0, own = 0, turns = 0;
@@ -148,8 +150,10 @@ static void test_real_mounts(void **state)
     struct vg_err err = {0};
     assert_int_equal(dp_board_create(&s->cfg, &s->a, dir_a, &err), 0);
     assert_int_equal(dp_board_create(&s->cfg, &s->b, dir_b, &err), 0);
-    assert_int_equal(dp_board_paths(s->board, UUID, "uid-a_main", 30, turn, slot_a, 1024, &err), 0);
-    assert_int_equal(dp_board_paths(s->board, UUID, "uid-b_main", 70, turn, slot_b, 1024, &err), 0);
+    assert_int_equal(
+        dp_board_paths(s->board, UUID, "uid-a_main", 30, false, turn, slot_a, 1024, &err), 0);
+    assert_int_equal(
+        dp_board_paths(s->board, UUID, "uid-b_main", 70, false, turn, slot_b, 1024, &err), 0);
     /* The slot files are 0666: only the mounts keep a neighbour out. */
     struct stat st;
     assert_int_equal(stat(slot_b, &st), 0);

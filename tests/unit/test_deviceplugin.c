@@ -778,6 +778,94 @@ static void test_container_limits_update(void **state)
     assert_int_equal(rmdir(tmp), 0);
 }
 
+/* nvidia.com/priority: the limits file carries it, the slot file's name says high, and a
+ * container with a priority but no share is on the board all the same (at 100 %). */
+static void test_vgpu_priority(void **state)
+{
+    (void)state;
+    struct dp_gpu g[2];
+    two_gpus(g);
+    char tmp[] = "/tmp/dp-unit.XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    char yaml[1024];
+    snprintf(yaml, sizeof(yaml),
+             "version: v1\nvgpu:\n  regionDir: %s/containers\n  computeBoardDir: %s/board\n", tmp,
+             tmp);
+    struct dpconfig cfg;
+    load(&cfg, yaml);
+    struct dp_match m;
+    train_match(&m);
+    m.container.gpu_count = 1;
+    vg_strlcpy(m.container.gpus[0].uuid, UUID_B, sizeof(m.container.gpus[0].uuid));
+    m.container.gpus[0].memory_mib = 1024;
+    m.priority_given = true;
+    m.priority = 0;
+    struct vg_err err = {0};
+    char dir[1024], path[1200], text[4096];
+    assert_int_equal(dp_container_dir_path(cfg.vgpu.region_dir, m.pod_uid, m.container.name, dir,
+                                           sizeof(dir), &err),
+                     0);
+    struct dp_response resp;
+    assert_int_equal(dp_allocate_vgpu(&cfg, g, 2, &m, dir, &resp, &err), 0);
+    bool slot_env = false;
+    for (size_t i = 0; i < resp.env_count; i++)
+        slot_env |= strcmp(resp.envs[i].key, "VGPU_COMPUTE_SLOT") == 0;
+    assert_true(slot_env);
+    assert_int_equal(dp_container_create(&cfg, &m, dir, false, &err), 0);
+    struct stat st;
+    snprintf(path, sizeof(path), "%s/%s/uid-1_main.100.high.slot", cfg.vgpu.compute_board_dir,
+             UUID_B);
+    assert_int_equal(stat(path, &st), 0);
+    snprintf(path, sizeof(path), "%s/etc/limits", dir);
+    size_t n = read_file(path, text, sizeof(text) - 1);
+    text[n] = '\0';
+    assert_non_null(strstr(text, "\nCUDA_DEVICE_TASK_PRIORITY=0\n"));
+    /* A live resize (whose decision does not carry the priority) keeps it. */
+    struct dp_match resized = m;
+    resized.priority_given = false;
+    resized.priority = 1;
+    resized.container.gpus[0].memory_mib = 2048;
+    assert_int_equal(dp_container_limits_update(&cfg, &resized, dir, 1, &err), 1);
+    n = read_file(path, text, sizeof(text) - 1);
+    text[n] = '\0';
+    assert_non_null(strstr(text, "CUDA_DEVICE_MEMORY_LIMIT_0=2048m"));
+    assert_non_null(strstr(text, "\nCUDA_DEVICE_TASK_PRIORITY=0\n"));
+    /* Low, with a share: the share's name, no ".high". */
+    assert_int_equal(dp_container_dirs_sweep(cfg.vgpu.region_dir, (const char *[]){NULL}, &err), 1);
+    m.priority = 1;
+    m.container.gpus[0].cores = 30;
+    assert_int_equal(dp_container_create(&cfg, &m, dir, false, &err), 0);
+    snprintf(path, sizeof(path), "%s/%s/uid-1_main.30.slot", cfg.vgpu.compute_board_dir, UUID_B);
+    assert_int_equal(stat(path, &st), 0);
+    snprintf(path, sizeof(path), "%s/etc/limits", dir);
+    n = read_file(path, text, sizeof(text) - 1);
+    text[n] = '\0';
+    assert_non_null(strstr(text, "\nCUDA_DEVICE_TASK_PRIORITY=1\n"));
+    /* Not named: no key, and without a share no slot file. */
+    assert_int_equal(dp_container_dirs_sweep(cfg.vgpu.region_dir, (const char *[]){NULL}, &err), 1);
+    assert_int_equal(dp_board_sweep(cfg.vgpu.compute_board_dir, (const char *[]){NULL}), 2);
+    m.priority_given = false;
+    m.container.gpus[0].cores = 0;
+    assert_int_equal(dp_container_create(&cfg, &m, dir, false, &err), 0);
+    snprintf(path, sizeof(path), "%s/etc/limits", dir);
+    n = read_file(path, text, sizeof(text) - 1);
+    text[n] = '\0';
+    assert_null(strstr(text, "PRIORITY"));
+    char names[512];
+    snprintf(path, sizeof(path), "%s/%s", cfg.vgpu.compute_board_dir, UUID_B);
+    list_dir(path, names, sizeof names);
+    assert_string_equal(names, "");
+    assert_int_equal(dp_container_dirs_sweep(cfg.vgpu.region_dir, (const char *[]){NULL}, &err), 1);
+    rmdir(cfg.vgpu.region_dir);
+    snprintf(path, sizeof(path), "%s/%s.board", cfg.vgpu.compute_board_dir, UUID_B);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/%s", cfg.vgpu.compute_board_dir, UUID_B);
+    rmdir(path);
+    rmdir(cfg.vgpu.compute_board_dir);
+    rmdir(tmp);
+    dpconfig_free(&cfg);
+}
+
 /* A container directory is filled under a staging name and renamed into place: its
  * region is the one libvgpu would create, its limits file names the final directory, and
  * neither a failure nor a plugin killed mid-way leaves anything behind for long. */
@@ -1005,6 +1093,7 @@ int main(void)
         cmocka_unit_test(test_pack_cdi),
         cmocka_unit_test(test_match),
         cmocka_unit_test(test_vgpu_allocate_and_dirs),
+        cmocka_unit_test(test_vgpu_priority),
         cmocka_unit_test(test_container_dir_staging),
         cmocka_unit_test(test_container_limits_update),
         cmocka_unit_test(test_inventory),

@@ -478,13 +478,53 @@ static void test_mig_shares(void **state)
     }
 }
 
+/* nvidia.com/priority from the pod's spec reaches the match (the limits file and the slot
+ * file's name); a value other than 0 or 1 makes the decision unusable, with the reason. */
+static void test_priority(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value; /* NULL: not named */
+        int rc, given, prio;
+    } cases[] = {{NULL, 0, 0, 1},      {"0", 0, 1, 0},        {"1", 0, 1, 1},
+                 {"2", -ENOENT, 0, 0}, {"-1", -ENOENT, 0, 0}, {"high", -ENOENT, 0, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct dp_podcache *c = dp_podcache_new("node-1");
+        json_t *p = pod_d("p", "u1", 10, "main", UUID_A, 100);
+        json_t *limits = json_object_get(
+            json_object_get(
+                json_array_get(json_object_get(json_object_get(p, "spec"), "containers"), 0),
+                "resources"),
+            "limits");
+        if (cases[i].value != NULL)
+            json_object_set_new(limits, "nvidia.com/priority", json_string(cases[i].value));
+        put(c, p);
+        struct disk d = {{NULL}, 0};
+        struct dp_match m;
+        struct vg_err err = {0};
+        assert_int_equal(dp_podcache_match(c, NULL, 1, on_disk, &d, &m, &err), cases[i].rc);
+        if (cases[i].rc == 0) {
+            assert_int_equal(m.priority_given, cases[i].given);
+            assert_int_equal(m.priority, cases[i].prio);
+        } else {
+            assert_non_null(strstr(err.msg, "nvidia.com/priority is not 0 (high) or 1 (low)"));
+        }
+        dp_podcache_free(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_order_and_exact_gpus), cmocka_unit_test(test_allocated_asked_once),
-        cmocka_unit_test(test_modified_and_deleted), cmocka_unit_test(test_relist),
-        cmocka_unit_test(test_unusable_named),       cmocka_unit_test(test_ceiling),
-        cmocka_unit_test(test_forged_decisions),     cmocka_unit_test(test_mig_shares),
+        cmocka_unit_test(test_order_and_exact_gpus),
+        cmocka_unit_test(test_priority),
+        cmocka_unit_test(test_allocated_asked_once),
+        cmocka_unit_test(test_modified_and_deleted),
+        cmocka_unit_test(test_relist),
+        cmocka_unit_test(test_unusable_named),
+        cmocka_unit_test(test_ceiling),
+        cmocka_unit_test(test_forged_decisions),
+        cmocka_unit_test(test_mig_shares),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

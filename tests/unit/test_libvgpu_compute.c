@@ -524,6 +524,85 @@ static void test_board_plugin(void **state)
     free(a);
 }
 
+/* Priority on the plugin's board: a container is high only when its file's name says so;
+ * it is active while a high process has work pending or drained less than
+ * VGC_PRIO_IDLE_NS ago; a low file that says anything, a future idle time, or a process
+ * marked low hold nobody. */
+static void test_priority_board(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vgc-board-XXXXXX";
+    const char *files[] = {"pod-l_main.100.slot", "pod-h_main.100.high.slot", "pod-f_main.30.slot"};
+    board_dir_make(dir, files, 3);
+    struct vg_err err = {0};
+    struct vgc_bd *l = calloc(3, sizeof *l), *h = l + 1, *f = l + 2;
+    assert_int_equal(vgc_bd_open(l, dir, "GPU-1", "pod-l_main", &err), 0);
+    assert_int_equal(vgc_bd_open(h, dir, "GPU-1", "pod-h_main", &err), 0);
+    assert_int_equal(vgc_bd_open(f, dir, "GPU-1", "pod-f_main", &err), 0);
+    int64_t t = 10 * S, until;
+    bool present;
+    /* Nobody on the GPU yet: a high file without a live process holds nobody. */
+    assert_false(vgc_bd_high_active(l, t, &present, &until));
+    assert_false(present);
+    int sl = vgc_bd_claim(l, 11, 1, t), sh = vgc_bd_claim(h, 22, 2, t),
+        sf = vgc_bd_claim(f, 33, 3, t);
+    assert_true(sl >= 0 && sh >= 0 && sf >= 0);
+    /* The forger's low-named file: work pending, just drained, no low bits: nothing. */
+    vgc_bd_set_pending(f, sf, true, t);
+    vgc_bd_note_idle(f, t);
+    atomic_store(&f->own->low_mask, 0);
+    assert_false(vgc_bd_high_active(l, t, &present, &until));
+    /* The high one, idle since long ago: present, not active. */
+    vgc_bd_set_pending(h, sh, false, t);
+    atomic_store(&h->own->idle_at, 0);
+    assert_false(vgc_bd_high_active(l, t, &present, &until));
+    assert_true(present);
+    /* Work pending: active, no end known. */
+    vgc_bd_set_pending(h, sh, true, t);
+    assert_true(vgc_bd_high_active(l, t, &present, &until));
+    assert_int_equal(until, 0);
+    /* Its work predicted done at t + 3 ms: active until then and the idle interval, then
+     * not, though its poller has not said so yet; a prediction far off is no end known. */
+    vgc_bd_note_busy(h, t + 3 * MS);
+    assert_true(vgc_bd_high_active(l, t, &present, &until));
+    assert_int_equal(until, t + 3 * MS + VGC_PRIO_IDLE_NS);
+    assert_false(vgc_bd_high_active(l, t + 3 * MS + VGC_PRIO_IDLE_NS, &present, &until));
+    vgc_bd_note_busy(h, t - 5 * MS); /* an earlier end does not replace a later one */
+    assert_true(vgc_bd_high_active(l, t + 3 * MS, &present, &until));
+    atomic_store(&h->own->busy_until, t + 3600 * S);
+    assert_true(vgc_bd_high_active(l, t, &present, &until));
+    assert_int_equal(until, 0);
+    atomic_store(&h->own->busy_until, 0);
+    /* It drained at t: active until t + VGC_PRIO_IDLE_NS, then not. */
+    vgc_bd_set_pending(h, sh, false, t);
+    vgc_bd_note_idle(h, t);
+    assert_true(vgc_bd_high_active(l, t + 1000, &present, &until));
+    assert_int_equal(until, t + VGC_PRIO_IDLE_NS);
+    assert_false(vgc_bd_high_active(l, t + VGC_PRIO_IDLE_NS, &present, &until));
+    /* A drain time from the future is forged: absent, never a hold without end. */
+    atomic_store(&h->own->idle_at, t + 3600 * S);
+    assert_false(vgc_bd_high_active(l, t, &present, &until));
+    /* Its process lowered by its environment: no longer high, pending or not. */
+    vgc_bd_set_pending(h, sh, true, t);
+    vgc_bd_mark_low(h, sh, true);
+    for (unsigned i = 0; i < l->n; i++)
+        assert_false(vgc_bd_id_high(l, i, 22));
+    assert_false(vgc_bd_high_active(l, t, &present, &until));
+    vgc_bd_mark_low(h, sh, false);
+    assert_true(vgc_bd_high_active(l, t, &present, &until));
+    /* The high container does not hold itself, and sees the others as low. */
+    assert_false(vgc_bd_high_active(h, t, &present, &until));
+    bool any_high = false;
+    for (unsigned i = 0; i < l->n; i++)
+        any_high |=
+            vgc_bd_id_high(l, i, 22) && !vgc_bd_id_high(l, i, 11) && !vgc_bd_id_high(l, i, 33);
+    assert_true(any_high);
+    /* Stale (not heard from for VGC_STALE_NS): gone. */
+    assert_false(vgc_bd_high_active(l, t + VGC_STALE_NS + 1, &present, &until));
+    board_dir_remove(dir, files, 3);
+    free(l);
+}
+
 /* The turn word is anyone's to write: a turn counts only when its holder's own slot file
  * confirms it, and what a container's turns keep a waiter waiting is bounded by its
  * decided share over any window. */
@@ -658,6 +737,7 @@ int main(void)
         cmocka_unit_test(test_forged_budget),
         cmocka_unit_test(test_board_file),
         cmocka_unit_test(test_board_plugin),
+        cmocka_unit_test(test_priority_board),
         cmocka_unit_test(test_virtual_tenant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -340,6 +340,71 @@ static void test_fixed_path_precedence(void **state)
     rmdir(dir);
 }
 
+/* Task priority: the limits file decides, the environment (either name) only lowers it,
+ * and a value other than 0 or 1 is refused wherever it comes from. */
+static void test_priority(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vgpu-cfg-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fixed[64];
+    snprintf(fixed, sizeof fixed, "%s/fixed", dir);
+    struct vgpu_config c;
+    struct vg_err err = {0};
+    /* Outside a container: the environment decides; low by default, not named. */
+    assert_int_equal(load(&c, &err, NULL), 0);
+    assert_int_equal(c.priority, VGPU_PRIORITY_LOW);
+    assert_false(c.priority_given);
+    assert_int_equal(load(&c, &err, "CUDA_TASK_PRIORITY=0", NULL), 0);
+    assert_int_equal(c.priority, VGPU_PRIORITY_HIGH);
+    assert_true(c.priority_given);
+    /* Both names: the lower priority wins. */
+    assert_int_equal(load(&c, &err, "CUDA_DEVICE_TASK_PRIORITY=0", "CUDA_TASK_PRIORITY=1", NULL),
+                     0);
+    assert_int_equal(c.priority, VGPU_PRIORITY_LOW);
+    /* A high-priority container: its environment can lower it, never raise a low one. */
+    write_text(fixed, "vgpu-limits 1\nCUDA_DEVICE_TASK_PRIORITY=0\n");
+    assert_int_equal(load_in(&c, fixed, &err, NULL), 0);
+    assert_int_equal(c.priority, VGPU_PRIORITY_HIGH);
+    assert_true(c.priority_given);
+    assert_int_equal(load_in(&c, fixed, &err, "CUDA_DEVICE_TASK_PRIORITY=1", NULL), 0);
+    assert_int_equal(c.priority, VGPU_PRIORITY_LOW);
+    assert_int_equal(load_in(&c, fixed, &err, "CUDA_TASK_PRIORITY=1", NULL), 0);
+    assert_int_equal(c.priority, VGPU_PRIORITY_LOW);
+    write_text(fixed, "vgpu-limits 1\nCUDA_DEVICE_TASK_PRIORITY=1\n");
+    assert_int_equal(
+        load_in(&c, fixed, &err, "CUDA_DEVICE_TASK_PRIORITY=0", "CUDA_TASK_PRIORITY=0", NULL), 0);
+    assert_int_equal(c.priority, VGPU_PRIORITY_LOW);
+    /* No key in the file: low, and the environment cannot make it high. */
+    write_text(fixed, "vgpu-limits 1\n");
+    assert_int_equal(load_in(&c, fixed, &err, "CUDA_TASK_PRIORITY=0", NULL), 0);
+    assert_int_equal(c.priority, VGPU_PRIORITY_LOW);
+    /* Bad values, from the environment and from the file. */
+    static const char *const bad[] = {"2", "-1", "high", "", "00", " 0", "0 ", "1.0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char e1[64], e2[64], text[96];
+        snprintf(e1, sizeof e1, "CUDA_DEVICE_TASK_PRIORITY=%s", bad[i]);
+        snprintf(e2, sizeof e2, "CUDA_TASK_PRIORITY=%s", bad[i]);
+        assert_true(load(&c, &err, e1, NULL) < 0);
+        assert_non_null(strstr(err.msg, "want 0 (high) or 1 (low)"));
+        assert_true(load(&c, &err, e2, NULL) < 0);
+        assert_non_null(strstr(err.msg, "CUDA_TASK_PRIORITY"));
+        assert_true(load_in(&c, fixed, &err, e2, NULL) < 0);
+        snprintf(text, sizeof text, "vgpu-limits 1\nCUDA_DEVICE_TASK_PRIORITY=%s\n", bad[i]);
+        write_text(fixed, text);
+        assert_int_equal(load_in(&c, fixed, &err, NULL), 0);
+        assert_true(c.closed); /* an unusable limits file: closed, as for any bad key */
+        assert_int_equal(c.priority, VGPU_PRIORITY_LOW);
+        write_text(fixed, "vgpu-limits 1\n");
+    }
+    /* HAMi-core's name is not a limits-file key. */
+    write_text(fixed, "vgpu-limits 1\nCUDA_TASK_PRIORITY=0\n");
+    assert_int_equal(load_in(&c, fixed, &err, NULL), 0);
+    assert_true(c.closed);
+    unlink(fixed);
+    rmdir(dir);
+}
+
 /* A file at the fixed path that cannot be used closes the configuration (the caller
  * refuses allocations); the environment cannot reopen it. */
 static void test_fixed_path_closed(void **state)
@@ -563,6 +628,7 @@ int main(void)
         cmocka_unit_test(test_file_unreadable),
         cmocka_unit_test(test_fixed_path_precedence),
         cmocka_unit_test(test_fixed_path_closed),
+        cmocka_unit_test(test_priority),
         cmocka_unit_test(test_track_random),
         cmocka_unit_test(test_track_growth_failure),
         cmocka_unit_test(test_track_context_and_replace),

@@ -294,6 +294,8 @@ static void test_exposition(void **state)
          .used = 300 * MiB,
          .busy_ns = 1500000000,
          .waited_ns = 2000000001,
+         .held_ns = 250000000,
+         .priority = 1,
          .achieved_ppm = 295000,
          .refused = 4,
          .closed = 1,
@@ -306,7 +308,8 @@ static void test_exposition(void **state)
          .gpu = 1,
          .vdevice = 1,
          .first = false,
-         .memory_limit = 2048 * MiB},
+         .memory_limit = 2048 * MiB,
+         .priority = -1},
     };
     struct mon_counters c = {.samples = 5};
     uint64_t errors[MON_ERR_KINDS] = {[MON_ERR_REGION_CORRUPT] = 7};
@@ -358,6 +361,12 @@ static void test_exposition(void **state)
     HAS("vgpu_container_compute_share_ratio%s 0.295\n", r0);
     HAS("vgpu_container_throttled_seconds_total%s 2.000000001\n", r0);
     HAS("vgpu_container_gpu_busy_seconds_total%s 1.5\n", r0);
+    HAS("vgpu_container_priority%s 1\n", r0);
+    HAS("vgpu_container_priority_held_seconds_total%s 0.25\n", r0);
+    /* a container whose pod named no priority has no priority series: one sample only */
+    const char *first_p = strstr(t, "\nvgpu_container_priority{");
+    assert_non_null(first_p);
+    assert_null(strstr(first_p + 1, "\nvgpu_container_priority{"));
     const char *hr0 =
         "{namespace=\"team-a\",pod=\"train-0\",container=\"main\",vdevice_index=\"0\","
         "device_uuid=\"" GPU0 "\"}";

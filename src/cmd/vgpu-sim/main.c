@@ -19,7 +19,7 @@
 static struct cli {
     const char *nodes, *pods, *report, *dir, *policy, *seeds, *mig;
     bool json, help;
-    uint64_t jobs, nodes_to_score;
+    uint64_t jobs, nodes_to_score, high_pct;
     struct sim_options options;
 } cli = {.policy = "default",
          .seeds = "42-51",
@@ -94,6 +94,14 @@ static const struct vg_flag flags[] = {
      .max = 100,
      .doc = "dra-firstfit, dra-default: kube-scheduler's percentageOfNodesToScore, 1-100; 0: "
             "adaptive",
+     .def = "0"},
+    {.name = "priority-high",
+     .value = "PCT",
+     .type = VG_FLAG_U64,
+     .target = &cli.high_pct,
+     .max = 100,
+     .doc = "this percentage of the sharing pods is high-priority (nvidia.com/priority 0), "
+            "placed apart from each other when a GPU can take them; 0: no priorities",
      .def = "0"},
     {.name = "data-dir",
      .value = "DIR",
@@ -258,6 +266,7 @@ static int parse_flags(int argc, char **argv)
         return 2;
     }
     cli.options.nodes_to_score_pct = (uint32_t)cli.nodes_to_score;
+    cli.options.high_pct = (uint32_t)cli.high_pct;
     return 0;
 }
 

@@ -46,7 +46,7 @@ static void fill(struct region_compute *c, int64_t v)
     atomic_store(&c->achieved_ppm, v);
     atomic_store(&c->closed_n, v);
     atomic_store(&c->closed_why, v);
-    atomic_store(&c->spare[0], v);
+    atomic_store(&c->held_ns, v);
 }
 
 static void big(struct region_compute *c, int64_t now)
