@@ -92,6 +92,9 @@ def main():
                                                            "configmaps")[1]["items"]),
                    "the pod's decision record")
         env = dict(os.environ, LD_PRELOAD=os.path.join(BUILD, "lib", "libvgpu.so"), **FAKE)
+        # The sanitizer build's programs carry ASan; libvgpu (UBSan only) comes first.
+        asan = os.environ.get("ASAN_OPTIONS", "")
+        env["ASAN_OPTIONS"] = (asan + ":" if asan else "") + "verify_asan_link_order=0"
         for _ in range(PROCS):
             p = subprocess.Popen([os.path.join(BUILD, "bin", "libvgpu_resize_watch")], env=env,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
