@@ -227,21 +227,28 @@ int nvml_mig_create_gi(const struct nvml_lib *lib, nvmlDevice_t dev,
     return 0;
 }
 
-int nvml_mig_create_ci(const struct nvml_lib *lib, nvmlDevice_t dev, unsigned gi_id,
-                       unsigned slices, struct nvml_mig_instance *out, struct vg_err *err)
+/* The handle of GPU instance gi_id. */
+static int gi_handle(const struct nvml_lib *lib, nvmlDevice_t dev, unsigned gi_id,
+                     nvmlGpuInstance_t *gi, struct vg_err *err)
 {
     if (!has_api(lib))
         return vg_err_set(err, -ENOTSUP, "NVML: the library has no dynamic MIG calls");
+    nvmlReturn_t rc = lib->gi_by_id(dev, gi_id, gi);
+    return rc == NVML_SUCCESS ? 0 : failed(lib, "nvmlDeviceGetGpuInstanceById", rc, err);
+}
+
+int nvml_mig_create_ci(const struct nvml_lib *lib, nvmlDevice_t dev, unsigned gi_id,
+                       unsigned slices, struct nvml_mig_instance *out, struct vg_err *err)
+{
     nvmlGpuInstance_t gi;
-    nvmlReturn_t rc = lib->gi_by_id(dev, gi_id, &gi);
-    if (rc != NVML_SUCCESS)
-        return failed(lib, "nvmlDeviceGetGpuInstanceById", rc, err);
-    nvmlComputeInstanceProfileInfo_t ci_info;
-    nvmlComputeInstance_t ci;
-    int r = full_ci(lib, gi, slices, &ci_info, err);
+    int r = gi_handle(lib, dev, gi_id, &gi, err);
     if (r < 0)
         return r;
-    rc = lib->ci_create(gi, ci_info.id, &ci);
+    nvmlComputeInstanceProfileInfo_t ci_info;
+    nvmlComputeInstance_t ci;
+    if ((r = full_ci(lib, gi, slices, &ci_info, err)) < 0)
+        return r;
+    nvmlReturn_t rc = lib->ci_create(gi, ci_info.id, &ci);
     if (rc != NVML_SUCCESS)
         return failed(lib, "nvmlGpuInstanceCreateComputeInstance", rc, err);
     return describe(lib, dev, gi, slices, out, err);
@@ -268,16 +275,15 @@ int nvml_mig_create(const struct nvml_lib *lib, nvmlDevice_t dev, const struct n
 int nvml_mig_placement(const struct nvml_lib *lib, nvmlDevice_t dev, unsigned gi_id,
                        unsigned *profile_id, unsigned *start, struct vg_err *err)
 {
-    if (!has_api(lib))
-        return vg_err_set(err, -ENOTSUP, "NVML: the library has no dynamic MIG calls");
     nvmlGpuInstance_t gi;
     nvmlGpuInstanceInfo_t info;
-    nvmlReturn_t rc = lib->gi_by_id(dev, gi_id, &gi);
-    if (rc == NVML_ERROR_INVALID_ARGUMENT) /* an id NVML never gave: none */
-        rc = NVML_ERROR_NOT_FOUND;
+    int r = gi_handle(lib, dev, gi_id, &gi, err);
+    if (r == -EINVAL) /* an id NVML never gave: none */
+        err->code = r = -ENOENT;
+    if (r < 0)
+        return r;
+    nvmlReturn_t rc = lib->gi_info(gi, &info);
     if (rc != NVML_SUCCESS)
-        return failed(lib, "nvmlDeviceGetGpuInstanceById", rc, err);
-    if ((rc = lib->gi_info(gi, &info)) != NVML_SUCCESS)
         return failed(lib, "nvmlGpuInstanceGetInfo", rc, err);
     *profile_id = info.profileId;
     *start = info.placement.start;
@@ -308,12 +314,11 @@ int nvml_mig_find(const struct nvml_lib *lib, nvmlDevice_t dev, unsigned profile
 int nvml_mig_destroy(const struct nvml_lib *lib, nvmlDevice_t dev, unsigned gi_id,
                      struct vg_err *err)
 {
-    if (!has_api(lib))
-        return vg_err_set(err, -ENOTSUP, "NVML: the library has no dynamic MIG calls");
     nvmlGpuInstance_t gi;
-    nvmlReturn_t rc = lib->gi_by_id(dev, gi_id, &gi);
-    if (rc != NVML_SUCCESS)
-        return failed(lib, "nvmlDeviceGetGpuInstanceById", rc, err);
+    int r = gi_handle(lib, dev, gi_id, &gi, err);
+    if (r < 0)
+        return r;
+    nvmlReturn_t rc;
     for (unsigned e = 0; e < CI_PROFILE_ENUMS; e++) {
         nvmlComputeInstanceProfileInfo_t info;
         if (lib->ci_profile_info(gi, e, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info) !=
