@@ -180,6 +180,13 @@ def qualified_name_error(name):
     return None
 
 
+def too_many(items, path, limit):
+    """A list or map past limit items: the API server's error for it (none within)."""
+    if len(items) <= limit:
+        return []
+    return ["%s: Too many: %d: must have at most %d items" % (path, len(items), limit)]
+
+
 def validate_resource_slice(obj):
     """The ResourceSlice rules of kube-apiserver 1.35 (resource/v1) a driver can run into:
     a list of "field: problem" strings, empty when valid."""
@@ -219,9 +226,7 @@ def validate_resource_slice(obj):
     if any(isinstance(d, dict) and (d.get("taints") or d.get("consumesCounters"))
            for d in devices):
         limit = 64
-    if len(devices) > limit:
-        errs.append("spec.devices: Too many: %d: must have at most %d items"
-                    % (len(devices), limit))
+    errs += too_many(devices, "spec.devices", limit)
     errs += validate_counters(spec, devices)
     seen = set()
     for i, dev in enumerate(devices):
@@ -327,9 +332,7 @@ def validate_taints(taints, path):
     if not isinstance(taints, list):
         return [path + ": Invalid value: must be a list"]
     errs = []
-    if len(taints) > MAX_TAINTS:
-        errs.append("%s: Too many: %d: must have at most %d items" % (path, len(taints),
-                                                                    MAX_TAINTS))
+    errs += too_many(taints, path, MAX_TAINTS)
     for i, t in enumerate(taints):
         tpath = "%s[%d]" % (path, i)
         if not isinstance(t, dict):
@@ -356,9 +359,7 @@ def validate_counter_map(counters, path):
     errs = []
     if not isinstance(counters, dict) or not counters:
         return [path + ": Required value"]
-    if len(counters) > MAX_COUNTERS:
-        errs.append("%s: Too many: %d: must have at most %d items" % (path, len(counters),
-                                                                    MAX_COUNTERS))
+    errs += too_many(counters, path, MAX_COUNTERS)
     for name, c in counters.items():
         if not isinstance(name, str) or len(name) > 63 or not DNS_LABEL.match(name):
             errs.append("%s[%s]: Invalid value: a lowercase RFC 1123 label is required"
@@ -380,9 +381,7 @@ def validate_counters(spec, devices):
     errs = []
     if devices:
         errs.append("spec: Invalid value: only one of `devices` and `sharedCounters` may be set")
-    if len(sets) > MAX_COUNTER_SETS:
-        errs.append("spec.sharedCounters: Too many: %d: must have at most %d items"
-                    % (len(sets), MAX_COUNTER_SETS))
+    errs += too_many(sets, "spec.sharedCounters", MAX_COUNTER_SETS)
     seen = set()
     for i, cs in enumerate(sets):
         path = "spec.sharedCounters[%d]" % i
@@ -405,9 +404,7 @@ def validate_consumes(consumes, path):
     if not isinstance(consumes, list):
         return [path + ": Invalid value: must be a list"]
     errs = []
-    if len(consumes) > MAX_CONSUMPTIONS:
-        errs.append("%s: Too many: %d: must have at most %d items" % (path, len(consumes),
-                                                                    MAX_CONSUMPTIONS))
+    errs += too_many(consumes, path, MAX_CONSUMPTIONS)
     for i, c in enumerate(consumes):
         cpath = "%s[%d]" % (path, i)
         name = c.get("counterSet") if isinstance(c, dict) else None
@@ -432,9 +429,7 @@ def validate_resource_claim(obj):
         if not isinstance(tols, list):
             errs.append(path + ": Invalid value: must be a list")
             continue
-        if len(tols) > MAX_TOLERATIONS:
-            errs.append("%s: Too many: %d: must have at most %d items" % (path, len(tols),
-                                                                        MAX_TOLERATIONS))
+        errs += too_many(tols, path, MAX_TOLERATIONS)
         for k, t in enumerate(tols):
             tpath = "%s[%d]" % (path, k)
             if not isinstance(t, dict):

@@ -253,28 +253,16 @@ static void post_event(struct dp_plugin *p, const struct dp_match *m, const char
 {
     if (!p->opt.kube)
         return;
-    char ts[32], name[ANNOT_NAME_MAX + 48], path[ANNOT_NAME_MAX + 48];
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
     static unsigned long long seq;
-    if (vg_snprintf(name, sizeof name, "%.200s.vgpu-device-plugin.%llx.%llx", m->pod_name,
-                    (unsigned long long)now, ++seq) < 0 ||
-        vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", m->pod_namespace) < 0)
-        return;
-    const char *node = p->cfg->cli.node_name;
-    VG_AUTO_JSON json_t *ev = json_pack(
-        "{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s}, s:s, s:s, s:s, s:{s:s, s:s}, "
-        "s:s, s:s, s:i, s:s, s:s}",
-        "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace",
-        m->pod_namespace, "involvedObject", "apiVersion", "v1", "kind", "Pod", "name", m->pod_name,
-        "namespace", m->pod_namespace, "uid", m->pod_uid, "reason", reason, "message", message,
-        "type", "Warning", "source", "component", "vgpu-device-plugin", "host", node,
-        "firstTimestamp", ts, "lastTimestamp", ts, "count", 1, "reportingComponent",
-        "vgpu-device-plugin", "reportingInstance", node);
+    struct kube_warning w = {.ns = m->pod_namespace,
+                             .pod = m->pod_name,
+                             .uid = m->pod_uid,
+                             .reason = reason,
+                             .message = message,
+                             .component = "vgpu-device-plugin",
+                             .node = p->cfg->cli.node_name};
     struct vg_err err = {0};
-    if (!ev || kube_post(p->opt.kube, path, ev, event_done, p, &err) < 0)
+    if (kube_post_warning(p->opt.kube, &w, ++seq, event_done, p, &err) < 0)
         vg_log(VG_LOG_WARN, "cannot post an Event", "err=\"%s\"", err.msg);
 }
 

@@ -14,6 +14,7 @@
  * Anchors and aliases are refused rather than expanded: no ConfigMap in the wild needs
  * them, and expanding them is how a 1 MiB file becomes gigabytes. */
 #include "dpconfig/dpconfig.h"
+#include "dpconfig/internal.h"
 
 #include <errno.h>
 #include <libfyaml.h>
@@ -1035,22 +1036,28 @@ struct loader {
     struct vg_err *err;
 };
 
+int dpconfig_key_vfail(const char *name, struct vg_err *err, int line, const char *path, int code,
+                       const char *fmt, va_list ap)
+{
+    char msg[VG_ERR_MSG_MAX];
+    if (vsnprintf(msg, sizeof msg, fmt, ap) < 0)
+        msg[0] = '\0';
+    if (line > 0)
+        return vg_err_set(err, code, "%s:%d: key '%s': %s", name, line, path, msg);
+    return vg_err_set(err, code, "%s: key '%s': %s", name, path, msg);
+}
+
 __attribute__((format(printf, 5, 6))) static int fail(struct loader *ld, int line, const char *path,
                                                       int code, const char *fmt, ...)
 {
-    char msg[VG_ERR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = dpconfig_key_vfail(ld->name, ld->err, line, path, code, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        msg[0] = '\0';
-    if (line > 0)
-        return vg_err_set(ld->err, code, "%s:%d: key '%s': %s", ld->name, line, path, msg);
-    return vg_err_set(ld->err, code, "%s: key '%s': %s", ld->name, path, msg);
+    return rc;
 }
 
-static int node_line(struct fy_node *n)
+int dpconfig_node_line(struct fy_node *n)
 {
     if (n == NULL)
         return 0;
@@ -1068,7 +1075,7 @@ static int start_line(struct fy_node *n, int fallback)
     if (n == NULL)
         return fallback;
     if (fy_node_get_type(n) == FYNT_SCALAR) {
-        int l = node_line(n);
+        int l = dpconfig_node_line(n);
         return l > 0 ? l : fallback;
     }
     void *iter = NULL;

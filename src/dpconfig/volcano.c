@@ -18,6 +18,7 @@
 #include "base/parse.h"
 #include "base/str.h"
 #include "dpconfig/dpconfig.h"
+#include "dpconfig/internal.h"
 #include "yaml/yaml.h"
 
 void dpconfig_volcano_defaults(struct dpconfig_volcano *v)
@@ -40,24 +41,14 @@ struct vload {
     struct vg_err *err;
 };
 
-static int key_line(struct fy_node *n)
-{
-    struct fy_token *t = n != NULL ? fy_node_get_scalar_token(n) : NULL;
-    const struct fy_mark *m = t != NULL ? fy_token_start_mark(t) : NULL;
-    return m != NULL ? m->line + 1 : 0;
-}
-
 __attribute__((format(printf, 4, 5))) static int vfail(struct vload *ld, struct fy_node *key,
                                                        const char *path, const char *fmt, ...)
 {
-    char msg[VG_ERR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = dpconfig_key_vfail(ld->name, ld->err, dpconfig_node_line(key), path, -EINVAL, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        msg[0] = '\0';
-    return vg_err_set(ld->err, -EINVAL, "%s:%d: key '%s': %s", ld->name, key_line(key), path, msg);
+    return rc;
 }
 
 /* A plain or quoted scalar's text; NULL for a mapping, a sequence or a null. */

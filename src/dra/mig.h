@@ -73,7 +73,7 @@ char *dra_instances_encode(const struct dra_instances *in);
 int dra_instances_decode(const char *text, size_t len, struct dra_instances *out,
                          struct vg_err *err);
 
-/* ---- NVML ------------------------------------------------------------------------------- */
+/* ---- NVML: through nvml/mig.h, the one NVML MIG layer (the device plugin's too) ---------- */
 
 struct dra_mig;
 
@@ -86,11 +86,13 @@ int dra_mig_discover(struct dra_mig *m, const struct dp_gpu *gpu, struct dra_mig
 /* Creates the GPU instance of inst (profile at start) and sets inst->gi. NVML's
  * INSUFFICIENT_RESOURCES (the placement taken) is -EBUSY. */
 int dra_mig_create_gi(struct dra_mig *m, struct dra_instance *inst, struct vg_err *err);
-/* Creates the compute instance spanning inst's GPU instance, sets inst->ci and the MIG
+/* Creates the compute instance spanning inst's GPU instance (of compute_slices, its
+ * partition's), sets inst->ci and the MIG
  * device's uuid, and fills mig (uuid, gi, ci, memory, profile; caps from gpu_minor's MIG
  * capability table when readable, else -1). */
-int dra_mig_create_ci(struct dra_mig *m, struct dra_instance *inst, unsigned gpu_minor,
-                      uint64_t gpu_memory_mib, struct dp_mig *mig, struct vg_err *err);
+int dra_mig_create_ci(struct dra_mig *m, struct dra_instance *inst, unsigned compute_slices,
+                      unsigned gpu_minor, uint64_t gpu_memory_mib, struct dp_mig *mig,
+                      struct vg_err *err);
 /* Destroys inst's compute instances and GPU instance (found by id, or by placement when
  * gi is -1). Gone already is success; processes inside are -EBUSY (NVML_ERROR_IN_USE). */
 int dra_mig_destroy(struct dra_mig *m, const struct dra_instance *inst, struct vg_err *err);

@@ -433,7 +433,8 @@ static int make_instances(struct dra_plugin *pl, struct dra_claim *claim, struct
                 nanosleep(&ts, NULL);
             }
             struct dp_mig mig;
-            if (dra_mig_create_ci(pl->mig, t, gpu->minor, gpu->memory_mib, &mig, err) < 0 ||
+            if (dra_mig_create_ci(pl->mig, t, part->compute_slices, gpu->minor, gpu->memory_mib,
+                                  &mig, err) < 0 ||
                 save_instances(pl, err) < 0)
                 goto undo;
             gpu->migs[gpu->mig_count++] = mig;

@@ -259,6 +259,8 @@ struct ipc_handle {
     uint64_t serial; /* the allocation's: an address freed and allocated again is another */
 };
 _Static_assert(sizeof(struct ipc_handle) <= sizeof(CUipcMemHandle), "IPC handle too large");
+_Static_assert(sizeof(struct ipc_handle) <= sizeof(CUmemPoolPtrExportData),
+               "pool export too small");
 
 static struct {
     struct ipc_handle from;
@@ -307,17 +309,13 @@ static int ipc_find(CUdeviceptr at)
     return -1;
 }
 
-FG_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+/* Called locked, unlocks: the handle naming allocation a (NULL: one that cannot be
+ * exported) into out, the caller's handle type of size bytes. A cuIpcGetMemHandle handle
+ * and a cuMemPoolExportPointer one are alike, so either opener checks the same fields. */
+static CUresult ipc_export(const struct fg_alloc *a, void *out, size_t size)
 {
-    CUresult r = fg_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!pHandle)
-        return CUDA_ERROR_INVALID_VALUE;
-    fg_lock();
-    struct fg_alloc *a = find_alloc((uintptr_t)dptr, 0, FG_K_DEVMEM);
-    bool ok = a && !a->managed && !a->pool && ipc_find(a->base) < 0;
     struct ipc_handle h = {.magic = IPC_MAGIC, .pid = getpid()};
+    bool ok = a != NULL;
     if (ok) {
         h.phys = fg_phys(a->dev);
         h.base = a->base;
@@ -328,9 +326,22 @@ FG_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     fg_unlock();
     if (!ok)
         return CUDA_ERROR_INVALID_VALUE;
-    memset(pHandle, 0, sizeof *pHandle);
-    memcpy(pHandle, &h, sizeof h);
+    memset(out, 0, size);
+    memcpy(out, &h, sizeof h);
     return CUDA_SUCCESS;
+}
+
+FG_API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    CUresult r = fg_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pHandle)
+        return CUDA_ERROR_INVALID_VALUE;
+    fg_lock();
+    struct fg_alloc *a = find_alloc((uintptr_t)dptr, 0, FG_K_DEVMEM);
+    bool ok = a && !a->managed && !a->pool && ipc_find(a->base) < 0;
+    return ipc_export(ok ? a : NULL, pHandle, sizeof *pHandle);
 }
 
 FG_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
@@ -690,21 +701,7 @@ FG_API CUresult cuMemPoolExportPointer(CUmemPoolPtrExportData *shareData_out, CU
         return CUDA_ERROR_INVALID_VALUE;
     fg_lock();
     struct fg_alloc *a = fg_reg_get((uintptr_t)ptr, FG_K_DEVMEM);
-    bool ok = a && a->pool;
-    struct ipc_handle h = {.magic = IPC_MAGIC, .pid = getpid()};
-    if (ok) {
-        h.phys = fg_phys(a->dev);
-        h.base = a->base;
-        h.size = a->size;
-        h.serial = ipc_serial_of(a->base);
-        ok = h.serial != 0;
-    }
-    fg_unlock();
-    if (!ok)
-        return CUDA_ERROR_INVALID_VALUE;
-    memset(shareData_out, 0, sizeof *shareData_out);
-    memcpy(shareData_out, &h, sizeof h);
-    return CUDA_SUCCESS;
+    return ipc_export(a && a->pool ? a : NULL, shareData_out, sizeof *shareData_out);
 }
 
 FG_API CUresult cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool,

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -148,6 +149,24 @@ int kube_bind_pod_with(struct kube_client *client, const struct kube_binding *bi
 int kube_patch_annotations(struct kube_client *client, const char *object_path, json_t *annotations,
                            const char *resource_version, kube_response_fn done, void *arg,
                            struct vg_err *err);
+
+/* A Warning Event on a pod, as `kubectl describe pod` shows it. Strings are borrowed;
+ * container (optional) adds involvedObject.fieldPath "spec.containers{NAME}"; component
+ * ("vgpu-monitor") is the source and reporting component, node the host and reporting
+ * instance. */
+struct kube_warning {
+    const char *ns, *pod, *uid;
+    const char *container;
+    const char *reason, *message;
+    const char *component, *node;
+};
+/* The Event object, named "<pod, 200 at most>.<component>.<now hex>.<seq hex>" (seq: the
+ * caller's counter, which keeps names unique within a second); NULL when it cannot be
+ * formed. For tests; kube_post_warning sends it. */
+json_t *kube_warning_event(const struct kube_warning *w, time_t now, unsigned long long seq);
+/* POSTs kube_warning_event(w, now, seq) to /api/v1/namespaces/NS/events. */
+int kube_post_warning(struct kube_client *client, const struct kube_warning *w,
+                      unsigned long long seq, kube_response_fn done, void *arg, struct vg_err *err);
 
 /* Number of requests (watches included) not yet completed. */
 size_t kube_client_pending(const struct kube_client *client);

@@ -403,31 +403,16 @@ static void post_event(struct daemon *d, const struct mon_report *r, const char 
     const struct pod_name *pod = pod_find(d, r->pod_uid);
     if (!d->kube || !pod)
         return;
-    char ts[32], name[MON_NAME_MAX + 40], field[MON_NAME_MAX + 32];
-    time_t now = time(NULL);
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    if (vg_snprintf(name, sizeof name, "%.200s.vgpu-monitor.%llx.%llx", pod->pod,
-                    (unsigned long long)now, (unsigned long long)++d->event_seq) < 0)
-        return;
-    VG_AUTO_JSON json_t *involved =
-        json_pack("{s:s, s:s, s:s, s:s, s:s}", "apiVersion", "v1", "kind", "Pod", "name", pod->pod,
-                  "namespace", pod->ns, "uid", pod->uid);
-    if (r->container[0] &&
-        vg_snprintf(field, sizeof field, "spec.containers{%s}", r->container) >= 0)
-        json_object_set_new(involved, "fieldPath", json_string(field));
-    const char *node = d->args->node_name ? d->args->node_name : "";
-    VG_AUTO_JSON json_t *ev = json_pack(
-        "{s:s, s:s, s:{s:s, s:s}, s:O, s:s, s:s, s:s, s:{s:s, s:s}, s:s, s:s, s:i, s:s, s:s}",
-        "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace", pod->ns,
-        "involvedObject", involved, "reason", reason, "message", message, "type", "Warning",
-        "source", "component", "vgpu-monitor", "host", node, "firstTimestamp", ts, "lastTimestamp",
-        ts, "count", 1, "reportingComponent", "vgpu-monitor", "reportingInstance", node);
-    char path[MON_NAME_MAX + 40];
+    struct kube_warning w = {.ns = pod->ns,
+                             .pod = pod->pod,
+                             .uid = pod->uid,
+                             .container = r->container,
+                             .reason = reason,
+                             .message = message,
+                             .component = "vgpu-monitor",
+                             .node = d->args->node_name};
     struct vg_err err = {0};
-    if (!ev || vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/events", pod->ns) < 0 ||
-        kube_post(d->kube, path, ev, event_done, d, &err) < 0) {
+    if (kube_post_warning(d->kube, &w, ++d->event_seq, event_done, d, &err) < 0) {
         d->events_failed++;
         vg_log(VG_LOG_WARN, "cannot post an Event", "error=\"%s\"", err.msg);
     }

@@ -71,6 +71,7 @@ int nvml_mig_profiles(const struct nvml_lib *lib, nvmlDevice_t dev, struct nvml_
         struct nvml_mig_profile *p = &tmp[n];
         memset(p, 0, sizeof *p);
         p->id = info.id;
+        p->profile_enum = e;
         p->slices = info.sliceCount;
         p->sms = info.multiprocessorCount;
         p->memory_mib = info.memorySizeMB;
@@ -134,6 +135,11 @@ static void mig_device(const struct nvml_lib *lib, nvmlDevice_t dev, struct nvml
             continue;
         if (lib->get_uuid(m, mi->uuid, sizeof mi->uuid) == NVML_SUCCESS)
             mi->mig_index = k;
+        nvmlMemory_t mem;
+        if (lib->get_memory(m, &mem) == NVML_SUCCESS)
+            mi->memory_mib = mem.total >> 20;
+        if (lib->ci_id)
+            (void)lib->ci_id(m, &mi->ci);
         return;
     }
 }
@@ -196,9 +202,14 @@ int nvml_mig_instances(const struct nvml_lib *lib, nvmlDevice_t dev,
     return 0;
 }
 
-int nvml_mig_create(const struct nvml_lib *lib, nvmlDevice_t dev, const struct nvml_mig_profile *p,
-                    unsigned start, void (*hook)(void), struct nvml_mig_instance *out,
-                    struct vg_err *err)
+bool nvml_mig_supported(const struct nvml_lib *lib)
+{
+    return has_api(lib);
+}
+
+int nvml_mig_create_gi(const struct nvml_lib *lib, nvmlDevice_t dev,
+                       const struct nvml_mig_profile *p, unsigned start, unsigned *gi_id,
+                       struct vg_err *err)
 {
     if (!has_api(lib))
         return vg_err_set(err, -ENOTSUP, "NVML: the library has no dynamic MIG calls");
@@ -207,34 +218,107 @@ int nvml_mig_create(const struct nvml_lib *lib, nvmlDevice_t dev, const struct n
     nvmlReturn_t rc = lib->gi_create_at(dev, p->id, &at, &gi);
     if (rc != NVML_SUCCESS)
         return failed(lib, "nvmlDeviceCreateGpuInstanceWithPlacement", rc, err);
-    if (hook)
-        hook();
+    nvmlGpuInstanceInfo_t info;
+    if ((rc = lib->gi_info(gi, &info)) != NVML_SUCCESS) {
+        (void)lib->gi_destroy(gi); /* nothing half made stays */
+        return failed(lib, "nvmlGpuInstanceGetInfo", rc, err);
+    }
+    *gi_id = info.id;
+    return 0;
+}
+
+/* The handle of GPU instance gi_id. */
+static int gi_handle(const struct nvml_lib *lib, nvmlDevice_t dev, unsigned gi_id,
+                     nvmlGpuInstance_t *gi, struct vg_err *err)
+{
+    if (!has_api(lib))
+        return vg_err_set(err, -ENOTSUP, "NVML: the library has no dynamic MIG calls");
+    nvmlReturn_t rc = lib->gi_by_id(dev, gi_id, gi);
+    return rc == NVML_SUCCESS ? 0 : failed(lib, "nvmlDeviceGetGpuInstanceById", rc, err);
+}
+
+int nvml_mig_create_ci(const struct nvml_lib *lib, nvmlDevice_t dev, unsigned gi_id,
+                       unsigned slices, struct nvml_mig_instance *out, struct vg_err *err)
+{
+    nvmlGpuInstance_t gi;
+    int r = gi_handle(lib, dev, gi_id, &gi, err);
+    if (r < 0)
+        return r;
     nvmlComputeInstanceProfileInfo_t ci_info;
     nvmlComputeInstance_t ci;
-    int r = full_ci(lib, gi, p->slices, &ci_info, err);
-    if (r == 0) {
-        rc = lib->ci_create(gi, ci_info.id, &ci);
-        if (rc != NVML_SUCCESS)
-            r = failed(lib, "nvmlGpuInstanceCreateComputeInstance", rc, err);
-    }
-    if (r == 0)
-        r = describe(lib, dev, gi, p->slices, out, err);
-    if (r < 0) {
-        (void)lib->gi_destroy(gi); /* nothing half made stays */
+    if ((r = full_ci(lib, gi, slices, &ci_info, err)) < 0)
         return r;
+    nvmlReturn_t rc = lib->ci_create(gi, ci_info.id, &ci);
+    if (rc != NVML_SUCCESS)
+        return failed(lib, "nvmlGpuInstanceCreateComputeInstance", rc, err);
+    return describe(lib, dev, gi, slices, out, err);
+}
+
+int nvml_mig_create(const struct nvml_lib *lib, nvmlDevice_t dev, const struct nvml_mig_profile *p,
+                    unsigned start, void (*hook)(void), struct nvml_mig_instance *out,
+                    struct vg_err *err)
+{
+    unsigned gi;
+    int r = nvml_mig_create_gi(lib, dev, p, start, &gi, err);
+    if (r < 0)
+        return r;
+    if (hook)
+        hook();
+    r = nvml_mig_create_ci(lib, dev, gi, p->slices, out, err);
+    if (r < 0) {
+        struct vg_err ignored;
+        (void)nvml_mig_destroy(lib, dev, gi, &ignored); /* nothing half made stays */
     }
+    return r;
+}
+
+int nvml_mig_placement(const struct nvml_lib *lib, nvmlDevice_t dev, unsigned gi_id,
+                       unsigned *profile_id, unsigned *start, struct vg_err *err)
+{
+    nvmlGpuInstance_t gi;
+    nvmlGpuInstanceInfo_t info;
+    int r = gi_handle(lib, dev, gi_id, &gi, err);
+    if (r == -EINVAL) /* an id NVML never gave: none */
+        err->code = r = -ENOENT;
+    if (r < 0)
+        return r;
+    nvmlReturn_t rc = lib->gi_info(gi, &info);
+    if (rc != NVML_SUCCESS)
+        return failed(lib, "nvmlGpuInstanceGetInfo", rc, err);
+    *profile_id = info.profileId;
+    *start = info.placement.start;
     return 0;
+}
+
+int nvml_mig_find(const struct nvml_lib *lib, nvmlDevice_t dev, unsigned profile_id, unsigned start,
+                  unsigned *gi_id, struct vg_err *err)
+{
+    if (!has_api(lib))
+        return vg_err_set(err, -ENOTSUP, "NVML: the library has no dynamic MIG calls");
+    nvmlGpuInstance_t gis[NVML_MIG_MAX_INSTANCES];
+    unsigned n = NVML_MIG_MAX_INSTANCES;
+    nvmlReturn_t rc = lib->gi_list(dev, profile_id, gis, &n);
+    if (rc != NVML_SUCCESS)
+        return failed(lib, "nvmlDeviceGetGpuInstances", rc, err);
+    for (unsigned k = 0; k < n && k < NVML_MIG_MAX_INSTANCES; k++) {
+        nvmlGpuInstanceInfo_t info;
+        if (lib->gi_info(gis[k], &info) == NVML_SUCCESS && info.placement.start == start) {
+            *gi_id = info.id;
+            return 0;
+        }
+    }
+    return vg_err_set(err, -ENOENT, "NVML: no GPU instance of profile %u at slice %u", profile_id,
+                      start);
 }
 
 int nvml_mig_destroy(const struct nvml_lib *lib, nvmlDevice_t dev, unsigned gi_id,
                      struct vg_err *err)
 {
-    if (!has_api(lib))
-        return vg_err_set(err, -ENOTSUP, "NVML: the library has no dynamic MIG calls");
     nvmlGpuInstance_t gi;
-    nvmlReturn_t rc = lib->gi_by_id(dev, gi_id, &gi);
-    if (rc != NVML_SUCCESS)
-        return failed(lib, "nvmlDeviceGetGpuInstanceById", rc, err);
+    int r = gi_handle(lib, dev, gi_id, &gi, err);
+    if (r < 0)
+        return r;
+    nvmlReturn_t rc;
     for (unsigned e = 0; e < CI_PROFILE_ENUMS; e++) {
         nvmlComputeInstanceProfileInfo_t info;
         if (lib->ci_profile_info(gi, e, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info) !=

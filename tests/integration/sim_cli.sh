@@ -2,16 +2,11 @@
 # vgpu-sim end to end: JSON contract fields, byte-identical output for a seed (except
 # "seconds"), the HTML report, and clear errors for bad input. Needs the openb trace
 # ($VGPU_OPENB_DIR or ../shared/data/openb); skips without it, fails without it under CI
-# (tests/lib/vg_skip.sh).
+# (tests/lib/openb.sh).
 set -euo pipefail
-. "$(dirname "$0")/../lib/vg_skip.sh"
+. "$(dirname "$0")/../lib/openb.sh"
 sim=$1
-data=${VGPU_OPENB_DIR:-$2}
-nodes=$data/openb_node_list_gpu_node.csv
-pods=$data/openb_pod_list_default.csv
-if [ ! -r "$nodes" ] || [ ! -r "$pods" ]; then
-    vg_skip "the openb trace in $data (openb_node_list_gpu_node.csv, openb_pod_list_default.csv; set VGPU_OPENB_DIR)"
-fi
+vg_openb "$2"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

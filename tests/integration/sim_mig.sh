@@ -7,21 +7,15 @@
 #   - a seed's output is the same on a second run;
 #   - bad input (an unknown model) exits with status 2 and names it.
 # Needs the openb trace ($VGPU_OPENB_DIR or ../shared/data/openb): skips without it,
-# fails without it under CI (tests/lib/vg_skip.sh).
+# fails without it under CI (tests/lib/openb.sh).
 # Usage: sim_mig.sh VGPU_SIM DATA_DIR
 set -euo pipefail
-. "$(dirname "$0")/../lib/vg_skip.sh"
+. "$(dirname "$0")/../lib/openb.sh"
 sim=$1
-data=${VGPU_OPENB_DIR:-$2}
-nodes=$data/openb_node_list_gpu_node.csv
-pods=$data/openb_pod_list_default.csv
-if [ ! -r "$nodes" ] || [ ! -r "$pods" ]; then
-    vg_skip "the openb trace in $data (openb_node_list_gpu_node.csv, openb_pod_list_default.csv; set VGPU_OPENB_DIR)"
-fi
+vg_openb "$2"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-awk 'NR == 1 || NR % 10 == 2' "$nodes" > "$tmp/openb_node_list_sample.csv"
-awk 'NR == 1 || NR % 8 == 2' "$pods" > "$tmp/openb_pod_list_sample.csv"
+vg_openb_sample "$tmp"
 
 run() {
     "$sim" --nodes "$tmp/openb_node_list_sample.csv" --pods "$tmp/openb_pod_list_sample.csv" \

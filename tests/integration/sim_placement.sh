@@ -6,17 +6,12 @@
 #     paper's own runs span over seeds 42-51 (docs/placement.md, "The paper's figures"),
 #     and the paper's ranking FGD < BestFit < Packing, Clustering < DotProd < Random holds.
 # Needs the openb trace ($VGPU_OPENB_DIR or ../shared/data/openb): skips without it,
-# fails without it under CI (tests/lib/vg_skip.sh).
+# fails without it under CI (tests/lib/openb.sh).
 # Usage: sim_placement.sh VGPU_SIM DATA_DIR
 set -euo pipefail
-. "$(dirname "$0")/../lib/vg_skip.sh"
+. "$(dirname "$0")/../lib/openb.sh"
 sim=$1
-data=${VGPU_OPENB_DIR:-$2}
-nodes=$data/openb_node_list_gpu_node.csv
-pods=$data/openb_pod_list_default.csv
-if [ ! -r "$nodes" ] || [ ! -r "$pods" ]; then
-    vg_skip "the openb trace in $data (openb_node_list_gpu_node.csv, openb_pod_list_default.csv; set VGPU_OPENB_DIR)"
-fi
+vg_openb "$2"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 "$sim" --nodes "$nodes" --pods "$pods" --policy all --seeds 42-44 --jobs 2 --json > "$out"

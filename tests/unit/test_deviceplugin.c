@@ -646,6 +646,16 @@ static void test_vgpu_allocate_and_dirs(void **state)
 }
 
 /* Entries of dir (dot entries aside), sorted by name, joined by spaces into out. */
+/* A config whose container and compute board directories lie under tmp. */
+static void load_dirs(struct dpconfig *cfg, const char *tmp)
+{
+    char yaml[1024];
+    snprintf(yaml, sizeof(yaml),
+             "version: v1\nvgpu:\n  regionDir: %s/containers\n  computeBoardDir: %s/board\n", tmp,
+             tmp);
+    load(cfg, yaml);
+}
+
 static void list_dir(const char *dir, char *out, size_t size)
 {
     char names[64][256];
@@ -696,13 +706,8 @@ static void test_container_limits_update(void **state)
     (void)state;
     char tmp[] = "/tmp/dp-resize.XXXXXX";
     assert_non_null(mkdtemp(tmp));
-    char yaml[1024];
-    snprintf(yaml, sizeof(yaml),
-             "version: v1\nvgpu:\n  regionDir: %s/containers\n"
-             "  computeBoardDir: %s/board\n",
-             tmp, tmp);
     struct dpconfig cfg;
-    load(&cfg, yaml);
+    load_dirs(&cfg, tmp);
     struct dp_match m;
     train_match(&m);
     m.container.gpu_count = 1;
@@ -787,12 +792,8 @@ static void test_vgpu_priority(void **state)
     two_gpus(g);
     char tmp[] = "/tmp/dp-unit.XXXXXX";
     assert_non_null(mkdtemp(tmp));
-    char yaml[1024];
-    snprintf(yaml, sizeof(yaml),
-             "version: v1\nvgpu:\n  regionDir: %s/containers\n  computeBoardDir: %s/board\n", tmp,
-             tmp);
     struct dpconfig cfg;
-    load(&cfg, yaml);
+    load_dirs(&cfg, tmp);
     struct dp_match m;
     train_match(&m);
     m.container.gpu_count = 1;
@@ -874,13 +875,8 @@ static void test_container_dir_staging(void **state)
     (void)state;
     char tmp[] = "/tmp/dp-stage.XXXXXX";
     assert_non_null(mkdtemp(tmp));
-    char yaml[1024];
-    snprintf(yaml, sizeof(yaml),
-             "version: v1\nvgpu:\n  regionDir: %s/containers\n"
-             "  computeBoardDir: %s/board\n",
-             tmp, tmp);
     struct dpconfig cfg;
-    load(&cfg, yaml);
+    load_dirs(&cfg, tmp);
     const char *rd = cfg.vgpu.region_dir;
     struct dp_match m;
     train_match(&m);

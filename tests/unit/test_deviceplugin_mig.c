@@ -374,10 +374,10 @@ static void dyn_gpu(struct dp_gpu *g, const unsigned (*inst)[2], size_t n)
     vg_strlcpy(g->model, "NVIDIA H100 80GB HBM3", sizeof(g->model));
     g->mig_enabled = g->mig_dynamic = true;
     g->mig_slices = 8;
-    static const struct nvml_mig_profile profs[] = {{"1g.10gb", 19, 1, 1, 16, 9984, 0x7F},
-                                                    {"1g.20gb", 15, 1, 2, 26, 20096, 0x55},
-                                                    {"3g.40gb", 9, 3, 4, 60, 40448, 0x11},
-                                                    {"7g.80gb", 0, 7, 8, 132, 81152, 0x01}};
+    static const struct nvml_mig_profile profs[] = {{"1g.10gb", 19, 1, 1, 16, 9984, 0x7F, 0x0},
+                                                    {"1g.20gb", 15, 1, 2, 26, 20096, 0x55, 0x9},
+                                                    {"3g.40gb", 9, 3, 4, 60, 40448, 0x11, 0x2},
+                                                    {"7g.80gb", 0, 7, 8, 132, 81152, 0x01, 0x4}};
     memcpy(g->mig_profiles, profs, sizeof(profs));
     g->mig_profile_count = 4;
     g->mig_allowed = 0xF;

@@ -1,7 +1,7 @@
 /* Unit tests for src/kube's parsers and helpers: the watch line splitter, watch event
  * decoding, base64, kubeconfig loading (good files and every malformed form), in-cluster
- * credentials and reconnect backoff. The network paths are tested against the test API
- * server in tests/integration/kube_client.c. */
+ * credentials, reconnect backoff and the Warning Event's shape. The network paths are tested
+ * against the test API server in tests/integration/kube_client.c. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -515,6 +515,61 @@ static void test_backoff(void **state)
     assert_true(distinct >= 10);
 }
 
+/* ---- Warning Events ------------------------------------------------------------ */
+
+/* The Event a daemon posts is the one kubectl describe shows on the pod: on the pod, by
+ * uid, on the container when named, and named after the pod, the component and seq. */
+static void test_warning_event(void **state)
+{
+    (void)state;
+    struct kube_warning w = {.ns = "team-a",
+                             .pod = "train-0",
+                             .uid = "0f6c1a2b-1111-2222-3333-444455556666",
+                             .container = "main",
+                             .reason = "GPUComputeOverShare",
+                             .message = "used 80% of a 30% share",
+                             .component = "vgpu-monitor",
+                             .node = "node-1"};
+    json_t *ev = kube_warning_event(&w, (time_t)1700000000, 0x2a);
+    assert_non_null(ev);
+    assert_string_equal(json_string_value(json_object_get(ev, "kind")), "Event");
+    assert_string_equal(json_string_value(json_object_get(ev, "type")), "Warning");
+    assert_string_equal(json_string_value(json_object_get(ev, "reason")), "GPUComputeOverShare");
+    const json_t *meta = json_object_get(ev, "metadata");
+    assert_string_equal(json_string_value(json_object_get(meta, "name")),
+                        "train-0.vgpu-monitor.6553f100.2a");
+    assert_string_equal(json_string_value(json_object_get(meta, "namespace")), "team-a");
+    const json_t *inv = json_object_get(ev, "involvedObject");
+    assert_string_equal(json_string_value(json_object_get(inv, "kind")), "Pod");
+    assert_string_equal(json_string_value(json_object_get(inv, "uid")), w.uid);
+    assert_string_equal(json_string_value(json_object_get(inv, "fieldPath")),
+                        "spec.containers{main}");
+    assert_string_equal(json_string_value(json_object_get(ev, "firstTimestamp")),
+                        "2023-11-14T22:13:20Z");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(ev, "source"), "host")),
+                        "node-1");
+    assert_string_equal(json_string_value(json_object_get(ev, "reportingComponent")),
+                        "vgpu-monitor");
+    json_decref(ev);
+
+    /* No container: no fieldPath; no node: an empty host; a long pod name is cut. */
+    char long_pod[254];
+    memset(long_pod, 'p', sizeof long_pod - 1);
+    long_pod[sizeof long_pod - 1] = '\0';
+    w.container = NULL;
+    w.node = NULL;
+    w.pod = long_pod;
+    w.component = "vgpu-device-plugin";
+    ev = kube_warning_event(&w, (time_t)1700000000, 1);
+    assert_non_null(ev);
+    assert_null(json_object_get(json_object_get(ev, "involvedObject"), "fieldPath"));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(ev, "source"), "host")),
+                        "");
+    const char *name = json_string_value(json_object_get(json_object_get(ev, "metadata"), "name"));
+    assert_int_equal(strlen(name), 200 + strlen(".vgpu-device-plugin.6553f100.1"));
+    json_decref(ev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -530,6 +585,7 @@ int main(void)
         cmocka_unit_test(test_kubeconfig_malformed),
         cmocka_unit_test(test_in_cluster),
         cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_warning_event),
     };
     return cmocka_run_group_tests(tests, setup_tmpdir, teardown_tmpdir);
 }
