@@ -80,6 +80,24 @@ static void test_decision(void **state)
     r = req("main", 0, 100);
     assert_int_equal(sched_resize_decision(decision_1, &r, 99, &out, &raise, &err), -EINVAL);
     assert_null(out);
+    /* A MIG instance's memory and compute are the instance's: no resize changes them (the
+     * limits file would lose what it says of the instance, a raise would count against
+     * the quota for memory the instance does not have). */
+    static const char *decision_mig =
+        "{\"version\":1,\"node\":\"n0\",\"time\":5,\"containers\":[{\"name\":\"main\","
+        "\"gpus\":[{\"uuid\":\"GPU-0\",\"memoryMiB\":4864,\"cores\":0,\"mig\":{\"profile\":"
+        "\"1g.5gb\",\"start\":2}}]}]}";
+    struct annot_decision md;
+    assert_int_equal(annot_decision_decode(decision_mig, strlen(decision_mig), &md, &err), 0);
+    r = req("main", 9000, 0);
+    raise = 0;
+    assert_int_equal(sched_resize_decision(decision_mig, &r, 99, &out, &raise, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "MIG instance 1g.5gb"));
+    assert_null(out);
+    assert_int_equal(raise, 0);
+    r = req("main", 1000, 0);
+    assert_int_equal(sched_resize_decision(decision_mig, &r, 99, &out, &raise, &err), -EINVAL);
+    assert_null(out);
 }
 
 static void test_quota(void **state)
