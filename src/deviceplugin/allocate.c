@@ -291,22 +291,44 @@ int dp_container_dir_path(const char *region_dir, const char *pod_uid, const cha
     return 0;
 }
 
+/* Removes dir/etc and the files the plugin puts there. In a directory of the layout before
+ * etc/ the whole directory was writable in its container, so etc may be the tenant's: a
+ * symlink (to any directory of the host) is unlinked itself, never followed, and the
+ * files are unlinked relative to the directory opened without following. */
+static int etc_remove(const char *dir, struct vg_err *err)
+{
+    static const char *const files[] = {"limits", "limits.tmp", "generation"};
+    char path[1024];
+    if (vg_snprintf(path, sizeof(path), "%s/" DP_LIMITS_DIR, dir) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "path too long");
+    VG_AUTO_CLOSE int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        if ((errno == ELOOP || errno == ENOTDIR) && unlink(path) == 0)
+            return 0; /* not the plugin's directory: gone, nothing through it */
+        return vg_err_errno(err, errno, "removing %s", path);
+    }
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+        if (unlinkat(fd, files[i], 0) != 0 && errno != ENOENT)
+            return vg_err_errno(err, errno, "removing %s/%s", path, files[i]);
+    if (rmdir(path) != 0 && errno != ENOENT)
+        return vg_err_errno(err, errno, "removing %s", path);
+    return 0;
+}
+
 int dp_container_dir_remove(const char *dir, struct vg_err *err)
 {
     /* "limits" and "limits.tmp" in dir itself: directories made before etc/ existed. */
-    static const char *const files[] = {DP_LIMITS_DIR "/limits",
-                                        DP_LIMITS_DIR "/limits.tmp",
-                                        DP_LIMITS_DIR "/generation",
-                                        DP_LIMITS_DIR,
-                                        "region",
-                                        "limits",
-                                        "limits.tmp"};
+    static const char *const files[] = {"region", "limits", "limits.tmp"};
     char path[1024];
+    int rc = etc_remove(dir, err);
+    if (rc < 0)
+        return rc;
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         if (vg_snprintf(path, sizeof(path), "%s/%s", dir, files[i]) < 0)
             return vg_err_set(err, -ENAMETOOLONG, "path too long");
-        int rc = strcmp(files[i], DP_LIMITS_DIR) == 0 ? rmdir(path) : unlink(path);
-        if (rc != 0 && errno != ENOENT)
+        if (unlink(path) != 0 && errno != ENOENT)
             return vg_err_errno(err, errno, "removing %s", path);
     }
     if (rmdir(dir) != 0 && errno != ENOENT)
@@ -447,6 +469,15 @@ int dp_container_limits_update(const struct dpconfig *cfg, const struct dp_match
                                const char *dir, uint64_t generation, struct vg_err *err)
 {
     char path[1024], tmp[1024], text[8192];
+    struct stat st;
+    if (vg_snprintf(path, sizeof(path), "%s/limits", dir) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "path too long");
+    /* A directory made before etc/ existed was mounted whole, writable, in its container:
+     * an etc/ there is the tenant's (a symlink to a host directory, a limits file of its
+     * own), so nothing is read or written through it. */
+    if (lstat(path, &st) == 0)
+        return vg_err_set(err, -ENOENT,
+                          "%s: no limits directory (made before live resize); not resizable", dir);
     if (vg_snprintf(path, sizeof(path), "%s/" DP_LIMITS_DIR "/limits", dir) < 0 ||
         vg_snprintf(tmp, sizeof(tmp), "%s/" DP_LIMITS_DIR "/limits.tmp", dir) < 0)
         return vg_err_set(err, -ENAMETOOLONG, "path too long");

@@ -580,44 +580,59 @@ static bool ipc_unref(struct lv_track_entry *e, void *arg)
     return e->refs == 0;
 }
 
+/* Opens and closes with their bookkeeping, one at a time: the driver counts opens of one
+ * handle per context, and two threads each finding no entry after their opens would
+ * each charge and insert, the second replacing the first (one reference for two opens),
+ * so that one close left the address mapped and uncharged. Recursive: a driver may
+ * implement one name by calling the other through its exported symbol, i.e. this hook
+ * (fakegpu's cuIpcOpenMemHandle does). */
+static pthread_mutex_t ipc_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+/* After an open in ctx (region device rd) returned *pdptr: charged once per address and
+ * tracked, or closed again and refused. ipc_lock held. */
+static CUresult ipc_opened(CUdeviceptr *pdptr, CUcontext ctx, int rd)
+{
+    struct lv_track_entry e;
+    if (lv_track_modify(&lv_g.track, LV_TRACK_IPC, *pdptr, ipc_ref, NULL, &e))
+        return CUDA_SUCCESS; /* opened before by this context: charged once */
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CUresult c = REAL.cuMemGetAddressRange_v2(&base, &size, *pdptr) == CUDA_SUCCESS && size != 0
+                     ? lv_charge(rd, size)
+                     : CUDA_ERROR_OUT_OF_MEMORY;
+    if (c == CUDA_SUCCESS) {
+        struct lv_track_entry n = {.key = *pdptr,
+                                   .space = LV_TRACK_IPC,
+                                   .dev = (uint16_t)rd,
+                                   .refs = 1,
+                                   .bytes = size,
+                                   .ctx = (uintptr_t)ctx};
+        int i = lv_track_insert(&lv_g.track, &n, &e);
+        if (i < 0) {
+            lv_uncharge(rd, size);
+            c = CUDA_ERROR_OUT_OF_MEMORY;
+        } else if (i > 0) {
+            lv_record_replaced(&e);
+        }
+    }
+    if (c != CUDA_SUCCESS) {
+        (void)REAL.cuIpcCloseMemHandle(*pdptr);
+        *pdptr = 0;
+    }
+    return c;
+}
+
 #define LV_IPC_OPEN(call)                                                                          \
     do {                                                                                           \
         CUcontext ctx_;                                                                            \
         int rd_;                                                                                   \
         if (pdptr == NULL || lv_current(&ctx_, &rd_, NULL) != CUDA_SUCCESS || rd_ < 0)             \
             return call;                                                                           \
+        pthread_mutex_lock(&ipc_lock);                                                             \
         CUresult r_ = call;                                                                        \
-        if (r_ != CUDA_SUCCESS)                                                                    \
-            return r_;                                                                             \
-        struct lv_track_entry e_;                                                                  \
-        if (lv_track_modify(&lv_g.track, LV_TRACK_IPC, *pdptr, ipc_ref, NULL, &e_))                \
-            return r_; /* opened before by this context: charged once */                           \
-        CUdeviceptr base_ = 0;                                                                     \
-        size_t size_ = 0;                                                                          \
-        CUresult c_ =                                                                              \
-            REAL.cuMemGetAddressRange_v2(&base_, &size_, *pdptr) == CUDA_SUCCESS && size_ != 0     \
-                ? lv_charge(rd_, size_)                                                            \
-                : CUDA_ERROR_OUT_OF_MEMORY;                                                        \
-        if (c_ == CUDA_SUCCESS) {                                                                  \
-            struct lv_track_entry n_ = {.key = *pdptr,                                             \
-                                        .space = LV_TRACK_IPC,                                     \
-                                        .dev = (uint16_t)rd_,                                      \
-                                        .refs = 1,                                                 \
-                                        .bytes = size_,                                            \
-                                        .ctx = (uintptr_t)ctx_};                                   \
-            int i_ = lv_track_insert(&lv_g.track, &n_, &e_);                                       \
-            if (i_ < 0) {                                                                          \
-                lv_uncharge(rd_, size_);                                                           \
-                c_ = CUDA_ERROR_OUT_OF_MEMORY;                                                     \
-            } else if (i_ > 0) {                                                                   \
-                lv_record_replaced(&e_);                                                           \
-            }                                                                                      \
-        }                                                                                          \
-        if (c_ != CUDA_SUCCESS) {                                                                  \
-            (void)REAL.cuIpcCloseMemHandle(*pdptr);                                                \
-            *pdptr = 0;                                                                            \
-            return c_;                                                                             \
-        }                                                                                          \
+        if (r_ == CUDA_SUCCESS)                                                                    \
+            r_ = ipc_opened(pdptr, ctx_, rd_);                                                     \
+        pthread_mutex_unlock(&ipc_lock);                                                           \
         return r_;                                                                                 \
     } while (0)
 
@@ -637,11 +652,13 @@ LV_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle,
 LV_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
     LV_ENFORCING_OR_FORWARD(REAL.cuIpcCloseMemHandle(dptr));
+    pthread_mutex_lock(&ipc_lock);
     CUresult r = REAL.cuIpcCloseMemHandle(dptr);
     struct lv_track_entry e;
     if (r == CUDA_SUCCESS &&
         lv_track_modify(&lv_g.track, LV_TRACK_IPC, dptr, ipc_unref, NULL, &e) && e.refs == 0)
         lv_uncharge(e.dev, e.bytes);
+    pthread_mutex_unlock(&ipc_lock);
     return r;
 }
 

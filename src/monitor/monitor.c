@@ -95,6 +95,10 @@ struct entry {
     /* Compute (judge_compute): the ceiling in percent (100: none), and the group's summed
      * utilization per sample in buckets of compute_window_ms / MON_UTIL_BUCKETS. */
     unsigned ceiling;
+    /* A live resize lowered the ceiling from this (0: not lowered, or the group's mean was
+     * within the new one since): the utilization NVML reports lags the change, so the old
+     * ceiling holds until the mean is within the new one, as lowered_from does for memory. */
+    unsigned ceiling_from;
     bool compute_over;
     uint64_t first_ms; /* when the group was first seen (a window must have passed) */
     struct {
@@ -848,14 +852,21 @@ static void judge_compute(struct mon_monitor *m, struct entry *e, struct item *i
         }
     unsigned mean = count ? (unsigned)((total + count / 2) / count) : 0;
     unsigned margin = m->opt.compute_margin ? m->opt.compute_margin : 10;
+    unsigned ceiling = e->ceiling;
+    if (e->ceiling_from > ceiling) {
+        if (mean <= ceiling + margin)
+            e->ceiling_from = 0; /* within the lowered ceiling: it holds from now on */
+        else
+            ceiling = e->ceiling_from;
+    }
     unsigned gpu = items[0].proc.gpu;
     struct mon_report r = {.gpu_uuid = m->uuids[gpu],
                            .pod_uid = items[0].id.pod_uid,
                            .container = name,
                            .util = mean,
-                           .ceiling = e->ceiling,
+                           .ceiling = ceiling,
                            .margin = margin};
-    if (mean <= e->ceiling + margin) {
+    if (mean <= ceiling + margin) {
         if (e->compute_over && m->opt.report) {
             r.kind = "compute_under";
             m->opt.report(m->opt.report_arg, &r);
@@ -905,11 +916,14 @@ static void judge_group(struct mon_monitor *m, struct item *items, size_t n, con
     e->seen_at = sample;
     if (e->loaded_at == 0 || sample - e->loaded_at >= MON_LIMITS_TTL) {
         uint64_t before = e->limit;
+        unsigned ceiling_before = e->ceiling;
         bool had = e->limited;
         e->limited = name[0] ? container_limit(m, pod, name, gpu, &e->limit, &e->ceiling)
                              : pod_limit(m, pod, gpu, &e->limit, &e->ceiling);
         if (had && e->limited && e->limit < before && before > e->lowered_from)
             e->lowered_from = before;
+        if (had && e->limited && e->ceiling < ceiling_before && ceiling_before > e->ceiling_from)
+            e->ceiling_from = ceiling_before;
         e->loaded_at = sample;
     }
     if (!e->limited) {

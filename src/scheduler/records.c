@@ -45,6 +45,10 @@ struct record_call {
     bool write;
     void (*done)(void *arg, const struct vg_err *err); /* a resize record's caller */
     void *done_arg;
+    /* A resize's: what r->meta said of the pod before (NULL: nothing) and what the write
+     * set, to put it back when the record is not written (the resize is refused, so its
+     * raise must not count against the namespace's quota). */
+    json_t *meta_before, *meta_set;
 };
 
 static struct record_call *call_new(struct sched_records *r, const char *uid, bool write)
@@ -68,6 +72,8 @@ static void call_free(struct record_call *c)
         c->r->calls = c->next;
     if (c->next != NULL)
         c->next->prev = c->prev;
+    json_decref(c->meta_before);
+    json_decref(c->meta_set);
     free(c);
 }
 
@@ -243,8 +249,15 @@ static void call_done(void *arg, long status, json_t *body, const struct vg_err 
          * already was written by this scheduler before a restart (its name holds the uid
          * and the generation; the caller checks the request). */
         struct vg_err ok = {0};
-        c->done(c->done_arg, err->code == 0 || err->code == -EEXIST ? &ok : err);
-        if (err->code != 0 && err->code != -EEXIST)
+        bool written = err->code == 0 || err->code == -EEXIST;
+        if (!written && json_object_get(c->r->meta, c->uid) == c->meta_set) {
+            if (c->meta_before != NULL)
+                json_object_set(c->r->meta, c->uid, c->meta_before);
+            else
+                json_object_del(c->r->meta, c->uid);
+        }
+        c->done(c->done_arg, written ? &ok : err);
+        if (!written)
             c->r->errors++;
         call_free(c);
         return;
@@ -331,10 +344,13 @@ void sched_records_write_resize(struct sched_records *r, const char *uid, const 
         "immutable", 1, "data", "pod", key, "uid", uid, "decision", decision, "generation",
         gen_text, "resize", request, "raisedMiB", raised_text);
     (void)vg_snprintf(path, sizeof path, "/api/v1/namespaces/%s/configmaps", r->ns);
+    json_t *before = json_incref(json_object_get(r->meta, uid));
     meta_set(r, uid, gen, request, key, raised);
     struct record_call *c = call_new(r, uid, true);
     c->done = done;
     c->done_arg = arg;
+    c->meta_before = before;
+    c->meta_set = json_incref(json_object_get(r->meta, uid));
     if (kube_post(r->client, path, cm, call_done, c, &err) < 0)
         call_done(c, 0, NULL, &err);
 }

@@ -94,6 +94,13 @@ int sched_resize_decision(const char *current, const struct annot_resize *req, i
         return vg_err_set(err, -EINVAL, "container %s has no vgpu GPUs in the pod's decision",
                           req->container[0] != '\0' ? req->container : "(any)");
     bool changed = false;
+    for (unsigned g = 0; g < c->gpu_count; g++)
+        if (c->gpus[g].mig_profile[0] != '\0')
+            return vg_err_set(err, -EINVAL,
+                              "container %s runs in MIG instance %s: its memory and compute "
+                              "are the instance's and do not change while it runs (restart "
+                              "the pod with another profile)",
+                              c->name, c->gpus[g].mig_profile);
     for (unsigned g = 0; g < c->gpu_count; g++) {
         struct annot_share *sh = &c->gpus[g];
         if (req->cores > 0 && req->cores != sh->cores) {

@@ -1153,6 +1153,10 @@ int sched_pod_recharge(struct sched_state *s, const char *key, const char *text,
     struct sched_pod *np = pod_from_decision(s, key, text, &d, p->types, err);
     if (np == NULL)
         return err->code;
+    /* A resize changes amounts only: the same shares in the same order, whose priorities
+     * (from the pod's spec, not the decision) stand. */
+    for (unsigned k = 0; k < np->share_count && k < p->share_count; k++)
+        np->shares[k].high = p->shares[k].high;
     /* The same ledger filter charges: the pod's own charge goes, the new one must fit
      * beside everything else, or the old one comes back. np is not bound yet, so a trial
      * that does not fit blocks nothing. */

@@ -232,6 +232,24 @@ class QuotaTest(ResizeBase):
         r = self.vgpu("resize", "a", "--gpumem", "3000")
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_unrecorded_lowering_frees_no_quota(self):
+        """A lowering whose record the API refuses is refused and changes nothing: the
+        namespace's quota still counts what the pod holds, so another pod cannot take
+        the room the refused lowering would have freed."""
+        status, body = self.cluster.apic.request(
+            "POST", "/admin/faults", {"fail_next": 1, "fail_status": 500,
+                                      "match": "POST " + RECORDS})
+        self.assertEqual(status, 200, body)
+        r = self.vgpu("resize", "a", "--gpumem", "1000")
+        self.assertEqual(r.returncode, 1, (r.stdout, r.stderr))
+        self.assertIn("could not be recorded", r.stderr)
+        self.assert_unchanged()
+        r = self.vgpu("resize", "b", "--gpumem", "9905")  # 12096 + 1905: one MiB past
+        self.assertEqual(r.returncode, 1, (r.stdout, r.stderr))
+        self.assertIn("namespace quota gpu-mem", r.stderr)
+        r = self.vgpu("resize", "b", "--gpumem", "9904")  # exactly the quota
+        self.assertEqual(r.returncode, 0, r.stderr)
+
 
 class KillTest(ResizeBase):
     """vgpu-scheduler killed with SIGKILL at each step of a resize: once it is back, the

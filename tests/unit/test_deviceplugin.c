@@ -696,6 +696,107 @@ static uint64_t generation_of(const char *dir)
     return gen;
 }
 
+/* A directory of the layout before etc/ was mounted whole and writable in its container:
+ * the tenant can make etc/ there, as a symlink to any host directory or as a directory of
+ * its own. A resize of it is refused without reading, writing or renaming anything
+ * through it, and removing the directory unlinks the tenant's etc/ itself, never what it
+ * points at. */
+static void test_container_old_dir_tenant_etc(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/dp-oldetc.XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    char yaml[1024];
+    snprintf(yaml, sizeof(yaml),
+             "version: v1\nvgpu:\n  regionDir: %s/containers\n"
+             "  computeBoardDir: %s/board\n",
+             tmp, tmp);
+    struct dpconfig cfg;
+    load(&cfg, yaml);
+    struct dp_match m;
+    train_match(&m);
+    m.container.gpu_count = 1;
+    vg_strlcpy(m.container.gpus[0].uuid, UUID_A, sizeof(m.container.gpus[0].uuid));
+    m.container.gpus[0].memory_mib = 3000;
+    /* A host directory the plugin can write, holding files of the names it touches. */
+    char victim[1024], vpath[1100], dir[1024], path[1100];
+    snprintf(victim, sizeof(victim), "%s/victim", tmp);
+    assert_int_equal(mkdir(victim, 0755), 0);
+    static const char *const names[] = {"limits", "limits.tmp", "generation"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(vpath, sizeof(vpath), "%s/%s", victim, names[i]);
+        FILE *f = fopen(vpath, "w");
+        assert_non_null(f);
+        if (i == 0)
+            fprintf(f, "vgpu-limits 1\nVGPU_DEVICE_UUID_0=%s\n", UUID_A);
+        else if (i == 2)
+            fwrite(VGPU_GENERATION_MAGIC "\0\0\0\0\0\0\0\0", 1, VGPU_GENERATION_SIZE, f);
+        fclose(f);
+    }
+    /* The old layout: limits (and region) in the directory itself. */
+    assert_int_equal(mkdir(cfg.vgpu.region_dir, 0755), 0);
+    snprintf(dir, sizeof(dir), "%s/uid-7_main", cfg.vgpu.region_dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    const char *const old[] = {"limits", "region"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, old[i]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        if (i == 0)
+            fprintf(f, "vgpu-limits 1\nVGPU_DEVICE_UUID_0=%s\n", UUID_A);
+        fclose(f);
+    }
+    /* The tenant's etc/, a symlink to the host directory. */
+    snprintf(path, sizeof(path), "%s/etc", dir);
+    assert_int_equal(symlink(victim, path), 0);
+    struct vg_err err = {0};
+    m.container.gpus[0].memory_mib = 9000;
+    assert_int_equal(dp_container_limits_update(&cfg, &m, dir, 1, &err), -ENOENT);
+    assert_non_null(strstr(err.msg, "not resizable"));
+    snprintf(vpath, sizeof(vpath), "%s/limits", victim);
+    static char text[4096];
+    size_t n = read_file(vpath, text, sizeof(text) - 1);
+    text[n] = '\0';
+    assert_null(strstr(text, "9000"));
+    char gen[VGPU_GENERATION_SIZE], zero[8] = {0};
+    snprintf(vpath, sizeof(vpath), "%s/generation", victim);
+    assert_int_equal(read_file(vpath, gen, sizeof(gen)), VGPU_GENERATION_SIZE);
+    assert_memory_equal(gen + 8, zero, sizeof zero);
+    /* Removal: the symlink goes, the host's files stay. */
+    assert_int_equal(dp_container_dir_remove(dir, &err), 0);
+    struct stat st;
+    assert_int_equal(lstat(dir, &st), -1);
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(vpath, sizeof(vpath), "%s/%s", victim, names[i]);
+        assert_int_equal(lstat(vpath, &st), 0);
+    }
+    /* A directory of its own there: a resize is refused all the same. */
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(path, sizeof(path), "%s/limits", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "vgpu-limits 1\nVGPU_DEVICE_UUID_0=%s\n", UUID_A);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/etc", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(path, sizeof(path), "%s/etc/limits", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "vgpu-limits 1\nVGPU_DEVICE_UUID_0=%s\nCUDA_DEVICE_TASK_PRIORITY=0\n", UUID_A);
+    fclose(f);
+    assert_int_equal(dp_container_limits_update(&cfg, &m, dir, 1, &err), -ENOENT);
+    assert_int_equal(dp_container_dir_remove(dir, &err), 0);
+    assert_int_equal(lstat(dir, &st), -1);
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(vpath, sizeof(vpath), "%s/%s", victim, names[i]);
+        assert_int_equal(unlink(vpath), 0);
+    }
+    assert_int_equal(rmdir(victim), 0);
+    assert_int_equal(rmdir(cfg.vgpu.region_dir), 0);
+    dpconfig_free(&cfg);
+    assert_int_equal(rmdir(tmp), 0);
+}
+
 /* A live resize on the node: the limits file is replaced by rename (a new inode, so a
  * reader holding the old one sees the old text whole), carries the generation, and the
  * generation file is raised after it; the same decision again changes nothing; an older
@@ -1092,6 +1193,7 @@ int main(void)
         cmocka_unit_test(test_vgpu_priority),
         cmocka_unit_test(test_container_dir_staging),
         cmocka_unit_test(test_container_limits_update),
+        cmocka_unit_test(test_container_old_dir_tenant_etc),
         cmocka_unit_test(test_inventory),
         cmocka_unit_test(test_dev_root),
         cmocka_unit_test(test_imex),

@@ -925,6 +925,59 @@ static void test_judge_lowered_limit(void **state)
     mon_free(m);
 }
 
+/* A live resize lowers a container's compute share: the utilization NVML reports lags the
+ * change (libvgpu applies it from the next launch, NVML averages over its own interval),
+ * so an honest container is judged against the share it had until its window's mean is
+ * within the new one, and held to the new one from then on, as with memory. */
+static void test_judge_lowered_share(void **state)
+{
+    struct judge_fixture *f = *state;
+    fake_limits(f, UID, "main",
+                "vgpu-limits 1\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\nCUDA_DEVICE_SM_LIMIT_0=60\n"
+                "VGPU_DEVICE_UUID_0=" GPU0 "\n");
+    fake_proc(f, 100, "0::/kubepods/pod" UID "/" CID "\n");
+    const char *uuids[] = {GPU0, GPU1};
+    struct mon_options o = {.policy = MON_POLICY_WARN,
+                            .region_dir = f->containers,
+                            .proc_root = f->proc,
+                            .resolve = resolve,
+                            .resolve_arg = f,
+                            .report = on_report_compute,
+                            .report_arg = f,
+                            .check_compute = true,
+                            .compute_window_ms = 200,
+                            .compute_margin = 10,
+                            .quarantine_after = 1,
+                            .quarantine_window_ms = 60000,
+                            .quarantine_ms = 600000};
+    struct mon_monitor *m;
+    struct vg_err err = {0};
+    assert_int_equal(mon_new(&o, uuids, 2, &m, &err), 0);
+    struct mon_proc p[] = {{100, 0, MiB, 55}};
+    judge_for(m, f, p, 1, 400);
+    assert_string_equal(f->log, "");
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s_main/limits", f->containers, UID);
+    write_file(path, "vgpu-limits 1\nVGPU_LIMITS_GENERATION=1\nCUDA_DEVICE_MEMORY_LIMIT_0=1g\n"
+                     "CUDA_DEVICE_SM_LIMIT_0=30\nVGPU_DEVICE_UUID_0=" GPU0 "\n");
+    /* Past the new share while the change takes effect (the file is read again in this
+     * time): no violation. */
+    judge_for(m, f, p, 1, 2 * MON_TEST_LIMITS_TTL * 20);
+    assert_string_equal(f->log, "");
+    p[0].util = 28;
+    judge_for(m, f, p, 1, 400);
+    assert_string_equal(f->log, "");
+    /* Within the new share once: held to it from then on. */
+    p[0].util = 55;
+    judge_for(m, f, p, 1, 400);
+    unsigned mean = 0;
+    char rest[64] = "";
+    assert_int_equal(sscanf(f->log, "compute_over main %u 30;%63s", &mean, rest), 2);
+    assert_true(mean > 40 && mean <= 55);
+    assert_string_equal(rest, "quarantine");
+    mon_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -943,6 +996,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_judge_bad_sample, judge_setup, judge_teardown),
         cmocka_unit_test_setup_teardown(test_judge_compute, judge_setup, judge_teardown),
         cmocka_unit_test_setup_teardown(test_judge_lowered_limit, judge_setup, judge_teardown),
+        cmocka_unit_test_setup_teardown(test_judge_lowered_share, judge_setup, judge_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

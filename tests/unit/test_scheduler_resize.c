@@ -80,6 +80,24 @@ static void test_decision(void **state)
     r = req("main", 0, 100);
     assert_int_equal(sched_resize_decision(decision_1, &r, 99, &out, &raise, &err), -EINVAL);
     assert_null(out);
+    /* A MIG instance's memory and compute are the instance's: no resize changes them (the
+     * limits file would lose what it says of the instance, a raise would count against
+     * the quota for memory the instance does not have). */
+    static const char *decision_mig =
+        "{\"version\":1,\"node\":\"n0\",\"time\":5,\"containers\":[{\"name\":\"main\","
+        "\"gpus\":[{\"uuid\":\"GPU-0\",\"memoryMiB\":4864,\"cores\":0,\"mig\":{\"profile\":"
+        "\"1g.5gb\",\"start\":2}}]}]}";
+    struct annot_decision md;
+    assert_int_equal(annot_decision_decode(decision_mig, strlen(decision_mig), &md, &err), 0);
+    r = req("main", 9000, 0);
+    raise = 0;
+    assert_int_equal(sched_resize_decision(decision_mig, &r, 99, &out, &raise, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "MIG instance 1g.5gb"));
+    assert_null(out);
+    assert_int_equal(raise, 0);
+    r = req("main", 1000, 0);
+    assert_int_equal(sched_resize_decision(decision_mig, &r, 99, &out, &raise, &err), -EINVAL);
+    assert_null(out);
 }
 
 static void test_quota(void **state)
@@ -163,6 +181,45 @@ static uint64_t used_mib(const struct sched_state *s)
     return used;
 }
 
+static uint64_t high_tenants(const struct sched_state *s)
+{
+    char *dump = sched_dump(s, true);
+    json_t *j = json_loads(dump, 0, NULL);
+    free(dump);
+    uint64_t high = (uint64_t)json_integer_value(
+        json_object_get(json_array_get(json_object_get(json_object_get(j, "nodes"), "n0"), 0),
+                        "highPriorityTenants"));
+    json_decref(j);
+    return high;
+}
+
+/* A high-priority pod (nvidia.com/priority 0) resized stays counted as high on its GPU:
+ * the next high-priority pod still avoids the card. */
+static void test_recharge_keeps_priority(void **state)
+{
+    (void)state;
+    struct sched_state *s = one_gpu();
+    const char *dec = "{\"version\":1,\"node\":\"n0\",\"time\":1,\"containers\":[{\"name\":"
+                      "\"main\",\"gpus\":[{\"uuid\":\"GPU-0\",\"memoryMiB\":4096,\"cores\":30}]}]}";
+    json_t *pod =
+        json_pack("{s:{s:s, s:s, s:s, s:{s:s}}, s:{s:s, s:[{s:s, s:{s:{s:s}}}]}, s:{s:s}}",
+                  "metadata", "name", "hi", "namespace", "default", "uid", "hi", "annotations",
+                  "vgpu.io/decision", dec, "spec", "nodeName", "n0", "containers", "name", "main",
+                  "resources", "limits", "nvidia.com/priority", "0", "status", "phase", "Running");
+    sched_pod_update(s, pod);
+    json_decref(pod);
+    assert_int_equal(high_tenants(s), 1);
+    struct vg_err err = {0};
+    const char *grow = "{\"version\":1,\"node\":\"n0\",\"time\":2,\"generation\":1,\"containers\":"
+                       "[{\"name\":\"main\",\"gpus\":[{\"uuid\":\"GPU-0\",\"memoryMiB\":7000,"
+                       "\"cores\":30}]}]}";
+    assert_int_equal(sched_pod_recharge(s, "default/hi", grow, &err), 0);
+    assert_int_equal(used_mib(s), 7000);
+    assert_int_equal(high_tenants(s), 1);
+    assert_int_equal(sched_check_invariants(s, &err), 0);
+    sched_state_free(s);
+}
+
 static void test_recharge(void **state)
 {
     (void)state;
@@ -203,6 +260,7 @@ int main(void)
         cmocka_unit_test(test_decision),
         cmocka_unit_test(test_quota),
         cmocka_unit_test(test_recharge),
+        cmocka_unit_test(test_recharge_keeps_priority),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
