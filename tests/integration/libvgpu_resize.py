@@ -312,6 +312,23 @@ def board_layout(name, cores):
 
 
 def board_run(before, resize, modes=("hard", "hard"), shares=None):
+    """board_once, run again (once) when the two containers did not keep the GPU at least
+    90 % busy after the resize: saturating tenants starved of CPU by other load on the
+    machine say nothing about the split (what they leave idle is no container's share)."""
+    global T
+    top = T
+    for attempt in (1, 2):
+        T = os.path.join(top, "run%d" % attempt)
+        os.makedirs(T)
+        after = board_once(before, resize, modes, shares)
+        if sum(after) >= 90:
+            return after
+        print("the GPU was %.1f %% busy after the resize (CPU starved?): once more" %
+              sum(after))
+    fail("the GPU was only %.1f %% busy after the resize, twice" % sum(after))
+
+
+def board_once(before, resize, modes, shares):
     """Two saturating containers a (before[0] %) and b (before[1] %) on one GPU's board
     (modes: their VGPU_COMPUTE_MODE; shares: their limits when before is what they get),
     resized by resize (name -> share) 2.5 s in; fakegpu's per-process truth in 500 ms
