@@ -240,6 +240,66 @@ int dp_board_create(const struct dpconfig *cfg, const struct dp_match *match, co
         if ((rc = board_file(turn, sizeof(struct vgc_board), VGC_BOARD_MAGIC, true, err)) < 0 ||
             (rc = board_file(slot, sizeof(struct vgc_slot_file), VGC_SLOT_MAGIC, false, err)) < 0)
             return rc;
+        /* A new slot's name says its share: a share link of an earlier run of the same
+         * container (a resize) must not override it. */
+        char link[1024];
+        if (vg_snprintf(link, sizeof link, "%s/%s" VGC_SHARE_SUFFIX, gpu_dir, name) < 0)
+            return vg_err_set(err, -ENAMETOOLONG, "board path too long");
+        if (unlink(link) != 0 && errno != ENOENT)
+            return vg_err_errno(err, errno, "removing %s", link);
+    }
+    return 0;
+}
+
+int dp_board_share_set(const char *board, const char *uuid, const char *name, unsigned cores,
+                       struct vg_err *err)
+{
+    char link[1024], tmp[1024], target[8];
+    if (!uuid[0] || strchr(uuid, '/') || strcmp(uuid, "..") == 0 || uuid[0] == '.')
+        return vg_err_set(err, -EINVAL, "GPU UUID '%s' cannot name a board file", uuid);
+    if (cores < 1 || cores > 100)
+        return vg_err_set(err, -EINVAL, "share %u%% is not 1..100", cores);
+    if (vg_snprintf(link, sizeof link, "%s/%s/%s" VGC_SHARE_SUFFIX, board, uuid, name) < 0 ||
+        vg_snprintf(tmp, sizeof tmp, "%s.tmp", link) < 0 ||
+        vg_snprintf(target, sizeof target, "%u", cores) < 0)
+        return vg_err_set(err, -ENAMETOOLONG, "board path too long");
+    /* The link is made whole under a name no reader takes (a plugin killed before the
+     * rename leaves it; the next resize or the pod's sweep removes it), then renamed over
+     * the old one: a reader sees the old share or the new one, never none or both. The
+     * slot file keeps its name: it is a mount point in the container, which a rename on
+     * the host would unmount there. */
+    if (unlink(tmp) != 0 && errno != ENOENT)
+        return vg_err_errno(err, errno, "removing %s", tmp);
+    if (symlink(target, tmp) != 0)
+        return vg_err_errno(err, errno, "creating %s", tmp);
+    if (rename(tmp, link) != 0) {
+        int e = errno;
+        (void)unlink(tmp);
+        return vg_err_errno(err, e, "renaming %s to %s", tmp, link);
+    }
+    return 0;
+}
+
+/* The container's share on each of its GPUs' boards after a resize (dp_board_share_set);
+ * a GPU whose board directory is not there (no container on it takes part) is skipped. */
+static int board_shares_set(const struct dpconfig *cfg, const struct dp_match *match,
+                            const char *dir, struct vg_err *err)
+{
+    const char *board = cfg->vgpu.compute_board_dir;
+    const char *name = strrchr(dir, '/');
+    name = name != NULL ? name + 1 : dir;
+    for (unsigned i = 0; i < match->container.gpu_count; i++) {
+        const char *uuid = match->container.gpus[i].uuid;
+        char gpu_dir[1024];
+        struct stat st;
+        if (vg_snprintf(gpu_dir, sizeof gpu_dir, "%s/%s", board, uuid) < 0)
+            return vg_err_set(err, -ENAMETOOLONG, "board path too long");
+        if (lstat(gpu_dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            continue;
+        unsigned cores = dp_board_cores(cfg, match, i);
+        int rc = dp_board_share_set(board, uuid, name, cores == 0 ? 100 : cores, err);
+        if (rc < 0)
+            return rc;
     }
     return 0;
 }
@@ -521,6 +581,10 @@ int dp_container_limits_update(const struct dpconfig *cfg, const struct dp_match
         if (rename(tmp, path) != 0)
             return vg_err_errno(err, errno, "renaming %s to %s", tmp, path);
     }
+    /* The neighbours' view of the share (the board) before the generation tells the
+     * container: a plugin killed in between applies both again at its next pass. */
+    if ((rc = board_shares_set(cfg, &m, dir, err)) < 0)
+        return rc;
     /* After the rename, and also when the file was already renamed by a plugin killed
      * before this step: the generation never runs behind the file. */
     rc = generation_raise(dir, generation, err);

@@ -452,8 +452,9 @@ int dp_container_dir_path(const char *region_dir, const char *pod_uid, const cha
 /* Applies a new decision of an allocated container (a live resize): rewrites dir's
  * limits file for match at generation (by rename; untouched when the text is the same)
  * and then raises its generation to it, so that every process of the container reads it
- * again. The decision must name the GPUs the container has. 1 when something changed, 0
- * when the container already had it (or a later generation). */
+ * again; the container's share on its GPUs' compute boards is set in between
+ * (dp_board_share_set). The decision must name the GPUs the container has. 1 when something
+ * changed, 0 when the container already had it (or a later generation). */
 int dp_container_limits_update(const struct dpconfig *cfg, const struct dp_match *match,
                                const char *dir, uint64_t generation, struct vg_err *err);
 /* Where dp_container_dir_create fills a directory before renaming it into place. */
@@ -485,6 +486,11 @@ int dp_board_paths(const char *board, const char *uuid, const char *name, unsign
 /* The share a container's slot file names on a GPU (cores, 100 when it has none but a
  * priority), 0 when it takes no part in the compute board there. */
 unsigned dp_board_cores(const struct dpconfig *cfg, const struct dp_match *match, unsigned gpu);
+/* Sets the share of container name on GPU uuid's board after a live resize: the link
+ * <board>/<uuid>/<name>.share -> "<cores>" (1..100; libvgpu's vgc_share_link_parse),
+ * replaced atomically by rename (docs/compute.md "A resized share"). */
+int dp_board_share_set(const char *board, const char *uuid, const char *name, unsigned cores,
+                       struct vg_err *err);
 /* Removes the slot files of pods not in live_uids (NULL-terminated); how many. */
 int dp_board_sweep(const char *board, const char *const *live_uids);
 /* Fills <region_dir>/.ready.<name> (staged, then renamed) for match ahead of its Allocate

@@ -391,8 +391,16 @@ struct vgc_bd {
  * NULL or not found: no slot) and its neighbours'. 0, or negative with err set. */
 int vgc_bd_open(struct vgc_bd *bd, const char *dir, const char *uuid, const char *name,
                 struct vg_err *err);
+/* A live resize's share on the board: the device plugin's symbolic link
+ * <board>/<uuid>/<name>.share, whose target is the container's share in percent ("50"),
+ * replaced by rename; it overrides the share of <name>'s slot file name. */
+#define VGC_SHARE_SUFFIX ".share"
+/* A share link's target: 1..100 (no sign, no leading zero) into *share_ppm; 0, or
+ * -EINVAL (*share_ppm untouched). */
+int vgc_share_link_parse(const char *target, int64_t *share_ppm);
 /* Plugin layout: reads the directory again when it was last read VGC_SCAN_NS ago or more
- * (containers come and go); maps new neighbours, unmaps gone ones. */
+ * (containers come and go); maps new neighbours, unmaps gone ones, and takes each
+ * neighbour's share (its name, or its share link) and priority again. */
 void vgc_bd_scan(struct vgc_bd *bd, int64_t now);
 /* The slot functions above, over bd: slots are indices into this container's file with
  * the plugin, into the shared file without. */

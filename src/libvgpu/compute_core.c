@@ -755,14 +755,45 @@ static struct vgc_slot_file *slot_map(const char *dir, const char *fname, bool w
     return m;
 }
 
-void vgc_bd_scan(struct vgc_bd *bd, int64_t now)
+int vgc_share_link_parse(const char *target, int64_t *share_ppm)
 {
-    if (!bd->plugin)
+    int64_t pct = 0;
+    size_t len = strlen(target);
+    if (len == 0 || len > 3 || target[0] == '0')
+        return -EINVAL;
+    for (size_t i = 0; i < len; i++) {
+        if (target[i] < '0' || target[i] > '9')
+            return -EINVAL;
+        pct = pct * 10 + (target[i] - '0');
+    }
+    if (pct < 1 || pct > 100)
+        return -EINVAL;
+    *share_ppm = pct * 10000;
+    return 0;
+}
+
+/* The share the device plugin set for container name after a live resize: its
+ * <name>.share link in the directory of dfd (docs/compute.md "A resized share"); *bound is
+ * kept when there is none or it is not 1..100. Only the plugin writes the directory. */
+static void share_link_read(int dfd, const char *name, int64_t *bound)
+{
+    char link[VGC_NAME_MAX + 8], target[8];
+    if (dfd < 0 || vg_snprintf(link, sizeof link, "%s" VGC_SHARE_SUFFIX, name) < 0)
         return;
-    bd->scanned_at = now;
+    ssize_t n = readlinkat(dfd, link, target, sizeof target - 1);
+    if (n <= 0)
+        return;
+    target[n] = '\0';
+    (void)vgc_share_link_parse(target, bound);
+}
+
+/* One read of the board's directory: maps new neighbours, marks the known ones seen and
+ * takes their share and priority from their names again (a resize changes the share). */
+static bool scan_once(struct vgc_bd *bd)
+{
     DIR *d = opendir(bd->dir);
     if (d == NULL)
-        return;
+        return false;
     for (unsigned i = 0; i < bd->n; i++)
         bd->p[i].seen = false;
     struct dirent *e;
@@ -774,6 +805,7 @@ void vgc_bd_scan(struct vgc_bd *bd, int64_t now)
         if (e->d_name[0] == '.' ||
             vgc_slot_name_parse_prio(e->d_name, name, sizeof name, &bound, &high, &ignored) != 0)
             continue;
+        share_link_read(dirfd(d), name, &bound);
         bool own = bd->own == NULL && bd->name[0] != '\0' && strcmp(name, bd->name) == 0;
         uint64_t id = 0;
         struct vgc_slot_file *f = slot_map(bd->dir, e->d_name, own, &id);
@@ -795,8 +827,11 @@ void vgc_bd_scan(struct vgc_bd *bd, int64_t now)
             k++;
         }
         if (k < bd->n || (hole == bd->n && bd->n == VGC_BOARD_SLOTS)) {
-            if (k < bd->n)
+            if (k < bd->n) {
                 bd->p[k].seen = true;
+                bd->p[k].bound_ppm = bound;
+                bd->p[k].high = high;
+            }
             if (!own) {
                 guard_del(f);
                 munmap(f, sizeof *f);
@@ -821,6 +856,16 @@ void vgc_bd_scan(struct vgc_bd *bd, int64_t now)
             p->slots = bd->own->procs;
     }
     closedir(d);
+    return true;
+}
+
+void vgc_bd_scan(struct vgc_bd *bd, int64_t now)
+{
+    if (!bd->plugin)
+        return;
+    bd->scanned_at = now;
+    if (!scan_once(bd))
+        return; /* nothing is dropped when the directory cannot be read */
     for (unsigned i = 0; i < bd->n; i++) {
         struct vgc_peer *p = &bd->p[i];
         if (p->slots == NULL || p->seen)

@@ -60,3 +60,20 @@ if(TARGET compute_tenant AND TARGET libvgpu_compute_truth AND TARGET libvgpu_res
                        LABELS "integration;compute" TIMEOUT 120 RUN_SERIAL ON
                        SKIP_RETURN_CODE 77)
 endif()
+
+# A live resize on the compute board (docs/compute.md "A resized share"): two containers at
+# 30 % and 70 %, each in its own mount namespace with its limits at /etc/vgpu and its slot
+# made by the device plugin's code, resized to 50/50 while both saturate the GPU (each
+# within 6 points of 50 %), and the 30 % one alone raised to 60 % (the GPU not oversold).
+# board_layout (tests/security/board.cmake, included after this layer) is built under the
+# same conditions.
+if(TARGET fakegpu_cuda AND TARGET vgpu_libvgpu AND TARGET compute_tenant AND
+   TARGET libvgpu_compute_truth AND TARGET libvgpu_resize_watch)
+  foreach(case board_pair board_over board_burst)
+    add_test(NAME integration.libvgpu_resize.${case}
+             COMMAND ${CMAKE_CURRENT_LIST_DIR}/libvgpu_resize_test.sh ${CMAKE_BINARY_DIR} ${case})
+    set_tests_properties(integration.libvgpu_resize.${case} PROPERTIES
+                         LABELS "integration;compute;serial" TIMEOUT 120 RUN_SERIAL ON
+                         SKIP_RETURN_CODE 77)
+  endforeach()
+endif()

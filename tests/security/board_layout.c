@@ -2,7 +2,9 @@
  * code (dp_board_create), so tests run libvgpu on the board as a node would have it:
  *   board_layout BOARD UUID POD_UID CONTAINER PERCENT [PRIORITY]
  * (PRIORITY: the pod's nvidia.com/priority, 0 or 1; PERCENT 100: a priority without a
- * share) prints the slot file's path. */
+ * share) prints the slot file's path;
+ *   board_layout --share BOARD UUID POD_UID CONTAINER PERCENT
+ * sets the container's share on the board as a live resize does (dp_board_share_set). */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,9 +13,28 @@
 #include "base/str.h"
 #include "deviceplugin/deviceplugin.h"
 
+static int share(char **argv)
+{
+    uint64_t pct;
+    char dir[1024];
+    struct vg_err err = {0};
+    if (vg_parse_u64(argv[5], 1, 100, &pct, NULL) != 0) {
+        fprintf(stderr, "usage: board_layout --share BOARD UUID POD_UID CONTAINER PERCENT\n");
+        return 2;
+    }
+    if (dp_container_dir_path("/nonexistent", argv[3], argv[4], dir, sizeof dir, &err) < 0 ||
+        dp_board_share_set(argv[1], argv[2], strrchr(dir, '/') + 1, (unsigned)pct, &err) < 0) {
+        fprintf(stderr, "board_layout: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     uint64_t pct, prio = 1;
+    if (argc == 7 && strcmp(argv[1], "--share") == 0)
+        return share(argv + 1);
     if ((argc != 6 && argc != 7) || vg_parse_u64(argv[5], 1, 100, &pct, NULL) != 0 ||
         (argc == 7 && vg_parse_u64(argv[6], 0, 1, &prio, NULL) != 0) || (pct == 100 && argc == 6)) {
         fprintf(stderr, "usage: board_layout BOARD UUID POD_UID CONTAINER PERCENT [PRIORITY]\n");

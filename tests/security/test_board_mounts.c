@@ -2,7 +2,8 @@
  * file of its GPU, nothing else of the board (docs/security.md, "Compute slots a
  * neighbour cannot forge"). First the device plugin's Allocate response is checked; then
  * (as root, in a mount namespace of its own) the response's board mounts are made for
- * real and a process of another uid tries to write its neighbour's slot. */
+ * real and a process of another uid tries to write its neighbour's slot, or to make,
+ * remove or rename a share link (docs/compute.md "A resized share"). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -154,6 +155,11 @@ static void test_real_mounts(void **state)
         dp_board_paths(s->board, UUID, "uid-a_main", 30, false, turn, slot_a, 1024, &err), 0);
     assert_int_equal(
         dp_board_paths(s->board, UUID, "uid-b_main", 70, false, turn, slot_b, 1024, &err), 0);
+    /* A live resize set a's share on the board (the plugin's link beside its slot). */
+    assert_int_equal(dp_board_share_set(s->board, UUID, "uid-a_main", 30, &err), 0);
+    char link_a[1100], link_tmp[1100];
+    snprintf(link_a, sizeof link_a, "%s/%s/uid-a_main.share", s->board, UUID);
+    snprintf(link_tmp, sizeof link_tmp, "%s/%s/uid-a_main.share.tmp", s->board, UUID);
     /* The slot files are 0666: only the mounts keep a neighbour out. */
     struct stat st;
     assert_int_equal(stat(slot_b, &st), 0);
@@ -205,6 +211,13 @@ static void test_real_mounts(void **state)
             code = 1;
         } else if (code == 0 && open(extra, O_RDWR | O_CREAT, 0666) >= 0) {
             snprintf(msg, sizeof msg, "a new slot file could be made");
+            code = 1;
+        } else if (code == 0 && (symlink("100", link_tmp) == 0 || errno != EROFS)) {
+            snprintf(msg, sizeof msg, "a share link could be made (or not EROFS: %s)",
+                     strerror(errno));
+            code = 1;
+        } else if (code == 0 && (unlink(link_a) == 0 || rename(link_a, link_tmp) == 0)) {
+            snprintf(msg, sizeof msg, "its own share link could be removed or renamed");
             code = 1;
         } else if (code == 0 && (fd = open(slot_a, O_RDWR)) < 0) {
             snprintf(msg, sizeof msg, "own slot: %s", strerror(errno));

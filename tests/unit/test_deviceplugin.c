@@ -13,7 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/str.h"
@@ -884,6 +887,157 @@ static void test_container_limits_update(void **state)
     assert_int_equal(rmdir(tmp), 0);
 }
 
+/* A live resize's compute share on the board: the slot file keeps its name and inode (a
+ * mount point in the container), the share link says the new share; a plugin killed with
+ * the link under its temporary name leaves the old share, and the next pass completes it;
+ * a new slot of the container drops the link, and the pod's sweep removes both. */
+static void test_board_share_resize(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/dp-share.XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    char yaml[1024];
+    snprintf(yaml, sizeof(yaml),
+             "version: v1\nvgpu:\n  regionDir: %s/containers\n  computeBoardDir: %s/board\n", tmp,
+             tmp);
+    struct dpconfig cfg;
+    load(&cfg, yaml);
+    struct dp_match m;
+    train_match(&m);
+    m.container.gpu_count = 1;
+    vg_strlcpy(m.container.gpus[0].uuid, UUID_B, sizeof(m.container.gpus[0].uuid));
+    m.container.gpus[0].memory_mib = 1024;
+    m.container.gpus[0].cores = 30;
+    struct vg_err err = {0};
+    char dir[1024], gpu[1100], path[1200], names[512], target[16];
+    assert_int_equal(dp_container_dir_path(cfg.vgpu.region_dir, m.pod_uid, m.container.name, dir,
+                                           sizeof(dir), &err),
+                     0);
+    assert_int_equal(dp_container_create(&cfg, &m, dir, false, &err), 0);
+    snprintf(gpu, sizeof(gpu), "%s/%s", cfg.vgpu.compute_board_dir, UUID_B);
+    snprintf(path, sizeof(path), "%s/uid-1_main.30.slot", gpu);
+    struct stat before, after;
+    assert_int_equal(stat(path, &before), 0);
+    m.container.gpus[0].cores = 50;
+    assert_int_equal(dp_container_limits_update(&cfg, &m, dir, 1, &err), 1);
+    list_dir(gpu, names, sizeof names);
+    assert_string_equal(names, "uid-1_main.30.slot uid-1_main.share");
+    assert_int_equal(stat(path, &after), 0);
+    assert_int_equal(after.st_ino, before.st_ino);
+    snprintf(path, sizeof(path), "%s/uid-1_main.share", gpu);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    assert_int_equal(n, 2);
+    target[n] = '\0';
+    assert_string_equal(target, "50");
+    /* Killed after the temporary link: the link still says 50; the next pass (the same
+     * generation again) sets 70 and leaves no temporary name. */
+    snprintf(path, sizeof(path), "%s/uid-1_main.share.tmp", gpu);
+    assert_int_equal(symlink("70", path), 0);
+    list_dir(gpu, names, sizeof names);
+    assert_string_equal(names, "uid-1_main.30.slot uid-1_main.share uid-1_main.share.tmp");
+    m.container.gpus[0].cores = 70;
+    assert_int_equal(dp_container_limits_update(&cfg, &m, dir, 2, &err), 1);
+    list_dir(gpu, names, sizeof names);
+    assert_string_equal(names, "uid-1_main.30.slot uid-1_main.share");
+    snprintf(path, sizeof(path), "%s/uid-1_main.share", gpu);
+    n = readlink(path, target, sizeof target - 1);
+    target[n > 0 ? n : 0] = '\0';
+    assert_string_equal(target, "70");
+    /* Unlimited after a resize: 100 %, the whole GPU, on the board. */
+    m.container.gpus[0].cores = 0;
+    assert_int_equal(dp_container_limits_update(&cfg, &m, dir, 3, &err), 1);
+    n = readlink(path, target, sizeof target - 1);
+    target[n > 0 ? n : 0] = '\0';
+    assert_string_equal(target, "100");
+    /* Bad shares and names are refused with a message. */
+    assert_int_equal(dp_board_share_set(cfg.vgpu.compute_board_dir, UUID_B, "x", 0, &err), -EINVAL);
+    assert_non_null(strstr(err.msg, "1..100"));
+    assert_int_equal(dp_board_share_set(cfg.vgpu.compute_board_dir, "..", "x", 5, &err), -EINVAL);
+    /* The container made again (a restart with its recorded decision): its slot's name
+     * says the share, no link overrides it. */
+    assert_int_equal(dp_container_dirs_sweep(cfg.vgpu.region_dir, (const char *[]){NULL}, &err), 1);
+    m.container.gpus[0].cores = 40;
+    assert_int_equal(dp_container_create(&cfg, &m, dir, false, &err), 0);
+    list_dir(gpu, names, sizeof names);
+    assert_string_equal(names, "uid-1_main.30.slot uid-1_main.40.slot");
+    /* Its decision applied as a resize (generation 1): the link says the slot's share. */
+    assert_int_equal(dp_container_limits_update(&cfg, &m, dir, 1, &err), 1);
+    n = readlink(path, target, sizeof target - 1);
+    target[n > 0 ? n : 0] = '\0';
+    assert_string_equal(target, "40");
+    snprintf(path, sizeof(path), "%s/uid-1_main.share.tmp", gpu);
+    assert_int_equal(symlink("9", path), 0); /* as a plugin killed in a later resize */
+    assert_int_equal(dp_board_sweep(cfg.vgpu.compute_board_dir, (const char *[]){NULL}), 4);
+    list_dir(gpu, names, sizeof names);
+    assert_string_equal(names, "");
+    assert_int_equal(dp_container_dirs_sweep(cfg.vgpu.region_dir, (const char *[]){NULL}, &err), 1);
+    rmdir(cfg.vgpu.region_dir);
+    snprintf(path, sizeof(path), "%s/%s.board", cfg.vgpu.compute_board_dir, UUID_B);
+    unlink(path);
+    rmdir(gpu);
+    rmdir(cfg.vgpu.compute_board_dir);
+    rmdir(tmp);
+    dpconfig_free(&cfg);
+}
+
+/* A plugin killed with SIGKILL at any point of setting a share (a child setting 30 and 70
+ * in turn, killed after a random 0..3 ms, 300 times): the board holds one link, saying 30
+ * or 70, every time; what the child left under the temporary name is no link a reader
+ * takes, and the next set goes on over it. */
+static void test_board_share_kill(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/dp-share-kill.XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    char gpu[1100], link[1200], target[16];
+    snprintf(gpu, sizeof gpu, "%s/%s", tmp, UUID_B);
+    assert_int_equal(mkdir(gpu, 0755), 0);
+    snprintf(link, sizeof link, "%s/uid-1_main.share", gpu);
+    struct vg_err err = {0};
+    assert_int_equal(dp_board_share_set(tmp, UUID_B, "uid-1_main", 30, &err), 0);
+    srand(7);
+    unsigned seen[2] = {0, 0};
+    for (int round = 0; round < 300; round++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            struct vg_err e = {0};
+            for (unsigned k = 0;; k++)
+                if (dp_board_share_set(tmp, UUID_B, "uid-1_main", k % 2 ? 70 : 30, &e) < 0)
+                    _exit(1);
+        }
+        struct timespec ts = {0, (long)(rand() % 3000) * 1000};
+        nanosleep(&ts, NULL);
+        assert_int_equal(kill(pid, SIGKILL), 0);
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status)); /* it never failed on its own */
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        assert_int_equal(n, 2);
+        target[n] = '\0';
+        assert_true(strcmp(target, "30") == 0 || strcmp(target, "70") == 0);
+        seen[target[0] == '7']++;
+        DIR *d = opendir(gpu);
+        assert_non_null(d);
+        struct dirent *e;
+        unsigned links = 0;
+        while ((e = readdir(d)) != NULL)
+            links += strcmp(e->d_name, "uid-1_main.share") == 0;
+        closedir(d);
+        assert_int_equal(links, 1);
+    }
+    assert_true(seen[0] > 0 && seen[1] > 0); /* killed at different steps */
+    char names[512], path[1300];
+    list_dir(gpu, names, sizeof names);
+    assert_true(strcmp(names, "uid-1_main.share") == 0 ||
+                strcmp(names, "uid-1_main.share uid-1_main.share.tmp") == 0);
+    assert_int_equal(dp_board_sweep(tmp, (const char *[]){NULL}) >= 1, 1);
+    snprintf(path, sizeof path, "%s/uid-1_main.share.tmp", gpu);
+    unlink(path);
+    assert_int_equal(rmdir(gpu), 0);
+    assert_int_equal(rmdir(tmp), 0);
+}
+
 /* nvidia.com/priority: the limits file carries it, the slot file's name says high, and a
  * container with a priority but no share is on the board all the same (at 100 %). */
 static void test_vgpu_priority(void **state)
@@ -1190,6 +1344,8 @@ int main(void)
         cmocka_unit_test(test_pack_cdi),
         cmocka_unit_test(test_match),
         cmocka_unit_test(test_vgpu_allocate_and_dirs),
+        cmocka_unit_test(test_board_share_resize),
+        cmocka_unit_test(test_board_share_kill),
         cmocka_unit_test(test_vgpu_priority),
         cmocka_unit_test(test_container_dir_staging),
         cmocka_unit_test(test_container_limits_update),

@@ -1,5 +1,6 @@
 /* The compute limiter's controller core in virtual time (compute_core.c): credit,
  * prediction, settlement, the PI trim, the burst rate and the board's overlap signals. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -465,6 +466,73 @@ static void board_dir_remove(const char *dir, const char *const *files, int n)
     rmdir(dir);
 }
 
+/* A live resize's share on the board (the plugin's <name>.share link): a neighbour's bound
+ * follows the link at the next scan; each state a plugin killed while replacing it can
+ * leave (no link, a link under its temporary name, the link) gives exactly one share, and
+ * a link that is not 1..100 leaves the slot file's. */
+static void test_board_share_link(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vgc-share-XXXXXX";
+    const char *files[] = {"pod-a_main.30.slot", "pod-h_main.10.slot"};
+    char link[256], tmp[256];
+    board_dir_make(dir, files, 2);
+    snprintf(link, sizeof link, "%s/GPU-1/pod-h_main.share", dir);
+    snprintf(tmp, sizeof tmp, "%s/GPU-1/pod-h_main.share.tmp", dir);
+    struct vg_err err = {0};
+    struct vgc_bd *a = calloc(2, sizeof *a), *h = a + 1;
+    assert_int_equal(vgc_bd_open(a, dir, "GPU-1", "pod-a_main", &err), 0);
+    assert_int_equal(vgc_bd_open(h, dir, "GPU-1", "pod-h_main", &err), 0);
+    int64_t t = 10 * S;
+    int sh = vgc_bd_claim(h, 22, 2, t);
+    assert_true(sh >= 0);
+    vgc_bd_heartbeat(h, sh, VGC_PPM, VGC_PPM, t); /* it claims the whole GPU */
+    assert_int_equal(vgc_bd_others_share(a, 0, t), 100000);
+    /* Killed after making the link under its temporary name: the old share. */
+    assert_int_equal(symlink("40", tmp), 0);
+    vgc_bd_scan(a, t);
+    assert_int_equal(vgc_bd_others_share(a, 0, t), 100000);
+    /* Renamed: the new one, the same neighbour (its file's mapping kept). */
+    const void *map = a->p[0].map != NULL ? a->p[0].map : a->p[1].map;
+    assert_int_equal(rename(tmp, link), 0);
+    vgc_bd_scan(a, t);
+    assert_int_equal(a->n, 2);
+    assert_ptr_equal(a->p[0].map != NULL ? a->p[0].map : a->p[1].map, map);
+    assert_int_equal(vgc_bd_others_share(a, 0, t), 400000);
+    /* Down again (a second resize): the bound follows it. */
+    assert_int_equal(symlink("5", tmp), 0);
+    assert_int_equal(rename(tmp, link), 0);
+    vgc_bd_scan(a, t);
+    assert_int_equal(vgc_bd_others_share(a, 0, t), 50000);
+    /* Targets that are no share leave the slot file's name in force. */
+    const char *bad[] = {"0", "101", "040", "4x", "", "-5", "../../x", "1000"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        unlink(link);
+        if (bad[i][0] != '\0')
+            assert_int_equal(symlink(bad[i], link), 0);
+        vgc_bd_scan(a, t);
+        assert_int_equal(vgc_bd_others_share(a, 0, t), 100000);
+    }
+    /* A plain file by that name is no link: ignored too. */
+    unlink(link);
+    FILE *f = fopen(link, "w");
+    assert_non_null(f);
+    fputs("90", f);
+    fclose(f);
+    vgc_bd_scan(a, t);
+    assert_int_equal(vgc_bd_others_share(a, 0, t), 100000);
+    unlink(link);
+    int64_t ppm = 0;
+    assert_int_equal(vgc_share_link_parse("100", &ppm), 0);
+    assert_int_equal(ppm, VGC_PPM);
+    assert_int_equal(vgc_share_link_parse("1", &ppm), 0);
+    assert_int_equal(ppm, 10000);
+    assert_int_equal(vgc_share_link_parse("00", &ppm), -EINVAL);
+    assert_int_equal(ppm, 10000);
+    board_dir_remove(dir, files, 2);
+    free(a);
+}
+
 /* The device plugin's board: a slot file per container; a hostile neighbour's file is
  * bounded by its decided share, nonsense in it counts as absent. */
 static void test_board_plugin(void **state)
@@ -737,6 +805,7 @@ int main(void)
         cmocka_unit_test(test_forged_budget),
         cmocka_unit_test(test_board_file),
         cmocka_unit_test(test_board_plugin),
+        cmocka_unit_test(test_board_share_link),
         cmocka_unit_test(test_priority_board),
         cmocka_unit_test(test_virtual_tenant),
     };
