@@ -1345,9 +1345,10 @@ class Volcano(unittest.TestCase):
         objects = rendering("volcano")
         # Volcano's ConfigMap where its scheduler reads it, and the same file beside the
         # device plugin (a pod mounts ConfigMaps of its own namespace only).
-        cms = {o["metadata"]["namespace"]: o for o in find(objects, "ConfigMap")
-               if o["metadata"]["name"] == "volcano-vgpu-device-config"}
-        self.assertEqual(sorted(cms), ["kube-system", "vgpu-system"])
+        cms = {(o["metadata"]["namespace"], o["metadata"]["name"]): o
+               for o in find(objects, "ConfigMap")}
+        cms = {"kube-system": cms[("kube-system", "volcano-vgpu-device-config")],
+               "vgpu-system": cms[("vgpu-system", "vgpu-volcano-device-config")]}
         self.assertEqual(cms["kube-system"]["data"], cms["vgpu-system"]["data"])
         conf = yaml.safe_load(cms["kube-system"]["data"]["device-config.yaml"])["nvidia"]
         self.assertEqual([conf[k] for k in ("resourceCountName", "resourceMemoryName",
@@ -1361,7 +1362,7 @@ class Volcano(unittest.TestCase):
         mount = [m for m in c["volumeMounts"] if path.startswith(m["mountPath"] + "/")]
         self.assertEqual(len(mount), 1, c["volumeMounts"])
         vol = [v for v in spec["volumes"] if v["name"] == mount[0]["name"]][0]
-        self.assertEqual(vol["configMap"]["name"], "volcano-vgpu-device-config")
+        self.assertEqual(vol["configMap"]["name"], "vgpu-volcano-device-config")
         self.assertEqual(os.path.basename(path), "device-config.yaml")
         # The monitor watches the same containers; Volcano schedules, so no vgpu-scheduler,
         # no kube-scheduler profile, no webhook.
