@@ -591,24 +591,28 @@ static const struct {
     const char *name;
     void (*attack)(void);
     void (*cleanup)(void);
+    /* Least the tenant must have held at some point, in MiB: the limit less one chunk, so
+     * a libvgpu that refused the path outright (or everything) fails the replay too. The
+     * pool table's 64 small pools and one context reach 384. */
+    uint64_t reach_mib;
 } cases[] = {
-    {"vmm_release_mapped", vmm_release_mapped, vmm_cleanup},
-    {"vmm_unmap_held", vmm_unmap_held, vmm_cleanup},
-    {"vmm_retain", vmm_retain, vmm_cleanup},
-    {"vmm_import", vmm_import, vmm_cleanup},
-    {"vmm_import_unmapped", vmm_import_unmapped, vmm_cleanup},
-    {"pool_table", pool_table, pools_cleanup},
-    {"pool_cache", pool_cache, pools_cleanup},
-    {"pool_current", pool_current, pools_cleanup},
-    {"async_default", async_default, pools_cleanup},
-    {"managed", managed, plain_cleanup},
-    {"arrays", arrays_2d3d, plain_cleanup},
-    {"mipmaps", mipmaps, plain_cleanup},
-    {"graph_nodes", graph_nodes, graph_cleanup},
-    {"graph_capture", graph_capture, graph_cleanup},
-    {"graph_pool", graph_pool, graph_cleanup},
-    {"ipc", ipc_relay, ipc_cleanup},
-    {"pool_import", pool_import, ipc_cleanup},
+    {"vmm_release_mapped", vmm_release_mapped, vmm_cleanup, (LIMIT - CHUNK) / MiB},
+    {"vmm_unmap_held", vmm_unmap_held, vmm_cleanup, (LIMIT - CHUNK) / MiB},
+    {"vmm_retain", vmm_retain, vmm_cleanup, (LIMIT - CHUNK) / MiB},
+    {"vmm_import", vmm_import, vmm_cleanup, (LIMIT - CHUNK) / MiB},
+    {"vmm_import_unmapped", vmm_import_unmapped, vmm_cleanup, (LIMIT - CHUNK) / MiB},
+    {"pool_table", pool_table, pools_cleanup, 384},
+    {"pool_cache", pool_cache, pools_cleanup, (LIMIT - CHUNK) / MiB},
+    {"pool_current", pool_current, pools_cleanup, (LIMIT - CHUNK) / MiB},
+    {"async_default", async_default, pools_cleanup, (LIMIT - CHUNK) / MiB},
+    {"managed", managed, plain_cleanup, (LIMIT - CHUNK) / MiB},
+    {"arrays", arrays_2d3d, plain_cleanup, (LIMIT - CHUNK) / MiB},
+    {"mipmaps", mipmaps, plain_cleanup, (LIMIT - CHUNK) / MiB},
+    {"graph_nodes", graph_nodes, graph_cleanup, (LIMIT - CHUNK) / MiB},
+    {"graph_capture", graph_capture, graph_cleanup, (LIMIT - CHUNK) / MiB},
+    {"graph_pool", graph_pool, graph_cleanup, (LIMIT - CHUNK) / MiB},
+    {"ipc", ipc_relay, ipc_cleanup, (LIMIT - CHUNK) / MiB},
+    {"pool_import", pool_import, ipc_cleanup, (LIMIT - CHUNK) / MiB},
 };
 
 int main(int argc, char **argv)
@@ -659,6 +663,13 @@ int main(int argc, char **argv)
     if (held_max > LIMIT) {
         fprintf(stderr, "memory_attack: %s held %" PRIu64 " MiB under a %" PRIu64 " MiB limit\n",
                 cases[k].name, held_max / MiB, LIMIT / MiB);
+        rc = 1;
+    }
+    if (held_max / MiB < cases[k].reach_mib) {
+        fprintf(stderr,
+                "memory_attack: %s held at most %" PRIu64 " MiB, less than the %" PRIu64
+                " MiB its limit allows: the path was refused, not charged\n",
+                cases[k].name, held_max / MiB, cases[k].reach_mib);
         rc = 1;
     }
     if (free_after != free_before) {
