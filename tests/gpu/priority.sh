@@ -11,7 +11,8 @@
 # x alone; the low tenant at least 90 % of the GPU time the high one leaves (its GPU time
 # from the spin kernel, which counts only time on the GPU; the high one's is 8 ms in 25).
 # With VGPU_DRIVER_DIR set (fakegpu: a dry run) the runs are short and the bounds only
-# check the plumbing: p99 at most 2 x alone, the low tenant at least half.
+# check the plumbing: p50 at most 1.5 x alone (about 2 x without priority), the low tenant
+# at least half.
 set -uo pipefail
 OUT=$1
 BIN=$2
@@ -21,9 +22,11 @@ dir=$OUT/priority
 mkdir -p "$dir"
 cd "$root"
 if [ -n "${VGPU_DRIVER_DIR:-}" ]; then
-    run_ms=3000 warm_ms=1000 ratio_max=2 low_min=50
+    # p50 in a dry run: 3 s of requests give a p99 that one host stall decides; the p50
+    # still tells priority (about 1 x alone) from none (about 2 x).
+    run_ms=3000 warm_ms=1000 ratio_max=1.5 low_min=50 stat=p50
 else
-    run_ms=10000 warm_ms=2000 ratio_max=1.2 low_min=90
+    run_ms=10000 warm_ms=2000 ratio_max=1.2 low_min=90 stat=p99
 fi
 [ -x "$BIN/compute_tenant" ] || { echo "- compute_tenant missing: FAILED"; exit 1; }
 export VGPU_COMPUTE_BOARD=$dir/board COMPUTE_PTX=$root/tests/gpu/compute_spin.ptx
@@ -83,11 +86,13 @@ for p in - 1; do
     h50=$(sed -n 's/.*p50_us=\([0-9]*\).*/\1/p' <<<"$line")
     low=$(awk -F'[ =]' '/^window_ns=/ { printf "%.2f", 100 * $4 / $2 }' "$dir/low.$p.pair.txt")
     r=$(awk -v a="$h99" -v b="$a99" 'BEGIN { printf "%.2f", a / b }')
+    judged=$r
+    [ "$stat" = p50 ] && judged=$(awk -v a="$h50" -v b="$a50" 'BEGIN { printf "%.2f", a / b }')
     left=$(awk -v l="$low" 'BEGIN { printf "%.1f", 100 * l / 68 }')
     verdict=""
-    if [ "$p" = 1 ] && ! awk -v r="$r" -v m="$ratio_max" -v l="$left" -v n="$low_min" \
+    if [ "$p" = 1 ] && ! awk -v r="$judged" -v m="$ratio_max" -v l="$left" -v n="$low_min" \
         'BEGIN { exit !(r <= m && l >= n) }'; then
-        verdict=" FAILED (want p99 ≤ $ratio_max × alone, low ≥ $low_min %)"
+        verdict=" FAILED (want $stat ≤ $ratio_max × alone ($judged), low ≥ $low_min %)"
         failed=1
     fi
     echo "| beside low, $([ "$p" = - ] && echo "no priority" || echo "priority 0 / 1") | $(awk -v u="$h50" 'BEGIN { printf "%.2f", u / 1000 }') | $(awk -v u="$h99" 'BEGIN { printf "%.2f", u / 1000 }') | $r | $low | $left$verdict |"
