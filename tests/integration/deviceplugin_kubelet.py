@@ -51,6 +51,15 @@ def wait_for(pred, timeout=15.0, what="condition"):
     raise AssertionError("timed out waiting for " + what)
 
 
+def read_text(path):
+    """The stripped text of path, or "" while it does not exist."""
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return ""
+
+
 def order_index(ids, uuid):
     """NVML index of uuid: ListAndWatch lists each GPU's devices in index order."""
     seen = []
@@ -208,8 +217,7 @@ class ApiServer:
                                       "kube_api_server.py"), "--port", "0", "--port-file",
                                       pfile, "--fixture", fixture],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(lambda: os.path.exists(pfile) and open(pfile).read().strip(), what="api port")
-        self.url = "http://127.0.0.1:%s" % open(pfile).read().strip()
+        self.url = "http://127.0.0.1:%s" % wait_for(lambda: read_text(pfile), what="api port")
         self.kubeconfig = os.path.join(tmp, "kubeconfig")
         with open(self.kubeconfig, "w") as f:
             f.write("apiVersion: v1\nkind: Config\ncurrent-context: t\n"

@@ -114,17 +114,19 @@ class Base(dk.Base):
                 raise
         return dk.wait_for(attempt, what="Allocate")
 
-    def refused(self, uuid, ids, words, what):
-        """Allocate of a device of GPU uuid is refused for the reason words say. Until the
-        plugin's watch has seen an earlier pod go, Allocate may still pick that one (refused
-        for its own reason): the attempt is repeated until this reason shows."""
+    def refused(self, uuid, ids, words, what, placement=""):
+        """Allocate of a device of GPU uuid is refused for the reason words say (and for the
+        placement named, when given). Until the plugin's watch has seen an earlier pod go,
+        Allocate may still pick that one (refused for its own reason, perhaps the same words):
+        the attempt is repeated until this refusal shows."""
         dev = [d for d in ids if d.startswith(uuid + "-")][:1]
 
         def attempt():
             try:
                 self.kubelet.allocate("nvidia.com/gpu", dev)
             except dk.grpc.RpcError as e:
-                return e.details() if words in e.details() else None
+                d = e.details()
+                return d if words in d and placement in d else None
             raise AssertionError("Allocate succeeded: " + what)
         return dk.wait_for(attempt, what=what)
 
@@ -288,8 +290,9 @@ class Refusals(Base):
     def refuse(self, name, uuid, ids, profile, start, words):
         """Pod name's decision is refused, for the reason words say; then the pod goes."""
         self.add(name, uuid, 9984, profile, start)
-        details = self.refused(uuid, ids, words, "the refusal of " + name)
-        self.assertIn("MIG %s at memory slice %d" % (profile, start), details)
+        placement = "MIG %s at memory slice %d" % (profile, start)
+        details = self.refused(uuid, ids, words, "the refusal of " + name, placement)
+        self.assertIn(placement, details)
         self.assertIn("refused", details)
         self.api.request("DELETE", "/api/v1/namespaces/default/pods/" + name)
 
@@ -332,6 +335,7 @@ class Refusals(Base):
         rc = self.plugin.proc.wait(30)
         self.assertNotEqual(rc, 0)
         self.assertIn("vgpu.migMode", self.plugin.output())
+        self.plugin.log.close()
         self.plugin = None
 
 
