@@ -50,7 +50,7 @@ int dp_allocate_shared(const struct dpconfig *cfg, const struct dp_resource *res
 {
     if (resource->mig)
         return dp_allocate_mig(cfg, resource, gpus, gpu_count, ids, id_count, out, err);
-    memset(out, 0, sizeof(*out));
+    dp_response_reset(out);
     if (id_count == 0)
         return vg_err_set(err, -EINVAL, "%s: Allocate without devices", resource->name);
     if (resource->fail_requests_greater_than_one && resource->replicas > 1 && id_count > 1)
@@ -97,7 +97,7 @@ int dp_allocate_vgpu(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsi
                      const struct dp_match *match, const char *container_dir,
                      struct dp_response *out, struct vg_err *err)
 {
-    memset(out, 0, sizeof(*out));
+    dp_response_reset(out);
     const struct annot_container *c = &match->container;
     unsigned list[DP_MAX_GPUS];
     for (unsigned i = 0; i < c->gpu_count; i++) {
@@ -235,7 +235,13 @@ int dp_board_create(const struct dpconfig *cfg, const struct dp_match *match, co
             return rc;
         if (vg_snprintf(gpu_dir, sizeof gpu_dir, "%s/%s", board, c->gpus[i].uuid) < 0)
             return vg_err_set(err, -ENAMETOOLONG, "board path too long");
-        if (mkdir(gpu_dir, 0755) != 0 && errno != EEXIST)
+        int made = mkdir(gpu_dir, 0755);
+        if (made != 0 && errno == ENOENT && /* the board removed under us */
+            (rc = vg_mkdir_parents(cfg->vgpu.compute_board_dir, 0755, err)) == 0)
+            made = mkdir(gpu_dir, 0755);
+        if (rc < 0)
+            return rc;
+        if (made != 0 && errno != EEXIST)
             return vg_err_errno(err, errno, "creating %s", gpu_dir);
         if ((rc = board_file(turn, sizeof(struct vgc_board), VGC_BOARD_MAGIC, true, err)) < 0 ||
             (rc = board_file(slot, sizeof(struct vgc_slot_file), VGC_SLOT_MAGIC, false, err)) < 0)
@@ -696,13 +702,16 @@ int dp_vgpu_dirs(const struct dpconfig *cfg, struct vg_err *err)
     return 0;
 }
 
-/* The checks and parent directories every container directory needs. */
+/* The checks every container directory needs. Its parents were made at start
+ * (dp_vgpu_dirs); build makes them again only if they have gone, so an Allocate spends no
+ * system calls on them. */
 static int dir_begin(const struct dpconfig *cfg, const struct dp_match *match, struct vg_err *err)
 {
+    (void)cfg;
     const struct annot_container *c = &match->container;
     if (c->gpu_count == 0 || c->gpu_count > REGION_MAX_DEVICES)
         return vg_err_set(err, -EINVAL, "container %s: %u GPUs", c->name, c->gpu_count);
-    return dp_vgpu_dirs(cfg, err);
+    return 0;
 }
 
 /* Fills <region_dir>/.new.<name> for match (its text naming dir) and renames it to target,
@@ -712,8 +721,12 @@ static int build(const struct dpconfig *cfg, const struct dp_match *match, const
 {
     char stage[1024];
     int rc;
-    if ((rc = stage_path(cfg, DP_STAGE_PREFIX, dir, stage, sizeof(stage), err)) < 0 ||
-        (rc = stage_fill(cfg, match, dir, stage, err)) < 0)
+    if ((rc = stage_path(cfg, DP_STAGE_PREFIX, dir, stage, sizeof(stage), err)) < 0)
+        return rc;
+    if ((rc = stage_fill(cfg, match, dir, stage, err)) == -ENOENT &&
+        (rc = dp_vgpu_dirs(cfg, err)) == 0) /* the region directory removed under us */
+        rc = stage_fill(cfg, match, dir, stage, err);
+    if (rc < 0)
         return rc;
     VG_AUTO(undo_dirp) const char *undo = stage;
     if (rename(stage, target) != 0)

@@ -353,6 +353,9 @@ struct dp_response {
     size_t cdi_device_count;
 };
 
+/* Empties r (its counts; entries are written whole when added). */
+void dp_response_reset(struct dp_response *r);
+
 /* timeSlicing (or plain) Allocate: NVIDIA's semantics, no enforcement. ids are kubelet's
  * device IDs of resource. */
 int dp_allocate_shared(const struct dpconfig *cfg, const struct dp_resource *resource,

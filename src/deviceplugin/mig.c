@@ -43,7 +43,7 @@ int dp_allocate_mig(const struct dpconfig *cfg, const struct dp_resource *resour
                     const struct dp_gpu *gpus, unsigned gpu_count, char *const *ids,
                     size_t id_count, struct dp_response *out, struct vg_err *err)
 {
-    memset(out, 0, sizeof(*out));
+    dp_response_reset(out);
     if (id_count == 0)
         return vg_err_set(err, -EINVAL, "%s: Allocate without devices", resource->name);
     char visible[1024] = "";

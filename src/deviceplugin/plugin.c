@@ -66,6 +66,8 @@ struct dp_plugin {
     char kubelet_socket[PATH_MAX];
     int inotify_fd;
     struct event *inotify_event, *health_timer, *heartbeat_timer, *sweep_timer, *retry_timer;
+    struct event *vc_flush_event; /* Volcano mode: the write-back, a turn after the answer */
+    bool vc_flush_due;            /* ... made active and not yet run */
     unsigned fast_retries;
     bool restarting; /* flags.restartOnDeviceUnhealthy fired */
     struct kube_watch *pods_watch;
@@ -473,7 +475,7 @@ static int allocate_volcano_one(struct dp_plugin *p, const struct dp_resource *r
                                 size_t dir_size, bool *missed, struct vg_err *err)
 {
     size_t n = creq->n_devices_ids;
-    memset(resp, 0, sizeof(*resp));
+    dp_response_reset(resp);
     if (n == 0)
         return vg_err_set(err, -EINVAL, "%s: Allocate without devices", r->name);
     for (size_t i = 0; i < n; i++)
@@ -592,9 +594,12 @@ static int allocate_request(struct serving *s, V1beta1__AllocateRequest *r, uint
     struct dp_plugin *p = s->plugin;
     size_t n = r->n_container_requests;
     *missed = false;
-    if (n == 0)
-        return vg_err_set(err, -EINVAL, "Allocate without container requests");
-    VG_AUTO_FREE struct dp_response *resps = xcalloc(n, sizeof(*resps));
+    if (n == 0 || n > ANNOT_MAX_CONTAINERS) /* kubelet sends one container per call */
+        return vg_err_set(err, -EINVAL, "Allocate for %zu containers (1..%d)", n,
+                          ANNOT_MAX_CONTAINERS);
+    /* Each path resets its own response (dp_response_reset): zeroing 145 KiB apiece here
+     * would cost more than the rest of the call. */
+    VG_AUTO_FREE struct dp_response *resps = xmalloc(n * sizeof(*resps));
     VG_AUTO_FREE const struct dp_response **ptrs = xcalloc(n, sizeof(*ptrs));
     VG_AUTO_FREE char(*dirs)[1024] = xcalloc(n, sizeof(*dirs));
     VG_AUTO_FREE struct dp_match *matches = xcalloc(n, sizeof(*matches));
@@ -667,14 +672,28 @@ static void vc_flush(struct dp_plugin *p)
     }
 }
 
-/* After the answer: Volcano mode's write-back goes out (kubelet does not wait for it). */
-static void allocate_written(struct dp_plugin *p)
+static void vc_flush_cb(evutil_socket_t fd, short what, void *arg)
 {
-    if (p->ledger && p->opt.kube)
+    (void)fd;
+    (void)what;
+    struct dp_plugin *p = arg;
+    p->vc_flush_due = false;
+    if (p->opt.kube)
         vc_flush(p);
-    else if (p->vc_writes)
+    else
         json_object_clear(p->vc_writes);
     p->vc_release_lock = false;
+}
+
+/* After the answer: Volcano mode's write-back goes out (kubelet does not wait for it). The
+ * answer is written on the connection's next loop turn; the write-back is made active after
+ * it, so the answer leaves first and its latency does not carry the PATCH requests. */
+static void allocate_written(struct dp_plugin *p)
+{
+    if (p->vc_flush_event && !p->vc_flush_due) {
+        p->vc_flush_due = true;
+        event_active(p->vc_flush_event, 0, 0);
+    }
 }
 
 static void allocate_reply(struct serving *s, struct vgrpc_call *call, int rc, uint8_t *data,
@@ -841,6 +860,8 @@ static void handle_allocate(void *arg, struct vgrpc_call *call, const uint8_t *r
     size_t dlen = 0;
     bool missed;
     struct vg_err err = {0};
+    if (p->vc_flush_due) /* a call of the same loop turn: its write-back first */
+        vc_flush_cb(-1, 0, p);
     int rc = allocate_request(s, r, &data, &dlen, &missed, &err);
     if (rc < 0 && missed && p->opt.kube && lookup_start(s, call, r) == 0) {
         if (p->vc_writes)
@@ -1706,6 +1727,7 @@ int dp_plugin_new(struct event_base *base, const struct dpconfig *cfg,
     if (dp_volcano_mode(cfg)) {
         p->ledger = xcalloc(1, sizeof(*p->ledger));
         p->vc_writes = json_object();
+        p->vc_flush_event = event_new(base, -1, 0, vc_flush_cb, p);
         rc = dp_volcano_resources(cfg, p->gpus, p->gpu_count, &p->res, err);
     } else {
         rc = dp_resources_build(cfg, p->gpus, p->gpu_count, &p->res, err);
@@ -1783,7 +1805,7 @@ void dp_plugin_free(struct dp_plugin *p)
         vgrpc_server_free(p->serving[i].server);
     }
     struct event *evs[] = {p->inotify_event, p->health_timer, p->heartbeat_timer, p->sweep_timer,
-                           p->retry_timer};
+                           p->retry_timer,  p->vc_flush_event};
     for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
         if (evs[i])
             event_free(evs[i]);

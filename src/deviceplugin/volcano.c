@@ -232,13 +232,10 @@ int dp_volcano_check(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsi
     return 0;
 }
 
-int dp_volcano_remaining(const struct vc_pending *pending, const struct vc_ledger *ledger,
-                         char *out, size_t size, bool *done, struct vg_err *err)
+int dp_volcano_remaining(struct vc_pending *pending, const struct vc_ledger *ledger, char *out,
+                         size_t size, bool *done, struct vg_err *err)
 {
-    struct vc_pod_devices *left = malloc(sizeof(*left));
-    if (left == NULL)
-        return vg_err_set(err, -ENOMEM, "out of memory");
-    *left = pending->remain;
+    struct vc_pod_devices *left = &pending->remain;
     *done = true;
     for (unsigned s = 0; s < left->count; s++) {
         if (vc_ledger_has(ledger, pending->pod_uid, s))
@@ -247,9 +244,7 @@ int dp_volcano_remaining(const struct vc_pending *pending, const struct vc_ledge
             if (strcmp(left->segs[s].devs[i].type, VC_TYPE_NVIDIA) == 0)
                 *done = false;
     }
-    int rc = vc_pod_devices_encode(left, out, size, err);
-    free(left);
-    return rc;
+    return vc_pod_devices_encode(left, out, size, err);
 }
 
 bool dp_volcano_id_known(const struct dpconfig *cfg, const struct dp_gpu *gpus, unsigned n,
