@@ -168,7 +168,8 @@ class FakeKubelet:
 
 
 class Plugin:
-    def __init__(self, tmp, config_text, kubeconfig=None, extra_env=None, args=()):
+    def __init__(self, tmp, config_text, kubeconfig=None, extra_env=None, args=(), prefix=()):
+        """prefix: a command the daemon runs under (the benchmarks' callgrind)."""
         self.log = open(os.path.join(tmp, "plugin.log"), "w+")
         cfg = os.path.join(tmp, "config.yaml")
         with open(cfg, "w") as f:
@@ -188,6 +189,7 @@ class Plugin:
                "--ld-so-preload-path", os.path.join(tmp, "ld.so.preload")] + list(args)
         if kubeconfig:
             cmd += ["--kubeconfig", kubeconfig]
+        cmd = list(prefix) + cmd
         self.env = env
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
 
@@ -339,6 +341,19 @@ class TimeSlicing(Base):
         with self.assertRaises(grpc.RpcError) as cm:
             self.kubelet.allocate(req.resource_name, ["GPU-nope::0"])
         self.assertIn("unknown device ID", cm.exception.details())
+        # The benchmarks' timing client (tests/grpc_peer allocate, vgpu's C client) gets
+        # the same answers over one connection: each call its own line, timed.
+        peer = subprocess.run(
+            [os.path.join(BUILD, "tests", "grpc_peer"), "allocate",
+             os.path.join(self.tmp, "kubelet", req.endpoint), "localhost"],
+            input="%s\nGPU-nope::0\n%s\n" % (ids[0], ids[1]), capture_output=True, text=True,
+            timeout=30)
+        lines = peer.stdout.splitlines()
+        self.assertEqual(len(lines), 3, peer.stdout + peer.stderr)
+        self.assertRegex(lines[0], r"^ns=[1-9][0-9]* status=OK len=[1-9][0-9]* message=$")
+        self.assertRegex(lines[1], r"^ns=[1-9][0-9]* status=INVALID_ARGUMENT len=0 "
+                                   r"message=.*unknown device ID 'GPU-nope::0'")
+        self.assertRegex(lines[2], r"^ns=[1-9][0-9]* status=OK ")
         pref = self.kubelet.preferred(req.resource_name, ids, 1)
         self.assertEqual(len(pref), 1)
         self.assertIn(pref[0], ids)

@@ -12,12 +12,17 @@
  *       Calls ListAndWatch; prints "devices=ID:HEALTH,..." per message.
  *   grpc_peer call SOCKET AUTHORITY PATH TIMEOUT_MS SIZE
  *       A unary call with SIZE bytes of 'x'; prints "response_len=N".
+ *   grpc_peer allocate SOCKET AUTHORITY
+ *       kubelet's side of Allocate, for the benchmarks: one connection kept open, one call
+ *       per line of stdin (the line is the device ID), each printed as "ns=N status=NAME
+ *       len=N message=TEXT" with N the time from the call's start to its answer.
  * Clients end with "status=NAME message=TEXT" and exit 0 when the call completed at all. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/event.h>
 
@@ -277,7 +282,58 @@ static int serve(const char *socket_path)
 struct client_run {
     struct event_base *base;
     unsigned messages;
+    struct timespec start; /* allocate: when the call began */
 };
+
+static int64_t ns_since(const struct timespec *t)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)(now.tv_sec - t->tv_sec) * 1000000000 + (now.tv_nsec - t->tv_nsec);
+}
+
+static void on_allocated(void *arg, enum vgrpc_status_code status, const char *message,
+                         const uint8_t *response, size_t len)
+{
+    struct client_run *r = arg;
+    int64_t ns = ns_since(&r->start);
+    (void)response;
+    printf("ns=%lld status=%s len=%zu message=%s\n", (long long)ns,
+           vgrpc_status_name((int)status), len, message ? message : "");
+    fflush(stdout);
+    event_base_loopbreak(r->base);
+}
+
+/* One Allocate per line of stdin over one connection, as kubelet keeps one per plugin. */
+static int allocate_loop(struct client_run *r, struct vgrpc_client *cl)
+{
+    char line[512];
+    while (fgets(line, sizeof line, stdin) != NULL) {
+        line[strcspn(line, "\n")] = '\0';
+        char *ids[] = {line};
+        V1beta1__ContainerAllocateRequest c = V1BETA1__CONTAINER_ALLOCATE_REQUEST__INIT;
+        c.n_devices_ids = 1;
+        c.devices_ids = ids;
+        V1beta1__ContainerAllocateRequest *cs[] = {&c};
+        V1beta1__AllocateRequest req = V1BETA1__ALLOCATE_REQUEST__INIT;
+        req.n_container_requests = 1;
+        req.container_requests = cs;
+        size_t len;
+        uint8_t *buf = pack(&req.base, &len);
+        struct vg_err err = {0};
+        clock_gettime(CLOCK_MONOTONIC, &r->start);
+        int rc = vgrpc_client_unary(cl, VGRPC_KUBELET_ALLOCATE, buf, len, 10000, on_allocated, r,
+                                    &err);
+        free(buf);
+        if (rc < 0) {
+            printf("start failed: %s\n", err.msg);
+            fflush(stdout);
+            continue;
+        }
+        event_base_dispatch(r->base);
+    }
+    return 0;
+}
 
 static void on_done(void *arg, enum vgrpc_status_code status, const char *message,
                     const uint8_t *response, size_t len)
@@ -322,6 +378,12 @@ static int run_client(int argc, char **argv)
     }
     int rc = 0;
     uint8_t *buf = NULL;
+    if (strcmp(mode, "allocate") == 0 && argc == 4) {
+        rc = allocate_loop(&r, cl);
+        vgrpc_client_free(cl);
+        event_base_free(r.base);
+        return rc;
+    }
     if (strcmp(mode, "register") == 0 && argc == 5) {
         char version[] = VGRPC_KUBELET_API_VERSION, resource[] = "vgpu.io/gpu";
         V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
@@ -375,6 +437,7 @@ int main(int argc, char **argv)
         return serve(argv[2]);
     if (argc >= 4)
         return run_client(argc, argv);
-    fprintf(stderr, "usage: grpc_peer serve SOCKET | register|watch|call SOCKET AUTHORITY ...\n");
+    fprintf(stderr,
+            "usage: grpc_peer serve SOCKET | register|watch|call|allocate SOCKET AUTHORITY ...\n");
     return 2;
 }
