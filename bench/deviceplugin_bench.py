@@ -3,7 +3,7 @@ fake kubelet of tests/integration/deviceplugin_kubelet.py (python3-grpcio, Debia
 python) on fakegpu's NVML and prints a markdown table.
 
 - Allocate latency: ALLOCS sequential Allocate calls over the plugin's unix socket, each
-  timed as kubelet would see it by a compiled gRPC client (tests/grpc_peer allocate: vgpu's
+  timed as kubelet would see it by a compiled gRPC client (grpc_peer allocate of tests/integration/grpc_peer.c: vgpu's
   own C client, one HTTP/2 connection kept open as kubelet keeps one per plugin); the
   Python gRPC client of the fake kubelet added about 0.3 ms of its own to every call, more
   than the plugin's work (measured: a no-op GetDevicePluginOptions took 0.35 ms p50 from
@@ -63,7 +63,7 @@ MISSED = []
 
 
 class Allocator:
-    """Allocate calls timed by the C client (tests/grpc_peer allocate) on resource's
+    """Allocate calls timed by the C client (grpc_peer allocate of tests/integration/grpc_peer.c) on resource's
     socket: allocate(device) is the call's round trip in seconds; a refused call raises."""
 
     def __init__(self, kubelet, resource):
@@ -427,7 +427,7 @@ def main():
     if callgrind_ok():
         allocate_instructions(rows)
     print("fake kubelet (python3-grpcio) and fakegpu NVML with 2 GPUs; Allocate latencies "
-          "are the round trip of the C client (tests/grpc_peer allocate).\n")
+          "are the round trip of the C client (grpc_peer allocate of tests/integration/grpc_peer.c).\n")
     print("| measure | result |")
     print("| --- | --- |")
     for name, value in rows:

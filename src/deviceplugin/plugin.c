@@ -1804,8 +1804,8 @@ void dp_plugin_free(struct dp_plugin *p)
         vgrpc_client_free(p->serving[i].registration);
         vgrpc_server_free(p->serving[i].server);
     }
-    struct event *evs[] = {p->inotify_event, p->health_timer, p->heartbeat_timer, p->sweep_timer,
-                           p->retry_timer,  p->vc_flush_event};
+    struct event *evs[] = {p->inotify_event, p->health_timer, p->heartbeat_timer,
+                           p->sweep_timer,   p->retry_timer,  p->vc_flush_event};
     for (size_t i = 0; i < sizeof(evs) / sizeof(evs[0]); i++)
         if (evs[i])
             event_free(evs[i]);

@@ -55,7 +55,7 @@ void dp_volcano_foreach_waiting(const struct dpconfig *cfg, const struct dp_gpu 
 /* devices-to-allocate once the pod's segments the ledger holds are consumed (emptied, as
  * Volcano's plugin leaves them), into out[size]; *done when no NVIDIA device is left.
  * pending->remain is emptied in place the same way (no 50 KiB copy per Allocate). */
-int dp_volcano_remaining(struct vc_pending *pending, const struct vc_ledger *ledger,
-                         char *out, size_t size, bool *done, struct vg_err *err);
+int dp_volcano_remaining(struct vc_pending *pending, const struct vc_ledger *ledger, char *out,
+                         size_t size, bool *done, struct vg_err *err);
 
 #endif

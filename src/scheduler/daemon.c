@@ -940,8 +940,8 @@ static bool is_loopback(const struct sockaddr_storage *ss)
 
 /* Listens on addr; *bound is the port, *loopback whether nothing beyond this host can
  * connect (from the address actually bound, not its spelling). */
-static int listen_on(struct evhttp *http, struct guarded *gd, const char *addr,
-                     const char *port_file, uint16_t *bound, bool *loopback, struct vg_err *err)
+static int listen_on(struct evhttp *http, struct guarded *gd, const char *addr, uint16_t *bound,
+                     bool *loopback, struct vg_err *err)
 {
     *loopback = false;
     char host[256];
@@ -969,12 +969,18 @@ static int listen_on(struct evhttp *http, struct guarded *gd, const char *addr,
     }
     vg_log(VG_LOG_INFO, "listening", "addr=%s port=%u", host, port);
     *bound = port;
-    if (port_file != NULL) {
-        VG_AUTO_FILE FILE *f = fopen(port_file, "w");
-        if (f == NULL)
-            return vg_err_errno(err, errno, "cannot write %s", port_file);
-        fprintf(f, "%u\n", port);
-    }
+    return 0;
+}
+
+/* port into path, when given: written once every listener is bound, so a port file means
+ * the daemon serves on all its ports (with port 0 there is nothing to race for). */
+static int write_port_file(const char *path, uint16_t port, struct vg_err *err)
+{
+    if (path == NULL)
+        return 0;
+    VG_AUTO_FILE FILE *f = fopen(path, "w");
+    if (f == NULL || fprintf(f, "%u\n", port) < 0 || fflush(f) != 0)
+        return vg_err_errno(err, errno, "cannot write %s", path);
     return 0;
 }
 
@@ -1069,7 +1075,7 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
     evhttp_set_bevcb(d->http, guarded_bev, &d->ext_guard);
     evhttp_set_gencb(d->http, guarded_request, &d->ext_guard);
     bool loopback = false;
-    if (listen_on(d->http, &d->ext_guard, o->listen, o->port_file, &d->port, &loopback, err) < 0)
+    if (listen_on(d->http, &d->ext_guard, o->listen, &d->port, &loopback, err) < 0)
         return err->code;
     if (!loopback && !ext_tls)
         return vg_err_set(err, -EPERM,
@@ -1077,6 +1083,7 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
                           "and client authentication: listen on 127.0.0.1 (the default), or "
                           "give --tls-cert and --tls-key with --client-ca or --token-file",
                           o->listen);
+    uint16_t webhook_port = 0;
     if (o->webhook_listen != NULL) {
         d->ssl = server_ctx(o->tls_cert, o->tls_key, o->webhook_client_ca, "webhook", err);
         if (d->ssl == NULL)
@@ -1091,12 +1098,14 @@ int sched_daemon_new(struct event_base *base, struct kube_client *client,
         d->hook_guard.handle = handle_webhook;
         evhttp_set_bevcb(d->https, guarded_bev, &d->hook_guard);
         evhttp_set_gencb(d->https, guarded_request, &d->hook_guard);
-        uint16_t webhook_port;
         bool webhook_loopback;
-        if (listen_on(d->https, &d->hook_guard, o->webhook_listen, NULL, &webhook_port,
-                      &webhook_loopback, err) < 0)
+        if (listen_on(d->https, &d->hook_guard, o->webhook_listen, &webhook_port, &webhook_loopback,
+                      err) < 0)
             return err->code;
     }
+    if (write_port_file(o->port_file, d->port, err) < 0 ||
+        write_port_file(o->webhook_port_file, webhook_port, err) < 0)
+        return err->code;
     d->timer = event_new(base, -1, EV_PERSIST, tick, d);
     struct timeval second = {1, 0};
     if (d->timer == NULL || event_add(d->timer, &second) < 0)

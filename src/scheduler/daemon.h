@@ -27,6 +27,7 @@ struct sched_daemon_options {
                                       a free one. An address other than loopback needs TLS
                                       and client authentication (client_ca or token_file). */
     const char *port_file;         /* or NULL: the extender's port is written here */
+    const char *webhook_port_file; /* or NULL: the webhook's port is written here */
     const char *webhook_listen;    /* or NULL: no HTTPS webhook server */
     const char *tls_cert;          /* PEM certificate chain and key: the webhook's, and the */
     const char *tls_key;           /* extender's when client_ca or token_file is set */

@@ -341,7 +341,7 @@ class TimeSlicing(Base):
         with self.assertRaises(grpc.RpcError) as cm:
             self.kubelet.allocate(req.resource_name, ["GPU-nope::0"])
         self.assertIn("unknown device ID", cm.exception.details())
-        # The benchmarks' timing client (tests/grpc_peer allocate, vgpu's C client) gets
+        # The benchmarks' timing client (grpc_peer allocate of tests/integration/grpc_peer.c, vgpu's C client) gets
         # the same answers over one connection: each call its own line, timed.
         peer = subprocess.run(
             [os.path.join(BUILD, "tests", "grpc_peer"), "allocate",

@@ -298,8 +298,8 @@ static void on_allocated(void *arg, enum vgrpc_status_code status, const char *m
     struct client_run *r = arg;
     int64_t ns = ns_since(&r->start);
     (void)response;
-    printf("ns=%lld status=%s len=%zu message=%s\n", (long long)ns,
-           vgrpc_status_name((int)status), len, message ? message : "");
+    printf("ns=%lld status=%s len=%zu message=%s\n", (long long)ns, vgrpc_status_name((int)status),
+           len, message ? message : "");
     fflush(stdout);
     event_base_loopbreak(r->base);
 }
@@ -322,8 +322,8 @@ static int allocate_loop(struct client_run *r, struct vgrpc_client *cl)
         uint8_t *buf = pack(&req.base, &len);
         struct vg_err err = {0};
         clock_gettime(CLOCK_MONOTONIC, &r->start);
-        int rc = vgrpc_client_unary(cl, VGRPC_KUBELET_ALLOCATE, buf, len, 10000, on_allocated, r,
-                                    &err);
+        int rc =
+            vgrpc_client_unary(cl, VGRPC_KUBELET_ALLOCATE, buf, len, 10000, on_allocated, r, &err);
         free(buf);
         if (rc < 0) {
             printf("start failed: %s\n", err.msg);

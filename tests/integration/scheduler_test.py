@@ -452,14 +452,14 @@ class WebhookTest(unittest.TestCase):
         subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
                         "-subj", "/CN=vgpu-scheduler", "-keyout", self.key, "-out", self.cert],
                        check=True, capture_output=True)
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        self.wport = s.getsockname()[1]
-        s.close()
+        # Port 0 and --webhook-port-file: a port picked here could be taken by another
+        # test's connection before the scheduler binds it.
         nodes = [H.node_object("node-%02d" % i, 2) for i in range(2)]
+        hook_file = os.path.join(self.dir, "webhook.port")
         self.cluster = H.Cluster(BINARY, nodes, extra_args=[
-            "--webhook-listen", "127.0.0.1:%d" % self.wport, "--tls-cert", self.cert,
-            "--tls-key", self.key])
+            "--webhook-listen", "127.0.0.1:0", "--webhook-port-file", hook_file,
+            "--tls-cert", self.cert, "--tls-key", self.key])
+        self.wport = H.wait_port_file(hook_file, self.cluster.sched)
         self.cluster.wait_ready()
 
     def tearDown(self):

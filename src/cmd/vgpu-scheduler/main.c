@@ -82,6 +82,7 @@ static int serve(const char *kubeconfig, const struct sched_options *o,
 /* The command line as given; what was not given stays NULL, -1 or false. */
 static struct cli {
     const char *listen, *kubeconfig, *config, *port_file, *webhook_listen, *tls_cert, *tls_key;
+    const char *webhook_port_file;
     const char *scheduler_name, *client_ca, *token_file, *webhook_client_ca, *trusted_users;
     const char *record_namespace;
     int policy, gpu_policy;
@@ -197,7 +198,10 @@ static const struct vg_flag flags[] = {
     BOOL("debug-state", debug_state, "serve /debug/state and /debug/state-bound"),
     BOOL("hami-legacy-metrics", hami_legacy,
          "/metrics adds HAMi's older names (GPUDeviceMemoryLimit...)"),
-    STR("port-file", "FILE", port_file, "write the extender's port here once listening", NULL),
+    STR("port-file", "FILE", port_file,
+        "write the extender's port here once every listener is bound", NULL),
+    STR("webhook-port-file", "FILE", webhook_port_file,
+        "write the webhook's port here once every listener is bound", NULL),
     {.name = "log-level",
      .value = "LEVEL",
      .type = VG_FLAG_FUNC,
@@ -302,6 +306,8 @@ static int check_combinations(const struct sched_options *o, struct vg_err *err)
                           "--tls-cert and --tls-key");
     if (cli.webhook_listen != NULL && (cli.tls_cert == NULL || cli.tls_key == NULL))
         return vg_err_set(err, -EINVAL, "--webhook-listen needs --tls-cert and --tls-key");
+    if (cli.webhook_port_file != NULL && cli.webhook_listen == NULL)
+        return vg_err_set(err, -EINVAL, "--webhook-port-file needs --webhook-listen");
     return 0;
 }
 
@@ -346,6 +352,7 @@ int main(int argc, char **argv)
     }
     const struct sched_daemon_options dopt = {.listen = cli.listen,
                                               .port_file = cli.port_file,
+                                              .webhook_port_file = cli.webhook_port_file,
                                               .webhook_listen = cli.webhook_listen,
                                               .tls_cert = cli.tls_cert,
                                               .tls_key = cli.tls_key,
