@@ -59,15 +59,15 @@ static void test_inventory_round_trip(void **state)
     free(again);
 }
 
-/* Replaces the first occurrence of from with to in the good inventory and expects a
+/* Replaces the first occurrence of from with to in the inventory base and expects a
  * refusal whose message contains needle. */
-static void expect_inventory_refused(const char *from, const char *to, const char *needle)
+static void expect_refused_from(const char *base, const char *from, const char *to,
+                                const char *needle)
 {
     char buf[4096];
-    const char *at = strstr(inventory_json, from);
+    const char *at = strstr(base, from);
     assert_non_null(at);
-    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - inventory_json), inventory_json, to,
-             at + strlen(from));
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - base), base, to, at + strlen(from));
     struct annot_inventory inv;
     struct vg_err err = {0};
     int rc = annot_inventory_decode(buf, strlen(buf), &inv, &err);
@@ -75,6 +75,12 @@ static void expect_inventory_refused(const char *from, const char *to, const cha
         fail_msg("accepted: %s", buf);
     if (strstr(err.msg, needle) == NULL)
         fail_msg("message '%s' lacks '%s' for %s", err.msg, needle, buf);
+}
+
+/* The same, in the good inventory. */
+static void expect_inventory_refused(const char *from, const char *to, const char *needle)
+{
+    expect_refused_from(inventory_json, from, to, needle);
 }
 
 static void test_inventory_malformed(void **state)
@@ -119,16 +125,7 @@ static const char *held_json =
 
 static void expect_held_refused(const char *from, const char *to, const char *needle)
 {
-    char buf[4096];
-    const char *at = strstr(held_json, from);
-    assert_non_null(at);
-    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - held_json), held_json, to, at + strlen(from));
-    struct annot_inventory inv;
-    struct vg_err err = {0};
-    if (annot_inventory_decode(buf, strlen(buf), &inv, &err) == 0)
-        fail_msg("accepted: %s", buf);
-    if (strstr(err.msg, needle) == NULL)
-        fail_msg("message '%s' lacks '%s' for %s", err.msg, needle, buf);
+    expect_refused_from(held_json, from, to, needle);
 }
 
 static void test_inventory_held(void **state)
