@@ -199,6 +199,68 @@ static void test_inventory_held(void **state)
     assert_null(annot_inventory_encode(&b, &err));
 }
 
+/* The largest inventory the plugin can write still fits an annotation: 16 GPUs with the
+ * longest names and full dynamic-MIG fields, and 64 held entries with the longest uid and
+ * container names. Were it to pass ANNOT_MAX_BYTES the encoder would refuse it and the
+ * node would publish no inventory at all. */
+static void test_inventory_largest_fits(void **state)
+{
+    (void)state;
+    static struct annot_inventory inv, back;
+    memset(&inv, 0, sizeof inv);
+    inv.heartbeat = INT64_MAX;
+    inv.gpu_count = ANNOT_MAX_GPUS;
+    for (unsigned g = 0; g < ANNOT_MAX_GPUS; g++) {
+        struct annot_gpu *o = &inv.gpus[g];
+        snprintf(o->uuid, sizeof o->uuid, "GPU-%059u", g);
+        memset(o->model, 'M', sizeof o->model - 1);
+        o->index = 1023;
+        o->memory_mib = UINT64_C(1) << 40;
+        o->cores = 100;
+        o->slots = 1024;
+        o->numa = 255;
+        o->healthy = true;
+        o->mig.slices = ANNOT_MIG_SLICES_MAX;
+        o->mig.profile_count = ANNOT_MIG_PROFILES_MAX;
+        for (unsigned k = 0; k < ANNOT_MIG_PROFILES_MAX; k++) {
+            struct annot_mig_profile *p = &o->mig.profiles[k];
+            snprintf(p->name, sizeof p->name, "%ug.%05ugb+me", k % 8 + 1, 10000 + k);
+            p->id = 1023;
+            p->sms = 1024;
+            p->memory_mib = 1u << 24;
+            p->size = 1;
+            p->placements = 0xff;
+        }
+        o->mig.instance_count = ANNOT_MIG_INSTANCES_MAX;
+        for (unsigned k = 0; k < ANNOT_MIG_INSTANCES_MAX; k++) {
+            struct annot_mig_instance *in = &o->mig.instances[k];
+            (void)snprintf(in->profile, sizeof in->profile, "%s", o->mig.profiles[0].name);
+            in->start = (uint8_t)k;
+            in->size = 1;
+            memset(in->pod, 'a', sizeof in->pod - 1);
+        }
+    }
+    inv.held_count = ANNOT_HELD_MAX;
+    for (unsigned i = 0; i < ANNOT_HELD_MAX; i++) {
+        struct annot_held *h = &inv.held[i];
+        memset(h->pod, 'p', ANNOT_LABEL_MAX);
+        memset(h->container, 'c', ANNOT_LABEL_MAX);
+        snprintf(h->pod + ANNOT_LABEL_MAX - 3, 4, "%03u", i);
+        h->gpu = ANNOT_MAX_GPUS - 1;
+        h->seconds = (uint32_t)ANNOT_HELD_SECONDS_MAX;
+    }
+    struct vg_err err = {0};
+    char *text = annot_inventory_encode(&inv, &err);
+    if (text == NULL)
+        fail_msg("%s", err.msg);
+    assert_true(strlen(text) <= ANNOT_MAX_BYTES);
+    if (annot_inventory_decode(text, strlen(text), &back, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(back.held_count, ANNOT_HELD_MAX);
+    print_message("largest inventory: %zu bytes of %d\n", strlen(text), ANNOT_MAX_BYTES);
+    free(text);
+}
+
 static void test_inventory_bounds(void **state)
 {
     (void)state;
@@ -547,6 +609,7 @@ int main(void)
         cmocka_unit_test(test_inventory_malformed),
         cmocka_unit_test(test_inventory_bounds),
         cmocka_unit_test(test_inventory_held),
+        cmocka_unit_test(test_inventory_largest_fits),
         cmocka_unit_test(test_decision_round_trip),
         cmocka_unit_test(test_decision_malformed),
         cmocka_unit_test(test_names),
