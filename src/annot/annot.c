@@ -283,6 +283,50 @@ static int decode_gpu(json_t *g, unsigned i, struct annot_gpu *out, struct vg_er
     return 0;
 }
 
+/* The optional "held" list: each entry a pod uid, a container label, a GPU of the
+ * inventory and whole seconds; a (pod, container, GPU) listed once. */
+static int decode_held(json_t *root, struct annot_inventory *out, struct vg_err *err)
+{
+    json_t *list = NULL;
+    if (json_object_get(root, "held") == NULL)
+        return 0;
+    int rc = get_array(root, ANNOT_KEY_GPUS, "held", ANNOT_HELD_MAX, &list, err);
+    if (rc != 0)
+        return rc;
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        json_t *h = json_array_get(list, i);
+        struct annot_held *o = &out->held[i];
+        char where[32];
+        uint64_t gpu = 0, seconds = 0;
+        snprintf(where, sizeof where, "held[%zu]", i);
+        if (!json_is_object(h))
+            return vg_err_set(err, -EINVAL, "%s: not an object", where);
+        if ((rc = get_string(h, where, "pod", o->pod, sizeof o->pod, true, err)) ||
+            (rc =
+                 get_string(h, where, "container", o->container, sizeof o->container, true, err)) ||
+            (rc = get_uint(h, where, "seconds", 0, ANNOT_HELD_SECONDS_MAX, true, &seconds, err)))
+            return rc;
+        if (out->gpu_count == 0)
+            return vg_err_set(err, -EINVAL, "%s.gpu: the inventory lists no GPU", where);
+        if ((rc = get_uint(h, where, "gpu", 0, out->gpu_count - 1u, true, &gpu, err)))
+            return rc;
+        if (!annot_pod_uid(o->pod))
+            return vg_err_set(err, -EINVAL, "%s.pod: not a pod uid", where);
+        if (!annot_dns_label(o->container))
+            return vg_err_set(err, -EINVAL, "%s.container: not an RFC 1123 label", where);
+        o->gpu = (uint8_t)gpu;
+        o->seconds = (uint32_t)seconds;
+        for (size_t j = 0; j < i; j++)
+            if (out->held[j].gpu == o->gpu && strcmp(out->held[j].pod, o->pod) == 0 &&
+                strcmp(out->held[j].container, o->container) == 0)
+                return vg_err_set(err, -EINVAL,
+                                  "%s: container %s of pod %s on GPU %u is listed twice", where,
+                                  o->container, o->pod, o->gpu);
+        out->held_count++;
+    }
+    return 0;
+}
+
 int annot_inventory_decode(const char *text, size_t len, struct annot_inventory *out,
                            struct vg_err *err)
 {
@@ -320,7 +364,7 @@ int annot_inventory_decode(const char *text, size_t len, struct annot_inventory 
             }
         out->gpu_count++;
     }
-    return 0;
+    return decode_held(root, out, err);
 }
 
 static int decode_share(json_t *s, const char *where, struct annot_share *out, struct vg_err *err)
@@ -477,6 +521,28 @@ char *annot_inventory_encode(const struct annot_inventory *in, struct vg_err *er
         vg_err_set(err, -EINVAL, "inventory has %u GPUs or an unknown mode", in->gpu_count);
         return NULL;
     }
+    if (in->held_count > ANNOT_HELD_MAX) {
+        vg_err_set(err, -EINVAL, "inventory has %u held entries, at most %d", in->held_count,
+                   ANNOT_HELD_MAX);
+        return NULL;
+    }
+    /* What the decoder would refuse is never written: it would cost the node its
+     * inventory. */
+    for (unsigned i = 0; i < in->held_count; i++) {
+        const struct annot_held *h = &in->held[i];
+        if (!annot_pod_uid(h->pod) || !annot_dns_label(h->container) || h->gpu >= in->gpu_count ||
+            h->seconds > ANNOT_HELD_SECONDS_MAX) {
+            vg_err_set(err, -EINVAL, "inventory held[%u]: not a pod uid, container, GPU and time",
+                       i);
+            return NULL;
+        }
+        for (unsigned j = 0; j < i; j++)
+            if (in->held[j].gpu == h->gpu && strcmp(in->held[j].pod, h->pod) == 0 &&
+                strcmp(in->held[j].container, h->container) == 0) {
+                vg_err_set(err, -EINVAL, "inventory held[%u]: listed twice", i);
+                return NULL;
+            }
+    }
     bool ok = true;
     json_t *root = json_object(), *gpus = json_array();
     put(root, "version", json_integer(ANNOT_VERSION), &ok);
@@ -499,6 +565,20 @@ char *annot_inventory_encode(const struct annot_inventory *in, struct vg_err *er
             ok = false;
     }
     put(root, "gpus", gpus, &ok);
+    if (in->held_count > 0) {
+        json_t *held = json_array();
+        for (unsigned i = 0; i < in->held_count && i < ANNOT_HELD_MAX && ok; i++) {
+            const struct annot_held *h = &in->held[i];
+            json_t *o = json_object();
+            put(o, "pod", json_string(h->pod), &ok);
+            put(o, "container", json_string(h->container), &ok);
+            put(o, "gpu", json_integer(h->gpu), &ok);
+            put(o, "seconds", json_integer((json_int_t)h->seconds), &ok);
+            if (o == NULL || json_array_append_new(held, o) != 0)
+                ok = false;
+        }
+        put(root, "held", held, &ok);
+    }
     return finish(root, ok && root != NULL, err);
 }
 

@@ -28,6 +28,7 @@
 #define ANNOT_UUID_MAX       64
 #define ANNOT_MODEL_MAX      64
 #define ANNOT_NAME_MAX       254 /* DNS subdomain: node and container names */
+#define ANNOT_LABEL_MAX      63  /* RFC 1123 label ("Names" below) */
 
 /* Dynamic MIG (docs/protocol.md, "MIG placement in the decision"): a GPU served with
  * --mig-mode dynamic lists the profiles it allows and the GPU instances it holds; a
@@ -77,11 +78,26 @@ struct annot_gpu {
     struct annot_mig mig; /* mig.slices 0: not in dynamic MIG mode */
 };
 
+/* The time a container's launches were held behind high-priority containers on one GPU
+ * (docs/compute.md "Priority"), as the node's device plugin read it from the container's
+ * region at the write (optional "held"). The region is the tenant's to write: the figure
+ * is shown (the dashboard), never used to decide anything. */
+#define ANNOT_HELD_MAX         64                        /* entries, the most-held first */
+#define ANNOT_HELD_SECONDS_MAX ((UINT64_C(1) << 31) - 1) /* larger values are clamped */
+struct annot_held {
+    char pod[ANNOT_LABEL_MAX + 1];       /* the pod's uid */
+    char container[ANNOT_LABEL_MAX + 1]; /* an RFC 1123 label */
+    uint8_t gpu;                         /* index in the inventory's gpus */
+    uint32_t seconds;                    /* 0..ANNOT_HELD_SECONDS_MAX */
+};
+
 struct annot_inventory {
     int64_t heartbeat; /* Unix seconds when the device plugin last wrote it */
     enum annot_mode mode;
     unsigned gpu_count;
     struct annot_gpu gpus[ANNOT_MAX_GPUS];
+    unsigned held_count; /* 0 when absent (an older device plugin, or nothing to show) */
+    struct annot_held held[ANNOT_HELD_MAX];
 };
 
 struct annot_share {
@@ -148,7 +164,6 @@ int annot_mig_profile_find(const struct annot_mig *m, const char *name);
  * 1..63 of [a-z0-9-], a letter or digit at both ends (container names, namespaces); a
  * subdomain is 1..253 bytes of labels joined by single dots (pod and node names); a pod
  * uid is a label (every UUID Kubernetes assigns is one). NULL is never valid. */
-#define ANNOT_LABEL_MAX     63
 #define ANNOT_SUBDOMAIN_MAX 253
 bool annot_dns_label(const char *s);
 bool annot_dns_subdomain(const char *s);

@@ -517,6 +517,12 @@ int dp_container_dir_remove(const char *dir, struct vg_err *err);
 /* The node annotation's value for these GPUs (after memory and core scaling). */
 void dp_inventory(const struct dpconfig *cfg, enum annot_mode mode, const struct dp_gpu *gpus,
                   unsigned gpu_count, int64_t now, struct annot_inventory *out);
+/* Fills out->held (held.c): the time each container directory under region_dir
+ * (`<pod uid>_<container>`) was held behind high priority on each of out's GPUs, read
+ * from its region as vgpu-monitor reads it, in whole seconds clamped to
+ * ANNOT_HELD_SECONDS_MAX; the ANNOT_HELD_MAX most-held. None when the directory cannot be
+ * read. Display only: the region is the tenant's to write. */
+void dp_held_collect(const char *region_dir, struct annot_inventory *out);
 
 /* ---- MPS (mps.c) --------------------------------------------------------------------- */
 

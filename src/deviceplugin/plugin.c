@@ -1220,6 +1220,9 @@ static json_t *inventory_annotations(struct dp_plugin *p, struct vg_err *err)
     for (unsigned i = 0; i < n && i < inv->gpu_count; i++)
         if (split[i].mig_dynamic)
             dp_migdyn_annot(&split[i], claims, n_claims, &inv->gpus[i].mig);
+    /* Shown on the dashboard beside each container's priority (never used to decide). */
+    if (p->res.mode == ANNOT_MODE_VGPU)
+        dp_held_collect(p->cfg->vgpu.region_dir, inv);
     char *text = annot_inventory_encode(inv, err);
     if (!text) {
         json_decref(ann);

@@ -83,6 +83,11 @@ struct sched_node {
     struct sched_inventory inventory;
     struct annot_mig *mig; /* ANNOT_MAX_GPUS of them (owned), NULL while no GPU of the node
                               is in dynamic MIG mode */
+    /* The inventory's "held" list as last read (owned, NULL when it had none): how long
+     * each container was held behind high priority. Written from tenants' regions: shown
+     * on the dashboard, never used to decide. */
+    struct annot_held *held;
+    unsigned held_count;
     /* Per GPU: bound pods whose decision does not fit beside what the GPU holds (written
      * by someone other than this scheduler). Such a GPU takes no new tenants while any
      * holds it: the scheduler cannot tell how much of it they really use. */

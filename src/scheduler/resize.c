@@ -116,7 +116,8 @@ int sched_resize_decision(const char *current, const struct annot_resize *req, i
             changed = true;
         }
         if (req->memory_mib > 0 && req->memory_mib != sh->memory_mib) {
-            *raise_mib = (int64_t)req->memory_mib - (int64_t)sh->memory_mib;
+            /* Summed over the GPUs: the container holds its limit on each of them. */
+            *raise_mib += (int64_t)req->memory_mib - (int64_t)sh->memory_mib;
             sh->memory_mib = req->memory_mib;
             changed = true;
         }

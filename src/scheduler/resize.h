@@ -48,9 +48,10 @@ void sched_resizer_stats(const struct sched_resizer *r, struct sched_resize_stat
 
 /* The pure part, for the tests: the decision resized as req asks (the container named,
  * or the pod's one container with GPUs), one generation up, at time now. Its text (owned)
- * in *out; *raise_mib: the container's memory per GPU after minus before. -EINVAL naming
- * what is wrong (no such container, a compute share that cannot change live); 1 when it
- * would change nothing (*out NULL). */
+ * in *out; *raise_mib: the container's memory after minus before, summed over all its
+ * GPUs (negative: lowered), as the quota check counts it. -EINVAL naming what is wrong (no
+ * such container, a compute share that cannot change live); 1 when it would change
+ * nothing (*out NULL). */
 struct annot_resize;
 int sched_resize_decision(const char *current, const struct annot_resize *req, int64_t now,
                           char **out, int64_t *raise_mib, struct vg_err *err);

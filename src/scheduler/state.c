@@ -90,8 +90,10 @@ void sched_state_free(struct sched_state *s)
     sched_pending_release(s);
     sched_verdicts_release(s);
     sched_map_release(&s->node_index);
-    for (size_t i = 0; s->nodes != NULL && i < s->cluster->node_count; i++)
+    for (size_t i = 0; s->nodes != NULL && i < s->cluster->node_count; i++) {
         free(s->nodes[i].mig);
+        free(s->nodes[i].held);
+    }
     free(s->nodes);
     free(s->live);
     free(s->offered);
@@ -694,6 +696,23 @@ static void node_rebuild(struct sched_state *s, int32_t idx, const struct annot_
     }
 }
 
+/* Keeps the inventory's held list (display only; dropped with an inventory that is gone
+ * or unreadable). Allocated only for nodes whose inventory has one. */
+static void held_keep(struct sched_node *info, const struct annot_inventory *inv)
+{
+    unsigned n = inv != NULL ? inv->held_count : 0;
+    if (n == 0) {
+        free(info->held);
+        info->held = NULL;
+        info->held_count = 0;
+        return;
+    }
+    if (info->held == NULL)
+        info->held = xmalloc(ANNOT_HELD_MAX * sizeof *info->held);
+    memcpy(info->held, inv->held, n * sizeof *info->held);
+    info->held_count = n;
+}
+
 static bool same_gpus(const struct annot_inventory *a, const struct sched_node *info)
 {
     const struct sched_inventory *b = &info->inventory;
@@ -802,6 +821,7 @@ void sched_node_update(struct sched_state *s, json_t *node)
             s->stats.skipped_nodes++;
         }
     }
+    held_keep(info, have ? &inv : NULL);
     if (have && info->has_inventory && !returned && same_gpus(&inv, info)) {
         info->inventory.heartbeat = inv.heartbeat; /* a heartbeat alone changes nothing */
     } else if (have || info->has_inventory || added) {

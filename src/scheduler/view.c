@@ -271,6 +271,21 @@ static int cmp_share(const void *a, const void *b)
     return x->k < y->k ? -1 : x->k > y->k;
 }
 
+/* What the node's inventory says of the time container `container` of pod uid was held
+ * on GPU g (display only), NULL when it says nothing. */
+static const struct annot_held *held_find(const struct sched_node *sn, const char *uid,
+                                          const char *container, unsigned g)
+{
+    if (uid[0] == '\0')
+        return NULL;
+    for (unsigned k = 0; k < sn->held_count; k++) {
+        const struct annot_held *h = &sn->held[k];
+        if (h->gpu == g && strcmp(h->pod, uid) == 0 && strcmp(h->container, container) == 0)
+            return h;
+    }
+    return NULL;
+}
+
 char *sched_view_state(const struct sched_state *s, int64_t now_unix)
 {
     const struct place_cluster *c = s->cluster;
@@ -334,9 +349,13 @@ char *sched_view_state(const struct sched_state *s, int64_t now_unix)
                 key_write(&w, sr->p->key);
                 jlit(&w, ",\"container\":");
                 jstr(&w, sr->name);
-                jf(&w, ",\"state\":\"%s\",\"memBytes\":%llu,\"compute\":%.9g,\"highPriority\":%s}",
+                jf(&w, ",\"state\":\"%s\",\"memBytes\":%llu,\"compute\":%.9g,\"highPriority\":%s",
                    sr->p->assumed ? "assumed" : "bound", (unsigned long long)(sr->mem_mib * MIB),
                    sr->cores / 100.0, sr->high ? "true" : "false");
+                const struct annot_held *h = held_find(sn, sr->p->uid, sr->name, g);
+                if (h != NULL)
+                    jf(&w, ",\"heldSeconds\":%u", h->seconds);
+                jlit(&w, "}");
             }
             jlit(&w, "]}");
         }

@@ -57,6 +57,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (err.msg[0] == '\0') {
         abort();
     }
+    /* An accepted inventory's held list names only valid pods, containers and GPUs of the
+     * inventory, each once, with bounded seconds (the scheduler puts them on a page). */
+    if (annot_inventory_decode((const char *)data, size, &inv, &err) == 0)
+        for (unsigned i = 0; i < inv.held_count; i++) {
+            const struct annot_held *h = &inv.held[i];
+            if (i >= ANNOT_HELD_MAX || !annot_pod_uid(h->pod) || !annot_dns_label(h->container) ||
+                h->gpu >= inv.gpu_count || h->seconds > ANNOT_HELD_SECONDS_MAX)
+                abort();
+            for (unsigned j = 0; j < i; j++)
+                if (inv.held[j].gpu == h->gpu && strcmp(inv.held[j].pod, h->pod) == 0 &&
+                    strcmp(inv.held[j].container, h->container) == 0)
+                    abort();
+        }
     /* An accepted inventory's MIG fields hold only what a GPU can: profiles and instances
      * inside its slices, instances that never overlap. */
     if (annot_inventory_decode((const char *)data, size, &inv, &err) == 0)

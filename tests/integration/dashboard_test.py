@@ -9,7 +9,8 @@ kube-scheduler decides them (filter, prioritize, bind).
                  --hami-legacy-metrics adds HAMi's older names with the same values.
   PageTest       /ui loaded in headless Chromium (Debian's chromium) shows the same numbers
                  as the state (cluster cards, per-GPU rows, containers, pending pods with
-                 their reasons); a screenshot is kept in OUT_DIR.
+                 their reasons, the held time a node's inventory reports beside its
+                 container); a screenshot is kept in OUT_DIR.
   ExplainTest    /ui/explain says where a pod went and why another is pending.
   BadInputTest   garbage, oversized and unknown requests on /ui paths get clear 4xx
                  answers, are counted, and the scheduler keeps serving.
@@ -381,6 +382,63 @@ class PageTest(unittest.TestCase):
         self.assertIn("default/later", dom)
         self.assertIn("not filtered yet", dom)
 
+
+    def test_held_time_shown(self):
+        """The time a container was held behind high priority, as its node's inventory
+        reports it (`held`, display only), is in state.json under that container and GPU
+        and on the page beside it ("held N s"); no other container shows one."""
+        pods = sorted((p for p in self.c.list("pods") if p["spec"].get("nodeName") and
+                       p["metadata"].get("annotations", {}).get("vgpu.io/decision")),
+                      key=lambda p: p["metadata"]["name"])
+        pod = pods[0]
+        key = "%s/%s" % (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        node_name = pod["spec"]["nodeName"]
+        ctr = json.loads(pod["metadata"]["annotations"]["vgpu.io/decision"])["containers"][0]
+        uuid = ctr["gpus"][-1]["uuid"]
+        status, node = self.c.apic.request("GET", "/api/v1/nodes/" + node_name)
+        self.assertEqual(status, 200, node)
+        old = node["metadata"]["annotations"]["vgpu.io/gpus"]
+        inv = json.loads(old)
+        gpu = [g["uuid"] for g in inv["gpus"]].index(uuid)
+        inv["held"] = [{"pod": pod["metadata"]["uid"], "container": ctr["name"], "gpu": gpu,
+                        "seconds": 4321}]
+
+        def set_inventory(text):
+            status, body = self.c.apic.request(
+                "PATCH", "/api/v1/nodes/" + node_name,
+                {"metadata": {"annotations": {"vgpu.io/gpus": text}}},
+                ctype="application/merge-patch+json")
+            self.assertEqual(status, 200, body)
+
+        def held_in_state():
+            st = self.c.ext.request("GET", "/ui/state.json")[1]
+            return [(n["name"], g["uuid"], "%s/%s" % (t["namespace"], t["pod"]),
+                     t["heldSeconds"])
+                    for n in st["nodes"] for g in n["gpus"] for t in g["tenants"]
+                    if "heldSeconds" in t]
+
+        self.assertEqual(held_in_state(), [])
+        set_inventory(json.dumps(inv))
+        try:
+            deadline = time.time() + 30
+            while not held_in_state():
+                self.assertLess(time.time(), deadline, "state.json never showed the held time")
+                time.sleep(0.05)
+            self.assertEqual(held_in_state(), [(node_name, uuid, key, 4321)])
+            out = os.path.join(OUT_DIR, "held")
+            os.makedirs(out, exist_ok=True)
+            dom = chromium("http://127.0.0.1:%d/ui" % self.c.port, out)
+            self.assertIn("data-render-ms", dom, "the page never rendered the state")
+            rows = re.findall(r'<tr class="ctr" data-pod="([^"]*)">(.*?)</tr>', dom, re.S)
+            shown = [(k, re.search(r"held (\d+) s", r).group(1)) for k, r in rows
+                     if re.search(r"held (\d+) s", r)]
+            self.assertEqual(shown, [(key, "4321")])
+        finally:
+            set_inventory(old)
+            deadline = time.time() + 30
+            while held_in_state() and time.time() < deadline:
+                time.sleep(0.05)
+        self.assertEqual(held_in_state(), [])
 
     def test_live_refresh(self):
         """The page follows the scheduler: a pod bound after the page loaded shows up at

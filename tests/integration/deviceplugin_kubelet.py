@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
@@ -588,6 +589,40 @@ class Vgpu(Base):
         # The pod goes away: its directory is cleaned up.
         self.api.request("DELETE", "/api/v1/namespaces/default/pods/train-0")
         wait_for(lambda: not os.path.exists(cdir), what="directory cleanup")
+
+    def test_held_time_in_inventory(self):
+        """The time a container was held behind high priority, as its region counts it,
+        reaches the node's inventory (`held`) at the plugin's next write (here its start),
+        by pod uid, container and GPU, in whole seconds."""
+        ids = self.start()
+        uuids = sorted({d.rsplit("-", 1)[0] for d in ids})
+        target = uuids[1]
+        pod = self.api.add_pod("low-0", self.decision(target, 1024, 30))
+        uid = pod["metadata"]["uid"]
+        order = [d for d in ids if not d.startswith(target)] + \
+            [d for d in ids if d.startswith(target)]
+        pref = wait_for(lambda: (lambda p: p if p and p[0].startswith(target) else None)(
+            self.kubelet.preferred("nvidia.com/gpu", order, 1)), what="preferred on decided GPU")
+        self.kubelet.allocate("nvidia.com/gpu", pref)
+        region = os.path.join(self.tmp, "containers", "%s_main" % uid, "region")
+        with open(region, "r+b") as f:  # device 0's held_ns (docs/protocol.md)
+            f.seek(64 + 88 + 12 * 8)
+            f.write(struct.pack("<q", 12700000000))
+        # The running plugin wrote its inventory before the container ran: none held yet.
+        inv = json.loads(self.api.request("GET", "/api/v1/nodes/node-1")["metadata"]
+                         ["annotations"]["vgpu.io/gpus"])
+        self.assertNotIn(12, [h["seconds"] for h in inv.get("held", [])])
+        self.assertEqual(self.plugin.stop(), 0, self.plugin.output())
+        self.plugin.log.close()
+        self.api.request("PATCH", "/api/v1/nodes/node-1",
+                         {"metadata": {"annotations": {"vgpu.io/gpus": None}}})
+        self.plugin = Plugin(self.tmp, VGPU, kubeconfig=self.api.kubeconfig)
+        text = wait_for(lambda: self.api.request("GET", "/api/v1/nodes/node-1")["metadata"]
+                        .get("annotations", {}).get("vgpu.io/gpus"), what="inventory")
+        inv = json.loads(text)
+        gpu = [g["uuid"] for g in inv["gpus"]].index(target)
+        self.assertEqual(inv["held"], [{"pod": uid, "container": "main", "gpu": gpu,
+                                        "seconds": 12}])
 
     def test_pod_not_yet_watched(self):
         """A pod bound a moment before Allocate, its watch event not delivered yet: the

@@ -59,15 +59,15 @@ static void test_inventory_round_trip(void **state)
     free(again);
 }
 
-/* Replaces the first occurrence of from with to in the good inventory and expects a
+/* Replaces the first occurrence of from with to in the inventory base and expects a
  * refusal whose message contains needle. */
-static void expect_inventory_refused(const char *from, const char *to, const char *needle)
+static void expect_refused_from(const char *base, const char *from, const char *to,
+                                const char *needle)
 {
     char buf[4096];
-    const char *at = strstr(inventory_json, from);
+    const char *at = strstr(base, from);
     assert_non_null(at);
-    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - inventory_json), inventory_json, to,
-             at + strlen(from));
+    snprintf(buf, sizeof buf, "%.*s%s%s", (int)(at - base), base, to, at + strlen(from));
     struct annot_inventory inv;
     struct vg_err err = {0};
     int rc = annot_inventory_decode(buf, strlen(buf), &inv, &err);
@@ -75,6 +75,12 @@ static void expect_inventory_refused(const char *from, const char *to, const cha
         fail_msg("accepted: %s", buf);
     if (strstr(err.msg, needle) == NULL)
         fail_msg("message '%s' lacks '%s' for %s", err.msg, needle, buf);
+}
+
+/* The same, in the good inventory. */
+static void expect_inventory_refused(const char *from, const char *to, const char *needle)
+{
+    expect_refused_from(inventory_json, from, to, needle);
 }
 
 static void test_inventory_malformed(void **state)
@@ -103,6 +109,156 @@ static void test_inventory_malformed(void **state)
         assert_true(annot_inventory_decode(bad[i], strlen(bad[i]), &inv, &err) < 0);
         assert_true(err.msg[0] != '\0');
     }
+}
+
+/* The optional "held" list: absent in an older inventory, kept and round-tripped when
+ * written, every malformed entry refused naming the field, and the encoder never writes
+ * what the decoder would refuse (it would cost the node its inventory). */
+static const char *held_json =
+    "{\"version\":1,\"heartbeat\":1763780000,\"mode\":\"vgpu\",\"gpus\":["
+    "{\"uuid\":\"GPU-a\",\"index\":0,\"model\":\"A\",\"memoryMiB\":100,\"cores\":100,"
+    "\"slots\":4,\"healthy\":true},{\"uuid\":\"GPU-b\",\"index\":1,\"model\":\"A\","
+    "\"memoryMiB\":100,\"cores\":100,\"slots\":4,\"healthy\":true}],\"held\":["
+    "{\"pod\":\"0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9\",\"container\":\"infer\",\"gpu\":1,"
+    "\"seconds\":2147483647},{\"pod\":\"0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9\","
+    "\"container\":\"infer\",\"gpu\":0,\"seconds\":0,\"future\":true}]}";
+
+static void expect_held_refused(const char *from, const char *to, const char *needle)
+{
+    expect_refused_from(held_json, from, to, needle);
+}
+
+static void test_inventory_held(void **state)
+{
+    (void)state;
+    static struct annot_inventory a, b;
+    struct vg_err err = {0};
+    assert_int_equal(annot_inventory_decode(inventory_json, strlen(inventory_json), &a, &err), 0);
+    assert_int_equal(a.held_count, 0);
+    char *text = annot_inventory_encode(&a, &err);
+    assert_non_null(text);
+    assert_null(strstr(text, "held")); /* nothing to show: the field stays out */
+    free(text);
+    int rc = annot_inventory_decode(held_json, strlen(held_json), &a, &err);
+    if (rc != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(a.held_count, 2);
+    assert_string_equal(a.held[0].pod, "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9");
+    assert_string_equal(a.held[0].container, "infer");
+    assert_int_equal(a.held[0].gpu, 1);
+    assert_int_equal(a.held[0].seconds, 2147483647u);
+    assert_int_equal(a.held[1].gpu, 0);
+    assert_int_equal(a.held[1].seconds, 0);
+    text = annot_inventory_encode(&a, &err);
+    assert_non_null(text);
+    assert_int_equal(annot_inventory_decode(text, strlen(text), &b, &err), 0);
+    assert_memory_equal(&a, &b, sizeof a);
+    free(text);
+
+    expect_held_refused("\"seconds\":2147483647", "\"seconds\":2147483648", "held[0].seconds");
+    expect_held_refused("\"seconds\":0", "\"seconds\":-1", "held[1].seconds");
+    expect_held_refused("\"seconds\":0", "\"seconds\":\"0\"", "held[1].seconds");
+    expect_held_refused("\"gpu\":1", "\"gpu\":2", "held[0].gpu");
+    expect_held_refused("\"container\":\"infer\"", "\"container\":\"../etc\"", "container");
+    expect_held_refused("\"container\":\"infer\"", "\"container\":\"Infer\"", "container");
+    expect_held_refused("\"pod\":\"0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9\"", "\"pod\":\"a/b\"",
+                        "held[0].pod");
+    expect_held_refused("\"gpu\":0", "\"gpu\":1", "listed twice");
+    expect_held_refused("\"held\":[", "\"held\":{\"x\":[", "not JSON");
+    expect_held_refused("\"held\":[{", "\"held\":[7,{", "held[0]: not an object");
+    expect_held_refused("\"held\":[", "\"held\":7,\"x\":[", "held: not an array");
+
+    /* More than ANNOT_HELD_MAX entries. */
+    char big[16384];
+    size_t n = (size_t)snprintf(big, sizeof big,
+                                "{\"version\":1,\"heartbeat\":1,\"mode\":\"vgpu\",\"gpus\":[{"
+                                "\"uuid\":\"GPU-a\",\"index\":0,\"model\":\"A\",\"memoryMiB\":1,"
+                                "\"cores\":100,\"slots\":4,\"healthy\":true}],\"held\":[");
+    for (int i = 0; i <= ANNOT_HELD_MAX; i++)
+        n += (size_t)snprintf(big + n, sizeof big - n,
+                              "%s{\"pod\":\"p%d\",\"container\":\"c\",\"gpu\":0,\"seconds\":1}",
+                              i > 0 ? "," : "", i);
+    n += (size_t)snprintf(big + n, sizeof big - n, "]}");
+    assert_true(n < sizeof big);
+    assert_int_equal(annot_inventory_decode(big, n, &b, &err), -E2BIG);
+    assert_non_null(strstr(err.msg, "held"));
+
+    /* The encoder's own checks. */
+    b = a;
+    b.held[1].gpu = 2;
+    assert_null(annot_inventory_encode(&b, &err));
+    b = a;
+    b.held[1].gpu = 1;
+    assert_null(annot_inventory_encode(&b, &err));
+    assert_non_null(strstr(err.msg, "twice"));
+    b = a;
+    (void)snprintf(b.held[0].container, sizeof b.held[0].container, "a_b");
+    assert_null(annot_inventory_encode(&b, &err));
+    b = a;
+    b.held_count = ANNOT_HELD_MAX + 1;
+    assert_null(annot_inventory_encode(&b, &err));
+}
+
+/* The largest inventory the plugin can write still fits an annotation: 16 GPUs with the
+ * longest names and full dynamic-MIG fields, and 64 held entries with the longest uid and
+ * container names. Were it to pass ANNOT_MAX_BYTES the encoder would refuse it and the
+ * node would publish no inventory at all. */
+static void test_inventory_largest_fits(void **state)
+{
+    (void)state;
+    static struct annot_inventory inv, back;
+    memset(&inv, 0, sizeof inv);
+    inv.heartbeat = INT64_MAX;
+    inv.gpu_count = ANNOT_MAX_GPUS;
+    for (unsigned g = 0; g < ANNOT_MAX_GPUS; g++) {
+        struct annot_gpu *o = &inv.gpus[g];
+        snprintf(o->uuid, sizeof o->uuid, "GPU-%059u", g);
+        memset(o->model, 'M', sizeof o->model - 1);
+        o->index = 1023;
+        o->memory_mib = UINT64_C(1) << 40;
+        o->cores = 100;
+        o->slots = 1024;
+        o->numa = 255;
+        o->healthy = true;
+        o->mig.slices = ANNOT_MIG_SLICES_MAX;
+        o->mig.profile_count = ANNOT_MIG_PROFILES_MAX;
+        for (unsigned k = 0; k < ANNOT_MIG_PROFILES_MAX; k++) {
+            struct annot_mig_profile *p = &o->mig.profiles[k];
+            snprintf(p->name, sizeof p->name, "%ug.%05ugb+me", k % 8 + 1, 10000 + k);
+            p->id = 1023;
+            p->sms = 1024;
+            p->memory_mib = 1u << 24;
+            p->size = 1;
+            p->placements = 0xff;
+        }
+        o->mig.instance_count = ANNOT_MIG_INSTANCES_MAX;
+        for (unsigned k = 0; k < ANNOT_MIG_INSTANCES_MAX; k++) {
+            struct annot_mig_instance *in = &o->mig.instances[k];
+            (void)snprintf(in->profile, sizeof in->profile, "%s", o->mig.profiles[0].name);
+            in->start = (uint8_t)k;
+            in->size = 1;
+            memset(in->pod, 'a', sizeof in->pod - 1);
+        }
+    }
+    inv.held_count = ANNOT_HELD_MAX;
+    for (unsigned i = 0; i < ANNOT_HELD_MAX; i++) {
+        struct annot_held *h = &inv.held[i];
+        memset(h->pod, 'p', ANNOT_LABEL_MAX);
+        memset(h->container, 'c', ANNOT_LABEL_MAX);
+        snprintf(h->pod + ANNOT_LABEL_MAX - 3, 4, "%03u", i);
+        h->gpu = ANNOT_MAX_GPUS - 1;
+        h->seconds = (uint32_t)ANNOT_HELD_SECONDS_MAX;
+    }
+    struct vg_err err = {0};
+    char *text = annot_inventory_encode(&inv, &err);
+    if (text == NULL)
+        fail_msg("%s", err.msg);
+    assert_true(strlen(text) <= ANNOT_MAX_BYTES);
+    if (annot_inventory_decode(text, strlen(text), &back, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(back.held_count, ANNOT_HELD_MAX);
+    print_message("largest inventory: %zu bytes of %d\n", strlen(text), ANNOT_MAX_BYTES);
+    free(text);
 }
 
 static void test_inventory_bounds(void **state)
@@ -452,6 +608,8 @@ int main(void)
         cmocka_unit_test(test_inventory_round_trip),
         cmocka_unit_test(test_inventory_malformed),
         cmocka_unit_test(test_inventory_bounds),
+        cmocka_unit_test(test_inventory_held),
+        cmocka_unit_test(test_inventory_largest_fits),
         cmocka_unit_test(test_decision_round_trip),
         cmocka_unit_test(test_decision_malformed),
         cmocka_unit_test(test_names),

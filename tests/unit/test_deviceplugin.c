@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1308,6 +1309,100 @@ static void test_inventory(void **state)
     dpconfig_free(&cfg);
 }
 
+/* A region under tmp for container dir name, its devices' held times in ns (UUIDs from
+ * uuids), or none when name is NULL. */
+static void held_region(const char *tmp, const char *name, const char *const *uuids,
+                        const int64_t *held, unsigned n)
+{
+    char dir[512], path[600];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    snprintf(path, sizeof path, "%s/region", dir);
+    struct region_config config = {.device_count = n};
+    for (unsigned d = 0; d < n; d++)
+        vg_strlcpy(config.devices[d].uuid, uuids[d], sizeof config.devices[d].uuid);
+    struct vg_err err = {0};
+    struct region *r = NULL;
+    assert_int_equal(region_create(path, &config, &err), 0);
+    assert_int_equal(region_open(path, &r, &err), 0);
+    for (unsigned d = 0; d < n; d++)
+        atomic_store(&region_compute(r, d)->held_ns, held[d]);
+    region_close(r);
+}
+
+/* The inventory's held list from the container directories: by pod uid, container and
+ * inventory GPU, most-held first, clamped, and only what a directory this plugin would
+ * make holds (other names, prepared directories, GPUs not in the inventory, a region that
+ * is a symlink: nothing). The region is the tenant's: a table naming a GPU twice gives
+ * one entry. */
+static void test_held_collect(void **state)
+{
+    (void)state;
+    char tmp[] = "/tmp/dp-held.XXXXXX";
+    assert_non_null(mkdtemp(tmp));
+    struct dp_gpu g[2];
+    two_gpus(g);
+    struct dpconfig cfg;
+    load(&cfg, "version: v1\n");
+    static struct annot_inventory inv;
+    dp_inventory(&cfg, ANNOT_MODE_VGPU, g, 2, 1700000000, &inv);
+    static const char uid1[] = "0b9d2c7e-5f7a-4a63-9c2b-8e2f5d1c3a4b";
+    static const char uid2[] = "1c8e3d6f-6a7b-4b74-8d3c-9f3e6e2d4b5c";
+    const char *both[] = {UUID_A, UUID_B}, *twice[] = {UUID_B, UUID_B};
+    const char *other[] = {"GPU-99999999-0000-0000-0000-000000000000", UUID_A};
+    char name[200];
+    snprintf(name, sizeof name, "%s_infer", uid1);
+    held_region(tmp, name, both, (const int64_t[]){2500000000, 0}, 2);
+    snprintf(name, sizeof name, "%s_batch", uid2);
+    held_region(tmp, name, twice, (const int64_t[]){INT64_MAX, 5000000000}, 2);
+    snprintf(name, sizeof name, "%s_side", uid2);
+    held_region(tmp, name, other, (const int64_t[]){9000000000, 1999999999}, 2);
+    held_region(tmp, "no-underscore", both, (const int64_t[]){7000000000, 0}, 2);
+    snprintf(name, sizeof name, "%s_Bad", uid1);
+    held_region(tmp, name, both, (const int64_t[]){7000000000, 0}, 2);
+    snprintf(name, sizeof name, ".ready.%s_later", uid1);
+    held_region(tmp, name, both, (const int64_t[]){7000000000, 0}, 2);
+    /* A region replaced by a symlink to another container's is not followed. */
+    char path[600], target[600];
+    snprintf(path, sizeof path, "%s/%s_link", tmp, uid1);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(target, sizeof target, "%s/%s_infer/region", tmp, uid1);
+    snprintf(path, sizeof path, "%s/%s_link/region", tmp, uid1);
+    assert_int_equal(symlink(target, path), 0);
+
+    dp_held_collect(tmp, &inv);
+    assert_int_equal(inv.held_count, 4);
+    /* batch on GPU 1: INT64_MAX ns clamped; its table's second GPU-B entry ignored. */
+    assert_string_equal(inv.held[0].pod, uid2);
+    assert_string_equal(inv.held[0].container, "batch");
+    assert_int_equal(inv.held[0].gpu, 1);
+    assert_int_equal(inv.held[0].seconds, ANNOT_HELD_SECONDS_MAX);
+    assert_string_equal(inv.held[1].container, "infer");
+    assert_int_equal(inv.held[1].gpu, 0);
+    assert_int_equal(inv.held[1].seconds, 2);
+    assert_string_equal(inv.held[2].container, "side");
+    assert_int_equal(inv.held[2].gpu, 0);
+    assert_int_equal(inv.held[2].seconds, 1);
+    assert_string_equal(inv.held[3].container, "infer");
+    assert_int_equal(inv.held[3].gpu, 1);
+    assert_int_equal(inv.held[3].seconds, 0);
+    /* What the scheduler decodes. */
+    struct vg_err err = {0};
+    char *text = annot_inventory_encode(&inv, &err);
+    assert_non_null(text);
+    static struct annot_inventory back;
+    assert_int_equal(annot_inventory_decode(text, strlen(text), &back, &err), 0);
+    assert_int_equal(back.held_count, 4);
+    free(text);
+    /* No directory, or no GPU: nothing, and nothing left over from before. */
+    dp_held_collect("/nonexistent/vgpu-held", &inv);
+    assert_int_equal(inv.held_count, 0);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+    assert_int_equal(system(cmd), 0);
+    dpconfig_free(&cfg);
+}
+
 /* A container directory is named only from Kubernetes-valid names: nothing else reaches
  * the path, and the message does not echo what was refused. */
 static void test_container_dir_names(void **state)
@@ -1351,6 +1446,7 @@ int main(void)
         cmocka_unit_test(test_container_limits_update),
         cmocka_unit_test(test_container_old_dir_tenant_etc),
         cmocka_unit_test(test_inventory),
+        cmocka_unit_test(test_held_collect),
         cmocka_unit_test(test_dev_root),
         cmocka_unit_test(test_imex),
         cmocka_unit_test(test_nvml_library),

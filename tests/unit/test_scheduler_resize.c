@@ -138,6 +138,62 @@ static void test_quota(void **state)
     json_decref(q);
 }
 
+/* A container with two GPUs holds its limit on each: a resize's quota charge is the sum
+ * of both GPUs' changes, never the last GPU's alone. */
+static void test_quota_two_gpus(void **state)
+{
+    (void)state;
+    static const char *two =
+        "{\"version\":1,\"node\":\"n0\",\"time\":5,\"containers\":[{\"name\":\"main\","
+        "\"gpus\":[{\"uuid\":\"GPU-0\",\"memoryMiB\":4096,\"cores\":30},{\"uuid\":\"GPU-1\","
+        "\"memoryMiB\":4096,\"cores\":30}]}]}";
+    static const char *uneven =
+        "{\"version\":1,\"node\":\"n0\",\"time\":5,\"containers\":[{\"name\":\"main\","
+        "\"gpus\":[{\"uuid\":\"GPU-0\",\"memoryMiB\":2048,\"cores\":30},{\"uuid\":\"GPU-1\","
+        "\"memoryMiB\":6144,\"cores\":30}]}]}";
+    /* 10240 MiB hard, 8000 used: 2240 MiB of room. */
+    json_t *q = json_loads("{\"items\":[{\"metadata\":{\"name\":\"gpu\"},\"spec\":{\"hard\":{"
+                           "\"requests.nvidia.com/gpumem\":\"10Gi\"}},\"status\":{\"used\":{"
+                           "\"requests.nvidia.com/gpumem\":\"8000Mi\"}}}]}",
+                           0, NULL);
+    assert_non_null(q);
+    struct vg_err err = {0};
+    char *out = NULL;
+    int64_t raise = 0;
+    /* 4096 -> 6000 on each: 1904 MiB on one GPU would fit, 3808 on the two does not. */
+    struct annot_resize r = req("main", 6000, 0);
+    assert_int_equal(sched_resize_decision(two, &r, 9, &out, &raise, &err), 0);
+    assert_int_equal(raise, 2 * 1904);
+    assert_int_equal(sched_resize_quota_check(q, 0, raise, &err), -EDQUOT);
+    assert_non_null(strstr(err.msg, "11808 MiB"));
+    free(out);
+    /* 4096 -> 5000 on each: 1808 MiB in all fits. */
+    r = req("main", 5000, 0);
+    assert_int_equal(sched_resize_decision(two, &r, 9, &out, &raise, &err), 0);
+    assert_int_equal(raise, 2 * 904);
+    assert_int_equal(sched_resize_quota_check(q, 0, raise, &err), 0);
+    free(out);
+    /* Uneven limits, both directions: 2048 and 6144 -> 6144 raises 4096 in all (the last
+     * GPU alone changes nothing), refused; -> 4096 raises one GPU as much as it lowers
+     * the other, 0; -> 1024 lowers both, never refused. */
+    r = req("main", 6144, 0);
+    assert_int_equal(sched_resize_decision(uneven, &r, 9, &out, &raise, &err), 0);
+    assert_int_equal(raise, 4096);
+    assert_int_equal(sched_resize_quota_check(q, 0, raise, &err), -EDQUOT);
+    free(out);
+    r = req("main", 4096, 0);
+    assert_int_equal(sched_resize_decision(uneven, &r, 9, &out, &raise, &err), 0);
+    assert_int_equal(raise, 0);
+    assert_int_equal(sched_resize_quota_check(q, 0, raise, &err), 0);
+    free(out);
+    r = req("main", 1024, 0);
+    assert_int_equal(sched_resize_decision(uneven, &r, 9, &out, &raise, &err), 0);
+    assert_int_equal(raise, -(1024 + 5120));
+    assert_int_equal(sched_resize_quota_check(q, 0, raise, &err), 0);
+    free(out);
+    json_decref(q);
+}
+
 static struct sched_state *one_gpu(void)
 {
     struct sched_options o;
@@ -259,6 +315,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decision),
         cmocka_unit_test(test_quota),
+        cmocka_unit_test(test_quota_two_gpus),
         cmocka_unit_test(test_recharge),
         cmocka_unit_test(test_recharge_keeps_priority),
     };
