@@ -1183,9 +1183,11 @@ static void test_mig_stretch(void)
     unsetenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
 }
 
-/* One spin's device time in a 1g.10gb (250 us stretched 8.25 times). */
-#define MIG_SPIN_NS     250000ULL
-#define MIG_SPIN_DEV_NS (250000.0 * MIG_GPU_SMS / 16)
+/* One spin's device time in a 1g.10gb (1 ms stretched 8.25 times): two batches of four in
+ * flight are 66 ms of work, enough that a process kept off the CPU for a while under load
+ * does not let its instance run dry. */
+#define MIG_SPIN_NS     1000000ULL
+#define MIG_SPIN_DEV_NS (1000000.0 * MIG_GPU_SMS / 16)
 
 /* Two processes in the two 1g.10gb instances, each saturating its own: neither waits for
  * the other (real MIG isolates them), so each keeps its instance busy the whole window. On
