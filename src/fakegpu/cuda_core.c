@@ -328,6 +328,7 @@ FG_API CUresult cuInit(unsigned int Flags)
             }
             for (int i = 0; i < visible && res == CUDA_SUCCESS; i++) {
                 fg_g.info[i] = all[fg_g.phys[i]];
+                fg_g.gpu_sms[i] = all[fg_g.phys[i]].sm_count;
                 if (fg_g.mig[i] >= 0)
                     res = mig_ordinal(st, i);
             }

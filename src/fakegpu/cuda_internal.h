@@ -90,7 +90,7 @@ enum fg_node_type { FG_NODE_KERNEL, FG_NODE_COPY, FG_NODE_SET };
 
 struct fg_node {
     enum fg_node_type type;
-    uint64_t ns;
+    uint64_t ns; /* a kernel's duration as written; stretched when launched (device_ns) */
     void *dst;
     const void *src;
     size_t bytes;
@@ -168,6 +168,10 @@ int fg_mps_parse(const char *pipe, const char *share, const char *limits,
 /* A kernel's device time for a process with this share (ns * 100 / percentage, rounded
  * up, saturating). */
 uint64_t fg_mps_kernel_ns(const struct fg_mps *m, uint64_t ns);
+/* ns * num / den, rounded up and saturating, for num > den (ns unchanged otherwise): a
+ * kernel's device time on a share num/den of the SMs it would fill (num and den below
+ * 2^32). The MPS share above and a MIG device's share of its GPU's SMs both use it. */
+uint64_t fg_stretch_ns(uint64_t ns, uint64_t num, uint64_t den);
 
 struct fg_global {
     pthread_mutex_t lock;
@@ -177,6 +181,8 @@ struct fg_global {
     int phys[FG_MAX_DEVICES]; /* ordinal -> physical index in the state */
     int mig[FG_MAX_DEVICES];  /* ordinal -> MIG device slot on it (-1: the whole GPU) */
     struct fg_device_info info[FG_MAX_DEVICES]; /* by ordinal: the physical device's */
+    int gpu_sms[FG_MAX_DEVICES];                /* by ordinal: the whole GPU's SMs (info[] has a MIG
+                                                   device's own) */
     struct fg_ctx *primary[FG_MAX_DEVICES];
     unsigned primary_refs[FG_MAX_DEVICES];
     unsigned primary_flags[FG_MAX_DEVICES];

@@ -166,15 +166,23 @@ int fg_mps_parse(const char *pipe, const char *share, const char *limits,
     return 0;
 }
 
+uint64_t fg_stretch_ns(uint64_t ns, uint64_t num, uint64_t den)
+{
+    if (den == 0 || num <= den)
+        return ns;
+    /* ns * num / den without overflow: split ns so each product fits 64 bits (num and den
+     * stay below 2^32). */
+    uint64_t q = ns / den, r = ns % den;
+    if (q > UINT64_MAX / num)
+        return UINT64_MAX;
+    uint64_t hi = q * num;
+    uint64_t lo = (r * num + den - 1) / den;
+    return hi > UINT64_MAX - lo ? UINT64_MAX : hi + lo;
+}
+
 uint64_t fg_mps_kernel_ns(const struct fg_mps *m, uint64_t ns)
 {
     if (m->share >= FG_MPS_SHARE_FULL || m->share == 0)
         return ns;
-    /* ns * FULL / share without overflow: split ns so each product fits 64 bits. */
-    uint64_t q = ns / m->share, r = ns % m->share;
-    if (q > UINT64_MAX / FG_MPS_SHARE_FULL)
-        return UINT64_MAX;
-    uint64_t hi = q * FG_MPS_SHARE_FULL;
-    uint64_t lo = (r * FG_MPS_SHARE_FULL + m->share - 1) / m->share;
-    return hi > UINT64_MAX - lo ? UINT64_MAX : hi + lo;
+    return fg_stretch_ns(ns, FG_MPS_SHARE_FULL, m->share);
 }

@@ -598,12 +598,12 @@ FG_API CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunct
 
 /* ---- launches ---- */
 
-/* The kernel's duration: vgpu_spin's first parameter, from kernelParams or from the
- * packed `extra` buffer; for an MPS client, stretched to its active thread share. */
+/* The kernel's duration as written: vgpu_spin's first parameter, from kernelParams or
+ * from the packed `extra` buffer. */
 static uint64_t kernel_ns(const struct fg_func *f, void **params, void **extra)
 {
     if (!f->spin)
-        return fg_mps_kernel_ns(&fg_g.mps, fg_g.kernel_ns);
+        return fg_g.kernel_ns;
     unsigned long long ns = 0;
     if (params && params[0]) {
         memcpy(&ns, params[0], sizeof ns);
@@ -621,7 +621,19 @@ static uint64_t kernel_ns(const struct fg_func *f, void **params, void **extra)
         if (buf && size >= sizeof ns)
             memcpy(&ns, buf, sizeof ns);
     }
-    return fg_mps_kernel_ns(&fg_g.mps, ns);
+    return ns;
+}
+
+/* A kernel's device time on ordinal ord. Every kernel is taken to fill its device, so on
+ * a share of the SMs it takes proportionally longer: an MPS client's active thread share,
+ * and a MIG device's share of its GPU's SMs (both, for a client inside an instance).
+ * Applied when work is queued (graphs: at launch, on the launching stream's device). */
+static uint64_t device_ns(int ord, uint64_t ns)
+{
+    ns = fg_mps_kernel_ns(&fg_g.mps, ns);
+    if (ord >= 0 && ord < fg_g.ndev && fg_g.mig[ord] >= 0 && fg_g.info[ord].sm_count > 0)
+        ns = fg_stretch_ns(ns, (uint64_t)fg_g.gpu_sms[ord], (uint64_t)fg_g.info[ord].sm_count);
+    return ns;
 }
 
 static CUresult launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
@@ -654,6 +666,7 @@ static CUresult launch(CUfunction fn, unsigned gx, unsigned gy, unsigned gz, uns
         fg_unlock();
         return r;
     }
+    ns = device_ns(s ? s->ctx->dev : c->dev, ns);
     fg_unlock();
     uint64_t seq;
     int rc = fg_stream_launch(fg_g.st, sid, ns, &seq);
@@ -1058,6 +1071,7 @@ static CUresult graph_launch(CUgraphExec hExec, CUstream h, bool pt)
     }
     /* Kernels are queued in order; copies and sets happen as they are reached. Nodes are
      * copied out so the lock is not held across a launch into a full stream. */
+    int ord = s ? s->ctx->dev : c->dev;
     size_t count = x->count;
     struct fg_node *nodes = count ? malloc(count * sizeof *nodes) : NULL;
     if (count && !nodes) {
@@ -1070,7 +1084,7 @@ static CUresult graph_launch(CUgraphExec hExec, CUstream h, bool pt)
     for (size_t i = 0; i < count && r == CUDA_SUCCESS; i++) {
         if (nodes[i].type == FG_NODE_KERNEL) {
             uint64_t seq;
-            int rc = fg_stream_launch(fg_g.st, sid, nodes[i].ns, &seq);
+            int rc = fg_stream_launch(fg_g.st, sid, device_ns(ord, nodes[i].ns), &seq);
             if (rc == 0)
                 fg_seq_note(sid, seq);
             r = fg_from_errno(rc);

@@ -656,6 +656,15 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory
     return NVML_SUCCESS;
 }
 
+/* Whether GPU dev is in MIG mode. The driver measures no utilization there, of the GPU
+ * or of its processes ("not currently supported on MIG-enabled GPUs", NVML's reference),
+ * though fakegpu's instances keep running on their own timelines. */
+static bool in_mig_mode(int dev)
+{
+    struct fg_device_info info;
+    return fg_state_device_info(state, dev, &info) == 0 && info.mig_enabled;
+}
+
 NVML_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
                                                     nvmlUtilization_t *utilization)
 {
@@ -665,6 +674,8 @@ NVML_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
         return ret;
     if (utilization == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
+    if (in_mig_mode(dev))
+        return NVML_ERROR_NOT_SUPPORTED;
     unsigned pct = 0;
     int rc = fg_util_device(state, dev, UTIL_WINDOW_NS, &pct);
     if (rc != 0)
@@ -788,6 +799,8 @@ NVML_API nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     nvmlReturn_t ret = list_procs(device, window_ns, procs, &n);
     if (ret != NVML_SUCCESS)
         return ret;
+    if (in_mig_mode((int)device->index))
+        return NVML_ERROR_NOT_SUPPORTED; /* a MIG device's handle too: its GPU is */
     /* The span the buckets cover (see fg_util_sum): from the first bucket boundary at or
      * after the window's start. */
     uint64_t now = fg_now_ns(state);

@@ -138,8 +138,11 @@ static void release_slot(struct fg_shared *sh, int slot)
         }
     }
     for (int d = 0; d < FG_MAX_DEVICES; d++) {
-        if (sh->dev[d].current == slot)
-            sh->dev[d].current = FG_NO_SLOT;
+        for (int dom = 0; dom <= FG_MAX_MIG; dom++) {
+            struct fg_device_runtime *rt = fg_timeline_runtime(sh, d, dom);
+            if (rt->current == slot)
+                rt->current = FG_NO_SLOT;
+        }
     }
     struct fg_slot *sl = &sh->slots[slot];
     sl->in_use = 0;
@@ -349,8 +352,10 @@ static int init_shared(struct fg_shared *sh, const struct fg_device_info *devs, 
     sh->device_count = (uint32_t)count;
     memcpy(sh->info, devs, sizeof devs[0] * (size_t)count);
     for (int d = 0; d < FG_MAX_DEVICES; d++) {
-        sh->dev[d].current = FG_NO_SLOT;
-        sh->dev[d].t = now;
+        for (int dom = 0; dom <= FG_MAX_MIG; dom++) {
+            fg_timeline_runtime(sh, d, dom)->current = FG_NO_SLOT;
+            fg_timeline_runtime(sh, d, dom)->t = now;
+        }
     }
     sh->timeslice_ns = timeslice_ns;
     sh->last_reap_ns = now;

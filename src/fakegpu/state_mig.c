@@ -451,6 +451,10 @@ int fg_mig_create_gi(struct fg_state *st, int dev, unsigned profile_id, int star
         fill_instance(d, (unsigned)k, p, (unsigned)at, d->mig_serial);
         d->mig[k].has_ci = false;
         d->mig[k].created_s = (uint64_t)time(NULL);
+        /* A new instance starts with an idle timeline and no busy history. */
+        struct fg_device_runtime *rt = fg_timeline_runtime(fg_state_shared(st), dev, k + 1);
+        memset(&rt->util, 0, sizeof rt->util);
+        rt->current = FG_NO_SLOT;
         *slot = k;
     }
     fg_state_unlock(st);

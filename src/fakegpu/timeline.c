@@ -62,19 +62,37 @@ static struct fg_item *head(struct fg_stream_shared *s)
     return &s->ring[s->completed % FG_STREAM_DEPTH];
 }
 
-static bool on_device(const struct fg_stream_shared *s, int dev)
+/* The timeline a stream runs on: 0 for the whole GPU, k for MIG device slot k - 1 (the
+ * instance its process is bound to on that device, fg_mig_bind). */
+static int stream_domain(const struct fg_shared *sh, const struct fg_stream_shared *s)
 {
-    return s->in_use && s->dev == dev;
+    if ((unsigned)s->owner >= FG_MAX_PROCS || (unsigned)s->dev >= FG_MAX_DEVICES)
+        return 0; /* never trust an index from the file blindly */
+    unsigned m = sh->slots[s->owner].mig[s->dev];
+    return m <= FG_MAX_MIG ? (int)m : 0;
+}
+
+/* One timeline: a device and, on a GPU in MIG mode, a domain (FG_ALL_DOMAINS on a GPU
+ * without MIG, where every stream of the device shares the one timeline). */
+#define FG_ALL_DOMAINS (-1)
+struct line {
+    int dev, dom;
+};
+
+static bool on_line(const struct fg_shared *sh, const struct fg_stream_shared *s, struct line l)
+{
+    return s->in_use && s->dev == l.dev &&
+           (l.dom == FG_ALL_DOMAINS || stream_domain(sh, s) == l.dom);
 }
 
 /* Completes markers, satisfied waits and finished kernels at the head of every stream
- * of dev, at time t; true if anything completed. */
-static bool settle_pass(struct fg_shared *sh, int dev, uint64_t t)
+ * of the timeline, at time t; true if anything completed. */
+static bool settle_pass(struct fg_shared *sh, struct line l, uint64_t t)
 {
     bool changed = false;
     for (uint32_t i = 0; i < sh->stream_high; i++) {
         struct fg_stream_shared *s = &sh->streams[i];
-        if (!on_device(s, dev))
+        if (!on_line(sh, s, l))
             continue;
         struct fg_item *it;
         while ((it = head(s)) != NULL && it->submit_ns <= t) {
@@ -110,18 +128,18 @@ static bool settle_pass(struct fg_shared *sh, int dev, uint64_t t)
 }
 
 /* A marker on one stream can release a wait on another: settle until nothing moves. */
-static void settle_heads(struct fg_shared *sh, int dev, uint64_t t)
+static void settle_heads(struct fg_shared *sh, struct line l, uint64_t t)
 {
-    while (settle_pass(sh, dev, t)) {
+    while (settle_pass(sh, l, t)) {
     }
 }
 
-/* Whether slot has a kernel it can run at t on dev. */
-static bool slot_runnable(struct fg_shared *sh, int dev, int slot, uint64_t t)
+/* Whether slot has a kernel it can run at t on the timeline. */
+static bool slot_runnable(struct fg_shared *sh, struct line l, int slot, uint64_t t)
 {
     for (uint32_t i = 0; i < sh->stream_high; i++) {
         struct fg_stream_shared *s = &sh->streams[i];
-        if (!on_device(s, dev) || s->owner != slot)
+        if (!on_line(sh, s, l) || s->owner != slot)
             continue;
         struct fg_item *it = head(s);
         if (it != NULL && it->kind == FG_ITEM_KERNEL && it->submit_ns <= t)
@@ -131,33 +149,33 @@ static bool slot_runnable(struct fg_shared *sh, int dev, int slot, uint64_t t)
 }
 
 /* The next slot after `after` (round-robin, `after` itself last) with runnable work. */
-static int next_runnable(struct fg_shared *sh, int dev, int after, uint64_t t)
+static int next_runnable(struct fg_shared *sh, struct line l, int after, uint64_t t)
 {
     for (int k = 1; k <= FG_MAX_PROCS; k++) {
         int slot = (after + k + FG_MAX_PROCS) % FG_MAX_PROCS;
-        if (sh->slots[slot].in_use && slot_runnable(sh, dev, slot, t))
+        if (sh->slots[slot].in_use && slot_runnable(sh, l, slot, t))
             return slot;
     }
     return FG_NO_SLOT;
 }
 
-/* Whether another slot than `slot` has runnable work on dev at t. */
-static bool has_competitor(struct fg_shared *sh, int dev, int slot, uint64_t t)
+/* Whether another slot than `slot` has runnable work on the timeline at t. */
+static bool has_competitor(struct fg_shared *sh, struct line l, int slot, uint64_t t)
 {
     for (int k = 0; k < FG_MAX_PROCS; k++) {
-        if (k != slot && sh->slots[k].in_use && slot_runnable(sh, dev, k, t))
+        if (k != slot && sh->slots[k].in_use && slot_runnable(sh, l, k, t))
             return true;
     }
     return false;
 }
 
-/* Earliest submit time after t of a head item on dev (UINT64_MAX if none). */
-static uint64_t next_arrival(struct fg_shared *sh, int dev, uint64_t t)
+/* Earliest submit time after t of a head item on the timeline (UINT64_MAX if none). */
+static uint64_t next_arrival(struct fg_shared *sh, struct line l, uint64_t t)
 {
     uint64_t next = UINT64_MAX;
     for (uint32_t i = 0; i < sh->stream_high; i++) {
         struct fg_stream_shared *s = &sh->streams[i];
-        if (!on_device(s, dev))
+        if (!on_line(sh, s, l))
             continue;
         struct fg_item *it = head(s);
         if (it != NULL && it->submit_ns > t && it->submit_ns < next)
@@ -166,30 +184,30 @@ static uint64_t next_arrival(struct fg_shared *sh, int dev, uint64_t t)
     return next;
 }
 
-static void advance_device(struct fg_shared *sh, int dev, uint64_t now)
+static void advance_line(struct fg_shared *sh, struct line l, struct fg_device_runtime *d,
+                         uint64_t now)
 {
-    struct fg_device_runtime *d = &sh->dev[dev];
     uint64_t t = d->t;
     if (now <= t)
         return;
     for (;;) {
-        settle_heads(sh, dev, t);
+        settle_heads(sh, l, t);
         if (t >= now)
             break;
         int cur = d->current;
         bool keep = cur != FG_NO_SLOT && sh->slots[cur].in_use && t < d->slice_end &&
-                    slot_runnable(sh, dev, cur, t);
-        if (keep && d->slice_end == FG_SLICE_OPEN && has_competitor(sh, dev, cur, t))
+                    slot_runnable(sh, l, cur, t);
+        if (keep && d->slice_end == FG_SLICE_OPEN && has_competitor(sh, l, cur, t))
             d->slice_end = t + sh->timeslice_ns;
         if (!keep) {
-            int next = next_runnable(sh, dev, cur, t);
+            int next = next_runnable(sh, l, cur, t);
             d->current = next;
             if (next != FG_NO_SLOT)
                 d->slice_end =
-                    has_competitor(sh, dev, next, t) ? t + sh->timeslice_ns : FG_SLICE_OPEN;
+                    has_competitor(sh, l, next, t) ? t + sh->timeslice_ns : FG_SLICE_OPEN;
         }
         uint64_t end = now;
-        uint64_t arrival = next_arrival(sh, dev, t);
+        uint64_t arrival = next_arrival(sh, l, t);
         if (arrival < end)
             end = arrival;
         if (d->current == FG_NO_SLOT) {
@@ -201,7 +219,7 @@ static void advance_device(struct fg_shared *sh, int dev, uint64_t now)
         cur = d->current;
         for (uint32_t i = 0; i < sh->stream_high; i++) {
             struct fg_stream_shared *s = &sh->streams[i];
-            if (!on_device(s, dev) || s->owner != cur)
+            if (!on_line(sh, s, l) || s->owner != cur)
                 continue;
             struct fg_item *it = head(s);
             /* Compared as a difference: a huge duration must not wrap around. */
@@ -212,7 +230,7 @@ static void advance_device(struct fg_shared *sh, int dev, uint64_t now)
         bool ran = false;
         for (uint32_t i = 0; i < sh->stream_high; i++) {
             struct fg_stream_shared *s = &sh->streams[i];
-            if (!on_device(s, dev) || s->owner != cur)
+            if (!on_line(sh, s, l) || s->owner != cur)
                 continue;
             struct fg_item *it = head(s);
             if (it != NULL && it->kind == FG_ITEM_KERNEL && it->submit_ns <= t) {
@@ -222,15 +240,47 @@ static void advance_device(struct fg_shared *sh, int dev, uint64_t now)
         }
         if (ran) {
             fg_util_add(&d->util, t, end);
-            fg_util_add(&sh->slots[cur].util[dev], t, end);
+            fg_util_add(&sh->slots[cur].util[l.dev], t, end);
         }
         t = end;
     }
     d->t = t;
 }
 
+struct fg_device_runtime *fg_timeline_runtime(struct fg_shared *sh, int dev, int dom)
+{
+    return dom == 0 ? &sh->dev[dev] : &sh->mig_rt[dev][dom - 1];
+}
+
+/* A GPU in MIG mode runs each instance on its own timeline (real MIG isolates them), and
+ * work on the whole GPU on another; a timeline without streams just idles forward, so
+ * that scanning it costs nothing. */
+static void advance_mig(struct fg_shared *sh, int dev, uint64_t now)
+{
+    bool busy[FG_MAX_MIG + 1] = {false};
+    for (uint32_t i = 0; i < sh->stream_high; i++) {
+        const struct fg_stream_shared *s = &sh->streams[i];
+        if (s->in_use && s->dev == dev)
+            busy[stream_domain(sh, s)] = true;
+    }
+    for (int dom = 0; dom <= FG_MAX_MIG; dom++) {
+        struct fg_device_runtime *rt = fg_timeline_runtime(sh, dev, dom);
+        if (busy[dom]) {
+            advance_line(sh, (struct line){dev, dom}, rt, now);
+        } else {
+            rt->current = FG_NO_SLOT;
+            if (rt->t < now)
+                rt->t = now;
+        }
+    }
+}
+
 void fg_timeline_advance(struct fg_shared *sh, uint64_t now_ns)
 {
-    for (uint32_t dev = 0; dev < sh->device_count && dev < FG_MAX_DEVICES; dev++)
-        advance_device(sh, (int)dev, now_ns);
+    for (uint32_t dev = 0; dev < sh->device_count && dev < FG_MAX_DEVICES; dev++) {
+        if (sh->info[dev].mig_enabled)
+            advance_mig(sh, (int)dev, now_ns);
+        else
+            advance_line(sh, (struct line){(int)dev, FG_ALL_DOMAINS}, &sh->dev[dev], now_ns);
+    }
 }

@@ -9,6 +9,11 @@
  * - A stream's head item starts no earlier than its submit time. Markers complete (their
  *   event gets the current simulated time) as soon as they are the head; a wait item
  *   blocks its stream until the awaited record of the event has completed.
+ * - A GPU without MIG is one timeline. A GPU in MIG mode has one per MIG device (the
+ *   streams of the processes bound to it, fg_mig_bind) and one for work on the whole GPU:
+ *   instances never wait for each other, as real MIG isolates them. "Device" below means
+ *   one timeline. (A kernel in an instance is stretched to its SM share by libcuda, at
+ *   launch: the timeline only sees durations.)
  * - Each device runs one context (slot) at a time. All of that context's streams on the
  *   device with a startable kernel at their head progress together at full speed.
  * - A context keeps the device until its slice ends or it runs out of startable work;
@@ -26,8 +31,8 @@
 #include "fakegpu/state.h"
 
 #define FG_STATE_MAGIC   0x3154534755504746ULL /* "FGPUGST1" little-endian */
-#define FG_STATE_VERSION 3u
-#define FG_STREAM_POOL   512 /* streams of all processes together */
+#define FG_STATE_VERSION 4u                    /* 4: per-MIG-device timelines (mig_rt) */
+#define FG_STREAM_POOL   512                   /* streams of all processes together */
 #define FG_NO_SLOT       (-1)
 #define FG_SLICE_OPEN    UINT64_MAX /* slice of a context alone on its device */
 
@@ -122,10 +127,16 @@ struct fg_shared {
     struct fg_xid_log xid[FG_MAX_DEVICES];
     struct fg_slot slots[FG_MAX_PROCS];
     struct fg_stream_shared streams[FG_STREAM_POOL];
+    /* The timeline of MIG device slot k of a GPU in MIG mode (dev[] is then the whole
+     * GPU's); util is kept but NVML reports none on a GPU in MIG mode (docs/fakegpu.md). */
+    struct fg_device_runtime mig_rt[FG_MAX_DEVICES][FG_MAX_MIG];
 };
 
 /* Computes every device's timeline up to now_ns (no-op for times already computed). */
 void fg_timeline_advance(struct fg_shared *sh, uint64_t now_ns);
+
+/* The runtime of timeline dom of dev: 0 the whole GPU, k MIG device slot k - 1. */
+struct fg_device_runtime *fg_timeline_runtime(struct fg_shared *sh, int dev, int dom);
 
 /* Adds busy time [from, to) to u's buckets. */
 void fg_util_add(struct fg_util *u, uint64_t from, uint64_t to);

@@ -51,6 +51,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
             if (m.share == FG_MPS_SHARE_FULL && t != ns[i])
                 abort();
+            /* The stretch is exact: ceil(ns * num / den), saturated; the MPS share, and
+             * MIG SM shares (an H100's 1g.10gb and 3g.40gb, an A100's 1g.5gb). */
+            static const uint64_t frac[][2] = {{132, 16}, {132, 60}, {108, 14}, {16, 132}};
+            for (size_t k = 0; k <= sizeof frac / sizeof frac[0]; k++) {
+                uint64_t num = k == 0 ? FG_MPS_SHARE_FULL : frac[k - 1][0];
+                uint64_t den = k == 0 ? m.share : frac[k - 1][1];
+                unsigned __int128 want =
+                    num <= den ? ns[i] : ((unsigned __int128)ns[i] * num + den - 1) / den;
+                if (want > UINT64_MAX)
+                    want = UINT64_MAX;
+                if (fg_stretch_ns(ns[i], num, den) != (uint64_t)want)
+                    abort();
+            }
         }
     }
     /* Not a client: nothing is read, everything is unlimited. */

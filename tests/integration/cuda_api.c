@@ -624,21 +624,24 @@ static void child_exit(void)
     _exit(failures ? 1 : 0);
 }
 
-/* N processes each keep the device busy with 2 ms spins for `seconds`; each reports the
- * spin time it completed. Fair sharing: every process gets about 1/N of the device, and
- * together they keep it busy. */
-static void test_share(int nproc)
+/* N processes each keep their device busy with spins of spin_ns for a window; each
+ * reports the spins it completed, with CUDA_VISIBLE_DEVICES=visible[i] (NULL: unset). */
+static const double share_window_ms = 1500.0;
+static void share_run(int nproc, const char *const *visible, unsigned long long spin_ns,
+                      long counts[])
 {
-    const double window_ms = 1500.0;
-    const unsigned long long spin_ns = 2000000ULL;
+    const double window_ms = share_window_ms;
     int fds[2];
     CHECK(pipe(fds) == 0);
     pid_t pids[8];
-    double start = now_ms();
+    fflush(stdout);
+    fflush(stderr);
     for (int i = 0; i < nproc; i++) {
         pids[i] = fork();
         if (pids[i] == 0) {
             close(fds[0]);
+            if (visible && visible[i])
+                setenv("CUDA_VISIBLE_DEVICES", visible[i], 1);
             setup(NULL);
             CUfunction f = get_function("vgpu_spin");
             CUstream s;
@@ -664,27 +667,40 @@ static void test_share(int nproc)
             }
             CU_OK(cuStreamSynchronize(s));
             char line[32];
-            int len = snprintf(line, sizeof line, "%ld\n", done);
+            int len = snprintf(line, sizeof line, "%d %ld\n", i, done);
             CHECK(write(fds[1], line, (size_t)len) == len);
             child_exit();
         }
     }
     close(fds[1]);
-    long counts[8] = {0}, total = 0;
     FILE *in = fdopen(fds[0], "r");
-    for (int i = 0; i < nproc && in; i++)
-        CHECK(fscanf(in, "%ld", &counts[i]) == 1);
+    for (int k = 0; k < nproc && in; k++) {
+        int i = -1;
+        long n = 0;
+        CHECK(fscanf(in, "%d %ld", &i, &n) == 2 && i >= 0 && i < nproc);
+        if (i >= 0 && i < nproc)
+            counts[i] = n;
+    }
     if (in)
         fclose(in);
     for (int i = 0; i < nproc; i++) {
         int status = 0;
         waitpid(pids[i], &status, 0);
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-        total += counts[i];
     }
-    double busy_ms = (double)total * (double)spin_ns / 1e6;
-    printf("%d processes over %.0f ms (elapsed %.0f ms): device busy %.0f ms (%.0f%%);", nproc,
-           window_ms, now_ms() - start, busy_ms, 100.0 * busy_ms / window_ms);
+}
+
+/* Checks that nproc processes, spinning on one timeline, kept it busy together and took
+ * fair shares of it (spin_dev_ns: one spin's device time). */
+static void check_shared(int nproc, const long counts[], double spin_dev_ns)
+{
+    const double window_ms = share_window_ms, spin_ms = spin_dev_ns / 1e6;
+    long total = 0;
+    for (int i = 0; i < nproc; i++)
+        total += counts[i];
+    double busy_ms = (double)total * spin_ms;
+    printf("%d processes over %.0f ms: device busy %.0f ms (%.0f%%);", nproc, window_ms, busy_ms,
+           100.0 * busy_ms / window_ms);
     for (int i = 0; i < nproc; i++)
         printf(" %ld", counts[i]);
     printf(" spins\n");
@@ -693,11 +709,19 @@ static void test_share(int nproc)
      * 5 %); fair: each within 10 % of the mean (measured: within 2 % on a loaded 2-core
      * machine, this case running alone, RUN_SERIAL), so that an unfair split, 2 processes
      * at 45/55 or worse, fails */
-    CHECK(busy_ms >= 0.95 * window_ms - 8.0 * (double)spin_ns / 1e6 &&
-          busy_ms <= 1.05 * window_ms + 50.0);
+    CHECK(busy_ms >= 0.95 * window_ms - 8.0 * spin_ms && busy_ms <= 1.05 * window_ms + 50.0);
     double mean = (double)total / nproc;
     for (int i = 0; i < nproc; i++)
         CHECK((double)counts[i] >= 0.90 * mean && (double)counts[i] <= 1.10 * mean);
+}
+
+/* N processes each keep the device busy with 2 ms spins: fair sharing, every process gets
+ * about 1/N of the device, and together they keep it busy. */
+static void test_share(int nproc)
+{
+    long counts[8] = {0};
+    share_run(nproc, NULL, 2000000ULL, counts);
+    check_shared(nproc, counts, 2000000.0);
 }
 
 /* ---- CUDA_VISIBLE_DEVICES ----
@@ -1022,11 +1046,192 @@ static void test_mig(void)
         pause();
 }
 
+/* ---- kernels inside MIG devices ----
+ * FAKEGPU_DEVICES="NVIDIA H100 80GB HBM3:81559MiB:132",
+ * FAKEGPU_MIG="0:1g.10gb,1g.10gb,3g.40gb" (16, 16 and 60 of the GPU's 132 SMs). */
+
+#define MIG_GPU_SMS 132
+#define MIG_NV_API(X)                                                                              \
+    X(nvmlInit_v2)                                                                                 \
+    X(nvmlDeviceGetHandleByIndex_v2)                                                               \
+    X(nvmlDeviceGetMigDeviceHandleByIndex)                                                         \
+    X(nvmlDeviceGetUUID)                                                                           \
+    X(nvmlDeviceGetUtilizationRates)                                                               \
+    X(nvmlDeviceGetProcessUtilization)
+
+static struct {
+#define MIG_NV_FIELD(name) __typeof__(name) *name;
+    MIG_NV_API(MIG_NV_FIELD)
+} mig_nv;
+static char mig_uuid[3][NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+static nvmlDevice_t mig_gpu;
+
+/* The three MIG devices' UUIDs, through NVML as a device plugin would read them. */
+static int mig_setup(void)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    CHECK(h != NULL);
+    if (h == NULL)
+        return -1;
+#define MIG_NV_SYM(name)                                                                           \
+    mig_nv.name = (__typeof__(mig_nv.name))dlsym(h, #name);                                        \
+    CHECK(mig_nv.name != NULL);
+    MIG_NV_API(MIG_NV_SYM)
+    if (failures)
+        return -1;
+    CHECK(mig_nv.nvmlInit_v2() == NVML_SUCCESS);
+    CHECK(mig_nv.nvmlDeviceGetHandleByIndex_v2(0, &mig_gpu) == NVML_SUCCESS);
+    for (unsigned k = 0; k < 3 && !failures; k++) {
+        nvmlDevice_t m;
+        CHECK(mig_nv.nvmlDeviceGetMigDeviceHandleByIndex(mig_gpu, k, &m) == NVML_SUCCESS);
+        CHECK(mig_nv.nvmlDeviceGetUUID(m, mig_uuid[k], sizeof mig_uuid[k]) == NVML_SUCCESS);
+    }
+    return failures ? -1 : 0;
+}
+
+static int mig_want_sms;
+
+/* Device time of work queued by fn between two events on a fresh stream. */
+static double timed_ms(CUstream s, void (*fn)(CUstream))
+{
+    CUevent e0, e1;
+    CU_OK(cuEventCreate(&e0, CU_EVENT_DEFAULT));
+    CU_OK(cuEventCreate(&e1, CU_EVENT_DEFAULT));
+    CU_OK(cuEventRecord(e0, s));
+    fn(s);
+    CU_OK(cuEventRecord(e1, s));
+    CU_OK(cuEventSynchronize(e1));
+    float ms = 0;
+    CU_OK(cuEventElapsedTime_v2(&ms, e0, e1));
+    CU_OK(cuEventDestroy_v2(e0));
+    CU_OK(cuEventDestroy_v2(e1));
+    return (double)ms;
+}
+
+static CUfunction mig_spin_f;
+static CUgraphExec mig_graph;
+static void spin_10ms(CUstream s)
+{
+    CU_OK(spin(mig_spin_f, 10000000ULL, s));
+}
+static void graph_2x4ms(CUstream s)
+{
+    CU_OK(cuGraphLaunch(mig_graph, s));
+}
+static void other_kernel(CUstream s)
+{
+    CU_OK(cuLaunchKernel(get_function("some_kernel"), 8, 1, 1, 128, 1, 1, 0, s, NULL, NULL));
+}
+
+/* Device time `got` of kernels worth want_ms on the whole GPU, at a share of its SMs:
+ * at least the stretched time, and little more (launch gaps on a loaded machine); the
+ * unstretched time is far below. */
+static void check_stretched(const char *what, double got, double want_ms, double share)
+{
+    double stretched = want_ms / share;
+    printf("%s: %.3f ms of device time (%.3f ms on the whole GPU, x %.3f)\n", what, got, want_ms,
+           1.0 / share);
+    CHECK(got >= stretched - 0.01 && got <= stretched + 5.0);
+}
+
+/* In a child with CUDA_VISIBLE_DEVICES=MIG-...: a kernel takes GPU SMs / instance SMs times
+ * its duration (times 100 / P more for an MPS client at P %), graph kernels included. */
+static void mig_stretch_child(void)
+{
+    CUdevice dev;
+    setup(&dev);
+    int sms = 0;
+    CU_OK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+    CHECK(sms == mig_want_sms);
+    if (sms <= 0)
+        return;
+    const char *pct = getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+    double share = (double)sms / MIG_GPU_SMS * (pct ? strtod(pct, NULL) / 100.0 : 1.0);
+    mig_spin_f = get_function("vgpu_spin");
+    CUstream s;
+    CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CU_OK(spin(mig_spin_f, 1000000ULL, s)); /* set-up cost stays out of the measurements */
+    CU_OK(cuStreamSynchronize(s));
+    check_stretched("vgpu_spin 10 ms", timed_ms(s, spin_10ms), 10.0, share);
+    check_stretched("other kernel (FAKEGPU_KERNEL_NS 1 ms)", timed_ms(s, other_kernel), 1.0, share);
+    CUgraph g;
+    CU_OK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CU_OK(spin(mig_spin_f, 4000000ULL, s));
+    CU_OK(spin(mig_spin_f, 4000000ULL, s));
+    CU_OK(cuStreamEndCapture(s, &g));
+    CU_OK(cuGraphInstantiateWithFlags(&mig_graph, g, 0));
+    check_stretched("graph of 2 x 4 ms", timed_ms(s, graph_2x4ms), 8.0, share);
+    CU_OK(cuGraphExecDestroy(mig_graph));
+    CU_OK(cuGraphDestroy(g));
+    fflush(stdout); /* the child leaves by _exit */
+}
+
+static void test_mig_stretch(void)
+{
+    if (mig_setup() != 0)
+        return;
+    mig_want_sms = 16; /* 1g.10gb: 132 / 16 = 8.25 times */
+    with_visible(mig_uuid[0], mig_stretch_child);
+    mig_want_sms = 60; /* 3g.40gb: 2.2 times */
+    with_visible(mig_uuid[2], mig_stretch_child);
+    /* An MPS client at 50 % inside the 1g.10gb: both shares, 16.5 times. */
+    setenv("CUDA_MPS_PIPE_DIRECTORY", "/nonexistent/mps-pipe", 1);
+    setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "50", 1);
+    mig_want_sms = 16;
+    with_visible(mig_uuid[0], mig_stretch_child);
+    unsetenv("CUDA_MPS_PIPE_DIRECTORY");
+    unsetenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+}
+
+/* One spin's device time in a 1g.10gb (1 ms stretched 8.25 times): two batches of four in
+ * flight are 66 ms of work, enough that a process kept off the CPU for a while under load
+ * does not let its instance run dry. */
+#define MIG_SPIN_NS     1000000ULL
+#define MIG_SPIN_DEV_NS (1000000.0 * MIG_GPU_SMS / 16)
+
+/* Two processes in the two 1g.10gb instances, each saturating its own: neither waits for
+ * the other (real MIG isolates them), so each keeps its instance busy the whole window. On
+ * one shared timeline each would get half. NVML measures no utilization on a GPU in MIG
+ * mode, as the driver. */
+static void test_mig_isolated(void)
+{
+    if (mig_setup() != 0)
+        return;
+    const char *visible[2] = {mig_uuid[0], mig_uuid[1]};
+    long counts[2] = {0};
+    share_run(2, visible, MIG_SPIN_NS, counts);
+    const double spin_ms = MIG_SPIN_DEV_NS / 1e6;
+    for (int i = 0; i < 2; i++) {
+        double busy_ms = (double)counts[i] * spin_ms;
+        printf("instance %d: busy %.0f ms of the %.0f ms window (%ld spins)\n", i, busy_ms,
+               share_window_ms, counts[i]);
+        CHECK(busy_ms >= 0.95 * share_window_ms - 8.0 * spin_ms &&
+              busy_ms <= 1.05 * share_window_ms + 50.0);
+    }
+    nvmlUtilization_t u;
+    unsigned n = 0;
+    CHECK(mig_nv.nvmlDeviceGetUtilizationRates(mig_gpu, &u) == NVML_ERROR_NOT_SUPPORTED);
+    CHECK(mig_nv.nvmlDeviceGetProcessUtilization(mig_gpu, NULL, &n, 0) == NVML_ERROR_NOT_SUPPORTED);
+}
+
+/* Two processes in the same 1g.10gb share its timeline by time slices, as contexts on a
+ * whole GPU do: together they keep the instance busy, each about half of it. */
+static void test_mig_shared(void)
+{
+    if (mig_setup() != 0)
+        return;
+    const char *visible[2] = {mig_uuid[0], mig_uuid[0]};
+    long counts[2] = {0};
+    share_run(2, visible, MIG_SPIN_NS, counts);
+    check_shared(2, counts, MIG_SPIN_DEV_NS);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
         fprintf(stderr, "usage: cuda_api devices|capacity|memcpy|spin|graph|bad_use|"
-                        "proc_address|share2|share4|sigkill|visible|mig\n");
+                        "proc_address|share2|share4|sigkill|visible|mig|mig_stretch|mig_isolated|"
+                        "mig_shared\n");
         return 2;
     }
     const char *t = argv[1];
@@ -1054,6 +1259,12 @@ int main(int argc, char **argv)
         test_visible();
     else if (strcmp(t, "mig") == 0)
         test_mig();
+    else if (strcmp(t, "mig_stretch") == 0)
+        test_mig_stretch();
+    else if (strcmp(t, "mig_isolated") == 0)
+        test_mig_isolated();
+    else if (strcmp(t, "mig_shared") == 0)
+        test_mig_shared();
     else {
         fprintf(stderr, "cuda_api: unknown case '%s'\n", t);
         return 2;

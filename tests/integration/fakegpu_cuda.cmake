@@ -7,6 +7,8 @@ if(TARGET fakegpu_cuda)
   target_link_libraries(cuda_api PRIVATE fakegpu_cuda ${CMAKE_DL_LIBS})
 
   set(one_gib "FAKEGPU_DEVICES=Test GPU:1GiB:8|FAKEGPU_CONTEXT_MIB=256")
+  # An H100 in MIG mode: two 1g.10gb (16 SMs each) and a 3g.40gb (60) of its 132 SMs.
+  set(h100_mig "FAKEGPU_DEVICES=NVIDIA H100 80GB HBM3:81559MiB:132|FAKEGPU_MIG=0:1g.10gb,1g.10gb,3g.40gb")
   set(cuda_cases
       "devices|FAKEGPU_DEVICES=Test GPU A:4GiB:40,Test GPU B:8GiB:80"
       "capacity|${one_gib}"
@@ -18,7 +20,10 @@ if(TARGET fakegpu_cuda)
       "share2|${one_gib}"
       "share4|${one_gib}"
       "sigkill|FAKEGPU_DEVICES=Test GPU:2GiB:8|FAKEGPU_CONTEXT_MIB=256"
-      "visible|FAKEGPU_DEVICES=Test GPU A:1GiB:10,Test GPU B:2GiB:20,Test GPU C:3GiB:30|FAKEGPU_CONTEXT_MIB=256")
+      "visible|FAKEGPU_DEVICES=Test GPU A:1GiB:10,Test GPU B:2GiB:20,Test GPU C:3GiB:30|FAKEGPU_CONTEXT_MIB=256"
+      "mig_stretch|${h100_mig}|FAKEGPU_KERNEL_NS=1000000"
+      "mig_isolated|${h100_mig}"
+      "mig_shared|${h100_mig}")
   foreach(entry ${cuda_cases})
     string(REPLACE "|" ";" parts "${entry}")
     list(GET parts 0 case_name)
@@ -32,5 +37,6 @@ if(TARGET fakegpu_cuda)
   endforeach()
   # The sharing cases measure the device's time split; they need the CPU to themselves.
   set_tests_properties(integration.fakegpu_cuda_share2 integration.fakegpu_cuda_share4
+                       integration.fakegpu_cuda_mig_isolated integration.fakegpu_cuda_mig_shared
                        PROPERTIES RUN_SERIAL TRUE)
 endif()

@@ -54,6 +54,7 @@ static int setup(void **state)
     unsetenv("FAKEGPU_CONTEXT_MIB");
     unsetenv("FAKEGPU_KERNEL_NS");
     unsetenv("FAKEGPU_TIMESLICE_US");
+    unsetenv("FAKEGPU_MIG");
     *state = f;
     return 0;
 }
@@ -432,6 +433,61 @@ static void test_two_contexts_round_robin(void **state)
     fg_state_close(b);
 }
 
+/* A GPU in MIG mode: each MIG device is a timeline of its own (work in one instance
+ * never waits for another's, nor for work on the whole GPU), while the processes inside
+ * one instance take turns in time slices. Durations are the timeline's (libcuda stretches
+ * kernels to the instance's SMs before they get here). */
+static void test_mig_devices_have_own_timelines(void **state)
+{
+    struct fixture *f = *state;
+    setenv("FAKEGPU_TIMESLICE_US", "2000", 1);
+    setenv("FAKEGPU_MIG", "0:1g.10gb,1g.10gb", 1);
+    const char *h100 = "NVIDIA H100 80GB HBM3:81559MiB:132";
+    struct fg_state *a = open_fake(f, h100), *b = open_fake(f, h100), *c = open_fake(f, h100),
+                    *g = open_fake(f, h100);
+    assert_int_equal(fg_mig_bind(a, 0, 0), 0);
+    assert_int_equal(fg_mig_bind(b, 0, 1), 0);
+    assert_int_equal(fg_mig_bind(c, 0, 0), 0); /* beside a */
+    int sa, sb, sc, sg;
+    uint64_t qa, qb, qc, qg;
+    assert_int_equal(fg_stream_open(a, 0, &sa), 0);
+    assert_int_equal(fg_stream_open(b, 0, &sb), 0);
+    assert_int_equal(fg_stream_open(c, 0, &sc), 0);
+    assert_int_equal(fg_stream_open(g, 0, &sg), 0);
+    assert_true(fg_state_slot(a) < fg_state_slot(c));
+    /* Three timelines at once: instance 0 (a), instance 1 (b), the whole GPU (g). */
+    assert_int_equal(fg_stream_launch(a, sa, 10 * MS, &qa), 0);
+    assert_int_equal(fg_stream_launch(b, sb, 10 * MS, &qb), 0);
+    assert_int_equal(fg_stream_launch(g, sg, 10 * MS, &qg), 0);
+    fake_now = T0 + 10 * MS - 1;
+    assert_false(stream_done(a, sa, qa));
+    assert_false(stream_done(b, sb, qb));
+    assert_false(stream_done(g, sg, qg));
+    fake_now = T0 + 10 * MS;
+    assert_true(stream_done(a, sa, qa));
+    assert_true(stream_done(b, sb, qb));
+    assert_true(stream_done(g, sg, qg));
+    /* a and c share instance 0 in 2 ms slices, a first; b's work beside them is not
+     * delayed. */
+    assert_int_equal(fg_stream_launch(a, sa, 10 * MS, &qa), 0);
+    assert_int_equal(fg_stream_launch(c, sc, 10 * MS, &qc), 0);
+    assert_int_equal(fg_stream_launch(b, sb, 10 * MS, &qb), 0);
+    fake_now = T0 + 20 * MS;
+    assert_true(stream_done(b, sb, qb));
+    fake_now = T0 + 28 * MS - 1;
+    assert_false(stream_done(a, sa, qa));
+    fake_now = T0 + 28 * MS;
+    assert_true(stream_done(a, sa, qa));
+    fake_now = T0 + 30 * MS - 1;
+    assert_false(stream_done(c, sc, qc));
+    fake_now = T0 + 30 * MS;
+    assert_true(stream_done(c, sc, qc));
+    fg_state_close(a);
+    fg_state_close(b);
+    fg_state_close(c);
+    fg_state_close(g);
+}
+
 static void test_late_competitor_gets_a_slice(void **state)
 {
     struct fixture *f = *state;
@@ -784,6 +840,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stream_in_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_contexts_round_robin, setup, teardown),
         cmocka_unit_test_setup_teardown(test_late_competitor_gets_a_slice, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mig_devices_have_own_timelines, setup, teardown),
         cmocka_unit_test_setup_teardown(test_endless_kernel_does_not_wrap_time, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streams_of_one_context_overlap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_events, setup, teardown),
