@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "annot/annot.h"
+#include "base/str.h"
 
 static const char *inventory_json =
     "{\"version\":1,\"heartbeat\":1763780000,\"mode\":\"vgpu\",\"gpus\":["
@@ -234,7 +235,7 @@ static void test_inventory_largest_fits(void **state)
         o->mig.instance_count = ANNOT_MIG_INSTANCES_MAX;
         for (unsigned k = 0; k < ANNOT_MIG_INSTANCES_MAX; k++) {
             struct annot_mig_instance *in = &o->mig.instances[k];
-            (void)snprintf(in->profile, sizeof in->profile, "%s", o->mig.profiles[0].name);
+            vg_strlcpy(in->profile, o->mig.profiles[0].name, sizeof in->profile);
             in->start = (uint8_t)k;
             in->size = 1;
             memset(in->pod, 'a', sizeof in->pod - 1);
