@@ -133,6 +133,18 @@ size_t place_mig_mix_map(const struct place_mig_gpu *g, uint64_t card_mib, unsig
     return n;
 }
 
+uint64_t place_mig_card_mib(const struct place_mig_gpu *g)
+{
+    uint64_t per_slice = 0;
+    for (unsigned p = 0; p < g->profile_count && p < PLACE_MIG_PROFILES_MAX; p++) {
+        const struct place_mig_profile *pr = &g->profiles[p];
+        uint64_t m = pr->size > 0 ? pr->mem_mib / pr->size : 0;
+        if (m > 0 && (per_slice == 0 || m < per_slice))
+            per_slice = m;
+    }
+    return per_slice * g->slices;
+}
+
 uint32_t place_mig_share_milli(uint64_t mem_mib, uint64_t card_mib)
 {
     if (card_mib == 0 || mem_mib >= card_mib)

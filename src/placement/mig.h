@@ -106,6 +106,11 @@ double place_mig_frag(const struct place_mig_gpu *g, uint8_t used,
  * out and returns their count, 0 when no type counts. */
 size_t place_mig_mix_map(const struct place_mig_gpu *g, uint64_t card_mib, unsigned model,
                          const struct place_mix *mix, struct place_mig_demand *out, size_t cap);
+/* The memory a whole card's share stands for on g when its learned types are mapped in the
+ * scheduler: its slices at the memory per slice of its leanest profile (79,872 MiB on an
+ * H100 80GB), so that a share of s/8 asks what s slices hold: a quarter of the card a
+ * 2g, a half a 3g. 0 when g lists no profile. */
+uint64_t place_mig_card_mib(const struct place_mig_gpu *g);
 /* The share of a card (milli) a learned type records for an instance of mem_mib on a GPU
  * whose largest profile has card_mib: the largest share that place_mig_mix_map maps back
  * to a demand that instance's profile still serves. */

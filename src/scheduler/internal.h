@@ -150,7 +150,7 @@ struct sched_state {
     struct place_mix mix_seen, mix_learned, mix_self;
     struct place_frag_cache frag;
     bool mix_dirty;
-    uint64_t mix_gen;          /* bumped whenever mix_learned changes (the MIG kinds' key) */
+    uint64_t mix_gen;                 /* bumped whenever mix_learned changes (the MIG kinds' key) */
     struct sched_mig_kind *mig_kinds; /* mig.c: the learned mix per kind of MIG GPU */
     size_t mix_models;         /* model count the learned mix's model lists were resolved for */
     struct sched_types *types; /* id - 1; at most SCHED_TYPES_MAX */

@@ -95,6 +95,17 @@ static uint64_t mig_largest(const struct annot_mig *m)
     return largest;
 }
 
+/* place_mig_card_mib of the GPU the inventory describes. */
+static uint64_t mig_card_mib(const struct annot_mig *m)
+{
+    struct place_mig_gpu v = {.slices = m->slices, .profile_count = m->profile_count};
+    for (unsigned p = 0; p < m->profile_count && p < PLACE_MIG_PROFILES_MAX; p++) {
+        v.profiles[p].mem_mib = m->profiles[p].memory_mib;
+        v.profiles[p].size = m->profiles[p].size;
+    }
+    return place_mig_card_mib(&v);
+}
+
 int sched_mig_resolve(const struct sched_state *s, int32_t idx, struct sched_share *sh,
                       struct vg_err *err)
 {
@@ -114,7 +125,7 @@ int sched_mig_resolve(const struct sched_state *s, int32_t idx, struct sched_sha
         return vg_err_set(err, -EINVAL, "MIG profile %s at slice %u is not one the GPU lists",
                           sh->mig_profile, sh->mig_start);
     sh->mig_size = (uint8_t)size;
-    sh->mig_milli = (uint16_t)place_mig_share_milli(sh->mem[0], mig_largest(m));
+    sh->mig_milli = (uint16_t)place_mig_share_milli(sh->mem[0], mig_card_mib(m));
     return 0;
 }
 
@@ -164,8 +175,7 @@ static uint64_t mig_mem_need(const struct place_request *r, uint64_t mem_total)
 
 static bool mig_same_kind(const struct place_mig_gpu *a, const struct place_mig_gpu *b)
 {
-    if (a->slices != b->slices || a->profile_count != b->profile_count ||
-        a->max_sms != b->max_sms)
+    if (a->slices != b->slices || a->profile_count != b->profile_count || a->max_sms != b->max_sms)
         return false;
     for (unsigned p = 0; p < a->profile_count; p++) {
         const struct place_mig_profile *x = &a->profiles[p], *y = &b->profiles[p];
@@ -176,7 +186,7 @@ static bool mig_same_kind(const struct place_mig_gpu *a, const struct place_mig_
     return true;
 }
 
-/* The kind of the GPU v (model, largest profile's memory card_mib) under the learned mix:
+/* The kind of the GPU v (model, place_mig_card_mib card_mib) under the learned mix:
  * found, or built in the least recently built slot. NULL when the learned mix has no type
  * this kind serves (the caller scores against the pod itself then). */
 static const struct sched_mig_kind *mig_kind(struct sched_state *s, const struct place_mig_gpu *v,
@@ -238,12 +248,12 @@ static int mig_best_gpu(struct sched_state *s, int32_t idx, const struct place_r
         uint64_t largest = mig_largest(&s->nodes[idx].mig[g]);
         uint64_t mem = mig_mem_need(r, largest);
         uint32_t cores = r->gpu_milli / 10;
-        const struct sched_mig_kind *k = mig_kind(s, &v, n->gpus[g].model, largest);
+        const struct sched_mig_kind *k = mig_kind(s, &v, n->gpus[g].model, place_mig_card_mib(&v));
         struct place_mig_demand self = {mem, cores, 1};
-        int rc = k != NULL ? place_mig_choose(&v, mem, cores, PLACE_MIG_RULE_VGPU, k->mix, k->n,
-                                              k->table, &c)
-                           : place_mig_choose(&v, mem, cores, PLACE_MIG_RULE_VGPU, &self, 1,
-                                              NULL, &c);
+        int rc =
+            k != NULL
+                ? place_mig_choose(&v, mem, cores, PLACE_MIG_RULE_VGPU, k->mix, k->n, k->table, &c)
+                : place_mig_choose(&v, mem, cores, PLACE_MIG_RULE_VGPU, &self, 1, NULL, &c);
         if (rc < 0) {
             if (c.why > *why) /* occupied or refused say more than "no profile" */
                 *why = c.why;
@@ -329,7 +339,7 @@ struct sched_pod *sched_mig_decide(struct sched_state *s, const char *key,
             sh->mig_start = ch.start;
             sh->mig_size = ch.size;
             sh->mig_milli = (uint16_t)place_mig_share_milli(ap->memory_mib,
-                                                            mig_largest(&s->nodes[idx].mig[g]));
+                                                            mig_card_mib(&s->nodes[idx].mig[g]));
             (void)vg_strlcpy(sh->mig_profile, ap->name, sizeof sh->mig_profile);
             extra[g] |= place_mig_mask(ch.start, ch.size);
             taken |= 1u << g; /* one instance per GPU for a pod: its containers apart */

@@ -300,8 +300,8 @@ static void mix_count(struct sched_state *s, const struct sched_share *sh, uint1
     /* mix_seen holds the types id where the model mask goes: sched_mix resolves it. */
     struct place_mix_type t = {.gpu_count = sh->gpu_count,
                                .gpu_milli = sh->mig_size > 0 ? sh->mig_milli
-                                            : sh->exclusive ? PLACE_GPU_MILLI
-                                                            : sh->milli,
+                                            : sh->exclusive  ? PLACE_GPU_MILLI
+                                                             : sh->milli,
                                .model_mask = types,
                                .weight = 1};
     struct place_mix *m = &s->mix_seen;

@@ -891,6 +891,52 @@ static void test_mig_decisions(void **unused)
     sched_state_free(s);
 }
 
+/* The MIG rule keeps room for the learned mix default keeps: card shares held on other
+ * nodes count (a quarter of a card asks what a 2g.20gb holds), and MIG instances count in
+ * that mix as the share of the card their profile is. */
+static void test_mig_learned_mix(void **unused)
+{
+    (void)unused;
+    /* The pod alone in the mix: nothing to keep room for, the lowest start. */
+    struct sched_state *s = new_state(0, 0, 0);
+    mig_node(s, "[]", NULL);
+    json_t *r = mig_filter(s, "c", "40000", 0);
+    json_decref(r);
+    assert_string_equal(mig_of(s, "c"), "3g.40gb@0/40448/0");
+    sched_state_free(s);
+    /* Quarter-card shares held on n0, a card without MIG: the 3g goes to 4, so slices 0-3
+     * take two 2g.20gb. */
+    s = new_state(1, 81559, 8);
+    bound_pod(s, "a0", "n0", 0, 20000, 25);
+    bound_pod(s, "a1", "n0", 0, 20000, 25);
+    mig_node(s, "[]", NULL);
+    r = mig_filter(s, "c", "40000", 0);
+    json_decref(r);
+    assert_string_equal(mig_of(s, "c"), "3g.40gb@4/40448/0");
+    struct vg_err err = {0};
+    assert_int_equal(sched_check_invariants(s, &err), 0);
+    sched_state_free(s);
+    /* A 2g instance counts as a quarter card; its pod gone, it counts no more. */
+    s = new_state(0, 0, 0);
+    mig_node(s, "[]", NULL);
+    r = mig_filter(s, "b", "18000", 0);
+    json_decref(r);
+    assert_string_equal(mig_of(s, "b"), "2g.20gb@0/20096/0");
+    assert_int_equal(s->mix_seen.count, 1);
+    assert_int_equal(s->mix_seen.types[0].gpu_milli, 251); /* 20,096 of 8 x 9,984 MiB */
+    r = mig_filter(s, "c", "40000", 0);
+    json_decref(r);
+    assert_string_equal(mig_of(s, "c"), "3g.40gb@4/40448/0");
+    assert_int_equal(s->mix_seen.total_weight, 2);
+    json_t *gone = json_pack("{s:{s:s, s:s}}", "metadata", "name", "b", "namespace", "default");
+    sched_pod_delete(s, gone);
+    json_decref(gone);
+    assert_int_equal(s->mix_seen.total_weight, 1);
+    assert_int_equal(s->mix_seen.types[0].gpu_milli, 506);
+    assert_int_equal(sched_check_invariants(s, &err), 0);
+    sched_state_free(s);
+}
+
 static void test_mig_instances_and_refusals(void **unused)
 {
     (void)unused;
@@ -993,6 +1039,7 @@ int main(void)
     vg_log_max_level = VG_LOG_ERROR;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mig_decisions),
+        cmocka_unit_test(test_mig_learned_mix),
         cmocka_unit_test(test_mig_instances_and_refusals),
         cmocka_unit_test(test_mig_bad_decisions),
         cmocka_unit_test(test_no_double_promise),
