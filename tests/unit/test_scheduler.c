@@ -937,6 +937,43 @@ static void test_mig_learned_mix(void **unused)
     sched_state_free(s);
 }
 
+/* A container asking two GPUs with an amount of memory, on nodes whose GPUs are all in
+ * dynamic MIG mode: not placed (one instance per container), with that reason in the
+ * node's FailedNodes entry, which `vgpu explain` shows; nothing is promised. */
+static void test_mig_two_gpus_refused(void **unused)
+{
+    (void)unused;
+    struct sched_state *s = new_state(0, 0, 0);
+    mig_node(s, "[]", NULL);
+    json_t *args =
+        json_pack("{s:{s:{s:s, s:s, s:s, s:s}, s:{s:[{s:s, s:{s:{s:s, s:s}}}]}}, s:[s]}", "Pod",
+                  "metadata", "name", "two", "namespace", "default", "resourceVersion", "7", "uid",
+                  "uid-2", "spec", "containers", "name", "main", "resources", "limits",
+                  "nvidia.com/gpu", "2", "nvidia.com/gpumem", "9000", "NodeNames", "m0");
+    char *body = json_dumps(args, JSON_COMPACT), *out = NULL;
+    json_decref(args);
+    struct vg_err err = {0};
+    assert_int_equal(sched_filter(s, body, strlen(body), (struct sched_now){100, 0}, &out, &err),
+                     0);
+    json_t *r = json_loads(out, 0, NULL);
+    assert_non_null(r);
+    assert_string_equal(node_or_dash(r), "-");
+    const char *why = json_string_value(json_object_get(json_object_get(r, "FailedNodes"), "m0"));
+    assert_non_null(why);
+    assert_non_null(strstr(why, "more than one GPU"));
+    assert_non_null(strstr(why, "one per container"));
+    assert_string_equal(mig_of(s, "two"), "-");
+    json_decref(r);
+    free(out);
+    free(body);
+    /* The same pod asking one GPU is placed. */
+    r = mig_filter(s, "one", "9000", 0);
+    assert_string_equal(node_or_dash(r), "m0");
+    json_decref(r);
+    assert_int_equal(sched_check_invariants(s, &err), 0);
+    sched_state_free(s);
+}
+
 static void test_mig_instances_and_refusals(void **unused)
 {
     (void)unused;
@@ -1040,6 +1077,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mig_decisions),
         cmocka_unit_test(test_mig_learned_mix),
+        cmocka_unit_test(test_mig_two_gpus_refused),
         cmocka_unit_test(test_mig_instances_and_refusals),
         cmocka_unit_test(test_mig_bad_decisions),
         cmocka_unit_test(test_no_double_promise),
