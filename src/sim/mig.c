@@ -149,13 +149,10 @@ int sim_mig_run(const struct sim_trace *t, const struct sim_mig_model *m, enum s
     VG_AUTO_FREE unsigned *node_used = xcalloc(nodes + 1, sizeof *node_used);
     /* The metric: place_mig_frag under the whole trace's GPU requests (the same for both
      * rules); the rule's own mix: vgpu's, default's learned mix (the shapes of the pods
-     * arrived so far, rebuilt on default's schedule) mapped onto the profiles. */
+     * arrived so far) mapped onto the profiles. */
     struct folded metric = {0}, learned = {0};
     VG_AUTO(place_mix_clear) struct place_mix seen;
     place_mix_init(&seen);
-    VG_AUTO(place_mix_clear) struct place_mix mix;
-    place_mix_init(&mix);
-    bool refreshed = false;
     for (size_t i = 0; i < t->pod_count; i++)
         if (t->pods[i].gpu_count > 0)
             fold_add(&metric, &m->gpu, pod_mem(m, &t->pods[i]), 1);
@@ -179,12 +176,6 @@ int sim_mig_run(const struct sim_trace *t, const struct sim_mig_model *m, enum s
                                           .weight = 1};
             if (place_mix_add(&seen, &type) < 0)
                 return vg_err_set(err, -ENOMEM, "out of memory");
-            if (sim_mix_refresh_due(a + 1)) {
-                place_mix_clear(&mix);
-                for (size_t i = 0; i < seen.count; i++)
-                    (void)place_mix_add(&mix, &seen.types[i]);
-                refreshed = true;
-            }
         }
         if (p->gpu_count == 0)
             continue;
@@ -201,11 +192,11 @@ int sim_mig_run(const struct sim_trace *t, const struct sim_mig_model *m, enum s
             run[v] = run[--running];
         }
         uint64_t mem = pod_mem(m, p);
-        if (rule == SIM_MIG_VGPU && (refreshed || learned.n == 0)) {
-            refreshed = false;
-            /* default's learned mix, mapped onto the profiles; the pod itself until it
-             * holds a GPU type. */
-            learned.n = place_mig_mix_map(&m->gpu, m->nominal_mib, 64, &mix, learned.d,
+        if (rule == SIM_MIG_VGPU) {
+            /* The learned mix as it stands (this pod included), mapped onto the profiles:
+             * the table is cheap to rebuild, so at every GPU arrival, where the policies
+             * of sim_run rebuild theirs on a schedule. */
+            learned.n = place_mig_mix_map(&m->gpu, m->nominal_mib, 64, &seen, learned.d,
                                           sizeof learned.d / sizeof learned.d[0]);
             if (learned.n == 0)
                 fold_add(&learned, &m->gpu, mem, 1);

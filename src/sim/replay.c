@@ -81,7 +81,7 @@ static int cmp_u64(const void *a, const void *b)
 
 /* The learned mix (every shape seen so far, not cut to a typical set: cutting to 95 %
  * cost 0.2 points on openb) is refreshed at arrivals 1, 2, 4, ..., 256 and every 256 after. */
-bool sim_mix_refresh_due(size_t arrivals)
+static bool refresh_due(size_t arrivals)
 {
     return arrivals % 256 == 0 || (arrivals < 256 && (arrivals & (arrivals - 1)) == 0);
 }
@@ -221,7 +221,7 @@ int sim_run(const struct sim_trace *t, enum place_policy policy, uint64_t seed,
                                           .weight = 1};
             if (place_mix_add(&seen, &type) < 0)
                 return vg_err_set(err, -ENOMEM, "out of memory");
-            if (sim_mix_refresh_due(k + 1)) {
+            if (refresh_due(k + 1)) {
                 place_mix_clear(&learned);
                 for (size_t i = 0; i < seen.count; i++)
                     (void)place_mix_add(&learned, &seen.types[i]);

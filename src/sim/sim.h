@@ -141,10 +141,6 @@ int sim_write_html(const char *path, const struct sim_trace *t,
                    const struct sim_run_result *results, size_t policy_count, size_t seed_count,
                    struct vg_err *err);
 
-/* Whether a learned mix is rebuilt from the shapes seen after this many arrivals (1, 2, 4,
- * ..., 256, then every 256): default's schedule, which the MIG rule's mix follows too. */
-bool sim_mix_refresh_due(size_t arrivals);
-
 /* ---- MIG on demand (mig.c; docs/placement.md, "MIG placement") ----
  *
  * Every GPU of the cluster a MIG-capable card of one model, in dynamic MIG mode; each GPU
