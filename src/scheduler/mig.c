@@ -17,7 +17,7 @@
 #define MIG_DEMANDS   64  /* demands a kind's mapped mix keeps (one per profile subset) */
 #define MIG_KINDS     4   /* kinds of MIG GPU whose mapped mix and table are kept */
 
-/* One kind of MIG GPU (its profiles, model and largest profile's memory) with the learned
+/* One kind of MIG GPU (its profiles, model and place_mig_card_mib) with the learned
  * mix mapped onto its profiles (place_mig_mix_map) and place_mig_frag under that mix for
  * every occupancy: built once per learned mix (mix_gen), read by every decision after. */
 struct sched_mig_kind {
