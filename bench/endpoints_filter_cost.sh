@@ -3,6 +3,8 @@
 # rules: bench/endpoints_filter_cost.c at FILTERS_A and FILTERS_B filters; the difference
 # divided by FILTERS_B - FILTERS_A is the cost of one filter, set-up excluded.
 # usage: bench/endpoints_filter_cost.sh BUILD   (NODES 1000, FILTERS_A 100, FILTERS_B 600)
+# MIG=1: every GPU in dynamic MIG mode, the pods keeping their instances (MIG decisions
+# against the learned mix; endpoints_filter_cost.c); the table then has one row per check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -12,11 +14,12 @@ command -v valgrind >/dev/null || { echo "needs valgrind"; exit 1; }
 a=${FILTERS_A:-100}
 b=${FILTERS_B:-600}
 nodes=${NODES:-1000}
+mig=${MIG:-0}
 count() { # CHECK FILTERS -> instructions
-    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" "$nodes" 2>&1 |
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" "$1" "$2" "$nodes" "$mig" 2>&1 |
         sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
 }
-echo "| /filter, $nodes nodes x 8 GPUs offered by name | instructions per filter |"
+echo "| /filter, $nodes nodes x 8 GPUs$([ "$mig" = 1 ] && echo " in dynamic MIG mode") offered by name | instructions per filter |"
 echo "| --- | --- |"
 for check in 0 1; do
     ia=$(count "$check" "$a")

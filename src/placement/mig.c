@@ -1,6 +1,8 @@
 /* MIG profile and placement choice (mig.h; docs/placement.md, "MIG placement"). */
 #include "placement/mig.h"
 
+#include "placement/placement.h"
+
 #include <errno.h>
 #include <string.h>
 
@@ -96,6 +98,59 @@ double place_mig_frag(const struct place_mig_gpu *g, uint8_t used,
         total += (double)mix[i].weight;
     }
     return total > 0 ? sum / total : 0;
+}
+
+size_t place_mig_mix_map(const struct place_mig_gpu *g, uint64_t card_mib, unsigned model,
+                         const struct place_mix *mix, struct place_mig_demand *out, size_t cap)
+{
+    unsigned keys[PLACE_MIG_STATES]; /* per demand written, the subset of profiles serving it */
+    size_t n = 0;
+    if (cap > PLACE_MIG_STATES)
+        cap = PLACE_MIG_STATES;
+    for (size_t i = 0; mix != NULL && i < mix->count; i++) {
+        const struct place_mix_type *t = &mix->types[i];
+        if (t->gpu_count == 0 || t->weight == 0 || (model < 64 && !(t->model_mask >> model & 1)))
+            continue;
+        uint64_t mem = (card_mib * t->gpu_milli + PLACE_GPU_MILLI - 1) / PLACE_GPU_MILLI;
+        unsigned key = 0;
+        for (unsigned p = 0; p < g->profile_count && p < PLACE_MIG_PROFILES_MAX; p++)
+            if (place_mig_fits(g, p, mem, 0, PLACE_MIG_RULE_VGPU))
+                key |= 1u << p;
+        if (key == 0)
+            continue; /* no instance serves it: no placement is better for it */
+        size_t j = 0;
+        while (j < n && keys[j] != key)
+            j++;
+        if (j < n) {
+            out[j].weight += t->weight;
+            if (mem > out[j].mem_mib)
+                out[j].mem_mib = mem; /* the same profiles serve either */
+        } else if (n < cap) {
+            keys[n] = key;
+            out[n++] = (struct place_mig_demand){mem, 0, t->weight};
+        }
+    }
+    return n;
+}
+
+uint64_t place_mig_card_mib(const struct place_mig_gpu *g)
+{
+    uint64_t per_slice = 0;
+    for (unsigned p = 0; p < g->profile_count && p < PLACE_MIG_PROFILES_MAX; p++) {
+        const struct place_mig_profile *pr = &g->profiles[p];
+        uint64_t m = pr->size > 0 ? pr->mem_mib / pr->size : 0;
+        if (m > 0 && (per_slice == 0 || m < per_slice))
+            per_slice = m;
+    }
+    return per_slice * g->slices;
+}
+
+uint32_t place_mig_share_milli(uint64_t mem_mib, uint64_t card_mib)
+{
+    if (card_mib == 0 || mem_mib >= card_mib)
+        return PLACE_GPU_MILLI;
+    /* floor: mapped back, ceil(card · milli / 1000) <= mem_mib */
+    return (uint32_t)(mem_mib * PLACE_GPU_MILLI / card_mib);
 }
 
 void place_mig_frag_table(const struct place_mig_gpu *g, const struct place_mig_demand *mix,

@@ -27,6 +27,8 @@
 
 #include "base/err.h"
 
+struct place_mix;
+
 #define PLACE_MIG_SLICES_MAX   8
 #define PLACE_MIG_PROFILES_MAX 12
 #define PLACE_MIG_NAME_MAX     16
@@ -94,6 +96,26 @@ bool place_mig_fits(const struct place_mig_gpu *g, unsigned p, uint64_t mem_mib,
  * serve it covers (all free slices when none), weighted by popularity. 0 for an empty mix. */
 double place_mig_frag(const struct place_mig_gpu *g, uint8_t used,
                       const struct place_mig_demand *mix, size_t count);
+/* A learned mix of card shares (placement.h's place_mix, the one fgd and default keep) as
+ * MIG demands on g: a type asking gpu_milli of a card asks that share of card_mib (the
+ * card's memory; the largest profile's when MIG is on) on each of its GPUs, rounded up, and
+ * the smallest profile whose memory holds it serves it. Types whose model_mask leaves out
+ * `model` (a bit index; >= 64: every type counts) and types no profile serves are left
+ * out; demands served by the same profiles weigh alike in place_mig_frag, so they are
+ * folded into one (at most one per subset of g's profiles). Writes at most cap demands to
+ * out and returns their count, 0 when no type counts. */
+size_t place_mig_mix_map(const struct place_mig_gpu *g, uint64_t card_mib, unsigned model,
+                         const struct place_mix *mix, struct place_mig_demand *out, size_t cap);
+/* The memory a whole card's share stands for on g when its learned types are mapped in the
+ * scheduler: its slices at the memory per slice of its leanest profile (79,872 MiB on an
+ * H100 80GB), so that a share of s/8 asks what s slices hold: a quarter of the card a
+ * 2g, a half a 3g. 0 when g lists no profile. */
+uint64_t place_mig_card_mib(const struct place_mig_gpu *g);
+/* The share of a card (milli) a learned type records for an instance of mem_mib on a GPU
+ * whose largest profile has card_mib: the largest share that place_mig_mix_map maps back
+ * to a demand that instance's profile still serves. */
+uint32_t place_mig_share_milli(uint64_t mem_mib, uint64_t card_mib);
+
 /* place_mig_frag for every occupancy, so a chooser over many GPUs of one kind reads it. */
 void place_mig_frag_table(const struct place_mig_gpu *g, const struct place_mig_demand *mix,
                           size_t count, double table[PLACE_MIG_STATES]);

@@ -25,6 +25,9 @@ struct sched_share {
     /* Dynamic MIG (mig.c): one GPU, an instance of this profile at mig_start, taking
      * mig_size slices; mig_size 0 for a share of a card. */
     uint8_t mig_start, mig_size;
+    /* The share of the card the learned mix counts the instance as (place_mig_share_milli
+     * of its memory): fixed when the share is made, so taking it out of the mix finds it. */
+    uint16_t mig_milli;
     char mig_profile[ANNOT_MIG_NAME_MAX];
 };
 
@@ -152,6 +155,8 @@ struct sched_state {
     struct place_mix mix_seen, mix_learned, mix_self;
     struct place_frag_cache frag;
     bool mix_dirty;
+    uint64_t mix_gen;                 /* bumped whenever mix_learned changes (the MIG kinds' key) */
+    struct sched_mig_kind *mig_kinds; /* mig.c: the learned mix per kind of MIG GPU */
     size_t mix_models;         /* model count the learned mix's model lists were resolved for */
     struct sched_types *types; /* id - 1; at most SCHED_TYPES_MAX */
     size_t type_count, type_cap;

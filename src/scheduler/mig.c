@@ -14,7 +14,22 @@
 #include "scheduler/internal.h"
 
 #define MIG_REFUSAL_S 600 /* a refused placement is not tried again for 10 minutes */
-#define MIG_DEMANDS   64  /* distinct (memory, compute) pairs the learned MIG mix keeps */
+#define MIG_DEMANDS   64  /* demands a kind's mapped mix keeps (one per profile subset) */
+#define MIG_KINDS     4   /* kinds of MIG GPU whose mapped mix and table are kept */
+
+/* One kind of MIG GPU (its profiles, model and place_mig_card_mib) with the learned
+ * mix mapped onto its profiles (place_mig_mix_map) and place_mig_frag under that mix for
+ * every occupancy: built once per learned mix (mix_gen), read by every decision after. */
+struct sched_mig_kind {
+    bool valid;
+    uint64_t mix_gen;
+    uint16_t model;
+    uint64_t card_mib;
+    struct place_mig_gpu gpu; /* profiles only: no slices used or refused */
+    size_t n;
+    struct place_mig_demand mix[MIG_DEMANDS];
+    double table[PLACE_MIG_STATES];
+};
 
 bool sched_mig_gpu(const struct sched_state *s, int32_t idx, unsigned g)
 {
@@ -71,6 +86,26 @@ void sched_mig_refused_update(struct sched_state *s, int32_t idx, const char *te
             }
 }
 
+/* The memory of a GPU's largest profile: what "the whole card" is in MIG mode. */
+static uint64_t mig_largest(const struct annot_mig *m)
+{
+    uint64_t largest = 0;
+    for (unsigned p = 0; p < m->profile_count; p++)
+        largest = m->profiles[p].memory_mib > largest ? m->profiles[p].memory_mib : largest;
+    return largest;
+}
+
+/* place_mig_card_mib of the GPU the inventory describes. */
+static uint64_t mig_card_mib(const struct annot_mig *m)
+{
+    struct place_mig_gpu v = {.slices = m->slices, .profile_count = m->profile_count};
+    for (unsigned p = 0; p < m->profile_count && p < PLACE_MIG_PROFILES_MAX; p++) {
+        v.profiles[p].mem_mib = m->profiles[p].memory_mib;
+        v.profiles[p].size = m->profiles[p].size;
+    }
+    return place_mig_card_mib(&v);
+}
+
 int sched_mig_resolve(const struct sched_state *s, int32_t idx, struct sched_share *sh,
                       struct vg_err *err)
 {
@@ -90,6 +125,7 @@ int sched_mig_resolve(const struct sched_state *s, int32_t idx, struct sched_sha
         return vg_err_set(err, -EINVAL, "MIG profile %s at slice %u is not one the GPU lists",
                           sh->mig_profile, sh->mig_start);
     sh->mig_size = (uint8_t)size;
+    sh->mig_milli = (uint16_t)place_mig_share_milli(sh->mem[0], mig_card_mib(m));
     return 0;
 }
 
@@ -137,43 +173,70 @@ static uint64_t mig_mem_need(const struct place_request *r, uint64_t mem_total)
     return (mem_total * pct + 99) / 100;
 }
 
-/* The learned MIG mix: one demand per distinct instance memory the model's MIG shares hold
- * (their profile's memory and compute), counted, plus the pod being placed. */
-static size_t mig_mix(const struct sched_state *s, uint64_t self_mem, uint32_t self_cores,
-                      struct place_mig_demand *mix)
+static bool mig_same_kind(const struct place_mig_gpu *a, const struct place_mig_gpu *b)
 {
-    size_t n = 0;
-    mix[n++] = (struct place_mig_demand){self_mem, self_cores, 1};
-    for (size_t i = sched_map_next(&s->pods, 0); i < s->pods.cap;
-         i = sched_map_next(&s->pods, i + 1)) {
-        const struct sched_pod *p = s->pods.slots[i].value;
-        if (!p->applied)
-            continue;
-        for (unsigned k = 0; k < p->share_count; k++) {
-            const struct sched_share *sh = &p->shares[k];
-            if (sh->mig_size == 0)
-                continue;
-            size_t j = 0;
-            while (j < n && !(mix[j].mem_mib == sh->mem[0] && mix[j].cores == sh->milli / 10))
-                j++;
-            if (j < n)
-                mix[j].weight++;
-            else if (n < MIG_DEMANDS)
-                mix[n++] = (struct place_mig_demand){sh->mem[0], sh->milli / 10, 1};
+    if (a->slices != b->slices || a->profile_count != b->profile_count || a->max_sms != b->max_sms)
+        return false;
+    for (unsigned p = 0; p < a->profile_count; p++) {
+        const struct place_mig_profile *x = &a->profiles[p], *y = &b->profiles[p];
+        if (strcmp(x->name, y->name) != 0 || x->mem_mib != y->mem_mib || x->sms != y->sms ||
+            x->size != y->size || x->placements != y->placements)
+            return false;
+    }
+    return true;
+}
+
+/* The kind of the GPU v (model, place_mig_card_mib card_mib) under the learned mix:
+ * found, or built in the least recently built slot. NULL when the learned mix has no type
+ * this kind serves (the caller scores against the pod itself then). */
+static const struct sched_mig_kind *mig_kind(struct sched_state *s, const struct place_mig_gpu *v,
+                                             uint16_t model, uint64_t card_mib)
+{
+    if (s->mig_kinds == NULL)
+        s->mig_kinds = xcalloc(MIG_KINDS, sizeof *s->mig_kinds);
+    size_t slot = MIG_KINDS;
+    for (size_t i = 0; i < MIG_KINDS && slot == MIG_KINDS; i++) {
+        const struct sched_mig_kind *k = &s->mig_kinds[i];
+        if (k->valid && k->model == model && k->card_mib == card_mib && mig_same_kind(&k->gpu, v))
+            slot = i;
+    }
+    if (slot < MIG_KINDS && s->mig_kinds[slot].mix_gen == s->mix_gen)
+        return s->mig_kinds[slot].n > 0 ? &s->mig_kinds[slot] : NULL;
+    if (slot == MIG_KINDS) { /* a new kind: a free slot, else the one built longest ago */
+        slot = 0;
+        for (size_t i = 0; i < MIG_KINDS; i++) {
+            const struct sched_mig_kind *k = &s->mig_kinds[i], *o = &s->mig_kinds[slot];
+            if (!k->valid || (o->valid && k->mix_gen < o->mix_gen)) {
+                slot = i;
+                if (!k->valid)
+                    break;
+            }
         }
     }
-    return n;
+    struct sched_mig_kind *k = &s->mig_kinds[slot];
+    k->valid = true;
+    k->mix_gen = s->mix_gen;
+    k->model = model;
+    k->card_mib = card_mib;
+    k->gpu = *v;
+    k->gpu.used = 0;
+    memset(k->gpu.refused, 0, sizeof k->gpu.refused);
+    k->n = place_mig_mix_map(&k->gpu, card_mib, model, &s->mix_learned, k->mix, MIG_DEMANDS);
+    if (k->n > 0)
+        place_mig_frag_table(&k->gpu, k->mix, k->n, k->table);
+    return k->n > 0 ? k : NULL;
 }
 
 /* The best instance for one container request on node idx, skipping the GPUs in `taken`
- * (bits). -1 when none, with *why the most telling reason. */
-static int mig_best_gpu(const struct sched_state *s, int32_t idx, const struct place_request *r,
+ * (bits): scored against the learned mix mapped onto each GPU's profiles (mig_kind), or
+ * against the request itself while the mix holds nothing the GPU serves. -1 when none,
+ * with *why the most telling reason. */
+static int mig_best_gpu(struct sched_state *s, int32_t idx, const struct place_request *r,
                         uint32_t taken, const uint8_t *extra, int64_t now_s,
-                        const struct place_mig_demand *mix, size_t mix_n,
                         struct place_mig_choice *best, enum place_mig_why *why)
 {
     const struct place_node *n = &s->cluster->nodes[idx];
-    int best_g = -1;
+    int best_g = -1, best_used = 0;
     for (unsigned g = 0; g < n->gpu_count; g++) {
         if (!sched_mig_gpu(s, idx, g) || (taken & (1u << g)) ||
             !s->nodes[idx].inventory.gpus[g].healthy || sched_gpu_blocked(s, idx, g))
@@ -182,19 +245,27 @@ static int mig_best_gpu(const struct sched_state *s, int32_t idx, const struct p
         mig_view(s, idx, g, now_s, &v);
         v.used |= extra[g];
         struct place_mig_choice c;
-        uint64_t largest = 0;
-        for (unsigned p = 0; p < v.profile_count; p++)
-            largest = v.profiles[p].mem_mib > largest ? v.profiles[p].mem_mib : largest;
+        uint64_t largest = mig_largest(&s->nodes[idx].mig[g]);
         uint64_t mem = mig_mem_need(r, largest);
-        if (place_mig_choose(&v, mem, r->gpu_milli / 10, PLACE_MIG_RULE_VGPU, mix, mix_n, NULL,
-                             &c) < 0) {
+        uint32_t cores = r->gpu_milli / 10;
+        const struct sched_mig_kind *k = mig_kind(s, &v, n->gpus[g].model, place_mig_card_mib(&v));
+        struct place_mig_demand self = {mem, cores, 1};
+        int rc =
+            k != NULL
+                ? place_mig_choose(&v, mem, cores, PLACE_MIG_RULE_VGPU, k->mix, k->n, k->table, &c)
+                : place_mig_choose(&v, mem, cores, PLACE_MIG_RULE_VGPU, &self, 1, NULL, &c);
+        if (rc < 0) {
             if (c.why > *why) /* occupied or refused say more than "no profile" */
                 *why = c.why;
             continue;
         }
-        if (best_g < 0 || c.score < best->score - 1e-9) {
+        /* On a tie the GPU already partitioned most: an empty one stays whole. */
+        int used = __builtin_popcount(v.used);
+        if (best_g < 0 || c.score < best->score - 1e-9 ||
+            (c.score < best->score + 1e-9 && used > best_used)) {
             *best = c;
             best_g = (int)g;
+            best_used = used;
         }
     }
     return best_g;
@@ -204,7 +275,6 @@ struct sched_pod *sched_mig_decide(struct sched_state *s, const char *key,
                                    const struct sched_container_request *reqs, int count,
                                    int32_t *ids, size_t n, const char **why, int64_t now_s)
 {
-    struct place_mig_demand mix[MIG_DEMANDS];
     int32_t best_node = -1;
     double best_score = 0;
     struct sched_share best_shares[ANNOT_MAX_CONTAINERS];
@@ -214,8 +284,8 @@ struct sched_pod *sched_mig_decide(struct sched_state *s, const char *key,
             first_gpu = c;
     if (first_gpu < 0)
         return NULL;
-    /* Only offers with a MIG GPU take part; without any, nothing else is done (the mix is
-     * a pass over the pods). */
+    /* Only offers with a MIG GPU take part; without any, nothing else is done (not even
+     * bringing the learned mix up to date). */
     size_t with_mig = 0;
     for (size_t i = 0; i < n; i++) {
         int32_t idx = ids[i];
@@ -230,8 +300,8 @@ struct sched_pod *sched_mig_decide(struct sched_state *s, const char *key,
     }
     if (with_mig == 0)
         return NULL;
-    size_t mix_n = mig_mix(s, reqs[first_gpu].request.gpu_mem_mib,
-                           reqs[first_gpu].request.gpu_milli / 10, mix);
+    struct place_frag_cache *unused_frag;
+    (void)sched_mix(s, &reqs[first_gpu].request, &unused_frag); /* mix_learned brought up to date */
     for (size_t i = 0; i < n; i++) {
         int32_t idx = ids[i];
         if (idx < 0)
@@ -254,7 +324,7 @@ struct sched_pod *sched_mig_decide(struct sched_state *s, const char *key,
                 break;
             }
             struct place_mig_choice ch = {.profile = -1};
-            int g = mig_best_gpu(s, idx, r, taken, extra, now_s, mix, mix_n, &ch, &w);
+            int g = mig_best_gpu(s, idx, r, taken, extra, now_s, &ch, &w);
             if (g < 0) {
                 why[i] = place_mig_why_text(w);
                 ok = false;
@@ -268,6 +338,8 @@ struct sched_pod *sched_mig_decide(struct sched_state *s, const char *key,
             sh->milli = 0;
             sh->mig_start = ch.start;
             sh->mig_size = ch.size;
+            sh->mig_milli = (uint16_t)place_mig_share_milli(ap->memory_mib,
+                                                            mig_card_mib(&s->nodes[idx].mig[g]));
             (void)vg_strlcpy(sh->mig_profile, ap->name, sizeof sh->mig_profile);
             extra[g] |= place_mig_mask(ch.start, ch.size);
             taken |= 1u << g; /* one instance per GPU for a pod: its containers apart */

@@ -102,6 +102,7 @@ void sched_state_free(struct sched_state *s)
     free(s->filter_reqs);
     free(s->mig_ids);
     free(s->mig_why);
+    free(s->mig_kinds);
     vg_buf_free(&s->scan_text);
     free(s->scan_offers);
     memo_each(s, MEMO_FREE, 0);
@@ -300,7 +301,9 @@ static void mix_count(struct sched_state *s, const struct sched_share *sh, uint1
         return;
     /* mix_seen holds the types id where the model mask goes: sched_mix resolves it. */
     struct place_mix_type t = {.gpu_count = sh->gpu_count,
-                               .gpu_milli = sh->exclusive ? PLACE_GPU_MILLI : sh->milli,
+                               .gpu_milli = sh->mig_size > 0 ? sh->mig_milli
+                                            : sh->exclusive  ? PLACE_GPU_MILLI
+                                                             : sh->milli,
                                .model_mask = types,
                                .weight = 1};
     struct place_mix *m = &s->mix_seen;
@@ -375,6 +378,7 @@ const struct place_mix *sched_mix(struct sched_state *s, const struct place_requ
         if (ok && !same) {
             place_mix_clear(&s->mix_learned);
             s->mix_learned = q;
+            s->mix_gen++;
             place_frag_cache_reset(&s->frag);
             memo_each(s, MEMO_RESET, 0);
         } else {
@@ -398,7 +402,10 @@ int sched_share_charge(struct sched_state *s, int32_t node, const struct sched_s
     struct place_decision d;
     if (sh->mig_size > 0) { /* its own GPU instance: slices, not a share of the card */
         memo_each(s, MEMO_FORGET, (size_t)node);
-        return sched_mig_charge(s, node, sh, err);
+        int rc = sched_mig_charge(s, node, sh, err);
+        if (rc == 0)
+            mix_count(s, sh, types, true); /* a request the cluster sees, as any share */
+        return rc;
     }
     share_to_place(sh, node, &r, &d);
     const struct place_node *n = &s->cluster->nodes[node];
@@ -426,6 +433,7 @@ void sched_share_uncharge(struct sched_state *s, int32_t node, const struct sche
     if (sh->mig_size > 0) {
         memo_each(s, MEMO_FORGET, (size_t)node);
         sched_mig_uncharge(s, node, sh);
+        mix_count(s, sh, types, false);
         return;
     }
     share_to_place(sh, node, &r, &d);

@@ -148,8 +148,11 @@ int sim_mig_run(const struct sim_trace *t, const struct sim_mig_model *m, enum s
     VG_AUTO_FREE uint8_t *used = xcalloc(gpus, 1);
     VG_AUTO_FREE unsigned *node_used = xcalloc(nodes + 1, sizeof *node_used);
     /* The metric: place_mig_frag under the whole trace's GPU requests (the same for both
-     * rules); the rule's own mix: vgpu's learned from the pods arrived so far. */
+     * rules); the rule's own mix: vgpu's, default's learned mix (the shapes of the pods
+     * arrived so far) mapped onto the profiles. */
     struct folded metric = {0}, learned = {0};
+    VG_AUTO(place_mix_clear) struct place_mix seen;
+    place_mix_init(&seen);
     for (size_t i = 0; i < t->pod_count; i++)
         if (t->pods[i].gpu_count > 0)
             fold_add(&metric, &m->gpu, pod_mem(m, &t->pods[i]), 1);
@@ -165,6 +168,15 @@ int sim_mig_run(const struct sim_trace *t, const struct sim_mig_model *m, enum s
     double frag_now = metric_table[0] * (double)gpus, churn_frag = 0;
     for (size_t a = 0; a < len; a++) {
         const struct sim_pod *p = &t->pods[order[a]];
+        if (rule == SIM_MIG_VGPU) { /* every pod is a shape seen, as default learns them */
+            struct place_mix_type type = {.cpu_milli = p->cpu_milli,
+                                          .gpu_count = p->gpu_count,
+                                          .gpu_milli = p->gpu_count > 0 ? p->gpu_milli : 0,
+                                          .model_mask = UINT64_MAX,
+                                          .weight = 1};
+            if (place_mix_add(&seen, &type) < 0)
+                return vg_err_set(err, -ENOMEM, "out of memory");
+        }
         if (p->gpu_count == 0)
             continue;
         out->gpu_pods++;
@@ -181,7 +193,13 @@ int sim_mig_run(const struct sim_trace *t, const struct sim_mig_model *m, enum s
         }
         uint64_t mem = pod_mem(m, p);
         if (rule == SIM_MIG_VGPU) {
-            fold_add(&learned, &m->gpu, mem, 1);
+            /* The learned mix as it stands (this pod included), mapped onto the profiles:
+             * the table is cheap to rebuild, so at every GPU arrival, where the policies
+             * of sim_run rebuild theirs on a schedule. */
+            learned.n = place_mig_mix_map(&m->gpu, m->nominal_mib, 64, &seen, learned.d,
+                                          sizeof learned.d / sizeof learned.d[0]);
+            if (learned.n == 0)
+                fold_add(&learned, &m->gpu, mem, 1);
             place_mig_frag_table(&m->gpu, learned.d, learned.n, table);
         }
         memset(memo, 0, sizeof memo);

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "placement/mig.h"
+#include "placement/placement.h"
 
 /* An H100 80GB with the allowlist of HAMi's documentation: 1g.10gb, 2g.20gb, 3g.40gb,
  * 7g.80gb (memory and SMs as NVML reports them, docs/placement.md). */
@@ -125,6 +126,87 @@ static void test_vgpu_rule_3g_leaves_room_for_2g(void **state)
     g.used = place_mig_mask(4, 4);
     assert_true(place_mig_frag(&g, g.used, mix, 2) <
                 place_mig_frag(&g, place_mig_mask(0, 4), mix, 2));
+}
+
+/* default's learned mix of card shares, mapped onto the H100's profiles: shares the same
+ * profiles serve fold into one demand, types for another model and types no profile serves
+ * are left out, and the rule places by the mapped mix as by a mix of memory. */
+static void test_learned_mix_mapped(void **state)
+{
+    (void)state;
+    struct place_mig_gpu g;
+    h100(&g);
+    uint64_t card = place_mig_card_mib(&g);
+    assert_int_equal(card, 8 * 9984); /* the 1g's memory per slice, times 8 */
+    struct place_mix mix;
+    place_mix_init(&mix);
+    const struct place_mix_type types[] = {
+        {.gpu_count = 1, .gpu_milli = 100, .model_mask = UINT64_MAX, .weight = 3}, /* 1g */
+        {.gpu_count = 1, .gpu_milli = 125, .model_mask = UINT64_MAX, .weight = 2}, /* 1g */
+        {.gpu_count = 1, .gpu_milli = 250, .model_mask = UINT64_MAX, .weight = 5}, /* 2g */
+        {.gpu_count = 1, .gpu_milli = 500, .model_mask = 0x2, .weight = 7},        /* 3g, model 1 */
+        {.gpu_count = 2, .gpu_milli = 1000, .model_mask = UINT64_MAX, .weight = 1}, /* 7g */
+        {.gpu_count = 0, .cpu_milli = 4000, .model_mask = UINT64_MAX, .weight = 9}, /* no GPU */
+    };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        assert_int_equal(place_mix_add(&mix, &types[i]), 0);
+    struct place_mig_demand d[8];
+    size_t n = place_mig_mix_map(&g, card, 0, &mix, d, 8); /* model 0: not the 3g type's */
+    assert_int_equal(n, 3);
+    assert_int_equal(d[0].weight, 5); /* 100 and 125 milli: both a 1g */
+    assert_true(d[0].mem_mib <= 9984 && d[0].mem_mib > 0);
+    assert_int_equal(d[1].weight, 5);
+    assert_true(d[1].mem_mib > 9984 && d[1].mem_mib <= 20096);
+    assert_int_equal(d[2].weight, 1);
+    assert_true(d[2].mem_mib > 40448);
+    n = place_mig_mix_map(&g, card, 1, &mix, d, 8); /* model 1: the 3g type counts */
+    assert_int_equal(n, 4);
+    assert_int_equal(d[2].weight, 7);
+    n = place_mig_mix_map(&g, card, 64, &mix, d, 2); /* every model; room for two */
+    assert_int_equal(n, 2);
+    /* A share past the card's memory: no profile serves it, nothing counts. */
+    struct place_mix big;
+    place_mix_init(&big);
+    const struct place_mix_type huge = {
+        .gpu_count = 1, .gpu_milli = 1000, .weight = 1, .model_mask = UINT64_MAX};
+    assert_int_equal(place_mix_add(&big, &huge), 0);
+    assert_int_equal(place_mig_mix_map(&g, 2 * card, 0, &big, d, 8), 0);
+    place_mix_clear(&big);
+    /* The 2g demand steers a 3g to start 4, as a mix of 18,000 MiB requests does. */
+    n = place_mig_mix_map(&g, card, 0, &mix, d, 8);
+    struct place_mig_choice c;
+    assert_int_equal(place_mig_choose(&g, 40000, 0, PLACE_MIG_RULE_VGPU, d, n, NULL, &c), 0);
+    assert_int_equal(c.profile, profile_of(&g, "3g.40gb"));
+    assert_int_equal(c.start, 4);
+    place_mix_clear(&mix);
+}
+
+/* An instance counted in the learned mix as the share of the card its memory is maps back
+ * to a demand its own profile serves, and no smaller one. */
+static void test_instance_share_round_trip(void **state)
+{
+    (void)state;
+    struct place_mig_gpu g;
+    h100(&g);
+    uint64_t card = place_mig_card_mib(&g);
+    for (unsigned p = 0; p < g.profile_count; p++) {
+        struct place_mix mix;
+        place_mix_init(&mix);
+        struct place_mix_type t = {.gpu_count = 1,
+                                   .gpu_milli = place_mig_share_milli(g.profiles[p].mem_mib, card),
+                                   .model_mask = UINT64_MAX,
+                                   .weight = 1};
+        assert_int_equal(place_mix_add(&mix, &t), 0);
+        struct place_mig_demand d[4];
+        assert_int_equal(place_mig_mix_map(&g, card, 0, &mix, d, 4), 1);
+        assert_true(place_mig_fits(&g, p, d[0].mem_mib, 0, PLACE_MIG_RULE_VGPU));
+        for (unsigned q = 0; q < g.profile_count; q++)
+            if (g.profiles[q].size < g.profiles[p].size)
+                assert_false(place_mig_fits(&g, q, d[0].mem_mib, 0, PLACE_MIG_RULE_VGPU));
+        place_mix_clear(&mix);
+    }
+    assert_int_equal(place_mig_share_milli(90000, card), 1000);
+    assert_int_equal(place_mig_share_milli(1, 0), 1000);
 }
 
 static void test_vgpu_rule_compute(void **state)
@@ -256,6 +338,8 @@ int main(void)
         cmocka_unit_test(test_hami_rule),
         cmocka_unit_test(test_vgpu_rule_keeps_large_profiles),
         cmocka_unit_test(test_vgpu_rule_3g_leaves_room_for_2g),
+        cmocka_unit_test(test_learned_mix_mapped),
+        cmocka_unit_test(test_instance_share_round_trip),
         cmocka_unit_test(test_vgpu_rule_compute),
         cmocka_unit_test(test_table_matches),
         cmocka_unit_test(test_never_overlaps),

@@ -892,6 +892,89 @@ static void test_mig_decisions(void **unused)
     sched_state_free(s);
 }
 
+/* The MIG rule keeps room for the learned mix default keeps: card shares held on other
+ * nodes count (a quarter of a card asks what a 2g.20gb holds), and MIG instances count in
+ * that mix as the share of the card their profile is. */
+static void test_mig_learned_mix(void **unused)
+{
+    (void)unused;
+    /* The pod alone in the mix: nothing to keep room for, the lowest start. */
+    struct sched_state *s = new_state(0, 0, 0);
+    mig_node(s, "[]", NULL);
+    json_t *r = mig_filter(s, "c", "40000", 0);
+    json_decref(r);
+    assert_string_equal(mig_of(s, "c"), "3g.40gb@0/40448/0");
+    sched_state_free(s);
+    /* Quarter-card shares held on n0, a card without MIG: the 3g goes to 4, so slices 0-3
+     * take two 2g.20gb. */
+    s = new_state(1, 81559, 8);
+    bound_pod(s, "a0", "n0", 0, 20000, 25);
+    bound_pod(s, "a1", "n0", 0, 20000, 25);
+    mig_node(s, "[]", NULL);
+    r = mig_filter(s, "c", "40000", 0);
+    json_decref(r);
+    assert_string_equal(mig_of(s, "c"), "3g.40gb@4/40448/0");
+    struct vg_err err = {0};
+    assert_int_equal(sched_check_invariants(s, &err), 0);
+    sched_state_free(s);
+    /* A 2g instance counts as a quarter card; its pod gone, it counts no more. */
+    s = new_state(0, 0, 0);
+    mig_node(s, "[]", NULL);
+    r = mig_filter(s, "b", "18000", 0);
+    json_decref(r);
+    assert_string_equal(mig_of(s, "b"), "2g.20gb@0/20096/0");
+    assert_int_equal(s->mix_seen.count, 1);
+    assert_int_equal(s->mix_seen.types[0].gpu_milli, 251); /* 20,096 of 8 x 9,984 MiB */
+    r = mig_filter(s, "c", "40000", 0);
+    json_decref(r);
+    assert_string_equal(mig_of(s, "c"), "3g.40gb@4/40448/0");
+    assert_int_equal(s->mix_seen.total_weight, 2);
+    json_t *gone = json_pack("{s:{s:s, s:s}}", "metadata", "name", "b", "namespace", "default");
+    sched_pod_delete(s, gone);
+    json_decref(gone);
+    assert_int_equal(s->mix_seen.total_weight, 1);
+    assert_int_equal(s->mix_seen.types[0].gpu_milli, 506);
+    assert_int_equal(sched_check_invariants(s, &err), 0);
+    sched_state_free(s);
+}
+
+/* A container asking two GPUs with an amount of memory, on nodes whose GPUs are all in
+ * dynamic MIG mode: not placed (one instance per container), with that reason in the
+ * node's FailedNodes entry, which `vgpu explain` shows; nothing is promised. */
+static void test_mig_two_gpus_refused(void **unused)
+{
+    (void)unused;
+    struct sched_state *s = new_state(0, 0, 0);
+    mig_node(s, "[]", NULL);
+    json_t *args =
+        json_pack("{s:{s:{s:s, s:s, s:s, s:s}, s:{s:[{s:s, s:{s:{s:s, s:s}}}]}}, s:[s]}", "Pod",
+                  "metadata", "name", "two", "namespace", "default", "resourceVersion", "7", "uid",
+                  "uid-2", "spec", "containers", "name", "main", "resources", "limits",
+                  "nvidia.com/gpu", "2", "nvidia.com/gpumem", "9000", "NodeNames", "m0");
+    char *body = json_dumps(args, JSON_COMPACT), *out = NULL;
+    json_decref(args);
+    struct vg_err err = {0};
+    assert_int_equal(sched_filter(s, body, strlen(body), (struct sched_now){100, 0}, &out, &err),
+                     0);
+    json_t *r = json_loads(out, 0, NULL);
+    assert_non_null(r);
+    assert_string_equal(node_or_dash(r), "-");
+    const char *why = json_string_value(json_object_get(json_object_get(r, "FailedNodes"), "m0"));
+    assert_non_null(why);
+    assert_non_null(strstr(why, "more than one GPU"));
+    assert_non_null(strstr(why, "one per container"));
+    assert_string_equal(mig_of(s, "two"), "-");
+    json_decref(r);
+    free(out);
+    free(body);
+    /* The same pod asking one GPU is placed. */
+    r = mig_filter(s, "one", "9000", 0);
+    assert_string_equal(node_or_dash(r), "m0");
+    json_decref(r);
+    assert_int_equal(sched_check_invariants(s, &err), 0);
+    sched_state_free(s);
+}
+
 static void test_mig_instances_and_refusals(void **unused)
 {
     (void)unused;
@@ -1081,6 +1164,8 @@ int main(void)
     vg_log_max_level = VG_LOG_ERROR;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mig_decisions),
+        cmocka_unit_test(test_mig_learned_mix),
+        cmocka_unit_test(test_mig_two_gpus_refused),
         cmocka_unit_test(test_mig_instances_and_refusals),
         cmocka_unit_test(test_mig_bad_decisions),
         cmocka_unit_test(test_no_double_promise),
