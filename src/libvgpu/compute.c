@@ -86,6 +86,8 @@ struct cdev {
     bool high_near;          /* low: a high-priority container is on the GPU */
     int64_t queue_end;       /* when its queued work should be done, by the predictions */
     int64_t drained_at;      /* holding the turn, the queue drained then (0: it did not) */
+    int64_t prio_drain_at;   /* high: when its queue last drained (0: never) */
+    unsigned prio_gaps;      /* high: drains in a row followed by VGC_PRIO_GAP_NS or more */
 };
 
 struct mark {
@@ -340,12 +342,25 @@ static void drained_locked(struct cdev *d, int64_t t)
     if (d->board == NULL || d->slot < 0)
         return;
     vgc_bd_set_pending(&d->bd, d->slot, false, t);
-    if (d->prio == VGPU_PRIORITY_HIGH && d->bd.plugin) {
-        /* Low-priority neighbours held on the turn's futex wait VGC_PRIO_IDLE_NS more. */
-        vgc_bd_note_idle(&d->bd, t);
+    bool high = d->prio == VGPU_PRIORITY_HIGH && d->bd.plugin;
+    /* A high process whose last VGC_PRIO_GAPS drains were each followed by a pause of
+     * VGC_PRIO_GAP_NS or more (requests that end in a synchronize) expects no launch now:
+     * it keeps no turn, and its low-priority neighbours go at once. */
+    bool done = high && d->prio_gaps >= VGC_PRIO_GAPS;
+    if (done) {
+        unkeep(d); /* idle by choice, as after a linger */
+        turn_release_locked(d);
+    }
+    if (high) {
+        d->prio_drain_at = t;
+        /* Low-priority neighbours held on the turn's futex wait VGC_PRIO_IDLE_NS more
+         * (none when it is done). */
+        vgc_bd_note_idle(&d->bd, done ? t - VGC_PRIO_IDLE_NS : t);
         atomic_fetch_add(&d->board->turn_seq, 1);
         turn_wake(d);
     }
+    if (done)
+        return;
     if (d->turn && !d->turn_closing && !d->throttled) {
         /* The launcher may be about to launch again: the turn is kept a moment. */
         d->drained_at = t;
@@ -1049,6 +1064,13 @@ static bool vgc_begin(struct vgc_launch *L, CUstream s, bool ptsz, uint64_t key)
     vgc_charge(&d->own, pred);
     d->win_wanted = d->win_wanted || waited;
     int64_t t = now_ns();
+    if (d->inflight_n == 0 && d->prio_drain_at != 0) {
+        /* How long after its last drain this high process launched again. */
+        if (t - d->prio_drain_at < VGC_PRIO_GAP_NS)
+            d->prio_gaps = 0;
+        else if (d->prio_gaps < VGC_PRIO_GAPS)
+            d->prio_gaps++;
+    }
     if (d->inflight_n++ == 0 && d->board != NULL && d->slot >= 0)
         vgc_bd_set_pending(&d->bd, d->slot, true, t);
     d->inflight_ns += depth;

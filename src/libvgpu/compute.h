@@ -443,6 +443,10 @@ void vgc_bd_turn_mark(struct vgc_bd *bd, int slot, bool held);
 #define VGC_PRIO_IDLE_NS      INT64_C(250000)   /* high idle this long: low goes again */
 #define VGC_PRIO_LOW_DEPTH_NS INT64_C(800000)   /* low's queue beside a high container */
 #define VGC_PRIO_POLL_NS      INT64_C(20000000) /* a held launch looks again at least this often */
+/* A high process whose last VGC_PRIO_GAPS drains were each followed by VGC_PRIO_GAP_NS or
+ * more before its next launch is idle as soon as its queue drains (no interval). */
+#define VGC_PRIO_GAP_NS       INT64_C(1000000) /* a pause after a drain that ends a request */
+#define VGC_PRIO_GAPS         4u               /* ... this many in a row */
 
 /* Whether the process `slot` of peer i runs at high priority (its file's name says high,
  * and its low_mask bit is clear). */
