@@ -342,6 +342,13 @@ class TimeSlicing(Base):
         with self.assertRaises(grpc.RpcError) as cm:
             self.kubelet.allocate(req.resource_name, ["GPU-nope::0"])
         self.assertIn("unknown device ID", cm.exception.details())
+        # kubelet sends one container per call; more than a pod can have is refused.
+        many = M["AllocateRequest"]()
+        for _ in range(33):
+            many.container_requests.add().devices_ids.append(ids[0])
+        with self.assertRaises(grpc.RpcError) as cm:
+            self.kubelet.call(req.resource_name, "Allocate", many, "AllocateResponse")
+        self.assertIn("Allocate for 33 containers (1..32)", cm.exception.details())
         # The benchmarks' timing client (grpc_peer allocate of tests/integration/grpc_peer.c, vgpu's C client) gets
         # the same answers over one connection: each call its own line, timed.
         peer = subprocess.run(

@@ -510,6 +510,15 @@ class WebhookTest(unittest.TestCase):
             {"op": "add", "path": "/spec/containers/0/env",
              "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]}])
 
+    def test_port_file_needs_the_webhook(self):
+        r = subprocess.run([BINARY, "--webhook-port-file", os.path.join(self.dir, "p")],
+                           capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--webhook-port-file needs --webhook-listen", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "p")))
+        # With the webhook, the file holds the port it serves on (setUp read it).
+        self.assertGreater(self.wport, 0)
+
     def test_priority(self):
         # HAMi's nvidia.com/priority: 0 (high) and 1 (low) are admitted as they are (the
         # device plugin writes them into the limits file); anything else is refused.
