@@ -705,9 +705,8 @@ int dp_vgpu_dirs(const struct dpconfig *cfg, struct vg_err *err)
 /* The checks every container directory needs. Its parents were made at start
  * (dp_vgpu_dirs); build makes them again only if they have gone, so an Allocate spends no
  * system calls on them. */
-static int dir_begin(const struct dpconfig *cfg, const struct dp_match *match, struct vg_err *err)
+static int dir_begin(const struct dp_match *match, struct vg_err *err)
 {
-    (void)cfg;
     const struct annot_container *c = &match->container;
     if (c->gpu_count == 0 || c->gpu_count > REGION_MAX_DEVICES)
         return vg_err_set(err, -EINVAL, "container %s: %u GPUs", c->name, c->gpu_count);
@@ -739,7 +738,7 @@ int dp_container_dir_prepare(const struct dpconfig *cfg, const struct dp_match *
                              const char *dir, struct vg_err *err)
 {
     char ready[1024];
-    if (dir_begin(cfg, match, err) < 0 ||
+    if (dir_begin(match, err) < 0 ||
         stage_path(cfg, DP_READY_PREFIX, dir, ready, sizeof(ready), err) < 0)
         return vg_err_wrap(err, "preparing container directory %s", dir);
     undo_dir(ready); /* one made for an earlier decision */
@@ -751,7 +750,7 @@ int dp_container_dir_prepare(const struct dpconfig *cfg, const struct dp_match *
 int dp_container_dir_create(const struct dpconfig *cfg, const struct dp_match *match,
                             const char *dir, bool prepared, struct vg_err *err)
 {
-    int rc = dir_begin(cfg, match, err);
+    int rc = dir_begin(match, err);
     if (rc < 0)
         return rc;
     struct stat st;
